@@ -1,0 +1,47 @@
+# The two commands: `make demo` and `make test`. Both install what is missing first
+# (scripts/setup.sh), configure and build, then run.
+#   make build     configure and build build/ (AddressSanitizer + UBSan, used by tests and demo)
+#   make release   an optimised build in build-release/ (no sanitizers)
+#   make bench     build-release/ benchmarks, results as JSON lines
+#   make fuzz      libFuzzer targets with clang in build-fuzz/
+BUILD      ?= build
+RELEASE    ?= build-release
+GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CTEST_ARGS ?=
+
+.PHONY: all deps deps-build build release test demo bench fuzz clean
+
+all: build
+
+deps:
+	@bash scripts/setup.sh
+
+deps-build:
+	@bash scripts/setup.sh --build
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_SANITIZE=ON
+
+build: deps-build $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+release: deps-build
+	cmake -S . -B $(RELEASE) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release -DFERRY_SANITIZE=OFF -DBUILD_TESTING=OFF
+	cmake --build $(RELEASE) -j $(JOBS)
+
+test: deps build
+	cd $(BUILD) && ctest --no-tests=error --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+demo: deps build
+	./$(BUILD)/ferry demo
+
+bench: deps release
+	bash bench/run.sh $(RELEASE)
+
+fuzz: deps-build
+	CC=clang cmake -S . -B build-fuzz -G "$(GENERATOR)" -DFERRY_FUZZ=ON -DBUILD_TESTING=OFF
+	cmake --build build-fuzz -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) $(RELEASE) build-fuzz

@@ -1,0 +1,28 @@
+/* Logging: one line per event in logfmt (ts=... level=... msg="..." key=value), written with one
+ * write(2) so lines from threads and processes never interleave. Secrets must never be passed
+ * here; use ferry_redact_url for URLs that may carry credentials. */
+#ifndef FERRY_LOG_H
+#define FERRY_LOG_H
+
+#include <stddef.h>
+
+enum ferry_log_level { FERRY_LOG_DEBUG, FERRY_LOG_INFO, FERRY_LOG_WARN, FERRY_LOG_ERROR };
+
+void ferry_log_set_level(enum ferry_log_level level);
+void ferry_log_set_fd(int fd); /* default 2 */
+/* Reads FERRY_LOG_LEVEL (debug|info|warn|error) from the environment. */
+void ferry_log_init_from_env(void);
+
+void ferry_log(enum ferry_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define FLOG_DEBUG(...) ferry_log(FERRY_LOG_DEBUG, __VA_ARGS__)
+#define FLOG_INFO(...) ferry_log(FERRY_LOG_INFO, __VA_ARGS__)
+#define FLOG_WARN(...) ferry_log(FERRY_LOG_WARN, __VA_ARGS__)
+#define FLOG_ERROR(...) ferry_log(FERRY_LOG_ERROR, __VA_ARGS__)
+
+/* Copies url into out with any "user:password@" userinfo and password= / secret= / token= /
+ * X-Amz-Signature= query values replaced by "***". */
+const char *ferry_redact_url(const char *url, char *out, size_t outsz);
+
+#endif

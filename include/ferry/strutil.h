@@ -1,0 +1,37 @@
+/* Small string helpers with strict parsing: a number parses only when the whole field is one. */
+#ifndef FERRY_STRUTIL_H
+#define FERRY_STRUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Each returns true and stores the value only when s is exactly one well-formed number. */
+bool ferry_parse_u64(const char *s, uint64_t *out);
+bool ferry_parse_i64(const char *s, int64_t *out);
+bool ferry_parse_double(const char *s, double *out); /* finite values only */
+
+/* Sizes with optional binary suffix: 10, 10K, 3MiB, 2G, 1T (K = 1024). */
+bool ferry_parse_bytes(const char *s, uint64_t *out);
+/* Durations: 90s, 15m, 3h, 7d, 2w, or plain seconds. */
+bool ferry_parse_duration(const char *s, uint64_t *seconds);
+
+/* Splits line in place at every sep; stores up to max field pointers; returns the field count
+ * (which may exceed max: then only max were stored). */
+size_t ferry_split(char *line, char sep, char **fields, size_t max);
+
+/* Removes trailing "\n" / "\r\n". */
+void ferry_chomp(char *s);
+/* Trims ASCII whitespace at both ends, in place; returns s advanced past leading space. */
+char *ferry_trim(char *s);
+
+bool ferry_starts_with(const char *s, const char *prefix);
+bool ferry_ends_with(const char *s, const char *suffix);
+
+/* strdup that aborts the process on allocation failure is never used; this returns NULL. */
+char *ferry_strndup(const char *s, size_t n);
+
+/* Human-readable byte count into out ("13.0 MB", "7.7 KB"); decimal units as the blog uses. */
+const char *ferry_fmt_bytes(uint64_t bytes, char *out, size_t outsz);
+
+#endif

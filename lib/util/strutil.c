@@ -1,0 +1,185 @@
+/* Strict number parsing and small string helpers. */
+#include "ferry/strutil.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool ferry_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || !isdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool ferry_parse_i64(const char *s, int64_t *out)
+{
+    if (!s || !*s || !(isdigit((unsigned char)*s) || *s == '-'))
+        return false;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || end == s)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool ferry_parse_double(const char *s, double *out)
+{
+    if (!s || !*s || isspace((unsigned char)*s))
+        return false;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+bool ferry_parse_bytes(const char *s, uint64_t *out)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return false;
+    uint64_t mult = 1;
+    if (*end) {
+        char unit = (char)toupper((unsigned char)*end);
+        const char *rest = end + 1;
+        switch (unit) {
+        case 'B': mult = 1; rest = end + 1; break;
+        case 'K': mult = 1ULL << 10; break;
+        case 'M': mult = 1ULL << 20; break;
+        case 'G': mult = 1ULL << 30; break;
+        case 'T': mult = 1ULL << 40; break;
+        default: return false;
+        }
+        if (unit != 'B') {
+            if (*rest == 'i' || *rest == 'I')
+                rest++;
+            if (*rest == 'B' || *rest == 'b')
+                rest++;
+        }
+        if (*rest)
+            return false;
+    }
+    if (mult > 1 && v > UINT64_MAX / mult)
+        return false;
+    *out = v * mult;
+    return true;
+}
+
+bool ferry_parse_duration(const char *s, uint64_t *seconds)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return false;
+    uint64_t mult;
+    if (!*end)
+        mult = 1;
+    else if (end[1])
+        return false;
+    else {
+        switch (*end) {
+        case 's': mult = 1; break;
+        case 'm': mult = 60; break;
+        case 'h': mult = 3600; break;
+        case 'd': mult = 86400; break;
+        case 'w': mult = 7 * 86400; break;
+        default: return false;
+        }
+    }
+    if (v > UINT64_MAX / mult)
+        return false;
+    *seconds = v * mult;
+    return true;
+}
+
+size_t ferry_split(char *line, char sep, char **fields, size_t max)
+{
+    size_t n = 0;
+    char *p = line;
+    for (;;) {
+        if (n < max)
+            fields[n] = p;
+        n++;
+        char *q = strchr(p, sep);
+        if (!q)
+            break;
+        *q = '\0';
+        p = q + 1;
+    }
+    return n;
+}
+
+void ferry_chomp(char *s)
+{
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+}
+
+char *ferry_trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+bool ferry_starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+bool ferry_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+char *ferry_strndup(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (!p)
+        return NULL;
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+const char *ferry_fmt_bytes(uint64_t bytes, char *out, size_t outsz)
+{
+    static const char *units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1000.0 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1000.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(out, outsz, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(out, outsz, "%.1f %s", v, units[u]);
+    return out;
+}

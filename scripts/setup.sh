@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Installs what ferry needs to build and test on a fresh Debian 12 machine, and nothing twice.
+#   scripts/setup.sh            everything (build deps, test servers, libchdb, s3rver)
+#   scripts/setup.sh --build    only what compiling needs
+# Debian packages come from apt-get; npm packages are cached outside the work tree under
+# $FERRY_CACHE (default ~/.cache/ferry) and checked against their pinned integrity hash.
+set -euo pipefail
+
+FERRY_CACHE=${FERRY_CACHE:-$HOME/.cache/ferry}
+CHDB_PKG=@chdb/lib-linux-x64-gnu
+CHDB_VERSION=26.7.3-stable.1
+CHDB_INTEGRITY=sha512-XP97mMqnc5tZpKQywR8N7cLTsHNiTmHr30pC5mzo3jWmukjKn2IBa60c2B/gWUNcuFjOMjWoorQICCqBVj5wpw==
+S3RVER_VERSION=3.7.1
+
+BUILD_DEBS=(cmake ninja-build pkg-config gcc make clang libclang-rt-14-dev
+            libcurl4-openssl-dev libssl-dev libsqlite3-dev libjansson-dev
+            libmicrohttpd-dev libxxhash-dev libcmocka-dev libzookeeper-mt-dev)
+TEST_DEBS=(zookeeper openjdk-17-jre-headless nodejs npm python3 python3-botocore
+           clickhouse-server curl procps)
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+missing_debs() {
+    local p out=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || out+=("$p")
+    done
+    printf '%s\n' "${out[@]}"
+}
+
+install_debs() {
+    local -a need
+    mapfile -t need < <(missing_debs "$@")
+    [ "${#need[@]}" -eq 0 ] || [ -z "${need[0]}" ] && return 0
+    # nodejs/npm may come from elsewhere on some machines: a working binary is enough.
+    local -a filtered=()
+    for p in "${need[@]}"; do
+        case "$p" in
+            nodejs) command -v node >/dev/null || filtered+=("$p") ;;
+            npm) command -v npm >/dev/null || filtered+=("$p") ;;
+            python3) command -v python3 >/dev/null || filtered+=("$p") ;;
+            *) filtered+=("$p") ;;
+        esac
+    done
+    [ "${#filtered[@]}" -eq 0 ] && return 0
+    log "installing Debian packages: ${filtered[*]}"
+    local SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    if ! $SUDO apt-get install -y -q --no-install-recommends "${filtered[@]}" >/tmp/ferry-apt.$$.log 2>&1; then
+        $SUDO apt-get update -q >/dev/null 2>&1 || true
+        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${filtered[@]}" \
+            >/tmp/ferry-apt.$$.log 2>&1 || { cat /tmp/ferry-apt.$$.log >&2; log "apt-get install failed"; exit 1; }
+    fi
+    rm -f /tmp/ferry-apt.$$.log
+}
+
+# npm pack verifies the tarball against the registry's integrity; we also check it against the
+# value pinned above, so a changed upload is refused rather than trusted.
+fetch_chdb() {
+    local dir="$FERRY_CACHE/chdb-$CHDB_VERSION"
+    if [ -s "$dir/libchdb.so" ] && [ -f "$dir/.verified" ]; then return 0; fi
+    log "fetching $CHDB_PKG@$CHDB_VERSION (about 178 MB, once) into $dir"
+    mkdir -p "$dir"
+    local tmp; tmp=$(mktemp -d "$FERRY_CACHE/chdb-dl.XXXXXX")
+    (cd "$tmp" && npm pack --silent "$CHDB_PKG@$CHDB_VERSION" >/dev/null)
+    local tgz; tgz=$(ls "$tmp"/*.tgz)
+    local got="sha512-$(openssl dgst -sha512 -binary "$tgz" | base64 -w0)"
+    if [ "$got" != "$CHDB_INTEGRITY" ]; then
+        rm -rf "$tmp"; log "integrity mismatch for $CHDB_PKG: got $got"; exit 1
+    fi
+    tar -xzf "$tgz" -C "$tmp" package/libchdb.so
+    mv "$tmp/package/libchdb.so" "$dir/libchdb.so"
+    echo "$CHDB_INTEGRITY" > "$dir/.verified"
+    rm -rf "$tmp"
+}
+
+fetch_s3rver() {
+    local dir="$FERRY_CACHE/s3rver-$S3RVER_VERSION"
+    [ -f "$dir/node_modules/s3rver/bin/s3rver.js" ] && return 0
+    log "installing s3rver@$S3RVER_VERSION into $dir"
+    mkdir -p "$dir"
+    (cd "$dir" && { [ -f package.json ] || echo '{"name":"ferry-s3rver","private":true}' > package.json; } &&
+        npm install --silent --no-audit --no-fund "s3rver@$S3RVER_VERSION" >/dev/null)
+}
+
+mode=${1:-all}
+install_debs "${BUILD_DEBS[@]}"
+if [ "$mode" != "--build" ]; then
+    install_debs "${TEST_DEBS[@]}"
+    mkdir -p "$FERRY_CACHE"
+    fetch_chdb
+    fetch_s3rver
+fi
+log "ready (cache: $FERRY_CACHE)"

@@ -1,0 +1,110 @@
+/* ferry's entry point: dispatches `ferry <command> [args]` through the command table. */
+#include "cli.h"
+#include "ferry/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cli_command commands[] = {
+#define FERRY_COMMAND(name, fn, summary, needs) {#name, fn, summary, needs, fn##_usage},
+#include "commands.def"
+#undef FERRY_COMMAND
+};
+static const size_t n_commands = sizeof commands / sizeof commands[0];
+
+static const cli_command *find_command(const char *name)
+{
+    for (size_t i = 0; i < n_commands; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static void print_overview(FILE *fp)
+{
+    fprintf(fp, "usage: ferry <command> [options]\n\n"
+                "ferry places tenant slices on ClickHouse shards, tiers cold partitions to object\n"
+                "storage as pointer parts, and moves slices between servers.\n\ncommands:\n");
+    for (size_t i = 0; i < n_commands; i++)
+        fprintf(fp, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(fp, "\n'ferry help <command>' shows a command's options.\n");
+}
+
+int cli_fail(const char *cmd, const ferry_err *err)
+{
+    fprintf(stderr, "ferry %s: %s\n", cmd, err->msg[0] ? err->msg : ferry_code_name(err->code));
+    return ferry_exit_status(err->code ? err->code : FERRY_EINTERNAL);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ferry %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "; see 'ferry help %s'\n", cmd);
+    va_end(ap);
+    return 2;
+}
+
+const char *cli_config_path(const char *opt)
+{
+    if (opt && *opt)
+        return opt;
+    const char *env = getenv("FERRY_CONFIG");
+    return env && *env ? env : NULL;
+}
+
+const char cmd_version_usage[] = "usage: ferry version\n\nPrints ferry's version.\n";
+
+int cmd_version(int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 1)
+        return cli_usage_error("version", "takes no arguments");
+    printf("ferry %s\n", FERRY_VERSION);
+    return 0;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_overview(stdout);
+        return 0;
+    }
+    const cli_command *c = find_command(argv[1]);
+    if (!c) {
+        fprintf(stderr, "ferry help: unknown command '%s'; 'ferry help' lists them\n", argv[1]);
+        return 2;
+    }
+    fputs(c->usage, stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    ferry_log_init_from_env();
+    if (argc < 2) {
+        print_overview(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h"))
+        return cmd_help(argc - 1, argv + 1);
+    if (!strcmp(name, "--version"))
+        name = "version";
+    const cli_command *c = find_command(name);
+    if (!c) {
+        fprintf(stderr, "ferry: unknown command '%s'; 'ferry help' lists them\n", name);
+        return 2;
+    }
+    /* `ferry CMD --help` is the same as `ferry help CMD`. */
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(c->usage, stdout);
+            return 0;
+        }
+    return c->run(argc - 1, argv + 1);
+}

@@ -1,0 +1,86 @@
+# Shared helpers for ferry's shell tests. Source it first; it sets `set -euo pipefail`, makes a
+# private temporary directory ($T), and on exit stops every process started with `bg_start`
+# (by PID, then its process group) and removes $T unless FERRY_KEEP_TMP=1.
+set -euo pipefail
+
+: "${FERRY_BIN:?FERRY_BIN must point at build/ferry}"
+: "${FERRY_SOURCE_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+: "${FERRY_BUILD_DIR:=$(dirname "$FERRY_BIN")}"
+export FERRY_CACHE=${FERRY_CACHE:-$HOME/.cache/ferry}
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/ferry-test.XXXXXX")
+_H_PIDS=()
+_H_PASSED=0
+_H_FAILED=0
+_H_NAME=$(basename "$0" .sh)
+
+_h_cleanup() {
+    local rc=$?
+    local pid
+    for pid in "${_H_PIDS[@]:-}"; do
+        [ -n "$pid" ] || continue
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${_H_PIDS[@]:-}"; do
+        [ -n "$pid" ] || continue
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    if [ "${FERRY_KEEP_TMP:-0}" = 1 ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
+    exit $rc
+}
+trap _h_cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A TCP port on 127.0.0.1 that nothing listens on right now.
+free_port() {
+    python3 - <<'PY'
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()
+PY
+}
+
+# bg_start LOGFILE CMD...: starts CMD in the background in its own session; sets BG_PID.
+bg_start() {
+    local log=$1; shift
+    setsid "$@" >"$log" 2>&1 &
+    BG_PID=$!
+    _H_PIDS+=("$BG_PID")
+}
+
+# wait_for SECONDS CMD...: retries CMD every 0.1 s until it succeeds or time runs out.
+wait_for() {
+    local secs=$1; shift
+    local deadline=$(( $(date +%s%N) + secs * 1000000000 ))
+    until "$@" >/dev/null 2>&1; do
+        [ "$(date +%s%N)" -lt "$deadline" ] || return 1
+        sleep 0.1
+    done
+}
+
+fail() { echo "FAIL [$_H_NAME]: $*" >&2; _H_FAILED=$((_H_FAILED + 1)); exit 1; }
+ok() { echo "ok - $*"; _H_PASSED=$((_H_PASSED + 1)); }
+
+assert_eq() { # assert_eq EXPECTED ACTUAL MESSAGE
+    [ "$1" = "$2" ] || fail "$3: expected '$1', got '$2'"
+}
+assert_contains() { # assert_contains HAYSTACK NEEDLE MESSAGE
+    case "$1" in *"$2"*) ;; *) fail "$3: '$2' not found in: $1" ;; esac
+}
+
+# expect_exit CODE CMD...: runs CMD, captures stdout in $OUT and stderr in $ERR, checks the code.
+expect_exit() {
+    local want=$1; shift
+    set +e
+    "$@" >"$T/.out" 2>"$T/.err"
+    local got=$?
+    set -e
+    OUT=$(cat "$T/.out"); ERR=$(cat "$T/.err")
+    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want (stderr: $ERR)"
+}
+
+# done_testing: prints the closing line CTest logs show.
+done_testing() { echo "$_H_PASSED passed, $_H_FAILED failed"; }

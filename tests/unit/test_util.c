@@ -1,0 +1,135 @@
+/* Unit tests of the util layer: strict number parsing, the buffer, the config parser. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferry/buf.h"
+#include "ferry/config.h"
+#include "ferry/log.h"
+#include "ferry/strutil.h"
+
+static void test_parse_numbers(void **state)
+{
+    (void)state;
+    uint64_t u;
+    int64_t i;
+    double d;
+    assert_true(ferry_parse_u64("0", &u) && u == 0);
+    assert_true(ferry_parse_u64("18446744073709551615", &u) && u == UINT64_MAX);
+    assert_false(ferry_parse_u64("18446744073709551616", &u));
+    assert_false(ferry_parse_u64("-1", &u));
+    assert_false(ferry_parse_u64("12x", &u));
+    assert_false(ferry_parse_u64("", &u));
+    assert_false(ferry_parse_u64(" 1", &u));
+    assert_true(ferry_parse_i64("-5", &i) && i == -5);
+    assert_false(ferry_parse_i64("-", &i));
+    assert_true(ferry_parse_double("0.85", &d) && d == 0.85);
+    assert_false(ferry_parse_double("nan", &d));
+    assert_false(ferry_parse_double("1e999", &d));
+    assert_false(ferry_parse_double("1.0 ", &d));
+    assert_true(ferry_parse_bytes("2GiB", &u) && u == 2ULL << 30);
+    assert_true(ferry_parse_bytes("512M", &u) && u == 512ULL << 20);
+    assert_true(ferry_parse_bytes("10", &u) && u == 10);
+    assert_false(ferry_parse_bytes("10X", &u));
+    assert_false(ferry_parse_bytes("99999999999999999999T", &u));
+    assert_true(ferry_parse_duration("3d", &u) && u == 3 * 86400);
+    assert_true(ferry_parse_duration("24h", &u) && u == 86400);
+    assert_false(ferry_parse_duration("3days", &u));
+}
+
+static void test_buf(void **state)
+{
+    (void)state;
+    ferry_buf b = FERRY_BUF_INIT;
+    assert_string_equal(ferry_buf_cstr(&b), "");
+    for (int k = 0; k < 1000; k++)
+        ferry_buf_printf(&b, "%d,", k);
+    assert_true(b.len > 3000);
+    assert_true(strncmp(b.data, "0,1,2,", 6) == 0);
+    char *s = ferry_buf_detach(&b);
+    assert_null(b.data);
+    free(s);
+    ferry_buf_free(&b);
+}
+
+static void test_split(void **state)
+{
+    (void)state;
+    char line[] = "a\tb\t\tc";
+    char *f[8];
+    size_t n = ferry_split(line, '\t', f, 8);
+    assert_int_equal(n, 4);
+    assert_string_equal(f[0], "a");
+    assert_string_equal(f[2], "");
+    assert_string_equal(f[3], "c");
+}
+
+static void test_config(void **state)
+{
+    (void)state;
+    const char *text = "# top comment\n"
+                       "[cluster]\n"
+                       "  Name = lab   # trailing comment\n"
+                       "fill = 0.85\n"
+                       "[shard \"node 1\"]\n"
+                       "http = http://127.0.0.1:8123\n"
+                       "password = \"p#ss \\\"q\\\"\"\n"
+                       "[shard \"node2\"]\n"
+                       "weight = 2\n"
+                       "[cluster]\n"
+                       "name = lab2\n";
+    ferry_config c;
+    ferry_err err = {0};
+    assert_int_equal(ferry_config_parse(text, "t.conf", &c, &err), FERRY_OK);
+    assert_string_equal(ferry_config_get(&c, "cluster", NULL, "name"), "lab2");
+    assert_string_equal(ferry_config_get(&c, "shard", "node 1", "password"), "p#ss \"q\"");
+    double fill;
+    assert_int_equal(ferry_config_double(&c, "cluster", NULL, "fill", 1.0, &fill, &err), 0);
+    assert_true(fill == 0.85);
+    const char *subs[4];
+    assert_int_equal(ferry_config_subsections(&c, "shard", subs, 4), 2);
+    assert_string_equal(subs[0], "node 1");
+    assert_string_equal(subs[1], "node2");
+    uint64_t w;
+    assert_int_equal(ferry_config_u64(&c, "shard", "node2", "weight", 1, &w, &err), 0);
+    assert_int_equal(w, 2);
+    assert_int_equal(ferry_config_u64(&c, "cluster", NULL, "name", 1, &w, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.msg, "t.conf:11"));
+    const char *allowed[] = {"name", NULL};
+    assert_int_equal(ferry_config_check_keys(&c, "cluster", allowed, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.msg, "unknown key 'fill'"));
+    ferry_config_free(&c);
+
+    const char *bad[] = {"key = v\n", "[cluster\n", "[cluster]\nnovalue\n",
+                         "[s \"unterminated]\n", "[c]\nk = \"open\n", "[]\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ferry_err e = {0};
+        assert_int_equal(ferry_config_parse(bad[i], "bad.conf", &c, &e), FERRY_EINVAL);
+        assert_non_null(strstr(e.msg, "bad.conf:"));
+    }
+}
+
+static void test_redact(void **state)
+{
+    (void)state;
+    char out[256];
+    ferry_redact_url("http://user:secret@host:8123/?query=1&password=hunter2&x=1", out,
+                     sizeof out);
+    assert_null(strstr(out, "secret"));
+    assert_null(strstr(out, "hunter2"));
+    assert_non_null(strstr(out, "query=1"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_split),         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_redact),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
