@@ -133,7 +133,8 @@ static int find_unexpected(const char *dir, const ferry_checksums *sums, const c
         }
         n++;
     }
-    qsort(names, n, sizeof *names, cmp_cstr);
+    if (n > 1)
+        qsort(names, n, sizeof *names, cmp_cstr);
     for (size_t i = 0; i < n && !rc; i++)
         rc = add_result(r, cap, prefix, names[i], FERRY_PART_FILE_UNEXPECTED, err);
 out:
