@@ -225,8 +225,8 @@ int ferry_pointer_parse(const char *text, size_t len, const char *key_prefix, fe
     ferry_pointer p = FERRY_POINTER_INIT;
     ferry_buf key = FERRY_BUF_INIT;
     reader r = {text, text + len, 0, err};
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     int64_t v;
     int rc;
     if (!key_prefix)
