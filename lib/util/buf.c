@@ -21,6 +21,7 @@ int ferry_buf_reserve(ferry_buf *b, size_t extra)
         return FERRY_ENOMEM;
     b->data = p;
     b->cap = cap;
+    b->data[b->len] = '\0';
     return FERRY_OK;
 }
 

@@ -1,0 +1,699 @@
+/* S3 backend over libcurl: path-style or virtual-host URLs, HTTP or HTTPS, requests signed with
+ * AWS Signature V4 by sigv4.c (every request carries x-amz-content-sha256 with the body's real
+ * SHA-256, and the query string is built canonically so the URL sent is the one signed). One
+ * curl easy handle per store keeps its connection alive between requests. */
+#include "objstore/objstore_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "ferry/log.h"
+#include "ferry/strutil.h"
+#include "objstore/sigv4.h"
+
+#define HASH_CHUNK (1024 * 1024)
+
+typedef struct s3_store {
+    CURL *curl;
+    char *scheme;      /* "http" or "https" */
+    char *hostport;    /* "127.0.0.1:9000" */
+    char *bucket;
+    char *region;
+    bool virtual_host;
+    char *access_key_id;
+    char *secret;      /* wiped on close */
+    char *ca_file;
+    long timeout, connect_timeout;
+} s3_store;
+
+static s3_store *S(ferry_objstore *st) { return st->impl; }
+
+static void s3_free(s3_store *s)
+{
+    if (!s)
+        return;
+    if (s->curl)
+        curl_easy_cleanup(s->curl);
+    if (s->secret) {
+        OPENSSL_cleanse(s->secret, strlen(s->secret));
+        free(s->secret);
+    }
+    free(s->scheme);
+    free(s->hostport);
+    free(s->bucket);
+    free(s->region);
+    free(s->access_key_id);
+    free(s->ca_file);
+    free(s);
+}
+
+static void s3_close(ferry_objstore *st) { s3_free(S(st)); }
+
+int objstore_s3_init(ferry_objstore *st, const ferry_objstore_s3_options *o, ferry_err *err)
+{
+    static bool global_done;
+    if (!global_done) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        global_done = true;
+    }
+    if (!o->endpoint || !o->bucket || !*o->bucket || !o->access_key_id || !*o->access_key_id ||
+        !o->secret_access_key || !*o->secret_access_key)
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "s3 object store needs endpoint, bucket, access key id and secret");
+    const char *ep = o->endpoint, *rest;
+    char *scheme;
+    if (ferry_starts_with(ep, "http://")) {
+        scheme = "http";
+        rest = ep + 7;
+    } else if (ferry_starts_with(ep, "https://")) {
+        scheme = "https";
+        rest = ep + 8;
+    } else {
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "s3 endpoint '%s' must start with http:// or https://", ep);
+    }
+    size_t hl = strcspn(rest, "/?#");
+    if (hl == 0 || strchr(rest, '@') || (rest[hl] && strcmp(rest + hl, "/") != 0))
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "s3 endpoint '%s' must be scheme://host[:port] with no path or "
+                             "credentials", ep);
+    for (const char *c = o->bucket; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '.'))
+            return ferry_err_set(err, FERRY_EINVAL,
+                                 "s3 bucket name '%s' may hold only a-z, 0-9, '-' and '.'",
+                                 o->bucket);
+    s3_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    s->scheme = strdup(scheme);
+    s->hostport = ferry_strndup(rest, hl);
+    s->bucket = strdup(o->bucket);
+    s->region = strdup(o->region && *o->region ? o->region : "us-east-1");
+    s->access_key_id = strdup(o->access_key_id);
+    s->secret = strdup(o->secret_access_key);
+    s->ca_file = o->ca_file ? strdup(o->ca_file) : NULL;
+    s->virtual_host = o->virtual_host;
+    s->timeout = o->timeout_seconds;
+    s->connect_timeout = o->connect_timeout_seconds ? o->connect_timeout_seconds : 10;
+    s->curl = curl_easy_init();
+    if (!s->scheme || !s->hostport || !s->bucket || !s->region || !s->access_key_id ||
+        !s->secret || (o->ca_file && !s->ca_file) || !s->curl) {
+        s3_free(s);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    snprintf(st->desc, sizeof st->desc, "s3://%s (%s://%s)", s->bucket, s->scheme, s->hostport);
+    st->impl = s;
+    return FERRY_OK;
+}
+
+/* ---- one request ------------------------------------------------------------------------ */
+
+typedef struct s3_response {
+    long status;
+    ferry_buf body;        /* error bodies, and XML answers when no sink is given */
+    ferry_objstore_sink sink;
+    void *ud;
+    bool sink_failed;
+    uint64_t expect_total; /* for ranged GETs: bytes the caller asked for (0 = unchecked) */
+    uint64_t received;
+    /* headers */
+    char etag[80];
+    uint64_t content_length;
+    bool have_length;
+    time_t last_modified;
+    char upload_id[256];
+} s3_response;
+
+typedef struct s3_upload {
+    const objstore_body *body;
+    uint64_t pos;
+    ferry_err *err;
+    bool failed;
+} s3_upload;
+
+static size_t on_header(char *buf, size_t size, size_t n, void *ud)
+{
+    s3_response *r = ud;
+    size_t len = size * n;
+    char line[512];
+    size_t l = len < sizeof line - 1 ? len : sizeof line - 1;
+    memcpy(line, buf, l);
+    line[l] = '\0';
+    ferry_chomp(line);
+    char *colon = strchr(line, ':');
+    if (ferry_starts_with(line, "HTTP/")) {
+        /* a new response (e.g. after 100 Continue): reset per-response headers */
+        r->etag[0] = '\0';
+        r->have_length = false;
+        return len;
+    }
+    if (!colon)
+        return len;
+    *colon = '\0';
+    char *v = ferry_trim(colon + 1);
+    if (strcasecmp(line, "etag") == 0) {
+        if (*v == '"')
+            v++;
+        size_t vl = strlen(v);
+        if (vl && v[vl - 1] == '"')
+            v[--vl] = '\0';
+        snprintf(r->etag, sizeof r->etag, "%s", v);
+    } else if (strcasecmp(line, "content-length") == 0) {
+        r->have_length = ferry_parse_u64(v, &r->content_length);
+    } else if (strcasecmp(line, "last-modified") == 0) {
+        time_t t = curl_getdate(v, NULL);
+        if (t > 0)
+            r->last_modified = t;
+    }
+    return len;
+}
+
+static size_t on_body(char *buf, size_t size, size_t n, void *ud)
+{
+    s3_response *r = ud;
+    size_t len = size * n;
+    if (r->status == 0)
+        return 0;
+    if (r->status >= 300 || !r->sink)
+        return ferry_buf_append(&r->body, buf, len) == FERRY_OK ? len : 0;
+    r->received += len;
+    if (r->sink(r->ud, buf, len) != 0) {
+        r->sink_failed = true;
+        return 0;
+    }
+    return len;
+}
+
+static size_t on_read(char *dst, size_t size, size_t n, void *ud)
+{
+    s3_upload *u = ud;
+    size_t want = size * n;
+    uint64_t left = u->body->len - u->pos;
+    if (want > left)
+        want = (size_t)left;
+    if (want == 0)
+        return 0;
+    if (objstore_body_read(u->body, u->pos, dst, want, u->err) != FERRY_OK) {
+        u->failed = true;
+        return CURL_READFUNC_ABORT;
+    }
+    u->pos += want;
+    return want;
+}
+
+
+/* on_body only forwards 2xx bodies once the status is known; set it from the header pass. */
+static size_t on_header_status(char *buf, size_t size, size_t n, void *ud)
+{
+    s3_response *r = ud;
+    if (ferry_starts_with(buf, "HTTP/")) {
+        const char *sp = memchr(buf, ' ', size * n);
+        if (sp)
+            r->status = strtol(sp + 1, NULL, 10);
+    }
+    return on_header(buf, size, n, ud);
+}
+
+static int body_hash(const objstore_body *b, char out[65], ferry_err *err)
+{
+    if (b->data) {
+        ferry_sigv4_sha256_hex(b->data, (size_t)b->len, out);
+        return FERRY_OK;
+    }
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    char *chunk = malloc(HASH_CHUNK);
+    int rc = FERRY_OK;
+    if (!ctx || !chunk || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (uint64_t pos = 0; pos < b->len && rc == FERRY_OK;) {
+        size_t n = b->len - pos < HASH_CHUNK ? (size_t)(b->len - pos) : HASH_CHUNK;
+        rc = objstore_body_read(b, pos, chunk, n, err);
+        if (rc == FERRY_OK)
+            EVP_DigestUpdate(ctx, chunk, n);
+        pos += n;
+    }
+    if (rc == FERRY_OK) {
+        unsigned char md[32];
+        unsigned int ml = 0;
+        EVP_DigestFinal_ex(ctx, md, &ml);
+        for (int i = 0; i < 32; i++)
+            snprintf(out + 2 * i, 3, "%02x", md[i]);
+    }
+out:
+    free(chunk);
+    EVP_MD_CTX_free(ctx);
+    return rc;
+}
+
+/* Text of <Code> and <Message> from an S3 error body, for messages. */
+static void error_detail(const ferry_buf *body, char *out, size_t outsz)
+{
+    const char *p = ferry_buf_cstr(body), *end = p + body->len, *v;
+    size_t n;
+    ferry_buf code = FERRY_BUF_INIT, msg = FERRY_BUF_INIT;
+    const char *q = p;
+    if (objstore_xml_tag(&q, end, "Code", &v, &n))
+        objstore_xml_text(&code, v, n);
+    q = p;
+    if (objstore_xml_tag(&q, end, "Message", &v, &n))
+        objstore_xml_text(&msg, v, n);
+    snprintf(out, outsz, "%s%s%s", ferry_buf_cstr(&code), msg.len ? ": " : "",
+             ferry_buf_cstr(&msg));
+    ferry_buf_free(&code);
+    ferry_buf_free(&msg);
+}
+
+static int status_code(long status, const char *detail)
+{
+    if (status == 404)
+        return FERRY_ENOTFOUND;
+    if (status == 401 || status == 403)
+        return FERRY_EAUTH;
+    if (status == 405 || status == 501)
+        return FERRY_EUNSUPPORTED;
+    if (status == 416)
+        return FERRY_EINVAL;
+    if (status == 409 || status == 412)
+        return FERRY_ECONFLICT;
+    if (status == 400 && strstr(detail, "InvalidPart"))
+        return FERRY_EINVAL;
+    return FERRY_EREMOTE;
+}
+
+typedef struct s3_call {
+    const char *method;     /* GET PUT POST DELETE HEAD */
+    const char *key;        /* NULL: the bucket itself */
+    const ferry_sigv4_param *params;
+    size_t n_params;
+    const objstore_body *body; /* PUT/POST body, NULL for none */
+    const char *range;      /* "bytes=a-b" or NULL */
+    const char *content_type;
+} s3_call;
+
+static int s3_do(s3_store *s, const s3_call *c, s3_response *r, ferry_err *err)
+{
+    ferry_buf path = FERRY_BUF_INIT, query = FERRY_BUF_INIT, url = FERRY_BUF_INIT,
+              host = FERRY_BUF_INIT, auth = FERRY_BUF_INIT, h = FERRY_BUF_INIT;
+    struct curl_slist *hl = NULL;
+    char payload_hash[65], amz_date[17];
+    objstore_body empty = {"", -1, 0, 0};
+    const objstore_body *body = c->body ? c->body : &empty;
+    s3_upload up = {body, 0, err, false};
+    int rc = FERRY_OK;
+    const char *what = c->key ? c->key : "(bucket)";
+
+    if (s->virtual_host)
+        ferry_buf_printf(&host, "%s.%s", s->bucket, s->hostport);
+    else
+        ferry_buf_puts(&host, s->hostport);
+    ferry_buf_putc(&path, '/');
+    if (!s->virtual_host) {
+        ferry_buf_puts(&path, s->bucket);
+        if (c->key)
+            ferry_buf_putc(&path, '/');
+    }
+    if (c->key)
+        ferry_sigv4_uri_encode(&path, c->key, strlen(c->key), true);
+    ferry_sigv4_canonical_query(c->params, c->n_params, &query);
+    ferry_buf_printf(&url, "%s://%s%s%s%s", s->scheme, ferry_buf_cstr(&host),
+                     ferry_buf_cstr(&path), query.len ? "?" : "", ferry_buf_cstr(&query));
+    if ((rc = body_hash(body, payload_hash, err)))
+        goto out;
+    ferry_sigv4_amz_date(time(NULL), amz_date);
+
+    ferry_sigv4_header sh[5];
+    size_t nh = 0;
+    sh[nh++] = (ferry_sigv4_header){"host", ferry_buf_cstr(&host)};
+    sh[nh++] = (ferry_sigv4_header){"x-amz-content-sha256", payload_hash};
+    sh[nh++] = (ferry_sigv4_header){"x-amz-date", amz_date};
+    if (c->range)
+        sh[nh++] = (ferry_sigv4_header){"range", c->range};
+    ferry_sigv4_request rq = {c->method, ferry_buf_cstr(&path), ferry_buf_cstr(&query), sh, nh,
+                              payload_hash, amz_date, s->region, "s3"};
+    if ((rc = ferry_sigv4_sign(&rq, s->access_key_id, s->secret, &auth, NULL, err)))
+        goto out;
+
+    for (size_t i = 0; i < nh; i++) {
+        ferry_buf_reset(&h);
+        ferry_buf_printf(&h, "%s: %s", sh[i].name, sh[i].value);
+        hl = curl_slist_append(hl, h.data);
+    }
+    ferry_buf_reset(&h);
+    ferry_buf_printf(&h, "Authorization: %s", auth.data);
+    hl = curl_slist_append(hl, h.data);
+    OPENSSL_cleanse(h.data, h.len);
+    hl = curl_slist_append(hl, "Expect:");
+    if (c->content_type) {
+        ferry_buf_reset(&h);
+        ferry_buf_printf(&h, "Content-Type: %s", c->content_type);
+        hl = curl_slist_append(hl, h.data);
+    } else {
+        hl = curl_slist_append(hl, "Content-Type:");
+    }
+    if (!hl) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+
+    CURL *cu = s->curl;
+    curl_easy_reset(cu); /* keeps the connection cache: keep-alive survives */
+    curl_easy_setopt(cu, CURLOPT_URL, url.data);
+    curl_easy_setopt(cu, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(cu, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(cu, CURLOPT_CONNECTTIMEOUT, s->connect_timeout);
+    if (s->timeout)
+        curl_easy_setopt(cu, CURLOPT_TIMEOUT, s->timeout);
+    /* Abort a transfer that stalls below 1 KiB/s for a minute. */
+    curl_easy_setopt(cu, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(cu, CURLOPT_LOW_SPEED_TIME, 60L);
+    curl_easy_setopt(cu, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (s->ca_file)
+        curl_easy_setopt(cu, CURLOPT_CAINFO, s->ca_file);
+    curl_easy_setopt(cu, CURLOPT_HEADERFUNCTION, on_header_status);
+    curl_easy_setopt(cu, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(cu, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(cu, CURLOPT_WRITEDATA, r);
+    if (strcmp(c->method, "HEAD") == 0) {
+        curl_easy_setopt(cu, CURLOPT_NOBODY, 1L);
+    } else if (strcmp(c->method, "PUT") == 0) {
+        curl_easy_setopt(cu, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(cu, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(cu, CURLOPT_READDATA, &up);
+        curl_easy_setopt(cu, CURLOPT_INFILESIZE_LARGE, (curl_off_t)body->len);
+    } else if (strcmp(c->method, "POST") == 0) {
+        curl_easy_setopt(cu, CURLOPT_POST, 1L);
+        curl_easy_setopt(cu, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(cu, CURLOPT_READDATA, &up);
+        curl_easy_setopt(cu, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
+    } else if (strcmp(c->method, "DELETE") == 0) {
+        curl_easy_setopt(cu, CURLOPT_CUSTOMREQUEST, "DELETE");
+    }
+
+    r->status = 0; /* on_header_status sets it from the status line, before any body byte */
+    CURLcode cc = curl_easy_perform(cu);
+    curl_easy_getinfo(cu, CURLINFO_RESPONSE_CODE, &r->status);
+    if (up.failed) {
+        rc = err ? err->code : FERRY_EIO; /* objstore_body_read set the message */
+        ferry_err_prefix(err, "s3 %s %s: ", c->method, what);
+        goto out;
+    }
+    if (r->sink_failed) {
+        rc = ferry_err_set(err, FERRY_EIO, "s3 GET %s: the receiver stopped the transfer", what);
+        goto out;
+    }
+    if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && r->status >= 300)) {
+        int code = cc == CURLE_OPERATION_TIMEDOUT ? FERRY_ETIMEOUT
+                   : (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+                      cc == CURLE_SSL_CONNECT_ERROR || cc == CURLE_PEER_FAILED_VERIFICATION)
+                       ? FERRY_ECONNECT
+                       : FERRY_EREMOTE;
+        rc = ferry_err_set(err, code, "s3 %s %s at %s://%s: %s", c->method, what, s->scheme,
+                           s->hostport, curl_easy_strerror(cc));
+        goto out;
+    }
+    if (r->status < 200 || r->status >= 300) {
+        char detail[512];
+        error_detail(&r->body, detail, sizeof detail);
+        rc = ferry_err_set(err, status_code(r->status, detail), "s3 %s %s/%s: HTTP %ld%s%s",
+                           c->method, s->bucket, c->key ? c->key : "", r->status,
+                           detail[0] ? " " : "",
+                           detail[0] ? detail : (r->status == 404 ? "not found" : ""));
+        goto out;
+    }
+out:
+    curl_slist_free_all(hl);
+    if (auth.data)
+        OPENSSL_cleanse(auth.data, auth.len);
+    ferry_buf_free(&path);
+    ferry_buf_free(&query);
+    ferry_buf_free(&url);
+    ferry_buf_free(&host);
+    ferry_buf_free(&auth);
+    ferry_buf_free(&h);
+    return rc;
+}
+
+/* ---- operations ------------------------------------------------------------------------- */
+
+static int s3_put(ferry_objstore *st, const char *key, const objstore_body *body, ferry_err *err)
+{
+    s3_response r = {0};
+    s3_call c = {"PUT", key, NULL, 0, body, NULL, NULL};
+    int rc = s3_do(S(st), &c, &r, err);
+    ferry_buf_free(&r.body);
+    return rc;
+}
+
+static int s3_get(ferry_objstore *st, const char *key, uint64_t offset, uint64_t length,
+                  ferry_objstore_sink sink, void *ud, ferry_err *err)
+{
+    s3_store *s = S(st);
+    char range[64];
+    bool ranged = offset > 0 || length > 0;
+    if (length)
+        snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)offset,
+                 (unsigned long long)(offset + length - 1));
+    else
+        snprintf(range, sizeof range, "bytes=%llu-", (unsigned long long)offset);
+    s3_response r = {0};
+    r.sink = sink;
+    r.ud = ud;
+    s3_call c = {"GET", key, NULL, 0, NULL, ranged ? range : NULL, NULL};
+    int rc = s3_do(s, &c, &r, err);
+    /* S3 answers a range that starts inside the object but runs past its end with the bytes
+     * that exist; ferry treats that as an error, like the local backend. */
+    if (rc == FERRY_OK && length && r.received != length)
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "get %s: byte range %llu+%llu is outside the object (got %llu bytes)",
+                           key, (unsigned long long)offset, (unsigned long long)length,
+                           (unsigned long long)r.received);
+    else if (rc == FERRY_EINVAL)
+        ferry_err_prefix(err, "byte range %llu+%llu is outside the object: ",
+                         (unsigned long long)offset, (unsigned long long)length);
+    ferry_buf_free(&r.body);
+    return rc;
+}
+
+static int s3_head(ferry_objstore *st, const char *key, ferry_object_info *info, ferry_err *err)
+{
+    s3_response r = {0};
+    s3_call c = {"HEAD", key, NULL, 0, NULL, NULL, NULL};
+    int rc = s3_do(S(st), &c, &r, err);
+    if (rc == FERRY_ENOTFOUND)
+        rc = ferry_err_set(err, FERRY_ENOTFOUND, "%s: no such object in %s", key, st->desc);
+    if (rc == FERRY_OK) {
+        info->size = r.content_length;
+        info->mtime = r.last_modified;
+        snprintf(info->etag, sizeof info->etag, "%s", r.etag);
+    }
+    ferry_buf_free(&r.body);
+    return rc;
+}
+
+/* "2013-05-24T00:00:00.000Z" -> seconds since the epoch. */
+static time_t parse_iso8601(const char *s)
+{
+    struct tm tm = {0};
+    const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    return end ? timegm(&tm) : 0;
+}
+
+static int s3_list(ferry_objstore *st, const char *prefix, const char *token, size_t max_keys,
+                   ferry_object_list *out, ferry_err *err)
+{
+    char mk[24];
+    snprintf(mk, sizeof mk, "%zu", max_keys);
+    ferry_sigv4_param params[4] = {{"list-type", "2"}, {"max-keys", mk}, {"prefix", prefix}};
+    size_t np = 3;
+    if (token)
+        params[np++] = (ferry_sigv4_param){"continuation-token", token};
+    s3_response r = {0};
+    s3_call c = {"GET", NULL, params, np, NULL, NULL, NULL};
+    int rc = s3_do(S(st), &c, &r, err);
+    ferry_buf text = FERRY_BUF_INIT;
+    size_t cap = 0;
+    if (rc)
+        goto out;
+    const char *p = ferry_buf_cstr(&r.body), *end = p + r.body.len, *v;
+    size_t n;
+    while (rc == FERRY_OK && objstore_xml_tag(&p, end, "Contents", &v, &n)) {
+        const char *ent = v, *cend = v + n, *fs;
+        ferry_object_info it = {0};
+        ferry_buf_reset(&text);
+        fs = ent;
+        if (!objstore_xml_tag(&fs, cend, "Key", &v, &n) || objstore_xml_text(&text, v, n)) {
+            rc = ferry_err_set(err, FERRY_EREMOTE, "s3 list: a <Contents> entry has no <Key>");
+            break;
+        }
+        /* The other fields may come in any order: search the whole entry for each. */
+        fs = ent;
+        if (objstore_xml_tag(&fs, cend, "Size", &v, &n)) {
+            char num[32];
+            snprintf(num, sizeof num, "%.*s", (int)(n < 31 ? n : 31), v);
+            if (!ferry_parse_u64(num, &it.size)) {
+                rc = ferry_err_set(err, FERRY_EREMOTE, "s3 list: bad <Size> '%s'", num);
+                break;
+            }
+        }
+        fs = ent;
+        if (objstore_xml_tag(&fs, cend, "LastModified", &v, &n)) {
+            char ts[64];
+            snprintf(ts, sizeof ts, "%.*s", (int)(n < 63 ? n : 63), v);
+            it.mtime = parse_iso8601(ts);
+        }
+        fs = ent;
+        if (objstore_xml_tag(&fs, cend, "ETag", &v, &n)) {
+            ferry_buf et = FERRY_BUF_INIT;
+            objstore_xml_text(&et, v, n);
+            const char *e = ferry_buf_cstr(&et);
+            size_t el = strlen(e);
+            if (el >= 2 && e[0] == '"' && e[el - 1] == '"')
+                snprintf(it.etag, sizeof it.etag, "%.*s", (int)(el - 2), e + 1);
+            else
+                snprintf(it.etag, sizeof it.etag, "%s", e);
+            ferry_buf_free(&et);
+        }
+        char *k = ferry_buf_detach(&text);
+        if (!k || objstore_list_push(out, &cap, k, it.size, it.mtime, it.etag)) {
+            free(k);
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        }
+    }
+    if (rc)
+        goto out;
+    p = ferry_buf_cstr(&r.body);
+    bool truncated = objstore_xml_tag(&p, end, "IsTruncated", &v, &n) && n == 4 &&
+                     memcmp(v, "true", 4) == 0;
+    if (truncated) {
+        p = ferry_buf_cstr(&r.body);
+        if (!objstore_xml_tag(&p, end, "NextContinuationToken", &v, &n)) {
+            rc = ferry_err_set(err, FERRY_EREMOTE,
+                               "s3 list: truncated answer without a NextContinuationToken");
+            goto out;
+        }
+        ferry_buf_reset(&text);
+        objstore_xml_text(&text, v, n);
+        out->next_token = ferry_buf_detach(&text);
+    }
+out:
+    ferry_buf_free(&text);
+    ferry_buf_free(&r.body);
+    return rc;
+}
+
+static int s3_del(ferry_objstore *st, const char *key, ferry_err *err)
+{
+    s3_response r = {0};
+    s3_call c = {"DELETE", key, NULL, 0, NULL, NULL, NULL};
+    int rc = s3_do(S(st), &c, &r, err);
+    if (rc == FERRY_ENOTFOUND) /* some stores answer 404 for a missing key: already gone */
+        rc = FERRY_OK;
+    ferry_buf_free(&r.body);
+    return rc;
+}
+
+static int s3_mpu_begin(ferry_objstore *st, ferry_objstore_mpu *mpu, ferry_err *err)
+{
+    ferry_sigv4_param params[] = {{"uploads", ""}};
+    s3_response r = {0};
+    s3_call c = {"POST", mpu->key, params, 1, NULL, NULL, NULL};
+    int rc = s3_do(S(st), &c, &r, err);
+    if (rc == FERRY_OK) {
+        const char *p = ferry_buf_cstr(&r.body), *v;
+        size_t n;
+        ferry_buf id = FERRY_BUF_INIT;
+        if (!objstore_xml_tag(&p, p + r.body.len, "UploadId", &v, &n) || n == 0) {
+            rc = ferry_err_set(err, FERRY_EREMOTE,
+                               "s3 multipart %s: the answer to initiate has no UploadId", mpu->key);
+        } else {
+            objstore_xml_text(&id, v, n);
+            mpu->upload_id = ferry_buf_detach(&id);
+        }
+        ferry_buf_free(&id);
+    }
+    ferry_buf_free(&r.body);
+    return rc;
+}
+
+static int s3_mpu_part(ferry_objstore *st, ferry_objstore_mpu *mpu, int number,
+                       const objstore_body *body, char etag[80], ferry_err *err)
+{
+    char num[16];
+    snprintf(num, sizeof num, "%d", number);
+    ferry_sigv4_param params[] = {{"partNumber", num}, {"uploadId", mpu->upload_id}};
+    s3_response r = {0};
+    s3_call c = {"PUT", mpu->key, params, 2, body, NULL, NULL};
+    int rc = s3_do(S(st), &c, &r, err);
+    if (rc == FERRY_OK && !r.etag[0])
+        rc = ferry_err_set(err, FERRY_EREMOTE, "s3 multipart %s part %d: no ETag in the answer",
+                           mpu->key, number);
+    if (rc == FERRY_OK)
+        snprintf(etag, 80, "%s", r.etag);
+    ferry_buf_free(&r.body);
+    return rc;
+}
+
+static int s3_mpu_complete(ferry_objstore *st, ferry_objstore_mpu *mpu, ferry_err *err)
+{
+    ferry_buf xml = FERRY_BUF_INIT;
+    ferry_buf_puts(&xml, "<CompleteMultipartUpload>");
+    for (size_t i = 0; i < mpu->n; i++)
+        ferry_buf_printf(&xml, "<Part><PartNumber>%d</PartNumber><ETag>\"%s\"</ETag></Part>",
+                         mpu->parts[i].number, mpu->parts[i].etag);
+    if (ferry_buf_puts(&xml, "</CompleteMultipartUpload>"))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    objstore_body b = {xml.data, -1, 0, xml.len};
+    ferry_sigv4_param params[] = {{"uploadId", mpu->upload_id}};
+    s3_response r = {0};
+    s3_call c = {"POST", mpu->key, params, 1, &b, NULL, "application/xml"};
+    int rc = s3_do(S(st), &c, &r, err);
+    /* S3 may answer 200 and still report an error in the body. */
+    if (rc == FERRY_OK && strstr(ferry_buf_cstr(&r.body), "<Error>")) {
+        char detail[512];
+        error_detail(&r.body, detail, sizeof detail);
+        rc = ferry_err_set(err, FERRY_EREMOTE, "s3 multipart %s: complete failed: %s", mpu->key,
+                           detail);
+    }
+    ferry_buf_free(&r.body);
+    ferry_buf_free(&xml);
+    return rc;
+}
+
+static int s3_mpu_abort(ferry_objstore *st, ferry_objstore_mpu *mpu, ferry_err *err)
+{
+    ferry_sigv4_param params[] = {{"uploadId", mpu->upload_id}};
+    s3_response r = {0};
+    s3_call c = {"DELETE", mpu->key, params, 1, NULL, NULL, NULL};
+    int rc = s3_do(S(st), &c, &r, err);
+    if (rc == FERRY_EUNSUPPORTED)
+        rc = ferry_err_set(err, FERRY_EUNSUPPORTED,
+                           "s3 multipart %s: the store does not support AbortMultipartUpload "
+                           "(s3rver answers 405); the uploaded parts stay until a lifecycle rule "
+                           "(AbortIncompleteMultipartUpload) removes them", mpu->key);
+    ferry_buf_free(&r.body);
+    return rc;
+}
+
+const objstore_ops objstore_s3_ops = {
+    .kind = "s3",
+    .put = s3_put,
+    .get = s3_get,
+    .head = s3_head,
+    .list = s3_list,
+    .del = s3_del,
+    .mpu_begin = s3_mpu_begin,
+    .mpu_part = s3_mpu_part,
+    .mpu_complete = s3_mpu_complete,
+    .mpu_abort = s3_mpu_abort,
+    .close = s3_close,
+};

@@ -1,0 +1,175 @@
+#!/usr/bin/python3
+"""An S3 endpoint that checks every request's AWS Signature V4 with botocore (an independent
+signer), answers 403 SignatureDoesNotMatch on a mismatch, and forwards good requests to an
+upstream S3 server (s3rver), path-style, with the upstream's access key. One line per request is
+appended to --log: "OK METHOD PATH?QUERY" or "REJECT METHOD PATH?QUERY reason".
+
+    sigv4_verify.py --port P --upstream http://127.0.0.1:U --keys FILE --log FILE
+                    [--upstream-key S3RVER] [--region us-east-1]
+FILE holds "ACCESS_KEY_ID SECRET" lines. Virtual-host requests (Host: BUCKET.localhost:P) are
+verified as sent and forwarded as /BUCKET/KEY.
+"""
+import argparse
+import hashlib
+import http.client
+import re
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+AUTH_RE = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,"
+                     r"\s*SignedHeaders=([a-z0-9;-]+),\s*Signature=([0-9a-f]{64})$")
+HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+       "proxy-authorization", "proxy-authenticate"}
+
+args = None
+keys = {}
+log_lock = threading.Lock()
+local = threading.local()
+
+
+def log(line):
+    with log_lock:
+        with open(args.log, "a") as f:
+            f.write(line + "\n")
+
+
+def verify(method, host, raw_path, headers, body):
+    """Returns None when the signature is right, else a reason."""
+    auth = headers.get("Authorization")
+    if not auth:
+        return "AccessDenied", "no Authorization header"
+    m = AUTH_RE.match(auth)
+    if not m:
+        return "AuthorizationHeaderMalformed", "malformed Authorization header"
+    akid, date, region, service, signed, signature = m.groups()
+    if akid not in keys:
+        return "InvalidAccessKeyId", "unknown access key " + akid
+    if region != args.region or service != "s3":
+        return "AuthorizationHeaderMalformed", "wrong scope %s/%s" % (region, service)
+    amz_date = headers.get("x-amz-date", "")
+    if not amz_date.startswith(date):
+        return "AuthorizationHeaderMalformed", "x-amz-date does not match the credential date"
+    sha = headers.get("x-amz-content-sha256")
+    if sha is None:
+        return "InvalidRequest", "missing x-amz-content-sha256"
+    if sha != "UNSIGNED-PAYLOAD" and sha != hashlib.sha256(body).hexdigest():
+        return "XAmzContentSHA256Mismatch", "x-amz-content-sha256 is not the body's hash"
+    names = signed.split(";")
+    for required in ("host", "x-amz-date", "x-amz-content-sha256"):
+        if required not in names:
+            return "AccessDenied", required + " is not signed"
+    to_sign = {}
+    for n in names:
+        v = headers.get(n)
+        if v is None:
+            return "AccessDenied", "signed header %s is missing" % n
+        to_sign[n] = v
+    req = AWSRequest(method=method, url="http://%s%s" % (host, raw_path), headers=to_sign,
+                     data=body)
+    req.context["timestamp"] = amz_date
+    signer = S3SigV4Auth(Credentials(akid, keys[akid]), "s3", region)
+    canonical = signer.canonical_request(req)
+    expected = signer.signature(signer.string_to_sign(req, canonical), req)
+    if expected != signature:
+        return "SignatureDoesNotMatch", "signature mismatch"
+    return None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *a):
+        pass
+
+    def upstream(self):
+        c = getattr(local, "conn", None)
+        if c is None:
+            u = urlsplit(args.upstream)
+            c = local.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+        return c
+
+    def answer(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def handle_any(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        host = self.headers.get("Host", "")
+        why = verify(self.command, host, self.path, self.headers, body)
+        if why:
+            code, reason = why
+            log("REJECT %s %s %s" % (self.command, self.path, reason))
+            xml = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code>"
+                   "<Message>%s (checked by botocore)</Message></Error>" % (code, reason))
+            self.answer(403 if code != "InvalidRequest" else 400, xml.encode(),
+                        [("Content-Type", "application/xml")])
+            return
+        log("OK %s %s" % (self.command, self.path))
+        path = self.path
+        hostname = host.split(":")[0]
+        if hostname.endswith(".localhost"):  # virtual-host style: forward path-style
+            path = "/" + hostname[: -len(".localhost")] + path
+        fwd = {k: v for k, v in self.headers.items() if k.lower() not in HOP and k.lower() != "host"}
+        fwd["Authorization"] = re.sub(r"Credential=[^/]+/", "Credential=%s/" % args.upstream_key,
+                                      fwd["Authorization"])
+        fwd["Content-Length"] = str(len(body))
+        for attempt in range(2):
+            try:
+                c = self.upstream()
+                c.request(self.command, path, body=body, headers=fwd)
+                r = c.getresponse()
+                data = r.read()
+                break
+            except (http.client.HTTPException, OSError):
+                local.conn = None
+                if attempt:
+                    raise
+        hdrs = [(k, v) for k, v in r.getheaders()
+                if k.lower() not in HOP and k.lower() != "content-length"]
+        if self.command == "HEAD":
+            self.send_response(r.status)
+            for k, v in hdrs:
+                self.send_header(k, v)
+            self.send_header("Content-Length", r.getheader("Content-Length") or "0")
+            self.end_headers()
+            return
+        self.answer(r.status, data, hdrs)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
+
+
+def main():
+    global args
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--upstream", required=True)
+    p.add_argument("--keys", required=True)
+    p.add_argument("--log", required=True)
+    p.add_argument("--upstream-key", default="S3RVER")
+    p.add_argument("--region", default="us-east-1")
+    args = p.parse_args()
+    with open(args.keys) as f:
+        for line in f:
+            if line.strip():
+                k, s = line.split()
+                keys[k] = s
+    srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    srv.daemon_threads = True
+    print("sigv4_verify listening on 127.0.0.1:%d" % args.port, flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
