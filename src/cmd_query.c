@@ -257,6 +257,8 @@ int cmd_query(int argc, char **argv)
     if (input) {
         q.body_reader = ferry_ch_read_fd;
         q.body_reader_arg = &in_fd;
+        if (strcmp(input, "-")) /* a file (not stdin) can be sent again on a safe retry */
+            q.body_rewind = ferry_ch_rewind_fd;
     }
     jr.err = &err;
     ferry_tsv_reader_init(&jr.tsv, json_row, &jr);

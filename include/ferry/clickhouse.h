@@ -62,8 +62,13 @@ typedef int (*ferry_ch_write_fn)(const void *data, size_t len, void *arg);
 /* INSERT body source: fills buf with up to cap bytes; returns the count, 0 at the end, -1 on
  * error (errno describes it). */
 typedef ssize_t (*ferry_ch_read_fn)(void *buf, size_t cap, void *arg);
+/* Rewinds a body source to its start so a retry can send it again; 0 on success, -1 when the
+ * source cannot be replayed (a pipe). */
+typedef int (*ferry_ch_rewind_fn)(void *arg);
 /* A ferry_ch_read_fn reading from a file descriptor; arg points to an int holding the fd. */
 ssize_t ferry_ch_read_fd(void *buf, size_t cap, void *arg);
+/* A ferry_ch_rewind_fn for ferry_ch_read_fd: seeks the fd back to offset 0 (files only). */
+int ferry_ch_rewind_fd(void *arg);
 
 typedef struct ferry_ch_setting {
     const char *name;
@@ -83,7 +88,8 @@ typedef struct ferry_ch_query {
     const void *body;
     size_t body_len;
     ferry_ch_read_fn body_reader;
-    void *body_reader_arg;
+    void *body_reader_arg;      /* also passed to body_rewind */
+    ferry_ch_rewind_fn body_rewind; /* NULL: a consumed streamed body is never sent again */
     long read_timeout_ms; /* 0: the client's */
     bool idempotent;      /* the caller vouches the statement may run twice (e.g. CREATE ... IF
                              NOT EXISTS); SELECT-like statements and INSERTs with an

@@ -139,6 +139,12 @@ ssize_t ferry_ch_read_fd(void *buf, size_t cap, void *arg)
     }
 }
 
+int ferry_ch_rewind_fd(void *arg)
+{
+    int fd = *(const int *)arg;
+    return lseek(fd, 0, SEEK_SET) == 0 ? 0 : -1;
+}
+
 int ferry_ch_random_uuid(char out[37])
 {
     unsigned char b[16];
@@ -344,7 +350,13 @@ static int on_seek(void *arg, curl_off_t offset, int origin)
         x->mem_off = 0;
         return CURL_SEEKFUNC_OK;
     }
-    return x->reader_used ? CURL_SEEKFUNC_CANTSEEK : CURL_SEEKFUNC_OK;
+    if (!x->reader_used)
+        return CURL_SEEKFUNC_OK;
+    if (x->q->body_rewind && x->q->body_rewind(x->q->body_reader_arg) == 0) {
+        x->reader_used = false;
+        return CURL_SEEKFUNC_OK;
+    }
+    return CURL_SEEKFUNC_CANTSEEK;
 }
 
 static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
@@ -636,7 +648,8 @@ int ferry_ch_exec(ferry_ch_client *c, const ferry_ch_query *q, ferry_ch_status *
             break;
         rcase.failure = failure;
         rcase.attempt = attempt;
-        rcase.body_replayable = x.mem != NULL || !x.reader_used;
+        rcase.body_replayable = x.mem != NULL || !x.reader_used ||
+                                (q->body_rewind && q->body_rewind(q->body_reader_arg) == 0);
         rcase.data_delivered = x.delivered_any;
         if (!ferry_ch_should_retry(&rcase))
             break;
