@@ -1,0 +1,705 @@
+/* The ClickHouse HTTP client: one libcurl easy handle per client (one kept-alive connection),
+ * POST requests with the statement in the body (or in ?query= when an INSERT sends data),
+ * streaming of the response to a callback with a held-back tail so an exception written after
+ * the 200 never reaches the caller as data, error decoding, and retries decided by the pure
+ * policy in proto.c. */
+#include "clickhouse_int.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ferry/log.h"
+#include "ferry/strutil.h"
+
+/* Bytes of the response kept back from on_data until more arrive, so an in-band exception at
+ * the end can be cut off. Exception texts are far shorter. */
+#define HOLD_WINDOW (64 * 1024)
+#define ERR_BODY_MAX (64 * 1024)
+
+struct ferry_ch_client {
+    CURL *curl;
+    char *url;      /* validated base URL, no credentials */
+    char *redacted; /* for messages */
+    char *user;
+    char *password;
+    char *database;
+    long connect_timeout_ms;
+    long read_timeout_ms;
+    int max_attempts;
+    long backoff_ms;
+    ferry_ch_stats stats;
+    /* system.columns of the system database, "table\tcolumn\n" lines; loaded lazily */
+    ferry_buf sys_columns;
+    bool sys_columns_loaded;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static void free_secret(char *s)
+{
+    if (s) {
+        explicit_bzero(s, strlen(s));
+        free(s);
+    }
+}
+
+void ferry_ch_client_free(ferry_ch_client *c)
+{
+    if (!c)
+        return;
+    if (c->curl)
+        curl_easy_cleanup(c->curl);
+    free(c->url);
+    free(c->redacted);
+    free(c->user);
+    free_secret(c->password);
+    free(c->database);
+    ferry_buf_free(&c->sys_columns);
+    free(c);
+}
+
+int ferry_ch_client_new(const ferry_ch_options *opt, ferry_ch_client **out, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    ferry_buf check = FERRY_BUF_INIT;
+    *out = NULL;
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_rc != CURLE_OK)
+        return ferry_err_set(err, FERRY_EINTERNAL, "libcurl failed to initialise: %s",
+                             curl_easy_strerror(curl_init_rc));
+    ferry_ch_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    rc = ferry_ch_build_url(opt->url, NULL, 0, &check, err);
+    if (rc)
+        goto out;
+    c->url = strdup(opt->url);
+    char red[1024];
+    c->redacted = strdup(ferry_redact_url(opt->url, red, sizeof red));
+    c->user = dup_or_null(opt->user && *opt->user ? opt->user : NULL);
+    c->password = dup_or_null(opt->password);
+    c->database = dup_or_null(opt->database && *opt->database ? opt->database : NULL);
+    c->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : 5000;
+    c->read_timeout_ms = opt->read_timeout_ms > 0 ? opt->read_timeout_ms : 300000;
+    c->max_attempts = opt->max_attempts > 0 ? opt->max_attempts : 3;
+    c->backoff_ms = opt->backoff_ms > 0 ? opt->backoff_ms : 100;
+    c->curl = curl_easy_init();
+    if (!c->url || !c->redacted || (opt->user && *opt->user && !c->user) ||
+        (opt->password && !c->password) || !c->curl) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory creating a ClickHouse client");
+        goto out;
+    }
+out:
+    ferry_buf_free(&check);
+    if (rc)
+        ferry_ch_client_free(c);
+    else
+        *out = c;
+    return rc;
+}
+
+const char *ferry_ch_client_url(const ferry_ch_client *c)
+{
+    return c->redacted;
+}
+
+ferry_buf *ferry_ch_client_sys_cache(ferry_ch_client *c, bool **loaded)
+{
+    *loaded = &c->sys_columns_loaded;
+    return &c->sys_columns;
+}
+
+void ferry_ch_client_stats(const ferry_ch_client *c, ferry_ch_stats *out)
+{
+    *out = c->stats;
+}
+
+ssize_t ferry_ch_read_fd(void *buf, size_t cap, void *arg)
+{
+    int fd = *(const int *)arg;
+    for (;;) {
+        ssize_t n = read(fd, buf, cap);
+        if (n >= 0 || errno != EINTR)
+            return n;
+    }
+}
+
+int ferry_ch_rewind_fd(void *arg)
+{
+    int fd = *(const int *)arg;
+    return lseek(fd, 0, SEEK_SET) == 0 ? 0 : -1;
+}
+
+int ferry_ch_random_uuid(char out[37])
+{
+    unsigned char b[16];
+    if (RAND_bytes(b, sizeof b) != 1)
+        return FERRY_EINTERNAL;
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+    return FERRY_OK;
+}
+
+void ferry_ch_scrub(char *s, const char *secret)
+{
+    size_t n = secret ? strlen(secret) : 0;
+    if (n < 3)
+        return;
+    char *p;
+    while ((p = strstr(s, secret)) != NULL) {
+        memmove(p + 3, p + n, strlen(p + n) + 1);
+        memcpy(p, "***", 3);
+    }
+}
+
+/* ---- one transfer -------------------------------------------------------------------------- */
+
+typedef struct xfer {
+    ferry_ch_client *c;
+    const ferry_ch_query *q;
+    bool binary;
+    /* request body */
+    const char *mem;
+    size_t mem_len, mem_off;
+    bool reader_used;
+    bool body_failed;
+    int body_errno;
+    /* response */
+    long status;
+    bool got_response; /* any header or body byte */
+    int hdr_code;      /* X-ClickHouse-Exception-Code */
+    char tag[64];      /* X-ClickHouse-Exception-Tag */
+    char server_qid[128];
+    ferry_buf hold;      /* held-back tail of a 200 body */
+    size_t scanned;      /* hold bytes already searched for the tag marker */
+    bool in_exception;   /* a tagged exception marker was seen: nothing more is data */
+    bool delivered_any;
+    uint64_t delivered;
+    ferry_buf err_body;  /* body of a non-200 response (capped) */
+    int user_rc;         /* what on_data returned when it stopped the query */
+    /* read timeout */
+    long read_timeout_ms;
+    long long last_activity_ms;
+    curl_off_t last_dl, last_ul;
+    bool timed_out;
+} xfer;
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *arg)
+{
+    xfer *x = arg;
+    size_t len = size * n;
+    x->got_response = true;
+    x->last_activity_ms = now_ms();
+    if (len >= 5 && !strncmp(p, "HTTP/", 5)) { /* a new response (after 100 Continue) */
+        x->hdr_code = 0;
+        x->tag[0] = '\0';
+        return len;
+    }
+    const char *colon = memchr(p, ':', len);
+    if (!colon)
+        return len;
+    size_t klen = (size_t)(colon - p);
+    const char *v = colon + 1;
+    size_t vlen = len - klen - 1;
+    while (vlen && (*v == ' ' || *v == '\t')) {
+        v++;
+        vlen--;
+    }
+    while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
+        vlen--;
+    char val[128];
+    if (vlen >= sizeof val)
+        vlen = sizeof val - 1;
+    memcpy(val, v, vlen);
+    val[vlen] = '\0';
+    if (klen == 27 && !strncasecmp(p, "X-ClickHouse-Exception-Code", klen)) {
+        x->hdr_code = atoi(val);
+    } else if (klen == 26 && !strncasecmp(p, "X-ClickHouse-Exception-Tag", klen)) {
+        if (vlen < sizeof x->tag)
+            memcpy(x->tag, val, vlen + 1);
+    } else if (klen == 21 && !strncasecmp(p, "X-ClickHouse-Query-Id", klen)) {
+        snprintf(x->server_qid, sizeof x->server_qid, "%s", val);
+    }
+    return len;
+}
+
+/* Hands n bytes from the front of hold to on_data and drops them from hold. */
+static int deliver(xfer *x, size_t n)
+{
+    if (n == 0)
+        return FERRY_OK;
+    int rc = FERRY_OK;
+    if (x->q->on_data)
+        rc = x->q->on_data(x->hold.data, n, x->q->on_data_arg);
+    x->delivered += n;
+    x->delivered_any = true;
+    memmove(x->hold.data, x->hold.data + n, x->hold.len - n);
+    x->hold.len -= n;
+    x->hold.data[x->hold.len] = '\0';
+    x->scanned = x->scanned > n ? x->scanned - n : 0;
+    return rc;
+}
+
+static size_t on_write(char *p, size_t size, size_t n, void *arg)
+{
+    xfer *x = arg;
+    size_t len = size * n;
+    x->got_response = true;
+    x->last_activity_ms = now_ms();
+    if (x->status == 0)
+        curl_easy_getinfo(x->c->curl, CURLINFO_RESPONSE_CODE, &x->status);
+    x->c->stats.bytes_received += len;
+    if (x->status != 200) {
+        size_t room = x->err_body.len < ERR_BODY_MAX ? ERR_BODY_MAX - x->err_body.len : 0;
+        if (ferry_buf_append(&x->err_body, p, len < room ? len : room))
+            return 0;
+        return len;
+    }
+    if (ferry_buf_append(&x->hold, p, len)) {
+        x->user_rc = FERRY_ENOMEM;
+        return 0;
+    }
+    if (x->in_exception)
+        return len;
+    if (x->tag[0]) {
+        size_t back = strlen(x->tag) + 20; /* the marker may straddle two chunks */
+        size_t from = x->scanned > back ? x->scanned - back : 0;
+        ssize_t m = ferry_ch_find_tag_marker(x->hold.data + from, x->hold.len - from, x->tag);
+        x->scanned = x->hold.len;
+        if (m >= 0) {
+            size_t cut = from + (size_t)m; /* drop the "\r\n" that opens the block */
+            if (cut >= 2 && !memcmp(x->hold.data + cut - 2, "\r\n", 2))
+                cut -= 2;
+            else if (cut >= 1 && x->hold.data[cut - 1] == '\n')
+                cut -= 1;
+            x->in_exception = true;
+            int rc = deliver(x, cut);
+            if (rc) {
+                x->user_rc = rc;
+                return 0;
+            }
+            return len;
+        }
+    }
+    if (x->hold.len > 4 * HOLD_WINDOW) {
+        int rc = deliver(x, x->hold.len - HOLD_WINDOW);
+        if (rc) {
+            x->user_rc = rc;
+            return 0;
+        }
+    }
+    return len;
+}
+
+static size_t on_read(char *buf, size_t size, size_t n, void *arg)
+{
+    xfer *x = arg;
+    size_t cap = size * n;
+    if (x->mem) {
+        size_t left = x->mem_len - x->mem_off;
+        size_t k = left < cap ? left : cap;
+        memcpy(buf, x->mem + x->mem_off, k);
+        x->mem_off += k;
+        x->c->stats.bytes_sent += k;
+        return k;
+    }
+    x->reader_used = true;
+    ssize_t got = x->q->body_reader(buf, cap, x->q->body_reader_arg);
+    if (got < 0) {
+        x->body_failed = true;
+        x->body_errno = errno;
+        return CURL_READFUNC_ABORT;
+    }
+    x->c->stats.bytes_sent += (uint64_t)got;
+    x->last_activity_ms = now_ms();
+    return (size_t)got;
+}
+
+static int on_seek(void *arg, curl_off_t offset, int origin)
+{
+    xfer *x = arg;
+    if (origin != SEEK_SET || offset != 0)
+        return CURL_SEEKFUNC_CANTSEEK;
+    if (x->mem) {
+        x->mem_off = 0;
+        return CURL_SEEKFUNC_OK;
+    }
+    if (!x->reader_used)
+        return CURL_SEEKFUNC_OK;
+    if (x->q->body_rewind && x->q->body_rewind(x->q->body_reader_arg) == 0) {
+        x->reader_used = false;
+        return CURL_SEEKFUNC_OK;
+    }
+    return CURL_SEEKFUNC_CANTSEEK;
+}
+
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)ultotal;
+    xfer *x = arg;
+    long long t = now_ms();
+    if (dlnow != x->last_dl || ulnow != x->last_ul) {
+        x->last_dl = dlnow;
+        x->last_ul = ulnow;
+        x->last_activity_ms = t;
+        return 0;
+    }
+    if (t - x->last_activity_ms > x->read_timeout_ms) {
+        x->timed_out = true;
+        return 1;
+    }
+    return 0;
+}
+
+static bool has_dedup_token(const ferry_ch_query *q)
+{
+    for (size_t i = 0; i < q->n_settings; i++)
+        if (!strcmp(q->settings[i].name, "insert_deduplication_token") &&
+            q->settings[i].value && *q->settings[i].value)
+            return true;
+    return q->sql && strcasestr(q->sql, "insert_deduplication_token") != NULL;
+}
+
+static bool is_auth_code(int code)
+{
+    /* UNKNOWN_USER, WRONG_PASSWORD, REQUIRED_PASSWORD, IP_ADDRESS_NOT_ALLOWED,
+     * AUTHENTICATION_FAILED */
+    return code == 192 || code == 193 || code == 194 || code == 195 || code == 516;
+}
+
+static void status_message(ferry_ch_status *st, const char *text, const char *password)
+{
+    snprintf(st->message, sizeof st->message, "%s", text);
+    ferry_ch_scrub(st->message, password);
+}
+
+/* Runs one attempt; returns a ferry code and sets *failure for the retry policy. */
+static int attempt_once(ferry_ch_client *c, xfer *x, const char *url,
+                        struct curl_slist *headers, ferry_ch_status *st,
+                        enum ferry_ch_failure *failure, ferry_err *err)
+{
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, x);
+    curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+    curl_easy_setopt(h, CURLOPT_SEEKDATA, x);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                     x->mem ? (curl_off_t)x->mem_len : (curl_off_t)-1);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024);
+    if (c->user || c->password) {
+        curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(h, CURLOPT_USERNAME, c->user ? c->user : "default");
+        curl_easy_setopt(h, CURLOPT_PASSWORD, c->password ? c->password : "");
+    }
+    x->last_activity_ms = now_ms();
+    char curl_msg[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_msg);
+
+    c->stats.attempts++;
+    CURLcode cc = curl_easy_perform(h);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+    long connects = 0;
+    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &connects);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x->status);
+    c->stats.connects += (uint64_t)connects;
+    st->num_connects = connects;
+    st->http_status = x->status;
+    if (x->status)
+        c->stats.queries++;
+
+    const char *who = c->redacted;
+    if (cc != CURLE_OK) {
+        const char *why = curl_msg[0] ? curl_msg : curl_easy_strerror(cc);
+        if (x->user_rc) {
+            *failure = FERRY_CH_FAIL_LOCAL;
+            return ferry_err_set(err, x->user_rc,
+                                 "ClickHouse at %s: reading the result stopped after %llu "
+                                 "bytes (%s)", who, (unsigned long long)x->delivered,
+                                 ferry_code_name(x->user_rc));
+        }
+        if (x->body_failed) {
+            *failure = FERRY_CH_FAIL_LOCAL;
+            return ferry_err_set(err, FERRY_EIO, "ClickHouse at %s: reading the INSERT data "
+                                 "failed: %s", who, strerror(x->body_errno));
+        }
+        if (x->timed_out) {
+            *failure = FERRY_CH_FAIL_TIMEOUT;
+            return ferry_err_set(err, FERRY_ETIMEOUT,
+                                 "ClickHouse at %s: no data for %ld ms (read timeout) after "
+                                 "%llu bytes of the result; query id %s", who, x->read_timeout_ms,
+                                 (unsigned long long)(x->delivered + x->hold.len), st->query_id);
+        }
+        switch (cc) {
+        case CURLE_COULDNT_CONNECT:
+        case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_COULDNT_RESOLVE_PROXY:
+            *failure = FERRY_CH_FAIL_CONNECT;
+            return ferry_err_set(err, FERRY_ECONNECT,
+                                 "cannot connect to ClickHouse at %s: %s; is the server "
+                                 "running and the URL right?", who, why);
+        case CURLE_OPERATION_TIMEDOUT:
+            if (!x->got_response && connects == 0) {
+                curl_off_t ct = 0;
+                curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &ct);
+                if (ct == 0) {
+                    *failure = FERRY_CH_FAIL_CONNECT;
+                    return ferry_err_set(err, FERRY_ETIMEOUT,
+                                         "cannot connect to ClickHouse at %s within %ld ms: %s",
+                                         who, c->connect_timeout_ms, why);
+                }
+            }
+            *failure = FERRY_CH_FAIL_TIMEOUT;
+            return ferry_err_set(err, FERRY_ETIMEOUT, "ClickHouse at %s: timed out: %s", who,
+                                 why);
+        case CURLE_GOT_NOTHING:
+        case CURLE_SEND_ERROR:
+        case CURLE_RECV_ERROR:
+        case CURLE_PARTIAL_FILE:
+            if (!x->got_response) {
+                *failure = FERRY_CH_FAIL_NO_REPLY;
+                return ferry_err_set(err, FERRY_ECONNECT,
+                                     "ClickHouse at %s closed the connection before answering "
+                                     "(%s); the statement may or may not have run", who, why);
+            }
+            *failure = FERRY_CH_FAIL_PARTIAL;
+            return ferry_err_set(err, FERRY_ECONNECT,
+                                 "connection to ClickHouse at %s broke after %llu bytes of the "
+                                 "response (%s): the server may have stopped; the result is "
+                                 "incomplete", who,
+                                 (unsigned long long)(x->delivered + x->hold.len +
+                                                      x->err_body.len), why);
+        default:
+            *failure = FERRY_CH_FAIL_LOCAL;
+            return ferry_err_set(err, FERRY_EIO, "ClickHouse at %s: HTTP request failed: %s",
+                                 who, why);
+        }
+    }
+
+    if (x->status != 200) {
+        *failure = FERRY_CH_FAIL_SERVER;
+        const char *body = ferry_buf_cstr(&x->err_body);
+        int code = x->hdr_code ? x->hdr_code : ferry_ch_exception_code(body, x->err_body.len);
+        st->ch_code = code;
+        status_message(st, body, c->password);
+        ferry_chomp(st->message);
+        if (x->status == 401 || x->status == 403 || is_auth_code(code))
+            return ferry_err_set(err, FERRY_EAUTH,
+                                 "ClickHouse at %s refused the credentials of user '%s' (HTTP "
+                                 "%ld, code %d): %s", who, c->user ? c->user : "default",
+                                 x->status, code, st->message);
+        return ferry_err_set(err, FERRY_EREMOTE, "ClickHouse at %s: HTTP %ld, code %d: %s", who,
+                             x->status, code, st->message[0] ? st->message : "(no message)");
+    }
+
+    /* 200: the tail may hold an exception written after the data had started. */
+    int code = 0;
+    char msg[FERRY_CH_MSG_MAX];
+    ssize_t at = ferry_ch_find_trailer(x->hold.data ? x->hold.data : "", x->hold.len,
+                                       !x->delivered_any, x->tag[0] ? x->tag : NULL, x->binary,
+                                       &code, msg, sizeof msg);
+    size_t data_len = at >= 0 ? (size_t)at : x->hold.len;
+    int rc = deliver(x, data_len);
+    if (rc) {
+        *failure = FERRY_CH_FAIL_LOCAL;
+        return ferry_err_set(err, rc, "ClickHouse at %s: reading the result stopped (%s)", who,
+                             ferry_code_name(rc));
+    }
+    if (at >= 0) {
+        *failure = FERRY_CH_FAIL_SERVER;
+        st->ch_code = code;
+        st->in_band = true;
+        status_message(st, msg, c->password);
+        return ferry_err_set(err, FERRY_EREMOTE,
+                             "ClickHouse at %s: the query failed after %llu bytes of the result "
+                             "had been sent (code %d): %s; the result is incomplete", who,
+                             (unsigned long long)x->delivered, code, st->message);
+    }
+    return FERRY_OK;
+}
+
+int ferry_ch_exec(ferry_ch_client *c, const ferry_ch_query *q, ferry_ch_status *st_out,
+                  ferry_err *err)
+{
+    int rc = FERRY_OK;
+    ferry_ch_status st_local;
+    ferry_ch_status *st = st_out ? st_out : &st_local;
+    memset(st, 0, sizeof *st);
+    ferry_buf url = FERRY_BUF_INIT;
+    ferry_ch_setting *params = NULL;
+    struct curl_slist *headers = NULL;
+    xfer x;
+    memset(&x, 0, sizeof x);
+
+    if (!q->sql || !*q->sql) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "empty query");
+        goto out;
+    }
+    bool has_body = q->body || q->body_reader;
+    if (q->body && q->body_reader) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "a query has either a body or a body reader");
+        goto out;
+    }
+    if (q->query_id && *q->query_id) {
+        snprintf(st->query_id, sizeof st->query_id, "%s", q->query_id);
+    } else if (ferry_ch_random_uuid(st->query_id)) {
+        rc = ferry_err_set(err, FERRY_EINTERNAL, "no random bytes for a query id");
+        goto out;
+    }
+    params = calloc(q->n_settings + 4, sizeof *params);
+    if (!params) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    size_t np = 0;
+    params[np++] = (ferry_ch_setting){"query_id", st->query_id};
+    const char *db = q->database ? q->database : c->database;
+    if (db)
+        params[np++] = (ferry_ch_setting){"database", db};
+    if (q->format)
+        params[np++] = (ferry_ch_setting){"default_format", q->format};
+    for (size_t i = 0; i < q->n_settings; i++)
+        params[np++] = q->settings[i];
+    if (has_body)
+        params[np++] = (ferry_ch_setting){"query", q->sql};
+    rc = ferry_ch_build_url(c->url, params, np, &url, err);
+    if (rc)
+        goto out;
+    /* No "Expect: 100-continue" round trip for bodies; ClickHouse reads them as they come. */
+    headers = curl_slist_append(NULL, "Expect:");
+    if (!headers) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+
+    ferry_ch_retry_case rcase = {
+        .kind = ferry_ch_statement_kind(q->sql),
+        .has_dedup_token = has_dedup_token(q),
+        .caller_idempotent = q->idempotent,
+        .max_attempts = c->max_attempts,
+    };
+    for (int attempt = 1;; attempt++) {
+        ferry_buf_free(&x.hold);
+        ferry_buf_free(&x.err_body);
+        memset(&x, 0, sizeof x);
+        x.c = c;
+        x.q = q;
+        x.binary = ferry_ch_format_is_binary(q->format);
+        x.read_timeout_ms = q->read_timeout_ms > 0 ? q->read_timeout_ms : c->read_timeout_ms;
+        if (has_body) {
+            x.mem = q->body;
+            x.mem_len = q->body ? q->body_len : 0;
+        } else {
+            x.mem = q->sql;
+            x.mem_len = strlen(q->sql);
+        }
+        st->attempts = attempt;
+        st->ch_code = 0;
+        st->in_band = false;
+        st->message[0] = '\0';
+        enum ferry_ch_failure failure = FERRY_CH_FAIL_LOCAL;
+        rc = attempt_once(c, &x, ferry_buf_cstr(&url), headers, st, &failure, err);
+        st->bytes_received = x.delivered;
+        if (x.server_qid[0])
+            snprintf(st->query_id, sizeof st->query_id, "%s", x.server_qid);
+        if (rc == FERRY_OK)
+            break;
+        rcase.failure = failure;
+        rcase.attempt = attempt;
+        rcase.body_replayable = x.mem != NULL || !x.reader_used ||
+                                (q->body_rewind && q->body_rewind(q->body_reader_arg) == 0);
+        rcase.data_delivered = x.delivered_any;
+        if (!ferry_ch_should_retry(&rcase))
+            break;
+        long delay = ferry_ch_backoff_ms(attempt, c->backoff_ms);
+        FLOG_DEBUG("clickhouse retry url=%s attempt=%d delay_ms=%ld error=\"%s\"", c->redacted,
+                   attempt, delay, err ? err->msg : "");
+        c->stats.retries++;
+        struct timespec ts = {delay / 1000, (delay % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) && errno == EINTR) {
+        }
+    }
+    if (rc && st->attempts > 1)
+        ferry_err_prefix(err, "after %d attempts: ", st->attempts);
+out:
+    if (err && rc)
+        ferry_ch_scrub(err->msg, c->password);
+    ferry_buf_free(&x.hold);
+    ferry_buf_free(&x.err_body);
+    curl_slist_free_all(headers);
+    free(params);
+    ferry_buf_free(&url);
+    return rc;
+}
+
+static int collect(const void *data, size_t len, void *arg)
+{
+    return ferry_buf_append(arg, data, len) ? FERRY_ENOMEM : FERRY_OK;
+}
+
+int ferry_ch_query_buf(ferry_ch_client *c, const char *sql, const char *format, ferry_buf *out,
+                       ferry_ch_status *st, ferry_err *err)
+{
+    ferry_ch_query q = {.sql = sql, .format = format, .on_data = collect, .on_data_arg = out};
+    return ferry_ch_exec(c, &q, st, err);
+}
+
+int ferry_ch_query_rows(ferry_ch_client *c, const char *sql, ferry_ch_rows *rows,
+                        ferry_ch_status *st, ferry_err *err)
+{
+    ferry_buf b = FERRY_BUF_INIT;
+    memset(rows, 0, sizeof *rows);
+    int rc = ferry_ch_query_buf(c, sql, "TabSeparated", &b, st, err);
+    if (rc) {
+        ferry_buf_free(&b);
+        return rc;
+    }
+    size_t len = b.len;
+    char *text = ferry_buf_detach(&b);
+    rc = ferry_ch_rows_parse(text, len, rows, err);
+    if (rc)
+        ferry_err_prefix(err, "ClickHouse at %s: ", c->redacted);
+    return rc;
+}

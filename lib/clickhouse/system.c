@@ -1,0 +1,563 @@
+/* Helpers over ClickHouse system tables: server version, partitions and parts of a table,
+ * detached parts, data paths per disk, table engine and storage policy. Each query names its
+ * columns explicitly and substitutes a constant for a column the server lacks (18.16 has no
+ * disks, no hash_of_all_files, no system.detached_parts), so the TSV it returns always has the
+ * shape the pure parsers below expect. */
+#include "clickhouse_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferry/strutil.h"
+
+/* ---- system.columns cache ------------------------------------------------------------------ */
+
+static int load_sys_columns(ferry_ch_client *c, ferry_buf *cache, bool *loaded, ferry_err *err)
+{
+    if (*loaded)
+        return FERRY_OK;
+    ferry_buf_reset(cache);
+    int rc = ferry_ch_query_buf(c,
+                                "SELECT table, name FROM system.columns WHERE database = "
+                                "'system' AND table IN ('parts', 'tables', 'detached_parts', "
+                                "'disks', 'storage_policies')",
+                                "TabSeparated", cache, NULL, err);
+    if (rc)
+        return ferry_err_prefix(err, "listing system table columns: ");
+    *loaded = true;
+    return FERRY_OK;
+}
+
+static bool cache_has(const ferry_buf *cache, const char *table, const char *column)
+{
+    char needle[256];
+    int n = column ? snprintf(needle, sizeof needle, "%s\t%s\n", table, column)
+                   : snprintf(needle, sizeof needle, "%s\t", table);
+    if (n <= 0 || (size_t)n >= sizeof needle || !cache->len)
+        return false;
+    const char *p = cache->data;
+    while ((p = strstr(p, needle)) != NULL) {
+        if (p == cache->data || p[-1] == '\n')
+            return true;
+        p += 1;
+    }
+    return false;
+}
+
+int ferry_ch_system_has_column(ferry_ch_client *c, const char *table, const char *column,
+                               bool *has, ferry_err *err)
+{
+    bool *loaded;
+    ferry_buf *cache = ferry_ch_client_sys_cache(c, &loaded);
+    int rc = load_sys_columns(c, cache, loaded, err);
+    if (rc)
+        return rc;
+    *has = cache_has(cache, table, column);
+    return FERRY_OK;
+}
+
+int ferry_ch_system_has_table(ferry_ch_client *c, const char *table, bool *has, ferry_err *err)
+{
+    return ferry_ch_system_has_column(c, table, NULL, has, err);
+}
+
+/* "column" when system.<table> has it, else fallback (a constant SQL expression). */
+static int col_or(ferry_ch_client *c, const char *table, const char *column,
+                  const char *fallback, const char **expr, ferry_err *err)
+{
+    bool has = false;
+    int rc = ferry_ch_system_has_column(c, table, column, &has, err);
+    *expr = has ? column : fallback;
+    return rc;
+}
+
+/* Appends "database = 'db' AND <name_col> = 'table'" with both quoted. */
+static int where_table(ferry_buf *sql, const char *db, const char *table, const char *name_col)
+{
+    int rc = ferry_buf_puts(sql, " database = ");
+    if (!rc)
+        rc = ferry_ch_quote(sql, db);
+    if (!rc)
+        rc = ferry_buf_printf(sql, " AND %s = ", name_col) < 0;
+    if (!rc)
+        rc = ferry_ch_quote(sql, table);
+    return rc ? FERRY_ENOMEM : FERRY_OK;
+}
+
+static int run_text(ferry_ch_client *c, ferry_buf *sql, ferry_buf *out, ferry_err *err)
+{
+    return ferry_ch_query_buf(c, ferry_buf_cstr(sql), "TabSeparated", out, NULL, err);
+}
+
+/* ---- pure parsers -------------------------------------------------------------------------- */
+
+static int want_cols(const ferry_ch_rows *r, size_t n, const char *what, ferry_err *err)
+{
+    if (r->n_rows && r->n_cols != n)
+        return ferry_err_set(err, FERRY_EREMOTE,
+                             "unexpected %s result: %zu columns per row, expected %zu", what,
+                             r->n_cols, n);
+    return FERRY_OK;
+}
+
+static int get_u64(const ferry_ch_rows *r, size_t row, size_t col, uint64_t *v, const char *what,
+                   ferry_err *err)
+{
+    if (r->nulls[row * r->n_cols + col]) {
+        *v = 0;
+        return FERRY_OK;
+    }
+    if (!ferry_parse_u64(ferry_ch_rows_get(r, row, col), v))
+        return ferry_err_set(err, FERRY_EREMOTE, "%s row %zu column %zu: '%s' is not a number",
+                             what, row + 1, col + 1, ferry_ch_rows_get(r, row, col));
+    return FERRY_OK;
+}
+
+static int get_i64(const ferry_ch_rows *r, size_t row, size_t col, int64_t *v, const char *what,
+                   ferry_err *err)
+{
+    if (!ferry_parse_i64(ferry_ch_rows_get(r, row, col), v))
+        return ferry_err_set(err, FERRY_EREMOTE, "%s row %zu column %zu: '%s' is not a number",
+                             what, row + 1, col + 1, ferry_ch_rows_get(r, row, col));
+    return FERRY_OK;
+}
+
+/* strdup of field (row, col); NULL fields give NULL when nullable, else "". */
+static int get_str(const ferry_ch_rows *r, size_t row, size_t col, bool nullable, char **out)
+{
+    size_t i = row * r->n_cols + col;
+    if (r->nulls[i] && nullable) {
+        *out = NULL;
+        return FERRY_OK;
+    }
+    *out = ferry_strndup(r->nulls[i] ? "" : r->fields[i], r->nulls[i] ? 0 : r->lens[i]);
+    return *out ? FERRY_OK : FERRY_ENOMEM;
+}
+
+void ferry_ch_partitions_free(ferry_ch_partition *p, size_t n)
+{
+    for (size_t i = 0; p && i < n; i++) {
+        free(p[i].partition_id);
+        free(p[i].partition);
+        free(p[i].disk_name);
+    }
+    free(p);
+}
+
+int ferry_ch_parse_partitions(char *text, size_t len, ferry_ch_partition **out, size_t *n,
+                              ferry_err *err)
+{
+    const char *what = "system.parts partitions";
+    ferry_ch_rows r;
+    ferry_ch_partition *p = NULL;
+    *out = NULL;
+    *n = 0;
+    int rc = ferry_ch_rows_parse(text, len, &r, err);
+    if (rc)
+        return rc;
+    if ((rc = want_cols(&r, 6, what, err)))
+        goto out;
+    p = calloc(r.n_rows ? r.n_rows : 1, sizeof *p);
+    if (!p) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < r.n_rows; i++) {
+        if (get_str(&r, i, 0, false, &p[i].partition_id) ||
+            get_str(&r, i, 1, false, &p[i].partition) ||
+            get_str(&r, i, 2, false, &p[i].disk_name)) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        if ((rc = get_u64(&r, i, 3, &p[i].parts, what, err)) ||
+            (rc = get_u64(&r, i, 4, &p[i].rows, what, err)) ||
+            (rc = get_u64(&r, i, 5, &p[i].bytes_on_disk, what, err)))
+            goto out;
+    }
+    *out = p;
+    *n = r.n_rows;
+    p = NULL;
+out:
+    ferry_ch_partitions_free(p, r.n_rows);
+    ferry_ch_rows_free(&r);
+    return rc;
+}
+
+void ferry_ch_parts_free(ferry_ch_part *p, size_t n)
+{
+    for (size_t i = 0; p && i < n; i++) {
+        free(p[i].name);
+        free(p[i].partition_id);
+        free(p[i].partition);
+        free(p[i].disk_name);
+        free(p[i].path);
+        free(p[i].hash_of_all_files);
+    }
+    free(p);
+}
+
+int ferry_ch_parse_parts(char *text, size_t len, ferry_ch_part **out, size_t *n, ferry_err *err)
+{
+    const char *what = "system.parts";
+    ferry_ch_rows r;
+    ferry_ch_part *p = NULL;
+    *out = NULL;
+    *n = 0;
+    int rc = ferry_ch_rows_parse(text, len, &r, err);
+    if (rc)
+        return rc;
+    if ((rc = want_cols(&r, 11, what, err)))
+        goto out;
+    p = calloc(r.n_rows ? r.n_rows : 1, sizeof *p);
+    if (!p) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < r.n_rows; i++) {
+        if (get_str(&r, i, 0, false, &p[i].name) || get_str(&r, i, 1, false, &p[i].partition_id) ||
+            get_str(&r, i, 2, false, &p[i].partition) ||
+            get_str(&r, i, 3, false, &p[i].disk_name) || get_str(&r, i, 4, false, &p[i].path) ||
+            get_str(&r, i, 5, false, &p[i].hash_of_all_files)) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        uint64_t level = 0;
+        if ((rc = get_u64(&r, i, 6, &p[i].rows, what, err)) ||
+            (rc = get_u64(&r, i, 7, &p[i].bytes_on_disk, what, err)) ||
+            (rc = get_i64(&r, i, 8, &p[i].min_block_number, what, err)) ||
+            (rc = get_i64(&r, i, 9, &p[i].max_block_number, what, err)) ||
+            (rc = get_u64(&r, i, 10, &level, what, err)))
+            goto out;
+        if (level > UINT32_MAX) {
+            rc = ferry_err_set(err, FERRY_EREMOTE, "%s row %zu: level %llu out of range", what,
+                               i + 1, (unsigned long long)level);
+            goto out;
+        }
+        p[i].level = (uint32_t)level;
+    }
+    *out = p;
+    *n = r.n_rows;
+    p = NULL;
+out:
+    ferry_ch_parts_free(p, r.n_rows);
+    ferry_ch_rows_free(&r);
+    return rc;
+}
+
+void ferry_ch_detached_free(ferry_ch_detached_part *p, size_t n)
+{
+    for (size_t i = 0; p && i < n; i++) {
+        free(p[i].name);
+        free(p[i].partition_id);
+        free(p[i].reason);
+        free(p[i].disk);
+        free(p[i].path);
+    }
+    free(p);
+}
+
+int ferry_ch_parse_detached(char *text, size_t len, ferry_ch_detached_part **out, size_t *n,
+                            ferry_err *err)
+{
+    const char *what = "system.detached_parts";
+    ferry_ch_rows r;
+    ferry_ch_detached_part *p = NULL;
+    *out = NULL;
+    *n = 0;
+    int rc = ferry_ch_rows_parse(text, len, &r, err);
+    if (rc)
+        return rc;
+    if ((rc = want_cols(&r, 6, what, err)))
+        goto out;
+    p = calloc(r.n_rows ? r.n_rows : 1, sizeof *p);
+    if (!p) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < r.n_rows; i++) {
+        if (get_str(&r, i, 0, false, &p[i].name) ||
+            get_str(&r, i, 1, true, &p[i].partition_id) ||
+            get_str(&r, i, 2, true, &p[i].reason) || get_str(&r, i, 3, false, &p[i].disk) ||
+            get_str(&r, i, 4, false, &p[i].path)) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        if ((rc = get_u64(&r, i, 5, &p[i].bytes_on_disk, what, err)))
+            goto out;
+    }
+    *out = p;
+    *n = r.n_rows;
+    p = NULL;
+out:
+    ferry_ch_detached_free(p, r.n_rows);
+    ferry_ch_rows_free(&r);
+    return rc;
+}
+
+int ferry_ch_parse_version(const char *text, ferry_ch_version *out, ferry_err *err)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->text, sizeof out->text, "%s", text);
+    ferry_chomp(out->text);
+    int consumed = 0;
+    if (sscanf(out->text, "%d.%d.%d%n", &out->major, &out->minor, &out->patch, &consumed) != 3 ||
+        out->major <= 0)
+        return ferry_err_set(err, FERRY_EREMOTE, "unexpected server version '%s'", out->text);
+    return FERRY_OK;
+}
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+int ferry_ch_server_version(ferry_ch_client *c, ferry_ch_version *out, ferry_err *err)
+{
+    ferry_buf b = FERRY_BUF_INIT;
+    int rc = ferry_ch_query_buf(c, "SELECT version()", "TabSeparated", &b, NULL, err);
+    if (!rc)
+        rc = ferry_ch_parse_version(ferry_buf_cstr(&b), out, err);
+    ferry_buf_free(&b);
+    return rc;
+}
+
+int ferry_ch_list_partitions(ferry_ch_client *c, const char *db, const char *table,
+                             ferry_ch_partition **out, size_t *n, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
+    const char *disk, *bytes;
+    *out = NULL;
+    *n = 0;
+    int rc = col_or(c, "parts", "disk_name", "'default'", &disk, err);
+    if (!rc)
+        rc = col_or(c, "parts", "bytes_on_disk", "bytes", &bytes, err);
+    if (rc)
+        goto out;
+    if (ferry_buf_printf(&sql, "SELECT partition_id, partition, %s AS disk, count(), sum(rows), "
+                               "sum(%s) FROM system.parts WHERE active AND", disk, bytes) < 0 ||
+        where_table(&sql, db, table, "table") ||
+        ferry_buf_puts(&sql, " GROUP BY partition_id, partition, disk ORDER BY partition_id, "
+                             "disk")) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = run_text(c, &sql, &res, err)))
+        goto out;
+    size_t len = res.len;
+    rc = ferry_ch_parse_partitions(ferry_buf_detach(&res), len, out, n, err);
+out:
+    if (rc)
+        ferry_err_prefix(err, "partitions of %s.%s: ", db, table);
+    ferry_buf_free(&sql);
+    ferry_buf_free(&res);
+    return rc;
+}
+
+int ferry_ch_list_parts(ferry_ch_client *c, const char *db, const char *table,
+                        ferry_ch_part **out, size_t *n, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
+    const char *disk, *hash, *bytes;
+    *out = NULL;
+    *n = 0;
+    int rc = col_or(c, "parts", "disk_name", "'default'", &disk, err);
+    if (!rc)
+        rc = col_or(c, "parts", "hash_of_all_files", "''", &hash, err);
+    if (!rc)
+        rc = col_or(c, "parts", "bytes_on_disk", "bytes", &bytes, err);
+    if (rc)
+        goto out;
+    if (ferry_buf_printf(&sql, "SELECT name, partition_id, partition, %s, path, %s, rows, %s, "
+                               "min_block_number, max_block_number, level FROM system.parts "
+                               "WHERE active AND", disk, hash, bytes) < 0 ||
+        where_table(&sql, db, table, "table") || ferry_buf_puts(&sql, " ORDER BY name")) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = run_text(c, &sql, &res, err)))
+        goto out;
+    size_t len = res.len;
+    rc = ferry_ch_parse_parts(ferry_buf_detach(&res), len, out, n, err);
+out:
+    if (rc)
+        ferry_err_prefix(err, "parts of %s.%s: ", db, table);
+    ferry_buf_free(&sql);
+    ferry_buf_free(&res);
+    return rc;
+}
+
+int ferry_ch_list_detached(ferry_ch_client *c, const char *db, const char *table,
+                           ferry_ch_detached_part **out, size_t *n, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
+    const char *disk, *path, *bytes;
+    bool has = false;
+    *out = NULL;
+    *n = 0;
+    int rc = ferry_ch_system_has_table(c, "detached_parts", &has, err);
+    if (rc)
+        goto out;
+    if (!has) {
+        ferry_ch_version v;
+        ferry_err verr;
+        const char *vt = ferry_ch_server_version(c, &v, &verr) ? "this version" : v.text;
+        rc = ferry_err_set(err, FERRY_EUNSUPPORTED,
+                           "ClickHouse %s at %s has no system.detached_parts table (it came in "
+                           "19.x); upgrade the server to list detached parts", vt,
+                           ferry_ch_client_url(c));
+        goto out;
+    }
+    rc = col_or(c, "detached_parts", "disk", "'default'", &disk, err);
+    if (!rc)
+        rc = col_or(c, "detached_parts", "path", "''", &path, err);
+    if (!rc)
+        rc = col_or(c, "detached_parts", "bytes_on_disk", "toUInt64(0)", &bytes, err);
+    if (rc)
+        goto out;
+    if (ferry_buf_printf(&sql, "SELECT name, partition_id, reason, %s, %s, %s FROM "
+                               "system.detached_parts WHERE", disk, path, bytes) < 0 ||
+        where_table(&sql, db, table, "table") || ferry_buf_puts(&sql, " ORDER BY name")) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = run_text(c, &sql, &res, err)))
+        goto out;
+    size_t len = res.len;
+    rc = ferry_ch_parse_detached(ferry_buf_detach(&res), len, out, n, err);
+out:
+    if (rc && rc != FERRY_EUNSUPPORTED)
+        ferry_err_prefix(err, "detached parts of %s.%s: ", db, table);
+    ferry_buf_free(&sql);
+    ferry_buf_free(&res);
+    return rc;
+}
+
+void ferry_ch_table_info_free(ferry_ch_table_info *info)
+{
+    if (!info)
+        return;
+    free(info->engine);
+    free(info->storage_policy);
+    free(info->engine_full);
+    memset(info, 0, sizeof *info);
+}
+
+int ferry_ch_table_info_get(ferry_ch_client *c, const char *db, const char *table,
+                            ferry_ch_table_info *info, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows r = {0};
+    const char *policy;
+    memset(info, 0, sizeof *info);
+    int rc = col_or(c, "tables", "storage_policy", "''", &policy, err);
+    if (rc)
+        goto out;
+    if (ferry_buf_printf(&sql, "SELECT engine, engine_full, %s FROM system.tables WHERE",
+                         policy) < 0 ||
+        where_table(&sql, db, table, "name")) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = ferry_ch_query_rows(c, ferry_buf_cstr(&sql), &r, NULL, err)))
+        goto out;
+    if (r.n_rows == 0)
+        goto out;
+    if (r.n_cols != 3) {
+        rc = ferry_err_set(err, FERRY_EREMOTE, "unexpected system.tables result (%zu columns)",
+                           r.n_cols);
+        goto out;
+    }
+    info->exists = true;
+    if (get_str(&r, 0, 0, false, &info->engine) || get_str(&r, 0, 1, false, &info->engine_full) ||
+        get_str(&r, 0, 2, false, &info->storage_policy))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+out:
+    if (rc) {
+        ferry_ch_table_info_free(info);
+        ferry_err_prefix(err, "table %s.%s: ", db, table);
+    }
+    ferry_ch_rows_free(&r);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+void ferry_ch_data_paths_free(ferry_ch_data_path *p, size_t n)
+{
+    for (size_t i = 0; p && i < n; i++) {
+        free(p[i].disk);
+        free(p[i].path);
+    }
+    free(p);
+}
+
+int ferry_ch_table_data_paths(ferry_ch_client *c, const char *db, const char *table,
+                              ferry_ch_data_path **out, size_t *n, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows paths = {0}, disks = {0};
+    ferry_ch_data_path *p = NULL;
+    ferry_ch_table_info info = {0};
+    bool has_paths = false, has_disks = false;
+    size_t np = 0;
+    *out = NULL;
+    *n = 0;
+    int rc = ferry_ch_table_info_get(c, db, table, &info, err);
+    if (rc)
+        goto out;
+    if (!info.exists) {
+        rc = ferry_err_set(err, FERRY_ENOTFOUND, "table %s.%s does not exist on %s", db, table,
+                           ferry_ch_client_url(c));
+        goto out;
+    }
+    if ((rc = ferry_ch_system_has_column(c, "tables", "data_paths", &has_paths, err)) ||
+        (rc = ferry_ch_system_has_table(c, "disks", &has_disks, err)))
+        goto out;
+    if (ferry_buf_puts(&sql, has_paths ? "SELECT arrayJoin(data_paths) FROM system.tables WHERE"
+                                       : "SELECT data_path FROM system.tables WHERE") ||
+        where_table(&sql, db, table, "name")) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = ferry_ch_query_rows(c, ferry_buf_cstr(&sql), &paths, NULL, err)))
+        goto out;
+    if (has_disks &&
+        (rc = ferry_ch_query_rows(c, "SELECT name, path FROM system.disks", &disks, NULL, err)))
+        goto out;
+    p = calloc(paths.n_rows ? paths.n_rows : 1, sizeof *p);
+    if (!p) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < paths.n_rows; i++) {
+        const char *path = ferry_ch_rows_get(&paths, i, 0);
+        if (!*path)
+            continue; /* tables without data directories (Memory, views) */
+        const char *disk = "default";
+        size_t best = 0;
+        for (size_t d = 0; disks.n_cols == 2 && d < disks.n_rows; d++) {
+            const char *dp = ferry_ch_rows_get(&disks, d, 1);
+            size_t dl = strlen(dp);
+            if (dl > best && !strncmp(path, dp, dl)) {
+                best = dl;
+                disk = ferry_ch_rows_get(&disks, d, 0);
+            }
+        }
+        p[np].disk = strdup(disk);
+        p[np].path = strdup(path);
+        np++;
+        if (!p[np - 1].disk || !p[np - 1].path) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    *out = p;
+    *n = np;
+    p = NULL;
+out:
+    if (rc && rc != FERRY_ENOTFOUND)
+        ferry_err_prefix(err, "data paths of %s.%s: ", db, table);
+    ferry_ch_data_paths_free(p, np);
+    ferry_ch_table_info_free(&info);
+    ferry_ch_rows_free(&paths);
+    ferry_ch_rows_free(&disks);
+    ferry_buf_free(&sql);
+    return rc;
+}
