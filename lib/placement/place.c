@@ -1,14 +1,16 @@
 /* Capacity-aware placement: a fresh layout (ferry_place) and the layout reached from an old one
  * when the cluster changes (ferry_rebalance). docs/placement.md states the rules; in short:
  *  - a replica goes to the best-scoring shard that does not hold the slice yet, has room below
- *    the fill target, and holds fewer than cap(tenant) = ceil(splits * rf / shards) of the
- *    tenant's replicas; only when no such shard exists is the anti-affinity cap relaxed;
+ *    the fill target, and holds fewer of the tenant's replicas than its cap (below); only
+ *    when no such shard exists is the anti-affinity cap relaxed;
  *  - slices are placed biggest first (then by tenant and split), so the result does not depend
  *    on input order and large slices get the first pick of room;
  *  - a rebalance keeps every replica where it is unless (a) its shard left, (b) its shard is
  *    over the fill target or the tenant's cap, or (c) the cluster change flipped the slice's
  *    preference between its shard and another one (a shard was added or gained weight, or its
- *    own shard lost weight). Forced moves prefer shards that were added or gained weight. */
+ *    own shard lost weight). Forced moves prefer shards that were added or gained weight.
+ * The anti-affinity cap of a tenant on a shard is 1 while the tenant's k * rf replicas fit on
+ * distinct shards, else ceil(k * rf * weight / total weight). */
 #include "placement/placement_int.h"
 
 #include <math.h>
@@ -42,6 +44,7 @@ typedef struct pstate {
     uint64_t *load, *limit;
     uint32_t *nrep;
     bool *gainer;
+    double total_weight;
     tcount_map tc;
     uint32_t *order; /* slices, biggest first */
     size_t overfilled, relaxed;
@@ -76,10 +79,15 @@ static uint32_t tenant_count(pstate *st, uint32_t tenant, uint32_t shard)
     return *tc_slot(&st->tc, tenant, shard);
 }
 
-static uint32_t tenant_cap(const pstate *st, uint32_t tenant)
+/* How many of the tenant's replicas shard s may hold: 1 while the tenant's replicas fit on
+ * distinct shards, else the shard's weight share of them, rounded up. */
+static uint32_t tenant_cap(const pstate *st, uint32_t tenant, uint32_t s)
 {
     uint64_t want = (uint64_t)st->inv->tenant_splits[tenant] * st->rf;
-    return (uint32_t)((want + st->n - 1) / st->n);
+    if (want <= st->n)
+        return 1;
+    double share = (double)want * st->cl->shards[s].weight / st->total_weight;
+    return (uint32_t)ceil(share * (1 - 1e-12));
 }
 
 static bool fits(const pstate *st, uint32_t s, uint64_t bytes)
@@ -170,6 +178,7 @@ static int state_init(pstate *st, const ferry_inventory *inv, const ferry_cluste
         st->rep[i] = FERRY_NO_SHARD;
     for (size_t s = 0; s < st->n; s++) {
         uint64_t cap = cl->shards[s].capacity;
+        st->total_weight += cl->shards[s].weight;
         st->limit[s] = cap ? (uint64_t)floorl((long double)cap * o->fill) : UINT64_MAX;
     }
     for (size_t i = 0; i < inv->n; i++)
@@ -220,12 +229,12 @@ static int no_room(pstate *st, size_t i, ferry_err *err)
 static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferry_err *err)
 {
     const ferry_slice *sl = &st->inv->slices[i];
-    uint32_t t = sl->tenant_index, cap = tenant_cap(st, t);
+    uint32_t t = sl->tenant_index;
     const pl_cand *c = st->cands + i * st->m;
     for (size_t j = 0; j < st->m; j++) {
         uint32_t s = c[j].shard;
         if ((!prefer_gainers || st->gainer[s]) && !holding(st, i, s) &&
-            fits(st, s, sl->bytes) && tenant_count(st, t, s) < cap) {
+            fits(st, s, sl->bytes) && tenant_count(st, t, s) < tenant_cap(st, t, s)) {
             *out = s;
             return FERRY_OK;
         }
@@ -237,7 +246,7 @@ static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferr
         for (size_t j = 0; j < st->n; j++) {
             uint32_t s = st->all[j].shard;
             if ((pass == 1 || st->gainer[s]) && !holding(st, i, s) && fits(st, s, sl->bytes) &&
-                tenant_count(st, t, s) < cap) {
+                tenant_count(st, t, s) < tenant_cap(st, t, s)) {
                 *out = s;
                 return FERRY_OK;
             }
@@ -375,7 +384,7 @@ static int evict_over_cap(pstate *st, bool *evicted, ferry_err *err)
         uint32_t k = inv->tenant_splits[t];
         if (k < 2)
             continue;
-        uint32_t cap = tenant_cap(st, (uint32_t)t), first = inv->tenant_first[t];
+        uint32_t first = inv->tenant_first[t];
         size_t nk = 0;
         if (kcap < (size_t)k * st->rf) {
             kcap = (size_t)k * st->rf;
@@ -389,7 +398,8 @@ static int evict_over_cap(pstate *st, bool *evicted, ferry_err *err)
         for (uint32_t i = first; i < first + k; i++)
             for (unsigned j = 0; j < st->rf; j++) {
                 uint32_t s = st->rep[(size_t)i * st->rf + j];
-                if (s != FERRY_NO_SHARD && tenant_count(st, (uint32_t)t, s) > cap)
+                if (s != FERRY_NO_SHARD &&
+                    tenant_count(st, (uint32_t)t, s) > tenant_cap(st, (uint32_t)t, s))
                     keys[nk++] = (evict_key){s, replica_score(st, i, s), i, j};
             }
         if (!nk)
@@ -397,7 +407,7 @@ static int evict_over_cap(pstate *st, bool *evicted, ferry_err *err)
         qsort(keys, nk, sizeof *keys, evict_cmp);
         for (size_t e = 0; e < nk; e++) {
             evict_key *ek = &keys[e];
-            if (tenant_count(st, (uint32_t)t, ek->shard) > cap) {
+            if (tenant_count(st, (uint32_t)t, ek->shard) > tenant_cap(st, (uint32_t)t, ek->shard)) {
                 unassign(st, ek->slice, ek->slot);
                 evicted[(size_t)ek->slice * st->rf + ek->slot] = true;
             }
@@ -556,7 +566,7 @@ int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster
     for (size_t k = 0; k < inv->n; k++) {
         size_t i = st.order[k];
         const ferry_slice *sl = &inv->slices[i];
-        uint32_t t = sl->tenant_index, cap = tenant_cap(&st, t);
+        uint32_t t = sl->tenant_index;
         pl_set_slice(&st.x, sl);
         size_t nk = 0;
         for (unsigned j = 0; j < rf; j++) {
@@ -587,7 +597,7 @@ int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster
             for (size_t q = 0; q < nd; q++) {
                 uint32_t d = loser[x] ? (uint32_t)q : gainers[q];
                 if (d == x || holding(&st, i, d) || !fits(&st, d, sl->bytes) ||
-                    tenant_count(&st, t, d) >= cap)
+                    tenant_count(&st, t, d) >= tenant_cap(&st, t, d))
                     continue;
                 double d_new = pl_pair_score(&st.sc, &st.x, d, new_cluster->shards[d].weight);
                 if (!pl_ranks_before(d_new, d, x_new, x))
