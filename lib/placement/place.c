@@ -6,7 +6,8 @@
  *  - slices are placed biggest first (then by tenant and split), so the result does not depend
  *    on input order and large slices get the first pick of room;
  *  - a rebalance keeps every replica where it is unless (a) its shard left, (b) its shard is
- *    over the fill target or the tenant's cap, or (c) the cluster change flipped the slice's
+ *    over the fill target, (b') its shard is over the tenant's cap and a shard that was added
+ *    or gained weight can take it, or (c) the cluster change flipped the slice's
  *    preference between its shard and another one (a shard was added or gained weight, or its
  *    own shard lost weight). Forced moves prefer shards that were added or gained weight.
  * The anti-affinity cap of a tenant on a shard is 1 while the tenant's k * rf replicas fit on
@@ -374,9 +375,15 @@ static double replica_score(pstate *st, size_t i, uint32_t s)
     return pl_pair_score(&st->sc, &st->x, s, st->cl->shards[s].weight);
 }
 
-/* Evicts the tenant's weakest replicas from every shard holding more than its cap. */
-static int evict_over_cap(pstate *st, bool *evicted, ferry_err *err)
+/* A shard holding more of a tenant's replicas than its cap (the cap shrinks when shards are
+ * added) hands its weakest excess replicas to the best gainer that can take them. Spreading is
+ * a preference: an excess replica no gainer can take stays, rather than moving between shards
+ * that were there before. */
+static int evict_over_cap(pstate *st, bool *evicted, const uint32_t *gainers, size_t n_gainers,
+                          ferry_err *err)
 {
+    if (!n_gainers)
+        return FERRY_OK;
     const ferry_inventory *inv = st->inv;
     evict_key *keys = NULL;
     size_t kcap = 0;
@@ -407,10 +414,29 @@ static int evict_over_cap(pstate *st, bool *evicted, ferry_err *err)
         qsort(keys, nk, sizeof *keys, evict_cmp);
         for (size_t e = 0; e < nk; e++) {
             evict_key *ek = &keys[e];
-            if (tenant_count(st, (uint32_t)t, ek->shard) > tenant_cap(st, (uint32_t)t, ek->shard)) {
-                unassign(st, ek->slice, ek->slot);
-                evicted[(size_t)ek->slice * st->rf + ek->slot] = true;
+            if (tenant_count(st, (uint32_t)t, ek->shard) <=
+                tenant_cap(st, (uint32_t)t, ek->shard))
+                continue;
+            const ferry_slice *sl = &inv->slices[ek->slice];
+            pl_set_slice(&st->x, sl);
+            uint32_t best = FERRY_NO_SHARD;
+            double best_score = 0;
+            for (size_t q = 0; q < n_gainers; q++) {
+                uint32_t d = gainers[q];
+                if (holding(st, ek->slice, d) || !fits(st, d, sl->bytes) ||
+                    tenant_count(st, (uint32_t)t, d) >= tenant_cap(st, (uint32_t)t, d))
+                    continue;
+                double sc = pl_pair_score(&st->sc, &st->x, d, st->cl->shards[d].weight);
+                if (best == FERRY_NO_SHARD || pl_ranks_before(sc, d, best_score, best)) {
+                    best = d;
+                    best_score = sc;
+                }
             }
+            if (best == FERRY_NO_SHARD)
+                continue;
+            unassign(st, ek->slice, ek->slot);
+            assign(st, ek->slice, ek->slot, best);
+            evicted[(size_t)ek->slice * st->rf + ek->slot] = true;
         }
     }
     free(keys);
@@ -532,8 +558,8 @@ int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster
             assign(&st, i, (unsigned)k, tmp[k].shard);
     }
 
-    /* 2. Evictions: over the tenant's cap, then over the fill target. */
-    rc = evict_over_cap(&st, moved, err);
+    /* 2. Over the tenant's cap: excess to the gainers. Over the fill target: evict. */
+    rc = evict_over_cap(&st, moved, gainers, n_gainers, err);
     if (!rc)
         rc = evict_over_fill(&st, moved, err);
     if (rc)
