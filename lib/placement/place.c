@@ -334,7 +334,7 @@ int ferry_place(const ferry_inventory *inv, const ferry_cluster *cluster,
     for (size_t k = 0; k < inv->n; k++) {
         size_t i = st.order[k];
         for (unsigned slot = 0; slot < st.rf; slot++) {
-            uint32_t s;
+            uint32_t s = FERRY_NO_SHARD;
             rc = choose(&st, i, false, &s, err);
             if (rc)
                 goto out;
@@ -572,7 +572,7 @@ int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster
         for (unsigned j = 0; j < rf; j++) {
             if (st.rep[i * rf + j] != FERRY_NO_SHARD)
                 continue;
-            uint32_t s;
+            uint32_t s = FERRY_NO_SHARD;
             rc = choose(&st, i, had_prev[i * rf + j] && n_gainers > 0, &s, err);
             if (rc)
                 goto out;

@@ -25,6 +25,7 @@ typedef struct pl_scorer {
     size_t n;
     const char **names;
     uint8_t *name_len;
+    char (*padded)[FERRY_SHARD_NAME_MAX]; /* names, zero-padded: copied with one fixed memcpy */
     double *weight;
     uint32_t *group; /* [n] group of each shard */
     size_t n_groups;
@@ -35,7 +36,8 @@ typedef struct pl_scratch {
     char key[FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 8];
     size_t prefix_len; /* bytes of "<slice id>:" at the start of key */
     size_t m;          /* candidates kept per slice */
-    pl_cand *gtop;     /* [n_groups * (m + 1)]: score field holds the hash key u until scored */
+    pl_cand *gtop;     /* [n_groups * (m + 1)] */
+    uint64_t *gh;      /* [n_groups * (m + 1)] hashes of the group's best so far */
     size_t *glen;      /* [n_groups] */
     pl_cand *merge;    /* [max(n, n_groups * m)] */
 } pl_scratch;

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_INLINE_ALL /* inline xxHash into the scoring loop (header-only mode) */
 #include <xxhash.h>
 
 bool ferry_hash_parse(const char *name, ferry_hash *out)
@@ -117,13 +118,15 @@ int pl_scorer_init(pl_scorer *s, const ferry_cluster *c, ferry_hash hash, ferry_
     s->name_len = calloc(c->n, 1);
     s->weight = calloc(c->n, sizeof *s->weight);
     s->group = calloc(c->n, sizeof *s->group);
-    if (!s->names || !s->name_len || !s->weight || !s->group) {
+    s->padded = calloc(c->n, sizeof *s->padded);
+    if (!s->names || !s->name_len || !s->weight || !s->group || !s->padded) {
         pl_scorer_free(s);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < c->n; i++) {
         s->names[i] = c->shards[i].name;
         s->name_len[i] = (uint8_t)strlen(c->shards[i].name);
+        memcpy(s->padded[i], c->shards[i].name, s->name_len[i]);
         s->weight[i] = c->shards[i].weight;
         size_t g;
         for (g = 0; g < i; g++)
@@ -140,6 +143,7 @@ void pl_scorer_free(pl_scorer *s)
     free(s->name_len);
     free(s->weight);
     free(s->group);
+    free(s->padded);
     memset(s, 0, sizeof *s);
 }
 
@@ -151,8 +155,9 @@ int pl_scratch_init(pl_scratch *x, const pl_scorer *s, size_t m, ferry_err *err)
     size_t merge = groups * x->m > s->n ? groups * x->m : s->n;
     x->gtop = calloc(groups * (x->m + 1), sizeof *x->gtop);
     x->glen = calloc(groups, sizeof *x->glen);
+    x->gh = calloc(groups * (x->m + 1), sizeof *x->gh);
     x->merge = calloc(merge ? merge : 1, sizeof *x->merge);
-    if (!x->gtop || !x->glen || !x->merge) {
+    if (!x->gtop || !x->glen || !x->merge || !x->gh) {
         pl_scratch_free(x);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
@@ -163,6 +168,7 @@ void pl_scratch_free(pl_scratch *x)
 {
     free(x->gtop);
     free(x->glen);
+    free(x->gh);
     free(x->merge);
     memset(x, 0, sizeof *x);
 }
@@ -247,12 +253,35 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out)
         }
         return;
     }
-    /* Per weight group, the m + 1 shards with the largest u (the score field holds u). */
+    /* Per weight group, the m + 1 shards with the largest hash (u, hence the score, never
+     * decreases with the hash). The hash loop is specialised per hash function. */
     memset(x->glen, 0, s->n_groups * sizeof *x->glen);
+    size_t plen = x->prefix_len;
     for (uint32_t i = 0; i < n; i++) {
+        memcpy(x->key + plen, s->padded[i], FERRY_SHARD_NAME_MAX);
+        size_t len = plen + s->name_len[i];
+        uint64_t h = s->hash == FERRY_HASH_XXH3 ? XXH3_64bits(x->key, len)
+                                                : sha256_prefix64(x->key, len);
         uint32_t g = s->group[i];
-        top_insert(x->gtop + g * keep, &x->glen[g], keep, hash_u(pair_hash(s, x, i)), i);
+        uint64_t *gh = x->gh + g * keep;
+        size_t l = x->glen[g];
+        if (l == keep && h <= gh[keep - 1])
+            continue;
+        pl_cand *list = x->gtop + g * keep;
+        size_t pos = l < keep ? l : keep - 1;
+        while (pos > 0 && h > gh[pos - 1]) {
+            gh[pos] = gh[pos - 1];
+            list[pos] = list[pos - 1];
+            pos--;
+        }
+        gh[pos] = h;
+        list[pos].shard = i;
+        if (l < keep)
+            x->glen[g] = l + 1;
     }
+    for (size_t g = 0; g < s->n_groups; g++)
+        for (size_t j = 0; j < x->glen[g]; j++)
+            x->gtop[g * keep + j].score = hash_u(x->gh[g * keep + j]);
     size_t nm = 0;
     for (size_t g = 0; g < s->n_groups; g++) {
         pl_cand *list = x->gtop + g * keep;
