@@ -176,8 +176,8 @@ int cmd_demo(int argc, char **argv)
     printf("%-28s %10s %16zu %16zu\n", "8-split tenants on 4 shards", "", sc[0].eight_on_all,
            sc[1].eight_on_all);
     printf("\nThe blog's pure rendezvous run moved 466 (24.5%%) and 755 slices; ferry also keeps\n"
-           "a tenant's splits apart, which pins a few more. `ferry plan` lists the moves for a\n"
-           "real inventory.\n");
+           "a tenant's splits apart, which shifts the counts a little. `ferry plan` lists the\n"
+           "moves for a real inventory.\n");
 out:
     for (int k = 0; k < 2; k++) {
         ferry_plan_free(&sc[k].plan);
