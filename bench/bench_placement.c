@@ -1,0 +1,137 @@
+/* Placement benchmark: 1,000,000 slices (the blog's tenant mix: 70% one split, 20% two, 10%
+ * eight) on 100 shards, with both hashes, on one thread and on all cores. Times the whole of
+ * ferry_place (scoring every slice/shard pair, then the capacity/anti-affinity pass) and prints
+ * one JSON object: slice-shard scores per second, wall and CPU time (CPU time shows how much
+ * of the wall time the process actually ran when the machine is shared), peak memory
+ * (ru_maxrss, for the process so far).
+ *   usage: bench_placement [SLICES [SHARDS]] */
+#include "ferry/placement.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static long max_rss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+static void die(const ferry_err *err)
+{
+    fprintf(stderr, "bench_placement: %s\n", err->msg);
+    exit(1);
+}
+
+static uint64_t layout_digest(const ferry_layout *l)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < l->inv->n * l->rf; i++)
+        h = (h ^ l->replicas[i]) * 1099511628211ULL;
+    return h;
+}
+
+int main(int argc, char **argv)
+{
+    size_t want = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000000;
+    int nshards = argc > 2 ? atoi(argv[2]) : 100;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    ferry_err err = {0, ""};
+    ferry_inventory inv;
+    if (ferry_inventory_init(&inv, "bench", &err))
+        die(&err);
+    uint64_t rng = 0x9E3779B97F4A7C15ULL;
+    size_t n = 0;
+    for (int t = 0; n < want; t++) {
+        char tenant[32];
+        snprintf(tenant, sizeof tenant, "tenant%d", t);
+        int r = t % 10, splits = r < 7 ? 1 : r < 9 ? 2 : 8;
+        for (int k = 0; k < splits && n < want; k++, n++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            if (ferry_inventory_add(&inv, tenant, (uint32_t)k, 1000000 + rng % 10000000000ULL, 0,
+                                    &err))
+                die(&err);
+        }
+    }
+    if (ferry_inventory_finish(&inv, &err))
+        die(&err);
+
+    /* Two clusters: 80 shards of weight 1 and 20 of weight 2 (two weight groups), and every
+     * weight distinct (no shortcut: a logarithm per pair). */
+    ferry_cluster clusters[2];
+    const char *cluster_desc[2] = {"80% weight 1, 20% weight 2", "all weights distinct"};
+    for (int c = 0; c < 2; c++) {
+        if (ferry_cluster_init(&clusters[c], "bench", &err))
+            die(&err);
+        for (int s = 0; s < nshards; s++) {
+            char name[32];
+            snprintf(name, sizeof name, "ch-shard-%03d", s);
+            double w = c == 0 ? (s % 5 == 4 ? 2.0 : 1.0) : 1.0 + s / 128.0;
+            if (ferry_cluster_add(&clusters[c], name, w, 0, 0, &err))
+                die(&err);
+        }
+        if (ferry_cluster_finish(&clusters[c], &err))
+            die(&err);
+    }
+
+    struct {
+        ferry_hash hash;
+        int cluster;
+    } cases[] = {{FERRY_HASH_XXH3, 0}, {FERRY_HASH_SHA256, 0}, {FERRY_HASH_XXH3, 1}};
+    printf("{\"bench\":\"placement\",\"slices\":%zu,\"tenants\":%zu,\"shards\":%d,\"cores\":%ld,"
+           "\"runs\":[",
+           inv.n, inv.n_tenants, nshards, cores);
+    bool first = true;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        uint64_t digest1 = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            unsigned threads = pass == 0 ? 1 : (unsigned)(cores > 0 ? cores : 1);
+            ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+            o.hash = cases[k].hash;
+            o.threads = threads;
+            ferry_layout l;
+            double t0 = now(), c0 = cpu_seconds();
+            if (ferry_place(&inv, &clusters[cases[k].cluster], &o, &l, &err))
+                die(&err);
+            double wall = now() - t0, cpu = cpu_seconds() - c0;
+            uint64_t d = layout_digest(&l);
+            if (pass == 0)
+                digest1 = d;
+            double pairs = (double)inv.n * nshards;
+            printf("%s{\"hash\":\"%s\",\"weights\":\"%s\",\"threads\":%u,\"pairs\":%.0f,"
+                   "\"wall_s\":%.3f,\"cpu_s\":%.3f,\"scores_per_s\":%.0f,\"peak_rss_mb\":%.1f,"
+                   "\"same_as_one_thread\":%s}",
+                   first ? "" : ",", ferry_hash_name(o.hash), cluster_desc[cases[k].cluster],
+                   threads, pairs, wall, cpu, pairs / wall, max_rss_kb() / 1024.0,
+                   d == digest1 ? "true" : "false");
+            fflush(stdout);
+            first = false;
+            ferry_layout_free(&l);
+        }
+    }
+    printf("]}\n");
+    for (int c = 0; c < 2; c++)
+        ferry_cluster_free(&clusters[c]);
+    ferry_inventory_free(&inv);
+    return 0;
+}

@@ -1,0 +1,194 @@
+/* Slice placement: weighted rendezvous hashing with capacity, anti-affinity and replication,
+ * and the planner that turns a cluster change into an ordered list of slice moves.
+ *
+ * A slice is one split of one tenant; its id string is "<tenant>/split<k>". Every slice scores
+ * every shard and prefers higher scores; docs/placement.md describes the algorithm and what it
+ * guarantees. This module is pure: it does no I/O (parsers take text, callers read files).
+ *
+ * Ownership: every struct filled by a function here owns its memory and is released with the
+ * matching *_free function; pointers inside a layout or plan borrow from the inventory and
+ * clusters they were computed from, which must outlive them. */
+#ifndef FERRY_PLACEMENT_H
+#define FERRY_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/err.h"
+
+/* ---- hashes and scores ------------------------------------------------------------------- */
+
+/* The rendezvous hash, a cluster setting chosen once. Both hash the same key string
+ * "<slice id>:<shard name>" to 64 bits:
+ *   sha256: the first 8 bytes of SHA-256(key) read big-endian (= its first 16 hex digits);
+ *   xxh3:   XXH3_64bits(key) (xxHash 0.8, seed 0). */
+typedef enum ferry_hash { FERRY_HASH_SHA256 = 0, FERRY_HASH_XXH3 = 1 } ferry_hash;
+
+/* "sha256" / "xxh3" -> value; false for anything else. */
+bool ferry_hash_parse(const char *name, ferry_hash *out);
+const char *ferry_hash_name(ferry_hash h);
+
+/* The 64-bit hash of key (len bytes). */
+uint64_t ferry_hash64(ferry_hash h, const char *key, size_t len);
+
+/* score = -weight / ln(u), u = (h + 0.5) / 2^64 computed in double precision exactly as the
+ * reference Python does. When u rounds to 1.0 (h >= 2^64 - 1024) the score is +infinity. */
+double ferry_score_from_hash(uint64_t h, double weight);
+
+/* The score of one slice on one shard: hashes "<slice_id>:<shard>". */
+double ferry_score(ferry_hash h, const char *slice_id, const char *shard, double weight);
+
+/* ---- inventory: shards and slices -------------------------------------------------------- */
+
+#define FERRY_SHARD_NAME_MAX 64   /* [A-Za-z0-9._-], at most this many bytes */
+#define FERRY_TENANT_NAME_MAX 128 /* printable ASCII, no space, no '/', at most this many bytes */
+#define FERRY_SLICE_ID_MAX (FERRY_TENANT_NAME_MAX + 24)
+
+typedef struct ferry_shard {
+    char *name;
+    double weight;     /* > 0 */
+    uint64_t capacity; /* bytes; 0 = unlimited */
+    long line;         /* source line, 0 when added in code */
+} ferry_shard;
+
+/* A set of shards, sorted by name (bytewise) once finished. */
+typedef struct ferry_cluster {
+    char *path; /* source name for messages */
+    ferry_shard *shards;
+    size_t n, cap;
+} ferry_cluster;
+
+typedef struct ferry_slice {
+    char *tenant;
+    uint32_t split;
+    uint64_t bytes;
+    long line;
+    uint32_t tenant_index; /* set by ferry_inventory_finish */
+} ferry_slice;
+
+/* All slices, sorted by (tenant bytewise, split) once finished. */
+typedef struct ferry_inventory {
+    char *path;
+    ferry_slice *slices;
+    size_t n, cap;
+    size_t n_tenants;
+    uint32_t *tenant_first;  /* [n_tenants] index of the tenant's first slice */
+    uint32_t *tenant_splits; /* [n_tenants] how many slices the tenant has */
+} ferry_inventory;
+
+/* Starts an empty cluster / inventory; path names the source in messages. */
+int ferry_cluster_init(ferry_cluster *c, const char *path, ferry_err *err);
+int ferry_inventory_init(ferry_inventory *inv, const char *path, ferry_err *err);
+
+/* Adds one entry after validating it (name syntax, weight > 0 and finite). line is used in
+ * messages ("PATH:LINE: ..."; 0 leaves the line out). */
+int ferry_cluster_add(ferry_cluster *c, const char *name, double weight, uint64_t capacity,
+                      long line, ferry_err *err);
+int ferry_inventory_add(ferry_inventory *inv, const char *tenant, uint32_t split, uint64_t bytes,
+                        long line, ferry_err *err);
+
+/* Sorts canonically and rejects duplicates (naming both lines) and, for a cluster, an empty
+ * shard list. Must be called before the set is used. */
+int ferry_cluster_finish(ferry_cluster *c, ferry_err *err);
+int ferry_inventory_finish(ferry_inventory *inv, ferry_err *err);
+
+/* Parse the TSV formats (see docs/placement.md); '#' lines and blank lines are comments.
+ *   shards: name<TAB>weight[<TAB>capacity_bytes]
+ *   slices: tenant<TAB>split<TAB>bytes
+ * Sizes accept a binary suffix (K, M, G, T, KiB, ...). On success the result is finished. */
+int ferry_cluster_parse(const char *text, const char *path, ferry_cluster *out, ferry_err *err);
+int ferry_inventory_parse(const char *text, const char *path, ferry_inventory *out,
+                          ferry_err *err);
+
+void ferry_cluster_free(ferry_cluster *c);
+void ferry_inventory_free(ferry_inventory *inv);
+
+/* Index of a shard by name in a finished cluster, or -1. */
+long ferry_cluster_find(const ferry_cluster *c, const char *name);
+
+/* Writes "<tenant>/split<k>" into buf (FERRY_SLICE_ID_MAX bytes are always enough). */
+void ferry_slice_id(const ferry_slice *s, char *buf, size_t bufsz);
+
+/* ---- placement ---------------------------------------------------------------------------- */
+
+typedef struct ferry_place_opts {
+    ferry_hash hash;
+    unsigned rf;      /* replicas per slice, 1..shard count */
+    double fill;      /* fill target in (0, 1]: a shard holds at most fill * capacity bytes */
+    unsigned threads; /* scoring threads; 0 or 1 = the calling thread only */
+    /* true: a replica that fits on no shard below its fill target is an error (FERRY_EINVAL).
+     * false: it goes to the shard with the most room left and is counted in overfilled. */
+    bool strict;
+} ferry_place_opts;
+
+#define FERRY_PLACE_OPTS_DEFAULT {FERRY_HASH_SHA256, 1, 0.85, 1, true}
+
+/* Validates opts against a cluster (rf <= shard count, fill in (0,1]). */
+int ferry_place_opts_check(const ferry_place_opts *o, const ferry_cluster *c, ferry_err *err);
+
+#define FERRY_NO_SHARD UINT32_MAX
+
+typedef struct ferry_layout {
+    const ferry_inventory *inv; /* borrowed */
+    const ferry_cluster *cluster; /* borrowed */
+    ferry_place_opts opts;
+    unsigned rf;
+    /* replicas[i * rf + j]: shard index (into cluster) of replica slot j of slice i. Slots are
+     * stable across a rebalance: a moved replica keeps its slot. */
+    uint32_t *replicas;
+    uint64_t *shard_bytes;    /* [cluster->n] bytes held, counting every replica */
+    uint32_t *shard_replicas; /* [cluster->n] replicas held */
+    size_t overfilled;        /* replicas placed beyond the fill target (non-strict only) */
+    size_t spread_relaxed;    /* replicas that had to share a shard with more of their tenant's
+                                 replicas than the anti-affinity cap allows */
+} ferry_layout;
+
+/* A fresh layout for inv on cluster. */
+int ferry_place(const ferry_inventory *inv, const ferry_cluster *cluster,
+                const ferry_place_opts *opts, ferry_layout *out, ferry_err *err);
+
+/* The layout reached from old (computed on old_cluster for the same inv) when the cluster
+ * becomes new_cluster, moving as little as the rules allow (see docs/placement.md). */
+int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
+                    const ferry_layout *old, const ferry_cluster *new_cluster,
+                    const ferry_place_opts *opts, ferry_layout *out, ferry_err *err);
+
+void ferry_layout_free(ferry_layout *l);
+
+/* Slice i's shards ordered by score (best first); writes rf indices into out. */
+void ferry_layout_ranked(const ferry_layout *l, size_t i, uint32_t *out);
+
+/* ---- planning ----------------------------------------------------------------------------- */
+
+/* One replica move: copy the slice from `from` to `to`, then drop it from `from`. */
+typedef struct ferry_move {
+    uint32_t slice;   /* index into the inventory */
+    const char *from; /* shard name (borrowed from the old cluster); NULL: a new replica, copy
+                         it from any current one (only when rf grew) */
+    const char *to;   /* shard name (borrowed from the new cluster); NULL: drop the replica
+                         (only when rf shrank) */
+    uint64_t bytes;
+    bool to_existing;  /* the destination was already in the old cluster */
+    bool from_removed; /* the source is not in the new cluster (it is being drained) */
+} ferry_move;
+
+typedef struct ferry_plan {
+    size_t slices;                 /* slices in the inventory */
+    size_t moved;                  /* moves (replica changes) */
+    size_t moved_slices;           /* distinct slices with at least one move */
+    uint64_t moved_bytes;
+    uint64_t total_bytes;          /* bytes of all replicas */
+    size_t moved_between_existing; /* moves whose destination was already in the old cluster */
+    ferry_move *moves;             /* [moved], in execution order */
+} ferry_plan;
+
+/* The moves that turn old into new (both over the same inventory). Moves off removed shards
+ * come first, then bigger before smaller; a move whose destination has no room yet below its
+ * fill target waits until moves out of that shard make room, unless moves wait on each other
+ * in a cycle, in which case the first waiting one goes anyway. */
+int ferry_plan_build(const ferry_layout *old, const ferry_layout *new_layout, ferry_plan *out,
+                     ferry_err *err);
+void ferry_plan_free(ferry_plan *p);
+
+#endif

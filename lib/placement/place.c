@@ -1,0 +1,693 @@
+/* Capacity-aware placement: a fresh layout (ferry_place) and the layout reached from an old one
+ * when the cluster changes (ferry_rebalance). docs/placement.md states the rules; in short:
+ *  - a replica goes to the best-scoring shard that does not hold the slice yet, has room below
+ *    the fill target, and holds fewer of the tenant's replicas than its cap (below); only
+ *    when no such shard exists is the anti-affinity cap relaxed;
+ *  - slices are placed biggest first (then by tenant and split), so the result does not depend
+ *    on input order and large slices get the first pick of room;
+ *  - a rebalance keeps every replica where it is unless (a) its shard left, (b) its shard is
+ *    over the fill target, (b') its shard is over the tenant's cap and a shard that was added
+ *    or gained weight can take it, or (c) the cluster change flipped the slice's
+ *    preference between its shard and another one (a shard was added or gained weight, or its
+ *    own shard lost weight). Forced moves prefer shards that were added or gained weight.
+ * The anti-affinity cap of a tenant on a shard is 1 while the tenant's k * rf replicas fit on
+ * distinct shards, else ceil(k * rf * weight / total weight). */
+#include "placement/placement_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferry/strutil.h"
+
+#define EXTRA_CANDIDATES 3 /* candidates kept per slice beyond rf */
+
+/* (tenant, shard) -> count of the tenant's replicas on the shard, for tenants with 2+ slices. */
+typedef struct tcount_map {
+    uint64_t *keys; /* key + 1; 0 = empty */
+    uint32_t *vals;
+    size_t mask;
+} tcount_map;
+
+typedef struct pstate {
+    const ferry_inventory *inv;
+    const ferry_cluster *cl;
+    const ferry_place_opts *o;
+    size_t n; /* shards */
+    unsigned rf;
+    size_t m; /* candidates per slice */
+    pl_scorer sc;
+    pl_scratch x;
+    pl_cand *cands; /* [inv->n * m] */
+    pl_cand *all;   /* [n] */
+    uint32_t *rep;  /* [inv->n * rf] */
+    uint64_t *load, *limit;
+    uint32_t *nrep;
+    bool *gainer;
+    double total_weight;
+    tcount_map tc;
+    uint32_t *order; /* slices, biggest first */
+    size_t overfilled, relaxed;
+} pstate;
+
+static int tc_init(tcount_map *t, size_t entries)
+{
+    size_t cap = 16;
+    while (cap < entries * 2)
+        cap <<= 1;
+    t->keys = calloc(cap, sizeof *t->keys);
+    t->vals = calloc(cap, sizeof *t->vals);
+    t->mask = cap - 1;
+    return t->keys && t->vals ? FERRY_OK : FERRY_ENOMEM;
+}
+
+static uint32_t *tc_slot(tcount_map *t, uint32_t tenant, uint32_t shard)
+{
+    uint64_t key = (((uint64_t)tenant << 32) | shard) + 1;
+    size_t h = (size_t)((key * 0x9E3779B97F4A7C15ULL) >> 17) & t->mask;
+    while (t->keys[h] && t->keys[h] != key)
+        h = (h + 1) & t->mask;
+    if (!t->keys[h])
+        t->keys[h] = key;
+    return &t->vals[h];
+}
+
+static uint32_t tenant_count(pstate *st, uint32_t tenant, uint32_t shard)
+{
+    if (st->inv->tenant_splits[tenant] < 2)
+        return 0; /* a lone slice's replicas are on distinct shards anyway */
+    return *tc_slot(&st->tc, tenant, shard);
+}
+
+/* How many of the tenant's replicas shard s may hold: 1 while the tenant's replicas fit on
+ * distinct shards, else the shard's weight share of them, rounded up. */
+static uint32_t tenant_cap(const pstate *st, uint32_t tenant, uint32_t s)
+{
+    uint64_t want = (uint64_t)st->inv->tenant_splits[tenant] * st->rf;
+    if (want <= st->n)
+        return 1;
+    double share = (double)want * st->cl->shards[s].weight / st->total_weight;
+    return (uint32_t)ceil(share * (1 - 1e-12));
+}
+
+static bool fits(const pstate *st, uint32_t s, uint64_t bytes)
+{
+    return st->load[s] <= st->limit[s] && bytes <= st->limit[s] - st->load[s];
+}
+
+static bool holding(const pstate *st, size_t i, uint32_t s)
+{
+    for (unsigned j = 0; j < st->rf; j++)
+        if (st->rep[i * st->rf + j] == s)
+            return true;
+    return false;
+}
+
+static void assign(pstate *st, size_t i, unsigned slot, uint32_t s)
+{
+    const ferry_slice *sl = &st->inv->slices[i];
+    st->rep[i * st->rf + slot] = s;
+    st->load[s] += sl->bytes;
+    st->nrep[s]++;
+    if (st->inv->tenant_splits[sl->tenant_index] >= 2)
+        (*tc_slot(&st->tc, sl->tenant_index, s))++;
+}
+
+static void unassign(pstate *st, size_t i, unsigned slot)
+{
+    const ferry_slice *sl = &st->inv->slices[i];
+    uint32_t s = st->rep[i * st->rf + slot];
+    st->rep[i * st->rf + slot] = FERRY_NO_SHARD;
+    st->load[s] -= sl->bytes;
+    st->nrep[s]--;
+    if (st->inv->tenant_splits[sl->tenant_index] >= 2)
+        (*tc_slot(&st->tc, sl->tenant_index, s))--;
+}
+
+typedef struct order_key {
+    uint64_t bytes;
+    uint32_t idx;
+} order_key;
+
+static int order_cmp(const void *a, const void *b)
+{
+    const order_key *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int state_init(pstate *st, const ferry_inventory *inv, const ferry_cluster *cl,
+                      const ferry_place_opts *o, ferry_err *err)
+{
+    memset(st, 0, sizeof *st);
+    st->inv = inv;
+    st->cl = cl;
+    st->o = o;
+    st->n = cl->n;
+    st->rf = o->rf;
+    st->m = o->rf + EXTRA_CANDIDATES < cl->n ? o->rf + EXTRA_CANDIDATES : cl->n;
+    int rc = ferry_place_opts_check(o, cl, err);
+    if (rc)
+        return rc;
+    rc = pl_scorer_init(&st->sc, cl, o->hash, err);
+    if (!rc)
+        rc = pl_scratch_init(&st->x, &st->sc, st->m, err);
+    if (rc)
+        return rc;
+    size_t ns = inv->n ? inv->n : 1;
+    st->cands = malloc(ns * st->m * sizeof *st->cands);
+    st->all = malloc(st->n * sizeof *st->all);
+    st->rep = malloc(ns * st->rf * sizeof *st->rep);
+    st->load = calloc(st->n, sizeof *st->load);
+    st->limit = calloc(st->n, sizeof *st->limit);
+    st->nrep = calloc(st->n, sizeof *st->nrep);
+    st->gainer = calloc(st->n, sizeof *st->gainer);
+    st->order = malloc(ns * sizeof *st->order);
+    order_key *keys = malloc(ns * sizeof *keys);
+    size_t tracked = 0;
+    for (size_t t = 0; t < inv->n_tenants; t++)
+        if (inv->tenant_splits[t] >= 2)
+            tracked += inv->tenant_splits[t];
+    if (!st->cands || !st->all || !st->rep || !st->load || !st->limit || !st->nrep ||
+        !st->gainer || !st->order || !keys || tc_init(&st->tc, tracked * st->rf + 1)) {
+        free(keys);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < inv->n * st->rf; i++)
+        st->rep[i] = FERRY_NO_SHARD;
+    for (size_t s = 0; s < st->n; s++) {
+        uint64_t cap = cl->shards[s].capacity;
+        st->total_weight += cl->shards[s].weight;
+        st->limit[s] = cap ? (uint64_t)floorl((long double)cap * o->fill) : UINT64_MAX;
+    }
+    for (size_t i = 0; i < inv->n; i++)
+        keys[i] = (order_key){inv->slices[i].bytes, (uint32_t)i};
+    qsort(keys, inv->n, sizeof *keys, order_cmp);
+    for (size_t i = 0; i < inv->n; i++)
+        st->order[i] = keys[i].idx;
+    free(keys);
+    return pl_top_all(&st->sc, inv, st->m, o->threads, st->cands, err);
+}
+
+static void state_free(pstate *st)
+{
+    pl_scratch_free(&st->x);
+    pl_scorer_free(&st->sc);
+    free(st->cands);
+    free(st->all);
+    free(st->rep);
+    free(st->load);
+    free(st->limit);
+    free(st->nrep);
+    free(st->gainer);
+    free(st->order);
+    free(st->tc.keys);
+    free(st->tc.vals);
+    memset(st, 0, sizeof *st);
+}
+
+static int no_room(pstate *st, size_t i, ferry_err *err)
+{
+    const ferry_slice *sl = &st->inv->slices[i];
+    long double need = 0, room = 0;
+    for (size_t k = 0; k < st->inv->n; k++)
+        need += (long double)st->inv->slices[k].bytes * st->rf;
+    for (size_t s = 0; s < st->n; s++)
+        room += st->limit[s] == UINT64_MAX ? 0 : (long double)st->limit[s];
+    char id[FERRY_SLICE_ID_MAX], b1[32], b2[32], b3[32];
+    ferry_slice_id(sl, id, sizeof id);
+    return ferry_err_set(err, FERRY_EINVAL,
+                         "%s: no shard has room for %s (%s) below the fill target %.2f: all "
+                         "replicas need %s, the shards allow %s; add capacity or raise --fill",
+                         st->cl->path, id, ferry_fmt_bytes(sl->bytes, b1, sizeof b1),
+                         st->o->fill, ferry_fmt_bytes((uint64_t)need, b2, sizeof b2),
+                         ferry_fmt_bytes((uint64_t)room, b3, sizeof b3));
+}
+
+/* The shard for one more replica of slice i (see the file comment). */
+static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferry_err *err)
+{
+    const ferry_slice *sl = &st->inv->slices[i];
+    uint32_t t = sl->tenant_index;
+    const pl_cand *c = st->cands + i * st->m;
+    for (size_t j = 0; j < st->m; j++) {
+        uint32_t s = c[j].shard;
+        if ((!prefer_gainers || st->gainer[s]) && !holding(st, i, s) &&
+            fits(st, s, sl->bytes) && tenant_count(st, t, s) < tenant_cap(st, t, s)) {
+            *out = s;
+            return FERRY_OK;
+        }
+    }
+    /* Not among the best few: rank every shard. */
+    pl_set_slice(&st->x, sl);
+    pl_rank_all(&st->sc, &st->x, st->all);
+    for (int pass = prefer_gainers ? 0 : 1; pass < 2; pass++)
+        for (size_t j = 0; j < st->n; j++) {
+            uint32_t s = st->all[j].shard;
+            if ((pass == 1 || st->gainer[s]) && !holding(st, i, s) && fits(st, s, sl->bytes) &&
+                tenant_count(st, t, s) < tenant_cap(st, t, s)) {
+                *out = s;
+                return FERRY_OK;
+            }
+        }
+    /* Relax anti-affinity: the fewest of the tenant's replicas, then the best score. */
+    uint32_t best = FERRY_NO_SHARD, best_count = 0;
+    for (size_t j = 0; j < st->n; j++) {
+        uint32_t s = st->all[j].shard;
+        if (holding(st, i, s) || !fits(st, s, sl->bytes))
+            continue;
+        uint32_t cnt = tenant_count(st, t, s);
+        if (best == FERRY_NO_SHARD || cnt < best_count) {
+            best = s;
+            best_count = cnt;
+        }
+    }
+    if (best != FERRY_NO_SHARD) {
+        st->relaxed++;
+        *out = best;
+        return FERRY_OK;
+    }
+    if (st->o->strict)
+        return no_room(st, i, err);
+    /* Over the fill target: the shard with the most room left (or the least overshoot). */
+    long double best_room = 0;
+    for (size_t j = 0; j < st->n; j++) {
+        uint32_t s = st->all[j].shard;
+        if (holding(st, i, s))
+            continue;
+        long double room = (long double)st->limit[s] - (long double)st->load[s];
+        if (best == FERRY_NO_SHARD || room > best_room) {
+            best = s;
+            best_room = room;
+        }
+    }
+    st->overfilled++;
+    *out = best;
+    return FERRY_OK;
+}
+
+static void state_to_layout(pstate *st, const ferry_inventory *inv, const ferry_cluster *cl,
+                            const ferry_place_opts *o, ferry_layout *out)
+{
+    out->inv = inv;
+    out->cluster = cl;
+    out->opts = *o;
+    out->rf = st->rf;
+    out->replicas = st->rep;
+    out->shard_bytes = st->load;
+    out->shard_replicas = st->nrep;
+    out->overfilled = st->overfilled;
+    out->spread_relaxed = st->relaxed;
+    st->rep = NULL;
+    st->load = NULL;
+    st->nrep = NULL;
+}
+
+int ferry_place_opts_check(const ferry_place_opts *o, const ferry_cluster *c, ferry_err *err)
+{
+    if (!(o->fill > 0 && o->fill <= 1))
+        return ferry_err_set(err, FERRY_EINVAL, "fill target %g must be in (0, 1]", o->fill);
+    if (o->rf < 1)
+        return ferry_err_set(err, FERRY_EINVAL, "replication factor must be at least 1");
+    if (o->rf > c->n)
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "%s: replication factor %u is larger than the %zu shard%s listed",
+                             c->path, o->rf, c->n, c->n == 1 ? "" : "s");
+    if (o->rf > 64)
+        return ferry_err_set(err, FERRY_EINVAL, "replication factor %u is above the limit 64",
+                             o->rf);
+    if (o->hash != FERRY_HASH_SHA256 && o->hash != FERRY_HASH_XXH3)
+        return ferry_err_set(err, FERRY_EINVAL, "unknown hash");
+    return FERRY_OK;
+}
+
+int ferry_place(const ferry_inventory *inv, const ferry_cluster *cluster,
+                const ferry_place_opts *opts, ferry_layout *out, ferry_err *err)
+{
+    memset(out, 0, sizeof *out);
+    pstate st;
+    int rc = state_init(&st, inv, cluster, opts, err);
+    if (rc)
+        goto out;
+    for (size_t k = 0; k < inv->n; k++) {
+        size_t i = st.order[k];
+        for (unsigned slot = 0; slot < st.rf; slot++) {
+            uint32_t s = FERRY_NO_SHARD;
+            rc = choose(&st, i, false, &s, err);
+            if (rc)
+                goto out;
+            assign(&st, i, slot, s);
+        }
+    }
+    state_to_layout(&st, inv, cluster, opts, out);
+out:
+    state_free(&st);
+    return rc;
+}
+
+/* ---- rebalance ------------------------------------------------------------------------------ */
+
+typedef struct evict_key {
+    uint32_t shard;
+    double score;
+    uint32_t slice;
+    unsigned slot;
+} evict_key;
+
+/* Weakest first on each shard: lowest score, then the later slice. */
+static int evict_cmp(const void *a, const void *b)
+{
+    const evict_key *x = a, *y = b;
+    if (x->shard != y->shard)
+        return x->shard < y->shard ? -1 : 1;
+    if (x->score != y->score)
+        return x->score < y->score ? -1 : 1;
+    if (x->slice != y->slice)
+        return x->slice > y->slice ? -1 : 1;
+    return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+static double replica_score(pstate *st, size_t i, uint32_t s)
+{
+    pl_set_slice(&st->x, &st->inv->slices[i]);
+    return pl_pair_score(&st->sc, &st->x, s, st->cl->shards[s].weight);
+}
+
+/* A shard holding more of a tenant's replicas than its cap (the cap shrinks when shards are
+ * added) hands its weakest excess replicas to the best gainer that can take them. Spreading is
+ * a preference: an excess replica no gainer can take stays, rather than moving between shards
+ * that were there before. */
+static int evict_over_cap(pstate *st, bool *evicted, const uint32_t *gainers, size_t n_gainers,
+                          ferry_err *err)
+{
+    if (!n_gainers)
+        return FERRY_OK;
+    const ferry_inventory *inv = st->inv;
+    evict_key *keys = NULL;
+    size_t kcap = 0;
+    for (size_t t = 0; t < inv->n_tenants; t++) {
+        uint32_t k = inv->tenant_splits[t];
+        if (k < 2)
+            continue;
+        uint32_t first = inv->tenant_first[t];
+        size_t nk = 0;
+        if (kcap < (size_t)k * st->rf) {
+            kcap = (size_t)k * st->rf;
+            evict_key *p = realloc(keys, kcap * sizeof *keys);
+            if (!p) {
+                free(keys);
+                return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            }
+            keys = p;
+        }
+        for (uint32_t i = first; i < first + k; i++)
+            for (unsigned j = 0; j < st->rf; j++) {
+                uint32_t s = st->rep[(size_t)i * st->rf + j];
+                if (s != FERRY_NO_SHARD &&
+                    tenant_count(st, (uint32_t)t, s) > tenant_cap(st, (uint32_t)t, s))
+                    keys[nk++] = (evict_key){s, replica_score(st, i, s), i, j};
+            }
+        if (!nk)
+            continue;
+        qsort(keys, nk, sizeof *keys, evict_cmp);
+        for (size_t e = 0; e < nk; e++) {
+            evict_key *ek = &keys[e];
+            if (tenant_count(st, (uint32_t)t, ek->shard) <=
+                tenant_cap(st, (uint32_t)t, ek->shard))
+                continue;
+            const ferry_slice *sl = &inv->slices[ek->slice];
+            pl_set_slice(&st->x, sl);
+            uint32_t best = FERRY_NO_SHARD;
+            double best_score = 0;
+            for (size_t q = 0; q < n_gainers; q++) {
+                uint32_t d = gainers[q];
+                if (holding(st, ek->slice, d) || !fits(st, d, sl->bytes) ||
+                    tenant_count(st, (uint32_t)t, d) >= tenant_cap(st, (uint32_t)t, d))
+                    continue;
+                double sc = pl_pair_score(&st->sc, &st->x, d, st->cl->shards[d].weight);
+                if (best == FERRY_NO_SHARD || pl_ranks_before(sc, d, best_score, best)) {
+                    best = d;
+                    best_score = sc;
+                }
+            }
+            if (best == FERRY_NO_SHARD)
+                continue;
+            unassign(st, ek->slice, ek->slot);
+            assign(st, ek->slice, ek->slot, best);
+            evicted[(size_t)ek->slice * st->rf + ek->slot] = true;
+        }
+    }
+    free(keys);
+    return FERRY_OK;
+}
+
+/* Evicts the weakest replicas from every shard above its fill target until it is not. */
+static int evict_over_fill(pstate *st, bool *evicted, ferry_err *err)
+{
+    bool any = false;
+    for (size_t s = 0; s < st->n; s++)
+        any |= st->load[s] > st->limit[s];
+    if (!any)
+        return FERRY_OK;
+    size_t nk = 0, cap = 0;
+    evict_key *keys = NULL;
+    for (size_t i = 0; i < st->inv->n; i++)
+        for (unsigned j = 0; j < st->rf; j++) {
+            uint32_t s = st->rep[i * st->rf + j];
+            if (s == FERRY_NO_SHARD || st->load[s] <= st->limit[s])
+                continue;
+            if (nk == cap) {
+                cap = cap ? cap * 2 : 1024;
+                evict_key *p = realloc(keys, cap * sizeof *keys);
+                if (!p) {
+                    free(keys);
+                    return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                }
+                keys = p;
+            }
+            keys[nk++] = (evict_key){s, replica_score(st, i, s), (uint32_t)i, j};
+        }
+    qsort(keys, nk, sizeof *keys, evict_cmp);
+    for (size_t e = 0; e < nk; e++)
+        if (st->load[keys[e].shard] > st->limit[keys[e].shard]) {
+            unassign(st, keys[e].slice, keys[e].slot);
+            evicted[(size_t)keys[e].slice * st->rf + keys[e].slot] = true;
+        }
+    free(keys);
+    return FERRY_OK;
+}
+
+int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
+                    const ferry_layout *old, const ferry_cluster *new_cluster,
+                    const ferry_place_opts *opts, ferry_layout *out, ferry_err *err)
+{
+    memset(out, 0, sizeof *out);
+    pstate st;
+    int rc = FERRY_OK;
+    uint32_t *old_to_new = NULL, *gainers = NULL;
+    double *old_weight = NULL;
+    bool *loser = NULL, *had_prev = NULL, *moved = NULL;
+    pl_cand *tmp = NULL;
+    size_t n_gainers = 0;
+    memset(&st, 0, sizeof st);
+    if (old->inv != inv || old->cluster != old_cluster) {
+        rc = ferry_err_set(err, FERRY_EINTERNAL, "rebalance: old layout is over other inputs");
+        goto out;
+    }
+    rc = state_init(&st, inv, new_cluster, opts, err);
+    if (rc)
+        goto out;
+    size_t n = st.n, rf = st.rf, nrep = inv->n * rf;
+    old_to_new = malloc(old_cluster->n * sizeof *old_to_new);
+    old_weight = calloc(n, sizeof *old_weight);
+    loser = calloc(n, sizeof *loser);
+    gainers = calloc(n, sizeof *gainers);
+    had_prev = calloc(nrep ? nrep : 1, sizeof *had_prev);
+    moved = calloc(nrep ? nrep : 1, sizeof *moved);
+    tmp = calloc(old->rf > rf ? old->rf : rf, sizeof *tmp);
+    if (!old_to_new || !old_weight || !loser || !gainers || !had_prev || !moved || !tmp) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t s = 0; s < old_cluster->n; s++) {
+        long k = ferry_cluster_find(new_cluster, old_cluster->shards[s].name);
+        old_to_new[s] = k < 0 ? FERRY_NO_SHARD : (uint32_t)k;
+    }
+    for (size_t s = 0; s < n; s++) {
+        long k = ferry_cluster_find(old_cluster, new_cluster->shards[s].name);
+        old_weight[s] = k < 0 ? 0 : old_cluster->shards[k].weight;
+        st.gainer[s] = k < 0 || new_cluster->shards[s].weight > old_weight[s];
+        loser[s] = k >= 0 && new_cluster->shards[s].weight < old_weight[s];
+        if (st.gainer[s])
+            gainers[n_gainers++] = (uint32_t)s;
+    }
+
+    /* 1. Keep every replica whose shard is still there (the best rf if rf shrank). */
+    for (size_t i = 0; i < inv->n; i++) {
+        size_t kept = 0;
+        for (unsigned j = 0; j < old->rf; j++) {
+            uint32_t s = old->replicas[i * old->rf + j];
+            uint32_t ns = s == FERRY_NO_SHARD ? FERRY_NO_SHARD : old_to_new[s];
+            if (j < rf)
+                had_prev[i * rf + j] = s != FERRY_NO_SHARD;
+            if (ns == FERRY_NO_SHARD)
+                continue;
+            tmp[kept].shard = ns;
+            tmp[kept].score = (double)j; /* slot, for rf == old rf */
+            kept++;
+        }
+        if (old->rf == rf) {
+            for (size_t k = 0; k < kept; k++)
+                assign(&st, i, (unsigned)tmp[k].score, tmp[k].shard);
+            continue;
+        }
+        /* rf changed: keep the best-scoring survivors, compacted into the first slots. */
+        for (size_t k = 0; k < kept; k++)
+            tmp[k].score = replica_score(&st, i, tmp[k].shard);
+        for (size_t a = 1; a < kept; a++)
+            for (size_t b = a; b > 0 && pl_ranks_before(tmp[b].score, tmp[b].shard,
+                                                        tmp[b - 1].score, tmp[b - 1].shard);
+                 b--) {
+                pl_cand c = tmp[b];
+                tmp[b] = tmp[b - 1];
+                tmp[b - 1] = c;
+            }
+        for (size_t k = 0; k < kept && k < rf; k++)
+            assign(&st, i, (unsigned)k, tmp[k].shard);
+    }
+
+    /* 2. Over the tenant's cap: excess to the gainers. Over the fill target: evict. */
+    rc = evict_over_cap(&st, moved, gainers, n_gainers, err);
+    if (!rc)
+        rc = evict_over_fill(&st, moved, err);
+    if (rc)
+        goto out;
+
+    /* 3. Place every replica without a shard, biggest slices first. Replicas that had a shard
+     *    (it left, or evicted) prefer the shards the change was meant to fill. */
+    for (size_t k = 0; k < inv->n; k++) {
+        size_t i = st.order[k];
+        for (unsigned j = 0; j < rf; j++) {
+            if (st.rep[i * rf + j] != FERRY_NO_SHARD)
+                continue;
+            uint32_t s = FERRY_NO_SHARD;
+            rc = choose(&st, i, had_prev[i * rf + j] && n_gainers > 0, &s, err);
+            if (rc)
+                goto out;
+            assign(&st, i, j, s);
+            moved[i * rf + j] = true;
+        }
+    }
+
+    /* 4. Preference flips: a replica leaves its shard X for D only when the change made D
+     *    outrank X for this slice (D added or heavier, or X lighter), D has room and the
+     *    tenant's cap allows it. The weakest replica of a slice is considered first. */
+    bool any_loser = false;
+    for (size_t s = 0; s < n; s++)
+        any_loser |= loser[s];
+    if (n_gainers == 0 && !any_loser)
+        goto done;
+    for (size_t k = 0; k < inv->n; k++) {
+        size_t i = st.order[k];
+        const ferry_slice *sl = &inv->slices[i];
+        uint32_t t = sl->tenant_index;
+        pl_set_slice(&st.x, sl);
+        size_t nk = 0;
+        for (unsigned j = 0; j < rf; j++) {
+            uint32_t s = st.rep[i * rf + j];
+            if (moved[i * rf + j] || s == FERRY_NO_SHARD)
+                continue;
+            tmp[nk].shard = j;
+            tmp[nk].score = pl_pair_score(&st.sc, &st.x, s, new_cluster->shards[s].weight);
+            nk++;
+        }
+        /* weakest first */
+        for (size_t a = 1; a < nk; a++)
+            for (size_t b = a; b > 0 && tmp[b].score < tmp[b - 1].score; b--) {
+                pl_cand c = tmp[b];
+                tmp[b] = tmp[b - 1];
+                tmp[b - 1] = c;
+            }
+        for (size_t e = 0; e < nk; e++) {
+            unsigned j = tmp[e].shard;
+            uint32_t x = st.rep[i * rf + j];
+            double x_new = tmp[e].score;
+            double x_old = loser[x] || st.gainer[x]
+                               ? pl_pair_score(&st.sc, &st.x, x, old_weight[x])
+                               : x_new;
+            size_t nd = loser[x] ? n : n_gainers;
+            uint32_t best = FERRY_NO_SHARD;
+            double best_score = 0;
+            for (size_t q = 0; q < nd; q++) {
+                uint32_t d = loser[x] ? (uint32_t)q : gainers[q];
+                if (d == x || holding(&st, i, d) || !fits(&st, d, sl->bytes) ||
+                    tenant_count(&st, t, d) >= tenant_cap(&st, t, d))
+                    continue;
+                double d_new = pl_pair_score(&st.sc, &st.x, d, new_cluster->shards[d].weight);
+                if (!pl_ranks_before(d_new, d, x_new, x))
+                    continue;
+                if (old_weight[d] > 0) {
+                    double d_old = d_new;
+                    if (old_weight[d] != new_cluster->shards[d].weight)
+                        d_old = pl_pair_score(&st.sc, &st.x, d, old_weight[d]);
+                    if (pl_ranks_before(d_old, d, x_old, x))
+                        continue; /* D already outranked X: not a flip */
+                }
+                if (best == FERRY_NO_SHARD || pl_ranks_before(d_new, d, best_score, best)) {
+                    best = d;
+                    best_score = d_new;
+                }
+            }
+            if (best != FERRY_NO_SHARD) {
+                unassign(&st, i, j);
+                assign(&st, i, j, best);
+                moved[i * rf + j] = true;
+            }
+        }
+    }
+done:
+    state_to_layout(&st, inv, new_cluster, opts, out);
+out:
+    free(old_to_new);
+    free(old_weight);
+    free(loser);
+    free(gainers);
+    free(had_prev);
+    free(moved);
+    free(tmp);
+    state_free(&st);
+    return rc;
+}
+
+void ferry_layout_free(ferry_layout *l)
+{
+    free(l->replicas);
+    free(l->shard_bytes);
+    free(l->shard_replicas);
+    memset(l, 0, sizeof *l);
+}
+
+void ferry_layout_ranked(const ferry_layout *l, size_t i, uint32_t *out)
+{
+    char id[FERRY_SLICE_ID_MAX];
+    ferry_slice_id(&l->inv->slices[i], id, sizeof id);
+    double sc[64];
+    unsigned rf = l->rf;
+    for (unsigned j = 0; j < rf; j++) {
+        out[j] = l->replicas[i * rf + j];
+        const ferry_shard *s = &l->cluster->shards[out[j]];
+        sc[j < 64 ? j : 63] = ferry_score(l->opts.hash, id, s->name, s->weight);
+    }
+    for (unsigned a = 1; a < rf && a < 64; a++)
+        for (unsigned b = a; b > 0 && pl_ranks_before(sc[b], out[b], sc[b - 1], out[b - 1]);
+             b--) {
+            double d = sc[b];
+            sc[b] = sc[b - 1];
+            sc[b - 1] = d;
+            uint32_t u = out[b];
+            out[b] = out[b - 1];
+            out[b - 1] = u;
+        }
+}

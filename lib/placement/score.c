@@ -1,0 +1,389 @@
+/* Rendezvous hashes and scores: the two 64-bit hashes of "<slice id>:<shard>", the weighted
+ * score, and the scorer that finds a slice's best shards quickly (and exactly).
+ *
+ * Speed matters here (1M slices x 100 shards is 10^8 pairs). Two tricks, neither of which
+ * changes a single result:
+ *  - sha256 keys are at most 55 bytes in practice, i.e. one SHA-256 block, so we pad the block
+ *    ourselves and run one compression (OpenSSL's SHA256_Transform, which uses the CPU's SHA
+ *    instructions) instead of the generic init/update/final path.
+ *  - -w/ln(u) grows with u, so among shards of equal weight the best ones are those with the
+ *    largest u; only those need the (slow) logarithm. See pl_top. */
+#define OPENSSL_SUPPRESS_DEPRECATED /* SHA256_Transform: deprecated, still the fastest way */
+#include "placement/placement_int.h"
+
+#include <math.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#define XXH_INLINE_ALL /* inline xxHash into the scoring loop (header-only mode) */
+#include <xxhash.h>
+
+bool ferry_hash_parse(const char *name, ferry_hash *out)
+{
+    if (!strcmp(name, "sha256")) {
+        *out = FERRY_HASH_SHA256;
+        return true;
+    }
+    if (!strcmp(name, "xxh3")) {
+        *out = FERRY_HASH_XXH3;
+        return true;
+    }
+    return false;
+}
+
+const char *ferry_hash_name(ferry_hash h)
+{
+    return h == FERRY_HASH_XXH3 ? "xxh3" : "sha256";
+}
+
+static uint64_t sha256_prefix64(const char *key, size_t len)
+{
+    if (len <= 55) {
+        unsigned char block[64];
+        memcpy(block, key, len);
+        block[len] = 0x80;
+        memset(block + len + 1, 0, 64 - len - 1);
+        uint64_t bits = (uint64_t)len * 8;
+        for (int k = 0; k < 8; k++)
+            block[63 - k] = (unsigned char)(bits >> (8 * k));
+        SHA256_CTX ctx;
+        SHA256_Init(&ctx);
+        SHA256_Transform(&ctx, block);
+        return ((uint64_t)ctx.h[0] << 32) | ctx.h[1];
+    }
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)key, len, md);
+    uint64_t h = 0;
+    for (int k = 0; k < 8; k++)
+        h = (h << 8) | md[k];
+    return h;
+}
+
+uint64_t ferry_hash64(ferry_hash h, const char *key, size_t len)
+{
+    if (h == FERRY_HASH_XXH3)
+        return XXH3_64bits(key, len);
+    return sha256_prefix64(key, len);
+}
+
+/* u's numerator, (double)h + 0.5, exactly as Python computes h + 0.5 for an int h. */
+static inline double hash_u(uint64_t h)
+{
+    return (double)h + 0.5;
+}
+
+static inline double score_from_u(double hu, double weight)
+{
+    double u = hu / 18446744073709551616.0; /* 2^64: exact, a power of two */
+    if (u >= 1.0)
+        return INFINITY; /* the limit as u -> 1; Python would divide by zero here */
+    return -weight / log(u);
+}
+
+double ferry_score_from_hash(uint64_t h, double weight)
+{
+    return score_from_u(hash_u(h), weight);
+}
+
+double ferry_score(ferry_hash h, const char *slice_id, const char *shard, double weight)
+{
+    char key[FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 8];
+    size_t a = strlen(slice_id), b = strlen(shard);
+    if (a + b + 1 > sizeof key) { /* longer than any valid id; still hash it correctly */
+        char *big = malloc(a + b + 2);
+        if (!big)
+            return NAN;
+        memcpy(big, slice_id, a);
+        big[a] = ':';
+        memcpy(big + a + 1, shard, b);
+        double s = ferry_score_from_hash(ferry_hash64(h, big, a + b + 1), weight);
+        free(big);
+        return s;
+    }
+    memcpy(key, slice_id, a);
+    key[a] = ':';
+    memcpy(key + a + 1, shard, b);
+    return ferry_score_from_hash(ferry_hash64(h, key, a + b + 1), weight);
+}
+
+/* ---- scorer ------------------------------------------------------------------------------- */
+
+int pl_scorer_init(pl_scorer *s, const ferry_cluster *c, ferry_hash hash, ferry_err *err)
+{
+    memset(s, 0, sizeof *s);
+    s->hash = hash;
+    s->n = c->n;
+    s->names = calloc(c->n, sizeof *s->names);
+    s->name_len = calloc(c->n, 1);
+    s->weight = calloc(c->n, sizeof *s->weight);
+    s->group = calloc(c->n, sizeof *s->group);
+    s->padded = calloc(c->n, sizeof *s->padded);
+    if (!s->names || !s->name_len || !s->weight || !s->group || !s->padded) {
+        pl_scorer_free(s);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        s->names[i] = c->shards[i].name;
+        s->name_len[i] = (uint8_t)strlen(c->shards[i].name);
+        memcpy(s->padded[i], c->shards[i].name, s->name_len[i]);
+        s->weight[i] = c->shards[i].weight;
+        size_t g;
+        for (g = 0; g < i; g++)
+            if (s->weight[g] == s->weight[i])
+                break;
+        s->group[i] = g < i ? s->group[g] : (uint32_t)s->n_groups++;
+    }
+    return FERRY_OK;
+}
+
+void pl_scorer_free(pl_scorer *s)
+{
+    free(s->names);
+    free(s->name_len);
+    free(s->weight);
+    free(s->group);
+    free(s->padded);
+    memset(s, 0, sizeof *s);
+}
+
+int pl_scratch_init(pl_scratch *x, const pl_scorer *s, size_t m, ferry_err *err)
+{
+    memset(x, 0, sizeof *x);
+    x->m = m < s->n ? m : s->n;
+    size_t groups = s->n_groups ? s->n_groups : 1;
+    size_t merge = groups * x->m > s->n ? groups * x->m : s->n;
+    x->gtop = calloc(groups * (x->m + 1), sizeof *x->gtop);
+    x->glen = calloc(groups, sizeof *x->glen);
+    x->gh = calloc(groups * (x->m + 1), sizeof *x->gh);
+    x->merge = calloc(merge ? merge : 1, sizeof *x->merge);
+    if (!x->gtop || !x->glen || !x->merge || !x->gh) {
+        pl_scratch_free(x);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    return FERRY_OK;
+}
+
+void pl_scratch_free(pl_scratch *x)
+{
+    free(x->gtop);
+    free(x->glen);
+    free(x->gh);
+    free(x->merge);
+    memset(x, 0, sizeof *x);
+}
+
+void pl_set_slice(pl_scratch *x, const ferry_slice *sl)
+{
+    size_t t = strlen(sl->tenant);
+    memcpy(x->key, sl->tenant, t);
+    memcpy(x->key + t, "/split", 6);
+    t += 6;
+    char digits[12];
+    int nd = 0;
+    uint32_t k = sl->split;
+    do {
+        digits[nd++] = (char)('0' + k % 10);
+        k /= 10;
+    } while (k);
+    while (nd)
+        x->key[t++] = digits[--nd];
+    x->key[t++] = ':';
+    x->prefix_len = t;
+}
+
+static inline uint64_t pair_hash(const pl_scorer *s, pl_scratch *x, uint32_t i)
+{
+    memcpy(x->key + x->prefix_len, s->names[i], s->name_len[i]);
+    return ferry_hash64(s->hash, x->key, x->prefix_len + s->name_len[i]);
+}
+
+double pl_pair_score(const pl_scorer *s, pl_scratch *x, uint32_t i, double weight)
+{
+    return ferry_score_from_hash(pair_hash(s, x, i), weight);
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const pl_cand *x = a, *y = b;
+    if (pl_ranks_before(x->score, x->shard, y->score, y->shard))
+        return -1;
+    if (pl_ranks_before(y->score, y->shard, x->score, x->shard))
+        return 1;
+    return 0;
+}
+
+void pl_rank_all(const pl_scorer *s, pl_scratch *x, pl_cand *out)
+{
+    for (uint32_t i = 0; i < s->n; i++) {
+        out[i].shard = i;
+        out[i].score = score_from_u(hash_u(pair_hash(s, x, i)), s->weight[i]);
+    }
+    qsort(out, s->n, sizeof *out, cand_cmp);
+}
+
+/* Inserts (score, shard) into list[0..*len) kept in rank order with at most cap entries.
+ * Shards arrive in increasing index order, so an equal score goes after its equals. */
+static inline void top_insert(pl_cand *list, size_t *len, size_t cap, double score,
+                              uint32_t shard)
+{
+    size_t l = *len;
+    if (l == cap && !(score > list[l - 1].score))
+        return;
+    size_t pos = l < cap ? l : cap - 1;
+    while (pos > 0 && score > list[pos - 1].score) {
+        list[pos] = list[pos - 1];
+        pos--;
+    }
+    list[pos].score = score;
+    list[pos].shard = shard;
+    if (l < cap)
+        *len = l + 1;
+}
+
+void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out)
+{
+    size_t m = x->m, n = s->n, keep = m + 1;
+    if (m >= n || s->n_groups * keep >= n) {
+        /* Few shards per weight: score them all, keep the best m. */
+        size_t len = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            double sc = score_from_u(hash_u(pair_hash(s, x, i)), s->weight[i]);
+            top_insert(out, &len, m, sc, i);
+        }
+        return;
+    }
+    /* Per weight group, the m + 1 shards with the largest hash (u, hence the score, never
+     * decreases with the hash). The hash loop is specialised per hash function. */
+    memset(x->glen, 0, s->n_groups * sizeof *x->glen);
+    size_t plen = x->prefix_len;
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy(x->key + plen, s->padded[i], FERRY_SHARD_NAME_MAX);
+        size_t len = plen + s->name_len[i];
+        uint64_t h = s->hash == FERRY_HASH_XXH3 ? XXH3_64bits(x->key, len)
+                                                : sha256_prefix64(x->key, len);
+        uint32_t g = s->group[i];
+        uint64_t *gh = x->gh + g * keep;
+        size_t l = x->glen[g];
+        if (l == keep && h <= gh[keep - 1])
+            continue;
+        pl_cand *list = x->gtop + g * keep;
+        size_t pos = l < keep ? l : keep - 1;
+        while (pos > 0 && h > gh[pos - 1]) {
+            gh[pos] = gh[pos - 1];
+            list[pos] = list[pos - 1];
+            pos--;
+        }
+        gh[pos] = h;
+        list[pos].shard = i;
+        if (l < keep)
+            x->glen[g] = l + 1;
+    }
+    for (size_t g = 0; g < s->n_groups; g++)
+        for (size_t j = 0; j < x->glen[g]; j++)
+            x->gtop[g * keep + j].score = hash_u(x->gh[g * keep + j]);
+    size_t nm = 0;
+    for (size_t g = 0; g < s->n_groups; g++) {
+        pl_cand *list = x->gtop + g * keep;
+        size_t len = x->glen[g];
+        for (size_t j = 0; j < len; j++)
+            list[j].score = score_from_u(list[j].score, s->weight[list[j].shard]);
+        /* The score is monotone in u but not strictly: if the first shard left out could tie
+         * the last one kept, the cut is not safe; rank this slice the slow way. */
+        if (len == keep && list[keep - 1].score == list[keep - 2].score) {
+            pl_rank_all(s, x, x->merge);
+            memcpy(out, x->merge, m * sizeof *out);
+            return;
+        }
+        /* Equal u keeps index order; equal scores from different u need index order too. */
+        size_t take = len < m ? len : m;
+        qsort(list, take, sizeof *list, cand_cmp);
+        memcpy(x->merge + nm, list, take * sizeof *list);
+        nm += take;
+    }
+    size_t len = 0;
+    for (size_t j = 0; j < nm; j++) {
+        /* merge entries are not in index order across groups: insert by full rank order */
+        pl_cand c = x->merge[j];
+        if (len == m && !pl_ranks_before(c.score, c.shard, out[m - 1].score, out[m - 1].shard))
+            continue;
+        size_t pos = len < m ? len : m - 1;
+        while (pos > 0 && pl_ranks_before(c.score, c.shard, out[pos - 1].score, out[pos - 1].shard)) {
+            out[pos] = out[pos - 1];
+            pos--;
+        }
+        out[pos] = c;
+        if (len < m)
+            len++;
+    }
+}
+
+/* ---- all slices, in parallel ---------------------------------------------------------------- */
+
+typedef struct top_job {
+    const pl_scorer *s;
+    const ferry_inventory *inv;
+    size_t m, begin, end;
+    pl_cand *out;
+    int rc;
+    ferry_err err;
+} top_job;
+
+static void *top_worker(void *arg)
+{
+    top_job *j = arg;
+    pl_scratch x;
+    j->rc = pl_scratch_init(&x, j->s, j->m, &j->err);
+    if (j->rc)
+        return NULL;
+    for (size_t i = j->begin; i < j->end; i++) {
+        pl_set_slice(&x, &j->inv->slices[i]);
+        pl_top(j->s, &x, j->out + i * x.m);
+    }
+    pl_scratch_free(&x);
+    return NULL;
+}
+
+int pl_top_all(const pl_scorer *s, const ferry_inventory *inv, size_t m, unsigned threads,
+               pl_cand *out, ferry_err *err)
+{
+    if (threads < 1)
+        threads = 1;
+    if (threads > 256)
+        threads = 256;
+    if (inv->n < 1024 * (size_t)threads)
+        threads = 1;
+    int rc = FERRY_OK;
+    top_job *jobs = calloc(threads, sizeof *jobs);
+    pthread_t *tids = calloc(threads, sizeof *tids);
+    unsigned started = 0;
+    if (!jobs || !tids) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (unsigned t = 0; t < threads; t++) {
+        jobs[t] = (top_job){s, inv, m, inv->n * t / threads, inv->n * (t + 1) / threads, out,
+                            0, {0, ""}};
+    }
+    if (threads == 1) {
+        top_worker(&jobs[0]);
+    } else {
+        for (; started < threads; started++)
+            if (pthread_create(&tids[started], NULL, top_worker, &jobs[started]) != 0)
+                break;
+        for (unsigned t = 0; t < started; t++)
+            pthread_join(tids[t], NULL);
+        for (unsigned t = started; t < threads; t++)
+            top_worker(&jobs[t]); /* thread creation failed: do the rest here */
+    }
+    for (unsigned t = 0; t < threads; t++)
+        if (jobs[t].rc) {
+            *err = jobs[t].err;
+            rc = jobs[t].rc;
+            goto out;
+        }
+out:
+    free(jobs);
+    free(tids);
+    return rc;
+}

@@ -1,0 +1,99 @@
+/* Shared pieces of the placement commands: common options, loading inventory files (file
+ * reading here, parsing in the library), and per-shard JSON summaries. */
+#include "cli_placement.h"
+#include "cli.h"
+#include "ferry/lines.h"
+#include "ferry/strutil.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+void cli_place_common_init(cli_place_common *c)
+{
+    ferry_place_opts d = FERRY_PLACE_OPTS_DEFAULT;
+    c->opts = d;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    c->opts.threads = cpus > 0 ? (unsigned)(cpus > 64 ? 64 : cpus) : 1;
+    c->json = false;
+}
+
+int cli_place_option(const char *cmd, cli_place_common *c, int opt, const char *arg)
+{
+    uint64_t u;
+    double d;
+    switch (opt) {
+    case OPT_HASH:
+        if (!ferry_hash_parse(arg, &c->opts.hash))
+            return cli_usage_error(cmd, "--hash: unknown hash '%s' (use sha256 or xxh3)", arg);
+        return 0;
+    case OPT_RF:
+        if (!ferry_parse_u64(arg, &u) || u < 1 || u > 64)
+            return cli_usage_error(cmd, "--rf: '%s' is not a replication factor (1 to 64)", arg);
+        c->opts.rf = (unsigned)u;
+        return 0;
+    case OPT_FILL:
+        if (!ferry_parse_double(arg, &d) || !(d > 0 && d <= 1))
+            return cli_usage_error(cmd, "--fill: '%s' must be a number in (0, 1], e.g. 0.85",
+                                   arg);
+        c->opts.fill = d;
+        return 0;
+    case OPT_THREADS:
+        if (!ferry_parse_u64(arg, &u) || u < 1 || u > 256)
+            return cli_usage_error(cmd, "--threads: '%s' is not a thread count (1 to 256)", arg);
+        c->opts.threads = (unsigned)u;
+        return 0;
+    case OPT_JSON:
+        c->json = true;
+        return 0;
+    default:
+        return cli_usage_error(cmd, "unknown option");
+    }
+}
+
+static int read_input(const char *path, char **text, ferry_err *err)
+{
+    int rc = ferry_read_file(path, text, NULL, err);
+    if (rc == FERRY_ENOTFOUND || rc == FERRY_EIO)
+        err->code = rc = FERRY_EINVAL; /* a path the user gave: bad input */
+    return rc;
+}
+
+int cli_load_cluster(const char *path, ferry_cluster *out, ferry_err *err)
+{
+    char *text = NULL;
+    int rc = read_input(path, &text, err);
+    if (!rc)
+        rc = ferry_cluster_parse(text, path, out, err);
+    free(text);
+    return rc;
+}
+
+int cli_load_inventory(const char *path, ferry_inventory *out, ferry_err *err)
+{
+    char *text = NULL;
+    int rc = read_input(path, &text, err);
+    if (!rc)
+        rc = ferry_inventory_parse(text, path, out, err);
+    free(text);
+    return rc;
+}
+
+json_t *cli_layout_shards_json(const ferry_layout *l)
+{
+    json_t *arr = json_array();
+    for (size_t s = 0; s < l->cluster->n; s++) {
+        const ferry_shard *sh = &l->cluster->shards[s];
+        json_t *o = json_pack("{s:s, s:f, s:I, s:I}", "name", sh->name, "weight", sh->weight,
+                              "replicas", (json_int_t)l->shard_replicas[s], "bytes",
+                              (json_int_t)l->shard_bytes[s]);
+        if (sh->capacity) {
+            json_object_set_new(o, "capacity", json_integer((json_int_t)sh->capacity));
+            json_object_set_new(o, "fill", json_real((double)l->shard_bytes[s] /
+                                                     (double)sh->capacity));
+        } else {
+            json_object_set_new(o, "capacity", json_null());
+        }
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}

@@ -1,0 +1,696 @@
+/* Unit tests of the placement module: hash and score definitions, the reference experiment
+ * from the blog, parsing errors, infeasible fill targets, and property tests over random
+ * inventories (fixed seeds): determinism, minimal movement on add and remove, fill target,
+ * rf distinct shards, splits apart. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "ferry/buf.h"
+#include "ferry/placement.h"
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static uint64_t rng_state;
+static uint64_t rnd(void)
+{
+    uint64_t x = rng_state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    rng_state = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static void must(int rc, const ferry_err *err)
+{
+    if (rc)
+        fail_msg("unexpected error %d: %s", rc, err->msg);
+}
+
+/* The layout as text, exactly as `ferry place` prints it. Caller frees. */
+static char *layout_text(const ferry_layout *l)
+{
+    ferry_buf b = FERRY_BUF_INIT;
+    uint32_t r[64];
+    for (size_t i = 0; i < l->inv->n; i++) {
+        ferry_layout_ranked(l, i, r);
+        ferry_buf_printf(&b, "%s\t%u\t", l->inv->slices[i].tenant, l->inv->slices[i].split);
+        for (unsigned j = 0; j < l->rf; j++)
+            ferry_buf_printf(&b, "%s%s", j ? "," : "", l->cluster->shards[r[j]].name);
+        ferry_buf_putc(&b, '\n');
+    }
+    return ferry_buf_detach(&b);
+}
+
+static void make_cluster(ferry_cluster *c, int n, const double *weights, const uint64_t *caps)
+{
+    ferry_err err;
+    must(ferry_cluster_init(c, "test-shards", &err), &err);
+    for (int s = 0; s < n; s++) {
+        char name[16];
+        snprintf(name, sizeof name, "shard%d", s + 1);
+        must(ferry_cluster_add(c, name, weights ? weights[s] : 1.0, caps ? caps[s] : 0, s + 1,
+                               &err),
+             &err);
+    }
+    must(ferry_cluster_finish(c, &err), &err);
+}
+
+/* The blog's inventory: tenant1..tenant1000, 700 x 1 split, 200 x 2, 100 x 8. */
+static void make_reference_inventory(ferry_inventory *inv)
+{
+    ferry_err err;
+    must(ferry_inventory_init(inv, "ref", &err), &err);
+    for (int t = 1; t <= 1000; t++) {
+        char tenant[32];
+        snprintf(tenant, sizeof tenant, "tenant%d", t);
+        int splits = t <= 700 ? 1 : t <= 900 ? 2 : 8;
+        for (int k = 0; k < splits; k++)
+            must(ferry_inventory_add(inv, tenant, (uint32_t)k, 1000, 0, &err), &err);
+    }
+    must(ferry_inventory_finish(inv, &err), &err);
+}
+
+/* Random tenants: 1, 2, 4 or 8 splits, sizes 1 MB .. 1 GB. order_seed shuffles the insertion
+ * order without changing the content. */
+static void make_random_inventory(ferry_inventory *inv, uint64_t seed, int tenants,
+                                  uint64_t order_seed)
+{
+    ferry_err err;
+    typedef struct {
+        char tenant[16];
+        uint32_t split;
+        uint64_t bytes;
+    } row;
+    row *rows = calloc((size_t)tenants * 8, sizeof *rows);
+    size_t n = 0;
+    rng_state = seed;
+    for (int t = 0; t < tenants; t++) {
+        uint64_t r = rnd() % 10;
+        int splits = r < 6 ? 1 : r < 8 ? 2 : r < 9 ? 4 : 8;
+        for (int k = 0; k < splits; k++) {
+            snprintf(rows[n].tenant, sizeof rows[n].tenant, "t%d", t);
+            rows[n].split = (uint32_t)k;
+            rows[n].bytes = 1000000 + rnd() % 1000000000;
+            n++;
+        }
+    }
+    if (order_seed) {
+        rng_state = order_seed;
+        for (size_t i = n - 1; i > 0; i--) {
+            size_t j = rnd() % (i + 1);
+            row tmp = rows[i];
+            rows[i] = rows[j];
+            rows[j] = tmp;
+        }
+    }
+    must(ferry_inventory_init(inv, "random", &err), &err);
+    for (size_t i = 0; i < n; i++)
+        must(ferry_inventory_add(inv, rows[i].tenant, rows[i].split, rows[i].bytes, 0, &err),
+             &err);
+    must(ferry_inventory_finish(inv, &err), &err);
+    free(rows);
+}
+
+static uint64_t total_bytes(const ferry_inventory *inv)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < inv->n; i++)
+        t += inv->slices[i].bytes;
+    return t;
+}
+
+/* Checks the invariants every layout must satisfy; returns the number of tenants whose
+ * replicas share a shard although k * rf <= shards. */
+static size_t check_layout(const ferry_layout *l, bool check_fill)
+{
+    const ferry_inventory *inv = l->inv;
+    const ferry_cluster *c = l->cluster;
+    uint64_t *load = calloc(c->n, sizeof *load);
+    for (size_t i = 0; i < inv->n; i++)
+        for (unsigned j = 0; j < l->rf; j++) {
+            uint32_t s = l->replicas[i * l->rf + j];
+            assert_true(s < c->n);
+            load[s] += inv->slices[i].bytes;
+            for (unsigned q = 0; q < j; q++)
+                assert_int_not_equal(s, l->replicas[i * l->rf + q]); /* rf distinct */
+        }
+    for (size_t s = 0; s < c->n; s++) {
+        assert_int_equal(load[s], l->shard_bytes[s]);
+        if (check_fill && c->shards[s].capacity)
+            assert_true((long double)load[s] <=
+                        (long double)c->shards[s].capacity * l->opts.fill);
+    }
+    free(load);
+    size_t crowded = 0;
+    for (size_t t = 0; t < inv->n_tenants; t++) {
+        uint32_t k = inv->tenant_splits[t], first = inv->tenant_first[t];
+        if ((size_t)k * l->rf > c->n)
+            continue;
+        bool dup = false;
+        for (size_t a = (size_t)first * l->rf; a < ((size_t)first + k) * l->rf; a++)
+            for (size_t b = a + 1; b < ((size_t)first + k) * l->rf; b++)
+                dup |= l->replicas[a] == l->replicas[b];
+        if (dup && getenv("PLACEMENT_DEBUG")) {
+            fprintf(stderr, "crowded tenant %s k=%u:", inv->slices[first].tenant, k);
+            for (size_t a = (size_t)first * l->rf; a < ((size_t)first + k) * l->rf; a++)
+                fprintf(stderr, " %s", c->shards[l->replicas[a]].name);
+            fprintf(stderr, "\n");
+        }
+        crowded += dup;
+    }
+    return crowded;
+}
+
+/* ---- hashes and scores ---------------------------------------------------------------------- */
+
+static void test_hash_definitions(void **state)
+{
+    (void)state;
+    /* Values from Python: int(hashlib.sha256(key).hexdigest()[:16], 16) */
+    assert_true(ferry_hash64(FERRY_HASH_SHA256, "tenant42/split3:shard1", 22) ==
+                0xff21445b72dcefa3ULL);
+    assert_true(ferry_hash64(FERRY_HASH_SHA256, "a/split0:b", 10) == 0x6c7cb2cf94baa1c7ULL);
+    /* 75 bytes: two SHA-256 blocks, the slow path */
+    char longkey[128];
+    snprintf(longkey, sizeof longkey, "%s/split12:shard-long-name-0123456789",
+             "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+    assert_int_equal(strlen(longkey), 75);
+    assert_true(ferry_hash64(FERRY_HASH_SHA256, longkey, 75) == 0x0d571461031fc127ULL);
+    /* -w / ln((h + 0.5) / 2^64), as Python prints it (repr round-trips exactly) */
+    assert_true(ferry_score(FERRY_HASH_SHA256, "tenant42/split3", "shard1", 1.0) ==
+                293.7354424871817);
+    assert_true(ferry_score(FERRY_HASH_SHA256, "tenant42/split3", "shard1", 2.5) ==
+                734.3386062179542);
+    assert_true(ferry_score(FERRY_HASH_SHA256, "a/split0", "b", 1.0) == 1.1647597634758824);
+    /* xxh3 is XXH3_64bits of the same key, seed 0 */
+    assert_true(ferry_hash64(FERRY_HASH_XXH3, "tenant42/split3:shard1", 22) ==
+                XXH3_64bits("tenant42/split3:shard1", 22));
+    assert_true(XXH3_64bits("", 0) == 0x2D06800538D394C2ULL); /* xxHash's published vector */
+    /* u rounds to 1.0 only for the largest hashes: the score is then +inf, never -inf */
+    assert_true(isinf(ferry_score_from_hash(UINT64_MAX, 1.0)) &&
+                ferry_score_from_hash(UINT64_MAX, 1.0) > 0);
+    assert_true(ferry_score_from_hash(0, 1.0) > 0);
+    ferry_hash h;
+    assert_true(ferry_hash_parse("xxh3", &h) && h == FERRY_HASH_XXH3);
+    assert_false(ferry_hash_parse("md5", &h));
+}
+
+/* The scorer's shortcut (best few by hash inside a weight group) must agree with scoring
+ * every shard: compare first choices against a brute-force argmax. */
+static void test_top_matches_bruteforce(void **state)
+{
+    (void)state;
+    ferry_err err;
+    ferry_inventory inv;
+    make_random_inventory(&inv, 7, 400, 0);
+    double weights[40];
+    for (int s = 0; s < 40; s++)
+        weights[s] = s % 3 == 0 ? 2.0 : 1.0;
+    for (int hash = 0; hash < 2; hash++) {
+        ferry_cluster c;
+        make_cluster(&c, 40, weights, NULL);
+        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        o.hash = (ferry_hash)hash;
+        o.rf = 2;
+        ferry_layout l;
+        must(ferry_place(&inv, &c, &o, &l, &err), &err);
+        for (size_t i = 0; i < inv.n; i++) {
+            /* single-split tenants are unconstrained: their replicas are the top 2 */
+            if (inv.tenant_splits[inv.slices[i].tenant_index] != 1)
+                continue;
+            char id[FERRY_SLICE_ID_MAX];
+            ferry_slice_id(&inv.slices[i], id, sizeof id);
+            double best[2] = {-1, -1};
+            size_t arg[2] = {0, 0};
+            for (size_t s = 0; s < c.n; s++) {
+                double sc = ferry_score(o.hash, id, c.shards[s].name, c.shards[s].weight);
+                if (sc > best[0]) {
+                    best[1] = best[0], arg[1] = arg[0];
+                    best[0] = sc, arg[0] = s;
+                } else if (sc > best[1]) {
+                    best[1] = sc, arg[1] = s;
+                }
+            }
+            uint32_t r[2];
+            ferry_layout_ranked(&l, i, r);
+            assert_int_equal(r[0], arg[0]);
+            assert_int_equal(r[1], arg[1]);
+        }
+        ferry_layout_free(&l);
+        ferry_cluster_free(&c);
+    }
+    ferry_inventory_free(&inv);
+}
+
+/* ---- the reference experiment ---------------------------------------------------------------- */
+
+static void run_reference(ferry_hash hash, double new_weight, size_t *moved, size_t *between,
+                          size_t *eight_on_all, size_t *to_new)
+{
+    ferry_err err;
+    ferry_inventory inv;
+    ferry_cluster three, four;
+    ferry_layout before, after;
+    ferry_plan plan;
+    double w[4] = {1, 1, 1, new_weight};
+    make_reference_inventory(&inv);
+    make_cluster(&three, 3, w, NULL);
+    make_cluster(&four, 4, w, NULL);
+    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+    o.hash = hash;
+    must(ferry_place(&inv, &three, &o, &before, &err), &err);
+    assert_int_equal(check_layout(&before, true), 0);
+    must(ferry_rebalance(&inv, &three, &before, &four, &o, &after, &err), &err);
+    assert_int_equal(check_layout(&after, true), 0);
+    must(ferry_plan_build(&before, &after, &plan, &err), &err);
+    *moved = plan.moved;
+    *between = plan.moved_between_existing;
+    *to_new = 0;
+    for (size_t k = 0; k < plan.moved; k++)
+        *to_new += !strcmp(plan.moves[k].to, "shard4");
+    *eight_on_all = 0;
+    for (size_t t = 0; t < inv.n_tenants; t++) {
+        if (inv.tenant_splits[t] != 8)
+            continue;
+        unsigned seen = 0;
+        for (uint32_t i = inv.tenant_first[t]; i < inv.tenant_first[t] + 8; i++)
+            seen |= 1u << after.replicas[i];
+        *eight_on_all += seen == 15;
+    }
+    assert_int_equal(plan.slices, 1900);
+    ferry_plan_free(&plan);
+    ferry_layout_free(&after);
+    ferry_layout_free(&before);
+    ferry_cluster_free(&four);
+    ferry_cluster_free(&three);
+    ferry_inventory_free(&inv);
+}
+
+static void test_reference_experiment(void **state)
+{
+    (void)state;
+    for (int hash = 0; hash < 2; hash++) {
+        size_t moved, between, eight, to_new;
+        run_reference((ferry_hash)hash, 1.0, &moved, &between, &eight, &to_new);
+        print_message("%s, equal weight: moved %zu of 1900 (%.1f%%), between old %zu\n",
+                      hash ? "xxh3" : "sha256", moved, 100.0 * moved / 1900, between);
+        assert_in_range(moved, 380, 570); /* 20-30%; the reference saw 466 (24.5%) */
+        assert_int_equal(between, 0);
+        assert_int_equal(to_new, moved);
+        assert_int_equal(eight, 100);
+        run_reference((ferry_hash)hash, 2.0, &moved, &between, &eight, &to_new);
+        print_message("%s, double weight: moved %zu of 1900 (%.1f%%), between old %zu\n",
+                      hash ? "xxh3" : "sha256", moved, 100.0 * moved / 1900, between);
+        assert_in_range(moved, 665, 855); /* 35-45%; the reference saw 755 */
+        assert_int_equal(between, 0);
+        assert_int_equal(to_new, moved);
+    }
+}
+
+/* ---- parsing ------------------------------------------------------------------------------------ */
+
+static void expect_parse_error(bool shards, const char *text, const char *needle)
+{
+    ferry_err err = {0, ""};
+    int rc;
+    if (shards) {
+        ferry_cluster c;
+        rc = ferry_cluster_parse(text, "s.tsv", &c, &err);
+        if (!rc)
+            ferry_cluster_free(&c);
+    } else {
+        ferry_inventory inv;
+        rc = ferry_inventory_parse(text, "x.tsv", &inv, &err);
+        if (!rc)
+            ferry_inventory_free(&inv);
+    }
+    assert_int_equal(rc, FERRY_EINVAL);
+    if (!strstr(err.msg, needle))
+        fail_msg("message '%s' lacks '%s'", err.msg, needle);
+}
+
+static void test_parse(void **state)
+{
+    (void)state;
+    ferry_err err;
+    ferry_cluster c;
+    must(ferry_cluster_parse("# shards\nb\t1\na\t2.5\t500G\n\n", "s.tsv", &c, &err), &err);
+    assert_int_equal(c.n, 2);
+    assert_string_equal(c.shards[0].name, "a");
+    assert_true(c.shards[0].capacity == 500ULL << 30 && c.shards[0].weight == 2.5);
+    assert_int_equal(c.shards[1].capacity, 0);
+    ferry_cluster_free(&c);
+    ferry_inventory inv;
+    must(ferry_inventory_parse("t2\t1\t10\nt1\t0\t5\r\nt2\t0\t1K\n", "x.tsv", &inv, &err), &err);
+    assert_int_equal(inv.n, 3);
+    assert_int_equal(inv.n_tenants, 2);
+    assert_string_equal(inv.slices[0].tenant, "t1");
+    assert_int_equal(inv.slices[2].split, 1);
+    assert_int_equal(inv.slices[1].bytes, 1024);
+    ferry_inventory_free(&inv);
+
+    expect_parse_error(true, "a\t1\nb\n", "s.tsv:2: expected 2 or 3");
+    expect_parse_error(true, "a\t1\t2\t3\n", "s.tsv:1: expected 2 or 3");
+    expect_parse_error(true, "a\t0\n", "s.tsv:1: shard a: weight 0 must be a positive");
+    expect_parse_error(true, "a\t-2\n", "s.tsv:1: shard a: weight -2 must be a positive");
+    expect_parse_error(true, "a\tx\n", "s.tsv:1: shard a: weight 'x' is not a number");
+    expect_parse_error(true, "a\t1\t0\n", "s.tsv:1: shard a: capacity '0'");
+    expect_parse_error(true, "a b\t1\n", "s.tsv:1: bad shard name");
+    expect_parse_error(true, "a\t1\n#c\na\t2\n", "s.tsv:3: duplicate shard a (first at line 1)");
+    expect_parse_error(true, "# nothing\n", "s.tsv: no shards");
+    expect_parse_error(false, "t\t0\n", "x.tsv:1: expected 3 tab-separated columns");
+    expect_parse_error(false, "t\t0\t1\t2\n", "x.tsv:1: expected 3");
+    expect_parse_error(false, "t\t-1\t5\n", "x.tsv:1: split '-1'");
+    expect_parse_error(false, "t\t0\tlots\n", "x.tsv:1: bytes 'lots'");
+    expect_parse_error(false, "a/b\t0\t1\n", "x.tsv:1: bad tenant name");
+    expect_parse_error(false, "t\t0\t1\nu\t0\t1\nt\t0\t2\n",
+                       "x.tsv:3: duplicate slice t/split0 (first at line 1)");
+
+    /* options against a cluster */
+    make_cluster(&c, 2, NULL, NULL);
+    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+    o.rf = 3;
+    assert_int_equal(ferry_place_opts_check(&o, &c, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.msg, "replication factor 3 is larger than the 2 shards"));
+    o.rf = 1;
+    o.fill = 1.5;
+    assert_int_equal(ferry_place_opts_check(&o, &c, &err), FERRY_EINVAL);
+    ferry_cluster_free(&c);
+}
+
+/* ---- capacity ------------------------------------------------------------------------------------ */
+
+static void test_fill_target_and_infeasible(void **state)
+{
+    (void)state;
+    ferry_err err;
+    ferry_inventory inv;
+    make_random_inventory(&inv, 11, 300, 0);
+    uint64_t total = total_bytes(&inv);
+    /* 6 shards, unequal weights; capacity so that the whole fits at 85% with ~10% slack, i.e.
+     * rendezvous alone would overfill the heavy shards. */
+    double w[6] = {3, 1, 1, 1, 1, 1};
+    uint64_t caps[6];
+    for (int s = 0; s < 6; s++)
+        caps[s] = (uint64_t)((double)total / 6 / 0.85 * 1.10);
+    ferry_cluster c;
+    make_cluster(&c, 6, w, caps);
+    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+    ferry_layout l;
+    must(ferry_place(&inv, &c, &o, &l, &err), &err);
+    check_layout(&l, true);
+    ferry_layout_free(&l);
+
+    /* rf 2 needs twice the room: infeasible, with a message that says so */
+    o.rf = 2;
+    assert_int_equal(ferry_place(&inv, &c, &o, &l, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.msg, "below the fill target 0.85"));
+    assert_non_null(strstr(err.msg, "test-shards"));
+    /* non-strict: placed anyway, overfilled counted */
+    o.strict = false;
+    must(ferry_place(&inv, &c, &o, &l, &err), &err);
+    check_layout(&l, false);
+    assert_true(l.overfilled > 0);
+    ferry_layout_free(&l);
+    ferry_cluster_free(&c);
+    ferry_inventory_free(&inv);
+}
+
+/* An overfull cluster gets a new shard: the plan brings every shard under its fill target and
+ * moves data only onto the new shard. */
+static void test_overfull_cluster_add(void **state)
+{
+    (void)state;
+    ferry_err err;
+    ferry_inventory inv;
+    make_random_inventory(&inv, 5, 400, 0);
+    uint64_t total = total_bytes(&inv);
+    uint64_t caps[5];
+    for (int s = 0; s < 5; s++)
+        caps[s] = (uint64_t)((double)total / 4 / 0.95); /* 4 shards would be 95% full */
+    ferry_cluster four, five;
+    make_cluster(&four, 4, NULL, caps);
+    make_cluster(&five, 5, NULL, caps);
+    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT, loose = o;
+    loose.strict = false;
+    ferry_layout before, after;
+    ferry_plan plan;
+    must(ferry_place(&inv, &four, &loose, &before, &err), &err);
+    assert_true(before.overfilled > 0);
+    must(ferry_rebalance(&inv, &four, &before, &five, &o, &after, &err), &err);
+    check_layout(&after, true);
+    must(ferry_plan_build(&before, &after, &plan, &err), &err);
+    /* Replicas evicted from a full shard go to the new one unless it cannot take them (full,
+     * or it already holds that tenant): then to an old shard with room. Rare. */
+    size_t to_new = 0;
+    for (size_t k = 0; k < plan.moved; k++)
+        to_new += !strcmp(plan.moves[k].to, "shard5");
+    assert_int_equal(to_new + plan.moved_between_existing, plan.moved);
+    print_message("overfull add: moved %.1f%% of bytes, %zu of %zu moves between old shards\n",
+                  100.0 * (double)plan.moved_bytes / (double)total, plan.moved_between_existing,
+                  plan.moved);
+    assert_true(plan.moved_between_existing * 50 <= plan.moved);
+    /* no more than needed: the new shard ends up with about its fair fifth, not more */
+    assert_true((double)after.shard_bytes[4] < (double)total / 5 * 1.3);
+    ferry_plan_free(&plan);
+    ferry_layout_free(&after);
+    ferry_layout_free(&before);
+    ferry_cluster_free(&five);
+    ferry_cluster_free(&four);
+    ferry_inventory_free(&inv);
+}
+
+/* ---- properties over random inventories ------------------------------------------------------ */
+
+static void test_determinism(void **state)
+{
+    (void)state;
+    ferry_err err;
+    for (int round = 0; round < 4; round++) {
+        ferry_inventory a, b;
+        make_random_inventory(&a, 100 + round, 300, 0);
+        make_random_inventory(&b, 100 + round, 300, 999 + round); /* same rows, shuffled */
+        ferry_cluster ca, cb;
+        double w[7] = {1, 2, 1, 0.5, 1, 3, 1};
+        make_cluster(&ca, 7, w, NULL);
+        /* the same shards added in reverse order */
+        must(ferry_cluster_init(&cb, "rev", &err), &err);
+        for (int s = 6; s >= 0; s--) {
+            char name[16];
+            snprintf(name, sizeof name, "shard%d", s + 1);
+            must(ferry_cluster_add(&cb, name, w[s], 0, 0, &err), &err);
+        }
+        must(ferry_cluster_finish(&cb, &err), &err);
+        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        o.hash = round % 2 ? FERRY_HASH_XXH3 : FERRY_HASH_SHA256;
+        o.rf = 1 + (unsigned)round % 3;
+        ferry_layout la, lb;
+        must(ferry_place(&a, &ca, &o, &la, &err), &err);
+        o.threads = 2;
+        must(ferry_place(&b, &cb, &o, &lb, &err), &err);
+        char *ta = layout_text(&la), *tb = layout_text(&lb);
+        assert_string_equal(ta, tb);
+        free(ta);
+        free(tb);
+        ferry_layout_free(&la);
+        ferry_layout_free(&lb);
+        ferry_cluster_free(&ca);
+        ferry_cluster_free(&cb);
+        ferry_inventory_free(&a);
+        ferry_inventory_free(&b);
+    }
+}
+
+static void test_add_and_remove_properties(void **state)
+{
+    (void)state;
+    ferry_err err;
+    for (int round = 0; round < 6; round++) {
+        int n = 5 + round;
+        unsigned rf = 1 + (unsigned)round % 3;
+        ferry_inventory inv;
+        make_random_inventory(&inv, 200 + round, 500, 0);
+        uint64_t total = total_bytes(&inv);
+        double w[16];
+        uint64_t caps[16];
+        rng_state = 300 + round;
+        for (int s = 0; s < 16; s++) {
+            w[s] = 1.0 + (double)(rnd() % 3);
+            /* roomy: capacity never binds after the change in this test */
+            caps[s] = round % 2 ? 0 : total * rf;
+        }
+        ferry_cluster small, big;
+        make_cluster(&small, n, w, caps);
+        make_cluster(&big, n + 1, w, caps);
+        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        o.rf = rf;
+        o.hash = round % 2 ? FERRY_HASH_XXH3 : FERRY_HASH_SHA256;
+        ferry_layout before, after, back;
+        ferry_plan plan;
+        must(ferry_place(&inv, &small, &o, &before, &err), &err);
+        /* splits apart: a tenant whose k * rf replicas fit on distinct shards gets them */
+        assert_int_equal(check_layout(&before, true), 0);
+
+        /* add a shard: every move goes to it, and it takes about its weight share */
+        must(ferry_rebalance(&inv, &small, &before, &big, &o, &after, &err), &err);
+        assert_int_equal(check_layout(&after, true), 0);
+        must(ferry_plan_build(&before, &after, &plan, &err), &err);
+        assert_int_equal(plan.moved_between_existing, 0);
+        char newname[16];
+        snprintf(newname, sizeof newname, "shard%d", n + 1);
+        for (size_t k = 0; k < plan.moved; k++)
+            assert_string_equal(plan.moves[k].to, newname);
+        double wsum = 0;
+        for (int s = 0; s <= n; s++)
+            wsum += w[s];
+        double share = w[n] / wsum, got = (double)plan.moved / (double)(inv.n * rf);
+        print_message("add: n=%d rf=%u moved %.3f of replicas, weight share %.3f\n", n, rf, got,
+                      share);
+        assert_true(got > share * 0.75 && got < share * 1.25);
+        ferry_plan_free(&plan);
+
+        /* remove it again: only its replicas move, and they go back where they were */
+        must(ferry_rebalance(&inv, &big, &after, &small, &o, &back, &err), &err);
+        assert_int_equal(check_layout(&back, true), 0);
+        must(ferry_plan_build(&after, &back, &plan, &err), &err);
+        size_t on_removed = after.shard_replicas[ferry_cluster_find(&big, newname)];
+        assert_int_equal(plan.moved, on_removed);
+        for (size_t k = 0; k < plan.moved; k++) {
+            assert_string_equal(plan.moves[k].from, newname);
+            assert_true(plan.moves[k].from_removed);
+        }
+        ferry_plan_free(&plan);
+
+        /* remove an old shard (shard1) from the original: only its replicas move */
+        ferry_cluster minus;
+        must(ferry_cluster_init(&minus, "minus", &err), &err);
+        for (int s = 1; s < n; s++) {
+            char name[16];
+            snprintf(name, sizeof name, "shard%d", s + 1);
+            must(ferry_cluster_add(&minus, name, w[s], caps[s], 0, &err), &err);
+        }
+        must(ferry_cluster_finish(&minus, &err), &err);
+        if (rf < minus.n) {
+            ferry_layout drained;
+            must(ferry_rebalance(&inv, &small, &before, &minus, &o, &drained, &err), &err);
+            check_layout(&drained, true);
+            must(ferry_plan_build(&before, &drained, &plan, &err), &err);
+            assert_int_equal(plan.moved, before.shard_replicas[ferry_cluster_find(&small, "shard1")]);
+            for (size_t k = 0; k < plan.moved; k++)
+                assert_string_equal(plan.moves[k].from, "shard1");
+            ferry_plan_free(&plan);
+            ferry_layout_free(&drained);
+        }
+        ferry_cluster_free(&minus);
+        ferry_layout_free(&back);
+        ferry_layout_free(&after);
+        ferry_layout_free(&before);
+        ferry_cluster_free(&big);
+        ferry_cluster_free(&small);
+        ferry_inventory_free(&inv);
+    }
+}
+
+/* Weight changes: a shard that gains weight only receives, one that loses only gives. */
+static void test_weight_change(void **state)
+{
+    (void)state;
+    ferry_err err;
+    ferry_inventory inv;
+    make_random_inventory(&inv, 77, 600, 0);
+    double w1[5] = {1, 1, 1, 1, 1}, w2[5] = {1, 1, 2, 1, 0.5};
+    ferry_cluster a, b;
+    make_cluster(&a, 5, w1, NULL);
+    make_cluster(&b, 5, w2, NULL);
+    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+    ferry_layout before, after;
+    ferry_plan plan;
+    must(ferry_place(&inv, &a, &o, &before, &err), &err);
+    must(ferry_rebalance(&inv, &a, &before, &b, &o, &after, &err), &err);
+    check_layout(&after, true);
+    must(ferry_plan_build(&before, &after, &plan, &err), &err);
+    assert_true(plan.moved > 0);
+    for (size_t k = 0; k < plan.moved; k++) {
+        /* every move is towards shard3 (heavier) or away from shard5 (lighter) */
+        bool ok = !strcmp(plan.moves[k].to, "shard3") || !strcmp(plan.moves[k].from, "shard5");
+        if (!ok)
+            fail_msg("move %s -> %s", plan.moves[k].from, plan.moves[k].to);
+        assert_string_not_equal(plan.moves[k].to, "shard5");
+        assert_string_not_equal(plan.moves[k].from, "shard3");
+    }
+    ferry_plan_free(&plan);
+    ferry_layout_free(&after);
+    ferry_layout_free(&before);
+    ferry_cluster_free(&b);
+    ferry_cluster_free(&a);
+    ferry_inventory_free(&inv);
+}
+
+/* Move order: with a destination full until another move frees it, the freeing move comes first. */
+static void test_plan_order(void **state)
+{
+    (void)state;
+    ferry_err err;
+    ferry_inventory inv;
+    make_random_inventory(&inv, 9, 200, 0);
+    ferry_cluster a, b;
+    make_cluster(&a, 4, NULL, NULL);
+    /* b: shard4 removed, shard5 added */
+    must(ferry_cluster_init(&b, "b", &err), &err);
+    const char *names[4] = {"shard1", "shard2", "shard3", "shard5"};
+    for (int s = 0; s < 4; s++)
+        must(ferry_cluster_add(&b, names[s], 1.0, 0, 0, &err), &err);
+    must(ferry_cluster_finish(&b, &err), &err);
+    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+    ferry_layout before, after;
+    ferry_plan plan;
+    must(ferry_place(&inv, &a, &o, &before, &err), &err);
+    must(ferry_rebalance(&inv, &a, &before, &b, &o, &after, &err), &err);
+    must(ferry_plan_build(&before, &after, &plan, &err), &err);
+    /* replacing a shard: its replicas all go to the replacement (it is preferred for forced
+     * moves), the drained shard's moves come first, sizes descending within each group */
+    bool seen_kept_source = false;
+    for (size_t k = 0; k < plan.moved; k++) {
+        if (plan.moves[k].from_removed) {
+            assert_false(seen_kept_source);
+            assert_string_equal(plan.moves[k].to, "shard5");
+        } else {
+            seen_kept_source = true;
+        }
+        if (k > 0 && plan.moves[k].from_removed == plan.moves[k - 1].from_removed)
+            assert_true(plan.moves[k].bytes <= plan.moves[k - 1].bytes);
+    }
+    assert_int_equal(plan.moved_between_existing, 0);
+    ferry_plan_free(&plan);
+    ferry_layout_free(&after);
+    ferry_layout_free(&before);
+    ferry_cluster_free(&b);
+    ferry_cluster_free(&a);
+    ferry_inventory_free(&inv);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hash_definitions),
+        cmocka_unit_test(test_top_matches_bruteforce),
+        cmocka_unit_test(test_reference_experiment),
+        cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_fill_target_and_infeasible),
+        cmocka_unit_test(test_overfull_cluster_add),
+        cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_add_and_remove_properties),
+        cmocka_unit_test(test_weight_change),
+        cmocka_unit_test(test_plan_order),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
