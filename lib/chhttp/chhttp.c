@@ -198,15 +198,26 @@ static bool word_is(const char *s, size_t start, size_t wlen, const char *kw)
 
 bool ferry_ch_starts_with_keyword(const char *sql, size_t len, const char *kw)
 {
-    sql_scan sc = {sql, len, 0, 0};
-    size_t b, n;
-    if (!scan_word(&sc, &b, &n))
+    size_t i = 0;
+    for (;;) {
+        while (i < len && isspace((unsigned char)sql[i]))
+            i++;
+        if (i + 1 < len && sql[i] == '-' && sql[i + 1] == '-') {
+            while (i < len && sql[i] != '\n')
+                i++;
+        } else if (i + 1 < len && sql[i] == '/' && sql[i + 1] == '*') {
+            i += 2;
+            while (i + 1 < len && !(sql[i] == '*' && sql[i + 1] == '/'))
+                i++;
+            i += 2;
+        } else {
+            break;
+        }
+    }
+    size_t k = strlen(kw);
+    if (i + k > len || strncasecmp(sql + i, kw, k) != 0)
         return false;
-    /* Only when nothing but white space or comments came before the word. */
-    for (size_t i = 0; i < b; i++)
-        if (!isspace((unsigned char)sql[i]) && sql[i] != '-' && sql[i] != '/' && sql[i] != '*')
-            return false;
-    return word_is(sql, b, n, kw);
+    return i + k == len || !(isalnum((unsigned char)sql[i + k]) || sql[i + k] == '_');
 }
 
 bool ferry_ch_find_format(const char *sql, size_t len, char *fmt, size_t fmtsz,

@@ -594,7 +594,7 @@ static int check_dir(const char *dir, char *abs, size_t abssz, bool create, ferr
     if (!dir || !*dir)
         return ferry_err_set(err, FERRY_EINVAL, "--dir is required");
     if (create && mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return ferry_err_set(err, errno == EACCES || errno == EROFS ? FERRY_EINVAL : FERRY_EIO,
+        return ferry_err_set(err, errno == EACCES || errno == EROFS || errno == EPERM ? FERRY_EINVAL : FERRY_EIO,
                              "cannot create lab directory %s: %s", dir, strerror(errno));
     char real[PATH_MAX];
     if (!realpath(dir, real))
@@ -614,7 +614,10 @@ static int lock_dir(const char *dir, int *fd_out, ferry_err *err)
     snprintf(p, sizeof p, "%s/lab.lock", dir);
     int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
-        return ferry_err_set(err, FERRY_EINVAL, "cannot open %s: %s", p, strerror(errno));
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "lab directory %s is not writable (cannot create lab.lock: %s); "
+                             "pick another --dir",
+                             dir, strerror(errno));
     for (int i = 0; i < 300; i++) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
             *fd_out = fd;
