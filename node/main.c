@@ -284,7 +284,8 @@ static void status(ferry_http_req *req, void *ctx)
     json_object_set_new(o, "object_store", os);
     json_object_set_new(o, "refused_deletes", json_integer((json_int_t)node_guard_refused()));
     json_object_set_new(o, "connections_in_use",
-                        json_integer(ferry_chdb_pool_in_use(n->pool)));
+                        json_integer(ferry_chdb_pool_in_use(n->pool) +
+                                                     ferry_chdb_pool_in_use(n->ro_pool)));
     json_object_set_new(o, "uptime_seconds", json_integer(time(NULL) - n->started));
     char *s = json_dumps(o, JSON_INDENT(2));
     json_decref(o);
@@ -397,6 +398,10 @@ int main(int argc, char **argv)
                          n.data_path, n.data_path);
         return die(1, &err);
     }
+    const char *roargs[] = {arg_path, arg_cfg, "--readonly=2"};
+    if ((rc = ferry_chdb_pool_create(n.lib, 3, roargs, n.pool_size, &n.ro_pool, &err)) !=
+        FERRY_OK)
+        return die(1, &err);
     query_one_value(&n, "SELECT version()", n.version, sizeof n.version);
     query_one_value(&n, "SELECT timezone()", n.timezone, sizeof n.timezone);
 

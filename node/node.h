@@ -31,7 +31,8 @@ typedef struct node {
     unsigned pool_size;
     size_t max_query_body; /* bytes of body buffered when it is the query itself */
     ferry_chdb *lib;
-    ferry_chdb_pool *pool;
+    ferry_chdb_pool *pool;    /* read-write connections (POST) */
+    ferry_chdb_pool *ro_pool; /* readonly = 2 connections (GET, as ClickHouse does) */
     char version[64];  /* ClickHouse's version() */
     char timezone[64]; /* ClickHouse's timezone() */
     time_t started;

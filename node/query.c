@@ -22,6 +22,7 @@
 
 typedef struct qreq {
     node *n;
+    ferry_chdb_pool *pool;  /* n->pool, or n->ro_pool for GET (readonly = 2, as ClickHouse) */
     ferry_chdb_conn *conn;
     bool discard;           /* session state changed: close the connection afterwards */
     ferry_chdb_insert *ins; /* streamed INSERT body */
@@ -45,7 +46,7 @@ static void qreq_free(qreq *q)
     if (q->ins)
         ferry_chdb_insert_close(q->ins);
     if (q->conn)
-        ferry_chdb_pool_release(q->n->pool, q->conn, q->discard);
+        ferry_chdb_pool_release(q->pool, q->conn, q->discard);
     free(q->ins_error);
     ferry_buf_free(&q->body);
     free(q->query);
@@ -205,7 +206,7 @@ static bool prepare_connection(ferry_http_req *req, qreq *q)
 {
     node *n = q->n;
     ferry_err err = {0};
-    if (ferry_chdb_pool_acquire(n->pool, ACQUIRE_TIMEOUT_MS, &q->conn, &err) != FERRY_OK) {
+    if (ferry_chdb_pool_acquire(q->pool, ACQUIRE_TIMEOUT_MS, &q->conn, &err) != FERRY_OK) {
         respond_node_error(req, n, q->query_id, 202, "TOO_MANY_SIMULTANEOUS_QUERIES", err.msg);
         return false;
     }
@@ -252,6 +253,7 @@ void node_query_on_headers(ferry_http_req *req, void *ctx)
         return;
     }
     q->n = n;
+    q->pool = n->pool;
     ferry_http_req_set_state(req, q);
 
     const char *qid = ferry_http_arg(req, "query_id");
@@ -307,11 +309,10 @@ void node_query_on_headers(ferry_http_req *req, void *ctx)
         respond_node_error(req, n, q->query_id, 36, "BAD_ARGUMENTS", what);
         return;
     }
-    /* Like ClickHouse: GET requests are read-only (readonly = 2 still allows settings). */
-    if (!strcmp(ferry_http_method(req), "GET") && !ac.readonly_given) {
-        ferry_buf_puts(&q->settings_sql, q->settings_sql.len ? ", " : "SET ");
-        ferry_buf_puts(&q->settings_sql, "readonly = 2");
-    }
+    /* Like ClickHouse: GET requests are read-only (readonly = 2 still allows settings); they
+     * take connections opened with that setting, so no per-request SET is needed. */
+    if (!strcmp(ferry_http_method(req), "GET") && !ac.readonly_given)
+        q->pool = n->ro_pool;
 
     /* ?query=INSERT ... FORMAT X with the rows in the body: stream them into ClickHouse. */
     char *ins_sql = NULL;
@@ -364,7 +365,7 @@ typedef struct stream_state {
     /* The stream owns its connection: libmicrohttpd may free the response after or before it
      * reports the request complete, and the connection must not go back to the pool while
      * the stream is still open on it. */
-    node *n;
+    ferry_chdb_pool *pool;
     ferry_chdb_conn *conn;
     bool discard;
     char query_id[80];
@@ -428,7 +429,7 @@ static void stream_free(void *cls)
     stream_state *st = cls;
     ferry_chdb_stream_close(st->s);
     if (st->conn)
-        ferry_chdb_pool_release(st->n->pool, st->conn, st->discard);
+        ferry_chdb_pool_release(st->pool, st->conn, st->discard);
     free(st->trailer);
     free(st);
 }
@@ -543,7 +544,7 @@ void node_query_on_complete(ferry_http_req *req, void *ctx)
             ferry_http_respond_text(req, 500, "out of memory\n");
             goto out;
         }
-        st->n = n;
+        st->pool = q->pool;
         snprintf(st->query_id, sizeof st->query_id, "%s", q->query_id);
         if (ferry_chdb_stream_open(q->conn, sql.data, sql.len, q->default_format, q->params,
                                    q->n_params, &st->s, &error, &err) != FERRY_OK) {
