@@ -1,0 +1,114 @@
+/* A small HTTP/1.1 server on libmicrohttpd, shared by ferry's long-running processes (the lab
+ * node, later the node agent, router and coordinator).
+ *
+ * A server has a route table: each route matches a method (or any) and a path (exact, or a
+ * prefix when the route's path ends in '/'), first match wins. A request goes through up to
+ * three callbacks of its route:
+ *
+ *   on_headers(req)          once the request line and headers are in (optional). It may
+ *                            answer at once (ferry_http_respond*), e.g. to refuse bad
+ *                            credentials, and may attach per-request state (req_set_state).
+ *   on_body(req, data, len)  each piece of the request body as it arrives (optional). When
+ *                            absent, the server buffers the body up to route.max_body bytes
+ *                            (413 beyond) and hands it over in on_complete.
+ *   on_complete(req)         once the body is complete; must answer, unless on_headers or
+ *                            on_body already did.
+ *
+ * Answers are either a byte buffer (copied) or a stream: a reader callback called on the
+ * connection's thread until it reports the end; the body is sent with chunked encoding. A
+ * reader that fails aborts the connection, so the client sees a truncated response rather than
+ * a complete-looking one.
+ *
+ * Threads: by default each connection gets its own thread (FERRY_HTTPD_THREAD_PER_CONNECTION),
+ * because ferry's handlers block (a query, a file copy); with a pool of polling threads a
+ * blocking handler would stall every other connection served by the same thread. Handlers that
+ * never block can use a pool (threads > 0). Keep-alive works in both modes. */
+#ifndef FERRY_HTTPD_H
+#define FERRY_HTTPD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ferry/err.h"
+
+typedef struct ferry_httpd ferry_httpd;
+typedef struct ferry_http_req ferry_http_req;
+
+typedef void (*ferry_http_headers_fn)(ferry_http_req *req, void *ctx);
+/* Returns 0 to go on; non-zero aborts the connection (after answering, if the handler wants
+ * the client to see why, it should answer first and return 0, then ignore the rest). */
+typedef int (*ferry_http_body_fn)(ferry_http_req *req, void *ctx, const char *data, size_t len);
+typedef void (*ferry_http_complete_fn)(ferry_http_req *req, void *ctx);
+/* Frees per-request state set with ferry_http_req_set_state; called once per request, also
+ * when the client went away. */
+typedef void (*ferry_http_cleanup_fn)(ferry_http_req *req, void *ctx, void *state);
+
+typedef struct ferry_http_route {
+    const char *method; /* "GET", "POST", ...; NULL matches any method */
+    const char *path;   /* "/ping" and "/" match exactly; "/agent/" matches every path below */
+    ferry_http_headers_fn on_headers;   /* optional */
+    ferry_http_body_fn on_body;         /* optional: streams the body instead of buffering */
+    ferry_http_complete_fn on_complete; /* required */
+    ferry_http_cleanup_fn on_cleanup;   /* optional */
+    void *ctx;                          /* passed to every callback */
+    size_t max_body;                    /* buffered bodies only; 0 means 1 MiB */
+} ferry_http_route;
+
+#define FERRY_HTTPD_THREAD_PER_CONNECTION 0
+
+typedef struct ferry_httpd_options {
+    const char *bind_addr;   /* dotted IPv4; NULL = 127.0.0.1 */
+    uint16_t port;           /* 0 = any free port (see ferry_httpd_port) */
+    unsigned threads;        /* FERRY_HTTPD_THREAD_PER_CONNECTION or a polling pool size */
+    unsigned max_connections;/* 0 = 256 */
+    unsigned idle_timeout_s; /* idle keep-alive connections are closed after this; 0 = 300 */
+} ferry_httpd_options;
+
+/* Starts serving routes (the array is copied; strings and ctx are borrowed and must outlive
+ * the server). A port already in use gives FERRY_ECONFLICT naming the address. */
+int ferry_httpd_start(const ferry_httpd_options *opt, const ferry_http_route *routes,
+                      size_t n_routes, ferry_httpd **out, ferry_err *err);
+uint16_t ferry_httpd_port(const ferry_httpd *srv);
+/* Stops accepting, waits for the connection threads, frees srv. NULL is fine. */
+void ferry_httpd_stop(ferry_httpd *srv);
+
+/* ---- the request (valid only inside callbacks; strings are borrowed) ---- */
+const char *ferry_http_method(const ferry_http_req *req);
+const char *ferry_http_path(const ferry_http_req *req); /* without the query string */
+/* A decoded query-string argument, NULL when absent ("" for "?flag"). */
+const char *ferry_http_arg(const ferry_http_req *req, const char *name);
+/* Calls fn for every query-string argument in order; stops when fn returns non-zero and
+ * returns that value. */
+int ferry_http_args_foreach(const ferry_http_req *req,
+                            int (*fn)(void *cls, const char *name, const char *value),
+                            void *cls);
+const char *ferry_http_header(const ferry_http_req *req, const char *name); /* case-insensitive */
+/* HTTP basic credentials, if sent: *user and *password are owned by the request. */
+bool ferry_http_basic_auth(ferry_http_req *req, const char **user, const char **password);
+/* The buffered body (on_complete of a route without on_body); never NULL. */
+const char *ferry_http_body(const ferry_http_req *req, size_t *len);
+void ferry_http_req_set_state(ferry_http_req *req, void *state);
+void *ferry_http_req_state(const ferry_http_req *req);
+bool ferry_http_responded(const ferry_http_req *req);
+
+/* ---- answers: exactly one per request ---- */
+/* Adds a response header; call before responding. Returns 0 or FERRY_ENOMEM. */
+int ferry_http_add_header(ferry_http_req *req, const char *name, const char *value);
+/* A complete body (copied). content_type may be NULL. */
+int ferry_http_respond(ferry_http_req *req, unsigned status, const char *content_type,
+                       const void *data, size_t len);
+int ferry_http_respond_text(ferry_http_req *req, unsigned status, const char *text);
+
+/* A streamed body: read(cls, buf, max) returns the number of bytes written into buf (> 0),
+ * 0 at the end, or -1 on failure (the connection is aborted). It may block. free_cls is
+ * called exactly once when the response is done or the client went away. */
+typedef ssize_t (*ferry_http_read_fn)(void *cls, char *buf, size_t max);
+int ferry_http_respond_stream(ferry_http_req *req, unsigned status, const char *content_type,
+                              ferry_http_read_fn read, void *cls, void (*free_cls)(void *cls));
+
+/* The reason phrase for a status ("Not Found"). */
+const char *ferry_http_status_text(unsigned status);
+
+#endif

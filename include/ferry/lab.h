@@ -1,0 +1,48 @@
+/* The lab: several ferry-node processes on one machine, each a ClickHouse 26.7 server with its
+ * own data path and loopback HTTP port, sharing one object store (a local blob directory, or
+ * an S3 bucket). DIR holds everything:
+ *
+ *   DIR/lab.json        state: nodes, ports, PIDs (with their start times), object store
+ *   DIR/lab.lock        flock'ed by every lab command, so two never edit the state at once
+ *   DIR/ferry.conf      a ferry configuration naming the nodes as shards (docs/config.md)
+ *   DIR/ferry.password  the password of the lab user "ferry" (mode 0600)
+ *   DIR/blobs/          the shared blob directory (local object store)
+ *   DIR/nodeK/          node.conf, node.log, data/ (ClickHouse's path, config.xml)
+ *
+ * Only processes the lab started are ever signalled: a recorded PID is used only when
+ * /proc/PID/cmdline is ferry-node with this node's config and its start time matches. */
+#ifndef FERRY_LAB_H
+#define FERRY_LAB_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "ferry/err.h"
+
+typedef struct ferry_lab_options {
+    const char *dir;          /* required */
+    unsigned nodes;           /* lab up: at least this many nodes (0 = keep, or 3 when new) */
+    const char *object_store; /* "local" (default) or "s3"; must match an existing lab */
+    const char *s3_endpoint;  /* s3: scheme://host:port */
+    const char *s3_bucket;
+    const char *s3_prefix;          /* optional key prefix inside the bucket */
+    const char *s3_access_key_file; /* holds the clickhouse role's access key id */
+    const char *s3_secret_key_file; /* holds its secret; never copied, never printed */
+    const char *node_bin;     /* NULL: $FERRY_NODE_BIN, else ferry-node next to this program */
+    const char *libchdb;      /* NULL: the node's default ($FERRY_LIBCHDB or the cache) */
+    unsigned timeout_s;       /* how long to wait for each node to answer; 0 = 60 */
+} ferry_lab_options;
+
+/* Starts what is not running: new nodes up to opt->nodes, and any recorded node that died
+ * (on its old port when free). Running nodes are left alone. Waits until every node answers
+ * on HTTP; on failure stops the nodes this call started and reports the node's log. */
+int ferry_lab_up(const ferry_lab_options *opt, ferry_err *err);
+/* Adds one node to an existing lab and starts it. */
+int ferry_lab_add_node(const ferry_lab_options *opt, ferry_err *err);
+/* Stops the lab's running nodes (SIGTERM, then SIGKILL after 10 s). Data stays. */
+int ferry_lab_down(const char *dir, ferry_err *err);
+/* {"dir":..., "nodes": [{"name","http","pid","alive","data_path","log"}], "object_store":
+ * {"type":"local","path"} | {"type":"s3","endpoint","bucket"}}. Caller owns *out. */
+int ferry_lab_status(const char *dir, json_t **out, ferry_err *err);
+
+#endif

@@ -1,0 +1,459 @@
+/* The HTTP server module (see include/ferry/httpd.h): a route table over libmicrohttpd, with
+ * buffered or streamed request bodies and buffered or streamed responses. */
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <microhttpd.h>
+
+#include "ferry/httpd.h"
+#include "ferry/buf.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+struct ferry_httpd {
+    struct MHD_Daemon *daemon;
+    ferry_http_route *routes;
+    size_t n_routes;
+    uint16_t port;
+};
+
+typedef struct http_header {
+    char *name, *value;
+    struct http_header *next;
+} http_header;
+
+struct ferry_http_req {
+    ferry_httpd *srv;
+    struct MHD_Connection *conn;
+    const ferry_http_route *route; /* NULL: no route matched (404) */
+    const char *method, *path;
+    bool started;    /* on_headers ran */
+    bool completed;  /* on_complete ran */
+    bool queued;     /* the response went to MHD */
+    bool discarding; /* answered early or body too large: drop the rest of the body */
+    struct MHD_Response *response;
+    unsigned status;
+    http_header *headers;
+    ferry_buf body;
+    char *auth_user, *auth_password;
+    void *state;
+};
+
+const char *ferry_http_status_text(unsigned status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    default: return "";
+    }
+}
+
+static const ferry_http_route *match_route(const ferry_httpd *srv, const char *method,
+                                           const char *path)
+{
+    for (size_t i = 0; i < srv->n_routes; i++) {
+        const ferry_http_route *r = &srv->routes[i];
+        if (r->method && strcmp(r->method, method) != 0)
+            continue;
+        size_t n = strlen(r->path);
+        bool prefix = n > 1 && r->path[n - 1] == '/';
+        if (prefix ? strncmp(path, r->path, n) == 0 : strcmp(path, r->path) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+static void free_headers(http_header *h)
+{
+    while (h) {
+        http_header *next = h->next;
+        free(h->name);
+        free(h->value);
+        free(h);
+        h = next;
+    }
+}
+
+static void free_req(ferry_http_req *req)
+{
+    if (!req)
+        return;
+    if (req->route && req->route->on_cleanup && req->state)
+        req->route->on_cleanup(req, req->route->ctx, req->state);
+    if (req->response)
+        MHD_destroy_response(req->response);
+    free_headers(req->headers);
+    ferry_buf_free(&req->body);
+    if (req->auth_user)
+        MHD_free(req->auth_user);
+    if (req->auth_password)
+        MHD_free(req->auth_password);
+    free(req);
+}
+
+/* Attaches the collected headers and hands the response to MHD (once). */
+static enum MHD_Result queue_response(ferry_http_req *req)
+{
+    if (req->queued || !req->response)
+        return MHD_YES;
+    for (http_header *h = req->headers; h; h = h->next)
+        MHD_add_response_header(req->response, h->name, h->value);
+    enum MHD_Result rc = MHD_queue_response(req->conn, req->status, req->response);
+    MHD_destroy_response(req->response);
+    req->response = NULL;
+    req->queued = true;
+    return rc;
+}
+
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls)
+{
+    ferry_httpd *srv = cls;
+    ferry_http_req *req = *con_cls;
+    (void)version;
+    if (!req) {
+        req = calloc(1, sizeof *req);
+        if (!req)
+            return MHD_NO;
+        req->srv = srv;
+        req->conn = conn;
+        req->method = method;
+        req->path = url;
+        req->route = match_route(srv, method, url);
+        *con_cls = req;
+        if (!req->route) {
+            ferry_http_respond_text(req, 404, "There is no handle for this path\n");
+            req->discarding = true;
+            return queue_response(req);
+        }
+        req->started = true;
+        if (req->route->on_headers)
+            req->route->on_headers(req, req->route->ctx);
+        if (req->response) {
+            req->discarding = true;
+            return queue_response(req);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (req->discarding || req->queued)
+            return MHD_YES;
+        if (req->route->on_body) {
+            if (req->route->on_body(req, req->route->ctx, upload_data, n) != 0)
+                return MHD_NO;
+            if (req->response)
+                req->discarding = true;
+            return MHD_YES;
+        }
+        size_t limit = req->route->max_body ? req->route->max_body : (size_t)1 << 20;
+        if (req->body.len + n > limit) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "request body larger than %zu bytes\n", limit);
+            ferry_http_respond_text(req, 413, msg);
+            req->discarding = true;
+            return MHD_YES;
+        }
+        if (ferry_buf_append(&req->body, upload_data, n) != 0)
+            return MHD_NO;
+        return MHD_YES;
+    }
+    /* The body is complete. */
+    if (!req->response && !req->queued && !req->completed) {
+        req->completed = true;
+        req->route->on_complete(req, req->route->ctx);
+    }
+    if (!req->response && !req->queued)
+        ferry_http_respond_text(req, 500, "handler gave no answer\n");
+    return queue_response(req);
+}
+
+static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    free_req(*con_cls);
+    *con_cls = NULL;
+}
+
+int ferry_httpd_start(const ferry_httpd_options *opt, const ferry_http_route *routes,
+                      size_t n_routes, ferry_httpd **out, ferry_err *err)
+{
+    ferry_httpd_options def = {0};
+    if (!opt)
+        opt = &def;
+    const char *addr = opt->bind_addr ? opt->bind_addr : "127.0.0.1";
+    int rc = FERRY_OK;
+    int fd = -1;
+    ferry_httpd *srv = calloc(1, sizeof *srv);
+    if (!srv)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    srv->routes = calloc(n_routes ? n_routes : 1, sizeof *routes);
+    if (!srv->routes) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(srv->routes, routes, n_routes * sizeof *routes);
+    srv->n_routes = n_routes;
+
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(opt->port)};
+    if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "listen address '%s' is not a dotted IPv4 address",
+                           addr);
+        goto out;
+    }
+    /* Our own socket, so a taken port is reported with its errno rather than a bare failure. */
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+        rc = ferry_err_set(err, FERRY_EIO, "socket: %s", strerror(errno));
+        goto out;
+    }
+    if (bind(fd, (struct sockaddr *)&sin, sizeof sin) != 0) {
+        int e = errno;
+        rc = ferry_err_set(err, e == EADDRINUSE ? FERRY_ECONFLICT : FERRY_EIO,
+                           "cannot listen on %s:%u: %s%s", addr, opt->port, strerror(e),
+                           e == EADDRINUSE ? " (another process uses this port; pick another)"
+                                           : "");
+        goto out;
+    }
+    if (listen(fd, 128) != 0) {
+        rc = ferry_err_set(err, FERRY_EIO, "listen on %s:%u: %s", addr, opt->port,
+                           strerror(errno));
+        goto out;
+    }
+    socklen_t slen = sizeof sin;
+    getsockname(fd, (struct sockaddr *)&sin, &slen);
+    srv->port = ntohs(sin.sin_port);
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD;
+    if (opt->threads == FERRY_HTTPD_THREAD_PER_CONNECTION)
+        flags |= MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
+    else
+        flags |= MHD_USE_EPOLL;
+    unsigned limit = opt->max_connections ? opt->max_connections : 256;
+    unsigned timeout = opt->idle_timeout_s ? opt->idle_timeout_s : 300;
+    if (opt->threads > 1)
+        srv->daemon = MHD_start_daemon(
+            flags, 0, NULL, NULL, access_cb, srv, MHD_OPTION_LISTEN_SOCKET, fd,
+            MHD_OPTION_NOTIFY_COMPLETED, completed_cb, srv, MHD_OPTION_CONNECTION_LIMIT, limit,
+            MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_THREAD_POOL_SIZE, opt->threads,
+            MHD_OPTION_END);
+    else
+        srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, srv,
+                                       MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
+                                       completed_cb, srv, MHD_OPTION_CONNECTION_LIMIT, limit,
+                                       MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
+    if (!srv->daemon) {
+        rc = ferry_err_set(err, FERRY_EIO, "libmicrohttpd could not start on %s:%u", addr,
+                           srv->port);
+        goto out;
+    }
+    fd = -1; /* the daemon owns it now */
+    *out = srv;
+    srv = NULL;
+out:
+    if (fd >= 0)
+        close(fd);
+    if (srv) {
+        free(srv->routes);
+        free(srv);
+    }
+    return rc;
+}
+
+uint16_t ferry_httpd_port(const ferry_httpd *srv) { return srv->port; }
+
+void ferry_httpd_stop(ferry_httpd *srv)
+{
+    if (!srv)
+        return;
+    MHD_stop_daemon(srv->daemon);
+    free(srv->routes);
+    free(srv);
+}
+
+const char *ferry_http_method(const ferry_http_req *req) { return req->method; }
+const char *ferry_http_path(const ferry_http_req *req) { return req->path; }
+
+const char *ferry_http_arg(const ferry_http_req *req, const char *name)
+{
+    const char *v = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+    if (v)
+        return v;
+    /* "?flag" has a key and no value: MHD reports NULL for both cases, so look again. */
+    if (MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), NULL,
+                                      NULL) == MHD_YES)
+        return "";
+    return NULL;
+}
+
+typedef struct args_iter {
+    int (*fn)(void *cls, const char *name, const char *value);
+    void *cls;
+    int rc;
+} args_iter;
+
+static enum MHD_Result args_iter_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    (void)kind;
+    args_iter *it = cls;
+    it->rc = it->fn(it->cls, key, value ? value : "");
+    return it->rc == 0 ? MHD_YES : MHD_NO;
+}
+
+int ferry_http_args_foreach(const ferry_http_req *req,
+                            int (*fn)(void *cls, const char *name, const char *value), void *cls)
+{
+    args_iter it = {fn, cls, 0};
+    MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, args_iter_cb, &it);
+    return it.rc;
+}
+
+const char *ferry_http_header(const ferry_http_req *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+bool ferry_http_basic_auth(ferry_http_req *req, const char **user, const char **password)
+{
+    if (!req->auth_user) {
+        char *pass = NULL;
+        req->auth_user = MHD_basic_auth_get_username_password(req->conn, &pass);
+        req->auth_password = pass;
+        if (!req->auth_user)
+            return false;
+    }
+    *user = req->auth_user;
+    *password = req->auth_password ? req->auth_password : "";
+    return true;
+}
+
+const char *ferry_http_body(const ferry_http_req *req, size_t *len)
+{
+    if (len)
+        *len = req->body.len;
+    return ferry_buf_cstr(&req->body);
+}
+
+void ferry_http_req_set_state(ferry_http_req *req, void *state) { req->state = state; }
+void *ferry_http_req_state(const ferry_http_req *req) { return req->state; }
+bool ferry_http_responded(const ferry_http_req *req) { return req->response || req->queued; }
+
+int ferry_http_add_header(ferry_http_req *req, const char *name, const char *value)
+{
+    http_header *h = calloc(1, sizeof *h);
+    if (!h)
+        return FERRY_ENOMEM;
+    h->name = strdup(name);
+    h->value = strdup(value);
+    if (!h->name || !h->value) {
+        free_headers(h);
+        return FERRY_ENOMEM;
+    }
+    /* Keep insertion order: append. */
+    http_header **p = &req->headers;
+    while (*p)
+        p = &(*p)->next;
+    *p = h;
+    return FERRY_OK;
+}
+
+static int set_response(ferry_http_req *req, unsigned status, const char *content_type,
+                        struct MHD_Response *resp)
+{
+    if (!resp)
+        return FERRY_ENOMEM;
+    if (req->response || req->queued) {
+        MHD_destroy_response(resp);
+        return FERRY_ECONFLICT;
+    }
+    if (content_type)
+        MHD_add_response_header(resp, "Content-Type", content_type);
+    req->response = resp;
+    req->status = status;
+    return FERRY_OK;
+}
+
+int ferry_http_respond(ferry_http_req *req, unsigned status, const char *content_type,
+                       const void *data, size_t len)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+    return set_response(req, status, content_type, resp);
+}
+
+int ferry_http_respond_text(ferry_http_req *req, unsigned status, const char *text)
+{
+    return ferry_http_respond(req, status, "text/plain; charset=UTF-8", text, strlen(text));
+}
+
+typedef struct stream_ctx {
+    ferry_http_read_fn read;
+    void *cls;
+    void (*free_cls)(void *cls);
+} stream_ctx;
+
+static ssize_t stream_read_cb(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    stream_ctx *s = cls;
+    ssize_t n = s->read(s->cls, buf, max);
+    if (n > 0)
+        return n;
+    return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void stream_free_cb(void *cls)
+{
+    stream_ctx *s = cls;
+    if (s->free_cls)
+        s->free_cls(s->cls);
+    free(s);
+}
+
+int ferry_http_respond_stream(ferry_http_req *req, unsigned status, const char *content_type,
+                              ferry_http_read_fn read, void *cls, void (*free_cls)(void *cls))
+{
+    stream_ctx *s = malloc(sizeof *s);
+    if (!s) {
+        if (free_cls)
+            free_cls(cls);
+        return FERRY_ENOMEM;
+    }
+    s->read = read;
+    s->cls = cls;
+    s->free_cls = free_cls;
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+                                                                  stream_read_cb, s,
+                                                                  stream_free_cb);
+    if (!resp) {
+        stream_free_cb(s);
+        return FERRY_ENOMEM;
+    }
+    return set_response(req, status, content_type, resp);
+}

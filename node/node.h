@@ -1,0 +1,56 @@
+/* ferry-node's internal pieces: one simulated ClickHouse server (embedded libchdb) serving
+ * ClickHouse's HTTP interface, its delete guard, and the hook where the node agent's routes
+ * plug in. */
+#ifndef FERRY_NODE_H
+#define FERRY_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "ferry/chdb.h"
+#include "ferry/httpd.h"
+
+typedef struct node_user {
+    char *name;
+    char *password_sha256; /* lower-case hex; "" = no password */
+} node_user;
+
+typedef struct node {
+    char *name;
+    char *data_path;   /* absolute, trailing '/' */
+    char *config_path; /* the node.conf it was started with */
+    char *listen;
+    uint16_t http_port;
+    char *object_store_type; /* "local" | "s3" */
+    char *blob_path;         /* local: shared blob directory */
+    char *s3_endpoint, *s3_bucket;
+    node_user *users;
+    size_t n_users;
+    unsigned pool_size;
+    size_t max_query_body; /* bytes of body buffered when it is the query itself */
+    ferry_chdb *lib;
+    ferry_chdb_pool *pool;    /* read-write connections (POST) */
+    ferry_chdb_pool *ro_pool; /* readonly = 2 connections (GET, as ClickHouse does) */
+    char version[64];  /* ClickHouse's version() */
+    char timezone[64]; /* ClickHouse's timezone() */
+    time_t started;
+} node;
+
+/* node/guard.c */
+int node_guard_set_root(const char *dir);
+unsigned long node_guard_refused(void);
+
+/* node/query.c: the ClickHouse HTTP interface ("/" route) */
+void node_query_on_headers(ferry_http_req *req, void *ctx);
+int node_query_on_body(ferry_http_req *req, void *ctx, const char *data, size_t len);
+void node_query_on_complete(ferry_http_req *req, void *ctx);
+void node_query_on_cleanup(ferry_http_req *req, void *ctx, void *state);
+
+/* node/agent.c: the routes under /agent/ (issue 4 fills them in); a NULL-path-terminated
+ * table searched after the node's own routes. */
+extern const ferry_http_route node_agent_routes[];
+size_t node_agent_route_count(void);
+
+#endif

@@ -1,0 +1,57 @@
+# Shell helpers for tests that run a ferry lab (source after harness.sh). Every lab started
+# with lab_up is stopped at exit (ferry lab down, then a check by PID that nothing is left).
+_LAB_DIRS=()
+
+# lab_up DIR ARGS...: ferry lab up --dir DIR ARGS... (fails the test when it fails).
+lab_up() {
+    local dir=$1; shift
+    _LAB_DIRS+=("$dir")
+    "$FERRY_BIN" lab up --dir "$dir" --timeout 90 "$@" >"$T/lab_up.out" 2>"$T/lab_up.err" ||
+        fail "lab up $dir failed: $(cat "$T/lab_up.err")"
+}
+
+# lab_url DIR NAME: the node's HTTP URL.
+lab_url() { "$FERRY_BIN" lab status --dir "$1" --json | jq -r --arg n "$2" '.nodes[] | select(.name == $n) | .http'; }
+# lab_pid DIR NAME: the node's PID.
+lab_pid() { "$FERRY_BIN" lab status --dir "$1" --json | jq -r --arg n "$2" '.nodes[] | select(.name == $n) | .pid'; }
+lab_alive() { "$FERRY_BIN" lab status --dir "$1" --json | jq -r --arg n "$2" '.nodes[] | select(.name == $n) | .alive'; }
+
+# chq URL SQL [CURL ARGS...]: runs SQL (POST body), prints the result, fails on non-200.
+chq() {
+    local url=$1 sql=$2; shift 2
+    local out
+    out=$(curl -sS --max-time 120 -w '\n%{http_code}' "$url/" --data-binary "$sql" "$@") ||
+        fail "curl failed for: $sql"
+    local code=${out##*$'\n'}
+    [ "$code" = 200 ] || fail "query '$sql' gave HTTP $code: ${out%$'\n'*}"
+    printf '%s' "${out%$'\n'*}"
+}
+
+# lab_pids DIR: the PIDs of the lab's live nodes.
+lab_pids() { "$FERRY_BIN" lab status --dir "$1" --json | jq -r '.nodes[] | select(.alive) | .pid'; }
+
+_lab_cleanup() {
+    local d pid
+    for d in "${_LAB_DIRS[@]:-}"; do
+        [ -n "$d" ] && [ -f "$d/lab.json" ] || continue
+        local pids
+        pids=$(jq -r '.nodes[].pid' "$d/lab.json" 2>/dev/null || true)
+        "$FERRY_BIN" lab down --dir "$d" >/dev/null 2>&1 || true
+        for pid in $pids; do
+            [ "$pid" -gt 0 ] 2>/dev/null || continue
+            if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$d/"; then
+                echo "lab.sh: node $pid of $d still running after lab down; killing it" >&2
+                kill -KILL "$pid" 2>/dev/null || true
+            fi
+        done
+    done
+}
+trap '_lab_rc=$?; _lab_cleanup; (exit $_lab_rc); _h_cleanup' EXIT
+
+# pid_running PID: true when PID exists and is not a zombie (nodes outlive the `ferry lab up`
+# that forked them, and a container's init may not reap them).
+pid_running() {
+    local st
+    st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+    [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
