@@ -165,7 +165,8 @@ int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char
     }
     if (rc)
         goto out;
-    qsort(items.v, items.n, sizeof *items.v, item_cmp);
+    if (items.n > 1)
+        qsort(items.v, items.n, sizeof *items.v, item_cmp);
     if (items.n) {
         out->items = calloc(items.n, sizeof *out->items);
         if (!out->items) {

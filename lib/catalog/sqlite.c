@@ -424,9 +424,19 @@ int cat_sqlite_open(ferry_catalog *c, const char *path, ferry_err *err)
         rc = exec(c, "PRAGMA synchronous = NORMAL", err);
     if (!rc)
         rc = exec(c, "PRAGMA foreign_keys = ON", err);
-    if (!rc)
+    /* Lay out the schema only when it is missing: taking the write lock at every open would make
+     * readers wait for a writer's long transaction. */
+    sqlite3_stmt *st = NULL;
+    bool laid_out = false;
+    if (!rc && sqlite3_prepare_v2(c->be->db,
+                                  "SELECT 1 FROM sqlite_master WHERE type = 'view' AND"
+                                  " name = 'part_object_view'",
+                                  -1, &st, NULL) == SQLITE_OK)
+        laid_out = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (!rc && !laid_out)
         rc = exec(c, "BEGIN IMMEDIATE", err);
-    if (!rc) {
+    if (!rc && !laid_out) {
         rc = exec(c, schema, err);
         if (!rc)
             rc = exec(c, "COMMIT", err);
