@@ -259,7 +259,7 @@ typedef struct ferry_commit_info {
     size_t ops;          /* operations committed */
     size_t round_trips;  /* requests to the backend that wrote (ZooKeeper multis, creates...) */
     size_t chunks;       /* ZooKeeper: multis that carried the batch's operations */
-    uint64_t routing_version; /* after the commit */
+    uint64_t routing_version; /* after the commit, when it changed routes; else 0 */
 } ferry_commit_info;
 
 /* Applies every queued change atomically: all of them, or none (FERRY_ECONFLICT naming the

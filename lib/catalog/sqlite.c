@@ -269,7 +269,8 @@ static int sq_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *i
         info->ops = req->n;
         info->round_trips = 1;
         info->chunks = 1;
-        rc = c->ops->routing_version(c, &info->routing_version, err);
+        if (req->routing != CAT_ROUTING_KEEP)
+            rc = c->ops->routing_version(c, &info->routing_version, err);
     }
 out:
     for (int i = 0; i < 4; i++)

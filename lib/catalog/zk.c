@@ -651,11 +651,7 @@ static int commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
                 }
             info->ops = req->n;
             info->chunks = 1;
-            info->routing_version = rv;
-            if (req->routing == CAT_ROUTING_KEEP) {
-                int64_t rver2;
-                rc = read_routing(be, &info->routing_version, &rver2, err);
-            }
+            info->routing_version = rv; /* 0 when no route changed */
             break;
         }
         int f = zm_failed(&m);
@@ -839,33 +835,70 @@ static int zk_recover(ferry_catalog *c, size_t *recovered, ferry_err *err)
     return rc;
 }
 
-/* The undo record of one operation, as [kind, path, doc]. */
-static int undo_for(cat_backend *be, const cat_op *op, json_t *undo, size_t *rt, ferry_err *err)
+/* The undo records of ops[first..next), as [kind, path, doc]: a create is undone by a delete; a
+ * set or delete by restoring the document read now (the reads are pipelined: one round trip for
+ * the whole chunk). Holding the gate, nothing else changes these records until we commit. */
+static int chunk_undo(cat_backend *be, const cat_op *ops, size_t first, size_t next, json_t *undo,
+                      size_t *rt, ferry_err *err)
 {
-    if (op->type == CAT_CHECK)
-        return FERRY_OK;
-    if (op->type == CAT_CREATE) {
-        json_array_append_new(undo, json_pack("[ss]", "delete", op->path));
-        return FERRY_OK;
+    size_t n = next - first;
+    scan_slot *slots = calloc(n ? n : 1, sizeof *slots);
+    scan_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    int rc = FERRY_OK;
+    bool any = false;
+    if (!slots)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const cat_op *op = &ops[first + i];
+        if (op->type != CAT_SET && op->type != CAT_DELETE)
+            continue;
+        char abs[PATH_MAX_LEN];
+        abspath(be, op->path, abs, sizeof abs);
+        slots[i].w = &w;
+        pthread_mutex_lock(&w.mu);
+        w.pending++;
+        pthread_mutex_unlock(&w.mu);
+        int zrc = zoo_aget(be->zh, abs, 0, scan_done, &slots[i]);
+        if (zrc != ZOK) {
+            pthread_mutex_lock(&w.mu);
+            w.pending--;
+            pthread_mutex_unlock(&w.mu);
+            slots[i].rc = zrc;
+        }
+        any = true;
     }
-    char abs[PATH_MAX_LEN], *data = NULL;
-    struct Stat st;
-    abspath(be, op->path, abs, sizeof abs);
-    int zrc = zget(be, abs, false, &data, NULL, &st);
-    (*rt)++;
-    if (zrc == ZNONODE)
-        return FERRY_OK; /* created earlier in this batch (its own undo deletes it) or missing:
-                          * the operation itself will fail and roll the batch back */
-    if (zrc != ZOK)
-        return zfail(be, zrc, "reading", op->path, err);
-    if (op->version >= 0 && st.version != op->version) {
-        free(data);
-        return user_op_error(be, op, ZBADVERSION, err);
+    pthread_mutex_lock(&w.mu);
+    while (w.pending)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    if (any)
+        (*rt)++;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const cat_op *op = &ops[first + i];
+        if (op->type == CAT_CHECK)
+            continue;
+        if (op->type == CAT_CREATE) {
+            json_array_append_new(undo, json_pack("[ss]", "delete", op->path));
+            continue;
+        }
+        if (slots[i].rc == ZNONODE)
+            continue; /* created earlier in this batch (its own undo deletes it), or missing:
+                       * then the operation fails and the batch rolls back */
+        if (slots[i].rc != ZOK) {
+            rc = zfail(be, slots[i].rc, "reading", op->path, err);
+            break;
+        }
+        if (op->version >= 0 && slots[i].version != op->version) {
+            rc = user_op_error(be, op, ZBADVERSION, err);
+            break;
+        }
+        json_array_append_new(undo, json_pack("[sss]", op->type == CAT_SET ? "set" : "create",
+                                              op->path, slots[i].doc));
     }
-    json_array_append_new(undo, json_pack("[sss]", op->type == CAT_SET ? "set" : "create",
-                                          op->path, data));
-    free(data);
-    return FERRY_OK;
+    for (size_t i = 0; i < n; i++)
+        free(slots[i].doc);
+    free(slots);
+    return rc;
 }
 
 static int commit_large(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
@@ -937,12 +970,12 @@ static int commit_large(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
         undo = json_array();
         while (next < req->n && next - first < per_chunk &&
                (next == first || bytes + req->ops[next].doc_len <= CHUNK_BYTES / 2)) {
-            rc = undo_for(be, &req->ops[next], undo, &info->round_trips, err);
-            if (rc)
-                goto out;
             bytes += req->ops[next].doc_len + strlen(req->ops[next].path);
             next++;
         }
+        rc = chunk_undo(be, req->ops, first, next, undo, &info->round_trips, err);
+        if (rc)
+            goto out;
         undo_text = json_dumps(undo, JSON_COMPACT);
         if (!undo_text) {
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -996,12 +1029,7 @@ static int commit_large(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
             break;
     }
     info->ops = req->n;
-    if (req->routing != CAT_ROUTING_KEEP) {
-        info->routing_version = rv;
-    } else {
-        int64_t v;
-        rc = read_routing(be, &info->routing_version, &v, err);
-    }
+    info->routing_version = rv; /* 0 when no route changed */
     drop_journal(c, id, &info->round_trips);
 out:
     if (holding) { /* failed before the commit point: undo everything we wrote */
