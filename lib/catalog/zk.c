@@ -618,7 +618,8 @@ static int commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
     char rbuf[32];
-    for (int attempt = 0; attempt < 50; attempt++) {
+    bool settled = false; /* committed, or failed for good */
+    for (int attempt = 0; attempt < 50 && !settled; attempt++) {
         int64_t gv;
         rc = attempt ? gate_wait_open(c, &gv, err) : cached_gate(c, &gv, err);
         if (rc)
@@ -652,18 +653,27 @@ static int commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
             info->ops = req->n;
             info->chunks = 1;
             info->routing_version = rv; /* 0 when no route changed */
+            settled = true;
             break;
         }
+        settled = true;
         int f = zm_failed(&m);
         if (f < 0) {
             rc = zfail(be, zrc, "committing a batch at", req->n ? req->ops[0].path : "routing", err);
             break;
         }
-        if (m.src[f] == -1 || m.src[f] == -2)
-            continue; /* the gate moved or another switch bumped the routing version */
+        if (m.src[f] == -1 || m.src[f] == -2) {
+            settled = false; /* the gate moved or another switch bumped the routing version */
+            continue;
+        }
         rc = user_op_error(be, &req->ops[m.src[f]], m.res[f].err, err);
         break;
     }
+    if (!rc && !settled)
+        rc = ferry_err_set(err, FERRY_ETIMEOUT,
+                           "zk://%s%s: the batch lost 50 races for the gate or the routing "
+                           "version in a row; try again",
+                           be->hosts, be->root);
     zmulti_free(&m);
     return rc;
 }
