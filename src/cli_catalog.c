@@ -2,16 +2,29 @@
 #include "cli_catalog.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "ferry/config.h"
 
-int cli_open_catalog(const char *config_path, const char *catalog_url, ferry_catalog **out,
-                     ferry_err *err)
+static int open_url(const char *url, bool must_exist, ferry_catalog **out, ferry_err *err)
+{
+    struct stat st;
+    if (must_exist && !strncmp(url, "sqlite:", 7) && url[7] == '/' && stat(url + 7, &st) != 0)
+        return ferry_err_set(err, FERRY_ENOTFOUND,
+                             "catalog %s does not exist (create it with 'ferry init' or 'ferry "
+                             "catalog import')",
+                             url);
+    return ferry_catalog_open(url, out, err);
+}
+
+int cli_open_catalog(const char *config_path, const char *catalog_url, bool must_exist,
+                     ferry_catalog **out, ferry_err *err)
 {
     *out = NULL;
     if (catalog_url && *catalog_url)
-        return ferry_catalog_open(catalog_url, out, err);
+        return open_url(catalog_url, must_exist, out, err);
     const char *path = cli_config_path(config_path);
     if (!path)
         return ferry_err_set(err, FERRY_EINVAL,
@@ -23,7 +36,7 @@ int cli_open_catalog(const char *config_path, const char *catalog_url, ferry_cat
     if (!rc)
         rc = ferry_config_require(&cfg, "cluster", NULL, "catalog", &url, err);
     if (!rc)
-        rc = ferry_catalog_open(url, out, err);
+        rc = open_url(url, must_exist, out, err);
     ferry_config_free(&cfg);
     return rc;
 }

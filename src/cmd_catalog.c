@@ -101,7 +101,7 @@ int cmd_catalog(int argc, char **argv)
             goto out;
         }
     }
-    rc = cli_open_catalog(config, catalog, &cat, &err);
+    rc = cli_open_catalog(config, catalog, is_export, &cat, &err);
     if (rc)
         goto out;
     if (is_export) {

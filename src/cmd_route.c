@@ -69,7 +69,7 @@ int cmd_route(int argc, char **argv)
     ferry_catalog *cat = NULL;
     char *doc = NULL;
     json_t *o = NULL;
-    int rc = cli_open_catalog(config, catalog, &cat, &err);
+    int rc = cli_open_catalog(config, catalog, true, &cat, &err);
     if (!rc)
         rc = ferry_catalog_routing_json(cat, tenant, split, &doc, &err);
     if (rc)

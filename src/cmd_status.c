@@ -86,7 +86,7 @@ int cmd_status(int argc, char **argv)
     uint64_t rv = 0;
     json_t *root = NULL;
     ferry_record_init(&settings, FERRY_REC_SETTINGS);
-    int rc = cli_open_catalog(config, catalog, &cat, &err);
+    int rc = cli_open_catalog(config, catalog, true, &cat, &err);
     if (!rc) {
         rc = ferry_catalog_get(cat, &settings, &err);
         if (rc == FERRY_ENOTFOUND)
