@@ -180,56 +180,6 @@ static int zcreate_if_missing(cat_backend *be, const char *abs, const char *data
     return zrc == ZNODEEXISTS ? ZOK : zrc;
 }
 
-/* Makes sure the container nodes above rel exist (records' parents below the kind folders). */
-static int ensure_parents(cat_backend *be, const char *rel, size_t *round_trips, ferry_err *err)
-{
-    char parent[PATH_MAX_LEN];
-    snprintf(parent, sizeof parent, "%s", rel);
-    char *slash = strrchr(parent, '/');
-    if (!slash)
-        return FERRY_OK;
-    *slash = '\0';
-    if (!strchr(parent, '/'))
-        return FERRY_OK; /* a kind folder, made at open */
-    for (size_t i = 0; i < be->n_parents; i++)
-        if (!strcmp(be->parents[i], parent))
-            return FERRY_OK;
-    /* Create every level below the kind folder. */
-    for (char *p = strchr(parent, '/') + 1;; p++) {
-        p = strchr(p, '/');
-        if (p)
-            *p = '\0';
-        char abs[PATH_MAX_LEN];
-        abspath(be, parent, abs, sizeof abs);
-        int zrc = zcreate_if_missing(be, abs, NULL);
-        if (round_trips)
-            (*round_trips)++;
-        if (zrc != ZOK)
-            return zfail(be, zrc, "creating", parent, err);
-        if (!p)
-            break;
-        *p = '/';
-    }
-    if (be->n_parents == be->cap_parents) {
-        if (be->cap_parents >= 4096) { /* bounded: forget and relearn */
-            for (size_t i = 0; i < be->n_parents; i++)
-                free(be->parents[i]);
-            be->n_parents = 0;
-        } else {
-            size_t cap = be->cap_parents ? be->cap_parents * 2 : 32;
-            char **v = realloc(be->parents, cap * sizeof *v);
-            if (!v)
-                return FERRY_OK; /* only a cache */
-            be->parents = v;
-            be->cap_parents = cap;
-        }
-    }
-    char *dup = strdup(parent);
-    if (dup)
-        be->parents[be->n_parents++] = dup;
-    return FERRY_OK;
-}
-
 /* ---- the gate and batch recovery ---- */
 
 static int rollback_batch(ferry_catalog *c, const char *id, ferry_err *err);
@@ -595,15 +545,161 @@ static int read_routing(cat_backend *be, uint64_t *value, int64_t *version, ferr
     return FERRY_OK;
 }
 
+typedef struct create_slot {
+    struct scan_wait *w;
+    int rc;
+} create_slot;
+
+static void create_done(int rc, const char *value, const void *data)
+{
+    (void)value;
+    create_slot *s = (create_slot *)data;
+    s->rc = rc;
+    pthread_mutex_lock(&s->w->mu);
+    s->w->pending--;
+    pthread_cond_broadcast(&s->w->cv);
+    pthread_mutex_unlock(&s->w->mu);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int slashes(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '/';
+    return n;
+}
+
+static bool parent_known(const cat_backend *be, const char *p)
+{
+    for (size_t i = 0; i < be->n_parents; i++)
+        if (!strcmp(be->parents[i], p))
+            return true;
+    return false;
+}
+
+/* Makes sure the containers above every created record exist, creating the missing ones level by
+ * level with pipelined asynchronous creates (one round trip per level, whatever their number). */
 static int parents_for(ferry_catalog *c, const cat_commit_req *req, size_t *rt, ferry_err *err)
 {
-    for (size_t i = 0; i < req->n; i++)
-        if (req->ops[i].type == CAT_CREATE) {
-            int rc = ensure_parents(c->be, req->ops[i].path, rt, err);
-            if (rc)
-                return rc;
+    cat_backend *be = c->be;
+    char **want = NULL; /* every container level, e.g. "parts/events" and "parts/events/p1" */
+    size_t n = 0, cap = 0;
+    int rc = FERRY_OK, max_level = 0;
+    create_slot *slots = NULL;
+    char prev[PATH_MAX_LEN] = "";
+    for (size_t i = 0; i < req->n && !rc; i++) {
+        if (req->ops[i].type != CAT_CREATE)
+            continue;
+        char parent[PATH_MAX_LEN];
+        snprintf(parent, sizeof parent, "%s", req->ops[i].path);
+        char *last = strrchr(parent, '/');
+        if (!last)
+            continue;
+        *last = '\0';
+        if (!strchr(parent, '/') || !strcmp(parent, prev) || parent_known(be, parent))
+            continue; /* a kind folder (made at open), the previous record's, or known */
+        memcpy(prev, parent, sizeof prev);
+        /* every level below the kind folder: "parts/events", then "parts/events/p1" */
+        for (const char *p = strchr(strchr(parent, '/') + 1, '/');; p = strchr(p + 1, '/')) {
+            size_t len = p ? (size_t)(p - parent) : strlen(parent);
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                char **v = realloc(want, cap * sizeof *v);
+                if (!v) {
+                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                    break;
+                }
+                want = v;
+            }
+            if (!(want[n] = ferry_strndup(parent, len))) {
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                break;
+            }
+            n++;
+            if (!p)
+                break;
         }
-    return FERRY_OK;
+    }
+    if (rc || n == 0)
+        goto out;
+    qsort(want, n, sizeof *want, str_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (u && !strcmp(want[u - 1], want[i])) {
+            free(want[i]);
+            continue;
+        }
+        want[u++] = want[i];
+        if (slashes(want[i]) > max_level)
+            max_level = slashes(want[i]);
+    }
+    n = u;
+    slots = calloc(n, sizeof *slots);
+    if (!slots) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int level = 1; level <= max_level && !rc; level++) {
+        scan_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+        for (size_t i = 0; i < n; i++) {
+            if (slashes(want[i]) != level)
+                continue;
+            char abs[PATH_MAX_LEN];
+            abspath(be, want[i], abs, sizeof abs);
+            slots[i].w = &w;
+            pthread_mutex_lock(&w.mu);
+            w.pending++;
+            pthread_mutex_unlock(&w.mu);
+            int zrc = zoo_acreate(be->zh, abs, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, create_done,
+                                  &slots[i]);
+            if (zrc != ZOK) {
+                pthread_mutex_lock(&w.mu);
+                w.pending--;
+                pthread_mutex_unlock(&w.mu);
+                slots[i].rc = zrc;
+            }
+        }
+        pthread_mutex_lock(&w.mu);
+        while (w.pending)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        (*rt)++;
+        for (size_t i = 0; i < n && !rc; i++)
+            if (slashes(want[i]) == level && slots[i].rc != ZOK && slots[i].rc != ZNODEEXISTS)
+                rc = zfail(be, slots[i].rc, "creating", want[i], err);
+    }
+    /* Remember the deepest ones (the records' parents). */
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (slashes(want[i]) != max_level && i + 1 < n && ferry_starts_with(want[i + 1], want[i]))
+            continue;
+        if (be->n_parents == be->cap_parents) {
+            if (be->cap_parents >= 4096) { /* bounded: forget and relearn */
+                for (size_t k = 0; k < be->n_parents; k++)
+                    free(be->parents[k]);
+                be->n_parents = 0;
+            } else {
+                size_t ncap = be->cap_parents ? be->cap_parents * 2 : 32;
+                char **v = realloc(be->parents, ncap * sizeof *v);
+                if (!v)
+                    break; /* only a cache */
+                be->parents = v;
+                be->cap_parents = ncap;
+            }
+        }
+        be->parents[be->n_parents++] = want[i];
+        want[i] = NULL;
+    }
+out:
+    for (size_t i = 0; i < n; i++)
+        free(want[i]);
+    free(want);
+    free(slots);
+    return rc;
 }
 
 /* A batch that fits one multi: [check gate] ops [set routing]. */

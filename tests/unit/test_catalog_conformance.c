@@ -466,6 +466,23 @@ static void test_chunked_10000_parts(void **state)
         assert_true(info.round_trips < 250); /* not 10,000 */
     }
     assert_int_equal(count_parts(c, "big", NULL), 10000);
+    /* 500 slices of 500 tenants: their 500 parent folders cost one pipelined round trip */
+    b = ferry_batch_new();
+    for (int i = 0; i < 500; i++) {
+        ferry_record sl;
+        sample(&sl, FERRY_REC_SLICE, 0);
+        snprintf(sl.u.slice.tenant, sizeof sl.u.slice.tenant, "t%d", i);
+        assert_int_equal(ferry_batch_create(b, &sl, &err), FERRY_OK);
+    }
+    memset(&info, 0, sizeof info);
+    assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_OK);
+    ferry_batch_free(b);
+    if (zk_base)
+        assert_true(info.round_trips <= 12);
+    ferry_record_list sl = {0};
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_SLICE, NULL, 0, &sl, &err), FERRY_OK);
+    assert_int_equal(sl.n, 500);
+    ferry_record_list_free(&sl);
     ferry_record one;
     part_record(&one, "big", 9999);
     ferry_record_free(&one);
