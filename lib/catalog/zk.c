@@ -1138,11 +1138,24 @@ static int commit_large(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
     info->routing_version = rv; /* 0 when no route changed */
     drop_journal(c, id, &info->round_trips);
 out:
-    if (holding) { /* failed before the commit point: undo everything we wrote */
-        ferry_err e2;
-        if (rollback_batch(c, id, &e2))
-            ferry_err_prefix(err, "(rollback of batch %s also failed: %s; the next writer will "
-                                  "finish it) ", id, e2.msg);
+    if (holding) {
+        /* Failed before the commit point: undo everything we wrote. The rollback is idempotent,
+         * so a connection lost meanwhile is retried while the session lives (the client
+         * reconnects by itself); if it cannot finish, the batch stays invisible behind the gate
+         * and whoever finds it after our session ends rolls it back. */
+        ferry_err e2 = {0};
+        int rb = FERRY_OK;
+        for (int attempt = 0; attempt < 20; attempt++) {
+            rb = rollback_batch(c, id, &e2);
+            if (rb != FERRY_ECONNECT && rb != FERRY_ETIMEOUT)
+                break;
+            struct timespec ts = {0, 250 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (rb)
+            ferry_err_prefix(err, "(rollback of batch %s also failed: %s; it stays invisible and "
+                                  "is rolled back once this session ends) ",
+                             id, e2.msg);
     }
     free(undo_text);
     json_decref(undo);
