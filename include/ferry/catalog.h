@@ -1,0 +1,347 @@
+/* The catalog: ferry's shared metadata (cluster settings, shards, tables, tenants, slices, the
+ * routing table, partitions per server, cold parts and their objects, the move journal) behind
+ * one interface with two backends, selected by URL:
+ *
+ *   sqlite:/abs/path/catalog.db                       one SQLite file in WAL mode
+ *   zk://host:port[,host:port]/chroot[?timeout_ms=N]  Apache ZooKeeper or ClickHouse Keeper
+ *
+ * Every record carries a version, an opaque concurrency token that starts at 0 when the record is
+ * created and grows on every update. Updates and deletes compare it (compare-and-set): a lost race
+ * returns FERRY_ECONFLICT and changes nothing. Batches apply all their changes or none, however
+ * many there are (see docs/catalog.md for how the ZooKeeper backend chunks them). The routing
+ * table has its own version, a number that grows by one with every commit that changes a route.
+ *
+ * Record structs use fixed-size strings so they can be copied freely; only ferry_part owns heap
+ * memory (its objects), released by ferry_record_free. Names used in keys (tenants, shards,
+ * tables, servers, partition ids, part names, move ids) are 1..127 characters of
+ * [A-Za-z0-9_.-], not "." or "..". */
+#ifndef FERRY_CATALOG_H
+#define FERRY_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/err.h"
+#include "ferry/partition.h"
+
+#define FERRY_NAME_MAX 128
+#define FERRY_URL_MAX 512
+#define FERRY_LIST_MAX 1024 /* comma-separated lists of names or URLs */
+
+/* Expected version meaning "whatever it is now" (update or delete without CAS). */
+#define FERRY_VERSION_ANY (-1)
+
+/* ---- records ---------------------------------------------------------------------------- */
+
+/* Fixed at `ferry init`; re-initialising with different values is refused. */
+typedef struct ferry_settings {
+    char name[FERRY_NAME_MAX];            /* cluster name */
+    char hash[16];                        /* placement hash: sha256 | xxh3 */
+    uint32_t rf;                          /* replication factor, >= 1 */
+    double fill;                          /* fill target, 0 < fill <= 1 */
+    char clickhouse_version[32];          /* pinned ClickHouse version, e.g. "26.7" */
+    uint32_t pointer_format;              /* object-storage metadata format version, 1..5 */
+    uint32_t hot_days;                    /* partitions older than this are tiered */
+} ferry_settings;
+
+/* A table's layout: enum ferry_layout from partition.h (shared or per_tenant). */
+
+typedef struct ferry_table_def {
+    char name[FERRY_NAME_MAX];
+    char database[FERRY_NAME_MAX];
+    enum ferry_layout layout;
+    char tenant_column[64];
+    char day_column[64];
+    char split_column[64];
+} ferry_table_def;
+
+enum ferry_shard_state { FERRY_SHARD_ACTIVE = 0, FERRY_SHARD_DRAINING, FERRY_SHARD_GONE };
+
+typedef struct ferry_shard {
+    char name[FERRY_NAME_MAX];
+    double weight;
+    uint64_t capacity;              /* bytes */
+    char replicas[FERRY_LIST_MAX];  /* ClickHouse HTTP URLs, comma-separated */
+    char agent[FERRY_URL_MAX];      /* node agent URL */
+    char zone[64];                  /* optional */
+    enum ferry_shard_state state;
+} ferry_shard;
+
+typedef struct ferry_tenant {
+    char name[FERRY_NAME_MAX];
+    uint32_t splits; /* number of slices, >= 1 */
+} ferry_tenant;
+
+/* One split of one tenant; placement is where the placement algorithm wants it. */
+typedef struct ferry_slice {
+    char tenant[FERRY_NAME_MAX];
+    uint32_t split;
+    uint64_t bytes;
+    uint64_t rows;
+    char placement[FERRY_LIST_MAX]; /* shard names, comma-separated */
+} ferry_slice;
+
+/* The routing table's row: which shard(s) serve a slice right now. */
+typedef struct ferry_route {
+    char tenant[FERRY_NAME_MAX];
+    uint32_t split;
+    char shards[FERRY_LIST_MAX]; /* comma-separated */
+} ferry_route;
+
+enum ferry_tier { FERRY_TIER_HOT = 0, FERRY_TIER_COLD };
+
+/* One partition of one managed table as it exists on one server. */
+typedef struct ferry_partition {
+    char server[FERRY_NAME_MAX];
+    char table[FERRY_NAME_MAX];
+    char partition_id[FERRY_NAME_MAX];
+    char tenant[FERRY_NAME_MAX];
+    uint32_t day; /* YYYYMMDD */
+    uint32_t split;
+    enum ferry_tier tier;
+    uint64_t bytes;
+    uint64_t rows;
+} ferry_partition;
+
+typedef struct ferry_cold_object {
+    char key[FERRY_URL_MAX];  /* object key in the store */
+    uint64_t size;
+    char checksum[80];        /* e.g. "sha256:..." */
+} ferry_cold_object;
+
+/* A part tiered to object storage: its objects and the servers whose pointer files reference
+ * them. objects is owned by the record (ferry_record_free). */
+typedef struct ferry_part {
+    char table[FERRY_NAME_MAX];
+    char partition_id[FERRY_NAME_MAX];
+    char name[FERRY_NAME_MAX];
+    uint64_t bytes;
+    uint64_t rows;
+    char servers[FERRY_LIST_MAX]; /* comma-separated */
+    size_t n_objects;
+    ferry_cold_object *objects;
+} ferry_part;
+
+enum ferry_move_state {
+    FERRY_MOVE_PLANNED = 0,
+    FERRY_MOVE_CLONE,
+    FERRY_MOVE_VERIFY,
+    FERRY_MOVE_SWITCH,
+    FERRY_MOVE_CLEANUP,
+    FERRY_MOVE_DONE,
+    FERRY_MOVE_FAILED,
+};
+
+/* The move journal: one record per move. */
+typedef struct ferry_move {
+    char id[64];
+    char tenant[FERRY_NAME_MAX];
+    uint32_t split;
+    char from[FERRY_LIST_MAX]; /* source shards, comma-separated */
+    char to[FERRY_LIST_MAX];   /* target shards */
+    enum ferry_move_state state;
+    uint32_t step;             /* progress inside the state */
+    uint32_t steps;
+    char owner[FERRY_NAME_MAX];
+    char detail[256];          /* last error or note */
+    int64_t created;           /* unix seconds */
+    int64_t updated;
+} ferry_move;
+
+enum ferry_record_kind {
+    FERRY_REC_SETTINGS = 0,
+    FERRY_REC_TABLE,
+    FERRY_REC_SHARD,
+    FERRY_REC_TENANT,
+    FERRY_REC_SLICE,
+    FERRY_REC_ROUTE,
+    FERRY_REC_PARTITION,
+    FERRY_REC_PART,
+    FERRY_REC_MOVE,
+    FERRY_REC_KIND_COUNT
+};
+
+typedef struct ferry_record {
+    enum ferry_record_kind kind;
+    int64_t version; /* from reads; the expected version for updates and deletes */
+    union {
+        ferry_settings settings;
+        ferry_table_def table;
+        ferry_shard shard;
+        ferry_tenant tenant;
+        ferry_slice slice;
+        ferry_route route;
+        ferry_partition partition;
+        ferry_part part;
+        ferry_move move;
+    } u;
+} ferry_record;
+
+typedef struct ferry_record_list {
+    ferry_record *items;
+    size_t n;
+} ferry_record_list;
+
+/* A zeroed record of that kind with version FERRY_VERSION_ANY. */
+void ferry_record_init(ferry_record *r, enum ferry_record_kind kind);
+/* Releases what the record owns (part objects) and zeroes it. */
+void ferry_record_free(ferry_record *r);
+void ferry_record_list_free(ferry_record_list *l);
+/* Deep copy (part objects duplicated). */
+int ferry_record_copy(ferry_record *dst, const ferry_record *src, ferry_err *err);
+
+/* Names as they appear in JSON and on the command line, and back. */
+const char *ferry_record_kind_name(enum ferry_record_kind k); /* "shard", "move", ... */
+const char *ferry_shard_state_name(enum ferry_shard_state s);
+int ferry_shard_state_parse(const char *s, enum ferry_shard_state *out);
+const char *ferry_move_state_name(enum ferry_move_state s);
+int ferry_move_state_parse(const char *s, enum ferry_move_state *out);
+const char *ferry_tier_name(enum ferry_tier t);
+/* Same as ferry_layout_name. */
+const char *ferry_table_layout_name(enum ferry_layout l);
+/* True when a move may go from -> to: the next state in PLANNED..DONE, or FAILED from any state
+ * that is not DONE or FAILED. */
+bool ferry_move_transition_ok(enum ferry_move_state from, enum ferry_move_state to);
+
+/* Adds an object to a part record (copies the strings). */
+int ferry_part_add_object(ferry_part *p, const char *key, uint64_t size, const char *checksum,
+                          ferry_err *err);
+
+/* ---- the handle --------------------------------------------------------------------------- */
+
+typedef struct ferry_catalog ferry_catalog;
+
+/* Opens (and on first use lays out) the catalog at url. The caller owns *out. */
+int ferry_catalog_open(const char *url, ferry_catalog **out, ferry_err *err);
+void ferry_catalog_close(ferry_catalog *c);
+const char *ferry_catalog_backend(const ferry_catalog *c); /* "sqlite" or "zk" */
+
+/* Reads the record whose kind and key fields are set in *rec; fills the rest and rec->version.
+ * FERRY_ENOTFOUND when absent. On success rec may own memory (ferry_record_free). */
+int ferry_catalog_get(ferry_catalog *c, ferry_record *rec, ferry_err *err);
+
+/* Every record of kind, or only those under a key prefix (the first nprefix key fields, e.g.
+ * {"acme"} for the slices of tenant acme, {"events", "p1"} for the parts of one partition).
+ * Sorted by key. The caller frees out with ferry_record_list_free. */
+int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
+                       size_t nprefix, ferry_record_list *out, ferry_err *err);
+
+/* Single-record writes (each a batch of one). create fails with FERRY_ECONFLICT when the record
+ * exists; update and delete compare rec->version (FERRY_VERSION_ANY: no comparison) and return
+ * FERRY_ECONFLICT when it moved on, FERRY_ENOTFOUND when the record is gone. On success
+ * rec->version is the new version (delete: -1). */
+int ferry_catalog_create(ferry_catalog *c, ferry_record *rec, ferry_err *err);
+int ferry_catalog_update(ferry_catalog *c, ferry_record *rec, ferry_err *err);
+int ferry_catalog_delete(ferry_catalog *c, ferry_record *rec, ferry_err *err);
+
+/* Moves a move record to state `to` (checked with ferry_move_transition_ok) by CAS on
+ * move->version; step is reset to 0, updated set to now. On success *rec holds the new record. */
+int ferry_catalog_move_advance(ferry_catalog *c, ferry_record *rec, enum ferry_move_state to,
+                               const char *detail, ferry_err *err);
+
+/* ---- batches ------------------------------------------------------------------------------- */
+
+typedef struct ferry_batch ferry_batch;
+
+ferry_batch *ferry_batch_new(void); /* NULL on allocation failure; free with ferry_batch_free */
+void ferry_batch_free(ferry_batch *b);
+size_t ferry_batch_size(const ferry_batch *b);
+/* Queue one change. The record is encoded now; the caller keeps ownership of rec. update, delete
+ * and check compare rec->version (check only asserts the version, it changes nothing). */
+int ferry_batch_create(ferry_batch *b, const ferry_record *rec, ferry_err *err);
+int ferry_batch_update(ferry_batch *b, const ferry_record *rec, ferry_err *err);
+int ferry_batch_delete(ferry_batch *b, const ferry_record *rec, ferry_err *err);
+int ferry_batch_check(ferry_batch *b, const ferry_record *rec, ferry_err *err);
+
+typedef struct ferry_commit_info {
+    size_t ops;          /* operations committed */
+    size_t round_trips;  /* requests to the backend that wrote (ZooKeeper multis, creates...) */
+    size_t chunks;       /* ZooKeeper: multis that carried the batch's operations */
+    uint64_t routing_version; /* after the commit, when it changed routes; else 0 */
+} ferry_commit_info;
+
+/* Applies every queued change atomically: all of them, or none (FERRY_ECONFLICT naming the
+ * first record whose check failed, FERRY_ENOTFOUND for a missing one). A batch that changes any
+ * route raises the routing version by one. info may be NULL. The batch can be freed afterwards. */
+int ferry_catalog_commit(ferry_catalog *c, const ferry_batch *b, ferry_commit_info *info,
+                         ferry_err *err);
+
+/* Maximum operations per ZooKeeper multi (default 100); for benchmarks and tests. */
+void ferry_catalog_set_chunk_ops(ferry_catalog *c, size_t ops);
+
+/* Called after each chunk of a batch has been written (before the batch is committed), with the
+ * number of chunks written and the total. For progress reports, and for tests that crash a
+ * writer half-way. NULL clears it. */
+typedef void (*ferry_catalog_progress_fn)(size_t done, size_t total, void *arg);
+void ferry_catalog_set_progress(ferry_catalog *c, ferry_catalog_progress_fn fn, void *arg);
+
+/* Finishes what crashed writers left: rolls back every batch whose writer is gone and was not
+ * committed, removes the journals of committed ones. *recovered (may be NULL) counts batches
+ * rolled back. Readers and writers do this by themselves when a dead writer's batch is in their
+ * way; this call does it eagerly. */
+int ferry_catalog_recover(ferry_catalog *c, size_t *recovered, ferry_err *err);
+
+/* ---- routing ------------------------------------------------------------------------------- */
+
+int ferry_catalog_routing_version(ferry_catalog *c, uint64_t *version, ferry_err *err);
+/* Waits until the routing version differs from known, at most timeout_ms; stores it in *now.
+ * FERRY_ETIMEOUT when it did not change. ZooKeeper: a watch; SQLite: polling. */
+int ferry_catalog_routing_wait(ferry_catalog *c, uint64_t known, int timeout_ms, uint64_t *now,
+                               ferry_err *err);
+/* The routing table as JSON text, consistent with its version:
+ *   {"version":N,"slices":[{"tenant":"acme","split":0,"shards":["node1"]},...]}
+ * tenant NULL = all tenants; split -1 = all splits. Caller frees *json with free(). This is what
+ * the coordinator serves over HTTP. */
+int ferry_catalog_routing_json(ferry_catalog *c, const char *tenant, int64_t split, char **json,
+                               ferry_err *err);
+
+/* ---- the coordinator lease ---------------------------------------------------------------- */
+
+typedef struct ferry_lease ferry_lease;
+
+/* Takes the lease `name` for owner (a free-form description, e.g. "host:pid"). FERRY_ECONFLICT
+ * when another holder has it (the message names that holder). The lease ends when released, when
+ * the process dies, or (ZooKeeper) when the session expires. The caller owns *out. */
+int ferry_catalog_lease_acquire(ferry_catalog *c, const char *name, const char *owner,
+                                ferry_lease **out, ferry_err *err);
+/* Whether the lease is still held; false once the ZooKeeper session has expired. */
+bool ferry_catalog_lease_valid(ferry_catalog *c, const ferry_lease *lease);
+/* Gives the lease up (if still held) and frees it. */
+void ferry_catalog_lease_release(ferry_catalog *c, ferry_lease *lease);
+
+/* ---- the cluster's configuration ([cluster], [shard "x"], [table "y"]; docs/config.md) ---- */
+
+struct ferry_config;
+
+typedef struct ferry_cluster_config {
+    char catalog[FERRY_URL_MAX]; /* catalog URL */
+    ferry_settings settings;
+    ferry_shard *shards; /* owned; n_shards entries, state active */
+    size_t n_shards;
+    ferry_table_def *tables; /* owned */
+    size_t n_tables;
+} ferry_cluster_config;
+
+/* Reads and checks the sections the catalog owns. Bad values and unknown keys are FERRY_EINVAL
+ * with "FILE:LINE: ...". Free *out with ferry_cluster_config_free. */
+int ferry_cluster_config_read(const struct ferry_config *cfg, ferry_cluster_config *out,
+                              ferry_err *err);
+void ferry_cluster_config_free(ferry_cluster_config *cc);
+
+/* Whether two settings agree on everything fixed at `ferry init` (all fields but hot_days);
+ * when not, *what names the first field that differs. */
+bool ferry_settings_same_fixed(const ferry_settings *a, const ferry_settings *b,
+                               const char **what);
+
+/* ---- dump ------------------------------------------------------------------------------------ */
+
+/* The whole catalog as canonical JSON text (sorted, compact-per-record; identical for identical
+ * contents whatever the backend). Record versions are not part of it; the routing version is.
+ * Caller frees *json. */
+int ferry_catalog_export(ferry_catalog *c, char **json, ferry_err *err);
+/* Loads a dump into an empty catalog, atomically. FERRY_ECONFLICT when the catalog is not empty,
+ * FERRY_EINVAL (naming the record) when the dump is malformed. */
+int ferry_catalog_import(ferry_catalog *c, const char *json, ferry_err *err);
+
+#endif

@@ -1,0 +1,578 @@
+/* The catalog's public interface: opens a backend by URL and turns typed records, batches,
+ * move transitions, the routing table and dumps into the backend's path/document operations. */
+#include "catalog/catalog_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ferry/strutil.h"
+
+#define DEFAULT_CHUNK_OPS 100
+#define DUMP_FORMAT "ferry-catalog"
+#define DUMP_VERSION 1
+
+int ferry_catalog_open(const char *url, ferry_catalog **out, ferry_err *err)
+{
+    *out = NULL;
+    if (!url || !*url)
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "no catalog URL (expected sqlite:/path or zk://host:port/chroot)");
+    ferry_catalog *c = calloc(1, sizeof *c);
+    if (!c)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    c->chunk_ops = DEFAULT_CHUNK_OPS;
+    int rc;
+    if (ferry_starts_with(url, "sqlite:"))
+        rc = cat_sqlite_open(c, url + strlen("sqlite:"), err);
+    else if (ferry_starts_with(url, "zk://"))
+        rc = cat_zk_open(c, url + strlen("zk://"), err);
+    else
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "catalog URL '%s' has an unknown scheme (expected sqlite:/path or "
+                           "zk://host:port[,host:port]/chroot)",
+                           url);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return FERRY_OK;
+}
+
+void ferry_catalog_close(ferry_catalog *c)
+{
+    if (!c)
+        return;
+    c->ops->close(c);
+    free(c);
+}
+
+const char *ferry_catalog_backend(const ferry_catalog *c) { return c->ops->name; }
+
+void ferry_catalog_set_chunk_ops(ferry_catalog *c, size_t ops)
+{
+    c->chunk_ops = ops ? ops : DEFAULT_CHUNK_OPS;
+}
+
+void ferry_catalog_set_progress(ferry_catalog *c, ferry_catalog_progress_fn fn, void *arg)
+{
+    c->progress = fn;
+    c->progress_arg = arg;
+}
+
+int ferry_catalog_recover(ferry_catalog *c, size_t *recovered, ferry_err *err)
+{
+    size_t n = 0;
+    int rc = c->ops->recover(c, &n, err);
+    if (recovered)
+        *recovered = n;
+    return rc;
+}
+
+/* ---- reading ---- */
+
+int ferry_catalog_get(ferry_catalog *c, ferry_record *rec, ferry_err *err)
+{
+    char path[1024];
+    int rc = cat_record_path(rec, path, sizeof path, err);
+    if (rc)
+        return rc;
+    cat_item it = {0};
+    rc = c->ops->get(c, path, &it, err);
+    if (rc)
+        return rc;
+    ferry_record r;
+    rc = cat_record_decode(rec->kind, it.doc, &r, err);
+    if (rc) {
+        ferry_err_prefix(err, "%s: ", path);
+    } else {
+        ferry_record_free(rec);
+        *rec = r;
+        rec->version = it.version;
+    }
+    cat_item_free(&it);
+    return rc;
+}
+
+/* Path order, segment by segment, numbers compared as numbers (split 2 before split 10). */
+static int seg_cmp(const char *a, const char *b)
+{
+    while (*a || *b) {
+        size_t la = strcspn(a, "/"), lb = strcspn(b, "/");
+        bool na = la > 0 && strspn(a, "0123456789") >= la;
+        bool nb = lb > 0 && strspn(b, "0123456789") >= lb;
+        int d;
+        if (na && nb && la != lb)
+            d = la < lb ? -1 : 1;
+        else {
+            size_t m = la < lb ? la : lb;
+            d = memcmp(a, b, m);
+            if (!d && la != lb)
+                d = la < lb ? -1 : 1;
+        }
+        if (d)
+            return d;
+        a += la;
+        b += lb;
+        if (*a == '/')
+            a++;
+        if (*b == '/')
+            b++;
+    }
+    return 0;
+}
+
+static int item_cmp(const void *x, const void *y)
+{
+    return seg_cmp(((const cat_item *)x)->path, ((const cat_item *)y)->path);
+}
+
+int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
+                       size_t nprefix, ferry_record_list *out, ferry_err *err)
+{
+    out->items = NULL;
+    out->n = 0;
+    if ((unsigned)kind >= FERRY_REC_KIND_COUNT)
+        return ferry_err_set(err, FERRY_EINVAL, "unknown record kind %d", (int)kind);
+    int depth = cat_kind_depth(kind) - (int)nprefix;
+    if (depth < 0)
+        return ferry_err_set(err, FERRY_EINVAL, "%s keys have only %d fields",
+                             ferry_record_kind_name(kind), cat_kind_depth(kind));
+    char path[1024];
+    size_t len = (size_t)snprintf(path, sizeof path, "%s", cat_kind_dir(kind));
+    for (size_t i = 0; i < nprefix; i++) {
+        if (!cat_name_ok(prefix[i]))
+            return ferry_err_set(err, FERRY_EINVAL, "'%s' is not a valid key", prefix[i]);
+        len += (size_t)snprintf(path + len, sizeof path - len, "/%s", prefix[i]);
+    }
+    cat_items items = {0};
+    int rc;
+    if (depth == 0) {
+        cat_item it = {0};
+        rc = c->ops->get(c, path, &it, err);
+        if (rc == FERRY_ENOTFOUND) {
+            ferry_err_clear(err);
+            return FERRY_OK;
+        }
+        if (!rc) {
+            rc = cat_items_push(&items, it.path ? it.path : path, it.doc, strlen(it.doc), it.version);
+            cat_item_free(&it);
+        }
+    } else {
+        rc = c->ops->scan(c, path, depth, &items, err);
+    }
+    if (rc)
+        goto out;
+    if (items.n > 1)
+        qsort(items.v, items.n, sizeof *items.v, item_cmp);
+    if (items.n) {
+        out->items = calloc(items.n, sizeof *out->items);
+        if (!out->items) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory listing %s", path);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < items.n; i++) {
+        rc = cat_record_decode(kind, items.v[i].doc, &out->items[i], err);
+        if (rc) {
+            ferry_err_prefix(err, "%s: ", items.v[i].path);
+            goto out;
+        }
+        out->items[i].version = items.v[i].version;
+        out->n++;
+    }
+out:
+    cat_items_free(&items);
+    if (rc)
+        ferry_record_list_free(out);
+    return rc;
+}
+
+/* ---- batches ---- */
+
+ferry_batch *ferry_batch_new(void) { return calloc(1, sizeof(ferry_batch)); }
+
+void ferry_batch_free(ferry_batch *b)
+{
+    if (!b)
+        return;
+    for (size_t i = 0; i < b->n; i++) {
+        free(b->ops[i].path);
+        free(b->ops[i].doc);
+    }
+    free(b->ops);
+    free(b);
+}
+
+size_t ferry_batch_size(const ferry_batch *b) { return b->n; }
+
+static int batch_add(ferry_batch *b, enum cat_op_type type, const ferry_record *rec, ferry_err *err)
+{
+    char path[1024];
+    int rc = cat_record_path(rec, path, sizeof path, err);
+    if (rc)
+        return rc;
+    if (type != CAT_CREATE && rec->version < FERRY_VERSION_ANY)
+        return ferry_err_set(err, FERRY_EINVAL, "%s: bad expected version %lld", path,
+                             (long long)rec->version);
+    if (type == CAT_CHECK && rec->version == FERRY_VERSION_ANY)
+        return ferry_err_set(err, FERRY_EINVAL, "%s: a check needs a version", path);
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 16;
+        cat_op *ops = realloc(b->ops, cap * sizeof *ops);
+        if (!ops)
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory queueing %s", path);
+        b->ops = ops;
+        b->cap = cap;
+    }
+    cat_op *op = &b->ops[b->n];
+    memset(op, 0, sizeof *op);
+    op->type = type;
+    op->version = type == CAT_CREATE ? FERRY_VERSION_ANY : rec->version;
+    op->is_route = rec->kind == FERRY_REC_ROUTE && type != CAT_CHECK;
+    op->path = strdup(path);
+    if (type == CAT_CREATE || type == CAT_SET) {
+        op->doc = cat_record_encode(rec);
+        op->doc_len = op->doc ? strlen(op->doc) : 0;
+    }
+    if (!op->path || ((type == CAT_CREATE || type == CAT_SET) && !op->doc)) {
+        free(op->path);
+        free(op->doc);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory queueing %s", path);
+    }
+    b->n++;
+    return FERRY_OK;
+}
+
+int ferry_batch_create(ferry_batch *b, const ferry_record *rec, ferry_err *err)
+{
+    return batch_add(b, CAT_CREATE, rec, err);
+}
+int ferry_batch_update(ferry_batch *b, const ferry_record *rec, ferry_err *err)
+{
+    return batch_add(b, CAT_SET, rec, err);
+}
+int ferry_batch_delete(ferry_batch *b, const ferry_record *rec, ferry_err *err)
+{
+    return batch_add(b, CAT_DELETE, rec, err);
+}
+int ferry_batch_check(ferry_batch *b, const ferry_record *rec, ferry_err *err)
+{
+    return batch_add(b, CAT_CHECK, rec, err);
+}
+
+static int commit_ops(ferry_catalog *c, const ferry_batch *b, enum cat_routing_change routing,
+                      uint64_t routing_value, int64_t *new_versions, ferry_commit_info *info,
+                      ferry_err *err)
+{
+    ferry_commit_info local = {0};
+    if (!info)
+        info = &local;
+    memset(info, 0, sizeof *info);
+    cat_commit_req req = {b->ops, b->n, routing, routing_value, new_versions};
+    if (routing == CAT_ROUTING_KEEP)
+        for (size_t i = 0; i < b->n; i++)
+            if (b->ops[i].is_route)
+                req.routing = CAT_ROUTING_BUMP;
+    if (b->n == 0 && req.routing == CAT_ROUTING_KEEP)
+        return FERRY_OK;
+    return c->ops->commit(c, &req, info, err);
+}
+
+int ferry_catalog_commit(ferry_catalog *c, const ferry_batch *b, ferry_commit_info *info,
+                         ferry_err *err)
+{
+    int64_t *nv = calloc(b->n ? b->n : 1, sizeof *nv);
+    if (!nv)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    int rc = commit_ops(c, b, CAT_ROUTING_KEEP, 0, nv, info, err);
+    free(nv);
+    return rc;
+}
+
+static int single(ferry_catalog *c, enum cat_op_type type, ferry_record *rec, ferry_err *err)
+{
+    ferry_batch b = {0};
+    int64_t nv = -1;
+    int rc = batch_add(&b, type, rec, err);
+    if (!rc)
+        rc = commit_ops(c, &b, CAT_ROUTING_KEEP, 0, &nv, NULL, err);
+    if (!rc)
+        rec->version = nv;
+    for (size_t i = 0; i < b.n; i++) {
+        free(b.ops[i].path);
+        free(b.ops[i].doc);
+    }
+    free(b.ops);
+    return rc;
+}
+
+int ferry_catalog_create(ferry_catalog *c, ferry_record *rec, ferry_err *err)
+{
+    return single(c, CAT_CREATE, rec, err);
+}
+int ferry_catalog_update(ferry_catalog *c, ferry_record *rec, ferry_err *err)
+{
+    return single(c, CAT_SET, rec, err);
+}
+int ferry_catalog_delete(ferry_catalog *c, ferry_record *rec, ferry_err *err)
+{
+    return single(c, CAT_DELETE, rec, err);
+}
+
+int ferry_catalog_move_advance(ferry_catalog *c, ferry_record *rec, enum ferry_move_state to,
+                               const char *detail, ferry_err *err)
+{
+    if (rec->kind != FERRY_REC_MOVE)
+        return ferry_err_set(err, FERRY_EINVAL, "move_advance needs a move record");
+    ferry_move *m = &rec->u.move;
+    if (!ferry_move_transition_ok(m->state, to))
+        return ferry_err_set(err, FERRY_EINVAL, "move %s cannot go from %s to %s", m->id,
+                             ferry_move_state_name(m->state), ferry_move_state_name(to));
+    ferry_record next = *rec;
+    next.u.move.state = to;
+    next.u.move.step = 0;
+    next.u.move.updated = (int64_t)time(NULL);
+    if (detail)
+        snprintf(next.u.move.detail, sizeof next.u.move.detail, "%s", detail);
+    int rc = single(c, CAT_SET, &next, err);
+    if (rc == FERRY_ECONFLICT)
+        ferry_err_prefix(err, "move %s: another actor changed it first: ", m->id);
+    if (!rc)
+        *rec = next;
+    return rc;
+}
+
+/* ---- routing ---- */
+
+int ferry_catalog_routing_version(ferry_catalog *c, uint64_t *version, ferry_err *err)
+{
+    return c->ops->routing_version(c, version, err);
+}
+
+int ferry_catalog_routing_wait(ferry_catalog *c, uint64_t known, int timeout_ms, uint64_t *now,
+                               ferry_err *err)
+{
+    return c->ops->routing_wait(c, known, timeout_ms, now, err);
+}
+
+static json_t *split_list(const char *csv)
+{
+    json_t *a = json_array();
+    const char *p = csv;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        char item[FERRY_LIST_MAX];
+        snprintf(item, sizeof item, "%.*s", (int)n, p);
+        char *t = ferry_trim(item);
+        if (*t)
+            json_array_append_new(a, json_string(t));
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return a;
+}
+
+int ferry_catalog_routing_json(ferry_catalog *c, const char *tenant, int64_t split, char **json,
+                               ferry_err *err)
+{
+    *json = NULL;
+    char splitbuf[24];
+    const char *prefix[2] = {tenant, splitbuf};
+    size_t nprefix = tenant ? (split >= 0 ? 2 : 1) : 0;
+    snprintf(splitbuf, sizeof splitbuf, "%lld", (long long)split);
+    for (int attempt = 0; attempt < 20; attempt++) {
+        uint64_t v1 = 0, v2 = 0;
+        ferry_record_list routes = {0};
+        int rc = ferry_catalog_routing_version(c, &v1, err);
+        if (!rc)
+            rc = ferry_catalog_list(c, FERRY_REC_ROUTE, prefix, nprefix, &routes, err);
+        if (!rc)
+            rc = ferry_catalog_routing_version(c, &v2, err);
+        if (rc) {
+            ferry_record_list_free(&routes);
+            return rc;
+        }
+        if (v1 != v2) { /* a switch happened while reading: read again */
+            ferry_record_list_free(&routes);
+            continue;
+        }
+        json_t *root = json_object(), *slices = json_array();
+        json_object_set_new(root, "version", json_integer((json_int_t)v1));
+        for (size_t i = 0; i < routes.n; i++) {
+            const ferry_route *r = &routes.items[i].u.route;
+            json_t *o = json_object();
+            json_object_set_new(o, "tenant", json_string(r->tenant));
+            json_object_set_new(o, "split", json_integer(r->split));
+            json_object_set_new(o, "shards", split_list(r->shards));
+            json_array_append_new(slices, o);
+        }
+        json_object_set_new(root, "slices", slices);
+        ferry_record_list_free(&routes);
+        *json = json_dumps(root, JSON_COMPACT);
+        json_decref(root);
+        return *json ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    return ferry_err_set(err, FERRY_ETIMEOUT,
+                         "the routing table kept changing while it was read; try again");
+}
+
+/* ---- lease ---- */
+
+struct ferry_lease {
+    void *token;
+};
+
+int ferry_catalog_lease_acquire(ferry_catalog *c, const char *name, const char *owner,
+                                ferry_lease **out, ferry_err *err)
+{
+    *out = NULL;
+    if (!cat_name_ok(name))
+        return ferry_err_set(err, FERRY_EINVAL, "lease name '%s' is not a valid name", name);
+    ferry_lease *l = calloc(1, sizeof *l);
+    if (!l)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    int rc = c->ops->lease_acquire(c, name, owner ? owner : "", &l->token, err);
+    if (rc) {
+        free(l);
+        return rc;
+    }
+    *out = l;
+    return FERRY_OK;
+}
+
+bool ferry_catalog_lease_valid(ferry_catalog *c, const ferry_lease *lease)
+{
+    return lease && c->ops->lease_valid(c, lease->token);
+}
+
+void ferry_catalog_lease_release(ferry_catalog *c, ferry_lease *lease)
+{
+    if (!lease)
+        return;
+    c->ops->lease_release(c, lease->token);
+    free(lease);
+}
+
+/* ---- dump ---- */
+
+int ferry_catalog_export(ferry_catalog *c, char **json, ferry_err *err)
+{
+    *json = NULL;
+    int rc = FERRY_OK;
+    json_t *root = json_object();
+    uint64_t rv = 0;
+    rc = ferry_catalog_routing_version(c, &rv, err);
+    if (rc)
+        goto out;
+    json_object_set_new(root, "format", json_string(DUMP_FORMAT));
+    json_object_set_new(root, "format_version", json_integer(DUMP_VERSION));
+    json_object_set_new(root, "routing_version", json_integer((json_int_t)rv));
+    for (int k = 0; k < FERRY_REC_KIND_COUNT; k++) {
+        ferry_record_list l = {0};
+        rc = ferry_catalog_list(c, (enum ferry_record_kind)k, NULL, 0, &l, err);
+        if (rc)
+            goto out;
+        json_t *a = json_array();
+        for (size_t i = 0; i < l.n; i++)
+            json_array_append_new(a, cat_record_to_json(&l.items[i]));
+        json_object_set_new(root, cat_kind_dir((enum ferry_record_kind)k), a);
+        ferry_record_list_free(&l);
+    }
+    *json = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    if (!*json)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+out:
+    json_decref(root);
+    return rc;
+}
+
+int ferry_catalog_import(ferry_catalog *c, const char *text, ferry_err *err)
+{
+    json_error_t je;
+    ferry_batch *b = NULL;
+    int64_t *nv = NULL;
+    int rc = FERRY_OK;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return ferry_err_set(err, FERRY_EINVAL, "not a catalog dump: line %d: %s", je.line,
+                             je.text);
+    const json_t *fmt = json_object_get(root, "format");
+    const json_t *ver = json_object_get(root, "format_version");
+    const json_t *rv = json_object_get(root, "routing_version");
+    if (!json_is_string(fmt) || strcmp(json_string_value(fmt), DUMP_FORMAT) ||
+        !json_is_integer(ver)) {
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "not a catalog dump (no \"format\": \"" DUMP_FORMAT "\")");
+        goto out;
+    }
+    if (json_integer_value(ver) != DUMP_VERSION) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "dump format_version %lld is not supported (expected %d)",
+                           (long long)json_integer_value(ver), DUMP_VERSION);
+        goto out;
+    }
+    if (!json_is_integer(rv) || json_integer_value(rv) < 0) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "dump: routing_version must be a non-negative integer");
+        goto out;
+    }
+    size_t known = 3;
+    b = ferry_batch_new();
+    if (!b) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int k = 0; k < FERRY_REC_KIND_COUNT; k++) {
+        const char *dir = cat_kind_dir((enum ferry_record_kind)k);
+        const json_t *a = json_object_get(root, dir);
+        if (!a)
+            continue;
+        known++;
+        if (!json_is_array(a)) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "dump: '%s' must be an array", dir);
+            goto out;
+        }
+        /* The catalog must be empty: an import never merges. */
+        cat_items existing = {0};
+        rc = c->ops->scan(c, dir, cat_kind_depth((enum ferry_record_kind)k), &existing, err);
+        size_t n_existing = existing.n;
+        cat_items_free(&existing);
+        if (rc)
+            goto out;
+        if (n_existing) {
+            rc = ferry_err_set(err, FERRY_ECONFLICT,
+                               "the catalog is not empty (it has %s records); import loads only "
+                               "into an empty catalog",
+                               ferry_record_kind_name((enum ferry_record_kind)k));
+            goto out;
+        }
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            ferry_record r;
+            rc = cat_record_from_json((enum ferry_record_kind)k, json_array_get(a, i), &r, err);
+            if (!rc)
+                rc = ferry_batch_create(b, &r, err);
+            ferry_record_free(&r);
+            if (rc) {
+                ferry_err_prefix(err, "dump: %s[%zu]: ", dir, i);
+                goto out;
+            }
+        }
+    }
+    if (known != json_object_size(root)) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "dump has unknown top-level fields");
+        goto out;
+    }
+    nv = calloc(b->n ? b->n : 1, sizeof *nv);
+    if (!nv) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = commit_ops(c, b, CAT_ROUTING_SET, (uint64_t)json_integer_value(rv), nv, NULL, err);
+out:
+    free(nv);
+    ferry_batch_free(b);
+    json_decref(root);
+    return rc;
+}

@@ -1,0 +1,116 @@
+/* The catalog's insides: the backend interface (a table of function pointers that the SQLite and
+ * ZooKeeper backends fill) and the record codec shared by both. Backends store documents (JSON
+ * text) at slash-separated paths ("shards/node1", "parts/events/p1/all_1_1_0") with a version
+ * each; they know nothing of record types. */
+#ifndef FERRY_CATALOG_INT_H
+#define FERRY_CATALOG_INT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/catalog.h"
+
+enum cat_op_type { CAT_CREATE = 0, CAT_SET, CAT_DELETE, CAT_CHECK };
+
+/* One queued change. path and doc are owned by the batch. */
+typedef struct cat_op {
+    enum cat_op_type type;
+    char *path;
+    char *doc;       /* CREATE and SET */
+    size_t doc_len;
+    int64_t version; /* expected (SET, DELETE, CHECK); FERRY_VERSION_ANY = any */
+    bool is_route;   /* changes the routing table */
+} cat_op;
+
+struct ferry_batch {
+    cat_op *ops;
+    size_t n, cap;
+};
+
+/* A stored document. Owned by whoever holds the item (cat_items_free). */
+typedef struct cat_item {
+    char *path;
+    char *doc;
+    int64_t version;
+} cat_item;
+
+typedef struct cat_items {
+    cat_item *v;
+    size_t n, cap;
+} cat_items;
+
+int cat_items_push(cat_items *l, const char *path, const char *doc, size_t doc_len,
+                   int64_t version);
+void cat_items_free(cat_items *l);
+void cat_item_free(cat_item *it);
+
+enum cat_routing_change { CAT_ROUTING_KEEP = 0, CAT_ROUTING_BUMP, CAT_ROUTING_SET };
+
+typedef struct cat_commit_req {
+    const cat_op *ops;
+    size_t n;
+    enum cat_routing_change routing;
+    uint64_t routing_value;  /* CAT_ROUTING_SET */
+    int64_t *new_versions;   /* n slots filled on success (-1 for DELETE and CHECK) */
+} cat_commit_req;
+
+typedef struct cat_backend cat_backend; /* each backend defines it */
+
+typedef struct cat_backend_ops {
+    const char *name;
+    /* FERRY_ENOTFOUND when nothing is stored at path. */
+    int (*get)(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err);
+    /* Every document exactly depth levels below prefix ("parts", 3), in any order. */
+    int (*scan)(ferry_catalog *c, const char *prefix, int depth, cat_items *out, ferry_err *err);
+    /* All of req or nothing. FERRY_ECONFLICT / FERRY_ENOTFOUND name the failing path. */
+    int (*commit)(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
+                  ferry_err *err);
+    int (*routing_version)(ferry_catalog *c, uint64_t *v, ferry_err *err);
+    int (*routing_wait)(ferry_catalog *c, uint64_t known, int timeout_ms, uint64_t *now,
+                        ferry_err *err);
+    int (*lease_acquire)(ferry_catalog *c, const char *name, const char *owner, void **token,
+                         ferry_err *err);
+    bool (*lease_valid)(ferry_catalog *c, void *token);
+    void (*lease_release)(ferry_catalog *c, void *token);
+    int (*recover)(ferry_catalog *c, size_t *recovered, ferry_err *err);
+    void (*close)(ferry_catalog *c);
+} cat_backend_ops;
+
+struct ferry_catalog {
+    const cat_backend_ops *ops;
+    cat_backend *be;
+    size_t chunk_ops;
+    ferry_catalog_progress_fn progress;
+    void *progress_arg;
+};
+
+/* Backend constructors: rest is the URL after "sqlite:" / "zk://". */
+int cat_sqlite_open(ferry_catalog *c, const char *rest, ferry_err *err);
+int cat_zk_open(ferry_catalog *c, const char *rest, ferry_err *err);
+
+/* ---- record codec (records.c) ---- */
+
+/* Top-level folder of a kind ("shards") and how many key segments its records have. */
+const char *cat_kind_dir(enum ferry_record_kind k);
+int cat_kind_depth(enum ferry_record_kind k);
+/* The kind whose folder is dir; -1 if none. */
+int cat_kind_from_dir(const char *dir);
+/* Whether s is a valid key segment. */
+bool cat_name_ok(const char *s);
+/* The record's path; FERRY_EINVAL naming the bad key field. */
+int cat_record_path(const ferry_record *r, char *path, size_t size, ferry_err *err);
+/* JSON object for a record (new reference) and back. */
+json_t *cat_record_to_json(const ferry_record *r);
+int cat_record_from_json(enum ferry_record_kind kind, const json_t *o, ferry_record *r,
+                         ferry_err *err);
+/* Canonical document text (compact, sorted keys). Caller frees. NULL on allocation failure. */
+char *cat_record_encode(const ferry_record *r);
+int cat_record_decode(enum ferry_record_kind kind, const char *doc, ferry_record *r,
+                      ferry_err *err);
+
+/* Milliseconds on the monotonic clock. */
+int64_t cat_now_ms(void);
+
+#endif

@@ -1,0 +1,451 @@
+/* The catalog's SQLite backend: one database file in WAL mode. Every document is a row of the
+ * STRICT table `records` keyed by (parent, name); a batch is one IMMEDIATE transaction, so it is
+ * atomic however large it is and a writer killed half-way leaves nothing (SQLite rolls the
+ * unfinished transaction back). The coordinator lease is an flock(2) on a lock file beside the
+ * database, which the kernel drops when the holder dies. */
+#include "catalog/catalog_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+struct cat_backend {
+    sqlite3 *db;
+    char *path;
+};
+
+typedef struct sqlite_lease {
+    int fd;
+} sqlite_lease;
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS records("
+    " parent TEXT NOT NULL, name TEXT NOT NULL,"
+    " version INTEGER NOT NULL CHECK (version >= 0),"
+    " doc TEXT NOT NULL CHECK (json_valid(doc)),"
+    " PRIMARY KEY (parent, name)) STRICT, WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT;"
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 1), ('routing_version', 0);"
+    /* Read-only views for people inspecting the file with the sqlite3 shell. */
+    "CREATE VIEW IF NOT EXISTS shard_view AS SELECT name, version, doc->>'state' AS state,"
+    " doc->>'weight' AS weight, doc->>'capacity' AS capacity, doc->>'replicas' AS replicas,"
+    " doc->>'agent' AS agent FROM records WHERE parent = 'shards';"
+    "CREATE VIEW IF NOT EXISTS route_view AS SELECT doc->>'tenant' AS tenant,"
+    " doc->>'split' AS split, doc->>'shards' AS shards, version FROM records"
+    " WHERE parent LIKE 'routes/%';"
+    "CREATE VIEW IF NOT EXISTS slice_view AS SELECT doc->>'tenant' AS tenant,"
+    " doc->>'split' AS split, doc->>'bytes' AS bytes, doc->>'rows' AS rows,"
+    " doc->>'placement' AS placement, version FROM records WHERE parent LIKE 'slices/%';"
+    "CREATE VIEW IF NOT EXISTS move_view AS SELECT name AS id, doc->>'state' AS state,"
+    " doc->>'tenant' AS tenant, doc->>'split' AS split, doc->>'from' AS src, doc->>'to' AS dst,"
+    " doc->>'step' AS step, doc->>'owner' AS owner, version FROM records WHERE parent = 'moves';"
+    "CREATE VIEW IF NOT EXISTS part_object_view AS SELECT r.doc->>'table' AS tbl,"
+    " r.doc->>'partition_id' AS partition_id, r.doc->>'name' AS part, o.value->>'key' AS key,"
+    " o.value->>'size' AS size, o.value->>'checksum' AS checksum, r.doc->>'servers' AS servers"
+    " FROM records r, json_each(r.doc, '$.objects') o WHERE r.parent LIKE 'parts/%';";
+
+static int db_fail(ferry_catalog *c, int code, ferry_err *err, const char *what)
+{
+    return ferry_err_set(err, code, "catalog %s: %s: %s", c->be->path, what,
+                         sqlite3_errmsg(c->be->db));
+}
+
+static int split_path(const char *path, char *parent, size_t psz, const char **name)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || (size_t)(slash - path) >= psz)
+        return FERRY_EINVAL;
+    memcpy(parent, path, (size_t)(slash - path));
+    parent[slash - path] = '\0';
+    *name = slash + 1;
+    return FERRY_OK;
+}
+
+static int sq_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err)
+{
+    char parent[1024];
+    const char *name;
+    if (split_path(path, parent, sizeof parent, &name))
+        return ferry_err_set(err, FERRY_EINVAL, "bad catalog path %s", path);
+    sqlite3_stmt *st = NULL;
+    int rc = FERRY_OK;
+    if (sqlite3_prepare_v2(c->be->db,
+                           "SELECT version, doc FROM records WHERE parent = ?1 AND name = ?2", -1,
+                           &st, NULL) != SQLITE_OK)
+        return db_fail(c, FERRY_EIO, err, "reading");
+    sqlite3_bind_text(st, 1, parent, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW) {
+        out->version = sqlite3_column_int64(st, 0);
+        out->doc = strdup((const char *)sqlite3_column_text(st, 1));
+        out->path = strdup(path);
+        if (!out->doc || !out->path) {
+            cat_item_free(out);
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        }
+    } else if (s == SQLITE_DONE) {
+        rc = ferry_err_set(err, FERRY_ENOTFOUND, "%s does not exist", path);
+    } else {
+        rc = db_fail(c, s == SQLITE_BUSY ? FERRY_ETIMEOUT : FERRY_EIO, err, "reading");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int sq_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out, ferry_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = FERRY_OK;
+    const char *sql =
+        depth == 1 ? "SELECT parent, name, version, doc FROM records WHERE parent = ?1"
+                   : "SELECT parent, name, version, doc FROM records"
+                     " WHERE parent > ?1 || '/' AND parent < ?1 || '0'";
+    if (sqlite3_prepare_v2(c->be->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(c, FERRY_EIO, err, "listing");
+    sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
+    size_t plen = strlen(prefix);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *parent = (const char *)sqlite3_column_text(st, 0);
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        if (depth > 1) { /* keep only rows exactly depth levels below prefix */
+            int slashes = 0;
+            for (const char *p = parent + plen; *p; p++)
+                slashes += *p == '/';
+            if (slashes != depth - 1)
+                continue;
+        }
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", parent, name);
+        const char *doc = (const char *)sqlite3_column_text(st, 3);
+        if (cat_items_push(out, path, doc, strlen(doc), sqlite3_column_int64(st, 2))) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            break;
+        }
+    }
+    if (!rc && s != SQLITE_DONE)
+        rc = db_fail(c, s == SQLITE_BUSY ? FERRY_ETIMEOUT : FERRY_EIO, err, "listing");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int exec(ferry_catalog *c, const char *sql, ferry_err *err)
+{
+    int s = sqlite3_exec(c->be->db, sql, NULL, NULL, NULL);
+    if (s != SQLITE_OK)
+        return db_fail(c, s == SQLITE_BUSY ? FERRY_ETIMEOUT : FERRY_EIO, err, sql);
+    return FERRY_OK;
+}
+
+/* The current version of parent/name, or -1 when absent. */
+static int64_t current_version(sqlite3 *db, const char *parent, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(db, "SELECT version FROM records WHERE parent = ?1 AND name = ?2", -1,
+                           &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, parent, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    return v;
+}
+
+static int mismatch(const cat_op *op, int64_t have, ferry_err *err)
+{
+    if (have < 0)
+        return ferry_err_set(err, FERRY_ENOTFOUND, "%s does not exist", op->path);
+    return ferry_err_set(err, FERRY_ECONFLICT,
+                         "%s changed: it is at version %lld, expected %lld", op->path,
+                         (long long)have, (long long)op->version);
+}
+
+static int apply_op(ferry_catalog *c, sqlite3_stmt *const *st, const cat_op *op, int64_t *nv,
+                    ferry_err *err)
+{
+    char parent[1024];
+    const char *name;
+    if (split_path(op->path, parent, sizeof parent, &name))
+        return ferry_err_set(err, FERRY_EINVAL, "bad catalog path %s", op->path);
+    sqlite3 *db = c->be->db;
+    int64_t have;
+    sqlite3_stmt *s = st[op->type];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    sqlite3_bind_text(s, 1, parent, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+    switch (op->type) {
+    case CAT_CREATE: {
+        sqlite3_bind_text(s, 3, op->doc, (int)op->doc_len, SQLITE_STATIC);
+        int r = sqlite3_step(s);
+        if (r == SQLITE_CONSTRAINT)
+            return ferry_err_set(err, FERRY_ECONFLICT, "%s already exists", op->path);
+        if (r != SQLITE_DONE)
+            return db_fail(c, FERRY_EIO, err, "writing");
+        *nv = 0;
+        return FERRY_OK;
+    }
+    case CAT_SET:
+    case CAT_DELETE: {
+        if (op->type == CAT_SET)
+            sqlite3_bind_text(s, 3, op->doc, (int)op->doc_len, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 4, op->version);
+        int r = sqlite3_step(s);
+        if (r == SQLITE_ROW) {
+            *nv = op->type == CAT_SET ? sqlite3_column_int64(s, 0) : -1;
+            while (r == SQLITE_ROW)
+                r = sqlite3_step(s);
+            return r == SQLITE_DONE ? FERRY_OK : db_fail(c, FERRY_EIO, err, "writing");
+        }
+        if (r != SQLITE_DONE)
+            return db_fail(c, FERRY_EIO, err, "writing");
+        have = current_version(db, parent, name);
+        return mismatch(op, have, err);
+    }
+    case CAT_CHECK:
+        have = current_version(db, parent, name);
+        if (have < 0 || have != op->version)
+            return mismatch(op, have, err);
+        *nv = -1;
+        return FERRY_OK;
+    }
+    return ferry_err_set(err, FERRY_EINTERNAL, "unknown operation");
+}
+
+static int sq_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
+                     ferry_err *err)
+{
+    static const char *const sql[] = {
+        [CAT_CREATE] = "INSERT INTO records(parent, name, version, doc) VALUES (?1, ?2, 0, ?3)",
+        [CAT_SET] = "UPDATE records SET doc = ?3, version = version + 1 WHERE parent = ?1 AND"
+                    " name = ?2 AND (?4 < 0 OR version = ?4) RETURNING version",
+        [CAT_DELETE] = "DELETE FROM records WHERE parent = ?1 AND name = ?2 AND"
+                       " (?4 < 0 OR version = ?4) RETURNING version",
+        [CAT_CHECK] = "SELECT version FROM records WHERE parent = ?1 AND name = ?2",
+    };
+    sqlite3_stmt *st[4] = {0};
+    int rc = FERRY_OK;
+    bool in_tx = false;
+    for (int i = 0; i < 4; i++)
+        if (sqlite3_prepare_v2(c->be->db, sql[i], -1, &st[i], NULL) != SQLITE_OK) {
+            rc = db_fail(c, FERRY_EIO, err, "preparing a write");
+            goto out;
+        }
+    rc = exec(c, "BEGIN IMMEDIATE", err);
+    if (rc)
+        goto out;
+    in_tx = true;
+    size_t chunk = c->chunk_ops, chunks = req->n ? (req->n + chunk - 1) / chunk : 1;
+    for (size_t i = 0; i < req->n; i++) {
+        rc = apply_op(c, st, &req->ops[i], &req->new_versions[i], err);
+        if (rc)
+            goto out;
+        if (c->progress && ((i + 1) % chunk == 0 || i + 1 == req->n))
+            c->progress((i + chunk) / chunk, chunks, c->progress_arg);
+    }
+    if (req->routing != CAT_ROUTING_KEEP) {
+        char q[128];
+        if (req->routing == CAT_ROUTING_BUMP)
+            snprintf(q, sizeof q, "UPDATE meta SET value = value + 1 WHERE key = 'routing_version'");
+        else
+            snprintf(q, sizeof q, "UPDATE meta SET value = %llu WHERE key = 'routing_version'",
+                     (unsigned long long)req->routing_value);
+        rc = exec(c, q, err);
+        if (rc)
+            goto out;
+    }
+    rc = exec(c, "COMMIT", err);
+    if (!rc) {
+        in_tx = false;
+        info->ops = req->n;
+        info->round_trips = 1;
+        info->chunks = 1;
+        if (req->routing != CAT_ROUTING_KEEP)
+            rc = c->ops->routing_version(c, &info->routing_version, err);
+    }
+out:
+    for (int i = 0; i < 4; i++)
+        sqlite3_finalize(st[i]);
+    if (in_tx)
+        sqlite3_exec(c->be->db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+static int sq_routing_version(ferry_catalog *c, uint64_t *v, ferry_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = FERRY_OK;
+    if (sqlite3_prepare_v2(c->be->db, "SELECT value FROM meta WHERE key = 'routing_version'", -1,
+                           &st, NULL) != SQLITE_OK)
+        return db_fail(c, FERRY_EIO, err, "reading the routing version");
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
+        *v = (uint64_t)sqlite3_column_int64(st, 0);
+    else
+        rc = db_fail(c, s == SQLITE_BUSY ? FERRY_ETIMEOUT : FERRY_EIO, err,
+                     "reading the routing version");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int sq_routing_wait(ferry_catalog *c, uint64_t known, int timeout_ms, uint64_t *now,
+                           ferry_err *err)
+{
+    int64_t deadline = cat_now_ms() + timeout_ms;
+    for (;;) {
+        int rc = sq_routing_version(c, now, err);
+        if (rc || *now != known)
+            return rc;
+        if (cat_now_ms() >= deadline)
+            return ferry_err_set(err, FERRY_ETIMEOUT,
+                                 "routing version stayed at %llu for %d ms",
+                                 (unsigned long long)known, timeout_ms);
+        struct timespec ts = {0, 20 * 1000000L}; /* poll every 20 ms */
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int sq_lease_acquire(ferry_catalog *c, const char *name, const char *owner, void **token,
+                            ferry_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s-lease-%s", c->be->path, name);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ferry_err_set(err, FERRY_EIO, "lease file %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char holder[256] = "";
+        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = '\0';
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return ferry_err_set(err, FERRY_ECONFLICT, "lease '%s' is held by %s", name,
+                                 holder[0] ? holder : "another process");
+        return ferry_err_set(err, FERRY_EIO, "lease file %s: %s", path, strerror(e));
+    }
+    sqlite_lease *l = malloc(sizeof *l);
+    if (!l) {
+        close(fd);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    /* Who holds it, for the message a contender gets. */
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, owner, strlen(owner), 0) < 0) {
+        /* only informative */
+    }
+    l->fd = fd;
+    *token = l;
+    return FERRY_OK;
+}
+
+static bool sq_lease_valid(ferry_catalog *c, void *token)
+{
+    (void)c;
+    return token && ((sqlite_lease *)token)->fd >= 0;
+}
+
+static void sq_lease_release(ferry_catalog *c, void *token)
+{
+    (void)c;
+    sqlite_lease *l = token;
+    if (!l)
+        return;
+    if (ftruncate(l->fd, 0) != 0) {
+        /* only informative */
+    }
+    close(l->fd); /* drops the flock */
+    free(l);
+}
+
+static int sq_recover(ferry_catalog *c, size_t *n, ferry_err *err)
+{
+    (void)c;
+    (void)err;
+    *n = 0; /* SQLite rolls back unfinished transactions itself */
+    return FERRY_OK;
+}
+
+static void sq_close(ferry_catalog *c)
+{
+    if (!c->be)
+        return;
+    sqlite3_close(c->be->db);
+    free(c->be->path);
+    free(c->be);
+    c->be = NULL;
+}
+
+static const cat_backend_ops sqlite_ops = {
+    .name = "sqlite",
+    .get = sq_get,
+    .scan = sq_scan,
+    .commit = sq_commit,
+    .routing_version = sq_routing_version,
+    .routing_wait = sq_routing_wait,
+    .lease_acquire = sq_lease_acquire,
+    .lease_valid = sq_lease_valid,
+    .lease_release = sq_lease_release,
+    .recover = sq_recover,
+    .close = sq_close,
+};
+
+int cat_sqlite_open(ferry_catalog *c, const char *path, ferry_err *err)
+{
+    if (path[0] != '/')
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "sqlite catalog path '%s' must be absolute (sqlite:/abs/path.db)",
+                             path);
+    c->ops = &sqlite_ops;
+    c->be = calloc(1, sizeof *c->be);
+    if (!c->be || !(c->be->path = strdup(path))) {
+        free(c->be);
+        c->be = NULL;
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    int rc = FERRY_OK;
+    if (sqlite3_open_v2(path, &c->be->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                        NULL) != SQLITE_OK) {
+        rc = ferry_err_set(err, FERRY_EIO, "cannot open catalog %s: %s", path,
+                           c->be->db ? sqlite3_errmsg(c->be->db) : "out of memory");
+        goto out;
+    }
+    sqlite3_busy_timeout(c->be->db, 10000);
+    rc = exec(c, "PRAGMA journal_mode = WAL", err);
+    if (!rc)
+        rc = exec(c, "PRAGMA synchronous = NORMAL", err);
+    if (!rc)
+        rc = exec(c, "PRAGMA foreign_keys = ON", err);
+    /* Lay out the schema only when it is missing: taking the write lock at every open would make
+     * readers wait for a writer's long transaction. */
+    sqlite3_stmt *st = NULL;
+    bool laid_out = false;
+    if (!rc && sqlite3_prepare_v2(c->be->db,
+                                  "SELECT 1 FROM sqlite_master WHERE type = 'view' AND"
+                                  " name = 'part_object_view'",
+                                  -1, &st, NULL) == SQLITE_OK)
+        laid_out = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (!rc && !laid_out)
+        rc = exec(c, "BEGIN IMMEDIATE", err);
+    if (!rc && !laid_out) {
+        rc = exec(c, schema, err);
+        if (!rc)
+            rc = exec(c, "COMMIT", err);
+        else
+            sqlite3_exec(c->be->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+out:
+    if (rc)
+        sq_close(c);
+    return rc;
+}

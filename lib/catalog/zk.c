@@ -1,0 +1,1435 @@
+/* The catalog's ZooKeeper backend (Apache ZooKeeper 3.5+ and ClickHouse Keeper: it uses only
+ * create, delete, set, get, exists, getChildren, check, multi, ephemeral nodes and one-shot
+ * watches). Documents are znode data; a record's version is the znode's data version.
+ *
+ * Atomic batches larger than one multi go through the write gate (docs/catalog.md):
+ *   ROOT/gate            "" when open, or the id of the batch that holds it
+ *   ROOT/batches/ID      "applying" | "committed": the batch's journal
+ *   ROOT/batches/ID/owner     ephemeral: the writer's session is alive
+ *   ROOT/batches/ID/u-NNNNNN  undo records of chunk NNNNNN, written in the chunk's own multi
+ * Every write multi checks the gate's version, so while a batch holds the gate nothing else is
+ * written; readers check the gate before and after reading (a sequence lock), so nobody sees a
+ * batch half-applied. The last chunk's multi commits: it marks the journal committed and opens
+ * the gate. A batch whose owner died before that is rolled back from its undo records by the
+ * next reader, writer or ferry_catalog_recover. */
+#include "catalog/catalog_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zookeeper/zookeeper.h>
+
+#include "ferry/buf.h"
+#include "ferry/strutil.h"
+
+#define PATH_MAX_LEN 1024
+#define CHUNK_BYTES (512 * 1024) /* well under ZooKeeper's 1 MB request limit */
+#define SCAN_WINDOW 512          /* outstanding asynchronous reads while scanning */
+
+struct cat_backend {
+    zhandle_t *zh;
+    char hosts[1024];
+    char root[512]; /* "/ferry"; never ends with '/' */
+    int timeout_ms; /* session timeout asked for */
+    int wait_ms;    /* how long readers and writers wait for a batch in progress */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int state;       /* last session state */
+    uint64_t events; /* bumped on every watch or session event */
+    int64_t gate_version; /* cached version of an open gate; -1 unknown */
+    char **parents;  /* container nodes known to exist */
+    size_t n_parents, cap_parents;
+    unsigned batch_seq;
+};
+
+typedef struct zk_lease {
+    char path[PATH_MAX_LEN];
+} zk_lease;
+
+/* ---- plumbing ---- */
+
+static void on_event(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    (void)zh;
+    (void)path;
+    cat_backend *be = ctx;
+    pthread_mutex_lock(&be->mu);
+    if (type == ZOO_SESSION_EVENT)
+        be->state = state;
+    be->events++;
+    pthread_cond_broadcast(&be->cv);
+    pthread_mutex_unlock(&be->mu);
+}
+
+static uint64_t events_now(cat_backend *be)
+{
+    pthread_mutex_lock(&be->mu);
+    uint64_t e = be->events;
+    pthread_mutex_unlock(&be->mu);
+    return e;
+}
+
+/* Waits until an event arrives after `seen` or the deadline passes; false on timeout. */
+static bool wait_event(cat_backend *be, uint64_t seen, int64_t deadline_ms)
+{
+    bool got = true;
+    pthread_mutex_lock(&be->mu);
+    while (be->events == seen) {
+        int64_t left = deadline_ms - cat_now_ms();
+        if (left <= 0) {
+            got = false;
+            break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = ts.tv_nsec + (left > 200 ? 200 : left) * 1000000L;
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
+        pthread_cond_timedwait(&be->cv, &be->mu, &ts);
+    }
+    pthread_mutex_unlock(&be->mu);
+    return got;
+}
+
+static int zk_code(int zrc)
+{
+    switch (zrc) {
+    case ZOK:
+        return FERRY_OK;
+    case ZNONODE:
+        return FERRY_ENOTFOUND;
+    case ZNODEEXISTS:
+    case ZBADVERSION:
+    case ZNOTEMPTY:
+        return FERRY_ECONFLICT;
+    case ZOPERATIONTIMEOUT:
+        return FERRY_ETIMEOUT;
+    case ZCONNECTIONLOSS:
+    case ZSESSIONEXPIRED:
+    case ZINVALIDSTATE:
+    case ZCLOSING:
+        return FERRY_ECONNECT;
+    case ZNOAUTH:
+    case ZAUTHFAILED:
+        return FERRY_EAUTH;
+    default:
+        return FERRY_EREMOTE;
+    }
+}
+
+static int zfail(cat_backend *be, int zrc, const char *what, const char *rel, ferry_err *err)
+{
+    const char *hint = "";
+    if (zrc == ZSESSIONEXPIRED || zrc == ZINVALIDSTATE)
+        hint = " (the ZooKeeper session expired; reopen the catalog)";
+    else if (zrc == ZCONNECTIONLOSS)
+        hint = " (connection lost; the outcome of a write is unknown until it is read back)";
+    return ferry_err_set(err, zk_code(zrc), "zk://%s%s: %s %s: %s%s", be->hosts, be->root, what,
+                         rel, zerror(zrc), hint);
+}
+
+/* Names are validated to 127 characters, so paths fit; a path that does not is left empty, which
+ * ZooKeeper rejects as a bad argument rather than acting on a truncated path. */
+static void abspath(const cat_backend *be, const char *rel, char *out, size_t size)
+{
+    int n = rel && *rel ? snprintf(out, size, "%s/%s", be->root, rel)
+                        : snprintf(out, size, "%s", be->root[0] ? be->root : "/");
+    if (n < 0 || (size_t)n >= size)
+        out[0] = '\0';
+}
+
+/* Reads a node's data (NUL-terminated, caller frees) and stat; watch != 0 leaves a watch. */
+static int zget(cat_backend *be, const char *abs, bool watch, char **data, int *len,
+                struct Stat *st)
+{
+    int cap = 4096;
+    for (;;) {
+        char *buf = malloc((size_t)cap + 1);
+        if (!buf)
+            return ZSYSTEMERROR;
+        int n = cap;
+        int zrc = watch ? zoo_wget(be->zh, abs, on_event, be, buf, &n, st)
+                        : zoo_get(be->zh, abs, 0, buf, &n, st);
+        if (zrc != ZOK) {
+            free(buf);
+            return zrc;
+        }
+        if (st->dataLength > cap) {
+            free(buf);
+            cap = st->dataLength;
+            continue;
+        }
+        if (n < 0)
+            n = 0;
+        buf[n] = '\0';
+        *data = buf;
+        if (len)
+            *len = n;
+        return ZOK;
+    }
+}
+
+static int zcreate_if_missing(cat_backend *be, const char *abs, const char *data)
+{
+    int zrc = zoo_create(be->zh, abs, data, data ? (int)strlen(data) : -1, &ZOO_OPEN_ACL_UNSAFE,
+                         0, NULL, 0);
+    return zrc == ZNODEEXISTS ? ZOK : zrc;
+}
+
+/* ---- the gate and batch recovery ---- */
+
+static int rollback_batch(ferry_catalog *c, const char *id, ferry_err *err);
+
+/* Waits until no batch holds the gate (rolling back batches whose writer is gone); stores the
+ * open gate's version. */
+static int gate_wait_open(ferry_catalog *c, int64_t *gv, ferry_err *err)
+{
+    cat_backend *be = c->be;
+    int64_t deadline = cat_now_ms() + be->wait_ms;
+    char abs[PATH_MAX_LEN];
+    abspath(be, "gate", abs, sizeof abs);
+    for (;;) {
+        uint64_t seen = events_now(be);
+        char *data = NULL;
+        struct Stat st;
+        int zrc = zget(be, abs, true, &data, NULL, &st);
+        if (zrc != ZOK)
+            return zfail(be, zrc, "reading", "gate", err);
+        if (!data[0]) {
+            free(data);
+            *gv = st.version;
+            be->gate_version = st.version;
+            return FERRY_OK;
+        }
+        char id[256];
+        snprintf(id, sizeof id, "%s", data);
+        free(data);
+        char owner[PATH_MAX_LEN], rel[PATH_MAX_LEN];
+        snprintf(rel, sizeof rel, "batches/%s/owner", id);
+        abspath(be, rel, owner, sizeof owner);
+        struct Stat ost;
+        zrc = zoo_wexists(be->zh, owner, on_event, be, &ost);
+        if (zrc == ZNONODE) { /* its writer is gone: undo what it wrote */
+            int rc = rollback_batch(c, id, err);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (zrc != ZOK)
+            return zfail(be, zrc, "reading", rel, err);
+        if (!wait_event(be, seen, deadline))
+            return ferry_err_set(err, FERRY_ETIMEOUT,
+                                 "zk://%s%s: batch %s is being written by another process and "
+                                 "did not finish within %d ms",
+                                 be->hosts, be->root, id, be->wait_ms);
+    }
+}
+
+/* After a read: true when the gate is still open at the version seen before it. */
+static int gate_unchanged(cat_backend *be, int64_t gv, bool *same, ferry_err *err)
+{
+    char abs[PATH_MAX_LEN];
+    abspath(be, "gate", abs, sizeof abs);
+    struct Stat st;
+    int zrc = zoo_exists(be->zh, abs, 0, &st);
+    if (zrc != ZOK)
+        return zfail(be, zrc, "reading", "gate", err);
+    *same = st.version == gv;
+    if (!*same)
+        be->gate_version = -1;
+    return FERRY_OK;
+}
+
+static int cached_gate(ferry_catalog *c, int64_t *gv, ferry_err *err)
+{
+    if (c->be->gate_version >= 0) {
+        *gv = c->be->gate_version;
+        return FERRY_OK;
+    }
+    return gate_wait_open(c, gv, err);
+}
+
+/* ---- reads ---- */
+
+static int zk_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err)
+{
+    cat_backend *be = c->be;
+    char abs[PATH_MAX_LEN];
+    abspath(be, path, abs, sizeof abs);
+    for (int attempt = 0;; attempt++) {
+        int64_t gv;
+        int rc = attempt ? gate_wait_open(c, &gv, err) : cached_gate(c, &gv, err);
+        if (rc)
+            return rc;
+        char *data = NULL;
+        struct Stat st;
+        int zrc = zget(be, abs, false, &data, NULL, &st);
+        bool same = false;
+        rc = gate_unchanged(be, gv, &same, err);
+        if (rc) {
+            free(data);
+            return rc;
+        }
+        if (!same) {
+            free(data);
+            continue;
+        }
+        if (zrc == ZNONODE || (zrc == ZOK && !data[0])) {
+            free(data);
+            return ferry_err_set(err, FERRY_ENOTFOUND, "%s does not exist", path);
+        }
+        if (zrc != ZOK)
+            return zfail(be, zrc, "reading", path, err);
+        out->path = strdup(path);
+        out->doc = data;
+        out->version = st.version;
+        if (!out->path) {
+            cat_item_free(out);
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        }
+        return FERRY_OK;
+    }
+}
+
+typedef struct scan_slot {
+    struct scan_wait *w;
+    int rc;
+    char *doc;
+    int64_t version;
+} scan_slot;
+
+typedef struct scan_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t pending;
+} scan_wait;
+
+static void scan_done(int rc, const char *value, int len, const struct Stat *st, const void *data)
+{
+    scan_slot *s = (scan_slot *)data;
+    s->rc = rc;
+    if (rc == ZOK) {
+        s->doc = ferry_strndup(value ? value : "", value && len > 0 ? (size_t)len : 0);
+        s->version = st ? st->version : -1;
+        if (!s->doc)
+            s->rc = ZSYSTEMERROR;
+    }
+    pthread_mutex_lock(&s->w->mu);
+    s->w->pending--;
+    pthread_cond_broadcast(&s->w->cv);
+    pthread_mutex_unlock(&s->w->mu);
+}
+
+/* Reads every child of rel (pipelined) into out. */
+static int scan_leaves(cat_backend *be, const char *rel, const struct String_vector *kids,
+                       cat_items *out, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    size_t n = (size_t)kids->count;
+    scan_slot *slots = calloc(n ? n : 1, sizeof *slots);
+    scan_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    if (!slots)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    size_t issued = 0;
+    while (issued < n || w.pending) {
+        pthread_mutex_lock(&w.mu);
+        while (w.pending >= SCAN_WINDOW || (issued == n && w.pending))
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        while (issued < n && w.pending < SCAN_WINDOW) {
+            char crel[PATH_MAX_LEN], abs[PATH_MAX_LEN];
+            snprintf(crel, sizeof crel, "%s/%s", rel, kids->data[issued]);
+            abspath(be, crel, abs, sizeof abs);
+            slots[issued].w = &w;
+            pthread_mutex_lock(&w.mu);
+            w.pending++;
+            pthread_mutex_unlock(&w.mu);
+            int zrc = zoo_aget(be->zh, abs, 0, scan_done, &slots[issued]);
+            if (zrc != ZOK) {
+                pthread_mutex_lock(&w.mu);
+                w.pending--;
+                pthread_mutex_unlock(&w.mu);
+                slots[issued].rc = zrc;
+            }
+            issued++;
+        }
+    }
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (slots[i].rc == ZNONODE)
+            continue; /* deleted since the listing */
+        if (slots[i].rc != ZOK) {
+            rc = zfail(be, slots[i].rc, "reading under", rel, err);
+            break;
+        }
+        if (!slots[i].doc[0])
+            continue; /* a container, not a record */
+        char crel[PATH_MAX_LEN];
+        snprintf(crel, sizeof crel, "%s/%s", rel, kids->data[i]);
+        if (cat_items_push(out, crel, slots[i].doc, strlen(slots[i].doc), slots[i].version))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        free(slots[i].doc);
+    free(slots);
+    return rc;
+}
+
+static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *out,
+                      ferry_err *err)
+{
+    char abs[PATH_MAX_LEN];
+    abspath(be, rel, abs, sizeof abs);
+    struct String_vector kids = {0, NULL};
+    int zrc = zoo_get_children(be->zh, abs, 0, &kids);
+    if (zrc == ZNONODE)
+        return FERRY_OK;
+    if (zrc != ZOK)
+        return zfail(be, zrc, "listing", rel, err);
+    int rc = FERRY_OK;
+    if (depth == 1) {
+        rc = scan_leaves(be, rel, &kids, out, err);
+    } else {
+        for (int i = 0; i < kids.count && !rc; i++) {
+            char crel[PATH_MAX_LEN];
+            snprintf(crel, sizeof crel, "%s/%s", rel, kids.data[i]);
+            rc = scan_level(be, crel, depth - 1, out, err);
+        }
+    }
+    deallocate_String_vector(&kids);
+    return rc;
+}
+
+static int zk_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out,
+                   ferry_err *err)
+{
+    for (int attempt = 0;; attempt++) {
+        int64_t gv;
+        int rc = attempt ? gate_wait_open(c, &gv, err) : cached_gate(c, &gv, err);
+        if (rc)
+            return rc;
+        rc = scan_level(c->be, prefix, depth, out, err);
+        bool same = false;
+        if (!rc)
+            rc = gate_unchanged(c->be, gv, &same, err);
+        if (rc || same)
+            return rc;
+        cat_items_free(out); /* a batch ran while we read: read again */
+    }
+}
+
+/* ---- writes ---- */
+
+/* One multi's worth of operations with the storage they point into. */
+typedef struct zmulti {
+    zoo_op_t *ops;
+    zoo_op_result_t *res;
+    struct Stat *stats;
+    char (*paths)[PATH_MAX_LEN];
+    int *src; /* index into the request's ops, or -1 for bookkeeping operations */
+    int n, cap;
+} zmulti;
+
+static int zmulti_init(zmulti *m, int cap)
+{
+    memset(m, 0, sizeof *m);
+    m->ops = calloc((size_t)cap, sizeof *m->ops);
+    m->res = calloc((size_t)cap, sizeof *m->res);
+    m->stats = calloc((size_t)cap, sizeof *m->stats);
+    m->paths = calloc((size_t)cap, sizeof *m->paths);
+    m->src = calloc((size_t)cap, sizeof *m->src);
+    m->cap = cap;
+    return m->ops && m->res && m->stats && m->paths && m->src ? FERRY_OK : FERRY_ENOMEM;
+}
+
+static void zmulti_free(zmulti *m)
+{
+    free(m->ops);
+    free(m->res);
+    free(m->stats);
+    free(m->paths);
+    free(m->src);
+}
+
+static char *zm_path(zmulti *m, const cat_backend *be, const char *rel)
+{
+    abspath(be, rel, m->paths[m->n], sizeof m->paths[m->n]);
+    return m->paths[m->n];
+}
+
+static void zm_create(zmulti *m, const cat_backend *be, const char *rel, const char *data,
+                      int len, int flags, int src)
+{
+    zoo_create_op_init(&m->ops[m->n], zm_path(m, be, rel), data, len, &ZOO_OPEN_ACL_UNSAFE, flags,
+                       NULL, 0);
+    m->src[m->n++] = src;
+}
+static void zm_set(zmulti *m, const cat_backend *be, const char *rel, const char *data, int len,
+                   int64_t version, int src)
+{
+    zoo_set_op_init(&m->ops[m->n], zm_path(m, be, rel), data, len, (int)version,
+                    &m->stats[m->n]);
+    m->src[m->n++] = src;
+}
+static void zm_delete(zmulti *m, const cat_backend *be, const char *rel, int64_t version, int src)
+{
+    zoo_delete_op_init(&m->ops[m->n], zm_path(m, be, rel), (int)version);
+    m->src[m->n++] = src;
+}
+static void zm_check(zmulti *m, const cat_backend *be, const char *rel, int64_t version, int src)
+{
+    zoo_check_op_init(&m->ops[m->n], zm_path(m, be, rel), (int)version);
+    m->src[m->n++] = src;
+}
+
+/* Adds the request's operation i. */
+static void zm_user_op(zmulti *m, const cat_backend *be, const cat_op *op, int i)
+{
+    switch (op->type) {
+    case CAT_CREATE:
+        zm_create(m, be, op->path, op->doc, (int)op->doc_len, 0, i);
+        break;
+    case CAT_SET:
+        zm_set(m, be, op->path, op->doc, (int)op->doc_len, op->version, i);
+        break;
+    case CAT_DELETE:
+        zm_delete(m, be, op->path, op->version, i);
+        break;
+    case CAT_CHECK:
+        zm_check(m, be, op->path, op->version, i);
+        break;
+    }
+}
+
+/* The first failing operation of a failed multi (-1 if none is marked). */
+static int zm_failed(const zmulti *m)
+{
+    for (int i = 0; i < m->n; i++)
+        if (m->res[i].err != ZOK && m->res[i].err != ZRUNTIMEINCONSISTENCY)
+            return i;
+    return -1;
+}
+
+static int user_op_error(cat_backend *be, const cat_op *op, int zrc, ferry_err *err)
+{
+    switch (zrc) {
+    case ZNODEEXISTS:
+        return ferry_err_set(err, FERRY_ECONFLICT, "%s already exists", op->path);
+    case ZBADVERSION:
+        return ferry_err_set(err, FERRY_ECONFLICT, "%s changed: it is no longer at version %lld",
+                             op->path, (long long)op->version);
+    case ZNONODE:
+        return ferry_err_set(err, FERRY_ENOTFOUND, "%s does not exist", op->path);
+    default:
+        return zfail(be, zrc, "writing", op->path, err);
+    }
+}
+
+static int read_routing(cat_backend *be, uint64_t *value, int64_t *version, ferry_err *err)
+{
+    char abs[PATH_MAX_LEN], *data = NULL;
+    struct Stat st;
+    abspath(be, "routing", abs, sizeof abs);
+    int zrc = zget(be, abs, false, &data, NULL, &st);
+    if (zrc != ZOK)
+        return zfail(be, zrc, "reading", "routing", err);
+    bool ok = ferry_parse_u64(data, value);
+    free(data);
+    if (!ok)
+        return ferry_err_set(err, FERRY_EREMOTE, "zk://%s%s/routing does not hold a number",
+                             be->hosts, be->root);
+    *version = st.version;
+    return FERRY_OK;
+}
+
+typedef struct create_slot {
+    struct scan_wait *w;
+    int rc;
+} create_slot;
+
+static void create_done(int rc, const char *value, const void *data)
+{
+    (void)value;
+    create_slot *s = (create_slot *)data;
+    s->rc = rc;
+    pthread_mutex_lock(&s->w->mu);
+    s->w->pending--;
+    pthread_cond_broadcast(&s->w->cv);
+    pthread_mutex_unlock(&s->w->mu);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int slashes(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '/';
+    return n;
+}
+
+static bool parent_known(const cat_backend *be, const char *p)
+{
+    for (size_t i = 0; i < be->n_parents; i++)
+        if (!strcmp(be->parents[i], p))
+            return true;
+    return false;
+}
+
+/* Makes sure the containers above every created record exist, creating the missing ones level by
+ * level with pipelined asynchronous creates (one round trip per level, whatever their number). */
+static int parents_for(ferry_catalog *c, const cat_commit_req *req, size_t *rt, ferry_err *err)
+{
+    cat_backend *be = c->be;
+    char **want = NULL; /* every container level, e.g. "parts/events" and "parts/events/p1" */
+    size_t n = 0, cap = 0;
+    int rc = FERRY_OK, max_level = 0;
+    create_slot *slots = NULL;
+    char prev[PATH_MAX_LEN] = "";
+    for (size_t i = 0; i < req->n && !rc; i++) {
+        if (req->ops[i].type != CAT_CREATE)
+            continue;
+        char parent[PATH_MAX_LEN];
+        snprintf(parent, sizeof parent, "%s", req->ops[i].path);
+        char *last = strrchr(parent, '/');
+        if (!last)
+            continue;
+        *last = '\0';
+        if (!strchr(parent, '/') || !strcmp(parent, prev) || parent_known(be, parent))
+            continue; /* a kind folder (made at open), the previous record's, or known */
+        memcpy(prev, parent, sizeof prev);
+        /* every level below the kind folder: "parts/events", then "parts/events/p1" */
+        for (const char *p = strchr(strchr(parent, '/') + 1, '/');; p = strchr(p + 1, '/')) {
+            size_t len = p ? (size_t)(p - parent) : strlen(parent);
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                char **v = realloc(want, cap * sizeof *v);
+                if (!v) {
+                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                    break;
+                }
+                want = v;
+            }
+            if (!(want[n] = ferry_strndup(parent, len))) {
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                break;
+            }
+            n++;
+            if (!p)
+                break;
+        }
+    }
+    if (rc || n == 0)
+        goto out;
+    qsort(want, n, sizeof *want, str_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (u && !strcmp(want[u - 1], want[i])) {
+            free(want[i]);
+            continue;
+        }
+        want[u++] = want[i];
+        if (slashes(want[i]) > max_level)
+            max_level = slashes(want[i]);
+    }
+    n = u;
+    slots = calloc(n, sizeof *slots);
+    if (!slots) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int level = 1; level <= max_level && !rc; level++) {
+        scan_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+        for (size_t i = 0; i < n; i++) {
+            if (slashes(want[i]) != level)
+                continue;
+            char abs[PATH_MAX_LEN];
+            abspath(be, want[i], abs, sizeof abs);
+            slots[i].w = &w;
+            pthread_mutex_lock(&w.mu);
+            w.pending++;
+            pthread_mutex_unlock(&w.mu);
+            int zrc = zoo_acreate(be->zh, abs, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, create_done,
+                                  &slots[i]);
+            if (zrc != ZOK) {
+                pthread_mutex_lock(&w.mu);
+                w.pending--;
+                pthread_mutex_unlock(&w.mu);
+                slots[i].rc = zrc;
+            }
+        }
+        pthread_mutex_lock(&w.mu);
+        while (w.pending)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        (*rt)++;
+        for (size_t i = 0; i < n && !rc; i++)
+            if (slashes(want[i]) == level && slots[i].rc != ZOK && slots[i].rc != ZNODEEXISTS)
+                rc = zfail(be, slots[i].rc, "creating", want[i], err);
+    }
+    /* Remember the deepest ones (the records' parents). */
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (slashes(want[i]) != max_level && i + 1 < n && ferry_starts_with(want[i + 1], want[i]))
+            continue;
+        if (be->n_parents == be->cap_parents) {
+            if (be->cap_parents >= 4096) { /* bounded: forget and relearn */
+                for (size_t k = 0; k < be->n_parents; k++)
+                    free(be->parents[k]);
+                be->n_parents = 0;
+            } else {
+                size_t ncap = be->cap_parents ? be->cap_parents * 2 : 32;
+                char **v = realloc(be->parents, ncap * sizeof *v);
+                if (!v)
+                    break; /* only a cache */
+                be->parents = v;
+                be->cap_parents = ncap;
+            }
+        }
+        be->parents[be->n_parents++] = want[i];
+        want[i] = NULL;
+    }
+out:
+    for (size_t i = 0; i < n; i++)
+        free(want[i]);
+    free(want);
+    free(slots);
+    return rc;
+}
+
+/* A batch that fits one multi: [check gate] ops [set routing]. */
+static int commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
+                        ferry_err *err)
+{
+    cat_backend *be = c->be;
+    zmulti m;
+    int rc = zmulti_init(&m, (int)req->n + 2);
+    if (rc) {
+        zmulti_free(&m);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    char rbuf[32];
+    bool settled = false; /* committed, or failed for good */
+    for (int attempt = 0; attempt < 50 && !settled; attempt++) {
+        int64_t gv;
+        rc = attempt ? gate_wait_open(c, &gv, err) : cached_gate(c, &gv, err);
+        if (rc)
+            break;
+        uint64_t rv = 0;
+        int64_t rver = -1;
+        if (req->routing != CAT_ROUTING_KEEP) {
+            rc = read_routing(be, &rv, &rver, err);
+            info->round_trips++;
+            if (rc)
+                break;
+            rv = req->routing == CAT_ROUTING_BUMP ? rv + 1 : req->routing_value;
+        }
+        m.n = 0;
+        zm_check(&m, be, "gate", gv, -1);
+        for (size_t i = 0; i < req->n; i++)
+            zm_user_op(&m, be, &req->ops[i], (int)i);
+        if (req->routing != CAT_ROUTING_KEEP) {
+            snprintf(rbuf, sizeof rbuf, "%llu", (unsigned long long)rv);
+            zm_set(&m, be, "routing", rbuf, (int)strlen(rbuf), rver, -2);
+        }
+        int zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
+        info->round_trips++;
+        if (zrc == ZOK) {
+            for (int i = 0; i < m.n; i++)
+                if (m.src[i] >= 0) {
+                    const cat_op *op = &req->ops[m.src[i]];
+                    req->new_versions[m.src[i]] =
+                        op->type == CAT_CREATE ? 0 : op->type == CAT_SET ? m.stats[i].version : -1;
+                }
+            info->ops = req->n;
+            info->chunks = 1;
+            info->routing_version = rv; /* 0 when no route changed */
+            settled = true;
+            break;
+        }
+        settled = true;
+        int f = zm_failed(&m);
+        if (f < 0) {
+            rc = zfail(be, zrc, "committing a batch at", req->n ? req->ops[0].path : "routing", err);
+            break;
+        }
+        if (m.src[f] == -1 || m.src[f] == -2) {
+            settled = false; /* the gate moved or another switch bumped the routing version */
+            continue;
+        }
+        rc = user_op_error(be, &req->ops[m.src[f]], m.res[f].err, err);
+        break;
+    }
+    if (!rc && !settled)
+        rc = ferry_err_set(err, FERRY_ETIMEOUT,
+                           "zk://%s%s: the batch lost 50 races for the gate or the routing "
+                           "version in a row; try again",
+                           be->hosts, be->root);
+    zmulti_free(&m);
+    return rc;
+}
+
+/* ---- large batches ---- */
+
+static int batch_rel(char *out, size_t size, const char *id, const char *child)
+{
+    return snprintf(out, size, child ? "batches/%s/%s" : "batches/%s", id, child);
+}
+
+/* Removes a batch's journal: its children, then itself (several multis if needed). */
+static void drop_journal(ferry_catalog *c, const char *id, size_t *rt)
+{
+    cat_backend *be = c->be;
+    char rel[PATH_MAX_LEN], abs[PATH_MAX_LEN];
+    batch_rel(rel, sizeof rel, id, NULL);
+    abspath(be, rel, abs, sizeof abs);
+    struct String_vector kids = {0, NULL};
+    if (zoo_get_children(be->zh, abs, 0, &kids) != ZOK)
+        return;
+    zmulti m;
+    if (zmulti_init(&m, (int)c->chunk_ops + 1) == FERRY_OK) {
+        for (int i = 0; i <= kids.count;) {
+            m.n = 0;
+            while (i < kids.count && m.n < m.cap - 1) {
+                char crel[PATH_MAX_LEN];
+                batch_rel(crel, sizeof crel, id, kids.data[i++]);
+                zm_delete(&m, be, crel, -1, -1);
+            }
+            if (i == kids.count) {
+                zm_delete(&m, be, rel, -1, -1);
+                i++;
+            }
+            zoo_multi(be->zh, m.n, m.ops, m.res);
+            if (rt)
+                (*rt)++;
+        }
+    }
+    zmulti_free(&m);
+    deallocate_String_vector(&kids);
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)b, *(const char *const *)a);
+}
+
+/* Undoes what batch id applied (its u-* records, newest first), then opens the gate. Safe to run
+ * by several processes at once: each undo multi also deletes its undo record, so it applies once. */
+static int rollback_batch(ferry_catalog *c, const char *id, ferry_err *err)
+{
+    cat_backend *be = c->be;
+    char rel[PATH_MAX_LEN], abs[PATH_MAX_LEN];
+    batch_rel(rel, sizeof rel, id, NULL);
+    abspath(be, rel, abs, sizeof abs);
+    struct String_vector kids = {0, NULL};
+    int zrc = zoo_get_children(be->zh, abs, 0, &kids);
+    int rc = FERRY_OK;
+    zmulti m = {0};
+    if (zrc != ZOK && zrc != ZNONODE)
+        return zfail(be, zrc, "listing", rel, err);
+    if (kids.count > 1)
+        qsort(kids.data, (size_t)kids.count, sizeof *kids.data, cmp_desc);
+    if (zmulti_init(&m, (int)c->chunk_ops + 2)) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < kids.count && !rc; i++) {
+        if (strncmp(kids.data[i], "u-", 2))
+            continue;
+        char urel[PATH_MAX_LEN], uabs[PATH_MAX_LEN], *data = NULL;
+        batch_rel(urel, sizeof urel, id, kids.data[i]);
+        abspath(be, urel, uabs, sizeof uabs);
+        struct Stat st;
+        zrc = zget(be, uabs, false, &data, NULL, &st);
+        if (zrc == ZNONODE)
+            continue; /* another process undid this chunk */
+        if (zrc != ZOK) {
+            rc = zfail(be, zrc, "reading", urel, err);
+            break;
+        }
+        json_t *undo = json_loads(data, 0, NULL);
+        free(data);
+        if (!json_is_array(undo) || json_array_size(undo) + 1 > (size_t)m.cap) {
+            json_decref(undo);
+            rc = ferry_err_set(err, FERRY_EREMOTE, "batch journal %s is damaged", urel);
+            break;
+        }
+        m.n = 0;
+        for (size_t k = json_array_size(undo); k-- > 0;) {
+            json_t *u = json_array_get(undo, k);
+            const char *kind = json_string_value(json_array_get(u, 0));
+            const char *p = json_string_value(json_array_get(u, 1));
+            const char *d = json_string_value(json_array_get(u, 2));
+            if (!kind || !p)
+                continue;
+            if (!strcmp(kind, "delete"))
+                zm_delete(&m, be, p, -1, -1);
+            else if (!strcmp(kind, "set") && d)
+                zm_set(&m, be, p, d, (int)strlen(d), -1, -1);
+            else if (!strcmp(kind, "create") && d)
+                zm_create(&m, be, p, d, (int)strlen(d), 0, -1);
+        }
+        zm_delete(&m, be, urel, st.version, -1);
+        zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
+        json_decref(undo);
+        if (zrc != ZOK && zrc != ZNONODE && zrc != ZBADVERSION)
+            rc = zfail(be, zrc, "rolling back", urel, err);
+    }
+    if (!rc) {
+        /* Open the gate if this batch still holds it, and drop the journal. */
+        char gabs[PATH_MAX_LEN], *g = NULL;
+        struct Stat gst;
+        abspath(be, "gate", gabs, sizeof gabs);
+        zrc = zget(be, gabs, false, &g, NULL, &gst);
+        if (zrc == ZOK && !strcmp(g, id)) {
+            m.n = 0;
+            zm_set(&m, be, "gate", "", 0, gst.version, -1);
+            zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
+            if (zrc != ZOK && zrc != ZBADVERSION)
+                rc = zfail(be, zrc, "opening", "gate", err);
+        } else if (zrc != ZOK) {
+            rc = zfail(be, zrc, "reading", "gate", err);
+        }
+        free(g);
+        be->gate_version = -1;
+        if (!rc)
+            drop_journal(c, id, NULL);
+    }
+out:
+    zmulti_free(&m);
+    deallocate_String_vector(&kids);
+    return rc;
+}
+
+static int zk_recover(ferry_catalog *c, size_t *recovered, ferry_err *err)
+{
+    cat_backend *be = c->be;
+    char abs[PATH_MAX_LEN];
+    abspath(be, "batches", abs, sizeof abs);
+    struct String_vector kids = {0, NULL};
+    int zrc = zoo_get_children(be->zh, abs, 0, &kids);
+    if (zrc != ZOK)
+        return zfail(be, zrc, "listing", "batches", err);
+    int rc = FERRY_OK;
+    *recovered = 0;
+    for (int i = 0; i < kids.count && !rc; i++) {
+        const char *id = kids.data[i];
+        char rel[PATH_MAX_LEN], babs[PATH_MAX_LEN], *state = NULL;
+        batch_rel(rel, sizeof rel, id, NULL);
+        abspath(be, rel, babs, sizeof babs);
+        struct Stat st;
+        if (zget(be, babs, false, &state, NULL, &st) != ZOK)
+            continue;
+        bool committed = !strcmp(state, "committed");
+        free(state);
+        batch_rel(rel, sizeof rel, id, "owner");
+        abspath(be, rel, babs, sizeof babs);
+        if (committed) {
+            drop_journal(c, id, NULL);
+        } else if (zoo_exists(be->zh, babs, 0, &st) == ZNONODE) {
+            rc = rollback_batch(c, id, err);
+            if (!rc)
+                (*recovered)++;
+        }
+    }
+    deallocate_String_vector(&kids);
+    return rc;
+}
+
+/* The undo records of ops[first..next), as [kind, path, doc]: a create is undone by a delete; a
+ * set or delete by restoring the document read now (the reads are pipelined: one round trip for
+ * the whole chunk). Holding the gate, nothing else changes these records until we commit. */
+static int chunk_undo(cat_backend *be, const cat_op *ops, size_t first, size_t next, json_t *undo,
+                      size_t *rt, ferry_err *err)
+{
+    size_t n = next - first;
+    scan_slot *slots = calloc(n ? n : 1, sizeof *slots);
+    scan_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    int rc = FERRY_OK;
+    bool any = false;
+    if (!slots)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const cat_op *op = &ops[first + i];
+        if (op->type != CAT_SET && op->type != CAT_DELETE)
+            continue;
+        char abs[PATH_MAX_LEN];
+        abspath(be, op->path, abs, sizeof abs);
+        slots[i].w = &w;
+        pthread_mutex_lock(&w.mu);
+        w.pending++;
+        pthread_mutex_unlock(&w.mu);
+        int zrc = zoo_aget(be->zh, abs, 0, scan_done, &slots[i]);
+        if (zrc != ZOK) {
+            pthread_mutex_lock(&w.mu);
+            w.pending--;
+            pthread_mutex_unlock(&w.mu);
+            slots[i].rc = zrc;
+        }
+        any = true;
+    }
+    pthread_mutex_lock(&w.mu);
+    while (w.pending)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    if (any)
+        (*rt)++;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const cat_op *op = &ops[first + i];
+        if (op->type == CAT_CHECK)
+            continue;
+        if (op->type == CAT_CREATE) {
+            json_array_append_new(undo, json_pack("[ss]", "delete", op->path));
+            continue;
+        }
+        if (slots[i].rc == ZNONODE)
+            continue; /* created earlier in this batch (its own undo deletes it), or missing:
+                       * then the operation fails and the batch rolls back */
+        if (slots[i].rc != ZOK) {
+            rc = zfail(be, slots[i].rc, "reading", op->path, err);
+            break;
+        }
+        if (op->version >= 0 && slots[i].version != op->version) {
+            rc = user_op_error(be, op, ZBADVERSION, err);
+            break;
+        }
+        json_array_append_new(undo, json_pack("[sss]", op->type == CAT_SET ? "set" : "create",
+                                              op->path, slots[i].doc));
+    }
+    for (size_t i = 0; i < n; i++)
+        free(slots[i].doc);
+    free(slots);
+    return rc;
+}
+
+static int commit_large(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
+                        ferry_err *err)
+{
+    cat_backend *be = c->be;
+    const clientid_t *cid = zoo_client_id(be->zh);
+    char id[96], brel[PATH_MAX_LEN], orel[PATH_MAX_LEN];
+    snprintf(id, sizeof id, "b-%llx-%d-%u", (unsigned long long)cid->client_id, (int)getpid(),
+             ++be->batch_seq);
+    batch_rel(brel, sizeof brel, id, NULL);
+    batch_rel(orel, sizeof orel, id, "owner");
+    size_t per_chunk = c->chunk_ops > 8 ? c->chunk_ops - 6 : 2; /* room for bookkeeping ops */
+    zmulti m;
+    int rc = zmulti_init(&m, (int)per_chunk + 6);
+    json_t *undo = NULL;
+    char *undo_text = NULL;
+    bool holding = false;
+    if (rc) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    /* 1. Take the gate and open the journal, in one multi. */
+    int64_t gv = -1;
+    uint64_t rv = 0;
+    int64_t rver = -1;
+    for (int attempt = 0;; attempt++) {
+        rc = attempt ? gate_wait_open(c, &gv, err) : cached_gate(c, &gv, err);
+        if (rc)
+            goto out;
+        m.n = 0;
+        zm_set(&m, be, "gate", id, (int)strlen(id), gv, -1);
+        zm_create(&m, be, brel, "applying", 8, 0, -1);
+        zm_create(&m, be, orel, "", 0, ZOO_EPHEMERAL, -1);
+        int zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
+        info->round_trips++;
+        if (zrc == ZOK)
+            break;
+        if (zrc != ZBADVERSION || attempt > 50) {
+            rc = zfail(be, zrc, "starting batch", brel, err);
+            goto out;
+        }
+    }
+    holding = true;
+    int64_t held_gv = gv + 1;
+    be->gate_version = -1;
+    if (req->routing != CAT_ROUTING_KEEP) {
+        rc = read_routing(be, &rv, &rver, err);
+        info->round_trips++;
+        if (rc)
+            goto out;
+        rv = req->routing == CAT_ROUTING_BUMP ? rv + 1 : req->routing_value;
+    }
+    /* 2. Chunks: each multi applies its operations and records how to undo them. */
+    size_t total = 0;
+    for (size_t i = 0, bytes = 0, in = 0; i < req->n; i++) {
+        if (in == per_chunk || (in > 0 && bytes + req->ops[i].doc_len > CHUNK_BYTES / 2)) {
+            total++;
+            in = bytes = 0;
+        }
+        in++;
+        bytes += req->ops[i].doc_len + strlen(req->ops[i].path);
+    }
+    total++;
+    size_t done = 0, next = 0;
+    char rbuf[32];
+    while (next < req->n || done < total) {
+        size_t first = next, bytes = 0;
+        undo = json_array();
+        while (next < req->n && next - first < per_chunk &&
+               (next == first || bytes + req->ops[next].doc_len <= CHUNK_BYTES / 2)) {
+            bytes += req->ops[next].doc_len + strlen(req->ops[next].path);
+            next++;
+        }
+        rc = chunk_undo(be, req->ops, first, next, undo, &info->round_trips, err);
+        if (rc)
+            goto out;
+        undo_text = json_dumps(undo, JSON_COMPACT);
+        if (!undo_text) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        char urel[PATH_MAX_LEN], uname[32];
+        snprintf(uname, sizeof uname, "u-%06zu", done);
+        batch_rel(urel, sizeof urel, id, uname);
+        bool last = next >= req->n;
+        m.n = 0;
+        zm_check(&m, be, orel, 0, -1); /* our session still owns the batch */
+        zm_check(&m, be, "gate", held_gv, -1);
+        for (size_t i = first; i < next; i++)
+            zm_user_op(&m, be, &req->ops[i], (int)i);
+        zm_create(&m, be, urel, undo_text, (int)strlen(undo_text), 0, -1);
+        if (last) { /* the commit point */
+            if (req->routing != CAT_ROUTING_KEEP) {
+                snprintf(rbuf, sizeof rbuf, "%llu", (unsigned long long)rv);
+                zm_set(&m, be, "routing", rbuf, (int)strlen(rbuf), rver, -1);
+            }
+            zm_set(&m, be, brel, "committed", 9, -1, -1);
+            zm_set(&m, be, "gate", "", 0, held_gv, -1);
+        }
+        int zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
+        info->round_trips++;
+        if (zrc != ZOK) {
+            int f = zm_failed(&m);
+            if (f >= 0 && m.src[f] >= 0)
+                rc = user_op_error(be, &req->ops[m.src[f]], m.res[f].err, err);
+            else
+                rc = zfail(be, zrc, "writing chunk", urel, err);
+            goto out;
+        }
+        for (int i = 0; i < m.n; i++)
+            if (m.src[i] >= 0) {
+                const cat_op *op = &req->ops[m.src[i]];
+                req->new_versions[m.src[i]] =
+                    op->type == CAT_CREATE ? 0 : op->type == CAT_SET ? m.stats[i].version : -1;
+            }
+        free(undo_text);
+        undo_text = NULL;
+        json_decref(undo);
+        undo = NULL;
+        done++;
+        info->chunks++;
+        if (last)
+            holding = false; /* committed: the gate is open again */
+        if (c->progress)
+            c->progress(done, total, c->progress_arg);
+        if (last)
+            break;
+    }
+    info->ops = req->n;
+    info->routing_version = rv; /* 0 when no route changed */
+    drop_journal(c, id, &info->round_trips);
+out:
+    if (holding) {
+        /* Failed before the commit point: undo everything we wrote. The rollback is idempotent,
+         * so a connection lost meanwhile is retried while the session lives (the client
+         * reconnects by itself); if it cannot finish, the batch stays invisible behind the gate
+         * and whoever finds it after our session ends rolls it back. */
+        ferry_err e2 = {0};
+        int rb = FERRY_OK;
+        for (int attempt = 0; attempt < 20; attempt++) {
+            rb = rollback_batch(c, id, &e2);
+            if (rb != FERRY_ECONNECT && rb != FERRY_ETIMEOUT)
+                break;
+            struct timespec ts = {0, 250 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (rb)
+            ferry_err_prefix(err, "(rollback of batch %s also failed: %s; it stays invisible and "
+                                  "is rolled back once this session ends) ",
+                             id, e2.msg);
+    }
+    free(undo_text);
+    json_decref(undo);
+    zmulti_free(&m);
+    return rc;
+}
+
+static int zk_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
+                     ferry_err *err)
+{
+    int rc = parents_for(c, req, &info->round_trips, err);
+    if (rc)
+        return rc;
+    size_t bytes = 0;
+    for (size_t i = 0; i < req->n; i++)
+        bytes += req->ops[i].doc_len + strlen(req->ops[i].path) + 64;
+    if (req->n + 2 <= c->chunk_ops && bytes <= CHUNK_BYTES)
+        return commit_small(c, req, info, err);
+    return commit_large(c, req, info, err);
+}
+
+/* ---- routing ---- */
+
+static int zk_routing_version(ferry_catalog *c, uint64_t *v, ferry_err *err)
+{
+    int64_t ver;
+    return read_routing(c->be, v, &ver, err);
+}
+
+static int zk_routing_wait(ferry_catalog *c, uint64_t known, int timeout_ms, uint64_t *now,
+                           ferry_err *err)
+{
+    cat_backend *be = c->be;
+    int64_t deadline = cat_now_ms() + timeout_ms;
+    char abs[PATH_MAX_LEN];
+    abspath(be, "routing", abs, sizeof abs);
+    for (;;) {
+        uint64_t seen = events_now(be);
+        char *data = NULL;
+        struct Stat st;
+        int zrc = zget(be, abs, true, &data, NULL, &st); /* leaves a watch */
+        if (zrc != ZOK)
+            return zfail(be, zrc, "reading", "routing", err);
+        bool ok = ferry_parse_u64(data, now);
+        free(data);
+        if (!ok)
+            return ferry_err_set(err, FERRY_EREMOTE, "routing node does not hold a number");
+        if (*now != known)
+            return FERRY_OK;
+        if (!wait_event(be, seen, deadline))
+            return ferry_err_set(err, FERRY_ETIMEOUT,
+                                 "routing version stayed at %llu for %d ms",
+                                 (unsigned long long)known, timeout_ms);
+    }
+}
+
+/* ---- lease ---- */
+
+static int zk_lease_acquire(ferry_catalog *c, const char *name, const char *owner, void **token,
+                            ferry_err *err)
+{
+    cat_backend *be = c->be;
+    zk_lease *l = calloc(1, sizeof *l);
+    if (!l)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    char rel[PATH_MAX_LEN];
+    snprintf(rel, sizeof rel, "leases/%s", name);
+    abspath(be, rel, l->path, sizeof l->path);
+    int zrc = zoo_create(be->zh, l->path, owner, (int)strlen(owner), &ZOO_OPEN_ACL_UNSAFE,
+                         ZOO_EPHEMERAL, NULL, 0);
+    if (zrc == ZOK) {
+        *token = l;
+        return FERRY_OK;
+    }
+    free(l);
+    if (zrc == ZNODEEXISTS) {
+        char *holder = NULL, abs[PATH_MAX_LEN];
+        struct Stat st;
+        abspath(be, rel, abs, sizeof abs);
+        int rc = ferry_err_set(err, FERRY_ECONFLICT,
+                               "lease '%s' is held by %s (it ends when that holder's session "
+                               "ends)",
+                               name,
+                               zget(be, abs, false, &holder, NULL, &st) == ZOK && holder[0]
+                                   ? holder
+                                   : "another session");
+        free(holder);
+        return rc;
+    }
+    return zfail(be, zrc, "creating", rel, err);
+}
+
+static bool zk_lease_valid(ferry_catalog *c, void *token)
+{
+    cat_backend *be = c->be;
+    zk_lease *l = token;
+    if (!l || zoo_state(be->zh) != ZOO_CONNECTED_STATE)
+        return false;
+    struct Stat st;
+    if (zoo_exists(be->zh, l->path, 0, &st) != ZOK)
+        return false;
+    return st.ephemeralOwner == zoo_client_id(be->zh)->client_id;
+}
+
+static void zk_lease_release(ferry_catalog *c, void *token)
+{
+    zk_lease *l = token;
+    if (!l)
+        return;
+    if (zk_lease_valid(c, l))
+        zoo_delete(c->be->zh, l->path, -1);
+    free(l);
+}
+
+/* ---- open / close ---- */
+
+static void zk_close(ferry_catalog *c)
+{
+    cat_backend *be = c->be;
+    if (!be)
+        return;
+    if (be->zh)
+        zookeeper_close(be->zh);
+    for (size_t i = 0; i < be->n_parents; i++)
+        free(be->parents[i]);
+    free(be->parents);
+    pthread_mutex_destroy(&be->mu);
+    pthread_cond_destroy(&be->cv);
+    free(be);
+    c->be = NULL;
+}
+
+static const cat_backend_ops zk_ops = {
+    .name = "zk",
+    .get = zk_get,
+    .scan = zk_scan,
+    .commit = zk_commit,
+    .routing_version = zk_routing_version,
+    .routing_wait = zk_routing_wait,
+    .lease_acquire = zk_lease_acquire,
+    .lease_valid = zk_lease_valid,
+    .lease_release = zk_lease_release,
+    .recover = zk_recover,
+    .close = zk_close,
+};
+
+/* rest: "host:port[,host:port]/chroot[?timeout_ms=N&wait_ms=N]" */
+static int parse_url(cat_backend *be, const char *rest, ferry_err *err)
+{
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", rest);
+    char *q = strchr(buf, '?');
+    if (q)
+        *q++ = '\0';
+    char *slash = strchr(buf, '/');
+    if (!slash || slash == buf || !slash[1])
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "catalog URL zk://%s needs hosts and a chroot "
+                             "(zk://host:port[,host:port]/chroot)",
+                             rest);
+    if ((size_t)snprintf(be->root, sizeof be->root, "%s", slash) >= sizeof be->root)
+        return ferry_err_set(err, FERRY_EINVAL, "catalog URL chroot is too long");
+    *slash = '\0';
+    if ((size_t)snprintf(be->hosts, sizeof be->hosts, "%s", buf) >= sizeof be->hosts)
+        return ferry_err_set(err, FERRY_EINVAL, "catalog URL host list is too long");
+    size_t rl = strlen(be->root);
+    while (rl > 1 && be->root[rl - 1] == '/')
+        be->root[--rl] = '\0';
+    for (char *p = be->root + 1; *p; p++)
+        if (*p == '/' && p[1] == '/')
+            return ferry_err_set(err, FERRY_EINVAL, "catalog URL chroot %s has an empty part",
+                                 be->root);
+    while (q && *q) {
+        char *amp = strchr(q, '&');
+        if (amp)
+            *amp++ = '\0';
+        char *eq = strchr(q, '=');
+        uint64_t v = 0;
+        if (!eq || !ferry_parse_u64(eq + 1, &v) || v == 0 || v > 3600000)
+            return ferry_err_set(err, FERRY_EINVAL,
+                                 "catalog URL parameter '%s' is malformed (expected "
+                                 "timeout_ms=N or wait_ms=N, milliseconds)",
+                                 q);
+        *eq = '\0';
+        if (!strcmp(q, "timeout_ms"))
+            be->timeout_ms = (int)v;
+        else if (!strcmp(q, "wait_ms"))
+            be->wait_ms = (int)v;
+        else
+            return ferry_err_set(err, FERRY_EINVAL,
+                                 "catalog URL parameter '%s' is unknown (timeout_ms, wait_ms)", q);
+        q = amp;
+    }
+    return FERRY_OK;
+}
+
+int cat_zk_open(ferry_catalog *c, const char *rest, ferry_err *err)
+{
+    cat_backend *be = calloc(1, sizeof *be);
+    if (!be)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    pthread_mutex_init(&be->mu, NULL);
+    pthread_cond_init(&be->cv, NULL);
+    be->timeout_ms = 10000;
+    be->wait_ms = 30000;
+    be->gate_version = -1;
+    c->ops = &zk_ops;
+    c->be = be;
+    int rc = parse_url(be, rest, err);
+    if (rc)
+        goto out;
+    zoo_set_debug_level(getenv("FERRY_ZK_DEBUG") ? ZOO_LOG_LEVEL_DEBUG : (ZooLogLevel)0);
+    be->zh = zookeeper_init(be->hosts, on_event, be->timeout_ms, NULL, be, 0);
+    if (!be->zh) {
+        rc = ferry_err_set(err, FERRY_ECONNECT, "zk://%s: cannot start a client: %s", be->hosts,
+                           strerror(errno));
+        goto out;
+    }
+    int64_t deadline = cat_now_ms() + (be->timeout_ms > 15000 ? be->timeout_ms : 15000);
+    for (;;) {
+        uint64_t seen = events_now(be);
+        pthread_mutex_lock(&be->mu);
+        int st = be->state;
+        pthread_mutex_unlock(&be->mu);
+        if (st == ZOO_CONNECTED_STATE)
+            break;
+        if (st == ZOO_EXPIRED_SESSION_STATE || st == ZOO_AUTH_FAILED_STATE ||
+            !wait_event(be, seen, deadline)) {
+            pthread_mutex_lock(&be->mu);
+            st = be->state;
+            pthread_mutex_unlock(&be->mu);
+            if (st == ZOO_CONNECTED_STATE)
+                break;
+            rc = ferry_err_set(err, FERRY_ECONNECT, "cannot connect to ZooKeeper at %s",
+                               be->hosts);
+            goto out;
+        }
+    }
+    /* The layout: the chroot path, then the fixed nodes under it. */
+    char abs[PATH_MAX_LEN];
+    for (char *p = be->root + 1;; p++) {
+        p = strchr(p, '/');
+        if (p)
+            *p = '\0';
+        int zrc = zcreate_if_missing(be, be->root, NULL);
+        if (p)
+            *p = '/';
+        if (zrc != ZOK) {
+            rc = zfail(be, zrc, "creating", be->root, err);
+            goto out;
+        }
+        if (!p)
+            break;
+    }
+    static const char *const fixed[][2] = {{"gate", ""}, {"routing", "0"}, {"batches", NULL},
+                                           {"leases", NULL}};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        abspath(be, fixed[i][0], abs, sizeof abs);
+        int zrc = zcreate_if_missing(be, abs, fixed[i][1]);
+        if (zrc != ZOK) {
+            rc = zfail(be, zrc, "creating", fixed[i][0], err);
+            goto out;
+        }
+    }
+    for (int k = 0; k < FERRY_REC_KIND_COUNT; k++) {
+        abspath(be, cat_kind_dir((enum ferry_record_kind)k), abs, sizeof abs);
+        int zrc = zcreate_if_missing(be, abs, NULL);
+        if (zrc != ZOK) {
+            rc = zfail(be, zrc, "creating", cat_kind_dir((enum ferry_record_kind)k), err);
+            goto out;
+        }
+    }
+out:
+    if (rc)
+        zk_close(c);
+    return rc;
+}

@@ -1,0 +1,910 @@
+/* The catalog conformance suite: the same checks against whichever backend
+ * $FERRY_TEST_CATALOG names ("zk://127.0.0.1:PORT" for a running ZooKeeper; each test gets its own
+ * chroot), or SQLite in a temporary directory when it is unset. tests/integration/catalog_*.sh run
+ * it against both. Races and crashes use real processes (fork, kill -9, SIGSTOP). */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ferry/catalog.h"
+
+static char base_dir[256];
+static int url_counter;
+static const char *zk_base; /* "zk://host:port" or NULL for SQLite */
+
+/* A URL for a catalog nobody has used yet. */
+static void fresh_url(char *out, size_t size, int wait_ms)
+{
+    url_counter++;
+    if (zk_base)
+        snprintf(out, size, "%s/conformance-%d-%d?timeout_ms=2000&wait_ms=%d", zk_base,
+                 (int)getpid(), url_counter, wait_ms);
+    else
+        snprintf(out, size, "sqlite:%s/c%d.db", base_dir, url_counter);
+}
+
+/* The same catalog with another wait limit (only ZooKeeper URLs carry one). */
+static void with_wait(const char *url, int wait_ms, char *out, size_t size)
+{
+    snprintf(out, size, "%s", url);
+    char *q = strstr(out, "&wait_ms=");
+    if (q)
+        snprintf(q, size - (size_t)(q - out), "&wait_ms=%d", wait_ms);
+}
+
+static ferry_catalog *open_ok(const char *url)
+{
+    ferry_catalog *c = NULL;
+    ferry_err err = {0};
+    int rc = ferry_catalog_open(url, &c, &err);
+    if (rc)
+        fail_msg("open %s: %s", url, err.msg);
+    return c;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void write_byte(int fd, char ch)
+{
+    if (write(fd, &ch, 1) != 1)
+        _exit(99);
+}
+
+static char read_byte(int fd)
+{
+    char ch = 0;
+    if (read(fd, &ch, 1) != 1)
+        return 0;
+    return ch;
+}
+
+static void sample(ferry_record *r, enum ferry_record_kind k, int i)
+{
+    ferry_record_init(r, k);
+    char n[32];
+    snprintf(n, sizeof n, "x%d", i);
+    switch (k) {
+    case FERRY_REC_SETTINGS:
+        snprintf(r->u.settings.name, sizeof r->u.settings.name, "lab");
+        snprintf(r->u.settings.hash, sizeof r->u.settings.hash, "sha256");
+        r->u.settings.rf = 2;
+        r->u.settings.fill = 0.85;
+        snprintf(r->u.settings.clickhouse_version, sizeof r->u.settings.clickhouse_version, "26.7");
+        r->u.settings.pointer_format = 5;
+        r->u.settings.hot_days = 3;
+        break;
+    case FERRY_REC_TABLE:
+        snprintf(r->u.table.name, sizeof r->u.table.name, "events%d", i);
+        snprintf(r->u.table.database, sizeof r->u.table.database, "default");
+        r->u.table.layout = i % 2 ? FERRY_LAYOUT_PER_TENANT : FERRY_LAYOUT_SHARED;
+        snprintf(r->u.table.tenant_column, sizeof r->u.table.tenant_column, "tenant");
+        snprintf(r->u.table.day_column, sizeof r->u.table.day_column, "day");
+        snprintf(r->u.table.split_column, sizeof r->u.table.split_column, "split");
+        break;
+    case FERRY_REC_SHARD:
+        snprintf(r->u.shard.name, sizeof r->u.shard.name, "node%d", i);
+        r->u.shard.weight = 1.5;
+        r->u.shard.capacity = 100ull << 30;
+        snprintf(r->u.shard.replicas, sizeof r->u.shard.replicas, "http://127.0.0.1:8123,http://127.0.0.2:8123");
+        snprintf(r->u.shard.agent, sizeof r->u.shard.agent, "http://127.0.0.1:9123");
+        r->u.shard.state = FERRY_SHARD_DRAINING;
+        break;
+    case FERRY_REC_TENANT:
+        snprintf(r->u.tenant.name, sizeof r->u.tenant.name, "acme%d", i);
+        r->u.tenant.splits = 4;
+        break;
+    case FERRY_REC_SLICE:
+        snprintf(r->u.slice.tenant, sizeof r->u.slice.tenant, "acme");
+        r->u.slice.split = (uint32_t)i;
+        r->u.slice.bytes = 1000 + (uint64_t)i;
+        r->u.slice.rows = 10;
+        snprintf(r->u.slice.placement, sizeof r->u.slice.placement, "node1");
+        break;
+    case FERRY_REC_ROUTE:
+        snprintf(r->u.route.tenant, sizeof r->u.route.tenant, "acme");
+        r->u.route.split = (uint32_t)i;
+        snprintf(r->u.route.shards, sizeof r->u.route.shards, "node1,node2");
+        break;
+    case FERRY_REC_PARTITION:
+        snprintf(r->u.partition.server, sizeof r->u.partition.server, "node1");
+        snprintf(r->u.partition.table, sizeof r->u.partition.table, "events");
+        snprintf(r->u.partition.partition_id, sizeof r->u.partition.partition_id, "p%d", i);
+        snprintf(r->u.partition.tenant, sizeof r->u.partition.tenant, "acme");
+        r->u.partition.day = 20260101;
+        r->u.partition.split = 1;
+        r->u.partition.tier = FERRY_TIER_COLD;
+        r->u.partition.bytes = 5;
+        r->u.partition.rows = 6;
+        break;
+    case FERRY_REC_PART:
+        snprintf(r->u.part.table, sizeof r->u.part.table, "events");
+        snprintf(r->u.part.partition_id, sizeof r->u.part.partition_id, "p1");
+        snprintf(r->u.part.name, sizeof r->u.part.name, "all_%d_%d_0", i, i);
+        r->u.part.bytes = 4096;
+        r->u.part.rows = 100;
+        snprintf(r->u.part.servers, sizeof r->u.part.servers, "node1,node2");
+        ferry_part_add_object(&r->u.part, "parts/abc/data.bin", 4000, "sha256:00ff", NULL);
+        ferry_part_add_object(&r->u.part, "parts/abc/columns.txt", 96, "sha256:11ee", NULL);
+        break;
+    case FERRY_REC_MOVE:
+        snprintf(r->u.move.id, sizeof r->u.move.id, "m%d", i);
+        snprintf(r->u.move.tenant, sizeof r->u.move.tenant, "acme");
+        r->u.move.split = 2;
+        snprintf(r->u.move.from, sizeof r->u.move.from, "node1");
+        snprintf(r->u.move.to, sizeof r->u.move.to, "node2");
+        r->u.move.state = FERRY_MOVE_CLONE;
+        r->u.move.steps = 3;
+        snprintf(r->u.move.owner, sizeof r->u.move.owner, "coordinator-1");
+        r->u.move.created = 1700000000;
+        r->u.move.updated = 1700000001;
+        break;
+    default:
+        break;
+    }
+    (void)n;
+}
+
+static void part_record(ferry_record *r, const char *partition, int i)
+{
+    ferry_record_init(r, FERRY_REC_PART);
+    snprintf(r->u.part.table, sizeof r->u.part.table, "events");
+    snprintf(r->u.part.partition_id, sizeof r->u.part.partition_id, "%s", partition);
+    snprintf(r->u.part.name, sizeof r->u.part.name, "all_%d_%d_0", i, i);
+    r->u.part.bytes = 1000 + (uint64_t)i;
+    r->u.part.rows = 10;
+    snprintf(r->u.part.servers, sizeof r->u.part.servers, "node1");
+    char key[64];
+    snprintf(key, sizeof key, "parts/%s/%d/data.bin", partition, i);
+    ferry_part_add_object(&r->u.part, key, 1000 + (uint64_t)i, "sha256:aa", NULL);
+}
+
+static size_t count_parts(ferry_catalog *c, const char *partition, int *rc_out)
+{
+    const char *prefix[2] = {"events", partition};
+    ferry_record_list l = {0};
+    ferry_err err = {0};
+    int rc = ferry_catalog_list(c, FERRY_REC_PART, prefix, 2, &l, &err);
+    if (rc_out)
+        *rc_out = rc;
+    size_t n = l.n;
+    ferry_record_list_free(&l);
+    return n;
+}
+
+/* ---- CRUD of every record kind ---- */
+
+static void test_crud_every_kind(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    for (int k = 0; k < FERRY_REC_KIND_COUNT; k++) {
+        ferry_record r, got;
+        sample(&r, (enum ferry_record_kind)k, 1);
+        assert_int_equal(ferry_catalog_create(c, &r, &err), FERRY_OK);
+        assert_int_equal(r.version, 0);
+        /* creating it again loses */
+        ferry_record again;
+        sample(&again, (enum ferry_record_kind)k, 1);
+        assert_int_equal(ferry_catalog_create(c, &again, &err), FERRY_ECONFLICT);
+        ferry_record_free(&again);
+        /* read back: identical */
+        sample(&got, (enum ferry_record_kind)k, 1);
+        ferry_record_free(&got);
+        sample(&got, (enum ferry_record_kind)k, 1);
+        if (k == FERRY_REC_PART) { /* keys only: everything else must come from the store */
+            free(got.u.part.objects);
+            got.u.part.objects = NULL;
+            got.u.part.n_objects = 0;
+            got.u.part.bytes = 0;
+        }
+        assert_int_equal(ferry_catalog_get(c, &got, &err), FERRY_OK);
+        assert_int_equal(got.version, 0);
+        if (k == FERRY_REC_PART) {
+            assert_int_equal(got.u.part.n_objects, 2);
+            assert_string_equal(got.u.part.objects[1].key, "parts/abc/columns.txt");
+            assert_int_equal(got.u.part.bytes, 4096);
+        } else {
+            assert_memory_equal(&got.u, &r.u, sizeof r.u);
+        }
+        ferry_record_free(&got);
+        /* update by CAS, then a stale update loses */
+        ferry_record stale;
+        ferry_record_copy(&stale, &r, &err);
+        assert_int_equal(ferry_catalog_update(c, &r, &err), FERRY_OK);
+        assert_int_equal(r.version, 1);
+        assert_int_equal(ferry_catalog_update(c, &stale, &err), FERRY_ECONFLICT);
+        assert_int_equal(ferry_catalog_delete(c, &stale, &err), FERRY_ECONFLICT);
+        ferry_record_free(&stale);
+        /* list */
+        ferry_record_list l = {0};
+        assert_int_equal(ferry_catalog_list(c, (enum ferry_record_kind)k, NULL, 0, &l, &err), FERRY_OK);
+        assert_int_equal(l.n, 1);
+        assert_int_equal(l.items[0].version, 1);
+        ferry_record_list_free(&l);
+        /* delete with the right version; then it is gone */
+        assert_int_equal(ferry_catalog_delete(c, &r, &err), FERRY_OK);
+        assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_ENOTFOUND);
+        assert_int_equal(ferry_catalog_update(c, &r, &err), FERRY_ENOTFOUND);
+        ferry_record_free(&r);
+    }
+    /* listing by key prefix, numbers in numeric order */
+    for (int i = 0; i < 12; i++) {
+        ferry_record r;
+        sample(&r, FERRY_REC_SLICE, i);
+        assert_int_equal(ferry_catalog_create(c, &r, &err), FERRY_OK);
+    }
+    ferry_record other;
+    sample(&other, FERRY_REC_SLICE, 0);
+    snprintf(other.u.slice.tenant, sizeof other.u.slice.tenant, "beta");
+    assert_int_equal(ferry_catalog_create(c, &other, &err), FERRY_OK);
+    const char *acme[] = {"acme"};
+    ferry_record_list l = {0};
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_SLICE, acme, 1, &l, &err), FERRY_OK);
+    assert_int_equal(l.n, 12);
+    for (size_t i = 0; i < l.n; i++)
+        assert_int_equal(l.items[i].u.slice.split, i);
+    ferry_record_list_free(&l);
+    /* bad keys are refused before anything is written */
+    ferry_record bad;
+    sample(&bad, FERRY_REC_TENANT, 0);
+    snprintf(bad.u.tenant.name, sizeof bad.u.tenant.name, "a/b");
+    assert_int_equal(ferry_catalog_create(c, &bad, &err), FERRY_EINVAL);
+    ferry_catalog_close(c);
+}
+
+/* ---- move transitions and CAS between two processes ---- */
+
+static void test_move_cas_race(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_err err = {0};
+    for (int round = 0; round < 4; round++) {
+        ferry_catalog *c = open_ok(url);
+        ferry_record m;
+        sample(&m, FERRY_REC_MOVE, round);
+        assert_int_equal(ferry_catalog_create(c, &m, &err), FERRY_OK);
+        /* an illegal transition is refused */
+        assert_int_equal(ferry_catalog_move_advance(c, &m, FERRY_MOVE_DONE, NULL, &err), FERRY_EINVAL);
+        ferry_catalog_close(c); /* no client threads across fork */
+
+        int ready[2], go[2];
+        assert_int_equal(pipe(ready), 0);
+        assert_int_equal(pipe(go), 0);
+        pid_t kids[2];
+        for (int k = 0; k < 2; k++) {
+            kids[k] = fork();
+            assert_true(kids[k] >= 0);
+            if (kids[k] == 0) {
+                ferry_catalog *cc = NULL;
+                ferry_err e = {0};
+                if (ferry_catalog_open(url, &cc, &e))
+                    _exit(3);
+                ferry_record mine;
+                sample(&mine, FERRY_REC_MOVE, round);
+                if (ferry_catalog_get(cc, &mine, &e))
+                    _exit(4);
+                write_byte(ready[1], 'r');
+                read_byte(go[0]);
+                int rc = ferry_catalog_move_advance(cc, &mine, FERRY_MOVE_VERIFY, "verify", &e);
+                ferry_catalog_close(cc);
+                _exit(rc == FERRY_OK ? 0 : rc == FERRY_ECONFLICT ? 1 : 2);
+            }
+        }
+        read_byte(ready[0]);
+        read_byte(ready[0]); /* both hold the same version */
+        write_byte(go[1], 'g');
+        write_byte(go[1], 'g');
+        int wins = 0, losses = 0;
+        for (int k = 0; k < 2; k++) {
+            int st;
+            assert_int_equal(waitpid(kids[k], &st, 0), kids[k]);
+            assert_true(WIFEXITED(st));
+            wins += WEXITSTATUS(st) == 0;
+            losses += WEXITSTATUS(st) == 1;
+        }
+        close(ready[0]);
+        close(ready[1]);
+        close(go[0]);
+        close(go[1]);
+        assert_int_equal(wins, 1);
+        assert_int_equal(losses, 1);
+        c = open_ok(url);
+        ferry_record now;
+        sample(&now, FERRY_REC_MOVE, round);
+        assert_int_equal(ferry_catalog_get(c, &now, &err), FERRY_OK);
+        assert_int_equal(now.u.move.state, FERRY_MOVE_VERIFY);
+        assert_int_equal(now.version, 1); /* exactly one write */
+        ferry_catalog_close(c);
+    }
+}
+
+/* ---- batches ---- */
+
+static void check_conflicting_batch(ferry_catalog *c, int extra_parts)
+{
+    ferry_err err = {0};
+    ferry_record shard;
+    sample(&shard, FERRY_REC_SHARD, 7);
+    assert_int_equal(ferry_catalog_create(c, &shard, &err), FERRY_OK);
+    ferry_record stale = shard;
+    assert_int_equal(ferry_catalog_update(c, &shard, &err), FERRY_OK); /* stale is now old */
+
+    ferry_batch *b = ferry_batch_new();
+    ferry_record t;
+    sample(&t, FERRY_REC_TENANT, 9);
+    assert_int_equal(ferry_batch_create(b, &t, &err), FERRY_OK);
+    for (int i = 0; i < extra_parts; i++) {
+        ferry_record p;
+        part_record(&p, "conflict", i);
+        assert_int_equal(ferry_batch_create(b, &p, &err), FERRY_OK);
+        ferry_record_free(&p);
+    }
+    ferry_record route;
+    sample(&route, FERRY_REC_ROUTE, 3);
+    assert_int_equal(ferry_batch_create(b, &route, &err), FERRY_OK);
+    stale.u.shard.state = FERRY_SHARD_GONE;
+    assert_int_equal(ferry_batch_update(b, &stale, &err), FERRY_OK); /* the conflicting op, last */
+    uint64_t rv0 = 0, rv1 = 0;
+    assert_int_equal(ferry_catalog_routing_version(c, &rv0, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_ECONFLICT);
+    assert_non_null(strstr(err.msg, "shards/node7"));
+    ferry_batch_free(b);
+    /* nothing applied */
+    assert_int_equal(ferry_catalog_get(c, &t, &err), FERRY_ENOTFOUND);
+    assert_int_equal(ferry_catalog_get(c, &route, &err), FERRY_ENOTFOUND);
+    assert_int_equal(count_parts(c, "conflict", NULL), 0);
+    assert_int_equal(ferry_catalog_get(c, &shard, &err), FERRY_OK);
+    assert_int_equal(shard.u.shard.state, FERRY_SHARD_DRAINING);
+    assert_int_equal(ferry_catalog_routing_version(c, &rv1, &err), FERRY_OK);
+    assert_int_equal(rv0, rv1);
+    /* and a batch that needs no rollback still goes through afterwards (the gate is open) */
+    b = ferry_batch_new();
+    assert_int_equal(ferry_batch_create(b, &t, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_int_equal(ferry_catalog_delete(c, &t, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_delete(c, &shard, &err), FERRY_OK); /* at its read version */
+}
+
+static void test_batch_atomicity(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    check_conflicting_batch(c, 0);    /* one multi */
+    check_conflicting_batch(c, 1000); /* chunked: rolled back from the undo journal */
+    /* a chunked batch of updates whose last one is stale: every document is restored */
+    ferry_err e = {0};
+    ferry_batch *b = ferry_batch_new();
+    ferry_record tenants[300];
+    for (int i = 0; i < 300; i++) {
+        sample(&tenants[i], FERRY_REC_TENANT, 100 + i);
+        assert_int_equal(ferry_batch_create(b, &tenants[i], &e), FERRY_OK);
+    }
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &e), FERRY_OK);
+    ferry_batch_free(b);
+    ferry_record bump = tenants[299];
+    bump.version = 0;
+    assert_int_equal(ferry_catalog_update(c, &bump, &e), FERRY_OK); /* tenants[299] is now stale */
+    b = ferry_batch_new();
+    for (int i = 0; i < 300; i++) {
+        tenants[i].version = 0;
+        tenants[i].u.tenant.splits = 9;
+        assert_int_equal(ferry_batch_update(b, &tenants[i], &e), FERRY_OK);
+    }
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &e), FERRY_ECONFLICT);
+    ferry_batch_free(b);
+    ferry_record_list l = {0};
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_TENANT, NULL, 0, &l, &e), FERRY_OK);
+    assert_int_equal(l.n, 300);
+    for (size_t i = 0; i < l.n; i++) {
+        assert_int_equal(l.items[i].u.tenant.splits, 4);
+        /* contents are restored; ZooKeeper's rollback rewrites them, which advances their
+         * versions (a token, never reused: a reader of the old version then loses its CAS) */
+        if (!zk_base)
+            assert_int_equal(l.items[i].version, strcmp(l.items[i].u.tenant.name, "acme399") ? 0 : 1);
+        tenants[i].version = l.items[i].version; /* same (numeric-aware) order as tenants[] */
+    }
+    ferry_record_list_free(&l);
+    /* the same batch at the right versions goes through, in few round trips */
+    b = ferry_batch_new();
+    for (int i = 0; i < 300; i++)
+        assert_int_equal(ferry_batch_update(b, &tenants[i], &e), FERRY_OK);
+    ferry_commit_info info = {0};
+    assert_int_equal(ferry_catalog_commit(c, b, &info, &e), FERRY_OK);
+    ferry_batch_free(b);
+    assert_true(info.round_trips <= 12);
+    size_t n = 99;
+    ferry_err err = {0};
+    assert_int_equal(ferry_catalog_recover(c, &n, &err), FERRY_OK);
+    assert_int_equal(n, 0); /* nothing left behind */
+    ferry_catalog_close(c);
+}
+
+static void test_chunked_10000_parts(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    ferry_batch *b = ferry_batch_new();
+    for (int i = 0; i < 10000; i++) {
+        ferry_record p;
+        part_record(&p, "big", i);
+        assert_int_equal(ferry_batch_create(b, &p, &err), FERRY_OK);
+        ferry_record_free(&p);
+    }
+    ferry_commit_info info = {0};
+    assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_int_equal(info.ops, 10000);
+    if (zk_base) {
+        assert_true(info.chunks >= 100);
+        assert_true(info.round_trips < 250); /* not 10,000 */
+    }
+    assert_int_equal(count_parts(c, "big", NULL), 10000);
+    /* 500 slices of 500 tenants: their 500 parent folders cost one pipelined round trip */
+    b = ferry_batch_new();
+    for (int i = 0; i < 500; i++) {
+        ferry_record sl;
+        sample(&sl, FERRY_REC_SLICE, 0);
+        snprintf(sl.u.slice.tenant, sizeof sl.u.slice.tenant, "t%d", i);
+        assert_int_equal(ferry_batch_create(b, &sl, &err), FERRY_OK);
+    }
+    memset(&info, 0, sizeof info);
+    assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_OK);
+    ferry_batch_free(b);
+    if (zk_base)
+        assert_true(info.round_trips <= 12);
+    ferry_record_list sl = {0};
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_SLICE, NULL, 0, &sl, &err), FERRY_OK);
+    assert_int_equal(sl.n, 500);
+    ferry_record_list_free(&sl);
+    ferry_record one;
+    part_record(&one, "big", 9999);
+    ferry_record_free(&one);
+    part_record(&one, "big", 9999);
+    assert_int_equal(ferry_catalog_get(c, &one, &err), FERRY_OK);
+    assert_int_equal(one.u.part.bytes, 1000 + 9999);
+    ferry_record_free(&one);
+    ferry_catalog_close(c);
+}
+
+/* Progress hook for writers in child processes: after the 3rd chunk, tell the parent and wait
+ * (forever, when the parent means to kill us). */
+typedef struct hook {
+    int to_parent, from_parent;
+} hook;
+
+static void pause_after_third(size_t done, size_t total, void *arg)
+{
+    (void)total;
+    hook *h = arg;
+    if (done == 3) {
+        write_byte(h->to_parent, 'p');
+        read_byte(h->from_parent);
+    }
+}
+
+static pid_t spawn_writer(const char *url, hook *h, int *to_child, int *from_child)
+{
+    int up[2], down[2];
+    if (pipe(up) || pipe(down))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        h->to_parent = up[1];
+        h->from_parent = down[0];
+        ferry_catalog *cc = NULL;
+        ferry_err e = {0};
+        if (ferry_catalog_open(url, &cc, &e))
+            _exit(3);
+        ferry_catalog_set_chunk_ops(cc, 50); /* more chunks, so "half-way" is well inside */
+        ferry_catalog_set_progress(cc, pause_after_third, h);
+        ferry_batch *b = ferry_batch_new();
+        for (int i = 0; i < 2000; i++) {
+            ferry_record p;
+            part_record(&p, "crash", i);
+            if (ferry_batch_create(b, &p, &e))
+                _exit(4);
+            ferry_record_free(&p);
+        }
+        int rc = ferry_catalog_commit(cc, b, NULL, &e);
+        ferry_batch_free(b);
+        ferry_catalog_close(cc);
+        _exit(rc == FERRY_OK ? 0 : 5);
+    }
+    close(up[1]);
+    close(down[0]);
+    *to_child = down[1];
+    *from_child = up[0];
+    return pid;
+}
+
+static void test_batch_invisible_until_committed(void **state)
+{
+    (void)state;
+    char url[512], quick[512];
+    fresh_url(url, sizeof url, 20000);
+    with_wait(url, 300, quick, sizeof quick);
+    ferry_catalog_close(open_ok(url)); /* lay it out */
+    hook h;
+    int to_child, from_child;
+    pid_t pid = spawn_writer(url, &h, &to_child, &from_child);
+    assert_true(pid > 0);
+    assert_int_equal(read_byte(from_child), 'p'); /* 3 chunks written, batch not committed */
+    ferry_catalog *c = open_ok(quick);
+    int rc = 0;
+    size_t seen = count_parts(c, "crash", &rc);
+    /* SQLite readers see the last committed state; ZooKeeper readers wait for the gate and give
+     * up after wait_ms. Either way: none of the batch. */
+    assert_true((rc == FERRY_OK && seen == 0) || rc == FERRY_ETIMEOUT);
+    write_byte(to_child, 'g');
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(count_parts(c, "crash", &rc), 2000);
+    assert_int_equal(rc, FERRY_OK);
+    close(to_child);
+    close(from_child);
+    ferry_catalog_close(c);
+}
+
+static void test_crash_mid_batch(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 20000);
+    ferry_catalog_close(open_ok(url));
+    hook h;
+    int to_child, from_child;
+    pid_t pid = spawn_writer(url, &h, &to_child, &from_child);
+    assert_true(pid > 0);
+    assert_int_equal(read_byte(from_child), 'p');
+    kill(pid, SIGKILL); /* half-way through the batch */
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st));
+    close(to_child);
+    close(from_child);
+
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    if (zk_base) {
+        /* The dead writer's session expires after its timeout; recovery then rolls it back. */
+        size_t total = 0;
+        for (int i = 0; i < 100 && total == 0; i++) {
+            size_t n = 0;
+            assert_int_equal(ferry_catalog_recover(c, &n, &err), FERRY_OK);
+            total += n;
+            if (!total)
+                sleep_ms(100);
+        }
+        assert_int_equal(total, 1);
+    }
+    int rc = 0;
+    assert_int_equal(count_parts(c, "crash", &rc), 0);
+    assert_int_equal(rc, FERRY_OK);
+    size_t n = 9;
+    assert_int_equal(ferry_catalog_recover(c, &n, &err), FERRY_OK);
+    assert_int_equal(n, 0);
+    /* the same batch, retried, goes through completely */
+    ferry_batch *b = ferry_batch_new();
+    for (int i = 0; i < 2000; i++) {
+        ferry_record p;
+        part_record(&p, "crash", i);
+        assert_int_equal(ferry_batch_create(b, &p, &err), FERRY_OK);
+        ferry_record_free(&p);
+    }
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_int_equal(count_parts(c, "crash", &rc), 2000);
+    ferry_catalog_close(c);
+}
+
+/* ---- the lease ---- */
+
+static pid_t spawn_holder(const char *url, int *from_child, int *to_child)
+{
+    int up[2], down[2];
+    if (pipe(up) || pipe(down))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        ferry_catalog *cc = NULL;
+        ferry_err e = {0};
+        ferry_lease *l = NULL;
+        if (ferry_catalog_open(url, &cc, &e) ||
+            ferry_catalog_lease_acquire(cc, "coordinator", "holder-child", &l, &e))
+            _exit(3);
+        write_byte(up[1], 'h');
+        read_byte(down[0]); /* parent: "check your lease now" */
+        for (int i = 0; i < 150; i++) {
+            if (!ferry_catalog_lease_valid(cc, l))
+                _exit(0); /* learnt that it lost the lease */
+            sleep_ms(100);
+        }
+        _exit(1);
+    }
+    close(up[1]);
+    close(down[0]);
+    *from_child = up[0];
+    *to_child = down[1];
+    return pid;
+}
+
+static int acquire_within(const char *url, int ms, ferry_lease **l, ferry_catalog **cout)
+{
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    int64_t deadline = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    deadline = ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + ms;
+    int rc;
+    for (;;) {
+        rc = ferry_catalog_lease_acquire(c, "coordinator", "parent", l, &err);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if (rc != FERRY_ECONFLICT || ts.tv_sec * 1000 + ts.tv_nsec / 1000000 > deadline)
+            break;
+        sleep_ms(100);
+    }
+    *cout = c;
+    return rc;
+}
+
+static void test_lease_killed_holder(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog_close(open_ok(url));
+    int from_child, to_child;
+    pid_t pid = spawn_holder(url, &from_child, &to_child);
+    assert_int_equal(read_byte(from_child), 'h');
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    ferry_lease *l = NULL;
+    assert_int_equal(ferry_catalog_lease_acquire(c, "coordinator", "parent", &l, &err), FERRY_ECONFLICT);
+    assert_non_null(strstr(err.msg, "holder-child"));
+    ferry_catalog_close(c);
+    kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+    close(from_child);
+    close(to_child);
+    assert_int_equal(acquire_within(url, 15000, &l, &c), FERRY_OK);
+    assert_true(ferry_catalog_lease_valid(c, l));
+    /* a second contender in this process is refused while we hold it */
+    ferry_catalog *c2 = open_ok(url);
+    ferry_lease *l2 = NULL;
+    assert_int_equal(ferry_catalog_lease_acquire(c2, "coordinator", "other", &l2, &err), FERRY_ECONFLICT);
+    ferry_catalog_lease_release(c, l);
+    assert_int_equal(ferry_catalog_lease_acquire(c2, "coordinator", "other", &l2, &err), FERRY_OK);
+    ferry_catalog_lease_release(c2, l2);
+    ferry_catalog_close(c2);
+    ferry_catalog_close(c);
+}
+
+static void test_lease_session_expiry(void **state)
+{
+    (void)state;
+    if (!zk_base) {
+        skip(); /* an flock lease lasts as long as its process; only sessions expire */
+        return;
+    }
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog_close(open_ok(url));
+    int from_child, to_child;
+    pid_t pid = spawn_holder(url, &from_child, &to_child);
+    assert_int_equal(read_byte(from_child), 'h');
+    kill(pid, SIGSTOP); /* alive but silent: its session times out */
+    ferry_lease *l = NULL;
+    ferry_catalog *c = NULL;
+    assert_int_equal(acquire_within(url, 15000, &l, &c), FERRY_OK);
+    kill(pid, SIGCONT);
+    write_byte(to_child, 'c');
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0); /* the old holder saw that it lost the lease */
+    assert_true(ferry_catalog_lease_valid(c, l));
+    ferry_catalog_lease_release(c, l);
+    ferry_catalog_close(c);
+    close(from_child);
+    close(to_child);
+}
+
+/* ---- restart, routing, dumps ---- */
+
+static void fill_catalog(ferry_catalog *c)
+{
+    ferry_err err = {0};
+    ferry_batch *b = ferry_batch_new();
+    for (int k = 0; k < FERRY_REC_KIND_COUNT; k++)
+        for (int i = 0; i < (k == FERRY_REC_SETTINGS ? 1 : 3); i++) {
+            ferry_record r;
+            sample(&r, (enum ferry_record_kind)k, i);
+            assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+            ferry_record_free(&r);
+        }
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
+    ferry_batch_free(b);
+}
+
+static void test_restart_and_reload(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    fill_catalog(c);
+    ferry_err err = {0};
+    char *before = NULL, *after = NULL;
+    assert_int_equal(ferry_catalog_export(c, &before, &err), FERRY_OK);
+    ferry_catalog_close(c);
+    c = open_ok(url);
+    assert_int_equal(ferry_catalog_export(c, &after, &err), FERRY_OK);
+    assert_string_equal(before, after);
+    assert_non_null(strstr(after, "\"routing_version\": 1"));
+    /* export -> import into a fresh catalog -> export: identical */
+    char url2[512];
+    fresh_url(url2, sizeof url2, 5000);
+    ferry_catalog *c2 = open_ok(url2);
+    assert_int_equal(ferry_catalog_import(c2, before, &err), FERRY_OK);
+    free(after);
+    assert_int_equal(ferry_catalog_export(c2, &after, &err), FERRY_OK);
+    assert_string_equal(before, after);
+    /* import never merges */
+    assert_int_equal(ferry_catalog_import(c2, before, &err), FERRY_ECONFLICT);
+    ferry_catalog_close(c2);
+    free(before);
+    free(after);
+    ferry_catalog_close(c);
+}
+
+static void test_routing_version(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    uint64_t v = 99;
+    assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
+    assert_int_equal(v, 0);
+    /* one batch of three routes: one switch */
+    ferry_batch *b = ferry_batch_new();
+    for (int i = 0; i < 3; i++) {
+        ferry_record r;
+        sample(&r, FERRY_REC_ROUTE, i);
+        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    }
+    ferry_commit_info info = {0};
+    assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_int_equal(info.routing_version, 1);
+    /* a change that is not a route leaves it alone */
+    ferry_record t;
+    sample(&t, FERRY_REC_TENANT, 1);
+    assert_int_equal(ferry_catalog_create(c, &t, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
+    assert_int_equal(v, 1);
+    /* a waiter that times out */
+    uint64_t now = 0;
+    assert_int_equal(ferry_catalog_routing_wait(c, 1, 100, &now, &err), FERRY_ETIMEOUT);
+    ferry_catalog_close(c);
+
+    /* a watcher in another process sees each switch */
+    for (uint64_t expect = 2; expect <= 4; expect++) {
+        int up[2];
+        assert_int_equal(pipe(up), 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+            ferry_catalog *cc = NULL;
+            ferry_err e = {0};
+            uint64_t seen = 0;
+            if (ferry_catalog_open(url, &cc, &e))
+                _exit(3);
+            write_byte(up[1], 'w');
+            int rc = ferry_catalog_routing_wait(cc, expect - 1, 10000, &seen, &e);
+            ferry_catalog_close(cc);
+            _exit(rc ? 4 : (int)seen);
+        }
+        assert_int_equal(read_byte(up[0]), 'w');
+        c = open_ok(url);
+        ferry_record r;
+        sample(&r, FERRY_REC_ROUTE, 1);
+        assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+        snprintf(r.u.route.shards, sizeof r.u.route.shards, "node%d", (int)expect);
+        assert_int_equal(ferry_catalog_update(c, &r, &err), FERRY_OK);
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), (int)expect);
+        /* the JSON table agrees with the version */
+        char *json = NULL;
+        assert_int_equal(ferry_catalog_routing_json(c, "acme", 1, &json, &err), FERRY_OK);
+        char want[128];
+        snprintf(want, sizeof want,
+                 "{\"version\":%d,\"slices\":[{\"tenant\":\"acme\",\"split\":1,\"shards\":[\"node%d\"]}]}",
+                 (int)expect, (int)expect);
+        assert_string_equal(json, want);
+        free(json);
+        ferry_catalog_close(c);
+        close(up[0]);
+        close(up[1]);
+    }
+    /* a stale route update loses and does not bump the version */
+    c = open_ok(url);
+    ferry_record r;
+    sample(&r, FERRY_REC_ROUTE, 0);
+    r.version = 0;
+    assert_int_equal(ferry_catalog_update(c, &r, &err), FERRY_OK);
+    r.version = 0;
+    assert_int_equal(ferry_catalog_update(c, &r, &err), FERRY_ECONFLICT);
+    assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
+    assert_int_equal(v, 5);
+    ferry_catalog_close(c);
+}
+
+int main(void)
+{
+    zk_base = getenv("FERRY_TEST_CATALOG");
+    if (zk_base && !*zk_base)
+        zk_base = NULL;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(base_dir, sizeof base_dir, "%s/ferry-catalog-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(base_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    printf("# catalog conformance against %s\n", zk_base ? zk_base : "sqlite");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crud_every_kind),
+        cmocka_unit_test(test_move_cas_race),
+        cmocka_unit_test(test_batch_atomicity),
+        cmocka_unit_test(test_chunked_10000_parts),
+        cmocka_unit_test(test_batch_invisible_until_committed),
+        cmocka_unit_test(test_crash_mid_batch),
+        cmocka_unit_test(test_lease_killed_holder),
+        cmocka_unit_test(test_lease_session_expiry),
+        cmocka_unit_test(test_restart_and_reload),
+        cmocka_unit_test(test_routing_version),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", base_dir);
+    return failed;
+}
