@@ -1,0 +1,40 @@
+/* The coordinator daemon's core: one active coordinator per cluster (it holds the catalog lease
+ * "coordinator"), and it serves the routing table over HTTP so applications and routers can cache
+ * it and refresh when its version changes.
+ *
+ *   GET /routing[?tenant=T[&split=K]]   {"version":N,"slices":[{"tenant","split","shards"}]}
+ *                                       with header X-Ferry-Routing-Version: N
+ *   GET /routing?known=N&wait=S         long poll: answers as soon as the version differs from N,
+ *                                       or after S seconds (max 60) with 304 and no body
+ *   GET /health                         {"lease":true,"routing_version":N,"owner":"host:pid"}
+ *
+ * One watcher thread follows the routing version (a ZooKeeper watch, or SQLite polling, through
+ * ferry_catalog_routing_wait) and keeps the whole table in memory; requests are served from that
+ * copy, so readers never load the catalog. */
+#ifndef FERRY_COORDINATOR_H
+#define FERRY_COORDINATOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ferry/err.h"
+
+typedef struct ferry_coord ferry_coord;
+
+typedef struct ferry_coord_options {
+    const char *catalog_url; /* required */
+    const char *bind_addr;   /* NULL: 127.0.0.1 */
+    uint16_t port;           /* 0: any free port */
+    const char *owner;       /* lease owner description; NULL: "hostname:pid" */
+} ferry_coord_options;
+
+/* Takes the lease (FERRY_ECONFLICT naming the holder when another coordinator runs), loads the
+ * routing table and starts serving. The caller owns *out (ferry_coord_stop). */
+int ferry_coord_start(const ferry_coord_options *opt, ferry_coord **out, ferry_err *err);
+uint16_t ferry_coord_port(const ferry_coord *c);
+/* False once the lease was lost (e.g. a ZooKeeper session expired): the caller must stop. */
+bool ferry_coord_healthy(ferry_coord *c);
+/* Stops serving, releases the lease, frees c. NULL is fine. */
+void ferry_coord_stop(ferry_coord *c);
+
+#endif

@@ -1,0 +1,137 @@
+/* `ferry coordinator`: the cluster's one active coordinator. It takes the catalog lease and
+ * serves the routing table over HTTP (see include/ferry/coordinator.h); scheduled jobs attach
+ * here as they are built. */
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "ferry/catalog.h"
+#include "ferry/config.h"
+#include "ferry/coordinator.h"
+#include "ferry/log.h"
+#include "ferry/strutil.h"
+
+const char cmd_coordinator_usage[] =
+    "usage: ferry coordinator [--config FILE | --catalog URL] [--listen ADDR:PORT]\n"
+    "                         [--port-file FILE]\n"
+    "\n"
+    "Runs the cluster's coordinator until SIGTERM or SIGINT. Only one runs at a time: it holds\n"
+    "the catalog's lease \"coordinator\" (a ZooKeeper ephemeral node, or a lock on the SQLite\n"
+    "file) and exits with status 1 if it loses it. It serves the routing table:\n"
+    "\n"
+    "  GET /routing[?tenant=T[&split=K]]  the routing table as JSON with its version\n"
+    "  GET /routing?known=N&wait=S        long poll until the version differs from N (304 after\n"
+    "                                     S seconds, at most 60, when it did not change)\n"
+    "  GET /health                        lease and routing version\n"
+    "\n"
+    "  --config FILE       the cluster's config (default: $FERRY_CONFIG)\n"
+    "  --catalog URL       a catalog URL instead of the config's\n"
+    "  --listen ADDR:PORT  where to serve (default 127.0.0.1:0, any free port)\n"
+    "  --port-file FILE    write the port being served to FILE once listening\n";
+
+static int parse_listen(const char *s, char *addr, size_t addrsz, uint16_t *port)
+{
+    const char *colon = strrchr(s, ':');
+    uint64_t p;
+    if (!colon || colon == s || (size_t)(colon - s) >= addrsz || !ferry_parse_u64(colon + 1, &p) ||
+        p > 65535)
+        return -1;
+    memcpy(addr, s, (size_t)(colon - s));
+    addr[colon - s] = '\0';
+    *port = (uint16_t)p;
+    return 0;
+}
+
+int cmd_coordinator(int argc, char **argv)
+{
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"catalog", required_argument, NULL, 'C'},
+                                         {"listen", required_argument, NULL, 'l'},
+                                         {"port-file", required_argument, NULL, 'p'},
+                                         {NULL, 0, NULL, 0}};
+    const char *config_opt = NULL, *catalog = NULL, *listen = "127.0.0.1:0", *port_file = NULL;
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': config_opt = optarg; break;
+        case 'C': catalog = optarg; break;
+        case 'l': listen = optarg; break;
+        case 'p': port_file = optarg; break;
+        default: return cli_usage_error("coordinator", "unknown option");
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("coordinator", "unexpected argument '%s'", argv[optind]);
+    char addr[64];
+    uint16_t port;
+    if (parse_listen(listen, addr, sizeof addr, &port))
+        return cli_usage_error("coordinator", "--listen '%s' is not ADDR:PORT", listen);
+
+    ferry_err err = {0};
+    int status = 0;
+    ferry_config cfg = {0};
+    ferry_cluster_config cc = {0};
+    bool have_cfg = false;
+    ferry_coord *coord = NULL;
+    if (!catalog) {
+        const char *path = cli_config_path(config_opt);
+        if (!path)
+            return cli_usage_error("coordinator", "needs --config FILE, $FERRY_CONFIG or "
+                                   "--catalog URL");
+        if (ferry_config_load(path, &cfg, &err) || ferry_cluster_config_read(&cfg, &cc, &err)) {
+            status = cli_fail("coordinator", &err);
+            goto out;
+        }
+        have_cfg = true;
+        catalog = cc.catalog;
+    }
+
+    /* Signals are taken synchronously in this thread; every other thread inherits the mask. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    ferry_coord_options o = {.catalog_url = catalog, .bind_addr = addr, .port = port};
+    if (ferry_coord_start(&o, &coord, &err)) {
+        status = cli_fail("coordinator", &err);
+        goto out;
+    }
+    FLOG_INFO("msg=\"coordinator serving\" url=http://%s:%u/routing", addr,
+              (unsigned)ferry_coord_port(coord));
+    if (port_file) {
+        FILE *fp = fopen(port_file, "w");
+        if (!fp || fprintf(fp, "%u\n", (unsigned)ferry_coord_port(coord)) < 0 || fclose(fp)) {
+            ferry_err_set(&err, FERRY_EIO, "cannot write %s", port_file);
+            status = cli_fail("coordinator", &err);
+            goto out;
+        }
+    }
+    for (;;) {
+        struct timespec ts = {.tv_sec = 1};
+        int sig = sigtimedwait(&set, NULL, &ts);
+        if (sig == SIGTERM || sig == SIGINT) {
+            FLOG_INFO("msg=\"coordinator stopping\" signal=%d", sig);
+            break;
+        }
+        if (!ferry_coord_healthy(coord)) {
+            ferry_err_set(&err, FERRY_ECONFLICT, "lost the coordinator lease; exiting so a "
+                          "supervisor can restart it");
+            status = cli_fail("coordinator", &err);
+            break;
+        }
+    }
+out:
+    ferry_coord_stop(coord);
+    if (have_cfg)
+        ferry_cluster_config_free(&cc);
+    ferry_config_free(&cfg);
+    return status;
+}
