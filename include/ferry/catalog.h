@@ -149,6 +149,23 @@ typedef struct ferry_move {
     int64_t updated;
 } ferry_move;
 
+/* The journal of a long-running job other than a slice move (tiering a partition, applying
+ * retention, ...): one record per job, advanced by CAS on its version so two workers never run
+ * the same job. state is the flow's own step name ("FREEZE", "UPLOAD", ..., "DONE", "FAILED");
+ * data is the flow's own JSON state (what a resumed run needs: freeze name, parts, objects
+ * already uploaded ...), at most FERRY_JOB_DATA_MAX - 1 bytes. */
+#define FERRY_JOB_DATA_MAX 2048
+typedef struct ferry_job {
+    char id[FERRY_NAME_MAX];   /* key, e.g. "tier.node1.events.3-20261101-0" */
+    char kind[32];             /* "tier", "retention", ... */
+    char state[32];
+    char owner[FERRY_NAME_MAX];
+    char detail[256];          /* last error or note */
+    char data[FERRY_JOB_DATA_MAX];
+    int64_t created;           /* unix seconds */
+    int64_t updated;
+} ferry_job;
+
 enum ferry_record_kind {
     FERRY_REC_SETTINGS = 0,
     FERRY_REC_TABLE,
@@ -159,6 +176,7 @@ enum ferry_record_kind {
     FERRY_REC_PARTITION,
     FERRY_REC_PART,
     FERRY_REC_MOVE,
+    FERRY_REC_JOB,
     FERRY_REC_KIND_COUNT
 };
 
@@ -175,6 +193,7 @@ typedef struct ferry_record {
         ferry_partition partition;
         ferry_part part;
         ferry_move move;
+        ferry_job job;
     } u;
 } ferry_record;
 

@@ -23,6 +23,7 @@ static const struct {
     [FERRY_REC_PARTITION] = {"partition", "partitions", 3},
     [FERRY_REC_PART] = {"part", "parts", 3},
     [FERRY_REC_MOVE] = {"move", "moves", 1},
+    [FERRY_REC_JOB] = {"job", "jobs", 1},
 };
 
 static const char *const shard_states[] = {"active", "draining", "gone"};
@@ -252,6 +253,9 @@ int cat_record_path(const ferry_record *r, char *path, size_t size, ferry_err *e
     case FERRY_REC_MOVE:
         rc = key_seg(path, size, &len, r->u.move.id, "move id", err);
         break;
+    case FERRY_REC_JOB:
+        rc = key_seg(path, size, &len, r->u.job.id, "job id", err);
+        break;
     default:
         break;
     }
@@ -366,6 +370,18 @@ json_t *cat_record_to_json(const ferry_record *r)
         set_str(o, "detail", m->detail);
         set_int(o, "created", m->created);
         set_int(o, "updated", m->updated);
+        break;
+    }
+    case FERRY_REC_JOB: {
+        const ferry_job *j = &r->u.job;
+        set_str(o, "id", j->id);
+        set_str(o, "kind", j->kind);
+        set_str(o, "state", j->state);
+        set_str(o, "owner", j->owner);
+        set_str(o, "detail", j->detail);
+        set_str(o, "data", j->data);
+        set_int(o, "created", j->created);
+        set_int(o, "updated", j->updated);
         break;
     }
     default:
@@ -609,6 +625,18 @@ int cat_record_from_json(enum ferry_record_kind kind, const json_t *o, ferry_rec
         get_str(&d, "detail", m->detail, sizeof m->detail);
         get_i64(&d, "created", &m->created);
         get_i64(&d, "updated", &m->updated);
+        break;
+    }
+    case FERRY_REC_JOB: {
+        ferry_job *j = &r->u.job;
+        get_str(&d, "id", j->id, sizeof j->id);
+        get_str(&d, "kind", j->kind, sizeof j->kind);
+        get_str(&d, "state", j->state, sizeof j->state);
+        get_str(&d, "owner", j->owner, sizeof j->owner);
+        get_str(&d, "detail", j->detail, sizeof j->detail);
+        get_str(&d, "data", j->data, sizeof j->data);
+        get_i64(&d, "created", &j->created);
+        get_i64(&d, "updated", &j->updated);
         break;
     }
     default:

@@ -154,6 +154,16 @@ static void sample(ferry_record *r, enum ferry_record_kind k, int i)
         r->u.move.created = 1700000000;
         r->u.move.updated = 1700000001;
         break;
+    case FERRY_REC_JOB:
+        snprintf(r->u.job.id, sizeof r->u.job.id, "tier.node1.events.p%d", i);
+        snprintf(r->u.job.kind, sizeof r->u.job.kind, "tier");
+        snprintf(r->u.job.state, sizeof r->u.job.state, "UPLOAD");
+        snprintf(r->u.job.owner, sizeof r->u.job.owner, "coordinator-1");
+        snprintf(r->u.job.data, sizeof r->u.job.data,
+                 "{\"freeze\":\"ferry_t%d\",\"parts\":[\"1-20260101-0_1_1_0\"]}", i);
+        r->u.job.created = 1700000000;
+        r->u.job.updated = 1700000002;
+        break;
     default:
         break;
     }
