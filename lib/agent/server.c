@@ -316,7 +316,9 @@ static void recv_complete(ferry_http_req *req, void *ctx)
         respond_json(req, 200, resp);
         FLOG_INFO("agent: op=receive status=200");
     } else {
-        unsigned st = s->env.status ? s->env.status : status_for(s->rc);
+        /* A part that fails its checks is unprocessable content, not a malformed request. */
+        unsigned st = s->env.status ? s->env.status
+                                    : s->rc == FERRY_EINVAL ? 422 : status_for(s->rc);
         respond_error(req, st, s->rc, s->err.msg);
         FLOG_WARN("agent: op=receive status=%u error=\"%s\"", st, s->err.msg);
     }
