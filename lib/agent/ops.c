@@ -676,8 +676,13 @@ static int unfreeze_uuid(agent_env *env, const char *uuid, const char *name, jso
 {
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_ch_rows rows = {0};
-    ferry_buf_puts(&sql, "SELECT database, name FROM system.tables WHERE toString(uuid) = ");
-    ferry_ch_quote(&sql, uuid);
+    /* by data path: system.tables.uuid is zero for tables of chdb's Overlay database */
+    char needle[300];
+    snprintf(needle, sizeof needle, "/%s/", uuid);
+    ferry_buf_puts(&sql, "SELECT DISTINCT database, name FROM system.tables WHERE "
+                         "arrayExists(p -> position(p, ");
+    ferry_ch_quote(&sql, needle);
+    ferry_buf_puts(&sql, ") > 0, data_paths)");
     int rc = ferry_ch_query_rows(env->ch, ferry_buf_cstr(&sql), &rows, NULL, err);
     if (rc || rows.n_rows != 1 || rows.n_cols != 2)
         goto out;

@@ -97,7 +97,8 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
                                &sent, err);
     if (rc) {
         /* Say what the target said, with its status when it answered. */
-        env->status = tstatus >= 400 && tstatus < 500 ? (unsigned)tstatus : 502;
+        env->status = (tstatus >= 400 && tstatus < 500) || tstatus == 507 ? (unsigned)tstatus
+                                                                          : 502;
         if (tstatus == 401)
             env->status = 502; /* our caller's token was fine; the target refused ours */
         goto out;
