@@ -130,7 +130,11 @@ int cmd_agent(int argc, char **argv)
     int sig = 0;
     sigwait(&sigs, &sig);
     FLOG_INFO("agent stopping signal=%d", sig);
-    goto out;
+    /* Leave at once, like ferry-node: waiting for kept-alive connections could take minutes,
+     * and every operation is idempotent, so one cut short is simply retried (a temporary
+     * folder it leaves is never taken for a part). */
+    fflush(NULL);
+    _exit(0);
 fail:
     status = cli_fail("agent", &err);
 out:
