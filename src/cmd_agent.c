@@ -137,7 +137,6 @@ int cmd_agent(int argc, char **argv)
     _exit(0);
 fail:
     status = cli_fail("agent", &err);
-out:
     ferry_httpd_stop(srv);
     ferry_agent_free(agent);
     if (token) {
