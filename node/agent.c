@@ -1,10 +1,17 @@
-/* The node agent's route table: the API a ferry coordinator uses to act on one server (freeze,
- * copy pointer parts, attach, ...). Issue 4 adds the handlers here; until then every path under
- * /agent/ answers 404 with a JSON error, so a caller can tell "no agent" from "no node". */
+/* The node agent inside a lab node: the same handlers as `ferry agent` (lib/agent), mounted
+ * under /agent/v1/ on the node's HTTP port and talking to the node's own ClickHouse over HTTP.
+ * A node started without an [agent] section in node.conf answers 404 under /agent/, so a caller
+ * can tell "no agent" from "no node". */
 #include "node.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "ferry/agent.h"
+#include "ferry/log.h"
+
+static ferry_agent *node_agent;
 
 static void agent_missing(ferry_http_req *req, void *ctx)
 {
@@ -15,9 +22,31 @@ static void agent_missing(ferry_http_req *req, void *ctx)
     ferry_http_respond(req, 404, "application/json", body, strlen(body));
 }
 
-const ferry_http_route node_agent_routes[] = {
-    /* Agent handlers go before this catch-all. */
-    {.method = NULL, .path = "/agent/", .on_complete = agent_missing},
-};
-
-size_t node_agent_route_count(void) { return sizeof node_agent_routes / sizeof node_agent_routes[0]; }
+size_t node_agent_routes(node *n, ferry_http_route *routes, size_t max, ferry_err *err)
+{
+    if (!n->agent_token_file) {
+        if (max < 1)
+            return 0;
+        routes[0] = (ferry_http_route){.method = NULL, .path = "/agent/",
+                                       .on_complete = agent_missing};
+        return 1;
+    }
+    char *token = NULL;
+    if (ferry_agent_read_token_file(n->agent_token_file, &token, err) != FERRY_OK)
+        return 0;
+    char url[128];
+    snprintf(url, sizeof url, "http://%s:%u", n->listen, n->http_port);
+    ferry_agent_options o = {.clickhouse_url = url,
+                             .data_path = n->data_path,
+                             .token = token,
+                             .config_path = n->agent_config};
+    int rc = ferry_agent_new(&o, &node_agent, err);
+    memset(token, 0, strlen(token));
+    free(token);
+    if (rc != FERRY_OK)
+        return 0;
+    size_t nr = ferry_agent_routes(node_agent, routes, max);
+    if (nr == 0)
+        ferry_err_set(err, FERRY_EINTERNAL, "no room for the agent's routes");
+    return nr;
+}

@@ -125,6 +125,16 @@ static int refuse(const char *what, int dirfd, const char *path)
 
 typedef int (*path_fn)(const char *);
 typedef int (*at_fn)(int, const char *, int);
+/* ferry's own temporary files in the blob directory (the local object store writes
+ * ".ferry-tmp-..." and renames it to the object's key): never an object a pointer names, so
+ * removing or renaming one is allowed (an agent inside the node uploads through them). */
+static bool ferry_temp(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strncmp(base, ".ferry-tmp-", 11) == 0;
+}
+
 typedef int (*rename_fn)(const char *, const char *);
 typedef int (*renameat_fn)(int, const char *, int, const char *);
 typedef int (*renameat2_fn)(int, const char *, int, const char *, unsigned int);
@@ -138,7 +148,7 @@ typedef long (*syscall_fn)(long, ...);
 EXPORT int unlink(const char *path)
 {
     REAL("unlink", path_fn);
-    if (inside_root(AT_FDCWD, path))
+    if (inside_root(AT_FDCWD, path) && !ferry_temp(path))
         return refuse("unlink", AT_FDCWD, path);
     return real_fn(path);
 }
@@ -146,7 +156,7 @@ EXPORT int unlink(const char *path)
 EXPORT int unlinkat(int dirfd, const char *path, int flags)
 {
     REAL("unlinkat", at_fn);
-    if (inside_root(dirfd, path))
+    if (inside_root(dirfd, path) && !ferry_temp(path))
         return refuse("unlinkat", dirfd, path);
     return real_fn(dirfd, path, flags);
 }
@@ -168,10 +178,12 @@ EXPORT int remove(const char *path)
 }
 
 /* A rename out of the blob directory deletes the object there; a rename onto an existing
- * object replaces it. New objects may still be renamed into place. */
+ * object replaces it. New objects may still be renamed into place, and ferry's temporary files
+ * may become new objects. */
 static bool rename_refused(int olddirfd, const char *oldpath, int newdirfd, const char *newpath)
 {
-    if (inside_root(olddirfd, oldpath))
+    if (inside_root(olddirfd, oldpath) &&
+        !(ferry_temp(oldpath) && inside_root(newdirfd, newpath)))
         return true;
     if (inside_root(newdirfd, newpath)) {
         struct stat st;

@@ -12,8 +12,11 @@
  *                   prefix, access_key_id, secret_access_key_file
  *   [user "NAME"]   password_sha256 = hex ("" = no password)
  *
+ *   [agent]         token_file (mounts the node agent under /agent/v1/), config (the ferry
+ *                   config it reads: object store, pointer format)
+ *
  * Routes: GET /ping, /replicas_status ("Ok.\n"), GET /ferry/status (JSON), /agent/... (the
- * node agent, issue 4), and / for queries. Exit status: 0 after SIGTERM/SIGINT, 2 for a bad
+ * node agent, lib/agent), and / for queries. Exit status: 0 after SIGTERM/SIGINT, 2 for a bad
  * config, 1 when it cannot start (library missing, port taken, ClickHouse refused the config). */
 #include "node.h"
 
@@ -72,12 +75,20 @@ static int load_node_config(node *n, const char *path, char **s3_key, char **s3_
                                              "region", "access_key_id",
                                              "secret_access_key_file", NULL};
     static const char *const user_keys[] = {"password_sha256", NULL};
+    static const char *const agent_keys[] = {"token_file", "config", NULL};
     const char *v;
     uint64_t u;
     if ((rc = ferry_config_check_keys(&c, "node", node_keys, err)) ||
         (rc = ferry_config_check_keys(&c, "object_store", store_keys, err)) ||
-        (rc = ferry_config_check_keys(&c, "user", user_keys, err)))
+        (rc = ferry_config_check_keys(&c, "user", user_keys, err)) ||
+        (rc = ferry_config_check_keys(&c, "agent", agent_keys, err)))
         goto out;
+    v = ferry_config_get(&c, "agent", NULL, "token_file");
+    if (v && *v) {
+        n->agent_token_file = strdup(v);
+        v = ferry_config_get(&c, "agent", NULL, "config");
+        n->agent_config = v && *v ? strdup(v) : NULL;
+    }
     if ((rc = ferry_config_require(&c, "node", NULL, "name", &v, err)))
         goto out;
     n->name = strdup(v);
@@ -118,6 +129,8 @@ static int load_node_config(node *n, const char *path, char **s3_key, char **s3_
         if ((rc = ferry_config_require(&c, "object_store", NULL, "bucket", &v, err)))
             goto out;
         n->s3_bucket = strdup(v);
+        v = ferry_config_get(&c, "object_store", NULL, "region");
+        n->s3_region = v && *v ? strdup(v) : NULL;
         v = ferry_config_get(&c, "object_store", NULL, "prefix");
         *s3_prefix = strdup(v ? v : "");
         v = ferry_config_get(&c, "object_store", NULL, "access_key_id");
@@ -194,7 +207,13 @@ static int write_clickhouse_config(const node *n, const char *s3_key, const char
         xml_put(&b, s3_prefix);
         if (*s3_prefix && !ferry_ends_with(s3_prefix, "/"))
             ferry_buf_putc(&b, '/');
-        ferry_buf_puts(&b, "</endpoint>\n        <access_key_id>");
+        ferry_buf_puts(&b, "</endpoint>\n");
+        if (n->s3_region) {
+            ferry_buf_puts(&b, "        <region>");
+            xml_put(&b, n->s3_region);
+            ferry_buf_puts(&b, "</region>\n");
+        }
+        ferry_buf_puts(&b, "        <access_key_id>");
         xml_put(&b, s3_key);
         ferry_buf_puts(&b, "</access_key_id>\n        <secret_access_key>");
         xml_put(&b, s3_secret);
@@ -413,12 +432,10 @@ int main(int argc, char **argv)
                                       .on_complete = ping};
     routes[nr++] = (ferry_http_route){.method = "GET", .path = "/ferry/status",
                                       .on_complete = status, .ctx = &n};
-    for (size_t i = 0; i < node_agent_route_count() && nr < 12; i++) {
-        routes[nr] = node_agent_routes[i];
-        if (!routes[nr].ctx)
-            routes[nr].ctx = &n;
-        nr++;
-    }
+    size_t na = node_agent_routes(&n, routes + nr, 12 - nr, &err);
+    if (na == 0)
+        return die(1, &err);
+    nr += na;
     routes[nr++] = (ferry_http_route){.method = NULL, .path = "/",
                                       .on_headers = root_headers,
                                       .on_body = node_query_on_body,

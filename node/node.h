@@ -25,7 +25,9 @@ typedef struct node {
     uint16_t http_port;
     char *object_store_type; /* "local" | "s3" */
     char *blob_path;         /* local: shared blob directory */
-    char *s3_endpoint, *s3_bucket;
+    char *s3_endpoint, *s3_bucket, *s3_region;
+    char *agent_token_file; /* [agent] token_file: mounts the node agent (NULL: none) */
+    char *agent_config;     /* [agent] config: the ferry config it reads */
     node_user *users;
     size_t n_users;
     unsigned pool_size;
@@ -48,9 +50,8 @@ int node_query_on_body(ferry_http_req *req, void *ctx, const char *data, size_t 
 void node_query_on_complete(ferry_http_req *req, void *ctx);
 void node_query_on_cleanup(ferry_http_req *req, void *ctx, void *state);
 
-/* node/agent.c: the routes under /agent/ (issue 4 fills them in); a NULL-path-terminated
- * table searched after the node's own routes. */
-extern const ferry_http_route node_agent_routes[];
-size_t node_agent_route_count(void);
+/* node/agent.c: the routes under /agent/: the node agent when node.conf has [agent], else a
+ * 404 catch-all. Fills up to max routes and returns the count; 0 with err on failure. */
+size_t node_agent_routes(node *n, ferry_http_route *routes, size_t max, ferry_err *err);
 
 #endif

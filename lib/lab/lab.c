@@ -310,6 +310,23 @@ static int lab_password(const lab_state *st, char hex_sha256[65], ferry_err *err
     return FERRY_OK;
 }
 
+/* Each node's agent token, DIR/nodeK/agent.token (mode 0600), made once. */
+static int agent_token(const lab_state *st, const lab_node *n, ferry_err *err)
+{
+    char path[PATH_MAX + 64];
+    node_path(st, n, "agent.token", path, sizeof path);
+    if (access(path, F_OK) == 0)
+        return FERRY_OK;
+    unsigned char r[24];
+    char hex[49];
+    if (RAND_bytes(r, sizeof r) != 1)
+        return ferry_err_set(err, FERRY_EIO, "no randomness for the agent token");
+    for (int i = 0; i < 24; i++)
+        snprintf(hex + 2 * i, 3, "%02x", r[i]);
+    hex[48] = '\n';
+    return write_file_atomic(path, hex, 49, 0600, err);
+}
+
 static int read_key_id(const char *path, char *out, size_t outsz, ferry_err *err)
 {
     char *s = NULL;
@@ -354,7 +371,13 @@ static int write_node_conf(const lab_state *st, const lab_node *n, const char *p
         put_kv(&b, "prefix", st->s3_prefix);
         put_kv(&b, "access_key_id", key);
         put_kv(&b, "secret_access_key_file", st->s3_secret_key_file);
+        ferry_buf_puts(&b, "region = us-east-1\n");
     }
+    ferry_buf_puts(&b, "\n[agent]\n");
+    node_path(st, n, "agent.token", p, sizeof p);
+    put_kv(&b, "token_file", p);
+    snprintf(p, sizeof p, "%s/ferry.conf", st->dir);
+    put_kv(&b, "config", p);
     ferry_buf_puts(&b, "\n[user \"default\"]\npassword_sha256 =\n\n[user \"ferry\"]\n");
     put_kv(&b, "password_sha256", pw_hash);
     node_path(st, n, "node.conf", p, sizeof p);
@@ -386,7 +409,12 @@ static int write_ferry_conf(const lab_state *st, ferry_err *err)
         char key[512];
         ferry_err kerr = {0};
         if (read_key_id(st->s3_access_key_file, key, sizeof key, &kerr) == FERRY_OK) {
+            /* s3rver has one account: the lab gives the clickhouse and uploader roles the same
+             * key (a real deployment gives each role its own, docs/config.md). */
             ferry_buf_puts(&b, "\n[credentials \"clickhouse\"]\n");
+            put_kv(&b, "access_key_id", key);
+            put_kv(&b, "secret_access_key_file", st->s3_secret_key_file);
+            ferry_buf_puts(&b, "\n[credentials \"uploader\"]\n");
             put_kv(&b, "access_key_id", key);
             put_kv(&b, "secret_access_key_file", st->s3_secret_key_file);
         }
@@ -399,6 +427,11 @@ static int write_ferry_conf(const lab_state *st, ferry_err *err)
         node_path(st, n, "data/", p, sizeof p);
         put_kv(&b, "data_path", p);
         ferry_buf_puts(&b, "user = default\n");
+        /* the node agent is mounted on the node's own port (node/agent.c) */
+        snprintf(p, sizeof p, "http://127.0.0.1:%u", n->port);
+        put_kv(&b, "agent", p);
+        node_path(st, n, "agent.token", p, sizeof p);
+        put_kv(&b, "agent_token_file", p);
     }
     snprintf(p, sizeof p, "%s/ferry.conf", st->dir);
     int rc = write_file_atomic(p, b.data, b.len, 0644, err);
@@ -741,7 +774,8 @@ static int lab_up_impl(const ferry_lab_options *opt, bool add_one, ferry_err *er
             rc = ferry_err_set(err, FERRY_EIO, "no free loopback port for %s", n->name);
             goto fail;
         }
-        if ((rc = write_node_conf(st, n, pw_hash, err)) != FERRY_OK)
+        if ((rc = agent_token(st, n, err)) != FERRY_OK ||
+            (rc = write_node_conf(st, n, pw_hash, err)) != FERRY_OK)
             goto fail;
         n->pid = 0;
         if ((rc = spawn_node(st, n, err)) != FERRY_OK)

@@ -1,0 +1,194 @@
+/* The node agent's private pieces: the agent object, the per-request environment (ClickHouse
+ * client, config, allowed roots, disks), the operations, file helpers and the part-stream
+ * parser shared by the sender and the receiver. */
+#ifndef FERRY_AGENT_INT_H
+#define FERRY_AGENT_INT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/agent.h"
+#include "ferry/clickhouse.h"
+#include "ferry/config.h"
+#include "ferry/objstore.h"
+#include "ferry/pathsafe.h"
+
+struct ferry_agent {
+    char *ch_url, *ch_user, *ch_password;
+    char *data_path; /* ends with '/' */
+    char *token;
+    char *config_path;
+};
+
+typedef struct agent_disk {
+    char *name;
+    char *path;     /* as system.disks gives it, ending with '/' (metadata path for object disks) */
+    bool is_remote; /* an object-storage disk: its files are pointer files */
+} agent_disk;
+
+/* The object store as the config describes it, for turning keys around. */
+typedef struct agent_store_info {
+    bool local;
+    char *root;            /* local: the blob directory as configured, ending with '/' */
+    char *prefix;          /* [object_store] prefix for uploaded parts ("" when none) */
+    char *disk_key_prefix; /* ClickHouse's key prefix for pointer versions 1..4 */
+} agent_store_info;
+
+/* Everything one request works with. Filled lazily; freed by agent_env_free. */
+typedef struct agent_env {
+    ferry_agent *a;
+    ferry_ch_client *ch;
+    bool cfg_loaded;
+    ferry_config cfg;
+    bool store_loaded;
+    agent_store_info store;
+    bool roots_loaded;
+    ferry_roots roots;
+    agent_disk *disks;
+    size_t n_disks;
+    unsigned status; /* HTTP status to answer an error with; 0: from the error code */
+} agent_env;
+
+void agent_env_init(agent_env *env, ferry_agent *a);
+void agent_env_free(agent_env *env);
+int agent_env_ch(agent_env *env, ferry_err *err);
+int agent_env_config(agent_env *env, ferry_err *err);
+int agent_env_store(agent_env *env, ferry_err *err);
+/* Loads system.disks and the allowed roots (data path + every disk path). */
+int agent_env_roots(agent_env *env, ferry_err *err);
+const agent_disk *agent_env_disk(const agent_env *env, const char *name);
+/* The pinned pointer format ([cluster] pointer_format, default 5), checked against the server. */
+int agent_env_pointer_version(agent_env *env, int *version, ferry_err *err);
+/* Opens the object store with role (never the janitor's). */
+int agent_env_open_store(agent_env *env, ferry_objstore_role role, ferry_objstore **out,
+                         ferry_err *err);
+/* ClickHouse's full object key for a store key, and back (NULL when the key is not ferry's
+ * store's: outside the local root). Caller frees. */
+char *agent_store_ch_key(const agent_store_info *s, const char *store_key);
+char *agent_store_key_of(const agent_store_info *s, const char *ch_key);
+
+/* The table's data directory on each of its disks. */
+typedef struct agent_table_dir {
+    const agent_disk *disk;
+    char *path; /* canonical, inside the roots, ending with '/' */
+    char *rel;  /* relative to the disk's path (for shadow/<name>/<rel>) */
+} agent_table_dir;
+
+/* Looks the table up (FERRY_ENOTFOUND naming it when it does not exist) and returns its data
+ * directories, each checked against the roots. */
+int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_table_dir **out,
+                     size_t *n, ferry_err *err);
+void agent_table_dirs_free(agent_table_dir *d, size_t n);
+/* The directory on disk `disk` (NULL: the only remote one when want_remote, else the first
+ * local one). FERRY_EINVAL naming what is missing. */
+int agent_pick_dir(const agent_table_dir *d, size_t n, const char *disk, bool want_remote,
+                   const agent_table_dir **out, ferry_err *err);
+
+/* Finds a frozen part: shadow/<freeze>/<rel>/<part>/ on any disk of the table. *dir (caller
+ * frees) is its canonical path; *disk is the disk. FERRY_ENOTFOUND when absent. */
+int agent_find_frozen_part(agent_env *env, const agent_table_dir *dirs, size_t n,
+                           const char *freeze, const char *part, char **dir,
+                           const agent_disk **disk, ferry_err *err);
+
+/* ---- file helpers (files.c) ---- */
+
+typedef struct agent_file {
+    char *name;
+    uint64_t size;
+} agent_file;
+
+/* The regular files of a part folder, sorted by name. A symlink, a subdirectory (projection)
+ * or another kind of entry is refused with FERRY_EUNSUPPORTED naming it. */
+int agent_list_part_files(const char *dir, agent_file **out, size_t *n, ferry_err *err);
+void agent_files_free(agent_file *f, size_t n);
+/* Removes path and everything below (no symlink is followed). Missing: FERRY_OK. */
+int agent_rmtree(const char *path, ferry_err *err);
+/* mkdir that accepts an existing directory. */
+int agent_mkdir(const char *path, ferry_err *err);
+/* Writes a whole file in dirfd (O_EXCL, fsync). ENOSPC gives FERRY_EIO with "no space left". */
+int agent_write_file_at(int dirfd, const char *name, const void *data, size_t len, ferry_err *err);
+int agent_fsync_dir(const char *path, ferry_err *err);
+/* true when every file of dir a has the same name set and bytes as dir b. */
+bool agent_dirs_equal(const char *a, const char *b);
+/* Reads a small file whole (max bytes); caller frees. */
+int agent_read_small(const char *path, size_t max, char **data, size_t *len, ferry_err *err);
+/* A fresh temporary folder name "tmp-ferry-<hex>" (no '_', so ClickHouse never takes it for a
+ * part). */
+void agent_tmp_name(char *out, size_t outsz);
+/* Creates detached/ under the table directory if needed and a fresh temporary folder in it.
+ * *detached and *tmp: canonical paths, caller frees. */
+int agent_make_tmp(agent_env *env, const agent_table_dir *td, char **detached, char **tmp,
+                   ferry_err *err);
+/* Moves the complete temporary folder to detached/<part>. When detached/<part> exists already
+ * with the same files, the temporary folder is dropped and *existing set; with other content
+ * the call fails with FERRY_ECONFLICT (nothing is overwritten). *final_out: caller frees. */
+int agent_place_tmp(agent_env *env, const char *detached, const char *tmp, const char *part,
+                    char **final_out, bool *existing, ferry_err *err);
+/* Sets env->status to 507 when the last error was a full disk. */
+void agent_note_errno(agent_env *env, int e);
+
+/* ---- operations (ops.c, transfer.c): req is the JSON body; *resp the answer ---- */
+typedef int (*agent_op_fn)(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+int agent_op_status(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+int agent_op_parts(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+int agent_op_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+int agent_op_frozen(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+int agent_op_upload(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+int agent_op_write_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+
+/* JSON request fields: a required string (FERRY_EINVAL naming the field when missing). */
+int agent_req_str(json_t *req, const char *field, const char **out, ferry_err *err);
+/* Same, and it must be a safe path component. */
+int agent_req_name(json_t *req, const char *field, const char **out, ferry_err *err);
+const char *agent_req_opt(json_t *req, const char *field);
+
+/* ---- the receiving side of a part stream (transfer.c) ---- */
+typedef struct agent_recv agent_recv;
+/* Starts a receive (from the request's arguments); on failure env->status/err tell why. */
+int agent_recv_begin(agent_env *env, const char *db, const char *table, const char *part,
+                     const char *kind, const char *disk, agent_recv **out, ferry_err *err);
+int agent_recv_feed(agent_recv *r, const char *data, size_t len, ferry_err *err);
+/* Verifies and renames into place; *resp is the answer. */
+int agent_recv_finish(agent_recv *r, json_t **resp, ferry_err *err);
+/* Removes the temporary folder if the part was not placed; frees r. */
+void agent_recv_free(agent_recv *r);
+
+/* ---- part stream format (stream.c), pure ----
+ *   "ferry-part 1\n"
+ *   per file: "F <size> <name>\n" <size bytes> "H <xxh3-64 hex>\n"
+ *   "E <file count>\n" and nothing after. */
+#define AGENT_STREAM_MAGIC "ferry-part 1\n"
+#define AGENT_STREAM_LINE_MAX 512
+
+typedef struct agent_stream_cb {
+    int (*file_begin)(void *ud, const char *name, uint64_t size, ferry_err *err);
+    int (*file_data)(void *ud, const char *data, size_t len, ferry_err *err);
+    int (*file_end)(void *ud, ferry_err *err);
+} agent_stream_cb;
+
+typedef struct agent_stream {
+    agent_stream_cb cb;
+    void *ud;
+    int state; /* internal */
+    char line[AGENT_STREAM_LINE_MAX + 1];
+    size_t line_len;
+    uint64_t remaining;
+    uint64_t files;
+    void *xxh; /* XXH3_state_t */
+    char name[256];
+    bool done;
+} agent_stream;
+
+int agent_stream_init(agent_stream *s, const agent_stream_cb *cb, void *ud, ferry_err *err);
+int agent_stream_feed(agent_stream *s, const char *data, size_t len, ferry_err *err);
+/* FERRY_EINVAL when the stream ended early. */
+int agent_stream_finish(agent_stream *s, ferry_err *err);
+void agent_stream_free(agent_stream *s);
+
+#endif

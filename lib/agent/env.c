@@ -1,0 +1,442 @@
+/* The node agent's per-request environment: a ClickHouse client for the local server, the ferry
+ * config (object store, pointer format), the disks and allowed roots, a table's directories on
+ * each disk and its frozen parts; plus the pure helpers of ferry/agent.h (key naming, bearer
+ * check, pointer-version rule). */
+#include "agent_int.h"
+
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ferry/lines.h"
+#include "ferry/log.h"
+#include "ferry/partition.h"
+#include "ferry/strutil.h"
+
+/* ---- pure helpers ------------------------------------------------------------------------ */
+
+bool ferry_agent_bearer_ok(const char *header, const char *token)
+{
+    if (!header || !token || strncmp(header, "Bearer ", 7) != 0)
+        return false;
+    const char *given = header + 7;
+    unsigned char a[32], b[32];
+    unsigned int la = 0, lb = 0;
+    /* Hashing both sides first makes the comparison independent of the lengths too. */
+    if (!EVP_Digest(given, strlen(given), a, &la, EVP_sha256(), NULL) ||
+        !EVP_Digest(token, strlen(token), b, &lb, EVP_sha256(), NULL))
+        return false;
+    return CRYPTO_memcmp(a, b, sizeof a) == 0 && *token;
+}
+
+int ferry_agent_escape_name(ferry_buf *out, const char *name)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        unsigned char c = *p;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '_') {
+            if (ferry_buf_putc(out, (char)c))
+                return FERRY_ENOMEM;
+        } else {
+            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+            if (ferry_buf_append(out, e, 3))
+                return FERRY_ENOMEM;
+        }
+    }
+    return FERRY_OK;
+}
+
+int ferry_agent_object_key(const char *prefix, const char *db, const char *table,
+                           const char *partition_id, const char *part, const char *file,
+                           ferry_buf *out, ferry_err *err)
+{
+    if (!*db || !*table)
+        return ferry_err_set(err, FERRY_EINVAL, "object key: empty database or table name");
+    if (!ferry_safe_component(partition_id, false) || !ferry_safe_component(part, false) ||
+        !ferry_safe_component(file, false))
+        return ferry_err_set(err, FERRY_EINVAL, "object key: '%s/%s/%s' holds a name that is "
+                             "not a plain path component", partition_id, part, file);
+    if (ferry_buf_puts(out, prefix ? prefix : "") || ferry_agent_escape_name(out, db) ||
+        ferry_buf_putc(out, '/') || ferry_agent_escape_name(out, table) ||
+        ferry_buf_printf(out, "/%s/%s/%s", partition_id, part, file))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    return FERRY_OK;
+}
+
+int ferry_agent_part_partition_id(const char *part, char *out, size_t outsz, ferry_err *err)
+{
+    if (!ferry_safe_component(part, false))
+        return ferry_err_set(err, FERRY_EINVAL, "part name '%s' is not a plain path component",
+                             part);
+    const char *us = strchr(part, '_');
+    int fields = 0;
+    for (const char *p = us; p; p = strchr(p + 1, '_'))
+        fields++;
+    /* <id>_<min>_<max>_<level>[_<mutation>], each number a decimal */
+    bool ok = us && us != part && (fields == 3 || fields == 4);
+    for (const char *p = us; ok && *p; p++)
+        if (*p != '_' && (*p < '0' || *p > '9'))
+            ok = false;
+    if (ok && strstr(part, "__"))
+        ok = false;
+    if (!ok || (size_t)(us - part) >= outsz)
+        return ferry_err_set(err, FERRY_EINVAL, "'%s' is not a part name "
+                             "(<partition_id>_<min_block>_<max_block>_<level>)", part);
+    memcpy(out, part, (size_t)(us - part));
+    out[us - part] = '\0';
+    return FERRY_OK;
+}
+
+int ferry_agent_pointer_version_ok(int version, const ferry_ch_version *server, ferry_err *err)
+{
+    if (version < 1 || version > 5)
+        return ferry_err_set(err, FERRY_EINVAL, "pointer format %d does not exist (ClickHouse "
+                             "reads versions 1 to 5)", version);
+    if (version == 5 && (server->major < 23 || (server->major == 23 && server->minor < 11)))
+        return ferry_err_set(err, FERRY_EINVAL, "pointer format 5 (full object keys) is not "
+                             "readable by ClickHouse %s (needs 23.11 or later); pin "
+                             "pointer_format = 4 or lower in [cluster]", server->text);
+    return FERRY_OK;
+}
+
+/* ---- environment --------------------------------------------------------------------------- */
+
+void agent_env_init(agent_env *env, ferry_agent *a)
+{
+    memset(env, 0, sizeof *env);
+    env->a = a;
+}
+
+static void store_info_free(agent_store_info *s)
+{
+    free(s->root);
+    free(s->prefix);
+    free(s->disk_key_prefix);
+    memset(s, 0, sizeof *s);
+}
+
+void agent_env_free(agent_env *env)
+{
+    ferry_ch_client_free(env->ch);
+    if (env->cfg_loaded)
+        ferry_config_free(&env->cfg);
+    store_info_free(&env->store);
+    ferry_roots_free(&env->roots);
+    for (size_t i = 0; i < env->n_disks; i++) {
+        free(env->disks[i].name);
+        free(env->disks[i].path);
+    }
+    free(env->disks);
+    memset(env, 0, sizeof *env);
+}
+
+int agent_env_ch(agent_env *env, ferry_err *err)
+{
+    if (env->ch)
+        return FERRY_OK;
+    ferry_ch_options o = {.url = env->a->ch_url,
+                          .user = env->a->ch_user,
+                          .password = env->a->ch_password,
+                          .max_attempts = 2};
+    return ferry_ch_client_new(&o, &env->ch, err);
+}
+
+int agent_env_config(agent_env *env, ferry_err *err)
+{
+    if (env->cfg_loaded)
+        return FERRY_OK;
+    if (!env->a->config_path) {
+        env->status = 501;
+        return ferry_err_set(err, FERRY_EUNSUPPORTED, "this agent was started without a ferry "
+                             "config (--config): no object store, no pointer format");
+    }
+    int rc = ferry_config_load(env->a->config_path, &env->cfg, err);
+    if (rc)
+        return rc;
+    env->cfg_loaded = true;
+    return FERRY_OK;
+}
+
+static char *with_slash(const char *s)
+{
+    size_t n = strlen(s);
+    char *r = malloc(n + 2);
+    if (r)
+        sprintf(r, "%s%s", s, (n && s[n - 1] == '/') ? "" : "/");
+    return r;
+}
+
+int agent_env_store(agent_env *env, ferry_err *err)
+{
+    if (env->store_loaded)
+        return FERRY_OK;
+    int rc = agent_env_config(env, err);
+    if (rc)
+        return rc;
+    const char *type = ferry_config_get(&env->cfg, "object_store", NULL, "type");
+    const char *prefix = ferry_config_get(&env->cfg, "object_store", NULL, "prefix");
+    agent_store_info *s = &env->store;
+    s->local = !type || !strcmp(type, "local");
+    s->prefix = strdup(prefix ? prefix : "");
+    if (s->prefix[0] && !ferry_ends_with(s->prefix, "/")) {
+        char *p = with_slash(s->prefix);
+        free(s->prefix);
+        s->prefix = p;
+    }
+    if (s->local) {
+        const char *path = ferry_config_get(&env->cfg, "object_store", NULL, "path");
+        if (!path || path[0] != '/')
+            return ferry_err_set(err, FERRY_EINVAL, "%s: [object_store] path must be an "
+                                 "absolute directory", env->a->config_path);
+        s->root = with_slash(path);
+        /* local blob storage: relative keys are relative to the disk's <path> */
+        s->disk_key_prefix = strdup(s->root);
+    } else {
+        /* S3: the cold disk's endpoint is <endpoint>/<bucket>/<prefix>, so ClickHouse's key
+         * prefix is ferry's upload prefix without its trailing '/'. */
+        s->disk_key_prefix = strdup(s->prefix);
+        size_t n = strlen(s->disk_key_prefix);
+        if (n && s->disk_key_prefix[n - 1] == '/')
+            s->disk_key_prefix[n - 1] = '\0';
+    }
+    env->store_loaded = true;
+    return FERRY_OK;
+}
+
+char *agent_store_ch_key(const agent_store_info *s, const char *store_key)
+{
+    if (!s->local)
+        return strdup(store_key);
+    char *r = malloc(strlen(s->root) + strlen(store_key) + 1);
+    if (r)
+        sprintf(r, "%s%s", s->root, store_key);
+    return r;
+}
+
+char *agent_store_key_of(const agent_store_info *s, const char *ch_key)
+{
+    if (!s->local)
+        return strdup(ch_key);
+    if (!ferry_starts_with(ch_key, s->root))
+        return NULL;
+    return strdup(ch_key + strlen(s->root));
+}
+
+int agent_env_open_store(agent_env *env, ferry_objstore_role role, ferry_objstore **out,
+                         ferry_err *err)
+{
+    if (role == FERRY_ROLE_JANITOR)
+        return ferry_err_set(err, FERRY_EINTERNAL, "the agent never uses the janitor role");
+    int rc = agent_env_store(env, err);
+    if (rc)
+        return rc;
+    return ferry_objstore_open_from_config(&env->cfg, role, out, err);
+}
+
+int agent_env_pointer_version(agent_env *env, int *version, ferry_err *err)
+{
+    int rc = agent_env_config(env, err);
+    if (rc)
+        return rc;
+    uint64_t v;
+    if ((rc = ferry_config_u64(&env->cfg, "cluster", NULL, "pointer_format", 5, &v, err)))
+        return rc;
+    if ((rc = agent_env_ch(env, err)))
+        return rc;
+    ferry_ch_version sv;
+    if ((rc = ferry_ch_server_version(env->ch, &sv, err)))
+        return rc;
+    if ((rc = ferry_agent_pointer_version_ok((int)(v > 100 ? 100 : v), &sv, err))) {
+        env->status = 422;
+        return ferry_err_prefix(err, "%s: [cluster] pointer_format: ", env->a->config_path);
+    }
+    *version = (int)v;
+    return FERRY_OK;
+}
+
+int agent_env_roots(agent_env *env, ferry_err *err)
+{
+    if (env->roots_loaded)
+        return FERRY_OK;
+    int rc = agent_env_ch(env, err);
+    ferry_ch_rows rows = {0};
+    if (rc)
+        return rc;
+    if ((rc = ferry_roots_add(&env->roots, env->a->data_path, err)))
+        return rc;
+    rc = ferry_ch_query_rows(env->ch, "SELECT name, path, toUInt8(is_remote) FROM system.disks "
+                             "ORDER BY name", &rows, NULL, err);
+    if (rc) {
+        ferry_err_prefix(err, "listing disks: ");
+        goto out;
+    }
+    env->disks = calloc(rows.n_rows ? rows.n_rows : 1, sizeof *env->disks);
+    if (!env->disks) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < rows.n_rows; i++) {
+        agent_disk *d = &env->disks[env->n_disks++];
+        d->name = strdup(ferry_ch_rows_get(&rows, i, 0));
+        d->path = with_slash(ferry_ch_rows_get(&rows, i, 1));
+        d->is_remote = !strcmp(ferry_ch_rows_get(&rows, i, 2), "1");
+        struct stat sb;
+        ferry_err ignored = {0};
+        if (d->path[0] == '/' && stat(d->path, &sb) == 0 &&
+            ferry_roots_add(&env->roots, d->path, &ignored) != FERRY_OK)
+            FLOG_WARN("agent: disk path not usable as a root disk=%s path=%s", d->name, d->path);
+    }
+    env->roots_loaded = true;
+out:
+    ferry_ch_rows_free(&rows);
+    return rc;
+}
+
+const agent_disk *agent_env_disk(const agent_env *env, const char *name)
+{
+    for (size_t i = 0; i < env->n_disks; i++)
+        if (!strcmp(env->disks[i].name, name))
+            return &env->disks[i];
+    return NULL;
+}
+
+void agent_table_dirs_free(agent_table_dir *d, size_t n)
+{
+    for (size_t i = 0; d && i < n; i++) {
+        free(d[i].path);
+        free(d[i].rel);
+    }
+    free(d);
+}
+
+int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_table_dir **out,
+                     size_t *n, ferry_err *err)
+{
+    ferry_ch_data_path *p = NULL;
+    size_t np = 0;
+    agent_table_dir *d = NULL;
+    size_t nd = 0;
+    int rc;
+    if ((rc = agent_env_roots(env, err)))
+        return rc;
+    rc = ferry_ch_table_data_paths(env->ch, db, table, &p, &np, err);
+    if (rc == FERRY_ENOTFOUND || (rc == FERRY_OK && np == 0)) {
+        rc = ferry_err_set(err, FERRY_ENOTFOUND, "table %s.%s does not exist", db, table);
+        goto out;
+    }
+    if (rc)
+        goto out;
+    d = calloc(np, sizeof *d);
+    if (!d) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < np; i++) {
+        const agent_disk *disk = agent_env_disk(env, p[i].disk);
+        if (!disk || !ferry_starts_with(p[i].path, disk->path)) {
+            rc = ferry_err_set(err, FERRY_EINTERNAL, "table %s.%s: data path %s is not under "
+                               "its disk %s", db, table, p[i].path, p[i].disk);
+            goto out;
+        }
+        char *canon = NULL;
+        if ((rc = ferry_roots_check(&env->roots, p[i].path, &canon, err)))
+            goto out;
+        d[nd].disk = disk;
+        d[nd].path = with_slash(canon);
+        free(canon);
+        d[nd].rel = strdup(p[i].path + strlen(disk->path));
+        nd++;
+        if (!ferry_safe_relpath(d[nd - 1].rel)) {
+            rc = ferry_err_set(err, FERRY_EINTERNAL, "table %s.%s: unexpected data path %s",
+                               db, table, p[i].path);
+            goto out;
+        }
+    }
+    *out = d;
+    *n = nd;
+    d = NULL;
+    nd = 0;
+out:
+    agent_table_dirs_free(d, nd);
+    ferry_ch_data_paths_free(p, np);
+    return rc;
+}
+
+int agent_pick_dir(const agent_table_dir *d, size_t n, const char *disk, bool want_remote,
+                   const agent_table_dir **out, ferry_err *err)
+{
+    const agent_table_dir *found = NULL;
+    size_t matches = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (disk ? !strcmp(d[i].disk->name, disk) : d[i].disk->is_remote == want_remote) {
+            if (!found)
+                found = &d[i];
+            matches++;
+        }
+    }
+    if (!found)
+        return ferry_err_set(err, FERRY_EINVAL, disk ? "the table has no data on disk '%s'"
+                                                     : "the table has no %s disk%s",
+                             disk ? disk : (want_remote ? "object-storage" : "local"),
+                             disk ? "" : " in its storage policy");
+    if (!disk && want_remote && matches > 1)
+        return ferry_err_set(err, FERRY_EINVAL, "the table has several object-storage disks; "
+                             "name one with \"disk\"");
+    *out = found;
+    return FERRY_OK;
+}
+
+int agent_find_frozen_part(agent_env *env, const agent_table_dir *dirs, size_t n,
+                           const char *freeze, const char *part, char **dir,
+                           const agent_disk **disk, ferry_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        char p[4400];
+        snprintf(p, sizeof p, "%sshadow/%s/%s%s", dirs[i].disk->path, freeze, dirs[i].rel, part);
+        struct stat sb;
+        if (lstat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            continue;
+        int rc = ferry_roots_check(&env->roots, p, dir, err);
+        if (rc)
+            return rc;
+        *disk = dirs[i].disk;
+        return FERRY_OK;
+    }
+    return ferry_err_set(err, FERRY_ENOTFOUND, "part %s is not in freeze '%s' of this table",
+                         part, freeze);
+}
+
+/* ---- request fields ------------------------------------------------------------------------ */
+
+int agent_req_str(json_t *req, const char *field, const char **out, ferry_err *err)
+{
+    const char *s = json_string_value(json_object_get(req, field));
+    if (!s || !*s)
+        return ferry_err_set(err, FERRY_EINVAL, "\"%s\" (a non-empty string) is required", field);
+    if (strlen(s) > 1024)
+        return ferry_err_set(err, FERRY_EINVAL, "\"%s\" is too long", field);
+    *out = s;
+    return FERRY_OK;
+}
+
+int agent_req_name(json_t *req, const char *field, const char **out, ferry_err *err)
+{
+    int rc = agent_req_str(req, field, out, err);
+    if (rc)
+        return rc;
+    if (!ferry_safe_component(*out, false))
+        return ferry_err_set(err, FERRY_EINVAL, "\"%s\": '%.200s' is not allowed (a plain name "
+                             "of [A-Za-z0-9_.-], not starting with '.')", field, *out);
+    return FERRY_OK;
+}
+
+const char *agent_req_opt(json_t *req, const char *field)
+{
+    const char *s = json_string_value(json_object_get(req, field));
+    return s && *s ? s : NULL;
+}

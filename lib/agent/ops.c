@@ -1,0 +1,860 @@
+/* The node agent's operations on the local server (see docs/agent.md): status, listing parts,
+ * freezing a partition and listing what it froze, uploading a frozen part to object storage,
+ * writing a pointer part into detached/, removing detached and shadow folders, and listing the
+ * pointer files of the cold disk. Each is idempotent: running it again after a crash gives the
+ * same result. Sending and receiving parts is in transfer.c. */
+#include "agent_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ferry/log.h"
+#include "ferry/partition.h"
+#include "ferry/pointer.h"
+#include "ferry/strutil.h"
+
+#define POINTER_FILE_MAX (1u << 20)
+
+static json_t *jstr(const char *s) { return json_string(s ? s : ""); }
+
+/* ---- status --------------------------------------------------------------------------------- */
+
+int agent_op_status(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    (void)req;
+    int rc;
+    if ((rc = agent_env_roots(env, err)))
+        return rc;
+    ferry_ch_version v;
+    if ((rc = ferry_ch_server_version(env->ch, &v, err)))
+        return rc;
+    json_t *o = json_object();
+    json_object_set_new(o, "agent", json_string("ferry"));
+    json_object_set_new(o, "api", json_integer(FERRY_AGENT_API_VERSION));
+    json_object_set_new(o, "data_path", jstr(env->a->data_path));
+    json_object_set_new(o, "clickhouse_version", jstr(v.text));
+    json_t *disks = json_array();
+    for (size_t i = 0; i < env->n_disks; i++)
+        json_array_append_new(disks, json_pack("{s:s, s:s, s:b}", "name", env->disks[i].name,
+                                               "path", env->disks[i].path, "remote",
+                                               env->disks[i].is_remote));
+    json_object_set_new(o, "disks", disks);
+    json_t *roots = json_array();
+    for (size_t i = 0; i < env->roots.n; i++)
+        json_array_append_new(roots, jstr(env->roots.paths[i]));
+    json_object_set_new(o, "roots", roots);
+    if (env->a->config_path) {
+        int pv = 0;
+        ferry_err perr = {0};
+        if (agent_env_pointer_version(env, &pv, &perr) == FERRY_OK)
+            json_object_set_new(o, "pointer_format", json_integer(pv));
+        else
+            json_object_set_new(o, "pointer_format_error", jstr(perr.msg));
+        ferry_objstore *st = NULL;
+        if (agent_env_open_store(env, FERRY_ROLE_UPLOADER, &st, &perr) == FERRY_OK)
+            json_object_set_new(o, "object_store", jstr(ferry_objstore_describe(st)));
+        ferry_objstore_close(st);
+    }
+    *resp = o;
+    return FERRY_OK;
+}
+
+/* ---- parts ---------------------------------------------------------------------------------- */
+
+static json_t *read_count_txt(const char *dir)
+{
+    char p[4400], *data = NULL;
+    size_t len;
+    uint64_t rows;
+    ferry_err ignored = {0};
+    snprintf(p, sizeof p, "%s/count.txt", dir);
+    json_t *r = json_null();
+    if (agent_read_small(p, 64, &data, &len, &ignored) == FERRY_OK) {
+        ferry_chomp(data);
+        if (ferry_parse_u64(data, &rows)) {
+            json_decref(r);
+            r = json_integer((json_int_t)rows);
+        }
+        free(data);
+    }
+    return r;
+}
+
+int agent_op_parts(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    const char *db, *table, *pid = agent_req_opt(req, "partition_id");
+    int rc;
+    ferry_ch_part *parts = NULL;
+    ferry_ch_detached_part *det = NULL;
+    size_t np = 0, nd = 0, ndirs = 0;
+    agent_table_dir *dirs = NULL;
+    if ((rc = agent_req_str(req, "database", &db, err)) ||
+        (rc = agent_req_str(req, "table", &table, err)))
+        return rc;
+    if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
+        (rc = ferry_ch_list_parts(env->ch, db, table, &parts, &np, err)) ||
+        (rc = ferry_ch_list_detached(env->ch, db, table, &det, &nd, err)))
+        goto out;
+    json_t *o = json_object(), *jd = json_array(), *jp = json_array(), *jx = json_array();
+    json_object_set_new(o, "database", jstr(db));
+    json_object_set_new(o, "table", jstr(table));
+    for (size_t i = 0; i < ndirs; i++)
+        json_array_append_new(jd, json_pack("{s:s, s:s, s:b}", "disk", dirs[i].disk->name,
+                                            "path", dirs[i].path, "remote",
+                                            dirs[i].disk->is_remote));
+    for (size_t i = 0; i < np; i++) {
+        const ferry_ch_part *p = &parts[i];
+        if (pid && strcmp(pid, p->partition_id))
+            continue;
+        json_array_append_new(jp, json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "name",
+                                            p->name, "partition_id", p->partition_id,
+                                            "partition", p->partition, "disk", p->disk_name,
+                                            "path", p->path, "rows", (json_int_t)p->rows,
+                                            "bytes_on_disk", (json_int_t)p->bytes_on_disk,
+                                            "hash_of_all_files", p->hash_of_all_files));
+    }
+    for (size_t i = 0; i < nd; i++) {
+        const ferry_ch_detached_part *d = &det[i];
+        if (pid && (!d->partition_id || strcmp(pid, d->partition_id)))
+            continue;
+        const agent_disk *disk = agent_env_disk(env, d->disk);
+        json_t *e = json_pack("{s:s, s:o, s:s, s:s, s:I, s:o}", "name", d->name,
+                              "partition_id", d->partition_id ? json_string(d->partition_id)
+                                                              : json_null(),
+                              "disk", d->disk, "path", d->path, "bytes_on_disk",
+                              (json_int_t)d->bytes_on_disk, "reason",
+                              d->reason && *d->reason ? json_string(d->reason) : json_null());
+        /* rows: count.txt of a part on a local disk (on an object disk it is a pointer) */
+        json_object_set_new(e, "rows", disk && !disk->is_remote && *d->path
+                                           ? read_count_txt(d->path) : json_null());
+        json_array_append_new(jx, e);
+    }
+    json_object_set_new(o, "data_paths", jd);
+    json_object_set_new(o, "parts", jp);
+    json_object_set_new(o, "detached", jx);
+    *resp = o;
+out:
+    agent_table_dirs_free(dirs, ndirs);
+    ferry_ch_parts_free(parts, np);
+    ferry_ch_detached_free(det, nd);
+    return rc;
+}
+
+/* ---- freeze and frozen ------------------------------------------------------------------- */
+
+/* The pointer file at path, parsed, as JSON objects; NULL (and err) when it is not one. */
+static json_t *pointer_objects(agent_env *env, const char *path, ferry_pointer *pt, ferry_err *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    ferry_err serr = {0};
+    const char *kp = agent_env_store(env, &serr) == FERRY_OK ? env->store.disk_key_prefix : "";
+    if (agent_read_small(path, POINTER_FILE_MAX, &data, &len, err))
+        return NULL;
+    int rc = ferry_pointer_parse(data, len, kp, pt, err);
+    free(data);
+    if (rc)
+        return NULL;
+    json_t *objs = json_array();
+    for (size_t i = 0; i < pt->n_objects; i++) {
+        json_t *o = json_pack("{s:s, s:I}", "key", pt->objects[i].key, "size",
+                              (json_int_t)pt->objects[i].size);
+        char *sk = env->store_loaded ? agent_store_key_of(&env->store, pt->objects[i].key) : NULL;
+        if (sk)
+            json_object_set_new(o, "store_key", json_string(sk));
+        free(sk);
+        json_array_append_new(objs, o);
+    }
+    return objs;
+}
+
+/* Appends the parts frozen under shadow/<name> for this table (of partition pid, or all) to
+ * arr. */
+static int list_frozen(agent_env *env, const agent_table_dir *dirs, size_t ndirs,
+                       const char *name, const char *pid, json_t *arr, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    for (size_t i = 0; i < ndirs && rc == FERRY_OK; i++) {
+        char sh[4400];
+        snprintf(sh, sizeof sh, "%sshadow/%s/%s", dirs[i].disk->path, name, dirs[i].rel);
+        struct stat sb;
+        if (lstat(sh, &sb) != 0)
+            continue;
+        char *canon = NULL;
+        if ((rc = ferry_roots_check(&env->roots, sh, &canon, err)))
+            return rc;
+        DIR *d = opendir(canon);
+        if (!d) {
+            free(canon);
+            return ferry_err_set(err, FERRY_EIO, "%s: %s", sh, strerror(errno));
+        }
+        struct dirent *e;
+        size_t pl = pid ? strlen(pid) : 0;
+        while ((e = readdir(d)) != NULL && rc == FERRY_OK) {
+            if (e->d_name[0] == '.' || (pid && (strncmp(e->d_name, pid, pl) ||
+                                                e->d_name[pl] != '_')))
+                continue;
+            char pdir[4700];
+            snprintf(pdir, sizeof pdir, "%s/%s", canon, e->d_name);
+            if (lstat(pdir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+                continue;
+            agent_file *files = NULL;
+            size_t nf = 0;
+            if ((rc = agent_list_part_files(pdir, &files, &nf, err)))
+                break;
+            json_t *jf = json_array();
+            uint64_t bytes = 0;
+            for (size_t k = 0; k < nf; k++) {
+                json_t *f = json_pack("{s:s, s:I}", "name", files[k].name, "size",
+                                      (json_int_t)files[k].size);
+                bytes += files[k].size;
+                if (dirs[i].disk->is_remote) {
+                    char fp[4900];
+                    snprintf(fp, sizeof fp, "%s/%s", pdir, files[k].name);
+                    ferry_pointer pt = FERRY_POINTER_INIT;
+                    ferry_err perr = {0};
+                    json_t *objs = pointer_objects(env, fp, &pt, &perr);
+                    if (objs) {
+                        json_object_set_new(f, "objects", objs);
+                        json_object_set_new(f, "data_size",
+                                            json_integer((json_int_t)ferry_pointer_total_size(&pt)));
+                    } else {
+                        json_object_set_new(f, "pointer_error", json_string(perr.msg));
+                    }
+                    ferry_pointer_free(&pt);
+                }
+                json_array_append_new(jf, f);
+            }
+            agent_files_free(files, nf);
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:I, s:o}", "name",
+                                                 e->d_name, "disk", dirs[i].disk->name, "kind",
+                                                 dirs[i].disk->is_remote ? "pointer" : "hot",
+                                                 "path", pdir, "bytes", (json_int_t)bytes,
+                                                 "files", jf));
+        }
+        closedir(d);
+        free(canon);
+    }
+    return rc;
+}
+
+static int count_active(agent_env *env, const char *db, const char *table, const char *pid,
+                        uint64_t *n, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf out = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "SELECT count() FROM system.parts WHERE active AND database = ");
+    ferry_ch_quote(&sql, db);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_ch_quote(&sql, table);
+    ferry_buf_puts(&sql, " AND partition_id = ");
+    ferry_ch_quote(&sql, pid);
+    int rc = ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), "TabSeparated", &out, NULL, err);
+    if (rc == FERRY_OK) {
+        char *s = (char *)ferry_buf_cstr(&out);
+        ferry_chomp(s);
+        if (!ferry_parse_u64(s, n))
+            rc = ferry_err_set(err, FERRY_EREMOTE, "unexpected count from system.parts");
+    }
+    ferry_buf_free(&sql);
+    ferry_buf_free(&out);
+    return rc;
+}
+
+static int frozen_common(agent_env *env, json_t *req, json_t **resp, bool do_freeze,
+                         ferry_err *err)
+{
+    const char *db, *table, *name, *pid = NULL;
+    agent_table_dir *dirs = NULL;
+    size_t ndirs = 0;
+    ferry_buf sql = FERRY_BUF_INIT;
+    json_t *parts = json_array();
+    bool existing = false;
+    int rc;
+    if ((rc = agent_req_str(req, "database", &db, err)) ||
+        (rc = agent_req_str(req, "table", &table, err)) ||
+        (rc = agent_req_name(req, "name", &name, err)))
+        goto out;
+    if (do_freeze || json_object_get(req, "partition_id"))
+        if ((rc = agent_req_name(req, "partition_id", &pid, err)))
+            goto out;
+    if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
+        (rc = list_frozen(env, dirs, ndirs, name, pid, parts, err)))
+        goto out;
+    existing = json_array_size(parts) > 0;
+    if (do_freeze && !existing) {
+        uint64_t active = 0;
+        if ((rc = count_active(env, db, table, pid, &active, err)))
+            goto out;
+        if (active == 0) {
+            rc = ferry_err_set(err, FERRY_ENOTFOUND, "partition ID '%s' of %s.%s has no parts",
+                               pid, db, table);
+            goto out;
+        }
+        ferry_buf_puts(&sql, "ALTER TABLE ");
+        ferry_sql_ident(db, &sql);
+        ferry_buf_putc(&sql, '.');
+        ferry_sql_ident(table, &sql);
+        ferry_buf_puts(&sql, " FREEZE PARTITION ID ");
+        ferry_ch_quote(&sql, pid);
+        ferry_buf_puts(&sql, " WITH NAME ");
+        ferry_ch_quote(&sql, name);
+        if ((rc = ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), NULL, NULL, NULL, err)))
+            goto out;
+        if ((rc = list_frozen(env, dirs, ndirs, name, pid, parts, err)))
+            goto out;
+    } else if (!do_freeze && !existing) {
+        rc = ferry_err_set(err, FERRY_ENOTFOUND, "nothing of %s.%s is frozen under '%s'%s%s",
+                           db, table, name, pid ? " for partition ID " : "", pid ? pid : "");
+        goto out;
+    }
+    json_t *o = json_pack("{s:s, s:s, s:s, s:b, s:O}", "database", db, "table", table, "name",
+                          name, "existing", existing, "parts", parts);
+    if (pid)
+        json_object_set_new(o, "partition_id", json_string(pid));
+    *resp = o;
+out:
+    json_decref(parts);
+    ferry_buf_free(&sql);
+    agent_table_dirs_free(dirs, ndirs);
+    return rc;
+}
+
+int agent_op_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    return frozen_common(env, req, resp, true, err);
+}
+
+int agent_op_frozen(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    return frozen_common(env, req, resp, false, err);
+}
+
+/* ---- upload --------------------------------------------------------------------------------- */
+
+int agent_op_upload(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    const char *db, *table, *freeze, *part;
+    char pid[256];
+    agent_table_dir *dirs = NULL;
+    size_t ndirs = 0, nf = 0;
+    agent_file *files = NULL;
+    char *dir = NULL;
+    const agent_disk *disk = NULL;
+    ferry_objstore *up = NULL, *chk = NULL;
+    ferry_buf key = FERRY_BUF_INIT;
+    json_t *objs = json_array();
+    uint64_t uploaded = 0, skipped = 0, bytes = 0;
+    int rc;
+    if ((rc = agent_req_str(req, "database", &db, err)) ||
+        (rc = agent_req_str(req, "table", &table, err)) ||
+        (rc = agent_req_name(req, "freeze", &freeze, err)) ||
+        (rc = agent_req_name(req, "part", &part, err)) ||
+        (rc = ferry_agent_part_partition_id(part, pid, sizeof pid, err)))
+        goto out;
+    if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
+        (rc = agent_find_frozen_part(env, dirs, ndirs, freeze, part, &dir, &disk, err)))
+        goto out;
+    if (disk->is_remote) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "part %s is on the object-storage disk '%s': its "
+                           "files are pointer files, its data is already in object storage "
+                           "(copy it with send)", part, disk->name);
+        goto out;
+    }
+    if ((rc = agent_list_part_files(dir, &files, &nf, err)) ||
+        (rc = agent_env_open_store(env, FERRY_ROLE_UPLOADER, &up, err)))
+        goto out;
+    ferry_err cerr = {0};
+    if (agent_env_open_store(env, FERRY_ROLE_CLICKHOUSE, &chk, &cerr) != FERRY_OK) {
+        /* No read credentials: every file is written again (same key, same bytes). */
+        FLOG_INFO("agent: upload without existence checks (no clickhouse role): %s", cerr.msg);
+        chk = NULL;
+    }
+    for (size_t i = 0; i < nf; i++) {
+        ferry_buf_reset(&key);
+        if ((rc = ferry_agent_object_key(env->store.prefix, db, table, pid, part, files[i].name,
+                                         &key, err)))
+            goto out;
+        bool skip = false;
+        if (chk) {
+            ferry_object_info info = {0};
+            ferry_err herr = {0};
+            int hr = ferry_objstore_head(chk, ferry_buf_cstr(&key), &info, &herr);
+            if (hr == FERRY_OK && info.size == files[i].size)
+                skip = true;
+            else if (hr != FERRY_OK && hr != FERRY_ENOTFOUND) {
+                rc = ferry_err_set(err, hr, "checking %s: %s", ferry_buf_cstr(&key), herr.msg);
+                goto out;
+            }
+        }
+        if (!skip) {
+            char fp[4700];
+            snprintf(fp, sizeof fp, "%s/%s", dir, files[i].name);
+            int fd = open(fp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0) {
+                rc = ferry_err_set(err, FERRY_EIO, "%s: %s", fp, strerror(errno));
+                goto out;
+            }
+            rc = ferry_objstore_put_fd(up, ferry_buf_cstr(&key), fd, err);
+            close(fd);
+            if (rc) {
+                ferry_err_prefix(err, "uploading %s: ", files[i].name);
+                goto out;
+            }
+            uploaded++;
+            bytes += files[i].size;
+        } else {
+            skipped++;
+        }
+        char *chkey = agent_store_ch_key(&env->store, ferry_buf_cstr(&key));
+        json_array_append_new(objs, json_pack("{s:s, s:s, s:s, s:I, s:b}", "file", files[i].name,
+                                              "key", ferry_buf_cstr(&key), "clickhouse_key",
+                                              chkey ? chkey : "", "size",
+                                              (json_int_t)files[i].size, "uploaded", !skip));
+        free(chkey);
+    }
+    *resp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:I, s:I, s:I}", "database", db, "table",
+                      table, "part", part, "partition_id", pid, "store",
+                      ferry_objstore_describe(up), "objects", objs, "uploaded",
+                      (json_int_t)uploaded, "skipped", (json_int_t)skipped, "bytes_uploaded",
+                      (json_int_t)bytes);
+out:
+    json_decref(objs);
+    ferry_buf_free(&key);
+    ferry_objstore_close(up);
+    ferry_objstore_close(chk);
+    agent_files_free(files, nf);
+    free(dir);
+    agent_table_dirs_free(dirs, ndirs);
+    return rc;
+}
+
+/* ---- placing a part folder into detached/ ------------------------------------------------- */
+
+int agent_make_tmp(agent_env *env, const agent_table_dir *td, char **detached, char **tmp,
+                   ferry_err *err)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%sdetached", td->path);
+    int rc = ferry_roots_check(&env->roots, p, detached, err);
+    if (rc)
+        return rc;
+    if ((rc = agent_mkdir(*detached, err)))
+        return rc;
+    char name[64];
+    agent_tmp_name(name, sizeof name);
+    snprintf(p, sizeof p, "%s/%s", *detached, name);
+    if (mkdir(p, 0755) != 0) {
+        agent_note_errno(env, errno);
+        return ferry_err_set(err, FERRY_EIO, "cannot create %s: %s", p, strerror(errno));
+    }
+    *tmp = strdup(p);
+    return FERRY_OK;
+}
+
+int agent_place_tmp(agent_env *env, const char *detached, const char *tmp, const char *part,
+                    char **final_out, bool *existing, ferry_err *err)
+{
+    char final[4400];
+    snprintf(final, sizeof final, "%s/%s", detached, part);
+    int rc = agent_fsync_dir(tmp, err);
+    if (rc)
+        return rc;
+    *existing = false;
+    struct stat sb;
+    if (lstat(final, &sb) == 0) {
+        ferry_err ignored = {0};
+        bool same = S_ISDIR(sb.st_mode) && agent_dirs_equal(tmp, final);
+        agent_rmtree(tmp, &ignored);
+        if (!same)
+            return ferry_err_set(err, FERRY_ECONFLICT, "%s already exists with other content; "
+                                 "remove it first (remove-detached)", final);
+        *existing = true;
+    } else if (rename(tmp, final) != 0) {
+        return ferry_err_set(err, FERRY_EIO, "rename %s to %s: %s", tmp, final, strerror(errno));
+    } else if ((rc = agent_fsync_dir(detached, err))) {
+        return rc;
+    }
+    (void)env;
+    *final_out = strdup(final);
+    return FERRY_OK;
+}
+
+/* ---- write-pointers ------------------------------------------------------------------------- */
+
+int agent_op_write_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    const char *db, *table, *part, *disk = agent_req_opt(req, "disk");
+    char pid[256];
+    int version = 0, rc;
+    agent_table_dir *dirs = NULL;
+    size_t ndirs = 0;
+    const agent_table_dir *td = NULL;
+    ferry_objstore *chk = NULL;
+    char *detached = NULL, *tmp = NULL, *final = NULL;
+    int tmpfd = -1;
+    bool existing = false;
+    json_t *objs = json_object_get(req, "objects");
+    ferry_buf text = FERRY_BUF_INIT;
+    if ((rc = agent_req_str(req, "database", &db, err)) ||
+        (rc = agent_req_str(req, "table", &table, err)) ||
+        (rc = agent_req_name(req, "part", &part, err)) ||
+        (rc = ferry_agent_part_partition_id(part, pid, sizeof pid, err)))
+        goto out;
+    if (!json_is_array(objs) || json_array_size(objs) == 0) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "\"objects\" must be a non-empty array of "
+                           "{file, key, size} (the upload's answer)");
+        goto out;
+    }
+    size_t i;
+    json_t *o;
+    json_array_foreach(objs, i, o)
+    {
+        const char *file = json_string_value(json_object_get(o, "file"));
+        const char *key = json_string_value(json_object_get(o, "key"));
+        json_t *sz = json_object_get(o, "size");
+        if (!file || !ferry_safe_component(file, false) || !key || !*key ||
+            !json_is_integer(sz) || json_integer_value(sz) < 0) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "objects[%zu]: needs \"file\" (a plain file "
+                               "name), \"key\" and \"size\" (>= 0)", i);
+            goto out;
+        }
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(file, json_string_value(json_object_get(json_array_get(objs, k),
+                                                                "file")))) {
+                rc = ferry_err_set(err, FERRY_EINVAL, "objects: file %s given twice", file);
+                goto out;
+            }
+    }
+    if ((rc = agent_env_pointer_version(env, &version, err)) ||
+        (rc = agent_env_store(env, err)) ||
+        (rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
+        (rc = agent_pick_dir(dirs, ndirs, disk, true, &td, err)))
+        goto out;
+    if (!td->disk->is_remote) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "disk '%s' is not an object-storage disk",
+                           td->disk->name);
+        goto out;
+    }
+    /* Every object must exist with its size before ClickHouse is shown the part. */
+    if ((rc = agent_env_open_store(env, FERRY_ROLE_CLICKHOUSE, &chk, err))) {
+        ferry_err_prefix(err, "checking the objects needs the clickhouse role: ");
+        goto out;
+    }
+    json_array_foreach(objs, i, o)
+    {
+        const char *key = json_string_value(json_object_get(o, "key"));
+        uint64_t size = (uint64_t)json_integer_value(json_object_get(o, "size"));
+        ferry_object_info info = {0};
+        ferry_err herr = {0};
+        int hr = ferry_objstore_head(chk, key, &info, &herr);
+        if (hr == FERRY_ENOTFOUND) {
+            env->status = 409;
+            rc = ferry_err_set(err, FERRY_ECONFLICT, "object %s (file %s) is missing from the "
+                               "object store; the part was not written", key,
+                               json_string_value(json_object_get(o, "file")));
+            goto out;
+        }
+        if (hr) {
+            rc = ferry_err_set(err, hr, "checking object %s: %s", key, herr.msg);
+            goto out;
+        }
+        if (info.size != size) {
+            rc = ferry_err_set(err, FERRY_ECONFLICT, "object %s has %" PRIu64 " bytes, the "
+                               "request says %" PRIu64 "; the part was not written", key,
+                               info.size, size);
+            goto out;
+        }
+    }
+    if ((rc = agent_make_tmp(env, td, &detached, &tmp, err)))
+        goto out;
+    tmpfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (tmpfd < 0) {
+        rc = ferry_err_set(err, FERRY_EIO, "%s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    json_array_foreach(objs, i, o)
+    {
+        const char *file = json_string_value(json_object_get(o, "file"));
+        char *chkey = agent_store_ch_key(&env->store,
+                                         json_string_value(json_object_get(o, "key")));
+        ferry_pointer pt = FERRY_POINTER_INIT;
+        /* ref_count 1: one owner outside this server (ferry); see docs/agent.md */
+        pt.ref_count = 1;
+        ferry_buf_reset(&text);
+        rc = chkey ? ferry_pointer_add_object(&pt, chkey,
+                                              (uint64_t)json_integer_value(
+                                                  json_object_get(o, "size")), err)
+                   : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        if (rc == FERRY_OK)
+            rc = ferry_pointer_serialize(&pt, version, env->store.disk_key_prefix, &text, err);
+        ferry_pointer_free(&pt);
+        free(chkey);
+        if (rc == FERRY_OK && (rc = agent_write_file_at(tmpfd, file, text.data, text.len, err)))
+            agent_note_errno(env, errno);
+        if (rc)
+            goto out;
+    }
+    if ((rc = agent_place_tmp(env, detached, tmp, part, &final, &existing, err)))
+        goto out;
+    free(tmp);
+    tmp = NULL;
+    *resp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:i, s:i}", "database", db, "table",
+                      table, "part", part, "disk", td->disk->name, "path", final, "files",
+                      (json_int_t)json_array_size(objs), "existing", existing, "pointer_format",
+                      version, "ref_count", 1);
+out:
+    if (tmpfd >= 0)
+        close(tmpfd);
+    if (tmp) {
+        ferry_err ignored = {0};
+        agent_rmtree(tmp, &ignored);
+    }
+    free(tmp);
+    free(detached);
+    free(final);
+    ferry_buf_free(&text);
+    ferry_objstore_close(chk);
+    agent_table_dirs_free(dirs, ndirs);
+    return rc;
+}
+
+/* ---- remove-detached ------------------------------------------------------------------------ */
+
+int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    const char *db, *table, *part, *disk = agent_req_opt(req, "disk");
+    agent_table_dir *dirs = NULL;
+    size_t ndirs = 0;
+    int rc;
+    json_t *removed = json_array();
+    if ((rc = agent_req_str(req, "database", &db, err)) ||
+        (rc = agent_req_str(req, "table", &table, err)) ||
+        (rc = agent_req_name(req, "part", &part, err)) ||
+        (rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)))
+        goto out;
+    for (size_t i = 0; i < ndirs; i++) {
+        if (disk && strcmp(disk, dirs[i].disk->name))
+            continue;
+        char p[4400], *canon = NULL;
+        struct stat sb;
+        snprintf(p, sizeof p, "%sdetached/%s", dirs[i].path, part);
+        if (lstat(p, &sb) != 0)
+            continue;
+        if ((rc = ferry_roots_check(&env->roots, p, &canon, err)))
+            goto out;
+        /* A plain file removal: pointer files go, the objects they name are never touched. */
+        rc = agent_rmtree(canon, err);
+        if (rc == FERRY_OK)
+            json_array_append_new(removed, json_pack("{s:s, s:s}", "disk", dirs[i].disk->name,
+                                                     "path", canon));
+        free(canon);
+        if (rc)
+            goto out;
+    }
+    *resp = json_pack("{s:s, s:s, s:s, s:b, s:O}", "database", db, "table", table, "part", part,
+                      "existed", json_array_size(removed) > 0, "removed", removed);
+out:
+    json_decref(removed);
+    agent_table_dirs_free(dirs, ndirs);
+    return rc;
+}
+
+/* ---- remove-freeze -------------------------------------------------------------------------- */
+
+/* Runs ALTER TABLE ... UNFREEZE WITH NAME for the table whose uuid names a folder of the
+ * shadow tree, so ClickHouse undoes FREEZE's ref_count increment on object-disk pointers. */
+static int unfreeze_uuid(agent_env *env, const char *uuid, const char *name, json_t *done,
+                         ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    /* by data path: system.tables.uuid is zero for tables of chdb's Overlay database */
+    char needle[300];
+    snprintf(needle, sizeof needle, "/%s/", uuid);
+    ferry_buf_puts(&sql, "SELECT DISTINCT database, name FROM system.tables WHERE "
+                         "arrayExists(p -> position(p, ");
+    ferry_ch_quote(&sql, needle);
+    ferry_buf_puts(&sql, ") > 0, data_paths)");
+    int rc = ferry_ch_query_rows(env->ch, ferry_buf_cstr(&sql), &rows, NULL, err);
+    if (rc || rows.n_rows != 1 || rows.n_cols != 2)
+        goto out;
+    const char *db = ferry_ch_rows_get(&rows, 0, 0), *t = ferry_ch_rows_get(&rows, 0, 1);
+    char label[1024];
+    snprintf(label, sizeof label, "%s.%s", db, t);
+    size_t i;
+    json_t *x;
+    json_array_foreach(done, i, x) if (!strcmp(json_string_value(x), label)) goto out;
+    ferry_buf_reset(&sql);
+    ferry_buf_puts(&sql, "ALTER TABLE ");
+    ferry_sql_ident(db, &sql);
+    ferry_buf_putc(&sql, '.');
+    ferry_sql_ident(t, &sql);
+    ferry_buf_puts(&sql, " UNFREEZE WITH NAME ");
+    ferry_ch_quote(&sql, name);
+    if ((rc = ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), NULL, NULL, NULL, err)) ==
+        FERRY_OK)
+        json_array_append_new(done, json_string(label));
+out:
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    const char *name;
+    int rc;
+    json_t *removed = json_array(), *unfrozen = json_array();
+    if ((rc = agent_req_name(req, "name", &name, err)) || (rc = agent_env_roots(env, err)))
+        goto out;
+    for (size_t i = 0; i < env->n_disks; i++) {
+        const agent_disk *d = &env->disks[i];
+        char p[4400], *canon = NULL;
+        struct stat sb;
+        snprintf(p, sizeof p, "%sshadow/%s", d->path, name);
+        if (d->path[0] != '/' || lstat(p, &sb) != 0)
+            continue;
+        if ((rc = ferry_roots_check(&env->roots, p, &canon, err)))
+            goto out;
+        if (d->is_remote) {
+            /* shadow/<name>/store/<xxx>/<uuid>/ */
+            char sp[4500];
+            snprintf(sp, sizeof sp, "%s/store", canon);
+            DIR *s1 = opendir(sp);
+            struct dirent *e1, *e2;
+            while (s1 && (e1 = readdir(s1)) != NULL && rc == FERRY_OK) {
+                if (e1->d_name[0] == '.')
+                    continue;
+                char p2[4800];
+                snprintf(p2, sizeof p2, "%s/%s", sp, e1->d_name);
+                DIR *s2 = opendir(p2);
+                while (s2 && (e2 = readdir(s2)) != NULL && rc == FERRY_OK)
+                    if (e2->d_name[0] != '.')
+                        rc = unfreeze_uuid(env, e2->d_name, name, unfrozen, err);
+                if (s2)
+                    closedir(s2);
+            }
+            if (s1)
+                closedir(s1);
+            if (rc) {
+                free(canon);
+                goto out;
+            }
+        }
+        rc = agent_rmtree(canon, err);
+        if (rc == FERRY_OK)
+            json_array_append_new(removed, json_pack("{s:s, s:s}", "disk", d->name, "path",
+                                                     canon));
+        free(canon);
+        if (rc)
+            goto out;
+    }
+    *resp = json_pack("{s:s, s:b, s:O, s:O}", "name", name, "existed",
+                      json_array_size(removed) > 0, "removed", removed, "unfrozen", unfrozen);
+out:
+    json_decref(removed);
+    json_decref(unfrozen);
+    return rc;
+}
+
+/* ---- pointers ------------------------------------------------------------------------------- */
+
+static int walk_pointers(agent_env *env, const char *base, const char *rel, json_t *files,
+                         json_t *invalid, int depth, ferry_err *err)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%s%s", base, rel);
+    if (depth > 32)
+        return ferry_err_set(err, FERRY_EIO, "%s: too deep", p);
+    DIR *d = opendir(p);
+    if (!d)
+        return errno == ENOENT ? FERRY_OK
+                               : ferry_err_set(err, FERRY_EIO, "%s: %s", p, strerror(errno));
+    struct dirent *e;
+    int rc = FERRY_OK;
+    while ((e = readdir(d)) != NULL && rc == FERRY_OK) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char r2[4400], full[4400];
+        snprintf(r2, sizeof r2, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+        snprintf(full, sizeof full, "%s%s", base, r2);
+        struct stat sb;
+        if (lstat(full, &sb) != 0)
+            continue;
+        if (S_ISDIR(sb.st_mode)) {
+            rc = walk_pointers(env, base, r2, files, invalid, depth + 1, err);
+            continue;
+        }
+        if (!S_ISREG(sb.st_mode))
+            continue;
+        ferry_pointer pt = FERRY_POINTER_INIT;
+        ferry_err perr = {0};
+        json_t *objs = pointer_objects(env, full, &pt, &perr);
+        if (objs)
+            json_array_append_new(files, json_pack("{s:s, s:i, s:i, s:b, s:I, s:I, s:o}", "path",
+                                                   r2, "version", pt.version, "ref_count",
+                                                   (int)pt.ref_count, "read_only", pt.read_only,
+                                                   "links", (json_int_t)sb.st_nlink, "size",
+                                                   (json_int_t)ferry_pointer_total_size(&pt),
+                                                   "objects", objs));
+        else
+            json_array_append_new(invalid, json_pack("{s:s, s:s}", "path", r2, "error",
+                                                     perr.msg));
+        ferry_pointer_free(&pt);
+    }
+    closedir(d);
+    return rc;
+}
+
+int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    const char *disk = agent_req_opt(req, "disk"), *under = agent_req_opt(req, "under");
+    int rc;
+    if (under && !ferry_safe_relpath(under))
+        return ferry_err_set(err, FERRY_EINVAL, "\"under\": '%.200s' is not a relative path of "
+                             "plain names", under);
+    if ((rc = agent_env_roots(env, err)))
+        return rc;
+    json_t *files = json_array(), *invalid = json_array(), *disks = json_array();
+    bool any = false;
+    for (size_t i = 0; i < env->n_disks && rc == FERRY_OK; i++) {
+        const agent_disk *d = &env->disks[i];
+        if (!d->is_remote || (disk && strcmp(disk, d->name)))
+            continue;
+        any = true;
+        char *canon = NULL;
+        if ((rc = ferry_roots_check(&env->roots, d->path, &canon, err)))
+            break;
+        char base[4400];
+        snprintf(base, sizeof base, "%s/", canon);
+        free(canon);
+        size_t before = json_array_size(files);
+        char rel[4400];
+        snprintf(rel, sizeof rel, "%s", under ? under : "");
+        size_t rl = strlen(rel);
+        if (rl && rel[rl - 1] == '/')
+            rel[rl - 1] = '\0';
+        rc = walk_pointers(env, base, rel, files, invalid, 0, err);
+        for (size_t k = before; k < json_array_size(files); k++)
+            json_object_set_new(json_array_get(files, k), "disk", json_string(d->name));
+        json_array_append_new(disks, json_pack("{s:s, s:s}", "name", d->name, "path", base));
+    }
+    if (rc == FERRY_OK && !any)
+        rc = ferry_err_set(err, FERRY_EINVAL, disk ? "no object-storage disk named '%s'"
+                                                   : "the server has no object-storage disk%s",
+                           disk ? disk : "");
+    if (rc == FERRY_OK)
+        *resp = json_pack("{s:O, s:O, s:O}", "disks", disks, "files", files, "invalid", invalid);
+    json_decref(files);
+    json_decref(invalid);
+    json_decref(disks);
+    return rc;
+}

@@ -1,0 +1,366 @@
+/* The node agent's HTTP side: bearer authentication on every route, the operation table under
+ * /agent/v1/, JSON request and answer handling, the error-to-status mapping, and the streamed
+ * receive route. The operations themselves are in ops.c and transfer.c. */
+#include "agent_int.h"
+
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferry/lines.h"
+#include "ferry/log.h"
+#include "ferry/strutil.h"
+
+#define AGENT_MAX_JSON_BODY (4u << 20)
+
+/* ---- object ------------------------------------------------------------------------------ */
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+int ferry_agent_new(const ferry_agent_options *opt, ferry_agent **out, ferry_err *err)
+{
+    if (!opt->clickhouse_url || !*opt->clickhouse_url)
+        return ferry_err_set(err, FERRY_EINVAL, "agent: a ClickHouse URL is required");
+    if (!opt->data_path || opt->data_path[0] != '/')
+        return ferry_err_set(err, FERRY_EINVAL, "agent: the data path must be absolute");
+    if (!opt->token || strlen(opt->token) < 16)
+        return ferry_err_set(err, FERRY_EINVAL, "agent: the token must have at least 16 "
+                             "characters");
+    ferry_agent *a = calloc(1, sizeof *a);
+    if (!a)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    size_t n = strlen(opt->data_path);
+    a->data_path = malloc(n + 2);
+    if (a->data_path)
+        sprintf(a->data_path, "%s%s", opt->data_path, opt->data_path[n - 1] == '/' ? "" : "/");
+    a->ch_url = strdup(opt->clickhouse_url);
+    a->ch_user = dup_or_null(opt->clickhouse_user);
+    a->ch_password = dup_or_null(opt->clickhouse_password);
+    a->token = strdup(opt->token);
+    a->config_path = dup_or_null(opt->config_path);
+    if (!a->data_path || !a->ch_url || !a->token) {
+        ferry_agent_free(a);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    *out = a;
+    return FERRY_OK;
+}
+
+static void wipe_free(char *s)
+{
+    if (s) {
+        OPENSSL_cleanse(s, strlen(s));
+        free(s);
+    }
+}
+
+void ferry_agent_free(ferry_agent *a)
+{
+    if (!a)
+        return;
+    free(a->ch_url);
+    free(a->ch_user);
+    wipe_free(a->ch_password);
+    free(a->data_path);
+    wipe_free(a->token);
+    free(a->config_path);
+    free(a);
+}
+
+int ferry_agent_read_token_file(const char *path, char **token, ferry_err *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    ferry_err ferr = {0};
+    int rc = ferry_read_file(path, &data, &len, &ferr);
+    if (rc)
+        return ferry_err_set(err, FERRY_EINVAL, "token file %s: %s", path, ferr.msg);
+    while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == '\r'))
+        data[--len] = '\0';
+    bool ok = len >= 16 && len <= 1024;
+    for (size_t i = 0; ok && i < len; i++)
+        if ((unsigned char)data[i] <= ' ' || (unsigned char)data[i] >= 127)
+            ok = false;
+    if (!ok) {
+        OPENSSL_cleanse(data, len);
+        free(data);
+        return ferry_err_set(err, FERRY_EINVAL, "token file %s must hold one line of 16 to 1024 "
+                             "printable characters without spaces", path);
+    }
+    *token = data;
+    return FERRY_OK;
+}
+
+int ferry_agent_check_config(ferry_agent *a, ferry_err *err)
+{
+    if (!a->config_path)
+        return FERRY_OK;
+    agent_env env;
+    agent_env_init(&env, a);
+    ferry_objstore *st = NULL;
+    uint64_t v = 0;
+    int rc = agent_env_open_store(&env, FERRY_ROLE_UPLOADER, &st, err);
+    if (rc == FERRY_OK &&
+        (rc = ferry_config_u64(&env.cfg, "cluster", NULL, "pointer_format", 5, &v, err)) ==
+            FERRY_OK &&
+        (v < 1 || v > 5))
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [cluster] pointer_format must be 1..5",
+                           a->config_path);
+    ferry_objstore_close(st);
+    agent_env_free(&env);
+    return rc;
+}
+
+/* ---- answers ------------------------------------------------------------------------------- */
+
+static unsigned status_for(int code)
+{
+    switch (code) {
+    case FERRY_EINVAL: return 400;
+    case FERRY_EAUTH: return 403;
+    case FERRY_ENOTFOUND: return 404;
+    case FERRY_ECONFLICT: return 409;
+    case FERRY_EUNSUPPORTED: return 422;
+    case FERRY_EREMOTE:
+    case FERRY_ECONNECT: return 502;
+    case FERRY_ETIMEOUT: return 504;
+    default: return 500;
+    }
+}
+
+static void respond_json(ferry_http_req *req, unsigned status, json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT);
+    if (!s) {
+        ferry_http_respond_text(req, 500, "out of memory\n");
+        return;
+    }
+    size_t len = strlen(s);
+    char *body = realloc(s, len + 2);
+    if (body) {
+        s = body;
+        s[len++] = '\n';
+        s[len] = '\0';
+    }
+    ferry_http_respond(req, status, "application/json", s, len);
+    free(s);
+}
+
+static void respond_error(ferry_http_req *req, unsigned status, int code, const char *msg)
+{
+    json_t *o = json_pack("{s:s, s:s, s:i}", "error", msg, "code", ferry_code_name(code),
+                          "status", (int)status);
+    respond_json(req, status, o);
+    json_decref(o);
+}
+
+/* ---- authentication ------------------------------------------------------------------------ */
+
+static bool authorised(ferry_http_req *req, ferry_agent *a)
+{
+    if (ferry_agent_bearer_ok(ferry_http_header(req, "Authorization"), a->token))
+        return true;
+    ferry_http_add_header(req, "WWW-Authenticate", "Bearer realm=\"ferry-agent\"");
+    respond_error(req, 401, FERRY_EAUTH, "missing or wrong bearer token");
+    FLOG_WARN("agent: refused an unauthenticated request method=%s path=%s",
+              ferry_http_method(req), ferry_http_path(req));
+    return false;
+}
+
+/* ---- the operation table ------------------------------------------------------------------- */
+
+typedef struct agent_op {
+    const char *name;
+    const char *method;
+    agent_op_fn fn;
+} agent_op;
+
+static const agent_op OPS[] = {
+    {"status", "GET", agent_op_status},
+    {"parts", "POST", agent_op_parts},
+    {"freeze", "POST", agent_op_freeze},
+    {"frozen", "POST", agent_op_frozen},
+    {"upload", "POST", agent_op_upload},
+    {"write-pointers", "POST", agent_op_write_pointers},
+    {"send", "POST", agent_op_send},
+    {"remove-detached", "POST", agent_op_remove_detached},
+    {"remove-freeze", "POST", agent_op_remove_freeze},
+    {"pointers", "POST", agent_op_pointers},
+};
+
+static void op_headers(ferry_http_req *req, void *ctx)
+{
+    authorised(req, ctx);
+}
+
+static void op_complete(ferry_http_req *req, void *ctx)
+{
+    ferry_agent *a = ctx;
+    if (ferry_http_responded(req))
+        return;
+    const char *path = ferry_http_path(req) + strlen(FERRY_AGENT_PREFIX);
+    const agent_op *op = NULL;
+    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+        if (!strcmp(OPS[i].name, path))
+            op = &OPS[i];
+    char msg[600];
+    if (!op) {
+        snprintf(msg, sizeof msg, "no agent operation '%.200s' (see docs/agent.md)", path);
+        respond_error(req, 404, FERRY_ENOTFOUND, msg);
+        return;
+    }
+    if (strcmp(ferry_http_method(req), op->method) != 0) {
+        snprintf(msg, sizeof msg, "%s takes %s", op->name, op->method);
+        ferry_http_add_header(req, "Allow", op->method);
+        respond_error(req, 405, FERRY_EINVAL, msg);
+        return;
+    }
+    json_t *body = NULL;
+    if (!strcmp(op->method, "POST")) {
+        size_t len = 0;
+        const char *data = ferry_http_body(req, &len);
+        json_error_t je;
+        body = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
+        if (!json_is_object(body)) {
+            snprintf(msg, sizeof msg, "the body must be a JSON object (%s)",
+                     body ? "got another JSON value" : je.text);
+            json_decref(body);
+            respond_error(req, 400, FERRY_EINVAL, msg);
+            return;
+        }
+    } else {
+        body = json_object();
+    }
+    agent_env env;
+    agent_env_init(&env, a);
+    ferry_err err = {0};
+    json_t *resp = NULL;
+    int rc = op->fn(&env, body, &resp, &err);
+    if (rc == FERRY_OK) {
+        respond_json(req, 200, resp);
+        FLOG_INFO("agent: op=%s status=200", op->name);
+    } else {
+        unsigned st = env.status ? env.status : status_for(rc);
+        respond_error(req, st, rc, err.msg);
+        FLOG_WARN("agent: op=%s status=%u error=\"%s\"", op->name, st, err.msg);
+    }
+    json_decref(resp);
+    json_decref(body);
+    agent_env_free(&env);
+}
+
+/* ---- the receive route (streamed body) ---------------------------------------------------- */
+
+typedef struct recv_state {
+    agent_env env;
+    agent_recv *r;
+    ferry_err err;
+    int rc;
+} recv_state;
+
+static void recv_headers(ferry_http_req *req, void *ctx)
+{
+    ferry_agent *a = ctx;
+    if (!authorised(req, a))
+        return;
+    if (strcmp(ferry_http_method(req), "POST") != 0) {
+        ferry_http_add_header(req, "Allow", "POST");
+        respond_error(req, 405, FERRY_EINVAL, "receive takes POST");
+        return;
+    }
+    recv_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        respond_error(req, 500, FERRY_ENOMEM, "out of memory");
+        return;
+    }
+    agent_env_init(&s->env, a);
+    ferry_http_req_set_state(req, s);
+    const char *db = ferry_http_arg(req, "database"), *table = ferry_http_arg(req, "table"),
+               *part = ferry_http_arg(req, "part"), *kind = ferry_http_arg(req, "kind"),
+               *disk = ferry_http_arg(req, "disk");
+    if (!db || !table || !part || !kind || !*db || !*table) {
+        respond_error(req, 400, FERRY_EINVAL, "receive needs the arguments database, table, "
+                      "part and kind");
+        return;
+    }
+    s->rc = agent_recv_begin(&s->env, db, table, part, kind, disk && *disk ? disk : NULL,
+                             &s->r, &s->err);
+    if (s->rc) {
+        unsigned st = s->env.status ? s->env.status : status_for(s->rc);
+        respond_error(req, st, s->rc, s->err.msg);
+        FLOG_WARN("agent: op=receive status=%u error=\"%s\"", st, s->err.msg);
+    }
+}
+
+static int recv_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
+{
+    (void)ctx;
+    recv_state *s = ferry_http_req_state(req);
+    if (!s || ferry_http_responded(req) || s->rc)
+        return 0; /* already answered (or failed): drain the rest */
+    s->rc = agent_recv_feed(s->r, data, len, &s->err);
+    return 0;
+}
+
+static void recv_complete(ferry_http_req *req, void *ctx)
+{
+    (void)ctx;
+    recv_state *s = ferry_http_req_state(req);
+    if (ferry_http_responded(req) || !s)
+        return;
+    json_t *resp = NULL;
+    if (s->rc == FERRY_OK)
+        s->rc = agent_recv_finish(s->r, &resp, &s->err);
+    if (s->rc == FERRY_OK) {
+        respond_json(req, 200, resp);
+        FLOG_INFO("agent: op=receive status=200");
+    } else {
+        /* A part that fails its checks is unprocessable content, not a malformed request. */
+        unsigned st = s->env.status ? s->env.status
+                                    : s->rc == FERRY_EINVAL ? 422 : status_for(s->rc);
+        respond_error(req, st, s->rc, s->err.msg);
+        FLOG_WARN("agent: op=receive status=%u error=\"%s\"", st, s->err.msg);
+    }
+    json_decref(resp);
+}
+
+static void recv_cleanup(ferry_http_req *req, void *ctx, void *state)
+{
+    (void)req;
+    (void)ctx;
+    recv_state *s = state;
+    if (!s)
+        return;
+    agent_recv_free(s->r);
+    agent_env_free(&s->env);
+    free(s);
+}
+
+/* ---- routes -------------------------------------------------------------------------------- */
+
+static void not_agent(ferry_http_req *req, void *ctx)
+{
+    if (!authorised(req, ctx))
+        return;
+    char msg[600];
+    snprintf(msg, sizeof msg, "no agent handler for %s %.300s (the API is under %s)",
+             ferry_http_method(req), ferry_http_path(req), FERRY_AGENT_PREFIX);
+    respond_error(req, 404, FERRY_ENOTFOUND, msg);
+}
+
+size_t ferry_agent_routes(ferry_agent *a, ferry_http_route *routes, size_t max)
+{
+    if (max < FERRY_AGENT_N_ROUTES)
+        return 0;
+    routes[0] = (ferry_http_route){.method = NULL, .path = FERRY_AGENT_PREFIX "receive",
+                                   .on_headers = recv_headers, .on_body = recv_body,
+                                   .on_complete = recv_complete, .on_cleanup = recv_cleanup,
+                                   .ctx = a};
+    routes[1] = (ferry_http_route){.method = NULL, .path = FERRY_AGENT_PREFIX,
+                                   .on_headers = op_headers, .on_complete = op_complete,
+                                   .ctx = a, .max_body = AGENT_MAX_JSON_BODY};
+    routes[2] = (ferry_http_route){.method = NULL, .path = "/agent/", .on_complete = not_agent,
+                                   .ctx = a};
+    return FERRY_AGENT_N_ROUTES;
+}
