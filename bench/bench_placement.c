@@ -4,7 +4,8 @@
  * one JSON object: slice-shard scores per second, wall and CPU time (CPU time shows how much
  * of the wall time the process actually ran when the machine is shared), peak memory
  * (ru_maxrss, for the process so far).
- *   usage: bench_placement [SLICES [SHARDS]] */
+ *   usage: bench_placement [SLICES [SHARDS [CASE]]]
+ * CASE picks one run (xxh3, sha256, xxh3-distinct) instead of all three, e.g. for profiling. */
 #include "ferry/placement.h"
 
 #include <inttypes.h>
@@ -97,12 +98,18 @@ int main(int argc, char **argv)
     struct {
         ferry_hash hash;
         int cluster;
-    } cases[] = {{FERRY_HASH_XXH3, 0}, {FERRY_HASH_SHA256, 0}, {FERRY_HASH_XXH3, 1}};
+        const char *name;
+    } cases[] = {{FERRY_HASH_XXH3, 0, "xxh3"},
+                 {FERRY_HASH_SHA256, 0, "sha256"},
+                 {FERRY_HASH_XXH3, 1, "xxh3-distinct"}};
+    const char *only = argc > 3 ? argv[3] : NULL;
     printf("{\"bench\":\"placement\",\"slices\":%zu,\"tenants\":%zu,\"shards\":%d,\"cores\":%ld,"
            "\"runs\":[",
            inv.n, inv.n_tenants, nshards, cores);
     bool first = true;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (only && strcmp(only, cases[k].name) != 0)
+            continue;
         uint64_t digest1 = 0;
         for (int pass = 0; pass < 2; pass++) {
             unsigned threads = pass == 0 ? 1 : (unsigned)(cores > 0 ? cores : 1);
