@@ -56,8 +56,10 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out);
 /* All n shards of the current slice in rank order, into out[n]. */
 void pl_rank_all(const pl_scorer *s, pl_scratch *x, pl_cand *out);
 
-/* Top-m candidates of every slice of inv into out[inv->n * m], using up to `threads` threads. */
+/* The shards of the top-m candidates of every slice of inv, best first, into
+ * out[inv->n * m], using up to `threads` threads. m <= PL_TOP_MAX. */
+#define PL_TOP_MAX (64 + 3)
 int pl_top_all(const pl_scorer *s, const ferry_inventory *inv, size_t m, unsigned threads,
-               pl_cand *out, ferry_err *err);
+               uint32_t *out, ferry_err *err);
 
 #endif

@@ -324,7 +324,7 @@ typedef struct top_job {
     const pl_scorer *s;
     const ferry_inventory *inv;
     size_t m, begin, end;
-    pl_cand *out;
+    uint32_t *out;
     int rc;
     ferry_err err;
 } top_job;
@@ -336,16 +336,19 @@ static void *top_worker(void *arg)
     j->rc = pl_scratch_init(&x, j->s, j->m, &j->err);
     if (j->rc)
         return NULL;
+    pl_cand top[PL_TOP_MAX];
     for (size_t i = j->begin; i < j->end; i++) {
         pl_set_slice(&x, &j->inv->slices[i]);
-        pl_top(j->s, &x, j->out + i * x.m);
+        pl_top(j->s, &x, top);
+        for (size_t k = 0; k < x.m; k++)
+            j->out[i * x.m + k] = top[k].shard;
     }
     pl_scratch_free(&x);
     return NULL;
 }
 
 int pl_top_all(const pl_scorer *s, const ferry_inventory *inv, size_t m, unsigned threads,
-               pl_cand *out, ferry_err *err)
+               uint32_t *out, ferry_err *err)
 {
     if (threads < 1)
         threads = 1;
