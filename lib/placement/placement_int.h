@@ -31,10 +31,18 @@ typedef struct pl_scorer {
     size_t n_groups;
 } pl_scorer;
 
+#define PL_KEY_MAX (FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 8)
+
 /* Per-thread working memory of a scorer. */
 typedef struct pl_scratch {
-    char key[FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 8];
+    ferry_hash hash;
+    /* 16 zero bytes, then the key: a 16-byte read that ends inside the key stays in bounds */
+    char buf[16 + PL_KEY_MAX];
+    char *key;         /* buf + 16 */
     size_t prefix_len; /* bytes of "<slice id>:" at the start of key */
+    uint64_t xxh3_prefix_mix[4]; /* xxh3: the 16-byte blocks wholly inside the prefix, mixed */
+    /* sha256: the prefix, then room for a zero-padded name: the block is finished per shard */
+    unsigned char sha_block[64 + FERRY_SHARD_NAME_MAX];
     size_t m;          /* candidates kept per slice */
     pl_cand *gtop;     /* [n_groups * (m + 1)] */
     uint64_t *gh;      /* [n_groups * (m + 1)] hashes of the group's best so far */
@@ -49,6 +57,9 @@ void pl_scratch_free(pl_scratch *x);
 
 /* Writes "<tenant>/split<k>:" into x->key. */
 void pl_set_slice(pl_scratch *x, const ferry_slice *sl);
+/* ferry_hash64 of "<current slice id>:<name of shard i>", computed faster from what
+ * pl_set_slice prepared (the hot loop's hash; equal to ferry_hash64 for every key). */
+uint64_t pl_pair_hash(const pl_scorer *s, pl_scratch *x, uint32_t i);
 /* Score of the current slice (pl_set_slice) on shard i, with the given weight. */
 double pl_pair_score(const pl_scorer *s, pl_scratch *x, uint32_t i, double weight);
 /* The best min(m, n) shards of the current slice, in rank order, into out. */

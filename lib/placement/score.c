@@ -1,11 +1,14 @@
 /* Rendezvous hashes and scores: the two 64-bit hashes of "<slice id>:<shard>", the weighted
  * score, and the scorer that finds a slice's best shards quickly (and exactly).
  *
- * Speed matters here (1M slices x 100 shards is 10^8 pairs). Two tricks, neither of which
+ * Speed matters here (1M slices x 100 shards is 10^8 pairs). Three tricks, none of which
  * changes a single result:
  *  - sha256 keys are at most 55 bytes in practice, i.e. one SHA-256 block, so we pad the block
  *    ourselves and run one compression (OpenSSL's SHA256_Transform, which uses the CPU's SHA
- *    instructions) instead of the generic init/update/final path.
+ *    instructions) instead of the generic init/update/final path. The block is prepared with
+ *    the slice's "<slice id>:" once; each shard only patches in its name and the length.
+ *  - xxh3 of a 17..128-byte key is a sum of independently mixed 16-byte blocks; the blocks
+ *    inside "<slice id>:" are mixed once per slice (see xxh3_pair).
  *  - -w/ln(u) grows with u, so among shards of equal weight the best ones are those with the
  *    largest u; only those need the (slow) logarithm. See pl_top. */
 #define OPENSSL_SUPPRESS_DEPRECATED /* SHA256_Transform: deprecated, still the fastest way */
@@ -150,6 +153,8 @@ void pl_scorer_free(pl_scorer *s)
 int pl_scratch_init(pl_scratch *x, const pl_scorer *s, size_t m, ferry_err *err)
 {
     memset(x, 0, sizeof *x);
+    x->hash = s->hash;
+    x->key = x->buf + 16;
     x->m = m < s->n ? m : s->n;
     size_t groups = s->n_groups ? s->n_groups : 1;
     size_t merge = groups * x->m > s->n ? groups * x->m : s->n;
@@ -173,6 +178,120 @@ void pl_scratch_free(pl_scratch *x)
     memset(x, 0, sizeof *x);
 }
 
+/* ---- xxh3 with the prefix mixed once -------------------------------------------------------
+ * In xxHash's frozen XXH3 format, XXH3_64bits (seed 0) of a key of 17..128 bytes is
+ * (XXH3_len_17to128_64b)
+ *     avalanche(len * PRIME64_1 + sum over j < ceil(len / 32) of
+ *               mix(block at 16 j, secret + 32 j) + mix(block at len - 16 (j + 1), secret + 32 j + 16))
+ * where a block is 16 key bytes. The front blocks that lie inside "<slice id>:" are the same
+ * for every shard, so pl_set_slice mixes them once; for each shard only the blocks reaching
+ * into its name are mixed, assembled in registers from the prefix and the zero-padded name
+ * (copying the name behind the prefix and reading the block back would stall on store
+ * forwarding). Other key lengths go to XXH3_64bits. The unit tests compare this with
+ * XXH3_64bits for every prefix and name length. */
+
+typedef struct block16 {
+    uint64_t lo, hi; /* bytes 0-7 and 8-15, little-endian */
+} block16;
+
+static inline block16 read_block(const void *p)
+{
+    const unsigned char *b = p;
+    return (block16){XXH_readLE64(b), XXH_readLE64(b + 8)};
+}
+
+/* The 16 key bytes at offset o of prefix ++ name (name zero-padded to FERRY_SHARD_NAME_MAX). */
+static inline block16 key_block(const pl_scratch *x, const unsigned char *name, size_t o)
+{
+    size_t plen = x->prefix_len;
+    if (o + 16 <= plen)
+        return read_block(x->key + o);
+    if (o >= plen)
+        return read_block(name + (o - plen));
+    /* d bytes from the end of the prefix, then the name: shift the prefix's last 16 bytes
+     * down by 16 - d bytes and the name's first 16 up by d (little-endian: bytes at higher
+     * offsets are the more significant). */
+    unsigned d = (unsigned)(plen - o), down = 8 * (16 - d), up = 8 * d; /* 1 <= d <= 15 */
+    block16 a = read_block(x->key + plen - 16), n = read_block(name), r;
+    if (down < 64) {
+        r.lo = (a.lo >> down) | (a.hi << (64 - down));
+        r.hi = a.hi >> down;
+    } else {
+        r.lo = down == 64 ? a.hi : a.hi >> (down - 64);
+        r.hi = 0;
+    }
+    if (up < 64) {
+        r.lo |= n.lo << up;
+        r.hi |= (n.hi << up) | (n.lo >> (64 - up));
+    } else {
+        r.hi |= up == 64 ? n.lo : n.lo << (up - 64);
+    }
+    return r;
+}
+
+static inline uint64_t mix_block(block16 b, const unsigned char *secret)
+{
+    return XXH3_mul128_fold64(b.lo ^ XXH_readLE64(secret), b.hi ^ XXH_readLE64(secret + 8));
+}
+
+static void xxh3_prepare(pl_scratch *x)
+{
+    for (size_t j = 0; j < 4 && 16 * (j + 1) <= x->prefix_len; j++)
+        x->xxh3_prefix_mix[j] = mix_block(read_block(x->key + 16 * j), XXH3_kSecret + 32 * j);
+}
+
+/* XXH3_64bits of "<slice id>:<name of shard i>" for the current slice. */
+static inline uint64_t xxh3_pair(const pl_scorer *s, pl_scratch *x, uint32_t i)
+{
+    size_t plen = x->prefix_len, len = plen + s->name_len[i];
+    const unsigned char *name = (const unsigned char *)s->padded[i];
+    if (len < 17 || len > 128) {
+        memcpy(x->key + plen, name, FERRY_SHARD_NAME_MAX);
+        return XXH3_64bits(x->key, len);
+    }
+    uint64_t acc = len * XXH_PRIME64_1;
+    for (size_t j = 0; j < (len + 31) / 32; j++) {
+        acc += 16 * (j + 1) <= plen ? x->xxh3_prefix_mix[j]
+                                    : mix_block(key_block(x, name, 16 * j), XXH3_kSecret + 32 * j);
+        acc += mix_block(key_block(x, name, len - 16 * (j + 1)), XXH3_kSecret + 32 * j + 16);
+    }
+    return XXH3_avalanche(acc);
+}
+
+/* ---- sha256 with the block prepared once per slice ------------------------------------------ */
+
+static void sha256_prepare(pl_scratch *x)
+{
+    if (x->prefix_len < 55)
+        memcpy(x->sha_block, x->key, x->prefix_len);
+}
+
+/* The first 8 bytes of SHA-256("<slice id>:<name of shard i>") for the current slice. */
+static inline uint64_t sha256_pair(const pl_scorer *s, pl_scratch *x, uint32_t i)
+{
+    size_t plen = x->prefix_len, len = plen + s->name_len[i];
+    if (len > 55) {
+        memcpy(x->key + plen, s->padded[i], FERRY_SHARD_NAME_MAX);
+        return sha256_prefix64(x->key, len);
+    }
+    /* The zero padding of the name supplies the zeros between the 0x80 and the length. */
+    unsigned char *b = x->sha_block;
+    memcpy(b + plen, s->padded[i], FERRY_SHARD_NAME_MAX);
+    b[len] = 0x80;
+    uint64_t bits = (uint64_t)len * 8;
+    for (int k = 0; k < 8; k++)
+        b[63 - k] = (unsigned char)(bits >> (8 * k));
+    SHA256_CTX ctx;
+    SHA256_Init(&ctx);
+    SHA256_Transform(&ctx, b);
+    return ((uint64_t)ctx.h[0] << 32) | ctx.h[1];
+}
+
+uint64_t pl_pair_hash(const pl_scorer *s, pl_scratch *x, uint32_t i)
+{
+    return s->hash == FERRY_HASH_XXH3 ? xxh3_pair(s, x, i) : sha256_pair(s, x, i);
+}
+
 void pl_set_slice(pl_scratch *x, const ferry_slice *sl)
 {
     size_t t = strlen(sl->tenant);
@@ -190,6 +309,10 @@ void pl_set_slice(pl_scratch *x, const ferry_slice *sl)
         x->key[t++] = digits[--nd];
     x->key[t++] = ':';
     x->prefix_len = t;
+    if (x->hash == FERRY_HASH_XXH3)
+        xxh3_prepare(x);
+    else
+        sha256_prepare(x);
 }
 
 static inline uint64_t pair_hash(const pl_scorer *s, pl_scratch *x, uint32_t i)
@@ -256,12 +379,8 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out)
     /* Per weight group, the m + 1 shards with the largest hash (u, hence the score, never
      * decreases with the hash). The hash loop is specialised per hash function. */
     memset(x->glen, 0, s->n_groups * sizeof *x->glen);
-    size_t plen = x->prefix_len;
     for (uint32_t i = 0; i < n; i++) {
-        memcpy(x->key + plen, s->padded[i], FERRY_SHARD_NAME_MAX);
-        size_t len = plen + s->name_len[i];
-        uint64_t h = s->hash == FERRY_HASH_XXH3 ? XXH3_64bits(x->key, len)
-                                                : sha256_prefix64(x->key, len);
+        uint64_t h = pl_pair_hash(s, x, i);
         uint32_t g = s->group[i];
         uint64_t *gh = x->gh + g * keep;
         size_t l = x->glen[g];

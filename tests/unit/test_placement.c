@@ -15,6 +15,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/placement.h"
+#include "placement/placement_int.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -907,6 +908,65 @@ static void test_matches_reference(void **state)
     }
 }
 
+/* The scorer's hot-loop hash (prefix prepared once per slice, name patched in) must equal
+ * ferry_hash64 of the whole key for every prefix length (tenant 1-128 bytes, split of 1-10
+ * digits) and every shard name length (1-64): that covers every XXH3 length class (0-16,
+ * 17-128, 129-240) and sha256's one-block and two-block keys. */
+static void test_pair_hash_all_lengths(void **state)
+{
+    (void)state;
+    ferry_err err;
+    const char *chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
+    rng_state = 4242;
+    ferry_cluster c;
+    must(ferry_cluster_init(&c, "lengths", &err), &err);
+    for (size_t len = 1; len <= FERRY_SHARD_NAME_MAX; len++) {
+        char name[FERRY_SHARD_NAME_MAX + 1];
+        for (size_t j = 0; j < len; j++)
+            name[j] = chars[rnd() % 65];
+        name[len] = 0;
+        must(ferry_cluster_add(&c, name, 1.0, 0, 0, &err), &err);
+    }
+    must(ferry_cluster_finish(&c, &err), &err);
+    const uint32_t splits[] = {0, 7, 42, 12345, 4294967295u};
+    size_t checked = 0;
+    for (int hash = 0; hash < 2; hash++) {
+        pl_scorer sc;
+        pl_scratch x;
+        must(pl_scorer_init(&sc, &c, (ferry_hash)hash, &err), &err);
+        must(pl_scratch_init(&x, &sc, 4, &err), &err);
+        for (size_t tlen = 1; tlen <= FERRY_TENANT_NAME_MAX; tlen++)
+            for (size_t k = 0; k < sizeof splits / sizeof splits[0]; k++) {
+                char tenant[FERRY_TENANT_NAME_MAX + 1];
+                for (size_t j = 0; j < tlen; j++)
+                    tenant[j] = (char)(0x21 + rnd() % 94);
+                for (size_t j = 0; j < tlen; j++)
+                    if (tenant[j] == '/')
+                        tenant[j] = '+';
+                tenant[tlen] = 0;
+                ferry_slice sl = {.tenant = tenant, .split = splits[k]};
+                char id[FERRY_SLICE_ID_MAX];
+                ferry_slice_id(&sl, id, sizeof id);
+                pl_set_slice(&x, &sl);
+                for (uint32_t i = 0; i < c.n; i++) {
+                    char key[FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 2];
+                    int kl = snprintf(key, sizeof key, "%s:%s", id, c.shards[i].name);
+                    uint64_t want = ferry_hash64((ferry_hash)hash, key, (size_t)kl);
+                    if (hash == FERRY_HASH_XXH3)
+                        assert_true(want == XXH3_64bits(key, (size_t)kl));
+                    if (pl_pair_hash(&sc, &x, i) != want)
+                        fail_msg("%s key %s (%d bytes): fast hash differs", ferry_hash_name(hash),
+                                 key, kl);
+                    checked++;
+                }
+            }
+        pl_scratch_free(&x);
+        pl_scorer_free(&sc);
+    }
+    assert_int_equal(checked, 2 * 128 * 5 * 64);
+    ferry_cluster_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -921,6 +981,7 @@ int main(void)
         cmocka_unit_test(test_weight_change),
         cmocka_unit_test(test_plan_order),
         cmocka_unit_test(test_matches_reference),
+        cmocka_unit_test(test_pair_hash_all_lengths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
