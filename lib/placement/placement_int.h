@@ -29,6 +29,8 @@ typedef struct pl_scorer {
     double *weight;
     uint32_t *group; /* [n] group of each shard */
     size_t n_groups;
+    uint32_t *group_size;  /* [n_groups] shards in the group */
+    uint32_t *group_start; /* [n_groups] sum of the sizes of the groups before it */
 } pl_scorer;
 
 #define PL_KEY_MAX (FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 8)
@@ -48,6 +50,10 @@ typedef struct pl_scratch {
     uint64_t *gh;      /* [n_groups * (m + 1)] hashes of the group's best so far */
     size_t *glen;      /* [n_groups] */
     pl_cand *merge;    /* [max(n, n_groups * m)] */
+    uint64_t *hashes;   /* [n] the current slice's hash on every shard */
+    uint32_t *surv;     /* [n] per group (from group_start): shards whose hash reached the cut */
+    uint32_t *nsurv;    /* [n_groups] */
+    uint64_t *group_cut; /* [n_groups] see pl_scratch_init */
 } pl_scratch;
 
 int pl_scorer_init(pl_scorer *s, const ferry_cluster *c, ferry_hash hash, ferry_err *err);

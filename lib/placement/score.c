@@ -122,7 +122,10 @@ int pl_scorer_init(pl_scorer *s, const ferry_cluster *c, ferry_hash hash, ferry_
     s->weight = calloc(c->n, sizeof *s->weight);
     s->group = calloc(c->n, sizeof *s->group);
     s->padded = calloc(c->n, sizeof *s->padded);
-    if (!s->names || !s->name_len || !s->weight || !s->group || !s->padded) {
+    s->group_start = calloc(c->n + 1, sizeof *s->group_start);
+    s->group_size = calloc(c->n + 1, sizeof *s->group_size);
+    if (!s->names || !s->name_len || !s->weight || !s->group || !s->padded || !s->group_start ||
+        !s->group_size) {
         pl_scorer_free(s);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
@@ -136,7 +139,10 @@ int pl_scorer_init(pl_scorer *s, const ferry_cluster *c, ferry_hash hash, ferry_
             if (s->weight[g] == s->weight[i])
                 break;
         s->group[i] = g < i ? s->group[g] : (uint32_t)s->n_groups++;
+        s->group_size[s->group[i]]++;
     }
+    for (size_t g = 1; g < s->n_groups; g++)
+        s->group_start[g] = s->group_start[g - 1] + s->group_size[g - 1];
     return FERRY_OK;
 }
 
@@ -147,6 +153,8 @@ void pl_scorer_free(pl_scorer *s)
     free(s->weight);
     free(s->group);
     free(s->padded);
+    free(s->group_start);
+    free(s->group_size);
     memset(s, 0, sizeof *s);
 }
 
@@ -162,9 +170,21 @@ int pl_scratch_init(pl_scratch *x, const pl_scorer *s, size_t m, ferry_err *err)
     x->glen = calloc(groups, sizeof *x->glen);
     x->gh = calloc(groups * (x->m + 1), sizeof *x->gh);
     x->merge = calloc(merge ? merge : 1, sizeof *x->merge);
-    if (!x->gtop || !x->glen || !x->merge || !x->gh) {
+    x->hashes = calloc(s->n ? s->n : 1, sizeof *x->hashes);
+    x->surv = calloc(s->n ? s->n : 1, sizeof *x->surv);
+    x->nsurv = calloc(groups, sizeof *x->nsurv);
+    x->group_cut = calloc(groups, sizeof *x->group_cut);
+    if (!x->gtop || !x->glen || !x->merge || !x->gh || !x->hashes || !x->surv || !x->nsurv ||
+        !x->group_cut) {
         pl_scratch_free(x);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    /* A hash reaches the cut with probability about 3 (m + 1) / group size: enough survivors
+     * almost always, few enough to sort cheaply. Any cut gives the same result. */
+    for (size_t g = 0; g < s->n_groups; g++) {
+        double want = 3.0 * (double)(x->m + 1), size = (double)s->group_size[g];
+        x->group_cut[g] =
+            want >= size ? 0 : (uint64_t)((1.0 - want / size) * 18446744073709551616.0);
     }
     return FERRY_OK;
 }
@@ -175,6 +195,10 @@ void pl_scratch_free(pl_scratch *x)
     free(x->glen);
     free(x->gh);
     free(x->merge);
+    free(x->hashes);
+    free(x->surv);
+    free(x->nsurv);
+    free(x->group_cut);
     memset(x, 0, sizeof *x);
 }
 
@@ -287,9 +311,14 @@ static inline uint64_t sha256_pair(const pl_scorer *s, pl_scratch *x, uint32_t i
     return ((uint64_t)ctx.h[0] << 32) | ctx.h[1];
 }
 
-uint64_t pl_pair_hash(const pl_scorer *s, pl_scratch *x, uint32_t i)
+static inline uint64_t fast_pair_hash(const pl_scorer *s, pl_scratch *x, uint32_t i)
 {
     return s->hash == FERRY_HASH_XXH3 ? xxh3_pair(s, x, i) : sha256_pair(s, x, i);
+}
+
+uint64_t pl_pair_hash(const pl_scorer *s, pl_scratch *x, uint32_t i)
+{
+    return fast_pair_hash(s, x, i);
 }
 
 void pl_set_slice(pl_scratch *x, const ferry_slice *sl)
@@ -371,32 +400,62 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out)
         /* Few shards per weight: score them all, keep the best m. */
         size_t len = 0;
         for (uint32_t i = 0; i < n; i++) {
-            double sc = score_from_u(hash_u(pair_hash(s, x, i)), s->weight[i]);
+            double sc = score_from_u(hash_u(fast_pair_hash(s, x, i)), s->weight[i]);
             top_insert(out, &len, m, sc, i);
         }
         return;
     }
     /* Per weight group, the m + 1 shards with the largest hash (u, hence the score, never
-     * decreases with the hash). The hash loop is specialised per hash function. */
-    memset(x->glen, 0, s->n_groups * sizeof *x->glen);
+     * decreases with the hash), ties by index. Done in passes rather than one fused loop, which
+     * mispredicted a branch for about one shard in four and so never overlapped the hashes:
+     *  1. hash every shard (independent computations the CPU runs side by side);
+     *  2. without branches, collect per group the shards whose hash reaches the group's cut,
+     *     set so that about 3 (m + 1) of the group's shards do;
+     *  3. insertion-sort the few collected. If fewer than m + 1 reached the cut (rare), the
+     *     group is redone over all its shards: the result is the same either way. */
+    uint64_t *hs = x->hashes;
+    if (s->hash == FERRY_HASH_XXH3)
+        for (uint32_t i = 0; i < n; i++)
+            hs[i] = xxh3_pair(s, x, i);
+    else
+        for (uint32_t i = 0; i < n; i++)
+            hs[i] = sha256_pair(s, x, i);
+    memset(x->nsurv, 0, s->n_groups * sizeof *x->nsurv);
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t h = pl_pair_hash(s, x, i);
         uint32_t g = s->group[i];
-        uint64_t *gh = x->gh + g * keep;
-        size_t l = x->glen[g];
-        if (l == keep && h <= gh[keep - 1])
-            continue;
-        pl_cand *list = x->gtop + g * keep;
-        size_t pos = l < keep ? l : keep - 1;
-        while (pos > 0 && h > gh[pos - 1]) {
-            gh[pos] = gh[pos - 1];
-            list[pos] = list[pos - 1];
-            pos--;
+        x->surv[s->group_start[g] + x->nsurv[g]] = i;
+        x->nsurv[g] += hs[i] >= x->group_cut[g];
+    }
+    for (size_t g = 0; g < s->n_groups; g++) {
+        const uint32_t *cand = x->surv + s->group_start[g];
+        size_t nc = x->nsurv[g];
+        bool all = nc < keep;
+        if (all) { /* too few reached the cut: every shard of the group */
+            nc = 0;
+            for (uint32_t i = 0; i < n; i++)
+                if (s->group[i] == g)
+                    x->surv[s->group_start[g] + nc++] = i;
         }
-        gh[pos] = h;
-        list[pos].shard = i;
-        if (l < keep)
-            x->glen[g] = l + 1;
+        uint64_t *gh = x->gh + g * keep;
+        pl_cand *list = x->gtop + g * keep;
+        size_t l = 0;
+        for (size_t c = 0; c < nc; c++) {
+            uint32_t i = cand[c];
+            uint64_t h = hs[i];
+            if (l == keep && h <= gh[keep - 1])
+                continue;
+            size_t pos = l < keep ? l : keep - 1;
+            while (pos > 0 && h > gh[pos - 1]) {
+                gh[pos] = gh[pos - 1];
+                list[pos] = list[pos - 1];
+                pos--;
+            }
+            gh[pos] = h;
+            list[pos].shard = i;
+            if (l < keep)
+                l++;
+        }
+        x->glen[g] = l;
     }
     for (size_t g = 0; g < s->n_groups; g++)
         for (size_t j = 0; j < x->glen[g]; j++)

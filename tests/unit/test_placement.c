@@ -967,6 +967,57 @@ static void test_pair_hash_all_lengths(void **state)
     ferry_cluster_free(&c);
 }
 
+/* pl_top (best few by hash per weight group, survivors of a cut, fallback when too few
+ * survive) must return exactly the first m shards of the full ranking, whatever the cut:
+ * the computed one, 0 (every shard survives) and the maximum (none does: always the
+ * fallback). */
+static void test_top_any_cut(void **state)
+{
+    (void)state;
+    ferry_err err;
+    ferry_cluster c;
+    double w[150];
+    for (int s = 0; s < 150; s++)
+        w[s] = s % 7 == 0 ? 3.0 : s % 3 == 0 ? 2.0 : 1.0;
+    make_cluster(&c, 150, w, NULL);
+    rng_state = 99;
+    for (int hash = 0; hash < 2; hash++)
+        for (size_t m = 1; m <= 5; m += 2) {
+            pl_scorer sc;
+            pl_scratch x;
+            must(pl_scorer_init(&sc, &c, (ferry_hash)hash, &err), &err);
+            must(pl_scratch_init(&x, &sc, m, &err), &err);
+            assert_int_equal(sc.n_groups, 3);
+            pl_cand top[16], *all = calloc(c.n, sizeof *all);
+            uint64_t cuts[3][3];
+            for (size_t g = 0; g < 3; g++) {
+                cuts[0][g] = x.group_cut[g];
+                cuts[1][g] = 0;
+                cuts[2][g] = UINT64_MAX;
+                assert_true(x.group_cut[g] > 0); /* groups of 22, 43, 85 > 3 (m + 1) shards */
+            }
+            for (int cut = 0; cut < 3; cut++) {
+                memcpy(x.group_cut, cuts[cut], sizeof cuts[cut]);
+                for (int k = 0; k < 300; k++) {
+                    char tenant[16];
+                    snprintf(tenant, sizeof tenant, "t%d", (int)(rnd() % 100000));
+                    ferry_slice sl = {.tenant = tenant, .split = (uint32_t)(rnd() % 9)};
+                    pl_set_slice(&x, &sl);
+                    pl_top(&sc, &x, top);
+                    pl_rank_all(&sc, &x, all);
+                    for (size_t j = 0; j < m; j++) {
+                        assert_int_equal(top[j].shard, all[j].shard);
+                        assert_true(top[j].score == all[j].score);
+                    }
+                }
+            }
+            free(all);
+            pl_scratch_free(&x);
+            pl_scorer_free(&sc);
+        }
+    ferry_cluster_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -982,6 +1033,7 @@ int main(void)
         cmocka_unit_test(test_plan_order),
         cmocka_unit_test(test_matches_reference),
         cmocka_unit_test(test_pair_hash_all_lengths),
+        cmocka_unit_test(test_top_any_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
