@@ -17,6 +17,11 @@ static inline bool pl_ranks_before(double sa, uint32_t a, double sb, uint32_t b)
     return sa > sb || (sa == sb && a < b);
 }
 
+/* 16 key bytes as two little-endian words (bytes 0-7, bytes 8-15). */
+typedef struct block16 {
+    uint64_t lo, hi;
+} block16;
+
 /* Everything about a cluster the scorer needs, prepared once. Shards with the same weight form
  * a group: inside a group the score only grows with the hash, so the best few of a group can
  * be picked by hash value and only those need a logarithm. */
@@ -31,6 +36,8 @@ typedef struct pl_scorer {
     size_t n_groups;
     uint32_t *group_size;  /* [n_groups] shards in the group */
     uint32_t *group_start; /* [n_groups] sum of the sizes of the groups before it */
+    uint32_t *members;     /* [n] shards by group, from group_start[g]; index order inside */
+    block16 *name_top;     /* [n] xxh3: a name of <= 16 bytes as the end of a block */
 } pl_scorer;
 
 #define PL_KEY_MAX (FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 8)
@@ -43,6 +50,7 @@ typedef struct pl_scratch {
     char *key;         /* buf + 16 */
     size_t prefix_len; /* bytes of "<slice id>:" at the start of key */
     uint64_t xxh3_prefix_mix[4]; /* xxh3: the 16-byte blocks wholly inside the prefix, mixed */
+    block16 prefix_tail;         /* xxh3: the prefix's last 16 bytes */
     /* sha256: the prefix, then room for a zero-padded name: the block is finished per shard */
     unsigned char sha_block[64 + FERRY_SHARD_NAME_MAX];
     size_t m;          /* candidates kept per slice */
@@ -50,9 +58,10 @@ typedef struct pl_scratch {
     uint64_t *gh;      /* [n_groups * (m + 1)] hashes of the group's best so far */
     size_t *glen;      /* [n_groups] */
     pl_cand *merge;    /* [max(n, n_groups * m)] */
-    uint64_t *hashes;   /* [n] the current slice's hash on every shard */
-    uint32_t *surv;     /* [n] per group (from group_start): shards whose hash reached the cut */
-    uint32_t *nsurv;    /* [n_groups] */
+    /* [n] each, laid out like members: the current slice's hash on every shard, and the
+     * shards (and their hashes) that reached their group's cut */
+    uint64_t *hashes, *surv_hash;
+    uint32_t *surv;
     uint64_t *group_cut; /* [n_groups] see pl_scratch_init */
 } pl_scratch;
 

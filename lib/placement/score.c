@@ -110,6 +110,12 @@ double ferry_score(ferry_hash h, const char *slice_id, const char *shard, double
     return ferry_score_from_hash(ferry_hash64(h, key, a + b + 1), weight);
 }
 
+static inline block16 read_block(const void *p)
+{
+    const unsigned char *b = p;
+    return (block16){XXH_readLE64(b), XXH_readLE64(b + 8)};
+}
+
 /* ---- scorer ------------------------------------------------------------------------------- */
 
 int pl_scorer_init(pl_scorer *s, const ferry_cluster *c, ferry_hash hash, ferry_err *err)
@@ -124,8 +130,10 @@ int pl_scorer_init(pl_scorer *s, const ferry_cluster *c, ferry_hash hash, ferry_
     s->padded = calloc(c->n, sizeof *s->padded);
     s->group_start = calloc(c->n + 1, sizeof *s->group_start);
     s->group_size = calloc(c->n + 1, sizeof *s->group_size);
+    s->members = calloc(c->n + 1, sizeof *s->members);
+    s->name_top = calloc(c->n + 1, sizeof *s->name_top);
     if (!s->names || !s->name_len || !s->weight || !s->group || !s->padded || !s->group_start ||
-        !s->group_size) {
+        !s->group_size || !s->members || !s->name_top) {
         pl_scorer_free(s);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
@@ -133,6 +141,11 @@ int pl_scorer_init(pl_scorer *s, const ferry_cluster *c, ferry_hash hash, ferry_
         s->names[i] = c->shards[i].name;
         s->name_len[i] = (uint8_t)strlen(c->shards[i].name);
         memcpy(s->padded[i], c->shards[i].name, s->name_len[i]);
+        if (s->name_len[i] <= 16) { /* the name as the last bytes of a 16-byte block */
+            unsigned char top[16] = {0};
+            memcpy(top + 16 - s->name_len[i], c->shards[i].name, s->name_len[i]);
+            s->name_top[i] = read_block(top);
+        }
         s->weight[i] = c->shards[i].weight;
         size_t g;
         for (g = 0; g < i; g++)
@@ -143,6 +156,10 @@ int pl_scorer_init(pl_scorer *s, const ferry_cluster *c, ferry_hash hash, ferry_
     }
     for (size_t g = 1; g < s->n_groups; g++)
         s->group_start[g] = s->group_start[g - 1] + s->group_size[g - 1];
+    for (size_t g = 0, k = 0; g < s->n_groups; g++) /* index order inside each group */
+        for (uint32_t i = 0; i < c->n; i++)
+            if (s->group[i] == g)
+                s->members[k++] = i;
     return FERRY_OK;
 }
 
@@ -155,6 +172,8 @@ void pl_scorer_free(pl_scorer *s)
     free(s->padded);
     free(s->group_start);
     free(s->group_size);
+    free(s->members);
+    free(s->name_top);
     memset(s, 0, sizeof *s);
 }
 
@@ -172,9 +191,9 @@ int pl_scratch_init(pl_scratch *x, const pl_scorer *s, size_t m, ferry_err *err)
     x->merge = calloc(merge ? merge : 1, sizeof *x->merge);
     x->hashes = calloc(s->n ? s->n : 1, sizeof *x->hashes);
     x->surv = calloc(s->n ? s->n : 1, sizeof *x->surv);
-    x->nsurv = calloc(groups, sizeof *x->nsurv);
+    x->surv_hash = calloc(s->n ? s->n : 1, sizeof *x->surv_hash);
     x->group_cut = calloc(groups, sizeof *x->group_cut);
-    if (!x->gtop || !x->glen || !x->merge || !x->gh || !x->hashes || !x->surv || !x->nsurv ||
+    if (!x->gtop || !x->glen || !x->merge || !x->gh || !x->hashes || !x->surv || !x->surv_hash ||
         !x->group_cut) {
         pl_scratch_free(x);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -197,7 +216,7 @@ void pl_scratch_free(pl_scratch *x)
     free(x->merge);
     free(x->hashes);
     free(x->surv);
-    free(x->nsurv);
+    free(x->surv_hash);
     free(x->group_cut);
     memset(x, 0, sizeof *x);
 }
@@ -213,16 +232,6 @@ void pl_scratch_free(pl_scratch *x)
  * (copying the name behind the prefix and reading the block back would stall on store
  * forwarding). Other key lengths go to XXH3_64bits. The unit tests compare this with
  * XXH3_64bits for every prefix and name length. */
-
-typedef struct block16 {
-    uint64_t lo, hi; /* bytes 0-7 and 8-15, little-endian */
-} block16;
-
-static inline block16 read_block(const void *p)
-{
-    const unsigned char *b = p;
-    return (block16){XXH_readLE64(b), XXH_readLE64(b + 8)};
-}
 
 /* The 16 key bytes at offset o of prefix ++ name (name zero-padded to FERRY_SHARD_NAME_MAX). */
 static inline block16 key_block(const pl_scratch *x, const unsigned char *name, size_t o)
@@ -262,6 +271,17 @@ static void xxh3_prepare(pl_scratch *x)
 {
     for (size_t j = 0; j < 4 && 16 * (j + 1) <= x->prefix_len; j++)
         x->xxh3_prefix_mix[j] = mix_block(read_block(x->key + 16 * j), XXH3_kSecret + 32 * j);
+    x->prefix_tail = read_block(x->key + x->prefix_len - 16); /* buf's zeros if shorter */
+}
+
+/* b >> (8 * k) for 1 <= k <= 16: the block without its k lowest bytes. */
+static inline block16 shift_down(block16 b, unsigned k)
+{
+    if (k >= 16)
+        return (block16){0, 0};
+    if (k >= 8)
+        return (block16){k == 8 ? b.hi : b.hi >> (8 * k - 64), 0};
+    return (block16){(b.lo >> (8 * k)) | (b.hi << (64 - 8 * k)), b.hi >> (8 * k)};
 }
 
 /* XXH3_64bits of "<slice id>:<name of shard i>" for the current slice. */
@@ -274,6 +294,16 @@ static inline uint64_t xxh3_pair(const pl_scorer *s, pl_scratch *x, uint32_t i)
         return XXH3_64bits(x->key, len);
     }
     uint64_t acc = len * XXH_PRIME64_1;
+    if (len <= 32 && plen >= 16) {
+        /* The common case, one block from each end: the front one lies in the prefix (mixed
+         * once); the back one is the prefix's last 16 - S bytes, then the S-byte name, which
+         * pl_scorer_init stored already shifted into place (name_top). */
+        block16 b = shift_down(x->prefix_tail, s->name_len[i]);
+        b.lo |= s->name_top[i].lo;
+        b.hi |= s->name_top[i].hi;
+        acc += x->xxh3_prefix_mix[0] + mix_block(b, XXH3_kSecret + 16);
+        return XXH3_avalanche(acc);
+    }
     for (size_t j = 0; j < (len + 31) / 32; j++) {
         acc += 16 * (j + 1) <= plen ? x->xxh3_prefix_mix[j]
                                     : mix_block(key_block(x, name, 16 * j), XXH3_kSecret + 32 * j);
@@ -406,42 +436,42 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out)
         return;
     }
     /* Per weight group, the m + 1 shards with the largest hash (u, hence the score, never
-     * decreases with the hash), ties by index. Done in passes rather than one fused loop, which
-     * mispredicted a branch for about one shard in four and so never overlapped the hashes:
-     *  1. hash every shard (independent computations the CPU runs side by side);
-     *  2. without branches, collect per group the shards whose hash reaches the group's cut,
-     *     set so that about 3 (m + 1) of the group's shards do;
-     *  3. insertion-sort the few collected. If fewer than m + 1 reached the cut (rare), the
-     *     group is redone over all its shards: the result is the same either way. */
-    uint64_t *hs = x->hashes;
-    if (s->hash == FERRY_HASH_XXH3)
-        for (uint32_t i = 0; i < n; i++)
-            hs[i] = xxh3_pair(s, x, i);
-    else
-        for (uint32_t i = 0; i < n; i++)
-            hs[i] = sha256_pair(s, x, i);
-    memset(x->nsurv, 0, s->n_groups * sizeof *x->nsurv);
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t g = s->group[i];
-        x->surv[s->group_start[g] + x->nsurv[g]] = i;
-        x->nsurv[g] += hs[i] >= x->group_cut[g];
-    }
+     * decreases with the hash), ties by index. One fused loop that inserted every hash into a
+     * sorted list mispredicted a branch for about one shard in four, which also kept the CPU
+     * from overlapping the hashes. So, per group:
+     *  1. hash every shard and, without branches, collect those whose hash reaches the
+     *     group's cut, set so that about 3 (m + 1) of the group's shards do;
+     *  2. insertion-sort the few collected. If fewer than m + 1 reached the cut (rare), sort
+     *     the whole group instead: the result is the same either way. */
     for (size_t g = 0; g < s->n_groups; g++) {
-        const uint32_t *cand = x->surv + s->group_start[g];
-        size_t nc = x->nsurv[g];
-        bool all = nc < keep;
-        if (all) { /* too few reached the cut: every shard of the group */
-            nc = 0;
-            for (uint32_t i = 0; i < n; i++)
-                if (s->group[i] == g)
-                    x->surv[s->group_start[g] + nc++] = i;
+        size_t first = s->group_start[g], size = s->group_size[g], nc = 0;
+        const uint32_t *members = s->members + first;
+        uint64_t cut = x->group_cut[g], *hs = x->hashes + first, *ch = x->surv_hash + first;
+        uint32_t *ci = x->surv + first;
+        if (s->hash == FERRY_HASH_XXH3)
+            for (size_t k = 0; k < size; k++) {
+                uint64_t h = hs[k] = xxh3_pair(s, x, members[k]);
+                ch[nc] = h;
+                ci[nc] = members[k];
+                nc += h >= cut;
+            }
+        else
+            for (size_t k = 0; k < size; k++) {
+                uint64_t h = hs[k] = sha256_pair(s, x, members[k]);
+                ch[nc] = h;
+                ci[nc] = members[k];
+                nc += h >= cut;
+            }
+        if (nc < keep) { /* too few reached the cut */
+            ch = hs;
+            ci = (uint32_t *)members;
+            nc = size;
         }
         uint64_t *gh = x->gh + g * keep;
         pl_cand *list = x->gtop + g * keep;
         size_t l = 0;
         for (size_t c = 0; c < nc; c++) {
-            uint32_t i = cand[c];
-            uint64_t h = hs[i];
+            uint64_t h = ch[c];
             if (l == keep && h <= gh[keep - 1])
                 continue;
             size_t pos = l < keep ? l : keep - 1;
@@ -451,7 +481,7 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out)
                 pos--;
             }
             gh[pos] = h;
-            list[pos].shard = i;
+            list[pos].shard = ci[c];
             if (l < keep)
                 l++;
         }
@@ -475,7 +505,14 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out)
         }
         /* Equal u keeps index order; equal scores from different u need index order too. */
         size_t take = len < m ? len : m;
-        qsort(list, take, sizeof *list, cand_cmp);
+        for (size_t a = 1; a < take; a++) /* a few, nearly sorted: insertion sort */
+            for (size_t b = a; b > 0 && pl_ranks_before(list[b].score, list[b].shard,
+                                                        list[b - 1].score, list[b - 1].shard);
+                 b--) {
+                pl_cand c = list[b];
+                list[b] = list[b - 1];
+                list[b - 1] = c;
+            }
         memcpy(x->merge + nm, list, take * sizeof *list);
         nm += take;
     }
