@@ -284,8 +284,8 @@ static inline block16 shift_down(block16 b, unsigned k)
     return (block16){(b.lo >> (8 * k)) | (b.hi << (64 - 8 * k)), b.hi >> (8 * k)};
 }
 
-/* XXH3_64bits of "<slice id>:<name of shard i>" for the current slice. */
-static inline uint64_t xxh3_pair(const pl_scorer *s, pl_scratch *x, uint32_t i)
+/* XXH3_64bits of "<slice id>:<name of shard i>" for the current slice, any length. */
+static uint64_t xxh3_pair_general(const pl_scorer *s, pl_scratch *x, uint32_t i)
 {
     size_t plen = x->prefix_len, len = plen + s->name_len[i];
     const unsigned char *name = (const unsigned char *)s->padded[i];
@@ -294,22 +294,28 @@ static inline uint64_t xxh3_pair(const pl_scorer *s, pl_scratch *x, uint32_t i)
         return XXH3_64bits(x->key, len);
     }
     uint64_t acc = len * XXH_PRIME64_1;
-    if (len <= 32 && plen >= 16) {
-        /* The common case, one block from each end: the front one lies in the prefix (mixed
-         * once); the back one is the prefix's last 16 - S bytes, then the S-byte name, which
-         * pl_scorer_init stored already shifted into place (name_top). */
-        block16 b = shift_down(x->prefix_tail, s->name_len[i]);
-        b.lo |= s->name_top[i].lo;
-        b.hi |= s->name_top[i].hi;
-        acc += x->xxh3_prefix_mix[0] + mix_block(b, XXH3_kSecret + 16);
-        return XXH3_avalanche(acc);
-    }
     for (size_t j = 0; j < (len + 31) / 32; j++) {
         acc += 16 * (j + 1) <= plen ? x->xxh3_prefix_mix[j]
                                     : mix_block(key_block(x, name, 16 * j), XXH3_kSecret + 32 * j);
         acc += mix_block(key_block(x, name, len - 16 * (j + 1)), XXH3_kSecret + 32 * j + 16);
     }
     return XXH3_avalanche(acc);
+}
+
+/* The same, with the common case inlined into the scoring loop: a key of 17..32 bytes whose
+ * prefix has 16+ bytes is one block from each end. The front one lies in the prefix (mixed
+ * once); the back one is the prefix's last 16 - S bytes, then the S-byte name, which
+ * pl_scorer_init stored already shifted into place (name_top). */
+XXH_FORCE_INLINE uint64_t xxh3_pair(const pl_scorer *s, pl_scratch *x, uint32_t i)
+{
+    size_t plen = x->prefix_len, len = plen + s->name_len[i];
+    if (len > 32 || plen < 16)
+        return xxh3_pair_general(s, x, i);
+    block16 b = shift_down(x->prefix_tail, s->name_len[i]);
+    b.lo |= s->name_top[i].lo;
+    b.hi |= s->name_top[i].hi;
+    return XXH3_avalanche(len * XXH_PRIME64_1 + x->xxh3_prefix_mix[0] +
+                          mix_block(b, XXH3_kSecret + 16));
 }
 
 /* ---- sha256 with the block prepared once per slice ------------------------------------------ */
