@@ -433,11 +433,19 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out)
 {
     size_t m = x->m, n = s->n, keep = m + 1;
     if (m >= n || s->n_groups * keep >= n) {
-        /* Few shards per weight: score them all, keep the best m. */
+        /* Few shards per weight: score them all, keep the best m. The logarithm is skipped
+         * when the shard cannot make the list: -ln(u) >= 1 - u, so its score is at most
+         * w / (1 - u); if even that (with a margin far above the rounding error of the
+         * computed score) does not beat the m-th best, top_insert would reject it anyway. */
         size_t len = 0;
         for (uint32_t i = 0; i < n; i++) {
-            double sc = score_from_u(hash_u(fast_pair_hash(s, x, i)), s->weight[i]);
-            top_insert(out, &len, m, sc, i);
+            double hu = hash_u(fast_pair_hash(s, x, i));
+            if (len == m) {
+                double one_minus_u = 1.0 - hu / 18446744073709551616.0;
+                if (s->weight[i] * (1 + 1e-9) < out[m - 1].score * one_minus_u)
+                    continue;
+            }
+            top_insert(out, &len, m, score_from_u(hu, s->weight[i]), i);
         }
         return;
     }
