@@ -19,6 +19,7 @@
 #include <math.h>
 #include <openssl/sha.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #define XXH_INLINE_ALL /* inline xxHash into the scoring loop (header-only mode) */
@@ -553,11 +554,22 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out)
 
 /* ---- all slices, in parallel ---------------------------------------------------------------- */
 
-typedef struct top_job {
+/* Slices a worker takes at a time. Workers take chunks as they go rather than a fixed share
+ * each: on a shared machine one thread is often descheduled for a while, and a fixed split
+ * would leave the others idle at the end. Each slice's result is independent of who
+ * computes it, so the output is the same for any thread count and timing. */
+#define TOP_CHUNK 2048
+
+typedef struct top_shared {
     const pl_scorer *s;
     const ferry_inventory *inv;
-    size_t m, begin, end;
+    size_t m;
     uint32_t *out;
+    atomic_size_t next; /* first slice not yet taken */
+} top_shared;
+
+typedef struct top_job {
+    top_shared *sh;
     int rc;
     ferry_err err;
 } top_job;
@@ -565,16 +577,24 @@ typedef struct top_job {
 static void *top_worker(void *arg)
 {
     top_job *j = arg;
+    top_shared *sh = j->sh;
+    size_t n = sh->inv->n;
     pl_scratch x;
-    j->rc = pl_scratch_init(&x, j->s, j->m, &j->err);
+    j->rc = pl_scratch_init(&x, sh->s, sh->m, &j->err);
     if (j->rc)
         return NULL;
     pl_cand top[PL_TOP_MAX];
-    for (size_t i = j->begin; i < j->end; i++) {
-        pl_set_slice(&x, &j->inv->slices[i]);
-        pl_top(j->s, &x, top);
-        for (size_t k = 0; k < x.m; k++)
-            j->out[i * x.m + k] = top[k].shard;
+    for (;;) {
+        size_t begin = atomic_fetch_add(&sh->next, TOP_CHUNK);
+        if (begin >= n)
+            break;
+        size_t end = begin + TOP_CHUNK < n ? begin + TOP_CHUNK : n;
+        for (size_t i = begin; i < end; i++) {
+            pl_set_slice(&x, &sh->inv->slices[i]);
+            pl_top(sh->s, &x, top);
+            for (size_t k = 0; k < x.m; k++)
+                sh->out[i * x.m + k] = top[k].shard;
+        }
     }
     pl_scratch_free(&x);
     return NULL;
@@ -590,29 +610,24 @@ int pl_top_all(const pl_scorer *s, const ferry_inventory *inv, size_t m, unsigne
     if (inv->n < 1024 * (size_t)threads)
         threads = 1;
     int rc = FERRY_OK;
+    top_shared sh = {s, inv, m, out, 0};
     top_job *jobs = calloc(threads, sizeof *jobs);
     pthread_t *tids = calloc(threads, sizeof *tids);
-    unsigned started = 0;
+    unsigned started = 1; /* jobs[0] runs on the calling thread */
     if (!jobs || !tids) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
-    for (unsigned t = 0; t < threads; t++) {
-        jobs[t] = (top_job){s, inv, m, inv->n * t / threads, inv->n * (t + 1) / threads, out,
-                            0, {0, ""}};
-    }
-    if (threads == 1) {
-        top_worker(&jobs[0]);
-    } else {
-        for (; started < threads; started++)
-            if (pthread_create(&tids[started], NULL, top_worker, &jobs[started]) != 0)
-                break;
-        for (unsigned t = 0; t < started; t++)
-            pthread_join(tids[t], NULL);
-        for (unsigned t = started; t < threads; t++)
-            top_worker(&jobs[t]); /* thread creation failed: do the rest here */
-    }
     for (unsigned t = 0; t < threads; t++)
+        jobs[t] = (top_job){&sh, 0, {0, ""}};
+    /* If a thread cannot be created, the others (at least this one) take its chunks. */
+    for (; started < threads; started++)
+        if (pthread_create(&tids[started], NULL, top_worker, &jobs[started]) != 0)
+            break;
+    top_worker(&jobs[0]);
+    for (unsigned t = 1; t < started; t++)
+        pthread_join(tids[t], NULL);
+    for (unsigned t = 0; t < started; t++)
         if (jobs[t].rc) {
             *err = jobs[t].err;
             rc = jobs[t].rc;
