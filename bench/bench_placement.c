@@ -3,8 +3,10 @@
  * ferry_place (scoring every slice/shard pair, then the capacity/anti-affinity pass) and prints
  * one JSON object: slice-shard scores per second, wall and CPU time (CPU time shows how much
  * of the wall time the process actually ran when the machine is shared), peak memory
- * (ru_maxrss, for the process so far).
- *   usage: bench_placement [SLICES [SHARDS]] */
+ * (ru_maxrss, for the process so far), and a digest of the layout (FNV-1a over the replica
+ * shard indexes) so that runs of different versions can be checked for identical output.
+ *   usage: bench_placement [SLICES [SHARDS [CASE]]]
+ * CASE picks one run (xxh3, sha256, xxh3-distinct) instead of all three, e.g. for profiling. */
 #include "ferry/placement.h"
 
 #include <inttypes.h>
@@ -97,12 +99,18 @@ int main(int argc, char **argv)
     struct {
         ferry_hash hash;
         int cluster;
-    } cases[] = {{FERRY_HASH_XXH3, 0}, {FERRY_HASH_SHA256, 0}, {FERRY_HASH_XXH3, 1}};
+        const char *name;
+    } cases[] = {{FERRY_HASH_XXH3, 0, "xxh3"},
+                 {FERRY_HASH_SHA256, 0, "sha256"},
+                 {FERRY_HASH_XXH3, 1, "xxh3-distinct"}};
+    const char *only = argc > 3 ? argv[3] : NULL;
     printf("{\"bench\":\"placement\",\"slices\":%zu,\"tenants\":%zu,\"shards\":%d,\"cores\":%ld,"
            "\"runs\":[",
            inv.n, inv.n_tenants, nshards, cores);
     bool first = true;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (only && strcmp(only, cases[k].name) != 0)
+            continue;
         uint64_t digest1 = 0;
         for (int pass = 0; pass < 2; pass++) {
             unsigned threads = pass == 0 ? 1 : (unsigned)(cores > 0 ? cores : 1);
@@ -120,10 +128,10 @@ int main(int argc, char **argv)
             double pairs = (double)inv.n * nshards;
             printf("%s{\"hash\":\"%s\",\"weights\":\"%s\",\"threads\":%u,\"pairs\":%.0f,"
                    "\"wall_s\":%.3f,\"cpu_s\":%.3f,\"scores_per_s\":%.0f,\"peak_rss_mb\":%.1f,"
-                   "\"same_as_one_thread\":%s}",
+                   "\"same_as_one_thread\":%s,\"layout_digest\":\"%016" PRIx64 "\"}",
                    first ? "" : ",", ferry_hash_name(o.hash), cluster_desc[cases[k].cluster],
                    threads, pairs, wall, cpu, pairs / wall, max_rss_kb() / 1024.0,
-                   d == digest1 ? "true" : "false");
+                   d == digest1 ? "true" : "false", d);
             fflush(stdout);
             first = false;
             ferry_layout_free(&l);

@@ -23,7 +23,18 @@
 
 #define EXTRA_CANDIDATES 3 /* candidates kept per slice beyond rf */
 
-/* (tenant, shard) -> count of the tenant's replicas on the shard, for tenants with 2+ slices. */
+/* A tenant with at most this many replicas is counted by scanning its replica slots (slices
+ * are sorted by tenant, so they are adjacent in pstate.rep: one or two cache lines); bigger
+ * tenants keep their counts in the tcount_map. Both give the same counts. */
+#define TC_SCAN_MAX 64
+
+/* How many slices ahead the greedy pass prefetches what it will touch: slices are visited
+ * biggest first, i.e. in random memory order, and each visit otherwise waits on 3-4 cache
+ * misses in a row (slice, tenant, replica slots). */
+#define PREFETCH_AHEAD 16
+
+/* (tenant, shard) -> count of the tenant's replicas on the shard, for tenants with more than
+ * TC_SCAN_MAX replicas. */
 typedef struct tcount_map {
     uint64_t *keys; /* key + 1; 0 = empty */
     uint32_t *vals;
@@ -39,7 +50,7 @@ typedef struct pstate {
     size_t m; /* candidates per slice */
     pl_scorer sc;
     pl_scratch x;
-    pl_cand *cands; /* [inv->n * m] */
+    uint32_t *cands; /* [inv->n * m] each slice's best m shards, best first */
     pl_cand *all;   /* [n] */
     uint32_t *rep;  /* [inv->n * rf] */
     uint64_t *load, *limit;
@@ -73,11 +84,24 @@ static uint32_t *tc_slot(tcount_map *t, uint32_t tenant, uint32_t shard)
     return &t->vals[h];
 }
 
+static bool counted_in_map(const pstate *st, uint32_t tenant)
+{
+    return (size_t)st->inv->tenant_splits[tenant] * st->rf > TC_SCAN_MAX;
+}
+
 static uint32_t tenant_count(pstate *st, uint32_t tenant, uint32_t shard)
 {
-    if (st->inv->tenant_splits[tenant] < 2)
+    uint32_t k = st->inv->tenant_splits[tenant];
+    if (k < 2)
         return 0; /* a lone slice's replicas are on distinct shards anyway */
-    return *tc_slot(&st->tc, tenant, shard);
+    if (counted_in_map(st, tenant))
+        return *tc_slot(&st->tc, tenant, shard);
+    const uint32_t *r = st->rep + (size_t)st->inv->tenant_first[tenant] * st->rf;
+    size_t nr = (size_t)k * st->rf;
+    uint32_t c = 0;
+    for (size_t j = 0; j < nr; j++)
+        c += r[j] == shard;
+    return c;
 }
 
 /* How many of the tenant's replicas shard s may hold: 1 while the tenant's replicas fit on
@@ -110,7 +134,7 @@ static void assign(pstate *st, size_t i, unsigned slot, uint32_t s)
     st->rep[i * st->rf + slot] = s;
     st->load[s] += sl->bytes;
     st->nrep[s]++;
-    if (st->inv->tenant_splits[sl->tenant_index] >= 2)
+    if (counted_in_map(st, sl->tenant_index))
         (*tc_slot(&st->tc, sl->tenant_index, s))++;
 }
 
@@ -121,21 +145,60 @@ static void unassign(pstate *st, size_t i, unsigned slot)
     st->rep[i * st->rf + slot] = FERRY_NO_SHARD;
     st->load[s] -= sl->bytes;
     st->nrep[s]--;
-    if (st->inv->tenant_splits[sl->tenant_index] >= 2)
+    if (counted_in_map(st, sl->tenant_index))
         (*tc_slot(&st->tc, sl->tenant_index, s))--;
 }
 
-typedef struct order_key {
-    uint64_t bytes;
-    uint32_t idx;
-} order_key;
-
-static int order_cmp(const void *a, const void *b)
+/* order[] = slice indexes by size, biggest first, equal sizes by index. An LSD radix sort
+ * (stable, so equal sizes keep index order): a comparison sort of 10^6 slices took longer
+ * than the rest of the greedy pass. Byte positions where every size agrees are skipped. */
+static int sort_by_size(const ferry_inventory *inv, uint32_t *order)
 {
-    const order_key *x = a, *y = b;
-    if (x->bytes != y->bytes)
-        return x->bytes > y->bytes ? -1 : 1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
+    size_t n = inv->n;
+    uint64_t *key = malloc((n ? n : 1) * sizeof *key), *key2 = malloc((n ? n : 1) * sizeof *key2);
+    uint32_t *idx2 = malloc((n ? n : 1) * sizeof *idx2);
+    size_t(*hist)[256] = calloc(8, sizeof *hist);
+    int rc = FERRY_OK;
+    if (!key || !key2 || !idx2 || !hist) {
+        rc = FERRY_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        key[i] = ~inv->slices[i].bytes; /* ascending ~bytes = descending bytes */
+        order[i] = (uint32_t)i;
+        for (int d = 0; d < 8; d++)
+            hist[d][(key[i] >> (8 * d)) & 0xff]++;
+    }
+    uint64_t *ka = key, *kb = key2;
+    uint32_t *ia = order, *ib = idx2;
+    for (int d = 0; d < 8; d++) {
+        if (n == 0 || hist[d][(ka[0] >> (8 * d)) & 0xff] == n)
+            continue; /* every key has the same byte here */
+        size_t pos[256], sum = 0;
+        for (int b = 0; b < 256; b++) {
+            pos[b] = sum;
+            sum += hist[d][b];
+        }
+        for (size_t i = 0; i < n; i++) {
+            size_t p = pos[(ka[i] >> (8 * d)) & 0xff]++;
+            kb[p] = ka[i];
+            ib[p] = ia[i];
+        }
+        uint64_t *kt = ka;
+        ka = kb;
+        kb = kt;
+        uint32_t *it = ia;
+        ia = ib;
+        ib = it;
+    }
+    if (ia != order)
+        memcpy(order, ia, n * sizeof *order);
+out:
+    free(key);
+    free(key2);
+    free(idx2);
+    free(hist);
+    return rc;
 }
 
 static int state_init(pstate *st, const ferry_inventory *inv, const ferry_cluster *cl,
@@ -165,16 +228,14 @@ static int state_init(pstate *st, const ferry_inventory *inv, const ferry_cluste
     st->nrep = calloc(st->n, sizeof *st->nrep);
     st->gainer = calloc(st->n, sizeof *st->gainer);
     st->order = malloc(ns * sizeof *st->order);
-    order_key *keys = malloc(ns * sizeof *keys);
     size_t tracked = 0;
     for (size_t t = 0; t < inv->n_tenants; t++)
-        if (inv->tenant_splits[t] >= 2)
+        if (counted_in_map(st, (uint32_t)t))
             tracked += inv->tenant_splits[t];
     if (!st->cands || !st->all || !st->rep || !st->load || !st->limit || !st->nrep ||
-        !st->gainer || !st->order || !keys || tc_init(&st->tc, tracked * st->rf + 1)) {
-        free(keys);
+        !st->gainer || !st->order || tc_init(&st->tc, tracked * st->rf + 1) ||
+        sort_by_size(inv, st->order))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    }
     for (size_t i = 0; i < inv->n * st->rf; i++)
         st->rep[i] = FERRY_NO_SHARD;
     for (size_t s = 0; s < st->n; s++) {
@@ -182,12 +243,6 @@ static int state_init(pstate *st, const ferry_inventory *inv, const ferry_cluste
         st->total_weight += cl->shards[s].weight;
         st->limit[s] = cap ? (uint64_t)floorl((long double)cap * o->fill) : UINT64_MAX;
     }
-    for (size_t i = 0; i < inv->n; i++)
-        keys[i] = (order_key){inv->slices[i].bytes, (uint32_t)i};
-    qsort(keys, inv->n, sizeof *keys, order_cmp);
-    for (size_t i = 0; i < inv->n; i++)
-        st->order[i] = keys[i].idx;
-    free(keys);
     return pl_top_all(&st->sc, inv, st->m, o->threads, st->cands, err);
 }
 
@@ -206,6 +261,29 @@ static void state_free(pstate *st)
     free(st->tc.keys);
     free(st->tc.vals);
     memset(st, 0, sizeof *st);
+}
+
+/* Cache hints for the greedy pass at step k (no effect on results): the record, candidates and
+ * replica slots of the slice PREFETCH_AHEAD steps on; the tenant arrays of the slice half as
+ * far on (its record has arrived by then); the tenant's replica slots a quarter as far on. */
+static inline void prefetch_ahead(const pstate *st, size_t k)
+{
+    const ferry_inventory *inv = st->inv;
+    if (k + PREFETCH_AHEAD < inv->n) {
+        uint32_t i = st->order[k + PREFETCH_AHEAD];
+        __builtin_prefetch(&inv->slices[i]);
+        __builtin_prefetch(&st->cands[(size_t)i * st->m]);
+        __builtin_prefetch(&st->rep[(size_t)i * st->rf], 1);
+    }
+    if (k + PREFETCH_AHEAD / 2 < inv->n) {
+        uint32_t t = inv->slices[st->order[k + PREFETCH_AHEAD / 2]].tenant_index;
+        __builtin_prefetch(&inv->tenant_splits[t]);
+        __builtin_prefetch(&inv->tenant_first[t]);
+    }
+    if (k + PREFETCH_AHEAD / 4 < inv->n) {
+        uint32_t t = inv->slices[st->order[k + PREFETCH_AHEAD / 4]].tenant_index;
+        __builtin_prefetch(&st->rep[(size_t)inv->tenant_first[t] * st->rf], 1);
+    }
 }
 
 static int no_room(pstate *st, size_t i, ferry_err *err)
@@ -231,9 +309,9 @@ static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferr
 {
     const ferry_slice *sl = &st->inv->slices[i];
     uint32_t t = sl->tenant_index;
-    const pl_cand *c = st->cands + i * st->m;
+    const uint32_t *c = st->cands + i * st->m;
     for (size_t j = 0; j < st->m; j++) {
-        uint32_t s = c[j].shard;
+        uint32_t s = c[j];
         if ((!prefer_gainers || st->gainer[s]) && !holding(st, i, s) &&
             fits(st, s, sl->bytes) && tenant_count(st, t, s) < tenant_cap(st, t, s)) {
             *out = s;
@@ -333,6 +411,7 @@ int ferry_place(const ferry_inventory *inv, const ferry_cluster *cluster,
         goto out;
     for (size_t k = 0; k < inv->n; k++) {
         size_t i = st.order[k];
+        prefetch_ahead(&st, k);
         for (unsigned slot = 0; slot < st.rf; slot++) {
             uint32_t s = FERRY_NO_SHARD;
             rc = choose(&st, i, false, &s, err);

@@ -17,6 +17,11 @@ static inline bool pl_ranks_before(double sa, uint32_t a, double sb, uint32_t b)
     return sa > sb || (sa == sb && a < b);
 }
 
+/* 16 key bytes as two little-endian words (bytes 0-7, bytes 8-15). */
+typedef struct block16 {
+    uint64_t lo, hi;
+} block16;
+
 /* Everything about a cluster the scorer needs, prepared once. Shards with the same weight form
  * a group: inside a group the score only grows with the hash, so the best few of a group can
  * be picked by hash value and only those need a logarithm. */
@@ -29,17 +34,35 @@ typedef struct pl_scorer {
     double *weight;
     uint32_t *group; /* [n] group of each shard */
     size_t n_groups;
+    uint32_t *group_size;  /* [n_groups] shards in the group */
+    uint32_t *group_start; /* [n_groups] sum of the sizes of the groups before it */
+    uint32_t *members;     /* [n] shards by group, from group_start[g]; index order inside */
+    block16 *name_top;     /* [n] xxh3: a name of <= 16 bytes as the end of a block */
 } pl_scorer;
+
+#define PL_KEY_MAX (FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 8)
 
 /* Per-thread working memory of a scorer. */
 typedef struct pl_scratch {
-    char key[FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 8];
+    ferry_hash hash;
+    /* 16 zero bytes, then the key: a 16-byte read that ends inside the key stays in bounds */
+    char buf[16 + PL_KEY_MAX];
+    char *key;         /* buf + 16 */
     size_t prefix_len; /* bytes of "<slice id>:" at the start of key */
+    uint64_t xxh3_prefix_mix[4]; /* xxh3: the 16-byte blocks wholly inside the prefix, mixed */
+    block16 prefix_tail;         /* xxh3: the prefix's last 16 bytes */
+    /* sha256: the prefix, then room for a zero-padded name: the block is finished per shard */
+    unsigned char sha_block[64 + FERRY_SHARD_NAME_MAX];
     size_t m;          /* candidates kept per slice */
     pl_cand *gtop;     /* [n_groups * (m + 1)] */
     uint64_t *gh;      /* [n_groups * (m + 1)] hashes of the group's best so far */
     size_t *glen;      /* [n_groups] */
     pl_cand *merge;    /* [max(n, n_groups * m)] */
+    /* [n] each, laid out like members: the current slice's hash on every shard, and the
+     * shards (and their hashes) that reached their group's cut */
+    uint64_t *hashes, *surv_hash;
+    uint32_t *surv;
+    uint64_t *group_cut; /* [n_groups] see pl_scratch_init */
 } pl_scratch;
 
 int pl_scorer_init(pl_scorer *s, const ferry_cluster *c, ferry_hash hash, ferry_err *err);
@@ -49,6 +72,9 @@ void pl_scratch_free(pl_scratch *x);
 
 /* Writes "<tenant>/split<k>:" into x->key. */
 void pl_set_slice(pl_scratch *x, const ferry_slice *sl);
+/* ferry_hash64 of "<current slice id>:<name of shard i>", computed faster from what
+ * pl_set_slice prepared (the hot loop's hash; equal to ferry_hash64 for every key). */
+uint64_t pl_pair_hash(const pl_scorer *s, pl_scratch *x, uint32_t i);
 /* Score of the current slice (pl_set_slice) on shard i, with the given weight. */
 double pl_pair_score(const pl_scorer *s, pl_scratch *x, uint32_t i, double weight);
 /* The best min(m, n) shards of the current slice, in rank order, into out. */
@@ -56,8 +82,10 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out);
 /* All n shards of the current slice in rank order, into out[n]. */
 void pl_rank_all(const pl_scorer *s, pl_scratch *x, pl_cand *out);
 
-/* Top-m candidates of every slice of inv into out[inv->n * m], using up to `threads` threads. */
+/* The shards of the top-m candidates of every slice of inv, best first, into
+ * out[inv->n * m], using up to `threads` threads. m <= PL_TOP_MAX. */
+#define PL_TOP_MAX (64 + 3)
 int pl_top_all(const pl_scorer *s, const ferry_inventory *inv, size_t m, unsigned threads,
-               pl_cand *out, ferry_err *err);
+               uint32_t *out, ferry_err *err);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/placement.h"
+#include "placement/placement_int.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -678,6 +679,345 @@ static void test_plan_order(void **state)
     ferry_inventory_free(&inv);
 }
 
+/* ---- the optimised placement against a plain reference ------------------------------------ */
+
+/* ferry_place written the obvious way: every shard scored with ferry_score and fully ranked,
+ * tenant counts in a dense [tenant][shard] table, the rules of docs/placement.md applied
+ * literally. The optimised engine (best-few candidates, hash shortcuts, threads, prefetching)
+ * must give exactly this layout, slot for slot. Returns false when strict and some replica
+ * fits nowhere. */
+typedef struct ref_result {
+    uint32_t *rep;
+    uint64_t *load;
+    size_t overfilled, relaxed;
+} ref_result;
+
+static const double *ref_scores; /* for ref_rank_cmp: qsort has no context pointer */
+
+static int ref_rank_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (ref_scores[x] != ref_scores[y])
+        return ref_scores[x] > ref_scores[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static int ref_order_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b; /* {bytes, index} */
+    if (x[0] != y[0])
+        return x[0] > y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+static bool ref_place(const ferry_inventory *inv, const ferry_cluster *c,
+                      const ferry_place_opts *o, ref_result *r)
+{
+    size_t n = c->n, rf = o->rf;
+    r->rep = malloc(inv->n * rf * sizeof *r->rep);
+    r->load = calloc(n, sizeof *r->load);
+    r->overfilled = r->relaxed = 0;
+    uint32_t *count = calloc(inv->n_tenants * n, sizeof *count);
+    uint64_t *limit = calloc(n, sizeof *limit);
+    double *scores = calloc(n, sizeof *scores), total_weight = 0;
+    uint32_t *ranked = calloc(n, sizeof *ranked);
+    uint64_t(*order)[2] = calloc(inv->n, sizeof *order);
+    for (size_t s = 0; s < n; s++) {
+        total_weight += c->shards[s].weight;
+        limit[s] = c->shards[s].capacity
+                       ? (uint64_t)floorl((long double)c->shards[s].capacity * o->fill)
+                       : UINT64_MAX;
+    }
+    for (size_t i = 0; i < inv->n; i++) {
+        order[i][0] = inv->slices[i].bytes;
+        order[i][1] = i;
+    }
+    qsort(order, inv->n, sizeof *order, ref_order_cmp);
+    bool ok = true;
+    for (size_t k = 0; k < inv->n && ok; k++) {
+        size_t i = (size_t)order[k][1];
+        const ferry_slice *sl = &inv->slices[i];
+        uint32_t t = sl->tenant_index, splits = inv->tenant_splits[t];
+        char id[FERRY_SLICE_ID_MAX];
+        ferry_slice_id(sl, id, sizeof id);
+        for (size_t s = 0; s < n; s++) {
+            scores[s] = ferry_score(o->hash, id, c->shards[s].name, c->shards[s].weight);
+            ranked[s] = (uint32_t)s;
+        }
+        ref_scores = scores;
+        qsort(ranked, n, sizeof *ranked, ref_rank_cmp);
+        for (size_t slot = 0; slot < rf; slot++) {
+            uint32_t pick = UINT32_MAX, pick_count = 0;
+            long double pick_room = 0;
+            for (size_t q = 0; q < n && pick == UINT32_MAX; q++) { /* rules 1-4 */
+                uint32_t s = ranked[q];
+                bool held = false;
+                for (size_t j = 0; j < slot; j++)
+                    held |= r->rep[i * rf + j] == s;
+                uint64_t want = (uint64_t)splits * rf;
+                uint32_t cap = want <= n ? 1
+                                         : (uint32_t)ceil((double)want * c->shards[s].weight /
+                                                          total_weight * (1 - 1e-12));
+                uint32_t cnt = splits < 2 ? 0 : count[t * n + s];
+                if (!held && r->load[s] <= limit[s] && sl->bytes <= limit[s] - r->load[s] &&
+                    cnt < cap)
+                    pick = s;
+            }
+            bool relax = pick == UINT32_MAX;
+            if (relax) /* spread relaxed: fewest of the tenant, then score */
+                for (size_t q = 0; q < n; q++) {
+                    uint32_t s = ranked[q];
+                    bool held = false;
+                    for (size_t j = 0; j < slot; j++)
+                        held |= r->rep[i * rf + j] == s;
+                    uint32_t cnt = splits < 2 ? 0 : count[t * n + s];
+                    if (held || r->load[s] > limit[s] || sl->bytes > limit[s] - r->load[s])
+                        continue;
+                    if (pick == UINT32_MAX || cnt < pick_count) {
+                        pick = s;
+                        pick_count = cnt;
+                    }
+                }
+            if (relax && pick != UINT32_MAX)
+                r->relaxed++;
+            if (pick == UINT32_MAX && o->strict) {
+                ok = false;
+                break;
+            }
+            if (pick == UINT32_MAX) { /* over the fill target: most room left */
+                for (size_t q = 0; q < n; q++) {
+                    uint32_t s = ranked[q];
+                    bool held = false;
+                    for (size_t j = 0; j < slot; j++)
+                        held |= r->rep[i * rf + j] == s;
+                    long double room = (long double)limit[s] - (long double)r->load[s];
+                    if (!held && (pick == UINT32_MAX || room > pick_room)) {
+                        pick = s;
+                        pick_room = room;
+                    }
+                }
+                r->overfilled++;
+            }
+            r->rep[i * rf + slot] = pick;
+            r->load[pick] += sl->bytes;
+            count[t * n + pick]++;
+        }
+    }
+    free(count);
+    free(limit);
+    free(scores);
+    free(ranked);
+    free(order);
+    return ok;
+}
+
+/* A name of len bytes (at least the digits of id) ending in id written in the alphabet's
+ * base, so names are unique and can be as short as one byte. */
+static void random_name(char *out, size_t len, const char *alphabet, unsigned id)
+{
+    unsigned k = (unsigned)strlen(alphabet), digits = 1;
+    for (unsigned v = id / k; v; v /= k)
+        digits++;
+    if (len < digits)
+        len = digits;
+    for (size_t j = 0; j < len - digits; j++)
+        out[j] = alphabet[rnd() % k];
+    for (size_t j = len; j > len - digits; j--, id /= k)
+        out[j - 1] = alphabet[id % k];
+    out[len] = 0;
+}
+
+/* Random inventories and clusters chosen to reach every branch: tenant names of every length
+ * (so keys of every length hit each hash's code paths), shard names of 1-64 bytes, one weight
+ * group or many, tenants big enough to exceed the spread cap, capacities that bind, strict and
+ * not, one thread and two (2,048+ slices, so the scorer really splits the work). */
+static void test_matches_reference(void **state)
+{
+    (void)state;
+    ferry_err err;
+    const char *tenant_chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                               "!\"#$%&'()*+,-.:;<=>?@[\\]^_`{|}~";
+    const char *shard_chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
+    for (int round = 0; round < 8; round++) {
+        rng_state = 0xC0FFEE + (uint64_t)round * 7919;
+        ferry_inventory inv;
+        must(ferry_inventory_init(&inv, "ref", &err), &err);
+        uint64_t total = 0;
+        size_t n_slices = 0;
+        for (int t = 0; n_slices < 2600; t++) {
+            char tenant[FERRY_TENANT_NAME_MAX + 1];
+            size_t len = 1 + rnd() % (t % 7 == 0 ? FERRY_TENANT_NAME_MAX : 24);
+            random_name(tenant, len, tenant_chars, (unsigned)t);
+            uint64_t r = rnd() % 20;
+            uint32_t splits = r < 11 ? 1 : r < 15 ? 2 : r < 18 ? 8 : r < 19 ? 40 : 130;
+            for (uint32_t k = 0; k < splits; k++, n_slices++) {
+                uint64_t bytes = rnd() % 5 == 0 ? 1000 : 1000000 + rnd() % 1000000000;
+                total += bytes;
+                must(ferry_inventory_add(&inv, tenant, k * (1 + (uint32_t)(rnd() % 3)) * 1000 + k,
+                                         bytes, 0, &err),
+                     &err);
+            }
+        }
+        must(ferry_inventory_finish(&inv, &err), &err);
+
+        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        o.hash = round % 2 ? FERRY_HASH_XXH3 : FERRY_HASH_SHA256;
+        o.rf = 1 + (unsigned)(round / 2) % 3;
+        o.strict = round % 4 != 3;
+        int nshards = 12 + (int)(rnd() % 30);
+        ferry_cluster c;
+        must(ferry_cluster_init(&c, "ref-shards", &err), &err);
+        for (int s = 0; s < nshards; s++) {
+            char name[FERRY_SHARD_NAME_MAX + 1];
+            random_name(name, 1 + rnd() % FERRY_SHARD_NAME_MAX, shard_chars, (unsigned)s);
+            double w = round % 3 == 0 ? 1.0 + (double)(rnd() % 1000) / 64 /* all distinct */
+                                      : (s % 4 == 0 ? 2.0 : 1.0);    /* two groups */
+            /* capacity: none, roomy, or tight enough that the fill target binds */
+            uint64_t cap = round % 4 == 0 ? 0
+                                          : (uint64_t)((long double)total * o.rf / nshards *
+                                                       (round % 4 == 1 ? 3.0 : round % 4 == 2 ? 1.6 : 1.15));
+            must(ferry_cluster_add(&c, name, w, cap, 0, &err), &err);
+        }
+        must(ferry_cluster_finish(&c, &err), &err);
+
+        ref_result want;
+        bool want_ok = ref_place(&inv, &c, &o, &want);
+        for (unsigned threads = 1; threads <= 2; threads++) {
+            o.threads = threads;
+            ferry_layout got;
+            int rc = ferry_place(&inv, &c, &o, &got, &err);
+            if (!want_ok) {
+                assert_int_equal(rc, FERRY_EINVAL);
+                continue;
+            }
+            must(rc, &err);
+            for (size_t i = 0; i < inv.n * o.rf; i++)
+                if (got.replicas[i] != want.rep[i])
+                    fail_msg("round %d threads %u: slice %zu slot %zu: shard %u, reference %u",
+                             round, threads, i / o.rf, i % o.rf, got.replicas[i], want.rep[i]);
+            for (int s = 0; s < nshards; s++)
+                assert_int_equal(got.shard_bytes[s], want.load[s]);
+            assert_int_equal(got.overfilled, want.overfilled);
+            assert_int_equal(got.spread_relaxed, want.relaxed);
+            ferry_layout_free(&got);
+        }
+        free(want.rep);
+        free(want.load);
+        ferry_cluster_free(&c);
+        ferry_inventory_free(&inv);
+    }
+}
+
+/* The scorer's hot-loop hash (prefix prepared once per slice, name patched in) must equal
+ * ferry_hash64 of the whole key for every prefix length (tenant 1-128 bytes, split of 1-10
+ * digits) and every shard name length (1-64): that covers every XXH3 length class (0-16,
+ * 17-128, 129-240) and sha256's one-block and two-block keys. */
+static void test_pair_hash_all_lengths(void **state)
+{
+    (void)state;
+    ferry_err err;
+    const char *chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
+    rng_state = 4242;
+    ferry_cluster c;
+    must(ferry_cluster_init(&c, "lengths", &err), &err);
+    for (size_t len = 1; len <= FERRY_SHARD_NAME_MAX; len++) {
+        char name[FERRY_SHARD_NAME_MAX + 1];
+        for (size_t j = 0; j < len; j++)
+            name[j] = chars[rnd() % 65];
+        name[len] = 0;
+        must(ferry_cluster_add(&c, name, 1.0, 0, 0, &err), &err);
+    }
+    must(ferry_cluster_finish(&c, &err), &err);
+    const uint32_t splits[] = {0, 7, 42, 12345, 4294967295u};
+    size_t checked = 0;
+    for (int hash = 0; hash < 2; hash++) {
+        pl_scorer sc;
+        pl_scratch x;
+        must(pl_scorer_init(&sc, &c, (ferry_hash)hash, &err), &err);
+        must(pl_scratch_init(&x, &sc, 4, &err), &err);
+        for (size_t tlen = 1; tlen <= FERRY_TENANT_NAME_MAX; tlen++)
+            for (size_t k = 0; k < sizeof splits / sizeof splits[0]; k++) {
+                char tenant[FERRY_TENANT_NAME_MAX + 1];
+                for (size_t j = 0; j < tlen; j++)
+                    tenant[j] = (char)(0x21 + rnd() % 94);
+                for (size_t j = 0; j < tlen; j++)
+                    if (tenant[j] == '/')
+                        tenant[j] = '+';
+                tenant[tlen] = 0;
+                ferry_slice sl = {.tenant = tenant, .split = splits[k]};
+                char id[FERRY_SLICE_ID_MAX];
+                ferry_slice_id(&sl, id, sizeof id);
+                pl_set_slice(&x, &sl);
+                for (uint32_t i = 0; i < c.n; i++) {
+                    char key[FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 2];
+                    int kl = snprintf(key, sizeof key, "%s:%s", id, c.shards[i].name);
+                    uint64_t want = ferry_hash64((ferry_hash)hash, key, (size_t)kl);
+                    if (hash == FERRY_HASH_XXH3)
+                        assert_true(want == XXH3_64bits(key, (size_t)kl));
+                    if (pl_pair_hash(&sc, &x, i) != want)
+                        fail_msg("%s key %s (%d bytes): fast hash differs", ferry_hash_name(hash),
+                                 key, kl);
+                    checked++;
+                }
+            }
+        pl_scratch_free(&x);
+        pl_scorer_free(&sc);
+    }
+    assert_int_equal(checked, 2 * 128 * 5 * 64);
+    ferry_cluster_free(&c);
+}
+
+/* pl_top (best few by hash per weight group, survivors of a cut, fallback when too few
+ * survive) must return exactly the first m shards of the full ranking, whatever the cut:
+ * the computed one, 0 (every shard survives) and the maximum (none does: always the
+ * fallback). */
+static void test_top_any_cut(void **state)
+{
+    (void)state;
+    ferry_err err;
+    ferry_cluster c;
+    double w[150];
+    for (int s = 0; s < 150; s++)
+        w[s] = s % 7 == 0 ? 3.0 : s % 3 == 0 ? 2.0 : 1.0;
+    make_cluster(&c, 150, w, NULL);
+    rng_state = 99;
+    for (int hash = 0; hash < 2; hash++)
+        for (size_t m = 1; m <= 5; m += 2) {
+            pl_scorer sc;
+            pl_scratch x;
+            must(pl_scorer_init(&sc, &c, (ferry_hash)hash, &err), &err);
+            must(pl_scratch_init(&x, &sc, m, &err), &err);
+            assert_int_equal(sc.n_groups, 3);
+            pl_cand top[16], *all = calloc(c.n, sizeof *all);
+            uint64_t cuts[3][3];
+            for (size_t g = 0; g < 3; g++) {
+                cuts[0][g] = x.group_cut[g];
+                cuts[1][g] = 0;
+                cuts[2][g] = UINT64_MAX;
+                assert_true(x.group_cut[g] > 0); /* groups of 22, 43, 85 > 3 (m + 1) shards */
+            }
+            for (int cut = 0; cut < 3; cut++) {
+                memcpy(x.group_cut, cuts[cut], sizeof cuts[cut]);
+                for (int k = 0; k < 300; k++) {
+                    char tenant[16];
+                    snprintf(tenant, sizeof tenant, "t%d", (int)(rnd() % 100000));
+                    ferry_slice sl = {.tenant = tenant, .split = (uint32_t)(rnd() % 9)};
+                    pl_set_slice(&x, &sl);
+                    pl_top(&sc, &x, top);
+                    pl_rank_all(&sc, &x, all);
+                    for (size_t j = 0; j < m; j++) {
+                        assert_int_equal(top[j].shard, all[j].shard);
+                        assert_true(top[j].score == all[j].score);
+                    }
+                }
+            }
+            free(all);
+            pl_scratch_free(&x);
+            pl_scorer_free(&sc);
+        }
+    ferry_cluster_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -691,6 +1031,9 @@ int main(void)
         cmocka_unit_test(test_add_and_remove_properties),
         cmocka_unit_test(test_weight_change),
         cmocka_unit_test(test_plan_order),
+        cmocka_unit_test(test_matches_reference),
+        cmocka_unit_test(test_pair_hash_all_lengths),
+        cmocka_unit_test(test_top_any_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
