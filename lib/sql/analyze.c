@@ -865,6 +865,53 @@ static void tenant_filters(parser *p)
     }
 }
 
+/* A safety net: a managed table named right after FROM or JOIN that the clause analysis did
+ * not see as a table reference (a column named like a keyword confused it) must not be sent
+ * unrewritten. */
+static void unrecognised_sources(parser *p)
+{
+    ferry_sql_analysis *a = p->a;
+    for (size_t i = 1; i < a->n_sig && a->understood; i++) {
+        if (!is_ident(a, i) || !(sig_kw(a, i - 1, "from") || sig_kw(a, i - 1, "join")))
+            continue;
+        size_t name = sig_is(a, i + 1, '.') && is_ident(a, i + 2) ? i + 2 : i;
+        if (sig_is(a, name + 1, '('))
+            continue; /* table function */
+        char *tbl = sig_value(a, name), *tenant = NULL;
+        if (!tbl) {
+            p->oom = 1;
+            return;
+        }
+        bool managed = false;
+        for (size_t t = 0; t < p->n_tables && !managed; t++) {
+            const ferry_sql_table *s = &p->tables[t];
+            if (s->layout == FERRY_LAYOUT_SHARED)
+                managed = s->name && !strcmp(s->name, tbl);
+        }
+        if (!managed) {
+            size_t saved = p->n_ctes;
+            p->n_ctes = 0; /* a CTE of the same name does not excuse it here */
+            managed = match_table(p, NULL, tbl, &tenant) >= 0;
+            p->n_ctes = saved;
+            free(tenant);
+        }
+        free(tbl);
+        if (!managed)
+            continue;
+        bool seen = false;
+        for (size_t r = 0; r < a->n_refs && !seen; r++)
+            seen = a->refs[r].name.start == sig_start(a, i);
+        bool cte = false;
+        for (size_t c = 0; c < p->n_ctes && !cte; c++) {
+            char *v = sig_value(a, i);
+            cte = v && !strcmp(v, p->ctes[c]) && name == i;
+            free(v);
+        }
+        if (!seen && !cte)
+            not_understood(p, i, "a managed table after FROM/JOIN was not recognised as a table");
+    }
+}
+
 /* ---- statement tail: FORMAT, SETTINGS ---- */
 
 static int parse_settings(parser *p, size_t lo, size_t hi)
@@ -1036,6 +1083,8 @@ int ferry_sql_analyze(const char *sql, size_t len, const ferry_sql_table *tables
         out->body = (ferry_span){0, sig_end(out, hi - 1)};
     if (out->understood)
         parse_query(&p, 0, hi, NONE, false);
+    if (out->understood && !p.oom)
+        unrecognised_sources(&p);
     if (out->understood && !p.oom)
         tenant_filters(&p);
     for (size_t c = 0; c < p.n_ctes; c++)

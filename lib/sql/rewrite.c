@@ -238,8 +238,9 @@ int sql_local_name(const ferry_sql_analysis *a, const ferry_sql_table *tables,
 /* The tenants of the read set, for pruning an IN list: keeps the list's literals whose value
  * the server serves. */
 static int pruned_list(const ferry_sql_analysis *a, const ferry_sql_target *target, size_t ref,
-                       ferry_span list, ferry_buf *out)
+                       ferry_span list, ferry_buf *out, bool *all_kept)
 {
+    size_t seen = 0;
     const ferry_sql_served *sv = &target->served[a->refs[ref].table];
     int rc = ferry_buf_putc(out, '(');
     size_t kept = 0;
@@ -249,6 +250,7 @@ static int pruned_list(const ferry_sql_analysis *a, const ferry_sql_target *targ
             continue;
         if (t->kind != FERRY_TOK_STRING && t->kind != FERRY_TOK_NUMBER)
             continue;
+        seen++;
         char *v = t->kind == FERRY_TOK_NUMBER ? strndup(a->toks.text + t->start, t->len)
                                               : ferry_tok_value(&a->toks, t, NULL);
         if (!v)
@@ -266,6 +268,7 @@ static int pruned_list(const ferry_sql_analysis *a, const ferry_sql_target *targ
     }
     if (!rc)
         rc = ferry_buf_putc(out, ')');
+    *all_kept = kept == seen;
     return rc ? FERRY_ENOMEM : FERRY_OK;
 }
 
@@ -338,8 +341,9 @@ int sql_server_edits(const ferry_sql_analysis *a, const ferry_sql_table *tables,
         if (!empty)
             for (size_t l = 0; l < r->n_in_lists && !rc; l++) {
                 ferry_buf_reset(&b);
-                rc = pruned_list(a, target, k, r->in_lists[l], &b);
-                if (!rc)
+                bool all_kept;
+                rc = pruned_list(a, target, k, r->in_lists[l], &b, &all_kept);
+                if (!rc && !all_kept)
                     rc = sql_edits_add_owned(edits, r->in_lists[l].start, r->in_lists[l].end,
                                              buf_take(&b));
             }
