@@ -257,7 +257,7 @@ static int pruned_list(const ferry_sql_analysis *a, const ferry_sql_target *targ
             return FERRY_ENOMEM;
         bool served = false;
         for (size_t k = 0; k < sv->n && !served; k++)
-            served = !strcmp(sv->slices[k].tenant, v) && ref_reads(a, ref, v);
+            served = !strcmp(sv->slices[k].tenant, v);
         free(v);
         if (!served)
             continue;
