@@ -370,7 +370,7 @@ static size_t table_expr(parser *p, size_t i, size_t hi, size_t level, bool glob
     size_t mod_lo = i;
     while (i < hi && !sig_is(a, i, ',') && !kw_in(a, i, join_words) && !sig_kw(a, i, "on") &&
            !sig_kw(a, i, "using")) {
-        if (sig_kind(a, i) == FERRY_TOK_LPAREN)
+        if (sig_open(a, i))
             i = a->match[i];
         i++;
     }
@@ -410,7 +410,7 @@ static void parse_from(parser *p, size_t lo, size_t hi, size_t level, bool in_gl
             size_t j = i + 1;
             while (j < hi && !sig_is(a, j, ',') &&
                    !(kw_in(a, j, join_words) && !sig_is(a, j + 1, '('))) {
-                if (sig_kind(a, j) == FERRY_TOK_LPAREN)
+                if (sig_open(a, j))
                     j = a->match[j];
                 j++;
             }
@@ -447,7 +447,7 @@ static void parse_from(parser *p, size_t lo, size_t hi, size_t level, bool in_gl
             size_t k = j + 1;
             while (k < hi && !(kw_in(a, k, join_words) && !sig_is(a, k + 1, '(') &&
                                sig_kind(a, k - 1) != FERRY_TOK_DOT)) {
-                if (sig_kind(a, k) == FERRY_TOK_LPAREN)
+                if (sig_open(a, k))
                     k = a->match[k];
                 k++;
             }
@@ -547,7 +547,7 @@ static void parse_select(parser *p, size_t lo, size_t hi, size_t parent, bool in
             not_understood(p, i, "INTO OUTFILE");
             return;
         }
-        if (sig_kind(a, i) == FERRY_TOK_LPAREN)
+        if (sig_open(a, i))
             i = a->match[i];
     }
     if (current >= 0)
@@ -561,7 +561,7 @@ static void parse_select(parser *p, size_t lo, size_t hi, size_t parent, bool in
                 memset(lim, 0, sizeof *lim);
                 break;
             }
-            if (sig_kind(a, i) == FERRY_TOK_LPAREN)
+            if (sig_open(a, i))
                 i = a->match[i];
         }
     }
@@ -586,7 +586,7 @@ static void parse_select(parser *p, size_t lo, size_t hi, size_t parent, bool in
             if (is_ident(a, i) && sig_kw(a, i + 1, "as") && sig_is(a, i + 2, '(') &&
                 (i == w->tok_body || sig_is(a, i - 1, ',')))
                 add_cte(p, i);
-            if (sig_kind(a, i) == FERRY_TOK_LPAREN)
+            if (sig_open(a, i))
                 i = a->match[i];
         }
     for (int cl = 0; cl < FERRY_CL_COUNT && a->understood; cl++) {
@@ -610,7 +610,7 @@ static void parse_query(parser *p, size_t lo, size_t hi, size_t parent, bool in_
     size_t part = lo, parts = 0;
     for (size_t i = lo; i <= hi && a->understood && !p->oom; i++) {
         if (i < hi && !is_union_kw(a, i)) {
-            if (sig_kind(a, i) == FERRY_TOK_LPAREN)
+            if (sig_open(a, i))
                 i = a->match[i];
             continue;
         }
@@ -748,13 +748,13 @@ static void conjuncts(parser *p, size_t lo, size_t hi, const ferry_sql_ref *r, c
             (sig_kind(a, i) == FERRY_TOK_OP && a->toks.text[sig_tok(a, i)->start] == '-' &&
              sig_tok(a, i)->len == 2))
             return; /* lower precedence than AND, or AND that is not a conjunction */
-        if (sig_kind(a, i) == FERRY_TOK_LPAREN || sig_kind(a, i) == FERRY_TOK_LBRACKET)
+        if (sig_open(a, i))
             i = a->match[i];
     }
     size_t c = lo;
     for (size_t i = lo; i <= hi; i++) {
         if (i < hi && !sig_kw(a, i, "and")) {
-            if (sig_kind(a, i) == FERRY_TOK_LPAREN || sig_kind(a, i) == FERRY_TOK_LBRACKET)
+            if (sig_open(a, i))
                 i = a->match[i];
             continue;
         }
@@ -921,7 +921,7 @@ static int parse_settings(parser *p, size_t lo, size_t hi)
     while (i < hi) {
         size_t j = i;
         while (j < hi && !sig_is(a, j, ',')) {
-            if (sig_kind(a, j) == FERRY_TOK_LPAREN || sig_kind(a, j) == FERRY_TOK_LBRACKET)
+            if (sig_open(a, j))
                 j = a->match[j];
             j++;
         }
@@ -952,14 +952,14 @@ static void statement_tail(parser *p, size_t *hi)
         end--;
     size_t after_union = 0;
     for (size_t i = 0; i < end; i++) {
-        if (sig_kind(a, i) == FERRY_TOK_LPAREN)
+        if (sig_open(a, i))
             i = a->match[i];
         else if (is_union_kw(a, i))
             after_union = i + 1;
     }
     size_t fmt = NONE, set = NONE;
     for (size_t i = after_union; i < end; i++) {
-        if (sig_kind(a, i) == FERRY_TOK_LPAREN) {
+        if (sig_open(a, i)) {
             i = a->match[i];
             continue;
         }
@@ -1051,6 +1051,10 @@ int ferry_sql_analyze(const char *sql, size_t len, const ferry_sql_table *tables
     if (rc)
         return rc;
     out->kind = FERRY_STMT_OTHER;
+    if (memchr(sql, 0, len)) { /* rewritten queries are C strings */
+        not_understood(&p, SIZE_MAX, "NUL byte in the query");
+        return FERRY_OK;
+    }
     if (!out->n_sig) {
         not_understood(&p, 0, "empty query");
         return FERRY_OK;

@@ -36,6 +36,13 @@ static inline bool sig_is(const ferry_sql_analysis *a, size_t i, char c)
     return i < a->n_sig && sig_tok(a, i)->len == 1 && a->toks.text[sig_tok(a, i)->start] == c;
 }
 
+/* An opening bracket of any kind: ( [ { (skipped whole when scanning a level). */
+static inline bool sig_open(const ferry_sql_analysis *a, size_t i)
+{
+    enum ferry_tok_kind k = sig_tok(a, i)->kind;
+    return k == FERRY_TOK_LPAREN || k == FERRY_TOK_LBRACKET || k == FERRY_TOK_LBRACE;
+}
+
 /* One splice: replace text[start,end) with repl (start == end: an insertion). */
 typedef struct sql_edit {
     size_t start, end;
