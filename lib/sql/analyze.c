@@ -229,7 +229,7 @@ static void scan_expr(parser *p, size_t lo, size_t hi, size_t level, bool in_glo
         }
         /* x IN table: reads a whole table; fine unless it is a managed one */
         if (sig_kw(a, i, "in") && is_ident(a, i + 1) && !sig_is(a, i + 2, '(')) {
-            char *name = sig_value(a, sig_is(a, i + 2, '.') ? i + 3 : i + 1);
+            char *name = sig_value(a, sig_is(a, i + 2, '.') && is_ident(a, i + 3) ? i + 3 : i + 1);
             for (size_t t = 0; name && t < p->n_tables; t++)
                 if (p->tables[t].name && !strcmp(name, p->tables[t].name))
                     not_understood(p, i + 1, "IN with a managed table as its right-hand side");
@@ -1059,11 +1059,18 @@ int ferry_sql_analyze(const char *sql, size_t len, const ferry_sql_table *tables
         not_understood(&p, 0, "empty query");
         return FERRY_OK;
     }
-    for (size_t i = 0; i < out->n_sig; i++)
+    for (size_t i = 0; i < out->n_sig; i++) {
         if (sig_kind(out, i) == FERRY_TOK_ERROR) {
             not_understood(&p, i, "unrecognized token");
             break;
         }
+        /* a '$' that did not open a complete heredoc could pair with a '$' in text a rewrite
+         * adds and swallow it: such queries are not rewritten */
+        if (sig_kind(out, i) != FERRY_TOK_HEREDOC && out->toks.text[sig_start(out, i)] == '$') {
+            not_understood(&p, i, "'$' outside a heredoc");
+            break;
+        }
+    }
     size_t first = 0;
     while (first < out->n_sig && sig_kind(out, first) == FERRY_TOK_LPAREN)
         first++;

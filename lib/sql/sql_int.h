@@ -26,9 +26,10 @@ static inline bool sig_kw(const ferry_sql_analysis *a, size_t i, const char *kw)
 {
     return i < a->n_sig && ferry_tok_is_kw(&a->toks, sig_tok(a, i), kw);
 }
+/* The kind of the i-th significant token; FERRY_TOK_WS (never significant) past the end. */
 static inline enum ferry_tok_kind sig_kind(const ferry_sql_analysis *a, size_t i)
 {
-    return sig_tok(a, i)->kind;
+    return i < a->n_sig ? sig_tok(a, i)->kind : FERRY_TOK_WS;
 }
 /* The significant token is the byte c (brackets, comma, single-byte operators). */
 static inline bool sig_is(const ferry_sql_analysis *a, size_t i, char c)
@@ -39,7 +40,7 @@ static inline bool sig_is(const ferry_sql_analysis *a, size_t i, char c)
 /* An opening bracket of any kind: ( [ { (skipped whole when scanning a level). */
 static inline bool sig_open(const ferry_sql_analysis *a, size_t i)
 {
-    enum ferry_tok_kind k = sig_tok(a, i)->kind;
+    enum ferry_tok_kind k = sig_kind(a, i);
     return k == FERRY_TOK_LPAREN || k == FERRY_TOK_LBRACKET || k == FERRY_TOK_LBRACE;
 }
 
