@@ -409,7 +409,8 @@ static void parse_from(parser *p, size_t lo, size_t hi, size_t level, bool in_gl
         if (sig_kw(a, i, "on") || sig_kw(a, i, "using")) {
             size_t j = i + 1;
             while (j < hi && !sig_is(a, j, ',') &&
-                   !(kw_in(a, j, join_words) && !sig_is(a, j + 1, '('))) {
+                   !(kw_in(a, j, join_words) && !sig_is(a, j + 1, '(') &&
+                     sig_kind(a, j - 1) != FERRY_TOK_DOT)) {
                 if (sig_open(a, j))
                     j = a->match[j];
                 j++;

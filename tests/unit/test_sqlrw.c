@@ -538,6 +538,19 @@ static void test_global_subqueries(void **state)
     ferry_sql_analysis_free(&a);
 }
 
+static void test_join_words_as_columns(void **state)
+{
+    (void)state;
+    /* words that start joins, used as qualified column names in ON, do not end the ON */
+    char *s = rewrite_for("SELECT e.x FROM events AS e JOIN dim AS d ON e.left = d.left AND "
+                          "d.all = 1 LEFT JOIN t ON t.k = e.k WHERE e.tenant = 'acme'",
+                          &node, NULL);
+    assert_string_equal(s, "SELECT e.x FROM events_local AS e JOIN dim AS d ON e.left = d.left "
+                           "AND d.all = 1 LEFT JOIN t ON t.k = e.k WHERE (e.tenant = 'acme') "
+                           "AND (e.tenant, e.split) IN (('acme', 0), ('acme', 2))");
+    free(s);
+}
+
 static void test_initiator_only_settings(void **state)
 {
     (void)state;
@@ -770,6 +783,7 @@ int main(void)
         cmocka_unit_test(test_statement_kinds),
         cmocka_unit_test(test_refs_and_filters),
         cmocka_unit_test(test_global_subqueries),
+        cmocka_unit_test(test_join_words_as_columns),
         cmocka_unit_test(test_initiator_only_settings),
         cmocka_unit_test(test_identity_only_inserts),
         cmocka_unit_test(test_plan_kinds),
