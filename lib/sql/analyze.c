@@ -329,7 +329,6 @@ static size_t table_expr(parser *p, size_t i, size_t hi, size_t level, bool glob
                          bool first, bool in_global)
 {
     ferry_sql_analysis *a = p->a;
-    size_t start = i;
     size_t name_lo = NONE, name_hi = NONE;
     if (i >= hi) {
         not_understood(p, i, "a table expression was expected");
@@ -379,7 +378,6 @@ static size_t table_expr(parser *p, size_t i, size_t hi, size_t level, bool glob
     a->levels[level].n_sources++;
     if (name_lo != NONE)
         add_ref(p, level, name_lo, name_hi, alias, mod_lo, i, i, first);
-    (void)start;
     return i;
 }
 
