@@ -3,6 +3,7 @@
 #include "ferry/log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +15,20 @@ static const cli_command commands[] = {
 };
 static const size_t n_commands = sizeof commands / sizeof commands[0];
 
+/* Command names in the table use '_' where the user types '-' (C identifiers cannot hold a
+ * dash): route_query is `ferry route-query`. */
+static bool command_name_eq(const char *table_name, const char *typed)
+{
+    for (; *table_name && *typed; table_name++, typed++)
+        if (*table_name != *typed && !(*table_name == '_' && *typed == '-'))
+            return false;
+    return *table_name == *typed;
+}
+
 static const cli_command *find_command(const char *name)
 {
     for (size_t i = 0; i < n_commands; i++)
-        if (strcmp(commands[i].name, name) == 0)
+        if (command_name_eq(commands[i].name, name))
             return &commands[i];
     return NULL;
 }
@@ -27,8 +38,14 @@ static void print_overview(FILE *fp)
     fprintf(fp, "usage: ferry <command> [options]\n\n"
                 "ferry places tenant slices on ClickHouse shards, tiers cold partitions to object\n"
                 "storage as pointer parts, and moves slices between servers.\n\ncommands:\n");
-    for (size_t i = 0; i < n_commands; i++)
-        fprintf(fp, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    for (size_t i = 0; i < n_commands; i++) {
+        char shown[32];
+        snprintf(shown, sizeof shown, "%s", commands[i].name);
+        for (char *c = shown; *c; c++)
+            if (*c == '_')
+                *c = '-';
+        fprintf(fp, "  %-12s %s\n", shown, commands[i].summary);
+    }
     fprintf(fp, "\n'ferry help <command>' shows a command's options.\n");
 }
 
