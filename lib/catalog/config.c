@@ -17,9 +17,9 @@ static const char *const cluster_keys[] = {"name", "catalog", "hash", "rf", "fil
                                            NULL};
 static const char *const shard_keys[] = {"weight", "capacity", "replicas", "agent",
                                          "agent_token_file", "user", "password_file", "zone",
-                                         NULL};
+                                         "data_path", NULL};
 static const char *const table_keys[] = {"database", "layout", "tenant_column", "split_column",
-                                         "day_column", NULL};
+                                         "day_column", "tenant_table", NULL};
 
 static int bad(const ferry_config *cfg, const char *section, const char *sub, const char *key,
                const char *expected, ferry_err *err)
