@@ -44,9 +44,9 @@ mv_fp() {
 mv_no_residue() {
     local dir=$1 d left
     for d in "$dir"/node*/data; do
-        left=$(find "$d/shadow" "$d/disks/cold/shadow" -mindepth 1 -maxdepth 1 ! -name increment.txt 2>/dev/null)
+        left=$(find "$d/shadow" "$d/disks/cold/shadow" -mindepth 1 -maxdepth 1 ! -name increment.txt 2>/dev/null || true)
         [ -z "$left" ] || fail "leftover freeze folders: $left"
-        left=$(find "$d/store" "$d/disks/cold/store" -path '*/detached/*' -mindepth 4 -maxdepth 4 2>/dev/null)
+        left=$(find "$d/store" "$d/disks/cold/store" -path '*/detached/*' -mindepth 4 -maxdepth 4 2>/dev/null || true)
         [ -z "$left" ] || fail "leftover detached folders: $left"
     done
 }
