@@ -1,0 +1,133 @@
+/* Slice moves and rebalancing: moving one slice (one split of one tenant) of every managed table
+ * from one shard to another as a journaled state machine, keeping the catalog's inventory of
+ * slices in step with what the servers hold, and computing the rebalancing plan from the catalog.
+ *
+ * A move is the record moves/ID in the catalog (FERRY_REC_MOVE) plus a side record jobs/move.ID
+ * (FERRY_REC_JOB, kind "move") holding the freeze names it made and the fingerprints it verified.
+ * It goes PLANNED -> CLONE -> VERIFY -> SWITCH -> CLEANUP -> DONE, or to FAILED (with the target
+ * side rolled back) from CLONE or VERIFY. The routing switch is the commit point: after it a move
+ * only rolls forward. docs/moves.md explains every state, the catch-up of writes that arrive
+ * during the move, what is verified, and crash recovery; lib/flow/move.c has the same invariants
+ * beside the code.
+ *
+ * Every statement goes through ferry_guarded_exec (never DROP/TRUNCATE/DELETE); every file
+ * operation through the node agents. Object storage is never touched by a move.
+ *
+ * Thread safety: each ferry_move_run opens its own catalog handle and clients, so moves of
+ * different slices may run in parallel threads. */
+#ifndef FERRY_MOVE_H
+#define FERRY_MOVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/catalog.h"
+#include "ferry/err.h"
+
+struct ferry_config;
+
+/* Progress of one move, reported after every part sent and at every state change. */
+typedef struct ferry_move_progress {
+    const char *id;
+    const char *tenant;
+    uint32_t split;
+    const char *from, *to;
+    const char *state;      /* the state being worked on */
+    uint64_t bytes_done;    /* bytes sent so far in this run */
+    uint64_t bytes_total;   /* bytes to send in the current round (grows with catch-up rounds) */
+    size_t parts_done, parts_total;
+    double elapsed_s;
+} ferry_move_progress;
+
+typedef void (*ferry_move_progress_fn)(const ferry_move_progress *p, void *arg);
+
+typedef struct ferry_move_opts {
+    const char *catalog_url;        /* every run opens its own handle */
+    const struct ferry_config *cfg; /* [shard "x"] agent_token_file, user, password_file */
+    const char *owner;              /* who runs the move (host:pid), recorded in the journal */
+    unsigned grace_ms;              /* wait after the routing switch for writes already in
+                                       flight to the source (0: 2000) */
+    uint64_t max_bytes_per_second;  /* 0: unlimited; a run sleeps to stay under it */
+    ferry_move_progress_fn progress; /* may be NULL */
+    void *progress_arg;
+} ferry_move_opts;
+
+/* What one run of a move did. Byte counts cover this run only (a resumed move counts what the
+ * resumed run copied). "Real" sizes are the parts' bytes_on_disk (for a cold part: the size of
+ * its objects); "copied" is what went over the wire between agents. */
+typedef struct ferry_move_result {
+    char id[64];
+    char tenant[FERRY_NAME_MAX];
+    uint32_t split;
+    char from[FERRY_NAME_MAX], to[FERRY_NAME_MAX];
+    enum ferry_move_state state; /* DONE, FAILED, or where it stopped */
+    bool resumed;                /* the run started from a state after PLANNED */
+    size_t partitions;
+    size_t hot_parts, cold_parts;
+    uint64_t hot_bytes, hot_copied;
+    uint64_t cold_bytes, cold_copied;
+    uint64_t rows;               /* rows of the slice verified on the target */
+    double seconds;
+} ferry_move_result;
+
+/* Checks a move request against the catalog and the servers and journals it (state PLANNED),
+ * or finds the unfinished move of that slice to the same shard (*resumed true). FERRY_EINVAL:
+ * unknown tenant, split or shard, a target that is not active, the slice already served by the
+ * target, or an unfinished move of the slice elsewhere. FERRY_ECONNECT/EREMOTE: the target's
+ * ClickHouse or agent does not answer. FERRY_EIO: the target's disk cannot hold the slice's hot
+ * bytes. Nothing is written unless every check passed. id receives the move's id. */
+int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split, const char *to,
+                     char id[64], bool *resumed, ferry_err *err);
+
+/* Runs (or resumes) move id until DONE or FAILED. Takes the lease "move.<id>" for the run, so
+ * two movers never run one move (FERRY_ECONFLICT names the holder). A failure before the switch
+ * that cannot heal (verification, target disk full) rolls the target side back and ends in
+ * FAILED (returned as an error); a transient failure (a server or agent down) leaves the journal
+ * where it was and returns the error: run it again to resume. res may be NULL.
+ * Test-only: FERRY_TEST_CRASH_AFTER=<point> kills the process with SIGKILL at that point
+ * (docs/moves.md lists the points). */
+int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *res,
+                   ferry_err *err);
+
+/* Ids of unfinished moves (not DONE or FAILED), oldest first. Caller frees *ids (one block). */
+int ferry_move_unfinished(ferry_catalog *cat, char (**ids)[64], size_t *n, ferry_err *err);
+
+/* What ferry_inventory_sync found. */
+typedef struct ferry_sync_summary {
+    size_t tenants_created, slices_created, slices_updated, routes_created;
+    size_t slices;
+    uint64_t bytes;
+} ferry_sync_summary;
+
+/* Reads system.parts of every managed table (layout shared) on every shard that is not gone,
+ * and updates the catalog in one batch: tenants and slices it did not know (splits = highest
+ * split + 1), slice bytes and rows (from the shard that serves the slice), and a route for each
+ * slice without one (the shard that holds its data; FERRY_ECONFLICT when several do). Routes
+ * that exist are never changed. s may be NULL. */
+int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
+                         ferry_err *err);
+
+/* One move of a rebalancing plan. */
+typedef struct ferry_planned_move {
+    char tenant[FERRY_NAME_MAX];
+    uint32_t split;
+    char from[FERRY_NAME_MAX], to[FERRY_NAME_MAX];
+    uint64_t bytes;
+} ferry_planned_move;
+
+typedef struct ferry_rebalance_plan {
+    size_t slices;
+    uint64_t total_bytes, moved_bytes;
+    size_t n_moves;
+    ferry_planned_move *moves; /* owned; free with ferry_rebalance_plan_free */
+} ferry_rebalance_plan;
+
+/* The plan that takes the routing table to the placement the catalog's shards call for: the old
+ * layout is the routing table on the shards that serve routes, the new cluster is the active
+ * shards (a draining or gone shard has none left; an added shard gains), computed with
+ * ferry_rebalance and ordered with ferry_plan_build, exactly as `ferry plan` does. rf 1 only. */
+int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err);
+void ferry_rebalance_plan_free(ferry_rebalance_plan *p);
+
+#endif

@@ -1,0 +1,1406 @@
+/* Moving one slice between shards: the journaled state machine (see move.h, docs/moves.md).
+ *
+ * The journal is the catalog record moves/ID (state, step, detail) plus jobs/move.ID whose data
+ * holds {"freezes": [names made and not yet removed], "fp": {table: {rows, sum, xor}}}. Every
+ * change of either is a compare-and-set; the run also holds the catalog lease "move.ID".
+ *
+ *  state    work done in the state                         guarantees when the state is left
+ *  -------  ---------------------------------------------  --------------------------------------
+ *  PLANNED  nothing (ferry_move_begin checked the request) the request was valid when journaled
+ *  CLONE    one copy round: FREEZE every slice partition   the target's staging table
+ *           on the source (fresh freeze name per attempt),  <table>_ferry_staging holds a copy of a
+ *           send the parts agent to agent into staging's    snapshot of every slice partition
+ *           detached/ (hot: real files, checked against     (parts byte-identical, checked while
+ *           checksums.txt while written; cold: pointer      written); the real table on the target
+ *           files, every object checked), ATTACH them in    is untouched; routing unchanged
+ *           staging, remove the freeze
+ *  VERIFY   every staged part has the hash_of_all_files    the staged copy is faithful; the
+ *           and rows of a source part; partitions the       routing switch is allowed
+ *           source did not change since have equal
+ *           fingerprints (verify.h)
+ *  -------  the routing switch: one catalog batch moves the journal to SWITCH and the slice's
+ *           route to the target (both by CAS). THE COMMIT POINT: from here on the move only
+ *           rolls forward; the source keeps every row until CLEANUP
+ *  SWITCH   wait the grace period (writes in flight to the   the target's real table holds every
+ *           source land), then catch-up rounds: freeze      row of the slice: rows the source got
+ *           again, make staging equal to the source         before the switch (verified equal,
+ *           (send new and merged parts, detach parts the    partition by partition) plus rows
+ *           source merged away), until staging and source   written to the target after it;
+ *           have equal fingerprints and part hashes; the    staging holds nothing of the slice
+ *           verified fingerprints are journaled; step is
+ *           set to PUBLISH, then each partition goes into
+ *           the real table with MOVE PARTITION ... TO
+ *           TABLE (atomic; empties staging, so a resume
+ *           never adds a partition twice)
+ *  CLEANUP  the source still matches the journaled           the source holds nothing of the slice
+ *           fingerprints (else stop: a late write); DETACH  (no active, detached or frozen part);
+ *           the slice's partitions on the source, remove    no leftover of the move on the target
+ *           the detached folders through the agent, remove
+ *           leftovers in the target's staging detached/,
+ *           remove every freeze the move made
+ *  DONE     -
+ *  FAILED   (from CLONE/VERIFY) the target's staging parts   routing never changed; the target
+ *           of the slice were detached and removed, the     holds nothing of the move
+ *           source's freezes removed
+ *
+ * Invariants: the source's real table is only read until CLEANUP; the target's real table only
+ * receives parts by MOVE PARTITION from staging, after verification; object storage is never
+ * written or deleted (cold parts travel as pointer files, removal is a plain unlink by the agent);
+ * no statement can DROP, TRUNCATE or DELETE (sqlguard). A step repeated after a crash gives the
+ * same result: freezes are found by name, sends of a part already placed answer "existing",
+ * ATTACH of a partition without detached parts attaches nothing, the catch-up diff is computed
+ * from what is there, and MOVE PARTITION of an empty staging partition is skipped. */
+#include "ferry/move.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ferry/agent.h"
+#include "ferry/buf.h"
+#include "ferry/log.h"
+#include "ferry/partition.h"
+#include "ferry/strutil.h"
+#include "ferry/verify.h"
+#include "flow/move_env.h"
+
+#define MV_MAX_ATTEMPTS 20    /* attempts of one state before the move gives up */
+#define MV_MAX_ROUNDS 5       /* catch-up rounds of one SWITCH attempt */
+#define MV_STEP_PUBLISH 1000  /* SWITCH step: verified, publishing into the real table */
+#define MV_STAGING_SUFFIX "_ferry_staging"
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+/* Copies src into dst (size dstsz), truncating; names in the catalog always fit. */
+static void copy_str(char *dst, size_t dstsz, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= dstsz)
+        n = dstsz - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Test-only fault injection: FERRY_TEST_CRASH_AFTER=<point> kills this process at that point,
+ * as kill -9 would. Never set in production (docs/moves.md). */
+static void crash_point(const char *point)
+{
+    const char *e = getenv("FERRY_TEST_CRASH_AFTER");
+    if (e && !strcmp(e, point)) {
+        ferry_log(FERRY_LOG_WARN, "msg=\"test crash point reached, killing myself\" point=%s",
+                  point);
+        fflush(NULL);
+        raise(SIGKILL);
+    }
+}
+
+static void sql_table(ferry_buf *b, const char *db, const char *table)
+{
+    ferry_sql_ident(db, b);
+    ferry_buf_putc(b, '.');
+    ferry_sql_ident(table, b);
+}
+
+static void staging_name(const char *table, char *out, size_t outsz)
+{
+    snprintf(out, outsz, "%s%s", table, MV_STAGING_SUFFIX);
+}
+
+static uint64_t u64_of(const char *s)
+{
+    uint64_t v = 0;
+    return ferry_parse_u64(s, &v) ? v : 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ---- what the servers hold -------------------------------------------------------------- */
+
+typedef struct mv_pids {
+    char (*ids)[FERRY_NAME_MAX];
+    size_t n;
+} mv_pids;
+
+static void pids_free(mv_pids *p)
+{
+    free(p->ids);
+    memset(p, 0, sizeof *p);
+}
+
+static bool pids_has(const mv_pids *p, const char *id)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (!strcmp(p->ids[i], id))
+            return true;
+    return false;
+}
+
+static int pids_add(mv_pids *p, const char *id)
+{
+    if (pids_has(p, id))
+        return FERRY_OK;
+    void *n = realloc(p->ids, (p->n + 1) * sizeof *p->ids);
+    if (!n)
+        return FERRY_ENOMEM;
+    p->ids = n;
+    snprintf(p->ids[p->n++], FERRY_NAME_MAX, "%s", id);
+    return FERRY_OK;
+}
+
+/* The partition ids of the slice in db.table on c (active parts only). */
+static int slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const char *tenant,
+                      uint32_t split, mv_pids *out, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    ferry_buf_puts(&sql, "SELECT DISTINCT partition_id, partition FROM system.parts WHERE active "
+                         "AND database = ");
+    ferry_sql_quote(t->database, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, " ORDER BY partition_id");
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
+    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
+        ferry_partition_key k;
+        ferry_err perr = {0};
+        if (ferry_partition_parse(t->layout, ferry_ch_rows_get(&rows, r, 1), &k, &perr))
+            continue; /* not a managed partition */
+        if (k.split == split && !strcmp(k.tenant, tenant))
+            rc = pids_add(out, ferry_ch_rows_get(&rows, r, 0));
+    }
+    ferry_log(FERRY_LOG_DEBUG, "msg=\"slice partitions\" shard=%s table=%s tenant=%s split=%u "
+              "partitions=%zu of %zu rc=%d", c->name, table, tenant, split, out->n, rows.n_rows, rc);
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+typedef struct mv_part {
+    char name[FERRY_NAME_MAX];
+    char hash[40];
+    uint64_t rows, bytes;
+    bool cold, active;
+} mv_part;
+
+typedef struct mv_parts {
+    mv_part *p;
+    size_t n;
+} mv_parts;
+
+/* Parts of one partition of db.table on c (active only, or every state). */
+static int list_parts(mv_conn *c, const char *db, const char *table, const char *pid,
+                      bool active_only, mv_parts *out, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    memset(out, 0, sizeof *out);
+    ferry_buf_puts(&sql, "SELECT name, hash_of_all_files, rows, bytes_on_disk, disk_name IN "
+                         "(SELECT name FROM system.disks WHERE is_remote), active "
+                         "FROM system.parts WHERE database = ");
+    ferry_sql_quote(db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, " AND partition_id = ");
+    ferry_sql_quote(pid, &sql);
+    if (active_only)
+        ferry_buf_puts(&sql, " AND active");
+    ferry_buf_puts(&sql, " ORDER BY name");
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
+    if (!rc && rows.n_rows) {
+        out->p = calloc(rows.n_rows, sizeof *out->p);
+        if (!out->p)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
+        mv_part *p = &out->p[out->n++];
+        snprintf(p->name, sizeof p->name, "%s", ferry_ch_rows_get(&rows, r, 0));
+        snprintf(p->hash, sizeof p->hash, "%s", ferry_ch_rows_get(&rows, r, 1));
+        p->rows = u64_of(ferry_ch_rows_get(&rows, r, 2));
+        p->bytes = u64_of(ferry_ch_rows_get(&rows, r, 3));
+        p->cold = !strcmp(ferry_ch_rows_get(&rows, r, 4), "1");
+        p->active = !strcmp(ferry_ch_rows_get(&rows, r, 5), "1");
+    }
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+static const mv_part *parts_find(const mv_parts *ps, const char *name)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (!strcmp(ps->p[i].name, name))
+            return &ps->p[i];
+    return NULL;
+}
+
+/* Whether two lists of parts hold the same multiset of hash_of_all_files. */
+static bool same_hashes(const mv_parts *a, const mv_parts *b)
+{
+    if (a->n != b->n)
+        return false;
+    bool same = true;
+    char **x = calloc(a->n + 1, sizeof *x), **y = calloc(b->n + 1, sizeof *y);
+    if (!x || !y) {
+        same = false;
+        goto out;
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        x[i] = (char *)a->p[i].hash;
+        y[i] = (char *)b->p[i].hash;
+    }
+    qsort(x, a->n, sizeof *x, cmp_str);
+    qsort(y, b->n, sizeof *y, cmp_str);
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(x[i], y[i]))
+            same = false;
+out:
+    free(x);
+    free(y);
+    return same;
+}
+
+/* ---- the move context ------------------------------------------------------------------- */
+
+typedef struct mvctx {
+    const ferry_move_opts *o;
+    ferry_catalog *cat;
+    ferry_record mv;  /* the journal record */
+    ferry_record job; /* jobs/move.ID */
+    json_t *data;     /* job data */
+    mv_conn src, dst;
+    ferry_record_list tables;
+    ferry_move_result *res;
+    double t0;
+    uint64_t bytes_done, bytes_total;
+    size_t parts_done, parts_total;
+    bool permanent; /* the last failure cannot heal by retrying: roll back */
+} mvctx;
+
+static void progress(mvctx *x)
+{
+    if (!x->o->progress)
+        return;
+    ferry_move_progress p = {.id = x->mv.u.move.id,
+                             .tenant = x->mv.u.move.tenant,
+                             .split = x->mv.u.move.split,
+                             .from = x->mv.u.move.from,
+                             .to = x->mv.u.move.to,
+                             .state = ferry_move_state_name(x->mv.u.move.state),
+                             .bytes_done = x->bytes_done,
+                             .bytes_total = x->bytes_total,
+                             .parts_done = x->parts_done,
+                             .parts_total = x->parts_total,
+                             .elapsed_s = now_s() - x->t0};
+    x->o->progress(&p, x->o->progress_arg);
+}
+
+static int job_save(mvctx *x, ferry_err *err)
+{
+    char *s = json_dumps(x->data, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!s)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (strlen(s) >= sizeof x->job.u.job.data) {
+        free(s);
+        return ferry_err_set(err, FERRY_EINTERNAL, "move %s: journal data too large",
+                             x->mv.u.move.id);
+    }
+    snprintf(x->job.u.job.data, sizeof x->job.u.job.data, "%s", s);
+    snprintf(x->job.u.job.state, sizeof x->job.u.job.state, "%s",
+             ferry_move_state_name(x->mv.u.move.state));
+    x->job.u.job.updated = (int64_t)time(NULL);
+    free(s);
+    int rc = ferry_catalog_update(x->cat, &x->job, err);
+    if (rc == FERRY_ECONFLICT)
+        ferry_err_prefix(err, "move %s: its journal was changed by another mover: ",
+                         x->mv.u.move.id);
+    return rc;
+}
+
+static int move_update(mvctx *x, ferry_err *err)
+{
+    x->mv.u.move.updated = (int64_t)time(NULL);
+    int rc = ferry_catalog_update(x->cat, &x->mv, err);
+    if (rc == FERRY_ECONFLICT)
+        ferry_err_prefix(err, "move %s: changed by another mover: ", x->mv.u.move.id);
+    return rc;
+}
+
+static int advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry_err *err)
+{
+    int rc = ferry_catalog_move_advance(x->cat, &x->mv, to, detail, err);
+    if (!rc)
+        ferry_log(FERRY_LOG_INFO, "msg=\"move state\" move=%s tenant=%s split=%u state=%s",
+                  x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split,
+                  ferry_move_state_name(to));
+    progress(x);
+    return rc;
+}
+
+/* Starts a new attempt of the current state: counts it in the journal (a CAS that a second
+ * mover would lose) and removes the freezes earlier attempts left. */
+static int remove_freezes(mvctx *x, ferry_err *err);
+
+static int begin_attempt(mvctx *x, ferry_err *err)
+{
+    if (x->mv.u.move.step >= MV_MAX_ATTEMPTS) {
+        x->permanent = true;
+        return ferry_err_set(err, FERRY_EIO, "move %s: %u attempts of %s failed; giving up",
+                             x->mv.u.move.id, x->mv.u.move.step,
+                             ferry_move_state_name(x->mv.u.move.state));
+    }
+    x->mv.u.move.step++;
+    snprintf(x->mv.u.move.owner, sizeof x->mv.u.move.owner, "%s", x->o->owner ? x->o->owner : "");
+    int rc = move_update(x, err);
+    if (!rc)
+        rc = remove_freezes(x, err);
+    return rc;
+}
+
+static int freeze_name(mvctx *x, const char *tag, char *out, size_t outsz, ferry_err *err)
+{
+    /* only [A-Za-z0-9_]: ClickHouse escapes other bytes of a WITH NAME into %XX in the shadow
+     * folder's name, which the agent looks up unescaped */
+    snprintf(out, outsz, "%s_%s", x->mv.u.move.id, tag);
+    for (char *p = out; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+            *p = '_';
+    json_t *fr = json_object_get(x->data, "freezes");
+    json_array_append_new(fr, json_string(out));
+    return job_save(x, err); /* journaled before it exists, so a crash never forgets it */
+}
+
+static int remove_freeze_named(mvctx *x, const char *name, ferry_err *err)
+{
+    json_t *req = json_pack("{s:s}", "name", name);
+    int rc = mv_agent(&x->src, "remove-freeze", req, NULL, NULL, err);
+    json_decref(req);
+    if (rc)
+        return rc;
+    json_t *fr = json_object_get(x->data, "freezes");
+    for (size_t i = 0; i < json_array_size(fr); i++)
+        if (!strcmp(json_string_value(json_array_get(fr, i)), name)) {
+            json_array_remove(fr, i);
+            break;
+        }
+    return job_save(x, err);
+}
+
+static int remove_freezes(mvctx *x, ferry_err *err)
+{
+    json_t *fr = json_object_get(x->data, "freezes");
+    while (json_array_size(fr) > 0) {
+        char name[160];
+        snprintf(name, sizeof name, "%s", json_string_value(json_array_get(fr, 0)));
+        int rc = remove_freeze_named(x, name, err);
+        if (rc)
+            return rc;
+    }
+    return FERRY_OK;
+}
+
+static int ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    staging_name(t->name, st, sizeof st);
+    ferry_buf sql = FERRY_BUF_INIT;
+    /* same columns, engine, keys and storage policy: what ATTACH and MOVE PARTITION require */
+    ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
+    sql_table(&sql, t->database, st);
+    ferry_buf_puts(&sql, " AS ");
+    sql_table(&sql, t->database, t->name);
+    int rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* Detaches one part of the target's staging table and removes its folder. */
+static int staging_drop_part(mvctx *x, const ferry_table_def *t, const char *part, ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    staging_name(t->name, st, sizeof st);
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "ALTER TABLE ");
+    sql_table(&sql, t->database, st);
+    ferry_buf_puts(&sql, " DETACH PART ");
+    ferry_sql_quote(part, &sql);
+    int rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
+    ferry_buf_free(&sql);
+    if (rc)
+        return rc;
+    json_t *req = json_pack("{s:s, s:s, s:s}", "database", t->database, "table", st, "part", part);
+    rc = mv_agent(&x->dst, "remove-detached", req, NULL, NULL, err);
+    json_decref(req);
+    return rc;
+}
+
+/* Removes every detached part of db.table on c whose partition is in pids. */
+static int remove_detached_of(mv_conn *c, const char *db, const char *table, const mv_pids *pids,
+                              ferry_err *err)
+{
+    json_t *req = json_pack("{s:s, s:s}", "database", db, "table", table), *resp = NULL;
+    int rc = mv_agent(c, "parts", req, &resp, NULL, err);
+    json_decref(req);
+    if (rc)
+        return rc;
+    json_t *det = json_object_get(resp, "detached"), *d;
+    size_t i;
+    json_array_foreach(det, i, d)
+    {
+        const char *pid = json_string_value(json_object_get(d, "partition_id"));
+        const char *name = json_string_value(json_object_get(d, "name"));
+        if (!pid || !name || !pids_has(pids, pid))
+            continue;
+        json_t *r = json_pack("{s:s, s:s, s:s}", "database", db, "table", table, "part", name);
+        rc = mv_agent(c, "remove-detached", r, NULL, NULL, err);
+        json_decref(r);
+        if (rc)
+            break;
+    }
+    json_decref(resp);
+    return rc;
+}
+
+static void rate_limit(mvctx *x, double round_t0, uint64_t round_bytes)
+{
+    uint64_t bps = x->o->max_bytes_per_second;
+    if (!bps)
+        return;
+    double want = (double)round_bytes / (double)bps, took = now_s() - round_t0;
+    if (want > took)
+        usleep((useconds_t)((want - took) * 1e6));
+}
+
+/* One copy round for one table: make the target's staging partitions of the slice equal to a
+ * snapshot (FREEZE) of the source's. `first` counts every snapshot part's real size in the
+ * result (the CLONE round); later rounds count only what they send. */
+static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bool first,
+                      ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    staging_name(t->name, st, sizeof st);
+    mv_pids pids = {0};
+    int rc = slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
+    double t0 = now_s();
+    uint64_t round_bytes = 0;
+    for (size_t i = 0; !rc && i < pids.n; i++) {
+        const char *pid = pids.ids[i];
+        json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "database", t->database, "table", t->name,
+                                "partition_id", pid, "name", freeze),
+               *fz = NULL;
+        long status = 0;
+        rc = mv_agent(&x->src, "freeze", req, &fz, &status, err);
+        json_decref(req);
+        if (rc == FERRY_ENOTFOUND && status == 404) {
+            ferry_log(FERRY_LOG_DEBUG, "msg=\"nothing to freeze\" partition=%s error=\"%s\"",
+                      pid, err->msg);
+            rc = FERRY_OK; /* the partition went away (nothing to freeze) */
+            continue;
+        }
+        if (rc)
+            break;
+        mv_parts src = {0}, stg = {0};
+        bool *need = NULL, *keep = NULL;
+        json_t *fparts = json_object_get(fz, "parts");
+        size_t nf = json_array_size(fparts);
+        rc = list_parts(&x->src, t->database, t->name, pid, false, &src, err);
+        if (!rc)
+            rc = list_parts(&x->dst, t->database, st, pid, true, &stg, err);
+        need = calloc(nf + 1, sizeof *need);
+        keep = calloc(stg.n + 1, sizeof *keep);
+        if (!rc && (!need || !keep))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        /* diff by content: a frozen part whose hash staging holds (and not yet matched) stays */
+        for (size_t k = 0; !rc && k < nf; k++) {
+            const char *name = json_string_value(json_object_get(json_array_get(fparts, k), "name"));
+            const mv_part *sp = name ? parts_find(&src, name) : NULL;
+            if (!sp) {
+                rc = ferry_err_set(err, FERRY_EREMOTE,
+                                   "%s: frozen part %s of %s.%s is not in system.parts any more; "
+                                   "retry", x->src.name, name ? name : "?", t->database, t->name);
+                break;
+            }
+            if (first) {
+                if (sp->cold)
+                    x->res->cold_bytes += sp->bytes, x->res->cold_parts++;
+                else
+                    x->res->hot_bytes += sp->bytes, x->res->hot_parts++;
+            }
+            need[k] = true;
+            for (size_t j = 0; j < stg.n; j++)
+                if (!keep[j] && !strcmp(stg.p[j].hash, sp->hash) && stg.p[j].rows == sp->rows) {
+                    keep[j] = true;
+                    need[k] = false;
+                    break;
+                }
+            if (need[k]) {
+                x->parts_total++;
+                x->bytes_total += (uint64_t)json_integer_value(
+                    json_object_get(json_array_get(fparts, k), "bytes"));
+            }
+        }
+        /* staging parts the snapshot no longer has (the source merged them away) */
+        for (size_t j = 0; !rc && j < stg.n; j++)
+            if (!keep[j])
+                rc = staging_drop_part(x, t, stg.p[j].name, err);
+        progress(x);
+        bool sent = false;
+        for (size_t k = 0; !rc && k < nf; k++) {
+            if (!need[k])
+                continue;
+            json_t *fp = json_array_get(fparts, k), *ans = NULL;
+            const char *name = json_string_value(json_object_get(fp, "name"));
+            json_t *sreq = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}}", "database",
+                                     t->database, "table", t->name, "freeze", freeze, "part", name,
+                                     "target", "url", x->dst.agent_url, "token", x->dst.token,
+                                     "database", t->database, "table", st);
+            rc = mv_agent(&x->src, "send", sreq, &ans, &status, err);
+            json_decref(sreq);
+            if (rc) {
+                if (status == 507 || status == 422 || status == 409)
+                    x->permanent = true; /* target full, or a part that fails its checks */
+                break;
+            }
+            uint64_t sent_bytes = (uint64_t)json_integer_value(json_object_get(ans, "bytes_sent"));
+            bool pointer = !strcmp(json_string_value(json_object_get(ans, "kind")) ?: "", "pointer");
+            if (pointer)
+                x->res->cold_copied += sent_bytes;
+            else
+                x->res->hot_copied += sent_bytes;
+            if (!first) {
+                const mv_part *sp = parts_find(&src, name);
+                if (sp && sp->cold)
+                    x->res->cold_bytes += sp->bytes, x->res->cold_parts++;
+                else if (sp)
+                    x->res->hot_bytes += sp->bytes, x->res->hot_parts++;
+            }
+            json_decref(ans);
+            x->bytes_done += sent_bytes;
+            round_bytes += sent_bytes;
+            x->parts_done++;
+            sent = true;
+            progress(x);
+            rate_limit(x, t0, round_bytes);
+        }
+        if (!rc && sent) {
+            crash_point("CLONE:sent");
+            ferry_buf sql = FERRY_BUF_INIT;
+            ferry_buf_puts(&sql, "ALTER TABLE ");
+            sql_table(&sql, t->database, st);
+            ferry_buf_puts(&sql, " ATTACH PARTITION ID ");
+            ferry_sql_quote(pid, &sql);
+            rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
+            ferry_buf_free(&sql);
+        }
+        free(need);
+        free(keep);
+        free(src.p);
+        free(stg.p);
+        json_decref(fz);
+    }
+    pids_free(&pids);
+    return rc;
+}
+
+/* Compares the staging copy with the source, partition by partition. exact: the source is
+ * quiescent (after the switch), so fingerprints and part hashes must be equal (*stable false
+ * when the source changed since the copy: another round is needed). Not exact (VERIFY): every
+ * staged part must be a copy of a source part (hash and rows), and partitions whose source
+ * parts are unchanged must have equal fingerprints. fp (may be NULL) accumulates the source's
+ * fingerprint of the slice. */
+static int compare_copy(mvctx *x, const ferry_table_def *t, bool exact, bool *stable,
+                        ferry_fingerprint *fp, ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    staging_name(t->name, st, sizeof st);
+    mv_pids pids = {0};
+    *stable = true;
+    int rc = slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
+    if (!rc)
+        rc = slice_pids(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
+    for (size_t i = 0; !rc && i < pids.n; i++) {
+        const char *pid = pids.ids[i];
+        mv_parts src = {0}, stg = {0};
+        rc = list_parts(&x->src, t->database, t->name, pid, !exact ? false : true, &src, err);
+        if (!rc)
+            rc = list_parts(&x->dst, t->database, st, pid, true, &stg, err);
+        mv_parts src_active = {0};
+        if (!rc) {
+            src_active.p = calloc(src.n + 1, sizeof *src_active.p);
+            if (!src_active.p)
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            for (size_t k = 0; !rc && k < src.n; k++)
+                if (src.p[k].active)
+                    src_active.p[src_active.n++] = src.p[k];
+        }
+        bool same = !rc && same_hashes(&src_active, &stg);
+        if (!rc && !exact) {
+            for (size_t j = 0; !rc && j < stg.n; j++) {
+                bool found = false;
+                for (size_t k = 0; k < src.n && !found; k++)
+                    found = !strcmp(src.p[k].hash, stg.p[j].hash) && src.p[k].rows == stg.p[j].rows;
+                if (!found) {
+                    x->permanent = true;
+                    rc = ferry_err_set(err, FERRY_EIO,
+                                       "verify: staged part %s of %s.%s partition %s on %s is not "
+                                       "a copy of any part on %s (hash_of_all_files %s)",
+                                       stg.p[j].name, t->database, t->name, pid, x->dst.name,
+                                       x->src.name, stg.p[j].hash);
+                }
+            }
+        }
+        if (!rc && (same || exact)) {
+            ferry_fingerprint a = {0}, b = {0};
+            char why[256];
+            rc = ferry_fingerprint_partition(x->src.ch, t->database, t->name, pid, &a, err);
+            if (!rc)
+                rc = ferry_fingerprint_partition(x->dst.ch, t->database, st, pid, &b, err);
+            if (!rc && !ferry_fingerprint_same(&a, &b, why, sizeof why)) {
+                if (same) {
+                    x->permanent = !exact;
+                    rc = ferry_err_set(err, FERRY_EIO,
+                                       "verify: %s.%s partition %s: same parts but different "
+                                       "data on %s and %s: %s",
+                                       t->database, t->name, pid, x->src.name, x->dst.name, why);
+                } else {
+                    *stable = false; /* the source moved on since the copy */
+                }
+            } else if (!rc && exact && !same) {
+                *stable = false; /* same rows, other parts (a merge): copy again to match */
+            }
+            if (!rc && fp) {
+                fp->rows += a.rows;
+                fp->hash_sum += a.hash_sum;
+                fp->hash_xor ^= a.hash_xor;
+            }
+        }
+        free(src.p);
+        free(stg.p);
+        free(src_active.p);
+    }
+    pids_free(&pids);
+    return rc;
+}
+
+/* The slice's fingerprint on the source (sum over its partitions). */
+static int source_fingerprint(mvctx *x, const ferry_table_def *t, ferry_fingerprint *fp,
+                              size_t *nparts, ferry_err *err)
+{
+    mv_pids pids = {0};
+    memset(fp, 0, sizeof *fp);
+    *nparts = 0;
+    int rc = slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
+    for (size_t i = 0; !rc && i < pids.n; i++) {
+        ferry_fingerprint a;
+        rc = ferry_fingerprint_partition(x->src.ch, t->database, t->name, pids.ids[i], &a, err);
+        if (!rc) {
+            fp->rows += a.rows;
+            fp->hash_sum += a.hash_sum;
+            fp->hash_xor ^= a.hash_xor;
+            *nparts += a.parts;
+        }
+    }
+    pids_free(&pids);
+    return rc;
+}
+
+static const ferry_table_def *table_at(mvctx *x, size_t i) { return &x->tables.items[i].u.table; }
+
+/* ---- the states ---------------------------------------------------------------------------- */
+
+static int do_clone(mvctx *x, ferry_err *err)
+{
+    int rc = begin_attempt(x, err);
+    char fz[160], tag[32];
+    snprintf(tag, sizeof tag, "c%u", x->mv.u.move.step);
+    if (!rc)
+        rc = freeze_name(x, tag, fz, sizeof fz, err);
+    for (size_t i = 0; !rc && i < x->tables.n; i++) {
+        rc = ensure_staging(x, table_at(x, i), err);
+        if (!rc)
+            rc = copy_round(x, table_at(x, i), fz, true, err);
+    }
+    if (!rc)
+        rc = remove_freeze_named(x, fz, err);
+    if (!rc)
+        crash_point("CLONE");
+    if (!rc)
+        rc = advance(x, FERRY_MOVE_VERIFY, "", err);
+    return rc;
+}
+
+/* VERIFY, then the routing switch in one batch with the journal. */
+static int do_verify(mvctx *x, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    for (size_t i = 0; !rc && i < x->tables.n; i++) {
+        bool stable;
+        rc = compare_copy(x, table_at(x, i), false, &stable, NULL, err);
+    }
+    if (rc)
+        return rc;
+    crash_point("VERIFY");
+    ferry_record route;
+    ferry_record_init(&route, FERRY_REC_ROUTE);
+    snprintf(route.u.route.tenant, sizeof route.u.route.tenant, "%s", x->mv.u.move.tenant);
+    route.u.route.split = x->mv.u.move.split;
+    if ((rc = ferry_catalog_get(x->cat, &route, err)))
+        return rc;
+    /* the slice's shards with `from` replaced by `to` */
+    char *save = NULL, copy[FERRY_LIST_MAX];
+    ferry_buf nl = FERRY_BUF_INIT;
+    snprintf(copy, sizeof copy, "%s", route.u.route.shards);
+    ferry_buf_puts(&nl, x->mv.u.move.to);
+    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
+        if (strcmp(s, x->mv.u.move.from) && strcmp(s, x->mv.u.move.to))
+            ferry_buf_printf(&nl, ",%s", s);
+    copy_str(route.u.route.shards, sizeof route.u.route.shards, ferry_buf_cstr(&nl));
+    ferry_buf_free(&nl);
+    ferry_record next = x->mv;
+    next.u.move.state = FERRY_MOVE_SWITCH;
+    next.u.move.step = 0;
+    next.u.move.updated = (int64_t)time(NULL);
+    copy_str(next.u.move.detail, sizeof next.u.move.detail, "routing switched");
+    ferry_batch *b = ferry_batch_new();
+    ferry_commit_info info = {0};
+    if (!b)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    rc = ferry_batch_update(b, &next, err);
+    if (!rc)
+        rc = ferry_batch_update(b, &route, err);
+    if (!rc)
+        rc = ferry_catalog_commit(x->cat, b, &info, err);
+    ferry_batch_free(b);
+    if (rc) {
+        if (rc == FERRY_ECONFLICT)
+            ferry_err_prefix(err, "move %s: routing switch lost a race (another mover, or the "
+                                  "route changed): ", x->mv.u.move.id);
+        return rc;
+    }
+    ferry_record_free(&x->mv);
+    ferry_record_init(&x->mv, FERRY_REC_MOVE);
+    snprintf(x->mv.u.move.id, sizeof x->mv.u.move.id, "%s", next.u.move.id);
+    if ((rc = ferry_catalog_get(x->cat, &x->mv, err)))
+        return rc;
+    ferry_log(FERRY_LOG_INFO,
+              "msg=\"routing switched\" move=%s tenant=%s split=%u to=%s routing_version=%llu",
+              x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split, x->mv.u.move.to,
+              (unsigned long long)info.routing_version);
+    progress(x);
+    crash_point("SWITCH:switched");
+    return FERRY_OK;
+}
+
+static int do_switch(mvctx *x, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    if (x->mv.u.move.step < MV_STEP_PUBLISH) {
+        if ((rc = begin_attempt(x, err)))
+            return rc;
+        unsigned grace = x->o->grace_ms ? x->o->grace_ms : 2000;
+        usleep((useconds_t)grace * 1000);
+        bool stable = false;
+        json_t *fps = json_object();
+        for (int round = 0; !rc && !stable && round < MV_MAX_ROUNDS; round++) {
+            char fz[160], tag[32];
+            snprintf(tag, sizeof tag, "s%ur%d", x->mv.u.move.step, round);
+            rc = freeze_name(x, tag, fz, sizeof fz, err);
+            for (size_t i = 0; !rc && i < x->tables.n; i++) {
+                rc = ensure_staging(x, table_at(x, i), err);
+                if (!rc)
+                    rc = copy_round(x, table_at(x, i), fz, false, err);
+            }
+            if (!rc)
+                rc = remove_freeze_named(x, fz, err);
+            stable = true;
+            json_object_clear(fps);
+            for (size_t i = 0; !rc && stable && i < x->tables.n; i++) {
+                ferry_fingerprint fp = {0};
+                bool st = true;
+                rc = compare_copy(x, table_at(x, i), true, &st, &fp, err);
+                stable = stable && st;
+                json_object_set_new(fps, table_at(x, i)->name,
+                                    json_pack("{s:I, s:s, s:s}", "rows", (json_int_t)fp.rows,
+                                              "sum", "", "xor", ""));
+                char num[32];
+                snprintf(num, sizeof num, "%llu", (unsigned long long)fp.hash_sum);
+                json_object_set_new(json_object_get(fps, table_at(x, i)->name), "sum",
+                                    json_string(num));
+                snprintf(num, sizeof num, "%llu", (unsigned long long)fp.hash_xor);
+                json_object_set_new(json_object_get(fps, table_at(x, i)->name), "xor",
+                                    json_string(num));
+            }
+        }
+        if (!rc && !stable)
+            rc = ferry_err_set(err, FERRY_EIO,
+                               "move %s: the source still receives rows of the slice after %d "
+                               "catch-up rounds; are writers still using the old route? "
+                               "(resume with the same command)",
+                               x->mv.u.move.id, MV_MAX_ROUNDS);
+        if (!rc) {
+            json_object_set(x->data, "fp", fps);
+            rc = job_save(x, err);
+        }
+        json_decref(fps);
+        if (rc)
+            return rc;
+        x->mv.u.move.step = MV_STEP_PUBLISH;
+        if ((rc = move_update(x, err)))
+            return rc;
+        crash_point("SWITCH:caught-up");
+    }
+    /* publish: staging -> real table, one atomic MOVE PARTITION per partition */
+    bool first = true;
+    for (size_t i = 0; !rc && i < x->tables.n; i++) {
+        const ferry_table_def *t = table_at(x, i);
+        char st[FERRY_NAME_MAX + 32];
+        staging_name(t->name, st, sizeof st);
+        mv_pids pids = {0};
+        rc = slice_pids(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
+        for (size_t k = 0; !rc && k < pids.n; k++) {
+            ferry_buf sql = FERRY_BUF_INIT;
+            ferry_buf_puts(&sql, "ALTER TABLE ");
+            sql_table(&sql, t->database, st);
+            ferry_buf_puts(&sql, " MOVE PARTITION ID ");
+            ferry_sql_quote(pids.ids[k], &sql);
+            ferry_buf_puts(&sql, " TO TABLE ");
+            sql_table(&sql, t->database, t->name);
+            rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
+            ferry_buf_free(&sql);
+            if (!rc && first) {
+                first = false;
+                crash_point("SWITCH:published-one");
+            }
+        }
+        pids_free(&pids);
+    }
+    if (!rc)
+        crash_point("SWITCH");
+    if (!rc)
+        rc = advance(x, FERRY_MOVE_CLEANUP, "", err);
+    return rc;
+}
+
+static int do_cleanup(mvctx *x, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    for (size_t i = 0; !rc && i < x->tables.n; i++) {
+        const ferry_table_def *t = table_at(x, i);
+        char st[FERRY_NAME_MAX + 32];
+        staging_name(t->name, st, sizeof st);
+        mv_pids src = {0}, all = {0};
+        rc = slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &src, err);
+        if (!rc)
+            rc = slice_pids(&x->dst, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &all,
+                            err);
+        for (size_t k = 0; !rc && k < src.n; k++)
+            rc = pids_add(&all, src.ids[k]);
+        if (!rc && src.n) {
+            /* the source must hold exactly what was verified and published */
+            ferry_fingerprint fp;
+            size_t nparts;
+            rc = source_fingerprint(x, t, &fp, &nparts, err);
+            json_t *want = json_object_get(json_object_get(x->data, "fp"), t->name);
+            char sum[32], xr[32];
+            snprintf(sum, sizeof sum, "%llu", (unsigned long long)fp.hash_sum);
+            snprintf(xr, sizeof xr, "%llu", (unsigned long long)fp.hash_xor);
+            if (!rc && want &&
+                ((uint64_t)json_integer_value(json_object_get(want, "rows")) != fp.rows ||
+                 strcmp(json_string_value(json_object_get(want, "sum")) ?: "", sum) ||
+                 strcmp(json_string_value(json_object_get(want, "xor")) ?: "", xr)))
+                rc = ferry_err_set(err, FERRY_EIO,
+                                   "move %s: %s.%s on %s changed after it was verified (%llu rows "
+                                   "now, %lld verified): a write reached the old server after "
+                                   "the switch and the grace period; the source is kept, nothing "
+                                   "was removed",
+                                   x->mv.u.move.id, t->database, t->name, x->src.name,
+                                   (unsigned long long)fp.rows,
+                                   (long long)json_integer_value(json_object_get(want, "rows")));
+        }
+        for (size_t k = 0; !rc && k < src.n; k++) {
+            ferry_buf sql = FERRY_BUF_INIT;
+            ferry_buf_puts(&sql, "ALTER TABLE ");
+            sql_table(&sql, t->database, t->name);
+            ferry_buf_puts(&sql, " DETACH PARTITION ID ");
+            ferry_sql_quote(src.ids[k], &sql);
+            rc = mv_sql(&x->src, ferry_buf_cstr(&sql), NULL, err);
+            ferry_buf_free(&sql);
+        }
+        if (!rc && src.n)
+            crash_point("CLEANUP:detached");
+        if (!rc)
+            rc = remove_detached_of(&x->src, t->database, t->name, &all, err);
+        if (!rc)
+            rc = remove_detached_of(&x->dst, t->database, st, &all, err);
+        pids_free(&src);
+        pids_free(&all);
+    }
+    if (!rc)
+        rc = remove_freezes(x, err);
+    if (!rc)
+        crash_point("CLEANUP");
+    if (!rc)
+        rc = advance(x, FERRY_MOVE_DONE, "", err);
+    return rc;
+}
+
+/* FAILED: the target side of a move that never switched is removed; the source keeps all. */
+static int rollback(mvctx *x, const char *why, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    for (size_t i = 0; !rc && i < x->tables.n; i++) {
+        const ferry_table_def *t = table_at(x, i);
+        char st[FERRY_NAME_MAX + 32];
+        staging_name(t->name, st, sizeof st);
+        mv_pids stg = {0}, all = {0};
+        rc = slice_pids(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, &stg, err);
+        if (!rc)
+            rc = slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &all,
+                            err);
+        for (size_t k = 0; !rc && k < stg.n; k++) {
+            ferry_buf sql = FERRY_BUF_INIT;
+            ferry_buf_puts(&sql, "ALTER TABLE ");
+            sql_table(&sql, t->database, st);
+            ferry_buf_puts(&sql, " DETACH PARTITION ID ");
+            ferry_sql_quote(stg.ids[k], &sql);
+            rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
+            ferry_buf_free(&sql);
+            if (!rc)
+                rc = pids_add(&all, stg.ids[k]);
+        }
+        if (!rc)
+            rc = remove_detached_of(&x->dst, t->database, st, &all, err);
+        pids_free(&stg);
+        pids_free(&all);
+    }
+    if (!rc)
+        rc = remove_freezes(x, err);
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s", why);
+    if (!rc)
+        rc = advance(x, FERRY_MOVE_FAILED, detail, err);
+    return rc;
+}
+
+/* ---- public ------------------------------------------------------------------------------ */
+
+static int load_shard(ferry_catalog *cat, const char *name, ferry_record *r, ferry_err *err)
+{
+    ferry_record_init(r, FERRY_REC_SHARD);
+    snprintf(r->u.shard.name, sizeof r->u.shard.name, "%s", name);
+    int rc = ferry_catalog_get(cat, r, err);
+    if (rc == FERRY_ENOTFOUND)
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "unknown shard '%s' (ferry status lists the shards; ferry shard add "
+                             "adds one)", name);
+    return rc;
+}
+
+static int load_tables(ferry_catalog *cat, ferry_record_list *out, ferry_err *err)
+{
+    int rc = ferry_catalog_list(cat, FERRY_REC_TABLE, NULL, 0, out, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < out->n; i++)
+        if (out->items[i].u.table.layout != FERRY_LAYOUT_SHARED)
+            return ferry_err_set(err, FERRY_EUNSUPPORTED,
+                                 "table %s has layout per_tenant; moves support the shared "
+                                 "layout only", out->items[i].u.table.name);
+    if (out->n == 0)
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "the catalog has no managed tables ([table \"NAME\"] in the config, "
+                             "then ferry init)");
+    return FERRY_OK;
+}
+
+int ferry_move_unfinished(ferry_catalog *cat, char (**ids)[64], size_t *n, ferry_err *err)
+{
+    ferry_record_list l = {0};
+    *ids = NULL;
+    *n = 0;
+    int rc = ferry_catalog_list(cat, FERRY_REC_MOVE, NULL, 0, &l, err);
+    if (rc)
+        return rc;
+    *ids = calloc(l.n + 1, sizeof **ids);
+    if (!*ids) {
+        ferry_record_list_free(&l);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    /* oldest first: by created, then id */
+    for (size_t pass = 0; pass < 1; pass++)
+        for (size_t i = 0; i < l.n; i++)
+            for (size_t j = i + 1; j < l.n; j++)
+                if (l.items[j].u.move.created < l.items[i].u.move.created) {
+                    ferry_record t = l.items[i];
+                    l.items[i] = l.items[j];
+                    l.items[j] = t;
+                }
+    for (size_t i = 0; i < l.n; i++) {
+        enum ferry_move_state s = l.items[i].u.move.state;
+        if (s != FERRY_MOVE_DONE && s != FERRY_MOVE_FAILED)
+            snprintf((*ids)[(*n)++], 64, "%s", l.items[i].u.move.id);
+    }
+    ferry_record_list_free(&l);
+    return FERRY_OK;
+}
+
+int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split, const char *to,
+                     char id[64], bool *resumed, ferry_err *err)
+{
+    ferry_catalog *cat = NULL;
+    ferry_record trec, route, tsh, fsh;
+    ferry_record_list moves = {0}, tables = {0};
+    mv_conn dst = {0}, src = {0};
+    ferry_record_init(&trec, FERRY_REC_TENANT);
+    ferry_record_init(&route, FERRY_REC_ROUTE);
+    ferry_record_init(&tsh, FERRY_REC_SHARD);
+    ferry_record_init(&fsh, FERRY_REC_SHARD);
+    *resumed = false;
+    id[0] = '\0';
+    int rc = ferry_catalog_open(o->catalog_url, &cat, err);
+    if (rc)
+        goto out;
+    snprintf(trec.u.tenant.name, sizeof trec.u.tenant.name, "%s", tenant);
+    rc = ferry_catalog_get(cat, &trec, err);
+    if (rc == FERRY_ENOTFOUND) {
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "unknown tenant '%s': no server holds data of it and the catalog does "
+                           "not list it (ferry status lists tenants)", tenant);
+        goto out;
+    }
+    if (rc)
+        goto out;
+    if (split >= trec.u.tenant.splits) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s has %u split(s): 0..%u; --split %u does "
+                           "not exist", tenant, trec.u.tenant.splits, trec.u.tenant.splits - 1,
+                           split);
+        goto out;
+    }
+    if ((rc = load_shard(cat, to, &tsh, err)))
+        goto out;
+    if (tsh.u.shard.state != FERRY_SHARD_ACTIVE) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "shard %s is %s; moves go to active shards only",
+                           to, ferry_shard_state_name(tsh.u.shard.state));
+        goto out;
+    }
+    snprintf(route.u.route.tenant, sizeof route.u.route.tenant, "%s", tenant);
+    route.u.route.split = split;
+    rc = ferry_catalog_get(cat, &route, err);
+    if (rc == FERRY_ENOTFOUND) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u has no route yet (no server "
+                           "holds its data)", tenant, split);
+        goto out;
+    }
+    if (rc)
+        goto out;
+    /* an unfinished move of this slice: resume it when it goes to the same shard */
+    if ((rc = ferry_catalog_list(cat, FERRY_REC_MOVE, NULL, 0, &moves, err)))
+        goto out;
+    for (size_t i = 0; i < moves.n; i++) {
+        const ferry_move *m = &moves.items[i].u.move;
+        if (strcmp(m->tenant, tenant) || m->split != split || m->state == FERRY_MOVE_DONE ||
+            m->state == FERRY_MOVE_FAILED)
+            continue;
+        if (strcmp(m->to, to)) {
+            rc = ferry_err_set(err, FERRY_EINVAL,
+                               "tenant %s split %u has an unfinished move %s to %s (state %s); "
+                               "finish it first (ferry move --resume %s)", tenant, split, m->id,
+                               m->to, ferry_move_state_name(m->state), m->id);
+            goto out;
+        }
+        snprintf(id, 64, "%s", m->id);
+        *resumed = true;
+        goto out;
+    }
+    char copy[FERRY_LIST_MAX], *save = NULL;
+    snprintf(copy, sizeof copy, "%s", route.u.route.shards);
+    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
+        if (!strcmp(s, to)) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is already served by %s; "
+                               "nothing to move", tenant, split, to);
+            goto out;
+        }
+    char from[FERRY_NAME_MAX];
+    copy_str(from, sizeof from, route.u.route.shards);
+    if (strchr(from, ','))
+        *strchr(from, ',') = '\0';
+    if ((rc = load_shard(cat, from, &fsh, err)) || (rc = load_tables(cat, &tables, err)))
+        goto out;
+    /* both sides must answer, and the target must have room for the hot parts */
+    if ((rc = mv_conn_open(&tsh.u.shard, o->cfg, &dst, err)) ||
+        (rc = mv_conn_open(&fsh.u.shard, o->cfg, &src, err)))
+        goto out;
+    json_t *st = NULL;
+    if ((rc = mv_agent(&dst, "status", NULL, &st, NULL, err)) ||
+        (rc = mv_sql(&dst, "SELECT 1", NULL, err))) {
+        ferry_err_prefix(err, "target shard %s is not reachable: ", to);
+        goto out;
+    }
+    json_decref(st);
+    if ((rc = mv_agent(&src, "status", NULL, &st, NULL, err))) {
+        ferry_err_prefix(err, "source shard %s is not reachable: ", from);
+        goto out;
+    }
+    json_decref(st);
+    uint64_t hot = 0;
+    for (size_t i = 0; !rc && i < tables.n; i++) {
+        const ferry_table_def *t = &tables.items[i].u.table;
+        mv_pids pids = {0};
+        rc = slice_pids(&src, t, t->name, tenant, split, &pids, err);
+        for (size_t k = 0; !rc && k < pids.n; k++) {
+            mv_parts ps = {0};
+            rc = list_parts(&src, t->database, t->name, pids.ids[k], true, &ps, err);
+            for (size_t j = 0; j < ps.n; j++)
+                if (!ps.p[j].cold)
+                    hot += ps.p[j].bytes;
+            free(ps.p);
+        }
+        mv_pids there = {0};
+        if (!rc)
+            rc = slice_pids(&dst, t, t->name, tenant, split, &there, err);
+        if (!rc && there.n)
+            rc = ferry_err_set(err, FERRY_ECONFLICT,
+                               "shard %s already holds %zu partition(s) of tenant %s split %u in "
+                               "%s.%s (e.g. %s) although the route says %s; resolve that first",
+                               to, there.n, tenant, split, t->database, t->name, there.ids[0],
+                               from);
+        pids_free(&there);
+        pids_free(&pids);
+    }
+    if (rc)
+        goto out;
+    ferry_ch_rows rows = {0};
+    if ((rc = mv_sql(&dst, "SELECT min(unreserved_space) FROM system.disks WHERE NOT is_remote",
+                     &rows, err)))
+        goto out;
+    uint64_t room = rows.n_rows ? u64_of(ferry_ch_rows_get(&rows, 0, 0)) : 0;
+    ferry_ch_rows_free(&rows);
+    if (hot > room) {
+        char a[32], b[32];
+        rc = ferry_err_set(err, FERRY_EIO,
+                           "target shard %s has %s free on its local disks; tenant %s split %u "
+                           "needs %s for its hot parts. Free space there or pick another shard",
+                           to, ferry_fmt_bytes(room, a, sizeof a), tenant, split,
+                           ferry_fmt_bytes(hot, b, sizeof b));
+        goto out;
+    }
+    /* journal it */
+    ferry_record mv, job;
+    ferry_record_init(&mv, FERRY_REC_MOVE);
+    ferry_record_init(&job, FERRY_REC_JOB);
+    unsigned char rnd[4];
+    FILE *ur = fopen("/dev/urandom", "rb");
+    if (!ur || fread(rnd, 1, sizeof rnd, ur) != sizeof rnd) {
+        if (ur)
+            fclose(ur);
+        rc = ferry_err_set(err, FERRY_EIO, "cannot read /dev/urandom");
+        goto out;
+    }
+    fclose(ur);
+    snprintf(mv.u.move.id, sizeof mv.u.move.id, "mv-%lld-%02x%02x%02x%02x",
+             (long long)time(NULL), rnd[0], rnd[1], rnd[2], rnd[3]);
+    snprintf(mv.u.move.tenant, sizeof mv.u.move.tenant, "%s", tenant);
+    mv.u.move.split = split;
+    snprintf(mv.u.move.from, sizeof mv.u.move.from, "%s", from);
+    snprintf(mv.u.move.to, sizeof mv.u.move.to, "%s", to);
+    mv.u.move.state = FERRY_MOVE_PLANNED;
+    mv.u.move.steps = 5;
+    snprintf(mv.u.move.owner, sizeof mv.u.move.owner, "%s", o->owner ? o->owner : "");
+    mv.u.move.created = mv.u.move.updated = (int64_t)time(NULL);
+    snprintf(job.u.job.id, sizeof job.u.job.id, "move.%s", mv.u.move.id);
+    snprintf(job.u.job.kind, sizeof job.u.job.kind, "move");
+    snprintf(job.u.job.state, sizeof job.u.job.state, "PLANNED");
+    snprintf(job.u.job.data, sizeof job.u.job.data, "{\"freezes\":[],\"fp\":{}}");
+    job.u.job.created = job.u.job.updated = mv.u.move.created;
+    ferry_batch *b = ferry_batch_new();
+    if (!b) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = ferry_batch_create(b, &mv, err);
+    if (!rc)
+        rc = ferry_batch_create(b, &job, err);
+    if (!rc)
+        rc = ferry_batch_check(b, &route, err); /* the route we checked is still the route */
+    if (!rc)
+        rc = ferry_catalog_commit(cat, b, NULL, err);
+    ferry_batch_free(b);
+    if (!rc)
+        snprintf(id, 64, "%s", mv.u.move.id);
+out:
+    mv_conn_close(&dst);
+    mv_conn_close(&src);
+    ferry_record_list_free(&moves);
+    ferry_record_list_free(&tables);
+    ferry_catalog_close(cat);
+    return rc;
+}
+
+int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *res,
+                   ferry_err *err)
+{
+    ferry_move_result dummy;
+    mvctx x;
+    memset(&x, 0, sizeof x);
+    if (!res)
+        res = &dummy;
+    memset(res, 0, sizeof *res);
+    x.o = o;
+    x.res = res;
+    x.t0 = now_s();
+    ferry_lease *lease = NULL;
+    ferry_record fsh, tsh;
+    ferry_record_init(&fsh, FERRY_REC_SHARD);
+    ferry_record_init(&tsh, FERRY_REC_SHARD);
+    ferry_record_init(&x.mv, FERRY_REC_MOVE);
+    ferry_record_init(&x.job, FERRY_REC_JOB);
+    snprintf(res->id, sizeof res->id, "%s", id);
+    int rc = ferry_catalog_open(o->catalog_url, &x.cat, err);
+    if (rc)
+        goto out;
+    char lname[96];
+    snprintf(lname, sizeof lname, "move.%s", id);
+    if ((rc = ferry_catalog_lease_acquire(x.cat, lname, o->owner ? o->owner : "ferry", &lease,
+                                          err))) {
+        if (rc == FERRY_ECONFLICT)
+            ferry_err_prefix(err, "move %s is being run by another mover: ", id);
+        goto out;
+    }
+    snprintf(x.mv.u.move.id, sizeof x.mv.u.move.id, "%s", id);
+    rc = ferry_catalog_get(x.cat, &x.mv, err);
+    if (rc == FERRY_ENOTFOUND)
+        rc = ferry_err_set(err, FERRY_EINVAL, "unknown move '%s'", id);
+    if (rc)
+        goto out;
+    snprintf(x.job.u.job.id, sizeof x.job.u.job.id, "move.%s", id);
+    if ((rc = ferry_catalog_get(x.cat, &x.job, err)))
+        goto out;
+    x.data = json_loads(x.job.u.job.data, 0, NULL);
+    if (!json_is_object(x.data) || !json_is_array(json_object_get(x.data, "freezes"))) {
+        rc = ferry_err_set(err, FERRY_EINTERNAL, "move %s: malformed journal data", id);
+        goto out;
+    }
+    const ferry_move *m = &x.mv.u.move;
+    snprintf(res->tenant, sizeof res->tenant, "%s", m->tenant);
+    res->split = m->split;
+    copy_str(res->from, sizeof res->from, m->from);
+    copy_str(res->to, sizeof res->to, m->to);
+    res->resumed = m->state != FERRY_MOVE_PLANNED;
+    res->state = m->state;
+    if (m->state == FERRY_MOVE_DONE || m->state == FERRY_MOVE_FAILED)
+        goto out;
+    if ((rc = load_shard(x.cat, m->from, &fsh, err)) || (rc = load_shard(x.cat, m->to, &tsh, err)) ||
+        (rc = load_tables(x.cat, &x.tables, err)) ||
+        (rc = mv_conn_open(&fsh.u.shard, o->cfg, &x.src, err)) ||
+        (rc = mv_conn_open(&tsh.u.shard, o->cfg, &x.dst, err)))
+        goto out;
+    ferry_log(FERRY_LOG_INFO, "msg=\"move %s\" move=%s tenant=%s split=%u from=%s to=%s state=%s",
+              res->resumed ? "resumed" : "started", id, m->tenant, m->split, m->from, m->to,
+              ferry_move_state_name(m->state));
+    while (!rc && m->state != FERRY_MOVE_DONE) {
+        progress(&x);
+        switch (m->state) {
+        case FERRY_MOVE_PLANNED:
+            rc = advance(&x, FERRY_MOVE_CLONE, "", err);
+            break;
+        case FERRY_MOVE_CLONE:
+            rc = do_clone(&x, err);
+            break;
+        case FERRY_MOVE_VERIFY:
+            rc = do_verify(&x, err);
+            break;
+        case FERRY_MOVE_SWITCH:
+            rc = do_switch(&x, err);
+            break;
+        case FERRY_MOVE_CLEANUP:
+            rc = do_cleanup(&x, err);
+            break;
+        default:
+            rc = ferry_err_set(err, FERRY_EINTERNAL, "move %s in state %s", id,
+                               ferry_move_state_name(m->state));
+        }
+    }
+    if (rc && x.permanent &&
+        (m->state == FERRY_MOVE_CLONE || m->state == FERRY_MOVE_VERIFY)) {
+        /* cannot heal by retrying, and routing never changed: undo the target side */
+        ferry_err rb = {0};
+        char why[256];
+        copy_str(why, sizeof why, err->msg);
+        ferry_log(FERRY_LOG_ERROR, "msg=\"move failed, rolling back the target side\" move=%s "
+                                   "error=\"%s\"", id, why);
+        int rrc = rollback(&x, why, &rb);
+        if (rrc)
+            ferry_err_prefix(err, "(rollback did not finish either: %s; run the move again to "
+                                  "finish it) ", rb.msg);
+        else
+            ferry_err_prefix(err, "move %s FAILED and was rolled back (the source is unchanged): ",
+                             id);
+    } else if (rc && m->state != FERRY_MOVE_DONE) {
+        ferry_err_prefix(err, "move %s stopped in %s (resume: ferry move --resume %s): ", id,
+                         ferry_move_state_name(m->state), id);
+        /* keep the last error in the journal for `ferry status` */
+        ferry_record cur;
+        ferry_record_init(&cur, FERRY_REC_MOVE);
+        snprintf(cur.u.move.id, sizeof cur.u.move.id, "%s", id);
+        ferry_err e2 = {0};
+        if (!ferry_catalog_get(x.cat, &cur, &e2)) {
+            snprintf(cur.u.move.detail, sizeof cur.u.move.detail, "%.255s", err->msg);
+            (void)ferry_catalog_update(x.cat, &cur, &e2);
+        }
+    }
+    res->state = m->state;
+    if (m->state == FERRY_MOVE_DONE) {
+        /* rows the target holds for the slice, for the log and the caller */
+        for (size_t i = 0; i < x.tables.n; i++) {
+            const ferry_table_def *t = table_at(&x, i);
+            mv_pids pids = {0};
+            ferry_err e2 = {0};
+            if (slice_pids(&x.dst, t, t->name, m->tenant, m->split, &pids, &e2))
+                continue;
+            res->partitions += pids.n;
+            for (size_t k = 0; k < pids.n; k++) {
+                ferry_fingerprint fp;
+                if (!ferry_fingerprint_partition(x.dst.ch, t->database, t->name, pids.ids[k], &fp,
+                                                 &e2))
+                    res->rows += fp.rows;
+            }
+            pids_free(&pids);
+        }
+    }
+out:
+    res->seconds = now_s() - x.t0;
+    if (x.mv.u.move.state == FERRY_MOVE_DONE && !rc)
+        ferry_log(FERRY_LOG_INFO,
+                  "msg=\"move done\" move=%s tenant=%s split=%u from=%s to=%s partitions=%zu "
+                  "rows=%llu hot_bytes=%llu hot_copied=%llu cold_bytes=%llu cold_copied=%llu "
+                  "seconds=%.3f",
+                  id, res->tenant, res->split, res->from, res->to, res->partitions,
+                  (unsigned long long)res->rows, (unsigned long long)res->hot_bytes,
+                  (unsigned long long)res->hot_copied, (unsigned long long)res->cold_bytes,
+                  (unsigned long long)res->cold_copied, res->seconds);
+    json_decref(x.data);
+    mv_conn_close(&x.src);
+    mv_conn_close(&x.dst);
+    ferry_record_list_free(&x.tables);
+    ferry_record_free(&x.mv);
+    ferry_record_free(&x.job);
+    if (lease)
+        ferry_catalog_lease_release(x.cat, lease);
+    ferry_catalog_close(x.cat);
+    return rc;
+}

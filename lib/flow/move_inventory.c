@@ -1,0 +1,370 @@
+/* Keeping the catalog's inventory in step with the servers (tenants, slices with their bytes and
+ * rows from system.parts, a first route for slices nobody routed yet), and the rebalancing plan
+ * computed from it (the placement side lives in rebalance_plan.c). */
+#include "ferry/move.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferry/buf.h"
+#include "ferry/log.h"
+#include "ferry/partition.h"
+#include "ferry/strutil.h"
+#include "flow/move_env.h"
+#include "flow/move_int.h"
+
+typedef struct inv_row {
+    char tenant[FERRY_NAME_MAX];
+    uint32_t split;
+    size_t shard;
+    uint64_t bytes, rows;
+} inv_row;
+
+typedef struct inv_rows {
+    inv_row *r;
+    size_t n, cap;
+} inv_rows;
+
+static int inv_add(inv_rows *v, const char *tenant, uint32_t split, size_t shard, uint64_t bytes,
+                   uint64_t rows)
+{
+    for (size_t i = 0; i < v->n; i++)
+        if (v->r[i].split == split && v->r[i].shard == shard && !strcmp(v->r[i].tenant, tenant)) {
+            v->r[i].bytes += bytes;
+            v->r[i].rows += rows;
+            return FERRY_OK;
+        }
+    if (v->n == v->cap) {
+        size_t nc = v->cap ? v->cap * 2 : 64;
+        void *p = realloc(v->r, nc * sizeof *v->r);
+        if (!p)
+            return FERRY_ENOMEM;
+        v->r = p;
+        v->cap = nc;
+    }
+    inv_row *r = &v->r[v->n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->tenant, sizeof r->tenant, "%s", tenant);
+    r->split = split;
+    r->shard = shard;
+    r->bytes = bytes;
+    r->rows = rows;
+    return FERRY_OK;
+}
+
+static bool name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= FERRY_NAME_MAX || !strcmp(s, ".") || !strcmp(s, ".."))
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_' || *s == '.' || *s == '-'))
+            return false;
+    return true;
+}
+
+static bool list_has(const char *csv, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = csv; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n))
+            return true;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return false;
+}
+
+int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
+                         ferry_err *err)
+{
+    ferry_sync_summary dummy;
+    if (!s)
+        s = &dummy;
+    memset(s, 0, sizeof *s);
+    ferry_record_list shards = {0}, tables = {0}, tenants = {0}, slices = {0}, routes = {0};
+    inv_rows rows = {0};
+    ferry_batch *b = NULL;
+    int rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_TABLE, NULL, 0, &tables, err);
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_TENANT, NULL, 0, &tenants, err);
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_SLICE, NULL, 0, &slices, err);
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, NULL, 0, &routes, err);
+    for (size_t sh = 0; !rc && sh < shards.n; sh++) {
+        const ferry_shard *shard = &shards.items[sh].u.shard;
+        if (shard->state == FERRY_SHARD_GONE)
+            continue;
+        mv_conn c;
+        if ((rc = mv_conn_open(shard, o->cfg, &c, err)))
+            break;
+        for (size_t t = 0; !rc && t < tables.n; t++) {
+            const ferry_table_def *td = &tables.items[t].u.table;
+            if (td->layout != FERRY_LAYOUT_SHARED)
+                continue;
+            ferry_buf sql = FERRY_BUF_INIT;
+            ferry_ch_rows r = {0};
+            ferry_buf_puts(&sql, "SELECT partition, sum(bytes_on_disk), sum(rows) FROM "
+                                 "system.parts WHERE active AND database = ");
+            ferry_sql_quote(td->database, &sql);
+            ferry_buf_puts(&sql, " AND table = ");
+            ferry_sql_quote(td->name, &sql);
+            ferry_buf_puts(&sql, " GROUP BY partition");
+            rc = mv_sql(&c, ferry_buf_cstr(&sql), &r, err);
+            ferry_buf_free(&sql);
+            if (rc == FERRY_ECONNECT || rc == FERRY_ETIMEOUT) {
+                /* a shard that is down: its slices keep their catalog sizes this time */
+                ferry_log(FERRY_LOG_WARN, "msg=\"inventory sync skips an unreachable shard\" "
+                          "shard=%s error=\"%s\"", shard->name, err->msg);
+                ferry_err_clear(err);
+                rc = FERRY_OK;
+                break;
+            }
+            for (size_t i = 0; !rc && i < r.n_rows; i++) {
+                ferry_partition_key k;
+                ferry_err perr = {0};
+                if (ferry_partition_parse(td->layout, ferry_ch_rows_get(&r, i, 0), &k, &perr) ||
+                    !name_ok(k.tenant))
+                    continue;
+                uint64_t bytes = 0, nrows = 0;
+                ferry_parse_u64(ferry_ch_rows_get(&r, i, 1), &bytes);
+                ferry_parse_u64(ferry_ch_rows_get(&r, i, 2), &nrows);
+                if (inv_add(&rows, k.tenant, k.split, sh, bytes, nrows))
+                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            }
+            ferry_ch_rows_free(&r);
+        }
+        mv_conn_close(&c);
+    }
+    if (rc)
+        goto out;
+    b = ferry_batch_new();
+    if (!b) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    /* tenants: splits = highest split seen + 1 */
+    for (size_t i = 0; !rc && i < rows.n; i++) {
+        uint32_t want = rows.r[i].split + 1;
+        bool seen_before = false;
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(rows.r[j].tenant, rows.r[i].tenant))
+                seen_before = true;
+        if (seen_before)
+            continue;
+        for (size_t j = i + 1; j < rows.n; j++)
+            if (!strcmp(rows.r[j].tenant, rows.r[i].tenant) && rows.r[j].split + 1 > want)
+                want = rows.r[j].split + 1;
+        ferry_record *have = NULL;
+        for (size_t j = 0; j < tenants.n; j++)
+            if (!strcmp(tenants.items[j].u.tenant.name, rows.r[i].tenant))
+                have = &tenants.items[j];
+        if (have && have->u.tenant.splits >= want)
+            continue;
+        ferry_record tr;
+        if (have) {
+            tr = *have;
+            tr.u.tenant.splits = want;
+            rc = ferry_batch_update(b, &tr, err);
+        } else {
+            ferry_record_init(&tr, FERRY_REC_TENANT);
+            snprintf(tr.u.tenant.name, sizeof tr.u.tenant.name, "%s", rows.r[i].tenant);
+            tr.u.tenant.splits = want;
+            rc = ferry_batch_create(b, &tr, err);
+            s->tenants_created++;
+        }
+    }
+    /* slices and routes */
+    for (size_t i = 0; !rc && i < rows.n; i++) {
+        const inv_row *x = &rows.r[i];
+        bool first = true;
+        for (size_t j = 0; j < i; j++)
+            if (rows.r[j].split == x->split && !strcmp(rows.r[j].tenant, x->tenant))
+                first = false;
+        if (!first)
+            continue;
+        ferry_record *route = NULL, *slice = NULL;
+        for (size_t j = 0; j < routes.n; j++)
+            if (routes.items[j].u.route.split == x->split &&
+                !strcmp(routes.items[j].u.route.tenant, x->tenant))
+                route = &routes.items[j];
+        for (size_t j = 0; j < slices.n; j++)
+            if (slices.items[j].u.slice.split == x->split &&
+                !strcmp(slices.items[j].u.slice.tenant, x->tenant))
+                slice = &slices.items[j];
+        /* the slice's size is what its serving shard holds; without a route, the only holder */
+        const inv_row *serving = NULL;
+        size_t holders = 0;
+        for (size_t j = i; j < rows.n; j++) {
+            const inv_row *y = &rows.r[j];
+            if (y->split != x->split || strcmp(y->tenant, x->tenant))
+                continue;
+            holders++;
+            if (route ? list_has(route->u.route.shards, shards.items[y->shard].u.shard.name)
+                      : !serving)
+                serving = y;
+        }
+        if (!route && holders > 1) {
+            rc = ferry_err_set(err, FERRY_ECONFLICT,
+                               "tenant %s split %u has data on %zu shards and no route; route it "
+                               "or remove the extra copies first", x->tenant, x->split, holders);
+            break;
+        }
+        if (!serving)
+            continue; /* routed to a shard that holds nothing yet (a fresh move target) */
+        if (!route) {
+            ferry_record rr;
+            ferry_record_init(&rr, FERRY_REC_ROUTE);
+            snprintf(rr.u.route.tenant, sizeof rr.u.route.tenant, "%s", x->tenant);
+            rr.u.route.split = x->split;
+            snprintf(rr.u.route.shards, sizeof rr.u.route.shards, "%s",
+                     shards.items[serving->shard].u.shard.name);
+            rc = ferry_batch_create(b, &rr, err);
+            s->routes_created++;
+        }
+        ferry_record sr;
+        if (!rc && slice) {
+            if (slice->u.slice.bytes != serving->bytes || slice->u.slice.rows != serving->rows) {
+                sr = *slice;
+                sr.u.slice.bytes = serving->bytes;
+                sr.u.slice.rows = serving->rows;
+                rc = ferry_batch_update(b, &sr, err);
+                s->slices_updated++;
+            }
+        } else if (!rc) {
+            ferry_record_init(&sr, FERRY_REC_SLICE);
+            snprintf(sr.u.slice.tenant, sizeof sr.u.slice.tenant, "%s", x->tenant);
+            sr.u.slice.split = x->split;
+            sr.u.slice.bytes = serving->bytes;
+            sr.u.slice.rows = serving->rows;
+            rc = ferry_batch_create(b, &sr, err);
+            s->slices_created++;
+        }
+        s->slices++;
+        s->bytes += serving->bytes;
+    }
+    if (!rc && ferry_batch_size(b))
+        rc = ferry_catalog_commit(cat, b, NULL, err);
+    if (rc == FERRY_ECONFLICT)
+        ferry_err_prefix(err, "inventory sync: ");
+out:
+    ferry_batch_free(b);
+    free(rows.r);
+    ferry_record_list_free(&shards);
+    ferry_record_list_free(&tables);
+    ferry_record_list_free(&tenants);
+    ferry_record_list_free(&slices);
+    ferry_record_list_free(&routes);
+    return rc;
+}
+
+int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err)
+{
+    memset(out, 0, sizeof *out);
+    ferry_record settings;
+    ferry_record_init(&settings, FERRY_REC_SETTINGS);
+    ferry_record_list shards = {0}, slices = {0}, routes = {0};
+    mv_plan_shard *ps = NULL;
+    mv_plan_slice *pl = NULL;
+    mv_plan_move *moves = NULL;
+    size_t nm = 0, npl = 0;
+    int rc = ferry_catalog_get(cat, &settings, err);
+    if (rc == FERRY_ENOTFOUND)
+        rc = ferry_err_set(err, FERRY_EINVAL, "the catalog has no cluster yet (ferry init)");
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_SLICE, NULL, 0, &slices, err);
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, NULL, 0, &routes, err);
+    if (rc)
+        goto out;
+    ps = calloc(shards.n + 1, sizeof *ps);
+    pl = calloc(slices.n + 1, sizeof *pl);
+    if (!ps || !pl) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < shards.n; i++) {
+        const ferry_shard *sh = &shards.items[i].u.shard;
+        ps[i].name = sh->name;
+        ps[i].weight = sh->weight > 0 ? sh->weight : 1;
+        ps[i].capacity = sh->capacity;
+        ps[i].in_new = sh->state == FERRY_SHARD_ACTIVE;
+    }
+    for (size_t i = 0; i < slices.n; i++) {
+        const ferry_slice *sl = &slices.items[i].u.slice;
+        const ferry_route *rt = NULL;
+        for (size_t j = 0; j < routes.n; j++)
+            if (routes.items[j].u.route.split == sl->split &&
+                !strcmp(routes.items[j].u.route.tenant, sl->tenant))
+                rt = &routes.items[j].u.route;
+        if (!rt)
+            continue;
+        char first[FERRY_NAME_MAX];
+        size_t fl = strcspn(rt->shards, ",");
+        if (fl >= sizeof first)
+            fl = sizeof first - 1;
+        memcpy(first, rt->shards, fl);
+        first[fl] = '\0';
+        size_t k;
+        for (k = 0; k < shards.n; k++)
+            if (!strcmp(ps[k].name, first))
+                break;
+        if (k == shards.n) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is routed to unknown shard "
+                               "%s", sl->tenant, sl->split, first);
+            goto out;
+        }
+        ps[k].in_old = true;
+        pl[npl].tenant = sl->tenant;
+        pl[npl].split = sl->split;
+        pl[npl].bytes = sl->bytes;
+        pl[npl].route = k;
+        out->total_bytes += sl->bytes;
+        npl++;
+    }
+    out->slices = npl;
+    rc = mv_plan(settings.u.settings.hash, settings.u.settings.rf, settings.u.settings.fill, ps,
+                 shards.n, pl, npl, &moves, &nm, err);
+    if (rc)
+        goto out;
+    out->moves = calloc(nm + 1, sizeof *out->moves);
+    if (!out->moves) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < nm; i++) {
+        ferry_planned_move *m = &out->moves[i];
+        snprintf(m->tenant, sizeof m->tenant, "%s", pl[moves[i].slice].tenant);
+        m->split = pl[moves[i].slice].split;
+        snprintf(m->from, sizeof m->from, "%s", ps[moves[i].from].name);
+        snprintf(m->to, sizeof m->to, "%s", ps[moves[i].to].name);
+        m->bytes = moves[i].bytes;
+        out->moved_bytes += m->bytes;
+    }
+    out->n_moves = nm;
+out:
+    free(moves);
+    free(ps);
+    free(pl);
+    ferry_record_list_free(&shards);
+    ferry_record_list_free(&slices);
+    ferry_record_list_free(&routes);
+    if (rc)
+        ferry_rebalance_plan_free(out);
+    return rc;
+}
+
+void ferry_rebalance_plan_free(ferry_rebalance_plan *p)
+{
+    free(p->moves);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,247 @@
+/* Shared pieces of `ferry move`, `ferry rebalance` and `ferry shard`: config and catalog,
+ * progress display, the parallel runner, plan printing. */
+#include "cli_move.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "ferry/strutil.h"
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void on_progress(const ferry_move_progress *p, void *arg)
+{
+    cli_move_env *e = arg;
+    pthread_mutex_lock(&e->lock);
+    if (e->json) {
+        json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f}",
+                              "event", "progress", "move", p->id, "tenant", p->tenant, "split",
+                              (json_int_t)p->split, "from", p->from, "to", p->to, "state",
+                              p->state, "bytes_done", (json_int_t)p->bytes_done, "bytes_total",
+                              (json_int_t)p->bytes_total, "parts_done", (json_int_t)p->parts_done,
+                              "parts_total", (json_int_t)p->parts_total, "elapsed_s",
+                              p->elapsed_s);
+        json_dumpf(o, stdout, JSON_COMPACT);
+        putchar('\n');
+        fflush(stdout);
+        json_decref(o);
+    } else if (e->bar) {
+        double now = mono_s();
+        if (now - e->last_bar >= 0.1 || p->parts_done == p->parts_total) {
+            e->last_bar = now;
+            double frac = p->bytes_total ? (double)p->bytes_done / (double)p->bytes_total : 0;
+            if (frac > 1)
+                frac = 1;
+            char bar[31], a[32], b[32], eta[32] = "--";
+            int fill = (int)(frac * 30);
+            for (int i = 0; i < 30; i++)
+                bar[i] = i < fill ? '#' : '.';
+            bar[30] = '\0';
+            if (frac > 0.01 && frac < 1)
+                snprintf(eta, sizeof eta, "%.0fs", p->elapsed_s * (1 - frac) / frac);
+            fprintf(stderr, "\r%s/%u %-8s [%s] %s/%s %zu/%zu parts ETA %s   ", p->tenant,
+                    p->split, p->state, bar, ferry_fmt_bytes(p->bytes_done, a, sizeof a),
+                    ferry_fmt_bytes(p->bytes_total, b, sizeof b), p->parts_done, p->parts_total,
+                    eta);
+            fflush(stderr);
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+int cli_move_env_init(cli_move_env *e, const char *cmd, const char *config, bool json,
+                      ferry_err *err)
+{
+    memset(e, 0, sizeof *e);
+    e->cmd = cmd;
+    e->json = json;
+    e->bar = !json && isatty(2);
+    pthread_mutex_init(&e->lock, NULL);
+    const char *path = cli_config_path(config);
+    if (!path)
+        return ferry_err_set(err, FERRY_EINVAL, "needs --config FILE (or FERRY_CONFIG)");
+    int rc = ferry_config_load(path, &e->cfg, err);
+    const char *url = NULL;
+    if (!rc)
+        rc = ferry_config_require(&e->cfg, "cluster", NULL, "catalog", &url, err);
+    if (rc)
+        return rc;
+    snprintf(e->catalog_url, sizeof e->catalog_url, "%s", url);
+    char host[64] = "localhost";
+    gethostname(host, sizeof host - 1);
+    snprintf(e->owner, sizeof e->owner, "%.60s:%ld", host, (long)getpid());
+    e->opts.catalog_url = e->catalog_url;
+    e->opts.cfg = &e->cfg;
+    e->opts.owner = e->owner;
+    e->opts.progress = on_progress;
+    e->opts.progress_arg = e;
+    return FERRY_OK;
+}
+
+void cli_move_env_free(cli_move_env *e)
+{
+    ferry_config_free(&e->cfg);
+    pthread_mutex_destroy(&e->lock);
+}
+
+json_t *cli_move_result_json(const ferry_move_result *r)
+{
+    double cold_ratio = r->cold_bytes ? (double)r->cold_copied / (double)r->cold_bytes : 0;
+    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+                     "s:f, s:I, s:f}",
+                     "move", r->id, "tenant", r->tenant, "split", (json_int_t)r->split, "from",
+                     r->from, "to", r->to, "state", ferry_move_state_name(r->state), "resumed",
+                     r->resumed, "partitions", (json_int_t)r->partitions, "hot_parts",
+                     (json_int_t)r->hot_parts, "cold_parts", (json_int_t)r->cold_parts,
+                     "hot_bytes", (json_int_t)r->hot_bytes, "hot_copied_bytes",
+                     (json_int_t)r->hot_copied, "cold_bytes", (json_int_t)r->cold_bytes,
+                     "cold_copied_bytes", (json_int_t)r->cold_copied, "cold_copied_ratio",
+                     cold_ratio, "rows", (json_int_t)r->rows, "seconds", r->seconds);
+}
+
+void cli_move_print_result(cli_move_env *e, const ferry_move_result *r, int rc,
+                           const ferry_err *err)
+{
+    pthread_mutex_lock(&e->lock);
+    if (e->bar)
+        fprintf(stderr, "\n");
+    if (e->json) {
+        json_t *o = cli_move_result_json(r);
+        json_object_set_new(o, "event", json_string("move"));
+        if (rc)
+            json_object_set_new(o, "error", json_string(err->msg));
+        json_dumpf(o, stdout, JSON_COMPACT | JSON_SORT_KEYS);
+        putchar('\n');
+        json_decref(o);
+    } else if (!rc) {
+        char a[32], b[32], c[32], d[32];
+        printf("moved %s/%u %s -> %s: %zu partitions, %llu rows; cold %s real, %s copied; hot %s "
+               "real, %s copied; %.1fs%s\n",
+               r->tenant, r->split, r->from, r->to, r->partitions, (unsigned long long)r->rows,
+               ferry_fmt_bytes(r->cold_bytes, a, sizeof a),
+               ferry_fmt_bytes(r->cold_copied, b, sizeof b),
+               ferry_fmt_bytes(r->hot_bytes, c, sizeof c),
+               ferry_fmt_bytes(r->hot_copied, d, sizeof d), r->seconds,
+               r->resumed ? " (resumed)" : "");
+    }
+    fflush(stdout);
+    pthread_mutex_unlock(&e->lock);
+}
+
+json_t *cli_plan_json(const ferry_rebalance_plan *p)
+{
+    json_t *moves = json_array();
+    for (size_t i = 0; i < p->n_moves; i++) {
+        const ferry_planned_move *m = &p->moves[i];
+        json_array_append_new(moves, json_pack("{s:s, s:I, s:s, s:s, s:I}", "tenant", m->tenant,
+                                               "split", (json_int_t)m->split, "from", m->from,
+                                               "to", m->to, "bytes", (json_int_t)m->bytes));
+    }
+    return json_pack("{s:I, s:I, s:I, s:I, s:o}", "slices", (json_int_t)p->slices, "total_bytes",
+                     (json_int_t)p->total_bytes, "moved", (json_int_t)p->n_moves, "moved_bytes",
+                     (json_int_t)p->moved_bytes, "moves", moves);
+}
+
+void cli_plan_print(const ferry_rebalance_plan *p)
+{
+    char a[32], b[32];
+    printf("plan: %zu slices, %zu moves, %s of %s moved\n", p->slices, p->n_moves,
+           ferry_fmt_bytes(p->moved_bytes, a, sizeof a),
+           ferry_fmt_bytes(p->total_bytes, b, sizeof b));
+    for (size_t i = 0; i < p->n_moves; i++) {
+        const ferry_planned_move *m = &p->moves[i];
+        printf("  %s/split%u %s -> %s  %s\n", m->tenant, m->split, m->from, m->to,
+               ferry_fmt_bytes(m->bytes, a, sizeof a));
+    }
+}
+
+typedef struct runner {
+    cli_move_env *e;
+    const ferry_rebalance_plan *p;
+    pthread_mutex_t lock;
+    size_t next, done, failed;
+    int first_rc;
+    ferry_err first_err;
+    json_t *results;
+} runner;
+
+static void *run_worker(void *arg)
+{
+    runner *r = arg;
+    for (;;) {
+        pthread_mutex_lock(&r->lock);
+        size_t i = r->next++;
+        pthread_mutex_unlock(&r->lock);
+        if (i >= r->p->n_moves)
+            break;
+        const ferry_planned_move *m = &r->p->moves[i];
+        ferry_err err = {0};
+        ferry_move_result res;
+        memset(&res, 0, sizeof res);
+        char id[64];
+        bool resumed;
+        int rc = ferry_move_begin(&r->e->opts, m->tenant, m->split, m->to, id, &resumed, &err);
+        if (!rc)
+            rc = ferry_move_run(&r->e->opts, id, &res, &err);
+        else {
+            snprintf(res.tenant, sizeof res.tenant, "%s", m->tenant);
+            res.split = m->split;
+            snprintf(res.from, sizeof res.from, "%s", m->from);
+            snprintf(res.to, sizeof res.to, "%s", m->to);
+        }
+        cli_move_print_result(r->e, &res, rc, &err);
+        pthread_mutex_lock(&r->lock);
+        if (rc) {
+            r->failed++;
+            if (!r->first_rc) {
+                r->first_rc = rc;
+                r->first_err = err;
+            }
+        } else {
+            r->done++;
+        }
+        if (r->results)
+            json_array_append_new(r->results, cli_move_result_json(&res));
+        pthread_mutex_unlock(&r->lock);
+    }
+    return NULL;
+}
+
+int cli_run_plan(cli_move_env *e, const ferry_rebalance_plan *p, unsigned max_parallel,
+                 size_t *done, size_t *failed, json_t *results, ferry_err *err)
+{
+    runner r;
+    memset(&r, 0, sizeof r);
+    r.e = e;
+    r.p = p;
+    r.results = results;
+    pthread_mutex_init(&r.lock, NULL);
+    if (max_parallel < 1)
+        max_parallel = 1;
+    if (max_parallel > 16)
+        max_parallel = 16;
+    pthread_t th[16];
+    unsigned started = 0;
+    for (unsigned i = 0; i < max_parallel && i < p->n_moves; i++)
+        if (pthread_create(&th[started], NULL, run_worker, &r) == 0)
+            started++;
+    if (!started && p->n_moves)
+        run_worker(&r);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&r.lock);
+    *done = r.done;
+    *failed = r.failed;
+    if (r.first_rc && err)
+        *err = r.first_err;
+    return r.first_rc;
+}

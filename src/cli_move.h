@@ -1,0 +1,46 @@
+/* Shared by the commands that move slices (move, rebalance, shard): loading the config and the
+ * catalog, the progress display (a bar on a terminal, JSON lines with --json), running moves in
+ * parallel, and printing plans. */
+#ifndef FERRY_CLI_MOVE_H
+#define FERRY_CLI_MOVE_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "ferry/config.h"
+#include "ferry/move.h"
+
+typedef struct cli_move_env {
+    const char *cmd;
+    ferry_config cfg;
+    char catalog_url[FERRY_URL_MAX];
+    char owner[FERRY_NAME_MAX];
+    bool json;
+    bool bar; /* stderr is a terminal and not --json */
+    pthread_mutex_t lock;
+    double last_bar;
+    ferry_move_opts opts;
+} cli_move_env;
+
+/* Loads the config (--config or $FERRY_CONFIG) and fills opts. FERRY_EINVAL without one. */
+int cli_move_env_init(cli_move_env *e, const char *cmd, const char *config, bool json,
+                      ferry_err *err);
+void cli_move_env_free(cli_move_env *e);
+
+/* The JSON object of a finished (or stopped) move. New reference. */
+json_t *cli_move_result_json(const ferry_move_result *r);
+/* Prints one finished move: a JSON line with --json, else a line of text. */
+void cli_move_print_result(cli_move_env *e, const ferry_move_result *r, int rc,
+                           const ferry_err *err);
+
+/* Plan as JSON (new reference) and as text. */
+json_t *cli_plan_json(const ferry_rebalance_plan *p);
+void cli_plan_print(const ferry_rebalance_plan *p);
+
+/* Runs plan's moves (begin + run each), at most max_parallel at a time; *failed counts moves
+ * that did not finish. Returns the first error's code (its message in err). */
+int cli_run_plan(cli_move_env *e, const ferry_rebalance_plan *p, unsigned max_parallel,
+                 size_t *done, size_t *failed, json_t *results, ferry_err *err);
+
+#endif

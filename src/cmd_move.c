@@ -1,0 +1,134 @@
+/* `ferry move`: move one slice of a tenant to another shard (or resume a move), journaled and
+ * verified (docs/moves.md). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_move.h"
+#include "ferry/strutil.h"
+
+const char cmd_move_usage[] =
+    "usage: ferry move --tenant T --split K --to SHARD [--json] [--config FILE]\n"
+    "                  [--grace MS] [--max-bytes-per-second B]\n"
+    "       ferry move --resume ID|all [--json] [--config FILE]\n"
+    "\n"
+    "Moves slice K of tenant T to SHARD: cold partitions travel as pointer files (object storage\n"
+    "is not touched), hot ones as part files sent agent to agent; every partition is verified\n"
+    "(fingerprints, part checksums) before the route switches, writes to the slice go on during\n"
+    "the move, and the old server's copy is detached and removed at the end. The move is\n"
+    "journaled in the catalog: if it stops (a crash, a server down), the same command or\n"
+    "--resume continues it. docs/moves.md describes every state.\n"
+    "\n"
+    "  --tenant T, --split K, --to SHARD   the slice and where it goes\n"
+    "  --resume ID|all  continue an unfinished move (all: every one, oldest first)\n"
+    "  --grace MS       wait after the routing switch for writes in flight (default 2000)\n"
+    "  --max-bytes-per-second B   limit the copy rate (suffixes K M G)\n"
+    "  --json           progress and the result as JSON lines on stdout\n"
+    "  --config FILE    the cluster's config (default $FERRY_CONFIG)\n"
+    "\n"
+    "Exit status: 0 done, 2 bad input (unknown tenant or shard, moving to the current shard),\n"
+    "1 a failure (the message says whether it was rolled back or can be resumed).\n";
+
+int cmd_move(int argc, char **argv)
+{
+    static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
+                                         {"split", required_argument, NULL, 'k'},
+                                         {"to", required_argument, NULL, 'o'},
+                                         {"resume", required_argument, NULL, 'r'},
+                                         {"grace", required_argument, NULL, 'g'},
+                                         {"max-bytes-per-second", required_argument, NULL, 'b'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"config", required_argument, NULL, 'c'},
+                                         {NULL, 0, NULL, 0}};
+    const char *tenant = NULL, *to = NULL, *resume = NULL, *config = NULL;
+    uint64_t split = UINT64_MAX, grace = 0, bps = 0;
+    bool json = false;
+    int ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 't': tenant = optarg; break;
+        case 'o': to = optarg; break;
+        case 'r': resume = optarg; break;
+        case 'c': config = optarg; break;
+        case 'j': json = true; break;
+        case 'k':
+            if (!ferry_parse_u64(optarg, &split) || split > UINT32_MAX)
+                return cli_usage_error("move", "--split '%s' is not a split number", optarg);
+            break;
+        case 'g':
+            if (!ferry_parse_u64(optarg, &grace) || grace > 600000)
+                return cli_usage_error("move", "--grace '%s' is not milliseconds (0..600000)",
+                                       optarg);
+            break;
+        case 'b':
+            if (!ferry_parse_bytes(optarg, &bps) || bps == 0)
+                return cli_usage_error("move", "--max-bytes-per-second '%s' is not a size",
+                                       optarg);
+            break;
+        default:
+            return cli_usage_error("move", "unknown option or missing value: %s",
+                                   argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("move", "unexpected argument '%s'", argv[optind]);
+    if (!resume && (!tenant || split == UINT64_MAX || !to))
+        return cli_usage_error("move", "needs --tenant T --split K --to SHARD (or --resume ID)");
+    if (resume && (tenant || to))
+        return cli_usage_error("move", "--resume takes no --tenant/--split/--to");
+
+    ferry_err err = {0};
+    cli_move_env e;
+    ferry_catalog *cat = NULL;
+    char (*ids)[64] = NULL;
+    size_t n = 0;
+    int rc = cli_move_env_init(&e, "move", config, json, &err);
+    e.opts.grace_ms = (unsigned)grace;
+    e.opts.max_bytes_per_second = bps;
+    if (!rc)
+        rc = ferry_catalog_open(e.catalog_url, &cat, &err);
+    if (rc)
+        goto out;
+    if (resume) {
+        if (!strcmp(resume, "all")) {
+            rc = ferry_move_unfinished(cat, &ids, &n, &err);
+        } else {
+            ids = calloc(1, sizeof *ids);
+            if (!ids) {
+                rc = ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
+                goto out;
+            }
+            snprintf(ids[0], sizeof ids[0], "%s", resume);
+            n = 1;
+        }
+    } else {
+        ferry_sync_summary s;
+        rc = ferry_inventory_sync(cat, &e.opts, &s, &err);
+        ids = calloc(1, sizeof *ids);
+        if (!rc && !ids)
+            rc = ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
+        bool resumed = false;
+        if (!rc)
+            rc = ferry_move_begin(&e.opts, tenant, (uint32_t)split, to, ids[0], &resumed, &err);
+        if (!rc)
+            n = 1;
+    }
+    ferry_catalog_close(cat);
+    cat = NULL;
+    for (size_t i = 0; !rc && i < n; i++) {
+        ferry_move_result res;
+        rc = ferry_move_run(&e.opts, ids[i], &res, &err);
+        cli_move_print_result(&e, &res, rc, &err);
+        if (!rc && res.state == FERRY_MOVE_FAILED)
+            rc = ferry_err_set(&err, FERRY_EIO, "move %s had already FAILED", ids[i]);
+    }
+out:
+    free(ids);
+    ferry_catalog_close(cat);
+    cli_move_env_free(&e);
+    return rc ? cli_fail("move", &err) : 0;
+}

@@ -1,0 +1,153 @@
+/* `ferry rebalance`: run the placement plan computed from the catalog (after adding, weighting
+ * or draining shards): every slice whose shard the placement changes is moved. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "cli_move.h"
+#include "ferry/strutil.h"
+
+const char cmd_rebalance_usage[] =
+    "usage: ferry rebalance [--dry-run] [--max-parallel N] [--max-bytes-per-second B]\n"
+    "                       [--grace MS] [--json] [--config FILE]\n"
+    "\n"
+    "Brings the catalog's inventory up to date from system.parts on every shard (slice sizes,\n"
+    "new tenants), finishes unfinished moves, then computes the plan: the routing table is the\n"
+    "current layout, the active shards the new cluster (an added shard gains slices, a draining\n"
+    "one loses all of its own), with the same algorithm as `ferry plan`. Each move is a `ferry\n"
+    "move` (docs/moves.md).\n"
+    "\n"
+    "  --dry-run         print the plan, move nothing\n"
+    "  --max-parallel N  moves at a time (default 1, at most 16)\n"
+    "  --max-bytes-per-second B   total copy rate limit, shared by the parallel moves\n"
+    "  --grace MS        wait after each routing switch for writes in flight (default 2000)\n"
+    "  --json            the plan, progress and each move as JSON lines; a summary line last\n";
+
+int cmd_rebalance(int argc, char **argv)
+{
+    static const struct option opts[] = {{"dry-run", no_argument, NULL, 'n'},
+                                         {"max-parallel", required_argument, NULL, 'p'},
+                                         {"max-bytes-per-second", required_argument, NULL, 'b'},
+                                         {"grace", required_argument, NULL, 'g'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"config", required_argument, NULL, 'c'},
+                                         {NULL, 0, NULL, 0}};
+    const char *config = NULL;
+    bool dry = false, json = false;
+    uint64_t par = 1, bps = 0, grace = 0;
+    int ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'n': dry = true; break;
+        case 'j': json = true; break;
+        case 'c': config = optarg; break;
+        case 'p':
+            if (!ferry_parse_u64(optarg, &par) || par < 1 || par > 16)
+                return cli_usage_error("rebalance", "--max-parallel '%s' is not 1..16", optarg);
+            break;
+        case 'b':
+            if (!ferry_parse_bytes(optarg, &bps) || bps == 0)
+                return cli_usage_error("rebalance", "--max-bytes-per-second '%s' is not a size",
+                                       optarg);
+            break;
+        case 'g':
+            if (!ferry_parse_u64(optarg, &grace) || grace > 600000)
+                return cli_usage_error("rebalance", "--grace '%s' is not milliseconds", optarg);
+            break;
+        default:
+            return cli_usage_error("rebalance", "unknown option or missing value: %s",
+                                   argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("rebalance", "unexpected argument '%s'", argv[optind]);
+    ferry_err err = {0};
+    cli_move_env e;
+    ferry_catalog *cat = NULL;
+    ferry_rebalance_plan plan = {0};
+    char (*ids)[64] = NULL;
+    size_t n = 0, done = 0, failed = 0, resumed = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    json_t *results = json_array();
+    int rc = cli_move_env_init(&e, "rebalance", config, json, &err);
+    e.opts.grace_ms = (unsigned)grace;
+    e.opts.max_bytes_per_second = bps / par;
+    if (!rc)
+        rc = ferry_catalog_open(e.catalog_url, &cat, &err);
+    if (!rc)
+        rc = ferry_inventory_sync(cat, &e.opts, NULL, &err);
+    /* finish what an earlier run left */
+    if (!rc && !dry)
+        rc = ferry_move_unfinished(cat, &ids, &n, &err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        ferry_move_result res;
+        rc = ferry_move_run(&e.opts, ids[i], &res, &err);
+        cli_move_print_result(&e, &res, rc, &err);
+        json_array_append_new(results, cli_move_result_json(&res));
+        resumed++;
+    }
+    if (!rc && n)
+        rc = ferry_inventory_sync(cat, &e.opts, NULL, &err);
+    if (!rc)
+        rc = ferry_rebalance_plan_compute(cat, &plan, &err);
+    ferry_catalog_close(cat);
+    cat = NULL;
+    if (rc)
+        goto out;
+    if (json) {
+        json_t *pj = cli_plan_json(&plan);
+        json_object_set_new(pj, "event", json_string("plan"));
+        json_dumpf(pj, stdout, JSON_COMPACT | JSON_SORT_KEYS);
+        putchar('\n');
+        json_decref(pj);
+    } else {
+        cli_plan_print(&plan);
+    }
+    fflush(stdout);
+    if (dry)
+        goto out;
+    rc = cli_run_plan(&e, &plan, (unsigned)par, &done, &failed, results, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    uint64_t hb = 0, hc = 0, cb = 0, cc = 0;
+    size_t k;
+    json_t *r;
+    json_array_foreach(results, k, r)
+    {
+        hb += (uint64_t)json_integer_value(json_object_get(r, "hot_bytes"));
+        hc += (uint64_t)json_integer_value(json_object_get(r, "hot_copied_bytes"));
+        cb += (uint64_t)json_integer_value(json_object_get(r, "cold_bytes"));
+        cc += (uint64_t)json_integer_value(json_object_get(r, "cold_copied_bytes"));
+    }
+    if (json) {
+        json_t *s = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "event",
+                              "summary", "planned", (json_int_t)plan.n_moves, "moves",
+                              (json_int_t)done, "failed", (json_int_t)failed, "resumed",
+                              (json_int_t)resumed, "hot_bytes", (json_int_t)hb,
+                              "hot_copied_bytes", (json_int_t)hc, "cold_bytes", (json_int_t)cb,
+                              "cold_copied_bytes", (json_int_t)cc, "wall_seconds", secs);
+        json_dumpf(s, stdout, JSON_COMPACT | JSON_SORT_KEYS);
+        putchar('\n');
+        json_decref(s);
+    } else {
+        char a[32], b[32], c[32], d[32];
+        printf("rebalance: %zu of %zu moves done, %zu failed; cold %s real, %s copied; hot %s "
+               "real, %s copied; %.1fs\n",
+               done, plan.n_moves, failed, ferry_fmt_bytes(cb, a, sizeof a),
+               ferry_fmt_bytes(cc, b, sizeof b), ferry_fmt_bytes(hb, c, sizeof c),
+               ferry_fmt_bytes(hc, d, sizeof d), secs);
+    }
+out:
+    json_decref(results);
+    free(ids);
+    ferry_rebalance_plan_free(&plan);
+    ferry_catalog_close(cat);
+    cli_move_env_free(&e);
+    return rc ? cli_fail("rebalance", &err) : 0;
+}

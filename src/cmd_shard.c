@@ -1,0 +1,166 @@
+/* `ferry shard add|drain|remove`: change the cluster's shards in the catalog, then print the
+ * rebalancing plan that follows (run it with `ferry rebalance`). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_move.h"
+#include "ferry/strutil.h"
+
+const char cmd_shard_usage[] =
+    "usage: ferry shard add NAME [--weight W] [--json] [--config FILE]\n"
+    "       ferry shard drain NAME [--json] [--config FILE]\n"
+    "       ferry shard remove NAME [--json] [--config FILE]\n"
+    "\n"
+    "add     adds [shard \"NAME\"] of the config to the catalog as active (or makes a draining\n"
+    "        shard active again); --weight overrides its weight\n"
+    "drain   marks the shard draining: the next rebalance moves every slice off it\n"
+    "remove  marks a drained shard gone (refused while it still serves slices)\n"
+    "\n"
+    "Each prints the plan that follows from the change (as `ferry rebalance --dry-run`).\n";
+
+int cmd_shard(int argc, char **argv)
+{
+    static const struct option opts[] = {{"weight", required_argument, NULL, 'w'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"config", required_argument, NULL, 'c'},
+                                         {NULL, 0, NULL, 0}};
+    const char *config = NULL;
+    double weight = 0;
+    bool json = false;
+    int ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'j': json = true; break;
+        case 'c': config = optarg; break;
+        case 'w':
+            if (!ferry_parse_double(optarg, &weight) || weight <= 0)
+                return cli_usage_error("shard", "--weight '%s' is not a positive number", optarg);
+            break;
+        default:
+            return cli_usage_error("shard", "unknown option or missing value: %s",
+                                   argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 2)
+        return cli_usage_error("shard", "needs an action (add, drain, remove) and a shard name");
+    const char *action = argv[optind], *name = argv[optind + 1];
+    if (strcmp(action, "add") && strcmp(action, "drain") && strcmp(action, "remove"))
+        return cli_usage_error("shard", "unknown action '%s' (add, drain or remove)", action);
+    if (weight > 0 && strcmp(action, "add"))
+        return cli_usage_error("shard", "--weight goes with add");
+
+    ferry_err err = {0};
+    cli_move_env e;
+    ferry_catalog *cat = NULL;
+    ferry_cluster_config cc = {0};
+    ferry_rebalance_plan plan = {0};
+    ferry_record rec;
+    ferry_record_init(&rec, FERRY_REC_SHARD);
+    snprintf(rec.u.shard.name, sizeof rec.u.shard.name, "%s", name);
+    int rc = cli_move_env_init(&e, "shard", config, json, &err);
+    if (!rc)
+        rc = ferry_catalog_open(e.catalog_url, &cat, &err);
+    if (rc)
+        goto out;
+    int grc = ferry_catalog_get(cat, &rec, &err);
+    if (grc && grc != FERRY_ENOTFOUND) {
+        rc = grc;
+        goto out;
+    }
+    bool exists = grc == FERRY_OK;
+    if (!strcmp(action, "add")) {
+        if ((rc = ferry_cluster_config_read(&e.cfg, &cc, &err)))
+            goto out;
+        const ferry_shard *def = NULL;
+        for (size_t i = 0; i < cc.n_shards; i++)
+            if (!strcmp(cc.shards[i].name, name))
+                def = &cc.shards[i];
+        if (!exists && !def) {
+            rc = ferry_err_set(&err, FERRY_EINVAL,
+                               "unknown shard '%s': the config has no [shard \"%s\"] section; add "
+                               "one (replicas, agent, agent_token_file) first", name, name);
+            goto out;
+        }
+        if (!exists) {
+            rec.u.shard = *def;
+            rec.u.shard.state = FERRY_SHARD_ACTIVE;
+            if (weight > 0)
+                rec.u.shard.weight = weight;
+            rc = ferry_catalog_create(cat, &rec, &err);
+        } else {
+            if (rec.u.shard.state == FERRY_SHARD_ACTIVE && weight <= 0) {
+                rc = ferry_err_set(&err, FERRY_EINVAL, "shard %s is already active", name);
+                goto out;
+            }
+            rec.u.shard.state = FERRY_SHARD_ACTIVE;
+            if (weight > 0)
+                rec.u.shard.weight = weight;
+            rc = ferry_catalog_update(cat, &rec, &err);
+        }
+    } else {
+        if (!exists) {
+            rc = ferry_err_set(&err, FERRY_EINVAL, "unknown shard '%s' (ferry status lists the "
+                               "shards)", name);
+            goto out;
+        }
+        if (!strcmp(action, "drain")) {
+            if (rec.u.shard.state == FERRY_SHARD_GONE) {
+                rc = ferry_err_set(&err, FERRY_EINVAL, "shard %s is gone already", name);
+                goto out;
+            }
+            rec.u.shard.state = FERRY_SHARD_DRAINING;
+        } else {
+            ferry_record_list routes = {0};
+            if ((rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, NULL, 0, &routes, &err)))
+                goto out;
+            size_t serving = 0;
+            for (size_t i = 0; i < routes.n; i++) {
+                char list[FERRY_LIST_MAX + 2];
+                snprintf(list, sizeof list, ",%s,", routes.items[i].u.route.shards);
+                char needle[FERRY_NAME_MAX + 2];
+                snprintf(needle, sizeof needle, ",%s,", name);
+                if (strstr(list, needle))
+                    serving++;
+            }
+            ferry_record_list_free(&routes);
+            if (serving) {
+                rc = ferry_err_set(&err, FERRY_EINVAL,
+                                   "shard %s still serves %zu slice(s); drain it (ferry shard "
+                                   "drain %s) and run ferry rebalance first", name, serving, name);
+                goto out;
+            }
+            rec.u.shard.state = FERRY_SHARD_GONE;
+        }
+        rc = ferry_catalog_update(cat, &rec, &err);
+    }
+    if (rc)
+        goto out;
+    if (strcmp(action, "remove"))
+        rc = ferry_inventory_sync(cat, &e.opts, NULL, &err);
+    if (!rc)
+        rc = ferry_rebalance_plan_compute(cat, &plan, &err);
+    if (rc)
+        goto out;
+    if (json) {
+        json_t *pj = cli_plan_json(&plan);
+        json_object_set_new(pj, "shard", json_string(name));
+        json_object_set_new(pj, "state", json_string(ferry_shard_state_name(rec.u.shard.state)));
+        json_dumpf(pj, stdout, JSON_COMPACT | JSON_SORT_KEYS);
+        putchar('\n');
+        json_decref(pj);
+    } else {
+        printf("shard %s is %s\n", name, ferry_shard_state_name(rec.u.shard.state));
+        cli_plan_print(&plan);
+    }
+out:
+    ferry_rebalance_plan_free(&plan);
+    ferry_cluster_config_free(&cc);
+    ferry_catalog_close(cat);
+    cli_move_env_free(&e);
+    return rc ? cli_fail("shard", &err) : 0;
+}
