@@ -11,11 +11,11 @@
 #include "ferry/strutil.h"
 
 const char cmd_tenant_usage[] =
-    "usage: ferry tenant add NAME [--splits N] [--dry-run] [--json] [--config FILE]\n"
+    "usage: ferry tenant add NAME... [--splits N] [--dry-run] [--json] [--config FILE]\n"
     "       ferry tenant show NAME [--json] [--config FILE]\n"
     "       ferry tenant set-splits NAME N [--dry-run] [--json] [--config FILE]\n"
     "\n"
-    "add registers tenant NAME with N splits (default 1): its slices are placed on the active\n"
+    "add registers each tenant NAME with N splits (default 1): its slices are placed on the active\n"
     "shards (weighted rendezvous, the cluster's rf and fill) and routed there, in one atomic\n"
     "catalog batch that raises the routing version. set-splits raises a tenant's split count the\n"
     "same way (new slices placed and routed; existing ones untouched); a lower count is refused,\n"
@@ -148,7 +148,9 @@ int cmd_tenant(int argc, char **argv)
         if (!ferry_parse_u64(argv[optind], &splits) || splits < 1 || splits > FERRY_SPLITS_MAX)
             return cli_usage_error("tenant", "'%s' is not a split count (1..%d)", argv[optind],
                                    FERRY_SPLITS_MAX);
-    } else if (!strcmp(sub, "add") || !strcmp(sub, "show")) {
+    } else if (!strcmp(sub, "add")) {
+        /* more names: each is added in its own batch, in order */
+    } else if (!strcmp(sub, "show")) {
         if (nargs)
             return cli_usage_error("tenant", "unexpected argument '%s'", argv[optind]);
         if (!strcmp(sub, "show") && (have_splits || dry))
@@ -161,9 +163,16 @@ int cmd_tenant(int argc, char **argv)
     int rc = cli_open_catalog(config, catalog, true, &cat, &err);
     if (!rc && !strcmp(sub, "show")) {
         rc = show(cat, name, json, &err);
+    } else if (!rc && !strcmp(sub, "add")) {
+        for (int i = optind - 1; i < argc && !rc; i++) {
+            ferry_split_change c;
+            rc = ferry_split_set(cat, argv[i], (uint32_t)splits, true, dry, &c, &err);
+            if (!rc)
+                print_change(&c, dry, json);
+        }
     } else if (!rc) {
         ferry_split_change c;
-        rc = ferry_split_set(cat, name, (uint32_t)splits, !strcmp(sub, "add"), dry, &c, &err);
+        rc = ferry_split_set(cat, name, (uint32_t)splits, false, dry, &c, &err);
         if (!rc)
             print_change(&c, dry, json);
     }

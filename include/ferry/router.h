@@ -77,7 +77,8 @@ typedef struct ferry_rt_schema {
     char **types;
 } ferry_rt_schema;
 
-/* Parses DESCRIBE TABLE ... FORMAT TabSeparated output (name, type, default_type, ...) into
+/* Parses DESCRIBE TABLE ... FORMAT TabSeparated output (name, type, default_type, ...), or the
+ * same three columns from system.columns (name, type, default_kind), into
  * *out, which the caller frees with ferry_rt_schema_free. */
 int ferry_rt_schema_parse(const char *tsv, size_t len, ferry_rt_schema *out, ferry_err *err);
 void ferry_rt_schema_free(ferry_rt_schema *s);

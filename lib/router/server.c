@@ -374,7 +374,8 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
         int rc = ferry_rt_codec_next(st->codec, st->carry.data + off, st->carry.len - off, eof,
                                      &used, &row, &err);
         if (rc) {
-            insert_fail(req, st, "INCORRECT_DATA", "%s", err.msg);
+            insert_fail(req, st, strstr(err.msg, " has no ") ? "THERE_IS_NO_COLUMN" : "INCORRECT_DATA",
+                        "%s", err.msg);
             return;
         }
         if (!row.have) {
@@ -446,13 +447,18 @@ static bool insert_begin(ferry_http_req *req, req_state *st, rt_table *t)
             ferry_buf sql = {0}, out = {0};
             ferry_err err = {0};
             ferry_rt_schema sc = {0};
-            ferry_buf_puts(&sql, "DESCRIBE TABLE ");
-            ferry_sql_ident(t->def.database, &sql);
-            ferry_buf_putc(&sql, '.');
-            ferry_sql_ident(t->def.name, &sql);
+            /* system.columns rather than DESCRIBE: same columns, and every server streams it. */
+            ferry_buf_puts(&sql, "SELECT name, type, default_kind FROM system.columns WHERE database = ");
+            ferry_sql_quote(t->def.database, &sql);
+            ferry_buf_puts(&sql, " AND table = ");
+            ferry_sql_quote(t->def.name, &sql);
+            ferry_buf_puts(&sql, " ORDER BY position");
             int rc = rt_query_any(r, ferry_buf_cstr(&sql), &out, &err);
             if (!rc)
                 rc = ferry_rt_schema_parse(out.data ? out.data : "", out.len, &sc, &err);
+            if (!rc && sc.n == 0)
+                rc = ferry_err_set(&err, FERRY_ENOTFOUND, "the table does not exist on the first "
+                                   "reachable shard");
             ferry_buf_free(&sql);
             ferry_buf_free(&out);
             if (rc) {
