@@ -18,7 +18,7 @@
 #include "ferry/split.h"
 
 const char cmd_splits_usage[] =
-    "usage: ferry splits [--dry-run] [--json] [--config FILE]\n"
+    "usage: ferry splits [--dry-run] [--json] [--tenant T]... [--config FILE]\n"
     "\n"
     "Measures every registered tenant on every shard (system.parts of each managed table, on\n"
     "each shard's first reachable replica): bytes on disk, and rows of today's partitions\n"
@@ -29,6 +29,7 @@ const char cmd_splits_usage[] =
     "Counts never go down. Bytes are summed over shards and divided by the cluster's rf.\n"
     "\n"
     "  --dry-run        print the decisions, change nothing\n"
+    "  --tenant T       only decide for tenant T (repeatable; default: every tenant)\n"
     "  --config FILE    the cluster's config (default: $FERRY_CONFIG)\n"
     "  --json           JSON output\n";
 
@@ -107,8 +108,11 @@ int cmd_splits(int argc, char **argv)
     static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
                                          {"dry-run", no_argument, NULL, 'n'},
                                          {"json", no_argument, NULL, 'j'},
+                                         {"tenant", required_argument, NULL, 't'},
                                          {NULL, 0, NULL, 0}};
     const char *config = NULL;
+    const char *only[64];
+    size_t n_only = 0;
     bool json = false, dry = false;
     int ch;
     optind = 1;
@@ -119,8 +123,10 @@ int cmd_splits(int argc, char **argv)
             dry = true;
         else if (ch == 'j')
             json = true;
+        else if (ch == 't' && n_only < 64)
+            only[n_only++] = optarg;
         else
-            return cli_usage_error("splits", "unknown option");
+            return cli_usage_error("splits", ch == 't' ? "at most 64 --tenant options" : "unknown option");
     }
     if (optind < argc)
         return cli_usage_error("splits", "unexpected argument '%s'", argv[optind]);
@@ -175,6 +181,11 @@ int cmd_splits(int argc, char **argv)
     size_t raised = 0;
     uint64_t version = 0;
     for (size_t i = 0; i < tenants.n && !rc; i++) {
+        bool wanted = n_only == 0;
+        for (size_t k = 0; k < n_only; k++)
+            wanted |= !strcmp(only[k], loads[i].name);
+        if (!wanted)
+            continue;
         ferry_split_load l = {loads[i].splits, loads[i].bytes / rf,
                               (double)loads[i].rows_today / rf / since_midnight};
         ferry_split_decision d;
