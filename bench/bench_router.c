@@ -10,6 +10,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/clickhouse.h"
+#include "ferry/split.h"
 
 static double now_s(void)
 {
@@ -18,56 +19,87 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* A TSV batch of about target bytes; returns the row count. */
-static size_t batch(ferry_buf *b, size_t target, unsigned tenants, uint64_t *next_id)
+/* A TSV batch of about target bytes; returns the row count. with_split: the direct client sets
+ * the split column itself (the same function the router uses, 2 splits per tenant), so both
+ * paths store the same partitions. */
+static size_t batch(ferry_buf *b, size_t target, unsigned tenants, uint64_t *next_id,
+                    bool with_split)
 {
     size_t rows = 0;
     b->len = 0;
     while (b->len < target) {
         uint64_t id = (*next_id)++;
-        ferry_buf_printf(b, "t%u\t%u\t%llu\t%llu\tvalue-%llu-abcdefghij\n", (unsigned)(id % tenants),
-                         20261101 + (unsigned)(id % 3), (unsigned long long)(id * 7919 % 1000003),
-                         (unsigned long long)id, (unsigned long long)id);
+        char uid[32];
+        int ul = snprintf(uid, sizeof uid, "%llu", (unsigned long long)(id * 7919 % 1000003));
+        ferry_buf_printf(b, "t%u\t%u\t%s\t%llu\tvalue-%llu-abcdefghij", (unsigned)(id % tenants),
+                         20261101 + (unsigned)(id % 3), uid, (unsigned long long)id,
+                         (unsigned long long)id);
+        if (with_split)
+            ferry_buf_printf(b, "\t%u", ferry_split_of(uid, (size_t)ul, 2));
+        ferry_buf_putc(b, '\n');
         rows++;
     }
     return rows;
 }
 
-static int run(const char *url, size_t size, unsigned tenants, double secs, uint64_t *next_id,
-               double *rows_per_s, size_t *batches)
+/* One batch to url; adds its rows and seconds. */
+static int one(ferry_ch_client *c, bool direct, size_t size, unsigned tenants, uint64_t *next_id,
+               ferry_buf *b, uint64_t *rows, double *spent)
 {
-    ferry_ch_options o = {.url = url, .max_attempts = 1, .read_timeout_ms = 120000};
-    ferry_ch_client *c = NULL;
+    ferry_err err = {0};
+    size_t r = batch(b, size, tenants, next_id, direct);
+    char token[64];
+    snprintf(token, sizeof token, "bench-%llu", (unsigned long long)*next_id);
+    ferry_ch_setting set = {"insert_deduplication_token", token};
+    ferry_ch_query q = {.sql = direct ? "INSERT INTO events (tenant, day, uid, id, v, split) "
+                                       "FORMAT TabSeparated"
+                                     : "INSERT INTO events (tenant, day, uid, id, v) FORMAT "
+                                       "TabSeparated",
+                        .body = b->data, .body_len = b->len, .settings = &set, .n_settings = 1};
+    double t0 = now_s();
+    if (ferry_ch_exec(c, &q, NULL, &err)) {
+        fprintf(stderr, "%s: %s\n", ferry_ch_client_url(c), err.msg);
+        return 1;
+    }
+    *spent += now_s() - t0;
+    *rows += r;
+    return 0;
+}
+
+/* Alternates direct and routed batches (so background merges weigh on both alike) for secs. */
+static int run(const char *router, const char *direct_url, size_t size, unsigned tenants,
+               double secs, uint64_t *next_id, double *direct_rps, double *router_rps,
+               size_t *batches)
+{
+    ferry_ch_options od = {.url = direct_url, .max_attempts = 1, .read_timeout_ms = 120000};
+    ferry_ch_options orr = {.url = router, .max_attempts = 1, .read_timeout_ms = 120000};
+    ferry_ch_client *cd = NULL, *cr = NULL;
     ferry_err err = {0};
     ferry_buf b = {0};
-    if (ferry_ch_client_new(&o, &c, &err))
-        return fprintf(stderr, "%s\n", err.msg), 1;
-    uint64_t rows = 0;
+    int rc = 1;
+    if (ferry_ch_client_new(&od, &cd, &err) || ferry_ch_client_new(&orr, &cr, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        goto out;
+    }
+    uint64_t rd = 0, rr = 0;
+    double sd = 0, sr = 0;
     size_t n = 0;
-    double spent = 0;
-    while (spent < secs || n < 3) {
-        size_t r = batch(&b, size, tenants, next_id);
-        char token[64];
-        snprintf(token, sizeof token, "bench-%llu", (unsigned long long)*next_id);
-        ferry_ch_setting set = {"insert_deduplication_token", token};
-        ferry_ch_query q = {.sql = "INSERT INTO events (tenant, day, uid, id, v) FORMAT TabSeparated",
-                            .body = b.data, .body_len = b.len, .settings = &set, .n_settings = 1};
-        double t0 = now_s();
-        if (ferry_ch_exec(c, &q, NULL, &err)) {
-            fprintf(stderr, "%s: %s\n", url, err.msg);
-            ferry_ch_client_free(c);
-            ferry_buf_free(&b);
-            return 1;
-        }
-        spent += now_s() - t0;
-        rows += r;
+    double start = now_s();
+    while (now_s() - start < 2 * secs || n < 3) {
+        if (one(cd, true, size, tenants, next_id, &b, &rd, &sd) ||
+            one(cr, false, size, tenants, next_id, &b, &rr, &sr))
+            goto out;
         n++;
     }
-    *rows_per_s = rows / spent;
+    *direct_rps = rd / sd;
+    *router_rps = rr / sr;
     *batches = n;
-    ferry_ch_client_free(c);
+    rc = 0;
+out:
+    ferry_ch_client_free(cd);
+    ferry_ch_client_free(cr);
     ferry_buf_free(&b);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -86,13 +118,12 @@ int main(int argc, char **argv)
     printf("{\"bench\":\"router\",\"format\":\"TabSeparated\",\"tenants\":%u", tenants);
     for (int i = 0; i < 2; i++) {
         double direct = 0, routed = 0;
-        size_t nd = 0, nr = 0;
-        if (run(argv[2], sizes[i].bytes, tenants, secs, &next_id, &direct, &nd) ||
-            run(argv[1], sizes[i].bytes, tenants, secs, &next_id, &routed, &nr))
+        size_t n = 0;
+        if (run(argv[1], argv[2], sizes[i].bytes, tenants, secs, &next_id, &direct, &routed, &n))
             return 1;
         printf(",\"%s\":{\"direct_rows_per_s\":%.0f,\"router_rows_per_s\":%.0f,\"ratio\":%.3f,"
-               "\"direct_batches\":%zu,\"router_batches\":%zu}",
-               sizes[i].name, direct, routed, routed / direct, nd, nr);
+               "\"batches_each\":%zu}",
+               sizes[i].name, direct, routed, routed / direct, n);
     }
     printf("}\n");
     return 0;
