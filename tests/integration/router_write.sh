@@ -49,7 +49,14 @@ ok "200 tenants registered; t10's 3 slices placed on different shards"
 expect_exit 2 "$FERRY_BIN" tenant set-splits t10 2 --config "$CONF"
 assert_contains "$ERR" "only grow"
 
+# stop_router PID: SIGTERM, then wait (the sanitizer build's leak check makes exit slow).
+stop_router() {
+    kill -TERM "$1" 2>/dev/null || return 0
+    for _ in $(seq 1 300); do pid_running "$1" || return 0; sleep 0.1; done
+    fail "router $1 did not stop within 30 s of SIGTERM"
+}
 bg_start "$T/router.log" "$FERRY_BIN" router --config "$CONF" --listen 127.0.0.1:0 --port-file "$T/router.port"
+ROUTER_PID=$BG_PID
 wait_for 20 test -s "$T/router.port"
 R=http://127.0.0.1:$(cat "$T/router.port")
 wait_for 10 curl -sf "$R/ping"
@@ -158,6 +165,7 @@ ok "a retried batch (same query_id) is stored once, across shards"
 # ---- a failing shard: the others are written, the response names it; a retry completes it ----
 sed "s#replicas = $N3#replicas = http://127.0.0.1:1#" "$CONF" >"$T/broken.conf"
 bg_start "$T/router2.log" "$FERRY_BIN" router --config "$T/broken.conf" --listen 127.0.0.1:0 --port-file "$T/router2.port"
+ROUTER2_PID=$BG_PID
 wait_for 20 test -s "$T/router2.port"
 R2=http://127.0.0.1:$(cat "$T/router2.port")
 before=$(count_all)
@@ -178,6 +186,7 @@ mid=$(count_all)
 res=$($LOAD send "$R" TSV "$PT" 8100000 400 --query-id partial-1)
 assert_eq "$(head -1 <<<"$res")" 200 "retry through the healthy router"
 assert_eq "$(count_all)" $((before + 400)) "after the retry every row is stored once"
+stop_router "$ROUTER2_PID"
 ok "a failing shard fails only its part (named in the error); retrying the request stores the rest once"
 
 # ---- errors ----
@@ -234,5 +243,8 @@ v1=$(jq .routing_version <<<"$OUT")
 [ "$v1" -gt "$v0" ] || fail "routing version did not rise: $v0 -> $v1"
 assert_eq "$("$FERRY_BIN" tenant show t1 --json --config "$CONF" | jq '[.slices[] | select(.route != "")] | length')" "$n1" "every new slice is routed"
 ok "ferry splits raised $raised tenant(s) by size; new slices placed and routed; routing version $v0 -> $v1"
+stop_router "$ROUTER_PID"
+grep -q 'router stopping' "$T/router.log" || fail "the router did not log its stop"
+ok "the router stops on SIGTERM"
 
 done_testing
