@@ -54,6 +54,7 @@ typedef struct ferry_table_def {
     char tenant_column[64];
     char day_column[64];
     char split_column[64];
+    char split_key[64]; /* the column whose value picks a row's split; "" when not configured */
 } ferry_table_def;
 
 enum ferry_shard_state { FERRY_SHARD_ACTIVE = 0, FERRY_SHARD_DRAINING, FERRY_SHARD_GONE };

@@ -19,7 +19,7 @@ static const char *const shard_keys[] = {"weight", "capacity", "replicas", "agen
                                          "agent_token_file", "user", "password_file", "zone",
                                          "data_path", NULL};
 static const char *const table_keys[] = {"database", "layout", "tenant_column", "split_column",
-                                         "day_column", "tenant_table", NULL};
+                                         "day_column", "tenant_table", "split_key", NULL};
 
 static int bad(const ferry_config *cfg, const char *section, const char *sub, const char *key,
                const char *expected, ferry_err *err)
@@ -200,6 +200,14 @@ static int read_table(const ferry_config *cfg, const char *name, ferry_table_def
         if (!rc && !column_ok(dst[i]))
             rc = bad(cfg, "table", name, cols[i], "a column name (letters, digits, _)", err);
     }
+    if (!rc)
+        rc = get_str(cfg, "table", name, "split_key", "", t->split_key, sizeof t->split_key, err);
+    if (!rc && t->split_key[0] && !column_ok(t->split_key))
+        rc = bad(cfg, "table", name, "split_key", "a column name (letters, digits, _)", err);
+    if (!rc && t->split_key[0] &&
+        (!strcmp(t->split_key, t->split_column) || !strcmp(t->split_key, t->tenant_column)))
+        rc = bad(cfg, "table", name, "split_key",
+                 "a column other than the tenant and split columns", err);
     return rc;
 }
 

@@ -293,6 +293,8 @@ json_t *cat_record_to_json(const ferry_record *r)
         set_str(o, "tenant_column", t->tenant_column);
         set_str(o, "day_column", t->day_column);
         set_str(o, "split_column", t->split_column);
+        if (t->split_key[0]) /* optional: older catalogs have none */
+            set_str(o, "split_key", t->split_key);
         break;
     }
     case FERRY_REC_SHARD: {
@@ -531,6 +533,8 @@ int cat_record_from_json(enum ferry_record_kind kind, const json_t *o, ferry_rec
         get_str(&d, "tenant_column", t->tenant_column, sizeof t->tenant_column);
         get_str(&d, "day_column", t->day_column, sizeof t->day_column);
         get_str(&d, "split_column", t->split_column, sizeof t->split_column);
+        if (json_object_get(d.o, "split_key"))
+            get_str(&d, "split_key", t->split_key, sizeof t->split_key);
         break;
     }
     case FERRY_REC_SHARD: {

@@ -1,0 +1,127 @@
+/* Splits: which split a row belongs to, the policy that raises a tenant's split count as it
+ * grows, and the catalog operation that records a new count with its new slices placed and
+ * routed (docs/routing.md, "Splits").
+ *
+ * A row's split is a pure function of its split key's canonical text and the tenant's split count
+ * at the time the row is written:
+ *
+ *   split = splits <= 1 ? 0 : XXH3_64bits(canon(key)) % splits      (xxHash 0.8, seed 0)
+ *
+ * canon(key) is the key's value as text (strings unquoted and unescaped, numbers as written),
+ * with one normalisation: a text that is an integer ([+-]?[0-9]+) is written in canonical decimal
+ * (no '+', no leading zeros, "-0" is "0"), so 42, "42", +042 and RowBinary's UInt64 42 all give
+ * the same split whatever the input format.
+ *
+ * Split counts only grow: rows already written keep the split they were written with (their
+ * partitions are never rewritten), new rows are spread over the new count.
+ *
+ * Everything above the "catalog" heading is pure. This header can be included next to either
+ * catalog.h or placement.h (it declares no type of theirs). */
+#ifndef FERRY_SPLIT_H
+#define FERRY_SPLIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/buf.h"
+#include "ferry/err.h"
+
+/* The highest split count ferry accepts for a tenant. */
+#define FERRY_SPLITS_MAX 4096
+
+/* ---- the split function (pure) --------------------------------------------------------------- */
+
+/* Appends canon(text) to out (see above). */
+int ferry_split_canon(const char *text, size_t len, ferry_buf *out);
+/* The split of a key whose canonical text is canon/len. */
+uint32_t ferry_split_of_canon(const char *canon, size_t len, uint32_t splits);
+/* canon + split in one call, without allocating for keys up to 255 bytes. */
+uint32_t ferry_split_of(const char *text, size_t len, uint32_t splits);
+
+/* ---- the policy (pure) ------------------------------------------------------------------------ */
+
+typedef struct ferry_split_policy {
+    uint64_t target_slice_bytes;    /* bytes one slice should hold ([splits] target_slice_bytes) */
+    double target_slice_rows_per_s; /* ingest rate one slice should take; 0: rate is ignored */
+    double hysteresis;              /* raise only when a slice is this fraction over a target */
+    uint32_t max_splits;            /* never more than this */
+} ferry_split_policy;
+
+/* Defaults: 10 GiB per slice, 50,000 rows/s per slice, hysteresis 0.25, at most 64 splits. */
+void ferry_split_policy_default(ferry_split_policy *p);
+
+typedef struct ferry_split_load {
+    uint32_t splits;   /* current count, >= 1 */
+    uint64_t bytes;    /* the tenant's bytes on disk (one copy: summed over servers / rf) */
+    double rows_per_s; /* the tenant's recent ingest rate */
+} ferry_split_load;
+
+typedef struct ferry_split_decision {
+    uint32_t splits;   /* the new count (== load->splits when nothing changes) */
+    bool raise;
+    char reason[160];  /* why, for people: "bytes per slice 14.2 GiB > 12.5 GiB (target ...)" */
+} ferry_split_decision;
+
+/* The policy (docs/routing.md):
+ *   want_bytes = ceil(bytes / target_slice_bytes)
+ *   want_rate  = ceil(rows_per_s / target_slice_rows_per_s)            (0 when the rate target is 0)
+ *   want       = min(max_splits, max(1, want_bytes, want_rate))
+ *   raise when want > splits and some per-slice load with the current count is above its target
+ *   by more than the hysteresis: bytes / splits > target_slice_bytes * (1 + hysteresis), or
+ *   rows_per_s / splits > target_slice_rows_per_s * (1 + hysteresis); the new count is then want.
+ * The count never goes down. */
+void ferry_split_decide(const ferry_split_policy *p, const ferry_split_load *load,
+                        ferry_split_decision *out);
+
+struct ferry_config;
+/* Reads [splits] (target_slice_bytes, target_slice_rows_per_s, hysteresis, max_splits) over the
+ * defaults; unknown keys and bad values are FERRY_EINVAL with FILE:LINE. */
+int ferry_split_policy_read(const struct ferry_config *cfg, ferry_split_policy *p,
+                            ferry_err *err);
+
+/* ---- placing new slices (pure; wraps the placement library) ---------------------------------- */
+
+typedef struct ferry_split_shard_in {
+    const char *name;
+    double weight;
+    uint64_t capacity; /* 0: unlimited */
+} ferry_split_shard_in;
+
+typedef struct ferry_split_slice_in {
+    const char *tenant;
+    uint32_t split;
+    uint64_t bytes;
+} ferry_split_slice_in;
+
+/* Places every slice of the inventory (existing and new) on the shards with the cluster's rules
+ * (hash "sha256"|"xxh3", rf, fill; non-strict, so a full cluster still places) and writes the
+ * comma-separated shard list of slice i into placements[i] (each placement_size bytes), in the
+ * order of the input. */
+int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
+                      const ferry_split_slice_in *slices, size_t n_slices, const char *hash,
+                      unsigned rf, double fill, char *placements, size_t placement_size,
+                      ferry_err *err);
+
+/* ---- catalog ----------------------------------------------------------------------------------- */
+
+struct ferry_catalog;
+
+typedef struct ferry_split_change {
+    char tenant[128];
+    uint32_t from, to;      /* from 0: the tenant is created */
+    uint64_t routing_version; /* after the commit */
+} ferry_split_change;
+
+/* Sets tenant's split count to `splits` in one atomic batch: the tenant record (created when
+ * create is true and it does not exist; otherwise compare-and-set on the version read), one slice
+ * record per new split placed with ferry_split_place over every slice of the cluster, and one
+ * route per new slice serving it on its placement (so the routing version goes up by one).
+ * Existing slices and routes are not touched. A count lower than the current one is refused
+ * (FERRY_EINVAL: split counts only grow); the same count changes nothing (change->to == from).
+ * dry_run: computes and fills change, writes nothing. A concurrent change of the tenant gives
+ * FERRY_ECONFLICT. */
+int ferry_split_set(struct ferry_catalog *cat, const char *tenant, uint32_t splits, bool create,
+                    bool dry_run, ferry_split_change *change, ferry_err *err);
+
+#endif

@@ -1,0 +1,263 @@
+/* Passthrough: a statement the router does not route goes unchanged to the configured default
+ * server ([router] passthrough): same method, query string, ClickHouse headers and body; the
+ * answer (status, X-ClickHouse-* headers, body) is streamed back as it arrives, so a large SELECT
+ * result is never held in memory. A libcurl transfer runs on its own thread and writes the body
+ * into a pipe that the HTTP server's stream reader drains. */
+#include "router_int.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "ferry/buf.h"
+#include "ferry/log.h"
+
+typedef struct pt {
+    CURL *curl;
+    struct curl_slist *req_headers;
+    ferry_buf url;
+    const void *body;
+    size_t body_len;
+    bool is_get;
+    int pipe_rd, pipe_wr;
+    pthread_t th;
+    bool th_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    bool headers_done; /* status and headers known (first body byte or the end) */
+    bool finished;
+    long status;
+    char hdr_names[16][64];
+    char hdr_values[16][512];
+    size_t n_hdrs;
+    char content_type[128];
+    CURLcode result;
+    char errbuf[CURL_ERROR_SIZE];
+} pt;
+
+static void mark_headers(pt *p)
+{
+    pthread_mutex_lock(&p->mu);
+    if (!p->headers_done) {
+        curl_easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &p->status);
+        p->headers_done = true;
+        pthread_cond_broadcast(&p->cond);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static size_t on_header(char *buf, size_t size, size_t n, void *arg)
+{
+    pt *p = arg;
+    size_t len = size * n;
+    char line[700];
+    size_t l = len < sizeof line - 1 ? len : sizeof line - 1;
+    memcpy(line, buf, l);
+    line[l] = '\0';
+    line[strcspn(line, "\r\n")] = '\0';
+    if (!strncasecmp(line, "HTTP/", 5)) {
+        p->n_hdrs = 0; /* a new response (after 100 Continue) */
+        return len;
+    }
+    char *colon = strchr(line, ':');
+    if (!colon)
+        return len;
+    *colon = '\0';
+    const char *v = colon + 1;
+    while (*v == ' ')
+        v++;
+    if (!strcasecmp(line, "Content-Type")) {
+        size_t cl = strnlen(v, sizeof p->content_type - 1);
+        memcpy(p->content_type, v, cl);
+        p->content_type[cl] = '\0';
+    } else if (!strncasecmp(line, "X-ClickHouse-", 13) && p->n_hdrs < 16) {
+        size_t nl = strnlen(line, sizeof p->hdr_names[0] - 1);
+        memcpy(p->hdr_names[p->n_hdrs], line, nl);
+        p->hdr_names[p->n_hdrs][nl] = '\0';
+        size_t vl = strnlen(v, sizeof p->hdr_values[0] - 1);
+        memcpy(p->hdr_values[p->n_hdrs], v, vl);
+        p->hdr_values[p->n_hdrs][vl] = '\0';
+        p->n_hdrs++;
+    }
+    return len;
+}
+
+static size_t on_write(char *buf, size_t size, size_t n, void *arg)
+{
+    pt *p = arg;
+    size_t len = size * n;
+    mark_headers(p);
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(p->pipe_wr, buf + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return 0; /* the client went away: abort the transfer */
+        off += (size_t)w;
+    }
+    return len;
+}
+
+static void *pt_main(void *arg)
+{
+    pt *p = arg;
+    p->result = curl_easy_perform(p->curl);
+    mark_headers(p);
+    pthread_mutex_lock(&p->mu);
+    p->finished = true;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mu);
+    close(p->pipe_wr);
+    p->pipe_wr = -1;
+    return NULL;
+}
+
+static void pt_free(void *arg)
+{
+    pt *p = arg;
+    if (p->pipe_rd >= 0)
+        close(p->pipe_rd); /* a transfer still writing fails and stops */
+    if (p->th_started)
+        pthread_join(p->th, NULL);
+    if (p->pipe_wr >= 0)
+        close(p->pipe_wr);
+    curl_easy_cleanup(p->curl);
+    curl_slist_free_all(p->req_headers);
+    ferry_buf_free(&p->url);
+    free((void *)p->body);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cond);
+    free(p);
+}
+
+static ssize_t pt_read(void *cls, char *buf, size_t max)
+{
+    pt *p = cls;
+    for (;;) {
+        ssize_t n = read(p->pipe_rd, buf, max);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n > 0)
+            return n;
+        if (n < 0)
+            return -1;
+        /* End of the pipe: the transfer is over; a broken one must not look complete. */
+        return p->result == CURLE_OK ? 0 : -1;
+    }
+}
+
+typedef struct qs_ctx {
+    CURL *curl;
+    ferry_buf *url;
+    bool first;
+} qs_ctx;
+
+static int add_arg(void *cls, const char *name, const char *value)
+{
+    qs_ctx *q = cls;
+    char *n = curl_easy_escape(q->curl, name, 0);
+    char *v = value ? curl_easy_escape(q->curl, value, 0) : NULL;
+    ferry_buf_printf(q->url, "%c%s", q->first ? '?' : '&', n ? n : "");
+    if (v)
+        ferry_buf_printf(q->url, "=%s", v);
+    q->first = false;
+    curl_free(n);
+    curl_free(v);
+    return 0;
+}
+
+void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size_t len)
+{
+    if (!r->passthrough[0]) {
+        rt_respond_error(req, "NOT_IMPLEMENTED",
+                         "ferry router: this statement is not an INSERT into a managed table and "
+                         "no [router] passthrough server is configured");
+        return;
+    }
+    pt *p = calloc(1, sizeof *p);
+    int fds[2] = {-1, -1};
+    if (!p || pipe(fds) != 0) {
+        free(p);
+        rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of resources");
+        return;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    p->pipe_rd = fds[0];
+    p->pipe_wr = fds[1];
+    p->curl = curl_easy_init();
+    if (len) {
+        void *copy = malloc(len);
+        if (copy)
+            memcpy(copy, body, len);
+        p->body = copy;
+        p->body_len = copy ? len : 0;
+    }
+    const char *method = ferry_http_method(req);
+    p->is_get = !strcmp(method, "GET");
+    const char *base = r->passthrough;
+    size_t bl = strlen(base);
+    ferry_buf_append(&p->url, base, bl && base[bl - 1] == '/' ? bl - 1 : bl);
+    ferry_buf_puts(&p->url, ferry_http_path(req));
+    qs_ctx q = {p->curl, &p->url, true};
+    ferry_http_args_foreach(req, add_arg, &q);
+    static const char *const fwd[] = {"Authorization", "X-ClickHouse-User", "X-ClickHouse-Key",
+                                      "X-ClickHouse-Database", "X-ClickHouse-Format",
+                                      "X-ClickHouse-Quota", "Content-Type", NULL};
+    for (int i = 0; fwd[i]; i++) {
+        const char *v = ferry_http_header(req, fwd[i]);
+        if (!v)
+            continue;
+        char h[1024];
+        snprintf(h, sizeof h, "%s: %s", fwd[i], v);
+        p->req_headers = curl_slist_append(p->req_headers, h);
+    }
+    p->req_headers = curl_slist_append(p->req_headers, "Expect:");
+    curl_easy_setopt(p->curl, CURLOPT_URL, ferry_buf_cstr(&p->url));
+    curl_easy_setopt(p->curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(p->curl, CURLOPT_HTTPHEADER, p->req_headers);
+    curl_easy_setopt(p->curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(p->curl, CURLOPT_HEADERDATA, p);
+    curl_easy_setopt(p->curl, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(p->curl, CURLOPT_WRITEDATA, p);
+    curl_easy_setopt(p->curl, CURLOPT_ERRORBUFFER, p->errbuf);
+    curl_easy_setopt(p->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    if (!p->is_get) {
+        curl_easy_setopt(p->curl, CURLOPT_POST, 1L);
+        curl_easy_setopt(p->curl, CURLOPT_POSTFIELDS, p->body ? (const char *)p->body : "");
+        curl_easy_setopt(p->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->body_len);
+        if (strcmp(method, "POST"))
+            curl_easy_setopt(p->curl, CURLOPT_CUSTOMREQUEST, method);
+    }
+    p->th_started = pthread_create(&p->th, NULL, pt_main, p) == 0;
+    if (!p->th_started) {
+        pt_free(p);
+        rt_respond_error(req, "CANNOT_SCHEDULE_TASK", "ferry router: cannot start a thread");
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    while (!p->headers_done)
+        pthread_cond_wait(&p->cond, &p->mu);
+    bool finished = p->finished;
+    pthread_mutex_unlock(&p->mu);
+    if (finished && p->result != CURLE_OK && p->status == 0) {
+        char redacted[FERRY_URL_MAX];
+        ferry_redact_url(r->passthrough, redacted, sizeof redacted);
+        char msg[CURL_ERROR_SIZE];
+        snprintf(msg, sizeof msg, "%s", p->errbuf[0] ? p->errbuf : curl_easy_strerror(p->result));
+        pt_free(p);
+        rt_respond_error(req, "ALL_CONNECTION_TRIES_FAILED",
+                         "ferry router: the passthrough server %s cannot be reached: %s", redacted,
+                         msg);
+        return;
+    }
+    for (size_t i = 0; i < p->n_hdrs; i++)
+        ferry_http_add_header(req, p->hdr_names[i], p->hdr_values[i]);
+    ferry_http_respond_stream(req, (unsigned)(p->status ? p->status : 502),
+                              p->content_type[0] ? p->content_type : NULL, pt_read, p, pt_free);
+}

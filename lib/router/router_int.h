@@ -1,0 +1,151 @@
+/* The router daemon's internals shared by its files: configuration, the routing snapshot, shard
+ * connections and the forwarding of one shard's rows. */
+#ifndef FERRY_ROUTER_INT_H
+#define FERRY_ROUTER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "ferry/catalog.h"
+#include "ferry/clickhouse.h"
+#include "ferry/httpd.h"
+#include "ferry/replica_select.h"
+#include "ferry/router.h"
+
+/* One shard as the router reaches it: its replicas' URLs (from the config), credentials, a
+ * replica selector, and idle ClickHouse clients per replica (a client is one keep-alive
+ * connection; clients are not thread-safe, so each forward takes one out of the pool). */
+typedef struct rt_pool_item {
+    ferry_ch_client *client;
+    struct rt_pool_item *next;
+} rt_pool_item;
+
+typedef struct rt_shard {
+    char name[FERRY_NAME_MAX];
+    size_t n_replicas;
+    char **urls;
+    rt_pool_item **idle; /* per replica */
+    char user[128];
+    char *password;      /* NULL: none; never logged */
+    ferry_replica_selector *sel;
+    ferry_rsel_rng rng;
+    pthread_mutex_t mu;  /* idle lists, selector, rng */
+} rt_shard;
+
+/* A routing table snapshot: immutable once published, shared by reference. */
+typedef struct rt_tenant {
+    char *name;
+    uint32_t splits;
+    uint32_t n_routes;   /* routes known: splits 0..n_routes-1 (a missing one has n_shards 0) */
+    struct rt_route *routes;
+} rt_tenant;
+
+typedef struct rt_route {
+    uint32_t n_shards;
+    uint32_t *shards; /* indices into router->shards */
+    char missing[FERRY_NAME_MAX]; /* a shard name the route has that the router does not know */
+} rt_route;
+
+typedef struct rt_snapshot {
+    atomic_int refs;
+    uint64_t version;
+    size_t n_tenants;
+    rt_tenant *tenants; /* sorted by name */
+} rt_snapshot;
+
+typedef struct rt_table {
+    ferry_table_def def;
+    ferry_rt_schema schema; /* cached DESCRIBE; n == 0 until first needed */
+    bool have_schema;
+} rt_table;
+
+typedef struct rt_inflight {
+    uint64_t version;
+    uint64_t count;
+} rt_inflight;
+
+struct ferry_router {
+    char config_path[1024];
+    char catalog_url[FERRY_URL_MAX];
+    char passthrough[FERRY_URL_MAX];
+    size_t flush_bytes;
+    size_t max_request_bytes;
+    size_t max_row_bytes;
+    long shard_timeout_ms;
+    ferry_lb load_balancing;
+
+    size_t n_shards;
+    rt_shard *shards;
+    size_t n_tables;
+    rt_table *tables;
+
+    ferry_catalog *watch_cat; /* the watcher thread's handle */
+    ferry_catalog *check_cat; /* version checks before forwards, under check_mu */
+    pthread_mutex_t check_mu;
+    pthread_mutex_t reload_mu; /* one reload at a time */
+
+    pthread_mutex_t mu;       /* snapshot, schemas, inflight, stopping */
+    pthread_cond_t cond;
+    rt_snapshot *snap;
+    bool stopping;
+    rt_inflight inflight[64]; /* forwards in flight by routing version */
+    size_t n_inflight;
+    uint64_t requests, rows_routed, reroutes;
+    pthread_t watcher;
+    bool watcher_started;
+    ferry_httpd *httpd;
+};
+
+/* ---- routing (routing.c) ---- */
+/* The current snapshot with a reference (release with rt_snapshot_put). */
+rt_snapshot *rt_snapshot_get(ferry_router *r);
+void rt_snapshot_put(rt_snapshot *s);
+/* Loads the routing table and tenants from the catalog, consistently, and publishes it. */
+int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err);
+/* Reads the routing version from the catalog; when it moved past the snapshot's, reloads.
+ * Returns the fresh snapshot with a reference. */
+int rt_fresh_snapshot(ferry_router *r, rt_snapshot **out, ferry_err *err);
+const rt_tenant *rt_find_tenant(const rt_snapshot *s, const char *name, size_t len);
+void *rt_watch_main(void *arg);
+void rt_inflight_add(ferry_router *r, uint64_t version);
+void rt_inflight_done(ferry_router *r, uint64_t version);
+
+/* ---- shards (forward.c) ---- */
+typedef struct rt_send {
+    ferry_router *r;
+    size_t shard;
+    const char *sql;
+    const char *format;
+    const void *body;
+    size_t body_len;
+    const ferry_ch_setting *settings; /* the client's settings plus the dedup token */
+    size_t n_settings;
+    /* results */
+    int rc;
+    ferry_ch_status st;
+    ferry_err err;
+} rt_send;
+
+/* Sends one INSERT to a shard, trying its replicas in the selector's order on connection
+ * failures. Fills s->rc, s->st, s->err. */
+void rt_send_one(rt_send *s);
+/* Sends several at once (a thread per send beyond the first) and waits for all. */
+void rt_send_all(rt_send *sends, size_t n);
+int rt_shards_init(ferry_router *r, const struct ferry_config *cfg, ferry_err *err);
+void rt_shards_free(ferry_router *r);
+/* Runs a query on the first reachable replica of shard 0..n (DESCRIBE TABLE). */
+int rt_query_any(ferry_router *r, const char *sql, ferry_buf *out, ferry_err *err);
+
+/* ---- passthrough (passthrough.c) ---- */
+/* Forwards the request unchanged (method, query string, selected headers, body) to the
+ * passthrough server and streams its answer back. */
+void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size_t len);
+
+/* ---- answers ---- */
+/* A ClickHouse-style error: "Code: N. DB::Exception: MSG. (NAME) (version ferry router)" with
+ * X-ClickHouse-Exception-Code and the status ClickHouse would send for NAME. */
+void rt_respond_error(ferry_http_req *req, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int rt_error_code(const char *name);
+
+#endif

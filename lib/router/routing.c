@@ -1,0 +1,269 @@
+/* The router's routing table: a snapshot of every tenant's split count and every slice's serving
+ * shards, loaded from the catalog consistently with one routing version, refreshed by a watcher
+ * thread when the version changes and checked again before every forward (the version check of
+ * the write path). */
+#include "router_int.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ferry/log.h"
+#include "ferry/split.h"
+
+void rt_snapshot_put(rt_snapshot *s)
+{
+    if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
+    for (size_t i = 0; i < s->n_tenants; i++) {
+        for (uint32_t k = 0; k < s->tenants[i].n_routes; k++)
+            free(s->tenants[i].routes[k].shards);
+        free(s->tenants[i].routes);
+        free(s->tenants[i].name);
+    }
+    free(s->tenants);
+    free(s);
+}
+
+rt_snapshot *rt_snapshot_get(ferry_router *r)
+{
+    pthread_mutex_lock(&r->mu);
+    rt_snapshot *s = r->snap;
+    if (s)
+        atomic_fetch_add(&s->refs, 1);
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}
+
+static int tenant_cmp(const void *a, const void *b)
+{
+    return strcmp(((const rt_tenant *)a)->name, ((const rt_tenant *)b)->name);
+}
+
+const rt_tenant *rt_find_tenant(const rt_snapshot *s, const char *name, size_t len)
+{
+    size_t lo = 0, hi = s->n_tenants;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *t = s->tenants[mid].name;
+        int d = strncmp(t, name, len);
+        if (!d)
+            d = t[len] ? 1 : 0;
+        if (!d)
+            return &s->tenants[mid];
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static long shard_index(const ferry_router *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_shards; i++)
+        if (!strcmp(r->shards[i].name, name))
+            return (long)i;
+    return -1;
+}
+
+/* Builds a snapshot from the routing JSON and the tenant list. */
+static int build(ferry_router *r, const char *json, const ferry_record_list *tenants,
+                 rt_snapshot **out, ferry_err *err)
+{
+    json_error_t je;
+    json_t *o = json_loads(json, 0, &je);
+    rt_snapshot *s = calloc(1, sizeof *s);
+    int rc = FERRY_OK;
+    if (!o || !s) {
+        rc = ferry_err_set(err, o ? FERRY_ENOMEM : FERRY_EINTERNAL, "routing JSON: %s",
+                           o ? "out of memory" : je.text);
+        goto out;
+    }
+    atomic_init(&s->refs, 1);
+    s->version = (uint64_t)json_integer_value(json_object_get(o, "version"));
+    s->tenants = calloc(tenants->n ? tenants->n : 1, sizeof *s->tenants);
+    if (!s->tenants) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < tenants->n; i++) {
+        rt_tenant *t = &s->tenants[s->n_tenants];
+        t->name = strdup(tenants->items[i].u.tenant.name);
+        if (!t->name) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        t->splits = tenants->items[i].u.tenant.splits;
+        s->n_tenants++;
+    }
+    qsort(s->tenants, s->n_tenants, sizeof *s->tenants, tenant_cmp);
+    size_t idx;
+    json_t *sl;
+    json_array_foreach(json_object_get(o, "slices"), idx, sl) {
+        const char *tn = json_string_value(json_object_get(sl, "tenant"));
+        json_int_t split = json_integer_value(json_object_get(sl, "split"));
+        if (!tn || split < 0 || split >= FERRY_SPLITS_MAX)
+            continue;
+        rt_tenant *t = (rt_tenant *)rt_find_tenant(s, tn, strlen(tn));
+        if (!t)
+            continue; /* a route of a tenant that is gone: nothing routes to it */
+        if ((uint32_t)split >= t->n_routes) {
+            uint32_t n = (uint32_t)split + 1;
+            void *p = realloc(t->routes, n * sizeof *t->routes);
+            if (!p) {
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                goto out;
+            }
+            t->routes = p;
+            memset(t->routes + t->n_routes, 0, (n - t->n_routes) * sizeof *t->routes);
+            t->n_routes = n;
+        }
+        rt_route *rr = &t->routes[split];
+        json_t *shards = json_object_get(sl, "shards");
+        rr->shards = calloc(json_array_size(shards) + 1, sizeof *rr->shards);
+        if (!rr->shards) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        size_t j;
+        json_t *sh;
+        json_array_foreach(shards, j, sh) {
+            const char *name = json_string_value(sh);
+            long k = name ? shard_index(r, name) : -1;
+            if (k < 0) {
+                snprintf(rr->missing, sizeof rr->missing, "%s", name ? name : "?");
+                continue;
+            }
+            rr->shards[rr->n_shards++] = (uint32_t)k;
+        }
+    }
+out:
+    json_decref(o);
+    if (rc) {
+        rt_snapshot_put(s);
+        return rc;
+    }
+    *out = s;
+    return FERRY_OK;
+}
+
+int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err)
+{
+    for (int attempt = 0; attempt < 20; attempt++) {
+        uint64_t v1 = 0, v2 = 0;
+        char *json = NULL;
+        ferry_record_list tenants = {0};
+        rt_snapshot *s = NULL;
+        int rc = ferry_catalog_routing_version(cat, &v1, err);
+        if (!rc)
+            rc = ferry_catalog_routing_json(cat, NULL, -1, &json, err);
+        if (!rc)
+            rc = ferry_catalog_list(cat, FERRY_REC_TENANT, NULL, 0, &tenants, err);
+        if (!rc)
+            rc = ferry_catalog_routing_version(cat, &v2, err);
+        if (!rc)
+            rc = build(r, json, &tenants, &s, err);
+        free(json);
+        ferry_record_list_free(&tenants);
+        if (rc)
+            return rc;
+        /* Split counts change in the same batch as the new slices' routes, so one routing
+         * version before and after the reads makes tenants and routes one consistent state. */
+        if (v1 != v2 || s->version != v1) {
+            rt_snapshot_put(s);
+            continue;
+        }
+        pthread_mutex_lock(&r->mu);
+        rt_snapshot *old = r->snap;
+        if (!old || old->version < s->version) {
+            r->snap = s;
+            s = old;
+        }
+        pthread_mutex_unlock(&r->mu);
+        rt_snapshot_put(s);
+        return FERRY_OK;
+    }
+    return ferry_err_set(err, FERRY_ETIMEOUT,
+                         "the routing table kept changing while it was read; giving up");
+}
+
+int rt_fresh_snapshot(ferry_router *r, rt_snapshot **out, ferry_err *err)
+{
+    uint64_t v = 0;
+    pthread_mutex_lock(&r->check_mu);
+    int rc = ferry_catalog_routing_version(r->check_cat, &v, err);
+    rt_snapshot *s = rc ? NULL : rt_snapshot_get(r);
+    if (!rc && s->version < v) {
+        rt_snapshot_put(s);
+        s = NULL;
+        rc = rt_reload(r, r->check_cat, err);
+        if (!rc)
+            s = rt_snapshot_get(r);
+        pthread_mutex_lock(&r->mu);
+        r->reroutes++;
+        pthread_mutex_unlock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->check_mu);
+    *out = s;
+    return rc;
+}
+
+void *rt_watch_main(void *arg)
+{
+    ferry_router *r = arg;
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        bool stop = r->stopping;
+        uint64_t known = r->snap ? r->snap->version : 0;
+        pthread_mutex_unlock(&r->mu);
+        if (stop)
+            break;
+        ferry_err err = {0};
+        uint64_t now = 0;
+        int rc = ferry_catalog_routing_wait(r->watch_cat, known, 500, &now, &err);
+        if (rc == FERRY_ETIMEOUT)
+            continue;
+        if (!rc)
+            rc = rt_reload(r, r->watch_cat, &err);
+        if (rc) {
+            FLOG_WARN("msg=\"router: refreshing the routing table failed; retrying\" err=\"%s\"",
+                      err.msg);
+            sleep(1);
+            continue;
+        }
+        FLOG_INFO("msg=\"router: routing table reloaded\" version=%llu",
+                  (unsigned long long)now);
+    }
+    return NULL;
+}
+
+void rt_inflight_add(ferry_router *r, uint64_t version)
+{
+    pthread_mutex_lock(&r->mu);
+    size_t i;
+    for (i = 0; i < r->n_inflight; i++)
+        if (r->inflight[i].version == version)
+            break;
+    if (i == r->n_inflight && r->n_inflight < sizeof r->inflight / sizeof r->inflight[0]) {
+        r->inflight[i].version = version;
+        r->inflight[i].count = 0;
+        r->n_inflight++;
+    }
+    if (i < r->n_inflight)
+        r->inflight[i].count++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void rt_inflight_done(ferry_router *r, uint64_t version)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->n_inflight; i++)
+        if (r->inflight[i].version == version) {
+            if (--r->inflight[i].count == 0)
+                r->inflight[i] = r->inflight[--r->n_inflight];
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
+}

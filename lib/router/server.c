@@ -1,0 +1,1049 @@
+/* The router daemon: ClickHouse's HTTP interface in front of the cluster. Each request is
+ * classified once its statement is known and dispatched to one handler:
+ *
+ *   insert       INSERT INTO <managed table> [(cols)] FORMAT F: rows are parsed as the body
+ *                streams in, each gets its tenant's split (from its split key) and is buffered
+ *                per slice; when the buffered bytes reach [router] flush_bytes (and at the end)
+ *                the router takes the routing table at its current version (checked against the
+ *                catalog, re-read when it moved), groups the slices by serving shard and sends
+ *                every shard its rows in parallel, each with a deduplication token.
+ *   select       SELECT-like statements: the read path's seam (issue 10); today: passthrough.
+ *   passthrough  anything else, unchanged, to [router] passthrough.
+ *
+ * Memory per request is bounded: at most flush_bytes of rows are buffered (plus one row, plus the
+ * per-shard copies of one flush), and the request is refused beyond max_request_bytes. */
+#include "router_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "ferry/chhttp.h"
+#include "ferry/config.h"
+#include "ferry/log.h"
+#include "ferry/partition.h"
+#include "ferry/split.h"
+#include "ferry/strutil.h"
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+int rt_error_code(const char *name)
+{
+    static const struct {
+        const char *name;
+        int code;
+    } codes[] = {{"THERE_IS_NO_COLUMN", 8},
+                 {"CANNOT_PARSE_INPUT_ASSERTION_FAILED", 27},
+                 {"BAD_ARGUMENTS", 36},
+                 {"NOT_IMPLEMENTED", 48},
+                 {"SYNTAX_ERROR", 62},
+                 {"UNKNOWN_FORMAT", 73},
+                 {"INCORRECT_DATA", 117},
+                 {"TIMEOUT_EXCEEDED", 159},
+                 {"CANNOT_ALLOCATE_MEMORY", 173},
+                 {"NETWORK_ERROR", 210},
+                 {"ALL_CONNECTION_TRIES_FAILED", 279},
+                 {"CANNOT_SCHEDULE_TASK", 439},
+                 {"QUERY_IS_TOO_LARGE", 393}};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (!strcmp(codes[i].name, name))
+            return codes[i].code;
+    return 1001; /* STD_EXCEPTION */
+}
+
+static void respond_error_code(ferry_http_req *req, int code, const char *name, const char *msg)
+{
+    char body[FERRY_ERR_MSG_MAX + 4096];
+    snprintf(body, sizeof body, "Code: %d. DB::Exception: %s. (%s) (version ferry router)\n", code,
+             msg, name);
+    char c[16];
+    snprintf(c, sizeof c, "%d", code);
+    ferry_http_add_header(req, "X-ClickHouse-Exception-Code", c);
+    ferry_http_respond(req, ferry_ch_error_http_status(name), "text/plain; charset=UTF-8", body,
+                       strlen(body));
+}
+
+void rt_respond_error(ferry_http_req *req, const char *name, const char *fmt, ...)
+{
+    char msg[FERRY_ERR_MSG_MAX + 2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    respond_error_code(req, rt_error_code(name), name, msg);
+}
+
+/* ---- per-request state ---------------------------------------------------------------------- */
+
+/* Rows of one slice waiting for the next flush. */
+typedef struct slice_buf {
+    char *tenant; /* NULL: free slot */
+    uint32_t split;
+    ferry_buf rows;
+    uint64_t n_rows;
+} slice_buf;
+
+typedef struct shard_result {
+    uint64_t rows_written;
+    uint64_t rows_failed;
+    uint32_t chunks;
+    bool failed;
+    char error[768];
+    char error_name[64];
+    int error_code;
+} shard_result;
+
+enum req_mode { MODE_HEAD, MODE_INSERT, MODE_PASS, MODE_DONE };
+
+typedef struct req_state {
+    ferry_router *r;
+    enum req_mode mode;
+    bool query_in_url;
+    ferry_buf head;     /* the body's start while the statement is not known yet */
+    ferry_buf body;     /* passthrough: the whole body */
+    size_t received;
+    /* insert */
+    ferry_rt_insert ins;
+    rt_table *table;
+    enum ferry_rt_format format;
+    ferry_rt_codec *codec;
+    ferry_buf carry;    /* data not consumed yet (an incomplete row) */
+    ferry_buf row_out;  /* one emitted row */
+    slice_buf *slices;
+    size_t slice_cap, slice_used;
+    size_t pending;     /* bytes in slices */
+    rt_snapshot *snap;  /* used to compute splits (tenant split counts) */
+    shard_result *res;  /* per router shard */
+    char token[256];    /* the base of the deduplication tokens */
+    char query_id[256];
+    ferry_ch_setting *settings; /* the client's settings, passed on */
+    size_t n_settings;
+    char *columns_sql;  /* the forwarded INSERT's statement */
+    uint64_t rows;
+    uint64_t rows_unrouted; /* rows not sent because their route was gone at flush time */
+    char unrouted[512];
+    bool failed;        /* an error was answered; the rest of the body is ignored */
+} req_state;
+
+static void slices_reset(req_state *st, bool free_all)
+{
+    for (size_t i = 0; i < st->slice_cap; i++) {
+        slice_buf *s = &st->slices[i];
+        if (free_all) {
+            free(s->tenant);
+            ferry_buf_free(&s->rows);
+            s->tenant = NULL;
+        } else if (s->tenant) {
+            s->rows.len = 0;
+            s->n_rows = 0;
+        }
+    }
+    if (free_all) {
+        free(st->slices);
+        st->slices = NULL;
+        st->slice_cap = st->slice_used = 0;
+    }
+    st->pending = 0;
+}
+
+static void state_free(ferry_http_req *req, void *ctx, void *state)
+{
+    (void)req;
+    (void)ctx;
+    req_state *st = state;
+    if (!st)
+        return;
+    ferry_buf_free(&st->head);
+    ferry_buf_free(&st->body);
+    ferry_buf_free(&st->carry);
+    ferry_buf_free(&st->row_out);
+    ferry_rt_insert_free(&st->ins);
+    ferry_rt_codec_free(st->codec);
+    slices_reset(st, true);
+    rt_snapshot_put(st->snap);
+    free(st->res);
+    for (size_t i = 0; i < st->n_settings; i++) {
+        free((char *)st->settings[i].name);
+        free((char *)st->settings[i].value);
+    }
+    free(st->settings);
+    free(st->columns_sql);
+    free(st);
+}
+
+static slice_buf *slice_get(req_state *st, const char *tenant, size_t tlen, uint32_t split)
+{
+    if (st->slice_used * 2 >= st->slice_cap) {
+        size_t nc = st->slice_cap ? st->slice_cap * 2 : 64;
+        slice_buf *ns = calloc(nc, sizeof *ns);
+        if (!ns)
+            return NULL;
+        for (size_t i = 0; i < st->slice_cap; i++) {
+            slice_buf *o = &st->slices[i];
+            if (!o->tenant)
+                continue;
+            uint64_t h = XXH3_64bits_withSeed(o->tenant, strlen(o->tenant), o->split);
+            size_t j = h & (nc - 1);
+            while (ns[j].tenant)
+                j = (j + 1) & (nc - 1);
+            ns[j] = *o;
+        }
+        free(st->slices);
+        st->slices = ns;
+        st->slice_cap = nc;
+    }
+    uint64_t h = XXH3_64bits_withSeed(tenant, tlen, split);
+    size_t j = h & (st->slice_cap - 1);
+    while (st->slices[j].tenant) {
+        slice_buf *s = &st->slices[j];
+        if (s->split == split && !strncmp(s->tenant, tenant, tlen) && !s->tenant[tlen])
+            return s;
+        j = (j + 1) & (st->slice_cap - 1);
+    }
+    slice_buf *s = &st->slices[j];
+    s->tenant = ferry_strndup(tenant, tlen);
+    if (!s->tenant)
+        return NULL;
+    s->split = split;
+    st->slice_used++;
+    return s;
+}
+
+/* ---- flushing ------------------------------------------------------------------------------- */
+
+/* Sends every buffered slice to the shard(s) serving it at the routing table's current version. */
+static void flush(req_state *st)
+{
+    ferry_router *r = st->r;
+    if (st->pending == 0)
+        return;
+    rt_snapshot *snap = NULL;
+    ferry_err err = {0};
+    ferry_buf *payload = calloc(r->n_shards, sizeof *payload);
+    uint64_t *rows = calloc(r->n_shards, sizeof *rows);
+    rt_send *sends = calloc(r->n_shards, sizeof *sends);
+    char (*tokens)[512] = calloc(r->n_shards, sizeof *tokens);
+    ferry_ch_setting *settings = calloc(r->n_shards * (st->n_settings + 1), sizeof *settings);
+    if (!payload || !rows || !sends || !tokens || !settings) {
+        for (size_t i = 0; i < r->n_shards && st->res; i++) {
+            st->res[i].failed = true;
+            snprintf(st->res[i].error, sizeof st->res[i].error, "out of memory");
+        }
+        goto out;
+    }
+    /* The version check: the table the rows are grouped with is the catalog's current one. */
+    int rc = rt_fresh_snapshot(r, &snap, &err);
+    if (rc) {
+        snap = rt_snapshot_get(r); /* catalog unreachable: the last table we know */
+        FLOG_WARN("msg=\"router: routing version check failed; using the cached table\" err=\"%s\"",
+                  err.msg);
+    }
+    for (size_t i = 0; i < st->slice_cap; i++) {
+        slice_buf *s = &st->slices[i];
+        if (!s->tenant || s->n_rows == 0)
+            continue;
+        const rt_tenant *t = rt_find_tenant(snap, s->tenant, strlen(s->tenant));
+        const rt_route *rr = t && s->split < t->n_routes ? &t->routes[s->split] : NULL;
+        if (!rr || rr->n_shards == 0) {
+            st->rows_unrouted += s->n_rows;
+            snprintf(st->unrouted, sizeof st->unrouted, "%s/split%u: %s", s->tenant, s->split,
+                     !t ? "the tenant is no longer registered"
+                     : rr && rr->missing[0] ? "its shard is not in the router's config"
+                                            : "no route");
+            continue;
+        }
+        for (uint32_t k = 0; k < rr->n_shards; k++) {
+            uint32_t sh = rr->shards[k];
+            if (st->res[sh].failed) {
+                st->res[sh].rows_failed += s->n_rows; /* a failed shard gets nothing more */
+                continue;
+            }
+            if (ferry_buf_append(&payload[sh], s->rows.data, s->rows.len)) {
+                st->res[sh].failed = true;
+                snprintf(st->res[sh].error, sizeof st->res[sh].error, "out of memory");
+                st->res[sh].rows_failed += s->n_rows;
+                continue;
+            }
+            rows[sh] += s->n_rows;
+        }
+    }
+    size_t n = 0;
+    for (size_t sh = 0; sh < r->n_shards; sh++) {
+        if (!rows[sh])
+            continue;
+        /* Token: the request's base, the shard, the chunk index and the chunk's content hash,
+         * so a retried request (same base, same rows) is deduplicated chunk by chunk and two
+         * different chunks can never share a token. */
+        snprintf(tokens[sh], sizeof tokens[sh], "%s:%s:%u:%016llx", st->token, r->shards[sh].name,
+                 st->res[sh].chunks,
+                 (unsigned long long)XXH3_64bits(payload[sh].data, payload[sh].len));
+        ferry_ch_setting *set = settings + sh * (st->n_settings + 1);
+        for (size_t i = 0; i < st->n_settings; i++)
+            set[i] = st->settings[i];
+        set[st->n_settings] = (ferry_ch_setting){"insert_deduplication_token", tokens[sh]};
+        sends[n] = (rt_send){.r = r,
+                             .shard = sh,
+                             .sql = st->columns_sql,
+                             .format = ferry_rt_format_forward_name(st->format),
+                             .body = payload[sh].data,
+                             .body_len = payload[sh].len,
+                             .settings = set,
+                             .n_settings = st->n_settings + 1};
+        n++;
+    }
+    rt_inflight_add(r, snap->version);
+    rt_send_all(sends, n);
+    rt_inflight_done(r, snap->version);
+    for (size_t i = 0; i < n; i++) {
+        shard_result *res = &st->res[sends[i].shard];
+        res->chunks++;
+        if (!sends[i].rc) {
+            res->rows_written += rows[sends[i].shard];
+            continue;
+        }
+        res->failed = true;
+        res->rows_failed += rows[sends[i].shard];
+        char name[64] = "";
+        ferry_ch_error_parse(sends[i].st.message, name, sizeof name);
+        res->error_code = sends[i].st.ch_code;
+        if (sends[i].rc == FERRY_ETIMEOUT)
+            snprintf(res->error_name, sizeof res->error_name, "TIMEOUT_EXCEEDED");
+        else if (sends[i].rc == FERRY_ECONNECT)
+            snprintf(res->error_name, sizeof res->error_name, "ALL_CONNECTION_TRIES_FAILED");
+        else
+            snprintf(res->error_name, sizeof res->error_name, "%s", name[0] ? name : "NETWORK_ERROR");
+        snprintf(res->error, sizeof res->error, "%s", sends[i].err.msg);
+        FLOG_WARN("msg=\"router: shard refused its part of an insert\" shard=%s rows=%llu err=\"%s\"",
+                  r->shards[sends[i].shard].name, (unsigned long long)rows[sends[i].shard],
+                  sends[i].err.msg);
+    }
+out:
+    for (size_t i = 0; payload && i < r->n_shards; i++)
+        ferry_buf_free(&payload[i]);
+    free(payload);
+    free(rows);
+    free(sends);
+    free(tokens);
+    free(settings);
+    rt_snapshot_put(snap);
+    slices_reset(st, false);
+}
+
+/* ---- rows ----------------------------------------------------------------------------------- */
+
+/* Answers an error for the insert, saying what was already written. */
+static void insert_fail(ferry_http_req *req, req_state *st, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void insert_fail(ferry_http_req *req, req_state *st, const char *name, const char *fmt, ...)
+{
+    char msg[FERRY_ERR_MSG_MAX + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    uint64_t written = 0;
+    for (size_t i = 0; st->res && i < st->r->n_shards; i++)
+        written += st->res[i].rows_written;
+    if (written)
+        rt_respond_error(req, name,
+                         "ferry router: %s; %llu row(s) before it were already written (retry "
+                         "the whole request with the same query_id or insert_deduplication_token "
+                         "'%s': written rows are deduplicated)",
+                         msg, (unsigned long long)written, st->token);
+    else
+        rt_respond_error(req, name, "ferry router: %s; nothing was written", msg);
+    st->failed = true;
+    st->mode = MODE_DONE;
+}
+
+/* Parses and buffers every complete row in carry (+ eof). */
+static void consume(ferry_http_req *req, req_state *st, bool eof)
+{
+    ferry_router *r = st->r;
+    size_t off = 0;
+    ferry_err err = {0};
+    for (;;) {
+        ferry_rt_row row;
+        size_t used = 0;
+        int rc = ferry_rt_codec_next(st->codec, st->carry.data + off, st->carry.len - off, eof,
+                                     &used, &row, &err);
+        if (rc) {
+            insert_fail(req, st, strstr(err.msg, " has no ") ? "THERE_IS_NO_COLUMN" : "INCORRECT_DATA",
+                        "%s", err.msg);
+            return;
+        }
+        if (!row.have) {
+            off += used;
+            break;
+        }
+        const char *base = st->carry.data + off;
+        off += used;
+        const rt_tenant *t = rt_find_tenant(st->snap, row.tenant, row.tenant_len);
+        if (!t) {
+            insert_fail(req, st, "BAD_ARGUMENTS",
+                        "row %llu: tenant '%.*s' is not registered (ferry tenant add)",
+                        (unsigned long long)row.number, (int)(row.tenant_len > 128 ? 128 : row.tenant_len),
+                        row.tenant);
+            return;
+        }
+        uint32_t split = ferry_split_of(row.key, row.key_len, t->splits);
+        st->row_out.len = 0;
+        rc = ferry_rt_codec_emit(st->codec, base, &row, split, &st->row_out, &err);
+        if (rc) {
+            insert_fail(req, st, "INCORRECT_DATA", "row %llu: %s", (unsigned long long)row.number,
+                        err.msg);
+            return;
+        }
+        slice_buf *s = slice_get(st, t->name, strlen(t->name), split);
+        if (!s || ferry_buf_append(&s->rows, st->row_out.data, st->row_out.len)) {
+            insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+            return;
+        }
+        s->n_rows++;
+        st->rows++;
+        st->pending += st->row_out.len;
+        if (st->pending >= r->flush_bytes)
+            flush(st);
+    }
+    /* Keep the unconsumed tail. */
+    if (off) {
+        memmove(st->carry.data, st->carry.data + off, st->carry.len - off);
+        st->carry.len -= off;
+    }
+}
+
+/* Sets up the insert handler once the statement is known. False when it answered an error. */
+static bool insert_begin(ferry_http_req *req, req_state *st, rt_table *t)
+{
+    ferry_router *r = st->r;
+    st->table = t;
+    if (!t->def.split_key[0]) {
+        rt_respond_error(req, "BAD_ARGUMENTS",
+                         "ferry router: table %s.%s has no split_key in the catalog ([table \"%s\"] "
+                         "split_key = COLUMN, then ferry init)",
+                         t->def.database, t->def.name, t->def.name);
+        return false;
+    }
+    if (!ferry_rt_format_parse(st->ins.format, &st->format)) {
+        rt_respond_error(req, "NOT_IMPLEMENTED",
+                         "ferry router: format %s is not routed; inserts into managed tables "
+                         "accept JSONEachRow, TabSeparated (TSV), TabSeparatedWithNames "
+                         "(TSVWithNames), CSV, CSVWithNames and RowBinary",
+                         st->ins.format);
+        return false;
+    }
+    const ferry_rt_schema *schema = NULL;
+    if (ferry_rt_format_needs_structure(st->format, st->ins.n_columns > 0)) {
+        pthread_mutex_lock(&r->mu);
+        bool have = t->have_schema;
+        pthread_mutex_unlock(&r->mu);
+        if (!have) {
+            ferry_buf sql = {0}, out = {0};
+            ferry_err err = {0};
+            ferry_rt_schema sc = {0};
+            /* system.columns rather than DESCRIBE: same columns, and every server streams it. */
+            ferry_buf_puts(&sql, "SELECT name, type, default_kind FROM system.columns WHERE database = ");
+            ferry_sql_quote(t->def.database, &sql);
+            ferry_buf_puts(&sql, " AND table = ");
+            ferry_sql_quote(t->def.name, &sql);
+            ferry_buf_puts(&sql, " ORDER BY position");
+            int rc = rt_query_any(r, ferry_buf_cstr(&sql), &out, &err);
+            if (!rc)
+                rc = ferry_rt_schema_parse(out.data ? out.data : "", out.len, &sc, &err);
+            if (!rc && sc.n == 0)
+                rc = ferry_err_set(&err, FERRY_ENOTFOUND, "the table does not exist on the first "
+                                   "reachable shard");
+            ferry_buf_free(&sql);
+            ferry_buf_free(&out);
+            if (rc) {
+                rt_respond_error(req, "NETWORK_ERROR",
+                                 "ferry router: cannot read the structure of %s.%s: %s",
+                                 t->def.database, t->def.name, err.msg);
+                return false;
+            }
+            pthread_mutex_lock(&r->mu);
+            if (!t->have_schema) {
+                t->schema = sc;
+                t->have_schema = true;
+            } else {
+                ferry_rt_schema_free(&sc);
+            }
+            pthread_mutex_unlock(&r->mu);
+        }
+        schema = &t->schema; /* never changed once set */
+    }
+    const char **cols = NULL;
+    if (st->ins.n_columns) {
+        cols = calloc(st->ins.n_columns, sizeof *cols);
+        for (size_t i = 0; cols && i < st->ins.n_columns; i++)
+            cols[i] = st->ins.columns[i];
+    }
+    ferry_rt_codec_options o = {.format = st->format,
+                                .tenant_column = t->def.tenant_column,
+                                .split_column = t->def.split_column,
+                                .split_key = t->def.split_key,
+                                .columns = cols,
+                                .n_columns = st->ins.n_columns,
+                                .schema = schema,
+                                .max_row_bytes = r->max_row_bytes};
+    ferry_err err = {0};
+    int rc = ferry_rt_codec_new(&o, &st->codec, &err);
+    free(cols);
+    if (rc) {
+        rt_respond_error(req, strstr(err.msg, "has no") ? "THERE_IS_NO_COLUMN" : "BAD_ARGUMENTS",
+                         "ferry router: %s", err.msg);
+        return false;
+    }
+    st->snap = rt_snapshot_get(r);
+    st->res = calloc(r->n_shards ? r->n_shards : 1, sizeof *st->res);
+    if (!st->res) {
+        rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
+        return false;
+    }
+    st->mode = MODE_INSERT;
+    pthread_mutex_lock(&r->mu);
+    r->requests++;
+    pthread_mutex_unlock(&r->mu);
+    return true;
+}
+
+/* Builds the forwarded statement; only possible once a header (if any) has been read. */
+static int insert_statement(req_state *st)
+{
+    ferry_buf b = {0};
+    ferry_buf_puts(&b, "INSERT INTO ");
+    ferry_sql_ident(st->table->def.database, &b);
+    ferry_buf_putc(&b, '.');
+    ferry_sql_ident(st->table->def.name, &b);
+    ferry_buf_putc(&b, ' ');
+    ferry_rt_codec_columns(st->codec, &b);
+    ferry_buf_printf(&b, " FORMAT %s", ferry_rt_format_forward_name(st->format));
+    st->columns_sql = ferry_buf_detach(&b);
+    return st->columns_sql ? FERRY_OK : FERRY_ENOMEM;
+}
+
+static void insert_data(ferry_http_req *req, req_state *st, const char *data, size_t len,
+                        bool eof)
+{
+    if (len && ferry_buf_append(&st->carry, data, len)) {
+        insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+        return;
+    }
+    consume(req, st, eof);
+    if (st->mode != MODE_INSERT)
+        return;
+    if (!st->columns_sql && insert_statement(st)) {
+        insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+        return;
+    }
+}
+
+/* ---- classification ------------------------------------------------------------------------- */
+
+static rt_table *managed_table(ferry_router *r, const char *db, const char *table)
+{
+    for (size_t i = 0; i < r->n_tables; i++)
+        if (!strcmp(r->tables[i].def.name, table) && !strcmp(r->tables[i].def.database, db))
+            return &r->tables[i];
+    return NULL;
+}
+
+typedef struct arg_ctx {
+    req_state *st;
+    int rc;
+} arg_ctx;
+
+static int collect_setting(void *cls, const char *name, const char *value)
+{
+    arg_ctx *a = cls;
+    req_state *st = a->st;
+    if (!strcmp(name, "query_id")) {
+        snprintf(st->query_id, sizeof st->query_id, "%s", value ? value : "");
+        return 0;
+    }
+    if (!strcmp(name, "insert_deduplication_token")) {
+        snprintf(st->token, sizeof st->token, "%s", value ? value : "");
+        return 0;
+    }
+    if (ferry_ch_param_kind(name) != FERRY_CH_PARAM_SETTING || !ferry_ch_name_ok(name))
+        return 0;
+    void *p = realloc(st->settings, (st->n_settings + 1) * sizeof *st->settings);
+    if (!p)
+        return a->rc = FERRY_ENOMEM;
+    st->settings = p;
+    st->settings[st->n_settings].name = strdup(name);
+    st->settings[st->n_settings].value = strdup(value ? value : "");
+    st->n_settings++;
+    return 0;
+}
+
+/* The statement is known: choose the handler. sql/len is the statement text (complete). */
+static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t len,
+                     const char *data, size_t data_len)
+{
+    ferry_router *r = st->r;
+    bool need_more = false;
+    enum ferry_rt_stmt kind = ferry_rt_classify(sql, len, true, &st->ins, &need_more);
+    rt_table *t = NULL;
+    if (kind == FERRY_RT_STMT_INSERT) {
+        const char *db = st->ins.database[0] ? st->ins.database : ferry_http_arg(req, "database");
+        if (!db || !*db)
+            db = ferry_http_header(req, "X-ClickHouse-Database");
+        if (!db || !*db)
+            db = "default";
+        t = managed_table(r, db, st->ins.table);
+    } else if (kind == FERRY_RT_STMT_INSERT_OTHER) {
+        /* An INSERT the router cannot route must not slip past it into a managed table. */
+        char db[FERRY_RT_IDENT_MAX], table[FERRY_RT_IDENT_MAX];
+        if (ferry_rt_insert_target(sql, len, db, table)) {
+            const char *d = db[0] ? db : ferry_http_arg(req, "database");
+            if (!d || !*d)
+                d = "default";
+            if (managed_table(r, d, table)) {
+                rt_respond_error(req, "NOT_IMPLEMENTED",
+                                 "ferry router: %s.%s is a managed table; inserts into it must be "
+                                 "INSERT INTO %s [(columns)] FORMAT <JSONEachRow | TSV | "
+                                 "TSVWithNames | CSV | CSVWithNames | RowBinary> with the rows "
+                                 "as data (VALUES, INSERT SELECT and SETTINGS clauses are not "
+                                 "routed; pass settings as URL parameters)",
+                                 d, table, table);
+                st->mode = MODE_DONE;
+                st->failed = true;
+                return;
+            }
+        }
+    }
+    if (t) {
+        arg_ctx a = {st, 0};
+        ferry_http_args_foreach(req, collect_setting, &a);
+        if (!st->token[0]) {
+            if (!st->query_id[0]) {
+                /* No id from the client: make one (and send it back) so a retry can reuse it. */
+                unsigned long long x = (unsigned long long)time(NULL) ^ (unsigned long long)getpid() << 32;
+                x ^= XXH3_64bits(&st, sizeof st) ^ XXH3_64bits(sql, len);
+                snprintf(st->query_id, sizeof st->query_id, "ferry-%016llx", x);
+            }
+            snprintf(st->token, sizeof st->token, "%s", st->query_id);
+        }
+        if (!st->query_id[0])
+            snprintf(st->query_id, sizeof st->query_id, "%s", st->token);
+        if (a.rc || !insert_begin(req, st, t)) {
+            if (!ferry_http_responded(req))
+                rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
+            st->mode = MODE_DONE;
+            st->failed = true;
+            return;
+        }
+        /* Data inline after FORMAT in the statement text comes first. */
+        if (st->ins.data_offset < len)
+            insert_data(req, st, sql + st->ins.data_offset, len - st->ins.data_offset, false);
+        if (st->mode == MODE_INSERT && data_len)
+            insert_data(req, st, data, data_len, false);
+        return;
+    }
+    /* SELECT-like statements: the read path (issue 10) will route these; until then they and
+     * every other statement go through unchanged. */
+    st->mode = MODE_PASS;
+    if (data_len && ferry_buf_append(&st->body, data, data_len)) {
+        rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
+        st->mode = MODE_DONE;
+        st->failed = true;
+    }
+}
+
+/* ---- HTTP callbacks ------------------------------------------------------------------------- */
+
+static void on_headers(ferry_http_req *req, void *ctx)
+{
+    ferry_router *r = ctx;
+    req_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
+        return;
+    }
+    st->r = r;
+    ferry_http_req_set_state(req, st);
+    const char *q = ferry_http_arg(req, "query");
+    if (q) {
+        st->query_in_url = true;
+        dispatch(req, st, q, strlen(q), NULL, 0);
+    } else {
+        st->mode = MODE_HEAD;
+    }
+}
+
+static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
+{
+    ferry_router *r = ctx;
+    req_state *st = ferry_http_req_state(req);
+    if (!st || st->failed || st->mode == MODE_DONE)
+        return 0;
+    st->received += len;
+    if (st->received > r->max_request_bytes) {
+        if (st->mode == MODE_INSERT)
+            flush(st); /* rows parsed so far are complete rows: write them and say so */
+        if (st->mode == MODE_INSERT)
+            insert_fail(req, st, "QUERY_IS_TOO_LARGE",
+                        "the request is larger than [router] max_request_bytes (%zu bytes); "
+                        "the rows after byte %zu were not written",
+                        r->max_request_bytes, r->max_request_bytes);
+        else
+            rt_respond_error(req, "QUERY_IS_TOO_LARGE",
+                             "ferry router: the request is larger than [router] "
+                             "max_request_bytes (%zu bytes); nothing was written",
+                             r->max_request_bytes);
+        st->failed = true;
+        st->mode = MODE_DONE;
+        return 0;
+    }
+    if (st->mode == MODE_INSERT) {
+        insert_data(req, st, data, len, false);
+        return 0;
+    }
+    if (st->mode == MODE_PASS) {
+        if (ferry_buf_append(&st->body, data, len)) {
+            rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
+            st->failed = true;
+            st->mode = MODE_DONE;
+        }
+        return 0;
+    }
+    /* MODE_HEAD: the statement is at the start of the body. */
+    size_t before = st->head.len;
+    if (ferry_buf_append(&st->head, data, len)) {
+        rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
+        st->failed = true;
+        st->mode = MODE_DONE;
+        return 0;
+    }
+    /* Look at each new line end: is the statement complete there? */
+    for (size_t i = before; i < st->head.len; i++) {
+        if (st->head.data[i] != '\n')
+            continue;
+        ferry_rt_insert ins;
+        bool need_more = false;
+        enum ferry_rt_stmt k = ferry_rt_classify(st->head.data, i + 1, false, &ins, &need_more);
+        ferry_rt_insert_free(&ins);
+        if (need_more)
+            continue;
+        if (k != FERRY_RT_STMT_INSERT) {
+            /* Not a routable insert: the whole body is the statement (and maybe data). */
+            ferry_buf h = st->head;
+            memset(&st->head, 0, sizeof st->head);
+            st->mode = MODE_PASS;
+            st->body = h;
+            return 0;
+        }
+        ferry_buf h = st->head;
+        memset(&st->head, 0, sizeof st->head);
+        ferry_rt_insert probe;
+        ferry_rt_classify(h.data, i + 1, true, &probe, &need_more);
+        size_t data_at = probe.data_offset;
+        ferry_rt_insert_free(&probe);
+        dispatch(req, st, h.data, data_at, h.data + data_at, h.len - data_at);
+        if (st->mode == MODE_PASS) {
+            /* dispatch copied only the data; a passthrough needs the statement too */
+            ferry_buf_free(&st->body);
+            st->body = h;
+            return 0;
+        }
+        ferry_buf_free(&h);
+        return 0;
+    }
+    if (st->head.len > (256u << 10)) {
+        /* No statement end in the first 256 KiB: not a routable insert. */
+        ferry_buf h = st->head;
+        memset(&st->head, 0, sizeof st->head);
+        st->mode = MODE_PASS;
+        st->body = h;
+    }
+    return 0;
+}
+
+static void respond_insert(ferry_http_req *req, req_state *st)
+{
+    ferry_router *r = st->r;
+    uint64_t written = 0, failed_rows = 0;
+    ferry_buf failed = {0}, shards = {0}, msgs = {0};
+    const char *name = NULL;
+    for (size_t i = 0; i < r->n_shards; i++) {
+        shard_result *res = &st->res[i];
+        written += res->rows_written;
+        if (res->rows_written || res->failed)
+            ferry_buf_printf(&shards, "%s%s", shards.len ? "," : "", r->shards[i].name);
+        if (!res->failed)
+            continue;
+        failed_rows += res->rows_failed;
+        ferry_buf_printf(&failed, "%s%s", failed.len ? "," : "", r->shards[i].name);
+        ferry_buf_printf(&msgs, "%sshard %s: %llu row(s) not written: %s", msgs.len ? "; " : "",
+                         r->shards[i].name, (unsigned long long)res->rows_failed, res->error);
+        if (!name)
+            name = res->error_name;
+    }
+    char summary[256], v[32];
+    snprintf(summary, sizeof summary,
+             "{\"read_rows\":\"%llu\",\"read_bytes\":\"%zu\",\"written_rows\":\"%llu\","
+             "\"written_bytes\":\"0\",\"total_rows_to_read\":\"0\",\"result_rows\":\"0\","
+             "\"result_bytes\":\"0\"}",
+             (unsigned long long)st->rows, st->received, (unsigned long long)written);
+    ferry_http_add_header(req, "X-ClickHouse-Query-Id", st->query_id);
+    ferry_http_add_header(req, "X-ClickHouse-Summary", summary);
+    ferry_http_add_header(req, "X-Ferry-Shards", shards.len ? ferry_buf_cstr(&shards) : "");
+    pthread_mutex_lock(&r->mu);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)(r->snap ? r->snap->version : 0));
+    r->rows_routed += written;
+    pthread_mutex_unlock(&r->mu);
+    ferry_http_add_header(req, "X-Ferry-Routing-Version", v);
+    if (failed.len || st->rows_unrouted) {
+        ferry_http_add_header(req, "X-Ferry-Failed-Shards", ferry_buf_cstr(&failed));
+        if (st->rows_unrouted)
+            ferry_buf_printf(&msgs, "%s%llu row(s) had no route when they were sent (%s)",
+                             msgs.len ? "; " : "", (unsigned long long)st->rows_unrouted,
+                             st->unrouted);
+        rt_respond_error(req, name && *name ? name : "ALL_CONNECTION_TRIES_FAILED",
+                         "ferry router: the insert was written only in part: %llu of %llu row(s) "
+                         "written; failed: %s. Retry the whole request with the same query_id or "
+                         "insert_deduplication_token '%s': rows already written are deduplicated",
+                         (unsigned long long)written, (unsigned long long)st->rows,
+                         ferry_buf_cstr(&msgs), st->token);
+    } else {
+        ferry_http_respond(req, 200, "text/plain; charset=UTF-8", "", 0);
+    }
+    ferry_buf_free(&failed);
+    ferry_buf_free(&shards);
+    ferry_buf_free(&msgs);
+}
+
+static void on_complete(ferry_http_req *req, void *ctx)
+{
+    (void)ctx;
+    req_state *st = ferry_http_req_state(req);
+    if (!st || ferry_http_responded(req))
+        return;
+    if (st->mode == MODE_HEAD) {
+        /* The body ended: it is all statement (an insert whose data follows FORMAT on the same
+         * line, or a statement without a line end). */
+        ferry_buf h = st->head;
+        memset(&st->head, 0, sizeof st->head);
+        ferry_rt_insert probe;
+        bool nm;
+        enum ferry_rt_stmt k = ferry_rt_classify(h.data ? h.data : "", h.len, true, &probe, &nm);
+        size_t data_at = probe.data_offset;
+        ferry_rt_insert_free(&probe);
+        if (k == FERRY_RT_STMT_INSERT) {
+            dispatch(req, st, h.data, data_at, h.data + data_at, h.len - data_at);
+            if (st->mode == MODE_PASS) {
+                ferry_buf_free(&st->body);
+                st->body = h;
+                memset(&h, 0, sizeof h);
+            }
+        } else {
+            st->mode = MODE_PASS;
+            st->body = h;
+            memset(&h, 0, sizeof h);
+        }
+        ferry_buf_free(&h);
+        if (ferry_http_responded(req))
+            return;
+    }
+    if (st->mode == MODE_PASS) {
+        rt_passthrough(st->r, req, st->body.data, st->body.len);
+        return;
+    }
+    if (st->mode == MODE_INSERT) {
+        insert_data(req, st, NULL, 0, true);
+        if (st->mode != MODE_INSERT || ferry_http_responded(req))
+            return;
+        if (!st->columns_sql && insert_statement(st)) {
+            insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+            return;
+        }
+        flush(st);
+        respond_insert(req, st);
+        return;
+    }
+    if (!ferry_http_responded(req))
+        rt_respond_error(req, "BAD_ARGUMENTS", "ferry router: nothing to do");
+}
+
+static void on_ping(ferry_http_req *req, void *ctx)
+{
+    (void)ctx;
+    ferry_http_respond_text(req, 200, "Ok.\n");
+}
+
+static void on_status(ferry_http_req *req, void *ctx)
+{
+    ferry_router *r = ctx;
+    char body[512];
+    pthread_mutex_lock(&r->mu);
+    uint64_t oldest = 0;
+    for (size_t i = 0; i < r->n_inflight; i++)
+        if (!oldest || r->inflight[i].version < oldest)
+            oldest = r->inflight[i].version;
+    char oldest_s[32] = "null";
+    if (r->n_inflight)
+        snprintf(oldest_s, sizeof oldest_s, "%llu", (unsigned long long)oldest);
+    snprintf(body, sizeof body,
+             "{\"routing_version\":%llu,\"inflight_oldest_version\":%s,\"insert_requests\":%llu,"
+             "\"rows_routed\":%llu,\"reroutes\":%llu}",
+             (unsigned long long)(r->snap ? r->snap->version : 0), oldest_s,
+             (unsigned long long)r->requests, (unsigned long long)r->rows_routed,
+             (unsigned long long)r->reroutes);
+    pthread_mutex_unlock(&r->mu);
+    ferry_http_respond(req, 200, "application/json", body, strlen(body));
+}
+
+/* ---- configuration and life cycle ----------------------------------------------------------- */
+
+static int read_router_config(ferry_router *r, const ferry_config *cfg, const char *listen,
+                              char *addr, size_t addrsz, uint16_t *port, ferry_err *err)
+{
+    static const char *const keys[] = {"listen", "passthrough", "flush_bytes",
+                                       "max_request_bytes", "max_row_bytes", "shard_timeout",
+                                       "load_balancing", NULL};
+    uint64_t v;
+    int rc = ferry_config_check_keys(cfg, "router", keys, err);
+    if (rc)
+        return rc;
+    const char *l = listen ? listen : ferry_config_get(cfg, "router", NULL, "listen");
+    if (!l)
+        l = "127.0.0.1:8124";
+    const char *colon = strrchr(l, ':');
+    uint64_t p;
+    if (!colon || (size_t)(colon - l) >= addrsz || !ferry_parse_u64(colon + 1, &p) || p > 65535)
+        return ferry_err_set(err, FERRY_EINVAL, "listen address '%s': expected ADDR:PORT", l);
+    memcpy(addr, l, (size_t)(colon - l));
+    addr[colon - l] = '\0';
+    *port = (uint16_t)p;
+    const char *pt = ferry_config_get(cfg, "router", NULL, "passthrough");
+    if (pt && *pt && !ferry_starts_with(pt, "http://") && !ferry_starts_with(pt, "https://"))
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "%s: [router] passthrough = '%s': expected a ClickHouse HTTP URL",
+                             cfg->path, pt);
+    snprintf(r->passthrough, sizeof r->passthrough, "%s", pt ? pt : "");
+    rc = ferry_config_bytes(cfg, "router", NULL, "flush_bytes", 16u << 20, &v, err);
+    if (!rc && (v < 1024 || v > (1ULL << 32)))
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] flush_bytes must be 1K..4G", cfg->path);
+    r->flush_bytes = (size_t)v;
+    if (!rc)
+        rc = ferry_config_bytes(cfg, "router", NULL, "max_request_bytes", 1ULL << 30, &v, err);
+    r->max_request_bytes = (size_t)v;
+    if (!rc)
+        rc = ferry_config_bytes(cfg, "router", NULL, "max_row_bytes", 64u << 20, &v, err);
+    r->max_row_bytes = (size_t)v;
+    const char *to = ferry_config_get(cfg, "router", NULL, "shard_timeout");
+    uint64_t secs = 30;
+    if (!rc && to && (!ferry_parse_duration(to, &secs) || secs == 0))
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "%s: [router] shard_timeout = '%s': expected a duration such as 30s",
+                           cfg->path, to);
+    r->shard_timeout_ms = (long)secs * 1000;
+    const char *lb = ferry_config_get(cfg, "router", NULL, "load_balancing");
+    r->load_balancing = FERRY_LB_RANDOM;
+    if (!rc && lb && !ferry_lb_parse(lb, &r->load_balancing))
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "%s: [router] load_balancing = '%s': expected a ClickHouse "
+                           "load_balancing value (random, in_order, round_robin, ...)",
+                           cfg->path, lb);
+    return rc;
+}
+
+int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferry_err *err)
+{
+    *out = NULL;
+    ferry_router *r = calloc(1, sizeof *r);
+    if (!r)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->check_mu, NULL);
+    pthread_mutex_init(&r->reload_mu, NULL);
+    pthread_cond_init(&r->cond, NULL);
+    ferry_config cfg = {0};
+    ferry_cluster_config cc = {0};
+    ferry_record_list tables = {0};
+    char addr[64];
+    uint16_t port = 0;
+    snprintf(r->config_path, sizeof r->config_path, "%s", opt->config_path);
+    int rc = ferry_config_load(opt->config_path, &cfg, err);
+    if (!rc)
+        rc = ferry_cluster_config_read(&cfg, &cc, err);
+    if (!rc)
+        rc = read_router_config(r, &cfg, opt->listen, addr, sizeof addr, &port, err);
+    if (!rc)
+        rc = rt_shards_init(r, &cfg, err);
+    if (rc)
+        goto out;
+    snprintf(r->catalog_url, sizeof r->catalog_url, "%s", cc.catalog);
+    rc = ferry_catalog_open(cc.catalog, &r->watch_cat, err);
+    if (!rc)
+        rc = ferry_catalog_open(cc.catalog, &r->check_cat, err);
+    if (!rc)
+        rc = ferry_catalog_list(r->check_cat, FERRY_REC_TABLE, NULL, 0, &tables, err);
+    if (rc)
+        goto out;
+    r->tables = calloc(tables.n ? tables.n : 1, sizeof *r->tables);
+    if (!r->tables) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < tables.n; i++)
+        r->tables[r->n_tables++].def = tables.items[i].u.table;
+    rc = rt_reload(r, r->check_cat, err);
+    if (rc)
+        goto out;
+    if (pthread_create(&r->watcher, NULL, rt_watch_main, r) != 0) {
+        rc = ferry_err_set(err, FERRY_EINTERNAL, "cannot start the routing watcher thread");
+        goto out;
+    }
+    r->watcher_started = true;
+    ferry_http_route routes[] = {
+        {"GET", "/ping", NULL, NULL, on_ping, NULL, r, 0},
+        {"GET", "/ferry/router", NULL, NULL, on_status, NULL, r, 0},
+        {NULL, "/", on_headers, on_body, on_complete, state_free, r, 0},
+    };
+    ferry_httpd_options ho = {.bind_addr = addr, .port = port};
+    rc = ferry_httpd_start(&ho, routes, sizeof routes / sizeof routes[0], &r->httpd, err);
+out:
+    ferry_record_list_free(&tables);
+    ferry_cluster_config_free(&cc);
+    ferry_config_free(&cfg);
+    if (rc) {
+        ferry_router_stop(r);
+        return rc;
+    }
+    *out = r;
+    return FERRY_OK;
+}
+
+uint16_t ferry_router_port(const ferry_router *r) { return ferry_httpd_port(r->httpd); }
+
+void ferry_router_stop(ferry_router *r)
+{
+    if (!r)
+        return;
+    ferry_httpd_stop(r->httpd);
+    pthread_mutex_lock(&r->mu);
+    r->stopping = true;
+    pthread_mutex_unlock(&r->mu);
+    if (r->watcher_started)
+        pthread_join(r->watcher, NULL);
+    rt_snapshot_put(r->snap);
+    for (size_t i = 0; i < r->n_tables; i++)
+        ferry_rt_schema_free(&r->tables[i].schema);
+    free(r->tables);
+    rt_shards_free(r);
+    ferry_catalog_close(r->watch_cat);
+    ferry_catalog_close(r->check_cat);
+    pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->check_mu);
+    pthread_mutex_destroy(&r->reload_mu);
+    pthread_cond_destroy(&r->cond);
+    free(r);
+}

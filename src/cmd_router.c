@@ -1,0 +1,87 @@
+/* `ferry router`: the write router daemon (lib/router/). */
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "ferry/log.h"
+#include "ferry/router.h"
+
+const char cmd_router_usage[] =
+    "usage: ferry router --config FILE [--listen ADDR:PORT] [--port-file FILE]\n"
+    "\n"
+    "Runs the router until SIGTERM or SIGINT. It speaks ClickHouse's HTTP interface: an\n"
+    "INSERT INTO <managed table> [(columns)] FORMAT F (JSONEachRow, TSV, TSVWithNames, CSV,\n"
+    "CSVWithNames, RowBinary) has each row sent to the shard(s) serving its slice, with the\n"
+    "split column set from the table's split_key and the tenant's split count, and a\n"
+    "deduplication token per shard and chunk so a retried request is stored once. Every other\n"
+    "statement goes unchanged to [router] passthrough. The routing table is read from the\n"
+    "catalog and re-read whenever its version changes. See docs/routing.md.\n"
+    "\n"
+    "  GET /ping          Ok.\n"
+    "  GET /ferry/router  routing version, oldest routing version with writes in flight, counters\n"
+    "\n"
+    "  --config FILE       the cluster's config with [router] (default: $FERRY_CONFIG)\n"
+    "  --listen ADDR:PORT  where to serve (default: [router] listen, else 127.0.0.1:8124;\n"
+    "                      port 0 picks a free one)\n"
+    "  --port-file FILE    write the port being served to FILE once listening\n";
+
+int cmd_router(int argc, char **argv)
+{
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"listen", required_argument, NULL, 'l'},
+                                         {"port-file", required_argument, NULL, 'p'},
+                                         {NULL, 0, NULL, 0}};
+    const char *config = NULL, *listen = NULL, *port_file = NULL;
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (ch == 'c')
+            config = optarg;
+        else if (ch == 'l')
+            listen = optarg;
+        else if (ch == 'p')
+            port_file = optarg;
+        else
+            return cli_usage_error("router", "unknown option");
+    }
+    if (optind < argc)
+        return cli_usage_error("router", "unexpected argument '%s'", argv[optind]);
+    const char *path = cli_config_path(config);
+    if (!path)
+        return cli_usage_error("router", "needs --config FILE (or FERRY_CONFIG)");
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    ferry_err err = {0};
+    ferry_router *r = NULL;
+    int status = 0;
+    ferry_router_options o = {.config_path = path, .listen = listen};
+    if (ferry_router_start(&o, &r, &err))
+        return cli_fail("router", &err);
+    FLOG_INFO("msg=\"router serving\" port=%u", (unsigned)ferry_router_port(r));
+    if (port_file) {
+        FILE *fp = fopen(port_file, "w");
+        if (!fp || fprintf(fp, "%u\n", (unsigned)ferry_router_port(r)) < 0 || fclose(fp)) {
+            ferry_err_set(&err, FERRY_EIO, "cannot write %s", port_file);
+            status = cli_fail("router", &err);
+            goto out;
+        }
+    }
+    for (;;) {
+        int sig = sigwaitinfo(&set, NULL);
+        if (sig == SIGTERM || sig == SIGINT) {
+            FLOG_INFO("msg=\"router stopping\" signal=%d", sig);
+            break;
+        }
+    }
+out:
+    ferry_router_stop(r);
+    return status;
+}

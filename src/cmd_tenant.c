@@ -1,0 +1,181 @@
+/* `ferry tenant add|show|set-splits`: operators' view of tenants and their split counts. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_catalog.h"
+#include "ferry/split.h"
+#include "ferry/strutil.h"
+
+const char cmd_tenant_usage[] =
+    "usage: ferry tenant add NAME... [--splits N] [--dry-run] [--json] [--config FILE]\n"
+    "       ferry tenant show NAME [--json] [--config FILE]\n"
+    "       ferry tenant set-splits NAME N [--dry-run] [--json] [--config FILE]\n"
+    "\n"
+    "add registers each tenant NAME with N splits (default 1): its slices are placed on the active\n"
+    "shards (weighted rendezvous, the cluster's rf and fill) and routed there, in one atomic\n"
+    "catalog batch that raises the routing version. set-splits raises a tenant's split count the\n"
+    "same way (new slices placed and routed; existing ones untouched); a lower count is refused,\n"
+    "because rows already written keep their split. show prints the tenant's split count and\n"
+    "each slice's placement and serving shards.\n"
+    "\n"
+    "  --splits N       splits for a new tenant (1..4096)\n"
+    "  --dry-run        compute, print, write nothing\n"
+    "  --config FILE    the cluster's config (default: $FERRY_CONFIG)\n"
+    "  --catalog URL    a catalog URL instead of the config's\n"
+    "  --json           JSON output\n";
+
+static int print_change(const ferry_split_change *c, bool dry, bool json)
+{
+    if (json) {
+        json_t *o = json_pack("{s:s, s:I, s:I, s:b, s:I}", "tenant", c->tenant, "from",
+                              (json_int_t)c->from, "to", (json_int_t)c->to, "dry_run", dry,
+                              "routing_version", (json_int_t)c->routing_version);
+        json_dumpf(o, stdout, JSON_COMPACT);
+        putchar('\n');
+        json_decref(o);
+    } else if (c->from == c->to) {
+        printf("tenant %s already has %u split(s); nothing changed\n", c->tenant, c->to);
+    } else {
+        printf("%stenant %s: %u -> %u split(s)%s; routing version %llu\n", dry ? "(dry run) " : "",
+               c->tenant, c->from, c->to, dry ? " would be placed and routed" : " placed and routed",
+               (unsigned long long)c->routing_version);
+    }
+    return 0;
+}
+
+static int show(ferry_catalog *cat, const char *name, bool json, ferry_err *err)
+{
+    ferry_record t;
+    ferry_record_list slices = {0}, routes = {0};
+    ferry_record_init(&t, FERRY_REC_TENANT);
+    snprintf(t.u.tenant.name, sizeof t.u.tenant.name, "%s", name);
+    const char *prefix[] = {name};
+    int rc = ferry_catalog_get(cat, &t, err);
+    if (rc == FERRY_ENOTFOUND)
+        ferry_err_set(err, FERRY_ENOTFOUND, "tenant %s is not registered (ferry tenant add %s)",
+                      name, name);
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_SLICE, prefix, 1, &slices, err);
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, prefix, 1, &routes, err);
+    if (rc)
+        goto out;
+    json_t *o = json_pack("{s:s, s:I, s:[]}", "tenant", name, "splits",
+                          (json_int_t)t.u.tenant.splits, "slices");
+    json_t *arr = json_object_get(o, "slices");
+    if (!json)
+        printf("tenant %s: %u split(s)\n%6s  %-12s %-24s %s\n", name, t.u.tenant.splits, "SPLIT",
+               "BYTES", "PLACEMENT", "SERVED BY");
+    for (size_t i = 0; i < slices.n; i++) {
+        const ferry_slice *s = &slices.items[i].u.slice;
+        const char *served = "";
+        for (size_t j = 0; j < routes.n; j++)
+            if (routes.items[j].u.route.split == s->split)
+                served = routes.items[j].u.route.shards;
+        if (json) {
+            json_array_append_new(arr, json_pack("{s:I, s:I, s:I, s:s, s:s}", "split",
+                                                 (json_int_t)s->split, "bytes", (json_int_t)s->bytes,
+                                                 "rows", (json_int_t)s->rows, "placement",
+                                                 s->placement, "route", served));
+        } else {
+            char b[32];
+            printf("%6u  %-12s %-24s %s\n", s->split, ferry_fmt_bytes(s->bytes, b, sizeof b),
+                   s->placement, served);
+        }
+    }
+    if (json) {
+        json_dumpf(o, stdout, JSON_COMPACT);
+        putchar('\n');
+    }
+    json_decref(o);
+out:
+    ferry_record_list_free(&slices);
+    ferry_record_list_free(&routes);
+    return rc;
+}
+
+int cmd_tenant(int argc, char **argv)
+{
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"catalog", required_argument, NULL, 'C'},
+                                         {"splits", required_argument, NULL, 's'},
+                                         {"dry-run", no_argument, NULL, 'n'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {NULL, 0, NULL, 0}};
+    const char *config = NULL, *catalog = NULL;
+    uint64_t splits = 1;
+    bool json = false, dry = false, have_splits = false;
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'c':
+            config = optarg;
+            break;
+        case 'C':
+            catalog = optarg;
+            break;
+        case 's':
+            if (!ferry_parse_u64(optarg, &splits) || splits < 1 || splits > FERRY_SPLITS_MAX)
+                return cli_usage_error("tenant", "--splits '%s' is not a split count (1..%d)",
+                                       optarg, FERRY_SPLITS_MAX);
+            have_splits = true;
+            break;
+        case 'n':
+            dry = true;
+            break;
+        case 'j':
+            json = true;
+            break;
+        default:
+            return cli_usage_error("tenant", "unknown option");
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error("tenant", "needs add, show or set-splits");
+    const char *sub = argv[optind++];
+    if (optind >= argc)
+        return cli_usage_error("tenant", "%s needs a tenant NAME", sub);
+    const char *name = argv[optind++];
+    int nargs = argc - optind;
+    if (!strcmp(sub, "set-splits")) {
+        if (nargs != 1)
+            return cli_usage_error("tenant", "set-splits needs NAME and a split count N");
+        if (!ferry_parse_u64(argv[optind], &splits) || splits < 1 || splits > FERRY_SPLITS_MAX)
+            return cli_usage_error("tenant", "'%s' is not a split count (1..%d)", argv[optind],
+                                   FERRY_SPLITS_MAX);
+    } else if (!strcmp(sub, "add")) {
+        /* more names: each is added in its own batch, in order */
+    } else if (!strcmp(sub, "show")) {
+        if (nargs)
+            return cli_usage_error("tenant", "unexpected argument '%s'", argv[optind]);
+        if (!strcmp(sub, "show") && (have_splits || dry))
+            return cli_usage_error("tenant", "show takes no --splits or --dry-run");
+    } else {
+        return cli_usage_error("tenant", "unknown subcommand '%s' (add, show, set-splits)", sub);
+    }
+    ferry_err err = {0};
+    ferry_catalog *cat = NULL;
+    int rc = cli_open_catalog(config, catalog, true, &cat, &err);
+    if (!rc && !strcmp(sub, "show")) {
+        rc = show(cat, name, json, &err);
+    } else if (!rc && !strcmp(sub, "add")) {
+        for (int i = optind - 1; i < argc && !rc; i++) {
+            ferry_split_change c;
+            rc = ferry_split_set(cat, argv[i], (uint32_t)splits, true, dry, &c, &err);
+            if (!rc)
+                print_change(&c, dry, json);
+        }
+    } else if (!rc) {
+        ferry_split_change c;
+        rc = ferry_split_set(cat, name, (uint32_t)splits, false, dry, &c, &err);
+        if (!rc)
+            print_change(&c, dry, json);
+    }
+    ferry_catalog_close(cat);
+    return rc ? cli_fail("tenant", &err) : 0;
+}

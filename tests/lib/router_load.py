@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Load and format helpers for the router tests: encodes rows of the test table
+(tenant String, day UInt32, uid UInt64, id UInt64, v String; split set by the router) in every
+format the router routes, and sends batches through it from several threads.
+
+  router_load.py load URL OUT.json --tenants N --batches B --rows R --clients C [--id-base K]
+      sends B batches per client, each of R rows of random tenants t0..t{N-1}, cycling through
+      the formats; writes {"tenant": [rows, sum_of_ids], ...} of what the router accepted (200).
+  router_load.py send URL FORMAT TENANT ID_FROM COUNT [--query-id Q]
+      one batch; prints the HTTP status and body.
+  router_load.py encode FORMAT TENANT ID_FROM COUNT
+      writes the encoded batch to stdout (bytes)."""
+import json
+import random
+import struct
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+FORMATS = ["JSONEachRow", "TSV", "TSVWithNames", "CSV", "CSVWithNames", "RowBinary"]
+COLS = ["tenant", "day", "uid", "id", "v"]
+
+# Values that exercise quoting and escaping in every format.
+TRICKY = ["plain", "tab\there", "new\nline", 'quote"d', "comma,sep", "back\\slash", "ünï😀",
+          "", "'single'", "\\N"]
+
+
+def value(i):
+    return TRICKY[i % len(TRICKY)] + str(i)
+
+
+def tsv_escape(s):
+    return (s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n"))
+
+
+def csv_quote(s):
+    return '"' + s.replace('"', '""') + '"'
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def rb_string(s):
+    b = s.encode()
+    return varint(len(b)) + b
+
+
+def rows_for(tenant, id_from, count):
+    return [(tenant, 20261101 + (i % 3), (i * 7919) % 1000003, i, value(i))
+            for i in range(id_from, id_from + count)]
+
+
+def encode(fmt, rows):
+    if fmt == "JSONEachRow":
+        return "".join(json.dumps(dict(zip(COLS, r)), ensure_ascii=False) + "\n"
+                       for r in rows).encode()
+    if fmt in ("TSV", "TSVWithNames"):
+        head = "\t".join(COLS) + "\n" if fmt == "TSVWithNames" else ""
+        return (head + "".join("\t".join(tsv_escape(str(x)) for x in r) + "\n"
+                               for r in rows)).encode()
+    if fmt in ("CSV", "CSVWithNames"):
+        head = ",".join(COLS) + "\n" if fmt == "CSVWithNames" else ""
+        return (head + "".join(",".join(csv_quote(x) if isinstance(x, str) else str(x)
+                                        for x in r) + "\n" for r in rows)).encode()
+    if fmt == "RowBinary":
+        out = bytearray()
+        for t, day, uid, i, v in rows:
+            out += rb_string(t) + struct.pack("<IQQ", day, uid, i) + rb_string(v)
+        return bytes(out)
+    raise ValueError(fmt)
+
+
+def statement(fmt):
+    # Formats without names send an explicit column list (the table also has `split`).
+    if fmt in ("TSV", "CSV", "RowBinary"):
+        return "INSERT INTO events (tenant, day, uid, id, v) FORMAT " + fmt
+    return "INSERT INTO events FORMAT " + fmt
+
+
+def send(url, fmt, body, query_id=None, timeout=60):
+    q = urllib.parse.urlencode({"query": statement(fmt), **({"query_id": query_id} if query_id else {})})
+    req = urllib.request.Request(url + "/?" + q, data=body, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+def load(url, out, tenants, batches, nrows, clients, id_base):
+    lock = threading.Lock()
+    sent = {}
+    errors = []
+
+    def client(c):
+        rnd = random.Random(c)
+        for b in range(batches):
+            fmt = FORMATS[(c + b) % len(FORMATS)]
+            first = id_base + (c * batches + b) * nrows
+            rows = []
+            for k in range(nrows):
+                t = "t%d" % rnd.randrange(tenants)
+                i = first + k
+                rows.append((t, 20261101 + (i % 3), (i * 7919) % 1000003, i, value(i)))
+            status, text = send(url, fmt, encode(fmt, rows), "load-%d-%d-%d" % (id_base, c, b))
+            with lock:
+                if status != 200:
+                    errors.append("%s %d %s" % (fmt, status, text[:300]))
+                    continue
+                for r in rows:
+                    n, s = sent.get(r[0], (0, 0))
+                    sent[r[0]] = (n + 1, s + r[3])
+
+    th = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    json.dump(sent, open(out, "w"))
+    if errors:
+        print("\n".join(errors[:5]), file=sys.stderr)
+        sys.exit(1)
+
+
+def main():
+    import argparse
+    import urllib.parse  # noqa: F401 (used by send)
+    a = sys.argv[1:]
+    if a[0] == "load":
+        p = argparse.ArgumentParser()
+        p.add_argument("url")
+        p.add_argument("out")
+        p.add_argument("--tenants", type=int, default=200)
+        p.add_argument("--batches", type=int, default=10)
+        p.add_argument("--rows", type=int, default=200)
+        p.add_argument("--clients", type=int, default=4)
+        p.add_argument("--id-base", type=int, default=0)
+        o = p.parse_args(a[1:])
+        load(o.url, o.out, o.tenants, o.batches, o.rows, o.clients, o.id_base)
+    elif a[0] == "send":
+        qid = a[a.index("--query-id") + 1] if "--query-id" in a else None
+        fmt, tenant, first, count = a[2], a[3], int(a[4]), int(a[5])
+        status, text = send(a[1], fmt, encode(fmt, rows_for(tenant, first, count)), qid)
+        print(status)
+        print(text)
+    elif a[0] == "encode":
+        fmt, tenant, first, count = a[1], a[2], int(a[3]), int(a[4])
+        sys.stdout.buffer.write(encode(fmt, rows_for(tenant, first, count)))
+    else:
+        print(__doc__)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    import urllib.parse
+    main()
