@@ -128,6 +128,17 @@ void ferry_sweep_report_free(ferry_sweep_report *r);
 
 /* ---- I/O -------------------------------------------------------------------------------------- */
 
+/* Reads every server's pointer files through its agent into refs (appended). A server that
+ * cannot be read, or a file under its cold disk that is not a readable pointer file, adds a
+ * line to problems (a JSON array of strings) and counts in *failed: what it names is unknown.
+ * A server without an object-storage disk names nothing. Errors only for memory. */
+int ferry_sweep_read_pointers(struct ferry_fleet *fl, ferry_sweep_refs *refs, json_t *problems,
+                              size_t *failed, ferry_err *err);
+/* Every object under prefix (all pages). *out owned by the caller (ferry_sweep_objects_free). */
+int ferry_sweep_list_store(ferry_objstore *st, const char *prefix, ferry_object_info **out,
+                           size_t *n, ferry_err *err);
+void ferry_sweep_objects_free(ferry_object_info *o, size_t n);
+
 typedef struct ferry_sweep_options {
     bool delete_orphans;
     uint64_t min_age_s;  /* grace period; required (> 0) with delete_orphans */
