@@ -17,6 +17,7 @@ static const char *const cluster_keys[] = {"name", "catalog", "hash", "rf", "fil
                                            NULL};
 static const char *const shard_keys[] = {"weight", "capacity", "replicas", "agent",
                                          "agent_token_file", "user", "password_file", "zone",
+                                         "data_path",
                                          NULL};
 static const char *const table_keys[] = {"database", "layout", "tenant_column", "split_column",
                                          "day_column", NULL};
