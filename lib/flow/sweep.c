@@ -377,8 +377,10 @@ int ferry_sweep_compute(const ferry_sweep_input *in, ferry_sweep_report *out, fe
             }
         }
     }
-    qsort(out->dangling, out->n_dangling, sizeof *out->dangling, cmp_dangling);
-    qsort(out->drift, out->n_drift, sizeof *out->drift, cmp_drift);
+    if (out->n_dangling)
+        qsort(out->dangling, out->n_dangling, sizeof *out->dangling, cmp_dangling);
+    if (out->n_drift)
+        qsort(out->drift, out->n_drift, sizeof *out->drift, cmp_drift);
 out:
     ferry_refset_free(&refs);
     free(listing);
