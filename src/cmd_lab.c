@@ -13,7 +13,10 @@
 const char cmd_lab_usage[] =
     "usage: ferry lab up --dir DIR [--nodes N] [--object-store local|s3] [--timeout SECS]\n"
     "                    [--s3-endpoint URL --s3-bucket B --s3-access-key-file F\n"
-    "                     --s3-secret-key-file F [--s3-prefix P]] [--libchdb PATH]\n"
+    "                     --s3-secret-key-file F [--s3-prefix P]\n"
+    "                     [--s3-uploader-access-key-file F --s3-uploader-secret-key-file F]\n"
+    "                     [--s3-janitor-access-key-file F --s3-janitor-secret-key-file F]]\n"
+    "                    [--libchdb PATH]\n"
     "       ferry lab status --dir DIR [--json]\n"
     "       ferry lab add-node --dir DIR [--timeout SECS]\n"
     "       ferry lab down --dir DIR\n"
@@ -31,6 +34,8 @@ const char cmd_lab_usage[] =
     "\n"
     "The embedded ClickHouse is libchdb.so: --libchdb, else $FERRY_LIBCHDB, else the cache\n"
     "filled by 'make deps'. ferry-node is found next to ferry, or at $FERRY_NODE_BIN.\n"
+    "The --s3-access-key-file/--s3-secret-key-file key is the clickhouse role's (the cold\n"
+    "disk's); the uploader and janitor roles use it too unless given their own.\n"
     "Users: 'default' without password, 'ferry' with the password in DIR/ferry.password.\n";
 
 static int print_status(json_t *st, bool as_json)
@@ -77,7 +82,7 @@ int cmd_lab(int argc, char **argv)
         strcmp(sub, "down"))
         return cli_usage_error("lab", "unknown subcommand '%s'", sub);
     enum { O_NODES = 256, O_STORE, O_ENDPOINT, O_BUCKET, O_PREFIX, O_AKF, O_SKF, O_TIMEOUT,
-           O_LIB, O_JSON, O_DIR };
+           O_LIB, O_JSON, O_DIR, O_UAKF, O_USKF, O_JAKF, O_JSKF };
     static const struct option opts[] = {
         {"dir", required_argument, NULL, O_DIR},
         {"nodes", required_argument, NULL, O_NODES},
@@ -87,6 +92,10 @@ int cmd_lab(int argc, char **argv)
         {"s3-prefix", required_argument, NULL, O_PREFIX},
         {"s3-access-key-file", required_argument, NULL, O_AKF},
         {"s3-secret-key-file", required_argument, NULL, O_SKF},
+        {"s3-uploader-access-key-file", required_argument, NULL, O_UAKF},
+        {"s3-uploader-secret-key-file", required_argument, NULL, O_USKF},
+        {"s3-janitor-access-key-file", required_argument, NULL, O_JAKF},
+        {"s3-janitor-secret-key-file", required_argument, NULL, O_JSKF},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"libchdb", required_argument, NULL, O_LIB},
         {"json", no_argument, NULL, O_JSON},
@@ -118,6 +127,10 @@ int cmd_lab(int argc, char **argv)
         case O_PREFIX: o.s3_prefix = optarg; break;
         case O_AKF: o.s3_access_key_file = optarg; break;
         case O_SKF: o.s3_secret_key_file = optarg; break;
+        case O_UAKF: o.s3_uploader_access_key_file = optarg; break;
+        case O_USKF: o.s3_uploader_secret_key_file = optarg; break;
+        case O_JAKF: o.s3_janitor_access_key_file = optarg; break;
+        case O_JSKF: o.s3_janitor_secret_key_file = optarg; break;
         case O_LIB: o.libchdb = optarg; break;
         case O_JSON: as_json = true; break;
         default:
@@ -130,7 +143,9 @@ int cmd_lab(int argc, char **argv)
         return cli_usage_error("lab", "--dir DIR is required");
     bool is_up = !strcmp(sub, "up"), is_add = !strcmp(sub, "add-node");
     if (!is_up && (o.nodes || o.object_store || o.s3_endpoint || o.s3_bucket || o.s3_prefix ||
-                   o.s3_access_key_file || o.s3_secret_key_file || o.libchdb))
+                   o.s3_access_key_file || o.s3_secret_key_file || o.libchdb ||
+                   o.s3_uploader_access_key_file || o.s3_uploader_secret_key_file ||
+                   o.s3_janitor_access_key_file || o.s3_janitor_secret_key_file))
         return cli_usage_error("lab", "'%s' takes only --dir%s", sub,
                                is_add ? " and --timeout" : "");
     if (as_json && strcmp(sub, "status"))

@@ -28,6 +28,10 @@ typedef struct ferry_lab_options {
     const char *s3_prefix;          /* optional key prefix inside the bucket */
     const char *s3_access_key_file; /* holds the clickhouse role's access key id */
     const char *s3_secret_key_file; /* holds its secret; never copied, never printed */
+    /* optional: the uploader's and the janitor's own keys (both files of a role, or neither;
+     * default: the clickhouse role's key above, as s3rver has one account) */
+    const char *s3_uploader_access_key_file, *s3_uploader_secret_key_file;
+    const char *s3_janitor_access_key_file, *s3_janitor_secret_key_file;
     const char *node_bin;     /* NULL: $FERRY_NODE_BIN, else ferry-node next to this program */
     const char *libchdb;      /* NULL: the node's default ($FERRY_LIBCHDB or the cache) */
     unsigned timeout_s;       /* how long to wait for each node to answer; 0 = 60 */

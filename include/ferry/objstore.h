@@ -5,7 +5,7 @@
  * role may not do, before any request is made (FERRY_EAUTH):
  *   clickhouse  get, head, list, put (create), multipart       - never delete
  *   uploader    put (create), multipart (including abort)      - nothing else
- *   janitor     delete, list, head (to find and check what it deletes)
+ *   janitor     delete, list, head (to find and check what it deletes), read bucket settings
  *
  * Keys are object keys relative to the bucket (S3) or the root directory (local). The local
  * backend also accepts absolute paths inside its root, as ClickHouse's v5 pointer files for
@@ -121,6 +121,12 @@ void ferry_object_list_free(ferry_object_list *l);
 
 /* Deletes key (janitor role only). Succeeds when the key is already gone. */
 int ferry_objstore_delete(ferry_objstore *st, const char *key, ferry_err *err);
+
+/* The bucket's versioning status (janitor role; S3 GetBucketVersioning): "Enabled",
+ * "Suspended", or "" when it was never enabled. FERRY_EUNSUPPORTED for a store without
+ * versioning (a local directory, or an S3-protocol server that does not implement it). */
+int ferry_objstore_versioning(ferry_objstore *st, char *status, size_t statussz,
+                              ferry_err *err);
 
 /* Multipart upload: begin, upload parts numbered 1..10000 (each but the last >= 5 MiB on S3),
  * then complete (the object appears) or abort. complete and abort free *mpu whatever happens.

@@ -37,6 +37,9 @@ typedef struct lab_node {
     bool started_now;             /* started by this call (stopped again if the call fails) */
 } lab_node;
 
+enum { LAB_UPLOADER = 0, LAB_JANITOR = 1 };
+static const char *const lab_role_names[2] = {"uploader", "janitor"};
+
 typedef struct lab_state {
     char dir[PATH_MAX];
     char node_bin[PATH_MAX];
@@ -44,6 +47,9 @@ typedef struct lab_state {
     char store_type[8];
     char s3_endpoint[512], s3_bucket[256], s3_prefix[256];
     char s3_access_key_file[PATH_MAX], s3_secret_key_file[PATH_MAX];
+    /* the uploader's and the janitor's keys (index LAB_UPLOADER, LAB_JANITOR); "" = the
+     * clickhouse role's */
+    char s3_role_akf[2][PATH_MAX], s3_role_skf[2][PATH_MAX];
     lab_node nodes[MAX_NODES];
     unsigned n_nodes;
 } lab_state;
@@ -187,6 +193,10 @@ static int load_state(const char *dir, lab_state *st, bool *exists, ferry_err *e
     GETS(os, "prefix", st->s3_prefix);
     GETS(os, "access_key_file", st->s3_access_key_file);
     GETS(os, "secret_key_file", st->s3_secret_key_file);
+    GETS(os, "uploader_access_key_file", st->s3_role_akf[LAB_UPLOADER]);
+    GETS(os, "uploader_secret_key_file", st->s3_role_skf[LAB_UPLOADER]);
+    GETS(os, "janitor_access_key_file", st->s3_role_akf[LAB_JANITOR]);
+    GETS(os, "janitor_secret_key_file", st->s3_role_skf[LAB_JANITOR]);
     size_t i;
     json_t *jn;
     json_array_foreach(nodes, i, jn)
@@ -223,6 +233,15 @@ static int save_state(const lab_state *st, ferry_err *err)
         json_object_set_new(os, "prefix", json_string(st->s3_prefix));
         json_object_set_new(os, "access_key_file", json_string(st->s3_access_key_file));
         json_object_set_new(os, "secret_key_file", json_string(st->s3_secret_key_file));
+        for (int r = 0; r < 2; r++) {
+            char k[64];
+            if (!st->s3_role_akf[r][0])
+                continue;
+            snprintf(k, sizeof k, "%s_access_key_file", lab_role_names[r]);
+            json_object_set_new(os, k, json_string(st->s3_role_akf[r]));
+            snprintf(k, sizeof k, "%s_secret_key_file", lab_role_names[r]);
+            json_object_set_new(os, k, json_string(st->s3_role_skf[r]));
+        }
     }
     json_object_set_new(o, "object_store", os);
     json_t *nodes = json_array();
@@ -409,14 +428,25 @@ static int write_ferry_conf(const lab_state *st, ferry_err *err)
         char key[512];
         ferry_err kerr = {0};
         if (read_key_id(st->s3_access_key_file, key, sizeof key, &kerr) == FERRY_OK) {
-            /* s3rver has one account: the lab gives the clickhouse and uploader roles the same
-             * key (a real deployment gives each role its own, docs/config.md). */
+            /* s3rver has one account: unless the lab was given a key per role, the three roles
+             * share the clickhouse role's key (a real deployment gives each role its own,
+             * docs/config.md). */
             ferry_buf_puts(&b, "\n[credentials \"clickhouse\"]\n");
             put_kv(&b, "access_key_id", key);
             put_kv(&b, "secret_access_key_file", st->s3_secret_key_file);
-            ferry_buf_puts(&b, "\n[credentials \"uploader\"]\n");
-            put_kv(&b, "access_key_id", key);
-            put_kv(&b, "secret_access_key_file", st->s3_secret_key_file);
+            for (int r = 0; r < 2; r++) {
+                char rkey[512];
+                const char *skf = st->s3_secret_key_file;
+                snprintf(rkey, sizeof rkey, "%s", key);
+                if (st->s3_role_akf[r][0]) {
+                    if (read_key_id(st->s3_role_akf[r], rkey, sizeof rkey, &kerr) != FERRY_OK)
+                        continue;
+                    skf = st->s3_role_skf[r];
+                }
+                ferry_buf_printf(&b, "\n[credentials \"%s\"]\n", lab_role_names[r]);
+                put_kv(&b, "access_key_id", rkey);
+                put_kv(&b, "secret_access_key_file", skf);
+            }
         }
     }
     for (unsigned i = 0; i < st->n_nodes; i++) {
@@ -702,6 +732,28 @@ static int apply_store_options(lab_state *st, const ferry_lab_options *opt, bool
         int rc = read_key_id(real, key, sizeof key, err);
         if (rc != FERRY_OK)
             return rc;
+        const char *role_akf[2] = {opt->s3_uploader_access_key_file,
+                                   opt->s3_janitor_access_key_file};
+        const char *role_skf[2] = {opt->s3_uploader_secret_key_file,
+                                   opt->s3_janitor_secret_key_file};
+        for (int r = 0; r < 2; r++) {
+            if (!role_akf[r] && !role_skf[r])
+                continue;
+            if (!role_akf[r] || !role_skf[r])
+                return ferry_err_set(err, FERRY_EINVAL, "--s3-%s-access-key-file and "
+                                     "--s3-%s-secret-key-file go together", lab_role_names[r],
+                                     lab_role_names[r]);
+            if (!realpath(role_skf[r], real) || access(real, R_OK) != 0)
+                return ferry_err_set(err, FERRY_EINVAL, "--s3-%s-secret-key-file %s is not "
+                                     "readable", lab_role_names[r], role_skf[r]);
+            snprintf(st->s3_role_skf[r], sizeof st->s3_role_skf[r], "%s", real);
+            if (!realpath(role_akf[r], real))
+                return ferry_err_set(err, FERRY_EINVAL, "--s3-%s-access-key-file %s is not "
+                                     "readable", lab_role_names[r], role_akf[r]);
+            snprintf(st->s3_role_akf[r], sizeof st->s3_role_akf[r], "%s", real);
+            if ((rc = read_key_id(real, key, sizeof key, err)) != FERRY_OK)
+                return rc;
+        }
         snprintf(st->s3_endpoint, sizeof st->s3_endpoint, "%s", opt->s3_endpoint);
         snprintf(st->s3_bucket, sizeof st->s3_bucket, "%s", opt->s3_bucket);
         snprintf(st->s3_prefix, sizeof st->s3_prefix, "%s", opt->s3_prefix ? opt->s3_prefix : "");

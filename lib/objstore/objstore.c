@@ -21,7 +21,7 @@
 
 /* ---- roles ------------------------------------------------------------------------------ */
 
-enum op { OP_READ, OP_LIST, OP_HEAD, OP_CREATE, OP_DELETE };
+enum op { OP_READ, OP_LIST, OP_HEAD, OP_CREATE, OP_DELETE, OP_BUCKET_SETTINGS };
 
 static const char *const ROLE_NAMES[] = {"clickhouse", "uploader", "janitor"};
 
@@ -44,9 +44,10 @@ bool ferry_objstore_role_parse(const char *name, ferry_objstore_role *out)
 static bool role_allows(ferry_objstore_role role, enum op op)
 {
     switch (role) {
-    case FERRY_ROLE_CLICKHOUSE: return op != OP_DELETE;
+    case FERRY_ROLE_CLICKHOUSE: return op != OP_DELETE && op != OP_BUCKET_SETTINGS;
     case FERRY_ROLE_UPLOADER: return op == OP_CREATE;
-    case FERRY_ROLE_JANITOR: return op == OP_DELETE || op == OP_LIST || op == OP_HEAD;
+    case FERRY_ROLE_JANITOR:
+        return op == OP_DELETE || op == OP_LIST || op == OP_HEAD || op == OP_BUCKET_SETTINGS;
     }
     return false;
 }
@@ -54,7 +55,7 @@ static bool role_allows(ferry_objstore_role role, enum op op)
 static int check_role(const ferry_objstore *st, enum op op, ferry_err *err)
 {
     static const char *const verbs[] = {"read objects", "list objects", "read object metadata",
-                                        "create objects", "delete"};
+                                        "create objects", "delete", "read bucket settings"};
     if (role_allows(st->role, op))
         return FERRY_OK;
     return ferry_err_set(err, FERRY_EAUTH, "the %s role cannot %s (%s)",
@@ -410,6 +411,18 @@ int ferry_objstore_delete(ferry_objstore *st, const char *key, ferry_err *err)
     if ((rc = check_role(st, OP_DELETE, err)) || (rc = check_key(key, err)))
         return rc;
     return st->ops->del(st, key, err);
+}
+
+int ferry_objstore_versioning(ferry_objstore *st, char *status, size_t statussz,
+                              ferry_err *err)
+{
+    int rc;
+    if ((rc = check_role(st, OP_BUCKET_SETTINGS, err)))
+        return rc;
+    if (!st->ops->versioning)
+        return ferry_err_set(err, FERRY_EUNSUPPORTED, "a %s store has no versioning (%s)",
+                             st->ops->kind, st->desc);
+    return st->ops->versioning(st, status, statussz, err);
 }
 
 static void mpu_free(ferry_objstore_mpu *mpu)

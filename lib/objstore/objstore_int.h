@@ -44,6 +44,8 @@ typedef struct objstore_ops {
                     const objstore_body *body, char etag[80], ferry_err *err);
     int (*mpu_complete)(ferry_objstore *st, ferry_objstore_mpu *mpu, ferry_err *err);
     int (*mpu_abort)(ferry_objstore *st, ferry_objstore_mpu *mpu, ferry_err *err);
+    /* GetBucketVersioning (NULL: the backend has none) */
+    int (*versioning)(ferry_objstore *st, char *status, size_t statussz, ferry_err *err);
     void (*close)(ferry_objstore *st);
 } objstore_ops;
 

@@ -684,6 +684,33 @@ static int s3_mpu_abort(ferry_objstore *st, ferry_objstore_mpu *mpu, ferry_err *
     return rc;
 }
 
+/* GetBucketVersioning: <VersioningConfiguration><Status>Enabled|Suspended</Status>, or no
+ * Status when versioning was never enabled. A store that answers anything else does not
+ * implement it (s3rver ignores ?versioning and answers a listing). */
+static int s3_versioning(ferry_objstore *st, char *status, size_t statussz, ferry_err *err)
+{
+    ferry_sigv4_param params[1] = {{"versioning", ""}};
+    s3_response r = {0};
+    s3_call c = {"GET", NULL, params, 1, NULL, NULL, NULL};
+    int rc = s3_do(S(st), &c, &r, err);
+    if (rc)
+        goto out;
+    const char *p = ferry_buf_cstr(&r.body), *end = p + r.body.len, *v;
+    size_t n;
+    if (!strstr(p, "<VersioningConfiguration")) {
+        rc = ferry_err_set(err, FERRY_EUNSUPPORTED, "the store does not implement bucket "
+                           "versioning: GetBucketVersioning answered without a "
+                           "VersioningConfiguration (%s)", st->desc);
+        goto out;
+    }
+    status[0] = '\0';
+    if (objstore_xml_tag(&p, end, "Status", &v, &n))
+        snprintf(status, statussz, "%.*s", (int)n, v);
+out:
+    ferry_buf_free(&r.body);
+    return rc;
+}
+
 const objstore_ops objstore_s3_ops = {
     .kind = "s3",
     .put = s3_put,
@@ -695,5 +722,6 @@ const objstore_ops objstore_s3_ops = {
     .mpu_part = s3_mpu_part,
     .mpu_complete = s3_mpu_complete,
     .mpu_abort = s3_mpu_abort,
+    .versioning = s3_versioning,
     .close = s3_close,
 };

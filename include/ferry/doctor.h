@@ -1,0 +1,28 @@
+/* ferry doctor: checks the safety rules on a live cluster, each finding with what to fix:
+ *   delete_refused       the clickhouse credential cannot delete: a canary object is created
+ *                        with the uploader role, a delete is tried with the clickhouse (and the
+ *                        uploader) credential and must be refused by the store, then the janitor
+ *                        deletes it (S3 only; a local store has no credentials)
+ *   versioning           bucket versioning is on, where the store implements it
+ *   clickhouse_version   every server runs the pinned ClickHouse version and reads the pinned
+ *                        pointer format
+ *   unmanaged_cold       no table outside the catalog's managed tables uses a storage policy
+ *                        with an object-storage disk (its references would be invisible to
+ *                        retention's planning and to moves)
+ * Statuses: pass, fail, unsupported (the store cannot tell: not a failure, said plainly),
+ * skipped. */
+#ifndef FERRY_DOCTOR_H
+#define FERRY_DOCTOR_H
+
+#include <jansson.h>
+
+#include "ferry/err.h"
+
+struct ferry_fleet;
+
+/* Runs every check. *report (caller decrefs) is {ok, checks: [{check, status, server?,
+ * message, fix?}]}; ok is false when any check failed. Errors only for what stops doctor
+ * itself (memory). */
+int ferry_doctor_run(struct ferry_fleet *fl, json_t **report, ferry_err *err);
+
+#endif

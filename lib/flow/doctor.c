@@ -1,0 +1,274 @@
+/* ferry doctor's checks on a live cluster (include/ferry/doctor.h). */
+#include "ferry/doctor.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+#include "ferry/fleet.h"
+#include "ferry/sqlguard.h"
+#include "ferry/strutil.h"
+
+static void finding(json_t *checks, const char *check, const char *status, const char *server,
+                    const char *fix, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void finding(json_t *checks, const char *check, const char *status, const char *server,
+                    const char *fix, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *o = json_pack("{s:s, s:s, s:s}", "check", check, "status", status, "message", msg);
+    if (server)
+        json_object_set_new(o, "server", json_string(server));
+    if (fix)
+        json_object_set_new(o, "fix", json_string(fix));
+    json_array_append_new(checks, o);
+}
+
+/* A store handle that signs with role `cred`'s credentials but lets every operation through
+ * ferry's own role check (opened as janitor), so the store itself decides: the canary probe. */
+static int open_probe(ferry_fleet *fl, const char *cred, ferry_objstore **out, ferry_err *err)
+{
+    ferry_buf text = FERRY_BUF_INIT;
+    ferry_buf_puts(&text, "[object_store]\n");
+    for (size_t i = 0; i < fl->cfg.n; i++) {
+        const ferry_config_entry *e = &fl->cfg.entries[i];
+        if (!strcmp(e->section, "object_store") && !e->subsection) {
+            ferry_buf_printf(&text, "%s = ", e->key);
+            ferry_buf_puts(&text, "\"");
+            for (const char *c = e->value; *c; c++) {
+                if (*c == '"' || *c == '\\')
+                    ferry_buf_putc(&text, '\\');
+                ferry_buf_putc(&text, *c);
+            }
+            ferry_buf_puts(&text, "\"\n");
+        }
+    }
+    const char *ak = ferry_config_get(&fl->cfg, "credentials", cred, "access_key_id");
+    const char *sk = ferry_config_get(&fl->cfg, "credentials", cred, "secret_access_key_file");
+    int rc;
+    if (!ak || !sk) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [credentials \"%s\"] is missing",
+                           fl->config_path, cred);
+        goto out;
+    }
+    ferry_buf_printf(&text, "[credentials \"janitor\"]\naccess_key_id = \"%s\"\n"
+                            "secret_access_key_file = \"%s\"\n", ak, sk);
+    ferry_config cfg = {0};
+    if ((rc = ferry_config_parse(ferry_buf_cstr(&text), fl->config_path, &cfg, err)) == FERRY_OK)
+        rc = ferry_objstore_open_from_config(&cfg, FERRY_ROLE_JANITOR, out, err);
+    ferry_config_free(&cfg);
+out:
+    ferry_buf_free(&text);
+    return rc;
+}
+
+static void check_delete_refused(ferry_fleet *fl, json_t *checks)
+{
+    const char *type = ferry_config_get(&fl->cfg, "object_store", NULL, "type");
+    if (!type || strcmp(type, "s3")) {
+        finding(checks, "delete_refused", "skipped", NULL, NULL,
+                "a local object store has no credentials: ClickHouse's deletes there are stopped "
+                "by file permissions (or the lab's delete guard), which doctor cannot test");
+        return;
+    }
+    ferry_objstore *up = NULL, *ch = NULL, *upprobe = NULL, *jan = NULL;
+    ferry_err e = {0};
+    unsigned char rnd[8];
+    RAND_bytes(rnd, sizeof rnd);
+    char key[700];
+    snprintf(key, sizeof key, "%sferry-doctor/canary-%02x%02x%02x%02x%02x%02x%02x%02x",
+             ferry_fleet_store_prefix(fl), rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5],
+             rnd[6], rnd[7]);
+    const char *fix_ch = "remove s3:DeleteObject (and DeleteObjectVersion) from the ClickHouse "
+                         "credential's policy; only the janitor may delete "
+                         "(docs/object-store.md)";
+    if (ferry_fleet_store(fl, FERRY_ROLE_UPLOADER, &up, &e) ||
+        ferry_objstore_put(up, key, "ferry doctor canary\n", 20, &e)) {
+        finding(checks, "delete_refused", "fail", NULL,
+                "give the uploader credential s3:PutObject on the prefix (docs/object-store.md)",
+                "cannot create the canary %s with the uploader role: %s", key, e.msg);
+        goto out;
+    }
+    bool ok = true;
+    const char *creds[2] = {"clickhouse", "uploader"};
+    ferry_objstore **probes[2] = {&ch, &upprobe};
+    for (int i = 0; i < 2; i++) {
+        ferry_err pe = {0};
+        if (open_probe(fl, creds[i], probes[i], &pe)) {
+            ok = false;
+            finding(checks, "delete_refused", "fail", NULL, NULL,
+                    "cannot open the store with the %s credential: %s", creds[i], pe.msg);
+            continue;
+        }
+        int rc = ferry_objstore_delete(*probes[i], key, &pe);
+        if (rc == FERRY_OK) {
+            ok = false;
+            finding(checks, "delete_refused", "fail", NULL, fix_ch,
+                    "the %s credential DELETED the canary %s: the store lets it delete shared "
+                    "objects", creds[i], key);
+            /* put it back so the janitor step below still has something to remove */
+            ferry_objstore_put(up, key, "ferry doctor canary\n", 20, &pe);
+        } else if (rc != FERRY_EAUTH) {
+            ok = false;
+            finding(checks, "delete_refused", "fail", NULL, NULL,
+                    "the delete with the %s credential failed, but not as refused (%s): cannot "
+                    "tell whether the store enforces permissions", creds[i], pe.msg);
+        }
+    }
+    ferry_object_info info = {0};
+    if (ferry_fleet_store(fl, FERRY_ROLE_JANITOR, &jan, &e) ||
+        ferry_objstore_head(jan, key, &info, &e)) {
+        ok = false;
+        finding(checks, "delete_refused", "fail", NULL,
+                "give the janitor credential s3:GetObject (HEAD) and s3:DeleteObject",
+                "the janitor cannot see the canary %s: %s", key, e.msg);
+    } else if (ferry_objstore_delete(jan, key, &e)) {
+        ok = false;
+        finding(checks, "delete_refused", "fail", NULL,
+                "give the janitor credential s3:DeleteObject (docs/object-store.md)",
+                "the janitor cannot delete the canary %s: %s", key, e.msg);
+    }
+    if (ok)
+        finding(checks, "delete_refused", "pass", NULL, NULL,
+                "the store refused deletes by the clickhouse and uploader credentials; the "
+                "janitor deleted the canary");
+out:
+    ferry_objstore_close(up);
+    ferry_objstore_close(ch);
+    ferry_objstore_close(upprobe);
+    ferry_objstore_close(jan);
+}
+
+static void check_versioning(ferry_fleet *fl, json_t *checks)
+{
+    ferry_objstore *jan = NULL;
+    ferry_err e = {0};
+    char status[64] = "";
+    int rc = ferry_fleet_store(fl, FERRY_ROLE_JANITOR, &jan, &e);
+    if (!rc)
+        rc = ferry_objstore_versioning(jan, status, sizeof status, &e);
+    const char *fix = "enable versioning (aws s3api put-bucket-versioning --versioning-"
+                      "configuration Status=Enabled; mc version enable) and add a "
+                      "NoncurrentVersionExpiration lifecycle rule (docs/object-store.md)";
+    if (rc == FERRY_EUNSUPPORTED)
+        finding(checks, "versioning", "unsupported", NULL, NULL,
+                "unknown: %s; there is no second safety net against an accidental delete or "
+                "overwrite", e.msg);
+    else if (rc)
+        finding(checks, "versioning", "fail", NULL,
+                "give the janitor credential s3:GetBucketVersioning",
+                "cannot read the bucket's versioning: %s", e.msg);
+    else if (!strcmp(status, "Enabled"))
+        finding(checks, "versioning", "pass", NULL, NULL, "bucket versioning is enabled");
+    else
+        finding(checks, "versioning", "fail", NULL, fix, "bucket versioning is %s",
+                status[0] ? status : "off (never enabled)");
+    ferry_objstore_close(jan);
+}
+
+static void check_versions(ferry_fleet *fl, json_t *checks)
+{
+    const char *pinned = fl->settings.clickhouse_version;
+    for (size_t i = 0; i < fl->n_servers; i++) {
+        ferry_fleet_server *s = &fl->servers[i];
+        ferry_ch_version v;
+        ferry_err e = {0};
+        if (ferry_ch_server_version(s->ch, &v, &e)) {
+            finding(checks, "clickhouse_version", "fail", s->name, "start the server or fix "
+                    "[shard] replicas", "cannot ask %s for its version: %s", s->name, e.msg);
+            continue;
+        }
+        size_t pl = strlen(pinned);
+        bool same = !strncmp(v.text, pinned, pl) && (v.text[pl] == '\0' || v.text[pl] == '.');
+        char fix[256];
+        snprintf(fix, sizeof fix, "run ClickHouse %s on every server, or test the new version "
+                 "in the lab and re-pin [cluster] clickhouse_version", pinned);
+        if (!same) {
+            finding(checks, "clickhouse_version", "fail", s->name, fix,
+                    "%s runs ClickHouse %s; the cluster pins %s (pointer files are an internal "
+                    "format)", s->name, v.text, pinned);
+            continue;
+        }
+        if (ferry_agent_pointer_version_ok((int)fl->settings.pointer_format, &v, &e)) {
+            finding(checks, "clickhouse_version", "fail", s->name,
+                    "pin a pointer_format the server reads", "%s", e.msg);
+            continue;
+        }
+        finding(checks, "clickhouse_version", "pass", s->name, NULL,
+                "%s runs ClickHouse %s (pinned %s), reads pointer format %u", s->name, v.text,
+                pinned, fl->settings.pointer_format);
+    }
+}
+
+static void check_unmanaged(ferry_fleet *fl, json_t *checks)
+{
+    static const char sql[] =
+        "SELECT database, name, storage_policy FROM system.tables WHERE storage_policy IN "
+        "(SELECT policy_name FROM system.storage_policies ARRAY JOIN disks AS disk WHERE disk IN "
+        "(SELECT name FROM system.disks WHERE is_remote)) AND database NOT IN ('system', "
+        "'INFORMATION_SCHEMA', 'information_schema') ORDER BY database, name "
+        "FORMAT TabSeparated";
+    for (size_t i = 0; i < fl->n_servers; i++) {
+        ferry_fleet_server *s = &fl->servers[i];
+        ferry_buf out = FERRY_BUF_INIT;
+        ferry_err e = {0};
+        ferry_ch_rows rows = {0};
+        int rc = ferry_guarded_exec(s->ch, sql, &out, &e);
+        size_t len = out.len;
+        if (!rc)
+            rc = ferry_ch_rows_parse(ferry_buf_detach(&out), len, &rows, &e);
+        if (rc) {
+            finding(checks, "unmanaged_cold", "fail", s->name, NULL,
+                    "cannot read %s's storage policies: %s", s->name, e.msg);
+            ferry_buf_free(&out);
+            continue;
+        }
+        size_t bad = 0;
+        for (size_t r = 0; r < rows.n_rows; r++) {
+            const char *db = ferry_ch_rows_get(&rows, r, 0), *t = ferry_ch_rows_get(&rows, r, 1),
+                       *pol = ferry_ch_rows_get(&rows, r, 2);
+            const ferry_table_def *td = ferry_fleet_table_find(fl, t);
+            if (td && !strcmp(td->database, db))
+                continue;
+            bad++;
+            finding(checks, "unmanaged_cold", "fail", s->name,
+                    "add a [table] section for it (ferry init), or move its data off the "
+                    "object-storage disk and give it a local policy",
+                    "%s: table %s.%s uses storage policy '%s' with an object-storage disk, but "
+                    "ferry does not manage it: retention and moves do not know what it "
+                    "references", s->name, db, t, pol);
+        }
+        if (!bad)
+            finding(checks, "unmanaged_cold", "pass", s->name, NULL,
+                    "%s: every table on an object-storage policy is managed (%zu tables)",
+                    s->name, rows.n_rows);
+        ferry_ch_rows_free(&rows);
+        ferry_buf_free(&out);
+    }
+}
+
+int ferry_doctor_run(ferry_fleet *fl, json_t **report, ferry_err *err)
+{
+    (void)err;
+    json_t *checks = json_array();
+    check_delete_refused(fl, checks);
+    check_versioning(fl, checks);
+    check_versions(fl, checks);
+    check_unmanaged(fl, checks);
+    bool ok = true;
+    size_t i;
+    json_t *c;
+    json_array_foreach(checks, i, c)
+    if (!strcmp(json_string_value(json_object_get(c, "status")), "fail"))
+        ok = false;
+    *report = json_pack("{s:b, s:o}", "ok", ok, "checks", checks);
+    return FERRY_OK;
+}

@@ -1,0 +1,189 @@
+/* Opening the cluster for a flow: config, catalog, and a ClickHouse and an agent client per
+ * server (include/ferry/fleet.h). */
+#include "ferry/fleet.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "ferry/lines.h"
+#include "ferry/strutil.h"
+
+#define AGENT_TIMEOUT_MS 120000L
+
+/* The first line of a secret file, without its newline; caller wipes and frees. */
+static int read_secret_line(const char *path, const char *what, char **out, ferry_err *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    *out = NULL;
+    if (ferry_read_file(path, &data, &len, err) != FERRY_OK)
+        return ferry_err_set(err, FERRY_EINVAL, "cannot read the %s file %s", what, path);
+    char *nl = memchr(data, '\n', len);
+    if (nl)
+        *nl = '\0';
+    ferry_chomp(data);
+    *out = data;
+    return FERRY_OK;
+}
+
+static int cmp_server(const void *a, const void *b)
+{
+    return strcmp(((const ferry_fleet_server *)a)->name, ((const ferry_fleet_server *)b)->name);
+}
+
+static int open_server(ferry_fleet *f, const ferry_shard *sh, ferry_fleet_server *s,
+                       ferry_err *err)
+{
+    char *token = NULL, *password = NULL;
+    int rc = FERRY_OK;
+    snprintf(s->name, sizeof s->name, "%s", sh->name);
+    const char *comma = strchr(sh->replicas, ',');
+    size_t n = comma ? (size_t)(comma - sh->replicas) : strlen(sh->replicas);
+    snprintf(s->url, sizeof s->url, "%.*s", (int)n, sh->replicas);
+    snprintf(s->agent_url, sizeof s->agent_url, "%s", sh->agent);
+    if (!s->url[0] || !s->agent_url[0]) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "shard %s has no %s in the catalog (run 'ferry "
+                           "init' with [shard \"%s\"] replicas and agent)", sh->name,
+                           s->url[0] ? "agent" : "replicas", sh->name);
+        goto out;
+    }
+    const char *tokf = ferry_config_get(&f->cfg, "shard", sh->name, "agent_token_file");
+    if (!tokf || !*tokf) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [shard \"%s\"] has no agent_token_file (the "
+                           "agent's bearer token is needed to read its pointer files)",
+                           f->config_path, sh->name);
+        goto out;
+    }
+    if ((rc = ferry_agent_read_token_file(tokf, &token, err)))
+        goto out;
+    const char *user = ferry_config_get(&f->cfg, "shard", sh->name, "user");
+    const char *pwf = ferry_config_get(&f->cfg, "shard", sh->name, "password_file");
+    if (pwf && *pwf && (rc = read_secret_line(pwf, "password", &password, err)))
+        goto out;
+    ferry_ch_options o = {.url = s->url, .user = user, .password = password,
+                          .read_timeout_ms = 300000, .max_attempts = 2};
+    if ((rc = ferry_ch_client_new(&o, &s->ch, err)))
+        goto out;
+    rc = ferry_agent_client_new(s->agent_url, token, AGENT_TIMEOUT_MS, &s->agent, err);
+out:
+    if (token) {
+        OPENSSL_cleanse(token, strlen(token));
+        free(token);
+    }
+    if (password) {
+        OPENSSL_cleanse(password, strlen(password));
+        free(password);
+    }
+    if (rc)
+        ferry_err_prefix(err, "shard %s: ", sh->name);
+    return rc;
+}
+
+int ferry_fleet_open(const char *config_path, ferry_fleet **out, ferry_err *err)
+{
+    *out = NULL;
+    if (!config_path)
+        return ferry_err_set(err, FERRY_EINVAL, "no config: give --config FILE or set "
+                             "FERRY_CONFIG");
+    ferry_fleet *f = calloc(1, sizeof *f);
+    ferry_record_list shards = {0}, tables = {0};
+    if (!f || !(f->config_path = strdup(config_path))) {
+        free(f);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    int rc = ferry_config_load(config_path, &f->cfg, err);
+    const char *url = NULL;
+    if (!rc)
+        rc = ferry_config_require(&f->cfg, "cluster", NULL, "catalog", &url, err);
+    if (!rc)
+        rc = ferry_catalog_open(url, &f->cat, err);
+    if (rc)
+        goto out;
+    ferry_record s;
+    ferry_record_init(&s, FERRY_REC_SETTINGS);
+    rc = ferry_catalog_get(f->cat, &s, err);
+    if (rc == FERRY_ENOTFOUND) {
+        ferry_err_clear(err);
+        rc = ferry_err_set(err, FERRY_ENOTFOUND, "the catalog %s holds no cluster: run 'ferry "
+                           "init --config %s' first", url, config_path);
+        goto out;
+    }
+    if (rc)
+        goto out;
+    f->settings = s.u.settings;
+    if ((rc = ferry_catalog_list(f->cat, FERRY_REC_SHARD, NULL, 0, &shards, err)) ||
+        (rc = ferry_catalog_list(f->cat, FERRY_REC_TABLE, NULL, 0, &tables, err)))
+        goto out;
+    f->servers = calloc(shards.n ? shards.n : 1, sizeof *f->servers);
+    f->tables = calloc(tables.n ? tables.n : 1, sizeof *f->tables);
+    if (!f->servers || !f->tables) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < tables.n; i++)
+        f->tables[f->n_tables++] = tables.items[i].u.table;
+    for (size_t i = 0; i < shards.n && !rc; i++) {
+        if (shards.items[i].u.shard.state == FERRY_SHARD_GONE)
+            continue;
+        rc = open_server(f, &shards.items[i].u.shard, &f->servers[f->n_servers], err);
+        if (!rc)
+            f->n_servers++;
+    }
+    if (!rc)
+        qsort(f->servers, f->n_servers, sizeof *f->servers, cmp_server);
+    const char *prefix = ferry_config_get(&f->cfg, "object_store", NULL, "prefix");
+    if (prefix && *prefix)
+        snprintf(f->store_prefix, sizeof f->store_prefix, "%s%s", prefix,
+                 ferry_ends_with(prefix, "/") ? "" : "/");
+out:
+    ferry_record_list_free(&shards);
+    ferry_record_list_free(&tables);
+    if (rc)
+        ferry_fleet_close(f);
+    else
+        *out = f;
+    return rc;
+}
+
+void ferry_fleet_close(ferry_fleet *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->n_servers; i++) {
+        ferry_ch_client_free(f->servers[i].ch);
+        ferry_agent_client_free(f->servers[i].agent);
+    }
+    free(f->servers);
+    free(f->tables);
+    ferry_catalog_close(f->cat);
+    ferry_config_free(&f->cfg);
+    free(f->config_path);
+    free(f);
+}
+
+int ferry_fleet_store(ferry_fleet *f, ferry_objstore_role role, ferry_objstore **out,
+                      ferry_err *err)
+{
+    return ferry_objstore_open_from_config(&f->cfg, role, out, err);
+}
+
+const char *ferry_fleet_store_prefix(const ferry_fleet *f) { return f->store_prefix; }
+
+ferry_fleet_server *ferry_fleet_server_find(ferry_fleet *f, const char *name)
+{
+    for (size_t i = 0; i < f->n_servers; i++)
+        if (!strcmp(f->servers[i].name, name))
+            return &f->servers[i];
+    return NULL;
+}
+
+const ferry_table_def *ferry_fleet_table_find(const ferry_fleet *f, const char *name)
+{
+    for (size_t i = 0; i < f->n_tables; i++)
+        if (!strcmp(f->tables[i].name, name))
+            return &f->tables[i];
+    return NULL;
+}

@@ -1,0 +1,890 @@
+/* Retention's I/O: plans the expired partitions from the live servers and the catalog, and runs
+ * one journaled job per partition through SCAN, DETACH, REMOVE, DELETE (include/ferry/
+ * retention.h). ClickHouse statements go through ferry_guarded_exec; files are removed by the
+ * agents; objects are deleted only by the janitor, after the live check. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ferry/fleet.h"
+#include "ferry/log.h"
+#include "ferry/retention.h"
+#include "ferry/sqlguard.h"
+#include "ferry/strutil.h"
+
+#define CAS_TRIES 8
+
+typedef struct rjob {
+    ferry_record rec; /* the job record as last read or written (rec.version) */
+    bool in_catalog;
+    char database[FERRY_NAME_MAX], table[FERRY_NAME_MAX], pid[FERRY_NAME_MAX];
+    char tenant[FERRY_NAME_MAX];
+    uint32_t day;
+    char servers[FERRY_LIST_MAX];
+    size_t deleted;
+    uint64_t deleted_bytes;
+    json_t *kept; /* [{key, blocker}] */
+    bool skip;    /* another worker owns it, or it cannot go on in this run */
+    bool rescan;  /* a resumed job found on a server it did not know: scan again */
+} rjob;
+
+typedef struct rctx {
+    ferry_fleet *fl;
+    const ferry_retention_options *opt;
+    char owner[FERRY_NAME_MAX];
+    rjob *jobs;
+    size_t n_jobs, cap_jobs;
+    json_t *problems;
+    bool complete;
+} rctx;
+
+static void problem(rctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(rctx *x, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    json_array_append_new(x->problems, json_string(buf));
+    x->complete = false;
+}
+
+/* ---- comma lists ---------------------------------------------------------------------------- */
+
+static bool list_has(const char *list, const char *name)
+{
+    size_t nl = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == nl && !strncmp(p, name, nl))
+            return true;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
+static bool list_add(char *list, size_t size, const char *name)
+{
+    if (list_has(list, name))
+        return true;
+    size_t n = strlen(list);
+    if (n + strlen(name) + 2 > size)
+        return false;
+    snprintf(list + n, size - n, "%s%s", n ? "," : "", name);
+    return true;
+}
+
+static void list_remove(char *list, const char *name)
+{
+    char out[FERRY_LIST_MAX] = "";
+    size_t nl = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (!(len == nl && !strncmp(p, name, nl))) {
+            size_t o = strlen(out);
+            snprintf(out + o, sizeof out - o, "%s%.*s", o ? "," : "", (int)len, p);
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    strcpy(list, out);
+}
+
+/* ---- jobs ----------------------------------------------------------------------------------- */
+
+static rjob *job_find(rctx *x, const char *table, const char *pid)
+{
+    for (size_t i = 0; i < x->n_jobs; i++)
+        if (!strcmp(x->jobs[i].table, table) && !strcmp(x->jobs[i].pid, pid))
+            return &x->jobs[i];
+    return NULL;
+}
+
+static rjob *job_add(rctx *x, const char *database, const char *table, const char *pid,
+                     ferry_err *err)
+{
+    if (x->n_jobs == x->cap_jobs) {
+        size_t cap = x->cap_jobs ? x->cap_jobs * 2 : 16;
+        rjob *n = realloc(x->jobs, cap * sizeof *n);
+        if (!n) {
+            ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            return NULL;
+        }
+        x->jobs = n;
+        x->cap_jobs = cap;
+    }
+    rjob *j = &x->jobs[x->n_jobs++];
+    memset(j, 0, sizeof *j);
+    ferry_record_init(&j->rec, FERRY_REC_JOB);
+    snprintf(j->database, sizeof j->database, "%s", database);
+    snprintf(j->table, sizeof j->table, "%s", table);
+    snprintf(j->pid, sizeof j->pid, "%s", pid);
+    snprintf(j->rec.u.job.id, sizeof j->rec.u.job.id, "retention.%s.%s", table, pid);
+    snprintf(j->rec.u.job.kind, sizeof j->rec.u.job.kind, "retention");
+    j->kept = json_array();
+    return j;
+}
+
+static void job_encode(rjob *j)
+{
+    json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "database", j->database, "table",
+                          j->table, "partition_id", j->pid, "tenant", j->tenant, "day",
+                          (json_int_t)j->day, "servers", j->servers);
+    char *s = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
+    snprintf(j->rec.u.job.data, sizeof j->rec.u.job.data, "%s", s ? s : "{}");
+    free(s);
+    json_decref(d);
+}
+
+static void job_decode(rjob *j)
+{
+    json_t *d = json_loads(j->rec.u.job.data, 0, NULL);
+    const char *s;
+#define GET(k, dst)                                                                              \
+    if ((s = json_string_value(json_object_get(d, k))))                                          \
+        snprintf(dst, sizeof dst, "%s", s);
+    GET("database", j->database);
+    GET("table", j->table);
+    GET("partition_id", j->pid);
+    GET("tenant", j->tenant);
+    GET("servers", j->servers);
+#undef GET
+    j->day = (uint32_t)json_integer_value(json_object_get(d, "day"));
+    json_decref(d);
+}
+
+/* Writes the job's state (and data) by CAS. ECONFLICT: someone else advanced it. */
+static int job_set(rctx *x, rjob *j, const char *state, const char *detail, ferry_err *err)
+{
+    ferry_job *jb = &j->rec.u.job;
+    snprintf(jb->state, sizeof jb->state, "%s", state);
+    snprintf(jb->detail, sizeof jb->detail, "%s", detail ? detail : "");
+    snprintf(jb->owner, sizeof jb->owner, "%s", x->owner);
+    jb->updated = (int64_t)time(NULL);
+    job_encode(j);
+    int rc;
+    if (!j->in_catalog) {
+        jb->created = jb->updated;
+        rc = ferry_catalog_create(x->fl->cat, &j->rec, err);
+        if (!rc)
+            j->in_catalog = true;
+    } else {
+        rc = ferry_catalog_update(x->fl->cat, &j->rec, err);
+    }
+    if (rc == FERRY_ECONFLICT) {
+        j->skip = true;
+        problem(x, "job %s: another worker changed it; left to that worker", jb->id);
+    }
+    return rc;
+}
+
+/* Notes why a job stops in its state for this run (kept in the journal's detail). */
+static void job_stall(rctx *x, rjob *j, const char *why)
+{
+    ferry_err e = {0};
+    problem(x, "job %s stays in %s: %s", j->rec.u.job.id, j->rec.u.job.state, why);
+    j->skip = true;
+    char state[32];
+    snprintf(state, sizeof state, "%s", j->rec.u.job.state);
+    if (job_set(x, j, state, why, &e) && e.code != FERRY_ECONFLICT)
+        problem(x, "job %s: cannot record its detail: %s", j->rec.u.job.id, e.msg);
+}
+
+/* ---- planning ------------------------------------------------------------------------------- */
+
+static int load_unfinished(rctx *x, ferry_err *err)
+{
+    ferry_record_list l = {0};
+    int rc = ferry_catalog_list(x->fl->cat, FERRY_REC_JOB, NULL, 0, &l, err);
+    for (size_t i = 0; i < l.n && !rc; i++) {
+        const ferry_job *jb = &l.items[i].u.job;
+        if (strcmp(jb->kind, "retention") || !strcmp(jb->state, "DONE") ||
+            !strcmp(jb->state, "FAILED"))
+            continue;
+        rjob *j = job_add(x, "", "", "", err);
+        if (!j) {
+            rc = FERRY_ENOMEM;
+            break;
+        }
+        j->rec = l.items[i];
+        j->in_catalog = true;
+        job_decode(j);
+    }
+    ferry_record_list_free(&l);
+    return rc;
+}
+
+/* Adds (table, pid) held by server to the plan, when selected. */
+static int plan_partition(rctx *x, const ferry_table_def *t, const char *pid, const char *literal,
+                          const ferry_partition_key *known, const char *server,
+                          const ferry_retention_select *sel, ferry_err *err)
+{
+    ferry_partition_key key;
+    if (known) {
+        key = *known;
+    } else {
+        ferry_err perr = {0};
+        if (ferry_partition_parse(t->layout, literal, &key, &perr)) {
+            problem(x, "server %s: %s partition %s (%s) is not a ferry partition: %s", server,
+                    t->name, pid, literal, perr.msg);
+            return FERRY_OK;
+        }
+    }
+    if (!ferry_retention_selects(sel, &key))
+        return FERRY_OK;
+    rjob *j = job_find(x, t->name, pid);
+    if (!j && !(j = job_add(x, t->database, t->name, pid, err)))
+        return err->code;
+    snprintf(j->tenant, sizeof j->tenant, "%.127s", key.tenant);
+    j->day = key.day;
+    if (j->in_catalog && !list_has(j->servers, server))
+        j->rescan = true;
+    if (!list_add(j->servers, sizeof j->servers, server))
+        return ferry_err_set(err, FERRY_EINVAL, "partition %s of %s: too many servers", pid,
+                             t->name);
+    return FERRY_OK;
+}
+
+static int plan(rctx *x, const ferry_retention_select *sel, ferry_err *err)
+{
+    ferry_fleet *fl = x->fl;
+    int rc = FERRY_OK;
+    for (size_t s = 0; s < fl->n_servers && !rc; s++) {
+        for (size_t t = 0; t < fl->n_tables && !rc; t++) {
+            const ferry_table_def *td = &fl->tables[t];
+            ferry_ch_partition *parts = NULL;
+            size_t n = 0;
+            ferry_err lerr = {0};
+            if (ferry_ch_list_partitions(fl->servers[s].ch, td->database, td->name, &parts, &n,
+                                         &lerr)) {
+                problem(x, "server %s: cannot list the partitions of %s.%s: %s",
+                        fl->servers[s].name, td->database, td->name, lerr.msg);
+                continue;
+            }
+            for (size_t i = 0; i < n && !rc; i++)
+                if (i == 0 || strcmp(parts[i].partition_id, parts[i - 1].partition_id))
+                    rc = plan_partition(x, td, parts[i].partition_id, parts[i].partition, NULL,
+                                        fl->servers[s].name, sel, err);
+            ferry_ch_partitions_free(parts, n);
+        }
+    }
+    /* the catalog's partition records: servers the live listing could not show (down, or the
+     * partition only detached there) */
+    ferry_record_list l = {0};
+    if (!rc)
+        rc = ferry_catalog_list(fl->cat, FERRY_REC_PARTITION, NULL, 0, &l, err);
+    for (size_t i = 0; i < l.n && !rc; i++) {
+        const ferry_partition *p = &l.items[i].u.partition;
+        const ferry_table_def *td = ferry_fleet_table_find(fl, p->table);
+        if (!td)
+            continue;
+        ferry_partition_key key = {0};
+        snprintf(key.tenant, sizeof key.tenant, "%s", p->tenant);
+        key.day = p->day;
+        key.split = p->split;
+        rc = plan_partition(x, td, p->partition_id, "", &key, p->server, sel, err);
+    }
+    ferry_record_list_free(&l);
+    return rc;
+}
+
+/* ---- steps ---------------------------------------------------------------------------------- */
+
+/* The agent's `parts` answer for the job's partition on s; FERRY_ENOTFOUND when the table does
+ * not exist there. */
+static int agent_parts(rjob *j, ferry_fleet_server *s, json_t **resp, ferry_err *err)
+{
+    json_t *req = json_pack("{s:s, s:s, s:s}", "database", j->database, "table", j->table,
+                            "partition_id", j->pid);
+    long status = 0;
+    int rc = ferry_agent_call(s->agent, "parts", req, resp, &status, err);
+    json_decref(req);
+    if (rc) {
+        json_decref(*resp);
+        *resp = NULL;
+    }
+    return rc;
+}
+
+/* The metadata path of s's disk named disk (from the agent's status), into out. */
+static int disk_path(ferry_fleet_server *s, const char *disk, char *out, size_t outsz,
+                     ferry_err *err)
+{
+    json_t *resp = NULL;
+    long status = 0;
+    int rc = ferry_agent_call(s->agent, "status", NULL, &resp, &status, err);
+    if (rc)
+        return rc;
+    rc = ferry_err_set(err, FERRY_ENOTFOUND, "server %s has no disk %s", s->name, disk);
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(resp, "disks"), i, d)
+    {
+        if (strcmp(json_string_value(json_object_get(d, "name")), disk))
+            continue;
+        snprintf(out, outsz, "%s", json_string_value(json_object_get(d, "path")));
+        ferry_err_clear(err);
+        rc = FERRY_OK;
+        break;
+    }
+    json_decref(resp);
+    return rc;
+}
+
+static bool disk_remote(json_t *parts_resp, const char *disk)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(parts_resp, "data_paths"), i, d)
+    if (!strcmp(json_string_value(json_object_get(d, "disk")), disk))
+        return json_is_true(json_object_get(d, "remote"));
+    return false;
+}
+
+/* Records, in the catalog part record (table, pid, part), the objects and the server. */
+static int record_part(rctx *x, rjob *j, const char *part, const char *server, json_t *files,
+                       ferry_err *err)
+{
+    for (int attempt = 0; attempt < CAS_TRIES; attempt++) {
+        ferry_record r;
+        ferry_record_init(&r, FERRY_REC_PART);
+        snprintf(r.u.part.table, sizeof r.u.part.table, "%s", j->table);
+        snprintf(r.u.part.partition_id, sizeof r.u.part.partition_id, "%s", j->pid);
+        snprintf(r.u.part.name, sizeof r.u.part.name, "%s", part);
+        int rc = ferry_catalog_get(x->fl->cat, &r, err);
+        bool exists = rc == FERRY_OK;
+        if (rc == FERRY_ENOTFOUND) {
+            ferry_err_clear(err);
+            rc = FERRY_OK;
+        }
+        if (rc)
+            return rc;
+        size_t i;
+        json_t *f;
+        json_array_foreach(files, i, f)
+        {
+            size_t k;
+            json_t *o;
+            json_array_foreach(json_object_get(f, "objects"), k, o)
+            {
+                const char *key = json_string_value(json_object_get(o, "store_key"));
+                if (!key)
+                    continue; /* outside ferry's store: not ferry's to delete */
+                bool have = false;
+                for (size_t q = 0; q < r.u.part.n_objects && !have; q++)
+                    have = !strcmp(r.u.part.objects[q].key, key);
+                if (!have &&
+                    (rc = ferry_part_add_object(&r.u.part, key,
+                                                (uint64_t)json_integer_value(
+                                                    json_object_get(o, "size")),
+                                                "", err)))
+                    break;
+            }
+        }
+        if (!rc && !list_add(r.u.part.servers, sizeof r.u.part.servers, server))
+            rc = ferry_err_set(err, FERRY_EINVAL, "part %s: too many servers", part);
+        if (!rc && r.u.part.n_objects == 0 && !exists) {
+            ferry_record_free(&r);
+            return FERRY_OK; /* a part without objects in ferry's store */
+        }
+        if (!rc)
+            rc = exists ? ferry_catalog_update(x->fl->cat, &r, err)
+                        : ferry_catalog_create(x->fl->cat, &r, err);
+        ferry_record_free(&r);
+        if (rc != FERRY_ECONFLICT)
+            return rc;
+        ferry_err_clear(err);
+    }
+    return ferry_err_set(err, FERRY_ECONFLICT, "part %s/%s/%s: catalog kept changing", j->table,
+                         j->pid, part);
+}
+
+/* SCAN on one server: the pointer files of the partition's parts (active and detached). */
+static int scan_server(rctx *x, rjob *j, ferry_fleet_server *s, ferry_err *err)
+{
+    json_t *resp = NULL;
+    int rc = agent_parts(j, s, &resp, err);
+    if (rc == FERRY_ENOTFOUND) {
+        ferry_err_clear(err);
+        return FERRY_OK;
+    }
+    if (rc)
+        return rc;
+    const char *lists[2] = {"parts", "detached"};
+    for (int l = 0; l < 2 && !rc; l++) {
+        size_t i;
+        json_t *p;
+        json_array_foreach(json_object_get(resp, lists[l]), i, p)
+        {
+            const char *disk = json_string_value(json_object_get(p, "disk"));
+            const char *path = json_string_value(json_object_get(p, "path"));
+            const char *name = json_string_value(json_object_get(p, "name"));
+            if (!disk || !path || !name || !disk_remote(resp, disk))
+                continue;
+            char base[4096];
+            if ((rc = disk_path(s, disk, base, sizeof base, err)))
+                break;
+            size_t bl = strlen(base);
+            while (bl && base[bl - 1] == '/')
+                base[--bl] = '\0';
+            if (strncmp(path, base, bl) || path[bl] != '/') {
+                rc = ferry_err_set(err, FERRY_EIO, "server %s: part path %s is not under the "
+                                   "disk path %s", s->name, path, base);
+                break;
+            }
+            char under[4096];
+            snprintf(under, sizeof under, "%s", path + bl + 1);
+            size_t ul = strlen(under);
+            while (ul && under[ul - 1] == '/')
+                under[--ul] = '\0';
+            json_t *req = json_pack("{s:s, s:s}", "disk", disk, "under", under), *pr = NULL;
+            long status = 0;
+            rc = ferry_agent_call(s->agent, "pointers", req, &pr, &status, err);
+            json_decref(req);
+            if (!rc)
+                rc = record_part(x, j, name, s->name, json_object_get(pr, "files"), err);
+            json_decref(pr);
+            if (rc)
+                break;
+        }
+    }
+    json_decref(resp);
+    return rc;
+}
+
+static int detach_server(rjob *j, ferry_fleet_server *s, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "ALTER TABLE ");
+    ferry_sql_ident(j->database, &sql);
+    ferry_buf_puts(&sql, ".");
+    ferry_sql_ident(j->table, &sql);
+    ferry_buf_puts(&sql, " DETACH PARTITION ID ");
+    ferry_sql_quote(j->pid, &sql);
+    int rc = ferry_guarded_exec(s->ch, sql.data, NULL, err);
+    if (rc == FERRY_EREMOTE && (strstr(err->msg, "UNKNOWN_TABLE") ||
+                                strstr(err->msg, "UNKNOWN_DATABASE"))) {
+        ferry_err_clear(err);
+        rc = FERRY_OK;
+    }
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* REMOVE on one server: every detached folder of the partition; then the catalog forgets that
+ * the server holds it. Parts that appeared since DETACH (a late insert) are detached first. */
+static int remove_server(rctx *x, rjob *j, ferry_fleet_server *s, ferry_err *err)
+{
+    json_t *resp = NULL;
+    int rc = agent_parts(j, s, &resp, err);
+    if (rc == FERRY_ENOTFOUND) {
+        ferry_err_clear(err);
+        rc = FERRY_OK;
+    } else if (!rc && json_array_size(json_object_get(resp, "parts"))) {
+        json_decref(resp);
+        resp = NULL;
+        if (!(rc = detach_server(j, s, err)))
+            rc = agent_parts(j, s, &resp, err);
+    }
+    size_t i;
+    json_t *p;
+    json_array_foreach(resp ? json_object_get(resp, "detached") : NULL, i, p)
+    {
+        if (rc)
+            break;
+        json_t *req = json_pack("{s:s, s:s, s:s}", "database", j->database, "table", j->table,
+                                "part", json_string_value(json_object_get(p, "name")));
+        json_t *r = NULL;
+        long status = 0;
+        rc = ferry_agent_call(s->agent, "remove-detached", req, &r, &status, err);
+        json_decref(req);
+        json_decref(r);
+    }
+    json_decref(resp);
+    if (rc)
+        return rc;
+    /* the catalog: the server no longer references the partition's parts */
+    const char *prefix[2] = {j->table, j->pid};
+    for (int attempt = 0; attempt < CAS_TRIES; attempt++) {
+        ferry_record_list l = {0};
+        if ((rc = ferry_catalog_list(x->fl->cat, FERRY_REC_PART, prefix, 2, &l, err)))
+            return rc;
+        ferry_batch *b = ferry_batch_new();
+        for (size_t k = 0; k < l.n && !rc; k++)
+            if (list_has(l.items[k].u.part.servers, s->name)) {
+                list_remove(l.items[k].u.part.servers, s->name);
+                rc = ferry_batch_update(b, &l.items[k], err);
+            }
+        ferry_record pr;
+        ferry_record_init(&pr, FERRY_REC_PARTITION);
+        snprintf(pr.u.partition.server, sizeof pr.u.partition.server, "%s", s->name);
+        snprintf(pr.u.partition.table, sizeof pr.u.partition.table, "%s", j->table);
+        snprintf(pr.u.partition.partition_id, sizeof pr.u.partition.partition_id, "%s", j->pid);
+        int g = rc ? rc : ferry_catalog_get(x->fl->cat, &pr, err);
+        if (g == FERRY_ENOTFOUND)
+            ferry_err_clear(err);
+        else if (!g)
+            rc = ferry_batch_delete(b, &pr, err);
+        else
+            rc = g;
+        if (!rc && ferry_batch_size(b))
+            rc = ferry_catalog_commit(x->fl->cat, b, NULL, err);
+        ferry_batch_free(b);
+        ferry_record_list_free(&l);
+        if (rc != FERRY_ECONFLICT)
+            return rc;
+        ferry_err_clear(err);
+        rc = FERRY_OK;
+    }
+    return ferry_err_set(err, FERRY_ECONFLICT, "catalog kept changing under %s", j->table);
+}
+
+typedef int (*server_step)(rctx *x, rjob *j, ferry_fleet_server *s, ferry_err *err);
+
+static int detach_step(rctx *x, rjob *j, ferry_fleet_server *s, ferry_err *err)
+{
+    (void)x;
+    return detach_server(j, s, err);
+}
+
+/* Runs step on every server of the job; a server the fleet does not know is a problem (its
+ * references stay in the catalog, so nothing it may read gets deleted). */
+static bool each_server(rctx *x, rjob *j, server_step step, const char *what)
+{
+    char list[FERRY_LIST_MAX];
+    snprintf(list, sizeof list, "%s", j->servers);
+    char *names[256];
+    size_t n = list[0] ? ferry_split(list, ',', names, 256) : 0;
+    for (size_t i = 0; i < n; i++) {
+        ferry_fleet_server *s = ferry_fleet_server_find(x->fl, names[i]);
+        if (!s) {
+            problem(x, "job %s: server %s is not an active shard; its references stay in the "
+                    "catalog", j->rec.u.job.id, names[i]);
+            continue;
+        }
+        ferry_err e = {0};
+        if (step(x, j, s, &e)) {
+            char why[256];
+            snprintf(why, sizeof why, "%s on %.60s failed: %.150s", what, s->name, e.msg);
+            job_stall(x, j, why);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- delete --------------------------------------------------------------------------------- */
+
+static bool move_in_flight(rctx *x, const char *tenant, char *why, size_t whysz)
+{
+    ferry_record_list l = {0};
+    ferry_err e = {0};
+    if (ferry_catalog_list(x->fl->cat, FERRY_REC_MOVE, NULL, 0, &l, &e)) {
+        snprintf(why, whysz, "cannot read the move journal: %.150s", e.msg);
+        return true;
+    }
+    bool busy = false;
+    for (size_t i = 0; i < l.n && !busy; i++) {
+        const ferry_move *m = &l.items[i].u.move;
+        if (m->state != FERRY_MOVE_DONE && m->state != FERRY_MOVE_FAILED &&
+            (!tenant[0] || !strcmp(m->tenant, tenant))) {
+            busy = true;
+            snprintf(why, whysz, "move %s of tenant %s is in flight", m->id, m->tenant);
+        }
+    }
+    ferry_record_list_free(&l);
+    return busy;
+}
+
+static int delete_job(rctx *x, rjob *j, const ferry_refset *live, ferry_objstore *janitor,
+                      ferry_err *err)
+{
+    ferry_record_list all = {0}, mine = {0};
+    const char *prefix[2] = {j->table, j->pid};
+    int rc = ferry_catalog_list(x->fl->cat, FERRY_REC_PART, NULL, 0, &all, err);
+    if (!rc)
+        rc = ferry_catalog_list(x->fl->cat, FERRY_REC_PART, prefix, 2, &mine, err);
+    size_t n = 0;
+    for (size_t i = 0; i < mine.n; i++)
+        n += mine.items[i].u.part.n_objects;
+    const char **keys = calloc(n + 1, sizeof *keys);
+    ferry_retention_verdict *v = calloc(n + 1, sizeof *v);
+    if (!rc && (!keys || !v))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (rc)
+        goto out;
+    n = 0;
+    for (size_t i = 0; i < mine.n; i++)
+        for (size_t k = 0; k < mine.items[i].u.part.n_objects; k++)
+            keys[n++] = mine.items[i].u.part.objects[k].key;
+    ferry_retention_decide(keys, n, live, all.items, all.n, v);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!v[i].deletable) {
+            kept++;
+            json_array_append_new(j->kept, json_pack("{s:s, s:s}", "key", v[i].key, "blocker",
+                                                     v[i].blocker));
+            continue;
+        }
+        ferry_err derr = {0};
+        if (ferry_objstore_delete(janitor, v[i].key, &derr)) {
+            kept++;
+            json_array_append_new(j->kept, json_pack("{s:s, s:s}", "key", v[i].key, "blocker",
+                                                     derr.msg));
+            v[i].deletable = false;
+            continue;
+        }
+        j->deleted++;
+        FLOG_INFO("retention: deleted object job=%s key=%s", j->rec.u.job.id, v[i].key);
+    }
+    /* the part records keep only what is still there */
+    ferry_batch *b = ferry_batch_new();
+    size_t at = 0;
+    for (size_t i = 0; i < mine.n && !rc; i++) {
+        ferry_part *p = &mine.items[i].u.part;
+        size_t w = 0;
+        for (size_t k = 0; k < p->n_objects; k++, at++) {
+            if (v[at].deletable) {
+                j->deleted_bytes += p->objects[k].size;
+                continue;
+            }
+            p->objects[w++] = p->objects[k];
+        }
+        bool changed = w != p->n_objects;
+        p->n_objects = w;
+        if (!w && !p->servers[0])
+            rc = ferry_batch_delete(b, &mine.items[i], err);
+        else if (changed)
+            rc = ferry_batch_update(b, &mine.items[i], err);
+    }
+    if (!rc && ferry_batch_size(b))
+        rc = ferry_catalog_commit(x->fl->cat, b, NULL, err);
+    ferry_batch_free(b);
+    if (rc)
+        goto out;
+    if (kept) {
+        char why[256];
+        snprintf(why, sizeof why, "%zu objects still referenced (first: %s by %s); run again "
+                 "when they are free", kept, v[0].deletable ? "" : v[0].key,
+                 json_string_value(json_object_get(json_array_get(j->kept, 0), "blocker")));
+        job_stall(x, j, why);
+    } else {
+        char d[128];
+        snprintf(d, sizeof d, "deleted %zu objects", j->deleted);
+        rc = job_set(x, j, "DONE", d, err);
+    }
+out:
+    free(keys);
+    free(v);
+    ferry_record_list_free(&all);
+    ferry_record_list_free(&mine);
+    return rc;
+}
+
+/* ---- the run -------------------------------------------------------------------------------- */
+
+static json_t *report_json(rctx *x, uint32_t cutoff)
+{
+    json_t *jobs = json_array();
+    for (size_t i = 0; i < x->n_jobs; i++) {
+        rjob *j = &x->jobs[i];
+        json_t *servers = json_array();
+        char list[FERRY_LIST_MAX];
+        snprintf(list, sizeof list, "%s", j->servers);
+        char *names[256];
+        size_t n = list[0] ? ferry_split(list, ',', names, 256) : 0;
+        for (size_t k = 0; k < n; k++)
+            json_array_append_new(servers, json_string(names[k]));
+        json_array_append_new(
+            jobs, json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:s, s:s, s:I, s:I, s:O}", "id",
+                            j->rec.u.job.id, "database", j->database, "table", j->table,
+                            "partition_id", j->pid, "tenant", j->tenant, "day",
+                            (json_int_t)j->day, "servers", servers, "state",
+                            j->rec.u.job.state[0] ? j->rec.u.job.state : "PLANNED", "detail",
+                            j->rec.u.job.detail, "deleted", (json_int_t)j->deleted,
+                            "deleted_bytes", (json_int_t)j->deleted_bytes, "kept", j->kept));
+    }
+    return json_pack("{s:I, s:s?, s:b, s:b, s:b, s:o, s:O}", "cutoff", (json_int_t)cutoff,
+                     "tenant", x->opt->tenant, "all", x->opt->all, "dry_run", x->opt->dry_run,
+                     "complete", x->complete, "jobs", jobs, "problems", x->problems);
+}
+
+static bool state_is(const rjob *j, const char *s) { return !strcmp(j->rec.u.job.state, s); }
+
+int ferry_retention_run(ferry_fleet *fl, const ferry_retention_options *opt, json_t **report,
+                        ferry_err *err)
+{
+    *report = NULL;
+    rctx x = {.fl = fl, .opt = opt, .problems = json_array(), .complete = true};
+    ferry_sweep_refs live = {0};
+    ferry_refset liveset = {0};
+    ferry_objstore *janitor = NULL;
+    uint32_t cutoff = 0;
+    int rc = FERRY_OK;
+    time_t now = opt->now ? opt->now : time(NULL);
+    if (opt->owner)
+        snprintf(x.owner, sizeof x.owner, "%s", opt->owner);
+    else {
+        char host[64] = "host";
+        gethostname(host, sizeof host - 1);
+        snprintf(x.owner, sizeof x.owner, "retention@%.60s:%ld", host, (long)getpid());
+    }
+
+    /* input */
+    if (opt->all && !opt->tenant) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "--all removes all of one tenant's data: it needs "
+                           "--tenant T");
+        goto out;
+    }
+    if (!opt->all && !opt->keep_s) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "--keep DURATION is required (e.g. --keep 90d), "
+                           "or --tenant T --all");
+        goto out;
+    }
+    if (opt->all && opt->keep_s) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "--all removes everything of the tenant: drop "
+                           "--keep");
+        goto out;
+    }
+    if (!opt->all && (rc = ferry_retention_cutoff(now, opt->keep_s, fl->settings.hot_days,
+                                                  &cutoff, err)))
+        goto out;
+    if (opt->tenant) {
+        ferry_record t;
+        ferry_record_init(&t, FERRY_REC_TENANT);
+        snprintf(t.u.tenant.name, sizeof t.u.tenant.name, "%s", opt->tenant);
+        rc = strlen(opt->tenant) >= sizeof t.u.tenant.name ? FERRY_ENOTFOUND
+                                                            : ferry_catalog_get(fl->cat, &t, err);
+        if (rc == FERRY_ENOTFOUND) {
+            ferry_err_clear(err);
+            rc = ferry_err_set(err, FERRY_EINVAL, "unknown tenant '%s': the catalog has no such "
+                               "tenant ('ferry status' lists them)", opt->tenant);
+        }
+        if (rc)
+            goto out;
+    }
+
+    /* plan: unfinished jobs first, then what the servers and the catalog hold */
+    if ((rc = load_unfinished(&x, err)))
+        goto out;
+    ferry_retention_select sel = {.tenant = opt->tenant, .all = opt->all, .cutoff = cutoff};
+    if ((rc = plan(&x, &sel, err)))
+        goto out;
+    if (opt->dry_run)
+        goto done;
+
+    /* record every job; a finished record of the same partition starts over */
+    for (size_t i = 0; i < x.n_jobs; i++) {
+        rjob *j = &x.jobs[i];
+        ferry_err e = {0};
+        if (j->in_catalog) {
+            if (j->rescan && strcmp(j->rec.u.job.state, "SCAN") &&
+                job_set(&x, j, "SCAN", "found on another server", &e) &&
+                e.code != FERRY_ECONFLICT) {
+                rc = ferry_err_set(err, e.code, "%s", e.msg);
+                goto out;
+            }
+            continue;
+        }
+        ferry_record old;
+        ferry_record_init(&old, FERRY_REC_JOB);
+        snprintf(old.u.job.id, sizeof old.u.job.id, "%s", j->rec.u.job.id);
+        int g = ferry_catalog_get(fl->cat, &old, err);
+        if (g == FERRY_OK) {
+            j->rec.version = old.version;
+            j->rec.u.job.created = old.u.job.created;
+            j->in_catalog = true;
+        } else if (g == FERRY_ENOTFOUND) {
+            ferry_err_clear(err);
+        } else {
+            rc = g;
+            goto out;
+        }
+        if (job_set(&x, j, "SCAN", "", &e) && e.code != FERRY_ECONFLICT) {
+            rc = ferry_err_set(err, e.code, "%s", e.msg);
+            goto out;
+        }
+    }
+
+    /* SCAN, DETACH, REMOVE per job */
+    for (size_t i = 0; i < x.n_jobs; i++) {
+        rjob *j = &x.jobs[i];
+        ferry_err e = {0};
+        if (!j->skip && state_is(j, "SCAN") && each_server(&x, j, scan_server, "scan") &&
+            job_set(&x, j, "DETACH", "", &e))
+            j->skip = true;
+        if (!j->skip && state_is(j, "DETACH") && each_server(&x, j, detach_step, "DETACH") &&
+            job_set(&x, j, "REMOVE", "", &e))
+            j->skip = true;
+        if (!j->skip && state_is(j, "REMOVE") &&
+            each_server(&x, j, remove_server, "removing detached folders") &&
+            job_set(&x, j, "DELETE", "", &e))
+            j->skip = true;
+        if (e.code && e.code != FERRY_ECONFLICT)
+            problem(&x, "job %s: %s", j->rec.u.job.id, e.msg);
+    }
+
+    /* DELETE: one live read of every server for all jobs */
+    bool any = false;
+    for (size_t i = 0; i < x.n_jobs; i++)
+        any |= !x.jobs[i].skip && state_is(&x.jobs[i], "DELETE");
+    if (any) {
+        size_t failed = 0;
+        json_t *probs = json_array();
+        if ((rc = ferry_sweep_read_pointers(fl, &live, probs, &failed, err))) {
+            json_decref(probs);
+            goto out;
+        }
+        size_t k;
+        json_t *p;
+        json_array_foreach(probs, k, p) problem(&x, "live check: %s", json_string_value(p));
+        json_decref(probs);
+        ferry_err jerr = {0};
+        if (failed) {
+            for (size_t i = 0; i < x.n_jobs; i++)
+                if (!x.jobs[i].skip && state_is(&x.jobs[i], "DELETE"))
+                    job_stall(&x, &x.jobs[i], "the live check could not read every server's "
+                              "pointer files; nothing deleted");
+        } else if (ferry_fleet_store(fl, FERRY_ROLE_JANITOR, &janitor, &jerr)) {
+            rc = ferry_err_set(err, jerr.code, "cannot open the store as janitor: %s", jerr.msg);
+            goto out;
+        } else if (!(rc = ferry_refset_build(&live, &liveset, err))) {
+            for (size_t i = 0; i < x.n_jobs && !rc; i++) {
+                rjob *j = &x.jobs[i];
+                if (j->skip || !state_is(j, "DELETE"))
+                    continue;
+                char why[256];
+                if (move_in_flight(&x, j->tenant, why, sizeof why)) {
+                    job_stall(&x, j, why);
+                    continue;
+                }
+                rc = delete_job(&x, j, &liveset, janitor, err);
+            }
+            if (rc)
+                goto out;
+        }
+    }
+done:
+    for (size_t i = 0; i < x.n_jobs; i++)
+        if (!state_is(&x.jobs[i], "DONE"))
+            x.complete = false;
+    *report = report_json(&x, cutoff);
+out:
+    for (size_t i = 0; i < x.n_jobs; i++) {
+        ferry_record_free(&x.jobs[i].rec);
+        json_decref(x.jobs[i].kept);
+    }
+    free(x.jobs);
+    json_decref(x.problems);
+    ferry_refset_free(&liveset);
+    ferry_sweep_refs_free(&live);
+    ferry_objstore_close(janitor);
+    return rc;
+}

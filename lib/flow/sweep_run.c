@@ -1,0 +1,346 @@
+/* The sweep's I/O: reads every server's pointer files through its agent, lists the store, reads
+ * the catalog, computes the report (sweep.c) and deletes old orphans when asked. See
+ * include/ferry/sweep.h. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferry/fleet.h"
+#include "ferry/log.h"
+#include "ferry/strutil.h"
+#include "ferry/sweep.h"
+
+static void problem(json_t *problems, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(json_t *problems, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    json_array_append_new(problems, json_string(buf));
+}
+
+int ferry_sweep_read_pointers(ferry_fleet *fl, ferry_sweep_refs *refs, json_t *problems,
+                              size_t *failed, ferry_err *err)
+{
+    *failed = 0;
+    for (size_t i = 0; i < fl->n_servers; i++) {
+        ferry_fleet_server *s = &fl->servers[i];
+        json_t *req = json_object(), *resp = NULL;
+        long status = 0;
+        ferry_err aerr = {0};
+        int rc = ferry_agent_call(s->agent, "pointers", req, &resp, &status, &aerr);
+        json_decref(req);
+        if (rc == FERRY_EINVAL && strstr(aerr.msg, "no object-storage disk")) {
+            json_decref(resp);
+            continue; /* a server without a cold disk names no objects */
+        }
+        if (rc) {
+            problem(problems, "server %s: cannot read its pointer files: %s", s->name, aerr.msg);
+            (*failed)++;
+            json_decref(resp);
+            continue;
+        }
+        size_t k;
+        json_t *f;
+        json_array_foreach(json_object_get(resp, "files"), k, f)
+        {
+            const char *path = json_string_value(json_object_get(f, "path"));
+            const char *disk = json_string_value(json_object_get(f, "disk"));
+            size_t j;
+            json_t *o;
+            json_array_foreach(json_object_get(f, "objects"), j, o)
+            {
+                const char *key = json_string_value(json_object_get(o, "store_key"));
+                json_int_t size = json_integer_value(json_object_get(o, "size"));
+                if ((rc = ferry_sweep_refs_add(refs, s->name, disk, path ? path : "", key,
+                                               (uint64_t)size, err))) {
+                    json_decref(resp);
+                    return rc;
+                }
+            }
+        }
+        json_t *inv;
+        json_array_foreach(json_object_get(resp, "invalid"), k, inv)
+        {
+            /* a file that does not parse may be a damaged pointer file (a crash during
+             * ClickHouse's in-place rewrite leaves zero bytes): what it named is unknown, so
+             * the report cannot be complete */
+            problem(problems, "server %s: %s is not a readable pointer file (%s)", s->name,
+                    json_string_value(json_object_get(inv, "path")),
+                    json_string_value(json_object_get(inv, "error")));
+            (*failed)++;
+        }
+        json_decref(resp);
+    }
+    return FERRY_OK;
+}
+
+int ferry_sweep_list_store(ferry_objstore *st, const char *prefix, ferry_object_info **out,
+                           size_t *n, ferry_err *err)
+{
+    ferry_object_info *all = NULL;
+    size_t cnt = 0, cap = 0;
+    char *token = NULL;
+    int rc = FERRY_OK;
+    do {
+        ferry_object_list page = {0};
+        if ((rc = ferry_objstore_list(st, prefix, token, 1000, &page, err)))
+            break;
+        free(token);
+        token = page.next_token;
+        page.next_token = NULL;
+        if (cnt + page.n > cap) {
+            size_t nc = (cnt + page.n) * 2 + 16;
+            ferry_object_info *na = realloc(all, nc * sizeof *na);
+            if (!na) {
+                ferry_object_list_free(&page);
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                break;
+            }
+            all = na;
+            cap = nc;
+        }
+        memcpy(all + cnt, page.items, page.n * sizeof *all);
+        cnt += page.n;
+        free(page.items); /* the keys now belong to all */
+    } while (token);
+    free(token);
+    if (rc) {
+        for (size_t i = 0; i < cnt; i++)
+            free(all[i].key);
+        free(all);
+        return rc;
+    }
+    *out = all;
+    *n = cnt;
+    return FERRY_OK;
+}
+
+void ferry_sweep_objects_free(ferry_object_info *o, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(o[i].key);
+    free(o);
+}
+
+/* Moves and jobs not finished: their flows may be between "object written" and "pointer
+ * written" (or the reverse) in ways the grace period does not cover. */
+static int in_flight(ferry_fleet *fl, char *why, size_t whysz, ferry_err *err)
+{
+    ferry_record_list l = {0};
+    int rc = ferry_catalog_list(fl->cat, FERRY_REC_MOVE, NULL, 0, &l, err);
+    if (rc)
+        return rc;
+    why[0] = '\0';
+    for (size_t i = 0; i < l.n && !why[0]; i++)
+        if (l.items[i].u.move.state != FERRY_MOVE_DONE &&
+            l.items[i].u.move.state != FERRY_MOVE_FAILED)
+            snprintf(why, whysz, "move %s is in flight (%s)", l.items[i].u.move.id,
+                     ferry_move_state_name(l.items[i].u.move.state));
+    ferry_record_list_free(&l);
+    if (why[0])
+        return FERRY_OK;
+    if ((rc = ferry_catalog_list(fl->cat, FERRY_REC_JOB, NULL, 0, &l, err)))
+        return rc;
+    for (size_t i = 0; i < l.n && !why[0]; i++) {
+        const ferry_job *j = &l.items[i].u.job;
+        if (strcmp(j->state, "DONE") && strcmp(j->state, "FAILED"))
+            snprintf(why, whysz, "%s job %s is in flight (%s)", j->kind, j->id, j->state);
+    }
+    ferry_record_list_free(&l);
+    return FERRY_OK;
+}
+
+static void server_names(ferry_fleet *fl, const char **names)
+{
+    for (size_t i = 0; i < fl->n_servers; i++)
+        names[i] = fl->servers[i].name;
+}
+
+int ferry_sweep_run(ferry_fleet *fl, const ferry_sweep_options *opt, ferry_sweep_result *res,
+                    ferry_err *err)
+{
+    memset(res, 0, sizeof *res);
+    res->problems = json_array();
+    ferry_sweep_refs refs = {0}, refs2 = {0};
+    ferry_refset again = {0};
+    ferry_object_info *objects = NULL;
+    size_t n_objects = 0, failed = 0;
+    ferry_objstore *lister = NULL, *janitor = NULL;
+    ferry_record_list parts = {0};
+    const char **names = calloc(fl->n_servers + 1, sizeof *names);
+    int rc = FERRY_OK;
+    if (!names || !res->problems) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    server_names(fl, names);
+    time_t now = opt->now ? opt->now : time(NULL);
+    const char *scope = ferry_fleet_store_prefix(fl);
+
+    if ((rc = ferry_sweep_read_pointers(fl, &refs, res->problems, &failed, err)))
+        goto out;
+    bool listed = false;
+    ferry_err lerr = {0};
+    if (ferry_fleet_store(fl, FERRY_ROLE_CLICKHOUSE, &lister, &lerr) == FERRY_OK &&
+        ferry_sweep_list_store(lister, scope, &objects, &n_objects, &lerr) == FERRY_OK)
+        listed = true;
+    else
+        problem(res->problems, "cannot list the object store under '%s': %s", scope, lerr.msg);
+    if ((rc = ferry_catalog_list(fl->cat, FERRY_REC_PART, NULL, 0, &parts, err)))
+        goto out;
+    ferry_sweep_input in = {.refs = &refs, .servers = names, .n_servers = fl->n_servers,
+                            .objects = objects, .n_objects = n_objects, .scope_prefix = scope,
+                            .parts = parts.items, .n_parts = parts.n, .now = now,
+                            .min_age_s = opt->min_age_s};
+    if ((rc = ferry_sweep_compute(&in, &res->report, err)))
+        goto out;
+    res->complete = failed == 0 && listed;
+    if (!listed) {
+        /* without a listing every pointer would look dangling: report none */
+        for (size_t i = 0; i < res->report.n_dangling; i++) {
+            free(res->report.dangling[i].server);
+            free(res->report.dangling[i].disk);
+            free(res->report.dangling[i].path);
+            free(res->report.dangling[i].key);
+        }
+        res->report.n_dangling = 0;
+    }
+    if (!opt->delete_orphans)
+        goto out;
+
+    size_t deletable = 0;
+    for (size_t i = 0; i < res->report.n_orphans; i++)
+        deletable += res->report.orphans[i].old_enough;
+    if (!res->complete) {
+        res->deletion_skipped = true;
+        problem(res->problems, "nothing deleted: the report is incomplete");
+        goto out;
+    }
+    if (!deletable)
+        goto out;
+    char why[512];
+    if ((rc = in_flight(fl, why, sizeof why, err)))
+        goto out;
+    if (why[0]) {
+        res->deletion_skipped = true;
+        problem(res->problems, "nothing deleted: %s; run the sweep again when it is finished",
+                why);
+        goto out;
+    }
+    /* read every server again just before deleting: a pointer file copied to one server while
+     * its source was being read could have hidden a reference in the first pass */
+    if ((rc = ferry_sweep_read_pointers(fl, &refs2, res->problems, &failed, err)))
+        goto out;
+    if (failed) {
+        res->complete = false;
+        res->deletion_skipped = true;
+        problem(res->problems, "nothing deleted: the second read of the pointer files failed");
+        goto out;
+    }
+    if ((rc = ferry_refset_build(&refs2, &again, err)))
+        goto out;
+    ferry_err jerr = {0};
+    if (ferry_fleet_store(fl, FERRY_ROLE_JANITOR, &janitor, &jerr)) {
+        res->deletion_skipped = true;
+        problem(res->problems, "nothing deleted: cannot open the store as janitor: %s", jerr.msg);
+        goto out;
+    }
+    for (size_t i = 0; i < res->report.n_orphans; i++) {
+        ferry_sweep_orphan *o = &res->report.orphans[i];
+        if (!o->old_enough)
+            continue;
+        if (ferry_refset_find(&again, o->key)) {
+            problem(res->problems, "kept %s: a pointer file names it now", o->key);
+            continue;
+        }
+        ferry_err derr = {0};
+        if (ferry_objstore_delete(janitor, o->key, &derr) == FERRY_OK) {
+            res->deleted++;
+            res->deleted_bytes += o->size;
+            FLOG_INFO("sweep: deleted orphan key=%s size=%" PRIu64, o->key, o->size);
+        } else {
+            res->delete_failed++;
+            problem(res->problems, "cannot delete %s: %s", o->key, derr.msg);
+        }
+    }
+out:
+    ferry_refset_free(&again);
+    ferry_sweep_refs_free(&refs);
+    ferry_sweep_refs_free(&refs2);
+    ferry_sweep_objects_free(objects, n_objects);
+    ferry_objstore_close(lister);
+    ferry_objstore_close(janitor);
+    ferry_record_list_free(&parts);
+    free(names);
+    return rc;
+}
+
+void ferry_sweep_result_free(ferry_sweep_result *res)
+{
+    ferry_sweep_report_free(&res->report);
+    json_decref(res->problems);
+    memset(res, 0, sizeof *res);
+}
+
+json_t *ferry_sweep_result_json(const ferry_sweep_result *res)
+{
+    const ferry_sweep_report *r = &res->report;
+    json_t *o = json_object(), *orphans = json_array(), *od = json_array(),
+           *dangling = json_array(), *dd = json_array(), *drift = json_array(),
+           *cat = json_array();
+    for (size_t i = 0; i < r->n_orphans; i++) {
+        json_array_append_new(orphans, json_string(r->orphans[i].key));
+        json_array_append_new(od, json_pack("{s:s, s:I, s:I, s:b}", "key", r->orphans[i].key,
+                                            "size", (json_int_t)r->orphans[i].size, "mtime",
+                                            (json_int_t)r->orphans[i].mtime, "old_enough",
+                                            r->orphans[i].old_enough));
+    }
+    for (size_t i = 0; i < r->n_dangling; i++) {
+        const ferry_sweep_dangling *d = &r->dangling[i];
+        char p[4500];
+        snprintf(p, sizeof p, "%s:%s:%s", d->server, d->disk, d->path);
+        json_array_append_new(dangling, json_string(p));
+        json_t *x = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "server", d->server, "disk",
+                              d->disk, "path", d->path, "key", d->key, "size",
+                              (json_int_t)d->want_size, "problem",
+                              d->missing ? "missing" : "wrong_size");
+        if (!d->missing)
+            json_object_set_new(x, "object_size", json_integer((json_int_t)d->have_size));
+        json_array_append_new(dd, x);
+    }
+    for (size_t i = 0; i < r->n_drift; i++) {
+        const ferry_sweep_drift *d = &r->drift[i];
+        json_t *x = json_pack("{s:s, s:s, s:s, s:s, s:s}", "kind",
+                              d->kind == FERRY_DRIFT_CATALOG_ONLY ? "catalog_only"
+                                                                  : "server_only",
+                              "server", d->server, "table", d->table, "partition_id",
+                              d->partition_id, "part", d->part);
+        if (d->path)
+            json_object_set_new(x, "path", json_string(d->path));
+        json_array_append_new(drift, x);
+    }
+    for (size_t i = 0; i < r->n_catalog_only_keys; i++)
+        json_array_append_new(cat, json_string(r->catalog_only_keys[i]));
+    json_object_set_new(o, "complete", json_boolean(res->complete));
+    json_object_set_new(o, "orphans", orphans);
+    json_object_set_new(o, "orphan_details", od);
+    json_object_set_new(o, "orphan_bytes", json_integer((json_int_t)r->orphan_bytes));
+    json_object_set_new(o, "dangling", dangling);
+    json_object_set_new(o, "dangling_details", dd);
+    json_object_set_new(o, "drift", drift);
+    json_object_set_new(o, "catalog_only", cat);
+    json_object_set_new(o, "pointer_files", json_integer((json_int_t)r->n_pointer_files));
+    json_object_set_new(o, "referenced_objects", json_integer((json_int_t)r->n_referenced));
+    json_object_set_new(o, "outside_references", json_integer((json_int_t)r->n_outside));
+    json_object_set_new(o, "deleted", json_integer((json_int_t)res->deleted));
+    json_object_set_new(o, "deleted_bytes", json_integer((json_int_t)res->deleted_bytes));
+    json_object_set_new(o, "delete_failed", json_integer((json_int_t)res->delete_failed));
+    json_object_set_new(o, "deletion_skipped", json_boolean(res->deletion_skipped));
+    json_object_set_new(o, "problems", json_incref(res->problems));
+    return o;
+}

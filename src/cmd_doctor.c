@@ -1,0 +1,82 @@
+/* `ferry doctor`: checks the safety rules on a live cluster (include/ferry/doctor.h). */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ferry/doctor.h"
+#include "ferry/fleet.h"
+
+const char cmd_doctor_usage[] =
+    "usage: ferry doctor [--json] [--config FILE]\n"
+    "\n"
+    "Checks the safety rules on the live cluster; each finding says what to fix:\n"
+    "  delete_refused      a canary object (created with the uploader role) cannot be deleted\n"
+    "                      with the clickhouse or uploader credential; the janitor deletes it\n"
+    "  versioning          bucket versioning is on (reported 'unsupported' where the store has\n"
+    "                      none, e.g. s3rver or a local directory)\n"
+    "  clickhouse_version  every server runs the pinned version and reads the pointer format\n"
+    "  unmanaged_cold      no unmanaged table uses a policy with an object-storage disk\n"
+    "\n"
+    "  --json          {ok, checks: [{check, status, server, message, fix}]}\n"
+    "  --config FILE   the cluster's config (default: $FERRY_CONFIG)\n"
+    "\n"
+    "Exit status: 0 only when no check failed; 1 otherwise; 2 for bad input.\n";
+
+int cmd_doctor(int argc, char **argv)
+{
+    enum { O_JSON = 256, O_CONFIG };
+    static const struct option opts[] = {{"json", no_argument, NULL, O_JSON},
+                                         {"config", required_argument, NULL, O_CONFIG},
+                                         {NULL, 0, NULL, 0}};
+    bool as_json = false;
+    const char *config = NULL;
+    int ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case O_JSON: as_json = true; break;
+        case O_CONFIG: config = optarg; break;
+        default:
+            return cli_usage_error("doctor", "unknown or incomplete option '%s'",
+                                   argv[optind - 1]);
+        }
+    }
+    if (optind != argc)
+        return cli_usage_error("doctor", "unexpected argument '%s'", argv[optind]);
+    ferry_err err = {0};
+    ferry_fleet *fl = NULL;
+    json_t *report = NULL;
+    int rc = ferry_fleet_open(cli_config_path(config), &fl, &err);
+    if (!rc)
+        rc = ferry_doctor_run(fl, &report, &err);
+    ferry_fleet_close(fl);
+    if (rc)
+        return cli_fail("doctor", &err);
+    if (as_json) {
+        char *s = json_dumps(report, JSON_INDENT(2));
+        if (s)
+            puts(s);
+        free(s);
+    } else {
+        size_t i;
+        json_t *c;
+        json_array_foreach(json_object_get(report, "checks"), i, c)
+        {
+            const char *fix = json_string_value(json_object_get(c, "fix"));
+            printf("%-12s %-19s %s\n", json_string_value(json_object_get(c, "status")),
+                   json_string_value(json_object_get(c, "check")),
+                   json_string_value(json_object_get(c, "message")));
+            if (fix && strcmp(json_string_value(json_object_get(c, "status")), "pass"))
+                printf("             fix: %s\n", fix);
+        }
+        printf("%s\n", json_is_true(json_object_get(report, "ok")) ? "doctor: all checks pass"
+                                                                   : "doctor: some checks FAIL");
+    }
+    int status = json_is_true(json_object_get(report, "ok")) ? 0 : 1;
+    json_decref(report);
+    return status;
+}

@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""An S3 endpoint for tests that enforces per-credential permissions the way an S3 bucket policy
+does, in front of s3rver (which accepts any key and has no permissions at all).
+
+Every request's AWS Signature V4 is checked with botocore (the `verify` of sigv4_verify.py, beside
+this file); then the request is classified into one operation and allowed or refused by the
+policy of the role its access key belongs to:
+
+    clickhouse  GET HEAD LIST PUT ABORT        (read, create, list; never delete)
+    uploader    PUT ABORT                      (create only)
+    janitor     DELETE LIST HEAD BUCKETCONF    (delete, and what it needs to find what to delete)
+
+Operations: GET (GetObject), HEAD (HeadObject/HeadBucket), LIST (ListObjects[V2], ListParts,
+ListMultipartUploads), PUT (PutObject, CreateMultipartUpload, UploadPart, CompleteMultipartUpload,
+CopyObject), ABORT (AbortMultipartUpload), DELETE (DeleteObject, and DeleteObjects: POST ?delete),
+BUCKETCONF (GET/PUT of ?versioning, ?policy, ?lifecycle, ...), ADMIN (CreateBucket, DeleteBucket;
+nobody). A refused request gets 403 AccessDenied in S3's XML, like S3 itself.
+
+Counts: GET /__policy/status (no auth; loopback only) answers JSON
+    {"counts": {"<role>": {"<OP>": {"allowed": N, "denied": N, "failed": N}}}, "requests": N}
+"allowed" means forwarded and answered 2xx by the upstream, "failed" forwarded but answered
+otherwise, "denied" refused by the policy. POST /__policy/reset zeroes the counts. Every request is
+also logged to --log: "ALLOW|DENY|REJECT ROLE OP METHOD PATH?QUERY [STATUS]".
+
+    s3_policy_proxy.py --port P --upstream http://127.0.0.1:U --keys FILE --log FILE
+                       [--upstream-key S3RVER] [--region us-east-1]
+FILE holds "ACCESS_KEY_ID SECRET ROLE" lines.
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl, urlsplit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sigv4_verify  # noqa: E402  (reused: the botocore signature check)
+
+POLICY = {
+    "clickhouse": {"GET", "HEAD", "LIST", "PUT", "ABORT"},
+    "uploader": {"PUT", "ABORT"},
+    "janitor": {"DELETE", "LIST", "HEAD", "BUCKETCONF"},
+}
+BUCKET_SUBRESOURCES = {"versioning", "policy", "lifecycle", "acl", "cors", "location", "tagging",
+                       "website", "logging", "notification", "encryption", "replication",
+                       "object-lock", "ownershipControls", "publicAccessBlock"}
+
+args = None
+roles = {}  # access key -> role
+counts = {}
+counts_lock = threading.Lock()
+local = threading.local()
+
+
+def count(role, op, outcome):
+    with counts_lock:
+        counts.setdefault(role, {}).setdefault(op, {"allowed": 0, "denied": 0, "failed": 0})
+        counts[role][op][outcome] += 1
+
+
+def classify(method, path, query):
+    """The S3 operation a request performs (path is /bucket[/key], query a dict)."""
+    parts = path.lstrip("/").split("/", 1)
+    has_key = len(parts) == 2 and parts[1] != ""
+    sub = set(query) & BUCKET_SUBRESOURCES
+    if sub and not has_key:
+        return "BUCKETCONF"
+    if method == "POST" and "delete" in query:
+        return "DELETE"
+    if method == "DELETE":
+        if has_key and "uploadId" in query:
+            return "ABORT"
+        return "DELETE" if has_key else "ADMIN"
+    if method in ("GET",):
+        if not has_key or "uploadId" in query or "uploads" in query:
+            return "LIST"
+        return "GET"
+    if method == "HEAD":
+        return "HEAD"
+    if method == "PUT":
+        return "PUT" if has_key else "ADMIN"
+    if method == "POST":
+        return "PUT" if has_key else "ADMIN"
+    return "ADMIN"
+
+
+def read_body(handler):
+    """The request body, also when sent with chunked transfer encoding."""
+    if "chunked" in (handler.headers.get("Transfer-Encoding") or "").lower():
+        out = bytearray()
+        while True:
+            line = handler.rfile.readline().strip()
+            size = int(line.split(b";")[0], 16)
+            if size == 0:
+                while handler.rfile.readline().strip():
+                    pass
+                return bytes(out)
+            out += handler.rfile.read(size)
+            handler.rfile.readline()
+    n = int(handler.headers.get("Content-Length") or 0)
+    return handler.rfile.read(n) if n else b""
+
+
+def error_xml(code, message):
+    return ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code><Message>%s"
+            "</Message></Error>" % (code, message)).encode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *a):
+        pass
+
+    def upstream(self):
+        c = getattr(local, "conn", None)
+        if c is None:
+            u = urlsplit(args.upstream)
+            c = local.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+        return c
+
+    def answer(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def control(self):
+        if self.path == "/__policy/status" and self.command == "GET":
+            with counts_lock:
+                body = json.dumps({"counts": counts,
+                                   "requests": sum(v for r in counts.values()
+                                                   for o in r.values() for v in o.values())})
+            self.answer(200, body.encode(), [("Content-Type", "application/json")])
+        elif self.path == "/__policy/reset" and self.command == "POST":
+            with counts_lock:
+                counts.clear()
+            self.answer(200, b"{}", [("Content-Type", "application/json")])
+        else:
+            self.answer(404, b"")
+
+    def handle_any(self):
+        if self.path.startswith("/__policy/"):
+            read_body(self)
+            return self.control()
+        body = read_body(self)
+        host = self.headers.get("Host", "")
+        why = sigv4_verify.verify(self.command, host, self.path, self.headers, body)
+        u = urlsplit(self.path)
+        path = u.path
+        hostname = host.split(":")[0]
+        if hostname.endswith(".localhost"):  # virtual-host style: forward path-style
+            path = "/" + hostname[: -len(".localhost")] + path
+        query = dict(parse_qsl(u.query, keep_blank_values=True))
+        op = classify(self.command, path, query)
+        m = sigv4_verify.AUTH_RE.match(self.headers.get("Authorization", ""))
+        role = roles.get(m.group(1), "unknown") if m else "anonymous"
+        if why:
+            code, reason = why
+            sigv4_verify.log("REJECT %s %s %s %s %s" % (role, op, self.command, self.path, reason))
+            count(role, op, "denied")
+            self.answer(403 if code != "InvalidRequest" else 400,
+                        error_xml(code, reason + " (checked by botocore)"),
+                        [("Content-Type", "application/xml")])
+            return
+        if op not in POLICY.get(role, set()):
+            sigv4_verify.log("DENY %s %s %s %s" % (role, op, self.command, self.path))
+            count(role, op, "denied")
+            self.answer(403, error_xml("AccessDenied", "Access Denied (role %s may not %s)"
+                                       % (role, op)), [("Content-Type", "application/xml")])
+            return
+        fwd = {k: v for k, v in self.headers.items()
+               if k.lower() not in sigv4_verify.HOP and k.lower() != "host"}
+        fwd = {k: v for k, v in fwd.items()
+               if k.lower() not in ("authorization", "content-length", "expect")}
+        fwd["Authorization"] = re.sub(r"Credential=[^/]+/", "Credential=%s/" % args.upstream_key,
+                                      self.headers.get("Authorization"))
+        fwd["Content-Length"] = str(len(body))
+        fwd_path = path + ("?" + u.query if u.query else "")
+        for attempt in range(2):
+            try:
+                c = self.upstream()
+                c.request(self.command, fwd_path, body=body, headers=fwd)
+                r = c.getresponse()
+                data = r.read()
+                break
+            except (http.client.HTTPException, OSError):
+                local.conn = None
+                if attempt:
+                    count(role, op, "failed")
+                    self.answer(502, error_xml("BadGateway", "upstream unreachable"))
+                    return
+        ok = 200 <= r.status < 300
+        count(role, op, "allowed" if ok else "failed")
+        sigv4_verify.log("ALLOW %s %s %s %s %d" % (role, op, self.command, self.path, r.status))
+        out_hdrs = [(k, v) for k, v in r.getheaders()
+                    if k.lower() not in sigv4_verify.HOP and k.lower() != "content-length"]
+        if self.command == "HEAD":
+            self.send_response(r.status)
+            for k, v in out_hdrs:
+                self.send_header(k, v)
+            self.send_header("Content-Length", r.getheader("Content-Length") or "0")
+            self.end_headers()
+            return
+        self.answer(r.status, data, out_hdrs)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
+
+
+def main():
+    global args
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--upstream", required=True)
+    p.add_argument("--keys", required=True)
+    p.add_argument("--log", required=True)
+    p.add_argument("--upstream-key", default="S3RVER")
+    p.add_argument("--region", default="us-east-1")
+    args = p.parse_args()
+    sigv4_verify.args = args
+    with open(args.keys) as f:
+        for line in f:
+            if line.strip():
+                k, s, role = line.split()
+                if role not in POLICY:
+                    sys.exit("unknown role %s in %s" % (role, args.keys))
+                sigv4_verify.keys[k] = s
+                roles[k] = role
+    srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    srv.daemon_threads = True
+    print("s3_policy_proxy listening on 127.0.0.1:%d" % args.port, flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
