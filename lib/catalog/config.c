@@ -14,10 +14,10 @@
 
 static const char *const cluster_keys[] = {"name", "catalog", "hash", "rf", "fill",
                                            "clickhouse_version", "pointer_format", "hot_days",
-                                           NULL};
+                                           "tier_interval", NULL};
 static const char *const shard_keys[] = {"weight", "capacity", "replicas", "agent",
                                          "agent_token_file", "user", "password_file", "zone",
-                                         NULL};
+                                         "data_path", NULL};
 static const char *const table_keys[] = {"database", "layout", "tenant_column", "split_column",
                                          "day_column", NULL};
 

@@ -81,6 +81,38 @@ void tier_qualified(ferry_buf *b, const char *db, const char *table)
     ferry_sql_ident(table, b);
 }
 
+int tier_table_policy(tier_server *srv, const char *db, const char *table, bool *exists,
+                      char *policy, size_t policysz, bool *has_remote, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
+    *exists = *has_remote = false;
+    ferry_buf_puts(&sql, "SELECT storage_policy FROM system.tables WHERE database = ");
+    ferry_sql_quote(db, &sql);
+    ferry_buf_puts(&sql, " AND name = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, " FORMAT TabSeparated");
+    int rc = tier_sql(srv, ferry_buf_cstr(&sql), &res, err);
+    if (rc || res.len == 0)
+        goto out;
+    *exists = true;
+    ferry_chomp(res.data);
+    snprintf(policy, policysz, "%s", res.data);
+    ferry_buf_reset(&sql);
+    ferry_buf_puts(&sql, "SELECT count() FROM system.disks WHERE is_remote AND has((SELECT "
+                         "groupArrayArray(disks) FROM system.storage_policies WHERE policy_name "
+                         "= ");
+    ferry_sql_quote(policy, &sql);
+    ferry_buf_puts(&sql, "), name) FORMAT TabSeparated");
+    ferry_buf_reset(&res);
+    if ((rc = tier_sql(srv, ferry_buf_cstr(&sql), &res, err)))
+        goto out;
+    *has_remote = res.data && res.data[0] != '0';
+out:
+    ferry_buf_free(&sql);
+    ferry_buf_free(&res);
+    return rc;
+}
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -355,11 +387,11 @@ static int clean_staging(tier_job *job, ferry_err *err)
     ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
     tier_part *parts = NULL;
     size_t n = 0;
-    ferry_buf_puts(&sql, "EXISTS TABLE ");
-    tier_qualified(&sql, job->db, job->staging);
-    ferry_buf_puts(&sql, " FORMAT TabSeparated");
-    int rc = tier_sql(job->srv, ferry_buf_cstr(&sql), &res, err);
-    if (rc || !res.data || res.data[0] != '1')
+    char policy[FERRY_NAME_MAX];
+    bool exists = false, remote = false;
+    int rc = tier_table_policy(job->srv, job->db, job->staging, &exists, policy, sizeof policy,
+                               &remote, err);
+    if (rc || !exists)
         goto out;
     if ((rc = list_parts(job, job->staging, true, &parts, &n, err)))
         goto out;
@@ -482,50 +514,36 @@ static int step_upload(tier_ctx *ctx, tier_job *job, ferry_err *err)
  * storage policy (REPLACE/ATTACH FROM need it) and a disk on object storage. */
 static int ensure_staging(tier_job *job, ferry_err *err)
 {
-    ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
+    ferry_buf sql = FERRY_BUF_INIT;
+    char pol[FERRY_NAME_MAX], spol[FERRY_NAME_MAX];
+    bool exists, sexists, remote, sremote;
     ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
     tier_qualified(&sql, job->db, job->staging);
     ferry_buf_puts(&sql, " AS ");
     tier_qualified(&sql, job->db, job->table);
     int rc = tier_sql(job->srv, ferry_buf_cstr(&sql), NULL, err);
+    if (!rc)
+        rc = tier_table_policy(job->srv, job->db, job->table, &exists, pol, sizeof pol, &remote,
+                               err);
+    if (!rc)
+        rc = tier_table_policy(job->srv, job->db, job->staging, &sexists, spol, sizeof spol,
+                               &sremote, err);
     if (rc)
         goto out;
-    ferry_buf_reset(&sql);
-    ferry_buf_puts(&sql, "SELECT name, storage_policy, (SELECT count() FROM system.disks WHERE "
-                         "is_remote AND has((SELECT groupArrayArray(disks) FROM "
-                         "system.storage_policies AS sp WHERE sp.policy_name = t.storage_policy), "
-                         "name)) FROM system.tables AS t WHERE database = ");
-    ferry_sql_quote(job->db, &sql);
-    ferry_buf_puts(&sql, " AND name IN (");
-    ferry_sql_quote(job->table, &sql);
-    ferry_buf_putc(&sql, ',');
-    ferry_sql_quote(job->staging, &sql);
-    ferry_buf_puts(&sql, ") ORDER BY name = ");
-    ferry_sql_quote(job->staging, &sql);
-    ferry_buf_puts(&sql, " FORMAT TabSeparated");
-    if ((rc = tier_sql(job->srv, ferry_buf_cstr(&sql), &res, err)))
-        goto out;
-    char *lines[3], *f0[4], *f1[4];
-    char *text = res.data ? res.data : (char *)"";
-    ferry_chomp(text);
-    if (ferry_split(text, '\n', lines, 3) != 2 || ferry_split(lines[0], '\t', f0, 4) != 3 ||
-        ferry_split(lines[1], '\t', f1, 4) != 3) {
+    if (!exists || !sexists)
         rc = ferry_err_set(err, FERRY_ENOTFOUND, "%s: table %s.%s or its staging table %s is "
                            "missing", job->srv->shard.name, job->db, job->table, job->staging);
-        goto out;
-    }
-    if (strcmp(f0[1], f1[1]))
+    else if (strcmp(pol, spol))
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: staging table %s.%s has storage policy '%s' but "
                            "%s has '%s'; REPLACE PARTITION needs the same policy (rename the "
                            "staging table away; ferry creates it again AS the table)",
-                           job->srv->shard.name, job->db, job->staging, f1[1], job->table, f0[1]);
-    else if (!strcmp(f1[2], "0"))
+                           job->srv->shard.name, job->db, job->staging, spol, job->table, pol);
+    else if (!sremote)
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: staging table %s.%s has no object-storage disk "
                            "(storage policy '%s'); tiering needs a cold volume on one",
-                           job->srv->shard.name, job->db, job->staging, f1[1]);
+                           job->srv->shard.name, job->db, job->staging, spol);
 out:
     ferry_buf_free(&sql);
-    ferry_buf_free(&res);
     return rc;
 }
 

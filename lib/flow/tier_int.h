@@ -75,6 +75,11 @@ int tier_sql(tier_server *srv, const char *sql, ferry_buf *out, ferry_err *err);
 /* db.table, both back-quoted. */
 void tier_qualified(ferry_buf *b, const char *db, const char *table);
 
+/* The storage policy of db.table (*exists false when there is no such table) and whether it
+ * has a disk on object storage. */
+int tier_table_policy(tier_server *srv, const char *db, const char *table, bool *exists,
+                      char *policy, size_t policysz, bool *has_remote, ferry_err *err);
+
 /* The job's state machine: runs from its journaled state to DONE or FAILED (or stops at the
  * first error it cannot handle: the journal then says where to resume). */
 int tier_job_run(tier_ctx *ctx, tier_job *job, ferry_err *err);

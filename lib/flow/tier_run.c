@@ -382,43 +382,22 @@ out:
 static int check_table(tier_server *srv, const char *db, const char *table, bool missing_ok,
                        bool *exists, ferry_err *err)
 {
-    ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
-    ferry_buf_puts(&sql, "SELECT storage_policy, (SELECT count() FROM system.disks WHERE "
-                         "is_remote AND has((SELECT groupArrayArray(disks) FROM "
-                         "system.storage_policies AS sp WHERE sp.policy_name = t.storage_policy), "
-                         "name)) FROM system.tables AS t WHERE database = ");
-    ferry_sql_quote(db, &sql);
-    ferry_buf_puts(&sql, " AND name = ");
-    ferry_sql_quote(table, &sql);
-    ferry_buf_puts(&sql, " FORMAT TabSeparated");
-    int rc = tier_sql(srv, ferry_buf_cstr(&sql), &res, err);
-    *exists = false;
+    char policy[FERRY_NAME_MAX];
+    bool remote = false;
+    int rc = tier_table_policy(srv, db, table, exists, policy, sizeof policy, &remote, err);
     if (rc)
-        goto out;
-    char *text = res.data ? res.data : (char *)"";
-    ferry_chomp(text);
-    char *f[4];
-    if (!*text) {
-        if (!missing_ok)
-            rc = ferry_err_set(err, FERRY_ENOTFOUND, "%s: table %s.%s does not exist (the "
-                               "catalog lists it; create it, or remove it from the catalog)",
-                               srv->shard.name, db, table);
-        goto out;
-    }
-    *exists = true;
-    if (ferry_split(text, '\t', f, 4) != 2) {
-        rc = ferry_err_set(err, FERRY_EREMOTE, "%s: unexpected system.tables answer",
-                           srv->shard.name);
-    } else if (!strcmp(f[1], "0")) {
-        rc = ferry_err_set(err, FERRY_EINVAL, "%s: table %s.%s has storage policy '%s', which has "
-                           "no object-storage disk; tiering needs a policy with a cold volume on "
-                           "one (e.g. SETTINGS storage_policy = 'tiered')",
-                           srv->shard.name, db, table, f[0]);
-    }
-out:
-    ferry_buf_free(&sql);
-    ferry_buf_free(&res);
-    return rc;
+        return rc;
+    if (!*exists)
+        return missing_ok ? FERRY_OK
+                          : ferry_err_set(err, FERRY_ENOTFOUND, "%s: table %s.%s does not exist "
+                                          "(the catalog lists it; create it, or remove it from "
+                                          "the catalog)", srv->shard.name, db, table);
+    if (!remote)
+        return ferry_err_set(err, FERRY_EINVAL, "%s: table %s.%s has storage policy '%s', which "
+                             "has no object-storage disk; tiering needs a policy with a cold "
+                             "volume on one (e.g. SETTINGS storage_policy = 'tiered')",
+                             srv->shard.name, db, table, policy);
+    return FERRY_OK;
 }
 
 /* The hot partitions of one ClickHouse table on one server that are due. */
