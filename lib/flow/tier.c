@@ -138,10 +138,10 @@ static uint64_t du64(const tier_job *job, const char *key)
 }
 
 /* Test-only kill -9 (tier.h): exits without any cleanup when the variable names state. */
-static void crash_point(const char *var, enum ferry_tier_state s)
+static void crash_point(const char *var, const char *point)
 {
     const char *v = getenv(var);
-    if (v && !strcmp(v, ferry_tier_state_name(s))) {
+    if (v && !strcmp(v, point)) {
         FLOG_WARN("msg=\"test-only crash\" %s=%s", var, v);
         _exit(137);
     }
@@ -192,13 +192,13 @@ static int job_advance(tier_ctx *ctx, tier_job *job, enum ferry_tier_state to, f
         return ferry_err_set(err, FERRY_EINTERNAL, "job %s: %s -> %s is not a tiering transition",
                              job->rec.u.job.id, ferry_tier_state_name(job->state),
                              ferry_tier_state_name(to));
-    crash_point("FERRY_TEST_CRASH_BEFORE", to);
+    crash_point("FERRY_TEST_CRASH_BEFORE", ferry_tier_state_name(to));
     int rc = job_write(ctx, job, to, "", err);
     if (rc)
         return rc;
     FLOG_INFO("msg=\"tier job state\" job=%s state=%s", job->rec.u.job.id,
               ferry_tier_state_name(to));
-    crash_point("FERRY_TEST_CRASH_AFTER", to);
+    crash_point("FERRY_TEST_CRASH_AFTER", ferry_tier_state_name(to));
     return FERRY_OK;
 }
 
@@ -731,6 +731,7 @@ static int step_replace(tier_ctx *ctx, tier_job *job, ferry_err *err)
     json_object_set_new(job->data, "swapped", json_true());
     if ((rc = job_write(ctx, job, FERRY_TIER_REPLACE, NULL, err)))
         goto out;
+    crash_point("FERRY_TEST_CRASH_AFTER", "SWAP"); /* the choice journaled, not yet run */
     ferry_buf_puts(&sql, "ALTER TABLE ");
     tier_qualified(&sql, job->db, job->table);
     if (!strcmp(mode, "replace")) {
@@ -1013,8 +1014,11 @@ static int step_cleanup(tier_ctx *ctx, tier_job *job, ferry_err *err)
                 return rc;
         }
     }
-    if (!dbool(job, "recorded") && (rc = record_catalog(ctx, job, err)))
-        return rc;
+    if (!dbool(job, "recorded")) {
+        if ((rc = record_catalog(ctx, job, err)))
+            return rc;
+        crash_point("FERRY_TEST_CRASH_AFTER", "RECORDED"); /* the catalog batch committed */
+    }
     if ((rc = remove_freezes(job, err)) || (rc = merges(job, true, err)))
         return rc;
     return job_advance(ctx, job, FERRY_TIER_DONE, err);
