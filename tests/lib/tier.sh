@@ -68,3 +68,19 @@ tier_local_keys() { (cd "$1/blobs" && find default -type f | sort); }
 tier_catalog_keys() {
     "$FERRY_BIN" catalog export --config "$1" | jq -r '.parts[]?.objects[].key' | sort
 }
+
+# tier_s3rver_restart DIR BUCKET PORT: starts s3rver again on PORT with the data of DIR (as
+# s3rver_start left it), for tests that take the store away and bring it back.
+tier_s3rver_restart() {
+    local dir=$1 bucket=$2 port=$3
+    : >"$dir/s3rver.log"
+    bg_start "$dir/s3rver.log" node --openssl-legacy-provider "$S3RVER_JS" -d "$dir/data" \
+        -a 127.0.0.1 -p "$port" --service-endpoint localhost --configure-bucket "$bucket"
+    S3RVER_PID=$BG_PID
+    wait_for 30 grep -q "listening" "$dir/s3rver.log" || fail "s3rver did not restart"
+}
+
+# tier_s3_keys DIR BUCKET: every object key in s3rver's store, sorted.
+tier_s3_keys() {
+    (cd "$1/data/$2" && find . -name '*._S3rver_object' | sed 's#^\./##; s#\._S3rver_object$##' | sort)
+}
