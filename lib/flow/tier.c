@@ -512,37 +512,46 @@ static int step_upload(tier_ctx *ctx, tier_job *job, ferry_err *err)
 
 /* The staging table: created AS the table when missing; an existing one must have the table's
  * storage policy (REPLACE/ATTACH FROM need it) and a disk on object storage. */
+int tier_check_staging(tier_server *srv, const char *db, const char *table, bool must_exist,
+                       ferry_err *err)
+{
+    char staging[FERRY_NAME_MAX], pol[FERRY_NAME_MAX], spol[FERRY_NAME_MAX];
+    bool exists, sexists, remote, sremote;
+    int rc = ferry_tier_staging_name(table, staging, sizeof staging, err);
+    if (!rc)
+        rc = tier_table_policy(srv, db, table, &exists, pol, sizeof pol, &remote, err);
+    if (!rc)
+        rc = tier_table_policy(srv, db, staging, &sexists, spol, sizeof spol, &sremote, err);
+    if (rc)
+        return rc;
+    if (!exists || (must_exist && !sexists))
+        return ferry_err_set(err, FERRY_ENOTFOUND, "%s: table %s.%s or its staging table %s is "
+                             "missing", srv->shard.name, db, table, staging);
+    if (!sexists)
+        return FERRY_OK;
+    if (strcmp(pol, spol))
+        return ferry_err_set(err, FERRY_EINVAL, "%s: staging table %s.%s has storage policy '%s' "
+                             "but %s has '%s': its cold disk is missing, and REPLACE PARTITION "
+                             "needs the same policy (rename the staging table away; ferry creates "
+                             "it again AS the table)", srv->shard.name, db, staging, spol, table,
+                             pol);
+    if (!sremote)
+        return ferry_err_set(err, FERRY_EINVAL, "%s: staging table %s.%s has no object-storage "
+                             "disk (storage policy '%s'); tiering needs a cold volume on one",
+                             srv->shard.name, db, staging, spol);
+    return FERRY_OK;
+}
+
 static int ensure_staging(tier_job *job, ferry_err *err)
 {
     ferry_buf sql = FERRY_BUF_INIT;
-    char pol[FERRY_NAME_MAX], spol[FERRY_NAME_MAX];
-    bool exists, sexists, remote, sremote;
     ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
     tier_qualified(&sql, job->db, job->staging);
     ferry_buf_puts(&sql, " AS ");
     tier_qualified(&sql, job->db, job->table);
     int rc = tier_sql(job->srv, ferry_buf_cstr(&sql), NULL, err);
     if (!rc)
-        rc = tier_table_policy(job->srv, job->db, job->table, &exists, pol, sizeof pol, &remote,
-                               err);
-    if (!rc)
-        rc = tier_table_policy(job->srv, job->db, job->staging, &sexists, spol, sizeof spol,
-                               &sremote, err);
-    if (rc)
-        goto out;
-    if (!exists || !sexists)
-        rc = ferry_err_set(err, FERRY_ENOTFOUND, "%s: table %s.%s or its staging table %s is "
-                           "missing", job->srv->shard.name, job->db, job->table, job->staging);
-    else if (strcmp(pol, spol))
-        rc = ferry_err_set(err, FERRY_EINVAL, "%s: staging table %s.%s has storage policy '%s' but "
-                           "%s has '%s'; REPLACE PARTITION needs the same policy (rename the "
-                           "staging table away; ferry creates it again AS the table)",
-                           job->srv->shard.name, job->db, job->staging, spol, job->table, pol);
-    else if (!sremote)
-        rc = ferry_err_set(err, FERRY_EINVAL, "%s: staging table %s.%s has no object-storage disk "
-                           "(storage policy '%s'); tiering needs a cold volume on one",
-                           job->srv->shard.name, job->db, job->staging, spol);
-out:
+        rc = tier_check_staging(job->srv, job->db, job->table, true, err);
     ferry_buf_free(&sql);
     return rc;
 }

@@ -80,6 +80,11 @@ void tier_qualified(ferry_buf *b, const char *db, const char *table);
 int tier_table_policy(tier_server *srv, const char *db, const char *table, bool *exists,
                       char *policy, size_t policysz, bool *has_remote, ferry_err *err);
 
+/* The staging table of db.table, when it exists (or must_exist), has the table's storage policy
+ * and a disk on object storage. */
+int tier_check_staging(tier_server *srv, const char *db, const char *table, bool must_exist,
+                       ferry_err *err);
+
 /* The job's state machine: runs from its journaled state to DONE or FAILED (or stops at the
  * first error it cannot handle: the journal then says where to resume). */
 int tier_job_run(tier_ctx *ctx, tier_job *job, ferry_err *err);

@@ -411,6 +411,8 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
     int rc = check_table(srv, def->database, table, missing_ok, &exists, &err);
     if (rc || !exists)
         goto out;
+    if ((rc = tier_check_staging(srv, def->database, table, false, &err)))
+        goto out;
     ferry_buf_puts(&sql, "SELECT partition_id, any(partition), countIf(NOT remote) FROM (SELECT "
                          "partition_id, partition, disk_name IN (SELECT name FROM system.disks "
                          "WHERE is_remote) AS remote FROM system.parts WHERE active AND database = ");
