@@ -86,7 +86,8 @@ typedef struct ferry_tier_options {
  * (caller decrefs; set even on failure when the run started) is
  *   {"dry_run":b, "older_than_s":N, "partitions_tiered":N, "jobs_resumed":N, "jobs_failed":N,
  *    "bytes_uploaded":N, "files_uploaded":N, "pointer_bytes":N, "pointer_files":N,
- *    "step_ms":{"FREEZE":ms,...}, "wall_ms":ms,
+ *    "step_ms":{"FREEZE":ms,...}, "wall_ms":ms, "load_sql_ms":ms (the ATTACH in staging and the
+ *    swap statements alone), "fingerprint_ms":ms (the verification queries),
  *    "jobs":[{"id","server","table","partition_id","tenant","day","state","swap","rows",
  *             "hot_parts","bytes_uploaded","pointer_bytes","resumed","step_ms",("error")}],
  *    "planned":[...] (dry run)}

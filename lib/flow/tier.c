@@ -619,7 +619,10 @@ static int step_attach(tier_ctx *ctx, tier_job *job, ferry_err *err)
         tier_qualified(&sql, job->db, job->staging);
         ferry_buf_puts(&sql, " ATTACH PARTITION ID ");
         ferry_sql_quote(job->pid, &sql);
-        if ((rc = tier_sql(job->srv, ferry_buf_cstr(&sql), NULL, err)))
+        double t0 = now_ms();
+        rc = tier_sql(job->srv, ferry_buf_cstr(&sql), NULL, err);
+        ctx->load_ms += now_ms() - t0;
+        if (rc)
             goto out;
         free(parts);
         if ((rc = list_parts(job, job->staging, true, &parts, &n, err)))
@@ -662,9 +665,12 @@ static int step_attach(tier_ctx *ctx, tier_job *job, ferry_err *err)
     if (rc)
         goto out;
     ferry_fingerprint src, stg;
-    if ((rc = fingerprint_parts(job, hot, &src, err)) ||
-        (rc = ferry_fingerprint_partition(job->srv->ch, job->db, job->staging, job->pid, &stg,
-                                          err)))
+    double f0 = now_ms();
+    rc = fingerprint_parts(job, hot, &src, err);
+    if (!rc)
+        rc = ferry_fingerprint_partition(job->srv->ch, job->db, job->staging, job->pid, &stg, err);
+    ctx->fingerprint_ms += now_ms() - f0;
+    if (rc)
         goto out;
     char why[256];
     if (!ferry_fingerprint_same(&src, &stg, why, sizeof why)) {
@@ -761,7 +767,10 @@ static int step_replace(tier_ctx *ctx, tier_job *job, ferry_err *err)
             ferry_sql_quote(json_string_value(h), &sql);
         }
     }
-    if ((rc = tier_sql(job->srv, ferry_buf_cstr(&sql), NULL, err)))
+    double t0 = now_ms();
+    rc = tier_sql(job->srv, ferry_buf_cstr(&sql), NULL, err);
+    ctx->load_ms += now_ms() - t0;
+    if (rc)
         goto out;
 done:
     rc = job_advance(ctx, job, FERRY_TIER_VERIFY, err);
@@ -793,7 +802,10 @@ static int step_verify(tier_ctx *ctx, tier_job *job, ferry_err *err)
     }
     ferry_fingerprint want, got;
     fp_from_json(json_object_get(job->data, "fp"), &want);
-    if ((rc = fingerprint_parts(job, added, &got, err)))
+    double f0 = now_ms();
+    rc = fingerprint_parts(job, added, &got, err);
+    ctx->fingerprint_ms += now_ms() - f0;
+    if (rc)
         goto out;
     char why[256];
     if (!ferry_fingerprint_same(&want, &got, why, sizeof why)) {

@@ -42,6 +42,8 @@ typedef struct tier_ctx {
     uint64_t older_than;
     json_t *report;
     double step_ms[FERRY_TIER_STATE_COUNT];
+    double load_ms;        /* the ATTACH in staging and the swap statements themselves */
+    double fingerprint_ms; /* verification queries */
 } tier_ctx;
 
 /* One job while it runs. data is the journal's JSON state:

@@ -605,6 +605,8 @@ int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *er
     json_object_set_new(ctx.report, "pointer_bytes", json_integer((json_int_t)t.pbytes));
     json_object_set_new(ctx.report, "pointer_files", json_integer((json_int_t)t.pfiles));
     json_object_set_new(ctx.report, "step_ms", steps);
+    json_object_set_new(ctx.report, "load_sql_ms", json_real(ctx.load_ms));
+    json_object_set_new(ctx.report, "fingerprint_ms", json_real(ctx.fingerprint_ms));
     json_object_set_new(ctx.report, "wall_ms", json_real(now_ms() - t0));
     *report = ctx.report;
     ctx.report = NULL;
