@@ -502,6 +502,26 @@ static int step_upload(tier_ctx *ctx, tier_job *job, ferry_err *err)
     json_t *p, *objs;
     json_array_foreach(json_object_get(job->data, "hot"), i, p)
     {
+        /* Object keys name the part, not the server: a part of that name recorded already
+         * (by another server) owns them; never overwrite or reuse another part's objects. */
+        ferry_record known;
+        ferry_record_init(&known, FERRY_REC_PART);
+        snprintf(known.u.part.table, sizeof known.u.part.table, "%s", job->table);
+        snprintf(known.u.part.partition_id, sizeof known.u.part.partition_id, "%s", job->pid);
+        snprintf(known.u.part.name, sizeof known.u.part.name, "%s", json_string_value(p));
+        ferry_err ignored = {0};
+        bool taken = ferry_catalog_get(ctx->cat, &known, &ignored) == FERRY_OK;
+        if (taken) {
+            int r = ferry_err_set(err, FERRY_EINVAL, "%s: part %s of %s already has objects in "
+                                  "the store, recorded for %s; uploading would overwrite them "
+                                  "(merge the partition first: OPTIMIZE TABLE ... PARTITION ID "
+                                  "'%s' FINAL gives the part a new name)",
+                                  job->srv->shard.name, json_string_value(p), job->table,
+                                  known.u.part.servers, job->pid);
+            ferry_record_free(&known);
+            return r;
+        }
+        ferry_record_free(&known);
         json_object_del(job->objects, json_string_value(p)); /* always upload in this step */
         int rc = part_objects(job, json_string_value(p), &objs, true, err);
         if (rc)
@@ -692,7 +712,9 @@ static int step_replace(tier_ctx *ctx, tier_job *job, ferry_err *err)
     size_t n = 0;
     ferry_buf sql = FERRY_BUF_INIT;
     json_t *hot = json_object_get(job->data, "hot");
-    int rc = list_parts(job, job->table, true, &parts, &n, err);
+    int rc = merges(job, false, err); /* still stopped, unless someone started them */
+    if (!rc)
+        rc = list_parts(job, job->table, true, &parts, &n, err);
     if (rc)
         goto out;
     size_t hot_active = 0, added = 0, others = 0;
@@ -710,10 +732,16 @@ static int step_replace(tier_ctx *ctx, tier_job *job, ferry_err *err)
             max_block = parts[i].max_block;
     }
     const char *swap = dstr(job, "swap");
-    if (*swap && hot_active == 0) /* the swap happened before a crash */
+    if (*swap && added > 0 && hot_active == 0) /* the swap ran before a crash */
         goto done;
-    if (!strcmp(swap, "attach") && added > 0) {
-        /* ATTACH FROM ran; the DETACH PART part did not (or not all of it). */
+    if (*swap && added > 0) {
+        if (strcmp(swap, "attach")) {
+            rc = ferry_err_set(err, FERRY_EINTERNAL, "%s: %s.%s partition %s holds both the "
+                               "swapped-in cold parts and frozen hot parts after REPLACE",
+                               job->srv->shard.name, job->db, job->table, job->pid);
+            goto out;
+        }
+        /* ATTACH FROM ran; the DETACH PART half did not (or not all of it). */
         ferry_buf_puts(&sql, "ALTER TABLE ");
         tier_qualified(&sql, job->db, job->table);
         size_t i, k = 0;
@@ -731,6 +759,14 @@ static int step_replace(tier_ctx *ctx, tier_job *job, ferry_err *err)
         if ((rc = tier_sql(job->srv, ferry_buf_cstr(&sql), NULL, err)))
             goto out;
         goto done;
+    }
+    if (*swap && hot_active != json_array_size(hot)) {
+        /* nothing was swapped, but the frozen parts changed: safe to roll back and redo */
+        json_object_set_new(job->data, "swapped", json_false());
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: frozen parts of %s.%s partition %s changed "
+                           "before the swap ran; nothing was swapped, the next run tiers the "
+                           "partition again", job->srv->shard.name, job->db, job->table, job->pid);
+        goto out;
     }
     if (hot_active != json_array_size(hot)) {
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: only %zu of the %zu frozen parts of %s.%s "
