@@ -2,7 +2,7 @@
 # a catalog table missing on the server, a table whose storage policy has no object-storage disk,
 # a staging table whose cold disk is missing, a pointer format (or ClickHouse version) the server
 # cannot read pinned in the catalog, and a second run while one holds the "tier" lease. Each time
-# the partitions stay hot and intact and nothing is left behind.
+# the partitions stay hot and intact and nothing is left behind. Also the per_tenant layout.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/tier.sh"
@@ -88,5 +88,23 @@ assert_eq 3 "$(jq .partitions_tiered <<<"$OUT")" "3 old days tiered"
 assert_eq "$WANT" "$(tier_fp "$U")" "data unchanged after tiering"
 tier_leftovers "$L" node1
 ok "with the bad inputs gone, tiering works"
+
+# the per_tenant layout: one table <name>_<tenant> per tenant of the catalog, PARTITION BY (day, split)
+chq "$U" "CREATE TABLE pt_acme (day UInt32, split UInt32, ts DateTime, user UInt32, value UInt64)
+    ENGINE = MergeTree PARTITION BY (day, split) ORDER BY ts SETTINGS storage_policy = 'tiered'" >/dev/null
+chq "$U" "INSERT INTO pt_acme SELECT toYYYYMMDD(today() - 1 - number % 6), 0,
+    toDateTime(today() - 1 - number % 6), number % 10, number FROM numbers(6000)" >/dev/null
+PTW=$(tier_fp "$U" 1 pt_acme)
+"$FERRY_BIN" catalog export --config "$C" |
+    jq '.tables += [{"name":"pt","database":"default","layout":"per_tenant","tenant_column":"tenant","day_column":"day","split_column":"split"}]
+        | .tenants += [{"name":"acme","splits":1},{"name":"zed","splits":1}]' >"$T/pt.json"
+sed "s#^catalog = .*#catalog = sqlite:$T/pt.db#" "$C" >"$T/pt.conf"
+"$FERRY_BIN" catalog import "$T/pt.json" --config "$T/pt.conf" >/dev/null || fail "import per_tenant catalog"
+expect_exit 0 "$FERRY_BIN" tier --config "$T/pt.conf" --older-than 3d --table pt --json
+assert_eq 3 "$(jq .partitions_tiered <<<"$OUT")" "per_tenant: 3 old days of pt_acme tiered"
+assert_eq acme "$(jq -r '[.jobs[].tenant] | unique | join(",")' <<<"$OUT")" "per_tenant: the tenant comes from the table"
+assert_eq "$PTW" "$(tier_fp "$U" 1 pt_acme)" "per_tenant: data unchanged"
+assert_eq 3 "$(chq "$U" "SELECT uniqExact(partition_id) FROM system.parts WHERE active AND table = 'pt_acme' AND disk_name = 'cold'")" "per_tenant: 3 cold"
+ok "per_tenant layout: pt_acme's old days tiered (tenant zed has no table here: skipped)"
 
 done_testing
