@@ -15,6 +15,8 @@
  * Test-only fault injection (never set in production): FERRY_TEST_CRASH_AFTER=<STATE> makes the
  * process _exit(137) right after a job's journal reached STATE; FERRY_TEST_CRASH_BEFORE=<STATE>
  * right before it would be journaled (the previous step's work done, the journal not yet told).
+ * FERRY_TEST_NOW=<unix seconds> fixes the clock the age rule uses (when options.now is 0), so a
+ * test that crosses midnight UTC sees the same partitions due.
  * Two more points for FERRY_TEST_CRASH_AFTER: SWAP (the swap's choice journaled, the ALTER not
  * sent) and RECORDED (CLEANUP's catalog batch committed, the freezes not removed). Either acts
  * like kill -9 at that point. */

@@ -556,6 +556,10 @@ static int ctx_open(tier_ctx *ctx, const ferry_tier_options *opt, ferry_err *err
         goto out;
     }
     ctx->now = opt->now ? opt->now : (int64_t)time(NULL);
+    const char *test_now = getenv("FERRY_TEST_NOW"); /* test-only: a fixed clock (tier.h) */
+    int64_t tn = 0;
+    if (!opt->now && test_now && ferry_parse_i64(test_now, &tn) && tn > 0)
+        ctx->now = tn;
     ctx->older_than = opt->older_than ? opt->older_than : (uint64_t)ctx->settings.hot_days * 86400;
     if (opt->owner) {
         snprintf(ctx->owner, sizeof ctx->owner, "%s", opt->owner);

@@ -92,8 +92,8 @@ ok "with the bad inputs gone, tiering works"
 # the per_tenant layout: one table <name>_<tenant> per tenant of the catalog, PARTITION BY (day, split)
 chq "$U" "CREATE TABLE pt_acme (day UInt32, split UInt32, ts DateTime, user UInt32, value UInt64)
     ENGINE = MergeTree PARTITION BY (day, split) ORDER BY ts SETTINGS storage_policy = 'tiered'" >/dev/null
-chq "$U" "INSERT INTO pt_acme SELECT toYYYYMMDD(today() - 1 - number % 6), 0,
-    toDateTime(today() - 1 - number % 6), number % 10, number FROM numbers(6000)" >/dev/null
+chq "$U" "INSERT INTO pt_acme SELECT toYYYYMMDD($TODAY - 1 - number % 6), 0,
+    toDateTime($TODAY - 1 - number % 6), number % 10, number FROM numbers(6000)" >/dev/null
 PTW=$(tier_fp "$U" 1 pt_acme)
 "$FERRY_BIN" catalog export --config "$C" |
     jq '.tables += [{"name":"pt","database":"default","layout":"per_tenant","tenant_column":"tenant","day_column":"day","split_column":"split"}]

@@ -19,11 +19,11 @@ CASES=(AFTER:FREEZE BEFORE:UPLOAD AFTER:UPLOAD BEFORE:POINTERS AFTER:POINTERS BE
 N=${#CASES[@]}
 # one old day per tenant 1..N, in two inserts (two parts), and a hot day
 for b in 0 1; do
-    chq "$U" "INSERT INTO events SELECT number % $N + 1, toYYYYMMDD(today() - 6), 0,
-        toDateTime(today() - 6) + number % 86400, number % 977, number + $b * 1000000
+    chq "$U" "INSERT INTO events SELECT number % $N + 1, toYYYYMMDD($TODAY - 6), 0,
+        toDateTime($TODAY - 6) + number % 86400, number % 977, number + $b * 1000000
         FROM numbers(40000)" >/dev/null
 done
-chq "$U" "INSERT INTO events SELECT 1, toYYYYMMDD(today()), 0, now(), 1, number FROM numbers(10)" >/dev/null
+chq "$U" "INSERT INTO events SELECT 1, toYYYYMMDD($TODAY), 0, now(), 1, number FROM numbers(10)" >/dev/null
 HOTPID=$(chq "$U" "SELECT partition_id FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '1-%' ORDER BY partition_id DESC LIMIT 1")
 
 crash_and_resume() { # TENANT VAR POINT
@@ -53,10 +53,10 @@ ok "kill -9 after or before each of the $N points, then a re-run: same data, no 
 k=0
 for c in AFTER:SWAP BEFORE:VERIFY AFTER:VERIFY; do
     k=$((k + 1))
-    before=$(chq "$U" "SELECT count() FROM events WHERE tenant = $k AND day != toYYYYMMDD(today())")
-    chq "$U" "INSERT INTO events SELECT $k, toYYYYMMDD(today() - 6), 0, toDateTime(today() - 6), 5, 9000000 + number FROM numbers(123)" >/dev/null
+    before=$(chq "$U" "SELECT count() FROM events WHERE tenant = $k AND day != toYYYYMMDD($TODAY)")
+    chq "$U" "INSERT INTO events SELECT $k, toYYYYMMDD($TODAY - 6), 0, toDateTime($TODAY - 6), 5, 9000000 + number FROM numbers(123)" >/dev/null
     crash_and_resume "$k" "${c%%:*}" "${c#*:}"
-    assert_eq "$((before + 123))" "$(chq "$U" "SELECT count() FROM events WHERE tenant = $k AND day != toYYYYMMDD(today())")" "late rows of tenant $k counted once"
+    assert_eq "$((before + 123))" "$(chq "$U" "SELECT count() FROM events WHERE tenant = $k AND day != toYYYYMMDD($TODAY)")" "late rows of tenant $k counted once"
 done
 assert_eq "$(tier_local_keys "$L")" "$(tier_catalog_keys "$C")" "late rows: every object recorded"
 ok "late-row swaps crashed before, during and after the swap: resumed, counted once"

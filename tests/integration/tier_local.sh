@@ -18,9 +18,9 @@ tier_create "$U1"; tier_create "$U2"
 tier_fill "$U1" 42 2000000 8
 tier_fill "$U2" 7 80000 8
 for u in "$U1" "$U2"; do chq "$u" "OPTIMIZE TABLE events FINAL" >/dev/null; done
-old="day <= toYYYYMMDD(today() - 4)"
+old="day <= toYYYYMMDD($TODAY - 4)"
 pday="toUInt32(splitByChar('-', partition_id)[2])"   # the day, in system.parts
-pold="$pday <= toYYYYMMDD(today() - 4)"
+pold="$pday <= toYYYYMMDD($TODAY - 4)"
 assert_eq 5 "$(chq "$U1" "SELECT uniqExact(_partition_id) FROM events WHERE $old")" "5 old days"
 B1=$(tier_fp "$U1"); B2=$(tier_fp "$U2")
 
@@ -91,11 +91,11 @@ assert_eq "$total" "$(find "$L/blobs" -type f | wc -l)" "second run: no object a
 ok "second run tiers nothing and touches no object"
 
 # ---- late rows into a tiered day ------------------------------------------------------------
-PID=$(chq "$U1" "SELECT partition_id FROM system.parts WHERE active AND table = 'events' AND $pday = toYYYYMMDD(today() - 8) LIMIT 1")
+PID=$(chq "$U1" "SELECT partition_id FROM system.parts WHERE active AND table = 'events' AND $pday = toYYYYMMDD($TODAY - 8) LIMIT 1")
 cold_before=$(chq "$U1" "SELECT name FROM system.parts WHERE active AND table = 'events' AND partition_id = '$PID'")
 fp_cold=$(tier_fp "$U1" "_part = '$cold_before'")
-chq "$U1" "INSERT INTO events SELECT 42, toYYYYMMDD(today() - 8), 0, toDateTime(today() - 8), 1, 5000000 + number FROM numbers(1000)" >/dev/null
-chq "$U1" "INSERT INTO events SELECT 42, toYYYYMMDD(today() - 8), 0, toDateTime(today() - 8), 2, 6000000 + number FROM numbers(500)" >/dev/null
+chq "$U1" "INSERT INTO events SELECT 42, toYYYYMMDD($TODAY - 8), 0, toDateTime($TODAY - 8), 1, 5000000 + number FROM numbers(1000)" >/dev/null
+chq "$U1" "INSERT INTO events SELECT 42, toYYYYMMDD($TODAY - 8), 0, toDateTime($TODAY - 8), 2, 6000000 + number FROM numbers(500)" >/dev/null
 want=$(chq "$U1" "SELECT count(), sum(value) FROM events WHERE _partition_id = '$PID'")
 expect_exit 0 "$FERRY_BIN" tier --config "$C" --older-than 3d --server node1 --json
 assert_eq 1 "$(jq .partitions_tiered <<<"$OUT")" "late rows: one partition tiered again"
@@ -113,10 +113,10 @@ ok "late rows tiered on their own: old cold part intact, nothing lost or doubled
 
 # ---- the coordinator's scheduled tiering ------------------------------------------------------
 sed -i 's/^\[cluster\]$/[cluster]\ntier_interval = 1s/' "$C"
-chq "$U2" "INSERT INTO events SELECT 7, toYYYYMMDD(today() - 7), 0, toDateTime(today() - 7), 3, number FROM numbers(77)" >/dev/null
+chq "$U2" "INSERT INTO events SELECT 7, toYYYYMMDD($TODAY - 7), 0, toDateTime($TODAY - 7), 3, number FROM numbers(77)" >/dev/null
 want=$(chq "$U2" "SELECT count(), sum(value) FROM events")
 bg_start "$T/coord.log" "$FERRY_BIN" coordinator --config "$C" --port-file "$T/coord.port"
-tiered() { [ "$(chq "$U2" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND disk_name = 'default' AND $pday = toYYYYMMDD(today() - 7)")" = 0 ]; }
+tiered() { [ "$(chq "$U2" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND disk_name = 'default' AND $pday = toYYYYMMDD($TODAY - 7)")" = 0 ]; }
 wait_for 60 tiered || fail "the coordinator did not tier the late rows: $(tail -5 "$T/coord.log")"
 kill -TERM "$BG_PID"; wait "$BG_PID" 2>/dev/null || true
 grep -q 'msg="scheduled tiering"' "$T/coord.log" || fail "no scheduled tiering in the log"

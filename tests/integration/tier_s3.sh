@@ -22,7 +22,7 @@ tier_fill "$U1" 42 2000000 8
 tier_fill "$U2" 7 50000 8
 for u in "$U1" "$U2"; do chq "$u" "OPTIMIZE TABLE events FINAL" >/dev/null; done
 pday="toUInt32(splitByChar('-', partition_id)[2])"
-pold="$pday <= toYYYYMMDD(today() - 4)"
+pold="$pday <= toYYYYMMDD($TODAY - 4)"
 B1=$(tier_fp "$U1"); B2=$(tier_fp "$U2")
 chq "$U1" "ALTER TABLE events FREEZE WITH NAME 'testcopy'" >/dev/null
 mkdir -p "$T/frozen"
@@ -58,8 +58,8 @@ for n in node1 node2; do tier_leftovers "$L" $n; done
 ok "s3: no object deleted, objects byte for byte the frozen files and the catalog's, no leftovers"
 
 # ---- the store goes away -------------------------------------------------------------------
-PID=$(chq "$U1" "SELECT partition_id FROM system.parts WHERE active AND table = 'events' AND $pday = toYYYYMMDD(today() - 6) LIMIT 1")
-chq "$U1" "INSERT INTO events SELECT 42, toYYYYMMDD(today() - 6), 0, toDateTime(today() - 6), 9, 7000000 + number FROM numbers(300)" >/dev/null
+PID=$(chq "$U1" "SELECT partition_id FROM system.parts WHERE active AND table = 'events' AND $pday = toYYYYMMDD($TODAY - 6) LIMIT 1")
+chq "$U1" "INSERT INTO events SELECT 42, toYYYYMMDD($TODAY - 6), 0, toDateTime($TODAY - 6), 9, 7000000 + number FROM numbers(300)" >/dev/null
 want=$(tier_fp "$U1" "_partition_id = '$PID'")
 parts_before=$(chq "$U1" "SELECT name, disk_name FROM system.parts WHERE active AND table = 'events' AND partition_id = '$PID' ORDER BY name")
 s3port=$S3RVER_PORT

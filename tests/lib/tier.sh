@@ -12,6 +12,11 @@
 #   tier_local_keys LAB         the ferry-uploaded object keys of a local lab, sorted
 #   tier_catalog_keys CONF      the object keys the catalog's part records name, sorted
 
+# One fixed clock for the whole test (ferry reads FERRY_TEST_NOW, test-only), and the same day
+# in SQL: a test that crosses midnight UTC sees the same partitions due.
+export FERRY_TEST_NOW=${FERRY_TEST_NOW:-$(date -u +%s)}
+TODAY="toDate(toDateTime($FERRY_TEST_NOW, 'UTC'))"
+
 tier_lab() {
     local dir=$1; shift
     lab_up "$dir" "$@"
@@ -28,8 +33,8 @@ tier_create() {
 
 tier_fill() {
     local url=$1 tenant=$2 rows=$3 days=$4 table=${5:-events}
-    chq "$url" "INSERT INTO $table SELECT $tenant, toYYYYMMDD(today() - 1 - number % $days), 0,
-        toDateTime(today() - 1 - number % $days) + intDiv(number, $days) % 86400,
+    chq "$url" "INSERT INTO $table SELECT $tenant, toYYYYMMDD($TODAY - 1 - number % $days), 0,
+        toDateTime($TODAY - 1 - number % $days) + intDiv(number, $days) % 86400,
         cityHash64(number, $tenant) % 50000, number FROM numbers($rows)
         SETTINGS max_partitions_per_insert_block = 1000" >/dev/null
 }
