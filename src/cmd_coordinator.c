@@ -2,6 +2,7 @@
  * serves the routing table over HTTP (see include/ferry/coordinator.h); scheduled jobs attach
  * here as they are built. */
 #include <getopt.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "ferry/coordinator.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
+#include "ferry/tier.h"
 
 const char cmd_coordinator_usage[] =
     "usage: ferry coordinator [--config FILE | --catalog URL] [--listen ADDR:PORT]\n"
@@ -32,7 +34,28 @@ const char cmd_coordinator_usage[] =
     "  --config FILE       the cluster's config (default: $FERRY_CONFIG)\n"
     "  --catalog URL       a catalog URL instead of the config's\n"
     "  --listen ADDR:PORT  where to serve (default 127.0.0.1:0, any free port)\n"
-    "  --port-file FILE    write the port being served to FILE once listening\n";
+    "  --port-file FILE    write the port being served to FILE once listening\n"
+    "\n"
+    "With [cluster] tier_interval = DURATION in the config (e.g. 1h), the coordinator also runs\n"
+    "tiering (as 'ferry tier --config FILE' does) every DURATION; absent or 0: never.\n";
+
+/* The scheduled tiering run: one ferry_tier_run, its summary logged. */
+static void scheduled_tier(void *arg)
+{
+    ferry_tier_options o = {.config_path = arg};
+    ferry_err err = {0};
+    json_t *report = NULL;
+    int rc = ferry_tier_run(&o, &report, &err);
+    if (report)
+        FLOG_INFO("msg=\"scheduled tiering\" partitions_tiered=%lld jobs_failed=%lld "
+                  "bytes_uploaded=%lld",
+                  (long long)json_integer_value(json_object_get(report, "partitions_tiered")),
+                  (long long)json_integer_value(json_object_get(report, "jobs_failed")),
+                  (long long)json_integer_value(json_object_get(report, "bytes_uploaded")));
+    if (rc)
+        FLOG_WARN("msg=\"scheduled tiering failed\" err=\"%s\"", err.msg);
+    json_decref(report);
+}
 
 static int parse_listen(const char *s, char *addr, size_t addrsz, uint16_t *port)
 {
@@ -100,6 +123,20 @@ int cmd_coordinator(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
     ferry_coord_options o = {.catalog_url = catalog, .bind_addr = addr, .port = port};
+    const char *interval = have_cfg ? ferry_config_get(&cfg, "cluster", NULL, "tier_interval") : NULL;
+    if (interval && *interval) {
+        uint64_t secs = 0;
+        if (!ferry_parse_duration(interval, &secs) || secs > 365 * 86400) {
+            const ferry_config_entry *e = ferry_config_find(&cfg, "cluster", NULL, "tier_interval");
+            ferry_err_set(&err, FERRY_EINVAL, "%s:%d: [cluster] tier_interval = '%s': expected a "
+                          "duration such as 1h (0: off)", cfg.path, e ? e->line : 0, interval);
+            status = cli_fail("coordinator", &err);
+            goto out;
+        }
+        o.periodic = secs ? scheduled_tier : NULL;
+        o.periodic_arg = (void *)cli_config_path(config_opt);
+        o.periodic_s = (unsigned)secs;
+    }
     if (ferry_coord_start(&o, &coord, &err)) {
         status = cli_fail("coordinator", &err);
         goto out;

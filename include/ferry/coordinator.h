@@ -26,6 +26,12 @@ typedef struct ferry_coord_options {
     const char *bind_addr;   /* NULL: 127.0.0.1 */
     uint16_t port;           /* 0: any free port */
     const char *owner;       /* lease owner description; NULL: "hostname:pid" */
+    /* Scheduled work (e.g. tiering): periodic(periodic_arg) is called from its own thread every
+     * periodic_s seconds (first after one interval) while the lease is held; a call that runs
+     * longer delays the next one. NULL or 0: none. */
+    void (*periodic)(void *arg);
+    void *periodic_arg;
+    unsigned periodic_s;
 } ferry_coord_options;
 
 /* Takes the lease (FERRY_ECONFLICT naming the holder when another coordinator runs), loads the

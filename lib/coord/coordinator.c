@@ -34,6 +34,11 @@ struct ferry_coord {
     bool watcher_started;
     ferry_httpd *httpd;
     char owner[256];
+    void (*periodic)(void *arg); /* scheduled work, on its own thread */
+    void *periodic_arg;
+    unsigned periodic_s;
+    pthread_t ticker;
+    bool ticker_started;
 };
 
 static int load_snapshot(ferry_catalog *cat, char **json, uint64_t *version, ferry_err *err)
@@ -100,6 +105,27 @@ static void *watch_main(void *arg)
         pthread_cond_broadcast(&c->changed);
         pthread_mutex_unlock(&c->mu);
         FLOG_INFO("msg=\"routing table reloaded\" version=%llu", (unsigned long long)ver);
+    }
+    return NULL;
+}
+
+/* Calls the scheduled work every periodic_s seconds until stopping or the lease is lost. */
+static void *tick_main(void *arg)
+{
+    ferry_coord *c = arg;
+    for (;;) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += (time_t)c->periodic_s;
+        pthread_mutex_lock(&c->mu);
+        while (!c->stopping && !c->lease_lost &&
+               pthread_cond_timedwait(&c->changed, &c->mu, &deadline) != ETIMEDOUT) {
+        }
+        bool stop = c->stopping || c->lease_lost;
+        pthread_mutex_unlock(&c->mu);
+        if (stop)
+            break;
+        c->periodic(c->periodic_arg);
     }
     return NULL;
 }
@@ -251,6 +277,15 @@ int ferry_coord_start(const ferry_coord_options *opt, ferry_coord **out, ferry_e
     };
     ferry_httpd_options hopt = {.bind_addr = opt->bind_addr, .port = opt->port};
     rc = ferry_httpd_start(&hopt, routes, sizeof routes / sizeof routes[0], &c->httpd, err);
+    if (!rc && opt->periodic && opt->periodic_s > 0) {
+        c->periodic = opt->periodic;
+        c->periodic_arg = opt->periodic_arg;
+        c->periodic_s = opt->periodic_s;
+        if (pthread_create(&c->ticker, NULL, tick_main, c))
+            rc = ferry_err_set(err, FERRY_EINTERNAL, "cannot start the scheduled-work thread");
+        else
+            c->ticker_started = true;
+    }
 out:
     if (rc) {
         ferry_coord_stop(c);
@@ -279,6 +314,8 @@ void ferry_coord_stop(ferry_coord *c)
     pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->mu);
     ferry_httpd_stop(c->httpd);
+    if (c->ticker_started)
+        pthread_join(c->ticker, NULL);
     if (c->watcher_started)
         pthread_join(c->watcher, NULL);
     if (c->lease)

@@ -1,0 +1,627 @@
+/* A tiering run (ferry_tier_run): reads the cluster from the config and the catalog, takes the
+ * "tier" lease, resumes unfinished tier jobs of the journal, then finds the hot partitions older
+ * than the threshold on every server and runs a job for each. See tier.c for the job itself. */
+#define _DEFAULT_SOURCE
+#include "flow/tier_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ferry/agent.h"
+#include "ferry/lines.h"
+#include "ferry/log.h"
+#include "ferry/partition.h"
+#include "ferry/strutil.h"
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- servers ---------------------------------------------------------------------------------- */
+
+static int read_secret_file(const char *path, char **out, ferry_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc = ferry_read_file(path, &text, &len, err);
+    if (rc)
+        return rc;
+    ferry_chomp(text);
+    *out = text;
+    return FERRY_OK;
+}
+
+int tier_server_open(tier_ctx *ctx, tier_server *srv, ferry_err *err)
+{
+    if (srv->opened)
+        return FERRY_OK;
+    const char *name = srv->shard.name;
+    char url[FERRY_LIST_MAX];
+    snprintf(url, sizeof url, "%s", srv->shard.replicas);
+    char *comma = strchr(url, ',');
+    if (comma)
+        *comma = '\0';
+    const char *user = ferry_config_get(&ctx->cfg, "shard", name, "user");
+    const char *pwfile = ferry_config_get(&ctx->cfg, "shard", name, "password_file");
+    const char *tokfile = ferry_config_get(&ctx->cfg, "shard", name, "agent_token_file");
+    char *password = NULL, *token = NULL;
+    int rc = FERRY_OK;
+    if (!srv->shard.agent[0] || !tokfile || !*tokfile) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [shard \"%s\"] needs agent and "
+                           "agent_token_file: tiering runs FREEZE, uploads and pointer parts "
+                           "through the node agent", ctx->cfg.path, name);
+        goto out;
+    }
+    if (pwfile && *pwfile && (rc = read_secret_file(pwfile, &password, err)))
+        goto out;
+    if ((rc = ferry_agent_read_token_file(tokfile, &token, err)))
+        goto out;
+    ferry_ch_options o = {.url = ferry_trim(url), .user = user, .password = password};
+    if ((rc = ferry_ch_client_new(&o, &srv->ch, err)) ||
+        (rc = ferry_agent_client_new(srv->shard.agent, token, 0, &srv->agent, err)))
+        goto out;
+    srv->opened = true;
+out:
+    if (password) {
+        memset(password, 0, strlen(password));
+        free(password);
+    }
+    if (token) {
+        memset(token, 0, strlen(token));
+        free(token);
+    }
+    if (rc)
+        ferry_err_prefix(err, "server %s: ", name);
+    return rc;
+}
+
+/* The pointer format pinned in the catalog must be one the server's ClickHouse reads, the
+ * server must run the pinned ClickHouse version (pointer files are an internal format), and the
+ * agent must write that format. */
+int tier_server_check(tier_ctx *ctx, tier_server *srv, ferry_err *err)
+{
+    if (srv->checked) {
+        if (srv->check_rc)
+            ferry_err_set(err, srv->check_rc, "%s", srv->check_msg);
+        return srv->check_rc;
+    }
+    int rc = tier_server_open(ctx, srv, err);
+    if (rc)
+        return rc;
+    json_t *st = NULL;
+    long status = 0;
+    rc = ferry_agent_call(srv->agent, "status", NULL, &st, &status, err);
+    if (rc) {
+        json_decref(st);
+        return ferry_err_prefix(err, "%s: agent status: ", srv->shard.name);
+    }
+    const char *vtext = json_string_value(json_object_get(st, "clickhouse_version"));
+    ferry_ch_version v;
+    const ferry_settings *s = &ctx->settings;
+    int pinned = (int)(s->pointer_format > 1000 ? 1000 : s->pointer_format);
+    if (!vtext || ferry_ch_parse_version(vtext, &v, err)) {
+        rc = ferry_err_set(err, FERRY_EREMOTE, "%s: the agent did not report the ClickHouse "
+                           "version", srv->shard.name);
+    } else if ((rc = ferry_agent_pointer_version_ok(pinned, &v, err))) {
+        ferry_err_prefix(err, "%s (ClickHouse %s) cannot read the pointer format the catalog "
+                         "pins (pointer_format = %d): ", srv->shard.name, v.text, pinned);
+    } else {
+        int pmaj = 0, pmin = 0;
+        if (sscanf(s->clickhouse_version, "%d.%d", &pmaj, &pmin) != 2 || pmaj != v.major ||
+            pmin != v.minor) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "%s runs ClickHouse %s but the catalog pins "
+                               "%s: pointer files are an internal format, so tiering refuses "
+                               "before ATTACH; test the new version in a lab and pin it",
+                               srv->shard.name, v.text, s->clickhouse_version);
+        } else {
+            json_t *apf = json_object_get(st, "pointer_format");
+            const char *aerr = json_string_value(json_object_get(st, "pointer_format_error"));
+            if (aerr)
+                rc = ferry_err_set(err, FERRY_EINVAL, "%s: the agent cannot write pointer files: "
+                                   "%s", srv->shard.name, aerr);
+            else if (!json_is_integer(apf) || json_integer_value(apf) != pinned)
+                rc = ferry_err_set(err, FERRY_EINVAL, "%s: the agent writes pointer format %lld "
+                                   "(its config's [cluster] pointer_format) but the catalog pins "
+                                   "%d", srv->shard.name,
+                                   json_is_integer(apf) ? (long long)json_integer_value(apf) : -1LL,
+                                   pinned);
+        }
+    }
+    json_decref(st);
+    srv->checked = true;
+    srv->check_rc = rc;
+    snprintf(srv->check_msg, sizeof srv->check_msg, "%s", rc ? err->msg : "");
+    return rc;
+}
+
+/* ---- jobs -------------------------------------------------------------------------------------- */
+
+static tier_server *find_server(tier_ctx *ctx, const char *name)
+{
+    for (size_t i = 0; i < ctx->n_servers; i++)
+        if (!strcmp(ctx->servers[i].shard.name, name))
+            return &ctx->servers[i];
+    return NULL;
+}
+
+static void job_free(tier_job *job)
+{
+    json_decref(job->data);
+    json_decref(job->objects);
+    ferry_record_free(&job->rec);
+    memset(job, 0, sizeof *job);
+}
+
+/* Fills the job's working fields from its record. */
+static int job_load(tier_ctx *ctx, tier_job *job, ferry_err *err)
+{
+    ferry_job *j = &job->rec.u.job;
+    json_error_t je;
+    int rc = ferry_tier_state_parse(j->state, &job->state, err);
+    if (rc)
+        return rc;
+    job->data = json_loads(j->data[0] ? j->data : "{}", 0, &je);
+    if (!json_is_object(job->data))
+        return ferry_err_set(err, FERRY_EINVAL, "job %s: its data is not a JSON object", j->id);
+    const char *server = json_string_value(json_object_get(job->data, "server"));
+    job->srv = server ? find_server(ctx, server) : NULL;
+    if (!job->srv)
+        return ferry_err_set(err, FERRY_ENOTFOUND, "job %s: server '%s' is not a shard of the "
+                             "catalog", j->id, server ? server : "");
+    snprintf(job->db, sizeof job->db, "%s", json_string_value(json_object_get(job->data, "db")) ?: "");
+    snprintf(job->table, sizeof job->table, "%s",
+             json_string_value(json_object_get(job->data, "table")) ?: "");
+    snprintf(job->pid, sizeof job->pid, "%s", json_string_value(json_object_get(job->data, "pid")) ?: "");
+    if ((rc = ferry_tier_staging_name(job->table, job->staging, sizeof job->staging, err)))
+        return rc;
+    return tier_server_open(ctx, job->srv, err);
+}
+
+static json_t *job_summary(const tier_job *job, int rc, const ferry_err *err)
+{
+    json_t *steps = json_object();
+    for (int s = 0; s < FERRY_TIER_STATE_COUNT; s++)
+        if (job->step_ms[s] > 0)
+            json_object_set_new(steps, ferry_tier_state_name((enum ferry_tier_state)s),
+                                json_real(job->step_ms[s]));
+    json_t *fp = json_object_get(job->data, "fp");
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:o}", "id",
+        job->rec.u.job.id, "server", job->srv ? job->srv->shard.name : "", "table", job->table,
+        "partition_id", job->pid, "tenant",
+        json_string_value(json_object_get(job->data, "tenant")) ?: "", "day",
+        json_integer_value(json_object_get(job->data, "day")), "state",
+        ferry_tier_state_name(job->state), "swap",
+        json_string_value(json_object_get(job->data, "swap")) ?: "", "rows",
+        fp ? json_integer_value(json_object_get(fp, "rows")) : 0, "hot_parts",
+        (json_int_t)json_array_size(json_object_get(job->data, "hot")), "bytes_uploaded",
+        (json_int_t)job->bytes_uploaded, "files_uploaded", (json_int_t)job->files_uploaded,
+        "pointer_bytes", (json_int_t)job->pointer_bytes, "resumed", job->resumed, "step_ms",
+        steps);
+    if (rc)
+        json_object_set_new(o, "error", json_string(err->msg));
+    return o;
+}
+
+typedef struct run_totals {
+    int first_rc;
+    ferry_err first_err;
+    json_int_t tiered, resumed, failed;
+    uint64_t bytes, files, pbytes, pfiles;
+} run_totals;
+
+static void note_failure(run_totals *t, int rc, const ferry_err *err)
+{
+    t->failed++;
+    if (!t->first_rc) {
+        t->first_rc = rc;
+        t->first_err = *err;
+    }
+}
+
+static void run_one(tier_ctx *ctx, tier_job *job, run_totals *t)
+{
+    ferry_err err = {0};
+    int rc = tier_job_run(ctx, job, &err);
+    if (rc) {
+        FLOG_WARN("msg=\"tier job failed\" job=%s state=%s err=\"%s\"", job->rec.u.job.id,
+                  ferry_tier_state_name(job->state), err.msg);
+        note_failure(t, rc, &err);
+    } else if (job->state == FERRY_TIER_DONE) {
+        t->tiered++;
+    }
+    t->bytes += job->bytes_uploaded;
+    t->files += job->files_uploaded;
+    t->pbytes += job->pointer_bytes;
+    t->pfiles += job->pointer_files;
+    json_array_append_new(json_object_get(ctx->report, "jobs"), job_summary(job, rc, &err));
+}
+
+static bool job_matches(tier_ctx *ctx, json_t *data)
+{
+    const ferry_tier_options *o = ctx->opt;
+    const char *srv = json_string_value(json_object_get(data, "server"));
+    const char *tbl = json_string_value(json_object_get(data, "catalog_table"));
+    const char *ten = json_string_value(json_object_get(data, "tenant"));
+    return (!o->server || (srv && !strcmp(o->server, srv))) &&
+           (!o->table || (tbl && !strcmp(o->table, tbl))) &&
+           (!o->tenant || (ten && !strcmp(o->tenant, ten)));
+}
+
+/* Resumes every unfinished tier job of the journal (that the filters select). */
+static void resume_jobs(tier_ctx *ctx, run_totals *t)
+{
+    ferry_record_list l = {0};
+    ferry_err err = {0};
+    int lrc = ferry_catalog_list(ctx->cat, FERRY_REC_JOB, NULL, 0, &l, &err);
+    if (lrc) {
+        note_failure(t, lrc, &err);
+        return;
+    }
+    for (size_t i = 0; i < l.n; i++) {
+        ferry_job *j = &l.items[i].u.job;
+        enum ferry_tier_state s;
+        if (strcmp(j->kind, "tier") || ferry_tier_state_parse(j->state, &s, NULL) ||
+            s == FERRY_TIER_DONE || s == FERRY_TIER_FAILED)
+            continue;
+        json_t *data = json_loads(j->data, 0, NULL);
+        bool match = data && job_matches(ctx, data);
+        json_decref(data);
+        if (!match)
+            continue;
+        if (ctx->opt->dry_run) {
+            json_array_append_new(json_object_get(ctx->report, "planned"),
+                                  json_pack("{s:s, s:s, s:b}", "id", j->id, "state", j->state,
+                                            "resume", 1));
+            continue;
+        }
+        tier_job job = {0};
+        ferry_record_copy(&job.rec, &l.items[i], &err);
+        job.resumed = true;
+        int rc = job_load(ctx, &job, &err);
+        if (rc) {
+            note_failure(t, rc, &err);
+            json_array_append_new(json_object_get(ctx->report, "jobs"), job_summary(&job, rc, &err));
+        } else {
+            FLOG_INFO("msg=\"resuming tier job\" job=%s state=%s", j->id, j->state);
+            t->resumed++;
+            run_one(ctx, &job, t);
+        }
+        job_free(&job);
+    }
+    ferry_record_list_free(&l);
+}
+
+/* Creates (or restarts a finished) job for one partition and runs it. */
+static void start_job(tier_ctx *ctx, tier_server *srv, const ferry_table_def *def,
+                      const char *table, const char *pid, const char *literal,
+                      const ferry_partition_key *key, run_totals *t)
+{
+    ferry_err err = {0};
+    tier_job job = {0};
+    char id[FERRY_NAME_MAX];
+    int rc = ferry_tier_job_id(srv->shard.name, table, pid, id, sizeof id, &err);
+    if (rc) {
+        note_failure(t, rc, &err);
+        return;
+    }
+    ferry_record_init(&job.rec, FERRY_REC_JOB);
+    snprintf(job.rec.u.job.id, sizeof job.rec.u.job.id, "%s", id);
+    bool exists = ferry_catalog_get(ctx->cat, &job.rec, &err) == FERRY_OK;
+    if (exists) {
+        enum ferry_tier_state s = FERRY_TIER_PLANNED;
+        ferry_tier_state_parse(job.rec.u.job.state, &s, NULL);
+        json_t *d = json_loads(job.rec.u.job.data, 0, NULL);
+        bool swapped_failure = s == FERRY_TIER_FAILED && d && json_is_true(json_object_get(d, "swapped"));
+        json_decref(d);
+        if (s != FERRY_TIER_DONE && s != FERRY_TIER_FAILED)
+            goto out; /* unfinished: resume_jobs ran it (or another worker holds it) */
+        if (swapped_failure) {
+            ferry_err_set(&err, FERRY_EINVAL, "job %s failed after its swap (%s); it needs an "
+                          "operator: look at the partition, then reset the job",
+                          id, job.rec.u.job.detail);
+            note_failure(t, FERRY_EINVAL, &err);
+            goto out;
+        }
+    }
+    if (ctx->opt->dry_run) {
+        json_array_append_new(json_object_get(ctx->report, "planned"),
+                              json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", id, "server",
+                                        srv->shard.name, "table", table, "partition_id", pid,
+                                        "tenant", key->tenant, "day", (json_int_t)key->day));
+        goto out;
+    }
+    job.srv = srv;
+    job.data = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "server",
+                         srv->shard.name, "db", def->database, "table", table, "catalog_table",
+                         def->name, "pid", pid, "partition", literal, "tenant", key->tenant,
+                         "day", (json_int_t)key->day, "split", (json_int_t)key->split,
+                         "attempt", (json_int_t)0);
+    snprintf(job.db, sizeof job.db, "%s", def->database);
+    snprintf(job.table, sizeof job.table, "%s", table);
+    snprintf(job.pid, sizeof job.pid, "%s", pid);
+    if ((rc = ferry_tier_staging_name(table, job.staging, sizeof job.staging, &err)))
+        goto fail;
+    char *text = json_dumps(job.data, JSON_COMPACT | JSON_SORT_KEYS);
+    ferry_job *j = &job.rec.u.job;
+    snprintf(j->kind, sizeof j->kind, "tier");
+    snprintf(j->state, sizeof j->state, "PLANNED");
+    snprintf(j->owner, sizeof j->owner, "%s", ctx->owner);
+    j->detail[0] = '\0';
+    snprintf(j->data, sizeof j->data, "%s", text ? text : "{}");
+    free(text);
+    j->created = j->updated = (int64_t)time(NULL);
+    job.state = FERRY_TIER_PLANNED;
+    /* created new, or a finished record taken back to PLANNED by CAS on its version */
+    rc = exists ? ferry_catalog_update(ctx->cat, &job.rec, &err)
+                : ferry_catalog_create(ctx->cat, &job.rec, &err);
+    if (rc == FERRY_ECONFLICT) {
+        FLOG_INFO("msg=\"tier job taken by another worker\" job=%s", id);
+        goto out;
+    }
+    if (rc)
+        goto fail;
+    run_one(ctx, &job, t);
+    goto out;
+fail:
+    note_failure(t, rc, &err);
+out:
+    job_free(&job);
+}
+
+/* ---- discovery --------------------------------------------------------------------------------- */
+
+/* Checks the table on the server: it exists, and its storage policy has an object-storage disk.
+ * *exists false (and FERRY_OK) for a missing table when missing_ok. */
+static int check_table(tier_server *srv, const char *db, const char *table, bool missing_ok,
+                       bool *exists, ferry_err *err)
+{
+    char policy[FERRY_NAME_MAX];
+    bool remote = false;
+    int rc = tier_table_policy(srv, db, table, exists, policy, sizeof policy, &remote, err);
+    if (rc)
+        return rc;
+    if (!*exists)
+        return missing_ok ? FERRY_OK
+                          : ferry_err_set(err, FERRY_ENOTFOUND, "%s: table %s.%s does not exist "
+                                          "(the catalog lists it; create it, or remove it from "
+                                          "the catalog)", srv->shard.name, db, table);
+    if (!remote)
+        return ferry_err_set(err, FERRY_EINVAL, "%s: table %s.%s has storage policy '%s', which "
+                             "has no object-storage disk; tiering needs a policy with a cold "
+                             "volume on one (e.g. SETTINGS storage_policy = 'tiered')",
+                             srv->shard.name, db, table, policy);
+    return FERRY_OK;
+}
+
+/* The hot partitions of one ClickHouse table on one server that are due. */
+static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *def,
+                       const char *table, const char *tenant, bool missing_ok, run_totals *t)
+{
+    ferry_err err = {0};
+    ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    bool exists = false;
+    int rc = check_table(srv, def->database, table, missing_ok, &exists, &err);
+    if (rc || !exists)
+        goto out;
+    if ((rc = tier_check_staging(srv, def->database, table, false, &err)))
+        goto out;
+    ferry_buf_puts(&sql, "SELECT partition_id, any(partition), countIf(NOT remote) FROM (SELECT "
+                         "partition_id, partition, disk_name IN (SELECT name FROM system.disks "
+                         "WHERE is_remote) AS remote FROM system.parts WHERE active AND database = ");
+    ferry_sql_quote(def->database, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, ") GROUP BY partition_id ORDER BY partition_id FORMAT TabSeparated");
+    if ((rc = tier_sql(srv, ferry_buf_cstr(&sql), &res, &err)) || res.len == 0)
+        goto out;
+    rc = ferry_ch_rows_parse(res.data, res.len, &rows, &err);
+    res.data = NULL;
+    res.len = res.cap = 0;
+    if (rc)
+        goto out;
+    for (size_t i = 0; i < rows.n_rows && rows.n_cols == 3; i++) {
+        const char *pid = ferry_ch_rows_get(&rows, i, 0);
+        const char *literal = ferry_ch_rows_get(&rows, i, 1);
+        if (!strcmp(ferry_ch_rows_get(&rows, i, 2), "0"))
+            continue; /* no hot part */
+        ferry_partition_key key;
+        ferry_err perr = {0};
+        if (ferry_partition_parse(def->layout, literal, &key, &perr)) {
+            FLOG_WARN("msg=\"partition not in the table's layout; skipped\" server=%s table=%s "
+                      "partition=%s err=\"%s\"", srv->shard.name, table, literal, perr.msg);
+            continue;
+        }
+        if (tenant)
+            snprintf(key.tenant, sizeof key.tenant, "%s", tenant);
+        if (ctx->opt->tenant && strcmp(ctx->opt->tenant, key.tenant))
+            continue;
+        if (!ferry_tier_day_due(key.day, ctx->now, ctx->older_than))
+            continue;
+        if (!ctx->opt->dry_run && (rc = tier_server_check(ctx, srv, &err)))
+            goto out;
+        start_job(ctx, srv, def, table, pid, literal, &key, t);
+    }
+out:
+    if (rc)
+        note_failure(t, rc, &err);
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    ferry_buf_free(&res);
+}
+
+static void scan_server(tier_ctx *ctx, tier_server *srv, run_totals *t)
+{
+    ferry_err err = {0};
+    int rc = tier_server_open(ctx, srv, &err);
+    if (rc) {
+        note_failure(t, rc, &err);
+        return;
+    }
+    for (size_t i = 0; i < ctx->tables.n; i++) {
+        const ferry_table_def *def = &ctx->tables.items[i].u.table;
+        if (ctx->opt->table && strcmp(ctx->opt->table, def->name))
+            continue;
+        if (def->layout == FERRY_LAYOUT_SHARED) {
+            scan_table(ctx, srv, def, def->name, NULL, false, t);
+            continue;
+        }
+        /* per_tenant: one table <name>_<tenant> per tenant of the catalog */
+        for (size_t k = 0; k < ctx->tenants.n; k++) {
+            const char *tn = ctx->tenants.items[k].u.tenant.name;
+            if (ctx->opt->tenant && strcmp(ctx->opt->tenant, tn))
+                continue;
+            char table[FERRY_NAME_MAX];
+            if (snprintf(table, sizeof table, "%s_%s", def->name, tn) >= (int)sizeof table)
+                continue;
+            scan_table(ctx, srv, def, table, tn, true, t);
+        }
+    }
+}
+
+/* ---- the run ------------------------------------------------------------------------------------ */
+
+static void ctx_free(tier_ctx *ctx)
+{
+    for (size_t i = 0; i < ctx->n_servers; i++) {
+        ferry_ch_client_free(ctx->servers[i].ch);
+        ferry_agent_client_free(ctx->servers[i].agent);
+    }
+    free(ctx->servers);
+    ferry_record_list_free(&ctx->tables);
+    ferry_record_list_free(&ctx->tenants);
+    ferry_objstore_close(ctx->store);
+    ferry_catalog_close(ctx->cat);
+    ferry_config_free(&ctx->cfg);
+}
+
+static int ctx_open(tier_ctx *ctx, const ferry_tier_options *opt, ferry_err *err)
+{
+    ferry_cluster_config cc = {0};
+    ferry_record_list shards = {0};
+    ctx->opt = opt;
+    int rc = ferry_config_load(opt->config_path, &ctx->cfg, err);
+    if (!rc)
+        rc = ferry_cluster_config_read(&ctx->cfg, &cc, err);
+    if (!rc)
+        rc = ferry_catalog_open(cc.catalog, &ctx->cat, err);
+    if (rc)
+        goto out;
+    ferry_record s;
+    ferry_record_init(&s, FERRY_REC_SETTINGS);
+    if ((rc = ferry_catalog_get(ctx->cat, &s, err))) {
+        if (rc == FERRY_ENOTFOUND)
+            rc = ferry_err_set(err, FERRY_EINVAL, "the catalog %s has no cluster yet: run "
+                               "'ferry init --config %s' first", cc.catalog, opt->config_path);
+        goto out;
+    }
+    ctx->settings = s.u.settings;
+    if ((rc = ferry_catalog_list(ctx->cat, FERRY_REC_TABLE, NULL, 0, &ctx->tables, err)) ||
+        (rc = ferry_catalog_list(ctx->cat, FERRY_REC_TENANT, NULL, 0, &ctx->tenants, err)) ||
+        (rc = ferry_catalog_list(ctx->cat, FERRY_REC_SHARD, NULL, 0, &shards, err)))
+        goto out;
+    if (opt->table) {
+        bool found = false;
+        for (size_t i = 0; i < ctx->tables.n && !found; i++)
+            found = !strcmp(ctx->tables.items[i].u.table.name, opt->table);
+        if (!found) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "--table %s: no such table in the catalog (add "
+                               "a [table \"%s\"] section and run ferry init)", opt->table,
+                               opt->table);
+            goto out;
+        }
+    }
+    ctx->servers = calloc(shards.n ? shards.n : 1, sizeof *ctx->servers);
+    if (!ctx->servers) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    bool server_found = !opt->server;
+    for (size_t i = 0; i < shards.n; i++) {
+        if (shards.items[i].u.shard.state == FERRY_SHARD_GONE)
+            continue;
+        ctx->servers[ctx->n_servers++].shard = shards.items[i].u.shard;
+        server_found |= opt->server && !strcmp(opt->server, shards.items[i].u.shard.name);
+    }
+    if (!server_found) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "--server %s: no such shard in the catalog",
+                           opt->server);
+        goto out;
+    }
+    ctx->now = opt->now ? opt->now : (int64_t)time(NULL);
+    const char *test_now = getenv("FERRY_TEST_NOW"); /* test-only: a fixed clock (tier.h) */
+    int64_t tn = 0;
+    if (!opt->now && test_now && ferry_parse_i64(test_now, &tn) && tn > 0)
+        ctx->now = tn;
+    ctx->older_than = opt->older_than ? opt->older_than : (uint64_t)ctx->settings.hot_days * 86400;
+    if (opt->owner) {
+        snprintf(ctx->owner, sizeof ctx->owner, "%s", opt->owner);
+    } else {
+        char host[64] = "localhost";
+        gethostname(host, sizeof host - 1);
+        snprintf(ctx->owner, sizeof ctx->owner, "%s:%d", host, (int)getpid());
+    }
+out:
+    ferry_record_list_free(&shards);
+    ferry_cluster_config_free(&cc);
+    return rc;
+}
+
+int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *err)
+{
+    tier_ctx ctx = {0};
+    ferry_lease *lease = NULL;
+    run_totals t = {0};
+    double t0 = now_ms();
+    *report = NULL;
+    int rc = ctx_open(&ctx, opt, err);
+    if (rc)
+        goto out;
+    if (!opt->dry_run &&
+        (rc = ferry_catalog_lease_acquire(ctx.cat, "tier", ctx.owner, &lease, err))) {
+        if (rc == FERRY_ECONFLICT)
+            ferry_err_prefix(err, "another tiering run is in progress: ");
+        goto out;
+    }
+    ctx.report = json_pack("{s:b, s:I, s:[], s:[]}", "dry_run", opt->dry_run, "older_than_s",
+                           (json_int_t)ctx.older_than, "jobs", "planned");
+    resume_jobs(&ctx, &t);
+    for (size_t i = 0; i < ctx.n_servers; i++)
+        if (!opt->server || !strcmp(opt->server, ctx.servers[i].shard.name))
+            scan_server(&ctx, &ctx.servers[i], &t);
+    json_t *steps = json_object();
+    for (int s = 0; s < FERRY_TIER_STATE_COUNT; s++)
+        if (ctx.step_ms[s] > 0)
+            json_object_set_new(steps, ferry_tier_state_name((enum ferry_tier_state)s),
+                                json_real(ctx.step_ms[s]));
+    json_object_set_new(ctx.report, "partitions_tiered", json_integer(t.tiered));
+    json_object_set_new(ctx.report, "jobs_resumed", json_integer(t.resumed));
+    json_object_set_new(ctx.report, "jobs_failed", json_integer(t.failed));
+    json_object_set_new(ctx.report, "bytes_uploaded", json_integer((json_int_t)t.bytes));
+    json_object_set_new(ctx.report, "files_uploaded", json_integer((json_int_t)t.files));
+    json_object_set_new(ctx.report, "pointer_bytes", json_integer((json_int_t)t.pbytes));
+    json_object_set_new(ctx.report, "pointer_files", json_integer((json_int_t)t.pfiles));
+    json_object_set_new(ctx.report, "step_ms", steps);
+    json_object_set_new(ctx.report, "load_sql_ms", json_real(ctx.load_ms));
+    json_object_set_new(ctx.report, "fingerprint_ms", json_real(ctx.fingerprint_ms));
+    json_object_set_new(ctx.report, "wall_ms", json_real(now_ms() - t0));
+    *report = ctx.report;
+    ctx.report = NULL;
+    if (t.first_rc) {
+        rc = t.first_rc;
+        *err = t.first_err;
+    }
+out:
+    if (lease)
+        ferry_catalog_lease_release(ctx.cat, lease);
+    json_decref(ctx.report);
+    ctx_free(&ctx);
+    return rc;
+}
