@@ -79,11 +79,14 @@ bool ferry_agent_bearer_ok(const char *header, const char *token);
 int ferry_agent_escape_name(ferry_buf *out, const char *name);
 
 /* The object key of one uploaded part file (docs/formats.md, "Object keys for uploaded parts"):
- * <prefix><escaped db>/<escaped table>/<partition_id>/<part>/<file>. partition_id, part and file
- * must be safe path components (FERRY_EINVAL otherwise). */
+ * <prefix><escaped db>/<escaped table>/<partition_id>/<upload_id>/<part>/<file>. upload_id is
+ * the freeze name the part was uploaded from: part names are unique only within one server's
+ * table, freeze names are unique per server and attempt, so two servers never share a key for
+ * different bytes. partition_id, upload_id, part and file must be safe path components
+ * (FERRY_EINVAL otherwise). */
 int ferry_agent_object_key(const char *prefix, const char *db, const char *table,
-                           const char *partition_id, const char *part, const char *file,
-                           ferry_buf *out, ferry_err *err);
+                           const char *partition_id, const char *upload_id, const char *part,
+                           const char *file, ferry_buf *out, ferry_err *err);
 
 /* The partition id of a part name ("3-20261101-0_1_1_0" -> "3-20261101-0") into out (size
  * outsz); FERRY_EINVAL when name is not <id>_<min>_<max>_<level>[_<mutation>]. */

@@ -52,18 +52,18 @@ int ferry_agent_escape_name(ferry_buf *out, const char *name)
 }
 
 int ferry_agent_object_key(const char *prefix, const char *db, const char *table,
-                           const char *partition_id, const char *part, const char *file,
-                           ferry_buf *out, ferry_err *err)
+                           const char *partition_id, const char *upload_id, const char *part,
+                           const char *file, ferry_buf *out, ferry_err *err)
 {
     if (!*db || !*table)
         return ferry_err_set(err, FERRY_EINVAL, "object key: empty database or table name");
-    if (!ferry_safe_component(partition_id, false) || !ferry_safe_component(part, false) ||
-        !ferry_safe_component(file, false))
-        return ferry_err_set(err, FERRY_EINVAL, "object key: '%s/%s/%s' holds a name that is "
-                             "not a plain path component", partition_id, part, file);
+    if (!ferry_safe_component(partition_id, false) || !ferry_safe_component(upload_id, false) ||
+        !ferry_safe_component(part, false) || !ferry_safe_component(file, false))
+        return ferry_err_set(err, FERRY_EINVAL, "object key: '%s/%s/%s/%s' holds a name that is "
+                             "not a plain path component", partition_id, upload_id, part, file);
     if (ferry_buf_puts(out, prefix ? prefix : "") || ferry_agent_escape_name(out, db) ||
         ferry_buf_putc(out, '/') || ferry_agent_escape_name(out, table) ||
-        ferry_buf_printf(out, "/%s/%s/%s", partition_id, part, file))
+        ferry_buf_printf(out, "/%s/%s/%s/%s", partition_id, upload_id, part, file))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     return FERRY_OK;
 }

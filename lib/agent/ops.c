@@ -379,8 +379,8 @@ int agent_op_upload(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
     }
     for (size_t i = 0; i < nf; i++) {
         ferry_buf_reset(&key);
-        if ((rc = ferry_agent_object_key(env->store.prefix, db, table, pid, part, files[i].name,
-                                         &key, err)))
+        if ((rc = ferry_agent_object_key(env->store.prefix, db, table, pid, freeze, part,
+                                         files[i].name, &key, err)))
             goto out;
         bool skip = false;
         if (chk) {

@@ -105,7 +105,7 @@ head -c 20 "$CDIR/data.bin" >"$CH2/disks/cold/shadow/bad1/$CREL/data.bin"
 agent_expect 422 "pointer file data.bin" "$U2" "$T2" send "${PSEND/\"cold1\"/\"bad1\"}"
 mkdir -p "$(dirname "$CH2/disks/cold/shadow/bad2/$CREL")"
 cp -r "$CDIR" "$CH2/disks/cold/shadow/bad2/$CREL"
-sed -i 's#/default/e/1-20261101/\([^/]*\)/data.bin#/default/e/1-20261101/\1/gone.bin#' \
+sed -i 's#/default/e/1-20261101/\(.*\)/data.bin#/default/e/1-20261101/\1/gone.bin#' \
     "$CH2/disks/cold/shadow/bad2/$CREL/data.bin"
 grep -q gone.bin "$CH2/disks/cold/shadow/bad2/$CREL/data.bin" || fail "test setup: key not changed"
 agent_expect 409 "missing" "$U2" "$T2" send "${PSEND/\"cold1\"/\"bad2\"}"

@@ -72,7 +72,7 @@ agent_tier_flow() {
     local f key
     for f in $(ls "$FLOW_DIR"); do
         key=$(jq -r --arg f "$f" '.[] | select(.file == $f) | .key' <<<"$objects")
-        case "$key" in *"default/e/1-20261101/$FLOW_PART/$f") ;; *) fail "unexpected key $key" ;; esac
+        case "$key" in *"default/e/1-20261101/tier1/$FLOW_PART/$f") ;; *) fail "unexpected key $key" ;; esac
         "$check" "$key" "$FLOW_DIR/$f" || fail "object $key differs from the frozen $f"
     done
     ok "objects equal the frozen files byte for byte, under stable keys"

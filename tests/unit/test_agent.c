@@ -33,19 +33,22 @@ static void test_keys(void **state)
     ferry_buf b = FERRY_BUF_INIT;
     ferry_err err = {0};
     assert_int_equal(ferry_agent_object_key("parts/", "default", "events", "3-20261101-0",
-                                            "3-20261101-0_1_1_0", "data.bin", &b, &err),
+                                            "ferry_tier_ab12_1", "3-20261101-0_1_1_0",
+                                            "data.bin", &b, &err),
                      FERRY_OK);
     assert_string_equal(ferry_buf_cstr(&b), "parts/default/events/3-20261101-0/"
-                                             "3-20261101-0_1_1_0/data.bin");
+                                             "ferry_tier_ab12_1/3-20261101-0_1_1_0/data.bin");
     ferry_buf_reset(&b);
-    assert_int_equal(ferry_agent_object_key("", "my db", "t.é/x", "all", "all_1_1_0", "a.bin", &b,
-                                            &err),
+    assert_int_equal(ferry_agent_object_key("", "my db", "t.é/x", "all", "f1", "all_1_1_0", "a.bin",
+                                            &b, &err),
                      FERRY_OK);
-    assert_string_equal(ferry_buf_cstr(&b), "my%20db/t%2E%C3%A9%2Fx/all/all_1_1_0/a.bin");
+    assert_string_equal(ferry_buf_cstr(&b), "my%20db/t%2E%C3%A9%2Fx/all/f1/all_1_1_0/a.bin");
     ferry_buf_reset(&b);
-    assert_int_equal(ferry_agent_object_key("", "d", "t", "p", "../x", "a", &b, &err),
+    assert_int_equal(ferry_agent_object_key("", "d", "t", "p", "f", "../x", "a", &b, &err),
                      FERRY_EINVAL);
-    assert_int_equal(ferry_agent_object_key("", "d", "t", "p", "p_1_1_0", "a/b", &b, &err),
+    assert_int_equal(ferry_agent_object_key("", "d", "t", "p", "f", "p_1_1_0", "a/b", &b, &err),
+                     FERRY_EINVAL);
+    assert_int_equal(ferry_agent_object_key("", "d", "t", "p", "..", "p_1_1_0", "a", &b, &err),
                      FERRY_EINVAL);
     ferry_buf_free(&b);
 }
