@@ -167,11 +167,11 @@ if [ "$(id -u)" = 0 ]; then
     MNT="$(jq -r '.data_paths[] | select(.disk == "default") | .path' <<<"$AG_BODY")detached"
     mkdir -p "$MNT"
     if mount -t tmpfs -o size=64k tmpfs "$MNT" 2>/dev/null; then
-        trap '_rc=$?; umount "$MNT" 2>/dev/null; _lab_rc=$_rc; _lab_cleanup; (exit $_rc); _h_cleanup' EXIT
+        at_exit '[ -n "$MNT" ] && umount "$MNT" 2>/dev/null'
         agent_expect 507 "No space left" "$U1" "$T1" send "${SEND/\"staging\"/\"small\"}"
         [ -z "$(ls -A "$MNT")" ] || fail "left on the full disk: $(ls -A "$MNT")"
         umount "$MNT"
-        trap '_rc=$?; _lab_rc=$_rc; _lab_cleanup; (exit $_rc); _h_cleanup' EXIT
+        MNT=
         ok "full disk: 507, temporary folder removed"
     else
         ok "# SKIP full disk: mount -t tmpfs is not permitted here"

@@ -10,12 +10,22 @@ export FERRY_CACHE=${FERRY_CACHE:-$HOME/.cache/ferry}
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/ferry-test.XXXXXX")
 _H_PIDS=()
+_H_AT_EXIT=()
 _H_PASSED=0
 _H_FAILED=0
 _H_NAME=$(basename "$0" .sh)
 
+# at_exit CMD...: runs CMD (eval'd) at exit, before the processes are stopped; the last
+# registered runs first. Cleanup never stops half-way: errexit is off while it runs.
+at_exit() { _H_AT_EXIT+=("$*"); }
+
 _h_cleanup() {
     local rc=$?
+    set +e
+    local i
+    for ((i = ${#_H_AT_EXIT[@]} - 1; i >= 0; i--)); do
+        eval "${_H_AT_EXIT[i]}"
+    done
     local pid
     for pid in "${_H_PIDS[@]:-}"; do
         [ -n "$pid" ] || continue

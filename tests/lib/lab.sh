@@ -46,7 +46,7 @@ _lab_cleanup() {
         done
     done
 }
-trap '_lab_rc=$?; _lab_cleanup; (exit $_lab_rc); _h_cleanup' EXIT
+at_exit _lab_cleanup
 
 # pid_running PID: true when PID exists and is not a zombie (nodes outlive the `ferry lab up`
 # that forked them, and a container's init may not reap them).
