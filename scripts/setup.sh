@@ -16,7 +16,7 @@ BUILD_DEBS=(cmake ninja-build pkg-config gcc make clang libclang-rt-14-dev
             libcurl4-openssl-dev libssl-dev libsqlite3-dev libjansson-dev
             libmicrohttpd-dev libxxhash-dev libcmocka-dev libzookeeper-mt-dev liblz4-dev)
 TEST_DEBS=(zookeeper openjdk-17-jre-headless nodejs npm python3 python3-botocore
-           clickhouse-server curl procps jq e2fsprogs util-linux)
+           clickhouse-server curl procps jq e2fsprogs util-linux sqlite3)
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 

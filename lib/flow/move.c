@@ -425,6 +425,16 @@ static int ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err)
     ferry_buf_puts(&sql, " AS ");
     sql_table(&sql, t->database, t->name);
     int rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
+    /* The catch-up rounds name staging parts (DETACH PART of a stale copy); a background merge
+     * in staging would rename them under our feet (NO_SUCH_DATA_PART). Nothing needs merges in
+     * staging: its parts go to the real table by MOVE PARTITION. Stopped on every run, since the
+     * setting does not survive a server restart. */
+    if (!rc) {
+        ferry_buf_reset(&sql);
+        ferry_buf_puts(&sql, "SYSTEM STOP MERGES ");
+        sql_table(&sql, t->database, st);
+        rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
+    }
     ferry_buf_free(&sql);
     return rc;
 }

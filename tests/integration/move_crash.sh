@@ -38,7 +38,7 @@ for u in "$U1" "$U2"; do assert_eq 0 "$(curl -s "$u/ferry/status" | jq .refused_
 # two movers never run one move: a mover holding the lease refuses a second one
 FERRY_TEST_CRASH_AFTER=none "$FERRY_BIN" move --config "$C" --tenant acme --split 1 --to $dst --grace 20000 >/dev/null 2>"$T/m1.err" &
 M1=$!
-wait_for 20 grep -q 'routing switched' "$T/m1.err" || fail "first mover did not switch: $(cat "$T/m1.err")"
+wait_for 90 grep -q 'routing switched' "$T/m1.err" || fail "first mover did not switch: $(cat "$T/m1.err")"
 id=$(sqlite3 "$L/catalog.db" "SELECT name FROM records WHERE parent = 'moves' AND json_extract(doc, '\$.state') NOT IN ('DONE', 'FAILED')")
 expect_exit 1 "$FERRY_BIN" move --config "$C" --resume "$id"
 assert_contains "$ERR" "is being run by another mover" "second mover refused"

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Moving one tenant with ferry vs re-inserting it with INSERT ... SELECT (how operators move a
+# tenant by hand today), side by side in one run: the blog's tenant (8 days, 5 of them cold, on
+# the object disk) and one with SCALE times more cold rows. For each it prints one JSON line:
+# ferry's wall time and bytes copied (cold pointer files, hot part files) and the re-insert's wall
+# time and bytes read, then one summary line with the ratios.
+#   bash bench/move.sh [BUILD_DIR] [SCALE]      (defaults: build-release, 100)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bdir=$(cd "${1:-build-release}" && pwd)
+scale=${2:-100}
+export FERRY_BIN=$bdir/ferry FERRY_BUILD_DIR=$bdir FERRY_SOURCE_DIR=$PWD
+source tests/lib/harness.sh
+source tests/lib/lab.sh
+source tests/lib/move.sh
+
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+run_size() { # run_size NAME COLD_ROWS_PER_DAY
+    local name=$1 cold_per=$2 hot_per=250000
+    local L=$T/$name
+    mv_setup "$L" 2 >/dev/null
+    local U1 U2 PW
+    U1=$(lab_url "$L" node1); U2=$(lab_url "$L" node2); PW=$(cat "$L/ferry.password")
+    mv_ingest "$U1" acme 0 5 "$cold_per"
+    chq "$U1" "INSERT INTO events SELECT 'acme', 20261106 + intDiv(number, $hot_per), 0,
+        cityHash64(number, 7) % 100000, number FROM numbers($((3 * hot_per)))
+        SETTINGS max_partitions_per_insert_block = 1000" >/dev/null
+    local d
+    for d in 1 2 3 4 5; do
+        chq "$U1" "ALTER TABLE events MOVE PARTITION ('acme', 2026110$d, 0) TO DISK 'cold'" >/dev/null
+    done
+    local rows; rows=$(chq "$U1" "SELECT count() FROM events WHERE tenant = 'acme'")
+
+    # ferry: cold partitions as pointer files, hot ones as their part files
+    "$FERRY_BIN" rebalance --config "$L/mv.conf" --dry-run >/dev/null
+    local t0 t1
+    t0=$(ms)
+    "$FERRY_BIN" move --config "$L/mv.conf" --tenant acme --split 0 --to node2 --grace 0 --json \
+        >"$T/$name.move" 2>"$T/$name.err" || { cat "$T/$name.err" >&2; exit 1; }
+    t1=$(ms)
+    local R; R=$(jq -c 'select(.event == "move")' "$T/$name.move")
+    [ "$(jq -r .state <<<"$R")" = DONE ] || { echo "move not done: $R" >&2; exit 1; }
+
+    # by hand: node1 reads every row back from node2 over HTTP (Native) and inserts it again
+    chq "$U1" "CREATE TABLE reinsert AS events" >/dev/null
+    local src="$U2/?user=ferry&password=$PW&query=SELECT%20*%20FROM%20events%20WHERE%20tenant%3D%27acme%27%20FORMAT%20Native"
+    local native_bytes
+    native_bytes=$(curl -sS -o /dev/null -w '%{size_download}' "$src")
+    local t2 t3
+    t2=$(ms)
+    chq "$U1" "INSERT INTO reinsert SELECT * FROM url('$src', Native,
+        'tenant String, day UInt32, split UInt8, user UInt64, v UInt64')
+        SETTINGS max_partitions_per_insert_block = 1000" >/dev/null
+    t3=$(ms)
+    [ "$(chq "$U1" "SELECT count() FROM reinsert")" = "$rows" ] || { echo "re-insert lost rows" >&2; exit 1; }
+    local written; written=$(chq "$U1" "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND table = 'reinsert'")
+
+    jq -cn --arg name "$name" --argjson rows "$rows" --argjson r "$R" --argjson ferry_ms $((t1 - t0)) \
+        --argjson reinsert_ms $((t3 - t2)) --argjson native "$native_bytes" --argjson written "$written" \
+        '{bench: "move", tenant: $name, rows: $rows,
+          cold_bytes: $r.cold_bytes, cold_copied_bytes: $r.cold_copied_bytes,
+          hot_bytes: $r.hot_bytes, hot_copied_bytes: $r.hot_copied_bytes,
+          ferry_wall_ms: $ferry_ms,
+          reinsert_wall_ms: $reinsert_ms, reinsert_bytes_read: $native, reinsert_bytes_written: $written,
+          bytes_ratio: (($r.cold_copied_bytes + $r.hot_copied_bytes) / ($native + $written)),
+          time_ratio: ($ferry_ms / $reinsert_ms)}'
+    "$FERRY_BIN" lab down --dir "$L" >/dev/null
+}
+
+small=$(run_size blog 250000)
+big=$(run_size "x$scale" $((250000 * scale)))
+echo "$small"
+echo "$big"
+jq -cn --argjson s "$small" --argjson b "$big" \
+    '{bench: "move_summary", cold_ratio: ($b.cold_bytes / $s.cold_bytes),
+      cold_copied_ratio: ($b.cold_copied_bytes / $s.cold_copied_bytes),
+      ferry_time_ratio: ($b.ferry_wall_ms / $s.ferry_wall_ms),
+      reinsert_time_ratio: ($b.reinsert_wall_ms / $s.reinsert_wall_ms)}'
