@@ -5,6 +5,7 @@
  * shape the pure parsers below expect. */
 #include "clickhouse_int.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,206 +93,192 @@ static int run_text(ferry_ch_client *c, ferry_buf *sql, ferry_buf *out, ferry_er
 
 /* ---- pure parsers -------------------------------------------------------------------------- */
 
-static int want_cols(const ferry_ch_rows *r, size_t n, const char *what, ferry_err *err)
-{
-    if (r->n_rows && r->n_cols != n)
-        return ferry_err_set(err, FERRY_EREMOTE,
-                             "unexpected %s result: %zu columns per row, expected %zu", what,
-                             r->n_cols, n);
-    return FERRY_OK;
-}
+/* Each system-table parser below is a table of columns: where each column's value goes in the
+ * record and how it is read. One loop (parse_records) fills any record type from its table, and
+ * one (free_records) frees the strings it allocated. */
+enum col_kind {
+    COL_STR,          /* NULL reads as "" */
+    COL_STR_NULLABLE, /* NULL stays NULL */
+    COL_U64,          /* NULL reads as 0 */
+    COL_I64,
+    COL_U32
+};
 
-static int get_u64(const ferry_ch_rows *r, size_t row, size_t col, uint64_t *v, const char *what,
-                   ferry_err *err)
-{
-    if (r->nulls[row * r->n_cols + col]) {
-        *v = 0;
-        return FERRY_OK;
-    }
-    if (!ferry_parse_u64(ferry_ch_rows_get(r, row, col), v))
-        return ferry_err_set(err, FERRY_EREMOTE, "%s row %zu column %zu: '%s' is not a number",
-                             what, row + 1, col + 1, ferry_ch_rows_get(r, row, col));
-    return FERRY_OK;
-}
+typedef struct col_spec {
+    enum col_kind kind;
+    size_t offset;
+} col_spec;
 
-static int get_i64(const ferry_ch_rows *r, size_t row, size_t col, int64_t *v, const char *what,
-                   ferry_err *err)
-{
-    if (!ferry_parse_i64(ferry_ch_rows_get(r, row, col), v))
-        return ferry_err_set(err, FERRY_EREMOTE, "%s row %zu column %zu: '%s' is not a number",
-                             what, row + 1, col + 1, ferry_ch_rows_get(r, row, col));
-    return FERRY_OK;
-}
+#define N_SPEC(a) (sizeof(a) / sizeof((a)[0]))
 
-/* strdup of field (row, col); NULL fields give NULL when nullable, else "". */
-static int get_str(const ferry_ch_rows *r, size_t row, size_t col, bool nullable, char **out)
+static int get_field(const ferry_ch_rows *r, size_t row, size_t col, const col_spec *spec,
+                     void *rec, const char *what, ferry_err *err)
 {
     size_t i = row * r->n_cols + col;
-    if (r->nulls[i] && nullable) {
-        *out = NULL;
+    char *dst = (char *)rec + spec->offset;
+    bool null = r->nulls[i];
+    const char *text = null ? "" : ferry_ch_rows_get(r, row, col);
+    uint64_t u = 0;
+    int64_t s = 0;
+    switch (spec->kind) {
+    case COL_STR:
+    case COL_STR_NULLABLE: {
+        char *v = NULL;
+        if (!(null && spec->kind == COL_STR_NULLABLE) &&
+            !(v = ferry_strndup(text, null ? 0 : r->lens[i])))
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        memcpy(dst, &v, sizeof v);
         return FERRY_OK;
     }
-    *out = ferry_strndup(r->nulls[i] ? "" : r->fields[i], r->nulls[i] ? 0 : r->lens[i]);
-    return *out ? FERRY_OK : FERRY_ENOMEM;
+    case COL_I64:
+        if (!null && !ferry_parse_i64(text, &s))
+            break;
+        memcpy(dst, &s, sizeof s);
+        return FERRY_OK;
+    case COL_U64:
+    case COL_U32:
+        if (!null && !ferry_parse_u64(text, &u))
+            break;
+        if (spec->kind == COL_U64) {
+            memcpy(dst, &u, sizeof u);
+            return FERRY_OK;
+        }
+        if (u > UINT32_MAX)
+            return ferry_err_set(err, FERRY_EREMOTE, "%s row %zu column %zu: %llu out of range",
+                                 what, row + 1, col + 1, (unsigned long long)u);
+        uint32_t u32 = (uint32_t)u;
+        memcpy(dst, &u32, sizeof u32);
+        return FERRY_OK;
+    }
+    return ferry_err_set(err, FERRY_EREMOTE, "%s row %zu column %zu: '%s' is not a number", what,
+                         row + 1, col + 1, text);
 }
+
+static void free_records(const col_spec *spec, size_t n_spec, size_t rec_size, void *recs,
+                         size_t n)
+{
+    for (size_t i = 0; recs && i < n; i++) {
+        for (size_t c = 0; c < n_spec; c++) {
+            if (spec[c].kind != COL_STR && spec[c].kind != COL_STR_NULLABLE)
+                continue;
+            char *v;
+            memcpy(&v, (char *)recs + i * rec_size + spec[c].offset, sizeof v);
+            free(v);
+        }
+    }
+    free(recs);
+}
+
+/* Parses TSV text (modified in place) into *out, an array of *n records of rec_size bytes laid
+ * out by spec (one spec per column, in order). The caller frees *out with free_records. */
+static int parse_records(char *text, size_t len, const char *what, const col_spec *spec,
+                         size_t n_spec, size_t rec_size, void **out, size_t *n, ferry_err *err)
+{
+    ferry_ch_rows r;
+    char *recs = NULL;
+    *out = NULL;
+    *n = 0;
+    int rc = ferry_ch_rows_parse(text, len, &r, err);
+    if (rc)
+        return rc;
+    if (r.n_rows && r.n_cols != n_spec) {
+        rc = ferry_err_set(err, FERRY_EREMOTE,
+                           "unexpected %s result: %zu columns per row, expected %zu", what,
+                           r.n_cols, n_spec);
+        goto out;
+    }
+    /* calloc: a record whose parse stops half-way has NULL in its remaining strings */
+    recs = calloc(r.n_rows ? r.n_rows : 1, rec_size);
+    if (!recs) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < r.n_rows; i++)
+        for (size_t c = 0; c < n_spec; c++)
+            if ((rc = get_field(&r, i, c, &spec[c], recs + i * rec_size, what, err)))
+                goto out;
+    *out = recs;
+    *n = r.n_rows;
+    recs = NULL;
+out:
+    free_records(spec, n_spec, rec_size, recs, r.n_rows);
+    ferry_ch_rows_free(&r);
+    return rc;
+}
+
+static const col_spec partition_cols[] = {
+    {COL_STR, offsetof(ferry_ch_partition, partition_id)},
+    {COL_STR, offsetof(ferry_ch_partition, partition)},
+    {COL_STR, offsetof(ferry_ch_partition, disk_name)},
+    {COL_U64, offsetof(ferry_ch_partition, parts)},
+    {COL_U64, offsetof(ferry_ch_partition, rows)},
+    {COL_U64, offsetof(ferry_ch_partition, bytes_on_disk)},
+};
 
 void ferry_ch_partitions_free(ferry_ch_partition *p, size_t n)
 {
-    for (size_t i = 0; p && i < n; i++) {
-        free(p[i].partition_id);
-        free(p[i].partition);
-        free(p[i].disk_name);
-    }
-    free(p);
+    free_records(partition_cols, N_SPEC(partition_cols), sizeof *p, p, n);
 }
 
 int ferry_ch_parse_partitions(char *text, size_t len, ferry_ch_partition **out, size_t *n,
                               ferry_err *err)
 {
-    const char *what = "system.parts partitions";
-    ferry_ch_rows r;
-    ferry_ch_partition *p = NULL;
-    *out = NULL;
-    *n = 0;
-    int rc = ferry_ch_rows_parse(text, len, &r, err);
-    if (rc)
-        return rc;
-    if ((rc = want_cols(&r, 6, what, err)))
-        goto out;
-    p = calloc(r.n_rows ? r.n_rows : 1, sizeof *p);
-    if (!p) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < r.n_rows; i++) {
-        if (get_str(&r, i, 0, false, &p[i].partition_id) ||
-            get_str(&r, i, 1, false, &p[i].partition) ||
-            get_str(&r, i, 2, false, &p[i].disk_name)) {
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            goto out;
-        }
-        if ((rc = get_u64(&r, i, 3, &p[i].parts, what, err)) ||
-            (rc = get_u64(&r, i, 4, &p[i].rows, what, err)) ||
-            (rc = get_u64(&r, i, 5, &p[i].bytes_on_disk, what, err)))
-            goto out;
-    }
-    *out = p;
-    *n = r.n_rows;
-    p = NULL;
-out:
-    ferry_ch_partitions_free(p, r.n_rows);
-    ferry_ch_rows_free(&r);
+    void *recs = NULL;
+    int rc = parse_records(text, len, "system.parts partitions", partition_cols,
+                           N_SPEC(partition_cols), sizeof **out, &recs, n, err);
+    *out = recs;
     return rc;
 }
 
+static const col_spec part_cols[] = {
+    {COL_STR, offsetof(ferry_ch_part, name)},
+    {COL_STR, offsetof(ferry_ch_part, partition_id)},
+    {COL_STR, offsetof(ferry_ch_part, partition)},
+    {COL_STR, offsetof(ferry_ch_part, disk_name)},
+    {COL_STR, offsetof(ferry_ch_part, path)},
+    {COL_STR, offsetof(ferry_ch_part, hash_of_all_files)},
+    {COL_U64, offsetof(ferry_ch_part, rows)},
+    {COL_U64, offsetof(ferry_ch_part, bytes_on_disk)},
+    {COL_I64, offsetof(ferry_ch_part, min_block_number)},
+    {COL_I64, offsetof(ferry_ch_part, max_block_number)},
+    {COL_U32, offsetof(ferry_ch_part, level)},
+};
+
 void ferry_ch_parts_free(ferry_ch_part *p, size_t n)
 {
-    for (size_t i = 0; p && i < n; i++) {
-        free(p[i].name);
-        free(p[i].partition_id);
-        free(p[i].partition);
-        free(p[i].disk_name);
-        free(p[i].path);
-        free(p[i].hash_of_all_files);
-    }
-    free(p);
+    free_records(part_cols, N_SPEC(part_cols), sizeof *p, p, n);
 }
 
 int ferry_ch_parse_parts(char *text, size_t len, ferry_ch_part **out, size_t *n, ferry_err *err)
 {
-    const char *what = "system.parts";
-    ferry_ch_rows r;
-    ferry_ch_part *p = NULL;
-    *out = NULL;
-    *n = 0;
-    int rc = ferry_ch_rows_parse(text, len, &r, err);
-    if (rc)
-        return rc;
-    if ((rc = want_cols(&r, 11, what, err)))
-        goto out;
-    p = calloc(r.n_rows ? r.n_rows : 1, sizeof *p);
-    if (!p) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < r.n_rows; i++) {
-        if (get_str(&r, i, 0, false, &p[i].name) || get_str(&r, i, 1, false, &p[i].partition_id) ||
-            get_str(&r, i, 2, false, &p[i].partition) ||
-            get_str(&r, i, 3, false, &p[i].disk_name) || get_str(&r, i, 4, false, &p[i].path) ||
-            get_str(&r, i, 5, false, &p[i].hash_of_all_files)) {
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            goto out;
-        }
-        uint64_t level = 0;
-        if ((rc = get_u64(&r, i, 6, &p[i].rows, what, err)) ||
-            (rc = get_u64(&r, i, 7, &p[i].bytes_on_disk, what, err)) ||
-            (rc = get_i64(&r, i, 8, &p[i].min_block_number, what, err)) ||
-            (rc = get_i64(&r, i, 9, &p[i].max_block_number, what, err)) ||
-            (rc = get_u64(&r, i, 10, &level, what, err)))
-            goto out;
-        if (level > UINT32_MAX) {
-            rc = ferry_err_set(err, FERRY_EREMOTE, "%s row %zu: level %llu out of range", what,
-                               i + 1, (unsigned long long)level);
-            goto out;
-        }
-        p[i].level = (uint32_t)level;
-    }
-    *out = p;
-    *n = r.n_rows;
-    p = NULL;
-out:
-    ferry_ch_parts_free(p, r.n_rows);
-    ferry_ch_rows_free(&r);
+    void *recs = NULL;
+    int rc = parse_records(text, len, "system.parts", part_cols, N_SPEC(part_cols), sizeof **out,
+                           &recs, n, err);
+    *out = recs;
     return rc;
 }
 
+static const col_spec detached_cols[] = {
+    {COL_STR, offsetof(ferry_ch_detached_part, name)},
+    {COL_STR_NULLABLE, offsetof(ferry_ch_detached_part, partition_id)},
+    {COL_STR_NULLABLE, offsetof(ferry_ch_detached_part, reason)},
+    {COL_STR, offsetof(ferry_ch_detached_part, disk)},
+    {COL_STR, offsetof(ferry_ch_detached_part, path)},
+    {COL_U64, offsetof(ferry_ch_detached_part, bytes_on_disk)},
+};
+
 void ferry_ch_detached_free(ferry_ch_detached_part *p, size_t n)
 {
-    for (size_t i = 0; p && i < n; i++) {
-        free(p[i].name);
-        free(p[i].partition_id);
-        free(p[i].reason);
-        free(p[i].disk);
-        free(p[i].path);
-    }
-    free(p);
+    free_records(detached_cols, N_SPEC(detached_cols), sizeof *p, p, n);
 }
 
 int ferry_ch_parse_detached(char *text, size_t len, ferry_ch_detached_part **out, size_t *n,
                             ferry_err *err)
 {
-    const char *what = "system.detached_parts";
-    ferry_ch_rows r;
-    ferry_ch_detached_part *p = NULL;
-    *out = NULL;
-    *n = 0;
-    int rc = ferry_ch_rows_parse(text, len, &r, err);
-    if (rc)
-        return rc;
-    if ((rc = want_cols(&r, 6, what, err)))
-        goto out;
-    p = calloc(r.n_rows ? r.n_rows : 1, sizeof *p);
-    if (!p) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < r.n_rows; i++) {
-        if (get_str(&r, i, 0, false, &p[i].name) ||
-            get_str(&r, i, 1, true, &p[i].partition_id) ||
-            get_str(&r, i, 2, true, &p[i].reason) || get_str(&r, i, 3, false, &p[i].disk) ||
-            get_str(&r, i, 4, false, &p[i].path)) {
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            goto out;
-        }
-        if ((rc = get_u64(&r, i, 5, &p[i].bytes_on_disk, what, err)))
-            goto out;
-    }
-    *out = p;
-    *n = r.n_rows;
-    p = NULL;
-out:
-    ferry_ch_detached_free(p, r.n_rows);
-    ferry_ch_rows_free(&r);
+    void *recs = NULL;
+    int rc = parse_records(text, len, "system.detached_parts", detached_cols,
+                           N_SPEC(detached_cols), sizeof **out, &recs, n, err);
+    *out = recs;
     return rc;
 }
 
@@ -466,9 +453,13 @@ int ferry_ch_table_info_get(ferry_ch_client *c, const char *db, const char *tabl
         goto out;
     }
     info->exists = true;
-    if (get_str(&r, 0, 0, false, &info->engine) || get_str(&r, 0, 1, false, &info->engine_full) ||
-        get_str(&r, 0, 2, false, &info->storage_policy))
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    static const col_spec table_cols[] = {
+        {COL_STR, offsetof(ferry_ch_table_info, engine)},
+        {COL_STR, offsetof(ferry_ch_table_info, engine_full)},
+        {COL_STR, offsetof(ferry_ch_table_info, storage_policy)},
+    };
+    for (size_t col = 0; col < N_SPEC(table_cols) && !rc; col++)
+        rc = get_field(&r, 0, col, &table_cols[col], info, "system.tables", err);
 out:
     if (rc) {
         ferry_ch_table_info_free(info);

@@ -409,6 +409,21 @@ static void test_parse_parts_26x(void **state)
     assert_int_equal(p[1].level, 2);
     assert_int_equal(p[0].rows, 1000);
     ferry_ch_parts_free(p, n);
+
+    /* a bad field in the second row: the first row's strings are freed (ASan checks), *out
+     * stays NULL, the message names the row and column */
+    const char level_big[] = "a\tb\tc\td\te\tf\t1\t2\t3\t4\t0\n"
+                             "a\tb\tc\td\te\tf\t1\t2\t3\t4\t4294967296\n";
+    assert_int_equal(ferry_ch_parse_parts(dupmem(level_big, sizeof level_big - 1),
+                                          sizeof level_big - 1, &p, &n, &err),
+                     FERRY_EREMOTE);
+    assert_null(p);
+    assert_non_null(strstr(err.msg, "row 2 column 11: 4294967296 out of range"));
+    const char neg_block[] = "a\tb\tc\td\te\tf\t1\t2\t-3\tx4\t0\n";
+    assert_int_equal(ferry_ch_parse_parts(dupmem(neg_block, sizeof neg_block - 1),
+                                          sizeof neg_block - 1, &p, &n, &err),
+                     FERRY_EREMOTE);
+    assert_non_null(strstr(err.msg, "row 1 column 10: 'x4' is not a number"));
 }
 
 static void test_parse_detached_26x(void **state)
