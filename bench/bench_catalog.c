@@ -100,6 +100,7 @@ static json_t *run(const char *url, int single_n, int batches)
         ferry_record_init(&p, FERRY_REC_PART);
         snprintf(p.u.part.table, sizeof p.u.part.table, "events");
         snprintf(p.u.part.partition_id, sizeof p.u.part.partition_id, "big");
+        snprintf(p.u.part.origin, sizeof p.u.part.origin, "ferry_tier_0");
         snprintf(p.u.part.name, sizeof p.u.part.name, "all_%d_%d_0", i, i);
         p.u.part.bytes = 1 << 20;
         snprintf(p.u.part.servers, sizeof p.u.part.servers, "node1");

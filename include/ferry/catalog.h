@@ -113,9 +113,18 @@ typedef struct ferry_cold_object {
 
 /* A part tiered to object storage: its objects and the servers whose pointer files reference
  * them. objects is owned by the record (ferry_record_free). */
+/* One part's objects in the store. Key: (table, partition_id, origin, name). Part names are
+ * unique per server only, so the same name in the same partition can stand for different bytes
+ * on two servers; origin says whose objects these are: for parts ferry uploaded, the FREEZE that
+ * produced the files (the segment before the part name in the object keys,
+ * <db>/<table>/<partition_id>/<freeze>/<part>/<file>); "native" for objects ClickHouse wrote
+ * itself (keys of its own, unique per object: that record holds the union of every server's
+ * objects of parts of that name). Servers that received pointer copies of the same objects are
+ * added to `servers`. */
 typedef struct ferry_part {
     char table[FERRY_NAME_MAX];
     char partition_id[FERRY_NAME_MAX];
+    char origin[FERRY_NAME_MAX];
     char name[FERRY_NAME_MAX];
     uint64_t bytes;
     uint64_t rows;

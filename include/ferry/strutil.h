@@ -25,6 +25,13 @@ void ferry_chomp(char *s);
 /* Trims ASCII whitespace at both ends, in place; returns s advanced past leading space. */
 char *ferry_trim(char *s);
 
+/* Comma-separated name lists as the catalog stores them ("node1,node2"): exact, case-sensitive
+ * names, no spaces. ferry_list_add leaves the list unchanged and returns false when the result
+ * would not fit in size bytes (a name already there is success). */
+bool ferry_list_has(const char *list, const char *name);
+bool ferry_list_add(char *list, size_t size, const char *name);
+void ferry_list_remove(char *list, const char *name);
+
 bool ferry_starts_with(const char *s, const char *prefix);
 bool ferry_ends_with(const char *s, const char *suffix);
 

@@ -21,7 +21,7 @@ static const struct {
     [FERRY_REC_SLICE] = {"slice", "slices", 2},
     [FERRY_REC_ROUTE] = {"route", "routes", 2},
     [FERRY_REC_PARTITION] = {"partition", "partitions", 3},
-    [FERRY_REC_PART] = {"part", "parts", 3},
+    [FERRY_REC_PART] = {"part", "parts", 4},
     [FERRY_REC_MOVE] = {"move", "moves", 1},
     [FERRY_REC_JOB] = {"job", "jobs", 1},
 };
@@ -248,6 +248,8 @@ int cat_record_path(const ferry_record *r, char *path, size_t size, ferry_err *e
         if (!rc)
             rc = key_seg(path, size, &len, r->u.part.partition_id, "partition id", err);
         if (!rc)
+            rc = key_seg(path, size, &len, r->u.part.origin, "part origin", err);
+        if (!rc)
             rc = key_seg(path, size, &len, r->u.part.name, "part name", err);
         break;
     case FERRY_REC_MOVE:
@@ -343,6 +345,7 @@ json_t *cat_record_to_json(const ferry_record *r)
         const ferry_part *p = &r->u.part;
         set_str(o, "table", p->table);
         set_str(o, "partition_id", p->partition_id);
+        set_str(o, "origin", p->origin);
         set_str(o, "name", p->name);
         set_int(o, "bytes", (int64_t)p->bytes);
         set_int(o, "rows", (int64_t)p->rows);
@@ -585,6 +588,7 @@ int cat_record_from_json(enum ferry_record_kind kind, const json_t *o, ferry_rec
         ferry_part *p = &r->u.part;
         get_str(&d, "table", p->table, sizeof p->table);
         get_str(&d, "partition_id", p->partition_id, sizeof p->partition_id);
+        get_str(&d, "origin", p->origin, sizeof p->origin);
         get_str(&d, "name", p->name, sizeof p->name);
         get_u64(&d, "bytes", &p->bytes, INT64_MAX);
         get_u64(&d, "rows", &p->rows, INT64_MAX);

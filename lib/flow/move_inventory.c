@@ -64,21 +64,6 @@ static bool name_ok(const char *s)
     return true;
 }
 
-static bool list_has(const char *csv, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = csv; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && !strncmp(p, name, n))
-            return true;
-        if (!e)
-            break;
-        p = e + 1;
-    }
-    return false;
-}
-
 int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
                          ferry_err *err)
 {
@@ -207,7 +192,7 @@ int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_syn
             if (y->split != x->split || strcmp(y->tenant, x->tenant))
                 continue;
             holders++;
-            if (route ? list_has(route->u.route.shards, shards.items[y->shard].u.shard.name)
+            if (route ? ferry_list_has(route->u.route.shards, shards.items[y->shard].u.shard.name)
                       : !serving)
                 serving = y;
         }

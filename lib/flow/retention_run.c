@@ -53,50 +53,6 @@ static void problem(rctx *x, const char *fmt, ...)
     x->complete = false;
 }
 
-/* ---- comma lists ---------------------------------------------------------------------------- */
-
-static bool list_has(const char *list, const char *name)
-{
-    size_t nl = strlen(name);
-    for (const char *p = list; *p;) {
-        size_t len = strcspn(p, ",");
-        if (len == nl && !strncmp(p, name, nl))
-            return true;
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-    return false;
-}
-
-static bool list_add(char *list, size_t size, const char *name)
-{
-    if (list_has(list, name))
-        return true;
-    size_t n = strlen(list);
-    if (n + strlen(name) + 2 > size)
-        return false;
-    snprintf(list + n, size - n, "%s%s", n ? "," : "", name);
-    return true;
-}
-
-static void list_remove(char *list, const char *name)
-{
-    char out[FERRY_LIST_MAX] = "";
-    size_t nl = strlen(name);
-    for (const char *p = list; *p;) {
-        size_t len = strcspn(p, ",");
-        if (!(len == nl && !strncmp(p, name, nl))) {
-            size_t o = strlen(out);
-            snprintf(out + o, sizeof out - o, "%s%.*s", o ? "," : "", (int)len, p);
-        }
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-    strcpy(list, out);
-}
-
 /* ---- jobs ----------------------------------------------------------------------------------- */
 
 static rjob *job_find(rctx *x, const char *table, const char *pid)
@@ -244,9 +200,9 @@ static int plan_partition(rctx *x, const ferry_table_def *t, const char *pid, co
         return err->code;
     snprintf(j->tenant, sizeof j->tenant, "%.127s", key.tenant);
     j->day = key.day;
-    if (j->in_catalog && !list_has(j->servers, server))
+    if (j->in_catalog && !ferry_list_has(j->servers, server))
         j->rescan = true;
-    if (!list_add(j->servers, sizeof j->servers, server))
+    if (!ferry_list_add(j->servers, sizeof j->servers, server))
         return ferry_err_set(err, FERRY_EINVAL, "partition %s of %s: too many servers", pid,
                              t->name);
     return FERRY_OK;
@@ -348,7 +304,35 @@ static bool disk_remote(json_t *parts_resp, const char *disk)
     return false;
 }
 
-/* Records, in the catalog part record (table, pid, part), the objects and the server. */
+/* The origin of a part's objects (ferry_part): the freeze segment of keys ferry laid out
+ * (<db>/<table>/<pid>/<freeze>/<part>/<file>), else "native": ClickHouse wrote them under keys
+ * of its own, unique per object, and pointer copies on other servers share them, so one record
+ * per part name holds the union of every server's objects. */
+static void part_origin(json_t *files, const char *part, char *out, size_t outsz)
+{
+    size_t i, k;
+    json_t *f, *o;
+    json_array_foreach(files, i, f) json_array_foreach(json_object_get(f, "objects"), k, o)
+    {
+        const char *key = json_string_value(json_object_get(o, "store_key"));
+        size_t pl = strlen(part);
+        for (const char *at = key ? strstr(key, part) : NULL; at; at = strstr(at + 1, part)) {
+            if (at == key || at[-1] != '/' || at[pl] != '/')
+                continue;
+            const char *end = at - 1, *start = end;
+            while (start > key && start[-1] != '/')
+                start--;
+            if (end - start > 0 && (size_t)(end - start) < outsz &&
+                ferry_starts_with(start, "ferry_")) {
+                snprintf(out, outsz, "%.*s", (int)(end - start), start);
+                return;
+            }
+        }
+    }
+    snprintf(out, outsz, "native");
+}
+
+/* Records, in the catalog part record (table, pid, origin, part), the objects and the server. */
 static int record_part(rctx *x, rjob *j, const char *part, const char *server, json_t *files,
                        ferry_err *err)
 {
@@ -357,6 +341,7 @@ static int record_part(rctx *x, rjob *j, const char *part, const char *server, j
         ferry_record_init(&r, FERRY_REC_PART);
         snprintf(r.u.part.table, sizeof r.u.part.table, "%s", j->table);
         snprintf(r.u.part.partition_id, sizeof r.u.part.partition_id, "%s", j->pid);
+        part_origin(files, part, r.u.part.origin, sizeof r.u.part.origin);
         snprintf(r.u.part.name, sizeof r.u.part.name, "%s", part);
         int rc = ferry_catalog_get(x->fl->cat, &r, err);
         bool exists = rc == FERRY_OK;
@@ -388,7 +373,7 @@ static int record_part(rctx *x, rjob *j, const char *part, const char *server, j
                     break;
             }
         }
-        if (!rc && !list_add(r.u.part.servers, sizeof r.u.part.servers, server))
+        if (!rc && !ferry_list_add(r.u.part.servers, sizeof r.u.part.servers, server))
             rc = ferry_err_set(err, FERRY_EINVAL, "part %s: too many servers", part);
         if (!rc && r.u.part.n_objects == 0 && !exists) {
             ferry_record_free(&r);
@@ -518,8 +503,8 @@ static int remove_server(rctx *x, rjob *j, ferry_fleet_server *s, ferry_err *err
             return rc;
         ferry_batch *b = ferry_batch_new();
         for (size_t k = 0; k < l.n && !rc; k++)
-            if (list_has(l.items[k].u.part.servers, s->name)) {
-                list_remove(l.items[k].u.part.servers, s->name);
+            if (ferry_list_has(l.items[k].u.part.servers, s->name)) {
+                ferry_list_remove(l.items[k].u.part.servers, s->name);
                 rc = ferry_batch_update(b, &l.items[k], err);
             }
         ferry_record pr;

@@ -150,22 +150,6 @@ static bool in_sorted(char *const *sorted, size_t n, const char *s)
     return n && bsearch(&s, sorted, n, sizeof *sorted, cmp_str) != NULL;
 }
 
-/* true when name is one of the comma-separated names in list. */
-static bool list_has(const char *list, const char *name)
-{
-    size_t nl = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *c = strchr(p, ',');
-        size_t len = c ? (size_t)(c - p) : strlen(p);
-        if (len == nl && !strncmp(p, name, nl))
-            return true;
-        if (!c)
-            break;
-        p = c + 1;
-    }
-    return false;
-}
-
 #define GROW(arr, n, cap)                                                                        \
     do {                                                                                         \
         if ((n) == (cap)) {                                                                      \
@@ -357,7 +341,7 @@ int ferry_sweep_compute(const ferry_sweep_input *in, ferry_sweep_report *out, fe
             for (size_t j = first; j < first + n; j++) {
                 const ferry_sweep_ref *r = refs.by_key[j];
                 if (!ferry_sweep_path_is_live(r->path) ||
-                    list_has(p->servers, r->server) ||
+                    ferry_list_has(p->servers, r->server) ||
                     drift_has(out->drift, out->n_drift, FERRY_DRIFT_SERVER_ONLY, r->server, p))
                     continue;
                 GROW(out->drift, out->n_drift, cap_x);

@@ -502,22 +502,24 @@ static int step_upload(tier_ctx *ctx, tier_job *job, ferry_err *err)
     json_t *p, *objs;
     json_array_foreach(json_object_get(job->data, "hot"), i, p)
     {
-        /* Object keys name the part, not the server: a part of that name recorded already
-         * (by another server) owns them; never overwrite or reuse another part's objects. */
+        /* Object keys carry this job's freeze name, so no other server's part (even one of the
+         * same name) owns them; a record under this origin can only be another server's if two
+         * job ids hashed alike: never overwrite its objects. */
         ferry_record known;
         ferry_record_init(&known, FERRY_REC_PART);
         snprintf(known.u.part.table, sizeof known.u.part.table, "%s", job->table);
         snprintf(known.u.part.partition_id, sizeof known.u.part.partition_id, "%s", job->pid);
+        snprintf(known.u.part.origin, sizeof known.u.part.origin, "%s", dstr(job, "freeze"));
         snprintf(known.u.part.name, sizeof known.u.part.name, "%s", json_string_value(p));
         ferry_err ignored = {0};
-        bool taken = ferry_catalog_get(ctx->cat, &known, &ignored) == FERRY_OK;
+        bool taken = ferry_catalog_get(ctx->cat, &known, &ignored) == FERRY_OK &&
+                     !ferry_list_has(known.u.part.servers, job->srv->shard.name);
         if (taken) {
-            int r = ferry_err_set(err, FERRY_EINVAL, "%s: part %s of %s already has objects in "
-                                  "the store, recorded for %s; uploading would overwrite them "
-                                  "(merge the partition first: OPTIMIZE TABLE ... PARTITION ID "
-                                  "'%s' FINAL gives the part a new name)",
+            int r = ferry_err_set(err, FERRY_ECONFLICT, "%s: part %s of %s under freeze %s is "
+                                  "already recorded for %s; uploading would overwrite its objects "
+                                  "(run the tiering again: a new attempt freezes under a new name)",
                                   job->srv->shard.name, json_string_value(p), job->table,
-                                  known.u.part.servers, job->pid);
+                                  dstr(job, "freeze"), known.u.part.servers);
             ferry_record_free(&known);
             return r;
         }
@@ -905,20 +907,13 @@ static int part_record(tier_ctx *ctx, tier_job *job, const char *part, ferry_rec
     ferry_part *p = &rec->u.part;
     snprintf(p->table, sizeof p->table, "%s", job->table);
     snprintf(p->partition_id, sizeof p->partition_id, "%s", job->pid);
+    snprintf(p->origin, sizeof p->origin, "%s", dstr(job, "freeze"));
     snprintf(p->name, sizeof p->name, "%s", part);
     *exists = false;
     if (ferry_catalog_get(ctx->cat, rec, err) == FERRY_OK) {
-        *exists = true;
-        /* Another server may reference the same objects already: add this one. */
-        char list[FERRY_LIST_MAX];
-        snprintf(list, sizeof list, ",%s,", p->servers);
-        char me[FERRY_NAME_MAX + 2];
-        snprintf(me, sizeof me, ",%s,", job->srv->shard.name);
-        if (!strstr(list, me)) {
-            size_t l = strlen(p->servers);
-            snprintf(p->servers + l, sizeof p->servers - l, "%s%s", l ? "," : "",
-                     job->srv->shard.name);
-        }
+        *exists = true; /* recorded by an earlier run of this job: make sure it names us */
+        if (!ferry_list_add(p->servers, sizeof p->servers, job->srv->shard.name))
+            return ferry_err_set(err, FERRY_EINVAL, "part %s: too many servers to record", part);
         return FERRY_OK;
     }
     snprintf(p->servers, sizeof p->servers, "%s", job->srv->shard.name);

@@ -183,3 +183,47 @@ const char *ferry_fmt_bytes(uint64_t bytes, char *out, size_t outsz)
         snprintf(out, outsz, "%.1f %s", v, units[u]);
     return out;
 }
+
+bool ferry_list_has(const char *list, const char *name)
+{
+    size_t nl = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == nl && !strncmp(p, name, nl))
+            return true;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
+bool ferry_list_add(char *list, size_t size, const char *name)
+{
+    if (ferry_list_has(list, name))
+        return true;
+    size_t n = strlen(list);
+    if (n + strlen(name) + 2 > size)
+        return false;
+    snprintf(list + n, size - n, "%s%s", n ? "," : "", name);
+    return true;
+}
+
+void ferry_list_remove(char *list, const char *name)
+{
+    /* in place: the kept names are copied down over the removed ones */
+    size_t nl = strlen(name), w = 0;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (!(len == nl && !strncmp(p, name, nl))) {
+            if (w)
+                list[w++] = ',';
+            memmove(list + w, p, len);
+            w += len;
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    list[w] = '\0';
+}

@@ -83,7 +83,7 @@ d["moves"] = [{"id": "m-1", "tenant": "acme", "split": 1, "from": "node1", "to":
               {"id": "m-0", "tenant": "beta", "split": 0, "from": "node2", "to": "node1",
                "state": "DONE", "step": 0, "steps": 5, "owner": "coord-a", "detail": "",
                "created": 1, "updated": 2}]
-d["parts"] = [{"table": "events", "partition_id": "p1", "name": "all_1_1_0", "bytes": 7, "rows": 1,
+d["parts"] = [{"table": "events", "partition_id": "p1", "origin": "ferry_tier_1", "name": "all_1_1_0", "bytes": 7, "rows": 1,
                "servers": "node1", "objects": [{"key": "parts/x/data.bin", "size": 7, "checksum": "sha256:ab"}]}]
 d["partitions"] = [{"server": "node1", "table": "events", "partition_id": "p1", "tenant": "acme",
                     "day": 20260101, "split": 0, "tier": "cold", "bytes": 7, "rows": 1}]

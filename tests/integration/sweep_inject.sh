@@ -46,9 +46,9 @@ SHARED=$(comm -12 <(rt_pointer_keys "$L" node1) <(rt_pointer_keys "$L" node2) | 
 [ -n "$SHARED" ] || fail "no shared object"
 "$FERRY_BIN" catalog export --config "$C" >"$T/d.json"
 jq --arg pa "$PA" --arg k "$SHARED" '.parts = [
-  {table: "e", partition_id: $pa, name: "p1", bytes: 0, rows: 0, servers: "node1",
+  {table: "e", partition_id: $pa, origin: "native", name: "p1", bytes: 0, rows: 0, servers: "node1",
    objects: [{key: $k, size: 1, checksum: ""}]},
-  {table: "e", partition_id: $pa, name: "p2", bytes: 0, rows: 0, servers: "node2",
+  {table: "e", partition_id: $pa, origin: "native", name: "p2", bytes: 0, rows: 0, servers: "node2",
    objects: [{key: "zzc/cat", size: 13, checksum: ""}]}]' "$T/d.json" >"$T/d2.json"
 rm -f "$L"/catalog.db*
 "$FERRY_BIN" catalog import --config "$C" "$T/d2.json" >/dev/null || fail "import"

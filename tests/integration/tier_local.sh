@@ -114,6 +114,28 @@ tier_leftovers "$L" node1
 tier_merges_on "$U1" "$(chq "$U1" "SELECT partition_id FROM system.parts WHERE active AND table = 'events' AND disk_name = 'default' LIMIT 1")"
 ok "late rows tiered on their own: old cold part intact, nothing lost or doubled, merges running"
 
+# ---- one partition on both nodes (a slice kept on two servers) -------------------------------
+# The same partition id on two servers holds different parts under the same names (part names
+# are unique per server only); each server's objects must be recorded, not just the first one's.
+chq "$U1" "INSERT INTO events SELECT 99, toYYYYMMDD($TODAY - 6), 0, toDateTime($TODAY - 6), number, number FROM numbers(3000)" >/dev/null
+B1=$(chq "$U1" "SELECT max(max_block_number) FROM system.parts WHERE table = 'events'")
+# block numbers count per table: bring node2's counter to node1's with small hot inserts
+for _ in $(seq 1 200); do
+    [ "$(chq "$U2" "SELECT max(max_block_number) FROM system.parts WHERE table = 'events'")" -lt $((B1 - 1)) ] || break
+    chq "$U2" "INSERT INTO events SELECT 98, toYYYYMMDD($TODAY), 0, now(), 1, 1" >/dev/null
+done
+chq "$U2" "INSERT INTO events SELECT 99, toYYYYMMDD($TODAY - 6), 0, toDateTime($TODAY - 6), number, 7 * number FROM numbers(2000)" >/dev/null
+P99=$(chq "$U1" "SELECT DISTINCT partition_id FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '99-%'")
+assert_eq "$(chq "$U1" "SELECT name FROM system.parts WHERE active AND table = 'events' AND partition_id = '$P99'")" \
+    "$(chq "$U2" "SELECT name FROM system.parts WHERE active AND table = 'events' AND partition_id = '$P99'")" "same part name on both nodes"
+expect_exit 0 "$FERRY_BIN" tier --config "$C" --older-than 3d --json
+assert_eq 2 "$(jq .partitions_tiered <<<"$OUT")" "the shared partition tiered on both nodes"
+assert_eq "$(tier_local_keys "$L")" "$(tier_catalog_keys "$C")" "both nodes' objects recorded"
+E=$("$FERRY_BIN" catalog export --config "$C")
+assert_eq "node1,node2" "$(jq -r --arg p "$P99" '[.parts[] | select(.partition_id == $p) | .servers | if type == "array" then .[] else split(",")[] end] | unique | join(",")' <<<"$E")" "the part record names both servers"
+assert_eq 5000 "$(jq --arg p "$P99" '[.parts[] | select(.partition_id == $p) | .rows] | add' <<<"$E")" "rows of both nodes' parts recorded"
+ok "one partition on two nodes: each node's objects and rows recorded"
+
 # ---- the coordinator's scheduled tiering ------------------------------------------------------
 sed -i 's/^\[cluster\]$/[cluster]\ntier_interval = 1s/' "$C"
 chq "$U2" "INSERT INTO events SELECT 7, toYYYYMMDD($TODAY - 7), 0, toDateTime($TODAY - 7), 3, number FROM numbers(77)" >/dev/null

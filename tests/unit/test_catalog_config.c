@@ -106,14 +106,16 @@ static void test_codec(void **state)
     ferry_record_init(&r, FERRY_REC_PART);
     snprintf(r.u.part.table, sizeof r.u.part.table, "events");
     snprintf(r.u.part.partition_id, sizeof r.u.part.partition_id, "4f2a");
+    snprintf(r.u.part.origin, sizeof r.u.part.origin, "ferry_tier_00ff_0");
     snprintf(r.u.part.name, sizeof r.u.part.name, "all_1_1_0");
     assert_int_equal(ferry_part_add_object(&r.u.part, "k/1", 5, "sha256:x", &err), FERRY_OK);
     char path[256];
     assert_int_equal(cat_record_path(&r, path, sizeof path, &err), FERRY_OK);
-    assert_string_equal(path, "parts/events/4f2a/all_1_1_0");
+    assert_string_equal(path, "parts/events/4f2a/ferry_tier_00ff_0/all_1_1_0");
     char *doc = cat_record_encode(&r);
     assert_string_equal(doc, "{\"bytes\":0,\"name\":\"all_1_1_0\",\"objects\":[{\"checksum\":\"sha256:x\","
-                             "\"key\":\"k/1\",\"size\":5}],\"partition_id\":\"4f2a\",\"rows\":0,"
+                             "\"key\":\"k/1\",\"size\":5}],\"origin\":\"ferry_tier_00ff_0\","
+                             "\"partition_id\":\"4f2a\",\"rows\":0,"
                              "\"servers\":\"\",\"table\":\"events\"}");
     ferry_record back;
     assert_int_equal(cat_record_decode(FERRY_REC_PART, doc, &back, &err), FERRY_OK);

@@ -135,6 +135,7 @@ static void sample(ferry_record *r, enum ferry_record_kind k, int i)
     case FERRY_REC_PART:
         snprintf(r->u.part.table, sizeof r->u.part.table, "events");
         snprintf(r->u.part.partition_id, sizeof r->u.part.partition_id, "p1");
+        snprintf(r->u.part.origin, sizeof r->u.part.origin, "ferry_tier_1");
         snprintf(r->u.part.name, sizeof r->u.part.name, "all_%d_%d_0", i, i);
         r->u.part.bytes = 4096;
         r->u.part.rows = 100;
@@ -175,6 +176,7 @@ static void part_record(ferry_record *r, const char *partition, int i)
     ferry_record_init(r, FERRY_REC_PART);
     snprintf(r->u.part.table, sizeof r->u.part.table, "events");
     snprintf(r->u.part.partition_id, sizeof r->u.part.partition_id, "%s", partition);
+    snprintf(r->u.part.origin, sizeof r->u.part.origin, "ferry_tier_%d", i % 3);
     snprintf(r->u.part.name, sizeof r->u.part.name, "all_%d_%d_0", i, i);
     r->u.part.bytes = 1000 + (uint64_t)i;
     r->u.part.rows = 10;

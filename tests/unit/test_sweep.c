@@ -73,6 +73,7 @@ static void part(ferry_record *rec, const char *name, const char *servers, const
     ferry_record_init(rec, FERRY_REC_PART);
     strcpy(rec->u.part.table, "e");
     strcpy(rec->u.part.partition_id, "p");
+    strcpy(rec->u.part.origin, "ferry_tier_1");
     strcpy(rec->u.part.name, name);
     strcpy(rec->u.part.servers, servers);
     assert_int_equal(ferry_part_add_object(&rec->u.part, key, 1, "", &err), FERRY_OK);

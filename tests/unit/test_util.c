@@ -68,6 +68,31 @@ static void test_split(void **state)
     assert_string_equal(f[3], "c");
 }
 
+static void test_name_lists(void **state)
+{
+    (void)state;
+    char l[16] = "";
+    assert_false(ferry_list_has(l, "a"));
+    assert_true(ferry_list_add(l, sizeof l, "node1"));
+    assert_true(ferry_list_add(l, sizeof l, "node2"));
+    assert_true(ferry_list_add(l, sizeof l, "node1")); /* already there */
+    assert_string_equal(l, "node1,node2");
+    assert_false(ferry_list_add(l, sizeof l, "node33")); /* 18 bytes would not fit */
+    assert_string_equal(l, "node1,node2");
+    assert_true(ferry_list_has(l, "node2"));
+    assert_false(ferry_list_has(l, "node"));  /* whole names only */
+    assert_false(ferry_list_has(l, "node1,")); /* a name never holds the separator */
+    ferry_list_remove(l, "node1");
+    assert_string_equal(l, "node2");
+    assert_true(ferry_list_add(l, sizeof l, "n3"));
+    ferry_list_remove(l, "n3");
+    assert_string_equal(l, "node2");
+    ferry_list_remove(l, "absent");
+    assert_string_equal(l, "node2");
+    ferry_list_remove(l, "node2");
+    assert_string_equal(l, "");
+}
+
 static void test_config(void **state)
 {
     (void)state;
@@ -129,6 +154,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_buf),
         cmocka_unit_test(test_split),         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_name_lists),
         cmocka_unit_test(test_redact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
