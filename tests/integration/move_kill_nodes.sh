@@ -74,6 +74,32 @@ kill_case dst switch SWITCH
 kill_case src switch SWITCH
 for n in node1 node2; do assert_eq 0 "$(curl -s "$(url_of $n)/ferry/status" | jq .refused_deletes)" "no delete attempted on $n"; done
 
+# ---- bad input around dead and unfinished moves (nothing journaled, clear message) ----------
+# the slice is on node1 now
+nmoves() { sqlite3 "$L/catalog.db" "SELECT count(*) FROM records WHERE parent = 'moves'"; }
+n0=$(nmoves)
+kill -KILL "$(lab_pid "$L" node1)"
+expect_exit 1 "$FERRY_BIN" move --config "$C" --tenant acme --split 1 --to node2
+assert_contains "$ERR" "source shard node1 is not reachable" "source down named"
+assert_eq "" "$OUT" "nothing on stdout"
+assert_eq "$n0" "$(nmoves)" "nothing journaled with the source down"
+lab_up "$L"
+expect_exit 2 "$FERRY_BIN" move --config "$C" --resume mv-nope
+assert_contains "$ERR" "unknown move 'mv-nope'" "unknown move id"
+FERRY_TEST_CRASH_AFTER=CLONE expect_exit 137 "$FERRY_BIN" move --config "$C" --tenant acme --split 1 --to node2 --grace 200
+id=$(unfinished)
+expect_exit 2 "$FERRY_BIN" move --config "$C" --tenant acme --split 1 --to node1
+assert_contains "$ERR" "has an unfinished move $id to node2" "another unfinished move of the slice"
+assert_contains "$ERR" "ferry move --resume $id" "says how to finish it"
+"$FERRY_BIN" move --config "$C" --resume "$id" --grace 200 >/dev/null 2>"$T/r.err" || fail "resume: $(cat "$T/r.err")"
+"$FERRY_BIN" shard drain node1 --config "$C" >/dev/null 2>"$T/d.err" || fail "drain: $(cat "$T/d.err")"
+n0=$(nmoves)
+expect_exit 2 "$FERRY_BIN" move --config "$C" --tenant acme --split 1 --to node1
+assert_contains "$ERR" "shard node1 is draining; moves go to active shards only" "target not active"
+assert_eq "$n0" "$(nmoves)" "nothing journaled for a draining target"
+assert_eq "$want" "$(mv_fp "$(url_of node2)" acme 1)" "data intact on node2"
+ok "source down (exit 1), unknown move id, another unfinished move, draining target (exit 2): nothing journaled"
+
 # a tmp-ferry folder whose writer still runs is a receive in progress: the agent keeps it
 U=$(url_of node1)
 dir=$(chq "$U" "SELECT data_paths[1] FROM system.tables WHERE name = 'events'")detached
