@@ -604,6 +604,9 @@ static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bo
                                      "receiving part %s of %s.%s (free space on that disk, then "
                                      "start the move again): ", x->dst.name, name, t->database,
                                      t->name);
+                else
+                    ferry_err_prefix(err, "sending part %s of %s.%s from %s to %s: ", name,
+                                     t->database, t->name, x->src.name, x->dst.name);
                 break;
             }
             uint64_t sent_bytes = (uint64_t)json_integer_value(json_object_get(ans, "bytes_sent"));
