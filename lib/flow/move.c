@@ -16,8 +16,10 @@
  *           staging, remove the freeze
  *  VERIFY   every staged part has the hash_of_all_files    the staged copy is faithful; the
  *           and rows of a source part; partitions the       routing switch is allowed
- *           source did not change since have equal
- *           fingerprints (verify.h)
+ *           source did not change since are equal: hot
+ *           ones by fingerprints (verify.h, every row
+ *           read), cold ones by their part digest
+ *           (cold_digest: no row read)
  *  -------  the routing switch: one catalog batch moves the journal to SWITCH and the slice's
  *           route to the target (both by CAS). THE COMMIT POINT: from here on the move only
  *           rolls forward; the source keeps every row until CLEANUP

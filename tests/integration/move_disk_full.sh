@@ -11,7 +11,7 @@ source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 
-export FERRY_AGENT_TEST_SLOW_RECEIVE_MS=150 # inherited by the nodes: a part takes a while to arrive
+export FERRY_AGENT_TEST_SLOW_RECEIVE_MS=400 # inherited by the nodes: a part takes seconds to arrive
 L=$T/lab
 MNT=$L/node2/data
 IMG=$T/node2.img
@@ -68,9 +68,9 @@ ok "pre-flight: not enough room on node2 is refused before anything is journaled
 # ---- 2. ENOSPC in the middle of the transfer ----------------------------------------------------
 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node2 --grace 200 >"$T/m.out" 2>"$T/m.err" &
 MPID=$!
-wait_for 120 sh -c "find '$MNT/store' -path '*/detached/tmp-ferry-*' -newer '$T/m.err' 2>/dev/null | grep -q ." ||
+wait_for 120 sh -c "find '$MNT/store' -path '*/detached/tmp-ferry-*' 2>/dev/null | grep -q ." ||
     fail "no hot part was being received on node2: $(cat "$T/m.err")"
-fallocate -l $(($(avail) - 65536)) "$MNT/filler" # leave 64 KiB: the part's next file does not fit
+fallocate -l $(($(avail) - 16384)) "$MNT/filler" # leave 16 KiB: the part's next column file does not fit
 rc=0; wait "$MPID" || rc=$?
 assert_eq 1 "$rc" "mover exit status on a full target"
 err=$(cat "$T/m.err")
