@@ -52,17 +52,28 @@ if [ "$mode" != loop ]; then
     exit 0
 fi
 avail() { df -B1 --output=avail "$MNT" | tail -1 | tr -d ' '; }
+# fill_to BYTES: fills the loop file system until about BYTES are left (it retries: the node keeps
+# writing, so the free space can shrink between df and fallocate)
+fill_to() {
+    local i a
+    for i in 1 2 3 4 5 6 7 8; do
+        a=$(avail)
+        [ "$a" -gt $(($1 + 8192)) ] || return 0
+        fallocate -l $((a - $1)) "$MNT/filler.$i" 2>/dev/null || true
+    done
+    [ "$(avail)" -le $(($1 + 8192)) ] || fail "could not fill $MNT: $(avail) bytes still free"
+}
 jstate() { sqlite3 "$L/catalog.db" "SELECT json_extract(doc, '\$.state') FROM records WHERE parent = 'moves' AND name = '$1'"; }
 
 # ---- 1. pre-flight refusal -----------------------------------------------------------------
-fallocate -l $(($(avail) - hot / 2)) "$MNT/filler"
+fill_to $((hot / 2))
 expect_exit 1 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node2
 assert_contains "$ERR" "target shard node2: disk 'default'" "names the target and the disk"
 assert_contains "$ERR" "needs" "names the need"
 assert_contains "$ERR" "nothing was moved" "says nothing moved"
 assert_eq "" "$OUT" "nothing on stdout"
 assert_eq 0 "$(sqlite3 "$L/catalog.db" "SELECT count(*) FROM records WHERE parent = 'moves'")" "nothing journaled"
-rm -f "$MNT/filler"
+rm -f "$MNT"/filler.*
 ok "pre-flight: not enough room on node2 is refused before anything is journaled: ${ERR%%$'\n'*}"
 
 # ---- 2. ENOSPC in the middle of the transfer ----------------------------------------------------
@@ -70,7 +81,7 @@ ok "pre-flight: not enough room on node2 is refused before anything is journaled
 MPID=$!
 wait_for 120 sh -c "find '$MNT/store' -path '*/detached/tmp-ferry-*' 2>/dev/null | grep -q ." ||
     fail "no hot part was being received on node2: $(cat "$T/m.err")"
-fallocate -l $(($(avail) - 16384)) "$MNT/filler" # leave 16 KiB: the part's next column file does not fit
+fill_to 16384 # leave 16 KiB: the part's next column file does not fit
 rc=0; wait "$MPID" || rc=$?
 assert_eq 1 "$rc" "mover exit status on a full target"
 err=$(cat "$T/m.err")
@@ -91,7 +102,7 @@ assert_eq 1 "$(chq "$U1" "SELECT count() FROM events WHERE tenant = 'other'")" "
 ok "ENOSPC mid-transfer: FAILED, target side rolled back, source serving: $(grep -o 'target shard node2 ran out[^:]*' <<<"$err" | head -1)"
 
 # ---- 3. after space is freed the move succeeds ------------------------------------------------
-rm -f "$MNT/filler"
+rm -f "$MNT"/filler.*
 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node2 --grace 200 >"$T/m2.out" 2>"$T/m2.err" ||
     fail "move after freeing space failed: $(cat "$T/m2.err")"
 assert_eq "$want" "$(mv_fp "$U2" acme 0)" "data identical on node2"
