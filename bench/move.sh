@@ -22,13 +22,17 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY
     mv_setup "$L" 2 >/dev/null
     local U1 U2 PW
     U1=$(lab_url "$L" node1); U2=$(lab_url "$L" node2); PW=$(cat "$L/ferry.password")
-    mv_ingest "$U1" acme 0 5 "$cold_per"
+    local d
+    for d in 0 1 2 3 4; do # one day per INSERT (the same rows as mv_ingest): 25M rows at SCALE 100
+        chq "$U1" "INSERT INTO events SELECT 'acme', 20261101 + intDiv(number, $cold_per), 0,
+            cityHash64(number, 0) % 100000, cityHash64(number, 0, 1) % 1000000
+            FROM numbers($((d * cold_per)), $cold_per)" --max-time 3600 >/dev/null
+    done
     chq "$U1" "INSERT INTO events SELECT 'acme', 20261106 + intDiv(number, $hot_per), 0,
         cityHash64(number, 7) % 100000, number FROM numbers($((3 * hot_per)))
         SETTINGS max_partitions_per_insert_block = 1000" >/dev/null
-    local d
     for d in 1 2 3 4 5; do
-        chq "$U1" "ALTER TABLE events MOVE PARTITION ('acme', 2026110$d, 0) TO DISK 'cold'" >/dev/null
+        chq "$U1" "ALTER TABLE events MOVE PARTITION ('acme', 2026110$d, 0) TO DISK 'cold'" --max-time 3600 >/dev/null
     done
     local rows; rows=$(chq "$U1" "SELECT count() FROM events WHERE tenant = 'acme'")
 
@@ -51,7 +55,7 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY
     t2=$(ms)
     chq "$U1" "INSERT INTO reinsert SELECT * FROM url('$src', Native,
         'tenant String, day UInt32, split UInt8, user UInt64, v UInt64')
-        SETTINGS max_partitions_per_insert_block = 1000" >/dev/null
+        SETTINGS max_partitions_per_insert_block = 1000" --max-time 7200 >/dev/null
     t3=$(ms)
     [ "$(chq "$U1" "SELECT count() FROM reinsert")" = "$rows" ] || { echo "re-insert lost rows" >&2; exit 1; }
     local written; written=$(chq "$U1" "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND table = 'reinsert'")

@@ -114,9 +114,12 @@ int agent_fsync_dir(const char *path, ferry_err *err);
 bool agent_dirs_equal(const char *a, const char *b);
 /* Reads a small file whole (max bytes); caller frees. */
 int agent_read_small(const char *path, size_t max, char **data, size_t *len, ferry_err *err);
-/* A fresh temporary folder name "tmp-ferry-<hex>" (no '_', so ClickHouse never takes it for a
+/* A fresh temporary folder name "tmp-ferry-<pid>-<hex>" (no '_', so ClickHouse never takes it for a
  * part). */
 void agent_tmp_name(char *out, size_t outsz);
+/* Whether a detached/ entry named `name` is a temporary folder (agent_tmp_name) whose writer
+ * process still runs: such a folder is a receive in progress and must not be removed. */
+bool agent_tmp_in_use(const char *name);
 /* Creates detached/ under the table directory if needed and a fresh temporary folder in it.
  * *detached and *tmp: canonical paths, caller frees. */
 int agent_make_tmp(agent_env *env, const agent_table_dir *td, char **detached, char **tmp,

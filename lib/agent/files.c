@@ -247,6 +247,30 @@ void agent_tmp_name(char *out, size_t outsz)
         unsigned long long t = (unsigned long long)getpid() ^ (unsigned long long)time(NULL);
         memcpy(r, &t, sizeof t);
     }
-    snprintf(out, outsz, "tmp-ferry-%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3],
-             r[4], r[5], r[6], r[7]);
+    /* the writer's pid in the name: a folder whose writer died (kill -9 mid-receive) can be
+     * told from one still being written (agent_tmp_in_use) */
+    snprintf(out, outsz, "tmp-ferry-%ld-%02x%02x%02x%02x%02x%02x%02x%02x", (long)getpid(), r[0],
+             r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+}
+
+bool agent_tmp_in_use(const char *name)
+{
+    const char *pfx = "tmp-ferry-";
+    if (strncmp(name, pfx, strlen(pfx)))
+        return false;
+    char *end = NULL;
+    long pid = strtol(name + strlen(pfx), &end, 10);
+    if (!end || *end != '-' || pid <= 0)
+        return false; /* an older name without a pid: nobody can be writing it any more */
+    if (pid == (long)getpid())
+        return true;
+    /* another process of this host: alive unless it is gone or a zombie */
+    char p[64], st = 0;
+    snprintf(p, sizeof p, "/proc/%ld/stat", pid);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return false;
+    int n = fscanf(f, "%*d (%*[^)]) %c", &st);
+    fclose(f);
+    return n == 1 && st != 'Z' && st != 'X';
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "ferry/log.h"
@@ -41,10 +42,20 @@ int agent_op_status(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
     json_object_set_new(o, "data_path", jstr(env->a->data_path));
     json_object_set_new(o, "clickhouse_version", jstr(v.text));
     json_t *disks = json_array();
-    for (size_t i = 0; i < env->n_disks; i++)
-        json_array_append_new(disks, json_pack("{s:s, s:s, s:b}", "name", env->disks[i].name,
-                                               "path", env->disks[i].path, "remote",
-                                               env->disks[i].is_remote));
+    for (size_t i = 0; i < env->n_disks; i++) {
+        json_t *d = json_pack("{s:s, s:s, s:b}", "name", env->disks[i].name, "path",
+                              env->disks[i].path, "remote", env->disks[i].is_remote);
+        /* free space of the file system under a local disk (a move's pre-flight): statvfs
+         * f_bavail, what an unprivileged writer could still use */
+        struct statvfs vfs;
+        if (!env->disks[i].is_remote && statvfs(env->disks[i].path, &vfs) == 0) {
+            json_object_set_new(d, "free_bytes", json_integer((json_int_t)((uint64_t)vfs.f_bavail *
+                                                                           vfs.f_frsize)));
+            json_object_set_new(d, "total_bytes", json_integer((json_int_t)((uint64_t)vfs.f_blocks *
+                                                                            vfs.f_frsize)));
+        }
+        json_array_append_new(disks, d);
+    }
     json_object_set_new(o, "disks", disks);
     json_t *roots = json_array();
     for (size_t i = 0; i < env->roots.n; i++)
@@ -648,6 +659,12 @@ int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_e
         snprintf(p, sizeof p, "%sdetached/%s", dirs[i].path, part);
         if (lstat(p, &sb) != 0)
             continue;
+        if (agent_tmp_in_use(part)) {
+            env->status = 409;
+            rc = ferry_err_set(err, FERRY_ECONFLICT, "%s is being written by a live agent "
+                               "(a receive in progress); not removed", p);
+            goto out;
+        }
         if ((rc = ferry_roots_check(&env->roots, p, &canon, err)))
             goto out;
         /* A plain file removal: pointer files go, the objects they name are never touched. */

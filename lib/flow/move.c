@@ -16,8 +16,10 @@
  *           staging, remove the freeze
  *  VERIFY   every staged part has the hash_of_all_files    the staged copy is faithful; the
  *           and rows of a source part; partitions the       routing switch is allowed
- *           source did not change since have equal
- *           fingerprints (verify.h)
+ *           source did not change since are equal: hot
+ *           ones by fingerprints (verify.h, every row
+ *           read), cold ones by their part digest
+ *           (cold_digest: no row read)
  *  -------  the routing switch: one catalog batch moves the journal to SWITCH and the slice's
  *           route to the target (both by CAS). THE COMMIT POINT: from here on the move only
  *           rolls forward; the source keeps every row until CLEANUP
@@ -61,6 +63,7 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "ferry/agent.h"
 #include "ferry/buf.h"
@@ -289,6 +292,7 @@ typedef struct mvctx {
     double t0;
     uint64_t bytes_done, bytes_total;
     size_t parts_done, parts_total;
+    size_t cold_verified, hot_verified; /* partition checks by part digest / by reading rows */
     bool permanent; /* the last failure cannot heal by retrying: roll back */
 } mvctx;
 
@@ -459,9 +463,11 @@ static int staging_drop_part(mvctx *x, const ferry_table_def *t, const char *par
     return rc;
 }
 
-/* Removes every detached part of db.table on c whose partition is in pids. */
+/* Removes every detached part of db.table on c whose partition is in pids. With tmp_too, also
+ * the agents' temporary folders (tmp-ferry-<pid>-...) left by a receive whose agent was killed;
+ * the agent refuses (409) those whose writer still runs: another move's receive in progress. */
 static int remove_detached_of(mv_conn *c, const char *db, const char *table, const mv_pids *pids,
-                              ferry_err *err)
+                              bool tmp_too, ferry_err *err)
 {
     json_t *req = json_pack("{s:s, s:s}", "database", db, "table", table), *resp = NULL;
     int rc = mv_agent(c, "parts", req, &resp, NULL, err);
@@ -474,13 +480,24 @@ static int remove_detached_of(mv_conn *c, const char *db, const char *table, con
     {
         const char *pid = json_string_value(json_object_get(d, "partition_id"));
         const char *name = json_string_value(json_object_get(d, "name"));
-        if (!pid || !name || !pids_has(pids, pid))
+        bool tmp = tmp_too && name && !strncmp(name, "tmp-ferry-", 10);
+        if (!name || (!tmp && (!pid || !pids_has(pids, pid))))
             continue;
         json_t *r = json_pack("{s:s, s:s, s:s}", "database", db, "table", table, "part", name);
-        rc = mv_agent(c, "remove-detached", r, NULL, NULL, err);
+        long status = 0;
+        rc = mv_agent(c, "remove-detached", r, NULL, &status, err);
         json_decref(r);
+        if (rc && tmp && status == 409) {
+            ferry_log(FERRY_LOG_DEBUG, "msg=\"receive in progress, kept\" shard=%s folder=%s",
+                      c->name, name);
+            rc = FERRY_OK;
+            continue;
+        }
         if (rc)
             break;
+        if (tmp)
+            ferry_log(FERRY_LOG_INFO, "msg=\"removed a half-received part left by a killed "
+                      "agent\" shard=%s table=%s.%s folder=%s", c->name, db, table, name);
     }
     json_decref(resp);
     return rc;
@@ -584,6 +601,14 @@ static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bo
             if (rc) {
                 if (status == 507 || status == 422 || status == 409)
                     x->permanent = true; /* target full, or a part that fails its checks */
+                if (status == 507)
+                    ferry_err_prefix(err, "target shard %s ran out of disk space while "
+                                     "receiving part %s of %s.%s (free space on that disk, then "
+                                     "start the move again): ", x->dst.name, name, t->database,
+                                     t->name);
+                else
+                    ferry_err_prefix(err, "sending part %s of %s.%s from %s to %s: ", name,
+                                     t->database, t->name, x->src.name, x->dst.name);
                 break;
             }
             uint64_t sent_bytes = (uint64_t)json_integer_value(json_object_get(ans, "bytes_sent"));
@@ -625,6 +650,37 @@ static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bo
     }
     pids_free(&pids);
     return rc;
+}
+
+/* Whether every part of the list is on an object-storage disk (a cold partition). */
+static bool all_cold(const mv_parts *ps)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (ps->p[i].active && !ps->p[i].cold)
+            return false;
+    return ps->n > 0;
+}
+
+/* The digest of a cold partition from its active parts alone (docs/moves.md, "Verification"):
+ * rows = the parts' rows, sum and xor of xxh64 over each part's hash_of_all_files. A cold part's
+ * files are pointer files naming immutable objects (the key carries the freeze name, so no two
+ * parts share a key for different bytes), and the receiving agent checked that every object they
+ * name exists with its size; two parts with equal hash_of_all_files (the hash of checksums.txt,
+ * which holds every file's hash) and rows read the same bytes. Reading every row on both sides
+ * would only read those same objects twice. */
+static void cold_digest(const mv_parts *ps, ferry_fingerprint *fp)
+{
+    memset(fp, 0, sizeof *fp);
+    for (size_t i = 0; i < ps->n; i++) {
+        if (!ps->p[i].active)
+            continue;
+        uint64_t h = XXH64(ps->p[i].hash, strlen(ps->p[i].hash), 0x66657272u);
+        fp->rows += ps->p[i].rows;
+        fp->hash_sum += h;
+        fp->hash_xor ^= h;
+        fp->parts++;
+        fp->bytes += ps->p[i].bytes;
+    }
 }
 
 /* Compares the staging copy with the source, partition by partition. exact: the source is
@@ -674,24 +730,39 @@ static int compare_copy(mvctx *x, const ferry_table_def *t, bool exact, bool *st
                 }
             }
         }
-        if (!rc && (same || exact)) {
+        if (!rc && same && all_cold(&src_active) && all_cold(&stg)) {
+            /* cold: equal part hashes and rows are the verification (cold_digest) */
+            ferry_fingerprint a, b;
+            cold_digest(&src_active, &a);
+            cold_digest(&stg, &b);
+            if (a.rows != b.rows || a.hash_sum != b.hash_sum || a.hash_xor != b.hash_xor) {
+                x->permanent = !exact;
+                rc = ferry_err_set(err, FERRY_EIO,
+                                   "verify: %s.%s cold partition %s: same part hashes but %llu "
+                                   "rows on %s and %llu on %s",
+                                   t->database, t->name, pid, (unsigned long long)a.rows,
+                                   x->src.name, (unsigned long long)b.rows, x->dst.name);
+            } else if (fp) {
+                fp->rows += a.rows;
+                fp->hash_sum += a.hash_sum;
+                fp->hash_xor ^= a.hash_xor;
+            }
+            x->cold_verified++;
+        } else if (!rc && exact && !same) {
+            *stable = false; /* other parts than the source's: another round makes them equal */
+        } else if (!rc && same) {
             ferry_fingerprint a = {0}, b = {0};
             char why[256];
+            x->hot_verified++;
             rc = ferry_fingerprint_partition(x->src.ch, t->database, t->name, pid, &a, err);
             if (!rc)
                 rc = ferry_fingerprint_partition(x->dst.ch, t->database, st, pid, &b, err);
             if (!rc && !ferry_fingerprint_same(&a, &b, why, sizeof why)) {
-                if (same) {
-                    x->permanent = !exact;
-                    rc = ferry_err_set(err, FERRY_EIO,
-                                       "verify: %s.%s partition %s: same parts but different "
-                                       "data on %s and %s: %s",
-                                       t->database, t->name, pid, x->src.name, x->dst.name, why);
-                } else {
-                    *stable = false; /* the source moved on since the copy */
-                }
-            } else if (!rc && exact && !same) {
-                *stable = false; /* same rows, other parts (a merge): copy again to match */
+                x->permanent = !exact;
+                rc = ferry_err_set(err, FERRY_EIO,
+                                   "verify: %s.%s partition %s: same parts but different "
+                                   "data on %s and %s: %s",
+                                   t->database, t->name, pid, x->src.name, x->dst.name, why);
             }
             if (!rc && fp) {
                 fp->rows += a.rows;
@@ -717,7 +788,15 @@ static int source_fingerprint(mvctx *x, const ferry_table_def *t, ferry_fingerpr
     int rc = slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
     for (size_t i = 0; !rc && i < pids.n; i++) {
         ferry_fingerprint a;
-        rc = ferry_fingerprint_partition(x->src.ch, t->database, t->name, pids.ids[i], &a, err);
+        mv_parts ps = {0};
+        /* the rule compare_copy used: cold partitions by their part digest */
+        rc = list_parts(&x->src, t->database, t->name, pids.ids[i], true, &ps, err);
+        if (!rc && all_cold(&ps))
+            cold_digest(&ps, &a);
+        else if (!rc)
+            rc = ferry_fingerprint_partition(x->src.ch, t->database, t->name, pids.ids[i], &a,
+                                             err);
+        free(ps.p);
         if (!rc) {
             fp->rows += a.rows;
             fp->hash_sum += a.hash_sum;
@@ -954,9 +1033,9 @@ static int do_cleanup(mvctx *x, ferry_err *err)
         if (!rc && src.n)
             crash_point("CLEANUP:detached");
         if (!rc)
-            rc = remove_detached_of(&x->src, t->database, t->name, &all, err);
+            rc = remove_detached_of(&x->src, t->database, t->name, &all, false, err);
         if (!rc)
-            rc = remove_detached_of(&x->dst, t->database, st, &all, err);
+            rc = remove_detached_of(&x->dst, t->database, st, &all, true, err);
         pids_free(&src);
         pids_free(&all);
     }
@@ -994,7 +1073,7 @@ static int rollback(mvctx *x, const char *why, ferry_err *err)
                 rc = pids_add(&all, stg.ids[k]);
         }
         if (!rc)
-            rc = remove_detached_of(&x->dst, t->database, st, &all, err);
+            rc = remove_detached_of(&x->dst, t->database, st, &all, true, err);
         pids_free(&stg);
         pids_free(&all);
     }
@@ -1069,6 +1148,56 @@ int ferry_move_unfinished(ferry_catalog *cat, char (**ids)[64], size_t *n, ferry
     return FERRY_OK;
 }
 
+/* The pre-flight for room on the target: every local disk of the target (its agent's statvfs of
+ * the disk's path, from `status`) must hold the slice's hot bytes plus a margin (hot parts may
+ * land on any local disk of the hot volume; pointer files of cold parts are small and go to the
+ * object disk's local metadata folder). An agent without free_bytes (older) falls back to
+ * ClickHouse's system.disks unreserved_space. */
+#define MV_ROOM_MARGIN_MIN (8u << 20)
+static int check_room(mv_conn *dst, json_t *status, const char *to, const char *tenant,
+                      uint32_t split, uint64_t hot, ferry_err *err)
+{
+    uint64_t margin = hot / 10 > MV_ROOM_MARGIN_MIN ? hot / 10 : MV_ROOM_MARGIN_MIN;
+    char a[32], b[32], c[32];
+    json_t *disks = json_object_get(status, "disks"), *d;
+    size_t i;
+    bool seen = false;
+    json_array_foreach(disks, i, d)
+    {
+        json_t *free_j = json_object_get(d, "free_bytes");
+        if (json_is_true(json_object_get(d, "remote")) || !json_is_integer(free_j))
+            continue;
+        seen = true;
+        uint64_t room = (uint64_t)json_integer_value(free_j);
+        if (hot + margin > room)
+            return ferry_err_set(err, FERRY_EIO,
+                                 "target shard %s: disk '%s' (%s) has %s free; tenant %s split "
+                                 "%u needs %s for its hot parts plus a margin of %s. Free space "
+                                 "there or pick another shard; nothing was moved",
+                                 to, json_string_value(json_object_get(d, "name")) ?: "?",
+                                 json_string_value(json_object_get(d, "path")) ?: "?",
+                                 ferry_fmt_bytes(room, a, sizeof a), tenant, split,
+                                 ferry_fmt_bytes(hot, b, sizeof b),
+                                 ferry_fmt_bytes(margin, c, sizeof c));
+    }
+    if (seen)
+        return FERRY_OK;
+    ferry_ch_rows rows = {0};
+    int rc = mv_sql(dst, "SELECT min(unreserved_space) FROM system.disks WHERE NOT is_remote",
+                    &rows, err);
+    if (rc)
+        return rc;
+    uint64_t room = rows.n_rows ? u64_of(ferry_ch_rows_get(&rows, 0, 0)) : 0;
+    ferry_ch_rows_free(&rows);
+    if (hot > room)
+        return ferry_err_set(err, FERRY_EIO,
+                             "target shard %s has %s free on its local disks; tenant %s split %u "
+                             "needs %s for its hot parts. Free space there or pick another shard",
+                             to, ferry_fmt_bytes(room, a, sizeof a), tenant, split,
+                             ferry_fmt_bytes(hot, b, sizeof b));
+    return FERRY_OK;
+}
+
 int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split, const char *to,
                      char id[64], bool *resumed, ferry_err *err)
 {
@@ -1076,6 +1205,7 @@ int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spli
     ferry_record trec, route, tsh, fsh;
     ferry_record_list moves = {0}, tables = {0};
     mv_conn dst = {0}, src = {0};
+    json_t *dst_status = NULL;
     ferry_record_init(&trec, FERRY_REC_TENANT);
     ferry_record_init(&route, FERRY_REC_ROUTE);
     ferry_record_init(&tsh, FERRY_REC_SHARD);
@@ -1156,12 +1286,11 @@ int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spli
         (rc = mv_conn_open(&fsh.u.shard, o->cfg, &src, err)))
         goto out;
     json_t *st = NULL;
-    if ((rc = mv_agent(&dst, "status", NULL, &st, NULL, err)) ||
+    if ((rc = mv_agent(&dst, "status", NULL, &dst_status, NULL, err)) ||
         (rc = mv_sql(&dst, "SELECT 1", NULL, err))) {
         ferry_err_prefix(err, "target shard %s is not reachable: ", to);
         goto out;
     }
-    json_decref(st);
     if ((rc = mv_agent(&src, "status", NULL, &st, NULL, err))) {
         ferry_err_prefix(err, "source shard %s is not reachable: ", from);
         goto out;
@@ -1194,21 +1323,8 @@ int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spli
     }
     if (rc)
         goto out;
-    ferry_ch_rows rows = {0};
-    if ((rc = mv_sql(&dst, "SELECT min(unreserved_space) FROM system.disks WHERE NOT is_remote",
-                     &rows, err)))
+    if ((rc = check_room(&dst, dst_status, to, tenant, split, hot, err)))
         goto out;
-    uint64_t room = rows.n_rows ? u64_of(ferry_ch_rows_get(&rows, 0, 0)) : 0;
-    ferry_ch_rows_free(&rows);
-    if (hot > room) {
-        char a[32], b[32];
-        rc = ferry_err_set(err, FERRY_EIO,
-                           "target shard %s has %s free on its local disks; tenant %s split %u "
-                           "needs %s for its hot parts. Free space there or pick another shard",
-                           to, ferry_fmt_bytes(room, a, sizeof a), tenant, split,
-                           ferry_fmt_bytes(hot, b, sizeof b));
-        goto out;
-    }
     /* journal it */
     ferry_record mv, job;
     ferry_record_init(&mv, FERRY_REC_MOVE);
@@ -1253,6 +1369,7 @@ int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spli
     if (!rc)
         snprintf(id, 64, "%s", mv.u.move.id);
 out:
+    json_decref(dst_status);
     mv_conn_close(&dst);
     mv_conn_close(&src);
     ferry_record_list_free(&moves);
@@ -1384,10 +1501,11 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
                 continue;
             res->partitions += pids.n;
             for (size_t k = 0; k < pids.n; k++) {
-                ferry_fingerprint fp;
-                if (!ferry_fingerprint_partition(x.dst.ch, t->database, t->name, pids.ids[k], &fp,
-                                                 &e2))
-                    res->rows += fp.rows;
+                mv_parts ps = {0}; /* rows from system.parts: reading every row is the verify's job */
+                if (!list_parts(&x.dst, t->database, t->name, pids.ids[k], true, &ps, &e2))
+                    for (size_t j = 0; j < ps.n; j++)
+                        res->rows += ps.p[j].rows;
+                free(ps.p);
             }
             pids_free(&pids);
         }
@@ -1398,11 +1516,12 @@ out:
         ferry_log(FERRY_LOG_INFO,
                   "msg=\"move done\" move=%s tenant=%s split=%u from=%s to=%s partitions=%zu "
                   "rows=%llu hot_bytes=%llu hot_copied=%llu cold_bytes=%llu cold_copied=%llu "
-                  "seconds=%.3f",
+                  "verified_by_parts=%zu verified_by_rows=%zu seconds=%.3f",
                   id, res->tenant, res->split, res->from, res->to, res->partitions,
                   (unsigned long long)res->rows, (unsigned long long)res->hot_bytes,
                   (unsigned long long)res->hot_copied, (unsigned long long)res->cold_bytes,
-                  (unsigned long long)res->cold_copied, res->seconds);
+                  (unsigned long long)res->cold_copied, x.cold_verified, x.hot_verified,
+                  res->seconds);
     json_decref(x.data);
     mv_conn_close(&x.src);
     mv_conn_close(&x.dst);
