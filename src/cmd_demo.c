@@ -54,9 +54,9 @@ const char cmd_demo_usage[] =
     "Progress goes to stderr, the table (or with --json one JSON object) to stdout.\n"
     "\n"
     "  --tenants N        tenants (default 200; 2..2000)\n"
-    "  --days D           days of rows, ending yesterday (default 4; 2..30)\n"
+    "  --days D           days of rows, ending yesterday (default 3; 2..30)\n"
     "  --cold-days C      the oldest C days are tiered (default D - 2, at least 1; < D)\n"
-    "  --rows-per-day R   rows a day of the largest tenant (default 300000); tenant k gets\n"
+    "  --rows-per-day R   rows a day of the largest tenant (default 200000); tenant k gets\n"
     "                     about R / k^0.9, at least R / 200 and 20\n"
     "  --max-parallel P   moves at a time (default 8; 1..16)\n"
     "  --dir DIR          the lab's directory (must be new or empty; default a temporary one,\n"
@@ -119,6 +119,7 @@ typedef struct demo {
     uint64_t total_rows;
     /* results */
     json_t *phases;          /* {"lab": s, ...} */
+    json_t *tier_step_ms;    /* tiering: ms per step, summed over the runs */
     size_t tiered, tier_failed;
     uint64_t tier_uploaded, tier_pointer_bytes;
     size_t moves_planned, moves_done, moves_failed, moved_tenants;
@@ -240,7 +241,7 @@ static const char demo_table_conf[] =
 
 static const char demo_ddl[] =
     "CREATE TABLE IF NOT EXISTS default." DEMO_TABLE " (tenant String, day UInt32, split UInt8, "
-    "user UInt64, v UInt64, w UInt64) ENGINE = MergeTree PARTITION BY (tenant, day, split) "
+    "user UInt64, v UInt64, w FixedString(24)) ENGINE = MergeTree PARTITION BY (tenant, day, split) "
     "ORDER BY user SETTINGS storage_policy = 'tiered'";
 
 /* The lab rewrites ferry.conf on add-node: the table section goes back at the end. */
@@ -330,12 +331,13 @@ static int register_tenants(demo *d, ferry_err *err)
 
 /* The rows of tenant t: for each day and n < rows_per_day, user = cityHash64(tenant, day, n),
  * split = xxh3(toString(user)) % splits (ferry's split function on the split key user, split.h),
- * v and w derived from user. Each node inserts the rows of the slices it serves; every row lands
+ * v derived from user (the checked sum), w 24 random bytes (payload that does not compress, so
+ * parts have a realistic size for their row count). Each node inserts the rows of the slices it serves; every row lands
  * once, on the shard its slice is routed to. */
 static void generator_sql(const demo *d, const demo_node *node, ferry_buf *sql)
 {
     ferry_buf_puts(sql, "SELECT t.1 AS tenant, d AS day, toUInt8(xxh3(toString(u)) % t.2) AS split, "
-                        "u AS user, cityHash64(u, 1) AS v, cityHash64(u, 2) AS w FROM (SELECT t, "
+                        "u AS user, cityHash64(u, 1) AS v, randomFixedString(24) AS w FROM (SELECT t, "
                         "d, cityHash64(t.1, d, n) AS u FROM (SELECT arrayJoin([");
     bool first = true;
     for (unsigned k = 0; k < d->o.tenants; k++) {
@@ -509,12 +511,61 @@ static void *tier_server(void *arg)
     return NULL;
 }
 
+/* Progress of the tiering runs: counts the finished tier jobs in the catalog every few seconds
+ * (the runs themselves report only at the end). */
+typedef struct tier_ticker {
+    demo *d;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool stop;
+} tier_ticker;
+
+static void *tier_tick(void *arg)
+{
+    tier_ticker *tk = arg;
+    ferry_config cfg = {0};
+    ferry_catalog *cat = NULL;
+    const char *url = NULL;
+    ferry_err err = {0, ""};
+    if (ferry_config_load(tk->d->conf, &cfg, &err) ||
+        ferry_config_require(&cfg, "cluster", NULL, "catalog", &url, &err) ||
+        ferry_catalog_open(url, &cat, &err))
+        goto out;
+    size_t want = tk->d->n_slices * tk->d->o.cold_days;
+    pthread_mutex_lock(&tk->lock);
+    while (!tk->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 10;
+        pthread_cond_timedwait(&tk->cond, &tk->lock, &until);
+        if (tk->stop)
+            break;
+        ferry_record_list jobs = {0};
+        size_t done = 0;
+        if (ferry_catalog_list(cat, FERRY_REC_JOB, NULL, 0, &jobs, &err) == FERRY_OK)
+            for (size_t i = 0; i < jobs.n; i++)
+                done += !strcmp(jobs.items[i].u.job.kind, "tier") &&
+                        !strcmp(jobs.items[i].u.job.state, "DONE");
+        ferry_record_list_free(&jobs);
+        progress(tk->d, "tier: %zu of %zu partitions tiered", done, want);
+    }
+    pthread_mutex_unlock(&tk->lock);
+out:
+    ferry_catalog_close(cat);
+    ferry_config_free(&cfg);
+    return NULL;
+}
+
 /* One tiering run per server, side by side (each holds only its server's lease). */
 static int tier_all(demo *d, ferry_err *err)
 {
     tier_job jobs[4];
-    pthread_t th[4];
+    pthread_t th[4], tick;
     size_t n = d->n_nodes;
+    tier_ticker tk = {.d = d, .stop = false};
+    pthread_mutex_init(&tk.lock, NULL);
+    pthread_cond_init(&tk.cond, NULL);
+    bool ticking = pthread_create(&tick, NULL, tier_tick, &tk) == 0;
     for (size_t i = 0; i < n; i++) {
         jobs[i] = (tier_job){d, d->nodes[i].name, NULL, 0, {0, ""}};
         if (pthread_create(&th[i], NULL, tier_server, &jobs[i]))
@@ -529,12 +580,28 @@ static int tier_all(demo *d, ferry_err *err)
         d->tier_failed += (size_t)json_integer_value(json_object_get(r, "jobs_failed"));
         d->tier_uploaded += (uint64_t)json_integer_value(json_object_get(r, "bytes_uploaded"));
         d->tier_pointer_bytes += (uint64_t)json_integer_value(json_object_get(r, "pointer_bytes"));
+        const char *step;
+        json_t *ms;
+        json_object_foreach(json_object_get(r, "step_ms"), step, ms)
+        {
+            double sum = json_number_value(json_object_get(d->tier_step_ms, step));
+            json_object_set_new(d->tier_step_ms, step, json_real(round(sum + json_number_value(ms))));
+        }
         json_decref(r);
         if (jobs[i].rc && !rc) {
             rc = jobs[i].rc;
             *err = jobs[i].err;
         }
     }
+    if (ticking) {
+        pthread_mutex_lock(&tk.lock);
+        tk.stop = true;
+        pthread_cond_signal(&tk.cond);
+        pthread_mutex_unlock(&tk.lock);
+        pthread_join(tick, NULL);
+    }
+    pthread_cond_destroy(&tk.cond);
+    pthread_mutex_destroy(&tk.lock);
     return rc;
 }
 
@@ -729,6 +796,7 @@ static json_t *result_json(const demo *d, double wall)
     json_object_set_new(o, "partitions_tiered", json_integer((json_int_t)d->tiered));
     json_object_set_new(o, "tier_bytes_uploaded", json_integer((json_int_t)d->tier_uploaded));
     json_object_set_new(o, "tier_pointer_bytes", json_integer((json_int_t)d->tier_pointer_bytes));
+    json_object_set_new(o, "tier_step_ms", json_incref(d->tier_step_ms));
     json_object_set_new(o, "moves_planned", json_integer((json_int_t)d->moves_planned));
     json_object_set_new(o, "moves", json_integer((json_int_t)d->moves_done));
     json_object_set_new(o, "moves_failed", json_integer((json_int_t)d->moves_failed));
@@ -836,6 +904,7 @@ static int run(demo *d)
     clock_gettime(CLOCK_MONOTONIC, &d->t0);
     d->now = (int64_t)time(NULL);
     d->phases = json_object();
+    d->tier_step_ms = json_object();
     if (d->o.dir) {
         snprintf(d->dir, sizeof d->dir, "%s", d->o.dir);
         if (mkdir(d->dir, 0755) != 0 && errno != EEXIST) {
@@ -933,8 +1002,6 @@ out:
         if (d->lab_started)
             fprintf(stderr, "ferry demo: the lab's logs are in %s (node*/node.log)\n", d->dir);
     }
-    for (size_t i = 0; i < d->n_nodes; i++)
-        ferry_ch_client_free(d->nodes[i].ch);
     double wall = elapsed(d);
     if (!rc) {
         if (d->o.json) {
@@ -951,10 +1018,13 @@ out:
         fprintf(stderr,
                 "ferry demo: the lab keeps running in %s\n"
                 "  ferry status --config %s\n"
-                "  ferry query --config %s ...      (see ferry help query)\n"
-                "  ferry lab status --dir %s\n"
-                "  stop it: ferry lab down --dir %s\n",
-                d->dir, d->conf, d->conf, d->dir, d->dir);
+                "  ferry rebalance --config %s --dry-run\n"
+                "  ferry lab status --dir %s\n",
+                d->dir, d->conf, d->conf, d->dir);
+        for (size_t i = 0; i < d->n_nodes; i++)
+            fprintf(stderr, "  ferry query --url %s 'SELECT tenant, count() FROM %s GROUP BY "
+                    "tenant'\n", d->nodes[i].url, DEMO_TABLE);
+        fprintf(stderr, "  stop it: ferry lab down --dir %s\n", d->dir);
     } else if (d->lab_started) {
         ferry_err derr = {0, ""};
         progress(d, "lab: stopping");
@@ -967,7 +1037,10 @@ out:
         nftw(d->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     else if (d->made_dir)
         fprintf(stderr, "ferry demo: %s kept for inspection\n", d->dir);
+    for (size_t i = 0; i < d->n_nodes; i++)
+        ferry_ch_client_free(d->nodes[i].ch);
     json_decref(d->phases);
+    json_decref(d->tier_step_ms);
     free(d->tenants);
     free(d->slices);
     if (!rc && d->verify_failures)
@@ -1004,9 +1077,9 @@ int cmd_demo(int argc, char **argv)
     demo d;
     memset(&d, 0, sizeof d);
     d.o.tenants = 200;
-    d.o.days = 4;
+    d.o.days = 3;
     d.o.parallel = 8;
-    d.o.rows_per_day = 300000;
+    d.o.rows_per_day = 200000;
     bool cold_given = false;
     int ch, bad;
     optind = 1;
