@@ -241,7 +241,7 @@ static const char demo_table_conf[] =
 
 static const char demo_ddl[] =
     "CREATE TABLE IF NOT EXISTS default." DEMO_TABLE " (tenant String, day UInt32, split UInt8, "
-    "user UInt64, v UInt64, w FixedString(24)) ENGINE = MergeTree PARTITION BY (tenant, day, split) "
+    "user UInt64, v UInt64, w FixedString(64)) ENGINE = MergeTree PARTITION BY (tenant, day, split) "
     "ORDER BY user SETTINGS storage_policy = 'tiered'";
 
 /* The lab rewrites ferry.conf on add-node: the table section goes back at the end. */
@@ -331,13 +331,13 @@ static int register_tenants(demo *d, ferry_err *err)
 
 /* The rows of tenant t: for each day and n < rows_per_day, user = cityHash64(tenant, day, n),
  * split = xxh3(toString(user)) % splits (ferry's split function on the split key user, split.h),
- * v derived from user (the checked sum), w 24 random bytes (payload that does not compress, so
+ * v derived from user (the checked sum), w 64 random bytes (payload that does not compress, so
  * parts have a realistic size for their row count). Each node inserts the rows of the slices it serves; every row lands
  * once, on the shard its slice is routed to. */
 static void generator_sql(const demo *d, const demo_node *node, ferry_buf *sql)
 {
     ferry_buf_puts(sql, "SELECT t.1 AS tenant, d AS day, toUInt8(xxh3(toString(u)) % t.2) AS split, "
-                        "u AS user, cityHash64(u, 1) AS v, randomFixedString(24) AS w FROM (SELECT t, "
+                        "u AS user, cityHash64(u, 1) AS v, randomFixedString(64) AS w FROM (SELECT t, "
                         "d, cityHash64(t.1, d, n) AS u FROM (SELECT arrayJoin([");
     bool first = true;
     for (unsigned k = 0; k < d->o.tenants; k++) {
