@@ -47,7 +47,7 @@ ok "demo: $(jq -c '{slices, moves, cold_bytes, cold_copied_bytes, hot_bytes, hot
 # table output (the default), a kept lab
 K=$T/kept
 _LAB_DIRS+=("$K")
-"$FERRY_BIN" demo --dir "$K" --keep --tenants 6 --days 2 --cold-days 1 --rows-per-day 5000 --max-parallel 2 \
+"$FERRY_BIN" demo --dir "$K" --keep --tenants 2 --days 2 --cold-days 1 --rows-per-day 4000 --max-parallel 4 \
     >"$T/keep.out" 2>"$T/keep.err" || fail "ferry demo --keep failed: $(tail -20 "$T/keep.err")"
 assert_contains "$(cat "$T/keep.out")" "What was actually copied" "the blog's table"
 assert_contains "$(cat "$T/keep.out")" "pointer files" "cold row of the table"
