@@ -359,7 +359,6 @@ static void generator_sql(const demo *d, const demo_node *node, ferry_buf *sql)
         ferry_buf_printf(sql, "%s%u", i ? "," : "", d->days[i]);
     ferry_buf_puts(sql, "]::Array(UInt32) AS d ARRAY JOIN range(t.4) AS n) WHERE "
                         "has(t.3, toUInt8(xxh3(toString(u)) % t.2))");
-    (void)first;
 }
 
 typedef struct ingest_job {

@@ -55,7 +55,7 @@ assert_contains "$(cat "$T/keep.err")" "ferry lab down --dir $K" "how to stop th
 [ -n "$(demo_nodes_running "$K")" ] || fail "--keep: the lab is not running"
 assert_eq 4 "$("$FERRY_BIN" lab status --dir "$K" --json | jq '[.nodes[] | select(.alive)] | length')" "4 nodes alive"
 expect_exit 0 "$FERRY_BIN" status --config "$K/ferry.conf" --json
-assert_eq 6 "$(jq '.tenants' <<<"$OUT")" "ferry status sees the 6 tenants"
+assert_eq 2 "$(jq '.tenants' <<<"$OUT")" "ferry status sees the 2 tenants"
 rows=0
 for u in $("$FERRY_BIN" lab status --dir "$K" --json | jq -r '.nodes[].http'); do
     expect_exit 0 "$FERRY_BIN" query --url "$u" "SELECT count() FROM events"
