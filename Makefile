@@ -4,11 +4,13 @@
 #   make release   an optimised build in build-release/ (no sanitizers)
 #   make bench     build-release/ benchmarks, results as JSON lines
 #   make fuzz      libFuzzer targets with clang in build-fuzz/
+#   make demo DEMO_ARGS=--json   passes options to `ferry demo` (docs/demo.md)
 BUILD      ?= build
 RELEASE    ?= build-release
 GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_ARGS ?=
+DEMO_ARGS  ?=
 
 .PHONY: all deps deps-build build release test demo bench fuzz clean
 
@@ -34,7 +36,7 @@ test: deps build
 	cd $(BUILD) && ctest --no-tests=error --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 demo: deps build
-	./$(BUILD)/ferry demo
+	./$(BUILD)/ferry demo $(DEMO_ARGS)
 
 bench: deps release
 	bash bench/run.sh $(RELEASE)

@@ -9,8 +9,9 @@
  *
  * Each job is journaled in a catalog job record (FERRY_REC_JOB, kind "tier", id
  * "tier.<server>.<table>.<partition_id>") advanced by compare-and-set, so a crash at any point is
- * finished by the next run, and a tiering run holds the catalog lease "tier" so two runs never
- * work at once. Every SQL statement goes through ferry_guarded_exec (sqlguard.h).
+ * finished by the next run. A tiering run holds the catalog lease "tier.<server>" of every server
+ * it works on (a run over all servers also "tier"), so two runs never work on one server at once
+ * while runs limited to different servers (options.server) may run side by side. Every SQL statement goes through ferry_guarded_exec (sqlguard.h).
  *
  * Test-only fault injection (never set in production): FERRY_TEST_CRASH_AFTER=<STATE> makes the
  * process _exit(137) right after a job's journal reached STATE; FERRY_TEST_CRASH_BEFORE=<STATE>
@@ -94,7 +95,7 @@ typedef struct ferry_tier_options {
  *             "hot_parts","bytes_uploaded","pointer_bytes","resumed","step_ms",("error")}],
  *    "planned":[...] (dry run)}
  * Returns FERRY_OK when every job finished; otherwise the first failure's code and message
- * (other jobs still ran). FERRY_ECONFLICT when another run holds the "tier" lease. */
+ * (other jobs still ran). FERRY_ECONFLICT when another run holds one of the run's leases. */
 int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *err);
 
 #endif

@@ -1,5 +1,5 @@
-/* A tiering run (ferry_tier_run): reads the cluster from the config and the catalog, takes the
- * "tier" lease, resumes unfinished tier jobs of the journal, then finds the hot partitions older
+/* A tiering run (ferry_tier_run): reads the cluster from the config and the catalog, takes its
+ * leases (below), resumes unfinished tier jobs of the journal, then finds the hot partitions older
  * than the threshold on every server and runs a job for each. See tier.c for the job itself. */
 #define _DEFAULT_SOURCE
 #include "flow/tier_int.h"
@@ -574,21 +574,53 @@ out:
     return rc;
 }
 
+/* The leases of a run: one per server it works on ("tier.<server>"), so runs restricted to
+ * different servers (--server) work side by side while two runs never touch one server's jobs at
+ * once; a run over every server also takes "tier" first, so two such runs exclude each other
+ * before either holds a server. On a conflict the leases taken so far are released. */
+static int take_leases(tier_ctx *ctx, ferry_lease **leases, size_t *n, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    *n = 0;
+    if (!ctx->opt->server)
+        rc = ferry_catalog_lease_acquire(ctx->cat, "tier", ctx->owner, &leases[(*n)++], err);
+    for (size_t i = 0; !rc && i < ctx->n_servers; i++) {
+        const char *name = ctx->servers[i].shard.name;
+        if (ctx->opt->server && strcmp(ctx->opt->server, name))
+            continue;
+        char lease[FERRY_NAME_MAX + 8];
+        snprintf(lease, sizeof lease, "tier.%s", name);
+        rc = ferry_catalog_lease_acquire(ctx->cat, lease, ctx->owner, &leases[(*n)++], err);
+    }
+    if (rc) {
+        (*n)--; /* the failed one was not taken */
+        while (*n)
+            ferry_catalog_lease_release(ctx->cat, leases[--(*n)]);
+        if (rc == FERRY_ECONFLICT)
+            ferry_err_prefix(err, "another tiering run is in progress: ");
+    }
+    return rc;
+}
+
 int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *err)
 {
     tier_ctx ctx = {0};
-    ferry_lease *lease = NULL;
+    ferry_lease **leases = NULL;
+    size_t n_leases = 0;
     run_totals t = {0};
     double t0 = now_ms();
     *report = NULL;
     int rc = ctx_open(&ctx, opt, err);
     if (rc)
         goto out;
-    if (!opt->dry_run &&
-        (rc = ferry_catalog_lease_acquire(ctx.cat, "tier", ctx.owner, &lease, err))) {
-        if (rc == FERRY_ECONFLICT)
-            ferry_err_prefix(err, "another tiering run is in progress: ");
-        goto out;
+    if (!opt->dry_run) {
+        leases = calloc(ctx.n_servers + 1, sizeof *leases);
+        if (!leases) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        if ((rc = take_leases(&ctx, leases, &n_leases, err)))
+            goto out;
     }
     ctx.report = json_pack("{s:b, s:I, s:[], s:[]}", "dry_run", opt->dry_run, "older_than_s",
                            (json_int_t)ctx.older_than, "jobs", "planned");
@@ -619,8 +651,9 @@ int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *er
         *err = t.first_err;
     }
 out:
-    if (lease)
-        ferry_catalog_lease_release(ctx.cat, lease);
+    while (n_leases)
+        ferry_catalog_lease_release(ctx.cat, leases[--n_leases]);
+    free(leases);
     json_decref(ctx.report);
     ctx_free(&ctx);
     return rc;

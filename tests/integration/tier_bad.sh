@@ -80,7 +80,16 @@ expect_exit 1 "$FERRY_BIN" tier --config "$C" --older-than 3d --table events
 assert_contains "$ERR" "another tiering run is in progress" "lease"
 kill "$BG_PID"; wait "$BG_PID" 2>/dev/null || true
 assert_eq 0 "$(hot)" "lease: still hot"
-ok "a second tiering run is refused while one holds the lease"
+# a run on one server holds that server's lease: a full run and a run on that server are refused
+bg_start "$T/flock2.log" bash -c "exec 9>>'$L/catalog.db-lease-tier.node1'; flock 9; exec sleep 30"
+wait_for 10 sh -c "! flock -n '$L/catalog.db-lease-tier.node1' true" || fail "the test could not hold the server lease"
+expect_exit 1 "$FERRY_BIN" tier --config "$C" --older-than 3d --table events
+assert_contains "$ERR" "another tiering run is in progress" "server lease, full run"
+expect_exit 1 "$FERRY_BIN" tier --config "$C" --older-than 3d --table events --server node1
+assert_contains "$ERR" "another tiering run is in progress" "server lease, run on that server"
+kill "$BG_PID"; wait "$BG_PID" 2>/dev/null || true
+assert_eq 0 "$(hot)" "server lease: still hot"
+ok "a second tiering run is refused while one holds the lease (the run's or the server's)"
 
 # and with everything fixed, the same partitions tier
 expect_exit 0 "$FERRY_BIN" tier --config "$C" --older-than 3d --table events --json
