@@ -185,20 +185,32 @@ int ferry_splits_run(const ferry_splits_options *opt, json_t **report, ferry_err
                               (double)loads[i].rows_today / rf / since_midnight};
         ferry_split_decision d;
         ferry_split_decide(&pol, &l, &d);
+        char skipped[FERRY_ERR_MSG_MAX] = "";
         if (d.raise && !opt->dry_run) {
             ferry_split_change c;
-            rc = ferry_split_set(cat, loads[i].name, d.splits, false, false, &c, err);
-            if (rc)
+            ferry_err e2 = {0};
+            int rc2 = ferry_split_set(cat, loads[i].name, d.splits, false, false, &c, &e2);
+            if (rc2 == FERRY_ECONFLICT || rc2 == FERRY_EINVAL || rc2 == FERRY_ENOTFOUND) {
+                /* The tenant changed since it was measured (raised by an operator, removed):
+                 * leave it to the next run; the others go on. */
+                snprintf(skipped, sizeof skipped, "%s", e2.msg);
+                d.raise = false;
+            } else if (rc2) {
+                rc = rc2;
+                *err = e2;
                 break;
-            version = c.routing_version;
+            } else {
+                version = c.routing_version;
+            }
         }
         raised += d.raise;
-        json_array_append_new(json_object_get(out, "tenants"),
-                              json_pack("{s:s, s:I, s:I, s:I, s:f, s:b, s:s}", "tenant",
-                                        loads[i].name, "splits", (json_int_t)loads[i].splits,
-                                        "new_splits", (json_int_t)d.splits, "bytes",
-                                        (json_int_t)l.bytes, "rows_per_s", l.rows_per_s, "raise",
-                                        d.raise, "reason", d.reason));
+        json_t *row = json_pack("{s:s, s:I, s:I, s:I, s:f, s:b, s:s}", "tenant", loads[i].name,
+                                "splits", (json_int_t)loads[i].splits, "new_splits",
+                                (json_int_t)d.splits, "bytes", (json_int_t)l.bytes, "rows_per_s",
+                                l.rows_per_s, "raise", d.raise, "reason", d.reason);
+        if (skipped[0])
+            json_object_set_new(row, "skipped", json_string(skipped));
+        json_array_append_new(json_object_get(out, "tenants"), row);
     }
     if (!rc && !version)
         rc = ferry_catalog_routing_version(cat, &version, err);
