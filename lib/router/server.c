@@ -144,7 +144,7 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
  * (docs/routing.md). */
 static void reroute_if_stale(req_state *st)
 {
-    if (!rt_route_stale(st->r, st->cur))
+    if (!st->cur || !rt_route_stale(st->r, st->cur))
         return;
     rt_out_finish(st->out, true);
     rt_route_end(st->r, st->cur);
@@ -177,6 +177,8 @@ static void insert_fail(ferry_http_req *req, req_state *st, const char *name, co
     va_end(ap);
     if (st->out)
         rt_out_finish(st->out, false);
+    rt_route_end(st->r, st->cur); /* nothing more is sent with this table */
+    st->cur = NULL;
     uint64_t written = rows_written(st);
     if (written)
         rt_respond_error(req, name,
@@ -702,6 +704,8 @@ static void on_complete(ferry_http_req *req, void *ctx)
         }
         st->out->sql = st->columns_sql;
         rt_out_finish(st->out, true);
+        rt_route_end(st->r, st->cur); /* every row is stored (or failed): not in flight */
+        st->cur = NULL;
         respond_insert(req, st);
         return;
     }

@@ -315,8 +315,13 @@ void rt_out_finish(rt_out *o, bool send_staged)
     for (size_t sh = 0; sh < r->n_shards; sh++) {
         rt_out_shard *os = &o->shards[sh];
         if (os->open) {
-            if (os->stage.len)
+            if (os->stage.len && send_staged) {
                 stream_push(o, sh);
+            } else if (os->stage.len) {
+                os->rows_dropped += os->stage_rows;
+                os->stage.len = 0;
+                os->stage_rows = 0;
+            }
             rt_stream *s = os->open;
             if (!s)
                 continue; /* closed by the push (failed) */

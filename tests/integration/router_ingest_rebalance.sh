@@ -76,24 +76,39 @@ wait_for 180 raised_all ||
     fail "the coordinator's split manager did not raise every tenant: $(grep -i 'scheduled splits' "$T/coord.log" | tail -3)"
 grep -q 'scheduled splits.*raised=[1-9]' "$T/coord.log" || fail "no scheduled run raised anything"
 # ---- then a 4th shard and a rebalance; an operator raises two tenants while it moves ----
+# node4 joins with a small weight so that a handful of slices move (each move takes tens of
+# seconds on a loaded 2-core machine).
 # (`ferry rebalance` takes the shards serving routes as the old cluster: a slice placed on node4
 # before it plans would make it plan nothing. So the raises come once the plan is made.)
-"$FERRY_BIN" shard add node4 --config "$C" --json >"$T/add.json" || fail "shard add: $(cat "$T/add.json")"
+"$FERRY_BIN" shard add node4 --weight 0.03 --config "$C" --json >"$T/add.json" || fail "shard add: $(cat "$T/add.json")"
 assert_eq active "$(jq -r .state "$T/add.json")" "node4 active"
 "$FERRY_BIN" rebalance --config "$C" --max-parallel 2 --grace 300 --json >"$T/rb.json" 2>"$T/rb.err" &
 RBPID=$!
 wait_for 120 grep -q '"event":"plan"' "$T/rb.json" || fail "rebalance made no plan: $(tail -3 "$T/rb.err")"
 "$FERRY_BIN" tenant set-splits t9 3 --config "$C" >/dev/null || fail "set-splits t9 3"
 "$FERRY_BIN" tenant set-splits t5 3 --config "$C" >/dev/null || fail "set-splits t5 3"
-wait "$RBPID" || fail "rebalance failed: $(tail -5 "$T/rb.err")"
-S=$(jq -c 'select(.event == "summary")' "$T/rb.json")
-[ "$(jq .moves <<<"$S")" -gt 0 ] || fail "the rebalance moved nothing: $S"
-assert_eq 0 "$(jq .failed <<<"$S")" "no move failed"
-jq -e 'select(.event == "move") | select(.state != "DONE")' "$T/rb.json" >/dev/null && fail "a move is not DONE"
+wait "$RBPID" || true
+# A move that fails its verification before the switch is rolled back (the source unchanged;
+# docs/moves.md) - under constant ingestion the source can merge a part away between the copy and
+# the check. An operator runs the rebalance again; it plans what is left.
+for round in 1 2 3; do
+    jq -e 'select(.event == "move") | select(.state != "DONE" and .state != "FAILED")' "$T/rb.json" >/dev/null &&
+        fail "a move stopped half-way: $(grep -v progress "$T/rb.json" | tail -3)"
+    S=$(jq -c 'select(.event == "summary")' "$T/rb.json")
+    [ -n "$S" ] || fail "rebalance gave no summary: $(tail -5 "$T/rb.err")"
+    cat "$T/rb.json" >>"$T/rb_all.json"
+    [ "$(jq .failed <<<"$S")" = 0 ] && break
+    echo "# rebalance round $round: $(jq .failed <<<"$S") move(s) failed and were rolled back; again" >&2
+    "$FERRY_BIN" rebalance --config "$C" --max-parallel 2 --grace 300 --json >"$T/rb.json" 2>>"$T/rb.err" || true
+done
+assert_eq 0 "$(jq .failed <<<"$S")" "no move failed in the last rebalance round"
+moves=$(jq -s '[.[] | select(.event == "move" and .state == "DONE")] | length' "$T/rb_all.json")
+[ "$moves" -gt 0 ] || fail "the rebalance moved nothing: $S"
+"$FERRY_BIN" rebalance --config "$C" --dry-run --json >"$T/rb_after.json"
+assert_eq 0 "$(jq -r 'select(.event == "plan") | .moved' "$T/rb_after.json")" "nothing left to move"
 sleep 3
 touch "$T/stop"
 wait "$LOADPID" || fail "load clients saw errors: $(head -5 "$T/load.err")"
-moves=$(jq .moves <<<"$S")
 raised=$("$FERRY_BIN" catalog export --config "$C" | jq '[.tenants[] | select(.splits > 1)] | length')
 ok "rebalance: $moves moves DONE onto node4 under load; $raised tenants raised to more splits (coordinator and by hand)"
 
