@@ -93,6 +93,15 @@ run_backend() { # run_backend NAME CATALOG_URL
 }
 
 run_backend sqlite "sqlite:$T/cat.db"
+
+# Scheduled work intervals are checked before anything starts (FILE:LINE, exit 2).
+write_config "$T/bad.conf" "sqlite:$T/bad.db"
+sed -i 's/^\[cluster\]$/[cluster]\nsplits_interval = soon/' "$T/bad.conf"
+expect_exit 2 "$FERRY_BIN" coordinator --config "$T/bad.conf"
+assert_contains "$ERR" "bad.conf:2: [cluster] splits_interval = 'soon': expected a duration"
+assert_eq "$OUT" "" "nothing on stdout"
+ok "a bad splits_interval is refused with its file and line"
+
 zk_start
 run_backend zk "$(zk_url /coordtest)"
 zk_stop
