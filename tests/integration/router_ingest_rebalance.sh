@@ -117,7 +117,7 @@ union_counts() { # tenant rows sum(id) over the 4 nodes
     for n in node1 node2 node3 node4; do
         chq "${URL[$n]}" "SELECT tenant, count(), sum(id) FROM events GROUP BY tenant FORMAT TSV"
         echo
-    done | awk 'NF==3 {n[$1]+=$2; s[$1]+=$3} END {for (t in n) print t, n[t], s[t]}' | sort
+    done | awk 'NF==3 {n[$1]+=$2; s[$1]+=$3} END {for (t in n) printf "%s %d %.0f\n", t, n[t], s[t]}' | sort
 }
 union_counts >"$T/stored.txt"
 jq -r 'to_entries[] | "\(.key) \(.value[0]) \(.value[1])"' "$T/sent.json" | sort >"$T/sent.txt"
