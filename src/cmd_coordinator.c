@@ -16,6 +16,7 @@
 #include "ferry/coordinator.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
+#include "ferry/split.h"
 #include "ferry/tier.h"
 
 const char cmd_coordinator_usage[] =
@@ -37,7 +38,10 @@ const char cmd_coordinator_usage[] =
     "  --port-file FILE    write the port being served to FILE once listening\n"
     "\n"
     "With [cluster] tier_interval = DURATION in the config (e.g. 1h), the coordinator also runs\n"
-    "tiering (as 'ferry tier --config FILE' does) every DURATION; absent or 0: never.\n";
+    "tiering (as 'ferry tier --config FILE' does) every DURATION; absent or 0: never.\n"
+    "With [cluster] splits_interval = DURATION it runs the split manager (as 'ferry splits\n"
+    "--config FILE' does: raises the split counts of tenants that outgrew [splits]) every\n"
+    "DURATION; absent or 0: never. Both run only while this coordinator holds the lease.\n";
 
 /* The scheduled tiering run: one ferry_tier_run, its summary logged. */
 static void scheduled_tier(void *arg)
@@ -55,6 +59,38 @@ static void scheduled_tier(void *arg)
     if (rc)
         FLOG_WARN("msg=\"scheduled tiering failed\" err=\"%s\"", err.msg);
     json_decref(report);
+}
+
+/* The scheduled split manager run: one ferry_splits_run, its summary logged. */
+static void scheduled_splits(void *arg)
+{
+    ferry_splits_options o = {.config_path = arg};
+    ferry_err err = {0};
+    json_t *report = NULL;
+    int rc = ferry_splits_run(&o, &report, &err);
+    if (report)
+        FLOG_INFO("msg=\"scheduled splits\" tenants=%lld raised=%lld routing_version=%lld",
+                  (long long)json_integer_value(json_object_get(report, "tenants_total")),
+                  (long long)json_integer_value(json_object_get(report, "raised")),
+                  (long long)json_integer_value(json_object_get(report, "routing_version")));
+    if (rc)
+        FLOG_WARN("msg=\"scheduled splits failed\" err=\"%s\"", err.msg);
+    json_decref(report);
+}
+
+/* [cluster] KEY = DURATION -> seconds (0: off); FERRY_EINVAL naming FILE:LINE. */
+static int interval_of(const ferry_config *cfg, const char *key, uint64_t *secs, ferry_err *err)
+{
+    *secs = 0;
+    const char *v = ferry_config_get(cfg, "cluster", NULL, key);
+    if (!v || !*v)
+        return FERRY_OK;
+    if (!ferry_parse_duration(v, secs) || *secs > 365 * 86400) {
+        const ferry_config_entry *e = ferry_config_find(cfg, "cluster", NULL, key);
+        return ferry_err_set(err, FERRY_EINVAL, "%s:%d: [cluster] %s = '%s': expected a "
+                             "duration such as 1h (0: off)", cfg->path, e ? e->line : 0, key, v);
+    }
+    return FERRY_OK;
 }
 
 static int parse_listen(const char *s, char *addr, size_t addrsz, uint16_t *port)
@@ -123,20 +159,23 @@ int cmd_coordinator(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
     ferry_coord_options o = {.catalog_url = catalog, .bind_addr = addr, .port = port};
-    const char *interval = have_cfg ? ferry_config_get(&cfg, "cluster", NULL, "tier_interval") : NULL;
-    if (interval && *interval) {
-        uint64_t secs = 0;
-        if (!ferry_parse_duration(interval, &secs) || secs > 365 * 86400) {
-            const ferry_config_entry *e = ferry_config_find(&cfg, "cluster", NULL, "tier_interval");
-            ferry_err_set(&err, FERRY_EINVAL, "%s:%d: [cluster] tier_interval = '%s': expected a "
-                          "duration such as 1h (0: off)", cfg.path, e ? e->line : 0, interval);
+    ferry_coord_job jobs[2];
+    size_t n_jobs = 0;
+    if (have_cfg) {
+        uint64_t tier_s = 0, splits_s = 0;
+        if (interval_of(&cfg, "tier_interval", &tier_s, &err) ||
+            interval_of(&cfg, "splits_interval", &splits_s, &err)) {
             status = cli_fail("coordinator", &err);
             goto out;
         }
-        o.periodic = secs ? scheduled_tier : NULL;
-        o.periodic_arg = (void *)cli_config_path(config_opt);
-        o.periodic_s = (unsigned)secs;
+        void *path = (void *)cli_config_path(config_opt);
+        if (tier_s)
+            jobs[n_jobs++] = (ferry_coord_job){"tier", scheduled_tier, path, (unsigned)tier_s};
+        if (splits_s)
+            jobs[n_jobs++] = (ferry_coord_job){"splits", scheduled_splits, path, (unsigned)splits_s};
     }
+    o.jobs = jobs;
+    o.n_jobs = n_jobs;
     if (ferry_coord_start(&o, &coord, &err)) {
         status = cli_fail("coordinator", &err);
         goto out;

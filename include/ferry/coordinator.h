@@ -15,11 +15,20 @@
 #define FERRY_COORDINATOR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ferry/err.h"
 
 typedef struct ferry_coord ferry_coord;
+
+/* One scheduled job: fn(arg) every every_s seconds (first after one interval). */
+typedef struct ferry_coord_job {
+    const char *name; /* for logs */
+    void (*fn)(void *arg);
+    void *arg;
+    unsigned every_s;
+} ferry_coord_job;
 
 typedef struct ferry_coord_options {
     const char *catalog_url; /* required */
@@ -32,6 +41,10 @@ typedef struct ferry_coord_options {
     void (*periodic)(void *arg);
     void *periodic_arg;
     unsigned periodic_s;
+    /* More scheduled work, the same way (each job on its own thread, e.g. tiering and the split
+     * manager). */
+    const struct ferry_coord_job *jobs;
+    size_t n_jobs;
 } ferry_coord_options;
 
 /* Takes the lease (FERRY_ECONFLICT naming the holder when another coordinator runs), loads the

@@ -20,6 +20,7 @@
 #ifndef FERRY_SPLIT_H
 #define FERRY_SPLIT_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -123,5 +124,21 @@ typedef struct ferry_split_change {
  * FERRY_ECONFLICT. */
 int ferry_split_set(struct ferry_catalog *cat, const char *tenant, uint32_t splits, bool create,
                     bool dry_run, ferry_split_change *change, ferry_err *err);
+
+/* ---- the split manager's run ------------------------------------------------------------------- */
+
+typedef struct ferry_splits_options {
+    const char *config_path;
+    bool dry_run;
+    const char *const *only; /* tenant names to decide for; n_only 0: every tenant */
+    size_t n_only;
+} ferry_splits_options;
+
+/* Measures every registered tenant on every shard (one system.parts query per shard covering
+ * every managed table), applies [splits] (ferry_split_decide) and, unless dry_run, raises each
+ * count with ferry_split_set. *report (caller-owned): {"tenants":[{tenant, splits, new_splits,
+ * bytes, rows_per_s, raise, reason}], "raised", "tenants_total", "dry_run",
+ * "routing_version"}. Used by `ferry splits` and the coordinator's splits_interval. */
+int ferry_splits_run(const ferry_splits_options *opt, json_t **report, ferry_err *err);
 
 #endif

@@ -34,11 +34,13 @@ struct ferry_coord {
     bool watcher_started;
     ferry_httpd *httpd;
     char owner[256];
-    void (*periodic)(void *arg); /* scheduled work, on its own thread */
-    void *periodic_arg;
-    unsigned periodic_s;
-    pthread_t ticker;
-    bool ticker_started;
+    struct ticker {
+        ferry_coord *c;
+        ferry_coord_job job;
+        pthread_t th;
+        bool started;
+    } tickers[8]; /* scheduled work, each job on its own thread */
+    size_t n_tickers;
 };
 
 static int load_snapshot(ferry_catalog *cat, char **json, uint64_t *version, ferry_err *err)
@@ -109,14 +111,15 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-/* Calls the scheduled work every periodic_s seconds until stopping or the lease is lost. */
+/* Calls one scheduled job every every_s seconds until stopping or the lease is lost. */
 static void *tick_main(void *arg)
 {
-    ferry_coord *c = arg;
+    struct ticker *t = arg;
+    ferry_coord *c = t->c;
     for (;;) {
         struct timespec deadline;
         clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_sec += (time_t)c->periodic_s;
+        deadline.tv_sec += (time_t)t->job.every_s;
         pthread_mutex_lock(&c->mu);
         while (!c->stopping && !c->lease_lost &&
                pthread_cond_timedwait(&c->changed, &c->mu, &deadline) != ETIMEDOUT) {
@@ -125,7 +128,8 @@ static void *tick_main(void *arg)
         pthread_mutex_unlock(&c->mu);
         if (stop)
             break;
-        c->periodic(c->periodic_arg);
+        FLOG_DEBUG("msg=\"scheduled job starts\" job=%s", t->job.name ? t->job.name : "");
+        t->job.fn(t->job.arg);
     }
     return NULL;
 }
@@ -277,14 +281,24 @@ int ferry_coord_start(const ferry_coord_options *opt, ferry_coord **out, ferry_e
     };
     ferry_httpd_options hopt = {.bind_addr = opt->bind_addr, .port = opt->port};
     rc = ferry_httpd_start(&hopt, routes, sizeof routes / sizeof routes[0], &c->httpd, err);
-    if (!rc && opt->periodic && opt->periodic_s > 0) {
-        c->periodic = opt->periodic;
-        c->periodic_arg = opt->periodic_arg;
-        c->periodic_s = opt->periodic_s;
-        if (pthread_create(&c->ticker, NULL, tick_main, c))
+    if (!rc && opt->periodic && opt->periodic_s > 0)
+        c->tickers[c->n_tickers++].job =
+            (ferry_coord_job){"periodic", opt->periodic, opt->periodic_arg, opt->periodic_s};
+    for (size_t i = 0; !rc && i < opt->n_jobs; i++) {
+        if (!opt->jobs[i].fn || !opt->jobs[i].every_s)
+            continue;
+        if (c->n_tickers == sizeof c->tickers / sizeof c->tickers[0]) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "too many scheduled jobs");
+            break;
+        }
+        c->tickers[c->n_tickers++].job = opt->jobs[i];
+    }
+    for (size_t i = 0; !rc && i < c->n_tickers; i++) {
+        c->tickers[i].c = c;
+        if (pthread_create(&c->tickers[i].th, NULL, tick_main, &c->tickers[i]))
             rc = ferry_err_set(err, FERRY_EINTERNAL, "cannot start the scheduled-work thread");
         else
-            c->ticker_started = true;
+            c->tickers[i].started = true;
     }
 out:
     if (rc) {
@@ -314,8 +328,9 @@ void ferry_coord_stop(ferry_coord *c)
     pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->mu);
     ferry_httpd_stop(c->httpd);
-    if (c->ticker_started)
-        pthread_join(c->ticker, NULL);
+    for (size_t i = 0; i < c->n_tickers; i++)
+        if (c->tickers[i].started)
+            pthread_join(c->tickers[i].th, NULL);
     if (c->watcher_started)
         pthread_join(c->watcher, NULL);
     if (c->lease)

@@ -53,6 +53,7 @@
  * ATTACH of a partition without detached parts attaches nothing, the catch-up diff is computed
  * from what is there, and MOVE PARTITION of an empty staging partition is skipped. */
 #include "ferry/move.h"
+#include "ferry/router.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -901,6 +902,15 @@ static int do_switch(mvctx *x, ferry_err *err)
     if (x->mv.u.move.step < MV_STEP_PUBLISH) {
         if ((rc = begin_attempt(x, err)))
             return rc;
+        /* Writers that follow the routing table: every write router listed in [cluster]
+         * routers must have taken the table of the switch (or a later one) and finished every
+         * write it grouped with an older table; then the grace period covers other writers. */
+        uint64_t now_version = 0;
+        rc = ferry_catalog_routing_version(x->cat, &now_version, err);
+        if (!rc)
+            rc = ferry_router_fence(x->o->cfg, now_version, 0, err);
+        if (rc)
+            return ferry_err_prefix(err, "move %s: ", x->mv.u.move.id);
         unsigned grace = x->o->grace_ms ? x->o->grace_ms : 2000;
         usleep((useconds_t)grace * 1000);
         bool stable = false;

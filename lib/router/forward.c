@@ -183,6 +183,8 @@ void rt_send_one(rt_send *sd)
         q.sql = sd->sql;
         q.body = sd->body;
         q.body_len = sd->body_len;
+        q.body_reader = sd->body_reader;
+        q.body_reader_arg = sd->body_reader_arg;
         q.settings = sd->settings;
         q.n_settings = sd->n_settings;
         q.format = sd->format;
@@ -206,6 +208,14 @@ void rt_send_one(rt_send *sd)
          * (bad data, unknown column) would be the same on every replica. */
         if (rc != FERRY_ECONNECT && rc != FERRY_ETIMEOUT)
             break;
+        if (sd->consumed) {
+            /* A streamed body already partly sent cannot go to another replica. */
+            pthread_mutex_lock(sd->consumed_mu);
+            bool used = *sd->consumed;
+            pthread_mutex_unlock(sd->consumed_mu);
+            if (used)
+                break;
+        }
         FLOG_WARN("msg=\"router: replica unreachable; trying the next\" shard=%s replica=%zu err=\"%s\"",
                   s->name, rep, sd->err.msg);
     }

@@ -68,7 +68,8 @@ struct ferry_router {
     char config_path[1024];
     char catalog_url[FERRY_URL_MAX];
     char passthrough[FERRY_URL_MAX];
-    size_t flush_bytes;
+    size_t flush_bytes;         /* rows staged per shard before its stream opens / is fed */
+    size_t stream_buffer_bytes; /* the queue between the parser and a shard's sender */
     size_t max_request_bytes;
     size_t max_row_bytes;
     long shard_timeout_ms;
@@ -109,6 +110,15 @@ const rt_tenant *rt_find_tenant(const rt_snapshot *s, const char *name, size_t l
 void *rt_watch_main(void *arg);
 void rt_inflight_add(ferry_router *r, uint64_t version);
 void rt_inflight_done(ferry_router *r, uint64_t version);
+/* The write path's version check: reads the catalog's routing version (reloading when it moved),
+ * then takes the current snapshot *and* records a write in flight under its version in one
+ * critical section, so a router that reports "routing version >= V, nothing in flight below V"
+ * can never afterwards send rows grouped with a table older than V (docs/routing.md). A failed
+ * catalog read is logged and the cached table used. Release with rt_route_end. */
+rt_snapshot *rt_route_begin(ferry_router *r);
+void rt_route_end(ferry_router *r, rt_snapshot *s);
+/* Whether the router has published a newer table than s (the watcher reloaded). */
+bool rt_route_stale(ferry_router *r, const rt_snapshot *s);
 
 /* ---- shards (forward.c) ---- */
 typedef struct rt_send {
@@ -120,6 +130,12 @@ typedef struct rt_send {
     size_t body_len;
     const ferry_ch_setting *settings; /* the client's settings plus the dedup token */
     size_t n_settings;
+    /* a streamed body instead of body/body_len; once *consumed (read under *consumed_mu) the
+     * body cannot be sent again, so no other replica is tried */
+    ferry_ch_read_fn body_reader;
+    void *body_reader_arg;
+    const bool *consumed;
+    pthread_mutex_t *consumed_mu;
     /* results */
     int rc;
     ferry_ch_status st;
@@ -135,6 +151,44 @@ int rt_shards_init(ferry_router *r, const struct ferry_config *cfg, ferry_err *e
 void rt_shards_free(ferry_router *r);
 /* Runs a query on the first reachable replica of shard 0..n (DESCRIBE TABLE). */
 int rt_query_any(ferry_router *r, const char *sql, ferry_buf *out, ferry_err *err);
+
+/* ---- streaming writes (stream.c) ---- */
+typedef struct rt_stream rt_stream;
+
+/* One shard's part of one insert request. */
+typedef struct rt_out_shard {
+    ferry_buf stage;      /* rows not yet in a stream (< flush_bytes) */
+    uint64_t stage_rows;
+    rt_stream *open;      /* the streamed INSERT being fed, or NULL */
+    uint32_t streams;     /* streams (INSERTs) started: the next one's sequence number */
+    uint64_t rows_written, rows_failed;
+    uint64_t rows_dropped; /* staged rows discarded because the request failed */
+    bool failed, timed_out;
+    int error_code;
+    char error_name[64];
+    char error[768];
+} rt_out_shard;
+
+typedef struct rt_out {
+    ferry_router *r;
+    rt_out_shard *shards; /* per router shard */
+    char token[256];      /* the base of the deduplication tokens */
+    const ferry_ch_setting *settings; /* the client's settings (borrowed) */
+    size_t n_settings;
+    const char *format;   /* the forwarded format (borrowed) */
+    const char *sql;      /* the forwarded INSERT; set before the first row */
+} rt_out;
+
+/* *out owned by the caller (rt_out_free). */
+int rt_out_new(ferry_router *r, const char *token_base, const ferry_ch_setting *settings,
+               size_t n_settings, const char *format, rt_out **out);
+/* Adds one encoded row for a shard: staged, then streamed; blocks while the shard's queue is
+ * full (at most shard_timeout, then the shard is failed). FERRY_ENOMEM only. */
+int rt_out_row(rt_out *o, size_t shard, const char *row, size_t len);
+/* Ends every open stream and waits for it; staged rows are sent (send_staged) or dropped. The
+ * per-shard results accumulate; new rows may follow (new streams, next sequence numbers). */
+void rt_out_finish(rt_out *o, bool send_staged);
+void rt_out_free(rt_out *o);
 
 /* ---- passthrough (passthrough.c) ---- */
 /* Forwards the request unchanged (method, query string, selected headers, body) to the

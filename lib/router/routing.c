@@ -239,9 +239,8 @@ void *rt_watch_main(void *arg)
     return NULL;
 }
 
-void rt_inflight_add(ferry_router *r, uint64_t version)
+static void inflight_add_locked(ferry_router *r, uint64_t version)
 {
-    pthread_mutex_lock(&r->mu);
     size_t i;
     for (i = 0; i < r->n_inflight; i++)
         if (r->inflight[i].version == version)
@@ -253,7 +252,45 @@ void rt_inflight_add(ferry_router *r, uint64_t version)
     }
     if (i < r->n_inflight)
         r->inflight[i].count++;
+}
+
+void rt_inflight_add(ferry_router *r, uint64_t version)
+{
+    pthread_mutex_lock(&r->mu);
+    inflight_add_locked(r, version);
     pthread_mutex_unlock(&r->mu);
+}
+
+rt_snapshot *rt_route_begin(ferry_router *r)
+{
+    ferry_err err = {0};
+    rt_snapshot *s = NULL;
+    if (rt_fresh_snapshot(r, &s, &err))
+        FLOG_WARN("msg=\"router: routing version check failed; using the cached table\" err=\"%s\"",
+                  err.msg);
+    rt_snapshot_put(s);
+    pthread_mutex_lock(&r->mu);
+    s = r->snap;
+    atomic_fetch_add(&s->refs, 1);
+    inflight_add_locked(r, s->version);
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}
+
+void rt_route_end(ferry_router *r, rt_snapshot *s)
+{
+    if (!s)
+        return;
+    rt_inflight_done(r, s->version);
+    rt_snapshot_put(s);
+}
+
+bool rt_route_stale(ferry_router *r, const rt_snapshot *s)
+{
+    pthread_mutex_lock(&r->mu);
+    bool stale = r->snap && r->snap->version > s->version;
+    pthread_mutex_unlock(&r->mu);
+    return stale;
 }
 
 void rt_inflight_done(ferry_router *r, uint64_t version)

@@ -2,16 +2,18 @@
  * classified once its statement is known and dispatched to one handler:
  *
  *   insert       INSERT INTO <managed table> [(cols)] FORMAT F: rows are parsed as the body
- *                streams in, each gets its tenant's split (from its split key) and is buffered
- *                per slice; when the buffered bytes reach [router] flush_bytes (and at the end)
- *                the router takes the routing table at its current version (checked against the
- *                catalog, re-read when it moved), groups the slices by serving shard and sends
- *                every shard its rows in parallel, each with a deduplication token.
+ *                streams in, each gets its tenant's split (from its split key) and its serving
+ *                shard(s) from the routing table taken at the request's start (version-checked
+ *                against the catalog); each shard's rows stream to it as one INSERT while the
+ *                body is still being read (stream.c), each with a deduplication token. When the
+ *                router publishes a newer table mid-request, the open streams are ended and the
+ *                rest is routed with the new table.
  *   select       SELECT-like statements: the read path's seam (issue 10); today: passthrough.
  *   passthrough  anything else, unchanged, to [router] passthrough.
  *
- * Memory per request is bounded: at most flush_bytes of rows are buffered (plus one row, plus the
- * per-shard copies of one flush), and the request is refused beyond max_request_bytes. */
+ * Memory per request is bounded: per shard, flush_bytes staged plus stream_buffer_bytes queued
+ * (plus one row); the unparsed tail is at most one row; the request is refused beyond
+ * max_request_bytes. */
 #include "router_int.h"
 
 #include <stdarg.h>
@@ -81,24 +83,6 @@ void rt_respond_error(ferry_http_req *req, const char *name, const char *fmt, ..
 
 /* ---- per-request state ---------------------------------------------------------------------- */
 
-/* Rows of one slice waiting for the next flush. */
-typedef struct slice_buf {
-    char *tenant; /* NULL: free slot */
-    uint32_t split;
-    ferry_buf rows;
-    uint64_t n_rows;
-} slice_buf;
-
-typedef struct shard_result {
-    uint64_t rows_written;
-    uint64_t rows_failed;
-    uint32_t chunks;
-    bool failed;
-    char error[768];
-    char error_name[64];
-    int error_code;
-} shard_result;
-
 enum req_mode { MODE_HEAD, MODE_INSERT, MODE_PASS, MODE_DONE };
 
 typedef struct req_state {
@@ -115,42 +99,19 @@ typedef struct req_state {
     ferry_rt_codec *codec;
     ferry_buf carry;    /* data not consumed yet (an incomplete row) */
     ferry_buf row_out;  /* one emitted row */
-    slice_buf *slices;
-    size_t slice_cap, slice_used;
-    size_t pending;     /* bytes in slices */
-    rt_snapshot *snap;  /* used to compute splits (tenant split counts) */
-    shard_result *res;  /* per router shard */
+    rt_snapshot *cur;   /* the routing table rows are routed with; a write in flight under its
+                           version is recorded until it is released (rt_route_begin) */
+    rt_out *out;        /* per-shard streams */
     char token[256];    /* the base of the deduplication tokens */
     char query_id[256];
     ferry_ch_setting *settings; /* the client's settings, passed on */
     size_t n_settings;
     char *columns_sql;  /* the forwarded INSERT's statement */
     uint64_t rows;
-    uint64_t rows_unrouted; /* rows not sent because their route was gone at flush time */
+    uint64_t rows_unrouted; /* rows not sent because their slice had no route */
     char unrouted[512];
     bool failed;        /* an error was answered; the rest of the body is ignored */
 } req_state;
-
-static void slices_reset(req_state *st, bool free_all)
-{
-    for (size_t i = 0; i < st->slice_cap; i++) {
-        slice_buf *s = &st->slices[i];
-        if (free_all) {
-            free(s->tenant);
-            ferry_buf_free(&s->rows);
-            s->tenant = NULL;
-        } else if (s->tenant) {
-            s->rows.len = 0;
-            s->n_rows = 0;
-        }
-    }
-    if (free_all) {
-        free(st->slices);
-        st->slices = NULL;
-        st->slice_cap = st->slice_used = 0;
-    }
-    st->pending = 0;
-}
 
 static void state_free(ferry_http_req *req, void *ctx, void *state)
 {
@@ -165,9 +126,8 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
     ferry_buf_free(&st->row_out);
     ferry_rt_insert_free(&st->ins);
     ferry_rt_codec_free(st->codec);
-    slices_reset(st, true);
-    rt_snapshot_put(st->snap);
-    free(st->res);
+    rt_out_free(st->out); /* ends any stream still open before the routing table is released */
+    rt_route_end(st->r, st->cur);
     for (size_t i = 0; i < st->n_settings; i++) {
         free((char *)st->settings[i].name);
         free((char *)st->settings[i].value);
@@ -177,167 +137,35 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
     free(st);
 }
 
-static slice_buf *slice_get(req_state *st, const char *tenant, size_t tlen, uint32_t split)
+/* The version check while rows stream: when the router has published a newer routing table,
+ * every open stream is ended (its rows were routed with the old table, which stays recorded as
+ * in flight until they are stored), then the new table is taken. A write that races a routing
+ * switch is therefore sent where the table it was grouped with says, and a move waits for it
+ * (docs/routing.md). */
+static void reroute_if_stale(req_state *st)
 {
-    if (st->slice_used * 2 >= st->slice_cap) {
-        size_t nc = st->slice_cap ? st->slice_cap * 2 : 64;
-        slice_buf *ns = calloc(nc, sizeof *ns);
-        if (!ns)
-            return NULL;
-        for (size_t i = 0; i < st->slice_cap; i++) {
-            slice_buf *o = &st->slices[i];
-            if (!o->tenant)
-                continue;
-            uint64_t h = XXH3_64bits_withSeed(o->tenant, strlen(o->tenant), o->split);
-            size_t j = h & (nc - 1);
-            while (ns[j].tenant)
-                j = (j + 1) & (nc - 1);
-            ns[j] = *o;
-        }
-        free(st->slices);
-        st->slices = ns;
-        st->slice_cap = nc;
-    }
-    uint64_t h = XXH3_64bits_withSeed(tenant, tlen, split);
-    size_t j = h & (st->slice_cap - 1);
-    while (st->slices[j].tenant) {
-        slice_buf *s = &st->slices[j];
-        if (s->split == split && !strncmp(s->tenant, tenant, tlen) && !s->tenant[tlen])
-            return s;
-        j = (j + 1) & (st->slice_cap - 1);
-    }
-    slice_buf *s = &st->slices[j];
-    s->tenant = ferry_strndup(tenant, tlen);
-    if (!s->tenant)
-        return NULL;
-    s->split = split;
-    st->slice_used++;
-    return s;
-}
-
-/* ---- flushing ------------------------------------------------------------------------------- */
-
-/* Sends every buffered slice to the shard(s) serving it at the routing table's current version. */
-static void flush(req_state *st)
-{
-    ferry_router *r = st->r;
-    if (st->pending == 0)
+    if (!st->cur || !rt_route_stale(st->r, st->cur))
         return;
-    rt_snapshot *snap = NULL;
-    ferry_err err = {0};
-    ferry_buf *payload = calloc(r->n_shards, sizeof *payload);
-    uint64_t *rows = calloc(r->n_shards, sizeof *rows);
-    rt_send *sends = calloc(r->n_shards, sizeof *sends);
-    char (*tokens)[512] = calloc(r->n_shards, sizeof *tokens);
-    ferry_ch_setting *settings = calloc(r->n_shards * (st->n_settings + 1), sizeof *settings);
-    if (!payload || !rows || !sends || !tokens || !settings) {
-        for (size_t i = 0; i < r->n_shards && st->res; i++) {
-            st->res[i].failed = true;
-            snprintf(st->res[i].error, sizeof st->res[i].error, "out of memory");
-        }
-        goto out;
-    }
-    /* The version check: the table the rows are grouped with is the catalog's current one. */
-    int rc = rt_fresh_snapshot(r, &snap, &err);
-    if (rc) {
-        snap = rt_snapshot_get(r); /* catalog unreachable: the last table we know */
-        FLOG_WARN("msg=\"router: routing version check failed; using the cached table\" err=\"%s\"",
-                  err.msg);
-    }
-    for (size_t i = 0; i < st->slice_cap; i++) {
-        slice_buf *s = &st->slices[i];
-        if (!s->tenant || s->n_rows == 0)
-            continue;
-        const rt_tenant *t = rt_find_tenant(snap, s->tenant, strlen(s->tenant));
-        const rt_route *rr = t && s->split < t->n_routes ? &t->routes[s->split] : NULL;
-        if (!rr || rr->n_shards == 0) {
-            st->rows_unrouted += s->n_rows;
-            snprintf(st->unrouted, sizeof st->unrouted, "%s/split%u: %s", s->tenant, s->split,
-                     !t ? "the tenant is no longer registered"
-                     : rr && rr->missing[0] ? "its shard is not in the router's config"
-                                            : "no route");
-            continue;
-        }
-        for (uint32_t k = 0; k < rr->n_shards; k++) {
-            uint32_t sh = rr->shards[k];
-            if (st->res[sh].failed) {
-                st->res[sh].rows_failed += s->n_rows; /* a failed shard gets nothing more */
-                continue;
-            }
-            if (ferry_buf_append(&payload[sh], s->rows.data, s->rows.len)) {
-                st->res[sh].failed = true;
-                snprintf(st->res[sh].error, sizeof st->res[sh].error, "out of memory");
-                st->res[sh].rows_failed += s->n_rows;
-                continue;
-            }
-            rows[sh] += s->n_rows;
-        }
-    }
-    size_t n = 0;
-    for (size_t sh = 0; sh < r->n_shards; sh++) {
-        if (!rows[sh])
-            continue;
-        /* Token: the request's base, the shard, the chunk index and the chunk's content hash,
-         * so a retried request (same base, same rows) is deduplicated chunk by chunk and two
-         * different chunks can never share a token. */
-        snprintf(tokens[sh], sizeof tokens[sh], "%s:%s:%u:%016llx", st->token, r->shards[sh].name,
-                 st->res[sh].chunks,
-                 (unsigned long long)XXH3_64bits(payload[sh].data, payload[sh].len));
-        ferry_ch_setting *set = settings + sh * (st->n_settings + 1);
-        for (size_t i = 0; i < st->n_settings; i++)
-            set[i] = st->settings[i];
-        set[st->n_settings] = (ferry_ch_setting){"insert_deduplication_token", tokens[sh]};
-        sends[n] = (rt_send){.r = r,
-                             .shard = sh,
-                             .sql = st->columns_sql,
-                             .format = ferry_rt_format_forward_name(st->format),
-                             .body = payload[sh].data,
-                             .body_len = payload[sh].len,
-                             .settings = set,
-                             .n_settings = st->n_settings + 1};
-        n++;
-    }
-    rt_inflight_add(r, snap->version);
-    rt_send_all(sends, n);
-    rt_inflight_done(r, snap->version);
-    for (size_t i = 0; i < n; i++) {
-        shard_result *res = &st->res[sends[i].shard];
-        res->chunks++;
-        if (!sends[i].rc) {
-            res->rows_written += rows[sends[i].shard];
-            continue;
-        }
-        res->failed = true;
-        res->rows_failed += rows[sends[i].shard];
-        char name[64] = "";
-        ferry_ch_error_parse(sends[i].st.message, name, sizeof name);
-        res->error_code = sends[i].st.ch_code;
-        if (sends[i].rc == FERRY_ETIMEOUT)
-            snprintf(res->error_name, sizeof res->error_name, "TIMEOUT_EXCEEDED");
-        else if (sends[i].rc == FERRY_ECONNECT)
-            snprintf(res->error_name, sizeof res->error_name, "ALL_CONNECTION_TRIES_FAILED");
-        else
-            snprintf(res->error_name, sizeof res->error_name, "%s", name[0] ? name : "NETWORK_ERROR");
-        snprintf(res->error, sizeof res->error, "%s", sends[i].err.msg);
-        FLOG_WARN("msg=\"router: shard refused its part of an insert\" shard=%s rows=%llu err=\"%s\"",
-                  r->shards[sends[i].shard].name, (unsigned long long)rows[sends[i].shard],
-                  sends[i].err.msg);
-    }
-out:
-    for (size_t i = 0; payload && i < r->n_shards; i++)
-        ferry_buf_free(&payload[i]);
-    free(payload);
-    free(rows);
-    free(sends);
-    free(tokens);
-    free(settings);
-    rt_snapshot_put(snap);
-    slices_reset(st, false);
+    rt_out_finish(st->out, true);
+    rt_route_end(st->r, st->cur);
+    st->cur = rt_route_begin(st->r);
+    pthread_mutex_lock(&st->r->mu);
+    st->r->reroutes++;
+    pthread_mutex_unlock(&st->r->mu);
 }
 
 /* ---- rows ----------------------------------------------------------------------------------- */
 
-/* Answers an error for the insert, saying what was already written. */
+static uint64_t rows_written(const req_state *st)
+{
+    uint64_t written = 0;
+    for (size_t i = 0; st->out && i < st->r->n_shards; i++)
+        written += st->out->shards[i].rows_written;
+    return written;
+}
+
+/* Answers an error for the insert, saying what was already written: streams already open are
+ * ended (their rows are written), rows still staged are dropped. */
 static void insert_fail(ferry_http_req *req, req_state *st, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void insert_fail(ferry_http_req *req, req_state *st, const char *name, const char *fmt, ...)
@@ -347,9 +175,11 @@ static void insert_fail(ferry_http_req *req, req_state *st, const char *name, co
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    uint64_t written = 0;
-    for (size_t i = 0; st->res && i < st->r->n_shards; i++)
-        written += st->res[i].rows_written;
+    if (st->out)
+        rt_out_finish(st->out, false);
+    rt_route_end(st->r, st->cur); /* nothing more is sent with this table */
+    st->cur = NULL;
+    uint64_t written = rows_written(st);
     if (written)
         rt_respond_error(req, name,
                          "ferry router: %s; %llu row(s) before it were already written (retry "
@@ -362,12 +192,14 @@ static void insert_fail(ferry_http_req *req, req_state *st, const char *name, co
     st->mode = MODE_DONE;
 }
 
-/* Parses and buffers every complete row in carry (+ eof). */
+static int insert_statement(req_state *st);
+
+/* Parses every complete row in carry (+ eof) and hands it to its shard(s)' streams. */
 static void consume(ferry_http_req *req, req_state *st, bool eof)
 {
-    ferry_router *r = st->r;
     size_t off = 0;
     ferry_err err = {0};
+    reroute_if_stale(st);
     for (;;) {
         ferry_rt_row row;
         size_t used = 0;
@@ -384,7 +216,15 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
         }
         const char *base = st->carry.data + off;
         off += used;
-        const rt_tenant *t = rt_find_tenant(st->snap, row.tenant, row.tenant_len);
+        if (!st->columns_sql) {
+            /* The header (if any) has been read: the forwarded statement is known. */
+            if (insert_statement(st)) {
+                insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+                return;
+            }
+            st->out->sql = st->columns_sql;
+        }
+        const rt_tenant *t = rt_find_tenant(st->cur, row.tenant, row.tenant_len);
         if (!t) {
             insert_fail(req, st, "BAD_ARGUMENTS",
                         "row %llu: tenant '%.*s' is not registered (ferry tenant add)",
@@ -400,16 +240,20 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
                         err.msg);
             return;
         }
-        slice_buf *s = slice_get(st, t->name, strlen(t->name), split);
-        if (!s || ferry_buf_append(&s->rows, st->row_out.data, st->row_out.len)) {
-            insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-            return;
-        }
-        s->n_rows++;
         st->rows++;
-        st->pending += st->row_out.len;
-        if (st->pending >= r->flush_bytes)
-            flush(st);
+        const rt_route *rr = split < t->n_routes ? &t->routes[split] : NULL;
+        if (!rr || rr->n_shards == 0) {
+            st->rows_unrouted++;
+            snprintf(st->unrouted, sizeof st->unrouted, "%s/split%u: %s", t->name, split,
+                     rr && rr->missing[0] ? "its shard is not in the router's config" : "no route");
+            continue;
+        }
+        for (uint32_t k = 0; k < rr->n_shards; k++) {
+            if (rt_out_row(st->out, rr->shards[k], st->row_out.data, st->row_out.len)) {
+                insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+                return;
+            }
+        }
     }
     /* Keep the unconsumed tail. */
     if (off) {
@@ -500,12 +344,12 @@ static bool insert_begin(ferry_http_req *req, req_state *st, rt_table *t)
                          "ferry router: %s", err.msg);
         return false;
     }
-    st->snap = rt_snapshot_get(r);
-    st->res = calloc(r->n_shards ? r->n_shards : 1, sizeof *st->res);
-    if (!st->res) {
+    if (rt_out_new(r, st->token, st->settings, st->n_settings,
+                   ferry_rt_format_forward_name(st->format), &st->out)) {
         rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
         return false;
     }
+    st->cur = rt_route_begin(r);
     st->mode = MODE_INSERT;
     pthread_mutex_lock(&r->mu);
     r->requests++;
@@ -536,12 +380,6 @@ static void insert_data(ferry_http_req *req, req_state *st, const char *data, si
         return;
     }
     consume(req, st, eof);
-    if (st->mode != MODE_INSERT)
-        return;
-    if (!st->columns_sql && insert_statement(st)) {
-        insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-        return;
-    }
 }
 
 /* ---- classification ------------------------------------------------------------------------- */
@@ -686,8 +524,8 @@ static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
         return 0;
     st->received += len;
     if (st->received > r->max_request_bytes) {
-        if (st->mode == MODE_INSERT)
-            flush(st); /* rows parsed so far are complete rows: write them and say so */
+        /* Rows already streaming to their shards are written (and the message says how many);
+         * rows still staged are dropped. */
         if (st->mode == MODE_INSERT)
             insert_fail(req, st, "QUERY_IS_TOO_LARGE",
                         "the request is larger than [router] max_request_bytes (%zu bytes); "
@@ -773,7 +611,7 @@ static void respond_insert(ferry_http_req *req, req_state *st)
     ferry_buf failed = {0}, shards = {0}, msgs = {0};
     const char *name = NULL;
     for (size_t i = 0; i < r->n_shards; i++) {
-        shard_result *res = &st->res[i];
+        rt_out_shard *res = &st->out->shards[i];
         written += res->rows_written;
         if (res->rows_written || res->failed)
             ferry_buf_printf(&shards, "%s%s", shards.len ? "," : "", r->shards[i].name);
@@ -864,7 +702,10 @@ static void on_complete(ferry_http_req *req, void *ctx)
             insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
             return;
         }
-        flush(st);
+        st->out->sql = st->columns_sql;
+        rt_out_finish(st->out, true);
+        rt_route_end(st->r, st->cur); /* every row is stored (or failed): not in flight */
+        st->cur = NULL;
         respond_insert(req, st);
         return;
     }
@@ -905,7 +746,7 @@ static void on_status(ferry_http_req *req, void *ctx)
 static int read_router_config(ferry_router *r, const ferry_config *cfg, const char *listen,
                               char *addr, size_t addrsz, uint16_t *port, ferry_err *err)
 {
-    static const char *const keys[] = {"listen", "passthrough", "flush_bytes",
+    static const char *const keys[] = {"listen", "passthrough", "flush_bytes", "stream_buffer_bytes",
                                        "max_request_bytes", "max_row_bytes", "shard_timeout",
                                        "load_balancing", NULL};
     uint64_t v;
@@ -928,10 +769,16 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                              "%s: [router] passthrough = '%s': expected a ClickHouse HTTP URL",
                              cfg->path, pt);
     snprintf(r->passthrough, sizeof r->passthrough, "%s", pt ? pt : "");
-    rc = ferry_config_bytes(cfg, "router", NULL, "flush_bytes", 16u << 20, &v, err);
-    if (!rc && (v < 1024 || v > (1ULL << 32)))
-        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] flush_bytes must be 1K..4G", cfg->path);
+    rc = ferry_config_bytes(cfg, "router", NULL, "flush_bytes", 256u << 10, &v, err);
+    if (!rc && (v < 1024 || v > (256ULL << 20)))
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] flush_bytes must be 1K..256M", cfg->path);
     r->flush_bytes = (size_t)v;
+    if (!rc)
+        rc = ferry_config_bytes(cfg, "router", NULL, "stream_buffer_bytes", 1u << 20, &v, err);
+    if (!rc && (v < 1024 || v > (1ULL << 30)))
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] stream_buffer_bytes must be 1K..1G",
+                           cfg->path);
+    r->stream_buffer_bytes = (size_t)v;
     if (!rc)
         rc = ferry_config_bytes(cfg, "router", NULL, "max_request_bytes", 1ULL << 30, &v, err);
     r->max_request_bytes = (size_t)v;

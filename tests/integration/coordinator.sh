@@ -77,8 +77,13 @@ run_backend() { # run_backend NAME CATALOG_URL
     kill -KILL "$first"
     wait_for 30 bash -c "! kill -0 $first 2>/dev/null || grep -q '^State:.*Z' /proc/$first/status"
     local tries=0
+    # A try counts once it serves (port file) - not merely once it lives 1.5 s: on a loaded
+    # machine a refused one can take longer than that to exit.
     until "$FERRY_BIN" coordinator --config "$conf" --port-file "$T/$name-b.port" >"$T/$name-b.log" 2>&1 &
-          BG=$!; _H_PIDS+=("$BG"); sleep 1.5; kill -0 $BG 2>/dev/null; do
+          BG=$!; _H_PIDS+=("$BG")
+          wait_for 30 bash -c "test -s '$T/$name-b.port' || ! kill -0 $BG 2>/dev/null || grep -q '^State:.*Z' /proc/$BG/status"
+          test -s "$T/$name-b.port"; do
+        sleep 1
         tries=$((tries + 1)); [ $tries -lt 20 ] || fail "$name: no takeover after kill -9: $(cat "$T/$name-b.log")"
     done
     wait_for 10 test -s "$T/$name-b.port" || fail "$name: takeover coordinator not serving"
@@ -88,6 +93,15 @@ run_backend() { # run_backend NAME CATALOG_URL
 }
 
 run_backend sqlite "sqlite:$T/cat.db"
+
+# Scheduled work intervals are checked before anything starts (FILE:LINE, exit 2).
+write_config "$T/bad.conf" "sqlite:$T/bad.db"
+sed -i 's/^\[cluster\]$/[cluster]\nsplits_interval = soon/' "$T/bad.conf"
+expect_exit 2 "$FERRY_BIN" coordinator --config "$T/bad.conf"
+assert_contains "$ERR" "bad.conf:2: [cluster] splits_interval = 'soon': expected a duration"
+assert_eq "$OUT" "" "nothing on stdout"
+ok "a bad splits_interval is refused with its file and line"
+
 zk_start
 run_backend zk "$(zk_url /coordtest)"
 zk_stop

@@ -189,6 +189,34 @@ assert_eq "$(count_all)" $((before + 400)) "after the retry every row is stored 
 stop_router "$ROUTER2_PID"
 ok "a failing shard fails only its part (named in the error); retrying the request stores the rest once"
 
+# ---- a shard that accepts connections and never answers: only its part fails, on time ----
+python3 -c "
+import socket, sys, time
+s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(64)
+open(sys.argv[1], 'w').write(str(s.getsockname()[1])); time.sleep(900)" "$T/hole.port" &
+HOLE_PID=$!
+at_exit "kill $HOLE_PID 2>/dev/null"
+wait_for 10 test -s "$T/hole.port"
+sed -e "s#replicas = $N3#replicas = http://127.0.0.1:$(cat "$T/hole.port")#" \
+    -e 's/^shard_timeout = .*/shard_timeout = 4s/' "$CONF" >"$T/slow.conf"
+bg_start "$T/router3.log" "$FERRY_BIN" router --config "$T/slow.conf" --listen 127.0.0.1:0 --port-file "$T/router3.port"
+ROUTER3_PID=$BG_PID
+wait_for 20 test -s "$T/router3.port"
+R3=http://127.0.0.1:$(cat "$T/router3.port")
+before=$(count_all)
+t0=$(date +%s)
+res=$($LOAD send "$R3" TSV "$PT" 8600000 3000 --query-id slow-1)
+t1=$(date +%s)
+assert_contains "$res" "node3"; assert_contains "$res" "written only in part"
+mid=$(count_all)
+[ "$mid" -gt "$before" ] && [ "$mid" -lt $((before + 3000)) ] || fail "slow shard: before $before, after $mid: $res"
+[ $((t1 - t0)) -lt 60 ] || fail "the request took $((t1 - t0)) s with shard_timeout 4s"
+res=$($LOAD send "$R" TSV "$PT" 8600000 3000 --query-id slow-1)
+assert_eq "$(head -1 <<<"$res")" 200 "retry through the healthy router"
+assert_eq "$(count_all)" $((before + 3000)) "after the retry every row is stored once"
+stop_router "$ROUTER3_PID"
+ok "a shard that never answers fails only its part after shard_timeout ($((t1 - t0)) s); the others are written; a retry completes it once"
+
 # ---- errors ----
 before=$(count_all)
 errq() { curl -s -w '\n%{http_code}' "$R/?query=$(jq -rn --arg q "$1" '$q|@uri')" --data-binary "$2"; }
@@ -214,6 +242,30 @@ after=$(count_all)
 written=$((after - before))
 assert_contains "$out" "$written row(s) before it were already written"
 ok "malformed rows, unknown tenant, missing split key, unsupported format, VALUES and oversize: clear errors, writes reported"
+
+# More bad input: no tenant column, a row without its split key, cut-short RowBinary, a format
+# in the body-statement form, and a malformed row after streams opened (rows before it written,
+# and the message says exactly how many).
+before=$(count_all)
+out=$(errq "INSERT INTO events FORMAT TSVWithNames" $'day\tuid\tid\tv\n20261101\t1\t1\ta\n')
+assert_contains "$out" "THERE_IS_NO_COLUMN"; assert_contains "$out" "tenant"; assert_contains "$out" "nothing was written"
+out=$(errq "INSERT INTO events FORMAT JSONEachRow" $'{"tenant":"t1","day":20261101,"id":1,"v":"a"}\n')
+assert_contains "$out" "uid"; assert_contains "$out" "nothing was written"; assert_eq "${out##*$'\n'}" 400 "status (row without its split key)"
+$LOAD encode RowBinary t1 8400000 3 | head -c -3 >"$T/cut.rb"
+out=$(curl -s -w '\n%{http_code}' "$R/?query=$(jq -rn --arg q "INSERT INTO events (tenant, day, uid, id, v) FORMAT RowBinary" '$q|@uri')" --data-binary @"$T/cut.rb")
+assert_eq "${out##*$'\n'}" 400 "cut-short RowBinary status"; assert_contains "$out" "INCORRECT_DATA"; assert_contains "$out" "nothing was written"
+out=$(printf 'INSERT INTO events FORMAT Avro\nxx' | curl -s -w '\n%{http_code}' "$R/" --data-binary @-)
+assert_contains "$out" "format Avro is not routed"; assert_eq "${out##*$'\n'}" 501 "status (format in the body)"
+assert_eq "$(count_all)" "$before" "nothing stored by the refused requests"
+$LOAD encode JSONEachRow t2 8500000 6000 >"$T/mid.json"
+printf '{"tenant":"t2","day":20261101,"uid":5,"id":1,"v":\n' >>"$T/mid.json"
+out=$(curl -s -w '\n%{http_code}' "$R/?query=INSERT%20INTO%20events%20FORMAT%20JSONEachRow" --data-binary @"$T/mid.json")
+assert_eq "${out##*$'\n'}" 400 "malformed row after streams opened: status"
+assert_contains "$out" "row 6001"
+written=$(( $(count_all) - before ))
+[ "$written" -gt 0 ] || fail "expected the streamed rows before the bad one to be written: $out"
+assert_contains "$out" "$written row(s) before it were already written"
+ok "no tenant column, missing split key, cut RowBinary, unrouted format in the body, malformed row mid-stream ($written rows before it written, as the error says)"
 
 # Query in the body (clickhouse-client style), data after FORMAT on the next line.
 before=$(count_all)

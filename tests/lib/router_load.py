@@ -4,8 +4,12 @@
 format the router routes, and sends batches through it from several threads.
 
   router_load.py load URL OUT.json --tenants N --batches B --rows R --clients C [--id-base K]
-      sends B batches per client, each of R rows of random tenants t0..t{N-1}, cycling through
-      the formats; writes {"tenant": [rows, sum_of_ids], ...} of what the router accepted (200).
+                    [--until FILE] [--setting NAME=VALUE]... [--ids IDS.txt]
+      sends B batches per client (with --until: until FILE exists, at least one each), each of
+      R rows of random tenants t0..t{N-1} with unique ids, cycling through the formats (settings
+      passed as URL parameters); writes {"tenant": [rows, sum_of_ids], ...} of what the router
+      accepted (200), and with --ids every accepted id, one per line. Any other answer is an
+      error (printed, exit 1): the load does not retry.
   router_load.py send URL FORMAT TENANT ID_FROM COUNT [--query-id Q]
       one batch; prints the HTTP status and body.
   router_load.py encode FORMAT TENANT ID_FROM COUNT
@@ -87,8 +91,9 @@ def statement(fmt):
     return "INSERT INTO events FORMAT " + fmt
 
 
-def send(url, fmt, body, query_id=None, timeout=60):
-    q = urllib.parse.urlencode({"query": statement(fmt), **({"query_id": query_id} if query_id else {})})
+def send(url, fmt, body, query_id=None, timeout=120, settings=None):
+    q = urllib.parse.urlencode({"query": statement(fmt), **({"query_id": query_id} if query_id else {}),
+                                **(settings or {})})
     req = urllib.request.Request(url + "/?" + q, data=body, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
@@ -97,22 +102,30 @@ def send(url, fmt, body, query_id=None, timeout=60):
         return e.code, e.read().decode(errors="replace")
 
 
-def load(url, out, tenants, batches, nrows, clients, id_base):
+def load(url, out, tenants, batches, nrows, clients, id_base, until=None, settings=None,
+         ids_out=None):
+    import os
     lock = threading.Lock()
     sent = {}
+    ids = []
     errors = []
+    # ids of client c start at id_base + c * per * nrows (per: batches, or 10^6 with --until)
+    per = batches if until is None else 1000000
 
     def client(c):
         rnd = random.Random(c)
-        for b in range(batches):
+        b = 0
+        while (b < batches) if until is None else (b == 0 or not os.path.exists(until)):
             fmt = FORMATS[(c + b) % len(FORMATS)]
-            first = id_base + (c * batches + b) * nrows
+            first = id_base + (c * per + b) * nrows
+            b += 1
             rows = []
             for k in range(nrows):
                 t = "t%d" % rnd.randrange(tenants)
                 i = first + k
                 rows.append((t, 20261101 + (i % 3), (i * 7919) % 1000003, i, value(i)))
-            status, text = send(url, fmt, encode(fmt, rows), "load-%d-%d-%d" % (id_base, c, b))
+            status, text = send(url, fmt, encode(fmt, rows), "load-%d-%d-%d" % (id_base, c, b),
+                                settings=settings)
             with lock:
                 if status != 200:
                     errors.append("%s %d %s" % (fmt, status, text[:300]))
@@ -120,6 +133,7 @@ def load(url, out, tenants, batches, nrows, clients, id_base):
                 for r in rows:
                     n, s = sent.get(r[0], (0, 0))
                     sent[r[0]] = (n + 1, s + r[3])
+                    ids.append(r[3])
 
     th = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
     for t in th:
@@ -127,6 +141,9 @@ def load(url, out, tenants, batches, nrows, clients, id_base):
     for t in th:
         t.join()
     json.dump(sent, open(out, "w"))
+    if ids_out:
+        with open(ids_out, "w") as f:
+            f.write("".join("%d\n" % i for i in ids))
     if errors:
         print("\n".join(errors[:5]), file=sys.stderr)
         sys.exit(1)
@@ -145,8 +162,12 @@ def main():
         p.add_argument("--rows", type=int, default=200)
         p.add_argument("--clients", type=int, default=4)
         p.add_argument("--id-base", type=int, default=0)
+        p.add_argument("--until")
+        p.add_argument("--ids")
+        p.add_argument("--setting", action="append", default=[])
         o = p.parse_args(a[1:])
-        load(o.url, o.out, o.tenants, o.batches, o.rows, o.clients, o.id_base)
+        load(o.url, o.out, o.tenants, o.batches, o.rows, o.clients, o.id_base, o.until,
+             dict(x.split("=", 1) for x in o.setting), o.ids)
     elif a[0] == "send":
         qid = a[a.index("--query-id") + 1] if "--query-id" in a else None
         fmt, tenant, first, count = a[2], a[3], int(a[4]), int(a[5])

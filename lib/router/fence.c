@@ -1,0 +1,121 @@
+/* The router fence: after a routing switch, a move asks every write router listed in
+ * [cluster] routers whether it has taken the new routing table and finished every write it had
+ * grouped with an older one (GET /ferry/router). Only then is the source quiescent for the slice,
+ * whatever the size of the batches in flight (docs/routing.md, "Moves and the router"). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "ferry/buf.h"
+#include "ferry/config.h"
+#include "ferry/log.h"
+#include "ferry/router.h"
+#include "ferry/strutil.h"
+
+static size_t collect(char *p, size_t size, size_t n, void *arg)
+{
+    return ferry_buf_append(arg, p, size * n) ? 0 : size * n;
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* One look at a router: 1 when it is past version, 0 when not yet, -1 when unreachable or the
+ * answer is not a router's (what is filled in). */
+static int router_past(const char *base, uint64_t version, char *what, size_t whatsz)
+{
+    char url[2048];
+    size_t bl = strlen(base);
+    while (bl && base[bl - 1] == '/')
+        bl--;
+    snprintf(url, sizeof url, "%.*s/ferry/router", (int)bl, base);
+    CURL *c = curl_easy_init();
+    if (!c) {
+        snprintf(what, whatsz, "out of memory");
+        return -1;
+    }
+    ferry_buf b = FERRY_BUF_INIT;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    long code = 0;
+    int res = -1;
+    CURLcode cc = curl_easy_perform(c);
+    if (cc != CURLE_OK) {
+        snprintf(what, whatsz, "%s", curl_easy_strerror(cc));
+        goto out;
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    json_t *o = code == 200 ? json_loads(ferry_buf_cstr(&b), 0, NULL) : NULL;
+    json_t *rv = o ? json_object_get(o, "routing_version") : NULL;
+    json_t *old = o ? json_object_get(o, "inflight_oldest_version") : NULL;
+    if (!json_is_integer(rv)) {
+        snprintf(what, whatsz, "HTTP %ld, not a ferry router's status", code);
+    } else {
+        uint64_t have = (uint64_t)json_integer_value(rv);
+        bool inflight_old = json_is_integer(old) && (uint64_t)json_integer_value(old) < version;
+        res = have >= version && !inflight_old;
+        if (json_is_integer(old))
+            snprintf(what, whatsz, "it has routing version %llu, a write in flight under %lld",
+                     (unsigned long long)have, (long long)json_integer_value(old));
+        else
+            snprintf(what, whatsz, "it has routing version %llu, no write in flight",
+                     (unsigned long long)have);
+    }
+    json_decref(o);
+out:
+    ferry_buf_free(&b);
+    curl_easy_cleanup(c);
+    return res;
+}
+
+int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigned timeout_ms,
+                       ferry_err *err)
+{
+    const char *list = cfg ? ferry_config_get(cfg, "cluster", NULL, "routers") : NULL;
+    if (!list || !*list)
+        return FERRY_OK;
+    char *copy = strdup(list);
+    if (!copy)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    char *fields[64];
+    size_t n = ferry_split(copy, ',', fields, 64);
+    if (n > 64)
+        n = 64;
+    int rc = FERRY_OK;
+    uint64_t deadline = mono_ms() + (timeout_ms ? timeout_ms : 60000);
+    for (size_t i = 0; i < n && !rc; i++) {
+        const char *u = ferry_trim(fields[i]);
+        if (!*u)
+            continue;
+        char what[256] = "";
+        for (;;) {
+            int past = router_past(u, version, what, sizeof what);
+            if (past == 1)
+                break;
+            if (mono_ms() >= deadline) {
+                rc = ferry_err_set(err, FERRY_ETIMEOUT,
+                                   "write router %s did not confirm routing version %llu in time "
+                                   "(%s); every router in [cluster] routers must take the new "
+                                   "table and finish older writes before the source is caught up "
+                                   "(remove a router that is gone from the list, then resume)",
+                                   u, (unsigned long long)version, what);
+                break;
+            }
+            usleep(20000);
+        }
+    }
+    free(copy);
+    return rc;
+}
