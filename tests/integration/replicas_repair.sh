@@ -115,6 +115,7 @@ done
 cold_pid=$(chq "${U[$A]}" "SELECT DISTINCT partition_id FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold'")
 CL=$(jq -c --arg p "$cold_pid" 'select(.event == "partition" and .partition_id == $p)' "$T/rep.json")
 [ "$(jq .cold_copied_bytes <<<"$CL")" -gt 0 ] && [ "$(jq .hot_copied_bytes <<<"$CL")" = 0 ] || fail "cold partition not copied as pointers: $CL"
+jq -r 'select(.event == "partition") | "# \(.partition_id): \(.action), \(.parts_sent) part(s) sent"' "$T/rep.json"
 fp() { chq "$1" "SELECT _partition_id, count(), sum(cityHash64(*)), groupBitXor(cityHash64(*)), uniqExact(id) FROM events WHERE tenant = 'acme' GROUP BY 1 ORDER BY 1"; }
 assert_eq "$(fp "${U[$A]}")" "$(fp "${U[$B]}")" "identical per-partition rows and fingerprints on $A and $B"
 assert_eq "$total" "$(chq "${U[$B]}" "SELECT count() FROM events WHERE tenant = 'acme'")" "$B holds every row"

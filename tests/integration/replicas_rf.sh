@@ -10,7 +10,13 @@ source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 
 L=$T/lab
-mv_setup "$L" 3
+lab_up "$L" --nodes 3
+mv_conf "$L"
+# zones: node1 and node2 in zone a, node3 in zone b: a second replica goes to the other zone
+sed -i -e '/^\[shard "node1"\]/a zone = a' -e '/^\[shard "node2"\]/a zone = a' \
+    -e '/^\[shard "node3"\]/a zone = b' "$L/mv.conf"
+for u in $(mv_urls "$L"); do chq "$u" "$MV_DDL" >/dev/null; done
+"$FERRY_BIN" init --config "$L/mv.conf" >/dev/null || fail "ferry init failed"
 C="$L/mv.conf"
 declare -A U
 for n in node1 node2 node3; do U[$n]=$(lab_url "$L" "$n"); done
@@ -36,7 +42,7 @@ P=$(jq -c 'select(.event == "plan")' "$T/plan.json")
 assert_eq 1 "$(jq '.moves | length' <<<"$P")" "one step planned"
 assert_eq "clone acme node1" "$(jq -r '.moves[0] | "\(.kind) \(.tenant) \(.from)"' <<<"$P")" "a clone of acme from node1"
 NEW=$(jq -r '.moves[0].to' <<<"$P")
-[ "$NEW" = node2 ] || [ "$NEW" = node3 ] || fail "clone target $NEW"
+assert_eq node3 "$NEW" "the new replica goes to the other zone (node3, zone b; node1 and node2 are zone a)"
 assert_eq node1 "$("$FERRY_BIN" route --config "$C" --tenant acme --json | jq -r '.slices[0].shards | join(",")')" "dry run changed nothing"
 
 "$FERRY_BIN" rebalance --config "$C" --grace 300 --json >"$T/rb.json" 2>"$T/rb.err" || fail "rebalance failed: $(tail -5 "$T/rb.err")"
@@ -58,6 +64,7 @@ ok "acme rf 1 -> 2: clone to $NEW, source kept, data identical"
 R2=$(jq -c 'select(.event == "move")' "$T/rb2.json")
 assert_eq DONE "$(jq -r .state <<<"$R2")" "big clone done"
 NEWB=$(jq -r .to <<<"$R2")
+assert_eq node3 "$NEWB" "big's new replica in the other zone too"
 big_cold=$(jq .cold_bytes <<<"$R2"); big_cc=$(jq .cold_copied_bytes <<<"$R2")
 acme_cp=$(jq .cold_parts <<<"$R"); big_cp=$(jq .cold_parts <<<"$R2")
 echo "# big: cold $big_cold bytes, $big_cc copied; cold parts: acme $acme_cp, big $big_cp"
