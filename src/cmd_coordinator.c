@@ -9,12 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "ferry/catalog.h"
 #include "ferry/config.h"
 #include "ferry/coordinator.h"
 #include "ferry/log.h"
+#include "ferry/replica.h"
 #include "ferry/strutil.h"
 #include "ferry/tier.h"
 
@@ -37,7 +39,9 @@ const char cmd_coordinator_usage[] =
     "  --port-file FILE    write the port being served to FILE once listening\n"
     "\n"
     "With [cluster] tier_interval = DURATION in the config (e.g. 1h), the coordinator also runs\n"
-    "tiering (as 'ferry tier --config FILE' does) every DURATION; absent or 0: never.\n";
+    "tiering (as 'ferry tier --config FILE' does) every DURATION; absent or 0: never.\n"
+    "With [cluster] repair_interval = DURATION, it runs 'ferry repair' (every replicated slice,\n"
+    "docs/replicas.md) every DURATION; absent or 0: never.\n";
 
 /* The scheduled tiering run: one ferry_tier_run, its summary logged. */
 static void scheduled_tier(void *arg)
@@ -55,6 +59,72 @@ static void scheduled_tier(void *arg)
     if (rc)
         FLOG_WARN("msg=\"scheduled tiering failed\" err=\"%s\"", err.msg);
     json_decref(report);
+}
+
+/* What the scheduled repair needs: the config (shard credentials) and the catalog. */
+typedef struct repair_ctx {
+    const ferry_config *cfg;
+    const char *catalog_url;
+    char owner[96];
+} repair_ctx;
+
+/* The scheduled repair run: one ferry_repair_run over every replicated slice, summary logged. */
+static void scheduled_repair(repair_ctx *r)
+{
+    ferry_move_opts o = {.catalog_url = r->catalog_url, .cfg = r->cfg, .owner = r->owner};
+    ferry_repair_summary sum = {0};
+    ferry_err err = {0};
+    int rc = ferry_repair_run(&o, NULL, false, NULL, NULL, &sum, &err);
+    FLOG_INFO("msg=\"scheduled repair\" slices=%zu partitions=%zu in_sync=%zu repaired=%zu "
+              "failed=%zu unreachable=%zu hot_copied=%llu cold_copied=%llu",
+              sum.slices, sum.partitions, sum.in_sync, sum.repaired, sum.failed, sum.unreachable,
+              (unsigned long long)sum.hot_copied, (unsigned long long)sum.cold_copied);
+    if (rc)
+        FLOG_WARN("msg=\"scheduled repair did not finish everything\" err=\"%s\"", err.msg);
+}
+
+/* Both scheduled jobs on the coordinator's one periodic thread (ticking every second): each
+ * runs when its own interval has passed since it last finished (first after one interval). */
+typedef struct sched {
+    const char *config_path;
+    uint64_t tier_s, repair_s;
+    double next_tier, next_repair;
+    repair_ctx repair;
+} sched;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void scheduled(void *arg)
+{
+    sched *s = arg;
+    if (s->tier_s && mono_s() >= s->next_tier) {
+        scheduled_tier((void *)s->config_path);
+        s->next_tier = mono_s() + (double)s->tier_s;
+    }
+    if (s->repair_s && mono_s() >= s->next_repair) {
+        scheduled_repair(&s->repair);
+        s->next_repair = mono_s() + (double)s->repair_s;
+    }
+}
+
+/* [cluster] KEY = DURATION (0 or absent: 0). */
+static int interval_of(const ferry_config *cfg, const char *key, uint64_t *secs, ferry_err *err)
+{
+    const char *v = ferry_config_get(cfg, "cluster", NULL, key);
+    *secs = 0;
+    if (!v || !*v)
+        return FERRY_OK;
+    if (!ferry_parse_duration(v, secs) || *secs > 365 * 86400) {
+        const ferry_config_entry *e = ferry_config_find(cfg, "cluster", NULL, key);
+        return ferry_err_set(err, FERRY_EINVAL, "%s:%d: [cluster] %s = '%s': expected a "
+                             "duration such as 1h (0: off)", cfg->path, e ? e->line : 0, key, v);
+    }
+    return FERRY_OK;
 }
 
 static int parse_listen(const char *s, char *addr, size_t addrsz, uint16_t *port)
@@ -123,19 +193,31 @@ int cmd_coordinator(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
     ferry_coord_options o = {.catalog_url = catalog, .bind_addr = addr, .port = port};
-    const char *interval = have_cfg ? ferry_config_get(&cfg, "cluster", NULL, "tier_interval") : NULL;
-    if (interval && *interval) {
-        uint64_t secs = 0;
-        if (!ferry_parse_duration(interval, &secs) || secs > 365 * 86400) {
-            const ferry_config_entry *e = ferry_config_find(&cfg, "cluster", NULL, "tier_interval");
-            ferry_err_set(&err, FERRY_EINVAL, "%s:%d: [cluster] tier_interval = '%s': expected a "
-                          "duration such as 1h (0: off)", cfg.path, e ? e->line : 0, interval);
-            status = cli_fail("coordinator", &err);
-            goto out;
-        }
-        o.periodic = secs ? scheduled_tier : NULL;
+    static sched sc;
+    memset(&sc, 0, sizeof sc);
+    if (have_cfg && (interval_of(&cfg, "tier_interval", &sc.tier_s, &err) ||
+                     interval_of(&cfg, "repair_interval", &sc.repair_s, &err))) {
+        status = cli_fail("coordinator", &err);
+        goto out;
+    }
+    if (sc.tier_s && !sc.repair_s) {
+        /* tiering alone: the coordinator's own schedule, every tier_interval */
+        o.periodic = scheduled_tier;
         o.periodic_arg = (void *)cli_config_path(config_opt);
-        o.periodic_s = (unsigned)secs;
+        o.periodic_s = (unsigned)sc.tier_s;
+    } else if (sc.repair_s) {
+        sc.config_path = cli_config_path(config_opt);
+        sc.next_tier = mono_s() + (double)sc.tier_s;
+        sc.next_repair = mono_s() + (double)sc.repair_s;
+        sc.repair.cfg = &cfg;
+        sc.repair.catalog_url = catalog;
+        char host[64] = "localhost";
+        gethostname(host, sizeof host - 1);
+        snprintf(sc.repair.owner, sizeof sc.repair.owner, "%.60s:%ld:coordinator", host,
+                 (long)getpid());
+        o.periodic = scheduled;
+        o.periodic_arg = &sc;
+        o.periodic_s = 1;
     }
     if (ferry_coord_start(&o, &coord, &err)) {
         status = cli_fail("coordinator", &err);

@@ -4,7 +4,8 @@
 # token is deduplicated there). A partition written meanwhile is tiered on the live replica. After
 # the node returns, `ferry repair --dry-run` reports the missing writes, `ferry repair` copies the
 # missing parts (cold: pointer files only) and both replicas end with identical rows and
-# fingerprints per partition; a second run finds everything in sync.
+# fingerprints per partition; a second run finds everything in sync. Last, a coordinator with
+# [cluster] repair_interval repairs a missed write by itself.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 
@@ -130,5 +131,18 @@ assert_eq "$(jq .partitions <<<"$S2")" "$(jq .in_sync <<<"$S2")" "second run: ev
 assert_eq 200 "$(batch 100 20261110)" "a batch after the repair"
 for n in "$A" "$B"; do assert_eq $((total + 200)) "$(chq "${U[$n]}" "SELECT count() FROM events WHERE tenant = 'acme'")" "new rows on $n"; done
 ok "second repair finds everything in sync; $B receives writes again"
+ROUTER_PID=$BG_PID
+
+# ---- the coordinator repairs on its own ([cluster] repair_interval) ---------------------------
+# rows that reach only A (as if B had missed a batch)
+chq "${U[$A]}" "INSERT INTO events SELECT 'acme', 20261111, 0, number % 97, 500000 + number, 'late' FROM numbers(300)" >/dev/null
+want=$(chq "${U[$A]}" "SELECT count() FROM events WHERE tenant = 'acme'")
+sed 's/^rf = 2$/rf = 2\nrepair_interval = 2s/' "$C" >"$L/coord.conf"
+bg_start "$T/coord.log" "$FERRY_BIN" coordinator --config "$L/coord.conf" --port-file "$T/coord.port"
+wait_for 120 bash -c "[ \"\$(curl -sS '${U[$B]}/' --data-binary \"SELECT count() FROM events WHERE tenant = 'acme'\")\" = '$want' ]"
+grep -q 'msg="scheduled repair".*repaired=1' "$T/coord.log" || fail "no scheduled repair logged: $(tail -3 "$T/coord.log")"
+assert_eq "$(fp "${U[$A]}")" "$(fp "${U[$B]}")" "identical after the scheduled repair"
 kill -TERM "$BG_PID" 2>/dev/null || true
+ok "the coordinator's scheduled repair (repair_interval = 2s) copied rows only $A had to $B"
+kill -TERM "$ROUTER_PID" 2>/dev/null || true
 done_testing
