@@ -449,9 +449,15 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
         if (want > active)
             want = (unsigned)active;
         out->total_bytes += sl->bytes * (want ? want : 1);
+        /* every shard serving a route was in the old cluster (else it would look added) */
+        char rcopy[FERRY_LIST_MAX], *rsave = NULL;
+        snprintf(rcopy, sizeof rcopy, "%s", rt->shards);
+        for (char *x = strtok_r(rcopy, ",", &rsave); x; x = strtok_r(NULL, ",", &rsave))
+            for (size_t j = 0; j < shards.n; j++)
+                if (!strcmp(ps[j].name, x))
+                    ps[j].in_old = true;
         if (want <= 1 && !strchr(rt->shards, ',')) {
             /* rf 1 with one replica: the shard-change plan below decides */
-            ps[k].in_old = true;
             pl[npl].tenant = sl->tenant;
             pl[npl].split = sl->split;
             pl[npl].bytes = sl->bytes;
