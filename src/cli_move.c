@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ferry/replica.h"
 #include "ferry/strutil.h"
 
 static double mono_s(void)
@@ -142,7 +143,8 @@ json_t *cli_plan_json(const ferry_rebalance_plan *p)
     json_t *moves = json_array();
     for (size_t i = 0; i < p->n_moves; i++) {
         const ferry_planned_move *m = &p->moves[i];
-        json_array_append_new(moves, json_pack("{s:s, s:I, s:s, s:s, s:I}", "tenant", m->tenant,
+        json_array_append_new(moves, json_pack("{s:s, s:s, s:I, s:s, s:s, s:I}", "kind",
+                                               ferry_rebalance_step_name(m->kind), "tenant", m->tenant,
                                                "split", (json_int_t)m->split, "from", m->from,
                                                "to", m->to, "bytes", (json_int_t)m->bytes));
     }
@@ -159,8 +161,12 @@ void cli_plan_print(const ferry_rebalance_plan *p)
            ferry_fmt_bytes(p->total_bytes, b, sizeof b));
     for (size_t i = 0; i < p->n_moves; i++) {
         const ferry_planned_move *m = &p->moves[i];
-        printf("  %s/split%u %s -> %s  %s\n", m->tenant, m->split, m->from, m->to,
-               ferry_fmt_bytes(m->bytes, a, sizeof a));
+        if (m->kind == FERRY_PLAN_DROP)
+            printf("  %s/split%u drop replica on %s\n", m->tenant, m->split, m->from);
+        else
+            printf("  %s/split%u %s -> %s  %s%s\n", m->tenant, m->split, m->from, m->to,
+                   ferry_fmt_bytes(m->bytes, a, sizeof a),
+                   m->kind == FERRY_PLAN_CLONE ? "  (new replica, source kept)" : "");
     }
 }
 
@@ -189,10 +195,19 @@ static void *run_worker(void *arg)
         memset(&res, 0, sizeof res);
         char id[64];
         bool resumed;
-        int rc = ferry_move_begin(&r->e->opts, m->tenant, m->split, m->to, id, &resumed, &err);
-        if (!rc)
-            rc = ferry_move_run(&r->e->opts, id, &res, &err);
-        else {
+        int rc;
+        if (m->kind == FERRY_PLAN_DROP) {
+            rc = ferry_replica_drop(&r->e->opts, m->tenant, m->split, m->from, &res, &err);
+        } else {
+            rc = m->kind == FERRY_PLAN_CLONE
+                     ? ferry_move_begin_clone(&r->e->opts, m->tenant, m->split, m->to, id,
+                                              &resumed, &err)
+                     : ferry_move_begin(&r->e->opts, m->tenant, m->split, m->to, id, &resumed,
+                                        &err);
+            if (!rc)
+                rc = ferry_move_run(&r->e->opts, id, &res, &err);
+        }
+        if (rc && !res.tenant[0]) {
             snprintf(res.tenant, sizeof res.tenant, "%s", m->tenant);
             res.split = m->split;
             snprintf(res.from, sizeof res.from, "%s", m->from);

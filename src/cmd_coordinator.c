@@ -15,6 +15,7 @@
 #include "ferry/config.h"
 #include "ferry/coordinator.h"
 #include "ferry/log.h"
+#include "ferry/replica.h"
 #include "ferry/strutil.h"
 #include "ferry/split.h"
 #include "ferry/tier.h"
@@ -41,7 +42,10 @@ const char cmd_coordinator_usage[] =
     "tiering (as 'ferry tier --config FILE' does) every DURATION; absent or 0: never.\n"
     "With [cluster] splits_interval = DURATION it runs the split manager (as 'ferry splits\n"
     "--config FILE' does: raises the split counts of tenants that outgrew [splits]) every\n"
-    "DURATION; absent or 0: never. Both run only while this coordinator holds the lease.\n";
+    "DURATION; absent or 0: never.\n"
+    "With [cluster] repair_interval = DURATION, it runs 'ferry repair' (every replicated slice,\n"
+    "docs/replicas.md) every DURATION; absent or 0: never. All of them run only while this\n"
+    "coordinator holds the lease.\n";
 
 /* The scheduled tiering run: one ferry_tier_run, its summary logged. */
 static void scheduled_tier(void *arg)
@@ -76,6 +80,29 @@ static void scheduled_splits(void *arg)
     if (rc)
         FLOG_WARN("msg=\"scheduled splits failed\" err=\"%s\"", err.msg);
     json_decref(report);
+}
+
+/* What the scheduled repair needs: the config (shard credentials) and the catalog. */
+typedef struct repair_ctx {
+    const ferry_config *cfg;
+    const char *catalog_url;
+    char owner[96];
+} repair_ctx;
+
+/* The scheduled repair run: one ferry_repair_run over every replicated slice, summary logged. */
+static void scheduled_repair(void *arg)
+{
+    repair_ctx *r = arg;
+    ferry_move_opts o = {.catalog_url = r->catalog_url, .cfg = r->cfg, .owner = r->owner};
+    ferry_repair_summary sum = {0};
+    ferry_err err = {0};
+    int rc = ferry_repair_run(&o, NULL, false, NULL, NULL, &sum, &err);
+    FLOG_INFO("msg=\"scheduled repair\" slices=%zu partitions=%zu in_sync=%zu repaired=%zu "
+              "failed=%zu unreachable=%zu hot_copied=%llu cold_copied=%llu",
+              sum.slices, sum.partitions, sum.in_sync, sum.repaired, sum.failed, sum.unreachable,
+              (unsigned long long)sum.hot_copied, (unsigned long long)sum.cold_copied);
+    if (rc)
+        FLOG_WARN("msg=\"scheduled repair did not finish everything\" err=\"%s\"", err.msg);
 }
 
 /* [cluster] KEY = DURATION -> seconds (0: off); FERRY_EINVAL naming FILE:LINE. */
@@ -159,12 +186,14 @@ int cmd_coordinator(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
     ferry_coord_options o = {.catalog_url = catalog, .bind_addr = addr, .port = port};
-    ferry_coord_job jobs[2];
+    ferry_coord_job jobs[3];
     size_t n_jobs = 0;
+    static repair_ctx repair; /* outlives the coordinator's job threads */
     if (have_cfg) {
-        uint64_t tier_s = 0, splits_s = 0;
+        uint64_t tier_s = 0, splits_s = 0, repair_s = 0;
         if (interval_of(&cfg, "tier_interval", &tier_s, &err) ||
-            interval_of(&cfg, "splits_interval", &splits_s, &err)) {
+            interval_of(&cfg, "splits_interval", &splits_s, &err) ||
+            interval_of(&cfg, "repair_interval", &repair_s, &err)) {
             status = cli_fail("coordinator", &err);
             goto out;
         }
@@ -173,6 +202,16 @@ int cmd_coordinator(int argc, char **argv)
             jobs[n_jobs++] = (ferry_coord_job){"tier", scheduled_tier, path, (unsigned)tier_s};
         if (splits_s)
             jobs[n_jobs++] = (ferry_coord_job){"splits", scheduled_splits, path, (unsigned)splits_s};
+        if (repair_s) {
+            repair.cfg = &cfg;
+            repair.catalog_url = catalog;
+            char host[64] = "localhost";
+            gethostname(host, sizeof host - 1);
+            snprintf(repair.owner, sizeof repair.owner, "%.60s:%ld:coordinator", host,
+                     (long)getpid());
+            jobs[n_jobs++] = (ferry_coord_job){"repair", scheduled_repair, &repair,
+                                               (unsigned)repair_s};
+        }
     }
     o.jobs = jobs;
     o.n_jobs = n_jobs;

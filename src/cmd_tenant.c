@@ -1,4 +1,5 @@
-/* `ferry tenant add|show|set-splits`: operators' view of tenants and their split counts. */
+/* `ferry tenant add|show|set-splits|set-rf`: operators' view of tenants, their split counts and
+ * their replication factor. */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -14,13 +15,19 @@ const char cmd_tenant_usage[] =
     "usage: ferry tenant add NAME... [--splits N] [--dry-run] [--json] [--config FILE]\n"
     "       ferry tenant show NAME [--json] [--config FILE]\n"
     "       ferry tenant set-splits NAME N [--dry-run] [--json] [--config FILE]\n"
+    "       ferry tenant set-rf NAME N|default [--dry-run] [--json] [--config FILE]\n"
     "\n"
     "add registers each tenant NAME with N splits (default 1): its slices are placed on the active\n"
     "shards (weighted rendezvous, the cluster's rf and fill) and routed there, in one atomic\n"
     "catalog batch that raises the routing version. set-splits raises a tenant's split count the\n"
     "same way (new slices placed and routed; existing ones untouched); a lower count is refused,\n"
     "because rows already written keep their split. show prints the tenant's split count and\n"
-    "each slice's placement and serving shards.\n"
+    "each slice's placement and serving shards, and its replication factor.\n"
+    "\n"
+    "set-rf stores a per-tenant replication factor (1..16, at most the number of active shards)\n"
+    "in the catalog; `default` removes the override (the cluster's [cluster] rf applies). Nothing\n"
+    "is copied yet: `ferry rebalance` then adds replicas (clone moves, the source kept) or removes\n"
+    "them (never the last one), see docs/replicas.md.\n"
     "\n"
     "  --splits N       splits for a new tenant (1..4096)\n"
     "  --dry-run        compute, print, write nothing\n"
@@ -47,6 +54,62 @@ static int print_change(const ferry_split_change *c, bool dry, bool json)
     return 0;
 }
 
+/* Sets (rf >= 1) or clears (rf 0) the tenant's rf override, by CAS on the tenant record. */
+static int set_rf(ferry_catalog *cat, const char *name, uint32_t rf, bool dry, bool json,
+                  ferry_err *err)
+{
+    ferry_record t, st;
+    ferry_record_list shards = {0};
+    ferry_record_init(&t, FERRY_REC_TENANT);
+    ferry_record_init(&st, FERRY_REC_SETTINGS);
+    snprintf(t.u.tenant.name, sizeof t.u.tenant.name, "%s", name);
+    int rc = ferry_catalog_get(cat, &t, err);
+    if (rc == FERRY_ENOTFOUND)
+        rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s is not registered (ferry tenant add %s)",
+                           name, name);
+    if (!rc)
+        rc = ferry_catalog_get(cat, &st, err);
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
+    if (rc)
+        goto out;
+    size_t active = 0;
+    for (size_t i = 0; i < shards.n; i++)
+        active += shards.items[i].u.shard.state == FERRY_SHARD_ACTIVE;
+    if (rf > active) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "rf %u for tenant %s: the cluster has only %zu "
+                           "active shard(s), and replicas must be on distinct shards", rf, name,
+                           active);
+        goto out;
+    }
+    uint32_t before = t.u.tenant.rf ? t.u.tenant.rf : st.u.settings.rf;
+    uint32_t after = rf ? rf : st.u.settings.rf;
+    t.u.tenant.rf = rf;
+    if (!dry) {
+        rc = ferry_catalog_update(cat, &t, err);
+        if (rc == FERRY_ECONFLICT)
+            ferry_err_prefix(err, "tenant %s changed meanwhile; run again: ", name);
+        if (rc)
+            goto out;
+    }
+    if (json) {
+        json_t *o = json_pack("{s:s, s:I, s:I, s:b, s:b}", "tenant", name, "from",
+                              (json_int_t)before, "to", (json_int_t)after, "override", rf != 0,
+                              "dry_run", dry);
+        json_dumpf(o, stdout, JSON_COMPACT);
+        putchar('\n');
+        json_decref(o);
+    } else {
+        printf("%stenant %s: rf %u -> %u%s; run `ferry rebalance` to %s replicas\n",
+               dry ? "(dry run) " : "", name, before, after,
+               rf ? "" : " (the cluster's default)",
+               after > before ? "add" : after < before ? "remove" : "check");
+    }
+out:
+    ferry_record_list_free(&shards);
+    return rc;
+}
+
 static int show(ferry_catalog *cat, const char *name, bool json, ferry_err *err)
 {
     ferry_record t;
@@ -54,22 +117,29 @@ static int show(ferry_catalog *cat, const char *name, bool json, ferry_err *err)
     ferry_record_init(&t, FERRY_REC_TENANT);
     snprintf(t.u.tenant.name, sizeof t.u.tenant.name, "%s", name);
     const char *prefix[] = {name};
+    ferry_record st;
+    ferry_record_init(&st, FERRY_REC_SETTINGS);
     int rc = ferry_catalog_get(cat, &t, err);
     if (rc == FERRY_ENOTFOUND)
         ferry_err_set(err, FERRY_ENOTFOUND, "tenant %s is not registered (ferry tenant add %s)",
                       name, name);
+    if (!rc)
+        rc = ferry_catalog_get(cat, &st, err);
     if (!rc)
         rc = ferry_catalog_list(cat, FERRY_REC_SLICE, prefix, 1, &slices, err);
     if (!rc)
         rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, prefix, 1, &routes, err);
     if (rc)
         goto out;
-    json_t *o = json_pack("{s:s, s:I, s:[]}", "tenant", name, "splits",
-                          (json_int_t)t.u.tenant.splits, "slices");
+    uint32_t rf = t.u.tenant.rf ? t.u.tenant.rf : st.u.settings.rf;
+    json_t *o = json_pack("{s:s, s:I, s:I, s:b, s:[]}", "tenant", name, "splits",
+                          (json_int_t)t.u.tenant.splits, "rf", (json_int_t)rf, "rf_override",
+                          t.u.tenant.rf != 0, "slices");
     json_t *arr = json_object_get(o, "slices");
     if (!json)
-        printf("tenant %s: %u split(s)\n%6s  %-12s %-24s %s\n", name, t.u.tenant.splits, "SPLIT",
-               "BYTES", "PLACEMENT", "SERVED BY");
+        printf("tenant %s: %u split(s), rf %u%s\n%6s  %-12s %-24s %s\n", name,
+               t.u.tenant.splits, rf, t.u.tenant.rf ? "" : " (cluster default)", "SPLIT", "BYTES",
+               "PLACEMENT", "SERVED BY");
     for (size_t i = 0; i < slices.n; i++) {
         const ferry_slice *s = &slices.items[i].u.slice;
         const char *served = "";
@@ -136,13 +206,26 @@ int cmd_tenant(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        return cli_usage_error("tenant", "needs add, show or set-splits");
+        return cli_usage_error("tenant", "needs add, show, set-splits or set-rf");
     const char *sub = argv[optind++];
     if (optind >= argc)
         return cli_usage_error("tenant", "%s needs a tenant NAME", sub);
     const char *name = argv[optind++];
     int nargs = argc - optind;
-    if (!strcmp(sub, "set-splits")) {
+    uint32_t rf = 0;
+    if (!strcmp(sub, "set-rf")) {
+        uint64_t v = 0;
+        if (nargs != 1)
+            return cli_usage_error("tenant", "set-rf needs NAME and a replication factor N (or "
+                                   "'default')");
+        if (have_splits)
+            return cli_usage_error("tenant", "set-rf takes no --splits");
+        if (strcmp(argv[optind], "default") &&
+            (!ferry_parse_u64(argv[optind], &v) || v < 1 || v > 16))
+            return cli_usage_error("tenant", "'%s' is not a replication factor (1..16, or "
+                                   "'default')", argv[optind]);
+        rf = (uint32_t)v;
+    } else if (!strcmp(sub, "set-splits")) {
         if (nargs != 1)
             return cli_usage_error("tenant", "set-splits needs NAME and a split count N");
         if (!ferry_parse_u64(argv[optind], &splits) || splits < 1 || splits > FERRY_SPLITS_MAX)
@@ -156,13 +239,16 @@ int cmd_tenant(int argc, char **argv)
         if (!strcmp(sub, "show") && (have_splits || dry))
             return cli_usage_error("tenant", "show takes no --splits or --dry-run");
     } else {
-        return cli_usage_error("tenant", "unknown subcommand '%s' (add, show, set-splits)", sub);
+        return cli_usage_error("tenant", "unknown subcommand '%s' (add, show, set-splits, "
+                               "set-rf)", sub);
     }
     ferry_err err = {0};
     ferry_catalog *cat = NULL;
     int rc = cli_open_catalog(config, catalog, true, &cat, &err);
     if (!rc && !strcmp(sub, "show")) {
         rc = show(cat, name, json, &err);
+    } else if (!rc && !strcmp(sub, "set-rf")) {
+        rc = set_rf(cat, name, rf, dry, json, &err);
     } else if (!rc && !strcmp(sub, "add")) {
         for (int i = optind - 1; i < argc && !rc; i++) {
             ferry_split_change c;

@@ -72,6 +72,7 @@ typedef struct ferry_shard {
 typedef struct ferry_tenant {
     char name[FERRY_NAME_MAX];
     uint32_t splits; /* number of slices, >= 1 */
+    uint32_t rf;     /* replication factor override; 0 = the cluster's rf (settings.rf) */
 } ferry_tenant;
 
 /* One split of one tenant; placement is where the placement algorithm wants it. */

@@ -80,6 +80,15 @@ typedef struct ferry_move_result {
 int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split, const char *to,
                      char id[64], bool *resumed, ferry_err *err);
 
+/* The same, for a clone: a move in keep-source mode that adds a replica (docs/replicas.md).
+ * Journaled like a move (id "cl-..."; jobs/move.ID data has "mode": "clone"); ferry_move_run
+ * runs it as CLONE -> VERIFY -> SWITCH -> CLEANUP -> DONE where VERIFY's routing switch *adds*
+ * `to` to the slice's route, SWITCH makes the new replica equal to the source partition by
+ * partition (ferry_replica_sync), and CLEANUP removes only the move's freezes and staging
+ * leftovers: the source is never detached. */
+int ferry_move_begin_clone(const ferry_move_opts *o, const char *tenant, uint32_t split,
+                           const char *to, char id[64], bool *resumed, ferry_err *err);
+
 /* Runs (or resumes) move id until DONE or FAILED. Takes the lease "move.<id>" for the run, so
  * two movers never run one move (FERRY_ECONFLICT names the holder). A failure before the switch
  * that cannot heal (verification, target disk full) rolls the target side back and ends in
@@ -108,8 +117,17 @@ typedef struct ferry_sync_summary {
 int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
                          ferry_err *err);
 
+/* What a planned step does to the slice's replicas. */
+enum ferry_plan_kind {
+    FERRY_PLAN_MOVE = 0, /* copy from -> to, then remove the source (ferry_move_begin) */
+    FERRY_PLAN_CLONE,    /* copy from -> to and keep the source: a new replica (rf raised) */
+    FERRY_PLAN_DROP,     /* remove the replica on `from` (rf lowered); `to` is empty */
+};
+const char *ferry_rebalance_step_name(enum ferry_plan_kind k); /* "move", "clone", "drop" */
+
 /* One move of a rebalancing plan. */
 typedef struct ferry_planned_move {
+    enum ferry_plan_kind kind;
     char tenant[FERRY_NAME_MAX];
     uint32_t split;
     char from[FERRY_NAME_MAX], to[FERRY_NAME_MAX];
@@ -126,7 +144,12 @@ typedef struct ferry_rebalance_plan {
 /* The plan that takes the routing table to the placement the catalog's shards call for: the old
  * layout is the routing table on the shards that serve routes, the new cluster is the active
  * shards (a draining or gone shard has none left; an added shard gains), computed with
- * ferry_rebalance and ordered with ferry_plan_build, exactly as `ferry plan` does. rf 1 only. */
+ * ferry_rebalance and ordered with ferry_plan_build, exactly as `ferry plan` does, for the
+ * slices whose replication factor is 1 and that have one replica. Then the replica counts: a
+ * slice with fewer replicas than its tenant's rf (tenant override, else the cluster's) gets
+ * CLONE steps to the best-scoring active shards it is not on (distinct zones first when the
+ * shards declare zones); one with more gets DROP steps for its lowest-scoring replicas (never
+ * the last). Shard changes of slices with rf > 1 are not planned (docs/replicas.md). */
 int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err);
 void ferry_rebalance_plan_free(ferry_rebalance_plan *p);
 

@@ -313,6 +313,8 @@ json_t *cat_record_to_json(const ferry_record *r)
     case FERRY_REC_TENANT:
         set_str(o, "name", r->u.tenant.name);
         set_int(o, "splits", r->u.tenant.splits);
+        if (r->u.tenant.rf) /* absent = the cluster's rf (keeps older dumps identical) */
+            set_int(o, "rf", r->u.tenant.rf);
         break;
     case FERRY_REC_SLICE: {
         const ferry_slice *s = &r->u.slice;
@@ -555,6 +557,8 @@ int cat_record_from_json(enum ferry_record_kind kind, const json_t *o, ferry_rec
     case FERRY_REC_TENANT:
         get_str(&d, "name", r->u.tenant.name, sizeof r->u.tenant.name);
         get_u32(&d, "splits", &r->u.tenant.splits);
+        if (json_object_get(d.o, "rf"))
+            get_u32(&d, "rf", &r->u.tenant.rf);
         break;
     case FERRY_REC_SLICE: {
         ferry_slice *s = &r->u.slice;

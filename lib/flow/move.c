@@ -73,6 +73,7 @@
 #include "ferry/strutil.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
+#include "flow/replica_int.h"
 
 #define MV_MAX_ATTEMPTS 20    /* attempts of one state before the move gives up */
 #define MV_MAX_ROUNDS 5       /* catch-up rounds of one SWITCH attempt */
@@ -295,6 +296,7 @@ typedef struct mvctx {
     size_t parts_done, parts_total;
     size_t cold_verified, hot_verified; /* partition checks by part digest / by reading rows */
     bool permanent; /* the last failure cannot heal by retrying: roll back */
+    bool clone;     /* keep-source mode: adds a replica (journal data "mode": "clone") */
 } mvctx;
 
 static void progress(mvctx *x)
@@ -851,12 +853,14 @@ static int do_verify(mvctx *x, ferry_err *err)
     route.u.route.split = x->mv.u.move.split;
     if ((rc = ferry_catalog_get(x->cat, &route, err)))
         return rc;
-    /* the slice's shards with `from` replaced by `to` */
+    /* the slice's shards with `from` replaced by `to`; a clone keeps `from` and adds `to` */
     char *save = NULL, copy[FERRY_LIST_MAX];
     ferry_buf nl = FERRY_BUF_INIT;
     snprintf(copy, sizeof copy, "%s", route.u.route.shards);
+    if (x->clone)
+        ferry_buf_printf(&nl, "%s,", route.u.route.shards);
     ferry_buf_puts(&nl, x->mv.u.move.to);
-    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
+    for (char *s = strtok_r(copy, ",", &save); s && !x->clone; s = strtok_r(NULL, ",", &save))
         if (strcmp(s, x->mv.u.move.from) && strcmp(s, x->mv.u.move.to))
             ferry_buf_printf(&nl, ",%s", s);
     copy_str(route.u.route.shards, sizeof route.u.route.shards, ferry_buf_cstr(&nl));
@@ -896,9 +900,108 @@ static int do_verify(mvctx *x, ferry_err *err)
     return FERRY_OK;
 }
 
+/* SWITCH of a clone. The route now lists source and target, so after the grace period every
+ * write reaches both; the target's real table holds only those. Each slice partition of the
+ * source is then made equal on the target with rs_sync_partition (replica_sync.c): staging
+ * already holds CLONE's snapshot, so only parts written or merged since are sent, and they
+ * reach the real table either added (the target's parts are a subset of the source's) or by
+ * REPLACE PARTITION from staging (the target's rows are a subset). Ends when every partition has
+ * equal fingerprints on both; else it stops with the journal in SWITCH (resumable), the target
+ * routed but possibly missing rows, which `ferry repair` also fixes. */
+static int do_switch_clone(mvctx *x, ferry_err *err)
+{
+    int rc = begin_attempt(x, err);
+    if (rc)
+        return rc;
+    /* as do_switch: routers must send new writes to both replicas before the sync below */
+    uint64_t now_version = 0;
+    rc = ferry_catalog_routing_version(x->cat, &now_version, err);
+    if (!rc)
+        rc = ferry_router_fence(x->o->cfg, now_version, 0, err);
+    if (rc)
+        return ferry_err_prefix(err, "clone %s: ", x->mv.u.move.id);
+    unsigned grace = x->o->grace_ms ? x->o->grace_ms : 2000;
+    usleep((useconds_t)grace * 1000);
+    char fz[160], tag[32];
+    snprintf(tag, sizeof tag, "k%u", x->mv.u.move.step);
+    rc = freeze_name(x, tag, fz, sizeof fz, err);
+    for (size_t i = 0; !rc && i < x->tables.n; i++) {
+        const ferry_table_def *t = table_at(x, i);
+        char (*ids)[FERRY_NAME_MAX] = NULL;
+        size_t n = 0;
+        rc = rs_slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &ids,
+                           &n, err);
+        for (size_t k = 0; !rc && k < n; k++) {
+            rs_result rr;
+            rc = rs_sync_partition(&x->src, &x->dst, t, ids[k], fz, 0, MV_MAX_ROUNDS, false,
+                                   &rr, err);
+            x->res->hot_copied += rr.hot_copied;
+            x->res->cold_copied += rr.cold_copied;
+            x->bytes_done += rr.hot_copied + rr.cold_copied;
+            x->parts_done += rr.parts_sent;
+            if (!rc && !rr.repaired)
+                rc = ferry_err_set(err, FERRY_EIO,
+                                   "clone %s: %s.%s partition %s on the new replica %s differs "
+                                   "from %s (%s: %s); resume later or run ferry repair",
+                                   x->mv.u.move.id, t->database, t->name, ids[k], x->dst.name,
+                                   x->src.name, rr.action, rr.detail);
+            progress(x);
+        }
+        free(ids);
+    }
+    if (!rc)
+        rc = remove_freeze_named(x, fz, err);
+    if (!rc)
+        crash_point("SWITCH");
+    if (!rc)
+        rc = advance(x, FERRY_MOVE_CLEANUP, "", err);
+    return rc;
+}
+
+/* CLEANUP of a clone: the source keeps everything; what the clone left in the target's
+ * staging table and every freeze it made are removed. */
+static int do_cleanup_clone(mvctx *x, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    for (size_t i = 0; !rc && i < x->tables.n; i++) {
+        const ferry_table_def *t = table_at(x, i);
+        char st[FERRY_NAME_MAX + 32];
+        staging_name(t->name, st, sizeof st);
+        mv_pids stg = {0}, all = {0};
+        rc = slice_pids(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, &stg, err);
+        if (!rc)
+            rc = slice_pids(&x->dst, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &all,
+                            err);
+        for (size_t k = 0; !rc && k < stg.n; k++) {
+            ferry_buf sql = FERRY_BUF_INIT;
+            ferry_buf_puts(&sql, "ALTER TABLE ");
+            sql_table(&sql, t->database, st);
+            ferry_buf_puts(&sql, " DETACH PARTITION ID ");
+            ferry_sql_quote(stg.ids[k], &sql);
+            rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
+            ferry_buf_free(&sql);
+            if (!rc)
+                rc = pids_add(&all, stg.ids[k]);
+        }
+        if (!rc)
+            rc = remove_detached_of(&x->dst, t->database, st, &all, true, err);
+        pids_free(&stg);
+        pids_free(&all);
+    }
+    if (!rc)
+        rc = remove_freezes(x, err);
+    if (!rc)
+        crash_point("CLEANUP");
+    if (!rc)
+        rc = advance(x, FERRY_MOVE_DONE, "", err);
+    return rc;
+}
+
 static int do_switch(mvctx *x, ferry_err *err)
 {
     int rc = FERRY_OK;
+    if (x->clone)
+        return do_switch_clone(x, err);
     if (x->mv.u.move.step < MV_STEP_PUBLISH) {
         if ((rc = begin_attempt(x, err)))
             return rc;
@@ -998,6 +1101,8 @@ static int do_switch(mvctx *x, ferry_err *err)
 static int do_cleanup(mvctx *x, ferry_err *err)
 {
     int rc = FERRY_OK;
+    if (x->clone)
+        return do_cleanup_clone(x, err);
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
         const ferry_table_def *t = table_at(x, i);
         char st[FERRY_NAME_MAX + 32];
@@ -1208,8 +1313,8 @@ static int check_room(mv_conn *dst, json_t *status, const char *to, const char *
     return FERRY_OK;
 }
 
-int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split, const char *to,
-                     char id[64], bool *resumed, ferry_err *err)
+static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split, const char *to,
+                      bool clone, char id[64], bool *resumed, ferry_err *err)
 {
     ferry_catalog *cat = NULL;
     ferry_record trec, route, tsh, fsh;
@@ -1348,7 +1453,7 @@ int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spli
         goto out;
     }
     fclose(ur);
-    snprintf(mv.u.move.id, sizeof mv.u.move.id, "mv-%lld-%02x%02x%02x%02x",
+    snprintf(mv.u.move.id, sizeof mv.u.move.id, "%s-%lld-%02x%02x%02x%02x", clone ? "cl" : "mv",
              (long long)time(NULL), rnd[0], rnd[1], rnd[2], rnd[3]);
     snprintf(mv.u.move.tenant, sizeof mv.u.move.tenant, "%s", tenant);
     mv.u.move.split = split;
@@ -1361,7 +1466,8 @@ int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spli
     snprintf(job.u.job.id, sizeof job.u.job.id, "move.%s", mv.u.move.id);
     snprintf(job.u.job.kind, sizeof job.u.job.kind, "move");
     snprintf(job.u.job.state, sizeof job.u.job.state, "PLANNED");
-    snprintf(job.u.job.data, sizeof job.u.job.data, "{\"freezes\":[],\"fp\":{}}");
+    snprintf(job.u.job.data, sizeof job.u.job.data, "{\"freezes\":[],\"fp\":{}%s}",
+             clone ? ",\"mode\":\"clone\"" : "");
     job.u.job.created = job.u.job.updated = mv.u.move.created;
     ferry_batch *b = ferry_batch_new();
     if (!b) {
@@ -1386,6 +1492,18 @@ out:
     ferry_record_list_free(&tables);
     ferry_catalog_close(cat);
     return rc;
+}
+
+int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split, const char *to,
+                     char id[64], bool *resumed, ferry_err *err)
+{
+    return move_begin(o, tenant, split, to, false, id, resumed, err);
+}
+
+int ferry_move_begin_clone(const ferry_move_opts *o, const char *tenant, uint32_t split,
+                           const char *to, char id[64], bool *resumed, ferry_err *err)
+{
+    return move_begin(o, tenant, split, to, true, id, resumed, err);
 }
 
 int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *res,
@@ -1432,6 +1550,7 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
         rc = ferry_err_set(err, FERRY_EINTERNAL, "move %s: malformed journal data", id);
         goto out;
     }
+    x.clone = !strcmp(json_string_value(json_object_get(x.data, "mode")) ?: "", "clone");
     const ferry_move *m = &x.mv.u.move;
     snprintf(res->tenant, sizeof res->tenant, "%s", m->tenant);
     res->split = m->split;

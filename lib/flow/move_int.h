@@ -37,4 +37,9 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
             const mv_plan_slice *slices, size_t nsl, mv_plan_move **out, size_t *n,
             ferry_err *err);
 
+/* The placement score of slice_id ("<tenant>/split<k>") on a shard (ferry_score with the named
+ * hash); FERRY_EINVAL for an unknown hash. */
+int mv_score(const char *hash, const char *slice_id, const char *shard, double weight,
+             double *out, ferry_err *err);
+
 #endif

@@ -250,16 +250,133 @@ out:
     return rc;
 }
 
+const char *ferry_rebalance_step_name(enum ferry_plan_kind k)
+{
+    switch (k) {
+    case FERRY_PLAN_MOVE: return "move";
+    case FERRY_PLAN_CLONE: return "clone";
+    case FERRY_PLAN_DROP: return "drop";
+    }
+    return "?";
+}
+
+/* The replication factor a tenant's slices should have: its override, else the cluster's. */
+static unsigned tenant_rf(const ferry_record_list *tenants, const char *tenant, unsigned cluster_rf)
+{
+    for (size_t i = 0; i < tenants->n; i++)
+        if (!strcmp(tenants->items[i].u.tenant.name, tenant) && tenants->items[i].u.tenant.rf)
+            return tenants->items[i].u.tenant.rf;
+    return cluster_rf ? cluster_rf : 1;
+}
+
+static int plan_push(ferry_rebalance_plan *out, size_t *cap, enum ferry_plan_kind kind,
+                     const ferry_slice *sl, const char *from, const char *to, ferry_err *err)
+{
+    if (out->n_moves == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        ferry_planned_move *n = realloc(out->moves, nc * sizeof *n);
+        if (!n)
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        out->moves = n;
+        *cap = nc;
+    }
+    ferry_planned_move *m = &out->moves[out->n_moves++];
+    memset(m, 0, sizeof *m);
+    m->kind = kind;
+    snprintf(m->tenant, sizeof m->tenant, "%s", sl->tenant);
+    m->split = sl->split;
+    snprintf(m->from, sizeof m->from, "%s", from);
+    snprintf(m->to, sizeof m->to, "%s", to ? to : "");
+    m->bytes = kind == FERRY_PLAN_DROP ? 0 : sl->bytes;
+    out->moved_bytes += m->bytes;
+    return FERRY_OK;
+}
+
+/* Replica-count steps for one slice whose route has `have` shards (names in r[]) and whose
+ * tenant wants `want`: CLONE to the best-scoring active shards not in the route (shards in a
+ * zone the slice does not use yet first, when zones are declared), or DROP of the
+ * lowest-scoring replicas, never the last one. */
+static int plan_replicas(const ferry_settings *st, const ferry_record_list *shards,
+                         const ferry_slice *sl, char r[][FERRY_NAME_MAX], size_t have, unsigned want,
+                         ferry_rebalance_plan *out, size_t *cap, ferry_err *err)
+{
+    char id[FERRY_NAME_MAX + 32];
+    snprintf(id, sizeof id, "%s/split%u", sl->tenant, sl->split);
+    int rc = FERRY_OK;
+    const char *src = r[0];
+    while (!rc && have < want) {
+        long best = -1;
+        bool best_new_zone = false;
+        double best_score = 0;
+        for (size_t i = 0; !rc && i < shards->n; i++) {
+            const ferry_shard *sh = &shards->items[i].u.shard;
+            if (sh->state != FERRY_SHARD_ACTIVE)
+                continue;
+            bool in = false, zone_used = false;
+            for (size_t k = 0; k < have; k++) {
+                if (!strcmp(r[k], sh->name))
+                    in = true;
+                for (size_t j = 0; sh->zone[0] && j < shards->n; j++)
+                    if (!strcmp(shards->items[j].u.shard.name, r[k]) &&
+                        !strcmp(shards->items[j].u.shard.zone, sh->zone))
+                        zone_used = true;
+            }
+            if (in)
+                continue;
+            double sc;
+            rc = mv_score(st->hash, id, sh->name, sh->weight > 0 ? sh->weight : 1, &sc, err);
+            if (rc)
+                break;
+            bool nz = !zone_used;
+            if (best < 0 || (nz && !best_new_zone) || (nz == best_new_zone && sc > best_score)) {
+                best = (long)i;
+                best_score = sc;
+                best_new_zone = nz;
+            }
+        }
+        if (rc || best < 0)
+            break; /* no active shard left to hold another replica */
+        const char *to = shards->items[best].u.shard.name;
+        rc = plan_push(out, cap, FERRY_PLAN_CLONE, sl, src, to, err);
+        snprintf(r[have++], FERRY_NAME_MAX, "%s", to);
+    }
+    while (!rc && have > want && have > 1) {
+        size_t worst = 0;
+        double worst_score = 0;
+        for (size_t k = 0; !rc && k < have; k++) {
+            double w = 1, sc;
+            bool active = false;
+            for (size_t i = 0; i < shards->n; i++)
+                if (!strcmp(shards->items[i].u.shard.name, r[k])) {
+                    w = shards->items[i].u.shard.weight > 0 ? shards->items[i].u.shard.weight : 1;
+                    active = shards->items[i].u.shard.state == FERRY_SHARD_ACTIVE;
+                }
+            rc = mv_score(st->hash, id, r[k], w, &sc, err);
+            if (!active)
+                sc = -1; /* a replica on a draining shard goes first */
+            if (!rc && (k == 0 || sc < worst_score))
+                worst = k, worst_score = sc;
+        }
+        if (!rc)
+            rc = plan_push(out, cap, FERRY_PLAN_DROP, sl, r[worst], NULL, err);
+        for (size_t k = worst; !rc && k + 1 < have; k++)
+            memcpy(r[k], r[k + 1], FERRY_NAME_MAX);
+        have--;
+    }
+    return rc;
+}
+
 int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err)
 {
     memset(out, 0, sizeof *out);
     ferry_record settings;
     ferry_record_init(&settings, FERRY_REC_SETTINGS);
-    ferry_record_list shards = {0}, slices = {0}, routes = {0};
+    ferry_record_list shards = {0}, slices = {0}, routes = {0}, tenants = {0};
     mv_plan_shard *ps = NULL;
     mv_plan_slice *pl = NULL;
     mv_plan_move *moves = NULL;
-    size_t nm = 0, npl = 0;
+    size_t nm = 0, npl = 0, cap = 0;
+    char (*names)[FERRY_NAME_MAX] = NULL;
     int rc = ferry_catalog_get(cat, &settings, err);
     if (rc == FERRY_ENOTFOUND)
         rc = ferry_err_set(err, FERRY_EINVAL, "the catalog has no cluster yet (ferry init)");
@@ -269,20 +386,25 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
         rc = ferry_catalog_list(cat, FERRY_REC_SLICE, NULL, 0, &slices, err);
     if (!rc)
         rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, NULL, 0, &routes, err);
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_TENANT, NULL, 0, &tenants, err);
     if (rc)
         goto out;
     ps = calloc(shards.n + 1, sizeof *ps);
     pl = calloc(slices.n + 1, sizeof *pl);
-    if (!ps || !pl) {
+    names = calloc(shards.n + 1, sizeof *names);
+    if (!ps || !pl || !names) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
+    size_t active = 0;
     for (size_t i = 0; i < shards.n; i++) {
         const ferry_shard *sh = &shards.items[i].u.shard;
         ps[i].name = sh->name;
         ps[i].weight = sh->weight > 0 ? sh->weight : 1;
         ps[i].capacity = sh->capacity;
         ps[i].in_new = sh->state == FERRY_SHARD_ACTIVE;
+        active += ps[i].in_new;
     }
     for (size_t i = 0; i < slices.n; i++) {
         const ferry_slice *sl = &slices.items[i].u.slice;
@@ -308,41 +430,77 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
                                "%s", sl->tenant, sl->split, first);
             goto out;
         }
-        ps[k].in_old = true;
-        pl[npl].tenant = sl->tenant;
-        pl[npl].split = sl->split;
-        pl[npl].bytes = sl->bytes;
-        pl[npl].route = k;
-        out->total_bytes += sl->bytes;
-        npl++;
+        unsigned want = tenant_rf(&tenants, sl->tenant, settings.u.settings.rf);
+        if (want > active)
+            want = (unsigned)active;
+        out->total_bytes += sl->bytes * (want ? want : 1);
+        /* every shard serving a route was in the old cluster (else it would look added) */
+        char rcopy[FERRY_LIST_MAX], *rsave = NULL;
+        snprintf(rcopy, sizeof rcopy, "%s", rt->shards);
+        for (char *x = strtok_r(rcopy, ",", &rsave); x; x = strtok_r(NULL, ",", &rsave))
+            for (size_t j = 0; j < shards.n; j++)
+                if (!strcmp(ps[j].name, x))
+                    ps[j].in_old = true;
+        if (want <= 1 && !strchr(rt->shards, ',')) {
+            /* rf 1 with one replica: the shard-change plan below decides */
+            pl[npl].tenant = sl->tenant;
+            pl[npl].split = sl->split;
+            pl[npl].bytes = sl->bytes;
+            pl[npl].route = k;
+            npl++;
+        }
     }
-    out->slices = npl;
-    rc = mv_plan(settings.u.settings.hash, settings.u.settings.rf, settings.u.settings.fill, ps,
-                 shards.n, pl, npl, &moves, &nm, err);
+    out->slices = slices.n;
+    rc = mv_plan(settings.u.settings.hash, 1, settings.u.settings.fill, ps, shards.n, pl, npl,
+                 &moves, &nm, err);
     if (rc)
         goto out;
-    out->moves = calloc(nm + 1, sizeof *out->moves);
-    if (!out->moves) {
+    for (size_t i = 0; !rc && i < nm; i++) {
+        ferry_slice tmp;
+        memset(&tmp, 0, sizeof tmp);
+        snprintf(tmp.tenant, sizeof tmp.tenant, "%s", pl[moves[i].slice].tenant);
+        tmp.split = pl[moves[i].slice].split;
+        tmp.bytes = moves[i].bytes;
+        rc = plan_push(out, &cap, FERRY_PLAN_MOVE, &tmp, ps[moves[i].from].name,
+                       ps[moves[i].to].name, err);
+    }
+    /* replica counts: slices whose route has fewer or more shards than their tenant's rf */
+    for (size_t i = 0; !rc && i < slices.n; i++) {
+        const ferry_slice *sl = &slices.items[i].u.slice;
+        const ferry_route *rt = NULL;
+        for (size_t j = 0; j < routes.n; j++)
+            if (routes.items[j].u.route.split == sl->split &&
+                !strcmp(routes.items[j].u.route.tenant, sl->tenant))
+                rt = &routes.items[j].u.route;
+        if (!rt || !rt->shards[0])
+            continue;
+        unsigned want = tenant_rf(&tenants, sl->tenant, settings.u.settings.rf);
+        if (want > active)
+            want = (unsigned)active;
+        size_t have = 0;
+        char copy[FERRY_LIST_MAX], *save = NULL;
+        snprintf(copy, sizeof copy, "%s", rt->shards);
+        for (char *s = strtok_r(copy, ",", &save); s && have < shards.n + 1;
+             s = strtok_r(NULL, ",", &save))
+            snprintf(names[have++], FERRY_NAME_MAX, "%s", s);
+        if (have != want && want >= 1)
+            rc = plan_replicas(&settings.u.settings, &shards, sl, names, have, want, out, &cap,
+                               err);
+    }
+    if (!rc && !out->moves)
+        out->moves = calloc(1, sizeof *out->moves);
+    if (!rc && !out->moves)
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < nm; i++) {
-        ferry_planned_move *m = &out->moves[i];
-        snprintf(m->tenant, sizeof m->tenant, "%s", pl[moves[i].slice].tenant);
-        m->split = pl[moves[i].slice].split;
-        snprintf(m->from, sizeof m->from, "%s", ps[moves[i].from].name);
-        snprintf(m->to, sizeof m->to, "%s", ps[moves[i].to].name);
-        m->bytes = moves[i].bytes;
-        out->moved_bytes += m->bytes;
-    }
-    out->n_moves = nm;
 out:
     free(moves);
     free(ps);
     free(pl);
+    free(names);
     ferry_record_list_free(&shards);
     ferry_record_list_free(&slices);
     ferry_record_list_free(&routes);
+    ferry_record_list_free(&tenants);
+    ferry_record_free(&settings);
     if (rc)
         ferry_rebalance_plan_free(out);
     return rc;

@@ -9,6 +9,16 @@
 
 #include "ferry/placement.h"
 
+int mv_score(const char *hash, const char *slice_id, const char *shard, double weight,
+             double *out, ferry_err *err)
+{
+    ferry_hash h;
+    if (!ferry_hash_parse(hash, &h))
+        return ferry_err_set(err, FERRY_EINVAL, "catalog: unknown placement hash '%s'", hash);
+    *out = ferry_score(h, slice_id, shard, weight);
+    return FERRY_OK;
+}
+
 int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *shards, size_t nsh,
             const mv_plan_slice *slices, size_t nsl, mv_plan_move **out, size_t *n,
             ferry_err *err)

@@ -105,7 +105,8 @@ int ferry_split_set(ferry_catalog *cat, const char *tenant, uint32_t splits, boo
         lin[nl].bytes = 0;
         nl++;
     }
-    unsigned rf = settings.u.settings.rf;
+    /* the tenant's own rf when it has one (ferry tenant set-rf), else the cluster's */
+    unsigned rf = exists && trec.u.tenant.rf ? trec.u.tenant.rf : settings.u.settings.rf;
     if (rf > ns)
         rf = (unsigned)ns;
     rc = ferry_split_place(sin, ns, lin, nl, settings.u.settings.hash, rf,

@@ -1,0 +1,335 @@
+/* Replicas of slices (rf > 1): removing one replica when the rf is lowered, and `ferry repair`,
+ * which compares every replicated slice's partitions across its replicas and repairs the ones
+ * that missed writes (include/ferry/replica.h, docs/replicas.md). */
+#include "ferry/replica.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ferry/log.h"
+#include "ferry/verify.h"
+#include "flow/move_env.h"
+#include "flow/replica_int.h"
+
+#define RS_ROUNDS 4 /* repair rounds of one partition before it is reported unsettled */
+
+static int load_shard(ferry_catalog *cat, const char *name, ferry_record *r, ferry_err *err)
+{
+    ferry_record_init(r, FERRY_REC_SHARD);
+    snprintf(r->u.shard.name, sizeof r->u.shard.name, "%s", name);
+    int rc = ferry_catalog_get(cat, r, err);
+    if (rc == FERRY_ENOTFOUND)
+        rc = ferry_err_set(err, FERRY_EINVAL, "unknown shard '%s' (ferry shard list)", name);
+    return rc;
+}
+
+static int load_tables(ferry_catalog *cat, ferry_record_list *out, ferry_err *err)
+{
+    int rc = ferry_catalog_list(cat, FERRY_REC_TABLE, NULL, 0, out, err);
+    if (!rc && out->n == 0)
+        rc = ferry_err_set(err, FERRY_EINVAL, "the catalog lists no managed table ([table \"x\"] "
+                           "in the config, then ferry init)");
+    return rc;
+}
+
+static bool list_has(const char *csv, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = csv; *p;) {
+        size_t l = strcspn(p, ",");
+        if (l == n && !strncmp(p, name, n))
+            return true;
+        p += l;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
+/* ---- dropping a replica ---------------------------------------------------------------- */
+
+int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t split,
+                       const char *shard, ferry_move_result *res, ferry_err *err)
+{
+    ferry_move_result dummy;
+    if (!res)
+        res = &dummy;
+    memset(res, 0, sizeof *res);
+    snprintf(res->tenant, sizeof res->tenant, "%s", tenant);
+    res->split = split;
+    snprintf(res->from, sizeof res->from, "%s", shard);
+    snprintf(res->id, sizeof res->id, "drop");
+    res->state = FERRY_MOVE_FAILED;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ferry_catalog *cat = NULL;
+    ferry_record route, sh;
+    ferry_record_list tables = {0}, moves = {0};
+    mv_conn c = {0};
+    ferry_record_init(&route, FERRY_REC_ROUTE);
+    ferry_record_init(&sh, FERRY_REC_SHARD);
+    int rc = ferry_catalog_open(o->catalog_url, &cat, err);
+    if (rc)
+        goto out;
+    snprintf(route.u.route.tenant, sizeof route.u.route.tenant, "%s", tenant);
+    route.u.route.split = split;
+    rc = ferry_catalog_get(cat, &route, err);
+    if (rc == FERRY_ENOTFOUND)
+        rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u has no route", tenant, split);
+    if (!rc)
+        rc = load_shard(cat, shard, &sh, err);
+    if (!rc)
+        rc = load_tables(cat, &tables, err);
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_MOVE, NULL, 0, &moves, err);
+    for (size_t i = 0; !rc && i < moves.n; i++) {
+        const ferry_move *m = &moves.items[i].u.move;
+        if (!strcmp(m->tenant, tenant) && m->split == split && m->state != FERRY_MOVE_DONE &&
+            m->state != FERRY_MOVE_FAILED)
+            rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u has an unfinished move %s "
+                               "(state %s); finish it first (ferry move --resume %s)", tenant,
+                               split, m->id, ferry_move_state_name(m->state), m->id);
+    }
+    if (rc)
+        goto out;
+    if ((rc = mv_conn_open(&sh.u.shard, o->cfg, &c, err)))
+        goto out;
+    bool routed = list_has(route.u.route.shards, shard);
+    if (routed) {
+        if (!strchr(route.u.route.shards, ',')) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u has its only replica on %s; "
+                               "the last replica is never removed", tenant, split, shard);
+            goto out;
+        }
+        /* the shard must answer before the route changes, so the removal can follow */
+        json_t *st = NULL;
+        if ((rc = mv_agent(&c, "status", NULL, &st, NULL, err)) ||
+            (rc = mv_sql(&c, "SELECT 1", NULL, err))) {
+            ferry_err_prefix(err, "shard %s is not reachable: ", shard);
+            goto out;
+        }
+        json_decref(st);
+        char nl[FERRY_LIST_MAX] = "", copy[FERRY_LIST_MAX], *save = NULL;
+        snprintf(copy, sizeof copy, "%s", route.u.route.shards);
+        for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
+            if (strcmp(s, shard)) {
+                size_t l = strlen(nl);
+                snprintf(nl + l, sizeof nl - l, "%s%s", l ? "," : "", s);
+            }
+        snprintf(route.u.route.shards, sizeof route.u.route.shards, "%s", nl);
+        rc = ferry_catalog_update(cat, &route, err);
+        if (rc == FERRY_ECONFLICT)
+            ferry_err_prefix(err, "the route of tenant %s split %u changed meanwhile; run again: ",
+                             tenant, split);
+        if (rc)
+            goto out;
+        ferry_log(FERRY_LOG_INFO, "msg=\"replica unrouted\" tenant=%s split=%u shard=%s route=%s",
+                  tenant, split, shard, nl);
+        unsigned grace = o->grace_ms ? o->grace_ms : 2000;
+        usleep((useconds_t)grace * 1000); /* writes in flight to the shard land first */
+    }
+    /* detach and remove (also what an interrupted earlier drop left) */
+    for (size_t i = 0; !rc && i < tables.n; i++)
+        rc = rs_remove_slice(&c, &tables.items[i].u.table, tenant, split, &res->partitions, err);
+    if (!rc) {
+        res->state = FERRY_MOVE_DONE;
+        ferry_log(FERRY_LOG_INFO, "msg=\"replica dropped\" tenant=%s split=%u shard=%s "
+                  "partitions=%zu", tenant, split, shard, res->partitions);
+    } else if (routed) {
+        ferry_err_prefix(err, "%s no longer serves tenant %s split %u but removing its data "
+                         "failed (run the same command again to finish): ", shard, tenant, split);
+    }
+out:
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    mv_conn_close(&c);
+    ferry_record_list_free(&tables);
+    ferry_record_list_free(&moves);
+    ferry_catalog_close(cat);
+    return rc;
+}
+
+/* ---- repair ------------------------------------------------------------------------------ */
+
+typedef struct rp_conn {
+    char name[FERRY_NAME_MAX];
+    mv_conn c;
+    bool ok;  /* opened and answering */
+    char why[256];
+} rp_conn;
+
+static rp_conn *get_conn(ferry_catalog *cat, const ferry_move_opts *o, rp_conn **conns, size_t *n,
+                         const char *name)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp((*conns)[i].name, name))
+            return &(*conns)[i];
+    rp_conn *g = realloc(*conns, (*n + 1) * sizeof *g);
+    if (!g)
+        return NULL;
+    *conns = g;
+    rp_conn *c = &g[(*n)++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    ferry_record sh;
+    ferry_err e = {0};
+    int rc = load_shard(cat, name, &sh, &e);
+    if (!rc)
+        rc = mv_conn_open(&sh.u.shard, o->cfg, &c->c, &e);
+    if (!rc)
+        rc = mv_sql(&c->c, "SELECT 1", NULL, &e);
+    json_t *st = NULL;
+    if (!rc)
+        rc = mv_agent(&c->c, "status", NULL, &st, NULL, &e);
+    json_decref(st);
+    c->ok = rc == FERRY_OK;
+    if (!c->ok)
+        snprintf(c->why, sizeof c->why, "%.255s", e.msg);
+    return c;
+}
+
+int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
+                     ferry_repair_fn fn, void *arg, ferry_repair_summary *sum, ferry_err *err)
+{
+    ferry_repair_summary dummy;
+    if (!sum)
+        sum = &dummy;
+    memset(sum, 0, sizeof *sum);
+    ferry_catalog *cat = NULL;
+    ferry_record_list routes = {0}, tables = {0};
+    rp_conn *conns = NULL;
+    size_t nconns = 0;
+    int rc = ferry_catalog_open(o->catalog_url, &cat, err);
+    const char *prefix[] = {tenant};
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, tenant ? prefix : NULL, tenant ? 1 : 0,
+                                &routes, err);
+    if (!rc)
+        rc = load_tables(cat, &tables, err);
+    if (rc)
+        goto out;
+    unsigned seq = (unsigned)time(NULL) ^ (unsigned)getpid();
+    for (size_t r = 0; !rc && r < routes.n; r++) {
+        const ferry_route *rt = &routes.items[r].u.route;
+        if (!strchr(rt->shards, ','))
+            continue;
+        sum->slices++;
+        /* the replicas, in route order */
+        char names[16][FERRY_NAME_MAX];
+        rp_conn *cs[16];
+        size_t nr = 0;
+        char copy[FERRY_LIST_MAX], *save = NULL;
+        snprintf(copy, sizeof copy, "%s", rt->shards);
+        bool reachable = true;
+        for (char *s = strtok_r(copy, ",", &save); s && nr < 16; s = strtok_r(NULL, ",", &save)) {
+            snprintf(names[nr], FERRY_NAME_MAX, "%s", s);
+            cs[nr] = get_conn(cat, o, &conns, &nconns, s);
+            if (!cs[nr]) {
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                break;
+            }
+            nr++;
+        }
+        /* get_conn may move the array: look the entries up again */
+        for (size_t k = 0; !rc && k < nr; k++) {
+            cs[k] = get_conn(cat, o, &conns, &nconns, names[k]);
+            if (!cs[k]->ok)
+                reachable = false;
+        }
+        if (rc)
+            break;
+        if (!reachable) {
+            for (size_t k = 0; k < nr; k++)
+                if (!cs[k]->ok) {
+                    ferry_repair_item it;
+                    memset(&it, 0, sizeof it);
+                    snprintf(it.tenant, sizeof it.tenant, "%s", rt->tenant);
+                    it.split = rt->split;
+                    snprintf(it.target, sizeof it.target, "%s", names[k]);
+                    snprintf(it.action, sizeof it.action, "error");
+                    snprintf(it.detail, sizeof it.detail, "replica unreachable: %.200s", cs[k]->why);
+                    sum->unreachable++;
+                    if (fn)
+                        fn(&it, arg);
+                }
+            continue;
+        }
+        for (size_t ti = 0; !rc && ti < tables.n; ti++) {
+            const ferry_table_def *t = &tables.items[ti].u.table;
+            char (*pids)[FERRY_NAME_MAX] = NULL;
+            size_t np = 0;
+            for (size_t k = 0; !rc && k < nr; k++)
+                rc = rs_slice_pids(&cs[k]->c, t, t->name, rt->tenant, rt->split, &pids, &np, err);
+            for (size_t p = 0; !rc && p < np; p++) {
+                /* the source: the replica holding the most rows of the partition */
+                uint64_t rows[16] = {0};
+                size_t best = 0;
+                for (size_t k = 0; !rc && k < nr; k++) {
+                    ferry_fingerprint fp;
+                    rc = ferry_fingerprint_partition(cs[k]->c.ch, t->database, t->name, pids[p],
+                                                     &fp, err);
+                    rows[k] = fp.rows;
+                    if (!rc && rows[k] > rows[best])
+                        best = k;
+                }
+                for (size_t k = 0; !rc && k < nr; k++) {
+                    if (k == best)
+                        continue;
+                    char freeze[96];
+                    snprintf(freeze, sizeof freeze, "ferry_repair_%x_%zu", seq, p);
+                    rs_result rr;
+                    ferry_err e = {0};
+                    int src = rs_sync_partition(&cs[best]->c, &cs[k]->c, t, pids[p], freeze,
+                                                o->grace_ms ? o->grace_ms : 2000, RS_ROUNDS,
+                                                dry_run, &rr, &e);
+                    ferry_repair_item it;
+                    memset(&it, 0, sizeof it);
+                    snprintf(it.tenant, sizeof it.tenant, "%s", rt->tenant);
+                    it.split = rt->split;
+                    snprintf(it.table, sizeof it.table, "%s", t->name);
+                    snprintf(it.partition_id, sizeof it.partition_id, "%s", pids[p]);
+                    snprintf(it.source, sizeof it.source, "%s", names[best]);
+                    snprintf(it.target, sizeof it.target, "%s", names[k]);
+                    it.source_rows = rr.src_rows;
+                    it.target_rows_before = rr.dst_rows_before;
+                    it.target_rows_after = rr.dst_rows_after;
+                    snprintf(it.action, sizeof it.action, "%s", src ? "error" : rr.action);
+                    it.repaired = !src && rr.repaired;
+                    it.parts_sent = rr.parts_sent;
+                    it.hot_copied = rr.hot_copied;
+                    it.cold_copied = rr.cold_copied;
+                    snprintf(it.detail, sizeof it.detail, "%.255s", src ? e.msg : rr.detail);
+                    sum->partitions++;
+                    sum->hot_copied += rr.hot_copied;
+                    sum->cold_copied += rr.cold_copied;
+                    if (!src && !strcmp(rr.action, "in-sync"))
+                        sum->in_sync++;
+                    else if (!src && rr.repaired)
+                        sum->repaired++;
+                    else
+                        sum->failed++; /* with dry_run: differs, would be repaired */
+                    if (fn)
+                        fn(&it, arg);
+                }
+            }
+            free(pids);
+        }
+    }
+    if (!rc && (sum->failed || sum->unreachable))
+        rc = ferry_err_set(err, FERRY_EIO,
+                           "%zu partition(s) %s, %zu replica(s) unreachable (see the lines above)",
+                           sum->failed, dry_run ? "differ (dry run: nothing changed)"
+                                                : "not repaired",
+                           sum->unreachable);
+out:
+    for (size_t i = 0; i < nconns; i++)
+        mv_conn_close(&conns[i].c);
+    free(conns);
+    ferry_record_list_free(&routes);
+    ferry_record_list_free(&tables);
+    ferry_catalog_close(cat);
+    return rc;
+}

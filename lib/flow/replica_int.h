@@ -1,0 +1,54 @@
+/* Private: making one partition of one replica equal to another replica's (used by `ferry
+ * repair` and by the clone mode of moves, which adds a replica). See replica_sync.c. */
+#ifndef FERRY_REPLICA_INT_H
+#define FERRY_REPLICA_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/catalog.h"
+#include "ferry/err.h"
+#include "flow/move_env.h"
+
+typedef struct rs_result {
+    char action[16];     /* in-sync, copy-parts, replace, diverged (see ferry_repair_item) */
+    bool repaired;       /* fingerprints equal at the end */
+    size_t parts_sent;
+    uint64_t hot_copied, cold_copied;
+    uint64_t src_rows, dst_rows_before, dst_rows_after;
+    char detail[256];
+} rs_result;
+
+#define RS_STAGING_SUFFIX "_ferry_staging" /* the same staging table moves use */
+
+/* Makes partition pid of table t on dst equal to the one on src, in up to `rounds` rounds:
+ *  - equal fingerprints: nothing to do;
+ *  - dst holds more rows than src: "diverged" (the caller picks the source with the most rows);
+ *  - dst's active parts are a sub-multiset of src's (hash_of_all_files, rows): the missing parts
+ *    are frozen on src, sent agent to agent into dst's staging table and added to the real
+ *    table with MOVE PARTITION (nothing dst holds is touched): "copy-parts". Before that the
+ *    grace period is waited and dst's parts listed again, so a batch in flight to dst is not
+ *    copied twice;
+ *  - otherwise, if every row of dst is also in src (as a multiset of row hashes), dst's
+ *    partition is replaced by a snapshot of src's (staging made equal to the frozen parts, then
+ *    REPLACE PARTITION ... FROM staging): "replace"; if not, "diverged" and nothing changes.
+ * After each round the fingerprints are compared again. freeze ([A-Za-z0-9_]) names the
+ * snapshot on src; it is removed before returning (a leftover of a crash is removed first).
+ * dry_run: only decides the action. Returns an error only for I/O failures; the outcome is in
+ * out. */
+int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
+                      const char *freeze, unsigned grace_ms, int rounds, bool dry_run,
+                      rs_result *out, ferry_err *err);
+
+/* The partition ids (active parts) of tenant/split in db.table on c, added to *ids (a growing
+ * array of *n names; the caller frees *ids). */
+int rs_slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const char *tenant,
+                  uint32_t split, char (**ids)[FERRY_NAME_MAX], size_t *n, ferry_err *err);
+
+/* Detaches every partition of tenant/split in the real table t on c and removes the detached
+ * folders through the agent (cold parts: pointer files only). *n_parts counts partitions. */
+int rs_remove_slice(mv_conn *c, const ferry_table_def *t, const char *tenant, uint32_t split,
+                    size_t *n_parts, ferry_err *err);
+
+#endif

@@ -1,0 +1,615 @@
+/* Making one partition of one replica equal to another replica's: the repair step shared by
+ * `ferry repair` and the clone mode of moves (replica_int.h has the contract).
+ *
+ * Replicas of a slice receive the same inserts independently and merge independently, so their
+ * parts differ even when their rows are the same. The comparison is therefore by content
+ * (verify.h fingerprints: rows, sum/xor/uniqExact of cityHash64 of every row). What is copied
+ * depends on how the parts relate:
+ *  - the target's parts are a subset of the source's (no merge on the target since it missed
+ *    writes): copy exactly the parts it lacks and add them (MOVE PARTITION from staging). This
+ *    never touches rows the target holds and never duplicates one, given that a batch in flight
+ *    lands within the grace period (the contract writers already have with moves);
+ *  - otherwise, when the target's rows are a sub-multiset of the source's: replace the
+ *    target's partition with a snapshot of the source's (REPLACE PARTITION FROM staging, atomic).
+ *    Rows written to the target between the snapshot and the replace are lost there, but they
+ *    are on the source too, so the next round (fingerprints differ) copies them back.
+ * Every statement goes through ferry_guarded_exec; parts travel agent to agent with `send`
+ * (hot: real files checked against checksums.txt; cold: pointer files, objects checked). */
+#include "flow/replica_int.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ferry/buf.h"
+#include "ferry/clickhouse.h"
+#include "ferry/log.h"
+#include "ferry/partition.h"
+#include "ferry/strutil.h"
+#include "ferry/verify.h"
+
+#define RS_CHECK_ROWS_MAX 5000000 /* the row-hash containment check reads this many at most */
+
+typedef struct rs_part {
+    char name[FERRY_NAME_MAX];
+    char hash[40];
+    uint64_t rows, bytes;
+    bool cold;
+} rs_part;
+
+typedef struct rs_parts {
+    rs_part *p;
+    size_t n;
+} rs_parts;
+
+static uint64_t u64_of(const char *s)
+{
+    uint64_t v = 0;
+    return ferry_parse_u64(s, &v) ? v : 0;
+}
+
+static void sql_table(ferry_buf *b, const char *db, const char *table)
+{
+    ferry_sql_ident(db, b);
+    ferry_buf_putc(b, '.');
+    ferry_sql_ident(table, b);
+}
+
+int rs_slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const char *tenant,
+                  uint32_t split, char (**ids)[FERRY_NAME_MAX], size_t *n, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    ferry_buf_puts(&sql, "SELECT DISTINCT partition_id, partition FROM system.parts WHERE active "
+                         "AND database = ");
+    ferry_sql_quote(t->database, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, " ORDER BY partition_id");
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
+    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
+        ferry_partition_key k;
+        ferry_err perr = {0};
+        if (ferry_partition_parse(t->layout, ferry_ch_rows_get(&rows, r, 1), &k, &perr))
+            continue; /* not a managed partition */
+        if (k.split != split || strcmp(k.tenant, tenant))
+            continue;
+        const char *id = ferry_ch_rows_get(&rows, r, 0);
+        bool have = false;
+        for (size_t i = 0; i < *n && !have; i++)
+            have = !strcmp((*ids)[i], id);
+        if (have)
+            continue;
+        void *grown = realloc(*ids, (*n + 1) * sizeof **ids);
+        if (!grown) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            break;
+        }
+        *ids = grown;
+        snprintf((*ids)[(*n)++], FERRY_NAME_MAX, "%s", id);
+    }
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* Active parts of one partition of db.table on c. */
+static int list_parts(mv_conn *c, const char *db, const char *table, const char *pid,
+                      rs_parts *out, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    memset(out, 0, sizeof *out);
+    ferry_buf_puts(&sql, "SELECT name, hash_of_all_files, rows, bytes_on_disk, disk_name IN "
+                         "(SELECT name FROM system.disks WHERE is_remote) "
+                         "FROM system.parts WHERE active AND database = ");
+    ferry_sql_quote(db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, " AND partition_id = ");
+    ferry_sql_quote(pid, &sql);
+    ferry_buf_puts(&sql, " ORDER BY name");
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
+    if (!rc && rows.n_rows) {
+        out->p = calloc(rows.n_rows, sizeof *out->p);
+        if (!out->p)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
+        rs_part *p = &out->p[out->n++];
+        snprintf(p->name, sizeof p->name, "%s", ferry_ch_rows_get(&rows, r, 0));
+        snprintf(p->hash, sizeof p->hash, "%s", ferry_ch_rows_get(&rows, r, 1));
+        p->rows = u64_of(ferry_ch_rows_get(&rows, r, 2));
+        p->bytes = u64_of(ferry_ch_rows_get(&rows, r, 3));
+        p->cold = !strcmp(ferry_ch_rows_get(&rows, r, 4), "1");
+    }
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* Matches dst's parts against src's as multisets of (hash, rows). *subset: every dst part has
+ * its own match. missing[k] (src.n entries) is set for the src parts nothing matched. */
+static void match_parts(const rs_parts *src, const rs_parts *dst, bool *missing, bool *subset)
+{
+    *subset = true;
+    for (size_t k = 0; k < src->n; k++)
+        missing[k] = true;
+    for (size_t j = 0; j < dst->n; j++) {
+        bool found = false;
+        for (size_t k = 0; k < src->n && !found; k++)
+            if (missing[k] && src->p[k].rows == dst->p[j].rows &&
+                !strcmp(src->p[k].hash, dst->p[j].hash)) {
+                missing[k] = false;
+                found = true;
+            }
+        if (!found)
+            *subset = false;
+    }
+}
+
+/* (row hash, count) of one partition, sorted by hash. */
+static int row_hashes(mv_conn *c, const ferry_table_def *t, const char *pid, uint64_t **h,
+                      uint64_t **cnt, size_t *n, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    *h = *cnt = NULL;
+    *n = 0;
+    ferry_buf_puts(&sql, "SELECT h, count() FROM (SELECT cityHash64(*) AS h FROM ");
+    sql_table(&sql, t->database, t->name);
+    ferry_buf_puts(&sql, " WHERE _partition_id = ");
+    ferry_sql_quote(pid, &sql);
+    ferry_buf_puts(&sql, ") GROUP BY h ORDER BY h");
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
+    if (!rc) {
+        *h = calloc(rows.n_rows + 1, sizeof **h);
+        *cnt = calloc(rows.n_rows + 1, sizeof **cnt);
+        if (!*h || !*cnt)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
+        (*h)[r] = u64_of(ferry_ch_rows_get(&rows, r, 0));
+        (*cnt)[r] = u64_of(ferry_ch_rows_get(&rows, r, 1));
+    }
+    if (!rc)
+        *n = rows.n_rows;
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* Whether every row of dst's partition is also in src's, counting duplicates. */
+static int rows_contained(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
+                          bool *contained, ferry_err *err)
+{
+    uint64_t *sh = NULL, *sc = NULL, *dh = NULL, *dc = NULL;
+    size_t sn = 0, dn = 0;
+    *contained = false;
+    int rc = row_hashes(src, t, pid, &sh, &sc, &sn, err);
+    if (!rc)
+        rc = row_hashes(dst, t, pid, &dh, &dc, &dn, err);
+    if (!rc) {
+        size_t i = 0;
+        bool ok = true;
+        for (size_t j = 0; j < dn && ok; j++) {
+            while (i < sn && sh[i] < dh[j])
+                i++;
+            ok = i < sn && sh[i] == dh[j] && sc[i] >= dc[j];
+        }
+        *contained = ok;
+    }
+    free(sh);
+    free(sc);
+    free(dh);
+    free(dc);
+    return rc;
+}
+
+static int ensure_staging(mv_conn *dst, const ferry_table_def *t, const char *st, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
+    sql_table(&sql, t->database, st);
+    ferry_buf_puts(&sql, " AS ");
+    sql_table(&sql, t->database, t->name);
+    int rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+    if (!rc) { /* staging parts are named and diffed; a merge there would rename them */
+        ferry_buf_reset(&sql);
+        ferry_buf_puts(&sql, "SYSTEM STOP MERGES ");
+        sql_table(&sql, t->database, st);
+        rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+    }
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+static int detach_part(mv_conn *c, const char *db, const char *table, const char *part,
+                       ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "ALTER TABLE ");
+    sql_table(&sql, db, table);
+    ferry_buf_puts(&sql, " DETACH PART ");
+    ferry_sql_quote(part, &sql);
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
+    ferry_buf_free(&sql);
+    if (rc)
+        return rc;
+    json_t *req = json_pack("{s:s, s:s, s:s}", "database", db, "table", table, "part", part);
+    rc = mv_agent(c, "remove-detached", req, NULL, NULL, err);
+    json_decref(req);
+    return rc;
+}
+
+/* Removes every detached part of partition pid of db.table on c. */
+static int remove_detached_pid(mv_conn *c, const char *db, const char *table, const char *pid,
+                               ferry_err *err)
+{
+    json_t *req = json_pack("{s:s, s:s}", "database", db, "table", table), *resp = NULL;
+    int rc = mv_agent(c, "parts", req, &resp, NULL, err);
+    json_decref(req);
+    if (rc)
+        return rc;
+    json_t *det = json_object_get(resp, "detached"), *d;
+    size_t i;
+    json_array_foreach(det, i, d)
+    {
+        const char *p = json_string_value(json_object_get(d, "partition_id"));
+        const char *name = json_string_value(json_object_get(d, "name"));
+        if (!p || !name || strcmp(p, pid))
+            continue;
+        json_t *r = json_pack("{s:s, s:s, s:s}", "database", db, "table", table, "part", name);
+        rc = mv_agent(c, "remove-detached", r, NULL, NULL, err);
+        json_decref(r);
+        if (rc)
+            break;
+    }
+    json_decref(resp);
+    return rc;
+}
+
+int rs_remove_slice(mv_conn *c, const ferry_table_def *t, const char *tenant, uint32_t split,
+                    size_t *n_parts, ferry_err *err)
+{
+    char (*ids)[FERRY_NAME_MAX] = NULL;
+    size_t n = 0;
+    int rc = rs_slice_pids(c, t, t->name, tenant, split, &ids, &n, err);
+    for (size_t k = 0; !rc && k < n; k++) {
+        ferry_buf sql = FERRY_BUF_INIT;
+        ferry_buf_puts(&sql, "ALTER TABLE ");
+        sql_table(&sql, t->database, t->name);
+        ferry_buf_puts(&sql, " DETACH PARTITION ID ");
+        ferry_sql_quote(ids[k], &sql);
+        rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
+        ferry_buf_free(&sql);
+    }
+    /* detached folders of the slice, including those an interrupted earlier run left */
+    json_t *req = json_pack("{s:s, s:s}", "database", t->database, "table", t->name), *resp = NULL;
+    if (!rc)
+        rc = mv_agent(c, "parts", req, &resp, NULL, err);
+    json_decref(req);
+    json_t *det = json_object_get(resp, "detached"), *d;
+    size_t i;
+    json_array_foreach(det, i, d)
+    {
+        if (rc)
+            break;
+        const char *name = json_string_value(json_object_get(d, "name"));
+        const char *partition = json_string_value(json_object_get(d, "partition"));
+        const char *p = json_string_value(json_object_get(d, "partition_id"));
+        bool ours = false;
+        for (size_t k = 0; k < n && p && !ours; k++)
+            ours = !strcmp(ids[k], p);
+        if (!ours && partition) {
+            ferry_partition_key key;
+            ferry_err perr = {0};
+            ours = !ferry_partition_parse(t->layout, partition, &key, &perr) &&
+                   key.split == split && !strcmp(key.tenant, tenant);
+        }
+        if (!name || !ours)
+            continue;
+        json_t *r = json_pack("{s:s, s:s, s:s}", "database", t->database, "table", t->name,
+                              "part", name);
+        rc = mv_agent(c, "remove-detached", r, NULL, NULL, err);
+        json_decref(r);
+    }
+    json_decref(resp);
+    if (n_parts)
+        *n_parts += n;
+    free(ids);
+    return rc;
+}
+
+/* Makes dst's staging partition pid hold exactly the frozen src parts named in want[] (others
+ * detached and removed, missing ones sent). Counts what was sent in out. */
+static int staging_fill(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *st,
+                        const char *pid, const char *freeze, const rs_parts *frozen,
+                        const bool *want, rs_result *out, ferry_err *err)
+{
+    rs_parts stg = {0};
+    bool *need = calloc(frozen->n + 1, sizeof *need);
+    int rc = need ? list_parts(dst, t->database, st, pid, &stg, err)
+                  : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    bool *keep = rc ? NULL : calloc(stg.n + 1, sizeof *keep);
+    if (!rc && !keep)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t k = 0; !rc && k < frozen->n; k++) {
+        need[k] = want[k];
+        for (size_t j = 0; need[k] && j < stg.n; j++)
+            if (!keep[j] && stg.p[j].rows == frozen->p[k].rows &&
+                !strcmp(stg.p[j].hash, frozen->p[k].hash))
+                keep[j] = true, need[k] = false;
+    }
+    for (size_t j = 0; !rc && j < stg.n; j++)
+        if (!keep[j])
+            rc = detach_part(dst, t->database, st, stg.p[j].name, err);
+    bool sent = false;
+    for (size_t k = 0; !rc && k < frozen->n; k++) {
+        if (!need[k])
+            continue;
+        json_t *ans = NULL;
+        long status = 0;
+        json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}}", "database",
+                                t->database, "table", t->name, "freeze", freeze, "part",
+                                frozen->p[k].name, "target", "url", dst->agent_url, "token",
+                                dst->token ? dst->token : "", "database", t->database, "table",
+                                st);
+        rc = mv_agent(src, "send", req, &ans, &status, err);
+        json_decref(req);
+        if (rc)
+            break;
+        uint64_t b = (uint64_t)json_integer_value(json_object_get(ans, "bytes_sent"));
+        if (!strcmp(json_string_value(json_object_get(ans, "kind")) ?: "", "pointer"))
+            out->cold_copied += b;
+        else
+            out->hot_copied += b;
+        out->parts_sent++;
+        sent = true;
+        json_decref(ans);
+    }
+    if (!rc && sent) {
+        ferry_buf sql = FERRY_BUF_INIT;
+        ferry_buf_puts(&sql, "ALTER TABLE ");
+        sql_table(&sql, t->database, st);
+        ferry_buf_puts(&sql, " ATTACH PARTITION ID ");
+        ferry_sql_quote(pid, &sql);
+        rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+        ferry_buf_free(&sql);
+    }
+    free(need);
+    free(keep);
+    free(stg.p);
+    return rc;
+}
+
+/* Freezes partition pid of t on src under `freeze` and lists the frozen parts (with their
+ * hashes from system.parts). *none: nothing to freeze (the partition is gone). */
+static int freeze_parts(mv_conn *src, const ferry_table_def *t, const char *pid,
+                        const char *freeze, rs_parts *frozen, bool *none, ferry_err *err)
+{
+    json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "database", t->database, "table", t->name,
+                            "partition_id", pid, "name", freeze),
+           *fz = NULL;
+    long status = 0;
+    rs_parts all = {0};
+    *none = false;
+    memset(frozen, 0, sizeof *frozen);
+    int rc = mv_agent(src, "freeze", req, &fz, &status, err);
+    json_decref(req);
+    if (rc == FERRY_ENOTFOUND && status == 404) {
+        *none = true;
+        return FERRY_OK;
+    }
+    if (!rc)
+        rc = list_parts(src, t->database, t->name, pid, &all, err);
+    json_t *fparts = json_object_get(fz, "parts");
+    size_t nf = json_array_size(fparts);
+    if (!rc) {
+        frozen->p = calloc(nf + 1, sizeof *frozen->p);
+        if (!frozen->p)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    for (size_t k = 0; !rc && k < nf; k++) {
+        const char *name = json_string_value(json_object_get(json_array_get(fparts, k), "name"));
+        const rs_part *p = NULL;
+        for (size_t j = 0; name && j < all.n && !p; j++)
+            if (!strcmp(all.p[j].name, name))
+                p = &all.p[j];
+        if (!p) {
+            rc = ferry_err_set(err, FERRY_EREMOTE, "%s: frozen part %s of %s.%s is not active "
+                               "any more (merged); retry", src->name, name ? name : "?",
+                               t->database, t->name);
+            break;
+        }
+        frozen->p[frozen->n++] = *p;
+    }
+    free(all.p);
+    json_decref(fz);
+    return rc;
+}
+
+static int remove_freeze(mv_conn *src, const char *freeze, ferry_err *err)
+{
+    json_t *req = json_pack("{s:s}", "name", freeze);
+    int rc = mv_agent(src, "remove-freeze", req, NULL, NULL, err);
+    json_decref(req);
+    return rc;
+}
+
+/* One round of the copy (action already decided: copy-parts or replace). */
+static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
+                      const char *freeze, bool replace, const rs_parts *dst_parts,
+                      rs_result *out, ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    snprintf(st, sizeof st, "%s%s", t->name, RS_STAGING_SUFFIX);
+    rs_parts frozen = {0};
+    bool none = false, *missing = NULL, subset = true;
+    int rc = remove_freeze(src, freeze, err); /* a leftover of an interrupted run */
+    if (!rc)
+        rc = ensure_staging(dst, t, st, err);
+    if (!rc)
+        rc = freeze_parts(src, t, pid, freeze, &frozen, &none, err);
+    if (!rc && !none) {
+        missing = calloc(frozen.n + 1, sizeof *missing);
+        if (!missing)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        else if (replace)
+            for (size_t k = 0; k < frozen.n; k++)
+                missing[k] = true;
+        else
+            match_parts(&frozen, dst_parts, missing, &subset);
+    }
+    if (!rc && !none && !subset) {
+        /* the source merged what the target holds since we looked: next round decides again */
+        snprintf(out->detail, sizeof out->detail, "the source's parts changed during the round");
+        goto done;
+    }
+    if (!rc && !none)
+        rc = staging_fill(src, dst, t, st, pid, freeze, &frozen, missing, out, err);
+    if (!rc && !none) {
+        ferry_buf sql = FERRY_BUF_INIT;
+        ferry_buf_puts(&sql, "ALTER TABLE ");
+        if (replace) {
+            sql_table(&sql, t->database, t->name);
+            ferry_buf_puts(&sql, " REPLACE PARTITION ID ");
+            ferry_sql_quote(pid, &sql);
+            ferry_buf_puts(&sql, " FROM ");
+            sql_table(&sql, t->database, st);
+        } else {
+            sql_table(&sql, t->database, st);
+            ferry_buf_puts(&sql, " MOVE PARTITION ID ");
+            ferry_sql_quote(pid, &sql);
+            ferry_buf_puts(&sql, " TO TABLE ");
+            sql_table(&sql, t->database, t->name);
+        }
+        rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+        if (!rc && replace) { /* REPLACE copies: staging's own parts of pid go */
+            ferry_buf_reset(&sql);
+            ferry_buf_puts(&sql, "ALTER TABLE ");
+            sql_table(&sql, t->database, st);
+            ferry_buf_puts(&sql, " DETACH PARTITION ID ");
+            ferry_sql_quote(pid, &sql);
+            rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+        }
+        ferry_buf_free(&sql);
+    }
+done:
+    if (!rc)
+        rc = remove_detached_pid(dst, t->database, st, pid, err);
+    ferry_err ferr = {0};
+    int frc = remove_freeze(src, freeze, &ferr);
+    if (!rc && frc)
+        rc = frc, *err = ferr;
+    free(missing);
+    free(frozen.p);
+    return rc;
+}
+
+int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
+                      const char *freeze, unsigned grace_ms, int rounds, bool dry_run,
+                      rs_result *out, ferry_err *err)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->action, sizeof out->action, "in-sync");
+    int rc = FERRY_OK;
+    bool first = true;
+    for (int round = 0; !rc && round < rounds; round++) {
+        ferry_fingerprint a = {0}, b = {0};
+        char why[256];
+        rc = ferry_fingerprint_partition(src->ch, t->database, t->name, pid, &a, err);
+        if (!rc)
+            rc = ferry_fingerprint_partition(dst->ch, t->database, t->name, pid, &b, err);
+        if (rc)
+            break;
+        if (first)
+            out->src_rows = a.rows, out->dst_rows_before = b.rows;
+        out->dst_rows_after = b.rows;
+        if (ferry_fingerprint_same(&a, &b, why, sizeof why)) {
+            out->repaired = true;
+            break;
+        }
+        snprintf(out->detail, sizeof out->detail, "%s", why);
+        if (b.rows > a.rows) {
+            snprintf(out->action, sizeof out->action, "diverged");
+            snprintf(out->detail, sizeof out->detail, "%.64s holds more rows (%llu) than %.64s (%llu)",
+                     dst->name, (unsigned long long)b.rows, src->name,
+                     (unsigned long long)a.rows);
+            break;
+        }
+        rs_parts sp = {0}, dp = {0};
+        bool *missing = NULL, subset = false;
+        rc = list_parts(src, t->database, t->name, pid, &sp, err);
+        if (!rc)
+            rc = list_parts(dst, t->database, t->name, pid, &dp, err);
+        if (!rc && !(missing = calloc(sp.n + 1, sizeof *missing)))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        if (!rc)
+            match_parts(&sp, &dp, missing, &subset);
+        if (!rc && subset && grace_ms && !dry_run) {
+            /* a batch in flight to the target lands within the grace period: look again */
+            usleep((useconds_t)grace_ms * 1000);
+            free(dp.p);
+            dp.p = NULL;
+            rc = list_parts(dst, t->database, t->name, pid, &dp, err);
+            if (!rc)
+                match_parts(&sp, &dp, missing, &subset);
+        }
+        bool replace = !subset;
+        if (!rc && replace) {
+            bool contained = false;
+            if (b.rows > RS_CHECK_ROWS_MAX) {
+                snprintf(out->action, sizeof out->action, "diverged");
+                snprintf(out->detail, sizeof out->detail,
+                         "parts differ and %llu rows are too many to check row by row; resolve "
+                         "by hand", (unsigned long long)b.rows);
+            } else if (!(rc = rows_contained(src, dst, t, pid, &contained, err)) && !contained) {
+                snprintf(out->action, sizeof out->action, "diverged");
+                snprintf(out->detail, sizeof out->detail,
+                         "%.64s and %.64s each hold rows the other lacks; not repaired (resolve by "
+                         "hand: neither replica is complete)", src->name, dst->name);
+            }
+            if (!rc && !contained) {
+                free(sp.p);
+                free(dp.p);
+                free(missing);
+                break;
+            }
+        }
+        if (!rc)
+            snprintf(out->action, sizeof out->action, "%s", replace ? "replace" : "copy-parts");
+        if (!rc && !dry_run)
+            rc = sync_round(src, dst, t, pid, freeze, replace, &dp, out, err);
+        free(sp.p);
+        free(dp.p);
+        free(missing);
+        first = false;
+        if (dry_run)
+            break;
+    }
+    if (!rc && !out->repaired && !dry_run && strcmp(out->action, "diverged")) {
+        ferry_fingerprint a = {0}, b = {0};
+        char why[256];
+        rc = ferry_fingerprint_partition(src->ch, t->database, t->name, pid, &a, err);
+        if (!rc)
+            rc = ferry_fingerprint_partition(dst->ch, t->database, t->name, pid, &b, err);
+        if (!rc) {
+            out->dst_rows_after = b.rows;
+            out->repaired = ferry_fingerprint_same(&a, &b, why, sizeof why);
+            if (!out->repaired)
+                snprintf(out->detail, sizeof out->detail,
+                         "still differs after %d round(s) (writes still arriving?): %.180s", rounds,
+                         why);
+            else
+                out->detail[0] = '\0';
+        }
+    }
+    ferry_log(FERRY_LOG_INFO,
+              "msg=\"replica sync\" table=%s partition=%s source=%s target=%s action=%s "
+              "repaired=%d parts_sent=%zu rc=%d",
+              t->name, pid, src->name, dst->name, out->action, out->repaired, out->parts_sent, rc);
+    return rc;
+}
