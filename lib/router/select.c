@@ -734,6 +734,18 @@ static void *partial_main(void *arg)
 static int run_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, const char *format,
                         const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
                         void *arg, rd_fail *f);
+static int run_final(rd_ctx *cx, size_t server, const char *sql, const ferry_read_plan *p,
+                     const char *format, const ferry_ch_setting *extra, size_t n_extra,
+                     ferry_ch_write_fn sink, void *arg, rd_fail *f);
+
+/* Whether the analysis reads a managed table. */
+static bool reads_managed(const ferry_sql_analysis *a)
+{
+    for (size_t i = 0; i < a->n_refs; i++)
+        if (a->refs[i].table >= 0)
+            return true;
+    return false;
+}
 
 /* Routes sql (a GLOBAL subquery) into a bounded Native buffer. */
 static int run_global(rd_ctx *cx, const char *sql, ferry_buf *out, rd_fail *f)
@@ -757,6 +769,10 @@ static int run_global(rd_ctx *cx, const char *sql, ferry_buf *out, rd_fail *f)
                       "cannot route the GLOBAL subquery: %s", a.why);
     } else if (sub.depth > 4) {
         rc = fail_set(f, FERRY_EUNSUPPORTED, "NOT_IMPLEMENTED", "GLOBAL subqueries nested too deep");
+    } else if (!reads_managed(&a)) {
+        /* Only tables every server has (e.g. a dimension table): any server computes it. */
+        ferry_read_plan none = {0};
+        rc = run_final(&sub, 0, sql, &none, "Native", lim, 2, buf_sink_write, &s, f);
     } else {
         rc = run_analyzed(&sub, &a, "Native", lim, 2, buf_sink_write, &s, f);
     }
@@ -1202,14 +1218,6 @@ static const char *content_type_for(const char *format)
     return "application/octet-stream";
 }
 
-/* Whether the analysis reads a managed table. */
-static bool reads_managed(const ferry_sql_analysis *a)
-{
-    for (size_t i = 0; i < a->n_refs; i++)
-        if (a->refs[i].table >= 0)
-            return true;
-    return false;
-}
 
 bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, const void *body,
                      size_t body_len)

@@ -23,7 +23,10 @@ def run(url, sql):
 
 def canon(sql, text):
     if sql.rstrip().endswith("FORMAT JSON"):
-        j = json.loads(text)
+        try:
+            j = json.loads(text)
+        except ValueError:
+            return "not JSON: " + text
         return json.dumps({"meta": j["meta"], "rows": j["rows"],
                            "data": sorted(json.dumps(d, sort_keys=True) for d in j["data"])},
                           sort_keys=True)
