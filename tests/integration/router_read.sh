@@ -92,7 +92,7 @@ move_away() { # TENANT SPLIT [ARGS]: moves the slice to the next node
     local from to
     from=$("$FERRY_BIN" route --tenant "$1" --split "$2" --json --config "$CONF" | jq -r '.slices[0].shards[0]')
     to=node$(( ${from#node} % 3 + 1 ))
-    "$FERRY_BIN" move --config "$CONF" --tenant "$1" --split "$2" --to "$to" --grace 500 "${@:3}" \
+    "$FERRY_BIN" move --config "$CONF" --tenant "$1" --split "$2" --to "$to" --grace 2000 "${@:3}" \
         >"$T/move_$1_$2.out" 2>"$T/move_$1_$2.err"
 }
 move_away acme 0 || fail "move acme/0: $(cat "$T/move_acme_0.err")"
