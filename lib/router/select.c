@@ -1007,15 +1007,16 @@ out:
     return rc;
 }
 
-static int run_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, const char *format,
-                        const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
-                        void *arg, rd_fail *f)
+/* Checks the query against the router's rules and plans it; GLOBAL subqueries of a plan that
+ * needs several servers are computed and published. *plan is the caller's to free. */
+static int plan_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, ferry_read_plan *plan,
+                         rd_fail *f)
 {
     rt_reads *rd = cx->rd;
     rd_cache *c = cx->cache;
-    ferry_read_plan plan = {0};
     ferry_err err = {0};
     int rc;
+    memset(plan, 0, sizeof *plan);
     for (size_t i = 0; i < a->n_refs; i++) {
         const ferry_sql_ref *ref = &a->refs[i];
         if (ref->table < 0)
@@ -1040,51 +1041,66 @@ static int run_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, const char *for
         }
     }
     size_t ns = c->n_servers;
-    rc = ferry_sql_plan(a, rd->tables, c->targets, ns, &plan, &err);
-    if (!rc && plan.kind != FERRY_PLAN_SINGLE && plan.n_globals) {
-        ferry_read_plan_free(&plan);
-        memset(&plan, 0, sizeof plan);
-        rc = ferry_sql_plan(a, rd->tables, c->targets_mat, ns, &plan, &err);
-        if (!rc)
-            rc = materialize_globals(cx, &plan, f);
-        else
-            fail_set(f, rc, "NOT_IMPLEMENTED", "cannot plan the query: %s", err.msg);
+    rc = ferry_sql_plan(a, rd->tables, c->targets, ns, plan, &err);
+    if (!rc && plan->kind != FERRY_PLAN_SINGLE && plan->n_globals) {
+        ferry_read_plan_free(plan);
+        memset(plan, 0, sizeof *plan);
+        rc = ferry_sql_plan(a, rd->tables, c->targets_mat, ns, plan, &err);
         if (rc)
-            goto out;
+            return fail_set(f, rc, "NOT_IMPLEMENTED", "cannot plan the query: %s", err.msg);
+        rc = materialize_globals(cx, plan, f);
+        if (rc)
+            return rc;
     } else if (rc) {
-        fail_set(f, rc, "NOT_IMPLEMENTED", "cannot plan the query: %s", err.msg);
-        goto out;
+        return fail_set(f, rc, "NOT_IMPLEMENTED", "cannot plan the query: %s", err.msg);
     }
-    if (plan.n_queries == 0) {
-        rc = fail_set(f, FERRY_EINTERNAL, "NOT_IMPLEMENTED", "the plan has no server query");
-        goto out;
-    }
+    if (plan->n_queries == 0)
+        return fail_set(f, FERRY_EINTERNAL, "NOT_IMPLEMENTED", "the plan has no server query");
     if (cx->depth == 0) {
-        snprintf(cx->plan_kind, sizeof cx->plan_kind, "%s", ferry_plan_kind_name(plan.kind));
+        snprintf(cx->plan_kind, sizeof cx->plan_kind, "%s", ferry_plan_kind_name(plan->kind));
         size_t used = 0;
-        for (size_t i = 0; i < plan.n_queries; i++) {
-            const char *name = cx->r->shards[plan.queries[i].server].name;
+        for (size_t i = 0; i < plan->n_queries; i++) {
+            const char *name = cx->r->shards[plan->queries[i].server].name;
             bool seen = false;
             for (size_t k = 0; k < i && !seen; k++)
-                seen = plan.queries[k].server == plan.queries[i].server;
+                seen = plan->queries[k].server == plan->queries[i].server;
             if (!seen && used + strlen(name) + 2 < sizeof cx->shards)
                 used += (size_t)snprintf(cx->shards + used, sizeof cx->shards - used, "%s%s",
                                          used ? "," : "", name);
         }
     }
-    if (plan.kind == FERRY_PLAN_SINGLE) {
-        rc = run_final(cx, plan.queries[0].server, plan.queries[0].sql, &plan, format, extra,
+    return FERRY_OK;
+}
+
+/* Runs a plan; the final answer goes to sink. */
+static int exec_plan(rd_ctx *cx, ferry_read_plan *plan, const char *format,
+                     const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
+                     void *arg, rd_fail *f)
+{
+    rt_reads *rd = cx->rd;
+    int rc;
+    if (plan->kind == FERRY_PLAN_SINGLE)
+        rc = run_final(cx, plan->queries[0].server, plan->queries[0].sql, plan, format, extra,
                        n_extra, sink, arg, f);
-        pthread_mutex_lock(&rd->mu);
+    else
+        rc = run_merged(cx, plan, format, extra, n_extra, sink, arg, f);
+    pthread_mutex_lock(&rd->mu);
+    if (plan->kind == FERRY_PLAN_SINGLE)
         rd->single++;
-        pthread_mutex_unlock(&rd->mu);
-    } else {
-        rc = run_merged(cx, &plan, format, extra, n_extra, sink, arg, f);
-        pthread_mutex_lock(&rd->mu);
+    else
         rd->merged++;
-        pthread_mutex_unlock(&rd->mu);
-    }
-out:
+    pthread_mutex_unlock(&rd->mu);
+    return rc;
+}
+
+static int run_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, const char *format,
+                        const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
+                        void *arg, rd_fail *f)
+{
+    ferry_read_plan plan;
+    int rc = plan_analyzed(cx, a, &plan, f);
+    if (!rc)
+        rc = exec_plan(cx, &plan, format, extra, n_extra, sink, arg, f);
     ferry_read_plan_free(&plan);
     return rc;
 }
@@ -1097,6 +1113,8 @@ typedef struct rd_stream {
     ferry_sql_analysis a;
     rd_opts o;
     rd_ctx cx;
+    ferry_read_plan plan;
+    ferry_buf small; /* the fast path's answer */
     int pipe_rd, pipe_wr;
     pthread_t th;
     bool th_started;
@@ -1134,7 +1152,7 @@ static void *stream_main(void *arg)
 {
     rd_stream *s = arg;
     rt_inflight_add(s->r, s->cx.cache->snap->version);
-    int rc = run_analyzed(&s->cx, &s->a, s->o.default_format, NULL, 0, pipe_sink, s, &s->fail);
+    int rc = exec_plan(&s->cx, &s->plan, s->o.default_format, NULL, 0, pipe_sink, s, &s->fail);
     rt_inflight_done(s->r, s->cx.cache->snap->version);
     for (size_t i = 0; i < s->cx.n_pubs; i++)
         partial_unpublish(s->cx.rd, s->cx.pubs[i]);
@@ -1169,6 +1187,8 @@ static void stream_free(void *arg)
         partial_unpublish(s->cx.rd, s->cx.pubs[i]);
     free(s->cx.pubs);
     cache_put(s->cx.cache);
+    ferry_read_plan_free(&s->plan);
+    ferry_buf_free(&s->small);
     ferry_sql_analysis_free(&s->a);
     opts_free(&s->o);
     free(s->sql);
@@ -1218,6 +1238,26 @@ static const char *content_type_for(const char *format)
     return "application/octet-stream";
 }
 
+
+/* The fast path buffers answers up to this size (beyond, the query runs again, streamed). */
+#define SMALL_ANSWER_MAX (1u << 20)
+
+/* Whether the statement's answer is expected to be small and cheap to produce again: the outer
+ * SELECT has a LIMIT, or neither GROUP BY nor ORDER BY (a plain aggregate, or rows that stream
+ * as they are read, so an oversized first attempt costs little). */
+static bool small_answer(const ferry_sql_analysis *a)
+{
+    for (size_t i = 0; i < a->n_levels; i++) {
+        const ferry_sql_level *l = &a->levels[i];
+        if (l->parent != SIZE_MAX)
+            continue;
+        if (l->cl[FERRY_CL_LIMIT].present)
+            continue;
+        if (l->cl[FERRY_CL_GROUP_BY].present || l->cl[FERRY_CL_ORDER_BY].present)
+            return false;
+    }
+    return true;
+}
 
 bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, const void *body,
                      size_t body_len)
@@ -1269,8 +1309,57 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, co
         stream_free(s);
         return true;
     }
+    if (opts_collect(req, &s->o) || !(s->cx.cache = cache_get(r, rd))) {
+        fail_set(&f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of resources");
+        respond_fail(req, &f);
+        stream_free(s);
+        return true;
+    }
+    s->cx.r = r;
+    s->cx.rd = rd;
+    s->cx.o = &s->o;
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)s->cx.cache->snap->version);
+    ferry_http_add_header(req, "X-Ferry-Routing-Version", v);
+    bool failed = plan_analyzed(&s->cx, &s->a, &s->plan, &s->fail) != FERRY_OK;
+    if (s->cx.plan_kind[0])
+        ferry_http_add_header(req, "X-Ferry-Plan", s->cx.plan_kind);
+    if (s->cx.shards[0])
+        ferry_http_add_header(req, "X-Ferry-Shards", s->cx.shards);
+    const char *fmt = s->a.format ? s->a.format : s->o.default_format;
+    if (!failed && s->plan.kind == FERRY_PLAN_SINGLE && small_answer(&s->a)) {
+        /* The fast path: one server, an answer expected to be small: run it on this thread
+         * (no thread hand-offs) into memory. An answer beyond SMALL_ANSWER_MAX is run again,
+         * streamed. */
+        buf_sink b = {.b = &s->small, .max = SMALL_ANSWER_MAX};
+        rt_inflight_add(r, s->cx.cache->snap->version);
+        rc = exec_plan(&s->cx, &s->plan, s->o.default_format, NULL, 0, buf_sink_write, &b,
+                       &s->fail);
+        rt_inflight_done(r, s->cx.cache->snap->version);
+        if (!rc || !b.over) {
+            if (!rc) {
+                if (fmt)
+                    ferry_http_add_header(req, "X-ClickHouse-Format", fmt);
+                if (s->o.query_id)
+                    ferry_http_add_header(req, "X-ClickHouse-Query-Id", s->o.query_id);
+                ferry_http_respond(req, 200, content_type_for(fmt), s->small.data,
+                                   s->small.len);
+            } else {
+                respond_fail(req, &s->fail);
+            }
+            stream_free(s);
+            return true;
+        }
+        memset(&s->fail, 0, sizeof s->fail);
+        ferry_buf_free(&s->small);
+    }
+    if (failed) {
+        respond_fail(req, &s->fail);
+        stream_free(s);
+        return true;
+    }
     int fds[2];
-    if (opts_collect(req, &s->o) || !(s->cx.cache = cache_get(r, rd)) || pipe(fds) != 0) {
+    if (pipe(fds) != 0) {
         fail_set(&f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of resources");
         respond_fail(req, &f);
         stream_free(s);
@@ -1278,9 +1367,6 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, co
     }
     s->pipe_rd = fds[0];
     s->pipe_wr = fds[1];
-    s->cx.r = r;
-    s->cx.rd = rd;
-    s->cx.o = &s->o;
     s->th_started = pthread_create(&s->th, NULL, stream_main, s) == 0;
     if (!s->th_started) {
         fail_set(&f, FERRY_ENOMEM, "CANNOT_SCHEDULE_TASK", "cannot start a thread");
@@ -1291,21 +1377,13 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, co
     pthread_mutex_lock(&s->mu);
     while (!s->started && !s->finished)
         pthread_cond_wait(&s->cond, &s->mu);
-    bool failed = !s->started && s->rc;
+    failed = !s->started && s->rc;
     pthread_mutex_unlock(&s->mu);
-    if (s->cx.plan_kind[0])
-        ferry_http_add_header(req, "X-Ferry-Plan", s->cx.plan_kind);
-    if (s->cx.shards[0])
-        ferry_http_add_header(req, "X-Ferry-Shards", s->cx.shards);
-    char v[32];
-    snprintf(v, sizeof v, "%llu", (unsigned long long)s->cx.cache->snap->version);
-    ferry_http_add_header(req, "X-Ferry-Routing-Version", v);
     if (failed) {
         respond_fail(req, &s->fail);
         stream_free(s);
         return true;
     }
-    const char *fmt = s->a.format ? s->a.format : s->o.default_format;
     if (fmt)
         ferry_http_add_header(req, "X-ClickHouse-Format", fmt);
     if (s->o.query_id)
