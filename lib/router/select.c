@@ -1282,6 +1282,11 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, co
         ferry_buf_free(&text);
         return false;
     }
+    /* Only SELECT-like statements are analysed (a large DDL or INSERT body is not tokenized). */
+    if (ferry_ch_statement_kind(ferry_buf_cstr(&text)) != FERRY_CH_STMT_READ) {
+        ferry_buf_free(&text);
+        return false;
+    }
     rd_stream *s = calloc(1, sizeof *s);
     if (!s) {
         ferry_buf_free(&text);
