@@ -32,14 +32,14 @@ int main(void)
     static const char *const servers[] = {"n1", "n2", "n3"};
     enum { TENANTS = 1000, SPLITS = 4 };
     static char names[TENANTS][16];
-    static ferry_route routes[TENANTS * SPLITS];
+    static ferry_sql_route routes[TENANTS * SPLITS];
     static const char *shard_of[TENANTS * SPLITS][1];
     for (int t = 0; t < TENANTS; t++) {
         snprintf(names[t], sizeof names[t], "t%04d", t);
         for (int s = 0; s < SPLITS; s++) {
             int k = t * SPLITS + s;
             shard_of[k][0] = servers[(t + s) % 3];
-            routes[k] = (ferry_route){names[t], (uint32_t)s, shard_of[k], 1};
+            routes[k] = (ferry_sql_route){names[t], (uint32_t)s, shard_of[k], 1};
         }
     }
     static const struct {

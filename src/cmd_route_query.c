@@ -131,7 +131,7 @@ static int tables_from_config(tables_in *ti, ferry_config *cfg, ferry_err *err)
 }
 
 typedef struct routes_in {
-    ferry_route *v;
+    ferry_sql_route *v;
     size_t n, cap;
     char **lines; /* owned line copies */
     const char ***shards;
@@ -160,7 +160,7 @@ static int read_routes(const char *path, routes_in *out, ferry_err *err)
         char *line = strdup(lr.line);
         char **nl = realloc(out->lines, (out->n_lines + 1) * sizeof *nl);
         const char ***ns = nl ? realloc(out->shards, (out->n_lines + 1) * sizeof *ns) : NULL;
-        ferry_route *nv = ns ? realloc(out->v, (out->n + 1) * sizeof *nv) : NULL;
+        ferry_sql_route *nv = ns ? realloc(out->v, (out->n + 1) * sizeof *nv) : NULL;
         if (nl)
             out->lines = nl;
         if (ns)
@@ -206,7 +206,7 @@ static int read_routes(const char *path, routes_in *out, ferry_err *err)
                                    lr.lineno, f[0], f[1]);
                 goto out;
             }
-        out->v[out->n++] = (ferry_route){f[0], (uint32_t)split, sh, got_shards};
+        out->v[out->n++] = (ferry_sql_route){f[0], (uint32_t)split, sh, got_shards};
     }
     if (got < 0)
         rc = err->code;

@@ -243,12 +243,12 @@ const char *ferry_plan_kind_name(enum ferry_plan_kind kind);
 
 /* One slice's serving shards: the first serves reads; the others hold copies (e.g. the target
  * of a move before the switch) and must not return the slice. */
-typedef struct ferry_route {
+typedef struct ferry_sql_route {
     const char *tenant;
     uint32_t split;
     const char *const *shards;
     size_t n_shards;
-} ferry_route;
+} ferry_sql_route;
 
 typedef struct ferry_routed {
     ferry_sql_analysis analysis;
@@ -261,7 +261,7 @@ typedef struct ferry_routed {
  * name on every server (NULL array or entry: the name as written). The same routes apply to
  * every managed table (a slice is a tenant's split across the managed tables). */
 int ferry_route_query(const char *sql, size_t len, const ferry_sql_table *tables,
-                      size_t n_tables, const char *const *local_names, const ferry_route *routes,
+                      size_t n_tables, const char *const *local_names, const ferry_sql_route *routes,
                       size_t n_routes, ferry_routed *out, ferry_err *err);
 void ferry_routed_free(ferry_routed *r);
 

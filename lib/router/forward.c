@@ -271,3 +271,11 @@ int rt_query_any(ferry_router *r, const char *sql, ferry_buf *out, ferry_err *er
     }
     return rc;
 }
+
+int rt_client_take(ferry_router *r, rt_shard *s, size_t rep, ferry_ch_client **out,
+                   ferry_err *err)
+{
+    return client_take(r, s, rep, out, err);
+}
+
+void rt_client_give(rt_shard *s, size_t rep, ferry_ch_client *c) { client_give(s, rep, c); }

@@ -95,6 +95,7 @@ struct ferry_router {
     pthread_t watcher;
     bool watcher_started;
     ferry_httpd *httpd;
+    struct rt_reads *reads; /* the read path's state (select.c) */
 };
 
 /* ---- routing (routing.c) ---- */
@@ -189,6 +190,28 @@ int rt_out_row(rt_out *o, size_t shard, const char *row, size_t len);
  * per-shard results accumulate; new rows may follow (new streams, next sequence numbers). */
 void rt_out_finish(rt_out *o, bool send_staged);
 void rt_out_free(rt_out *o);
+
+/* The pooled keep-alive clients of a shard's replica (forward.c): take one (a new one when the
+ * pool is empty), give it back when the connection is still good. */
+int rt_client_take(ferry_router *r, rt_shard *s, size_t rep, ferry_ch_client **out,
+                   ferry_err *err);
+void rt_client_give(rt_shard *s, size_t rep, ferry_ch_client *c);
+
+/* ---- reads (select.c) ---- */
+typedef struct rt_reads rt_reads;
+struct ferry_config;
+/* Reads the read path's [router] keys; call once the tables are known. listen_host: the address
+ * the router listens on (the servers reach partial results there unless advertise_url says). */
+int rt_reads_init(ferry_router *r, const struct ferry_config *cfg, const char *listen_host,
+                  ferry_err *err);
+void rt_reads_free(ferry_router *r);
+/* Routes a SELECT-like statement (the query in ?query= plus the body, or the body) when it reads
+ * a managed table: answers the request and returns true. false: not routed (no managed table,
+ * not valid SQL, the client's own external data): the caller passes it through. */
+bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, const void *body,
+                     size_t body_len);
+/* GET /ferry/partial/<token>: a partial result published for a running merge. */
+void rt_partial_on_complete(ferry_http_req *req, void *ctx);
 
 /* ---- passthrough (passthrough.c) ---- */
 /* Forwards the request unchanged (method, query string, selected headers, body) to the

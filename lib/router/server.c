@@ -8,7 +8,8 @@
  *                body is still being read (stream.c), each with a deduplication token. When the
  *                router publishes a newer table mid-request, the open streams are ended and the
  *                rest is routed with the new table.
- *   select       SELECT-like statements: the read path's seam (issue 10); today: passthrough.
+ *   select       SELECT-like statements reading managed tables: planned and run by the read
+ *                path (select.c); any other SELECT passes through.
  *   passthrough  anything else, unchanged, to [router] passthrough.
  *
  * Memory per request is bounded: per shard, flush_bytes staged plus stream_buffer_bytes queued
@@ -691,6 +692,9 @@ static void on_complete(ferry_http_req *req, void *ctx)
             return;
     }
     if (st->mode == MODE_PASS) {
+        /* SELECT-like statements over managed tables take the read path (select.c). */
+        if (rt_select_route(st->r, req, st->query_in_url, st->body.data, st->body.len))
+            return;
         rt_passthrough(st->r, req, st->body.data, st->body.len);
         return;
     }
@@ -748,7 +752,9 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
 {
     static const char *const keys[] = {"listen", "passthrough", "flush_bytes", "stream_buffer_bytes",
                                        "max_request_bytes", "max_row_bytes", "shard_timeout",
-                                       "load_balancing", NULL};
+                                       "load_balancing", "allow_fanout", "global_max_rows",
+                                       "global_max_bytes", "max_partial_bytes", "advertise_url",
+                                       NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
@@ -842,7 +848,9 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     }
     for (size_t i = 0; i < tables.n; i++)
         r->tables[r->n_tables++].def = tables.items[i].u.table;
-    rc = rt_reload(r, r->check_cat, err);
+    rc = rt_reads_init(r, &cfg, addr, err);
+    if (!rc)
+        rc = rt_reload(r, r->check_cat, err);
     if (rc)
         goto out;
     if (pthread_create(&r->watcher, NULL, rt_watch_main, r) != 0) {
@@ -853,6 +861,7 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     ferry_http_route routes[] = {
         {"GET", "/ping", NULL, NULL, on_ping, NULL, r, 0},
         {"GET", "/ferry/router", NULL, NULL, on_status, NULL, r, 0},
+        {NULL, "/ferry/partial/", NULL, NULL, rt_partial_on_complete, NULL, r, 0},
         {NULL, "/", on_headers, on_body, on_complete, state_free, r, 0},
     };
     ferry_httpd_options ho = {.bind_addr = addr, .port = port};
@@ -881,6 +890,7 @@ void ferry_router_stop(ferry_router *r)
     pthread_mutex_unlock(&r->mu);
     if (r->watcher_started)
         pthread_join(r->watcher, NULL);
+    rt_reads_free(r);
     rt_snapshot_put(r->snap);
     for (size_t i = 0; i < r->n_tables; i++)
         ferry_rt_schema_free(&r->tables[i].schema);

@@ -12,7 +12,7 @@ static int cmp_name(const void *x, const void *y)
 }
 
 int ferry_route_query(const char *sql, size_t len, const ferry_sql_table *tables,
-                      size_t n_tables, const char *const *local_names, const ferry_route *routes,
+                      size_t n_tables, const char *const *local_names, const ferry_sql_route *routes,
                       size_t n_routes, ferry_routed *out, ferry_err *err)
 {
     memset(out, 0, sizeof *out);

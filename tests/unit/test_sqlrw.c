@@ -756,7 +756,7 @@ static void test_route_query_copies(void **state)
     (void)state;
     /* acme/1 is being moved: copies on n1 and n2, n1 serves it */
     const char *s1[] = {"n1"}, *s12[] = {"n1", "n2"}, *s2[] = {"n2"};
-    const ferry_route routes[] = {{"acme", 0, s1, 1}, {"acme", 1, s12, 2}, {"acme", 2, s2, 1}};
+    const ferry_sql_route routes[] = {{"acme", 0, s1, 1}, {"acme", 1, s12, 2}, {"acme", 2, s2, 1}};
     ferry_routed rt;
     ferry_err err = {0};
     const char *sql = "SELECT count() FROM events WHERE tenant = 'acme'";

@@ -1,0 +1,1398 @@
+/* The router's read path (docs/routing.md, "Reads"): a SELECT over managed tables is analysed and
+ * planned with lib/sql against the router's routing snapshot, then executed:
+ *
+ *   single   one server serves everything the query reads: its rewritten query (with the
+ *            client's SETTINGS and FORMAT put back) is sent on a pooled keep-alive client and
+ *            the answer streamed back;
+ *   merged   several servers: every server's partial query runs in parallel (Native format,
+ *            buffered in the router, bounded by [router] max_partial_bytes); the partials are
+ *            published at GET /ferry/partial/<token> and the plan's initiator query, with its
+ *            placeholders replaced by url('<router>/ferry/partial/<token>', 'Native'), runs on
+ *            one of the servers, which merges them with ClickHouse's own machinery
+ *            (-State/-Merge, ORDER BY/LIMIT, joins ...). Its answer is streamed back.
+ *   GLOBAL   the right-hand side of GLOBAL IN / JOIN is routed like any query, once, into a
+ *            bounded buffer ([router] global_max_rows / global_max_bytes) and read by every
+ *            server through the same url() mechanism.
+ *
+ * The per-snapshot data the planner needs (each server's served slices) is built once per
+ * routing snapshot and shared by the requests that use it. */
+#include "router_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+#include "ferry/chhttp.h"
+#include "ferry/config.h"
+#include "ferry/log.h"
+#include "ferry/sqlrw.h"
+#include "ferry/strutil.h"
+
+/* ---- state ---------------------------------------------------------------------------------- */
+
+/* Served slices per router shard for one routing snapshot (immutable once built). */
+typedef struct rd_cache {
+    atomic_int refs;
+    rt_snapshot *snap;        /* a reference; slice tenant names point into it */
+    size_t n_servers;         /* == router shards */
+    ferry_sql_slice **slices; /* per server */
+    size_t *n_slices;
+    ferry_sql_served *served; /* per server x table */
+    ferry_sql_target *targets, *targets_mat;
+    char **unrouted;          /* tenants with a slice no known shard serves */
+    size_t n_unrouted;
+} rd_cache;
+
+/* One published partial result: the bytes of one or more servers' Native answers. */
+typedef struct rt_partial {
+    char token[40];
+    ferry_buf *segs;
+    size_t n_segs;
+    atomic_int refs;
+    struct rt_partial *next;
+} rt_partial;
+
+struct rt_reads {
+    bool allow_fanout;
+    uint64_t global_max_rows, global_max_bytes, max_partial_bytes;
+    char advertise[FERRY_URL_MAX]; /* "" until the port is known (then derived) */
+    char listen_host[64];
+    ferry_sql_table *tables;
+    size_t n_tables;
+    pthread_mutex_t mu; /* partials, cache, counters */
+    rt_partial *partials;
+    rd_cache *cache;
+    uint64_t single, merged;
+};
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- configuration -------------------------------------------------------------------------- */
+
+int rt_reads_init(ferry_router *r, const ferry_config *cfg, const char *listen_host,
+                  ferry_err *err)
+{
+    rt_reads *rd = calloc(1, sizeof *rd);
+    if (!rd)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    pthread_mutex_init(&rd->mu, NULL);
+    r->reads = rd;
+    int rc = ferry_config_bool(cfg, "router", NULL, "allow_fanout", true, &rd->allow_fanout, err);
+    if (!rc)
+        rc = ferry_config_u64(cfg, "router", NULL, "global_max_rows", 1000000,
+                              &rd->global_max_rows, err);
+    if (!rc)
+        rc = ferry_config_bytes(cfg, "router", NULL, "global_max_bytes", 64u << 20,
+                                &rd->global_max_bytes, err);
+    if (!rc)
+        rc = ferry_config_bytes(cfg, "router", NULL, "max_partial_bytes", 1ULL << 30,
+                                &rd->max_partial_bytes, err);
+    if (rc)
+        return rc;
+    const char *adv = ferry_config_get(cfg, "router", NULL, "advertise_url");
+    if (adv && *adv) {
+        if (!ferry_starts_with(adv, "http://") && !ferry_starts_with(adv, "https://"))
+            return ferry_err_set(err, FERRY_EINVAL,
+                                 "%s: [router] advertise_url = '%s': expected the router's "
+                                 "http:// URL as the servers reach it",
+                                 cfg->path, adv);
+        size_t l = strlen(adv);
+        snprintf(rd->advertise, sizeof rd->advertise, "%.*s", (int)(adv[l - 1] == '/' ? l - 1 : l),
+                 adv);
+    }
+    const char *h = listen_host && *listen_host && strcmp(listen_host, "0.0.0.0") &&
+                            strcmp(listen_host, "::") && strcmp(listen_host, "[::]")
+                        ? listen_host
+                        : "127.0.0.1";
+    snprintf(rd->listen_host, sizeof rd->listen_host, "%s", h);
+    rd->tables = calloc(r->n_tables ? r->n_tables : 1, sizeof *rd->tables);
+    if (!rd->tables)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < r->n_tables; i++) {
+        const ferry_table_def *d = &r->tables[i].def;
+        if (d->layout != FERRY_LAYOUT_SHARED)
+            continue; /* per-tenant tables are not routed for reads (docs/routing.md) */
+        rd->tables[rd->n_tables++] = (ferry_sql_table){.name = d->name,
+                                                       .database = d->database,
+                                                       .layout = d->layout,
+                                                       .tenant_column = d->tenant_column,
+                                                       .split_column = d->split_column};
+    }
+    return FERRY_OK;
+}
+
+static void cache_put(rd_cache *c)
+{
+    if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    for (size_t s = 0; s < c->n_servers; s++)
+        free(c->slices ? c->slices[s] : NULL);
+    free(c->slices);
+    free(c->n_slices);
+    free(c->served);
+    free(c->targets);
+    free(c->targets_mat);
+    free(c->unrouted);
+    rt_snapshot_put(c->snap);
+    free(c);
+}
+
+static void partial_put(rt_partial *p)
+{
+    if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
+        return;
+    for (size_t i = 0; i < p->n_segs; i++)
+        ferry_buf_free(&p->segs[i]);
+    free(p->segs);
+    free(p);
+}
+
+void rt_reads_free(ferry_router *r)
+{
+    rt_reads *rd = r->reads;
+    if (!rd)
+        return;
+    for (rt_partial *p = rd->partials; p;) {
+        rt_partial *n = p->next;
+        partial_put(p);
+        p = n;
+    }
+    cache_put(rd->cache);
+    free(rd->tables);
+    pthread_mutex_destroy(&rd->mu);
+    free(rd);
+    r->reads = NULL;
+}
+
+/* ---- the per-snapshot cache ----------------------------------------------------------------- */
+
+static rd_cache *cache_build(ferry_router *r, rt_reads *rd, rt_snapshot *s)
+{
+    rd_cache *c = calloc(1, sizeof *c);
+    if (!c) {
+        rt_snapshot_put(s);
+        return NULL;
+    }
+    atomic_init(&c->refs, 1);
+    c->snap = s;
+    c->n_servers = r->n_shards;
+    size_t ns = c->n_servers ? c->n_servers : 1, nt = rd->n_tables ? rd->n_tables : 1;
+    size_t total = 0;
+    for (size_t i = 0; i < s->n_tenants; i++)
+        total += s->tenants[i].splits;
+    c->slices = calloc(ns, sizeof *c->slices);
+    c->n_slices = calloc(ns, sizeof *c->n_slices);
+    c->served = calloc(ns * nt, sizeof *c->served);
+    c->targets = calloc(ns, sizeof *c->targets);
+    c->targets_mat = calloc(ns, sizeof *c->targets_mat);
+    c->unrouted = calloc(s->n_tenants + 1, sizeof *c->unrouted);
+    if (!c->slices || !c->n_slices || !c->served || !c->targets || !c->targets_mat || !c->unrouted)
+        goto oom;
+    /* count per server first, then fill */
+    for (size_t i = 0; i < s->n_tenants; i++) {
+        const rt_tenant *t = &s->tenants[i];
+        bool unrouted = false;
+        for (uint32_t k = 0; k < t->splits; k++) {
+            if (k < t->n_routes && t->routes[k].n_shards)
+                c->n_slices[t->routes[k].shards[0]]++;
+            else
+                unrouted = true;
+        }
+        if (unrouted)
+            c->unrouted[c->n_unrouted++] = t->name;
+    }
+    for (size_t sv = 0; sv < c->n_servers; sv++) {
+        c->slices[sv] = calloc(c->n_slices[sv] + 1, sizeof **c->slices);
+        if (!c->slices[sv])
+            goto oom;
+        c->n_slices[sv] = 0;
+    }
+    for (size_t i = 0; i < s->n_tenants; i++) {
+        const rt_tenant *t = &s->tenants[i];
+        for (uint32_t k = 0; k < t->splits && k < t->n_routes; k++) {
+            if (!t->routes[k].n_shards)
+                continue;
+            size_t sv = t->routes[k].shards[0];
+            c->slices[sv][c->n_slices[sv]++] = (ferry_sql_slice){t->name, k};
+        }
+    }
+    (void)total;
+    for (size_t sv = 0; sv < c->n_servers; sv++) {
+        for (size_t t = 0; t < rd->n_tables; t++)
+            c->served[sv * nt + t] = (ferry_sql_served){c->slices[sv], c->n_slices[sv]};
+        c->targets[sv] = (ferry_sql_target){&c->served[sv * nt], NULL, false};
+        c->targets_mat[sv] = (ferry_sql_target){&c->served[sv * nt], NULL, true};
+    }
+    return c;
+oom:
+    cache_put(c);
+    return NULL;
+}
+
+/* The cache for the current snapshot, with a reference (cache_put). NULL: out of memory. */
+static rd_cache *cache_get(ferry_router *r, rt_reads *rd)
+{
+    rt_snapshot *s = rt_snapshot_get(r);
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&rd->mu);
+    rd_cache *c = rd->cache;
+    if (c && c->snap == s) {
+        atomic_fetch_add(&c->refs, 1);
+        pthread_mutex_unlock(&rd->mu);
+        rt_snapshot_put(s);
+        return c;
+    }
+    pthread_mutex_unlock(&rd->mu);
+    c = cache_build(r, rd, s); /* takes the snapshot reference */
+    if (!c)
+        return NULL;
+    pthread_mutex_lock(&rd->mu);
+    rd_cache *old = NULL;
+    if (!rd->cache || rd->cache->snap->version <= c->snap->version) {
+        old = rd->cache;
+        rd->cache = c;
+        atomic_fetch_add(&c->refs, 1);
+    }
+    pthread_mutex_unlock(&rd->mu);
+    cache_put(old);
+    return c;
+}
+
+/* ---- published partial results -------------------------------------------------------------- */
+
+/* Publishes segs (taken over) and returns it with a reference held by the caller (who
+ * unpublishes it with partial_unpublish). */
+static rt_partial *partial_publish(rt_reads *rd, ferry_buf *segs, size_t n_segs)
+{
+    rt_partial *p = calloc(1, sizeof *p);
+    unsigned char rnd[16];
+    if (!p || RAND_bytes(rnd, sizeof rnd) != 1) {
+        free(p);
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof rnd; i++)
+        snprintf(p->token + 2 * i, 3, "%02x", rnd[i]);
+    p->segs = segs;
+    p->n_segs = n_segs;
+    atomic_init(&p->refs, 2); /* the registry's and the caller's */
+    pthread_mutex_lock(&rd->mu);
+    p->next = rd->partials;
+    rd->partials = p;
+    pthread_mutex_unlock(&rd->mu);
+    return p;
+}
+
+static void partial_unpublish(rt_reads *rd, rt_partial *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&rd->mu);
+    for (rt_partial **pp = &rd->partials; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            partial_put(p); /* the registry's reference */
+            break;
+        }
+    pthread_mutex_unlock(&rd->mu);
+    partial_put(p);
+}
+
+typedef struct partial_reader {
+    rt_partial *p;
+    size_t seg, off;
+} partial_reader;
+
+static ssize_t partial_read(void *cls, char *buf, size_t max)
+{
+    partial_reader *pr = cls;
+    while (pr->seg < pr->p->n_segs) {
+        const ferry_buf *b = &pr->p->segs[pr->seg];
+        if (pr->off < b->len) {
+            size_t n = b->len - pr->off < max ? b->len - pr->off : max;
+            memcpy(buf, b->data + pr->off, n);
+            pr->off += n;
+            return (ssize_t)n;
+        }
+        pr->seg++;
+        pr->off = 0;
+    }
+    return 0;
+}
+
+static void partial_reader_free(void *cls)
+{
+    partial_reader *pr = cls;
+    partial_put(pr->p);
+    free(pr);
+}
+
+void rt_partial_on_complete(ferry_http_req *req, void *ctx)
+{
+    ferry_router *r = ctx;
+    rt_reads *rd = r->reads;
+    const char *path = ferry_http_path(req);
+    const char *tok = strrchr(path, '/');
+    tok = tok ? tok + 1 : "";
+    rt_partial *p = NULL;
+    pthread_mutex_lock(&rd->mu);
+    for (rt_partial *q = rd->partials; q; q = q->next)
+        if (!strcmp(q->token, tok)) {
+            p = q;
+            atomic_fetch_add(&p->refs, 1);
+            break;
+        }
+    pthread_mutex_unlock(&rd->mu);
+    if (!p) {
+        ferry_http_respond_text(req, 404, "no such partial result (it ended with its query)\n");
+        return;
+    }
+    partial_reader *pr = calloc(1, sizeof *pr);
+    if (!pr) {
+        partial_put(p);
+        ferry_http_respond_text(req, 500, "out of memory\n");
+        return;
+    }
+    pr->p = p;
+    ferry_http_respond_stream(req, 200, "application/octet-stream", partial_read, pr,
+                              partial_reader_free);
+}
+
+/* ---- executing on a shard ------------------------------------------------------------------- */
+
+/* Runs q on a replica of the shard (in the selector's order, the next one only when a replica
+ * could not be reached and no byte was delivered). A shard that cannot be reached fails with a
+ * message naming it and its URL (credentials redacted). */
+static int shard_exec(ferry_router *r, size_t shard, const ferry_ch_query *q, ferry_ch_status *st,
+                      ferry_err *err)
+{
+    rt_shard *s = &r->shards[shard];
+    size_t order[64];
+    memset(st, 0, sizeof *st);
+    pthread_mutex_lock(&s->mu);
+    int rc = ferry_rsel_select(s->sel, now_ms(), &s->rng, order, err);
+    pthread_mutex_unlock(&s->mu);
+    if (rc)
+        return rc;
+    size_t rep = 0;
+    for (size_t a = 0; a < s->n_replicas && a < 64; a++) {
+        rep = order[a];
+        ferry_ch_client *c = NULL;
+        ferry_err_clear(err);
+        rc = rt_client_take(r, s, rep, &c, err);
+        if (rc)
+            break;
+        pthread_mutex_lock(&s->mu);
+        ferry_rsel_begin(s->sel, rep, NULL);
+        pthread_mutex_unlock(&s->mu);
+        rc = ferry_ch_exec(c, q, st, err);
+        pthread_mutex_lock(&s->mu);
+        ferry_rsel_end(s->sel, rep, NULL);
+        if (rc == FERRY_ECONNECT || rc == FERRY_ETIMEOUT)
+            ferry_rsel_report_error(s->sel, rep, NULL);
+        else if (!rc)
+            ferry_rsel_report_success(s->sel, rep, NULL);
+        pthread_mutex_unlock(&s->mu);
+        if (!rc || rc == FERRY_EREMOTE) {
+            rt_client_give(s, rep, c); /* an exception leaves the connection usable */
+            break;
+        }
+        ferry_ch_client_free(c);
+        if ((rc != FERRY_ECONNECT && rc != FERRY_ETIMEOUT) || st->bytes_received)
+            break;
+    }
+    if (rc == FERRY_ECONNECT || rc == FERRY_ETIMEOUT) {
+        char red[FERRY_URL_MAX], msg[FERRY_ERR_MSG_MAX];
+        ferry_redact_url(s->urls[rep], red, sizeof red);
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        ferry_err_set(err, rc, "shard %s (%s) %s: %s", s->name, red,
+                      rc == FERRY_ETIMEOUT ? "timed out" : "cannot be reached", msg);
+    }
+    return rc;
+}
+
+/* ---- requests ------------------------------------------------------------------------------- */
+
+/* The client's side of a request: its settings and query parameters, database, format. */
+typedef struct rd_opts {
+    ferry_ch_setting *all;    /* owned names/values: settings and param_* */
+    size_t n_all;
+    ferry_ch_setting *server; /* the same without initiator-only settings (borrowed strings) */
+    size_t n_server;
+    char *database;
+    char *default_format;
+    char *query_id;
+} rd_opts;
+
+static void opts_free(rd_opts *o)
+{
+    for (size_t i = 0; i < o->n_all; i++) {
+        free((char *)o->all[i].name);
+        free((char *)o->all[i].value);
+    }
+    free(o->all);
+    free(o->server);
+    free(o->database);
+    free(o->default_format);
+    free(o->query_id);
+    memset(o, 0, sizeof *o);
+}
+
+static int collect_arg(void *cls, const char *name, const char *value)
+{
+    rd_opts *o = cls;
+    char **slot = !strcmp(name, "database")         ? &o->database
+                  : !strcmp(name, "default_format") ? &o->default_format
+                  : !strcmp(name, "query_id")       ? &o->query_id
+                                                    : NULL;
+    if (slot) {
+        free(*slot);
+        *slot = strdup(value ? value : "");
+        return *slot ? 0 : FERRY_ENOMEM;
+    }
+    enum ferry_ch_param_kind k = ferry_ch_param_kind(name);
+    if (k == FERRY_CH_PARAM_PROTOCOL || !ferry_ch_name_ok(name))
+        return 0;
+    void *p = realloc(o->all, (o->n_all + 1) * sizeof *o->all);
+    if (!p)
+        return FERRY_ENOMEM;
+    o->all = p;
+    o->all[o->n_all].name = strdup(name);
+    o->all[o->n_all].value = strdup(value ? value : "");
+    if (!o->all[o->n_all].name || !o->all[o->n_all].value)
+        return FERRY_ENOMEM;
+    o->n_all++;
+    return 0;
+}
+
+static int opts_collect(ferry_http_req *req, rd_opts *o)
+{
+    int rc = ferry_http_args_foreach(req, collect_arg, o);
+    if (rc)
+        return FERRY_ENOMEM;
+    if (!o->database) {
+        const char *h = ferry_http_header(req, "X-ClickHouse-Database");
+        if (h && *h && !(o->database = strdup(h)))
+            return FERRY_ENOMEM;
+    }
+    if (!o->default_format) {
+        const char *h = ferry_http_header(req, "X-ClickHouse-Format");
+        if (h && *h && !(o->default_format = strdup(h)))
+            return FERRY_ENOMEM;
+    }
+    o->server = calloc(o->n_all + 1, sizeof *o->server);
+    if (!o->server)
+        return FERRY_ENOMEM;
+    for (size_t i = 0; i < o->n_all; i++)
+        if (!ferry_sql_setting_initiator_only(o->all[i].name))
+            o->server[o->n_server++] = o->all[i];
+    return FERRY_OK;
+}
+
+/* Why a request failed, as it goes back to the client. */
+typedef struct rd_fail {
+    int rc;
+    bool remote;       /* a server's exception: pass message and status through */
+    long http_status;
+    int ch_code;
+    char name[64];     /* ClickHouse error name for our own errors */
+    ferry_err err;
+    ferry_ch_status st;
+} rd_fail;
+
+static int fail_set(rd_fail *f, int rc, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail_set(rd_fail *f, int rc, const char *name, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[FERRY_ERR_MSG_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    f->rc = rc;
+    f->remote = false;
+    snprintf(f->name, sizeof f->name, "%s", name);
+    ferry_err_set(&f->err, rc, "%s", msg);
+    return rc;
+}
+
+/* From a shard_exec failure. */
+static int fail_from_exec(rd_fail *f, int rc, const ferry_ch_status *st, const ferry_err *err)
+{
+    f->rc = rc;
+    f->err = *err;
+    if (rc == FERRY_EREMOTE && st->message[0]) {
+        f->remote = true;
+        f->st = *st;
+        f->http_status = st->http_status;
+        f->ch_code = st->ch_code;
+        return rc;
+    }
+    f->remote = false;
+    snprintf(f->name, sizeof f->name, "%s",
+             rc == FERRY_ETIMEOUT    ? "TIMEOUT_EXCEEDED"
+             : rc == FERRY_ECONNECT  ? "ALL_CONNECTION_TRIES_FAILED"
+             : rc == FERRY_ENOMEM    ? "CANNOT_ALLOCATE_MEMORY"
+             : rc == FERRY_EAUTH     ? "AUTHENTICATION_FAILED"
+                                     : "NETWORK_ERROR");
+    return rc;
+}
+
+static int code_of(const char *name)
+{
+    static const struct {
+        const char *name;
+        int code;
+    } codes[] = {{"BAD_ARGUMENTS", 36},        {"NOT_IMPLEMENTED", 48},
+                 {"TIMEOUT_EXCEEDED", 159},    {"CANNOT_ALLOCATE_MEMORY", 173},
+                 {"NETWORK_ERROR", 210},       {"ALL_CONNECTION_TRIES_FAILED", 279},
+                 {"TOO_MANY_ROWS_OR_BYTES", 396}, {"CANNOT_SCHEDULE_TASK", 439},
+                 {"AUTHENTICATION_FAILED", 516}};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (!strcmp(codes[i].name, name))
+            return codes[i].code;
+    return 1001;
+}
+
+static void respond_fail(ferry_http_req *req, const rd_fail *f)
+{
+    if (f->remote) {
+        char name[64] = "", c[16];
+        int code = ferry_ch_error_parse(f->st.message, name, sizeof name);
+        if (!code)
+            code = f->ch_code;
+        long status = f->http_status && f->http_status != 200 ? f->http_status
+                      : name[0]                                 ? ferry_ch_error_http_status(name)
+                                                                : 500;
+        snprintf(c, sizeof c, "%d", code);
+        ferry_http_add_header(req, "X-ClickHouse-Exception-Code", c);
+        size_t l = strlen(f->st.message);
+        char *body = malloc(l + 2);
+        if (body) {
+            memcpy(body, f->st.message, l);
+            body[l] = '\n';
+            ferry_http_respond(req, (unsigned)status, "text/plain; charset=UTF-8", body,
+                               l && f->st.message[l - 1] == '\n' ? l : l + 1);
+            free(body);
+            return;
+        }
+    }
+    const char *name = f->name[0] ? f->name : "NETWORK_ERROR";
+    int code = code_of(name);
+    char body[FERRY_ERR_MSG_MAX + 256], c[16];
+    snprintf(body, sizeof body, "Code: %d. DB::Exception: ferry router: %s. (%s) (version ferry router)\n",
+             code, f->err.msg, name);
+    snprintf(c, sizeof c, "%d", code);
+    ferry_http_add_header(req, "X-ClickHouse-Exception-Code", c);
+    ferry_http_respond(req, ferry_ch_error_http_status(name), "text/plain; charset=UTF-8", body,
+                       strlen(body));
+}
+
+/* ---- planning and running ------------------------------------------------------------------- */
+
+typedef struct rd_ctx {
+    ferry_router *r;
+    rt_reads *rd;
+    rd_cache *cache;
+    const rd_opts *o;
+    rt_partial **pubs; /* published for this request; unpublished when it ends */
+    size_t n_pubs;
+    char plan_kind[16];
+    char shards[512];
+    int depth;
+} rd_ctx;
+
+/* Replaces every occurrence of needle in *s (owned) by rep. */
+static int replace_all(char **s, const char *needle, const char *rep)
+{
+    size_t nl = strlen(needle);
+    if (!strstr(*s, needle))
+        return FERRY_OK;
+    ferry_buf b = {0};
+    const char *p = *s, *hit;
+    while ((hit = strstr(p, needle))) {
+        ferry_buf_append(&b, p, (size_t)(hit - p));
+        ferry_buf_puts(&b, rep);
+        p = hit + nl;
+    }
+    ferry_buf_puts(&b, p);
+    char *n = ferry_buf_detach(&b);
+    if (!n)
+        return FERRY_ENOMEM;
+    free(*s);
+    *s = n;
+    return FERRY_OK;
+}
+
+static void advertise(rd_ctx *cx, char *out, size_t outsz)
+{
+    if (cx->rd->advertise[0])
+        snprintf(out, outsz, "%s", cx->rd->advertise);
+    else
+        snprintf(out, outsz, "http://%s:%u", cx->rd->listen_host,
+                 (unsigned)ferry_router_port(cx->r));
+}
+
+/* The table expression that reads a published partial. */
+static int partial_expr(rd_ctx *cx, rt_partial *p, ferry_buf *out)
+{
+    char base[FERRY_URL_MAX], url[FERRY_URL_MAX + 64];
+    advertise(cx, base, sizeof base);
+    snprintf(url, sizeof url, "%s/ferry/partial/%s", base, p->token);
+    ferry_buf_puts(out, "url(");
+    ferry_sql_quote(url, out);
+    return ferry_buf_puts(out, ", 'Native')");
+}
+
+static int pub_keep(rd_ctx *cx, rt_partial *p)
+{
+    void *n = realloc(cx->pubs, (cx->n_pubs + 1) * sizeof *cx->pubs);
+    if (!n) {
+        partial_unpublish(cx->rd, p);
+        return FERRY_ENOMEM;
+    }
+    cx->pubs = n;
+    cx->pubs[cx->n_pubs++] = p;
+    return FERRY_OK;
+}
+
+/* A sink collecting into a bounded buffer. */
+typedef struct buf_sink {
+    ferry_buf *b;
+    uint64_t max;
+    atomic_uint_fast64_t *shared_total; /* across the partials of one plan, or NULL */
+    bool over;
+} buf_sink;
+
+static int buf_sink_write(const void *data, size_t len, void *arg)
+{
+    buf_sink *s = arg;
+    if (s->shared_total) {
+        uint64_t t = atomic_fetch_add(s->shared_total, len) + len;
+        if (t > s->max) {
+            s->over = true;
+            return FERRY_EINVAL;
+        }
+    } else if (s->b->len + len > s->max) {
+        s->over = true;
+        return FERRY_EINVAL;
+    }
+    return ferry_buf_append(s->b, data, len) ? FERRY_ENOMEM : FERRY_OK;
+}
+
+/* " SETTINGS a = v, ..." for the statement's settings (all, or only those servers may get). */
+static void settings_tail(const ferry_read_plan *p, bool server_only, ferry_buf *out)
+{
+    bool first = true;
+    for (size_t i = 0; i < p->n_settings; i++) {
+        if (server_only && ferry_sql_setting_initiator_only(p->settings[i].name))
+            continue;
+        ferry_buf_printf(out, "%s%s = %s", first ? " SETTINGS " : ", ", p->settings[i].name,
+                         p->settings[i].value);
+        first = false;
+    }
+}
+
+typedef struct partial_job {
+    rd_ctx *cx;
+    size_t server;
+    char *sql;
+    ferry_buf out;
+    buf_sink sink;
+    int rc;
+    ferry_ch_status st;
+    ferry_err err;
+} partial_job;
+
+static void *partial_main(void *arg)
+{
+    partial_job *j = arg;
+    const rd_opts *o = j->cx->o;
+    ferry_ch_query q = {.sql = j->sql,
+                        .database = o->database,
+                        .format = "Native",
+                        .settings = o->server,
+                        .n_settings = o->n_server,
+                        .on_data = buf_sink_write,
+                        .on_data_arg = &j->sink};
+    j->rc = shard_exec(j->cx->r, j->server, &q, &j->st, &j->err);
+    return NULL;
+}
+
+static int run_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, const char *format,
+                        const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
+                        void *arg, rd_fail *f);
+static int run_final(rd_ctx *cx, size_t server, const char *sql, const ferry_read_plan *p,
+                     const char *format, const ferry_ch_setting *extra, size_t n_extra,
+                     ferry_ch_write_fn sink, void *arg, rd_fail *f);
+
+/* Whether the analysis reads a managed table. */
+static bool reads_managed(const ferry_sql_analysis *a)
+{
+    for (size_t i = 0; i < a->n_refs; i++)
+        if (a->refs[i].table >= 0)
+            return true;
+    return false;
+}
+
+/* Routes sql (a GLOBAL subquery) into a bounded Native buffer. */
+static int run_global(rd_ctx *cx, const char *sql, ferry_buf *out, rd_fail *f)
+{
+    ferry_sql_analysis a;
+    ferry_err err = {0};
+    int rc = ferry_sql_analyze(sql, strlen(sql), cx->rd->tables, cx->rd->n_tables, &a, &err);
+    if (rc) {
+        ferry_sql_analysis_free(&a);
+        return fail_set(f, rc, "BAD_ARGUMENTS", "GLOBAL subquery: %s", err.msg);
+    }
+    char rows[32];
+    snprintf(rows, sizeof rows, "%llu", (unsigned long long)cx->rd->global_max_rows);
+    ferry_ch_setting lim[] = {{"max_result_rows", rows}, {"result_overflow_mode", "throw"}};
+    buf_sink s = {.b = out, .max = cx->rd->global_max_bytes};
+    rd_ctx sub = *cx;
+    sub.depth = cx->depth + 1;
+    sub.plan_kind[0] = sub.shards[0] = '\0';
+    if (!a.understood) {
+        rc = fail_set(f, FERRY_EUNSUPPORTED, "NOT_IMPLEMENTED",
+                      "cannot route the GLOBAL subquery: %s", a.why);
+    } else if (sub.depth > 4) {
+        rc = fail_set(f, FERRY_EUNSUPPORTED, "NOT_IMPLEMENTED", "GLOBAL subqueries nested too deep");
+    } else if (!reads_managed(&a)) {
+        /* Only tables every server has (e.g. a dimension table): any server computes it. */
+        ferry_read_plan none = {0};
+        rc = run_final(&sub, 0, sql, &none, "Native", lim, 2, buf_sink_write, &s, f);
+    } else {
+        rc = run_analyzed(&sub, &a, "Native", lim, 2, buf_sink_write, &s, f);
+    }
+    cx->pubs = sub.pubs; /* what the subquery published lives as long as the request */
+    cx->n_pubs = sub.n_pubs;
+    ferry_sql_analysis_free(&a);
+    if (s.over)
+        return fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
+                        "the result of a GLOBAL IN / GLOBAL JOIN subquery is larger than [router] "
+                        "global_max_bytes (%llu bytes); raise the limit or narrow the subquery",
+                        (unsigned long long)cx->rd->global_max_bytes);
+    if (rc && f->remote && (f->ch_code == 396 || strstr(f->st.message, "TOO_MANY_ROWS_OR_BYTES")))
+        return fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
+                        "the result of a GLOBAL IN / GLOBAL JOIN subquery has more than [router] "
+                        "global_max_rows (%llu) rows; raise the limit or narrow the subquery",
+                        (unsigned long long)cx->rd->global_max_rows);
+    return rc;
+}
+
+/* Computes the plan's GLOBAL subqueries and replaces their _data_ names in every query. */
+static int materialize_globals(rd_ctx *cx, ferry_read_plan *p, rd_fail *f)
+{
+    for (size_t g = 0; g < p->n_globals; g++) {
+        if (p->globals[g].nested)
+            continue;
+        ferry_buf *seg = calloc(1, sizeof *seg);
+        if (!seg)
+            return fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+        int rc = run_global(cx, p->global_sql[g], seg, f);
+        if (rc) {
+            ferry_buf_free(seg);
+            free(seg);
+            return rc;
+        }
+        ferry_buf expr = {0};
+        if (seg->len == 0) {
+            /* No rows, so no Native header to read the structure from: the subquery itself,
+             * run for its shape only. */
+            ferry_buf_printf(&expr, "(SELECT * FROM (%s) LIMIT 0)", p->global_sql[g]);
+            ferry_buf_free(seg);
+            free(seg);
+        } else {
+            rt_partial *pub = partial_publish(cx->rd, seg, 1);
+            if (!pub || pub_keep(cx, pub)) {
+                if (!pub) {
+                    ferry_buf_free(seg);
+                    free(seg);
+                }
+                return fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+            }
+            ferry_buf_puts(&expr, "(SELECT * FROM ");
+            partial_expr(cx, pub, &expr);
+            ferry_buf_puts(&expr, ")");
+        }
+        int rc2 = FERRY_OK;
+        for (size_t i = 0; i < p->n_queries && !rc2; i++)
+            rc2 = replace_all(&p->queries[i].sql, p->globals[g].name, ferry_buf_cstr(&expr));
+        if (!rc2 && p->initiator_sql)
+            rc2 = replace_all(&p->initiator_sql, p->globals[g].name, ferry_buf_cstr(&expr));
+        ferry_buf_free(&expr);
+        if (rc2)
+            return fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+    }
+    return FERRY_OK;
+}
+
+/* The final query of a plan on server `server`: text + SETTINGS + FORMAT, streamed to sink. */
+static int run_final(rd_ctx *cx, size_t server, const char *sql, const ferry_read_plan *p,
+                     const char *format, const ferry_ch_setting *extra, size_t n_extra,
+                     ferry_ch_write_fn sink, void *arg, rd_fail *f)
+{
+    const rd_opts *o = cx->o;
+    ferry_buf text = {0};
+    ferry_buf_puts(&text, sql);
+    settings_tail(p, false, &text);
+    if (p->format)
+        ferry_buf_printf(&text, " FORMAT %s", p->format);
+    ferry_ch_setting *set = calloc(o->n_all + n_extra + 1, sizeof *set);
+    if (!text.data || !set) {
+        ferry_buf_free(&text);
+        free(set);
+        return fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < o->n_all; i++)
+        set[n++] = o->all[i];
+    for (size_t i = 0; i < n_extra; i++)
+        set[n++] = extra[i];
+    ferry_ch_query q = {.sql = ferry_buf_cstr(&text),
+                        .database = o->database,
+                        .query_id = cx->depth == 0 ? o->query_id : NULL,
+                        .format = p->format ? p->format : format,
+                        .settings = set,
+                        .n_settings = n,
+                        .on_data = sink,
+                        .on_data_arg = arg};
+    ferry_ch_status st;
+    ferry_err err = {0};
+    int rc = shard_exec(cx->r, server, &q, &st, &err);
+    if (rc)
+        fail_from_exec(f, rc, &st, &err);
+    ferry_buf_free(&text);
+    free(set);
+    return rc;
+}
+
+/* Runs the partial queries in parallel, publishes them and runs the initiator query. */
+static int run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
+                      const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
+                      void *arg, rd_fail *f)
+{
+    size_t n = p->n_queries;
+    partial_job *jobs = calloc(n, sizeof *jobs);
+    pthread_t *th = calloc(n, sizeof *th);
+    bool *started = calloc(n, sizeof *started);
+    atomic_uint_fast64_t total;
+    atomic_init(&total, 0);
+    char *init = NULL;
+    int rc = FERRY_OK;
+    if (!jobs || !th || !started) {
+        rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ferry_buf b = {0};
+        ferry_buf_puts(&b, p->queries[i].sql);
+        settings_tail(p, true, &b);
+        jobs[i].cx = cx;
+        jobs[i].server = p->queries[i].server;
+        jobs[i].sql = ferry_buf_detach(&b);
+        jobs[i].sink = (buf_sink){.b = &jobs[i].out, .max = cx->rd->max_partial_bytes,
+                                  .shared_total = &total};
+        if (!jobs[i].sql) {
+            rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+            goto out;
+        }
+    }
+    for (size_t i = 1; i < n; i++)
+        started[i] = pthread_create(&th[i], NULL, partial_main, &jobs[i]) == 0;
+    partial_main(&jobs[0]);
+    for (size_t i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        else
+            partial_main(&jobs[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].sink.over) {
+            rc = fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
+                          "the servers' partial results are larger than [router] "
+                          "max_partial_bytes (%llu bytes); narrow the query or raise the limit",
+                          (unsigned long long)cx->rd->max_partial_bytes);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].rc) {
+            rc = fail_from_exec(f, jobs[i].rc, &jobs[i].st, &jobs[i].err);
+            goto out;
+        }
+    init = strdup(p->initiator_sql);
+    if (!init) {
+        rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+        goto out;
+    }
+    /* One published partial per placeholder: {{ferry.partial}}, or {{ferry.rows.N}} per
+     * managed reference of a gather plan. */
+    for (size_t i = 0; i < n; i++) {
+        if (!jobs[i].sql)
+            continue; /* already grouped */
+        int ref = p->kind == FERRY_PLAN_GATHER ? p->queries[i].ref : -1;
+        size_t cnt = 0, bytes = 0;
+        for (size_t k = i; k < n; k++)
+            if (jobs[k].sql && (p->kind == FERRY_PLAN_GATHER ? p->queries[k].ref : -1) == ref)
+                cnt++, bytes += jobs[k].out.len;
+        ferry_buf expr = {0};
+        if (bytes == 0) {
+            ferry_buf_printf(&expr, "(SELECT * FROM (%s) LIMIT 0)", p->queries[i].sql);
+        } else {
+            ferry_buf *segs = calloc(cnt, sizeof *segs);
+            if (!segs) {
+                rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+                goto out;
+            }
+            size_t m = 0;
+            for (size_t k = i; k < n; k++)
+                if (jobs[k].sql && (p->kind == FERRY_PLAN_GATHER ? p->queries[k].ref : -1) == ref) {
+                    segs[m++] = jobs[k].out;
+                    memset(&jobs[k].out, 0, sizeof jobs[k].out);
+                }
+            rt_partial *pub = partial_publish(cx->rd, segs, m);
+            if (!pub || pub_keep(cx, pub)) {
+                if (!pub) {
+                    for (size_t k = 0; k < m; k++)
+                        ferry_buf_free(&segs[k]);
+                    free(segs);
+                }
+                rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+                goto out;
+            }
+            partial_expr(cx, pub, &expr);
+        }
+        char ph[64];
+        if (ref >= 0)
+            snprintf(ph, sizeof ph, "{{ferry.rows.%d}}", ref);
+        else
+            snprintf(ph, sizeof ph, "%s", FERRY_PLAN_PARTIAL);
+        rc = expr.data ? replace_all(&init, ph, ferry_buf_cstr(&expr)) : FERRY_ENOMEM;
+        ferry_buf_free(&expr);
+        if (rc) {
+            rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+            goto out;
+        }
+        for (size_t k = i + 1; k < n; k++)
+            if (jobs[k].sql && (p->kind == FERRY_PLAN_GATHER ? p->queries[k].ref : -1) == ref) {
+                free(jobs[k].sql);
+                jobs[k].sql = NULL;
+            }
+    }
+    /* The initiator: the server with the largest partial share would save little (every
+     * partial goes through the router); the first server of the plan keeps it predictable. */
+    rc = run_final(cx, p->queries[0].server, init, p, format, extra, n_extra, sink, arg, f);
+out:
+    for (size_t i = 0; jobs && i < n; i++) {
+        free(jobs[i].sql);
+        ferry_buf_free(&jobs[i].out);
+    }
+    free(jobs);
+    free(th);
+    free(started);
+    free(init);
+    return rc;
+}
+
+/* Checks the query against the router's rules and plans it; GLOBAL subqueries of a plan that
+ * needs several servers are computed and published. *plan is the caller's to free. */
+static int plan_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, ferry_read_plan *plan,
+                         rd_fail *f)
+{
+    rt_reads *rd = cx->rd;
+    rd_cache *c = cx->cache;
+    ferry_err err = {0};
+    int rc;
+    memset(plan, 0, sizeof *plan);
+    for (size_t i = 0; i < a->n_refs; i++) {
+        const ferry_sql_ref *ref = &a->refs[i];
+        if (ref->table < 0)
+            continue;
+        const ferry_sql_table *t = &rd->tables[ref->table];
+        if (!ref->has_filter && !rd->allow_fanout)
+            return fail_set(f, FERRY_EINVAL, "BAD_ARGUMENTS",
+                            "the query reads the managed table %s.%s without a tenant filter, "
+                            "which would fan out to every server, and [router] allow_fanout = "
+                            "false; add `%s = 'T'` or `%s IN ('T1', ...)` to its WHERE",
+                            t->database ? t->database : "default", t->name, t->tenant_column,
+                            t->tenant_column);
+        for (size_t u = 0; u < c->n_unrouted; u++) {
+            bool reads = !ref->has_filter;
+            for (size_t k = 0; k < ref->n_tenants && !reads; k++)
+                reads = !strcmp(ref->tenants[k], c->unrouted[u]);
+            if (reads)
+                return fail_set(f, FERRY_ENOTFOUND, "ALL_CONNECTION_TRIES_FAILED",
+                                "tenant '%s' has a slice that no shard in the router's config "
+                                "serves (routing version %llu); the answer would miss its rows",
+                                c->unrouted[u], (unsigned long long)c->snap->version);
+        }
+    }
+    size_t ns = c->n_servers;
+    rc = ferry_sql_plan(a, rd->tables, c->targets, ns, plan, &err);
+    if (!rc && plan->kind != FERRY_PLAN_SINGLE && plan->n_globals) {
+        ferry_read_plan_free(plan);
+        memset(plan, 0, sizeof *plan);
+        rc = ferry_sql_plan(a, rd->tables, c->targets_mat, ns, plan, &err);
+        if (rc)
+            return fail_set(f, rc, "NOT_IMPLEMENTED", "cannot plan the query: %s", err.msg);
+        rc = materialize_globals(cx, plan, f);
+        if (rc)
+            return rc;
+    } else if (rc) {
+        return fail_set(f, rc, "NOT_IMPLEMENTED", "cannot plan the query: %s", err.msg);
+    }
+    if (plan->n_queries == 0)
+        return fail_set(f, FERRY_EINTERNAL, "NOT_IMPLEMENTED", "the plan has no server query");
+    if (cx->depth == 0) {
+        snprintf(cx->plan_kind, sizeof cx->plan_kind, "%s", ferry_plan_kind_name(plan->kind));
+        size_t used = 0;
+        for (size_t i = 0; i < plan->n_queries; i++) {
+            const char *name = cx->r->shards[plan->queries[i].server].name;
+            bool seen = false;
+            for (size_t k = 0; k < i && !seen; k++)
+                seen = plan->queries[k].server == plan->queries[i].server;
+            if (!seen && used + strlen(name) + 2 < sizeof cx->shards)
+                used += (size_t)snprintf(cx->shards + used, sizeof cx->shards - used, "%s%s",
+                                         used ? "," : "", name);
+        }
+    }
+    return FERRY_OK;
+}
+
+/* Runs a plan; the final answer goes to sink. */
+static int exec_plan(rd_ctx *cx, ferry_read_plan *plan, const char *format,
+                     const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
+                     void *arg, rd_fail *f)
+{
+    rt_reads *rd = cx->rd;
+    int rc;
+    if (plan->kind == FERRY_PLAN_SINGLE)
+        rc = run_final(cx, plan->queries[0].server, plan->queries[0].sql, plan, format, extra,
+                       n_extra, sink, arg, f);
+    else
+        rc = run_merged(cx, plan, format, extra, n_extra, sink, arg, f);
+    pthread_mutex_lock(&rd->mu);
+    if (plan->kind == FERRY_PLAN_SINGLE)
+        rd->single++;
+    else
+        rd->merged++;
+    pthread_mutex_unlock(&rd->mu);
+    return rc;
+}
+
+static int run_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, const char *format,
+                        const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
+                        void *arg, rd_fail *f)
+{
+    ferry_read_plan plan;
+    int rc = plan_analyzed(cx, a, &plan, f);
+    if (!rc)
+        rc = exec_plan(cx, &plan, format, extra, n_extra, sink, arg, f);
+    ferry_read_plan_free(&plan);
+    return rc;
+}
+
+/* ---- the HTTP side: one routed SELECT, streamed -------------------------------------------- */
+
+typedef struct rd_stream {
+    ferry_router *r;
+    char *sql; /* the statement text the analysis points into */
+    ferry_sql_analysis a;
+    rd_opts o;
+    rd_ctx cx;
+    ferry_read_plan plan;
+    ferry_buf small; /* the fast path's answer */
+    int pipe_rd, pipe_wr;
+    pthread_t th;
+    bool th_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    bool started;  /* the first byte of the answer is on its way: status 200 */
+    bool finished;
+    rd_fail fail;
+    int rc;
+} rd_stream;
+
+static int pipe_sink(const void *data, size_t len, void *arg)
+{
+    rd_stream *s = arg;
+    pthread_mutex_lock(&s->mu);
+    if (!s->started) {
+        s->started = true;
+        pthread_cond_broadcast(&s->cond);
+    }
+    pthread_mutex_unlock(&s->mu);
+    const char *p = data;
+    while (len) {
+        ssize_t w = write(s->pipe_wr, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return FERRY_EIO; /* the client went away */
+        p += w;
+        len -= (size_t)w;
+    }
+    return FERRY_OK;
+}
+
+static void *stream_main(void *arg)
+{
+    rd_stream *s = arg;
+    rt_inflight_add(s->r, s->cx.cache->snap->version);
+    int rc = exec_plan(&s->cx, &s->plan, s->o.default_format, NULL, 0, pipe_sink, s, &s->fail);
+    rt_inflight_done(s->r, s->cx.cache->snap->version);
+    for (size_t i = 0; i < s->cx.n_pubs; i++)
+        partial_unpublish(s->cx.rd, s->cx.pubs[i]);
+    free(s->cx.pubs);
+    s->cx.pubs = NULL;
+    s->cx.n_pubs = 0;
+    if (rc && s->started)
+        FLOG_WARN("msg=\"router: a routed query failed after its answer began\" err=\"%s\"",
+                  s->fail.remote ? s->fail.st.message : s->fail.err.msg);
+    pthread_mutex_lock(&s->mu);
+    s->rc = rc;
+    s->finished = true;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->mu);
+    close(s->pipe_wr);
+    s->pipe_wr = -1;
+    return NULL;
+}
+
+static void stream_free(void *arg)
+{
+    rd_stream *s = arg;
+    if (!s)
+        return;
+    if (s->pipe_rd >= 0)
+        close(s->pipe_rd); /* a worker still writing fails and stops */
+    if (s->th_started)
+        pthread_join(s->th, NULL);
+    if (s->pipe_wr >= 0)
+        close(s->pipe_wr);
+    for (size_t i = 0; i < s->cx.n_pubs; i++)
+        partial_unpublish(s->cx.rd, s->cx.pubs[i]);
+    free(s->cx.pubs);
+    cache_put(s->cx.cache);
+    ferry_read_plan_free(&s->plan);
+    ferry_buf_free(&s->small);
+    ferry_sql_analysis_free(&s->a);
+    opts_free(&s->o);
+    free(s->sql);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cond);
+    free(s);
+}
+
+static ssize_t stream_read(void *cls, char *buf, size_t max)
+{
+    rd_stream *s = cls;
+    for (;;) {
+        ssize_t n = read(s->pipe_rd, buf, max);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n != 0)
+            return n < 0 ? -1 : n;
+        pthread_mutex_lock(&s->mu);
+        while (!s->finished)
+            pthread_cond_wait(&s->cond, &s->mu);
+        int rc = s->rc;
+        pthread_mutex_unlock(&s->mu);
+        return rc ? -1 : 0; /* a broken answer must not look complete */
+    }
+}
+
+static const char *content_type_for(const char *format)
+{
+    if (!format || !*format)
+        return "text/tab-separated-values; charset=UTF-8";
+    static const struct {
+        const char *prefix;
+        const char *type;
+    } types[] = {{"JSONEachRow", "application/x-ndjson; charset=UTF-8"},
+                 {"JSONLines", "application/x-ndjson; charset=UTF-8"},
+                 {"NDJSON", "application/x-ndjson; charset=UTF-8"},
+                 {"JSON", "application/json; charset=UTF-8"},
+                 {"TabSeparated", "text/tab-separated-values; charset=UTF-8"},
+                 {"TSV", "text/tab-separated-values; charset=UTF-8"},
+                 {"CSV", "text/csv; charset=UTF-8; header=absent"},
+                 {"Pretty", "text/plain; charset=UTF-8"},
+                 {"Vertical", "text/plain; charset=UTF-8"},
+                 {"XML", "application/xml; charset=UTF-8"}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (!strncasecmp(format, types[i].prefix, strlen(types[i].prefix)))
+            return types[i].type;
+    return "application/octet-stream";
+}
+
+
+/* The fast path buffers answers up to this size (beyond, the query runs again, streamed). */
+#define SMALL_ANSWER_MAX (1u << 20)
+
+/* Whether the statement's answer is expected to be small and cheap to produce again: the outer
+ * SELECT has a LIMIT, or neither GROUP BY nor ORDER BY (a plain aggregate, or rows that stream
+ * as they are read, so an oversized first attempt costs little). */
+static bool small_answer(const ferry_sql_analysis *a)
+{
+    for (size_t i = 0; i < a->n_levels; i++) {
+        const ferry_sql_level *l = &a->levels[i];
+        if (l->parent != SIZE_MAX)
+            continue;
+        if (l->cl[FERRY_CL_LIMIT].present)
+            continue;
+        if (l->cl[FERRY_CL_GROUP_BY].present || l->cl[FERRY_CL_ORDER_BY].present)
+            return false;
+    }
+    return true;
+}
+
+bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, const void *body,
+                     size_t body_len)
+{
+    rt_reads *rd = r->reads;
+    if (!rd || !rd->n_tables)
+        return false;
+    const char *ct = ferry_http_header(req, "Content-Type");
+    if (ct && !strncasecmp(ct, "multipart/", 10))
+        return false; /* the client's own external data: not routed */
+    ferry_buf text = {0};
+    if (query_in_url) {
+        ferry_buf_puts(&text, ferry_http_arg(req, "query"));
+        if (body_len) {
+            ferry_buf_putc(&text, '\n');
+            ferry_buf_append(&text, body, body_len);
+        }
+    } else {
+        ferry_buf_append(&text, body, body_len);
+    }
+    if (!text.data) {
+        ferry_buf_free(&text);
+        return false;
+    }
+    /* Only SELECT-like statements are analysed (a large DDL or INSERT body is not tokenized). */
+    if (ferry_ch_statement_kind(ferry_buf_cstr(&text)) != FERRY_CH_STMT_READ) {
+        ferry_buf_free(&text);
+        return false;
+    }
+    rd_stream *s = calloc(1, sizeof *s);
+    if (!s) {
+        ferry_buf_free(&text);
+        return false;
+    }
+    s->r = r;
+    s->pipe_rd = s->pipe_wr = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    size_t len = text.len;
+    s->sql = ferry_buf_detach(&text);
+    ferry_err err = {0};
+    int rc = ferry_sql_analyze(s->sql, len, rd->tables, rd->n_tables, &s->a, &err);
+    if (rc || !reads_managed(&s->a)) {
+        /* Not valid SQL (the server reports the error as ClickHouse does) or no managed table:
+         * unchanged to the passthrough server. */
+        stream_free(s);
+        return false;
+    }
+    rd_fail f = {0};
+    if (!s->a.understood) {
+        fail_set(&f, FERRY_EUNSUPPORTED, "NOT_IMPLEMENTED",
+                 "this query reads a managed table but cannot be routed: %s", s->a.why);
+        respond_fail(req, &f);
+        stream_free(s);
+        return true;
+    }
+    if (opts_collect(req, &s->o) || !(s->cx.cache = cache_get(r, rd))) {
+        fail_set(&f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of resources");
+        respond_fail(req, &f);
+        stream_free(s);
+        return true;
+    }
+    s->cx.r = r;
+    s->cx.rd = rd;
+    s->cx.o = &s->o;
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)s->cx.cache->snap->version);
+    ferry_http_add_header(req, "X-Ferry-Routing-Version", v);
+    bool failed = plan_analyzed(&s->cx, &s->a, &s->plan, &s->fail) != FERRY_OK;
+    if (s->cx.plan_kind[0])
+        ferry_http_add_header(req, "X-Ferry-Plan", s->cx.plan_kind);
+    if (s->cx.shards[0])
+        ferry_http_add_header(req, "X-Ferry-Shards", s->cx.shards);
+    const char *fmt = s->a.format ? s->a.format : s->o.default_format;
+    if (!failed && s->plan.kind == FERRY_PLAN_SINGLE && small_answer(&s->a)) {
+        /* The fast path: one server, an answer expected to be small: run it on this thread
+         * (no thread hand-offs) into memory. An answer beyond SMALL_ANSWER_MAX is run again,
+         * streamed. */
+        buf_sink b = {.b = &s->small, .max = SMALL_ANSWER_MAX};
+        rt_inflight_add(r, s->cx.cache->snap->version);
+        rc = exec_plan(&s->cx, &s->plan, s->o.default_format, NULL, 0, buf_sink_write, &b,
+                       &s->fail);
+        rt_inflight_done(r, s->cx.cache->snap->version);
+        if (!rc || !b.over) {
+            if (!rc) {
+                if (fmt)
+                    ferry_http_add_header(req, "X-ClickHouse-Format", fmt);
+                if (s->o.query_id)
+                    ferry_http_add_header(req, "X-ClickHouse-Query-Id", s->o.query_id);
+                ferry_http_respond(req, 200, content_type_for(fmt), s->small.data,
+                                   s->small.len);
+            } else {
+                respond_fail(req, &s->fail);
+            }
+            stream_free(s);
+            return true;
+        }
+        memset(&s->fail, 0, sizeof s->fail);
+        ferry_buf_free(&s->small);
+    }
+    if (failed) {
+        respond_fail(req, &s->fail);
+        stream_free(s);
+        return true;
+    }
+    int fds[2];
+    if (pipe(fds) != 0) {
+        fail_set(&f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of resources");
+        respond_fail(req, &f);
+        stream_free(s);
+        return true;
+    }
+    s->pipe_rd = fds[0];
+    s->pipe_wr = fds[1];
+    s->th_started = pthread_create(&s->th, NULL, stream_main, s) == 0;
+    if (!s->th_started) {
+        fail_set(&f, FERRY_ENOMEM, "CANNOT_SCHEDULE_TASK", "cannot start a thread");
+        respond_fail(req, &f);
+        stream_free(s);
+        return true;
+    }
+    pthread_mutex_lock(&s->mu);
+    while (!s->started && !s->finished)
+        pthread_cond_wait(&s->cond, &s->mu);
+    failed = !s->started && s->rc;
+    pthread_mutex_unlock(&s->mu);
+    if (failed) {
+        respond_fail(req, &s->fail);
+        stream_free(s);
+        return true;
+    }
+    if (fmt)
+        ferry_http_add_header(req, "X-ClickHouse-Format", fmt);
+    if (s->o.query_id)
+        ferry_http_add_header(req, "X-ClickHouse-Query-Id", s->o.query_id);
+    ferry_http_respond_stream(req, 200, content_type_for(fmt), stream_read, s, stream_free);
+    return true;
+}
