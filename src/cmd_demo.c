@@ -54,7 +54,7 @@ const char cmd_demo_usage[] =
     "Progress goes to stderr, the table (or with --json one JSON object) to stdout.\n"
     "\n"
     "  --tenants N        tenants (default 200; 2..2000)\n"
-    "  --days D           days of rows, ending yesterday (default 3; 2..30)\n"
+    "  --days D           days of rows, ending yesterday (default 4; 2..30)\n"
     "  --cold-days C      the oldest C days are tiered (default D - 2, at least 1; < D)\n"
     "  --rows-per-day R   rows a day of the largest tenant (default 200000); tenant k gets\n"
     "                     about R / k^0.9, at least R / 200 and 20\n"
@@ -1076,7 +1076,7 @@ int cmd_demo(int argc, char **argv)
     demo d;
     memset(&d, 0, sizeof d);
     d.o.tenants = 200;
-    d.o.days = 3;
+    d.o.days = 4;
     d.o.parallel = 8;
     d.o.rows_per_day = 200000;
     bool cold_given = false;
