@@ -248,7 +248,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                     memset(&it, 0, sizeof it);
                     snprintf(it.tenant, sizeof it.tenant, "%s", rt->tenant);
                     it.split = rt->split;
-                    snprintf(it.target, sizeof it.target, "%s", names[k]);
+                    snprintf(it.target, sizeof it.target, "%.*s", (int)sizeof it.target - 1, names[k]);
                     snprintf(it.action, sizeof it.action, "error");
                     snprintf(it.detail, sizeof it.detail, "replica unreachable: %.200s", cs[k]->why);
                     sum->unreachable++;
