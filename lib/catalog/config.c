@@ -84,7 +84,7 @@ static int read_cluster(const ferry_config *cfg, ferry_cluster_config *cc, ferry
 {
     ferry_settings *s = &cc->settings;
     const char *v;
-    uint64_t n;
+    uint64_t n = 0;
     int rc = ferry_config_check_keys(cfg, "cluster", cluster_keys, err);
     if (!rc)
         rc = ferry_config_require(cfg, "cluster", NULL, "name", &v, err);

@@ -608,7 +608,7 @@ static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
 static void respond_insert(ferry_http_req *req, req_state *st)
 {
     ferry_router *r = st->r;
-    uint64_t written = 0, failed_rows = 0;
+    uint64_t written = 0;
     ferry_buf failed = {0}, shards = {0}, msgs = {0};
     const char *name = NULL;
     for (size_t i = 0; i < r->n_shards; i++) {
@@ -618,7 +618,6 @@ static void respond_insert(ferry_http_req *req, req_state *st)
             ferry_buf_printf(&shards, "%s%s", shards.len ? "," : "", r->shards[i].name);
         if (!res->failed)
             continue;
-        failed_rows += res->rows_failed;
         ferry_buf_printf(&failed, "%s%s", failed.len ? "," : "", r->shards[i].name);
         ferry_buf_printf(&msgs, "%sshard %s: %llu row(s) not written: %s", msgs.len ? "; " : "",
                          r->shards[i].name, (unsigned long long)res->rows_failed, res->error);
