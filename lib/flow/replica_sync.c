@@ -63,7 +63,7 @@ int rs_slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_ch_rows rows = {0};
     ferry_buf_puts(&sql, "SELECT DISTINCT partition_id, partition FROM system.parts WHERE active "
-                         "AND database = ");
+                         "AND rows > 0 AND database = ");
     ferry_sql_quote(t->database, &sql);
     ferry_buf_puts(&sql, " AND table = ");
     ferry_sql_quote(table, &sql);
@@ -95,7 +95,9 @@ int rs_slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const
     return rc;
 }
 
-/* Active parts of one partition of db.table on c. */
+/* Active parts of one partition of db.table on c, without empty parts (the covering parts DETACH
+ * / MOVE / REPLACE PARTITION leave behind, which the server's cleanup thread drops at any time:
+ * move.c, list_parts). */
 static int list_parts(mv_conn *c, const char *db, const char *table, const char *pid,
                       rs_parts *out, ferry_err *err)
 {
@@ -104,7 +106,7 @@ static int list_parts(mv_conn *c, const char *db, const char *table, const char 
     memset(out, 0, sizeof *out);
     ferry_buf_puts(&sql, "SELECT name, hash_of_all_files, rows, bytes_on_disk, disk_name IN "
                          "(SELECT name FROM system.disks WHERE is_remote) "
-                         "FROM system.parts WHERE active AND database = ");
+                         "FROM system.parts WHERE active AND rows > 0 AND database = ");
     ferry_sql_quote(db, &sql);
     ferry_buf_puts(&sql, " AND table = ");
     ferry_sql_quote(table, &sql);
@@ -418,12 +420,8 @@ static int freeze_parts(mv_conn *src, const ferry_table_def *t, const char *pid,
         for (size_t j = 0; name && j < all.n && !p; j++)
             if (!strcmp(all.p[j].name, name))
                 p = &all.p[j];
-        if (!p) {
-            rc = ferry_err_set(err, FERRY_EREMOTE, "%s: frozen part %s of %s.%s is not active "
-                               "any more (merged); retry", src->name, name ? name : "?",
-                               t->database, t->name);
-            break;
-        }
+        if (!p)
+            continue; /* empty, or merged since the freeze: the sync's comparison catches up */
         frozen->p[frozen->n++] = *p;
     }
     free(all.p);
