@@ -37,6 +37,8 @@ typedef struct ferry_sweep_ref {
     char *path;   /* the pointer file, relative to the disk's metadata path */
     char *key;    /* the object's key in ferry's store; NULL when outside it */
     uint64_t size;
+    bool outdated; /* the file's part is no longer active (merged away, moved, detached) but
+                    * its folder is not removed yet: a reference, not where the server reads */
 } ferry_sweep_ref;
 
 typedef struct ferry_sweep_refs {

@@ -831,6 +831,46 @@ static int walk_pointers(agent_env *env, const char *base, const char *rel, json
     return rc;
 }
 
+/* Marks the files of parts ClickHouse no longer counts as active (outdated: replaced by a merge,
+ * a MOVE / REPLACE PARTITION, a DETACH; their folders stay until the server's cleanup thread
+ * removes them, old_parts_lifetime later) with "outdated": true. They still name objects, so the
+ * sweep keeps them as references; they are not where the server reads the part from, so they
+ * are not drift. Best effort: when system.parts cannot be read nothing is marked (the sweep
+ * then reports such folders as it did before). */
+static void mark_outdated(agent_env *env, json_t *files)
+{
+    ferry_ch_rows rows = {0};
+    ferry_err qerr = {0};
+    if (ferry_ch_query_rows(env->ch, "SELECT disk_name, path FROM system.parts WHERE NOT active",
+                            &rows, NULL, &qerr)) {
+        FLOG_WARN("agent: pointers: cannot list outdated parts: %s", qerr.msg);
+        return;
+    }
+    size_t k;
+    json_t *f;
+    json_array_foreach(files, k, f)
+    {
+        const char *disk = json_string_value(json_object_get(f, "disk"));
+        const char *path = json_string_value(json_object_get(f, "path"));
+        const agent_disk *d = disk ? agent_env_disk(env, disk) : NULL;
+        if (!d || !path)
+            continue;
+        size_t dl = strlen(d->path);
+        for (size_t r = 0; r < rows.n_rows; r++) {
+            const char *pdisk = ferry_ch_rows_get(&rows, r, 0), *ppath = ferry_ch_rows_get(&rows, r, 1);
+            if (strcmp(pdisk, d->name) || strncmp(ppath, d->path, dl))
+                continue;
+            const char *rel = ppath + dl; /* store/xxx/uuid/part/ */
+            size_t rl = strlen(rel);
+            if (rl && !strncmp(path, rel, rl) && rel[rl - 1] == '/') {
+                json_object_set_new(f, "outdated", json_true());
+                break;
+            }
+        }
+    }
+    ferry_ch_rows_free(&rows);
+}
+
 int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 {
     const char *disk = agent_req_opt(req, "disk"), *under = agent_req_opt(req, "under");
@@ -868,6 +908,8 @@ int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err
         rc = ferry_err_set(err, FERRY_EINVAL, disk ? "no object-storage disk named '%s'"
                                                    : "the server has no object-storage disk%s",
                            disk ? disk : "");
+    if (rc == FERRY_OK)
+        mark_outdated(env, files);
     if (rc == FERRY_OK)
         *resp = json_pack("{s:O, s:O, s:O}", "disks", disks, "files", files, "invalid", invalid);
     json_decref(files);

@@ -73,6 +73,7 @@
 #include "ferry/strutil.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
+#include "flow/part_records.h"
 #include "flow/replica_int.h"
 
 #define MV_MAX_ATTEMPTS 20    /* attempts of one state before the move gives up */
@@ -971,6 +972,23 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
 
 /* CLEANUP of a clone: the source keeps everything; what the clone left in the target's
  * staging table and every freeze it made are removed. */
+/* The catalog's part records follow the slice's cold parts: the target now references what the
+ * source did (a clone: as well as the source). pids: the slice's partitions on either side. */
+static int records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pids, ferry_err *err)
+{
+    const char **ids = calloc(pids->n + 1, sizeof *ids);
+    if (!ids)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t k = 0; k < pids->n; k++)
+        ids[k] = pids->ids[k];
+    int rc = ferry_part_records_reassign(x->cat, t->name, ids, pids->n, x->mv.u.move.from,
+                                         x->mv.u.move.to, x->clone, NULL, err);
+    free(ids);
+    if (rc)
+        ferry_err_prefix(err, "move %s: updating the catalog's part records: ", x->mv.u.move.id);
+    return rc;
+}
+
 static int do_cleanup_clone(mvctx *x, ferry_err *err)
 {
     int rc = FERRY_OK;
@@ -996,6 +1014,8 @@ static int do_cleanup_clone(mvctx *x, ferry_err *err)
         }
         if (!rc)
             rc = remove_detached_of(&x->dst, t->database, st, &all, true, err);
+        if (!rc)
+            rc = records_follow(x, t, &all, err);
         pids_free(&stg);
         pids_free(&all);
     }
@@ -1162,6 +1182,8 @@ static int do_cleanup(mvctx *x, ferry_err *err)
             rc = remove_detached_of(&x->src, t->database, t->name, &all, false, err);
         if (!rc)
             rc = remove_detached_of(&x->dst, t->database, st, &all, true, err);
+        if (!rc)
+            rc = records_follow(x, t, &all, err);
         pids_free(&src);
         pids_free(&all);
     }

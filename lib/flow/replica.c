@@ -12,6 +12,7 @@
 #include "ferry/log.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
+#include "flow/part_records.h"
 #include "flow/replica_int.h"
 
 #define RS_ROUNDS 4 /* repair rounds of one partition before it is reported unsettled */
@@ -130,6 +131,26 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
                   tenant, split, shard, nl);
         unsigned grace = o->grace_ms ? o->grace_ms : 2000;
         usleep((useconds_t)grace * 1000); /* writes in flight to the shard land first */
+    }
+    /* The catalog's part records stop naming the shard first: until the detach the shard still
+     * holds the pointer files, and the sweep never deletes an object a pointer file names, so
+     * the records may go first; the other order would leave them naming a server without
+     * them if the drop stopped in between. */
+    for (size_t i = 0; !rc && i < tables.n; i++) {
+        const ferry_table_def *t = &tables.items[i].u.table;
+        char (*ids)[FERRY_NAME_MAX] = NULL;
+        size_t n = 0;
+        const char **names = NULL;
+        rc = rs_slice_pids(&c, t, t->name, tenant, split, &ids, &n, err);
+        if (!rc && !(names = calloc(n + 1, sizeof *names)))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        for (size_t k = 0; !rc && k < n; k++)
+            names[k] = ids[k];
+        if (!rc)
+            rc = ferry_part_records_reassign(cat, t->name, names, n, shard, NULL, false, NULL,
+                                             err);
+        free(names);
+        free(ids);
     }
     /* detach and remove (also what an interrupted earlier drop left) */
     for (size_t i = 0; !rc && i < tables.n; i++)

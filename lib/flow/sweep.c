@@ -26,6 +26,7 @@ int ferry_sweep_refs_add(ferry_sweep_refs *r, const char *server, const char *di
     x->path = dup0(path);
     x->key = dup0(key);
     x->size = size;
+    x->outdated = false;
     if (!x->server || !x->disk || !x->path || (key && !x->key)) {
         free(x->server);
         free(x->disk);
@@ -340,7 +341,7 @@ int ferry_sweep_compute(const ferry_sweep_input *in, ferry_sweep_report *out, fe
             size_t first, n = ferry_refset_range(&refs, p->objects[k].key, &first);
             for (size_t j = first; j < first + n; j++) {
                 const ferry_sweep_ref *r = refs.by_key[j];
-                if (!ferry_sweep_path_is_live(r->path) ||
+                if (!ferry_sweep_path_is_live(r->path) || r->outdated ||
                     ferry_list_has(p->servers, r->server) ||
                     drift_has(out->drift, out->n_drift, FERRY_DRIFT_SERVER_ONLY, r->server, p))
                     continue;

@@ -61,6 +61,7 @@ int ferry_sweep_read_pointers(ferry_fleet *fl, ferry_sweep_refs *refs, json_t *p
                     json_decref(resp);
                     return rc;
                 }
+                refs->items[refs->n - 1].outdated = json_is_true(json_object_get(f, "outdated"));
             }
         }
         json_t *inv;

@@ -90,6 +90,9 @@ static void test_compute(void **state)
     add(&refs, "n1", "shadow/f/store/a/p_1_1_0/data.bin", "t/frozen", 3);
     add(&refs, "n1", "store/a/q_1_1_0/x.bin", NULL, 3);          /* outside ferry's store */
     add(&refs, "n1", "store/a/q_1_1_0/y.bin", "elsewhere/k", 3); /* outside the scope */
+    add(&refs, "n1", "store/a/r_5_5_0/r.bin", "t/r", 2);
+    add(&refs, "n2", "store/b/r_3_3_0/r.bin", "t/r", 2); /* an outdated folder: not drift */
+    refs.items[refs.n - 1].outdated = true;
     ferry_object_info objs[] = {
         {.key = (char *)"t/shared", .size = 10, .mtime = 100},
         {.key = (char *)"t/size", .size = 5, .mtime = 100},
@@ -97,13 +100,15 @@ static void test_compute(void **state)
         {.key = (char *)"t/old", .size = 7, .mtime = 100},
         {.key = (char *)"t/young", .size = 8, .mtime = 9000},
         {.key = (char *)"t/cat", .size = 1, .mtime = 100},
+        {.key = (char *)"t/r", .size = 2, .mtime = 100},
     };
-    ferry_record parts[2];
+    ferry_record parts[3];
     part(&parts[0], "p1", "n1", "t/shared");  /* n2 holds it too: server_only drift */
     part(&parts[1], "p2", "n2,n3", "t/cat");  /* nobody holds it: catalog_only x2 */
+    part(&parts[2], "r", "n1", "t/r");         /* n2's copy is outdated: no drift */
     const char *servers[] = {"n1", "n2"};
     ferry_sweep_input in = {.refs = &refs, .servers = servers, .n_servers = 2, .objects = objs,
-                            .n_objects = 6, .scope_prefix = "t/", .parts = parts, .n_parts = 2,
+                            .n_objects = 7, .scope_prefix = "t/", .parts = parts, .n_parts = 3,
                             .now = 10000, .min_age_s = 3600};
     ferry_sweep_report r;
     ferry_err err = {0};
@@ -122,7 +127,7 @@ static void test_compute(void **state)
     assert_int_equal(r.n_catalog_only_keys, 1);
     assert_string_equal(r.catalog_only_keys[0], "t/cat");
     assert_int_equal(r.n_outside, 2);
-    assert_int_equal(r.n_referenced, 3);
+    assert_int_equal(r.n_referenced, 4);
     assert_int_equal(r.n_drift, 3);
     assert_int_equal(r.drift[0].kind, FERRY_DRIFT_SERVER_ONLY);
     assert_string_equal(r.drift[0].server, "n2");
@@ -156,6 +161,7 @@ static void test_compute(void **state)
     ferry_sweep_report_free(&r);
     ferry_record_free(&parts[0]);
     ferry_record_free(&parts[1]);
+    ferry_record_free(&parts[2]);
     ferry_sweep_refs_free(&refs);
 }
 

@@ -1,0 +1,24 @@
+/* Keeping the catalog's part records true when a flow changes which servers hold a slice's cold
+ * parts (docs/catalog.md, "part"): a move hands its source's references to the target, a clone
+ * adds the target beside the source, a replica drop removes a server. Without this the sweep
+ * reports every moved cold part as drift (catalog_only on the old server, server_only on the new
+ * one). */
+#ifndef FERRY_FLOW_PART_RECORDS_H
+#define FERRY_FLOW_PART_RECORDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ferry/catalog.h"
+#include "ferry/err.h"
+
+/* For every part record of `table` under one of the partition ids that lists `from` among its
+ * servers: add `to` (when not NULL) and, unless keep_from, remove `from`. One catalog batch
+ * (version-checked; re-read and retried when another writer changed a record meanwhile).
+ * Idempotent: a second call changes nothing, so a resumed flow may call it again. *changed (may
+ * be NULL) receives the number of records rewritten. */
+int ferry_part_records_reassign(ferry_catalog *cat, const char *table, const char *const *pids,
+                                size_t n_pids, const char *from, const char *to, bool keep_from,
+                                size_t *changed, ferry_err *err);
+
+#endif
