@@ -972,6 +972,32 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
 
 /* CLEANUP of a clone: the source keeps everything; what the clone left in the target's
  * staging table and every freeze it made are removed. */
+/* Empties the slice's partitions of the target's staging table (DETACH PARTITION, then the
+ * detached folders and temporary folders of the agents removed). pids: more partition ids whose
+ * staging leftovers go too; the staging partitions are added to it. */
+static int staging_clear(mvctx *x, const ferry_table_def *t, mv_pids *pids, ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    staging_name(t->name, st, sizeof st);
+    mv_pids stg = {0};
+    int rc = slice_pids(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, &stg, err);
+    for (size_t k = 0; !rc && k < stg.n; k++) {
+        ferry_buf sql = FERRY_BUF_INIT;
+        ferry_buf_puts(&sql, "ALTER TABLE ");
+        sql_table(&sql, t->database, st);
+        ferry_buf_puts(&sql, " DETACH PARTITION ID ");
+        ferry_sql_quote(stg.ids[k], &sql);
+        rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
+        ferry_buf_free(&sql);
+        if (!rc)
+            rc = pids_add(pids, stg.ids[k]);
+    }
+    if (!rc)
+        rc = remove_detached_of(&x->dst, t->database, st, pids, true, err);
+    pids_free(&stg);
+    return rc;
+}
+
 /* The catalog's part records follow the slice's cold parts: the target now references what the
  * source did (a clone: as well as the source). pids: the slice's partitions on either side. */
 static int records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pids, ferry_err *err)
@@ -994,29 +1020,12 @@ static int do_cleanup_clone(mvctx *x, ferry_err *err)
     int rc = FERRY_OK;
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
         const ferry_table_def *t = table_at(x, i);
-        char st[FERRY_NAME_MAX + 32];
-        staging_name(t->name, st, sizeof st);
-        mv_pids stg = {0}, all = {0};
-        rc = slice_pids(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, &stg, err);
+        mv_pids all = {0};
+        rc = slice_pids(&x->dst, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &all, err);
         if (!rc)
-            rc = slice_pids(&x->dst, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &all,
-                            err);
-        for (size_t k = 0; !rc && k < stg.n; k++) {
-            ferry_buf sql = FERRY_BUF_INIT;
-            ferry_buf_puts(&sql, "ALTER TABLE ");
-            sql_table(&sql, t->database, st);
-            ferry_buf_puts(&sql, " DETACH PARTITION ID ");
-            ferry_sql_quote(stg.ids[k], &sql);
-            rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
-            ferry_buf_free(&sql);
-            if (!rc)
-                rc = pids_add(&all, stg.ids[k]);
-        }
-        if (!rc)
-            rc = remove_detached_of(&x->dst, t->database, st, &all, true, err);
+            rc = staging_clear(x, t, &all, err);
         if (!rc)
             rc = records_follow(x, t, &all, err);
-        pids_free(&stg);
         pids_free(&all);
     }
     if (!rc)
@@ -1202,27 +1211,10 @@ static int rollback(mvctx *x, const char *why, ferry_err *err)
     int rc = FERRY_OK;
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
         const ferry_table_def *t = table_at(x, i);
-        char st[FERRY_NAME_MAX + 32];
-        staging_name(t->name, st, sizeof st);
-        mv_pids stg = {0}, all = {0};
-        rc = slice_pids(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, &stg, err);
+        mv_pids all = {0};
+        rc = slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &all, err);
         if (!rc)
-            rc = slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &all,
-                            err);
-        for (size_t k = 0; !rc && k < stg.n; k++) {
-            ferry_buf sql = FERRY_BUF_INIT;
-            ferry_buf_puts(&sql, "ALTER TABLE ");
-            sql_table(&sql, t->database, st);
-            ferry_buf_puts(&sql, " DETACH PARTITION ID ");
-            ferry_sql_quote(stg.ids[k], &sql);
-            rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
-            ferry_buf_free(&sql);
-            if (!rc)
-                rc = pids_add(&all, stg.ids[k]);
-        }
-        if (!rc)
-            rc = remove_detached_of(&x->dst, t->database, st, &all, true, err);
-        pids_free(&stg);
+            rc = staging_clear(x, t, &all, err);
         pids_free(&all);
     }
     if (!rc)
