@@ -169,32 +169,12 @@ static int pids_add(mv_pids *p, const char *id)
     return FERRY_OK;
 }
 
-/* The partition ids of the slice in db.table on c (active parts only). */
+/* The partition ids of the slice in db.table on c (active parts with rows), added to out
+ * (replica_sync.c reads them for both flows). */
 static int slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const char *tenant,
                       uint32_t split, mv_pids *out, ferry_err *err)
 {
-    ferry_buf sql = FERRY_BUF_INIT;
-    ferry_ch_rows rows = {0};
-    ferry_buf_puts(&sql, "SELECT DISTINCT partition_id, partition FROM system.parts WHERE active "
-                         "AND rows > 0 AND database = ");
-    ferry_sql_quote(t->database, &sql);
-    ferry_buf_puts(&sql, " AND table = ");
-    ferry_sql_quote(table, &sql);
-    ferry_buf_puts(&sql, " ORDER BY partition_id");
-    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
-    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
-        ferry_partition_key k;
-        ferry_err perr = {0};
-        if (ferry_partition_parse(t->layout, ferry_ch_rows_get(&rows, r, 1), &k, &perr))
-            continue; /* not a managed partition */
-        if (k.split == split && !strcmp(k.tenant, tenant))
-            rc = pids_add(out, ferry_ch_rows_get(&rows, r, 0));
-    }
-    ferry_log(FERRY_LOG_DEBUG, "msg=\"slice partitions\" shard=%s table=%s tenant=%s split=%u "
-              "partitions=%zu of %zu rc=%d", c->name, table, tenant, split, out->n, rows.n_rows, rc);
-    ferry_ch_rows_free(&rows);
-    ferry_buf_free(&sql);
-    return rc;
+    return rs_slice_pids(c, t, table, tenant, split, &out->ids, &out->n, err);
 }
 
 typedef struct mv_part {
