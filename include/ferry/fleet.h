@@ -36,6 +36,23 @@ typedef struct ferry_fleet {
     size_t n_tables;
 } ferry_fleet;
 
+/* How long the clients of one shard wait (0: the client's default) and how often ClickHouse
+ * requests are tried (0: the client's default). */
+typedef struct ferry_shard_client_opts {
+    long ch_read_timeout_ms;
+    int ch_max_attempts;
+    long agent_timeout_ms;
+} ferry_shard_client_opts;
+
+/* The clients of one shard, as every flow opens them: ClickHouse at the first of the shard's
+ * replicas (user and password_file from [shard "NAME"] of cfg), the agent at its agent URL with
+ * the bearer token of agent_token_file. Nothing is contacted. On success the caller owns *ch,
+ * *agent and, when token is not NULL, *token (the agent token: wipe before freeing). On error
+ * nothing is returned and the message names the shard and what the config lacks. */
+int ferry_shard_clients_open(const ferry_config *cfg, const ferry_shard *sh,
+                             const ferry_shard_client_opts *opts, ferry_ch_client **ch,
+                             ferry_agent_client **agent, char **token, ferry_err *err);
+
 /* Loads the config at config_path, opens its catalog (which must have been initialised with
  * `ferry init`: FERRY_ENOTFOUND otherwise) and makes a client per server. Nothing is contacted
  * but the catalog. *out is owned by the caller (ferry_fleet_close). */

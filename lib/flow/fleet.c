@@ -34,40 +34,56 @@ static int cmp_server(const void *a, const void *b)
     return strcmp(((const ferry_fleet_server *)a)->name, ((const ferry_fleet_server *)b)->name);
 }
 
-static int open_server(ferry_fleet *f, const ferry_shard *sh, ferry_fleet_server *s,
-                       ferry_err *err)
+int ferry_shard_clients_open(const ferry_config *cfg, const ferry_shard *sh,
+                             const ferry_shard_client_opts *opts, ferry_ch_client **ch,
+                             ferry_agent_client **agent, char **token_out, ferry_err *err)
 {
-    char *token = NULL, *password = NULL;
+    static const ferry_shard_client_opts defaults = {0};
+    char *token = NULL, *password = NULL, urlbuf[FERRY_URL_MAX];
     int rc = FERRY_OK;
-    snprintf(s->name, sizeof s->name, "%s", sh->name);
-    const char *comma = strchr(sh->replicas, ',');
-    size_t n = comma ? (size_t)(comma - sh->replicas) : strlen(sh->replicas);
-    snprintf(s->url, sizeof s->url, "%.*s", (int)n, sh->replicas);
-    snprintf(s->agent_url, sizeof s->agent_url, "%s", sh->agent);
-    if (!s->url[0] || !s->agent_url[0]) {
+    *ch = NULL;
+    *agent = NULL;
+    if (token_out)
+        *token_out = NULL;
+    if (!opts)
+        opts = &defaults;
+    size_t n = strcspn(sh->replicas, ",");
+    snprintf(urlbuf, sizeof urlbuf, "%.*s", (int)n, sh->replicas);
+    const char *url = ferry_trim(urlbuf);
+    if (!url[0] || !sh->agent[0]) {
         rc = ferry_err_set(err, FERRY_EINVAL, "shard %s has no %s in the catalog (run 'ferry "
                            "init' with [shard \"%s\"] replicas and agent)", sh->name,
-                           s->url[0] ? "agent" : "replicas", sh->name);
+                           url[0] ? "agent" : "replicas", sh->name);
         goto out;
     }
-    const char *tokf = ferry_config_get(&f->cfg, "shard", sh->name, "agent_token_file");
+    const char *tokf = cfg ? ferry_config_get(cfg, "shard", sh->name, "agent_token_file") : NULL;
     if (!tokf || !*tokf) {
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: [shard \"%s\"] has no agent_token_file (the "
-                           "agent's bearer token is needed to read its pointer files)",
-                           f->config_path, sh->name);
+                           "file holding that shard's agent token: every flow reaches the "
+                           "server's files through its agent)",
+                           cfg && cfg->path ? cfg->path : "the config", sh->name);
         goto out;
     }
     if ((rc = ferry_agent_read_token_file(tokf, &token, err)))
         goto out;
-    const char *user = ferry_config_get(&f->cfg, "shard", sh->name, "user");
-    const char *pwf = ferry_config_get(&f->cfg, "shard", sh->name, "password_file");
+    const char *user = ferry_config_get(cfg, "shard", sh->name, "user");
+    const char *pwf = ferry_config_get(cfg, "shard", sh->name, "password_file");
     if (pwf && *pwf && (rc = read_secret_line(pwf, "password", &password, err)))
         goto out;
-    ferry_ch_options o = {.url = s->url, .user = user, .password = password,
-                          .read_timeout_ms = 300000, .max_attempts = 2};
-    if ((rc = ferry_ch_client_new(&o, &s->ch, err)))
+    ferry_ch_options o = {.url = url, .user = user && *user ? user : NULL, .password = password,
+                          .read_timeout_ms = opts->ch_read_timeout_ms,
+                          .max_attempts = opts->ch_max_attempts};
+    if ((rc = ferry_ch_client_new(&o, ch, err)))
         goto out;
-    rc = ferry_agent_client_new(s->agent_url, token, AGENT_TIMEOUT_MS, &s->agent, err);
+    if ((rc = ferry_agent_client_new(sh->agent, token, opts->agent_timeout_ms, agent, err))) {
+        ferry_ch_client_free(*ch);
+        *ch = NULL;
+        goto out;
+    }
+    if (token_out) {
+        *token_out = token;
+        token = NULL;
+    }
 out:
     if (token) {
         OPENSSL_cleanse(token, strlen(token));
@@ -80,6 +96,18 @@ out:
     if (rc)
         ferry_err_prefix(err, "shard %s: ", sh->name);
     return rc;
+}
+
+static int open_server(ferry_fleet *f, const ferry_shard *sh, ferry_fleet_server *s,
+                       ferry_err *err)
+{
+    snprintf(s->name, sizeof s->name, "%s", sh->name);
+    size_t n = strcspn(sh->replicas, ",");
+    snprintf(s->url, sizeof s->url, "%.*s", (int)n, sh->replicas);
+    snprintf(s->agent_url, sizeof s->agent_url, "%s", sh->agent);
+    ferry_shard_client_opts o = {.ch_read_timeout_ms = 300000, .ch_max_attempts = 2,
+                                 .agent_timeout_ms = AGENT_TIMEOUT_MS};
+    return ferry_shard_clients_open(&f->cfg, sh, &o, &s->ch, &s->agent, NULL, err);
 }
 
 int ferry_fleet_open(const char *config_path, ferry_fleet **out, ferry_err *err)

@@ -12,6 +12,7 @@
 
 #include "ferry/agent.h"
 #include "ferry/lines.h"
+#include "ferry/fleet.h"
 #include "ferry/log.h"
 #include "ferry/partition.h"
 #include "ferry/strutil.h"
@@ -25,60 +26,17 @@ static double now_ms(void)
 
 /* ---- servers ---------------------------------------------------------------------------------- */
 
-static int read_secret_file(const char *path, char **out, ferry_err *err)
-{
-    char *text = NULL;
-    size_t len = 0;
-    int rc = ferry_read_file(path, &text, &len, err);
-    if (rc)
-        return rc;
-    ferry_chomp(text);
-    *out = text;
-    return FERRY_OK;
-}
-
 int tier_server_open(tier_ctx *ctx, tier_server *srv, ferry_err *err)
 {
     if (srv->opened)
         return FERRY_OK;
-    const char *name = srv->shard.name;
-    char url[FERRY_LIST_MAX];
-    snprintf(url, sizeof url, "%s", srv->shard.replicas);
-    char *comma = strchr(url, ',');
-    if (comma)
-        *comma = '\0';
-    const char *user = ferry_config_get(&ctx->cfg, "shard", name, "user");
-    const char *pwfile = ferry_config_get(&ctx->cfg, "shard", name, "password_file");
-    const char *tokfile = ferry_config_get(&ctx->cfg, "shard", name, "agent_token_file");
-    char *password = NULL, *token = NULL;
-    int rc = FERRY_OK;
-    if (!srv->shard.agent[0] || !tokfile || !*tokfile) {
-        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [shard \"%s\"] needs agent and "
-                           "agent_token_file: tiering runs FREEZE, uploads and pointer parts "
-                           "through the node agent", ctx->cfg.path, name);
-        goto out;
-    }
-    if (pwfile && *pwfile && (rc = read_secret_file(pwfile, &password, err)))
-        goto out;
-    if ((rc = ferry_agent_read_token_file(tokfile, &token, err)))
-        goto out;
-    ferry_ch_options o = {.url = ferry_trim(url), .user = user, .password = password};
-    if ((rc = ferry_ch_client_new(&o, &srv->ch, err)) ||
-        (rc = ferry_agent_client_new(srv->shard.agent, token, 0, &srv->agent, err)))
-        goto out;
-    srv->opened = true;
-out:
-    if (password) {
-        memset(password, 0, strlen(password));
-        free(password);
-    }
-    if (token) {
-        memset(token, 0, strlen(token));
-        free(token);
-    }
+    int rc = ferry_shard_clients_open(&ctx->cfg, &srv->shard, NULL, &srv->ch, &srv->agent, NULL,
+                                      err);
     if (rc)
-        ferry_err_prefix(err, "server %s: ", name);
-    return rc;
+        return ferry_err_prefix(err, "tiering runs FREEZE, uploads and pointer parts through "
+                                     "the node agent: ");
+    srv->opened = true;
+    return FERRY_OK;
 }
 
 /* The pointer format pinned in the catalog must be one the server's ClickHouse reads, the
