@@ -161,10 +161,12 @@ ok "partitions, parts, data paths, table info, detached parts"
 
 # --- timeouts, refused connections, a server killed mid-query ----------------------------------
 t0=$(now_ms)
-expect_exit 1 "${Q[@]}" --timeout 1s --retries 0 "SELECT sleep(3)"
+# a query of 30 s (one second per one-row block): the 1 s timeout must end it long before, even on
+# a loaded machine (a 3 s query against a 2.9 s bound failed under a load average of 100)
+expect_exit 1 "${Q[@]}" --timeout 1s --retries 0 "SELECT sleepEachRow(1) FROM numbers(30) SETTINGS max_block_size = 1"
 t1=$(now_ms)
 assert_contains "$ERR" "read timeout" "read timeout message"
-[ $((t1 - t0)) -lt 2900 ] || fail "read timeout took $((t1 - t0)) ms"
+[ $((t1 - t0)) -lt 20000 ] || fail "read timeout took $((t1 - t0)) ms (the query takes 30 s)"
 ok "read timeout after $((t1 - t0)) ms"
 
 "${Q[@]}" "SELECT number FROM system.numbers LIMIT 400000000" > "$T/killed.tsv" 2> "$T/killed.err" &
