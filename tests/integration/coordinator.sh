@@ -86,7 +86,7 @@ run_backend() { # run_backend NAME CATALOG_URL
         sleep 1
         tries=$((tries + 1)); [ $tries -lt 20 ] || fail "$name: no takeover after kill -9: $(cat "$T/$name-b.log")"
     done
-    wait_for 10 test -s "$T/$name-b.port" || fail "$name: takeover coordinator not serving"
+    wait_for 60 test -s "$T/$name-b.port" || fail "$name: takeover coordinator not serving"
     assert_eq $((v + 1)) "$(curl -sS --max-time 5 "http://127.0.0.1:$(cat "$T/$name-b.port")/routing" | jq .version)" "$name: takeover serves the table"
     kill -TERM $BG; wait $BG || fail "$name: coordinator did not exit cleanly on SIGTERM"
     ok "$name: a coordinator killed with -9 loses the lease to the next (after $tries retries)"

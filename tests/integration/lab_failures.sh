@@ -40,7 +40,7 @@ PORT=$(free_port)
 python3 -c "import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $PORT)); s.listen(); time.sleep(120)" &
 holder=$!
 _H_PIDS+=("$holder")
-wait_for 10 python3 -c "import socket; socket.create_connection(('127.0.0.1', $PORT)).close()" || fail "port holder did not start"
+wait_for 60 python3 -c "import socket; socket.create_connection(('127.0.0.1', $PORT)).close()" || fail "port holder did not start"
 mkdir -p "$T/pt"
 cat >"$T/pt/node.conf" <<CONF
 [node]

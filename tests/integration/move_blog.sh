@@ -79,7 +79,7 @@ assert_contains "$ERR" "already served by node2" "current shard"
 expect_exit 2 "$FERRY_BIN" move --config "$C" --tenant acme --split 0
 assert_contains "$ERR" "needs --tenant" "missing --to"
 kill -KILL "$(lab_pid "$L" node3)"
-wait_for 10 sh -c "! curl -s -m 1 $U3/ping >/dev/null"
+wait_for 60 sh -c "! curl -s -m 1 $U3/ping >/dev/null"
 expect_exit 1 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node3
 assert_contains "$ERR" "target shard node3 is not reachable" "target down"
 assert_eq 0 "$(sqlite3 "$L/catalog.db" "SELECT count(*) FROM records WHERE parent = 'moves' AND doc LIKE '%node3%'")" "nothing journaled for the refused move"

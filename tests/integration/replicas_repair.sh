@@ -40,7 +40,7 @@ ok "rf = 2: acme placed on $A and $B"
 bg_start "$T/router.log" "$FERRY_BIN" router --config "$C" --listen 127.0.0.1:0 --port-file "$T/router.port"
 wait_for 20 test -s "$T/router.port"
 R=http://127.0.0.1:$(cat "$T/router.port")
-wait_for 10 curl -sf "$R/ping"
+wait_for 60 curl -sf "$R/ping"
 
 # batch I DAY: 200 rows of acme, ids I*200..I*200+199, one insert through the router with a
 # fixed token; prints the HTTP status, the body to $T/last.body

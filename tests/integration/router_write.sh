@@ -59,7 +59,7 @@ bg_start "$T/router.log" "$FERRY_BIN" router --config "$CONF" --listen 127.0.0.1
 ROUTER_PID=$BG_PID
 wait_for 20 test -s "$T/router.port"
 R=http://127.0.0.1:$(cat "$T/router.port")
-wait_for 10 curl -sf "$R/ping"
+wait_for 60 curl -sf "$R/ping"
 
 # ---- formats round-trip (tricky values), before the load ----
 for f in JSONEachRow TSV TSVWithNames CSV CSVWithNames RowBinary; do
@@ -97,7 +97,7 @@ wait "$LOADPID" || fail "load clients saw errors (see stderr)"
 ok "4 concurrent clients x 12 batches x 150 rows across 200 tenants, every format, all accepted"
 
 # After the switch is seen by the router, new rows of t7/0 go only to the new shard.
-wait_for 10 bash -c "[ \$(curl -s $R/ferry/router | jq .routing_version) -ge $SWITCH_VERSION ]"
+wait_for 60 bash -c "[ \$(curl -s $R/ferry/router | jq .routing_version) -ge $SWITCH_VERSION ]"
 res=$($LOAD send "$R" JSONEachRow t7 7000000 300)
 assert_eq "$(head -1 <<<"$res")" 200 "post-switch insert"
 
@@ -196,7 +196,7 @@ s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(64)
 open(sys.argv[1], 'w').write(str(s.getsockname()[1])); time.sleep(900)" "$T/hole.port" &
 HOLE_PID=$!
 at_exit "kill $HOLE_PID 2>/dev/null"
-wait_for 10 test -s "$T/hole.port"
+wait_for 60 test -s "$T/hole.port"
 sed -e "s#replicas = $N3#replicas = http://127.0.0.1:$(cat "$T/hole.port")#" \
     -e 's/^shard_timeout = .*/shard_timeout = 4s/' "$CONF" >"$T/slow.conf"
 bg_start "$T/router3.log" "$FERRY_BIN" router --config "$T/slow.conf" --listen 127.0.0.1:0 --port-file "$T/router3.port"

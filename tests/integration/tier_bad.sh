@@ -75,14 +75,14 @@ ok "staging table without the cold disk: refused before FREEZE"
 # only one tiering run at a time: the catalog lease "tier"
 chq "$U" "RENAME TABLE events_ferry_staging TO old_staging" >/dev/null
 bg_start "$T/flock.log" bash -c "exec 9>>'$L/catalog.db-lease-tier'; flock 9; exec sleep 30"
-wait_for 10 sh -c "! flock -n '$L/catalog.db-lease-tier' true" || fail "the test could not hold the lease"
+wait_for 60 sh -c "! flock -n '$L/catalog.db-lease-tier' true" || fail "the test could not hold the lease"
 expect_exit 1 "$FERRY_BIN" tier --config "$C" --older-than 3d --table events
 assert_contains "$ERR" "another tiering run is in progress" "lease"
 kill "$BG_PID"; wait "$BG_PID" 2>/dev/null || true
 assert_eq 0 "$(hot)" "lease: still hot"
 # a run on one server holds that server's lease: a full run and a run on that server are refused
 bg_start "$T/flock2.log" bash -c "exec 9>>'$L/catalog.db-lease-tier.node1'; flock 9; exec sleep 30"
-wait_for 10 sh -c "! flock -n '$L/catalog.db-lease-tier.node1' true" || fail "the test could not hold the server lease"
+wait_for 60 sh -c "! flock -n '$L/catalog.db-lease-tier.node1' true" || fail "the test could not hold the server lease"
 expect_exit 1 "$FERRY_BIN" tier --config "$C" --older-than 3d --table events
 assert_contains "$ERR" "another tiering run is in progress" "server lease, full run"
 expect_exit 1 "$FERRY_BIN" tier --config "$C" --older-than 3d --table events --server node1
