@@ -144,6 +144,10 @@ enum ferry_move_state {
     FERRY_MOVE_FAILED,
 };
 
+/* A move in SWITCH whose step is at least this is publishing (staging -> the target's real
+ * table): readers must not read the union of source and target any more (docs/routing.md). */
+#define FERRY_MOVE_STEP_PUBLISH 1000
+
 /* The move journal: one record per move. */
 typedef struct ferry_move {
     char id[64];

@@ -146,9 +146,9 @@ uint16_t ferry_router_port(const ferry_router *r);
 void ferry_router_stop(ferry_router *r);
 
 struct ferry_config;
-/* The fence a move passes after its routing switch: waits until every router listed in
- * [cluster] routers (base URLs, comma-separated) reports a routing version >= version and no
- * write in flight under an older one (GET /ferry/router). FERRY_OK at once when the config lists
+/* The fence a move passes after its routing switch and before it publishes: waits until every
+ * router listed in [cluster] routers (base URLs, comma-separated) reports a routing version >=
+ * version and no read or write in flight under an older one (GET /ferry/router). FERRY_OK at once when the config lists
  * none; FERRY_ETIMEOUT naming the router after timeout_ms (0: 60 s). */
 int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigned timeout_ms,
                        ferry_err *err);

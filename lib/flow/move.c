@@ -30,7 +30,9 @@
  *           source merged away), until staging and source   written to the target after it;
  *           have equal fingerprints and part hashes; the    staging holds nothing of the slice
  *           verified fingerprints are journaled; step is
- *           set to PUBLISH, then each partition goes into
+ *           set to PUBLISH (with the route: a new routing
+ *           version), the read fence waits for readers of
+ *           the union, then each partition goes into
  *           the real table with MOVE PARTITION ... TO
  *           TABLE (atomic; empties staging, so a resume
  *           never adds a partition twice)
@@ -44,6 +46,12 @@
  *  FAILED   (from CLONE/VERIFY) the target's staging parts   routing never changed; the target
  *           of the slice were detached and removed, the     holds nothing of the move
  *           source's freezes removed
+ *
+ * Readers (lib/router/routing.c has the full argument): the switch, the publish step and the
+ * entry into CLEANUP are each one batch with the slice's route, so each raises the routing
+ * version; routers read the union of source and target under the switch's version, hold reads
+ * of the slice under the publish step's, and read the target alone from CLEANUP's. The read
+ * fence before the first MOVE PARTITION waits until no router reads under an older version.
  *
  * Invariants: the source's real table is only read until CLEANUP; the target's real table only
  * receives parts by MOVE PARTITION from staging, after verification; object storage is never
@@ -78,7 +86,7 @@
 
 #define MV_MAX_ATTEMPTS 20    /* attempts of one state before the move gives up */
 #define MV_MAX_ROUNDS 5       /* catch-up rounds of one SWITCH attempt */
-#define MV_STEP_PUBLISH 1000  /* SWITCH step: verified, publishing into the real table */
+#define MV_STEP_PUBLISH FERRY_MOVE_STEP_PUBLISH /* SWITCH step: verified, publishing */
 #define MV_STAGING_SUFFIX "_ferry_staging"
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -343,6 +351,68 @@ static int advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry
                   ferry_move_state_name(to));
     progress(x);
     return rc;
+}
+
+/* Writes the journal `next` and touches the slice's route (unchanged) in one catalog batch, so
+ * the routing version rises with the journal: a router loads the move records with the routes
+ * under one version (lib/router/routing.c), so it sees this step exactly from that version on.
+ * Used where readers must change what they read: the publish step and CLEANUP. */
+static int journal_routed(mvctx *x, ferry_record *next, ferry_err *err)
+{
+    if (next->u.move.state != x->mv.u.move.state &&
+        !ferry_move_transition_ok(x->mv.u.move.state, next->u.move.state))
+        return ferry_err_set(err, FERRY_EINVAL, "move %s cannot go from %s to %s",
+                             x->mv.u.move.id, ferry_move_state_name(x->mv.u.move.state),
+                             ferry_move_state_name(next->u.move.state));
+    ferry_record route;
+    ferry_record_init(&route, FERRY_REC_ROUTE);
+    snprintf(route.u.route.tenant, sizeof route.u.route.tenant, "%s", x->mv.u.move.tenant);
+    route.u.route.split = x->mv.u.move.split;
+    int rc = ferry_catalog_get(x->cat, &route, err);
+    if (rc)
+        return rc;
+    next->u.move.updated = (int64_t)time(NULL);
+    ferry_batch *b = ferry_batch_new();
+    ferry_commit_info info = {0};
+    if (!b)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    rc = ferry_batch_update(b, next, err);
+    if (!rc)
+        rc = ferry_batch_update(b, &route, err);
+    if (!rc)
+        rc = ferry_catalog_commit(x->cat, b, &info, err);
+    ferry_batch_free(b);
+    if (rc) {
+        if (rc == FERRY_ECONFLICT)
+            ferry_err_prefix(err, "move %s: changed by another mover (or its route changed): ",
+                             x->mv.u.move.id);
+        return rc;
+    }
+    char id[64];
+    snprintf(id, sizeof id, "%s", x->mv.u.move.id);
+    ferry_record_free(&x->mv);
+    ferry_record_init(&x->mv, FERRY_REC_MOVE);
+    snprintf(x->mv.u.move.id, sizeof x->mv.u.move.id, "%s", id);
+    if ((rc = ferry_catalog_get(x->cat, &x->mv, err)))
+        return rc;
+    ferry_log(FERRY_LOG_INFO,
+              "msg=\"move state\" move=%s tenant=%s split=%u state=%s step=%u routing_version=%llu",
+              x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split,
+              ferry_move_state_name(x->mv.u.move.state), x->mv.u.move.step,
+              (unsigned long long)info.routing_version);
+    progress(x);
+    return FERRY_OK;
+}
+
+/* Enters CLEANUP with a new routing version (journal_routed): routers stop holding reads of the
+ * slice (publishing) or start reading a clone's new replica. */
+static int advance_cleanup(mvctx *x, ferry_err *err)
+{
+    ferry_record next = x->mv;
+    next.u.move.state = FERRY_MOVE_CLEANUP;
+    next.u.move.step = 0;
+    next.u.move.detail[0] = '\0';
+    return journal_routed(x, &next, err);
 }
 
 /* Starts a new attempt of the current state: counts it in the journal (a CAS that a second
@@ -946,7 +1016,7 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
     if (!rc)
         crash_point("SWITCH");
     if (!rc)
-        rc = advance(x, FERRY_MOVE_CLEANUP, "", err);
+        rc = advance_cleanup(x, err);
     return rc;
 }
 
@@ -1081,10 +1151,24 @@ static int do_switch(mvctx *x, ferry_err *err)
         json_decref(fps);
         if (rc)
             return rc;
-        x->mv.u.move.step = MV_STEP_PUBLISH;
-        if ((rc = move_update(x, err)))
+        /* The publish step raises the routing version: from it on, routers stop reading the
+         * union of source and target for this slice (and hold its reads until CLEANUP). */
+        ferry_record next = x->mv;
+        next.u.move.step = MV_STEP_PUBLISH;
+        if ((rc = journal_routed(x, &next, err)))
             return rc;
         crash_point("SWITCH:caught-up");
+    }
+    /* The read fence (every run, so a resumed one too): no router may still read the union
+     * under a version older than the publish step's when the first partition moves, or it
+     * could count that partition twice (source + target real) or miss it (docs/routing.md). */
+    {
+        uint64_t now_version = 0;
+        rc = ferry_catalog_routing_version(x->cat, &now_version, err);
+        if (!rc)
+            rc = ferry_router_fence(x->o->cfg, now_version, 0, err);
+        if (rc)
+            return ferry_err_prefix(err, "move %s: before publishing: ", x->mv.u.move.id);
     }
     /* publish: staging -> real table, one atomic MOVE PARTITION per partition */
     bool first = true;
@@ -1114,7 +1198,7 @@ static int do_switch(mvctx *x, ferry_err *err)
     if (!rc)
         crash_point("SWITCH");
     if (!rc)
-        rc = advance(x, FERRY_MOVE_CLEANUP, "", err);
+        rc = advance_cleanup(x, err);
     return rc;
 }
 

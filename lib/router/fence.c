@@ -1,7 +1,10 @@
-/* The router fence: after a routing switch, a move asks every write router listed in
- * [cluster] routers whether it has taken the new routing table and finished every write it had
- * grouped with an older one (GET /ferry/router). Only then is the source quiescent for the slice,
- * whatever the size of the batches in flight (docs/routing.md, "Moves and the router"). */
+/* The router fence: after a routing switch, a move asks every router listed in [cluster] routers
+ * whether it has taken the new routing table and finished every write it had grouped with an
+ * older one (GET /ferry/router). Only then is the source quiescent for the slice, whatever the
+ * size of the batches in flight (docs/routing.md, "Moves and the router"). Reads are counted in
+ * flight the same way, so the same wait before a move publishes (after its publish step raised
+ * the routing version) means no router still reads the union of source and target
+ * (lib/router/routing.c, "Reads while a slice moves"). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,10 +70,10 @@ static int router_past(const char *base, uint64_t version, char *what, size_t wh
         bool inflight_old = json_is_integer(old) && (uint64_t)json_integer_value(old) < version;
         res = have >= version && !inflight_old;
         if (json_is_integer(old))
-            snprintf(what, whatsz, "it has routing version %llu, a write in flight under %lld",
+            snprintf(what, whatsz, "it has routing version %llu, a read or write in flight under %lld",
                      (unsigned long long)have, (long long)json_integer_value(old));
         else
-            snprintf(what, whatsz, "it has routing version %llu, no write in flight",
+            snprintf(what, whatsz, "it has routing version %llu, nothing in flight",
                      (unsigned long long)have);
     }
     json_decref(o);
@@ -106,9 +109,9 @@ int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigne
                 break;
             if (mono_ms() >= deadline) {
                 rc = ferry_err_set(err, FERRY_ETIMEOUT,
-                                   "write router %s did not confirm routing version %llu in time "
+                                   "router %s did not confirm routing version %llu in time "
                                    "(%s); every router in [cluster] routers must take the new "
-                                   "table and finish older writes before the source is caught up "
+                                   "table and finish older reads and writes before a move goes on "
                                    "(remove a router that is gone from the list, then resume)",
                                    u, (unsigned long long)version, what);
                 break;

@@ -44,6 +44,13 @@ typedef struct rt_route {
     uint32_t n_shards;
     uint32_t *shards; /* indices into router->shards */
     char missing[FERRY_NAME_MAX]; /* a shard name the route has that the router does not know */
+    /* The slice's move in SWITCH, if any (the only state in which what a shard holds differs
+     * from what the route says; see rt_read_set): */
+    bool moving;
+    bool publishing;      /* its step is PUBLISH: staging -> real on the target */
+    long move_from;       /* the source's index into router->shards; -1: unknown to the router */
+    long move_to;         /* the target's index; -1: unknown */
+    char move_id[64];
 } rt_route;
 
 typedef struct rt_snapshot {
@@ -95,6 +102,7 @@ struct ferry_router {
     pthread_t watcher;
     bool watcher_started;
     ferry_httpd *httpd;
+    long publish_wait_ms; /* how long a read of a slice being published waits ([router]) */
     struct rt_reads *reads; /* the read path's state (select.c) */
 };
 
@@ -120,6 +128,35 @@ rt_snapshot *rt_route_begin(ferry_router *r);
 void rt_route_end(ferry_router *r, rt_snapshot *s);
 /* Whether the router has published a newer table than s (the watcher reloaded). */
 bool rt_route_stale(ferry_router *r, const rt_snapshot *s);
+/* The read path's counterpart of rt_route_begin, without the catalog round trip: the current
+ * snapshot with a reference *and* a read recorded in flight under its version, in one critical
+ * section (the same guarantee for the move's read fence). Release with rt_route_end. */
+rt_snapshot *rt_read_begin(ferry_router *r);
+/* Waits until the router publishes a snapshot newer than version, at most until deadline_ms
+ * (CLOCK_MONOTONIC milliseconds). true when it did. */
+bool rt_wait_newer(ferry_router *r, uint64_t version, uint64_t deadline_ms);
+
+/* Which shards can serve reads of one slice under one snapshot (rt_read_set). */
+#define RT_READ_SET_MAX 16
+enum rt_read_mode {
+    RT_READ_NONE,  /* no shard the router knows serves the slice (missing names it, if any) */
+    RT_READ_ONE,   /* each of shards[] holds the whole slice: read exactly one of them (replica
+                    * candidates, in route order; the first is the preferred one) */
+    RT_READ_UNION, /* every one of shards[] holds a disjoint part of the slice: read all of them,
+                    * each restricted to the slice */
+    RT_READ_HOLD   /* the slice is being published by a move: no shard can be read exactly now;
+                    * wait for a newer snapshot (shards[] = the target, for messages) */
+};
+typedef struct rt_readers {
+    enum rt_read_mode mode;
+    uint32_t n;
+    uint32_t shards[RT_READ_SET_MAX]; /* indices into router->shards */
+    const char *missing;              /* NONE: a shard name the router does not know, or NULL */
+    const char *move_id;              /* UNION / HOLD: the move (borrowed from the snapshot) */
+} rt_readers;
+/* The one place that decides which shards serve reads of slice (t, split) under snapshot s:
+ * every read path (select.c) plans with it. Pure; out borrows from s. */
+void rt_read_set(const rt_snapshot *s, const rt_tenant *t, uint32_t split, rt_readers *out);
 
 /* ---- shards (forward.c) ---- */
 typedef struct rt_send {

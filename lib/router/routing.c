@@ -1,16 +1,57 @@
-/* The router's routing table: a snapshot of every tenant's split count and every slice's serving
- * shards, loaded from the catalog consistently with one routing version, refreshed by a watcher
- * thread when the version changes and checked again before every forward (the version check of
- * the write path). */
+/* The router's routing table: a snapshot of every tenant's split count, every slice's serving
+ * shards and the moves in SWITCH, loaded from the catalog consistently with one routing version,
+ * refreshed by a watcher thread when the version changes and checked again before every forward
+ * (the version check of the write path); and rt_read_set, the one rule for which shards serve
+ * reads of a slice.
+ *
+ * READS WHILE A SLICE MOVES (docs/routing.md "Reads during a move", docs/moves.md).
+ *
+ * What each shard holds of a slice during a move from S to T (lib/flow/move.c), and the routing
+ * version V at each step (every step marked * is one catalog batch that changes the journal
+ * and touches the slice's route, so it raises the routing version):
+ *
+ *    journal                     route    S real            T real               T staging
+ *    PLANNED..VERIFY             S        every row         -                    a copy
+ *  * SWITCH (V1)                 T        rows before the   rows written after    catching up
+ *                                         switch + grace    the switch
+ *  * SWITCH step PUBLISH (V2)    T        (same, frozen)    new rows + published  partitions not
+ *                                                           partitions            yet published
+ *  * CLEANUP (V3)                T        until DETACH      every row            -
+ *
+ * The rule (rt_read_set), for a snapshot of version v:
+ *   - no move in SWITCH: the route's shards are complete copies: read one;
+ *   - a move in SWITCH: the route's shards other than T are complete copies (a clone's source,
+ *     the other replicas of a slice with rf > 1): read one of them when there is one;
+ *   - else, before PUBLISH (V1 <= v < V2): S real and T real hold disjoint parts whose union is
+ *     the slice: read both, each restricted to the slice;
+ *   - else, in PUBLISH (V2 <= v < V3): a read of T's real table can miss partitions still in
+ *     staging, and a read of real and staging could see a partition in both or in neither (two
+ *     tables are not one snapshot; MOVE PARTITION runs between them): hold the read until a
+ *     newer snapshot (bounded by [router] publish_wait, then an error). MOVE PARTITION is a
+ *     metadata operation, so the hold is short while the mover runs;
+ *   - from CLEANUP (v >= V3): T alone (the route), never S, whose rows go at DETACH.
+ *
+ * Why it is exact: the union is read only under snapshots older than V2; the move, after writing
+ * V2 and before its first MOVE PARTITION, waits (ferry_router_fence) until every router in
+ * [cluster] routers has published V2 or later and has no read or write in flight under an older
+ * version. A read takes its snapshot and registers in flight under that version in one critical
+ * section (rt_read_begin), so once a router reports "V2, nothing older in flight" no union read
+ * can still be running or start later. Reads under V2 of the moving slice wait before touching
+ * any server; V3 is written only after the last MOVE PARTITION, so what they read after it is
+ * complete on T. The source is detached only in CLEANUP, after V2's fence: no union read runs
+ * then. Moves that touch a slice's state in other ways (step counters, details) do not raise
+ * the version and do not change the rule's inputs (state SWITCH, step PUBLISH or not, S, T). */
 #include "router_int.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ferry/log.h"
 #include "ferry/split.h"
+#include "ferry/strutil.h"
 
 void rt_snapshot_put(rt_snapshot *s)
 {
@@ -68,9 +109,74 @@ static long shard_index(const ferry_router *r, const char *name)
     return -1;
 }
 
-/* Builds a snapshot from the routing JSON and the tenant list. */
+/* The first name of a comma-separated shard list, as an index into router->shards (-1: none). */
+static long first_shard_index(const ferry_router *r, const char *list)
+{
+    char name[FERRY_NAME_MAX];
+    size_t n = strcspn(list, ",");
+    if (n >= sizeof name)
+        return -1;
+    memcpy(name, list, n);
+    name[n] = '\0';
+    return shard_index(r, ferry_trim(name));
+}
+
+/* Marks the routes of slices whose move is in SWITCH (the move journal's states are in
+ * include/ferry/catalog.h; step >= FERRY_MOVE_STEP_PUBLISH: publishing). */
+static void apply_moves(ferry_router *r, rt_snapshot *s, const ferry_record_list *moves)
+{
+    for (size_t i = 0; i < moves->n; i++) {
+        const ferry_move *m = &moves->items[i].u.move;
+        if (m->state != FERRY_MOVE_SWITCH)
+            continue;
+        rt_tenant *t = (rt_tenant *)rt_find_tenant(s, m->tenant, strlen(m->tenant));
+        if (!t || m->split >= t->n_routes)
+            continue;
+        rt_route *rr = &t->routes[m->split];
+        rr->moving = true;
+        rr->publishing = m->step >= FERRY_MOVE_STEP_PUBLISH;
+        rr->move_from = first_shard_index(r, m->from);
+        rr->move_to = first_shard_index(r, m->to);
+        snprintf(rr->move_id, sizeof rr->move_id, "%s", m->id);
+    }
+}
+
+void rt_read_set(const rt_snapshot *s, const rt_tenant *t, uint32_t split, rt_readers *out)
+{
+    (void)s;
+    memset(out, 0, sizeof *out);
+    const rt_route *rr = split < t->n_routes ? &t->routes[split] : NULL;
+    if (!rr || !rr->n_shards) {
+        out->mode = RT_READ_NONE;
+        out->missing = rr && rr->missing[0] ? rr->missing : NULL;
+        return;
+    }
+    /* complete copies: the route's shards, except a move's target while it is in SWITCH */
+    out->mode = RT_READ_ONE;
+    for (uint32_t k = 0; k < rr->n_shards && out->n < RT_READ_SET_MAX; k++)
+        if (!rr->moving || (long)rr->shards[k] != rr->move_to)
+            out->shards[out->n++] = rr->shards[k];
+    if (out->n || !rr->moving)
+        return;
+    out->move_id = rr->move_id;
+    if (rr->move_to < 0 || (!rr->publishing && rr->move_from < 0)) {
+        out->mode = RT_READ_NONE; /* a shard of the move the router's config does not name */
+        return;
+    }
+    if (rr->publishing) {
+        out->mode = RT_READ_HOLD;
+        out->shards[out->n++] = (uint32_t)rr->move_to;
+        return;
+    }
+    out->mode = RT_READ_UNION;
+    out->shards[out->n++] = (uint32_t)rr->move_from;
+    if (rr->move_to != rr->move_from)
+        out->shards[out->n++] = (uint32_t)rr->move_to;
+}
+
+/* Builds a snapshot from the routing JSON, the tenant list and the move journal. */
 static int build(ferry_router *r, const char *json, const ferry_record_list *tenants,
-                 rt_snapshot **out, ferry_err *err)
+                 const ferry_record_list *moves, rt_snapshot **out, ferry_err *err)
 {
     json_error_t je;
     json_t *o = json_loads(json, 0, &je);
@@ -139,6 +245,7 @@ static int build(ferry_router *r, const char *json, const ferry_record_list *ten
             rr->shards[rr->n_shards++] = (uint32_t)k;
         }
     }
+    apply_moves(r, s, moves);
 out:
     json_decref(o);
     if (rc) {
@@ -154,7 +261,7 @@ int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err)
     for (int attempt = 0; attempt < 20; attempt++) {
         uint64_t v1 = 0, v2 = 0;
         char *json = NULL;
-        ferry_record_list tenants = {0};
+        ferry_record_list tenants = {0}, moves = {0};
         rt_snapshot *s = NULL;
         int rc = ferry_catalog_routing_version(cat, &v1, err);
         if (!rc)
@@ -162,15 +269,20 @@ int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err)
         if (!rc)
             rc = ferry_catalog_list(cat, FERRY_REC_TENANT, NULL, 0, &tenants, err);
         if (!rc)
+            rc = ferry_catalog_list(cat, FERRY_REC_MOVE, NULL, 0, &moves, err);
+        if (!rc)
             rc = ferry_catalog_routing_version(cat, &v2, err);
         if (!rc)
-            rc = build(r, json, &tenants, &s, err);
+            rc = build(r, json, &tenants, &moves, &s, err);
         free(json);
         ferry_record_list_free(&tenants);
+        ferry_record_list_free(&moves);
         if (rc)
             return rc;
-        /* Split counts change in the same batch as the new slices' routes, so one routing
-         * version before and after the reads makes tenants and routes one consistent state. */
+        /* Split counts change in the same batch as the new slices' routes, and a move's state
+         * changes that matter to readers (switch, publish, cleanup) in the same batch as its
+         * route, so one routing version before and after the reads makes tenants, routes and
+         * moves one consistent state. */
         if (v1 != v2 || s->version != v1) {
             rt_snapshot_put(s);
             continue;
@@ -180,6 +292,7 @@ int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err)
         if (!old || old->version < s->version) {
             r->snap = s;
             s = old;
+            pthread_cond_broadcast(&r->cond); /* reads held for a newer table (rt_wait_newer) */
         }
         pthread_mutex_unlock(&r->mu);
         rt_snapshot_put(s);
@@ -275,6 +388,43 @@ rt_snapshot *rt_route_begin(ferry_router *r)
     inflight_add_locked(r, s->version);
     pthread_mutex_unlock(&r->mu);
     return s;
+}
+
+rt_snapshot *rt_read_begin(ferry_router *r)
+{
+    pthread_mutex_lock(&r->mu);
+    rt_snapshot *s = r->snap;
+    if (s) {
+        atomic_fetch_add(&s->refs, 1);
+        inflight_add_locked(r, s->version);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}
+
+bool rt_wait_newer(ferry_router *r, uint64_t version, uint64_t deadline_ms)
+{
+    struct timespec now_mono, until;
+    clock_gettime(CLOCK_MONOTONIC, &now_mono);
+    uint64_t now = (uint64_t)now_mono.tv_sec * 1000 + (uint64_t)now_mono.tv_nsec / 1000000;
+    uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
+    clock_gettime(CLOCK_REALTIME, &until); /* r->cond uses the default (realtime) clock */
+    until.tv_sec += (time_t)(left / 1000);
+    until.tv_nsec += (long)(left % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&r->mu);
+    bool newer = r->snap && r->snap->version > version;
+    while (!newer && !r->stopping) {
+        if (pthread_cond_timedwait(&r->cond, &r->mu, &until) != 0)
+            break;
+        newer = r->snap && r->snap->version > version;
+    }
+    newer = r->snap && r->snap->version > version;
+    pthread_mutex_unlock(&r->mu);
+    return newer;
 }
 
 void rt_route_end(ferry_router *r, rt_snapshot *s)

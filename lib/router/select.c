@@ -48,6 +48,9 @@ typedef struct rd_cache {
     ferry_sql_target *targets, *targets_mat;
     char **unrouted;          /* tenants with a slice no known shard serves */
     size_t n_unrouted;
+    char **held;              /* tenants with a slice a move is publishing (rt_read_set) */
+    const char **held_move;   /* the move of each */
+    size_t n_held;
 } rd_cache;
 
 /* One published partial result: the bytes of one or more servers' Native answers. */
@@ -145,6 +148,8 @@ static void cache_put(rd_cache *c)
     free(c->targets);
     free(c->targets_mat);
     free(c->unrouted);
+    free(c->held);
+    free(c->held_move);
     rt_snapshot_put(c->snap);
     free(c);
 }
@@ -198,20 +203,38 @@ static rd_cache *cache_build(ferry_router *r, rt_reads *rd, rt_snapshot *s)
     c->targets = calloc(ns, sizeof *c->targets);
     c->targets_mat = calloc(ns, sizeof *c->targets_mat);
     c->unrouted = calloc(s->n_tenants + 1, sizeof *c->unrouted);
-    if (!c->slices || !c->n_slices || !c->served || !c->targets || !c->targets_mat || !c->unrouted)
+    c->held = calloc(s->n_tenants + 1, sizeof *c->held);
+    c->held_move = calloc(s->n_tenants + 1, sizeof *c->held_move);
+    if (!c->slices || !c->n_slices || !c->served || !c->targets || !c->targets_mat ||
+        !c->unrouted || !c->held || !c->held_move)
         goto oom;
-    /* count per server first, then fill */
+    /* Which servers read each slice: rt_read_set (the whole rule, moves included, is there).
+     * One candidate, the first, reads a slice every candidate holds whole; every member of a
+     * union reads its part (each server's query is restricted to the slices listed for it).
+     * Count per server first, then fill. */
     for (size_t i = 0; i < s->n_tenants; i++) {
         const rt_tenant *t = &s->tenants[i];
         bool unrouted = false;
+        const char *held = NULL;
         for (uint32_t k = 0; k < t->splits; k++) {
-            if (k < t->n_routes && t->routes[k].n_shards)
-                c->n_slices[t->routes[k].shards[0]]++;
+            rt_readers rs;
+            rt_read_set(s, t, k, &rs);
+            if (rs.mode == RT_READ_ONE)
+                c->n_slices[rs.shards[0]]++;
+            else if (rs.mode == RT_READ_UNION)
+                for (uint32_t j = 0; j < rs.n; j++)
+                    c->n_slices[rs.shards[j]]++;
+            else if (rs.mode == RT_READ_HOLD)
+                held = rs.move_id;
             else
                 unrouted = true;
         }
         if (unrouted)
             c->unrouted[c->n_unrouted++] = t->name;
+        if (held) {
+            c->held[c->n_held] = t->name;
+            c->held_move[c->n_held++] = held;
+        }
     }
     for (size_t sv = 0; sv < c->n_servers; sv++) {
         c->slices[sv] = calloc(c->n_slices[sv] + 1, sizeof **c->slices);
@@ -221,11 +244,14 @@ static rd_cache *cache_build(ferry_router *r, rt_reads *rd, rt_snapshot *s)
     }
     for (size_t i = 0; i < s->n_tenants; i++) {
         const rt_tenant *t = &s->tenants[i];
-        for (uint32_t k = 0; k < t->splits && k < t->n_routes; k++) {
-            if (!t->routes[k].n_shards)
-                continue;
-            size_t sv = t->routes[k].shards[0];
-            c->slices[sv][c->n_slices[sv]++] = (ferry_sql_slice){t->name, k};
+        for (uint32_t k = 0; k < t->splits; k++) {
+            rt_readers rs;
+            rt_read_set(s, t, k, &rs);
+            uint32_t n = rs.mode == RT_READ_UNION ? rs.n : rs.mode == RT_READ_ONE ? 1 : 0;
+            for (uint32_t j = 0; j < n; j++) {
+                size_t sv = rs.shards[j];
+                c->slices[sv][c->n_slices[sv]++] = (ferry_sql_slice){t->name, k};
+            }
         }
     }
     (void)total;
@@ -241,12 +267,16 @@ oom:
     return NULL;
 }
 
-/* The cache for the current snapshot, with a reference (cache_put). NULL: out of memory. */
+/* The cache for the current snapshot, with a reference (cache_put), and a read registered in
+ * flight under its version (taken with the snapshot, atomically: rt_read_begin); the caller
+ * ends it with rt_inflight_done(r, cache->snap->version). NULL: out of memory (nothing in
+ * flight). */
 static rd_cache *cache_get(ferry_router *r, rt_reads *rd)
 {
-    rt_snapshot *s = rt_snapshot_get(r);
+    rt_snapshot *s = rt_read_begin(r);
     if (!s)
         return NULL;
+    uint64_t version = s->version;
     pthread_mutex_lock(&rd->mu);
     rd_cache *c = rd->cache;
     if (c && c->snap == s) {
@@ -257,8 +287,10 @@ static rd_cache *cache_get(ferry_router *r, rt_reads *rd)
     }
     pthread_mutex_unlock(&rd->mu);
     c = cache_build(r, rd, s); /* takes the snapshot reference */
-    if (!c)
+    if (!c) {
+        rt_inflight_done(r, version);
         return NULL;
+    }
     pthread_mutex_lock(&rd->mu);
     rd_cache *old = NULL;
     if (!rd->cache || rd->cache->snap->version <= c->snap->version) {
@@ -508,6 +540,7 @@ typedef struct rd_fail {
     long http_status;
     int ch_code;
     char name[64];     /* ClickHouse error name for our own errors */
+    bool held;         /* the query reads a slice being published: retry with a newer table */
     ferry_err err;
     ferry_ch_status st;
 } rd_fail;
@@ -1039,6 +1072,22 @@ static int plan_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, ferry_read_pla
                                 "serves (routing version %llu); the answer would miss its rows",
                                 c->unrouted[u], (unsigned long long)c->snap->version);
         }
+        for (size_t u = 0; u < c->n_held; u++) {
+            bool reads = !ref->has_filter;
+            for (size_t k = 0; k < ref->n_tenants && !reads; k++)
+                reads = !strcmp(ref->tenants[k], c->held[u]);
+            if (reads) {
+                fail_set(f, FERRY_ETIMEOUT, "TIMEOUT_EXCEEDED",
+                         "tenant '%s' has a slice that move %s is publishing (routing version "
+                         "%llu) and it was not done within [router] publish_wait; no server "
+                         "holds all of its rows until then (resume the move if it stopped: "
+                         "ferry move --resume %s)",
+                         c->held[u], c->held_move[u], (unsigned long long)c->snap->version,
+                         c->held_move[u]);
+                f->held = true;
+                return f->rc;
+            }
+        }
     }
     size_t ns = c->n_servers;
     rc = ferry_sql_plan(a, rd->tables, c->targets, ns, plan, &err);
@@ -1120,11 +1169,20 @@ typedef struct rd_stream {
     bool th_started;
     pthread_mutex_t mu;
     pthread_cond_t cond;
+    bool inflight; /* a read is registered in flight under cx.cache's version (cache_get) */
     bool started;  /* the first byte of the answer is on its way: status 200 */
     bool finished;
     rd_fail fail;
     int rc;
 } rd_stream;
+
+/* Ends the request's in-flight registration (once): its servers are no longer read. */
+static void read_done(rd_stream *s)
+{
+    if (s->inflight)
+        rt_inflight_done(s->r, s->cx.cache->snap->version);
+    s->inflight = false;
+}
 
 static int pipe_sink(const void *data, size_t len, void *arg)
 {
@@ -1151,9 +1209,8 @@ static int pipe_sink(const void *data, size_t len, void *arg)
 static void *stream_main(void *arg)
 {
     rd_stream *s = arg;
-    rt_inflight_add(s->r, s->cx.cache->snap->version);
     int rc = exec_plan(&s->cx, &s->plan, s->o.default_format, NULL, 0, pipe_sink, s, &s->fail);
-    rt_inflight_done(s->r, s->cx.cache->snap->version);
+    read_done(s);
     for (size_t i = 0; i < s->cx.n_pubs; i++)
         partial_unpublish(s->cx.rd, s->cx.pubs[i]);
     free(s->cx.pubs);
@@ -1183,6 +1240,7 @@ static void stream_free(void *arg)
         pthread_join(s->th, NULL);
     if (s->pipe_wr >= 0)
         close(s->pipe_wr);
+    read_done(s);
     for (size_t i = 0; i < s->cx.n_pubs; i++)
         partial_unpublish(s->cx.rd, s->cx.pubs[i]);
     free(s->cx.pubs);
@@ -1314,7 +1372,7 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, co
         stream_free(s);
         return true;
     }
-    if (opts_collect(req, &s->o) || !(s->cx.cache = cache_get(r, rd))) {
+    if (opts_collect(req, &s->o)) {
         fail_set(&f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of resources");
         respond_fail(req, &f);
         stream_free(s);
@@ -1323,10 +1381,35 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, co
     s->cx.r = r;
     s->cx.rd = rd;
     s->cx.o = &s->o;
+    /* Plan with the current table; a query reading a slice that a move is publishing waits for
+     * a newer table (rt_read_set: no server holds the slice exactly then), at most
+     * publish_wait. Nothing was sent to a server before planning succeeds. */
+    bool failed;
+    uint64_t hold_deadline = now_ms() + (uint64_t)r->publish_wait_ms;
+    for (;;) {
+        if (!(s->cx.cache = cache_get(r, rd))) {
+            fail_set(&f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of resources");
+            respond_fail(req, &f);
+            stream_free(s);
+            return true;
+        }
+        s->inflight = true;
+        failed = plan_analyzed(&s->cx, &s->a, &s->plan, &s->fail) != FERRY_OK;
+        if (!failed || !s->fail.held || now_ms() >= hold_deadline)
+            break;
+        uint64_t held_version = s->cx.cache->snap->version;
+        read_done(s);
+        cache_put(s->cx.cache);
+        s->cx.cache = NULL;
+        ferry_read_plan_free(&s->plan);
+        memset(&s->plan, 0, sizeof s->plan);
+        memset(&s->fail, 0, sizeof s->fail);
+        s->cx.plan_kind[0] = s->cx.shards[0] = '\0';
+        rt_wait_newer(r, held_version, hold_deadline);
+    }
     char v[32];
     snprintf(v, sizeof v, "%llu", (unsigned long long)s->cx.cache->snap->version);
     ferry_http_add_header(req, "X-Ferry-Routing-Version", v);
-    bool failed = plan_analyzed(&s->cx, &s->a, &s->plan, &s->fail) != FERRY_OK;
     if (s->cx.plan_kind[0])
         ferry_http_add_header(req, "X-Ferry-Plan", s->cx.plan_kind);
     if (s->cx.shards[0])
@@ -1337,10 +1420,8 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, co
          * (no thread hand-offs) into memory. An answer beyond SMALL_ANSWER_MAX is run again,
          * streamed. */
         buf_sink b = {.b = &s->small, .max = SMALL_ANSWER_MAX};
-        rt_inflight_add(r, s->cx.cache->snap->version);
         rc = exec_plan(&s->cx, &s->plan, s->o.default_format, NULL, 0, buf_sink_write, &b,
                        &s->fail);
-        rt_inflight_done(r, s->cx.cache->snap->version);
         if (!rc || !b.over) {
             if (!rc) {
                 if (fmt)

@@ -753,7 +753,7 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "max_request_bytes", "max_row_bytes", "shard_timeout",
                                        "load_balancing", "allow_fanout", "global_max_rows",
                                        "global_max_bytes", "max_partial_bytes", "advertise_url",
-                                       NULL};
+                                       "publish_wait", NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
@@ -797,6 +797,13 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                            "%s: [router] shard_timeout = '%s': expected a duration such as 30s",
                            cfg->path, to);
     r->shard_timeout_ms = (long)secs * 1000;
+    const char *pw = ferry_config_get(cfg, "router", NULL, "publish_wait");
+    uint64_t pw_secs = 30;
+    if (!rc && pw && (!ferry_parse_duration(pw, &pw_secs) || pw_secs == 0))
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "%s: [router] publish_wait = '%s': expected a duration such as 30s",
+                           cfg->path, pw);
+    r->publish_wait_ms = (long)pw_secs * 1000;
     const char *lb = ferry_config_get(cfg, "router", NULL, "load_balancing");
     r->load_balancing = FERRY_LB_RANDOM;
     if (!rc && lb && !ferry_lb_parse(lb, &r->load_balancing))

@@ -1,0 +1,158 @@
+/* rt_read_set (lib/router/routing.c): which shards serve reads of a slice, by the slice's route
+ * and its move in SWITCH: complete copies (one), the union of source and target before the
+ * publish step, a hold while publishing, a clone's target never before CLEANUP. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "../../lib/router/router_int.h"
+
+/* shards: 0 = node1, 1 = node2, 2 = node3 */
+static rt_route route_of(const uint32_t *shards, uint32_t n)
+{
+    rt_route r;
+    memset(&r, 0, sizeof r);
+    r.shards = (uint32_t *)shards;
+    r.n_shards = n;
+    return r;
+}
+
+static void read_set_of(rt_route *rr, rt_readers *out)
+{
+    rt_tenant t = {.name = "acme", .splits = 1, .n_routes = 1, .routes = rr};
+    rt_snapshot s = {.version = 7, .n_tenants = 1, .tenants = &t};
+    rt_read_set(&s, &t, 0, out);
+}
+
+static void moving(rt_route *rr, long from, long to, bool publishing)
+{
+    rr->moving = true;
+    rr->publishing = publishing;
+    rr->move_from = from;
+    rr->move_to = to;
+    strcpy(rr->move_id, "mv-1");
+}
+
+static void test_no_move(void **state)
+{
+    (void)state;
+    uint32_t sh[] = {2, 0};
+    rt_route rr = route_of(sh, 2);
+    rt_readers rs;
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.mode, RT_READ_ONE);
+    assert_int_equal(rs.n, 2);
+    assert_int_equal(rs.shards[0], 2);
+    assert_int_equal(rs.shards[1], 0);
+}
+
+static void test_unrouted(void **state)
+{
+    (void)state;
+    rt_route rr = route_of(NULL, 0);
+    strcpy(rr.missing, "node9");
+    rt_readers rs;
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.mode, RT_READ_NONE);
+    assert_string_equal(rs.missing, "node9");
+    /* a split beyond the known routes */
+    rt_tenant t = {.name = "acme", .splits = 2, .n_routes = 1, .routes = &rr};
+    rt_snapshot s = {.version = 7, .n_tenants = 1, .tenants = &t};
+    rt_read_set(&s, &t, 1, &rs);
+    assert_int_equal(rs.mode, RT_READ_NONE);
+}
+
+static void test_switch_union(void **state)
+{
+    (void)state;
+    uint32_t sh[] = {1}; /* moved node1 -> node2: the route names the target */
+    rt_route rr = route_of(sh, 1);
+    moving(&rr, 0, 1, false);
+    rt_readers rs;
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.mode, RT_READ_UNION);
+    assert_int_equal(rs.n, 2);
+    assert_int_equal(rs.shards[0], 0);
+    assert_int_equal(rs.shards[1], 1);
+    assert_string_equal(rs.move_id, "mv-1");
+}
+
+static void test_publish_hold(void **state)
+{
+    (void)state;
+    uint32_t sh[] = {1};
+    rt_route rr = route_of(sh, 1);
+    moving(&rr, 0, 1, true);
+    rt_readers rs;
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.mode, RT_READ_HOLD);
+    assert_int_equal(rs.n, 1);
+    assert_int_equal(rs.shards[0], 1);
+    assert_string_equal(rs.move_id, "mv-1");
+}
+
+static void test_source_unknown(void **state)
+{
+    (void)state;
+    uint32_t sh[] = {1};
+    rt_route rr = route_of(sh, 1);
+    moving(&rr, -1, 1, false); /* a source the router's config does not name */
+    rt_readers rs;
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.mode, RT_READ_NONE);
+}
+
+static void test_clone_target_excluded(void **state)
+{
+    (void)state;
+    /* a clone node1 -> node3 keeps the source; even with the target listed first, it is not a
+     * candidate while the move is in SWITCH (its real table has only the new writes) */
+    uint32_t sh[] = {2, 0};
+    rt_route rr = route_of(sh, 2);
+    moving(&rr, 0, 2, false);
+    rt_readers rs;
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.mode, RT_READ_ONE);
+    assert_int_equal(rs.n, 1);
+    assert_int_equal(rs.shards[0], 0);
+    /* and while it publishes: still the source, nothing held */
+    rr.publishing = true;
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.mode, RT_READ_ONE);
+    assert_int_equal(rs.shards[0], 0);
+}
+
+static void test_other_replica_serves(void **state)
+{
+    (void)state;
+    /* rf 2, one replica moved node1 -> node2, node3 keeps a complete copy: read node3 */
+    uint32_t sh[] = {1, 2};
+    rt_route rr = route_of(sh, 2);
+    moving(&rr, 0, 1, false);
+    rt_readers rs;
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.mode, RT_READ_ONE);
+    assert_int_equal(rs.n, 1);
+    assert_int_equal(rs.shards[0], 2);
+    rr.publishing = true;
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.mode, RT_READ_ONE);
+    assert_int_equal(rs.shards[0], 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_move),
+        cmocka_unit_test(test_unrouted),
+        cmocka_unit_test(test_switch_union),
+        cmocka_unit_test(test_publish_hold),
+        cmocka_unit_test(test_source_unknown),
+        cmocka_unit_test(test_clone_target_excluded),
+        cmocka_unit_test(test_other_replica_serves),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
