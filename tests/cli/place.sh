@@ -47,6 +47,20 @@ assert sum(s["replicas"] for s in d["shards"]) == 6
 PY
 ok "place --json"
 
+# zones: 4 shards in 2 zones, rf 2: every slice in both zones
+printf 'shard1\t1\t-\teu-a\nshard2\t1\t-\teu-a\nshard3\t1\t-\teu-b\nshard4\t1\t-\teu-b\n' >"$T/zones.tsv"
+expect_exit 0 "$FERRY_BIN" place --slices "$T/slices.tsv" --shards "$T/zones.tsv" --rf 2 --json
+python3 - "$OUT" <<'PY' || fail "place with zones"
+import json, sys
+d = json.loads(sys.argv[1])
+zone = {s["name"]: s["zone"] for s in d["shards"]}
+assert zone == {"shard1": "eu-a", "shard2": "eu-a", "shard3": "eu-b", "shard4": "eu-b"}, zone
+assert d["zone_relaxed"] == 0
+for p in d["placements"]:
+    assert len(p["shards"]) == 2 and {zone[s] for s in p["shards"]} == {"eu-a", "eu-b"}, p
+PY
+ok "zones: rf 2 replicas in distinct zones"
+
 # capacity: fill target respected; too small a cluster is bad input
 printf 'shard1\t1\t2G\nshard2\t1\t2G\nshard3\t1\t2G\n' >"$T/cap.tsv"
 expect_exit 0 "$FERRY_BIN" place --slices "$T/slices.tsv" --shards "$T/cap.tsv" --fill 0.6
