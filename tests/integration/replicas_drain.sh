@@ -6,7 +6,8 @@
 #     data (per-partition fingerprints);
 #  3. draining the zone-b shard that holds acme's replica: the rebalance MOVEs that replica (and
 #     only that one) to the other zone-b shard, data identical, nothing left on the drained shard,
-#     and `ferry route` says so; the drained shard can then be removed.
+#     and `ferry route` says so; the drained shard can then be removed;
+#  4. `ferry move --from` a shard the slice is not on: exit 2.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
@@ -99,4 +100,15 @@ assert_eq 0 "$(jq 'select(.event == "plan") | .moves | length' <(
 "$FERRY_BIN" shard remove "$D" --config "$C" >/dev/null || fail "remove $D refused after the drain"
 mv_no_residue "$L"
 ok "drain: acme's replica moved $D -> $OTHER, $KEEP kept, data identical, $D empty and removed"
+
+# ---- bad input: moving a replica the slice does not have ----------------------------------------
+for n in node1 node2 node3 node4; do
+    [ "$n" != "$D" ] && [ "$n" != "$KEEP" ] && [ "$n" != "$OTHER" ] && FREE=$n
+done
+expect_exit 2 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --from "$D" --to "$FREE"
+assert_contains "$ERR" "is not served by $D" "move --from a shard the slice is not on"
+assert_eq "" "$OUT" "nothing on stdout"
+r2=$(route_of acme)
+assert_eq "$r" "$r2" "route unchanged"
+ok "bad input refused with exit 2"
 done_testing
