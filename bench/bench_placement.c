@@ -6,9 +6,10 @@
  * (ru_maxrss, for the process so far), and a digest of the layout (FNV-1a over the replica
  * shard indexes) so that runs of different versions can be checked for identical output.
  *   usage: bench_placement [SLICES [SHARDS [CASE]]]
- * CASE picks one run (xxh3, sha256, xxh3-distinct, xxh3-zones-rf3) instead of all four, e.g. for
- * profiling. xxh3-zones-rf3 places 3 replicas per slice on the first cluster's shards declared
- * in 4 zones (the zone rule of docs/placement.md in play for every replica). */
+ * CASE picks one run (xxh3, sha256, xxh3-distinct, xxh3-rf3, xxh3-zones-rf3) instead of all, e.g.
+ * for profiling. xxh3-rf3 places 3 replicas per slice on the first cluster; xxh3-zones-rf3 the
+ * same on its shards declared in 4 zones (the zone rule of docs/placement.md in play for every
+ * replica). */
 #include "ferry/placement.h"
 
 #include <inttypes.h>
@@ -108,6 +109,7 @@ int main(int argc, char **argv)
     } cases[] = {{FERRY_HASH_XXH3, 0, "xxh3", 1},
                  {FERRY_HASH_SHA256, 0, "sha256", 1},
                  {FERRY_HASH_XXH3, 1, "xxh3-distinct", 1},
+                 {FERRY_HASH_XXH3, 0, "xxh3-rf3", 3},
                  {FERRY_HASH_XXH3, 2, "xxh3-zones-rf3", 3}};
     const char *only = argc > 3 ? argv[3] : NULL;
     printf("{\"bench\":\"placement\",\"slices\":%zu,\"tenants\":%zu,\"shards\":%d,\"cores\":%ld,"

@@ -22,6 +22,9 @@
 #include "ferry/strutil.h"
 
 #define EXTRA_CANDIDATES 3 /* candidates kept per slice beyond rf */
+/* ... and beyond that with zones, where the zone rule skips candidates (the result is the same
+ * with any number: choose() ranks every shard when the candidates run out) */
+#define EXTRA_ZONE_CANDIDATES 6
 
 /* A tenant with at most this many replicas is counted by scanning its replica slots (slices
  * are sorted by tenant, so they are adjacent in pstate.rep: one or two cache lines); bigger
@@ -210,7 +213,10 @@ static int state_init(pstate *st, const ferry_inventory *inv, const ferry_cluste
     st->o = o;
     st->n = cl->n;
     st->rf = o->rf;
-    st->m = o->rf + EXTRA_CANDIDATES < cl->n ? o->rf + EXTRA_CANDIDATES : cl->n;
+    size_t extra = EXTRA_CANDIDATES + (cl->zoned && o->rf > 1 ? EXTRA_ZONE_CANDIDATES : 0);
+    st->m = o->rf + extra < cl->n ? o->rf + extra : cl->n;
+    if (st->m > PL_TOP_MAX)
+        st->m = PL_TOP_MAX;
     int rc = ferry_place_opts_check(o, cl, err);
     if (rc)
         return rc;
