@@ -6,7 +6,10 @@
  * (ru_maxrss, for the process so far), and a digest of the layout (FNV-1a over the replica
  * shard indexes) so that runs of different versions can be checked for identical output.
  *   usage: bench_placement [SLICES [SHARDS [CASE]]]
- * CASE picks one run (xxh3, sha256, xxh3-distinct) instead of all three, e.g. for profiling. */
+ * CASE picks one run (xxh3, sha256, xxh3-distinct, xxh3-rf3, xxh3-zones-rf3) instead of all, e.g.
+ * for profiling. xxh3-rf3 places 3 replicas per slice on the first cluster; xxh3-zones-rf3 the
+ * same on its shards declared in 4 zones (the zone rule of docs/placement.md in play for every
+ * replica). */
 #include "ferry/placement.h"
 
 #include <inttypes.h>
@@ -78,18 +81,20 @@ int main(int argc, char **argv)
     if (ferry_inventory_finish(&inv, &err))
         die(&err);
 
-    /* Two clusters: 80 shards of weight 1 and 20 of weight 2 (two weight groups), and every
-     * weight distinct (no shortcut: a logarithm per pair). */
-    ferry_cluster clusters[2];
-    const char *cluster_desc[2] = {"80% weight 1, 20% weight 2", "all weights distinct"};
-    for (int c = 0; c < 2; c++) {
+    /* Three clusters: 80 shards of weight 1 and 20 of weight 2 (two weight groups), every
+     * weight distinct (no shortcut: a logarithm per pair), and the first in 4 zones. */
+    ferry_cluster clusters[3];
+    const char *cluster_desc[3] = {"80% weight 1, 20% weight 2", "all weights distinct",
+                                   "80% weight 1, 20% weight 2, 4 zones"};
+    for (int c = 0; c < 3; c++) {
         if (ferry_cluster_init(&clusters[c], "bench", &err))
             die(&err);
         for (int s = 0; s < nshards; s++) {
-            char name[32];
+            char name[32], zone[16];
             snprintf(name, sizeof name, "ch-shard-%03d", s);
-            double w = c == 0 ? (s % 5 == 4 ? 2.0 : 1.0) : 1.0 + s / 128.0;
-            if (ferry_cluster_add(&clusters[c], name, w, 0, 0, &err))
+            snprintf(zone, sizeof zone, "az-%d", s % 4);
+            double w = c != 1 ? (s % 5 == 4 ? 2.0 : 1.0) : 1.0 + s / 128.0;
+            if (ferry_cluster_add_zoned(&clusters[c], name, w, 0, c == 2 ? zone : NULL, 0, &err))
                 die(&err);
         }
         if (ferry_cluster_finish(&clusters[c], &err))
@@ -100,9 +105,12 @@ int main(int argc, char **argv)
         ferry_hash hash;
         int cluster;
         const char *name;
-    } cases[] = {{FERRY_HASH_XXH3, 0, "xxh3"},
-                 {FERRY_HASH_SHA256, 0, "sha256"},
-                 {FERRY_HASH_XXH3, 1, "xxh3-distinct"}};
+        unsigned rf;
+    } cases[] = {{FERRY_HASH_XXH3, 0, "xxh3", 1},
+                 {FERRY_HASH_SHA256, 0, "sha256", 1},
+                 {FERRY_HASH_XXH3, 1, "xxh3-distinct", 1},
+                 {FERRY_HASH_XXH3, 0, "xxh3-rf3", 3},
+                 {FERRY_HASH_XXH3, 2, "xxh3-zones-rf3", 3}};
     const char *only = argc > 3 ? argv[3] : NULL;
     printf("{\"bench\":\"placement\",\"slices\":%zu,\"tenants\":%zu,\"shards\":%d,\"cores\":%ld,"
            "\"runs\":[",
@@ -117,6 +125,7 @@ int main(int argc, char **argv)
             ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
             o.hash = cases[k].hash;
             o.threads = threads;
+            o.rf = cases[k].rf;
             ferry_layout l;
             double t0 = now(), c0 = cpu_seconds();
             if (ferry_place(&inv, &clusters[cases[k].cluster], &o, &l, &err))
@@ -126,19 +135,21 @@ int main(int argc, char **argv)
             if (pass == 0)
                 digest1 = d;
             double pairs = (double)inv.n * nshards;
-            printf("%s{\"hash\":\"%s\",\"weights\":\"%s\",\"threads\":%u,\"pairs\":%.0f,"
+            printf("%s{\"case\":\"%s\",\"hash\":\"%s\",\"weights\":\"%s\",\"rf\":%u,"
+                   "\"threads\":%u,\"pairs\":%.0f,"
                    "\"wall_s\":%.3f,\"cpu_s\":%.3f,\"scores_per_s\":%.0f,\"peak_rss_mb\":%.1f,"
+                   "\"zone_relaxed\":%zu,"
                    "\"same_as_one_thread\":%s,\"layout_digest\":\"%016" PRIx64 "\"}",
-                   first ? "" : ",", ferry_hash_name(o.hash), cluster_desc[cases[k].cluster],
-                   threads, pairs, wall, cpu, pairs / wall, max_rss_kb() / 1024.0,
-                   d == digest1 ? "true" : "false", d);
+                   first ? "" : ",", cases[k].name, ferry_hash_name(o.hash),
+                   cluster_desc[cases[k].cluster], o.rf, threads, pairs, wall, cpu, pairs / wall,
+                   max_rss_kb() / 1024.0, l.zone_relaxed, d == digest1 ? "true" : "false", d);
             fflush(stdout);
             first = false;
             ferry_layout_free(&l);
         }
     }
     printf("]}\n");
-    for (int c = 0; c < 2; c++)
+    for (int c = 0; c < 3; c++)
         ferry_cluster_free(&clusters[c]);
     ferry_inventory_free(&inv);
     return 0;

@@ -199,11 +199,8 @@ static void *run_worker(void *arg)
         if (m->kind == FERRY_PLAN_DROP) {
             rc = ferry_replica_drop(&r->e->opts, m->tenant, m->split, m->from, &res, &err);
         } else {
-            rc = m->kind == FERRY_PLAN_CLONE
-                     ? ferry_move_begin_clone(&r->e->opts, m->tenant, m->split, m->to, id,
-                                              &resumed, &err)
-                     : ferry_move_begin(&r->e->opts, m->tenant, m->split, m->to, id, &resumed,
-                                        &err);
+            rc = ferry_move_begin_from(&r->e->opts, m->tenant, m->split, m->from, m->to,
+                                       m->kind == FERRY_PLAN_CLONE, id, &resumed, &err);
             if (!rc)
                 rc = ferry_move_run(&r->e->opts, id, &res, &err);
         }

@@ -93,6 +93,8 @@ json_t *cli_layout_shards_json(const ferry_layout *l)
         } else {
             json_object_set_new(o, "capacity", json_null());
         }
+        if (sh->zone)
+            json_object_set_new(o, "zone", json_string(sh->zone));
         json_array_append_new(arr, o);
     }
     return arr;

@@ -10,7 +10,7 @@
 #include "ferry/strutil.h"
 
 const char cmd_move_usage[] =
-    "usage: ferry move --tenant T --split K --to SHARD [--json] [--config FILE]\n"
+    "usage: ferry move --tenant T --split K [--from SHARD] --to SHARD [--json] [--config FILE]\n"
     "                  [--grace MS] [--max-bytes-per-second B]\n"
     "       ferry move --resume ID|all [--json] [--config FILE]\n"
     "\n"
@@ -22,6 +22,8 @@ const char cmd_move_usage[] =
     "--resume continues it. docs/moves.md describes every state.\n"
     "\n"
     "  --tenant T, --split K, --to SHARD   the slice and where it goes\n"
+    "  --from SHARD     which replica moves, for a slice with several (default: the first\n"
+    "                   shard of its route); the others stay\n"
     "  --resume ID|all  continue an unfinished move (all: every one, oldest first)\n"
     "  --grace MS       wait after the routing switch for writes in flight (default 2000)\n"
     "  --max-bytes-per-second B   limit the copy rate (suffixes K M G)\n"
@@ -36,13 +38,14 @@ int cmd_move(int argc, char **argv)
     static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
                                          {"split", required_argument, NULL, 'k'},
                                          {"to", required_argument, NULL, 'o'},
+                                         {"from", required_argument, NULL, 'f'},
                                          {"resume", required_argument, NULL, 'r'},
                                          {"grace", required_argument, NULL, 'g'},
                                          {"max-bytes-per-second", required_argument, NULL, 'b'},
                                          {"json", no_argument, NULL, 'j'},
                                          {"config", required_argument, NULL, 'c'},
                                          {NULL, 0, NULL, 0}};
-    const char *tenant = NULL, *to = NULL, *resume = NULL, *config = NULL;
+    const char *tenant = NULL, *to = NULL, *from = NULL, *resume = NULL, *config = NULL;
     uint64_t split = UINT64_MAX, grace = 0, bps = 0;
     bool json = false;
     int ch;
@@ -52,6 +55,7 @@ int cmd_move(int argc, char **argv)
         switch (ch) {
         case 't': tenant = optarg; break;
         case 'o': to = optarg; break;
+        case 'f': from = optarg; break;
         case 'r': resume = optarg; break;
         case 'c': config = optarg; break;
         case 'j': json = true; break;
@@ -78,8 +82,8 @@ int cmd_move(int argc, char **argv)
         return cli_usage_error("move", "unexpected argument '%s'", argv[optind]);
     if (!resume && (!tenant || split == UINT64_MAX || !to))
         return cli_usage_error("move", "needs --tenant T --split K --to SHARD (or --resume ID)");
-    if (resume && (tenant || to))
-        return cli_usage_error("move", "--resume takes no --tenant/--split/--to");
+    if (resume && (tenant || to || from))
+        return cli_usage_error("move", "--resume takes no --tenant/--split/--from/--to");
 
     ferry_err err = {0};
     cli_move_env e;
@@ -113,7 +117,8 @@ int cmd_move(int argc, char **argv)
             rc = ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
         bool resumed = false;
         if (!rc)
-            rc = ferry_move_begin(&e.opts, tenant, (uint32_t)split, to, ids[0], &resumed, &err);
+            rc = ferry_move_begin_from(&e.opts, tenant, (uint32_t)split, from, to, false, ids[0],
+                                       &resumed, &err);
         if (!rc)
             n = 1;
     }

@@ -75,11 +75,12 @@ static void print_json(const ferry_layout *l)
                                         (json_int_t)sl->split, "bytes", (json_int_t)sl->bytes,
                                         "shards", shards));
     }
-    json_t *root = json_pack("{s:s, s:I, s:f, s:I, s:I, s:I, s:o, s:o}", "hash",
+    json_t *root = json_pack("{s:s, s:I, s:f, s:I, s:I, s:I, s:I, s:o, s:o}", "hash",
                              ferry_hash_name(l->opts.hash), "rf", (json_int_t)l->rf, "fill",
                              l->opts.fill, "slices", (json_int_t)l->inv->n, "overfilled",
                              (json_int_t)l->overfilled, "spread_relaxed",
-                             (json_int_t)l->spread_relaxed, "shards", cli_layout_shards_json(l),
+                             (json_int_t)l->spread_relaxed, "zone_relaxed",
+                             (json_int_t)l->zone_relaxed, "shards", cli_layout_shards_json(l),
                              "placements", placements);
     json_dumpf(root, stdout, JSON_COMPACT);
     putchar('\n');

@@ -89,6 +89,14 @@ int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spli
 int ferry_move_begin_clone(const ferry_move_opts *o, const char *tenant, uint32_t split,
                            const char *to, char id[64], bool *resumed, ferry_err *err);
 
+/* ferry_move_begin (clone false) or ferry_move_begin_clone (clone true) from the replica on
+ * shard `from` (NULL or "": the first shard of the slice's route, as those do), for slices with
+ * several replicas: a move replaces `from` by `to` in the route and detaches the slice on `from`
+ * only. FERRY_EINVAL when the route does not list `from`. */
+int ferry_move_begin_from(const ferry_move_opts *o, const char *tenant, uint32_t split,
+                          const char *from, const char *to, bool clone, char id[64],
+                          bool *resumed, ferry_err *err);
+
 /* Runs (or resumes) move id until DONE or FAILED. Takes the lease "move.<id>" for the run, so
  * two movers never run one move (FERRY_ECONFLICT names the holder). A failure before the switch
  * that cannot heal (verification, target disk full) rolls the target side back and ends in
@@ -145,11 +153,14 @@ typedef struct ferry_rebalance_plan {
  * layout is the routing table on the shards that serve routes, the new cluster is the active
  * shards (a draining or gone shard has none left; an added shard gains), computed with
  * ferry_rebalance and ordered with ferry_plan_build, exactly as `ferry plan` does, for the
- * slices whose replication factor is 1 and that have one replica. Then the replica counts: a
- * slice with fewer replicas than its tenant's rf (tenant override, else the cluster's) gets
- * CLONE steps to the best-scoring active shards it is not on (distinct zones first when the
- * shards declare zones); one with more gets DROP steps for its lowest-scoring replicas (never
- * the last). Shard changes of slices with rf > 1 are not planned (docs/replicas.md). */
+ * slices whose replication factor is 1 and that have one replica. Then every other slice (rf > 1
+ * or several replicas), with placement's zone rule (ferry_pick_replica: distinct shards, zones
+ * as evenly as possible, room below the fill target, best rendezvous score) over the shards'
+ * loads: DROP steps while it has more replicas than its tenant's rf (a replica on a draining
+ * shard first, else the lowest-scoring; never the last); a MOVE of each replica on a draining
+ * shard to the shard the rule picks; CLONE steps while it has too few; MOVE steps of zone repair
+ * while its replicas crowd a zone and a less crowded zone has room (docs/replicas.md). MOVE
+ * steps name their source replica (ferry_move_begin_from). */
 int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err);
 void ferry_rebalance_plan_free(ferry_rebalance_plan *p);
 

@@ -45,11 +45,15 @@ double ferry_score(ferry_hash h, const char *slice_id, const char *shard, double
 #define FERRY_TENANT_NAME_MAX 128 /* printable ASCII, no space, no '/', at most this many bytes */
 #define FERRY_SLICE_ID_MAX (FERRY_TENANT_NAME_MAX + 24)
 
+#define FERRY_ZONE_NAME_MAX 63 /* [A-Za-z0-9._-], at most this many bytes */
+
 typedef struct ferry_shard {
     char *name;
     double weight;     /* > 0 */
     uint64_t capacity; /* bytes; 0 = unlimited */
     long line;         /* source line, 0 when added in code */
+    char *zone;        /* NULL: no zone declared (the shard is a zone of its own) */
+    uint32_t zone_id;  /* set by ferry_cluster_finish: equal for shards of one zone */
 } ferry_shard;
 
 /* A set of shards, sorted by name (bytewise) once finished. */
@@ -57,6 +61,10 @@ typedef struct ferry_cluster {
     char *path; /* source name for messages */
     ferry_shard *shards;
     size_t n, cap;
+    /* set by ferry_cluster_finish: */
+    size_t n_zones;       /* distinct zones, a shard without a zone counting as one */
+    uint32_t *zone_size;  /* [n_zones] shards in each zone */
+    bool zoned;           /* at least one shard declares a zone */
 } ferry_cluster;
 
 typedef struct ferry_slice {
@@ -85,6 +93,10 @@ int ferry_inventory_init(ferry_inventory *inv, const char *path, ferry_err *err)
  * messages ("PATH:LINE: ..."; 0 leaves the line out). */
 int ferry_cluster_add(ferry_cluster *c, const char *name, double weight, uint64_t capacity,
                       long line, ferry_err *err);
+/* The same with a zone (NULL or "": none; else the shard-name syntax, at most
+ * FERRY_ZONE_NAME_MAX bytes). Replicas of a slice are spread over zones (docs/placement.md). */
+int ferry_cluster_add_zoned(ferry_cluster *c, const char *name, double weight, uint64_t capacity,
+                            const char *zone, long line, ferry_err *err);
 int ferry_inventory_add(ferry_inventory *inv, const char *tenant, uint32_t split, uint64_t bytes,
                         long line, ferry_err *err);
 
@@ -94,7 +106,7 @@ int ferry_cluster_finish(ferry_cluster *c, ferry_err *err);
 int ferry_inventory_finish(ferry_inventory *inv, ferry_err *err);
 
 /* Parse the TSV formats (see docs/placement.md); '#' lines and blank lines are comments.
- *   shards: name<TAB>weight[<TAB>capacity_bytes]
+ *   shards: name<TAB>weight[<TAB>capacity_bytes[<TAB>zone]] (capacity "-": unlimited)
  *   slices: tenant<TAB>split<TAB>bytes
  * Sizes accept a binary suffix (K, M, G, T, KiB, ...). On success the result is finished. */
 int ferry_cluster_parse(const char *text, const char *path, ferry_cluster *out, ferry_err *err);
@@ -142,6 +154,8 @@ typedef struct ferry_layout {
     size_t overfilled;        /* replicas placed beyond the fill target (non-strict only) */
     size_t spread_relaxed;    /* replicas that had to share a shard with more of their tenant's
                                  replicas than the anti-affinity cap allows */
+    size_t zone_relaxed;      /* replicas placed in a zone that already held more of their
+                                 slice's replicas than an even spread allows (no room elsewhere) */
 } ferry_layout;
 
 /* A fresh layout for inv on cluster. */
@@ -158,6 +172,33 @@ void ferry_layout_free(ferry_layout *l);
 
 /* Slice i's shards ordered by score (best first); writes rf indices into out. */
 void ferry_layout_ranked(const ferry_layout *l, size_t i, uint32_t *out);
+
+/* ---- zones: one more replica, and zone repair ------------------------------------------------
+ * The rule placement applies to every replica (and the catalog's rebalance to clone, move-off
+ * and repair steps): a slice's replicas are on distinct shards, and over the zones as evenly as
+ * possible. A shard may take one more replica of a slice when it does not hold one and its
+ * zone holds the fewest of the slice's replicas among the zones that still have a shard without
+ * one (an eligible one, for these functions). */
+
+/* The shard for one more replica of slice_id (bytes big), which is on held[0..n_held) (shard
+ * indices into c; FERRY_NO_SHARD entries are skipped): among the shards with eligible[s] (NULL:
+ * every shard) that hold no replica, those the zone rule allows; among them those with room
+ * below fill * capacity given load[] (NULL: every shard has room) when there are any; then the
+ * best rendezvous score (ties: shard name). When the zone rule allows no shard with room, the
+ * shards with room in the least crowded zone. FERRY_NO_SHARD when no eligible shard is free. */
+uint32_t ferry_pick_replica(const ferry_cluster *c, ferry_hash h, const char *slice_id,
+                            uint64_t bytes, const uint32_t *held, size_t n_held,
+                            const bool *eligible, const uint64_t *load, double fill);
+
+/* Zone repair for a slice on held[0..n_held): true when one of its replicas can move to a free
+ * eligible shard with room (load, fill as above) in a zone holding at least two fewer of the
+ * slice's replicas than the replica's own zone, i.e. the spread is not as even as the shards
+ * allow. Then *victim is the index into held of the replica to move (in the most crowded such
+ * zone: the lowest score; ties: the later shard name) and *to its destination (as
+ * ferry_pick_replica chooses it among the shards of the least crowded zones). */
+bool ferry_zone_repair(const ferry_cluster *c, ferry_hash h, const char *slice_id, uint64_t bytes,
+                       const uint32_t *held, size_t n_held, const bool *eligible,
+                       const uint64_t *load, double fill, size_t *victim, uint32_t *to);
 
 /* ---- planning ----------------------------------------------------------------------------- */
 

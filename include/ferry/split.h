@@ -87,6 +87,7 @@ typedef struct ferry_split_shard_in {
     const char *name;
     double weight;
     uint64_t capacity; /* 0: unlimited */
+    const char *zone;  /* NULL or "": none */
 } ferry_split_shard_in;
 
 typedef struct ferry_split_slice_in {

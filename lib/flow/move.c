@@ -1402,8 +1402,9 @@ static int check_room(mv_conn *dst, json_t *status, const char *to, const char *
     return FERRY_OK;
 }
 
-static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split, const char *to,
-                      bool clone, char id[64], bool *resumed, ferry_err *err)
+static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split,
+                      const char *want_from, const char *to, bool clone, char id[64],
+                      bool *resumed, ferry_err *err)
 {
     ferry_catalog *cat = NULL;
     ferry_record trec, route, tsh, fsh;
@@ -1483,6 +1484,20 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
     copy_str(from, sizeof from, route.u.route.shards);
     if (strchr(from, ','))
         *strchr(from, ',') = '\0';
+    if (want_from && *want_from) {
+        /* a slice with several replicas: the one named (e.g. on a draining shard) */
+        bool listed = false;
+        snprintf(copy, sizeof copy, "%s", route.u.route.shards);
+        for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
+            listed |= !strcmp(s, want_from);
+        if (!listed) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is not served by %s (its "
+                               "route: %s); nothing to move from there", tenant, split,
+                               want_from, route.u.route.shards);
+            goto out;
+        }
+        copy_str(from, sizeof from, want_from);
+    }
     if ((rc = load_shard(cat, from, &fsh, err)) || (rc = load_tables(cat, &tables, err)))
         goto out;
     /* both sides must answer, and the target must have room for the hot parts */
@@ -1586,13 +1601,20 @@ out:
 int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split, const char *to,
                      char id[64], bool *resumed, ferry_err *err)
 {
-    return move_begin(o, tenant, split, to, false, id, resumed, err);
+    return move_begin(o, tenant, split, NULL, to, false, id, resumed, err);
+}
+
+int ferry_move_begin_from(const ferry_move_opts *o, const char *tenant, uint32_t split,
+                          const char *from, const char *to, bool clone, char id[64],
+                          bool *resumed, ferry_err *err)
+{
+    return move_begin(o, tenant, split, from, to, clone, id, resumed, err);
 }
 
 int ferry_move_begin_clone(const ferry_move_opts *o, const char *tenant, uint32_t split,
                            const char *to, char id[64], bool *resumed, ferry_err *err)
 {
-    return move_begin(o, tenant, split, to, true, id, resumed, err);
+    return move_begin(o, tenant, split, NULL, to, true, id, resumed, err);
 }
 
 int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *res,

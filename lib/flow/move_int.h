@@ -16,6 +16,7 @@ typedef struct mv_plan_shard {
     uint64_t capacity;
     bool in_old; /* serves routes now */
     bool in_new; /* active */
+    const char *zone; /* NULL or "": none */
 } mv_plan_shard;
 
 typedef struct mv_plan_slice {
@@ -41,5 +42,23 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
  * hash); FERRY_EINVAL for an unknown hash. */
 int mv_score(const char *hash, const char *slice_id, const char *shard, double weight,
              double *out, ferry_err *err);
+
+/* The zone rule of placement (ferry_pick_replica, ferry_zone_repair in placement.h) over the
+ * catalog's shards, for the replica steps of a rebalance: shards are indices into the array
+ * given to mv_zones_open, which must outlive the context; eligible shards are the active ones
+ * (in_new); loads start at 0 and follow mv_zones_load. */
+typedef struct mv_zones mv_zones;
+
+int mv_zones_open(const char *hash, double fill, const mv_plan_shard *shards, size_t n,
+                  mv_zones **out, ferry_err *err);
+void mv_zones_close(mv_zones *z);
+/* Adds delta bytes (negative: removes) to a shard's load. */
+void mv_zones_load(mv_zones *z, size_t shard, int64_t delta);
+/* The shard for one more replica of slice_id on held[0..n_held) (indices), or -1. */
+long mv_zones_pick(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
+                   size_t n_held);
+/* Zone repair: true with *victim (index into held) and *to (shard) when a replica should move. */
+bool mv_zones_repair(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
+                     size_t n_held, size_t *victim, size_t *to);
 
 #endif

@@ -292,76 +292,101 @@ static int plan_push(ferry_rebalance_plan *out, size_t *cap, enum ferry_plan_kin
     return FERRY_OK;
 }
 
-/* Replica-count steps for one slice whose route has `have` shards (names in r[]) and whose
- * tenant wants `want`: CLONE to the best-scoring active shards not in the route (shards in a
- * zone the slice does not use yet first, when zones are declared), or DROP of the
- * lowest-scoring replicas, never the last one. */
-static int plan_replicas(const ferry_settings *st, const ferry_record_list *shards,
-                         const ferry_slice *sl, char r[][FERRY_NAME_MAX], size_t have, unsigned want,
-                         ferry_rebalance_plan *out, size_t *cap, ferry_err *err)
+static const ferry_route *find_route(const ferry_record_list *routes, const ferry_slice *sl)
+{
+    for (size_t j = 0; j < routes->n; j++)
+        if (routes->items[j].u.route.split == sl->split &&
+            !strcmp(routes->items[j].u.route.tenant, sl->tenant))
+            return &routes->items[j].u.route;
+    return NULL;
+}
+
+static bool shard_active(const ferry_record_list *shards, size_t k)
+{
+    return shards->items[k].u.shard.state == FERRY_SHARD_ACTIVE;
+}
+
+/* The replica steps of one slice whose route lists the shards idx[0..have) (indices into
+ * shards) and whose tenant wants `want` replicas, in the order they run:
+ *  1. DROP while it has too many: a replica on a draining shard first, else the lowest score;
+ *     never the last one;
+ *  2. MOVE of every replica left on a shard that is not active (draining) to the shard
+ *     placement's zone rule picks among the active shards the slice is not on;
+ *  3. CLONE while it has too few, to the shard the same rule picks (from a replica that stays);
+ *  4. MOVE for zone repair while its replicas crowd a zone and a less crowded zone has room.
+ * Every step updates idx and the shard loads, so later steps (and slices) see its result. */
+static int plan_slice(const ferry_settings *st, const ferry_record_list *shards, mv_zones *zones,
+                      const ferry_slice *sl, size_t *idx, size_t have, unsigned want,
+                      ferry_rebalance_plan *out, size_t *cap, ferry_err *err)
 {
     char id[FERRY_NAME_MAX + 32];
     snprintf(id, sizeof id, "%s/split%u", sl->tenant, sl->split);
+    const int64_t bytes = (int64_t)sl->bytes;
     int rc = FERRY_OK;
-    const char *src = r[0];
-    while (!rc && have < want) {
-        long best = -1;
-        bool best_new_zone = false;
-        double best_score = 0;
-        for (size_t i = 0; !rc && i < shards->n; i++) {
-            const ferry_shard *sh = &shards->items[i].u.shard;
-            if (sh->state != FERRY_SHARD_ACTIVE)
-                continue;
-            bool in = false, zone_used = false;
-            for (size_t k = 0; k < have; k++) {
-                if (!strcmp(r[k], sh->name))
-                    in = true;
-                for (size_t j = 0; sh->zone[0] && j < shards->n; j++)
-                    if (!strcmp(shards->items[j].u.shard.name, r[k]) &&
-                        !strcmp(shards->items[j].u.shard.zone, sh->zone))
-                        zone_used = true;
-            }
-            if (in)
-                continue;
-            double sc;
-            rc = mv_score(st->hash, id, sh->name, sh->weight > 0 ? sh->weight : 1, &sc, err);
-            if (rc)
-                break;
-            bool nz = !zone_used;
-            if (best < 0 || (nz && !best_new_zone) || (nz == best_new_zone && sc > best_score)) {
-                best = (long)i;
-                best_score = sc;
-                best_new_zone = nz;
-            }
-        }
-        if (rc || best < 0)
-            break; /* no active shard left to hold another replica */
-        const char *to = shards->items[best].u.shard.name;
-        rc = plan_push(out, cap, FERRY_PLAN_CLONE, sl, src, to, err);
-        snprintf(r[have++], FERRY_NAME_MAX, "%s", to);
-    }
     while (!rc && have > want && have > 1) {
         size_t worst = 0;
         double worst_score = 0;
         for (size_t k = 0; !rc && k < have; k++) {
-            double w = 1, sc;
-            bool active = false;
-            for (size_t i = 0; i < shards->n; i++)
-                if (!strcmp(shards->items[i].u.shard.name, r[k])) {
-                    w = shards->items[i].u.shard.weight > 0 ? shards->items[i].u.shard.weight : 1;
-                    active = shards->items[i].u.shard.state == FERRY_SHARD_ACTIVE;
-                }
-            rc = mv_score(st->hash, id, r[k], w, &sc, err);
-            if (!active)
+            const ferry_shard *sh = &shards->items[idx[k]].u.shard;
+            double sc;
+            rc = mv_score(st->hash, id, sh->name, sh->weight > 0 ? sh->weight : 1, &sc, err);
+            if (!shard_active(shards, idx[k]))
                 sc = -1; /* a replica on a draining shard goes first */
             if (!rc && (k == 0 || sc < worst_score))
                 worst = k, worst_score = sc;
         }
-        if (!rc)
-            rc = plan_push(out, cap, FERRY_PLAN_DROP, sl, r[worst], NULL, err);
-        for (size_t k = worst; !rc && k + 1 < have; k++)
-            memcpy(r[k], r[k + 1], FERRY_NAME_MAX);
+        if (rc)
+            break;
+        rc = plan_push(out, cap, FERRY_PLAN_DROP, sl, shards->items[idx[worst]].u.shard.name, NULL,
+                       err);
+        mv_zones_load(zones, idx[worst], -bytes);
+        memmove(&idx[worst], &idx[worst + 1], (have - worst - 1) * sizeof *idx);
         have--;
+    }
+    size_t rest[65];
+    for (size_t k = 0; !rc && k < have && have <= 64; k++) {
+        if (shard_active(shards, idx[k]))
+            continue;
+        size_t nr = 0;
+        for (size_t j = 0; j < have; j++)
+            if (j != k)
+                rest[nr++] = idx[j];
+        long to = mv_zones_pick(zones, id, sl->bytes, rest, nr);
+        if (to < 0)
+            continue; /* no active shard free for it: it stays until one is */
+        rc = plan_push(out, cap, FERRY_PLAN_MOVE, sl, shards->items[idx[k]].u.shard.name,
+                       shards->items[to].u.shard.name, err);
+        mv_zones_load(zones, idx[k], -bytes);
+        mv_zones_load(zones, (size_t)to, bytes);
+        idx[k] = (size_t)to;
+    }
+    while (!rc && have < want && have < 64) {
+        long to = mv_zones_pick(zones, id, sl->bytes, idx, have);
+        if (to < 0)
+            break; /* no active shard left to hold another replica */
+        size_t src = idx[0];
+        for (size_t k = 0; k < have; k++)
+            if (shard_active(shards, idx[k])) {
+                src = idx[k];
+                break;
+            }
+        rc = plan_push(out, cap, FERRY_PLAN_CLONE, sl, shards->items[src].u.shard.name,
+                       shards->items[to].u.shard.name, err);
+        mv_zones_load(zones, (size_t)to, bytes);
+        idx[have++] = (size_t)to;
+    }
+    bool all_active = true;
+    for (size_t k = 0; k < have; k++)
+        all_active &= shard_active(shards, idx[k]);
+    for (size_t round = 0; !rc && all_active && have >= 2 && round < have; round++) {
+        size_t victim, to;
+        if (!mv_zones_repair(zones, id, sl->bytes, idx, have, &victim, &to))
+            break;
+        rc = plan_push(out, cap, FERRY_PLAN_MOVE, sl, shards->items[idx[victim]].u.shard.name,
+                       shards->items[to].u.shard.name, err);
+        mv_zones_load(zones, idx[victim], -bytes);
+        mv_zones_load(zones, to, bytes);
+        idx[victim] = to;
     }
     return rc;
 }
@@ -376,7 +401,8 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
     mv_plan_slice *pl = NULL;
     mv_plan_move *moves = NULL;
     size_t nm = 0, npl = 0, cap = 0;
-    char (*names)[FERRY_NAME_MAX] = NULL;
+    size_t *idx = NULL;
+    mv_zones *zones = NULL;
     int rc = ferry_catalog_get(cat, &settings, err);
     if (rc == FERRY_ENOTFOUND)
         rc = ferry_err_set(err, FERRY_EINVAL, "the catalog has no cluster yet (ferry init)");
@@ -392,8 +418,8 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
         goto out;
     ps = calloc(shards.n + 1, sizeof *ps);
     pl = calloc(slices.n + 1, sizeof *pl);
-    names = calloc(shards.n + 1, sizeof *names);
-    if (!ps || !pl || !names) {
+    idx = calloc(shards.n + 1, sizeof *idx);
+    if (!ps || !pl || !idx) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
@@ -404,6 +430,7 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
         ps[i].weight = sh->weight > 0 ? sh->weight : 1;
         ps[i].capacity = sh->capacity;
         ps[i].in_new = sh->state == FERRY_SHARD_ACTIVE;
+        ps[i].zone = sh->zone;
         active += ps[i].in_new;
     }
     for (size_t i = 0; i < slices.n; i++) {
@@ -464,28 +491,46 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
         rc = plan_push(out, &cap, FERRY_PLAN_MOVE, &tmp, ps[moves[i].from].name,
                        ps[moves[i].to].name, err);
     }
-    /* replica counts: slices whose route has fewer or more shards than their tenant's rf */
+    /* slices with rf > 1 or several replicas: placement's zone rule over the shards' loads as
+     * the routes and the moves above leave them */
+    if (!rc)
+        rc = mv_zones_open(settings.u.settings.hash, settings.u.settings.fill, ps, shards.n,
+                           &zones, err);
     for (size_t i = 0; !rc && i < slices.n; i++) {
         const ferry_slice *sl = &slices.items[i].u.slice;
-        const ferry_route *rt = NULL;
-        for (size_t j = 0; j < routes.n; j++)
-            if (routes.items[j].u.route.split == sl->split &&
-                !strcmp(routes.items[j].u.route.tenant, sl->tenant))
-                rt = &routes.items[j].u.route;
+        const ferry_route *rt = find_route(&routes, sl);
+        char copy[FERRY_LIST_MAX], *save = NULL;
+        snprintf(copy, sizeof copy, "%s", rt ? rt->shards : "");
+        for (char *x = strtok_r(copy, ",", &save); x; x = strtok_r(NULL, ",", &save))
+            for (size_t j = 0; j < shards.n; j++)
+                if (!strcmp(ps[j].name, x))
+                    mv_zones_load(zones, j, (int64_t)sl->bytes);
+    }
+    for (size_t i = 0; !rc && i < nm; i++) {
+        mv_zones_load(zones, moves[i].from, -(int64_t)moves[i].bytes);
+        mv_zones_load(zones, moves[i].to, (int64_t)moves[i].bytes);
+    }
+    for (size_t i = 0; !rc && i < slices.n; i++) {
+        const ferry_slice *sl = &slices.items[i].u.slice;
+        const ferry_route *rt = find_route(&routes, sl);
         if (!rt || !rt->shards[0])
             continue;
         unsigned want = tenant_rf(&tenants, sl->tenant, settings.u.settings.rf);
         if (want > active)
             want = (unsigned)active;
+        if (want <= 1 && !strchr(rt->shards, ','))
+            continue; /* planned above */
         size_t have = 0;
         char copy[FERRY_LIST_MAX], *save = NULL;
         snprintf(copy, sizeof copy, "%s", rt->shards);
-        for (char *s = strtok_r(copy, ",", &save); s && have < shards.n + 1;
-             s = strtok_r(NULL, ",", &save))
-            snprintf(names[have++], FERRY_NAME_MAX, "%s", s);
-        if (have != want && want >= 1)
-            rc = plan_replicas(&settings.u.settings, &shards, sl, names, have, want, out, &cap,
-                               err);
+        for (char *x = strtok_r(copy, ",", &save); x && have < shards.n;
+             x = strtok_r(NULL, ",", &save))
+            for (size_t j = 0; j < shards.n; j++)
+                if (!strcmp(ps[j].name, x))
+                    idx[have++] = j;
+        if (have && want >= 1)
+            rc = plan_slice(&settings.u.settings, &shards, zones, sl, idx, have, want, out, &cap,
+                            err);
     }
     if (!rc && !out->moves)
         out->moves = calloc(1, sizeof *out->moves);
@@ -495,7 +540,8 @@ out:
     free(moves);
     free(ps);
     free(pl);
-    free(names);
+    free(idx);
+    mv_zones_close(zones);
     ferry_record_list_free(&shards);
     ferry_record_list_free(&slices);
     ferry_record_list_free(&routes);

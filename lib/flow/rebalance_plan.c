@@ -1,6 +1,7 @@
 /* The rebalancing plan computed from the catalog's state: the routing table as the old layout,
  * the active shards as the new cluster, then placement's own ferry_rebalance and ferry_plan_build
- * (the same steps `ferry plan` runs), so `ferry rebalance` moves exactly what `ferry plan` shows.
+ * (the same steps `ferry plan` runs), so `ferry rebalance` moves exactly what `ferry plan` shows;
+ * and placement's zone rule for the replica steps of slices with rf > 1 (mv_zones).
  * Kept apart from the catalog code because placement.h and catalog.h share type names. */
 #include "flow/move_int.h"
 
@@ -138,4 +139,118 @@ out:
     ferry_cluster_free(&oldc);
     ferry_cluster_free(&newc);
     return rc;
+}
+
+struct mv_zones {
+    ferry_cluster c;
+    ferry_hash hash;
+    double fill;
+    size_t n;
+    long *to_cluster;    /* [n] input index -> cluster index */
+    size_t *from_cluster; /* [c.n] cluster index -> input index */
+    bool *eligible;       /* [c.n] */
+    uint64_t *load;       /* [c.n] */
+};
+
+void mv_zones_close(mv_zones *z)
+{
+    if (!z)
+        return;
+    ferry_cluster_free(&z->c);
+    free(z->to_cluster);
+    free(z->from_cluster);
+    free(z->eligible);
+    free(z->load);
+    free(z);
+}
+
+int mv_zones_open(const char *hash, double fill, const mv_plan_shard *shards, size_t n,
+                  mv_zones **out, ferry_err *err)
+{
+    *out = NULL;
+    mv_zones *z = calloc(1, sizeof *z);
+    int rc = FERRY_OK;
+    if (!z)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    z->fill = fill > 0 && fill <= 1 ? fill : 1;
+    z->n = n;
+    if (!ferry_hash_parse(hash, &z->hash)) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "catalog: unknown placement hash '%s'", hash);
+        goto out;
+    }
+    if ((rc = ferry_cluster_init(&z->c, "catalog shards", err)))
+        goto out;
+    for (size_t s = 0; s < n; s++)
+        if ((rc = ferry_cluster_add_zoned(&z->c, shards[s].name, shards[s].weight,
+                                          shards[s].capacity, shards[s].zone, 0, err)))
+            goto out;
+    if (n == 0 || (rc = ferry_cluster_finish(&z->c, err)))
+        goto out;
+    z->to_cluster = calloc(n, sizeof *z->to_cluster);
+    z->from_cluster = calloc(n, sizeof *z->from_cluster);
+    z->eligible = calloc(n, sizeof *z->eligible);
+    z->load = calloc(n, sizeof *z->load);
+    if (!z->to_cluster || !z->from_cluster || !z->eligible || !z->load) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t s = 0; s < n; s++) {
+        long k = ferry_cluster_find(&z->c, shards[s].name);
+        z->to_cluster[s] = k;
+        z->from_cluster[k] = s;
+        z->eligible[k] = shards[s].in_new;
+    }
+out:
+    if (rc)
+        mv_zones_close(z);
+    else
+        *out = z;
+    return rc;
+}
+
+void mv_zones_load(mv_zones *z, size_t shard, int64_t delta)
+{
+    if (shard >= z->n)
+        return;
+    uint64_t *l = &z->load[z->to_cluster[shard]];
+    if (delta < 0 && (uint64_t)-delta > *l)
+        *l = 0;
+    else
+        *l += (uint64_t)delta;
+}
+
+/* held (input indices) as cluster indices; at most 64 */
+static size_t held_in_cluster(const mv_zones *z, const size_t *held, size_t n_held, uint32_t *out)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < n_held && k < 64; j++)
+        if (held[j] < z->n)
+            out[k++] = (uint32_t)z->to_cluster[held[j]];
+    return k;
+}
+
+long mv_zones_pick(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
+                   size_t n_held)
+{
+    uint32_t h[64];
+    size_t nh = held_in_cluster(z, held, n_held, h);
+    if (z->n == 0)
+        return -1;
+    uint32_t s = ferry_pick_replica(&z->c, z->hash, slice_id, bytes, h, nh, z->eligible, z->load,
+                                    z->fill);
+    return s == FERRY_NO_SHARD ? -1 : (long)z->from_cluster[s];
+}
+
+bool mv_zones_repair(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
+                     size_t n_held, size_t *victim, size_t *to)
+{
+    uint32_t h[64], d = FERRY_NO_SHARD;
+    size_t nh = held_in_cluster(z, held, n_held, h), v = 0;
+    if (z->n == 0 || nh != n_held ||
+        !ferry_zone_repair(&z->c, z->hash, slice_id, bytes, h, nh, z->eligible, z->load, z->fill,
+                           &v, &d))
+        return false;
+    *victim = v;
+    *to = z->from_cluster[d];
+    return true;
 }

@@ -58,8 +58,20 @@ int ferry_inventory_init(ferry_inventory *inv, const char *path, ferry_err *err)
 int ferry_cluster_add(ferry_cluster *c, const char *name, double weight, uint64_t capacity,
                       long line, ferry_err *err)
 {
+    return ferry_cluster_add_zoned(c, name, weight, capacity, NULL, line, err);
+}
+
+int ferry_cluster_add_zoned(ferry_cluster *c, const char *name, double weight, uint64_t capacity,
+                            const char *zone, long line, ferry_err *err)
+{
     char w[512];
     where(w, sizeof w, c->path, line);
+    if (zone && !*zone)
+        zone = NULL;
+    if (zone && (!valid_shard_name(zone) || strlen(zone) > FERRY_ZONE_NAME_MAX))
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "%sshard %.80s: bad zone name '%.80s' (use 1-%d characters of A-Z "
+                             "a-z 0-9 . _ -)", w, name, zone, FERRY_ZONE_NAME_MAX);
     if (!valid_shard_name(name))
         return ferry_err_set(err, FERRY_EINVAL,
                              "%sbad shard name '%.80s' (use 1-%d characters of A-Z a-z 0-9 . _ -)",
@@ -75,10 +87,13 @@ int ferry_cluster_add(ferry_cluster *c, const char *name, double weight, uint64_
         c->shards = p;
         c->cap = cap;
     }
-    char *copy = strdup(name);
-    if (!copy)
+    char *copy = strdup(name), *zcopy = zone ? strdup(zone) : NULL;
+    if (!copy || (zone && !zcopy)) {
+        free(copy);
+        free(zcopy);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    c->shards[c->n++] = (ferry_shard){copy, weight, capacity, line};
+    }
+    c->shards[c->n++] = (ferry_shard){copy, weight, capacity, line, zcopy, 0};
     return FERRY_OK;
 }
 
@@ -138,6 +153,26 @@ int ferry_cluster_finish(ferry_cluster *c, ferry_err *err)
             return ferry_err_set(err, FERRY_EINVAL, "%sduplicate shard %s (first at line %ld)",
                                  w, c->shards[i].name, a < b ? a : b);
         }
+    /* zone ids: shards of one zone share the id of the zone's first shard by name order, a
+     * shard without a zone has an id of its own; ids are dense, in shard order */
+    free(c->zone_size);
+    c->zone_size = calloc(c->n, sizeof *c->zone_size);
+    if (!c->zone_size)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    c->n_zones = 0;
+    c->zoned = false;
+    for (size_t i = 0; i < c->n; i++) {
+        ferry_shard *s = &c->shards[i];
+        size_t j = 0;
+        if (s->zone) {
+            c->zoned = true;
+            for (j = 0; j < i; j++)
+                if (c->shards[j].zone && !strcmp(c->shards[j].zone, s->zone))
+                    break;
+        }
+        s->zone_id = s->zone && j < i ? c->shards[j].zone_id : (uint32_t)c->n_zones++;
+        c->zone_size[s->zone_id]++;
+    }
     return FERRY_OK;
 }
 
@@ -176,9 +211,12 @@ int ferry_inventory_finish(ferry_inventory *inv, ferry_err *err)
 
 void ferry_cluster_free(ferry_cluster *c)
 {
-    for (size_t i = 0; i < c->n; i++)
+    for (size_t i = 0; i < c->n; i++) {
         free(c->shards[i].name);
+        free(c->shards[i].zone);
+    }
     free(c->shards);
+    free(c->zone_size);
     free(c->path);
     memset(c, 0, sizeof *c);
 }
@@ -253,10 +291,10 @@ static int parse_lines(const char *text, const char *path, void *dst, line_fn fn
 
 static int shard_line(void *dst, char **f, size_t nf, const char *path, long line, ferry_err *err)
 {
-    if (nf != 2 && nf != 3)
+    if (nf < 2 || nf > 4)
         return ferry_err_set(err, FERRY_EINVAL,
-                             "%s:%ld: expected 2 or 3 tab-separated columns "
-                             "(name, weight[, capacity_bytes]), got %zu",
+                             "%s:%ld: expected 2 to 4 tab-separated columns "
+                             "(name, weight[, capacity_bytes[, zone]]), got %zu",
                              path, line, nf);
     double weight;
     if (!ferry_parse_double(f[1], &weight))
@@ -264,12 +302,13 @@ static int shard_line(void *dst, char **f, size_t nf, const char *path, long lin
                              "%s:%ld: shard %.80s: weight '%.40s' is not a number", path, line,
                              f[0], f[1]);
     uint64_t capacity = 0;
-    if (nf == 3 && (!ferry_parse_bytes(f[2], &capacity) || capacity == 0))
+    bool unlimited = nf == 4 && !strcmp(f[2], "-");
+    if (nf >= 3 && !unlimited && (!ferry_parse_bytes(f[2], &capacity) || capacity == 0))
         return ferry_err_set(err, FERRY_EINVAL,
                              "%s:%ld: shard %.80s: capacity '%.40s' must be a positive byte "
-                             "count (e.g. 500000000000 or 500G)",
-                             path, line, f[0], f[2]);
-    return ferry_cluster_add(dst, f[0], weight, capacity, line, err);
+                             "count (e.g. 500000000000 or 500G%s)",
+                             path, line, f[0], f[2], nf == 4 ? ", or - for unlimited" : "");
+    return ferry_cluster_add_zoned(dst, f[0], weight, capacity, nf == 4 ? f[3] : NULL, line, err);
 }
 
 static int slice_line(void *dst, char **f, size_t nf, const char *path, long line, ferry_err *err)

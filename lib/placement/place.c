@@ -22,6 +22,9 @@
 #include "ferry/strutil.h"
 
 #define EXTRA_CANDIDATES 3 /* candidates kept per slice beyond rf */
+/* ... and beyond that with zones, where the zone rule skips candidates (the result is the same
+ * with any number: choose() ranks every shard when the candidates run out) */
+#define EXTRA_ZONE_CANDIDATES 6
 
 /* A tenant with at most this many replicas is counted by scanning its replica slots (slices
  * are sorted by tenant, so they are adjacent in pstate.rep: one or two cache lines); bigger
@@ -59,7 +62,7 @@ typedef struct pstate {
     double total_weight;
     tcount_map tc;
     uint32_t *order; /* slices, biggest first */
-    size_t overfilled, relaxed;
+    size_t overfilled, relaxed, zone_relaxed;
 } pstate;
 
 static int tc_init(tcount_map *t, size_t entries)
@@ -210,7 +213,10 @@ static int state_init(pstate *st, const ferry_inventory *inv, const ferry_cluste
     st->o = o;
     st->n = cl->n;
     st->rf = o->rf;
-    st->m = o->rf + EXTRA_CANDIDATES < cl->n ? o->rf + EXTRA_CANDIDATES : cl->n;
+    size_t extra = EXTRA_CANDIDATES + (cl->zoned && o->rf > 1 ? EXTRA_ZONE_CANDIDATES : 0);
+    st->m = o->rf + extra < cl->n ? o->rf + extra : cl->n;
+    if (st->m > PL_TOP_MAX)
+        st->m = PL_TOP_MAX;
     int rc = ferry_place_opts_check(o, cl, err);
     if (rc)
         return rc;
@@ -304,16 +310,35 @@ static int no_room(pstate *st, size_t i, ferry_err *err)
                          ferry_fmt_bytes((uint64_t)room, b3, sizeof b3));
 }
 
+/* Replicas of slice i in shard s's zone, and whether the zone rule lets s take one more: its
+ * zone holds the fewest of the slice's replicas among zones with a free shard. Without zones
+ * every shard is a zone of its own and the rule is "not holding", checked anyway. */
+static uint32_t zone_count(const pstate *st, const pl_zones *z, uint32_t s)
+{
+    return st->cl->zoned ? pl_zone_count(z, st->cl->shards[s].zone_id) : 0;
+}
+
+static void slice_zones(const pstate *st, size_t i, pl_zones *z)
+{
+    if (st->cl->zoned)
+        pl_zones_of(st->cl, st->rep + i * st->rf, st->rf, NULL, z);
+    else
+        z->n = 0, z->level = 0;
+}
+
 /* The shard for one more replica of slice i (see the file comment). */
 static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferry_err *err)
 {
     const ferry_slice *sl = &st->inv->slices[i];
     uint32_t t = sl->tenant_index;
     const uint32_t *c = st->cands + i * st->m;
+    pl_zones z;
+    slice_zones(st, i, &z);
     for (size_t j = 0; j < st->m; j++) {
         uint32_t s = c[j];
         if ((!prefer_gainers || st->gainer[s]) && !holding(st, i, s) &&
-            fits(st, s, sl->bytes) && tenant_count(st, t, s) < tenant_cap(st, t, s)) {
+            zone_count(st, &z, s) == z.level && fits(st, s, sl->bytes) &&
+            tenant_count(st, t, s) < tenant_cap(st, t, s)) {
             *out = s;
             return FERRY_OK;
         }
@@ -324,46 +349,87 @@ static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferr
     for (int pass = prefer_gainers ? 0 : 1; pass < 2; pass++)
         for (size_t j = 0; j < st->n; j++) {
             uint32_t s = st->all[j].shard;
-            if ((pass == 1 || st->gainer[s]) && !holding(st, i, s) && fits(st, s, sl->bytes) &&
+            if ((pass == 1 || st->gainer[s]) && !holding(st, i, s) &&
+                zone_count(st, &z, s) == z.level && fits(st, s, sl->bytes) &&
                 tenant_count(st, t, s) < tenant_cap(st, t, s)) {
                 *out = s;
                 return FERRY_OK;
             }
         }
-    /* Relax anti-affinity: the fewest of the tenant's replicas, then the best score. */
-    uint32_t best = FERRY_NO_SHARD, best_count = 0;
+    /* Relax: the least crowded zone first (zones are about surviving an outage), then the
+     * fewest of the tenant's replicas (anti-affinity), then the best score. */
+    uint32_t best = FERRY_NO_SHARD, best_count = 0, best_zc = 0;
     for (size_t j = 0; j < st->n; j++) {
         uint32_t s = st->all[j].shard;
         if (holding(st, i, s) || !fits(st, s, sl->bytes))
             continue;
-        uint32_t cnt = tenant_count(st, t, s);
-        if (best == FERRY_NO_SHARD || cnt < best_count) {
+        uint32_t cnt = tenant_count(st, t, s), zc = zone_count(st, &z, s);
+        if (best == FERRY_NO_SHARD || zc < best_zc || (zc == best_zc && cnt < best_count)) {
             best = s;
             best_count = cnt;
+            best_zc = zc;
         }
     }
     if (best != FERRY_NO_SHARD) {
-        st->relaxed++;
+        if (best_count >= tenant_cap(st, t, best))
+            st->relaxed++;
+        if (best_zc != z.level)
+            st->zone_relaxed++;
         *out = best;
         return FERRY_OK;
     }
     if (st->o->strict)
         return no_room(st, i, err);
-    /* Over the fill target: the shard with the most room left (or the least overshoot). */
+    /* Over the fill target: the shard with the most room left (or the least overshoot), in
+     * the least crowded zone. */
     long double best_room = 0;
     for (size_t j = 0; j < st->n; j++) {
         uint32_t s = st->all[j].shard;
         if (holding(st, i, s))
             continue;
         long double room = (long double)st->limit[s] - (long double)st->load[s];
-        if (best == FERRY_NO_SHARD || room > best_room) {
+        uint32_t zc = zone_count(st, &z, s);
+        if (best == FERRY_NO_SHARD || zc < best_zc || (zc == best_zc && room > best_room)) {
             best = s;
             best_room = room;
+            best_zc = zc;
         }
     }
+    if (best_zc != z.level)
+        st->zone_relaxed++;
     st->overfilled++;
     *out = best;
     return FERRY_OK;
+}
+
+/* How far slice i's replicas are from an even zone spread: the most crowded zone's count minus
+ * the fewest among zones with a free shard (0 when none is free). Even means at most 1. */
+static uint32_t zone_unevenness(const pl_zones *z)
+{
+    uint32_t maxc = 0;
+    for (size_t j = 0; j < z->n; j++)
+        if (z->count[j] > maxc)
+            maxc = z->count[j];
+    return z->level == UINT32_MAX || maxc <= z->level ? 0 : maxc - z->level;
+}
+
+/* Whether moving slice i's replica from shard x to shard d keeps its zone spread even (or no
+ * less even than it was). */
+static bool zone_move_ok(const pstate *st, size_t i, uint32_t x, uint32_t d)
+{
+    if (!st->cl->zoned || st->cl->shards[x].zone_id == st->cl->shards[d].zone_id)
+        return true;
+    uint32_t held[PL_RF_MAX];
+    for (unsigned j = 0; j < st->rf; j++) {
+        held[j] = st->rep[i * st->rf + j];
+        if (held[j] == x)
+            held[j] = d;
+    }
+    pl_zones before, after;
+    slice_zones(st, i, &before);
+    pl_zones_of(st->cl, held, st->rf, NULL, &after);
+    uint32_t was = zone_unevenness(&before), now = zone_unevenness(&after);
+    return now <= (was > 1 ? was : 1);
 }
 
 static void state_to_layout(pstate *st, const ferry_inventory *inv, const ferry_cluster *cl,
@@ -378,6 +444,7 @@ static void state_to_layout(pstate *st, const ferry_inventory *inv, const ferry_
     out->shard_replicas = st->nrep;
     out->overfilled = st->overfilled;
     out->spread_relaxed = st->relaxed;
+    out->zone_relaxed = st->zone_relaxed;
     st->rep = NULL;
     st->load = NULL;
     st->nrep = NULL;
@@ -503,7 +570,8 @@ static int evict_over_cap(pstate *st, bool *evicted, const uint32_t *gainers, si
             for (size_t q = 0; q < n_gainers; q++) {
                 uint32_t d = gainers[q];
                 if (holding(st, ek->slice, d) || !fits(st, d, sl->bytes) ||
-                    tenant_count(st, (uint32_t)t, d) >= tenant_cap(st, (uint32_t)t, d))
+                    tenant_count(st, (uint32_t)t, d) >= tenant_cap(st, (uint32_t)t, d) ||
+                    !zone_move_ok(st, ek->slice, ek->shard, d))
                     continue;
                 double sc = pl_pair_score(&st->sc, &st->x, d, st->cl->shards[d].weight);
                 if (best == FERRY_NO_SHARD || pl_ranks_before(sc, d, best_score, best)) {
@@ -555,6 +623,58 @@ static int evict_over_fill(pstate *st, bool *evicted, ferry_err *err)
             evicted[(size_t)keys[e].slice * st->rf + keys[e].slot] = true;
         }
     free(keys);
+    return FERRY_OK;
+}
+
+/* A slice whose most crowded zone holds at least two more of its replicas than a zone with a
+ * free shard that has room (a zone was added, or the old layout had no zones) moves replicas
+ * one at a time, the weakest of the most crowded zone first, to the shard choose() picks under
+ * the zone rule, until the spread is as even as the room allows. */
+static int zone_repair(pstate *st, bool *moved, ferry_err *err)
+{
+    if (!st->cl->zoned || st->rf < 2)
+        return FERRY_OK;
+    for (size_t k = 0; k < st->inv->n; k++) {
+        size_t i = st->order[k];
+        const ferry_slice *sl = &st->inv->slices[i];
+        for (unsigned round = 0; round < st->rf; round++) {
+            pl_zones z;
+            slice_zones(st, i, &z);
+            uint32_t maxc = 0;
+            for (size_t j = 0; j < z.n; j++)
+                if (z.count[j] > maxc)
+                    maxc = z.count[j];
+            if (zone_unevenness(&z) < 2)
+                break;
+            bool dest = false;
+            for (uint32_t s = 0; s < st->n && !dest; s++)
+                dest = !holding(st, i, s) && fits(st, s, sl->bytes) &&
+                       zone_count(st, &z, s) + 2 <= maxc;
+            if (!dest)
+                break;
+            unsigned victim = 0;
+            double victim_score = 0;
+            bool have = false;
+            for (unsigned j = 0; j < st->rf; j++) {
+                uint32_t s = st->rep[i * st->rf + j];
+                if (s == FERRY_NO_SHARD || zone_count(st, &z, s) != maxc)
+                    continue;
+                double sc = replica_score(st, i, s);
+                if (!have || pl_ranks_before(victim_score, st->rep[i * st->rf + victim], sc, s)) {
+                    have = true;
+                    victim = j;
+                    victim_score = sc;
+                }
+            }
+            unassign(st, i, victim);
+            uint32_t to = FERRY_NO_SHARD;
+            int rc = choose(st, i, false, &to, err);
+            if (rc)
+                return rc;
+            assign(st, i, victim, to);
+            moved[i * st->rf + victim] = true;
+        }
+    }
     return FERRY_OK;
 }
 
@@ -637,6 +757,12 @@ int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster
             assign(&st, i, (unsigned)k, tmp[k].shard);
     }
 
+    /* 1b. Zone repair first: a zone added (or declared) gets the replicas it should have before
+     *     anything else competes for its shards. */
+    rc = zone_repair(&st, moved, err);
+    if (rc)
+        goto out;
+
     /* 2. Over the tenant's cap: excess to the gainers. Over the fill target: evict. */
     rc = evict_over_cap(&st, moved, gainers, n_gainers, err);
     if (!rc)
@@ -659,6 +785,12 @@ int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster
             moved[i * rf + j] = true;
         }
     }
+
+    /* 3b. Zone repair again: evictions may have left a slice uneven that step 3 could not
+     *     mend (no room in the right zone then). */
+    rc = zone_repair(&st, moved, err);
+    if (rc)
+        goto out;
 
     /* 4. Preference flips: a replica leaves its shard X for D only when the change made D
      *    outrank X for this slice (D added or heavier, or X lighter), D has room and the
@@ -702,7 +834,7 @@ int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster
             for (size_t q = 0; q < nd; q++) {
                 uint32_t d = loser[x] ? (uint32_t)q : gainers[q];
                 if (d == x || holding(&st, i, d) || !fits(&st, d, sl->bytes) ||
-                    tenant_count(&st, t, d) >= tenant_cap(&st, t, d))
+                    tenant_count(&st, t, d) >= tenant_cap(&st, t, d) || !zone_move_ok(&st, i, x, d))
                     continue;
                 double d_new = pl_pair_score(&st.sc, &st.x, d, new_cluster->shards[d].weight);
                 if (!pl_ranks_before(d_new, d, x_new, x))

@@ -88,4 +88,20 @@ void pl_rank_all(const pl_scorer *s, pl_scratch *x, pl_cand *out);
 int pl_top_all(const pl_scorer *s, const ferry_inventory *inv, size_t m, unsigned threads,
                uint32_t *out, ferry_err *err);
 
+/* How a slice's replicas spread over zones (lib/placement/zones.c). */
+#define PL_RF_MAX 64
+typedef struct pl_zones {
+    size_t n; /* zones holding at least one replica */
+    uint32_t zone[PL_RF_MAX], count[PL_RF_MAX];
+    /* the fewest replicas among the zones that still have a free shard (eligible, holding no
+     * replica); UINT32_MAX when no shard is free */
+    uint32_t level;
+} pl_zones;
+
+/* The zones of held[0..n_held) (FERRY_NO_SHARD skipped). eligible: NULL = every shard. */
+void pl_zones_of(const ferry_cluster *c, const uint32_t *held, size_t n_held, const bool *eligible,
+                 pl_zones *z);
+/* Replicas of the slice in zone `zone`. */
+uint32_t pl_zone_count(const pl_zones *z, uint32_t zone);
+
 #endif

@@ -81,6 +81,7 @@ int ferry_split_set(ferry_catalog *cat, const char *tenant, uint32_t splits, boo
         sin[ns].name = s->name;
         sin[ns].weight = s->weight;
         sin[ns].capacity = s->capacity;
+        sin[ns].zone = s->zone;
         ns++;
     }
     if (ns == 0) {

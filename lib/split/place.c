@@ -21,7 +21,8 @@ int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
     if (!rc)
         rc = ferry_inventory_init(&inv, "catalog", err);
     for (size_t i = 0; i < n_shards && !rc; i++)
-        rc = ferry_cluster_add(&cl, shards[i].name, shards[i].weight, shards[i].capacity, 0, err);
+        rc = ferry_cluster_add_zoned(&cl, shards[i].name, shards[i].weight, shards[i].capacity,
+                                     shards[i].zone, 0, err);
     for (size_t i = 0; i < n_slices && !rc; i++)
         rc = ferry_inventory_add(&inv, slices[i].tenant, slices[i].split, slices[i].bytes, 0, err);
     if (!rc)

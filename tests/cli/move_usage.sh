@@ -18,6 +18,7 @@ printf '[cluster]\nname = x\ncatalog = sqlite:%s/c.db\n' "$T" >"$T/f.conf"
 check 2 "needs --tenant" move --config "$T/f.conf" --tenant a --split 0
 check 2 "not a split number" move --config "$T/f.conf" --tenant a --split x --to n
 check 2 "--resume takes no" move --config "$T/f.conf" --resume all --tenant a
+check 2 "--resume takes no" move --config "$T/f.conf" --resume all --from node1
 check 2 "not milliseconds" move --config "$T/f.conf" --tenant a --split 0 --to b --grace -1
 check 2 "unknown option" move --config "$T/f.conf" --bogus
 check 2 "is not 1..16" rebalance --config "$T/f.conf" --max-parallel 0

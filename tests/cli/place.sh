@@ -47,6 +47,20 @@ assert sum(s["replicas"] for s in d["shards"]) == 6
 PY
 ok "place --json"
 
+# zones: 4 shards in 2 zones, rf 2: every slice in both zones
+printf 'shard1\t1\t-\teu-a\nshard2\t1\t-\teu-a\nshard3\t1\t-\teu-b\nshard4\t1\t-\teu-b\n' >"$T/zones.tsv"
+expect_exit 0 "$FERRY_BIN" place --slices "$T/slices.tsv" --shards "$T/zones.tsv" --rf 2 --json
+python3 - "$OUT" <<'PY' || fail "place with zones"
+import json, sys
+d = json.loads(sys.argv[1])
+zone = {s["name"]: s["zone"] for s in d["shards"]}
+assert zone == {"shard1": "eu-a", "shard2": "eu-a", "shard3": "eu-b", "shard4": "eu-b"}, zone
+assert d["zone_relaxed"] == 0
+for p in d["placements"]:
+    assert len(p["shards"]) == 2 and {zone[s] for s in p["shards"]} == {"eu-a", "eu-b"}, p
+PY
+ok "zones: rf 2 replicas in distinct zones"
+
 # capacity: fill target respected; too small a cluster is bad input
 printf 'shard1\t1\t2G\nshard2\t1\t2G\nshard3\t1\t2G\n' >"$T/cap.tsv"
 expect_exit 0 "$FERRY_BIN" place --slices "$T/slices.tsv" --shards "$T/cap.tsv" --fill 0.6
@@ -106,8 +120,8 @@ printf 'shard1\t1\nshard2\t-1\n' >"$T/neg.tsv"
 bad "$T/neg.tsv:2: shard shard2: weight -1 must be a positive" place --slices "$T/slices.tsv" --shards "$T/neg.tsv"
 printf 'shard1\t0\n' >"$T/zero.tsv"
 bad "$T/zero.tsv:1: shard shard1: weight 0 must be a positive" place --slices "$T/slices.tsv" --shards "$T/zero.tsv"
-printf 'shard1\t1\t2\t3\n' >"$T/wide.tsv"
-bad "$T/wide.tsv:1: expected 2 or 3" place --slices "$T/slices.tsv" --shards "$T/wide.tsv"
+printf 'shard1\t1\t2\tz\t3\n' >"$T/wide.tsv"
+bad "$T/wide.tsv:1: expected 2 to 4" place --slices "$T/slices.tsv" --shards "$T/wide.tsv"
 printf '# no shards yet\n' >"$T/empty.tsv"
 bad "$T/empty.tsv: no shards" place --slices "$T/slices.tsv" --shards "$T/empty.tsv"
 bad "$T/three.tsv: replication factor 4 is larger than the 3 shards" place --slices "$T/slices.tsv" --shards "$T/three.tsv" --rf 4

@@ -359,8 +359,10 @@ static void test_parse(void **state)
     assert_int_equal(inv.slices[1].bytes, 1024);
     ferry_inventory_free(&inv);
 
-    expect_parse_error(true, "a\t1\nb\n", "s.tsv:2: expected 2 or 3");
-    expect_parse_error(true, "a\t1\t2\t3\n", "s.tsv:1: expected 2 or 3");
+    expect_parse_error(true, "a\t1\nb\n", "s.tsv:2: expected 2 to 4");
+    expect_parse_error(true, "a\t1\t2\tz\t5\n", "s.tsv:1: expected 2 to 4");
+    expect_parse_error(true, "a\t1\t-\tzone/a\n", "s.tsv:1: shard a: bad zone name 'zone/a'");
+    expect_parse_error(true, "a\t1\t-\n", "s.tsv:1: shard a: capacity '-'");
     expect_parse_error(true, "a\t0\n", "s.tsv:1: shard a: weight 0 must be a positive");
     expect_parse_error(true, "a\t-2\n", "s.tsv:1: shard a: weight -2 must be a positive");
     expect_parse_error(true, "a\tx\n", "s.tsv:1: shard a: weight 'x' is not a number");

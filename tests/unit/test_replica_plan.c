@@ -2,7 +2,8 @@
  * catalog in a temporary directory; no server is contacted): clone steps when a tenant's rf is
  * above its slices' replica counts, to the best-scoring shard, preferring an unused zone; drop
  * steps when below, lowest score first, never the last replica; the tenant override beats the
- * cluster's rf; the rf is capped at the active shards. */
+ * cluster's rf; the rf is capped at the active shards; a replica on a draining shard gets a
+ * move step to the shard the zone rule picks; replicas sharing a zone get a zone-repair move. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -196,6 +197,103 @@ static void test_rf_capped_at_active_shards(void **state)
     ferry_catalog_close(c);
 }
 
+static void set_state(ferry_catalog *c, const char *shard, enum ferry_shard_state st)
+{
+    ferry_record r;
+    ferry_err err = {0};
+    ferry_record_init(&r, FERRY_REC_SHARD);
+    snprintf(r.u.shard.name, sizeof r.u.shard.name, "%s", shard);
+    assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+    r.u.shard.state = st;
+    assert_int_equal(ferry_catalog_update(c, &r, &err), FERRY_OK);
+    ferry_record_free(&r);
+}
+
+static const shard_def zoned4[] = {{"s1", "a"}, {"s2", "a"}, {"s3", "b"}, {"s4", "b"}};
+
+/* A replica on a draining shard moves (a MOVE step naming it as the source) to the shard the
+ * zone rule picks; the other replica stays. */
+static void test_drained_replica_moves(void **state)
+{
+    (void)state;
+    ferry_catalog *c = setup(1, zoned4, 4, 2, "s1,s3");
+    set_state(c, "s3", FERRY_SHARD_DRAINING);
+    ferry_rebalance_plan p;
+    ferry_err err = {0};
+    assert_int_equal(ferry_rebalance_plan_compute(c, &p, &err), FERRY_OK);
+    assert_int_equal(p.n_moves, 1);
+    assert_int_equal(p.moves[0].kind, FERRY_PLAN_MOVE);
+    assert_string_equal(p.moves[0].from, "s3");
+    assert_string_equal(p.moves[0].to, "s4"); /* zone b: s2 would share zone a with s1 */
+    assert_int_equal(p.moves[0].bytes, 1000);
+    ferry_rebalance_plan_free(&p);
+    ferry_catalog_close(c);
+    /* zone b wholly draining: zone a's other shard is the only place left */
+    c = setup(1, zoned4, 4, 2, "s1,s3");
+    set_state(c, "s3", FERRY_SHARD_DRAINING);
+    set_state(c, "s4", FERRY_SHARD_DRAINING);
+    assert_int_equal(ferry_rebalance_plan_compute(c, &p, &err), FERRY_OK);
+    assert_int_equal(p.n_moves, 1);
+    assert_int_equal(p.moves[0].kind, FERRY_PLAN_MOVE);
+    assert_string_equal(p.moves[0].from, "s3");
+    assert_string_equal(p.moves[0].to, "s2");
+    ferry_rebalance_plan_free(&p);
+    ferry_catalog_close(c);
+    /* the first replica of the route on a draining shard, no zones: the best-scoring free one */
+    const char *rank[4];
+    ranked(four, 4, rank);
+    char route[64];
+    snprintf(route, sizeof route, "%s,%s", rank[1], rank[3]);
+    c = setup(2, four, 4, 0, route);
+    set_state(c, rank[1], FERRY_SHARD_DRAINING);
+    assert_int_equal(ferry_rebalance_plan_compute(c, &p, &err), FERRY_OK);
+    assert_int_equal(p.n_moves, 1);
+    assert_int_equal(p.moves[0].kind, FERRY_PLAN_MOVE);
+    assert_string_equal(p.moves[0].from, rank[1]);
+    assert_string_equal(p.moves[0].to, rank[0]);
+    ferry_rebalance_plan_free(&p);
+    ferry_catalog_close(c);
+    /* too many replicas and one draining: dropped, not moved */
+    c = setup(1, zoned4, 4, 2, "s1,s3,s4");
+    set_state(c, "s3", FERRY_SHARD_DRAINING);
+    assert_int_equal(ferry_rebalance_plan_compute(c, &p, &err), FERRY_OK);
+    assert_int_equal(p.n_moves, 1); /* s1 and s4 remain: zones a and b */
+    assert_int_equal(p.moves[0].kind, FERRY_PLAN_DROP);
+    assert_string_equal(p.moves[0].from, "s3");
+    ferry_rebalance_plan_free(&p);
+    ferry_catalog_close(c);
+}
+
+/* Replicas sharing a zone while the other zone has room: one MOVE of the weaker of them to
+ * the better-scoring shard of the other zone. Apart already: nothing. */
+static void test_zone_repair(void **state)
+{
+    (void)state;
+    ferry_catalog *c = setup(1, zoned4, 4, 2, "s1,s2");
+    ferry_rebalance_plan p;
+    ferry_err err = {0};
+    assert_int_equal(ferry_rebalance_plan_compute(c, &p, &err), FERRY_OK);
+    assert_int_equal(p.n_moves, 1);
+    assert_int_equal(p.moves[0].kind, FERRY_PLAN_MOVE);
+    assert_string_equal(p.moves[0].from, hash_on("s1") < hash_on("s2") ? "s1" : "s2");
+    assert_string_equal(p.moves[0].to, hash_on("s3") > hash_on("s4") ? "s3" : "s4");
+    ferry_rebalance_plan_free(&p);
+    ferry_catalog_close(c);
+    c = setup(1, zoned4, 4, 2, "s2,s4");
+    assert_int_equal(ferry_rebalance_plan_compute(c, &p, &err), FERRY_OK);
+    assert_int_equal(p.n_moves, 0);
+    ferry_rebalance_plan_free(&p);
+    ferry_catalog_close(c);
+    /* the other zone draining: no room there, nothing to repair */
+    c = setup(1, zoned4, 4, 2, "s1,s2");
+    set_state(c, "s3", FERRY_SHARD_DRAINING);
+    set_state(c, "s4", FERRY_SHARD_DRAINING);
+    assert_int_equal(ferry_rebalance_plan_compute(c, &p, &err), FERRY_OK);
+    assert_int_equal(p.n_moves, 0);
+    ferry_rebalance_plan_free(&p);
+    ferry_catalog_close(c);
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -216,6 +314,8 @@ int main(void)
         cmocka_unit_test(test_clone_prefers_unused_zone),
         cmocka_unit_test(test_drop_lowest_never_last),
         cmocka_unit_test(test_rf_capped_at_active_shards),
+        cmocka_unit_test(test_drained_replica_moves),
+        cmocka_unit_test(test_zone_repair),
         cmocka_unit_test(test_names),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
