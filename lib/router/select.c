@@ -117,8 +117,16 @@ static void url_host_of(const char *url, char *out, size_t outsz)
 
 /* One selector per slice candidate list, over the router's shards, with [router]
  * load_balancing; host names from each shard's first URL, the local one from gethostname. */
-static int replica_sets_init(ferry_router *r, rt_reads *rd, ferry_err *err)
+static int replica_sets_init(ferry_router *r, rt_reads *rd, const ferry_config *cfg,
+                             ferry_err *err)
 {
+    const char *hl = ferry_config_get(cfg, "router", NULL, "replica_error_half_life");
+    uint64_t half_life_s = 60;
+    if (hl && !ferry_parse_duration(hl, &half_life_s))
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "%s: [router] replica_error_half_life = '%s': expected a duration "
+                             "such as 60s (0: errors are forgotten at once)",
+                             cfg->path, hl);
     size_t n = r->n_shards ? r->n_shards : 1;
     char(*hosts)[256] = calloc(n, sizeof *hosts);
     const char **names = calloc(n, sizeof *names);
@@ -144,6 +152,7 @@ static int replica_sets_init(ferry_router *r, rt_reads *rd, ferry_err *err)
     ferry_rsel_options_default(&o);
     o.query.policy = r->load_balancing;
     o.local_hostname = local;
+    o.half_life_ms = half_life_s * 1000;
     rc = ferry_rsets_new(names, r->n_shards, &o, &rd->rsets, err);
     if (rc)
         ferry_err_prefix(err, "[router] load_balancing: ");
@@ -191,7 +200,7 @@ int rt_reads_init(ferry_router *r, const ferry_config *cfg, const char *listen_h
                         ? listen_host
                         : "127.0.0.1";
     snprintf(rd->listen_host, sizeof rd->listen_host, "%s", h);
-    rc = replica_sets_init(r, rd, err);
+    rc = replica_sets_init(r, rd, cfg, err);
     if (rc)
         return rc;
     rd->tables = calloc(r->n_tables ? r->n_tables : 1, sizeof *rd->tables);

@@ -759,7 +759,7 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "max_request_bytes", "max_row_bytes", "shard_timeout",
                                        "load_balancing", "allow_fanout", "global_max_rows",
                                        "global_max_bytes", "max_partial_bytes", "advertise_url",
-                                       NULL};
+                                       "replica_error_half_life", NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
