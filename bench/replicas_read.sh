@@ -64,12 +64,32 @@ wait_for 30 bash -c "[ \$(curl -sf '$R/ferry/router' | jq .routing_version) -ge 
 r2=$(measure rf2_router "$R" "$Q")
 r2t=$(measure rf2_router_max_threads_1 "$R" "$Q1")
 for x in "$r1" "$r1t" "$d1" "$r2" "$r2t"; do echo "$x"; done
+# Interleaved, same data and same minutes: a second router with load_balancing = in_order sends
+# every query to the route's first replica (one replica doing the work, as with rf 1); runs
+# alternate with the random router, which shares the load over both. On a shared machine this
+# comparison is less exposed to load drifting between the rf 1 and rf 2 phases above.
+sed 's/^\[router\]$/[router]\nload_balancing = in_order/' "$C" >"$L/inorder.conf"
+grep -q '^load_balancing = in_order' "$L/inorder.conf" || printf '[router]\nload_balancing = in_order\n' >>"$L/inorder.conf"
+bg_start "$T/router2.log" "$FERRY_BIN" router --config "$L/inorder.conf" --listen 127.0.0.1:0 --port-file "$T/router2.port"
+wait_for 20 test -s "$T/router2.port"
+R2=http://127.0.0.1:$(cat "$T/router2.port")
+wait_for 10 curl -sf "$R2/ping"
+one=0 two=0
+for round in 1 2 3; do
+    a=$("$bdir/bench/bench_replica_read" --url "$R2" --query "$Q" --seconds "$secs" --threads "$threads" --label "in_order_round$round")
+    b=$("$bdir/bench/bench_replica_read" --url "$R" --query "$Q" --seconds "$secs" --threads "$threads" --label "random_round$round")
+    echo "$a"; echo "$b"
+    one=$(jq -n --argjson x "$one" --argjson a "$a" '$x + $a.queries / $a.seconds')
+    two=$(jq -n --argjson x "$two" --argjson b "$b" '$x + $b.queries / $b.seconds')
+done
 jq -c -n --argjson r1 "$r1" --argjson r1t "$r1t" --argjson d1 "$d1" --argjson r2 "$r2" \
-    --argjson r2t "$r2t" --argjson mv "$MV" --argjson cores "$(nproc)" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
+    --argjson r2t "$r2t" --argjson mv "$MV" --argjson one "$one" --argjson two "$two" --argjson cores "$(nproc)" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
     '{summary: true, cores: $cores, loadavg: $load, threads: $r1.threads, seconds: $r1.seconds,
       qps_rf1: $r1.qps, qps_rf2: $r2.qps, ratio: ($r2.qps / $r1.qps),
       qps_rf1_max_threads_1: $r1t.qps, qps_rf2_max_threads_1: $r2t.qps,
       ratio_max_threads_1: ($r2t.qps / $r1t.qps), qps_rf1_direct: $d1.qps,
       cold_bytes: $mv.cold_bytes, cold_pointer_bytes_copied: $mv.cold_copied_bytes,
       cold_extra_fraction: ($mv.cold_copied_bytes / $mv.cold_bytes),
-      hot_bytes: $mv.hot_bytes, hot_bytes_copied: $mv.hot_copied_bytes}'
+      hot_bytes: $mv.hot_bytes, hot_bytes_copied: $mv.hot_copied_bytes,
+      interleaved_qps_one_replica: ($one / 3), interleaved_qps_two_replicas: ($two / 3),
+      interleaved_ratio: ($two / $one)}'
