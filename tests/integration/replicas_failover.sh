@@ -6,7 +6,8 @@
 # naming it (the documented write path) and reach the live replica. A query error is the
 # user's (not failed over); a slice with both replicas down fails naming both. The node comes
 # back, `ferry repair` makes its partitions identical (fingerprints) and the router sends it
-# reads again (its query count in GET /ferry/router grows).
+# reads again (its query count in GET /ferry/router grows). Last, the node hangs (SIGSTOP):
+# reads that picked it time out and fail over.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 
@@ -44,9 +45,9 @@ for t in r1 r2 r3 r4 w; do
     n=$(jq -r --arg t "$t" '[.slices[] | select(.tenant == $t) | .shards | length] | min' "$T/route.json")
     assert_eq 2 "$n" "every slice of $t has two replicas"
 done
-WS=$(shards_of w)
-V=${WS##* }   # the victim: a replica of w
-LIVE=${WS%% *}
+WS=$(jq -r '.slices[] | select(.tenant == "w") | .shards | join(" ")' "$T/route.json")
+V=${WS%% *}   # the victim: w's first replica in route order (in_order prefers it)
+LIVE=${WS##* }
 ok "rf = 2: w on $WS; the victim is $V"
 
 bg_start "$T/router.log" "$FERRY_BIN" router --config "$C" --listen 127.0.0.1:0 --port-file "$T/router.port"
@@ -54,6 +55,14 @@ ROUTER_PID=$BG_PID
 wait_for 20 test -s "$T/router.port"
 R=http://127.0.0.1:$(cat "$T/router.port")
 wait_for 10 curl -sf "$R/ping"
+# a second router with load_balancing = in_order and errors forgotten at once: every query
+# reads w's slice from V first, so with V down every query that reads it fails over
+sed 's/^replica_error_half_life = 2s$/replica_error_half_life = 0s\nload_balancing = in_order/' "$C" >"$L/inorder.conf"
+bg_start "$T/router0.log" "$FERRY_BIN" router --config "$L/inorder.conf" --listen 127.0.0.1:0 --port-file "$T/router0.port"
+ROUTER0_PID=$BG_PID
+wait_for 20 test -s "$T/router0.port"
+R0=http://127.0.0.1:$(cat "$T/router0.port")
+wait_for 10 curl -sf "$R0/ping"
 
 # insert TENANT FROM COUNT DAY [TOKEN]: rows id FROM..FROM+COUNT-1 through the router; prints
 # the HTTP status, the body to $T/ins.body
@@ -157,6 +166,17 @@ done
 assert_eq 5 "$wfail" "every batch to a slice with a replica on the dead node fails"
 assert_eq 24000 "$(chq "${U[$LIVE]}" "SELECT count() FROM events WHERE tenant = 'w'")" "the failed batches' rows are on the live replica $LIVE"
 ok "writes with $V down: every batch fails naming $V, its rows reach $LIVE (no partial success)"
+# deterministic failovers (the in_order router): a merged fan-out and a single-server read of w
+st0() { curl -sf "$R0/ferry/router"; }
+a=$(st0)
+assert_eq "${E[7]}" "$(chq "$R0" "${Q[7]}")" "fan-out over every slice with $V down (in_order router)"
+b=$(st0)
+[ "$(jq .reads.failovers <<<"$b")" -gt "$(jq .reads.failovers <<<"$a")" ] || fail "the fan-out did not fail over: $b"
+[ "$(jq .reads.merged <<<"$b")" -gt "$(jq .reads.merged <<<"$a")" ] || fail "the fan-out was not a merged plan: $b"
+assert_eq 24000 "$(chq "$R0" "SELECT count() FROM events WHERE tenant = 'w'")" "w's count with $V down (in_order router)"
+c=$(st0)
+[ "$(jq .reads.failovers <<<"$c")" -gt "$(jq .reads.failovers <<<"$b")" ] || fail "the single read did not fail over: $c"
+ok "in_order router with $V down: a merged fan-out and a single-server read each failed over, exact"
 wait_for 120 bash -c "[ \$(cat '$T/reads_done') -ge $((killed_at + 48)) ]"
 touch "$T/stop_reads"
 wait "$RPID" || fail "reader failed"
@@ -212,5 +232,21 @@ q1=$(node_queries "$V")
 [ "$q1" -gt "$q0" ] || fail "the router sends no reads to $V after its return ($q0 -> $q1)"
 assert_eq 24000 "$(rq "SELECT count() FROM events WHERE tenant = 'w'")" "w read through the router"
 ok "$V serves reads again: $((q1 - q0)) of 120 reads went to it"
-kill -TERM "$ROUTER_PID" 2>/dev/null || true
+# ---- a timeout (the node hangs: SIGSTOP) fails over too --------------------------------------
+VPID=$(lab_pid "$L" "$V")
+kill -STOP "$VPID"
+at_exit "kill -CONT $VPID 2>/dev/null || true"
+n_to=0
+for i in $(seq 12); do
+    s0=$(date +%s%N)
+    assert_eq 24000 "$(rq "SELECT count() FROM events WHERE tenant = 'w'")" "read $i of w with $V hanging"
+    ms=$((($(date +%s%N) - s0) / 1000000))
+    if [ "$ms" -ge 4000 ]; then n_to=$((n_to + 1)); fi
+    if [ "$n_to" -ge 1 ] && [ "$i" -ge 4 ]; then break; fi
+done
+kill -CONT "$VPID"
+[ "$n_to" -ge 1 ] || fail "no read was sent to the hanging $V"
+grep -q 'read failover.*timed out' "$T/router.log" || fail "no timeout failover logged: $(grep 'read failover' "$T/router.log" | tail -2)"
+ok "$V hanging (SIGSTOP): reads that picked it waited shard_timeout (5s), then failed over to $LIVE; all exact"
+kill -TERM "$ROUTER_PID" "$ROUTER0_PID" 2>/dev/null || true
 done_testing
