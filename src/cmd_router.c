@@ -23,6 +23,7 @@ const char cmd_router_usage[] =
     "\n"
     "  GET /ping          Ok.\n"
     "  GET /ferry/router  routing version, oldest routing version with writes in flight, counters\n"
+    "                     (reads: per shard queries, errors, decayed error count; failovers)\n"
     "\n"
     "  --config FILE       the cluster's config with [router] (default: $FERRY_CONFIG)\n"
     "  --listen ADDR:PORT  where to serve (default: [router] listen, else 127.0.0.1:8124;\n"

@@ -242,6 +242,8 @@ struct ferry_config;
 int rt_reads_init(ferry_router *r, const struct ferry_config *cfg, const char *listen_host,
                   ferry_err *err);
 void rt_reads_free(ferry_router *r);
+/* Appends the read path's counters to the status JSON object being built (select.c). */
+void rt_reads_status(ferry_router *r, ferry_buf *out);
 /* Routes a SELECT-like statement (the query in ?query= plus the body, or the body) when it reads
  * a managed table: answers the request and returns true. false: not routed (no managed table,
  * not valid SQL, the client's own external data): the caller passes it through. */

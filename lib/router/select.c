@@ -32,20 +32,29 @@
 #include "ferry/chhttp.h"
 #include "ferry/config.h"
 #include "ferry/log.h"
+#include "ferry/read_pick.h"
 #include "ferry/sqlrw.h"
 #include "ferry/strutil.h"
 
 /* ---- state ---------------------------------------------------------------------------------- */
 
-/* Served slices per router shard for one routing snapshot (immutable once built). */
+/* Per routing snapshot: every slice's read candidates (rt_read_set), grouped by tenant
+ * in the snapshot's tenant order (immutable once built). The per-query choice among them is
+ * made by pick_build. */
+typedef struct rd_cslice {
+    uint32_t split;
+    uint32_t n_cand;
+    const uint32_t *cand; /* into rd_cache.cand_store */
+} rd_cslice;
+
 typedef struct rd_cache {
     atomic_int refs;
     rt_snapshot *snap;        /* a reference; slice tenant names point into it */
     size_t n_servers;         /* == router shards */
-    ferry_sql_slice **slices; /* per server */
-    size_t *n_slices;
-    ferry_sql_served *served; /* per server x table */
-    ferry_sql_target *targets, *targets_mat;
+    size_t *tenant_first;     /* per snapshot tenant: its first slice in cslices; [n_tenants] */
+    rd_cslice *cslices;
+    size_t n_cslices;
+    uint32_t *cand_store;
     char **unrouted;          /* tenants with a slice no known shard serves */
     size_t n_unrouted;
     char **held;              /* tenants with a slice a move is publishing (rt_read_set) */
@@ -73,6 +82,13 @@ struct rt_reads {
     rt_partial *partials;
     rd_cache *cache;
     uint64_t single, merged;
+    /* replica choice per slice (docs/replicas.md): selectors per candidate list, error counts
+     * kept across queries and routing versions */
+    pthread_mutex_t sel_mu; /* rsets, rng, the per-shard counters */
+    ferry_rsets *rsets;
+    ferry_rsel_rng rng;
+    uint64_t *shard_queries, *shard_errors; /* per router shard: read queries sent, failed */
+    uint64_t failovers;
 };
 
 static uint64_t now_ms(void)
@@ -84,6 +100,72 @@ static uint64_t now_ms(void)
 
 /* ---- configuration -------------------------------------------------------------------------- */
 
+/* The host part of a URL (what the host name policies compare), or the whole text. */
+static void url_host_of(const char *url, char *out, size_t outsz)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    const char *at = strchr(p, '@'), *slash = strchr(p, '/');
+    if (at && (!slash || at < slash))
+        p = at + 1;
+    size_t n = strcspn(p, ":/?");
+    if (*p == '[') {
+        const char *close = strchr(p, ']');
+        n = close ? (size_t)(close - p) + 1 : strlen(p);
+    }
+    snprintf(out, outsz, "%.*s", (int)n, p);
+    if (!*out)
+        snprintf(out, outsz, "%s", url);
+}
+
+/* One selector per slice candidate list, over the router's shards, with [router]
+ * load_balancing; host names from each shard's first URL, the local one from gethostname. */
+static int replica_sets_init(ferry_router *r, rt_reads *rd, const ferry_config *cfg,
+                             ferry_err *err)
+{
+    const char *hl = ferry_config_get(cfg, "router", NULL, "replica_error_half_life");
+    uint64_t half_life_s = 60;
+    if (hl && !ferry_parse_duration(hl, &half_life_s))
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "%s: [router] replica_error_half_life = '%s': expected a duration "
+                             "such as 60s (0: errors are forgotten at once)",
+                             cfg->path, hl);
+    size_t n = r->n_shards ? r->n_shards : 1;
+    char(*hosts)[256] = calloc(n, sizeof *hosts);
+    const char **names = calloc(n, sizeof *names);
+    rd->shard_queries = calloc(n, sizeof *rd->shard_queries);
+    rd->shard_errors = calloc(n, sizeof *rd->shard_errors);
+    int rc = FERRY_OK;
+    if (!hosts || !names || !rd->shard_queries || !rd->shard_errors) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < r->n_shards; i++) {
+        const rt_shard *s = &r->shards[i];
+        url_host_of(s->n_replicas ? s->urls[0] : s->name, hosts[i], sizeof hosts[i]);
+        names[i] = hosts[i];
+    }
+    if (!r->n_shards)
+        goto out; /* nothing to read from: no selectors */
+    char local[256] = "localhost";
+    if (gethostname(local, sizeof local) != 0 || !local[0])
+        snprintf(local, sizeof local, "localhost");
+    local[sizeof local - 1] = '\0';
+    ferry_rsel_options o;
+    ferry_rsel_options_default(&o);
+    o.query.policy = r->load_balancing;
+    o.local_hostname = local;
+    o.half_life_ms = half_life_s * 1000;
+    rc = ferry_rsets_new(names, r->n_shards, &o, &rd->rsets, err);
+    if (rc)
+        ferry_err_prefix(err, "[router] load_balancing: ");
+    ferry_rsel_rng_seed(&rd->rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
+out:
+    free(hosts);
+    free(names);
+    return rc;
+}
+
 int rt_reads_init(ferry_router *r, const ferry_config *cfg, const char *listen_host,
                   ferry_err *err)
 {
@@ -91,6 +173,7 @@ int rt_reads_init(ferry_router *r, const ferry_config *cfg, const char *listen_h
     if (!rd)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     pthread_mutex_init(&rd->mu, NULL);
+    pthread_mutex_init(&rd->sel_mu, NULL);
     r->reads = rd;
     int rc = ferry_config_bool(cfg, "router", NULL, "allow_fanout", true, &rd->allow_fanout, err);
     if (!rc)
@@ -120,6 +203,9 @@ int rt_reads_init(ferry_router *r, const ferry_config *cfg, const char *listen_h
                         ? listen_host
                         : "127.0.0.1";
     snprintf(rd->listen_host, sizeof rd->listen_host, "%s", h);
+    rc = replica_sets_init(r, rd, cfg, err);
+    if (rc)
+        return rc;
     rd->tables = calloc(r->n_tables ? r->n_tables : 1, sizeof *rd->tables);
     if (!rd->tables)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -140,13 +226,9 @@ static void cache_put(rd_cache *c)
 {
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
         return;
-    for (size_t s = 0; s < c->n_servers; s++)
-        free(c->slices ? c->slices[s] : NULL);
-    free(c->slices);
-    free(c->n_slices);
-    free(c->served);
-    free(c->targets);
-    free(c->targets_mat);
+    free(c->tenant_first);
+    free(c->cslices);
+    free(c->cand_store);
     free(c->unrouted);
     free(c->held);
     free(c->held_move);
@@ -176,15 +258,50 @@ void rt_reads_free(ferry_router *r)
     }
     cache_put(rd->cache);
     free(rd->tables);
+    ferry_rsets_free(rd->rsets);
+    free(rd->shard_queries);
+    free(rd->shard_errors);
+    pthread_mutex_destroy(&rd->sel_mu);
     pthread_mutex_destroy(&rd->mu);
     free(rd);
     r->reads = NULL;
 }
 
+/* The read side of GET /ferry/router: ,"reads":{"single":N,"merged":N,"failovers":N,
+ * "shards":{"NAME":{"queries":N,"errors":N,"error_count":N},...}} appended to out. error_count
+ * is the selectors' decayed count as of their last use. */
+void rt_reads_status(ferry_router *r, ferry_buf *out)
+{
+    rt_reads *rd = r->reads;
+    if (!rd)
+        return;
+    pthread_mutex_lock(&rd->mu);
+    uint64_t single = rd->single, merged = rd->merged;
+    pthread_mutex_unlock(&rd->mu);
+    pthread_mutex_lock(&rd->sel_mu);
+    ferry_buf_printf(out, ",\"reads\":{\"single\":%llu,\"merged\":%llu,\"failovers\":%llu,"
+                          "\"shards\":{",
+                     (unsigned long long)single, (unsigned long long)merged,
+                     (unsigned long long)rd->failovers);
+    for (size_t i = 0; i < r->n_shards; i++)
+        ferry_buf_printf(out, "%s\"%s\":{\"queries\":%llu,\"errors\":%llu,\"error_count\":%llu}",
+                         i ? "," : "", r->shards[i].name,
+                         (unsigned long long)rd->shard_queries[i],
+                         (unsigned long long)rd->shard_errors[i],
+                         (unsigned long long)(rd->rsets ? ferry_rsets_errors(rd->rsets,
+                                                                             (uint32_t)i)
+                                                        : 0));
+    ferry_buf_puts(out, "}}");
+    pthread_mutex_unlock(&rd->sel_mu);
+}
+
 /* ---- the per-snapshot cache ----------------------------------------------------------------- */
+
+#define RD_MAX_CAND 64
 
 static rd_cache *cache_build(ferry_router *r, rt_reads *rd, rt_snapshot *s)
 {
+    (void)rd;
     rd_cache *c = calloc(1, sizeof *c);
     if (!c) {
         rt_snapshot_put(s);
@@ -193,25 +310,19 @@ static rd_cache *cache_build(ferry_router *r, rt_reads *rd, rt_snapshot *s)
     atomic_init(&c->refs, 1);
     c->snap = s;
     c->n_servers = r->n_shards;
-    size_t ns = c->n_servers ? c->n_servers : 1, nt = rd->n_tables ? rd->n_tables : 1;
-    size_t total = 0;
-    for (size_t i = 0; i < s->n_tenants; i++)
-        total += s->tenants[i].splits;
-    c->slices = calloc(ns, sizeof *c->slices);
-    c->n_slices = calloc(ns, sizeof *c->n_slices);
-    c->served = calloc(ns * nt, sizeof *c->served);
-    c->targets = calloc(ns, sizeof *c->targets);
-    c->targets_mat = calloc(ns, sizeof *c->targets_mat);
+    size_t total_cs = 0, total_cand = 0;
+    c->tenant_first = calloc(s->n_tenants + 1, sizeof *c->tenant_first);
     c->unrouted = calloc(s->n_tenants + 1, sizeof *c->unrouted);
     c->held = calloc(s->n_tenants + 1, sizeof *c->held);
     c->held_move = calloc(s->n_tenants + 1, sizeof *c->held_move);
-    if (!c->slices || !c->n_slices || !c->served || !c->targets || !c->targets_mat ||
-        !c->unrouted || !c->held || !c->held_move)
+    if (!c->tenant_first || !c->unrouted || !c->held || !c->held_move)
         goto oom;
     /* Which servers read each slice: rt_read_set (the whole rule, moves included, is there).
-     * One candidate, the first, reads a slice every candidate holds whole; every member of a
-     * union reads its part (each server's query is restricted to the slices listed for it).
-     * Count per server first, then fill. */
+     * ONE: a slice every candidate holds whole; the query picks one of them (pick_build) and
+     * fails over to the next. UNION: every member holds a disjoint part, so each member is a
+     * slice entry of its own with that one candidate (each server's query is restricted to the
+     * slices listed for it; a member that fails has no replacement). HOLD: reads of the tenant
+     * wait for a newer snapshot (plan_analyzed). Count first, then fill. */
     for (size_t i = 0; i < s->n_tenants; i++) {
         const rt_tenant *t = &s->tenants[i];
         bool unrouted = false;
@@ -219,15 +330,17 @@ static rd_cache *cache_build(ferry_router *r, rt_reads *rd, rt_snapshot *s)
         for (uint32_t k = 0; k < t->splits; k++) {
             rt_readers rs;
             rt_read_set(s, t, k, &rs);
-            if (rs.mode == RT_READ_ONE)
-                c->n_slices[rs.shards[0]]++;
-            else if (rs.mode == RT_READ_UNION)
-                for (uint32_t j = 0; j < rs.n; j++)
-                    c->n_slices[rs.shards[j]]++;
-            else if (rs.mode == RT_READ_HOLD)
+            if (rs.mode == RT_READ_ONE) {
+                total_cs++;
+                total_cand += rs.n < RD_MAX_CAND ? rs.n : RD_MAX_CAND;
+            } else if (rs.mode == RT_READ_UNION) {
+                total_cs += rs.n;
+                total_cand += rs.n;
+            } else if (rs.mode == RT_READ_HOLD) {
                 held = rs.move_id;
-            else
+            } else {
                 unrouted = true;
+            }
         }
         if (unrouted)
             c->unrouted[c->n_unrouted++] = t->name;
@@ -236,31 +349,34 @@ static rd_cache *cache_build(ferry_router *r, rt_reads *rd, rt_snapshot *s)
             c->held_move[c->n_held++] = held;
         }
     }
-    for (size_t sv = 0; sv < c->n_servers; sv++) {
-        c->slices[sv] = calloc(c->n_slices[sv] + 1, sizeof **c->slices);
-        if (!c->slices[sv])
-            goto oom;
-        c->n_slices[sv] = 0;
-    }
+    c->cslices = calloc(total_cs + 1, sizeof *c->cslices);
+    c->cand_store = calloc(total_cand + 1, sizeof *c->cand_store);
+    if (!c->cslices || !c->cand_store)
+        goto oom;
+    size_t used = 0;
     for (size_t i = 0; i < s->n_tenants; i++) {
         const rt_tenant *t = &s->tenants[i];
+        c->tenant_first[i] = c->n_cslices;
         for (uint32_t k = 0; k < t->splits; k++) {
             rt_readers rs;
             rt_read_set(s, t, k, &rs);
-            uint32_t n = rs.mode == RT_READ_UNION ? rs.n : rs.mode == RT_READ_ONE ? 1 : 0;
-            for (uint32_t j = 0; j < n; j++) {
-                size_t sv = rs.shards[j];
-                c->slices[sv][c->n_slices[sv]++] = (ferry_sql_slice){t->name, k};
+            if (rs.mode == RT_READ_ONE) {
+                uint32_t n = rs.n < RD_MAX_CAND ? rs.n : RD_MAX_CAND;
+                memcpy(c->cand_store + used, rs.shards, n * sizeof *rs.shards);
+                c->cslices[c->n_cslices++] =
+                    (rd_cslice){.split = k, .n_cand = n, .cand = c->cand_store + used};
+                used += n;
+            } else if (rs.mode == RT_READ_UNION) {
+                for (uint32_t j = 0; j < rs.n; j++) {
+                    c->cand_store[used] = rs.shards[j];
+                    c->cslices[c->n_cslices++] =
+                        (rd_cslice){.split = k, .n_cand = 1, .cand = c->cand_store + used};
+                    used++;
+                }
             }
         }
     }
-    (void)total;
-    for (size_t sv = 0; sv < c->n_servers; sv++) {
-        for (size_t t = 0; t < rd->n_tables; t++)
-            c->served[sv * nt + t] = (ferry_sql_served){c->slices[sv], c->n_slices[sv]};
-        c->targets[sv] = (ferry_sql_target){&c->served[sv * nt], NULL, false};
-        c->targets_mat[sv] = (ferry_sql_target){&c->served[sv * nt], NULL, true};
-    }
+    c->tenant_first[s->n_tenants] = c->n_cslices;
     return c;
 oom:
     cache_put(c);
@@ -645,7 +761,234 @@ typedef struct rd_ctx {
     char plan_kind[16];
     char shards[512];
     int depth;
+    /* the query being run: its analysis, the replica picked per slice (pick_build; failover
+     * moves slices on), whether the plan was made with materialized GLOBAL subqueries, and
+     * their replacements (_data_ name -> expression) for queries planned again on failover */
+    const ferry_sql_analysis *a;
+    ferry_rpick *pick;
+    ferry_sql_slice *pick_slices; /* per pick slice: tenant (into the snapshot), split */
+    bool planned_mat;
+    char **repl; /* pairs: name, expression (owned) */
+    size_t n_repl;
 } rd_ctx;
+
+static void ctx_pick_free(rd_ctx *cx)
+{
+    ferry_rpick_free(cx->pick);
+    free(cx->pick_slices);
+    cx->pick = NULL;
+    cx->pick_slices = NULL;
+    for (size_t i = 0; i < 2 * cx->n_repl; i++)
+        free(cx->repl[i]);
+    free(cx->repl);
+    cx->repl = NULL;
+    cx->n_repl = 0;
+}
+
+/* Picks one replica per slice the analysis reads (every slice when a managed reference has no
+ * tenant filter), in [router] load_balancing order with the router's error counts. */
+static int pick_build(rd_ctx *cx, const ferry_sql_analysis *a)
+{
+    rd_cache *c = cx->cache;
+    const rt_snapshot *snap = c->snap;
+    ctx_pick_free(cx);
+    cx->a = a;
+    bool all = false;
+    bool *want = calloc(snap->n_tenants + 1, sizeof *want);
+    if (!want)
+        return FERRY_ENOMEM;
+    for (size_t i = 0; i < a->n_refs && !all; i++) {
+        const ferry_sql_ref *ref = &a->refs[i];
+        if (ref->table < 0)
+            continue;
+        if (!ref->has_filter) {
+            all = true;
+            break;
+        }
+        for (size_t k = 0; k < ref->n_tenants; k++) {
+            const rt_tenant *t = rt_find_tenant(snap, ref->tenants[k], strlen(ref->tenants[k]));
+            if (t)
+                want[t - snap->tenants] = true;
+        }
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < snap->n_tenants; i++)
+        if (all || want[i])
+            n += c->tenant_first[i + 1] - c->tenant_first[i];
+    int rc = ferry_rpick_new(c->n_servers, &cx->pick);
+    cx->pick_slices = calloc(n + 1, sizeof *cx->pick_slices);
+    if (rc || !cx->pick_slices) {
+        free(want);
+        return FERRY_ENOMEM;
+    }
+    uint32_t order[RD_MAX_CAND];
+    uint64_t now = now_ms();
+    ferry_err err = {0};
+    pthread_mutex_lock(&cx->rd->sel_mu);
+    for (size_t i = 0; i < snap->n_tenants && !rc; i++) {
+        if (!all && !want[i])
+            continue;
+        for (size_t k = c->tenant_first[i]; k < c->tenant_first[i + 1] && !rc; k++) {
+            const rd_cslice *cs = &c->cslices[k];
+            rc = ferry_rsets_order(cx->rd->rsets, cs->cand, cs->n_cand, now, &cx->rd->rng,
+                                   order, &err);
+            size_t idx = 0;
+            if (!rc)
+                rc = ferry_rpick_add(cx->pick, order, cs->n_cand, &idx);
+            if (!rc)
+                cx->pick_slices[idx] = (ferry_sql_slice){snap->tenants[i].name, cs->split};
+        }
+    }
+    pthread_mutex_unlock(&cx->rd->sel_mu);
+    free(want);
+    return rc;
+}
+
+/* Per-server targets for the planner, built from the pick. Normal: n_servers targets, each
+ * serving the slices currently picked on it. Retry: 2 x n_servers targets: the first half a
+ * filler serving every slice on every candidate (so the planner sees the same multi-server
+ * query and makes the same plan kind; its queries are not run), then target n_servers + s
+ * serving exactly the unanswered slices now on server s. */
+typedef struct rd_targets {
+    size_t n;
+    ferry_sql_slice *store;
+    ferry_sql_served *served;
+    ferry_sql_target *t;
+} rd_targets;
+
+static void targets_free(rd_targets *t)
+{
+    free(t->store);
+    free(t->served);
+    free(t->t);
+    memset(t, 0, sizeof *t);
+}
+
+static int targets_build(rd_ctx *cx, bool mat, bool retry, rd_targets *out)
+{
+    size_t ns = cx->cache->n_servers, nt = cx->rd->n_tables ? cx->rd->n_tables : 1;
+    size_t n = retry ? 2 * ns : ns, np = ferry_rpick_count(cx->pick);
+    memset(out, 0, sizeof *out);
+    size_t *cnt = calloc(n + 1, sizeof *cnt), *at = calloc(n + 1, sizeof *at);
+    out->n = n;
+    out->served = calloc(n * nt + 1, sizeof *out->served);
+    out->t = calloc(n + 1, sizeof *out->t);
+    int rc = FERRY_OK;
+    if (!cnt || !at || !out->served || !out->t) {
+        rc = FERRY_ENOMEM;
+        goto out;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < np; i++) {
+            size_t no;
+            const uint32_t *ord = ferry_rpick_order(cx->pick, i, &no);
+            uint32_t cur = ferry_rpick_server(cx->pick, i);
+            size_t tg[RD_MAX_CAND + 1], ntg = 0;
+            if (!retry) {
+                if (cur != FERRY_RPICK_NONE)
+                    tg[ntg++] = cur;
+            } else {
+                for (size_t k = 0; k < no && ntg < RD_MAX_CAND; k++)
+                    tg[ntg++] = ord[k];
+                if (cur != FERRY_RPICK_NONE && !ferry_rpick_is_answered(cx->pick, i))
+                    tg[ntg++] = ns + cur;
+            }
+            for (size_t k = 0; k < ntg; k++) {
+                if (pass == 0)
+                    cnt[tg[k]]++;
+                else
+                    out->store[at[tg[k]]++] = cx->pick_slices[i];
+            }
+        }
+        if (pass == 0) {
+            size_t total = 0;
+            for (size_t k = 0; k < n; k++) {
+                at[k] = total;
+                total += cnt[k];
+            }
+            out->store = calloc(total + 1, sizeof *out->store);
+            if (!out->store) {
+                rc = FERRY_ENOMEM;
+                goto out;
+            }
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        const ferry_sql_slice *first = out->store + (at[k] - cnt[k]);
+        for (size_t t = 0; t < nt; t++)
+            out->served[k * nt + t] = (ferry_sql_served){first, cnt[k]};
+        out->t[k] = (ferry_sql_target){&out->served[k * nt], NULL, mat};
+    }
+out:
+    free(cnt);
+    free(at);
+    if (rc)
+        targets_free(out);
+    return rc;
+}
+
+/* Runs q on a router shard, bracketed for the replica selectors (in flight, errors). */
+static bool conn_error(int rc)
+{
+    return rc == FERRY_ECONNECT || rc == FERRY_ETIMEOUT;
+}
+
+static int server_exec(rd_ctx *cx, size_t server, const ferry_ch_query *q, ferry_ch_status *st,
+                       ferry_err *err)
+{
+    rt_reads *rd = cx->rd;
+    pthread_mutex_lock(&rd->sel_mu);
+    if (rd->rsets)
+        ferry_rsets_begin(rd->rsets, (uint32_t)server);
+    rd->shard_queries[server]++;
+    pthread_mutex_unlock(&rd->sel_mu);
+    int rc = shard_exec(cx->r, server, q, st, err);
+    pthread_mutex_lock(&rd->sel_mu);
+    if (rd->rsets) {
+        ferry_rsets_end(rd->rsets, (uint32_t)server);
+        if (conn_error(rc))
+            ferry_rsets_error(rd->rsets, (uint32_t)server);
+        else if (!rc)
+            ferry_rsets_success(rd->rsets, (uint32_t)server);
+    }
+    if (conn_error(rc))
+        rd->shard_errors[server]++;
+    pthread_mutex_unlock(&rd->sel_mu);
+    return rc;
+}
+
+/* Server `server` could not be reached in this query: its unanswered slices move to their next
+ * replicas. Logs the failover; when a slice has no replica left, fails with the shards tried. */
+static int fail_over(rd_ctx *cx, size_t server, const ferry_err *why, rd_fail *f)
+{
+    size_t lost = 0, moved = 0, np = ferry_rpick_count(cx->pick);
+    for (size_t i = 0; i < np; i++)
+        moved += !ferry_rpick_is_answered(cx->pick, i) &&
+                 ferry_rpick_server(cx->pick, i) == (uint32_t)server;
+    int rc = ferry_rpick_fail(cx->pick, (uint32_t)server, &lost);
+    pthread_mutex_lock(&cx->rd->sel_mu);
+    cx->rd->failovers++;
+    pthread_mutex_unlock(&cx->rd->sel_mu);
+    if (rc == FERRY_ENOTFOUND) {
+        uint32_t tried[RD_MAX_CAND];
+        size_t nt = ferry_rpick_tried(cx->pick, lost, tried, RD_MAX_CAND);
+        char names[512] = "";
+        size_t used = 0;
+        for (size_t k = 0; k < nt && k < RD_MAX_CAND && used + 2 < sizeof names; k++)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", k ? ", " : "",
+                                     cx->r->shards[tried[k]].name);
+        const ferry_sql_slice *sl = &cx->pick_slices[lost];
+        FLOG_WARN("msg=\"router: read failed, no replica left\" tenant=%s split=%u tried=\"%s\"",
+                  sl->tenant, sl->split, names);
+        fail_set(f, why->code ? why->code : FERRY_ECONNECT, "ALL_CONNECTION_TRIES_FAILED",
+                 "no replica of slice %s/%u could be reached (tried %s): %s", sl->tenant,
+                 sl->split, names, why->msg);
+        return f->rc;
+    }
+    FLOG_WARN("msg=\"router: read failover\" shard=%s slices=%zu err=\"%s\"",
+              cx->r->shards[server].name, moved, why->msg);
+    return FERRY_OK;
+}
 
 /* Replaces every occurrence of needle in *s (owned) by rep. */
 static int replace_all(char **s, const char *needle, const char *rep)
@@ -741,12 +1084,16 @@ static void settings_tail(const ferry_read_plan *p, bool server_only, ferry_buf 
 typedef struct partial_job {
     rd_ctx *cx;
     size_t server;
-    char *sql;
+    int ref;           /* GATHER: the managed reference; else -1 */
+    const char *plain; /* the server query as planned (borrowed from a plan) */
+    char *sql;         /* with the statement's server SETTINGS */
     ferry_buf out;
     buf_sink sink;
     int rc;
     ferry_ch_status st;
     ferry_err err;
+    bool dropped;      /* its server failed in its round: output discarded, slices moved on */
+    bool grouped;
 } partial_job;
 
 static void *partial_main(void *arg)
@@ -760,7 +1107,7 @@ static void *partial_main(void *arg)
                         .n_settings = o->n_server,
                         .on_data = buf_sink_write,
                         .on_data_arg = &j->sink};
-    j->rc = shard_exec(j->cx->r, j->server, &q, &j->st, &j->err);
+    j->rc = server_exec(j->cx, j->server, &q, &j->st, &j->err);
     return NULL;
 }
 
@@ -769,7 +1116,7 @@ static int run_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, const char *for
                         void *arg, rd_fail *f);
 static int run_final(rd_ctx *cx, size_t server, const char *sql, const ferry_read_plan *p,
                      const char *format, const ferry_ch_setting *extra, size_t n_extra,
-                     ferry_ch_write_fn sink, void *arg, rd_fail *f);
+                     ferry_ch_write_fn sink, void *arg, rd_fail *f, uint64_t *received);
 
 /* Whether the analysis reads a managed table. */
 static bool reads_managed(const ferry_sql_analysis *a)
@@ -797,6 +1144,12 @@ static int run_global(rd_ctx *cx, const char *sql, ferry_buf *out, rd_fail *f)
     rd_ctx sub = *cx;
     sub.depth = cx->depth + 1;
     sub.plan_kind[0] = sub.shards[0] = '\0';
+    /* the subquery picks its own replicas */
+    sub.a = NULL;
+    sub.pick = NULL;
+    sub.pick_slices = NULL;
+    sub.repl = NULL;
+    sub.n_repl = 0;
     if (!a.understood) {
         rc = fail_set(f, FERRY_EUNSUPPORTED, "NOT_IMPLEMENTED",
                       "cannot route the GLOBAL subquery: %s", a.why);
@@ -805,10 +1158,11 @@ static int run_global(rd_ctx *cx, const char *sql, ferry_buf *out, rd_fail *f)
     } else if (!reads_managed(&a)) {
         /* Only tables every server has (e.g. a dimension table): any server computes it. */
         ferry_read_plan none = {0};
-        rc = run_final(&sub, 0, sql, &none, "Native", lim, 2, buf_sink_write, &s, f);
+        rc = run_final(&sub, 0, sql, &none, "Native", lim, 2, buf_sink_write, &s, f, NULL);
     } else {
         rc = run_analyzed(&sub, &a, "Native", lim, 2, buf_sink_write, &s, f);
     }
+    ctx_pick_free(&sub);
     cx->pubs = sub.pubs; /* what the subquery published lives as long as the request */
     cx->n_pubs = sub.n_pubs;
     ferry_sql_analysis_free(&a);
@@ -823,6 +1177,19 @@ static int run_global(rd_ctx *cx, const char *sql, ferry_buf *out, rd_fail *f)
                         "global_max_rows (%llu) rows; raise the limit or narrow the subquery",
                         (unsigned long long)cx->rd->global_max_rows);
     return rc;
+}
+
+/* Remembers a GLOBAL replacement for queries planned again on failover. */
+static int repl_keep(rd_ctx *cx, const char *name, const char *expr)
+{
+    char **n = realloc(cx->repl, 2 * (cx->n_repl + 1) * sizeof *n);
+    if (!n)
+        return FERRY_ENOMEM;
+    cx->repl = n;
+    n[2 * cx->n_repl] = strdup(name);
+    n[2 * cx->n_repl + 1] = strdup(expr);
+    cx->n_repl++;
+    return n[2 * cx->n_repl - 2] && n[2 * cx->n_repl - 1] ? FERRY_OK : FERRY_ENOMEM;
 }
 
 /* Computes the plan's GLOBAL subqueries and replaces their _data_ names in every query. */
@@ -860,7 +1227,8 @@ static int materialize_globals(rd_ctx *cx, ferry_read_plan *p, rd_fail *f)
             partial_expr(cx, pub, &expr);
             ferry_buf_puts(&expr, ")");
         }
-        int rc2 = FERRY_OK;
+        int rc2 = expr.data ? repl_keep(cx, p->globals[g].name, ferry_buf_cstr(&expr))
+                            : FERRY_ENOMEM;
         for (size_t i = 0; i < p->n_queries && !rc2; i++)
             rc2 = replace_all(&p->queries[i].sql, p->globals[g].name, ferry_buf_cstr(&expr));
         if (!rc2 && p->initiator_sql)
@@ -872,10 +1240,11 @@ static int materialize_globals(rd_ctx *cx, ferry_read_plan *p, rd_fail *f)
     return FERRY_OK;
 }
 
-/* The final query of a plan on server `server`: text + SETTINGS + FORMAT, streamed to sink. */
+/* The final query of a plan on server `server`: text + SETTINGS + FORMAT, streamed to sink.
+ * *received (may be NULL) gets the answer bytes the server delivered to sink. */
 static int run_final(rd_ctx *cx, size_t server, const char *sql, const ferry_read_plan *p,
                      const char *format, const ferry_ch_setting *extra, size_t n_extra,
-                     ferry_ch_write_fn sink, void *arg, rd_fail *f)
+                     ferry_ch_write_fn sink, void *arg, rd_fail *f, uint64_t *received)
 {
     const rd_opts *o = cx->o;
     ferry_buf text = {0};
@@ -884,6 +1253,8 @@ static int run_final(rd_ctx *cx, size_t server, const char *sql, const ferry_rea
     if (p->format)
         ferry_buf_printf(&text, " FORMAT %s", p->format);
     ferry_ch_setting *set = calloc(o->n_all + n_extra + 1, sizeof *set);
+    if (received)
+        *received = 0;
     if (!text.data || !set) {
         ferry_buf_free(&text);
         free(set);
@@ -904,7 +1275,9 @@ static int run_final(rd_ctx *cx, size_t server, const char *sql, const ferry_rea
                         .on_data_arg = arg};
     ferry_ch_status st;
     ferry_err err = {0};
-    int rc = shard_exec(cx->r, server, &q, &st, &err);
+    int rc = server_exec(cx, server, &q, &st, &err);
+    if (received)
+        *received = st.bytes_received;
     if (rc)
         fail_from_exec(f, rc, &st, &err);
     ferry_buf_free(&text);
@@ -912,60 +1285,192 @@ static int run_final(rd_ctx *cx, size_t server, const char *sql, const ferry_rea
     return rc;
 }
 
-/* Runs the partial queries in parallel, publishes them and runs the initiator query. */
+/* Adds a partial job (jobs grow by pointer: a job's sink points into the job). */
+static int job_add(rd_ctx *cx, const ferry_read_plan *p, partial_job ***jobs, size_t *n,
+                   size_t *cap, size_t server, int ref, const char *plain,
+                   atomic_uint_fast64_t *total)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 8;
+        partial_job **nj = realloc(*jobs, c * sizeof *nj);
+        if (!nj)
+            return FERRY_ENOMEM;
+        *jobs = nj;
+        *cap = c;
+    }
+    partial_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return FERRY_ENOMEM;
+    ferry_buf b = {0};
+    ferry_buf_puts(&b, plain);
+    settings_tail(p, true, &b);
+    j->cx = cx;
+    j->server = server;
+    j->ref = ref;
+    j->plain = plain;
+    j->sql = ferry_buf_detach(&b);
+    j->sink = (buf_sink){.b = &j->out, .max = cx->rd->max_partial_bytes, .shared_total = total};
+    (*jobs)[(*n)++] = j;
+    return j->sql ? FERRY_OK : FERRY_ENOMEM;
+}
+
+/* Runs jobs[from..n) in parallel (a thread each beyond the first). */
+static void run_jobs(partial_job **jobs, size_t from, size_t n)
+{
+    size_t m = n - from;
+    pthread_t *th = calloc(m, sizeof *th);
+    bool *started = calloc(m, sizeof *started);
+    for (size_t i = 1; th && started && i < m; i++)
+        started[i] = pthread_create(&th[i], NULL, partial_main, jobs[from + i]) == 0;
+    partial_main(jobs[from]);
+    for (size_t i = 1; i < m; i++) {
+        if (started && started[i])
+            pthread_join(th[i], NULL);
+        else
+            partial_main(jobs[from + i]);
+    }
+    free(th);
+    free(started);
+}
+
+/* After a round of partial jobs: servers that answered keep their slices; a server that could
+ * not be reached has its output dropped and its unanswered slices moved to their next replicas;
+ * the queries for exactly those slices are planned (same plan kind) into *retry and added as new
+ * jobs. *again: new jobs were added. */
+static int round_end(rd_ctx *cx, const ferry_read_plan *p, partial_job ***jobs, size_t from,
+                     size_t *n, size_t *cap, atomic_uint_fast64_t *total, ferry_read_plan *retry,
+                     bool *again, rd_fail *f)
+{
+    size_t ns = cx->cache->n_servers;
+    bool *failed = calloc(ns + 1, sizeof *failed);
+    const ferry_err **why = calloc(ns + 1, sizeof *why);
+    int rc = FERRY_OK;
+    *again = false;
+    if (!failed || !why) {
+        rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+        goto out;
+    }
+    bool any = false;
+    for (size_t i = from; i < *n; i++) {
+        partial_job *j = (*jobs)[i];
+        if (conn_error(j->rc) && !j->sink.over) {
+            failed[j->server] = any = true;
+            why[j->server] = &j->err;
+        }
+    }
+    if (!any)
+        goto out;
+    for (size_t i = from; i < *n; i++) {
+        partial_job *j = (*jobs)[i];
+        if (!failed[j->server])
+            continue;
+        j->dropped = true;
+        atomic_fetch_sub(total, j->out.len);
+        ferry_buf_free(&j->out);
+    }
+    for (size_t i = from; i < *n; i++)
+        if (!failed[(*jobs)[i]->server])
+            ferry_rpick_answered(cx->pick, (uint32_t)(*jobs)[i]->server);
+    for (size_t s = 0; s < ns && !rc; s++)
+        if (failed[s])
+            rc = fail_over(cx, s, why[s], f);
+    if (rc)
+        goto out;
+    rd_targets tg;
+    ferry_err err = {0};
+    if (targets_build(cx, cx->planned_mat, true, &tg)) {
+        rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+        goto out;
+    }
+    rc = ferry_sql_plan(cx->a, cx->rd->tables, tg.t, tg.n, retry, &err);
+    targets_free(&tg);
+    if (rc) {
+        rc = fail_set(f, rc, "NOT_IMPLEMENTED", "cannot plan the failover query: %s", err.msg);
+        goto out;
+    }
+    if (retry->kind != p->kind) {
+        rc = fail_set(f, FERRY_EINTERNAL, "NOT_IMPLEMENTED",
+                      "the failover plan is a %s plan, the query's a %s plan",
+                      ferry_plan_kind_name(retry->kind), ferry_plan_kind_name(p->kind));
+        goto out;
+    }
+    for (size_t q = 0; q < retry->n_queries && !rc; q++) {
+        ferry_plan_server_query *sq = &retry->queries[q];
+        if (sq->server < ns)
+            continue; /* the filler (see targets_build) */
+        for (size_t k = 0; k < cx->n_repl && !rc; k++)
+            rc = replace_all(&sq->sql, cx->repl[2 * k], cx->repl[2 * k + 1]);
+        if (!rc)
+            rc = job_add(cx, p, jobs, n, cap, sq->server - ns,
+                         p->kind == FERRY_PLAN_GATHER ? sq->ref : -1, sq->sql, total);
+        *again = true;
+    }
+    if (rc)
+        rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+out:
+    free(failed);
+    free(why);
+    return rc;
+}
+
+/* Runs the partial queries in parallel (failing over per server), publishes them and runs the
+ * initiator query. */
 static int run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
                       const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
                       void *arg, rd_fail *f)
 {
-    size_t n = p->n_queries;
-    partial_job *jobs = calloc(n, sizeof *jobs);
-    pthread_t *th = calloc(n, sizeof *th);
-    bool *started = calloc(n, sizeof *started);
+    size_t n = 0, cap = 0, from = 0, n_retries = 0;
+    size_t ns = cx->cache->n_servers;
+    partial_job **jobs = NULL;
+    ferry_read_plan *retries = NULL;
     atomic_uint_fast64_t total;
     atomic_init(&total, 0);
     char *init = NULL;
     int rc = FERRY_OK;
-    if (!jobs || !th || !started) {
+    for (size_t i = 0; i < p->n_queries && !rc; i++)
+        rc = job_add(cx, p, &jobs, &n, &cap, p->queries[i].server,
+                     p->kind == FERRY_PLAN_GATHER ? p->queries[i].ref : -1, p->queries[i].sql,
+                     &total);
+    if (rc) {
         rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        ferry_buf b = {0};
-        ferry_buf_puts(&b, p->queries[i].sql);
-        settings_tail(p, true, &b);
-        jobs[i].cx = cx;
-        jobs[i].server = p->queries[i].server;
-        jobs[i].sql = ferry_buf_detach(&b);
-        jobs[i].sink = (buf_sink){.b = &jobs[i].out, .max = cx->rd->max_partial_bytes,
-                                  .shared_total = &total};
-        if (!jobs[i].sql) {
+    for (;;) {
+        run_jobs(jobs, from, n);
+        for (size_t i = from; i < n; i++) {
+            if (jobs[i]->sink.over) {
+                rc = fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
+                              "the servers' partial results are larger than [router] "
+                              "max_partial_bytes (%llu bytes); narrow the query or raise the "
+                              "limit",
+                              (unsigned long long)cx->rd->max_partial_bytes);
+                goto out;
+            }
+        }
+        /* a query error (the server's exception) is the user's: as ClickHouse reported it */
+        for (size_t i = from; i < n; i++)
+            if (jobs[i]->rc && !conn_error(jobs[i]->rc)) {
+                rc = fail_from_exec(f, jobs[i]->rc, &jobs[i]->st, &jobs[i]->err);
+                goto out;
+            }
+        ferry_read_plan *nr = realloc(retries, (n_retries + 1) * sizeof *nr);
+        if (!nr) {
             rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
             goto out;
         }
-    }
-    for (size_t i = 1; i < n; i++)
-        started[i] = pthread_create(&th[i], NULL, partial_main, &jobs[i]) == 0;
-    partial_main(&jobs[0]);
-    for (size_t i = 1; i < n; i++) {
-        if (started[i])
-            pthread_join(th[i], NULL);
-        else
-            partial_main(&jobs[i]);
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (jobs[i].sink.over) {
-            rc = fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
-                          "the servers' partial results are larger than [router] "
-                          "max_partial_bytes (%llu bytes); narrow the query or raise the limit",
-                          (unsigned long long)cx->rd->max_partial_bytes);
+        retries = nr;
+        memset(&retries[n_retries], 0, sizeof *retries);
+        n_retries++;
+        bool again;
+        size_t before = n;
+        rc = round_end(cx, p, &jobs, from, &n, &cap, &total, &retries[n_retries - 1], &again,
+                       f);
+        if (rc)
             goto out;
-        }
+        if (!again)
+            break;
+        from = before;
     }
-    for (size_t i = 0; i < n; i++)
-        if (jobs[i].rc) {
-            rc = fail_from_exec(f, jobs[i].rc, &jobs[i].st, &jobs[i].err);
-            goto out;
-        }
     init = strdup(p->initiator_sql);
     if (!init) {
         rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
@@ -974,16 +1479,16 @@ static int run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
     /* One published partial per placeholder: {{ferry.partial}}, or {{ferry.rows.N}} per
      * managed reference of a gather plan. */
     for (size_t i = 0; i < n; i++) {
-        if (!jobs[i].sql)
-            continue; /* already grouped */
-        int ref = p->kind == FERRY_PLAN_GATHER ? p->queries[i].ref : -1;
+        if (jobs[i]->dropped || jobs[i]->grouped)
+            continue;
+        int ref = jobs[i]->ref;
         size_t cnt = 0, bytes = 0;
         for (size_t k = i; k < n; k++)
-            if (jobs[k].sql && (p->kind == FERRY_PLAN_GATHER ? p->queries[k].ref : -1) == ref)
-                cnt++, bytes += jobs[k].out.len;
+            if (!jobs[k]->dropped && !jobs[k]->grouped && jobs[k]->ref == ref)
+                cnt++, bytes += jobs[k]->out.len;
         ferry_buf expr = {0};
         if (bytes == 0) {
-            ferry_buf_printf(&expr, "(SELECT * FROM (%s) LIMIT 0)", p->queries[i].sql);
+            ferry_buf_printf(&expr, "(SELECT * FROM (%s) LIMIT 0)", jobs[i]->plain);
         } else {
             ferry_buf *segs = calloc(cnt, sizeof *segs);
             if (!segs) {
@@ -992,9 +1497,9 @@ static int run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
             }
             size_t m = 0;
             for (size_t k = i; k < n; k++)
-                if (jobs[k].sql && (p->kind == FERRY_PLAN_GATHER ? p->queries[k].ref : -1) == ref) {
-                    segs[m++] = jobs[k].out;
-                    memset(&jobs[k].out, 0, sizeof jobs[k].out);
+                if (!jobs[k]->dropped && !jobs[k]->grouped && jobs[k]->ref == ref) {
+                    segs[m++] = jobs[k]->out;
+                    memset(&jobs[k]->out, 0, sizeof jobs[k]->out);
                 }
             rt_partial *pub = partial_publish(cx->rd, segs, m);
             if (!pub || pub_keep(cx, pub)) {
@@ -1019,35 +1524,91 @@ static int run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
             rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
             goto out;
         }
-        for (size_t k = i + 1; k < n; k++)
-            if (jobs[k].sql && (p->kind == FERRY_PLAN_GATHER ? p->queries[k].ref : -1) == ref) {
-                free(jobs[k].sql);
-                jobs[k].sql = NULL;
-            }
+        for (size_t k = i; k < n; k++)
+            if (!jobs[k]->dropped && jobs[k]->ref == ref)
+                jobs[k]->grouped = true;
     }
-    /* The initiator: the server with the largest partial share would save little (every
-     * partial goes through the router); the first server of the plan keeps it predictable. */
-    rc = run_final(cx, p->queries[0].server, init, p, format, extra, n_extra, sink, arg, f);
+    /* The initiator: the first server of the plan that answered keeps it predictable (the
+     * server with the largest partial share would save little: every partial goes through the
+     * router). When it cannot be reached before any byte of the answer, the next one. */
+    size_t tried = 0;
+    for (size_t pass = 0; pass < 2; pass++) {
+        for (size_t k = 0; k < (pass ? ns : n); k++) {
+            size_t sv = pass ? k : jobs[k]->server;
+            if ((!pass && jobs[k]->dropped) || ferry_rpick_server_failed(cx->pick, (uint32_t)sv))
+                continue;
+            uint64_t got = 0;
+            tried++;
+            rc = run_final(cx, sv, init, p, format, extra, n_extra, sink, arg, f, &got);
+            if (!conn_error(rc) || got)
+                goto out;
+            FLOG_WARN("msg=\"router: read failover (initiator)\" shard=%s err=\"%s\"",
+                      cx->r->shards[sv].name, f->err.msg);
+            ferry_rpick_fail(cx->pick, (uint32_t)sv, NULL);
+            pthread_mutex_lock(&cx->rd->sel_mu);
+            cx->rd->failovers++;
+            pthread_mutex_unlock(&cx->rd->sel_mu);
+        }
+    }
+    if (!tried)
+        rc = fail_set(f, FERRY_ECONNECT, "ALL_CONNECTION_TRIES_FAILED",
+                      "no server is left to merge the partial results");
 out:
     for (size_t i = 0; jobs && i < n; i++) {
-        free(jobs[i].sql);
-        ferry_buf_free(&jobs[i].out);
+        free(jobs[i]->sql);
+        ferry_buf_free(&jobs[i]->out);
+        free(jobs[i]);
     }
     free(jobs);
-    free(th);
-    free(started);
+    for (size_t i = 0; i < n_retries; i++)
+        ferry_read_plan_free(&retries[i]);
+    free(retries);
     free(init);
     return rc;
 }
 
-/* Checks the query against the router's rules and plans it; GLOBAL subqueries of a plan that
- * needs several servers are computed and published. *plan is the caller's to free. */
+/* Plans the analysed query (cx->a) over the replicas currently picked (cx->pick); GLOBAL
+ * subqueries of a plan that needs several servers are computed and published. */
+static int plan_for_pick(rd_ctx *cx, ferry_read_plan *plan, rd_fail *f)
+{
+    rt_reads *rd = cx->rd;
+    rd_targets tg;
+    ferry_err err = {0};
+    memset(plan, 0, sizeof *plan);
+    if (targets_build(cx, false, false, &tg))
+        return fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+    int rc = ferry_sql_plan(cx->a, rd->tables, tg.t, tg.n, plan, &err);
+    targets_free(&tg);
+    cx->planned_mat = false;
+    if (!rc && plan->kind != FERRY_PLAN_SINGLE && plan->n_globals) {
+        ferry_read_plan_free(plan);
+        memset(plan, 0, sizeof *plan);
+        if (targets_build(cx, true, false, &tg))
+            return fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+        rc = ferry_sql_plan(cx->a, rd->tables, tg.t, tg.n, plan, &err);
+        targets_free(&tg);
+        if (rc)
+            return fail_set(f, rc, "NOT_IMPLEMENTED", "cannot plan the query: %s", err.msg);
+        cx->planned_mat = true;
+        rc = materialize_globals(cx, plan, f);
+        if (rc)
+            return rc;
+    } else if (rc) {
+        return fail_set(f, rc, "NOT_IMPLEMENTED", "cannot plan the query: %s", err.msg);
+    }
+    if (plan->n_queries == 0)
+        return fail_set(f, FERRY_EINTERNAL, "NOT_IMPLEMENTED", "the plan has no server query");
+    return FERRY_OK;
+}
+
+/* Checks the query against the router's rules, picks a replica per slice and plans it; GLOBAL
+ * subqueries of a plan that needs several servers are computed and published. *plan is the
+ * caller's to free. */
 static int plan_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, ferry_read_plan *plan,
                          rd_fail *f)
 {
     rt_reads *rd = cx->rd;
     rd_cache *c = cx->cache;
-    ferry_err err = {0};
     int rc;
     memset(plan, 0, sizeof *plan);
     for (size_t i = 0; i < a->n_refs; i++) {
@@ -1089,22 +1650,13 @@ static int plan_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, ferry_read_pla
             }
         }
     }
-    size_t ns = c->n_servers;
-    rc = ferry_sql_plan(a, rd->tables, c->targets, ns, plan, &err);
-    if (!rc && plan->kind != FERRY_PLAN_SINGLE && plan->n_globals) {
-        ferry_read_plan_free(plan);
-        memset(plan, 0, sizeof *plan);
-        rc = ferry_sql_plan(a, rd->tables, c->targets_mat, ns, plan, &err);
-        if (rc)
-            return fail_set(f, rc, "NOT_IMPLEMENTED", "cannot plan the query: %s", err.msg);
-        rc = materialize_globals(cx, plan, f);
-        if (rc)
-            return rc;
-    } else if (rc) {
-        return fail_set(f, rc, "NOT_IMPLEMENTED", "cannot plan the query: %s", err.msg);
-    }
-    if (plan->n_queries == 0)
-        return fail_set(f, FERRY_EINTERNAL, "NOT_IMPLEMENTED", "the plan has no server query");
+    if (!c->n_servers)
+        return fail_set(f, FERRY_EINVAL, "NOT_IMPLEMENTED", "the router has no shards");
+    if (pick_build(cx, a))
+        return fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+    rc = plan_for_pick(cx, plan, f);
+    if (rc)
+        return rc;
     if (cx->depth == 0) {
         snprintf(cx->plan_kind, sizeof cx->plan_kind, "%s", ferry_plan_kind_name(plan->kind));
         size_t used = 0;
@@ -1121,6 +1673,47 @@ static int plan_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, ferry_read_pla
     return FERRY_OK;
 }
 
+/* Runs a single-server plan; when its server cannot be reached before any byte of the answer
+ * was delivered, its slices move to their next replicas and the query is planned again (it may
+ * then need several servers). */
+static int run_single(rd_ctx *cx, ferry_read_plan *plan, const char *format,
+                      const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
+                      void *arg, rd_fail *f)
+{
+    size_t ns = cx->cache->n_servers;
+    for (;;) {
+        if (plan->kind != FERRY_PLAN_SINGLE)
+            return run_merged(cx, plan, format, extra, n_extra, sink, arg, f);
+        size_t sv = plan->queries[0].server;
+        uint64_t got = 0;
+        int rc = run_final(cx, sv, plan->queries[0].sql, plan, format, extra, n_extra, sink, arg,
+                           f, &got);
+        if (!conn_error(rc) || got || !cx->pick)
+            return rc;
+        ferry_err why = f->err;
+        if (ferry_rpick_count(cx->pick) == 0) {
+            /* the query reads no slice: any server answers it */
+            ferry_rpick_fail(cx->pick, (uint32_t)sv, NULL);
+            size_t next = 0;
+            while (next < ns && ferry_rpick_server_failed(cx->pick, (uint32_t)next))
+                next++;
+            if (next == ns)
+                return rc;
+            FLOG_WARN("msg=\"router: read failover\" shard=%s slices=0 err=\"%s\"",
+                      cx->r->shards[sv].name, why.msg);
+            plan->queries[0].server = next;
+            continue;
+        }
+        rc = fail_over(cx, sv, &why, f);
+        if (rc)
+            return rc;
+        ferry_read_plan_free(plan);
+        rc = plan_for_pick(cx, plan, f);
+        if (rc)
+            return rc;
+    }
+}
+
 /* Runs a plan; the final answer goes to sink. */
 static int exec_plan(rd_ctx *cx, ferry_read_plan *plan, const char *format,
                      const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
@@ -1129,8 +1722,7 @@ static int exec_plan(rd_ctx *cx, ferry_read_plan *plan, const char *format,
     rt_reads *rd = cx->rd;
     int rc;
     if (plan->kind == FERRY_PLAN_SINGLE)
-        rc = run_final(cx, plan->queries[0].server, plan->queries[0].sql, plan, format, extra,
-                       n_extra, sink, arg, f);
+        rc = run_single(cx, plan, format, extra, n_extra, sink, arg, f);
     else
         rc = run_merged(cx, plan, format, extra, n_extra, sink, arg, f);
     pthread_mutex_lock(&rd->mu);
@@ -1244,6 +1836,7 @@ static void stream_free(void *arg)
     for (size_t i = 0; i < s->cx.n_pubs; i++)
         partial_unpublish(s->cx.rd, s->cx.pubs[i]);
     free(s->cx.pubs);
+    ctx_pick_free(&s->cx);
     cache_put(s->cx.cache);
     ferry_read_plan_free(&s->plan);
     ferry_buf_free(&s->small);

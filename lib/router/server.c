@@ -725,7 +725,7 @@ static void on_ping(ferry_http_req *req, void *ctx)
 static void on_status(ferry_http_req *req, void *ctx)
 {
     ferry_router *r = ctx;
-    char body[512];
+    ferry_buf body = {0};
     pthread_mutex_lock(&r->mu);
     uint64_t oldest = 0;
     for (size_t i = 0; i < r->n_inflight; i++)
@@ -734,14 +734,20 @@ static void on_status(ferry_http_req *req, void *ctx)
     char oldest_s[32] = "null";
     if (r->n_inflight)
         snprintf(oldest_s, sizeof oldest_s, "%llu", (unsigned long long)oldest);
-    snprintf(body, sizeof body,
-             "{\"routing_version\":%llu,\"inflight_oldest_version\":%s,\"insert_requests\":%llu,"
-             "\"rows_routed\":%llu,\"reroutes\":%llu}",
-             (unsigned long long)(r->snap ? r->snap->version : 0), oldest_s,
-             (unsigned long long)r->requests, (unsigned long long)r->rows_routed,
-             (unsigned long long)r->reroutes);
+    ferry_buf_printf(&body,
+                     "{\"routing_version\":%llu,\"inflight_oldest_version\":%s,"
+                     "\"insert_requests\":%llu,\"rows_routed\":%llu,\"reroutes\":%llu",
+                     (unsigned long long)(r->snap ? r->snap->version : 0), oldest_s,
+                     (unsigned long long)r->requests, (unsigned long long)r->rows_routed,
+                     (unsigned long long)r->reroutes);
     pthread_mutex_unlock(&r->mu);
-    ferry_http_respond(req, 200, "application/json", body, strlen(body));
+    rt_reads_status(r, &body);
+    ferry_buf_putc(&body, '}');
+    if (body.data)
+        ferry_http_respond(req, 200, "application/json", body.data, body.len);
+    else
+        ferry_http_respond_text(req, 500, "out of memory\n");
+    ferry_buf_free(&body);
 }
 
 /* ---- configuration and life cycle ----------------------------------------------------------- */
@@ -753,7 +759,7 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "max_request_bytes", "max_row_bytes", "shard_timeout",
                                        "load_balancing", "allow_fanout", "global_max_rows",
                                        "global_max_bytes", "max_partial_bytes", "advertise_url",
-                                       "publish_wait", NULL};
+                                       "publish_wait", "replica_error_half_life", NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
