@@ -174,12 +174,27 @@ typedef struct ferry_sql_served {
     size_t n;
 } ferry_sql_served;
 
+/* A tenant's split count: its slices are splits 0..splits-1. */
+typedef struct ferry_sql_tenant_splits {
+    const char *tenant;
+    uint32_t splits;
+} ferry_sql_tenant_splits;
+
 /* Per server and managed table (index as in the tables array): local table name, for
  * per_tenant tables a pattern with {tenant}. NULL = the name as written (identity). */
 typedef struct ferry_sql_target {
     const ferry_sql_served *served; /* one per table */
     const char *const *local_names; /* one per table, entries may be NULL; array may be NULL */
     bool materialize_globals;       /* replace GLOBAL subqueries by their _data_ names */
+    /* Optional (NULL: unknown): every tenant's split count, sorted by tenant (strcmp). A
+     * reference whose tenant filter names only tenants of which this server serves every split
+     * gets no slice restriction: split counts only grow, so every row of those tenants on the
+     * server is in a slice it serves, and the tenant filter (which stays in the query, its IN
+     * lists pruned to the tenants the server serves) already selects exactly them. Not for
+     * references without a tenant filter, wrapped join sides or gather plans. Saves the server
+     * evaluating the (tenant, split) IN set, which costs ~1 ms per query on ClickHouse 26.7. */
+    const ferry_sql_tenant_splits *tenant_splits;
+    size_t n_tenant_splits;
 } ferry_sql_target;
 
 typedef struct ferry_sql_rewritten {

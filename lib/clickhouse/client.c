@@ -23,6 +23,9 @@
  * the end can be cut off. Exception texts are far shorter. */
 #define HOLD_WINDOW (64 * 1024)
 #define ERR_BODY_MAX (64 * 1024)
+/* In-memory bodies up to this size are handed to libcurl whole (CURLOPT_POSTFIELDS), which
+ * sends them with the headers; libcurl does that below 64 KiB. */
+#define SMALL_BODY_MAX (60 * 1024)
 
 struct ferry_ch_client {
     CURL *curl;
@@ -414,12 +417,22 @@ static int attempt_once(ferry_ch_client *c, xfer *x, const char *url,
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
     curl_easy_setopt(h, CURLOPT_POST, 1L);
-    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-    curl_easy_setopt(h, CURLOPT_READDATA, x);
-    curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
-    curl_easy_setopt(h, CURLOPT_SEEKDATA, x);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
-                     x->mem ? (curl_off_t)x->mem_len : (curl_off_t)-1);
+    if (x->mem && x->mem == x->q->sql && x->mem_len <= SMALL_BODY_MAX) {
+        /* A statement sent as the body (no data) goes out in the same send() as the headers:
+         * one packet, one wake-up of the server instead of two (a read callback makes libcurl
+         * send the headers first and the body in a second call). Bodies that are data (INSERT)
+         * keep the read callback. */
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->mem_len);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, x->mem_len ? x->mem : "");
+        c->stats.bytes_sent += x->mem_len;
+    } else {
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(h, CURLOPT_READDATA, x);
+        curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+        curl_easy_setopt(h, CURLOPT_SEEKDATA, x);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                         x->mem ? (curl_off_t)x->mem_len : (curl_off_t)-1);
+    }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);

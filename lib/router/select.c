@@ -60,6 +60,7 @@ typedef struct rd_cache {
     char **held;              /* tenants with a slice a move is publishing (rt_read_set) */
     const char **held_move;   /* the move of each */
     size_t n_held;
+    ferry_sql_tenant_splits *tenant_splits; /* per snapshot tenant, sorted (names borrowed) */
 } rd_cache;
 
 /* One published partial result: the bytes of one or more servers' Native answers. */
@@ -232,6 +233,7 @@ static void cache_put(rd_cache *c)
     free(c->unrouted);
     free(c->held);
     free(c->held_move);
+    free(c->tenant_splits);
     rt_snapshot_put(c->snap);
     free(c);
 }
@@ -315,8 +317,14 @@ static rd_cache *cache_build(ferry_router *r, rt_reads *rd, rt_snapshot *s)
     c->unrouted = calloc(s->n_tenants + 1, sizeof *c->unrouted);
     c->held = calloc(s->n_tenants + 1, sizeof *c->held);
     c->held_move = calloc(s->n_tenants + 1, sizeof *c->held_move);
-    if (!c->tenant_first || !c->unrouted || !c->held || !c->held_move)
+    c->tenant_splits = calloc(s->n_tenants + 1, sizeof *c->tenant_splits);
+    if (!c->tenant_first || !c->unrouted || !c->held || !c->held_move || !c->tenant_splits)
         goto oom;
+    /* every tenant's split count, so a server picked for every slice of a tenant reads it
+     * without a slice restriction (ferry_sql_target.tenant_splits; the snapshot's tenants are
+     * sorted by name, as the planner needs) */
+    for (size_t i = 0; i < s->n_tenants; i++)
+        c->tenant_splits[i] = (ferry_sql_tenant_splits){s->tenants[i].name, s->tenants[i].splits};
     /* Which servers read each slice: rt_read_set (the whole rule, moves included, is there).
      * ONE: a slice every candidate holds whole; the query picks one of them (pick_build) and
      * fails over to the next. UNION: every member holds a disjoint part, so each member is a
@@ -917,7 +925,8 @@ static int targets_build(rd_ctx *cx, bool mat, bool retry, rd_targets *out)
         const ferry_sql_slice *first = out->store + (at[k] - cnt[k]);
         for (size_t t = 0; t < nt; t++)
             out->served[k * nt + t] = (ferry_sql_served){first, cnt[k]};
-        out->t[k] = (ferry_sql_target){&out->served[k * nt], NULL, mat};
+        out->t[k] = (ferry_sql_target){&out->served[k * nt], NULL, mat, cx->cache->tenant_splits,
+                                       cx->cache->snap->n_tenants};
     }
 out:
     free(cnt);

@@ -172,6 +172,37 @@ static int read_set(const ferry_sql_analysis *a, const ferry_sql_target *target,
     return FERRY_OK;
 }
 
+static int cmp_tenant_splits(const void *key, const void *elem)
+{
+    return strcmp(key, ((const ferry_sql_tenant_splits *)elem)->tenant);
+}
+
+/* Whether ref needs no slice restriction on this server: it has a tenant filter (or is a
+ * per-tenant table) and the server serves every split of every tenant it reads there (see
+ * ferry_sql_target.tenant_splits). set/n: the reference's read set, sorted. */
+static bool reads_whole_tenants(const ferry_sql_analysis *a, const ferry_sql_target *target,
+                                size_t ref, const ferry_sql_slice *const *set, size_t n)
+{
+    const ferry_sql_ref *r = &a->refs[ref];
+    if (!target->tenant_splits || !n || r->wrap || !(r->has_filter || r->tenant))
+        return false;
+    for (size_t i = 0; i < n;) {
+        const ferry_sql_tenant_splits *ts =
+            bsearch(set[i]->tenant, target->tenant_splits, target->n_tenant_splits,
+                    sizeof *target->tenant_splits, cmp_tenant_splits);
+        /* distinct splits below the count (the set is sorted by tenant, then split) */
+        uint32_t have = 0;
+        size_t j = i;
+        for (; j < n && !strcmp(set[j]->tenant, set[i]->tenant); j++)
+            if (ts && set[j]->split < ts->splits && (j == i || set[j]->split != set[j - 1]->split))
+                have++;
+        if (!ts || !ts->splits || have != ts->splits)
+            return false;
+        i = j;
+    }
+    return true;
+}
+
 /* A column of the reference, qualified when qualify. */
 static int append_col(const ferry_sql_ref *r, const char *col, bool qualify, ferry_buf *out)
 {
@@ -184,6 +215,13 @@ int sql_restriction(const ferry_sql_analysis *a, const ferry_sql_table *tables,
                     const ferry_sql_target *target, size_t ref, bool qualify, ferry_buf *out,
                     bool *empty)
 {
+    return sql_restriction_ex(a, tables, target, ref, qualify, out, empty, NULL);
+}
+
+int sql_restriction_ex(const ferry_sql_analysis *a, const ferry_sql_table *tables,
+                       const ferry_sql_target *target, size_t ref, bool qualify, ferry_buf *out,
+                       bool *empty, bool *whole)
+{
     const ferry_sql_ref *r = &a->refs[ref];
     const ferry_sql_table *t = &tables[r->table];
     const ferry_sql_slice **set;
@@ -192,6 +230,8 @@ int sql_restriction(const ferry_sql_analysis *a, const ferry_sql_table *tables,
     if (rc)
         return rc;
     *empty = n == 0;
+    if (whole)
+        *whole = reads_whole_tenants(a, target, ref, set, n);
     if (!n) {
         rc = ferry_buf_puts(out, "0");
         goto out;
@@ -294,9 +334,9 @@ int sql_server_edits(const ferry_sql_analysis *a, const ferry_sql_table *tables,
         if (target->materialize_globals && sql_ref_in_global(a, k))
             continue; /* the whole subquery is replaced */
         managed++;
-        bool empty;
+        bool empty, whole;
         ferry_buf_reset(&restr);
-        rc = sql_restriction(a, tables, target, k, !r->wrap, &restr, &empty);
+        rc = sql_restriction_ex(a, tables, target, k, !r->wrap, &restr, &empty, &whole);
         if (rc)
             break;
         if (!empty)
@@ -334,7 +374,8 @@ int sql_server_edits(const ferry_sql_analysis *a, const ferry_sql_table *tables,
                     break;
             }
             ferry_buf *wb = &where[r->level];
-            rc = ferry_buf_puts(wb, " AND ") || ferry_buf_puts(wb, ferry_buf_cstr(&restr));
+            if (!whole)
+                rc = ferry_buf_puts(wb, " AND ") || ferry_buf_puts(wb, ferry_buf_cstr(&restr));
             if (rc)
                 break;
         }

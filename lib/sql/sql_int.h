@@ -76,6 +76,12 @@ int sql_restriction(const ferry_sql_analysis *a, const ferry_sql_table *tables,
                     const ferry_sql_target *target, size_t ref, bool qualify, ferry_buf *out,
                     bool *empty);
 
+/* The same; *whole (when not NULL): the reference needs no restriction on this server (it
+ * reads only tenants the server serves whole, see ferry_sql_target.tenant_splits). */
+int sql_restriction_ex(const ferry_sql_analysis *a, const ferry_sql_table *tables,
+                       const ferry_sql_target *target, size_t ref, bool qualify, ferry_buf *out,
+                       bool *empty, bool *whole);
+
 /* The local table name for ref on the target, written as identifiers. */
 int sql_local_name(const ferry_sql_analysis *a, const ferry_sql_table *tables,
                    const ferry_sql_target *target, size_t ref, ferry_buf *out);

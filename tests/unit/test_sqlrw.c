@@ -24,7 +24,7 @@ static const ferry_sql_table tables[] = {
 static const ferry_sql_slice node_slices[] = {{"acme", 0}, {"beta", 1}, {"acme", 2}};
 static const ferry_sql_served node_served[N_TABLES] = {{node_slices, 3}, {node_slices, 3}};
 static const char *const node_locals[N_TABLES] = {"events_local", "logs_{tenant}_local"};
-static const ferry_sql_target node = {node_served, node_locals, false};
+static const ferry_sql_target node = {node_served, node_locals, false, NULL, 0};
 
 /* Rewrites sql for the node target; returns the SQL (caller frees) or NULL when the analysis
  * did not understand it. */
@@ -571,7 +571,7 @@ static void test_initiator_only_settings(void **state)
 static const ferry_sql_slice all_slices[] = {{"acme", 0}, {"acme", 1}, {"acme", 2}, {"beta", 0},
                                              {"beta", 1}, {"zeta", 0}};
 static const ferry_sql_served all_served[N_TABLES] = {{all_slices, 6}, {all_slices, 6}};
-static const ferry_sql_target identity = {all_served, NULL, false};
+static const ferry_sql_target identity = {all_served, NULL, false, NULL, 0};
 
 static void test_identity_only_inserts(void **state)
 {
@@ -632,7 +632,7 @@ static const ferry_sql_slice n1_slices[] = {{"acme", 0}, {"beta", 0}};
 static const ferry_sql_slice n2_slices[] = {{"acme", 1}, {"gamma", 0}};
 static const ferry_sql_served n1_served[N_TABLES] = {{n1_slices, 2}, {n1_slices, 2}};
 static const ferry_sql_served n2_served[N_TABLES] = {{n2_slices, 2}, {n2_slices, 2}};
-static const ferry_sql_target two[] = {{n1_served, NULL, false}, {n2_served, NULL, false}};
+static const ferry_sql_target two[] = {{n1_served, NULL, false, NULL, 0}, {n2_served, NULL, false, NULL, 0}};
 
 static void plan_of(const char *sql, ferry_read_plan *p)
 {
@@ -770,6 +770,87 @@ static void test_route_query_copies(void **state)
     ferry_routed_free(&rt);
 }
 
+/* ---- tenants a server serves whole: no slice restriction ---- */
+
+static const ferry_sql_slice whole_slices[] = {{"acme", 0}, {"acme", 1}, {"beta", 0}, {"gamma", 1}};
+static const ferry_sql_served whole_served[N_TABLES] = {{whole_slices, 4}, {whole_slices, 4}};
+/* acme: 2 splits (both here), beta: 1 (here), gamma: 2 (only split 1 here), omega: 3 (none) */
+static const ferry_sql_tenant_splits whole_counts[] = {
+    {"acme", 2}, {"beta", 1}, {"gamma", 2}, {"omega", 3}};
+static const ferry_sql_target whole_node = {whole_served, node_locals, false, whole_counts, 4};
+
+static void test_whole_tenants_unrestricted(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *sql, *want;
+    } cases[] = {
+        {"SELECT count() FROM events WHERE tenant = 'acme'",
+         "SELECT count() FROM events_local AS events WHERE tenant = 'acme'"},
+        {"SELECT count() FROM events WHERE tenant IN ('acme', 'beta')",
+         "SELECT count() FROM events_local AS events WHERE tenant IN ('acme', 'beta')"},
+        /* a tenant not served here at all is pruned from the IN list, which excludes its rows */
+        {"SELECT count() FROM events WHERE tenant IN ('acme', 'omega')",
+         "SELECT count() FROM events_local AS events WHERE tenant IN ('acme')"},
+        /* gamma is served in part: the restriction stays */
+        {"SELECT count() FROM events WHERE tenant IN ('acme', 'gamma')",
+         "SELECT count() FROM events_local AS events WHERE (tenant IN ('acme', 'gamma')) AND "
+         "(events.tenant, events.split) IN (('acme', 0), ('acme', 1), ('gamma', 1))"},
+        {"SELECT count() FROM events WHERE tenant = 'gamma'",
+         "SELECT count() FROM events_local AS events WHERE (tenant = 'gamma') AND "
+         "(events.tenant, events.split) IN (('gamma', 1))"},
+        /* no tenant filter: every row on the server could be read, restricted */
+        {"SELECT count() FROM events",
+         "SELECT count() FROM events_local AS events WHERE (events.tenant, events.split) IN "
+         "(('acme', 0), ('acme', 1), ('beta', 0), ('gamma', 1))"},
+        /* a tenant whose count is unknown keeps the restriction */
+        {"SELECT count() FROM events WHERE tenant = 'acme' OR tenant = 'zeta'",
+         "SELECT count() FROM events_local AS events WHERE (tenant = 'acme' OR tenant = 'zeta') "
+         "AND (events.tenant, events.split) IN (('acme', 0), ('acme', 1), ('beta', 0), "
+         "('gamma', 1))"},
+        /* the preserved side of a LEFT JOIN is wrapped, restricted as before */
+        {"SELECT count() FROM dim AS d LEFT JOIN events AS e ON d.k = e.k WHERE e.tenant = 'acme'",
+         "SELECT count() FROM dim AS d LEFT JOIN (SELECT * FROM events_local WHERE (tenant, "
+         "split) IN (('acme', 0), ('acme', 1))) AS e ON d.k = e.k WHERE e.tenant = 'acme'"},
+        /* a per-tenant table holds only its tenant */
+        {"SELECT count() FROM logs_acme", "SELECT count() FROM logs_acme_local AS logs_acme"},
+        {"SELECT count() FROM logs_gamma",
+         "SELECT count() FROM logs_gamma_local AS logs_gamma WHERE logs_gamma.split IN (1)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = rewrite_for(cases[i].sql, &whole_node, NULL);
+        if (!got || strcmp(got, cases[i].want))
+            fail_msg("case %zu: %s\n got:  %s\n want: %s", i, cases[i].sql, got ? got : "(null)",
+                     cases[i].want);
+        free(got);
+    }
+    /* a gather plan reads the rows of the reference without its tenant filter: restricted */
+    ferry_sql_target both[] = {whole_node, whole_node};
+    static const ferry_sql_slice other_slices[] = {{"gamma", 0}};
+    static const ferry_sql_served other_served[N_TABLES] = {{other_slices, 1}, {other_slices, 1}};
+    both[1].served = other_served;
+    const char *sql = "SELECT count(DISTINCT u) FROM events WHERE tenant IN ('acme', 'gamma')";
+    ferry_sql_analysis a;
+    ferry_read_plan p;
+    ferry_err err = {0};
+    assert_int_equal(ferry_sql_analyze(sql, strlen(sql), tables, N_TABLES, &a, &err), FERRY_OK);
+    assert_int_equal(ferry_sql_plan(&a, tables, both, 2, &p, &err), FERRY_OK);
+    assert_int_equal(p.kind, FERRY_PLAN_GATHER);
+    assert_string_equal(p.queries[0].sql, "SELECT * FROM events_local WHERE (tenant, split) IN "
+                                          "(('acme', 0), ('acme', 1), ('gamma', 1))");
+    ferry_read_plan_free(&p);
+    /* one server serving acme whole: the single plan's query has no restriction */
+    sql = "SELECT sum(x) FROM events WHERE tenant = 'acme' FORMAT JSON";
+    ferry_sql_analysis_free(&a);
+    assert_int_equal(ferry_sql_analyze(sql, strlen(sql), tables, N_TABLES, &a, &err), FERRY_OK);
+    assert_int_equal(ferry_sql_plan(&a, tables, both, 2, &p, &err), FERRY_OK);
+    assert_int_equal(p.kind, FERRY_PLAN_SINGLE);
+    assert_string_equal(p.queries[0].sql,
+                        "SELECT sum(x) FROM events_local AS events WHERE tenant = 'acme'");
+    ferry_read_plan_free(&p);
+    ferry_sql_analysis_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -789,6 +870,7 @@ int main(void)
         cmocka_unit_test(test_plan_kinds),
         cmocka_unit_test(test_plan_texts),
         cmocka_unit_test(test_route_query_copies),
+        cmocka_unit_test(test_whole_tenants_unrestricted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
