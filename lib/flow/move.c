@@ -353,6 +353,25 @@ static int advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry
     return rc;
 }
 
+/* The journal record next and the slice's route in one catalog batch (a batch that touches a
+ * route raises the routing version: *routing_version). FERRY_ECONFLICT when either moved on. */
+static int commit_with_route(mvctx *x, const ferry_record *next, const ferry_record *route,
+                             uint64_t *routing_version, ferry_err *err)
+{
+    ferry_batch *b = ferry_batch_new();
+    ferry_commit_info info = {0};
+    if (!b)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    int rc = ferry_batch_update(b, next, err);
+    if (!rc)
+        rc = ferry_batch_update(b, route, err);
+    if (!rc)
+        rc = ferry_catalog_commit(x->cat, b, &info, err);
+    ferry_batch_free(b);
+    *routing_version = info.routing_version;
+    return rc;
+}
+
 /* Writes the journal `next` and touches the slice's route (unchanged) in one catalog batch, so
  * the routing version rises with the journal: a router loads the move records with the routes
  * under one version (lib/router/routing.c), so it sees this step exactly from that version on.
@@ -372,16 +391,8 @@ static int journal_routed(mvctx *x, ferry_record *next, ferry_err *err)
     if (rc)
         return rc;
     next->u.move.updated = (int64_t)time(NULL);
-    ferry_batch *b = ferry_batch_new();
-    ferry_commit_info info = {0};
-    if (!b)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    rc = ferry_batch_update(b, next, err);
-    if (!rc)
-        rc = ferry_batch_update(b, &route, err);
-    if (!rc)
-        rc = ferry_catalog_commit(x->cat, b, &info, err);
-    ferry_batch_free(b);
+    uint64_t routing_version = 0;
+    rc = commit_with_route(x, next, &route, &routing_version, err);
     if (rc) {
         if (rc == FERRY_ECONFLICT)
             ferry_err_prefix(err, "move %s: changed by another mover (or its route changed): ",
@@ -399,7 +410,7 @@ static int journal_routed(mvctx *x, ferry_record *next, ferry_err *err)
               "msg=\"move state\" move=%s tenant=%s split=%u state=%s step=%u routing_version=%llu",
               x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split,
               ferry_move_state_name(x->mv.u.move.state), x->mv.u.move.step,
-              (unsigned long long)info.routing_version);
+              (unsigned long long)routing_version);
     progress(x);
     return FERRY_OK;
 }
@@ -932,16 +943,8 @@ static int do_verify(mvctx *x, ferry_err *err)
     next.u.move.step = 0;
     next.u.move.updated = (int64_t)time(NULL);
     copy_str(next.u.move.detail, sizeof next.u.move.detail, "routing switched");
-    ferry_batch *b = ferry_batch_new();
-    ferry_commit_info info = {0};
-    if (!b)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    rc = ferry_batch_update(b, &next, err);
-    if (!rc)
-        rc = ferry_batch_update(b, &route, err);
-    if (!rc)
-        rc = ferry_catalog_commit(x->cat, b, &info, err);
-    ferry_batch_free(b);
+    uint64_t routing_version = 0;
+    rc = commit_with_route(x, &next, &route, &routing_version, err);
     if (rc) {
         if (rc == FERRY_ECONFLICT)
             ferry_err_prefix(err, "move %s: routing switch lost a race (another mover, or the "
@@ -956,7 +959,7 @@ static int do_verify(mvctx *x, ferry_err *err)
     ferry_log(FERRY_LOG_INFO,
               "msg=\"routing switched\" move=%s tenant=%s split=%u to=%s routing_version=%llu",
               x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split, x->mv.u.move.to,
-              (unsigned long long)info.routing_version);
+              (unsigned long long)routing_version);
     progress(x);
     crash_point("SWITCH:switched");
     return FERRY_OK;
