@@ -965,6 +965,19 @@ static int do_verify(mvctx *x, ferry_err *err)
     return FERRY_OK;
 }
 
+/* Waits until every router in [cluster] routers runs on the catalog's current routing version
+ * (or later) and has nothing in flight under an older one (lib/router/fence.c). */
+static int fence_routers(mvctx *x, const char *what, ferry_err *err)
+{
+    uint64_t now_version = 0;
+    int rc = ferry_catalog_routing_version(x->cat, &now_version, err);
+    if (!rc)
+        rc = ferry_router_fence(x->o->cfg, now_version, 0, err);
+    if (rc)
+        ferry_err_prefix(err, "%s %s: ", what, x->mv.u.move.id);
+    return rc;
+}
+
 /* SWITCH of a clone. The route now lists source and target, so after the grace period every
  * write reaches both; the target's real table holds only those. Each slice partition of the
  * source is then made equal on the target with rs_sync_partition (replica_sync.c): staging
@@ -979,12 +992,8 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
     if (rc)
         return rc;
     /* as do_switch: routers must send new writes to both replicas before the sync below */
-    uint64_t now_version = 0;
-    rc = ferry_catalog_routing_version(x->cat, &now_version, err);
-    if (!rc)
-        rc = ferry_router_fence(x->o->cfg, now_version, 0, err);
-    if (rc)
-        return ferry_err_prefix(err, "clone %s: ", x->mv.u.move.id);
+    if ((rc = fence_routers(x, "clone", err)))
+        return rc;
     unsigned grace = x->o->grace_ms ? x->o->grace_ms : 2000;
     usleep((useconds_t)grace * 1000);
     char fz[160], tag[32];
@@ -1101,12 +1110,8 @@ static int do_switch(mvctx *x, ferry_err *err)
         /* Writers that follow the routing table: every write router listed in [cluster]
          * routers must have taken the table of the switch (or a later one) and finished every
          * write it grouped with an older table; then the grace period covers other writers. */
-        uint64_t now_version = 0;
-        rc = ferry_catalog_routing_version(x->cat, &now_version, err);
-        if (!rc)
-            rc = ferry_router_fence(x->o->cfg, now_version, 0, err);
-        if (rc)
-            return ferry_err_prefix(err, "move %s: ", x->mv.u.move.id);
+        if ((rc = fence_routers(x, "move", err)))
+            return rc;
         unsigned grace = x->o->grace_ms ? x->o->grace_ms : 2000;
         usleep((useconds_t)grace * 1000);
         bool stable = false;
@@ -1165,14 +1170,8 @@ static int do_switch(mvctx *x, ferry_err *err)
     /* The read fence (every run, so a resumed one too): no router may still read the union
      * under a version older than the publish step's when the first partition moves, or it
      * could count that partition twice (source + target real) or miss it (docs/routing.md). */
-    {
-        uint64_t now_version = 0;
-        rc = ferry_catalog_routing_version(x->cat, &now_version, err);
-        if (!rc)
-            rc = ferry_router_fence(x->o->cfg, now_version, 0, err);
-        if (rc)
-            return ferry_err_prefix(err, "move %s: before publishing: ", x->mv.u.move.id);
-    }
+    if ((rc = fence_routers(x, "before publishing, move", err)))
+        return rc;
     /* publish: staging -> real table, one atomic MOVE PARTITION per partition */
     bool first = true;
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
