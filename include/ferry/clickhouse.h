@@ -48,7 +48,7 @@ typedef struct ferry_ch_stats {
     uint64_t queries;        /* requests that got an HTTP response */
     uint64_t attempts;       /* requests started, including retries */
     uint64_t retries;
-    uint64_t connects;       /* new TCP connections opened (sum of CURLINFO_NUM_CONNECTS) */
+    uint64_t connects;       /* new TCP connections opened */
     uint64_t bytes_received; /* response body bytes */
     uint64_t bytes_sent;     /* request body bytes */
 } ferry_ch_stats;

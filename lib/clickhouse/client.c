@@ -29,6 +29,7 @@
 
 struct ferry_ch_client {
     CURL *curl;
+    ferry_ch_wire *wire; /* plain-socket transport for http:// (NULL: libcurl carries all) */
     char *url;      /* validated base URL, no credentials */
     char *redacted; /* for messages */
     char *user;
@@ -67,6 +68,7 @@ void ferry_ch_client_free(ferry_ch_client *c)
         return;
     if (c->curl)
         curl_easy_cleanup(c->curl);
+    ferry_ch_wire_free(c->wire);
     free(c->url);
     free(c->redacted);
     free(c->user);
@@ -107,6 +109,7 @@ int ferry_ch_client_new(const ferry_ch_options *opt, ferry_ch_client **out, ferr
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory creating a ClickHouse client");
         goto out;
     }
+    rc = ferry_ch_wire_new(c->url, c->user, c->password, &c->wire, err);
 out:
     ferry_buf_free(&check);
     if (rc)
@@ -148,17 +151,44 @@ int ferry_ch_rewind_fd(void *arg)
     return lseek(fd, 0, SEEK_SET) == 0 ? 0 : -1;
 }
 
+/* Query ids must be unique, not secret: a per-thread counter run through splitmix64 (a
+ * bijection, so one thread never repeats an id) from a seed taken once from the kernel. OpenSSL's
+ * RAND_bytes cost ~60 us per call on the router's hot path (its DRBG re-keys per call). */
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
 int ferry_ch_random_uuid(char out[37])
 {
+    static _Thread_local uint64_t seed[2], counter;
+    static _Thread_local bool seeded;
+    if (!seeded) {
+        if (RAND_bytes((unsigned char *)seed, sizeof seed) != 1)
+            return FERRY_EINTERNAL;
+        seeded = true;
+    }
+    counter++;
+    uint64_t hi = splitmix64(seed[0] ^ counter), lo = splitmix64(seed[1] + counter);
     unsigned char b[16];
-    if (RAND_bytes(b, sizeof b) != 1)
-        return FERRY_EINTERNAL;
+    for (int i = 0; i < 8; i++) {
+        b[i] = (unsigned char)(hi >> (56 - 8 * i));
+        b[8 + i] = (unsigned char)(lo >> (56 - 8 * i));
+    }
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 37,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hex[b[i] >> 4];
+        out[o++] = hex[b[i] & 15];
+    }
+    out[o] = '\0';
     return FERRY_OK;
 }
 
@@ -204,6 +234,7 @@ typedef struct xfer {
     long long last_activity_ms;
     curl_off_t last_dl, last_ul;
     bool timed_out;
+    ferry_ch_wire_io *io; /* the plain-socket transfer, when it carries this one */
 } xfer;
 
 static long long now_ms(void)
@@ -213,6 +244,28 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* One header of the final response (name and value trimmed). */
+static int take_header(xfer *x, const char *name, size_t klen, const char *v, size_t vlen)
+{
+    x->got_response = true;
+    x->last_activity_ms = now_ms();
+    char val[128];
+    if (vlen >= sizeof val)
+        vlen = sizeof val - 1;
+    memcpy(val, v, vlen);
+    val[vlen] = '\0';
+    if (klen == 27 && !strncasecmp(name, "X-ClickHouse-Exception-Code", klen)) {
+        x->hdr_code = atoi(val);
+    } else if (klen == 26 && !strncasecmp(name, "X-ClickHouse-Exception-Tag", klen)) {
+        if (vlen < sizeof x->tag)
+            memcpy(x->tag, val, vlen + 1);
+    } else if (klen == 21 && !strncasecmp(name, "X-ClickHouse-Query-Id", klen)) {
+        snprintf(x->server_qid, sizeof x->server_qid, "%s", val);
+    }
+    return FERRY_OK;
+}
+
+/* libcurl's header callback: one raw header line, or a status line. */
 static size_t on_header(char *p, size_t size, size_t n, void *arg)
 {
     xfer *x = arg;
@@ -236,19 +289,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
     }
     while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
         vlen--;
-    char val[128];
-    if (vlen >= sizeof val)
-        vlen = sizeof val - 1;
-    memcpy(val, v, vlen);
-    val[vlen] = '\0';
-    if (klen == 27 && !strncasecmp(p, "X-ClickHouse-Exception-Code", klen)) {
-        x->hdr_code = atoi(val);
-    } else if (klen == 26 && !strncasecmp(p, "X-ClickHouse-Exception-Tag", klen)) {
-        if (vlen < sizeof x->tag)
-            memcpy(x->tag, val, vlen + 1);
-    } else if (klen == 21 && !strncasecmp(p, "X-ClickHouse-Query-Id", klen)) {
-        snprintf(x->server_qid, sizeof x->server_qid, "%s", val);
-    }
+    take_header(x, p, klen, v, vlen);
     return len;
 }
 
@@ -269,27 +310,31 @@ static int deliver(xfer *x, size_t n)
     return rc;
 }
 
-static size_t on_write(char *p, size_t size, size_t n, void *arg)
+/* Response body bytes (de-chunked). Returns FERRY_OK or a code that stops the transfer
+ * (x->user_rc says why when it was on_data's or memory's doing). */
+static int take_body(xfer *x, const char *p, size_t len)
 {
-    xfer *x = arg;
-    size_t len = size * n;
     x->got_response = true;
     x->last_activity_ms = now_ms();
-    if (x->status == 0)
-        curl_easy_getinfo(x->c->curl, CURLINFO_RESPONSE_CODE, &x->status);
+    if (x->status == 0) {
+        if (x->io)
+            x->status = x->io->parser.status;
+        else
+            curl_easy_getinfo(x->c->curl, CURLINFO_RESPONSE_CODE, &x->status);
+    }
     x->c->stats.bytes_received += len;
     if (x->status != 200) {
         size_t room = x->err_body.len < ERR_BODY_MAX ? ERR_BODY_MAX - x->err_body.len : 0;
         if (ferry_buf_append(&x->err_body, p, len < room ? len : room))
-            return 0;
-        return len;
+            return FERRY_ENOMEM;
+        return FERRY_OK;
     }
     if (ferry_buf_append(&x->hold, p, len)) {
         x->user_rc = FERRY_ENOMEM;
-        return 0;
+        return FERRY_ENOMEM;
     }
     if (x->in_exception)
-        return len;
+        return FERRY_OK;
     if (x->tag[0]) {
         size_t back = strlen(x->tag) + 20; /* the marker may straddle two chunks */
         size_t from = x->scanned > back ? x->scanned - back : 0;
@@ -305,19 +350,43 @@ static size_t on_write(char *p, size_t size, size_t n, void *arg)
             int rc = deliver(x, cut);
             if (rc) {
                 x->user_rc = rc;
-                return 0;
+                return rc;
             }
-            return len;
+            return FERRY_OK;
         }
     }
     if (x->hold.len > 4 * HOLD_WINDOW) {
         int rc = deliver(x, x->hold.len - HOLD_WINDOW);
         if (rc) {
             x->user_rc = rc;
-            return 0;
+            return rc;
         }
     }
-    return len;
+    return FERRY_OK;
+}
+
+static size_t on_write(char *p, size_t size, size_t n, void *arg)
+{
+    size_t len = size * n;
+    return take_body(arg, p, len) == FERRY_OK ? len : 0;
+}
+
+static int wire_on_header(void *arg, const char *name, size_t nlen, const char *value,
+                          size_t vlen)
+{
+    xfer *x = arg;
+    if (x->status == 0)
+        x->status = x->io->parser.status;
+    return take_header(x, name, nlen, value, vlen);
+}
+
+static int wire_on_body(void *arg, const char *data, size_t len)
+{
+    xfer *x = arg;
+    int rc = take_body(x, data, len);
+    if (rc)
+        x->io->stopped = true;
+    return rc;
 }
 
 static size_t on_read(char *buf, size_t size, size_t n, void *arg)
@@ -404,10 +473,62 @@ static void status_message(ferry_ch_status *st, const char *text, const char *pa
     ferry_ch_scrub(st->message, password);
 }
 
-/* Runs one attempt; returns a ferry code and sets *failure for the retry policy. */
-static int attempt_once(ferry_ch_client *c, xfer *x, const char *url,
-                        struct curl_slist *headers, ferry_ch_status *st,
-                        enum ferry_ch_failure *failure, ferry_err *err)
+/* The message for a transfer a callback stopped (on_data, or memory), or a failed body read. */
+static int local_stop(ferry_ch_client *c, xfer *x, enum ferry_ch_failure *failure, ferry_err *err)
+{
+    *failure = FERRY_CH_FAIL_LOCAL;
+    if (x->body_failed)
+        return ferry_err_set(err, FERRY_EIO, "ClickHouse at %s: reading the INSERT data "
+                             "failed: %s", c->redacted, strerror(x->body_errno));
+    return ferry_err_set(err, x->user_rc, "ClickHouse at %s: reading the result stopped after "
+                         "%llu bytes (%s)", c->redacted, (unsigned long long)x->delivered,
+                         ferry_code_name(x->user_rc));
+}
+
+/* One attempt through the plain-socket transport (statements and in-memory bodies to
+ * http:// servers). Returns FERRY_OK once a whole response is in (x->status says which). */
+static int transfer_wire(ferry_ch_client *c, xfer *x, const char *url, ferry_ch_status *st,
+                         enum ferry_ch_failure *failure, ferry_err *err)
+{
+    ferry_ch_wire_io io = {
+        /* the request target: the URL from its path on (ferry_ch_build_url gives one) */
+        .target = url + 7 + strcspn(url + 7, "/"),
+        .body = x->mem_len ? x->mem : "",
+        .body_len = x->mem_len,
+        .connect_timeout_ms = c->connect_timeout_ms,
+        .read_timeout_ms = x->read_timeout_ms,
+        .on_header = wire_on_header,
+        .on_body = wire_on_body,
+        .arg = x,
+    };
+    x->io = &io;
+    x->last_activity_ms = now_ms();
+    int rc = ferry_ch_wire_exchange(c->wire, &io, failure, c->redacted, err);
+    x->io = NULL;
+    if (x->status == 0)
+        x->status = io.parser.status;
+    c->stats.connects += (uint64_t)io.connects;
+    if (io.bytes_sent)
+        c->stats.bytes_sent += x->mem_len;
+    st->num_connects = io.connects;
+    st->http_status = x->status;
+    if (x->status)
+        c->stats.queries++;
+    if (rc && io.stopped && x->user_rc)
+        return local_stop(c, x, failure, err);
+    if (rc && io.timed_out) {
+        ferry_err_set(err, FERRY_ETIMEOUT, "ClickHouse at %s: no data for %ld ms (read timeout) "
+                      "after %llu bytes of the result; query id %s", c->redacted,
+                      x->read_timeout_ms, (unsigned long long)(x->delivered + x->hold.len),
+                      st->query_id);
+    }
+    return rc;
+}
+
+/* One attempt through libcurl. Returns FERRY_OK once a whole response is in. */
+static int transfer_curl(ferry_ch_client *c, xfer *x, const char *url,
+                         struct curl_slist *headers, ferry_ch_status *st,
+                         enum ferry_ch_failure *failure, ferry_err *err)
 {
     CURL *h = c->curl;
     curl_easy_reset(h);
@@ -451,7 +572,6 @@ static int attempt_once(ferry_ch_client *c, xfer *x, const char *url,
     char curl_msg[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_msg);
 
-    c->stats.attempts++;
     CURLcode cc = curl_easy_perform(h);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
     long connects = 0;
@@ -466,18 +586,8 @@ static int attempt_once(ferry_ch_client *c, xfer *x, const char *url,
     const char *who = c->redacted;
     if (cc != CURLE_OK) {
         const char *why = curl_msg[0] ? curl_msg : curl_easy_strerror(cc);
-        if (x->user_rc) {
-            *failure = FERRY_CH_FAIL_LOCAL;
-            return ferry_err_set(err, x->user_rc,
-                                 "ClickHouse at %s: reading the result stopped after %llu "
-                                 "bytes (%s)", who, (unsigned long long)x->delivered,
-                                 ferry_code_name(x->user_rc));
-        }
-        if (x->body_failed) {
-            *failure = FERRY_CH_FAIL_LOCAL;
-            return ferry_err_set(err, FERRY_EIO, "ClickHouse at %s: reading the INSERT data "
-                                 "failed: %s", who, strerror(x->body_errno));
-        }
+        if (x->user_rc || x->body_failed)
+            return local_stop(c, x, failure, err);
         if (x->timed_out) {
             *failure = FERRY_CH_FAIL_TIMEOUT;
             return ferry_err_set(err, FERRY_ETIMEOUT,
@@ -530,6 +640,20 @@ static int attempt_once(ferry_ch_client *c, xfer *x, const char *url,
                                  who, why);
         }
     }
+    return FERRY_OK;
+}
+
+/* Runs one attempt; returns a ferry code and sets *failure for the retry policy. */
+static int attempt_once(ferry_ch_client *c, xfer *x, const char *url,
+                        struct curl_slist *headers, ferry_ch_status *st,
+                        enum ferry_ch_failure *failure, ferry_err *err)
+{
+    c->stats.attempts++;
+    int rc = c->wire && x->mem ? transfer_wire(c, x, url, st, failure, err)
+                               : transfer_curl(c, x, url, headers, st, failure, err);
+    if (rc)
+        return rc;
+    const char *who = c->redacted;
 
     if (x->status != 200) {
         *failure = FERRY_CH_FAIL_SERVER;
@@ -554,7 +678,7 @@ static int attempt_once(ferry_ch_client *c, xfer *x, const char *url,
                                        !x->delivered_any, x->tag[0] ? x->tag : NULL, x->binary,
                                        &code, msg, sizeof msg);
     size_t data_len = at >= 0 ? (size_t)at : x->hold.len;
-    int rc = deliver(x, data_len);
+    rc = deliver(x, data_len);
     if (rc) {
         *failure = FERRY_CH_FAIL_LOCAL;
         return ferry_err_set(err, rc, "ClickHouse at %s: reading the result stopped (%s)", who,

@@ -466,6 +466,8 @@ static void test_parse_version(void **state)
     assert_int_equal(ferry_ch_parse_version("garbage", &v, &err), FERRY_EREMOTE);
 }
 
+static int cmp_id(const void *a, const void *b) { return strcmp(a, b); }
+
 static void test_quote_and_scrub(void **state)
 {
     (void)state;
@@ -483,6 +485,18 @@ static void test_quote_and_scrub(void **state)
     assert_int_equal(ferry_ch_random_uuid(id), FERRY_OK);
     assert_int_equal(strlen(id), 36);
     assert_int_equal(id[14], '4');
+    assert_true(strchr("89ab", id[19]) != NULL);
+    assert_true(id[8] == '-' && id[13] == '-' && id[18] == '-' && id[23] == '-');
+    /* ids are unique: 20,000 in a row, none repeated */
+    enum { N_IDS = 20000 };
+    char (*ids)[37] = calloc(N_IDS, sizeof *ids);
+    assert_non_null(ids);
+    for (int i = 0; i < N_IDS; i++)
+        assert_int_equal(ferry_ch_random_uuid(ids[i]), FERRY_OK);
+    qsort(ids, N_IDS, sizeof *ids, cmp_id);
+    for (int i = 1; i < N_IDS; i++)
+        assert_true(strcmp(ids[i - 1], ids[i]) != 0);
+    free(ids);
 }
 
 int main(void)
