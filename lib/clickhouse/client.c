@@ -649,8 +649,12 @@ static int attempt_once(ferry_ch_client *c, xfer *x, const char *url,
                         enum ferry_ch_failure *failure, ferry_err *err)
 {
     c->stats.attempts++;
-    int rc = c->wire && x->mem ? transfer_wire(c, x, url, st, failure, err)
-                               : transfer_curl(c, x, url, headers, st, failure, err);
+    /* Larger bodies stay with libcurl: a server that refuses a request early (bad
+     * credentials) answers and closes while a big body is still being sent, and libcurl still
+     * reads that answer; small requests are sent whole before anything can come back. */
+    bool wire = c->wire && x->mem && x->mem_len <= SMALL_BODY_MAX;
+    int rc = wire ? transfer_wire(c, x, url, st, failure, err)
+                  : transfer_curl(c, x, url, headers, st, failure, err);
     if (rc)
         return rc;
     const char *who = c->redacted;
