@@ -7,6 +7,11 @@
 #           router (partial -State queries on the 3 servers, merged on one of them), against the
 #           same rows on one server queried directly: median wall time and the ratio (goal <= 1.5).
 #   bash bench/router_read.sh [BUILD_DIR] [ROWS] [N]      (defaults: build-release, 2000000, 2000)
+# BASELINE_FERRY=/path/to/an/older/ferry adds a second router running that binary on the same lab
+# and catalog, interleaved with the first and with the direct queries (the single-server numbers
+# then compare old and new side by side). added_p50_paired_ms is the median of the per-pair
+# differences (router query i minus direct query i, run back to back), which drifts less with
+# the machine's load than the difference of the two medians.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bdir=$(cd "${1:-build-release}" && pwd)
@@ -45,6 +50,14 @@ bg_start "$T/router.log" "$FERRY_BIN" router --config "$CONF" --listen 127.0.0.1
 wait_for 20 test -s "$T/router.port"
 R=http://127.0.0.1:$(cat "$T/router.port")
 wait_for 10 curl -sf "$R/ping"
+RB=
+if [ -n "${BASELINE_FERRY:-}" ]; then
+    bg_start "$T/router_base.log" "$BASELINE_FERRY" router --config "$CONF" --listen 127.0.0.1:0 \
+        --port-file "$T/router_base.port"
+    wait_for 20 test -s "$T/router_base.port"
+    RB=http://127.0.0.1:$(cat "$T/router_base.port")
+    wait_for 10 curl -sf "$RB/ping"
+fi
 
 # rows: through the router (splits set by it), the same rows with the same splits on the reference
 GEN="SELECT 'wide' AS tenant, 20261101 + number % 3 AS day, cityHash64(number) % 100000 AS uid,
@@ -58,9 +71,9 @@ curl -sSf "$R/?query=$q" --data-binary @<(cut -f1,2,4- "$T/solo.tsv") >/dev/null
 solo_shard=$("$FERRY_BIN" route --tenant solo --json --config "$CONF" | jq -r '.slices[0].shards[0]')
 SOLO=$(lab_url "$L" "$solo_shard")
 
-python3 - "$R" "$SOLO" "$REF" "$n" <<'PY'
+python3 - "$R" "$SOLO" "$REF" "$n" "$RB" <<'PY'
 import http.client, json, sys, time, urllib.parse
-router, solo, ref, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+router, solo, ref, n, base = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 
 def conn(url):
     u = urllib.parse.urlparse(url)
@@ -82,19 +95,34 @@ def pct(xs, p):
 # single-server tenant: router vs direct, interleaved so both see the same machine load
 q = "SELECT count(), sum(x) FROM events WHERE tenant = 'solo'"
 cr, cd = conn(router), conn(solo)
+cb = conn(base) if base else None
 for _ in range(50):
     timed(cr, q); timed(cd, q)
-tr, td = [], []
+    if cb: timed(cb, q)
+tr, td, tb = [], [], []
 for _ in range(n):
     a, br = timed(cr, q); b, bd = timed(cd, q)
     assert br == bd, (br, bd)
     tr.append(a); td.append(b)
+    if cb:
+        c, bb = timed(cb, q)
+        assert bb == bd, (bb, bd)
+        tb.append(c)
 ms = lambda x: round(x * 1000, 3)
-print(json.dumps({"bench": "router_read_single", "queries": n,
-                  "router_p50_ms": ms(pct(tr, .5)), "router_p99_ms": ms(pct(tr, .99)),
-                  "direct_p50_ms": ms(pct(td, .5)), "direct_p99_ms": ms(pct(td, .99)),
-                  "added_p50_ms": ms(pct(tr, .5) - pct(td, .5)),
-                  "added_p99_ms": ms(pct(tr, .99) - pct(td, .99))}))
+paired = lambda xs, ys: ms(pct([x - y for x, y in zip(xs, ys)], .5))
+single = {"bench": "router_read_single", "queries": n,
+          "router_p50_ms": ms(pct(tr, .5)), "router_p99_ms": ms(pct(tr, .99)),
+          "direct_p50_ms": ms(pct(td, .5)), "direct_p99_ms": ms(pct(td, .99)),
+          "added_p50_ms": ms(pct(tr, .5) - pct(td, .5)),
+          "added_p99_ms": ms(pct(tr, .99) - pct(td, .99)),
+          "added_p50_paired_ms": paired(tr, td)}
+if cb:
+    single.update({"baseline_router_p50_ms": ms(pct(tb, .5)),
+                   "baseline_router_p99_ms": ms(pct(tb, .99)),
+                   "baseline_added_p50_ms": ms(pct(tb, .5) - pct(td, .5)),
+                   "baseline_added_p50_paired_ms": paired(tb, td)})
+single["load_avg_1m"] = float(open("/proc/loadavg").read().split()[0])
+print(json.dumps(single), flush=True)
 
 # 3-server tenant vs the same rows on one server
 aggs = {
