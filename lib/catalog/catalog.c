@@ -231,10 +231,12 @@ static int batch_add(ferry_batch *b, enum cat_op_type type, const ferry_record *
     op->type = type;
     op->version = type == CAT_CREATE ? FERRY_VERSION_ANY : rec->version;
     op->is_route = rec->kind == FERRY_REC_ROUTE && type != CAT_CHECK;
-    if (rec->kind == FERRY_REC_MOVE && type != CAT_CHECK)
-        op->move_index = type != CAT_DELETE && !ferry_move_finished(rec->u.move.state)
-                             ? CAT_INDEX_WANT
-                             : CAT_INDEX_DROP;
+    if (rec->kind == FERRY_REC_MOVE && type != CAT_CHECK) {
+        bool unfinished = type != CAT_DELETE && !ferry_move_finished(rec->u.move.state);
+        op->move_index = !unfinished ? CAT_INDEX_DROP
+                         : type == CAT_SET && op->version != FERRY_VERSION_ANY ? CAT_INDEX_KEEP
+                                                                               : CAT_INDEX_WANT;
+    }
     op->path = strdup(path);
     if (type == CAT_CREATE || type == CAT_SET) {
         op->doc = cat_record_encode(rec);

@@ -19,6 +19,10 @@ enum cat_index_change {
     CAT_INDEX_NONE = 0, /* not a move record, or a check */
     CAT_INDEX_WANT,     /* the record is unfinished afterwards: the entry must exist */
     CAT_INDEX_DROP,     /* finished (DONE, FAILED) or deleted afterwards: no entry */
+    CAT_INDEX_KEEP,     /* a compare-and-set update to an unfinished state: the record was
+                         * unfinished (a finished move is never made unfinished again,
+                         * ferry_move_transition_ok), so its entry exists: nothing to read or
+                         * write (the common case: a move's progress) */
 };
 
 /* One queued change. path and doc are owned by the batch. */
@@ -133,7 +137,7 @@ int cat_path_cmp(const char *a, const char *b);
 
 /* The backend operations for ops[0..n) with the index entries their move records need
  * (CAT_INDEX_WANT: created when missing; CAT_INDEX_DROP: deleted when present; whether an entry
- * exists is read now). *all is NULL when nothing is added; else a new array of *n_all ops: the n
+ * exists is read now; CAT_INDEX_KEEP: nothing). *all is NULL when nothing is added; else a new array of *n_all ops: the n
  * given ops (shallow copies, still owned by the batch) followed by the added ones (owned by the
  * array): release it with cat_move_index_ops_free(*all, n, *n_all). */
 int cat_move_index_ops(ferry_catalog *c, const cat_op *ops, size_t n, cat_op **all,

@@ -74,7 +74,7 @@ int cat_move_index_ops(ferry_catalog *c, const cat_op *ops, size_t n, cat_op **a
     *n_all = n;
     size_t want = 0;
     for (size_t i = 0; i < n; i++)
-        want += ops[i].move_index != CAT_INDEX_NONE;
+        want += ops[i].move_index == CAT_INDEX_WANT || ops[i].move_index == CAT_INDEX_DROP;
     if (!want)
         return FERRY_OK;
     size_t cap = n + want, m = n;
@@ -89,12 +89,14 @@ int cat_move_index_ops(ferry_catalog *c, const cat_op *ops, size_t n, cat_op **a
     int rc = listed ? c->ops->scan(c, CAT_MOVE_INDEX_DIR, 1, &entries, err) : FERRY_OK;
     for (size_t i = 0; i < n && !rc; i++) {
         char ipath[1024];
-        if (ops[i].move_index == CAT_INDEX_NONE || !index_path(ops[i].path, ipath, sizeof ipath))
+        if ((ops[i].move_index != CAT_INDEX_WANT && ops[i].move_index != CAT_INDEX_DROP) ||
+            !index_path(ops[i].path, ipath, sizeof ipath))
             continue;
         /* a later op on the same move decides; the entry follows the batch's last word */
         bool later = false;
         for (size_t j = i + 1; j < n && !later; j++)
-            later = ops[j].move_index != CAT_INDEX_NONE && !strcmp(ops[j].path, ops[i].path);
+            later = (ops[j].move_index == CAT_INDEX_WANT || ops[j].move_index == CAT_INDEX_DROP) &&
+                    !strcmp(ops[j].path, ops[i].path);
         if (later)
             continue;
         bool have = false;

@@ -986,6 +986,18 @@ static void test_unfinished_moves(void **state)
     assert_int_equal(ferry_catalog_update(c, &m2, &err), FERRY_OK);
     assert_unfinished(c, "m1");
     assert_int_equal(count_docs(c, CAT_MOVE_INDEX_DIR), 1);
+    /* the flows never make a finished move unfinished; an unconditional write (no CAS) may, and
+     * the entry follows it there and back */
+    ferry_record revived = m2;
+    revived.version = FERRY_VERSION_ANY;
+    revived.u.move.state = FERRY_MOVE_CLONE;
+    assert_int_equal(ferry_catalog_update(c, &revived, &err), FERRY_OK);
+    assert_unfinished(c, "m1,m2");
+    revived.version = FERRY_VERSION_ANY;
+    revived.u.move.state = FERRY_MOVE_DONE;
+    assert_int_equal(ferry_catalog_update(c, &revived, &err), FERRY_OK);
+    assert_unfinished(c, "m1");
+    m2 = revived;
     /* a batch that fails writes no entry either */
     ferry_record m20, stale = m2;
     sample(&m20, FERRY_REC_MOVE, 20);
