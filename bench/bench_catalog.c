@@ -1,5 +1,6 @@
 /* Catalog benchmark: single compare-and-set updates per second, batched updates per second, and
- * the cost (round trips, time) of recording one partition of 10,000 parts, for SQLite and, when
+ * the cost (round trips, time) of recording one partition of 10,000 parts, listing the unfinished
+ * moves among 5,000 finished ones (the router's routing reload), for SQLite and, when
  * $FERRY_BENCH_ZK names a server ("zk://127.0.0.1:2181"), for ZooKeeper. bench/catalog.sh starts a
  * ZooKeeper and runs it. Prints one JSON object. */
 #include <jansson.h>
@@ -92,6 +93,42 @@ static json_t *run(const char *url, int single_n, int batches)
     json_object_set_new(o, "batches", json_integer(batches));
     json_object_set_new(o, "batched_updates_per_s", json_real(PER * batches / dt));
     json_object_set_new(o, "batches_per_s", json_real(batches / dt));
+
+    /* a long history: 5,000 finished moves beside the PER + 1 unfinished ones above; what a
+     * routing reload pays to learn the moves in flight, against listing every move */
+    enum { HISTORY = 5000 };
+    for (int k = 0; k < HISTORY; k += PER) {
+        b = ferry_batch_new();
+        for (int i = k; i < k + PER && i < HISTORY; i++) {
+            ferry_record done;
+            move_record(&done, 100000 + i);
+            done.u.move.state = FERRY_MOVE_DONE;
+            if (ferry_batch_create(b, &done, &err))
+                die("queue", &err);
+        }
+        if (ferry_catalog_commit(c, b, NULL, &err))
+            die("create history", &err);
+        ferry_batch_free(b);
+    }
+    json_t *h = json_object();
+    ferry_record_list all = {0}, unfinished = {0};
+    /* the first call on a new catalog writes the index's marker */
+    if (ferry_catalog_list_unfinished_moves(c, &unfinished, &err))
+        die("list unfinished moves", &err);
+    ferry_record_list_free(&unfinished);
+    t0 = now_s();
+    if (ferry_catalog_list(c, FERRY_REC_MOVE, NULL, 0, &all, &err))
+        die("list moves", &err);
+    json_object_set_new(h, "list_all_seconds", json_real(now_s() - t0));
+    t0 = now_s();
+    if (ferry_catalog_list_unfinished_moves(c, &unfinished, &err))
+        die("list unfinished moves", &err);
+    json_object_set_new(h, "list_unfinished_seconds", json_real(now_s() - t0));
+    json_object_set_new(h, "moves", json_integer((json_int_t)all.n));
+    json_object_set_new(h, "unfinished", json_integer((json_int_t)unfinished.n));
+    ferry_record_list_free(&all);
+    ferry_record_list_free(&unfinished);
+    json_object_set_new(o, "moves_history", h);
 
     /* one partition of 10,000 parts, recorded atomically */
     b = ferry_batch_new();

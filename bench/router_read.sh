@@ -20,23 +20,14 @@ n=${3:-2000}
 export FERRY_BIN=$bdir/ferry FERRY_BUILD_DIR=$bdir FERRY_SOURCE_DIR=$PWD
 source tests/lib/harness.sh
 source tests/lib/lab.sh
+source tests/lib/events.sh
 
 L=$T/lab REFL=$T/ref
 lab_up "$L" --nodes 3
 lab_up "$REFL" --nodes 1
 REF=$(lab_url "$REFL" node1)
 CONF=$L/ferry.conf
-cat >>"$CONF" <<EOF2
-[table "events"]
-database = default
-layout = shared
-tenant_column = tenant
-day_column = day
-split_column = split
-split_key = uid
-[router]
-passthrough = $(lab_url "$L" node1)
-EOF2
+events_conf "$CONF" "passthrough = $(lab_url "$L" node1)"
 "$FERRY_BIN" init --config "$CONF" >/dev/null
 DDL="CREATE TABLE events (tenant String, day UInt32, split UInt32, uid UInt64, u String, x UInt64)
      ENGINE = MergeTree PARTITION BY (tenant, day, split) ORDER BY (tenant, uid)"

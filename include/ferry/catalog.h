@@ -237,6 +237,8 @@ const char *ferry_table_layout_name(enum ferry_layout l);
 /* True when a move may go from -> to: the next state in PLANNED..DONE, or FAILED from any state
  * that is not DONE or FAILED. */
 bool ferry_move_transition_ok(enum ferry_move_state from, enum ferry_move_state to);
+/* True for the states a move never leaves: DONE, and FAILED (rolled back). */
+bool ferry_move_finished(enum ferry_move_state s);
 
 /* Adds an object to a part record (copies the strings). */
 int ferry_part_add_object(ferry_part *p, const char *key, uint64_t size, const char *checksum,
@@ -260,6 +262,14 @@ int ferry_catalog_get(ferry_catalog *c, ferry_record *rec, ferry_err *err);
  * Sorted by key. The caller frees out with ferry_record_list_free. */
 int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
                        size_t nprefix, ferry_record_list *out, ferry_err *err);
+
+/* The move records whose state is not finished (neither DONE nor FAILED), sorted by key, as
+ * ferry_catalog_list(FERRY_REC_MOVE) with the finished ones left out. It reads the index of
+ * unfinished moves (docs/catalog.md), so its cost follows the moves in flight, not the history;
+ * on a catalog written before the index existed the first call builds the index. The caller
+ * frees out with ferry_record_list_free. */
+int ferry_catalog_list_unfinished_moves(ferry_catalog *c, ferry_record_list *out,
+                                        ferry_err *err);
 
 /* Single-record writes (each a batch of one). create fails with FERRY_ECONFLICT when the record
  * exists; update and delete compare rec->version (FERRY_VERSION_ANY: no comparison) and return

@@ -96,8 +96,7 @@ int ferry_catalog_get(ferry_catalog *c, ferry_record *rec, ferry_err *err)
     return rc;
 }
 
-/* Path order, segment by segment, numbers compared as numbers (split 2 before split 10). */
-static int seg_cmp(const char *a, const char *b)
+int cat_path_cmp(const char *a, const char *b)
 {
     while (*a || *b) {
         size_t la = strcspn(a, "/"), lb = strcspn(b, "/");
@@ -126,7 +125,7 @@ static int seg_cmp(const char *a, const char *b)
 
 static int item_cmp(const void *x, const void *y)
 {
-    return seg_cmp(((const cat_item *)x)->path, ((const cat_item *)y)->path);
+    return cat_path_cmp(((const cat_item *)x)->path, ((const cat_item *)y)->path);
 }
 
 int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
@@ -232,6 +231,12 @@ static int batch_add(ferry_batch *b, enum cat_op_type type, const ferry_record *
     op->type = type;
     op->version = type == CAT_CREATE ? FERRY_VERSION_ANY : rec->version;
     op->is_route = rec->kind == FERRY_REC_ROUTE && type != CAT_CHECK;
+    if (rec->kind == FERRY_REC_MOVE && type != CAT_CHECK) {
+        bool unfinished = type != CAT_DELETE && !ferry_move_finished(rec->u.move.state);
+        op->move_index = !unfinished ? CAT_INDEX_DROP
+                         : type == CAT_SET && op->version != FERRY_VERSION_ANY ? CAT_INDEX_KEEP
+                                                                               : CAT_INDEX_WANT;
+    }
     op->path = strdup(path);
     if (type == CAT_CREATE || type == CAT_SET) {
         op->doc = cat_record_encode(rec);
@@ -278,7 +283,30 @@ static int commit_ops(ferry_catalog *c, const ferry_batch *b, enum cat_routing_c
                 req.routing = CAT_ROUTING_BUMP;
     if (b->n == 0 && req.routing == CAT_ROUTING_KEEP)
         return FERRY_OK;
-    return c->ops->commit(c, &req, info, err);
+    /* move records carry their entry in the index of unfinished moves along */
+    cat_op *all = NULL;
+    size_t n_all = b->n;
+    int64_t *all_versions = NULL;
+    int rc = cat_move_index_ops(c, b->ops, b->n, &all, &n_all, err);
+    if (rc)
+        return rc;
+    if (all) {
+        all_versions = calloc(n_all, sizeof *all_versions);
+        if (!all_versions) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        req.ops = all;
+        req.n = n_all;
+        req.new_versions = all_versions;
+    }
+    rc = c->ops->commit(c, &req, info, err);
+    if (!rc && all)
+        memcpy(new_versions, all_versions, b->n * sizeof *new_versions);
+out:
+    free(all_versions);
+    cat_move_index_ops_free(all, b->n, n_all);
+    return rc;
 }
 
 int ferry_catalog_commit(ferry_catalog *c, const ferry_batch *b, ferry_commit_info *info,

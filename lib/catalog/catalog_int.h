@@ -14,6 +14,17 @@
 
 enum cat_op_type { CAT_CREATE = 0, CAT_SET, CAT_DELETE, CAT_CHECK };
 
+/* What a change of a move record does to its entry in the index of unfinished moves. */
+enum cat_index_change {
+    CAT_INDEX_NONE = 0, /* not a move record, or a check */
+    CAT_INDEX_WANT,     /* the record is unfinished afterwards: the entry must exist */
+    CAT_INDEX_DROP,     /* finished (DONE, FAILED) or deleted afterwards: no entry */
+    CAT_INDEX_KEEP,     /* a compare-and-set update to an unfinished state: the record was
+                         * unfinished (a finished move is never made unfinished again,
+                         * ferry_move_transition_ok), so its entry exists: nothing to read or
+                         * write (the common case: a move's progress) */
+};
+
 /* One queued change. path and doc are owned by the batch. */
 typedef struct cat_op {
     enum cat_op_type type;
@@ -22,6 +33,7 @@ typedef struct cat_op {
     size_t doc_len;
     int64_t version; /* expected (SET, DELETE, CHECK); FERRY_VERSION_ANY = any */
     bool is_route;   /* changes the routing table */
+    enum cat_index_change move_index;
 } cat_op;
 
 struct ferry_batch {
@@ -109,6 +121,28 @@ int cat_record_from_json(enum ferry_record_kind kind, const json_t *o, ferry_rec
 char *cat_record_encode(const ferry_record *r);
 int cat_record_decode(enum ferry_record_kind kind, const char *doc, ferry_record *r,
                       ferry_err *err);
+
+/* Path order, segment by segment, numbers compared as numbers (split 2 before split 10). */
+int cat_path_cmp(const char *a, const char *b);
+
+/* ---- the index of unfinished moves (move_index.c, docs/catalog.md) ----
+ * An empty document at moves_active/ID for every move record whose state is neither DONE nor
+ * FAILED, created and deleted in the same commit as the record's change, so that listing the
+ * unfinished moves costs O(unfinished) and not O(history). The marker document says the index is
+ * complete: a catalog written before the index existed has none until the first listing of
+ * unfinished moves builds the index (and the marker) in one commit. */
+#define CAT_MOVE_INDEX_DIR "moves_active"
+#define CAT_INDEXES_DIR "indexes" /* markers of complete indexes */
+#define CAT_MOVE_INDEX_MARKER CAT_INDEXES_DIR "/moves_active"
+
+/* The backend operations for ops[0..n) with the index entries their move records need
+ * (CAT_INDEX_WANT: created when missing; CAT_INDEX_DROP: deleted when present; whether an entry
+ * exists is read now; CAT_INDEX_KEEP: nothing). *all is NULL when nothing is added; else a new array of *n_all ops: the n
+ * given ops (shallow copies, still owned by the batch) followed by the added ones (owned by the
+ * array): release it with cat_move_index_ops_free(*all, n, *n_all). */
+int cat_move_index_ops(ferry_catalog *c, const cat_op *ops, size_t n, cat_op **all,
+                       size_t *n_all, ferry_err *err);
+void cat_move_index_ops_free(cat_op *all, size_t n, size_t n_all);
 
 /* Milliseconds on the monotonic clock. */
 int64_t cat_now_ms(void);

@@ -90,9 +90,14 @@ int ferry_move_state_parse(const char *s, enum ferry_move_state *out)
 const char *ferry_tier_name(enum ferry_tier t) { return (unsigned)t < 2 ? tiers[t] : "?"; }
 const char *ferry_table_layout_name(enum ferry_layout l) { return ferry_layout_name(l); }
 
+bool ferry_move_finished(enum ferry_move_state s)
+{
+    return s == FERRY_MOVE_DONE || s == FERRY_MOVE_FAILED;
+}
+
 bool ferry_move_transition_ok(enum ferry_move_state from, enum ferry_move_state to)
 {
-    if (from == FERRY_MOVE_DONE || from == FERRY_MOVE_FAILED)
+    if (ferry_move_finished(from))
         return false;
     if (to == FERRY_MOVE_FAILED)
         return true;

@@ -1410,8 +1410,12 @@ int cat_zk_open(ferry_catalog *c, const char *rest, ferry_err *err)
         if (!p)
             break;
     }
-    static const char *const fixed[][2] = {{"gate", ""}, {"routing", "0"}, {"batches", NULL},
-                                           {"leases", NULL}};
+    static const char *const fixed[][2] = {{"gate", ""},
+                                           {"routing", "0"},
+                                           {"batches", NULL},
+                                           {"leases", NULL},
+                                           {CAT_MOVE_INDEX_DIR, NULL},
+                                           {CAT_INDEXES_DIR, NULL}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         abspath(be, fixed[i][0], abs, sizeof abs);
         int zrc = zcreate_if_missing(be, abs, fixed[i][1]);

@@ -185,69 +185,6 @@ static int slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, c
     return rs_slice_pids(c, t, table, tenant, split, &out->ids, &out->n, err);
 }
 
-typedef struct mv_part {
-    char name[FERRY_NAME_MAX];
-    char hash[40];
-    uint64_t rows, bytes;
-    bool cold, active;
-} mv_part;
-
-typedef struct mv_parts {
-    mv_part *p;
-    size_t n;
-} mv_parts;
-
-/* Parts of one partition of db.table on c (active only, or every state). Empty parts are left
- * out everywhere in the move: DETACH / MOVE / REPLACE PARTITION leave an empty part covering the
- * range they removed, and the server's cleanup thread drops it at a moment of its own choosing,
- * so naming one (DETACH PART: NO_SUCH_DATA_PART) or hashing it (the cold digest) races with that
- * thread. They hold no rows, so no comparison needs them. */
-static int list_parts(mv_conn *c, const char *db, const char *table, const char *pid,
-                      bool active_only, mv_parts *out, ferry_err *err)
-{
-    ferry_buf sql = FERRY_BUF_INIT;
-    ferry_ch_rows rows = {0};
-    memset(out, 0, sizeof *out);
-    ferry_buf_puts(&sql, "SELECT name, hash_of_all_files, rows, bytes_on_disk, disk_name IN "
-                         "(SELECT name FROM system.disks WHERE is_remote), active "
-                         "FROM system.parts WHERE database = ");
-    ferry_sql_quote(db, &sql);
-    ferry_buf_puts(&sql, " AND table = ");
-    ferry_sql_quote(table, &sql);
-    ferry_buf_puts(&sql, " AND partition_id = ");
-    ferry_sql_quote(pid, &sql);
-    ferry_buf_puts(&sql, " AND rows > 0");
-    if (active_only)
-        ferry_buf_puts(&sql, " AND active");
-    ferry_buf_puts(&sql, " ORDER BY name");
-    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
-    if (!rc && rows.n_rows) {
-        out->p = calloc(rows.n_rows, sizeof *out->p);
-        if (!out->p)
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    }
-    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
-        mv_part *p = &out->p[out->n++];
-        snprintf(p->name, sizeof p->name, "%s", ferry_ch_rows_get(&rows, r, 0));
-        snprintf(p->hash, sizeof p->hash, "%s", ferry_ch_rows_get(&rows, r, 1));
-        p->rows = u64_of(ferry_ch_rows_get(&rows, r, 2));
-        p->bytes = u64_of(ferry_ch_rows_get(&rows, r, 3));
-        p->cold = !strcmp(ferry_ch_rows_get(&rows, r, 4), "1");
-        p->active = !strcmp(ferry_ch_rows_get(&rows, r, 5), "1");
-    }
-    ferry_ch_rows_free(&rows);
-    ferry_buf_free(&sql);
-    return rc;
-}
-
-static const mv_part *parts_find(const mv_parts *ps, const char *name)
-{
-    for (size_t i = 0; i < ps->n; i++)
-        if (!strcmp(ps->p[i].name, name))
-            return &ps->p[i];
-    return NULL;
-}
-
 /* Whether two lists of parts hold the same multiset of hash_of_all_files. */
 static bool same_hashes(const mv_parts *a, const mv_parts *b)
 {
@@ -615,9 +552,9 @@ static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bo
         bool *need = NULL, *keep = NULL;
         json_t *fparts = json_object_get(fz, "parts");
         size_t nf = json_array_size(fparts);
-        rc = list_parts(&x->src, t->database, t->name, pid, false, &src, err);
+        rc = mv_list_parts(&x->src, t->database, t->name, pid, false, &src, err);
         if (!rc)
-            rc = list_parts(&x->dst, t->database, st, pid, true, &stg, err);
+            rc = mv_list_parts(&x->dst, t->database, st, pid, true, &stg, err);
         need = calloc(nf + 1, sizeof *need);
         keep = calloc(stg.n + 1, sizeof *keep);
         if (!rc && (!need || !keep))
@@ -625,7 +562,7 @@ static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bo
         /* diff by content: a frozen part whose hash staging holds (and not yet matched) stays */
         for (size_t k = 0; !rc && k < nf; k++) {
             const char *name = json_string_value(json_object_get(json_array_get(fparts, k), "name"));
-            const mv_part *sp = name ? parts_find(&src, name) : NULL;
+            const mv_part *sp = name ? mv_parts_find(&src, name) : NULL;
             if (!sp) {
                 /* an empty part (not listed), or one merged away since the freeze: either way
                  * nothing to send now; the exact comparison after the switch copies until
@@ -691,7 +628,7 @@ static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bo
             else
                 x->res->hot_copied += sent_bytes;
             if (!first) {
-                const mv_part *sp = parts_find(&src, name);
+                const mv_part *sp = mv_parts_find(&src, name);
                 if (sp && sp->cold)
                     x->res->cold_bytes += sp->bytes, x->res->cold_parts++;
                 else if (sp)
@@ -775,9 +712,9 @@ static int compare_copy(mvctx *x, const ferry_table_def *t, bool exact, bool *st
     for (size_t i = 0; !rc && i < pids.n; i++) {
         const char *pid = pids.ids[i];
         mv_parts src = {0}, stg = {0};
-        rc = list_parts(&x->src, t->database, t->name, pid, !exact ? false : true, &src, err);
+        rc = mv_list_parts(&x->src, t->database, t->name, pid, exact, &src, err);
         if (!rc)
-            rc = list_parts(&x->dst, t->database, st, pid, true, &stg, err);
+            rc = mv_list_parts(&x->dst, t->database, st, pid, true, &stg, err);
         mv_parts src_active = {0};
         if (!rc) {
             src_active.p = calloc(src.n + 1, sizeof *src_active.p);
@@ -866,7 +803,7 @@ static int source_fingerprint(mvctx *x, const ferry_table_def *t, ferry_fingerpr
         ferry_fingerprint a;
         mv_parts ps = {0};
         /* the rule compare_copy used: cold partitions by their part digest */
-        rc = list_parts(&x->src, t->database, t->name, pids.ids[i], true, &ps, err);
+        rc = mv_list_parts(&x->src, t->database, t->name, pids.ids[i], true, &ps, err);
         if (!rc && all_cold(&ps))
             cold_digest(&ps, &a);
         else if (!rc)
@@ -1524,7 +1461,7 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
         rc = slice_pids(&src, t, t->name, tenant, split, &pids, err);
         for (size_t k = 0; !rc && k < pids.n; k++) {
             mv_parts ps = {0};
-            rc = list_parts(&src, t->database, t->name, pids.ids[k], true, &ps, err);
+            rc = mv_list_parts(&src, t->database, t->name, pids.ids[k], true, &ps, err);
             for (size_t j = 0; j < ps.n; j++)
                 if (!ps.p[j].cold)
                     hot += ps.p[j].bytes;
@@ -1744,7 +1681,7 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
             res->partitions += pids.n;
             for (size_t k = 0; k < pids.n; k++) {
                 mv_parts ps = {0}; /* rows from system.parts: reading every row is the verify's job */
-                if (!list_parts(&x.dst, t->database, t->name, pids.ids[k], true, &ps, &e2))
+                if (!mv_list_parts(&x.dst, t->database, t->name, pids.ids[k], true, &ps, &e2))
                     for (size_t j = 0; j < ps.n; j++)
                         res->rows += ps.p[j].rows;
                 free(ps.p);

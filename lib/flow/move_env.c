@@ -9,6 +9,7 @@
 #include "ferry/config.h"
 #include "ferry/fleet.h"
 #include "ferry/lines.h"
+#include "ferry/partition.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
 
@@ -79,4 +80,56 @@ int mv_agent(mv_conn *c, const char *op, json_t *req, json_t **resp, long *statu
     else
         json_decref(r);
     return rc;
+}
+
+static uint64_t u64_of(const char *s)
+{
+    uint64_t v = 0;
+    return ferry_parse_u64(s, &v) ? v : 0;
+}
+
+int mv_list_parts(mv_conn *c, const char *db, const char *table, const char *pid,
+                  bool active_only, mv_parts *out, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    memset(out, 0, sizeof *out);
+    ferry_buf_puts(&sql, "SELECT name, hash_of_all_files, rows, bytes_on_disk, disk_name IN "
+                         "(SELECT name FROM system.disks WHERE is_remote), active "
+                         "FROM system.parts WHERE database = ");
+    ferry_sql_quote(db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, " AND partition_id = ");
+    ferry_sql_quote(pid, &sql);
+    ferry_buf_puts(&sql, " AND rows > 0");
+    if (active_only)
+        ferry_buf_puts(&sql, " AND active");
+    ferry_buf_puts(&sql, " ORDER BY name");
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
+    if (!rc && rows.n_rows) {
+        out->p = calloc(rows.n_rows, sizeof *out->p);
+        if (!out->p)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
+        mv_part *p = &out->p[out->n++];
+        snprintf(p->name, sizeof p->name, "%s", ferry_ch_rows_get(&rows, r, 0));
+        snprintf(p->hash, sizeof p->hash, "%s", ferry_ch_rows_get(&rows, r, 1));
+        p->rows = u64_of(ferry_ch_rows_get(&rows, r, 2));
+        p->bytes = u64_of(ferry_ch_rows_get(&rows, r, 3));
+        p->cold = !strcmp(ferry_ch_rows_get(&rows, r, 4), "1");
+        p->active = !strcmp(ferry_ch_rows_get(&rows, r, 5), "1");
+    }
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+const mv_part *mv_parts_find(const mv_parts *ps, const char *name)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (!strcmp(ps->p[i].name, name))
+            return &ps->p[i];
+    return NULL;
 }

@@ -4,6 +4,8 @@
 #define FERRY_MOVE_ENV_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "ferry/agent.h"
 #include "ferry/catalog.h"
@@ -32,5 +34,30 @@ int mv_sql(mv_conn *c, const char *sql, ferry_ch_rows *rows, ferry_err *err);
 /* An agent operation; the error message is prefixed with the shard's name. */
 int mv_agent(mv_conn *c, const char *op, json_t *req, json_t **resp, long *status,
              ferry_err *err);
+
+/* One part of a partition as system.parts shows it. */
+typedef struct mv_part {
+    char name[FERRY_NAME_MAX];
+    char hash[40]; /* hash_of_all_files */
+    uint64_t rows, bytes;
+    bool cold;   /* on a remote disk (pointer files) */
+    bool active; /* false: outdated, or another inactive state */
+} mv_part;
+
+typedef struct mv_parts {
+    mv_part *p; /* malloc'ed; the caller frees it */
+    size_t n;
+} mv_parts;
+
+/* The parts of partition pid of db.table on c, by name: the active ones only, or every state.
+ * Parts with no rows are always left out: DETACH / MOVE / REPLACE PARTITION leave an empty part
+ * covering the range they removed, and the server's cleanup thread drops it at a moment of its
+ * own choosing, so naming one (DETACH PART: NO_SUCH_DATA_PART) or hashing it (a move's cold
+ * digest) races with that thread. They hold no rows, so no comparison needs them. Used by moves
+ * and by replica sync alike. */
+int mv_list_parts(mv_conn *c, const char *db, const char *table, const char *pid,
+                  bool active_only, mv_parts *out, ferry_err *err);
+/* The part named name in ps, or NULL. */
+const mv_part *mv_parts_find(const mv_parts *ps, const char *name);
 
 #endif

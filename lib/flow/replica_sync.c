@@ -32,18 +32,6 @@
 
 #define RS_CHECK_ROWS_MAX 5000000 /* the row-hash containment check reads this many at most */
 
-typedef struct rs_part {
-    char name[FERRY_NAME_MAX];
-    char hash[40];
-    uint64_t rows, bytes;
-    bool cold;
-} rs_part;
-
-typedef struct rs_parts {
-    rs_part *p;
-    size_t n;
-} rs_parts;
-
 static uint64_t u64_of(const char *s)
 {
     uint64_t v = 0;
@@ -95,46 +83,9 @@ int rs_slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const
     return rc;
 }
 
-/* Active parts of one partition of db.table on c, without empty parts (the covering parts DETACH
- * / MOVE / REPLACE PARTITION leave behind, which the server's cleanup thread drops at any time:
- * move.c, list_parts). */
-static int list_parts(mv_conn *c, const char *db, const char *table, const char *pid,
-                      rs_parts *out, ferry_err *err)
-{
-    ferry_buf sql = FERRY_BUF_INIT;
-    ferry_ch_rows rows = {0};
-    memset(out, 0, sizeof *out);
-    ferry_buf_puts(&sql, "SELECT name, hash_of_all_files, rows, bytes_on_disk, disk_name IN "
-                         "(SELECT name FROM system.disks WHERE is_remote) "
-                         "FROM system.parts WHERE active AND rows > 0 AND database = ");
-    ferry_sql_quote(db, &sql);
-    ferry_buf_puts(&sql, " AND table = ");
-    ferry_sql_quote(table, &sql);
-    ferry_buf_puts(&sql, " AND partition_id = ");
-    ferry_sql_quote(pid, &sql);
-    ferry_buf_puts(&sql, " ORDER BY name");
-    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
-    if (!rc && rows.n_rows) {
-        out->p = calloc(rows.n_rows, sizeof *out->p);
-        if (!out->p)
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    }
-    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
-        rs_part *p = &out->p[out->n++];
-        snprintf(p->name, sizeof p->name, "%s", ferry_ch_rows_get(&rows, r, 0));
-        snprintf(p->hash, sizeof p->hash, "%s", ferry_ch_rows_get(&rows, r, 1));
-        p->rows = u64_of(ferry_ch_rows_get(&rows, r, 2));
-        p->bytes = u64_of(ferry_ch_rows_get(&rows, r, 3));
-        p->cold = !strcmp(ferry_ch_rows_get(&rows, r, 4), "1");
-    }
-    ferry_ch_rows_free(&rows);
-    ferry_buf_free(&sql);
-    return rc;
-}
-
 /* Matches dst's parts against src's as multisets of (hash, rows). *subset: every dst part has
  * its own match. missing[k] (src.n entries) is set for the src parts nothing matched. */
-static void match_parts(const rs_parts *src, const rs_parts *dst, bool *missing, bool *subset)
+static void match_parts(const mv_parts *src, const mv_parts *dst, bool *missing, bool *subset)
 {
     *subset = true;
     for (size_t k = 0; k < src->n; k++)
@@ -328,12 +279,12 @@ int rs_remove_slice(mv_conn *c, const ferry_table_def *t, const char *tenant, ui
 /* Makes dst's staging partition pid hold exactly the frozen src parts named in want[] (others
  * detached and removed, missing ones sent). Counts what was sent in out. */
 static int staging_fill(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *st,
-                        const char *pid, const char *freeze, const rs_parts *frozen,
+                        const char *pid, const char *freeze, const mv_parts *frozen,
                         const bool *want, rs_result *out, ferry_err *err)
 {
-    rs_parts stg = {0};
+    mv_parts stg = {0};
     bool *need = calloc(frozen->n + 1, sizeof *need);
-    int rc = need ? list_parts(dst, t->database, st, pid, &stg, err)
+    int rc = need ? mv_list_parts(dst, t->database, st, pid, true, &stg, err)
                   : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     bool *keep = rc ? NULL : calloc(stg.n + 1, sizeof *keep);
     if (!rc && !keep)
@@ -390,13 +341,13 @@ static int staging_fill(mv_conn *src, mv_conn *dst, const ferry_table_def *t, co
 /* Freezes partition pid of t on src under `freeze` and lists the frozen parts (with their
  * hashes from system.parts). *none: nothing to freeze (the partition is gone). */
 static int freeze_parts(mv_conn *src, const ferry_table_def *t, const char *pid,
-                        const char *freeze, rs_parts *frozen, bool *none, ferry_err *err)
+                        const char *freeze, mv_parts *frozen, bool *none, ferry_err *err)
 {
     json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "database", t->database, "table", t->name,
                             "partition_id", pid, "name", freeze),
            *fz = NULL;
     long status = 0;
-    rs_parts all = {0};
+    mv_parts all = {0};
     *none = false;
     memset(frozen, 0, sizeof *frozen);
     int rc = mv_agent(src, "freeze", req, &fz, &status, err);
@@ -406,7 +357,7 @@ static int freeze_parts(mv_conn *src, const ferry_table_def *t, const char *pid,
         return FERRY_OK;
     }
     if (!rc)
-        rc = list_parts(src, t->database, t->name, pid, &all, err);
+        rc = mv_list_parts(src, t->database, t->name, pid, true, &all, err);
     json_t *fparts = json_object_get(fz, "parts");
     size_t nf = json_array_size(fparts);
     if (!rc) {
@@ -416,10 +367,7 @@ static int freeze_parts(mv_conn *src, const ferry_table_def *t, const char *pid,
     }
     for (size_t k = 0; !rc && k < nf; k++) {
         const char *name = json_string_value(json_object_get(json_array_get(fparts, k), "name"));
-        const rs_part *p = NULL;
-        for (size_t j = 0; name && j < all.n && !p; j++)
-            if (!strcmp(all.p[j].name, name))
-                p = &all.p[j];
+        const mv_part *p = name ? mv_parts_find(&all, name) : NULL;
         if (!p)
             continue; /* empty, or merged since the freeze: the sync's comparison catches up */
         frozen->p[frozen->n++] = *p;
@@ -439,12 +387,12 @@ static int remove_freeze(mv_conn *src, const char *freeze, ferry_err *err)
 
 /* One round of the copy (action already decided: copy-parts or replace). */
 static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
-                      const char *freeze, bool replace, const rs_parts *dst_parts,
+                      const char *freeze, bool replace, const mv_parts *dst_parts,
                       rs_result *out, ferry_err *err)
 {
     char st[FERRY_NAME_MAX + 32];
     snprintf(st, sizeof st, "%s%s", t->name, RS_STAGING_SUFFIX);
-    rs_parts frozen = {0};
+    mv_parts frozen = {0};
     bool none = false, *missing = NULL, subset = true;
     int rc = remove_freeze(src, freeze, err); /* a leftover of an interrupted run */
     if (!rc)
@@ -538,11 +486,11 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
                      (unsigned long long)a.rows);
             break;
         }
-        rs_parts sp = {0}, dp = {0};
+        mv_parts sp = {0}, dp = {0};
         bool *missing = NULL, subset = false;
-        rc = list_parts(src, t->database, t->name, pid, &sp, err);
+        rc = mv_list_parts(src, t->database, t->name, pid, true, &sp, err);
         if (!rc)
-            rc = list_parts(dst, t->database, t->name, pid, &dp, err);
+            rc = mv_list_parts(dst, t->database, t->name, pid, true, &dp, err);
         if (!rc && !(missing = calloc(sp.n + 1, sizeof *missing)))
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         if (!rc)
@@ -552,7 +500,7 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
             usleep((useconds_t)grace_ms * 1000);
             free(dp.p);
             dp.p = NULL;
-            rc = list_parts(dst, t->database, t->name, pid, &dp, err);
+            rc = mv_list_parts(dst, t->database, t->name, pid, true, &dp, err);
             if (!rc)
                 match_parts(&sp, &dp, missing, &subset);
         }

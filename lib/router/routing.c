@@ -269,7 +269,9 @@ int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err)
         if (!rc)
             rc = ferry_catalog_list(cat, FERRY_REC_TENANT, NULL, 0, &tenants, err);
         if (!rc)
-            rc = ferry_catalog_list(cat, FERRY_REC_MOVE, NULL, 0, &moves, err);
+            /* only moves in flight matter (SWITCH); DONE and FAILED ones are history, which
+             * the index of unfinished moves keeps out of every reload */
+            rc = ferry_catalog_list_unfinished_moves(cat, &moves, err);
         if (!rc)
             rc = ferry_catalog_routing_version(cat, &v2, err);
         if (!rc)

@@ -8,28 +8,16 @@
 # [cluster] repair_interval repairs a missed write by itself.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
 
 L=$T/lab
 lab_up "$L" --nodes 4
 C=$L/rf2.conf
 sed 's/^clickhouse_version = /rf = 2\nclickhouse_version = /' "$L/ferry.conf" >"$C"
-cat >>"$C" <<EOF
-[table "events"]
-database = default
-layout = shared
-tenant_column = tenant
-day_column = day
-split_column = split
-split_key = uid
-[router]
-shard_timeout = 5s
-EOF
+events_conf "$C" "shard_timeout = 5s"
 declare -A U
 for n in node1 node2 node3 node4; do U[$n]=$(lab_url "$L" "$n"); done
-DDL="CREATE TABLE events (tenant String, day UInt32, split UInt16, uid UInt64, id UInt64, v String)
-     ENGINE = MergeTree PARTITION BY (tenant, day, split) ORDER BY id
-     SETTINGS non_replicated_deduplication_window = 10000, storage_policy = 'tiered'"
-for n in node1 node2 node3 node4; do chq "${U[$n]}" "$DDL" >/dev/null; done
+events_table --tiered "${U[@]}"
 "$FERRY_BIN" init --config "$C" >/dev/null || fail "init"
 "$FERRY_BIN" tenant add acme --config "$C" >/dev/null || fail "tenant add"
 ROUTE=$("$FERRY_BIN" route --config "$C" --tenant acme --json | jq -r '.slices[0].shards | join(",")')

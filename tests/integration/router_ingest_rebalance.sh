@@ -7,40 +7,26 @@
 # was caught up.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
 LOAD="python3 $FERRY_SOURCE_DIR/tests/lib/router_load.py"
 
 L=$T/lab
 lab_up "$L" --nodes 3
 C=$L/ri.conf
-extras() {
-  cat <<EOF
-[table "events"]
-database = default
-layout = shared
-tenant_column = tenant
-day_column = day
-split_column = split
-split_key = uid
-[router]
-passthrough = $(lab_url "$L" node1)
-shard_timeout = 60s
-[splits]
-target_slice_bytes = 1
-max_splits = 2
-EOF
+write_conf() { # the lab's config (its shards) and the test's sections, into $C
+    cp "$L/ferry.conf" "$C"
+    events_conf "$C" "passthrough = $(lab_url "$L" node1)" "shard_timeout = 60s" \
+        "[splits]" "target_slice_bytes = 1" "max_splits = 2"
 }
-{ cat "$L/ferry.conf"; extras; } >"$C"
+write_conf
 "$FERRY_BIN" init --config "$C" >/dev/null || fail "init"
 # The 4th node starts now (so the router's config knows its URL) but joins the cluster only
 # mid-load, with `ferry shard add`.
 "$FERRY_BIN" lab add-node --dir "$L" >/dev/null 2>&1 || fail "lab add-node failed"
-{ cat "$L/ferry.conf"; extras; } >"$C"
+write_conf
 declare -A URL
 for n in node1 node2 node3 node4; do URL[$n]=$(lab_url "$L" $n); done
-DDL="CREATE TABLE events (tenant String, day UInt32, split UInt16, uid UInt64, id UInt64, v String)
-     ENGINE = MergeTree PARTITION BY (tenant, day, split) ORDER BY id
-     SETTINGS non_replicated_deduplication_window = 10000"
-for n in node1 node2 node3 node4; do chq "${URL[$n]}" "$DDL" >/dev/null; done
+events_table "${URL[@]}"
 "$FERRY_BIN" tenant add $(seq 0 199 | sed 's/^/t/') --config "$C" >/dev/null || fail "tenant add"
 active=$("$FERRY_BIN" catalog export --config "$C" | jq -r '[.shards[] | select(.state == "active") | .name] | sort | join(",")')
 assert_eq "$active" "node1,node2,node3" "active shards before the rebalance"

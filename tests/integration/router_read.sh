@@ -7,6 +7,7 @@
 # down (named with its URL).
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
 CHECK="python3 $FERRY_SOURCE_DIR/tests/lib/router_read_check.py"
 CORPUS=$FERRY_SOURCE_DIR/tests/data/router_read_queries.sql
 
@@ -18,18 +19,7 @@ REF=$(lab_url "$REFLAB" node1)
 N1=$(lab_url "$LAB" node1); N2=$(lab_url "$LAB" node2); N3=$(lab_url "$LAB" node3)
 NODES=("$N1" "$N2" "$N3")
 CONF=$LAB/ferry.conf
-cat >>"$CONF" <<EOF2
-[table "events"]
-database = default
-layout = shared
-tenant_column = tenant
-day_column = day
-split_column = split
-split_key = uid
-[router]
-passthrough = $N1
-shard_timeout = 20s
-EOF2
+events_conf "$CONF" "passthrough = $N1" "shard_timeout = 20s"
 "$FERRY_BIN" init --config "$CONF" >/dev/null || fail "init"
 
 DDL="CREATE TABLE events (tenant String, day UInt32, split UInt32, uid UInt64, u String, x UInt64,

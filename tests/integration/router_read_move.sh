@@ -9,25 +9,14 @@
 # stopped after its switch: its target (new writes only) is not read until the clone is done.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
 
 LAB=$T/lab
 lab_up "$LAB" --nodes 3
 declare -A U
 for n in node1 node2 node3; do U[$n]=$(lab_url "$LAB" "$n"); done
 C=$LAB/ferry.conf
-cat >>"$C" <<EOF2
-[table "events"]
-database = default
-layout = shared
-tenant_column = tenant
-day_column = day
-split_column = split
-split_key = uid
-[router]
-passthrough = ${U[node1]}
-shard_timeout = 20s
-publish_wait = 60s
-EOF2
+events_conf "$C" "passthrough = ${U[node1]}" "shard_timeout = 20s" "publish_wait = 60s"
 "$FERRY_BIN" init --config "$C" >/dev/null || fail "init"
 DDL="CREATE TABLE events (tenant String, day UInt32, split UInt32, uid UInt64, x UInt64)
      ENGINE = MergeTree PARTITION BY (tenant, day, split) ORDER BY (tenant, x)"

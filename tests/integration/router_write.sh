@@ -3,6 +3,7 @@
 # slice's serving shard; retries deduplicated; errors clear; passthrough.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
 TOOL=$FERRY_BUILD_DIR/tests/tools/catalog_tool
 LOAD="python3 $FERRY_SOURCE_DIR/tests/lib/router_load.py"
 
@@ -11,29 +12,12 @@ lab_up "$LAB" --nodes 3
 CONF=$LAB/ferry.conf
 N1=$(lab_url "$LAB" node1); N2=$(lab_url "$LAB" node2); N3=$(lab_url "$LAB" node3)
 NODES=("$N1" "$N2" "$N3")
-cat >>"$CONF" <<EOF
-[table "events"]
-database = default
-layout = shared
-tenant_column = tenant
-day_column = day
-split_column = split
-split_key = uid
-[router]
-passthrough = $N1
-flush_bytes = 64K
-max_request_bytes = 1M
-shard_timeout = 20s
-[splits]
-target_slice_bytes = 1G
-EOF
+events_conf "$CONF" "passthrough = $N1" "flush_bytes = 64K" "max_request_bytes = 1M" "shard_timeout = 20s" \
+    "[splits]" "target_slice_bytes = 1G"
 "$FERRY_BIN" init --config "$CONF" >/dev/null || fail "init"
 CATALOG=$(sed -n 's/^catalog = //p' "$CONF")
 
-DDL="CREATE TABLE events (tenant String, day UInt32, split UInt16, uid UInt64, id UInt64, v String)
-     ENGINE = MergeTree PARTITION BY (tenant, day, split) ORDER BY id
-     SETTINGS non_replicated_deduplication_window = 10000"
-for u in "${NODES[@]}"; do chq "$u" "$DDL" >/dev/null; done
+events_table "${NODES[@]}"
 ok "managed table created on 3 nodes with a deduplication window"
 
 # 200 tenants: most with 1 split, every tenth with 3.

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "catalog/catalog_int.h" /* raw documents: a catalog as an older ferry left it */
 #include "ferry/catalog.h"
 
 static char base_dir[256];
@@ -889,6 +890,187 @@ static void test_routing_version(void **state)
     ferry_catalog_close(c);
 }
 
+/* ---- the index of unfinished moves ---- */
+
+/* The ids ferry_catalog_list_unfinished_moves returns, comma-separated, checked against get. */
+static void assert_unfinished(ferry_catalog *c, const char *want)
+{
+    ferry_record_list l = {0};
+    ferry_err err = {0};
+    assert_int_equal(ferry_catalog_list_unfinished_moves(c, &l, &err), FERRY_OK);
+    char got[512] = "";
+    for (size_t i = 0; i < l.n; i++) {
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? "," : "",
+                 l.items[i].u.move.id);
+        ferry_record now;
+        ferry_record_init(&now, FERRY_REC_MOVE);
+        snprintf(now.u.move.id, sizeof now.u.move.id, "%s", l.items[i].u.move.id);
+        assert_int_equal(ferry_catalog_get(c, &now, &err), FERRY_OK);
+        assert_int_equal(now.version, l.items[i].version); /* usable for CAS */
+        assert_int_equal(now.u.move.state, l.items[i].u.move.state);
+    }
+    ferry_record_list_free(&l);
+    assert_string_equal(got, want);
+}
+
+/* How many documents are stored directly below dir. */
+static size_t count_docs(ferry_catalog *c, const char *dir)
+{
+    cat_items items = {0};
+    ferry_err err = {0};
+    assert_int_equal(c->ops->scan(c, dir, 1, &items, &err), FERRY_OK);
+    size_t n = items.n;
+    cat_items_free(&items);
+    return n;
+}
+
+/* Writes or removes one raw document, bypassing the record layer (and so the index). */
+static void raw_op(ferry_catalog *c, enum cat_op_type type, const char *path)
+{
+    cat_op op = {.type = type, .path = (char *)path, .version = FERRY_VERSION_ANY};
+    if (type == CAT_CREATE) {
+        op.doc = (char *)"{}";
+        op.doc_len = 2;
+    }
+    int64_t nv = 0;
+    cat_commit_req req = {&op, 1, CAT_ROUTING_KEEP, 0, &nv};
+    ferry_commit_info info = {0};
+    ferry_err err = {0};
+    assert_int_equal(c->ops->commit(c, &req, &info, &err), FERRY_OK);
+}
+
+static void create_move(ferry_catalog *c, int i, enum ferry_move_state st, ferry_record *out)
+{
+    ferry_err err = {0};
+    sample(out, FERRY_REC_MOVE, i);
+    out->u.move.state = st;
+    assert_int_equal(ferry_catalog_create(c, out, &err), FERRY_OK);
+}
+
+static void test_unfinished_moves(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    assert_unfinished(c, ""); /* a fresh catalog: the index is built empty */
+    ferry_record m1, m2, m3, m10;
+    create_move(c, 1, FERRY_MOVE_PLANNED, &m1);
+    create_move(c, 2, FERRY_MOVE_DONE, &m2);
+    create_move(c, 3, FERRY_MOVE_CLONE, &m3);
+    create_move(c, 10, FERRY_MOVE_SWITCH, &m10);
+    assert_unfinished(c, "m1,m10,m3"); /* key order, as ferry_catalog_list */
+    assert_int_equal(count_docs(c, CAT_MOVE_INDEX_DIR), 3);
+    /* rolled back: FAILED is finished */
+    assert_int_equal(ferry_catalog_move_advance(c, &m3, FERRY_MOVE_FAILED, "rolled back", &err), FERRY_OK);
+    assert_unfinished(c, "m1,m10");
+    /* the switch of m1: record and route in one batch; still unfinished */
+    m1.u.move.state = FERRY_MOVE_SWITCH;
+    m1.u.move.step = FERRY_MOVE_STEP_PUBLISH;
+    ferry_record route;
+    sample(&route, FERRY_REC_ROUTE, 2);
+    ferry_batch *b = ferry_batch_new();
+    assert_int_equal(ferry_batch_update(b, &m1, &err), FERRY_OK);
+    assert_int_equal(ferry_batch_create(b, &route, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_unfinished(c, "m1,m10");
+    /* m10 finishes */
+    assert_int_equal(ferry_catalog_move_advance(c, &m10, FERRY_MOVE_CLEANUP, NULL, &err), FERRY_OK);
+    assert_unfinished(c, "m1,m10");
+    assert_int_equal(ferry_catalog_move_advance(c, &m10, FERRY_MOVE_DONE, NULL, &err), FERRY_OK);
+    assert_unfinished(c, "m1");
+    /* a finished move's record rewritten (detail): no entry comes back */
+    snprintf(m2.u.move.detail, sizeof m2.u.move.detail, "note");
+    assert_int_equal(ferry_catalog_update(c, &m2, &err), FERRY_OK);
+    assert_unfinished(c, "m1");
+    assert_int_equal(count_docs(c, CAT_MOVE_INDEX_DIR), 1);
+    /* the flows never make a finished move unfinished; an unconditional write (no CAS) may, and
+     * the entry follows it there and back */
+    ferry_record revived = m2;
+    revived.version = FERRY_VERSION_ANY;
+    revived.u.move.state = FERRY_MOVE_CLONE;
+    assert_int_equal(ferry_catalog_update(c, &revived, &err), FERRY_OK);
+    assert_unfinished(c, "m1,m2");
+    revived.version = FERRY_VERSION_ANY;
+    revived.u.move.state = FERRY_MOVE_DONE;
+    assert_int_equal(ferry_catalog_update(c, &revived, &err), FERRY_OK);
+    assert_unfinished(c, "m1");
+    m2 = revived;
+    /* a batch that fails writes no entry either */
+    ferry_record m20, stale = m2;
+    sample(&m20, FERRY_REC_MOVE, 20);
+    stale.version = 0;
+    b = ferry_batch_new();
+    assert_int_equal(ferry_batch_create(b, &m20, &err), FERRY_OK);
+    assert_int_equal(ferry_batch_check(b, &stale, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_ECONFLICT);
+    ferry_batch_free(b);
+    assert_int_equal(count_docs(c, CAT_MOVE_INDEX_DIR), 1);
+    /* a deleted move leaves the index */
+    m1.version = FERRY_VERSION_ANY;
+    assert_int_equal(ferry_catalog_delete(c, &m1, &err), FERRY_OK);
+    assert_unfinished(c, "");
+    assert_int_equal(count_docs(c, CAT_MOVE_INDEX_DIR), 0);
+    /* a batch of several moves (the index is listed once instead of read entry by entry) */
+    ferry_record many[3];
+    b = ferry_batch_new();
+    for (int i = 0; i < 3; i++) {
+        sample(&many[i], FERRY_REC_MOVE, 40 + i);
+        many[i].u.move.state = i == 1 ? FERRY_MOVE_DONE : FERRY_MOVE_PLANNED;
+        assert_int_equal(ferry_batch_create(b, &many[i], &err), FERRY_OK);
+    }
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_unfinished(c, "m40,m42");
+    b = ferry_batch_new();
+    for (int i = 0; i < 3; i++) {
+        many[i].version = 0;
+        many[i].u.move.state = i == 2 ? FERRY_MOVE_FAILED : FERRY_MOVE_CLONE;
+        if (i == 1)
+            many[i].u.move.state = FERRY_MOVE_DONE;
+        assert_int_equal(ferry_batch_update(b, &many[i], &err), FERRY_OK);
+    }
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_unfinished(c, "m40");
+    b = ferry_batch_new();
+    for (int i = 0; i < 3; i++) {
+        many[i].version = FERRY_VERSION_ANY;
+        assert_int_equal(ferry_batch_delete(b, &many[i], &err), FERRY_OK);
+    }
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_unfinished(c, "");
+    assert_int_equal(count_docs(c, CAT_MOVE_INDEX_DIR), 0);
+    /* the index is no record: export does not show it */
+    char *dump = NULL;
+    assert_int_equal(ferry_catalog_export(c, &dump, &err), FERRY_OK);
+    assert_null(strstr(dump, CAT_MOVE_INDEX_DIR));
+    free(dump);
+
+    /* a catalog an older ferry wrote: moves, no index, no marker. The first listing builds the
+     * index (and drops an entry whose move is finished), across a reopen. */
+    ferry_record m30, m31;
+    create_move(c, 30, FERRY_MOVE_VERIFY, &m30);
+    create_move(c, 31, FERRY_MOVE_DONE, &m31);
+    raw_op(c, CAT_DELETE, "moves_active/m30");
+    raw_op(c, CAT_CREATE, "moves_active/m31");
+    raw_op(c, CAT_DELETE, CAT_MOVE_INDEX_MARKER);
+    ferry_catalog_close(c);
+    c = open_ok(url);
+    assert_int_equal(count_docs(c, CAT_MOVE_INDEX_DIR), 1); /* m31's, stale */
+    assert_unfinished(c, "m30");
+    assert_int_equal(count_docs(c, "indexes"), 1); /* the marker */
+    assert_int_equal(count_docs(c, CAT_MOVE_INDEX_DIR), 1); /* m30's */
+    assert_unfinished(c, "m30");
+    /* even with a stale entry and the marker, a finished move is never listed */
+    raw_op(c, CAT_CREATE, "moves_active/m31");
+    assert_unfinished(c, "m30");
+    ferry_catalog_close(c);
+}
+
 int main(void)
 {
     zk_base = getenv("FERRY_TEST_CATALOG");
@@ -912,6 +1094,7 @@ int main(void)
         cmocka_unit_test(test_lease_session_expiry),
         cmocka_unit_test(test_restart_and_reload),
         cmocka_unit_test(test_routing_version),
+        cmocka_unit_test(test_unfinished_moves),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[512];
