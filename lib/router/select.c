@@ -1310,10 +1310,12 @@ static int materialize_globals(rd_ctx *cx, ferry_read_plan *p, rd_fail *f)
 }
 
 /* The final query of a plan on server `server`: text + SETTINGS + FORMAT, streamed to sink.
- * *received (may be NULL) gets the answer bytes the server delivered to sink. */
-static int run_final(rd_ctx *cx, size_t server, const char *sql, const ferry_read_plan *p,
-                     const char *format, const ferry_ch_setting *extra, size_t n_extra,
-                     ferry_ch_write_fn sink, void *arg, rd_fail *f, uint64_t *received)
+ * *received (may be NULL) gets the answer bytes the server delivered to sink. read_timeout_ms:
+ * the longest wait for the next byte (0: [router] shard_timeout). */
+static int run_final_ex(rd_ctx *cx, size_t server, const char *sql, const ferry_read_plan *p,
+                        const char *format, const ferry_ch_setting *extra, size_t n_extra,
+                        ferry_ch_write_fn sink, void *arg, rd_fail *f, uint64_t *received,
+                        long read_timeout_ms)
 {
     const rd_opts *o = cx->o;
     ferry_buf text = {0};
@@ -1341,7 +1343,8 @@ static int run_final(rd_ctx *cx, size_t server, const char *sql, const ferry_rea
                         .settings = set,
                         .n_settings = n,
                         .on_data = sink,
-                        .on_data_arg = arg};
+                        .on_data_arg = arg,
+                        .read_timeout_ms = read_timeout_ms};
     ferry_ch_status st;
     ferry_err err = {0};
     int rc = server_exec(cx, server, &q, &st, &err);
@@ -1352,6 +1355,13 @@ static int run_final(rd_ctx *cx, size_t server, const char *sql, const ferry_rea
     ferry_buf_free(&text);
     free(set);
     return rc;
+}
+
+static int run_final(rd_ctx *cx, size_t server, const char *sql, const ferry_read_plan *p,
+                     const char *format, const ferry_ch_setting *extra, size_t n_extra,
+                     ferry_ch_write_fn sink, void *arg, rd_fail *f, uint64_t *received)
+{
+    return run_final_ex(cx, server, sql, p, format, extra, n_extra, sink, arg, f, received, 0);
 }
 
 /* Adds a partial job (jobs grow by pointer: a job's sink points into the job). */
@@ -2069,6 +2079,7 @@ typedef struct init_job {
     ferry_ch_write_fn sink;
     void *arg;
     uint64_t delivered; /* bytes that reached sink */
+    long read_timeout_ms;
     int rc;
     rd_fail f;
 } init_job;
@@ -2083,8 +2094,8 @@ static int init_sink(const void *data, size_t len, void *arg)
 static void *init_main(void *arg)
 {
     init_job *j = arg;
-    j->rc = run_final(j->cx, j->server, j->sql, j->p, j->format, NULL, 0, init_sink, j, &j->f,
-                      NULL);
+    j->rc = run_final_ex(j->cx, j->server, j->sql, j->p, j->format, NULL, 0, init_sink, j, &j->f,
+                         NULL, j->read_timeout_ms);
     return NULL;
 }
 
@@ -2200,8 +2211,13 @@ static int run_merged_pipelined(rd_ctx *cx, ferry_read_plan *p, const int *refs,
      * against the lab's servers (10 ms without it for a one-row read) */
     if (!setting_given(p, cx->o, "http_make_head_request"))
         set[ip.n_settings++] = (ferry_sql_setting){"http_make_head_request", "0"};
+    /* Its first byte comes after its own partials and every other server's, failover rounds
+     * included (each bounded by shard_timeout, at most one round per server): the read timeout
+     * covers them all. A hanging initiator is noticed that much later. */
+    long shard_to = cx->r->shard_timeout_ms > 0 ? cx->r->shard_timeout_ms : 30000;
     ij = (init_job){.cx = cx, .server = init_server, .sql = init, .p = &ip, .format = format,
-                    .sink = sink, .arg = arg};
+                    .sink = sink, .arg = arg,
+                    .read_timeout_ms = shard_to * (long)(cx->cache->n_servers + 2)};
     init_started = pthread_create(&init_th, NULL, init_main, &ij) == 0;
     if (!init_started) {
         rc = fail_set(f, FERRY_ENOMEM, "CANNOT_SCHEDULE_TASK", "cannot start a thread");
