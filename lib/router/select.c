@@ -10,6 +10,9 @@
  *            placeholders replaced by url('<router>/ferry/partial/<token>', 'Native'), runs on
  *            one of the servers, which merges them with ClickHouse's own machinery
  *            (-State/-Merge, ORDER BY/LIMIT, joins ...). Its answer is streamed back.
+ *            From a statement's second run on (its partials' structure learned), the merge is
+ *            pipelined: the initiator starts with the partial queries and reads their answers
+ *            while they arrive (run_merged_pipelined; failover kept exact there).
  *   GLOBAL   the right-hand side of GLOBAL IN / JOIN is routed like any query, once, into a
  *            bounded buffer ([router] global_max_rows / global_max_bytes) and read by every
  *            server through the same url() mechanism.
@@ -1858,12 +1861,16 @@ static int merge_struct_key(const rd_ctx *cx, const ferry_read_plan *p, int ref,
                                                                           : FERRY_OK;
 }
 
+/* Statements longer than this are not kept as structure keys (256 of them at most). */
+#define MERGE_STRUCT_TEXT_MAX (64u << 10)
+
 /* Whether the plan can run pipelined: no GLOBAL data (its result limits must not bound the
  * initiator's own partials, and its URLs change per request) and no initiator-only setting (the
  * initiator's own partials run inside the initiator query, under its settings). */
 static bool merge_pipelinable(const rd_ctx *cx, const ferry_read_plan *p, size_t n_extra)
 {
-    if (n_extra || p->n_globals || cx->o->n_all != cx->o->n_server || !cx->pick || !cx->a)
+    if (n_extra || p->n_globals || cx->o->n_all != cx->o->n_server || !cx->pick || !cx->a ||
+        cx->a->toks.text_len > MERGE_STRUCT_TEXT_MAX)
         return false;
     for (size_t i = 0; i < p->n_settings; i++)
         if (ferry_sql_setting_initiator_only(p->settings[i].name))
