@@ -5,11 +5,13 @@
 #           (the router's added latency; goal <= 0.3 ms at p50).
 #   merged: an aggregation over a tenant whose splits live on the 3 servers of a lab, through the
 #           router (partial -State queries on the 3 servers, merged on one of them), against the
-#           same rows on one server queried directly: median wall time and the ratio (goal <= 1.5).
+#           same rows on one server queried directly: median wall time and the ratio (goal <= 1.5);
+#           and, as the fair floor of a 3-server run on this machine, the same query split by
+#           split across the 3 lab servers and sent to them directly in parallel (no merge).
 #   bash bench/router_read.sh [BUILD_DIR] [ROWS] [N]      (defaults: build-release, 2000000, 2000)
 # BASELINE_FERRY=/path/to/an/older/ferry adds a second router running that binary on the same lab
 # and catalog, interleaved with the first and with the direct queries (the single-server numbers
-# then compare old and new side by side). added_p50_paired_ms is the median of the per-pair
+# then compare old and new side by side, and each merged query runs on it too). added_p50_paired_ms is the median of the per-pair
 # differences (router query i minus direct query i, run back to back), which drifts less with
 # the machine's load than the difference of the two medians.
 set -euo pipefail
@@ -62,9 +64,15 @@ curl -sSf "$R/?query=$q" --data-binary @<(cut -f1,2,4- "$T/solo.tsv") >/dev/null
 solo_shard=$("$FERRY_BIN" route --tenant solo --json --config "$CONF" | jq -r '.slices[0].shards[0]')
 SOLO=$(lab_url "$L" "$solo_shard")
 
-python3 - "$R" "$SOLO" "$REF" "$n" "$RB" <<'PY'
-import http.client, json, sys, time, urllib.parse
-router, solo, ref, n, base = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+# where wide's splits are served, for the 3-servers-direct floor below
+PARTS=$("$FERRY_BIN" route --tenant wide --json --config "$CONF" | jq -c '[.slices[] | {split, shard: .shards[0]}]')
+NODES=$("$FERRY_BIN" lab status --dir "$L" --json | jq -c '[.nodes[] | {name, http}]')
+
+python3 - "$R" "$SOLO" "$REF" "$n" "$PARTS" "$NODES" "$RB" <<'PY'
+import http.client, json, sys, threading, time, urllib.parse
+router, solo, ref, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+parts, nodes = json.loads(sys.argv[5]), {x["name"]: x["http"] for x in json.loads(sys.argv[6])}
+base = sys.argv[7]
 
 def conn(url):
     u = urllib.parse.urlparse(url)
@@ -123,17 +131,42 @@ aggs = {
     "top10_uid": "SELECT uid, count() AS c FROM events WHERE tenant = 'wide' GROUP BY uid ORDER BY c DESC, uid LIMIT 10",
 }
 cf = conn(ref)
+# The floor of any 3-server plan on this machine: the same query, each server restricted to the
+# splits it serves, sent directly to the 3 servers in parallel (no router, no merge). The three
+# lab servers share the machine's cores, so this shows what splitting the scan costs here.
+by_shard = {}
+for p in parts:
+    by_shard.setdefault(p["shard"], []).append(p["split"])
+direct = [(conn(nodes[sh]), sorted(sp)) for sh, sp in sorted(by_shard.items())]
+def three_direct(sql):
+    th = [threading.Thread(target=timed, args=(c, sql.replace("WHERE tenant = 'wide'",
+          "WHERE tenant = 'wide' AND split IN (%s)" % ", ".join(map(str, sp)))))
+          for c, sp in direct]
+    t = time.perf_counter()
+    for x in th: x.start()
+    for x in th: x.join()
+    return time.perf_counter() - t
 out = {"bench": "router_read_merged", "rows": None, "runs": 15}
 for name, sql in aggs.items():
     for _ in range(3):
-        timed(cr, sql); timed(cf, sql)
-    a, b = [], []
+        timed(cr, sql); timed(cf, sql); three_direct(sql)
+    a, b, c, d = [], [], [], []
     for _ in range(15):
         x, br = timed(cr, sql); y, bf = timed(cf, sql)
         assert br == bf, (name, br[:200], bf[:200])
-        a.append(x); b.append(y)
+        a.append(x); b.append(y); c.append(three_direct(sql))
+        if cb:
+            z, bb = timed(cb, sql)
+            assert bb == bf, (name, bb[:200], bf[:200])
+            d.append(z)
     out[name] = {"router_3_servers_ms": ms(pct(a, .5)), "one_server_ms": ms(pct(b, .5)),
-                 "ratio": round(pct(a, .5) / pct(b, .5), 2)}
+                 "ratio": round(pct(a, .5) / pct(b, .5), 2),
+                 "three_servers_direct_ms": ms(pct(c, .5)),
+                 "ratio_to_three_direct": round(pct(a, .5) / pct(c, .5), 2)}
+    if cb:
+        out[name].update({"baseline_router_ms": ms(pct(d, .5)),
+                          "baseline_ratio": round(pct(d, .5) / pct(b, .5), 2)})
+out["load_avg_1m"] = float(open("/proc/loadavg").read().split()[0])
 _, body = timed(cf, "SELECT count() FROM events")
 out["rows"] = int(body)
 print(json.dumps(out))

@@ -10,10 +10,10 @@ expect_exit 0 "$FERRY_BIN" route-query "${TABLES[@]}" --local events=events_loca
     --routes "$T/routes.tsv" "SELECT count() FROM events WHERE tenant = 'acme' FORMAT JSON"
 assert_contains "$OUT" "plan: aggregate" "two servers serve acme: partial aggregation"
 assert_contains "$OUT" "server n1:
-  SELECT countState() AS __ferry_a0 FROM events_local AS events WHERE (tenant = 'acme') AND (events.tenant, events.split) IN (('acme', 0), ('acme', 1))" \
+  SELECT countState() AS __ferry_a0 FROM events_local AS events WHERE (tenant = 'acme') AND (events.tenant = 'acme' AND events.split IN (0, 1))" \
     "n1 reads acme 0 and 1 (it serves the slice being moved)"
 assert_contains "$OUT" "server n2:
-  SELECT countState() AS __ferry_a0 FROM events_local AS events WHERE (tenant = 'acme') AND (events.tenant, events.split) IN (('acme', 2))" \
+  SELECT countState() AS __ferry_a0 FROM events_local AS events WHERE (tenant = 'acme') AND (events.tenant = 'acme' AND events.split IN (2))" \
     "n2 reads acme 2 only, not its copy of acme 1"
 assert_contains "$OUT" "initiator:
   SELECT countMerge(__ferry_a0) AS \`count()\` FROM {{ferry.partial}}" "initiator merges"
@@ -24,7 +24,7 @@ expect_exit 0 "$FERRY_BIN" route-query "${TABLES[@]}" --routes "$T/routes.tsv" -
     "SELECT x FROM events WHERE tenant = 'beta' SETTINGS max_threads = 1, format = 'Null'"
 assert_eq single "$(jq -r .kind <<<"$OUT")" "one server serves beta"
 assert_eq n2 "$(jq -r '.queries[0].server' <<<"$OUT")" "it is n2"
-assert_eq "SELECT x FROM events WHERE (tenant = 'beta') AND (events.tenant, events.split) IN (('beta', 0))" \
+assert_eq "SELECT x FROM events WHERE (tenant = 'beta') AND (events.tenant = 'beta' AND events.split IN (0))" \
     "$(jq -r '.queries[0].sql' <<<"$OUT")" "settings stripped from the server's query"
 assert_eq "max_threads=1:false format='Null':true" \
     "$(jq -r '[.settings[] | "\(.name)=\(.value):\(.initiator_only)"] | join(" ")' <<<"$OUT")" \

@@ -176,7 +176,7 @@ echo "# reader: $nreads reads, $nbad wrong or failed ($((nreads - killed_at)) af
 assert_eq 0 "$nbad" "every read during the kill and the ingestion succeeded with the expected answer"
 nfo=$(grep -c 'read failover' "$T/router.log" || true)
 [ "$nfo" -ge 1 ] || fail "no failover logged"
-grep 'read failover' "$T/router.log" | head -2 | sed 's/^/# /'
+grep -m 2 'read failover' "$T/router.log" | sed 's/^/# /' # -m: under pipefail, head -2 could SIGPIPE grep
 [ "$(status | jq -r --arg n "$V" '.reads.shards[$n].errors')" -ge 1 ] || fail "no error counted against $V"
 ok "kill -9 of $V: $((nreads - killed_at)) reads after it, all identical ($nfo failovers logged, errors counted against $V)"
 # ---- both replicas of a slice down: a clear error naming them ----------------------------------

@@ -150,6 +150,10 @@ to=$("$FERRY_BIN" route --tenant beta --split 1 --json --config "$CONF" | jq -r 
 [ "$in_switch" -ge 1 ] || fail "no round overlapped the move's SWITCH state ($rounds rounds)"
 $CHECK "$R" "$REF" "$CORPUS" >"$T/check_after.log" 2>&1 || { cat "$T/check_after.log"; fail "answers differ after the move"; }
 ok "the corpus ran $rounds time(s) while beta/1 moved $from -> $to, $in_switch of them in SWITCH: all identical to the reference, and after it"
+# the repeated corpus ran its merged plans pipelined (docs/routing.md, "Pipelined merges")
+pipelined=$(curl -s "$R/ferry/router" | jq .reads.pipelined)
+[ "$pipelined" -ge 20 ] || fail "only $pipelined merged queries ran pipelined"
+ok "$pipelined merged queries ran pipelined (initiator started with the partials)"
 
 # A move stopped right after its switch (the source holds the old rows, the target's real table
 # nothing yet): the corpus reads the union and is exact; then resumed: exact.
