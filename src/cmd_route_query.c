@@ -2,11 +2,14 @@
  * query) for a routing table given as TSV. The core is ferry_route_query (lib/sql/route.c),
  * which the router will call with the catalog's routes. */
 #include "cli.h"
+#include "ferry/clickhouse.h"
 #include "ferry/config.h"
 #include "ferry/lines.h"
+#include "ferry/log.h"
 #include "ferry/sqlrw.h"
 #include "ferry/strutil.h"
 
+#include <curl/curl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -16,6 +19,7 @@
 const char cmd_route_query_usage[] =
     "usage: ferry route-query [--config FILE | --tables SPEC]... [--local NAME=LOCAL]...\n"
     "                         [--routes ROUTES.tsv] [--json] \"SQL\"\n"
+    "       ferry route-query --router URL [--json] \"SQL\"\n"
     "\n"
     "Shows what the router does with a SELECT: the managed tables it reads and their tenant\n"
     "filters, then, with --routes, the plan: one query per server and the initiator's query\n"
@@ -30,6 +34,10 @@ const char cmd_route_query_usage[] =
     "                  for per_tenant tables a pattern with {tenant}\n"
     "  --routes FILE   tenant<TAB>split<TAB>shard[,shard...] per line ('#' starts a comment);\n"
     "                  the first shard serves reads, the others hold copies (a move in flight)\n"
+    "  --router URL    ask a running `ferry router` (its URL) for the plan it would run now:\n"
+    "                  the current routing version, moves in flight (a slice read from source\n"
+    "                  and target, or held while a move publishes it), the replica picked per\n"
+    "                  slice for this request; nothing is run on any server\n"
     "  --json          one JSON object: kind, why, queries [{server, ref, sql}], initiator,\n"
     "                  format, settings [{name, value, initiator_only}], globals [{name, sql}],\n"
     "                  refs [{table, name, qualifier, tenants|null}]\n"
@@ -336,16 +344,114 @@ static void print_text(const ferry_routed *rt, const ferry_sql_table *tables, bo
         printf("initiator:\n  %s\n", p->initiator_sql);
 }
 
+static size_t collect_body(char *p, size_t size, size_t n, void *arg)
+{
+    return ferry_buf_append(arg, p, size * n) ? 0 : size * n;
+}
+
+/* --router: the router plans the statement as it would run it now (X-Ferry-Explain) and answers
+ * with the plan as JSON; printed as is (--json) or as text. */
+static int explain_at_router(const char *prog, const char *url, const char *sql, bool json)
+{
+    ferry_err err = {0};
+    ferry_buf body = FERRY_BUF_INIT, target = FERRY_BUF_INIT;
+    struct curl_slist *hdr = NULL;
+    json_t *o = NULL;
+    int status = 0;
+    if (ferry_ch_statement_kind(sql) != FERRY_CH_STMT_READ) {
+        status = cli_usage_error(prog, "--router explains SELECT-like statements only");
+        goto out;
+    }
+    CURL *h = curl_easy_init();
+    hdr = curl_slist_append(NULL, "X-Ferry-Explain: 1");
+    if (!h || !hdr || ferry_buf_printf(&target, "%s%s", url, url[strlen(url) - 1] == '/' ? ""
+                                                                                   : "/")) {
+        if (h)
+            curl_easy_cleanup(h);
+        ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
+        status = cli_fail(prog, &err);
+        goto out;
+    }
+    char msg[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(h, CURLOPT_URL, ferry_buf_cstr(&target));
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, sql);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, msg);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    CURLcode cc = curl_easy_perform(h);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(h);
+    char red[512];
+    if (cc != CURLE_OK) {
+        ferry_err_set(&err, FERRY_ECONNECT, "cannot reach the router at %s: %s; is `ferry "
+                      "router` running there?", ferry_redact_url(url, red, sizeof red),
+                      msg[0] ? msg : curl_easy_strerror(cc));
+        status = cli_fail(prog, &err);
+        goto out;
+    }
+    if (code != 200) {
+        ferry_chomp((char *)ferry_buf_cstr(&body));
+        ferry_err_set(&err, FERRY_EREMOTE, "the router refused the statement (HTTP %ld): %s",
+                      code, ferry_buf_cstr(&body));
+        status = cli_fail(prog, &err);
+        goto out;
+    }
+    json_error_t je;
+    o = json_loadb(body.data ? body.data : "", body.len, 0, &je);
+    if (!o || !json_is_object(o) || !json_object_get(o, "held")) {
+        ferry_err_set(&err, FERRY_EREMOTE, "the server at %s did not answer with a plan: is it "
+                      "a `ferry router` of this version?", ferry_redact_url(url, red, sizeof red));
+        status = cli_fail(prog, &err);
+        goto out;
+    }
+    if (json) {
+        char *t = json_dumps(o, JSON_COMPACT);
+        if (t)
+            printf("%s\n", t);
+        free(t);
+        goto out;
+    }
+    json_t *v = json_object_get(o, "routing_version");
+    if (v)
+        printf("routing version: %lld\n", (long long)json_integer_value(v));
+    if (json_is_true(json_object_get(o, "held"))) {
+        printf("held: %s\n", json_string_value(json_object_get(o, "why")));
+        goto out;
+    }
+    printf("plan: %s (%s)\n", json_string_value(json_object_get(o, "plan")),
+           json_string_value(json_object_get(o, "why")));
+    size_t i;
+    json_t *q;
+    json_array_foreach(json_object_get(o, "globals"), i, q)
+        printf("global (computed once):\n  %s\n", json_string_value(q));
+    json_array_foreach(json_object_get(o, "queries"), i, q)
+        printf("server %s:\n  %s\n", json_string_value(json_object_get(q, "server")),
+               json_string_value(json_object_get(q, "sql")));
+    json_t *ini = json_object_get(o, "initiator");
+    if (json_is_string(ini))
+        printf("initiator:\n  %s\n", json_string_value(ini));
+out:
+    json_decref(o);
+    curl_slist_free_all(hdr);
+    ferry_buf_free(&body);
+    ferry_buf_free(&target);
+    return status;
+}
+
 int cmd_route_query(int argc, char **argv)
 {
     static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
                                          {"tables", required_argument, NULL, 't'},
                                          {"local", required_argument, NULL, 'l'},
                                          {"routes", required_argument, NULL, 'r'},
+                                         {"router", required_argument, NULL, 'R'},
                                          {"json", no_argument, NULL, 'j'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    const char *config = NULL, *routes_path = NULL;
+    const char *config = NULL, *routes_path = NULL, *router = NULL;
     bool json = false;
     tables_in ti = {0};
     routes_in routes = {0};
@@ -374,6 +480,7 @@ int cmd_route_query(int argc, char **argv)
             locals[n_locals++] = optarg;
             break;
         case 'r': routes_path = optarg; break;
+        case 'R': router = optarg; break;
         case 'j': json = true; break;
         case 'h': fputs(cmd_route_query_usage, stdout); return 0;
         default: status = cli_usage_error(argv[0], "unknown option"); goto out;
@@ -381,6 +488,15 @@ int cmd_route_query(int argc, char **argv)
     }
     if (optind != argc - 1) {
         status = cli_usage_error(argv[0], "expected exactly one SQL statement");
+        goto out;
+    }
+    if (router) {
+        if (config || ti.n || routes_path || n_locals) {
+            status = cli_usage_error(argv[0], "--router asks the router, which knows its tables "
+                                     "and routes: give no --config, --tables, --local or --routes");
+            goto out;
+        }
+        status = explain_at_router(argv[0], router, argv[optind], json);
         goto out;
     }
     if (config && ti.n) {

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <openssl/rand.h>
 
 #include "ferry/chhttp.h"
@@ -2585,8 +2586,54 @@ static bool small_answer(const ferry_sql_analysis *a)
     return true;
 }
 
-bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, const void *body,
-                     size_t body_len)
+/* X-Ferry-Explain: the plan this request got (routing version, kind, the replica picked per
+ * slice as the per-server queries show, the initiator's query), as JSON, instead of running it.
+ * A read held by a move being published is reported at once (held: true), not waited for. */
+static void respond_explain(ferry_http_req *req, rd_ctx *cx, const ferry_read_plan *plan,
+                            const rd_fail *held)
+{
+    json_t *o = json_object();
+    json_t *qs = json_array();
+    if (!o || !qs) {
+        ferry_http_respond(req, 500, "text/plain", "out of memory\n", 14);
+        goto out;
+    }
+    json_object_set_new(o, "routing_version", json_integer((json_int_t)cx->cache->snap->version));
+    json_object_set_new(o, "held", json_boolean(held != NULL));
+    if (held) {
+        json_object_set_new(o, "why", json_string(held->err.msg));
+    } else {
+        json_object_set_new(o, "plan", json_string(ferry_plan_kind_name(plan->kind)));
+        json_object_set_new(o, "why", json_string(plan->why));
+        for (size_t i = 0; i < plan->n_queries; i++) {
+            json_t *q = json_object();
+            json_object_set_new(q, "server",
+                                json_string(cx->r->shards[plan->queries[i].server].name));
+            json_object_set_new(q, "sql", json_string(plan->queries[i].sql));
+            json_array_append_new(qs, q);
+        }
+        json_object_set_new(o, "initiator",
+                            plan->initiator_sql ? json_string(plan->initiator_sql) : json_null());
+        json_t *gl = json_array();
+        for (size_t i = 0; gl && i < plan->n_globals; i++)
+            json_array_append_new(gl, json_string(plan->global_sql[i]));
+        json_object_set_new(o, "globals", gl ? gl : json_null());
+    }
+    json_object_set(o, "queries", qs);
+    char *text = json_dumps(o, JSON_INDENT(2));
+    if (text) {
+        ferry_http_respond(req, 200, "application/json", text, strlen(text));
+        free(text);
+        goto out;
+    }
+    ferry_http_respond(req, 500, "text/plain", "out of memory\n", 14);
+out:
+    json_decref(qs);
+    json_decref(o);
+}
+
+static bool select_route(ferry_router *r, ferry_http_req *req, bool query_in_url,
+                         const void *body, size_t body_len)
 {
     rt_reads *rd = r->reads;
     if (!rd || !rd->n_tables)
@@ -2653,6 +2700,7 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, co
      * a newer table (rt_read_set: no server holds the slice exactly then), at most
      * publish_wait. Nothing was sent to a server before planning succeeds. */
     bool failed;
+    bool explain = ferry_http_header(req, "X-Ferry-Explain") != NULL;
     uint64_t hold_deadline = now_ms() + (uint64_t)r->publish_wait_ms;
     for (;;) {
         if (!(s->cx.cache = cache_get(r, rd))) {
@@ -2663,7 +2711,7 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, co
         }
         s->inflight = true;
         failed = plan_analyzed(&s->cx, &s->a, &s->plan, &s->fail) != FERRY_OK;
-        if (!failed || !s->fail.held || now_ms() >= hold_deadline)
+        if (!failed || !s->fail.held || explain || now_ms() >= hold_deadline)
             break;
         uint64_t held_version = s->cx.cache->snap->version;
         read_done(s);
@@ -2682,6 +2730,11 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, co
         ferry_http_add_header(req, "X-Ferry-Plan", s->cx.plan_kind);
     if (s->cx.shards[0])
         ferry_http_add_header(req, "X-Ferry-Shards", s->cx.shards);
+    if (explain && (!failed || s->fail.held)) {
+        respond_explain(req, &s->cx, &s->plan, failed ? &s->fail : NULL);
+        stream_free(s);
+        return true;
+    }
     const char *fmt = s->a.format ? s->a.format : s->o.default_format;
     if (!failed && s->plan.kind == FERRY_PLAN_SINGLE && small_answer(&s->a)) {
         /* The fast path: one server, an answer expected to be small: run it on this thread
@@ -2743,5 +2796,21 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, co
     if (s->o.query_id)
         ferry_http_add_header(req, "X-ClickHouse-Query-Id", s->o.query_id);
     ferry_http_respond_stream(req, 200, content_type_for(fmt), stream_read, s, stream_free);
+    return true;
+}
+
+bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, const void *body,
+                     size_t body_len)
+{
+    if (select_route(r, req, query_in_url, body, body_len))
+        return true;
+    if (!ferry_http_header(req, "X-Ferry-Explain"))
+        return false;
+    /* An explained statement is never run, also when it is not routed. */
+    static const char passthrough[] =
+        "{\n  \"held\": false,\n  \"plan\": \"passthrough\",\n  \"why\": \"reads no managed "
+        "table (or is not valid SQL): sent unchanged to [router] passthrough\",\n  \"queries\": "
+        "[]\n}";
+    ferry_http_respond(req, 200, "application/json", passthrough, sizeof passthrough - 1);
     return true;
 }

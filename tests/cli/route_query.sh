@@ -75,6 +75,13 @@ assert_contains "$ERR" "expected exactly one SQL statement" "no SQL"
 expect_exit 1 "$FERRY_BIN" route-query "${TABLES[@]}" "INSERT INTO events VALUES (1)"
 assert_contains "$ERR" "not a SELECT statement (insert)" "not a SELECT"
 assert_eq "" "$OUT" "nothing on stdout"
+port=$(free_port)
+expect_exit 1 "$FERRY_BIN" route-query --router "http://127.0.0.1:$port" "SELECT count() FROM events"
+assert_contains "$ERR" "cannot reach the router at http://127.0.0.1:$port" "--router: nobody listening"
+expect_exit 2 "$FERRY_BIN" route-query --router "http://127.0.0.1:$port" "INSERT INTO events VALUES (1)"
+assert_contains "$ERR" "--router explains SELECT-like statements only" "--router: an INSERT is never sent"
+expect_exit 2 "$FERRY_BIN" route-query --router "http://127.0.0.1:$port" "${TABLES[@]}" "SELECT 1"
+assert_contains "$ERR" "give no --config, --tables" "--router with tables"
 ok "bad input"
 
 expect_exit 0 "$FERRY_BIN" help route-query

@@ -138,11 +138,19 @@ for point in SWITCH:switched SWITCH:caught-up SWITCH:published-one SWITCH CLEANU
         hdr=$(curl -sS -D - -o /dev/null "$R/" --data-binary "SELECT count() FROM events WHERE tenant = 'acme'")
         assert_contains "$hdr" "$from" "$point: the source is read ($hdr)"
         assert_contains "$hdr" "$to" "$point: the target is read"
+        # route-query --router shows the plan the router would run now: source AND target
+        "$FERRY_BIN" route-query --router "$R" --json "SELECT count() FROM events WHERE tenant = 'acme'" >"$T/explain.json"
+        assert_eq "$from,$to" "$(jq -r '[.queries[].server] | sort | join(",")' "$T/explain.json")" "$point: explain lists the source and the target"
+        assert_eq "false" "$(jq -r .held "$T/explain.json")" "$point: explain: not held"
+        assert_eq "2" "$(jq -r '[.queries[].sql | select(contains("tenant = '"'acme'"'"))] | length' "$T/explain.json")" "$point: explain: both read acme"
         check_all "$point"
         ;;
     SWITCH:caught-up | SWITCH:published-one | SWITCH)
         assert_contains "$state" "SWITCH 1000" "$point: the journal is publishing"
         held_check "$point" "$id"
+        "$FERRY_BIN" route-query --router "$R" "SELECT count() FROM events WHERE tenant = 'acme'" >"$T/explain.txt"
+        assert_contains "$(cat "$T/explain.txt")" "held: " "$point: explain says the read is held"
+        assert_contains "$(cat "$T/explain.txt")" "$id" "$point: explain names the move"
         # a read started now is held, and answers exactly once the resumed move reaches CLEANUP
         rm -f "$T/held.rc" "$T/held.out" "$T/held.err"
         ( rq "$R" "SELECT count(), sum(x) FROM events WHERE tenant = 'acme'" >"$T/held.out" 2>"$T/held.err"; echo $? >"$T/held.rc" ) &
@@ -152,6 +160,8 @@ for point in SWITCH:switched SWITCH:caught-up SWITCH:published-one SWITCH CLEANU
         ;;
     CLEANUP:detached)
         assert_eq 0 "$(chq "${U[$from]}" "SELECT count() FROM events WHERE tenant = 'acme'")" "$point: the source detached acme"
+        "$FERRY_BIN" route-query --router "$R" --json "SELECT count() FROM events WHERE tenant = 'acme'" >"$T/explain.json"
+        assert_eq "$to" "$(jq -r '[.queries[].server] | join(",")' "$T/explain.json")" "$point: explain lists the target alone"
         check_all "$point"
         ;;
     esac
