@@ -1420,6 +1420,35 @@ static void run_jobs(partial_job **jobs, size_t from, size_t n, void *(*fn)(void
  * not be reached has its output dropped and its unanswered slices moved to their next replicas;
  * the queries for exactly those slices are planned (same plan kind) into *retry and added as new
  * jobs. *again: new jobs were added. */
+/* After a round of partial queries: a result over max_partial_bytes, or a server's own query
+ * error (the user's: passed on as ClickHouse reported it), fails the query (non-zero, f set).
+ * Connection errors are left for round_end's failover. */
+static int round_check(rd_ctx *cx, partial_job **jobs, size_t from, size_t n, rd_fail *f)
+{
+    for (size_t i = from; i < n; i++)
+        if (jobs[i]->sink.over)
+            return fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
+                            "the servers' partial results are larger than [router] "
+                            "max_partial_bytes (%llu bytes); narrow the query or raise the "
+                            "limit",
+                            (unsigned long long)cx->rd->max_partial_bytes);
+    for (size_t i = from; i < n; i++)
+        if (jobs[i]->rc && !conn_error(jobs[i]->rc))
+            return fail_from_exec(f, jobs[i]->rc, &jobs[i]->st, &jobs[i]->err);
+    return FERRY_OK;
+}
+
+/* One more (zeroed) failover plan at the end of *retries. */
+static int retries_push(ferry_read_plan **retries, size_t *n_retries, rd_fail *f)
+{
+    ferry_read_plan *nr = realloc(*retries, (*n_retries + 1) * sizeof *nr);
+    if (!nr)
+        return fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+    *retries = nr;
+    memset(&nr[(*n_retries)++], 0, sizeof *nr);
+    return FERRY_OK;
+}
+
 static int round_end(rd_ctx *cx, const ferry_read_plan *p, partial_job ***jobs, size_t from,
                      size_t *n, size_t *cap, atomic_uint_fast64_t *total, ferry_read_plan *retry,
                      bool *again, rd_fail *f)
@@ -1520,30 +1549,9 @@ static int run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
     }
     for (;;) {
         run_jobs(jobs, from, n, partial_main);
-        for (size_t i = from; i < n; i++) {
-            if (jobs[i]->sink.over) {
-                rc = fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
-                              "the servers' partial results are larger than [router] "
-                              "max_partial_bytes (%llu bytes); narrow the query or raise the "
-                              "limit",
-                              (unsigned long long)cx->rd->max_partial_bytes);
-                goto out;
-            }
-        }
-        /* a query error (the server's exception) is the user's: as ClickHouse reported it */
-        for (size_t i = from; i < n; i++)
-            if (jobs[i]->rc && !conn_error(jobs[i]->rc)) {
-                rc = fail_from_exec(f, jobs[i]->rc, &jobs[i]->st, &jobs[i]->err);
-                goto out;
-            }
-        ferry_read_plan *nr = realloc(retries, (n_retries + 1) * sizeof *nr);
-        if (!nr) {
-            rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+        if ((rc = round_check(cx, jobs, from, n, f)) ||
+            (rc = retries_push(&retries, &n_retries, f)))
             goto out;
-        }
-        retries = nr;
-        memset(&retries[n_retries], 0, sizeof *retries);
-        n_retries++;
         bool again;
         size_t before = n;
         rc = round_end(cx, p, &jobs, from, &n, &cap, &total, &retries[n_retries - 1], &again,
@@ -2244,27 +2252,9 @@ static int run_merged_pipelined(rd_ctx *cx, ferry_read_plan *p, const int *refs,
             rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
             goto out;
         }
-        for (size_t i = from; i < n; i++)
-            if (jobs[i]->sink.over) {
-                rc = fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
-                              "the servers' partial results are larger than [router] "
-                              "max_partial_bytes (%llu bytes); narrow the query or raise the "
-                              "limit",
-                              (unsigned long long)cx->rd->max_partial_bytes);
-                goto out;
-            }
-        for (size_t i = from; i < n; i++)
-            if (jobs[i]->rc && !conn_error(jobs[i]->rc)) {
-                rc = fail_from_exec(f, jobs[i]->rc, &jobs[i]->st, &jobs[i]->err);
-                goto out;
-            }
-        ferry_read_plan *nr = realloc(retries, (n_retries + 1) * sizeof *nr);
-        if (!nr) {
-            rc = fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+        if ((rc = round_check(cx, jobs, from, n, f)) ||
+            (rc = retries_push(&retries, &n_retries, f)))
             goto out;
-        }
-        retries = nr;
-        memset(&retries[n_retries++], 0, sizeof *retries);
         bool again;
         size_t before = n;
         rc = round_end(cx, p, &jobs, from, &n, &cap, &total, &retries[n_retries - 1], &again,
