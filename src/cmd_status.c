@@ -101,7 +101,7 @@ int cmd_status(int argc, char **argv)
     if (!rc)
         rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, NULL, 0, &routes, &err);
     if (!rc)
-        rc = ferry_catalog_list(cat, FERRY_REC_MOVE, NULL, 0, &moves, &err);
+        rc = ferry_catalog_list_unfinished_moves(cat, &moves, &err);
     if (!rc)
         rc = ferry_catalog_routing_version(cat, &rv, &err);
     if (rc)
@@ -126,10 +126,7 @@ int cmd_status(int argc, char **argv)
                 used[s] += slices.items[j].u.slice.bytes;
     }
     const ferry_settings *st = &settings.u.settings;
-    size_t in_flight = 0;
-    for (size_t i = 0; i < moves.n; i++)
-        in_flight += moves.items[i].u.move.state != FERRY_MOVE_DONE &&
-                     moves.items[i].u.move.state != FERRY_MOVE_FAILED;
+    size_t in_flight = moves.n;
     if (json) {
         root = json_pack("{s:s, s:s, s:s, s:i, s:f, s:I, s:I, s:I}", "cluster", st->name, "catalog",
                          ferry_catalog_backend(cat), "hash", st->hash, "rf", (int)st->rf,
@@ -150,8 +147,6 @@ int cmd_status(int argc, char **argv)
         a = json_array();
         for (size_t i = 0; i < moves.n; i++) {
             const ferry_move *m = &moves.items[i].u.move;
-            if (m->state == FERRY_MOVE_DONE || m->state == FERRY_MOVE_FAILED)
-                continue;
             json_array_append_new(
                 a, json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:s}", "id", m->id,
                              "tenant", m->tenant, "split", (int)m->split, "from", m->from, "to",
@@ -187,8 +182,6 @@ int cmd_status(int argc, char **argv)
                "TO", "STATE", "STEP", "OWNER");
         for (size_t i = 0; i < moves.n; i++) {
             const ferry_move *m = &moves.items[i].u.move;
-            if (m->state == FERRY_MOVE_DONE || m->state == FERRY_MOVE_FAILED)
-                continue;
             char step[24];
             snprintf(step, sizeof step, "%u/%u", m->step, m->steps);
             printf("%-20s %-16s %5u %-10s %-10s %-8s %7s %s\n", m->id, m->tenant, m->split, m->from,

@@ -1260,12 +1260,22 @@ static int load_tables(ferry_catalog *cat, ferry_record_list *out, ferry_err *er
     return FERRY_OK;
 }
 
+/* Oldest first: by created, then id. */
+static int move_age_cmp(const void *a, const void *b)
+{
+    const ferry_move *x = &((const ferry_record *)a)->u.move;
+    const ferry_move *y = &((const ferry_record *)b)->u.move;
+    if (x->created != y->created)
+        return x->created < y->created ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
 int ferry_move_unfinished(ferry_catalog *cat, char (**ids)[64], size_t *n, ferry_err *err)
 {
     ferry_record_list l = {0};
     *ids = NULL;
     *n = 0;
-    int rc = ferry_catalog_list(cat, FERRY_REC_MOVE, NULL, 0, &l, err);
+    int rc = ferry_catalog_list_unfinished_moves(cat, &l, err);
     if (rc)
         return rc;
     *ids = calloc(l.n + 1, sizeof **ids);
@@ -1273,20 +1283,10 @@ int ferry_move_unfinished(ferry_catalog *cat, char (**ids)[64], size_t *n, ferry
         ferry_record_list_free(&l);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
-    /* oldest first: by created, then id */
-    for (size_t pass = 0; pass < 1; pass++)
-        for (size_t i = 0; i < l.n; i++)
-            for (size_t j = i + 1; j < l.n; j++)
-                if (l.items[j].u.move.created < l.items[i].u.move.created) {
-                    ferry_record t = l.items[i];
-                    l.items[i] = l.items[j];
-                    l.items[j] = t;
-                }
-    for (size_t i = 0; i < l.n; i++) {
-        enum ferry_move_state s = l.items[i].u.move.state;
-        if (s != FERRY_MOVE_DONE && s != FERRY_MOVE_FAILED)
-            snprintf((*ids)[(*n)++], 64, "%s", l.items[i].u.move.id);
-    }
+    if (l.n > 1)
+        qsort(l.items, l.n, sizeof *l.items, move_age_cmp);
+    for (size_t i = 0; i < l.n; i++)
+        snprintf((*ids)[(*n)++], 64, "%s", l.items[i].u.move.id);
     ferry_record_list_free(&l);
     return FERRY_OK;
 }
@@ -1393,12 +1393,11 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
     if (rc)
         goto out;
     /* an unfinished move of this slice: resume it when it goes to the same shard */
-    if ((rc = ferry_catalog_list(cat, FERRY_REC_MOVE, NULL, 0, &moves, err)))
+    if ((rc = ferry_catalog_list_unfinished_moves(cat, &moves, err)))
         goto out;
     for (size_t i = 0; i < moves.n; i++) {
         const ferry_move *m = &moves.items[i].u.move;
-        if (strcmp(m->tenant, tenant) || m->split != split || m->state == FERRY_MOVE_DONE ||
-            m->state == FERRY_MOVE_FAILED)
+        if (strcmp(m->tenant, tenant) || m->split != split)
             continue;
         if (strcmp(m->to, to)) {
             rc = ferry_err_set(err, FERRY_EINVAL,

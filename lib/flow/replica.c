@@ -85,11 +85,10 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
     if (!rc)
         rc = load_tables(cat, &tables, err);
     if (!rc)
-        rc = ferry_catalog_list(cat, FERRY_REC_MOVE, NULL, 0, &moves, err);
+        rc = ferry_catalog_list_unfinished_moves(cat, &moves, err);
     for (size_t i = 0; !rc && i < moves.n; i++) {
         const ferry_move *m = &moves.items[i].u.move;
-        if (!strcmp(m->tenant, tenant) && m->split == split && m->state != FERRY_MOVE_DONE &&
-            m->state != FERRY_MOVE_FAILED)
+        if (!strcmp(m->tenant, tenant) && m->split == split)
             rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u has an unfinished move %s "
                                "(state %s); finish it first (ferry move --resume %s)", tenant,
                                split, m->id, ferry_move_state_name(m->state), m->id);

@@ -567,19 +567,21 @@ static bool each_server(rctx *x, rjob *j, server_step step, const char *what)
 
 /* ---- delete --------------------------------------------------------------------------------- */
 
+/* Whether a move of tenant (any tenant when empty) is unfinished: its flow may still need the
+ * objects. Finished moves (DONE, or FAILED and rolled back) need nothing, so the catalog's index
+ * of unfinished moves is enough. */
 static bool move_in_flight(rctx *x, const char *tenant, char *why, size_t whysz)
 {
     ferry_record_list l = {0};
     ferry_err e = {0};
-    if (ferry_catalog_list(x->fl->cat, FERRY_REC_MOVE, NULL, 0, &l, &e)) {
+    if (ferry_catalog_list_unfinished_moves(x->fl->cat, &l, &e)) {
         snprintf(why, whysz, "cannot read the move journal: %.150s", e.msg);
         return true;
     }
     bool busy = false;
     for (size_t i = 0; i < l.n && !busy; i++) {
         const ferry_move *m = &l.items[i].u.move;
-        if (m->state != FERRY_MOVE_DONE && m->state != FERRY_MOVE_FAILED &&
-            (!tenant[0] || !strcmp(m->tenant, tenant))) {
+        if (!tenant[0] || !strcmp(m->tenant, tenant)) {
             busy = true;
             snprintf(why, whysz, "move %s of tenant %s is in flight", m->id, m->tenant);
         }

@@ -129,19 +129,19 @@ void ferry_sweep_objects_free(ferry_object_info *o, size_t n)
 }
 
 /* Moves and jobs not finished: their flows may be between "object written" and "pointer
- * written" (or the reverse) in ways the grace period does not cover. */
+ * written" (or the reverse) in ways the grace period does not cover. A FAILED move was rolled
+ * back (the target holds nothing of it, the source never changed), so the unfinished moves, from
+ * the catalog's index of them (O(moves in flight), not O(history)), are all that count. */
 static int in_flight(ferry_fleet *fl, char *why, size_t whysz, ferry_err *err)
 {
     ferry_record_list l = {0};
-    int rc = ferry_catalog_list(fl->cat, FERRY_REC_MOVE, NULL, 0, &l, err);
+    int rc = ferry_catalog_list_unfinished_moves(fl->cat, &l, err);
     if (rc)
         return rc;
     why[0] = '\0';
-    for (size_t i = 0; i < l.n && !why[0]; i++)
-        if (l.items[i].u.move.state != FERRY_MOVE_DONE &&
-            l.items[i].u.move.state != FERRY_MOVE_FAILED)
-            snprintf(why, whysz, "move %s is in flight (%s)", l.items[i].u.move.id,
-                     ferry_move_state_name(l.items[i].u.move.state));
+    if (l.n)
+        snprintf(why, whysz, "move %s is in flight (%s)", l.items[0].u.move.id,
+                 ferry_move_state_name(l.items[0].u.move.state));
     ferry_record_list_free(&l);
     if (why[0])
         return FERRY_OK;

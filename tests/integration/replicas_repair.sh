@@ -13,7 +13,7 @@ source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
 L=$T/lab
 lab_up "$L" --nodes 4
 C=$L/rf2.conf
-sed 's/^clickhouse_version = /rf = 2\nclickhouse_version = /' "$L/ferry.conf" >"$C"
+lab_rf_conf "$L" 2 "$C"
 events_conf "$C" "shard_timeout = 5s"
 declare -A U
 for n in node1 node2 node3 node4; do U[$n]=$(lab_url "$L" "$n"); done

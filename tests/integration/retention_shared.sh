@@ -3,8 +3,9 @@
 # a dry run changes nothing; bad input is refused; retention detaches the expired partitions on
 # every server and removes their folders, deletes nothing while a table the catalog does not know
 # (node3's archive) still reads the objects (the live check wins over the stale catalog), and
-# deletes exactly the partition's objects once that last reference is gone. Hot expired data
-# goes too; data inside the keep period stays.
+# deletes exactly the partition's objects once that last reference is gone (not while a move of
+# the tenant is unfinished; a FAILED one holds nothing back). Hot expired data goes too; data
+# inside the keep period stays.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/agent.sh"
@@ -106,6 +107,20 @@ chq "$U3" "ALTER TABLE archive DETACH PARTITION ID '$PA'" >/dev/null
 for p in $(chq "$U3" "SELECT name FROM system.detached_parts WHERE table = 'archive'"); do
     rt_agent "$L" node3 remove-detached "{\"database\":\"default\",\"table\":\"archive\",\"part\":\"$p\"}"
 done
+# a move of acme in flight (a record written through the catalog, nothing runs it) holds the
+# deletion back; a move of another tenant does not matter; once it FAILED (rolled back) the
+# deletion goes on
+TOOL=$FERRY_BUILD_DIR/tests/tools/catalog_tool
+CAT=$(sed -n 's/^catalog = //p' "$C")
+"$TOOL" "$CAT" add-move m-acme acme 0 node1 node2 || fail "add m-acme"
+"$TOOL" "$CAT" add-move m-beta beta 0 node1 node2 || fail "add m-beta"
+"$TOOL" "$CAT" advance-move m-beta FAILED || fail "fail m-beta"
+expect_exit 1 "$FERRY_BIN" retention --keep 5d --json --config "$C"
+assert_eq DELETE "$(jq -r --arg p "$PA" '.jobs[] | select(.partition_id == $p) | .state' <<<"$OUT")" "$PA waits while acme moves"
+assert_contains "$OUT" "move m-acme of tenant acme is in flight" "the problem names the move"
+for k in $KEYS; do [ -f "$L/blobs/$k" ] || fail "object $k deleted while a move of acme is in flight"; done
+"$TOOL" "$CAT" advance-move m-acme FAILED || fail "fail m-acme"
+ok "a move of acme in flight: $PA stays in DELETE, nothing deleted"
 expect_exit 0 "$FERRY_BIN" retention --keep 5d --json --config "$C"
 assert_eq DONE "$(jq -r --arg p "$PA" '.jobs[] | select(.partition_id == $p) | .state' <<<"$OUT")" "$PA done"
 DELETED=$(jq -r --arg p "$PA" '.jobs[] | select(.partition_id == $p) | .deleted' <<<"$OUT")

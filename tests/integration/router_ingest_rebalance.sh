@@ -8,6 +8,7 @@
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/router.sh"
 LOAD="python3 $FERRY_SOURCE_DIR/tests/lib/router_load.py"
 
 L=$T/lab
@@ -32,16 +33,8 @@ active=$("$FERRY_BIN" catalog export --config "$C" | jq -r '[.shards[] | select(
 assert_eq "$active" "node1,node2,node3" "active shards before the rebalance"
 ok "200 tenants with 1 split on a 3-node cluster (node4 running, not yet a shard)"
 
-stop_pid() { # SIGTERM, then wait (the sanitizer build's leak check makes exit slow)
-    kill -TERM "$1" 2>/dev/null || return 0
-    for _ in $(seq 1 300); do pid_running "$1" || return 0; sleep 0.1; done
-    fail "process $1 did not stop within 30 s of SIGTERM"
-}
-bg_start "$T/router.log" "$FERRY_BIN" router --config "$C" --listen 127.0.0.1:0 --port-file "$T/router.port"
-ROUTER_PID=$BG_PID
-wait_for 30 test -s "$T/router.port"
-R=http://127.0.0.1:$(cat "$T/router.port")
-wait_for 20 curl -sf "$R/ping"
+start_router "$C" router
+R=$R_URL; ROUTER_PID=$R_PID
 # Moves wait for this router after each switch; the coordinator runs the split manager.
 sed -i "s#^\[cluster\]\$#[cluster]\nrouters = $R\nsplits_interval = 4s#" "$C"
 grep -q "^routers = $R" "$C" || fail "routers line not written: $(head -5 "$C")"
@@ -141,6 +134,6 @@ rv=$(curl -s "$R/ferry/router")
 [ "$(jq .reroutes <<<"$rv")" -ge 0 ] || fail "router status: $rv"
 ok "splits follow xxh3(uid) % count; router status $(jq -c '{routing_version, reroutes, rows_routed}' <<<"$rv")"
 
-stop_pid "$COORD_PID"
-stop_pid "$ROUTER_PID"
+stop_pid "$COORD_PID" coordinator
+stop_router "$ROUTER_PID"
 done_testing

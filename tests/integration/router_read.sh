@@ -8,6 +8,7 @@
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/router.sh"
 CHECK="python3 $FERRY_SOURCE_DIR/tests/lib/router_read_check.py"
 CORPUS=$FERRY_SOURCE_DIR/tests/data/router_read_queries.sql
 
@@ -46,18 +47,6 @@ chq "$REF" "INSERT INTO events SELECT tenant, day,
     if(x < 1500, 0, xxh3(toString(uid)) % multiIf(tenant = 'acme', 3, tenant = 'beta', 2, tenant = 'zeta', 4, 1)),
     uid, u, x, ts, k, arr FROM ($GEN)" >/dev/null
 
-stop_router() {
-    kill -TERM "$1" 2>/dev/null || return 0
-    for _ in $(seq 1 300); do pid_running "$1" || return 0; sleep 0.1; done
-    fail "router $1 did not stop within 30 s of SIGTERM"
-}
-start_router() { # CONF NAME -> sets R_URL, R_PID
-    bg_start "$T/$2.log" "$FERRY_BIN" router --config "$1" --listen 127.0.0.1:0 --port-file "$T/$2.port"
-    R_PID=$BG_PID
-    wait_for 20 test -s "$T/$2.port"
-    R_URL=http://127.0.0.1:$(cat "$T/$2.port")
-    wait_for 10 curl -sf "$R_URL/ping"
-}
 start_router "$CONF" router
 R=$R_URL; ROUTER_PID=$R_PID
 # moves fence this router: writes after the switch, reads of the union before publishing

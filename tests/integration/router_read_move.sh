@@ -10,6 +10,7 @@
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/router.sh"
 
 LAB=$T/lab
 lab_up "$LAB" --nodes 3
@@ -23,18 +24,6 @@ DDL="CREATE TABLE events (tenant String, day UInt32, split UInt32, uid UInt64, x
 for n in node1 node2 node3; do chq "${U[$n]}" "$DDL" >/dev/null; done
 "$FERRY_BIN" tenant add acme beta gamma --config "$C" >/dev/null || fail "tenant add"
 
-stop_router() {
-    kill -TERM "$1" 2>/dev/null || return 0
-    for _ in $(seq 1 300); do pid_running "$1" || return 0; sleep 0.1; done
-    fail "router $1 did not stop within 30 s of SIGTERM"
-}
-start_router() { # CONF NAME -> sets R_URL, R_PID
-    bg_start "$T/$2.log" "$FERRY_BIN" router --config "$1" --listen 127.0.0.1:0 --port-file "$T/$2.port"
-    R_PID=$BG_PID
-    wait_for 30 test -s "$T/$2.port"
-    R_URL=http://127.0.0.1:$(cat "$T/$2.port")
-    wait_for 20 curl -sf "$R_URL/ping"
-}
 # R: publish_wait 60 s (held reads wait for the move); RQ: 2 s (a held read gives up quickly)
 start_router "$C" router
 R=$R_URL; RPID=$R_PID

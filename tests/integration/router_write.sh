@@ -4,6 +4,7 @@
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/router.sh"
 TOOL=$FERRY_BUILD_DIR/tests/tools/catalog_tool
 LOAD="python3 $FERRY_SOURCE_DIR/tests/lib/router_load.py"
 
@@ -33,17 +34,8 @@ ok "200 tenants registered; t10's 3 slices placed on different shards"
 expect_exit 2 "$FERRY_BIN" tenant set-splits t10 2 --config "$CONF"
 assert_contains "$ERR" "only grow"
 
-# stop_router PID: SIGTERM, then wait (the sanitizer build's leak check makes exit slow).
-stop_router() {
-    kill -TERM "$1" 2>/dev/null || return 0
-    for _ in $(seq 1 300); do pid_running "$1" || return 0; sleep 0.1; done
-    fail "router $1 did not stop within 30 s of SIGTERM"
-}
-bg_start "$T/router.log" "$FERRY_BIN" router --config "$CONF" --listen 127.0.0.1:0 --port-file "$T/router.port"
-ROUTER_PID=$BG_PID
-wait_for 20 test -s "$T/router.port"
-R=http://127.0.0.1:$(cat "$T/router.port")
-wait_for 60 curl -sf "$R/ping"
+start_router "$CONF" router
+R=$R_URL; ROUTER_PID=$R_PID
 
 # ---- formats round-trip (tricky values), before the load ----
 for f in JSONEachRow TSV TSVWithNames CSV CSVWithNames RowBinary; do
@@ -148,10 +140,8 @@ ok "a retried batch (same query_id) is stored once, across shards"
 
 # ---- a failing shard: the others are written, the response names it; a retry completes it ----
 sed "s#replicas = $N3#replicas = http://127.0.0.1:1#" "$CONF" >"$T/broken.conf"
-bg_start "$T/router2.log" "$FERRY_BIN" router --config "$T/broken.conf" --listen 127.0.0.1:0 --port-file "$T/router2.port"
-ROUTER2_PID=$BG_PID
-wait_for 20 test -s "$T/router2.port"
-R2=http://127.0.0.1:$(cat "$T/router2.port")
+start_router "$T/broken.conf" router2
+R2=$R_URL; ROUTER2_PID=$R_PID
 before=$(count_all)
 # A tenant with 3 splits, one of them served by node3 and one elsewhere.
 PT=""
@@ -183,10 +173,8 @@ at_exit "kill $HOLE_PID 2>/dev/null"
 wait_for 60 test -s "$T/hole.port"
 sed -e "s#replicas = $N3#replicas = http://127.0.0.1:$(cat "$T/hole.port")#" \
     -e 's/^shard_timeout = .*/shard_timeout = 4s/' "$CONF" >"$T/slow.conf"
-bg_start "$T/router3.log" "$FERRY_BIN" router --config "$T/slow.conf" --listen 127.0.0.1:0 --port-file "$T/router3.port"
-ROUTER3_PID=$BG_PID
-wait_for 20 test -s "$T/router3.port"
-R3=http://127.0.0.1:$(cat "$T/router3.port")
+start_router "$T/slow.conf" router3
+R3=$R_URL; ROUTER3_PID=$R_PID
 before=$(count_all)
 t0=$(date +%s)
 res=$($LOAD send "$R3" TSV "$PT" 8600000 3000 --query-id slow-1)

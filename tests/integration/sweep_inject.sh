@@ -4,7 +4,8 @@
 # catalog part listed for a server that does not hold it (catalog_only drift) and a server that
 # holds a part the catalog does not list it for (server_only drift). --delete-orphans deletes only
 # the orphan older than the grace period, never a referenced or catalog-named object; a server
-# that cannot be read makes the report incomplete and nothing is deleted.
+# that cannot be read makes the report incomplete and nothing is deleted; neither is anything
+# while a move is unfinished, and a FAILED or DONE move holds nothing back.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/agent.sh"
@@ -89,6 +90,26 @@ assert_contains "$(jq -r '.problems | join(" ")' <<<"$OUT")" "node2" "the proble
 cp "$T/token.save" "$L/node2/agent.token"
 ok "node2 unreadable: report incomplete, nothing deleted"
 
+# ---- a move in flight holds deletion back; a FAILED or DONE one does not ------------------------
+# (the records are written through the catalog, as the move flow writes them, which keeps the
+# index of unfinished moves the sweep reads)
+TOOL=$FERRY_BUILD_DIR/tests/tools/catalog_tool
+CAT=$(sed -n 's/^catalog = //p' "$C")
+for m in m-live m-failed m-done; do
+    "$TOOL" "$CAT" add-move $m acme 0 node1 node2 || fail "add $m"
+done
+"$TOOL" "$CAT" advance-move m-failed FAILED || fail "fail m-failed"
+for s in CLONE VERIFY SWITCH CLEANUP DONE; do "$TOOL" "$CAT" advance-move m-done $s || fail "m-done to $s"; done
+for state in PLANNED CLONE; do
+    [ $state = PLANNED ] || "$TOOL" "$CAT" advance-move m-live $state || fail "advance m-live to $state"
+    expect_exit 1 "$FERRY_BIN" sweep --json --delete-orphans --min-age 1h --config "$C"
+    assert_eq 0 "$(jq -r .deleted <<<"$OUT")" "nothing deleted while m-live is $state"
+    assert_contains "$(jq -r '.problems | join(" ")' <<<"$OUT")" "move m-live is in flight ($state)" "the problem names the move"
+    [ -f "$L/blobs/zzo/old" ] || fail "old orphan deleted while a move is in flight"
+done
+"$TOOL" "$CAT" advance-move m-live FAILED || fail "fail m-live"
+ok "a move in flight (PLANNED, then CLONE): nothing deleted, the problem names it"
+
 # ---- delete orphans older than 1 hour ------------------------------------------------------------
 expect_exit 1 "$FERRY_BIN" sweep --json --delete-orphans --min-age 1h --config "$C"
 assert_eq 1 "$(jq -r .deleted <<<"$OUT")" "one orphan deleted"
@@ -103,6 +124,6 @@ for n in node1 node2; do
     done
 done
 assert_eq 5000 "$(chq "$U2" "SELECT count(), sum(x) = 12497500 FROM e" | cut -f1)" "node2 still reads"
-ok "--delete-orphans --min-age 1h: only the 3-day-old orphan deleted; young, catalog-named and referenced objects stay"
+ok "--delete-orphans --min-age 1h (moves FAILED and DONE only): only the 3-day-old orphan deleted; young, catalog-named and referenced objects stay"
 
 done_testing

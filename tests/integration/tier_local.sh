@@ -26,14 +26,7 @@ B1=$(tier_fp "$U1"); B2=$(tier_fp "$U2")
 
 # the frozen parts will be exactly today's active parts of the old days: keep a copy of what a
 # FREEZE of them holds (FREEZE does not take every file of a live part, e.g. metadata_version.txt)
-chq "$U1" "ALTER TABLE events FREEZE WITH NAME 'testcopy'" >/dev/null
-mkdir -p "$T/frozen"
-while IFS=$'\t' read -r pid part; do
-    mkdir -p "$T/frozen/$pid"
-    cp -r "$(echo "$L"/node1/data/shadow/testcopy/store/*/*/"$part")" "$T/frozen/$pid/$part"
-done < <(chq "$U1" "SELECT partition_id, name FROM system.parts WHERE active AND table = 'events' AND $pold")
-chq "$U1" "ALTER TABLE events UNFREEZE WITH NAME 'testcopy'" >/dev/null
-rm -rf "$L/node1/data/shadow/testcopy"
+tier_copy_frozen "$L" node1 "$pold" "$T/frozen"
 nfiles=$(find "$T/frozen" -type f | wc -l)
 [ "$nfiles" -gt 20 ] || fail "copied only $nfiles files"
 
@@ -65,13 +58,7 @@ ok "rows, sums, distinct counts and row hashes unchanged; 5 days cold, 3 hot on 
 # objects: exactly the frozen files of node1 (plus node2's), byte for byte
 n1keys=$(tier_local_keys "$L" | grep -c "^default/events/42-")
 assert_eq "$nfiles" "$n1keys" "node1's objects = files of its frozen parts"
-while read -r f; do
-    rel=${f#"$T/frozen/"}                  # <partition_id>/<part>/<file>
-    # keys carry the freeze name between partition and part (docs/formats.md)
-    obj=$(compgen -G "$L/blobs/default/events/${rel%%/*}/*/${rel#*/}" | head -n 1 || true)
-    [ -n "$obj" ] || fail "no object for the frozen file $rel"
-    cmp -s "$f" "$obj" || fail "object $obj differs from the frozen file"
-done < <(find "$T/frozen" -type f)
+tier_match_frozen "$T/frozen" "$L/blobs/default/events"
 assert_eq "$(tier_local_keys "$L")" "$(tier_catalog_keys "$C")" "objects in the store = objects the catalog records"
 total=$(find "$L/blobs" -type f | wc -l)
 for n in node1 node2; do

@@ -24,14 +24,7 @@ for u in "$U1" "$U2"; do chq "$u" "OPTIMIZE TABLE events FINAL" >/dev/null; done
 pday="toUInt32(splitByChar('-', partition_id)[2])"
 pold="$pday <= toYYYYMMDD($TODAY - 4)"
 B1=$(tier_fp "$U1"); B2=$(tier_fp "$U2")
-chq "$U1" "ALTER TABLE events FREEZE WITH NAME 'testcopy'" >/dev/null
-mkdir -p "$T/frozen"
-while IFS=$'\t' read -r pid part; do
-    mkdir -p "$T/frozen/$pid"
-    cp -r "$(echo "$L"/node1/data/shadow/testcopy/store/*/*/"$part")" "$T/frozen/$pid/$part"
-done < <(chq "$U1" "SELECT partition_id, name FROM system.parts WHERE active AND table = 'events' AND $pold")
-chq "$U1" "ALTER TABLE events UNFREEZE WITH NAME 'testcopy'" >/dev/null
-rm -rf "$L/node1/data/shadow/testcopy"
+tier_copy_frozen "$L" node1 "$pold" "$T/frozen"
 nfiles=$(find "$T/frozen" -type f | wc -l)
 K0=$(tier_s3_keys "$T/s3" "$BUCKET")
 
@@ -48,13 +41,7 @@ ok "s3: 10 partitions tiered on 2 nodes in $(jq .wall_ms <<<"$R" | cut -d. -f1) 
 K1=$(tier_s3_keys "$T/s3" "$BUCKET")
 [ -z "$(comm -23 <(echo "$K0") <(echo "$K1"))" ] || fail "objects disappeared: $(comm -23 <(echo "$K0") <(echo "$K1") | head)"
 assert_eq "$nfiles" "$(grep -c '^tier/default/events/42-' <<<"$K1")" "node1's objects = files of its frozen parts"
-while read -r f; do
-    rel=${f#"$T/frozen/"}                  # <partition_id>/<part>/<file>
-    # keys carry the freeze name between partition and part (docs/formats.md)
-    obj=$(compgen -G "$T/s3/data/$BUCKET/tier/default/events/${rel%%/*}/*/${rel#*/}._S3rver_object" | head -n 1 || true)
-    [ -n "$obj" ] || fail "no object for the frozen file $rel"
-    cmp -s "$f" "$obj" || fail "object $obj differs from the frozen file"
-done < <(find "$T/frozen" -type f)
+tier_match_frozen "$T/frozen" "$T/s3/data/$BUCKET/tier/default/events" ._S3rver_object
 assert_eq "$(grep '^tier/default/' <<<"$K1")" "$(tier_catalog_keys "$C")" "bucket = catalog records"
 for n in node1 node2; do tier_leftovers "$L" $n; done
 ok "s3: no object deleted, objects byte for byte the frozen files and the catalog's, no leftovers"

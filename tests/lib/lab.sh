@@ -10,6 +10,13 @@ lab_up() {
         fail "lab up $dir failed: $(cat "$T/lab_up.err")"
 }
 
+# lab_rf_conf DIR RF OUT: writes to OUT the lab's ferry.conf with `rf = RF` in its [cluster]
+# section (a cluster-wide replication factor for `ferry init`).
+lab_rf_conf() {
+    sed "s/^clickhouse_version = /rf = $2\nclickhouse_version = /" "$1/ferry.conf" >"$3"
+    grep -q "^rf = $2\$" "$3" || fail "lab_rf_conf: no clickhouse_version line in $1/ferry.conf"
+}
+
 # lab_url DIR NAME: the node's HTTP URL.
 lab_url() { "$FERRY_BIN" lab status --dir "$1" --json | jq -r --arg n "$2" '.nodes[] | select(.name == $n) | .http'; }
 # lab_pid DIR NAME: the node's PID.

@@ -11,6 +11,12 @@
 #   tier_merges_on URL PID      fails unless merges run on events (OPTIMIZE of PID succeeds)
 #   tier_local_keys LAB         the ferry-uploaded object keys of a local lab, sorted
 #   tier_catalog_keys CONF      the object keys the catalog's part records name, sorted
+#   tier_copy_frozen LAB NODE WHERE DEST   freezes events on NODE and keeps a copy of what the
+#                               freeze holds of its active parts matching WHERE (a system.parts
+#                               condition) in DEST/<partition_id>/<part>/, then unfreezes
+#   tier_match_frozen DEST DIR [SUFFIX]   fails unless every file of DEST (tier_copy_frozen) has
+#                               an object with the same bytes at DIR/<partition_id>/*/<part>/<file>SUFFIX
+#                               (a local store's or s3rver's folder of the table's objects)
 
 # One fixed clock for the whole test (ferry reads FERRY_TEST_NOW, test-only), and the same day
 # in SQL: a test that crosses midnight UTC sees the same partitions due.
@@ -88,4 +94,28 @@ tier_s3rver_restart() {
 # tier_s3_keys DIR BUCKET: every object key in s3rver's store, sorted.
 tier_s3_keys() {
     (cd "$1/data/$2" && find . -name '*._S3rver_object' | sed 's#^\./##; s#\._S3rver_object$##' | sort)
+}
+
+tier_copy_frozen() {
+    local lab=$1 node=$2 where=$3 dest=$4 url pid part
+    url=$(lab_url "$lab" "$node")
+    chq "$url" "ALTER TABLE events FREEZE WITH NAME 'testcopy'" >/dev/null
+    mkdir -p "$dest"
+    while IFS=$'\t' read -r pid part; do
+        mkdir -p "$dest/$pid"
+        cp -r "$(echo "$lab/$node"/data/shadow/testcopy/store/*/*/"$part")" "$dest/$pid/$part"
+    done < <(chq "$url" "SELECT partition_id, name FROM system.parts WHERE active AND table = 'events' AND $where")
+    chq "$url" "ALTER TABLE events UNFREEZE WITH NAME 'testcopy'" >/dev/null
+    rm -rf "$lab/$node/data/shadow/testcopy"
+}
+
+tier_match_frozen() {
+    local dest=$1 dir=$2 suffix=${3:-} f rel obj
+    while read -r f; do
+        rel=${f#"$dest/"}                      # <partition_id>/<part>/<file>
+        # keys carry the freeze name between partition and part (docs/formats.md)
+        obj=$(compgen -G "$dir/${rel%%/*}/*/${rel#*/}$suffix" | head -n 1 || true)
+        [ -n "$obj" ] || fail "no object for the frozen file $rel"
+        cmp -s "$f" "$obj" || fail "object $obj differs from the frozen file"
+    done < <(find "$dest" -type f)
 }

@@ -1,0 +1,27 @@
+# Shell helpers for tests that run `ferry router` (source after harness.sh).
+#
+#   start_router CONF NAME   starts a router with config CONF on a free loopback port (log
+#                            $T/NAME.log, port file $T/NAME.port) and waits until it answers
+#                            /ping; sets R_URL (http://127.0.0.1:PORT) and R_PID
+#   stop_router PID          SIGTERM, then waits for the exit (fails after 30 s)
+#   stop_pid PID [WHAT]      the same for any process (WHAT names it in the failure)
+
+stop_pid() {
+    local pid=$1 what=${2:-process}
+    kill -TERM "$pid" 2>/dev/null || return 0
+    # the sanitizer build's leak check makes the exit slow
+    for _ in $(seq 1 300); do pid_running "$pid" || return 0; sleep 0.1; done
+    fail "$what $pid did not stop within 30 s of SIGTERM"
+}
+
+stop_router() { stop_pid "$1" router; }
+
+start_router() {
+    local conf=$1 name=$2
+    bg_start "$T/$name.log" "$FERRY_BIN" router --config "$conf" --listen 127.0.0.1:0 \
+        --port-file "$T/$name.port"
+    R_PID=$BG_PID
+    wait_for 60 test -s "$T/$name.port"
+    R_URL=http://127.0.0.1:$(cat "$T/$name.port")
+    wait_for 60 curl -sf "$R_URL/ping"
+}
