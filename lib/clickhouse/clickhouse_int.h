@@ -44,7 +44,8 @@ typedef struct ferry_ch_wire_io {
     ferry_http1_body_fn on_body;     /* its body, de-chunked */
     void *arg;
     /* out */
-    ferry_http1 parser;  /* parser.status: the HTTP status once the headers are in */
+    const ferry_http1 *parser; /* set by the exchange; parser->status: the HTTP status once
+                                * the headers are in (0 before) */
     bool got_response;   /* any response byte */
     bool timed_out;
     bool stopped;        /* set by the caller's callback when it stopped the transfer */

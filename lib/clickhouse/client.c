@@ -318,7 +318,7 @@ static int take_body(xfer *x, const char *p, size_t len)
     x->last_activity_ms = now_ms();
     if (x->status == 0) {
         if (x->io)
-            x->status = x->io->parser.status;
+            x->status = x->io->parser->status;
         else
             curl_easy_getinfo(x->c->curl, CURLINFO_RESPONSE_CODE, &x->status);
     }
@@ -376,7 +376,7 @@ static int wire_on_header(void *arg, const char *name, size_t nlen, const char *
 {
     xfer *x = arg;
     if (x->status == 0)
-        x->status = x->io->parser.status;
+        x->status = x->io->parser->status;
     return take_header(x, name, nlen, value, vlen);
 }
 
@@ -505,8 +505,8 @@ static int transfer_wire(ferry_ch_client *c, xfer *x, const char *url, ferry_ch_
     x->last_activity_ms = now_ms();
     int rc = ferry_ch_wire_exchange(c->wire, &io, failure, c->redacted, err);
     x->io = NULL;
-    if (x->status == 0)
-        x->status = io.parser.status;
+    if (x->status == 0 && io.parser)
+        x->status = io.parser->status;
     c->stats.connects += (uint64_t)io.connects;
     if (io.bytes_sent)
         c->stats.bytes_sent += x->mem_len;

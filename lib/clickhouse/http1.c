@@ -19,7 +19,9 @@ enum {
 void ferry_http1_init(ferry_http1 *p, ferry_http1_header_fn on_header, ferry_http1_body_fn on_body,
                       void *arg, bool head_request)
 {
-    memset(p, 0, sizeof *p);
+    /* not the 8 KiB line buffer: line_len says how much of it is in use */
+    memset(p, 0, offsetof(ferry_http1, line));
+    p->line_len = 0;
     p->state = S_STATUS;
     p->on_header = on_header;
     p->on_body = on_body;

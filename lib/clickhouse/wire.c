@@ -35,12 +35,14 @@
 struct ferry_ch_wire {
     int fd;             /* -1 when not connected */
     bool reused;        /* fd has carried a request before */
+    long timeout_ms;    /* SO_SNDTIMEO / SO_RCVTIMEO set on fd (0: not yet) */
     char host[256];     /* for getaddrinfo: no brackets around an IPv6 literal */
     char port[8];
     char *authority;    /* Host: header value */
     char *path;         /* base path, "/" at least */
     char *auth_header;  /* "Authorization: Basic ...\r\n": holds the password */
     char *buf;          /* RECV_BUF bytes */
+    ferry_http1 parser; /* the response being read (kept here: its line buffer is 8 KiB) */
 };
 
 static bool proxy_configured(void)
@@ -60,6 +62,7 @@ static void wire_close(ferry_ch_wire *w)
         close(w->fd);
     w->fd = -1;
     w->reused = false;
+    w->timeout_ms = 0;
 }
 
 void ferry_ch_wire_free(ferry_ch_wire *w)
@@ -268,8 +271,11 @@ static int exchange_once(ferry_ch_wire *w, ferry_ch_wire_io *io, const char *hea
     }
     bool was_reused = w->reused;
     w->reused = true;
-    set_timeout(w->fd, SO_SNDTIMEO, io->read_timeout_ms);
-    set_timeout(w->fd, SO_RCVTIMEO, io->read_timeout_ms);
+    if (w->timeout_ms != io->read_timeout_ms) { /* two system calls saved per request */
+        set_timeout(w->fd, SO_SNDTIMEO, io->read_timeout_ms);
+        set_timeout(w->fd, SO_RCVTIMEO, io->read_timeout_ms);
+        w->timeout_ms = io->read_timeout_ms;
+    }
     struct iovec iov[2] = {{(void *)head, head_len}, {(void *)io->body, io->body_len}};
     if (send_all(w->fd, iov, io->body_len ? 2 : 1) != 0) {
         int e = errno;
@@ -291,7 +297,7 @@ static int exchange_once(ferry_ch_wire *w, ferry_ch_wire_io *io, const char *hea
                              "failed: %s", who, strerror(e));
     }
     io->bytes_sent += head_len + io->body_len;
-    ferry_http1 *p = &io->parser;
+    ferry_http1 *p = &w->parser;
     for (;;) {
         ssize_t k = recv(w->fd, w->buf, RECV_BUF, 0);
         if (k < 0 && errno == EINTR)
@@ -359,7 +365,8 @@ int ferry_ch_wire_exchange(ferry_ch_wire *w, ferry_ch_wire_io *io, enum ferry_ch
     }
     for (int i = 0; i < 2; i++) {
         bool retry_fresh = false;
-        ferry_http1_init(&io->parser, io->on_header, io->on_body, io->arg, false);
+        ferry_http1_init(&w->parser, io->on_header, io->on_body, io->arg, false);
+        io->parser = &w->parser;
         io->got_response = false;
         rc = exchange_once(w, io, head.data, head.len, &retry_fresh, failure, who, err);
         if (!rc || !retry_fresh)
