@@ -16,24 +16,13 @@
 #      transfer, never a complete-looking short one.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
 
 L=$T/lab
 lab_up "$L" --nodes 3
 C=$L/rf2.conf
-sed 's/^clickhouse_version = /rf = 2\nclickhouse_version = /' "$L/ferry.conf" >"$C"
-cat >>"$C" <<EOF
-[table "events"]
-database = default
-layout = shared
-tenant_column = tenant
-day_column = day
-split_column = split
-split_key = uid
-[router]
-shard_timeout = 8s
-replica_error_half_life = 0s
-load_balancing = in_order
-EOF
+lab_rf_conf "$L" 2 "$C"
+events_conf "$C" "shard_timeout = 8s" "replica_error_half_life = 0s" "load_balancing = in_order"
 NODES="node1 node2 node3"
 declare -A U
 for n in $NODES; do U[$n]=$(lab_url "$L" "$n"); done
