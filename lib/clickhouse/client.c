@@ -162,14 +162,21 @@ static uint64_t splitmix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+static _Thread_local bool qid_seeded;
+static pthread_once_t qid_once = PTHREAD_ONCE_INIT;
+/* A child of fork() would repeat its parent's sequence (the forking thread's state is copied):
+ * it seeds its own. */
+static void qid_reseed_in_child(void) { qid_seeded = false; }
+static void qid_register_atfork(void) { pthread_atfork(NULL, NULL, qid_reseed_in_child); }
+
 int ferry_ch_random_uuid(char out[37])
 {
     static _Thread_local uint64_t seed[2], counter;
-    static _Thread_local bool seeded;
-    if (!seeded) {
+    if (!qid_seeded) {
+        pthread_once(&qid_once, qid_register_atfork);
         if (RAND_bytes((unsigned char *)seed, sizeof seed) != 1)
             return FERRY_EINTERNAL;
-        seeded = true;
+        qid_seeded = true;
     }
     counter++;
     uint64_t hi = splitmix64(seed[0] ^ counter), lo = splitmix64(seed[1] + counter);

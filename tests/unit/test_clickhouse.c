@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "clickhouse/clickhouse_int.h"
@@ -497,6 +499,26 @@ static void test_quote_and_scrub(void **state)
     for (int i = 1; i < N_IDS; i++)
         assert_true(strcmp(ids[i - 1], ids[i]) != 0);
     free(ids);
+    /* a forked child does not repeat its parent's next ids */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char child_id[37];
+        int ok = ferry_ch_random_uuid(child_id) == FERRY_OK &&
+                 write(fds[1], child_id, 37) == 37;
+        _exit(ok ? 0 : 1);
+    }
+    char parent_id[37], child_id[37];
+    assert_int_equal(ferry_ch_random_uuid(parent_id), FERRY_OK);
+    assert_int_equal(read(fds[0], child_id, 37), 37);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_true(strcmp(parent_id, child_id) != 0);
+    close(fds[0]);
+    close(fds[1]);
 }
 
 int main(void)
