@@ -15,7 +15,9 @@ const char cmd_shard_usage[] =
     "       ferry shard remove NAME [--json] [--config FILE]\n"
     "\n"
     "add     adds [shard \"NAME\"] of the config to the catalog as active (or makes a draining\n"
-    "        shard active again); --weight overrides its weight\n"
+    "        shard active again, or records its changed replicas, agent or credential files);\n"
+    "        --weight overrides its weight. Running routers and coordinators follow the\n"
+    "        catalog's shards without a restart\n"
     "drain   marks the shard draining: the next rebalance moves every slice off it\n"
     "remove  marks a drained shard gone (refused while it still serves slices)\n"
     "\n"
@@ -93,9 +95,24 @@ int cmd_shard(int argc, char **argv)
                 rec.u.shard.weight = weight;
             rc = ferry_catalog_create(cat, &rec, &err);
         } else {
-            if (rec.u.shard.state == FERRY_SHARD_ACTIVE && weight <= 0) {
-                rc = ferry_err_set(&err, FERRY_EINVAL, "shard %s is already active", name);
+            /* the config's connection details (replicas, agent, credential files) replace the
+             * recorded ones: running routers and coordinators reconnect */
+            bool conn = def && ferry_shard_conn_differs(&rec.u.shard, def);
+            if (rec.u.shard.state == FERRY_SHARD_ACTIVE && weight <= 0 && !conn) {
+                rc = ferry_err_set(&err, FERRY_EINVAL, "shard %s is already active (and its "
+                                   "[shard \"%s\"] connection details are the recorded ones)",
+                                   name, name);
                 goto out;
+            }
+            if (conn) {
+                ferry_shard *sh = &rec.u.shard;
+                snprintf(sh->replicas, sizeof sh->replicas, "%s", def->replicas);
+                snprintf(sh->agent, sizeof sh->agent, "%s", def->agent);
+                snprintf(sh->user, sizeof sh->user, "%s", def->user);
+                snprintf(sh->password_file, sizeof sh->password_file, "%s", def->password_file);
+                snprintf(sh->agent_token_file, sizeof sh->agent_token_file, "%s",
+                         def->agent_token_file);
+                snprintf(sh->data_path, sizeof sh->data_path, "%s", def->data_path);
             }
             rec.u.shard.state = FERRY_SHARD_ACTIVE;
             if (weight > 0)

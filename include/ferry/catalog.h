@@ -67,6 +67,15 @@ typedef struct ferry_shard {
     char agent[FERRY_URL_MAX];      /* node agent URL */
     char zone[64];                  /* optional */
     enum ferry_shard_state state;
+    /* How ferry's processes reach the shard, recorded from [shard "x"] at `ferry init` / `ferry
+     * shard add` so that every router, coordinator and flow follows the catalog's shards without
+     * a config of its own for each (docs/config.md). Secrets by reference only: file paths,
+     * read on the host that connects. "" when not recorded (catalogs of older versions): the
+     * reader's config section is used instead (ferry_shard_conn_get). */
+    char user[128];                 /* ClickHouse user */
+    char password_file[FERRY_URL_MAX];
+    char agent_token_file[FERRY_URL_MAX];
+    char data_path[FERRY_URL_MAX];  /* the server's ClickHouse path, when reachable locally */
 } ferry_shard;
 
 typedef struct ferry_tenant {
@@ -372,6 +381,21 @@ typedef struct ferry_cluster_config {
 int ferry_cluster_config_read(const struct ferry_config *cfg, ferry_cluster_config *out,
                               ferry_err *err);
 void ferry_cluster_config_free(ferry_cluster_config *cc);
+
+/* How to reach a shard: the connection details of its catalog record, each one falling back to
+ * [shard "NAME"] of cfg (may be NULL) when the record has none (catalogs written before shards
+ * carried them). Every field is a string, "" when neither says; borrowed from sh or cfg. */
+typedef struct ferry_shard_conn {
+    const char *user;
+    const char *password_file;
+    const char *agent_token_file;
+    const char *data_path;
+} ferry_shard_conn;
+void ferry_shard_conn_get(const ferry_shard *sh, const struct ferry_config *cfg,
+                          ferry_shard_conn *out);
+/* Whether two shard records differ in how a process reaches them (replicas, agent, credentials,
+ * data path) - what makes a running router or coordinator reconnect. */
+bool ferry_shard_conn_differs(const ferry_shard *a, const ferry_shard *b);
 
 /* Whether two settings agree on everything fixed at `ferry init` (all fields but hot_days);
  * when not, *what names the first field that differs. */

@@ -35,6 +35,9 @@ typedef struct ferry_rsets ferry_rsets;
 int ferry_rsets_new(const char *const *names, size_t n_servers, const ferry_rsel_options *opt,
                     ferry_rsets **out, ferry_err *err);
 void ferry_rsets_free(ferry_rsets *rs);
+/* Adds a server (its host name, for the host name policies) as the next index, *index. Servers
+ * are never removed: a server no candidate list names costs nothing. */
+int ferry_rsets_add_server(ferry_rsets *rs, const char *name, uint32_t *index, ferry_err *err);
 
 /* Orders the candidate list cand[0..n) (distinct server indices, in route order: `in_order` and
  * `first_or_random` prefer cand[0]) for one slice of one query: out[0..n) gets the server

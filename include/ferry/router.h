@@ -152,5 +152,10 @@ struct ferry_config;
  * none; FERRY_ETIMEOUT naming the router after timeout_ms (0: 60 s). */
 int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigned timeout_ms,
                        ferry_err *err);
+/* The fence before a route names a shard: waits until every router in [cluster] routers lists
+ * shard as usable in its status (it loaded the shard's catalog record and can read its
+ * credentials), at most timeout_ms (0: 60 s); FERRY_ETIMEOUT naming the router and why. */
+int ferry_router_fence_shard(const struct ferry_config *cfg, const char *shard,
+                             unsigned timeout_ms, ferry_err *err);
 
 #endif

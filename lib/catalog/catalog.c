@@ -230,7 +230,11 @@ static int batch_add(ferry_batch *b, enum cat_op_type type, const ferry_record *
     memset(op, 0, sizeof *op);
     op->type = type;
     op->version = type == CAT_CREATE ? FERRY_VERSION_ANY : rec->version;
-    op->is_route = rec->kind == FERRY_REC_ROUTE && type != CAT_CHECK;
+    /* Shards are part of the routing state: a router must know a shard (its replicas and
+     * credentials) before any route names it, so a shard change raises the routing version like
+     * a route change, and routers reload both consistently. */
+    op->is_route = (rec->kind == FERRY_REC_ROUTE || rec->kind == FERRY_REC_SHARD) &&
+                   type != CAT_CHECK;
     if (rec->kind == FERRY_REC_MOVE && type != CAT_CHECK) {
         bool unfinished = type != CAT_DELETE && !ferry_move_finished(rec->u.move.state);
         op->move_index = !unfinished ? CAT_INDEX_DROP

@@ -171,6 +171,18 @@ static int read_shard(const ferry_config *cfg, const char *name, ferry_shard *sh
         rc = bad(cfg, "shard", name, "agent", "the agent's URL (http://host:port)", err);
     if (!rc)
         rc = get_str(cfg, "shard", name, "zone", "", sh->zone, sizeof sh->zone, err);
+    /* connection details, recorded in the catalog so that running processes follow new shards */
+    if (!rc)
+        rc = get_str(cfg, "shard", name, "user", "", sh->user, sizeof sh->user, err);
+    if (!rc)
+        rc = get_str(cfg, "shard", name, "password_file", "", sh->password_file,
+                     sizeof sh->password_file, err);
+    if (!rc)
+        rc = get_str(cfg, "shard", name, "agent_token_file", "", sh->agent_token_file,
+                     sizeof sh->agent_token_file, err);
+    if (!rc)
+        rc = get_str(cfg, "shard", name, "data_path", "", sh->data_path, sizeof sh->data_path,
+                     err);
     return rc;
 }
 
@@ -289,4 +301,29 @@ bool ferry_settings_same_fixed(const ferry_settings *a, const ferry_settings *b,
     if (what)
         *what = w;
     return w == NULL;
+}
+
+static const char *conn_field(const char *rec, const struct ferry_config *cfg, const char *name,
+                              const char *key)
+{
+    if (rec[0])
+        return rec;
+    const char *v = cfg ? ferry_config_get(cfg, "shard", name, key) : NULL;
+    return v ? v : "";
+}
+
+void ferry_shard_conn_get(const ferry_shard *sh, const struct ferry_config *cfg,
+                          ferry_shard_conn *out)
+{
+    out->user = conn_field(sh->user, cfg, sh->name, "user");
+    out->password_file = conn_field(sh->password_file, cfg, sh->name, "password_file");
+    out->agent_token_file = conn_field(sh->agent_token_file, cfg, sh->name, "agent_token_file");
+    out->data_path = conn_field(sh->data_path, cfg, sh->name, "data_path");
+}
+
+bool ferry_shard_conn_differs(const ferry_shard *a, const ferry_shard *b)
+{
+    return strcmp(a->replicas, b->replicas) || strcmp(a->agent, b->agent) ||
+           strcmp(a->user, b->user) || strcmp(a->password_file, b->password_file) ||
+           strcmp(a->agent_token_file, b->agent_token_file) || strcmp(a->data_path, b->data_path);
 }

@@ -313,6 +313,16 @@ json_t *cat_record_to_json(const ferry_record *r)
         set_str(o, "agent", s->agent);
         set_str(o, "zone", s->zone);
         set_str(o, "state", ferry_shard_state_name(s->state));
+        /* connection details: optional (older catalogs have none), written only when set so
+         * that a catalog without them exports as before */
+        if (s->user[0])
+            set_str(o, "user", s->user);
+        if (s->password_file[0])
+            set_str(o, "password_file", s->password_file);
+        if (s->agent_token_file[0])
+            set_str(o, "agent_token_file", s->agent_token_file);
+        if (s->data_path[0])
+            set_str(o, "data_path", s->data_path);
         break;
     }
     case FERRY_REC_TENANT:
@@ -557,6 +567,14 @@ int cat_record_from_json(enum ferry_record_kind kind, const json_t *o, ferry_rec
         get_str(&d, "zone", s->zone, sizeof s->zone);
         get_enum(&d, "state", shard_states, NELEM(shard_states), &e);
         s->state = (enum ferry_shard_state)e;
+        if (json_object_get(d.o, "user"))
+            get_str(&d, "user", s->user, sizeof s->user);
+        if (json_object_get(d.o, "password_file"))
+            get_str(&d, "password_file", s->password_file, sizeof s->password_file);
+        if (json_object_get(d.o, "agent_token_file"))
+            get_str(&d, "agent_token_file", s->agent_token_file, sizeof s->agent_token_file);
+        if (json_object_get(d.o, "data_path"))
+            get_str(&d, "data_path", s->data_path, sizeof s->data_path);
         break;
     }
     case FERRY_REC_TENANT:

@@ -56,19 +56,20 @@ int ferry_shard_clients_open(const ferry_config *cfg, const ferry_shard *sh,
                            url[0] ? "agent" : "replicas", sh->name);
         goto out;
     }
-    const char *tokf = cfg ? ferry_config_get(cfg, "shard", sh->name, "agent_token_file") : NULL;
-    if (!tokf || !*tokf) {
-        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [shard \"%s\"] has no agent_token_file (the "
-                           "file holding that shard's agent token: every flow reaches the "
-                           "server's files through its agent)",
-                           cfg && cfg->path ? cfg->path : "the config", sh->name);
+    ferry_shard_conn conn;
+    ferry_shard_conn_get(sh, cfg, &conn);
+    if (!conn.agent_token_file[0]) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "shard %s has no agent_token_file in the catalog "
+                           "or in [shard \"%s\"] of %s (the file holding that shard's agent "
+                           "token: every flow reaches the server's files through its agent)",
+                           sh->name, sh->name, cfg && cfg->path ? cfg->path : "the config");
         goto out;
     }
-    if ((rc = ferry_agent_read_token_file(tokf, &token, err)))
+    if ((rc = ferry_agent_read_token_file(conn.agent_token_file, &token, err)))
         goto out;
-    const char *user = ferry_config_get(cfg, "shard", sh->name, "user");
-    const char *pwf = ferry_config_get(cfg, "shard", sh->name, "password_file");
-    if (pwf && *pwf && (rc = read_secret_line(pwf, "password", &password, err)))
+    const char *user = conn.user;
+    if (conn.password_file[0] &&
+        (rc = read_secret_line(conn.password_file, "password", &password, err)))
         goto out;
     ferry_ch_options o = {.url = url, .user = user && *user ? user : NULL, .password = password,
                           .read_timeout_ms = opts->ch_read_timeout_ms,

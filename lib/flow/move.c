@@ -857,6 +857,10 @@ static int do_verify(mvctx *x, ferry_err *err)
     if (rc)
         return rc;
     crash_point("VERIFY");
+    /* Every router must reach the target before the route names it (a shard just added reaches
+     * routers through the catalog; lib/router/fence.c). */
+    if ((rc = ferry_router_fence_shard(x->o->cfg, x->mv.u.move.to, 0, err)))
+        return ferry_err_prefix(err, "move %s: ", x->mv.u.move.id);
     ferry_record route;
     ferry_record_init(&route, FERRY_REC_ROUTE);
     snprintf(route.u.route.tenant, sizeof route.u.route.tenant, "%s", x->mv.u.move.tenant);

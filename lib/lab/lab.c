@@ -406,6 +406,8 @@ out:
     return rc;
 }
 
+#define LAB_CONF_END "# ---- end of the lab's part: what follows is yours, kept when lab up rewrites this file"
+
 static int write_ferry_conf(const lab_state *st, ferry_err *err)
 {
     ferry_buf b = FERRY_BUF_INIT;
@@ -463,7 +465,26 @@ static int write_ferry_conf(const lab_state *st, ferry_err *err)
         node_path(st, n, "agent.token", p, sizeof p);
         put_kv(&b, "agent_token_file", p);
     }
+    /* What the user added below the lab's part ([table], [router], ... sections) is kept: a
+     * lab up that restarts a node must not drop the tables the cluster was initialised with. */
+    ferry_buf_puts(&b, "\n" LAB_CONF_END "\n");
     snprintf(p, sizeof p, "%s/ferry.conf", st->dir);
+    char *old = NULL;
+    size_t old_len = 0;
+    ferry_err rerr = {0};
+    if (ferry_read_file(p, &old, &old_len, &rerr) == FERRY_OK) {
+        const char *mark = strstr(old, LAB_CONF_END "\n");
+        const char *keep = mark ? mark + strlen(LAB_CONF_END "\n") : NULL;
+        /* a file from before the marker existed: the user's part starts at the first section
+         * the lab does not write */
+        if (!mark)
+            keep = strstr(old, "\n[table ");
+        if (keep && *keep == '\n' && !mark)
+            keep++;
+        if (keep)
+            ferry_buf_puts(&b, keep);
+        free(old);
+    }
     int rc = write_file_atomic(p, b.data, b.len, 0644, err);
     ferry_buf_free(&b);
     return rc;

@@ -14,7 +14,7 @@ typedef struct rs_set {
 } rs_set;
 
 struct ferry_rsets {
-    size_t n_servers;
+    size_t n_servers, cap_servers;
     char **names;
     ferry_rsel_options opt;
     char *local; /* owned copy of opt.local_hostname */
@@ -26,28 +26,18 @@ int ferry_rsets_new(const char *const *names, size_t n_servers, const ferry_rsel
                     ferry_rsets **out, ferry_err *err)
 {
     *out = NULL;
-    if (!names || !n_servers)
-        return ferry_err_set(err, FERRY_EINVAL, "replica sets: no servers");
+    if (!names && n_servers)
+        return ferry_err_set(err, FERRY_EINVAL, "replica sets: no server names");
     ferry_rsets *rs = calloc(1, sizeof *rs);
     if (!rs)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     int rc = FERRY_OK;
-    rs->names = calloc(n_servers, sizeof *rs->names);
-    if (!rs->names) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n_servers && !rc; i++) {
+        uint32_t idx;
+        rc = ferry_rsets_add_server(rs, names[i], &idx, err);
+    }
+    if (rc)
         goto out;
-    }
-    rs->n_servers = n_servers;
-    for (size_t i = 0; i < n_servers; i++) {
-        if (!names[i] || !*names[i]) {
-            rc = ferry_err_set(err, FERRY_EINVAL, "replica sets: server %zu has no name", i);
-            goto out;
-        }
-        if (!(rs->names[i] = strdup(names[i]))) {
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            goto out;
-        }
-    }
     if (opt)
         rs->opt = *opt;
     else
@@ -65,6 +55,27 @@ out:
         return rc;
     }
     *out = rs;
+    return FERRY_OK;
+}
+
+int ferry_rsets_add_server(ferry_rsets *rs, const char *name, uint32_t *index, ferry_err *err)
+{
+    if (!name || !*name)
+        return ferry_err_set(err, FERRY_EINVAL, "replica sets: server %zu has no name",
+                             rs->n_servers);
+    if (rs->n_servers >= UINT32_MAX - 1)
+        return ferry_err_set(err, FERRY_EINVAL, "replica sets: too many servers");
+    if (rs->n_servers == rs->cap_servers) {
+        size_t cap = rs->cap_servers ? 2 * rs->cap_servers : 16;
+        char **p = realloc(rs->names, cap * sizeof *p);
+        if (!p)
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        rs->names = p;
+        rs->cap_servers = cap;
+    }
+    if (!(rs->names[rs->n_servers] = strdup(name)))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    *index = (uint32_t)rs->n_servers++;
     return FERRY_OK;
 }
 

@@ -32,9 +32,11 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* One look at a router: 1 when it is past version, 0 when not yet, -1 when unreachable or the
- * answer is not a router's (what is filled in). */
-static int router_past(const char *base, uint64_t version, char *what, size_t whatsz)
+/* One look at a router: 1 when it is past version (and, when shard is not NULL, reaches that
+ * shard), 0 when not yet, -1 when unreachable or the answer is not a router's (what is filled
+ * in). */
+static int router_past(const char *base, uint64_t version, const char *shard, char *what,
+                       size_t whatsz)
 {
     char url[2048];
     size_t bl = strlen(base);
@@ -75,6 +77,16 @@ static int router_past(const char *base, uint64_t version, char *what, size_t wh
         else
             snprintf(what, whatsz, "it has routing version %llu, nothing in flight",
                      (unsigned long long)have);
+        if (res == 1 && shard) {
+            json_t *sh = json_object_get(json_object_get(o, "shards"), shard);
+            const char *e = json_string_value(json_object_get(sh, "error"));
+            if (!sh || !json_is_true(json_object_get(sh, "usable"))) {
+                res = 0;
+                snprintf(what, whatsz, "it %s shard %s%s%s (routing version %llu)",
+                         sh ? "cannot use" : "does not know", shard, e ? ": " : "", e ? e : "",
+                         (unsigned long long)have);
+            }
+        }
     }
     json_decref(o);
 out:
@@ -83,8 +95,8 @@ out:
     return res;
 }
 
-int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigned timeout_ms,
-                       ferry_err *err)
+static int fence(const struct ferry_config *cfg, uint64_t version, const char *shard,
+                 unsigned timeout_ms, ferry_err *err)
 {
     const char *list = cfg ? ferry_config_get(cfg, "cluster", NULL, "routers") : NULL;
     if (!list || !*list)
@@ -104,9 +116,18 @@ int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigne
             continue;
         char what[256] = "";
         for (;;) {
-            int past = router_past(u, version, what, sizeof what);
+            int past = router_past(u, version, shard, what, sizeof what);
             if (past == 1)
                 break;
+            if (mono_ms() >= deadline && shard) {
+                rc = ferry_err_set(err, FERRY_ETIMEOUT,
+                                   "router %s cannot send to shard %s yet (%s); every router in "
+                                   "[cluster] routers must reach a shard before a route names it "
+                                   "(check the shard's record with ferry status and the "
+                                   "router's log, then resume)",
+                                   u, shard, what);
+                break;
+            }
             if (mono_ms() >= deadline) {
                 rc = ferry_err_set(err, FERRY_ETIMEOUT,
                                    "router %s did not confirm routing version %llu in time "
@@ -121,4 +142,16 @@ int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigne
     }
     free(copy);
     return rc;
+}
+
+int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigned timeout_ms,
+                       ferry_err *err)
+{
+    return fence(cfg, version, NULL, timeout_ms, err);
+}
+
+int ferry_router_fence_shard(const struct ferry_config *cfg, const char *shard,
+                             unsigned timeout_ms, ferry_err *err)
+{
+    return fence(cfg, 0, shard, timeout_ms, err);
 }

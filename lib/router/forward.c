@@ -1,6 +1,7 @@
-/* The router's shards: replica URLs and credentials from the config, a replica selector per
- * shard (ClickHouse's load_balancing semantics), pooled ClickHouse clients, and forwarding one
- * INSERT to a shard with failover between its replicas. */
+/* The router's shards: slots that follow the catalog's shard records (replica URLs, credentials
+ * by reference to files), a replica selector per shard (ClickHouse's load_balancing semantics),
+ * pooled ClickHouse clients, and forwarding one INSERT to a shard with failover between its
+ * replicas. */
 #include "router_int.h"
 
 #include <stdio.h>
@@ -8,7 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "ferry/config.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
@@ -32,89 +32,204 @@ static void url_host(const char *url, char *out, size_t outsz)
     out[n] = '\0';
 }
 
-int rt_shards_init(ferry_router *r, const ferry_config *cfg, ferry_err *err)
+int rt_shards_init(ferry_router *r, ferry_err *err)
 {
-    const char *names[1024];
-    size_t n = ferry_config_subsections(cfg, "shard", names, 1024);
-    r->shards = calloc(n ? n : 1, sizeof *r->shards);
+    r->shards = calloc(RT_SHARDS_MAX, sizeof *r->shards);
     if (!r->shards)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        rt_shard *s = &r->shards[i];
-        pthread_mutex_init(&s->mu, NULL);
-        r->n_shards++;
-        snprintf(s->name, sizeof s->name, "%s", names[i]);
-        const char *reps = ferry_config_get(cfg, "shard", names[i], "replicas");
-        if (!reps || !*reps)
-            return ferry_err_set(err, FERRY_EINVAL, "%s: [shard \"%s\"] has no replicas",
-                                 cfg->path, names[i]);
-        char *tmp = strdup(reps);
-        if (!tmp)
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        char *fields[64];
-        size_t nf = ferry_split(tmp, ',', fields, 64);
-        if (nf > 64)
-            nf = 64;
-        s->urls = calloc(nf, sizeof *s->urls);
-        s->idle = calloc(nf, sizeof *s->idle);
-        char hosts_store[64][256];
-        const char *hosts[64];
-        for (size_t j = 0; s->urls && s->idle && j < nf; j++) {
-            s->urls[j] = strdup(ferry_trim(fields[j]));
-            if (!s->urls[j])
-                break;
-            s->n_replicas++;
-            url_host(s->urls[j], hosts_store[j], sizeof hosts_store[j]);
-            hosts[j] = hosts_store[j];
+    return FERRY_OK;
+}
+
+/* Closes the idle connections of a slot; with lock held by the caller. */
+static void drain_idle_locked(rt_shard *s)
+{
+    for (size_t j = 0; s->idle && j < s->n_replicas; j++) {
+        for (rt_pool_item *it = s->idle[j]; it;) {
+            rt_pool_item *next = it->next;
+            ferry_ch_client_free(it->client);
+            free(it);
+            it = next;
         }
+        s->idle[j] = NULL;
+    }
+}
+
+static void shard_free(rt_shard *s)
+{
+    if (!s)
+        return;
+    drain_idle_locked(s);
+    for (size_t j = 0; s->urls && j < s->n_replicas; j++)
+        free(s->urls[j]);
+    free(s->urls);
+    free(s->idle);
+    if (s->password) {
+        memset(s->password, 0, strlen(s->password));
+        free(s->password);
+    }
+    ferry_rsel_free(s->sel);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+/* A new slot for the shard record rec: its replica URLs and selector, and its credentials (a
+ * credential file that cannot be read leaves conn_error set instead of failing). *out owned by
+ * the caller until it is counted in r->shards. */
+static int shard_open(ferry_router *r, const ferry_shard *rec, size_t slot, rt_shard **out,
+                      ferry_err *err)
+{
+    rt_shard *s = calloc(1, sizeof *s);
+    char *tmp = strdup(rec->replicas);
+    int rc = FERRY_OK;
+    if (!s || !tmp) {
+        free(s);
         free(tmp);
-        if (s->n_replicas != nf)
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        const char *user = ferry_config_get(cfg, "shard", names[i], "user");
-        snprintf(s->user, sizeof s->user, "%s", user ? user : "");
-        const char *pwf = ferry_config_get(cfg, "shard", names[i], "password_file");
-        if (pwf && *pwf) {
-            size_t len;
-            int rc = ferry_read_file(pwf, &s->password, &len, err);
-            if (rc)
-                return ferry_err_prefix(err, "[shard \"%s\"] password_file: ", names[i]);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    snprintf(s->name, sizeof s->name, "%s", rec->name);
+    s->rec = *rec;
+    char *fields[64];
+    size_t nf = ferry_split(tmp, ',', fields, 64);
+    if (nf > 64)
+        nf = 64;
+    s->urls = calloc(nf ? nf : 1, sizeof *s->urls);
+    s->idle = calloc(nf ? nf : 1, sizeof *s->idle);
+    char hosts_store[64][256];
+    const char *hosts[64];
+    for (size_t j = 0; s->urls && s->idle && j < nf; j++) {
+        if (!(s->urls[j] = strdup(ferry_trim(fields[j]))))
+            break;
+        s->n_replicas++;
+        url_host(s->urls[j], hosts_store[j], sizeof hosts_store[j]);
+        hosts[j] = hosts_store[j];
+    }
+    free(tmp);
+    if (!s->urls || !s->idle || s->n_replicas != nf) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (nf == 0)
+        snprintf(s->conn_error, sizeof s->conn_error,
+                 "shard %s has no replicas in the catalog (ferry shard add %s)", rec->name,
+                 rec->name);
+    ferry_shard_conn conn;
+    ferry_shard_conn_get(rec, &r->cfg, &conn);
+    snprintf(s->user, sizeof s->user, "%s", conn.user);
+    if (conn.password_file[0]) {
+        size_t len;
+        ferry_err perr = {0};
+        if (ferry_read_file(conn.password_file, &s->password, &len, &perr)) {
+            snprintf(s->conn_error, sizeof s->conn_error,
+                     "shard %s: cannot read its password_file: %s", rec->name, perr.msg);
+            FLOG_ERROR("msg=\"router: a shard's password file cannot be read; the shard is "
+                       "unusable until it can\" shard=%s err=\"%s\"",
+                       rec->name, perr.msg);
+        } else {
             s->password[strcspn(s->password, "\r\n")] = '\0';
         }
+    }
+    if (nf) {
         ferry_rsel_options o;
         ferry_rsel_options_default(&o);
         o.query.policy = r->load_balancing;
         char local[256] = "localhost";
         o.local_hostname = local;
-        int rc = ferry_rsel_create(hosts, NULL, s->n_replicas, &o, &s->sel, err);
+        if ((rc = ferry_rsel_create(hosts, NULL, s->n_replicas, &o, &s->sel, err))) {
+            ferry_err_prefix(err, "shard %s: ", rec->name);
+            goto out;
+        }
+    }
+    ferry_rsel_rng_seed(&s->rng,
+                        (uint64_t)time(NULL) ^ (uint64_t)(slot + 1) * 0x9e3779b97f4a7c15ULL);
+out:
+    if (rc) {
+        shard_free(s);
+        return rc;
+    }
+    *out = s;
+    return FERRY_OK;
+}
+
+static void shard_retire(rt_shard *s, const char *why)
+{
+    pthread_mutex_lock(&s->mu);
+    bool was = s->retired;
+    s->retired = true;
+    drain_idle_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    if (!was)
+        FLOG_INFO("msg=\"router: shard connections closed\" shard=%s why=\"%s\"", s->name, why);
+}
+
+long rt_shard_index(ferry_router *r, const char *name)
+{
+    size_t n = r->n_shards;
+    /* the newest live slot of that name (older ones of the same name are retired) */
+    for (size_t i = n; i-- > 0;) {
+        rt_shard *s = r->shards[i];
+        if (strcmp(s->name, name))
+            continue;
+        pthread_mutex_lock(&s->mu);
+        bool retired = s->retired;
+        pthread_mutex_unlock(&s->mu);
+        return retired ? -1 : (long)i;
+    }
+    return -1;
+}
+
+int rt_shards_sync(ferry_router *r, const ferry_record_list *shards, ferry_err *err)
+{
+    /* retire slots whose shard is gone, vanished or changed */
+    size_t n = r->n_shards;
+    for (size_t i = 0; i < n; i++) {
+        rt_shard *s = r->shards[i];
+        pthread_mutex_lock(&s->mu);
+        bool retired = s->retired;
+        pthread_mutex_unlock(&s->mu);
+        if (retired)
+            continue;
+        const ferry_shard *now = NULL;
+        for (size_t k = 0; k < shards->n && !now; k++)
+            if (!strcmp(shards->items[k].u.shard.name, s->name))
+                now = &shards->items[k].u.shard;
+        if (!now || now->state == FERRY_SHARD_GONE)
+            shard_retire(s, now ? "the shard is gone" : "the shard left the catalog");
+        else if (ferry_shard_conn_differs(&s->rec, now))
+            shard_retire(s, "its replicas, agent or credentials changed");
+    }
+    /* open a slot for every shard without a live one */
+    for (size_t k = 0; k < shards->n; k++) {
+        const ferry_shard *sh = &shards->items[k].u.shard;
+        if (sh->state == FERRY_SHARD_GONE || rt_shard_index(r, sh->name) >= 0)
+            continue;
+        size_t slot = r->n_shards;
+        if (slot >= RT_SHARDS_MAX)
+            return ferry_err_set(err, FERRY_EINTERNAL,
+                                 "the router has opened %d shard slots since it started (shards "
+                                 "added or changed); restart it to use shard %s",
+                                 RT_SHARDS_MAX, sh->name);
+        rt_shard *s = NULL;
+        int rc = shard_open(r, sh, slot, &s, err);
         if (rc)
-            return ferry_err_prefix(err, "[shard \"%s\"]: ", names[i]);
-        ferry_rsel_rng_seed(&s->rng, (uint64_t)time(NULL) ^ (uint64_t)i * 0x9e3779b97f4a7c15ULL);
+            return rc;
+        r->shards[slot] = s;
+        if ((rc = rt_reads_add_shard(r, slot, err))) {
+            r->shards[slot] = NULL; /* not counted: the slot is taken again next time */
+            shard_free(s);
+            return rc;
+        }
+        r->n_shards = slot + 1; /* publishes the complete slot (sequentially consistent) */
+        FLOG_INFO("msg=\"router: shard connected\" shard=%s replicas=\"%s\" state=%s", sh->name,
+                  sh->replicas, ferry_shard_state_name(sh->state));
     }
     return FERRY_OK;
 }
 
 void rt_shards_free(ferry_router *r)
 {
-    for (size_t i = 0; i < r->n_shards; i++) {
-        rt_shard *s = &r->shards[i];
-        for (size_t j = 0; j < s->n_replicas; j++) {
-            for (rt_pool_item *it = s->idle ? s->idle[j] : NULL; it;) {
-                rt_pool_item *next = it->next;
-                ferry_ch_client_free(it->client);
-                free(it);
-                it = next;
-            }
-            free(s->urls[j]);
-        }
-        free(s->urls);
-        free(s->idle);
-        if (s->password) {
-            memset(s->password, 0, strlen(s->password));
-            free(s->password);
-        }
-        ferry_rsel_free(s->sel);
-        pthread_mutex_destroy(&s->mu);
-    }
+    for (size_t i = 0; r->shards && i < r->n_shards; i++)
+        shard_free(r->shards[i]);
     free(r->shards);
     r->shards = NULL;
     r->n_shards = 0;
@@ -153,6 +268,12 @@ static void client_give(rt_shard *s, size_t rep, ferry_ch_client *c)
     }
     it->client = c;
     pthread_mutex_lock(&s->mu);
+    if (s->retired) {
+        pthread_mutex_unlock(&s->mu);
+        ferry_ch_client_free(c);
+        free(it);
+        return;
+    }
     it->next = s->idle[rep];
     s->idle[rep] = it;
     pthread_mutex_unlock(&s->mu);
@@ -161,10 +282,15 @@ static void client_give(rt_shard *s, size_t rep, ferry_ch_client *c)
 void rt_send_one(rt_send *sd)
 {
     ferry_router *r = sd->r;
-    rt_shard *s = &r->shards[sd->shard];
+    rt_shard *s = r->shards[sd->shard];
     size_t order[64];
     ferry_err_clear(&sd->err);
     memset(&sd->st, 0, sizeof sd->st);
+    if (s->conn_error[0] || !s->sel) {
+        sd->rc = ferry_err_set(&sd->err, FERRY_ECONNECT, "%s",
+                               s->conn_error[0] ? s->conn_error : "the shard has no replicas");
+        return;
+    }
     pthread_mutex_lock(&s->mu);
     int rc = ferry_rsel_select(s->sel, now_ms(), &s->rng, order, &sd->err);
     pthread_mutex_unlock(&s->mu);
@@ -251,8 +377,14 @@ int rt_query_any(ferry_router *r, const char *sql, ferry_buf *out, ferry_err *er
 {
     int rc = FERRY_ENOTFOUND;
     ferry_err_set(err, rc, "no shard configured");
-    for (size_t i = 0; i < r->n_shards; i++) {
-        rt_shard *s = &r->shards[i];
+    size_t n = r->n_shards;
+    for (size_t i = 0; i < n; i++) {
+        rt_shard *s = r->shards[i];
+        pthread_mutex_lock(&s->mu);
+        bool skip = s->retired || s->conn_error[0];
+        pthread_mutex_unlock(&s->mu);
+        if (skip)
+            continue;
         for (size_t rep = 0; rep < s->n_replicas; rep++) {
             ferry_ch_client *c = NULL;
             rc = client_take(r, s, rep, &c, err);

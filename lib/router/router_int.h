@@ -8,13 +8,21 @@
 
 #include "ferry/catalog.h"
 #include "ferry/clickhouse.h"
+#include "ferry/config.h"
 #include "ferry/httpd.h"
 #include "ferry/replica_select.h"
 #include "ferry/router.h"
 
-/* One shard as the router reaches it: its replicas' URLs (from the config), credentials, a
- * replica selector, and idle ClickHouse clients per replica (a client is one keep-alive
- * connection; clients are not thread-safe, so each forward takes one out of the pool). */
+/* One shard as the router reaches it: its replicas' URLs and credentials (from the shard's
+ * catalog record, each credential falling back to the config's [shard] section), a replica
+ * selector, and idle ClickHouse clients per replica (a client is one keep-alive connection;
+ * clients are not thread-safe, so each forward takes one out of the pool).
+ *
+ * Slots (rt_shards_sync) follow the catalog: a new shard gets the next slot; a shard whose
+ * connection details change gets a new slot and its old one is retired, like a gone one. A slot
+ * is never moved or freed before the router stops, so an index taken from any snapshot stays
+ * valid for requests still running with it; a retired slot's idle connections are closed and
+ * connections given back to it are closed too. */
 typedef struct rt_pool_item {
     ferry_ch_client *client;
     struct rt_pool_item *next;
@@ -22,15 +30,20 @@ typedef struct rt_pool_item {
 
 typedef struct rt_shard {
     char name[FERRY_NAME_MAX];
+    ferry_shard rec;     /* the catalog record the slot was built from */
     size_t n_replicas;
     char **urls;
     rt_pool_item **idle; /* per replica */
     char user[128];
     char *password;      /* NULL: none; never logged */
+    char conn_error[FERRY_ERR_MSG_MAX + 256]; /* why the slot cannot connect (an unreadable password file), or "" */
     ferry_replica_selector *sel;
     ferry_rsel_rng rng;
-    pthread_mutex_t mu;  /* idle lists, selector, rng */
+    pthread_mutex_t mu;  /* idle lists, selector, rng, retired */
+    bool retired;        /* no snapshot built from now on names this slot */
 } rt_shard;
+
+#define RT_SHARDS_MAX 1024 /* slots over the router's life (shards added, and re-added changed) */
 
 /* A routing table snapshot: immutable once published, shared by reference. */
 typedef struct rt_tenant {
@@ -82,15 +95,16 @@ struct ferry_router {
     long shard_timeout_ms;
     ferry_lb load_balancing;
 
-    size_t n_shards;
-    rt_shard *shards;
+    ferry_config cfg;           /* the bootstrap config (credential fallback for old catalogs) */
+    _Atomic size_t n_shards;    /* slots in use; a slot is complete before it is counted */
+    rt_shard **shards;          /* RT_SHARDS_MAX slots (rt_shards_sync, under reload_mu) */
     size_t n_tables;
     rt_table *tables;
 
     ferry_catalog *watch_cat; /* the watcher thread's handle */
     ferry_catalog *check_cat; /* version checks before forwards, under check_mu */
     pthread_mutex_t check_mu;
-    pthread_mutex_t reload_mu; /* one reload at a time */
+    pthread_mutex_t reload_mu; /* one reload (and shard sync) at a time */
 
     pthread_mutex_t mu;       /* snapshot, schemas, inflight, stopping */
     pthread_cond_t cond;
@@ -103,6 +117,7 @@ struct ferry_router {
     bool watcher_started;
     ferry_httpd *httpd;
     long publish_wait_ms; /* how long a read of a slice being published waits ([router]) */
+    long route_wait_ms;   /* how long a row whose slice no known shard serves waits ([router]) */
     struct rt_reads *reads; /* the read path's state (select.c) */
 };
 
@@ -185,8 +200,15 @@ typedef struct rt_send {
 void rt_send_one(rt_send *s);
 /* Sends several at once (a thread per send beyond the first) and waits for all. */
 void rt_send_all(rt_send *sends, size_t n);
-int rt_shards_init(ferry_router *r, const struct ferry_config *cfg, ferry_err *err);
+int rt_shards_init(ferry_router *r, ferry_err *err);
 void rt_shards_free(ferry_router *r);
+/* Brings the slots in line with the catalog's shard records (every state; gone ones are retired)
+ * under reload_mu. A slot that cannot be opened is logged and left without connections (its
+ * conn_error says why), so one bad shard never stops the routing table. FERRY_ENOMEM or a full
+ * slot table (RT_SHARDS_MAX) only. */
+int rt_shards_sync(ferry_router *r, const ferry_record_list *shards, ferry_err *err);
+/* The live (not retired) slot of the shard named name, or -1. */
+long rt_shard_index(ferry_router *r, const char *name);
 /* Runs a query on the first reachable replica of shard 0..n (DESCRIBE TABLE). */
 int rt_query_any(ferry_router *r, const char *sql, ferry_buf *out, ferry_err *err);
 
@@ -209,7 +231,8 @@ typedef struct rt_out_shard {
 
 typedef struct rt_out {
     ferry_router *r;
-    rt_out_shard *shards; /* per router shard */
+    rt_out_shard *shards; /* per router shard slot, n of them (grows as routes name new slots) */
+    size_t n;
     char token[256];      /* the base of the deduplication tokens */
     const ferry_ch_setting *settings; /* the client's settings (borrowed) */
     size_t n_settings;
@@ -242,6 +265,9 @@ struct ferry_config;
 int rt_reads_init(ferry_router *r, const struct ferry_config *cfg, const char *listen_host,
                   ferry_err *err);
 void rt_reads_free(ferry_router *r);
+/* The read path's state for a new shard slot (its selector server and counters), called by
+ * rt_shards_sync before the slot is counted. */
+int rt_reads_add_shard(ferry_router *r, size_t slot, ferry_err *err);
 /* Appends the read path's counters to the status JSON object being built (select.c). */
 void rt_reads_status(ferry_router *r, ferry_buf *out);
 /* Routes a SELECT-like statement (the query in ?query= plus the body, or the body) when it reads

@@ -87,10 +87,13 @@ const rt_tenant *rt_find_tenant(const rt_snapshot *s, const char *name, size_t l
     size_t lo = 0, hi = s->n_tenants;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
+        /* byte-wise over the shorter length, then the lengths: a name holding a NUL byte or
+         * longer than the stored one never matches, and nothing past either end is read */
         const char *t = s->tenants[mid].name;
-        int d = strncmp(t, name, len);
+        size_t tl = strlen(t);
+        int d = memcmp(t, name, tl < len ? tl : len);
         if (!d)
-            d = t[len] ? 1 : 0;
+            d = tl < len ? -1 : tl > len ? 1 : 0;
         if (!d)
             return &s->tenants[mid];
         if (d < 0)
@@ -101,16 +104,8 @@ const rt_tenant *rt_find_tenant(const rt_snapshot *s, const char *name, size_t l
     return NULL;
 }
 
-static long shard_index(const ferry_router *r, const char *name)
-{
-    for (size_t i = 0; i < r->n_shards; i++)
-        if (!strcmp(r->shards[i].name, name))
-            return (long)i;
-    return -1;
-}
-
 /* The first name of a comma-separated shard list, as an index into router->shards (-1: none). */
-static long first_shard_index(const ferry_router *r, const char *list)
+static long first_shard_index(ferry_router *r, const char *list)
 {
     char name[FERRY_NAME_MAX];
     size_t n = strcspn(list, ",");
@@ -118,7 +113,7 @@ static long first_shard_index(const ferry_router *r, const char *list)
         return -1;
     memcpy(name, list, n);
     name[n] = '\0';
-    return shard_index(r, ferry_trim(name));
+    return rt_shard_index(r, ferry_trim(name));
 }
 
 /* Marks the routes of slices whose move is in SWITCH (the move journal's states are in
@@ -237,7 +232,7 @@ static int build(ferry_router *r, const char *json, const ferry_record_list *ten
         json_t *sh;
         json_array_foreach(shards, j, sh) {
             const char *name = json_string_value(sh);
-            long k = name ? shard_index(r, name) : -1;
+            long k = name ? rt_shard_index(r, name) : -1;
             if (k < 0) {
                 snprintf(rr->missing, sizeof rr->missing, "%s", name ? name : "?");
                 continue;
@@ -261,9 +256,11 @@ int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err)
     for (int attempt = 0; attempt < 20; attempt++) {
         uint64_t v1 = 0, v2 = 0;
         char *json = NULL;
-        ferry_record_list tenants = {0}, moves = {0};
+        ferry_record_list tenants = {0}, moves = {0}, shards = {0};
         rt_snapshot *s = NULL;
         int rc = ferry_catalog_routing_version(cat, &v1, err);
+        if (!rc)
+            rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
         if (!rc)
             rc = ferry_catalog_routing_json(cat, NULL, -1, &json, err);
         if (!rc)
@@ -274,31 +271,43 @@ int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err)
             rc = ferry_catalog_list_unfinished_moves(cat, &moves, err);
         if (!rc)
             rc = ferry_catalog_routing_version(cat, &v2, err);
-        if (!rc)
-            rc = build(r, json, &tenants, &moves, &s, err);
+        /* Split counts change in the same batch as the new slices' routes, a move's state
+         * changes that matter to readers (switch, publish, cleanup) in the same batch as its
+         * route, and shard changes raise the version too, so one routing version before and
+         * after the reads makes shards, tenants, routes and moves one consistent state. The
+         * shard slots follow that state before the snapshot names them (one sync at a time). */
+        bool consistent = !rc && v1 == v2;
+        bool published = false;
+        if (consistent) {
+            pthread_mutex_lock(&r->reload_mu);
+            pthread_mutex_lock(&r->mu);
+            bool stale = r->snap && r->snap->version >= v1; /* another reload got there first */
+            pthread_mutex_unlock(&r->mu);
+            if (!stale)
+                rc = rt_shards_sync(r, &shards, err);
+            if (!stale && !rc)
+                rc = build(r, json, &tenants, &moves, &s, err);
+            if (!stale && !rc && s->version == v1) {
+                published = true;
+                pthread_mutex_lock(&r->mu);
+                rt_snapshot *old = r->snap;
+                r->snap = s;
+                s = old;
+                pthread_cond_broadcast(&r->cond); /* reads held for a newer table */
+                pthread_mutex_unlock(&r->mu);
+            }
+            published = published || stale;
+            pthread_mutex_unlock(&r->reload_mu);
+        }
         free(json);
         ferry_record_list_free(&tenants);
         ferry_record_list_free(&moves);
+        ferry_record_list_free(&shards);
+        rt_snapshot_put(s);
         if (rc)
             return rc;
-        /* Split counts change in the same batch as the new slices' routes, and a move's state
-         * changes that matter to readers (switch, publish, cleanup) in the same batch as its
-         * route, so one routing version before and after the reads makes tenants, routes and
-         * moves one consistent state. */
-        if (v1 != v2 || s->version != v1) {
-            rt_snapshot_put(s);
-            continue;
-        }
-        pthread_mutex_lock(&r->mu);
-        rt_snapshot *old = r->snap;
-        if (!old || old->version < s->version) {
-            r->snap = s;
-            s = old;
-            pthread_cond_broadcast(&r->cond); /* reads held for a newer table (rt_wait_newer) */
-        }
-        pthread_mutex_unlock(&r->mu);
-        rt_snapshot_put(s);
-        return FERRY_OK;
+        if (published)
+            return FERRY_OK;
     }
     return ferry_err_set(err, FERRY_ETIMEOUT,
                          "the routing table kept changing while it was read; giving up");

@@ -145,23 +145,10 @@ static int replica_sets_init(ferry_router *r, rt_reads *rd, const ferry_config *
                              "%s: [router] replica_error_half_life = '%s': expected a duration "
                              "such as 60s (0: errors are forgotten at once)",
                              cfg->path, hl);
-    size_t n = r->n_shards ? r->n_shards : 1;
-    char(*hosts)[256] = calloc(n, sizeof *hosts);
-    const char **names = calloc(n, sizeof *names);
-    rd->shard_queries = calloc(n, sizeof *rd->shard_queries);
-    rd->shard_errors = calloc(n, sizeof *rd->shard_errors);
-    int rc = FERRY_OK;
-    if (!hosts || !names || !rd->shard_queries || !rd->shard_errors) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < r->n_shards; i++) {
-        const rt_shard *s = &r->shards[i];
-        url_host_of(s->n_replicas ? s->urls[0] : s->name, hosts[i], sizeof hosts[i]);
-        names[i] = hosts[i];
-    }
-    if (!r->n_shards)
-        goto out; /* nothing to read from: no selectors */
+    rd->shard_queries = calloc(RT_SHARDS_MAX, sizeof *rd->shard_queries);
+    rd->shard_errors = calloc(RT_SHARDS_MAX, sizeof *rd->shard_errors);
+    if (!rd->shard_queries || !rd->shard_errors)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     char local[256] = "localhost";
     if (gethostname(local, sizeof local) != 0 || !local[0])
         snprintf(local, sizeof local, "localhost");
@@ -171,13 +158,28 @@ static int replica_sets_init(ferry_router *r, rt_reads *rd, const ferry_config *
     o.query.policy = r->load_balancing;
     o.local_hostname = local;
     o.half_life_ms = half_life_s * 1000;
-    rc = ferry_rsets_new(names, r->n_shards, &o, &rd->rsets, err);
+    /* no servers yet: each shard slot is added as the routing table names it */
+    int rc = ferry_rsets_new(NULL, 0, &o, &rd->rsets, err);
     if (rc)
-        ferry_err_prefix(err, "[router] load_balancing: ");
+        return ferry_err_prefix(err, "[router] load_balancing: ");
     ferry_rsel_rng_seed(&rd->rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
-out:
-    free(hosts);
-    free(names);
+    return FERRY_OK;
+}
+
+int rt_reads_add_shard(ferry_router *r, size_t slot, ferry_err *err)
+{
+    rt_reads *rd = r->reads;
+    const rt_shard *s = r->shards[slot];
+    char host[256];
+    url_host_of(s->n_replicas ? s->urls[0] : s->name, host, sizeof host);
+    pthread_mutex_lock(&rd->sel_mu);
+    uint32_t idx = 0;
+    int rc = ferry_rsets_add_server(rd->rsets, host, &idx, err);
+    if (!rc && idx != slot) /* the selectors' servers are the router's slots, in order */
+        rc = ferry_err_set(err, FERRY_EINTERNAL, "replica sets: server %u for shard slot %zu",
+                           (unsigned)idx, slot);
+    rd->shard_queries[slot] = rd->shard_errors[slot] = 0;
+    pthread_mutex_unlock(&rd->sel_mu);
     return rc;
 }
 
@@ -310,9 +312,10 @@ void rt_reads_status(ferry_router *r, ferry_buf *out)
                      (unsigned long long)single, (unsigned long long)merged,
                      (unsigned long long)pipelined, hits, lookups,
                      (unsigned long long)rd->failovers);
-    for (size_t i = 0; i < r->n_shards; i++)
+    size_t n = r->n_shards;
+    for (size_t i = 0; i < n; i++)
         ferry_buf_printf(out, "%s\"%s\":{\"queries\":%llu,\"errors\":%llu,\"error_count\":%llu}",
-                         i ? "," : "", r->shards[i].name,
+                         i ? "," : "", r->shards[i]->name,
                          (unsigned long long)rd->shard_queries[i],
                          (unsigned long long)rd->shard_errors[i],
                          (unsigned long long)(rd->rsets ? ferry_rsets_errors(rd->rsets,
@@ -594,7 +597,7 @@ void rt_partial_on_complete(ferry_http_req *req, void *ctx)
 static int shard_exec(ferry_router *r, size_t shard, const ferry_ch_query *q, ferry_ch_status *st,
                       ferry_err *err)
 {
-    rt_shard *s = &r->shards[shard];
+    rt_shard *s = r->shards[shard];
     size_t order[64];
     memset(st, 0, sizeof *st);
     pthread_mutex_lock(&s->mu);
@@ -1045,7 +1048,7 @@ static int fail_over(rd_ctx *cx, size_t server, const ferry_err *why, rd_fail *f
         size_t used = 0;
         for (size_t k = 0; k < nt && k < RD_MAX_CAND && used + 2 < sizeof names; k++)
             used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", k ? ", " : "",
-                                     cx->r->shards[tried[k]].name);
+                                     cx->r->shards[tried[k]]->name);
         const ferry_sql_slice *sl = &cx->pick_slices[lost];
         FLOG_WARN("msg=\"router: read failed, no replica left\" tenant=%s split=%u tried=\"%s\"",
                   sl->tenant, sl->split, names);
@@ -1055,7 +1058,7 @@ static int fail_over(rd_ctx *cx, size_t server, const ferry_err *why, rd_fail *f
         return f->rc;
     }
     FLOG_WARN("msg=\"router: read failover\" shard=%s slices=%zu err=\"%s\"",
-              cx->r->shards[server].name, moved, why->msg);
+              cx->r->shards[server]->name, moved, why->msg);
     return FERRY_OK;
 }
 
@@ -1634,7 +1637,7 @@ static int run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
             if (!conn_error(rc) || got)
                 goto out;
             FLOG_WARN("msg=\"router: read failover (initiator)\" shard=%s err=\"%s\"",
-                      cx->r->shards[sv].name, f->err.msg);
+                      cx->r->shards[sv]->name, f->err.msg);
             ferry_rpick_fail(cx->pick, (uint32_t)sv, NULL);
             pthread_mutex_lock(&cx->rd->sel_mu);
             cx->rd->failovers++;
@@ -1752,7 +1755,7 @@ static int plan_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, ferry_read_pla
         snprintf(cx->plan_kind, sizeof cx->plan_kind, "%s", ferry_plan_kind_name(plan->kind));
         size_t used = 0;
         for (size_t i = 0; i < plan->n_queries; i++) {
-            const char *name = cx->r->shards[plan->queries[i].server].name;
+            const char *name = cx->r->shards[plan->queries[i].server]->name;
             bool seen = false;
             for (size_t k = 0; k < i && !seen; k++)
                 seen = plan->queries[k].server == plan->queries[i].server;
@@ -1791,7 +1794,7 @@ static int run_single(rd_ctx *cx, ferry_read_plan *plan, const char *format,
             if (next == ns)
                 return rc;
             FLOG_WARN("msg=\"router: read failover\" shard=%s slices=0 err=\"%s\"",
-                      cx->r->shards[sv].name, why.msg);
+                      cx->r->shards[sv]->name, why.msg);
             plan->queries[0].server = next;
             continue;
         }
@@ -2293,7 +2296,7 @@ out:
             } else if (conn_error(ij.rc)) {
                 FLOG_WARN("msg=\"router: read failover (pipelined initiator)\" shard=%s "
                           "err=\"%s\"",
-                          cx->r->shards[init_server].name, ij.f.err.msg);
+                          cx->r->shards[init_server]->name, ij.f.err.msg);
                 rc = run_merged_again(cx, init_server, &ij.f.err, format, sink, arg, f);
             } else {
                 *f = ij.f;
@@ -2598,7 +2601,7 @@ static void respond_explain(ferry_http_req *req, rd_ctx *cx, const ferry_read_pl
         for (size_t i = 0; i < plan->n_queries; i++) {
             json_t *q = json_object();
             json_object_set_new(q, "server",
-                                json_string(cx->r->shards[plan->queries[i].server].name));
+                                json_string(cx->r->shards[plan->queries[i].server]->name));
             json_object_set_new(q, "sql", json_string(plan->queries[i].sql));
             json_array_append_new(qs, q);
         }

@@ -17,6 +17,7 @@
  * max_request_bytes. */
 #include "router_int.h"
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,8 +110,6 @@ typedef struct req_state {
     size_t n_settings;
     char *columns_sql;  /* the forwarded INSERT's statement */
     uint64_t rows;
-    uint64_t rows_unrouted; /* rows not sent because their slice had no route */
-    char unrouted[512];
     bool failed;        /* an error was answered; the rest of the body is ignored */
 } req_state;
 
@@ -155,12 +154,35 @@ static void reroute_if_stale(req_state *st)
     pthread_mutex_unlock(&st->r->mu);
 }
 
+/* A row's slice has no shard in the current table. Reads the catalog's version (a newer table
+ * is loaded at once), else waits for the watcher to publish one, at most [router] route_wait;
+ * then takes the newest table as reroute_if_stale does. true when there is a newer table to try
+ * the row with. */
+static bool wait_routable(req_state *st)
+{
+    ferry_router *r = st->r;
+    uint64_t was = st->cur->version;
+    ferry_err err = {0};
+    rt_snapshot *s = NULL;
+    if (rt_fresh_snapshot(r, &s, &err))
+        FLOG_WARN("msg=\"router: routing version check failed\" err=\"%s\"", err.msg);
+    rt_snapshot_put(s);
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t deadline = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000 +
+                        (uint64_t)r->route_wait_ms;
+    if (!rt_route_stale(r, st->cur) && !rt_wait_newer(r, was, deadline))
+        return false;
+    reroute_if_stale(st);
+    return st->cur->version > was;
+}
+
 /* ---- rows ----------------------------------------------------------------------------------- */
 
 static uint64_t rows_written(const req_state *st)
 {
     uint64_t written = 0;
-    for (size_t i = 0; st->out && i < st->r->n_shards; i++)
+    for (size_t i = 0; st->out && i < st->out->n; i++)
         written += st->out->shards[i].rows_written;
     return written;
 }
@@ -225,15 +247,41 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
             }
             st->out->sql = st->columns_sql;
         }
-        const rt_tenant *t = rt_find_tenant(st->cur, row.tenant, row.tenant_len);
-        if (!t) {
-            insert_fail(req, st, "BAD_ARGUMENTS",
-                        "row %llu: tenant '%.*s' is not registered (ferry tenant add)",
-                        (unsigned long long)row.number, (int)(row.tenant_len > 128 ? 128 : row.tenant_len),
-                        row.tenant);
+        if (memchr(row.tenant, '\0', row.tenant_len)) {
+            insert_fail(req, st, "INCORRECT_DATA",
+                        "row %llu: the tenant value holds a NUL byte", (unsigned long long)row.number);
             return;
         }
-        uint32_t split = ferry_split_of(row.key, row.key_len, t->splits);
+        const rt_tenant *t = NULL;
+        uint32_t split = 0;
+        const rt_route *rr = NULL;
+        for (bool waited = false;; waited = true) {
+            t = rt_find_tenant(st->cur, row.tenant, row.tenant_len);
+            if (!t) {
+                insert_fail(req, st, "BAD_ARGUMENTS",
+                            "row %llu: tenant '%.*s' is not registered (ferry tenant add)",
+                            (unsigned long long)row.number,
+                            (int)(row.tenant_len > 128 ? 128 : row.tenant_len), row.tenant);
+                return;
+            }
+            split = ferry_split_of(row.key, row.key_len, t->splits);
+            rr = split < t->n_routes ? &t->routes[split] : NULL;
+            if (rr && rr->n_shards)
+                break;
+            /* No shard the router knows serves the slice yet (a shard added, a route being
+             * written): wait for the routing version that serves it rather than store the
+             * other rows and fail these. */
+            if (waited || !wait_routable(st)) {
+                insert_fail(req, st, "ALL_CONNECTION_TRIES_FAILED",
+                            "row %llu: slice %s/split%u has %s (routing version %llu, waited "
+                            "up to [router] route_wait = %ld ms for one that serves it)",
+                            (unsigned long long)row.number, t->name, split,
+                            rr && rr->missing[0] ? "a shard that is not in the catalog"
+                                                 : "no route",
+                            (unsigned long long)st->cur->version, st->r->route_wait_ms);
+                return;
+            }
+        }
         st->row_out.len = 0;
         rc = ferry_rt_codec_emit(st->codec, base, &row, split, &st->row_out, &err);
         if (rc) {
@@ -242,13 +290,6 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
             return;
         }
         st->rows++;
-        const rt_route *rr = split < t->n_routes ? &t->routes[split] : NULL;
-        if (!rr || rr->n_shards == 0) {
-            st->rows_unrouted++;
-            snprintf(st->unrouted, sizeof st->unrouted, "%s/split%u: %s", t->name, split,
-                     rr && rr->missing[0] ? "its shard is not in the router's config" : "no route");
-            continue;
-        }
         for (uint32_t k = 0; k < rr->n_shards; k++) {
             if (rt_out_row(st->out, rr->shards[k], st->row_out.data, st->row_out.len)) {
                 insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
@@ -611,16 +652,17 @@ static void respond_insert(ferry_http_req *req, req_state *st)
     uint64_t written = 0;
     ferry_buf failed = {0}, shards = {0}, msgs = {0};
     const char *name = NULL;
-    for (size_t i = 0; i < r->n_shards; i++) {
+    for (size_t i = 0; i < st->out->n; i++) {
         rt_out_shard *res = &st->out->shards[i];
+        const char *nm = r->shards[i]->name;
         written += res->rows_written;
         if (res->rows_written || res->failed)
-            ferry_buf_printf(&shards, "%s%s", shards.len ? "," : "", r->shards[i].name);
+            ferry_buf_printf(&shards, "%s%s", shards.len ? "," : "", nm);
         if (!res->failed)
             continue;
-        ferry_buf_printf(&failed, "%s%s", failed.len ? "," : "", r->shards[i].name);
+        ferry_buf_printf(&failed, "%s%s", failed.len ? "," : "", nm);
         ferry_buf_printf(&msgs, "%sshard %s: %llu row(s) not written: %s", msgs.len ? "; " : "",
-                         r->shards[i].name, (unsigned long long)res->rows_failed, res->error);
+                         nm, (unsigned long long)res->rows_failed, res->error);
         if (!name)
             name = res->error_name;
     }
@@ -638,12 +680,8 @@ static void respond_insert(ferry_http_req *req, req_state *st)
     r->rows_routed += written;
     pthread_mutex_unlock(&r->mu);
     ferry_http_add_header(req, "X-Ferry-Routing-Version", v);
-    if (failed.len || st->rows_unrouted) {
+    if (failed.len) {
         ferry_http_add_header(req, "X-Ferry-Failed-Shards", ferry_buf_cstr(&failed));
-        if (st->rows_unrouted)
-            ferry_buf_printf(&msgs, "%s%llu row(s) had no route when they were sent (%s)",
-                             msgs.len ? "; " : "", (unsigned long long)st->rows_unrouted,
-                             st->unrouted);
         rt_respond_error(req, name && *name ? name : "ALL_CONNECTION_TRIES_FAILED",
                          "ferry router: the insert was written only in part: %llu of %llu row(s) "
                          "written; failed: %s. Retry the whole request with the same query_id or "
@@ -741,6 +779,30 @@ static void on_status(ferry_http_req *req, void *ctx)
                      (unsigned long long)r->requests, (unsigned long long)r->rows_routed,
                      (unsigned long long)r->reroutes);
     pthread_mutex_unlock(&r->mu);
+    /* the shards this router can send to (live slots): what the move's shard fence asks */
+    ferry_buf_puts(&body, ",\"shards\":{");
+    size_t n = r->n_shards, listed = 0;
+    for (size_t i = 0; i < n; i++) {
+        rt_shard *s = r->shards[i];
+        pthread_mutex_lock(&s->mu);
+        bool retired = s->retired;
+        pthread_mutex_unlock(&s->mu);
+        if (retired)
+            continue;
+        ferry_buf_printf(&body, "%s\"%s\":{\"slot\":%zu,\"state\":\"%s\",\"replicas\":%zu,"
+                                "\"usable\":%s",
+                         listed++ ? "," : "", s->name, i, ferry_shard_state_name(s->rec.state),
+                         s->n_replicas, s->conn_error[0] ? "false" : "true");
+        if (s->conn_error[0]) {
+            json_t *e = json_string(s->conn_error);
+            char *q = e ? json_dumps(e, JSON_ENCODE_ANY) : NULL;
+            ferry_buf_printf(&body, ",\"error\":%s", q ? q : "\"?\"");
+            free(q);
+            json_decref(e);
+        }
+        ferry_buf_putc(&body, '}');
+    }
+    ferry_buf_putc(&body, '}');
     rt_reads_status(r, &body);
     ferry_buf_putc(&body, '}');
     if (body.data)
@@ -759,7 +821,8 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "max_request_bytes", "max_row_bytes", "shard_timeout",
                                        "load_balancing", "allow_fanout", "global_max_rows",
                                        "global_max_bytes", "max_partial_bytes", "advertise_url",
-                                       "publish_wait", "replica_error_half_life", NULL};
+                                       "publish_wait", "replica_error_half_life", "route_wait",
+                                       NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
@@ -810,6 +873,13 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                            "%s: [router] publish_wait = '%s': expected a duration such as 30s",
                            cfg->path, pw);
     r->publish_wait_ms = (long)pw_secs * 1000;
+    const char *rw = ferry_config_get(cfg, "router", NULL, "route_wait");
+    uint64_t rw_secs = 10;
+    if (!rc && rw && !ferry_parse_duration(rw, &rw_secs))
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "%s: [router] route_wait = '%s': expected a duration such as 10s",
+                           cfg->path, rw);
+    r->route_wait_ms = (long)rw_secs * 1000;
     const char *lb = ferry_config_get(cfg, "router", NULL, "load_balancing");
     r->load_balancing = FERRY_LB_RANDOM;
     if (!rc && lb && !ferry_lb_parse(lb, &r->load_balancing))
@@ -830,25 +900,29 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     pthread_mutex_init(&r->check_mu, NULL);
     pthread_mutex_init(&r->reload_mu, NULL);
     pthread_cond_init(&r->cond, NULL);
-    ferry_config cfg = {0};
-    ferry_cluster_config cc = {0};
+    ferry_config *cfg = &r->cfg;
     ferry_record_list tables = {0};
     char addr[64];
     uint16_t port = 0;
     snprintf(r->config_path, sizeof r->config_path, "%s", opt->config_path);
-    int rc = ferry_config_load(opt->config_path, &cfg, err);
+    /* The config is the bootstrap: the catalog's address and the router's own settings. Shards
+     * come from the catalog (rt_reload), so a shard added later needs no restart; [shard]
+     * sections only supply credentials that catalogs of older versions did not record. */
+    int rc = ferry_config_load(opt->config_path, cfg, err);
+    const char *catalog = rc ? NULL : ferry_config_get(cfg, "cluster", NULL, "catalog");
+    if (!rc && (!catalog || !*catalog))
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [cluster] has no catalog (the catalog URL "
+                           "the router reads shards, tenants and routes from)", cfg->path);
     if (!rc)
-        rc = ferry_cluster_config_read(&cfg, &cc, err);
+        rc = read_router_config(r, cfg, opt->listen, addr, sizeof addr, &port, err);
     if (!rc)
-        rc = read_router_config(r, &cfg, opt->listen, addr, sizeof addr, &port, err);
-    if (!rc)
-        rc = rt_shards_init(r, &cfg, err);
+        rc = rt_shards_init(r, err);
     if (rc)
         goto out;
-    snprintf(r->catalog_url, sizeof r->catalog_url, "%s", cc.catalog);
-    rc = ferry_catalog_open(cc.catalog, &r->watch_cat, err);
+    snprintf(r->catalog_url, sizeof r->catalog_url, "%s", catalog);
+    rc = ferry_catalog_open(catalog, &r->watch_cat, err);
     if (!rc)
-        rc = ferry_catalog_open(cc.catalog, &r->check_cat, err);
+        rc = ferry_catalog_open(catalog, &r->check_cat, err);
     if (!rc)
         rc = ferry_catalog_list(r->check_cat, FERRY_REC_TABLE, NULL, 0, &tables, err);
     if (rc)
@@ -860,7 +934,7 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     }
     for (size_t i = 0; i < tables.n; i++)
         r->tables[r->n_tables++].def = tables.items[i].u.table;
-    rc = rt_reads_init(r, &cfg, addr, err);
+    rc = rt_reads_init(r, cfg, addr, err);
     if (!rc)
         rc = rt_reload(r, r->check_cat, err);
     if (rc)
@@ -880,8 +954,6 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     rc = ferry_httpd_start(&ho, routes, sizeof routes / sizeof routes[0], &r->httpd, err);
 out:
     ferry_record_list_free(&tables);
-    ferry_cluster_config_free(&cc);
-    ferry_config_free(&cfg);
     if (rc) {
         ferry_router_stop(r);
         return rc;
@@ -908,6 +980,7 @@ void ferry_router_stop(ferry_router *r)
         ferry_rt_schema_free(&r->tables[i].schema);
     free(r->tables);
     rt_shards_free(r);
+    ferry_config_free(&r->cfg);
     ferry_catalog_close(r->watch_cat);
     ferry_catalog_close(r->check_cat);
     pthread_mutex_destroy(&r->mu);

@@ -93,7 +93,8 @@ int rt_out_new(ferry_router *r, const char *token_base, const ferry_ch_setting *
     if (!o)
         return FERRY_ENOMEM;
     o->r = r;
-    o->shards = calloc(r->n_shards ? r->n_shards : 1, sizeof *o->shards);
+    o->n = r->n_shards;
+    o->shards = calloc(o->n ? o->n : 1, sizeof *o->shards);
     if (!o->shards) {
         free(o);
         return FERRY_ENOMEM;
@@ -140,7 +141,7 @@ static void stream_free(rt_stream *s)
 static void stream_prepare(rt_out *o, rt_stream *s, const void *first, size_t len)
 {
     ferry_router *r = o->r;
-    snprintf(s->token, sizeof s->token, "%s:%s:%u:%016llx", o->token, r->shards[s->shard].name,
+    snprintf(s->token, sizeof s->token, "%s:%s:%u:%016llx", o->token, r->shards[s->shard]->name,
              s->seq, (unsigned long long)XXH3_64bits(first, len));
     for (size_t i = 0; i < o->n_settings; i++)
         s->settings[i] = o->settings[i];
@@ -281,11 +282,31 @@ static void stream_result(rt_out *o, rt_stream *s)
                    s->send.st.ch_code, "%s", s->send.err.msg);
     }
     FLOG_WARN("msg=\"router: shard refused its part of an insert\" shard=%s rows=%llu err=\"%s\"",
-              r->shards[s->shard].name, (unsigned long long)s->rows, os->error);
+              r->shards[s->shard]->name, (unsigned long long)s->rows, os->error);
+}
+
+/* Makes room for shard slot index shard (a slot the router opened after the request began). */
+static int out_reserve(rt_out *o, size_t shard)
+{
+    if (shard < o->n)
+        return FERRY_OK;
+    size_t n = o->r->n_shards;
+    if (shard >= n)
+        return FERRY_EINTERNAL; /* a route names a slot the router has not counted: a bug */
+    rt_out_shard *p = realloc(o->shards, n * sizeof *p);
+    if (!p)
+        return FERRY_ENOMEM;
+    memset(p + o->n, 0, (n - o->n) * sizeof *p);
+    o->shards = p;
+    o->n = n;
+    return FERRY_OK;
 }
 
 int rt_out_row(rt_out *o, size_t shard, const char *row, size_t len)
 {
+    int rc = out_reserve(o, shard);
+    if (rc)
+        return rc;
     rt_out_shard *os = &o->shards[shard];
     if (os->failed) {
         os->rows_failed++; /* a failed shard gets nothing more in this request */
@@ -296,23 +317,19 @@ int rt_out_row(rt_out *o, size_t shard, const char *row, size_t len)
     os->stage_rows++;
     if (os->stage.len < o->r->flush_bytes)
         return FERRY_OK;
-    if (!os->open) {
-        int rc = stream_open(o, shard);
-        if (rc)
-            return rc;
-    }
+    if (!os->open && (rc = stream_open(o, shard)))
+        return rc;
     stream_push(o, shard);
     return FERRY_OK;
 }
 
 void rt_out_finish(rt_out *o, bool send_staged)
 {
-    ferry_router *r = o->r;
     /* Shards whose rows never filled a stage: one in-memory INSERT each, all in parallel. */
-    rt_stream **mem = calloc(r->n_shards ? r->n_shards : 1, sizeof *mem);
-    rt_send *sends = calloc(r->n_shards ? r->n_shards : 1, sizeof *sends);
+    rt_stream **mem = calloc(o->n ? o->n : 1, sizeof *mem);
+    rt_send *sends = calloc(o->n ? o->n : 1, sizeof *sends);
     size_t n = 0;
-    for (size_t sh = 0; sh < r->n_shards; sh++) {
+    for (size_t sh = 0; sh < o->n; sh++) {
         rt_out_shard *os = &o->shards[sh];
         if (os->open) {
             if (os->stage.len && send_staged) {
@@ -363,7 +380,7 @@ void rt_out_finish(rt_out *o, bool send_staged)
         stream_result(o, mem[i]);
         stream_free(mem[i]);
     }
-    for (size_t sh = 0; sh < r->n_shards; sh++) {
+    for (size_t sh = 0; sh < o->n; sh++) {
         rt_out_shard *os = &o->shards[sh];
         rt_stream *s = os->open;
         if (!s)
@@ -382,7 +399,7 @@ void rt_out_free(rt_out *o)
     if (!o)
         return;
     rt_out_finish(o, false);
-    for (size_t sh = 0; sh < o->r->n_shards; sh++)
+    for (size_t sh = 0; sh < o->n; sh++)
         ferry_buf_free(&o->shards[sh].stage);
     free(o->shards);
     free(o);

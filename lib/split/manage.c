@@ -65,19 +65,20 @@ static int measure_row(char **f, const size_t *lens, const bool *nulls, size_t n
 }
 
 /* Adds one shard's partitions of every managed table to the tenants' loads: one query. */
-static int measure_shard(const ferry_config *cfg, const char *shard, measure_ctx *m, ferry_err *err)
+static int measure_shard(const ferry_config *cfg, const ferry_shard *sh, measure_ctx *m,
+                         ferry_err *err)
 {
-    const char *reps = ferry_config_get(cfg, "shard", shard, "replicas");
     char urls[FERRY_LIST_MAX];
-    snprintf(urls, sizeof urls, "%s", reps ? reps : "");
+    snprintf(urls, sizeof urls, "%s", sh->replicas);
+    ferry_shard_conn conn;
+    ferry_shard_conn_get(sh, cfg, &conn);
     char *password = NULL;
-    const char *pwf = ferry_config_get(cfg, "shard", shard, "password_file");
-    const char *user = ferry_config_get(cfg, "shard", shard, "user");
+    const char *user = conn.user[0] ? conn.user : NULL;
     ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
     int rc = FERRY_OK;
-    if (pwf && *pwf) {
+    if (conn.password_file[0]) {
         size_t len;
-        rc = ferry_read_file(pwf, &password, &len, err);
+        rc = ferry_read_file(conn.password_file, &password, &len, err);
         if (rc)
             return rc;
         password[strcspn(password, "\r\n")] = '\0';
@@ -116,7 +117,7 @@ static int measure_shard(const ferry_config *cfg, const char *shard, measure_ctx
         ferry_tsv_reader_free(&rd);
     }
     if (rc)
-        ferry_err_prefix(err, "shard %s: ", shard);
+        ferry_err_prefix(err, "shard %s: ", sh->name);
     ferry_buf_free(&sql);
     ferry_buf_free(&res);
     free(password);
@@ -129,7 +130,7 @@ int ferry_splits_run(const ferry_splits_options *opt, json_t **report, ferry_err
     ferry_cluster_config cc = {0};
     ferry_split_policy pol;
     ferry_catalog *cat = NULL;
-    ferry_record_list tenants = {0};
+    ferry_record_list tenants = {0}, shards = {0};
     ferry_record settings;
     load *loads = NULL;
     json_t *out = json_pack("{s:[]}", "tenants");
@@ -168,8 +169,12 @@ int ferry_splits_run(const ferry_splits_options *opt, json_t **report, ferry_err
     if (since_midnight < 3600)
         since_midnight = 3600;
     measure_ctx m = {&cc, loads, tenants.n, today};
-    for (size_t s = 0; s < cc.n_shards && !rc && cc.n_tables; s++)
-        rc = measure_shard(&cfg, cc.shards[s].name, &m, err);
+    /* the catalog's shards, not the config's: a shard added since this process read its config
+     * holds slices too */
+    rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
+    for (size_t s = 0; s < shards.n && !rc && cc.n_tables; s++)
+        if (shards.items[s].u.shard.state != FERRY_SHARD_GONE)
+            rc = measure_shard(&cfg, &shards.items[s].u.shard, &m, err);
     if (rc)
         goto out;
     uint32_t rf = settings.u.settings.rf ? settings.u.settings.rf : 1;
@@ -226,6 +231,7 @@ out:
     json_decref(out);
     free(loads);
     ferry_record_list_free(&tenants);
+    ferry_record_list_free(&shards);
     ferry_record_free(&settings);
     ferry_catalog_close(cat);
     ferry_cluster_config_free(&cc);

@@ -1,6 +1,9 @@
 # Shared helpers for ferry's shell tests. Source it first; it sets `set -euo pipefail`, makes a
 # private temporary directory ($T), and on exit stops every process started with `bg_start`
-# (by PID, then its process group) and removes $T unless FERRY_KEEP_TMP=1.
+# (by PID, then its process group) and removes $T unless FERRY_KEEP_TMP=1 (or FERRY_KEEP_FAILED=1
+# and the test failed). A test never fails silently: any command that fails outside a condition
+# is named with its line, any non-zero exit is reported, and the last lines of every log under
+# $T (lab nodes, agents, routers) are printed.
 set -euo pipefail
 
 : "${FERRY_BIN:?FERRY_BIN must point at build/ferry}"
@@ -9,6 +12,7 @@ set -euo pipefail
 export FERRY_CACHE=${FERRY_CACHE:-$HOME/.cache/ferry}
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/ferry-test.XXXXXX")
+touch "$T/.started"
 _H_PIDS=()
 _H_AT_EXIT=()
 _H_PASSED=0
@@ -19,9 +23,40 @@ _H_NAME=$(basename "$0" .sh)
 # registered runs first. Cleanup never stops half-way: errexit is off while it runs.
 at_exit() { _H_AT_EXIT+=("$*"); }
 
+# _h_dump_logs: the last lines of every log under $T (lab nodes, agents, routers, servers), so a
+# failure seen only in CI can be diagnosed from its output.
+_h_dump_logs() {
+    local f n=0
+    while IFS= read -r f; do
+        [ -s "$f" ] || continue
+        n=$((n + 1))
+        [ "$n" -le 24 ] || { echo "# (more logs under $T)" >&2; break; }
+        echo "# ---- last lines of ${f#"$T"/} ----" >&2
+        tail -n 15 "$f" | cut -c1-400 | sed 's/^/#   /' >&2
+    done < <(find "$T" -maxdepth 5 -type f \( -name '*.log' -o -name '*.err' \) -newer "$T/.started" 2>/dev/null | sort)
+}
+
+# A command that fails outside a condition (errexit) says which one and where, once, from the
+# test's own shell; fail() says why itself.
+_H_ERR_SEEN=0
+_h_err() {
+    local rc=$1 cmd=$2 where=$3
+    [ "$BASH_SUBSHELL" -eq 0 ] && [ "$_H_ERR_SEEN" = 0 ] || return 0
+    _H_ERR_SEEN=1
+    echo "FAIL [$_H_NAME]: command failed with exit status $rc at $where: $cmd" >&2
+}
+set -E
+trap '_h_err $? "$BASH_COMMAND" "${BASH_SOURCE[0]##*/}:$LINENO"' ERR
+
 _h_cleanup() {
     local rc=$?
     set +e
+    trap - ERR
+    if [ "$rc" != 0 ]; then
+        [ "$_H_ERR_SEEN" = 1 ] || [ "$_H_FAILED" != 0 ] ||
+            echo "FAIL [$_H_NAME]: exited with status $rc" >&2
+        _h_dump_logs
+    fi
     local i
     for ((i = ${#_H_AT_EXIT[@]} - 1; i >= 0; i--)); do
         eval "${_H_AT_EXIT[i]}"
@@ -36,7 +71,12 @@ _h_cleanup() {
         for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$pid" 2>/dev/null || true
     done
-    if [ "${FERRY_KEEP_TMP:-0}" = 1 ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
+    if [ "${FERRY_KEEP_TMP:-0}" = 1 ] || { [ "$rc" != 0 ] && [ "${FERRY_KEEP_FAILED:-0}" = 1 ]; }; then
+        echo "kept $T" >&2
+    else
+        [ "$rc" = 0 ] || echo "# FERRY_KEEP_FAILED=1 keeps the test's directory (logs, lab) when it fails" >&2
+        rm -rf "$T"
+    fi
     exit $rc
 }
 trap _h_cleanup EXIT
