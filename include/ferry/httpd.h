@@ -92,6 +92,9 @@ const char *ferry_http_body(const ferry_http_req *req, size_t *len);
 void ferry_http_req_set_state(ferry_http_req *req, void *state);
 void *ferry_http_req_state(const ferry_http_req *req);
 bool ferry_http_responded(const ferry_http_req *req);
+/* In on_cleanup: whether the client received the whole response (false when it went away
+ * before, or the connection failed). */
+bool ferry_http_delivered(const ferry_http_req *req);
 
 /* ---- answers: exactly one per request ---- */
 /* Adds a response header; call before responding. Returns 0 or FERRY_ENOMEM. */

@@ -858,8 +858,11 @@ static int do_verify(mvctx *x, ferry_err *err)
         return rc;
     crash_point("VERIFY");
     /* Every router must reach the target before the route names it (a shard just added reaches
-     * routers through the catalog; lib/router/fence.c). */
-    if ((rc = ferry_router_fence_shard(x->o->cfg, x->mv.u.move.to, 0, err)))
+     * routers through the catalog), and no client may still be about to retry a failed write of
+     * the slice: its retry must reach the shard that has the first attempt's rows
+     * (lib/router/fence.c, lib/router/pending.c). */
+    if ((rc = ferry_router_fence_switch(x->o->cfg, x->mv.u.move.to, x->mv.u.move.tenant,
+                                        x->mv.u.move.split, 0, err)))
         return ferry_err_prefix(err, "move %s: ", x->mv.u.move.id);
     ferry_record route;
     ferry_record_init(&route, FERRY_REC_ROUTE);

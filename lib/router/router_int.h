@@ -45,6 +45,8 @@ typedef struct rt_shard {
 
 #define RT_SHARDS_MAX 1024 /* slots over the router's life (shards added, and re-added changed) */
 
+typedef struct rt_pending rt_pending; /* slices awaiting a client's retry (pending.c) */
+
 /* A routing table snapshot: immutable once published, shared by reference. */
 typedef struct rt_tenant {
     char *name;
@@ -118,6 +120,7 @@ struct ferry_router {
     ferry_httpd *httpd;
     long publish_wait_ms; /* how long a read of a slice being published waits ([router]) */
     long route_wait_ms;   /* how long a row whose slice no known shard serves waits ([router]) */
+    rt_pending *pending;  /* slices awaiting a client's retry ([router] retry_window) */
     struct rt_reads *reads; /* the read path's state (select.c) */
 };
 
@@ -212,6 +215,31 @@ long rt_shard_index(ferry_router *r, const char *name);
 /* Runs a query on the first reachable replica of shard 0..n (DESCRIBE TABLE). */
 int rt_query_any(ferry_router *r, const char *sql, ferry_buf *out, ferry_err *err);
 
+/* ---- slices awaiting a client's retry (pending.c) ---- */
+typedef struct rt_touched_slice {
+    char *tenant;
+    uint32_t split;
+    uint64_t hash;
+} rt_touched_slice;
+/* The slices one request sent rows of: a set (no lock: one request's thread). */
+typedef struct rt_touched {
+    rt_touched_slice *items;
+    size_t n;
+    uint32_t *index; /* open addressing over items, cap entries */
+    size_t cap;
+} rt_touched;
+int rt_touched_add(rt_touched *t, const char *tenant, uint32_t split); /* FERRY_ENOMEM only */
+void rt_touched_free(rt_touched *t);
+
+#define RT_PENDING_MAX 65536 /* slices remembered at once */
+int rt_pending_new(uint64_t window_ms, rt_pending **out); /* window 0: remembers nothing */
+void rt_pending_free(rt_pending *p);
+/* Remembers every slice of t for the window (a later failure starts it again). */
+void rt_pending_mark(rt_pending *p, const rt_touched *t);
+/* How long a retry of the slice is still expected, 0 when none. */
+uint64_t rt_pending_left_ms(rt_pending *p, const char *tenant, uint32_t split);
+size_t rt_pending_count(rt_pending *p);
+
 /* ---- streaming writes (stream.c) ---- */
 typedef struct rt_stream rt_stream;
 
@@ -234,6 +262,7 @@ typedef struct rt_out {
     rt_out_shard *shards; /* per router shard slot, n of them (grows as routes name new slots) */
     size_t n;
     char token[256];      /* the base of the deduplication tokens */
+    uint64_t data_hash;   /* xxh3 of the request's first row (set before any row is added) */
     const ferry_ch_setting *settings; /* the client's settings (borrowed) */
     size_t n_settings;
     const char *format;   /* the forwarded format (borrowed) */

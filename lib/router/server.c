@@ -110,12 +110,13 @@ typedef struct req_state {
     size_t n_settings;
     char *columns_sql;  /* the forwarded INSERT's statement */
     uint64_t rows;
+    rt_touched touched; /* the slices rows were routed to (pending.c) */
+    bool ok;            /* answered 200 */
     bool failed;        /* an error was answered; the rest of the body is ignored */
 } req_state;
 
 static void state_free(ferry_http_req *req, void *ctx, void *state)
 {
-    (void)req;
     (void)ctx;
     req_state *st = state;
     if (!st)
@@ -126,7 +127,19 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
     ferry_buf_free(&st->row_out);
     ferry_rt_insert_free(&st->ins);
     ferry_rt_codec_free(st->codec);
-    rt_out_free(st->out); /* ends any stream still open before the routing table is released */
+    if (st->out) {
+        /* ends any stream still open (its rows are written) before the routing table is
+         * released; then, when rows reached a shard but the client has no success answer (an
+         * error, or it went away), the client will retry: hold its slices (pending.c) */
+        rt_out_finish(st->out, false);
+        uint64_t sent = 0;
+        for (size_t i = 0; i < st->out->n; i++)
+            sent += st->out->shards[i].rows_written + st->out->shards[i].rows_failed;
+        if (sent && !(st->ok && ferry_http_delivered(req)))
+            rt_pending_mark(st->r->pending, &st->touched);
+    }
+    rt_touched_free(&st->touched);
+    rt_out_free(st->out);
     rt_route_end(st->r, st->cur);
     for (size_t i = 0; i < st->n_settings; i++) {
         free((char *)st->settings[i].name);
@@ -246,6 +259,8 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
                 return;
             }
             st->out->sql = st->columns_sql;
+            /* the first row names the request's data in the deduplication tokens */
+            st->out->data_hash = XXH3_64bits(base + row.start, row.end - row.start);
         }
         if (memchr(row.tenant, '\0', row.tenant_len)) {
             insert_fail(req, st, "INCORRECT_DATA",
@@ -290,6 +305,10 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
             return;
         }
         st->rows++;
+        if (rt_touched_add(&st->touched, t->name, split)) {
+            insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+            return;
+        }
         for (uint32_t k = 0; k < rr->n_shards; k++) {
             if (rt_out_row(st->out, rr->shards[k], st->row_out.data, st->row_out.len)) {
                 insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
@@ -689,6 +708,7 @@ static void respond_insert(ferry_http_req *req, req_state *st)
                          (unsigned long long)written, (unsigned long long)st->rows,
                          ferry_buf_cstr(&msgs), st->token);
     } else {
+        st->ok = true;
         ferry_http_respond(req, 200, "text/plain; charset=UTF-8", "", 0);
     }
     ferry_buf_free(&failed);
@@ -779,6 +799,14 @@ static void on_status(ferry_http_req *req, void *ctx)
                      (unsigned long long)r->requests, (unsigned long long)r->rows_routed,
                      (unsigned long long)r->reroutes);
     pthread_mutex_unlock(&r->mu);
+    /* slices awaiting a client's retry; for ?tenant=T&split=K, how long that one still is (what
+     * a move asks before it switches the slice) */
+    ferry_buf_printf(&body, ",\"pending_retry_slices\":%zu", rt_pending_count(r->pending));
+    const char *pt = ferry_http_arg(req, "tenant"), *ps = ferry_http_arg(req, "split");
+    uint64_t split = 0;
+    if (pt && ps && ferry_parse_u64(ps, &split) && split <= UINT32_MAX)
+        ferry_buf_printf(&body, ",\"pending_retry_ms\":%llu",
+                         (unsigned long long)rt_pending_left_ms(r->pending, pt, (uint32_t)split));
     /* the shards this router can send to (live slots): what the move's shard fence asks */
     ferry_buf_puts(&body, ",\"shards\":{");
     size_t n = r->n_shards, listed = 0;
@@ -822,7 +850,7 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "load_balancing", "allow_fanout", "global_max_rows",
                                        "global_max_bytes", "max_partial_bytes", "advertise_url",
                                        "publish_wait", "replica_error_half_life", "route_wait",
-                                       NULL};
+                                       "retry_window", NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
@@ -880,6 +908,15 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                            "%s: [router] route_wait = '%s': expected a duration such as 10s",
                            cfg->path, rw);
     r->route_wait_ms = (long)rw_secs * 1000;
+    const char *rwin = ferry_config_get(cfg, "router", NULL, "retry_window");
+    uint64_t rwin_secs = 300;
+    if (!rc && rwin && !ferry_parse_duration(rwin, &rwin_secs))
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "%s: [router] retry_window = '%s': expected a duration such as 5m "
+                           "(0: moves never wait for a client's retry)",
+                           cfg->path, rwin);
+    if (!rc && rt_pending_new(rwin_secs * 1000, &r->pending))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     const char *lb = ferry_config_get(cfg, "router", NULL, "load_balancing");
     r->load_balancing = FERRY_LB_RANDOM;
     if (!rc && lb && !ferry_lb_parse(lb, &r->load_balancing))
@@ -980,6 +1017,7 @@ void ferry_router_stop(ferry_router *r)
         ferry_rt_schema_free(&r->tables[i].schema);
     free(r->tables);
     rt_shards_free(r);
+    rt_pending_free(r->pending);
     ferry_config_free(&r->cfg);
     ferry_catalog_close(r->watch_cat);
     ferry_catalog_close(r->check_cat);
