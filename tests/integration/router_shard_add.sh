@@ -57,7 +57,7 @@ for n in node1 node2 node3; do
     cold=$((cold + $(chq "$(lab_url "$L" $n)" "SELECT count() FROM system.parts WHERE table = 'events' AND active AND disk_name = 'cold'")))
 done
 [ "$cold" -gt 0 ] || fail "nothing was tiered: $(tail -3 "$T/tier.json")"
-RQ_ALL="SELECT tenant, count(), uniqExact(id), sum(id) FROM events WHERE day < 20261110 GROUP BY tenant ORDER BY tenant FORMAT TSV"
+RQ_ALL="SELECT tenant, count(), uniqExact(id), sum(id) FROM events WHERE day < 20261104 GROUP BY tenant ORDER BY tenant FORMAT TSV"
 rq() { curl -sS --fail-with-body "$R/" --data-binary "$1"; }
 REF_ALL=$(rq "$RQ_ALL")
 assert_eq 16 "$(wc -l <<<"$REF_ALL")" "16 tenants in the reference"
@@ -67,9 +67,17 @@ while read -r t n u s; do
 done <<<"$REF_ALL"
 declare -A REF
 for t in t3 t7 t11; do
-    REF[$t]=$(rq "SELECT count(), sum(id), min(id), max(id) FROM events WHERE tenant = '$t' AND day < 20261110 FORMAT TSV")
+    REF[$t]=$(rq "SELECT count(), sum(id), min(id), max(id) FROM events WHERE tenant = '$t' AND day < 20261104 FORMAT TSV")
 done
 ok "older days: 2000 rows per tenant through the router, $cold part(s) tiered; the reference read"
+
+# A coordinator that tiers every 3 s, started with this config (which knows no node4): it must
+# reach node4 through the catalog once node4 joins.
+cp "$C" "$T/coord.conf"
+sed -i "s#^\[cluster\]\$#[cluster]\ntier_interval = 3s#" "$T/coord.conf"
+bg_start "$T/coord.log" "$FERRY_BIN" coordinator --config "$T/coord.conf" --listen 127.0.0.1:0 \
+    --port-file "$T/coord.port"
+wait_for 60 test -s "$T/coord.port" || fail "coordinator did not start: $(tail -5 "$T/coord.log")"
 
 # ---- writer and reader run through the router from now on -----------------------------------
 TODAY=$(date -u +%Y%m%d)
@@ -87,7 +95,7 @@ reader() {
             [ "$got" = "$REF_ALL" ] && echo ok || echo "bad all: $(head -c 400 <<<"$got")"
         else
             for t in t3 t7 t11; do
-                got=$(rq "SELECT count(), sum(id), min(id), max(id) FROM events WHERE tenant = '$t' AND day < 20261110 FORMAT TSV" 2>&1) || true
+                got=$(rq "SELECT count(), sum(id), min(id), max(id) FROM events WHERE tenant = '$t' AND day < 20261104 FORMAT TSV" 2>&1) || true
                 [ "$got" = "${REF[$t]}" ] && echo ok || echo "bad $t: $(head -c 400 <<<"$got")"
             done
         fi
@@ -120,6 +128,17 @@ kill -0 "$ROUTER_PID" || fail "the router died"
 on4=$(chq "$N4" "SELECT count() FROM events")
 [ "$on4" -gt 0 ] || fail "node4 holds no rows after the rebalance"
 ok "rebalance moved $moved slice(s) to node4 while the writer and reader ran ($on4 rows there now)"
+
+# The coordinator (started before node4 existed) tiers an older day that lands on node4 now.
+T4=$(chq "$N4" "SELECT any(tenant) FROM events")
+[ -n "$T4" ] || fail "no tenant on node4"
+res=$($LOAD send "$R" TSV "$T4" 5000000 300 --query-id "late-$T4" --day 20261105)
+assert_eq 200 "$(head -1 <<<"$res")" "older rows of $T4: $res"
+late4=$(chq "$N4" "SELECT count() FROM events WHERE day = 20261105")
+[ "$late4" -gt 0 ] || fail "none of $T4's rows of 20261105 went to node4"
+wait_for 60 bash -c "[ \$(curl -s '$N4' --data-binary \"SELECT count() FROM system.parts WHERE table = 'events' AND active AND disk_name = 'default' AND partition LIKE '%20261105%'\") = 0 ]" ||
+    fail "the coordinator did not tier node4's older parts: $(grep -i tier "$T/coord.log" | tail -3)"
+ok "the coordinator (its config knows no node4) tiered node4's older parts ($late4 rows) through the catalog"
 
 # ---- a shard leaves: drain node2, rebalance, remove ---------------------------------------
 "$FERRY_BIN" shard drain node2 --config "$C" >/dev/null || fail "shard drain node2"

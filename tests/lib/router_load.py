@@ -13,8 +13,8 @@ format the router routes, and sends batches through it from several threads.
       error (printed, exit 1) unless --retry N: a failed batch is sent again with the same
       query_id (as a client retries) up to N times, and counts once it is accepted. --stats
       writes {"batches", "retried", "failed_attempts", "errors": [first ones]}.
-  router_load.py send URL FORMAT TENANT ID_FROM COUNT [--query-id Q]
-      one batch; prints the HTTP status and body.
+  router_load.py send URL FORMAT TENANT ID_FROM COUNT [--query-id Q] [--day YYYYMMDD]
+      one batch (days 20261101..03 unless --day); prints the HTTP status and body.
   router_load.py encode FORMAT TENANT ID_FROM COUNT
       writes the encoded batch to stdout (bytes)."""
 import json
@@ -62,8 +62,8 @@ def rb_string(s):
     return varint(len(b)) + b
 
 
-def rows_for(tenant, id_from, count):
-    return [(tenant, 20261101 + (i % 3), (i * 7919) % 1000003, i, value(i))
+def rows_for(tenant, id_from, count, day=None):
+    return [(tenant, day if day else 20261101 + (i % 3), (i * 7919) % 1000003, i, value(i))
             for i in range(id_from, id_from + count)]
 
 
@@ -198,8 +198,9 @@ def main():
              [int(d) for d in o.days.split(",")] if o.days else None, o.stats)
     elif a[0] == "send":
         qid = a[a.index("--query-id") + 1] if "--query-id" in a else None
+        day = int(a[a.index("--day") + 1]) if "--day" in a else None
         fmt, tenant, first, count = a[2], a[3], int(a[4]), int(a[5])
-        status, text = send(a[1], fmt, encode(fmt, rows_for(tenant, first, count)), qid)
+        status, text = send(a[1], fmt, encode(fmt, rows_for(tenant, first, count, day)), qid)
         print(status)
         print(text)
     elif a[0] == "encode":
