@@ -22,7 +22,7 @@ static const ferry_sql_served v2[] = {{s2, 2}, {s2, 2}};
 static const char *const locals[] = {"db.events_local", "logs_{tenant}_x"};
 /* split counts (sorted): server 2 serves x whole, so its x references go unrestricted */
 static const ferry_sql_tenant_splits counts[] = {{"a'b", 3}, {"acme", 2}, {"beta", 2}, {"x", 1}};
-static const ferry_sql_target servers[] = {{v1, locals, false, counts, 4}, {v2, NULL, true, counts, 4}};
+static const ferry_sql_target servers[] = {{v1, locals, false, counts, 4, NULL}, {v2, NULL, true, counts, 4, NULL}};
 
 static void must_reparse(const char *sql)
 {

@@ -841,6 +841,9 @@ typedef struct rd_ctx {
     bool planned_mat;
     char **repl; /* pairs: name, expression (owned) */
     size_t n_repl;
+    /* a user bound to tenants (auth.c): every managed reference restricted to its tenants'
+     * slices, in every plan and GLOBAL subquery; NULL for admins */
+    const ferry_sql_scope *scope;
 } rd_ctx;
 
 static void ctx_pick_free(rd_ctx *cx)
@@ -989,7 +992,7 @@ static int targets_build(rd_ctx *cx, bool mat, bool retry, rd_targets *out)
         for (size_t t = 0; t < nt; t++)
             out->served[k * nt + t] = (ferry_sql_served){first, cnt[k]};
         out->t[k] = (ferry_sql_target){&out->served[k * nt], NULL, mat, cx->cache->tenant_splits,
-                                       cx->cache->snap->n_tenants};
+                                       cx->cache->snap->n_tenants, cx->scope};
     }
 out:
     free(cnt);
