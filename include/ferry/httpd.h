@@ -85,6 +85,8 @@ int ferry_http_args_foreach(const ferry_http_req *req,
                             int (*fn)(void *cls, const char *name, const char *value),
                             void *cls);
 const char *ferry_http_header(const ferry_http_req *req, const char *name); /* case-insensitive */
+/* The client's address (dotted IPv4, or IPv6) into buf; false when the server cannot tell. */
+bool ferry_http_client_addr(const ferry_http_req *req, char *buf, size_t size);
 /* HTTP basic credentials, if sent: *user and *password are owned by the request. */
 bool ferry_http_basic_auth(ferry_http_req *req, const char **user, const char **password);
 /* The buffered body (on_complete of a route without on_body); never NULL. */
