@@ -124,14 +124,14 @@ ferry_auth_throttle *ferry_auth_throttle_new(const ferry_auth_throttle_policy *p
 void ferry_auth_throttle_free(ferry_auth_throttle *t);
 /* How long an attempt from addr must wait before its credentials are checked (0: none).
  * The wait applies to every attempt from a throttled address, right or wrong, so its timing
- * does not tell a guess that succeeded from one that failed. */
+ * does not tell a guess that succeeded from one that failed; a success does not reset the
+ * count (with one valid account an attacker could otherwise interleave logins to reset it):
+ * failures only decay. */
 uint64_t ferry_auth_throttle_delay(ferry_auth_throttle *t, int family, const uint8_t addr[16],
                                    uint64_t now_ms);
 /* Records a failure (when the table is full, the entry that failed longest ago is replaced). */
 void ferry_auth_throttle_fail(ferry_auth_throttle *t, int family, const uint8_t addr[16],
                               uint64_t now_ms);
-/* Forgets the address's failures (a successful login). */
-void ferry_auth_throttle_ok(ferry_auth_throttle *t, int family, const uint8_t addr[16]);
 /* Addresses remembered now (tests). */
 size_t ferry_auth_throttle_count(const ferry_auth_throttle *t);
 

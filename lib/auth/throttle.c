@@ -128,13 +128,4 @@ void ferry_auth_throttle_fail(ferry_auth_throttle *t, int family, const uint8_t 
     s->last_ms = now_ms;
 }
 
-void ferry_auth_throttle_ok(ferry_auth_throttle *t, int family, const uint8_t addr[16])
-{
-    slot *s = find(t, family, addr);
-    if (s) {
-        memset(s, 0, sizeof *s);
-        t->used--;
-    }
-}
-
 size_t ferry_auth_throttle_count(const ferry_auth_throttle *t) { return t->used; }

@@ -105,7 +105,27 @@ int rt_auth_init(ferry_router *r, const ferry_config *cfg, const char *listen_ad
     r->bound_insert_max_bytes = (size_t)v;
     if (!rc && RAND_bytes(r->partial_key, sizeof r->partial_key) != 1)
         rc = ferry_err_set(err, FERRY_EINTERNAL, "cannot draw random bytes");
-    if (!rc && !(r->throttle = ferry_auth_throttle_new(NULL)))
+    /* failed logins per client address: free ones, then a doubling delay up to the maximum;
+     * one failure forgotten per decay period */
+    ferry_auth_throttle_policy tp = {0};
+    uint64_t n = 0, secs = 0;
+    if (!rc)
+        rc = ferry_config_u64(cfg, "router", NULL, "login_free_failures", 5, &n, err);
+    if (!rc && (n < 1 || n > 1000000))
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] login_free_failures must be "
+                           "1..1000000", cfg->path);
+    tp.free_failures = (uint32_t)n;
+    const char *md = ferry_config_get(cfg, "router", NULL, "login_max_delay");
+    if (!rc && md && (!ferry_parse_duration(md, &secs) || secs == 0 || secs > 60))
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] login_max_delay = '%s': expected a "
+                           "duration from 1s to 60s", cfg->path, md);
+    tp.max_ms = md ? secs * 1000 : 5000;
+    const char *dc = ferry_config_get(cfg, "router", NULL, "login_failure_decay");
+    if (!rc && dc && (!ferry_parse_duration(dc, &secs) || secs == 0))
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] login_failure_decay = '%s': "
+                           "expected a duration such as 30s", cfg->path, dc);
+    tp.decay_ms = dc ? secs * 1000 : 30000;
+    if (!rc && !(r->throttle = ferry_auth_throttle_new(&tp)))
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (!rc)
         rc = rt_limits_new(r, &r->limits, err);
@@ -354,11 +374,6 @@ rt_principal *rt_authenticate(ferry_router *r, ferry_http_req *req)
                   shown, addr_text, why ? why : "no routing table", (unsigned long long)delay);
         respond_auth_failed(req, c.user, NULL);
         goto fail;
-    }
-    if (have_addr) {
-        pthread_mutex_lock(&r->auth_mu);
-        ferry_auth_throttle_ok(r->throttle, fam, addr);
-        pthread_mutex_unlock(&r->auth_mu);
     }
     snprintf(p->name, sizeof p->name, "%s", c.user);
     p->admin = p->user->rec.admin;

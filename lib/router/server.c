@@ -553,6 +553,16 @@ static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t
             const char *d = db[0] ? db : ferry_http_arg(req, "database");
             if (!d || !*d)
                 d = "default";
+            if (managed_table(r, d, table) && st->who && !st->who->admin) {
+                rt_respond_error(req, "ACCESS_DENIED",
+                                 "ferry router: user %s is bound to tenants: into the managed "
+                                 "table %s.%s it may only insert rows as data (INSERT INTO %s "
+                                 "[(columns)] FORMAT F), each checked against its tenants",
+                                 st->who->name, d, table, table);
+                st->mode = MODE_DONE;
+                st->failed = true;
+                return;
+            }
             if (managed_table(r, d, table)) {
                 rt_respond_error(req, "NOT_IMPLEMENTED",
                                  "ferry router: %s.%s is a managed table; inserts into it must be "
@@ -956,7 +966,8 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "publish_wait", "replica_error_half_life", "route_wait",
                                        "retry_window", "auth", "passthrough_user",
                                        "passthrough_password_file", "bound_insert_max_bytes",
-                                       NULL};
+                                       "login_free_failures", "login_max_delay",
+                                       "login_failure_decay", NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
