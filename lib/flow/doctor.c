@@ -262,11 +262,6 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
  * max_execution_time) and read URLs (pipelined merges read partials with url()); it must not
  * drop or truncate them, delete rows, reach the object store or local files, see secrets, back
  * up to disks or manage users. Read-only: nothing is tried. */
-static int collect_grants(const void *data, size_t len, void *arg)
-{
-    return ferry_buf_append(arg, data, len) ? FERRY_ENOMEM : FERRY_OK;
-}
-
 static void check_shard_grants(ferry_fleet *fl, json_t **checks_out)
 {
     json_t *checks = *checks_out;
@@ -296,20 +291,13 @@ static void check_shard_grants(ferry_fleet *fl, json_t **checks_out)
         ferry_fleet_server *s = &fl->servers[i];
         ferry_buf out = FERRY_BUF_INIT;
         ferry_err e = {0};
-        /* buffered: the lab's node answers SHOW statements only that way */
-        ferry_ch_setting buffered[] = {{"wait_end_of_query", "1"}};
-        ferry_ch_query q = {.sql = "SHOW GRANTS FINAL", .format = "TabSeparated",
-                            .settings = buffered, .n_settings = 1, .on_data = collect_grants,
-                            .on_data_arg = &out};
-        ferry_ch_status st;
         ferry_grants *g = NULL;
-        int rc = ferry_ch_exec(s->ch, &q, &st, &e);
+        int rc = ferry_guarded_exec(s->ch, "SHOW GRANTS FINAL FORMAT TabSeparated", &out, &e);
         if (!rc)
             rc = ferry_grants_parse(ferry_buf_cstr(&out), &g, &e);
         if (rc) {
             finding(checks, "shard_grants", "fail", s->name, NULL,
-                    "cannot read the grants of %s's ClickHouse user: %s", s->name,
-                    rc == FERRY_EREMOTE ? st.message : e.msg);
+                    "cannot read the grants of %s's ClickHouse user: %s", s->name, e.msg);
             ferry_buf_free(&out);
             continue;
         }
