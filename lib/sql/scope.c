@@ -100,36 +100,64 @@ static const char *ident(const ferry_sql_analysis *a, size_t i, char *buf, size_
 
 /* ---- WITH subqueries: visibility ---- */
 
-/* Whether level `lvl`'s WITH clause defines `name AS (subquery)` whose body does not contain
- * byte offset `at` (inside its own body the name is the table: WITH is not recursive). */
-static bool level_defines_cte(const ferry_sql_analysis *a, size_t lvl, const char *name,
-                              size_t at)
+/* One `name AS (subquery)` of a level's WITH clause. */
+typedef struct cte_def {
+    size_t level;
+    char name[FERRY_SQL_NAME_BUF];
+    size_t body_start, body_end; /* the subquery's bytes, parentheses included */
+} cte_def;
+
+typedef struct cte_defs {
+    cte_def *v;
+    size_t n;
+} cte_defs;
+
+/* Every WITH subquery of the statement, in one pass over the levels' WITH clauses. */
+static int collect_ctes(const ferry_sql_analysis *a, cte_defs *out, ferry_err *err)
 {
-    const ferry_sql_clause *w = &a->levels[lvl].cl[FERRY_CL_WITH];
-    if (!w->present)
-        return false;
     char buf[FERRY_SQL_NAME_BUF];
-    for (size_t i = w->tok_body; i < w->tok_end; i++) {
-        if (is_ident(a, i) && sig_kw(a, i + 1, "as") && sig_is(a, i + 2, '(') &&
-            (i == w->tok_body || sig_is(a, i - 1, ',')) &&
-            !strcmp(ident(a, i, buf, sizeof buf), name)) {
-            size_t close = a->match[i + 2];
-            if (close == NONE)
-                return false;
-            if (at < sig_start(a, i + 2) || at >= sig_end(a, close))
-                return true;
+    size_t cap = 0;
+    for (size_t l = 0; l < a->n_levels; l++) {
+        const ferry_sql_clause *w = &a->levels[l].cl[FERRY_CL_WITH];
+        if (!w->present)
+            continue;
+        for (size_t i = w->tok_body; i < w->tok_end; i++) {
+            if (is_ident(a, i) && sig_kw(a, i + 1, "as") && sig_is(a, i + 2, '(') &&
+                a->match[i + 2] != NONE && (i == w->tok_body || sig_is(a, i - 1, ','))) {
+                if (out->n == cap) {
+                    cap = cap ? 2 * cap : 8;
+                    cte_def *v = realloc(out->v, cap * sizeof *v);
+                    if (!v)
+                        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                    out->v = v;
+                }
+                cte_def *d = &out->v[out->n++];
+                d->level = l;
+                snprintf(d->name, sizeof d->name, "%s", ident(a, i, buf, sizeof buf));
+                d->body_start = sig_start(a, i + 2);
+                d->body_end = sig_end(a, a->match[i + 2]);
+            }
+            if (sig_open(a, i) && a->match[i] != NONE)
+                i = a->match[i];
         }
-        if (sig_open(a, i) && a->match[i] != NONE)
-            i = a->match[i];
     }
-    return false;
+    return FERRY_OK;
 }
 
-static bool cte_visible(const ferry_sql_analysis *a, size_t level, const char *name, size_t at)
+/* Whether a WITH subquery called name is visible at byte `at` of level `level`: defined by the
+ * level or an enclosing one, and `at` is not inside its own body (WITH is not recursive: there
+ * the name is the table). */
+static bool cte_visible(const ferry_sql_analysis *a, const cte_defs *defs, size_t level,
+                        const char *name, size_t at)
 {
-    for (size_t l = level; l != NONE; l = a->levels[l].parent)
-        if (level_defines_cte(a, l, name, at))
-            return true;
+    for (size_t k = 0; k < defs->n; k++) {
+        const cte_def *d = &defs->v[k];
+        if (strcmp(d->name, name) || (at >= d->body_start && at < d->body_end))
+            continue;
+        for (size_t l = level; l != NONE; l = a->levels[l].parent)
+            if (l == d->level)
+                return true;
+    }
     return false;
 }
 
@@ -641,6 +669,7 @@ int ferry_sql_scope_check(const ferry_sql_analysis *a, const ferry_sql_table *ta
                           size_t n_tables, const ferry_sql_scope *scope, ferry_err *err)
 {
     checker c = {a, scope, err, NULL, 0, NULL};
+    cte_defs ctes = {NULL, 0};
     cols tenant_cols = {{0}, 0}, restricted = {{0}, 0};
     const char *defdb = scope->database && *scope->database ? scope->database : "default";
     char db[FERRY_SQL_NAME_BUF], tbl[FERRY_SQL_NAME_BUF], name[FERRY_SQL_NAME_BUF];
@@ -656,6 +685,9 @@ int ferry_sql_scope_check(const ferry_sql_analysis *a, const ferry_sql_table *ta
                       a->settings[i].name);
             goto out;
         }
+    rc = collect_ctes(a, &ctes, err);
+    if (rc)
+        goto out;
     if (a->n_table_functions) {
         ferry_span f = a->table_functions[0];
         rc = deny(err, "the table function %.*s is not allowed for users bound to tenants "
@@ -679,7 +711,7 @@ int ferry_sql_scope_check(const ferry_sql_analysis *a, const ferry_sql_table *ta
             cols_add(&restricted, t->split_column);
             continue;
         }
-        if (r->cte && cte_visible(a, r->level, tbl, r->name.start))
+        if (r->cte && cte_visible(a, &ctes, r->level, tbl, r->name.start))
             continue;
         bool managed_name = false;
         for (size_t t = 0; t < n_tables && !managed_name; t++)
@@ -722,7 +754,7 @@ int ferry_sql_scope_check(const ferry_sql_analysis *a, const ferry_sql_table *ta
                 ident(a, t, tbl, sizeof tbl);
             }
             if (!(!qualified && is_alias(&c, tbl)) && !table_listed(scope, db, tbl) &&
-                !(!qualified && cte_visible(a, 0, tbl, sig_start(a, t)))) {
+                !(!qualified && cte_visible(a, &ctes, 0, tbl, sig_start(a, t)))) {
                 rc = deny(err, "`IN %s` reads a table; users bound to tenants read managed "
                           "tables and the tables their user lists", tbl);
                 goto out;
@@ -747,5 +779,6 @@ out:
         free(c.aliases[i]);
     free(c.aliases);
     free(c.enclosing);
+    free(ctes.v);
     return rc;
 }
