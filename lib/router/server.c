@@ -270,6 +270,17 @@ static void insert_fail(ferry_http_req *req, req_state *st, const char *name, co
 
 static int insert_statement(req_state *st);
 
+/* Whether a row's tenant (len bytes, not NUL-terminated) is one of a bound user's. */
+static bool in_scope(const rt_principal *who, const char *tenant, size_t len)
+{
+    char name[FERRY_NAME_MAX];
+    if (len >= sizeof name)
+        return false; /* longer than any tenant name */
+    memcpy(name, tenant, len);
+    name[len] = '\0';
+    return ferry_sql_scope_has(&who->scope, name);
+}
+
 /* Parses every complete row in carry (+ eof) and hands it to its shard(s)' streams. */
 static void consume(ferry_http_req *req, req_state *st, bool eof)
 {
@@ -307,6 +318,16 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
                         "row %llu: the tenant value holds a NUL byte", (unsigned long long)row.number);
             return;
         }
+        if (st->who && !st->who->admin && !in_scope(st->who, row.tenant, row.tenant_len)) {
+            /* before the registration lookup, so a bound user cannot tell a registered tenant
+             * from an unknown one; a held insert: nothing has been sent, staged rows dropped */
+            insert_fail(req, st, "ACCESS_DENIED",
+                        "row %llu: tenant '%.*s' is not one of user %s's tenants",
+                        (unsigned long long)row.number,
+                        (int)(row.tenant_len > 128 ? 128 : row.tenant_len), row.tenant,
+                        st->who->name);
+            return;
+        }
         const rt_tenant *t = NULL;
         uint32_t split = 0;
         const rt_route *rr = NULL;
@@ -317,13 +338,6 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
                             "row %llu: tenant '%.*s' is not registered (ferry tenant add)",
                             (unsigned long long)row.number,
                             (int)(row.tenant_len > 128 ? 128 : row.tenant_len), row.tenant);
-                return;
-            }
-            if (st->who && !st->who->admin && !ferry_sql_scope_has(&st->who->scope, t->name)) {
-                /* a held insert: nothing has been sent, the staged rows are dropped */
-                insert_fail(req, st, "ACCESS_DENIED",
-                            "row %llu: tenant '%s' is not one of user %s's tenants",
-                            (unsigned long long)row.number, t->name, st->who->name);
                 return;
             }
             split = ferry_split_of(row.key, row.key_len, t->splits);

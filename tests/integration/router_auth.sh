@@ -368,6 +368,11 @@ for fmt in JSONEachRow TabSeparated TabSeparatedWithNames CSV CSVWithNames RowBi
     assert_eq 0 "$(stored $base $((base + 100)))" "$fmt: nothing stored on any node"
     base=$((base + 1000))
 done
+# a tenant that does not exist gets the same answer as one that does (no probing for tenants)
+OUT=$(printf '{"tenant":"acme","uid":1,"x":%d}\n{"tenant":"no-such-tenant","uid":2,"x":%d}\n' $base $((base + 1)) |
+    curl -sS -w '\n%{http_code}' -u "alice:$ALICEPW" "$R/?query=INSERT+INTO+events+FORMAT+JSONEachRow" --data-binary @-)
+assert_eq 403 "${OUT##*$'\n'}" "a row of an unregistered tenant: ${OUT%$'\n'*}"
+assert_contains "$OUT" "tenant 'no-such-tenant' is not one of user alice's tenants" "the same refusal"
 # the statement at the start of the body, as clickhouse-client sends it
 { echo "INSERT INTO events ($COLS) FORMAT TSV"; cat "$T/rows.TabSeparated"; } >"$T/body.tsv"
 OUT=$(curl -sS -w '\n%{http_code}' -u "alice:$ALICEPW" "$R/" --data-binary @"$T/body.tsv")
