@@ -4,6 +4,7 @@
 #ifndef FERRY_LOG_H
 #define FERRY_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 enum ferry_log_level { FERRY_LOG_DEBUG, FERRY_LOG_INFO, FERRY_LOG_WARN, FERRY_LOG_ERROR };
@@ -15,6 +16,8 @@ void ferry_log_init_from_env(void);
 
 void ferry_log(enum ferry_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Whether a line of that level would be written (to skip building costly debug lines). */
+bool ferry_log_enabled(enum ferry_log_level level);
 
 #define FLOG_DEBUG(...) ferry_log(FERRY_LOG_DEBUG, __VA_ARGS__)
 #define FLOG_INFO(...) ferry_log(FERRY_LOG_INFO, __VA_ARGS__)

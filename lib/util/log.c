@@ -33,6 +33,8 @@ void ferry_log_init_from_env(void)
         g_level = FERRY_LOG_ERROR;
 }
 
+bool ferry_log_enabled(enum ferry_log_level level) { return level >= g_level; }
+
 void ferry_log(enum ferry_log_level level, const char *fmt, ...)
 {
     static const char *names[] = {"debug", "info", "warn", "error"};
