@@ -97,7 +97,7 @@ void cli_move_env_free(cli_move_env *e)
 json_t *cli_move_result_json(const ferry_move_result *r)
 {
     double cold_ratio = r->cold_bytes ? (double)r->cold_copied / (double)r->cold_bytes : 0;
-    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
                      "s:f, s:I, s:f}",
                      "move", r->id, "tenant", r->tenant, "split", (json_int_t)r->split, "from",
                      r->from, "to", r->to, "state", ferry_move_state_name(r->state), "resumed",
@@ -107,6 +107,16 @@ json_t *cli_move_result_json(const ferry_move_result *r)
                      (json_int_t)r->hot_copied, "cold_bytes", (json_int_t)r->cold_bytes,
                      "cold_copied_bytes", (json_int_t)r->cold_copied, "cold_copied_ratio",
                      cold_ratio, "rows", (json_int_t)r->rows, "seconds", r->seconds);
+    json_t *ms = json_object();
+    for (int s = 0; s < FERRY_MOVE_STATES; s++)
+        if (r->state_ms[s] > 0)
+            json_object_set_new(ms, ferry_move_state_name((enum ferry_move_state)s),
+                                json_integer((json_int_t)(r->state_ms[s] + 0.5)));
+    json_object_set_new(o, "state_ms", ms);
+    json_object_set_new(o, "statements", json_integer((json_int_t)r->statements));
+    json_object_set_new(o, "agent_requests", json_integer((json_int_t)r->agent_requests));
+    json_object_set_new(o, "catalog_writes", json_integer((json_int_t)r->catalog_writes));
+    return o;
 }
 
 void cli_move_print_result(cli_move_env *e, const ferry_move_result *r, int rc,

@@ -23,7 +23,8 @@ const char cmd_rebalance_usage[] =
     "  --dry-run         print the plan, move nothing\n"
     "  --max-parallel N  moves at a time (default 1, at most 16)\n"
     "  --max-bytes-per-second B   total copy rate limit, shared by the parallel moves\n"
-    "  --grace MS        wait after each routing switch for writes in flight (default 2000)\n"
+    "  --grace MS        wait after each routing switch for writes in flight (default 2000,\n"
+    "                    or 0 when [cluster] routers lists the routers: their fence covers it)\n"
     "  --json            the plan, progress and each move as JSON lines; a summary line last\n";
 
 int cmd_rebalance(int argc, char **argv)
@@ -38,6 +39,7 @@ int cmd_rebalance(int argc, char **argv)
     const char *config = NULL;
     bool dry = false, json = false;
     uint64_t par = 1, bps = 0, grace = 0;
+    bool grace_given = false;
     int ch;
     optind = 1;
     opterr = 0;
@@ -56,6 +58,7 @@ int cmd_rebalance(int argc, char **argv)
                                        optarg);
             break;
         case 'g':
+            grace_given = true;
             if (!ferry_parse_u64(optarg, &grace) || grace > 600000)
                 return cli_usage_error("rebalance", "--grace '%s' is not milliseconds", optarg);
             break;
@@ -77,6 +80,7 @@ int cmd_rebalance(int argc, char **argv)
     json_t *results = json_array();
     int rc = cli_move_env_init(&e, "rebalance", config, json, &err);
     e.opts.grace_ms = (unsigned)grace;
+    e.opts.grace_given = grace_given;
     e.opts.max_bytes_per_second = bps / par;
     if (!rc)
         rc = ferry_catalog_open(e.catalog_url, &cat, &err);

@@ -279,9 +279,77 @@ static int count_active(agent_env *env, const char *db, const char *table, const
     return rc;
 }
 
+/* freeze with "partition_ids": [...]: every listed partition frozen by one ALTER TABLE (one
+ * FREEZE command each, all WITH NAME name), then the frozen parts of all of them listed (a part's
+ * name starts with its partition id). A partition already frozen under the name, or without
+ * parts, is left out of the ALTER. The caller's mover freezes a whole slice in one request. */
+static int freeze_many(agent_env *env, json_t *req, json_t *ids, json_t **resp, ferry_err *err)
+{
+    const char *db, *table, *name;
+    agent_table_dir *dirs = NULL;
+    size_t ndirs = 0, todo = 0, i;
+    ferry_buf sql = FERRY_BUF_INIT;
+    json_t *parts = json_array(), *frozen = json_array(), *id;
+    int rc;
+    if ((rc = agent_req_str(req, "database", &db, err)) ||
+        (rc = agent_req_str(req, "table", &table, err)) ||
+        (rc = agent_req_name(req, "name", &name, err)) ||
+        (rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
+        (rc = list_frozen(env, dirs, ndirs, name, NULL, frozen, err)))
+        goto out;
+    if (!parts || !frozen) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (ferry_buf_puts(&sql, "ALTER TABLE ") || ferry_sql_ident(db, &sql) ||
+        ferry_buf_putc(&sql, '.') || ferry_sql_ident(table, &sql)) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    json_array_foreach(ids, i, id) {
+        const char *pid = json_string_value(id);
+        if (!pid || !ferry_safe_component(pid, false)) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "partition_ids[%zu] is not a partition id", i);
+            goto out;
+        }
+        size_t pl = strlen(pid), k;
+        json_t *fp;
+        bool have = false;
+        json_array_foreach(frozen, k, fp) {
+            const char *pn = json_string_value(json_object_get(fp, "name"));
+            have = have || (pn && !strncmp(pn, pid, pl) && pn[pl] == '_');
+        }
+        if (have)
+            continue; /* frozen by an earlier attempt under this name */
+        if (ferry_buf_puts(&sql, todo++ ? ", FREEZE PARTITION ID " : " FREEZE PARTITION ID ") ||
+            ferry_ch_quote(&sql, pid) || ferry_buf_puts(&sql, " WITH NAME ") ||
+            ferry_ch_quote(&sql, name)) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    if (todo && (rc = ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), NULL, NULL, NULL, err)))
+        goto out;
+    if (todo && (rc = list_frozen(env, dirs, ndirs, name, NULL, parts, err)))
+        goto out;
+    *resp = json_pack("{s:s, s:s, s:s, s:b, s:O}", "database", db, "table", table, "name", name,
+                      "existing", todo == 0, "parts", todo ? parts : frozen);
+    if (!*resp)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+out:
+    json_decref(parts);
+    json_decref(frozen);
+    ferry_buf_free(&sql);
+    agent_table_dirs_free(dirs, ndirs);
+    return rc;
+}
+
 static int frozen_common(agent_env *env, json_t *req, json_t **resp, bool do_freeze,
                          ferry_err *err)
 {
+    json_t *ids = json_object_get(req, "partition_ids");
+    if (do_freeze && json_is_array(ids))
+        return freeze_many(env, req, ids, resp, err);
     const char *db, *table, *name, *pid = NULL;
     agent_table_dir *dirs = NULL;
     size_t ndirs = 0;
@@ -639,7 +707,35 @@ out:
 
 /* ---- remove-detached ------------------------------------------------------------------------ */
 
+static int remove_detached_one(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+
+/* remove-detached with "parts": [...]: each part as if asked alone, in order; stops at the first
+ * error. The answer lists each part's answer ("results"). */
 int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    json_t *parts = json_object_get(req, "parts");
+    if (!json_is_array(parts))
+        return remove_detached_one(env, req, resp, err);
+    json_t *results = json_array(), *one = json_deep_copy(req), *p;
+    int rc = results && one ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    size_t i;
+    json_object_del(one, "parts");
+    json_array_foreach(parts, i, p) {
+        json_t *r = NULL;
+        if (rc || json_object_set(one, "part", p))
+            break;
+        if ((rc = remove_detached_one(env, one, &r, err)))
+            break;
+        json_array_append_new(results, r);
+    }
+    if (!rc)
+        *resp = json_pack("{s:O}", "results", results);
+    json_decref(results);
+    json_decref(one);
+    return rc;
+}
+
+static int remove_detached_one(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 {
     const char *db, *table, *part, *disk = agent_req_opt(req, "disk");
     agent_table_dir *dirs = NULL;
