@@ -91,6 +91,14 @@ int ferry_sweep_list_store(ferry_objstore *st, const char *prefix, ferry_object_
         ferry_object_list page = {0};
         if ((rc = ferry_objstore_list(st, prefix, token, 1000, &page, err)))
             break;
+        if (token && page.next_token && !strcmp(token, page.next_token)) {
+            /* a store that answers a page with the token it was given would loop forever */
+            ferry_object_list_free(&page);
+            rc = ferry_err_set(err, FERRY_EREMOTE, "listing '%s': the store answered the "
+                               "continuation token it was given; the listing cannot go on",
+                               prefix);
+            break;
+        }
         free(token);
         token = page.next_token;
         page.next_token = NULL;
@@ -105,7 +113,8 @@ int ferry_sweep_list_store(ferry_objstore *st, const char *prefix, ferry_object_
             all = na;
             cap = nc;
         }
-        memcpy(all + cnt, page.items, page.n * sizeof *all);
+        if (page.n) /* an empty page (S3 may send one with a token) has no items array */
+            memcpy(all + cnt, page.items, page.n * sizeof *all);
         cnt += page.n;
         free(page.items); /* the keys now belong to all */
     } while (token);

@@ -400,7 +400,10 @@ static int cmp_entry(const void *a, const void *b)
 /* Collects regular files below dfd (whose relative path is dir, "" or "a/b/") matching w. */
 static int walk(int dfd, ferry_buf *dir, walker *w, ferry_err *err)
 {
-    int fd = dup(dfd);
+    /* A new open file description, not dup(dfd): a duplicate shares the directory offset, so
+     * the root descriptor kept in the handle would be left at its end and the next listing of
+     * the same directory (the second page) would read nothing. */
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
         if (fd >= 0)
