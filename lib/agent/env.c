@@ -182,30 +182,43 @@ int agent_env_store(agent_env *env, ferry_err *err)
     const char *prefix = ferry_config_get(&env->cfg, "object_store", NULL, "prefix");
     agent_store_info *s = &env->store;
     s->local = !type || !strcmp(type, "local");
-    s->prefix = strdup(prefix ? prefix : "");
-    if (s->prefix[0] && !ferry_ends_with(s->prefix, "/")) {
-        char *p = with_slash(s->prefix);
-        free(s->prefix);
-        s->prefix = p;
+    if (!(s->prefix = prefix && *prefix ? with_slash(prefix) : strdup(""))) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
     }
     if (s->local) {
         const char *path = ferry_config_get(&env->cfg, "object_store", NULL, "path");
-        if (!path || path[0] != '/')
-            return ferry_err_set(err, FERRY_EINVAL, "%s: [object_store] path must be an "
-                                 "absolute directory", env->a->config_path);
-        s->root = with_slash(path);
+        if (!path || path[0] != '/') {
+            rc = ferry_err_set(err, FERRY_EINVAL, "%s: [object_store] path must be an "
+                               "absolute directory", env->a->config_path);
+            goto out;
+        }
         /* local blob storage: relative keys are relative to the disk's <path> */
-        s->disk_key_prefix = strdup(s->root);
+        if (!(s->root = with_slash(path)) || !(s->disk_key_prefix = strdup(s->root))) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
     } else {
         /* S3: the cold disk's endpoint is <endpoint>/<bucket>/<prefix>, so ClickHouse's key
          * prefix is ferry's upload prefix without its trailing '/'. */
-        s->disk_key_prefix = strdup(s->prefix);
+        if (!(s->disk_key_prefix = strdup(s->prefix))) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
         size_t n = strlen(s->disk_key_prefix);
         if (n && s->disk_key_prefix[n - 1] == '/')
             s->disk_key_prefix[n - 1] = '\0';
     }
     env->store_loaded = true;
-    return FERRY_OK;
+out:
+    if (rc) {
+        /* nothing half-made stays behind: the next call starts again */
+        free(s->prefix);
+        free(s->root);
+        free(s->disk_key_prefix);
+        s->prefix = s->root = s->disk_key_prefix = NULL;
+    }
+    return rc;
 }
 
 char *agent_store_ch_key(const agent_store_info *s, const char *store_key)

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -784,34 +785,80 @@ out:
 
 /* ---- pointers ------------------------------------------------------------------------------- */
 
+/* Adds {path, error} to invalid: something under the cold disk that could not be read, so
+ * what it references is unknown (the sweep and retention then count the read as incomplete). */
+static void walk_invalid(json_t *invalid, const char *rel, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void walk_invalid(json_t *invalid, const char *rel, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    json_array_append_new(invalid, json_pack("{s:s, s:s}", "path", rel, "error", why));
+}
+
+/* Lists every file under base/rel as a pointer file (files) or as something that could not be
+ * read (invalid). Only a name that vanished while the walk ran (ENOENT: ClickHouse removed a
+ * part's folder) is skipped; any other error, or a path too long for its buffer, is an invalid
+ * entry, never a silent gap. Errors only for the walk itself (memory). */
 static int walk_pointers(agent_env *env, const char *base, const char *rel, json_t *files,
                          json_t *invalid, int depth, ferry_err *err)
 {
     char p[4400];
-    snprintf(p, sizeof p, "%s%s", base, rel);
-    if (depth > 32)
-        return ferry_err_set(err, FERRY_EIO, "%s: too deep", p);
+    if ((size_t)snprintf(p, sizeof p, "%s%s", base, rel) >= sizeof p) {
+        walk_invalid(invalid, rel, "the path is longer than %zu bytes", sizeof p - 1);
+        return FERRY_OK;
+    }
+    if (depth > 32) {
+        walk_invalid(invalid, rel, "more than 32 directories deep");
+        return FERRY_OK;
+    }
     DIR *d = opendir(p);
-    if (!d)
-        return errno == ENOENT ? FERRY_OK
-                               : ferry_err_set(err, FERRY_EIO, "%s: %s", p, strerror(errno));
+    if (!d) {
+        if (errno != ENOENT)
+            walk_invalid(invalid, rel, "cannot open the directory: %s", strerror(errno));
+        return FERRY_OK;
+    }
     struct dirent *e;
     int rc = FERRY_OK;
-    while ((e = readdir(d)) != NULL && rc == FERRY_OK) {
+    for (;;) {
+        errno = 0;
+        if (!(e = readdir(d))) {
+            if (errno)
+                walk_invalid(invalid, rel, "cannot read the directory: %s", strerror(errno));
+            break;
+        }
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
         char r2[4400], full[4400];
-        snprintf(r2, sizeof r2, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
-        snprintf(full, sizeof full, "%s%s", base, r2);
-        struct stat sb;
-        if (lstat(full, &sb) != 0)
-            continue;
-        if (S_ISDIR(sb.st_mode)) {
-            rc = walk_pointers(env, base, r2, files, invalid, depth + 1, err);
+        if ((size_t)snprintf(r2, sizeof r2, "%s%s%s", rel, *rel ? "/" : "", e->d_name) >=
+                sizeof r2 ||
+            (size_t)snprintf(full, sizeof full, "%s%s", base, r2) >= sizeof full) {
+            walk_invalid(invalid, rel, "a name in it makes a path longer than %zu bytes",
+                         sizeof full - 1);
             continue;
         }
-        if (!S_ISREG(sb.st_mode))
+        struct stat sb;
+        if (lstat(full, &sb) != 0) {
+            if (errno != ENOENT)
+                walk_invalid(invalid, r2, "lstat: %s", strerror(errno));
             continue;
+        }
+        if (S_ISDIR(sb.st_mode)) {
+            if ((rc = walk_pointers(env, base, r2, files, invalid, depth + 1, err)))
+                break;
+            continue;
+        }
+        if (S_ISLNK(sb.st_mode))
+            continue; /* Atomic databases link data/DB/TABLE to store/...: walked there */
+        if (!S_ISREG(sb.st_mode)) {
+            /* a fifo or device under the metadata path is not ClickHouse's: say so rather than
+             * guess what it names */
+            walk_invalid(invalid, r2, "not a regular file, directory or symlink");
+            continue;
+        }
         ferry_pointer pt = FERRY_POINTER_INIT;
         ferry_err perr = {0};
         json_t *objs = pointer_objects(env, full, &pt, &perr);
@@ -822,7 +869,7 @@ static int walk_pointers(agent_env *env, const char *base, const char *rel, json
                                                    "links", (json_int_t)sb.st_nlink, "size",
                                                    (json_int_t)ferry_pointer_total_size(&pt),
                                                    "objects", objs));
-        else
+        else if (perr.code != FERRY_ENOTFOUND) /* removed since readdir: names nothing now */
             json_array_append_new(invalid, json_pack("{s:s, s:s}", "path", r2, "error",
                                                      perr.msg));
         ferry_pointer_free(&pt);
@@ -880,7 +927,19 @@ int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err
                              "plain names", under);
     if ((rc = agent_env_roots(env, err)))
         return rc;
+    /* without the store's layout no key can be named in ferry's terms, and a listing whose
+     * keys are all "outside the store" would make every object look unreferenced */
+    if ((rc = agent_env_store(env, err))) {
+        ferry_err_prefix(err, "pointers: cannot name the objects' store keys: ");
+        return rc;
+    }
     json_t *files = json_array(), *invalid = json_array(), *disks = json_array();
+    if (!files || !invalid || !disks) {
+        json_decref(files);
+        json_decref(invalid);
+        json_decref(disks);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
     bool any = false;
     for (size_t i = 0; i < env->n_disks && rc == FERRY_OK; i++) {
         const agent_disk *d = &env->disks[i];
