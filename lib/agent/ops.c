@@ -351,6 +351,61 @@ int agent_op_frozen(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 
 /* ---- upload --------------------------------------------------------------------------------- */
 
+/* Compares the object at key with the size bytes of the file open on fd. */
+typedef struct cmp_state {
+    int fd;
+    uint64_t pos;
+    bool differs;
+    char buf[64 * 1024];
+} cmp_state;
+
+static int cmp_sink(void *ud, const void *data, size_t len)
+{
+    cmp_state *c = ud;
+    const char *d = data;
+    while (len) {
+        size_t n = len < sizeof c->buf ? len : sizeof c->buf;
+        ssize_t r = pread(c->fd, c->buf, n, (off_t)c->pos);
+        if (r <= 0 || memcmp(c->buf, d, (size_t)r)) {
+            c->differs = true;
+            return 1;
+        }
+        c->pos += (uint64_t)r;
+        d += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+/* FERRY_OK when the object at key holds exactly the file's bytes; FERRY_ECONFLICT when it
+ * holds others (ferry never replaces an object); other errors when it cannot be read. */
+static int existing_is_same(ferry_objstore *st, const char *key, int fd, uint64_t size,
+                            ferry_err *err)
+{
+    ferry_object_info info = {0};
+    int rc = ferry_objstore_head(st, key, &info, err);
+    if (rc)
+        return rc;
+    if (info.size != size)
+        return ferry_err_set(err, FERRY_ECONFLICT, "%s exists with %llu bytes, the file has "
+                             "%llu: ferry never replaces an object (remove it with the janitor "
+                             "if nothing references it, e.g. ferry sweep)", key,
+                             (unsigned long long)info.size, (unsigned long long)size);
+    cmp_state *c = calloc(1, sizeof *c);
+    if (!c)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    c->fd = fd;
+    ferry_err gerr = {0};
+    rc = size ? ferry_objstore_get(st, key, 0, 0, cmp_sink, c, &gerr) : FERRY_OK;
+    if (c->differs || (rc == FERRY_OK && c->pos != size))
+        rc = ferry_err_set(err, FERRY_ECONFLICT, "%s exists with other bytes of the same size: "
+                           "ferry never replaces an object", key);
+    else if (rc)
+        rc = ferry_err_set(err, rc, "reading %s to compare: %s", key, gerr.msg);
+    free(c);
+    return rc;
+}
+
 int agent_op_upload(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 {
     const char *db, *table, *freeze, *part;
@@ -394,32 +449,46 @@ int agent_op_upload(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
         if ((rc = ferry_agent_object_key(env->store.prefix, db, table, pid, freeze, part,
                                          files[i].name, &key, err)))
             goto out;
+        char fp[4700];
+        if ((size_t)snprintf(fp, sizeof fp, "%s/%s", dir, files[i].name) >= sizeof fp) {
+            rc = ferry_err_set(err, FERRY_EIO, "%s/%s: the path is too long", dir,
+                               files[i].name);
+            goto out;
+        }
+        int fd = open(fp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            rc = ferry_err_set(err, FERRY_EIO, "%s: %s", fp, strerror(errno));
+            goto out;
+        }
+        /* An object already at the key is never replaced: the same bytes (a retried upload)
+         * count as uploaded, other bytes are an error. The store refuses the replacement
+         * itself (conditional put); the check first also covers stores that ignore it. */
         bool skip = false;
         if (chk) {
             ferry_object_info info = {0};
             ferry_err herr = {0};
             int hr = ferry_objstore_head(chk, ferry_buf_cstr(&key), &info, &herr);
-            if (hr == FERRY_OK && info.size == files[i].size)
-                skip = true;
-            else if (hr != FERRY_OK && hr != FERRY_ENOTFOUND) {
+            if (hr == FERRY_OK)
+                rc = existing_is_same(chk, ferry_buf_cstr(&key), fd, files[i].size, err);
+            else if (hr != FERRY_ENOTFOUND)
                 rc = ferry_err_set(err, hr, "checking %s: %s", ferry_buf_cstr(&key), herr.msg);
-                goto out;
+            skip = hr == FERRY_OK && rc == FERRY_OK;
+        }
+        if (rc == FERRY_OK && !skip) {
+            rc = ferry_objstore_put_fd(up, ferry_buf_cstr(&key), fd, err);
+            if (rc == FERRY_ECONFLICT && chk) {
+                /* created since the check (another agent uploading the same part) */
+                ferry_err_clear(err);
+                rc = existing_is_same(chk, ferry_buf_cstr(&key), fd, files[i].size, err);
+                skip = rc == FERRY_OK;
             }
         }
+        close(fd);
+        if (rc) {
+            ferry_err_prefix(err, "uploading %s: ", files[i].name);
+            goto out;
+        }
         if (!skip) {
-            char fp[4700];
-            snprintf(fp, sizeof fp, "%s/%s", dir, files[i].name);
-            int fd = open(fp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-            if (fd < 0) {
-                rc = ferry_err_set(err, FERRY_EIO, "%s: %s", fp, strerror(errno));
-                goto out;
-            }
-            rc = ferry_objstore_put_fd(up, ferry_buf_cstr(&key), fd, err);
-            close(fd);
-            if (rc) {
-                ferry_err_prefix(err, "uploading %s: ", files[i].name);
-                goto out;
-            }
             uploaded++;
             bytes += files[i].size;
         } else {
