@@ -298,6 +298,10 @@ int agent_env_roots(agent_env *env, ferry_err *err)
         d->name = strdup(ferry_ch_rows_get(&rows, i, 0));
         d->path = with_slash(ferry_ch_rows_get(&rows, i, 1));
         d->is_remote = !strcmp(ferry_ch_rows_get(&rows, i, 2), "1");
+        if (!d->name || !d->path) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
         struct stat sb;
         ferry_err ignored = {0};
         if (d->path[0] == '/' && stat(d->path, &sb) == 0 &&
@@ -306,6 +310,16 @@ int agent_env_roots(agent_env *env, ferry_err *err)
     }
     env->roots_loaded = true;
 out:
+    if (rc && env->disks) {
+        /* nothing half-listed stays: the next call lists the disks again */
+        for (size_t i = 0; i < env->n_disks; i++) {
+            free(env->disks[i].name);
+            free(env->disks[i].path);
+        }
+        free(env->disks);
+        env->disks = NULL;
+        env->n_disks = 0;
+    }
     ferry_ch_rows_free(&rows);
     return rc;
 }
@@ -364,6 +378,10 @@ int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_ta
         free(canon);
         d[nd].rel = strdup(p[i].path + strlen(disk->path));
         nd++;
+        if (!d[nd - 1].path || !d[nd - 1].rel) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
         if (!ferry_safe_relpath(d[nd - 1].rel)) {
             rc = ferry_err_set(err, FERRY_EINTERNAL, "table %s.%s: unexpected data path %s",
                                db, table, p[i].path);

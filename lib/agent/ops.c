@@ -262,13 +262,17 @@ static int count_active(agent_env *env, const char *db, const char *table, const
 {
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf out = FERRY_BUF_INIT;
-    ferry_buf_puts(&sql, "SELECT count() FROM system.parts WHERE active AND database = ");
-    ferry_ch_quote(&sql, db);
-    ferry_buf_puts(&sql, " AND table = ");
-    ferry_ch_quote(&sql, table);
-    ferry_buf_puts(&sql, " AND partition_id = ");
-    ferry_ch_quote(&sql, pid);
-    int rc = ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), "TabSeparated", &out, NULL, err);
+    /* a statement cut short by a failed append is never sent */
+    int b = ferry_buf_puts(&sql, "SELECT count() FROM system.parts WHERE active AND "
+                                 "database = ");
+    b |= ferry_ch_quote(&sql, db);
+    b |= ferry_buf_puts(&sql, " AND table = ");
+    b |= ferry_ch_quote(&sql, table);
+    b |= ferry_buf_puts(&sql, " AND partition_id = ");
+    b |= ferry_ch_quote(&sql, pid);
+    int rc = b ? ferry_err_set(err, FERRY_ENOMEM, "out of memory")
+               : ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), "TabSeparated", &out, NULL,
+                                    err);
     if (rc == FERRY_OK) {
         char *s = (char *)ferry_buf_cstr(&out);
         ferry_chomp(s);
@@ -310,14 +314,18 @@ static int frozen_common(agent_env *env, json_t *req, json_t **resp, bool do_fre
                                pid, db, table);
             goto out;
         }
-        ferry_buf_puts(&sql, "ALTER TABLE ");
-        ferry_sql_ident(db, &sql);
-        ferry_buf_putc(&sql, '.');
-        ferry_sql_ident(table, &sql);
-        ferry_buf_puts(&sql, " FREEZE PARTITION ID ");
-        ferry_ch_quote(&sql, pid);
-        ferry_buf_puts(&sql, " WITH NAME ");
-        ferry_ch_quote(&sql, name);
+        int b = ferry_buf_puts(&sql, "ALTER TABLE ");
+        b |= ferry_sql_ident(db, &sql);
+        b |= ferry_buf_putc(&sql, '.');
+        b |= ferry_sql_ident(table, &sql);
+        b |= ferry_buf_puts(&sql, " FREEZE PARTITION ID ");
+        b |= ferry_ch_quote(&sql, pid);
+        b |= ferry_buf_puts(&sql, " WITH NAME ");
+        b |= ferry_ch_quote(&sql, name);
+        if (b) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
         if ((rc = ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), NULL, NULL, NULL, err)))
             goto out;
         if ((rc = list_frozen(env, dirs, ndirs, name, pid, parts, err)))
@@ -536,7 +544,10 @@ int agent_make_tmp(agent_env *env, const agent_table_dir *td, char **detached, c
         agent_note_errno(env, errno);
         return ferry_err_set(err, FERRY_EIO, "cannot create %s: %s", p, strerror(errno));
     }
-    *tmp = strdup(p);
+    if (!(*tmp = strdup(p))) {
+        rmdir(p);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
     return FERRY_OK;
 }
 
@@ -564,7 +575,8 @@ int agent_place_tmp(agent_env *env, const char *detached, const char *tmp, const
         return rc;
     }
     (void)env;
-    *final_out = strdup(final);
+    if (!(*final_out = strdup(final)))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     return FERRY_OK;
 }
 
@@ -729,6 +741,13 @@ int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_e
         snprintf(p, sizeof p, "%sdetached/%s", dirs[i].path, part);
         if (lstat(p, &sb) != 0)
             continue;
+        if (S_ISLNK(sb.st_mode)) {
+            /* the check of the roots below would follow it, and the removal would take its
+             * target (a live part, another table): ClickHouse never makes one here */
+            rc = ferry_err_set(err, FERRY_EINVAL, "%s is a symlink; ferry never removes through "
+                               "one (check where it points, then remove the link by hand)", p);
+            goto out;
+        }
         if (agent_tmp_in_use(part)) {
             env->status = 409;
             rc = ferry_err_set(err, FERRY_ECONFLICT, "%s is being written by a live agent "
@@ -766,11 +785,12 @@ static int unfreeze_uuid(agent_env *env, const char *uuid, const char *name, jso
     /* by data path: system.tables.uuid is zero for tables of chdb's Overlay database */
     char needle[300];
     snprintf(needle, sizeof needle, "/%s/", uuid);
-    ferry_buf_puts(&sql, "SELECT DISTINCT database, name FROM system.tables WHERE "
-                         "arrayExists(p -> position(p, ");
-    ferry_ch_quote(&sql, needle);
-    ferry_buf_puts(&sql, ") > 0, data_paths)");
-    int rc = ferry_ch_query_rows(env->ch, ferry_buf_cstr(&sql), &rows, NULL, err);
+    int b = ferry_buf_puts(&sql, "SELECT DISTINCT database, name FROM system.tables WHERE "
+                                 "arrayExists(p -> position(p, ");
+    b |= ferry_ch_quote(&sql, needle);
+    b |= ferry_buf_puts(&sql, ") > 0, data_paths)");
+    int rc = b ? ferry_err_set(err, FERRY_ENOMEM, "out of memory")
+               : ferry_ch_query_rows(env->ch, ferry_buf_cstr(&sql), &rows, NULL, err);
     if (rc || rows.n_rows != 1 || rows.n_cols != 2)
         goto out;
     const char *db = ferry_ch_rows_get(&rows, 0, 0), *t = ferry_ch_rows_get(&rows, 0, 1);
@@ -780,12 +800,16 @@ static int unfreeze_uuid(agent_env *env, const char *uuid, const char *name, jso
     json_t *x;
     json_array_foreach(done, i, x) if (!strcmp(json_string_value(x), label)) goto out;
     ferry_buf_reset(&sql);
-    ferry_buf_puts(&sql, "ALTER TABLE ");
-    ferry_sql_ident(db, &sql);
-    ferry_buf_putc(&sql, '.');
-    ferry_sql_ident(t, &sql);
-    ferry_buf_puts(&sql, " UNFREEZE WITH NAME ");
-    ferry_ch_quote(&sql, name);
+    b = ferry_buf_puts(&sql, "ALTER TABLE ");
+    b |= ferry_sql_ident(db, &sql);
+    b |= ferry_buf_putc(&sql, '.');
+    b |= ferry_sql_ident(t, &sql);
+    b |= ferry_buf_puts(&sql, " UNFREEZE WITH NAME ");
+    b |= ferry_ch_quote(&sql, name);
+    if (b) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
     if ((rc = ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), NULL, NULL, NULL, err)) ==
         FERRY_OK)
         json_array_append_new(done, json_string(label));
@@ -809,6 +833,12 @@ int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err
         snprintf(p, sizeof p, "%sshadow/%s", d->path, name);
         if (d->path[0] != '/' || lstat(p, &sb) != 0)
             continue;
+        if (S_ISLNK(sb.st_mode)) {
+            /* FREEZE makes a directory; a link would lead the removal to its target */
+            rc = ferry_err_set(err, FERRY_EINVAL, "%s is a symlink; ferry never removes through "
+                               "one (check where it points, then remove the link by hand)", p);
+            goto out;
+        }
         if ((rc = ferry_roots_check(&env->roots, p, &canon, err)))
             goto out;
         if (d->is_remote) {
