@@ -5,6 +5,8 @@
  *   FERRY_TEST_S3_URL_STYLE   path (default) | virtual
  *   FERRY_TEST_S3_NO_ABORT=1  the server answers 405 to AbortMultipartUpload (s3rver)
  *   FERRY_TEST_S3_CHECKS_SIGNATURES=1  a wrong secret must be refused (the verifying proxy)
+ *   FERRY_TEST_S3_ROLE_KEYS=DIR  a key per role (DIR/<role>.id and DIR/<role>.secret), for the
+ *                              enforcing policy proxy (tests/lib/s3_policy_proxy.py)
  *   FERRY_TEST_S3_RAW_LISTING=1  listings ignore encoding-type=url (s3rver without a proxy)
  *   FERRY_TEST_S3_NO_CONDITIONAL_PUT=1  PUT ignores If-None-Match (s3rver without a proxy)
  * Every store is opened from a ferry config file with per-role secret files, and every error
@@ -37,6 +39,7 @@ static char confpath[300];
 static char logpath[300];
 static const char *s3_endpoint;
 static char secret[128];
+static char role_secrets[3][128]; /* FERRY_TEST_S3_ROLE_KEYS: one secret per role */
 static char run_prefix[64]; /* keys of this run start with it, so reruns do not collide */
 static ferry_config cfg;
 
@@ -59,6 +62,9 @@ static void no_secret(const char *text)
 {
     if (strstr(text, secret))
         fail_msg("a secret appears in: %s", text);
+    for (int i = 0; i < 3; i++)
+        if (role_secrets[i][0] && strstr(text, role_secrets[i]))
+            fail_msg("a secret appears in: %s", text);
     if (strstr(text, "WRONGwrongWRONGwrong"))
         fail_msg("the wrong secret appears in: %s", text);
 }
@@ -146,14 +152,34 @@ static int setup(void **state)
                          env("FERRY_TEST_S3_URL_STYLE") ? env("FERRY_TEST_S3_URL_STYLE")
                                                         : "path");
         static const char *const roles[] = {"clickhouse", "uploader", "janitor"};
+        const char *role_keys = env("FERRY_TEST_S3_ROLE_KEYS");
         for (int i = 0; i < 3; i++) {
-            snprintf(path, sizeof path, "%s/%s.secret", tmpdir, roles[i]);
-            char line[160];
-            snprintf(line, sizeof line, "%s\n", secret);
-            write_file(path, line);
+            char id[128];
+            snprintf(id, sizeof id, "%s", env("FERRY_TEST_S3_KEY_ID") ? env("FERRY_TEST_S3_KEY_ID") : "");
+            if (role_keys) {
+                /* a key per role, as tests/lib/s3policy.sh makes them (DIR/ROLE.id, .secret) */
+                char idp[400];
+                snprintf(idp, sizeof idp, "%s/%s.id", role_keys, roles[i]);
+                snprintf(path, sizeof path, "%s/%s.secret", role_keys, roles[i]);
+                FILE *f = fopen(idp, "r");
+                assert_non_null(f);
+                assert_non_null(fgets(id, sizeof id, f));
+                fclose(f);
+                id[strcspn(id, "\n")] = '\0';
+                f = fopen(path, "r");
+                assert_non_null(f);
+                assert_non_null(fgets(role_secrets[i], sizeof role_secrets[i], f));
+                fclose(f);
+                role_secrets[i][strcspn(role_secrets[i], "\n")] = '\0';
+            } else {
+                snprintf(path, sizeof path, "%s/%s.secret", tmpdir, roles[i]);
+                char line[160];
+                snprintf(line, sizeof line, "%s\n", secret);
+                write_file(path, line);
+            }
             n += snprintf(text + n, sizeof text - (size_t)n,
                           "[credentials \"%s\"]\naccess_key_id = %s\nsecret_access_key_file = %s\n",
-                          roles[i], env("FERRY_TEST_S3_KEY_ID"), path);
+                          roles[i], id, path);
         }
     } else {
         /* Local runs still need a secret to look for in messages. */
