@@ -14,7 +14,8 @@ S3RVER_VERSION=3.7.1
 
 BUILD_DEBS=(cmake ninja-build pkg-config gcc make clang libclang-rt-14-dev
             libcurl4-openssl-dev libssl-dev libsqlite3-dev libjansson-dev
-            libmicrohttpd-dev libxxhash-dev libcmocka-dev libzookeeper-mt-dev liblz4-dev)
+            libmicrohttpd-dev libxxhash-dev libcmocka-dev libzookeeper-mt-dev liblz4-dev
+            libexpat1-dev)
 TEST_DEBS=(zookeeper openjdk-17-jre-headless nodejs npm python3 python3-botocore
            clickhouse-server curl procps jq e2fsprogs util-linux sqlite3)
 

@@ -229,14 +229,19 @@ static void op_complete(ferry_http_req *req, void *ctx)
             respond_error(req, 400, FERRY_EINVAL, msg);
             return;
         }
-    } else {
-        body = json_object();
+    } else if (!(body = json_object())) {
+        respond_error(req, 500, FERRY_ENOMEM, "out of memory");
+        return;
     }
     agent_env env;
     agent_env_init(&env, a);
     ferry_err err = {0};
     json_t *resp = NULL;
     int rc = op->fn(&env, body, &resp, &err);
+    /* every answer is built with jansson; a NULL one is an allocation that failed */
+    if (rc == FERRY_OK && !resp)
+        rc = ferry_err_set(&err, FERRY_ENOMEM, "out of memory building the answer of %s",
+                           op->name);
     if (rc == FERRY_OK) {
         respond_json(req, 200, resp);
         FLOG_INFO("agent: op=%s status=200", op->name);

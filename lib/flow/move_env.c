@@ -18,7 +18,7 @@ int mv_conn_open(const ferry_shard *sh, const struct ferry_config *cfg, mv_conn 
 {
     memset(c, 0, sizeof *c);
     snprintf(c->name, sizeof c->name, "%s", sh->name);
-    snprintf(c->agent_url, sizeof c->agent_url, "%s", sh->agent);
+    ferry_list_item(sh->agent, 0, c->agent_url, sizeof c->agent_url);
     size_t n = strcspn(sh->replicas, ",");
     snprintf(c->ch_url, sizeof c->ch_url, "%.*s", (int)n, sh->replicas);
     ferry_shard_client_opts o = {.ch_read_timeout_ms = 600000, .agent_timeout_ms = 600000};
