@@ -17,7 +17,7 @@ BUILD_DEBS=(cmake ninja-build pkg-config gcc make clang libclang-rt-14-dev
             libmicrohttpd-dev libxxhash-dev libcmocka-dev libzookeeper-mt-dev liblz4-dev
             libexpat1-dev)
 TEST_DEBS=(zookeeper openjdk-17-jre-headless nodejs npm python3 python3-botocore
-           clickhouse-server curl procps jq e2fsprogs util-linux sqlite3)
+           clickhouse-server curl procps jq e2fsprogs util-linux sqlite3 prometheus chromium)
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 

@@ -10,6 +10,7 @@
 #include "ferry/clickhouse.h"
 #include "ferry/config.h"
 #include "ferry/httpd.h"
+#include "ferry/metrics.h"
 #include "ferry/replica_select.h"
 #include "ferry/router.h"
 
@@ -46,6 +47,15 @@ typedef struct rt_shard {
 #define RT_SHARDS_MAX 1024 /* slots over the router's life (shards added, and re-added changed) */
 
 typedef struct rt_pending rt_pending; /* slices awaiting a client's retry (pending.c) */
+
+/* What the router did since it started, for GET /metrics (metrics.c). */
+enum rt_kind { RT_KIND_INSERT, RT_KIND_READ, RT_KIND_PASSTHROUGH, RT_KINDS };
+typedef struct rt_metrics {
+    pthread_mutex_t mu;
+    uint64_t requests[RT_KINDS][2]; /* [kind][0 ok, 1 error] */
+    ferry_histogram seconds[RT_KINDS];
+    uint64_t *rows_by_slot;          /* RT_SHARDS_MAX entries: rows written per shard slot */
+} rt_metrics;
 
 /* A routing table snapshot: immutable once published, shared by reference. */
 typedef struct rt_tenant {
@@ -121,6 +131,7 @@ struct ferry_router {
     long publish_wait_ms; /* how long a read of a slice being published waits ([router]) */
     long route_wait_ms;   /* how long a row whose slice no known shard serves waits ([router]) */
     rt_pending *pending;  /* slices awaiting a client's retry ([router] retry_window) */
+    rt_metrics metrics;
     struct rt_reads *reads; /* the read path's state (select.c) */
 };
 
@@ -311,6 +322,16 @@ void rt_partial_on_complete(ferry_http_req *req, void *ctx);
 /* Forwards the request unchanged (method, query string, selected headers, body) to the
  * passthrough server and streams its answer back. */
 void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size_t len);
+
+/* ---- metrics (metrics.c) ---- */
+int rt_metrics_init(ferry_router *r);
+void rt_metrics_free(ferry_router *r);
+/* One finished request: its kind, its answer's status, how long it took. */
+void rt_metrics_request(ferry_router *r, enum rt_kind kind, unsigned status, double seconds);
+/* GET /metrics */
+void rt_on_metrics(ferry_http_req *req, void *ctx);
+/* The read path's part of the metrics (select.c): failovers, queries and errors per shard. */
+void rt_reads_metrics(ferry_router *r, ferry_buf *out);
 
 /* ---- answers ---- */
 /* A ClickHouse-style error: "Code: N. DB::Exception: MSG. (NAME) (version ferry router)" with

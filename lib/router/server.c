@@ -111,9 +111,18 @@ typedef struct req_state {
     char *columns_sql;  /* the forwarded INSERT's statement */
     uint64_t rows;
     rt_touched touched; /* the slices rows were routed to (pending.c) */
+    enum rt_kind kind;  /* for the metrics */
+    double t0;          /* when the headers arrived (monotonic seconds) */
     bool ok;            /* answered 200 */
     bool failed;        /* an error was answered; the rest of the body is ignored */
 } req_state;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void state_free(ferry_http_req *req, void *ctx, void *state)
 {
@@ -121,6 +130,8 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
     req_state *st = state;
     if (!st)
         return;
+    rt_metrics_request(st->r, st->kind, ferry_http_delivered(req) ? ferry_http_status(req) : 499,
+                       mono_s() - st->t0);
     ferry_buf_free(&st->head);
     ferry_buf_free(&st->body);
     ferry_buf_free(&st->carry);
@@ -412,6 +423,7 @@ static bool insert_begin(ferry_http_req *req, req_state *st, rt_table *t)
     }
     st->cur = rt_route_begin(r);
     st->mode = MODE_INSERT;
+    st->kind = RT_KIND_INSERT;
     pthread_mutex_lock(&r->mu);
     r->requests++;
     pthread_mutex_unlock(&r->mu);
@@ -567,6 +579,8 @@ static void on_headers(ferry_http_req *req, void *ctx)
         return;
     }
     st->r = r;
+    st->kind = RT_KIND_PASSTHROUGH;
+    st->t0 = mono_s();
     ferry_http_req_set_state(req, st);
     const char *q = ferry_http_arg(req, "query");
     if (q) {
@@ -675,6 +689,11 @@ static void respond_insert(ferry_http_req *req, req_state *st)
         rt_out_shard *res = &st->out->shards[i];
         const char *nm = r->shards[i]->name;
         written += res->rows_written;
+        if (res->rows_written) {
+            pthread_mutex_lock(&r->metrics.mu);
+            r->metrics.rows_by_slot[i] += res->rows_written;
+            pthread_mutex_unlock(&r->metrics.mu);
+        }
         if (res->rows_written || res->failed)
             ferry_buf_printf(&shards, "%s%s", shards.len ? "," : "", nm);
         if (!res->failed)
@@ -750,8 +769,10 @@ static void on_complete(ferry_http_req *req, void *ctx)
     }
     if (st->mode == MODE_PASS) {
         /* SELECT-like statements over managed tables take the read path (select.c). */
-        if (rt_select_route(st->r, req, st->query_in_url, st->body.data, st->body.len))
+        if (rt_select_route(st->r, req, st->query_in_url, st->body.data, st->body.len)) {
+            st->kind = RT_KIND_READ;
             return;
+        }
         rt_passthrough(st->r, req, st->body.data, st->body.len);
         return;
     }
@@ -954,6 +975,8 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
         rc = read_router_config(r, cfg, opt->listen, addr, sizeof addr, &port, err);
     if (!rc)
         rc = rt_shards_init(r, err);
+    if (!rc && rt_metrics_init(r))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (rc)
         goto out;
     snprintf(r->catalog_url, sizeof r->catalog_url, "%s", catalog);
@@ -984,6 +1007,7 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     ferry_http_route routes[] = {
         {"GET", "/ping", NULL, NULL, on_ping, NULL, r, 0},
         {"GET", "/ferry/router", NULL, NULL, on_status, NULL, r, 0},
+        {"GET", "/metrics", NULL, NULL, rt_on_metrics, NULL, r, 0},
         {NULL, "/ferry/partial/", NULL, NULL, rt_partial_on_complete, NULL, r, 0},
         {NULL, "/", on_headers, on_body, on_complete, state_free, r, 0},
     };
@@ -1018,6 +1042,7 @@ void ferry_router_stop(ferry_router *r)
     free(r->tables);
     rt_shards_free(r);
     rt_pending_free(r->pending);
+    rt_metrics_free(r);
     ferry_config_free(&r->cfg);
     ferry_catalog_close(r->watch_cat);
     ferry_catalog_close(r->check_cat);
