@@ -12,7 +12,7 @@ printf '.SH NAME\nferry \\- rebalance multi-tenant ClickHouse clusters without r
 printf '.SH SYNOPSIS\n.B ferry\n.I command\n.RI [ options ]\n.SH DESCRIPTION\n.nf\n'
 "$bin" help | esc
 printf '.fi\n.SH COMMANDS\n'
-for c in $("$bin" help | awk '/^commands:/{f=1; next} f && NF {print $1}'); do
+for c in $("$bin" help | awk '/^commands:/{f=1; next} f && !NF {exit} f {print $1}'); do
     printf '.SS %s\n.nf\n' "$c"
     "$bin" help "$c" 2>&1 | esc
     printf '.fi\n'

@@ -14,7 +14,7 @@ done
 "$D/usr/bin/ferry" version | grep -q '^ferry ' || fail "the installed binary does not run"
 man -l "$D/usr/share/man/man1/ferry.1" >"$T/man.txt" 2>"$T/man.err" || fail "man: $(cat "$T/man.err")"
 grep -q 'FERRY(1)' "$T/man.txt" || fail "ferry(1) does not render"
-n_cmds=$("$FERRY_BIN" help | awk '/^commands:/{f=1; next} f && NF' | wc -l)
+n_cmds=$("$FERRY_BIN" help | awk '/^commands:/{f=1; next} f && !NF {exit} f' | wc -l)
 assert_eq "$n_cmds" "$(grep -c '^\.SS' "$D/usr/share/man/man1/ferry.1")" "a man section per command"
 ok "installed: binary, ferry(1) with $n_cmds command sections, units, example config, docs"
 # the units are checked against the staged tree: a ferry user and a unit for clickhouse-server
