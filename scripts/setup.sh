@@ -19,9 +19,10 @@ CHJS_INTEGRITY=sha512-vs3/Zc1dHvT171btW5nMoPsPCJ6QVJ5pp7obxzO5sjqwFx/jjz9wwCAqcF
 
 BUILD_DEBS=(cmake ninja-build pkg-config gcc make clang libclang-rt-14-dev
             libcurl4-openssl-dev libssl-dev libsqlite3-dev libjansson-dev
-            libmicrohttpd-dev libxxhash-dev libcmocka-dev libzookeeper-mt-dev liblz4-dev)
+            libmicrohttpd-dev libxxhash-dev libcmocka-dev libzookeeper-mt-dev liblz4-dev
+            libexpat1-dev)
 TEST_DEBS=(zookeeper openjdk-17-jre-headless nodejs npm python3 python3-botocore
-           clickhouse-server curl procps jq e2fsprogs util-linux sqlite3)
+           clickhouse-server curl procps jq e2fsprogs util-linux sqlite3 prometheus chromium)
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 

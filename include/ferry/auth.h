@@ -139,13 +139,13 @@ size_t ferry_auth_throttle_count(const ferry_auth_throttle *t);
 
 /* A token bucket refilled at rate per second, holding at most rate tokens (a one-second burst).
  * Zero it to start full. */
-typedef struct ferry_rate {
+typedef struct ferry_bucket {
     double tokens;
     uint64_t last_ms;
     bool started;
-} ferry_rate;
+} ferry_bucket;
 
 /* Takes one token: true when there was one. rate 0: unlimited (always true). */
-bool ferry_rate_take(ferry_rate *b, uint32_t rate, uint64_t now_ms);
+bool ferry_bucket_take(ferry_bucket *b, uint32_t rate, uint64_t now_ms);
 
 #endif

@@ -153,6 +153,7 @@ enum ferry_move_state {
     FERRY_MOVE_DONE,
     FERRY_MOVE_FAILED,
 };
+#define FERRY_MOVE_STATES (FERRY_MOVE_FAILED + 1)
 
 /* A move in SWITCH whose step is at least this is publishing (staging -> the target's real
  * table): readers must not read the union of source and target any more (docs/routing.md). */

@@ -97,6 +97,8 @@ bool ferry_http_responded(const ferry_http_req *req);
 /* In on_cleanup: whether the client received the whole response (false when it went away
  * before, or the connection failed). */
 bool ferry_http_delivered(const ferry_http_req *req);
+/* The status of the answer given (0: none yet). */
+unsigned ferry_http_status(const ferry_http_req *req);
 
 /* ---- answers: exactly one per request ---- */
 /* Adds a response header; call before responding. Returns 0 or FERRY_ENOMEM. */

@@ -381,6 +381,7 @@ void ferry_http_req_set_state(ferry_http_req *req, void *state) { req->state = s
 void *ferry_http_req_state(const ferry_http_req *req) { return req->state; }
 bool ferry_http_responded(const ferry_http_req *req) { return req->response || req->queued; }
 bool ferry_http_delivered(const ferry_http_req *req) { return req->delivered; }
+unsigned ferry_http_status(const ferry_http_req *req) { return req->status; }
 
 int ferry_http_add_header(ferry_http_req *req, const char *name, const char *value)
 {

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -399,7 +400,11 @@ bool rt_auth_internal(ferry_router *r, ferry_http_req *req)
 {
     if (r->auth == RT_AUTH_NONE)
         return true;
+    /* the token as X-Ferry-Token (ferry's processes) or as a bearer token (Prometheus) */
     const char *tok = ferry_http_header(req, "X-Ferry-Token");
+    const char *authz = ferry_http_header(req, "Authorization");
+    if (!tok && authz && !strncasecmp(authz, "Bearer ", 7))
+        tok = authz + 7;
     if (tok) {
         bool ok = r->cluster_token && strlen(tok) == strlen(r->cluster_token) &&
                   CRYPTO_memcmp(tok, r->cluster_token, strlen(tok)) == 0;

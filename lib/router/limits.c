@@ -29,7 +29,7 @@ typedef struct lim_user {
     char name[FERRY_NAME_MAX];
     uint32_t running, waiting;
     uint64_t refused;
-    ferry_rate rate;
+    ferry_bucket rate;
     struct lim_user *next;
 } lim_user;
 
@@ -252,7 +252,7 @@ int rt_limits_enter(rt_limits *l, rt_principal *p, char *name, size_t namesz, ch
         rc = FERRY_ENOMEM;
         goto out;
     }
-    if (!ferry_rate_take(&u->rate, rec->max_rps, mono_ms())) {
+    if (!ferry_bucket_take(&u->rate, rec->max_rps, mono_ms())) {
         u->refused++;
         snprintf(name, namesz, "QUOTA_EXCEEDED");
         snprintf(msg, msgsz,

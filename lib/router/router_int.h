@@ -11,6 +11,7 @@
 #include "ferry/clickhouse.h"
 #include "ferry/config.h"
 #include "ferry/httpd.h"
+#include "ferry/metrics.h"
 #include "ferry/replica_select.h"
 #include "ferry/router.h"
 #include "ferry/sqlrw.h"
@@ -48,6 +49,15 @@ typedef struct rt_shard {
 #define RT_SHARDS_MAX 1024 /* slots over the router's life (shards added, and re-added changed) */
 
 typedef struct rt_pending rt_pending; /* slices awaiting a client's retry (pending.c) */
+
+/* What the router did since it started, for GET /metrics (metrics.c). */
+enum rt_kind { RT_KIND_INSERT, RT_KIND_READ, RT_KIND_PASSTHROUGH, RT_KINDS };
+typedef struct rt_metrics {
+    pthread_mutex_t mu;
+    uint64_t requests[RT_KINDS][2]; /* [kind][0 ok, 1 error] */
+    ferry_histogram seconds[RT_KINDS];
+    uint64_t *rows_by_slot;          /* RT_SHARDS_MAX entries: rows written per shard slot */
+} rt_metrics;
 
 /* A routing table snapshot: immutable once published, shared by reference. */
 typedef struct rt_tenant {
@@ -157,6 +167,7 @@ struct ferry_router {
     long publish_wait_ms; /* how long a read of a slice being published waits ([router]) */
     long route_wait_ms;   /* how long a row whose slice no known shard serves waits ([router]) */
     rt_pending *pending;  /* slices awaiting a client's retry ([router] retry_window) */
+    rt_metrics metrics;
     struct rt_reads *reads; /* the read path's state (select.c) */
     /* authentication (auth.c) and per-user limits (limits.c) */
     enum rt_auth_mode auth;
@@ -380,9 +391,9 @@ void rt_users_free(rt_user *u, size_t n);
  * principal (free with rt_principal_free), holding one of the user's request slots. */
 rt_principal *rt_authenticate(ferry_router *r, ferry_http_req *req);
 void rt_principal_free(ferry_router *r, rt_principal *p);
-/* Whether a request to the router's own endpoints (/ferry/router, /ferry/partial/) may go on:
- * auth = none, an admin user's credentials, or the cluster's token (X-Ferry-Token). Answers
- * the request itself when not. */
+/* Whether a request to the router's own endpoints (/ferry/router, /metrics, /ferry/partial/)
+ * may go on: auth = none, an admin user's credentials, or the cluster's token (X-Ferry-Token,
+ * or Authorization: Bearer). Answers the request itself when not. */
 bool rt_auth_internal(ferry_router *r, ferry_http_req *req);
 /* The signature of a partial result's token (hex HMAC-SHA256 with the router's partial key), put
  * in the url() the shards call (?sig=) so they need no credentials. out: 65 bytes. */
@@ -410,6 +421,16 @@ void rt_deadline_query_id(rt_deadline *d, char *out, size_t outsz);
 void rt_deadline_end(rt_limits *l, rt_deadline *d);
 /* The limits' status for GET /ferry/router. */
 void rt_limits_status(rt_limits *l, ferry_buf *out);
+
+/* ---- metrics (metrics.c) ---- */
+int rt_metrics_init(ferry_router *r);
+void rt_metrics_free(ferry_router *r);
+/* One finished request: its kind, its answer's status, how long it took. */
+void rt_metrics_request(ferry_router *r, enum rt_kind kind, unsigned status, double seconds);
+/* GET /metrics */
+void rt_on_metrics(ferry_http_req *req, void *ctx);
+/* The read path's part of the metrics (select.c): failovers, queries and errors per shard. */
+void rt_reads_metrics(ferry_router *r, ferry_buf *out);
 
 /* ---- answers ---- */
 /* A ClickHouse-style error: "Code: N. DB::Exception: MSG. (NAME) (version ferry router)" with

@@ -2945,3 +2945,45 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, rt_principal *who,
     ferry_http_respond(req, 200, "application/json", passthrough, sizeof passthrough - 1);
     return true;
 }
+
+void rt_reads_metrics(ferry_router *r, ferry_buf *out)
+{
+    rt_reads *rd = r->reads;
+    if (!rd)
+        return;
+    pthread_mutex_lock(&rd->mu);
+    uint64_t single = rd->single, merged = rd->merged, pipelined = rd->pipelined;
+    pthread_mutex_unlock(&rd->mu);
+    ferry_metrics_family(out, "ferry_router_reads_total", FERRY_METRIC_COUNTER,
+                         "routed reads by plan: one server, merged, merged pipelined");
+    ferry_metrics_sample(out, "ferry_router_reads_total", (const char *[]){"plan", "single", NULL},
+                         (double)single);
+    ferry_metrics_sample(out, "ferry_router_reads_total", (const char *[]){"plan", "merged", NULL},
+                         (double)merged);
+    ferry_metrics_sample(out, "ferry_router_reads_total",
+                         (const char *[]){"plan", "pipelined", NULL}, (double)pipelined);
+    pthread_mutex_lock(&rd->sel_mu);
+    ferry_metrics_family(out, "ferry_router_read_failovers_total", FERRY_METRIC_COUNTER,
+                         "reads that went to another replica after one failed");
+    ferry_metrics_sample(out, "ferry_router_read_failovers_total", NULL, (double)rd->failovers);
+    size_t n = r->n_shards;
+    ferry_metrics_family(out, "ferry_router_shard_queries_total", FERRY_METRIC_COUNTER,
+                         "read queries sent to a shard, by outcome");
+    for (size_t i = 0; i < n; i++) {
+        const char *name = r->shards[i]->name;
+        ferry_metrics_sample(out, "ferry_router_shard_queries_total",
+                             (const char *[]){"shard", name, "outcome", "ok", NULL},
+                             (double)(rd->shard_queries[i] - rd->shard_errors[i]));
+        ferry_metrics_sample(out, "ferry_router_shard_queries_total",
+                             (const char *[]){"shard", name, "outcome", "error", NULL},
+                             (double)rd->shard_errors[i]);
+    }
+    ferry_metrics_family(out, "ferry_router_replica_errors", FERRY_METRIC_GAUGE,
+                         "a shard's decayed error count in replica selection (ClickHouse's "
+                         "errors_count)");
+    for (size_t i = 0; i < n; i++)
+        ferry_metrics_sample(out, "ferry_router_replica_errors",
+                             (const char *[]){"shard", r->shards[i]->name, NULL},
+                             (double)(rd->rsets ? ferry_rsets_errors(rd->rsets, (uint32_t)i) : 0));
+    pthread_mutex_unlock(&rd->sel_mu);
+}

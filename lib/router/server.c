@@ -124,9 +124,18 @@ typedef struct req_state {
     bool hold;
     rt_snapshot *kept[8];
     size_t n_kept;
+    enum rt_kind kind;  /* for the metrics */
+    double t0;          /* when the headers arrived (monotonic seconds) */
     bool ok;            /* answered 200 */
     bool failed;        /* an error was answered; the rest of the body is ignored */
 } req_state;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void state_free(ferry_http_req *req, void *ctx, void *state)
 {
@@ -134,6 +143,8 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
     req_state *st = state;
     if (!st)
         return;
+    rt_metrics_request(st->r, st->kind, ferry_http_delivered(req) ? ferry_http_status(req) : 499,
+                       mono_s() - st->t0);
     ferry_buf_free(&st->head);
     ferry_buf_free(&st->body);
     ferry_buf_free(&st->carry);
@@ -475,6 +486,7 @@ static bool insert_begin(ferry_http_req *req, req_state *st, rt_table *t)
     st->out->hold = st->hold;
     st->cur = rt_route_begin(r);
     st->mode = MODE_INSERT;
+    st->kind = RT_KIND_INSERT;
     pthread_mutex_lock(&r->mu);
     r->requests++;
     pthread_mutex_unlock(&r->mu);
@@ -652,6 +664,8 @@ static void on_headers(ferry_http_req *req, void *ctx)
         return;
     }
     st->r = r;
+    st->kind = RT_KIND_PASSTHROUGH;
+    st->t0 = mono_s();
     ferry_http_req_set_state(req, st);
     if (!(st->who = rt_authenticate(r, req))) {
         st->mode = MODE_DONE; /* answered: AUTHENTICATION_FAILED or a limit */
@@ -786,6 +800,11 @@ static void respond_insert(ferry_http_req *req, req_state *st)
         rt_out_shard *res = &st->out->shards[i];
         const char *nm = r->shards[i]->name;
         written += res->rows_written;
+        if (res->rows_written) {
+            pthread_mutex_lock(&r->metrics.mu);
+            r->metrics.rows_by_slot[i] += res->rows_written;
+            pthread_mutex_unlock(&r->metrics.mu);
+        }
         if (res->rows_written || res->failed)
             ferry_buf_printf(&shards, "%s%s", shards.len ? "," : "", nm);
         if (!res->failed)
@@ -865,8 +884,10 @@ static void on_complete(ferry_http_req *req, void *ctx)
          * lists). Everything else passing through needs an admin user. */
         bool may_pass = false;
         if (rt_select_route(st->r, req, st->who, st->query_in_url, st->body.data, st->body.len,
-                            &may_pass))
+                            &may_pass)) {
+            st->kind = RT_KIND_READ;
             return;
+        }
         if (!may_pass) {
             rt_respond_error(req, "ACCESS_DENIED",
                              "ferry router: user %s is bound to tenants and may only read "
@@ -902,6 +923,14 @@ static void on_ping(ferry_http_req *req, void *ctx)
 {
     (void)ctx;
     ferry_http_respond_text(req, 200, "Ok.\n");
+}
+
+/* GET /metrics: an admin user or the cluster's token (Prometheus: `authorization: {type:
+ * Bearer, credentials_file: ...}` with the router_token_file). */
+static void on_metrics(ferry_http_req *req, void *ctx)
+{
+    if (rt_auth_internal(ctx, req))
+        rt_on_metrics(req, ctx);
 }
 
 static void on_status(ferry_http_req *req, void *ctx)
@@ -1088,6 +1117,8 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
                           opt->listen || ferry_config_get(cfg, "router", NULL, "listen"), err);
     if (!rc)
         rc = rt_shards_init(r, err);
+    if (!rc && rt_metrics_init(r))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (rc)
         goto out;
     snprintf(r->catalog_url, sizeof r->catalog_url, "%s", catalog);
@@ -1118,6 +1149,7 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     ferry_http_route routes[] = {
         {"GET", "/ping", NULL, NULL, on_ping, NULL, r, 0},
         {"GET", "/ferry/router", NULL, NULL, on_status, NULL, r, 0},
+        {"GET", "/metrics", NULL, NULL, on_metrics, NULL, r, 0},
         {NULL, "/ferry/partial/", NULL, NULL, rt_partial_on_complete, NULL, r, 0},
         {NULL, "/", on_headers, on_body, on_complete, state_free, r, 0},
     };
@@ -1153,6 +1185,7 @@ void ferry_router_stop(ferry_router *r)
     rt_shards_free(r);
     rt_pending_free(r->pending);
     rt_auth_free(r);
+    rt_metrics_free(r);
     ferry_config_free(&r->cfg);
     ferry_catalog_close(r->watch_cat);
     ferry_catalog_close(r->check_cat);

@@ -312,23 +312,23 @@ static void test_throttle(void **state)
 static void test_rate(void **state)
 {
     (void)state;
-    ferry_rate r = {0};
+    ferry_bucket r = {0};
     uint64_t now = 5000;
     int ok = 0;
     for (int i = 0; i < 20; i++)
-        ok += ferry_rate_take(&r, 5, now);
+        ok += ferry_bucket_take(&r, 5, now);
     assert_int_equal(ok, 5); /* a one-second burst */
-    assert_false(ferry_rate_take(&r, 5, now + 100));
-    assert_true(ferry_rate_take(&r, 5, now + 200)); /* 200 ms at 5/s: one token */
-    assert_false(ferry_rate_take(&r, 5, now + 200));
+    assert_false(ferry_bucket_take(&r, 5, now + 100));
+    assert_true(ferry_bucket_take(&r, 5, now + 200)); /* 200 ms at 5/s: one token */
+    assert_false(ferry_bucket_take(&r, 5, now + 200));
     /* a long pause refills to the burst, not beyond */
     ok = 0;
     for (int i = 0; i < 20; i++)
-        ok += ferry_rate_take(&r, 5, now + 60000);
+        ok += ferry_bucket_take(&r, 5, now + 60000);
     assert_int_equal(ok, 5);
-    ferry_rate u = {0};
+    ferry_bucket u = {0};
     for (int i = 0; i < 1000; i++)
-        assert_true(ferry_rate_take(&u, 0, now));
+        assert_true(ferry_bucket_take(&u, 0, now));
 }
 
 int main(void)

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include <sqlite3.h>
+
 #include "catalog/catalog_int.h" /* raw documents: a catalog as an older ferry left it */
 #include "ferry/catalog.h"
 
@@ -1106,6 +1108,30 @@ static void test_unfinished_moves(void **state)
     ferry_catalog_close(c);
 }
 
+/* SQLite: WAL with synchronous = FULL, so a commit ferry was told about survives a power loss
+ * (NORMAL in WAL mode fsyncs only at checkpoints). */
+static void test_sqlite_durability(void **state)
+{
+    (void)state;
+    if (zk_base)
+        skip();
+    char url[512];
+    fresh_url(url, sizeof url, 0);
+    ferry_catalog *c = open_ok(url);
+    sqlite3 *db = cat_sqlite_handle(c);
+    assert_non_null(db);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA synchronous", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 2); /* 2 = FULL (1 = NORMAL) */
+    sqlite3_finalize(st);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    ferry_catalog_close(c);
+}
+
 int main(void)
 {
     zk_base = getenv("FERRY_TEST_CATALOG");
@@ -1130,6 +1156,7 @@ int main(void)
         cmocka_unit_test(test_restart_and_reload),
         cmocka_unit_test(test_routing_version),
         cmocka_unit_test(test_unfinished_moves),
+        cmocka_unit_test(test_sqlite_durability),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[512];

@@ -1,7 +1,8 @@
-/* A token bucket for per-user request rates (include/ferry/auth.h). Pure: time comes in. */
+/* A token bucket for per-user request rates (include/ferry/auth.h; not lib/util/rate.c, which
+ * paces bytes by waiting): refuses rather than waits. Pure: time comes in. */
 #include "ferry/auth.h"
 
-bool ferry_rate_take(ferry_rate *b, uint32_t rate, uint64_t now_ms)
+bool ferry_bucket_take(ferry_bucket *b, uint32_t rate, uint64_t now_ms)
 {
     if (!rate)
         return true;
