@@ -229,7 +229,10 @@ static lim_user *entry(rt_limits *l, const char *name)
     lim_user *u = calloc(1, sizeof *u);
     if (!u)
         return NULL;
-    snprintf(u->name, sizeof u->name, "%s", name);
+    /* user names are at most FERRY_NAME_MAX - 1 bytes (the catalog's key rule) */
+    size_t n = strnlen(name, sizeof u->name - 1);
+    memcpy(u->name, name, n);
+    u->name[n] = '\0';
     u->next = l->users;
     l->users = u;
     return u;
