@@ -130,7 +130,7 @@ expect_exit() {
     local got=$?
     set -e
     OUT=$(cat "$T/.out"); ERR=$(cat "$T/.err")
-    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want (stderr: $ERR)"
+    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want (stderr: $ERR) (stdout: $(tail -c 3000 "$T/.out"))"
 }
 
 # done_testing: prints the closing line CTest logs show.
