@@ -145,6 +145,10 @@ int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_e
 int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
 int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
 
+/* The HTTP status an operation's error answers with (server.c): 400 bad input, 404 not found,
+ * 409 conflict, 422 unsupported, 502 a server behind the agent, ... */
+unsigned agent_status_for(int code);
+
 /* JSON request fields: a required string (FERRY_EINVAL naming the field when missing). */
 int agent_req_str(json_t *req, const char *field, const char **out, ferry_err *err);
 /* Same, and it must be a safe path component. */
