@@ -6,10 +6,12 @@
  * object store by the tiering flow (one run per server, side by side), a 4th node added, the
  * rebalancing plan run by the move flow (several moves at a time), every tenant's rows and sums
  * checked against what was ingested, a table like the blog's, and the lab stopped.
- * Progress goes to stderr; the table (or with --json one JSON object) to stdout. */
+ * Progress goes to stderr; the table (or with --json one JSON object) to stdout; the components'
+ * own log lines to ferry.log in the lab's directory. */
 #define _DEFAULT_SOURCE
 #include <errno.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -51,7 +53,8 @@ const char cmd_demo_usage[] =
     "serves each slice, tiers the oldest C days into the object store, adds a 4th node,\n"
     "rebalances with the move flow, checks every tenant's row count and sums against what was\n"
     "ingested, prints what moved (real size vs bytes actually copied) and stops the lab.\n"
-    "Progress goes to stderr, the table (or with --json one JSON object) to stdout.\n"
+    "Progress goes to stderr, the table (or with --json one JSON object) to stdout, the\n"
+    "components' log lines to DIR/ferry.log (kept with --keep or when the demo fails).\n"
     "\n"
     "  --tenants N        tenants (default 200; 2..2000)\n"
     "  --days D           days of rows, ending yesterday (default 4; 2..30)\n"
@@ -123,6 +126,8 @@ typedef struct demo {
     size_t tiered, tier_failed;
     uint64_t tier_uploaded, tier_pointer_bytes;
     size_t moves_planned, moves_done, moves_failed, moved_tenants;
+    double *move_s;          /* each finished move's wall time, seconds (moves_done of them) */
+    int log_fd;              /* the components' log: DIR/ferry.log (-1: stderr) */
     uint64_t hot_bytes, hot_copied, cold_bytes, cold_copied;
     size_t hot_parts, cold_parts, cold_partitions_moved, hot_partitions_moved;
     double rebalance_s;
@@ -634,9 +639,11 @@ static void *move_worker(void *arg)
         memset(&res, 0, sizeof res);
         char id[64];
         bool resumed;
+        double t0 = elapsed(d);
         int rc = ferry_move_begin(m->mo, pm->tenant, pm->split, pm->to, id, &resumed, &err);
         if (!rc)
             rc = ferry_move_run(m->mo, id, &res, &err);
+        double took = elapsed(d) - t0;
         pthread_mutex_lock(&m->lock);
         m->finished++;
         if (rc) {
@@ -648,7 +655,7 @@ static void *move_worker(void *arg)
                                  pm->from, pm->to);
             }
         } else {
-            d->moves_done++;
+            d->move_s[d->moves_done++] = took;
             d->hot_bytes += res.hot_bytes;
             d->hot_copied += res.hot_copied;
             d->cold_bytes += res.cold_bytes;
@@ -696,6 +703,11 @@ static int rebalance(demo *d, ferry_err *err)
     if (rc)
         goto out;
     d->moves_planned = plan.n_moves;
+    free(d->move_s);
+    if (!(d->move_s = calloc(plan.n_moves + 1, sizeof *d->move_s))) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
     progress(d, "rebalance: the plan moves %zu of %zu slices to their new shard, %u at a time",
              plan.n_moves, plan.slices, d->o.parallel);
     struct timespec t0, t1;
@@ -782,6 +794,22 @@ static int verify(demo *d, ferry_err *err)
 
 /* ---- output ------------------------------------------------------------------------------- */
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The p-th percentile (nearest rank) of v[0..n) (sorted in place); 0 when n is 0. */
+static double percentile(double *v, size_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_double);
+    size_t rank = (size_t)ceil(p / 100.0 * (double)n);
+    return v[rank ? rank - 1 : 0];
+}
+
 static json_t *result_json(const demo *d, double wall)
 {
     json_t *o = json_object();
@@ -808,6 +836,10 @@ static json_t *result_json(const demo *d, double wall)
     json_object_set_new(o, "hot_bytes", json_integer((json_int_t)d->hot_bytes));
     json_object_set_new(o, "hot_copied_bytes", json_integer((json_int_t)d->hot_copied));
     json_object_set_new(o, "rebalance_seconds", json_real(round(d->rebalance_s * 10) / 10));
+    json_object_set_new(o, "move_wall_p50_seconds",
+                        json_real(round(percentile(d->move_s, d->moves_done, 50) * 100) / 100));
+    json_object_set_new(o, "move_wall_p99_seconds",
+                        json_real(round(percentile(d->move_s, d->moves_done, 99) * 100) / 100));
     json_object_set_new(o, "verify_failures", json_integer((json_int_t)d->verify_failures));
     if (d->verify_failures)
         json_object_set_new(o, "first_verify_failure", json_string(d->first_failure));
@@ -924,6 +956,13 @@ static int run(demo *d)
     if (realpath(d->dir, real))
         snprintf(d->dir, sizeof d->dir, "%s", real);
     snprintf(d->conf, sizeof d->conf, "%s/ferry.conf", d->dir);
+    /* the components' own log lines (lab, tiering, moves, agents' clients) go to a file in the
+     * lab's directory: the console keeps the progress lines and the result */
+    char logpath[4200];
+    snprintf(logpath, sizeof logpath, "%s/ferry.log", d->dir);
+    d->log_fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (d->log_fd >= 0)
+        ferry_log_set_fd(d->log_fd);
     if ((rc = build_model(d, &err)))
         goto out;
 
@@ -998,8 +1037,9 @@ static int run(demo *d)
 out:
     if (rc) {
         cli_fail("demo", &err);
-        if (d->lab_started)
-            fprintf(stderr, "ferry demo: the lab's logs are in %s (node*/node.log)\n", d->dir);
+        if (d->lab_started || d->log_fd >= 0)
+            fprintf(stderr, "ferry demo: the logs are in %s (ferry.log, node*/node.log)\n",
+                    d->dir);
     }
     double wall = elapsed(d);
     if (!rc) {
@@ -1032,6 +1072,11 @@ out:
             rc = rc ? rc : derr.code;
         }
     }
+    if (d->log_fd >= 0) {
+        ferry_log_set_fd(2);
+        close(d->log_fd);
+        d->log_fd = -1;
+    }
     if (d->made_dir && !rc)
         nftw(d->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     else if (d->made_dir)
@@ -1042,6 +1087,7 @@ out:
     json_decref(d->tier_step_ms);
     free(d->tenants);
     free(d->slices);
+    free(d->move_s);
     if (!rc && d->verify_failures)
         return 1;
     return rc ? 1 : 0;
@@ -1075,6 +1121,7 @@ int cmd_demo(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     demo d;
     memset(&d, 0, sizeof d);
+    d.log_fd = -1;
     d.o.tenants = 200;
     d.o.days = 4;
     d.o.parallel = 8;
