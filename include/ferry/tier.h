@@ -92,6 +92,8 @@ typedef struct ferry_tier_options {
  *    "bytes_uploaded":N, "files_uploaded":N, "pointer_bytes":N, "pointer_files":N,
  *    "step_ms":{"FREEZE":ms,...}, "wall_ms":ms, "load_sql_ms":ms (the ATTACH in staging and the
  *    swap statements alone), "fingerprint_ms":ms (verification queries that read rows),
+ *    "upload_check_ms":ms (the agents' time checking uploads against checksums.txt, summed over
+ *    parts uploaded side by side),
  *    "waves":N, "statements":N, "agent_requests":N, "catalog_writes":N,
  *    "jobs":[{"id","server","table","partition_id","tenant","day","state","swap","rows",
  *             "hot_parts","bytes_uploaded","pointer_bytes","resumed","wave","verified_by",

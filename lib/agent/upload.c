@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ferry/checksums.h"
@@ -113,6 +114,13 @@ static int existing_is_same(ferry_objstore *st, const char *key, int fd, uint64_
         rc = ferry_err_set(err, rc, "reading %s to compare: %s", key, gerr.msg);
     free(c);
     return rc;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* What reading one file before its upload showed. */
@@ -241,6 +249,7 @@ static int upload_part(agent_env *env, upload_env *u, const char *freeze, const 
     json_t *objs = json_array();
     uint64_t uploaded = 0, skipped = 0, bytes = 0;
     bool have_sums = false, verified = true;
+    double check_ms = 0; /* reading and hashing the files: the upload's share of verification */
     int rc = objs ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (rc || (rc = ferry_agent_part_partition_id(part, pid, sizeof pid, err)) ||
         (rc = agent_find_frozen_part(env, u->dirs, u->ndirs, freeze, part, &dir, &disk, err)))
@@ -291,7 +300,9 @@ static int upload_part(agent_env *env, upload_env *u, const char *freeze, const 
         if (have_sums && !e && !ferry_checksums_unlisted_file_ok(files[i].name))
             verified = false; /* a file ClickHouse should have listed: let the caller read rows */
         file_check fc;
+        double t0 = now_ms();
         rc = check_file(env, fd, part, files[i].name, files[i].size, e, &fc, err);
+        check_ms += now_ms() - t0;
         /* An object already at the key is never replaced: the same bytes (a retried upload)
          * count as uploaded, other bytes are an error. The store refuses the replacement
          * itself (conditional put); the check first also covers stores that ignore it. */
@@ -346,6 +357,8 @@ static int upload_part(agent_env *env, upload_env *u, const char *freeze, const 
                       (json_int_t)uploaded, "skipped", (json_int_t)skipped, "bytes_uploaded",
                       (json_int_t)bytes, "verified", have_sums && verified, "rows",
                       count_rows(dir));
+    if (*resp)
+        json_object_set_new(*resp, "check_ms", json_real(check_ms));
     if (!*resp)
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
 out:

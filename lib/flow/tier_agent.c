@@ -363,6 +363,7 @@ static void upload_done(tier_ctx *ctx, part_task *t, json_t *a)
     (void)ctx;
     t->job->bytes_uploaded += (uint64_t)json_integer_value(json_object_get(a, "bytes_uploaded"));
     t->job->files_uploaded += (uint64_t)json_integer_value(json_object_get(a, "uploaded"));
+    t->job->check_ms += json_number_value(json_object_get(a, "check_ms"));
     json_object_set(t->job->objects, t->part, a);
 }
 

@@ -112,6 +112,7 @@ typedef struct tier_job {
     int rc;                /* this run's failure (0: none) */
     ferry_err err;
     uint64_t bytes_uploaded, files_uploaded, pointer_bytes, pointer_files;
+    double check_ms;       /* the agent's time checking its uploads against checksums.txt */
     double step_ms[FERRY_TIER_STATE_COUNT]; /* its share of its wave's step times */
 } tier_job;
 

@@ -170,6 +170,7 @@ typedef struct run_totals {
     ferry_err first_err;
     json_int_t tiered, resumed, failed;
     uint64_t bytes, files, pbytes, pfiles;
+    double check_ms;
 } run_totals;
 
 static void note_failure(run_totals *t, int rc, const ferry_err *err)
@@ -214,6 +215,7 @@ static void run_jobs(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
             t->files += job->files_uploaded;
             t->pbytes += job->pointer_bytes;
             t->pfiles += job->pointer_files;
+            t->check_ms += job->check_ms;
             json_array_append_new(json_object_get(ctx->report, "jobs"),
                                   job_summary(job, ctx->waves, job->rc, &job->err));
         }
@@ -725,6 +727,7 @@ int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *er
     json_object_set_new(ctx.report, "step_ms", steps);
     json_object_set_new(ctx.report, "load_sql_ms", json_real(ctx.load_ms));
     json_object_set_new(ctx.report, "fingerprint_ms", json_real(ctx.fingerprint_ms));
+    json_object_set_new(ctx.report, "upload_check_ms", json_real(t.check_ms));
     unsigned long statements = 0, agent_requests = 0;
     for (size_t i = 0; i < ctx.n_servers; i++) {
         statements += ctx.servers[i].conn.n_sql;
