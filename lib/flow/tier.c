@@ -18,9 +18,10 @@
  *             against the part's checksums.txt (`hashed`); files already there with the same
  *             bytes are skipped.
  *   POINTERS  the pinned pointer format checked against the server; the staging table created
- *             (CREATE TABLE IF NOT EXISTS ... AS the table: same structure and storage policy);
- *             one pointer part per frozen hot part written into staging's detached/ on the cold
- *             disk (the agent checks every object first).
+ *             (CREATE TABLE IF NOT EXISTS ... AS the table: same structure and storage policy)
+ *             and its merges stopped too (a merge there would change the parts' hashes before
+ *             the swap); one pointer part per frozen hot part written into staging's detached/
+ *             on the cold disk (the agent checks every object first).
  *   ATTACH    ATTACH PARTITION in staging for every partition of the wave that staging does not
  *             hold yet (one ALTER); staging must hold what was frozen: with `hashed`, the same
  *             multiset of (hash_of_all_files, rows) as the frozen hot parts (the pointer part's
@@ -31,7 +32,9 @@
  *             partition holds exactly the frozen hot parts (atomic for readers); otherwise (cold
  *             parts from an earlier run, or rows that arrived since the freeze) ATTACH PARTITION
  *             ... FROM staging and DETACH PART of each frozen hot part, which never replaces the
- *             cold parts or the new rows. The choices and the highest block numbers before the
+ *             cold parts or the new rows. Before a swap is chosen, staging must still hold what
+ *             ATTACH checked (with part hashes: the same digest; a restarted server may have
+ *             merged there). The choices and the highest block numbers before the
  *             swap are journaled first (one batch); a resumed swap looks at which parts are
  *             active to finish it. When the ALTER fails, each job's swap is looked at and run
  *             again on its own, so one bad partition holds up only itself.
@@ -371,6 +374,19 @@ int tier_merges(tier_wave *w, bool start, ferry_err *err)
     ferry_buf_puts(&sql, start ? "SYSTEM START MERGES " : "SYSTEM STOP MERGES ");
     tier_qualified(&sql, w->db, w->table);
     int rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
+    /* staging's too, once it exists: a merge of pointer parts there between ATTACH's check and
+     * the swap would swap in a part of other hashes (same rows), which VERIFY refuses */
+    char policy[FERRY_NAME_MAX];
+    bool exists = false, remote = false;
+    if (!rc)
+        rc = tier_table_policy(w->srv, w->db, w->staging, &exists, policy, sizeof policy, &remote,
+                               err);
+    if (!rc && exists) {
+        ferry_buf_reset(&sql);
+        ferry_buf_puts(&sql, start ? "SYSTEM START MERGES " : "SYSTEM STOP MERGES ");
+        tier_qualified(&sql, w->db, w->staging);
+        rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
+    }
     ferry_buf_free(&sql);
     return rc;
 }

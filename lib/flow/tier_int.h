@@ -171,7 +171,7 @@ int tier_journal_detail(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_
 /* Whether a job of the wave other than js[0..n) still needs the table's merges stopped: it is
  * unfinished in FREEZE..REPLACE, so its frozen parts must not be merged away. */
 bool tier_wave_needs_stop(const tier_wave *w, tier_job *const *js, size_t n);
-/* SYSTEM START / STOP MERGES on the wave's table. */
+/* SYSTEM START / STOP MERGES on the wave's table, and on its staging table when it exists. */
 int tier_merges(tier_wave *w, bool start, ferry_err *err);
 
 /* Runs every job of the wave from its journaled state to DONE or FAILED, the lowest state

@@ -297,6 +297,7 @@ int tier_step_pointers(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, fer
 {
     int rc;
     if ((rc = tier_server_check(ctx, w->srv, err)) || (rc = ensure_staging(w, err)) ||
+        (rc = tier_merges(w, false, err)) || /* staging's parts stay as attached until the swap */
         /* the objects of parts uploaded by another process (a resumed job): the agent finds
          * them uploaded and uploads nothing */
         (rc = tier_agent_upload(ctx, w, js, n, false, err)) ||
@@ -408,8 +409,10 @@ int tier_step_attach(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     mv_slice stg = {0}, live = {0};
     tier_job **need = calloc(n + 1, sizeof *need);
     size_t nn = 0;
-    int rc = need ? tier_list(w, w->staging, js, n, true, &stg, err)
+    int rc = need ? tier_merges(w, false, err) /* again: a resumed job's server may have restarted */
                   : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc)
+        rc = tier_list(w, w->staging, js, n, true, &stg, err);
     for (size_t i = 0; !rc && i < n; i++)
         if (mv_slice_parts(&stg, js[i]->pid).n == 0)
             need[nn++] = js[i]; /* skipped when staging holds the partition (a resumed ATTACH) */
@@ -452,7 +455,7 @@ out:
 enum swap_need { SWAP_DONE, SWAP_DETACH_REST, SWAP_CHOOSE, SWAP_FAILED };
 
 static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *live,
-                                ferry_buf *cmds, size_t *ncmds)
+                                const mv_slice *stg, ferry_buf *cmds, size_t *ncmds)
 {
     json_t *hot = json_object_get(job->data, "hot");
     mv_parts ps = mv_slice_parts(live, job->pid);
@@ -508,7 +511,31 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
                  json_array_size(hot), w->db, w->table, job->pid);
         return SWAP_FAILED;
     }
-    /* Nothing swapped yet: choose (journaled by the caller before the statement runs). */
+    /* Nothing swapped yet. Staging must still hold what ATTACH checked (its merges are stopped,
+     * but a server restart starts them again): with part hashes, the same digest. */
+    json_t *fpj = json_object_get(job->data, "fp");
+    if (!strcmp(json_string_value(json_object_get(fpj, "by")) ?: "", "parts")) {
+        mv_parts sg = mv_slice_parts(stg, job->pid);
+        const mv_part **a = calloc(sg.n + 1, sizeof *a);
+        ferry_fingerprint want, got;
+        char why[256];
+        if (!a) {
+            fail_job(job, FERRY_ENOMEM, "out of memory");
+            return SWAP_FAILED;
+        }
+        parts_digest(a, pick(&sg, NULL, a), &got);
+        free(a);
+        fp_from_json(fpj, &want);
+        if (!ferry_fingerprint_same(&want, &got, why, sizeof why)) {
+            json_object_set_new(job->data, "swapped", json_false());
+            fail_job(job, FERRY_EINVAL, "%s: staging's parts of %s.%s partition %s changed "
+                     "since ATTACH checked them (%s: merged?); nothing was swapped, the next run "
+                     "tiers the partition again", w->srv->shard.name, w->db, w->table, job->pid,
+                     why);
+            return SWAP_FAILED;
+        }
+    }
+    /* Choose (journaled by the caller before the statement runs). */
     const char *mode = others == 0 ? "replace" : "attach";
     json_object_set_new(job->data, "swap", json_string(mode));
     json_object_set_new(job->data, "max_block", json_integer((json_int_t)max_block));
@@ -536,14 +563,16 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
  * on its own (the commands of an ALTER commit one by one, so some may have run). */
 static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
 {
-    mv_slice live = {0};
+    mv_slice live = {0}, stg = {0};
     ferry_buf cmds = FERRY_BUF_INIT, sql = FERRY_BUF_INIT;
     size_t ncmds = 0, nchosen = 0;
     tier_job **chosen = calloc(n + 1, sizeof *chosen);
     int rc = chosen ? tier_list(w, w->table, js, n, true, &live, err)
                     : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc)
+        rc = tier_list(w, w->staging, js, n, true, &stg, err);
     for (size_t i = 0; !rc && i < n; i++)
-        if (!js[i]->rc && swap_look(w, js[i], &live, &cmds, &ncmds) == SWAP_CHOOSE)
+        if (!js[i]->rc && swap_look(w, js[i], &live, &stg, &cmds, &ncmds) == SWAP_CHOOSE)
             chosen[nchosen++] = js[i];
     if (rc || (rc = tier_journal_detail(ctx, chosen, nchosen, FERRY_TIER_REPLACE, err)))
         goto out;
@@ -572,6 +601,7 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     }
 out:
     mv_slice_free(&live);
+    mv_slice_free(&stg);
     ferry_buf_free(&cmds);
     ferry_buf_free(&sql);
     free(chosen);

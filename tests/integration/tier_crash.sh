@@ -4,7 +4,8 @@
 # row doubled or lost, no detached, shadow or temporary folder left, merges running again, and
 # every object in the store recorded in the catalog. The same for the late-rows swap (ATTACH FROM
 # + DETACH PART) crashed in the middle, for a wave of three partitions crashed at points of the
-# wave, and for a wave whose swap ran for one of its partitions only.
+# wave, for a wave whose swap ran for one of its partitions only, and for pointer parts merged in
+# staging before the swap.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/tier.sh"
@@ -103,5 +104,33 @@ tier_merges_on "$U" "$HOTPID"
 assert_eq "$(tier_local_keys "$L")" "$(tier_catalog_keys "$C")" "partial swap: every object recorded"
 assert_eq 0 "$(curl -sS "$U/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete"
 ok "a wave's swap that ran for one partition of three: finished per partition, nothing doubled or lost"
+
+# staging merged between ATTACH's check and the swap (ferry stops merges there, a server restart
+# starts them again): the pointer parts' hashes changed, so the swap is refused and the job
+# rolled back; the partition is then tiered afresh
+k=60
+for b in 0 1; do
+    chq "$U" "INSERT INTO events SELECT $k, toYYYYMMDD($TODAY - 5), 0, toDateTime($TODAY - 5) + number,
+        number % 977, number + $b * 1000000 FROM numbers(20000)" >/dev/null
+done
+want=$(tier_fp "$U" "tenant = $k")
+pid=$(chq "$U" "SELECT DISTINCT partition_id FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '$k-%'")
+expect_exit 137 env FERRY_TEST_CRASH_AFTER=REPLACE "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant $k
+assert_eq 2 "$(chq "$U" "SELECT count() FROM system.parts WHERE active AND table = 'events_ferry_staging' AND partition_id = '$pid'")" "two pointer parts in staging"
+chq "$U" "SYSTEM START MERGES events_ferry_staging" >/dev/null
+chq "$U" "OPTIMIZE TABLE events_ferry_staging PARTITION ID '$pid' FINAL" >/dev/null
+assert_eq 1 "$(chq "$U" "SELECT count() FROM system.parts WHERE active AND table = 'events_ferry_staging' AND partition_id = '$pid'")" "merged in staging"
+# the resumed job fails and is rolled back; the same run then finds the partition hot and due,
+# and tiers it afresh (a new job for it, a new freeze)
+expect_exit 1 "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant $k --json
+assert_contains "$(jq -r '.jobs[0].error' <<<"$OUT")" "changed since ATTACH" "the swap is refused"
+assert_eq "FAILED DONE" "$(jq -r '[.jobs[].state] | join(" ")' <<<"$OUT")" "rolled back, then tiered afresh"
+assert_eq 1 "$(jq .partitions_tiered <<<"$OUT")" "tiered by the run that refused the swap"
+assert_eq cold "$(chq "$U" "SELECT arrayStringConcat(groupUniqArray(disk_name), ',') FROM system.parts WHERE active AND table = 'events' AND partition_id = '$pid'")" "cold"
+assert_eq "$want" "$(tier_fp "$U" "tenant = $k")" "same data"
+tier_leftovers "$L" node1
+tier_merges_on "$U" "$HOTPID"
+assert_eq 0 "$(curl -sS "$U/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete"
+ok "a merge in staging before the swap: refused by the part digest, rolled back, tiered afresh"
 
 done_testing
