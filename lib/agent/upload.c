@@ -227,6 +227,9 @@ static json_t *count_rows(const char *dir)
     return r ? r : json_null();
 }
 
+/* Files uploaded together (ferry_objstore_put_fds): each holds a descriptor until its put. */
+#define UPLOAD_BATCH 64
+
 typedef struct upload_env {
     const char *db, *table;
     agent_table_dir *dirs;
@@ -234,6 +237,126 @@ typedef struct upload_env {
     ferry_objstore *up;  /* uploader role: puts */
     ferry_objstore *chk; /* clickhouse role: existence checks (NULL without read credentials) */
 } upload_env;
+
+/* One file of a batch on its way to the store. */
+typedef struct up_file {
+    ferry_buf key;
+    int fd;
+    bool skip; /* already there with these bytes */
+    file_check fc;
+} up_file;
+
+/* Uploads files[0..n) of the frozen part in folder dir: each read and checked first (against
+ * sums when set: a listed file must match it), looked up in the store (an object already there
+ * with the same bytes is skipped, one with other bytes is a conflict), then the rest put together
+ * (ferry_objstore_put_fds), a put refused because the key appeared meanwhile compared the same
+ * way. Appends each file's object to objs in order and adds to the counters. */
+static int upload_batch(agent_env *env, upload_env *u, const char *dir, const char *freeze,
+                        const char *part, const char *pid, const ferry_checksums *sums,
+                        const agent_file *files, size_t n, json_t *objs, bool *verified,
+                        double *check_ms, uint64_t *uploaded, uint64_t *skipped,
+                        uint64_t *bytes, ferry_err *err)
+{
+    up_file *f = calloc(n, sizeof *f);
+    const char **keys = calloc(n, sizeof *keys);
+    int *fds = calloc(n, sizeof *fds), *rcs = calloc(n, sizeof *rcs);
+    size_t np = 0;
+    int rc = f && keys && fds && rcs ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; f && i < n; i++)
+        f[i].fd = -1; /* keys: calloc'ed, empty buffers */
+    for (size_t i = 0; rc == FERRY_OK && i < n; i++) {
+        if ((rc = ferry_agent_object_key(env->store.prefix, u->db, u->table, pid, freeze, part,
+                                         files[i].name, &f[i].key, err)))
+            break;
+        char fp[4700];
+        if ((size_t)snprintf(fp, sizeof fp, "%s/%s", dir, files[i].name) >= sizeof fp) {
+            rc = ferry_err_set(err, FERRY_EIO, "%s/%s: the path is too long", dir,
+                               files[i].name);
+            break;
+        }
+        if ((f[i].fd = open(fp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+            rc = ferry_err_set(err, FERRY_EIO, "%s: %s", fp, strerror(errno));
+            break;
+        }
+        /* The bytes are checked before they go: a listed file against checksums.txt, so the
+         * object holds what the part's checksums say (the caller's verification compares part
+         * hashes, which cover those checksums, instead of reading rows back). */
+        const ferry_checksum_entry *e = sums ? ferry_checksums_find(sums, files[i].name) : NULL;
+        if (sums && !e && !ferry_checksums_unlisted_file_ok(files[i].name))
+            *verified = false; /* a file ClickHouse should have listed: let the caller read rows */
+        double t0 = now_ms();
+        rc = check_file(env, f[i].fd, part, files[i].name, files[i].size, e, &f[i].fc, err);
+        *check_ms += now_ms() - t0;
+        /* An object already at the key is never replaced: the same bytes (a retried upload)
+         * count as uploaded, other bytes are an error. The store refuses the replacement
+         * itself (conditional put); the check first also covers stores that ignore it. */
+        if (rc == FERRY_OK && u->chk) {
+            ferry_object_info info = {0};
+            ferry_err herr = {0};
+            const char *key = ferry_buf_cstr(&f[i].key);
+            int hr = ferry_objstore_head(u->chk, key, &info, &herr);
+            if (hr == FERRY_OK)
+                rc = existing_is_same(u->chk, key, f[i].fd, files[i].size, err);
+            else if (hr != FERRY_ENOTFOUND)
+                rc = ferry_err_set(err, hr, "checking %s: %s", key, herr.msg);
+            f[i].skip = hr == FERRY_OK && rc == FERRY_OK;
+        }
+        if (rc == FERRY_OK && !f[i].skip) {
+            keys[np] = ferry_buf_cstr(&f[i].key);
+            fds[np++] = f[i].fd;
+        }
+        if (rc)
+            ferry_err_prefix(err, "uploading %s: ", files[i].name);
+    }
+    if (rc == FERRY_OK && np) {
+        ferry_err perr = {0};
+        ferry_objstore_put_fds(u->up, keys, fds, np, rcs, &perr);
+        for (size_t i = 0, k = 0; rc == FERRY_OK && i < n; i++) {
+            if (f[i].skip)
+                continue;
+            int prc = rcs[k++];
+            if (prc == FERRY_ECONFLICT && u->chk) {
+                /* created since the check (another agent uploading the same part) */
+                prc = existing_is_same(u->chk, ferry_buf_cstr(&f[i].key), f[i].fd, files[i].size,
+                                       err);
+                f[i].skip = prc == FERRY_OK;
+            } else if (prc) {
+                ferry_err_set(err, prc, "%s", perr.msg);
+            }
+            if (prc)
+                rc = ferry_err_prefix(err, "uploading %s: ", files[i].name);
+        }
+    }
+    for (size_t i = 0; rc == FERRY_OK && i < n; i++) {
+        if (f[i].skip) {
+            (*skipped)++;
+        } else {
+            (*uploaded)++;
+            *bytes += files[i].size;
+        }
+        char *chkey = agent_store_ch_key(&env->store, ferry_buf_cstr(&f[i].key));
+        json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:b}", "file", files[i].name, "key",
+                              ferry_buf_cstr(&f[i].key), "clickhouse_key", chkey ? chkey : "",
+                              "size", (json_int_t)files[i].size, "uploaded", !f[i].skip);
+        free(chkey);
+        if (o && f[i].fc.listed)
+            json_object_set_new(o, "file_hash", json_string(f[i].fc.file_hash));
+        if (o && f[i].fc.small)
+            json_object_set_new(o, "sha256", json_string(f[i].fc.sha256));
+        if (!o || json_array_append_new(objs, o))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; f && i < n; i++) {
+        if (f[i].fd >= 0)
+            close(f[i].fd);
+        ferry_buf_free(&f[i].key);
+    }
+    free(f);
+    free(keys);
+    free(fds);
+    free(rcs);
+    return rc;
+}
 
 /* Uploads one frozen part (docs/agent.md, "upload"); *resp is its answer. */
 static int upload_part(agent_env *env, upload_env *u, const char *freeze, const char *part,
@@ -244,7 +367,6 @@ static int upload_part(agent_env *env, upload_env *u, const char *freeze, const 
     agent_file *files = NULL;
     char *dir = NULL;
     const agent_disk *disk = NULL;
-    ferry_buf key = FERRY_BUF_INIT;
     ferry_checksums sums = {0};
     json_t *objs = json_array();
     uint64_t uploaded = 0, skipped = 0, bytes = 0;
@@ -276,81 +398,13 @@ static int upload_part(agent_env *env, upload_env *u, const char *freeze, const 
             goto out;
         }
     }
-    for (size_t i = 0; i < nf; i++) {
-        ferry_buf_reset(&key);
-        if ((rc = ferry_agent_object_key(env->store.prefix, u->db, u->table, pid, freeze, part,
-                                         files[i].name, &key, err)))
-            goto out;
-        char fp[4700];
-        if ((size_t)snprintf(fp, sizeof fp, "%s/%s", dir, files[i].name) >= sizeof fp) {
-            rc = ferry_err_set(err, FERRY_EIO, "%s/%s: the path is too long", dir,
-                               files[i].name);
-            goto out;
-        }
-        int fd = open(fp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-            rc = ferry_err_set(err, FERRY_EIO, "%s: %s", fp, strerror(errno));
-            goto out;
-        }
-        /* The bytes are checked before they go: a listed file against checksums.txt, so the
-         * object holds what the part's checksums say (the caller's verification compares part
-         * hashes, which cover those checksums, instead of reading rows back). */
-        const ferry_checksum_entry *e = have_sums ? ferry_checksums_find(&sums, files[i].name)
-                                                  : NULL;
-        if (have_sums && !e && !ferry_checksums_unlisted_file_ok(files[i].name))
-            verified = false; /* a file ClickHouse should have listed: let the caller read rows */
-        file_check fc;
-        double t0 = now_ms();
-        rc = check_file(env, fd, part, files[i].name, files[i].size, e, &fc, err);
-        check_ms += now_ms() - t0;
-        /* An object already at the key is never replaced: the same bytes (a retried upload)
-         * count as uploaded, other bytes are an error. The store refuses the replacement
-         * itself (conditional put); the check first also covers stores that ignore it. */
-        bool skip = false;
-        if (rc == FERRY_OK && u->chk) {
-            ferry_object_info info = {0};
-            ferry_err herr = {0};
-            int hr = ferry_objstore_head(u->chk, ferry_buf_cstr(&key), &info, &herr);
-            if (hr == FERRY_OK)
-                rc = existing_is_same(u->chk, ferry_buf_cstr(&key), fd, files[i].size, err);
-            else if (hr != FERRY_ENOTFOUND)
-                rc = ferry_err_set(err, hr, "checking %s: %s", ferry_buf_cstr(&key), herr.msg);
-            skip = hr == FERRY_OK && rc == FERRY_OK;
-        }
-        if (rc == FERRY_OK && !skip) {
-            rc = ferry_objstore_put_fd(u->up, ferry_buf_cstr(&key), fd, err);
-            if (rc == FERRY_ECONFLICT && u->chk) {
-                /* created since the check (another agent uploading the same part) */
-                ferry_err_clear(err);
-                rc = existing_is_same(u->chk, ferry_buf_cstr(&key), fd, files[i].size, err);
-                skip = rc == FERRY_OK;
-            }
-        }
-        close(fd);
-        if (rc) {
-            ferry_err_prefix(err, "uploading %s: ", files[i].name);
-            goto out;
-        }
-        if (!skip) {
-            uploaded++;
-            bytes += files[i].size;
-        } else {
-            skipped++;
-        }
-        char *chkey = agent_store_ch_key(&env->store, ferry_buf_cstr(&key));
-        json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:b}", "file", files[i].name, "key",
-                              ferry_buf_cstr(&key), "clickhouse_key", chkey ? chkey : "",
-                              "size", (json_int_t)files[i].size, "uploaded", !skip);
-        free(chkey);
-        if (o && fc.listed)
-            json_object_set_new(o, "file_hash", json_string(fc.file_hash));
-        if (o && fc.small)
-            json_object_set_new(o, "sha256", json_string(fc.sha256));
-        if (!o || json_array_append_new(objs, o)) {
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            goto out;
-        }
+    for (size_t at = 0; at < nf && rc == FERRY_OK; at += UPLOAD_BATCH) {
+        size_t k = nf - at < UPLOAD_BATCH ? nf - at : UPLOAD_BATCH;
+        rc = upload_batch(env, u, dir, freeze, part, pid, have_sums ? &sums : NULL, files + at,
+                          k, objs, &verified, &check_ms, &uploaded, &skipped, &bytes, err);
     }
+    if (rc)
+        goto out;
     *resp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:I, s:I, s:I, s:b, s:o}", "database",
                       u->db, "table", u->table, "freeze", freeze, "part", part, "partition_id",
                       pid, "store", ferry_objstore_describe(u->up), "objects", objs, "uploaded",
@@ -364,7 +418,6 @@ static int upload_part(agent_env *env, upload_env *u, const char *freeze, const 
 out:
     json_decref(objs);
     ferry_checksums_free(&sums);
-    ferry_buf_free(&key);
     agent_files_free(files, nf);
     free(dir);
     return rc;
@@ -463,23 +516,44 @@ typedef struct pointers_env {
     ferry_objstore *chk;        /* clickhouse role: HEAD of every object */
 } pointers_env;
 
-/* Writes one pointer part (docs/agent.md, "write-pointers"); *resp is its answer. */
-static int write_pointer_part(agent_env *env, pointers_env *w, const char *part, json_t *objs,
-                              json_t **resp, ferry_err *err)
+/* One pointer part of a write-pointers request, from its write to its placing. */
+typedef struct pointer_job {
+    const char *part;
+    json_t *objs;
+    char *detached, *tmp; /* owned */
+    int tmpfd;
+    unsigned status; /* the HTTP status of its failure, when set by the step that failed */
+} pointer_job;
+
+static void pointer_job_free(pointer_job *j)
+{
+    if (j->tmpfd >= 0)
+        close(j->tmpfd);
+    if (j->tmp) {
+        ferry_err ignored = {0};
+        agent_rmtree(j->tmp, &ignored);
+    }
+    free(j->tmp);
+    free(j->detached);
+    j->tmp = j->detached = NULL;
+    j->tmpfd = -1;
+}
+
+/* The first half of writing a pointer part (docs/agent.md, "write-pointers"): every object
+ * checked with a HEAD, then the pointer files written into a fresh temporary folder under
+ * detached/, their writeback started but not waited for (pointer_place syncs them). */
+static int pointer_write(agent_env *env, pointers_env *w, pointer_job *j, ferry_err *err)
 {
     char pid[256];
-    char *detached = NULL, *tmp = NULL, *final = NULL;
-    int tmpfd = -1;
-    bool existing = false;
     ferry_buf text = FERRY_BUF_INIT;
     size_t i;
     json_t *o;
     int rc;
-    if ((rc = ferry_agent_part_partition_id(part, pid, sizeof pid, err)) ||
-        (rc = check_objects(objs, err)))
+    if ((rc = ferry_agent_part_partition_id(j->part, pid, sizeof pid, err)) ||
+        (rc = check_objects(j->objs, err)))
         goto out;
     /* Every object must exist with its size before ClickHouse is shown the part. */
-    json_array_foreach(objs, i, o) {
+    json_array_foreach(j->objs, i, o) {
         const char *key = json_string_value(json_object_get(o, "key"));
         uint64_t size = (uint64_t)json_integer_value(json_object_get(o, "size"));
         ferry_object_info info = {0};
@@ -503,14 +577,14 @@ static int write_pointer_part(agent_env *env, pointers_env *w, const char *part,
             goto out;
         }
     }
-    if ((rc = agent_make_tmp(env, w->td, &detached, &tmp, err)))
+    if ((rc = agent_make_tmp(env, w->td, &j->detached, &j->tmp, err)))
         goto out;
-    tmpfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (tmpfd < 0) {
-        rc = ferry_err_set(err, FERRY_EIO, "%s: %s", tmp, strerror(errno));
+    j->tmpfd = open(j->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (j->tmpfd < 0) {
+        rc = ferry_err_set(err, FERRY_EIO, "%s: %s", j->tmp, strerror(errno));
         goto out;
     }
-    json_array_foreach(objs, i, o) {
+    json_array_foreach(j->objs, i, o) {
         const char *file = json_string_value(json_object_get(o, "file"));
         char *chkey = agent_store_ch_key(&env->store,
                                          json_string_value(json_object_get(o, "key")));
@@ -526,32 +600,38 @@ static int write_pointer_part(agent_env *env, pointers_env *w, const char *part,
             rc = ferry_pointer_serialize(&pt, w->version, env->store.disk_key_prefix, &text, err);
         ferry_pointer_free(&pt);
         free(chkey);
-        if (rc == FERRY_OK && (rc = agent_write_file_at(tmpfd, file, text.data, text.len, err)))
+        if (rc == FERRY_OK &&
+            (rc = agent_write_file_nosync_at(j->tmpfd, file, text.data, text.len, err)))
             agent_note_errno(env, errno);
         if (rc)
             goto out;
     }
-    if ((rc = agent_place_tmp(env, detached, tmp, part, &final, &existing, err)))
-        goto out;
-    free(tmp);
-    tmp = NULL;
-    *resp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:i, s:i}", "database", w->db,
-                      "table", w->table, "part", part, "disk", w->td->disk->name, "path", final,
-                      "files", (json_int_t)json_array_size(objs), "existing", existing,
-                      "pointer_format", w->version, "ref_count", 1);
-    if (!*resp)
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
 out:
-    if (tmpfd >= 0)
-        close(tmpfd);
-    if (tmp) {
-        ferry_err ignored = {0};
-        agent_rmtree(tmp, &ignored);
-    }
-    free(tmp);
-    free(detached);
-    free(final);
     ferry_buf_free(&text);
+    return rc;
+}
+
+/* The second half: the pointer files synced, the folder renamed to detached/<part>; *resp is
+ * the part's answer. */
+static int pointer_place(agent_env *env, pointers_env *w, pointer_job *j, json_t **resp,
+                         ferry_err *err)
+{
+    char *final = NULL;
+    bool existing = false;
+    int rc = agent_fsync_files(j->tmpfd, err);
+    if (rc == FERRY_OK)
+        rc = agent_place_tmp(env, j->detached, j->tmp, j->part, &final, &existing, err);
+    if (rc == FERRY_OK) {
+        free(j->tmp); /* placed (or dropped as a copy of what is there) */
+        j->tmp = NULL;
+        *resp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:i, s:i}", "database", w->db,
+                          "table", w->table, "part", j->part, "disk", w->td->disk->name, "path",
+                          final, "files", (json_int_t)json_array_size(j->objs), "existing",
+                          existing, "pointer_format", w->version, "ref_count", 1);
+        if (!*resp)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    free(final);
     return rc;
 }
 
@@ -563,6 +643,10 @@ int agent_op_write_pointers(agent_env *env, json_t *req, json_t **resp, ferry_er
     size_t ndirs = 0;
     pointers_env w = {0};
     json_t *parts = json_object_get(req, "parts"), *results = NULL;
+    pointer_job *jobs = NULL;
+    int *prcs = NULL;
+    ferry_err *perrs = NULL;
+    size_t n = 0, i;
     int rc;
     if ((rc = agent_req_str(req, "database", &w.db, err)) ||
         (rc = agent_req_str(req, "table", &w.table, err)))
@@ -592,22 +676,37 @@ int agent_op_write_pointers(agent_env *env, json_t *req, json_t **resp, ferry_er
         goto out;
     }
     if (!json_is_array(parts)) {
-        rc = write_pointer_part(env, &w, part, json_object_get(req, "objects"), resp, err);
+        pointer_job one = {.part = part, .objs = json_object_get(req, "objects"), .tmpfd = -1};
+        rc = pointer_write(env, &w, &one, err);
+        if (rc == FERRY_OK)
+            rc = pointer_place(env, &w, &one, resp, err);
+        pointer_job_free(&one);
         goto out;
     }
-    if (!(results = json_array())) {
+    /* every part written first, then every part synced and placed: the syncs of all the
+     * request's files share journal commits */
+    n = json_array_size(parts);
+    if (!(results = json_array()) || !(jobs = calloc(n, sizeof *jobs)) ||
+        !(prcs = calloc(n, sizeof *prcs)) || !(perrs = calloc(n, sizeof *perrs))) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
-    size_t i;
-    json_t *p;
-    json_array_foreach(parts, i, p) {
-        const char *pn = json_string_value(json_object_get(p, "part"));
+    for (i = 0; i < n; i++) {
+        json_t *p = json_array_get(parts, i);
+        jobs[i] = (pointer_job){.part = json_string_value(json_object_get(p, "part")),
+                                .objs = json_object_get(p, "objects"), .tmpfd = -1};
+        prcs[i] = pointer_write(env, &w, &jobs[i], &perrs[i]);
+        jobs[i].status = env->status; /* the part's own, for its answer below */
+        env->status = 0;
+    }
+    for (i = 0; i < n; i++) {
         json_t *one = NULL;
-        ferry_err perr = {0};
-        int prc = write_pointer_part(env, &w, pn, json_object_get(p, "objects"), &one, &perr);
-        if (prc)
-            one = part_error(env, pn, prc, &perr);
+        if (!prcs[i])
+            prcs[i] = pointer_place(env, &w, &jobs[i], &one, &perrs[i]);
+        else
+            env->status = jobs[i].status;
+        if (prcs[i])
+            one = part_error(env, jobs[i].part, prcs[i], &perrs[i]);
         if (!one || json_array_append_new(results, one)) {
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
             goto out;
@@ -617,6 +716,11 @@ int agent_op_write_pointers(agent_env *env, json_t *req, json_t **resp, ferry_er
     if (!*resp)
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
 out:
+    for (i = 0; jobs && i < n; i++)
+        pointer_job_free(&jobs[i]);
+    free(jobs);
+    free(prcs);
+    free(perrs);
     json_decref(results);
     ferry_objstore_close(w.chk);
     agent_table_dirs_free(dirs, ndirs);
