@@ -573,46 +573,15 @@ int agent_place_tmp(agent_env *env, const char *detached, const char *tmp, const
 
 /* ---- remove-detached ------------------------------------------------------------------------ */
 
-static int remove_detached_one(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
-
-/* remove-detached with "parts": [...]: each part as if asked alone, in order; stops at the first
- * error. The answer lists each part's answer ("results"). */
-int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+/* Removes detached/<part> on every disk of the table (dirs; or on `disk`) and answers it. */
+static int remove_detached_one(agent_env *env, const agent_table_dir *dirs, size_t ndirs,
+                               const char *db, const char *table, const char *part,
+                               const char *disk, json_t **resp, ferry_err *err)
 {
-    json_t *parts = json_object_get(req, "parts");
-    if (!json_is_array(parts))
-        return remove_detached_one(env, req, resp, err);
-    json_t *results = json_array(), *one = json_deep_copy(req), *p;
-    int rc = results && one ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    size_t i;
-    json_object_del(one, "parts");
-    json_array_foreach(parts, i, p) {
-        json_t *r = NULL;
-        if (rc || json_object_set(one, "part", p))
-            break;
-        if ((rc = remove_detached_one(env, one, &r, err)))
-            break;
-        json_array_append_new(results, r);
-    }
-    if (!rc)
-        *resp = json_pack("{s:O}", "results", results);
-    json_decref(results);
-    json_decref(one);
-    return rc;
-}
-
-static int remove_detached_one(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
-{
-    const char *db, *table, *part, *disk = agent_req_opt(req, "disk");
-    agent_table_dir *dirs = NULL;
-    size_t ndirs = 0;
-    int rc;
+    int rc = FERRY_OK;
     json_t *removed = json_array();
-    if ((rc = agent_req_str(req, "database", &db, err)) ||
-        (rc = agent_req_str(req, "table", &table, err)) ||
-        (rc = agent_req_name(req, "part", &part, err)) ||
-        (rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)))
-        goto out;
+    if (!removed)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; i < ndirs; i++) {
         if (disk && strcmp(disk, dirs[i].disk->name))
             continue;
@@ -649,6 +618,51 @@ static int remove_detached_one(agent_env *env, json_t *req, json_t **resp, ferry
                       "existed", json_array_size(removed) > 0, "removed", removed);
 out:
     json_decref(removed);
+    return rc;
+}
+
+/* remove-detached {part} or {parts: [...]}: the second removes each part as if asked alone, in
+ * order (the table looked up once), stops at the first error, and answers each part in
+ * "results". */
+int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    const char *db, *table, *part = NULL, *disk = agent_req_opt(req, "disk");
+    json_t *parts = json_object_get(req, "parts"), *results = NULL, *p;
+    agent_table_dir *dirs = NULL;
+    size_t ndirs = 0, i;
+    int rc;
+    if ((rc = agent_req_str(req, "database", &db, err)) ||
+        (rc = agent_req_str(req, "table", &table, err)))
+        goto out;
+    if (json_is_array(parts)) {
+        json_array_foreach(parts, i, p) if (!rc && (!json_string_value(p) ||
+                                                    !ferry_safe_component(json_string_value(p),
+                                                                          false)))
+            rc = ferry_err_set(err, FERRY_EINVAL, "parts[%zu] is not a part name", i);
+    } else {
+        rc = agent_req_name(req, "part", &part, err);
+    }
+    if (rc || (rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)))
+        goto out;
+    if (part) {
+        rc = remove_detached_one(env, dirs, ndirs, db, table, part, disk, resp, err);
+        goto out;
+    }
+    if (!(results = json_array())) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    json_array_foreach(parts, i, p) {
+        json_t *r = NULL;
+        if ((rc = remove_detached_one(env, dirs, ndirs, db, table, json_string_value(p), disk,
+                                      &r, err)))
+            break;
+        json_array_append_new(results, r);
+    }
+    if (!rc)
+        *resp = json_pack("{s:O}", "results", results);
+out:
+    json_decref(results);
     agent_table_dirs_free(dirs, ndirs);
     return rc;
 }

@@ -300,9 +300,11 @@ static int journal_write(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier
     if (!rc) {
         ctx->catalog_writes++;
         rc = ferry_catalog_commit_versions(ctx->cat, b, nv, NULL, err);
-        if (rc == FERRY_ECONFLICT)
+        if (rc == FERRY_ECONFLICT) {
+            ctx->lost = true;
             ferry_err_prefix(err, "%s: a tier job was changed by another worker; stopping (it "
                              "owns the job now): ", n == 1 ? js[0]->rec.u.job.id : "wave");
+        }
     }
     for (size_t i = 0; !rc && i < n; i++) {
         next[i].version = nv[i];
@@ -479,6 +481,7 @@ int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     int rc = FERRY_OK;
     ctx->waves++;
+    ctx->lost = false;
     for (size_t i = 0; i < w->n; i++) {
         tier_job *j = w->jobs[i];
         if (!j->objects && !(j->objects = json_object()))
@@ -509,7 +512,7 @@ int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err)
         ctx->step_ms[counted] += ms;
         for (size_t i = 0; i < k; i++)
             sel[i]->step_ms[counted] += ms / (double)k;
-        if (src == FERRY_ECONFLICT) {
+        if (ctx->lost) {
             /* I1: another worker owns a job now; touch nothing more */
             for (size_t i = 0; i < w->n; i++)
                 if (!w->jobs[i]->out) {
@@ -517,7 +520,7 @@ int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err)
                     w->jobs[i]->out = true;
                 }
             *err = serr;
-            rc = src;
+            rc = FERRY_ECONFLICT;
             break;
         }
         for (size_t i = 0; i < k; i++) {

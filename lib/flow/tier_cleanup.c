@@ -379,8 +379,10 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
     }
     ctx->catalog_writes++;
     rc = ferry_catalog_commit_versions(ctx->cat, b, nv, NULL, err);
-    if (rc == FERRY_ECONFLICT)
+    if (rc == FERRY_ECONFLICT) {
+        ctx->lost = true; /* the batch carries the journals: another worker changed one */
         ferry_err_prefix(err, "%s: recording the cold parts lost a race: ", w->srv->shard.name);
+    }
     for (size_t i = 0; !rc && i < n; i++) {
         if (js[i]->rc)
             continue;

@@ -24,7 +24,7 @@
  * (about 100 bytes per partition, far below max_query_size) and one catalog batch. */
 #define TIER_WAVE_MAX 256
 /* Agent requests in flight at once for uploads and pointer parts (each with its own client). */
-#define TIER_AGENT_THREADS 4
+#define TIER_AGENT_THREADS 8
 
 /* The agent operations an agent of API version 1 knows only one part (or name) at a time: a 400
  * answer to the many-part form sets the bit, and the flow falls back to one request per part. */
@@ -78,6 +78,7 @@ typedef struct tier_ctx {
     double load_ms;        /* the ATTACH in staging and the swap statements themselves */
     double fingerprint_ms; /* verification queries */
     unsigned long catalog_writes, waves;
+    bool lost;             /* a compare-and-set on a job record failed: another worker owns it */
 } tier_ctx;
 
 /* One job while it runs. data is the journal's JSON state:
@@ -177,8 +178,8 @@ int tier_merges(tier_wave *w, bool start, ferry_err *err);
 /* Runs every job of the wave from its journaled state to DONE or FAILED, the lowest state
  * first, each step for all jobs in it at once. A job that fails before its swap is rolled back
  * (I2); after it, it stays where it is for the next run. Returns FERRY_ECONFLICT when another
- * worker took a job (the wave stops at once), else FERRY_OK (each job's own rc says how it
- * went). */
+ * worker took a job (a journal write lost its compare-and-set: ctx->lost; the wave stops at
+ * once), else FERRY_OK (each job's own rc says how it went). */
 int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err);
 /* Checks that the server's ClickHouse reads the pointer format pinned in the catalog (cached per
  * run). */

@@ -613,7 +613,7 @@ int tier_step_replace(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferr
     int rc = tier_merges(w, false, err); /* still stopped, unless someone started them */
     if (!rc)
         rc = swap_jobs(ctx, w, js, n, err);
-    if (rc == FERRY_ECONFLICT)
+    if (ctx->lost)
         return rc;
     if (rc) {
         /* the server failed under the whole step: each job's journal says what it chose */
