@@ -545,13 +545,19 @@ static void *tier_tick(void *arg)
         if (tk->stop)
             break;
         ferry_record_list jobs = {0};
-        size_t done = 0;
+        size_t done = 0, started = 0;
         if (ferry_catalog_list(cat, FERRY_REC_JOB, NULL, 0, &jobs, &err) == FERRY_OK)
-            for (size_t i = 0; i < jobs.n; i++)
-                done += !strcmp(jobs.items[i].u.job.kind, "tier") &&
-                        !strcmp(jobs.items[i].u.job.state, "DONE");
+            for (size_t i = 0; i < jobs.n; i++) {
+                const ferry_job *j = &jobs.items[i].u.job;
+                if (strcmp(j->kind, "tier"))
+                    continue;
+                done += !strcmp(j->state, "DONE");
+                started += strcmp(j->state, "DONE") && strcmp(j->state, "FAILED");
+            }
         ferry_record_list_free(&jobs);
-        progress(tk->d, "tier: %zu of %zu partitions tiered", done, want);
+        /* a wave's jobs finish together: the ones on their way are worth showing */
+        progress(tk->d, "tier: %zu of %zu partitions tiered, %zu on their way", done, want,
+                 started);
     }
     pthread_mutex_unlock(&tk->lock);
 out:
