@@ -72,6 +72,9 @@ bool ferry_tier_day_due(uint32_t day, int64_t now, uint64_t older_than);
 /* The staging table's name for a table: "<table>_ferry_staging" into out (FERRY_EINVAL when
  * too long). */
 int ferry_tier_staging_name(const char *table, char *out, size_t outsz, ferry_err *err);
+/* The name of the always-empty twin of a table that tiering empties staging's partitions from
+ * (REPLACE PARTITION ... FROM it): "<table>_ferry_empty" (FERRY_EINVAL when too long). */
+int ferry_tier_empty_name(const char *table, char *out, size_t outsz, ferry_err *err);
 
 typedef struct ferry_tier_options {
     const char *config_path; /* required: [cluster] catalog, shards' agent_token_file, the

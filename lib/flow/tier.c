@@ -42,8 +42,11 @@
  *             disk, blocks above max_block) match `fp` (part hashes, or rows); for REPLACE, no
  *             part other than the frozen ones was dropped (a row inserted between the check and
  *             the swap would have been: reported, never silent).
- *   CLEANUP   staging's partitions DETACHed and their detached folders removed (never DROP or
- *             TRUNCATE: they share pointer files); the real table's detached hot parts removed
+ *   CLEANUP   staging's partitions emptied (never DROP or TRUNCATE): by REPLACE PARTITION
+ *             from the table's always-empty twin when staging holds exactly the job's pointer
+ *             parts (ClickHouse then removes them later, lowering ref_counts ferry keeps above
+ *             0), else by DETACH; their detached folders removed; the real table's detached hot
+ *             parts removed
  *             (local files); the cold parts, their objects with sizes and checksums, and the
  *             partitions (tier cold) recorded in the catalog in one batch with the journals
  *             (recorded = true); the freeze folders removed; merges started again.

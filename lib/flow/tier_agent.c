@@ -204,7 +204,7 @@ static int task_by_bytes(const void *a, const void *b)
 static size_t make_chunks(part_task *t, size_t n, size_t max)
 {
     size_t nc = n < max ? n : max;
-    uint64_t load[2 * TIER_AGENT_THREADS] = {0};
+    uint64_t load[TIER_AGENT_THREADS] = {0};
     qsort(t, n, sizeof *t, task_by_bytes);
     for (size_t i = 0; i < n; i++) {
         size_t best = 0;
@@ -246,7 +246,7 @@ static int run_tasks(tier_ctx *ctx, tier_wave *w, const char *op, const char *ta
     if (n == 0)
         return FERRY_OK;
     if (!(srv->one_at_a_time & one_bit)) {
-        size_t nc = make_chunks(t, n, 2 * TIER_AGENT_THREADS);
+        size_t nc = make_chunks(t, n, TIER_AGENT_THREADS);
         if (!(reqs = calloc(nc, sizeof *reqs)))
             return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         for (size_t c = 0; c < nc; c++) {

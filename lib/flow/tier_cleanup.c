@@ -103,6 +103,136 @@ out:
     return rc;
 }
 
+/* Whether the staging partitions of the jobs may be emptied by REPLACE PARTITION from the empty
+ * twin rather than DETACH, and which: ClickHouse then removes the replaced parts itself (after
+ * old_parts_lifetime), one hard link at a time, as it removes the table's replaced hot parts and
+ * as DETACH removes a part it has cloned into detached/. That removal lowers each pointer file's
+ * ref_count and deletes objects only at 0: safe for exactly the pointer parts ferry wrote
+ * (ref_count 1, and 2 once the swap hard-linked them into the table), not for a part ClickHouse
+ * wrote itself (a merge in staging: ref_count 0, its own new objects). So a job's partition goes
+ * this way only when its fp is a part digest and staging's active parts there are exactly the
+ * parts it describes: every part with rows on the object disk with the journaled digest (merges
+ * in staging are stopped since POINTERS), any empty covering part on a local disk. And the twin
+ * must exist with staging's storage policy and hold no part (REPLACE would copy its parts into
+ * staging). ok[i] is set for the jobs that qualify; the others are emptied by DETACH. */
+static int replaceable(tier_wave *w, tier_job **js, size_t n, bool *ok, size_t *nok,
+                       ferry_err *err)
+{
+    char pol[FERRY_NAME_MAX], epol[FERRY_NAME_MAX];
+    bool exists = false, eexists = false, remote = false;
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    *nok = 0;
+    memset(ok, 0, n * sizeof *ok);
+    int rc = w->empty[0] ? tier_table_policy(w->srv, w->db, w->staging, &exists, pol, sizeof pol,
+                                             &remote, err)
+                         : FERRY_OK;
+    if (!rc && exists)
+        rc = tier_table_policy(w->srv, w->db, w->empty, &eexists, epol, sizeof epol, &remote, err);
+    if (rc || !exists || !eexists || strcmp(pol, epol))
+        goto out;
+    ferry_buf_puts(&sql, "SELECT count() FROM system.parts WHERE database = ");
+    ferry_sql_quote(w->db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(w->empty, &sql);
+    if ((rc = mv_sql(&w->srv->conn, ferry_buf_cstr(&sql), &rows, err)))
+        goto out;
+    if (rows.n_rows != 1 || strcmp(ferry_ch_rows_get(&rows, 0, 0), "0")) {
+        FLOG_WARN("msg=\"ferry's empty twin table holds parts; staging is emptied by DETACH\" "
+                  "server=%s table=%s.%s", w->srv->shard.name, w->db, w->empty);
+        goto out;
+    }
+    ferry_ch_rows_free(&rows);
+    ferry_buf_reset(&sql);
+    /* every active part of the partitions, empty ones included */
+    ferry_buf_puts(&sql, "SELECT partition_id, hash_of_all_files, rows, bytes_on_disk, disk_name "
+                         "IN (SELECT name FROM system.disks WHERE is_remote) FROM system.parts "
+                         "WHERE active AND database = ");
+    ferry_sql_quote(w->db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(w->staging, &sql);
+    ferry_buf_puts(&sql, " AND partition_id");
+    pid_list(&sql, js, n);
+    if ((rc = mv_sql(&w->srv->conn, ferry_buf_cstr(&sql), &rows, err)))
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        json_t *fpj = json_object_get(js[i]->data, "fp");
+        if (strcmp(json_string_value(json_object_get(fpj, "by")) ?: "", "parts"))
+            continue;
+        ferry_fingerprint want, got = {0};
+        bool fine = true;
+        size_t parts = 0;
+        for (size_t r = 0; r < rows.n_rows && fine; r++) {
+            if (strcmp(ferry_ch_rows_get(&rows, r, 0), js[i]->pid))
+                continue;
+            uint64_t nrows = 0;
+            bool cold = !strcmp(ferry_ch_rows_get(&rows, r, 4), "1");
+            ferry_parse_u64(ferry_ch_rows_get(&rows, r, 2), &nrows);
+            if (nrows == 0) {
+                fine = !cold; /* an empty covering part: local files only */
+                continue;
+            }
+            mv_part p = {.rows = nrows, .cold = cold};
+            snprintf(p.hash, sizeof p.hash, "%s", ferry_ch_rows_get(&rows, r, 1));
+            const mv_part *pp = &p;
+            ferry_fingerprint one;
+            tier_parts_digest(&pp, 1, &one);
+            got.rows += one.rows;
+            got.hash_sum += one.hash_sum;
+            got.hash_xor ^= one.hash_xor;
+            got.distinct += one.distinct;
+            parts++;
+            fine = cold;
+        }
+        tier_fp_from_json(fpj, &want);
+        char why[256];
+        if (fine && parts && ferry_fingerprint_same(&want, &got, why, sizeof why)) {
+            ok[i] = true;
+            (*nok)++;
+        }
+    }
+out:
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* CLEANUP's emptying of staging: the partitions that qualify (replaceable) by one REPLACE
+ * PARTITION ... FROM the empty twin, the others by DETACH, and every detached leftover removed
+ * (tier_clean_staging). */
+static int release_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
+{
+    bool *ok = calloc(n + 1, sizeof *ok);
+    size_t nok = 0;
+    ferry_buf sql = FERRY_BUF_INIT;
+    int rc = ok ? replaceable(w, js, n, ok, &nok, err)
+                : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc && nok) {
+        ferry_buf_puts(&sql, "ALTER TABLE ");
+        tier_qualified(&sql, w->db, w->staging);
+        for (size_t i = 0, k = 0; i < n; i++) {
+            if (!ok[i])
+                continue;
+            ferry_buf_puts(&sql, k++ ? ", REPLACE PARTITION ID " : " REPLACE PARTITION ID ");
+            ferry_sql_quote(js[i]->pid, &sql);
+            ferry_buf_puts(&sql, " FROM ");
+            tier_qualified(&sql, w->db, w->empty);
+        }
+        ferry_buf_puts(&sql, " SETTINGS allow_replace_partition_from_empty_source = 1");
+        ferry_err e = {0};
+        if (tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, &e))
+            FLOG_WARN("msg=\"emptying staging from its empty twin failed; DETACH instead\" "
+                      "server=%s table=%s.%s err=\"%s\"", w->srv->shard.name, w->db, w->staging,
+                      e.msg);
+    }
+    /* what is left (all of it, when the REPLACE failed) is DETACHed, and detached leftovers go */
+    if (!rc)
+        rc = tier_clean_staging(ctx, w, js, n, err);
+    free(ok);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
 /* ---- catalog records ----------------------------------------------------------------------- */
 
 static int open_store(tier_ctx *ctx, ferry_err *err)
@@ -412,7 +542,7 @@ int tier_step_cleanup(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferr
     json_t *detached = json_array();
     size_t nr = 0, nok = 0;
     int rc = rec && ok && detached ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (rc || (rc = tier_clean_staging(ctx, w, js, n, err)))
+    if (rc || (rc = release_staging(ctx, w, js, n, err)))
         goto out;
     /* the real table's frozen hot parts that an ATTACH-FROM swap DETACHed: local files */
     for (size_t i = 0; i < n; i++)

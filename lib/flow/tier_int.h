@@ -23,8 +23,12 @@
 /* The most partitions of one (server, table) tiered as one wave: bounds one ALTER statement
  * (about 100 bytes per partition, far below max_query_size) and one catalog batch. */
 #define TIER_WAVE_MAX 256
-/* Agent requests in flight at once for uploads and pointer parts (each with its own client). */
-#define TIER_AGENT_THREADS 8
+/* Agent requests in flight at once for uploads and pointer parts (each with its own client),
+ * and so the number of chunks a wave's parts are spread over. Measured on the 2-core lab
+ * machine (docs/benchmarks.md): the 5 parts of the blog's tenant uploaded in 93-137 ms as 2
+ * requests, 104-133 ms as 1, 127-189 ms as 5 at once; each request also pays the agent's table
+ * lookup once. */
+#define TIER_AGENT_THREADS 2
 
 /* The agent operations an agent of API version 1 knows only one part (or name) at a time: a 400
  * answer to the many-part form sets the bit, and the flow falls back to one request per part. */
@@ -124,9 +128,10 @@ typedef struct tier_wave {
     char db[FERRY_NAME_MAX];
     char table[FERRY_NAME_MAX];
     char staging[FERRY_NAME_MAX];
+    char empty[FERRY_NAME_MAX]; /* the always-empty twin staging is emptied from */
     tier_job **jobs; /* borrowed */
     size_t n;
-    bool staging_ready;  /* staging checked (and created) by this wave */
+    bool staging_ready;  /* staging and the empty twin checked (and created) by this wave */
     bool staging_exists; /* seen to exist (ferry never drops it) */
 } tier_wave;
 
@@ -194,6 +199,11 @@ int tier_step_pointers(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, fer
 int tier_step_attach(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
 int tier_step_replace(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
 int tier_step_verify(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+/* The digest of parts by their content (rows, sum and xor of a hash of each hash_of_all_files,
+ * the number of parts in `distinct`): equal digests are equal data (docs/tiering.md). */
+void tier_parts_digest(const mv_part *const *ps, size_t n, ferry_fingerprint *fp);
+/* A journaled fp ({rows, sum, xor, distinct[, by]}) back into a fingerprint. */
+void tier_fp_from_json(json_t *o, ferry_fingerprint *fp);
 /* The parts of the jobs' partitions in table (the wave's table or its staging table). */
 int tier_list(tier_wave *w, const char *table, tier_job **js, size_t n, bool active_only,
               mv_slice *out, ferry_err *err);

@@ -201,6 +201,8 @@ static void run_jobs(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
         snprintf(w.db, sizeof w.db, "%s", js[first].db);
         snprintf(w.table, sizeof w.table, "%s", js[first].table);
         snprintf(w.staging, sizeof w.staging, "%s", js[first].staging);
+        if (ferry_tier_empty_name(w.table, w.empty, sizeof w.empty, &err))
+            w.empty[0] = '\0'; /* no twin: staging is emptied by DETACH */
         int wrc = tier_wave_run(ctx, &w, &err);
         if (wrc)
             FLOG_WARN("msg=\"tier wave stopped\" server=%s table=%s err=\"%s\"",

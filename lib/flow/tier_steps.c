@@ -81,7 +81,7 @@ static int fail_job(tier_job *job, int code, const char *fmt, ...)
  * parts in `distinct`. Equal digests of the frozen hot parts and of the pointer parts are equal
  * data: a pointer part's checksums.txt is the hot part's, uploaded unchanged, and the agent
  * checked every uploaded file against it (docs/tiering.md, "Verification"). */
-static void parts_digest(const mv_part *const *ps, size_t n, ferry_fingerprint *fp)
+void tier_parts_digest(const mv_part *const *ps, size_t n, ferry_fingerprint *fp)
 {
     memset(fp, 0, sizeof *fp);
     for (size_t i = 0; i < n; i++) {
@@ -108,7 +108,7 @@ static json_t *fp_json(const ferry_fingerprint *fp, bool by_parts)
     return o;
 }
 
-static void fp_from_json(json_t *o, ferry_fingerprint *fp)
+void tier_fp_from_json(json_t *o, ferry_fingerprint *fp)
 {
     memset(fp, 0, sizeof *fp);
     fp->rows = (uint64_t)json_integer_value(json_object_get(o, "rows"));
@@ -268,28 +268,37 @@ int tier_step_upload(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
 
 /* ---- POINTERS ---------------------------------------------------------------------------------- */
 
-/* The staging table: created AS the table when missing, then checked (once per wave). */
+/* CREATE TABLE IF NOT EXISTS db.name AS db.table, unless the policy cache knows it exists. */
+static int create_as(tier_wave *w, const char *name, ferry_err *err)
+{
+    char policy[FERRY_NAME_MAX];
+    bool exists = false, remote = false;
+    int rc = tier_table_policy(w->srv, w->db, name, &exists, policy, sizeof policy, &remote, err);
+    if (rc || exists)
+        return rc;
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
+    tier_qualified(&sql, w->db, name);
+    ferry_buf_puts(&sql, " AS ");
+    tier_qualified(&sql, w->db, w->table);
+    rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
+    tier_forget_policy(w->srv, w->db, name); /* it exists now */
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* The staging table and the empty twin: created AS the table when missing, then staging checked
+ * (once per wave; the twin is checked where it is used: tier_cleanup.c). */
 static int ensure_staging(tier_wave *w, ferry_err *err)
 {
     if (w->staging_ready)
         return FERRY_OK;
-    ferry_buf sql = FERRY_BUF_INIT;
-    char policy[FERRY_NAME_MAX];
-    bool exists = false, remote = false;
-    int rc = tier_table_policy(w->srv, w->db, w->staging, &exists, policy, sizeof policy, &remote,
-                               err);
-    if (!rc && !exists) {
-        ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
-        tier_qualified(&sql, w->db, w->staging);
-        ferry_buf_puts(&sql, " AS ");
-        tier_qualified(&sql, w->db, w->table);
-        rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
-        tier_forget_policy(w->srv, w->db, w->staging); /* it exists now */
-    }
+    int rc = create_as(w, w->staging, err);
+    if (!rc && w->empty[0])
+        rc = create_as(w, w->empty, err);
     if (!rc)
         rc = tier_check_staging(w->srv, w->db, w->table, true, err);
     w->staging_ready = rc == FERRY_OK;
-    ferry_buf_free(&sql);
     return rc;
 }
 
@@ -384,8 +393,8 @@ static int check_staged(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_sli
     char why[256];
     *by_parts = tier_dbool(job, "hashed");
     if (!rc && *by_parts) {
-        parts_digest(b, nb, &src);
-        parts_digest(a, na, &got);
+        tier_parts_digest(b, nb, &src);
+        tier_parts_digest(a, na, &got);
     } else if (!rc) {
         double f0 = tier_now_ms();
         rc = fingerprint_parts(job, hot, &src, err);
@@ -523,9 +532,9 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
             fail_job(job, FERRY_ENOMEM, "out of memory");
             return SWAP_FAILED;
         }
-        parts_digest(a, pick(&sg, NULL, a), &got);
+        tier_parts_digest(a, pick(&sg, NULL, a), &got);
         free(a);
-        fp_from_json(fpj, &want);
+        tier_fp_from_json(fpj, &want);
         if (!ferry_fingerprint_same(&want, &got, why, sizeof why)) {
             json_object_set_new(job->data, "swapped", json_false());
             fail_job(job, FERRY_EINVAL, "%s: staging's parts of %s.%s partition %s changed "
@@ -652,10 +661,10 @@ static int verify_job(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice
     json_t *fpj = json_object_get(job->data, "fp");
     ferry_fingerprint want, got;
     char why[256];
-    fp_from_json(fpj, &want);
+    tier_fp_from_json(fpj, &want);
     bool by_parts = !strcmp(json_string_value(json_object_get(fpj, "by")) ?: "", "parts");
     if (!rc && by_parts) {
-        parts_digest(added, na, &got);
+        tier_parts_digest(added, na, &got);
     } else if (!rc) {
         double f0 = tier_now_ms();
         rc = fingerprint_parts(job, names, &got, err);
