@@ -2,6 +2,8 @@
  * progress display, the parallel runner, plan printing. */
 #include "cli_move.h"
 
+#include "ferry/plan_run.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,90 +182,34 @@ void cli_plan_print(const ferry_rebalance_plan *p)
     }
 }
 
-typedef struct runner {
+typedef struct plan_print {
     cli_move_env *e;
-    const ferry_rebalance_plan *p;
-    pthread_mutex_t lock;
-    size_t next, done, failed;
-    int first_rc;
-    ferry_err first_err;
     json_t *results;
-} runner;
+} plan_print;
 
-static void *run_worker(void *arg)
+/* Each finished step: printed, and its JSON kept for the summary (ferry_plan_run serialises
+ * the calls). */
+static void on_step(const ferry_planned_move *m, const ferry_move_result *res, int rc,
+                    const ferry_err *err, void *arg)
 {
-    runner *r = arg;
-    for (;;) {
-        pthread_mutex_lock(&r->lock);
-        size_t i = r->next++;
-        pthread_mutex_unlock(&r->lock);
-        if (i >= r->p->n_moves)
-            break;
-        const ferry_planned_move *m = &r->p->moves[i];
-        ferry_err err = {0};
-        ferry_move_result res;
-        memset(&res, 0, sizeof res);
-        char id[64];
-        bool resumed;
-        int rc;
-        if (m->kind == FERRY_PLAN_DROP) {
-            rc = ferry_replica_drop(&r->e->opts, m->tenant, m->split, m->from, &res, &err);
-        } else {
-            rc = ferry_move_begin_from(&r->e->opts, m->tenant, m->split, m->from, m->to,
-                                       m->kind == FERRY_PLAN_CLONE, id, &resumed, &err);
-            if (!rc)
-                rc = ferry_move_run(&r->e->opts, id, &res, &err);
-        }
-        if (rc && !res.tenant[0]) {
-            snprintf(res.tenant, sizeof res.tenant, "%s", m->tenant);
-            res.split = m->split;
-            snprintf(res.from, sizeof res.from, "%s", m->from);
-            snprintf(res.to, sizeof res.to, "%s", m->to);
-        }
-        cli_move_print_result(r->e, &res, rc, &err);
-        pthread_mutex_lock(&r->lock);
-        if (rc) {
-            r->failed++;
-            if (!r->first_rc) {
-                r->first_rc = rc;
-                r->first_err = err;
-            }
-        } else {
-            r->done++;
-        }
-        if (r->results)
-            json_array_append_new(r->results, cli_move_result_json(&res));
-        pthread_mutex_unlock(&r->lock);
-    }
-    return NULL;
+    (void)m;
+    plan_print *pp = arg;
+    cli_move_print_result(pp->e, res, rc, err);
+    if (pp->results)
+        json_array_append_new(pp->results, cli_move_result_json(res));
 }
 
 int cli_run_plan(cli_move_env *e, const ferry_rebalance_plan *p, unsigned max_parallel,
-                 size_t *done, size_t *failed, json_t *results, ferry_err *err)
+                 unsigned max_per_shard, uint64_t max_bytes_per_second, size_t *done,
+                 size_t *failed, json_t *results, ferry_err *err)
 {
-    runner r;
-    memset(&r, 0, sizeof r);
-    r.e = e;
-    r.p = p;
-    r.results = results;
-    pthread_mutex_init(&r.lock, NULL);
-    if (max_parallel < 1)
-        max_parallel = 1;
-    if (max_parallel > 16)
-        max_parallel = 16;
-    pthread_t th[16];
-    unsigned started = 0;
-    for (unsigned i = 0; i < max_parallel && i < p->n_moves; i++)
-        if (pthread_create(&th[started], NULL, run_worker, &r) == 0)
-            started++;
-    if (!started && p->n_moves)
-        run_worker(&r);
-    for (unsigned i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    pthread_mutex_destroy(&r.lock);
+    plan_print pp = {e, results};
+    ferry_plan_run_opts o = {.max_parallel = max_parallel, .max_per_shard = max_per_shard,
+                             .max_bytes_per_second = max_bytes_per_second, .on_step = on_step,
+                             .arg = &pp};
+    ferry_plan_run_result r;
+    int rc = ferry_plan_run(&e->opts, p, &o, &r, err);
     *done = r.done;
     *failed = r.failed;
-    if (r.first_rc && err)
-        *err = r.first_err;
-    return r.first_rc;
+    return rc;
 }

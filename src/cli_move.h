@@ -38,9 +38,12 @@ void cli_move_print_result(cli_move_env *e, const ferry_move_result *r, int rc,
 json_t *cli_plan_json(const ferry_rebalance_plan *p);
 void cli_plan_print(const ferry_rebalance_plan *p);
 
-/* Runs plan's moves (begin + run each), at most max_parallel at a time; *failed counts moves
- * that did not finish. Returns the first error's code (its message in err). */
+/* Runs plan's steps with ferry_plan_run (at most max_parallel at a time, max_per_shard per
+ * shard, 0: no per-shard limit; max_bytes_per_second for the whole run, 0: none), printing each
+ * as it ends; *failed counts steps that did not finish. Returns the first error's code (its
+ * message in err). */
 int cli_run_plan(cli_move_env *e, const ferry_rebalance_plan *p, unsigned max_parallel,
-                 size_t *done, size_t *failed, json_t *results, ferry_err *err);
+                 unsigned max_per_shard, uint64_t max_bytes_per_second, size_t *done,
+                 size_t *failed, json_t *results, ferry_err *err);
 
 #endif

@@ -21,8 +21,9 @@ const char cmd_rebalance_usage[] =
     "move` (docs/moves.md).\n"
     "\n"
     "  --dry-run         print the plan, move nothing\n"
-    "  --max-parallel N  moves at a time (default 1, at most 16)\n"
-    "  --max-bytes-per-second B   total copy rate limit, shared by the parallel moves\n"
+    "  --max-parallel N  moves at a time (default 1, at most 64)\n"
+    "  --max-per-shard N moves reading from or writing to one shard at a time (default 2)\n"
+    "  --max-bytes-per-second B   copy rate limit for the whole run, all moves together\n"
     "  --grace MS        wait after each routing switch for writes in flight (default 2000,\n"
     "                    or 0 when [cluster] routers lists the routers: their fence covers it)\n"
     "  --json            the plan, progress and each move as JSON lines; a summary line last\n";
@@ -31,6 +32,7 @@ int cmd_rebalance(int argc, char **argv)
 {
     static const struct option opts[] = {{"dry-run", no_argument, NULL, 'n'},
                                          {"max-parallel", required_argument, NULL, 'p'},
+                                         {"max-per-shard", required_argument, NULL, 's'},
                                          {"max-bytes-per-second", required_argument, NULL, 'b'},
                                          {"grace", required_argument, NULL, 'g'},
                                          {"json", no_argument, NULL, 'j'},
@@ -38,7 +40,7 @@ int cmd_rebalance(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     const char *config = NULL;
     bool dry = false, json = false;
-    uint64_t par = 1, bps = 0, grace = 0;
+    uint64_t par = 1, per_shard = 2, bps = 0, grace = 0;
     bool grace_given = false;
     int ch;
     optind = 1;
@@ -49,8 +51,12 @@ int cmd_rebalance(int argc, char **argv)
         case 'j': json = true; break;
         case 'c': config = optarg; break;
         case 'p':
-            if (!ferry_parse_u64(optarg, &par) || par < 1 || par > 16)
-                return cli_usage_error("rebalance", "--max-parallel '%s' is not 1..16", optarg);
+            if (!ferry_parse_u64(optarg, &par) || par < 1 || par > 64)
+                return cli_usage_error("rebalance", "--max-parallel '%s' is not 1..64", optarg);
+            break;
+        case 's':
+            if (!ferry_parse_u64(optarg, &per_shard) || per_shard < 1 || per_shard > 64)
+                return cli_usage_error("rebalance", "--max-per-shard '%s' is not 1..64", optarg);
             break;
         case 'b':
             if (!ferry_parse_bytes(optarg, &bps) || bps == 0)
@@ -81,7 +87,7 @@ int cmd_rebalance(int argc, char **argv)
     int rc = cli_move_env_init(&e, "rebalance", config, json, &err);
     e.opts.grace_ms = (unsigned)grace;
     e.opts.grace_given = grace_given;
-    e.opts.max_bytes_per_second = bps / par;
+    e.opts.max_bytes_per_second = bps; /* also for the unfinished moves resumed first */
     if (!rc)
         rc = ferry_catalog_open(e.catalog_url, &cat, &err);
     if (!rc)
@@ -116,7 +122,8 @@ int cmd_rebalance(int argc, char **argv)
     fflush(stdout);
     if (dry)
         goto out;
-    rc = cli_run_plan(&e, &plan, (unsigned)par, &done, &failed, results, &err);
+    rc = cli_run_plan(&e, &plan, (unsigned)par, (unsigned)per_shard, bps, &done, &failed,
+                      results, &err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     uint64_t hb = 0, hc = 0, cb = 0, cc = 0;

@@ -49,7 +49,10 @@ typedef struct ferry_move_opts {
     unsigned grace_ms;              /* with grace_given: wait after the routing switch for
                                        writes already in flight to the source */
     bool grace_given;               /* false: the default grace (ferry_move_grace) */
-    uint64_t max_bytes_per_second;  /* 0: unlimited; a run sleeps to stay under it */
+    uint64_t max_bytes_per_second;  /* 0: unlimited; a run sleeps to stay under it (when rate
+                                       is NULL) */
+    struct ferry_rate *rate;        /* a limit shared with other moves (ferry_plan_run's), or
+                                       NULL */
     ferry_move_progress_fn progress; /* may be NULL */
     void *progress_arg;
 } ferry_move_opts;

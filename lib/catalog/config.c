@@ -15,7 +15,7 @@
 static const char *const cluster_keys[] = {"name", "catalog", "hash", "rf", "fill",
                                            "clickhouse_version", "pointer_format", "hot_days",
                                            "tier_interval", "splits_interval", "routers",
-                                           "repair_interval", NULL};
+                                           "repair_interval", "router_token_file", NULL};
 static const char *const shard_keys[] = {"weight", "capacity", "replicas", "agent",
                                          "agent_token_file", "user", "password_file", "zone",
                                          "data_path", NULL};

@@ -80,6 +80,7 @@
 #include "ferry/config.h"
 #include "ferry/log.h"
 #include "ferry/partition.h"
+#include "ferry/rate.h"
 #include "ferry/strutil.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
@@ -227,8 +228,10 @@ typedef struct mvctx {
     double t0;
     uint64_t bytes_done, bytes_total;
     size_t parts_done, parts_total;
-    size_t cold_verified, hot_verified; /* partition checks by part digest / by reading rows */
+    size_t cold_verified, hot_verified; /* partitions verified equal (by part hashes), cold / hot */
     unsigned long catalog_writes; /* commits this run made */
+    ferry_rate *rate;               /* the bandwidth limit: o->rate, or own_rate */
+    ferry_rate *own_rate;           /* o->max_bytes_per_second for this run alone */
     bool permanent; /* the last failure cannot heal by retrying: roll back */
     bool clone;     /* keep-source mode: adds a replica (journal data "mode": "clone") */
 } mvctx;
@@ -537,15 +540,6 @@ static int remove_detached_of(mv_conn *c, const char *db, const char *table, con
     return rc;
 }
 
-static void rate_limit(mvctx *x, double round_t0, uint64_t round_bytes)
-{
-    uint64_t bps = x->o->max_bytes_per_second;
-    if (!bps)
-        return;
-    double want = (double)round_bytes / (double)bps, took = now_s() - round_t0;
-    if (want > took)
-        usleep((useconds_t)((want - took) * 1e6));
-}
 
 /* The frozen parts of partition pid in a freeze answer (a part's name starts with "PID_"). */
 static size_t frozen_of(json_t *fparts, const char *pid, json_t **out, size_t max)
@@ -593,7 +587,7 @@ static int freeze_each(mvctx *x, const ferry_table_def *t, const char *freeze,
 
 /* ---- sending parts, several at a time ---------------------------------------------------- */
 
-#define MV_SEND_THREADS 4 /* parts in flight agent to agent at once (1 under a bandwidth limit) */
+#define MV_SEND_THREADS 4 /* parts in flight agent to agent at once */
 
 typedef struct send_job {
     const char *name;  /* the frozen part (borrowed from the freeze answer) */
@@ -609,8 +603,6 @@ typedef struct send_pool {
     bool first;
     send_job *jobs;
     size_t n, next;
-    double t0;
-    uint64_t round_bytes;
     pthread_mutex_t mu; /* next, stop, the error, x's counters and result */
     bool stop;
     int rc;
@@ -665,14 +657,13 @@ static int send_one(send_pool *p, ferry_agent_client *cl, send_job *j, ferry_err
             x->res->hot_bytes += sp->bytes, x->res->hot_parts++;
     }
     x->bytes_done += sent_bytes;
-    p->round_bytes += sent_bytes;
+
     x->parts_done++;
     j->sent = true;
     progress(x);
-    uint64_t round_bytes = p->round_bytes;
     pthread_mutex_unlock(&p->mu);
     json_decref(ans);
-    rate_limit(x, p->t0, round_bytes);
+    ferry_rate_account(x->rate, sent_bytes); /* the run's bandwidth limit (shared or its own) */
     return FERRY_OK;
 }
 
@@ -709,7 +700,7 @@ static void *send_worker(void *arg)
  * after their current part; it is the one returned. */
 static int send_all(send_pool *p, ferry_err *err)
 {
-    size_t nt = p->x->o->max_bytes_per_second ? 1 : MV_SEND_THREADS;
+    size_t nt = MV_SEND_THREADS;
     if (nt > p->n)
         nt = p->n;
     pthread_t th[MV_SEND_THREADS];
@@ -763,7 +754,6 @@ static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bo
     size_t max_frozen = json_array_size(all_frozen);
     if (!rc && !(fparts = calloc(max_frozen + 1, sizeof *fparts)))
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    double t0 = now_s();
     bool sent_any = false;
     send_job *jobs = NULL;
     size_t n_jobs = 0, cap_jobs = 0;
@@ -835,7 +825,7 @@ static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bo
     /* the parts go agent to agent, several at a time */
     if (!rc && n_jobs) {
         send_pool pool = {.x = x, .t = t, .staging = st, .freeze = freeze, .src = &src,
-                          .first = first, .jobs = jobs, .n = n_jobs, .t0 = t0};
+                          .first = first, .jobs = jobs, .n = n_jobs};
         rc = send_all(&pool, err);
         for (size_t j = 0; j < n_jobs; j++)
             if (jobs[j].sent)
@@ -1865,6 +1855,12 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
     memset(res, 0, sizeof *res);
     x.o = o;
     x.res = res;
+    x.rate = o->rate;
+    if (!x.rate && o->max_bytes_per_second) {
+        if (!(x.own_rate = ferry_rate_new(o->max_bytes_per_second)))
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        x.rate = x.own_rate;
+    }
     x.t0 = now_s();
     ferry_lease *lease = NULL;
     ferry_record fsh, tsh;
@@ -1995,7 +1991,7 @@ out:
         ferry_log(FERRY_LOG_INFO,
                   "msg=\"move done\" move=%s tenant=%s split=%u from=%s to=%s partitions=%zu "
                   "rows=%llu hot_bytes=%llu hot_copied=%llu cold_bytes=%llu cold_copied=%llu "
-                  "verified_by_parts=%zu verified_by_rows=%zu seconds=%.3f",
+                  "verified_cold=%zu verified_hot=%zu seconds=%.3f",
                   id, res->tenant, res->split, res->from, res->to, res->partitions,
                   (unsigned long long)res->rows, (unsigned long long)res->hot_bytes,
                   (unsigned long long)res->hot_copied, (unsigned long long)res->cold_bytes,
@@ -2004,6 +2000,7 @@ out:
     json_decref(x.data);
     mv_conn_close(&x.src);
     mv_conn_close(&x.dst);
+    ferry_rate_free(x.own_rate);
     ferry_record_list_free(&x.tables);
     ferry_record_free(&x.mv);
     ferry_record_free(&x.job);

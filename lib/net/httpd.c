@@ -342,6 +342,20 @@ const char *ferry_http_header(const ferry_http_req *req, const char *name)
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
+bool ferry_http_client_addr(const ferry_http_req *req, char *buf, size_t size)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr || !size)
+        return false;
+    const struct sockaddr *sa = ci->client_addr;
+    const void *a = sa->sa_family == AF_INET ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+                    : sa->sa_family == AF_INET6
+                        ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+                        : NULL;
+    return a && inet_ntop(sa->sa_family, a, buf, (socklen_t)size) != NULL;
+}
+
 bool ferry_http_basic_auth(ferry_http_req *req, const char **user, const char **password)
 {
     if (!req->auth_user) {
@@ -367,6 +381,7 @@ void ferry_http_req_set_state(ferry_http_req *req, void *state) { req->state = s
 void *ferry_http_req_state(const ferry_http_req *req) { return req->state; }
 bool ferry_http_responded(const ferry_http_req *req) { return req->response || req->queued; }
 bool ferry_http_delivered(const ferry_http_req *req) { return req->delivered; }
+unsigned ferry_http_status(const ferry_http_req *req) { return req->status; }
 
 int ferry_http_add_header(ferry_http_req *req, const char *name, const char *value)
 {

@@ -16,6 +16,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/config.h"
+#include "ferry/lines.h"
 #include "ferry/log.h"
 #include "ferry/router.h"
 #include "ferry/strutil.h"
@@ -41,6 +42,8 @@ typedef struct fence_want {
     const char *tenant; /* NULL, or a slice no client retry may be pending for */
     uint32_t split;
     uint64_t *wait_ms;  /* out: how long the router still expects a retry (tenant given) */
+    const char *token;  /* [cluster] router_token_file's secret (routers with auth = catalog
+                         * answer their status only with it), or NULL; never logged */
 } fence_want;
 
 static int router_past(const char *base, const fence_want *w, char *what, size_t whatsz)
@@ -64,6 +67,16 @@ static int router_past(const char *base, const fence_want *w, char *what, size_t
     uint64_t version = w->version;
     const char *shard = w->shard;
     ferry_buf b = FERRY_BUF_INIT;
+    struct curl_slist *hdrs = NULL;
+    if (w->token) {
+        ferry_buf h = FERRY_BUF_INIT;
+        ferry_buf_printf(&h, "X-Ferry-Token: %s", w->token);
+        hdrs = h.data ? curl_slist_append(NULL, h.data) : NULL;
+        if (h.data)
+            memset(h.data, 0, h.len);
+        ferry_buf_free(&h);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    }
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -80,7 +93,10 @@ static int router_past(const char *base, const fence_want *w, char *what, size_t
     json_t *o = code == 200 ? json_loads(ferry_buf_cstr(&b), 0, NULL) : NULL;
     json_t *rv = o ? json_object_get(o, "routing_version") : NULL;
     json_t *old = o ? json_object_get(o, "inflight_oldest_version") : NULL;
-    if (!json_is_integer(rv)) {
+    if (!json_is_integer(rv) && (code == 401 || code == 403)) {
+        snprintf(what, whatsz, "HTTP %ld: the router refused its status; give every router "
+                 "and mover the same [cluster] router_token_file", code);
+    } else if (!json_is_integer(rv)) {
         snprintf(what, whatsz, "HTTP %ld, not a ferry router's status", code);
     } else {
         uint64_t have = (uint64_t)json_integer_value(rv);
@@ -115,6 +131,7 @@ static int router_past(const char *base, const fence_want *w, char *what, size_t
 out:
     ferry_buf_free(&b);
     curl_easy_cleanup(c);
+    curl_slist_free_all(hdrs);
     return res;
 }
 
@@ -126,9 +143,21 @@ static int fence(const struct ferry_config *cfg, fence_want *w, unsigned timeout
     const char *list = cfg ? ferry_config_get(cfg, "cluster", NULL, "routers") : NULL;
     if (!list || !*list)
         return FERRY_OK;
+    char *token = NULL;
+    const char *tf = ferry_config_get(cfg, "cluster", NULL, "router_token_file");
+    if (tf && *tf) {
+        size_t tl = 0;
+        int trc = ferry_read_file(tf, &token, &tl, err);
+        if (trc)
+            return ferry_err_prefix(err, "[cluster] router_token_file: ");
+        token[strcspn(token, "\r\n")] = '\0';
+        w->token = token;
+    }
     char *copy = strdup(list);
-    if (!copy)
+    if (!copy) {
+        free(token);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
     char *fields[64];
     size_t n = ferry_split(copy, ',', fields, 64);
     if (n > 64)
@@ -182,6 +211,10 @@ static int fence(const struct ferry_config *cfg, fence_want *w, unsigned timeout
         }
     }
     free(copy);
+    if (token) {
+        memset(token, 0, strlen(token));
+        free(token);
+    }
     return rc;
 }
 

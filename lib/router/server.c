@@ -51,10 +51,16 @@ int rt_error_code(const char *name)
                  {"INCORRECT_DATA", 117},
                  {"TIMEOUT_EXCEEDED", 159},
                  {"CANNOT_ALLOCATE_MEMORY", 173},
+                 {"QUOTA_EXCEEDED", 201},
+                 {"TOO_MANY_SIMULTANEOUS_QUERIES", 202},
                  {"NETWORK_ERROR", 210},
                  {"ALL_CONNECTION_TRIES_FAILED", 279},
+                 {"QUERY_WAS_CANCELLED", 394},
+                 {"TOO_MANY_ROWS_OR_BYTES", 396},
                  {"CANNOT_SCHEDULE_TASK", 439},
-                 {"QUERY_IS_TOO_LARGE", 393}};
+                 {"QUERY_IS_TOO_LARGE", 393},
+                 {"ACCESS_DENIED", 497},
+                 {"AUTHENTICATION_FAILED", 516}};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (!strcmp(codes[i].name, name))
             return codes[i].code;
@@ -89,6 +95,7 @@ enum req_mode { MODE_HEAD, MODE_INSERT, MODE_PASS, MODE_DONE };
 
 typedef struct req_state {
     ferry_router *r;
+    rt_principal *who;  /* who sent it (auth.c); NULL only before authentication */
     enum req_mode mode;
     bool query_in_url;
     ferry_buf head;     /* the body's start while the statement is not known yet */
@@ -111,9 +118,24 @@ typedef struct req_state {
     char *columns_sql;  /* the forwarded INSERT's statement */
     uint64_t rows;
     rt_touched touched; /* the slices rows were routed to (pending.c) */
+    /* a bound user's insert is held whole (no stream opens) until every row passed the tenant
+     * check, so a refused row stores nothing; tables it was grouped with that are not the
+     * current one stay recorded in flight until the rows are sent (kept) */
+    bool hold;
+    rt_snapshot *kept[8];
+    size_t n_kept;
+    enum rt_kind kind;  /* for the metrics */
+    double t0;          /* when the headers arrived (monotonic seconds) */
     bool ok;            /* answered 200 */
     bool failed;        /* an error was answered; the rest of the body is ignored */
 } req_state;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void state_free(ferry_http_req *req, void *ctx, void *state)
 {
@@ -121,6 +143,8 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
     req_state *st = state;
     if (!st)
         return;
+    rt_metrics_request(st->r, st->kind, ferry_http_delivered(req) ? ferry_http_status(req) : 499,
+                       mono_s() - st->t0);
     ferry_buf_free(&st->head);
     ferry_buf_free(&st->body);
     ferry_buf_free(&st->carry);
@@ -141,6 +165,9 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
     rt_touched_free(&st->touched);
     rt_out_free(st->out);
     rt_route_end(st->r, st->cur);
+    for (size_t i = 0; i < st->n_kept; i++)
+        rt_route_end(st->r, st->kept[i]);
+    rt_principal_free(st->r, st->who);
     for (size_t i = 0; i < st->n_settings; i++) {
         free((char *)st->settings[i].name);
         free((char *)st->settings[i].value);
@@ -155,16 +182,36 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
  * in flight until they are stored), then the new table is taken. A write that races a routing
  * switch is therefore sent where the table it was grouped with says, and a move waits for it
  * (docs/routing.md). */
-static void reroute_if_stale(req_state *st)
+static void take_newer(req_state *st)
 {
-    if (!st->cur || !rt_route_stale(st->r, st->cur))
-        return;
-    rt_out_finish(st->out, true);
-    rt_route_end(st->r, st->cur);
+    if (st->hold) {
+        /* nothing is sent before the body ends: the rows grouped with the old table stay
+         * staged, and the old table stays recorded in flight until they are sent */
+        st->kept[st->n_kept++] = st->cur;
+    } else {
+        rt_out_finish(st->out, true);
+        rt_route_end(st->r, st->cur);
+    }
     st->cur = rt_route_begin(st->r);
     pthread_mutex_lock(&st->r->mu);
     st->r->reroutes++;
     pthread_mutex_unlock(&st->r->mu);
+}
+
+static void reroute_if_stale(req_state *st)
+{
+    /* a held insert keeps the table it began with: it is in flight under it until it ends */
+    if (!st->cur || st->hold || !rt_route_stale(st->r, st->cur))
+        return;
+    take_newer(st);
+}
+
+/* Ends what the request still records in flight besides cur (a held insert's older tables). */
+static void release_kept(req_state *st)
+{
+    for (size_t i = 0; i < st->n_kept; i++)
+        rt_route_end(st->r, st->kept[i]);
+    st->n_kept = 0;
 }
 
 /* A row's slice has no shard in the current table. Reads the catalog's version (a newer table
@@ -186,7 +233,10 @@ static bool wait_routable(req_state *st)
                         (uint64_t)r->route_wait_ms;
     if (!rt_route_stale(r, st->cur) && !rt_wait_newer(r, was, deadline))
         return false;
-    reroute_if_stale(st);
+    if (st->hold && st->n_kept == sizeof st->kept / sizeof st->kept[0])
+        return false; /* the routing changed too often during one held insert */
+    if (rt_route_stale(r, st->cur))
+        take_newer(st);
     return st->cur->version > was;
 }
 
@@ -215,6 +265,7 @@ static void insert_fail(ferry_http_req *req, req_state *st, const char *name, co
         rt_out_finish(st->out, false);
     rt_route_end(st->r, st->cur); /* nothing more is sent with this table */
     st->cur = NULL;
+    release_kept(st);
     uint64_t written = rows_written(st);
     if (written)
         rt_respond_error(req, name,
@@ -229,6 +280,17 @@ static void insert_fail(ferry_http_req *req, req_state *st, const char *name, co
 }
 
 static int insert_statement(req_state *st);
+
+/* Whether a row's tenant (len bytes, not NUL-terminated) is one of a bound user's. */
+static bool in_scope(const rt_principal *who, const char *tenant, size_t len)
+{
+    char name[FERRY_NAME_MAX];
+    if (len >= sizeof name)
+        return false; /* longer than any tenant name */
+    memcpy(name, tenant, len);
+    name[len] = '\0';
+    return ferry_sql_scope_has(&who->scope, name);
+}
 
 /* Parses every complete row in carry (+ eof) and hands it to its shard(s)' streams. */
 static void consume(ferry_http_req *req, req_state *st, bool eof)
@@ -265,6 +327,16 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
         if (memchr(row.tenant, '\0', row.tenant_len)) {
             insert_fail(req, st, "INCORRECT_DATA",
                         "row %llu: the tenant value holds a NUL byte", (unsigned long long)row.number);
+            return;
+        }
+        if (st->who && !st->who->admin && !in_scope(st->who, row.tenant, row.tenant_len)) {
+            /* before the registration lookup, so a bound user cannot tell a registered tenant
+             * from an unknown one; a held insert: nothing has been sent, staged rows dropped */
+            insert_fail(req, st, "ACCESS_DENIED",
+                        "row %llu: tenant '%.*s' is not one of user %s's tenants",
+                        (unsigned long long)row.number,
+                        (int)(row.tenant_len > 128 ? 128 : row.tenant_len), row.tenant,
+                        st->who->name);
             return;
         }
         const rt_tenant *t = NULL;
@@ -410,8 +482,11 @@ static bool insert_begin(ferry_http_req *req, req_state *st, rt_table *t)
         rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
         return false;
     }
+    st->hold = st->who && !st->who->admin;
+    st->out->hold = st->hold;
     st->cur = rt_route_begin(r);
     st->mode = MODE_INSERT;
+    st->kind = RT_KIND_INSERT;
     pthread_mutex_lock(&r->mu);
     r->requests++;
     pthread_mutex_unlock(&r->mu);
@@ -504,6 +579,16 @@ static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t
             const char *d = db[0] ? db : ferry_http_arg(req, "database");
             if (!d || !*d)
                 d = "default";
+            if (managed_table(r, d, table) && st->who && !st->who->admin) {
+                rt_respond_error(req, "ACCESS_DENIED",
+                                 "ferry router: user %s is bound to tenants: into the managed "
+                                 "table %s.%s it may only insert rows as data (INSERT INTO %s "
+                                 "[(columns)] FORMAT F), each checked against its tenants",
+                                 st->who->name, d, table, table);
+                st->mode = MODE_DONE;
+                st->failed = true;
+                return;
+            }
             if (managed_table(r, d, table)) {
                 rt_respond_error(req, "NOT_IMPLEMENTED",
                                  "ferry router: %s.%s is a managed table; inserts into it must be "
@@ -558,6 +643,18 @@ static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t
 
 /* ---- HTTP callbacks ------------------------------------------------------------------------- */
 
+/* ferry_http_args_foreach callback: stops at the first setting a bound user may not pass. */
+static int refused_arg(void *cls, const char *name, const char *value)
+{
+    (void)value;
+    if (ferry_ch_param_kind(name) == FERRY_CH_PARAM_SETTING &&
+        ferry_sql_setting_refused_scoped(name)) {
+        *(const char **)cls = name;
+        return 1;
+    }
+    return 0;
+}
+
 static void on_headers(ferry_http_req *req, void *ctx)
 {
     ferry_router *r = ctx;
@@ -567,7 +664,27 @@ static void on_headers(ferry_http_req *req, void *ctx)
         return;
     }
     st->r = r;
+    st->kind = RT_KIND_PASSTHROUGH;
+    st->t0 = mono_s();
     ferry_http_req_set_state(req, st);
+    if (!(st->who = rt_authenticate(r, req))) {
+        st->mode = MODE_DONE; /* answered: AUTHENTICATION_FAILED or a limit */
+        st->failed = true;
+        return;
+    }
+    if (!st->who->admin) {
+        /* settings a bound user may not pass (they would reach beyond its tenants) */
+        const char *bad = NULL;
+        ferry_http_args_foreach(req, refused_arg, &bad);
+        if (bad) {
+            rt_respond_error(req, "ACCESS_DENIED",
+                             "ferry router: the setting %s is not allowed for users bound to "
+                             "tenants", bad);
+            st->mode = MODE_DONE;
+            st->failed = true;
+            return;
+        }
+    }
     const char *q = ferry_http_arg(req, "query");
     if (q) {
         st->query_in_url = true;
@@ -599,6 +716,14 @@ static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
                              r->max_request_bytes);
         st->failed = true;
         st->mode = MODE_DONE;
+        return 0;
+    }
+    if (st->mode == MODE_INSERT && st->hold && st->received > r->bound_insert_max_bytes) {
+        insert_fail(req, st, "QUERY_IS_TOO_LARGE",
+                    "user %s is bound to tenants, so its inserts are held in the router until "
+                    "every row is checked, and this one is larger than [router] "
+                    "bound_insert_max_bytes (%zu bytes); send it in smaller batches",
+                    st->who->name, r->bound_insert_max_bytes);
         return 0;
     }
     if (st->mode == MODE_INSERT) {
@@ -675,6 +800,11 @@ static void respond_insert(ferry_http_req *req, req_state *st)
         rt_out_shard *res = &st->out->shards[i];
         const char *nm = r->shards[i]->name;
         written += res->rows_written;
+        if (res->rows_written) {
+            pthread_mutex_lock(&r->metrics.mu);
+            r->metrics.rows_by_slot[i] += res->rows_written;
+            pthread_mutex_unlock(&r->metrics.mu);
+        }
         if (res->rows_written || res->failed)
             ferry_buf_printf(&shards, "%s%s", shards.len ? "," : "", nm);
         if (!res->failed)
@@ -749,9 +879,23 @@ static void on_complete(ferry_http_req *req, void *ctx)
             return;
     }
     if (st->mode == MODE_PASS) {
-        /* SELECT-like statements over managed tables take the read path (select.c). */
-        if (rt_select_route(st->r, req, st->query_in_url, st->body.data, st->body.len))
+        /* SELECT-like statements over managed tables take the read path (select.c); it also
+         * says whether a bound user's other reads may pass through (only tables its user
+         * lists). Everything else passing through needs an admin user. */
+        bool may_pass = false;
+        if (rt_select_route(st->r, req, st->who, st->query_in_url, st->body.data, st->body.len,
+                            &may_pass)) {
+            st->kind = RT_KIND_READ;
             return;
+        }
+        if (!may_pass) {
+            rt_respond_error(req, "ACCESS_DENIED",
+                             "ferry router: user %s is bound to tenants and may only read "
+                             "and insert the rows of managed tables (and read the tables its "
+                             "user lists); this statement needs an admin user",
+                             st->who->name);
+            return;
+        }
         rt_passthrough(st->r, req, st->body.data, st->body.len);
         return;
     }
@@ -767,6 +911,7 @@ static void on_complete(ferry_http_req *req, void *ctx)
         rt_out_finish(st->out, true);
         rt_route_end(st->r, st->cur); /* every row is stored (or failed): not in flight */
         st->cur = NULL;
+        release_kept(st);
         respond_insert(req, st);
         return;
     }
@@ -780,9 +925,19 @@ static void on_ping(ferry_http_req *req, void *ctx)
     ferry_http_respond_text(req, 200, "Ok.\n");
 }
 
+/* GET /metrics: an admin user or the cluster's token (Prometheus: `authorization: {type:
+ * Bearer, credentials_file: ...}` with the router_token_file). */
+static void on_metrics(ferry_http_req *req, void *ctx)
+{
+    if (rt_auth_internal(ctx, req))
+        rt_on_metrics(req, ctx);
+}
+
 static void on_status(ferry_http_req *req, void *ctx)
 {
     ferry_router *r = ctx;
+    if (!rt_auth_internal(r, req))
+        return;
     ferry_buf body = {0};
     pthread_mutex_lock(&r->mu);
     uint64_t oldest = 0;
@@ -832,6 +987,8 @@ static void on_status(ferry_http_req *req, void *ctx)
     }
     ferry_buf_putc(&body, '}');
     rt_reads_status(r, &body);
+    ferry_buf_printf(&body, ",\"auth\":\"%s\"", r->auth == RT_AUTH_NONE ? "none" : "catalog");
+    rt_limits_status(r->limits, &body);
     ferry_buf_putc(&body, '}');
     if (body.data)
         ferry_http_respond(req, 200, "application/json", body.data, body.len);
@@ -850,7 +1007,10 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "load_balancing", "allow_fanout", "global_max_rows",
                                        "global_max_bytes", "max_partial_bytes", "advertise_url",
                                        "publish_wait", "replica_error_half_life", "route_wait",
-                                       "retry_window", NULL};
+                                       "retry_window", "auth", "passthrough_user",
+                                       "passthrough_password_file", "bound_insert_max_bytes",
+                                       "login_free_failures", "login_max_delay",
+                                       "login_failure_decay", NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
@@ -953,7 +1113,12 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     if (!rc)
         rc = read_router_config(r, cfg, opt->listen, addr, sizeof addr, &port, err);
     if (!rc)
+        rc = rt_auth_init(r, cfg, addr,
+                          opt->listen || ferry_config_get(cfg, "router", NULL, "listen"), err);
+    if (!rc)
         rc = rt_shards_init(r, err);
+    if (!rc && rt_metrics_init(r))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (rc)
         goto out;
     snprintf(r->catalog_url, sizeof r->catalog_url, "%s", catalog);
@@ -984,6 +1149,7 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     ferry_http_route routes[] = {
         {"GET", "/ping", NULL, NULL, on_ping, NULL, r, 0},
         {"GET", "/ferry/router", NULL, NULL, on_status, NULL, r, 0},
+        {"GET", "/metrics", NULL, NULL, on_metrics, NULL, r, 0},
         {NULL, "/ferry/partial/", NULL, NULL, rt_partial_on_complete, NULL, r, 0},
         {NULL, "/", on_headers, on_body, on_complete, state_free, r, 0},
     };
@@ -1018,6 +1184,8 @@ void ferry_router_stop(ferry_router *r)
     free(r->tables);
     rt_shards_free(r);
     rt_pending_free(r->pending);
+    rt_auth_free(r);
+    rt_metrics_free(r);
     ferry_config_free(&r->cfg);
     ferry_catalog_close(r->watch_cat);
     ferry_catalog_close(r->check_cat);

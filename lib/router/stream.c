@@ -319,7 +319,7 @@ int rt_out_row(rt_out *o, size_t shard, const char *row, size_t len)
     if (ferry_buf_append(&os->stage, row, len))
         return FERRY_ENOMEM;
     os->stage_rows++;
-    if (os->stage.len < o->r->flush_bytes)
+    if (o->hold || os->stage.len < o->r->flush_bytes)
         return FERRY_OK;
     if (!os->open && (rc = stream_open(o, shard)))
         return rc;

@@ -101,7 +101,8 @@ reader() {
         fi
     done >>"$T/reads.txt"
 }
-reader &
+: >"$T/reads.txt"
+reader 2>"$T/reader.err" &
 READPID=$!
 wait_for 60 test -s "$T/sent.json" -o -s "$T/reads.txt"
 sleep 2
@@ -163,7 +164,7 @@ batches=$(jq .batches "$T/stats.json")
 nreads=$(grep -c . "$T/reads.txt")
 nbad=$(grep -vc '^ok$' "$T/reads.txt" || true)
 [ "$nbad" = 0 ] || fail "$nbad of $nreads reads differed from the reference: $(grep -v '^ok$' "$T/reads.txt" | head -3)"
-[ "$nreads" -ge 10 ] || fail "only $nreads reads ran"
+[ "$nreads" -ge 10 ] || fail "only $nreads reads ran: $(tail -5 "$T/reader.err")"
 want=$(jq -r 'to_entries | sort_by(.key)[] | "\(.key) \(.value[0]) \(.value[1])"' "$T/sent.json")
 got=$(rq "SELECT tenant, count(), uniqExact(id), sum(id) FROM events WHERE day = $TODAY GROUP BY tenant ORDER BY tenant FORMAT TSV" |
     awk '{ if ($2 != $3) print "DUPLICATE", $0; else print $1, $2, $4 }')

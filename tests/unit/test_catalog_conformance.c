@@ -168,6 +168,18 @@ static void sample(ferry_record *r, enum ferry_record_kind k, int i)
         r->u.job.created = 1700000000;
         r->u.job.updated = 1700000002;
         break;
+    case FERRY_REC_USER:
+        snprintf(r->u.user.name, sizeof r->u.user.name, "analyst%d", i);
+        snprintf(r->u.user.salt, sizeof r->u.user.salt, "000102030405060708090a0b0c0d0e0f");
+        snprintf(r->u.user.hash, sizeof r->u.user.hash, "%064d", i);
+        snprintf(r->u.user.tenants, sizeof r->u.user.tenants, "acme,beta");
+        snprintf(r->u.user.tables, sizeof r->u.user.tables, "default.dim");
+        snprintf(r->u.user.networks, sizeof r->u.user.networks, "10.0.0.0/8,::1/128");
+        r->u.user.max_concurrent = 4;
+        r->u.user.max_rps = 10;
+        r->u.user.max_execution_ms = 30000;
+        r->u.user.queue_wait_ms = 500;
+        break;
     default:
         break;
     }
@@ -834,6 +846,29 @@ static void test_routing_version(void **state)
     assert_int_equal(ferry_catalog_create(c, &t, &err), FERRY_OK);
     assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
     assert_int_equal(v, 1);
+    /* users are routing state: creating, changing and removing one each raise it (routers load
+     * users with the routes) */
+    ferry_record u;
+    sample(&u, FERRY_REC_USER, 1);
+    assert_int_equal(ferry_catalog_create(c, &u, &err), FERRY_OK);
+    snprintf(u.u.user.tenants, sizeof u.u.user.tenants, "acme");
+    assert_int_equal(ferry_catalog_update(c, &u, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_delete(c, &u, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
+    assert_int_equal(v, 4);
+    /* the switches below count on from 1: a fresh catalog with the three routes again */
+    ferry_catalog_close(c);
+    fresh_url(url, sizeof url, 5000);
+    c = open_ok(url);
+    b = ferry_batch_new();
+    for (int i = 0; i < 3; i++) {
+        ferry_record r;
+        sample(&r, FERRY_REC_ROUTE, i);
+        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    }
+    assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_int_equal(info.routing_version, 1);
     /* a waiter that times out */
     uint64_t now = 0;
     assert_int_equal(ferry_catalog_routing_wait(c, 1, 100, &now, &err), FERRY_ETIMEOUT);
