@@ -1,7 +1,7 @@
 # The two commands: `make demo` and `make test`. Both install what is missing first
 # (scripts/setup.sh), configure and build, then run.
-#   make build     configure and build build/ (AddressSanitizer + UBSan, used by tests and demo)
-#   make release   an optimised build in build-release/ (no sanitizers)
+#   make build     configure and build build/ (AddressSanitizer + UBSan, used by the tests)
+#   make release   an optimised build in build-release/ (no sanitizers; benchmarks and demo)
 #   make bench     build-release/ benchmarks, results as JSON lines
 #   make fuzz      libFuzzer targets with clang in build-fuzz/
 #   make install   the release build and its files under PREFIX (DESTDIR for staging)
@@ -38,8 +38,9 @@ release: deps-build
 test: deps build
 	cd $(BUILD) && ctest --no-tests=error --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
-demo: deps build
-	./$(BUILD)/ferry demo $(DEMO_ARGS)
+# the release build: the demo measures ferry, not the sanitizers (`make build` is for the tests)
+demo: deps release
+	./$(RELEASE)/ferry demo $(DEMO_ARGS)
 
 bench: deps release
 	bash bench/run.sh $(RELEASE)

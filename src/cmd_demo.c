@@ -6,10 +6,12 @@
  * object store by the tiering flow (one run per server, side by side), a 4th node added, the
  * rebalancing plan run by the move flow (several moves at a time), every tenant's rows and sums
  * checked against what was ingested, a table like the blog's, and the lab stopped.
- * Progress goes to stderr; the table (or with --json one JSON object) to stdout. */
+ * Progress goes to stderr; the table (or with --json one JSON object) to stdout; the components'
+ * own log lines to ferry.log in the lab's directory. */
 #define _DEFAULT_SOURCE
 #include <errno.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -52,7 +54,8 @@ const char cmd_demo_usage[] =
     "serves each slice, tiers the oldest C days into the object store, adds a 4th node,\n"
     "rebalances with the move flow, checks every tenant's row count and sums against what was\n"
     "ingested, prints what moved (real size vs bytes actually copied) and stops the lab.\n"
-    "Progress goes to stderr, the table (or with --json one JSON object) to stdout.\n"
+    "Progress goes to stderr, the table (or with --json one JSON object) to stdout, the\n"
+    "components' log lines to DIR/ferry.log (kept with --keep or when the demo fails).\n"
     "\n"
     "  --tenants N        tenants (default 200; 2..2000)\n"
     "  --days D           days of rows, ending yesterday (default 4; 2..30)\n"
@@ -124,6 +127,7 @@ typedef struct demo {
     size_t tiered, tier_failed;
     uint64_t tier_uploaded, tier_pointer_bytes;
     size_t moves_planned, moves_done, moves_failed, moved_tenants;
+    int log_fd;              /* the components' log: DIR/ferry.log (-1: stderr) */
     uint64_t hot_bytes, hot_copied, cold_bytes, cold_copied;
     size_t hot_parts, cold_parts, cold_partitions_moved, hot_partitions_moved;
     double rebalance_s;
@@ -542,13 +546,19 @@ static void *tier_tick(void *arg)
         if (tk->stop)
             break;
         ferry_record_list jobs = {0};
-        size_t done = 0;
+        size_t done = 0, started = 0;
         if (ferry_catalog_list(cat, FERRY_REC_JOB, NULL, 0, &jobs, &err) == FERRY_OK)
-            for (size_t i = 0; i < jobs.n; i++)
-                done += !strcmp(jobs.items[i].u.job.kind, "tier") &&
-                        !strcmp(jobs.items[i].u.job.state, "DONE");
+            for (size_t i = 0; i < jobs.n; i++) {
+                const ferry_job *j = &jobs.items[i].u.job;
+                if (strcmp(j->kind, "tier"))
+                    continue;
+                done += !strcmp(j->state, "DONE");
+                started += strcmp(j->state, "DONE") && strcmp(j->state, "FAILED");
+            }
         ferry_record_list_free(&jobs);
-        progress(tk->d, "tier: %zu of %zu partitions tiered", done, want);
+        /* a wave's jobs finish together: the ones on their way are worth showing */
+        progress(tk->d, "tier: %zu of %zu partitions tiered, %zu on their way", done, want,
+                 started);
     }
     pthread_mutex_unlock(&tk->lock);
 out:
@@ -904,6 +914,13 @@ static int run(demo *d)
     if (realpath(d->dir, real))
         snprintf(d->dir, sizeof d->dir, "%s", real);
     snprintf(d->conf, sizeof d->conf, "%s/ferry.conf", d->dir);
+    /* the components' own log lines (lab, tiering, moves, agents' clients) go to a file in the
+     * lab's directory: the console keeps the progress lines and the result */
+    char logpath[4200];
+    snprintf(logpath, sizeof logpath, "%s/ferry.log", d->dir);
+    d->log_fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (d->log_fd >= 0)
+        ferry_log_set_fd(d->log_fd);
     if ((rc = build_model(d, &err)))
         goto out;
 
@@ -978,8 +995,9 @@ static int run(demo *d)
 out:
     if (rc) {
         cli_fail("demo", &err);
-        if (d->lab_started)
-            fprintf(stderr, "ferry demo: the lab's logs are in %s (node*/node.log)\n", d->dir);
+        if (d->lab_started || d->log_fd >= 0)
+            fprintf(stderr, "ferry demo: the logs are in %s (ferry.log, node*/node.log)\n",
+                    d->dir);
     }
     double wall = elapsed(d);
     if (!rc) {
@@ -1011,6 +1029,11 @@ out:
             cli_fail("demo", &derr);
             rc = rc ? rc : derr.code;
         }
+    }
+    if (d->log_fd >= 0) {
+        ferry_log_set_fd(2);
+        close(d->log_fd);
+        d->log_fd = -1;
     }
     if (d->made_dir && !rc)
         nftw(d->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -1055,6 +1078,7 @@ int cmd_demo(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     demo d;
     memset(&d, 0, sizeof d);
+    d.log_fd = -1;
     d.o.tenants = 200;
     d.o.days = 4;
     d.o.parallel = 8;

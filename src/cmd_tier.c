@@ -84,6 +84,12 @@ static void print_text(json_t *r)
         printf("%s%s %.0f ms", n++ ? ", " : "time per step: ", k, json_number_value(v));
     if (n)
         printf("\n");
+    if (json_integer_value(json_object_get(r, "waves")))
+        printf("%lld waves, %lld statements, %lld agent requests, %lld catalog writes\n",
+               (long long)json_integer_value(json_object_get(r, "waves")),
+               (long long)json_integer_value(json_object_get(r, "statements")),
+               (long long)json_integer_value(json_object_get(r, "agent_requests")),
+               (long long)json_integer_value(json_object_get(r, "catalog_writes")));
 }
 
 int cmd_tier(int argc, char **argv)

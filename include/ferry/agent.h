@@ -25,7 +25,10 @@
 #include "ferry/err.h"
 #include "ferry/httpd.h"
 
-#define FERRY_AGENT_API_VERSION 1
+/* 2: the many-part forms (freeze "partitions", upload and write-pointers "parts", remove-freeze
+ * "names") and uploads checked against checksums.txt. An agent of version 1 answers 400 to them
+ * (a required field is missing), and callers then fall back to one request per part. */
+#define FERRY_AGENT_API_VERSION 2
 #define FERRY_AGENT_PREFIX "/agent/v1/"
 
 /* ---------------------------------------------------------------------------------------------
@@ -115,6 +118,10 @@ void ferry_agent_client_free(ferry_agent_client *c);
  * is the agent's "error" text; *resp is then the error answer when there was one (or NULL). */
 int ferry_agent_call(ferry_agent_client *c, const char *op, json_t *req, json_t **resp,
                      long *http_status, ferry_err *err);
+
+/* The error code ferry_agent_call gives an answer of this HTTP status (also for the per-part
+ * "status" of a many-part answer). */
+int ferry_agent_code_for_status(long status);
 
 /* One file to stream: its name inside the part folder and an open descriptor (read with pread
  * from offset 0). */

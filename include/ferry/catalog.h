@@ -345,6 +345,11 @@ typedef struct ferry_commit_info {
  * route raises the routing version by one. info may be NULL. The batch can be freed afterwards. */
 int ferry_catalog_commit(ferry_catalog *c, const ferry_batch *b, ferry_commit_info *info,
                          ferry_err *err);
+/* The same, and new_versions (ferry_batch_size(b) slots, caller-owned) gets the version each
+ * queued change left its record at (-1 for delete and check), so a caller that updates many
+ * records in one batch can compare-and-set them again without reading them back. */
+int ferry_catalog_commit_versions(ferry_catalog *c, const ferry_batch *b, int64_t *new_versions,
+                                  ferry_commit_info *info, ferry_err *err);
 
 /* Maximum operations per ZooKeeper multi (default 100); for benchmarks and tests. */
 void ferry_catalog_set_chunk_ops(ferry_catalog *c, size_t ops);

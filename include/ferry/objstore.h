@@ -96,6 +96,14 @@ int ferry_objstore_put(ferry_objstore *st, const char *key, const void *data, si
 /* Same, streaming the whole regular file open on fd (read with pread from offset 0; the file
  * position is not used). Large files become multipart uploads (ferry_objstore_set_multipart). */
 int ferry_objstore_put_fd(ferry_objstore *st, const char *key, int fd, ferry_err *err);
+/* Puts n whole files, keys[i] from the regular file open on fds[i], each as put_fd would
+ * (create-only: a key that exists is FERRY_ECONFLICT for that file). rcs[i] (caller's array of n)
+ * gets each file's code; the return value is FERRY_OK when every file was put, else a failure's
+ * code (one other than FERRY_ECONFLICT when there is one) with err its message. The local store makes them durable together: every file written
+ * first, then synced, linked into place, and each directory synced once, so the files of a part
+ * cost about one journal commit rather than two each; other stores put them one by one. */
+int ferry_objstore_put_fds(ferry_objstore *st, const char *const *keys, const int *fds, size_t n,
+                           int *rcs, ferry_err *err);
 
 /* Receives object bytes in order; return 0 to continue, non-zero to stop (the get then fails
  * with FERRY_EIO unless the callback set err itself). */

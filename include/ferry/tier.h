@@ -1,15 +1,16 @@
 /* Tiering: ageing partitions from a server's local disk into object storage as pointer parts
  * (the blog's step 2, docs/tiering.md). For one (server, table, partition) ferry freezes the
- * partition, uploads every file of every frozen hot part unchanged (the agent, uploader role),
- * writes pointer parts into a staging table's detached/ on the cold disk, attaches them in
- * staging, swaps them into the real table (REPLACE PARTITION, or ATTACH PARTITION FROM + DETACH
- * PART when the partition already holds cold parts or rows arrived since the freeze), verifies the
- * rows against a fingerprint of the frozen parts, cleans up and records the cold parts in the
- * catalog.
+ * partition, uploads every file of every frozen hot part unchanged (the agent, uploader role,
+ * checking each file against the part's checksums.txt), writes pointer parts into a staging
+ * table's detached/ on the cold disk, attaches them in staging, swaps them into the real table
+ * (REPLACE PARTITION, or ATTACH PARTITION FROM + DETACH PART when the partition already holds cold
+ * parts or rows arrived since the freeze), verifies that the new cold parts are the frozen ones
+ * (their part hashes, or their rows), cleans up and records the cold parts in the catalog.
  *
  * Each job is journaled in a catalog job record (FERRY_REC_JOB, kind "tier", id
  * "tier.<server>.<table>.<partition_id>") advanced by compare-and-set, so a crash at any point is
- * finished by the next run. A tiering run holds the catalog lease "tier.<server>" of every server
+ * finished by the next run. The jobs of one server and table run as a wave: each step for all of
+ * them at once (one statement, agent requests for many parts, one catalog batch). A tiering run holds the catalog lease "tier.<server>" of every server
  * it works on (a run over all servers also "tier"), so two runs never work on one server at once
  * while runs limited to different servers (options.server) may run side by side. Every SQL statement goes through ferry_guarded_exec (sqlguard.h).
  *
@@ -71,6 +72,9 @@ bool ferry_tier_day_due(uint32_t day, int64_t now, uint64_t older_than);
 /* The staging table's name for a table: "<table>_ferry_staging" into out (FERRY_EINVAL when
  * too long). */
 int ferry_tier_staging_name(const char *table, char *out, size_t outsz, ferry_err *err);
+/* The name of the always-empty twin of a table that tiering empties staging's partitions from
+ * (REPLACE PARTITION ... FROM it): "<table>_ferry_empty" (FERRY_EINVAL when too long). */
+int ferry_tier_empty_name(const char *table, char *out, size_t outsz, ferry_err *err);
 
 typedef struct ferry_tier_options {
     const char *config_path; /* required: [cluster] catalog, shards' agent_token_file, the
@@ -90,9 +94,13 @@ typedef struct ferry_tier_options {
  *   {"dry_run":b, "older_than_s":N, "partitions_tiered":N, "jobs_resumed":N, "jobs_failed":N,
  *    "bytes_uploaded":N, "files_uploaded":N, "pointer_bytes":N, "pointer_files":N,
  *    "step_ms":{"FREEZE":ms,...}, "wall_ms":ms, "load_sql_ms":ms (the ATTACH in staging and the
- *    swap statements alone), "fingerprint_ms":ms (the verification queries),
+ *    swap statements alone), "fingerprint_ms":ms (verification queries that read rows),
+ *    "upload_check_ms":ms (the agents' time checking uploads against checksums.txt, summed over
+ *    parts uploaded side by side),
+ *    "waves":N, "statements":N, "agent_requests":N, "catalog_writes":N,
  *    "jobs":[{"id","server","table","partition_id","tenant","day","state","swap","rows",
- *             "hot_parts","bytes_uploaded","pointer_bytes","resumed","step_ms",("error")}],
+ *             "hot_parts","bytes_uploaded","pointer_bytes","resumed","wave","verified_by",
+ *             "step_ms" (its share of its wave's step times),("error")}],
  *    "planned":[...] (dry run)}
  * Returns FERRY_OK when every job finished; otherwise the first failure's code and message
  * (other jobs still ran). FERRY_ECONFLICT when another run holds one of the run's leases. */

@@ -125,6 +125,13 @@ int agent_mkdir(const char *path, ferry_err *err);
 /* Writes a whole file in dirfd (O_EXCL, fsync). ENOSPC gives FERRY_EIO with "no space left". */
 int agent_write_file_at(int dirfd, const char *name, const void *data, size_t len, ferry_err *err);
 int agent_fsync_dir(const char *path, ferry_err *err);
+/* The same as agent_write_file_at without the fsync: the writeback is only started, and
+ * agent_fsync_files on the folder makes the files durable later (writing a part's files first
+ * and syncing them after costs about one journal commit instead of one per file). */
+int agent_write_file_nosync_at(int dirfd, const char *name, const void *data, size_t len,
+                               ferry_err *err);
+/* fsync of every regular file in the folder open on dirfd. */
+int agent_fsync_files(int dirfd, ferry_err *err);
 /* true when every file of dir a has the same name set and bytes as dir b. */
 bool agent_dirs_equal(const char *a, const char *b);
 /* Reads a small file whole (max bytes); caller frees. */
@@ -159,6 +166,10 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
 int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
 int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
 int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+
+/* The HTTP status an operation's error answers with (server.c): 400 bad input, 404 not found,
+ * 409 conflict, 422 unsupported, 502 a server behind the agent, ... */
+unsigned agent_status_for(int code);
 
 /* JSON request fields: a required string (FERRY_EINVAL naming the field when missing). */
 int agent_req_str(json_t *req, const char *field, const char **out, ferry_err *err);

@@ -74,7 +74,7 @@ static size_t collect(char *p, size_t sz, size_t nm, void *ud)
     return ferry_buf_append(b, p, sz * nm) == 0 ? sz * nm : 0;
 }
 
-static int code_for_status(long status)
+int ferry_agent_code_for_status(long status)
 {
     if (status == 400 || status == 405 || status == 422)
         return FERRY_EINVAL;
@@ -136,7 +136,7 @@ static int perform(ferry_agent_client *c, const char *what, struct curl_slist *h
         goto out;
     }
     const char *msg = json_string_value(json_object_get(j, "error"));
-    rc = ferry_err_set(err, cc != CURLE_OK ? FERRY_ECONNECT : code_for_status(status),
+    rc = ferry_err_set(err, cc != CURLE_OK ? FERRY_ECONNECT : ferry_agent_code_for_status(status),
                        "agent %s (%s): HTTP %ld: %s", safe_url, what, status,
                        msg ? msg : cc != CURLE_OK ? curl_easy_strerror(cc) : "no error text");
     *resp = j;

@@ -128,8 +128,8 @@ int agent_mkdir(const char *path, ferry_err *err)
                          path, strerror(errno));
 }
 
-int agent_write_file_at(int dirfd, const char *name, const void *data, size_t len,
-                        ferry_err *err)
+static int write_file(int dirfd, const char *name, const void *data, size_t len, bool sync,
+                      ferry_err *err)
 {
     int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -149,13 +149,56 @@ int agent_write_file_at(int dirfd, const char *name, const void *data, size_t le
         p += w;
         left -= (size_t)w;
     }
-    /* the descriptor is closed whether fsync worked or not */
-    int e = fsync(fd) != 0 ? errno : 0;
+    /* the descriptor is closed whether fsync worked or not; without sync, the writeback is
+     * only started (the caller syncs later: agent_fsync_files) */
+    int e = 0;
+    if (sync)
+        e = fsync(fd) != 0 ? errno : 0;
+    else
+        sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     if (close(fd) != 0 && !e)
         e = errno;
     if (e)
         return ferry_err_set(err, FERRY_EIO, "writing %s: %s", name, strerror(e));
     return FERRY_OK;
+}
+
+int agent_write_file_at(int dirfd, const char *name, const void *data, size_t len,
+                        ferry_err *err)
+{
+    return write_file(dirfd, name, data, len, true, err);
+}
+
+int agent_write_file_nosync_at(int dirfd, const char *name, const void *data, size_t len,
+                               ferry_err *err)
+{
+    return write_file(dirfd, name, data, len, false, err);
+}
+
+int agent_fsync_files(int dirfd, ferry_err *err)
+{
+    int dup_fd = dup(dirfd);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!d) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return ferry_err_set(err, FERRY_EIO, "listing a folder to sync it: %s", strerror(errno));
+    }
+    rewinddir(d);
+    int rc = FERRY_OK;
+    struct dirent *e;
+    while (rc == FERRY_OK && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        int fd = openat(dirfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        int er = fd < 0 ? errno : fsync(fd) != 0 ? errno : 0;
+        if (fd >= 0)
+            close(fd);
+        if (er)
+            rc = ferry_err_set(err, FERRY_EIO, "fsync %s: %s", e->d_name, strerror(er));
+    }
+    closedir(d);
+    return rc;
 }
 
 int agent_fsync_dir(const char *path, ferry_err *err)

@@ -1,8 +1,8 @@
 /* The node agent's operations on the local server (see docs/agent.md): status, listing parts,
- * freezing a partition and listing what it froze, uploading a frozen part to object storage,
- * writing a pointer part into detached/, removing detached and shadow folders, and listing the
- * pointer files of the cold disk. Each is idempotent: running it again after a crash gives the
- * same result. Sending and receiving parts is in transfer.c. */
+ * freezing partitions and listing what they froze, placing a part folder into detached/,
+ * removing detached and shadow folders, and listing the pointer files of the cold disk. Each is
+ * idempotent: running it again after a crash gives the same result. Uploading frozen parts and
+ * writing pointer parts is in upload.c, sending and receiving parts in transfer.c. */
 #include "agent_int.h"
 
 #include <dirent.h>
@@ -349,10 +349,101 @@ out:
     return rc;
 }
 
+/* freeze with "partitions": [{partition_id, name}, ...]: every partition frozen under its own
+ * name by one ALTER TABLE (one FREEZE command each), so a caller that journals one job per
+ * partition keeps one freeze per job (removed, or redone under a new name, on its own) and still
+ * pays one statement. A partition already frozen under its name is left out of the ALTER; one
+ * without parts freezes nothing (the answer lists no part of it). Each frozen part of the answer
+ * carries its freeze name ("freeze") and partition ("partition_id"). */
+static int freeze_named(agent_env *env, json_t *req, json_t *list, json_t **resp, ferry_err *err)
+{
+    const char *db, *table;
+    agent_table_dir *dirs = NULL;
+    size_t ndirs = 0, todo = 0, i;
+    ferry_buf sql = FERRY_BUF_INIT;
+    json_t *parts = json_array(), *one = json_array(), *e;
+    int rc;
+    if ((rc = agent_req_str(req, "database", &db, err)) ||
+        (rc = agent_req_str(req, "table", &table, err)))
+        goto out;
+    if (!parts || !one) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (json_array_size(list) == 0) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "\"partitions\" must be a non-empty array");
+        goto out;
+    }
+    json_array_foreach(list, i, e) {
+        const char *pid = json_string_value(json_object_get(e, "partition_id"));
+        const char *name = json_string_value(json_object_get(e, "name"));
+        if (!pid || !name || !ferry_safe_component(pid, false) ||
+            !ferry_safe_component(name, false)) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "partitions[%zu] needs \"partition_id\" and "
+                               "\"name\", plain path components", i);
+            goto out;
+        }
+    }
+    if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)))
+        goto out;
+    if (ferry_buf_puts(&sql, "ALTER TABLE ") || ferry_sql_ident(db, &sql) ||
+        ferry_buf_putc(&sql, '.') || ferry_sql_ident(table, &sql)) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    json_array_foreach(list, i, e) {
+        const char *pid = json_string_value(json_object_get(e, "partition_id"));
+        const char *name = json_string_value(json_object_get(e, "name"));
+        json_array_clear(one);
+        if ((rc = list_frozen(env, dirs, ndirs, name, pid, one, err)))
+            goto out;
+        if (json_array_size(one))
+            continue; /* frozen by an earlier request under this name */
+        if (ferry_buf_puts(&sql, todo++ ? ", FREEZE PARTITION ID " : " FREEZE PARTITION ID ") ||
+            ferry_ch_quote(&sql, pid) || ferry_buf_puts(&sql, " WITH NAME ") ||
+            ferry_ch_quote(&sql, name)) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    if (todo && (rc = ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), NULL, NULL, NULL, err)))
+        goto out;
+    json_array_foreach(list, i, e) {
+        const char *pid = json_string_value(json_object_get(e, "partition_id"));
+        const char *name = json_string_value(json_object_get(e, "name"));
+        size_t k;
+        json_t *fp;
+        json_array_clear(one);
+        if ((rc = list_frozen(env, dirs, ndirs, name, pid, one, err)))
+            goto out;
+        json_array_foreach(one, k, fp) {
+            json_object_set_new(fp, "freeze", json_string(name));
+            json_object_set_new(fp, "partition_id", json_string(pid));
+        }
+        if (json_array_extend(parts, one)) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    *resp = json_pack("{s:s, s:s, s:b, s:I, s:O}", "database", db, "table", table, "existing",
+                      todo == 0, "frozen_now", (json_int_t)todo, "parts", parts);
+    if (!*resp)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+out:
+    json_decref(parts);
+    json_decref(one);
+    ferry_buf_free(&sql);
+    agent_table_dirs_free(dirs, ndirs);
+    return rc;
+}
+
 static int frozen_common(agent_env *env, json_t *req, json_t **resp, bool do_freeze,
                          ferry_err *err)
 {
     json_t *ids = json_object_get(req, "partition_ids");
+    json_t *named = json_object_get(req, "partitions");
+    if (do_freeze && json_is_array(named))
+        return freeze_named(env, req, named, resp, err);
     if (do_freeze && json_is_array(ids))
         return freeze_many(env, req, ids, resp, err);
     const char *db, *table, *name, *pid = NULL;
@@ -425,174 +516,6 @@ int agent_op_frozen(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
     return frozen_common(env, req, resp, false, err);
 }
 
-/* ---- upload --------------------------------------------------------------------------------- */
-
-/* Compares the object at key with the size bytes of the file open on fd. */
-typedef struct cmp_state {
-    int fd;
-    uint64_t pos;
-    bool differs;
-    char buf[64 * 1024];
-} cmp_state;
-
-static int cmp_sink(void *ud, const void *data, size_t len)
-{
-    cmp_state *c = ud;
-    const char *d = data;
-    while (len) {
-        size_t n = len < sizeof c->buf ? len : sizeof c->buf;
-        ssize_t r = pread(c->fd, c->buf, n, (off_t)c->pos);
-        if (r <= 0 || memcmp(c->buf, d, (size_t)r)) {
-            c->differs = true;
-            return 1;
-        }
-        c->pos += (uint64_t)r;
-        d += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
-
-/* FERRY_OK when the object at key holds exactly the file's bytes; FERRY_ECONFLICT when it
- * holds others (ferry never replaces an object); other errors when it cannot be read. */
-static int existing_is_same(ferry_objstore *st, const char *key, int fd, uint64_t size,
-                            ferry_err *err)
-{
-    ferry_object_info info = {0};
-    int rc = ferry_objstore_head(st, key, &info, err);
-    if (rc)
-        return rc;
-    if (info.size != size)
-        return ferry_err_set(err, FERRY_ECONFLICT, "%s exists with %llu bytes, the file has "
-                             "%llu: ferry never replaces an object (remove it with the janitor "
-                             "if nothing references it, e.g. ferry sweep)", key,
-                             (unsigned long long)info.size, (unsigned long long)size);
-    cmp_state *c = calloc(1, sizeof *c);
-    if (!c)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    c->fd = fd;
-    ferry_err gerr = {0};
-    rc = size ? ferry_objstore_get(st, key, 0, 0, cmp_sink, c, &gerr) : FERRY_OK;
-    if (c->differs || (rc == FERRY_OK && c->pos != size))
-        rc = ferry_err_set(err, FERRY_ECONFLICT, "%s exists with other bytes of the same size: "
-                           "ferry never replaces an object", key);
-    else if (rc)
-        rc = ferry_err_set(err, rc, "reading %s to compare: %s", key, gerr.msg);
-    free(c);
-    return rc;
-}
-
-int agent_op_upload(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
-{
-    const char *db, *table, *freeze, *part;
-    char pid[256];
-    agent_table_dir *dirs = NULL;
-    size_t ndirs = 0, nf = 0;
-    agent_file *files = NULL;
-    char *dir = NULL;
-    const agent_disk *disk = NULL;
-    ferry_objstore *up = NULL, *chk = NULL;
-    ferry_buf key = FERRY_BUF_INIT;
-    json_t *objs = json_array();
-    uint64_t uploaded = 0, skipped = 0, bytes = 0;
-    int rc;
-    if ((rc = agent_req_str(req, "database", &db, err)) ||
-        (rc = agent_req_str(req, "table", &table, err)) ||
-        (rc = agent_req_name(req, "freeze", &freeze, err)) ||
-        (rc = agent_req_name(req, "part", &part, err)) ||
-        (rc = ferry_agent_part_partition_id(part, pid, sizeof pid, err)))
-        goto out;
-    if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
-        (rc = agent_find_frozen_part(env, dirs, ndirs, freeze, part, &dir, &disk, err)))
-        goto out;
-    if (disk->is_remote) {
-        rc = ferry_err_set(err, FERRY_EINVAL, "part %s is on the object-storage disk '%s': its "
-                           "files are pointer files, its data is already in object storage "
-                           "(copy it with send)", part, disk->name);
-        goto out;
-    }
-    if ((rc = agent_list_part_files(dir, &files, &nf, err)) ||
-        (rc = agent_env_open_store(env, FERRY_ROLE_UPLOADER, &up, err)))
-        goto out;
-    ferry_err cerr = {0};
-    if (agent_env_open_store(env, FERRY_ROLE_CLICKHOUSE, &chk, &cerr) != FERRY_OK) {
-        /* No read credentials: every file is written again (same key, same bytes). */
-        FLOG_INFO("agent: upload without existence checks (no clickhouse role): %s", cerr.msg);
-        chk = NULL;
-    }
-    for (size_t i = 0; i < nf; i++) {
-        ferry_buf_reset(&key);
-        if ((rc = ferry_agent_object_key(env->store.prefix, db, table, pid, freeze, part,
-                                         files[i].name, &key, err)))
-            goto out;
-        char fp[4700];
-        if ((size_t)snprintf(fp, sizeof fp, "%s/%s", dir, files[i].name) >= sizeof fp) {
-            rc = ferry_err_set(err, FERRY_EIO, "%s/%s: the path is too long", dir,
-                               files[i].name);
-            goto out;
-        }
-        int fd = open(fp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-            rc = ferry_err_set(err, FERRY_EIO, "%s: %s", fp, strerror(errno));
-            goto out;
-        }
-        /* An object already at the key is never replaced: the same bytes (a retried upload)
-         * count as uploaded, other bytes are an error. The store refuses the replacement
-         * itself (conditional put); the check first also covers stores that ignore it. */
-        bool skip = false;
-        if (chk) {
-            ferry_object_info info = {0};
-            ferry_err herr = {0};
-            int hr = ferry_objstore_head(chk, ferry_buf_cstr(&key), &info, &herr);
-            if (hr == FERRY_OK)
-                rc = existing_is_same(chk, ferry_buf_cstr(&key), fd, files[i].size, err);
-            else if (hr != FERRY_ENOTFOUND)
-                rc = ferry_err_set(err, hr, "checking %s: %s", ferry_buf_cstr(&key), herr.msg);
-            skip = hr == FERRY_OK && rc == FERRY_OK;
-        }
-        if (rc == FERRY_OK && !skip) {
-            rc = ferry_objstore_put_fd(up, ferry_buf_cstr(&key), fd, err);
-            if (rc == FERRY_ECONFLICT && chk) {
-                /* created since the check (another agent uploading the same part) */
-                ferry_err_clear(err);
-                rc = existing_is_same(chk, ferry_buf_cstr(&key), fd, files[i].size, err);
-                skip = rc == FERRY_OK;
-            }
-        }
-        close(fd);
-        if (rc) {
-            ferry_err_prefix(err, "uploading %s: ", files[i].name);
-            goto out;
-        }
-        if (!skip) {
-            uploaded++;
-            bytes += files[i].size;
-        } else {
-            skipped++;
-        }
-        char *chkey = agent_store_ch_key(&env->store, ferry_buf_cstr(&key));
-        json_array_append_new(objs, json_pack("{s:s, s:s, s:s, s:I, s:b}", "file", files[i].name,
-                                              "key", ferry_buf_cstr(&key), "clickhouse_key",
-                                              chkey ? chkey : "", "size",
-                                              (json_int_t)files[i].size, "uploaded", !skip));
-        free(chkey);
-    }
-    *resp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:I, s:I, s:I}", "database", db, "table",
-                      table, "part", part, "partition_id", pid, "store",
-                      ferry_objstore_describe(up), "objects", objs, "uploaded",
-                      (json_int_t)uploaded, "skipped", (json_int_t)skipped, "bytes_uploaded",
-                      (json_int_t)bytes);
-out:
-    json_decref(objs);
-    ferry_buf_free(&key);
-    ferry_objstore_close(up);
-    ferry_objstore_close(chk);
-    agent_files_free(files, nf);
-    free(dir);
-    agent_table_dirs_free(dirs, ndirs);
-    return rc;
-}
-
 /* ---- placing a part folder into detached/ ------------------------------------------------- */
 
 int agent_make_tmp(agent_env *env, const agent_table_dir *td, char **detached, char **tmp,
@@ -648,187 +571,17 @@ int agent_place_tmp(agent_env *env, const char *detached, const char *tmp, const
     return FERRY_OK;
 }
 
-/* ---- write-pointers ------------------------------------------------------------------------- */
-
-int agent_op_write_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
-{
-    const char *db, *table, *part, *disk = agent_req_opt(req, "disk");
-    char pid[256];
-    int version = 0, rc;
-    agent_table_dir *dirs = NULL;
-    size_t ndirs = 0;
-    const agent_table_dir *td = NULL;
-    ferry_objstore *chk = NULL;
-    char *detached = NULL, *tmp = NULL, *final = NULL;
-    int tmpfd = -1;
-    bool existing = false;
-    json_t *objs = json_object_get(req, "objects");
-    ferry_buf text = FERRY_BUF_INIT;
-    if ((rc = agent_req_str(req, "database", &db, err)) ||
-        (rc = agent_req_str(req, "table", &table, err)) ||
-        (rc = agent_req_name(req, "part", &part, err)) ||
-        (rc = ferry_agent_part_partition_id(part, pid, sizeof pid, err)))
-        goto out;
-    if (!json_is_array(objs) || json_array_size(objs) == 0) {
-        rc = ferry_err_set(err, FERRY_EINVAL, "\"objects\" must be a non-empty array of "
-                           "{file, key, size} (the upload's answer)");
-        goto out;
-    }
-    size_t i;
-    json_t *o;
-    json_array_foreach(objs, i, o)
-    {
-        const char *file = json_string_value(json_object_get(o, "file"));
-        const char *key = json_string_value(json_object_get(o, "key"));
-        json_t *sz = json_object_get(o, "size");
-        if (!file || !ferry_safe_component(file, false) || !key || !*key ||
-            !json_is_integer(sz) || json_integer_value(sz) < 0) {
-            rc = ferry_err_set(err, FERRY_EINVAL, "objects[%zu]: needs \"file\" (a plain file "
-                               "name), \"key\" and \"size\" (>= 0)", i);
-            goto out;
-        }
-        for (size_t k = 0; k < i; k++)
-            if (!strcmp(file, json_string_value(json_object_get(json_array_get(objs, k),
-                                                                "file")))) {
-                rc = ferry_err_set(err, FERRY_EINVAL, "objects: file %s given twice", file);
-                goto out;
-            }
-    }
-    if ((rc = agent_env_pointer_version(env, &version, err)) ||
-        (rc = agent_env_store(env, err)) ||
-        (rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
-        (rc = agent_pick_dir(dirs, ndirs, disk, true, &td, err)))
-        goto out;
-    if (!td->disk->is_remote) {
-        rc = ferry_err_set(err, FERRY_EINVAL, "disk '%s' is not an object-storage disk",
-                           td->disk->name);
-        goto out;
-    }
-    /* Every object must exist with its size before ClickHouse is shown the part. */
-    if ((rc = agent_env_open_store(env, FERRY_ROLE_CLICKHOUSE, &chk, err))) {
-        ferry_err_prefix(err, "checking the objects needs the clickhouse role: ");
-        goto out;
-    }
-    json_array_foreach(objs, i, o)
-    {
-        const char *key = json_string_value(json_object_get(o, "key"));
-        uint64_t size = (uint64_t)json_integer_value(json_object_get(o, "size"));
-        ferry_object_info info = {0};
-        ferry_err herr = {0};
-        int hr = ferry_objstore_head(chk, key, &info, &herr);
-        if (hr == FERRY_ENOTFOUND) {
-            env->status = 409;
-            rc = ferry_err_set(err, FERRY_ECONFLICT, "object %s (file %s) is missing from the "
-                               "object store; the part was not written", key,
-                               json_string_value(json_object_get(o, "file")));
-            goto out;
-        }
-        if (hr) {
-            rc = ferry_err_set(err, hr, "checking object %s: %s", key, herr.msg);
-            goto out;
-        }
-        if (info.size != size) {
-            rc = ferry_err_set(err, FERRY_ECONFLICT, "object %s has %" PRIu64 " bytes, the "
-                               "request says %" PRIu64 "; the part was not written", key,
-                               info.size, size);
-            goto out;
-        }
-    }
-    if ((rc = agent_make_tmp(env, td, &detached, &tmp, err)))
-        goto out;
-    tmpfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (tmpfd < 0) {
-        rc = ferry_err_set(err, FERRY_EIO, "%s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    json_array_foreach(objs, i, o)
-    {
-        const char *file = json_string_value(json_object_get(o, "file"));
-        char *chkey = agent_store_ch_key(&env->store,
-                                         json_string_value(json_object_get(o, "key")));
-        ferry_pointer pt = FERRY_POINTER_INIT;
-        /* ref_count 1: one owner outside this server (ferry); see docs/agent.md */
-        pt.ref_count = 1;
-        ferry_buf_reset(&text);
-        rc = chkey ? ferry_pointer_add_object(&pt, chkey,
-                                              (uint64_t)json_integer_value(
-                                                  json_object_get(o, "size")), err)
-                   : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        if (rc == FERRY_OK)
-            rc = ferry_pointer_serialize(&pt, version, env->store.disk_key_prefix, &text, err);
-        ferry_pointer_free(&pt);
-        free(chkey);
-        if (rc == FERRY_OK && (rc = agent_write_file_at(tmpfd, file, text.data, text.len, err)))
-            agent_note_errno(env, errno);
-        if (rc)
-            goto out;
-    }
-    if ((rc = agent_place_tmp(env, detached, tmp, part, &final, &existing, err)))
-        goto out;
-    free(tmp);
-    tmp = NULL;
-    *resp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:i, s:i}", "database", db, "table",
-                      table, "part", part, "disk", td->disk->name, "path", final, "files",
-                      (json_int_t)json_array_size(objs), "existing", existing, "pointer_format",
-                      version, "ref_count", 1);
-out:
-    if (tmpfd >= 0)
-        close(tmpfd);
-    if (tmp) {
-        ferry_err ignored = {0};
-        agent_rmtree(tmp, &ignored);
-    }
-    free(tmp);
-    free(detached);
-    free(final);
-    ferry_buf_free(&text);
-    ferry_objstore_close(chk);
-    agent_table_dirs_free(dirs, ndirs);
-    return rc;
-}
-
 /* ---- remove-detached ------------------------------------------------------------------------ */
 
-static int remove_detached_one(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
-
-/* remove-detached with "parts": [...]: each part as if asked alone, in order; stops at the first
- * error. The answer lists each part's answer ("results"). */
-int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+/* Removes detached/<part> on every disk of the table (dirs; or on `disk`) and answers it. */
+static int remove_detached_one(agent_env *env, const agent_table_dir *dirs, size_t ndirs,
+                               const char *db, const char *table, const char *part,
+                               const char *disk, json_t **resp, ferry_err *err)
 {
-    json_t *parts = json_object_get(req, "parts");
-    if (!json_is_array(parts))
-        return remove_detached_one(env, req, resp, err);
-    json_t *results = json_array(), *one = json_deep_copy(req), *p;
-    int rc = results && one ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    size_t i;
-    json_object_del(one, "parts");
-    json_array_foreach(parts, i, p) {
-        json_t *r = NULL;
-        if (rc || json_object_set(one, "part", p))
-            break;
-        if ((rc = remove_detached_one(env, one, &r, err)))
-            break;
-        json_array_append_new(results, r);
-    }
-    if (!rc)
-        *resp = json_pack("{s:O}", "results", results);
-    json_decref(results);
-    json_decref(one);
-    return rc;
-}
-
-static int remove_detached_one(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
-{
-    const char *db, *table, *part, *disk = agent_req_opt(req, "disk");
-    agent_table_dir *dirs = NULL;
-    size_t ndirs = 0;
-    int rc;
+    int rc = FERRY_OK;
     json_t *removed = json_array();
-    if ((rc = agent_req_str(req, "database", &db, err)) ||
-        (rc = agent_req_str(req, "table", &table, err)) ||
-        (rc = agent_req_name(req, "part", &part, err)) ||
-        (rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)))
-        goto out;
+    if (!removed)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; i < ndirs; i++) {
         if (disk && strcmp(disk, dirs[i].disk->name))
             continue;
@@ -865,6 +618,51 @@ static int remove_detached_one(agent_env *env, json_t *req, json_t **resp, ferry
                       "existed", json_array_size(removed) > 0, "removed", removed);
 out:
     json_decref(removed);
+    return rc;
+}
+
+/* remove-detached {part} or {parts: [...]}: the second removes each part as if asked alone, in
+ * order (the table looked up once), stops at the first error, and answers each part in
+ * "results". */
+int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    const char *db, *table, *part = NULL, *disk = agent_req_opt(req, "disk");
+    json_t *parts = json_object_get(req, "parts"), *results = NULL, *p;
+    agent_table_dir *dirs = NULL;
+    size_t ndirs = 0, i;
+    int rc;
+    if ((rc = agent_req_str(req, "database", &db, err)) ||
+        (rc = agent_req_str(req, "table", &table, err)))
+        goto out;
+    if (json_is_array(parts)) {
+        json_array_foreach(parts, i, p) if (!rc && (!json_string_value(p) ||
+                                                    !ferry_safe_component(json_string_value(p),
+                                                                          false)))
+            rc = ferry_err_set(err, FERRY_EINVAL, "parts[%zu] is not a part name", i);
+    } else {
+        rc = agent_req_name(req, "part", &part, err);
+    }
+    if (rc || (rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)))
+        goto out;
+    if (part) {
+        rc = remove_detached_one(env, dirs, ndirs, db, table, part, disk, resp, err);
+        goto out;
+    }
+    if (!(results = json_array())) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    json_array_foreach(parts, i, p) {
+        json_t *r = NULL;
+        if ((rc = remove_detached_one(env, dirs, ndirs, db, table, json_string_value(p), disk,
+                                      &r, err)))
+            break;
+        json_array_append_new(results, r);
+    }
+    if (!rc)
+        *resp = json_pack("{s:O}", "results", results);
+out:
+    json_decref(results);
     agent_table_dirs_free(dirs, ndirs);
     return rc;
 }
@@ -915,13 +713,12 @@ out:
     return rc;
 }
 
-int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+/* Removes shadow/<name>/ on every disk (UNFREEZE first where it holds pointer files), adding
+ * what it removed and unfroze to the two arrays. */
+static int remove_freeze_one(agent_env *env, const char *name, json_t *removed, json_t *unfrozen,
+                             ferry_err *err)
 {
-    const char *name;
-    int rc;
-    json_t *removed = json_array(), *unfrozen = json_array();
-    if ((rc = agent_req_name(req, "name", &name, err)) || (rc = agent_env_roots(env, err)))
-        goto out;
+    int rc = FERRY_OK;
     for (size_t i = 0; i < env->n_disks; i++) {
         const agent_disk *d = &env->disks[i];
         char p[4400], *canon = NULL;
@@ -929,14 +726,13 @@ int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err
         snprintf(p, sizeof p, "%sshadow/%s", d->path, name);
         if (d->path[0] != '/' || lstat(p, &sb) != 0)
             continue;
-        if (S_ISLNK(sb.st_mode)) {
+        if (S_ISLNK(sb.st_mode))
             /* FREEZE makes a directory; a link would lead the removal to its target */
-            rc = ferry_err_set(err, FERRY_EINVAL, "%s is a symlink; ferry never removes through "
-                               "one (check where it points, then remove the link by hand)", p);
-            goto out;
-        }
+            return ferry_err_set(err, FERRY_EINVAL, "%s is a symlink; ferry never removes "
+                                 "through one (check where it points, then remove the link by "
+                                 "hand)", p);
         if ((rc = ferry_roots_check(&env->roots, p, &canon, err)))
-            goto out;
+            return rc;
         if (d->is_remote) {
             /* shadow/<name>/store/<xxx>/<uuid>/ */
             char sp[4500];
@@ -959,7 +755,7 @@ int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err
                 closedir(s1);
             if (rc) {
                 free(canon);
-                goto out;
+                return rc;
             }
         }
         rc = agent_rmtree(canon, err);
@@ -968,13 +764,63 @@ int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err
                                                      canon));
         free(canon);
         if (rc)
-            goto out;
+            return rc;
     }
-    *resp = json_pack("{s:s, s:b, s:O, s:O}", "name", name, "existed",
-                      json_array_size(removed) > 0, "removed", removed, "unfrozen", unfrozen);
+    return FERRY_OK;
+}
+
+/* remove-freeze {name} or {names: [...]}: the second removes each freeze as if asked alone, in
+ * order, stops at the first error, and answers each one in "results". */
+int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    const char *name = NULL;
+    json_t *names = json_object_get(req, "names"), *results = json_array(), *n;
+    json_t *removed = NULL, *unfrozen = NULL;
+    size_t i;
+    int rc = results ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (rc)
+        goto out;
+    if (json_is_array(names)) {
+        if (json_array_size(names) == 0)
+            rc = ferry_err_set(err, FERRY_EINVAL, "\"names\" must be a non-empty array");
+        json_array_foreach(names, i, n) if (!rc && (!json_string_value(n) ||
+                                                    !ferry_safe_component(json_string_value(n),
+                                                                          false)))
+            rc = ferry_err_set(err, FERRY_EINVAL, "names[%zu] is not a freeze name", i);
+    } else {
+        rc = agent_req_name(req, "name", &name, err);
+    }
+    if (rc || (rc = agent_env_roots(env, err)))
+        goto out;
+    size_t count = json_is_array(names) ? json_array_size(names) : 1;
+    for (i = 0; i < count; i++) {
+        const char *nm = name ? name : json_string_value(json_array_get(names, i));
+        json_decref(removed);
+        json_decref(unfrozen);
+        removed = json_array();
+        unfrozen = json_array();
+        if (!removed || !unfrozen) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        if ((rc = remove_freeze_one(env, nm, removed, unfrozen, err)))
+            goto out;
+        json_t *one = json_pack("{s:s, s:b, s:O, s:O}", "name", nm, "existed",
+                                json_array_size(removed) > 0, "removed", removed, "unfrozen",
+                                unfrozen);
+        if (!one || json_array_append_new(results, one)) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    *resp = name ? json_incref(json_array_get(results, 0)) : json_pack("{s:O}", "results",
+                                                                       results);
+    if (!*resp)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
 out:
     json_decref(removed);
     json_decref(unfrozen);
+    json_decref(results);
     return rc;
 }
 

@@ -121,7 +121,7 @@ int ferry_agent_check_config(ferry_agent *a, ferry_err *err)
 
 /* ---- answers ------------------------------------------------------------------------------- */
 
-static unsigned status_for(int code)
+unsigned agent_status_for(int code)
 {
     switch (code) {
     case FERRY_EINVAL: return 400;
@@ -342,7 +342,7 @@ static void op_complete(ferry_http_req *req, void *ctx)
         respond_json(req, 200, resp);
         FLOG_INFO("agent: op=%s status=200", op->name);
     } else {
-        unsigned st = env.status ? env.status : status_for(rc);
+        unsigned st = env.status ? env.status : agent_status_for(rc);
         respond_error(req, st, rc, err.msg);
         FLOG_WARN("agent: op=%s status=%u error=\"%s\"", op->name, st, err.msg);
     }
@@ -390,7 +390,7 @@ static void recv_headers(ferry_http_req *req, void *ctx)
     s->rc = agent_recv_begin(&s->env, db, table, part, kind, disk && *disk ? disk : NULL,
                              &s->r, &s->err);
     if (s->rc) {
-        unsigned st = s->env.status ? s->env.status : status_for(s->rc);
+        unsigned st = s->env.status ? s->env.status : agent_status_for(s->rc);
         respond_error(req, st, s->rc, s->err.msg);
         FLOG_WARN("agent: op=receive status=%u error=\"%s\"", st, s->err.msg);
     }
@@ -427,7 +427,7 @@ static void recv_complete(ferry_http_req *req, void *ctx)
     } else {
         /* A part that fails its checks is unprocessable content, not a malformed request. */
         unsigned st = s->env.status ? s->env.status
-                                    : s->rc == FERRY_EINVAL ? 422 : status_for(s->rc);
+                                    : s->rc == FERRY_EINVAL ? 422 : agent_status_for(s->rc);
         respond_error(req, st, s->rc, s->err.msg);
         FLOG_WARN("agent: op=receive status=%u error=\"%s\"", st, s->err.msg);
     }

@@ -315,6 +315,12 @@ out:
     return rc;
 }
 
+int ferry_catalog_commit_versions(ferry_catalog *c, const ferry_batch *b, int64_t *new_versions,
+                                  ferry_commit_info *info, ferry_err *err)
+{
+    return commit_ops(c, b, CAT_ROUTING_KEEP, 0, new_versions, info, err);
+}
+
 int ferry_catalog_commit(ferry_catalog *c, const ferry_batch *b, ferry_commit_info *info,
                          ferry_err *err)
 {

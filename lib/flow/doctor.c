@@ -210,18 +210,21 @@ static void check_versions(ferry_fleet *fl, json_t *checks)
     }
 }
 
-/* Whether db.t is the staging table ferry's moves, repairs and tiering keep beside a managed
- * table (ferry_tier_staging_name: "<table>_ferry_staging", same database): ferry's own, so
- * not an unmanaged table. */
+/* Whether db.t is a table ferry keeps beside a managed table in the same database: the staging
+ * table of moves, repairs and tiering (ferry_tier_staging_name: "<table>_ferry_staging") or
+ * tiering's empty twin (ferry_tier_empty_name: "<table>_ferry_empty"). Ferry's own, so not an
+ * unmanaged table. */
 static bool is_staging_of_managed(const ferry_fleet *fl, const char *db, const char *t)
 {
     for (size_t i = 0; i < fl->n_tables; i++) {
-        char want[FERRY_NAME_MAX + 32];
+        char want[FERRY_NAME_MAX + 32], twin[FERRY_NAME_MAX + 32];
         ferry_err ignored = {0};
-        if (!strcmp(fl->tables[i].database, db) &&
-            ferry_tier_staging_name(fl->tables[i].name, want, sizeof want, &ignored) ==
-                FERRY_OK &&
-            !strcmp(want, t))
+        if (strcmp(fl->tables[i].database, db))
+            continue;
+        if ((ferry_tier_staging_name(fl->tables[i].name, want, sizeof want, &ignored) ==
+                 FERRY_OK && !strcmp(want, t)) ||
+            (ferry_tier_empty_name(fl->tables[i].name, twin, sizeof twin, &ignored) ==
+                 FERRY_OK && !strcmp(twin, t)))
             return true;
     }
     return false;
@@ -272,7 +275,7 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
         if (!bad)
             finding(checks, "unmanaged_cold", "pass", s->name, NULL,
                     "%s: every table on an object-storage policy is managed (%zu tables, %zu of "
-                    "them ferry's staging tables)", s->name, rows.n_rows, staging);
+                    "them ferry's staging and empty twin tables)", s->name, rows.n_rows, staging);
         ferry_ch_rows_free(&rows);
         ferry_buf_free(&out);
     }

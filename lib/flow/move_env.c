@@ -97,8 +97,8 @@ int mv_list_parts(mv_conn *c, const char *db, const char *table, const char *pid
     ferry_ch_rows rows = {0};
     memset(out, 0, sizeof *out);
     ferry_buf_puts(&sql, "SELECT name, hash_of_all_files, rows, bytes_on_disk, disk_name IN "
-                         "(SELECT name FROM system.disks WHERE is_remote), active "
-                         "FROM system.parts WHERE database = ");
+                         "(SELECT name FROM system.disks WHERE is_remote), active, "
+                         "min_block_number, max_block_number FROM system.parts WHERE database = ");
     ferry_sql_quote(db, &sql);
     ferry_buf_puts(&sql, " AND table = ");
     ferry_sql_quote(table, &sql);
@@ -122,6 +122,8 @@ int mv_list_parts(mv_conn *c, const char *db, const char *table, const char *pid
         p->bytes = u64_of(ferry_ch_rows_get(&rows, r, 3));
         p->cold = !strcmp(ferry_ch_rows_get(&rows, r, 4), "1");
         p->active = !strcmp(ferry_ch_rows_get(&rows, r, 5), "1");
+        ferry_parse_i64(ferry_ch_rows_get(&rows, r, 6), &p->min_block);
+        ferry_parse_i64(ferry_ch_rows_get(&rows, r, 7), &p->max_block);
     }
     ferry_ch_rows_free(&rows);
     ferry_buf_free(&sql);
@@ -163,47 +165,43 @@ static bool plain_name(const char *s)
     return true;
 }
 
-int mv_slice_list(mv_conn *c, const ferry_table_def *t, const char *table, const char *tenant,
-                  uint32_t split, bool active_only, mv_slice *out, ferry_err *err)
+/* The columns both listings read, in this order (parts_group parses them). */
+#define PARTS_SELECT                                                                             \
+    "SELECT partition_id, partition, name, hash_of_all_files, rows, bytes_on_disk, disk_name "  \
+    "IN (SELECT name FROM system.disks WHERE is_remote), active, min_block_number, "            \
+    "max_block_number FROM system.parts WHERE database = "
+
+/* Groups the rows of a PARTS_SELECT answer by partition into out (see mv_slice in
+ * move_env.h). With t set, only the parts of slice (tenant, split) in t's layout are kept. */
+static int parts_group(const ferry_ch_rows *rows, const ferry_table_def *t, const char *tenant,
+                       uint32_t split, mv_slice *out, ferry_err *err)
 {
-    ferry_buf sql = FERRY_BUF_INIT;
-    ferry_ch_rows rows = {0};
     slice_row *sr = NULL;
     size_t n = 0;
-    memset(out, 0, sizeof *out);
-    ferry_buf_puts(&sql, "SELECT partition_id, partition, name, hash_of_all_files, rows, "
-                         "bytes_on_disk, disk_name IN (SELECT name FROM system.disks WHERE "
-                         "is_remote), active FROM system.parts WHERE database = ");
-    ferry_sql_quote(t->database, &sql);
-    ferry_buf_puts(&sql, " AND table = ");
-    ferry_sql_quote(table, &sql);
-    ferry_buf_puts(&sql, " AND rows > 0");
-    if (active_only)
-        ferry_buf_puts(&sql, " AND active");
-    if (t->layout == FERRY_LAYOUT_SHARED && plain_name(tenant)) {
-        /* only the tenant's partitions: ('acme',DAY,SPLIT), or (42,DAY,SPLIT) for a number */
-        ferry_buf_printf(&sql, " AND (startsWith(partition, '(''%s'',') OR "
-                               "startsWith(partition, '(%s,'))", tenant, tenant);
-    }
-    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
-    if (!rc && rows.n_rows && !(sr = calloc(rows.n_rows, sizeof *sr)))
+    int rc = FERRY_OK;
+    if (rows->n_rows && !(sr = calloc(rows->n_rows, sizeof *sr)))
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
-        ferry_partition_key k;
-        ferry_err perr = {0};
-        if (ferry_partition_parse(t->layout, ferry_ch_rows_get(&rows, r, 1), &k, &perr))
-            continue; /* not a managed partition */
-        if (k.split != split || (t->layout == FERRY_LAYOUT_SHARED && strcmp(k.tenant, tenant)))
-            continue;
+    for (size_t r = 0; !rc && r < rows->n_rows; r++) {
+        if (t) {
+            ferry_partition_key k;
+            ferry_err perr = {0};
+            if (ferry_partition_parse(t->layout, ferry_ch_rows_get(rows, r, 1), &k, &perr))
+                continue; /* not a managed partition */
+            if (k.split != split ||
+                (t->layout == FERRY_LAYOUT_SHARED && strcmp(k.tenant, tenant)))
+                continue;
+        }
         slice_row *x = &sr[n++];
-        snprintf(x->pid, sizeof x->pid, "%s", ferry_ch_rows_get(&rows, r, 0));
+        snprintf(x->pid, sizeof x->pid, "%s", ferry_ch_rows_get(rows, r, 0));
         mv_part *p = &x->part;
-        snprintf(p->name, sizeof p->name, "%s", ferry_ch_rows_get(&rows, r, 2));
-        snprintf(p->hash, sizeof p->hash, "%s", ferry_ch_rows_get(&rows, r, 3));
-        p->rows = u64_of(ferry_ch_rows_get(&rows, r, 4));
-        p->bytes = u64_of(ferry_ch_rows_get(&rows, r, 5));
-        p->cold = !strcmp(ferry_ch_rows_get(&rows, r, 6), "1");
-        p->active = !strcmp(ferry_ch_rows_get(&rows, r, 7), "1");
+        snprintf(p->name, sizeof p->name, "%s", ferry_ch_rows_get(rows, r, 2));
+        snprintf(p->hash, sizeof p->hash, "%s", ferry_ch_rows_get(rows, r, 3));
+        p->rows = u64_of(ferry_ch_rows_get(rows, r, 4));
+        p->bytes = u64_of(ferry_ch_rows_get(rows, r, 5));
+        p->cold = !strcmp(ferry_ch_rows_get(rows, r, 6), "1");
+        p->active = !strcmp(ferry_ch_rows_get(rows, r, 7), "1");
+        ferry_parse_i64(ferry_ch_rows_get(rows, r, 8), &p->min_block);
+        ferry_parse_i64(ferry_ch_rows_get(rows, r, 9), &p->max_block);
     }
     if (!rc && n) {
         qsort(sr, n, sizeof *sr, slice_row_cmp);
@@ -213,7 +211,7 @@ int mv_slice_list(mv_conn *c, const ferry_table_def *t, const char *table, const
         if (!out->parts || !out->pids || !out->first)
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
-    /* group by partition; a partition is the slice's only while it has an active part */
+    /* group by partition; a partition is listed only while it has an active part */
     for (size_t i = 0; !rc && i < n;) {
         size_t j = i;
         bool active = false;
@@ -232,6 +230,60 @@ int mv_slice_list(mv_conn *c, const ferry_table_def *t, const char *table, const
     if (rc)
         mv_slice_free(out);
     free(sr);
+    return rc;
+}
+
+int mv_slice_list(mv_conn *c, const ferry_table_def *t, const char *table, const char *tenant,
+                  uint32_t split, bool active_only, mv_slice *out, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    memset(out, 0, sizeof *out);
+    ferry_buf_puts(&sql, PARTS_SELECT);
+    ferry_sql_quote(t->database, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, " AND rows > 0");
+    if (active_only)
+        ferry_buf_puts(&sql, " AND active");
+    if (t->layout == FERRY_LAYOUT_SHARED && plain_name(tenant)) {
+        /* only the tenant's partitions: ('acme',DAY,SPLIT), or (42,DAY,SPLIT) for a number */
+        ferry_buf_printf(&sql, " AND (startsWith(partition, '(''%s'',') OR "
+                               "startsWith(partition, '(%s,'))", tenant, tenant);
+    }
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
+    if (!rc)
+        rc = parts_group(&rows, t, tenant, split, out, err);
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+int mv_pids_list(mv_conn *c, const char *db, const char *table, const char *const *pids,
+                 size_t n, bool active_only, mv_slice *out, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    memset(out, 0, sizeof *out);
+    if (n == 0)
+        return FERRY_OK;
+    ferry_buf_puts(&sql, PARTS_SELECT);
+    ferry_sql_quote(db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, " AND rows > 0");
+    if (active_only)
+        ferry_buf_puts(&sql, " AND active");
+    ferry_buf_puts(&sql, " AND partition_id IN (");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            ferry_buf_putc(&sql, ',');
+        ferry_sql_quote(pids[i], &sql);
+    }
+    ferry_buf_putc(&sql, ')');
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
+    if (!rc)
+        rc = parts_group(&rows, NULL, NULL, 0, out, err);
     ferry_ch_rows_free(&rows);
     ferry_buf_free(&sql);
     return rc;

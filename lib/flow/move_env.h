@@ -43,6 +43,7 @@ typedef struct mv_part {
     uint64_t rows, bytes;
     bool cold;   /* on a remote disk (pointer files) */
     bool active; /* false: outdated, or another inactive state */
+    int64_t min_block, max_block; /* min_block_number, max_block_number */
 } mv_part;
 
 typedef struct mv_parts {
@@ -80,6 +81,11 @@ struct ferry_table_def;
 int mv_slice_list(mv_conn *c, const struct ferry_table_def *t, const char *table,
                   const char *tenant, uint32_t split, bool active_only, mv_slice *out,
                   ferry_err *err);
+/* The parts of the partitions pids[0..n) of db.table (any partitions, not one slice's: tiering
+ * looks at all the partitions of a wave at once), grouped as mv_slice_list groups them, active
+ * ones only or every state; parts with no rows are left out. */
+int mv_pids_list(mv_conn *c, const char *db, const char *table, const char *const *pids,
+                 size_t n, bool active_only, mv_slice *out, ferry_err *err);
 void mv_slice_free(mv_slice *s);
 /* The parts of partition pid (a view into s: not to be freed); n 0 when s has none. */
 mv_parts mv_slice_parts(const mv_slice *s, const char *pid);

@@ -1,5 +1,8 @@
-/* Tiering's private pieces shared by tier.c (the job state machine) and tier_run.c (finding
- * partitions, running and resuming jobs). See include/ferry/tier.h and docs/tiering.md. */
+/* Tiering's private pieces shared by tier.c (the state machine of a wave of jobs, the journal),
+ * tier_steps.c (the steps FREEZE to VERIFY), tier_cleanup.c (CLEANUP, the catalog records,
+ * rollback), tier_agent.c (agent requests for many parts, several at a time) and tier_run.c
+ * (finding partitions, grouping jobs into waves, the run). See include/ferry/tier.h and
+ * docs/tiering.md. */
 #ifndef FERRY_TIER_INT_H
 #define FERRY_TIER_INT_H
 
@@ -14,17 +17,51 @@
 #include "ferry/config.h"
 #include "ferry/objstore.h"
 #include "ferry/tier.h"
+#include "ferry/verify.h"
+#include "flow/move_env.h"
 
-/* One server (a shard's first replica) as the flow talks to it. The ClickHouse client is only
- * ever used through tier_sql (ferry_guarded_exec) and the read-only fingerprints of verify.h. */
+/* The most partitions of one (server, table) tiered as one wave: bounds one ALTER statement
+ * (about 100 bytes per partition, far below max_query_size) and one catalog batch. */
+#define TIER_WAVE_MAX 256
+/* Agent requests in flight at once for uploads and pointer parts (each with its own client),
+ * and so the number of chunks a wave's parts are spread over. Measured on the 2-core lab
+ * machine (docs/benchmarks.md): the 5 parts of the blog's tenant uploaded in 93-137 ms as 2
+ * requests, 104-133 ms as 1, 127-189 ms as 5 at once; each request also pays the agent's table
+ * lookup once. */
+#define TIER_AGENT_THREADS 2
+
+/* The agent operations an agent of API version 1 knows only one part (or name) at a time: a 400
+ * answer to the many-part form sets the bit, and the flow falls back to one request per part. */
+enum {
+    TIER_ONE_FREEZE = 1u << 0,   /* freeze "partitions" */
+    TIER_ONE_UPLOAD = 1u << 1,   /* upload "parts" */
+    TIER_ONE_POINTERS = 1u << 2, /* write-pointers "parts" */
+    TIER_ONE_UNFREEZE = 1u << 3, /* remove-freeze "names" */
+    TIER_ONE_DETACHED = 1u << 4, /* remove-detached "parts" */
+};
+
+/* A table's storage policy as this run saw it (tier_table_policy's cache: the checks before a
+ * wave ask about the same tables several times). */
+typedef struct tier_policy {
+    char db[FERRY_NAME_MAX];
+    char table[FERRY_NAME_MAX];
+    char policy[FERRY_NAME_MAX];
+    bool exists, remote;
+} tier_policy;
+
+/* One server (a shard's first replica) as the flow talks to it. Its ClickHouse client is only
+ * ever used through tier_sql / mv_sql (ferry_guarded_exec) and the read-only fingerprints of
+ * verify.h; conn counts the statements and agent requests made. */
 typedef struct tier_server {
     ferry_shard shard;
-    ferry_ch_client *ch;
-    ferry_agent_client *agent;
+    mv_conn conn;
     bool opened;
     bool checked;      /* the pointer-format check ran */
     int check_rc;      /* its result */
     char check_msg[FERRY_ERR_MSG_MAX];
+    unsigned one_at_a_time; /* TIER_ONE_* learnt from 400 answers */
+    tier_policy *policies;  /* owned */
+    size_t n_policies;
 } tier_server;
 
 typedef struct tier_ctx {
@@ -36,7 +73,7 @@ typedef struct tier_ctx {
     ferry_record_list tenants; /* FERRY_REC_TENANT */
     tier_server *servers;
     size_t n_servers;
-    ferry_objstore *store; /* clickhouse role: reading back checksums.txt and count.txt */
+    ferry_objstore *store; /* clickhouse role: reading back what an old agent did not report */
     char owner[FERRY_NAME_MAX];
     int64_t now;
     uint64_t older_than;
@@ -44,6 +81,8 @@ typedef struct tier_ctx {
     double step_ms[FERRY_TIER_STATE_COUNT];
     double load_ms;        /* the ATTACH in staging and the swap statements themselves */
     double fingerprint_ms; /* verification queries */
+    unsigned long catalog_writes, waves;
+    bool lost;             /* a compare-and-set on a job record failed: another worker owns it */
 } tier_ctx;
 
 /* One job while it runs. data is the journal's JSON state:
@@ -51,7 +90,11 @@ typedef struct tier_ctx {
  *   attempt, freeze          the FREEZE attempt and its name
  *   merges_stopped           SYSTEM STOP MERGES was (about to be) sent
  *   hot                      names of the frozen hot parts (after FREEZE)
- *   fp                       fingerprint of the frozen hot parts {rows,sum,xor,distinct}
+ *   hashed                   every hot part's upload was checked against its checksums.txt by
+ *                            the agent (so verification compares part hashes; absent: rows)
+ *   fp                       what the swap must bring in: {rows,sum,xor,distinct}, a digest of
+ *                            the frozen parts' hash_of_all_files when "by":"parts", else a
+ *                            fingerprint of their rows
  *   max_block                the partition's highest block number before the swap
  *   swap                     "replace" | "attach": the swap chosen (journaled before it runs)
  *   swapped                  true once the swap may have happened (no rollback after that)
@@ -65,35 +108,133 @@ typedef struct tier_job {
     char table[FERRY_NAME_MAX];
     char staging[FERRY_NAME_MAX];
     char pid[FERRY_NAME_MAX];
-    json_t *objects;       /* part name -> the upload answer's objects (this process only) */
+    json_t *objects;       /* part name -> the upload answer (this process only) */
+    json_t *sizes;         /* part name -> bytes, from this process's FREEZE (to balance
+                              uploads; NULL when the job was frozen by another process) */
     bool freeze_started_here;
     bool resumed;
+    bool out;              /* left its wave: finished, failed, or waits for the next run */
+    int rc;                /* this run's failure (0: none) */
+    ferry_err err;
     uint64_t bytes_uploaded, files_uploaded, pointer_bytes, pointer_files;
-    double step_ms[FERRY_TIER_STATE_COUNT];
+    double check_ms;       /* the agent's time checking its uploads against checksums.txt */
+    double step_ms[FERRY_TIER_STATE_COUNT]; /* its share of its wave's step times */
 } tier_job;
+
+/* The jobs of one (server, table) whose steps run together: one statement, one agent request
+ * (or a few at once) and one catalog batch per step for all of them. */
+typedef struct tier_wave {
+    tier_server *srv;
+    char db[FERRY_NAME_MAX];
+    char table[FERRY_NAME_MAX];
+    char staging[FERRY_NAME_MAX];
+    char empty[FERRY_NAME_MAX]; /* the always-empty twin staging is emptied from */
+    tier_job **jobs; /* borrowed */
+    size_t n;
+    bool staging_ready;  /* staging and the empty twin checked (and created) by this wave */
+    bool staging_exists; /* seen to exist (ferry never drops it) */
+} tier_wave;
+
+/* ---- tier.c: journal, failures, the wave's state machine ---- */
 
 /* Runs sql on the server through the SQL guard; out may be NULL. */
 int tier_sql(tier_server *srv, const char *sql, ferry_buf *out, ferry_err *err);
 /* db.table, both back-quoted. */
 void tier_qualified(ferry_buf *b, const char *db, const char *table);
+double tier_now_ms(void);
+/* Test-only kill -9 (tier.h): exits without any cleanup when the variable names the point. */
+void tier_crash_point(const char *var, const char *point);
 
 /* The storage policy of db.table (*exists false when there is no such table) and whether it
- * has a disk on object storage. */
+ * has a disk on object storage; asked once per run (tier_forget_policy after a CREATE). */
+void tier_forget_policy(tier_server *srv, const char *db, const char *table);
 int tier_table_policy(tier_server *srv, const char *db, const char *table, bool *exists,
                       char *policy, size_t policysz, bool *has_remote, ferry_err *err);
-
 /* The staging table of db.table, when it exists (or must_exist), has the table's storage policy
  * and a disk on object storage. */
 int tier_check_staging(tier_server *srv, const char *db, const char *table, bool must_exist,
                        ferry_err *err);
 
-/* The job's state machine: runs from its journaled state to DONE or FAILED (or stops at the
- * first error it cannot handle: the journal then says where to resume). */
-int tier_job_run(tier_ctx *ctx, tier_job *job, ferry_err *err);
+const char *tier_dstr(const tier_job *job, const char *key);
+bool tier_dbool(const tier_job *job, const char *key);
+uint64_t tier_du64(const tier_job *job, const char *key);
+
+/* Marks a job failed in this run (the first failure counts); returns rc. */
+int tier_job_fail(tier_job *job, int rc, const ferry_err *err);
+/* The job's record as it would be written in state `to` with its current data (detail: its
+ * failure, else empty), into *next (a job record owns no memory). */
+int tier_next_record(tier_ctx *ctx, tier_job *job, enum ferry_tier_state to, bool detail,
+                     ferry_record *next, ferry_err *err);
+/* Journals state `to` for the jobs js[0..n) in one catalog batch (each a compare-and-set on its
+ * record; a transition ferry_tier_transition_ok refuses is FERRY_EINTERNAL), with the test-only
+ * crash points around it. FERRY_ECONFLICT when another worker changed one of them. */
+int tier_journal(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_state to,
+                 ferry_err *err);
+/* The same, writing each job's data as it is now and its own failure as detail, without a
+ * transition check (a failed job keeps its state, or goes to FAILED) and without crash points. */
+int tier_journal_detail(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_state to,
+                        ferry_err *err);
+/* Whether a job of the wave other than js[0..n) still needs the table's merges stopped: it is
+ * unfinished in FREEZE..REPLACE, so its frozen parts must not be merged away. */
+bool tier_wave_needs_stop(const tier_wave *w, tier_job *const *js, size_t n);
+/* SYSTEM START / STOP MERGES on the wave's table, and on its staging table when it exists. */
+int tier_merges(tier_wave *w, bool start, ferry_err *err);
+
+/* Runs every job of the wave from its journaled state to DONE or FAILED, the lowest state
+ * first, each step for all jobs in it at once. A job that fails before its swap is rolled back
+ * (I2); after it, it stays where it is for the next run. Returns FERRY_ECONFLICT when another
+ * worker took a job (a journal write lost its compare-and-set: ctx->lost; the wave stops at
+ * once), else FERRY_OK (each job's own rc says how it went). */
+int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err);
 /* Checks that the server's ClickHouse reads the pointer format pinned in the catalog (cached per
  * run). */
 int tier_server_check(tier_ctx *ctx, tier_server *srv, ferry_err *err);
 /* Opens the ClickHouse and agent clients of srv (cached). */
 int tier_server_open(tier_ctx *ctx, tier_server *srv, ferry_err *err);
+
+/* ---- tier_steps.c ---- */
+int tier_step_freeze(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+int tier_step_upload(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+int tier_step_pointers(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+int tier_step_attach(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+int tier_step_replace(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+int tier_step_verify(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+/* The digest of parts by their content (rows, sum and xor of a hash of each hash_of_all_files,
+ * the number of parts in `distinct`): equal digests are equal data (docs/tiering.md). */
+void tier_parts_digest(const mv_part *const *ps, size_t n, ferry_fingerprint *fp);
+/* A journaled fp ({rows, sum, xor, distinct[, by]}) back into a fingerprint. */
+void tier_fp_from_json(json_t *o, ferry_fingerprint *fp);
+/* The parts of the jobs' partitions in table (the wave's table or its staging table). */
+int tier_list(tier_wave *w, const char *table, tier_job **js, size_t n, bool active_only,
+              mv_slice *out, ferry_err *err);
+
+/* ---- tier_cleanup.c ---- */
+/* Empties the jobs' partitions of the staging table: active parts DETACHed (one statement),
+ * then their detached folders removed by the agent (plain file removal). */
+int tier_clean_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+int tier_step_cleanup(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+/* Undoes the jobs (none has swapped: I2) and journals them FAILED with their errors. */
+int tier_rollback(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+
+/* ---- tier_agent.c ---- */
+/* One agent request of the flow on the server's own client; the error is prefixed with the
+ * server and the operation. req is consumed. *status (may be NULL) gets the HTTP status. */
+int tier_agent(tier_server *srv, const char *op, json_t *req, json_t **resp, long *status,
+               ferry_err *err);
+/* FREEZE of every job's partition under its freeze name (one request, or one per job for an
+ * older agent); *answer: {"parts": [...]} with each part's "freeze". */
+int tier_agent_freeze(tier_wave *w, tier_job **js, size_t n, json_t **answer, ferry_err *err);
+/* Uploads the jobs' frozen hot parts (every part of `hot` whose objects this process does not
+ * know yet, or all when force), several requests at once; each part's answer goes to its job's
+ * objects. A part that fails fails its job. */
+int tier_agent_upload(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, bool force,
+                      ferry_err *err);
+/* Writes the jobs' pointer parts into the staging table's detached/, several requests at once;
+ * a part that fails fails its job. */
+int tier_agent_pointers(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+/* Removes detached/<part> of table for every name (one request, or one per part). */
+int tier_agent_remove_detached(tier_wave *w, const char *table, json_t *names, ferry_err *err);
+/* Removes the freezes of every attempt of each job (one request, or one per name). */
+int tier_agent_remove_freezes(tier_wave *w, tier_job **js, size_t n, ferry_err *err);
 
 #endif

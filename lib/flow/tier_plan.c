@@ -1,5 +1,5 @@
 /* Tiering's pure pieces (tier.h): journal state names and transitions, job ids, freeze names,
- * the age rule and the staging table's name. No I/O. */
+ * the age rule and the names of the staging table and the empty twin. No I/O. */
 #define _DEFAULT_SOURCE
 #include "ferry/tier.h"
 
@@ -93,5 +93,14 @@ int ferry_tier_staging_name(const char *table, char *out, size_t outsz, ferry_er
     if (n < 0 || (size_t)n >= outsz)
         return ferry_err_set(err, FERRY_EINVAL, "table name '%s' is too long for a staging "
                              "table name", table);
+    return FERRY_OK;
+}
+
+int ferry_tier_empty_name(const char *table, char *out, size_t outsz, ferry_err *err)
+{
+    int n = snprintf(out, outsz, "%s_ferry_empty", table);
+    if (n < 0 || (size_t)n >= outsz)
+        return ferry_err_set(err, FERRY_EINVAL, "table name '%s' is too long for ferry's empty "
+                             "twin table name", table);
     return FERRY_OK;
 }

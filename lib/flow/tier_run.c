@@ -1,6 +1,7 @@
 /* A tiering run (ferry_tier_run): reads the cluster from the config and the catalog, takes its
  * leases (below), resumes unfinished tier jobs of the journal, then finds the hot partitions older
- * than the threshold on every server and runs a job for each. See tier.c for the job itself. */
+ * than the threshold on every server and runs a job for each. The jobs of one (server, table) run
+ * together as waves of at most TIER_WAVE_MAX (tier.c has the job and the wave). */
 #define _DEFAULT_SOURCE
 #include "flow/tier_int.h"
 
@@ -17,21 +18,13 @@
 #include "ferry/partition.h"
 #include "ferry/strutil.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* ---- servers ---------------------------------------------------------------------------------- */
 
 int tier_server_open(tier_ctx *ctx, tier_server *srv, ferry_err *err)
 {
     if (srv->opened)
         return FERRY_OK;
-    int rc = ferry_shard_clients_open(&ctx->cfg, &srv->shard, NULL, &srv->ch, &srv->agent, NULL,
-                                      err);
+    int rc = mv_conn_open(&srv->shard, &ctx->cfg, &srv->conn, err);
     if (rc)
         return ferry_err_prefix(err, "tiering runs FREEZE, uploads and pointer parts through "
                                      "the node agent: ");
@@ -54,7 +47,8 @@ int tier_server_check(tier_ctx *ctx, tier_server *srv, ferry_err *err)
         return rc;
     json_t *st = NULL;
     long status = 0;
-    rc = ferry_agent_call(srv->agent, "status", NULL, &st, &status, err);
+    srv->conn.n_agent++;
+    rc = ferry_agent_call(srv->conn.ag, "status", NULL, &st, &status, err);
     if (rc) {
         json_decref(st);
         return ferry_err_prefix(err, "%s: agent status: ", srv->shard.name);
@@ -112,6 +106,7 @@ static void job_free(tier_job *job)
 {
     json_decref(job->data);
     json_decref(job->objects);
+    json_decref(job->sizes);
     ferry_record_free(&job->rec);
     memset(job, 0, sizeof *job);
 }
@@ -141,7 +136,7 @@ static int job_load(tier_ctx *ctx, tier_job *job, ferry_err *err)
     return tier_server_open(ctx, job->srv, err);
 }
 
-static json_t *job_summary(const tier_job *job, int rc, const ferry_err *err)
+static json_t *job_summary(const tier_job *job, unsigned long wave, int rc, const ferry_err *err)
 {
     json_t *steps = json_object();
     for (int s = 0; s < FERRY_TIER_STATE_COUNT; s++)
@@ -150,7 +145,7 @@ static json_t *job_summary(const tier_job *job, int rc, const ferry_err *err)
                                 json_real(job->step_ms[s]));
     json_t *fp = json_object_get(job->data, "fp");
     json_t *o = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:o}", "id",
+        "{s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:o}", "id",
         job->rec.u.job.id, "server", job->srv ? job->srv->shard.name : "", "table", job->table,
         "partition_id", job->pid, "tenant",
         json_string_value(json_object_get(job->data, "tenant")) ?: "", "day",
@@ -160,9 +155,12 @@ static json_t *job_summary(const tier_job *job, int rc, const ferry_err *err)
         fp ? json_integer_value(json_object_get(fp, "rows")) : 0, "hot_parts",
         (json_int_t)json_array_size(json_object_get(job->data, "hot")), "bytes_uploaded",
         (json_int_t)job->bytes_uploaded, "files_uploaded", (json_int_t)job->files_uploaded,
-        "pointer_bytes", (json_int_t)job->pointer_bytes, "resumed", job->resumed, "step_ms",
-        steps);
-    if (rc)
+        "pointer_bytes", (json_int_t)job->pointer_bytes, "resumed", job->resumed, "wave",
+        (json_int_t)wave, "step_ms", steps);
+    if (o && fp)
+        json_object_set_new(o, "verified_by",
+                            json_string(json_object_get(fp, "by") ? "parts" : "rows"));
+    if (o && rc)
         json_object_set_new(o, "error", json_string(err->msg));
     return o;
 }
@@ -172,6 +170,7 @@ typedef struct run_totals {
     ferry_err first_err;
     json_int_t tiered, resumed, failed;
     uint64_t bytes, files, pbytes, pfiles;
+    double check_ms;
 } run_totals;
 
 static void note_failure(run_totals *t, int rc, const ferry_err *err)
@@ -183,22 +182,47 @@ static void note_failure(run_totals *t, int rc, const ferry_err *err)
     }
 }
 
-static void run_one(tier_ctx *ctx, tier_job *job, run_totals *t)
+/* Runs the jobs js[0..n) (all of one server and table, loaded) as waves of at most TIER_WAVE_MAX
+ * and reports each job. */
+static void run_jobs(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
 {
+    tier_job **ptrs = calloc(n + 1, sizeof *ptrs);
     ferry_err err = {0};
-    int rc = tier_job_run(ctx, job, &err);
-    if (rc) {
-        FLOG_WARN("msg=\"tier job failed\" job=%s state=%s err=\"%s\"", job->rec.u.job.id,
-                  ferry_tier_state_name(job->state), err.msg);
-        note_failure(t, rc, &err);
-    } else if (job->state == FERRY_TIER_DONE) {
-        t->tiered++;
+    if (!ptrs) {
+        ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
+        note_failure(t, FERRY_ENOMEM, &err);
+        return;
     }
-    t->bytes += job->bytes_uploaded;
-    t->files += job->files_uploaded;
-    t->pbytes += job->pointer_bytes;
-    t->pfiles += job->pointer_files;
-    json_array_append_new(json_object_get(ctx->report, "jobs"), job_summary(job, rc, &err));
+    for (size_t i = 0; i < n; i++)
+        ptrs[i] = &js[i];
+    for (size_t first = 0; first < n; first += TIER_WAVE_MAX) {
+        size_t k = n - first < TIER_WAVE_MAX ? n - first : TIER_WAVE_MAX;
+        tier_wave w = {.srv = js[first].srv, .jobs = ptrs + first, .n = k};
+        snprintf(w.db, sizeof w.db, "%s", js[first].db);
+        snprintf(w.table, sizeof w.table, "%s", js[first].table);
+        snprintf(w.staging, sizeof w.staging, "%s", js[first].staging);
+        if (ferry_tier_empty_name(w.table, w.empty, sizeof w.empty, &err))
+            w.empty[0] = '\0'; /* no twin: staging is emptied by DETACH */
+        int wrc = tier_wave_run(ctx, &w, &err);
+        if (wrc)
+            FLOG_WARN("msg=\"tier wave stopped\" server=%s table=%s err=\"%s\"",
+                      w.srv->shard.name, w.table, err.msg);
+        for (size_t i = first; i < first + k; i++) {
+            tier_job *job = &js[i];
+            if (job->rc)
+                note_failure(t, job->rc, &job->err);
+            else if (job->state == FERRY_TIER_DONE)
+                t->tiered++;
+            t->bytes += job->bytes_uploaded;
+            t->files += job->files_uploaded;
+            t->pbytes += job->pointer_bytes;
+            t->pfiles += job->pointer_files;
+            t->check_ms += job->check_ms;
+            json_array_append_new(json_object_get(ctx->report, "jobs"),
+                                  job_summary(job, ctx->waves, job->rc, &job->err));
+        }
+    }
+    free(ptrs);
 }
 
 static bool job_matches(tier_ctx *ctx, json_t *data)
@@ -212,15 +236,50 @@ static bool job_matches(tier_ctx *ctx, json_t *data)
            (!o->tenant || (ten && !strcmp(o->tenant, ten)));
 }
 
+/* Orders loaded jobs by server, database and table, so the jobs of a wave are neighbours. */
+static int job_group_cmp(const void *a, const void *b)
+{
+    const tier_job *x = a, *y = b;
+    int d = strcmp(x->srv->shard.name, y->srv->shard.name);
+    if (!d)
+        d = strcmp(x->db, y->db);
+    if (!d)
+        d = strcmp(x->table, y->table);
+    return d ? d : strcmp(x->rec.u.job.id, y->rec.u.job.id);
+}
+
+/* Runs the loaded jobs js[0..n), one group of waves per (server, table). */
+static void run_grouped(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
+{
+    if (n == 0)
+        return;
+    qsort(js, n, sizeof *js, job_group_cmp);
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && js[j].srv == js[i].srv && !strcmp(js[j].db, js[i].db) &&
+               !strcmp(js[j].table, js[i].table))
+            j++;
+        run_jobs(ctx, js + i, j - i, t);
+        i = j;
+    }
+}
+
 /* Resumes every unfinished tier job of the journal (that the filters select). */
 static void resume_jobs(tier_ctx *ctx, run_totals *t)
 {
     ferry_record_list l = {0};
     ferry_err err = {0};
+    tier_job *js = NULL;
+    size_t n = 0;
     int lrc = ferry_catalog_list(ctx->cat, FERRY_REC_JOB, NULL, 0, &l, &err);
     if (lrc) {
         note_failure(t, lrc, &err);
         return;
+    }
+    if (l.n && !(js = calloc(l.n, sizeof *js))) {
+        ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
+        note_failure(t, FERRY_ENOMEM, &err);
+        goto out;
     }
     for (size_t i = 0; i < l.n; i++) {
         ferry_job *j = &l.items[i].u.job;
@@ -239,53 +298,64 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
                                             "resume", 1));
             continue;
         }
-        tier_job job = {0};
-        ferry_record_copy(&job.rec, &l.items[i], &err);
-        job.resumed = true;
-        int rc = job_load(ctx, &job, &err);
+        tier_job *job = &js[n];
+        memset(job, 0, sizeof *job);
+        ferry_record_copy(&job->rec, &l.items[i], &err);
+        job->resumed = true;
+        int rc = job_load(ctx, job, &err);
         if (rc) {
             note_failure(t, rc, &err);
-            json_array_append_new(json_object_get(ctx->report, "jobs"), job_summary(&job, rc, &err));
-        } else {
-            FLOG_INFO("msg=\"resuming tier job\" job=%s state=%s", j->id, j->state);
-            t->resumed++;
-            run_one(ctx, &job, t);
+            json_array_append_new(json_object_get(ctx->report, "jobs"),
+                                  job_summary(job, 0, rc, &err));
+            job_free(job);
+            continue;
         }
-        job_free(&job);
+        FLOG_INFO("msg=\"resuming tier job\" job=%s state=%s", j->id, j->state);
+        t->resumed++;
+        n++;
     }
+    run_grouped(ctx, js, n, t);
+out:
+    for (size_t i = 0; i < n; i++)
+        job_free(&js[i]);
+    free(js);
     ferry_record_list_free(&l);
 }
 
-/* Creates (or restarts a finished) job for one partition and runs it. */
-static void start_job(tier_ctx *ctx, tier_server *srv, const ferry_table_def *def,
-                      const char *table, const char *pid, const char *literal,
-                      const ferry_partition_key *key, run_totals *t)
+/* Prepares the job of one due partition: *job filled (record in PLANNED, not written yet;
+ * *exists when a finished record is taken back). Returns false when there is nothing to run
+ * (unfinished: resume_jobs ran it; a dry run; a failure, noted). */
+static bool prepare_job(tier_ctx *ctx, tier_server *srv, const ferry_table_def *def,
+                        const char *table, const char *pid, const char *literal,
+                        const ferry_partition_key *key, tier_job *job, bool *exists,
+                        run_totals *t)
 {
     ferry_err err = {0};
-    tier_job job = {0};
     char id[FERRY_NAME_MAX];
+    memset(job, 0, sizeof *job);
     int rc = ferry_tier_job_id(srv->shard.name, table, pid, id, sizeof id, &err);
     if (rc) {
         note_failure(t, rc, &err);
-        return;
+        return false;
     }
-    ferry_record_init(&job.rec, FERRY_REC_JOB);
-    snprintf(job.rec.u.job.id, sizeof job.rec.u.job.id, "%s", id);
-    bool exists = ferry_catalog_get(ctx->cat, &job.rec, &err) == FERRY_OK;
-    if (exists) {
+    ferry_record_init(&job->rec, FERRY_REC_JOB);
+    snprintf(job->rec.u.job.id, sizeof job->rec.u.job.id, "%s", id);
+    *exists = ferry_catalog_get(ctx->cat, &job->rec, &err) == FERRY_OK;
+    if (*exists) {
         enum ferry_tier_state s = FERRY_TIER_PLANNED;
-        ferry_tier_state_parse(job.rec.u.job.state, &s, NULL);
-        json_t *d = json_loads(job.rec.u.job.data, 0, NULL);
-        bool swapped_failure = s == FERRY_TIER_FAILED && d && json_is_true(json_object_get(d, "swapped"));
+        ferry_tier_state_parse(job->rec.u.job.state, &s, NULL);
+        json_t *d = json_loads(job->rec.u.job.data, 0, NULL);
+        bool swapped_failure = s == FERRY_TIER_FAILED && d &&
+                               json_is_true(json_object_get(d, "swapped"));
         json_decref(d);
         if (s != FERRY_TIER_DONE && s != FERRY_TIER_FAILED)
-            goto out; /* unfinished: resume_jobs ran it (or another worker holds it) */
+            goto skip; /* unfinished: resume_jobs ran it (or another worker holds it) */
         if (swapped_failure) {
             ferry_err_set(&err, FERRY_EINVAL, "job %s failed after its swap (%s); it needs an "
                           "operator: look at the partition, then reset the job",
-                          id, job.rec.u.job.detail);
+                          id, job->rec.u.job.detail);
             note_failure(t, FERRY_EINVAL, &err);
-            goto out;
+            goto skip;
         }
     }
     if (ctx->opt->dry_run) {
@@ -293,21 +363,23 @@ static void start_job(tier_ctx *ctx, tier_server *srv, const ferry_table_def *de
                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", id, "server",
                                         srv->shard.name, "table", table, "partition_id", pid,
                                         "tenant", key->tenant, "day", (json_int_t)key->day));
-        goto out;
+        goto skip;
     }
-    job.srv = srv;
-    job.data = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "server",
-                         srv->shard.name, "db", def->database, "table", table, "catalog_table",
-                         def->name, "pid", pid, "partition", literal, "tenant", key->tenant,
-                         "day", (json_int_t)key->day, "split", (json_int_t)key->split,
-                         "attempt", (json_int_t)0);
-    snprintf(job.db, sizeof job.db, "%s", def->database);
-    snprintf(job.table, sizeof job.table, "%s", table);
-    snprintf(job.pid, sizeof job.pid, "%s", pid);
-    if ((rc = ferry_tier_staging_name(table, job.staging, sizeof job.staging, &err)))
-        goto fail;
-    char *text = json_dumps(job.data, JSON_COMPACT | JSON_SORT_KEYS);
-    ferry_job *j = &job.rec.u.job;
+    job->srv = srv;
+    job->data = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "server",
+                          srv->shard.name, "db", def->database, "table", table, "catalog_table",
+                          def->name, "pid", pid, "partition", literal, "tenant", key->tenant,
+                          "day", (json_int_t)key->day, "split", (json_int_t)key->split,
+                          "attempt", (json_int_t)0);
+    snprintf(job->db, sizeof job->db, "%s", def->database);
+    snprintf(job->table, sizeof job->table, "%s", table);
+    snprintf(job->pid, sizeof job->pid, "%s", pid);
+    if ((rc = ferry_tier_staging_name(table, job->staging, sizeof job->staging, &err))) {
+        note_failure(t, rc, &err);
+        goto skip;
+    }
+    char *text = json_dumps(job->data, JSON_COMPACT | JSON_SORT_KEYS);
+    ferry_job *j = &job->rec.u.job;
     snprintf(j->kind, sizeof j->kind, "tier");
     snprintf(j->state, sizeof j->state, "PLANNED");
     snprintf(j->owner, sizeof j->owner, "%s", ctx->owner);
@@ -315,22 +387,59 @@ static void start_job(tier_ctx *ctx, tier_server *srv, const ferry_table_def *de
     snprintf(j->data, sizeof j->data, "%s", text ? text : "{}");
     free(text);
     j->created = j->updated = (int64_t)time(NULL);
-    job.state = FERRY_TIER_PLANNED;
-    /* created new, or a finished record taken back to PLANNED by CAS on its version */
-    rc = exists ? ferry_catalog_update(ctx->cat, &job.rec, &err)
-                : ferry_catalog_create(ctx->cat, &job.rec, &err);
-    if (rc == FERRY_ECONFLICT) {
-        FLOG_INFO("msg=\"tier job taken by another worker\" job=%s", id);
-        goto out;
+    job->state = FERRY_TIER_PLANNED;
+    return true;
+skip:
+    job_free(job);
+    return false;
+}
+
+/* Writes the PLANNED records of the prepared jobs: created new, or a finished record taken back
+ * to PLANNED by CAS on its version, all in one batch. When another worker changed one of them,
+ * one at a time, and the ones it took are left out (*n shrinks). */
+static void plan_jobs(tier_ctx *ctx, tier_job *js, bool *exists, size_t *n, run_totals *t)
+{
+    ferry_batch *b = ferry_batch_new();
+    int64_t *nv = calloc(*n + 1, sizeof *nv);
+    ferry_err err = {0};
+    int rc = b && nv ? FERRY_OK : ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < *n; i++)
+        rc = exists[i] ? ferry_batch_update(b, &js[i].rec, &err)
+                       : ferry_batch_create(b, &js[i].rec, &err);
+    if (!rc) {
+        ctx->catalog_writes++;
+        rc = ferry_catalog_commit_versions(ctx->cat, b, nv, NULL, &err);
     }
-    if (rc)
-        goto fail;
-    run_one(ctx, &job, t);
-    goto out;
-fail:
-    note_failure(t, rc, &err);
-out:
-    job_free(&job);
+    if (!rc)
+        for (size_t i = 0; i < *n; i++)
+            js[i].rec.version = nv[i];
+    size_t kept = 0;
+    for (size_t i = 0; i < *n; i++) {
+        int jrc = FERRY_OK;
+        if (rc == FERRY_ECONFLICT) {
+            ctx->catalog_writes++;
+            jrc = exists[i] ? ferry_catalog_update(ctx->cat, &js[i].rec, &err)
+                            : ferry_catalog_create(ctx->cat, &js[i].rec, &err);
+            if (jrc == FERRY_ECONFLICT)
+                FLOG_INFO("msg=\"tier job taken by another worker\" job=%s", js[i].rec.u.job.id);
+            else if (jrc)
+                note_failure(t, jrc, &err);
+        } else if (rc) {
+            jrc = rc;
+            if (i == 0)
+                note_failure(t, rc, &err);
+        }
+        if (jrc) {
+            job_free(&js[i]);
+            continue;
+        }
+        if (kept != i)
+            js[kept] = js[i];
+        kept++;
+    }
+    *n = kept;
+    free(nv);
+    ferry_batch_free(b);
 }
 
 /* ---- discovery --------------------------------------------------------------------------------- */
@@ -358,16 +467,18 @@ static int check_table(tier_server *srv, const char *db, const char *table, bool
     return FERRY_OK;
 }
 
-/* The hot partitions of one ClickHouse table on one server that are due. */
+/* The hot partitions of one ClickHouse table on one server that are due, tiered in waves. */
 static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *def,
                        const char *table, const char *tenant, bool missing_ok, run_totals *t)
 {
     ferry_err err = {0};
     ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
     ferry_ch_rows rows = {0};
-    bool exists = false;
-    int rc = check_table(srv, def->database, table, missing_ok, &exists, &err);
-    if (rc || !exists)
+    tier_job *js = NULL;
+    bool *exists = NULL, table_exists = false, checked = false;
+    size_t n = 0;
+    int rc = check_table(srv, def->database, table, missing_ok, &table_exists, &err);
+    if (rc || !table_exists)
         goto out;
     if ((rc = tier_check_staging(srv, def->database, table, false, &err)))
         goto out;
@@ -385,6 +496,11 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
     res.len = res.cap = 0;
     if (rc)
         goto out;
+    if (rows.n_rows && (!(js = calloc(rows.n_rows, sizeof *js)) ||
+                        !(exists = calloc(rows.n_rows, sizeof *exists)))) {
+        rc = ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
     for (size_t i = 0; i < rows.n_rows && rows.n_cols == 3; i++) {
         const char *pid = ferry_ch_rows_get(&rows, i, 0);
         const char *literal = ferry_ch_rows_get(&rows, i, 1);
@@ -403,13 +519,25 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
             continue;
         if (!ferry_tier_day_due(key.day, ctx->now, ctx->older_than))
             continue;
-        if (!ctx->opt->dry_run && (rc = tier_server_check(ctx, srv, &err)))
-            goto out;
-        start_job(ctx, srv, def, table, pid, literal, &key, t);
+        if (!ctx->opt->dry_run && !checked) {
+            if ((rc = tier_server_check(ctx, srv, &err)))
+                goto out;
+            checked = true;
+        }
+        if (prepare_job(ctx, srv, def, table, pid, literal, &key, &js[n], &exists[n], t))
+            n++;
+    }
+    if (n) {
+        plan_jobs(ctx, js, exists, &n, t);
+        run_jobs(ctx, js, n, t);
     }
 out:
     if (rc)
         note_failure(t, rc, &err);
+    for (size_t i = 0; i < n; i++)
+        job_free(&js[i]);
+    free(js);
+    free(exists);
     ferry_ch_rows_free(&rows);
     ferry_buf_free(&sql);
     ferry_buf_free(&res);
@@ -449,8 +577,8 @@ static void scan_server(tier_ctx *ctx, tier_server *srv, run_totals *t)
 static void ctx_free(tier_ctx *ctx)
 {
     for (size_t i = 0; i < ctx->n_servers; i++) {
-        ferry_ch_client_free(ctx->servers[i].ch);
-        ferry_agent_client_free(ctx->servers[i].agent);
+        mv_conn_close(&ctx->servers[i].conn);
+        free(ctx->servers[i].policies);
     }
     free(ctx->servers);
     ferry_record_list_free(&ctx->tables);
@@ -566,7 +694,7 @@ int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *er
     ferry_lease **leases = NULL;
     size_t n_leases = 0;
     run_totals t = {0};
-    double t0 = now_ms();
+    double t0 = tier_now_ms();
     *report = NULL;
     int rc = ctx_open(&ctx, opt, err);
     if (rc)
@@ -601,7 +729,18 @@ int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *er
     json_object_set_new(ctx.report, "step_ms", steps);
     json_object_set_new(ctx.report, "load_sql_ms", json_real(ctx.load_ms));
     json_object_set_new(ctx.report, "fingerprint_ms", json_real(ctx.fingerprint_ms));
-    json_object_set_new(ctx.report, "wall_ms", json_real(now_ms() - t0));
+    json_object_set_new(ctx.report, "upload_check_ms", json_real(t.check_ms));
+    unsigned long statements = 0, agent_requests = 0;
+    for (size_t i = 0; i < ctx.n_servers; i++) {
+        statements += ctx.servers[i].conn.n_sql;
+        agent_requests += ctx.servers[i].conn.n_agent;
+    }
+    json_object_set_new(ctx.report, "waves", json_integer((json_int_t)ctx.waves));
+    json_object_set_new(ctx.report, "statements", json_integer((json_int_t)statements));
+    json_object_set_new(ctx.report, "agent_requests", json_integer((json_int_t)agent_requests));
+    json_object_set_new(ctx.report, "catalog_writes",
+                        json_integer((json_int_t)ctx.catalog_writes));
+    json_object_set_new(ctx.report, "wall_ms", json_real(tier_now_ms() - t0));
     *report = ctx.report;
     ctx.report = NULL;
     if (t.first_rc) {

@@ -3,7 +3,8 @@
  * component with openat(O_NOFOLLOW) from a descriptor of the root, so no key can leave the root
  * through "..", an absolute path or a symlink. Puts write a temporary file, fsync it and link
  * it into place (then fsync the directory), so readers see whole objects only and an existing
- * object is never replaced (link fails where rename would overwrite). Names starting
+ * object is never replaced (link fails where rename would overwrite); a batch of puts
+ * (put_many) does the same with one sync per directory. Names starting
  * with ".ferry-" are reserved for temporary files and multipart parts and never listed. */
 #include "objstore/objstore_int.h"
 
@@ -321,6 +322,124 @@ static int local_put(ferry_objstore *st, const char *key, const objstore_body *b
                      ferry_err *err)
 {
     return atomic_write(L(st), key, body, 1, err);
+}
+
+/* Files put by one local_put_many batch at most: each holds two descriptors until it is linked. */
+#define MANY_MAX 64
+
+/* One file of a batch between its write and its link. */
+typedef struct pending_put {
+    int dfd, fd;
+    const char *last;
+    char tmp[64];
+    struct stat dir; /* the parent directory, to sync each directory once */
+} pending_put;
+
+/* The puts of a batch made durable together: every file written to a temporary name beside its
+ * key and its writeback started (sync_file_range), then each one synced (by then the first sync
+ * has committed the journal for all of them) and linked into place, then each directory synced
+ * once. What one put alone guarantees holds for each: the object appears whole or not at all,
+ * and an existing object is never replaced. */
+static int put_batch(local_store *ls, const char *const *keys, const objstore_body *bodies,
+                     size_t n, int *rcs, ferry_err *err)
+{
+    pending_put p[MANY_MAX];
+    int first = FERRY_OK;
+    ferry_err e = {0};
+    for (size_t i = 0; i < n; i++) {
+        p[i].dfd = p[i].fd = -1;
+        rcs[i] = FERRY_OK;
+        const char *rel = relative_key(ls, keys[i], &e);
+        if (!rel) {
+            rcs[i] = FERRY_EINVAL;
+            goto failed;
+        }
+        if ((p[i].dfd = open_parent(ls, keys[i], rel, true, &p[i].last, &e)) < 0) {
+            rcs[i] = e.code ? e.code : FERRY_EIO;
+            goto failed;
+        }
+        if (fstat(p[i].dfd, &p[i].dir) != 0 ||
+            (p[i].fd = open_temp(p[i].dfd, p[i].tmp, &e)) < 0) {
+            rcs[i] = ferry_err_set(&e, FERRY_EIO, "put %s: %s", keys[i], e.msg[0] ? e.msg
+                                                                           : strerror(errno));
+            goto failed;
+        }
+        if ((rcs[i] = write_body(p[i].fd, &bodies[i], &e)))
+            goto failed;
+        sync_file_range(p[i].fd, 0, 0, SYNC_FILE_RANGE_WRITE); /* a hint: fsync below decides */
+        continue;
+    failed:
+        if (!first) {
+            first = rcs[i];
+            *err = e;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (p[i].fd >= 0) {
+            int rc = rcs[i];
+            if (!rc && fsync(p[i].fd) != 0)
+                rc = ferry_err_set(&e, FERRY_EIO, "put %s: fsync: %s", keys[i], strerror(errno));
+            if (close(p[i].fd) != 0 && !rc)
+                rc = ferry_err_set(&e, FERRY_EIO, "put %s: close: %s", keys[i], strerror(errno));
+            /* create only: link(2) fails with EEXIST where rename(2) would replace */
+            if (!rc && linkat(p[i].dfd, p[i].tmp, p[i].dfd, p[i].last, 0) != 0)
+                rc = errno == EEXIST
+                         ? ferry_err_set(&e, FERRY_ECONFLICT, "put %s: an object exists at this "
+                                         "key, and ferry never replaces one", keys[i])
+                         : ferry_err_set(&e, FERRY_EIO, "put %s: link into place: %s", keys[i],
+                                         strerror(errno));
+            unlinkat(p[i].dfd, p[i].tmp, 0);
+            if (rc && !rcs[i]) {
+                rcs[i] = rc;
+                if (!first || (first == FERRY_ECONFLICT && rc != FERRY_ECONFLICT)) {
+                    first = rc;
+                    *err = e;
+                }
+            }
+        }
+    }
+    /* each directory once (the first file linked into it syncs it for all); a directory whose
+     * sync fails fails every file linked into it */
+    for (size_t i = 0; i < n; i++) {
+        if (p[i].dfd < 0 || rcs[i] != FERRY_OK)
+            continue;
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = p[j].dfd >= 0 && rcs[j] == FERRY_OK && p[j].dir.st_dev == p[i].dir.st_dev &&
+                   p[j].dir.st_ino == p[i].dir.st_ino;
+        if (seen || fsync(p[i].dfd) == 0)
+            continue;
+        ferry_err_set(&e, FERRY_EIO, "put %s: fsync of the directory: %s", keys[i],
+                      strerror(errno));
+        if (!first || first == FERRY_ECONFLICT) {
+            first = FERRY_EIO;
+            *err = e;
+        }
+        for (size_t j = i; j < n; j++)
+            if (p[j].dfd >= 0 && rcs[j] == FERRY_OK && p[j].dir.st_dev == p[i].dir.st_dev &&
+                p[j].dir.st_ino == p[i].dir.st_ino)
+                rcs[j] = FERRY_EIO;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (p[i].dfd >= 0)
+            close(p[i].dfd);
+    return first;
+}
+
+static int local_put_many(ferry_objstore *st, const char *const *keys,
+                          const objstore_body *bodies, size_t n, int *rcs, ferry_err *err)
+{
+    int first = FERRY_OK;
+    for (size_t at = 0; at < n; at += MANY_MAX) {
+        size_t k = n - at < MANY_MAX ? n - at : MANY_MAX;
+        ferry_err e = {0};
+        int rc = put_batch(L(st), keys + at, bodies + at, k, rcs + at, &e);
+        if (rc && (!first || (first == FERRY_ECONFLICT && rc != FERRY_ECONFLICT))) {
+            first = rc;
+            *err = e;
+        }
+    }
+    return first;
 }
 
 static int local_get(ferry_objstore *st, const char *key, uint64_t offset, uint64_t length,
@@ -709,6 +828,7 @@ static int local_mpu_abort(ferry_objstore *st, ferry_objstore_mpu *mpu, ferry_er
 const objstore_ops objstore_local_ops = {
     .kind = "local",
     .put = local_put,
+    .put_many = local_put_many,
     .get = local_get,
     .head = local_head,
     .list = local_list,

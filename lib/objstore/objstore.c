@@ -293,6 +293,73 @@ int ferry_objstore_put_fd(ferry_objstore *st, const char *key, int fd, ferry_err
     return ferry_objstore_mpu_complete(st, mpu, err);
 }
 
+int ferry_objstore_put_fds(ferry_objstore *st, const char *const *keys, const int *fds, size_t n,
+                           int *rcs, ferry_err *err)
+{
+    int first = FERRY_OK, rc;
+    ferry_err e = {0};
+    objstore_body *bodies = calloc(n ? n : 1, sizeof *bodies);
+    const char **batch = calloc(n ? n : 1, sizeof *batch);
+    size_t *index = calloc(n ? n : 1, sizeof *index), nb = 0;
+    if (!bodies || !batch || !index) {
+        free(bodies);
+        free(batch);
+        free(index);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct stat sb;
+        rcs[i] = check_role(st, OP_CREATE, &e);
+        if (!rcs[i])
+            rcs[i] = check_key(keys[i], &e);
+        if (!rcs[i] && (fstat(fds[i], &sb) != 0 || !S_ISREG(sb.st_mode)))
+            rcs[i] = ferry_err_set(&e, FERRY_EINVAL, "put %s: the source is not a regular file",
+                                   keys[i]);
+        if (!rcs[i] && st->ops->put_many && (uint64_t)sb.st_size <= st->mp_threshold) {
+            /* batched below */
+            bodies[nb] = (objstore_body){NULL, fds[i], 0, (uint64_t)sb.st_size};
+            batch[nb] = keys[i];
+            index[nb++] = i;
+            continue;
+        }
+        if (!rcs[i])
+            rcs[i] = ferry_objstore_put_fd(st, keys[i], fds[i], &e);
+        if (rcs[i] && rcs[i] != FERRY_ECONFLICT && !first) {
+            first = rcs[i];
+            *err = e;
+        }
+    }
+    if (nb) {
+        int *brc = calloc(nb, sizeof *brc);
+        if (!brc) {
+            rc = ferry_err_set(&e, FERRY_ENOMEM, "out of memory");
+            for (size_t k = 0; k < nb; k++)
+                rcs[index[k]] = rc;
+        } else {
+            st->ops->put_many(st, batch, bodies, nb, brc, &e);
+            for (size_t k = 0; k < nb; k++)
+                rcs[index[k]] = brc[k];
+        }
+        free(brc);
+        for (size_t k = 0; k < nb; k++)
+            if (rcs[index[k]] && rcs[index[k]] != FERRY_ECONFLICT && !first) {
+                first = rcs[index[k]];
+                *err = e;
+            }
+    }
+    if (!first)
+        for (size_t i = 0; i < n && !first; i++)
+            if (rcs[i]) {
+                first = rcs[i];
+                ferry_err_set(err, rcs[i], "put %s: an object exists at this key, and ferry "
+                              "never replaces one", keys[i]);
+            }
+    free(bodies);
+    free(batch);
+    free(index);
+    return first;
+}
+
 int ferry_objstore_get(ferry_objstore *st, const char *key, uint64_t offset, uint64_t length,
                        ferry_objstore_sink sink, void *ud, ferry_err *err)
 {

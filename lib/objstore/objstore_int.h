@@ -31,6 +31,10 @@ struct ferry_objstore_mpu {
 typedef struct objstore_ops {
     const char *kind;
     int (*put)(ferry_objstore *st, const char *key, const objstore_body *body, ferry_err *err);
+    /* n puts made durable together (NULL: the generic layer calls put for each); rcs[i] gets
+     * each one's code, *err the first failure's message; returns that failure's code */
+    int (*put_many)(ferry_objstore *st, const char *const *keys, const objstore_body *bodies,
+                    size_t n, int *rcs, ferry_err *err);
     /* length 0 = to the end; the generic layer has checked offset/length arithmetic */
     int (*get)(ferry_objstore *st, const char *key, uint64_t offset, uint64_t length,
                ferry_objstore_sink sink, void *ud, ferry_err *err);

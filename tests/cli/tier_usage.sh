@@ -36,6 +36,8 @@ calls=$(grep -hoE '\bferry_guarded_exec\s*\(' "$F"/tier*.c | wc -l)
 assert_eq 1 "$calls" "one call of ferry_guarded_exec in the tiering code (tier_sql)"
 grep -qE 'int tier_sql\(.*\)' "$F/tier.c" || fail "tier_sql is gone"
 grep -A3 -E '^int tier_sql\(' "$F/tier.c" | grep -q 'ferry_guarded_exec' || fail "tier_sql does not go through the guard"
+# the listings it shares with moves (move_env.c) go through mv_sql, which is the guard too
+grep -A5 -E '^int mv_sql\(' "$F/move_env.c" | grep -q 'ferry_guarded_exec' || fail "mv_sql does not go through the guard"
 if grep -nE '"[^"]*\b(DROP|TRUNCATE)\b' "$F"/tier*.c; then fail "the tiering code spells DROP or TRUNCATE"; fi
 ok "lib/flow/ sends SQL only through ferry_guarded_exec (plus verify.c's SELECTs)"
 

@@ -217,4 +217,44 @@ assert_eq "$(chq "$U1" "SELECT count(), sum(x) FROM e WHERE t = 1")" \
     "$(chq "$U2" "SELECT count(), sum(x) FROM e WHERE t = 1")" "node2 still serves the partition"
 ok "remove-freeze: shadow gone, ref_count restored, data intact (twice: same result)"
 
+# ---- many parts per request (API 2): each part answered on its own -----------------------------
+agent_ok "$U1" "$T1" status
+assert_eq 2 "$(jq .api <<<"$AG_BODY")" "status: API version 2"
+FZ='{"database":"default","table":"e","partitions":[{"partition_id":"0-20261101","name":"many0"},
+    {"partition_id":"2-20261101","name":"many2"},{"partition_id":"9-20261101","name":"many9"}]}'
+agent_ok "$U1" "$T1" freeze "$FZ"
+assert_eq 2 "$(jq '.parts | length' <<<"$AG_BODY")" "two partitions frozen by one request, a missing one freezes nothing"
+assert_eq "many0,many2" "$(jq -r '[.parts[].freeze] | sort | join(",")' <<<"$AG_BODY")" "each under its own name"
+P0=$(jq -r '.parts[] | select(.freeze == "many0") | .name' <<<"$AG_BODY")
+P2=$(jq -r '.parts[] | select(.freeze == "many2") | .name' <<<"$AG_BODY")
+[ -d "$L/node1/data/shadow/many0" ] && [ -d "$L/node1/data/shadow/many2" ] || fail "shadow folders missing"
+FIRST=$(jq -c '.parts' <<<"$AG_BODY")
+agent_ok "$U1" "$T1" freeze "$FZ"
+assert_eq 1 "$(jq -r .frozen_now <<<"$AG_BODY")" "the same request again freezes only the empty partition again"
+assert_eq "$FIRST" "$(jq -c '.parts' <<<"$AG_BODY")" "and lists the same parts"
+UP="{\"database\":\"default\",\"table\":\"e\",\"parts\":[{\"freeze\":\"many0\",\"part\":\"$P0\"},
+    {\"freeze\":\"many2\",\"part\":\"$P2\"},{\"freeze\":\"many2\",\"part\":\"2-20261101_99_99_0\"}]}"
+agent_ok "$U1" "$T1" upload "$UP"
+R=$AG_BODY
+assert_eq "true,true,404" "$(jq -r '[.results[] | if has("status") then .status else .verified end] | map(tostring) | join(",")' <<<"$R")" "two parts uploaded and checked, the missing one 404"
+assert_eq "$P0" "$(jq -r '.results[0].part' <<<"$R")" "answers in request order"
+agent_expect 400 "parts[0].part" "$U1" "$T1" upload '{"database":"default","table":"e","parts":[{"freeze":"many0","part":"../x"}]}'
+chq "$U2" "CREATE TABLE staging2 $AGENT_DDL" >/dev/null
+WP=$(jq -c '{database: "default", table: "staging2", parts: ([.results[0:2][] | {part, objects: [.objects[] | {file, key, size}]}]
+    + [{part: "2-20261101_98_98_0", objects: [{file: "count.txt", key: "default/e/none", size: 1}]}])}' <<<"$R")
+agent_ok "$U2" "$T2" write-pointers "$WP"
+assert_eq "false,false,409" "$(jq -r '[.results[] | if has("status") then .status else .existing end] | map(tostring) | join(",")' <<<"$AG_BODY")" "two pointer parts written, the one naming a missing object 409"
+[ -e "$CH2/disks/cold/store" ] && [ -z "$(find "$CH2/disks/cold" -path '*detached/2-20261101_98_98_0*')" ] ||
+    fail "the refused pointer part was written"
+chq "$U2" "ALTER TABLE staging2 ATTACH PARTITION ID '0-20261101', ATTACH PARTITION ID '2-20261101'" >/dev/null
+assert_eq "$(chq "$U1" "SELECT hash_of_all_files, rows FROM system.parts WHERE active AND table = 'e' AND partition_id IN ('0-20261101', '2-20261101') ORDER BY 1")" \
+    "$(chq "$U2" "SELECT hash_of_all_files, rows FROM system.parts WHERE active AND table = 'staging2' ORDER BY 1")" \
+    "the attached pointer parts have the hot parts' hash_of_all_files"
+assert_eq "$(chq "$U1" "SELECT count(), sum(x) FROM e WHERE t IN (0, 2)")" \
+    "$(chq "$U2" "SELECT count(), sum(x) FROM staging2")" "and their rows"
+agent_ok "$U1" "$T1" remove-freeze '{"names":["many0","many2","many9"]}'
+assert_eq "true,true,false" "$(jq -r '[.results[].existed] | map(tostring) | join(",")' <<<"$AG_BODY")" "remove-freeze of three names"
+[ -e "$L/node1/data/shadow/many0" ] || [ -e "$L/node1/data/shadow/many2" ] && fail "shadow folders left"
+ok "freeze, upload, write-pointers and remove-freeze of many parts per request; one bad part fails alone"
+
 done_testing

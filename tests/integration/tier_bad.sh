@@ -2,7 +2,8 @@
 # a catalog table missing on the server, a table whose storage policy has no object-storage disk,
 # a staging table whose cold disk is missing, a pointer format (or ClickHouse version) the server
 # cannot read pinned in the catalog, and a second run while one holds the "tier" lease. Each time
-# the partitions stay hot and intact and nothing is left behind. Also the per_tenant layout.
+# the partitions stay hot and intact and nothing is left behind. Also the per_tenant layout, and
+# a damaged frozen file failing only its own partition's job in a wave.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/tier.sh"
@@ -115,5 +116,31 @@ assert_eq acme "$(jq -r '[.jobs[].tenant] | unique | join(",")' <<<"$OUT")" "per
 assert_eq "$PTW" "$(tier_fp "$U" 1 pt_acme)" "per_tenant: data unchanged"
 assert_eq 3 "$(chq "$U" "SELECT uniqExact(partition_id) FROM system.parts WHERE active AND table = 'pt_acme' AND disk_name = 'cold'")" "per_tenant: 3 cold"
 ok "per_tenant layout: pt_acme's old days tiered (tenant zed has no table here: skipped)"
+
+# one damaged part in a wave: the agent's upload finds a frozen file that does not match its
+# checksums.txt, that partition's job fails and is rolled back, the other partitions of the wave
+# are tiered
+chq "$U" "INSERT INTO events SELECT 4, toYYYYMMDD($TODAY - 4 - number % 3), 0,
+    toDateTime($TODAY - 4 - number % 3) + number, number % 10, number FROM numbers(9000)" >/dev/null
+W4=$(tier_fp "$U" "tenant = 4")
+read -r BADPID BADPATH < <(chq "$U" "SELECT partition_id, path FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '4-%' ORDER BY partition_id LIMIT 1")
+BADFILE=$(ls "$BADPATH"/*.bin | head -1)
+cp "$BADFILE" "$T/good.bin"
+printf 'X' | dd of="$BADFILE" bs=1 seek=40 conv=notrunc status=none
+expect_exit 1 "$FERRY_BIN" tier --config "$C" --older-than 3d --table events --tenant 4 --json
+cp "$T/good.bin" "$BADFILE"
+assert_eq 2 "$(jq .partitions_tiered <<<"$OUT")" "the two good partitions of the wave tiered"
+assert_eq 1 "$(jq .jobs_failed <<<"$OUT")" "the damaged one failed alone"
+assert_contains "$(jq -r '.jobs[] | select(.error) | .error' <<<"$OUT")" "does not match its checksums.txt" "the error names the damage"
+assert_eq FAILED "$(jq -r --arg p "$BADPID" '.jobs[] | select(.partition_id == $p) | .state' <<<"$OUT")" "its job is FAILED (rolled back)"
+assert_eq default "$(chq "$U" "SELECT groupUniqArray(disk_name)[1] FROM system.parts WHERE active AND table = 'events' AND partition_id = '$BADPID'")" "the damaged partition stays hot"
+assert_eq "$W4" "$(tier_fp "$U" "tenant = 4")" "data of the wave unchanged"
+tier_leftovers "$L" node1
+tier_merges_on "$U" "$BADPID"
+expect_exit 0 "$FERRY_BIN" tier --config "$C" --older-than 3d --table events --tenant 4 --json
+assert_eq 1 "$(jq .partitions_tiered <<<"$OUT")" "repaired: the next run tiers it"
+assert_eq "$W4" "$(tier_fp "$U" "tenant = 4")" "data unchanged after the retry"
+tier_leftovers "$L" node1
+ok "a damaged frozen file fails its partition's job alone; the rest of the wave is tiered"
 
 done_testing

@@ -3,7 +3,9 @@
 # then a plain re-run: the job is resumed from the journal and finished; the data is the same, no
 # row doubled or lost, no detached, shadow or temporary folder left, merges running again, and
 # every object in the store recorded in the catalog. The same for the late-rows swap (ATTACH FROM
-# + DETACH PART) crashed in the middle.
+# + DETACH PART) crashed in the middle, for a wave of three partitions crashed at points of the
+# wave, for a wave whose swap ran for one of its partitions only, and for pointer parts merged in
+# staging before the swap.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/tier.sh"
@@ -60,5 +62,75 @@ for c in AFTER:SWAP BEFORE:VERIFY AFTER:VERIFY; do
 done
 assert_eq "$(tier_local_keys "$L")" "$(tier_catalog_keys "$C")" "late rows: every object recorded"
 ok "late-row swaps crashed before, during and after the swap: resumed, counted once"
+
+# ---- waves: several partitions of one table tiered together, crashed at points of the wave -----
+# tenant k has three old days (three jobs in one wave); a crash leaves every job of the wave at
+# the same point, and the re-run resumes them as one wave
+wave_fill() { # TENANT
+    for b in 0 1; do
+        chq "$U" "INSERT INTO events SELECT $1, toYYYYMMDD($TODAY - 4 - number % 3), 0,
+            toDateTime($TODAY - 4 - number % 3) + number % 86400, number % 977, number + $b * 1000000
+            FROM numbers(30000)" >/dev/null
+    done
+}
+k=40
+for c in AFTER:FREEZE AFTER:UPLOAD BEFORE:ATTACH AFTER:SWAP BEFORE:VERIFY AFTER:RECORDED BEFORE:DONE; do
+    k=$((k + 1))
+    wave_fill $k
+    crash_and_resume "$k" "${c%%:*}" "${c#*:}"
+    assert_eq 3 "$(jq '[.jobs[] | select(.resumed)] | length' <<<"$OUT")" "${c}: the wave's 3 jobs resumed"
+    assert_eq 1 "$(jq .waves <<<"$OUT")" "${c}: resumed as one wave"
+done
+assert_eq "$(tier_local_keys "$L")" "$(tier_catalog_keys "$C")" "waves: every object recorded"
+tier_merges_on "$U" "$HOTPID"
+ok "a wave of three partitions crashed at 7 points: resumed as one wave, same data, no leftovers"
+
+# a swap that ran for some partitions of a wave only (one command of the ALTER committed, the
+# others not: a server error or crash in the middle of it): the re-run finishes each on its own
+k=50
+wave_fill $k
+want=$(tier_fp "$U" "tenant = $k")
+expect_exit 137 env FERRY_TEST_CRASH_AFTER=SWAP "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant $k
+first=$(chq "$U" "SELECT min(partition_id) FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '$k-%'")
+chq "$U" "ALTER TABLE events REPLACE PARTITION ID '$first' FROM events_ferry_staging" >/dev/null
+assert_eq "cold,default" "$(chq "$U" "SELECT arrayStringConcat(arraySort(groupUniqArray(disk_name)), ',') FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '$k-%'")" "one partition swapped, two not"
+expect_exit 0 "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant $k --json
+assert_eq 0 "$(jq .jobs_failed <<<"$OUT")" "partial swap: the re-run finished ($OUT)"
+assert_eq 3 "$(jq '[.jobs[] | select(.state == "DONE")] | length' <<<"$OUT")" "partial swap: three jobs done"
+assert_eq "$want" "$(tier_fp "$U" "tenant = $k")" "partial swap: same data"
+assert_eq cold "$(chq "$U" "SELECT arrayStringConcat(groupUniqArray(disk_name), ',') FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '$k-%'")" "partial swap: all cold"
+tier_leftovers "$L" node1
+tier_merges_on "$U" "$HOTPID"
+assert_eq "$(tier_local_keys "$L")" "$(tier_catalog_keys "$C")" "partial swap: every object recorded"
+assert_eq 0 "$(curl -sS "$U/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete"
+ok "a wave's swap that ran for one partition of three: finished per partition, nothing doubled or lost"
+
+# staging merged between ATTACH's check and the swap (ferry stops merges there, a server restart
+# starts them again): the pointer parts' hashes changed, so the swap is refused and the job
+# rolled back; the partition is then tiered afresh
+k=60
+for b in 0 1; do
+    chq "$U" "INSERT INTO events SELECT $k, toYYYYMMDD($TODAY - 5), 0, toDateTime($TODAY - 5) + number,
+        number % 977, number + $b * 1000000 FROM numbers(20000)" >/dev/null
+done
+want=$(tier_fp "$U" "tenant = $k")
+pid=$(chq "$U" "SELECT DISTINCT partition_id FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '$k-%'")
+expect_exit 137 env FERRY_TEST_CRASH_AFTER=REPLACE "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant $k
+assert_eq 2 "$(chq "$U" "SELECT count() FROM system.parts WHERE active AND table = 'events_ferry_staging' AND partition_id = '$pid'")" "two pointer parts in staging"
+chq "$U" "SYSTEM START MERGES events_ferry_staging" >/dev/null
+chq "$U" "OPTIMIZE TABLE events_ferry_staging PARTITION ID '$pid' FINAL" >/dev/null
+assert_eq 1 "$(chq "$U" "SELECT count() FROM system.parts WHERE active AND table = 'events_ferry_staging' AND partition_id = '$pid'")" "merged in staging"
+# the resumed job fails and is rolled back; the same run then finds the partition hot and due,
+# and tiers it afresh (a new job for it, a new freeze)
+expect_exit 1 "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant $k --json
+assert_contains "$(jq -r '.jobs[0].error' <<<"$OUT")" "changed since ATTACH" "the swap is refused"
+assert_eq "FAILED DONE" "$(jq -r '[.jobs[].state] | join(" ")' <<<"$OUT")" "rolled back, then tiered afresh"
+assert_eq 1 "$(jq .partitions_tiered <<<"$OUT")" "tiered by the run that refused the swap"
+assert_eq cold "$(chq "$U" "SELECT arrayStringConcat(groupUniqArray(disk_name), ',') FROM system.parts WHERE active AND table = 'events' AND partition_id = '$pid'")" "cold"
+assert_eq "$want" "$(tier_fp "$U" "tenant = $k")" "same data"
+tier_leftovers "$L" node1
+tier_merges_on "$U" "$HOTPID"
+assert_eq 0 "$(curl -sS "$U/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete"
+ok "a merge in staging before the swap: refused by the part digest, rolled back, tiered afresh"
 
 done_testing

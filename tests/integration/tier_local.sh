@@ -3,9 +3,10 @@
 # Checks: the data per partition unchanged (counts, sums, distinct counts, row hashes); the old
 # days on the cold disk, the recent ones hot; ClickHouse never tried to delete an object (the
 # lab's delete guard counts refusals: 0); the objects ferry uploaded are exactly the files of the
-# frozen parts, byte for byte, and exactly what the catalog records; nothing left behind. Then
-# late rows into a tiered day, tiered again: nothing lost, the old cold part untouched. Then the
-# coordinator's scheduled mode tiers late rows by itself.
+# frozen parts, byte for byte, and exactly what the catalog records; nothing left behind; staging
+# emptied from its empty twin, and ClickHouse's removal of the replaced pointer parts deletes no
+# object. Then late rows into a tiered day, tiered again: nothing lost, the old cold part
+# untouched. Then the coordinator's scheduled mode tiers late rows by itself.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/tier.sh"
@@ -74,6 +75,21 @@ jq -e '[.parts[].objects[] | select(.checksum | test("^(cityhash128|sha256):[0-9
 assert_eq 5 "$(jq '[.parts[] | select(.partition_id | startswith("42-"))] | length' <<<"$E")" "one part record per frozen part"
 assert_eq 2000000 "$(jq '[.partitions[] | select(.server == "node1")] | map(.rows) | add + 0' <<<"$E" | awk '{print $1 + 3*250000}')" "catalog rows"
 ok "objects byte for byte = frozen files = catalog records; no delete attempt; no leftovers"
+
+# staging's partitions were emptied from the empty twin (REPLACE PARTITION ... FROM
+# events_ferry_empty): ClickHouse removes the replaced pointer parts itself; with its cleanup made
+# fast here, that removal lowers their ref_count and deletes no object
+assert_eq 0 "$(chq "$U1" "SELECT count() FROM system.parts WHERE active AND table = 'events_ferry_staging'")" "staging holds no active part"
+assert_eq 0 "$(chq "$U1" "SELECT count() FROM system.parts WHERE table = 'events_ferry_empty'")" "the twin is empty"
+[ "$(chq "$U1" "SELECT count() FROM system.parts WHERE NOT active AND rows > 0 AND table = 'events_ferry_staging'")" -gt 0 ] ||
+    fail "no replaced pointer part in staging: was it emptied by DETACH?"
+chq "$U1" "ALTER TABLE events_ferry_staging MODIFY SETTING old_parts_lifetime = 1, cleanup_delay_period = 1, cleanup_delay_period_random_add = 0" >/dev/null
+staging_gone() { [ "$(chq "$U1" "SELECT count() FROM system.parts WHERE rows > 0 AND table = 'events_ferry_staging'")" = 0 ]; }
+wait_for 120 staging_gone || fail "ClickHouse did not remove staging's replaced parts"
+assert_eq 0 "$(curl -sS "$U1/ferry/status" | jq .refused_deletes)" "no delete attempt when they went"
+assert_eq "$B1" "$(tier_fp "$U1")" "node1: data unchanged after staging's parts went"
+assert_eq "$total" "$(find "$L/blobs" -type f | wc -l)" "no object removed"
+ok "staging emptied from its empty twin; ClickHouse removed the replaced pointer parts and no object"
 
 expect_exit 0 "$FERRY_BIN" tier --config "$C" --older-than 3d --json
 assert_eq 0 "$(jq .partitions_tiered <<<"$OUT")" "second run: nothing to do"

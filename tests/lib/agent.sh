@@ -77,20 +77,42 @@ agent_tier_flow() {
     done
     ok "objects equal the frozen files byte for byte, under stable keys"
 
+    # every file checksums.txt lists was hashed on the way and matched it
+    assert_eq true "$(jq -r .verified <<<"$AG_BODY")" "upload checked against checksums.txt"
+    assert_eq "$(cat "$FLOW_DIR/count.txt")" "$(jq -r .rows <<<"$AG_BODY")" "rows from count.txt"
+    jq -e '.objects[] | select(.file == "data.bin" or .file == "primary.cidx") | .file_hash | test("^[0-9a-f]{32}$")' <<<"$AG_BODY" >/dev/null ||
+        fail "no file_hash for a listed file: $AG_BODY"
+    jq -e '.objects[] | select(.file == "columns.txt") | .sha256 | test("^[0-9a-f]{64}$")' <<<"$AG_BODY" >/dev/null ||
+        fail "no sha256 for a small file: $AG_BODY"
+
     # other bytes at an existing key (same size): the upload fails, the object is not replaced.
-    # The frozen file is a hard link of the live part's: its bytes are put back right after.
-    local cf="$FLOW_DIR/count.txt" ckey
+    # columns.txt is not listed in checksums.txt, so only the object store comparison sees the
+    # difference. The frozen file is a hard link of the live part's: its bytes are put back.
+    local cf="$FLOW_DIR/columns.txt" ckey
+    ckey=$(jq -r '.[] | select(.file == "columns.txt") | .key' <<<"$objects")
+    cp "$cf" "$T/columns.txt.orig"
+    printf 'X' | dd of="$cf" bs=1 seek=0 conv=notrunc status=none
+    agent_call "$AU1" "$AT1" upload "$up"
+    dd if="$T/columns.txt.orig" of="$cf" conv=notrunc status=none
+    assert_eq 409 "$AG_CODE" "upload over other bytes: $AG_BODY"
+    assert_contains "$AG_BODY" "never replaces" "the error says why"
+    "$check" "$ckey" "$T/columns.txt.orig" || fail "the object $ckey was replaced"
+    agent_ok "$AU1" "$AT1" upload "$up"
+    assert_eq 0 "$(jq -r .uploaded <<<"$AG_BODY")" "the same bytes again: nothing uploaded"
+    ok "an existing object with other bytes is never replaced (409); the same bytes succeed"
+
+    # a listed file whose bytes no longer match checksums.txt (a damaged frozen part): 422
+    # before the object store is asked, and nothing is replaced
+    cf="$FLOW_DIR/count.txt"
     ckey=$(jq -r '.[] | select(.file == "count.txt") | .key' <<<"$objects")
     cp "$cf" "$T/count.txt.orig"
     printf 'X' | dd of="$cf" bs=1 seek=0 conv=notrunc status=none
     agent_call "$AU1" "$AT1" upload "$up"
     dd if="$T/count.txt.orig" of="$cf" conv=notrunc status=none
-    assert_eq 409 "$AG_CODE" "upload over other bytes: $AG_BODY"
-    assert_contains "$AG_BODY" "never replaces" "the error says why"
+    assert_eq 422 "$AG_CODE" "damaged frozen file: $AG_BODY"
+    assert_contains "$AG_BODY" "count.txt does not match its checksums.txt" "the error names the file"
     "$check" "$ckey" "$T/count.txt.orig" || fail "the object $ckey was replaced"
-    agent_ok "$AU1" "$AT1" upload "$up"
-    assert_eq 0 "$(jq -r .uploaded <<<"$AG_BODY")" "the same bytes again: nothing uploaded"
-    ok "an existing object with other bytes is never replaced (409); the same bytes succeed"
+    ok "a frozen file that does not match checksums.txt is refused (422), nothing replaced"
 
     # pointer part into node2's staging detached/, twice
     FLOW_OBJECTS=$objects

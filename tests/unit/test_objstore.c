@@ -308,6 +308,68 @@ static void test_put_get_head(void **state)
     ferry_objstore_close(ch);
 }
 
+/* Several files put by one call: each as put_fd would (create-only per key), the local store
+ * syncing them together; no temporary file is left. */
+static void test_put_fds(void **state)
+{
+    (void)state;
+    ferry_objstore *up = open_role(FERRY_ROLE_UPLOADER);
+    ferry_objstore *ch = open_role(FERRY_ROLE_CLICKHOUSE);
+    char keys[4][256], path[400];
+    const char *texts[4] = {"first file", "second, in another folder", "", "replacement"};
+    key_of(keys[0], sizeof keys[0], "batch/a/one.bin");
+    key_of(keys[1], sizeof keys[1], "batch/b/two.bin");
+    key_of(keys[2], sizeof keys[2], "batch/a/empty.bin");
+    key_of(keys[3], sizeof keys[3], "batch/a/there.bin");
+    EXPECT_OK(ferry_objstore_put(ch, keys[3], "already here", 12, err));
+    int fds[4], rcs[4];
+    const char *kp[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/many%d.src", tmpdir, i);
+        write_file(path, texts[i]);
+        fds[i] = open(path, O_RDONLY);
+        assert_true(fds[i] >= 0);
+        kp[i] = keys[i];
+    }
+    bool conditional = !env("FERRY_TEST_S3_NO_CONDITIONAL_PUT");
+    ferry_err e = {0};
+    int rc = ferry_objstore_put_fds(up, kp, fds, 4, rcs, &e);
+    assert_int_equal(rcs[0], FERRY_OK);
+    assert_int_equal(rcs[1], FERRY_OK);
+    assert_int_equal(rcs[2], FERRY_OK);
+    if (conditional) {
+        assert_int_equal(rcs[3], FERRY_ECONFLICT);
+        assert_int_equal(rc, FERRY_ECONFLICT);
+        assert_non_null(strstr(e.msg, "never replaces"));
+    }
+    for (int i = 0; i < 4; i++) {
+        char *data = NULL;
+        size_t len = 0;
+        const char *want = i == 3 && conditional ? "already here" : texts[i];
+        EXPECT_OK(ferry_objstore_get_mem(ch, keys[i], &data, &len, err));
+        assert_int_equal(len, strlen(want));
+        assert_memory_equal(data, want, len);
+        free(data);
+    }
+    /* a role that cannot create: every file refused */
+    ferry_objstore *jan = open_role(FERRY_ROLE_JANITOR);
+    char other[256];
+    key_of(other, sizeof other, "batch/janitor.bin");
+    const char *jk[1] = {other};
+    assert_int_not_equal(ferry_objstore_put_fds(jan, jk, fds, 1, rcs, &e), FERRY_OK);
+    assert_int_not_equal(rcs[0], FERRY_OK);
+    ferry_objstore_close(jan);
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    if (!s3_endpoint) { /* no temporary file left beside the objects */
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "find '%s' -name '.ferry-tmp*' | grep -q .", rootdir);
+        assert_int_not_equal(system(cmd), 0);
+    }
+    ferry_objstore_close(up);
+    ferry_objstore_close(ch);
+}
+
 static void test_missing_keys(void **state)
 {
     (void)state;
@@ -777,6 +839,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_get_head),
+        cmocka_unit_test(test_put_fds),
         cmocka_unit_test(test_missing_keys),
         cmocka_unit_test(test_list_pagination),
         cmocka_unit_test(test_list_all_pages),

@@ -82,6 +82,9 @@ static void test_ids(void **state)
     assert_int_equal(ferry_tier_staging_name("events", st, sizeof st, &err), FERRY_OK);
     assert_string_equal(st, "events_ferry_staging");
     assert_int_equal(ferry_tier_staging_name(longname, st, sizeof st, &err), FERRY_EINVAL);
+    assert_int_equal(ferry_tier_empty_name("events", st, sizeof st, &err), FERRY_OK);
+    assert_string_equal(st, "events_ferry_empty");
+    assert_int_equal(ferry_tier_empty_name(longname, st, sizeof st, &err), FERRY_EINVAL);
 }
 
 static void test_day_due(void **state)
@@ -121,6 +124,10 @@ static void test_flow_statements_pass_guard(void **state)
         "`default`.`events_ferry_staging`, DETACH PART '42-20261101-0_1_1_0', DETACH PART "
         "'42-20261101-0_2_2_0'",
         "ALTER TABLE `default`.`events_ferry_staging` DETACH PARTITION ID '42-20261101-0'",
+        "CREATE TABLE IF NOT EXISTS `default`.`events_ferry_empty` AS `default`.`events`",
+        "ALTER TABLE `default`.`events_ferry_staging` REPLACE PARTITION ID '42-20261101-0' FROM "
+        "`default`.`events_ferry_empty`, REPLACE PARTITION ID '42-20261102-0' FROM "
+        "`default`.`events_ferry_empty` SETTINGS allow_replace_partition_from_empty_source = 1",
     };
     for (size_t i = 0; i < sizeof flow / sizeof flow[0]; i++)
         assert_int_equal(ferry_sql_guard_check(flow[i], NULL), FERRY_OK);

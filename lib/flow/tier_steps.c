@@ -1,0 +1,712 @@
+/* Tiering's steps FREEZE to VERIFY for a wave of jobs (tier.c has the states and invariants):
+ * each step looks at all the wave's partitions with one system.parts query, changes them with
+ * one statement or agent request (or a few in parallel), and journals the jobs it moved on in
+ * one catalog batch. A check that fails for one partition fails only that job. */
+#define _DEFAULT_SOURCE
+#include "flow/tier_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "ferry/log.h"
+#include "ferry/sqlguard.h"
+#include "ferry/strutil.h"
+
+/* ---- what the server holds ------------------------------------------------------------------- */
+
+int tier_list(tier_wave *w, const char *table, tier_job **js, size_t n, bool active_only,
+              mv_slice *out, ferry_err *err)
+{
+    const char **ids = calloc(n + 1, sizeof *ids);
+    if (!ids)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        ids[i] = js[i]->pid;
+    int rc = mv_pids_list(&w->srv->conn, w->db, table, ids, n, active_only, out, err);
+    free(ids);
+    return rc;
+}
+
+static bool in_json_list(json_t *list, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) if (!strcmp(json_string_value(v), name)) return true;
+    return false;
+}
+
+/* The jobs of js without a failure, into ok (n slots); returns how many. */
+static size_t healthy(tier_job **js, size_t n, tier_job **ok)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!js[i]->rc)
+            ok[k++] = js[i];
+    return k;
+}
+
+/* Journals `to` for the jobs of js that did not fail. */
+static int advance_healthy(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_state to,
+                           ferry_err *err)
+{
+    tier_job **ok = calloc(n + 1, sizeof *ok);
+    if (!ok)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    size_t k = healthy(js, n, ok);
+    int rc = tier_journal(ctx, ok, k, to, err);
+    free(ok);
+    return rc;
+}
+
+static int fail_job(tier_job *job, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail_job(tier_job *job, int code, const char *fmt, ...)
+{
+    ferry_err e = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.msg, sizeof e.msg, fmt, ap);
+    va_end(ap);
+    e.code = code;
+    return tier_job_fail(job, code, &e);
+}
+
+/* ---- fingerprints and part digests ------------------------------------------------------------ */
+
+/* The digest of a partition's parts by their content: rows, sum and xor of XXH64 over each
+ * hash_of_all_files (ClickHouse's hash of every file checksum of the part), and the number of
+ * parts in `distinct`. Equal digests of the frozen hot parts and of the pointer parts are equal
+ * data: a pointer part's checksums.txt is the hot part's, uploaded unchanged, and the agent
+ * checked every uploaded file against it (docs/tiering.md, "Verification"). */
+void tier_parts_digest(const mv_part *const *ps, size_t n, ferry_fingerprint *fp)
+{
+    memset(fp, 0, sizeof *fp);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = XXH64(ps[i]->hash, strlen(ps[i]->hash), 0x66657272u);
+        fp->rows += ps[i]->rows;
+        fp->hash_sum += h;
+        fp->hash_xor ^= h;
+        fp->distinct++;
+        fp->parts++;
+        fp->bytes += ps[i]->bytes;
+    }
+}
+
+static json_t *fp_json(const ferry_fingerprint *fp, bool by_parts)
+{
+    char s[3][24];
+    snprintf(s[0], sizeof s[0], "%llu", (unsigned long long)fp->hash_sum);
+    snprintf(s[1], sizeof s[1], "%llu", (unsigned long long)fp->hash_xor);
+    snprintf(s[2], sizeof s[2], "%llu", (unsigned long long)fp->distinct);
+    json_t *o = json_pack("{s:I, s:s, s:s, s:s}", "rows", (json_int_t)fp->rows, "sum", s[0],
+                          "xor", s[1], "distinct", s[2]);
+    if (o && by_parts)
+        json_object_set_new(o, "by", json_string("parts"));
+    return o;
+}
+
+void tier_fp_from_json(json_t *o, ferry_fingerprint *fp)
+{
+    memset(fp, 0, sizeof *fp);
+    fp->rows = (uint64_t)json_integer_value(json_object_get(o, "rows"));
+    ferry_parse_u64(json_string_value(json_object_get(o, "sum")) ?: "0", &fp->hash_sum);
+    ferry_parse_u64(json_string_value(json_object_get(o, "xor")) ?: "0", &fp->hash_xor);
+    ferry_parse_u64(json_string_value(json_object_get(o, "distinct")) ?: "0", &fp->distinct);
+}
+
+/* Fingerprint of the rows of the job's partition in the wave's table, in the parts named by
+ * list (a JSON array of names): the same quantities as ferry_fingerprint_partition. Reads every
+ * row: used only for jobs whose uploads were not checked against checksums.txt (an agent of API
+ * version 1, or a journal written by an older ferry). */
+static int fingerprint_parts(tier_job *job, json_t *list, ferry_fingerprint *fp, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
+    memset(fp, 0, sizeof *fp);
+    if (json_array_size(list) == 0)
+        return FERRY_OK; /* no parts, no rows */
+    ferry_buf_puts(&sql, "SELECT count(), sum(h), groupBitXor(h), uniqExact(h) FROM (SELECT "
+                         "cityHash64(*) AS h FROM ");
+    tier_qualified(&sql, job->db, job->table);
+    ferry_buf_puts(&sql, " WHERE _partition_id = ");
+    ferry_sql_quote(job->pid, &sql);
+    ferry_buf_puts(&sql, " AND _part IN (");
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) {
+        if (i)
+            ferry_buf_putc(&sql, ',');
+        ferry_sql_quote(json_string_value(v), &sql);
+    }
+    ferry_buf_puts(&sql, ")) SETTINGS max_threads = 4 FORMAT TabSeparated");
+    int rc = tier_sql(job->srv, ferry_buf_cstr(&sql), &res, err);
+    if (!rc) {
+        char *f[8];
+        char *line = res.data ? res.data : (char *)"";
+        ferry_chomp(line);
+        if (ferry_split(line, '\t', f, 8) != 4 || !ferry_parse_u64(f[0], &fp->rows) ||
+            !ferry_parse_u64(f[1], &fp->hash_sum) || !ferry_parse_u64(f[2], &fp->hash_xor) ||
+            !ferry_parse_u64(f[3], &fp->distinct))
+            rc = ferry_err_set(err, FERRY_EREMOTE, "unexpected fingerprint answer");
+    }
+    ferry_buf_free(&sql);
+    ferry_buf_free(&res);
+    return rc;
+}
+
+/* ---- FREEZE ------------------------------------------------------------------------------------ */
+
+int tier_step_freeze(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
+{
+    tier_job **fresh = calloc(n + 1, sizeof *fresh);
+    json_t *ans = NULL;
+    size_t nf = 0;
+    int rc = fresh ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++)
+        if (!js[i]->freeze_started_here)
+            fresh[nf++] = js[i];
+    if (!rc && nf) {
+        /* A journaled FREEZE not finished by this process: the old attempt may be partial. */
+        if ((rc = tier_agent_remove_freezes(w, fresh, nf, err)))
+            goto out;
+        for (size_t i = 0; i < nf; i++) {
+            tier_job *j = fresh[i];
+            char name[64];
+            json_object_set_new(j->data, "attempt",
+                                json_integer((json_int_t)tier_du64(j, "attempt") + 1));
+            ferry_tier_freeze_name(j->rec.u.job.id, (unsigned)tier_du64(j, "attempt"), name,
+                                   sizeof name);
+            json_object_set_new(j->data, "freeze", json_string(name));
+            json_object_set_new(j->data, "merges_stopped", json_true());
+        }
+        if ((rc = tier_journal(ctx, fresh, nf, FERRY_TIER_FREEZE, err)))
+            goto out;
+        for (size_t i = 0; i < nf; i++)
+            fresh[i]->freeze_started_here = true;
+    }
+    if (rc || (rc = tier_merges(w, false, err)) ||
+        (rc = tier_agent_freeze(w, js, n, &ans, err)))
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        tier_job *j = js[i];
+        if (j->rc)
+            continue;
+        const char *name = tier_dstr(j, "freeze");
+        json_t *hot = json_array(), *p;
+        json_decref(j->sizes);
+        j->sizes = json_object();
+        size_t k;
+        json_array_foreach(json_object_get(ans, "parts"), k, p) {
+            const char *fz = json_string_value(json_object_get(p, "freeze"));
+            const char *kind = json_string_value(json_object_get(p, "kind"));
+            if (!fz || strcmp(fz, name) || !kind || strcmp(kind, "hot"))
+                continue;
+            json_array_append(hot, json_object_get(p, "name"));
+            json_object_set(j->sizes, json_string_value(json_object_get(p, "name")),
+                            json_object_get(p, "bytes"));
+        }
+        if (json_array_size(hot) == 0) {
+            json_decref(hot);
+            fail_job(j, FERRY_ENOTFOUND, "%s: partition %s of %s.%s is gone: FREEZE found no "
+                     "hot part in it", w->srv->shard.name, j->pid, w->db, w->table);
+            continue;
+        }
+        json_object_set_new(j->data, "hot", hot);
+    }
+    rc = advance_healthy(ctx, js, n, FERRY_TIER_UPLOAD, err);
+out:
+    json_decref(ans);
+    free(fresh);
+    return rc;
+}
+
+/* ---- UPLOAD ------------------------------------------------------------------------------------ */
+
+/* Object keys carry the job's freeze name, so no other server's part (even one of the same
+ * name) owns them; a record under this origin can only be another server's if two job ids
+ * hashed alike: never overwrite its objects. */
+static int check_not_taken(tier_ctx *ctx, tier_job *job, ferry_err *err)
+{
+    ferry_record_list l = {0};
+    const char *prefix[3] = {job->table, job->pid, tier_dstr(job, "freeze")};
+    int rc = ferry_catalog_list(ctx->cat, FERRY_REC_PART, prefix, 3, &l, err);
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        const ferry_part *p = &l.items[i].u.part;
+        if (in_json_list(json_object_get(job->data, "hot"), p->name) &&
+            !ferry_list_has(p->servers, job->srv->shard.name))
+            fail_job(job, FERRY_ECONFLICT, "%s: part %s of %s under freeze %s is already "
+                     "recorded for %s; uploading would overwrite its objects (run the tiering "
+                     "again: a new attempt freezes under a new name)", job->srv->shard.name,
+                     p->name, job->table, tier_dstr(job, "freeze"), p->servers);
+    }
+    ferry_record_list_free(&l);
+    return rc;
+}
+
+int tier_step_upload(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = check_not_taken(ctx, js[i], err);
+    if (rc || (rc = tier_agent_upload(ctx, w, js, n, true, err)))
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        tier_job *j = js[i];
+        bool hashed = true;
+        size_t k;
+        json_t *h;
+        json_array_foreach(json_object_get(j->data, "hot"), k, h) {
+            json_t *a = json_object_get(j->objects, json_string_value(h));
+            hashed = hashed && json_is_true(json_object_get(a, "verified"));
+        }
+        json_object_set_new(j->data, "hashed", json_boolean(hashed));
+    }
+    return advance_healthy(ctx, js, n, FERRY_TIER_POINTERS, err);
+}
+
+/* ---- POINTERS ---------------------------------------------------------------------------------- */
+
+/* CREATE TABLE IF NOT EXISTS db.name AS db.table, unless the policy cache knows it exists. */
+static int create_as(tier_wave *w, const char *name, ferry_err *err)
+{
+    char policy[FERRY_NAME_MAX];
+    bool exists = false, remote = false;
+    int rc = tier_table_policy(w->srv, w->db, name, &exists, policy, sizeof policy, &remote, err);
+    if (rc || exists)
+        return rc;
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
+    tier_qualified(&sql, w->db, name);
+    ferry_buf_puts(&sql, " AS ");
+    tier_qualified(&sql, w->db, w->table);
+    rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
+    tier_forget_policy(w->srv, w->db, name); /* it exists now */
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* The staging table and the empty twin: created AS the table when missing, then staging checked
+ * (once per wave; the twin is checked where it is used: tier_cleanup.c). */
+static int ensure_staging(tier_wave *w, ferry_err *err)
+{
+    if (w->staging_ready)
+        return FERRY_OK;
+    int rc = create_as(w, w->staging, err);
+    if (!rc && w->empty[0])
+        rc = create_as(w, w->empty, err);
+    if (!rc)
+        rc = tier_check_staging(w->srv, w->db, w->table, true, err);
+    w->staging_ready = rc == FERRY_OK;
+    return rc;
+}
+
+int tier_step_pointers(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
+{
+    int rc;
+    if ((rc = tier_server_check(ctx, w->srv, err)) || (rc = ensure_staging(w, err)) ||
+        (rc = tier_merges(w, false, err)) || /* staging's parts stay as attached until the swap */
+        /* the objects of parts uploaded by another process (a resumed job): the agent finds
+         * them uploaded and uploads nothing */
+        (rc = tier_agent_upload(ctx, w, js, n, false, err)) ||
+        (rc = tier_agent_pointers(ctx, w, js, n, err)))
+        return rc;
+    return advance_healthy(ctx, js, n, FERRY_TIER_ATTACH, err);
+}
+
+/* ---- ATTACH ------------------------------------------------------------------------------------ */
+
+/* ALTER TABLE staging ATTACH PARTITION ID for every job of js in one statement. When it fails
+ * for several, one statement per job, so a bad partition fails only its job; a job whose ATTACH
+ * fails is failed (the step goes on with the others). */
+static void attach_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_err e = {0};
+    ferry_buf_puts(&sql, "ALTER TABLE ");
+    tier_qualified(&sql, w->db, w->staging);
+    for (size_t i = 0; i < n; i++) {
+        ferry_buf_puts(&sql, i ? ", ATTACH PARTITION ID " : " ATTACH PARTITION ID ");
+        ferry_sql_quote(js[i]->pid, &sql);
+    }
+    double t0 = tier_now_ms();
+    int rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, &e);
+    ctx->load_ms += tier_now_ms() - t0;
+    ferry_buf_free(&sql);
+    if (rc && n == 1) {
+        tier_job_fail(js[0], rc, &e);
+    } else if (rc) {
+        FLOG_WARN("msg=\"ATTACH of the wave failed; one partition at a time\" server=%s "
+                  "table=%s err=\"%s\"", w->srv->shard.name, w->staging, e.msg);
+        for (size_t i = 0; i < n; i++)
+            attach_staging(ctx, w, &js[i], 1);
+    }
+}
+
+/* The parts of list (a partition's parts) that are active and, when hot_list is set, named in
+ * it, into out (n slots); returns how many. */
+static size_t pick(const mv_parts *list, json_t *hot_list, const mv_part **out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < list->n; i++)
+        if (list->p[i].active && (!hot_list || in_json_list(hot_list, list->p[i].name)))
+            out[k++] = &list->p[i];
+    return k;
+}
+
+/* The checks of ATTACH for one job: staging holds as many parts as were frozen, all on the
+ * object disk; every frozen part is still active; staging holds the frozen data (*fp). */
+static int check_staged(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice *stg,
+                        const mv_slice *live, ferry_fingerprint *fp, bool *by_parts,
+                        ferry_err *err)
+{
+    json_t *hot = json_object_get(job->data, "hot");
+    mv_parts sg = mv_slice_parts(stg, job->pid), lv = mv_slice_parts(live, job->pid);
+    const mv_part **a = calloc(sg.n + 1, sizeof *a), **b = calloc(lv.n + 1, sizeof *b);
+    int rc = a && b ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    size_t na = rc ? 0 : pick(&sg, NULL, a), nb = rc ? 0 : pick(&lv, hot, b);
+    if (!rc && na != json_array_size(hot))
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: staging %s.%s holds %zu parts of partition %s "
+                           "after ATTACH, expected %zu (the pointer parts written); nothing was "
+                           "swapped", w->srv->shard.name, w->db, w->staging, na, job->pid,
+                           json_array_size(hot));
+    for (size_t i = 0; !rc && i < na; i++)
+        if (!a[i]->cold)
+            rc = ferry_err_set(err, FERRY_EINVAL, "%s: staging part %s is not on the object-"
+                               "storage disk", w->srv->shard.name, a[i]->name);
+    /* Every frozen hot part must still be active (merges are stopped since the freeze). */
+    if (!rc && nb != json_array_size(hot)) {
+        size_t i;
+        json_t *h;
+        json_array_foreach(hot, i, h) {
+            if (mv_parts_find(&lv, json_string_value(h)))
+                continue;
+            rc = ferry_err_set(err, FERRY_EINVAL, "%s: frozen part %s of %s.%s is no longer "
+                               "active (merged or detached since the freeze); nothing was "
+                               "swapped, the next run tiers the partition again",
+                               w->srv->shard.name, json_string_value(h), w->db, w->table);
+            break;
+        }
+    }
+    ferry_fingerprint src, got;
+    char why[256];
+    *by_parts = tier_dbool(job, "hashed");
+    if (!rc && *by_parts) {
+        tier_parts_digest(b, nb, &src);
+        tier_parts_digest(a, na, &got);
+    } else if (!rc) {
+        double f0 = tier_now_ms();
+        rc = fingerprint_parts(job, hot, &src, err);
+        if (!rc)
+            rc = ferry_fingerprint_partition(w->srv->conn.ch, w->db, w->staging, job->pid, &got,
+                                             err);
+        ctx->fingerprint_ms += tier_now_ms() - f0;
+    }
+    if (!rc && !ferry_fingerprint_same(&src, &got, why, sizeof why))
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: the pointer parts in staging do not hold the "
+                           "frozen %s (%s); nothing was swapped", w->srv->shard.name,
+                           *by_parts ? "parts" : "rows", why);
+    *fp = src;
+    free(a);
+    free(b);
+    return rc;
+}
+
+int tier_step_attach(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
+{
+    mv_slice stg = {0}, live = {0};
+    tier_job **need = calloc(n + 1, sizeof *need);
+    size_t nn = 0;
+    int rc = need ? tier_merges(w, false, err) /* again: a resumed job's server may have restarted */
+                  : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc)
+        rc = tier_list(w, w->staging, js, n, true, &stg, err);
+    for (size_t i = 0; !rc && i < n; i++)
+        if (mv_slice_parts(&stg, js[i]->pid).n == 0)
+            need[nn++] = js[i]; /* skipped when staging holds the partition (a resumed ATTACH) */
+    if (!rc && nn) {
+        attach_staging(ctx, w, need, nn);
+        mv_slice_free(&stg);
+        rc = tier_list(w, w->staging, js, n, true, &stg, err);
+    }
+    if (rc || (rc = tier_list(w, w->table, js, n, true, &live, err)))
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        tier_job *j = js[i];
+        ferry_fingerprint fp;
+        ferry_err e = {0};
+        bool by_parts = false;
+        if (j->rc)
+            continue;
+        int jrc = check_staged(ctx, w, j, &stg, &live, &fp, &by_parts, &e);
+        if (jrc == FERRY_EREMOTE || jrc == FERRY_ECONNECT || jrc == FERRY_ETIMEOUT) {
+            *err = e; /* the server went away: the whole step fails */
+            rc = jrc;
+            goto out;
+        }
+        if (jrc)
+            tier_job_fail(j, jrc, &e);
+        else
+            json_object_set_new(j->data, "fp", fp_json(&fp, by_parts));
+    }
+    rc = advance_healthy(ctx, js, n, FERRY_TIER_REPLACE, err);
+out:
+    mv_slice_free(&stg);
+    mv_slice_free(&live);
+    free(need);
+    return rc;
+}
+
+/* ---- REPLACE ----------------------------------------------------------------------------------- */
+
+/* What one job's swap needs now, from the partition's active parts. */
+enum swap_need { SWAP_DONE, SWAP_DETACH_REST, SWAP_CHOOSE, SWAP_FAILED };
+
+static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *live,
+                                const mv_slice *stg, ferry_buf *cmds, size_t *ncmds)
+{
+    json_t *hot = json_object_get(job->data, "hot");
+    mv_parts ps = mv_slice_parts(live, job->pid);
+    size_t hot_active = 0, added = 0, others = 0;
+    int64_t max_block = 0;
+    bool have_max = json_object_get(job->data, "max_block") != NULL;
+    int64_t recorded_max = (int64_t)tier_du64(job, "max_block");
+    for (size_t i = 0; i < ps.n; i++) {
+        if (!ps.p[i].active)
+            continue;
+        if (in_json_list(hot, ps.p[i].name))
+            hot_active++;
+        else if (have_max && ps.p[i].cold && ps.p[i].min_block > recorded_max)
+            added++;
+        else
+            others++;
+        if (ps.p[i].max_block > max_block)
+            max_block = ps.p[i].max_block;
+    }
+    const char *swap = tier_dstr(job, "swap");
+    if (*swap && added > 0 && hot_active == 0) /* the swap ran before a crash */
+        return SWAP_DONE;
+    if (*swap && added > 0) {
+        if (strcmp(swap, "attach")) {
+            fail_job(job, FERRY_EINTERNAL, "%s: %s.%s partition %s holds both the swapped-in "
+                     "cold parts and frozen hot parts after REPLACE", w->srv->shard.name,
+                     w->db, w->table, job->pid);
+            return SWAP_FAILED;
+        }
+        /* ATTACH FROM ran; the DETACH PART half did not (or not all of it). */
+        size_t i;
+        json_t *h;
+        json_array_foreach(hot, i, h) {
+            const mv_part *p = mv_parts_find(&ps, json_string_value(h));
+            if (!p || !p->active)
+                continue;
+            ferry_buf_puts(cmds, (*ncmds)++ ? ", DETACH PART " : " DETACH PART ");
+            ferry_sql_quote(json_string_value(h), cmds);
+        }
+        return SWAP_DETACH_REST;
+    }
+    if (*swap && hot_active != json_array_size(hot)) {
+        /* nothing was swapped, but the frozen parts changed: safe to roll back and redo */
+        json_object_set_new(job->data, "swapped", json_false());
+        fail_job(job, FERRY_EINVAL, "%s: frozen parts of %s.%s partition %s changed before the "
+                 "swap ran; nothing was swapped, the next run tiers the partition again",
+                 w->srv->shard.name, w->db, w->table, job->pid);
+        return SWAP_FAILED;
+    }
+    if (hot_active != json_array_size(hot)) {
+        fail_job(job, FERRY_EINVAL, "%s: only %zu of the %zu frozen parts of %s.%s partition %s "
+                 "are active before the swap", w->srv->shard.name, hot_active,
+                 json_array_size(hot), w->db, w->table, job->pid);
+        return SWAP_FAILED;
+    }
+    /* Nothing swapped yet. Staging must still hold what ATTACH checked (its merges are stopped,
+     * but a server restart starts them again): with part hashes, the same digest. */
+    json_t *fpj = json_object_get(job->data, "fp");
+    if (!strcmp(json_string_value(json_object_get(fpj, "by")) ?: "", "parts")) {
+        mv_parts sg = mv_slice_parts(stg, job->pid);
+        const mv_part **a = calloc(sg.n + 1, sizeof *a);
+        ferry_fingerprint want, got;
+        char why[256];
+        if (!a) {
+            fail_job(job, FERRY_ENOMEM, "out of memory");
+            return SWAP_FAILED;
+        }
+        tier_parts_digest(a, pick(&sg, NULL, a), &got);
+        free(a);
+        tier_fp_from_json(fpj, &want);
+        if (!ferry_fingerprint_same(&want, &got, why, sizeof why)) {
+            json_object_set_new(job->data, "swapped", json_false());
+            fail_job(job, FERRY_EINVAL, "%s: staging's parts of %s.%s partition %s changed "
+                     "since ATTACH checked them (%s: merged?); nothing was swapped, the next run "
+                     "tiers the partition again", w->srv->shard.name, w->db, w->table, job->pid,
+                     why);
+            return SWAP_FAILED;
+        }
+    }
+    /* Choose (journaled by the caller before the statement runs). */
+    const char *mode = others == 0 ? "replace" : "attach";
+    json_object_set_new(job->data, "swap", json_string(mode));
+    json_object_set_new(job->data, "max_block", json_integer((json_int_t)max_block));
+    json_object_set_new(job->data, "swapped", json_true());
+    ferry_buf_puts(cmds, (*ncmds)++ ? ", " : " ");
+    ferry_buf_puts(cmds, !strcmp(mode, "replace") ? "REPLACE PARTITION ID "
+                                                   : "ATTACH PARTITION ID ");
+    ferry_sql_quote(job->pid, cmds);
+    ferry_buf_puts(cmds, " FROM ");
+    tier_qualified(cmds, w->db, w->staging);
+    if (strcmp(mode, "replace")) {
+        size_t i;
+        json_t *h;
+        json_array_foreach(hot, i, h) {
+            ferry_buf_puts(cmds, ", DETACH PART ");
+            ferry_sql_quote(json_string_value(h), cmds);
+            (*ncmds)++;
+        }
+    }
+    return SWAP_CHOOSE;
+}
+
+/* Looks at each job's partition, journals the swaps it chooses (one batch), then runs every
+ * swap in one ALTER. When the ALTER fails for several jobs, each job is looked at again and run
+ * on its own (the commands of an ALTER commit one by one, so some may have run). */
+static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
+{
+    mv_slice live = {0}, stg = {0};
+    ferry_buf cmds = FERRY_BUF_INIT, sql = FERRY_BUF_INIT;
+    size_t ncmds = 0, nchosen = 0;
+    tier_job **chosen = calloc(n + 1, sizeof *chosen);
+    int rc = chosen ? tier_list(w, w->table, js, n, true, &live, err)
+                    : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc)
+        rc = tier_list(w, w->staging, js, n, true, &stg, err);
+    for (size_t i = 0; !rc && i < n; i++)
+        if (!js[i]->rc && swap_look(w, js[i], &live, &stg, &cmds, &ncmds) == SWAP_CHOOSE)
+            chosen[nchosen++] = js[i];
+    if (rc || (rc = tier_journal_detail(ctx, chosen, nchosen, FERRY_TIER_REPLACE, err)))
+        goto out;
+    if (nchosen)
+        tier_crash_point("FERRY_TEST_CRASH_AFTER", "SWAP"); /* the choices journaled, not run */
+    if (ncmds == 0)
+        goto out;
+    ferry_buf_puts(&sql, "ALTER TABLE ");
+    tier_qualified(&sql, w->db, w->table);
+    ferry_buf_puts(&sql, ferry_buf_cstr(&cmds));
+    double t0 = tier_now_ms();
+    rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
+    ctx->load_ms += tier_now_ms() - t0;
+    if (rc && n > 1) {
+        FLOG_WARN("msg=\"swap of the wave failed; one partition at a time\" server=%s table=%s "
+                  "err=\"%s\"", w->srv->shard.name, w->table, err->msg);
+        rc = FERRY_OK;
+        for (size_t i = 0; i < n; i++) {
+            ferry_err e = {0};
+            if (!js[i]->rc && swap_jobs(ctx, w, &js[i], 1, &e))
+                tier_job_fail(js[i], e.code, &e);
+        }
+    } else if (rc) {
+        tier_job_fail(js[0], rc, err);
+        rc = FERRY_OK;
+    }
+out:
+    mv_slice_free(&live);
+    mv_slice_free(&stg);
+    ferry_buf_free(&cmds);
+    ferry_buf_free(&sql);
+    free(chosen);
+    return rc;
+}
+
+int tier_step_replace(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
+{
+    int rc = tier_merges(w, false, err); /* still stopped, unless someone started them */
+    if (!rc)
+        rc = swap_jobs(ctx, w, js, n, err);
+    if (ctx->lost)
+        return rc;
+    if (rc) {
+        /* the server failed under the whole step: each job's journal says what it chose */
+        for (size_t i = 0; i < n; i++)
+            tier_job_fail(js[i], rc, err);
+        return FERRY_OK;
+    }
+    return advance_healthy(ctx, js, n, FERRY_TIER_VERIFY, err);
+}
+
+/* ---- VERIFY ------------------------------------------------------------------------------------ */
+
+static int verify_job(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice *all,
+                      ferry_err *err)
+{
+    json_t *hot = json_object_get(job->data, "hot");
+    mv_parts ps = mv_slice_parts(all, job->pid);
+    int64_t max_block = (int64_t)tier_du64(job, "max_block");
+    const mv_part **added = calloc(ps.n + 1, sizeof *added);
+    json_t *names = json_array();
+    size_t na = 0;
+    int rc = added && names ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < ps.n; i++) {
+        const mv_part *p = &ps.p[i];
+        if (!p->active)
+            continue;
+        if (in_json_list(hot, p->name))
+            rc = ferry_err_set(err, FERRY_EINVAL, "%s: frozen hot part %s is still active after "
+                               "the swap (its rows would count twice)", w->srv->shard.name,
+                               p->name);
+        else if (p->cold && p->min_block > max_block) {
+            added[na++] = p;
+            json_array_append_new(names, json_string(p->name));
+        }
+    }
+    json_t *fpj = json_object_get(job->data, "fp");
+    ferry_fingerprint want, got;
+    char why[256];
+    tier_fp_from_json(fpj, &want);
+    bool by_parts = !strcmp(json_string_value(json_object_get(fpj, "by")) ?: "", "parts");
+    if (!rc && by_parts) {
+        tier_parts_digest(added, na, &got);
+    } else if (!rc) {
+        double f0 = tier_now_ms();
+        rc = fingerprint_parts(job, names, &got, err);
+        ctx->fingerprint_ms += tier_now_ms() - f0;
+    }
+    if (!rc && !ferry_fingerprint_same(&want, &got, why, sizeof why))
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: after the swap the new cold parts of %s.%s "
+                           "partition %s do not hold the frozen %s: %s", w->srv->shard.name,
+                           w->db, w->table, job->pid, by_parts ? "parts" : "rows", why);
+    /* REPLACE drops the whole partition: a part inserted between the check and the swap would
+     * have been dropped with the frozen ones. Merges are stopped, so any dropped part that is
+     * not a frozen one is such a part. */
+    if (!rc && !strcmp(tier_dstr(job, "swap"), "replace"))
+        for (size_t i = 0; !rc && i < ps.n; i++) {
+            const mv_part *p = &ps.p[i];
+            if (!p->active && !p->cold && p->min_block > max_block)
+                rc = ferry_err_set(err, FERRY_EINTERNAL, "%s: part %s (%llu rows) of %s.%s was "
+                                   "inserted during REPLACE PARTITION and dropped by it; its "
+                                   "files stay in the table's folder until ClickHouse removes "
+                                   "outdated parts: copy them to detached/ and ATTACH PART now",
+                                   w->srv->shard.name, p->name, (unsigned long long)p->rows,
+                                   w->db, w->table);
+        }
+    json_decref(names);
+    free(added);
+    return rc;
+}
+
+int tier_step_verify(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
+{
+    mv_slice all = {0};
+    int rc = tier_list(w, w->table, js, n, false, &all, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        ferry_err e = {0};
+        int jrc = js[i]->rc ? FERRY_OK : verify_job(ctx, w, js[i], &all, &e);
+        if (jrc == FERRY_EREMOTE || jrc == FERRY_ECONNECT || jrc == FERRY_ETIMEOUT) {
+            *err = e;
+            rc = jrc;
+        } else if (jrc) {
+            tier_job_fail(js[i], jrc, &e);
+        }
+    }
+    mv_slice_free(&all);
+    return rc ? rc : advance_healthy(ctx, js, n, FERRY_TIER_CLEANUP, err);
+}
