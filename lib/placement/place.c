@@ -763,6 +763,32 @@ static int zone_repair(pstate *st, bool *moved, ferry_err *err)
     return FERRY_OK;
 }
 
+/* What step 4 of a rebalance needs to know about the change. */
+typedef struct flip_ctx {
+    const uint32_t *gainers;
+    size_t n_gainers;
+    const bool *loser;       /* [n] lost weight */
+    const double *old_weight; /* [n] 0: added */
+} flip_ctx;
+
+/* Whether the change flipped the current slice's preference from its shard x (scores x_new
+ * now, x_old before) to shard d: d outranks x now and did not before. *d_new: d's score now. */
+static bool flip(pstate *st, const flip_ctx *f, uint32_t x, double x_new, double x_old,
+                 uint32_t d, double *d_new)
+{
+    *d_new = pair_score(st, d, st->cl->shards[d].weight);
+    if (!pl_ranks_before(*d_new, d, x_new, x))
+        return false;
+    if (f->old_weight[d] > 0) {
+        double d_old = *d_new;
+        if (f->old_weight[d] != st->cl->shards[d].weight)
+            d_old = pair_score(st, d, f->old_weight[d]);
+        if (pl_ranks_before(d_old, d, x_old, x))
+            return false; /* D already outranked X: not a flip */
+    }
+    return true;
+}
+
 int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
                  const ferry_layout *old, const ferry_cluster *new_cluster,
                  const ferry_place_opts *opts, bool score_all, ferry_layout *out, ferry_err *err)
@@ -772,8 +798,9 @@ int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
     int rc = FERRY_OK;
     uint32_t *old_to_new = NULL, *gainers = NULL;
     double *old_weight = NULL;
-    bool *loser = NULL, *had_prev = NULL, *moved = NULL;
+    bool *loser = NULL, *had_prev = NULL, *moved = NULL, *flips = NULL;
     pl_cand *tmp = NULL;
+    flip_ctx fl;
     size_t n_gainers = 0;
     memset(&st, 0, sizeof st);
     if (old->inv != inv || old->cluster != old_cluster) {
@@ -791,7 +818,9 @@ int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
     had_prev = calloc(nrep ? nrep : 1, sizeof *had_prev);
     moved = calloc(nrep ? nrep : 1, sizeof *moved);
     tmp = calloc(old->rf > rf ? old->rf : rf, sizeof *tmp);
-    if (!old_to_new || !old_weight || !loser || !gainers || !had_prev || !moved || !tmp) {
+    flips = calloc(inv->n ? inv->n : 1, sizeof *flips);
+    if (!old_to_new || !old_weight || !loser || !gainers || !had_prev || !moved || !tmp ||
+        !flips) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
@@ -885,8 +914,35 @@ int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
         any_loser |= loser[s];
     if (n_gainers == 0 && !any_loser)
         goto done;
+    fl.gainers = gainers;
+    fl.n_gainers = n_gainers;
+    fl.loser = loser;
+    fl.old_weight = old_weight;
+    /* Which slices have a flip at all: scores only, in memory order (a slice's replicas change
+     *    in this step only when that slice is processed, so this is the set the loop below
+     *    would find moves in; it skips the rest, which in size order would be a few cache
+     *    misses each). */
+    for (size_t i = 0; i < inv->n; i++) {
+        pl_set_slice(&st.x, &inv->slices[i]);
+        flips[i] = false;
+        for (unsigned j = 0; j < rf && !flips[i]; j++) {
+            uint32_t x = st.rep[i * rf + j];
+            if (moved[i * rf + j] || x == FERRY_NO_SHARD)
+                continue;
+            double x_new = pair_score(&st, x, new_cluster->shards[x].weight);
+            double x_old = loser[x] || st.gainer[x] ? pair_score(&st, x, old_weight[x]) : x_new;
+            size_t nd = loser[x] ? n : n_gainers;
+            for (size_t q = 0; q < nd && !flips[i]; q++) {
+                uint32_t d = loser[x] ? (uint32_t)q : gainers[q];
+                double d_new;
+                flips[i] = d != x && flip(&st, &fl, x, x_new, x_old, d, &d_new);
+            }
+        }
+    }
     for (size_t k = 0; k < inv->n; k++) {
         size_t i = st.order[k];
+        if (!flips[i])
+            continue;
         const ferry_slice *sl = &inv->slices[i];
         uint32_t t = sl->tenant_index;
         pl_set_slice(&st.x, sl);
@@ -910,27 +966,17 @@ int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
             unsigned j = tmp[e].shard;
             uint32_t x = st.rep[i * rf + j];
             double x_new = tmp[e].score;
-            double x_old = loser[x] || st.gainer[x]
-                               ? pair_score(&st, x, old_weight[x])
-                               : x_new;
+            double x_old = loser[x] || st.gainer[x] ? pair_score(&st, x, old_weight[x]) : x_new;
             size_t nd = loser[x] ? n : n_gainers;
             uint32_t best = FERRY_NO_SHARD;
             double best_score = 0;
             for (size_t q = 0; q < nd; q++) {
                 uint32_t d = loser[x] ? (uint32_t)q : gainers[q];
+                double d_new;
                 if (d == x || holding(&st, i, d) || !fits(&st, d, sl->bytes) ||
-                    tenant_count(&st, t, d) >= tenant_cap(&st, t, d) || !zone_move_ok(&st, i, x, d))
+                    tenant_count(&st, t, d) >= tenant_cap(&st, t, d) ||
+                    !zone_move_ok(&st, i, x, d) || !flip(&st, &fl, x, x_new, x_old, d, &d_new))
                     continue;
-                double d_new = pair_score(&st, d, new_cluster->shards[d].weight);
-                if (!pl_ranks_before(d_new, d, x_new, x))
-                    continue;
-                if (old_weight[d] > 0) {
-                    double d_old = d_new;
-                    if (old_weight[d] != new_cluster->shards[d].weight)
-                        d_old = pair_score(&st, d, old_weight[d]);
-                    if (pl_ranks_before(d_old, d, x_old, x))
-                        continue; /* D already outranked X: not a flip */
-                }
                 if (best == FERRY_NO_SHARD || pl_ranks_before(d_new, d, best_score, best)) {
                     best = d;
                     best_score = d_new;
@@ -952,6 +998,7 @@ out:
     free(gainers);
     free(had_prev);
     free(moved);
+    free(flips);
     free(tmp);
     state_free(&st);
     return rc;
