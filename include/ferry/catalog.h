@@ -272,6 +272,15 @@ int ferry_catalog_get(ferry_catalog *c, ferry_record *rec, ferry_err *err);
 int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
                        size_t nprefix, ferry_record_list *out, ferry_err *err);
 
+/* The same records one at a time: fn gets each (decoded into one ferry_record that the next
+ * overwrites; copy what must outlive the call), in key order. Memory follows the stored
+ * documents, not a ferry_record per item (about 3.4 KB each, the size of the largest record
+ * kind), so it is the way to read every slice or route of a large cluster. fn returns FERRY_OK
+ * to go on; anything else stops the scan and is returned (fn sets err). */
+typedef int (*ferry_record_fn)(const ferry_record *rec, void *arg, ferry_err *err);
+int ferry_catalog_each(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
+                       size_t nprefix, ferry_record_fn fn, void *arg, ferry_err *err);
+
 /* The move records whose state is not finished (neither DONE nor FAILED), sorted by key, as
  * ferry_catalog_list(FERRY_REC_MOVE) with the finished ones left out. It reads the index of
  * unfinished moves (docs/catalog.md), so its cost follows the moves in flight, not the history;

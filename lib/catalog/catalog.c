@@ -128,25 +128,23 @@ static int item_cmp(const void *x, const void *y)
     return cat_path_cmp(((const cat_item *)x)->path, ((const cat_item *)y)->path);
 }
 
-int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
-                       size_t nprefix, ferry_record_list *out, ferry_err *err)
+/* The stored documents of kind (under prefix), sorted by key; path names the folder for
+ * messages (at least 1024 bytes). */
+static int scan_sorted(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
+                       size_t nprefix, cat_items *items, char *path, ferry_err *err)
 {
-    out->items = NULL;
-    out->n = 0;
     if ((unsigned)kind >= FERRY_REC_KIND_COUNT)
         return ferry_err_set(err, FERRY_EINVAL, "unknown record kind %d", (int)kind);
     int depth = cat_kind_depth(kind) - (int)nprefix;
     if (depth < 0)
         return ferry_err_set(err, FERRY_EINVAL, "%s keys have only %d fields",
                              ferry_record_kind_name(kind), cat_kind_depth(kind));
-    char path[1024];
-    size_t len = (size_t)snprintf(path, sizeof path, "%s", cat_kind_dir(kind));
+    size_t len = (size_t)snprintf(path, 1024, "%s", cat_kind_dir(kind));
     for (size_t i = 0; i < nprefix; i++) {
         if (!cat_name_ok(prefix[i]))
             return ferry_err_set(err, FERRY_EINVAL, "'%s' is not a valid key", prefix[i]);
-        len += (size_t)snprintf(path + len, sizeof path - len, "/%s", prefix[i]);
+        len += (size_t)snprintf(path + len, 1024 - len, "/%s", prefix[i]);
     }
-    cat_items items = {0};
     int rc;
     if (depth == 0) {
         cat_item it = {0};
@@ -156,16 +154,30 @@ int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char
             return FERRY_OK;
         }
         if (!rc) {
-            rc = cat_items_push(&items, it.path ? it.path : path, it.doc, strlen(it.doc), it.version);
+            rc = cat_items_push(items, it.path ? it.path : path, it.doc, strlen(it.doc),
+                                it.version);
+            if (rc)
+                ferry_err_set(err, FERRY_ENOMEM, "out of memory listing %s", path);
             cat_item_free(&it);
         }
     } else {
-        rc = c->ops->scan(c, path, depth, &items, err);
+        rc = c->ops->scan(c, path, depth, items, err);
     }
+    if (!rc && items->n > 1)
+        qsort(items->v, items->n, sizeof *items->v, item_cmp);
+    return rc;
+}
+
+int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
+                       size_t nprefix, ferry_record_list *out, ferry_err *err)
+{
+    out->items = NULL;
+    out->n = 0;
+    char path[1024];
+    cat_items items = {0};
+    int rc = scan_sorted(c, kind, prefix, nprefix, &items, path, err);
     if (rc)
         goto out;
-    if (items.n > 1)
-        qsort(items.v, items.n, sizeof *items.v, item_cmp);
     if (items.n) {
         out->items = calloc(items.n, sizeof *out->items);
         if (!out->items) {
@@ -186,6 +198,33 @@ out:
     cat_items_free(&items);
     if (rc)
         ferry_record_list_free(out);
+    return rc;
+}
+
+int ferry_catalog_each(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
+                       size_t nprefix, ferry_record_fn fn, void *arg, ferry_err *err)
+{
+    char path[1024];
+    cat_items items = {0};
+    ferry_record r;
+    ferry_record_init(&r, kind);
+    int rc = scan_sorted(c, kind, prefix, nprefix, &items, path, err);
+    for (size_t i = 0; i < items.n && !rc; i++) {
+        rc = cat_record_decode(kind, items.v[i].doc, &r, err);
+        if (rc) {
+            ferry_err_prefix(err, "%s: ", items.v[i].path);
+            break;
+        }
+        r.version = items.v[i].version;
+        /* the document is not needed any more: a long scan gives its memory back as it goes */
+        free(items.v[i].doc);
+        items.v[i].doc = NULL;
+        rc = fn(&r, arg, err);
+        if (kind == FERRY_REC_PART)
+            ferry_record_free(&r);
+    }
+    ferry_record_free(&r);
+    cat_items_free(&items);
     return rc;
 }
 
