@@ -2,6 +2,7 @@
  * $FERRY_TEST_CATALOG names ("zk://127.0.0.1:PORT" for a running ZooKeeper; each test gets its own
  * chroot), or SQLite in a temporary directory when it is unset. tests/integration/catalog_*.sh run
  * it against both. Races and crashes use real processes (fork, kill -9, SIGSTOP). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -757,6 +759,101 @@ static void test_lease_session_expiry(void **state)
     close(to_child);
 }
 
+/* Leases of finished work leave nothing behind: a cluster takes one per move (tens of
+ * thousands). SQLite: no lock file stays beside the database; ZooKeeper: no node under leases/. */
+static void test_lease_leaves_nothing(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    for (int i = 0; i < 50; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "move.m%d", i);
+        ferry_lease *l = NULL;
+        assert_int_equal(ferry_catalog_lease_acquire(c, name, "test", &l, &err), FERRY_OK);
+        assert_true(ferry_catalog_lease_valid(c, l));
+        ferry_catalog_lease_release(c, l);
+    }
+    /* one still held shows up, so the checks below can see a lease */
+    ferry_lease *held = NULL;
+    assert_int_equal(ferry_catalog_lease_acquire(c, "move.held", "test", &held, &err), FERRY_OK);
+    size_t files = 0, nodes = 0;
+    if (zk_base) {
+        cat_items items = {0};
+        assert_int_equal(c->ops->scan(c, "leases", 1, &items, &err), FERRY_OK);
+        nodes = items.n;
+        cat_items_free(&items);
+    } else {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "c%d.db-lease-", url_counter);
+        DIR *d = opendir(base_dir);
+        assert_non_null(d);
+        for (struct dirent *de; (de = readdir(d));)
+            files += !strncmp(de->d_name, prefix, strlen(prefix));
+        closedir(d);
+    }
+    assert_int_equal(zk_base ? nodes : files, 1);
+    ferry_catalog_lease_release(c, held);
+    if (zk_base) {
+        cat_items items = {0};
+        assert_int_equal(c->ops->scan(c, "leases", 1, &items, &err), FERRY_OK);
+        assert_int_equal(items.n, 0);
+        cat_items_free(&items);
+    }
+    ferry_catalog_close(c);
+}
+
+/* Processes taking and giving up one lease in a loop never hold it together: a contender that
+ * locked the file its holder was removing must see that and open the new one. */
+static void test_lease_exclusive_under_churn(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog_close(open_ok(url));
+    volatile int *shared = mmap(NULL, 2 * sizeof(int), PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(shared != MAP_FAILED);
+    shared[0] = shared[1] = 0; /* holder, overlaps seen */
+    enum { PROCS = 4, ROUNDS = 150 };
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+        pids[p] = fork();
+        if (pids[p] == 0) {
+            ferry_catalog *cc = NULL;
+            ferry_err e = {0};
+            if (ferry_catalog_open(url, &cc, &e))
+                _exit(3);
+            for (int got = 0; got < ROUNDS;) {
+                ferry_lease *l = NULL;
+                int rc = ferry_catalog_lease_acquire(cc, "move.churn", "child", &l, &e);
+                if (rc == FERRY_ECONFLICT)
+                    continue;
+                if (rc)
+                    _exit(4);
+                if (__atomic_exchange_n(&shared[0], (int)getpid(), __ATOMIC_SEQ_CST) != 0)
+                    __atomic_add_fetch(&shared[1], 1, __ATOMIC_SEQ_CST);
+                sleep_ms(got % 3);
+                __atomic_store_n(&shared[0], 0, __ATOMIC_SEQ_CST);
+                ferry_catalog_lease_release(cc, l);
+                got++;
+            }
+            ferry_catalog_close(cc);
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < PROCS; p++) {
+        int st;
+        assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    assert_int_equal(shared[1], 0);
+    munmap((void *)shared, 2 * sizeof(int));
+}
+
 /* ---- restart, routing, dumps ---- */
 
 static void fill_catalog(ferry_catalog *c)
@@ -1092,6 +1189,8 @@ int main(void)
         cmocka_unit_test(test_crash_mid_batch),
         cmocka_unit_test(test_lease_killed_holder),
         cmocka_unit_test(test_lease_session_expiry),
+        cmocka_unit_test(test_lease_leaves_nothing),
+        cmocka_unit_test(test_lease_exclusive_under_churn),
         cmocka_unit_test(test_restart_and_reload),
         cmocka_unit_test(test_routing_version),
         cmocka_unit_test(test_unfinished_moves),
