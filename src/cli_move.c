@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "ferry/replica.h"
+#include "ferry/schedule.h"
 #include "ferry/strutil.h"
 
 static double mono_s(void)
@@ -173,8 +174,10 @@ void cli_plan_print(const ferry_rebalance_plan *p)
 typedef struct runner {
     cli_move_env *e;
     const ferry_rebalance_plan *p;
+    ferry_sched *sched; /* which moves may start: per-shard limits, a slice's steps in order */
     pthread_mutex_t lock;
-    size_t next, done, failed;
+    pthread_cond_t changed; /* a move finished */
+    size_t done, failed;
     int first_rc;
     ferry_err first_err;
     json_t *results;
@@ -183,12 +186,16 @@ typedef struct runner {
 static void *run_worker(void *arg)
 {
     runner *r = arg;
+    pthread_mutex_lock(&r->lock);
     for (;;) {
-        pthread_mutex_lock(&r->lock);
-        size_t i = r->next++;
+        size_t i;
+        if (ferry_sched_start(r->sched, &i, 1) == 0) {
+            if (ferry_sched_pending(r->sched) == 0)
+                break;
+            pthread_cond_wait(&r->changed, &r->lock); /* its shards are busy: wait for a move */
+            continue;
+        }
         pthread_mutex_unlock(&r->lock);
-        if (i >= r->p->n_moves)
-            break;
         const ferry_planned_move *m = &r->p->moves[i];
         ferry_err err = {0};
         ferry_move_result res;
@@ -212,6 +219,8 @@ static void *run_worker(void *arg)
         }
         cli_move_print_result(r->e, &res, rc, &err);
         pthread_mutex_lock(&r->lock);
+        ferry_sched_finish(r->sched, i);
+        pthread_cond_broadcast(&r->changed);
         if (rc) {
             r->failed++;
             if (!r->first_rc) {
@@ -223,34 +232,49 @@ static void *run_worker(void *arg)
         }
         if (r->results)
             json_array_append_new(r->results, cli_move_result_json(&res));
-        pthread_mutex_unlock(&r->lock);
     }
+    pthread_mutex_unlock(&r->lock);
     return NULL;
 }
 
 int cli_run_plan(cli_move_env *e, const ferry_rebalance_plan *p, unsigned max_parallel,
-                 size_t *done, size_t *failed, json_t *results, ferry_err *err)
+                 unsigned max_per_shard, size_t *done, size_t *failed, json_t *results,
+                 ferry_err *err)
 {
     runner r;
     memset(&r, 0, sizeof r);
     r.e = e;
     r.p = p;
     r.results = results;
-    pthread_mutex_init(&r.lock, NULL);
+    *done = *failed = 0;
     if (max_parallel < 1)
         max_parallel = 1;
-    if (max_parallel > 16)
-        max_parallel = 16;
-    pthread_t th[16];
+    if (max_parallel > CLI_MAX_PARALLEL)
+        max_parallel = CLI_MAX_PARALLEL;
+    size_t n_shards = 0;
+    ferry_sched_move *sm = calloc(p->n_moves ? p->n_moves : 1, sizeof *sm);
+    int rc = sm ? ferry_rebalance_sched_moves(p, sm, &n_shards, err)
+                : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc && p->n_moves)
+        rc = ferry_sched_new(sm, p->n_moves, n_shards, max_per_shard ? max_per_shard : max_parallel,
+                             max_parallel, &r.sched, err);
+    free(sm);
+    if (rc || !p->n_moves)
+        return rc;
+    pthread_mutex_init(&r.lock, NULL);
+    pthread_cond_init(&r.changed, NULL);
+    pthread_t th[CLI_MAX_PARALLEL];
     unsigned started = 0;
     for (unsigned i = 0; i < max_parallel && i < p->n_moves; i++)
         if (pthread_create(&th[started], NULL, run_worker, &r) == 0)
             started++;
-    if (!started && p->n_moves)
+    if (!started)
         run_worker(&r);
     for (unsigned i = 0; i < started; i++)
         pthread_join(th[i], NULL);
+    pthread_cond_destroy(&r.changed);
     pthread_mutex_destroy(&r.lock);
+    ferry_sched_free(r.sched);
     *done = r.done;
     *failed = r.failed;
     if (r.first_rc && err)
