@@ -987,6 +987,85 @@ static void test_routing_version(void **state)
     ferry_catalog_close(c);
 }
 
+/* The routing table's JSON is built from the stored documents without a JSON parser; it must be
+ * the text json_dumps gives for the routes ferry_catalog_list decodes: numeric key order, lists
+ * trimmed and without empty items, escapes, and documents not in the canonical encoding (an
+ * older writer's spacing) decoded in full. */
+static void test_routing_json_matches_records(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    ferry_batch *b = ferry_batch_new();
+    const char *lists[] = {"n1", "n2,n3", " n4 , ,n5,", "", "q\"x\\y\tz"};
+    for (int t = 0; t < 12; t++)
+        for (uint32_t k = 0; k < 12; k += 1 + (uint32_t)t % 3) {
+            ferry_record r;
+            ferry_record_init(&r, FERRY_REC_ROUTE);
+            snprintf(r.u.route.tenant, sizeof r.u.route.tenant, t % 4 ? "t%d" : "%d", t * 7);
+            r.u.route.split = k;
+            snprintf(r.u.route.shards, sizeof r.u.route.shards, "%s", lists[(t + k) % 5]);
+            assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+        }
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
+    ferry_batch_free(b);
+    /* one document as another writer might have spaced it */
+    cat_op op = {.type = CAT_CREATE, .path = (char *)"routes/odd/3",
+                 .doc = (char *)"{ \"tenant\": \"odd\", \"split\": 3, \"shards\": \"n7,n8\" }",
+                 .version = FERRY_VERSION_ANY};
+    op.doc_len = strlen(op.doc);
+    int64_t nv = 0;
+    cat_commit_req req = {&op, 1, CAT_ROUTING_KEEP, 0, &nv};
+    ferry_commit_info info = {0};
+    assert_int_equal(c->ops->commit(c, &req, &info, &err), FERRY_OK);
+    const char *tenants[] = {NULL, "t7", "odd", "0"};
+    for (size_t q = 0; q < 4; q++) {
+        ferry_record_list routes = {0};
+        const char *prefix[] = {tenants[q]};
+        assert_int_equal(ferry_catalog_list(c, FERRY_REC_ROUTE, prefix, tenants[q] ? 1 : 0,
+                                            &routes, &err),
+                         FERRY_OK);
+        uint64_t v = 0;
+        assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
+        json_t *root = json_object(), *slices = json_array();
+        json_object_set_new(root, "version", json_integer((json_int_t)v));
+        for (size_t i = 0; i < routes.n; i++) {
+            const ferry_route *r = &routes.items[i].u.route;
+            json_t *o = json_object(), *a = json_array();
+            json_object_set_new(o, "tenant", json_string(r->tenant));
+            json_object_set_new(o, "split", json_integer(r->split));
+            char copy[FERRY_LIST_MAX], *save = NULL;
+            snprintf(copy, sizeof copy, "%s", r->shards);
+            for (char *x = strtok_r(copy, ",", &save); x; x = strtok_r(NULL, ",", &save)) {
+                while (*x == ' ')
+                    x++;
+                size_t n = strlen(x);
+                while (n && x[n - 1] == ' ')
+                    x[--n] = '\0';
+                if (n)
+                    json_array_append_new(a, json_string(x));
+            }
+            json_object_set_new(o, "shards", a);
+            json_array_append_new(slices, o);
+        }
+        json_object_set_new(root, "slices", slices);
+        char *want = json_dumps(root, JSON_COMPACT), *got = NULL;
+        assert_int_equal(ferry_catalog_routing_json(c, tenants[q], -1, &got, &err), FERRY_OK);
+        assert_string_equal(got, want);
+        if (q == 1) { /* numbers as numbers: split 2 before split 10 */
+            assert_non_null(strstr(got, "\"split\":10,"));
+            assert_true(strstr(got, "\"split\":2,") < strstr(got, "\"split\":10,"));
+        }
+        free(got);
+        free(want);
+        json_decref(root);
+        ferry_record_list_free(&routes);
+    }
+    ferry_catalog_close(c);
+}
+
 /* ---- the index of unfinished moves ---- */
 
 /* The ids ferry_catalog_list_unfinished_moves returns, comma-separated, checked against get. */
@@ -1193,6 +1272,7 @@ int main(void)
         cmocka_unit_test(test_lease_exclusive_under_churn),
         cmocka_unit_test(test_restart_and_reload),
         cmocka_unit_test(test_routing_version),
+        cmocka_unit_test(test_routing_json_matches_records),
         cmocka_unit_test(test_unfinished_moves),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
