@@ -10,12 +10,14 @@
  *              split manager (`ferry splits`) raising 20 tenants, its run minus its dry run
  *   size       SQLite file size / ZooKeeper znodes and bytes (the server's mntr)
  *   router     the write router's initial load of the routing table (time, peak RSS of a process
- *              doing nothing else) and how long a routing change takes to reach it
+ *              doing nothing else) and how long a routing change takes to reach it, and what a
+ *              reload spends in the catalog and in the router
  *   dry_run    `ferry rebalance --dry-run` (inventory sync from the fake servers, then the plan)
  *   plan       the plan after `ferry shard add` of a 101st shard (ferry_rebalance_plan_compute)
  *              and its schedule under per-shard limits (ferry_sched_simulate)
- * usage: bench_scale DIR CATALOG FERRY_BIN [TENANTS [PHASES]]
- *   PHASES: comma-separated subset of the above (default all). DIR must be empty or absent. */
+ * usage: bench_scale DIR CATALOG FERRY_BIN [TENANTS [PHASES [MIX]]]
+ *   PHASES: comma-separated subset of the above (default all). DIR must be empty or absent.
+ *   MIX: "mix" (default, above) or "one" (every tenant 1 split). */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -150,6 +152,13 @@ static uint64_t slice_bytes(unsigned tenant, uint32_t splits)
     return b / (splits ? splits : 1);
 }
 
+static bool one_split; /* MIX "one": every tenant 1 split (`ferry tenant add`'s default) */
+
+static uint32_t splits_of(unsigned t)
+{
+    return one_split ? 1 : t % 10 < 5 ? 1 : t % 10 < 9 ? 10 : 55;
+}
+
 typedef struct inv_build {
     ferry_buf parts[SHARDS], splits[SHARDS];
     const char *only_prefix; /* routes of tenants with this prefix only (NULL: all) */
@@ -170,7 +179,7 @@ static int add_route(const ferry_record *rec, void *arg, ferry_err *err)
     if (s < 0 || s >= SHARDS)
         return FERRY_OK;
     unsigned tn = (unsigned)atoi(r->tenant + 1);
-    uint32_t splits = tn % 10 < 5 ? 1 : tn % 10 < 9 ? 10 : 55;
+    uint32_t splits = splits_of(tn);
     uint64_t bytes = slice_bytes(tn, splits) / DAYS;
     for (int d = 0; d < DAYS; d++) {
         ferry_buf_printf(&b->parts[s], "('%s',2026110%d,%u)\t%llu\t%llu\n", r->tenant, d + 1,
@@ -228,20 +237,16 @@ static void write_config(bool with_added)
 
 /* ---- phases ------------------------------------------------------------------------------------ */
 
-static uint32_t splits_of(unsigned t)
-{
-    return t % 10 < 5 ? 1 : t % 10 < 9 ? 10 : 55;
-}
-
 static void phase_register(unsigned tenants)
 {
     double total = 0;
     size_t slices = 0, commands = 0;
     static const uint32_t kinds[] = {1, 10, 55};
+    int n_kinds = one_split ? 1 : 3;
     enum { PER_COMMAND = 10000 };
     char **args = calloc(PER_COMMAND + 8, sizeof *args);
     char(*names)[16] = calloc(PER_COMMAND, sizeof *names);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < n_kinds; k++) {
         char splits[16];
         snprintf(splits, sizeof splits, "%u", kinds[k]);
         unsigned t = 0;
@@ -324,39 +329,42 @@ static void phase_raise(ferry_catalog *cat)
     fflush(stdout);
 }
 
-/* The split manager raising `raise` tenants: the fake servers report them far over the target. */
+/* The split manager (`ferry splits`, ferry_splits_run): one run that raises K one-split tenants
+ * the fake servers report over the target, then the same run again, which measures the same and
+ * raises nothing; the difference is what the raises cost. */
 static void phase_split_manager(ferry_catalog *cat, unsigned tenants)
 {
     fakes_fill(cat);
-    /* 20 one-split tenants (t000100, t000110, ...) grown to 1.6 TiB: over the 1 TiB target by
-     * more than the hysteresis, so the manager raises each to 2 splits (shard 0 reports it) */
+    /* one-split tenants t000100, t000110, ... grown to 1.6 TiB: over the 1 TiB target by more
+     * than the hysteresis, so the manager raises each to 2 splits (shard 0 reports it) */
     ferry_buf extra = FERRY_BUF_INIT;
-    int raised = 0;
-    for (unsigned t = 100; t < tenants && raised < 20; t += 10, raised++)
+    unsigned want = tenants / 20 < 1000 ? tenants / 20 : 1000;
+    for (unsigned t = 100, k = 0; t < tenants && k < want; t += 10, k++)
         ferry_buf_printf(&extra, "default\tevents\t('t%06u',20261101,0)\t%llu\t1\n", t,
                          (16ULL << 40) / 10);
     ferry_buf_append(&extra, fakes[0].splits, fakes[0].splits_len);
     free(fakes[0].splits);
     fakes[0].splits_len = extra.len;
     fakes[0].splits = ferry_buf_detach(&extra);
-    ferry_splits_options o = {.config_path = conf, .dry_run = true};
+    ferry_splits_options o = {.config_path = conf};
     json_t *rep = NULL;
     ferry_err err = {0};
     double t0 = now_s();
-    if (ferry_splits_run(&o, &rep, &err))
-        die("ferry_splits_run (dry run)", &err);
-    double dry = now_s() - t0;
-    json_decref(rep);
-    o.dry_run = false;
-    t0 = now_s();
     if (ferry_splits_run(&o, &rep, &err))
         die("ferry_splits_run", &err);
     double run = now_s() - t0;
     long n = (long)json_integer_value(json_object_get(rep, "raised"));
     json_decref(rep);
+    t0 = now_s();
+    if (ferry_splits_run(&o, &rep, &err))
+        die("ferry_splits_run (again)", &err);
+    double again = now_s() - t0;
+    long n2 = (long)json_integer_value(json_object_get(rep, "raised"));
+    json_decref(rep);
     printf("{\"phase\":\"split_manager\",\"tenants_measured\":%u,\"raised\":%ld,"
-           "\"dry_run_s\":%.3f,\"run_s\":%.3f,\"per_raise_ms\":%.2f}\n",
-           tenants, n, dry, run, n ? (run - dry) * 1000 / (double)n : 0);
+           "\"run_s\":%.3f,\"run_without_raises_s\":%.3f,\"raised_then\":%ld,"
+           "\"per_raise_ms\":%.2f}\n",
+           tenants, n, run, again, n2, n ? (run - again) * 1000 / (double)n : 0);
     fflush(stdout);
 }
 
@@ -420,61 +428,95 @@ static long status_kb(const char *key)
     return v;
 }
 
-/* In a child process (so its peak memory is the router's): start the router (its initial load),
- * then time routing changes until the router serves them. */
+/* The router measured in a process of its own (this program run as `bench_scale --router CONF
+ * CATALOG`), so its peak memory is the router's: start it (the initial load of the routing table),
+ * time routing changes until it serves them, then where a reload's time goes: the catalog's
+ * part (the routing JSON, the tenant list) and the router's (parsing the JSON). */
+static int router_main(void)
+{
+    ferry_err err = {0};
+    long rss0 = status_kb("VmRSS:");
+    ferry_router *r = NULL;
+    ferry_router_options o = {.config_path = conf, .listen = "127.0.0.1:0"};
+    double t0 = now_s();
+    if (ferry_router_start(&o, &r, &err))
+        die("ferry_router_start", &err);
+    double load = now_s() - t0;
+    long hwm = status_kb("VmHWM:"), rss = status_kb("VmRSS:");
+    rt_snapshot *s = rt_snapshot_get(r);
+    size_t tenants = s->n_tenants, routes = 0;
+    for (size_t i = 0; i < s->n_tenants; i++)
+        routes += s->tenants[i].n_routes;
+    rt_snapshot_put(s);
+    ferry_catalog *cat = NULL;
+    if (ferry_catalog_open(catalog_url, &cat, &err))
+        die("catalog", &err);
+    double seen[5];
+    for (int i = 0; i < 5; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "rt%d-%d", (int)getpid(), i);
+        ferry_split_change ch;
+        if (ferry_split_set(cat, name, 1, true, false, &ch, &err))
+            die("ferry_split_set", &err);
+        double tc = now_s();
+        for (;;) {
+            rt_snapshot *x = rt_snapshot_get(r);
+            uint64_t v = x->version;
+            rt_snapshot_put(x);
+            if (v >= ch.routing_version)
+                break;
+            if (now_s() - tc > 600)
+                die("the router never saw the change", NULL);
+            usleep(500);
+        }
+        seen[i] = now_s() - tc;
+    }
+    ferry_router_stop(r);
+    /* a reload's parts, one by one */
+    char *json = NULL;
+    ferry_record_list tl = {0};
+    t0 = now_s();
+    if (ferry_catalog_routing_json(cat, NULL, -1, &json, &err))
+        die("routing json", &err);
+    double t_json = now_s() - t0;
+    t0 = now_s();
+    if (ferry_catalog_list(cat, FERRY_REC_TENANT, NULL, 0, &tl, &err))
+        die("tenants", &err);
+    double t_tenants = now_s() - t0;
+    size_t n_tenants = tl.n;
+    ferry_record_list_free(&tl);
+    t0 = now_s();
+    json_t *parsed = json_loads(json, 0, NULL);
+    double t_parse = now_s() - t0;
+    json_decref(parsed);
+    size_t json_bytes = strlen(json);
+    free(json);
+    ferry_catalog_close(cat);
+    double sm = median(seen, 5);
+    printf("{\"phase\":\"router\",\"tenants\":%zu,\"routes\":%zu,\"initial_load_s\":%.3f,"
+           "\"rss_before_mb\":%.1f,\"rss_after_mb\":%.1f,\"peak_rss_mb\":%.1f,"
+           "\"change_visible_ms_median\":%.1f,\"change_visible_ms_max\":%.1f,"
+           "\"reload_parts\":{\"catalog_routing_json_s\":%.3f,\"json_mb\":%.1f,"
+           "\"catalog_tenant_list_s\":%.3f,\"tenant_list_mb\":%.1f,\"router_json_parse_s\":%.3f}}\n",
+           tenants, routes, load, rss0 / 1024.0, rss / 1024.0, hwm / 1024.0, sm * 1000,
+           seen[4] * 1000, t_json, json_bytes / 1048576.0, t_tenants,
+           n_tenants * sizeof(ferry_record) / 1048576.0, t_parse);
+    fflush(stdout);
+    return 0;
+}
+
 static void phase_router(void)
 {
     fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        ferry_err err = {0};
-        long rss0 = status_kb("VmRSS:");
-        ferry_router *r = NULL;
-        ferry_router_options o = {.config_path = conf, .listen = "127.0.0.1:0"};
-        double t0 = now_s();
-        if (ferry_router_start(&o, &r, &err))
-            die("ferry_router_start", &err);
-        double load = now_s() - t0;
-        long hwm = status_kb("VmHWM:"), rss = status_kb("VmRSS:");
-        rt_snapshot *s = rt_snapshot_get(r);
-        size_t tenants = s->n_tenants, routes = 0;
-        for (size_t i = 0; i < s->n_tenants; i++)
-            routes += s->tenants[i].n_routes;
-        rt_snapshot_put(s);
-        ferry_catalog *cat = NULL;
-        if (ferry_catalog_open(catalog_url, &cat, &err))
-            die("catalog", &err);
-        double seen[5];
-        for (int i = 0; i < 5; i++) {
-            char name[32];
-            snprintf(name, sizeof name, "rtchange%d", i);
-            ferry_split_change ch;
-            if (ferry_split_set(cat, name, 1, true, false, &ch, &err))
-                die("ferry_split_set", &err);
-            double tc = now_s();
-            for (;;) {
-                rt_snapshot *x = rt_snapshot_get(r);
-                uint64_t v = x->version;
-                rt_snapshot_put(x);
-                if (v >= ch.routing_version)
-                    break;
-                if (now_s() - tc > 600)
-                    die("the router never saw the change", NULL);
-                usleep(500);
-            }
-            seen[i] = now_s() - tc;
-        }
-        ferry_catalog_close(cat);
-        double sm = median(seen, 5);
-        printf("{\"phase\":\"router\",\"tenants\":%zu,\"routes\":%zu,\"initial_load_s\":%.3f,"
-               "\"rss_before_mb\":%.1f,\"rss_after_mb\":%.1f,\"peak_rss_mb\":%.1f,"
-               "\"change_visible_ms_median\":%.1f,\"change_visible_ms_max\":%.1f}\n",
-               tenants, routes, load, rss0 / 1024.0, rss / 1024.0, hwm / 1024.0,
-               sm * 1000, seen[4] * 1000);
-        fflush(stdout);
-        ferry_router_stop(r);
-        _exit(0);
-    }
+    char self[1100];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        die("/proc/self/exe", NULL);
+    self[n] = '\0';
+    char *args[] = {"bench_scale", "--router", conf, (char *)catalog_url, NULL};
+    pid_t pid;
+    if (posix_spawn(&pid, self, NULL, NULL, args, environ) != 0)
+        die("spawn", NULL);
     int st;
     waitpid(pid, &st, 0);
     if (!WIFEXITED(st) || WEXITSTATUS(st))
@@ -546,8 +588,13 @@ static void phase_plan(ferry_catalog *cat)
 
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "--router")) {
+        snprintf(conf, sizeof conf, "%s", argv[2]);
+        catalog_url = argv[3];
+        return router_main();
+    }
     if (argc < 4) {
-        fprintf(stderr, "usage: bench_scale DIR CATALOG FERRY_BIN [TENANTS [PHASES]]\n");
+        fprintf(stderr, "usage: bench_scale DIR CATALOG FERRY_BIN [TENANTS [PHASES [MIX]]]\n");
         return 2;
     }
     dir = argv[1];
@@ -556,6 +603,7 @@ int main(int argc, char **argv)
     unsigned tenants = argc > 4 ? (unsigned)atoi(argv[4]) : 100000;
     const char *phases = argc > 5 ? argv[5] : "register,one_more,raise,split_manager,size,router,"
                                               "dry_run,plan";
+    one_split = argc > 6 && !strcmp(argv[6], "one");
     signal(SIGPIPE, SIG_IGN);
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         die(dir, NULL);

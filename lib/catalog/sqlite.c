@@ -127,7 +127,12 @@ static int sq_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *o
                 continue;
         }
         char path[2048];
-        snprintf(path, sizeof path, "%s/%s", parent, name);
+        size_t pl = (size_t)sqlite3_column_bytes(st, 0), nl = (size_t)sqlite3_column_bytes(st, 1);
+        if (pl + nl + 2 > sizeof path)
+            continue; /* cannot be: keys are at most 127 bytes a segment */
+        memcpy(path, parent, pl);
+        path[pl] = '/';
+        memcpy(path + pl + 1, name, nl + 1);
         const char *doc = (const char *)sqlite3_column_text(st, 3);
         if (cat_items_push(out, path, doc, strlen(doc), sqlite3_column_int64(st, 2))) {
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
