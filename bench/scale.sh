@@ -22,7 +22,7 @@ run() {
     local name=$1 url=$2 bin=$3 n=$4 phases=$5 mix=$6
     echo "{\"run\":\"$name\",\"load_average\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"ferry\":\"$bin\"}"
     "$bench" "$T/$name" "$url" "$bin" "$n" "$phases" "$mix" 2>"$T/$name.err" |
-        sed "s/^{/{\"run\":\"$name\",/"
+        sed -u "s/^{/{\"run\":\"$name\",/"
 }
 
 all=register,one_more,raise,split_manager,size,router,dry_run,plan

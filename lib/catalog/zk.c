@@ -28,7 +28,7 @@
 
 #define PATH_MAX_LEN 1024
 #define CHUNK_BYTES (512 * 1024) /* well under ZooKeeper's 1 MB request limit */
-#define SCAN_WINDOW 512          /* outstanding asynchronous reads while scanning */
+#define SCAN_WINDOW 4096         /* asynchronous requests in flight while scanning */
 
 struct cat_backend {
     zhandle_t *zh;
