@@ -15,6 +15,7 @@
  *   dry_run    `ferry rebalance --dry-run` (inventory sync from the fake servers, then the plan)
  *   plan       the plan after `ferry shard add` of a 101st shard (ferry_rebalance_plan_compute)
  *              and its schedule under per-shard limits (ferry_sched_simulate)
+ *   capacity   one more tenant once every shard has a capacity (the loads are read then)
  * usage: bench_scale DIR CATALOG FERRY_BIN [TENANTS [PHASES [MIX]]]
  *   PHASES: comma-separated subset of the above (default all). DIR must be empty or absent.
  *   MIX: "mix" (default, above) or "one" (every tenant 1 split). */
@@ -283,10 +284,21 @@ static void phase_register(unsigned tenants)
     free(names);
 }
 
+/* The floor of every command: starting the ferry process (`ferry version`), median of 5. */
+static double process_floor(void)
+{
+    double t[5];
+    char *args[] = {"ferry", "version", NULL};
+    for (int i = 0; i < 5; i++)
+        t[i] = run_ferry(args);
+    return median(t, 5);
+}
+
 static void phase_one_more(ferry_catalog *cat)
 {
     double cli[5], lib[5];
     ferry_err err = {0};
+    double floor_s = process_floor();
     for (int i = 0; i < 5; i++) {
         char name[32];
         snprintf(name, sizeof name, "extra%d", i);
@@ -301,8 +313,8 @@ static void phase_one_more(ferry_catalog *cat)
     }
     double cm = median(cli, 5), lm = median(lib, 5);
     printf("{\"phase\":\"one_more\",\"cli_ms_median\":%.1f,\"cli_ms_min\":%.1f,"
-           "\"library_ms_median\":%.2f,\"library_ms_min\":%.2f}\n",
-           cm * 1000, cli[0] * 1000, lm * 1000, lib[0] * 1000);
+           "\"library_ms_median\":%.2f,\"library_ms_min\":%.2f,\"ferry_version_ms\":%.1f}\n",
+           cm * 1000, cli[0] * 1000, lm * 1000, lib[0] * 1000, floor_s * 1000);
     fflush(stdout);
 }
 
@@ -365,6 +377,43 @@ static void phase_split_manager(ferry_catalog *cat, unsigned tenants)
            "\"run_s\":%.3f,\"run_without_raises_s\":%.3f,\"raised_then\":%ld,"
            "\"per_raise_ms\":%.2f}\n",
            tenants, n, run, again, n2, n ? (run - again) * 1000 / (double)n : 0);
+    fflush(stdout);
+}
+
+/* Registration when the shards have capacities: the fill target needs every shard's load, so
+ * a registration reads every slice and route (once per command). */
+static void phase_capacity(ferry_catalog *cat)
+{
+    ferry_err err = {0};
+    ferry_record_list shards = {0};
+    if (ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, &err))
+        die("shards", &err);
+    ferry_batch *b = ferry_batch_new();
+    for (size_t i = 0; i < shards.n; i++) {
+        shards.items[i].u.shard.capacity = 100ULL << 40; /* 100 TiB: room everywhere */
+        if (ferry_batch_update(b, &shards.items[i], &err))
+            die("shard", &err);
+    }
+    if (ferry_catalog_commit(cat, b, NULL, &err))
+        die("capacities", &err);
+    ferry_batch_free(b);
+    ferry_record_list_free(&shards);
+    double cli[3], lib[3];
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "cap%d-%d", (int)getpid(), i);
+        char *args[] = {"ferry", "tenant", "add", "--config", conf, name, NULL};
+        cli[i] = run_ferry(args);
+        snprintf(name, sizeof name, "libcap%d-%d", (int)getpid(), i);
+        ferry_split_change ch;
+        double t0 = now_s();
+        if (ferry_split_set(cat, name, 1, true, false, &ch, &err))
+            die("ferry_split_set", &err);
+        lib[i] = now_s() - t0;
+    }
+    double cm = median(cli, 3), lm = median(lib, 3);
+    printf("{\"phase\":\"capacity\",\"one_more_cli_s_median\":%.3f,"
+           "\"one_more_library_s_median\":%.3f}\n", cm, lm);
     fflush(stdout);
 }
 
@@ -539,15 +588,11 @@ static void phase_dry_run(ferry_catalog *cat)
     fflush(stdout);
 }
 
-/* A move's expected seconds: the cost model of docs/benchmarks.md ("Rebalance schedule"). */
-typedef struct move_model {
-    double fixed_s, per_part_s, hot_bytes_per_s, hot_fraction, bytes_per_part;
-} move_model;
-
-static double move_seconds(const move_model *m, uint64_t bytes)
+/* A move's expected seconds, the cost model of bench_schedule.c (docs/benchmarks.md, "Scale"):
+ * 1 s, 0.55 s per part (one per daily partition here: DAYS), the hot day's bytes at 100 MB/s. */
+static double move_seconds(uint64_t bytes)
 {
-    double parts = 1 + (double)bytes / m->bytes_per_part;
-    return m->fixed_s + parts * m->per_part_s + (double)bytes * m->hot_fraction / m->hot_bytes_per_s;
+    return 1.0 + 0.55 * DAYS + (double)bytes / DAYS / 100e6;
 }
 
 static void phase_plan(ferry_catalog *cat)
@@ -564,11 +609,10 @@ static void phase_plan(ferry_catalog *cat)
     ferry_sched_move *sm = calloc(p.n_moves + 1, sizeof *sm);
     double *secs = calloc(p.n_moves + 1, sizeof *secs);
     size_t n_shards;
-    move_model mm = {13.5, 2.7, 50e6, 0.1, 256e6};
     if (ferry_rebalance_sched_moves(&p, sm, &n_shards, &err))
         die("sched moves", &err);
     for (size_t i = 0; i < p.n_moves; i++)
-        secs[i] = move_seconds(&mm, p.moves[i].bytes);
+        secs[i] = move_seconds(p.moves[i].bytes);
     double makespan;
     size_t peak;
     t0 = now_s();
@@ -602,7 +646,7 @@ int main(int argc, char **argv)
     ferry_bin = argv[3];
     unsigned tenants = argc > 4 ? (unsigned)atoi(argv[4]) : 100000;
     const char *phases = argc > 5 ? argv[5] : "register,one_more,raise,split_manager,size,router,"
-                                              "dry_run,plan";
+                                              "dry_run,plan,capacity";
     one_split = argc > 6 && !strcmp(argv[6], "one");
     signal(SIGPIPE, SIG_IGN);
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
@@ -631,6 +675,8 @@ int main(int argc, char **argv)
         phase_dry_run(cat);
     if (strstr(phases, "plan"))
         phase_plan(cat);
+    if (strstr(phases, "capacity"))
+        phase_capacity(cat);
     ferry_catalog_close(cat);
     for (int s = 0; s <= SHARDS; s++) {
         ferry_httpd_stop(fakes[s].srv);
