@@ -358,6 +358,24 @@ int ferry_catalog_routing_wait(ferry_catalog *c, uint64_t known, int timeout_ms,
 int ferry_catalog_routing_json(ferry_catalog *c, const char *tenant, int64_t split, char **json,
                                ferry_err *err);
 
+/* ---- the shards' loads ------------------------------------------------------------------------
+ * What each shard holds (the bytes of the slices its routes name), as the inventory sync last
+ * computed it: derived data kept in one document (not a record: dumps leave it out, the next
+ * sync rewrites it), so that placing a tenant's new slices can check the fill target without
+ * reading every slice and route (docs/catalog.md). Moves after the sync shift what they moved. */
+typedef struct ferry_shard_load {
+    char shard[FERRY_NAME_MAX];
+    uint64_t bytes;
+} ferry_shard_load;
+
+/* Replaces the stored loads with loads[0..n). */
+int ferry_catalog_loads_put(ferry_catalog *c, const ferry_shard_load *loads, size_t n,
+                            ferry_err *err);
+/* The stored loads (*out malloc'ed, caller frees; *measured: unix seconds of the sync, may be
+ * NULL). FERRY_ENOTFOUND when no sync has stored them. */
+int ferry_catalog_loads_get(ferry_catalog *c, ferry_shard_load **out, size_t *n,
+                            int64_t *measured, ferry_err *err);
+
 /* ---- the coordinator lease ---------------------------------------------------------------- */
 
 typedef struct ferry_lease ferry_lease;

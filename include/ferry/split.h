@@ -126,8 +126,9 @@ typedef struct ferry_split_change {
  * record per new split placed with ferry_split_place next to the tenant's own slices (where its
  * routes serve them) and the shards' loads, and one route per new slice serving it on its
  * placement (so the routing version goes up by one). Reads the settings, the shards and the
- * tenant's own records, plus every slice and route when a shard has a capacity (the loads), so
- * its cost does not grow with the cluster otherwise. Existing slices and routes are not touched;
+ * tenant's own records, and when a shard has a capacity the shards' loads as the last inventory
+ * sync stored them (ferry_catalog_loads_get; before any sync, every slice and route), so its
+ * cost does not grow with the cluster. Existing slices and routes are not touched;
  * slice or route records of new splits left over (a tenant removed by hand) are replaced. A
  * count lower than the current one is refused (FERRY_EINVAL: split counts only grow); the same
  * count changes nothing (change->to == from). dry_run: computes and fills change, writes

@@ -217,3 +217,51 @@ long mv_view_slice_find(const mv_view *v, const char *tenant, uint32_t split)
     }
     return -1;
 }
+
+/* ---- names to indices ---- */
+
+static const char *const *names_sorting; /* qsort has no context pointer */
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(names_sorting[*(const size_t *)a], names_sorting[*(const size_t *)b]);
+}
+
+int mv_names_init(mv_names *m, const char *const *names, size_t n, ferry_err *err)
+{
+    m->names = names;
+    m->n = n;
+    m->by_name = calloc(n + 1, sizeof *m->by_name);
+    if (!m->by_name)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        m->by_name[i] = i;
+    names_sorting = names;
+    qsort(m->by_name, n, sizeof *m->by_name, by_name);
+    return FERRY_OK;
+}
+
+long mv_names_find(const mv_names *m, const char *name, size_t len)
+{
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *x = m->names[m->by_name[mid]];
+        int d = strncmp(x, name, len);
+        if (!d)
+            d = x[len] ? 1 : 0;
+        if (!d)
+            return (long)m->by_name[mid];
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+void mv_names_free(mv_names *m)
+{
+    free(m->by_name);
+    memset(m, 0, sizeof *m);
+}

@@ -102,4 +102,16 @@ long mv_view_slice_find(const mv_view *v, const char *tenant, uint32_t split);
 /* The view's order: tenant bytewise, then split. */
 int mv_slice_key_cmp(const char *ta, uint32_t sa, const char *tb, uint32_t sb);
 
+/* Names (of shards) to their index in the caller's array, by binary search. names is borrowed
+ * and must outlive m. */
+typedef struct mv_names {
+    const char *const *names;
+    size_t *by_name; /* indices sorted by name */
+    size_t n;
+} mv_names;
+int mv_names_init(mv_names *m, const char *const *names, size_t n, ferry_err *err);
+/* The index of the name given as name[0..len) (not NUL-terminated there), or -1. */
+long mv_names_find(const mv_names *m, const char *name, size_t len);
+void mv_names_free(mv_names *m);
+
 #endif

@@ -139,6 +139,40 @@ static int read_servers(const ferry_record_list *shards, const ferry_record_list
     return rc;
 }
 
+/* The shards' loads after the sync (every routed slice's bytes on each shard of its route, plus
+ * the routes the sync created, already in loads), stored for placing new slices
+ * (ferry_catalog_loads_put). */
+static int store_loads(ferry_catalog *cat, const ferry_record_list *shards, const mv_view *view,
+                       const uint64_t *newb, ferry_shard_load *loads, ferry_err *err)
+{
+    const char **names = calloc(shards->n + 1, sizeof *names);
+    mv_names sn = {0};
+    int rc = names ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < shards->n; i++) {
+        names[i] = shards->items[i].u.shard.name;
+        snprintf(loads[i].shard, sizeof loads[i].shard, "%s", names[i]);
+    }
+    if (!rc)
+        rc = mv_names_init(&sn, names, shards->n, err);
+    for (size_t i = 0; !rc && i < view->n_slices; i++) {
+        const mv_view_slice *vs = &view->slices[i];
+        for (const char *p = vs->route; p && *p;) {
+            size_t len = strcspn(p, ",");
+            long k = mv_names_find(&sn, p, len);
+            if (k >= 0)
+                loads[k].bytes += newb[i];
+            p += len;
+            if (*p == ',')
+                p++;
+        }
+    }
+    if (!rc)
+        rc = ferry_catalog_loads_put(cat, loads, shards->n, err);
+    mv_names_free(&sn);
+    free(names);
+    return rc;
+}
+
 int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
                          ferry_err *err)
 {
@@ -150,6 +184,8 @@ int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_syn
     mv_view view = {0};
     inv_rows rows = {0};
     ferry_batch *b = NULL;
+    uint64_t *newb = NULL; /* each view slice's bytes after the sync */
+    ferry_shard_load *loads = NULL;
     int rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
     if (!rc)
         rc = ferry_catalog_list(cat, FERRY_REC_TABLE, NULL, 0, &tables, err);
@@ -161,10 +197,14 @@ int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_syn
         goto out;
     inv_merge(&rows, 0);
     b = ferry_batch_new();
-    if (!b) {
+    newb = malloc((view.n_slices ? view.n_slices : 1) * sizeof *newb);
+    loads = calloc(shards.n + 1, sizeof *loads);
+    if (!b || !newb || !loads) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
+    for (size_t i = 0; i < view.n_slices; i++)
+        newb[i] = view.slices[i].bytes;
     /* tenants: splits = highest split seen + 1 (the last row of each tenant's run) */
     for (size_t i = 0; !rc && i < rows.n; i++) {
         if (i + 1 < rows.n && !strcmp(rows.r[i + 1].tenant, rows.r[i].tenant))
@@ -212,6 +252,10 @@ int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_syn
         }
         if (!serving)
             continue; /* routed to a shard that holds nothing yet (a fresh move target) */
+        if (vs)
+            newb[vi] = serving->bytes;
+        else
+            loads[serving->shard].bytes += serving->bytes; /* the route created below */
         if (!route) {
             ferry_record rr;
             ferry_record_init(&rr, FERRY_REC_ROUTE);
@@ -246,7 +290,11 @@ int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_syn
         rc = ferry_catalog_commit(cat, b, NULL, err);
     if (rc == FERRY_ECONFLICT)
         ferry_err_prefix(err, "inventory sync: ");
+    if (!rc)
+        rc = store_loads(cat, &shards, &view, newb, loads, err);
 out:
+    free(newb);
+    free(loads);
     ferry_batch_free(b);
     free(rows.r);
     mv_view_free(&view);

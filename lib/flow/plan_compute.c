@@ -32,39 +32,6 @@ static unsigned tenant_rf(const mv_view *v, const char *tenant, unsigned cluster
     return cluster_rf ? cluster_rf : 1;
 }
 
-/* Shard names to indices into the shard list, by binary search over a sorted index. */
-typedef struct shard_names {
-    const ferry_record_list *shards;
-    size_t *by_name; /* indices sorted by name */
-} shard_names;
-
-static const ferry_record_list *names_sorting; /* qsort has no context pointer */
-
-static int by_name_cmp(const void *a, const void *b)
-{
-    return strcmp(names_sorting->items[*(const size_t *)a].u.shard.name,
-                  names_sorting->items[*(const size_t *)b].u.shard.name);
-}
-
-static long shard_index(const shard_names *sn, const char *name, size_t len)
-{
-    size_t lo = 0, hi = sn->shards->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const char *m = sn->shards->items[sn->by_name[mid]].u.shard.name;
-        int d = strncmp(m, name, len);
-        if (!d)
-            d = m[len] ? 1 : 0;
-        if (!d)
-            return (long)sn->by_name[mid];
-        if (d < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
-}
-
 static int plan_push(ferry_rebalance_plan *out, size_t *cap, enum ferry_plan_kind kind,
                      const mv_view_slice *sl, const char *from, const char *to, ferry_err *err)
 {
@@ -185,7 +152,8 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
     ferry_record_init(&settings, FERRY_REC_SETTINGS);
     ferry_record_list shards = {0};
     mv_view view = {0};
-    shard_names sn = {&shards, NULL};
+    mv_names sn = {0};
+    const char **names = NULL;
     mv_plan_shard *ps = NULL;
     mv_plan_slice *pl = NULL;
     mv_plan_move *moves = NULL;
@@ -206,10 +174,10 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
     ps = calloc(shards.n + 1, sizeof *ps);
     pl = calloc(nv + 1, sizeof *pl);
     idx = calloc(shards.n + 1, sizeof *idx);
-    sn.by_name = calloc(shards.n + 1, sizeof *sn.by_name);
+    names = calloc(shards.n + 1, sizeof *names);
     rfirst = calloc(nv + 1, sizeof *rfirst);
     rcount = calloc(nv + 1, sizeof *rcount);
-    if (!ps || !pl || !idx || !sn.by_name || !rfirst || !rcount) {
+    if (!ps || !pl || !idx || !names || !rfirst || !rcount) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
@@ -222,10 +190,10 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
         ps[i].in_new = sh->state == FERRY_SHARD_ACTIVE;
         ps[i].zone = sh->zone;
         active += ps[i].in_new;
-        sn.by_name[i] = i;
+        names[i] = sh->name;
     }
-    names_sorting = &shards;
-    qsort(sn.by_name, shards.n, sizeof *sn.by_name, by_name_cmp);
+    if ((rc = mv_names_init(&sn, names, shards.n, err)))
+        goto out;
     /* Each routed slice's shards as indices (names the catalog does not know are left out;
      * the first one must be known), once. */
     size_t n_ridx = 0, cap_ridx = 0;
@@ -235,7 +203,7 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
             continue; /* a route without a slice record, or a slice nobody routes yet */
         rfirst[i] = n_ridx;
         size_t fl = strcspn(sl->route, ",");
-        if (shard_index(&sn, sl->route, fl) < 0) {
+        if (mv_names_find(&sn, sl->route, fl) < 0) {
             rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is routed to unknown shard "
                                "%.*s", sl->tenant, sl->split, (int)(fl < 127 ? fl : 127),
                                sl->route);
@@ -243,7 +211,7 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
         }
         for (const char *p = sl->route; *p && rcount[i] < 64;) {
             size_t len = strcspn(p, ",");
-            long k = shard_index(&sn, p, len);
+            long k = mv_names_find(&sn, p, len);
             if (k >= 0) {
                 if (n_ridx == cap_ridx) {
                     cap_ridx = cap_ridx ? cap_ridx * 2 : 1024;
@@ -328,7 +296,8 @@ out:
     free(ridx);
     free(rfirst);
     free(rcount);
-    free(sn.by_name);
+    mv_names_free(&sn);
+    free(names);
     mv_zones_close(zones);
     mv_view_free(&view);
     ferry_record_list_free(&shards);

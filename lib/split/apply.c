@@ -2,8 +2,9 @@
  * tenant's own (ferry_split_place: only they are scored; the rest of the cluster enters as the
  * shards' loads) and routed, in the same atomic batch (ferry_split_set, ferry_split_add in
  * include/ferry/split.h). What is read does not grow with the cluster: the settings, the shards,
- * the tenant's own slices and routes; every slice and route only when a shard has a capacity
- * (the fill target needs the shards' loads). */
+ * the tenant's own slices and routes, and when a shard has a capacity (the fill target needs the
+ * loads) the loads the last inventory sync stored (ferry_catalog_loads_get); only before any
+ * sync ran, every slice and route. */
 #include "ferry/catalog.h"
 #include "ferry/split.h"
 #include "ferry/strutil.h"
@@ -145,6 +146,19 @@ int split_env_open(ferry_catalog *cat, split_env *e, ferry_err *err)
     e->load = calloc(e->ns, sizeof *e->load);
     if (!e->load)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    /* the loads the last inventory sync stored: one read */
+    ferry_shard_load *stored = NULL;
+    size_t n_stored = 0;
+    rc = ferry_catalog_loads_get(cat, &stored, &n_stored, NULL, err);
+    for (size_t i = 0; !rc && i < n_stored; i++)
+        for (size_t k = 0; k < e->ns; k++)
+            if (!strcmp(stored[i].shard, e->sin[k].name))
+                e->load[k] = stored[i].bytes;
+    free(stored);
+    if (rc != FERRY_ENOTFOUND)
+        return rc;
+    /* none stored yet (no sync ran): count every slice on the shards of its route */
+    ferry_err_clear(err);
     load_scan ls = {e, {0}};
     rc = ferry_catalog_each(cat, FERRY_REC_SLICE, NULL, 0, load_slice, &ls, err);
     if (!rc)

@@ -16,8 +16,9 @@ typedef struct split_env {
                        capacity (then no placement needs them) */
 } split_env;
 
-/* Reads the settings and the shards, and the loads when an active shard has a capacity (every
- * slice and route, one at a time). Release with split_env_close, also after a failure. */
+/* Reads the settings and the shards, and the loads when an active shard has a capacity: those the
+ * last inventory sync stored, else (none stored) every slice and route, one at a time. Release
+ * with split_env_close, also after a failure. */
 int split_env_open(struct ferry_catalog *cat, split_env *e, ferry_err *err);
 void split_env_close(split_env *e);
 

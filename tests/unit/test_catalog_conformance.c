@@ -1066,6 +1066,41 @@ static void test_routing_json_matches_records(void **state)
     ferry_catalog_close(c);
 }
 
+/* The shards' loads: one derived document, replaced on every put, left out of dumps. */
+static void test_shard_loads(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    ferry_shard_load *got = NULL;
+    size_t n = 0;
+    assert_int_equal(ferry_catalog_loads_get(c, &got, &n, NULL, &err), FERRY_ENOTFOUND);
+    ferry_shard_load a[] = {{"s1", 10}, {"s2", 1ULL << 50}};
+    assert_int_equal(ferry_catalog_loads_put(c, a, 2, &err), FERRY_OK);
+    ferry_shard_load b[] = {{"s3", 7}};
+    assert_int_equal(ferry_catalog_loads_put(c, b, 1, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_loads_get(c, &got, &n, NULL, &err), FERRY_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(got[0].shard, "s3");
+    assert_int_equal(got[0].bytes, 7);
+    free(got);
+    assert_int_equal(ferry_catalog_loads_put(c, a, 2, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_loads_get(c, &got, &n, NULL, &err), FERRY_OK);
+    assert_int_equal(n, 2);
+    assert_true((got[0].bytes == 10 && got[1].bytes == 1ULL << 50) ||
+                (got[1].bytes == 10 && got[0].bytes == 1ULL << 50));
+    free(got);
+    ferry_shard_load bad[] = {{"no/slash", 1}};
+    assert_int_equal(ferry_catalog_loads_put(c, bad, 1, &err), FERRY_EINVAL);
+    char *dump = NULL;
+    assert_int_equal(ferry_catalog_export(c, &dump, &err), FERRY_OK);
+    assert_null(strstr(dump, "shard_loads"));
+    free(dump);
+    ferry_catalog_close(c);
+}
+
 /* ---- the index of unfinished moves ---- */
 
 /* The ids ferry_catalog_list_unfinished_moves returns, comma-separated, checked against get. */
@@ -1273,6 +1308,7 @@ int main(void)
         cmocka_unit_test(test_restart_and_reload),
         cmocka_unit_test(test_routing_version),
         cmocka_unit_test(test_routing_json_matches_records),
+        cmocka_unit_test(test_shard_loads),
         cmocka_unit_test(test_unfinished_moves),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -257,6 +257,44 @@ static void test_raise_next_to_own_and_loads(void **state)
     ferry_catalog_close(c);
 }
 
+/* Once an inventory sync stored the shards' loads, registration reads those (one document), not
+ * every slice and route: here the records say nothing is on c, the stored loads say c is full. */
+static void test_stored_loads(void **state)
+{
+    (void)state;
+    const shard_def sh[] = {{"a", 1, 1000}, {"b", 1, 1000}, {"c", 50, 1000}, {"d", 1, 1000}};
+    ferry_catalog *c = setup(1, sh, 4);
+    ferry_err err = {0};
+    ferry_shard_load loads[] = {{"a", 100}, {"b", 100}, {"c", 900}, {"d", 0}, {"gone", 5}};
+    must(ferry_catalog_loads_put(c, loads, 5, &err), &err);
+    ferry_shard_load *got = NULL;
+    size_t n = 0;
+    int64_t when = 0;
+    must(ferry_catalog_loads_get(c, &got, &n, &when, &err), &err);
+    assert_int_equal(n, 5);
+    assert_true(when > 0);
+    free(got);
+    const char *argv[] = {"newbie"};
+    must(ferry_split_add(c, argv, 1, 3, false, NULL, NULL, &err), &err);
+    ferry_split_shard_in sin[4];
+    shards_in(sh, 4, sin);
+    ferry_split_slice_in lin[3] = {{"newbie", 0, 0, NULL}, {"newbie", 1, 0, NULL},
+                                   {"newbie", 2, 0, NULL}};
+    char blind[3][FERRY_LIST_MAX];
+    must(ferry_split_place(sin, 4, NULL, lin, 3, "xxh3", 1, 0.5, &blind[0][0], FERRY_LIST_MAX,
+                           &err),
+         &err);
+    bool blind_c = false;
+    for (uint32_t k = 0; k < 3; k++) {
+        char r[FERRY_LIST_MAX];
+        route_of(c, "newbie", k, r, sizeof r);
+        assert_string_not_equal(r, "c"); /* over 0.5 x 1000 by the stored loads */
+        blind_c |= !strcmp(blind[k], "c");
+    }
+    assert_true(blind_c); /* without the loads one split would have gone to c */
+    ferry_catalog_close(c);
+}
+
 /* Slice and route records left by a tenant removed by hand are replaced, not kept. */
 static void test_leftovers_replaced(void **state)
 {
@@ -293,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_add_many),
         cmocka_unit_test(test_add_stops_at_existing),
         cmocka_unit_test(test_raise_next_to_own_and_loads),
+        cmocka_unit_test(test_stored_loads),
         cmocka_unit_test(test_leftovers_replaced),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
