@@ -4,6 +4,7 @@
  * given are scored; the rest of the cluster enters as each shard's load. Pure. */
 #include "ferry/placement.h"
 #include "ferry/split.h"
+#include "ferry/strutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +19,11 @@ static void fixed_slots(const ferry_cluster *cl, const char *list, unsigned rf, 
         slots[j] = FERRY_NO_SHARD;
     for (const char *p = list; p && *p && k < rf;) {
         size_t len = strcspn(p, ",");
-        char name[FERRY_SHARD_NAME_MAX + 1];
-        if (len < sizeof name) {
-            memcpy(name, p, len);
-            name[len] = '\0';
-            long s = ferry_cluster_find(cl, name);
+        char buf[FERRY_SHARD_NAME_MAX + 16];
+        if (len < sizeof buf) {
+            memcpy(buf, p, len);
+            buf[len] = '\0';
+            long s = ferry_cluster_find(cl, ferry_trim(buf)); /* as the router reads a route */
             bool dup = false;
             for (unsigned j = 0; j < k; j++)
                 dup |= s >= 0 && slots[j] == (uint32_t)s;
