@@ -4,6 +4,7 @@
 #   make release   an optimised build in build-release/ (no sanitizers)
 #   make bench     build-release/ benchmarks, results as JSON lines
 #   make fuzz      libFuzzer targets with clang in build-fuzz/
+#   make install   the release build and its files under PREFIX (DESTDIR for staging)
 #   make demo DEMO_ARGS=--json   passes options to `ferry demo` (docs/demo.md)
 BUILD      ?= build
 RELEASE    ?= build-release
@@ -12,7 +13,9 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_ARGS ?=
 DEMO_ARGS  ?=
 
-.PHONY: all deps deps-build build release test demo bench fuzz clean
+PREFIX     ?= /usr/local
+
+.PHONY: all deps deps-build build release test demo bench fuzz clean install
 
 all: build
 
@@ -40,6 +43,11 @@ demo: deps build
 
 bench: deps release
 	bash bench/run.sh $(RELEASE)
+
+# make install [PREFIX=/usr] [DESTDIR=/tmp/stage]: the release build, ferry(1), systemd units,
+# example configs and docs (docs/operations.md, "Installing")
+install: release
+	DESTDIR=$(DESTDIR) cmake --install $(RELEASE) --prefix $(PREFIX)
 
 fuzz: deps-build
 	CC=clang cmake -S . -B build-fuzz -G "$(GENERATOR)" -DFERRY_FUZZ=ON -DBUILD_TESTING=OFF

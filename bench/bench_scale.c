@@ -9,9 +9,9 @@
  *   raise      `ferry tenant set-splits` of one tenant (1 -> 2 splits), and in this process; the
  *              split manager (`ferry splits`) raising 20 tenants, its run minus its dry run
  *   size       SQLite file size / ZooKeeper znodes and bytes (the server's mntr)
- *   router     the write router's initial load of the routing table (time, peak RSS of a process
- *              doing nothing else) and how long a routing change takes to reach it, and what a
- *              reload spends in the catalog and in the router
+ *   router     the write router's initial load of the routing table, how long a routing change
+ *              takes to reach it, and what a reload spends in the catalog and in the router
+ *              (bench_router_load, run in a process of its own)
  *   dry_run    `ferry rebalance --dry-run` (inventory sync from the fake servers, then the plan)
  *   plan       the plan after `ferry shard add` of a 101st shard (ferry_rebalance_plan_compute)
  *              and its schedule under per-shard limits (ferry_sched_simulate)
@@ -40,10 +40,8 @@
 #include "ferry/catalog.h"
 #include "ferry/httpd.h"
 #include "ferry/move.h"
-#include "ferry/router.h"
 #include "ferry/schedule.h"
 #include "ferry/split.h"
-#include "router/router_int.h"
 
 extern char **environ;
 
@@ -464,108 +462,22 @@ static void phase_size(void)
     fflush(stdout);
 }
 
-static long status_kb(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, strlen(key)))
-            v = atol(line + strlen(key) + 1);
-    if (f)
-        fclose(f);
-    return v;
-}
-
-/* The router measured in a process of its own (this program run as `bench_scale --router CONF
- * CATALOG`), so its peak memory is the router's: start it (the initial load of the routing table),
- * time routing changes until it serves them, then where a reload's time goes: the catalog's
- * part (the routing JSON, the tenant list) and the router's (parsing the JSON). */
-static int router_main(void)
-{
-    ferry_err err = {0};
-    long rss0 = status_kb("VmRSS:");
-    ferry_router *r = NULL;
-    ferry_router_options o = {.config_path = conf, .listen = "127.0.0.1:0"};
-    double t0 = now_s();
-    if (ferry_router_start(&o, &r, &err))
-        die("ferry_router_start", &err);
-    double load = now_s() - t0;
-    long hwm = status_kb("VmHWM:"), rss = status_kb("VmRSS:");
-    rt_snapshot *s = rt_snapshot_get(r);
-    size_t tenants = s->n_tenants, routes = 0;
-    for (size_t i = 0; i < s->n_tenants; i++)
-        routes += s->tenants[i].n_routes;
-    rt_snapshot_put(s);
-    ferry_catalog *cat = NULL;
-    if (ferry_catalog_open(catalog_url, &cat, &err))
-        die("catalog", &err);
-    double seen[5];
-    for (int i = 0; i < 5; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "rt%d-%d", (int)getpid(), i);
-        ferry_split_change ch;
-        if (ferry_split_set(cat, name, 1, true, false, &ch, &err))
-            die("ferry_split_set", &err);
-        double tc = now_s();
-        for (;;) {
-            rt_snapshot *x = rt_snapshot_get(r);
-            uint64_t v = x->version;
-            rt_snapshot_put(x);
-            if (v >= ch.routing_version)
-                break;
-            if (now_s() - tc > 600)
-                die("the router never saw the change", NULL);
-            usleep(500);
-        }
-        seen[i] = now_s() - tc;
-    }
-    ferry_router_stop(r);
-    /* a reload's parts, one by one */
-    char *json = NULL;
-    ferry_record_list tl = {0};
-    t0 = now_s();
-    if (ferry_catalog_routing_json(cat, NULL, -1, &json, &err))
-        die("routing json", &err);
-    double t_json = now_s() - t0;
-    t0 = now_s();
-    if (ferry_catalog_list(cat, FERRY_REC_TENANT, NULL, 0, &tl, &err))
-        die("tenants", &err);
-    double t_tenants = now_s() - t0;
-    size_t n_tenants = tl.n;
-    ferry_record_list_free(&tl);
-    t0 = now_s();
-    json_t *parsed = json_loads(json, 0, NULL);
-    double t_parse = now_s() - t0;
-    json_decref(parsed);
-    size_t json_bytes = strlen(json);
-    free(json);
-    ferry_catalog_close(cat);
-    double sm = median(seen, 5);
-    printf("{\"phase\":\"router\",\"tenants\":%zu,\"routes\":%zu,\"initial_load_s\":%.3f,"
-           "\"rss_before_mb\":%.1f,\"rss_after_mb\":%.1f,\"peak_rss_mb\":%.1f,"
-           "\"change_visible_ms_median\":%.1f,\"change_visible_ms_max\":%.1f,"
-           "\"reload_parts\":{\"catalog_routing_json_s\":%.3f,\"json_mb\":%.1f,"
-           "\"catalog_tenant_list_s\":%.3f,\"tenant_list_mb\":%.1f,\"router_json_parse_s\":%.3f}}\n",
-           tenants, routes, load, rss0 / 1024.0, rss / 1024.0, hwm / 1024.0, sm * 1000,
-           seen[4] * 1000, t_json, json_bytes / 1048576.0, t_tenants,
-           n_tenants * sizeof(ferry_record) / 1048576.0, t_parse);
-    fflush(stdout);
-    return 0;
-}
-
+/* The router measured in a process of its own (bench_router_load, beside this program), so its
+ * peak memory is the router's. */
 static void phase_router(void)
 {
     fflush(stdout);
     char self[1100];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 32);
     if (n <= 0)
         die("/proc/self/exe", NULL);
     self[n] = '\0';
-    char *args[] = {"bench_scale", "--router", conf, (char *)catalog_url, NULL};
+    char *slash = strrchr(self, '/');
+    snprintf(slash + 1, sizeof self - (size_t)(slash + 1 - self), "bench_router_load");
+    char *args[] = {"bench_router_load", conf, (char *)catalog_url, NULL};
     pid_t pid;
     if (posix_spawn(&pid, self, NULL, NULL, args, environ) != 0)
-        die("spawn", NULL);
+        die("spawn bench_router_load", NULL);
     int st;
     waitpid(pid, &st, 0);
     if (!WIFEXITED(st) || WEXITSTATUS(st))
@@ -632,11 +544,6 @@ static void phase_plan(ferry_catalog *cat)
 
 int main(int argc, char **argv)
 {
-    if (argc == 4 && !strcmp(argv[1], "--router")) {
-        snprintf(conf, sizeof conf, "%s", argv[2]);
-        catalog_url = argv[3];
-        return router_main();
-    }
     if (argc < 4) {
         fprintf(stderr, "usage: bench_scale DIR CATALOG FERRY_BIN [TENANTS [PHASES [MIX]]]\n");
         return 2;

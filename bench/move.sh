@@ -3,7 +3,9 @@
 # tenant by hand today), side by side in one run: the blog's tenant (8 days, 5 of them cold, on
 # the object disk) and one with SCALE times more cold rows. For each it prints one JSON line:
 # ferry's wall time and bytes copied (cold pointer files, hot part files) and the re-insert's wall
-# time and bytes read, then one summary line with the ratios.
+# time and bytes read (and where ferry's time went: milliseconds per state, statements, agent
+# requests, catalog writes), a third tenant with only the 5 cold days, the load average, then one
+# summary line with the ratios.
 #   bash bench/move.sh [BUILD_DIR] [SCALE]      (defaults: build-release, 100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,8 +18,8 @@ source tests/lib/move.sh
 
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
-run_size() { # run_size NAME COLD_ROWS_PER_DAY
-    local name=$1 cold_per=$2 hot_per=250000
+run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
+    local name=$1 cold_per=$2 hot_per=${3:-250000}
     local L=$T/$name
     mv_setup "$L" 2 >/dev/null
     local U1 U2 PW
@@ -28,7 +30,7 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY
             cityHash64(number, 0) % 100000, cityHash64(number, 0, 1) % 1000000
             FROM numbers($((d * cold_per)), $cold_per)" --max-time 3600 >/dev/null
     done
-    chq "$U1" "INSERT INTO events SELECT 'acme', 20261106 + intDiv(number, $hot_per), 0,
+    [ "$hot_per" = 0 ] || chq "$U1" "INSERT INTO events SELECT 'acme', 20261106 + intDiv(number, $hot_per), 0,
         cityHash64(number, 7) % 100000, number FROM numbers($((3 * hot_per)))
         SETTINGS max_partitions_per_insert_block = 1000" >/dev/null
     for d in 1 2 3 4 5; do
@@ -65,7 +67,8 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY
         '{bench: "move", tenant: $name, rows: $rows,
           cold_bytes: $r.cold_bytes, cold_copied_bytes: $r.cold_copied_bytes,
           hot_bytes: $r.hot_bytes, hot_copied_bytes: $r.hot_copied_bytes,
-          ferry_wall_ms: $ferry_ms,
+          ferry_wall_ms: $ferry_ms, ferry_state_ms: $r.state_ms, statements: $r.statements,
+          agent_requests: $r.agent_requests, catalog_writes: $r.catalog_writes,
           reinsert_wall_ms: $reinsert_ms, reinsert_bytes_read: $native, reinsert_bytes_written: $written,
           bytes_ratio: (($r.cold_copied_bytes + $r.hot_copied_bytes) / ($native + $written)),
           time_ratio: ($ferry_ms / $reinsert_ms)}'
@@ -74,8 +77,11 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY
 
 small=$(run_size blog 250000)
 big=$(run_size "x$scale" $((250000 * scale)))
+coldonly=$(run_size cold_only 250000 0)
 echo "$small"
 echo "$big"
+echo "$coldonly"
+echo "{\"bench\":\"move_load\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
 jq -cn --argjson s "$small" --argjson b "$big" \
     '{bench: "move_summary", cold_ratio: ($b.cold_bytes / $s.cold_bytes),
       cold_copied_ratio: ($b.cold_copied_bytes / $s.cold_copied_bytes),

@@ -25,6 +25,7 @@ source tests/lib/move.sh
 L=$T/lab
 mv_setup "$L" 2 >/dev/null
 C=$L/mv.conf
+printf '\n[router]\nauth = none\n' >>"$C" # a benchmark of routing on loopback, no users
 "$FERRY_BIN" tenant add acme --config "$C" >/dev/null
 SRC=$("$FERRY_BIN" route --config "$C" --tenant acme --json | jq -r '.slices[0].shards[0]')
 US=$(lab_url "$L" "$SRC")

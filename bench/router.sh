@@ -16,7 +16,7 @@ source "$here/tests/lib/lab.sh"
 lab_up "$T/lab" --nodes 1
 conf=$T/lab/ferry.conf
 url=$(lab_url "$T/lab" node1)
-printf '[table "events"]\nsplit_key = uid\n[router]\npassthrough = %s\n' "$url" >>"$conf"
+printf '[table "events"]\nsplit_key = uid\n[router]\nauth = none\npassthrough = %s\n' "$url" >>"$conf"
 "$ferry" init --config "$conf" >/dev/null
 chq "$url" "CREATE TABLE events (tenant String, day UInt32, split UInt16, uid UInt64, id UInt64, v String)
     ENGINE = MergeTree PARTITION BY (tenant, day, split) ORDER BY id

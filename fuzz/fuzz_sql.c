@@ -1,7 +1,8 @@
-/* libFuzzer target for the SQL layer: tokenizer, analysis, per-server rewrite and read plans.
- * Any bytes must be accepted without crashing; tokens must cover the input exactly; and every
- * query the rewrite or the plan produces must tokenize again with balanced brackets (a rewrite
- * never splices text into a string, identifier or comment). */
+/* libFuzzer target for the SQL layer: tokenizer, analysis, per-server rewrite and read plans,
+ * and the tenant scope of a bound reader. Any bytes must be accepted without crashing; tokens
+ * must cover the input exactly; every query the rewrite or the plan produces must tokenize
+ * again with balanced brackets (a rewrite never splices text into a string, identifier or
+ * comment); and a scoped rewrite never names a tenant outside the scope. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,12 @@ static const ferry_sql_served v2[] = {{s2, 2}, {s2, 2}};
 static const char *const locals[] = {"db.events_local", "logs_{tenant}_x"};
 /* split counts (sorted): server 2 serves x whole, so its x references go unrestricted */
 static const ferry_sql_tenant_splits counts[] = {{"a'b", 3}, {"acme", 2}, {"beta", 2}, {"x", 1}};
-static const ferry_sql_target servers[] = {{v1, locals, false, counts, 4}, {v2, NULL, true, counts, 4}};
+static const ferry_sql_target servers[] = {{v1, locals, false, counts, 4, NULL}, {v2, NULL, true, counts, 4, NULL}};
+static const char *const scope_tenants[] = {"acme"};
+static const char *const scope_tables[] = {"default.dim"};
+static const ferry_sql_param scope_params[] = {{"t", "acme"}};
+static const ferry_sql_scope scope = {scope_tenants, 1, scope_tables, 1, "default",
+                                      scope_params, 1};
 
 static void must_reparse(const char *sql)
 {
@@ -52,6 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ferry_toks_free(&t);
 
     ferry_sql_analysis a;
+    ferry_sql_rewritten rw_scoped = {0};
     if (ferry_sql_analyze(sql, size, tables, 2, &a, &err) == FERRY_OK && a.understood) {
         for (size_t s = 0; s < 2; s++) {
             ferry_sql_rewritten rw;
@@ -69,6 +76,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 must_reparse(p.global_sql[g]);
         }
         ferry_read_plan_free(&p);
+        /* a bound reader: whatever the check says, its restriction names acme only */
+        (void)ferry_sql_scope_check(&a, tables, 2, &scope, &err);
+        ferry_sql_target bound = servers[0];
+        bound.scope = &scope;
+        if (ferry_sql_rewrite(&a, tables, &bound, &rw_scoped, &err) == FERRY_OK) {
+            must_reparse(rw_scoped.sql);
+            /* the served beta slice must not appear unless the input itself wrote it */
+            if (!memmem(data, size, "beta", 4) && strstr(rw_scoped.sql, "'beta'"))
+                abort();
+        }
+        ferry_sql_rewritten_free(&rw_scoped);
     }
     ferry_sql_analysis_free(&a);
     return 0;

@@ -62,6 +62,16 @@ static void xml_put(ferry_buf *b, const char *s)
     }
 }
 
+
+/* An allocation of the config loader that must not fail: out of memory otherwise. */
+#define NEED(x)                                                                                  \
+    do {                                                                                         \
+        if (!(x)) {                                                                              \
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");                              \
+            goto out;                                                                            \
+        }                                                                                        \
+    } while (0)
+
 static int load_node_config(node *n, const char *path, char **s3_key, char **s3_secret,
                             char **s3_prefix, ferry_err *err)
 {
@@ -85,20 +95,21 @@ static int load_node_config(node *n, const char *path, char **s3_key, char **s3_
         goto out;
     v = ferry_config_get(&c, "agent", NULL, "token_file");
     if (v && *v) {
-        n->agent_token_file = strdup(v);
+        NEED(n->agent_token_file = strdup(v));
         v = ferry_config_get(&c, "agent", NULL, "config");
-        n->agent_config = v && *v ? strdup(v) : NULL;
+        if (v && *v)
+            NEED(n->agent_config = strdup(v));
     }
     if ((rc = ferry_config_require(&c, "node", NULL, "name", &v, err)))
         goto out;
-    n->name = strdup(v);
+    NEED(n->name = strdup(v));
     if ((rc = ferry_config_require(&c, "node", NULL, "data_path", &v, err)))
         goto out;
     if (v[0] != '/') {
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: node.data_path must be absolute", path);
         goto out;
     }
-    n->data_path = malloc(strlen(v) + 2);
+    NEED(n->data_path = malloc(strlen(v) + 2));
     sprintf(n->data_path, "%s%s", v, ferry_ends_with(v, "/") ? "" : "/");
     if ((rc = ferry_config_u64(&c, "node", NULL, "http_port", 0, &u, err)))
         goto out;
@@ -108,7 +119,7 @@ static int load_node_config(node *n, const char *path, char **s3_key, char **s3_
     }
     n->http_port = (uint16_t)u;
     v = ferry_config_get(&c, "node", NULL, "listen");
-    n->listen = strdup(v && *v ? v : "127.0.0.1");
+    NEED(n->listen = strdup(v && *v ? v : "127.0.0.1"));
     if ((rc = ferry_config_u64(&c, "node", NULL, "pool_size", 16, &u, err)))
         goto out;
     n->pool_size = u ? (unsigned)u : 1;
@@ -116,25 +127,26 @@ static int load_node_config(node *n, const char *path, char **s3_key, char **s3_
         goto out;
     n->max_query_body = (size_t)u;
     v = ferry_config_get(&c, "object_store", NULL, "type");
-    n->object_store_type = strdup(v && *v ? v : "local");
+    NEED(n->object_store_type = strdup(v && *v ? v : "local"));
     if (!strcmp(n->object_store_type, "local")) {
         if ((rc = ferry_config_require(&c, "object_store", NULL, "path", &v, err)))
             goto out;
-        n->blob_path = malloc(strlen(v) + 2);
+        NEED(n->blob_path = malloc(strlen(v) + 2));
         sprintf(n->blob_path, "%s%s", v, ferry_ends_with(v, "/") ? "" : "/");
     } else if (!strcmp(n->object_store_type, "s3")) {
         if ((rc = ferry_config_require(&c, "object_store", NULL, "endpoint", &v, err)))
             goto out;
-        n->s3_endpoint = strdup(v);
+        NEED(n->s3_endpoint = strdup(v));
         if ((rc = ferry_config_require(&c, "object_store", NULL, "bucket", &v, err)))
             goto out;
-        n->s3_bucket = strdup(v);
+        NEED(n->s3_bucket = strdup(v));
         v = ferry_config_get(&c, "object_store", NULL, "region");
-        n->s3_region = v && *v ? strdup(v) : NULL;
+        if (v && *v)
+            NEED(n->s3_region = strdup(v));
         v = ferry_config_get(&c, "object_store", NULL, "prefix");
-        *s3_prefix = strdup(v ? v : "");
+        NEED(*s3_prefix = strdup(v ? v : ""));
         v = ferry_config_get(&c, "object_store", NULL, "access_key_id");
-        *s3_key = strdup(v ? v : "");
+        NEED(*s3_key = strdup(v ? v : ""));
         v = ferry_config_get(&c, "object_store", NULL, "secret_access_key_file");
         if (v && *v) {
             size_t len;
@@ -142,7 +154,7 @@ static int load_node_config(node *n, const char *path, char **s3_key, char **s3_
                 goto out;
             ferry_chomp(*s3_secret);
         } else {
-            *s3_secret = strdup("");
+            NEED(*s3_secret = strdup(""));
         }
     } else {
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: object_store.type must be local or s3", path);
@@ -152,17 +164,17 @@ static int load_node_config(node *n, const char *path, char **s3_key, char **s3_
     size_t nu = ferry_config_subsections(&c, "user", users, 64);
     if (nu > 64)
         nu = 64;
-    n->users = calloc(nu ? nu : 1, sizeof *n->users);
+    NEED(n->users = calloc(nu ? nu : 1, sizeof *n->users));
     for (size_t i = 0; i < nu; i++) {
         v = ferry_config_get(&c, "user", users[i], "password_sha256");
-        n->users[i].name = strdup(users[i]);
-        n->users[i].password_sha256 = strdup(v ? v : "");
+        n->n_users = i + 1; /* counted first: freeing the node frees what was made */
+        NEED(n->users[i].name = strdup(users[i]));
+        NEED(n->users[i].password_sha256 = strdup(v ? v : ""));
     }
-    n->n_users = nu;
     if (nu == 0) { /* no users configured: ClickHouse's stock "default" without password */
-        n->users[0].name = strdup("default");
-        n->users[0].password_sha256 = strdup("");
         n->n_users = 1;
+        NEED(n->users[0].name = strdup("default"));
+        NEED(n->users[0].password_sha256 = strdup(""));
     }
     v = ferry_config_get(&c, "node", NULL, "libchdb");
     if (v && *v)

@@ -548,10 +548,16 @@ void node_query_on_complete(ferry_http_req *req, void *ctx)
         snprintf(st->query_id, sizeof st->query_id, "%s", q->query_id);
         if (ferry_chdb_stream_open(q->conn, sql.data, sql.len, q->default_format, q->params,
                                    q->n_params, &st->s, &error, &err) != FERRY_OK) {
-            respond_ch_error(req, n, q->query_id, error ? error : err.msg);
+            /* libchdb streams only some statements (not SHOW GRANTS, for one); ClickHouse
+             * answers them all the same way, so those run buffered below */
+            bool buffered = error && strstr(error, "Streaming query is not supported");
+            if (!buffered)
+                respond_ch_error(req, n, q->query_id, error ? error : err.msg);
             free(error);
             free(st);
-            goto out;
+            if (!buffered)
+                goto out;
+            goto run_buffered;
         }
         /* Fetch the first chunk before answering, so errors found while starting the query
          * (most of them) still get a proper status instead of an in-band exception. */
@@ -576,6 +582,7 @@ void node_query_on_complete(ferry_http_req *req, void *ctx)
         goto out;
     }
 
+run_buffered:;
     ferry_chdb_result res;
     if (ferry_chdb_query(q->conn, sql.data, sql.len, q->default_format, q->params, q->n_params,
                          &res, &err) != FERRY_OK) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ferry needs to build and test on a fresh Debian 12 machine, and nothing twice.
-#   scripts/setup.sh            everything (build deps, test servers, libchdb, s3rver)
+#   scripts/setup.sh            everything (build deps, test servers, libchdb, s3rver, the
+#                               ClickHouse JS client)
 #   scripts/setup.sh --build    only what compiling needs
 # Debian packages come from apt-get; npm packages are cached outside the work tree under
 # $FERRY_CACHE (default ~/.cache/ferry) and checked against their pinned integrity hash.
@@ -11,12 +12,17 @@ CHDB_PKG=@chdb/lib-linux-x64-gnu
 CHDB_VERSION=26.7.3-stable.1
 CHDB_INTEGRITY=sha512-XP97mMqnc5tZpKQywR8N7cLTsHNiTmHr30pC5mzo3jWmukjKn2IBa60c2B/gWUNcuFjOMjWoorQICCqBVj5wpw==
 S3RVER_VERSION=3.7.1
+# the official ClickHouse JS client, a real client for tests/integration/router_auth.sh
+CHJS_PKG=@clickhouse/client
+CHJS_VERSION=1.23.1
+CHJS_INTEGRITY=sha512-vs3/Zc1dHvT171btW5nMoPsPCJ6QVJ5pp7obxzO5sjqwFx/jjz9wwCAqcFOdc2DhprugDBaVn+4dVY8hG3A9nw==
 
 BUILD_DEBS=(cmake ninja-build pkg-config gcc make clang libclang-rt-14-dev
             libcurl4-openssl-dev libssl-dev libsqlite3-dev libjansson-dev
-            libmicrohttpd-dev libxxhash-dev libcmocka-dev libzookeeper-mt-dev liblz4-dev)
+            libmicrohttpd-dev libxxhash-dev libcmocka-dev libzookeeper-mt-dev liblz4-dev
+            libexpat1-dev)
 TEST_DEBS=(zookeeper openjdk-17-jre-headless nodejs npm python3 python3-botocore
-           clickhouse-server curl procps jq e2fsprogs util-linux sqlite3)
+           clickhouse-server curl procps jq e2fsprogs util-linux sqlite3 prometheus chromium)
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 
@@ -83,6 +89,25 @@ fetch_s3rver() {
         npm install --silent --no-audit --no-fund "s3rver@$S3RVER_VERSION" >/dev/null)
 }
 
+# npm install checks the tarball against the registry's integrity and records it in the lock
+# file; that record must equal the value pinned above (it has no dependencies of its own).
+fetch_clickhouse_js() {
+    local dir="$FERRY_CACHE/clickhouse-js-$CHJS_VERSION"
+    if [ -f "$dir/node_modules/$CHJS_PKG/package.json" ] && [ -f "$dir/.verified" ]; then return 0; fi
+    log "installing $CHJS_PKG@$CHJS_VERSION into $dir"
+    mkdir -p "$dir"
+    (cd "$dir" && { [ -f package.json ] || echo '{"name":"ferry-clickhouse-js","private":true}' > package.json; } &&
+        npm install --silent --no-audit --no-fund --save-exact "$CHJS_PKG@$CHJS_VERSION" >/dev/null)
+    local got
+    got=$(node -e 'const l = require(process.argv[1]); const p = l.packages["node_modules/" + process.argv[2]];
+                   process.stdout.write(p ? p.integrity + " " + Object.keys(l.packages).length : "missing")' \
+          "$dir/package-lock.json" "$CHJS_PKG")
+    if [ "$got" != "$CHJS_INTEGRITY 2" ]; then
+        rm -rf "$dir"; log "integrity mismatch for $CHJS_PKG (or unexpected dependencies): got $got"; exit 1
+    fi
+    echo "$CHJS_INTEGRITY" > "$dir/.verified"
+}
+
 mode=${1:-all}
 install_debs "${BUILD_DEBS[@]}"
 if [ "$mode" != "--build" ]; then
@@ -90,5 +115,6 @@ if [ "$mode" != "--build" ]; then
     mkdir -p "$FERRY_CACHE"
     fetch_chdb
     fetch_s3rver
+    fetch_clickhouse_js
 fi
 log "ready (cache: $FERRY_CACHE)"

@@ -2,6 +2,8 @@
  * progress display, the parallel runner, plan printing. */
 #include "cli_move.h"
 
+#include "ferry/plan_run.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,6 @@
 
 #include "cli.h"
 #include "ferry/replica.h"
-#include "ferry/schedule.h"
 #include "ferry/strutil.h"
 
 static double mono_s(void)
@@ -98,7 +99,7 @@ void cli_move_env_free(cli_move_env *e)
 json_t *cli_move_result_json(const ferry_move_result *r)
 {
     double cold_ratio = r->cold_bytes ? (double)r->cold_copied / (double)r->cold_bytes : 0;
-    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
                      "s:f, s:I, s:f}",
                      "move", r->id, "tenant", r->tenant, "split", (json_int_t)r->split, "from",
                      r->from, "to", r->to, "state", ferry_move_state_name(r->state), "resumed",
@@ -108,6 +109,16 @@ json_t *cli_move_result_json(const ferry_move_result *r)
                      (json_int_t)r->hot_copied, "cold_bytes", (json_int_t)r->cold_bytes,
                      "cold_copied_bytes", (json_int_t)r->cold_copied, "cold_copied_ratio",
                      cold_ratio, "rows", (json_int_t)r->rows, "seconds", r->seconds);
+    json_t *ms = json_object();
+    for (int s = 0; s < FERRY_MOVE_STATES; s++)
+        if (r->state_ms[s] > 0)
+            json_object_set_new(ms, ferry_move_state_name((enum ferry_move_state)s),
+                                json_integer((json_int_t)(r->state_ms[s] + 0.5)));
+    json_object_set_new(o, "state_ms", ms);
+    json_object_set_new(o, "statements", json_integer((json_int_t)r->statements));
+    json_object_set_new(o, "agent_requests", json_integer((json_int_t)r->agent_requests));
+    json_object_set_new(o, "catalog_writes", json_integer((json_int_t)r->catalog_writes));
+    return o;
 }
 
 void cli_move_print_result(cli_move_env *e, const ferry_move_result *r, int rc,
@@ -171,113 +182,34 @@ void cli_plan_print(const ferry_rebalance_plan *p)
     }
 }
 
-typedef struct runner {
+typedef struct plan_print {
     cli_move_env *e;
-    const ferry_rebalance_plan *p;
-    ferry_sched *sched; /* which moves may start: per-shard limits, a slice's steps in order */
-    pthread_mutex_t lock;
-    pthread_cond_t changed; /* a move finished */
-    size_t done, failed;
-    int first_rc;
-    ferry_err first_err;
     json_t *results;
-} runner;
+} plan_print;
 
-static void *run_worker(void *arg)
+/* Each finished step: printed, and its JSON kept for the summary (ferry_plan_run serialises
+ * the calls). */
+static void on_step(const ferry_planned_move *m, const ferry_move_result *res, int rc,
+                    const ferry_err *err, void *arg)
 {
-    runner *r = arg;
-    pthread_mutex_lock(&r->lock);
-    for (;;) {
-        size_t i;
-        if (ferry_sched_start(r->sched, &i, 1) == 0) {
-            if (ferry_sched_pending(r->sched) == 0)
-                break;
-            pthread_cond_wait(&r->changed, &r->lock); /* its shards are busy: wait for a move */
-            continue;
-        }
-        pthread_mutex_unlock(&r->lock);
-        const ferry_planned_move *m = &r->p->moves[i];
-        ferry_err err = {0};
-        ferry_move_result res;
-        memset(&res, 0, sizeof res);
-        char id[64];
-        bool resumed;
-        int rc;
-        if (m->kind == FERRY_PLAN_DROP) {
-            rc = ferry_replica_drop(&r->e->opts, m->tenant, m->split, m->from, &res, &err);
-        } else {
-            rc = ferry_move_begin_from(&r->e->opts, m->tenant, m->split, m->from, m->to,
-                                       m->kind == FERRY_PLAN_CLONE, id, &resumed, &err);
-            if (!rc)
-                rc = ferry_move_run(&r->e->opts, id, &res, &err);
-        }
-        if (rc && !res.tenant[0]) {
-            snprintf(res.tenant, sizeof res.tenant, "%s", m->tenant);
-            res.split = m->split;
-            snprintf(res.from, sizeof res.from, "%s", m->from);
-            snprintf(res.to, sizeof res.to, "%s", m->to);
-        }
-        cli_move_print_result(r->e, &res, rc, &err);
-        pthread_mutex_lock(&r->lock);
-        ferry_sched_finish(r->sched, i);
-        pthread_cond_broadcast(&r->changed);
-        if (rc) {
-            r->failed++;
-            if (!r->first_rc) {
-                r->first_rc = rc;
-                r->first_err = err;
-            }
-        } else {
-            r->done++;
-        }
-        if (r->results)
-            json_array_append_new(r->results, cli_move_result_json(&res));
-    }
-    pthread_mutex_unlock(&r->lock);
-    return NULL;
+    (void)m;
+    plan_print *pp = arg;
+    cli_move_print_result(pp->e, res, rc, err);
+    if (pp->results)
+        json_array_append_new(pp->results, cli_move_result_json(res));
 }
 
 int cli_run_plan(cli_move_env *e, const ferry_rebalance_plan *p, unsigned max_parallel,
-                 unsigned max_per_shard, size_t *done, size_t *failed, json_t *results,
-                 ferry_err *err)
+                 unsigned max_per_shard, uint64_t max_bytes_per_second, size_t *done,
+                 size_t *failed, json_t *results, ferry_err *err)
 {
-    runner r;
-    memset(&r, 0, sizeof r);
-    r.e = e;
-    r.p = p;
-    r.results = results;
-    *done = *failed = 0;
-    if (max_parallel < 1)
-        max_parallel = 1;
-    if (max_parallel > CLI_MAX_PARALLEL)
-        max_parallel = CLI_MAX_PARALLEL;
-    size_t n_shards = 0;
-    ferry_sched_move *sm = calloc(p->n_moves ? p->n_moves : 1, sizeof *sm);
-    int rc = sm ? ferry_rebalance_sched_moves(p, sm, &n_shards, err)
-                : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (!rc && p->n_moves)
-        rc = ferry_sched_new(sm, p->n_moves, n_shards, max_per_shard ? max_per_shard : max_parallel,
-                             max_parallel, &r.sched, err);
-    free(sm);
-    if (rc || !p->n_moves)
-        return rc;
-    pthread_mutex_init(&r.lock, NULL);
-    pthread_cond_init(&r.changed, NULL);
-    pthread_t th[CLI_MAX_PARALLEL];
-    unsigned started = 0;
-    for (unsigned i = 0; i < max_parallel && i < p->n_moves; i++)
-        if (pthread_create(&th[started], NULL, run_worker, &r) == 0)
-            started++;
-    if (!started)
-        run_worker(&r);
-    for (unsigned i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    pthread_cond_destroy(&r.changed);
-    pthread_mutex_destroy(&r.lock);
-    ferry_sched_free(r.sched);
+    plan_print pp = {e, results};
+    ferry_plan_run_opts o = {.max_parallel = max_parallel, .max_per_shard = max_per_shard,
+                             .max_bytes_per_second = max_bytes_per_second, .on_step = on_step,
+                             .arg = &pp};
+    ferry_plan_run_result r;
+    int rc = ferry_plan_run(&e->opts, p, &o, &r, err);
     *done = r.done;
     *failed = r.failed;
-    if (r.first_rc && err)
-        *err = r.first_err;
-    return r.first_rc;
+    return rc;
 }

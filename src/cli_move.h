@@ -38,14 +38,12 @@ void cli_move_print_result(cli_move_env *e, const ferry_move_result *r, int rc,
 json_t *cli_plan_json(const ferry_rebalance_plan *p);
 void cli_plan_print(const ferry_rebalance_plan *p);
 
-/* Runs plan's moves (begin + run each), at most max_parallel at a time (CLI_MAX_PARALLEL at
- * most) and at most max_per_shard (0: no limit of its own) reading from or writing to one shard,
- * in plan order where the limits allow (include/ferry/schedule.h); the steps of one slice one
- * after another. *failed counts moves that did not finish. Returns the first error's code (its
+/* Runs plan's steps with ferry_plan_run (at most max_parallel at a time, max_per_shard per
+ * shard, 0: no per-shard limit; max_bytes_per_second for the whole run, 0: none), printing each
+ * as it ends; *failed counts steps that did not finish. Returns the first error's code (its
  * message in err). */
-#define CLI_MAX_PARALLEL 64
 int cli_run_plan(cli_move_env *e, const ferry_rebalance_plan *p, unsigned max_parallel,
-                 unsigned max_per_shard, size_t *done, size_t *failed, json_t *results,
-                 ferry_err *err);
+                 unsigned max_per_shard, uint64_t max_bytes_per_second, size_t *done,
+                 size_t *failed, json_t *results, ferry_err *err);
 
 #endif

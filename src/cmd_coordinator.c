@@ -215,6 +215,24 @@ int cmd_coordinator(int argc, char **argv)
     }
     o.jobs = jobs;
     o.n_jobs = n_jobs;
+    if (have_cfg) {
+        /* the status page's fill history ([coordinator] history_interval, history_file) */
+        static const char *const keys[] = {"history_interval", "history_file", NULL};
+        const char *hi = ferry_config_get(&cfg, "coordinator", NULL, "history_interval");
+        uint64_t hs = 0;
+        if (ferry_config_check_keys(&cfg, "coordinator", keys, &err)) {
+            status = cli_fail("coordinator", &err);
+            goto out;
+        }
+        if (hi && (!ferry_parse_duration(hi, &hs) || hs == 0 || hs > 86400)) {
+            ferry_err_set(&err, FERRY_EINVAL, "%s: [coordinator] history_interval = '%s': "
+                          "expected a duration from 1s to 24h, such as 5m", cfg.path, hi);
+            status = cli_fail("coordinator", &err);
+            goto out;
+        }
+        o.history_every_s = (unsigned)hs;
+        o.history_file = ferry_config_get(&cfg, "coordinator", NULL, "history_file");
+    }
     if (ferry_coord_start(&o, &coord, &err)) {
         status = cli_fail("coordinator", &err);
         goto out;

@@ -34,6 +34,7 @@
 #include "ferry/lab.h"
 #include "ferry/log.h"
 #include "ferry/move.h"
+#include "ferry/plan_run.h"
 #include "ferry/split.h"
 #include "ferry/strutil.h"
 #include "ferry/tier.h"
@@ -126,6 +127,7 @@ typedef struct demo {
     uint64_t hot_bytes, hot_copied, cold_bytes, cold_copied;
     size_t hot_parts, cold_parts, cold_partitions_moved, hot_partitions_moved;
     double rebalance_s;
+    double move_p50_s, move_p99_s; /* the moves' wall times */
     size_t verify_failures, split_checked;
     char first_failure[512];
 } demo;
@@ -609,65 +611,46 @@ static int tier_all(demo *d, ferry_err *err)
 typedef struct mover {
     demo *d;
     const ferry_rebalance_plan *plan;
-    const ferry_move_opts *mo;
-    pthread_mutex_t lock;
-    size_t next, finished;
+    size_t finished;
     bool *tenant_moved;
-    int first_rc;
-    ferry_err first_err;
     double last_note;
+    double *wall; /* each finished move's seconds, for the percentiles */
 } mover;
 
-static void *move_worker(void *arg)
+/* Each finished step of the rebalance (ferry_plan_run serialises the calls). */
+static void on_move(const ferry_planned_move *pm, const ferry_move_result *res, int rc,
+                    const ferry_err *err, void *arg)
 {
     mover *m = arg;
     demo *d = m->d;
-    for (;;) {
-        pthread_mutex_lock(&m->lock);
-        size_t i = m->next++;
-        pthread_mutex_unlock(&m->lock);
-        if (i >= m->plan->n_moves)
-            break;
-        const ferry_planned_move *pm = &m->plan->moves[i];
-        ferry_err err = {0, ""};
-        ferry_move_result res;
-        memset(&res, 0, sizeof res);
-        char id[64];
-        bool resumed;
-        int rc = ferry_move_begin(m->mo, pm->tenant, pm->split, pm->to, id, &resumed, &err);
-        if (!rc)
-            rc = ferry_move_run(m->mo, id, &res, &err);
-        pthread_mutex_lock(&m->lock);
-        m->finished++;
-        if (rc) {
-            d->moves_failed++;
-            if (!m->first_rc) {
-                m->first_rc = rc;
-                m->first_err = err;
-                ferry_err_prefix(&m->first_err, "move %s/%u %s -> %s: ", pm->tenant, pm->split,
-                                 pm->from, pm->to);
-            }
-        } else {
-            d->moves_done++;
-            d->hot_bytes += res.hot_bytes;
-            d->hot_copied += res.hot_copied;
-            d->cold_bytes += res.cold_bytes;
-            d->cold_copied += res.cold_copied;
-            d->hot_parts += res.hot_parts;
-            d->cold_parts += res.cold_parts;
-            demo_tenant *t = tenant_named(d, pm->tenant);
-            if (t)
-                m->tenant_moved[t - d->tenants] = true;
-        }
-        double now = elapsed(d);
-        if (now - m->last_note >= 5 || m->finished == m->plan->n_moves) {
-            m->last_note = now;
-            progress(d, "rebalance: %zu of %zu moves done%s", m->finished, m->plan->n_moves,
-                     d->moves_failed ? " (some failed)" : "");
-        }
-        pthread_mutex_unlock(&m->lock);
+    (void)err;
+    m->finished++;
+    if (rc) {
+        d->moves_failed++;
+    } else {
+        m->wall[d->moves_done++] = res->seconds;
+        d->hot_bytes += res->hot_bytes;
+        d->hot_copied += res->hot_copied;
+        d->cold_bytes += res->cold_bytes;
+        d->cold_copied += res->cold_copied;
+        d->hot_parts += res->hot_parts;
+        d->cold_parts += res->cold_parts;
+        demo_tenant *t = tenant_named(d, pm->tenant);
+        if (t)
+            m->tenant_moved[t - d->tenants] = true;
     }
-    return NULL;
+    double now = elapsed(d);
+    if (now - m->last_note >= 5 || m->finished == m->plan->n_moves) {
+        m->last_note = now;
+        progress(d, "rebalance: %zu of %zu moves done%s", m->finished, m->plan->n_moves,
+                 d->moves_failed ? " (some failed)" : "");
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 static int rebalance(demo *d, ferry_err *err)
@@ -698,34 +681,29 @@ static int rebalance(demo *d, ferry_err *err)
     d->moves_planned = plan.n_moves;
     progress(d, "rebalance: the plan moves %zu of %zu slices to their new shard, %u at a time",
              plan.n_moves, plan.slices, d->o.parallel);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     mover m;
     memset(&m, 0, sizeof m);
     m.d = d;
     m.plan = &plan;
-    m.mo = &mo;
     m.tenant_moved = moved;
     m.last_note = elapsed(d);
-    pthread_mutex_init(&m.lock, NULL);
-    pthread_t th[16];
-    unsigned started = 0;
-    for (unsigned i = 0; i < d->o.parallel && i < plan.n_moves; i++)
-        if (pthread_create(&th[started], NULL, move_worker, &m) == 0)
-            started++;
-    if (!started)
-        move_worker(&m);
-    for (unsigned i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    pthread_mutex_destroy(&m.lock);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    d->rebalance_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (!(m.wall = calloc(plan.n_moves + 1, sizeof *m.wall))) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    ferry_plan_run_opts po = {.max_parallel = d->o.parallel, .max_per_shard = d->o.parallel,
+                              .on_step = on_move, .arg = &m};
+    ferry_plan_run_result pr;
+    rc = ferry_plan_run(&mo, &plan, &po, &pr, err);
+    d->rebalance_s = pr.seconds;
     for (unsigned k = 0; k < d->o.tenants; k++)
         d->moved_tenants += moved[k];
-    if (m.first_rc) {
-        rc = m.first_rc;
-        *err = m.first_err;
+    if (d->moves_done) {
+        qsort(m.wall, d->moves_done, sizeof *m.wall, cmp_double);
+        d->move_p50_s = m.wall[(d->moves_done - 1) / 2];
+        d->move_p99_s = m.wall[(size_t)((double)(d->moves_done - 1) * 0.99 + 0.5)];
     }
+    free(m.wall);
 out:
     ferry_rebalance_plan_free(&plan);
     ferry_config_free(&cfg);
@@ -808,6 +786,8 @@ static json_t *result_json(const demo *d, double wall)
     json_object_set_new(o, "hot_bytes", json_integer((json_int_t)d->hot_bytes));
     json_object_set_new(o, "hot_copied_bytes", json_integer((json_int_t)d->hot_copied));
     json_object_set_new(o, "rebalance_seconds", json_real(round(d->rebalance_s * 10) / 10));
+    json_object_set_new(o, "move_p50_seconds", json_real(round(d->move_p50_s * 1000) / 1000));
+    json_object_set_new(o, "move_p99_seconds", json_real(round(d->move_p99_s * 1000) / 1000));
     json_object_set_new(o, "verify_failures", json_integer((json_int_t)d->verify_failures));
     if (d->verify_failures)
         json_object_set_new(o, "first_verify_failure", json_string(d->first_failure));

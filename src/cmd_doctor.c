@@ -10,7 +10,7 @@
 #include "ferry/fleet.h"
 
 const char cmd_doctor_usage[] =
-    "usage: ferry doctor [--json] [--config FILE]\n"
+    "usage: ferry doctor [--json] [--skip CHECK,...] [--config FILE]\n"
     "\n"
     "Checks the safety rules on the live cluster; each finding says what to fix:\n"
     "  delete_refused      a canary object (created with the uploader role) cannot be deleted\n"
@@ -19,7 +19,12 @@ const char cmd_doctor_usage[] =
     "                      none, e.g. s3rver or a local directory)\n"
     "  clickhouse_version  every server runs the pinned version and reads the pointer format\n"
     "  unmanaged_cold      no unmanaged table uses a policy with an object-storage disk\n"
+    "  shard_grants        the shard's ClickHouse user (the router's identity) reads and inserts\n"
+    "                      the managed tables, kills queries, reads URLs, and cannot drop,\n"
+    "                      truncate, delete, reach the object store or files, see secrets, back\n"
+    "                      up or manage users (docs/security.md)\n"
     "\n"
+    "  --skip CHECK,...  leave checks out (a lab's nodes have no access control to check)\n"
     "  --json          {ok, checks: [{check, status, server, message, fix}]}\n"
     "  --config FILE   the cluster's config (default: $FERRY_CONFIG)\n"
     "\n"
@@ -27,12 +32,13 @@ const char cmd_doctor_usage[] =
 
 int cmd_doctor(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_CONFIG };
+    enum { O_JSON = 256, O_CONFIG, O_SKIP };
     static const struct option opts[] = {{"json", no_argument, NULL, O_JSON},
                                          {"config", required_argument, NULL, O_CONFIG},
+                                         {"skip", required_argument, NULL, O_SKIP},
                                          {NULL, 0, NULL, 0}};
     bool as_json = false;
-    const char *config = NULL;
+    const char *config = NULL, *skip = NULL;
     int ch;
     optind = 1;
     opterr = 0;
@@ -40,6 +46,7 @@ int cmd_doctor(int argc, char **argv)
         switch (ch) {
         case O_JSON: as_json = true; break;
         case O_CONFIG: config = optarg; break;
+        case O_SKIP: skip = optarg; break;
         default:
             return cli_usage_error("doctor", "unknown or incomplete option '%s'",
                                    argv[optind - 1]);
@@ -52,7 +59,7 @@ int cmd_doctor(int argc, char **argv)
     json_t *report = NULL;
     int rc = ferry_fleet_open(cli_config_path(config), &fl, &err);
     if (!rc)
-        rc = ferry_doctor_run(fl, &report, &err);
+        rc = ferry_doctor_run_skip(fl, skip, &report, &err);
     ferry_fleet_close(fl);
     if (rc)
         return cli_fail("doctor", &err);

@@ -25,7 +25,8 @@ const char cmd_move_usage[] =
     "  --from SHARD     which replica moves, for a slice with several (default: the first\n"
     "                   shard of its route); the others stay\n"
     "  --resume ID|all  continue an unfinished move (all: every one, oldest first)\n"
-    "  --grace MS       wait after the routing switch for writes in flight (default 2000)\n"
+    "  --grace MS       wait after the routing switch for writes in flight (default 2000,\n"
+    "                   or 0 when [cluster] routers lists the routers: their fence covers it)\n"
     "  --max-bytes-per-second B   limit the copy rate (suffixes K M G)\n"
     "  --json           progress and the result as JSON lines on stdout\n"
     "  --config FILE    the cluster's config (default $FERRY_CONFIG)\n"
@@ -47,6 +48,7 @@ int cmd_move(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     const char *tenant = NULL, *to = NULL, *from = NULL, *resume = NULL, *config = NULL;
     uint64_t split = UINT64_MAX, grace = 0, bps = 0;
+    bool grace_given = false;
     bool json = false;
     int ch;
     optind = 1;
@@ -64,6 +66,7 @@ int cmd_move(int argc, char **argv)
                 return cli_usage_error("move", "--split '%s' is not a split number", optarg);
             break;
         case 'g':
+            grace_given = true;
             if (!ferry_parse_u64(optarg, &grace) || grace > 600000)
                 return cli_usage_error("move", "--grace '%s' is not milliseconds (0..600000)",
                                        optarg);
@@ -92,6 +95,7 @@ int cmd_move(int argc, char **argv)
     size_t n = 0;
     int rc = cli_move_env_init(&e, "move", config, json, &err);
     e.opts.grace_ms = (unsigned)grace;
+    e.opts.grace_given = grace_given;
     e.opts.max_bytes_per_second = bps;
     if (!rc)
         rc = ferry_catalog_open(e.catalog_url, &cat, &err);

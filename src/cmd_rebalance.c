@@ -11,8 +11,8 @@
 #include "ferry/strutil.h"
 
 const char cmd_rebalance_usage[] =
-    "usage: ferry rebalance [--dry-run] [--max-parallel N] [--max-per-shard N]\n"
-    "                       [--max-bytes-per-second B] [--grace MS] [--json] [--config FILE]\n"
+    "usage: ferry rebalance [--dry-run] [--max-parallel N] [--max-bytes-per-second B]\n"
+    "                       [--grace MS] [--json] [--config FILE]\n"
     "\n"
     "Brings the catalog's inventory up to date from system.parts on every shard (slice sizes,\n"
     "new tenants), finishes unfinished moves, then computes the plan: the routing table is the\n"
@@ -22,11 +22,10 @@ const char cmd_rebalance_usage[] =
     "\n"
     "  --dry-run         print the plan, move nothing\n"
     "  --max-parallel N  moves at a time (default 1, at most 64)\n"
-    "  --max-per-shard N moves reading from or writing to one shard at a time (default: no\n"
-    "                    limit but --max-parallel); moves start in plan order as soon as both\n"
-    "                    their shards have room, a slice's steps one after another\n"
-    "  --max-bytes-per-second B   total copy rate limit, shared by the parallel moves\n"
-    "  --grace MS        wait after each routing switch for writes in flight (default 2000)\n"
+    "  --max-per-shard N moves reading from or writing to one shard at a time (default 2)\n"
+    "  --max-bytes-per-second B   copy rate limit for the whole run, all moves together\n"
+    "  --grace MS        wait after each routing switch for writes in flight (default 2000,\n"
+    "                    or 0 when [cluster] routers lists the routers: their fence covers it)\n"
     "  --json            the plan, progress and each move as JSON lines; a summary line last\n";
 
 int cmd_rebalance(int argc, char **argv)
@@ -41,7 +40,8 @@ int cmd_rebalance(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     const char *config = NULL;
     bool dry = false, json = false;
-    uint64_t par = 1, per_shard = 0, bps = 0, grace = 0;
+    uint64_t par = 1, per_shard = 2, bps = 0, grace = 0;
+    bool grace_given = false;
     int ch;
     optind = 1;
     opterr = 0;
@@ -51,15 +51,12 @@ int cmd_rebalance(int argc, char **argv)
         case 'j': json = true; break;
         case 'c': config = optarg; break;
         case 'p':
-            if (!ferry_parse_u64(optarg, &par) || par < 1 || par > CLI_MAX_PARALLEL)
-                return cli_usage_error("rebalance", "--max-parallel '%s' is not 1..%d", optarg,
-                                       CLI_MAX_PARALLEL);
+            if (!ferry_parse_u64(optarg, &par) || par < 1 || par > 64)
+                return cli_usage_error("rebalance", "--max-parallel '%s' is not 1..64", optarg);
             break;
         case 's':
-            if (!ferry_parse_u64(optarg, &per_shard) || per_shard < 1 ||
-                per_shard > CLI_MAX_PARALLEL)
-                return cli_usage_error("rebalance", "--max-per-shard '%s' is not 1..%d", optarg,
-                                       CLI_MAX_PARALLEL);
+            if (!ferry_parse_u64(optarg, &per_shard) || per_shard < 1 || per_shard > 64)
+                return cli_usage_error("rebalance", "--max-per-shard '%s' is not 1..64", optarg);
             break;
         case 'b':
             if (!ferry_parse_bytes(optarg, &bps) || bps == 0)
@@ -67,6 +64,7 @@ int cmd_rebalance(int argc, char **argv)
                                        optarg);
             break;
         case 'g':
+            grace_given = true;
             if (!ferry_parse_u64(optarg, &grace) || grace > 600000)
                 return cli_usage_error("rebalance", "--grace '%s' is not milliseconds", optarg);
             break;
@@ -88,7 +86,8 @@ int cmd_rebalance(int argc, char **argv)
     json_t *results = json_array();
     int rc = cli_move_env_init(&e, "rebalance", config, json, &err);
     e.opts.grace_ms = (unsigned)grace;
-    e.opts.max_bytes_per_second = bps / par;
+    e.opts.grace_given = grace_given;
+    e.opts.max_bytes_per_second = bps; /* also for the unfinished moves resumed first */
     if (!rc)
         rc = ferry_catalog_open(e.catalog_url, &cat, &err);
     if (!rc)
@@ -123,8 +122,8 @@ int cmd_rebalance(int argc, char **argv)
     fflush(stdout);
     if (dry)
         goto out;
-    rc = cli_run_plan(&e, &plan, (unsigned)par, (unsigned)per_shard, &done, &failed, results,
-                      &err);
+    rc = cli_run_plan(&e, &plan, (unsigned)par, (unsigned)per_shard, bps, &done, &failed,
+                      results, &err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     uint64_t hb = 0, hc = 0, cb = 0, cc = 0;

@@ -77,6 +77,7 @@ int cmd_repair(int argc, char **argv)
     const char *config = NULL, *tenant = NULL;
     bool dry = false, json = false;
     uint64_t grace = 0;
+    bool grace_given = false;
     int ch;
     optind = 1;
     opterr = 0;
@@ -87,6 +88,7 @@ int cmd_repair(int argc, char **argv)
         case 'j': json = true; break;
         case 'c': config = optarg; break;
         case 'g':
+            grace_given = true;
             if (!ferry_parse_u64(optarg, &grace) || grace > 600000)
                 return cli_usage_error("repair", "--grace '%s' is not milliseconds", optarg);
             break;
@@ -103,6 +105,7 @@ int cmd_repair(int argc, char **argv)
     cli_move_env e;
     int rc = cli_move_env_init(&e, "repair", config, json, &err);
     e.opts.grace_ms = (unsigned)grace;
+    e.opts.grace_given = grace_given;
     e.opts.progress = NULL;
     rp_out o = {json};
     ferry_repair_summary sum = {0};

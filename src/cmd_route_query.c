@@ -19,7 +19,7 @@
 const char cmd_route_query_usage[] =
     "usage: ferry route-query [--config FILE | --tables SPEC]... [--local NAME=LOCAL]...\n"
     "                         [--routes ROUTES.tsv] [--json] \"SQL\"\n"
-    "       ferry route-query --router URL [--json] \"SQL\"\n"
+    "       ferry route-query --router URL [--user NAME --password-file F] [--json] \"SQL\"\n"
     "\n"
     "Shows what the router does with a SELECT: the managed tables it reads and their tenant\n"
     "filters, then, with --routes, the plan: one query per server and the initiator's query\n"
@@ -38,6 +38,8 @@ const char cmd_route_query_usage[] =
     "                  the current routing version, moves in flight (a slice read from source\n"
     "                  and target, or held while a move publishes it), the replica picked per\n"
     "                  slice for this request; nothing is run on any server\n"
+    "  --user NAME     with --router: explain as this user (its password is the first line of\n"
+    "  --password-file F  F); a user bound to tenants sees the restriction its queries get\n"
     "  --json          one JSON object: kind, why, queries [{server, ref, sql}], initiator,\n"
     "                  format, settings [{name, value, initiator_only}], globals [{name, sql}],\n"
     "                  refs [{table, name, qualifier, tenants|null}]\n"
@@ -351,7 +353,8 @@ static size_t collect_body(char *p, size_t size, size_t n, void *arg)
 
 /* --router: the router plans the statement as it would run it now (X-Ferry-Explain) and answers
  * with the plan as JSON; printed as is (--json) or as text. */
-static int explain_at_router(const char *prog, const char *url, const char *sql, bool json)
+static int explain_at_router(const char *prog, const char *url, const char *sql, bool json,
+                             const char *user, const char *password)
 {
     ferry_err err = {0};
     ferry_buf body = FERRY_BUF_INIT, target = FERRY_BUF_INIT;
@@ -380,6 +383,11 @@ static int explain_at_router(const char *prog, const char *url, const char *sql,
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, msg);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    if (user) {
+        curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(h, CURLOPT_USERNAME, user);
+        curl_easy_setopt(h, CURLOPT_PASSWORD, password ? password : "");
+    }
     CURLcode cc = curl_easy_perform(h);
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
@@ -417,6 +425,14 @@ static int explain_at_router(const char *prog, const char *url, const char *sql,
     json_t *v = json_object_get(o, "routing_version");
     if (v)
         printf("routing version: %lld\n", (long long)json_integer_value(v));
+    json_t *only = json_object_get(o, "restricted_to_tenants");
+    if (json_is_array(only)) {
+        printf("restricted to tenants:");
+        size_t k;
+        json_t *t;
+        json_array_foreach(only, k, t) printf("%s%s", k ? ", " : " ", json_string_value(t));
+        printf(" (every managed reference, whatever the query says)\n");
+    }
     if (json_is_true(json_object_get(o, "held"))) {
         printf("held: %s\n", json_string_value(json_object_get(o, "why")));
         goto out;
@@ -448,10 +464,14 @@ int cmd_route_query(int argc, char **argv)
                                          {"local", required_argument, NULL, 'l'},
                                          {"routes", required_argument, NULL, 'r'},
                                          {"router", required_argument, NULL, 'R'},
+                                         {"user", required_argument, NULL, 'u'},
+                                         {"password-file", required_argument, NULL, 'p'},
                                          {"json", no_argument, NULL, 'j'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    const char *config = NULL, *routes_path = NULL, *router = NULL;
+    const char *config = NULL, *routes_path = NULL, *router = NULL, *user = NULL,
+               *pwfile = NULL;
+    char *password = NULL;
     bool json = false;
     tables_in ti = {0};
     routes_in routes = {0};
@@ -481,6 +501,8 @@ int cmd_route_query(int argc, char **argv)
             break;
         case 'r': routes_path = optarg; break;
         case 'R': router = optarg; break;
+        case 'u': user = optarg; break;
+        case 'p': pwfile = optarg; break;
         case 'j': json = true; break;
         case 'h': fputs(cmd_route_query_usage, stdout); return 0;
         default: status = cli_usage_error(argv[0], "unknown option"); goto out;
@@ -496,7 +518,24 @@ int cmd_route_query(int argc, char **argv)
                                      "and routes: give no --config, --tables, --local or --routes");
             goto out;
         }
-        status = explain_at_router(argv[0], router, argv[optind], json);
+        if (!user != !pwfile) {
+            status = cli_usage_error(argv[0], "give --user and --password-file together");
+            goto out;
+        }
+        if (pwfile) {
+            size_t len = 0;
+            if (ferry_read_file(pwfile, &password, &len, &err)) {
+                ferry_err_prefix(&err, "--password-file: ");
+                status = cli_fail(argv[0], &err);
+                goto out;
+            }
+            password[strcspn(password, "\r\n")] = '\0';
+        }
+        status = explain_at_router(argv[0], router, argv[optind], json, user, password);
+        goto out;
+    }
+    if (user || pwfile) {
+        status = cli_usage_error(argv[0], "--user and --password-file go with --router");
         goto out;
     }
     if (config && ti.n) {
@@ -569,5 +608,9 @@ out:
         ferry_config_free(&cfg);
     for (size_t k = 0; k < ti.n_owned; k++)
         free(ti.owned[k]);
+    if (password) {
+        memset(password, 0, strlen(password));
+        free(password);
+    }
     return status;
 }

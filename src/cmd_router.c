@@ -1,4 +1,4 @@
-/* `ferry router`: the write router daemon (lib/router/). */
+/* `ferry router`: the router daemon (lib/router/). */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,13 +17,20 @@ const char cmd_router_usage[] =
     "INSERT INTO <managed table> [(columns)] FORMAT F (JSONEachRow, TSV, TSVWithNames, CSV,\n"
     "CSVWithNames, RowBinary) has each row sent to the shard(s) serving its slice, with the\n"
     "split column set from the table's split_key and the tenant's split count, and a\n"
-    "deduplication token per shard and chunk so a retried request is stored once. Every other\n"
-    "statement goes unchanged to [router] passthrough. The routing table is read from the\n"
-    "catalog and re-read whenever its version changes. See docs/routing.md.\n"
+    "deduplication token per shard and chunk so a retried request is stored once; SELECTs over\n"
+    "managed tables become one query per server. Every other statement goes unchanged to\n"
+    "[router] passthrough. The routing table and the users are read from the catalog and\n"
+    "re-read whenever the routing version changes. See docs/routing.md.\n"
+    "\n"
+    "Every request carries a user of the catalog (ferry user add), sent as ClickHouse takes it:\n"
+    "HTTP Basic, X-ClickHouse-User / X-ClickHouse-Key, or user / password parameters. A user\n"
+    "bound to tenants reads and writes only their rows; other statements need an admin\n"
+    "([router] auth = none, loopback only, turns this off). See docs/security.md.\n"
     "\n"
     "  GET /ping          Ok.\n"
     "  GET /ferry/router  routing version, oldest routing version with writes in flight, counters\n"
-    "                     (reads: per shard queries, errors, decayed error count; failovers)\n"
+    "                     (reads: per shard queries, errors, decayed error count; failovers;\n"
+    "                     limits per user); an admin user or X-Ferry-Token\n"
     "\n"
     "  --config FILE       the cluster's config with [router] (default: $FERRY_CONFIG)\n"
     "  --listen ADDR:PORT  where to serve (default: [router] listen, else 127.0.0.1:8124;\n"

@@ -46,7 +46,13 @@ static void print_overview(FILE *fp)
                 *c = '-';
         fprintf(fp, "  %-12s %s\n", shown, commands[i].summary);
     }
-    fprintf(fp, "\n'ferry help <command>' shows a command's options.\n");
+    fprintf(fp, "\n'ferry help <command>' shows a command's options.\n\n"
+                "global options (before the command):\n"
+                "  --log-format text|logfmt|json   log lines for a person (the default on a\n"
+                "                                  terminal), logfmt (elsewhere), or JSON\n"
+                "  --log-level L[,COMPONENT=L...]  debug|info|warn|error, per component too\n"
+                "                                  (e.g. info,clickhouse=debug,agent=warn)\n"
+                "  (or FERRY_LOG_FORMAT and FERRY_LOG_LEVEL in the environment)\n");
 }
 
 int cli_fail(const char *cmd, const ferry_err *err)
@@ -103,6 +109,18 @@ static int cmd_help(int argc, char **argv)
 int main(int argc, char **argv)
 {
     ferry_log_init_from_env();
+    /* global options before the command: --log-format text|logfmt|json,
+     * --log-level LEVEL[,COMPONENT=LEVEL...] (they override FERRY_LOG_FORMAT / FERRY_LOG_LEVEL) */
+    while (argc >= 3 && (!strcmp(argv[1], "--log-format") || !strcmp(argv[1], "--log-level"))) {
+        char why[256];
+        bool fmt = !strcmp(argv[1], "--log-format");
+        if (ferry_log_configure(fmt ? NULL : argv[2], fmt ? argv[2] : NULL, why, sizeof why)) {
+            fprintf(stderr, "ferry: %s\n", why);
+            return 2;
+        }
+        argc -= 2;
+        argv += 2;
+    }
     if (argc < 2) {
         print_overview(stderr);
         return 2;

@@ -9,7 +9,8 @@
  * created and grows on every update. Updates and deletes compare it (compare-and-set): a lost race
  * returns FERRY_ECONFLICT and changes nothing. Batches apply all their changes or none, however
  * many there are (see docs/catalog.md for how the ZooKeeper backend chunks them). The routing
- * table has its own version, a number that grows by one with every commit that changes a route.
+ * table has its own version, a number that grows by one with every commit that changes a route,
+ * a shard or a user (every router reloads them together).
  *
  * Record structs use fixed-size strings so they can be copied freely; only ferry_part owns heap
  * memory (its objects), released by ferry_record_free. Names used in keys (tenants, shards,
@@ -152,6 +153,7 @@ enum ferry_move_state {
     FERRY_MOVE_DONE,
     FERRY_MOVE_FAILED,
 };
+#define FERRY_MOVE_STATES (FERRY_MOVE_FAILED + 1)
 
 /* A move in SWITCH whose step is at least this is publishing (staging -> the target's real
  * table): readers must not read the union of source and target any more (docs/routing.md). */
@@ -190,6 +192,28 @@ typedef struct ferry_job {
     int64_t updated;
 } ferry_job;
 
+/* A user of `ferry router` (docs/security.md): who may send queries and rows through the router,
+ * to which tenants' rows they are bound, and their limits. Every router of the cluster reads the
+ * same records, so they agree; a change raises the routing version like a shard change, so
+ * running routers take it within one routing-version wait. The password is never stored: only a
+ * random salt and SHA-256(salt || SHA-256(password)) (include/ferry/auth.h), so a hash given as
+ * ClickHouse's password_sha256_hex can be recorded without the password. */
+#define FERRY_USER_TENANTS_MAX 4096
+typedef struct ferry_user {
+    char name[FERRY_NAME_MAX];
+    char salt[33];                        /* 16 random bytes, lower-case hex */
+    char hash[65];                        /* lower-case hex SHA-256(salt bytes || SHA-256(pw)) */
+    bool admin;                           /* every statement, every tenant; else bound */
+    char tenants[FERRY_USER_TENANTS_MAX]; /* bound users: the tenants, comma-separated */
+    char tables[FERRY_LIST_MAX];          /* bound users: tables ferry does not manage that they
+                                           * may read as each server has them (db.table,...) */
+    char networks[FERRY_LIST_MAX];        /* client networks allowed (CIDR,...); "" = any */
+    uint32_t max_concurrent;              /* requests at once; 0 = unlimited */
+    uint32_t max_rps;                     /* requests started per second; 0 = unlimited */
+    uint32_t max_execution_ms;            /* reads cancelled on every shard after this; 0 = none */
+    uint32_t queue_wait_ms;               /* over max_concurrent: wait this long for a slot */
+} ferry_user;
+
 enum ferry_record_kind {
     FERRY_REC_SETTINGS = 0,
     FERRY_REC_TABLE,
@@ -201,6 +225,7 @@ enum ferry_record_kind {
     FERRY_REC_PART,
     FERRY_REC_MOVE,
     FERRY_REC_JOB,
+    FERRY_REC_USER,
     FERRY_REC_KIND_COUNT
 };
 
@@ -218,6 +243,7 @@ typedef struct ferry_record {
         ferry_part part;
         ferry_move move;
         ferry_job job;
+        ferry_user user;
     } u;
 } ferry_record;
 

@@ -7,6 +7,11 @@
  *   GET /routing?known=N&wait=S         long poll: answers as soon as the version differs from N,
  *                                       or after S seconds (max 60) with 304 and no body
  *   GET /health                         {"lease":true,"routing_version":N,"owner":"host:pid"}
+ *   GET /metrics                        Prometheus text: lease, routing version, shards' bytes,
+ *                                       fill and slices, moves in flight by state, tier backlog
+ *   GET /                               the status page (HTML, inline SVG: shards' fill against
+ *                                       the target, fill over 24 h, moves in flight, largest
+ *                                       tenants, tiering)
  *
  * One watcher thread follows the routing version (a ZooKeeper watch, or SQLite polling, through
  * ferry_catalog_routing_wait) and keeps the whole table in memory; requests are served from that
@@ -45,6 +50,11 @@ typedef struct ferry_coord_options {
      * manager). */
     const struct ferry_coord_job *jobs;
     size_t n_jobs;
+    /* The status page's fill history: one sample of every shard every history_every_s seconds
+     * (0: 300), the last 24 h kept, and saved to history_file when not NULL (read back at
+     * start, so another coordinator taking over keeps it). */
+    unsigned history_every_s;
+    const char *history_file;
 } ferry_coord_options;
 
 /* Takes the lease (FERRY_ECONFLICT naming the holder when another coordinator runs), loads the

@@ -17,7 +17,8 @@ enum ferry_code {
     FERRY_ECONNECT,  /* a server could not be reached */
     FERRY_EAUTH,     /* credentials refused */
     FERRY_EUNSUPPORTED,
-    FERRY_EINTERNAL
+    FERRY_EINTERNAL,
+    FERRY_EACCESS    /* the caller is not allowed to do this (a bound user, a foreign tenant) */
 };
 
 #define FERRY_ERR_MSG_MAX 1024

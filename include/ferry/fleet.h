@@ -16,12 +16,23 @@
 #include "ferry/err.h"
 #include "ferry/objstore.h"
 
+/* A replica of a shard after the first: its ClickHouse URL and its agent, from the same
+ * positions of the shard's replicas and agent lists. */
+typedef struct ferry_fleet_replica {
+    char url[FERRY_URL_MAX];
+    char agent_url[FERRY_URL_MAX]; /* "" when the shard lists one agent only */
+    ferry_agent_client *agent;     /* owned; NULL when agent_url is "" */
+} ferry_fleet_replica;
+
 typedef struct ferry_fleet_server {
     char name[FERRY_NAME_MAX];
     char url[FERRY_URL_MAX];       /* the first replica's ClickHouse HTTP URL */
-    char agent_url[FERRY_URL_MAX];
+    char agent_url[FERRY_URL_MAX]; /* the first replica's agent */
     ferry_ch_client *ch;           /* owned */
     ferry_agent_client *agent;     /* owned */
+    ferry_fleet_replica *more;     /* owned: the replicas after the first (the sweep and
+                                    * retention read every replica's pointer files) */
+    size_t n_more;
 } ferry_fleet_server;
 
 typedef struct ferry_fleet {
@@ -45,7 +56,7 @@ typedef struct ferry_shard_client_opts {
 } ferry_shard_client_opts;
 
 /* The clients of one shard, as every flow opens them: ClickHouse at the first of the shard's
- * replicas (user and password_file from [shard "NAME"] of cfg), the agent at its agent URL with
+ * replicas (user and password_file from [shard "NAME"] of cfg), the agent at its (first) agent URL with
  * the bearer token of agent_token_file. Nothing is contacted. On success the caller owns *ch,
  * *agent and, when token is not NULL, *token (the agent token: wipe before freeing). On error
  * nothing is returned and the message names the shard and what the config lacks. */

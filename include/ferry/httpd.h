@@ -85,6 +85,8 @@ int ferry_http_args_foreach(const ferry_http_req *req,
                             int (*fn)(void *cls, const char *name, const char *value),
                             void *cls);
 const char *ferry_http_header(const ferry_http_req *req, const char *name); /* case-insensitive */
+/* The client's address (dotted IPv4, or IPv6) into buf; false when the server cannot tell. */
+bool ferry_http_client_addr(const ferry_http_req *req, char *buf, size_t size);
 /* HTTP basic credentials, if sent: *user and *password are owned by the request. */
 bool ferry_http_basic_auth(ferry_http_req *req, const char **user, const char **password);
 /* The buffered body (on_complete of a route without on_body); never NULL. */
@@ -92,6 +94,11 @@ const char *ferry_http_body(const ferry_http_req *req, size_t *len);
 void ferry_http_req_set_state(ferry_http_req *req, void *state);
 void *ferry_http_req_state(const ferry_http_req *req);
 bool ferry_http_responded(const ferry_http_req *req);
+/* In on_cleanup: whether the client received the whole response (false when it went away
+ * before, or the connection failed). */
+bool ferry_http_delivered(const ferry_http_req *req);
+/* The status of the answer given (0: none yet). */
+unsigned ferry_http_status(const ferry_http_req *req);
 
 /* ---- answers: exactly one per request ---- */
 /* Adds a response header; call before responding. Returns 0 or FERRY_ENOMEM. */

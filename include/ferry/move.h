@@ -46,12 +46,21 @@ typedef struct ferry_move_opts {
     const char *catalog_url;        /* every run opens its own handle */
     const struct ferry_config *cfg; /* [shard "x"] agent_token_file, user, password_file */
     const char *owner;              /* who runs the move (host:pid), recorded in the journal */
-    unsigned grace_ms;              /* wait after the routing switch for writes already in
-                                       flight to the source (0: 2000) */
-    uint64_t max_bytes_per_second;  /* 0: unlimited; a run sleeps to stay under it */
+    unsigned grace_ms;              /* with grace_given: wait after the routing switch for
+                                       writes already in flight to the source */
+    bool grace_given;               /* false: the default grace (ferry_move_grace) */
+    uint64_t max_bytes_per_second;  /* 0: unlimited; a run sleeps to stay under it (when rate
+                                       is NULL) */
+    struct ferry_rate *rate;        /* a limit shared with other moves (ferry_plan_run's), or
+                                       NULL */
     ferry_move_progress_fn progress; /* may be NULL */
     void *progress_arg;
 } ferry_move_opts;
+
+/* The grace a move waits after its routing switch: o->grace_ms when given, else 0 when the
+ * config lists [cluster] routers (the router fence covers every write a router sent, and with
+ * routers every writer is assumed to be one: give --grace for others), else 2000 ms. */
+unsigned ferry_move_grace(const ferry_move_opts *o);
 
 /* What one run of a move did. Byte counts cover this run only (a resumed move counts what the
  * resumed run copied). "Real" sizes are the parts' bytes_on_disk (for a cold part: the size of
@@ -69,6 +78,12 @@ typedef struct ferry_move_result {
     uint64_t cold_bytes, cold_copied;
     uint64_t rows;               /* rows of the slice verified on the target */
     double seconds;
+    /* where this run's time went: milliseconds in each state (the state being worked on, by
+     * enum ferry_move_state; the routing switch counts in VERIFY), and what it asked of others */
+    double state_ms[FERRY_MOVE_STATES];
+    unsigned long statements;     /* ClickHouse statements, both servers */
+    unsigned long agent_requests; /* node agent requests, both servers */
+    unsigned long catalog_writes; /* catalog commits (journal, routes, part records) */
 } ferry_move_result;
 
 /* Checks a move request against the catalog and the servers and journals it (state PLANNED),

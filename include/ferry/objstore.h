@@ -86,7 +86,11 @@ const char *ferry_objstore_describe(const ferry_objstore *st);
 int ferry_objstore_set_multipart(ferry_objstore *st, uint64_t threshold, uint64_t part_size,
                                  ferry_err *err);
 
-/* Creates or replaces key with data[0..len). The object appears whole or not at all. */
+/* Creates key with data[0..len). The object appears whole or not at all. Never replaces an
+ * object: a key that exists is FERRY_ECONFLICT (S3: If-None-Match: * on the PUT and on
+ * CompleteMultipartUpload, answered 412; local: link(2), which fails on an existing name). A
+ * store that ignores If-None-Match (s3rver does) overwrites: callers that must not rely on it
+ * check the key first (the agent's upload does). */
 int ferry_objstore_put(ferry_objstore *st, const char *key, const void *data, size_t len,
                        ferry_err *err);
 /* Same, streaming the whole regular file open on fd (read with pread from offset 0; the file

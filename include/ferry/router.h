@@ -152,10 +152,14 @@ struct ferry_config;
  * none; FERRY_ETIMEOUT naming the router after timeout_ms (0: 60 s). */
 int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigned timeout_ms,
                        ferry_err *err);
-/* The fence before a route names a shard: waits until every router in [cluster] routers lists
- * shard as usable in its status (it loaded the shard's catalog record and can read its
- * credentials), at most timeout_ms (0: 60 s); FERRY_ETIMEOUT naming the router and why. */
-int ferry_router_fence_shard(const struct ferry_config *cfg, const char *shard,
-                             unsigned timeout_ms, ferry_err *err);
+/* The fence before a move switches slice (tenant, split) to shard: waits until every router in
+ * [cluster] routers lists shard as usable in its status (it loaded the shard's catalog record and
+ * can read its credentials) and expects no client's retry of a failed write to the slice (a
+ * request that stored part of its rows is retried where its rows are; docs/routing.md "Retries
+ * and moves"). The shard part times out after timeout_ms (0: 60 s); a pending retry is waited for
+ * as long as the router's [router] retry_window says. FERRY_ETIMEOUT naming the router and why. */
+int ferry_router_fence_switch(const struct ferry_config *cfg, const char *shard,
+                              const char *tenant, uint32_t split, unsigned timeout_ms,
+                              ferry_err *err);
 
 #endif

@@ -105,6 +105,7 @@ typedef struct ferry_sql_ref {
     size_t n_tenants;
     ferry_span *in_lists; /* owned: "(...)" spans of `tenant IN (...)` conjuncts to prune */
     size_t n_in_lists;
+    bool cte;             /* the name is a WITH name AS (subquery) of the statement */
 } ferry_sql_ref;
 
 /* The right-hand side of a GLOBAL IN / GLOBAL JOIN that is a subquery. */
@@ -135,6 +136,8 @@ typedef struct ferry_sql_analysis {
     size_t n_refs;
     ferry_sql_global *globals;
     size_t n_globals;
+    ferry_span *table_functions; /* owned: the names of table functions in FROM / JOIN */
+    size_t n_table_functions;
     bool top_union;       /* the statement is a UNION / EXCEPT / INTERSECT */
     ferry_span body;      /* the statement without FORMAT, SETTINGS and a trailing ';' */
     ferry_span format_clause, settings_clause; /* {0,0} when absent */
@@ -180,6 +183,55 @@ typedef struct ferry_sql_tenant_splits {
     uint32_t splits;
 } ferry_sql_tenant_splits;
 
+/* ---- tenant scope: what a user bound to tenants may read (docs/security.md) ---- */
+
+/* A query parameter of the request (URL parameter param_NAME=value): what {NAME:Type} in the
+ * text stands for. */
+typedef struct ferry_sql_param {
+    const char *name;
+    const char *value;
+} ferry_sql_param;
+
+typedef struct ferry_sql_scope {
+    const char *const *tenants; /* the tenants whose rows the reader may see, sorted (strcmp) */
+    size_t n_tenants;
+    const char *const *tables;  /* tables ferry does not manage that the reader may read as each
+                                 * server has them, "db.table" (any order) */
+    size_t n_tables;
+    const char *database;       /* the request's database for unqualified names ("default") */
+    const ferry_sql_param *params;
+    size_t n_params;
+} ferry_sql_scope;
+
+/* Whether tenant is one of the scope's. */
+bool ferry_sql_scope_has(const ferry_sql_scope *s, const char *tenant);
+
+/* Checks an analysed SELECT for a reader bound to scope's tenants. FERRY_OK, or FERRY_EACCESS
+ * with what is refused (the caller answers ACCESS_DENIED):
+ *   - a statement the analysis did not understand (it could not be restricted reliably);
+ *   - table functions (url, s3, file, remote, cluster, numbers, ...), tables ferry does not
+ *     manage and the scope does not list (system.*, information_schema, other databases), a
+ *     name taken for a WITH subquery where no such subquery is visible, `x IN table`;
+ *   - functions that read beyond the query's tables or the request (file, dictGet*, joinGet*,
+ *     getClientHTTPHeader, hasColumnInTable, ...) and settings that would change what the
+ *     restriction means or reach other requests (ferry_sql_setting_refused_scoped);
+ *   - a per-tenant table of another tenant;
+ *   - the tenant column compared (=, ==, !=, <>, [NOT] IN, equals, notEquals, [global][not]In,
+ *     has, hasAny, hasAll, indexOf, countEqual) with a literal, a literal list or a query
+ *     parameter naming a tenant outside the scope, or with anything that is not a literal, a
+ *     query parameter, a column or a subquery (an expression could name any tenant); a tuple
+ *     holding the tenant column in a comparison; an alias named like a tenant or split column.
+ * Whatever passes is still restricted to the scope's slices by the rewrite
+ * (ferry_sql_target.scope): this check gives a clear ACCESS_DENIED for a query naming another
+ * tenant, the restriction is what keeps other tenants' rows out. Pure. */
+int ferry_sql_scope_check(const ferry_sql_analysis *a, const ferry_sql_table *tables,
+                          size_t n_tables, const ferry_sql_scope *scope, ferry_err *err);
+/* Settings a bound reader may not set, in the statement or as URL parameters:
+ * allow_get_client_http_header (the router's credentials toward the shards are in its request
+ * headers), replace_running_query (another user's query could be replaced), readonly,
+ * allow_ddl, allow_introspection_functions, ... Case-sensitive like setting names. */
+bool ferry_sql_setting_refused_scoped(const char *name);
+
 /* Per server and managed table (index as in the tables array): local table name, for
  * per_tenant tables a pattern with {tenant}. NULL = the name as written (identity). */
 typedef struct ferry_sql_target {
@@ -195,6 +247,11 @@ typedef struct ferry_sql_target {
      * evaluating the (tenant, split) IN set, which costs ~1 ms per query on ClickHouse 26.7. */
     const ferry_sql_tenant_splits *tenant_splits;
     size_t n_tenant_splits;
+    /* Optional (NULL: every tenant): a reader bound to tenants. Every managed reference is then
+     * restricted to served slices of the scope's tenants, on every server and in every plan
+     * (rows of other tenants are never read, whatever the query says), and tenant_splits is
+     * not used (each reference keeps its explicit restriction). */
+    const ferry_sql_scope *scope;
 } ferry_sql_target;
 
 typedef struct ferry_sql_rewritten {

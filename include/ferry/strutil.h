@@ -29,6 +29,10 @@ char *ferry_trim(char *s);
  * names, no spaces. ferry_list_add leaves the list unchanged and returns false when the result
  * would not fit in size bytes (a name already there is success). */
 bool ferry_list_has(const char *list, const char *name);
+/* The number of items of a comma-separated list ("" has none), and item i (0-based) trimmed of
+ * blanks into out; ferry_list_item is false when the list has no item i or it does not fit. */
+size_t ferry_list_count(const char *list);
+bool ferry_list_item(const char *list, size_t i, char *out, size_t outsz);
 bool ferry_list_add(char *list, size_t size, const char *name);
 void ferry_list_remove(char *list, const char *name);
 

@@ -130,10 +130,12 @@ void ferry_sweep_report_free(ferry_sweep_report *r);
 
 /* ---- I/O -------------------------------------------------------------------------------------- */
 
-/* Reads every server's pointer files through its agent into refs (appended). A server that
- * cannot be read, or a file under its cold disk that is not a readable pointer file, adds a
- * line to problems (a JSON array of strings) and counts in *failed: what it names is unknown.
- * A server without an object-storage disk names nothing. Errors only for memory. */
+/* Reads the pointer files of every replica of every server through its agent into refs
+ * (appended; each under the server's name). A replica that cannot be read (no agent for it,
+ * an agent error, no object-storage disk, an answer that lacks what it should hold), or a file
+ * under its cold disk that the agent could not read or that is not a readable pointer file,
+ * adds a line to problems (a JSON array of strings) and counts in *failed: what it names is
+ * unknown, and an incomplete read must never lead to a delete. Errors only for memory. */
 int ferry_sweep_read_pointers(struct ferry_fleet *fl, ferry_sweep_refs *refs, json_t *problems,
                               size_t *failed, ferry_err *err);
 /* Every object under prefix (all pages). *out owned by the caller (ferry_sweep_objects_free). */

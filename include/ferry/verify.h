@@ -23,6 +23,11 @@ typedef struct ferry_fingerprint {
     uint64_t bytes;      /* their bytes_on_disk */
 } ferry_fingerprint;
 
+/* The row fingerprints (rows, sum, xor, distinct; not parts and bytes) of several partitions of
+ * db.table in one query: out[i] for ids[i], all zero for a partition without rows. */
+int ferry_fingerprint_partitions(ferry_ch_client *c, const char *db, const char *table,
+                                 const char *const *ids, size_t n, ferry_fingerprint *out,
+                                 ferry_err *err);
 /* Reads the fingerprint of partition partition_id of db.table through c. */
 int ferry_fingerprint_partition(ferry_ch_client *c, const char *db, const char *table,
                                 const char *partition_id, ferry_fingerprint *out, ferry_err *err);

@@ -9,17 +9,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <pthread.h>
+
 #include "ferry/agent.h"
+#include "ferry/metrics.h"
 #include "ferry/clickhouse.h"
 #include "ferry/config.h"
 #include "ferry/objstore.h"
 #include "ferry/pathsafe.h"
+
+/* What the agent did since it started, for GET /agent/metrics (server.c). The operations are
+ * the table's (OPS) plus receive, by index. */
+#define AGENT_METRIC_OPS 16
+typedef struct agent_metrics {
+    pthread_mutex_t mu;
+    uint64_t ok[AGENT_METRIC_OPS], failed[AGENT_METRIC_OPS];
+    ferry_histogram seconds[AGENT_METRIC_OPS];
+    uint64_t bytes_sent, bytes_received, bytes_uploaded;
+    uint64_t parts_received, parts_refused; /* receives placed / refused by their checks */
+} agent_metrics;
 
 struct ferry_agent {
     char *ch_url, *ch_user, *ch_password;
     char *data_path; /* ends with '/' */
     char *token;
     char *config_path;
+    agent_metrics metrics;
 };
 
 typedef struct agent_disk {

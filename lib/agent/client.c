@@ -109,6 +109,12 @@ static int perform(ferry_agent_client *c, const char *what, struct curl_slist *h
     long status = 0;
     char safe_url[512];
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (ferry_log_enabled(FERRY_LOG_DEBUG)) {
+        /* every agent request with its time (FERRY_LOG_LEVEL=debug): where a flow's time goes */
+        double secs = 0;
+        curl_easy_getinfo(h, CURLINFO_TOTAL_TIME, &secs);
+        FLOG_DEBUG("msg=\"agent request\" op=%s status=%ld ms=%.1f", what, status, secs * 1e3);
+    }
     if (http_status)
         *http_status = status;
     ferry_redact_url(c->base, safe_url, sizeof safe_url);

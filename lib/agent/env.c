@@ -182,30 +182,43 @@ int agent_env_store(agent_env *env, ferry_err *err)
     const char *prefix = ferry_config_get(&env->cfg, "object_store", NULL, "prefix");
     agent_store_info *s = &env->store;
     s->local = !type || !strcmp(type, "local");
-    s->prefix = strdup(prefix ? prefix : "");
-    if (s->prefix[0] && !ferry_ends_with(s->prefix, "/")) {
-        char *p = with_slash(s->prefix);
-        free(s->prefix);
-        s->prefix = p;
+    if (!(s->prefix = prefix && *prefix ? with_slash(prefix) : strdup(""))) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
     }
     if (s->local) {
         const char *path = ferry_config_get(&env->cfg, "object_store", NULL, "path");
-        if (!path || path[0] != '/')
-            return ferry_err_set(err, FERRY_EINVAL, "%s: [object_store] path must be an "
-                                 "absolute directory", env->a->config_path);
-        s->root = with_slash(path);
+        if (!path || path[0] != '/') {
+            rc = ferry_err_set(err, FERRY_EINVAL, "%s: [object_store] path must be an "
+                               "absolute directory", env->a->config_path);
+            goto out;
+        }
         /* local blob storage: relative keys are relative to the disk's <path> */
-        s->disk_key_prefix = strdup(s->root);
+        if (!(s->root = with_slash(path)) || !(s->disk_key_prefix = strdup(s->root))) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
     } else {
         /* S3: the cold disk's endpoint is <endpoint>/<bucket>/<prefix>, so ClickHouse's key
          * prefix is ferry's upload prefix without its trailing '/'. */
-        s->disk_key_prefix = strdup(s->prefix);
+        if (!(s->disk_key_prefix = strdup(s->prefix))) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
         size_t n = strlen(s->disk_key_prefix);
         if (n && s->disk_key_prefix[n - 1] == '/')
             s->disk_key_prefix[n - 1] = '\0';
     }
     env->store_loaded = true;
-    return FERRY_OK;
+out:
+    if (rc) {
+        /* nothing half-made stays behind: the next call starts again */
+        free(s->prefix);
+        free(s->root);
+        free(s->disk_key_prefix);
+        s->prefix = s->root = s->disk_key_prefix = NULL;
+    }
+    return rc;
 }
 
 char *agent_store_ch_key(const agent_store_info *s, const char *store_key)
@@ -285,6 +298,10 @@ int agent_env_roots(agent_env *env, ferry_err *err)
         d->name = strdup(ferry_ch_rows_get(&rows, i, 0));
         d->path = with_slash(ferry_ch_rows_get(&rows, i, 1));
         d->is_remote = !strcmp(ferry_ch_rows_get(&rows, i, 2), "1");
+        if (!d->name || !d->path) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
         struct stat sb;
         ferry_err ignored = {0};
         if (d->path[0] == '/' && stat(d->path, &sb) == 0 &&
@@ -293,6 +310,16 @@ int agent_env_roots(agent_env *env, ferry_err *err)
     }
     env->roots_loaded = true;
 out:
+    if (rc && env->disks) {
+        /* nothing half-listed stays: the next call lists the disks again */
+        for (size_t i = 0; i < env->n_disks; i++) {
+            free(env->disks[i].name);
+            free(env->disks[i].path);
+        }
+        free(env->disks);
+        env->disks = NULL;
+        env->n_disks = 0;
+    }
     ferry_ch_rows_free(&rows);
     return rc;
 }
@@ -351,6 +378,10 @@ int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_ta
         free(canon);
         d[nd].rel = strdup(p[i].path + strlen(disk->path));
         nd++;
+        if (!d[nd - 1].path || !d[nd - 1].rel) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
         if (!ferry_safe_relpath(d[nd - 1].rel)) {
             rc = ferry_err_set(err, FERRY_EINTERNAL, "table %s.%s: unexpected data path %s",
                                db, table, p[i].path);

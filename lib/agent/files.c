@@ -149,8 +149,12 @@ int agent_write_file_at(int dirfd, const char *name, const void *data, size_t le
         p += w;
         left -= (size_t)w;
     }
-    if (fsync(fd) != 0 || close(fd) != 0)
-        return ferry_err_set(err, FERRY_EIO, "writing %s: %s", name, strerror(errno));
+    /* the descriptor is closed whether fsync worked or not */
+    int e = fsync(fd) != 0 ? errno : 0;
+    if (close(fd) != 0 && !e)
+        e = errno;
+    if (e)
+        return ferry_err_set(err, FERRY_EIO, "writing %s: %s", name, strerror(e));
     return FERRY_OK;
 }
 

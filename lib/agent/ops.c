@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,13 +262,17 @@ static int count_active(agent_env *env, const char *db, const char *table, const
 {
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf out = FERRY_BUF_INIT;
-    ferry_buf_puts(&sql, "SELECT count() FROM system.parts WHERE active AND database = ");
-    ferry_ch_quote(&sql, db);
-    ferry_buf_puts(&sql, " AND table = ");
-    ferry_ch_quote(&sql, table);
-    ferry_buf_puts(&sql, " AND partition_id = ");
-    ferry_ch_quote(&sql, pid);
-    int rc = ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), "TabSeparated", &out, NULL, err);
+    /* a statement cut short by a failed append is never sent */
+    int b = ferry_buf_puts(&sql, "SELECT count() FROM system.parts WHERE active AND "
+                                 "database = ");
+    b |= ferry_ch_quote(&sql, db);
+    b |= ferry_buf_puts(&sql, " AND table = ");
+    b |= ferry_ch_quote(&sql, table);
+    b |= ferry_buf_puts(&sql, " AND partition_id = ");
+    b |= ferry_ch_quote(&sql, pid);
+    int rc = b ? ferry_err_set(err, FERRY_ENOMEM, "out of memory")
+               : ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), "TabSeparated", &out, NULL,
+                                    err);
     if (rc == FERRY_OK) {
         char *s = (char *)ferry_buf_cstr(&out);
         ferry_chomp(s);
@@ -279,9 +284,77 @@ static int count_active(agent_env *env, const char *db, const char *table, const
     return rc;
 }
 
+/* freeze with "partition_ids": [...]: every listed partition frozen by one ALTER TABLE (one
+ * FREEZE command each, all WITH NAME name), then the frozen parts of all of them listed (a part's
+ * name starts with its partition id). A partition already frozen under the name, or without
+ * parts, is left out of the ALTER. The caller's mover freezes a whole slice in one request. */
+static int freeze_many(agent_env *env, json_t *req, json_t *ids, json_t **resp, ferry_err *err)
+{
+    const char *db, *table, *name;
+    agent_table_dir *dirs = NULL;
+    size_t ndirs = 0, todo = 0, i;
+    ferry_buf sql = FERRY_BUF_INIT;
+    json_t *parts = json_array(), *frozen = json_array(), *id;
+    int rc;
+    if ((rc = agent_req_str(req, "database", &db, err)) ||
+        (rc = agent_req_str(req, "table", &table, err)) ||
+        (rc = agent_req_name(req, "name", &name, err)) ||
+        (rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
+        (rc = list_frozen(env, dirs, ndirs, name, NULL, frozen, err)))
+        goto out;
+    if (!parts || !frozen) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (ferry_buf_puts(&sql, "ALTER TABLE ") || ferry_sql_ident(db, &sql) ||
+        ferry_buf_putc(&sql, '.') || ferry_sql_ident(table, &sql)) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    json_array_foreach(ids, i, id) {
+        const char *pid = json_string_value(id);
+        if (!pid || !ferry_safe_component(pid, false)) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "partition_ids[%zu] is not a partition id", i);
+            goto out;
+        }
+        size_t pl = strlen(pid), k;
+        json_t *fp;
+        bool have = false;
+        json_array_foreach(frozen, k, fp) {
+            const char *pn = json_string_value(json_object_get(fp, "name"));
+            have = have || (pn && !strncmp(pn, pid, pl) && pn[pl] == '_');
+        }
+        if (have)
+            continue; /* frozen by an earlier attempt under this name */
+        if (ferry_buf_puts(&sql, todo++ ? ", FREEZE PARTITION ID " : " FREEZE PARTITION ID ") ||
+            ferry_ch_quote(&sql, pid) || ferry_buf_puts(&sql, " WITH NAME ") ||
+            ferry_ch_quote(&sql, name)) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    if (todo && (rc = ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), NULL, NULL, NULL, err)))
+        goto out;
+    if (todo && (rc = list_frozen(env, dirs, ndirs, name, NULL, parts, err)))
+        goto out;
+    *resp = json_pack("{s:s, s:s, s:s, s:b, s:O}", "database", db, "table", table, "name", name,
+                      "existing", todo == 0, "parts", todo ? parts : frozen);
+    if (!*resp)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+out:
+    json_decref(parts);
+    json_decref(frozen);
+    ferry_buf_free(&sql);
+    agent_table_dirs_free(dirs, ndirs);
+    return rc;
+}
+
 static int frozen_common(agent_env *env, json_t *req, json_t **resp, bool do_freeze,
                          ferry_err *err)
 {
+    json_t *ids = json_object_get(req, "partition_ids");
+    if (do_freeze && json_is_array(ids))
+        return freeze_many(env, req, ids, resp, err);
     const char *db, *table, *name, *pid = NULL;
     agent_table_dir *dirs = NULL;
     size_t ndirs = 0;
@@ -309,14 +382,18 @@ static int frozen_common(agent_env *env, json_t *req, json_t **resp, bool do_fre
                                pid, db, table);
             goto out;
         }
-        ferry_buf_puts(&sql, "ALTER TABLE ");
-        ferry_sql_ident(db, &sql);
-        ferry_buf_putc(&sql, '.');
-        ferry_sql_ident(table, &sql);
-        ferry_buf_puts(&sql, " FREEZE PARTITION ID ");
-        ferry_ch_quote(&sql, pid);
-        ferry_buf_puts(&sql, " WITH NAME ");
-        ferry_ch_quote(&sql, name);
+        int b = ferry_buf_puts(&sql, "ALTER TABLE ");
+        b |= ferry_sql_ident(db, &sql);
+        b |= ferry_buf_putc(&sql, '.');
+        b |= ferry_sql_ident(table, &sql);
+        b |= ferry_buf_puts(&sql, " FREEZE PARTITION ID ");
+        b |= ferry_ch_quote(&sql, pid);
+        b |= ferry_buf_puts(&sql, " WITH NAME ");
+        b |= ferry_ch_quote(&sql, name);
+        if (b) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
         if ((rc = ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), NULL, NULL, NULL, err)))
             goto out;
         if ((rc = list_frozen(env, dirs, ndirs, name, pid, parts, err)))
@@ -349,6 +426,61 @@ int agent_op_frozen(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 }
 
 /* ---- upload --------------------------------------------------------------------------------- */
+
+/* Compares the object at key with the size bytes of the file open on fd. */
+typedef struct cmp_state {
+    int fd;
+    uint64_t pos;
+    bool differs;
+    char buf[64 * 1024];
+} cmp_state;
+
+static int cmp_sink(void *ud, const void *data, size_t len)
+{
+    cmp_state *c = ud;
+    const char *d = data;
+    while (len) {
+        size_t n = len < sizeof c->buf ? len : sizeof c->buf;
+        ssize_t r = pread(c->fd, c->buf, n, (off_t)c->pos);
+        if (r <= 0 || memcmp(c->buf, d, (size_t)r)) {
+            c->differs = true;
+            return 1;
+        }
+        c->pos += (uint64_t)r;
+        d += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+/* FERRY_OK when the object at key holds exactly the file's bytes; FERRY_ECONFLICT when it
+ * holds others (ferry never replaces an object); other errors when it cannot be read. */
+static int existing_is_same(ferry_objstore *st, const char *key, int fd, uint64_t size,
+                            ferry_err *err)
+{
+    ferry_object_info info = {0};
+    int rc = ferry_objstore_head(st, key, &info, err);
+    if (rc)
+        return rc;
+    if (info.size != size)
+        return ferry_err_set(err, FERRY_ECONFLICT, "%s exists with %llu bytes, the file has "
+                             "%llu: ferry never replaces an object (remove it with the janitor "
+                             "if nothing references it, e.g. ferry sweep)", key,
+                             (unsigned long long)info.size, (unsigned long long)size);
+    cmp_state *c = calloc(1, sizeof *c);
+    if (!c)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    c->fd = fd;
+    ferry_err gerr = {0};
+    rc = size ? ferry_objstore_get(st, key, 0, 0, cmp_sink, c, &gerr) : FERRY_OK;
+    if (c->differs || (rc == FERRY_OK && c->pos != size))
+        rc = ferry_err_set(err, FERRY_ECONFLICT, "%s exists with other bytes of the same size: "
+                           "ferry never replaces an object", key);
+    else if (rc)
+        rc = ferry_err_set(err, rc, "reading %s to compare: %s", key, gerr.msg);
+    free(c);
+    return rc;
+}
 
 int agent_op_upload(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 {
@@ -393,32 +525,46 @@ int agent_op_upload(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
         if ((rc = ferry_agent_object_key(env->store.prefix, db, table, pid, freeze, part,
                                          files[i].name, &key, err)))
             goto out;
+        char fp[4700];
+        if ((size_t)snprintf(fp, sizeof fp, "%s/%s", dir, files[i].name) >= sizeof fp) {
+            rc = ferry_err_set(err, FERRY_EIO, "%s/%s: the path is too long", dir,
+                               files[i].name);
+            goto out;
+        }
+        int fd = open(fp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            rc = ferry_err_set(err, FERRY_EIO, "%s: %s", fp, strerror(errno));
+            goto out;
+        }
+        /* An object already at the key is never replaced: the same bytes (a retried upload)
+         * count as uploaded, other bytes are an error. The store refuses the replacement
+         * itself (conditional put); the check first also covers stores that ignore it. */
         bool skip = false;
         if (chk) {
             ferry_object_info info = {0};
             ferry_err herr = {0};
             int hr = ferry_objstore_head(chk, ferry_buf_cstr(&key), &info, &herr);
-            if (hr == FERRY_OK && info.size == files[i].size)
-                skip = true;
-            else if (hr != FERRY_OK && hr != FERRY_ENOTFOUND) {
+            if (hr == FERRY_OK)
+                rc = existing_is_same(chk, ferry_buf_cstr(&key), fd, files[i].size, err);
+            else if (hr != FERRY_ENOTFOUND)
                 rc = ferry_err_set(err, hr, "checking %s: %s", ferry_buf_cstr(&key), herr.msg);
-                goto out;
+            skip = hr == FERRY_OK && rc == FERRY_OK;
+        }
+        if (rc == FERRY_OK && !skip) {
+            rc = ferry_objstore_put_fd(up, ferry_buf_cstr(&key), fd, err);
+            if (rc == FERRY_ECONFLICT && chk) {
+                /* created since the check (another agent uploading the same part) */
+                ferry_err_clear(err);
+                rc = existing_is_same(chk, ferry_buf_cstr(&key), fd, files[i].size, err);
+                skip = rc == FERRY_OK;
             }
         }
+        close(fd);
+        if (rc) {
+            ferry_err_prefix(err, "uploading %s: ", files[i].name);
+            goto out;
+        }
         if (!skip) {
-            char fp[4700];
-            snprintf(fp, sizeof fp, "%s/%s", dir, files[i].name);
-            int fd = open(fp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-            if (fd < 0) {
-                rc = ferry_err_set(err, FERRY_EIO, "%s: %s", fp, strerror(errno));
-                goto out;
-            }
-            rc = ferry_objstore_put_fd(up, ferry_buf_cstr(&key), fd, err);
-            close(fd);
-            if (rc) {
-                ferry_err_prefix(err, "uploading %s: ", files[i].name);
-                goto out;
-            }
             uploaded++;
             bytes += files[i].size;
         } else {
@@ -466,7 +612,10 @@ int agent_make_tmp(agent_env *env, const agent_table_dir *td, char **detached, c
         agent_note_errno(env, errno);
         return ferry_err_set(err, FERRY_EIO, "cannot create %s: %s", p, strerror(errno));
     }
-    *tmp = strdup(p);
+    if (!(*tmp = strdup(p))) {
+        rmdir(p);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
     return FERRY_OK;
 }
 
@@ -494,7 +643,8 @@ int agent_place_tmp(agent_env *env, const char *detached, const char *tmp, const
         return rc;
     }
     (void)env;
-    *final_out = strdup(final);
+    if (!(*final_out = strdup(final)))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     return FERRY_OK;
 }
 
@@ -639,7 +789,35 @@ out:
 
 /* ---- remove-detached ------------------------------------------------------------------------ */
 
+static int remove_detached_one(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+
+/* remove-detached with "parts": [...]: each part as if asked alone, in order; stops at the first
+ * error. The answer lists each part's answer ("results"). */
 int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
+{
+    json_t *parts = json_object_get(req, "parts");
+    if (!json_is_array(parts))
+        return remove_detached_one(env, req, resp, err);
+    json_t *results = json_array(), *one = json_deep_copy(req), *p;
+    int rc = results && one ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    size_t i;
+    json_object_del(one, "parts");
+    json_array_foreach(parts, i, p) {
+        json_t *r = NULL;
+        if (rc || json_object_set(one, "part", p))
+            break;
+        if ((rc = remove_detached_one(env, one, &r, err)))
+            break;
+        json_array_append_new(results, r);
+    }
+    if (!rc)
+        *resp = json_pack("{s:O}", "results", results);
+    json_decref(results);
+    json_decref(one);
+    return rc;
+}
+
+static int remove_detached_one(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 {
     const char *db, *table, *part, *disk = agent_req_opt(req, "disk");
     agent_table_dir *dirs = NULL;
@@ -659,6 +837,13 @@ int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_e
         snprintf(p, sizeof p, "%sdetached/%s", dirs[i].path, part);
         if (lstat(p, &sb) != 0)
             continue;
+        if (S_ISLNK(sb.st_mode)) {
+            /* the check of the roots below would follow it, and the removal would take its
+             * target (a live part, another table): ClickHouse never makes one here */
+            rc = ferry_err_set(err, FERRY_EINVAL, "%s is a symlink; ferry never removes through "
+                               "one (check where it points, then remove the link by hand)", p);
+            goto out;
+        }
         if (agent_tmp_in_use(part)) {
             env->status = 409;
             rc = ferry_err_set(err, FERRY_ECONFLICT, "%s is being written by a live agent "
@@ -696,11 +881,12 @@ static int unfreeze_uuid(agent_env *env, const char *uuid, const char *name, jso
     /* by data path: system.tables.uuid is zero for tables of chdb's Overlay database */
     char needle[300];
     snprintf(needle, sizeof needle, "/%s/", uuid);
-    ferry_buf_puts(&sql, "SELECT DISTINCT database, name FROM system.tables WHERE "
-                         "arrayExists(p -> position(p, ");
-    ferry_ch_quote(&sql, needle);
-    ferry_buf_puts(&sql, ") > 0, data_paths)");
-    int rc = ferry_ch_query_rows(env->ch, ferry_buf_cstr(&sql), &rows, NULL, err);
+    int b = ferry_buf_puts(&sql, "SELECT DISTINCT database, name FROM system.tables WHERE "
+                                 "arrayExists(p -> position(p, ");
+    b |= ferry_ch_quote(&sql, needle);
+    b |= ferry_buf_puts(&sql, ") > 0, data_paths)");
+    int rc = b ? ferry_err_set(err, FERRY_ENOMEM, "out of memory")
+               : ferry_ch_query_rows(env->ch, ferry_buf_cstr(&sql), &rows, NULL, err);
     if (rc || rows.n_rows != 1 || rows.n_cols != 2)
         goto out;
     const char *db = ferry_ch_rows_get(&rows, 0, 0), *t = ferry_ch_rows_get(&rows, 0, 1);
@@ -710,12 +896,16 @@ static int unfreeze_uuid(agent_env *env, const char *uuid, const char *name, jso
     json_t *x;
     json_array_foreach(done, i, x) if (!strcmp(json_string_value(x), label)) goto out;
     ferry_buf_reset(&sql);
-    ferry_buf_puts(&sql, "ALTER TABLE ");
-    ferry_sql_ident(db, &sql);
-    ferry_buf_putc(&sql, '.');
-    ferry_sql_ident(t, &sql);
-    ferry_buf_puts(&sql, " UNFREEZE WITH NAME ");
-    ferry_ch_quote(&sql, name);
+    b = ferry_buf_puts(&sql, "ALTER TABLE ");
+    b |= ferry_sql_ident(db, &sql);
+    b |= ferry_buf_putc(&sql, '.');
+    b |= ferry_sql_ident(t, &sql);
+    b |= ferry_buf_puts(&sql, " UNFREEZE WITH NAME ");
+    b |= ferry_ch_quote(&sql, name);
+    if (b) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
     if ((rc = ferry_ch_query_buf(env->ch, ferry_buf_cstr(&sql), NULL, NULL, NULL, err)) ==
         FERRY_OK)
         json_array_append_new(done, json_string(label));
@@ -739,6 +929,12 @@ int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err
         snprintf(p, sizeof p, "%sshadow/%s", d->path, name);
         if (d->path[0] != '/' || lstat(p, &sb) != 0)
             continue;
+        if (S_ISLNK(sb.st_mode)) {
+            /* FREEZE makes a directory; a link would lead the removal to its target */
+            rc = ferry_err_set(err, FERRY_EINVAL, "%s is a symlink; ferry never removes through "
+                               "one (check where it points, then remove the link by hand)", p);
+            goto out;
+        }
         if ((rc = ferry_roots_check(&env->roots, p, &canon, err)))
             goto out;
         if (d->is_remote) {
@@ -784,34 +980,80 @@ out:
 
 /* ---- pointers ------------------------------------------------------------------------------- */
 
+/* Adds {path, error} to invalid: something under the cold disk that could not be read, so
+ * what it references is unknown (the sweep and retention then count the read as incomplete). */
+static void walk_invalid(json_t *invalid, const char *rel, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void walk_invalid(json_t *invalid, const char *rel, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    json_array_append_new(invalid, json_pack("{s:s, s:s}", "path", rel, "error", why));
+}
+
+/* Lists every file under base/rel as a pointer file (files) or as something that could not be
+ * read (invalid). Only a name that vanished while the walk ran (ENOENT: ClickHouse removed a
+ * part's folder) is skipped; any other error, or a path too long for its buffer, is an invalid
+ * entry, never a silent gap. Errors only for the walk itself (memory). */
 static int walk_pointers(agent_env *env, const char *base, const char *rel, json_t *files,
                          json_t *invalid, int depth, ferry_err *err)
 {
     char p[4400];
-    snprintf(p, sizeof p, "%s%s", base, rel);
-    if (depth > 32)
-        return ferry_err_set(err, FERRY_EIO, "%s: too deep", p);
+    if ((size_t)snprintf(p, sizeof p, "%s%s", base, rel) >= sizeof p) {
+        walk_invalid(invalid, rel, "the path is longer than %zu bytes", sizeof p - 1);
+        return FERRY_OK;
+    }
+    if (depth > 32) {
+        walk_invalid(invalid, rel, "more than 32 directories deep");
+        return FERRY_OK;
+    }
     DIR *d = opendir(p);
-    if (!d)
-        return errno == ENOENT ? FERRY_OK
-                               : ferry_err_set(err, FERRY_EIO, "%s: %s", p, strerror(errno));
+    if (!d) {
+        if (errno != ENOENT)
+            walk_invalid(invalid, rel, "cannot open the directory: %s", strerror(errno));
+        return FERRY_OK;
+    }
     struct dirent *e;
     int rc = FERRY_OK;
-    while ((e = readdir(d)) != NULL && rc == FERRY_OK) {
+    for (;;) {
+        errno = 0;
+        if (!(e = readdir(d))) {
+            if (errno)
+                walk_invalid(invalid, rel, "cannot read the directory: %s", strerror(errno));
+            break;
+        }
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
         char r2[4400], full[4400];
-        snprintf(r2, sizeof r2, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
-        snprintf(full, sizeof full, "%s%s", base, r2);
-        struct stat sb;
-        if (lstat(full, &sb) != 0)
-            continue;
-        if (S_ISDIR(sb.st_mode)) {
-            rc = walk_pointers(env, base, r2, files, invalid, depth + 1, err);
+        if ((size_t)snprintf(r2, sizeof r2, "%s%s%s", rel, *rel ? "/" : "", e->d_name) >=
+                sizeof r2 ||
+            (size_t)snprintf(full, sizeof full, "%s%s", base, r2) >= sizeof full) {
+            walk_invalid(invalid, rel, "a name in it makes a path longer than %zu bytes",
+                         sizeof full - 1);
             continue;
         }
-        if (!S_ISREG(sb.st_mode))
+        struct stat sb;
+        if (lstat(full, &sb) != 0) {
+            if (errno != ENOENT)
+                walk_invalid(invalid, r2, "lstat: %s", strerror(errno));
             continue;
+        }
+        if (S_ISDIR(sb.st_mode)) {
+            if ((rc = walk_pointers(env, base, r2, files, invalid, depth + 1, err)))
+                break;
+            continue;
+        }
+        if (S_ISLNK(sb.st_mode))
+            continue; /* Atomic databases link data/DB/TABLE to store/...: walked there */
+        if (!S_ISREG(sb.st_mode)) {
+            /* a fifo or device under the metadata path is not ClickHouse's: say so rather than
+             * guess what it names */
+            walk_invalid(invalid, r2, "not a regular file, directory or symlink");
+            continue;
+        }
         ferry_pointer pt = FERRY_POINTER_INIT;
         ferry_err perr = {0};
         json_t *objs = pointer_objects(env, full, &pt, &perr);
@@ -822,7 +1064,7 @@ static int walk_pointers(agent_env *env, const char *base, const char *rel, json
                                                    "links", (json_int_t)sb.st_nlink, "size",
                                                    (json_int_t)ferry_pointer_total_size(&pt),
                                                    "objects", objs));
-        else
+        else if (perr.code != FERRY_ENOTFOUND) /* removed since readdir: names nothing now */
             json_array_append_new(invalid, json_pack("{s:s, s:s}", "path", r2, "error",
                                                      perr.msg));
         ferry_pointer_free(&pt);
@@ -880,7 +1122,19 @@ int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err
                              "plain names", under);
     if ((rc = agent_env_roots(env, err)))
         return rc;
+    /* without the store's layout no key can be named in ferry's terms, and a listing whose
+     * keys are all "outside the store" would make every object look unreferenced */
+    if ((rc = agent_env_store(env, err))) {
+        ferry_err_prefix(err, "pointers: cannot name the objects' store keys: ");
+        return rc;
+    }
     json_t *files = json_array(), *invalid = json_array(), *disks = json_array();
+    if (!files || !invalid || !disks) {
+        json_decref(files);
+        json_decref(invalid);
+        json_decref(disks);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
     bool any = false;
     for (size_t i = 0; i < env->n_disks && rc == FERRY_OK; i++) {
         const agent_disk *d = &env->disks[i];

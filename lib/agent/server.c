@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ferry/lines.h"
 #include "ferry/log.h"
@@ -43,6 +44,9 @@ int ferry_agent_new(const ferry_agent_options *opt, ferry_agent **out, ferry_err
         ferry_agent_free(a);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
+    pthread_mutex_init(&a->metrics.mu, NULL);
+    for (size_t i = 0; i < AGENT_METRIC_OPS; i++)
+        ferry_histogram_init(&a->metrics.seconds[i]);
     *out = a;
     return FERRY_OK;
 }
@@ -65,6 +69,9 @@ void ferry_agent_free(ferry_agent *a)
     free(a->data_path);
     wipe_free(a->token);
     free(a->config_path);
+    pthread_mutex_destroy(&a->metrics.mu);
+    for (size_t i = 0; i < AGENT_METRIC_OPS; i++)
+        ferry_histogram_destroy(&a->metrics.seconds[i]);
     free(a);
 }
 
@@ -189,6 +196,89 @@ static const agent_op OPS[] = {
     {"pointers", "POST", agent_op_pointers},
 };
 
+#define N_OPS (sizeof OPS / sizeof OPS[0])
+#define OP_RECEIVE N_OPS /* the metrics' index of the streamed receive */
+_Static_assert(N_OPS + 1 <= AGENT_METRIC_OPS, "agent_metrics has a slot per operation");
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One finished operation in the metrics: outcome, duration, and the bytes its answer reports. */
+static void count_op(ferry_agent *a, size_t op, bool ok, double seconds, json_t *resp)
+{
+    agent_metrics *m = &a->metrics;
+    ferry_histogram_observe(&m->seconds[op], seconds);
+    pthread_mutex_lock(&m->mu);
+    if (ok)
+        m->ok[op]++;
+    else
+        m->failed[op]++;
+    if (ok && resp) {
+        m->bytes_sent += (uint64_t)json_integer_value(json_object_get(resp, "bytes_sent"));
+        m->bytes_uploaded += (uint64_t)json_integer_value(json_object_get(resp, "bytes_uploaded"));
+    }
+    if (op == OP_RECEIVE) {
+        if (ok) {
+            m->parts_received++;
+            m->bytes_received += (uint64_t)json_integer_value(json_object_get(resp, "bytes"));
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* GET /agent/metrics: the Prometheus text of what the agent did since it started. */
+static void metrics_respond(ferry_http_req *req, ferry_agent *a)
+{
+    agent_metrics *m = &a->metrics;
+    ferry_buf b = FERRY_BUF_INIT;
+    ferry_metrics_family(&b, "ferry_agent_operations_total", FERRY_METRIC_COUNTER,
+                         "agent operations by kind and outcome");
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i <= N_OPS; i++) {
+        const char *name = i < N_OPS ? OPS[i].name : "receive";
+        ferry_metrics_sample(&b, "ferry_agent_operations_total",
+                             (const char *[]){"operation", name, "outcome", "ok", NULL},
+                             (double)m->ok[i]);
+        ferry_metrics_sample(&b, "ferry_agent_operations_total",
+                             (const char *[]){"operation", name, "outcome", "error", NULL},
+                             (double)m->failed[i]);
+    }
+    agent_metrics snap = *m;
+    pthread_mutex_unlock(&m->mu);
+    ferry_metrics_family(&b, "ferry_agent_operation_seconds", FERRY_METRIC_HISTOGRAM,
+                         "time to answer an agent operation");
+    for (size_t i = 0; i <= N_OPS; i++)
+        ferry_histogram_render(&m->seconds[i], &b, "ferry_agent_operation_seconds",
+                               (const char *[]){"operation", i < N_OPS ? OPS[i].name : "receive",
+                                                NULL});
+    ferry_metrics_family(&b, "ferry_agent_sent_bytes_total", FERRY_METRIC_COUNTER,
+                         "part bytes sent to other agents (moves, clones, repair)");
+    ferry_metrics_sample(&b, "ferry_agent_sent_bytes_total", NULL, (double)snap.bytes_sent);
+    ferry_metrics_family(&b, "ferry_agent_received_bytes_total", FERRY_METRIC_COUNTER,
+                         "part bytes received from other agents and placed");
+    ferry_metrics_sample(&b, "ferry_agent_received_bytes_total", NULL,
+                         (double)snap.bytes_received);
+    ferry_metrics_family(&b, "ferry_agent_uploaded_bytes_total", FERRY_METRIC_COUNTER,
+                         "bytes uploaded to the object store (tiering)");
+    ferry_metrics_sample(&b, "ferry_agent_uploaded_bytes_total", NULL,
+                         (double)snap.bytes_uploaded);
+    ferry_metrics_family(&b, "ferry_agent_parts_verified_total", FERRY_METRIC_COUNTER,
+                         "received parts by the outcome of their checks (checksums, objects)");
+    ferry_metrics_sample(&b, "ferry_agent_parts_verified_total",
+                         (const char *[]){"outcome", "placed", NULL}, (double)snap.parts_received);
+    ferry_metrics_sample(&b, "ferry_agent_parts_verified_total",
+                         (const char *[]){"outcome", "refused", NULL}, (double)snap.parts_refused);
+    if (b.data)
+        ferry_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
+    else
+        respond_error(req, 500, FERRY_ENOMEM, "out of memory");
+    ferry_buf_free(&b);
+}
+
 static void op_headers(ferry_http_req *req, void *ctx)
 {
     authorised(req, ctx);
@@ -205,6 +295,10 @@ static void op_complete(ferry_http_req *req, void *ctx)
         if (!strcmp(OPS[i].name, path))
             op = &OPS[i];
     char msg[600];
+    if (!op && !strcmp(path, "metrics") && !strcmp(ferry_http_method(req), "GET")) {
+        metrics_respond(req, a);
+        return;
+    }
     if (!op) {
         snprintf(msg, sizeof msg, "no agent operation '%.200s' (see docs/agent.md)", path);
         respond_error(req, 404, FERRY_ENOTFOUND, msg);
@@ -229,14 +323,21 @@ static void op_complete(ferry_http_req *req, void *ctx)
             respond_error(req, 400, FERRY_EINVAL, msg);
             return;
         }
-    } else {
-        body = json_object();
+    } else if (!(body = json_object())) {
+        respond_error(req, 500, FERRY_ENOMEM, "out of memory");
+        return;
     }
     agent_env env;
     agent_env_init(&env, a);
     ferry_err err = {0};
     json_t *resp = NULL;
+    double t0 = mono_s();
     int rc = op->fn(&env, body, &resp, &err);
+    /* every answer is built with jansson; a NULL one is an allocation that failed */
+    if (rc == FERRY_OK && !resp)
+        rc = ferry_err_set(&err, FERRY_ENOMEM, "out of memory building the answer of %s",
+                           op->name);
+    count_op(a, (size_t)(op - OPS), rc == FERRY_OK, mono_s() - t0, resp);
     if (rc == FERRY_OK) {
         respond_json(req, 200, resp);
         FLOG_INFO("agent: op=%s status=200", op->name);
@@ -257,6 +358,7 @@ typedef struct recv_state {
     agent_recv *r;
     ferry_err err;
     int rc;
+    double t0;
 } recv_state;
 
 static void recv_headers(ferry_http_req *req, void *ctx)
@@ -275,6 +377,7 @@ static void recv_headers(ferry_http_req *req, void *ctx)
         return;
     }
     agent_env_init(&s->env, a);
+    s->t0 = mono_s();
     ferry_http_req_set_state(req, s);
     const char *db = ferry_http_arg(req, "database"), *table = ferry_http_arg(req, "table"),
                *part = ferry_http_arg(req, "part"), *kind = ferry_http_arg(req, "kind"),
@@ -312,6 +415,12 @@ static void recv_complete(ferry_http_req *req, void *ctx)
     json_t *resp = NULL;
     if (s->rc == FERRY_OK)
         s->rc = agent_recv_finish(s->r, &resp, &s->err);
+    count_op(s->env.a, OP_RECEIVE, s->rc == FERRY_OK, mono_s() - s->t0, resp);
+    if (s->rc == FERRY_EINVAL) {
+        pthread_mutex_lock(&s->env.a->metrics.mu);
+        s->env.a->metrics.parts_refused++; /* a part that failed its checks */
+        pthread_mutex_unlock(&s->env.a->metrics.mu);
+    }
     if (s->rc == FERRY_OK) {
         respond_json(req, 200, resp);
         FLOG_INFO("agent: op=receive status=200");

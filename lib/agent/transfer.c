@@ -21,6 +21,14 @@
 #include "ferry/strutil.h"
 
 #define POINTER_FILE_MAX (1u << 20)
+/* What one receive may hold. checksums.txt lists about 60 bytes per file, so 16 MiB is a part of
+ * some 250,000 files; the files ClickHouse keeps beside it unlisted (columns.txt, ...) are small
+ * metadata, each bounded and all together; a pointer part is kept in memory until it is
+ * checked, 64 MiB of pointer files being some 500,000 objects. */
+#define RECV_CHECKSUMS_MAX (16u << 20)
+#define RECV_UNLISTED_MAX (16u << 20)
+#define RECV_UNLISTED_TOTAL ((uint64_t)64 << 20)
+#define RECV_POINTER_TOTAL ((uint64_t)64 << 20)
 
 /* ---- send (source side) --------------------------------------------------------------------- */
 
@@ -151,6 +159,7 @@ struct agent_recv {
     recv_pointer *ptrs;
     size_t n_ptrs;
     uint64_t bytes;
+    uint64_t limit; /* what bytes may reach: see RECV_* */
 };
 
 static int recv_file_begin(void *ud, const char *name, uint64_t size, ferry_err *err)
@@ -168,12 +177,22 @@ static int recv_file_begin(void *ud, const char *name, uint64_t size, ferry_err 
         if (size > POINTER_FILE_MAX)
             return ferry_err_set(err, FERRY_EINVAL, "%s: %" PRIu64 " bytes is too large for a "
                                  "pointer file", name, size);
+        if (size > r->limit - r->bytes)
+            return ferry_err_set(err, FERRY_EINVAL, "%s: a pointer part of more than %" PRIu64
+                                 " bytes is refused (its files are kept in memory)", name,
+                                 r->limit);
         return FERRY_OK;
     }
     bool is_cks = !strcmp(name, "checksums.txt");
     if (!r->have_cks && !is_cks)
         return ferry_err_set(err, FERRY_EINVAL, "a hot part must start with checksums.txt "
                              "(got %s)", name);
+    /* checksums.txt is kept in memory to be parsed, and files it does not list are ClickHouse's
+     * small metadata files: both are bounded, so a sender cannot fill memory or the disk with
+     * what checksums.txt does not account for */
+    if (is_cks && size > RECV_CHECKSUMS_MAX)
+        return ferry_err_set(err, FERRY_EINVAL, "checksums.txt: %" PRIu64 " bytes is more than "
+                             "the %u a part's checksums.txt may have", size, RECV_CHECKSUMS_MAX);
     if (!is_cks) {
         r->entry = ferry_checksums_find(&r->cks, name);
         if (!r->entry && !ferry_checksums_unlisted_file_ok(name))
@@ -181,7 +200,15 @@ static int recv_file_begin(void *ud, const char *name, uint64_t size, ferry_err 
         if (r->entry && r->entry->file_size != size)
             return ferry_err_set(err, FERRY_EINVAL, "%s: %" PRIu64 " bytes sent, checksums.txt "
                                  "says %" PRIu64, name, size, r->entry->file_size);
+        if (!r->entry && size > RECV_UNLISTED_MAX)
+            return ferry_err_set(err, FERRY_EINVAL, "%s: %" PRIu64 " bytes is more than the %u "
+                                 "a metadata file not listed in checksums.txt may have", name,
+                                 size, RECV_UNLISTED_MAX);
     }
+    if (size > r->limit - r->bytes)
+        return ferry_err_set(err, FERRY_EINVAL, "%s: %" PRIu64 " more bytes would make the part "
+                             "larger than the %" PRIu64 " its checksums.txt allows", name, size,
+                             r->limit);
     ferry_part_hasher_init(&r->hasher);
     r->fd = openat(r->tmpfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (r->fd < 0) {
@@ -195,6 +222,8 @@ static int recv_file_begin(void *ud, const char *name, uint64_t size, ferry_err 
 static int recv_file_data(void *ud, const char *data, size_t len, ferry_err *err)
 {
     agent_recv *r = ud;
+    if (len > r->size - r->got || len > r->limit - r->bytes) /* the stream parser bounds it */
+        return ferry_err_set(err, FERRY_EINVAL, "%s: more bytes than announced", r->name);
     r->got += len;
     r->bytes += len;
     if (r->pointer || !strcmp(r->name, "checksums.txt"))
@@ -249,7 +278,9 @@ static int recv_file_end(void *ud, ferry_err *err)
     if (!nn)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     r->names = nn;
-    r->names[r->n_names++] = strdup(r->name);
+    if (!(r->names[r->n_names] = strdup(r->name)))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    r->n_names++;
     if (r->pointer) {
         recv_pointer *p = realloc(r->ptrs, (r->n_ptrs + 1) * sizeof *p);
         if (!p)
@@ -261,20 +292,37 @@ static int recv_file_end(void *ud, ferry_err *err)
                                      r->env->store.disk_key_prefix, &rp->pt, err);
         if (rc)
             return ferry_err_prefix(err, "pointer file %s: ", r->name);
-        rp->name = strdup(r->name);
+        if (!(rp->name = strdup(r->name))) {
+            ferry_pointer_free(&rp->pt);
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        }
         r->n_ptrs++;
         return FERRY_OK;
     }
     int rc = FERRY_OK;
-    if (fsync(r->fd) != 0 || close(r->fd) != 0) {
-        agent_note_errno(r->env, errno);
-        rc = ferry_err_set(err, FERRY_EIO, "writing %s/%s: %s", r->tmp, r->name, strerror(errno));
-    }
+    /* the descriptor is closed whether fsync worked or not */
+    int e = fsync(r->fd) != 0 ? errno : 0;
+    if (close(r->fd) != 0 && !e)
+        e = errno;
     r->fd = -1;
+    if (e) {
+        agent_note_errno(r->env, e);
+        rc = ferry_err_set(err, FERRY_EIO, "writing %s/%s: %s", r->tmp, r->name, strerror(e));
+    }
     if (rc == FERRY_OK && !strcmp(r->name, "checksums.txt")) {
         if ((rc = ferry_checksums_parse(r->mem.data, r->mem.len, &r->cks, err)))
             return ferry_err_prefix(err, "checksums.txt: ");
         r->have_cks = true;
+        /* from now on the part may hold what checksums.txt lists, and the unlisted metadata
+         * files (each bounded) */
+        uint64_t total = r->bytes;
+        for (size_t i = 0; i < r->cks.count; i++) {
+            if (r->cks.entries[i].file_size > UINT64_MAX - total - RECV_UNLISTED_TOTAL)
+                return ferry_err_set(err, FERRY_EINVAL, "checksums.txt: the sizes it lists do "
+                                     "not add up to a possible part");
+            total += r->cks.entries[i].file_size;
+        }
+        r->limit = total + RECV_UNLISTED_TOTAL;
     }
     return rc;
 }
@@ -298,9 +346,15 @@ int agent_recv_begin(agent_env *env, const char *db, const char *table, const ch
     r->fd = -1;
     r->tmpfd = -1;
     r->pointer = !strcmp(kind, "pointer");
+    /* until checksums.txt is in, a hot part may hold only it */
+    r->limit = r->pointer ? RECV_POINTER_TOTAL : RECV_CHECKSUMS_MAX;
     r->db = strdup(db);
     r->table = strdup(table);
     r->part = strdup(part);
+    if (!r->db || !r->table || !r->part) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
     if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
         (rc = agent_pick_dir(dirs, ndirs, disk, r->pointer, &td, err)))
         goto out;
@@ -309,7 +363,10 @@ int agent_recv_begin(agent_env *env, const char *db, const char *table, const ch
                            td->disk->name, td->disk->is_remote ? "object storage" : "local");
         goto out;
     }
-    r->disk_name = strdup(td->disk->name);
+    if (!(r->disk_name = strdup(td->disk->name))) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
     if (r->pointer && ((rc = agent_env_pointer_version(env, &r->version, err)) ||
                        (rc = agent_env_store(env, err)) ||
                        (rc = agent_env_open_store(env, FERRY_ROLE_CLICKHOUSE, &r->chk, err))))

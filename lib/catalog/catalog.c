@@ -321,8 +321,10 @@ static int batch_add(ferry_batch *b, enum cat_op_type type, const ferry_record *
     op->version = type == CAT_CREATE ? FERRY_VERSION_ANY : rec->version;
     /* Shards are part of the routing state: a router must know a shard (its replicas and
      * credentials) before any route names it, so a shard change raises the routing version like
-     * a route change, and routers reload both consistently. */
-    op->is_route = (rec->kind == FERRY_REC_ROUTE || rec->kind == FERRY_REC_SHARD) &&
+     * a route change, and routers reload both consistently. Users too: a changed password, a
+     * removed user or new tenant bindings reach every router within one routing-version wait. */
+    op->is_route = (rec->kind == FERRY_REC_ROUTE || rec->kind == FERRY_REC_SHARD ||
+                    rec->kind == FERRY_REC_USER) &&
                    type != CAT_CHECK;
     if (rec->kind == FERRY_REC_MOVE && type != CAT_CHECK) {
         bool unfinished = type != CAT_DELETE && !ferry_move_finished(rec->u.move.state);

@@ -98,6 +98,10 @@ struct ferry_catalog {
     void *progress_arg;
 };
 
+/* The SQLite connection of a "sqlite:" catalog, NULL for another backend: for tests that check
+ * the connection's settings (journal mode, synchronous). */
+struct sqlite3 *cat_sqlite_handle(const ferry_catalog *c);
+
 /* Backend constructors: rest is the URL after "sqlite:" / "zk://". */
 int cat_sqlite_open(ferry_catalog *c, const char *rest, ferry_err *err);
 int cat_zk_open(ferry_catalog *c, const char *rest, ferry_err *err);

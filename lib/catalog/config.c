@@ -15,7 +15,7 @@
 static const char *const cluster_keys[] = {"name", "catalog", "hash", "rf", "fill",
                                            "clickhouse_version", "pointer_format", "hot_days",
                                            "tier_interval", "splits_interval", "routers",
-                                           "repair_interval", NULL};
+                                           "repair_interval", "router_token_file", NULL};
 static const char *const shard_keys[] = {"weight", "capacity", "replicas", "agent",
                                          "agent_token_file", "user", "password_file", "zone",
                                          "data_path", NULL};
@@ -166,9 +166,22 @@ static int read_shard(const ferry_config *cfg, const char *name, ferry_shard *sh
     }
     if (!rc)
         rc = get_str(cfg, "shard", name, "agent", "", sh->agent, sizeof sh->agent, err);
-    if (!rc && sh->agent[0] && !ferry_starts_with(sh->agent, "http://") &&
-        !ferry_starts_with(sh->agent, "https://"))
-        rc = bad(cfg, "shard", name, "agent", "the agent's URL (http://host:port)", err);
+    if (!rc && sh->agent[0]) {
+        /* One agent URL, or one per replica in the order of replicas: the sweep and retention
+         * read the pointer files of every replica through its own agent. */
+        size_t na = ferry_list_count(sh->agent), nr = ferry_list_count(sh->replicas);
+        char u[FERRY_URL_MAX];
+        for (size_t i = 0; i < na && !rc; i++)
+            if (!ferry_list_item(sh->agent, i, u, sizeof u) ||
+                (!ferry_starts_with(u, "http://") && !ferry_starts_with(u, "https://")))
+                rc = bad(cfg, "shard", name, "agent",
+                         "the agent's URL (http://host:port), or one per replica, "
+                         "comma-separated", err);
+        if (!rc && na > 1 && na != nr)
+            rc = bad(cfg, "shard", name, "agent",
+                     "one agent URL, or as many as 'replicas' lists (one per replica, in "
+                     "the same order)", err);
+    }
     if (!rc)
         rc = get_str(cfg, "shard", name, "zone", "", sh->zone, sizeof sh->zone, err);
     /* connection details, recorded in the catalog so that running processes follow new shards */

@@ -24,6 +24,7 @@ static const struct {
     [FERRY_REC_PART] = {"part", "parts", 4},
     [FERRY_REC_MOVE] = {"move", "moves", 1},
     [FERRY_REC_JOB] = {"job", "jobs", 1},
+    [FERRY_REC_USER] = {"user", "users", 1},
 };
 
 static const char *const shard_states[] = {"active", "draining", "gone"};
@@ -263,6 +264,9 @@ int cat_record_path(const ferry_record *r, char *path, size_t size, ferry_err *e
     case FERRY_REC_JOB:
         rc = key_seg(path, size, &len, r->u.job.id, "job id", err);
         break;
+    case FERRY_REC_USER:
+        rc = key_seg(path, size, &len, r->u.user.name, "user name", err);
+        break;
     default:
         break;
     }
@@ -406,6 +410,22 @@ json_t *cat_record_to_json(const ferry_record *r)
         set_int(o, "updated", j->updated);
         break;
     }
+    case FERRY_REC_USER: {
+        /* the salted hash only: a dump never holds a password */
+        const ferry_user *u = &r->u.user;
+        set_str(o, "name", u->name);
+        set_str(o, "salt", u->salt);
+        set_str(o, "hash", u->hash);
+        json_object_set_new(o, "admin", json_boolean(u->admin));
+        set_str(o, "tenants", u->tenants);
+        set_str(o, "tables", u->tables);
+        set_str(o, "networks", u->networks);
+        set_int(o, "max_concurrent", u->max_concurrent);
+        set_int(o, "max_rps", u->max_rps);
+        set_int(o, "max_execution_ms", u->max_execution_ms);
+        set_int(o, "queue_wait_ms", u->queue_wait_ms);
+        break;
+    }
     default:
         json_decref(o);
         return NULL;
@@ -503,6 +523,34 @@ static void get_real(dec *d, const char *k, double *dst)
         return;
     }
     *dst = json_number_value(v);
+}
+
+static void get_bool(dec *d, const char *k, bool *dst)
+{
+    const json_t *v = field(d, k);
+    if (!v)
+        return;
+    if (!json_is_boolean(v)) {
+        d->rc = ferry_err_set(d->err, FERRY_EINVAL, "%s record: '%s' must be true or false",
+                              d->kind, k);
+        return;
+    }
+    *dst = json_is_true(v);
+}
+
+/* A hex digest field of exactly n lower-case hex digits. */
+static void get_hex(dec *d, const char *k, char *dst, size_t n)
+{
+    get_str(d, k, dst, n + 1);
+    if (d->rc)
+        return;
+    size_t len = strlen(dst);
+    for (size_t i = 0; i < len && len == n; i++)
+        if (!((dst[i] >= '0' && dst[i] <= '9') || (dst[i] >= 'a' && dst[i] <= 'f')))
+            len = 0;
+    if (len != n)
+        d->rc = ferry_err_set(d->err, FERRY_EINVAL, "%s record: '%s' must be %zu lower-case hex "
+                              "digits", d->kind, k, n);
 }
 
 static void get_enum(dec *d, const char *k, const char *const *names, size_t n, int *dst)
@@ -672,6 +720,21 @@ int cat_record_from_json(enum ferry_record_kind kind, const json_t *o, ferry_rec
         get_str(&d, "data", j->data, sizeof j->data);
         get_i64(&d, "created", &j->created);
         get_i64(&d, "updated", &j->updated);
+        break;
+    }
+    case FERRY_REC_USER: {
+        ferry_user *u = &r->u.user;
+        get_str(&d, "name", u->name, sizeof u->name);
+        get_hex(&d, "salt", u->salt, sizeof u->salt - 1);
+        get_hex(&d, "hash", u->hash, sizeof u->hash - 1);
+        get_bool(&d, "admin", &u->admin);
+        get_str(&d, "tenants", u->tenants, sizeof u->tenants);
+        get_str(&d, "tables", u->tables, sizeof u->tables);
+        get_str(&d, "networks", u->networks, sizeof u->networks);
+        get_u32(&d, "max_concurrent", &u->max_concurrent);
+        get_u32(&d, "max_rps", &u->max_rps);
+        get_u32(&d, "max_execution_ms", &u->max_execution_ms);
+        get_u32(&d, "queue_wait_ms", &u->queue_wait_ms);
         break;
     }
     default:

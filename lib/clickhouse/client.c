@@ -708,8 +708,31 @@ static int attempt_once(ferry_ch_client *c, xfer *x, const char *url,
     return FERRY_OK;
 }
 
+static int ch_exec(ferry_ch_client *c, const ferry_ch_query *q, ferry_ch_status *st_out,
+                   ferry_err *err);
+
+/* Every statement, with its time, at debug level (FERRY_LOG_LEVEL=debug): where a flow's time
+ * goes. Only the statement's head up to its first string literal is logged (literals can hold
+ * tokens or keys). */
 int ferry_ch_exec(ferry_ch_client *c, const ferry_ch_query *q, ferry_ch_status *st_out,
                   ferry_err *err)
+{
+    if (!ferry_log_enabled(FERRY_LOG_DEBUG))
+        return ch_exec(c, q, st_out, err);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    int rc = ch_exec(c, q, st_out, err);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    const char *sql = q->sql ? q->sql : "";
+    size_t n = strcspn(sql, "'\n");
+    FLOG_DEBUG("msg=\"clickhouse statement\" url=%s ms=%.1f rc=%d sql=\"%.*s\"", c->redacted,
+               (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6, rc,
+               (int)(n > 120 ? 120 : n), sql);
+    return rc;
+}
+
+static int ch_exec(ferry_ch_client *c, const ferry_ch_query *q, ferry_ch_status *st_out,
+                   ferry_err *err)
 {
     int rc = FERRY_OK;
     ferry_ch_status st_local;

@@ -5,7 +5,7 @@
  * `mu`, and every change is broadcast on `changed` so long polls wake up. The watcher owns its
  * own catalog handle (`watch_cat`); request threads use `cat` under `cat_mu` only for filtered
  * reads, which are rare, so the unfiltered read path never touches the catalog. */
-#include "ferry/coordinator.h"
+#include "coord_int.h"
 #include "ferry/catalog.h"
 #include "ferry/httpd.h"
 #include "ferry/log.h"
@@ -18,30 +18,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-struct ferry_coord {
-    ferry_catalog *cat;       /* lease and filtered reads, under cat_mu */
-    ferry_catalog *watch_cat; /* the watcher thread's own handle */
-    ferry_lease *lease;
-    pthread_mutex_t cat_mu;
-    pthread_mutex_t mu;
-    pthread_cond_t changed;
-    char *cache;      /* routing JSON, under mu */
-    uint64_t version; /* under mu */
-    bool stopping;    /* under mu */
-    bool lease_lost;  /* under mu */
-    pthread_t watcher;
-    bool watcher_started;
-    ferry_httpd *httpd;
-    char owner[256];
-    struct ticker {
-        ferry_coord *c;
-        ferry_coord_job job;
-        pthread_t th;
-        bool started;
-    } tickers[8]; /* scheduled work, each job on its own thread */
-    size_t n_tickers;
-};
 
 static int load_snapshot(ferry_catalog *cat, char **json, uint64_t *version, ferry_err *err)
 {
@@ -275,15 +251,26 @@ int ferry_coord_start(const ferry_coord_options *opt, ferry_coord **out, ferry_e
         goto out;
     }
     c->watcher_started = true;
+    if ((rc = coord_view_init(c, opt, err)))
+        goto out;
+    c->view_ready = true;
     ferry_http_route routes[] = {
         {.method = "GET", .path = "/routing", .on_complete = on_routing, .ctx = c},
         {.method = "GET", .path = "/health", .on_complete = on_health, .ctx = c},
+        {.method = "GET", .path = "/metrics", .on_complete = coord_on_metrics, .ctx = c},
+        {.method = "GET", .path = "/", .on_complete = coord_on_page, .ctx = c},
     };
     ferry_httpd_options hopt = {.bind_addr = opt->bind_addr, .port = opt->port};
     rc = ferry_httpd_start(&hopt, routes, sizeof routes / sizeof routes[0], &c->httpd, err);
     if (!rc && opt->periodic && opt->periodic_s > 0)
         c->tickers[c->n_tickers++].job =
             (ferry_coord_job){"periodic", opt->periodic, opt->periodic_arg, opt->periodic_s};
+    if (!rc) {
+        /* the fill history of the status page: a first sample now, then one per interval */
+        coord_history_sample(c);
+        c->tickers[c->n_tickers++].job = (ferry_coord_job){"fill history", coord_history_sample,
+                                                           c, c->view.history_every_s};
+    }
     for (size_t i = 0; !rc && i < opt->n_jobs; i++) {
         if (!opt->jobs[i].fn || !opt->jobs[i].every_s)
             continue;
@@ -335,6 +322,8 @@ void ferry_coord_stop(ferry_coord *c)
         pthread_join(c->watcher, NULL);
     if (c->lease)
         ferry_catalog_lease_release(c->cat, c->lease);
+    if (c->view_ready)
+        coord_view_free(c);
     ferry_catalog_close(c->watch_cat);
     ferry_catalog_close(c->cat);
     free(c->cache);

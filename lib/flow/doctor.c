@@ -11,8 +11,10 @@
 #include <openssl/rand.h>
 
 #include "ferry/fleet.h"
+#include "ferry/grants.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
+#include "ferry/tier.h"
 
 static void finding(json_t *checks, const char *check, const char *status, const char *server,
                     const char *fix, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
@@ -208,6 +210,23 @@ static void check_versions(ferry_fleet *fl, json_t *checks)
     }
 }
 
+/* Whether db.t is the staging table ferry's moves, repairs and tiering keep beside a managed
+ * table (ferry_tier_staging_name: "<table>_ferry_staging", same database): ferry's own, so
+ * not an unmanaged table. */
+static bool is_staging_of_managed(const ferry_fleet *fl, const char *db, const char *t)
+{
+    for (size_t i = 0; i < fl->n_tables; i++) {
+        char want[FERRY_NAME_MAX + 32];
+        ferry_err ignored = {0};
+        if (!strcmp(fl->tables[i].database, db) &&
+            ferry_tier_staging_name(fl->tables[i].name, want, sizeof want, &ignored) ==
+                FERRY_OK &&
+            !strcmp(want, t))
+            return true;
+    }
+    return false;
+}
+
 static void check_unmanaged(ferry_fleet *fl, json_t *checks)
 {
     static const char sql[] =
@@ -231,13 +250,17 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
             ferry_buf_free(&out);
             continue;
         }
-        size_t bad = 0;
+        size_t bad = 0, staging = 0;
         for (size_t r = 0; r < rows.n_rows; r++) {
             const char *db = ferry_ch_rows_get(&rows, r, 0), *t = ferry_ch_rows_get(&rows, r, 1),
                        *pol = ferry_ch_rows_get(&rows, r, 2);
             const ferry_table_def *td = ferry_fleet_table_find(fl, t);
             if (td && !strcmp(td->database, db))
                 continue;
+            if (is_staging_of_managed(fl, db, t)) {
+                staging++;
+                continue;
+            }
             bad++;
             finding(checks, "unmanaged_cold", "fail", s->name,
                     "add a [table] section for it (ferry init), or move its data off the "
@@ -248,21 +271,126 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
         }
         if (!bad)
             finding(checks, "unmanaged_cold", "pass", s->name, NULL,
-                    "%s: every table on an object-storage policy is managed (%zu tables)",
-                    s->name, rows.n_rows);
+                    "%s: every table on an object-storage policy is managed (%zu tables, %zu of "
+                    "them ferry's staging tables)", s->name, rows.n_rows, staging);
         ferry_ch_rows_free(&rows);
+        ferry_buf_free(&out);
+    }
+}
+
+/* The identity the catalog records for each shard is the one ferry router sends every client's
+ * query with (docs/security.md, "The shard identity"): from its SHOW GRANTS FINAL, it must read
+ * and insert the managed tables, kill queries (the router cancels reads past a user's
+ * max_execution_time) and read URLs (pipelined merges read partials with url()); it must not
+ * drop or truncate them, delete rows, reach the object store or local files, see secrets, back
+ * up to disks or manage users. Read-only: nothing is tried. */
+static void check_shard_grants(ferry_fleet *fl, json_t **checks_out)
+{
+    json_t *checks = *checks_out;
+    static const struct {
+        const char *priv;
+        bool on_tables; /* checked on each managed table (else globally) */
+        bool wanted;
+        const char *why;
+    } rules[] = {
+        {"SELECT", true, true, "the router reads the managed tables"},
+        {"INSERT", true, true, "the router writes the managed tables"},
+        {"KILL QUERY", false, true, "the router cancels reads past a user's max_execution_time"},
+        {"URL", false, true, "servers read merged partials from the router with url()"},
+        {"DROP TABLE", true, false, "a client's query must never drop a managed table"},
+        {"DROP DATABASE", true, false, "a client's query must never drop a database"},
+        {"TRUNCATE", true, false, "a client's query must never truncate a managed table"},
+        {"ALTER DELETE", true, false, "deletes make ClickHouse remove shared cold objects"},
+        {"S3", false, false, "s3() would reach the object store"},
+        {"FILE", false, false, "file() would read the server's files"},
+        {"BACKUP", false, false, "BACKUP writes to disks, the object store's included"},
+        {"NAMED COLLECTION", false, false, "named collections hold credentials"},
+        {"SHOW NAMED COLLECTIONS SECRETS", false, false, "they show credentials"},
+        {"displaySecretsInShowAndSelect", false, false, "it shows the disks' credentials"},
+        {"CREATE USER", false, false, "access management is not the router's"},
+    };
+    for (size_t i = 0; i < fl->n_servers; i++) {
+        ferry_fleet_server *s = &fl->servers[i];
+        ferry_buf out = FERRY_BUF_INIT;
+        ferry_err e = {0};
+        ferry_grants *g = NULL;
+        int rc = ferry_guarded_exec(s->ch, "SHOW GRANTS FINAL FORMAT TabSeparated", &out, &e);
+        if (!rc)
+            rc = ferry_grants_parse(ferry_buf_cstr(&out), &g, &e);
+        if (rc) {
+            finding(checks, "shard_grants", "fail", s->name, NULL,
+                    "cannot read the grants of %s's ClickHouse user: %s", s->name, e.msg);
+            ferry_buf_free(&out);
+            continue;
+        }
+        size_t bad = 0;
+        for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++) {
+            for (size_t t = 0; t < (rules[k].on_tables ? fl->n_tables : 1); t++) {
+                const char *db = rules[k].on_tables ? fl->tables[t].database : NULL;
+                const char *tb = rules[k].on_tables ? fl->tables[t].name : NULL;
+                bool has = ferry_grants_allow(g, rules[k].priv, db, tb);
+                if (has == rules[k].wanted)
+                    continue;
+                bad++;
+                char what[300], fix[400];
+                if (db && !strcmp(rules[k].priv, "DROP DATABASE"))
+                    snprintf(what, sizeof what, "%s ON %s.*", rules[k].priv, db);
+                else if (db)
+                    snprintf(what, sizeof what, "%s ON %s.%s", rules[k].priv, db, tb);
+                else
+                    snprintf(what, sizeof what, "%s ON *.*", rules[k].priv);
+                snprintf(fix, sizeof fix, "%s %s %s the shard's ClickHouse user "
+                         "(docs/security.md, \"The shard identity\")",
+                         rules[k].wanted ? "GRANT" : "REVOKE", what,
+                         rules[k].wanted ? "TO" : "FROM");
+                finding(checks, "shard_grants", "fail", s->name, fix,
+                        "%s: the shard's ClickHouse user %s %s (%s)", s->name,
+                        has ? "has" : "lacks", what, rules[k].why);
+            }
+        }
+        if (!bad)
+            finding(checks, "shard_grants", "pass", s->name, NULL,
+                    "%s: the shard's ClickHouse user reads and inserts the managed tables, may "
+                    "kill queries and read URLs, and may not drop, truncate or delete, reach the "
+                    "object store or files, see secrets, back up or manage users", s->name);
+        ferry_grants_free(g);
         ferry_buf_free(&out);
     }
 }
 
 int ferry_doctor_run(ferry_fleet *fl, json_t **report, ferry_err *err)
 {
-    (void)err;
+    return ferry_doctor_run_skip(fl, NULL, report, err);
+}
+
+int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, ferry_err *err)
+{
+    static const char *const names[] = {"delete_refused", "versioning", "clickhouse_version",
+                                        "unmanaged_cold", "shard_grants"};
+    for (const char *p = skip; p && *p;) {
+        size_t l = strcspn(p, ",");
+        bool known = false;
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            known = known || (strlen(names[k]) == l && !strncmp(names[k], p, l));
+        if (!known)
+            return ferry_err_set(err, FERRY_EINVAL, "--skip: '%.*s' is not a check (%s, %s, %s, "
+                                 "%s, %s)", (int)l, p, names[0], names[1], names[2], names[3],
+                                 names[4]);
+        p += l + (p[l] == ',');
+    }
     json_t *checks = json_array();
-    check_delete_refused(fl, checks);
-    check_versioning(fl, checks);
-    check_versions(fl, checks);
-    check_unmanaged(fl, checks);
+    if (!checks)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!ferry_list_has(skip ? skip : "", "delete_refused"))
+        check_delete_refused(fl, checks);
+    if (!ferry_list_has(skip ? skip : "", "versioning"))
+        check_versioning(fl, checks);
+    if (!ferry_list_has(skip ? skip : "", "clickhouse_version"))
+        check_versions(fl, checks);
+    if (!ferry_list_has(skip ? skip : "", "unmanaged_cold"))
+        check_unmanaged(fl, checks);
+    if (!ferry_list_has(skip ? skip : "", "shard_grants"))
+        check_shard_grants(fl, &checks);
     bool ok = true;
     size_t i;
     json_t *c;

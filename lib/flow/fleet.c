@@ -76,7 +76,9 @@ int ferry_shard_clients_open(const ferry_config *cfg, const ferry_shard *sh,
                           .max_attempts = opts->ch_max_attempts};
     if ((rc = ferry_ch_client_new(&o, ch, err)))
         goto out;
-    if ((rc = ferry_agent_client_new(sh->agent, token, opts->agent_timeout_ms, agent, err))) {
+    char agent_url[FERRY_URL_MAX] = "";
+    ferry_list_item(sh->agent, 0, agent_url, sizeof agent_url);
+    if ((rc = ferry_agent_client_new(agent_url, token, opts->agent_timeout_ms, agent, err))) {
         ferry_ch_client_free(*ch);
         *ch = NULL;
         goto out;
@@ -99,16 +101,51 @@ out:
     return rc;
 }
 
+static void close_server(ferry_fleet_server *s)
+{
+    ferry_ch_client_free(s->ch);
+    ferry_agent_client_free(s->agent);
+    for (size_t i = 0; i < s->n_more; i++)
+        ferry_agent_client_free(s->more[i].agent);
+    free(s->more);
+    memset(s, 0, sizeof *s);
+}
+
+/* The shard's clients, and an agent client for each further replica that [shard] agent names
+ * (with the shard's token). On error nothing is left open. */
 static int open_server(ferry_fleet *f, const ferry_shard *sh, ferry_fleet_server *s,
                        ferry_err *err)
 {
+    char *token = NULL;
     snprintf(s->name, sizeof s->name, "%s", sh->name);
-    size_t n = strcspn(sh->replicas, ",");
-    snprintf(s->url, sizeof s->url, "%.*s", (int)n, sh->replicas);
-    snprintf(s->agent_url, sizeof s->agent_url, "%s", sh->agent);
+    ferry_list_item(sh->replicas, 0, s->url, sizeof s->url);
+    ferry_list_item(sh->agent, 0, s->agent_url, sizeof s->agent_url);
     ferry_shard_client_opts o = {.ch_read_timeout_ms = 300000, .ch_max_attempts = 2,
                                  .agent_timeout_ms = AGENT_TIMEOUT_MS};
-    return ferry_shard_clients_open(&f->cfg, sh, &o, &s->ch, &s->agent, NULL, err);
+    int rc = ferry_shard_clients_open(&f->cfg, sh, &o, &s->ch, &s->agent, &token, err);
+    if (rc)
+        return rc;
+    size_t nr = ferry_list_count(sh->replicas), na = ferry_list_count(sh->agent);
+    if (nr > 1 && !(s->more = calloc(nr - 1, sizeof *s->more))) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 1; i < nr; i++) {
+        ferry_fleet_replica *r = &s->more[s->n_more++];
+        ferry_list_item(sh->replicas, i, r->url, sizeof r->url);
+        if (na > i && ferry_list_item(sh->agent, i, r->agent_url, sizeof r->agent_url) &&
+            (rc = ferry_agent_client_new(r->agent_url, token, AGENT_TIMEOUT_MS, &r->agent,
+                                         err))) {
+            ferry_err_prefix(err, "shard %s, replica %s: ", sh->name, r->url);
+            goto out;
+        }
+    }
+out:
+    OPENSSL_cleanse(token, strlen(token));
+    free(token);
+    if (rc)
+        close_server(s);
+    return rc;
 }
 
 int ferry_fleet_open(const char *config_path, ferry_fleet **out, ferry_err *err)
@@ -181,10 +218,8 @@ void ferry_fleet_close(ferry_fleet *f)
 {
     if (!f)
         return;
-    for (size_t i = 0; i < f->n_servers; i++) {
-        ferry_ch_client_free(f->servers[i].ch);
-        ferry_agent_client_free(f->servers[i].agent);
-    }
+    for (size_t i = 0; i < f->n_servers; i++)
+        close_server(&f->servers[i]);
     free(f->servers);
     free(f->tables);
     ferry_catalog_close(f->cat);

@@ -64,6 +64,7 @@
 #include "ferry/router.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -76,8 +77,10 @@
 
 #include "ferry/agent.h"
 #include "ferry/buf.h"
+#include "ferry/config.h"
 #include "ferry/log.h"
 #include "ferry/partition.h"
+#include "ferry/rate.h"
 #include "ferry/strutil.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
@@ -225,7 +228,10 @@ typedef struct mvctx {
     double t0;
     uint64_t bytes_done, bytes_total;
     size_t parts_done, parts_total;
-    size_t cold_verified, hot_verified; /* partition checks by part digest / by reading rows */
+    size_t cold_verified, hot_verified; /* partitions verified equal (by part hashes), cold / hot */
+    unsigned long catalog_writes; /* commits this run made */
+    ferry_rate *rate;               /* the bandwidth limit: o->rate, or own_rate */
+    ferry_rate *own_rate;           /* o->max_bytes_per_second for this run alone */
     bool permanent; /* the last failure cannot heal by retrying: roll back */
     bool clone;     /* keep-source mode: adds a replica (journal data "mode": "clone") */
 } mvctx;
@@ -263,6 +269,7 @@ static int job_save(mvctx *x, ferry_err *err)
              ferry_move_state_name(x->mv.u.move.state));
     x->job.u.job.updated = (int64_t)time(NULL);
     free(s);
+    x->catalog_writes++;
     int rc = ferry_catalog_update(x->cat, &x->job, err);
     if (rc == FERRY_ECONFLICT)
         ferry_err_prefix(err, "move %s: its journal was changed by another mover: ",
@@ -273,6 +280,7 @@ static int job_save(mvctx *x, ferry_err *err)
 static int move_update(mvctx *x, ferry_err *err)
 {
     x->mv.u.move.updated = (int64_t)time(NULL);
+    x->catalog_writes++;
     int rc = ferry_catalog_update(x->cat, &x->mv, err);
     if (rc == FERRY_ECONFLICT)
         ferry_err_prefix(err, "move %s: changed by another mover: ", x->mv.u.move.id);
@@ -281,6 +289,7 @@ static int move_update(mvctx *x, ferry_err *err)
 
 static int advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry_err *err)
 {
+    x->catalog_writes++;
     int rc = ferry_catalog_move_advance(x->cat, &x->mv, to, detail, err);
     if (!rc)
         ferry_log(FERRY_LOG_INFO, "msg=\"move state\" move=%s tenant=%s split=%u state=%s",
@@ -302,8 +311,10 @@ static int commit_with_route(mvctx *x, const ferry_record *next, const ferry_rec
     int rc = ferry_batch_update(b, next, err);
     if (!rc)
         rc = ferry_batch_update(b, route, err);
-    if (!rc)
+    if (!rc) {
+        x->catalog_writes++;
         rc = ferry_catalog_commit(x->cat, b, &info, err);
+    }
     ferry_batch_free(b);
     *routing_version = info.routing_version;
     return rc;
@@ -481,14 +492,33 @@ static int remove_detached_of(mv_conn *c, const char *db, const char *table, con
     json_decref(req);
     if (rc)
         return rc;
-    json_t *det = json_object_get(resp, "detached"), *d;
+    json_t *det = json_object_get(resp, "detached"), *d, *batch = json_array();
     size_t i;
+    /* the parts of the slice's partitions in one request (an older agent takes one each) */
+    json_array_foreach(det, i, d) {
+        const char *pid = json_string_value(json_object_get(d, "partition_id"));
+        const char *name = json_string_value(json_object_get(d, "name"));
+        if (batch && name && strncmp(name, "tmp-ferry-", 10) && pid && pids_has(pids, pid))
+            json_array_append_new(batch, json_string(name));
+    }
+    bool batched = false;
+    if (json_array_size(batch) > 1) {
+        json_t *r = json_pack("{s:s, s:s, s:O}", "database", db, "table", table, "parts", batch);
+        long status = 0;
+        rc = r ? mv_agent(c, "remove-detached", r, NULL, &status, err)
+               : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        json_decref(r);
+        batched = rc == FERRY_OK;
+        if (rc && status == 400)
+            rc = FERRY_OK; /* an agent of an older version: one request per part below */
+    }
+    json_decref(batch);
     json_array_foreach(det, i, d)
     {
         const char *pid = json_string_value(json_object_get(d, "partition_id"));
         const char *name = json_string_value(json_object_get(d, "name"));
         bool tmp = tmp_too && name && !strncmp(name, "tmp-ferry-", 10);
-        if (!name || (!tmp && (!pid || !pids_has(pids, pid))))
+        if (rc || !name || (!tmp && (batched || !pid || !pids_has(pids, pid))))
             continue;
         json_t *r = json_pack("{s:s, s:s, s:s}", "database", db, "table", table, "part", name);
         long status = 0;
@@ -510,59 +540,237 @@ static int remove_detached_of(mv_conn *c, const char *db, const char *table, con
     return rc;
 }
 
-static void rate_limit(mvctx *x, double round_t0, uint64_t round_bytes)
+
+/* The frozen parts of partition pid in a freeze answer (a part's name starts with "PID_"). */
+static size_t frozen_of(json_t *fparts, const char *pid, json_t **out, size_t max)
 {
-    uint64_t bps = x->o->max_bytes_per_second;
-    if (!bps)
-        return;
-    double want = (double)round_bytes / (double)bps, took = now_s() - round_t0;
-    if (want > took)
-        usleep((useconds_t)((want - took) * 1e6));
+    size_t n = 0, i, pl = strlen(pid);
+    json_t *fp;
+    json_array_foreach(fparts, i, fp) {
+        const char *name = json_string_value(json_object_get(fp, "name"));
+        if (name && !strncmp(name, pid, pl) && name[pl] == '_' && n < max)
+            out[n++] = fp;
+    }
+    return n;
 }
 
-/* One copy round for one table: make the target's staging partitions of the slice equal to a
- * snapshot (FREEZE) of the source's. `first` counts every snapshot part's real size in the
- * result (the CLONE round); later rounds count only what they send. */
-static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bool first,
-                      ferry_err *err)
+/* The freeze of a slice one partition at a time, for agents that take one partition per
+ * request: *out gets {"parts": [every frozen part]}. A partition gone meanwhile (404) is
+ * skipped. */
+static int freeze_each(mvctx *x, const ferry_table_def *t, const char *freeze,
+                       const mv_slice *src, json_t **out, ferry_err *err)
 {
-    char st[FERRY_NAME_MAX + 32];
-    staging_name(t->name, st, sizeof st);
-    mv_pids pids = {0};
-    int rc = slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
-    double t0 = now_s();
-    uint64_t round_bytes = 0;
-    for (size_t i = 0; !rc && i < pids.n; i++) {
-        const char *pid = pids.ids[i];
-        json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "database", t->database, "table", t->name,
-                                "partition_id", pid, "name", freeze),
+    json_t *all = json_array();
+    int rc = all ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < src->n_pids; i++) {
+        json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "database", t->database, "table",
+                                t->name, "partition_id", src->pids[i], "name", freeze),
                *fz = NULL;
         long status = 0;
         rc = mv_agent(&x->src, "freeze", req, &fz, &status, err);
         json_decref(req);
         if (rc == FERRY_ENOTFOUND && status == 404) {
-            ferry_log(FERRY_LOG_DEBUG, "msg=\"nothing to freeze\" partition=%s error=\"%s\"",
-                      pid, err->msg);
             rc = FERRY_OK; /* the partition went away (nothing to freeze) */
             continue;
         }
-        if (rc)
-            break;
-        mv_parts src = {0}, stg = {0};
-        bool *need = NULL, *keep = NULL;
-        json_t *fparts = json_object_get(fz, "parts");
-        size_t nf = json_array_size(fparts);
-        rc = mv_list_parts(&x->src, t->database, t->name, pid, false, &src, err);
         if (!rc)
-            rc = mv_list_parts(&x->dst, t->database, st, pid, true, &stg, err);
-        need = calloc(nf + 1, sizeof *need);
-        keep = calloc(stg.n + 1, sizeof *keep);
-        if (!rc && (!need || !keep))
+            json_array_extend(all, json_object_get(fz, "parts"));
+        json_decref(fz);
+    }
+    if (rc) {
+        json_decref(all);
+        return rc;
+    }
+    *out = json_pack("{s:o}", "parts", all);
+    return *out ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+}
+
+/* ---- sending parts, several at a time ---------------------------------------------------- */
+
+#define MV_SEND_THREADS 4 /* parts in flight agent to agent at once */
+
+typedef struct send_job {
+    const char *name;  /* the frozen part (borrowed from the freeze answer) */
+    size_t pid;        /* its partition's index in the slice listing */
+    bool sent;
+} send_job;
+
+typedef struct send_pool {
+    mvctx *x;
+    const ferry_table_def *t;
+    const char *staging, *freeze;
+    const mv_slice *src;
+    bool first;
+    send_job *jobs;
+    size_t n, next;
+    pthread_mutex_t mu; /* next, stop, the error, x's counters and result */
+    bool stop;
+    int rc;
+    long status;
+    ferry_err err;
+} send_pool;
+
+/* Sends one part from the source's agent (client cl) to the target's staging detached/, and
+ * accounts it. */
+static int send_one(send_pool *p, ferry_agent_client *cl, send_job *j, ferry_err *err)
+{
+    mvctx *x = p->x;
+    const ferry_table_def *t = p->t;
+    json_t *ans = NULL;
+    long status = 0;
+    json_t *sreq = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}}", "database",
+                             t->database, "table", t->name, "freeze", p->freeze, "part", j->name,
+                             "target", "url", x->dst.agent_url, "token", x->dst.token,
+                             "database", t->database, "table", p->staging);
+    int rc = sreq ? ferry_agent_call(cl, "send", sreq, &ans, &status, err)
+                  : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    json_decref(sreq);
+    pthread_mutex_lock(&p->mu);
+    x->src.n_agent++;
+    if (rc) {
+        if (status == 507 || status == 422 || status == 409)
+            x->permanent = true; /* target full, or a part that fails its checks */
+        if (status == 507)
+            ferry_err_prefix(err, "target shard %s ran out of disk space while receiving part "
+                             "%s of %s.%s (free space on that disk, then start the move "
+                             "again): ", x->dst.name, j->name, t->database, t->name);
+        else
+            ferry_err_prefix(err, "agent of %s (send): sending part %s of %s.%s from %s to %s: ",
+                             x->src.name, j->name, t->database, t->name, x->src.name,
+                             x->dst.name);
+        pthread_mutex_unlock(&p->mu);
+        json_decref(ans);
+        return rc;
+    }
+    uint64_t sent_bytes = (uint64_t)json_integer_value(json_object_get(ans, "bytes_sent"));
+    bool pointer = !strcmp(json_string_value(json_object_get(ans, "kind")) ?: "", "pointer");
+    if (pointer)
+        x->res->cold_copied += sent_bytes;
+    else
+        x->res->hot_copied += sent_bytes;
+    if (!p->first) {
+        mv_parts sp_all = mv_slice_parts(p->src, p->src->pids[j->pid]);
+        const mv_part *sp = mv_parts_find(&sp_all, j->name);
+        if (sp && sp->cold)
+            x->res->cold_bytes += sp->bytes, x->res->cold_parts++;
+        else if (sp)
+            x->res->hot_bytes += sp->bytes, x->res->hot_parts++;
+    }
+    x->bytes_done += sent_bytes;
+
+    x->parts_done++;
+    j->sent = true;
+    progress(x);
+    pthread_mutex_unlock(&p->mu);
+    json_decref(ans);
+    ferry_rate_account(x->rate, sent_bytes); /* the run's bandwidth limit (shared or its own) */
+    return FERRY_OK;
+}
+
+static void *send_worker(void *arg)
+{
+    send_pool *p = arg;
+    mvctx *x = p->x;
+    ferry_agent_client *cl = NULL;
+    ferry_err err = {0};
+    int rc = ferry_agent_client_new(x->src.agent_url, x->src.token, 600000, &cl, &err);
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        send_job *j = !rc && !p->stop && p->next < p->n ? &p->jobs[p->next++] : NULL;
+        pthread_mutex_unlock(&p->mu);
+        if (!j)
+            break;
+        rc = send_one(p, cl, j, &err);
+    }
+    if (rc) {
+        pthread_mutex_lock(&p->mu);
+        if (!p->rc) {
+            p->rc = rc;
+            p->err = err;
+        }
+        p->stop = true;
+        pthread_mutex_unlock(&p->mu);
+    }
+    ferry_agent_client_free(cl);
+    return NULL;
+}
+
+/* Sends every job: the calling thread and up to MV_SEND_THREADS - 1 more, each with its own
+ * agent client (a client is one connection, not shared). The first error stops the others
+ * after their current part; it is the one returned. */
+static int send_all(send_pool *p, ferry_err *err)
+{
+    size_t nt = MV_SEND_THREADS;
+    if (nt > p->n)
+        nt = p->n;
+    pthread_t th[MV_SEND_THREADS];
+    bool started[MV_SEND_THREADS] = {false};
+    pthread_mutex_init(&p->mu, NULL);
+    for (size_t i = 1; i < nt; i++)
+        started[i] = pthread_create(&th[i], NULL, send_worker, p) == 0;
+    send_worker(p);
+    for (size_t i = 1; i < nt; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    if (p->rc)
+        *err = p->err;
+    return p->rc;
+}
+
+/* One copy round for one table: make the target's staging partitions of the slice equal to a
+ * snapshot (FREEZE) of the source's. `first` counts every snapshot part's real size in the
+ * result (the CLONE round); later rounds count only what they send. The slice's parts are
+ * listed once per side, every partition is frozen by one agent request (one ALTER TABLE), and
+ * the partitions that received parts are attached by one ALTER TABLE. */
+static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bool first,
+                      ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    staging_name(t->name, st, sizeof st);
+    mv_slice src = {0}, stg = {0};
+    json_t *fz = NULL, **fparts = NULL;
+    ferry_buf attach = FERRY_BUF_INIT;
+    size_t n_attach = 0;
+    const char *tenant = x->mv.u.move.tenant;
+    uint32_t split = x->mv.u.move.split;
+    int rc = mv_slice_list(&x->src, t, t->name, tenant, split, false, &src, err);
+    if (!rc)
+        rc = mv_slice_list(&x->dst, t, st, tenant, split, true, &stg, err);
+    if (!rc && src.n_pids) {
+        json_t *ids = json_array();
+        for (size_t i = 0; ids && i < src.n_pids; i++)
+            json_array_append_new(ids, json_string(src.pids[i]));
+        json_t *req = json_pack("{s:s, s:s, s:s, s:o}", "database", t->database, "table",
+                                t->name, "name", freeze, "partition_ids", ids);
+        long status = 0;
+        rc = req ? mv_agent(&x->src, "freeze", req, &fz, &status, err)
+                 : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        json_decref(req);
+        if (rc && status == 400)
+            rc = freeze_each(x, t, freeze, &src, &fz, err); /* an agent of an older version */
+    }
+    json_t *all_frozen = json_object_get(fz, "parts");
+    size_t max_frozen = json_array_size(all_frozen);
+    if (!rc && !(fparts = calloc(max_frozen + 1, sizeof *fparts)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    bool sent_any = false;
+    send_job *jobs = NULL;
+    size_t n_jobs = 0, cap_jobs = 0;
+    bool *sent_pid = calloc(src.n_pids + 1, sizeof *sent_pid);
+    if (!rc && !sent_pid)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < src.n_pids; i++) {
+        const char *pid = src.pids[i];
+        size_t nf = frozen_of(all_frozen, pid, fparts, max_frozen);
+        mv_parts sp_all = mv_slice_parts(&src, pid), sg = mv_slice_parts(&stg, pid);
+        bool *need = calloc(nf + 1, sizeof *need), *keep = calloc(sg.n + 1, sizeof *keep);
+        if (!need || !keep)
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         /* diff by content: a frozen part whose hash staging holds (and not yet matched) stays */
         for (size_t k = 0; !rc && k < nf; k++) {
-            const char *name = json_string_value(json_object_get(json_array_get(fparts, k), "name"));
-            const mv_part *sp = name ? mv_parts_find(&src, name) : NULL;
+            const char *name = json_string_value(json_object_get(fparts[k], "name"));
+            const mv_part *sp = name ? mv_parts_find(&sp_all, name) : NULL;
             if (!sp) {
                 /* an empty part (not listed), or one merged away since the freeze: either way
                  * nothing to send now; the exact comparison after the switch copies until
@@ -579,86 +787,73 @@ static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bo
                     x->res->hot_bytes += sp->bytes, x->res->hot_parts++;
             }
             need[k] = true;
-            for (size_t j = 0; j < stg.n; j++)
-                if (!keep[j] && !strcmp(stg.p[j].hash, sp->hash) && stg.p[j].rows == sp->rows) {
+            for (size_t j = 0; j < sg.n; j++)
+                if (!keep[j] && !strcmp(sg.p[j].hash, sp->hash) && sg.p[j].rows == sp->rows) {
                     keep[j] = true;
                     need[k] = false;
                     break;
                 }
             if (need[k]) {
                 x->parts_total++;
-                x->bytes_total += (uint64_t)json_integer_value(
-                    json_object_get(json_array_get(fparts, k), "bytes"));
+                x->bytes_total += (uint64_t)json_integer_value(json_object_get(fparts[k], "bytes"));
             }
         }
         /* staging parts the snapshot no longer has (the source merged them away) */
-        for (size_t j = 0; !rc && j < stg.n; j++)
+        for (size_t j = 0; !rc && j < sg.n; j++)
             if (!keep[j])
-                rc = staging_drop_part(x, t, stg.p[j].name, err);
+                rc = staging_drop_part(x, t, sg.p[j].name, err);
         progress(x);
-        bool sent = false;
         for (size_t k = 0; !rc && k < nf; k++) {
             if (!need[k])
                 continue;
-            json_t *fp = json_array_get(fparts, k), *ans = NULL;
-            const char *name = json_string_value(json_object_get(fp, "name"));
-            json_t *sreq = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}}", "database",
-                                     t->database, "table", t->name, "freeze", freeze, "part", name,
-                                     "target", "url", x->dst.agent_url, "token", x->dst.token,
-                                     "database", t->database, "table", st);
-            rc = mv_agent(&x->src, "send", sreq, &ans, &status, err);
-            json_decref(sreq);
-            if (rc) {
-                if (status == 507 || status == 422 || status == 409)
-                    x->permanent = true; /* target full, or a part that fails its checks */
-                if (status == 507)
-                    ferry_err_prefix(err, "target shard %s ran out of disk space while "
-                                     "receiving part %s of %s.%s (free space on that disk, then "
-                                     "start the move again): ", x->dst.name, name, t->database,
-                                     t->name);
-                else
-                    ferry_err_prefix(err, "sending part %s of %s.%s from %s to %s: ", name,
-                                     t->database, t->name, x->src.name, x->dst.name);
-                break;
+            if (n_jobs == cap_jobs) {
+                size_t cap = cap_jobs ? 2 * cap_jobs : 16;
+                send_job *j = realloc(jobs, cap * sizeof *j);
+                if (!j) {
+                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                    break;
+                }
+                jobs = j;
+                cap_jobs = cap;
             }
-            uint64_t sent_bytes = (uint64_t)json_integer_value(json_object_get(ans, "bytes_sent"));
-            bool pointer = !strcmp(json_string_value(json_object_get(ans, "kind")) ?: "", "pointer");
-            if (pointer)
-                x->res->cold_copied += sent_bytes;
-            else
-                x->res->hot_copied += sent_bytes;
-            if (!first) {
-                const mv_part *sp = mv_parts_find(&src, name);
-                if (sp && sp->cold)
-                    x->res->cold_bytes += sp->bytes, x->res->cold_parts++;
-                else if (sp)
-                    x->res->hot_bytes += sp->bytes, x->res->hot_parts++;
-            }
-            json_decref(ans);
-            x->bytes_done += sent_bytes;
-            round_bytes += sent_bytes;
-            x->parts_done++;
-            sent = true;
-            progress(x);
-            rate_limit(x, t0, round_bytes);
-        }
-        if (!rc && sent) {
-            crash_point("CLONE:sent");
-            ferry_buf sql = FERRY_BUF_INIT;
-            ferry_buf_puts(&sql, "ALTER TABLE ");
-            sql_table(&sql, t->database, st);
-            ferry_buf_puts(&sql, " ATTACH PARTITION ID ");
-            ferry_sql_quote(pid, &sql);
-            rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
-            ferry_buf_free(&sql);
+            jobs[n_jobs++] = (send_job){
+                .name = json_string_value(json_object_get(fparts[k], "name")), .pid = i};
         }
         free(need);
         free(keep);
-        free(src.p);
-        free(stg.p);
-        json_decref(fz);
     }
-    pids_free(&pids);
+    /* the parts go agent to agent, several at a time */
+    if (!rc && n_jobs) {
+        send_pool pool = {.x = x, .t = t, .staging = st, .freeze = freeze, .src = &src,
+                          .first = first, .jobs = jobs, .n = n_jobs};
+        rc = send_all(&pool, err);
+        for (size_t j = 0; j < n_jobs; j++)
+            if (jobs[j].sent)
+                sent_pid[jobs[j].pid] = true;
+    }
+    for (size_t i = 0; !rc && i < src.n_pids; i++) {
+        if (!sent_pid || !sent_pid[i])
+            continue;
+        ferry_buf_puts(&attach, n_attach++ ? ", ATTACH PARTITION ID " : " ATTACH PARTITION ID ");
+        ferry_sql_quote(src.pids[i], &attach);
+        sent_any = true;
+    }
+    if (!rc && sent_any) {
+        crash_point("CLONE:sent");
+        ferry_buf sql = FERRY_BUF_INIT;
+        ferry_buf_puts(&sql, "ALTER TABLE ");
+        sql_table(&sql, t->database, st);
+        ferry_buf_puts(&sql, ferry_buf_cstr(&attach));
+        rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
+        ferry_buf_free(&sql);
+    }
+    ferry_buf_free(&attach);
+    free(jobs);
+    free(sent_pid);
+    free(fparts);
+    json_decref(fz);
+    mv_slice_free(&src);
+    mv_slice_free(&stg);
     return rc;
 }
 
@@ -693,49 +888,65 @@ static void cold_digest(const mv_parts *ps, ferry_fingerprint *fp)
     }
 }
 
-/* Compares the staging copy with the source, partition by partition. exact: the source is
- * quiescent (after the switch), so fingerprints and part hashes must be equal (*stable false
- * when the source changed since the copy: another round is needed). Not exact (VERIFY): every
- * staged part must be a copy of a source part (hash and rows), and partitions whose source
- * parts are unchanged must have equal fingerprints. fp (may be NULL) accumulates the source's
- * fingerprint of the slice. */
+/* The union of two slices' partition ids, sorted (into out). */
+static int pids_union(const mv_slice *a, const mv_slice *b, mv_pids *out, ferry_err *err)
+{
+    for (size_t i = 0; i < a->n_pids; i++)
+        if (pids_add(out, a->pids[i]))
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < b->n_pids; i++)
+        if (!pids_has(out, b->pids[i]) && pids_add(out, b->pids[i]))
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    return FERRY_OK;
+}
+
+/* Compares the staging copy with the source, partition by partition, from one listing of the
+ * slice's parts per side. exact: the source is quiescent (after the switch), so part hashes
+ * must be equal (*stable false when the source changed since the copy: another round is
+ * needed). Not exact (VERIFY): every staged part must be a copy of a source part (hash and
+ * rows). Equal multisets of hash_of_all_files are equal data (each staged part was checked
+ * against its checksums.txt while it was written, and the hash covers every file's checksum),
+ * so no row is read to compare. fp (may be NULL; exact and stable only) accumulates the source's
+ * fingerprint of the slice, which CLEANUP checks again: cold partitions by their part digest,
+ * hot ones by their rows (one query for all of them; a later merge on the source changes the
+ * parts, not the rows). digest (may be NULL) accumulates the digest of the source's parts. */
 static int compare_copy(mvctx *x, const ferry_table_def *t, bool exact, bool *stable,
-                        ferry_fingerprint *fp, ferry_err *err)
+                        ferry_fingerprint *fp, ferry_fingerprint *digest, ferry_err *err)
 {
     char st[FERRY_NAME_MAX + 32];
     staging_name(t->name, st, sizeof st);
-    mv_pids pids = {0};
+    mv_pids pids = {0}, hot = {0};
+    mv_slice src = {0}, stg = {0};
     *stable = true;
-    int rc = slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
+    int rc = mv_slice_list(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, exact,
+                           &src, err);
     if (!rc)
-        rc = slice_pids(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
+        rc = mv_slice_list(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, true, &stg,
+                           err);
+    if (!rc)
+        rc = pids_union(&src, &stg, &pids, err);
     for (size_t i = 0; !rc && i < pids.n; i++) {
         const char *pid = pids.ids[i];
-        mv_parts src = {0}, stg = {0};
-        rc = mv_list_parts(&x->src, t->database, t->name, pid, exact, &src, err);
-        if (!rc)
-            rc = mv_list_parts(&x->dst, t->database, st, pid, true, &stg, err);
+        mv_parts sv = mv_slice_parts(&src, pid), sg = mv_slice_parts(&stg, pid);
         mv_parts src_active = {0};
-        if (!rc) {
-            src_active.p = calloc(src.n + 1, sizeof *src_active.p);
-            if (!src_active.p)
-                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            for (size_t k = 0; !rc && k < src.n; k++)
-                if (src.p[k].active)
-                    src_active.p[src_active.n++] = src.p[k];
-        }
-        bool same = !rc && same_hashes(&src_active, &stg);
+        src_active.p = calloc(sv.n + 1, sizeof *src_active.p);
+        if (!src_active.p)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        for (size_t k = 0; !rc && k < sv.n; k++)
+            if (sv.p[k].active)
+                src_active.p[src_active.n++] = sv.p[k];
+        bool same = !rc && same_hashes(&src_active, &sg);
         if (!rc && !exact && !same) {
             /* The source's parts changed since the freeze (new rows, or a merge: a server may
              * drop merged-away parts at once, old_parts_lifetime = 0), so a staged part need not
              * match any part listed now. Such a partition is checked exactly after the switch,
-             * where rounds copy until staging equals the source and the fingerprints agree; a
-             * bad copy cannot survive that. */
+             * where rounds copy until staging equals the source; a bad copy cannot survive
+             * that. */
             size_t unmatched = 0;
-            for (size_t j = 0; j < stg.n; j++) {
+            for (size_t j = 0; j < sg.n; j++) {
                 bool found = false;
-                for (size_t k = 0; k < src.n && !found; k++)
-                    found = !strcmp(src.p[k].hash, stg.p[j].hash) && src.p[k].rows == stg.p[j].rows;
+                for (size_t k = 0; k < sv.n && !found; k++)
+                    found = !strcmp(sv.p[k].hash, sg.p[j].hash) && sv.p[k].rows == sg.p[j].rows;
                 unmatched += !found;
             }
             if (unmatched)
@@ -743,82 +954,126 @@ static int compare_copy(mvctx *x, const ferry_table_def *t, bool exact, bool *st
                           "switch\" move=%s table=%s.%s partition=%s staged_unmatched=%zu",
                           x->mv.u.move.id, t->database, t->name, pid, unmatched);
         }
-        if (!rc && same && all_cold(&src_active) && all_cold(&stg)) {
-            /* cold: equal part hashes and rows are the verification (cold_digest) */
+        if (!rc && same) {
             ferry_fingerprint a, b;
             cold_digest(&src_active, &a);
-            cold_digest(&stg, &b);
-            if (a.rows != b.rows || a.hash_sum != b.hash_sum || a.hash_xor != b.hash_xor) {
+            cold_digest(&sg, &b);
+            if (a.rows != b.rows) {
                 x->permanent = !exact;
                 rc = ferry_err_set(err, FERRY_EIO,
-                                   "verify: %s.%s cold partition %s: same part hashes but %llu "
-                                   "rows on %s and %llu on %s",
+                                   "verify: %s.%s partition %s: same part hashes but %llu rows "
+                                   "on %s and %llu on %s",
                                    t->database, t->name, pid, (unsigned long long)a.rows,
                                    x->src.name, (unsigned long long)b.rows, x->dst.name);
-            } else if (fp) {
-                fp->rows += a.rows;
-                fp->hash_sum += a.hash_sum;
-                fp->hash_xor ^= a.hash_xor;
+                free(src_active.p);
+                break;
             }
-            x->cold_verified++;
-        } else if (!rc && exact && !same) {
+            if (digest) {
+                digest->rows += a.rows;
+                digest->hash_sum += a.hash_sum;
+                digest->hash_xor ^= a.hash_xor;
+                digest->parts += a.parts;
+            }
+            if (all_cold(&src_active) && all_cold(&sg)) {
+                x->cold_verified++;
+                if (fp) {
+                    fp->rows += a.rows;
+                    fp->hash_sum += a.hash_sum;
+                    fp->hash_xor ^= a.hash_xor;
+                }
+            } else {
+                x->hot_verified++;
+                if (fp && pids_add(&hot, pid))
+                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            }
+        } else if (!rc && exact) {
             *stable = false; /* other parts than the source's: another round makes them equal */
-        } else if (!rc && same) {
-            ferry_fingerprint a = {0}, b = {0};
-            char why[256];
-            x->hot_verified++;
-            rc = ferry_fingerprint_partition(x->src.ch, t->database, t->name, pid, &a, err);
-            if (!rc)
-                rc = ferry_fingerprint_partition(x->dst.ch, t->database, st, pid, &b, err);
-            if (!rc && !ferry_fingerprint_same(&a, &b, why, sizeof why)) {
-                x->permanent = !exact;
-                rc = ferry_err_set(err, FERRY_EIO,
-                                   "verify: %s.%s partition %s: same parts but different "
-                                   "data on %s and %s: %s",
-                                   t->database, t->name, pid, x->src.name, x->dst.name, why);
-            }
-            if (!rc && fp) {
-                fp->rows += a.rows;
-                fp->hash_sum += a.hash_sum;
-                fp->hash_xor ^= a.hash_xor;
-            }
         }
-        free(src.p);
-        free(stg.p);
         free(src_active.p);
     }
+    if (!rc && fp && *stable && hot.n) {
+        /* the rows of the hot partitions, on the source only: staging holds the same parts */
+        const char **ids = calloc(hot.n, sizeof *ids);
+        ferry_fingerprint *f = calloc(hot.n, sizeof *f);
+        if (!ids || !f)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        for (size_t k = 0; !rc && k < hot.n; k++)
+            ids[k] = hot.ids[k];
+        if (!rc)
+            rc = ferry_fingerprint_partitions(x->src.ch, t->database, t->name, ids, hot.n, f,
+                                              err);
+        for (size_t k = 0; !rc && k < hot.n; k++) {
+            fp->rows += f[k].rows;
+            fp->hash_sum += f[k].hash_sum;
+            fp->hash_xor ^= f[k].hash_xor;
+        }
+        free(ids);
+        free(f);
+    }
     pids_free(&pids);
+    pids_free(&hot);
+    mv_slice_free(&src);
+    mv_slice_free(&stg);
     return rc;
 }
 
-/* The slice's fingerprint on the source (sum over its partitions). */
-static int source_fingerprint(mvctx *x, const ferry_table_def *t, ferry_fingerprint *fp,
-                              size_t *nparts, ferry_err *err)
+/* The source's part digest of the slice (cold_digest over every active part) and, when rows is
+ * true, its fingerprint as compare_copy journals it (cold partitions by part digest, hot ones by
+ * their rows, one query). */
+static int source_fingerprint(mvctx *x, const ferry_table_def *t, bool rows,
+                              ferry_fingerprint *fp, ferry_fingerprint *digest, ferry_err *err)
 {
-    mv_pids pids = {0};
+    mv_slice sl = {0};
+    mv_pids hot = {0};
     memset(fp, 0, sizeof *fp);
-    *nparts = 0;
-    int rc = slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
-    for (size_t i = 0; !rc && i < pids.n; i++) {
+    memset(digest, 0, sizeof *digest);
+    int rc = mv_slice_list(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, true,
+                           &sl, err);
+    for (size_t i = 0; !rc && i < sl.n_pids; i++) {
+        mv_parts ps = mv_slice_parts(&sl, sl.pids[i]);
         ferry_fingerprint a;
-        mv_parts ps = {0};
-        /* the rule compare_copy used: cold partitions by their part digest */
-        rc = mv_list_parts(&x->src, t->database, t->name, pids.ids[i], true, &ps, err);
-        if (!rc && all_cold(&ps))
-            cold_digest(&ps, &a);
-        else if (!rc)
-            rc = ferry_fingerprint_partition(x->src.ch, t->database, t->name, pids.ids[i], &a,
-                                             err);
-        free(ps.p);
-        if (!rc) {
+        cold_digest(&ps, &a);
+        digest->rows += a.rows;
+        digest->hash_sum += a.hash_sum;
+        digest->hash_xor ^= a.hash_xor;
+        digest->parts += a.parts;
+        if (all_cold(&ps)) {
             fp->rows += a.rows;
             fp->hash_sum += a.hash_sum;
             fp->hash_xor ^= a.hash_xor;
-            *nparts += a.parts;
+        } else if (pids_add(&hot, sl.pids[i])) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         }
     }
-    pids_free(&pids);
+    if (!rc && rows && hot.n) {
+        const char **ids = calloc(hot.n, sizeof *ids);
+        ferry_fingerprint *f = calloc(hot.n, sizeof *f);
+        if (!ids || !f)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        for (size_t k = 0; !rc && k < hot.n; k++)
+            ids[k] = hot.ids[k];
+        if (!rc)
+            rc = ferry_fingerprint_partitions(x->src.ch, t->database, t->name, ids, hot.n, f,
+                                              err);
+        for (size_t k = 0; !rc && k < hot.n; k++) {
+            fp->rows += f[k].rows;
+            fp->hash_sum += f[k].hash_sum;
+            fp->hash_xor ^= f[k].hash_xor;
+        }
+        free(ids);
+        free(f);
+    }
+    pids_free(&hot);
+    mv_slice_free(&sl);
     return rc;
+}
+
+unsigned ferry_move_grace(const ferry_move_opts *o)
+{
+    if (o->grace_given)
+        return o->grace_ms;
+    const char *routers = o->cfg ? ferry_config_get(o->cfg, "cluster", NULL, "routers") : NULL;
+    return routers && *routers ? 0 : 2000;
 }
 
 static const ferry_table_def *table_at(mvctx *x, size_t i) { return &x->tables.items[i].u.table; }
@@ -846,20 +1101,49 @@ static int do_clone(mvctx *x, ferry_err *err)
     return rc;
 }
 
+/* The journal's record of a table's verified source: the fingerprint CLEANUP checks (rows, sum,
+ * xor) and the digest of its parts (a source whose parts are unchanged needs no row read). */
+static json_t *fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg)
+{
+    char sum[32], xr[32], dsum[32], dxr[32];
+    snprintf(sum, sizeof sum, "%llu", (unsigned long long)fp->hash_sum);
+    snprintf(xr, sizeof xr, "%llu", (unsigned long long)fp->hash_xor);
+    snprintf(dsum, sizeof dsum, "%llu", (unsigned long long)dg->hash_sum);
+    snprintf(dxr, sizeof dxr, "%llu", (unsigned long long)dg->hash_xor);
+    return json_pack("{s:I, s:s, s:s, s:{s:I, s:I, s:s, s:s}}", "rows", (json_int_t)fp->rows,
+                     "sum", sum, "xor", xr, "digest", "rows", (json_int_t)dg->rows, "parts",
+                     (json_int_t)dg->parts, "sum", dsum, "xor", dxr);
+}
+
+/* Whether fp's rows, sum and xor are those of the journal record j ({"rows":N,"sum":"..",
+ * "xor":".."}, as fp_json writes them). */
+static bool fp_matches(const json_t *j, const ferry_fingerprint *fp)
+{
+    char sum[32], xr[32];
+    snprintf(sum, sizeof sum, "%llu", (unsigned long long)fp->hash_sum);
+    snprintf(xr, sizeof xr, "%llu", (unsigned long long)fp->hash_xor);
+    return j && (uint64_t)json_integer_value(json_object_get(j, "rows")) == fp->rows &&
+           !strcmp(json_string_value(json_object_get(j, "sum")) ?: "", sum) &&
+           !strcmp(json_string_value(json_object_get(j, "xor")) ?: "", xr);
+}
+
 /* VERIFY, then the routing switch in one batch with the journal. */
 static int do_verify(mvctx *x, ferry_err *err)
 {
     int rc = FERRY_OK;
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
         bool stable;
-        rc = compare_copy(x, table_at(x, i), false, &stable, NULL, err);
+        rc = compare_copy(x, table_at(x, i), false, &stable, NULL, NULL, err);
     }
     if (rc)
         return rc;
     crash_point("VERIFY");
     /* Every router must reach the target before the route names it (a shard just added reaches
-     * routers through the catalog; lib/router/fence.c). */
-    if ((rc = ferry_router_fence_shard(x->o->cfg, x->mv.u.move.to, 0, err)))
+     * routers through the catalog), and no client may still be about to retry a failed write of
+     * the slice: its retry must reach the shard that has the first attempt's rows
+     * (lib/router/fence.c, lib/router/pending.c). */
+    if ((rc = ferry_router_fence_switch(x->o->cfg, x->mv.u.move.to, x->mv.u.move.tenant,
+                                        x->mv.u.move.split, 0, err)))
         return ferry_err_prefix(err, "move %s: ", x->mv.u.move.id);
     ferry_record route;
     ferry_record_init(&route, FERRY_REC_ROUTE);
@@ -935,8 +1219,9 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
     /* as do_switch: routers must send new writes to both replicas before the sync below */
     if ((rc = fence_routers(x, "clone", err)))
         return rc;
-    unsigned grace = x->o->grace_ms ? x->o->grace_ms : 2000;
-    usleep((useconds_t)grace * 1000);
+    unsigned grace = ferry_move_grace(x->o);
+    if (grace)
+        usleep((useconds_t)grace * 1000);
     char fz[160], tag[32];
     snprintf(tag, sizeof tag, "k%u", x->mv.u.move.step);
     rc = freeze_name(x, tag, fz, sizeof fz, err);
@@ -1010,6 +1295,7 @@ static int records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pid
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t k = 0; k < pids->n; k++)
         ids[k] = pids->ids[k];
+    x->catalog_writes++;
     int rc = ferry_part_records_reassign(x->cat, t->name, ids, pids->n, x->mv.u.move.from,
                                          x->mv.u.move.to, x->clone, NULL, err);
     free(ids);
@@ -1053,39 +1339,35 @@ static int do_switch(mvctx *x, ferry_err *err)
          * write it grouped with an older table; then the grace period covers other writers. */
         if ((rc = fence_routers(x, "move", err)))
             return rc;
-        unsigned grace = x->o->grace_ms ? x->o->grace_ms : 2000;
-        usleep((useconds_t)grace * 1000);
+        unsigned grace = ferry_move_grace(x->o);
+        if (grace)
+            usleep((useconds_t)grace * 1000);
         bool stable = false;
         json_t *fps = json_object();
-        for (int round = 0; !rc && !stable && round < MV_MAX_ROUNDS; round++) {
-            char fz[160], tag[32];
-            snprintf(tag, sizeof tag, "s%ur%d", x->mv.u.move.step, round);
-            rc = freeze_name(x, tag, fz, sizeof fz, err);
-            for (size_t i = 0; !rc && i < x->tables.n; i++) {
-                rc = ensure_staging(x, table_at(x, i), err);
-                if (!rc)
-                    rc = copy_round(x, table_at(x, i), fz, false, err);
-            }
-            if (!rc)
-                rc = remove_freeze_named(x, fz, err);
+        for (size_t i = 0; !rc && i < x->tables.n; i++)
+            rc = ensure_staging(x, table_at(x, i), err);
+        for (int round = 0; !rc; round++) {
+            /* Compare first: the copy made before the switch is usually equal already (nothing
+             * reached the source since), and then no freeze and no send is needed. */
             stable = true;
             json_object_clear(fps);
             for (size_t i = 0; !rc && stable && i < x->tables.n; i++) {
-                ferry_fingerprint fp = {0};
+                ferry_fingerprint fp = {0}, dg = {0};
                 bool st = true;
-                rc = compare_copy(x, table_at(x, i), true, &st, &fp, err);
+                rc = compare_copy(x, table_at(x, i), true, &st, &fp, &dg, err);
                 stable = stable && st;
-                json_object_set_new(fps, table_at(x, i)->name,
-                                    json_pack("{s:I, s:s, s:s}", "rows", (json_int_t)fp.rows,
-                                              "sum", "", "xor", ""));
-                char num[32];
-                snprintf(num, sizeof num, "%llu", (unsigned long long)fp.hash_sum);
-                json_object_set_new(json_object_get(fps, table_at(x, i)->name), "sum",
-                                    json_string(num));
-                snprintf(num, sizeof num, "%llu", (unsigned long long)fp.hash_xor);
-                json_object_set_new(json_object_get(fps, table_at(x, i)->name), "xor",
-                                    json_string(num));
+                if (!rc && st)
+                    json_object_set_new(fps, table_at(x, i)->name, fp_json(&fp, &dg));
             }
+            if (rc || stable || round == MV_MAX_ROUNDS)
+                break;
+            char fz[160], tag[32];
+            snprintf(tag, sizeof tag, "s%ur%d", x->mv.u.move.step, round);
+            rc = freeze_name(x, tag, fz, sizeof fz, err);
+            for (size_t i = 0; !rc && i < x->tables.n; i++)
+                rc = copy_round(x, table_at(x, i), fz, false, err);
+            if (!rc)
+                rc = remove_freeze_named(x, fz, err);
         }
         if (!rc && !stable)
             rc = ferry_err_set(err, FERRY_EIO,
@@ -1113,7 +1395,9 @@ static int do_switch(mvctx *x, ferry_err *err)
      * could count that partition twice (source + target real) or miss it (docs/routing.md). */
     if ((rc = fence_routers(x, "before publishing, move", err)))
         return rc;
-    /* publish: staging -> real table, one atomic MOVE PARTITION per partition */
+    /* publish: staging -> real table, one atomic MOVE PARTITION per partition; the first one
+     * alone, the others in one ALTER TABLE (its commands run one after another, each atomic;
+     * a crash between them leaves partitions in staging that a resume moves) */
     bool first = true;
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
         const ferry_table_def *t = table_at(x, i);
@@ -1121,16 +1405,20 @@ static int do_switch(mvctx *x, ferry_err *err)
         staging_name(t->name, st, sizeof st);
         mv_pids pids = {0};
         rc = slice_pids(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
-        for (size_t k = 0; !rc && k < pids.n; k++) {
+        for (size_t k = 0; !rc && k < pids.n;) {
             ferry_buf sql = FERRY_BUF_INIT;
             ferry_buf_puts(&sql, "ALTER TABLE ");
             sql_table(&sql, t->database, st);
-            ferry_buf_puts(&sql, " MOVE PARTITION ID ");
-            ferry_sql_quote(pids.ids[k], &sql);
-            ferry_buf_puts(&sql, " TO TABLE ");
-            sql_table(&sql, t->database, t->name);
+            size_t end = first ? k + 1 : pids.n;
+            for (size_t j = k; j < end; j++) {
+                ferry_buf_puts(&sql, j > k ? ", MOVE PARTITION ID " : " MOVE PARTITION ID ");
+                ferry_sql_quote(pids.ids[j], &sql);
+                ferry_buf_puts(&sql, " TO TABLE ");
+                sql_table(&sql, t->database, t->name);
+            }
             rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
             ferry_buf_free(&sql);
+            k = end;
             if (!rc && first) {
                 first = false;
                 crash_point("SWITCH:published-one");
@@ -1162,18 +1450,17 @@ static int do_cleanup(mvctx *x, ferry_err *err)
         for (size_t k = 0; !rc && k < src.n; k++)
             rc = pids_add(&all, src.ids[k]);
         if (!rc && src.n) {
-            /* the source must hold exactly what was verified and published */
-            ferry_fingerprint fp;
-            size_t nparts;
-            rc = source_fingerprint(x, t, &fp, &nparts, err);
+            /* the source must hold exactly what was verified and published: its parts unchanged
+             * (no row read), or else the same rows (a merge since changes parts, not rows) */
+            ferry_fingerprint fp, dg;
             json_t *want = json_object_get(json_object_get(x->data, "fp"), t->name);
-            char sum[32], xr[32];
-            snprintf(sum, sizeof sum, "%llu", (unsigned long long)fp.hash_sum);
-            snprintf(xr, sizeof xr, "%llu", (unsigned long long)fp.hash_xor);
-            if (!rc && want &&
-                ((uint64_t)json_integer_value(json_object_get(want, "rows")) != fp.rows ||
-                 strcmp(json_string_value(json_object_get(want, "sum")) ?: "", sum) ||
-                 strcmp(json_string_value(json_object_get(want, "xor")) ?: "", xr)))
+            rc = source_fingerprint(x, t, false, &fp, &dg, err);
+            if (!rc && !fp_matches(json_object_get(want, "digest"), &dg))
+                rc = source_fingerprint(x, t, true, &fp, &dg, err);
+            else if (!rc)
+                fp.rows = (uint64_t)json_integer_value(json_object_get(want, "rows"));
+            if (!rc && want && !fp_matches(json_object_get(want, "digest"), &dg) &&
+                !fp_matches(want, &fp))
                 rc = ferry_err_set(err, FERRY_EIO,
                                    "move %s: %s.%s on %s changed after it was verified (%llu rows "
                                    "now, %lld verified): a write reached the old server after "
@@ -1183,12 +1470,15 @@ static int do_cleanup(mvctx *x, ferry_err *err)
                                    (unsigned long long)fp.rows,
                                    (long long)json_integer_value(json_object_get(want, "rows")));
         }
-        for (size_t k = 0; !rc && k < src.n; k++) {
+        if (!rc && src.n) {
+            /* every partition of the slice in one ALTER TABLE */
             ferry_buf sql = FERRY_BUF_INIT;
             ferry_buf_puts(&sql, "ALTER TABLE ");
             sql_table(&sql, t->database, t->name);
-            ferry_buf_puts(&sql, " DETACH PARTITION ID ");
-            ferry_sql_quote(src.ids[k], &sql);
+            for (size_t k = 0; k < src.n; k++) {
+                ferry_buf_puts(&sql, k ? ", DETACH PARTITION ID " : " DETACH PARTITION ID ");
+                ferry_sql_quote(src.ids[k], &sql);
+            }
             rc = mv_sql(&x->src, ferry_buf_cstr(&sql), NULL, err);
             ferry_buf_free(&sql);
         }
@@ -1460,16 +1750,12 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
     uint64_t hot = 0;
     for (size_t i = 0; !rc && i < tables.n; i++) {
         const ferry_table_def *t = &tables.items[i].u.table;
-        mv_pids pids = {0};
-        rc = slice_pids(&src, t, t->name, tenant, split, &pids, err);
-        for (size_t k = 0; !rc && k < pids.n; k++) {
-            mv_parts ps = {0};
-            rc = mv_list_parts(&src, t->database, t->name, pids.ids[k], true, &ps, err);
-            for (size_t j = 0; j < ps.n; j++)
-                if (!ps.p[j].cold)
-                    hot += ps.p[j].bytes;
-            free(ps.p);
-        }
+        mv_slice sl = {0};
+        rc = mv_slice_list(&src, t, t->name, tenant, split, true, &sl, err);
+        for (size_t j = 0; !rc && j < sl.n_parts; j++)
+            if (!sl.parts[j].cold)
+                hot += sl.parts[j].bytes;
+        mv_slice_free(&sl);
         mv_pids there = {0};
         if (!rc)
             rc = slice_pids(&dst, t, t->name, tenant, split, &there, err);
@@ -1480,7 +1766,6 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
                                to, there.n, tenant, split, t->database, t->name, there.ids[0],
                                from);
         pids_free(&there);
-        pids_free(&pids);
     }
     if (rc)
         goto out;
@@ -1570,6 +1855,12 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
     memset(res, 0, sizeof *res);
     x.o = o;
     x.res = res;
+    x.rate = o->rate;
+    if (!x.rate && o->max_bytes_per_second) {
+        if (!(x.own_rate = ferry_rate_new(o->max_bytes_per_second)))
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        x.rate = x.own_rate;
+    }
     x.t0 = now_s();
     ferry_lease *lease = NULL;
     ferry_record fsh, tsh;
@@ -1623,6 +1914,8 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
               ferry_move_state_name(m->state));
     while (!rc && m->state != FERRY_MOVE_DONE) {
         progress(&x);
+        enum ferry_move_state was = m->state;
+        double s0 = now_s();
         switch (m->state) {
         case FERRY_MOVE_PLANNED:
             rc = advance(&x, FERRY_MOVE_CLONE, "", err);
@@ -1643,6 +1936,8 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
             rc = ferry_err_set(err, FERRY_EINTERNAL, "move %s in state %s", id,
                                ferry_move_state_name(m->state));
         }
+        if ((unsigned)was < FERRY_MOVE_STATES)
+            res->state_ms[was] += (now_s() - s0) * 1e3;
     }
     if (rc && x.permanent &&
         (m->state == FERRY_MOVE_CLONE || m->state == FERRY_MOVE_VERIFY)) {
@@ -1677,28 +1972,26 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
         /* rows the target holds for the slice, for the log and the caller */
         for (size_t i = 0; i < x.tables.n; i++) {
             const ferry_table_def *t = table_at(&x, i);
-            mv_pids pids = {0};
+            mv_slice sl = {0}; /* rows from system.parts: reading every row is the verify's job */
             ferry_err e2 = {0};
-            if (slice_pids(&x.dst, t, t->name, m->tenant, m->split, &pids, &e2))
+            if (mv_slice_list(&x.dst, t, t->name, m->tenant, m->split, true, &sl, &e2))
                 continue;
-            res->partitions += pids.n;
-            for (size_t k = 0; k < pids.n; k++) {
-                mv_parts ps = {0}; /* rows from system.parts: reading every row is the verify's job */
-                if (!mv_list_parts(&x.dst, t->database, t->name, pids.ids[k], true, &ps, &e2))
-                    for (size_t j = 0; j < ps.n; j++)
-                        res->rows += ps.p[j].rows;
-                free(ps.p);
-            }
-            pids_free(&pids);
+            res->partitions += sl.n_pids;
+            for (size_t j = 0; j < sl.n_parts; j++)
+                res->rows += sl.parts[j].rows;
+            mv_slice_free(&sl);
         }
     }
 out:
     res->seconds = now_s() - x.t0;
+    res->statements = x.src.n_sql + x.dst.n_sql;
+    res->agent_requests = x.src.n_agent + x.dst.n_agent;
+    res->catalog_writes = x.catalog_writes;
     if (x.mv.u.move.state == FERRY_MOVE_DONE && !rc)
         ferry_log(FERRY_LOG_INFO,
                   "msg=\"move done\" move=%s tenant=%s split=%u from=%s to=%s partitions=%zu "
                   "rows=%llu hot_bytes=%llu hot_copied=%llu cold_bytes=%llu cold_copied=%llu "
-                  "verified_by_parts=%zu verified_by_rows=%zu seconds=%.3f",
+                  "verified_cold=%zu verified_hot=%zu seconds=%.3f",
                   id, res->tenant, res->split, res->from, res->to, res->partitions,
                   (unsigned long long)res->rows, (unsigned long long)res->hot_bytes,
                   (unsigned long long)res->hot_copied, (unsigned long long)res->cold_bytes,
@@ -1707,6 +2000,7 @@ out:
     json_decref(x.data);
     mv_conn_close(&x.src);
     mv_conn_close(&x.dst);
+    ferry_rate_free(x.own_rate);
     ferry_record_list_free(&x.tables);
     ferry_record_free(&x.mv);
     ferry_record_free(&x.job);

@@ -18,7 +18,7 @@ int mv_conn_open(const ferry_shard *sh, const struct ferry_config *cfg, mv_conn 
 {
     memset(c, 0, sizeof *c);
     snprintf(c->name, sizeof c->name, "%s", sh->name);
-    snprintf(c->agent_url, sizeof c->agent_url, "%s", sh->agent);
+    ferry_list_item(sh->agent, 0, c->agent_url, sizeof c->agent_url);
     size_t n = strcspn(sh->replicas, ",");
     snprintf(c->ch_url, sizeof c->ch_url, "%.*s", (int)n, sh->replicas);
     ferry_shard_client_opts o = {.ch_read_timeout_ms = 600000, .agent_timeout_ms = 600000};
@@ -38,6 +38,7 @@ void mv_conn_close(mv_conn *c)
 
 int mv_sql(mv_conn *c, const char *sql, ferry_ch_rows *rows, ferry_err *err)
 {
+    c->n_sql++;
     ferry_buf out = FERRY_BUF_INIT;
     int rc = ferry_guarded_exec(c->ch, sql, &out, err);
     if (rc) {
@@ -67,6 +68,7 @@ int mv_agent(mv_conn *c, const char *op, json_t *req, json_t **resp, long *statu
 {
     long st = 0;
     json_t *r = NULL;
+    c->n_agent++;
     int rc = ferry_agent_call(c->ag, op, req, &r, &st, err);
     if (status)
         *status = st;
@@ -132,4 +134,140 @@ const mv_part *mv_parts_find(const mv_parts *ps, const char *name)
         if (!strcmp(ps->p[i].name, name))
             return &ps->p[i];
     return NULL;
+}
+
+/* ---- a slice's parts in one query --------------------------------------------------------- */
+
+typedef struct slice_row {
+    char pid[FERRY_NAME_MAX];
+    mv_part part;
+} slice_row;
+
+static int slice_row_cmp(const void *a, const void *b)
+{
+    const slice_row *x = a, *y = b;
+    int d = strcmp(x->pid, y->pid);
+    return d ? d : strcmp(x->part.name, y->part.name);
+}
+
+/* Whether a tenant name appears unescaped in ClickHouse's text of a partition tuple (so a prefix
+ * of that text can narrow the query; the parse below decides in every case). */
+static bool plain_name(const char *s)
+{
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_' || *s == '-' || *s == '.'))
+            return false;
+    return true;
+}
+
+int mv_slice_list(mv_conn *c, const ferry_table_def *t, const char *table, const char *tenant,
+                  uint32_t split, bool active_only, mv_slice *out, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    slice_row *sr = NULL;
+    size_t n = 0;
+    memset(out, 0, sizeof *out);
+    ferry_buf_puts(&sql, "SELECT partition_id, partition, name, hash_of_all_files, rows, "
+                         "bytes_on_disk, disk_name IN (SELECT name FROM system.disks WHERE "
+                         "is_remote), active FROM system.parts WHERE database = ");
+    ferry_sql_quote(t->database, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, " AND rows > 0");
+    if (active_only)
+        ferry_buf_puts(&sql, " AND active");
+    if (t->layout == FERRY_LAYOUT_SHARED && plain_name(tenant)) {
+        /* only the tenant's partitions: ('acme',DAY,SPLIT), or (42,DAY,SPLIT) for a number */
+        ferry_buf_printf(&sql, " AND (startsWith(partition, '(''%s'',') OR "
+                               "startsWith(partition, '(%s,'))", tenant, tenant);
+    }
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
+    if (!rc && rows.n_rows && !(sr = calloc(rows.n_rows, sizeof *sr)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
+        ferry_partition_key k;
+        ferry_err perr = {0};
+        if (ferry_partition_parse(t->layout, ferry_ch_rows_get(&rows, r, 1), &k, &perr))
+            continue; /* not a managed partition */
+        if (k.split != split || (t->layout == FERRY_LAYOUT_SHARED && strcmp(k.tenant, tenant)))
+            continue;
+        slice_row *x = &sr[n++];
+        snprintf(x->pid, sizeof x->pid, "%s", ferry_ch_rows_get(&rows, r, 0));
+        mv_part *p = &x->part;
+        snprintf(p->name, sizeof p->name, "%s", ferry_ch_rows_get(&rows, r, 2));
+        snprintf(p->hash, sizeof p->hash, "%s", ferry_ch_rows_get(&rows, r, 3));
+        p->rows = u64_of(ferry_ch_rows_get(&rows, r, 4));
+        p->bytes = u64_of(ferry_ch_rows_get(&rows, r, 5));
+        p->cold = !strcmp(ferry_ch_rows_get(&rows, r, 6), "1");
+        p->active = !strcmp(ferry_ch_rows_get(&rows, r, 7), "1");
+    }
+    if (!rc && n) {
+        qsort(sr, n, sizeof *sr, slice_row_cmp);
+        out->parts = calloc(n, sizeof *out->parts);
+        out->pids = calloc(n, sizeof *out->pids);
+        out->first = calloc(n + 1, sizeof *out->first);
+        if (!out->parts || !out->pids || !out->first)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    /* group by partition; a partition is the slice's only while it has an active part */
+    for (size_t i = 0; !rc && i < n;) {
+        size_t j = i;
+        bool active = false;
+        for (; j < n && !strcmp(sr[j].pid, sr[i].pid); j++)
+            active = active || sr[j].part.active;
+        if (active) {
+            memcpy(out->pids[out->n_pids], sr[i].pid, FERRY_NAME_MAX);
+            out->first[out->n_pids++] = out->n_parts;
+            for (size_t k = i; k < j; k++)
+                out->parts[out->n_parts++] = sr[k].part;
+        }
+        i = j;
+    }
+    if (!rc && out->first)
+        out->first[out->n_pids] = out->n_parts;
+    if (rc)
+        mv_slice_free(out);
+    free(sr);
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+void mv_slice_free(mv_slice *s)
+{
+    free(s->pids);
+    free(s->first);
+    free(s->parts);
+    memset(s, 0, sizeof *s);
+}
+
+long mv_slice_pid(const mv_slice *s, const char *pid)
+{
+    size_t lo = 0, hi = s->n_pids;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(s->pids[mid], pid);
+        if (!d)
+            return (long)mid;
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+mv_parts mv_slice_parts(const mv_slice *s, const char *pid)
+{
+    long k = mv_slice_pid(s, pid);
+    mv_parts v = {0};
+    if (k >= 0) {
+        v.p = s->parts + s->first[k];
+        v.n = s->first[k + 1] - s->first[k];
+    }
+    return v;
 }

@@ -20,6 +20,7 @@ typedef struct mv_conn {
     char *token; /* agent bearer token (wiped on close) */
     ferry_ch_client *ch;
     ferry_agent_client *ag;
+    unsigned long n_sql, n_agent; /* requests made through mv_sql / mv_agent (and counted in) */
 } mv_conn;
 
 /* Opens clients for the shard: ClickHouse at the first of its replicas, the agent at its agent
@@ -59,5 +60,30 @@ int mv_list_parts(mv_conn *c, const char *db, const char *table, const char *pid
                   bool active_only, mv_parts *out, ferry_err *err);
 /* The part named name in ps, or NULL. */
 const mv_part *mv_parts_find(const mv_parts *ps, const char *name);
+
+/* Every part of one slice in one table on one server, from one system.parts query (a move
+ * looks at all of a slice's partitions at once instead of one query per partition). pids: the
+ * partitions with an active part with rows, sorted; parts: sorted by partition, then name, with
+ * first[k]..first[k+1] the parts of pids[k] (inactive ones of a partition without an active part
+ * are dropped: they are on their way out). Owned by the slice (mv_slice_free). */
+typedef struct mv_slice {
+    size_t n_pids;
+    char (*pids)[FERRY_NAME_MAX];
+    size_t *first;   /* n_pids + 1 entries */
+    mv_part *parts;
+    size_t n_parts;
+} mv_slice;
+
+struct ferry_table_def;
+/* The parts of slice (tenant, split) in table (t's layout; table may be a staging table of t),
+ * active ones only or every state; parts with no rows are left out (see mv_list_parts). */
+int mv_slice_list(mv_conn *c, const struct ferry_table_def *t, const char *table,
+                  const char *tenant, uint32_t split, bool active_only, mv_slice *out,
+                  ferry_err *err);
+void mv_slice_free(mv_slice *s);
+/* The parts of partition pid (a view into s: not to be freed); n 0 when s has none. */
+mv_parts mv_slice_parts(const mv_slice *s, const char *pid);
+/* The index of pid in s->pids, or -1. */
+long mv_slice_pid(const mv_slice *s, const char *pid);
 
 #endif

@@ -54,8 +54,8 @@ int ferry_rebalance_sched_moves(const ferry_rebalance_plan *p, ferry_sched_move 
     }
     *n_shards += m > 0;
     for (size_t i = 0; i < n; i++)
-        if (!p->moves[i].to[0])
-            out[i].to = FERRY_SCHED_NONE; /* a drop: no target */
+        if (!p->moves[i].to[0] || out[i].to == out[i].from)
+            out[i].to = FERRY_SCHED_NONE; /* a drop (or a step on one shard): no target */
     /* slices: moves of one (tenant, split) share the number of the first */
     for (size_t i = 0; i < n; i++)
         idx[i] = i;

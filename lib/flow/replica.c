@@ -128,7 +128,7 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
             goto out;
         ferry_log(FERRY_LOG_INFO, "msg=\"replica unrouted\" tenant=%s split=%u shard=%s route=%s",
                   tenant, split, shard, nl);
-        unsigned grace = o->grace_ms ? o->grace_ms : 2000;
+        unsigned grace = ferry_move_grace(o);
         usleep((useconds_t)grace * 1000); /* writes in flight to the shard land first */
     }
     /* The catalog's part records stop naming the shard first: until the detach the shard still
@@ -303,7 +303,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                     rs_result rr;
                     ferry_err e = {0};
                     int src = rs_sync_partition(&cs[best]->c, &cs[k]->c, t, pids[p], freeze,
-                                                o->grace_ms ? o->grace_ms : 2000, RS_ROUNDS,
+                                                ferry_move_grace(o), RS_ROUNDS,
                                                 dry_run, &rr, &e);
                     ferry_repair_item it;
                     memset(&it, 0, sizeof it);

@@ -23,61 +23,111 @@ static void problem(json_t *problems, const char *fmt, ...)
     json_array_append_new(problems, json_string(buf));
 }
 
+/* Reads one replica's pointer files through its agent into refs, under the shard's name (the
+ * name the catalog's parts list). Anything that leaves what the replica references unknown adds
+ * a problem and counts in *failed: an agent that cannot be reached or answers an error
+ * (including "no object-storage disk": a server ferry manages has one, so its absence means the
+ * agent looks at the wrong place, not that nothing is referenced), an answer without its file
+ * lists, a file entry without a path or an object without a size, and a file under the cold
+ * disk that is not a readable pointer file. Errors only for memory. */
+static int read_replica(ferry_agent_client *agent, const char *server, const char *label,
+                        ferry_sweep_refs *refs, json_t *problems, size_t *failed, ferry_err *err)
+{
+    json_t *req = json_object(), *resp = NULL;
+    long status = 0;
+    ferry_err aerr = {0};
+    if (!req)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    int rc = ferry_agent_call(agent, "pointers", req, &resp, &status, &aerr);
+    json_decref(req);
+    if (rc) {
+        problem(problems, "server %s: cannot read its pointer files: %s", label, aerr.msg);
+        (*failed)++;
+        json_decref(resp);
+        return FERRY_OK;
+    }
+    json_t *files = json_object_get(resp, "files"), *invalid = json_object_get(resp, "invalid");
+    if (!json_is_array(files) || !json_is_array(invalid)) {
+        problem(problems, "server %s: the agent's answer to 'pointers' has no file lists (an "
+                "agent of another version?)", label);
+        (*failed)++;
+        json_decref(resp);
+        return FERRY_OK;
+    }
+    size_t k;
+    json_t *f;
+    json_array_foreach(files, k, f)
+    {
+        const char *path = json_string_value(json_object_get(f, "path"));
+        const char *disk = json_string_value(json_object_get(f, "disk"));
+        json_t *objects = json_object_get(f, "objects");
+        if (!path || !disk || !json_is_array(objects)) {
+            problem(problems, "server %s: the agent listed a pointer file without its path, "
+                    "disk or objects", label);
+            (*failed)++;
+            continue;
+        }
+        size_t j;
+        json_t *o;
+        json_array_foreach(objects, j, o)
+        {
+            const char *key = json_string_value(json_object_get(o, "store_key"));
+            json_t *size = json_object_get(o, "size");
+            if (!json_is_integer(size) || json_integer_value(size) < 0) {
+                problem(problems, "server %s: %s: an object without a size in the agent's "
+                        "answer", label, path);
+                (*failed)++;
+                continue;
+            }
+            if ((rc = ferry_sweep_refs_add(refs, server, disk, path, key,
+                                           (uint64_t)json_integer_value(size), err))) {
+                json_decref(resp);
+                return rc;
+            }
+            refs->items[refs->n - 1].outdated = json_is_true(json_object_get(f, "outdated"));
+        }
+    }
+    json_t *inv;
+    json_array_foreach(invalid, k, inv)
+    {
+        /* a file that does not parse may be a damaged pointer file (a crash during
+         * ClickHouse's in-place rewrite leaves zero bytes), and one the agent could not read
+         * or list may be anything: what it named is unknown, so the report cannot be
+         * complete */
+        const char *path = json_string_value(json_object_get(inv, "path"));
+        const char *why = json_string_value(json_object_get(inv, "error"));
+        problem(problems, "server %s: %s is not a readable pointer file (%s)", label,
+                path ? path : "(no path)", why ? why : "no reason given");
+        (*failed)++;
+    }
+    json_decref(resp);
+    return FERRY_OK;
+}
+
 int ferry_sweep_read_pointers(ferry_fleet *fl, ferry_sweep_refs *refs, json_t *problems,
                               size_t *failed, ferry_err *err)
 {
     *failed = 0;
-    for (size_t i = 0; i < fl->n_servers; i++) {
+    int rc = FERRY_OK;
+    for (size_t i = 0; i < fl->n_servers && rc == FERRY_OK; i++) {
         ferry_fleet_server *s = &fl->servers[i];
-        json_t *req = json_object(), *resp = NULL;
-        long status = 0;
-        ferry_err aerr = {0};
-        int rc = ferry_agent_call(s->agent, "pointers", req, &resp, &status, &aerr);
-        json_decref(req);
-        if (rc == FERRY_EINVAL && strstr(aerr.msg, "no object-storage disk")) {
-            json_decref(resp);
-            continue; /* a server without a cold disk names no objects */
-        }
-        if (rc) {
-            problem(problems, "server %s: cannot read its pointer files: %s", s->name, aerr.msg);
-            (*failed)++;
-            json_decref(resp);
-            continue;
-        }
-        size_t k;
-        json_t *f;
-        json_array_foreach(json_object_get(resp, "files"), k, f)
-        {
-            const char *path = json_string_value(json_object_get(f, "path"));
-            const char *disk = json_string_value(json_object_get(f, "disk"));
-            size_t j;
-            json_t *o;
-            json_array_foreach(json_object_get(f, "objects"), j, o)
-            {
-                const char *key = json_string_value(json_object_get(o, "store_key"));
-                json_int_t size = json_integer_value(json_object_get(o, "size"));
-                if ((rc = ferry_sweep_refs_add(refs, s->name, disk, path ? path : "", key,
-                                               (uint64_t)size, err))) {
-                    json_decref(resp);
-                    return rc;
-                }
-                refs->items[refs->n - 1].outdated = json_is_true(json_object_get(f, "outdated"));
+        rc = read_replica(s->agent, s->name, s->name, refs, problems, failed, err);
+        for (size_t r = 0; r < s->n_more && rc == FERRY_OK; r++) {
+            const ferry_fleet_replica *x = &s->more[r];
+            char label[FERRY_NAME_MAX + FERRY_URL_MAX + 32];
+            snprintf(label, sizeof label, "%s (replica %s)", s->name, x->url);
+            if (!x->agent) {
+                /* a replica whose files nobody reads could name any object */
+                problem(problems, "server %s: no agent to read its pointer files ([shard "
+                        "\"%s\"] agent lists one URL; give one per replica, in the order of "
+                        "replicas)", label, s->name);
+                (*failed)++;
+                continue;
             }
+            rc = read_replica(x->agent, s->name, label, refs, problems, failed, err);
         }
-        json_t *inv;
-        json_array_foreach(json_object_get(resp, "invalid"), k, inv)
-        {
-            /* a file that does not parse may be a damaged pointer file (a crash during
-             * ClickHouse's in-place rewrite leaves zero bytes): what it named is unknown, so
-             * the report cannot be complete */
-            problem(problems, "server %s: %s is not a readable pointer file (%s)", s->name,
-                    json_string_value(json_object_get(inv, "path")),
-                    json_string_value(json_object_get(inv, "error")));
-            (*failed)++;
-        }
-        json_decref(resp);
     }
-    return FERRY_OK;
+    return rc;
 }
 
 int ferry_sweep_list_store(ferry_objstore *st, const char *prefix, ferry_object_info **out,
@@ -91,6 +141,14 @@ int ferry_sweep_list_store(ferry_objstore *st, const char *prefix, ferry_object_
         ferry_object_list page = {0};
         if ((rc = ferry_objstore_list(st, prefix, token, 1000, &page, err)))
             break;
+        if (token && page.next_token && !strcmp(token, page.next_token)) {
+            /* a store that answers a page with the token it was given would loop forever */
+            ferry_object_list_free(&page);
+            rc = ferry_err_set(err, FERRY_EREMOTE, "listing '%s': the store answered the "
+                               "continuation token it was given; the listing cannot go on",
+                               prefix);
+            break;
+        }
         free(token);
         token = page.next_token;
         page.next_token = NULL;
@@ -105,7 +163,8 @@ int ferry_sweep_list_store(ferry_objstore *st, const char *prefix, ferry_object_
             all = na;
             cap = nc;
         }
-        memcpy(all + cnt, page.items, page.n * sizeof *all);
+        if (page.n) /* an empty page (S3 may send one with a token) has no items array */
+            memcpy(all + cnt, page.items, page.n * sizeof *all);
         cnt += page.n;
         free(page.items); /* the keys now belong to all */
     } while (token);

@@ -77,3 +77,45 @@ bool ferry_fingerprint_same(const ferry_fingerprint *a, const ferry_fingerprint 
         return true;
     return false;
 }
+
+int ferry_fingerprint_partitions(ferry_ch_client *c, const char *db, const char *table,
+                                 const char *const *ids, size_t n, ferry_fingerprint *out,
+                                 ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
+    memset(out, 0, n * sizeof *out);
+    if (!n)
+        return FERRY_OK;
+    ferry_buf_puts(&sql, "SELECT _partition_id, count(), sum(h), groupBitXor(h), uniqExact(h) "
+                         "FROM (SELECT _partition_id, cityHash64(*) AS h FROM ");
+    ferry_sql_ident(db, &sql);
+    ferry_buf_putc(&sql, '.');
+    ferry_sql_ident(table, &sql);
+    ferry_buf_puts(&sql, " WHERE _partition_id IN (");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            ferry_buf_puts(&sql, ", ");
+        ferry_sql_quote(ids[i], &sql);
+    }
+    ferry_buf_puts(&sql, ")) GROUP BY _partition_id SETTINGS max_threads = 4\n");
+    int rc = ferry_ch_query_buf(c, ferry_buf_cstr(&sql), "TabSeparated", &res, NULL, err);
+    char *save = NULL;
+    for (char *line = rc ? NULL : strtok_r(res.data ? res.data : (char *)"", "\n", &save);
+         !rc && line; line = strtok_r(NULL, "\n", &save)) {
+        char *f[8];
+        ferry_fingerprint fp = {0};
+        if (ferry_split(line, '\t', f, 8) != 5 || parse_u64_field(f[1], &fp.rows) ||
+            parse_u64_field(f[2], &fp.hash_sum) || parse_u64_field(f[3], &fp.hash_xor) ||
+            parse_u64_field(f[4], &fp.distinct)) {
+            rc = ferry_err_set(err, FERRY_EREMOTE, "unexpected fingerprint answer for %s.%s",
+                               db, table);
+            break;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp(ids[i], f[0]))
+                out[i] = fp;
+    }
+    ferry_buf_free(&sql);
+    ferry_buf_free(&res);
+    return rc;
+}

@@ -36,6 +36,7 @@ struct ferry_http_req {
     bool completed;  /* on_complete ran */
     bool queued;     /* the response went to MHD */
     bool discarding; /* answered early or body too large: drop the rest of the body */
+    bool delivered;  /* MHD sent the whole response (set just before on_cleanup) */
     struct MHD_Response *response;
     unsigned status;
     http_header *headers;
@@ -194,8 +195,10 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     (void)cls;
     (void)conn;
-    (void)toe;
-    free_req(*con_cls);
+    ferry_http_req *req = *con_cls;
+    if (req)
+        req->delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    free_req(req);
     *con_cls = NULL;
 }
 
@@ -339,6 +342,20 @@ const char *ferry_http_header(const ferry_http_req *req, const char *name)
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
+bool ferry_http_client_addr(const ferry_http_req *req, char *buf, size_t size)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr || !size)
+        return false;
+    const struct sockaddr *sa = ci->client_addr;
+    const void *a = sa->sa_family == AF_INET ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+                    : sa->sa_family == AF_INET6
+                        ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+                        : NULL;
+    return a && inet_ntop(sa->sa_family, a, buf, (socklen_t)size) != NULL;
+}
+
 bool ferry_http_basic_auth(ferry_http_req *req, const char **user, const char **password)
 {
     if (!req->auth_user) {
@@ -363,6 +380,8 @@ const char *ferry_http_body(const ferry_http_req *req, size_t *len)
 void ferry_http_req_set_state(ferry_http_req *req, void *state) { req->state = state; }
 void *ferry_http_req_state(const ferry_http_req *req) { return req->state; }
 bool ferry_http_responded(const ferry_http_req *req) { return req->response || req->queued; }
+bool ferry_http_delivered(const ferry_http_req *req) { return req->delivered; }
+unsigned ferry_http_status(const ferry_http_req *req) { return req->status; }
 
 int ferry_http_add_header(ferry_http_req *req, const char *name, const char *value)
 {

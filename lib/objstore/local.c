@@ -1,8 +1,9 @@
 /* Local directory backend, laid out like ClickHouse's local blob storage: each object is a
  * file under the root, its key the path relative to the root. Keys are resolved component by
  * component with openat(O_NOFOLLOW) from a descriptor of the root, so no key can leave the root
- * through "..", an absolute path or a symlink. Puts write a temporary file, fsync it and rename
- * it into place (then fsync the directory), so readers see whole objects only. Names starting
+ * through "..", an absolute path or a symlink. Puts write a temporary file, fsync it and link
+ * it into place (then fsync the directory), so readers see whole objects only and an existing
+ * object is never replaced (link fails where rename would overwrite). Names starting
  * with ".ferry-" are reserved for temporary files and multipart parts and never listed. */
 #include "objstore/objstore_int.h"
 
@@ -295,11 +296,16 @@ static int atomic_write(local_store *ls, const char *key, const objstore_body *b
         rc = ferry_err_set(err, FERRY_EIO, "fsync: %s", strerror(errno));
     if (close(fd) != 0 && rc == FERRY_OK)
         rc = ferry_err_set(err, FERRY_EIO, "close: %s", strerror(errno));
-    if (rc == FERRY_OK && renameat(dfd, tmp, dfd, last) != 0)
-        rc = ferry_err_set(err, errno == EISDIR ? FERRY_ECONFLICT : FERRY_EIO,
-                           "rename into place: %s", strerror(errno));
+    /* create only: link(2) fails with EEXIST where rename(2) would replace, so no role can
+     * replace an object that exists; the temporary name is removed either way */
+    if (rc == FERRY_OK && linkat(dfd, tmp, dfd, last, 0) != 0)
+        rc = errno == EEXIST ? ferry_err_set(err, FERRY_ECONFLICT, "an object (or a directory "
+                                             "of keys) exists at this key, and ferry never "
+                                             "replaces one")
+                             : ferry_err_set(err, FERRY_EIO, "link into place: %s",
+                                             strerror(errno));
+    unlinkat(dfd, tmp, 0);
     if (rc != FERRY_OK) {
-        unlinkat(dfd, tmp, 0);
         ferry_err_prefix(err, "put %s%s: ", ls->root, rel);
         goto out;
     }
@@ -400,7 +406,10 @@ static int cmp_entry(const void *a, const void *b)
 /* Collects regular files below dfd (whose relative path is dir, "" or "a/b/") matching w. */
 static int walk(int dfd, ferry_buf *dir, walker *w, ferry_err *err)
 {
-    int fd = dup(dfd);
+    /* A new open file description, not dup(dfd): a duplicate shares the directory offset, so
+     * the root descriptor kept in the handle would be left at its end and the next listing of
+     * the same directory (the second page) would read nothing. */
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
         if (fd >= 0)

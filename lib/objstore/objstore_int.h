@@ -71,11 +71,21 @@ int objstore_list_push(ferry_object_list *l, size_t *cap, char *key, uint64_t si
 /* Reads body bytes [pos, pos+n) of b into dst (pread for files); FERRY_EIO on a short file. */
 int objstore_body_read(const objstore_body *b, uint64_t pos, void *dst, size_t n, ferry_err *err);
 
-/* Minimal XML helpers for S3 responses (flat documents without attributes on the wanted tags).
- * xml_tag finds the next <tag>...</tag> in [*p, end): sets the content span and moves *p past
- * the closing tag; false when absent. xml_text appends the content with entities decoded. */
-bool objstore_xml_tag(const char **p, const char *end, const char *tag, const char **val,
-                      size_t *len);
-int objstore_xml_text(ferry_buf *out, const char *val, size_t len);
+/* S3's XML answers, read with expat (s3xml.c). Elements are named by their path from the root
+ * ("Error/Code"); anything that is not well-formed XML, or has a DOCTYPE, is FERRY_EREMOTE.
+ *
+ * objstore_xml_value: the text of the first element at path into out (*found says whether there
+ * was one) and, when root is not NULL, the root element's name. what names the request in
+ * messages. objstore_xml_error: "Code: Message" of an <Error> answer ("" when it has neither).
+ * objstore_xml_list: a ListObjectsV2 answer appended to out (next_token set when truncated);
+ * keys are decoded when the answer says <EncodingType>url</EncodingType>, and a listing whose
+ * keys could have been changed by XML's line-break rules is refused.
+ * objstore_url_decode_key: decodes S3's encoding-type=url form encoding in place ('+' is a
+ * space); a bad escape or a NUL byte is FERRY_EREMOTE. */
+int objstore_xml_value(const char *what, const char *body, size_t len, const char *path,
+                       ferry_buf *out, bool *found, char *root, size_t rootsz, ferry_err *err);
+void objstore_xml_error(const char *body, size_t len, char *out, size_t outsz);
+int objstore_xml_list(const char *body, size_t len, ferry_object_list *out, ferry_err *err);
+int objstore_url_decode_key(char *s, ferry_err *err);
 
 #endif

@@ -255,22 +255,10 @@ out:
     return rc;
 }
 
-/* Text of <Code> and <Message> from an S3 error body, for messages. */
+/* "Code: Message" from an S3 error body, for messages. */
 static void error_detail(const ferry_buf *body, char *out, size_t outsz)
 {
-    const char *p = ferry_buf_cstr(body), *end = p + body->len, *v;
-    size_t n;
-    ferry_buf code = FERRY_BUF_INIT, msg = FERRY_BUF_INIT;
-    const char *q = p;
-    if (objstore_xml_tag(&q, end, "Code", &v, &n))
-        objstore_xml_text(&code, v, n);
-    q = p;
-    if (objstore_xml_tag(&q, end, "Message", &v, &n))
-        objstore_xml_text(&msg, v, n);
-    snprintf(out, outsz, "%s%s%s", ferry_buf_cstr(&code), msg.len ? ": " : "",
-             ferry_buf_cstr(&msg));
-    ferry_buf_free(&code);
-    ferry_buf_free(&msg);
+    objstore_xml_error(ferry_buf_cstr(body), body->len, out, outsz);
 }
 
 static int status_code(long status, const char *detail)
@@ -298,6 +286,7 @@ typedef struct s3_call {
     const objstore_body *body; /* PUT/POST body, NULL for none */
     const char *range;      /* "bytes=a-b" or NULL */
     const char *content_type;
+    bool create_only;       /* If-None-Match: * (PutObject, CompleteMultipartUpload) */
 } s3_call;
 
 static int s3_do(s3_store *s, const s3_call *c, s3_response *r, ferry_err *err)
@@ -331,13 +320,15 @@ static int s3_do(s3_store *s, const s3_call *c, s3_response *r, ferry_err *err)
         goto out;
     ferry_sigv4_amz_date(time(NULL), amz_date);
 
-    ferry_sigv4_header sh[5];
+    ferry_sigv4_header sh[6]; /* in canonical (sorted) order */
     size_t nh = 0;
     sh[nh++] = (ferry_sigv4_header){"host", ferry_buf_cstr(&host)};
-    sh[nh++] = (ferry_sigv4_header){"x-amz-content-sha256", payload_hash};
-    sh[nh++] = (ferry_sigv4_header){"x-amz-date", amz_date};
+    if (c->create_only)
+        sh[nh++] = (ferry_sigv4_header){"if-none-match", "*"};
     if (c->range)
         sh[nh++] = (ferry_sigv4_header){"range", c->range};
+    sh[nh++] = (ferry_sigv4_header){"x-amz-content-sha256", payload_hash};
+    sh[nh++] = (ferry_sigv4_header){"x-amz-date", amz_date};
     ferry_sigv4_request rq = {c->method, ferry_buf_cstr(&path), ferry_buf_cstr(&query), sh, nh,
                               payload_hash, amz_date, s->region, "s3"};
     if ((rc = ferry_sigv4_sign(&rq, s->access_key_id, s->secret, &auth, NULL, err)))
@@ -448,8 +439,13 @@ out:
 static int s3_put(ferry_objstore *st, const char *key, const objstore_body *body, ferry_err *err)
 {
     s3_response r = {0};
-    s3_call c = {"PUT", key, NULL, 0, body, NULL, NULL};
+    /* create only: S3 answers 412 when the key exists, so no role can replace an object
+     * (stores that ignore the header are covered by the callers' existence checks) */
+    s3_call c = {"PUT", key, NULL, 0, body, NULL, NULL, true};
     int rc = s3_do(S(st), &c, &r, err);
+    if (rc == FERRY_ECONFLICT)
+        rc = ferry_err_set(err, FERRY_ECONFLICT, "s3 put %s: an object exists at this key, and "
+                           "ferry never replaces one (%s)", key, st->desc);
     ferry_buf_free(&r.body);
     return rc;
 }
@@ -468,7 +464,7 @@ static int s3_get(ferry_objstore *st, const char *key, uint64_t offset, uint64_t
     s3_response r = {0};
     r.sink = sink;
     r.ud = ud;
-    s3_call c = {"GET", key, NULL, 0, NULL, ranged ? range : NULL, NULL};
+    s3_call c = {"GET", key, NULL, 0, NULL, ranged ? range : NULL, NULL, false};
     int rc = s3_do(s, &c, &r, err);
     /* S3 answers a range that starts inside the object but runs past its end with the bytes
      * that exist; ferry treats that as an error, like the local backend. */
@@ -487,7 +483,7 @@ static int s3_get(ferry_objstore *st, const char *key, uint64_t offset, uint64_t
 static int s3_head(ferry_objstore *st, const char *key, ferry_object_info *info, ferry_err *err)
 {
     s3_response r = {0};
-    s3_call c = {"HEAD", key, NULL, 0, NULL, NULL, NULL};
+    s3_call c = {"HEAD", key, NULL, 0, NULL, NULL, NULL, false};
     int rc = s3_do(S(st), &c, &r, err);
     if (rc == FERRY_ENOTFOUND)
         rc = ferry_err_set(err, FERRY_ENOTFOUND, "%s: no such object in %s", key, st->desc);
@@ -500,93 +496,23 @@ static int s3_head(ferry_objstore *st, const char *key, ferry_object_info *info,
     return rc;
 }
 
-/* "2013-05-24T00:00:00.000Z" -> seconds since the epoch. */
-static time_t parse_iso8601(const char *s)
-{
-    struct tm tm = {0};
-    const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-    return end ? timegm(&tm) : 0;
-}
-
+/* ListObjectsV2 with encoding-type=url: keys come percent-encoded, so any byte of a key
+ * (control characters included, which XML 1.0 cannot carry) arrives intact. */
 static int s3_list(ferry_objstore *st, const char *prefix, const char *token, size_t max_keys,
                    ferry_object_list *out, ferry_err *err)
 {
     char mk[24];
     snprintf(mk, sizeof mk, "%zu", max_keys);
-    ferry_sigv4_param params[4] = {{"list-type", "2"}, {"max-keys", mk}, {"prefix", prefix}};
-    size_t np = 3;
+    ferry_sigv4_param params[5] = {{"list-type", "2"}, {"max-keys", mk}, {"prefix", prefix},
+                                   {"encoding-type", "url"}};
+    size_t np = 4;
     if (token)
         params[np++] = (ferry_sigv4_param){"continuation-token", token};
     s3_response r = {0};
-    s3_call c = {"GET", NULL, params, np, NULL, NULL, NULL};
+    s3_call c = {"GET", NULL, params, np, NULL, NULL, NULL, false};
     int rc = s3_do(S(st), &c, &r, err);
-    ferry_buf text = FERRY_BUF_INIT;
-    size_t cap = 0;
-    if (rc)
-        goto out;
-    const char *p = ferry_buf_cstr(&r.body), *end = p + r.body.len, *v;
-    size_t n;
-    while (rc == FERRY_OK && objstore_xml_tag(&p, end, "Contents", &v, &n)) {
-        const char *ent = v, *cend = v + n, *fs;
-        ferry_object_info it = {0};
-        ferry_buf_reset(&text);
-        fs = ent;
-        if (!objstore_xml_tag(&fs, cend, "Key", &v, &n) || objstore_xml_text(&text, v, n)) {
-            rc = ferry_err_set(err, FERRY_EREMOTE, "s3 list: a <Contents> entry has no <Key>");
-            break;
-        }
-        /* The other fields may come in any order: search the whole entry for each. */
-        fs = ent;
-        if (objstore_xml_tag(&fs, cend, "Size", &v, &n)) {
-            char num[32];
-            snprintf(num, sizeof num, "%.*s", (int)(n < 31 ? n : 31), v);
-            if (!ferry_parse_u64(num, &it.size)) {
-                rc = ferry_err_set(err, FERRY_EREMOTE, "s3 list: bad <Size> '%s'", num);
-                break;
-            }
-        }
-        fs = ent;
-        if (objstore_xml_tag(&fs, cend, "LastModified", &v, &n)) {
-            char ts[64];
-            snprintf(ts, sizeof ts, "%.*s", (int)(n < 63 ? n : 63), v);
-            it.mtime = parse_iso8601(ts);
-        }
-        fs = ent;
-        if (objstore_xml_tag(&fs, cend, "ETag", &v, &n)) {
-            ferry_buf et = FERRY_BUF_INIT;
-            objstore_xml_text(&et, v, n);
-            const char *e = ferry_buf_cstr(&et);
-            size_t el = strlen(e);
-            if (el >= 2 && e[0] == '"' && e[el - 1] == '"')
-                snprintf(it.etag, sizeof it.etag, "%.*s", (int)(el - 2), e + 1);
-            else
-                snprintf(it.etag, sizeof it.etag, "%s", e);
-            ferry_buf_free(&et);
-        }
-        char *k = ferry_buf_detach(&text);
-        if (!k || objstore_list_push(out, &cap, k, it.size, it.mtime, it.etag)) {
-            free(k);
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        }
-    }
-    if (rc)
-        goto out;
-    p = ferry_buf_cstr(&r.body);
-    bool truncated = objstore_xml_tag(&p, end, "IsTruncated", &v, &n) && n == 4 &&
-                     memcmp(v, "true", 4) == 0;
-    if (truncated) {
-        p = ferry_buf_cstr(&r.body);
-        if (!objstore_xml_tag(&p, end, "NextContinuationToken", &v, &n)) {
-            rc = ferry_err_set(err, FERRY_EREMOTE,
-                               "s3 list: truncated answer without a NextContinuationToken");
-            goto out;
-        }
-        ferry_buf_reset(&text);
-        objstore_xml_text(&text, v, n);
-        out->next_token = ferry_buf_detach(&text);
-    }
-out:
-    ferry_buf_free(&text);
+    if (rc == FERRY_OK)
+        rc = objstore_xml_list(ferry_buf_cstr(&r.body), r.body.len, out, err);
     ferry_buf_free(&r.body);
     return rc;
 }
@@ -594,7 +520,7 @@ out:
 static int s3_del(ferry_objstore *st, const char *key, ferry_err *err)
 {
     s3_response r = {0};
-    s3_call c = {"DELETE", key, NULL, 0, NULL, NULL, NULL};
+    s3_call c = {"DELETE", key, NULL, 0, NULL, NULL, NULL, false};
     int rc = s3_do(S(st), &c, &r, err);
     if (rc == FERRY_ENOTFOUND) /* some stores answer 404 for a missing key: already gone */
         rc = FERRY_OK;
@@ -606,19 +532,19 @@ static int s3_mpu_begin(ferry_objstore *st, ferry_objstore_mpu *mpu, ferry_err *
 {
     ferry_sigv4_param params[] = {{"uploads", ""}};
     s3_response r = {0};
-    s3_call c = {"POST", mpu->key, params, 1, NULL, NULL, NULL};
+    s3_call c = {"POST", mpu->key, params, 1, NULL, NULL, NULL, false};
     int rc = s3_do(S(st), &c, &r, err);
     if (rc == FERRY_OK) {
-        const char *p = ferry_buf_cstr(&r.body), *v;
-        size_t n;
         ferry_buf id = FERRY_BUF_INIT;
-        if (!objstore_xml_tag(&p, p + r.body.len, "UploadId", &v, &n) || n == 0) {
+        bool found = false;
+        rc = objstore_xml_value("s3 multipart initiate", ferry_buf_cstr(&r.body), r.body.len,
+                                "InitiateMultipartUploadResult/UploadId", &id, &found, NULL, 0,
+                                err);
+        if (rc == FERRY_OK && (!found || id.len == 0))
             rc = ferry_err_set(err, FERRY_EREMOTE,
                                "s3 multipart %s: the answer to initiate has no UploadId", mpu->key);
-        } else {
-            objstore_xml_text(&id, v, n);
-            mpu->upload_id = ferry_buf_detach(&id);
-        }
+        if (rc == FERRY_OK && !(mpu->upload_id = ferry_buf_detach(&id)))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         ferry_buf_free(&id);
     }
     ferry_buf_free(&r.body);
@@ -632,7 +558,7 @@ static int s3_mpu_part(ferry_objstore *st, ferry_objstore_mpu *mpu, int number,
     snprintf(num, sizeof num, "%d", number);
     ferry_sigv4_param params[] = {{"partNumber", num}, {"uploadId", mpu->upload_id}};
     s3_response r = {0};
-    s3_call c = {"PUT", mpu->key, params, 2, body, NULL, NULL};
+    s3_call c = {"PUT", mpu->key, params, 2, body, NULL, NULL, false};
     int rc = s3_do(S(st), &c, &r, err);
     if (rc == FERRY_OK && !r.etag[0])
         rc = ferry_err_set(err, FERRY_EREMOTE, "s3 multipart %s part %d: no ETag in the answer",
@@ -655,14 +581,24 @@ static int s3_mpu_complete(ferry_objstore *st, ferry_objstore_mpu *mpu, ferry_er
     objstore_body b = {xml.data, -1, 0, xml.len};
     ferry_sigv4_param params[] = {{"uploadId", mpu->upload_id}};
     s3_response r = {0};
-    s3_call c = {"POST", mpu->key, params, 1, &b, NULL, "application/xml"};
+    s3_call c = {"POST", mpu->key, params, 1, &b, NULL, "application/xml", true};
     int rc = s3_do(S(st), &c, &r, err);
-    /* S3 may answer 200 and still report an error in the body. */
-    if (rc == FERRY_OK && strstr(ferry_buf_cstr(&r.body), "<Error>")) {
-        char detail[512];
-        error_detail(&r.body, detail, sizeof detail);
-        rc = ferry_err_set(err, FERRY_EREMOTE, "s3 multipart %s: complete failed: %s", mpu->key,
-                           detail);
+    if (rc == FERRY_ECONFLICT)
+        rc = ferry_err_set(err, FERRY_ECONFLICT, "s3 multipart %s: an object exists at this "
+                           "key, and ferry never replaces one (%s)", mpu->key, st->desc);
+    /* S3 may answer 200 and still report an error in the body: the root element says */
+    if (rc == FERRY_OK) {
+        char root[64];
+        ferry_buf ignored = FERRY_BUF_INIT;
+        rc = objstore_xml_value("s3 multipart complete", ferry_buf_cstr(&r.body), r.body.len,
+                                "", &ignored, NULL, root, sizeof root, err);
+        ferry_buf_free(&ignored);
+        if (rc == FERRY_OK && strcmp(root, "CompleteMultipartUploadResult")) {
+            char detail[512];
+            error_detail(&r.body, detail, sizeof detail);
+            rc = ferry_err_set(err, FERRY_EREMOTE, "s3 multipart %s: complete failed: %s",
+                               mpu->key, detail[0] ? detail : root);
+        }
     }
     ferry_buf_free(&r.body);
     ferry_buf_free(&xml);
@@ -673,7 +609,7 @@ static int s3_mpu_abort(ferry_objstore *st, ferry_objstore_mpu *mpu, ferry_err *
 {
     ferry_sigv4_param params[] = {{"uploadId", mpu->upload_id}};
     s3_response r = {0};
-    s3_call c = {"DELETE", mpu->key, params, 1, NULL, NULL, NULL};
+    s3_call c = {"DELETE", mpu->key, params, 1, NULL, NULL, NULL, false};
     int rc = s3_do(S(st), &c, &r, err);
     if (rc == FERRY_EUNSUPPORTED)
         rc = ferry_err_set(err, FERRY_EUNSUPPORTED,
@@ -691,21 +627,27 @@ static int s3_versioning(ferry_objstore *st, char *status, size_t statussz, ferr
 {
     ferry_sigv4_param params[1] = {{"versioning", ""}};
     s3_response r = {0};
-    s3_call c = {"GET", NULL, params, 1, NULL, NULL, NULL};
+    s3_call c = {"GET", NULL, params, 1, NULL, NULL, NULL, false};
     int rc = s3_do(S(st), &c, &r, err);
     if (rc)
         goto out;
-    const char *p = ferry_buf_cstr(&r.body), *end = p + r.body.len, *v;
-    size_t n;
-    if (!strstr(p, "<VersioningConfiguration")) {
+    char root[64] = "";
+    ferry_buf v = FERRY_BUF_INIT;
+    bool found = false;
+    ferry_err perr = {0};
+    /* an answer that is not XML at all is also "not implemented" */
+    if (objstore_xml_value("s3 versioning", ferry_buf_cstr(&r.body), r.body.len,
+                           "VersioningConfiguration/Status", &v, &found, root, sizeof root,
+                           &perr) != FERRY_OK ||
+        strcmp(root, "VersioningConfiguration")) {
         rc = ferry_err_set(err, FERRY_EUNSUPPORTED, "the store does not implement bucket "
                            "versioning: GetBucketVersioning answered without a "
                            "VersioningConfiguration (%s)", st->desc);
+        ferry_buf_free(&v);
         goto out;
     }
-    status[0] = '\0';
-    if (objstore_xml_tag(&p, end, "Status", &v, &n))
-        snprintf(status, statussz, "%.*s", (int)n, v);
+    snprintf(status, statussz, "%s", found ? ferry_buf_cstr(&v) : "");
+    ferry_buf_free(&v);
 out:
     ferry_buf_free(&r.body);
     return rc;

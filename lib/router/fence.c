@@ -16,6 +16,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/config.h"
+#include "ferry/lines.h"
 #include "ferry/log.h"
 #include "ferry/router.h"
 #include "ferry/strutil.h"
@@ -35,20 +36,47 @@ static uint64_t mono_ms(void)
 /* One look at a router: 1 when it is past version (and, when shard is not NULL, reaches that
  * shard), 0 when not yet, -1 when unreachable or the answer is not a router's (what is filled
  * in). */
-static int router_past(const char *base, uint64_t version, const char *shard, char *what,
-                       size_t whatsz)
+typedef struct fence_want {
+    uint64_t version;   /* routing version at least this, nothing in flight below it */
+    const char *shard;  /* NULL, or a shard the router must be able to send to */
+    const char *tenant; /* NULL, or a slice no client retry may be pending for */
+    uint32_t split;
+    uint64_t *wait_ms;  /* out: how long the router still expects a retry (tenant given) */
+    const char *token;  /* [cluster] router_token_file's secret (routers with auth = catalog
+                         * answer their status only with it), or NULL; never logged */
+} fence_want;
+
+static int router_past(const char *base, const fence_want *w, char *what, size_t whatsz)
 {
     char url[2048];
     size_t bl = strlen(base);
     while (bl && base[bl - 1] == '/')
         bl--;
-    snprintf(url, sizeof url, "%.*s/ferry/router", (int)bl, base);
     CURL *c = curl_easy_init();
     if (!c) {
         snprintf(what, whatsz, "out of memory");
         return -1;
     }
+    char *et = w->tenant ? curl_easy_escape(c, w->tenant, 0) : NULL;
+    if (et)
+        snprintf(url, sizeof url, "%.*s/ferry/router?tenant=%s&split=%u", (int)bl, base, et,
+                 w->split);
+    else
+        snprintf(url, sizeof url, "%.*s/ferry/router", (int)bl, base);
+    curl_free(et);
+    uint64_t version = w->version;
+    const char *shard = w->shard;
     ferry_buf b = FERRY_BUF_INIT;
+    struct curl_slist *hdrs = NULL;
+    if (w->token) {
+        ferry_buf h = FERRY_BUF_INIT;
+        ferry_buf_printf(&h, "X-Ferry-Token: %s", w->token);
+        hdrs = h.data ? curl_slist_append(NULL, h.data) : NULL;
+        if (h.data)
+            memset(h.data, 0, h.len);
+        ferry_buf_free(&h);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    }
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -65,7 +93,10 @@ static int router_past(const char *base, uint64_t version, const char *shard, ch
     json_t *o = code == 200 ? json_loads(ferry_buf_cstr(&b), 0, NULL) : NULL;
     json_t *rv = o ? json_object_get(o, "routing_version") : NULL;
     json_t *old = o ? json_object_get(o, "inflight_oldest_version") : NULL;
-    if (!json_is_integer(rv)) {
+    if (!json_is_integer(rv) && (code == 401 || code == 403)) {
+        snprintf(what, whatsz, "HTTP %ld: the router refused its status; give every router "
+                 "and mover the same [cluster] router_token_file", code);
+    } else if (!json_is_integer(rv)) {
         snprintf(what, whatsz, "HTTP %ld, not a ferry router's status", code);
     } else {
         uint64_t have = (uint64_t)json_integer_value(rv);
@@ -77,6 +108,14 @@ static int router_past(const char *base, uint64_t version, const char *shard, ch
         else
             snprintf(what, whatsz, "it has routing version %llu, nothing in flight",
                      (unsigned long long)have);
+        json_t *pend = w->tenant ? json_object_get(o, "pending_retry_ms") : NULL;
+        if (w->wait_ms)
+            *w->wait_ms = json_is_integer(pend) ? (uint64_t)json_integer_value(pend) : 0;
+        if (res == 1 && w->tenant && json_is_integer(pend) && json_integer_value(pend) > 0) {
+            res = 0;
+            snprintf(what, whatsz, "it expects a client to retry failed writes to %s/%u for "
+                     "%lld ms more", w->tenant, w->split, (long long)json_integer_value(pend));
+        }
         if (res == 1 && shard) {
             json_t *sh = json_object_get(json_object_get(o, "shards"), shard);
             const char *e = json_string_value(json_object_get(sh, "error"));
@@ -92,18 +131,33 @@ static int router_past(const char *base, uint64_t version, const char *shard, ch
 out:
     ferry_buf_free(&b);
     curl_easy_cleanup(c);
+    curl_slist_free_all(hdrs);
     return res;
 }
 
-static int fence(const struct ferry_config *cfg, uint64_t version, const char *shard,
-                 unsigned timeout_ms, ferry_err *err)
+static int fence(const struct ferry_config *cfg, fence_want *w, unsigned timeout_ms,
+                 ferry_err *err)
 {
+    const char *shard = w->shard;
+    uint64_t version = w->version;
     const char *list = cfg ? ferry_config_get(cfg, "cluster", NULL, "routers") : NULL;
     if (!list || !*list)
         return FERRY_OK;
+    char *token = NULL;
+    const char *tf = ferry_config_get(cfg, "cluster", NULL, "router_token_file");
+    if (tf && *tf) {
+        size_t tl = 0;
+        int trc = ferry_read_file(tf, &token, &tl, err);
+        if (trc)
+            return ferry_err_prefix(err, "[cluster] router_token_file: ");
+        token[strcspn(token, "\r\n")] = '\0';
+        w->token = token;
+    }
     char *copy = strdup(list);
-    if (!copy)
+    if (!copy) {
+        free(token);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
     char *fields[64];
     size_t n = ferry_split(copy, ',', fields, 64);
     if (n > 64)
@@ -115,10 +169,26 @@ static int fence(const struct ferry_config *cfg, uint64_t version, const char *s
         if (!*u)
             continue;
         char what[256] = "";
+        uint64_t logged = 0;
         for (;;) {
-            int past = router_past(u, version, shard, what, sizeof what);
+            uint64_t pending = 0;
+            w->wait_ms = &pending;
+            int past = router_past(u, w, what, sizeof what);
             if (past == 1)
                 break;
+            if (pending) {
+                /* a client's retry is expected: wait as long as the router says, not longer
+                 * than the timeout from now (the window may be long) */
+                uint64_t until = mono_ms() + pending + 1000;
+                if (until > deadline)
+                    deadline = until;
+                if (mono_ms() - logged >= 10000) {
+                    ferry_log(FERRY_LOG_INFO, "msg=\"waiting for a client's retry before the "
+                              "routing switch\" router=%s tenant=%s split=%u left_ms=%llu",
+                              u, w->tenant, w->split, (unsigned long long)pending);
+                    logged = mono_ms();
+                }
+            }
             if (mono_ms() >= deadline && shard) {
                 rc = ferry_err_set(err, FERRY_ETIMEOUT,
                                    "router %s cannot send to shard %s yet (%s); every router in "
@@ -141,17 +211,24 @@ static int fence(const struct ferry_config *cfg, uint64_t version, const char *s
         }
     }
     free(copy);
+    if (token) {
+        memset(token, 0, strlen(token));
+        free(token);
+    }
     return rc;
 }
 
 int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigned timeout_ms,
                        ferry_err *err)
 {
-    return fence(cfg, version, NULL, timeout_ms, err);
+    fence_want w = {.version = version};
+    return fence(cfg, &w, timeout_ms, err);
 }
 
-int ferry_router_fence_shard(const struct ferry_config *cfg, const char *shard,
-                             unsigned timeout_ms, ferry_err *err)
+int ferry_router_fence_switch(const struct ferry_config *cfg, const char *shard,
+                              const char *tenant, uint32_t split, unsigned timeout_ms,
+                              ferry_err *err)
 {
-    return fence(cfg, 0, shard, timeout_ms, err);
+    fence_want w = {.shard = shard, .tenant = tenant, .split = split};
+    return fence(cfg, &w, timeout_ms, err);
 }

@@ -2,7 +2,13 @@
  * server ([router] passthrough): same method, query string, ClickHouse headers and body; the
  * answer (status, X-ClickHouse-* headers, body) is streamed back as it arrives, so a large SELECT
  * result is never held in memory. A libcurl transfer runs on its own thread and writes the body
- * into a pipe that the HTTP server's stream reader drains. */
+ * into a pipe that the HTTP server's stream reader drains.
+ *
+ * Credentials: with [router] auth = catalog the client authenticated with the router, and its
+ * user, password and Authorization are never forwarded; the passthrough server gets the
+ * router's own identity ([router] passthrough_user / passthrough_password_file). With auth =
+ * none the router is transparent: the client's credentials go to the passthrough server as
+ * they came (it is the one that checks them). */
 #include "router_int.h"
 
 #include <curl/curl.h>
@@ -155,11 +161,19 @@ typedef struct qs_ctx {
     CURL *curl;
     ferry_buf *url;
     bool first;
+    bool strip_credentials;
 } qs_ctx;
+
+bool rt_credential_param(const char *name)
+{
+    return !strcmp(name, "user") || !strcmp(name, "password") || !strcmp(name, "quota_key");
+}
 
 static int add_arg(void *cls, const char *name, const char *value)
 {
     qs_ctx *q = cls;
+    if (q->strip_credentials && rt_credential_param(name))
+        return 0;
     char *n = curl_easy_escape(q->curl, name, 0);
     char *v = value ? curl_easy_escape(q->curl, value, 0) : NULL;
     ferry_buf_printf(q->url, "%c%s", q->first ? '?' : '&', n ? n : "");
@@ -204,20 +218,27 @@ void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size
     size_t bl = strlen(base);
     ferry_buf_append(&p->url, base, bl && base[bl - 1] == '/' ? bl - 1 : bl);
     ferry_buf_puts(&p->url, ferry_http_path(req));
-    qs_ctx q = {p->curl, &p->url, true};
+    bool own = r->auth == RT_AUTH_CATALOG; /* the router's identity, not the client's */
+    qs_ctx q = {p->curl, &p->url, true, own};
     ferry_http_args_foreach(req, add_arg, &q);
     static const char *const fwd[] = {"Authorization", "X-ClickHouse-User", "X-ClickHouse-Key",
                                       "X-ClickHouse-Database", "X-ClickHouse-Format",
                                       "X-ClickHouse-Quota", "Content-Type", NULL};
     for (int i = 0; fwd[i]; i++) {
         const char *v = ferry_http_header(req, fwd[i]);
-        if (!v)
+        if (!v || (own && i < 3))
             continue;
         char h[1024];
         snprintf(h, sizeof h, "%s: %s", fwd[i], v);
         p->req_headers = curl_slist_append(p->req_headers, h);
     }
     p->req_headers = curl_slist_append(p->req_headers, "Expect:");
+    if (own && r->passthrough_user[0]) {
+        curl_easy_setopt(p->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(p->curl, CURLOPT_USERNAME, r->passthrough_user);
+        curl_easy_setopt(p->curl, CURLOPT_PASSWORD,
+                         r->passthrough_password ? r->passthrough_password : "");
+    }
     curl_easy_setopt(p->curl, CURLOPT_URL, ferry_buf_cstr(&p->url));
     curl_easy_setopt(p->curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(p->curl, CURLOPT_HTTPHEADER, p->req_headers);

@@ -6,12 +6,15 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "ferry/auth.h"
 #include "ferry/catalog.h"
 #include "ferry/clickhouse.h"
 #include "ferry/config.h"
 #include "ferry/httpd.h"
+#include "ferry/metrics.h"
 #include "ferry/replica_select.h"
 #include "ferry/router.h"
+#include "ferry/sqlrw.h"
 
 /* One shard as the router reaches it: its replicas' URLs and credentials (from the shard's
  * catalog record, each credential falling back to the config's [shard] section), a replica
@@ -45,6 +48,17 @@ typedef struct rt_shard {
 
 #define RT_SHARDS_MAX 1024 /* slots over the router's life (shards added, and re-added changed) */
 
+typedef struct rt_pending rt_pending; /* slices awaiting a client's retry (pending.c) */
+
+/* What the router did since it started, for GET /metrics (metrics.c). */
+enum rt_kind { RT_KIND_INSERT, RT_KIND_READ, RT_KIND_PASSTHROUGH, RT_KINDS };
+typedef struct rt_metrics {
+    pthread_mutex_t mu;
+    uint64_t requests[RT_KINDS][2]; /* [kind][0 ok, 1 error] */
+    ferry_histogram seconds[RT_KINDS];
+    uint64_t *rows_by_slot;          /* RT_SHARDS_MAX entries: rows written per shard slot */
+} rt_metrics;
+
 /* A routing table snapshot: immutable once published, shared by reference. */
 typedef struct rt_tenant {
     char *name;
@@ -66,11 +80,26 @@ typedef struct rt_route {
     char move_id[64];
 } rt_route;
 
+/* A user of the router as one snapshot knows it (auth.c): the catalog record and what the
+ * checks need, parsed once per snapshot. */
+typedef struct rt_user {
+    ferry_user rec;
+    ferry_cidr *nets;   /* rec.networks parsed; n_nets 0: any address */
+    size_t n_nets;
+    bool unusable;      /* the record cannot be enforced (malformed networks): logins refused */
+    char **tenants;     /* bound users: sorted */
+    size_t n_tenants;
+    char **tables;      /* bound users: "db.table" they may read besides managed tables */
+    size_t n_tables;
+} rt_user;
+
 typedef struct rt_snapshot {
     atomic_int refs;
     uint64_t version;
     size_t n_tenants;
     rt_tenant *tenants; /* sorted by name */
+    size_t n_users;
+    rt_user *users;     /* sorted by name */
 } rt_snapshot;
 
 typedef struct rt_table {
@@ -78,6 +107,25 @@ typedef struct rt_table {
     ferry_rt_schema schema; /* cached DESCRIBE; n == 0 until first needed */
     bool have_schema;
 } rt_table;
+
+/* Who sent a request (auth.c), from its authentication to its end. Admins (and every request
+ * under [router] auth = none) may run any statement on every tenant; a bound user reads and
+ * writes only its tenants' rows. */
+typedef struct rt_principal {
+    char name[FERRY_AUTH_USER_MAX];
+    bool admin;
+    bool anonymous;        /* [router] auth = none: nobody was authenticated */
+    rt_snapshot *snap;     /* a reference to the snapshot whose record authenticated the user */
+    const rt_user *user;   /* in snap; NULL when anonymous */
+    ferry_sql_scope scope; /* bound users: tenants and tables borrowed from user; database and
+                            * params are set per statement by the read path */
+    bool has_slot;         /* holds one of the user's concurrent-request slots (limits.c) */
+} rt_principal;
+
+typedef struct rt_limits rt_limits;     /* per-user request slots and rates (limits.c) */
+typedef struct rt_deadline rt_deadline; /* a read's execution deadline (limits.c) */
+
+enum rt_auth_mode { RT_AUTH_CATALOG, RT_AUTH_NONE };
 
 typedef struct rt_inflight {
     uint64_t version;
@@ -118,7 +166,19 @@ struct ferry_router {
     ferry_httpd *httpd;
     long publish_wait_ms; /* how long a read of a slice being published waits ([router]) */
     long route_wait_ms;   /* how long a row whose slice no known shard serves waits ([router]) */
+    rt_pending *pending;  /* slices awaiting a client's retry ([router] retry_window) */
+    rt_metrics metrics;
     struct rt_reads *reads; /* the read path's state (select.c) */
+    /* authentication (auth.c) and per-user limits (limits.c) */
+    enum rt_auth_mode auth;
+    char *cluster_token;        /* [cluster] router_token_file's secret, or NULL; never logged */
+    unsigned char partial_key[32]; /* signs partial-result URLs (random per process) */
+    pthread_mutex_t auth_mu;    /* throttle */
+    ferry_auth_throttle *throttle;
+    rt_limits *limits;
+    size_t bound_insert_max_bytes; /* a bound user's insert is held whole up to this */
+    char passthrough_user[128];
+    char *passthrough_password; /* [router] passthrough_password_file's secret, or NULL */
 };
 
 /* ---- routing (routing.c) ---- */
@@ -212,6 +272,31 @@ long rt_shard_index(ferry_router *r, const char *name);
 /* Runs a query on the first reachable replica of shard 0..n (DESCRIBE TABLE). */
 int rt_query_any(ferry_router *r, const char *sql, ferry_buf *out, ferry_err *err);
 
+/* ---- slices awaiting a client's retry (pending.c) ---- */
+typedef struct rt_touched_slice {
+    char *tenant;
+    uint32_t split;
+    uint64_t hash;
+} rt_touched_slice;
+/* The slices one request sent rows of: a set (no lock: one request's thread). */
+typedef struct rt_touched {
+    rt_touched_slice *items;
+    size_t n;
+    uint32_t *index; /* open addressing over items, cap entries */
+    size_t cap;
+} rt_touched;
+int rt_touched_add(rt_touched *t, const char *tenant, uint32_t split); /* FERRY_ENOMEM only */
+void rt_touched_free(rt_touched *t);
+
+#define RT_PENDING_MAX 65536 /* slices remembered at once */
+int rt_pending_new(uint64_t window_ms, rt_pending **out); /* window 0: remembers nothing */
+void rt_pending_free(rt_pending *p);
+/* Remembers every slice of t for the window (a later failure starts it again). */
+void rt_pending_mark(rt_pending *p, const rt_touched *t);
+/* How long a retry of the slice is still expected, 0 when none. */
+uint64_t rt_pending_left_ms(rt_pending *p, const char *tenant, uint32_t split);
+size_t rt_pending_count(rt_pending *p);
+
 /* ---- streaming writes (stream.c) ---- */
 typedef struct rt_stream rt_stream;
 
@@ -234,10 +319,12 @@ typedef struct rt_out {
     rt_out_shard *shards; /* per router shard slot, n of them (grows as routes name new slots) */
     size_t n;
     char token[256];      /* the base of the deduplication tokens */
+    uint64_t data_hash;   /* xxh3 of the request's first row (set before any row is added) */
     const ferry_ch_setting *settings; /* the client's settings (borrowed) */
     size_t n_settings;
     const char *format;   /* the forwarded format (borrowed) */
     const char *sql;      /* the forwarded INSERT; set before the first row */
+    bool hold;            /* never open a stream: every shard's rows wait for the body's end */
 } rt_out;
 
 /* *out owned by the caller (rt_out_free). */
@@ -271,10 +358,13 @@ int rt_reads_add_shard(ferry_router *r, size_t slot, ferry_err *err);
 /* Appends the read path's counters to the status JSON object being built (select.c). */
 void rt_reads_status(ferry_router *r, ferry_buf *out);
 /* Routes a SELECT-like statement (the query in ?query= plus the body, or the body) when it reads
- * a managed table: answers the request and returns true. false: not routed (no managed table,
- * not valid SQL, the client's own external data): the caller passes it through. */
-bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, const void *body,
-                     size_t body_len);
+ * a managed table: answers the request and returns true. Statements of a user bound to tenants
+ * are checked against its scope first (ACCESS_DENIED) and restricted to its tenants' slices.
+ * false: not routed (no managed table, not valid SQL, the client's own external data); then
+ * *may_pass says whether the caller may pass it through for this user (admins: always; bound
+ * users: only a read that passed the scope check, i.e. of the tables its user lists). */
+bool rt_select_route(ferry_router *r, ferry_http_req *req, rt_principal *who,
+                     bool query_in_url, const void *body, size_t body_len, bool *may_pass);
 /* GET /ferry/partial/<token>: a partial result published for a running merge. */
 void rt_partial_on_complete(ferry_http_req *req, void *ctx);
 
@@ -282,6 +372,65 @@ void rt_partial_on_complete(ferry_http_req *req, void *ctx);
 /* Forwards the request unchanged (method, query string, selected headers, body) to the
  * passthrough server and streams its answer back. */
 void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size_t len);
+/* Whether a URL parameter carries the client's credentials (never forwarded). */
+bool rt_credential_param(const char *name);
+
+/* ---- authentication (auth.c) ---- */
+/* Reads [router] auth, passthrough_user / passthrough_password_file, bound_insert_max_bytes and
+ * [cluster] router_token_file; listen_addr: the address the router listens on (auth = none is
+ * accepted only on a loopback address named explicitly). */
+int rt_auth_init(ferry_router *r, const ferry_config *cfg, const char *listen_addr,
+                 bool listen_explicit, ferry_err *err);
+void rt_auth_free(ferry_router *r);
+/* The users of a snapshot from their catalog records (sorted; a record that cannot be enforced
+ * is kept, marked unusable, and logged). */
+int rt_users_build(const ferry_record_list *users, rt_user **out, size_t *n, ferry_err *err);
+void rt_users_free(rt_user *u, size_t n);
+/* Authenticates a request to the ClickHouse interface ("/"): NULL after answering the request
+ * itself (AUTHENTICATION_FAILED with ClickHouse's status, or the limit's error), else the
+ * principal (free with rt_principal_free), holding one of the user's request slots. */
+rt_principal *rt_authenticate(ferry_router *r, ferry_http_req *req);
+void rt_principal_free(ferry_router *r, rt_principal *p);
+/* Whether a request to the router's own endpoints (/ferry/router, /metrics, /ferry/partial/)
+ * may go on: auth = none, an admin user's credentials, or the cluster's token (X-Ferry-Token,
+ * or Authorization: Bearer). Answers the request itself when not. */
+bool rt_auth_internal(ferry_router *r, ferry_http_req *req);
+/* The signature of a partial result's token (hex HMAC-SHA256 with the router's partial key), put
+ * in the url() the shards call (?sig=) so they need no credentials. out: 65 bytes. */
+void rt_partial_sign(const ferry_router *r, const char *token, char *out);
+bool rt_partial_sig_ok(const ferry_router *r, const char *token, const char *sig);
+
+/* ---- limits (limits.c) ---- */
+int rt_limits_new(ferry_router *r, rt_limits **out, ferry_err *err);
+void rt_limits_free(rt_limits *l);
+/* Takes a request slot for p's user (rate, then concurrency with the user's queue wait).
+ * FERRY_OK, or a ClickHouse error name and message for the client (QUOTA_EXCEEDED,
+ * TOO_MANY_SIMULTANEOUS_QUERIES). */
+int rt_limits_enter(rt_limits *l, rt_principal *p, char *name, size_t namesz, char *msg,
+                    size_t msgsz);
+void rt_limits_leave(rt_limits *l, rt_principal *p);
+/* A read's deadline: after ms, every shard is asked to KILL the queries tagged with the
+ * deadline's tag (their query ids start with it and their text carries it in a comment), and
+ * rt_deadline_expired turns true. NULL when ms is 0 or memory is short. */
+rt_deadline *rt_deadline_start(rt_limits *l, uint64_t ms);
+const char *rt_deadline_tag(const rt_deadline *d);
+bool rt_deadline_expired(rt_deadline *d);
+uint64_t rt_deadline_ms(const rt_deadline *d);
+/* A query id for the deadline's next server query (tag-N) into out (64 bytes). */
+void rt_deadline_query_id(rt_deadline *d, char *out, size_t outsz);
+void rt_deadline_end(rt_limits *l, rt_deadline *d);
+/* The limits' status for GET /ferry/router. */
+void rt_limits_status(rt_limits *l, ferry_buf *out);
+
+/* ---- metrics (metrics.c) ---- */
+int rt_metrics_init(ferry_router *r);
+void rt_metrics_free(ferry_router *r);
+/* One finished request: its kind, its answer's status, how long it took. */
+void rt_metrics_request(ferry_router *r, enum rt_kind kind, unsigned status, double seconds);
+/* GET /metrics */
+void rt_on_metrics(ferry_http_req *req, void *ctx);
+/* The read path's part of the metrics (select.c): failovers, queries and errors per shard. */
+void rt_reads_metrics(ferry_router *r, ferry_buf *out);
 
 /* ---- answers ---- */
 /* A ClickHouse-style error: "Code: N. DB::Exception: MSG. (NAME) (version ferry router)" with

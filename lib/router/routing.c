@@ -64,6 +64,7 @@ void rt_snapshot_put(rt_snapshot *s)
         free(s->tenants[i].name);
     }
     free(s->tenants);
+    rt_users_free(s->users, s->n_users);
     free(s);
 }
 
@@ -169,9 +170,10 @@ void rt_read_set(const rt_snapshot *s, const rt_tenant *t, uint32_t split, rt_re
         out->shards[out->n++] = (uint32_t)rr->move_to;
 }
 
-/* Builds a snapshot from the routing JSON, the tenant list and the move journal. */
+/* Builds a snapshot from the routing JSON, the tenant list, the move journal and the users. */
 static int build(ferry_router *r, const char *json, const ferry_record_list *tenants,
-                 const ferry_record_list *moves, rt_snapshot **out, ferry_err *err)
+                 const ferry_record_list *moves, const ferry_record_list *users,
+                 rt_snapshot **out, ferry_err *err)
 {
     json_error_t je;
     json_t *o = json_loads(json, 0, &je);
@@ -241,6 +243,7 @@ static int build(ferry_router *r, const char *json, const ferry_record_list *ten
         }
     }
     apply_moves(r, s, moves);
+    rc = rt_users_build(users, &s->users, &s->n_users, err);
 out:
     json_decref(o);
     if (rc) {
@@ -256,7 +259,7 @@ int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err)
     for (int attempt = 0; attempt < 20; attempt++) {
         uint64_t v1 = 0, v2 = 0;
         char *json = NULL;
-        ferry_record_list tenants = {0}, moves = {0}, shards = {0};
+        ferry_record_list tenants = {0}, moves = {0}, shards = {0}, users = {0};
         rt_snapshot *s = NULL;
         int rc = ferry_catalog_routing_version(cat, &v1, err);
         if (!rc)
@@ -269,6 +272,9 @@ int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err)
             /* only moves in flight matter (SWITCH); DONE and FAILED ones are history, which
              * the index of unfinished moves keeps out of every reload */
             rc = ferry_catalog_list_unfinished_moves(cat, &moves, err);
+        if (!rc)
+            /* users change the routing version too: they come at the same version */
+            rc = ferry_catalog_list(cat, FERRY_REC_USER, NULL, 0, &users, err);
         if (!rc)
             rc = ferry_catalog_routing_version(cat, &v2, err);
         /* Split counts change in the same batch as the new slices' routes, a move's state
@@ -286,7 +292,7 @@ int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err)
             if (!stale)
                 rc = rt_shards_sync(r, &shards, err);
             if (!stale && !rc)
-                rc = build(r, json, &tenants, &moves, &s, err);
+                rc = build(r, json, &tenants, &moves, &users, &s, err);
             if (!stale && !rc && s->version == v1) {
                 published = true;
                 pthread_mutex_lock(&r->mu);
@@ -303,6 +309,7 @@ int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err)
         ferry_record_list_free(&tenants);
         ferry_record_list_free(&moves);
         ferry_record_list_free(&shards);
+        ferry_record_list_free(&users);
         rt_snapshot_put(s);
         if (rc)
             return rc;

@@ -565,6 +565,10 @@ void rt_partial_on_complete(ferry_http_req *req, void *ctx)
     const char *path = ferry_http_path(req);
     const char *tok = strrchr(path, '/');
     tok = tok ? tok + 1 : "";
+    /* the shards read it with the signature the url() they were given carries; anyone else
+     * needs an admin user or the cluster's token */
+    if (!rt_partial_sig_ok(r, tok, ferry_http_arg(req, "sig")) && !rt_auth_internal(r, req))
+        return;
     rt_partial *p = NULL;
     pthread_mutex_lock(&rd->mu);
     for (rt_partial *q = rd->partials; q; q = q->next)
@@ -770,22 +774,6 @@ static int fail_from_exec(rd_fail *f, int rc, const ferry_ch_status *st, const f
     return rc;
 }
 
-static int code_of(const char *name)
-{
-    static const struct {
-        const char *name;
-        int code;
-    } codes[] = {{"BAD_ARGUMENTS", 36},        {"NOT_IMPLEMENTED", 48},
-                 {"TIMEOUT_EXCEEDED", 159},    {"CANNOT_ALLOCATE_MEMORY", 173},
-                 {"NETWORK_ERROR", 210},       {"ALL_CONNECTION_TRIES_FAILED", 279},
-                 {"TOO_MANY_ROWS_OR_BYTES", 396}, {"CANNOT_SCHEDULE_TASK", 439},
-                 {"AUTHENTICATION_FAILED", 516}};
-    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
-        if (!strcmp(codes[i].name, name))
-            return codes[i].code;
-    return 1001;
-}
-
 static void respond_fail(ferry_http_req *req, const rd_fail *f)
 {
     if (f->remote) {
@@ -810,7 +798,7 @@ static void respond_fail(ferry_http_req *req, const rd_fail *f)
         }
     }
     const char *name = f->name[0] ? f->name : "NETWORK_ERROR";
-    int code = code_of(name);
+    int code = rt_error_code(name);
     char body[FERRY_ERR_MSG_MAX + 256], c[16];
     snprintf(body, sizeof body, "Code: %d. DB::Exception: ferry router: %s. (%s) (version ferry router)\n",
              code, f->err.msg, name);
@@ -841,6 +829,12 @@ typedef struct rd_ctx {
     bool planned_mat;
     char **repl; /* pairs: name, expression (owned) */
     size_t n_repl;
+    /* a user bound to tenants (auth.c): every managed reference restricted to its tenants'
+     * slices, in every plan and GLOBAL subquery; NULL for admins */
+    const ferry_sql_scope *scope;
+    /* the user's max_execution_time (limits.c): every server query carries the deadline's tag
+     * in its query id and text, so it can be cancelled on every shard; NULL: no limit */
+    rt_deadline *deadline;
 } rd_ctx;
 
 static void ctx_pick_free(rd_ctx *cx)
@@ -989,7 +983,7 @@ static int targets_build(rd_ctx *cx, bool mat, bool retry, rd_targets *out)
         for (size_t t = 0; t < nt; t++)
             out->served[k * nt + t] = (ferry_sql_served){first, cnt[k]};
         out->t[k] = (ferry_sql_target){&out->served[k * nt], NULL, mat, cx->cache->tenant_splits,
-                                       cx->cache->snap->n_tenants};
+                                       cx->cache->snap->n_tenants, cx->scope};
     }
 out:
     free(cnt);
@@ -1005,6 +999,34 @@ static bool conn_error(int rc)
     return rc == FERRY_ECONNECT || rc == FERRY_ETIMEOUT;
 }
 
+/* shard_exec for the request: with a deadline, the query gets an id and a leading comment
+ * carrying the deadline's tag (limits.c cancels by either: ClickHouse keeps the id, a server
+ * that makes its own ids, like the lab's node, keeps the text). */
+static int shard_exec_cx(rd_ctx *cx, size_t server, const ferry_ch_query *q,
+                         ferry_ch_status *st, ferry_err *err)
+{
+    if (!cx->deadline)
+        return shard_exec(cx->r, server, q, st, err);
+    if (rt_deadline_expired(cx->deadline)) {
+        memset(st, 0, sizeof *st);
+        return ferry_err_set(err, FERRY_ETIMEOUT, "the read ran past its deadline");
+    }
+    ferry_ch_query t = *q;
+    char id[64];
+    rt_deadline_query_id(cx->deadline, id, sizeof id);
+    ferry_buf text = FERRY_BUF_INIT;
+    ferry_buf_printf(&text, "/* %s */ %s", rt_deadline_tag(cx->deadline), q->sql);
+    if (!text.data) {
+        memset(st, 0, sizeof *st);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    t.sql = text.data;
+    t.query_id = id;
+    int rc = shard_exec(cx->r, server, &t, st, err);
+    ferry_buf_free(&text);
+    return rc;
+}
+
 static int server_exec(rd_ctx *cx, size_t server, const ferry_ch_query *q, ferry_ch_status *st,
                        ferry_err *err)
 {
@@ -1014,7 +1036,7 @@ static int server_exec(rd_ctx *cx, size_t server, const ferry_ch_query *q, ferry
         ferry_rsets_begin(rd->rsets, (uint32_t)server);
     rd->shard_queries[server]++;
     pthread_mutex_unlock(&rd->sel_mu);
-    int rc = shard_exec(cx->r, server, q, st, err);
+    int rc = shard_exec_cx(cx, server, q, st, err);
     pthread_mutex_lock(&rd->sel_mu);
     if (rd->rsets) {
         ferry_rsets_end(rd->rsets, (uint32_t)server);
@@ -1096,9 +1118,11 @@ static void advertise(rd_ctx *cx, char *out, size_t outsz)
 /* The table expression that reads a published partial. */
 static int partial_expr(rd_ctx *cx, rt_partial *p, ferry_buf *out)
 {
-    char base[FERRY_URL_MAX], url[FERRY_URL_MAX + 64];
+    char base[FERRY_URL_MAX], url[FERRY_URL_MAX + 160], sig[65];
     advertise(cx, base, sizeof base);
-    snprintf(url, sizeof url, "%s/ferry/partial/%s", base, p->token);
+    /* the signature lets the servers read it without credentials (auth.c) */
+    rt_partial_sign(cx->r, p->token, sig);
+    snprintf(url, sizeof url, "%s/ferry/partial/%s?sig=%s", base, p->token, sig);
     ferry_buf_puts(out, "url(");
     ferry_sql_quote(url, out);
     return ferry_buf_puts(out, ", 'Native')");
@@ -1929,7 +1953,7 @@ static void *describe_main(void *arg)
                         .on_data_arg = &j->out};
     ferry_ch_status st;
     ferry_err err = {0};
-    j->rc = shard_exec(j->cx->r, j->server, &q, &st, &err);
+    j->rc = shard_exec_cx(j->cx, j->server, &q, &st, &err);
     free(set);
     return NULL;
 }
@@ -2422,6 +2446,9 @@ typedef struct rd_stream {
     char *sql; /* the statement text the analysis points into */
     ferry_sql_analysis a;
     rd_opts o;
+    ferry_sql_scope scope;    /* a bound user's (the principal's, with this request's database
+                               * and query parameters) */
+    ferry_sql_param *params;  /* the request's param_* (strings borrowed from o) */
     rd_ctx cx;
     ferry_read_plan plan;
     ferry_buf small; /* the fast path's answer */
@@ -2467,10 +2494,14 @@ static int pipe_sink(const void *data, size_t len, void *arg)
     return FERRY_OK;
 }
 
+static void deadline_fail(rd_ctx *cx, rd_fail *f);
+
 static void *stream_main(void *arg)
 {
     rd_stream *s = arg;
     int rc = exec_plan(&s->cx, &s->plan, s->o.default_format, NULL, 0, pipe_sink, s, &s->fail);
+    if (rc)
+        deadline_fail(&s->cx, &s->fail);
     read_done(s);
     for (size_t i = 0; i < s->cx.n_pubs; i++)
         partial_unpublish(s->cx.rd, s->cx.pubs[i]);
@@ -2510,6 +2541,8 @@ static void stream_free(void *arg)
     ferry_read_plan_free(&s->plan);
     ferry_buf_free(&s->small);
     ferry_sql_analysis_free(&s->a);
+    rt_deadline_end(s->r->limits, s->cx.deadline);
+    free(s->params);
     opts_free(&s->o);
     free(s->sql);
     pthread_mutex_destroy(&s->mu);
@@ -2592,6 +2625,13 @@ static void respond_explain(ferry_http_req *req, rd_ctx *cx, const ferry_read_pl
         goto out;
     }
     json_object_set_new(o, "routing_version", json_integer((json_int_t)cx->cache->snap->version));
+    if (cx->scope) {
+        /* the restriction every managed reference got (the per-server queries show it) */
+        json_t *ts = json_array();
+        for (size_t i = 0; ts && i < cx->scope->n_tenants; i++)
+            json_array_append_new(ts, json_string(cx->scope->tenants[i]));
+        json_object_set_new(o, "restricted_to_tenants", ts ? ts : json_null());
+    }
     json_object_set_new(o, "held", json_boolean(held != NULL));
     if (held) {
         json_object_set_new(o, "why", json_string(held->err.msg));
@@ -2625,15 +2665,74 @@ out:
     json_decref(o);
 }
 
-static bool select_route(ferry_router *r, ferry_http_req *req, bool query_in_url,
-                         const void *body, size_t body_len)
+/* A read that failed because its deadline passed (the KILLs made the servers' queries fail):
+ * the client gets ClickHouse's TIMEOUT_EXCEEDED rather than the cancellation. */
+static void deadline_fail(rd_ctx *cx, rd_fail *f)
+{
+    if (!rt_deadline_expired(cx->deadline))
+        return;
+    fail_set(f, FERRY_ETIMEOUT, "TIMEOUT_EXCEEDED",
+             "Timeout exceeded: elapsed %.3f seconds, maximum: %.3f (the user's "
+             "max_execution_time; the query was cancelled on every shard)",
+             (double)rt_deadline_ms(cx->deadline) / 1000.0,
+             (double)rt_deadline_ms(cx->deadline) / 1000.0);
+}
+
+/* A bound user's scope for this request: the principal's tenants and tables, the request's
+ * database and query parameters. false (answered) when the request names a database that holds
+ * no managed table (unqualified names would read another database's tables). */
+static bool scope_for(rd_stream *s, ferry_http_req *req, const rt_principal *who)
+{
+    rt_reads *rd = s->r->reads;
+    s->scope = who->scope;
+    const char *db = s->o.database && *s->o.database ? s->o.database : "default";
+    bool known = !s->o.database || !*s->o.database;
+    for (size_t i = 0; i < rd->n_tables && !known; i++)
+        known = rd->tables[i].database && !strcmp(rd->tables[i].database, db);
+    if (!known) {
+        rd_fail f = {0};
+        fail_set(&f, FERRY_EACCESS, "ACCESS_DENIED",
+                 "user %s is bound to tenants and may only use the databases of managed tables "
+                 "(not %s)", who->name, db);
+        respond_fail(req, &f);
+        return false;
+    }
+    s->scope.database = db;
+    s->params = calloc(s->o.n_all + 1, sizeof *s->params);
+    if (!s->params) {
+        rd_fail f = {0};
+        fail_set(&f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+        respond_fail(req, &f);
+        return false;
+    }
+    for (size_t i = 0; i < s->o.n_all; i++)
+        if (!strncmp(s->o.all[i].name, "param_", 6))
+            s->params[s->scope.n_params++] =
+                (ferry_sql_param){s->o.all[i].name + 6, s->o.all[i].value};
+    s->scope.params = s->params;
+    return true;
+}
+
+static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who,
+                         bool query_in_url, const void *body, size_t body_len, bool *may_pass)
 {
     rt_reads *rd = r->reads;
+    bool bound = who && !who->admin;
+    *may_pass = !bound;
     if (!rd || !rd->n_tables)
         return false;
     const char *ct = ferry_http_header(req, "Content-Type");
-    if (ct && !strncasecmp(ct, "multipart/", 10))
+    if (ct && !strncasecmp(ct, "multipart/", 10)) {
+        if (bound) {
+            rd_fail f = {0};
+            fail_set(&f, FERRY_EACCESS, "ACCESS_DENIED",
+                     "user %s is bound to tenants: the client's own external data (a multipart "
+                     "body) is not routed", who->name);
+            respond_fail(req, &f);
+            return true;
+        }
         return false; /* the client's own external data: not routed */
+    }
     ferry_buf text = {0};
     if (query_in_url) {
         ferry_buf_puts(&text, ferry_http_arg(req, "query"));
@@ -2665,20 +2764,20 @@ static bool select_route(ferry_router *r, ferry_http_req *req, bool query_in_url
     size_t len = text.len;
     s->sql = ferry_buf_detach(&text);
     ferry_err err = {0};
+    rd_fail f = {0};
     int rc = ferry_sql_analyze(s->sql, len, rd->tables, rd->n_tables, &s->a, &err);
-    if (rc || !reads_managed(&s->a)) {
+    if (rc && bound) {
+        /* never passed through unchecked: answered as the syntax error it is */
+        fail_set(&f, rc, "SYNTAX_ERROR", "%s", err.msg);
+        respond_fail(req, &f);
+        stream_free(s);
+        return true;
+    }
+    if (rc || (!bound && !reads_managed(&s->a))) {
         /* Not valid SQL (the server reports the error as ClickHouse does) or no managed table:
          * unchanged to the passthrough server. */
         stream_free(s);
         return false;
-    }
-    rd_fail f = {0};
-    if (!s->a.understood) {
-        fail_set(&f, FERRY_EUNSUPPORTED, "NOT_IMPLEMENTED",
-                 "this query reads a managed table but cannot be routed: %s", s->a.why);
-        respond_fail(req, &f);
-        stream_free(s);
-        return true;
     }
     if (opts_collect(req, &s->o)) {
         fail_set(&f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of resources");
@@ -2686,15 +2785,48 @@ static bool select_route(ferry_router *r, ferry_http_req *req, bool query_in_url
         stream_free(s);
         return true;
     }
+    if (bound) {
+        /* what a bound user may name (ACCESS_DENIED otherwise); what passes is restricted to
+         * its tenants' slices in planning (cx.scope) */
+        if (!scope_for(s, req, who)) {
+            stream_free(s);
+            return true;
+        }
+        if (ferry_sql_scope_check(&s->a, rd->tables, rd->n_tables, &s->scope, &err)) {
+            fail_set(&f, FERRY_EACCESS, err.code == FERRY_ENOMEM ? "CANNOT_ALLOCATE_MEMORY"
+                                                                 : "ACCESS_DENIED",
+                     "user %s: %s", who->name, err.msg);
+            respond_fail(req, &f);
+            stream_free(s);
+            return true;
+        }
+        if (!reads_managed(&s->a)) {
+            *may_pass = true; /* only the tables its user lists: as each server has them */
+            stream_free(s);
+            return false;
+        }
+        s->cx.scope = &s->scope;
+    }
+    if (!s->a.understood) {
+        fail_set(&f, FERRY_EUNSUPPORTED, "NOT_IMPLEMENTED",
+                 "this query reads a managed table but cannot be routed: %s", s->a.why);
+        respond_fail(req, &f);
+        stream_free(s);
+        return true;
+    }
     s->cx.r = r;
     s->cx.rd = rd;
     s->cx.o = &s->o;
+    bool explain = ferry_http_header(req, "X-Ferry-Explain") != NULL;
+    if (who && who->user && who->user->rec.max_execution_ms && !explain)
+        s->cx.deadline = rt_deadline_start(r->limits, who->user->rec.max_execution_ms);
     /* Plan with the current table; a query reading a slice that a move is publishing waits for
      * a newer table (rt_read_set: no server holds the slice exactly then), at most
      * publish_wait. Nothing was sent to a server before planning succeeds. */
     bool failed;
-    bool explain = ferry_http_header(req, "X-Ferry-Explain") != NULL;
     uint64_t hold_deadline = now_ms() + (uint64_t)r->publish_wait_ms;
+    if (s->cx.deadline && hold_deadline > now_ms() + rt_deadline_ms(s->cx.deadline))
+        hold_deadline = now_ms() + rt_deadline_ms(s->cx.deadline);
     for (;;) {
         if (!(s->cx.cache = cache_get(r, rd))) {
             fail_set(&f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of resources");
@@ -2736,6 +2868,8 @@ static bool select_route(ferry_router *r, ferry_http_req *req, bool query_in_url
         buf_sink b = {.b = &s->small, .max = SMALL_ANSWER_MAX};
         rc = exec_plan(&s->cx, &s->plan, s->o.default_format, NULL, 0, buf_sink_write, &b,
                        &s->fail);
+        if (rc)
+            deadline_fail(&s->cx, &s->fail);
         if (!rc || !b.over) {
             if (!rc) {
                 if (fmt)
@@ -2754,6 +2888,8 @@ static bool select_route(ferry_router *r, ferry_http_req *req, bool query_in_url
         ferry_buf_free(&s->small);
     }
     if (failed) {
+        if (s->fail.held)
+            deadline_fail(&s->cx, &s->fail);
         respond_fail(req, &s->fail);
         stream_free(s);
         return true;
@@ -2792,11 +2928,13 @@ static bool select_route(ferry_router *r, ferry_http_req *req, bool query_in_url
     return true;
 }
 
-bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, const void *body,
-                     size_t body_len)
+bool rt_select_route(ferry_router *r, ferry_http_req *req, rt_principal *who,
+                     bool query_in_url, const void *body, size_t body_len, bool *may_pass)
 {
-    if (select_route(r, req, query_in_url, body, body_len))
+    if (select_route(r, req, who, query_in_url, body, body_len, may_pass))
         return true;
+    if (!*may_pass)
+        return false; /* the caller refuses it */
     if (!ferry_http_header(req, "X-Ferry-Explain"))
         return false;
     /* An explained statement is never run, also when it is not routed. */
@@ -2806,4 +2944,46 @@ bool rt_select_route(ferry_router *r, ferry_http_req *req, bool query_in_url, co
         "[]\n}";
     ferry_http_respond(req, 200, "application/json", passthrough, sizeof passthrough - 1);
     return true;
+}
+
+void rt_reads_metrics(ferry_router *r, ferry_buf *out)
+{
+    rt_reads *rd = r->reads;
+    if (!rd)
+        return;
+    pthread_mutex_lock(&rd->mu);
+    uint64_t single = rd->single, merged = rd->merged, pipelined = rd->pipelined;
+    pthread_mutex_unlock(&rd->mu);
+    ferry_metrics_family(out, "ferry_router_reads_total", FERRY_METRIC_COUNTER,
+                         "routed reads by plan: one server, merged, merged pipelined");
+    ferry_metrics_sample(out, "ferry_router_reads_total", (const char *[]){"plan", "single", NULL},
+                         (double)single);
+    ferry_metrics_sample(out, "ferry_router_reads_total", (const char *[]){"plan", "merged", NULL},
+                         (double)merged);
+    ferry_metrics_sample(out, "ferry_router_reads_total",
+                         (const char *[]){"plan", "pipelined", NULL}, (double)pipelined);
+    pthread_mutex_lock(&rd->sel_mu);
+    ferry_metrics_family(out, "ferry_router_read_failovers_total", FERRY_METRIC_COUNTER,
+                         "reads that went to another replica after one failed");
+    ferry_metrics_sample(out, "ferry_router_read_failovers_total", NULL, (double)rd->failovers);
+    size_t n = r->n_shards;
+    ferry_metrics_family(out, "ferry_router_shard_queries_total", FERRY_METRIC_COUNTER,
+                         "read queries sent to a shard, by outcome");
+    for (size_t i = 0; i < n; i++) {
+        const char *name = r->shards[i]->name;
+        ferry_metrics_sample(out, "ferry_router_shard_queries_total",
+                             (const char *[]){"shard", name, "outcome", "ok", NULL},
+                             (double)(rd->shard_queries[i] - rd->shard_errors[i]));
+        ferry_metrics_sample(out, "ferry_router_shard_queries_total",
+                             (const char *[]){"shard", name, "outcome", "error", NULL},
+                             (double)rd->shard_errors[i]);
+    }
+    ferry_metrics_family(out, "ferry_router_replica_errors", FERRY_METRIC_GAUGE,
+                         "a shard's decayed error count in replica selection (ClickHouse's "
+                         "errors_count)");
+    for (size_t i = 0; i < n; i++)
+        ferry_metrics_sample(out, "ferry_router_replica_errors",
+                             (const char *[]){"shard", r->shards[i]->name, NULL},
+                             (double)(rd->rsets ? ferry_rsets_errors(rd->rsets, (uint32_t)i) : 0));
+    pthread_mutex_unlock(&rd->sel_mu);
 }

@@ -51,10 +51,16 @@ int rt_error_code(const char *name)
                  {"INCORRECT_DATA", 117},
                  {"TIMEOUT_EXCEEDED", 159},
                  {"CANNOT_ALLOCATE_MEMORY", 173},
+                 {"QUOTA_EXCEEDED", 201},
+                 {"TOO_MANY_SIMULTANEOUS_QUERIES", 202},
                  {"NETWORK_ERROR", 210},
                  {"ALL_CONNECTION_TRIES_FAILED", 279},
+                 {"QUERY_WAS_CANCELLED", 394},
+                 {"TOO_MANY_ROWS_OR_BYTES", 396},
                  {"CANNOT_SCHEDULE_TASK", 439},
-                 {"QUERY_IS_TOO_LARGE", 393}};
+                 {"QUERY_IS_TOO_LARGE", 393},
+                 {"ACCESS_DENIED", 497},
+                 {"AUTHENTICATION_FAILED", 516}};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (!strcmp(codes[i].name, name))
             return codes[i].code;
@@ -89,6 +95,7 @@ enum req_mode { MODE_HEAD, MODE_INSERT, MODE_PASS, MODE_DONE };
 
 typedef struct req_state {
     ferry_router *r;
+    rt_principal *who;  /* who sent it (auth.c); NULL only before authentication */
     enum req_mode mode;
     bool query_in_url;
     ferry_buf head;     /* the body's start while the statement is not known yet */
@@ -110,24 +117,57 @@ typedef struct req_state {
     size_t n_settings;
     char *columns_sql;  /* the forwarded INSERT's statement */
     uint64_t rows;
+    rt_touched touched; /* the slices rows were routed to (pending.c) */
+    /* a bound user's insert is held whole (no stream opens) until every row passed the tenant
+     * check, so a refused row stores nothing; tables it was grouped with that are not the
+     * current one stay recorded in flight until the rows are sent (kept) */
+    bool hold;
+    rt_snapshot *kept[8];
+    size_t n_kept;
+    enum rt_kind kind;  /* for the metrics */
+    double t0;          /* when the headers arrived (monotonic seconds) */
+    bool ok;            /* answered 200 */
     bool failed;        /* an error was answered; the rest of the body is ignored */
 } req_state;
 
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void state_free(ferry_http_req *req, void *ctx, void *state)
 {
-    (void)req;
     (void)ctx;
     req_state *st = state;
     if (!st)
         return;
+    rt_metrics_request(st->r, st->kind, ferry_http_delivered(req) ? ferry_http_status(req) : 499,
+                       mono_s() - st->t0);
     ferry_buf_free(&st->head);
     ferry_buf_free(&st->body);
     ferry_buf_free(&st->carry);
     ferry_buf_free(&st->row_out);
     ferry_rt_insert_free(&st->ins);
     ferry_rt_codec_free(st->codec);
-    rt_out_free(st->out); /* ends any stream still open before the routing table is released */
+    if (st->out) {
+        /* ends any stream still open (its rows are written) before the routing table is
+         * released; then, when rows reached a shard but the client has no success answer (an
+         * error, or it went away), the client will retry: hold its slices (pending.c) */
+        rt_out_finish(st->out, false);
+        uint64_t sent = 0;
+        for (size_t i = 0; i < st->out->n; i++)
+            sent += st->out->shards[i].rows_written + st->out->shards[i].rows_failed;
+        if (sent && !(st->ok && ferry_http_delivered(req)))
+            rt_pending_mark(st->r->pending, &st->touched);
+    }
+    rt_touched_free(&st->touched);
+    rt_out_free(st->out);
     rt_route_end(st->r, st->cur);
+    for (size_t i = 0; i < st->n_kept; i++)
+        rt_route_end(st->r, st->kept[i]);
+    rt_principal_free(st->r, st->who);
     for (size_t i = 0; i < st->n_settings; i++) {
         free((char *)st->settings[i].name);
         free((char *)st->settings[i].value);
@@ -142,16 +182,36 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
  * in flight until they are stored), then the new table is taken. A write that races a routing
  * switch is therefore sent where the table it was grouped with says, and a move waits for it
  * (docs/routing.md). */
-static void reroute_if_stale(req_state *st)
+static void take_newer(req_state *st)
 {
-    if (!st->cur || !rt_route_stale(st->r, st->cur))
-        return;
-    rt_out_finish(st->out, true);
-    rt_route_end(st->r, st->cur);
+    if (st->hold) {
+        /* nothing is sent before the body ends: the rows grouped with the old table stay
+         * staged, and the old table stays recorded in flight until they are sent */
+        st->kept[st->n_kept++] = st->cur;
+    } else {
+        rt_out_finish(st->out, true);
+        rt_route_end(st->r, st->cur);
+    }
     st->cur = rt_route_begin(st->r);
     pthread_mutex_lock(&st->r->mu);
     st->r->reroutes++;
     pthread_mutex_unlock(&st->r->mu);
+}
+
+static void reroute_if_stale(req_state *st)
+{
+    /* a held insert keeps the table it began with: it is in flight under it until it ends */
+    if (!st->cur || st->hold || !rt_route_stale(st->r, st->cur))
+        return;
+    take_newer(st);
+}
+
+/* Ends what the request still records in flight besides cur (a held insert's older tables). */
+static void release_kept(req_state *st)
+{
+    for (size_t i = 0; i < st->n_kept; i++)
+        rt_route_end(st->r, st->kept[i]);
+    st->n_kept = 0;
 }
 
 /* A row's slice has no shard in the current table. Reads the catalog's version (a newer table
@@ -173,7 +233,10 @@ static bool wait_routable(req_state *st)
                         (uint64_t)r->route_wait_ms;
     if (!rt_route_stale(r, st->cur) && !rt_wait_newer(r, was, deadline))
         return false;
-    reroute_if_stale(st);
+    if (st->hold && st->n_kept == sizeof st->kept / sizeof st->kept[0])
+        return false; /* the routing changed too often during one held insert */
+    if (rt_route_stale(r, st->cur))
+        take_newer(st);
     return st->cur->version > was;
 }
 
@@ -202,6 +265,7 @@ static void insert_fail(ferry_http_req *req, req_state *st, const char *name, co
         rt_out_finish(st->out, false);
     rt_route_end(st->r, st->cur); /* nothing more is sent with this table */
     st->cur = NULL;
+    release_kept(st);
     uint64_t written = rows_written(st);
     if (written)
         rt_respond_error(req, name,
@@ -216,6 +280,17 @@ static void insert_fail(ferry_http_req *req, req_state *st, const char *name, co
 }
 
 static int insert_statement(req_state *st);
+
+/* Whether a row's tenant (len bytes, not NUL-terminated) is one of a bound user's. */
+static bool in_scope(const rt_principal *who, const char *tenant, size_t len)
+{
+    char name[FERRY_NAME_MAX];
+    if (len >= sizeof name)
+        return false; /* longer than any tenant name */
+    memcpy(name, tenant, len);
+    name[len] = '\0';
+    return ferry_sql_scope_has(&who->scope, name);
+}
 
 /* Parses every complete row in carry (+ eof) and hands it to its shard(s)' streams. */
 static void consume(ferry_http_req *req, req_state *st, bool eof)
@@ -246,10 +321,22 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
                 return;
             }
             st->out->sql = st->columns_sql;
+            /* the first row names the request's data in the deduplication tokens */
+            st->out->data_hash = XXH3_64bits(base + row.start, row.end - row.start);
         }
         if (memchr(row.tenant, '\0', row.tenant_len)) {
             insert_fail(req, st, "INCORRECT_DATA",
                         "row %llu: the tenant value holds a NUL byte", (unsigned long long)row.number);
+            return;
+        }
+        if (st->who && !st->who->admin && !in_scope(st->who, row.tenant, row.tenant_len)) {
+            /* before the registration lookup, so a bound user cannot tell a registered tenant
+             * from an unknown one; a held insert: nothing has been sent, staged rows dropped */
+            insert_fail(req, st, "ACCESS_DENIED",
+                        "row %llu: tenant '%.*s' is not one of user %s's tenants",
+                        (unsigned long long)row.number,
+                        (int)(row.tenant_len > 128 ? 128 : row.tenant_len), row.tenant,
+                        st->who->name);
             return;
         }
         const rt_tenant *t = NULL;
@@ -290,6 +377,10 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
             return;
         }
         st->rows++;
+        if (rt_touched_add(&st->touched, t->name, split)) {
+            insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+            return;
+        }
         for (uint32_t k = 0; k < rr->n_shards; k++) {
             if (rt_out_row(st->out, rr->shards[k], st->row_out.data, st->row_out.len)) {
                 insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
@@ -391,8 +482,11 @@ static bool insert_begin(ferry_http_req *req, req_state *st, rt_table *t)
         rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
         return false;
     }
+    st->hold = st->who && !st->who->admin;
+    st->out->hold = st->hold;
     st->cur = rt_route_begin(r);
     st->mode = MODE_INSERT;
+    st->kind = RT_KIND_INSERT;
     pthread_mutex_lock(&r->mu);
     r->requests++;
     pthread_mutex_unlock(&r->mu);
@@ -485,6 +579,16 @@ static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t
             const char *d = db[0] ? db : ferry_http_arg(req, "database");
             if (!d || !*d)
                 d = "default";
+            if (managed_table(r, d, table) && st->who && !st->who->admin) {
+                rt_respond_error(req, "ACCESS_DENIED",
+                                 "ferry router: user %s is bound to tenants: into the managed "
+                                 "table %s.%s it may only insert rows as data (INSERT INTO %s "
+                                 "[(columns)] FORMAT F), each checked against its tenants",
+                                 st->who->name, d, table, table);
+                st->mode = MODE_DONE;
+                st->failed = true;
+                return;
+            }
             if (managed_table(r, d, table)) {
                 rt_respond_error(req, "NOT_IMPLEMENTED",
                                  "ferry router: %s.%s is a managed table; inserts into it must be "
@@ -539,6 +643,18 @@ static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t
 
 /* ---- HTTP callbacks ------------------------------------------------------------------------- */
 
+/* ferry_http_args_foreach callback: stops at the first setting a bound user may not pass. */
+static int refused_arg(void *cls, const char *name, const char *value)
+{
+    (void)value;
+    if (ferry_ch_param_kind(name) == FERRY_CH_PARAM_SETTING &&
+        ferry_sql_setting_refused_scoped(name)) {
+        *(const char **)cls = name;
+        return 1;
+    }
+    return 0;
+}
+
 static void on_headers(ferry_http_req *req, void *ctx)
 {
     ferry_router *r = ctx;
@@ -548,7 +664,27 @@ static void on_headers(ferry_http_req *req, void *ctx)
         return;
     }
     st->r = r;
+    st->kind = RT_KIND_PASSTHROUGH;
+    st->t0 = mono_s();
     ferry_http_req_set_state(req, st);
+    if (!(st->who = rt_authenticate(r, req))) {
+        st->mode = MODE_DONE; /* answered: AUTHENTICATION_FAILED or a limit */
+        st->failed = true;
+        return;
+    }
+    if (!st->who->admin) {
+        /* settings a bound user may not pass (they would reach beyond its tenants) */
+        const char *bad = NULL;
+        ferry_http_args_foreach(req, refused_arg, &bad);
+        if (bad) {
+            rt_respond_error(req, "ACCESS_DENIED",
+                             "ferry router: the setting %s is not allowed for users bound to "
+                             "tenants", bad);
+            st->mode = MODE_DONE;
+            st->failed = true;
+            return;
+        }
+    }
     const char *q = ferry_http_arg(req, "query");
     if (q) {
         st->query_in_url = true;
@@ -580,6 +716,14 @@ static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
                              r->max_request_bytes);
         st->failed = true;
         st->mode = MODE_DONE;
+        return 0;
+    }
+    if (st->mode == MODE_INSERT && st->hold && st->received > r->bound_insert_max_bytes) {
+        insert_fail(req, st, "QUERY_IS_TOO_LARGE",
+                    "user %s is bound to tenants, so its inserts are held in the router until "
+                    "every row is checked, and this one is larger than [router] "
+                    "bound_insert_max_bytes (%zu bytes); send it in smaller batches",
+                    st->who->name, r->bound_insert_max_bytes);
         return 0;
     }
     if (st->mode == MODE_INSERT) {
@@ -656,6 +800,11 @@ static void respond_insert(ferry_http_req *req, req_state *st)
         rt_out_shard *res = &st->out->shards[i];
         const char *nm = r->shards[i]->name;
         written += res->rows_written;
+        if (res->rows_written) {
+            pthread_mutex_lock(&r->metrics.mu);
+            r->metrics.rows_by_slot[i] += res->rows_written;
+            pthread_mutex_unlock(&r->metrics.mu);
+        }
         if (res->rows_written || res->failed)
             ferry_buf_printf(&shards, "%s%s", shards.len ? "," : "", nm);
         if (!res->failed)
@@ -689,6 +838,7 @@ static void respond_insert(ferry_http_req *req, req_state *st)
                          (unsigned long long)written, (unsigned long long)st->rows,
                          ferry_buf_cstr(&msgs), st->token);
     } else {
+        st->ok = true;
         ferry_http_respond(req, 200, "text/plain; charset=UTF-8", "", 0);
     }
     ferry_buf_free(&failed);
@@ -729,9 +879,23 @@ static void on_complete(ferry_http_req *req, void *ctx)
             return;
     }
     if (st->mode == MODE_PASS) {
-        /* SELECT-like statements over managed tables take the read path (select.c). */
-        if (rt_select_route(st->r, req, st->query_in_url, st->body.data, st->body.len))
+        /* SELECT-like statements over managed tables take the read path (select.c); it also
+         * says whether a bound user's other reads may pass through (only tables its user
+         * lists). Everything else passing through needs an admin user. */
+        bool may_pass = false;
+        if (rt_select_route(st->r, req, st->who, st->query_in_url, st->body.data, st->body.len,
+                            &may_pass)) {
+            st->kind = RT_KIND_READ;
             return;
+        }
+        if (!may_pass) {
+            rt_respond_error(req, "ACCESS_DENIED",
+                             "ferry router: user %s is bound to tenants and may only read "
+                             "and insert the rows of managed tables (and read the tables its "
+                             "user lists); this statement needs an admin user",
+                             st->who->name);
+            return;
+        }
         rt_passthrough(st->r, req, st->body.data, st->body.len);
         return;
     }
@@ -747,6 +911,7 @@ static void on_complete(ferry_http_req *req, void *ctx)
         rt_out_finish(st->out, true);
         rt_route_end(st->r, st->cur); /* every row is stored (or failed): not in flight */
         st->cur = NULL;
+        release_kept(st);
         respond_insert(req, st);
         return;
     }
@@ -760,9 +925,19 @@ static void on_ping(ferry_http_req *req, void *ctx)
     ferry_http_respond_text(req, 200, "Ok.\n");
 }
 
+/* GET /metrics: an admin user or the cluster's token (Prometheus: `authorization: {type:
+ * Bearer, credentials_file: ...}` with the router_token_file). */
+static void on_metrics(ferry_http_req *req, void *ctx)
+{
+    if (rt_auth_internal(ctx, req))
+        rt_on_metrics(req, ctx);
+}
+
 static void on_status(ferry_http_req *req, void *ctx)
 {
     ferry_router *r = ctx;
+    if (!rt_auth_internal(r, req))
+        return;
     ferry_buf body = {0};
     pthread_mutex_lock(&r->mu);
     uint64_t oldest = 0;
@@ -779,6 +954,14 @@ static void on_status(ferry_http_req *req, void *ctx)
                      (unsigned long long)r->requests, (unsigned long long)r->rows_routed,
                      (unsigned long long)r->reroutes);
     pthread_mutex_unlock(&r->mu);
+    /* slices awaiting a client's retry; for ?tenant=T&split=K, how long that one still is (what
+     * a move asks before it switches the slice) */
+    ferry_buf_printf(&body, ",\"pending_retry_slices\":%zu", rt_pending_count(r->pending));
+    const char *pt = ferry_http_arg(req, "tenant"), *ps = ferry_http_arg(req, "split");
+    uint64_t split = 0;
+    if (pt && ps && ferry_parse_u64(ps, &split) && split <= UINT32_MAX)
+        ferry_buf_printf(&body, ",\"pending_retry_ms\":%llu",
+                         (unsigned long long)rt_pending_left_ms(r->pending, pt, (uint32_t)split));
     /* the shards this router can send to (live slots): what the move's shard fence asks */
     ferry_buf_puts(&body, ",\"shards\":{");
     size_t n = r->n_shards, listed = 0;
@@ -804,6 +987,8 @@ static void on_status(ferry_http_req *req, void *ctx)
     }
     ferry_buf_putc(&body, '}');
     rt_reads_status(r, &body);
+    ferry_buf_printf(&body, ",\"auth\":\"%s\"", r->auth == RT_AUTH_NONE ? "none" : "catalog");
+    rt_limits_status(r->limits, &body);
     ferry_buf_putc(&body, '}');
     if (body.data)
         ferry_http_respond(req, 200, "application/json", body.data, body.len);
@@ -822,7 +1007,10 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "load_balancing", "allow_fanout", "global_max_rows",
                                        "global_max_bytes", "max_partial_bytes", "advertise_url",
                                        "publish_wait", "replica_error_half_life", "route_wait",
-                                       NULL};
+                                       "retry_window", "auth", "passthrough_user",
+                                       "passthrough_password_file", "bound_insert_max_bytes",
+                                       "login_free_failures", "login_max_delay",
+                                       "login_failure_decay", NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
@@ -880,6 +1068,15 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                            "%s: [router] route_wait = '%s': expected a duration such as 10s",
                            cfg->path, rw);
     r->route_wait_ms = (long)rw_secs * 1000;
+    const char *rwin = ferry_config_get(cfg, "router", NULL, "retry_window");
+    uint64_t rwin_secs = 300;
+    if (!rc && rwin && !ferry_parse_duration(rwin, &rwin_secs))
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "%s: [router] retry_window = '%s': expected a duration such as 5m "
+                           "(0: moves never wait for a client's retry)",
+                           cfg->path, rwin);
+    if (!rc && rt_pending_new(rwin_secs * 1000, &r->pending))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     const char *lb = ferry_config_get(cfg, "router", NULL, "load_balancing");
     r->load_balancing = FERRY_LB_RANDOM;
     if (!rc && lb && !ferry_lb_parse(lb, &r->load_balancing))
@@ -916,7 +1113,12 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     if (!rc)
         rc = read_router_config(r, cfg, opt->listen, addr, sizeof addr, &port, err);
     if (!rc)
+        rc = rt_auth_init(r, cfg, addr,
+                          opt->listen || ferry_config_get(cfg, "router", NULL, "listen"), err);
+    if (!rc)
         rc = rt_shards_init(r, err);
+    if (!rc && rt_metrics_init(r))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (rc)
         goto out;
     snprintf(r->catalog_url, sizeof r->catalog_url, "%s", catalog);
@@ -947,6 +1149,7 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     ferry_http_route routes[] = {
         {"GET", "/ping", NULL, NULL, on_ping, NULL, r, 0},
         {"GET", "/ferry/router", NULL, NULL, on_status, NULL, r, 0},
+        {"GET", "/metrics", NULL, NULL, on_metrics, NULL, r, 0},
         {NULL, "/ferry/partial/", NULL, NULL, rt_partial_on_complete, NULL, r, 0},
         {NULL, "/", on_headers, on_body, on_complete, state_free, r, 0},
     };
@@ -980,6 +1183,9 @@ void ferry_router_stop(ferry_router *r)
         ferry_rt_schema_free(&r->tables[i].schema);
     free(r->tables);
     rt_shards_free(r);
+    rt_pending_free(r->pending);
+    rt_auth_free(r);
+    rt_metrics_free(r);
     ferry_config_free(&r->cfg);
     ferry_catalog_close(r->watch_cat);
     ferry_catalog_close(r->check_cat);

@@ -5,8 +5,8 @@
  * only its own queue fill.
  *
  * Rows are first staged per shard (up to [router] flush_bytes); the stream opens when the stage
- * is full, with a deduplication token BASE:SHARD:SEQ:XXH3(first stage), so the same request sent
- * again with the same routing cuts the same streams with the same tokens. A shard whose rows all
+ * is full, with a deduplication token BASE:XXH3(first row):SEQ (stream_prepare), so the same
+ * request sent again cuts the same INSERTs with the same tokens. A shard whose rows all
  * fit in the stage is sent at the end as one in-memory INSERT (replayable, so it may fail over to
  * another replica), all such shards in parallel. */
 #include "router_int.h"
@@ -18,8 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "ferry/chhttp.h"
 #include "ferry/log.h"
@@ -137,12 +135,18 @@ static void stream_free(rt_stream *s)
     free(s);
 }
 
-/* Prepares the send: the statement, the settings plus the token hashed from first/len. */
-static void stream_prepare(rt_out *o, rt_stream *s, const void *first, size_t len)
+/* Prepares the send: the statement, the settings plus the deduplication token
+ * BASE:XXH3(the request's first row):SEQ. The token names neither the shard nor the INSERT's
+ * content: ClickHouse deduplicates each partition of an INSERT on its own (by partition and
+ * token), so a retry whose rows are grouped differently (a slice moved to or from the shard
+ * meanwhile) still drops the partitions the first attempt stored. SEQ tells a shard's INSERTs
+ * of one request apart (one partition may be in two of them); the first row's hash keeps a
+ * client's reused query_id with other data from being taken for a retry. */
+static void stream_prepare(rt_out *o, rt_stream *s)
 {
     ferry_router *r = o->r;
-    snprintf(s->token, sizeof s->token, "%s:%s:%u:%016llx", o->token, r->shards[s->shard]->name,
-             s->seq, (unsigned long long)XXH3_64bits(first, len));
+    snprintf(s->token, sizeof s->token, "%s:%016llx:%u", o->token,
+             (unsigned long long)o->data_hash, s->seq);
     for (size_t i = 0; i < o->n_settings; i++)
         s->settings[i] = o->settings[i];
     s->settings[o->n_settings] = (ferry_ch_setting){"insert_deduplication_token", s->token};
@@ -169,7 +173,7 @@ static int stream_open(rt_out *o, size_t shard)
         stream_free(s);
         return FERRY_ENOMEM;
     }
-    stream_prepare(o, s, os->stage.data, os->stage.len);
+    stream_prepare(o, s);
     s->send.body_reader = ring_read;
     s->send.body_reader_arg = s;
     s->send.consumed = &s->consumed;
@@ -315,7 +319,7 @@ int rt_out_row(rt_out *o, size_t shard, const char *row, size_t len)
     if (ferry_buf_append(&os->stage, row, len))
         return FERRY_ENOMEM;
     os->stage_rows++;
-    if (os->stage.len < o->r->flush_bytes)
+    if (o->hold || os->stage.len < o->r->flush_bytes)
         return FERRY_OK;
     if (!os->open && (rc = stream_open(o, shard)))
         return rc;
@@ -367,7 +371,7 @@ void rt_out_finish(rt_out *o, bool send_staged)
         s->rows = os->stage_rows;
         memset(&os->stage, 0, sizeof os->stage);
         os->stage_rows = 0;
-        stream_prepare(o, s, s->mem.data, s->mem.len);
+        stream_prepare(o, s);
         s->send.body = s->mem.data;
         s->send.body_len = s->mem.len;
         mem[n] = s;

@@ -249,13 +249,18 @@ static const char *const not_alias[] = {
 
 /* Match a table name against the managed tables; -1 when none. tenant gets the per_tenant
  * tenant (owned). */
-static int match_table(parser *p, const char *db, const char *tbl, char **tenant)
+static int match_table(parser *p, const char *db, const char *tbl, char **tenant, bool *cte)
 {
     *tenant = NULL;
+    if (cte)
+        *cte = false;
     if (!db)
         for (size_t c = 0; c < p->n_ctes; c++)
-            if (!strcmp(p->ctes[c], tbl))
+            if (!strcmp(p->ctes[c], tbl)) {
+                if (cte)
+                    *cte = true;
                 return -1;
+            }
     for (size_t t = 0; t < p->n_tables; t++) {
         const ferry_sql_table *s = &p->tables[t];
         if (db && s->database && *s->database && strcmp(db, s->database))
@@ -304,7 +309,7 @@ static void add_ref(parser *p, size_t level, size_t name_lo, size_t name_hi, siz
     ferry_sql_ref *r = &v[a->n_refs++];
     memset(r, 0, sizeof *r);
     r->level = level;
-    r->table = match_table(p, db, tbl, &tenant);
+    r->table = match_table(p, db, tbl, &tenant, &r->cte);
     r->tenant = tenant;
     r->first_source = first;
     r->name = (ferry_span){sig_start(a, name_lo), sig_end(a, name_hi - 1)};
@@ -350,6 +355,15 @@ static size_t table_expr(parser *p, size_t i, size_t hi, size_t level, bool glob
             i += 2;
         name_hi = i;
         if (i < hi && sig_kind(a, i) == FERRY_TOK_LPAREN) { /* table function */
+            ferry_span *tf = realloc(a->table_functions,
+                                     (a->n_table_functions + 1) * sizeof *tf);
+            if (!tf) {
+                p->oom = 1;
+                return hi;
+            }
+            a->table_functions = tf;
+            tf[a->n_table_functions++] = (ferry_span){sig_start(a, name_lo),
+                                                      sig_end(a, name_hi - 1)};
             scan_expr(p, i + 1, a->match[i], level, in_global);
             i = a->match[i] + 1;
             name_lo = NONE;
@@ -890,7 +904,7 @@ static void unrecognised_sources(parser *p)
         if (!managed) {
             size_t saved = p->n_ctes;
             p->n_ctes = 0; /* a CTE of the same name does not excuse it here */
-            managed = match_table(p, NULL, tbl, &tenant) >= 0;
+            managed = match_table(p, NULL, tbl, &tenant, NULL) >= 0;
             p->n_ctes = saved;
             free(tenant);
         }
@@ -1121,6 +1135,7 @@ void ferry_sql_analysis_free(ferry_sql_analysis *a)
     }
     free(a->refs);
     free(a->globals);
+    free(a->table_functions);
     free(a->format);
     for (size_t k = 0; k < a->n_settings; k++) {
         free(a->settings[k].name);

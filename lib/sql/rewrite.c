@@ -166,7 +166,8 @@ static int read_set(const ferry_sql_analysis *a, const ferry_sql_target *target,
     if (!*out)
         return FERRY_ENOMEM;
     for (size_t k = 0; k < sv->n; k++)
-        if (ref_reads(a, ref, sv->slices[k].tenant))
+        if (ref_reads(a, ref, sv->slices[k].tenant) &&
+            (!target->scope || ferry_sql_scope_has(target->scope, sv->slices[k].tenant)))
             (*out)[(*n)++] = &sv->slices[k];
     qsort(*out, *n, sizeof **out, cmp_slice);
     return FERRY_OK;
@@ -184,7 +185,9 @@ static bool reads_whole_tenants(const ferry_sql_analysis *a, const ferry_sql_tar
                                 size_t ref, const ferry_sql_slice *const *set, size_t n)
 {
     const ferry_sql_ref *r = &a->refs[ref];
-    if (!target->tenant_splits || !n || r->wrap || !(r->has_filter || r->tenant))
+    /* a scoped reader always gets the explicit restriction: its rows must not depend on how
+     * well the analysis understood the query's own tenant filter */
+    if (target->scope || !target->tenant_splits || !n || r->wrap || !(r->has_filter || r->tenant))
         return false;
     for (size_t i = 0; i < n;) {
         const ferry_sql_tenant_splits *ts =

@@ -63,7 +63,7 @@ int ferry_route_query(const char *sql, size_t len, const ferry_sql_table *tables
     for (size_t s = 0; s < out->n_servers; s++) {
         for (size_t t = 0; t < n_tables; t++)
             served[s * n_tables + t] = (ferry_sql_served){slices[s], n_slices[s]};
-        targets[s] = (ferry_sql_target){&served[s * n_tables], local_names, false, NULL, 0};
+        targets[s] = (ferry_sql_target){&served[s * n_tables], local_names, false, NULL, 0, NULL};
     }
     if (out->analysis.understood)
         rc = ferry_sql_plan(&out->analysis, tables, targets, out->n_servers, &out->plan, err);

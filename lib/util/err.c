@@ -58,6 +58,7 @@ const char *ferry_code_name(int code)
     case FERRY_ECONNECT: return "connection failed";
     case FERRY_EAUTH: return "authentication failed";
     case FERRY_EUNSUPPORTED: return "unsupported";
+    case FERRY_EACCESS: return "access denied";
     default: return "internal error";
     }
 }

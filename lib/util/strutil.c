@@ -198,6 +198,39 @@ bool ferry_list_has(const char *list, const char *name)
     return false;
 }
 
+size_t ferry_list_count(const char *list)
+{
+    size_t n = 0;
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    return *list ? n + 1 : 0;
+}
+
+bool ferry_list_item(const char *list, size_t i, char *out, size_t outsz)
+{
+    const char *p = list;
+    for (size_t k = 0; k < i; k++) {
+        p = strchr(p, ',');
+        if (!p)
+            return false;
+        p++;
+    }
+    if (!*list)
+        return false;
+    size_t len = strcspn(p, ",");
+    while (len && isspace((unsigned char)*p)) {
+        p++;
+        len--;
+    }
+    while (len && isspace((unsigned char)p[len - 1]))
+        len--;
+    if (len >= outsz)
+        return false;
+    memcpy(out, p, len);
+    out[len] = '\0';
+    return true;
+}
+
 bool ferry_list_add(char *list, size_t size, const char *name)
 {
     if (ferry_list_has(list, name))

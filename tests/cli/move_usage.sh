@@ -22,8 +22,6 @@ check 2 "--resume takes no" move --config "$T/f.conf" --resume all --from node1
 check 2 "not milliseconds" move --config "$T/f.conf" --tenant a --split 0 --to b --grace -1
 check 2 "unknown option" move --config "$T/f.conf" --bogus
 check 2 "is not 1..64" rebalance --config "$T/f.conf" --max-parallel 0
-check 2 "is not 1..64" rebalance --config "$T/f.conf" --max-parallel 65
-check 2 "--max-per-shard '0' is not 1..64" rebalance --config "$T/f.conf" --max-per-shard 0
 check 2 "is not a size" rebalance --config "$T/f.conf" --max-bytes-per-second lots
 check 2 "needs an action" shard add
 check 2 "unknown action" shard grow node1

@@ -7,7 +7,8 @@ suite=$FERRY_BUILD_DIR/tests/test_catalog_conformance
 [ -x "$suite" ] || fail "$suite is not built"
 
 TMPDIR=$T FERRY_TEST_CATALOG= "$suite" >"$T/sqlite.log" 2>&1 || { cat "$T/sqlite.log"; fail "conformance suite failed on SQLite"; }
-grep -q "PASSED.*14 test" "$T/sqlite.log" || { cat "$T/sqlite.log"; fail "SQLite: not every test passed"; }
+# SQLite skips the session-expiry test, ZooKeeper the SQLite durability test
+grep -q "PASSED.*15 test" "$T/sqlite.log" || { cat "$T/sqlite.log"; fail "SQLite: not every test passed"; }
 ok "conformance suite passes on SQLite"
 
 zk_start

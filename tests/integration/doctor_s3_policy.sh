@@ -33,7 +33,9 @@ ok "s3 lab through the policy proxy, one key per role"
 
 # ---- doctor -------------------------------------------------------------------------------------
 for u in "$U1" "$U2"; do chq "$u" "CREATE TABLE e $RT_DDL" >/dev/null; done
-expect_exit 0 "$FERRY_BIN" doctor --json --config "$C"
+# shard_grants is left out: the lab's nodes run every query as one all-powerful user, with no
+# access control for it to find (router_auth.sh checks what it reports there)
+expect_exit 0 "$FERRY_BIN" doctor --json --skip shard_grants --config "$C"
 D=$OUT
 assert_eq pass "$(jq -r '.checks[] | select(.check == "delete_refused") | .status' <<<"$D")" "canary"
 assert_eq unsupported "$(jq -r '.checks[] | select(.check == "versioning") | .status' <<<"$D")" "versioning on s3rver"
@@ -43,7 +45,7 @@ assert_eq 1 "$(s3policy_n clickhouse DELETE denied)" "canary delete by clickhous
 assert_eq 1 "$(s3policy_n uploader DELETE denied)" "canary delete by uploader refused by the store"
 assert_eq 1 "$(s3policy_n janitor DELETE allowed)" "canary deleted by the janitor"
 chq "$U2" "CREATE TABLE stray (x UInt64) ENGINE = MergeTree ORDER BY x SETTINGS storage_policy = 'tiered'" >/dev/null
-expect_exit 1 "$FERRY_BIN" doctor --config "$C"
+expect_exit 1 "$FERRY_BIN" doctor --skip shard_grants --config "$C"
 assert_contains "$OUT" "default.stray" "doctor names the unmanaged table"
 assert_contains "$OUT" "fix:" "with a fix"
 chq "$U2" "DROP TABLE stray SYNC" >/dev/null

@@ -2,7 +2,8 @@
 # server: s3rver on loopback, path-style and virtual-host style, then again through
 # tests/lib/sigv4_verify.py, which recomputes every request's SigV4 signature with botocore and
 # refuses mismatches. Checks that every kind of request ferry makes was verified, and that a
-# request signed with a wrong secret was refused.
+# request signed with a wrong secret was refused. Then once more through the enforcing policy
+# proxy with a key per role.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/s3rver.sh"
 
@@ -27,10 +28,13 @@ run_suite() { # run_suite NAME ENV...: runs the conformance program with ENV, ch
 }
 
 # 1. s3rver directly (it does not check signatures, and has no AbortMultipartUpload).
+#    It ignores encoding-type=url and If-None-Match: the suite expects a refused listing of
+#    control characters, and skips the never-replace check.
 run_suite s3rver-path FERRY_TEST_S3_ENDPOINT="$S3RVER_ENDPOINT" FERRY_TEST_S3_KEY_ID=S3RVER \
-    FERRY_TEST_S3_NO_ABORT=1
+    FERRY_TEST_S3_NO_ABORT=1 FERRY_TEST_S3_RAW_LISTING=1 FERRY_TEST_S3_NO_CONDITIONAL_PUT=1
 run_suite s3rver-virtual FERRY_TEST_S3_ENDPOINT="http://s3.localhost:$S3RVER_PORT" \
-    FERRY_TEST_S3_KEY_ID=S3RVER FERRY_TEST_S3_URL_STYLE=virtual FERRY_TEST_S3_NO_ABORT=1
+    FERRY_TEST_S3_KEY_ID=S3RVER FERRY_TEST_S3_URL_STYLE=virtual FERRY_TEST_S3_NO_ABORT=1 \
+    FERRY_TEST_S3_RAW_LISTING=1 FERRY_TEST_S3_NO_CONDITIONAL_PUT=1
 
 # 2. Through the botocore verifier.
 VPORT=$(free_port)
@@ -67,7 +71,7 @@ need '^OK PUT /[^?]+$'                                   # put object
 need '^OK GET /[^?]+$'                                   # get object
 need '^OK HEAD /'                                        # head
 need '^OK DELETE /[^?]+$'                                # delete
-need '^OK GET /[^ ]*\?continuation-token=[^ ]+&list-type=2&max-keys=5&prefix='  # list page 2+
+need '^OK GET /[^ ]*\?continuation-token=[^ ]+&encoding-type=url&list-type=2&max-keys=5&prefix='  # list page 2+
 need '^OK POST /[^ ]+\?uploads=$'                        # initiate multipart
 need '^OK PUT /[^ ]+\?partNumber=[0-9]+&uploadId='       # upload part
 need '^OK POST /[^ ]+\?uploadId='                        # complete multipart
@@ -83,4 +87,24 @@ ok "$(grep -c '^OK' "$L") ferry requests verified by botocore; $rejects wrong-se
 
 s3rver_stop
 ok "s3rver stopped"
+
+# 3. Through the enforcing policy proxy (tests/lib/s3_policy_proxy.py), one key per role: every
+#    request is signed, allowed by its role's policy, listings carry keys of every byte class
+#    through encoding-type=url, and puts over existing keys get 412.
+source "$FERRY_SOURCE_DIR/tests/lib/s3policy.sh"
+s3policy_start "$T/pol" ferry-pol || fail "policy proxy did not start"
+BUCKET=ferry-pol run_suite policy FERRY_TEST_S3_ENDPOINT="$S3P_ENDPOINT" \
+    FERRY_TEST_S3_ROLE_KEYS="$T/pol/keys" FERRY_TEST_S3_KEY_ID="$(cat "$T/pol/keys/clickhouse.id")" \
+    FERRY_TEST_S3_NO_ABORT=1 FERRY_TEST_S3_CHECKS_SIGNATURES=1
+for r in clickhouse uploader janitor; do
+    grep -q "$(cat "$T/pol/keys/$r.secret")" "$T/policy.out" && fail "the $r secret appears in the output"
+done
+P="$T/pol/proxy.log"
+grep -Eq '^ALLOW clickhouse LIST GET /ferry-pol\?[^ ]*encoding-type=url[^ ]*bytes%2F' "$P" ||
+    fail "no listing of the key bytes through the proxy"
+grep -Eq '^ALLOW uploader PUT PUT /ferry-pol/[^ ]*basic/hello.txt 412' "$P" ||
+    fail "no refused replacement (412) through the proxy"
+denied=$(grep -Ec '^(DENY|REJECT)' "$P" || true)
+assert_eq 2 "$denied" "refused requests (the wrong-secret put and head): $(grep -E '^(DENY|REJECT)' "$P" | head -3)"
+ok "conformance suite through the policy proxy, a key per role: every key byte class listed exactly, no replacement"
 done_testing

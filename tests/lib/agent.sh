@@ -77,6 +77,21 @@ agent_tier_flow() {
     done
     ok "objects equal the frozen files byte for byte, under stable keys"
 
+    # other bytes at an existing key (same size): the upload fails, the object is not replaced.
+    # The frozen file is a hard link of the live part's: its bytes are put back right after.
+    local cf="$FLOW_DIR/count.txt" ckey
+    ckey=$(jq -r '.[] | select(.file == "count.txt") | .key' <<<"$objects")
+    cp "$cf" "$T/count.txt.orig"
+    printf 'X' | dd of="$cf" bs=1 seek=0 conv=notrunc status=none
+    agent_call "$AU1" "$AT1" upload "$up"
+    dd if="$T/count.txt.orig" of="$cf" conv=notrunc status=none
+    assert_eq 409 "$AG_CODE" "upload over other bytes: $AG_BODY"
+    assert_contains "$AG_BODY" "never replaces" "the error says why"
+    "$check" "$ckey" "$T/count.txt.orig" || fail "the object $ckey was replaced"
+    agent_ok "$AU1" "$AT1" upload "$up"
+    assert_eq 0 "$(jq -r .uploaded <<<"$AG_BODY")" "the same bytes again: nothing uploaded"
+    ok "an existing object with other bytes is never replaced (409); the same bytes succeed"
+
     # pointer part into node2's staging detached/, twice
     FLOW_OBJECTS=$objects
     local wp; wp=$(jq -c --arg p "$FLOW_PART" \

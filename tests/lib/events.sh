@@ -4,8 +4,10 @@
 
 # events_conf CONF [LINE...]: appends to the config file CONF the section [table "events"]
 # (database default, shared layout, tenant/day/split columns, split by uid) and a [router]
-# section holding LINE..., one config line each ("passthrough = URL", "shard_timeout = 20s");
-# a LINE may start a later section too ("[splits]").
+# section holding `auth = none` (these tests are about routing, not users; the routers they start
+# listen on 127.0.0.1, where auth = none is accepted) and LINE..., one config line each
+# ("passthrough = URL", "shard_timeout = 20s"); a LINE may start a later section too
+# ("[splits]"). tests/integration/router_auth.sh runs routers with users.
 events_conf() {
     local conf=$1 line
     shift
@@ -19,6 +21,7 @@ day_column = day
 split_column = split
 split_key = uid
 [router]
+auth = none
 EOF
         for line in "$@"; do printf '%s\n' "$line"; done
     } >>"$conf"

@@ -41,7 +41,8 @@ _h_dump_logs() {
 _H_ERR_SEEN=0
 _h_err() {
     local rc=$1 cmd=$2 where=$3
-    [ "$BASH_SUBSHELL" -eq 0 ] && [ "$_H_ERR_SEEN" = 0 ] || return 0
+    # only where errexit is on: expect_exit and other `set +e` regions expect failures
+    [[ $- == *e* ]] && [ "$BASH_SUBSHELL" -eq 0 ] && [ "$_H_ERR_SEEN" = 0 ] || return 0
     _H_ERR_SEEN=1
     echo "FAIL [$_H_NAME]: command failed with exit status $rc at $where: $cmd" >&2
 }

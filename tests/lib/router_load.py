@@ -5,13 +5,16 @@ format the router routes, and sends batches through it from several threads.
 
   router_load.py load URL OUT.json --tenants N --batches B --rows R --clients C [--id-base K]
                     [--until FILE] [--setting NAME=VALUE]... [--ids IDS.txt]
+                    [--retry N] [--formats F,F...] [--days D,D...] [--stats STATS.json]
       sends B batches per client (with --until: until FILE exists, at least one each), each of
       R rows of random tenants t0..t{N-1} with unique ids, cycling through the formats (settings
       passed as URL parameters); writes {"tenant": [rows, sum_of_ids], ...} of what the router
       accepted (200), and with --ids every accepted id, one per line. Any other answer is an
-      error (printed, exit 1): the load does not retry.
-  router_load.py send URL FORMAT TENANT ID_FROM COUNT [--query-id Q]
-      one batch; prints the HTTP status and body.
+      error (printed, exit 1) unless --retry N: a failed batch is sent again with the same
+      query_id (as a client retries) up to N times, and counts once it is accepted. --stats
+      writes {"batches", "retried", "failed_attempts", "errors": [first ones]}.
+  router_load.py send URL FORMAT TENANT ID_FROM COUNT [--query-id Q] [--day YYYYMMDD]
+      one batch (days 20261101..03 unless --day); prints the HTTP status and body.
   router_load.py encode FORMAT TENANT ID_FROM COUNT
       writes the encoded batch to stdout (bytes)."""
 import json
@@ -59,8 +62,8 @@ def rb_string(s):
     return varint(len(b)) + b
 
 
-def rows_for(tenant, id_from, count):
-    return [(tenant, 20261101 + (i % 3), (i * 7919) % 1000003, i, value(i))
+def rows_for(tenant, id_from, count, day=None):
+    return [(tenant, day if day else 20261101 + (i % 3), (i * 7919) % 1000003, i, value(i))
             for i in range(id_from, id_from + count)]
 
 
@@ -103,12 +106,16 @@ def send(url, fmt, body, query_id=None, timeout=120, settings=None):
 
 
 def load(url, out, tenants, batches, nrows, clients, id_base, until=None, settings=None,
-         ids_out=None):
+         ids_out=None, retry=0, formats=None, days=None, stats_out=None):
     import os
+    import time
     lock = threading.Lock()
     sent = {}
     ids = []
     errors = []
+    stats = {"batches": 0, "retried": 0, "failed_attempts": 0, "errors": []}
+    formats = formats or FORMATS
+    days = days or [20261101, 20261102, 20261103]
     # ids of client c start at id_base + c * per * nrows (per: batches, or 10^6 with --until)
     per = batches if until is None else 1000000
 
@@ -116,17 +123,30 @@ def load(url, out, tenants, batches, nrows, clients, id_base, until=None, settin
         rnd = random.Random(c)
         b = 0
         while (b < batches) if until is None else (b == 0 or not os.path.exists(until)):
-            fmt = FORMATS[(c + b) % len(FORMATS)]
+            fmt = formats[(c + b) % len(formats)]
             first = id_base + (c * per + b) * nrows
             b += 1
             rows = []
             for k in range(nrows):
                 t = "t%d" % rnd.randrange(tenants)
                 i = first + k
-                rows.append((t, 20261101 + (i % 3), (i * 7919) % 1000003, i, value(i)))
-            status, text = send(url, fmt, encode(fmt, rows), "load-%d-%d-%d" % (id_base, c, b),
-                                settings=settings)
+                rows.append((t, days[i % len(days)], (i * 7919) % 1000003, i, value(i)))
+            body = encode(fmt, rows)
+            qid = "load-%d-%d-%d" % (id_base, c, b)
+            for attempt in range(retry + 1):
+                status, text = send(url, fmt, body, qid, settings=settings)
+                if status == 200:
+                    break
+                with lock:
+                    stats["failed_attempts"] += 1
+                    if len(stats["errors"]) < 10:
+                        stats["errors"].append("%s %s %d %s" % (qid, fmt, status, text[:400]))
+                if attempt < retry:
+                    time.sleep(0.2 * (attempt + 1))
             with lock:
+                stats["batches"] += 1
+                if attempt:
+                    stats["retried"] += 1
                 if status != 200:
                     errors.append("%s %d %s" % (fmt, status, text[:300]))
                     continue
@@ -141,6 +161,8 @@ def load(url, out, tenants, batches, nrows, clients, id_base, until=None, settin
     for t in th:
         t.join()
     json.dump(sent, open(out, "w"))
+    if stats_out:
+        json.dump(stats, open(stats_out, "w"))
     if ids_out:
         with open(ids_out, "w") as f:
             f.write("".join("%d\n" % i for i in ids))
@@ -165,13 +187,20 @@ def main():
         p.add_argument("--until")
         p.add_argument("--ids")
         p.add_argument("--setting", action="append", default=[])
+        p.add_argument("--retry", type=int, default=0)
+        p.add_argument("--formats")
+        p.add_argument("--days")
+        p.add_argument("--stats")
         o = p.parse_args(a[1:])
         load(o.url, o.out, o.tenants, o.batches, o.rows, o.clients, o.id_base, o.until,
-             dict(x.split("=", 1) for x in o.setting), o.ids)
+             dict(x.split("=", 1) for x in o.setting), o.ids, o.retry,
+             o.formats.split(",") if o.formats else None,
+             [int(d) for d in o.days.split(",")] if o.days else None, o.stats)
     elif a[0] == "send":
         qid = a[a.index("--query-id") + 1] if "--query-id" in a else None
+        day = int(a[a.index("--day") + 1]) if "--day" in a else None
         fmt, tenant, first, count = a[2], a[3], int(a[4]), int(a[5])
-        status, text = send(a[1], fmt, encode(fmt, rows_for(tenant, first, count)), qid)
+        status, text = send(a[1], fmt, encode(fmt, rows_for(tenant, first, count, day)), qid)
         print(status)
         print(text)
     elif a[0] == "encode":

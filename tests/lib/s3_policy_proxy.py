@@ -16,6 +16,9 @@ CopyObject), ABORT (AbortMultipartUpload), DELETE (DeleteObject, and DeleteObjec
 BUCKETCONF (GET/PUT of ?versioning, ?policy, ?lifecycle, ...), ADMIN (CreateBucket, DeleteBucket;
 nobody). A refused request gets 403 AccessDenied in S3's XML, like S3 itself.
 
+Like sigv4_verify.py, it adds encoding-type=url listings and If-None-Match: * on PUT and
+CompleteMultipartUpload, which s3rver lacks (see there).
+
 Counts: GET /__policy/status (no auth; loopback only) answers JSON
     {"counts": {"<role>": {"<OP>": {"allowed": N, "denied": N, "failed": N}}}, "requests": N}
 "allowed" means forwarded and answered 2xx by the upstream, "failed" forwarded but answered
@@ -183,6 +186,13 @@ class Handler(BaseHTTPRequestHandler):
                                       self.headers.get("Authorization"))
         fwd["Content-Length"] = str(len(body))
         fwd_path = path + ("?" + u.query if u.query else "")
+        pf = sigv4_verify.precondition_failed(self.command, fwd_path, self.headers,
+                                              self.head_upstream)
+        if pf:
+            count(role, op, "failed")
+            sigv4_verify.log("ALLOW %s %s %s %s 412" % (role, op, self.command, self.path))
+            self.answer(412, pf, [("Content-Type", "application/xml")])
+            return
         for attempt in range(2):
             try:
                 c = self.upstream()
@@ -208,7 +218,17 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", r.getheader("Content-Length") or "0")
             self.end_headers()
             return
-        self.answer(r.status, data, out_hdrs)
+        self.answer(r.status, sigv4_verify.url_encode_listing(self.command, fwd_path, data),
+                    out_hdrs)
+
+    def head_upstream(self, path):
+        u = urlsplit(args.upstream)
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        try:
+            c.request("HEAD", path, headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+            return c.getresponse().status
+        finally:
+            c.close()
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
 

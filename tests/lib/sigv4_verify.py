@@ -8,6 +8,14 @@ appended to --log: "OK METHOD PATH?QUERY" or "REJECT METHOD PATH?QUERY reason".
                     [--upstream-key S3RVER] [--region us-east-1]
 FILE holds "ACCESS_KEY_ID SECRET" lines. Virtual-host requests (Host: BUCKET.localhost:P) are
 verified as sent and forwarded as /BUCKET/KEY.
+
+Two S3 behaviours s3rver 3.7.1 lacks are added here (and by s3_policy_proxy.py, which uses the
+same functions), as S3 documents them:
+  - ListObjectsV2 with encoding-type=url: s3rver ignores the parameter and sends keys raw (a
+    control character then makes the XML invalid); the answer's Key, Prefix, StartAfter and
+    Delimiter are form-encoded (space as '+') and <EncodingType>url</EncodingType> is added
+  - If-None-Match: * on PutObject and CompleteMultipartUpload: s3rver overwrites; here the key
+    is looked up first and an existing one answers 412 PreconditionFailed
 """
 import argparse
 import hashlib
@@ -16,7 +24,7 @@ import re
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, quote_plus, urlsplit
 
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -37,6 +45,55 @@ def log(line):
     with log_lock:
         with open(args.log, "a") as f:
             f.write(line + "\n")
+
+
+_LIST_FIELDS = re.compile(rb"<(Key|Prefix|StartAfter|Delimiter)>(.*?)</\1>", re.S)
+_XML_REF = re.compile(r"&(#x[0-9a-fA-F]+|#[0-9]+|amp|lt|gt|quot|apos);")
+_XML_NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+
+
+def _xml_unescape(text):
+    """XML's five entities and numeric character references (s3rver writes '`' as &#x60;)."""
+    def one(m):
+        r = m.group(1)
+        if r.startswith("#x"):
+            return chr(int(r[2:], 16))
+        if r.startswith("#"):
+            return chr(int(r[1:]))
+        return _XML_NAMED[r]
+    return _XML_REF.sub(one, text)
+
+
+def url_encode_listing(method, path_qs, data):
+    """A ListObjectsV2 answer as S3 sends it for encoding-type=url (see the module's text)."""
+    u = urlsplit(path_qs)
+    q = dict(parse_qsl(u.query, keep_blank_values=True))
+    if (method != "GET" or q.get("encoding-type") != "url" or b"<ListBucketResult" not in data
+            or b"<EncodingType>" in data):
+        return data
+
+    def enc(m):
+        raw = _xml_unescape(m.group(2).decode("utf-8", "surrogateescape"))
+        return b"<%s>%s</%s>" % (m.group(1), quote_plus(raw.encode("utf-8", "surrogateescape"),
+                                                         safe="/").encode(), m.group(1))
+    data = _LIST_FIELDS.sub(enc, data)
+    return data.replace(b"</ListBucketResult>", b"<EncodingType>url</EncodingType></ListBucketResult>")
+
+
+def precondition_failed(method, path_qs, headers, head_upstream):
+    """The 412 answer S3 gives a PUT or a CompleteMultipartUpload with If-None-Match: * whose
+    key exists (None when the request may go on). head_upstream(path) -> HTTP status."""
+    if headers.get("If-None-Match", "").strip() != "*":
+        return None
+    u = urlsplit(path_qs)
+    q = dict(parse_qsl(u.query, keep_blank_values=True))
+    is_put = method == "PUT" and "partNumber" not in q and "uploadId" not in q
+    is_complete = method == "POST" and "uploadId" in q
+    if not (is_put or is_complete) or head_upstream(u.path) != 200:
+        return None
+    return ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>PreconditionFailed</Code>"
+            "<Message>At least one of the pre-conditions you specified did not hold</Message>"
+            "<Condition>If-None-Match</Condition></Error>").encode()
 
 
 def verify(method, host, raw_path, headers, body):
@@ -125,6 +182,11 @@ class Handler(BaseHTTPRequestHandler):
         fwd["Authorization"] = re.sub(r"Credential=[^/]+/", "Credential=%s/" % args.upstream_key,
                                       fwd["Authorization"])
         fwd["Content-Length"] = str(len(body))
+        pf = precondition_failed(self.command, path, self.headers, self.head_upstream)
+        if pf:
+            log("PRECONDITION %s %s" % (self.command, self.path))
+            self.answer(412, pf, [("Content-Type", "application/xml")])
+            return
         for attempt in range(2):
             try:
                 c = self.upstream()
@@ -145,7 +207,16 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", r.getheader("Content-Length") or "0")
             self.end_headers()
             return
-        self.answer(r.status, data, hdrs)
+        self.answer(r.status, url_encode_listing(self.command, path, data), hdrs)
+
+    def head_upstream(self, path):
+        c = http.client.HTTPConnection(urlsplit(args.upstream).hostname,
+                                       urlsplit(args.upstream).port, timeout=30)
+        try:
+            c.request("HEAD", path, headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+            return c.getresponse().status
+        finally:
+            c.close()
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
 

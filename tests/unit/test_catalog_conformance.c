@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include <sqlite3.h>
+
 #include "catalog/catalog_int.h" /* raw documents: a catalog as an older ferry left it */
 #include "ferry/catalog.h"
 
@@ -167,6 +169,18 @@ static void sample(ferry_record *r, enum ferry_record_kind k, int i)
                  "{\"freeze\":\"ferry_t%d\",\"parts\":[\"1-20260101-0_1_1_0\"]}", i);
         r->u.job.created = 1700000000;
         r->u.job.updated = 1700000002;
+        break;
+    case FERRY_REC_USER:
+        snprintf(r->u.user.name, sizeof r->u.user.name, "analyst%d", i);
+        snprintf(r->u.user.salt, sizeof r->u.user.salt, "000102030405060708090a0b0c0d0e0f");
+        snprintf(r->u.user.hash, sizeof r->u.user.hash, "%064d", i);
+        snprintf(r->u.user.tenants, sizeof r->u.user.tenants, "acme,beta");
+        snprintf(r->u.user.tables, sizeof r->u.user.tables, "default.dim");
+        snprintf(r->u.user.networks, sizeof r->u.user.networks, "10.0.0.0/8,::1/128");
+        r->u.user.max_concurrent = 4;
+        r->u.user.max_rps = 10;
+        r->u.user.max_execution_ms = 30000;
+        r->u.user.queue_wait_ms = 500;
         break;
     default:
         break;
@@ -929,6 +943,29 @@ static void test_routing_version(void **state)
     assert_int_equal(ferry_catalog_create(c, &t, &err), FERRY_OK);
     assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
     assert_int_equal(v, 1);
+    /* users are routing state: creating, changing and removing one each raise it (routers load
+     * users with the routes) */
+    ferry_record u;
+    sample(&u, FERRY_REC_USER, 1);
+    assert_int_equal(ferry_catalog_create(c, &u, &err), FERRY_OK);
+    snprintf(u.u.user.tenants, sizeof u.u.user.tenants, "acme");
+    assert_int_equal(ferry_catalog_update(c, &u, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_delete(c, &u, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
+    assert_int_equal(v, 4);
+    /* the switches below count on from 1: a fresh catalog with the three routes again */
+    ferry_catalog_close(c);
+    fresh_url(url, sizeof url, 5000);
+    c = open_ok(url);
+    b = ferry_batch_new();
+    for (int i = 0; i < 3; i++) {
+        ferry_record r;
+        sample(&r, FERRY_REC_ROUTE, i);
+        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    }
+    assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_int_equal(info.routing_version, 1);
     /* a waiter that times out */
     uint64_t now = 0;
     assert_int_equal(ferry_catalog_routing_wait(c, 1, 100, &now, &err), FERRY_ETIMEOUT);
@@ -1282,6 +1319,30 @@ static void test_unfinished_moves(void **state)
     ferry_catalog_close(c);
 }
 
+/* SQLite: WAL with synchronous = FULL, so a commit ferry was told about survives a power loss
+ * (NORMAL in WAL mode fsyncs only at checkpoints). */
+static void test_sqlite_durability(void **state)
+{
+    (void)state;
+    if (zk_base)
+        skip();
+    char url[512];
+    fresh_url(url, sizeof url, 0);
+    ferry_catalog *c = open_ok(url);
+    sqlite3 *db = cat_sqlite_handle(c);
+    assert_non_null(db);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA synchronous", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 2); /* 2 = FULL (1 = NORMAL) */
+    sqlite3_finalize(st);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    ferry_catalog_close(c);
+}
+
 int main(void)
 {
     zk_base = getenv("FERRY_TEST_CATALOG");
@@ -1310,6 +1371,7 @@ int main(void)
         cmocka_unit_test(test_routing_json_matches_records),
         cmocka_unit_test(test_shard_loads),
         cmocka_unit_test(test_unfinished_moves),
+        cmocka_unit_test(test_sqlite_durability),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[512];

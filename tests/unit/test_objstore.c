@@ -5,6 +5,10 @@
  *   FERRY_TEST_S3_URL_STYLE   path (default) | virtual
  *   FERRY_TEST_S3_NO_ABORT=1  the server answers 405 to AbortMultipartUpload (s3rver)
  *   FERRY_TEST_S3_CHECKS_SIGNATURES=1  a wrong secret must be refused (the verifying proxy)
+ *   FERRY_TEST_S3_ROLE_KEYS=DIR  a key per role (DIR/<role>.id and DIR/<role>.secret), for the
+ *                              enforcing policy proxy (tests/lib/s3_policy_proxy.py)
+ *   FERRY_TEST_S3_RAW_LISTING=1  listings ignore encoding-type=url (s3rver without a proxy)
+ *   FERRY_TEST_S3_NO_CONDITIONAL_PUT=1  PUT ignores If-None-Match (s3rver without a proxy)
  * Every store is opened from a ferry config file with per-role secret files, and every error
  * message and log line is checked for the secrets. */
 #include <setjmp.h>
@@ -25,6 +29,7 @@
 #include "ferry/config.h"
 #include "ferry/log.h"
 #include "ferry/objstore.h"
+#include "ferry/sweep.h"
 
 #define MIB (1024 * 1024)
 
@@ -34,6 +39,7 @@ static char confpath[300];
 static char logpath[300];
 static const char *s3_endpoint;
 static char secret[128];
+static char role_secrets[3][128]; /* FERRY_TEST_S3_ROLE_KEYS: one secret per role */
 static char run_prefix[64]; /* keys of this run start with it, so reruns do not collide */
 static ferry_config cfg;
 
@@ -56,6 +62,9 @@ static void no_secret(const char *text)
 {
     if (strstr(text, secret))
         fail_msg("a secret appears in: %s", text);
+    for (int i = 0; i < 3; i++)
+        if (role_secrets[i][0] && strstr(text, role_secrets[i]))
+            fail_msg("a secret appears in: %s", text);
     if (strstr(text, "WRONGwrongWRONGwrong"))
         fail_msg("the wrong secret appears in: %s", text);
 }
@@ -143,14 +152,34 @@ static int setup(void **state)
                          env("FERRY_TEST_S3_URL_STYLE") ? env("FERRY_TEST_S3_URL_STYLE")
                                                         : "path");
         static const char *const roles[] = {"clickhouse", "uploader", "janitor"};
+        const char *role_keys = env("FERRY_TEST_S3_ROLE_KEYS");
         for (int i = 0; i < 3; i++) {
-            snprintf(path, sizeof path, "%s/%s.secret", tmpdir, roles[i]);
-            char line[160];
-            snprintf(line, sizeof line, "%s\n", secret);
-            write_file(path, line);
+            char id[128];
+            snprintf(id, sizeof id, "%s", env("FERRY_TEST_S3_KEY_ID") ? env("FERRY_TEST_S3_KEY_ID") : "");
+            if (role_keys) {
+                /* a key per role, as tests/lib/s3policy.sh makes them (DIR/ROLE.id, .secret) */
+                char idp[400];
+                snprintf(idp, sizeof idp, "%s/%s.id", role_keys, roles[i]);
+                snprintf(path, sizeof path, "%s/%s.secret", role_keys, roles[i]);
+                FILE *f = fopen(idp, "r");
+                assert_non_null(f);
+                assert_non_null(fgets(id, sizeof id, f));
+                fclose(f);
+                id[strcspn(id, "\n")] = '\0';
+                f = fopen(path, "r");
+                assert_non_null(f);
+                assert_non_null(fgets(role_secrets[i], sizeof role_secrets[i], f));
+                fclose(f);
+                role_secrets[i][strcspn(role_secrets[i], "\n")] = '\0';
+            } else {
+                snprintf(path, sizeof path, "%s/%s.secret", tmpdir, roles[i]);
+                char line[160];
+                snprintf(line, sizeof line, "%s\n", secret);
+                write_file(path, line);
+            }
             n += snprintf(text + n, sizeof text - (size_t)n,
                           "[credentials \"%s\"]\naccess_key_id = %s\nsecret_access_key_file = %s\n",
-                          roles[i], env("FERRY_TEST_S3_KEY_ID"), path);
+                          roles[i], id, path);
         }
     } else {
         /* Local runs still need a secret to look for in messages. */
@@ -230,12 +259,29 @@ static void test_put_get_head(void **state)
                 ferry_objstore_get(ch, key, 15, 10, buf_sink, &b, err));
     ferry_buf_free(&b);
 
-    /* Overwrite replaces the whole object. */
-    EXPECT_OK(ferry_objstore_put(ch, key, "v2", 2, err));
-    EXPECT_OK(ferry_objstore_get_mem(ch, key, &data, &len, err));
-    assert_int_equal(len, 2);
-    assert_memory_equal(data, "v2", 2);
-    free(data);
+    /* A put never replaces an object, whatever the role (the store refuses it: S3 answers
+     * If-None-Match: * with 412; a store that ignores the header, as s3rver does, overwrites:
+     * FERRY_TEST_S3_NO_CONDITIONAL_PUT=1). Same bytes or other bytes, same size or not. */
+    if (!env("FERRY_TEST_S3_NO_CONDITIONAL_PUT")) {
+        ferry_objstore *up = open_role(FERRY_ROLE_UPLOADER);
+        EXPECT_FAIL(FERRY_ECONFLICT, "never replaces", ferry_objstore_put(ch, key, "v2", 2, err));
+        EXPECT_FAIL(FERRY_ECONFLICT, "never replaces",
+                    ferry_objstore_put(up, key, "hello, object store", 19, err));
+        EXPECT_FAIL(FERRY_ECONFLICT, "never replaces",
+                    ferry_objstore_put(up, key, "Hello, object Store", 19, err));
+        char path[400];
+        snprintf(path, sizeof path, "%s/replace.src", tmpdir);
+        write_file(path, "replacement bytes");
+        int fd = open(path, O_RDONLY);
+        assert_true(fd >= 0);
+        EXPECT_FAIL(FERRY_ECONFLICT, "never replaces", ferry_objstore_put_fd(up, key, fd, err));
+        close(fd);
+        ferry_objstore_close(up);
+        EXPECT_OK(ferry_objstore_get_mem(ch, key, &data, &len, err));
+        assert_int_equal(len, 19);
+        assert_memory_equal(data, "hello, object store", 19);
+        free(data);
+    }
 
     /* An empty object. */
     key_of(key, sizeof key, "basic/empty");
@@ -343,6 +389,115 @@ static void test_list_pagination(void **state)
     assert_null(l.next_token);
     ferry_object_list_free(&l);
     EXPECT_FAIL(FERRY_EINVAL, "above 1000", ferry_objstore_list(ch, prefix, NULL, 1001, &l, err));
+    ferry_objstore_close(ch);
+}
+
+/* The sweep's listing of the whole store (ferry_sweep_list_store) over more than two pages of
+ * 1000 keys (s3rver's page size too), the last page partly filled, and again when the count
+ * is a whole number of pages: every key once, in order, under a prefix and from the store's
+ * root (the local backend once read its root directory only for the first page). Only the
+ * keys under the prefix are checked for order: s3rver sorts "a/b" before "a-x" (not bytewise),
+ * which the sweep does not rely on. */
+static void check_all_pages(ferry_objstore *st, const char *scope, const char *prefix, int want)
+{
+    ferry_object_info *all = NULL;
+    size_t n = 0;
+    char key[320];
+    int seen = 0;
+    EXPECT_OK(ferry_sweep_list_store(st, scope, &all, &n, err));
+    assert_true(n >= (size_t)want);
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(all[i].key, prefix, strlen(prefix)))
+            continue;
+        snprintf(key, sizeof key, "%s%05d", prefix, seen++);
+        assert_string_equal(all[i].key, key);
+        assert_int_equal(all[i].size, 1);
+    }
+    assert_int_equal(seen, want);
+    ferry_sweep_objects_free(all, n);
+}
+
+static void test_list_all_pages(void **state)
+{
+    (void)state;
+    ferry_objstore *ch = open_role(FERRY_ROLE_CLICKHOUSE);
+    char key[320], prefix[256];
+    enum { N = 2000, EXTRA = 345 };
+    key_of(prefix, sizeof prefix, "many/");
+    for (int round = 0; round < 2; round++) {
+        int from = round == 0 ? 0 : N, to = round == 0 ? N : N + EXTRA;
+        for (int i = from; i < to; i++) {
+            snprintf(key, sizeof key, "%s%05d", prefix, i);
+            EXPECT_OK(ferry_objstore_put(ch, key, "x", 1, err));
+        }
+        check_all_pages(ch, prefix, prefix, to);
+        check_all_pages(ch, "", prefix, to);
+    }
+    ferry_objstore_close(ch);
+}
+
+/* Keys with every byte class a key may hold: control characters, spaces, XML's special
+ * characters, non-ASCII UTF-8, '%' and '+'. Each is put, listed back exactly (the sweep decides
+ * what to delete from listed keys) and read. A store that sends listings without
+ * encoding-type=url (s3rver directly: FERRY_TEST_S3_RAW_LISTING=1) cannot carry control
+ * characters in XML: the listing must then fail, never return another key. */
+static void test_key_bytes(void **state)
+{
+    (void)state;
+    static const char *const names[] = {
+        "ctl\x01\x02\x1b\x1f\x7f", "tab\tlf\ncr\rcrlf\r\n", "sp ace  two", "amp&lt<gt>q\"a'",
+        "amp&amp;lit&#65;", "utf\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80", "pct%41%", "plus+", "p%2B+",
+        "sym!$()*,;=@[]^`{|}~",
+    };
+    enum { N = sizeof names / sizeof names[0] };
+    ferry_objstore *ch = open_role(FERRY_ROLE_CLICKHOUSE);
+    char prefix[256], key[512];
+    key_of(prefix, sizeof prefix, "bytes/");
+    for (size_t i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "%s%s", prefix, names[i]);
+        char body[8];
+        int bl = snprintf(body, sizeof body, "%zu", i * 11);
+        EXPECT_OK(ferry_objstore_put(ch, key, body, (size_t)bl, err));
+        char *data = NULL;
+        size_t len = 0;
+        EXPECT_OK(ferry_objstore_get_mem(ch, key, &data, &len, err));
+        assert_int_equal(len, (size_t)bl);
+        assert_memory_equal(data, body, len);
+        free(data);
+    }
+    ferry_object_info *all = NULL;
+    size_t n = 0;
+    ferry_err e = {0};
+    int rc = ferry_sweep_list_store(ch, prefix, &all, &n, &e);
+    if (env("FERRY_TEST_S3_RAW_LISTING")) {
+        if (rc != FERRY_EREMOTE)
+            fail_msg("a raw listing with control characters gave %s (%s), not an error",
+                     ferry_code_name(rc), e.msg);
+    } else {
+        if (rc)
+            fail_msg("listing: %s", e.msg);
+        assert_int_equal(n, N);
+        for (size_t i = 0; i < N; i++) {
+            snprintf(key, sizeof key, "%s%s", prefix, names[i]);
+            bool seen = false;
+            for (size_t k = 0; k < n && !seen; k++)
+                seen = !strcmp(all[k].key, key);
+            if (!seen) {
+                for (size_t k = 0; k < n; k++)
+                    fprintf(stderr, "listed: '%s'\n", all[k].key);
+                fail_msg("key %zu ('%s') not listed exactly", i, names[i]);
+            }
+        }
+        ferry_sweep_objects_free(all, n);
+    }
+    /* the keys go, so that later listings of the whole store (other tests, reruns against
+     * the same bucket) do not meet them */
+    ferry_objstore *jan = open_role(FERRY_ROLE_JANITOR);
+    for (size_t i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "%s%s", prefix, names[i]);
+        EXPECT_OK(ferry_objstore_delete(jan, key, err));
+    }
+    ferry_objstore_close(jan);
     ferry_objstore_close(ch);
 }
 
@@ -624,6 +779,8 @@ int main(void)
         cmocka_unit_test(test_put_get_head),
         cmocka_unit_test(test_missing_keys),
         cmocka_unit_test(test_list_pagination),
+        cmocka_unit_test(test_list_all_pages),
+        cmocka_unit_test(test_key_bytes),
         cmocka_unit_test(test_delete),
         cmocka_unit_test(test_multipart),
         cmocka_unit_test(test_roles),

@@ -24,7 +24,7 @@ static const ferry_sql_table tables[] = {
 static const ferry_sql_slice node_slices[] = {{"acme", 0}, {"beta", 1}, {"acme", 2}};
 static const ferry_sql_served node_served[N_TABLES] = {{node_slices, 3}, {node_slices, 3}};
 static const char *const node_locals[N_TABLES] = {"events_local", "logs_{tenant}_local"};
-static const ferry_sql_target node = {node_served, node_locals, false, NULL, 0};
+static const ferry_sql_target node = {node_served, node_locals, false, NULL, 0, NULL};
 
 /* Rewrites sql for the node target; returns the SQL (caller frees) or NULL when the analysis
  * did not understand it. */
@@ -571,7 +571,7 @@ static void test_initiator_only_settings(void **state)
 static const ferry_sql_slice all_slices[] = {{"acme", 0}, {"acme", 1}, {"acme", 2}, {"beta", 0},
                                              {"beta", 1}, {"zeta", 0}};
 static const ferry_sql_served all_served[N_TABLES] = {{all_slices, 6}, {all_slices, 6}};
-static const ferry_sql_target identity = {all_served, NULL, false, NULL, 0};
+static const ferry_sql_target identity = {all_served, NULL, false, NULL, 0, NULL};
 
 static void test_identity_only_inserts(void **state)
 {
@@ -632,7 +632,7 @@ static const ferry_sql_slice n1_slices[] = {{"acme", 0}, {"beta", 0}};
 static const ferry_sql_slice n2_slices[] = {{"acme", 1}, {"gamma", 0}};
 static const ferry_sql_served n1_served[N_TABLES] = {{n1_slices, 2}, {n1_slices, 2}};
 static const ferry_sql_served n2_served[N_TABLES] = {{n2_slices, 2}, {n2_slices, 2}};
-static const ferry_sql_target two[] = {{n1_served, NULL, false, NULL, 0}, {n2_served, NULL, false, NULL, 0}};
+static const ferry_sql_target two[] = {{n1_served, NULL, false, NULL, 0, NULL}, {n2_served, NULL, false, NULL, 0, NULL}};
 
 static void plan_of(const char *sql, ferry_read_plan *p)
 {
@@ -780,7 +780,7 @@ static const ferry_sql_served whole_served[N_TABLES] = {{whole_slices, 4}, {whol
 /* acme: 2 splits (both here), beta: 1 (here), gamma: 2 (only split 1 here), omega: 3 (none) */
 static const ferry_sql_tenant_splits whole_counts[] = {
     {"acme", 2}, {"beta", 1}, {"gamma", 2}, {"omega", 3}};
-static const ferry_sql_target whole_node = {whole_served, node_locals, false, whole_counts, 4};
+static const ferry_sql_target whole_node = {whole_served, node_locals, false, whole_counts, 4, NULL};
 
 static void test_whole_tenants_unrestricted(void **state)
 {

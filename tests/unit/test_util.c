@@ -91,6 +91,19 @@ static void test_name_lists(void **state)
     assert_string_equal(l, "node2");
     ferry_list_remove(l, "node2");
     assert_string_equal(l, "");
+
+    /* items of URL lists as [shard] replicas and agent hold them */
+    char u[32];
+    assert_int_equal(ferry_list_count(""), 0);
+    assert_int_equal(ferry_list_count("http://a:1"), 1);
+    assert_int_equal(ferry_list_count("http://a:1, http://b:2"), 2);
+    assert_false(ferry_list_item("", 0, u, sizeof u));
+    assert_true(ferry_list_item("http://a:1, http://b:2", 0, u, sizeof u));
+    assert_string_equal(u, "http://a:1");
+    assert_true(ferry_list_item("http://a:1,  http://b:2 ", 1, u, sizeof u));
+    assert_string_equal(u, "http://b:2");
+    assert_false(ferry_list_item("http://a:1, http://b:2", 2, u, sizeof u));
+    assert_false(ferry_list_item("http://a-very-long-host-name:1", 0, u, 8)); /* does not fit */
 }
 
 static void test_config(void **state)

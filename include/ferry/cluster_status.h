@@ -1,0 +1,49 @@
+/* The cluster at a glance, from the catalog: each shard's bytes and fill, the counts of tenants
+ * and slices, the largest tenants, the moves in flight, the tier backlog. `ferry status`, the
+ * coordinator's GET /metrics and its status page all read it from here. */
+#ifndef FERRY_CLUSTER_STATUS_H
+#define FERRY_CLUSTER_STATUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/catalog.h"
+#include "ferry/err.h"
+
+typedef struct ferry_shard_status {
+    ferry_shard shard;
+    uint64_t bytes;   /* bytes of the slices routed to it (each replica counts its slice) */
+    size_t slices;    /* slices routed to it */
+    double fill;      /* bytes / capacity; negative when the shard has no capacity */
+} ferry_shard_status;
+
+typedef struct ferry_tenant_status {
+    char name[FERRY_NAME_MAX];
+    uint32_t splits;
+    uint64_t bytes;
+    char shards[FERRY_LIST_MAX]; /* the shards serving its slices, distinct, comma-separated */
+} ferry_tenant_status;
+
+typedef struct ferry_cluster_status {
+    ferry_settings settings;
+    char backend[16];               /* "sqlite" or "zk" */
+    uint64_t routing_version;
+    size_t tenants, slices;
+    ferry_shard_status *shards;     /* owned, catalog order */
+    size_t n_shards;
+    ferry_tenant_status *top;       /* owned: the largest tenants, largest first */
+    size_t n_top;
+    ferry_record_list moves;        /* owned: the unfinished moves */
+    size_t moves_by_state[FERRY_MOVE_STATES];
+    size_t partitions_hot, partitions_cold;
+    size_t tier_backlog;            /* hot partitions older than hot_days (days before today,
+                                       UTC): what tiering has still to do */
+} ferry_cluster_status;
+
+/* Reads the status (top_n largest tenants). *out owned by the caller (ferry_cluster_status_free);
+ * FERRY_ENOTFOUND when the catalog holds no cluster (ferry init). */
+int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_status *out,
+                              ferry_err *err);
+void ferry_cluster_status_free(ferry_cluster_status *s);
+
+#endif

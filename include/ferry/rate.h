@@ -1,0 +1,22 @@
+/* A bandwidth limit shared by threads: callers report the bytes they moved and are made to wait
+ * so that the total stays at most a rate over the run (a debt model: each report pushes the
+ * moment the next byte may go by bytes / rate; a caller sleeps until the debt it added is due).
+ * One limiter serves every move of a rebalance, so --max-bytes-per-second holds for the run,
+ * not per move. Thread-safe. */
+#ifndef FERRY_RATE_H
+#define FERRY_RATE_H
+
+#include <stdint.h>
+
+typedef struct ferry_rate ferry_rate;
+
+/* bytes_per_second 0: no limit (ferry_rate_account never waits). *out owned by the caller
+ * (ferry_rate_free). NULL on allocation failure. */
+ferry_rate *ferry_rate_new(uint64_t bytes_per_second);
+void ferry_rate_free(ferry_rate *r);
+/* Records bytes just moved and sleeps until the run is back under the rate. r may be NULL. */
+void ferry_rate_account(ferry_rate *r, uint64_t bytes);
+/* Bytes accounted and seconds since the first byte (for reports and tests). */
+void ferry_rate_totals(ferry_rate *r, uint64_t *bytes, double *seconds);
+
+#endif

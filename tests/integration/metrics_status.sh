@@ -1,0 +1,146 @@
+# Observability (issue 21): GET /metrics of the coordinator, the router and every agent pass
+# `promtool check metrics`; a real Prometheus server scrapes them while a slice moves, and its
+# HTTP API gives back the bytes the move copied (the agents' sent bytes) and every shard's fill
+# ratio; the example alerting rules pass `promtool check rules` and their unit test; the
+# coordinator's status page, loaded in headless Chromium with a move in flight, renders the
+# shards' bars, the move's row and the fill history's plot (a screenshot is kept in
+# $FERRY_BUILD_DIR/test-artifacts/).
+source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/router.sh"
+command -v promtool >/dev/null || fail "promtool is missing (Debian package prometheus; make deps)"
+command -v chromium >/dev/null || fail "chromium is missing (Debian package chromium; make deps)"
+
+L=$T/lab
+lab_up "$L" --nodes 3
+mv_conf "$L"
+C=$L/mv.conf
+for n in node1 node2 node3; do sed -i "/^\[shard \"$n\"\]/a capacity = 64M" "$C"; done
+cat >>"$C" <<EOF
+[coordinator]
+history_interval = 1s
+history_file = $T/fill-history.json
+[router]
+auth = none
+passthrough = $(lab_url "$L" node1)
+EOF
+for u in $(mv_urls "$L"); do chq "$u" "$MV_DDL" >/dev/null; done
+"$FERRY_BIN" init --config "$C" >/dev/null || fail "init"
+"$FERRY_BIN" tenant add acme big --config "$C" >/dev/null || fail "tenant add"
+declare -A U
+for n in node1 node2 node3; do U[$n]=$(lab_url "$L" $n); done
+for t in acme big; do
+    s=$("$FERRY_BIN" route --tenant $t --json --config "$C" | jq -r '.slices[0].shards[0]')
+    mv_ingest "${U[$s]}" $t 0 6 50000
+    for d in 1 2 3; do chq "${U[$s]}" "ALTER TABLE events MOVE PARTITION ('$t', 2026110$d, 0) TO DISK 'cold'" >/dev/null; done
+done
+"$FERRY_BIN" rebalance --dry-run --config "$C" >/dev/null || fail "inventory sync"
+ok "lab: 3 shards with a capacity, tenants acme and big (6 days, 3 cold)"
+
+bg_start "$T/coord.log" "$FERRY_BIN" coordinator --config "$C" --listen 127.0.0.1:0 --port-file "$T/coord.port"
+wait_for 60 test -s "$T/coord.port" || fail "coordinator did not start: $(tail -3 "$T/coord.log")"
+CO=http://127.0.0.1:$(cat "$T/coord.port")
+start_router "$C" router
+R=$R_URL
+
+# ---- every /metrics is valid Prometheus text ---------------------------------------------------
+check_metrics() { # check_metrics NAME URL [TOKEN]
+    local h=()
+    [ -z "${3:-}" ] || h=(-H "Authorization: Bearer $3")
+    curl -sSf "${h[@]}" "$2" >"$T/$1.prom" || fail "GET $2 failed"
+    promtool check metrics <"$T/$1.prom" >"$T/$1.check" 2>&1 ||
+        fail "promtool check metrics ($1): $(cat "$T/$1.check")"
+}
+check_metrics coordinator "$CO/metrics"
+grep -q '^ferry_shard_fill_ratio{shard="node1"' "$T/coordinator.prom" || fail "no fill ratio: $(head -40 "$T/coordinator.prom")"
+grep -q '^ferry_coordinator_lease{owner=' "$T/coordinator.prom" || fail "no lease gauge"
+curl -s "$R/" --data-binary "SELECT count() FROM events WHERE tenant = 'acme'" >/dev/null
+check_metrics router "$R/metrics"
+grep -q '^ferry_router_requests_total{kind="read",outcome="ok"} [1-9]' "$T/router.prom" ||
+    fail "the routed read is not counted: $(grep requests_total "$T/router.prom")"
+for n in node1 node2 node3; do
+    check_metrics "agent-$n" "${U[$n]}/agent/v1/metrics" "$(cat "$L/$n/agent.token")"
+done
+code=$(curl -s -o /dev/null -w '%{http_code}' "${U[node1]}/agent/v1/metrics")
+assert_eq 401 "$code" "an agent's metrics need its token"
+ok "coordinator, router and 3 agents: /metrics passes promtool check metrics (agents' need the token)"
+
+# ---- a real Prometheus scrapes them while a slice moves ---------------------------------------
+PP=$(free_port)
+{
+    printf 'global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n'
+    printf '  - job_name: coordinator\n    static_configs: [{targets: ["%s"]}]\n' "${CO#http://}"
+    printf '  - job_name: router\n    static_configs: [{targets: ["%s"]}]\n' "${R#http://}"
+    for n in node1 node2 node3; do
+        printf '  - job_name: agent-%s\n    metrics_path: /agent/v1/metrics\n' $n
+        printf '    authorization: {credentials_file: %s}\n' "$L/$n/agent.token"
+        printf '    static_configs: [{targets: ["%s"], labels: {node: %s}}]\n' "${U[$n]#http://}" $n
+    done
+} >"$T/prometheus.yml"
+promtool check config "$T/prometheus.yml" >"$T/promcfg.out" 2>&1 || fail "prometheus config: $(cat "$T/promcfg.out")"
+bg_start "$T/prometheus.log" prometheus --config.file="$T/prometheus.yml" \
+    --storage.tsdb.path="$T/prom-data" --web.listen-address="127.0.0.1:$PP"
+PROM=http://127.0.0.1:$PP
+pq() { curl -sS --get "$PROM/api/v1/query" --data-urlencode "query=$1"; }
+up_all() { [ "$(pq 'sum(up)' | jq -r '.data.result[0].value[1] // 0')" = 5 ]; }
+wait_for 120 up_all || fail "Prometheus does not see 5 targets up: $(pq up | jq -c '[.data.result[] | {j: .metric.job, v: .value[1]}]'); $(tail -5 "$T/prometheus.log")"
+src=$("$FERRY_BIN" route --tenant acme --json --config "$C" | jq -r '.slices[0].shards[0]')
+dst=$([ "$src" = node1 ] && echo node2 || echo node1)
+"$FERRY_BIN" move --tenant acme --split 0 --to "$dst" --json --config "$C" >"$T/move.json" 2>"$T/move.err" ||
+    fail "move: $(tail -3 "$T/move.err")"
+M=$(jq -c 'select(.event == "move")' "$T/move.json")
+copied=$(jq '.hot_copied_bytes + .cold_copied_bytes' <<<"$M")
+[ "$copied" -gt 0 ] || fail "the move copied nothing: $M"
+sent_is() { [ "$(pq 'sum(ferry_agent_sent_bytes_total)' | jq -r '.data.result[0].value[1] // 0')" = "$copied" ]; }
+wait_for 60 sent_is || fail "Prometheus: the agents' sent bytes are $(pq 'sum(ferry_agent_sent_bytes_total)' | jq -c .data.result), the move copied $copied"
+fills=$(pq 'ferry_shard_fill_ratio' | jq -r '[.data.result[] | "\(.metric.shard)=\(.value[1])"] | sort | join(" ")')
+[ "$(wc -w <<<"$fills")" = 3 ] || fail "fill ratios through Prometheus: $fills"
+dst_fill=$(pq "ferry_shard_fill_ratio{shard=\"$dst\"}" | jq -r '.data.result[0].value[1]')
+awk -v f="$dst_fill" 'BEGIN { exit !(f > 0) }' || fail "$dst's fill after the move is $dst_fill"
+ok "Prometheus scraped 5 targets; through its API: the agents sent $copied bytes (the move's cold pointer and hot bytes, exactly), fill ratios $fills"
+
+# ---- alerting rules and the dashboard ------------------------------------------------------
+promtool check rules "$FERRY_SOURCE_DIR/deploy/prometheus/ferry-rules.yml" >"$T/rules.out" 2>&1 ||
+    fail "promtool check rules: $(cat "$T/rules.out")"
+(cd "$FERRY_SOURCE_DIR/deploy/prometheus" && promtool test rules ferry-rules.test.yml) >"$T/rtest.out" 2>&1 ||
+    fail "promtool test rules: $(cat "$T/rtest.out")"
+jq -e '.panels | length > 0' "$FERRY_SOURCE_DIR/deploy/grafana/ferry.json" >/dev/null || fail "grafana dashboard JSON"
+ok "alerting rules: promtool check rules and promtool test rules pass; the Grafana dashboard is valid JSON"
+
+# ---- the status page in a real browser, with a move in flight ----------------------------------
+FERRY_TEST_CRASH_AFTER=SWITCH:switched "$FERRY_BIN" move --tenant big --split 0 \
+    --to "$(comm -23 <(printf 'node1\nnode2\nnode3\n') <("$FERRY_BIN" route --tenant big --json --config "$C" | jq -r '.slices[0].shards[]') | head -1)" \
+    --config "$C" >/dev/null 2>"$T/crash.err" && fail "the move was to stop at its crash point"
+wait_for 30 bash -c "curl -sf '$CO/' | grep -q 'class=\"move\"'" || fail "the page shows no move in flight"
+sleep 2 # a few history samples
+chrome() {
+    timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
+        --no-first-run --disable-background-networking --disable-component-update --disable-sync \
+        --user-data-dir="$T/chrome" "$@" 2>>"$T/chrome.err"
+}
+chrome --dump-dom "$CO/" >"$T/page.html" || fail "chromium --dump-dom failed: $(tail -5 "$T/chrome.err")"
+dom() { python3 - "$T/page.html" "$1" <<'PY'
+import re, sys
+html = open(sys.argv[1], encoding="utf-8").read()
+print(len(re.findall(sys.argv[2], html)))
+PY
+}
+assert_eq 3 "$(dom '<tr class="shard">')" "three shard rows"
+assert_eq 3 "$(dom '<rect class="fill"')" "three fill bars"
+[ "$(dom '<tr class="move">')" -ge 1 ] || fail "no move row in the rendered page"
+[ "$(dom '<path class="series"[^>]* d="M')" -ge 3 ] || fail "the fill history has no plotted series: $(grep -o '<svg id="fill-history".\{0,300\}' "$T/page.html")"
+grep -q 'SWITCH' "$T/page.html" || fail "the move's state is not shown"
+ART=$FERRY_BUILD_DIR/test-artifacts
+mkdir -p "$ART"
+chrome --screenshot="$ART/status_page.png" --window-size=1100,1500 "$CO/" >/dev/null ||
+    fail "screenshot failed: $(tail -5 "$T/chrome.err")"
+[ -s "$ART/status_page.png" ] || fail "no screenshot written"
+ok "status page in headless Chromium: 3 shard rows and bars, the move in flight, 3 plotted series; screenshot in $ART/status_page.png"
+# ferry status draws the same bars on a terminal (script gives it one)
+script -qc "$FERRY_BIN status --config $C" /dev/null >"$T/status.txt" || fail "ferry status"
+grep -q '|' "$T/status.txt" && grep -q '#' "$T/status.txt" || fail "ferry status has no fill bars: $(cat "$T/status.txt")"
+id=$(sqlite3 "$L/catalog.db" "SELECT name FROM records WHERE parent = 'moves' AND json_extract(doc, '\$.state') NOT IN ('DONE', 'FAILED')")
+"$FERRY_BIN" move --resume "$id" --config "$C" >/dev/null 2>"$T/resume.err" || fail "resume: $(tail -3 "$T/resume.err")"
+ok "ferry status draws fill bars against the target on a terminal; the stopped move resumed"
+done_testing
