@@ -18,11 +18,13 @@ const char cmd_tenant_usage[] =
     "       ferry tenant set-rf NAME N|default [--dry-run] [--json] [--config FILE]\n"
     "\n"
     "add registers each tenant NAME with N splits (default 1): its slices are placed on the active\n"
-    "shards (weighted rendezvous, the cluster's rf and fill) and routed there, in one atomic\n"
-    "catalog batch that raises the routing version. set-splits raises a tenant's split count the\n"
-    "same way (new slices placed and routed; existing ones untouched); a lower count is refused,\n"
-    "because rows already written keep their split. show prints the tenant's split count and\n"
-    "each slice's placement and serving shards, and its replication factor.\n"
+    "shards (weighted rendezvous, the cluster's rf and fill; only the new slices are placed, the\n"
+    "rest of the cluster counts as the shards' loads) and routed there, up to 1000 tenants per\n"
+    "atomic catalog batch that raises the routing version; when a NAME exists, the names before\n"
+    "it are registered and nothing after it. set-splits raises a tenant's split count the same\n"
+    "way (new slices placed next to its own and routed; existing ones untouched); a lower count\n"
+    "is refused, because rows already written keep their split. show prints the tenant's split\n"
+    "count and each slice's placement and serving shards, and its replication factor.\n"
     "\n"
     "set-rf stores a per-tenant replication factor (1..16, at most the number of active shards)\n"
     "in the catalog; `default` removes the override (the cluster's [cluster] rf applies). Nothing\n"
@@ -34,6 +36,10 @@ const char cmd_tenant_usage[] =
     "  --config FILE    the cluster's config (default: $FERRY_CONFIG)\n"
     "  --catalog URL    a catalog URL instead of the config's\n"
     "  --json           JSON output\n";
+
+typedef struct print_opts {
+    bool dry, json;
+} print_opts;
 
 static int print_change(const ferry_split_change *c, bool dry, bool json)
 {
@@ -52,6 +58,12 @@ static int print_change(const ferry_split_change *c, bool dry, bool json)
                (unsigned long long)c->routing_version);
     }
     return 0;
+}
+
+static void print_added(const ferry_split_change *c, void *arg)
+{
+    const print_opts *p = arg;
+    print_change(c, p->dry, p->json);
 }
 
 /* Sets (rf >= 1) or clears (rf 0) the tenant's rf override, by CAS on the tenant record. */
@@ -232,7 +244,7 @@ int cmd_tenant(int argc, char **argv)
             return cli_usage_error("tenant", "'%s' is not a split count (1..%d)", argv[optind],
                                    FERRY_SPLITS_MAX);
     } else if (!strcmp(sub, "add")) {
-        /* more names: each is added in its own batch, in order */
+        /* more names: added in order, in groups of atomic batches (ferry_split_add) */
     } else if (!strcmp(sub, "show")) {
         if (nargs)
             return cli_usage_error("tenant", "unexpected argument '%s'", argv[optind]);
@@ -250,12 +262,10 @@ int cmd_tenant(int argc, char **argv)
     } else if (!rc && !strcmp(sub, "set-rf")) {
         rc = set_rf(cat, name, rf, dry, json, &err);
     } else if (!rc && !strcmp(sub, "add")) {
-        for (int i = optind - 1; i < argc && !rc; i++) {
-            ferry_split_change c;
-            rc = ferry_split_set(cat, argv[i], (uint32_t)splits, true, dry, &c, &err);
-            if (!rc)
-                print_change(&c, dry, json);
-        }
+        print_opts po = {dry, json};
+        rc = ferry_split_add(cat, (const char *const *)argv + optind - 1,
+                             (size_t)(argc - optind + 1), (uint32_t)splits, dry, print_added, &po,
+                             &err);
     } else if (!rc) {
         ferry_split_change c;
         rc = ferry_split_set(cat, name, (uint32_t)splits, false, dry, &c, &err);

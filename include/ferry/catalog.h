@@ -298,6 +298,15 @@ int ferry_catalog_get(ferry_catalog *c, ferry_record *rec, ferry_err *err);
 int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
                        size_t nprefix, ferry_record_list *out, ferry_err *err);
 
+/* The same records one at a time: fn gets each (decoded into one ferry_record that the next
+ * overwrites; copy what must outlive the call), in key order. Memory follows the stored
+ * documents, not a ferry_record per item (about 3.4 KB each, the size of the largest record
+ * kind), so it is the way to read every slice or route of a large cluster. fn returns FERRY_OK
+ * to go on; anything else stops the scan and is returned (fn sets err). */
+typedef int (*ferry_record_fn)(const ferry_record *rec, void *arg, ferry_err *err);
+int ferry_catalog_each(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
+                       size_t nprefix, ferry_record_fn fn, void *arg, ferry_err *err);
+
 /* The move records whose state is not finished (neither DONE nor FAILED), sorted by key, as
  * ferry_catalog_list(FERRY_REC_MOVE) with the finished ones left out. It reads the index of
  * unfinished moves (docs/catalog.md), so its cost follows the moves in flight, not the history;
@@ -379,6 +388,24 @@ int ferry_catalog_routing_wait(ferry_catalog *c, uint64_t known, int timeout_ms,
  * the coordinator serves over HTTP. */
 int ferry_catalog_routing_json(ferry_catalog *c, const char *tenant, int64_t split, char **json,
                                ferry_err *err);
+
+/* ---- the shards' loads ------------------------------------------------------------------------
+ * What each shard holds (the bytes of the slices its routes name), as the inventory sync last
+ * computed it: derived data kept in one document (not a record: dumps leave it out, the next
+ * sync rewrites it), so that placing a tenant's new slices can check the fill target without
+ * reading every slice and route (docs/catalog.md). Moves after the sync shift what they moved. */
+typedef struct ferry_shard_load {
+    char shard[FERRY_NAME_MAX];
+    uint64_t bytes;
+} ferry_shard_load;
+
+/* Replaces the stored loads with loads[0..n). */
+int ferry_catalog_loads_put(ferry_catalog *c, const ferry_shard_load *loads, size_t n,
+                            ferry_err *err);
+/* The stored loads (*out malloc'ed, caller frees; *measured: unix seconds of the sync, may be
+ * NULL). FERRY_ENOTFOUND when no sync has stored them. */
+int ferry_catalog_loads_get(ferry_catalog *c, ferry_shard_load **out, size_t *n,
+                            int64_t *measured, ferry_err *err);
 
 /* ---- the coordinator lease ---------------------------------------------------------------- */
 

@@ -179,4 +179,12 @@ typedef struct ferry_rebalance_plan {
 int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err);
 void ferry_rebalance_plan_free(ferry_rebalance_plan *p);
 
+/* The plan's moves for the scheduler (include/ferry/schedule.h): out[i] (p->n_moves entries) is
+ * move i with its shards numbered (every name a move reads from or writes to, in name order;
+ * *n_shards of them), a drop without a target, and the steps of one slice sharing a slice number
+ * (so they run one after another, in plan order). */
+struct ferry_sched_move;
+int ferry_rebalance_sched_moves(const ferry_rebalance_plan *p, struct ferry_sched_move *out,
+                                size_t *n_shards, ferry_err *err);
+
 #endif

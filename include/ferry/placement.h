@@ -156,11 +156,30 @@ typedef struct ferry_layout {
                                  replicas than the anti-affinity cap allows */
     size_t zone_relaxed;      /* replicas placed in a zone that already held more of their
                                  slice's replicas than an even spread allows (no room elsewhere) */
+    uint64_t scored;          /* slice/shard pairs scored to compute it: slices x shards for a
+                                 fresh placement; about slices x (rf + shards added) for a
+                                 rebalance that adds shards (docs/placement.md) */
 } ferry_layout;
 
 /* A fresh layout for inv on cluster. */
 int ferry_place(const ferry_inventory *inv, const ferry_cluster *cluster,
                 const ferry_place_opts *opts, ferry_layout *out, ferry_err *err);
+
+/* Incremental placement: the slices of inv without any replica in fixed (every one of their
+ * rf slots FERRY_NO_SHARD: new slices) are placed by the rules of ferry_place, in its order
+ * (biggest first, then tenant and split), around the replicas fixed holds for the other slices,
+ * which stay where they are (a slice with only some of its replicas keeps them; its empty slots
+ * stay FERRY_NO_SHARD). fixed is [inv->n * opts->rf] shard indices into cluster. base_load
+ * [cluster->n] (NULL: zeros) is what replicas of slices outside inv already hold on each shard,
+ * so inv need only hold the slices that matter to the new ones: a new slice's home depends on
+ * the shards, their loads (fill target) and its own tenant's replicas (spread), nothing else.
+ * Scores only the new slices. Guarantee (tested): when fixed is what ferry_place gives for the
+ * other slices and the new slices come after all of them in its order (e.g. they hold 0 bytes
+ * and are a tenant's highest splits), the result equals ferry_place of everything. The layout's
+ * shard_bytes include base_load; its shard_replicas count inv's replicas only. */
+int ferry_place_more(const ferry_inventory *inv, const ferry_cluster *cluster,
+                     const ferry_place_opts *opts, const uint32_t *fixed,
+                     const uint64_t *base_load, ferry_layout *out, ferry_err *err);
 
 /* The layout reached from old (computed on old_cluster for the same inv) when the cluster
  * becomes new_cluster, moving as little as the rules allow (see docs/placement.md). */

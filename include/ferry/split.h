@@ -94,16 +94,22 @@ typedef struct ferry_split_slice_in {
     const char *tenant;
     uint32_t split;
     uint64_t bytes;
+    const char *shards; /* comma-separated shards holding it now (its route); NULL or "": a new
+                           slice, placed by ferry_split_place */
 } ferry_split_slice_in;
 
-/* Places every slice of the inventory (existing and new) on the shards with the cluster's rules
- * (hash "sha256"|"xxh3", rf, fill; non-strict, so a full cluster still places) and writes the
- * comma-separated shard list of slice i into placements[i] (each placement_size bytes), in the
- * order of the input. */
+/* Places the new slices among slices[] (those without shards) on the shards with the cluster's
+ * rules (hash "sha256"|"xxh3", rf, fill; non-strict, so a full cluster still places), around the
+ * existing ones, which stay where they are and count for the tenant spread; base_load[i] (NULL:
+ * none) is what shards[i] holds of every slice not in slices[]. Only the new slices are scored,
+ * so slices[] need hold only the tenants concerned (ferry_place_more: the result is the one a
+ * placement of the whole cluster gives them when the existing slices sit where it puts them).
+ * Writes the comma-separated shard list of slice i into placements[i] (each placement_size
+ * bytes), in the order of the input: for an existing slice, the shards of the cluster it keeps. */
 int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
-                      const ferry_split_slice_in *slices, size_t n_slices, const char *hash,
-                      unsigned rf, double fill, char *placements, size_t placement_size,
-                      ferry_err *err);
+                      const uint64_t *base_load, const ferry_split_slice_in *slices,
+                      size_t n_slices, const char *hash, unsigned rf, double fill,
+                      char *placements, size_t placement_size, ferry_err *err);
 
 /* ---- catalog ----------------------------------------------------------------------------------- */
 
@@ -117,14 +123,33 @@ typedef struct ferry_split_change {
 
 /* Sets tenant's split count to `splits` in one atomic batch: the tenant record (created when
  * create is true and it does not exist; otherwise compare-and-set on the version read), one slice
- * record per new split placed with ferry_split_place over every slice of the cluster, and one
- * route per new slice serving it on its placement (so the routing version goes up by one).
- * Existing slices and routes are not touched. A count lower than the current one is refused
- * (FERRY_EINVAL: split counts only grow); the same count changes nothing (change->to == from).
- * dry_run: computes and fills change, writes nothing. A concurrent change of the tenant gives
- * FERRY_ECONFLICT. */
+ * record per new split placed with ferry_split_place next to the tenant's own slices (where its
+ * routes serve them) and the shards' loads, and one route per new slice serving it on its
+ * placement (so the routing version goes up by one). Reads the settings, the shards and the
+ * tenant's own records, and when a shard has a capacity the shards' loads as the last inventory
+ * sync stored them (ferry_catalog_loads_get; before any sync, every slice and route), so its
+ * cost does not grow with the cluster. Existing slices and routes are not touched;
+ * slice or route records of new splits left over (a tenant removed by hand) are replaced. A
+ * count lower than the current one is refused (FERRY_EINVAL: split counts only grow); the same
+ * count changes nothing (change->to == from). dry_run: computes and fills change, writes
+ * nothing. A concurrent change of the tenant gives FERRY_ECONFLICT. */
 int ferry_split_set(struct ferry_catalog *cat, const char *tenant, uint32_t splits, bool create,
                     bool dry_run, ferry_split_change *change, ferry_err *err);
+
+/* Called by ferry_split_add for each tenant registered, in order. */
+typedef void (*ferry_split_added_fn)(const ferry_split_change *change, void *arg);
+
+/* Registers new tenants names[0..n) with `splits` splits each, as ferry_split_set(create) would
+ * one by one, but reading the settings, shards and loads once and committing up to
+ * FERRY_SPLIT_ADD_GROUP tenants per atomic batch. A name that exists already (or a group that
+ * meets left-over records or a concurrent writer) makes that group go one name at a time through
+ * ferry_split_set, so the result is the same as registering them in order: every name before the
+ * first failing one is registered, the error names that one, and nothing after it is written.
+ * added (may be NULL) is called per tenant registered. dry_run goes one name at a time. */
+#define FERRY_SPLIT_ADD_GROUP 1000
+int ferry_split_add(struct ferry_catalog *cat, const char *const *names, size_t n,
+                    uint32_t splits, bool dry_run, ferry_split_added_fn added, void *arg,
+                    ferry_err *err);
 
 /* ---- the split manager's run ------------------------------------------------------------------- */
 

@@ -2,11 +2,14 @@
  * move transitions, the routing table and dumps into the backend's path/document operations. */
 #include "catalog/catalog_int.h"
 
+#include <ctype.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "ferry/buf.h"
 #include "ferry/strutil.h"
 
 #define DEFAULT_CHUNK_OPS 100
@@ -96,31 +99,47 @@ int ferry_catalog_get(ferry_catalog *c, ferry_record *rec, ferry_err *err)
     return rc;
 }
 
+static bool seg_end(char c)
+{
+    return c == '/' || c == '\0';
+}
+
+/* Whether bytes [from, to) are all digits (and there is at least one). */
+static bool all_digits(const char *s, size_t from, size_t to)
+{
+    if (to <= from)
+        return false;
+    for (size_t k = from; k < to; k++)
+        if (s[k] < '0' || s[k] > '9')
+            return false;
+    return true;
+}
+
+/* One pass to the first difference, then only that segment is looked at: sorting a million
+ * paths calls this twenty million times. */
 int cat_path_cmp(const char *a, const char *b)
 {
-    while (*a || *b) {
-        size_t la = strcspn(a, "/"), lb = strcspn(b, "/");
-        bool na = la > 0 && strspn(a, "0123456789") >= la;
-        bool nb = lb > 0 && strspn(b, "0123456789") >= lb;
-        int d;
-        if (na && nb && la != lb)
-            d = la < lb ? -1 : 1;
-        else {
-            size_t m = la < lb ? la : lb;
-            d = memcmp(a, b, m);
-            if (!d && la != lb)
-                d = la < lb ? -1 : 1;
-        }
-        if (d)
-            return d;
-        a += la;
-        b += lb;
-        if (*a == '/')
-            a++;
-        if (*b == '/')
-            b++;
-    }
-    return 0;
+    size_t i = 0;
+    while (a[i] && a[i] == b[i])
+        i++;
+    if (a[i] == b[i])
+        return 0;
+    size_t s = i, ea = i, eb = i;
+    while (s > 0 && a[s - 1] != '/')
+        s--;
+    while (!seg_end(a[ea]))
+        ea++;
+    while (!seg_end(b[eb]))
+        eb++;
+    /* numbers as numbers: a shorter one (no leading zeros in keys) is smaller */
+    if (ea - s != eb - s && all_digits(a, s, ea) && all_digits(b, s, eb))
+        return ea < eb ? -1 : 1;
+    bool enda = seg_end(a[i]), endb = seg_end(b[i]);
+    if (enda && endb) /* equal segments: the path that ends is smaller */
+        return a[i] == '\0' ? -1 : 1;
+    if (enda || endb) /* a segment that is a prefix of the other is smaller */
+        return enda ? -1 : 1;
+    return (unsigned char)a[i] < (unsigned char)b[i] ? -1 : 1;
 }
 
 static int item_cmp(const void *x, const void *y)
@@ -128,25 +147,54 @@ static int item_cmp(const void *x, const void *y)
     return cat_path_cmp(((const cat_item *)x)->path, ((const cat_item *)y)->path);
 }
 
-int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
-                       size_t nprefix, ferry_record_list *out, ferry_err *err)
+/* Length of the path's parent ("routes/acme" of "routes/acme/3"). */
+static size_t parent_len(const char *path)
 {
-    out->items = NULL;
-    out->n = 0;
+    const char *slash = strrchr(path, '/');
+    return slash ? (size_t)(slash - path) : 0;
+}
+
+/* Sorts items by key. A backend lists one parent's documents together (SQLite in text order,
+ * which differs from key order only where numbers of different lengths meet), so each parent's
+ * run is sorted alone and the runs are checked to be in order; only when they are not is the
+ * whole list sorted. A million routes sort in a linear pass and short sorts, not 20 million
+ * comparisons. */
+static void sort_items(cat_items *items)
+{
+    cat_item *v = items->v;
+    size_t n = items->n;
+    for (size_t i = 0, j; i < n; i = j) {
+        size_t pl = parent_len(v[i].path);
+        for (j = i + 1; j < n && parent_len(v[j].path) == pl && !memcmp(v[j].path, v[i].path, pl);
+             j++)
+            ;
+        if (j - i > 1)
+            qsort(v + i, j - i, sizeof *v, item_cmp);
+    }
+    for (size_t i = 1; i < n; i++)
+        if (cat_path_cmp(v[i - 1].path, v[i].path) > 0) {
+            qsort(v, n, sizeof *v, item_cmp);
+            return;
+        }
+}
+
+/* The stored documents of kind (under prefix), sorted by key; path names the folder for
+ * messages (at least 1024 bytes). */
+static int scan_sorted(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
+                       size_t nprefix, cat_items *items, char *path, ferry_err *err)
+{
     if ((unsigned)kind >= FERRY_REC_KIND_COUNT)
         return ferry_err_set(err, FERRY_EINVAL, "unknown record kind %d", (int)kind);
     int depth = cat_kind_depth(kind) - (int)nprefix;
     if (depth < 0)
         return ferry_err_set(err, FERRY_EINVAL, "%s keys have only %d fields",
                              ferry_record_kind_name(kind), cat_kind_depth(kind));
-    char path[1024];
-    size_t len = (size_t)snprintf(path, sizeof path, "%s", cat_kind_dir(kind));
+    size_t len = (size_t)snprintf(path, 1024, "%s", cat_kind_dir(kind));
     for (size_t i = 0; i < nprefix; i++) {
         if (!cat_name_ok(prefix[i]))
             return ferry_err_set(err, FERRY_EINVAL, "'%s' is not a valid key", prefix[i]);
-        len += (size_t)snprintf(path + len, sizeof path - len, "/%s", prefix[i]);
+        len += (size_t)snprintf(path + len, 1024 - len, "/%s", prefix[i]);
     }
-    cat_items items = {0};
     int rc;
     if (depth == 0) {
         cat_item it = {0};
@@ -156,16 +204,30 @@ int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char
             return FERRY_OK;
         }
         if (!rc) {
-            rc = cat_items_push(&items, it.path ? it.path : path, it.doc, strlen(it.doc), it.version);
+            rc = cat_items_push(items, it.path ? it.path : path, it.doc, strlen(it.doc),
+                                it.version);
+            if (rc)
+                ferry_err_set(err, FERRY_ENOMEM, "out of memory listing %s", path);
             cat_item_free(&it);
         }
     } else {
-        rc = c->ops->scan(c, path, depth, &items, err);
+        rc = c->ops->scan(c, path, depth, items, err);
     }
+    if (!rc && items->n > 1)
+        sort_items(items);
+    return rc;
+}
+
+int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
+                       size_t nprefix, ferry_record_list *out, ferry_err *err)
+{
+    out->items = NULL;
+    out->n = 0;
+    char path[1024];
+    cat_items items = {0};
+    int rc = scan_sorted(c, kind, prefix, nprefix, &items, path, err);
     if (rc)
         goto out;
-    if (items.n > 1)
-        qsort(items.v, items.n, sizeof *items.v, item_cmp);
     if (items.n) {
         out->items = calloc(items.n, sizeof *out->items);
         if (!out->items) {
@@ -186,6 +248,33 @@ out:
     cat_items_free(&items);
     if (rc)
         ferry_record_list_free(out);
+    return rc;
+}
+
+int ferry_catalog_each(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
+                       size_t nprefix, ferry_record_fn fn, void *arg, ferry_err *err)
+{
+    char path[1024];
+    cat_items items = {0};
+    ferry_record r;
+    ferry_record_init(&r, kind);
+    int rc = scan_sorted(c, kind, prefix, nprefix, &items, path, err);
+    for (size_t i = 0; i < items.n && !rc; i++) {
+        rc = cat_record_decode(kind, items.v[i].doc, &r, err);
+        if (rc) {
+            ferry_err_prefix(err, "%s: ", items.v[i].path);
+            break;
+        }
+        r.version = items.v[i].version;
+        /* the document is not needed any more: a long scan gives its memory back as it goes */
+        free(items.v[i].doc);
+        items.v[i].doc = NULL;
+        rc = fn(&r, arg, err);
+        if (kind == FERRY_REC_PART)
+            ferry_record_free(&r);
+    }
+    ferry_record_free(&r);
+    cat_items_free(&items);
     return rc;
 }
 
@@ -398,22 +487,91 @@ int ferry_catalog_routing_wait(ferry_catalog *c, uint64_t known, int timeout_ms,
     return c->ops->routing_wait(c, known, timeout_ms, now, err);
 }
 
-static json_t *split_list(const char *csv)
+/* s[0..n) as a JSON string, escaped as jansson escapes (ASCII control characters, quote,
+ * backslash), so the text equals what json_dumps would write. */
+static int put_json_string(ferry_buf *b, const char *s, size_t n)
 {
-    json_t *a = json_array();
-    const char *p = csv;
-    while (*p) {
-        size_t n = strcspn(p, ",");
-        char item[FERRY_LIST_MAX];
-        snprintf(item, sizeof item, "%.*s", (int)n, p);
-        char *t = ferry_trim(item);
-        if (*t)
-            json_array_append_new(a, json_string(t));
-        p += n;
-        if (*p == ',')
-            p++;
+    int rc = ferry_buf_putc(b, '"');
+    for (size_t i = 0; i < n; i++) {
+        size_t run = i; /* the characters that need no escape, in one append */
+        while (run < n && (unsigned char)s[run] >= 0x20 && s[run] != '"' && s[run] != '\\')
+            run++;
+        if (run > i) {
+            rc |= ferry_buf_append(b, s + i, run - i);
+            i = run;
+            if (i == n)
+                break;
+        }
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '"': rc |= ferry_buf_puts(b, "\\\""); break;
+        case '\\': rc |= ferry_buf_puts(b, "\\\\"); break;
+        case '\b': rc |= ferry_buf_puts(b, "\\b"); break;
+        case '\f': rc |= ferry_buf_puts(b, "\\f"); break;
+        case '\n': rc |= ferry_buf_puts(b, "\\n"); break;
+        case '\r': rc |= ferry_buf_puts(b, "\\r"); break;
+        case '\t': rc |= ferry_buf_puts(b, "\\t"); break;
+        default:
+            rc |= c < 0x20 ? ferry_buf_printf(b, "\\u%04x", c) : ferry_buf_putc(b, (char)c);
+        }
     }
-    return a;
+    return rc | ferry_buf_putc(b, '"');
+}
+
+/* The comma-separated list as a JSON array of its trimmed, non-empty items. */
+static int put_shard_list(ferry_buf *b, const char *csv, size_t len)
+{
+    int rc = ferry_buf_putc(b, '[');
+    bool first = true;
+    for (size_t i = 0; i < len;) {
+        size_t j = i;
+        while (j < len && csv[j] != ',')
+            j++;
+        size_t s = i, e = j;
+        while (s < e && isspace((unsigned char)csv[s]))
+            s++;
+        while (e > s && isspace((unsigned char)csv[e - 1]))
+            e--;
+        if (e > s) {
+            if (!first)
+                rc |= ferry_buf_putc(b, ',');
+            rc |= put_json_string(b, csv + s, e - s);
+            first = false;
+        }
+        i = j + 1;
+    }
+    return rc | ferry_buf_putc(b, ']');
+}
+
+/* A route document in the canonical encoding, {"shards":"S","split":N,"tenant":"T"} (sorted keys,
+ * nothing escaped: what cat_record_encode writes for names), taken apart without a JSON parser:
+ * reading a million routes is most of a router's reload. false: anything else (decode it). */
+static bool route_fast(const char *doc, const char **shards, size_t *n_shards, uint32_t *split,
+                       const char **tenant, size_t *n_tenant)
+{
+    static const char k1[] = "{\"shards\":\"", k2[] = "\",\"split\":", k3[] = ",\"tenant\":\"";
+    if (strncmp(doc, k1, sizeof k1 - 1))
+        return false;
+    const char *p = doc + sizeof k1 - 1, *q = strpbrk(p, "\"\\");
+    if (!q || *q != '"' || strncmp(q, k2, sizeof k2 - 1))
+        return false;
+    *shards = p;
+    *n_shards = (size_t)(q - p);
+    p = q + sizeof k2 - 1;
+    uint64_t v = 0;
+    const char *d = p;
+    while (*p >= '0' && *p <= '9' && v <= UINT32_MAX)
+        v = v * 10 + (uint64_t)(*p++ - '0');
+    if (p == d || v > UINT32_MAX || (*d == '0' && p - d > 1) || strncmp(p, k3, sizeof k3 - 1))
+        return false;
+    *split = (uint32_t)v;
+    p += sizeof k3 - 1;
+    q = strpbrk(p, "\"\\");
+    if (!q || *q != '"' || strcmp(q, "\"}"))
+        return false;
+    *tenant = p;
+    *n_tenant = (size_t)(q - p);
+    return true;
 }
 
 int ferry_catalog_routing_json(ferry_catalog *c, const char *tenant, int64_t split, char **json,
@@ -426,35 +584,61 @@ int ferry_catalog_routing_json(ferry_catalog *c, const char *tenant, int64_t spl
     snprintf(splitbuf, sizeof splitbuf, "%lld", (long long)split);
     for (int attempt = 0; attempt < 20; attempt++) {
         uint64_t v1 = 0, v2 = 0;
-        ferry_record_list routes = {0};
+        char path[1024];
+        cat_items items = {0};
         int rc = ferry_catalog_routing_version(c, &v1, err);
         if (!rc)
-            rc = ferry_catalog_list(c, FERRY_REC_ROUTE, prefix, nprefix, &routes, err);
+            rc = scan_sorted(c, FERRY_REC_ROUTE, prefix, nprefix, &items, path, err);
         if (!rc)
             rc = ferry_catalog_routing_version(c, &v2, err);
-        if (rc) {
-            ferry_record_list_free(&routes);
-            return rc;
-        }
-        if (v1 != v2) { /* a switch happened while reading: read again */
-            ferry_record_list_free(&routes);
+        if (rc || v1 != v2) { /* v1 != v2: a switch happened while reading: read again */
+            cat_items_free(&items);
+            if (rc)
+                return rc;
             continue;
         }
-        json_t *root = json_object(), *slices = json_array();
-        json_object_set_new(root, "version", json_integer((json_int_t)v1));
-        for (size_t i = 0; i < routes.n; i++) {
-            const ferry_route *r = &routes.items[i].u.route;
-            json_t *o = json_object();
-            json_object_set_new(o, "tenant", json_string(r->tenant));
-            json_object_set_new(o, "split", json_integer(r->split));
-            json_object_set_new(o, "shards", split_list(r->shards));
-            json_array_append_new(slices, o);
+        /* the text json_dumps(JSON_COMPACT) wrote when this was a jansson tree: the same bytes */
+        ferry_buf b = FERRY_BUF_INIT;
+        int oom = ferry_buf_printf(&b, "{\"version\":%llu,\"slices\":[", (unsigned long long)v1);
+        ferry_record r;
+        ferry_record_init(&r, FERRY_REC_ROUTE);
+        for (size_t i = 0; i < items.n && !rc; i++) {
+            const char *sh, *tn;
+            size_t nsh, ntn;
+            uint32_t sp;
+            if (!route_fast(items.v[i].doc, &sh, &nsh, &sp, &tn, &ntn)) {
+                rc = cat_record_decode(FERRY_REC_ROUTE, items.v[i].doc, &r, err);
+                if (rc) {
+                    ferry_err_prefix(err, "%s: ", items.v[i].path);
+                    break;
+                }
+                sh = r.u.route.shards;
+                nsh = strlen(sh);
+                sp = r.u.route.split;
+                tn = r.u.route.tenant;
+                ntn = strlen(tn);
+            }
+            if (i)
+                oom |= ferry_buf_putc(&b, ',');
+            oom |= ferry_buf_puts(&b, "{\"tenant\":");
+            oom |= put_json_string(&b, tn, ntn);
+            oom |= ferry_buf_printf(&b, ",\"split\":%u,\"shards\":", sp);
+            oom |= put_shard_list(&b, sh, nsh);
+            oom |= ferry_buf_putc(&b, '}');
+            /* the document is not needed any more: give its memory back as we go */
+            free(items.v[i].doc);
+            items.v[i].doc = NULL;
         }
-        json_object_set_new(root, "slices", slices);
-        ferry_record_list_free(&routes);
-        *json = json_dumps(root, JSON_COMPACT);
-        json_decref(root);
-        return *json ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        oom |= ferry_buf_puts(&b, "]}");
+        cat_items_free(&items);
+        if (!rc && oom)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        if (rc) {
+            ferry_buf_free(&b);
+            return rc;
+        }
+        *json = ferry_buf_detach(&b);
+        return FERRY_OK;
     }
     return ferry_err_set(err, FERRY_ETIMEOUT,
                          "the routing table kept changing while it was read; try again");

@@ -136,7 +136,7 @@ int cat_path_cmp(const char *a, const char *b);
  * complete: a catalog written before the index existed has none until the first listing of
  * unfinished moves builds the index (and the marker) in one commit. */
 #define CAT_MOVE_INDEX_DIR "moves_active"
-#define CAT_INDEXES_DIR "indexes" /* markers of complete indexes */
+#define CAT_INDEXES_DIR "indexes" /* markers of complete indexes; derived documents (loads.c) */
 #define CAT_MOVE_INDEX_MARKER CAT_INDEXES_DIR "/moves_active"
 
 /* The backend operations for ops[0..n) with the index entries their move records need

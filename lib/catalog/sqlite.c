@@ -1,8 +1,10 @@
 /* The catalog's SQLite backend: one database file in WAL mode. Every document is a row of the
  * STRICT table `records` keyed by (parent, name); a batch is one IMMEDIATE transaction, so it is
  * atomic however large it is and a writer killed half-way leaves nothing (SQLite rolls the
- * unfinished transaction back). The coordinator lease is an flock(2) on a lock file beside the
- * database, which the kernel drops when the holder dies. */
+ * unfinished transaction back). A lease (the coordinator's, a move's, a tiering run's) is an
+ * flock(2) on a lock file beside the database, which the kernel drops when the holder dies; the
+ * holder removes the file when it gives the lease up, so finished work leaves no file behind
+ * (a cluster runs a lease per move: tens of thousands). */
 #include "catalog/catalog_int.h"
 
 #include <errno.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +25,7 @@ struct cat_backend {
 
 typedef struct sqlite_lease {
     int fd;
+    char *path; /* the lock file, removed on release */
 } sqlite_lease;
 
 static const char schema[] =
@@ -123,7 +127,12 @@ static int sq_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *o
                 continue;
         }
         char path[2048];
-        snprintf(path, sizeof path, "%s/%s", parent, name);
+        size_t pl = (size_t)sqlite3_column_bytes(st, 0), nl = (size_t)sqlite3_column_bytes(st, 1);
+        if (pl + nl + 2 > sizeof path)
+            continue; /* cannot be: keys are at most 127 bytes a segment */
+        memcpy(path, parent, pl);
+        path[pl] = '/';
+        memcpy(path + pl + 1, name, nl + 1);
         const char *doc = (const char *)sqlite3_column_text(st, 3);
         if (cat_items_push(out, path, doc, strlen(doc), sqlite3_column_int64(st, 2))) {
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -319,22 +328,41 @@ static int sq_lease_acquire(ferry_catalog *c, const char *name, const char *owne
 {
     char path[4096];
     snprintf(path, sizeof path, "%s-lease-%s", c->be->path, name);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ferry_err_set(err, FERRY_EIO, "lease file %s: %s", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int e = errno;
-        char holder[256] = "";
-        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
-        holder[n > 0 ? n : 0] = '\0';
-        close(fd);
-        if (e == EWOULDBLOCK)
-            return ferry_err_set(err, FERRY_ECONFLICT, "lease '%s' is held by %s", name,
-                                 holder[0] ? holder : "another process");
-        return ferry_err_set(err, FERRY_EIO, "lease file %s: %s", path, strerror(e));
+    int fd = -1;
+    /* The holder removes the file when it releases (below). A contender that opened the file
+     * before that can lock it after: it then holds a file nobody else can see, while the next
+     * one creates a new file and locks that. So once locked, the file must still be the one the
+     * path names; if not, start again. */
+    for (int attempt = 0; attempt < 100; attempt++) {
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return ferry_err_set(err, FERRY_EIO, "lease file %s: %s", path, strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            char holder[256] = "";
+            ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+            holder[n > 0 ? n : 0] = '\0';
+            close(fd);
+            if (e == EWOULDBLOCK)
+                return ferry_err_set(err, FERRY_ECONFLICT, "lease '%s' is held by %s", name,
+                                     holder[0] ? holder : "another process");
+            return ferry_err_set(err, FERRY_EIO, "lease file %s: %s", path, strerror(e));
+        }
+        struct stat held, named;
+        if (fstat(fd, &held) == 0 && stat(path, &named) == 0 && held.st_dev == named.st_dev &&
+            held.st_ino == named.st_ino)
+            break;
+        close(fd); /* released and removed meanwhile */
+        fd = -1;
     }
+    if (fd < 0)
+        return ferry_err_set(err, FERRY_ETIMEOUT, "lease file %s kept being replaced", path);
     sqlite_lease *l = malloc(sizeof *l);
-    if (!l) {
+    char *p = strdup(path);
+    if (!l || !p) {
+        free(l);
+        free(p);
+        unlink(path);
         close(fd);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
@@ -343,6 +371,7 @@ static int sq_lease_acquire(ferry_catalog *c, const char *name, const char *owne
         /* only informative */
     }
     l->fd = fd;
+    l->path = p;
     *token = l;
     return FERRY_OK;
 }
@@ -359,10 +388,11 @@ static void sq_lease_release(ferry_catalog *c, void *token)
     sqlite_lease *l = token;
     if (!l)
         return;
-    if (ftruncate(l->fd, 0) != 0) {
-        /* only informative */
-    }
+    /* Removed while still locked: whoever locks this file after us sees it is gone and opens
+     * the path again (sq_lease_acquire). */
+    unlink(l->path); /* fails only when removed by hand: nothing left to clean then */
     close(l->fd); /* drops the flock */
+    free(l->path);
     free(l);
 }
 

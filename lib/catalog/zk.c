@@ -28,7 +28,7 @@
 
 #define PATH_MAX_LEN 1024
 #define CHUNK_BYTES (512 * 1024) /* well under ZooKeeper's 1 MB request limit */
-#define SCAN_WINDOW 512          /* outstanding asynchronous reads while scanning */
+#define SCAN_WINDOW 4096         /* asynchronous requests in flight while scanning */
 
 struct cat_backend {
     zhandle_t *zh;
@@ -295,11 +295,51 @@ static int zk_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *
     }
 }
 
+/* Paths relative to the root: a scan's frontier. */
+typedef struct rel_list {
+    char **v;
+    size_t n, cap;
+} rel_list;
+
+static int rel_push(rel_list *l, const char *parent, const char *child)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return FERRY_ENOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    size_t a = strlen(parent), b = child ? strlen(child) : 0;
+    char *p = malloc(a + b + 2);
+    if (!p)
+        return FERRY_ENOMEM;
+    memcpy(p, parent, a);
+    if (child) {
+        p[a] = '/';
+        memcpy(p + a + 1, child, b);
+    }
+    p[a + (child ? b + 1 : 0)] = '\0';
+    l->v[l->n++] = p;
+    return FERRY_OK;
+}
+
+static void rel_free(rel_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+/* One asynchronous request of a pipelined batch: a getChildren (kids) or a get (doc). */
 typedef struct scan_slot {
     struct scan_wait *w;
     int rc;
     char *doc;
     int64_t version;
+    struct String_vector kids;
 } scan_slot;
 
 typedef struct scan_wait {
@@ -307,6 +347,14 @@ typedef struct scan_wait {
     pthread_cond_t cv;
     size_t pending;
 } scan_wait;
+
+static void slot_done(scan_slot *s)
+{
+    pthread_mutex_lock(&s->w->mu);
+    s->w->pending--;
+    pthread_cond_broadcast(&s->w->cv);
+    pthread_mutex_unlock(&s->w->mu);
+}
 
 static void scan_done(int rc, const char *value, int len, const struct Stat *st, const void *data)
 {
@@ -318,88 +366,103 @@ static void scan_done(int rc, const char *value, int len, const struct Stat *st,
         if (!s->doc)
             s->rc = ZSYSTEMERROR;
     }
-    pthread_mutex_lock(&s->w->mu);
-    s->w->pending--;
-    pthread_cond_broadcast(&s->w->cv);
-    pthread_mutex_unlock(&s->w->mu);
+    slot_done(s);
 }
 
-/* Reads every child of rel (pipelined) into out. */
-static int scan_leaves(cat_backend *be, const char *rel, const struct String_vector *kids,
-                       cat_items *out, ferry_err *err)
+static void kids_done(int rc, const struct String_vector *strings, const void *data)
 {
-    int rc = FERRY_OK;
-    size_t n = (size_t)kids->count;
-    scan_slot *slots = calloc(n ? n : 1, sizeof *slots);
+    scan_slot *s = (scan_slot *)data;
+    s->rc = rc;
+    if (rc == ZOK && strings && strings->count > 0) {
+        s->kids.data = calloc((size_t)strings->count, sizeof *s->kids.data);
+        for (int i = 0; s->kids.data && i < strings->count; i++)
+            if ((s->kids.data[s->kids.count] = strdup(strings->data[i])))
+                s->kids.count++;
+        if (!s->kids.data || s->kids.count != strings->count)
+            s->rc = ZSYSTEMERROR;
+    }
+    slot_done(s);
+}
+
+/* Runs one request per path (children when kids, else the document), SCAN_WINDOW in flight at
+ * once: the scan costs about paths / SCAN_WINDOW round trips, not one per path or per parent. */
+static int pipelined(cat_backend *be, const rel_list *paths, bool kids, scan_slot *slots)
+{
     scan_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-    if (!slots)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    size_t issued = 0;
+    size_t issued = 0, n = paths->n;
     while (issued < n || w.pending) {
         pthread_mutex_lock(&w.mu);
         while (w.pending >= SCAN_WINDOW || (issued == n && w.pending))
             pthread_cond_wait(&w.cv, &w.mu);
         pthread_mutex_unlock(&w.mu);
         while (issued < n && w.pending < SCAN_WINDOW) {
-            char crel[PATH_MAX_LEN], abs[PATH_MAX_LEN];
-            snprintf(crel, sizeof crel, "%s/%s", rel, kids->data[issued]);
-            abspath(be, crel, abs, sizeof abs);
-            slots[issued].w = &w;
+            char abs[PATH_MAX_LEN];
+            abspath(be, paths->v[issued], abs, sizeof abs);
+            scan_slot *s = &slots[issued++];
+            s->w = &w;
             pthread_mutex_lock(&w.mu);
             w.pending++;
             pthread_mutex_unlock(&w.mu);
-            int zrc = zoo_aget(be->zh, abs, 0, scan_done, &slots[issued]);
+            int zrc = kids ? zoo_aget_children(be->zh, abs, 0, kids_done, s)
+                           : zoo_aget(be->zh, abs, 0, scan_done, s);
             if (zrc != ZOK) {
                 pthread_mutex_lock(&w.mu);
                 w.pending--;
                 pthread_mutex_unlock(&w.mu);
-                slots[issued].rc = zrc;
+                s->rc = zrc;
             }
-            issued++;
         }
     }
-    for (size_t i = 0; i < n && !rc; i++) {
-        if (slots[i].rc == ZNONODE)
-            continue; /* deleted since the listing */
-        if (slots[i].rc != ZOK) {
-            rc = zfail(be, slots[i].rc, "reading under", rel, err);
-            break;
-        }
-        if (!slots[i].doc[0])
-            continue; /* a container, not a record */
-        char crel[PATH_MAX_LEN];
-        snprintf(crel, sizeof crel, "%s/%s", rel, kids->data[i]);
-        if (cat_items_push(out, crel, slots[i].doc, strlen(slots[i].doc), slots[i].version))
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++)
-        free(slots[i].doc);
-    free(slots);
-    return rc;
+    return FERRY_OK;
 }
 
+/* Every document exactly depth levels below rel: the levels above the documents are listed
+ * level by level, each level's getChildren pipelined, then every document is read pipelined. */
 static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *out,
                       ferry_err *err)
 {
-    char abs[PATH_MAX_LEN];
-    abspath(be, rel, abs, sizeof abs);
-    struct String_vector kids = {0, NULL};
-    int zrc = zoo_get_children(be->zh, abs, 0, &kids);
-    if (zrc == ZNONODE)
-        return FERRY_OK;
-    if (zrc != ZOK)
-        return zfail(be, zrc, "listing", rel, err);
-    int rc = FERRY_OK;
-    if (depth == 1) {
-        rc = scan_leaves(be, rel, &kids, out, err);
-    } else {
-        for (int i = 0; i < kids.count && !rc; i++) {
-            char crel[PATH_MAX_LEN];
-            snprintf(crel, sizeof crel, "%s/%s", rel, kids.data[i]);
-            rc = scan_level(be, crel, depth - 1, out, err);
+    rel_list level = {0}, next = {0};
+    scan_slot *slots = NULL;
+    int rc = rel_push(&level, rel, NULL) ? FERRY_ENOMEM : FERRY_OK;
+    for (int d = 0; !rc && d <= depth; d++) {
+        bool leaves = d == depth;
+        free(slots);
+        slots = calloc(level.n ? level.n : 1, sizeof *slots);
+        if (!slots) {
+            rc = FERRY_ENOMEM;
+            break;
         }
+        pipelined(be, &level, !leaves, slots);
+        for (size_t i = 0; i < level.n && !rc; i++) {
+            scan_slot *s = &slots[i];
+            if (s->rc == ZNONODE)
+                continue; /* deleted since its parent was listed (or no such folder) */
+            if (s->rc != ZOK) {
+                rc = zfail(be, s->rc, leaves ? "reading" : "listing", level.v[i], err);
+                break;
+            }
+            if (!leaves) {
+                for (int k = 0; k < s->kids.count && !rc; k++)
+                    if (rel_push(&next, level.v[i], s->kids.data[k]))
+                        rc = FERRY_ENOMEM;
+            } else if (s->doc[0] && cat_items_push(out, level.v[i], s->doc, strlen(s->doc),
+                                                   s->version)) {
+                rc = FERRY_ENOMEM; /* an empty document is a container, not a record */
+            }
+        }
+        for (size_t i = 0; i < level.n; i++) {
+            free(slots[i].doc);
+            deallocate_String_vector(&slots[i].kids);
+        }
+        rel_free(&level);
+        level = next;
+        memset(&next, 0, sizeof next);
     }
-    deallocate_String_vector(&kids);
+    if (rc == FERRY_ENOMEM)
+        ferry_err_set(err, FERRY_ENOMEM, "out of memory listing %s", rel);
+    free(slots);
+    rel_free(&level);
+    rel_free(&next);
     return rc;
 }
 

@@ -24,6 +24,7 @@ typedef struct mv_plan_slice {
     uint32_t split;
     uint64_t bytes;
     size_t route; /* index into the shards */
+    size_t view;  /* the caller's own index (its view of the slice) */
 } mv_plan_slice;
 
 typedef struct mv_plan_move {
@@ -60,5 +61,57 @@ long mv_zones_pick(mv_zones *z, const char *slice_id, uint64_t bytes, const size
 /* Zone repair: true with *victim (index into held) and *to (shard) when a replica should move. */
 bool mv_zones_repair(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
                      size_t n_held, size_t *victim, size_t *to);
+
+/* ---- the catalog's tenants, slices and routes, compactly (catalog_view.c) ---- */
+
+typedef struct mv_view_tenant {
+    char *name;
+    uint32_t splits, rf; /* rf 0: the cluster's */
+    int64_t version;
+} mv_view_tenant;
+
+/* One slice key: its slice record, its route, or both. */
+typedef struct mv_view_slice {
+    const char *tenant; /* pooled */
+    uint32_t split;
+    uint64_t bytes, rows;
+    char *placement;       /* NULL: no slice record */
+    int64_t version;       /* the slice record's; -1: none */
+    char *route;           /* the shards serving it, comma-separated; NULL: no route record */
+    int64_t route_version; /* -1: none */
+} mv_view_slice;
+
+typedef struct mv_view {
+    mv_view_tenant *tenants; /* sorted by name (bytewise) */
+    size_t n_tenants;
+    mv_view_slice *slices; /* sorted by tenant (bytewise), then split */
+    size_t n_slices;
+    char **pool;
+    size_t n_pool;
+} mv_view;
+
+struct ferry_catalog;
+
+/* Reads every tenant, slice and route record (one at a time). Free with mv_view_free, also
+ * after a failure. */
+int mv_view_read(struct ferry_catalog *cat, mv_view *v, ferry_err *err);
+void mv_view_free(mv_view *v);
+/* The tenant named name, or NULL; the index of slice (tenant, split), or -1. */
+const mv_view_tenant *mv_view_tenant_find(const mv_view *v, const char *name);
+long mv_view_slice_find(const mv_view *v, const char *tenant, uint32_t split);
+/* The view's order: tenant bytewise, then split. */
+int mv_slice_key_cmp(const char *ta, uint32_t sa, const char *tb, uint32_t sb);
+
+/* Names (of shards) to their index in the caller's array, by binary search. names is borrowed
+ * and must outlive m. */
+typedef struct mv_names {
+    const char *const *names;
+    size_t *by_name; /* indices sorted by name */
+    size_t n;
+} mv_names;
+int mv_names_init(mv_names *m, const char *const *names, size_t n, ferry_err *err);
+/* The index of the name given as name[0..len) (not NUL-terminated there), or -1. */
+long mv_names_find(const mv_names *m, const char *name, size_t len);
+void mv_names_free(mv_names *m);
 
 #endif

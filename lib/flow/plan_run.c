@@ -1,5 +1,6 @@
-/* The plan executor (include/ferry/plan_run.h): worker threads take the plan's steps in order,
- * each only when the run's and its shards' limits allow, and share one bandwidth limiter. */
+/* The plan executor (include/ferry/plan_run.h): worker threads take the plan's steps from the
+ * scheduler (include/ferry/schedule.h: plan order, each step when the run's and its shards'
+ * limits allow, a slice's steps one after another), and share one bandwidth limiter. */
 #include "ferry/plan_run.h"
 
 #include <pthread.h>
@@ -10,13 +11,9 @@
 
 #include "ferry/rate.h"
 #include "ferry/replica.h"
+#include "ferry/schedule.h"
 
 #define PLAN_MAX_THREADS 64
-
-typedef struct shard_load {
-    const char *name; /* borrowed from the plan */
-    unsigned running;
-} shard_load;
 
 typedef struct plan_exec {
     const ferry_move_opts *mo; /* with the shared rate */
@@ -24,49 +21,28 @@ typedef struct plan_exec {
     const ferry_plan_run_opts *o;
     pthread_mutex_t mu;
     pthread_cond_t cond;
-    bool *started;         /* per step */
-    size_t n_started, running;
-    shard_load *shards;
-    size_t n_shards;
+    ferry_sched *sched;     /* which step may start */
+    ferry_sched_move *sm;   /* the steps' shards, numbered */
+    unsigned *running;      /* per shard, for the result's maxima */
     ferry_plan_run_result *res;
     int first_rc;
     ferry_err first_err;
 } plan_exec;
 
-static shard_load *load_of(plan_exec *x, const char *name)
+/* Counts step i in (delta 1) or out (-1) of its shards, with x->mu held. */
+static void count(plan_exec *x, size_t i, int delta)
 {
-    for (size_t i = 0; i < x->n_shards; i++)
-        if (!strcmp(x->shards[i].name, name))
-            return &x->shards[i];
-    return NULL; /* every name of the plan was registered at start */
-}
-
-/* A step's shards: its source and, unless it is a drop, its target. */
-static size_t step_shards(plan_exec *x, const ferry_planned_move *m, shard_load **out)
-{
-    size_t n = 0;
-    out[n++] = load_of(x, m->from);
-    if (m->kind != FERRY_PLAN_DROP && strcmp(m->to, m->from))
-        out[n++] = load_of(x, m->to);
-    return n;
-}
-
-/* The first step in plan order not started whose shards have room, or -1; with x->mu held. */
-static long next_step(plan_exec *x)
-{
-    unsigned cap = x->o->max_per_shard;
-    for (size_t i = 0; i < x->plan->n_moves; i++) {
-        if (x->started[i])
+    uint32_t sh[2] = {x->sm[i].from, x->sm[i].to};
+    for (int k = 0; k < 2; k++) {
+        if (sh[k] == FERRY_SCHED_NONE)
             continue;
-        shard_load *s[2];
-        size_t n = step_shards(x, &x->plan->moves[i], s);
-        bool room = true;
-        for (size_t k = 0; cap && k < n; k++)
-            room = room && s[k]->running < cap;
-        if (room)
-            return (long)i;
+        x->running[sh[k]] = (unsigned)((int)x->running[sh[k]] + delta);
+        if (x->running[sh[k]] > x->res->max_running_per_shard)
+            x->res->max_running_per_shard = x->running[sh[k]];
     }
-    return -1;
+    unsigned all = (unsigned)ferry_sched_running(x->sched);
+    if (all > x->res->max_running)
+        x->res->max_running = all;
 }
 
 /* The real step: a drop, or a move or clone begun and run. */
@@ -119,40 +95,23 @@ static void *worker(void *arg)
     plan_exec *x = arg;
     pthread_mutex_lock(&x->mu);
     for (;;) {
-        long i = -1;
-        while (x->n_started < x->plan->n_moves && (i = next_step(x)) < 0)
-            pthread_cond_wait(&x->cond, &x->mu); /* every candidate's shard is busy */
-        if (i < 0)
-            break;
-        const ferry_planned_move *m = &x->plan->moves[i];
-        shard_load *s[2];
-        size_t n = step_shards(x, m, s);
-        x->started[i] = true;
-        x->n_started++;
-        x->running++;
-        if (x->running > x->res->max_running)
-            x->res->max_running = x->running;
-        for (size_t k = 0; k < n; k++)
-            if (++s[k]->running > x->res->max_running_per_shard)
-                x->res->max_running_per_shard = s[k]->running;
+        size_t i;
+        if (ferry_sched_start(x->sched, &i, 1) == 0) {
+            if (ferry_sched_pending(x->sched) == 0)
+                break;
+            pthread_cond_wait(&x->cond, &x->mu); /* every waiting step's shard is busy */
+            continue;
+        }
+        count(x, i, 1);
         pthread_mutex_unlock(&x->mu);
-        run_step(x, m);
+        run_step(x, &x->plan->moves[i]);
         pthread_mutex_lock(&x->mu);
-        x->running--;
-        for (size_t k = 0; k < n; k++)
-            s[k]->running--;
+        ferry_sched_finish(x->sched, i);
+        count(x, i, -1);
         pthread_cond_broadcast(&x->cond);
     }
     pthread_mutex_unlock(&x->mu);
     return NULL;
-}
-
-static int add_shard(plan_exec *x, const char *name)
-{
-    if (load_of(x, name))
-        return FERRY_OK;
-    x->shards[x->n_shards++] = (shard_load){name, 0};
-    return FERRY_OK;
 }
 
 int ferry_plan_run(const ferry_move_opts *mo, const ferry_rebalance_plan *plan,
@@ -169,24 +128,26 @@ int ferry_plan_run(const ferry_move_opts *mo, const ferry_rebalance_plan *plan,
     x.plan = plan;
     x.res = out;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    x.started = calloc(plan->n_moves + 1, sizeof *x.started);
-    x.shards = calloc(2 * plan->n_moves + 1, sizeof *x.shards);
+    unsigned nt = x.o->max_parallel ? x.o->max_parallel : 1;
+    if (nt > PLAN_MAX_THREADS)
+        nt = PLAN_MAX_THREADS;
+    size_t n_shards = 0;
+    x.sm = calloc(plan->n_moves + 1, sizeof *x.sm);
+    x.running = calloc(2 * plan->n_moves + 1, sizeof *x.running);
     run_mo.rate = ferry_rate_new(x.o->max_bytes_per_second);
-    if (!x.started || !x.shards || !run_mo.rate) {
+    if (!x.sm || !x.running || !run_mo.rate) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
     run_mo.max_bytes_per_second = 0; /* the shared rate governs */
     x.mo = &run_mo;
-    for (size_t i = 0; i < plan->n_moves; i++) {
-        add_shard(&x, plan->moves[i].from);
-        add_shard(&x, plan->moves[i].to);
-    }
+    if ((rc = ferry_rebalance_sched_moves(plan, x.sm, &n_shards, err)) ||
+        (plan->n_moves &&
+         (rc = ferry_sched_new(x.sm, plan->n_moves, n_shards ? n_shards : 1,
+                               x.o->max_per_shard ? x.o->max_per_shard : nt, nt, &x.sched, err))))
+        goto out;
     pthread_mutex_init(&x.mu, NULL);
     pthread_cond_init(&x.cond, NULL);
-    unsigned nt = x.o->max_parallel ? x.o->max_parallel : 1;
-    if (nt > PLAN_MAX_THREADS)
-        nt = PLAN_MAX_THREADS;
     if (nt > plan->n_moves)
         nt = (unsigned)plan->n_moves;
     pthread_t th[PLAN_MAX_THREADS];
@@ -208,7 +169,8 @@ out:
     clock_gettime(CLOCK_MONOTONIC, &t1);
     out->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     ferry_rate_free(run_mo.rate);
-    free(x.started);
-    free(x.shards);
+    ferry_sched_free(x.sched);
+    free(x.sm);
+    free(x.running);
     return rc;
 }

@@ -36,7 +36,8 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
     memset(&plan, 0, sizeof plan);
     *out = NULL;
     *n = 0;
-    size_t *inv_to_slice = NULL;
+    size_t *inv_to_slice = NULL, *from_new = NULL, *from_old = NULL;
+    long *in_old = NULL;
     int rc;
     ferry_place_opts opts = FERRY_PLACE_OPTS_DEFAULT;
     if (!ferry_hash_parse(hash, &opts.hash)) {
@@ -79,25 +80,45 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
     if ((rc = ferry_cluster_finish(&oldc, err)) || (rc = ferry_cluster_finish(&newc, err)) ||
         (rc = ferry_inventory_finish(&inv, err)))
         goto out;
-    /* the inventory is sorted now: find each entry's input slice */
+    /* the inventory is sorted now: find each input slice in it (binary search) */
     inv_to_slice = calloc(inv.n, sizeof *inv_to_slice);
     old.replicas = calloc(inv.n, sizeof *old.replicas);
     old.shard_bytes = calloc(oldc.n, sizeof *old.shard_bytes);
     old.shard_replicas = calloc(oldc.n, sizeof *old.shard_replicas);
-    if (!inv_to_slice || !old.replicas || !old.shard_bytes || !old.shard_replicas) {
+    in_old = malloc(nsh * sizeof *in_old);
+    from_new = malloc(newc.n * sizeof *from_new);
+    from_old = malloc(oldc.n * sizeof *from_old);
+    if (!inv_to_slice || !old.replicas || !old.shard_bytes || !old.shard_replicas || !in_old ||
+        !from_new || !from_old) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
-    for (size_t k = 0; k < inv.n; k++) {
-        size_t i;
-        for (i = 0; i < nsl; i++)
-            if (slices[i].split == inv.slices[k].split && !strcmp(slices[i].tenant, inv.slices[k].tenant))
-                break;
-        inv_to_slice[k] = i;
-        long s = ferry_cluster_find(&oldc, shards[slices[i].route].name);
-        old.replicas[k] = s < 0 ? FERRY_NO_SHARD : (uint32_t)s;
+    for (size_t s = 0; s < nsh; s++) {
+        in_old[s] = ferry_cluster_find(&oldc, shards[s].name);
+        if (in_old[s] >= 0)
+            from_old[in_old[s]] = s;
+        long k = ferry_cluster_find(&newc, shards[s].name);
+        if (k >= 0)
+            from_new[k] = s;
+    }
+    for (size_t i = 0; i < nsl; i++) {
+        size_t lo = 0, hi = inv.n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            int d = strcmp(inv.slices[mid].tenant, slices[i].tenant);
+            if (!d)
+                d = (inv.slices[mid].split > slices[i].split) -
+                    (inv.slices[mid].split < slices[i].split);
+            if (d < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        inv_to_slice[lo] = i;
+        long s = in_old[slices[i].route];
+        old.replicas[lo] = s < 0 ? FERRY_NO_SHARD : (uint32_t)s;
         if (s >= 0) {
-            old.shard_bytes[s] += inv.slices[k].bytes;
+            old.shard_bytes[s] += inv.slices[lo].bytes;
             old.shard_replicas[s]++;
         }
     }
@@ -120,12 +141,8 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
         mv_plan_move *o = &(*out)[*n];
         o->slice = inv_to_slice[m->slice];
         o->bytes = m->bytes;
-        for (size_t s = 0; s < nsh; s++) {
-            if (!strcmp(shards[s].name, m->from))
-                o->from = s;
-            if (!strcmp(shards[s].name, m->to))
-                o->to = s;
-        }
+        o->from = from_old[ferry_cluster_find(&oldc, m->from)];
+        o->to = from_new[ferry_cluster_find(&newc, m->to)];
         (*n)++;
     }
 out:
@@ -135,6 +152,9 @@ out:
     free(old.shard_bytes);
     free(old.shard_replicas);
     free(inv_to_slice);
+    free(in_old);
+    free(from_new);
+    free(from_old);
     ferry_inventory_free(&inv);
     ferry_cluster_free(&oldc);
     ferry_cluster_free(&newc);

@@ -54,6 +54,12 @@ typedef struct pstate {
     pl_scorer sc;
     pl_scratch x;
     uint32_t *cands; /* [inv->n * m] each slice's best m shards, best first */
+    /* NULL: every slice's candidates were scored up front (a fresh placement scores every
+     * pair anyway, on all threads). Else [inv->n]: whether cands holds slice i's yet; a
+     * rebalance or an incremental placement scores a slice's candidates only when one of its
+     * replicas needs a home, so adding a shard costs O(slices) scores, not O(slices x shards). */
+    uint8_t *cands_ready;
+    uint64_t scored; /* slice/shard pairs scored (ferry_layout.scored) */
     pl_cand *all;   /* [n] */
     uint32_t *rep;  /* [inv->n * rf] */
     uint64_t *load, *limit;
@@ -205,7 +211,7 @@ out:
 }
 
 static int state_init(pstate *st, const ferry_inventory *inv, const ferry_cluster *cl,
-                      const ferry_place_opts *o, ferry_err *err)
+                      const ferry_place_opts *o, bool score_all, ferry_err *err)
 {
     memset(st, 0, sizeof *st);
     st->inv = inv;
@@ -249,7 +255,35 @@ static int state_init(pstate *st, const ferry_inventory *inv, const ferry_cluste
         st->total_weight += cl->shards[s].weight;
         st->limit[s] = cap ? (uint64_t)floorl((long double)cap * o->fill) : UINT64_MAX;
     }
+    if (!score_all) {
+        st->cands_ready = calloc(ns, 1);
+        return st->cands_ready ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    st->scored += (uint64_t)inv->n * st->n;
     return pl_top_all(&st->sc, inv, st->m, o->threads, st->cands, err);
+}
+
+/* Slice i's best m shards, scored now if they were not yet. */
+static const uint32_t *slice_cands(pstate *st, size_t i)
+{
+    uint32_t *c = st->cands + i * st->m;
+    if (st->cands_ready && !st->cands_ready[i]) {
+        pl_cand top[PL_TOP_MAX];
+        pl_set_slice(&st->x, &st->inv->slices[i]);
+        pl_top(&st->sc, &st->x, top);
+        for (size_t k = 0; k < st->m; k++)
+            c[k] = top[k].shard;
+        st->cands_ready[i] = 1;
+        st->scored += st->n;
+    }
+    return c;
+}
+
+/* The score of the slice last given to pl_set_slice(&st->x, ...) on shard s, counted. */
+static double pair_score(pstate *st, uint32_t s, double weight)
+{
+    st->scored++;
+    return pl_pair_score(&st->sc, &st->x, s, weight);
 }
 
 static void state_free(pstate *st)
@@ -257,6 +291,7 @@ static void state_free(pstate *st)
     pl_scratch_free(&st->x);
     pl_scorer_free(&st->sc);
     free(st->cands);
+    free(st->cands_ready);
     free(st->all);
     free(st->rep);
     free(st->load);
@@ -331,7 +366,7 @@ static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferr
 {
     const ferry_slice *sl = &st->inv->slices[i];
     uint32_t t = sl->tenant_index;
-    const uint32_t *c = st->cands + i * st->m;
+    const uint32_t *c = slice_cands(st, i);
     pl_zones z;
     slice_zones(st, i, &z);
     for (size_t j = 0; j < st->m; j++) {
@@ -346,6 +381,7 @@ static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferr
     /* Not among the best few: rank every shard. */
     pl_set_slice(&st->x, sl);
     pl_rank_all(&st->sc, &st->x, st->all);
+    st->scored += st->n;
     for (int pass = prefer_gainers ? 0 : 1; pass < 2; pass++)
         for (size_t j = 0; j < st->n; j++) {
             uint32_t s = st->all[j].shard;
@@ -445,6 +481,7 @@ static void state_to_layout(pstate *st, const ferry_inventory *inv, const ferry_
     out->overfilled = st->overfilled;
     out->spread_relaxed = st->relaxed;
     out->zone_relaxed = st->zone_relaxed;
+    out->scored = st->scored;
     st->rep = NULL;
     st->load = NULL;
     st->nrep = NULL;
@@ -473,7 +510,7 @@ int ferry_place(const ferry_inventory *inv, const ferry_cluster *cluster,
 {
     memset(out, 0, sizeof *out);
     pstate st;
-    int rc = state_init(&st, inv, cluster, opts, err);
+    int rc = state_init(&st, inv, cluster, opts, true, err);
     if (rc)
         goto out;
     for (size_t k = 0; k < inv->n; k++) {
@@ -485,6 +522,54 @@ int ferry_place(const ferry_inventory *inv, const ferry_cluster *cluster,
             if (rc)
                 goto out;
             assign(&st, i, slot, s);
+        }
+    }
+    state_to_layout(&st, inv, cluster, opts, out);
+out:
+    state_free(&st);
+    return rc;
+}
+
+int ferry_place_more(const ferry_inventory *inv, const ferry_cluster *cluster,
+                     const ferry_place_opts *opts, const uint32_t *fixed,
+                     const uint64_t *base_load, ferry_layout *out, ferry_err *err)
+{
+    memset(out, 0, sizeof *out);
+    pstate st;
+    int rc = state_init(&st, inv, cluster, opts, false, err);
+    if (rc)
+        goto out;
+    size_t rf = st.rf;
+    for (size_t s = 0; base_load && s < st.n; s++)
+        st.load[s] = base_load[s];
+    /* Keep what is placed; check it first (a caller's layout, e.g. from the routing table). */
+    for (size_t i = 0; i < inv->n; i++)
+        for (unsigned j = 0; j < rf; j++) {
+            uint32_t s = fixed[i * rf + j];
+            if (s == FERRY_NO_SHARD)
+                continue;
+            if (s >= st.n || holding(&st, i, s)) {
+                char id[FERRY_SLICE_ID_MAX];
+                ferry_slice_id(&inv->slices[i], id, sizeof id);
+                rc = ferry_err_set(err, FERRY_EINVAL, "%s: replica %u %s", id, j,
+                                   s >= st.n ? "names no shard of the cluster"
+                                             : "is on the same shard as another replica");
+                goto out;
+            }
+            assign(&st, i, j, s);
+        }
+    /* Place the slices that have no replica at all, in the canonical order. */
+    for (size_t k = 0; k < inv->n; k++) {
+        size_t i = st.order[k];
+        bool empty = true;
+        for (unsigned j = 0; j < rf && empty; j++)
+            empty = st.rep[i * rf + j] == FERRY_NO_SHARD;
+        for (unsigned j = 0; empty && j < rf; j++) {
+            uint32_t s = FERRY_NO_SHARD;
+            rc = choose(&st, i, false, &s, err);
+            if (rc)
+                goto out;
+            assign(&st, i, j, s);
         }
     }
     state_to_layout(&st, inv, cluster, opts, out);
@@ -518,7 +603,7 @@ static int evict_cmp(const void *a, const void *b)
 static double replica_score(pstate *st, size_t i, uint32_t s)
 {
     pl_set_slice(&st->x, &st->inv->slices[i]);
-    return pl_pair_score(&st->sc, &st->x, s, st->cl->shards[s].weight);
+    return pair_score(st, s, st->cl->shards[s].weight);
 }
 
 /* A shard holding more of a tenant's replicas than its cap (the cap shrinks when shards are
@@ -573,7 +658,7 @@ static int evict_over_cap(pstate *st, bool *evicted, const uint32_t *gainers, si
                     tenant_count(st, (uint32_t)t, d) >= tenant_cap(st, (uint32_t)t, d) ||
                     !zone_move_ok(st, ek->slice, ek->shard, d))
                     continue;
-                double sc = pl_pair_score(&st->sc, &st->x, d, st->cl->shards[d].weight);
+                double sc = pair_score(st, d, st->cl->shards[d].weight);
                 if (best == FERRY_NO_SHARD || pl_ranks_before(sc, d, best_score, best)) {
                     best = d;
                     best_score = sc;
@@ -678,24 +763,51 @@ static int zone_repair(pstate *st, bool *moved, ferry_err *err)
     return FERRY_OK;
 }
 
-int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
-                    const ferry_layout *old, const ferry_cluster *new_cluster,
-                    const ferry_place_opts *opts, ferry_layout *out, ferry_err *err)
+/* What step 4 of a rebalance needs to know about the change. */
+typedef struct flip_ctx {
+    const uint32_t *gainers;
+    size_t n_gainers;
+    const bool *loser;       /* [n] lost weight */
+    const double *old_weight; /* [n] 0: added */
+} flip_ctx;
+
+/* Whether the change flipped the current slice's preference from its shard x (scores x_new
+ * now, x_old before) to shard d: d outranks x now and did not before. *d_new: d's score now. */
+static bool flip(pstate *st, const flip_ctx *f, uint32_t x, double x_new, double x_old,
+                 uint32_t d, double *d_new)
+{
+    *d_new = pair_score(st, d, st->cl->shards[d].weight);
+    if (!pl_ranks_before(*d_new, d, x_new, x))
+        return false;
+    if (f->old_weight[d] > 0) {
+        double d_old = *d_new;
+        if (f->old_weight[d] != st->cl->shards[d].weight)
+            d_old = pair_score(st, d, f->old_weight[d]);
+        if (pl_ranks_before(d_old, d, x_old, x))
+            return false; /* D already outranked X: not a flip */
+    }
+    return true;
+}
+
+int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
+                 const ferry_layout *old, const ferry_cluster *new_cluster,
+                 const ferry_place_opts *opts, bool score_all, ferry_layout *out, ferry_err *err)
 {
     memset(out, 0, sizeof *out);
     pstate st;
     int rc = FERRY_OK;
     uint32_t *old_to_new = NULL, *gainers = NULL;
     double *old_weight = NULL;
-    bool *loser = NULL, *had_prev = NULL, *moved = NULL;
+    bool *loser = NULL, *had_prev = NULL, *moved = NULL, *flips = NULL;
     pl_cand *tmp = NULL;
+    flip_ctx fl;
     size_t n_gainers = 0;
     memset(&st, 0, sizeof st);
     if (old->inv != inv || old->cluster != old_cluster) {
         rc = ferry_err_set(err, FERRY_EINTERNAL, "rebalance: old layout is over other inputs");
         goto out;
     }
-    rc = state_init(&st, inv, new_cluster, opts, err);
+    rc = state_init(&st, inv, new_cluster, opts, score_all, err);
     if (rc)
         goto out;
     size_t n = st.n, rf = st.rf, nrep = inv->n * rf;
@@ -706,7 +818,9 @@ int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster
     had_prev = calloc(nrep ? nrep : 1, sizeof *had_prev);
     moved = calloc(nrep ? nrep : 1, sizeof *moved);
     tmp = calloc(old->rf > rf ? old->rf : rf, sizeof *tmp);
-    if (!old_to_new || !old_weight || !loser || !gainers || !had_prev || !moved || !tmp) {
+    flips = calloc(inv->n ? inv->n : 1, sizeof *flips);
+    if (!old_to_new || !old_weight || !loser || !gainers || !had_prev || !moved || !tmp ||
+        !flips) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
@@ -800,8 +914,35 @@ int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster
         any_loser |= loser[s];
     if (n_gainers == 0 && !any_loser)
         goto done;
+    fl.gainers = gainers;
+    fl.n_gainers = n_gainers;
+    fl.loser = loser;
+    fl.old_weight = old_weight;
+    /* Which slices have a flip at all: scores only, in memory order (a slice's replicas change
+     *    in this step only when that slice is processed, so this is the set the loop below
+     *    would find moves in; it skips the rest, which in size order would be a few cache
+     *    misses each). */
+    for (size_t i = 0; i < inv->n; i++) {
+        pl_set_slice(&st.x, &inv->slices[i]);
+        flips[i] = false;
+        for (unsigned j = 0; j < rf && !flips[i]; j++) {
+            uint32_t x = st.rep[i * rf + j];
+            if (moved[i * rf + j] || x == FERRY_NO_SHARD)
+                continue;
+            double x_new = pair_score(&st, x, new_cluster->shards[x].weight);
+            double x_old = loser[x] || st.gainer[x] ? pair_score(&st, x, old_weight[x]) : x_new;
+            size_t nd = loser[x] ? n : n_gainers;
+            for (size_t q = 0; q < nd && !flips[i]; q++) {
+                uint32_t d = loser[x] ? (uint32_t)q : gainers[q];
+                double d_new;
+                flips[i] = d != x && flip(&st, &fl, x, x_new, x_old, d, &d_new);
+            }
+        }
+    }
     for (size_t k = 0; k < inv->n; k++) {
         size_t i = st.order[k];
+        if (!flips[i])
+            continue;
         const ferry_slice *sl = &inv->slices[i];
         uint32_t t = sl->tenant_index;
         pl_set_slice(&st.x, sl);
@@ -811,7 +952,7 @@ int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster
             if (moved[i * rf + j] || s == FERRY_NO_SHARD)
                 continue;
             tmp[nk].shard = j;
-            tmp[nk].score = pl_pair_score(&st.sc, &st.x, s, new_cluster->shards[s].weight);
+            tmp[nk].score = pair_score(&st, s, new_cluster->shards[s].weight);
             nk++;
         }
         /* weakest first */
@@ -825,27 +966,17 @@ int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster
             unsigned j = tmp[e].shard;
             uint32_t x = st.rep[i * rf + j];
             double x_new = tmp[e].score;
-            double x_old = loser[x] || st.gainer[x]
-                               ? pl_pair_score(&st.sc, &st.x, x, old_weight[x])
-                               : x_new;
+            double x_old = loser[x] || st.gainer[x] ? pair_score(&st, x, old_weight[x]) : x_new;
             size_t nd = loser[x] ? n : n_gainers;
             uint32_t best = FERRY_NO_SHARD;
             double best_score = 0;
             for (size_t q = 0; q < nd; q++) {
                 uint32_t d = loser[x] ? (uint32_t)q : gainers[q];
+                double d_new;
                 if (d == x || holding(&st, i, d) || !fits(&st, d, sl->bytes) ||
-                    tenant_count(&st, t, d) >= tenant_cap(&st, t, d) || !zone_move_ok(&st, i, x, d))
+                    tenant_count(&st, t, d) >= tenant_cap(&st, t, d) ||
+                    !zone_move_ok(&st, i, x, d) || !flip(&st, &fl, x, x_new, x_old, d, &d_new))
                     continue;
-                double d_new = pl_pair_score(&st.sc, &st.x, d, new_cluster->shards[d].weight);
-                if (!pl_ranks_before(d_new, d, x_new, x))
-                    continue;
-                if (old_weight[d] > 0) {
-                    double d_old = d_new;
-                    if (old_weight[d] != new_cluster->shards[d].weight)
-                        d_old = pl_pair_score(&st.sc, &st.x, d, old_weight[d]);
-                    if (pl_ranks_before(d_old, d, x_old, x))
-                        continue; /* D already outranked X: not a flip */
-                }
                 if (best == FERRY_NO_SHARD || pl_ranks_before(d_new, d, best_score, best)) {
                     best = d;
                     best_score = d_new;
@@ -867,9 +998,17 @@ out:
     free(gainers);
     free(had_prev);
     free(moved);
+    free(flips);
     free(tmp);
     state_free(&st);
     return rc;
+}
+
+int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
+                    const ferry_layout *old, const ferry_cluster *new_cluster,
+                    const ferry_place_opts *opts, ferry_layout *out, ferry_err *err)
+{
+    return pl_rebalance(inv, old_cluster, old, new_cluster, opts, false, out, err);
 }
 
 void ferry_layout_free(ferry_layout *l)

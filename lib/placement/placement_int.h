@@ -88,6 +88,14 @@ void pl_rank_all(const pl_scorer *s, pl_scratch *x, pl_cand *out);
 int pl_top_all(const pl_scorer *s, const ferry_inventory *inv, size_t m, unsigned threads,
                uint32_t *out, ferry_err *err);
 
+/* ferry_rebalance, which scores a slice's candidates only when one of its replicas needs a
+ * new home (score_all false); score_all true first scores every slice on every shard, as a
+ * fresh placement does: the full computation, which tests and the benchmark compare it with
+ * (the layouts are identical; only ferry_layout.scored differs). */
+int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
+                 const ferry_layout *old, const ferry_cluster *new_cluster,
+                 const ferry_place_opts *opts, bool score_all, ferry_layout *out, ferry_err *err);
+
 /* How a slice's replicas spread over zones (lib/placement/zones.c). */
 #define PL_RF_MAX 64
 typedef struct pl_zones {

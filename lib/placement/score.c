@@ -393,7 +393,7 @@ static inline uint64_t pair_hash(const pl_scorer *s, pl_scratch *x, uint32_t i)
 
 double pl_pair_score(const pl_scorer *s, pl_scratch *x, uint32_t i, double weight)
 {
-    return ferry_score_from_hash(pair_hash(s, x, i), weight);
+    return ferry_score_from_hash(fast_pair_hash(s, x, i), weight);
 }
 
 static int cand_cmp(const void *a, const void *b)

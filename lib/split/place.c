@@ -1,20 +1,52 @@
-/* Placing slices for the split manager: a thin wrapper over the placement library with plain
- * types, so callers that use the catalog (whose record types share names with placement's) can
- * place slices. Pure. */
+/* Placing new slices for tenant registration and split raises: a thin wrapper over the placement
+ * library's incremental placement (ferry_place_more) with plain types, so callers that use the
+ * catalog (whose record types share names with placement's) can place slices. Only the slices
+ * given are scored; the rest of the cluster enters as each shard's load. Pure. */
 #include "ferry/placement.h"
 #include "ferry/split.h"
+#include "ferry/strutil.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+/* The slots of one existing slice: the shards of its comma-separated list that are in the
+ * cluster (a shard being drained is not: its replica is on its way off), at most rf. */
+static void fixed_slots(const ferry_cluster *cl, const char *list, unsigned rf, uint32_t *slots)
+{
+    unsigned k = 0;
+    for (unsigned j = 0; j < rf; j++)
+        slots[j] = FERRY_NO_SHARD;
+    for (const char *p = list; p && *p && k < rf;) {
+        size_t len = strcspn(p, ",");
+        char buf[FERRY_SHARD_NAME_MAX + 16];
+        if (len < sizeof buf) {
+            memcpy(buf, p, len);
+            buf[len] = '\0';
+            long s = ferry_cluster_find(cl, ferry_trim(buf)); /* as the router reads a route */
+            bool dup = false;
+            for (unsigned j = 0; j < k; j++)
+                dup |= s >= 0 && slots[j] == (uint32_t)s;
+            if (s >= 0 && !dup)
+                slots[k++] = (uint32_t)s;
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+}
+
 int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
-                      const ferry_split_slice_in *slices, size_t n_slices, const char *hash,
-                      unsigned rf, double fill, char *placements, size_t placement_size,
-                      ferry_err *err)
+                      const uint64_t *base_load, const ferry_split_slice_in *slices,
+                      size_t n_slices, const char *hash, unsigned rf, double fill,
+                      char *placements, size_t placement_size, ferry_err *err)
 {
     ferry_cluster cl = {0};
     ferry_inventory inv = {0};
     ferry_layout lay = {0};
+    uint32_t *fixed = NULL;
+    uint64_t *load = NULL;
+    size_t *inv_of = NULL;
     bool have_layout = false;
     ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
     int rc = ferry_cluster_init(&cl, "catalog", err);
@@ -36,30 +68,45 @@ int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
     o.rf = rf;
     o.fill = fill;
     o.strict = false;
-    rc = ferry_place_opts_check(&o, &cl, err);
-    if (!rc)
-        rc = ferry_place(&inv, &cl, &o, &lay, err);
-    if (rc)
+    if ((rc = ferry_place_opts_check(&o, &cl, err)))
         goto out;
-    have_layout = true;
+    fixed = malloc((inv.n ? inv.n : 1) * rf * sizeof *fixed);
+    load = calloc(cl.n, sizeof *load);
+    inv_of = malloc((n_slices ? n_slices : 1) * sizeof *inv_of);
+    if (!fixed || !load || !inv_of) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    /* The inventory is sorted by (tenant, split): find each input slice in it. */
     for (size_t i = 0; i < n_slices; i++) {
-        /* The inventory is sorted by (tenant, split): find input slice i in it. */
         size_t lo = 0, hi = inv.n;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
             int d = strcmp(inv.slices[mid].tenant, slices[i].tenant);
             if (!d)
-                d = (inv.slices[mid].split > slices[i].split) - (inv.slices[mid].split < slices[i].split);
+                d = (inv.slices[mid].split > slices[i].split) -
+                    (inv.slices[mid].split < slices[i].split);
             if (d < 0)
                 lo = mid + 1;
             else
                 hi = mid;
         }
+        inv_of[i] = lo;
+        fixed_slots(&cl, slices[i].shards, rf, fixed + lo * rf);
+    }
+    /* base_load follows the input's shard order; the cluster is sorted by name */
+    for (size_t i = 0; base_load && i < n_shards; i++)
+        load[ferry_cluster_find(&cl, shards[i].name)] = base_load[i];
+    rc = ferry_place_more(&inv, &cl, &o, fixed, load, &lay, err);
+    if (rc)
+        goto out;
+    have_layout = true;
+    for (size_t i = 0; i < n_slices; i++) {
         char *dst = placements + i * placement_size;
         size_t len = 0;
         dst[0] = '\0';
         for (unsigned j = 0; j < lay.rf; j++) {
-            uint32_t s = lay.replicas[lo * lay.rf + j];
+            uint32_t s = lay.replicas[inv_of[i] * lay.rf + j];
             if (s == FERRY_NO_SHARD)
                 continue;
             int w = snprintf(dst + len, placement_size - len, "%s%s", len ? "," : "",
@@ -74,6 +121,9 @@ int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
 out:
     if (have_layout)
         ferry_layout_free(&lay);
+    free(fixed);
+    free(load);
+    free(inv_of);
     ferry_inventory_free(&inv);
     ferry_cluster_free(&cl);
     return rc;

@@ -1,6 +1,7 @@
 # A real Apache ZooKeeper (Debian's `zookeeper` package) for tests and benchmarks. Source it after
 # tests/lib/harness.sh (it uses $T, free_port, bg_start and wait_for).
-#   zk_start [DIR]   starts a standalone server on a free 127.0.0.1 port; sets ZK_PORT, ZK_PID,
+#   zk_start [DIR]   starts a standalone server on a free 127.0.0.1 port (heap: $ZK_XMX, default
+#                    256m); sets ZK_PORT, ZK_PID,
 #                    ZK_HOSTPORT ("127.0.0.1:PORT"); waits until it answers `ruok` with `imok`
 #   zk_url CHROOT    prints "zk://127.0.0.1:PORT/CHROOT" for ferry
 #   zk_stop          SIGTERM by PID, then waits (harness also kills it at exit)
@@ -33,7 +34,7 @@ admin.enableServer=false
 CFG
     local cp=/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar
     [ -f /usr/share/java/slf4j-nop.jar ] && cp=$cp:/usr/share/java/slf4j-nop.jar
-    bg_start "$dir/zk.log" java -Xms32m -Xmx256m -XX:+UseSerialGC -cp "$cp" \
+    bg_start "$dir/zk.log" java -Xms32m "-Xmx${ZK_XMX:-256m}" -XX:+UseSerialGC -cp "$cp" \
         org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
     ZK_PID=$BG_PID
     ZK_HOSTPORT=127.0.0.1:$ZK_PORT

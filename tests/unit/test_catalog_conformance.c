@@ -2,6 +2,7 @@
  * $FERRY_TEST_CATALOG names ("zk://127.0.0.1:PORT" for a running ZooKeeper; each test gets its own
  * chroot), or SQLite in a temporary directory when it is unset. tests/integration/catalog_*.sh run
  * it against both. Races and crashes use real processes (fork, kill -9, SIGSTOP). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -771,6 +773,101 @@ static void test_lease_session_expiry(void **state)
     close(to_child);
 }
 
+/* Leases of finished work leave nothing behind: a cluster takes one per move (tens of
+ * thousands). SQLite: no lock file stays beside the database; ZooKeeper: no node under leases/. */
+static void test_lease_leaves_nothing(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    for (int i = 0; i < 50; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "move.m%d", i);
+        ferry_lease *l = NULL;
+        assert_int_equal(ferry_catalog_lease_acquire(c, name, "test", &l, &err), FERRY_OK);
+        assert_true(ferry_catalog_lease_valid(c, l));
+        ferry_catalog_lease_release(c, l);
+    }
+    /* one still held shows up, so the checks below can see a lease */
+    ferry_lease *held = NULL;
+    assert_int_equal(ferry_catalog_lease_acquire(c, "move.held", "test", &held, &err), FERRY_OK);
+    size_t files = 0, nodes = 0;
+    if (zk_base) {
+        cat_items items = {0};
+        assert_int_equal(c->ops->scan(c, "leases", 1, &items, &err), FERRY_OK);
+        nodes = items.n;
+        cat_items_free(&items);
+    } else {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "c%d.db-lease-", url_counter);
+        DIR *d = opendir(base_dir);
+        assert_non_null(d);
+        for (struct dirent *de; (de = readdir(d));)
+            files += !strncmp(de->d_name, prefix, strlen(prefix));
+        closedir(d);
+    }
+    assert_int_equal(zk_base ? nodes : files, 1);
+    ferry_catalog_lease_release(c, held);
+    if (zk_base) {
+        cat_items items = {0};
+        assert_int_equal(c->ops->scan(c, "leases", 1, &items, &err), FERRY_OK);
+        assert_int_equal(items.n, 0);
+        cat_items_free(&items);
+    }
+    ferry_catalog_close(c);
+}
+
+/* Processes taking and giving up one lease in a loop never hold it together: a contender that
+ * locked the file its holder was removing must see that and open the new one. */
+static void test_lease_exclusive_under_churn(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog_close(open_ok(url));
+    volatile int *shared = mmap(NULL, 2 * sizeof(int), PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(shared != MAP_FAILED);
+    shared[0] = shared[1] = 0; /* holder, overlaps seen */
+    enum { PROCS = 4, ROUNDS = 150 };
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+        pids[p] = fork();
+        if (pids[p] == 0) {
+            ferry_catalog *cc = NULL;
+            ferry_err e = {0};
+            if (ferry_catalog_open(url, &cc, &e))
+                _exit(3);
+            for (int got = 0; got < ROUNDS;) {
+                ferry_lease *l = NULL;
+                int rc = ferry_catalog_lease_acquire(cc, "move.churn", "child", &l, &e);
+                if (rc == FERRY_ECONFLICT)
+                    continue;
+                if (rc)
+                    _exit(4);
+                if (__atomic_exchange_n(&shared[0], (int)getpid(), __ATOMIC_SEQ_CST) != 0)
+                    __atomic_add_fetch(&shared[1], 1, __ATOMIC_SEQ_CST);
+                sleep_ms(got % 3);
+                __atomic_store_n(&shared[0], 0, __ATOMIC_SEQ_CST);
+                ferry_catalog_lease_release(cc, l);
+                got++;
+            }
+            ferry_catalog_close(cc);
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < PROCS; p++) {
+        int st;
+        assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    assert_int_equal(shared[1], 0);
+    munmap((void *)shared, 2 * sizeof(int));
+}
+
 /* ---- restart, routing, dumps ---- */
 
 static void fill_catalog(ferry_catalog *c)
@@ -924,6 +1021,120 @@ static void test_routing_version(void **state)
     assert_int_equal(ferry_catalog_update(c, &r, &err), FERRY_ECONFLICT);
     assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
     assert_int_equal(v, 5);
+    ferry_catalog_close(c);
+}
+
+/* The routing table's JSON is built from the stored documents without a JSON parser; it must be
+ * the text json_dumps gives for the routes ferry_catalog_list decodes: numeric key order, lists
+ * trimmed and without empty items, escapes, and documents not in the canonical encoding (an
+ * older writer's spacing) decoded in full. */
+static void test_routing_json_matches_records(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    ferry_batch *b = ferry_batch_new();
+    const char *lists[] = {"n1", "n2,n3", " n4 , ,n5,", "", "q\"x\\y\tz"};
+    for (int t = 0; t < 12; t++)
+        for (uint32_t k = 0; k < 12; k += 1 + (uint32_t)t % 3) {
+            ferry_record r;
+            ferry_record_init(&r, FERRY_REC_ROUTE);
+            snprintf(r.u.route.tenant, sizeof r.u.route.tenant, t % 4 ? "t%d" : "%d", t * 7);
+            r.u.route.split = k;
+            snprintf(r.u.route.shards, sizeof r.u.route.shards, "%s", lists[(t + k) % 5]);
+            assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+        }
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
+    ferry_batch_free(b);
+    /* one document as another writer might have spaced it */
+    cat_op op = {.type = CAT_CREATE, .path = (char *)"routes/odd/3",
+                 .doc = (char *)"{ \"tenant\": \"odd\", \"split\": 3, \"shards\": \"n7,n8\" }",
+                 .version = FERRY_VERSION_ANY};
+    op.doc_len = strlen(op.doc);
+    int64_t nv = 0;
+    cat_commit_req req = {&op, 1, CAT_ROUTING_KEEP, 0, &nv};
+    ferry_commit_info info = {0};
+    assert_int_equal(c->ops->commit(c, &req, &info, &err), FERRY_OK);
+    const char *tenants[] = {NULL, "t7", "odd", "0"};
+    for (size_t q = 0; q < 4; q++) {
+        ferry_record_list routes = {0};
+        const char *prefix[] = {tenants[q]};
+        assert_int_equal(ferry_catalog_list(c, FERRY_REC_ROUTE, prefix, tenants[q] ? 1 : 0,
+                                            &routes, &err),
+                         FERRY_OK);
+        uint64_t v = 0;
+        assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
+        json_t *root = json_object(), *slices = json_array();
+        json_object_set_new(root, "version", json_integer((json_int_t)v));
+        for (size_t i = 0; i < routes.n; i++) {
+            const ferry_route *r = &routes.items[i].u.route;
+            json_t *o = json_object(), *a = json_array();
+            json_object_set_new(o, "tenant", json_string(r->tenant));
+            json_object_set_new(o, "split", json_integer(r->split));
+            char copy[FERRY_LIST_MAX], *save = NULL;
+            snprintf(copy, sizeof copy, "%s", r->shards);
+            for (char *x = strtok_r(copy, ",", &save); x; x = strtok_r(NULL, ",", &save)) {
+                while (*x == ' ')
+                    x++;
+                size_t n = strlen(x);
+                while (n && x[n - 1] == ' ')
+                    x[--n] = '\0';
+                if (n)
+                    json_array_append_new(a, json_string(x));
+            }
+            json_object_set_new(o, "shards", a);
+            json_array_append_new(slices, o);
+        }
+        json_object_set_new(root, "slices", slices);
+        char *want = json_dumps(root, JSON_COMPACT), *got = NULL;
+        assert_int_equal(ferry_catalog_routing_json(c, tenants[q], -1, &got, &err), FERRY_OK);
+        assert_string_equal(got, want);
+        if (q == 1) { /* numbers as numbers: split 2 before split 10 */
+            assert_non_null(strstr(got, "\"split\":10,"));
+            assert_true(strstr(got, "\"split\":2,") < strstr(got, "\"split\":10,"));
+        }
+        free(got);
+        free(want);
+        json_decref(root);
+        ferry_record_list_free(&routes);
+    }
+    ferry_catalog_close(c);
+}
+
+/* The shards' loads: one derived document, replaced on every put, left out of dumps. */
+static void test_shard_loads(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    ferry_shard_load *got = NULL;
+    size_t n = 0;
+    assert_int_equal(ferry_catalog_loads_get(c, &got, &n, NULL, &err), FERRY_ENOTFOUND);
+    ferry_shard_load a[] = {{"s1", 10}, {"s2", 1ULL << 50}};
+    assert_int_equal(ferry_catalog_loads_put(c, a, 2, &err), FERRY_OK);
+    ferry_shard_load b[] = {{"s3", 7}};
+    assert_int_equal(ferry_catalog_loads_put(c, b, 1, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_loads_get(c, &got, &n, NULL, &err), FERRY_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(got[0].shard, "s3");
+    assert_int_equal(got[0].bytes, 7);
+    free(got);
+    assert_int_equal(ferry_catalog_loads_put(c, a, 2, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_loads_get(c, &got, &n, NULL, &err), FERRY_OK);
+    assert_int_equal(n, 2);
+    assert_true((got[0].bytes == 10 && got[1].bytes == 1ULL << 50) ||
+                (got[1].bytes == 10 && got[0].bytes == 1ULL << 50));
+    free(got);
+    ferry_shard_load bad[] = {{"no/slash", 1}};
+    assert_int_equal(ferry_catalog_loads_put(c, bad, 1, &err), FERRY_EINVAL);
+    char *dump = NULL;
+    assert_int_equal(ferry_catalog_export(c, &dump, &err), FERRY_OK);
+    assert_null(strstr(dump, "shard_loads"));
+    free(dump);
     ferry_catalog_close(c);
 }
 
@@ -1153,8 +1364,12 @@ int main(void)
         cmocka_unit_test(test_crash_mid_batch),
         cmocka_unit_test(test_lease_killed_holder),
         cmocka_unit_test(test_lease_session_expiry),
+        cmocka_unit_test(test_lease_leaves_nothing),
+        cmocka_unit_test(test_lease_exclusive_under_churn),
         cmocka_unit_test(test_restart_and_reload),
         cmocka_unit_test(test_routing_version),
+        cmocka_unit_test(test_routing_json_matches_records),
+        cmocka_unit_test(test_shard_loads),
         cmocka_unit_test(test_unfinished_moves),
         cmocka_unit_test(test_sqlite_durability),
     };

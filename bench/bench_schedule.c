@@ -1,0 +1,157 @@
+/* Schedule benchmark: a rebalance of about 25,000 slices on 10, 30 and 100 shards, planned by
+ * placement (ferry_rebalance + ferry_plan_build) and run in simulation under per-shard limits
+ * (ferry_sched_simulate: at most N moves reading from or writing to one shard at a time), each
+ * move taking the time the cost model gives it. Two changes per cluster size S: S/10 shards added
+ * (the moves all write to the new shards) and S/10 shards drained (they all read from the drained
+ * ones). The inventory is sized so that each change moves about 25,000 slices: 11 x 25,000
+ * slices in the blog's tenant mix, sizes uniform in 1 MB .. 10 GB.
+ *
+ * The cost model of one move (docs/benchmarks.md, "Rebalance schedule", says where the numbers
+ * come from): a slice holds DAYS daily partitions, HOT of them hot (their bytes copied), the rest
+ * cold (pointer files: a cost per part, not per byte);
+ *   seconds = fixed + parts x per_part + hot_bytes / hot_rate,  parts = DAYS,
+ *   hot_bytes = bytes x HOT / DAYS.
+ *   usage: bench_schedule [FIXED_S PER_PART_S HOT_MB_PER_S [DAYS HOT]]
+ * Prints one JSON line per (S, change, N) and the time to compute each schedule. */
+#include "ferry/placement.h"
+#include "ferry/schedule.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void die(const ferry_err *err)
+{
+    fprintf(stderr, "bench_schedule: %s\n", err->msg);
+    exit(1);
+}
+
+static double fixed_s = 1.0, per_part_s = 0.55, hot_mbps = 100, days = 30, hot_days = 3;
+
+static double move_seconds(uint64_t bytes)
+{
+    return fixed_s + days * per_part_s + (double)bytes * hot_days / days / (hot_mbps * 1e6);
+}
+
+static void cluster(ferry_cluster *c, int n, ferry_err *err)
+{
+    if (ferry_cluster_init(c, "bench", err))
+        die(err);
+    for (int s = 0; s < n; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "ch-%03d", s);
+        if (ferry_cluster_add(c, name, 1.0, 0, 0, err))
+            die(err);
+    }
+    if (ferry_cluster_finish(c, err))
+        die(err);
+}
+
+/* The plan from old to new, simulated with per_shard in {1, 2, 4}. */
+static void run(int shards, const char *change, const ferry_inventory *inv,
+                const ferry_cluster *oldc, const ferry_cluster *newc, const ferry_place_opts *o)
+{
+    ferry_err err = {0, ""};
+    ferry_layout old, nl;
+    ferry_plan p;
+    if (ferry_place(inv, oldc, o, &old, &err))
+        die(&err);
+    double t0 = now();
+    if (ferry_rebalance(inv, oldc, &old, newc, o, &nl, &err) ||
+        ferry_plan_build(&old, &nl, &p, &err))
+        die(&err);
+    double plan_s = now() - t0;
+    /* shards of the union by name: the new cluster's, then the ones only the old one has */
+    ferry_sched_move *sm = calloc(p.moved + 1, sizeof *sm);
+    double *secs = calloc(p.moved + 1, sizeof *secs), total = 0;
+    for (size_t i = 0; i < p.moved; i++) {
+        long f = ferry_cluster_find(newc, p.moves[i].from);
+        if (f < 0)
+            f = (long)newc->n + ferry_cluster_find(oldc, p.moves[i].from);
+        sm[i].from = (uint32_t)f;
+        sm[i].to = (uint32_t)ferry_cluster_find(newc, p.moves[i].to);
+        sm[i].slice = p.moves[i].slice;
+        secs[i] = move_seconds(p.moves[i].bytes);
+        total += secs[i];
+    }
+    for (unsigned per = 1; per <= 4; per *= 2) {
+        double makespan;
+        size_t peak;
+        t0 = now();
+        if (ferry_sched_simulate(sm, p.moved, newc->n + oldc->n, per, 0, secs, NULL, &makespan,
+                                 &peak, &err))
+            die(&err);
+        double sched_s = now() - t0;
+        printf("{\"shards\":%d,\"change\":\"%s\",\"slices\":%zu,\"moves\":%zu,"
+               "\"moved_gb\":%.1f,\"plan_s\":%.3f,\"per_shard\":%u,\"schedule_s\":%.3f,"
+               "\"peak_running\":%zu,\"move_hours_total\":%.1f,\"makespan_hours\":%.2f}\n",
+               shards, change, inv->n, p.moved, (double)p.moved_bytes / 1e9, plan_s, per,
+               sched_s, peak, total / 3600, makespan / 3600);
+        fflush(stdout);
+    }
+    free(sm);
+    free(secs);
+    ferry_plan_free(&p);
+    ferry_layout_free(&nl);
+    ferry_layout_free(&old);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 3) {
+        fixed_s = atof(argv[1]);
+        per_part_s = atof(argv[2]);
+        hot_mbps = atof(argv[3]);
+    }
+    if (argc > 5) {
+        days = atof(argv[4]);
+        hot_days = atof(argv[5]);
+    }
+    ferry_err err = {0, ""};
+    ferry_inventory inv;
+    if (ferry_inventory_init(&inv, "bench", &err))
+        die(&err);
+    uint64_t rng = 0x9E3779B97F4A7C15ULL;
+    size_t want = 11 * 25000, n = 0;
+    for (int t = 0; n < want; t++) {
+        char tenant[32];
+        snprintf(tenant, sizeof tenant, "tenant%d", t);
+        int r = t % 10, splits = r < 7 ? 1 : r < 9 ? 2 : 8;
+        for (int k = 0; k < splits && n < want; k++, n++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            if (ferry_inventory_add(&inv, tenant, (uint32_t)k, 1000000 + rng % 10000000000ULL, 0,
+                                    &err))
+                die(&err);
+        }
+    }
+    if (ferry_inventory_finish(&inv, &err))
+        die(&err);
+    printf("{\"bench\":\"schedule\",\"model\":{\"fixed_s\":%g,\"per_part_s\":%g,"
+           "\"hot_mb_per_s\":%g,\"days\":%g,\"hot_days\":%g}}\n",
+           fixed_s, per_part_s, hot_mbps, days, hot_days);
+    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+    o.hash = FERRY_HASH_XXH3;
+    o.threads = 2;
+    o.strict = false;
+    static const int sizes[] = {10, 30, 100};
+    for (int k = 0; k < 3; k++) {
+        int s = sizes[k], extra = s / 10;
+        ferry_cluster small, big;
+        cluster(&small, s, &err);
+        cluster(&big, s + extra, &err);
+        run(s, "add S/10", &inv, &small, &big, &o);
+        run(s + extra, "drain S/10", &inv, &big, &small, &o);
+        ferry_cluster_free(&small);
+        ferry_cluster_free(&big);
+    }
+    ferry_inventory_free(&inv);
+    return 0;
+}
