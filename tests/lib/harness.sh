@@ -36,7 +36,7 @@ _h_dump_logs() {
         # background pool's pauses (they hide the lines that say what went wrong)
         case "$f" in
         */clickhouse.log | */clickhouse.err.log)
-            grep -E '<(Error|Warning|Fatal)>' "$f" | grep -v 'BgSchPool' | tail -n 10 ;;
+            grep -E '<(Error|Warning|Fatal)>' "$f" | grep -v 'Temporarily pause scheduling' | tail -n 10 ;;
         *) tail -n 15 "$f" ;;
         esac | cut -c1-400 | sed 's/^/#   /' >&2
     done < <(find "$T" -maxdepth 5 -type f \( -name '*.log' -o -name '*.err' \) -newer "$T/.started" 2>/dev/null | sort)
