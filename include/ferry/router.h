@@ -145,21 +145,4 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
 uint16_t ferry_router_port(const ferry_router *r);
 void ferry_router_stop(ferry_router *r);
 
-struct ferry_config;
-/* The fence a move passes after its routing switch and before it publishes: waits until every
- * router listed in [cluster] routers (base URLs, comma-separated) reports a routing version >=
- * version and no read or write in flight under an older one (GET /ferry/router). FERRY_OK at once when the config lists
- * none; FERRY_ETIMEOUT naming the router after timeout_ms (0: 60 s). */
-int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigned timeout_ms,
-                       ferry_err *err);
-/* The fence before a move switches slice (tenant, split) to shard: waits until every router in
- * [cluster] routers lists shard as usable in its status (it loaded the shard's catalog record and
- * can read its credentials) and expects no client's retry of a failed write to the slice (a
- * request that stored part of its rows is retried where its rows are; docs/routing.md "Retries
- * and moves"). The shard part times out after timeout_ms (0: 60 s); a pending retry is waited for
- * as long as the router's [router] retry_window says. FERRY_ETIMEOUT naming the router and why. */
-int ferry_router_fence_switch(const struct ferry_config *cfg, const char *shard,
-                              const char *tenant, uint32_t split, unsigned timeout_ms,
-                              ferry_err *err);
-
 #endif

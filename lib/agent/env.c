@@ -92,18 +92,6 @@ int ferry_agent_part_partition_id(const char *part, char *out, size_t outsz, fer
     return FERRY_OK;
 }
 
-int ferry_agent_pointer_version_ok(int version, const ferry_ch_version *server, ferry_err *err)
-{
-    if (version < 1 || version > 5)
-        return ferry_err_set(err, FERRY_EINVAL, "pointer format %d does not exist (ClickHouse "
-                             "reads versions 1 to 5)", version);
-    if (version == 5 && (server->major < 23 || (server->major == 23 && server->minor < 11)))
-        return ferry_err_set(err, FERRY_EINVAL, "pointer format 5 (full object keys) is not "
-                             "readable by ClickHouse %s (needs 23.11 or later); pin "
-                             "pointer_format = 4 or lower in [cluster]", server->text);
-    return FERRY_OK;
-}
-
 /* ---- environment --------------------------------------------------------------------------- */
 
 void agent_env_init(agent_env *env, ferry_agent *a)

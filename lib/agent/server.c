@@ -78,30 +78,6 @@ void ferry_agent_free(ferry_agent *a)
     free(a);
 }
 
-int ferry_agent_read_token_file(const char *path, char **token, ferry_err *err)
-{
-    char *data = NULL;
-    size_t len = 0;
-    ferry_err ferr = {0};
-    int rc = ferry_read_file(path, &data, &len, &ferr);
-    if (rc)
-        return ferry_err_set(err, FERRY_EINVAL, "token file %s: %s", path, ferr.msg);
-    while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == '\r'))
-        data[--len] = '\0';
-    bool ok = len >= 16 && len <= 1024;
-    for (size_t i = 0; ok && i < len; i++)
-        if ((unsigned char)data[i] <= ' ' || (unsigned char)data[i] >= 127)
-            ok = false;
-    if (!ok) {
-        OPENSSL_cleanse(data, len);
-        free(data);
-        return ferry_err_set(err, FERRY_EINVAL, "token file %s must hold one line of 16 to 1024 "
-                             "printable characters without spaces", path);
-    }
-    *token = data;
-    return FERRY_OK;
-}
-
 int ferry_agent_check_config(ferry_agent *a, ferry_err *err)
 {
     if (!a->config_path)

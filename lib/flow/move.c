@@ -61,7 +61,7 @@
  * ATTACH of a partition without detached parts attaches nothing, the catch-up diff is computed
  * from what is there, and MOVE PARTITION of an empty staging partition is skipped. */
 #include "ferry/move.h"
-#include "ferry/router.h"
+#include "ferry/fence.h"
 
 #include <jansson.h>
 #include <pthread.h>

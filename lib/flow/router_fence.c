@@ -18,7 +18,7 @@
 #include "ferry/config.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
-#include "ferry/router.h"
+#include "ferry/fence.h"
 #include "ferry/strutil.h"
 
 static size_t collect(char *p, size_t size, size_t n, void *arg)

@@ -1,0 +1,29 @@
+/* The router fence: how a move (lib/flow) waits for every running router of the cluster
+ * (`[cluster] routers`) before it switches a slice and before it publishes. A client of the
+ * routers' status endpoint (GET /ferry/router), so it sits with the flows, below the router
+ * daemon (docs/routing.md, "Moves and the router"; docs/architecture.md, layers). */
+#ifndef FERRY_FENCE_H
+#define FERRY_FENCE_H
+
+#include <stdint.h>
+
+#include "ferry/err.h"
+
+struct ferry_config;
+/* The fence a move passes after its routing switch and before it publishes: waits until every
+ * router listed in [cluster] routers (base URLs, comma-separated) reports a routing version >=
+ * version and no read or write in flight under an older one (GET /ferry/router). FERRY_OK at once when the config lists
+ * none; FERRY_ETIMEOUT naming the router after timeout_ms (0: 60 s). */
+int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigned timeout_ms,
+                       ferry_err *err);
+/* The fence before a move switches slice (tenant, split) to shard: waits until every router in
+ * [cluster] routers lists shard as usable in its status (it loaded the shard's catalog record and
+ * can read its credentials) and expects no client's retry of a failed write to the slice (a
+ * request that stored part of its rows is retried where its rows are; docs/routing.md "Retries
+ * and moves"). The shard part times out after timeout_ms (0: 60 s); a pending retry is waited for
+ * as long as the router's [router] retry_window says. FERRY_ETIMEOUT naming the router and why. */
+int ferry_router_fence_switch(const struct ferry_config *cfg, const char *shard,
+                              const char *tenant, uint32_t split, unsigned timeout_ms,
+                              ferry_err *err);
+
+#endif

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The layers of lib/, checked on the built objects (docs/architecture.md, "Layers").
+
+Each folder of lib/ belongs to one layer; an object file may use symbols defined in its own
+folder or in a folder of a lower layer, never a higher one, and the pure core may not call
+anything that reaches outside the process (network, databases, processes, files). The check
+reads what the linker reads: `nm` on every object of the library, so an include that slipped
+through, a declaration copied by hand or a call through a macro are all caught.
+
+    python3 scripts/layers.py BUILD_DIR     exit 0 when every object keeps to its layer
+
+Adding a folder to lib/ means adding it to LAYERS below (the check fails until it is placed).
+"""
+import collections
+import glob
+import os
+import re
+import subprocess
+import sys
+
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# lowest first; a folder may use its own layer and every layer before it
+LAYERS = [
+    ("base", ["util"]),  # errors, buffers, strings, logs, config text, reading a file
+    ("core", ["format", "placement", "sql", "auth", "route", "chhttp"]),  # pure: no I/O
+    ("io", ["net", "clickhouse", "objstore", "chdb", "partfs", "lab", "agent_client"]),
+    ("catalog", ["catalog"]),
+    ("flow", ["flow", "split"]),
+    ("serve", ["router", "agent", "coord"]),
+]
+
+# what a pure-core object must not call: sockets, HTTP, databases, processes, loading code,
+# and files (the base layer reads config files; the core gets their text)
+CORE_FORBIDDEN = re.compile(
+    r"^(curl_\w+|sqlite3_\w+|zoo_\w+|zookeeper_\w+|MHD_\w+|socket|connect|accept|bind|"
+    r"fork|vfork|execv\w*|execl\w*|posix_spawn\w*|system|popen|dlopen|"
+    r"open|open64|openat|fopen|fopen64|opendir|creat|unlink|rename|mkdir)$")
+
+
+def objects(build):
+    """The library's objects of the current build: those whose source still exists (a file
+    moved or removed leaves its old object behind in the build folder)."""
+    base = os.path.join(build, "CMakeFiles", "ferrycore.dir")
+    found = []
+    for o in sorted(glob.glob(os.path.join(base, "lib", "*", "*.o"))):
+        rel = os.path.relpath(o, base)[:-2]  # lib/<folder>/<file>.c
+        if os.path.exists(os.path.join(SOURCE_DIR, rel)):
+            found.append(o)
+    return found
+
+
+def symbols(obj, *flags):
+    out = subprocess.run(["nm", *flags, obj], capture_output=True, text=True, check=True).stdout
+    return [line.split()[-1] for line in out.splitlines() if line.strip()]
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    objs = objects(sys.argv[1])
+    if not objs:
+        print(f"layers: no object under {sys.argv[1]}/CMakeFiles/ferrycore.dir/lib/: build "
+              "first (make build)", file=sys.stderr)
+        return 2
+    rank = {folder: i for i, (_, folders) in enumerate(LAYERS) for folder in folders}
+    name = {i: layer for i, (layer, _) in enumerate(LAYERS)}
+    folder_of = lambda o: os.path.basename(os.path.dirname(o))
+    problems = []
+    unplaced = sorted({folder_of(o) for o in objs if folder_of(o) not in rank})
+    for folder in unplaced:
+        problems.append(f"lib/{folder}/ is in no layer: add it to LAYERS in scripts/layers.py "
+                        "and to docs/architecture.md")
+    defined = {}
+    for o in objs:
+        for s in symbols(o, "--defined-only", "-g"):
+            defined[s] = folder_of(o)
+    edges = collections.Counter()
+    for o in objs:
+        f = folder_of(o)
+        if f not in rank:
+            continue
+        src = f"lib/{f}/{os.path.basename(o)[:-2]}"
+        for s in symbols(o, "-u"):
+            g = defined.get(s)
+            if g and g != f and g in rank:
+                edges[(f, g)] += 1
+                if rank[g] > rank[f]:
+                    problems.append(f"{src} ({name[rank[f]]}) calls {s} of lib/{g}/ "
+                                    f"({name[rank[g]]}): a lower layer may not use a higher one")
+            if rank[f] == 1 and CORE_FORBIDDEN.match(s):
+                problems.append(f"{src} (core) calls {s}: the core does no I/O; move the call "
+                                "to an io-layer folder")
+    for p in problems:
+        print(f"layers: {p}", file=sys.stderr)
+    if problems:
+        return 1
+    print(f"layers: {len(objs)} objects in {len(rank)} folders keep to "
+          f"{' < '.join(layer for layer, _ in LAYERS)}; {len(edges)} folder dependencies")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+# The layers of lib/ hold in the build (scripts/layers.py; docs/architecture.md, "Layers"): no
+# object calls into a higher layer and the pure core does no I/O. The check is shown to fail on
+# a copy of the build's objects where one core object is replaced by one that calls the router
+# daemon and opens a file.
+source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
+L="$FERRY_SOURCE_DIR/scripts/layers.py"
+
+expect_exit 0 python3 "$L" "$FERRY_BUILD_DIR"
+assert_contains "$OUT" "base < core < io < catalog < flow < serve" "the layers named"
+ok "the build keeps its layers: $OUT"
+
+# a copy of the objects, one core object (lib/sql/) replaced by a bad one
+B=$T/build
+mkdir -p "$B/CMakeFiles"
+cp -r "$FERRY_BUILD_DIR/CMakeFiles/ferrycore.dir" "$B/CMakeFiles/"
+victim=$(ls "$B/CMakeFiles/ferrycore.dir/lib/sql/"*.c.o | head -1)
+[ -n "$victim" ] || fail "no object under lib/sql/ in $FERRY_BUILD_DIR"
+cat >"$T/bad.c" <<'EOF'
+#include <fcntl.h>
+struct ferry_router;
+int ferry_router_start(const void *opt, struct ferry_router **out, void *err);
+int layer_probe(void);
+int layer_probe(void) { return ferry_router_start(0, 0, 0) + open("/etc/hostname", O_RDONLY); }
+EOF
+cc -c -o "$victim" "$T/bad.c" || fail "cannot compile the probe"
+expect_exit 1 python3 "$L" "$B"
+assert_contains "$ERR" "calls ferry_router_start of lib/router/ (serve): a lower layer may not use a higher one" "a call upward"
+assert_contains "$ERR" "(core) calls open: the core does no I/O" "I/O in the core"
+ok "a core object calling the router daemon and opening a file is refused, each named"
+
+expect_exit 2 python3 "$L" "$T/nothing"
+assert_contains "$ERR" "build first" "no build"
+ok "no objects: exit 2 with what to do"
+
+done_testing
