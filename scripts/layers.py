@@ -9,7 +9,8 @@ through, a declaration copied by hand or a call through a macro are all caught.
 
     python3 scripts/layers.py BUILD_DIR     exit 0 when every object keeps to its layer
 
-Adding a folder to lib/ means adding it to LAYERS below (the check fails until it is placed).
+The layers are read from lib/LAYERS, which CMakeLists.txt also builds from (one static library
+per layer); a folder of lib/ that is in no layer fails the check.
 """
 import collections
 import glob
@@ -20,15 +21,20 @@ import sys
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# lowest first; a folder may use its own layer and every layer before it
-LAYERS = [
-    ("base", ["util"]),  # errors, buffers, strings, logs, config text, reading a file
-    ("core", ["format", "placement", "sql", "auth", "route", "chhttp"]),  # pure: no I/O
-    ("io", ["net", "clickhouse", "objstore", "chdb", "partfs", "lab", "agent_client"]),
-    ("catalog", ["catalog"]),
-    ("flow", ["flow", "split"]),
-    ("serve", ["router", "agent", "coord"]),
-]
+
+def read_layers():
+    """lib/LAYERS: [(layer, [folders])], lowest first."""
+    layers = []
+    with open(os.path.join(SOURCE_DIR, "lib", "LAYERS")) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                layer, folders = line.split(":", 1)
+                layers.append((layer.strip(), folders.split()))
+    return layers
+
+
+LAYERS = read_layers()
 
 # what a pure-core object must not call: sockets, HTTP, databases, processes, loading code,
 # and files (the base layer reads config files; the core gets their text)
@@ -39,14 +45,16 @@ CORE_FORBIDDEN = re.compile(
 
 
 def objects(build):
-    """The library's objects of the current build: those whose source still exists (a file
-    moved or removed leaves its old object behind in the build folder)."""
-    base = os.path.join(build, "CMakeFiles", "ferrycore.dir")
+    """The library's objects of the current build (one static library per layer, named
+    ferrycore_<layer>): those whose source still exists (a file moved or removed leaves its old
+    object behind in the build folder)."""
     found = []
-    for o in sorted(glob.glob(os.path.join(base, "lib", "*", "*.o"))):
-        rel = os.path.relpath(o, base)[:-2]  # lib/<folder>/<file>.c
-        if os.path.exists(os.path.join(SOURCE_DIR, rel)):
-            found.append(o)
+    for layer, _ in LAYERS:
+        base = os.path.join(build, "CMakeFiles", f"ferrycore_{layer}.dir")
+        for o in sorted(glob.glob(os.path.join(base, "lib", "*", "*.o"))):
+            rel = os.path.relpath(o, base)[:-2]  # lib/<folder>/<file>.c
+            if os.path.exists(os.path.join(SOURCE_DIR, rel)):
+                found.append(o)
     return found
 
 
@@ -61,17 +69,17 @@ def main():
         return 2
     objs = objects(sys.argv[1])
     if not objs:
-        print(f"layers: no object under {sys.argv[1]}/CMakeFiles/ferrycore.dir/lib/: build "
-              "first (make build)", file=sys.stderr)
+        print(f"layers: no object under {sys.argv[1]}/CMakeFiles/ferrycore_<layer>.dir/lib/: "
+              "build first (make build)", file=sys.stderr)
         return 2
     rank = {folder: i for i, (_, folders) in enumerate(LAYERS) for folder in folders}
     name = {i: layer for i, (layer, _) in enumerate(LAYERS)}
     folder_of = lambda o: os.path.basename(os.path.dirname(o))
     problems = []
-    unplaced = sorted({folder_of(o) for o in objs if folder_of(o) not in rank})
-    for folder in unplaced:
-        problems.append(f"lib/{folder}/ is in no layer: add it to LAYERS in scripts/layers.py "
-                        "and to docs/architecture.md")
+    for folder in sorted(os.listdir(os.path.join(SOURCE_DIR, "lib"))):
+        if os.path.isdir(os.path.join(SOURCE_DIR, "lib", folder)) and folder not in rank:
+            problems.append(f"lib/{folder}/ is in no layer: place it in lib/LAYERS (and "
+                            "docs/architecture.md)")
     defined = {}
     for o in objs:
         for s in symbols(o, "--defined-only", "-g"):
@@ -89,7 +97,7 @@ def main():
                 if rank[g] > rank[f]:
                     problems.append(f"{src} ({name[rank[f]]}) calls {s} of lib/{g}/ "
                                     f"({name[rank[g]]}): a lower layer may not use a higher one")
-            if rank[f] == 1 and CORE_FORBIDDEN.match(s):
+            if name[rank[f]] == "core" and CORE_FORBIDDEN.match(s):
                 problems.append(f"{src} (core) calls {s}: the core does no I/O; move the call "
                                 "to an io-layer folder")
     for p in problems:

@@ -1,7 +1,8 @@
 /* The router fence: how a move (lib/flow) waits for every running router of the cluster
  * (`[cluster] routers`) before it switches a slice and before it publishes. A client of the
- * routers' status endpoint (GET /ferry/router), so it sits with the flows, below the router
- * daemon (docs/routing.md, "Moves and the router"; docs/architecture.md, layers). */
+ * routers' status endpoint (GET /ferry/router): lib/router_client/, in the io layer below the
+ * flows and the router daemon (docs/routing.md, "Moves and the router"; docs/architecture.md,
+ * "Layers"). */
 #ifndef FERRY_FENCE_H
 #define FERRY_FENCE_H
 

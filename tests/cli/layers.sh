@@ -12,8 +12,10 @@ ok "the build keeps its layers: $OUT"
 # a copy of the objects, one core object (lib/sql/) replaced by a bad one
 B=$T/build
 mkdir -p "$B/CMakeFiles"
-cp -r "$FERRY_BUILD_DIR/CMakeFiles/ferrycore.dir" "$B/CMakeFiles/"
-victim=$(ls "$B/CMakeFiles/ferrycore.dir/lib/sql/"*.c.o | head -1)
+for layer in $(sed -n 's/^\([a-z_]*\):.*/\1/p' "$FERRY_SOURCE_DIR/lib/LAYERS"); do
+    cp -r "$FERRY_BUILD_DIR/CMakeFiles/ferrycore_$layer.dir" "$B/CMakeFiles/"
+done
+victim=$(ls "$B/CMakeFiles/ferrycore_core.dir/lib/sql/"*.c.o | head -1)
 [ -n "$victim" ] || fail "no object under lib/sql/ in $FERRY_BUILD_DIR"
 cat >"$T/bad.c" <<'EOF'
 #include <fcntl.h>
