@@ -68,8 +68,9 @@ static int status_get(ferry_coord *c, ferry_cluster_status **out, ferry_err *err
             cp->top = calloc(v->status->n_top + 1, sizeof *cp->top);
             memset(&cp->moves, 0, sizeof cp->moves);
             cp->moves.items = calloc(v->status->moves.n + 1, sizeof *cp->moves.items);
+            cp->autopilot = calloc(v->status->n_autopilot + 1, sizeof *cp->autopilot);
         }
-        if (!cp || !cp->shards || !cp->top || !cp->moves.items) {
+        if (!cp || !cp->shards || !cp->top || !cp->moves.items || !cp->autopilot) {
             if (cp)
                 ferry_cluster_status_free(cp);
             free(cp);
@@ -77,6 +78,8 @@ static int status_get(ferry_coord *c, ferry_cluster_status **out, ferry_err *err
         } else {
             memcpy(cp->shards, v->status->shards, v->status->n_shards * sizeof *cp->shards);
             memcpy(cp->top, v->status->top, v->status->n_top * sizeof *cp->top);
+            memcpy(cp->autopilot, v->status->autopilot,
+                   v->status->n_autopilot * sizeof *cp->autopilot);
             for (size_t i = 0; i < v->status->moves.n; i++)
                 cp->moves.items[i] = v->status->moves.items[i]; /* moves own no memory */
             cp->moves.n = v->status->moves.n;
