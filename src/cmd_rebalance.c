@@ -132,6 +132,17 @@ int cmd_rebalance(int argc, char **argv)
         goto out;
     rc = cli_run_plan(&e, &plan, (unsigned)par, (unsigned)per_shard, bps, &done, &failed,
                       results, &err);
+    if (!rc && !failed) { /* new shards the plan no longer fills are active from now on */
+        ferry_rebalance_plan again = {0};
+        rc = ferry_catalog_open(e.catalog_url, &cat, &err);
+        if (!rc)
+            rc = ferry_rebalance_plan_compute(cat, &again, &err);
+        if (!rc)
+            rc = ferry_shards_settle(cat, &again, NULL, &err);
+        ferry_rebalance_plan_free(&again);
+        ferry_catalog_close(cat);
+        cat = NULL;
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     uint64_t hb = 0, hc = 0, cb = 0, cc = 0;

@@ -142,8 +142,10 @@ int cmd_tier(int argc, char **argv)
         if (!prc)
             prc = ferry_pause_check(cat, "tier", &err);
         ferry_catalog_close(cat);
-        if (prc)
+        if (prc == FERRY_ECONFLICT)
             return cli_fail("tier", &err);
+        /* a catalog that cannot be read: the run says so in its own words */
+        memset(&err, 0, sizeof err);
     }
     int rc = ferry_tier_run(&o, &report, &err);
     if (report) {

@@ -31,6 +31,7 @@
 struct ap_slot {
     ferry_autopilot *ap;
     enum ferry_ap_action action;
+    char last[300]; /* the last run's result and reason (only its job's thread touches it) */
 };
 
 struct ferry_autopilot {
@@ -156,9 +157,10 @@ static void plan_reason(ferry_autopilot *ap, ferry_catalog *cat, const ferry_reb
         const ferry_shard_status *s = &st.shards[i];
         if (s->shard.state == FERRY_SHARD_DRAINING && s->slices)
             add_reason(buf, sz, "shard %s draining (%zu slices)", s->shard.name, s->slices);
-        if (s->shard.state != FERRY_SHARD_ACTIVE)
+        if (!ferry_shard_placeable(s->shard.state))
             continue;
-        if (!s->slices && plan_touches(p, s->shard.name, true))
+        if ((s->shard.state == FERRY_SHARD_NEW || !s->slices) &&
+            plan_touches(p, s->shard.name, true))
             add_reason(buf, sz, "shard %s added", s->shard.name);
         if (s->fill < 0)
             continue;
@@ -174,6 +176,24 @@ static void plan_reason(ferry_autopilot *ap, ferry_catalog *cat, const ferry_reb
         snprintf(buf, sz, "the placement differs from the routing table (weights, tenants or "
                  "replication changed)");
     ferry_cluster_status_free(&st);
+}
+
+/* After a run that finished every step: the NEW shards the plan, computed again, no longer
+ * wants to fill become ACTIVE (a split raise may place slices on them again). */
+static int settle_after(rb_pass *x, ferry_ap_run *run, ferry_err *err)
+{
+    ferry_rebalance_plan again = {0};
+    size_t settled = 0;
+    int rc = ferry_rebalance_plan_compute(x->cat, &again, err);
+    if (!rc)
+        rc = ferry_shards_settle(x->cat, &again, &settled, err);
+    ferry_rebalance_plan_free(&again);
+    if (!rc && settled) {
+        size_t used = strlen(run->summary);
+        snprintf(run->summary + used, sizeof run->summary - used,
+                 "; %zu new shard(s) now active", settled);
+    }
+    return rc;
 }
 
 static void move_opts(ferry_autopilot *ap, ferry_move_opts *mo)
@@ -230,6 +250,12 @@ int ferry_autopilot_rebalance(ferry_autopilot *ap, ferry_ap_run *run, ferry_err 
     if ((rc = ferry_rebalance_plan_compute(x.cat, &plan, err)))
         goto out;
     if (!plan.n_moves) {
+        size_t settled = 0;
+        if ((rc = ferry_shards_settle(x.cat, &plan, &settled, err)))
+            goto out;
+        if (settled)
+            FLOG_INFO("msg=\"autopilot: new shard(s) active, nothing to move onto them\" "
+                      "shards=%zu", settled);
         snprintf(run->result, sizeof run->result, resumed || resume_failed ? "ok" : "idle");
         snprintf(run->reason, sizeof run->reason, "%s", n_unfinished ?
                  "unfinished moves" : "balanced: the placement equals the routing table");
@@ -258,6 +284,8 @@ int ferry_autopilot_rebalance(ferry_autopilot *ap, ferry_ap_run *run, ferry_err 
              r.seconds, resumed);
     if (r.deferred && !r.failed)
         snprintf(run->result, sizeof run->result, "partial");
+    if (!rc && !r.deferred && !r.failed)
+        rc = settle_after(&x, run, err);
 out:
     if (rc)
         snprintf(run->result, sizeof run->result, "failed");
@@ -276,10 +304,14 @@ static int do_splits(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
     int rc = ferry_splits_run(&o, &report, err);
     snprintf(run->reason, sizeof run->reason, "scheduled ([splits]: tenants that outgrew "
              "their split count)");
-    if (report)
+    if (report) {
+        json_int_t raised = json_integer_value(json_object_get(report, "raised"));
         snprintf(run->summary, sizeof run->summary, "%lld tenant(s), %lld raised",
                  (long long)json_integer_value(json_object_get(report, "tenants_total")),
-                 (long long)json_integer_value(json_object_get(report, "raised")));
+                 (long long)raised);
+        if (!raised)
+            snprintf(run->result, sizeof run->result, "idle");
+    }
     json_decref(report);
     return rc;
 }
@@ -290,12 +322,16 @@ static int do_tier(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
     json_t *report = NULL;
     int rc = ferry_tier_run(&o, &report, err);
     snprintf(run->reason, sizeof run->reason, "scheduled (partitions older than hot_days)");
-    if (report)
+    if (report) {
+        json_int_t tiered = json_integer_value(json_object_get(report, "partitions_tiered"));
+        json_int_t failed = json_integer_value(json_object_get(report, "jobs_failed"));
         snprintf(run->summary, sizeof run->summary,
                  "%lld partition(s) tiered, %lld job(s) failed, %lld bytes uploaded",
-                 (long long)json_integer_value(json_object_get(report, "partitions_tiered")),
-                 (long long)json_integer_value(json_object_get(report, "jobs_failed")),
+                 (long long)tiered, (long long)failed,
                  (long long)json_integer_value(json_object_get(report, "bytes_uploaded")));
+        if (!tiered && !failed)
+            snprintf(run->result, sizeof run->result, "idle");
+    }
     json_decref(report);
     return rc;
 }
@@ -311,6 +347,8 @@ static int do_repair(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
              "%zu slice(s), %zu partition(s): %zu in sync, %zu repaired, %zu failed, %zu "
              "unreachable",
              sum.slices, sum.partitions, sum.in_sync, sum.repaired, sum.failed, sum.unreachable);
+    if (!sum.repaired && !sum.failed && !sum.unreachable)
+        snprintf(run->result, sizeof run->result, "idle");
     return rc;
 }
 
@@ -354,8 +392,13 @@ done:
         snprintf(run.summary + used, sizeof run.summary - used, "%serror: %s",
                  used ? "; " : "", err.msg);
     }
-    /* idle passes are logged at debug level: a quiet cluster does not fill the log */
-    ferry_log(strcmp(run.result, "idle") ? FERRY_LOG_INFO : FERRY_LOG_DEBUG,
+    /* idle passes, and a pause or a closed window said once already, are logged at debug
+     * level: a quiet or held cluster does not fill the log every interval */
+    char now_said[sizeof slot->last];
+    snprintf(now_said, sizeof now_said, "%s|%s", run.result, run.reason);
+    bool repeat = !strcmp(now_said, slot->last) && strcmp(run.result, "ok");
+    snprintf(slot->last, sizeof slot->last, "%s", now_said);
+    ferry_log(strcmp(run.result, "idle") && !repeat ? FERRY_LOG_INFO : FERRY_LOG_DEBUG,
               "msg=\"autopilot\" action=%s result=\"%s\" reason=\"%s\" summary=\"%s\"",
               run.action, run.result, run.reason, run.summary);
     ferry_err lerr = {0};
@@ -381,7 +424,7 @@ int ferry_autopilot_new(const ferry_autopilot_config *ac, const struct ferry_con
     snprintf(ap->owner, sizeof ap->owner, "%s", owner ? owner : "autopilot");
     atomic_init(&ap->stopping, false);
     for (int a = 0; a < FERRY_AP_ACTIONS; a++)
-        ap->slots[a] = (struct ap_slot){ap, (enum ferry_ap_action)a};
+        ap->slots[a] = (struct ap_slot){.ap = ap, .action = (enum ferry_ap_action)a};
     *out = ap;
     return FERRY_OK;
 }

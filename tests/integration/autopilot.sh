@@ -113,7 +113,9 @@ reader() {
 reader 2>"$T/reader.err" &
 READPID=$!
 
-# ---- node3 joins: the autopilot rebalances onto it ----------------------------------------------
+# ---- node3 joins (while paused: it stays new and empty), then the autopilot rebalances onto it --
+"$FERRY_BIN" pause --config "$C" --reason "node3 joins" >/dev/null || fail "pause"
+mark=$(wc -l <"$T/coord.log")
 "$FERRY_BIN" lab add-node --dir "$L" >/dev/null 2>&1 || fail "lab add-node failed"
 write_conf
 N3=$(lab_url "$L" node3)
@@ -121,6 +123,14 @@ events_table --tiered "$N3"
 "$FERRY_BIN" init --config "$C" --json >"$T/init.json" || fail "init with node3: $(cat "$T/init.json")"
 assert_eq 1 "$(jq .shards_added "$T/init.json")" "ferry init added node3"
 slices_on() { "$FERRY_BIN" status --config "$C" --json | jq --arg s "$1" '.shards[] | select(.name == $s) | .slices'; }
+state_of() { "$FERRY_BIN" status --config "$C" --json | jq -r --arg s "$1" '.shards[] | select(.name == $s) | .state'; }
+assert_eq new "$(state_of node3)" "node3's state right after ferry init"
+sleep 3 # three intervals, paused
+moves_since() { tail -n +$((mark + 1)) "$T/coord.log" | grep -c 'autopilot move starts' || true; }
+assert_eq 0 "$(moves_since)" "moves started while paused"
+assert_eq 0 "$(slices_on node3)" "slices on node3 while paused"
+assert_eq new "$(state_of node3)" "node3 while paused"
+"$FERRY_BIN" resume --config "$C" >/dev/null || fail "resume"
 in_flight() { "$FERRY_BIN" status --config "$C" --json | jq '.moves_in_flight | length'; }
 node3_filled() { [ "$(slices_on node3)" -gt 0 ] && [ "$(in_flight)" = 0 ] && grep -q 'action=rebalance result="ok"' "$T/coord.log"; }
 wait_for 90 node3_filled ||
@@ -128,8 +138,9 @@ wait_for 90 node3_filled ||
 grep -q 'action=rebalance result="ok" reason="[^"]*shard node3 added' "$T/coord.log" ||
     fail "the rebalance's reason does not name node3: $(grep 'action=rebalance' "$T/coord.log" | grep -v idle | tail -3)"
 on3=$(slices_on node3)
+assert_eq active "$(state_of node3)" "node3 after its first rebalance"
 [ "$(chq "$N3" "SELECT count() FROM events")" -gt 0 ] || fail "node3 holds no rows"
-ok "the autopilot moved $on3 slice(s) onto node3 (reason logged: shard node3 added)"
+ok "node3 joined while paused: new and empty; resumed: the autopilot moved $on3 slice(s) onto it (reason logged: shard node3 added), then active"
 
 # ---- node2 drains; a pause in the middle stops new moves ----------------------------------------
 before2=$(slices_on node2)
