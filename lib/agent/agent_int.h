@@ -29,12 +29,24 @@ typedef struct agent_metrics {
     uint64_t parts_received, parts_refused; /* receives placed / refused by their checks */
 } agent_metrics;
 
+/* The trash's reaper (trash.c): the trash folders it empties and its thread. */
+#define AGENT_TRASH_DIRS 64
+typedef struct agent_trash {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    bool running, stopping, pending;
+    char **dirs; /* AGENT_TRASH_DIRS slots, n_dirs used; entries never change once set */
+    size_t n_dirs;
+} agent_trash;
+
 struct ferry_agent {
     char *ch_url, *ch_user, *ch_password;
     char *data_path; /* ends with '/' */
     char *token;
     char *config_path;
     agent_metrics metrics;
+    agent_trash trash;
 };
 
 typedef struct agent_disk {
@@ -107,6 +119,21 @@ int agent_find_frozen_part(agent_env *env, const agent_table_dir *dirs, size_t n
                            const char *freeze, const char *part, char **dir,
                            const agent_disk **disk, ferry_err *err);
 
+/* ---- the trash (trash.c) ---- */
+
+/* Starts the reaper (0), or -1 when no thread could be made: removals then run in place. */
+int agent_trash_init(agent_trash *t);
+/* Stops the reaper after a last round. */
+void agent_trash_destroy(agent_trash *t);
+/* Removes the folder canon (checked against the roots by the caller) of the disk at disk_path:
+ * renamed into the disk's trash and deleted in the background, or removed in place when it
+ * cannot be renamed there. */
+int agent_trash_remove(agent_env *env, const char *disk_path, const char *canon, ferry_err *err);
+/* Has the reaper empty disk_path's trash if it exists (what a killed agent left behind). */
+void agent_trash_register_disk(agent_env *env, const char *disk_path);
+/* true for the trash's path relative to a disk: the pointer walk skips it. */
+bool agent_trash_skip(const char *rel);
+
 /* ---- file helpers (files.c) ---- */
 
 typedef struct agent_file {
@@ -130,7 +157,8 @@ int agent_fsync_dir(const char *path, ferry_err *err);
  * and syncing them after costs about one journal commit instead of one per file). */
 int agent_write_file_nosync_at(int dirfd, const char *name, const void *data, size_t len,
                                ferry_err *err);
-/* fsync of every regular file in the folder open on dirfd. */
+/* fsync of every file in the folder open on dirfd, several at once (one journal commit for
+ * them); on failure errno holds the first failing fsync's error. */
 int agent_fsync_files(int dirfd, ferry_err *err);
 /* true when every file of dir a has the same name set and bytes as dir b. */
 bool agent_dirs_equal(const char *a, const char *b);

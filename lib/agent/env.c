@@ -307,6 +307,7 @@ int agent_env_roots(agent_env *env, ferry_err *err)
         if (d->path[0] == '/' && stat(d->path, &sb) == 0 &&
             ferry_roots_add(&env->roots, d->path, &ignored) != FERRY_OK)
             FLOG_WARN("agent: disk path not usable as a root disk=%s path=%s", d->name, d->path);
+        agent_trash_register_disk(env, d->path); /* T3: what a killed agent left */
     }
     env->roots_loaded = true;
 out:

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <openssl/rand.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,8 +176,52 @@ int agent_write_file_nosync_at(int dirfd, const char *name, const void *data, si
     return write_file(dirfd, name, data, len, false, err);
 }
 
+/* Syncing a folder's files: ext4 (and XFS) commit the journal once for all the fsyncs that
+ * wait together, so a handful of threads syncing a part's files at once costs about one commit
+ * instead of one per file (25 small files: ~100 ms one by one on this machine's disk, ~10 ms
+ * together). The files' writeback was started when they were written. */
+#define FSYNC_THREADS 8
+
+typedef struct fsync_job {
+    int dirfd;
+    char **names;
+    size_t n;
+    size_t next; /* the next name to sync, taken under mu */
+    int err_no;  /* the first failure's errno, 0 if none */
+    size_t err_at;
+    pthread_mutex_t mu;
+} fsync_job;
+
+static void *fsync_worker(void *arg)
+{
+    fsync_job *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        size_t i = j->next < j->n && !j->err_no ? j->next++ : j->n;
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->n)
+            return NULL;
+        int fd = openat(j->dirfd, j->names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        int er = fd < 0 ? errno : fsync(fd) != 0 ? errno : 0;
+        if (fd >= 0)
+            close(fd);
+        if (er) {
+            pthread_mutex_lock(&j->mu);
+            if (!j->err_no) {
+                j->err_no = er;
+                j->err_at = i;
+            }
+            pthread_mutex_unlock(&j->mu);
+        }
+    }
+}
+
 int agent_fsync_files(int dirfd, ferry_err *err)
 {
+    int rc = FERRY_OK;
+    fsync_job j = {.dirfd = dirfd};
+    pthread_t th[FSYNC_THREADS];
+    size_t nth = 0, cap = 0;
     int dup_fd = dup(dirfd);
     DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
     if (!d) {
@@ -185,19 +230,46 @@ int agent_fsync_files(int dirfd, ferry_err *err)
         return ferry_err_set(err, FERRY_EIO, "listing a folder to sync it: %s", strerror(errno));
     }
     rewinddir(d);
-    int rc = FERRY_OK;
     struct dirent *e;
-    while (rc == FERRY_OK && (e = readdir(d)) != NULL) {
+    while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
-        int fd = openat(dirfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        int er = fd < 0 ? errno : fsync(fd) != 0 ? errno : 0;
-        if (fd >= 0)
-            close(fd);
-        if (er)
-            rc = ferry_err_set(err, FERRY_EIO, "fsync %s: %s", e->d_name, strerror(er));
+        if (j.n == cap) {
+            size_t nc = cap ? cap * 2 : 32;
+            char **nn = realloc(j.names, nc * sizeof *nn);
+            if (!nn) {
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                goto out;
+            }
+            j.names = nn;
+            cap = nc;
+        }
+        if (!(j.names[j.n] = strdup(e->d_name))) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        j.n++;
     }
+    pthread_mutex_init(&j.mu, NULL);
+    /* this thread syncs too: one file needs no thread at all */
+    for (size_t want = j.n > FSYNC_THREADS ? FSYNC_THREADS - 1 : j.n ? j.n - 1 : 0; nth < want;
+         nth++)
+        if (pthread_create(&th[nth], NULL, fsync_worker, &j) != 0)
+            break; /* fewer threads only make it slower */
+    fsync_worker(&j);
+    for (size_t i = 0; i < nth; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&j.mu);
+    if (j.err_no)
+        rc = ferry_err_set(err, FERRY_EIO, "fsync %s: %s", j.names[j.err_at],
+                           strerror(j.err_no));
+out:
+    for (size_t i = 0; i < j.n; i++)
+        free(j.names[i]);
+    free(j.names);
     closedir(d);
+    if (j.err_no)
+        errno = j.err_no; /* for the caller's agent_note_errno (507 on a full disk) */
     return rc;
 }
 

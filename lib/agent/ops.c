@@ -606,7 +606,7 @@ static int remove_detached_one(agent_env *env, const agent_table_dir *dirs, size
         if ((rc = ferry_roots_check(&env->roots, p, &canon, err)))
             goto out;
         /* A plain file removal: pointer files go, the objects they name are never touched. */
-        rc = agent_rmtree(canon, err);
+        rc = agent_trash_remove(env, dirs[i].disk->path, canon, err);
         if (rc == FERRY_OK)
             json_array_append_new(removed, json_pack("{s:s, s:s}", "disk", dirs[i].disk->name,
                                                      "path", canon));
@@ -758,7 +758,7 @@ static int remove_freeze_one(agent_env *env, const char *name, json_t *removed, 
                 return rc;
             }
         }
-        rc = agent_rmtree(canon, err);
+        rc = agent_trash_remove(env, d->path, canon, err);
         if (rc == FERRY_OK)
             json_array_append_new(removed, json_pack("{s:s, s:s}", "disk", d->name, "path",
                                                      canon));
@@ -888,6 +888,8 @@ static int walk_pointers(agent_env *env, const char *base, const char *rel, json
             continue;
         }
         if (S_ISDIR(sb.st_mode)) {
+            if (depth == 0 && agent_trash_skip(r2))
+                continue; /* removed folders on their way out (trash.c) */
             if ((rc = walk_pointers(env, base, r2, files, invalid, depth + 1, err)))
                 break;
             continue;

@@ -47,6 +47,8 @@ int ferry_agent_new(const ferry_agent_options *opt, ferry_agent **out, ferry_err
     pthread_mutex_init(&a->metrics.mu, NULL);
     for (size_t i = 0; i < AGENT_METRIC_OPS; i++)
         ferry_histogram_init(&a->metrics.seconds[i]);
+    if (agent_trash_init(&a->trash) != 0)
+        FLOG_WARN("agent: no thread for the trash: folders are removed in place");
     *out = a;
     return FERRY_OK;
 }
@@ -63,6 +65,7 @@ void ferry_agent_free(ferry_agent *a)
 {
     if (!a)
         return;
+    agent_trash_destroy(&a->trash);
     free(a->ch_url);
     free(a->ch_user);
     wipe_free(a->ch_password);

@@ -300,9 +300,11 @@ static int recv_file_end(void *ud, ferry_err *err)
         return FERRY_OK;
     }
     int rc = FERRY_OK;
-    /* the descriptor is closed whether fsync worked or not */
-    int e = fsync(r->fd) != 0 ? errno : 0;
-    if (close(r->fd) != 0 && !e)
+    /* only the writeback starts here: agent_recv_finish syncs all the part's files together
+     * (one journal commit for them, not one per file) */
+    int e = 0;
+    sync_file_range(r->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    if (close(r->fd) != 0)
         e = errno;
     r->fd = -1;
     if (e) {
@@ -460,12 +462,17 @@ int agent_recv_finish(agent_recv *r, json_t **resp, ferry_err *err)
             if ((rc = ferry_pointer_serialize(pt, r->version, r->env->store.disk_key_prefix,
                                               &text, err)))
                 goto out;
-            if ((rc = agent_write_file_at(r->tmpfd, r->ptrs[i].name, text.data, text.len,
-                                          err))) {
+            if ((rc = agent_write_file_nosync_at(r->tmpfd, r->ptrs[i].name, text.data,
+                                                 text.len, err))) {
                 agent_note_errno(r->env, errno);
                 goto out;
             }
         }
+    }
+    /* every file durable before the folder takes the part's name */
+    if ((rc = agent_fsync_files(r->tmpfd, err))) {
+        agent_note_errno(r->env, errno);
+        goto out;
     }
     if ((rc = agent_place_tmp(r->env, r->detached, r->tmp, r->part, &final, &existing, err)))
         goto out;

@@ -139,9 +139,12 @@ int mv_view_read(ferry_catalog *cat, mv_view *v, ferry_err *err)
     if (rc)
         goto out;
     /* the catalog's key order compares numbers as numbers: sort both the same (bytewise) way */
-    qsort(v->tenants, v->n_tenants, sizeof *v->tenants, tenant_cmp);
-    qsort(v->slices, v->n_slices, sizeof *v->slices, slice_cmp);
-    qsort(r.routes, r.n_routes, sizeof *r.routes, slice_cmp);
+    if (v->n_tenants > 1) /* qsort of NULL, 0 is undefined */
+        qsort(v->tenants, v->n_tenants, sizeof *v->tenants, tenant_cmp);
+    if (v->n_slices > 1) /* qsort of NULL, 0 is undefined */
+        qsort(v->slices, v->n_slices, sizeof *v->slices, slice_cmp);
+    if (r.n_routes > 1) /* qsort of NULL, 0 is undefined */
+        qsort(r.routes, r.n_routes, sizeof *r.routes, slice_cmp);
     all = calloc(v->n_slices + r.n_routes + 1, sizeof *all);
     if (!all) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -199,7 +202,8 @@ void mv_view_free(mv_view *v)
 const mv_view_tenant *mv_view_tenant_find(const mv_view *v, const char *name)
 {
     mv_view_tenant key = {.name = (char *)name};
-    return bsearch(&key, v->tenants, v->n_tenants, sizeof *v->tenants, tenant_cmp);
+    return v->n_tenants ? bsearch(&key, v->tenants, v->n_tenants, sizeof *v->tenants, tenant_cmp)
+                        : NULL;
 }
 
 long mv_view_slice_find(const mv_view *v, const char *tenant, uint32_t split)
@@ -237,7 +241,8 @@ int mv_names_init(mv_names *m, const char *const *names, size_t n, ferry_err *er
     for (size_t i = 0; i < n; i++)
         m->by_name[i] = i;
     names_sorting = names;
-    qsort(m->by_name, n, sizeof *m->by_name, by_name);
+    if (n > 1) /* qsort of NULL, 0 is undefined */
+        qsort(m->by_name, n, sizeof *m->by_name, by_name);
     return FERRY_OK;
 }
 

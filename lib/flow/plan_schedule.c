@@ -42,7 +42,8 @@ int ferry_rebalance_sched_moves(const ferry_rebalance_plan *p, ferry_sched_move 
     for (size_t k = 0; k < 2 * n; k++)
         if (name_at(p, k)[0])
             idx[m++] = k;
-    qsort(idx, m, sizeof *idx, name_cmp);
+    if (m > 1) /* qsort of NULL, 0 is undefined */
+        qsort(idx, m, sizeof *idx, name_cmp);
     *n_shards = 0;
     for (size_t j = 0; j < m; j++) {
         if (j && strcmp(name_at(p, idx[j]), name_at(p, idx[j - 1])))
@@ -59,7 +60,8 @@ int ferry_rebalance_sched_moves(const ferry_rebalance_plan *p, ferry_sched_move 
     /* slices: moves of one (tenant, split) share the number of the first */
     for (size_t i = 0; i < n; i++)
         idx[i] = i;
-    qsort(idx, n, sizeof *idx, slice_cmp);
+    if (n > 1) /* qsort of NULL, 0 is undefined */
+        qsort(idx, n, sizeof *idx, slice_cmp);
     for (size_t j = 0; j < n; j++) {
         const ferry_planned_move *a = &p->moves[idx[j]], *b = j ? &p->moves[idx[j - 1]] : NULL;
         bool same = b && a->split == b->split && !strcmp(a->tenant, b->tenant);

@@ -115,7 +115,8 @@ int ferry_sched_new(const ferry_sched_move *moves, size_t n, size_t n_shards, un
     for (size_t q = 0; q < nq; q++)
         s->qhead[q] = s->qbeg[q];
     /* steps of one slice: a chain in plan order */
-    qsort(keys, n, sizeof *keys, slice_key_cmp);
+    if (n > 1) /* qsort of NULL, 0 is undefined */
+        qsort(keys, n, sizeof *keys, slice_key_cmp);
     for (size_t k = 1; k < n; k++)
         if (keys[k].slice != FERRY_SCHED_NONE && keys[k].slice == keys[k - 1].slice) {
             s->prev[keys[k].index] = keys[k - 1].index;

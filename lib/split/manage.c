@@ -80,7 +80,7 @@ static int measure_row(char **f, const size_t *lens, const bool *nulls, size_t n
     if (strlen(k.tenant) >= sizeof key.name)
         return 0;
     memcpy(key.name, k.tenant, strlen(k.tenant) + 1);
-    load *l = bsearch(&key, m->loads, m->n, sizeof *m->loads, load_cmp);
+    load *l = (m->n ? bsearch(&key, m->loads, m->n, sizeof *m->loads, load_cmp) : NULL);
     if (!l)
         return 0;
     l->bytes += bytes;
@@ -181,7 +181,8 @@ int ferry_splits_run(const ferry_splits_options *opt, json_t **report, ferry_err
         goto out;
     loads = tenants.v;
     tenants.v = NULL;
-    qsort(loads, tenants.n, sizeof *loads, load_cmp);
+    if (tenants.n > 1) /* qsort of NULL, 0 is undefined */
+        qsort(loads, tenants.n, sizeof *loads, load_cmp);
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);

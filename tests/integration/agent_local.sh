@@ -217,6 +217,21 @@ assert_eq "$(chq "$U1" "SELECT count(), sum(x) FROM e WHERE t = 1")" \
     "$(chq "$U2" "SELECT count(), sum(x) FROM e WHERE t = 1")" "node2 still serves the partition"
 ok "remove-freeze: shadow gone, ref_count restored, data intact (twice: same result)"
 
+# The removed folders went through the disks' trash (lib/agent/trash.c): renamed there, then
+# emptied by the agent's reaper; what a killed agent left there is emptied by the next agent
+# once a request names the disk; the pointer walk never lists the trash.
+trash_empty() { [ -d "$1" ] && [ -z "$(ls -A "$1")" ]; }
+for tr in "$CH2/disks/cold/ferry_trash" "$L/node1/data/ferry_trash"; do
+    wait_for 30 trash_empty "$tr" || fail "$tr not emptied: $(ls -A "$tr" 2>&1 | head -5)"
+done
+mkdir -p "$CH2/disks/cold/ferry_trash/left-by-a-killed-agent/sub"
+echo x >"$CH2/disks/cold/ferry_trash/left-by-a-killed-agent/sub/f"
+agent_ok "$U2" "$T2" pointers '{}'
+jq -e '.files[] | select(.path | startswith("ferry_trash"))' <<<"$AG_BODY" >/dev/null &&
+    fail "the pointer walk lists the trash"
+wait_for 30 trash_empty "$CH2/disks/cold/ferry_trash" || fail "a trash left behind is not emptied"
+ok "removals go through the disks' trash, which the agent empties (also what a killed agent left)"
+
 # ---- many parts per request (API 2): each part answered on its own -----------------------------
 agent_ok "$U1" "$T1" status
 assert_eq 2 "$(jq .api <<<"$AG_BODY")" "status: API version 2"

@@ -25,7 +25,7 @@ printf 'node1\t1\nnode2\t1\nnode3\t1\nnode4\t1\n' >"$T/4.tsv"
 "$FERRY_BIN" place --slices "$T/slices.tsv" --shards "$T/3.tsv" --json >"$T/place.json"
 while read -r tenant split shard; do
     chq "${URL[$shard]}" "INSERT INTO events SELECT '$tenant', 20261101 + number % 3, $split,
-        cityHash64(number, '$tenant') % 100000, number FROM numbers($((500 + 37 * ${tenant#t}))) SETTINGS max_partitions_per_insert_block = 100" >/dev/null
+        cityHash64(number, '$tenant') % 100000, number FROM numbers($((500 + 37 * 10#${tenant#t}))) SETTINGS max_partitions_per_insert_block = 100" >/dev/null
 done < <(jq -r '.placements[] | "\(.tenant) \(.split) \(.shards[0])"' "$T/place.json")
 # the oldest day of every tenant on node1 goes cold
 chq "${URL[node1]}" "SELECT DISTINCT partition FROM system.parts WHERE active AND table = 'events' AND partition LIKE '%20261101%'" |

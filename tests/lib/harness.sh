@@ -32,7 +32,13 @@ _h_dump_logs() {
         n=$((n + 1))
         [ "$n" -le 24 ] || { echo "# (more logs under $T)" >&2; break; }
         echo "# ---- last lines of ${f#"$T"/} ----" >&2
-        tail -n 15 "$f" | cut -c1-400 | sed 's/^/#   /' >&2
+        # ClickHouse's own logs: its errors and warnings only, not its trace chatter nor the
+        # background pool's pauses (they hide the lines that say what went wrong)
+        case "$f" in
+        */clickhouse.log | */clickhouse.err.log)
+            grep -E '<(Error|Warning|Fatal)>' "$f" | grep -v 'Temporarily pause scheduling' | tail -n 10 ;;
+        *) tail -n 15 "$f" ;;
+        esac | cut -c1-400 | sed 's/^/#   /' >&2
     done < <(find "$T" -maxdepth 5 -type f \( -name '*.log' -o -name '*.err' \) -newer "$T/.started" 2>/dev/null | sort)
 }
 
