@@ -48,11 +48,17 @@ const char cmd_coordinator_usage[] =
     "                      [splits])\n"
     "  tier_interval       'ferry tier'\n"
     "  repair_interval     'ferry repair' (every replicated slice, docs/replicas.md)\n"
+    "  retention_interval  'ferry retention --keep KEEP' ([autopilot] keep = DURATION)\n"
+    "  sweep_interval      'ferry sweep': a report, deleting orphans only with delete_orphans =\n"
+    "                      true and min_age = DURATION\n"
+    "  doctor_interval     'ferry doctor' ([autopilot] doctor_skip = CHECK,...), also while\n"
+    "                      paused\n"
     "\n"
     "[cluster] tier_interval, splits_interval and repair_interval are older aliases of the\n"
-    "[autopilot] keys. 'ferry pause' stops every action (no new move starts within one\n"
-    "interval; moves in flight finish) until 'ferry resume'. Each run, its result and the\n"
-    "reason that started it are logged and shown by 'ferry status' and the status page.\n";
+    "[autopilot] keys. 'ferry pause' stops every action but doctor (no new move starts\n"
+    "within one interval; moves in flight finish) until 'ferry resume'. Each run, its result\n"
+    "and the reason that started it are logged and shown by 'ferry status' and the status\n"
+    "page.\n";
 
 static int parse_listen(const char *s, char *addr, size_t addrsz, uint16_t *port)
 {

@@ -8,8 +8,12 @@
  *              bandwidth (bytes/s, all moves together) and the maintenance window (UTC; no move
  *              starts outside it, moves in flight finish)
  *   splits     `ferry splits`;  tier  `ferry tier`;  repair  `ferry repair`
+ *   retention  `ferry retention --keep KEEP`
+ *   sweep      `ferry sweep`: a report, unless delete_orphans and min_age are both set
+ *   doctor     `ferry doctor` (doctor_skip: checks left out)
  *
- * Every action first reads the pause (include/ferry/pause.h): while paused it is skipped, and a
+ * Every action but doctor (which only reads) first reads the pause (include/ferry/pause.h):
+ * while paused it is skipped, and a
  * rebalance starts no further move. Each run is recorded in the catalog (the job record
  * "autopilot.<action>", kind "autopilot", state DONE or FAILED) with the reason that started it
  * and its result, so `ferry status` and the status page show it whoever reads the catalog. */
@@ -32,6 +36,9 @@ enum ferry_ap_action {
     FERRY_AP_SPLITS,
     FERRY_AP_TIER,
     FERRY_AP_REPAIR,
+    FERRY_AP_RETENTION,
+    FERRY_AP_SWEEP,
+    FERRY_AP_DOCTOR,
     FERRY_AP_ACTIONS
 };
 const char *ferry_ap_action_name(enum ferry_ap_action a); /* "rebalance", ... */
@@ -59,6 +66,10 @@ typedef struct ferry_autopilot_config {
     uint64_t bandwidth;                    /* bytes/s, all moves together; 0: unlimited */
     ferry_ap_window window;
     double skew;                           /* fill spread named as a reason (default 0.2) */
+    uint64_t keep_s;                       /* retention: the keep period (required with it) */
+    bool delete_orphans;                   /* sweep: delete orphans older than min_age_s */
+    uint64_t min_age_s;                    /* required with delete_orphans */
+    char doctor_skip[256];                 /* doctor: checks left out, comma-separated */
     char notes[512];                       /* aliases used ([cluster] tier_interval ...) */
 } ferry_autopilot_config;
 

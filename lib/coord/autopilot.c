@@ -19,13 +19,17 @@
 
 #include "ferry/cluster_status.h"
 #include "ferry/coordinator.h"
+#include "ferry/doctor.h"
+#include "ferry/fleet.h"
 #include "ferry/log.h"
 #include "ferry/move.h"
 #include "ferry/pause.h"
 #include "ferry/plan_run.h"
 #include "ferry/replica.h"
+#include "ferry/retention.h"
 #include "ferry/split.h"
 #include "ferry/strutil.h"
+#include "ferry/sweep.h"
 #include "ferry/tier.h"
 
 struct ap_slot {
@@ -352,6 +356,102 @@ static int do_repair(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
     return rc;
 }
 
+static int do_retention(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
+{
+    ferry_fleet *fl = NULL;
+    json_t *report = NULL;
+    ferry_retention_options o = {.keep_s = ap->ac.keep_s, .owner = ap->owner};
+    char keep[32];
+    snprintf(keep, sizeof keep, "%llud", (unsigned long long)(ap->ac.keep_s / 86400));
+    snprintf(run->reason, sizeof run->reason, "scheduled (partitions older than keep = %s)",
+             ap->ac.keep_s % 86400 ? "the keep period" : keep);
+    int rc = ferry_fleet_open(ap->config_path, &fl, err);
+    if (!rc)
+        rc = ferry_retention_run(fl, &o, &report, err);
+    ferry_fleet_close(fl);
+    if (report) {
+        size_t jobs = json_array_size(json_object_get(report, "jobs")), done = 0, i;
+        json_t *j;
+        json_array_foreach(json_object_get(report, "jobs"), i, j)
+            done += !strcmp(json_string_value(json_object_get(j, "state")) ?
+                            json_string_value(json_object_get(j, "state")) : "", "DONE");
+        snprintf(run->summary, sizeof run->summary,
+                 "%zu partition(s) expired, %zu removed, %zu problem(s); cutoff day %lld", jobs,
+                 done, json_array_size(json_object_get(report, "problems")),
+                 (long long)json_integer_value(json_object_get(report, "cutoff")));
+        if (!jobs)
+            snprintf(run->result, sizeof run->result, "idle");
+        else if (!json_is_true(json_object_get(report, "complete")))
+            snprintf(run->result, sizeof run->result, "partial");
+    }
+    json_decref(report);
+    return rc;
+}
+
+static int do_sweep(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
+{
+    ferry_fleet *fl = NULL;
+    ferry_sweep_result res;
+    ferry_sweep_options o = {.delete_orphans = ap->ac.delete_orphans,
+                             .min_age_s = ap->ac.min_age_s};
+    memset(&res, 0, sizeof res);
+    snprintf(run->reason, sizeof run->reason, "scheduled (%s)",
+             ap->ac.delete_orphans ? "deletes orphans older than min_age" : "report only");
+    int rc = ferry_fleet_open(ap->config_path, &fl, err);
+    if (!rc) {
+        rc = ferry_sweep_run(fl, &o, &res, err);
+        char b[32];
+        snprintf(run->summary, sizeof run->summary,
+                 "%zu orphan(s) (%s), %zu dangling pointer(s), %zu drift(s), %zu deleted%s%s",
+                 res.report.n_orphans, ferry_fmt_bytes(res.report.orphan_bytes, b, sizeof b),
+                 res.report.n_dangling, res.report.n_drift, res.deleted,
+                 res.complete ? "" : "; incomplete", res.deletion_skipped ?
+                 "; deletion skipped" : "");
+        if (!rc && (res.report.n_dangling || res.report.n_drift || !res.complete ||
+                    res.delete_failed))
+            snprintf(run->result, sizeof run->result, "attention");
+        ferry_sweep_result_free(&res);
+    }
+    ferry_fleet_close(fl);
+    return rc;
+}
+
+static int do_doctor(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
+{
+    ferry_fleet *fl = NULL;
+    json_t *report = NULL;
+    snprintf(run->reason, sizeof run->reason, "scheduled (the safety rules)%s%.200s",
+             ap->ac.doctor_skip[0] ? ", skipping " : "", ap->ac.doctor_skip);
+    int rc = ferry_fleet_open(ap->config_path, &fl, err);
+    if (!rc)
+        rc = ferry_doctor_run_skip(fl, ap->ac.doctor_skip[0] ? ap->ac.doctor_skip : NULL,
+                                   &report, err);
+    ferry_fleet_close(fl);
+    if (report) {
+        size_t failed = 0, i;
+        json_t *c;
+        json_array_foreach(json_object_get(report, "checks"), i, c)
+        {
+            const char *st = json_string_value(json_object_get(c, "status"));
+            if (st && !strcmp(st, "fail")) {
+                size_t used = strlen(run->summary);
+                snprintf(run->summary + used, sizeof run->summary - used, "%s%s: %s",
+                         failed ? "; " : "failed ",
+                         json_string_value(json_object_get(c, "check")),
+                         json_string_value(json_object_get(c, "message")));
+                failed++;
+            }
+        }
+        if (!failed)
+            snprintf(run->summary, sizeof run->summary, "%zu check(s), all passed",
+                     json_array_size(json_object_get(report, "checks")));
+        else
+            snprintf(run->result, sizeof run->result, "attention");
+    }
+    json_decref(report);
+    return rc;
+}
+
 /* One scheduled action: the pause, the flow, the record. */
 static void run_action(void *arg)
 {
@@ -370,7 +470,7 @@ static void run_action(void *arg)
     if ((rc = ferry_catalog_open(ap->catalog_url, &cat, &err)) ||
         (rc = ferry_pause_get(cat, &p, &err)))
         goto done;
-    if (p.paused) {
+    if (p.paused && slot->action != FERRY_AP_DOCTOR) { /* doctor only reads */
         snprintf(run.result, sizeof run.result, "paused");
         snprintf(run.reason, sizeof run.reason, "paused by %.60s%s%.150s", p.by[0] ? p.by : "?",
                  p.reason[0] ? ": " : "", p.reason);
@@ -381,6 +481,9 @@ static void run_action(void *arg)
     case FERRY_AP_SPLITS: rc = do_splits(ap, &run, &err); break;
     case FERRY_AP_TIER: rc = do_tier(ap, &run, &err); break;
     case FERRY_AP_REPAIR: rc = do_repair(ap, &run, &err); break;
+    case FERRY_AP_RETENTION: rc = do_retention(ap, &run, &err); break;
+    case FERRY_AP_SWEEP: rc = do_sweep(ap, &run, &err); break;
+    case FERRY_AP_DOCTOR: rc = do_doctor(ap, &run, &err); break;
     default: break;
     }
 done:

@@ -8,8 +8,8 @@
 #include "ferry/config.h"
 #include "ferry/strutil.h"
 
-static const char *const action_names[FERRY_AP_ACTIONS] = {"rebalance", "splits", "tier",
-                                                           "repair"};
+static const char *const action_names[FERRY_AP_ACTIONS] = {
+    "rebalance", "splits", "tier", "repair", "retention", "sweep", "doctor"};
 
 const char *ferry_ap_action_name(enum ferry_ap_action a)
 {
@@ -109,12 +109,28 @@ static int interval(const ferry_config *cfg, const char *key, unsigned *out, cha
     return FERRY_OK;
 }
 
+/* [autopilot] KEY = DURATION (> 0) or absent (0). */
+static int duration_key(const ferry_config *cfg, const char *key, uint64_t *out, ferry_err *err)
+{
+    const ferry_config_entry *e = ferry_config_find(cfg, "autopilot", NULL, key);
+    *out = 0;
+    if (!e || !e->value[0])
+        return FERRY_OK;
+    if (!ferry_parse_duration(e->value, out) || !*out)
+        return ferry_err_set(err, FERRY_EINVAL, "%s:%d: [autopilot] %s = '%s': expected a "
+                             "duration greater than 0 such as 90d or 24h", cfg->path, e->line,
+                             key, e->value);
+    return FERRY_OK;
+}
+
 int ferry_autopilot_config_read(const ferry_config *cfg, ferry_autopilot_config *out,
                                 ferry_err *err)
 {
     static const char *const keys[] = {
         "enabled", "rebalance_interval", "splits_interval", "tier_interval", "repair_interval",
-        "max_moves_per_shard", "max_moves", "bandwidth", "window", "skew", NULL};
+        "retention_interval", "sweep_interval", "doctor_interval", "max_moves_per_shard",
+        "max_moves", "bandwidth", "window", "skew", "keep", "delete_orphans", "min_age",
+        "doctor_skip", NULL};
     memset(out, 0, sizeof *out);
     uint64_t per_shard = 0, total = 0;
     int rc = ferry_config_check_keys(cfg, "autopilot", keys, err);
@@ -133,8 +149,24 @@ int ferry_autopilot_config_read(const ferry_config *cfg, ferry_autopilot_config 
         rc = ferry_config_bytes(cfg, "autopilot", NULL, "bandwidth", 0, &out->bandwidth, err);
     if (!rc)
         rc = ferry_config_double(cfg, "autopilot", NULL, "skew", 0.2, &out->skew, err);
+    if (!rc)
+        rc = ferry_config_bool(cfg, "autopilot", NULL, "delete_orphans", false,
+                               &out->delete_orphans, err);
+    if (!rc)
+        rc = duration_key(cfg, "keep", &out->keep_s, err);
+    if (!rc)
+        rc = duration_key(cfg, "min_age", &out->min_age_s, err);
     if (rc)
         return rc;
+    const char *skip = ferry_config_get(cfg, "autopilot", NULL, "doctor_skip");
+    snprintf(out->doctor_skip, sizeof out->doctor_skip, "%s", skip ? skip : "");
+    if (out->interval_s[FERRY_AP_RETENTION] && !out->keep_s)
+        return ferry_err_set(err, FERRY_EINVAL, "%s: [autopilot] retention_interval needs keep "
+                             "= DURATION (e.g. 90d): how long partitions are kept", cfg->path);
+    if (out->delete_orphans && !out->min_age_s)
+        return ferry_err_set(err, FERRY_EINVAL, "%s: [autopilot] delete_orphans = true needs "
+                             "min_age = DURATION (e.g. 24h): younger objects may be uploads in "
+                             "flight", cfg->path);
     const ferry_config_entry *e;
     if (per_shard < 1 || per_shard > 64 || total < 1 || total > 64) {
         e = ferry_config_find(cfg, "autopilot", NULL, per_shard < 1 || per_shard > 64 ?

@@ -1,9 +1,11 @@
 # The coordinator's autopilot (issue 22): a 2-node lab, 8 tenants of 2 splits, a router listed in
 # [cluster] routers, a writer (unique ids, retries with the same query_id) and a reader through
-# it, and one `ferry coordinator` with [autopilot] rebalance_interval = 1s, tier_interval = 2s.
+# it, and one `ferry coordinator` with [autopilot] rebalance_interval = 1s, tier_interval = 2s,
+# retention_interval = 2s (keep = 365d), sweep_interval and doctor_interval = 3s.
 # After the start the test runs no flow itself: it only changes the cluster (lab add-node + ferry
 # init, ferry shard drain, ferry shard add) and pauses/resumes, and the coordinator alone
-# - tiers the older days,
+# - tiers the older days, removes t9's expired ones (retention), sweeps (report only) and runs
+#   doctor, each run visible in ferry status,
 # - rebalances onto the new node3 (logging the reason "shard node3 added"),
 # - drains node2; a `ferry pause` during the drain stops new moves: none starts after the pause
 #   plus one interval, node2 keeps the slices left, ferry status and the status page show the
@@ -31,6 +33,7 @@ events_table --tiered $(lab_url "$L" node1) $(lab_url "$L" node2)
 "$FERRY_BIN" init --config "$C" >/dev/null || fail "init"
 "$FERRY_BIN" tenant add $(seq 0 7 | sed 's/^/t/') --splits 2 --config "$C" >/dev/null ||
     fail "tenant add"
+"$FERRY_BIN" tenant add t9 --config "$C" >/dev/null || fail "tenant add t9" # old rows only
 start_router "$C" router
 R=$R_URL
 ROUTERS=$R
@@ -42,10 +45,13 @@ for i in $(seq 0 7); do
     res=$($LOAD send "$R" TSV "t$i" $((1000000 + i * 10000)) 1500 --query-id "static-$i")
     assert_eq 200 "$(head -1 <<<"$res")" "older rows of t$i: $res"
 done
-RQ_ALL="SELECT tenant, count(), uniqExact(id), sum(id) FROM events WHERE day < 20261104 GROUP BY tenant ORDER BY tenant FORMAT TSV"
+# t9's rows of 2025-01-01 are past keep = 365d: the autopilot's retention removes them
+res=$($LOAD send "$R" TSV t9 9000000 700 --query-id static-t9 --day 20250101)
+assert_eq 200 "$(head -1 <<<"$res")" "expired rows of t9: $res"
+RQ_ALL="SELECT tenant, count(), uniqExact(id), sum(id) FROM events WHERE day >= 20261101 AND day < 20261104 GROUP BY tenant ORDER BY tenant FORMAT TSV"
 REF_ALL=$(rq "$RQ_ALL")
 assert_eq 8 "$(wc -l <<<"$REF_ALL")" "8 tenants in the reference"
-ok "2 shards, 8 tenants of 2 splits, a router; 1500 older rows per tenant"
+ok "2 shards, 8 tenants of 2 splits, a router; 1500 older rows per tenant, 700 expired rows of t9"
 
 # ---- the coordinator with its autopilot -------------------------------------------------------
 # pause/resume/status/rebalance use the test's config; the coordinator its own copy, which knows
@@ -56,6 +62,11 @@ coord_conf() { # coord_conf FILE [WINDOW]
 [autopilot]
 rebalance_interval = 1s
 tier_interval = 2s
+retention_interval = 2s
+keep = 365d
+sweep_interval = 3s
+doctor_interval = 3s
+doctor_skip = shard_grants
 max_moves = 2
 max_moves_per_shard = 2
 EOF
@@ -93,6 +104,20 @@ wait_for 60 no_hot_parts ||
     fail "the autopilot did not tier the older days: $(grep -i 'action=tier' "$T/coord.log" | tail -3)"
 assert_eq "$REF_ALL" "$(rq "$RQ_ALL")" "the older days after the autopilot's tiering"
 ok "the autopilot tiered the older days on its own ($(cold_parts node1 node2) cold parts)"
+
+t9_gone() { [ "$(rq "SELECT count() FROM events WHERE tenant = 't9'")" = 0 ]; }
+wait_for 60 t9_gone || fail "the autopilot's retention did not remove t9's expired rows: $(grep 'action=retention' "$T/coord.log" | tail -3)"
+for n in node1 node2; do
+    assert_eq 0 "$(chq "$(lab_url "$L" $n)" "SELECT count() FROM system.parts WHERE table = 'events' AND partition LIKE '%20250101%'")" "t9's expired parts on $n"
+done
+grep -q 'action=retention result="ok" reason="scheduled (partitions older than keep = 365d)" summary="[1-9] partition(s) expired, [1-9] removed' "$T/coord.log" ||
+    fail "no retention run logged as removing one partition: $(grep 'action=retention' "$T/coord.log" | tail -3)"
+run_of() { "$FERRY_BIN" status --config "$C" --json | jq -c --arg a "$1" '.autopilot.runs[] | select(.action == $a)'; }
+swept() { run_of sweep | jq -e '.summary | test("^0 orphan.*0 deleted")'; }
+wait_for 30 swept || fail "no sweep run recorded: $(run_of sweep) $(grep 'action=sweep' "$T/coord.log" | tail -2)"
+doctored() { run_of doctor | jq -e '.result == "ok" and (.summary | test("^[1-9][0-9]* check.*all passed"))'; }
+wait_for 30 doctored || fail "no passing doctor run recorded: $(run_of doctor) $(grep 'action=doctor' "$T/coord.log" | tail -2)"
+ok "retention removed t9's expired partition (keep = 365d); the sweep (report only: no orphan, nothing deleted) and doctor ran and are in ferry status"
 
 # ---- writer and reader through the router from now on -----------------------------------------
 TODAY=$(date -u +%Y%m%d)
