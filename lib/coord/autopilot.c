@@ -310,6 +310,11 @@ static int do_splits(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
              "their split count)");
     if (report) {
         json_int_t raised = json_integer_value(json_object_get(report, "raised"));
+        /* the line docs/routing.md names, kept for those who watch for it */
+        FLOG_INFO("msg=\"scheduled splits\" tenants=%lld raised=%lld routing_version=%lld",
+                  (long long)json_integer_value(json_object_get(report, "tenants_total")),
+                  (long long)raised,
+                  (long long)json_integer_value(json_object_get(report, "routing_version")));
         snprintf(run->summary, sizeof run->summary, "%lld tenant(s), %lld raised",
                  (long long)json_integer_value(json_object_get(report, "tenants_total")),
                  (long long)raised);
@@ -329,6 +334,10 @@ static int do_tier(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
     if (report) {
         json_int_t tiered = json_integer_value(json_object_get(report, "partitions_tiered"));
         json_int_t failed = json_integer_value(json_object_get(report, "jobs_failed"));
+        FLOG_INFO("msg=\"scheduled tiering\" partitions_tiered=%lld jobs_failed=%lld "
+                  "bytes_uploaded=%lld",
+                  (long long)tiered, (long long)failed,
+                  (long long)json_integer_value(json_object_get(report, "bytes_uploaded")));
         snprintf(run->summary, sizeof run->summary,
                  "%lld partition(s) tiered, %lld job(s) failed, %lld bytes uploaded",
                  (long long)tiered, (long long)failed,
@@ -346,6 +355,11 @@ static int do_repair(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
     move_opts(ap, &mo);
     ferry_repair_summary sum = {0};
     int rc = ferry_repair_run(&mo, NULL, false, NULL, NULL, &sum, err);
+    /* the line docs/replicas.md names */
+    FLOG_INFO("msg=\"scheduled repair\" slices=%zu partitions=%zu in_sync=%zu repaired=%zu "
+              "failed=%zu unreachable=%zu hot_copied=%llu cold_copied=%llu",
+              sum.slices, sum.partitions, sum.in_sync, sum.repaired, sum.failed, sum.unreachable,
+              (unsigned long long)sum.hot_copied, (unsigned long long)sum.cold_copied);
     snprintf(run->reason, sizeof run->reason, "scheduled (every replicated slice)");
     snprintf(run->summary, sizeof run->summary,
              "%zu slice(s), %zu partition(s): %zu in sync, %zu repaired, %zu failed, %zu "
