@@ -1,6 +1,7 @@
 /* `ferry pause` / `ferry resume`: the cluster-wide pause in the catalog (include/ferry/pause.h),
  * which every coordinator's autopilot and the commands that move data obey. */
 #include <getopt.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,9 @@ static int pause_or_resume(const char *cmd, bool pause, int argc, char **argv)
     if (pause) {
         char host[64] = "localhost", by[FERRY_NAME_MAX];
         const char *user = getenv("USER");
+        struct passwd *pw = user ? NULL : getpwuid(geteuid()); /* services run without $USER */
+        if (pw)
+            user = pw->pw_name;
         gethostname(host, sizeof host - 1);
         snprintf(by, sizeof by, "%.40s@%.60s:%ld", user ? user : "?", host, (long)getpid());
         if (!(rc = ferry_pause_set(cat, reason, by, &err)))
