@@ -237,6 +237,15 @@ assert_contains "$(cat "$T/st.txt")" "outside the window $WIN UTC" "ferry status
 wait_for 20 metric_is ferry_autopilot_window_open 0 || fail "metrics: window open"
 ok "window $WIN (now excluded): the plan moves node2's share back but no move started, and status says why"
 
+# ---- max_moves = 2 held throughout: never more than 2 moves between their start and end lines ----
+peak=$(cat "$T/coord.log" "$T/coord2.log" | awk '/autopilot move starts/ { n++; if (n > m) m = n }
+    /autopilot move (done|failed)/ { n-- } END { print m + 0 }')
+started=$(cat "$T/coord.log" "$T/coord2.log" | grep -c 'autopilot move starts' || true)
+[ "$started" -ge 8 ] || fail "only $started moves started in the whole scenario"
+[ "$peak" -le 2 ] || fail "$peak moves ran at once (max_moves = 2)"
+[ "$peak" = 2 ] || fail "the moves never ran 2 at a time (peak $peak): the limit was not exercised"
+ok "$started moves, at most $peak at a time (max_moves = 2)"
+
 # ---- the end: every batch once, every read exact -------------------------------------------------
 touch "$T/stop"
 wait "$LOADPID" || fail "the writer gave up: $(cat "$T/load.err") $(cat "$T/stats.json" 2>/dev/null)"
