@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ferry/pause.h"
 #include "ferry/replica.h"
 #include "ferry/strutil.h"
 
@@ -185,7 +186,24 @@ void cli_plan_print(const ferry_rebalance_plan *p)
 typedef struct plan_print {
     cli_move_env *e;
     json_t *results;
+    ferry_catalog *cat; /* for the pause; NULL with --force */
+    bool paused;
 } plan_print;
+
+/* No step starts once the cluster is paused (ferry pause); the running ones finish. */
+static bool may_start(const ferry_planned_move *m, void *arg)
+{
+    (void)m;
+    plan_print *pp = arg;
+    ferry_err err = {0};
+    if (!pp->cat || pp->paused)
+        return !pp->paused;
+    if (ferry_pause_check(pp->cat, pp->e->cmd, &err) == FERRY_ECONFLICT) {
+        pp->paused = true;
+        fprintf(stderr, "ferry %s: %s\n", pp->e->cmd, err.msg);
+    }
+    return !pp->paused;
+}
 
 /* Each finished step: printed, and its JSON kept for the summary (ferry_plan_run serialises
  * the calls). */
@@ -203,13 +221,22 @@ int cli_run_plan(cli_move_env *e, const ferry_rebalance_plan *p, unsigned max_pa
                  unsigned max_per_shard, uint64_t max_bytes_per_second, size_t *done,
                  size_t *failed, json_t *results, ferry_err *err)
 {
-    plan_print pp = {e, results};
+    plan_print pp = {e, results, NULL, false};
+    if (!e->force) {
+        int orc = ferry_catalog_open(e->catalog_url, &pp.cat, err);
+        if (orc)
+            return orc;
+    }
     ferry_plan_run_opts o = {.max_parallel = max_parallel, .max_per_shard = max_per_shard,
                              .max_bytes_per_second = max_bytes_per_second, .on_step = on_step,
-                             .arg = &pp};
+                             .may_start = may_start, .arg = &pp};
     ferry_plan_run_result r;
     int rc = ferry_plan_run(&e->opts, p, &o, &r, err);
+    ferry_catalog_close(pp.cat);
     *done = r.done;
-    *failed = r.failed;
+    *failed = r.failed + r.deferred;
+    if (!rc && r.deferred)
+        rc = ferry_err_set(err, FERRY_ECONFLICT, "the cluster was paused: %zu step(s) not "
+                           "started (ferry resume, then run it again)", r.deferred);
     return rc;
 }

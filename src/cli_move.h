@@ -18,6 +18,7 @@ typedef struct cli_move_env {
     char owner[FERRY_NAME_MAX];
     bool json;
     bool bar; /* stderr is a terminal and not --json */
+    bool force; /* --force: the pause (ferry pause) does not hold */
     pthread_mutex_t lock;
     double last_bar;
     ferry_move_opts opts;
@@ -38,7 +39,8 @@ void cli_move_print_result(cli_move_env *e, const ferry_move_result *r, int rc,
 json_t *cli_plan_json(const ferry_rebalance_plan *p);
 void cli_plan_print(const ferry_rebalance_plan *p);
 
-/* Runs plan's steps with ferry_plan_run (at most max_parallel at a time, max_per_shard per
+/* Runs plan's steps with ferry_plan_run (unless e->force, no step starts once the cluster is
+ * paused: those are counted in *failed and the message says so) (at most max_parallel at a time, max_per_shard per
  * shard, 0: no per-shard limit; max_bytes_per_second for the whole run, 0: none), printing each
  * as it ends; *failed counts steps that did not finish. Returns the first error's code (its
  * message in err). */

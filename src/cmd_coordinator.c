@@ -15,10 +15,8 @@
 #include "ferry/config.h"
 #include "ferry/coordinator.h"
 #include "ferry/log.h"
-#include "ferry/replica.h"
+#include "ferry/autopilot.h"
 #include "ferry/strutil.h"
-#include "ferry/split.h"
-#include "ferry/tier.h"
 
 const char cmd_coordinator_usage[] =
     "usage: ferry coordinator [--config FILE | --catalog URL] [--listen ADDR:PORT]\n"
@@ -38,87 +36,29 @@ const char cmd_coordinator_usage[] =
     "  --listen ADDR:PORT  where to serve (default 127.0.0.1:0, any free port)\n"
     "  --port-file FILE    write the port being served to FILE once listening\n"
     "\n"
-    "With [cluster] tier_interval = DURATION in the config (e.g. 1h), the coordinator also runs\n"
-    "tiering (as 'ferry tier --config FILE' does) every DURATION; absent or 0: never.\n"
-    "With [cluster] splits_interval = DURATION it runs the split manager (as 'ferry splits\n"
-    "--config FILE' does: raises the split counts of tenants that outgrew [splits]) every\n"
-    "DURATION; absent or 0: never.\n"
-    "With [cluster] repair_interval = DURATION, it runs 'ferry repair' (every replicated slice,\n"
-    "docs/replicas.md) every DURATION; absent or 0: never. All of them run only while this\n"
-    "coordinator holds the lease.\n";
-
-/* The scheduled tiering run: one ferry_tier_run, its summary logged. */
-static void scheduled_tier(void *arg)
-{
-    ferry_tier_options o = {.config_path = arg};
-    ferry_err err = {0};
-    json_t *report = NULL;
-    int rc = ferry_tier_run(&o, &report, &err);
-    if (report)
-        FLOG_INFO("msg=\"scheduled tiering\" partitions_tiered=%lld jobs_failed=%lld "
-                  "bytes_uploaded=%lld",
-                  (long long)json_integer_value(json_object_get(report, "partitions_tiered")),
-                  (long long)json_integer_value(json_object_get(report, "jobs_failed")),
-                  (long long)json_integer_value(json_object_get(report, "bytes_uploaded")));
-    if (rc)
-        FLOG_WARN("msg=\"scheduled tiering failed\" err=\"%s\"", err.msg);
-    json_decref(report);
-}
-
-/* The scheduled split manager run: one ferry_splits_run, its summary logged. */
-static void scheduled_splits(void *arg)
-{
-    ferry_splits_options o = {.config_path = arg};
-    ferry_err err = {0};
-    json_t *report = NULL;
-    int rc = ferry_splits_run(&o, &report, &err);
-    if (report)
-        FLOG_INFO("msg=\"scheduled splits\" tenants=%lld raised=%lld routing_version=%lld",
-                  (long long)json_integer_value(json_object_get(report, "tenants_total")),
-                  (long long)json_integer_value(json_object_get(report, "raised")),
-                  (long long)json_integer_value(json_object_get(report, "routing_version")));
-    if (rc)
-        FLOG_WARN("msg=\"scheduled splits failed\" err=\"%s\"", err.msg);
-    json_decref(report);
-}
-
-/* What the scheduled repair needs: the config (shard credentials) and the catalog. */
-typedef struct repair_ctx {
-    const ferry_config *cfg;
-    const char *catalog_url;
-    char owner[96];
-} repair_ctx;
-
-/* The scheduled repair run: one ferry_repair_run over every replicated slice, summary logged. */
-static void scheduled_repair(void *arg)
-{
-    repair_ctx *r = arg;
-    ferry_move_opts o = {.catalog_url = r->catalog_url, .cfg = r->cfg, .owner = r->owner};
-    ferry_repair_summary sum = {0};
-    ferry_err err = {0};
-    int rc = ferry_repair_run(&o, NULL, false, NULL, NULL, &sum, &err);
-    FLOG_INFO("msg=\"scheduled repair\" slices=%zu partitions=%zu in_sync=%zu repaired=%zu "
-              "failed=%zu unreachable=%zu hot_copied=%llu cold_copied=%llu",
-              sum.slices, sum.partitions, sum.in_sync, sum.repaired, sum.failed, sum.unreachable,
-              (unsigned long long)sum.hot_copied, (unsigned long long)sum.cold_copied);
-    if (rc)
-        FLOG_WARN("msg=\"scheduled repair did not finish everything\" err=\"%s\"", err.msg);
-}
-
-/* [cluster] KEY = DURATION -> seconds (0: off); FERRY_EINVAL naming FILE:LINE. */
-static int interval_of(const ferry_config *cfg, const char *key, uint64_t *secs, ferry_err *err)
-{
-    *secs = 0;
-    const char *v = ferry_config_get(cfg, "cluster", NULL, key);
-    if (!v || !*v)
-        return FERRY_OK;
-    if (!ferry_parse_duration(v, secs) || *secs > 365 * 86400) {
-        const ferry_config_entry *e = ferry_config_find(cfg, "cluster", NULL, key);
-        return ferry_err_set(err, FERRY_EINVAL, "%s:%d: [cluster] %s = '%s': expected a "
-                             "duration such as 1h (0: off)", cfg->path, e ? e->line : 0, key, v);
-    }
-    return FERRY_OK;
-}
+    "The autopilot ([autopilot] in the config, docs/config.md; docs/operations.md, \"Running\n"
+    "unattended\") runs while this coordinator holds the lease, each action every\n"
+    "*_interval (absent or 0: never):\n"
+    "\n"
+    "  rebalance_interval  the plan of 'ferry rebalance' when it is not empty (a shard added,\n"
+    "                      drained or re-weighted), at most max_moves moves in flight\n"
+    "                      (max_moves_per_shard per shard), bandwidth bytes/s in total, and\n"
+    "                      starting moves only inside window = HH:MM-HH:MM (UTC)\n"
+    "  splits_interval     'ferry splits' (raises the split counts of tenants that outgrew\n"
+    "                      [splits])\n"
+    "  tier_interval       'ferry tier'\n"
+    "  repair_interval     'ferry repair' (every replicated slice, docs/replicas.md)\n"
+    "  retention_interval  'ferry retention --keep KEEP' ([autopilot] keep = DURATION)\n"
+    "  sweep_interval      'ferry sweep': a report, deleting orphans only with delete_orphans =\n"
+    "                      true and min_age = DURATION\n"
+    "  doctor_interval     'ferry doctor' ([autopilot] doctor_skip = CHECK,...), also while\n"
+    "                      paused\n"
+    "\n"
+    "[cluster] tier_interval, splits_interval and repair_interval are older aliases of the\n"
+    "[autopilot] keys. 'ferry pause' stops every action but doctor (no new move starts\n"
+    "within one interval; moves in flight finish) until 'ferry resume'. Each run, its result\n"
+    "and the reason that started it are logged and shown by 'ferry status' and the status\n"
+    "page.\n";
 
 static int parse_listen(const char *s, char *addr, size_t addrsz, uint16_t *port)
 {
@@ -165,6 +105,7 @@ int cmd_coordinator(int argc, char **argv)
     ferry_cluster_config cc = {0};
     bool have_cfg = false;
     ferry_coord *coord = NULL;
+    ferry_autopilot *ap = NULL;
     if (!catalog) {
         const char *path = cli_config_path(config_opt);
         if (!path)
@@ -186,32 +127,30 @@ int cmd_coordinator(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
     ferry_coord_options o = {.catalog_url = catalog, .bind_addr = addr, .port = port};
-    ferry_coord_job jobs[3];
+    ferry_coord_job jobs[FERRY_AP_ACTIONS];
+    ferry_ap_window window;
     size_t n_jobs = 0;
-    static repair_ctx repair; /* outlives the coordinator's job threads */
     if (have_cfg) {
-        uint64_t tier_s = 0, splits_s = 0, repair_s = 0;
-        if (interval_of(&cfg, "tier_interval", &tier_s, &err) ||
-            interval_of(&cfg, "splits_interval", &splits_s, &err) ||
-            interval_of(&cfg, "repair_interval", &repair_s, &err)) {
+        ferry_autopilot_config ac;
+        char host[64] = "localhost", owner[96];
+        gethostname(host, sizeof host - 1);
+        snprintf(owner, sizeof owner, "%.60s:%ld:coordinator", host, (long)getpid());
+        if (ferry_autopilot_config_read(&cfg, &ac, &err) ||
+            ferry_autopilot_new(&ac, &cfg, cli_config_path(config_opt), catalog, owner, &ap,
+                                &err)) {
             status = cli_fail("coordinator", &err);
             goto out;
         }
-        void *path = (void *)cli_config_path(config_opt);
-        if (tier_s)
-            jobs[n_jobs++] = (ferry_coord_job){"tier", scheduled_tier, path, (unsigned)tier_s};
-        if (splits_s)
-            jobs[n_jobs++] = (ferry_coord_job){"splits", scheduled_splits, path, (unsigned)splits_s};
-        if (repair_s) {
-            repair.cfg = &cfg;
-            repair.catalog_url = catalog;
-            char host[64] = "localhost";
-            gethostname(host, sizeof host - 1);
-            snprintf(repair.owner, sizeof repair.owner, "%.60s:%ld:coordinator", host,
-                     (long)getpid());
-            jobs[n_jobs++] = (ferry_coord_job){"repair", scheduled_repair, &repair,
-                                               (unsigned)repair_s};
-        }
+        if (ac.notes[0])
+            FLOG_INFO("msg=\"older config keys in use\" keys=\"%s\"", ac.notes);
+        window = ac.window;
+        o.window = &window;
+        n_jobs = ferry_autopilot_jobs(ap, jobs, FERRY_AP_ACTIONS);
+        for (size_t i = 0; i < n_jobs; i++)
+            FLOG_INFO("msg=\"autopilot action scheduled\" action=%s every_s=%u", jobs[i].name,
+                      jobs[i].every_s);
+        if (!ac.enabled)
+            FLOG_INFO("msg=\"autopilot disabled ([autopilot] enabled = false)\"");
     }
     o.jobs = jobs;
     o.n_jobs = n_jobs;
@@ -262,7 +201,9 @@ int cmd_coordinator(int argc, char **argv)
         }
     }
 out:
+    ferry_autopilot_stop(ap); /* no new move; the jobs' threads end with the coordinator */
     ferry_coord_stop(coord);
+    ferry_autopilot_free(ap);
     if (have_cfg)
         ferry_cluster_config_free(&cc);
     ferry_config_free(&cfg);

@@ -714,6 +714,16 @@ static int rebalance(demo *d, ferry_err *err)
         d->move_p99_s = m.wall[(size_t)((double)(d->moves_done - 1) * 0.99 + 0.5)];
     }
     free(m.wall);
+    if (!rc) { /* node4 is new until this, its first rebalance, is over */
+        ferry_rebalance_plan again = {0};
+        rc = ferry_catalog_open(url, &cat, err);
+        if (!rc)
+            rc = ferry_rebalance_plan_compute(cat, &again, err);
+        if (!rc)
+            rc = ferry_shards_settle(cat, &again, NULL, err);
+        ferry_rebalance_plan_free(&again);
+        ferry_catalog_close(cat);
+    }
 out:
     ferry_rebalance_plan_free(&plan);
     ferry_config_free(&cfg);

@@ -19,6 +19,8 @@ const char cmd_init_usage[] =
     "[shard \"NAME\"] and every [table \"NAME\"]. Running it again with the same settings adds\n"
     "the shards and tables that are new in FILE and changes nothing else; a different fixed\n"
     "setting is refused (exit 2). Existing shards are changed by other commands, not by init.\n"
+    "A shard added to an existing cluster is new (ferry status) until its first rebalance is\n"
+    "over: until then no split raise or new tenant places a slice on it.\n"
     "\n"
     "  --config FILE   the cluster's config (default: $FERRY_CONFIG)\n"
     "  --json          print the result as JSON\n";
@@ -118,6 +120,8 @@ int cli_init_cluster(const char *path, cli_init_result *res, ferry_err *err)
             continue;
         ferry_err_clear(err);
         r.u.shard = cc.shards[i];
+        if (existed) /* joining a running cluster: active after its first rebalance */
+            r.u.shard.state = FERRY_SHARD_NEW;
         rc = ferry_batch_create(b, &r, err);
         shards_added++;
     }

@@ -7,12 +7,13 @@
 
 #include "cli.h"
 #include "cli_move.h"
+#include "ferry/pause.h"
 #include "ferry/strutil.h"
 
 const char cmd_move_usage[] =
     "usage: ferry move --tenant T --split K [--from SHARD] --to SHARD [--json] [--config FILE]\n"
-    "                  [--grace MS] [--max-bytes-per-second B]\n"
-    "       ferry move --resume ID|all [--json] [--config FILE]\n"
+    "                  [--grace MS] [--max-bytes-per-second B] [--force]\n"
+    "       ferry move --resume ID|all [--json] [--config FILE] [--force]\n"
     "\n"
     "Moves slice K of tenant T to SHARD: cold partitions travel as pointer files (object storage\n"
     "is not touched), hot ones as part files sent agent to agent; every partition is verified\n"
@@ -30,13 +31,15 @@ const char cmd_move_usage[] =
     "  --max-bytes-per-second B   limit the copy rate (suffixes K M G)\n"
     "  --json           progress and the result as JSON lines on stdout\n"
     "  --config FILE    the cluster's config (default $FERRY_CONFIG)\n"
+    "  --force          move even though the cluster is paused (ferry pause)\n"
     "\n"
     "Exit status: 0 done, 2 bad input (unknown tenant or shard, moving to the current shard),\n"
     "1 a failure (the message says whether it was rolled back or can be resumed).\n";
 
 int cmd_move(int argc, char **argv)
 {
-    static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
+    static const struct option opts[] = {{"force", no_argument, NULL, 'F'},
+                                         {"tenant", required_argument, NULL, 't'},
                                          {"split", required_argument, NULL, 'k'},
                                          {"to", required_argument, NULL, 'o'},
                                          {"from", required_argument, NULL, 'f'},
@@ -49,7 +52,7 @@ int cmd_move(int argc, char **argv)
     const char *tenant = NULL, *to = NULL, *from = NULL, *resume = NULL, *config = NULL;
     uint64_t split = UINT64_MAX, grace = 0, bps = 0;
     bool grace_given = false;
-    bool json = false;
+    bool json = false, force = false;
     int ch;
     optind = 1;
     opterr = 0;
@@ -61,6 +64,7 @@ int cmd_move(int argc, char **argv)
         case 'r': resume = optarg; break;
         case 'c': config = optarg; break;
         case 'j': json = true; break;
+        case 'F': force = true; break;
         case 'k':
             if (!ferry_parse_u64(optarg, &split) || split > UINT32_MAX)
                 return cli_usage_error("move", "--split '%s' is not a split number", optarg);
@@ -99,6 +103,8 @@ int cmd_move(int argc, char **argv)
     e.opts.max_bytes_per_second = bps;
     if (!rc)
         rc = ferry_catalog_open(e.catalog_url, &cat, &err);
+    if (!rc && !force) /* the pause (ferry pause) holds unless --force */
+        rc = ferry_pause_check(cat, "move", &err);
     if (rc)
         goto out;
     if (resume) {

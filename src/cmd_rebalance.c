@@ -8,11 +8,12 @@
 
 #include "cli.h"
 #include "cli_move.h"
+#include "ferry/pause.h"
 #include "ferry/strutil.h"
 
 const char cmd_rebalance_usage[] =
     "usage: ferry rebalance [--dry-run] [--max-parallel N] [--max-bytes-per-second B]\n"
-    "                       [--grace MS] [--json] [--config FILE]\n"
+    "                       [--grace MS] [--json] [--force] [--config FILE]\n"
     "\n"
     "Brings the catalog's inventory up to date from system.parts on every shard (slice sizes,\n"
     "new tenants), finishes unfinished moves, then computes the plan: the routing table is the\n"
@@ -26,7 +27,9 @@ const char cmd_rebalance_usage[] =
     "  --max-bytes-per-second B   copy rate limit for the whole run, all moves together\n"
     "  --grace MS        wait after each routing switch for writes in flight (default 2000,\n"
     "                    or 0 when [cluster] routers lists the routers: their fence covers it)\n"
-    "  --json            the plan, progress and each move as JSON lines; a summary line last\n";
+    "  --json            the plan, progress and each move as JSON lines; a summary line last\n"
+    "  --force           run even though the cluster is paused (ferry pause); without it no\n"
+    "                    move starts while paused (moves in flight finish)\n";
 
 int cmd_rebalance(int argc, char **argv)
 {
@@ -36,10 +39,11 @@ int cmd_rebalance(int argc, char **argv)
                                          {"max-bytes-per-second", required_argument, NULL, 'b'},
                                          {"grace", required_argument, NULL, 'g'},
                                          {"json", no_argument, NULL, 'j'},
+                                         {"force", no_argument, NULL, 'F'},
                                          {"config", required_argument, NULL, 'c'},
                                          {NULL, 0, NULL, 0}};
     const char *config = NULL;
-    bool dry = false, json = false;
+    bool dry = false, json = false, force = false;
     uint64_t par = 1, per_shard = 2, bps = 0, grace = 0;
     bool grace_given = false;
     int ch;
@@ -49,6 +53,7 @@ int cmd_rebalance(int argc, char **argv)
         switch (ch) {
         case 'n': dry = true; break;
         case 'j': json = true; break;
+        case 'F': force = true; break;
         case 'c': config = optarg; break;
         case 'p':
             if (!ferry_parse_u64(optarg, &par) || par < 1 || par > 64)
@@ -88,8 +93,11 @@ int cmd_rebalance(int argc, char **argv)
     e.opts.grace_ms = (unsigned)grace;
     e.opts.grace_given = grace_given;
     e.opts.max_bytes_per_second = bps; /* also for the unfinished moves resumed first */
+    e.force = force;
     if (!rc)
         rc = ferry_catalog_open(e.catalog_url, &cat, &err);
+    if (!rc && !force && !dry) /* the pause (ferry pause) holds unless --force */
+        rc = ferry_pause_check(cat, "rebalance", &err);
     if (!rc)
         rc = ferry_inventory_sync(cat, &e.opts, NULL, &err);
     /* finish what an earlier run left */
@@ -124,6 +132,17 @@ int cmd_rebalance(int argc, char **argv)
         goto out;
     rc = cli_run_plan(&e, &plan, (unsigned)par, (unsigned)per_shard, bps, &done, &failed,
                       results, &err);
+    if (!rc && !failed) { /* new shards the plan no longer fills are active from now on */
+        ferry_rebalance_plan again = {0};
+        rc = ferry_catalog_open(e.catalog_url, &cat, &err);
+        if (!rc)
+            rc = ferry_rebalance_plan_compute(cat, &again, &err);
+        if (!rc)
+            rc = ferry_shards_settle(cat, &again, NULL, &err);
+        ferry_rebalance_plan_free(&again);
+        ferry_catalog_close(cat);
+        cat = NULL;
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     uint64_t hb = 0, hc = 0, cb = 0, cc = 0;

@@ -14,8 +14,10 @@ const char cmd_shard_usage[] =
     "       ferry shard drain NAME [--json] [--config FILE]\n"
     "       ferry shard remove NAME [--json] [--config FILE]\n"
     "\n"
-    "add     adds [shard \"NAME\"] of the config to the catalog as active (or makes a draining\n"
-    "        shard active again, or records its changed replicas, agent or credential files);\n"
+    "add     adds [shard \"NAME\"] of the config to the catalog as new (active once its first\n"
+    "        rebalance is over; until then no split raise or new tenant places a slice on\n"
+    "        it), or makes a draining shard active\n"
+    "        again, or records its changed replicas, agent or credential files;\n"
     "        --weight overrides its weight. Running routers and coordinators follow the\n"
     "        catalog's shards without a restart\n"
     "drain   marks the shard draining: the next rebalance moves every slice off it\n"
@@ -90,7 +92,8 @@ int cmd_shard(int argc, char **argv)
         }
         if (!exists) {
             rec.u.shard = *def;
-            rec.u.shard.state = FERRY_SHARD_ACTIVE;
+            /* joining: active once its first rebalance is over (ferry_shards_settle) */
+            rec.u.shard.state = FERRY_SHARD_NEW;
             if (weight > 0)
                 rec.u.shard.weight = weight;
             rc = ferry_catalog_create(cat, &rec, &err);
@@ -98,7 +101,7 @@ int cmd_shard(int argc, char **argv)
             /* the config's connection details (replicas, agent, credential files) replace the
              * recorded ones: running routers and coordinators reconnect */
             bool conn = def && ferry_shard_conn_differs(&rec.u.shard, def);
-            if (rec.u.shard.state == FERRY_SHARD_ACTIVE && weight <= 0 && !conn) {
+            if (ferry_shard_placeable(rec.u.shard.state) && weight <= 0 && !conn) {
                 rc = ferry_err_set(&err, FERRY_EINVAL, "shard %s is already active (and its "
                                    "[shard \"%s\"] connection details are the recorded ones)",
                                    name, name);
@@ -114,7 +117,8 @@ int cmd_shard(int argc, char **argv)
                          def->agent_token_file);
                 snprintf(sh->data_path, sizeof sh->data_path, "%s", def->data_path);
             }
-            rec.u.shard.state = FERRY_SHARD_ACTIVE;
+            if (!ferry_shard_placeable(rec.u.shard.state))
+                rec.u.shard.state = FERRY_SHARD_ACTIVE; /* a draining shard back in service */
             if (weight > 0)
                 rec.u.shard.weight = weight;
             rc = ferry_catalog_update(cat, &rec, &err);

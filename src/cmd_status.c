@@ -7,11 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "cli_catalog.h"
+#include "ferry/autopilot.h"
 #include "ferry/cluster_status.h"
+#include "ferry/config.h"
 #include "ferry/strutil.h"
 
 const char cmd_status_usage[] =
@@ -20,7 +23,9 @@ const char cmd_status_usage[] =
     "Shows the cluster recorded in the catalog: each shard's state, the bytes of the slices\n"
     "routed to it, its capacity and fill (bytes / capacity, against the cluster's fill target),\n"
     "the number of tenants and slices, the routing version, and every move that is not DONE or\n"
-    "FAILED with its state, step and owner.\n"
+    "FAILED with its state, step and owner; whether the cluster is paused (ferry pause), and\n"
+    "the autopilot's last run of each action (result, the reason that started it, what it\n"
+    "did, when it runs next) with the config's maintenance window and when it opens next.\n"
     "\n"
     "  --config FILE     the cluster's config (default: $FERRY_CONFIG)\n"
     "  --catalog URL     a catalog URL instead of the config's\n"
@@ -35,6 +40,92 @@ static void fill_bar(double f, double t, char *out, size_t size)
     for (int i = 0; i < W && k + 1 < size; i++)
         out[k++] = i == mark ? '|' : i < n ? (i >= mark ? '!' : '#') : '.';
     out[k] = '\0';
+}
+
+static void fmt_time(int64_t t, char *out, size_t sz)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (!t || !gmtime_r(&tt, &tm))
+        snprintf(out, sz, "-");
+    else
+        strftime(out, sz, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* The config's [autopilot] window, when a config is at hand: *w unset otherwise. */
+static void config_window(const char *config, const char *catalog, ferry_ap_window *w)
+{
+    memset(w, 0, sizeof *w);
+    const char *path = catalog ? NULL : cli_config_path(config);
+    ferry_config cfg = {0};
+    ferry_autopilot_config ac;
+    ferry_err err = {0};
+    if (path && !ferry_config_load(path, &cfg, &err) &&
+        !ferry_autopilot_config_read(&cfg, &ac, &err))
+        *w = ac.window;
+    ferry_config_free(&cfg);
+}
+
+static json_t *autopilot_json(const ferry_cluster_status *cs, const ferry_ap_window *w)
+{
+    json_t *o = json_object();
+    json_t *p = cs->pause.paused ? json_pack("{s:b, s:s, s:s, s:I}", "paused", 1, "reason",
+                                             cs->pause.reason, "by", cs->pause.by, "since",
+                                             (json_int_t)cs->pause.since)
+                                 : json_pack("{s:b}", "paused", 0);
+    json_object_set_new(o, "pause", p);
+    if (w->set) {
+        char win[32];
+        time_t now = time(NULL);
+        ferry_ap_window_fmt(w, win, sizeof win);
+        json_object_set_new(o, "window", json_pack("{s:s, s:b, s:I}", "utc", win, "open",
+                                                   ferry_ap_window_open(w, now), "next_open",
+                                                   (json_int_t)ferry_ap_window_next(w, now)));
+    }
+    json_t *a = json_array();
+    for (size_t i = 0; i < cs->n_autopilot; i++) {
+        const ferry_ap_run *r = &cs->autopilot[i];
+        json_array_append_new(a, json_pack("{s:s, s:I, s:I, s:I, s:s, s:s, s:s, s:s}", "action",
+                                           r->action, "started", (json_int_t)r->started,
+                                           "finished", (json_int_t)r->finished, "next",
+                                           (json_int_t)r->next, "result", r->result, "reason",
+                                           r->reason, "summary", r->summary, "owner",
+                                           r->owner));
+    }
+    json_object_set_new(o, "runs", a);
+    return o;
+}
+
+static void autopilot_print(const ferry_cluster_status *cs, const ferry_ap_window *w)
+{
+    char t1[32], t2[32];
+    if (cs->pause.paused) {
+        fmt_time(cs->pause.since, t1, sizeof t1);
+        printf("\nPAUSED since %s by %s%s%s (ferry resume)\n", t1, cs->pause.by,
+               cs->pause.reason[0] ? ": " : "", cs->pause.reason);
+    } else {
+        printf("\nnot paused\n");
+    }
+    if (w->set) {
+        time_t now = time(NULL);
+        bool open = ferry_ap_window_open(w, now);
+        char win[32];
+        fmt_time((int64_t)ferry_ap_window_next(w, now), t1, sizeof t1);
+        ferry_ap_window_fmt(w, win, sizeof win);
+        printf("maintenance window %s UTC: %s%s\n", win, open ? "open now" : "opens ",
+               open ? "" : t1);
+    }
+    if (!cs->n_autopilot)
+        return;
+    printf("\n%-10s %-14s %-20s %-20s %s\n", "AUTOPILOT", "RESULT", "LAST RUN", "NEXT",
+           "REASON / SUMMARY");
+    for (size_t i = 0; i < cs->n_autopilot; i++) {
+        const ferry_ap_run *r = &cs->autopilot[i];
+        fmt_time(r->started, t1, sizeof t1);
+        fmt_time(r->next, t2, sizeof t2);
+        printf("%-10s %-14s %-20s %-20s %s\n%63s%s\n", r->action, r->result, t1, t2, r->reason,
+               "", r->summary);
+    }
 }
 
 int cmd_status(int argc, char **argv)
@@ -69,6 +160,8 @@ int cmd_status(int argc, char **argv)
         rc = ferry_cluster_status_read(cat, 0, &cs, &err);
     if (rc)
         goto out;
+    ferry_ap_window win;
+    config_window(config, catalog, &win);
     const ferry_settings *st = &cs.settings;
     const ferry_record_list *moves = &cs.moves;
     if (json) {
@@ -99,6 +192,7 @@ int cmd_status(int argc, char **argv)
         }
         json_object_set_new(root, "moves_in_flight", a);
         json_object_set_new(root, "tier_backlog", json_integer((json_int_t)cs.tier_backlog));
+        json_object_set_new(root, "autopilot", autopilot_json(&cs, &win));
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
         putchar('\n');
         goto out;
@@ -140,6 +234,7 @@ int cmd_status(int argc, char **argv)
                    m->to, ferry_move_state_name(m->state), step, m->owner);
         }
     }
+    autopilot_print(&cs, &win);
 out:
     json_decref(root);
     ferry_cluster_status_free(&cs);

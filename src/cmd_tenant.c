@@ -87,7 +87,7 @@ static int set_rf(ferry_catalog *cat, const char *name, uint32_t rf, bool dry, b
         goto out;
     size_t active = 0;
     for (size_t i = 0; i < shards.n; i++)
-        active += shards.items[i].u.shard.state == FERRY_SHARD_ACTIVE;
+        active += ferry_shard_placeable(shards.items[i].u.shard.state);
     if (rf > active) {
         rc = ferry_err_set(err, FERRY_EINVAL, "rf %u for tenant %s: the cluster has only %zu "
                            "active shard(s), and replicas must be on distinct shards", rf, name,

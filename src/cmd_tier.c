@@ -8,12 +8,14 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_catalog.h"
+#include "ferry/pause.h"
 #include "ferry/strutil.h"
 #include "ferry/tier.h"
 
 const char cmd_tier_usage[] =
     "usage: ferry tier [--config FILE] [--older-than DURATION] [--tenant T] [--table NAME]\n"
-    "                  [--server S] [--dry-run] [--json]\n"
+    "                  [--server S] [--dry-run] [--json] [--force]\n"
     "\n"
     "Tiers every hot partition older than the threshold on every server: FREEZE, upload of the\n"
     "frozen part files unchanged (node agent, uploader role), pointer parts in a staging table,\n"
@@ -30,6 +32,7 @@ const char cmd_tier_usage[] =
     "  --server S            only shard S\n"
     "  --dry-run             list what would be tiered or resumed; change nothing\n"
     "  --json                print one JSON object\n"
+    "  --force               run even though the cluster is paused (ferry pause)\n"
     "\n"
     "Exit status: 0 when every job finished, 1 when one failed (the journal keeps its state;\n"
     "a job that failed before its swap was rolled back and the partition stays hot), 2 for\n"
@@ -101,8 +104,10 @@ int cmd_tier(int argc, char **argv)
                                          {"server", required_argument, NULL, 's'},
                                          {"dry-run", no_argument, NULL, 'n'},
                                          {"json", no_argument, NULL, 'j'},
+                                         {"force", no_argument, NULL, 'F'},
                                          {NULL, 0, NULL, 0}};
     ferry_tier_options o = {0};
+    bool force = false;
     const char *config = NULL;
     bool json = false;
     int ch;
@@ -120,6 +125,7 @@ int cmd_tier(int argc, char **argv)
         case 's': o.server = optarg; break;
         case 'n': o.dry_run = true; break;
         case 'j': json = true; break;
+        case 'F': force = true; break;
         default: return cli_usage_error("tier", "unknown option");
         }
     }
@@ -130,6 +136,17 @@ int cmd_tier(int argc, char **argv)
         return cli_usage_error("tier", "needs --config FILE (or FERRY_CONFIG)");
     ferry_err err = {0};
     json_t *report = NULL;
+    if (!force && !o.dry_run) { /* the pause (ferry pause) holds unless --force */
+        ferry_catalog *cat = NULL;
+        int prc = cli_open_catalog(o.config_path, NULL, true, &cat, &err);
+        if (!prc)
+            prc = ferry_pause_check(cat, "tier", &err);
+        ferry_catalog_close(cat);
+        if (prc == FERRY_ECONFLICT)
+            return cli_fail("tier", &err);
+        /* a catalog that cannot be read: the run says so in its own words */
+        memset(&err, 0, sizeof err);
+    }
     int rc = ferry_tier_run(&o, &report, &err);
     if (report) {
         if (json) {

@@ -58,7 +58,18 @@ typedef struct ferry_table_def {
     char split_key[64]; /* the column whose value picks a row's split; "" when not configured */
 } ferry_table_def;
 
-enum ferry_shard_state { FERRY_SHARD_ACTIVE = 0, FERRY_SHARD_DRAINING, FERRY_SHARD_GONE };
+/* NEW: added to a running cluster (ferry init or ferry shard add) and not yet filled by its
+ * first rebalance. The rebalance plan and moves treat it as active (the rebalance fills it), but
+ * no split raise and no new tenant places a slice on it: a slice routed there before the first
+ * rebalance would make that rebalance take the shard as already part of the layout and plan
+ * nothing for it, so a raise cannot race the first rebalance. The rebalance that leaves no step
+ * to it makes it ACTIVE (ferry_shards_settle). */
+enum ferry_shard_state {
+    FERRY_SHARD_ACTIVE = 0,
+    FERRY_SHARD_DRAINING,
+    FERRY_SHARD_GONE,
+    FERRY_SHARD_NEW
+};
 
 typedef struct ferry_shard {
     char name[FERRY_NAME_MAX];
@@ -262,7 +273,9 @@ int ferry_record_copy(ferry_record *dst, const ferry_record *src, ferry_err *err
 
 /* Names as they appear in JSON and on the command line, and back. */
 const char *ferry_record_kind_name(enum ferry_record_kind k); /* "shard", "move", ... */
-const char *ferry_shard_state_name(enum ferry_shard_state s);
+const char *ferry_shard_state_name(enum ferry_shard_state s); /* active draining gone new */
+/* ACTIVE or NEW: a shard the placement fills (moves may go to it). */
+bool ferry_shard_placeable(enum ferry_shard_state s);
 int ferry_shard_state_parse(const char *s, enum ferry_shard_state *out);
 const char *ferry_move_state_name(enum ferry_move_state s);
 int ferry_move_state_parse(const char *s, enum ferry_move_state *out);

@@ -1,5 +1,6 @@
 /* The cluster at a glance, from the catalog: each shard's bytes and fill, the counts of tenants
- * and slices, the largest tenants, the moves in flight, the tier backlog. `ferry status`, the
+ * and slices, the largest tenants, the moves in flight, the tier backlog, the pause and the
+ * autopilot's last runs. `ferry status`, the
  * coordinator's GET /metrics and its status page all read it from here. */
 #ifndef FERRY_CLUSTER_STATUS_H
 #define FERRY_CLUSTER_STATUS_H
@@ -7,8 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ferry/autopilot.h"
 #include "ferry/catalog.h"
 #include "ferry/err.h"
+#include "ferry/pause.h"
 
 typedef struct ferry_shard_status {
     ferry_shard shard;
@@ -38,6 +41,9 @@ typedef struct ferry_cluster_status {
     size_t partitions_hot, partitions_cold;
     size_t tier_backlog;            /* hot partitions older than hot_days (days before today,
                                        UTC): what tiering has still to do */
+    ferry_pause pause;              /* ferry pause / resume */
+    ferry_ap_run *autopilot;        /* owned: the last run of each autopilot action */
+    size_t n_autopilot;
 } ferry_cluster_status;
 
 /* Reads the status (top_n largest tenants). *out owned by the caller (ferry_cluster_status_free);

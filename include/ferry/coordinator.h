@@ -11,7 +11,7 @@
  *                                       fill and slices, moves in flight by state, tier backlog
  *   GET /                               the status page (HTML, inline SVG: shards' fill against
  *                                       the target, fill over 24 h, moves in flight, largest
- *                                       tenants, tiering)
+ *                                       tenants, tiering, the pause and the autopilot's runs)
  *
  * One watcher thread follows the routing version (a ZooKeeper watch, or SQLite polling, through
  * ferry_catalog_routing_wait) and keeps the whole table in memory; requests are served from that
@@ -55,6 +55,9 @@ typedef struct ferry_coord_options {
      * start, so another coordinator taking over keeps it). */
     unsigned history_every_s;
     const char *history_file;
+    /* The autopilot's maintenance window, shown on the status page and in /metrics (whether
+     * open, when it opens next); NULL: none. Copied. */
+    const struct ferry_ap_window *window;
 } ferry_coord_options;
 
 /* Takes the lease (FERRY_ECONFLICT naming the holder when another coordinator runs), loads the

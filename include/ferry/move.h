@@ -179,6 +179,12 @@ typedef struct ferry_rebalance_plan {
 int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err);
 void ferry_rebalance_plan_free(ferry_rebalance_plan *p);
 
+/* After a rebalance: makes ACTIVE every NEW shard (catalog.h) that no step of `remaining` (the
+ * plan computed again once the run ended) goes to: its first rebalance is over, and split raises
+ * may place slices on it again. *settled (may be NULL) counts them. */
+int ferry_shards_settle(ferry_catalog *cat, const ferry_rebalance_plan *remaining, size_t *settled,
+                        ferry_err *err);
+
 /* The plan's moves for the scheduler (include/ferry/schedule.h): out[i] (p->n_moves entries) is
  * move i with its shards numbered (every name a move reads from or writes to, in name order;
  * *n_shards of them), a drop without a target, and the steps of one slice sharing a slice number

@@ -31,10 +31,16 @@ typedef struct ferry_plan_run_opts {
      * scheduling without servers; it may call ferry_rate_account(mo->rate, bytes). */
     int (*step_fn)(const ferry_move_opts *mo, const ferry_planned_move *step,
                    ferry_move_result *res, ferry_err *err, void *arg);
+    /* Asked before each step starts (one call at a time, from the thread that would run it):
+     * false leaves the step out (counted in `deferred`), so a pause, a closing maintenance
+     * window or a stopping daemon starts no new step while the running ones finish. NULL:
+     * every step starts. */
+    bool (*may_start)(const ferry_planned_move *step, void *arg);
 } ferry_plan_run_opts;
 
 typedef struct ferry_plan_run_result {
     size_t done, failed;
+    size_t deferred;                /* steps may_start left out */
     double seconds;
     uint64_t bytes_copied;          /* hot and cold bytes sent by every step */
     unsigned max_running;           /* the most steps that ran at once */

@@ -27,7 +27,7 @@ static const struct {
     [FERRY_REC_USER] = {"user", "users", 1},
 };
 
-static const char *const shard_states[] = {"active", "draining", "gone"};
+static const char *const shard_states[] = {"active", "draining", "gone", "new"};
 static const char *const move_states[] = {"PLANNED", "CLONE",   "VERIFY", "SWITCH",
                                           "CLEANUP", "DONE",    "FAILED"};
 static const char *const tiers[] = {"hot", "cold"};
@@ -69,6 +69,10 @@ static int enum_parse(const char *const *names, size_t n, const char *s, int *ou
 const char *ferry_shard_state_name(enum ferry_shard_state s)
 {
     return (unsigned)s < NELEM(shard_states) ? shard_states[s] : "?";
+}
+bool ferry_shard_placeable(enum ferry_shard_state s)
+{
+    return s == FERRY_SHARD_ACTIVE || s == FERRY_SHARD_NEW;
 }
 int ferry_shard_state_parse(const char *s, enum ferry_shard_state *out)
 {

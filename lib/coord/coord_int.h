@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ferry/autopilot.h"
 #include "ferry/catalog.h"
 #include "ferry/coordinator.h"
 #include "ferry/httpd.h"
@@ -42,6 +43,7 @@ typedef struct coord_view {
     unsigned history_every_s;
     size_t history_points;
     char history_file[1024];
+    ferry_ap_window window; /* the autopilot's maintenance window (unset: none) */
 } coord_view;
 
 struct ferry_coord {
@@ -64,7 +66,7 @@ struct ferry_coord {
         ferry_coord_job job;
         pthread_t th;
         bool started;
-    } tickers[8]; /* scheduled work, each job on its own thread */
+    } tickers[12]; /* scheduled work, each job on its own thread */
     size_t n_tickers;
     coord_view view;
     bool view_ready;

@@ -68,8 +68,9 @@ static int status_get(ferry_coord *c, ferry_cluster_status **out, ferry_err *err
             cp->top = calloc(v->status->n_top + 1, sizeof *cp->top);
             memset(&cp->moves, 0, sizeof cp->moves);
             cp->moves.items = calloc(v->status->moves.n + 1, sizeof *cp->moves.items);
+            cp->autopilot = calloc(v->status->n_autopilot + 1, sizeof *cp->autopilot);
         }
-        if (!cp || !cp->shards || !cp->top || !cp->moves.items) {
+        if (!cp || !cp->shards || !cp->top || !cp->moves.items || !cp->autopilot) {
             if (cp)
                 ferry_cluster_status_free(cp);
             free(cp);
@@ -77,6 +78,8 @@ static int status_get(ferry_coord *c, ferry_cluster_status **out, ferry_err *err
         } else {
             memcpy(cp->shards, v->status->shards, v->status->n_shards * sizeof *cp->shards);
             memcpy(cp->top, v->status->top, v->status->n_top * sizeof *cp->top);
+            memcpy(cp->autopilot, v->status->autopilot,
+                   v->status->n_autopilot * sizeof *cp->autopilot);
             for (size_t i = 0; i < v->status->moves.n; i++)
                 cp->moves.items[i] = v->status->moves.items[i]; /* moves own no memory */
             cp->moves.n = v->status->moves.n;
@@ -206,6 +209,8 @@ int coord_view_init(ferry_coord *c, const ferry_coord_options *opt, ferry_err *e
                              "samples must fit 100,000 points)", v->history_every_s);
     if (opt->history_file)
         snprintf(v->history_file, sizeof v->history_file, "%s", opt->history_file);
+    if (opt->window)
+        v->window = *opt->window;
     history_load(v);
     return FERRY_OK;
 }
@@ -221,6 +226,40 @@ void coord_view_free(ferry_coord *c)
 }
 
 /* ---- GET /metrics ----------------------------------------------------------------------------- */
+
+/* The pause, the window and each autopilot action's last run. */
+static void autopilot_metrics(ferry_buf *b, const ferry_cluster_status *s,
+                              const ferry_ap_window *w)
+{
+    time_t now = time(NULL);
+    ferry_metrics_family(b, "ferry_autopilot_paused", FERRY_METRIC_GAUGE,
+                         "1 while the cluster is paused (ferry pause)");
+    ferry_metrics_sample(b, "ferry_autopilot_paused", NULL, s->pause.paused ? 1 : 0);
+    ferry_metrics_family(b, "ferry_autopilot_window_open", FERRY_METRIC_GAUGE,
+                         "1 while moves may start (the maintenance window is open or unset)");
+    ferry_metrics_sample(b, "ferry_autopilot_window_open", NULL,
+                         ferry_ap_window_open(w, now) ? 1 : 0);
+    ferry_metrics_family(b, "ferry_autopilot_window_next_open_timestamp_seconds",
+                         FERRY_METRIC_GAUGE, "when the maintenance window opens next (now "
+                         "while open)");
+    ferry_metrics_sample(b, "ferry_autopilot_window_next_open_timestamp_seconds", NULL,
+                         (double)ferry_ap_window_next(w, now));
+    if (!s->n_autopilot)
+        return;
+    ferry_metrics_family(b, "ferry_autopilot_last_run_timestamp_seconds", FERRY_METRIC_GAUGE,
+                         "when each autopilot action last finished, labelled with its result");
+    for (size_t i = 0; i < s->n_autopilot; i++)
+        ferry_metrics_sample(b, "ferry_autopilot_last_run_timestamp_seconds",
+                             (const char *[]){"action", s->autopilot[i].action, "result",
+                                              s->autopilot[i].result, NULL},
+                             (double)s->autopilot[i].finished);
+    ferry_metrics_family(b, "ferry_autopilot_next_run_timestamp_seconds", FERRY_METRIC_GAUGE,
+                         "when each autopilot action runs next");
+    for (size_t i = 0; i < s->n_autopilot; i++)
+        ferry_metrics_sample(b, "ferry_autopilot_next_run_timestamp_seconds",
+                             (const char *[]){"action", s->autopilot[i].action, NULL},
+                             (double)s->autopilot[i].next);
+}
 
 void coord_on_metrics(ferry_http_req *req, void *ctx)
 {
@@ -306,6 +345,7 @@ void coord_on_metrics(ferry_http_req *req, void *ctx)
         ferry_metrics_family(&b, "ferry_tier_backlog_partitions", FERRY_METRIC_GAUGE,
                              "hot partitions older than hot_days: tiering still to do");
         ferry_metrics_sample(&b, "ferry_tier_backlog_partitions", NULL, (double)s->tier_backlog);
+        autopilot_metrics(&b, s, &c->view.window);
     }
     if (rc)
         FLOG_WARN("msg=\"coordinator: metrics without the cluster status\" err=\"%s\"", err.msg);
@@ -417,6 +457,60 @@ static void history_plot(ferry_buf *b, coord_view *v, double target)
     ferry_buf_puts(b, "</svg>");
 }
 
+static void utc(int64_t t, char *out, size_t sz)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (!t || !gmtime_r(&tt, &tm))
+        snprintf(out, sz, "-");
+    else
+        strftime(out, sz, "%Y-%m-%d %H:%M:%SZ", &tm);
+}
+
+/* The autopilot: paused or not, the window, each action's last run and why. */
+static void autopilot_page(ferry_buf *b, const ferry_cluster_status *s, const ferry_ap_window *w)
+{
+    char t1[32], t2[32];
+    time_t now = time(NULL);
+    ferry_buf_puts(b, "<h2>Autopilot</h2><p id=\"pause\">");
+    if (s->pause.paused) {
+        utc(s->pause.since, t1, sizeof t1);
+        ferry_buf_printf(b, "<b>Paused</b> since %s by ", t1);
+        html_text(b, s->pause.by);
+        if (s->pause.reason[0]) {
+            ferry_buf_puts(b, ": ");
+            html_text(b, s->pause.reason);
+        }
+        ferry_buf_puts(b, " (ferry resume)");
+    } else {
+        ferry_buf_puts(b, "Not paused");
+    }
+    ferry_ap_window_fmt(w, t2, sizeof t2);
+    utc((int64_t)ferry_ap_window_next(w, now), t1, sizeof t1);
+    ferry_buf_printf(b, ".</p><p id=\"window\">Maintenance window (UTC): %s; %s%s.</p>", t2,
+                     ferry_ap_window_open(w, now) ? "open now" : "next opens ",
+                     ferry_ap_window_open(w, now) ? "" : t1);
+    ferry_buf_puts(b, "<table id=\"autopilot\"><tr><th>action</th><th>result</th><th>last "
+                      "run</th><th>next</th><th>reason</th><th>what it did</th></tr>");
+    for (size_t i = 0; i < s->n_autopilot; i++) {
+        const ferry_ap_run *r = &s->autopilot[i];
+        utc(r->finished, t1, sizeof t1);
+        utc(r->next, t2, sizeof t2);
+        ferry_buf_puts(b, "<tr class=\"run\"><td>");
+        html_text(b, r->action);
+        ferry_buf_puts(b, "</td><td>");
+        html_text(b, r->result);
+        ferry_buf_printf(b, "</td><td>%s</td><td>%s</td><td>", t1, t2);
+        html_text(b, r->reason);
+        ferry_buf_puts(b, "</td><td>");
+        html_text(b, r->summary);
+        ferry_buf_puts(b, "</td></tr>");
+    }
+    if (!s->n_autopilot)
+        ferry_buf_puts(b, "<tr><td colspan=\"6\">no run recorded yet</td></tr>");
+    ferry_buf_puts(b, "</table>");
+}
+
 void coord_on_page(ferry_http_req *req, void *ctx)
 {
     ferry_coord *c = ctx;
@@ -496,9 +590,11 @@ void coord_on_page(ferry_http_req *req, void *ctx)
     }
     ferry_buf_printf(&b, "</table><h2>Tiering</h2><p id=\"tiering\">%zu hot and %zu cold "
                          "partition copies recorded; %zu hot partition(s) older than %u days "
-                         "wait to be tiered.</p></body></html>",
+                         "wait to be tiered.</p>",
                      s->partitions_hot, s->partitions_cold, s->tier_backlog,
                      s->settings.hot_days);
+    autopilot_page(&b, s, &c->view.window);
+    ferry_buf_puts(&b, "</body></html>");
     if (b.data)
         ferry_http_respond(req, 200, "text/html; charset=utf-8", b.data, b.len);
     else

@@ -167,6 +167,9 @@ int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_st
                 out->tier_backlog++;
         }
     }
+    if ((rc = ferry_pause_get(cat, &out->pause, err)) ||
+        (rc = ferry_ap_log_list(cat, &out->autopilot, &out->n_autopilot, err)))
+        goto out;
     if (tenants.n > 1)
         qsort(ts, tenants.n, sizeof *ts, tenant_bytes_cmp);
     out->n_top = tenants.n < top_n ? tenants.n : top_n;
@@ -189,6 +192,7 @@ void ferry_cluster_status_free(ferry_cluster_status *s)
 {
     free(s->shards);
     free(s->top);
+    free(s->autopilot);
     ferry_record_list_free(&s->moves);
     memset(s, 0, sizeof *s);
 }

@@ -1671,7 +1671,7 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
     }
     if ((rc = load_shard(cat, to, &tsh, err)))
         goto out;
-    if (tsh.u.shard.state != FERRY_SHARD_ACTIVE) {
+    if (!ferry_shard_placeable(tsh.u.shard.state)) {
         rc = ferry_err_set(err, FERRY_EINVAL, "shard %s is %s; moves go to active shards only",
                            to, ferry_shard_state_name(tsh.u.shard.state));
         goto out;

@@ -57,7 +57,7 @@ static int plan_push(ferry_rebalance_plan *out, size_t *cap, enum ferry_plan_kin
 
 static bool shard_active(const ferry_record_list *shards, size_t k)
 {
-    return shards->items[k].u.shard.state == FERRY_SHARD_ACTIVE;
+    return ferry_shard_placeable(shards->items[k].u.shard.state);
 }
 
 /* The replica steps of one slice whose route lists the shards idx[0..have) (indices into
@@ -187,7 +187,7 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
         ps[i].name = sh->name;
         ps[i].weight = sh->weight > 0 ? sh->weight : 1;
         ps[i].capacity = sh->capacity;
-        ps[i].in_new = sh->state == FERRY_SHARD_ACTIVE;
+        ps[i].in_new = ferry_shard_placeable(sh->state);
         ps[i].zone = sh->zone;
         active += ps[i].in_new;
         names[i] = sh->name;
@@ -311,4 +311,35 @@ void ferry_rebalance_plan_free(ferry_rebalance_plan *p)
 {
     free(p->moves);
     memset(p, 0, sizeof *p);
+}
+
+int ferry_shards_settle(ferry_catalog *cat, const ferry_rebalance_plan *remaining, size_t *settled,
+                        ferry_err *err)
+{
+    ferry_record_list shards = {0};
+    size_t n = 0;
+    int rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
+    for (size_t i = 0; !rc && i < shards.n; i++) {
+        ferry_record *r = &shards.items[i];
+        if (r->u.shard.state != FERRY_SHARD_NEW)
+            continue;
+        bool wanted = false;
+        for (size_t k = 0; k < remaining->n_moves && !wanted; k++)
+            wanted = !strcmp(remaining->moves[k].to, r->u.shard.name);
+        if (wanted)
+            continue;
+        r->u.shard.state = FERRY_SHARD_ACTIVE;
+        /* compare-and-set: a shard drained or changed meanwhile keeps what it was given */
+        rc = ferry_catalog_update(cat, r, err);
+        if (rc == FERRY_ECONFLICT) {
+            ferry_err_clear(err);
+            rc = FERRY_OK;
+            continue;
+        }
+        n += !rc;
+    }
+    ferry_record_list_free(&shards);
+    if (settled)
+        *settled = n;
+    return rc;
 }

@@ -102,6 +102,12 @@ static void *worker(void *arg)
             pthread_cond_wait(&x->cond, &x->mu); /* every waiting step's shard is busy */
             continue;
         }
+        if (x->o->may_start && !x->o->may_start(&x->plan->moves[i], x->o->arg)) {
+            x->res->deferred++; /* left for a later run: the plan is computed again then */
+            ferry_sched_finish(x->sched, i);
+            pthread_cond_broadcast(&x->cond);
+            continue;
+        }
         count(x, i, 1);
         pthread_mutex_unlock(&x->mu);
         run_step(x, &x->plan->moves[i]);

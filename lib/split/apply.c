@@ -137,7 +137,9 @@ int split_env_open(ferry_catalog *cat, split_env *e, ferry_err *err)
     for (size_t i = 0; i < e->shards.n; i++) {
         const ferry_shard *s = &e->shards.items[i].u.shard;
         if (s->state != FERRY_SHARD_ACTIVE)
-            continue; /* draining and gone shards take no new slices */
+            continue; /* draining and gone shards take no new slices, nor a NEW one: only its
+                         first rebalance fills it, so a raise or a new tenant placed meanwhile
+                         cannot make it look filled to that rebalance (ferry_shards_settle) */
         e->sin[e->ns++] = (ferry_split_shard_in){s->name, s->weight, s->capacity, s->zone};
         capacity |= s->capacity > 0;
     }

@@ -90,6 +90,35 @@ run_backend() { # run_backend NAME CATALOG_URL
     assert_eq $((v + 1)) "$(curl -sS --max-time 5 "http://127.0.0.1:$(cat "$T/$name-b.port")/routing" | jq .version)" "$name: takeover serves the table"
     kill -TERM $BG; wait $BG || fail "$name: coordinator did not exit cleanly on SIGTERM"
     ok "$name: a coordinator killed with -9 loses the lease to the next (after $tries retries)"
+
+    # The pause lives in the catalog (this backend): a coordinator's autopilot reads it there
+    # and records its runs there; ferry status shows both; commands refuse without --force.
+    "$FERRY_BIN" pause --config "$conf" --reason "$name maintenance" >/dev/null
+    cp "$conf" "$T/$name-ap.conf"
+    printf '[autopilot]\nrebalance_interval = 1s\n' >>"$T/$name-ap.conf"
+    start_coord "$T/$name-ap.conf" "$name-ap"
+    local ap=$CPID
+    paused_run() {
+        "$FERRY_BIN" status --config "$conf" --json | jq -e --arg r "$name maintenance" \
+            '.autopilot.pause.paused and .autopilot.pause.reason == $r and
+             ([.autopilot.runs[] | select(.action == "rebalance" and .result == "paused" and
+                                          (.reason | contains($r)))] | length == 1)'
+    }
+    wait_for 30 paused_run || fail "$name: no paused rebalance run recorded: $("$FERRY_BIN" status --config "$conf" --json | jq -c .autopilot)"
+    expect_exit 1 "$FERRY_BIN" rebalance --config "$conf"
+    assert_contains "$ERR" "the cluster is paused" "$name: rebalance refused while paused"
+    assert_contains "$ERR" "$name maintenance" "$name: the refusal gives the reason"
+    "$FERRY_BIN" resume --config "$conf" >/dev/null
+    resumed_run() {
+        "$FERRY_BIN" status --config "$conf" --json | jq -e \
+            '(.autopilot.pause.paused | not) and
+             ([.autopilot.runs[] | select(.action == "rebalance" and .result != "paused")] |
+              length == 1)'
+    }
+    wait_for 60 resumed_run || fail "$name: the autopilot did not run again after resume: $("$FERRY_BIN" status --config "$conf" --json | jq -c .autopilot)"
+    assert_contains "$("$FERRY_BIN" resume --config "$conf")" "not paused" "$name: resume twice"
+    kill -TERM $ap; wait $ap || fail "$name: the autopilot's coordinator did not exit cleanly"
+    ok "$name: ferry pause / resume recorded in the catalog, obeyed and shown (autopilot runs recorded)"
 }
 
 run_backend sqlite "sqlite:$T/cat.db"

@@ -42,7 +42,7 @@ mv_conf "$L"
 URL[node4]=$(lab_url "$L" node4)
 chq "${URL[node4]}" "$MV_DDL" >/dev/null
 "$FERRY_BIN" shard add node4 --config "$C" --json >"$T/add.json" || fail "shard add failed"
-assert_eq active "$(jq -r .state "$T/add.json")" "node4 active"
+assert_eq new "$(jq -r .state "$T/add.json")" "node4 new (active after its first rebalance)"
 # ferry plan over the catalog's own slice sizes
 sqlite3 "$L/catalog.db" "SELECT json_extract(doc, '\$.tenant') || char(9) || json_extract(doc, '\$.split') || char(9) || json_extract(doc, '\$.bytes') FROM records WHERE parent LIKE 'slices/%'" >"$T/cat_slices.tsv"
 "$FERRY_BIN" plan --slices "$T/cat_slices.tsv" --from "$T/3.tsv" --to "$T/4.tsv" --json >"$T/plan.json"

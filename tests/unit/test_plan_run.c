@@ -23,7 +23,16 @@ typedef struct fake {
     unsigned runs[64];
     const char *fail_tenant;
     uint64_t bytes_per_step;
+    unsigned allow, asked; /* fake_may_start: the first `allow` steps may start */
 } fake;
+
+/* Called with the executor's lock held, one call at a time. */
+static bool fake_may_start(const ferry_planned_move *m, void *arg)
+{
+    (void)m;
+    fake *f = arg;
+    return f->asked++ < f->allow;
+}
 
 static int shard_no(const char *name) { return name[0] ? name[1] - '0' : -1; }
 
@@ -126,6 +135,41 @@ static void test_failures(void **state)
     assert_int_equal(r.failed, 1);
 }
 
+/* A pause arriving half-way: the steps may_start refuses are counted as deferred, never run,
+ * and the run still ends (every step accounted for) with no error. */
+static void test_may_start(void **state)
+{
+    (void)state;
+    ferry_planned_move moves[20];
+    ferry_rebalance_plan p = make_plan(moves, 20, 4, 6);
+    fake f;
+    memset(&f, 0, sizeof f);
+    pthread_mutex_init(&f.mu, NULL);
+    f.allow = 5;
+    ferry_move_opts mo = {0};
+    ferry_plan_run_opts o = {.max_parallel = 4, .max_per_shard = 2, .step_fn = fake_step,
+                             .may_start = fake_may_start, .arg = &f};
+    ferry_plan_run_result r;
+    ferry_err err = {0};
+    assert_int_equal(ferry_plan_run(&mo, &p, &o, &r, &err), FERRY_OK);
+    assert_int_equal(r.done, 5);
+    assert_int_equal(r.deferred, 15);
+    assert_int_equal(r.failed, 0);
+    assert_int_equal(f.asked, 20); /* asked once per step */
+    unsigned ran = 0;
+    for (int i = 0; i < 20; i++) {
+        assert_true(f.runs[i] <= 1);
+        ran += f.runs[i];
+    }
+    assert_int_equal(ran, 5);
+    /* nothing allowed: nothing runs */
+    memset(&f, 0, sizeof f);
+    pthread_mutex_init(&f.mu, NULL);
+    assert_int_equal(ferry_plan_run(&mo, &p, &o, &r, &err), FERRY_OK);
+    assert_int_equal(r.done, 0);
+    assert_int_equal(r.deferred, 20);
+}
+
 static double mono_s(void)
 {
     struct timespec ts;
@@ -180,6 +224,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_failures),
+        cmocka_unit_test(test_may_start),
         cmocka_unit_test(test_bandwidth),
         cmocka_unit_test(test_rate_unlimited),
     };
