@@ -15,6 +15,8 @@ rf = 1
 [shard "node1"]
 capacity = 10G
 replicas = http://127.0.0.1:8123
+agent = http://127.0.0.1:9123
+agent_token_file = $T/agent.token
 
 [table "events"]
 database = default
@@ -22,6 +24,8 @@ layout = shared
 CFG
 }
 
+echo "agent-token-not-used" >"$T/agent.token"
+chmod 600 "$T/agent.token"
 zk_start
 printf 'ferry:s3cret-digest\n' >"$T/zk.auth"
 chmod 600 "$T/zk.auth"
@@ -71,5 +75,16 @@ if "$FERRY_BIN" catalog export --catalog "zk://$ZK_HOSTPORT/acl?auth_file=rel.au
 fi
 assert_contains "$(cat "$T/err")" "absolute path" "relative auth_file"
 ok "auth_file readable by others, malformed or relative: refused"
+
+# ferry doctor: catalog_acl passes with the digest identity, fails on an open chroot
+OTHERS=delete_refused,versioning,clickhouse_version,unmanaged_cold,shard_grants
+expect_exit 0 "$FERRY_BIN" doctor --json --skip "$OTHERS" --config "$T/a.conf"
+assert_eq "$(jq -r '.checks[] | select(.check == "catalog_acl") | .status' <<<"$OUT")" pass "doctor with auth_file"
+write_config "$T/open.conf" "zk://$ZK_HOSTPORT/open"
+expect_exit 0 "$FERRY_BIN" init --config "$T/open.conf"
+expect_exit 1 "$FERRY_BIN" doctor --json --skip "$OTHERS" --config "$T/open.conf"
+assert_eq "$(jq -r '.checks[] | select(.check == "catalog_acl") | .status' <<<"$OUT")" fail "doctor on an open chroot"
+assert_contains "$OUT" "auth_file" "its fix"
+ok "doctor: catalog_acl passes with auth_file, fails on open ACLs"
 zk_stop
 done_testing
