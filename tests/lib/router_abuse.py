@@ -11,6 +11,8 @@ a sampler reads the router's VmRSS from /proc every 50 ms.
   header URL PID                   a 64 KiB header
   nested URL PID DEPTH             a query of subqueries nested DEPTH deep
   head URL PID                     a 64 KiB INSERT head of "a,\\n" lines
+  tiny URL PID N THREADS           N tiny requests over THREADS keep-alive connections (each
+                                   from its own address) while the normal client runs
 """
 import http.client
 import json
@@ -228,6 +230,41 @@ def cmd_head(url, pid):
     q = b"INSERT INTO events (" + b"a,\n" * ((64 << 10) // 3) + b"a) FORMAT TSV\n"
     st, text, s = query(url, q, src="127.0.0.3", timeout=60)
     return dict(status=st, answer=text[:300], seconds=round(s, 3), rss_kib=rss_kib(int(pid)))
+
+
+def cmd_tiny(url, pid, n, threads):
+    n, threads = int(n), int(threads)
+    sampler = Sampler(int(pid))
+    sampler.start()
+    h, p = hostport(url)
+    counts = [[0, 0] for _ in range(threads)]  # [ok, bad]
+
+    def worker(i):
+        c = http.client.HTTPConnection(h, p, timeout=30, source_address=(f"127.0.3.{1 + i}", 0))
+        for _ in range(n // threads):
+            try:
+                c.request("POST", "/", body=b"SELECT 1")
+                r = c.getresponse()
+                ok = r.status == 200 and r.read().strip() == b"1"
+            except (OSError, http.client.HTTPException):
+                ok = False
+                c.close()
+                c = http.client.HTTPConnection(h, p, timeout=30,
+                                               source_address=(f"127.0.3.{1 + i}", 0))
+            counts[i][0 if ok else 1] += 1
+        c.close()
+
+    load = {}
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    normal(url, 30, load)
+    for t in ts:
+        t.join()
+    sampler.stop = True
+    return dict(ok=sum(c[0] for c in counts), bad=sum(c[1] for c in counts),
+                seconds=round(time.monotonic() - t0, 2), normal=load, rss_max_kib=sampler.max)
 
 
 if __name__ == "__main__":
