@@ -232,7 +232,11 @@ static size_t lex_normal(ferry_rt_head *h, const char *text, size_t from, size_t
             k.start + k.len == to && !(text[k.start] == '/' && text[k.start + 1] == '*'))
             h->lex = L_LINE;
     }
-    if (rc != FERRY_OK && !h->decided && h->state != P_AFTER_FMT) {
+    if (rc != FERRY_OK && (h->decided || h->state == P_AFTER_FMT)) {
+        /* the head was complete before the error: it is in the data */
+    } else if (rc != FERRY_OK && rc != FERRY_EINVAL) {
+        fail(h); /* out of memory: not routed (an INSERT into a managed table is refused) */
+    } else if (rc != FERRY_OK) {
         at = from + erroff;
         char c = text[at];
         if (c == '/') {
