@@ -4,6 +4,7 @@
 #   make release   an optimised build in build-release/ (no sanitizers; benchmarks and demo)
 #   make bench     build-release/ benchmarks, results as JSON lines
 #   make fuzz      libFuzzer targets with clang in build-fuzz/
+#   make fuzz-smoke  each libFuzzer target for FUZZ_SECONDS (30) from its corpus (clang; CI)
 #   make install   the release build and its files under PREFIX (DESTDIR for staging)
 #   make demo DEMO_ARGS=--json   passes options to `ferry demo` (docs/demo.md)
 BUILD      ?= build
@@ -15,7 +16,7 @@ DEMO_ARGS  ?=
 
 PREFIX     ?= /usr/local
 
-.PHONY: all deps deps-build build release test demo bench fuzz clean install
+.PHONY: all deps deps-build build release test demo bench fuzz fuzz-smoke clean install
 
 all: build
 
@@ -53,6 +54,20 @@ install: release
 fuzz: deps-build
 	CC=clang cmake -S . -B build-fuzz -G "$(GENERATOR)" -DFERRY_FUZZ=ON -DBUILD_TESTING=OFF
 	cmake --build build-fuzz -j $(JOBS)
+
+# each target for FUZZ_SECONDS from its corpus (fuzz/corpus/<name>; new inputs go to a scratch
+# copy, the corpus in git is not touched); stops at the first crash. `make test` replays the
+# corpora without clang (fuzz_smoke.* tests).
+FUZZ_SECONDS ?= 30
+fuzz-smoke: fuzz
+	@set -e; for f in build-fuzz/fuzz/fuzz_*; do \
+	  n=$$(basename $$f); c=fuzz/corpus/$${n#fuzz_}; w=build-fuzz/corpus/$${n#fuzz_}; \
+	  mkdir -p $$w; [ -d $$c ] && cp -n $$c/* $$w/ 2>/dev/null || true; \
+	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$w > $$w.log 2>&1 || \
+	    { tail -40 $$w.log; echo "$$n failed (log: $$w.log)"; exit 1; }; \
+	  grep -E "stat::number_of_executed_units|Done" $$w.log | tail -2; \
+	done
 
 clean:
 	rm -rf $(BUILD) $(RELEASE) build-fuzz

@@ -64,6 +64,13 @@ typedef struct ferry_httpd_options {
     unsigned threads;        /* FERRY_HTTPD_THREAD_PER_CONNECTION or a polling pool size */
     unsigned max_connections;/* 0 = 256 */
     unsigned idle_timeout_s; /* idle keep-alive connections are closed after this; 0 = 300 */
+    unsigned max_per_address;  /* connections from one client address; beyond: closed at
+                                  once (0 = no limit) */
+    unsigned header_timeout_s; /* a request's headers must be in this long after the
+                                  connection (or its previous request) began; 0 = no limit */
+    unsigned receive_timeout_s;/* its body this long after its headers; 0 = no limit. Both
+                                  count from the start, not from the last byte: past them the
+                                  connection is shut down */
 } ferry_httpd_options;
 
 /* Starts serving routes (the array is copied; strings and ctx are borrowed and must outlive
@@ -71,6 +78,8 @@ typedef struct ferry_httpd_options {
 int ferry_httpd_start(const ferry_httpd_options *opt, const ferry_http_route *routes,
                       size_t n_routes, ferry_httpd **out, ferry_err *err);
 uint16_t ferry_httpd_port(const ferry_httpd *srv);
+/* Connections shut down so far for a header or receive deadline. */
+void ferry_httpd_cut_counts(ferry_httpd *srv, uint64_t *headers, uint64_t *receive);
 /* Stops accepting, waits for the connection threads, frees srv. NULL is fine. */
 void ferry_httpd_stop(ferry_httpd *srv);
 

@@ -39,6 +39,33 @@ typedef struct ferry_rt_insert {
                            spaces after it and one newline) */
 } ferry_rt_insert;
 
+/* More columns than this in an INSERT's column list: not routed (the list is held per request). */
+#define FERRY_RT_MAX_COLUMNS 4096
+
+/* The incremental classifier behind ferry_rt_classify (lib/router/sql.c). The daemon feeds it
+ * the body's start as it grows; each byte is tokenized once (ClickHouse's token rules:
+ * lib/sql/tokenize.c), so classifying costs time linear in the bytes however they arrive.
+ * The fields are the scanner's; read only kind and ins once decided. */
+typedef struct ferry_rt_head {
+    bool decided;
+    enum ferry_rt_stmt kind; /* once decided */
+    ferry_rt_insert ins;     /* FERRY_RT_STMT_INSERT: the head (owned; data_offset absolute) */
+    /* private */
+    size_t done, seen;       /* lexed up to done; no whitespace in (done, seen) */
+    int lex, state;
+    size_t depth, tok_start, after, name_end, cols_cap;
+    char quote;
+    bool esc, paren, have_target;
+} ferry_rt_head;
+
+void ferry_rt_head_init(ferry_rt_head *h);
+/* text[0..len) is the statement text so far (each call the same bytes plus more; the buffer may
+ * move). complete: no more will come. Returns true once decided (h->kind, h->ins). */
+bool ferry_rt_head_feed(ferry_rt_head *h, const char *text, size_t len, bool complete);
+/* The target of an INSERT INTO [TABLE] [db.]table seen so far, whatever follows it. */
+bool ferry_rt_head_target(const ferry_rt_head *h, char *db, char *table);
+void ferry_rt_head_free(ferry_rt_head *h);
+
 /* Classifies sql; for FERRY_RT_STMT_INSERT fills *ins (which the caller frees). A statement whose
  * end is not in the text yet (no FORMAT name followed by white space, or the text ends inside
  * the name) is FERRY_RT_STMT_INSERT_OTHER unless complete is false, in which case *need_more is

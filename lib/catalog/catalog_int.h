@@ -105,6 +105,9 @@ struct sqlite3 *cat_sqlite_handle(const ferry_catalog *c);
 /* Backend constructors: rest is the URL after "sqlite:" / "zk://". */
 int cat_sqlite_open(ferry_catalog *c, const char *rest, ferry_err *err);
 int cat_zk_open(ferry_catalog *c, const char *rest, ferry_err *err);
+/* zk_auth.c: adds the digest identity "user:password" read from the secret file at path to the
+ * session zh (void * here: catalog_int.h does not include ZooKeeper's header). */
+int cat_zk_add_auth(void *zh, const char *path, int timeout_ms, ferry_err *err);
 
 /* ---- record codec (records.c) ---- */
 

@@ -36,6 +36,8 @@ struct cat_backend {
     char root[512]; /* "/ferry"; never ends with '/' */
     int timeout_ms; /* session timeout asked for */
     int wait_ms;    /* how long readers and writers wait for a batch in progress */
+    char auth_file[512];     /* "": no authentication, open ACLs (zk_auth.c) */
+    struct ACL_vector *acl;  /* for every znode created: creator-only once authenticated */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int state;       /* last session state */
@@ -175,7 +177,7 @@ static int zget(cat_backend *be, const char *abs, bool watch, char **data, int *
 
 static int zcreate_if_missing(cat_backend *be, const char *abs, const char *data)
 {
-    int zrc = zoo_create(be->zh, abs, data, data ? (int)strlen(data) : -1, &ZOO_OPEN_ACL_UNSAFE,
+    int zrc = zoo_create(be->zh, abs, data, data ? (int)strlen(data) : -1, be->acl,
                          0, NULL, 0);
     return zrc == ZNODEEXISTS ? ZOK : zrc;
 }
@@ -526,7 +528,7 @@ static char *zm_path(zmulti *m, const cat_backend *be, const char *rel)
 static void zm_create(zmulti *m, const cat_backend *be, const char *rel, const char *data,
                       int len, int flags, int src)
 {
-    zoo_create_op_init(&m->ops[m->n], zm_path(m, be, rel), data, len, &ZOO_OPEN_ACL_UNSAFE, flags,
+    zoo_create_op_init(&m->ops[m->n], zm_path(m, be, rel), data, len, be->acl, flags,
                        NULL, 0);
     m->src[m->n++] = src;
 }
@@ -718,7 +720,7 @@ static int parents_for(ferry_catalog *c, const cat_commit_req *req, size_t *rt, 
             pthread_mutex_lock(&w.mu);
             w.pending++;
             pthread_mutex_unlock(&w.mu);
-            int zrc = zoo_acreate(be->zh, abs, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, create_done,
+            int zrc = zoo_acreate(be->zh, abs, NULL, -1, be->acl, 0, create_done,
                                   &slots[i]);
             if (zrc != ZOK) {
                 pthread_mutex_lock(&w.mu);
@@ -1287,7 +1289,7 @@ static int zk_lease_acquire(ferry_catalog *c, const char *name, const char *owne
     char rel[PATH_MAX_LEN];
     snprintf(rel, sizeof rel, "leases/%s", name);
     abspath(be, rel, l->path, sizeof l->path);
-    int zrc = zoo_create(be->zh, l->path, owner, (int)strlen(owner), &ZOO_OPEN_ACL_UNSAFE,
+    int zrc = zoo_create(be->zh, l->path, owner, (int)strlen(owner), be->acl,
                          ZOO_EPHEMERAL, NULL, 0);
     if (zrc == ZOK) {
         *token = l;
@@ -1365,7 +1367,7 @@ static const cat_backend_ops zk_ops = {
     .close = zk_close,
 };
 
-/* rest: "host:port[,host:port]/chroot[?timeout_ms=N&wait_ms=N]" */
+/* rest: "host:port[,host:port]/chroot[?timeout_ms=N&wait_ms=N&auth_file=/abs/path]" */
 static int parse_url(cat_backend *be, const char *rest, ferry_err *err)
 {
     char buf[2048];
@@ -1397,6 +1399,16 @@ static int parse_url(cat_backend *be, const char *rest, ferry_err *err)
             *amp++ = '\0';
         char *eq = strchr(q, '=');
         uint64_t v = 0;
+        if (eq && !strncmp(q, "auth_file=", 10)) {
+            if (eq[1] != '/' ||
+                (size_t)snprintf(be->auth_file, sizeof be->auth_file, "%s", eq + 1) >=
+                    sizeof be->auth_file)
+                return ferry_err_set(err, FERRY_EINVAL,
+                                     "catalog URL auth_file must be an absolute path (of the "
+                                     "file holding the ZooKeeper digest 'user:password')");
+            q = amp;
+            continue;
+        }
         if (!eq || !ferry_parse_u64(eq + 1, &v) || v == 0 || v > 3600000)
             return ferry_err_set(err, FERRY_EINVAL,
                                  "catalog URL parameter '%s' is malformed (expected "
@@ -1409,7 +1421,8 @@ static int parse_url(cat_backend *be, const char *rest, ferry_err *err)
             be->wait_ms = (int)v;
         else
             return ferry_err_set(err, FERRY_EINVAL,
-                                 "catalog URL parameter '%s' is unknown (timeout_ms, wait_ms)", q);
+                                 "catalog URL parameter '%s' is unknown (timeout_ms, wait_ms, "
+                                 "auth_file)", q);
         q = amp;
     }
     return FERRY_OK;
@@ -1424,6 +1437,7 @@ int cat_zk_open(ferry_catalog *c, const char *rest, ferry_err *err)
     pthread_cond_init(&be->cv, NULL);
     be->timeout_ms = 10000;
     be->wait_ms = 30000;
+    be->acl = &ZOO_OPEN_ACL_UNSAFE;
     be->gate_version = -1;
     c->ops = &zk_ops;
     c->be = be;
@@ -1456,6 +1470,12 @@ int cat_zk_open(ferry_catalog *c, const char *rest, ferry_err *err)
                                be->hosts);
             goto out;
         }
+    }
+    if (be->auth_file[0]) {
+        rc = cat_zk_add_auth(be->zh, be->auth_file, be->timeout_ms, err);
+        if (rc)
+            goto out;
+        be->acl = &ZOO_CREATOR_ALL_ACL;
     }
     /* The layout: the chroot path, then the fixed nodes under it. */
     char abs[PATH_MAX_LEN];

@@ -361,6 +361,28 @@ static void check_shard_grants(ferry_fleet *fl, json_t **checks_out)
     }
 }
 
+/* A ZooKeeper catalog without digest authentication has open ACLs: anyone who reaches the
+ * ensemble reads and changes routes and users (docs/catalog.md, "ZooKeeper ACLs"). */
+static void check_catalog_acl(ferry_fleet *fl, json_t *checks)
+{
+    const char *url = ferry_config_get(&fl->cfg, "cluster", NULL, "catalog");
+    if (!url || strncmp(url, "zk://", 5) != 0) {
+        finding(checks, "catalog_acl", "skipped", NULL, NULL,
+                "the catalog is not on ZooKeeper (a SQLite file is protected by its permissions)");
+        return;
+    }
+    const char *q = strchr(url, '?');
+    if (q && (strstr(q, "?auth_file=") || strstr(q, "&auth_file=")))
+        finding(checks, "catalog_acl", "pass", NULL, NULL,
+                "the catalog's znodes are created with a creator-only digest ACL (auth_file)");
+    else
+        finding(checks, "catalog_acl", "fail", NULL,
+                "add ?auth_file=/abs/path (a 600 file 'user:password') to [cluster] catalog on "
+                "every host, then move the catalog to a new chroot (docs/catalog.md)",
+                "the catalog's znodes have ZooKeeper's open ACL: anyone reaching the ensemble "
+                "can read and change routes and users");
+}
+
 int ferry_doctor_run(ferry_fleet *fl, json_t **report, ferry_err *err)
 {
     return ferry_doctor_run_skip(fl, NULL, report, err);
@@ -369,7 +391,7 @@ int ferry_doctor_run(ferry_fleet *fl, json_t **report, ferry_err *err)
 int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, ferry_err *err)
 {
     static const char *const names[] = {"delete_refused", "versioning", "clickhouse_version",
-                                        "unmanaged_cold", "shard_grants"};
+                                        "unmanaged_cold", "shard_grants", "catalog_acl"};
     for (const char *p = skip; p && *p;) {
         size_t l = strcspn(p, ",");
         bool known = false;
@@ -377,8 +399,8 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
             known = known || (strlen(names[k]) == l && !strncmp(names[k], p, l));
         if (!known)
             return ferry_err_set(err, FERRY_EINVAL, "--skip: '%.*s' is not a check (%s, %s, %s, "
-                                 "%s, %s)", (int)l, p, names[0], names[1], names[2], names[3],
-                                 names[4]);
+                                 "%s, %s, %s)", (int)l, p, names[0], names[1], names[2], names[3],
+                                 names[4], names[5]);
         p += l + (p[l] == ',');
     }
     json_t *checks = json_array();
@@ -394,6 +416,8 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
         check_unmanaged(fl, checks);
     if (!ferry_list_has(skip ? skip : "", "shard_grants"))
         check_shard_grants(fl, &checks);
+    if (!ferry_list_has(skip ? skip : "", "catalog_acl"))
+        check_catalog_acl(fl, checks);
     bool ok = true;
     size_t i;
     json_t *c;

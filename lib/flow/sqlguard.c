@@ -1,7 +1,10 @@
-/* ferry's SQL safety rule (see sqlguard.h): a keyword scan over a light tokenisation that skips
- * strings, quoted identifiers and comments. */
+/* ferry's SQL safety rule (see sqlguard.h): a keyword scan over the statement's bare words, as
+ * ClickHouse's lexer splits it (lib/sql/tokenize.c: strings, quoted identifiers, '#', '--', '//'
+ * and nested block comments never yield words), the same tokenizer the router classifies
+ * statements with. */
 #include "ferry/sqlguard.h"
 #include "ferry/buf.h"
+#include "ferry/sqltok.h"
 
 #include <ctype.h>
 #include <string.h>
@@ -9,55 +12,28 @@
 
 #define MAX_WORDS 64
 
-/* Collects up to max bare words (upper-cased, each < 32 chars) of sql, in order; quoted text and
- * comments are skipped, punctuation ends a word. Returns the number collected. */
+/* Collects up to max bare words (upper-cased, each < 32 chars) of sql, in order. Text after an
+ * unterminated string or comment yields none (ClickHouse refuses such a statement anyway).
+ * Returns the number collected. */
 static int bare_words(const char *sql, char words[][32], int max)
 {
+    ferry_toks t = {0};
+    ferry_err err = {0};
     int n = 0;
-    const char *p = sql;
-    while (*p && n < max) {
-        if (*p == '\'' || *p == '"' || *p == '`') {
-            char q = *p++;
-            while (*p && *p != q) {
-                if (*p == '\\' && p[1])
-                    p++;
-                p++;
-            }
-            if (*p)
-                p++;
-        } else if (p[0] == '-' && p[1] == '-') {
-            while (*p && *p != '\n')
-                p++;
-        } else if (*p == '#') {
-            while (*p && *p != '\n')
-                p++;
-        } else if (p[0] == '/' && p[1] == '*') {
-            int depth = 0;
-            do {
-                if (p[0] == '/' && p[1] == '*') {
-                    depth++;
-                    p += 2;
-                } else if (p[0] == '*' && p[1] == '/') {
-                    depth--;
-                    p += 2;
-                } else {
-                    p++;
-                }
-            } while (*p && depth > 0);
-        } else if (isalpha((unsigned char)*p) || *p == '_') {
-            size_t len = 0;
-            while (isalnum((unsigned char)p[len]) || p[len] == '_')
-                len++;
-            size_t k = len < 31 ? len : 31;
-            for (size_t i = 0; i < k; i++)
-                words[n][i] = (char)toupper((unsigned char)p[i]);
-            words[n][k] = '\0';
-            n++;
-            p += len;
-        } else {
-            p++;
-        }
+    (void)ferry_sql_tokenize(sql, strlen(sql), &t, NULL, &err); /* t holds the tokens before an
+                                                                    error */
+    for (size_t i = 0; i < t.n && n < max; i++) {
+        const ferry_tok *k = &t.v[i];
+        const char *p = sql + k->start;
+        if (k->kind != FERRY_TOK_WORD || !(isalpha((unsigned char)p[0]) || p[0] == '_'))
+            continue;
+        size_t len = k->len < 31 ? k->len : 31;
+        for (size_t c = 0; c < len; c++)
+            words[n][c] = (char)toupper((unsigned char)p[c]);
+        words[n][len] = '\0';
+        n++;
     }
+    ferry_toks_free(&t);
     return n;
 }
 

@@ -389,7 +389,7 @@ static int check_staged(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_sli
             break;
         }
     }
-    ferry_fingerprint src, got;
+    ferry_fingerprint src = {0}, got = {0}; /* *fp is set on failure too */
     char why[256];
     *by_parts = tier_dbool(job, "hashed");
     if (!rc && *by_parts) {

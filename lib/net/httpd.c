@@ -9,18 +9,139 @@
 #include "ferry/buf.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
+
+/* One TCP connection, tracked for the deadlines (header_timeout_s, receive_timeout_s): from the
+ * connection's start (or the end of its previous request) its request's headers must be in
+ * within header_timeout_s, and its body within receive_timeout_s, however slowly bytes trickle
+ * in (MHD's own timeout is reset by every byte). A watchdog thread shuts the socket down past
+ * a deadline; MHD then closes the connection. */
+typedef struct conn_track {
+    int fd;
+    int phase;          /* 0: waiting for headers, 1: receiving the body, 2: answering */
+    double t0;          /* when the phase's deadline started counting (monotonic seconds) */
+    bool cut;           /* shut down by the watchdog */
+    struct conn_track *prev, *next;
+} conn_track;
 
 struct ferry_httpd {
     struct MHD_Daemon *daemon;
     ferry_http_route *routes;
     size_t n_routes;
     uint16_t port;
+    /* deadlines (0: none) and the connections they apply to */
+    unsigned header_timeout_s, receive_timeout_s;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    conn_track *conns;
+    pthread_t watchdog;
+    bool watching, stopping;
+    uint64_t cut_headers, cut_receive;
 };
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static conn_track *track_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void track_phase(ferry_httpd *srv, struct MHD_Connection *conn, int phase)
+{
+    if (!srv->watching)
+        return;
+    pthread_mutex_lock(&srv->mu);
+    conn_track *t = track_of(conn);
+    if (t && t->phase != phase) {
+        t->phase = phase;
+        t->t0 = mono_now();
+    }
+    pthread_mutex_unlock(&srv->mu);
+}
+
+static void notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_context,
+                                 enum MHD_ConnectionNotificationCode toe)
+{
+    ferry_httpd *srv = cls;
+    pthread_mutex_lock(&srv->mu);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conn_track *t = ci ? calloc(1, sizeof *t) : NULL;
+        if (t) { /* untracked (out of memory): only MHD's own timeout applies */
+            t->fd = ci->connect_fd;
+            t->t0 = mono_now();
+            t->next = srv->conns;
+            if (srv->conns)
+                srv->conns->prev = t;
+            srv->conns = t;
+        }
+        *socket_context = t;
+    } else {
+        /* MHD closes the socket after this returns: the watchdog, holding mu, never shuts
+         * down a descriptor that was closed (and maybe reused) */
+        conn_track *t = *socket_context;
+        if (t) {
+            if (t->prev)
+                t->prev->next = t->next;
+            else
+                srv->conns = t->next;
+            if (t->next)
+                t->next->prev = t->prev;
+            free(t);
+        }
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock(&srv->mu);
+}
+
+static void *watchdog_main(void *arg)
+{
+    ferry_httpd *srv = arg;
+    pthread_mutex_lock(&srv->mu);
+    while (!srv->stopping) {
+        double now = mono_now();
+        for (conn_track *t = srv->conns; t; t = t->next) {
+            if (t->cut)
+                continue;
+            bool late = (t->phase == 0 && srv->header_timeout_s &&
+                         now - t->t0 > srv->header_timeout_s) ||
+                        (t->phase == 1 && srv->receive_timeout_s &&
+                         now - t->t0 > srv->receive_timeout_s);
+            if (!late)
+                continue;
+            shutdown(t->fd, SHUT_RDWR);
+            t->cut = true;
+            if (t->phase == 0)
+                srv->cut_headers++;
+            else
+                srv->cut_receive++;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&srv->cond, &srv->mu, &ts);
+    }
+    pthread_mutex_unlock(&srv->mu);
+    return NULL;
+}
 
 typedef struct http_header {
     char *name, *value;
@@ -142,6 +263,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         req->path = url;
         req->route = match_route(srv, method, url);
         *con_cls = req;
+        track_phase(srv, conn, 1);
         if (!req->route) {
             ferry_http_respond_text(req, 404, "There is no handle for this path\n");
             req->discarding = true;
@@ -181,6 +303,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         return MHD_YES;
     }
     /* The body is complete. */
+    track_phase(srv, conn, 2);
     if (!req->response && !req->queued && !req->completed) {
         req->completed = true;
         req->route->on_complete(req, req->route->ctx);
@@ -193,8 +316,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)conn;
+    ferry_httpd *srv = cls;
+    track_phase(srv, conn, 0); /* keep-alive: the next request's headers */
     ferry_http_req *req = *con_cls;
     if (req)
         req->delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
@@ -259,17 +382,36 @@ int ferry_httpd_start(const ferry_httpd_options *opt, const ferry_http_route *ro
         flags |= MHD_USE_EPOLL;
     unsigned limit = opt->max_connections ? opt->max_connections : 256;
     unsigned timeout = opt->idle_timeout_s ? opt->idle_timeout_s : 300;
+    srv->header_timeout_s = opt->header_timeout_s;
+    srv->receive_timeout_s = opt->receive_timeout_s;
+    pthread_mutex_init(&srv->mu, NULL);
+    pthread_cond_init(&srv->cond, NULL);
+    srv->watching = srv->header_timeout_s || srv->receive_timeout_s;
+    struct MHD_OptionItem ops[] = {
+        {MHD_OPTION_LISTEN_SOCKET, fd, NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed_cb, srv},
+        {MHD_OPTION_CONNECTION_LIMIT, limit, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, timeout, NULL},
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, opt->max_per_address, NULL},
+        {srv->watching ? MHD_OPTION_NOTIFY_CONNECTION : MHD_OPTION_END,
+         (intptr_t)notify_connection_cb, srv},
+        {MHD_OPTION_END, 0, NULL}};
     if (opt->threads > 1)
-        srv->daemon = MHD_start_daemon(
-            flags, 0, NULL, NULL, access_cb, srv, MHD_OPTION_LISTEN_SOCKET, fd,
-            MHD_OPTION_NOTIFY_COMPLETED, completed_cb, srv, MHD_OPTION_CONNECTION_LIMIT, limit,
-            MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_THREAD_POOL_SIZE, opt->threads,
-            MHD_OPTION_END);
-    else
         srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, srv,
-                                       MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
-                                       completed_cb, srv, MHD_OPTION_CONNECTION_LIMIT, limit,
-                                       MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
+                                       MHD_OPTION_THREAD_POOL_SIZE, opt->threads,
+                                       MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
+    else
+        srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, srv, MHD_OPTION_ARRAY,
+                                       ops, MHD_OPTION_END);
+    if (srv->daemon && srv->watching) {
+        if (pthread_create(&srv->watchdog, NULL, watchdog_main, srv) != 0) {
+            MHD_stop_daemon(srv->daemon);
+            srv->daemon = NULL;
+            fd = -1; /* MHD closed it */
+            rc = ferry_err_set(err, FERRY_EIO, "cannot start the connection watchdog thread");
+            goto out;
+        }
+    }
     if (!srv->daemon) {
         rc = ferry_err_set(err, FERRY_EIO, "libmicrohttpd could not start on %s:%u", addr,
                            srv->port);
@@ -294,9 +436,26 @@ void ferry_httpd_stop(ferry_httpd *srv)
 {
     if (!srv)
         return;
+    if (srv->watching) {
+        pthread_mutex_lock(&srv->mu);
+        srv->stopping = true;
+        pthread_cond_signal(&srv->cond);
+        pthread_mutex_unlock(&srv->mu);
+        pthread_join(srv->watchdog, NULL);
+    }
     MHD_stop_daemon(srv->daemon);
+    pthread_mutex_destroy(&srv->mu);
+    pthread_cond_destroy(&srv->cond);
     free(srv->routes);
     free(srv);
+}
+
+void ferry_httpd_cut_counts(ferry_httpd *srv, uint64_t *headers, uint64_t *receive)
+{
+    pthread_mutex_lock(&srv->mu);
+    *headers = srv->cut_headers;
+    *receive = srv->cut_receive;
+    pthread_mutex_unlock(&srv->mu);
 }
 
 const char *ferry_http_method(const ferry_http_req *req) { return req->method; }

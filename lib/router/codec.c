@@ -397,6 +397,7 @@ struct ferry_rt_codec {
     uint64_t rows;
     ferry_buf tenant_buf, key_buf;
     struct span *fields; /* text formats: the fields of the current row */
+    size_t retry_len;    /* an incomplete row is looked at again once this many bytes are in */
 };
 
 void ferry_rt_codec_free(ferry_rt_codec *c)
@@ -1205,14 +1206,31 @@ int ferry_rt_codec_next(ferry_rt_codec *c, const char *data, size_t len, bool eo
 {
     memset(row, 0, sizeof *row);
     *used = 0;
+    /* The row finders start from the row's first byte each time. An incomplete row is looked at
+     * again only once its bytes have doubled (or reached max_row, where it is an error), so a
+     * row arriving in many chunks costs time linear in its size, not quadratic (one 8 MB JSON
+     * row in 16 KiB chunks took 2.6 s); a row may so be seen complete up to one row's worth
+     * of bytes late, never later than the end of the data. */
+    if (!eof && len < c->retry_len)
+        return FERRY_OK;
+    int rc;
     switch (c->format) {
     case FERRY_RT_JSONEACHROW:
-        return json_next(c, data, len, eof, used, row, err);
+        rc = json_next(c, data, len, eof, used, row, err);
+        break;
     case FERRY_RT_ROWBINARY:
-        return bin_next(c, data, len, eof, used, row, err);
+        rc = bin_next(c, data, len, eof, used, row, err);
+        break;
     default:
-        return text_next(c, data, len, eof, used, row, err);
+        rc = text_next(c, data, len, eof, used, row, err);
+        break;
     }
+    c->retry_len = 0;
+    if (rc == FERRY_OK && !row->have && !eof) {
+        size_t rest = len - *used, next = rest > 64 ? 2 * rest : rest + 64;
+        c->retry_len = next < c->max_row + 1 ? next : c->max_row + 1;
+    }
+    return rc;
 }
 
 int ferry_rt_codec_emit(ferry_rt_codec *c, const char *data, const ferry_rt_row *row,

@@ -140,6 +140,12 @@ struct ferry_router {
     size_t stream_buffer_bytes; /* the queue between the parser and a shard's sender */
     size_t max_request_bytes;
     size_t max_row_bytes;
+    /* budget.c: bodies read whole, the bytes they hold at once, connections and deadlines */
+    size_t max_buffered_bytes;
+    size_t memory_budget;
+    _Atomic size_t mem_used;
+    unsigned max_connections, max_per_address;
+    unsigned idle_timeout_s, header_timeout_s, receive_timeout_s;
     long shard_timeout_ms;
     ferry_lb load_balancing;
 
@@ -435,6 +441,12 @@ void rt_reads_metrics(ferry_router *r, ferry_buf *out);
 /* ---- answers ---- */
 /* A ClickHouse-style error: "Code: N. DB::Exception: MSG. (NAME) (version ferry router)" with
  * X-ClickHouse-Exception-Code and the status ClickHouse would send for NAME. */
+/* budget.c: the [router] keys for memory, connections and deadlines; reserving bytes of
+ * the process-wide memory budget (false: over it) and giving them back. */
+int rt_budget_config(ferry_router *r, const ferry_config *cfg, ferry_err *err);
+bool rt_mem_reserve(ferry_router *r, size_t n);
+void rt_mem_release(ferry_router *r, size_t n);
+
 void rt_respond_error(ferry_http_req *req, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int rt_error_code(const char *name);

@@ -2747,8 +2747,14 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
         ferry_buf_free(&text);
         return false;
     }
-    /* Only SELECT-like statements are analysed (a large DDL or INSERT body is not tokenized). */
-    if (ferry_ch_statement_kind(ferry_buf_cstr(&text)) != FERRY_CH_STMT_READ) {
+    /* Only SELECT-like statements are analysed (a large DDL or INSERT body is not tokenized):
+     * classified as the router classifies bodies (ClickHouse's comment rules; it stops at the
+     * first word). */
+    ferry_rt_insert probe;
+    bool more = false;
+    enum ferry_rt_stmt kind = ferry_rt_classify(text.data, text.len, true, &probe, &more);
+    ferry_rt_insert_free(&probe);
+    if (kind != FERRY_RT_STMT_SELECT) {
         ferry_buf_free(&text);
         return false;
     }

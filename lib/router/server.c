@@ -50,6 +50,7 @@ int rt_error_code(const char *name)
                  {"UNKNOWN_FORMAT", 73},
                  {"INCORRECT_DATA", 117},
                  {"TIMEOUT_EXCEEDED", 159},
+                 {"MEMORY_LIMIT_EXCEEDED", 241},
                  {"CANNOT_ALLOCATE_MEMORY", 173},
                  {"QUOTA_EXCEEDED", 201},
                  {"TOO_MANY_SIMULTANEOUS_QUERIES", 202},
@@ -93,12 +94,18 @@ void rt_respond_error(ferry_http_req *req, const char *name, const char *fmt, ..
 
 enum req_mode { MODE_HEAD, MODE_INSERT, MODE_PASS, MODE_DONE };
 
+/* A body's statement must be classified within its first RT_HEAD_MAX bytes (ClickHouse's own
+ * max_query_size is 256 KiB too). */
+#define RT_HEAD_MAX (256u << 10)
+
 typedef struct req_state {
     ferry_router *r;
     rt_principal *who;  /* who sent it (auth.c); NULL only before authentication */
     enum req_mode mode;
     bool query_in_url;
     ferry_buf head;     /* the body's start while the statement is not known yet */
+    ferry_rt_head scan; /* its classification so far (each byte looked at once) */
+    size_t mem_held;    /* bytes of head and body reserved from the memory budget (budget.c) */
     ferry_buf body;     /* passthrough: the whole body */
     size_t received;
     /* insert */
@@ -146,6 +153,8 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
     rt_metrics_request(st->r, st->kind, ferry_http_delivered(req) ? ferry_http_status(req) : 499,
                        mono_s() - st->t0);
     ferry_buf_free(&st->head);
+    ferry_rt_head_free(&st->scan);
+    rt_mem_release(st->r, st->mem_held);
     ferry_buf_free(&st->body);
     ferry_buf_free(&st->carry);
     ferry_buf_free(&st->row_out);
@@ -557,6 +566,37 @@ static int collect_setting(void *cls, const char *name, const char *value)
     return 0;
 }
 
+/* An INSERT the router cannot route must not slip past it into a managed table: answers (and
+ * returns true) when db.table is one. */
+static bool refuse_unrouted(ferry_http_req *req, req_state *st, const char *db, const char *table)
+{
+    ferry_router *r = st->r;
+    const char *d = db[0] ? db : ferry_http_arg(req, "database");
+    if (!d || !*d)
+        d = ferry_http_header(req, "X-ClickHouse-Database");
+    if (!d || !*d)
+        d = "default";
+    if (!managed_table(r, d, table))
+        return false;
+    if (st->who && !st->who->admin)
+        rt_respond_error(req, "ACCESS_DENIED",
+                         "ferry router: user %s is bound to tenants: into the managed "
+                         "table %s.%s it may only insert rows as data (INSERT INTO %s "
+                         "[(columns)] FORMAT F), each checked against its tenants",
+                         st->who->name, d, table, table);
+    else
+        rt_respond_error(req, "NOT_IMPLEMENTED",
+                         "ferry router: %s.%s is a managed table; inserts into it must be "
+                         "INSERT INTO %s [(columns)] FORMAT <JSONEachRow | TSV | "
+                         "TSVWithNames | CSV | CSVWithNames | RowBinary> with the rows "
+                         "as data (VALUES, INSERT SELECT and SETTINGS clauses are not "
+                         "routed; pass settings as URL parameters)",
+                         d, table, table);
+    st->mode = MODE_DONE;
+    st->failed = true;
+    return true;
+}
+
 /* The statement is known: choose the handler. sql/len is the statement text (complete). */
 static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t len,
                      const char *data, size_t data_len)
@@ -573,35 +613,9 @@ static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t
             db = "default";
         t = managed_table(r, db, st->ins.table);
     } else if (kind == FERRY_RT_STMT_INSERT_OTHER) {
-        /* An INSERT the router cannot route must not slip past it into a managed table. */
         char db[FERRY_RT_IDENT_MAX], table[FERRY_RT_IDENT_MAX];
-        if (ferry_rt_insert_target(sql, len, db, table)) {
-            const char *d = db[0] ? db : ferry_http_arg(req, "database");
-            if (!d || !*d)
-                d = "default";
-            if (managed_table(r, d, table) && st->who && !st->who->admin) {
-                rt_respond_error(req, "ACCESS_DENIED",
-                                 "ferry router: user %s is bound to tenants: into the managed "
-                                 "table %s.%s it may only insert rows as data (INSERT INTO %s "
-                                 "[(columns)] FORMAT F), each checked against its tenants",
-                                 st->who->name, d, table, table);
-                st->mode = MODE_DONE;
-                st->failed = true;
-                return;
-            }
-            if (managed_table(r, d, table)) {
-                rt_respond_error(req, "NOT_IMPLEMENTED",
-                                 "ferry router: %s.%s is a managed table; inserts into it must be "
-                                 "INSERT INTO %s [(columns)] FORMAT <JSONEachRow | TSV | "
-                                 "TSVWithNames | CSV | CSVWithNames | RowBinary> with the rows "
-                                 "as data (VALUES, INSERT SELECT and SETTINGS clauses are not "
-                                 "routed; pass settings as URL parameters)",
-                                 d, table, table);
-                st->mode = MODE_DONE;
-                st->failed = true;
-                return;
-            }
-        }
+        if (ferry_rt_insert_target(sql, len, db, table) && refuse_unrouted(req, st, db, table))
+            return;
     }
     if (t) {
         arg_ctx a = {st, 0};
@@ -639,6 +653,67 @@ static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t
         st->mode = MODE_DONE;
         st->failed = true;
     }
+}
+
+/* Appends a piece of a body the router reads whole (a statement's head, a passthrough or
+ * SELECT body) within [router] max_buffered_bytes and the memory budget; answers and returns
+ * false when it does not fit. */
+static bool hold_append(ferry_http_req *req, req_state *st, ferry_buf *b, const char *data,
+                        size_t len)
+{
+    ferry_router *r = st->r;
+    if (st->mem_held + len > r->max_buffered_bytes) {
+        rt_respond_error(req, "QUERY_IS_TOO_LARGE",
+                         "ferry router: this request is read whole before it is answered (a "
+                         "statement other than a routed INSERT ... FORMAT, with its data) and "
+                         "it is larger than [router] max_buffered_bytes (%zu bytes)",
+                         r->max_buffered_bytes);
+    } else if (!rt_mem_reserve(r, len)) {
+        rt_respond_error(req, "MEMORY_LIMIT_EXCEEDED",
+                         "ferry router: the requests in progress hold the router's [router] "
+                         "memory_budget (%zu bytes); retry later",
+                         r->memory_budget);
+    } else {
+        st->mem_held += len;
+        if (!ferry_buf_append(b, data, len))
+            return true;
+        rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
+    }
+    st->failed = true;
+    st->mode = MODE_DONE;
+    return false;
+}
+
+/* The body's statement is classified (st->scan decided): an insert goes to dispatch with the
+ * data after its head; anything else passes through whole, unless it is an INSERT into a
+ * managed table the router cannot route. */
+static void head_decided(ferry_http_req *req, req_state *st)
+{
+    ferry_buf h = st->head;
+    memset(&st->head, 0, sizeof st->head);
+    if (st->scan.kind == FERRY_RT_STMT_INSERT) {
+        size_t data_at = st->scan.ins.data_offset;
+        dispatch(req, st, h.data, data_at, h.data + data_at, h.len - data_at);
+        if (st->mode == MODE_PASS) {
+            /* dispatch copied only the data; a passthrough needs the statement too */
+            ferry_buf_free(&st->body);
+            st->body = h;
+            return;
+        }
+        ferry_buf_free(&h);
+        rt_mem_release(st->r, st->mem_held); /* an insert streams: no body is held */
+        st->mem_held = 0;
+        return;
+    }
+    if (st->scan.kind == FERRY_RT_STMT_INSERT_OTHER) {
+        char db[FERRY_RT_IDENT_MAX], table[FERRY_RT_IDENT_MAX];
+        if (ferry_rt_head_target(&st->scan, db, table) && refuse_unrouted(req, st, db, table)) {
+            ferry_buf_free(&h);
+            return;
+        }
+    }
+    st->mode = MODE_PASS;
+    st->body = h;
 }
 
 /* ---- HTTP callbacks ------------------------------------------------------------------------- */
@@ -731,61 +806,25 @@ static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
         return 0;
     }
     if (st->mode == MODE_PASS) {
-        if (ferry_buf_append(&st->body, data, len)) {
-            rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
-            st->failed = true;
-            st->mode = MODE_DONE;
-        }
+        (void)hold_append(req, st, &st->body, data, len);
         return 0;
     }
     /* MODE_HEAD: the statement is at the start of the body. */
-    size_t before = st->head.len;
-    if (ferry_buf_append(&st->head, data, len)) {
-        rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
+    if (!hold_append(req, st, &st->head, data, len))
+        return 0;
+    if (ferry_rt_head_feed(&st->scan, st->head.data, st->head.len, false)) {
+        head_decided(req, st);
+        return 0;
+    }
+    if (st->head.len > RT_HEAD_MAX) {
+        /* Still undecided (an INSERT's head or comments this long): refused rather than passed
+         * through, since it may be an insert into a managed table. */
+        rt_respond_error(req, "QUERY_IS_TOO_LARGE",
+                         "ferry router: the statement's head (up to the data after FORMAT) is "
+                         "longer than %u bytes; shorten the column list or comments",
+                         (unsigned)RT_HEAD_MAX);
         st->failed = true;
         st->mode = MODE_DONE;
-        return 0;
-    }
-    /* Look at each new line end: is the statement complete there? */
-    for (size_t i = before; i < st->head.len; i++) {
-        if (st->head.data[i] != '\n')
-            continue;
-        ferry_rt_insert ins;
-        bool need_more = false;
-        enum ferry_rt_stmt k = ferry_rt_classify(st->head.data, i + 1, false, &ins, &need_more);
-        ferry_rt_insert_free(&ins);
-        if (need_more)
-            continue;
-        if (k != FERRY_RT_STMT_INSERT) {
-            /* Not a routable insert: the whole body is the statement (and maybe data). */
-            ferry_buf h = st->head;
-            memset(&st->head, 0, sizeof st->head);
-            st->mode = MODE_PASS;
-            st->body = h;
-            return 0;
-        }
-        ferry_buf h = st->head;
-        memset(&st->head, 0, sizeof st->head);
-        ferry_rt_insert probe;
-        ferry_rt_classify(h.data, i + 1, true, &probe, &need_more);
-        size_t data_at = probe.data_offset;
-        ferry_rt_insert_free(&probe);
-        dispatch(req, st, h.data, data_at, h.data + data_at, h.len - data_at);
-        if (st->mode == MODE_PASS) {
-            /* dispatch copied only the data; a passthrough needs the statement too */
-            ferry_buf_free(&st->body);
-            st->body = h;
-            return 0;
-        }
-        ferry_buf_free(&h);
-        return 0;
-    }
-    if (st->head.len > (256u << 10)) {
-        /* No statement end in the first 256 KiB: not a routable insert. */
-        ferry_buf h = st->head;
-        memset(&st->head, 0, sizeof st->head);
-        st->mode = MODE_PASS;
-        st->body = h;
     }
     return 0;
 }
@@ -855,26 +894,8 @@ static void on_complete(ferry_http_req *req, void *ctx)
     if (st->mode == MODE_HEAD) {
         /* The body ended: it is all statement (an insert whose data follows FORMAT on the same
          * line, or a statement without a line end). */
-        ferry_buf h = st->head;
-        memset(&st->head, 0, sizeof st->head);
-        ferry_rt_insert probe;
-        bool nm;
-        enum ferry_rt_stmt k = ferry_rt_classify(h.data ? h.data : "", h.len, true, &probe, &nm);
-        size_t data_at = probe.data_offset;
-        ferry_rt_insert_free(&probe);
-        if (k == FERRY_RT_STMT_INSERT) {
-            dispatch(req, st, h.data, data_at, h.data + data_at, h.len - data_at);
-            if (st->mode == MODE_PASS) {
-                ferry_buf_free(&st->body);
-                st->body = h;
-                memset(&h, 0, sizeof h);
-            }
-        } else {
-            st->mode = MODE_PASS;
-            st->body = h;
-            memset(&h, 0, sizeof h);
-        }
-        ferry_buf_free(&h);
+        ferry_rt_head_feed(&st->scan, st->head.data ? st->head.data : "", st->head.len, true);
+        head_decided(req, st);
         if (ferry_http_responded(req))
             return;
     }
@@ -1010,7 +1031,10 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "retry_window", "auth", "passthrough_user",
                                        "passthrough_password_file", "bound_insert_max_bytes",
                                        "login_free_failures", "login_max_delay",
-                                       "login_failure_decay", NULL};
+                                       "login_failure_decay", "max_buffered_bytes",
+                                       "memory_budget", "max_connections",
+                                       "max_connections_per_address", "idle_timeout",
+                                       "header_timeout", "receive_timeout", NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
@@ -1042,7 +1066,7 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                            cfg->path);
     r->stream_buffer_bytes = (size_t)v;
     if (!rc)
-        rc = ferry_config_bytes(cfg, "router", NULL, "max_request_bytes", 1ULL << 30, &v, err);
+        rc = ferry_config_bytes(cfg, "router", NULL, "max_request_bytes", 256ULL << 20, &v, err);
     r->max_request_bytes = (size_t)v;
     if (!rc)
         rc = ferry_config_bytes(cfg, "router", NULL, "max_row_bytes", 64u << 20, &v, err);
@@ -1084,6 +1108,8 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                            "%s: [router] load_balancing = '%s': expected a ClickHouse "
                            "load_balancing value (random, in_order, round_robin, ...)",
                            cfg->path, lb);
+    if (!rc)
+        rc = rt_budget_config(r, cfg, err);
     return rc;
 }
 
@@ -1153,7 +1179,13 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
         {NULL, "/ferry/partial/", NULL, NULL, rt_partial_on_complete, NULL, r, 0},
         {NULL, "/", on_headers, on_body, on_complete, state_free, r, 0},
     };
-    ferry_httpd_options ho = {.bind_addr = addr, .port = port};
+    ferry_httpd_options ho = {.bind_addr = addr,
+                              .port = port,
+                              .max_connections = r->max_connections,
+                              .max_per_address = r->max_per_address,
+                              .idle_timeout_s = r->idle_timeout_s,
+                              .header_timeout_s = r->header_timeout_s,
+                              .receive_timeout_s = r->receive_timeout_s};
     rc = ferry_httpd_start(&ho, routes, sizeof routes / sizeof routes[0], &r->httpd, err);
 out:
     ferry_record_list_free(&tables);

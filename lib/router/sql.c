@@ -1,103 +1,399 @@
 /* Statement classification for the router: is this an INSERT ... FORMAT F the router can route,
- * and what does its head say (table, column list, format, where the data starts). Pure. */
-#include "ferry/clickhouse.h"
+ * and what does its head say (table, column list, format, where the data starts). Pure.
+ *
+ * The head is read by ClickHouse's token rules (lib/sql/tokenize.c: nested block comments,
+ * '#'/'--'/'//' line comments, quoted identifiers), so a comment cannot hide a statement from the
+ * router that the server would see. The scanner is incremental: the daemon feeds it the body's
+ * start as it arrives and every byte is tokenized once (a request's CPU is linear in its bytes,
+ * however its lines and chunks are cut). It stops only after a whitespace byte, where no token
+ * but a line comment, a block comment or a quoted token can continue (the tokenizer looks at
+ * most one byte ahead, and never across whitespace, except for heredocs, which no INSERT head
+ * holds); those three carry their state (nesting depth, escape) from one feed to the next. */
 #include "ferry/router.h"
+#include "ferry/sqltok.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-typedef struct tok {
-    const char *s, *end;
-    const char *p; /* next unread byte */
-} tok;
+#define PIECE 4096
 
-/* Skips white space and comments; false when the text ends inside a comment. */
-static bool skip_space(tok *t)
+enum { L_NORMAL, L_BLOCK, L_QUOTE, L_LINE };
+
+enum {
+    P_START,     /* before the first word ('(' allowed: "(SELECT 1)") */
+    P_INTO,      /* after INSERT */
+    P_TABLEKW,   /* after INTO: optional TABLE */
+    P_NAME1,     /* a name: [db.]table */
+    P_AFTER1,    /* after the first name: '.', '(' or FORMAT */
+    P_NAME2,     /* after "db." */
+    P_AFTER_NAME,/* '(' or FORMAT */
+    P_COL,       /* a column name */
+    P_COLSEP,    /* ',' or ')' */
+    P_FORMAT,    /* FORMAT after the column list */
+    P_FMT,       /* the format's name */
+    P_AFTER_FMT  /* bytes after the name: spaces, one newline, then the data */
+};
+
+static bool is_ws(char c)
 {
-    for (;;) {
-        while (t->p < t->end && isspace((unsigned char)*t->p))
-            t->p++;
-        if (t->end - t->p >= 2 && t->p[0] == '-' && t->p[1] == '-') {
-            while (t->p < t->end && *t->p != '\n')
-                t->p++;
-            continue;
-        }
-        if (t->end - t->p >= 2 && t->p[0] == '/' && t->p[1] == '*') {
-            const char *q = t->p + 2;
-            while (q + 1 < t->end && !(q[0] == '*' && q[1] == '/'))
-                q++;
-            if (q + 1 >= t->end)
-                return false;
-            t->p = q + 2;
-            continue;
-        }
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+void ferry_rt_head_init(ferry_rt_head *h)
+{
+    memset(h, 0, sizeof *h);
+}
+
+void ferry_rt_head_free(ferry_rt_head *h)
+{
+    ferry_rt_insert_free(&h->ins);
+}
+
+static void decide(ferry_rt_head *h, enum ferry_rt_stmt kind)
+{
+    h->decided = true;
+    h->kind = kind;
+}
+
+/* The parse failed where a routable INSERT head needed something else. */
+static void fail(ferry_rt_head *h)
+{
+    decide(h, h->state == P_START ? FERRY_RT_STMT_OTHER : FERRY_RT_STMT_INSERT_OTHER);
+}
+
+/* An identifier token into out: a bare word starting with a letter or '_', or a quoted one
+ * (unescaped; empty, NUL-holding or too long names are refused). */
+static bool tok_ident(const ferry_toks *t, const ferry_tok *k, char *out, size_t outsz)
+{
+    const char *p = t->text + k->start;
+    if (k->kind == FERRY_TOK_WORD) {
+        if (!((p[0] >= 'a' && p[0] <= 'z') || (p[0] >= 'A' && p[0] <= 'Z') || p[0] == '_'))
+            return false;
+        if (k->len >= outsz)
+            return false;
+        memcpy(out, p, k->len);
+        out[k->len] = '\0';
         return true;
     }
-}
-
-static bool word_char(char c) { return isalnum((unsigned char)c) || c == '_' || c == '$'; }
-
-/* The keyword kw at the cursor (case-insensitive, as a whole word). */
-static bool keyword(tok *t, const char *kw)
-{
-    if (!skip_space(t))
-        return false;
-    size_t n = strlen(kw);
-    if ((size_t)(t->end - t->p) < n || strncasecmp(t->p, kw, n) != 0)
-        return false;
-    if (t->p + n < t->end && word_char(t->p[n]))
-        return false;
-    t->p += n;
-    return true;
-}
-
-/* An identifier: bare, `back-quoted` or "double-quoted" (with \ escapes and doubled quotes). */
-static bool ident(tok *t, char *out, size_t outsz)
-{
-    if (!skip_space(t) || t->p >= t->end)
+    if (k->kind != FERRY_TOK_QIDENT)
         return false;
     size_t n = 0;
-    char q = *t->p;
-    if (q == '`' || q == '"') {
-        const char *p = t->p + 1;
-        while (p < t->end) {
-            char c = *p++;
-            if (c == '\\' && p < t->end)
-                c = *p++;
-            else if (c == q) {
-                if (p < t->end && *p == q)
-                    p++;
-                else {
-                    t->p = p;
-                    out[n] = '\0';
-                    return n > 0;
-                }
-            }
-            if (n + 1 >= outsz)
-                return false;
-            out[n++] = c;
-        }
-        return false;
-    }
-    if (!(isalpha((unsigned char)q) || q == '_'))
-        return false;
-    while (t->p < t->end && word_char(*t->p)) {
-        if (n + 1 >= outsz)
-            return false;
-        out[n++] = *t->p++;
-    }
-    out[n] = '\0';
-    return true;
+    char *v = ferry_tok_value(t, k, &n);
+    bool ok = v && n > 0 && n < outsz && !memchr(v, '\0', n);
+    if (ok)
+        memcpy(out, v, n + 1);
+    free(v);
+    return ok;
 }
 
-static bool punct(tok *t, char c)
+static bool is_read_word(const ferry_toks *t, const ferry_tok *k)
 {
-    if (!skip_space(t) || t->p >= t->end || *t->p != c)
-        return false;
-    t->p++;
-    return true;
+    static const char *const reads[] = {"SELECT", "WITH",   "SHOW",   "DESC",
+                                        "DESCRIBE", "EXISTS", "EXPLAIN"};
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++)
+        if (ferry_tok_is_kw(t, k, reads[i]))
+            return true;
+    return false;
+}
+
+/* One significant token into the head's parser. */
+static void step(ferry_rt_head *h, const ferry_toks *t, const ferry_tok *k)
+{
+    ferry_rt_insert *ins = &h->ins;
+    switch (h->state) {
+    case P_START:
+        if (k->kind == FERRY_TOK_LPAREN) {
+            h->paren = true;
+            return;
+        }
+        if (!h->paren && ferry_tok_is_kw(t, k, "INSERT")) {
+            h->state = P_INTO;
+            return;
+        }
+        decide(h, is_read_word(t, k) ? FERRY_RT_STMT_SELECT : FERRY_RT_STMT_OTHER);
+        return;
+    case P_INTO:
+        if (!ferry_tok_is_kw(t, k, "INTO"))
+            break;
+        h->state = P_TABLEKW;
+        return;
+    case P_TABLEKW:
+        h->state = P_NAME1;
+        if (ferry_tok_is_kw(t, k, "TABLE"))
+            return;
+        step(h, t, k); /* the name */
+        return;
+    case P_NAME1:
+        if (!tok_ident(t, k, ins->table, sizeof ins->table) || !strcasecmp(ins->table, "FUNCTION"))
+            break;
+        h->state = P_AFTER1;
+        return;
+    case P_AFTER1:
+        if (k->kind == FERRY_TOK_DOT) {
+            memcpy(ins->database, ins->table, sizeof ins->table);
+            ins->table[0] = '\0';
+            h->state = P_NAME2;
+            return;
+        }
+        h->have_target = true;
+        h->state = P_AFTER_NAME;
+        step(h, t, k);
+        return;
+    case P_NAME2:
+        if (!tok_ident(t, k, ins->table, sizeof ins->table))
+            break;
+        h->have_target = true;
+        h->state = P_AFTER_NAME;
+        return;
+    case P_AFTER_NAME:
+        if (k->kind == FERRY_TOK_LPAREN) {
+            h->state = P_COL;
+            return;
+        }
+        if (!ferry_tok_is_kw(t, k, "FORMAT"))
+            break;
+        h->state = P_FMT;
+        return;
+    case P_COL:
+        if (ins->n_columns == FERRY_RT_MAX_COLUMNS)
+            break;
+        if (ins->n_columns == h->cols_cap) {
+            size_t nc = h->cols_cap ? h->cols_cap * 2 : 16;
+            void *p = realloc(ins->columns, nc * sizeof *ins->columns);
+            if (!p)
+                break;
+            ins->columns = p;
+            h->cols_cap = nc;
+        }
+        if (!tok_ident(t, k, ins->columns[ins->n_columns], FERRY_RT_IDENT_MAX))
+            break;
+        ins->n_columns++;
+        h->state = P_COLSEP;
+        return;
+    case P_COLSEP:
+        if (k->kind == FERRY_TOK_COMMA)
+            h->state = P_COL;
+        else if (k->kind == FERRY_TOK_RPAREN)
+            h->state = P_FORMAT;
+        else
+            break;
+        return;
+    case P_FORMAT:
+        if (!ferry_tok_is_kw(t, k, "FORMAT"))
+            break;
+        h->state = P_FMT;
+        return;
+    case P_FMT:
+        if (!tok_ident(t, k, ins->format, sizeof ins->format))
+            break;
+        h->state = P_AFTER_FMT;
+        h->after = k->start + k->len;
+        h->name_end = h->after;
+        return;
+    default:
+        return;
+    }
+    fail(h);
+}
+
+/* Tokenizes text[from, to) (absolute offsets; the tokenizer sees text+from) and steps the parser
+ * through its significant tokens. Returns where the lexer stands: to, or the start of a token
+ * left open (its mode set). */
+static size_t lex_normal(ferry_rt_head *h, const char *text, size_t from, size_t to,
+                         bool complete)
+{
+    if (text[from] == '.') {
+        /* resumed right after a quoted name or a comment: the tokenizer, starting here, would
+         * take ".5" for a number; after an operand it is a dot (as it would be in context) */
+        ferry_toks one = {.text = text, .text_len = to};
+        ferry_tok k = {FERRY_TOK_DOT, from, 1};
+        step(h, &one, &k);
+        return from + 1;
+    }
+    ferry_toks toks = {0};
+    size_t erroff = 0;
+    ferry_err err = {0};
+    int rc = ferry_sql_tokenize(text + from, to - from, &toks, &erroff, &err);
+    /* the tokens are relative to text+from: see them through the whole text */
+    ferry_toks whole = toks;
+    whole.text = text;
+    whole.text_len = to;
+    size_t at = to;
+    for (size_t i = 0; i < toks.n && !h->decided && h->state != P_AFTER_FMT; i++) {
+        ferry_tok k = toks.v[i];
+        k.start += from;
+        if (ferry_tok_significant(&k)) {
+            step(h, &whole, &k);
+            continue;
+        }
+        /* a line comment reaching the end of the text goes on in the next feed */
+        if (k.kind == FERRY_TOK_COMMENT && i + 1 == toks.n && rc == FERRY_OK && !complete &&
+            k.start + k.len == to && !(text[k.start] == '/' && text[k.start + 1] == '*'))
+            h->lex = L_LINE;
+    }
+    if (rc != FERRY_OK && (h->decided || h->state == P_AFTER_FMT)) {
+        /* the head was complete before the error: it is in the data */
+    } else if (rc != FERRY_OK && rc != FERRY_EINVAL) {
+        fail(h); /* out of memory: not routed (an INSERT into a managed table is refused) */
+    } else if (rc != FERRY_OK) {
+        at = from + erroff;
+        char c = text[at];
+        if (c == '/') {
+            h->lex = L_BLOCK;
+            h->depth = 1;
+            h->tok_start = at;
+            at += 2;
+        } else if (c == '\'' || c == '"' || c == '`') {
+            h->lex = L_QUOTE;
+            h->quote = c;
+            h->esc = false;
+            h->tok_start = at;
+            at += 1;
+        } else {
+            fail(h); /* x'..' / b'..' not closed: nothing a head may hold */
+        }
+    }
+    ferry_toks_free(&toks);
+    return at;
+}
+
+/* A quoted token closed at end (exclusive): a significant token for the parser. */
+static void quoted_token(ferry_rt_head *h, const char *text, size_t end)
+{
+    ferry_toks whole = {.text = text, .text_len = end};
+    ferry_tok k = {h->quote == '\'' ? FERRY_TOK_STRING : FERRY_TOK_QIDENT, h->tok_start,
+                   end - h->tok_start};
+    step(h, &whole, &k);
+}
+
+/* Lexes text[h->done, to) in whatever mode the lexer is. */
+static void lex(ferry_rt_head *h, const char *text, size_t to, bool complete)
+{
+    size_t p = h->done;
+    while (p < to && !h->decided && h->state != P_AFTER_FMT) {
+        if (h->lex == L_NORMAL) {
+            /* in pieces of about PIECE bytes, each ending after a whitespace byte: the
+             * tokens of a piece are allocated at once, and the head is usually decided in the
+             * first one (the data after it is not tokenized) */
+            size_t end = to;
+            for (size_t i = p + PIECE; i < to; i++)
+                if (is_ws(text[i])) {
+                    end = i + 1;
+                    break;
+                }
+            p = lex_normal(h, text, p, end, complete && end == to);
+        } else if (h->lex == L_LINE) {
+            const char *nl = memchr(text + p, '\n', to - p);
+            if (!nl) {
+                p = to;
+            } else {
+                p = (size_t)(nl - text);
+                h->lex = L_NORMAL;
+            }
+        } else if (h->lex == L_BLOCK) {
+            while (p + 2 <= to && h->depth) {
+                if (text[p] == '/' && text[p + 1] == '*') {
+                    h->depth++;
+                    p += 2;
+                } else if (text[p] == '*' && text[p + 1] == '/') {
+                    h->depth--;
+                    p += 2;
+                } else {
+                    p++;
+                }
+            }
+            /* a pair is never cut in two: 'to' is after a whitespace byte (or the end) */
+            if (!h->depth)
+                h->lex = L_NORMAL;
+            else
+                p = to;
+        } else { /* L_QUOTE */
+            bool closed = false;
+            while (p < to) {
+                char c = text[p];
+                if (h->esc) {
+                    h->esc = false;
+                    p++;
+                } else if (c == '\\') {
+                    h->esc = true;
+                    p++;
+                } else if (c == h->quote) {
+                    /* a doubled quote stays inside; the byte before 'to' is whitespace (or
+                     * the text is complete), so the byte after a quote is always here */
+                    if (p + 1 < to && text[p + 1] == h->quote) {
+                        p += 2;
+                    } else {
+                        p++;
+                        closed = true;
+                        break;
+                    }
+                } else {
+                    p++;
+                }
+            }
+            if (closed) {
+                h->lex = L_NORMAL;
+                quoted_token(h, text, p);
+            }
+        }
+    }
+    if (p > h->done)
+        h->done = p;
+}
+
+/* The bytes after the format's name: spaces, then one newline or the data itself. */
+static void after_format(ferry_rt_head *h, const char *text, size_t len, bool complete)
+{
+    size_t p = h->after;
+    while (p < len && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r'))
+        p++;
+    h->after = p;
+    if (p == len) {
+        if (complete) {
+            h->ins.data_offset = len;
+            decide(h, FERRY_RT_STMT_INSERT);
+        }
+        return;
+    }
+    if (text[p] == '\n') {
+        h->ins.data_offset = p + 1;
+    } else if (p == h->name_end) {
+        fail(h); /* "FORMAT TSV(...": anything glued on is bad */
+        return;
+    } else {
+        h->ins.data_offset = p;
+    }
+    decide(h, FERRY_RT_STMT_INSERT);
+}
+
+bool ferry_rt_head_feed(ferry_rt_head *h, const char *text, size_t len, bool complete)
+{
+    if (h->decided)
+        return true;
+    if (h->state != P_AFTER_FMT) {
+        size_t to = len;
+        if (!complete) {
+            /* stop after a whitespace byte: the last one among the bytes not looked at yet
+             * (bytes in [done, seen) hold none) */
+            size_t from = h->seen > h->done ? h->seen : h->done;
+            to = h->done;
+            for (size_t i = len; i > from; i--)
+                if (is_ws(text[i - 1])) {
+                    to = i;
+                    break;
+                }
+            if (len > h->seen)
+                h->seen = len;
+        }
+        if (to > h->done)
+            lex(h, text, to, complete);
+    }
+    if (!h->decided && h->state == P_AFTER_FMT)
+        after_format(h, text, len, complete);
+    if (!h->decided && complete)
+        fail(h); /* the text ended before the head did */
+    return h->decided;
 }
 
 void ferry_rt_insert_free(ferry_rt_insert *ins)
@@ -111,104 +407,39 @@ void ferry_rt_insert_free(ferry_rt_insert *ins)
 enum ferry_rt_stmt ferry_rt_classify(const char *sql, size_t len, bool complete,
                                      ferry_rt_insert *ins, bool *need_more)
 {
+    ferry_rt_head h;
+    ferry_rt_head_init(&h);
     memset(ins, 0, sizeof *ins);
     *need_more = false;
-    tok t = {sql, sql + len, sql};
-    if (!keyword(&t, "INSERT")) {
-        enum ferry_ch_stmt_kind k = FERRY_CH_STMT_OTHER;
-        if (len) {
-            char *z = malloc(len + 1);
-            if (z) {
-                memcpy(z, sql, len);
-                z[len] = '\0';
-                k = ferry_ch_statement_kind(z);
-                free(z);
-            }
-        }
-        return k == FERRY_CH_STMT_READ ? FERRY_RT_STMT_SELECT : FERRY_RT_STMT_OTHER;
-    }
-    if (!keyword(&t, "INTO"))
-        goto other;
-    (void)keyword(&t, "TABLE");
-    char a[FERRY_RT_IDENT_MAX], b[FERRY_RT_IDENT_MAX];
-    if (!ident(&t, a, sizeof a))
-        goto other;
-    if (!strcasecmp(a, "FUNCTION"))
-        goto other;
-    if (punct(&t, '.')) {
-        if (!ident(&t, b, sizeof b))
-            goto other;
-        memcpy(ins->database, a, sizeof a);
-        memcpy(ins->table, b, sizeof b);
-    } else {
-        memcpy(ins->table, a, sizeof a);
-    }
-    if (punct(&t, '(')) {
-        size_t cap = 0;
-        for (;;) {
-            if (ins->n_columns == cap) {
-                size_t nc = cap ? cap * 2 : 16;
-                void *p = realloc(ins->columns, nc * sizeof *ins->columns);
-                if (!p)
-                    goto other;
-                ins->columns = p;
-                cap = nc;
-            }
-            if (!ident(&t, ins->columns[ins->n_columns], FERRY_RT_IDENT_MAX))
-                goto other;
-            ins->n_columns++;
-            if (punct(&t, ')'))
-                break;
-            if (!punct(&t, ','))
-                goto other;
-        }
-    }
-    if (!keyword(&t, "FORMAT"))
-        goto other;
-    if (!ident(&t, ins->format, sizeof ins->format))
-        goto other;
-    /* The name must be followed by white space (or the end of a complete text). */
-    const char *p = t.p;
-    while (p < t.end && (*p == ' ' || *p == '\t' || *p == '\r'))
-        p++;
-    if (p == t.end && !complete) {
+    if (!ferry_rt_head_feed(&h, sql, len, complete)) {
         *need_more = true;
-        goto other;
+        ferry_rt_head_free(&h);
+        return FERRY_RT_STMT_INSERT_OTHER;
     }
-    if (p < t.end && *p == '\n')
-        p++;
-    else if (p == t.p && p < t.end)
-        goto other; /* "FORMAT TSVx..." cut mid-name cannot happen here; anything glued on is bad */
-    ins->data_offset = (size_t)(p - sql);
-    return FERRY_RT_STMT_INSERT;
-other:
-    /* Ran out of text before the head was complete: the caller reads more (it cuts the text at
-     * line ends, so a keyword is never cut in half). */
-    if (!complete && skip_space(&t) && t.p >= t.end)
-        *need_more = true;
-    else if (!complete && t.p < t.end && !skip_space(&t))
-        *need_more = true; /* inside a comment */
-    ferry_rt_insert_free(ins);
-    return FERRY_RT_STMT_INSERT_OTHER;
+    if (h.kind == FERRY_RT_STMT_INSERT) {
+        *ins = h.ins;
+        memset(&h.ins, 0, sizeof h.ins);
+    }
+    ferry_rt_head_free(&h);
+    return h.kind;
+}
+
+bool ferry_rt_head_target(const ferry_rt_head *h, char *db, char *table)
+{
+    db[0] = table[0] = '\0';
+    if (!h->have_target)
+        return false;
+    memcpy(db, h->ins.database, FERRY_RT_IDENT_MAX);
+    memcpy(table, h->ins.table, FERRY_RT_IDENT_MAX);
+    return true;
 }
 
 bool ferry_rt_insert_target(const char *sql, size_t len, char *db, char *table)
 {
-    tok t = {sql, sql + len, sql};
-    char a[FERRY_RT_IDENT_MAX], b[FERRY_RT_IDENT_MAX];
-    db[0] = table[0] = '\0';
-    if (!keyword(&t, "INSERT") || !keyword(&t, "INTO"))
-        return false;
-    (void)keyword(&t, "TABLE");
-    if (!ident(&t, a, sizeof a) || !strcasecmp(a, "FUNCTION"))
-        return false;
-    if (punct(&t, '.')) {
-        if (!ident(&t, b, sizeof b))
-            return false;
-        memcpy(db, a, sizeof a);
-        memcpy(table, b, sizeof b);
-    } else {
-        memcpy(table, a, sizeof a);
-    }
-    return true;
+    ferry_rt_head h;
+    ferry_rt_head_init(&h);
+    (void)ferry_rt_head_feed(&h, sql, len, true);
+    bool ok = ferry_rt_head_target(&h, db, table);
+    ferry_rt_head_free(&h);
+    return ok;
 }

@@ -19,7 +19,12 @@ typedef struct parser {
     char **ctes; /* names of WITH name AS (subquery) */
     size_t n_ctes;
     int oom;
+    unsigned depth; /* subqueries open (parse_query calls on the stack) */
 } parser;
+
+/* Subqueries nested deeper than this are not understood (the parser recurses once per level:
+ * 10,000 levels overflowed a thread's stack). ClickHouse's own max_parser_depth is 1000. */
+#define MAX_QUERY_DEPTH 256
 
 static void not_understood(parser *p, size_t sig_index, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -613,7 +618,20 @@ static void parse_select(parser *p, size_t lo, size_t hi, size_t parent, bool in
     }
 }
 
+static void parse_query_at(parser *p, size_t lo, size_t hi, size_t parent, bool in_global);
+
 static void parse_query(parser *p, size_t lo, size_t hi, size_t parent, bool in_global)
+{
+    if (p->depth >= MAX_QUERY_DEPTH) {
+        not_understood(p, lo, "subqueries nested deeper than %d levels", MAX_QUERY_DEPTH);
+        return;
+    }
+    p->depth++;
+    parse_query_at(p, lo, hi, parent, in_global);
+    p->depth--;
+}
+
+static void parse_query_at(parser *p, size_t lo, size_t hi, size_t parent, bool in_global)
 {
     ferry_sql_analysis *a = p->a;
     if (lo >= hi) {
@@ -1048,7 +1066,7 @@ int ferry_sql_analyze(const char *sql, size_t len, const ferry_sql_table *tables
 {
     memset(out, 0, sizeof *out);
     out->understood = true;
-    parser p = {out, tables, n_tables, NULL, 0, 0};
+    parser p = {out, tables, n_tables, NULL, 0, 0, 0};
     size_t off;
     int rc = ferry_sql_tokenize(sql, len, &out->toks, &off, err);
     if (rc)

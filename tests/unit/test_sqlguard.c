@@ -26,6 +26,11 @@ static void test_refused(void **state)
         "DELETE FROM events WHERE tenant = 3",
         "ALTER TABLE events DELETE WHERE tenant = 3",
         "-- comment\nALTER TABLE events ON CLUSTER c DROP PARTITION 1",
+        /* ClickHouse's comments (the same tokenizer as the router's): nested, '#', '//' */
+        "/* a /* b */ SELECT 1 */ DROP TABLE staging",
+        "# c\nTRUNCATE events",
+        "// c\nDELETE FROM events WHERE 1",
+        "ALTER TABLE events /* x */ DROP /* y */ PARTITION 1",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ferry_err err = {0};
@@ -48,6 +53,9 @@ static void test_allowed(void **state)
         "INSERT INTO t SELECT * FROM `truncate`",
         "SYSTEM DROP MARK CACHE",
         "",
+        /* a nested comment hides the words inside it */
+        "/* /* */ DROP TABLE x */ SELECT 1",
+        "SELECT $$DROP TABLE x$$",
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         ferry_err err = {0};

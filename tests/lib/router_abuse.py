@@ -1,0 +1,272 @@
+"""Abusive clients for tests/integration/router_abuse.sh, all on loopback and bounded in count and
+time. Each command prints one JSON object. A normal client (source address 127.0.0.2, so per-address
+limits on the abusers do not touch it) runs `SELECT 1` through the router while the abuse goes on;
+a sampler reads the router's VmRSS from /proc every 50 ms.
+
+  normal URL N                     the normal client alone: latencies (ms)
+  slow URL PID SECONDS             400 slow sockets trickling header bytes (300 from 127.0.1.1-10,
+                                   100 from 127.0.0.1) while the normal client runs
+  big URL PID                      bodies over the limits: passthrough, insert
+  budget URL PID N BYTES           N bodies of BYTES each held half-sent at once, then finished
+  header URL PID                   a 64 KiB header
+  nested URL PID DEPTH             a query of subqueries nested DEPTH deep
+  head URL PID                     a 64 KiB INSERT head of "a,\\n" lines
+  tiny URL PID N THREADS           N tiny requests over THREADS keep-alive connections (each
+                                   from its own address) while the normal client runs
+"""
+import http.client
+import json
+import socket
+import sys
+import threading
+import time
+from urllib.parse import urlparse
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return -1
+    return -1
+
+
+class Sampler(threading.Thread):
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.max, self.stop = pid, 0, False
+
+    def run(self):
+        while not self.stop:
+            self.max = max(self.max, rss_kib(self.pid))
+            time.sleep(0.05)
+
+
+def hostport(url):
+    u = urlparse(url)
+    return u.hostname, u.port
+
+
+def query(url, body, src="127.0.0.2", timeout=30, headers=None):
+    """POST body; returns (status, text, seconds); status 0 when the connection failed."""
+    h, p = hostport(url)
+    t0 = time.monotonic()
+    try:
+        c = http.client.HTTPConnection(h, p, timeout=timeout, source_address=(src, 0))
+        c.request("POST", "/", body=body, headers=headers or {})
+        r = c.getresponse()
+        text = r.read().decode("utf-8", "replace")
+        c.close()
+        return r.status, text, time.monotonic() - t0
+    except (OSError, http.client.HTTPException) as e:
+        return 0, str(e), time.monotonic() - t0
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p))] if xs else None
+
+
+def normal(url, n, out, stop=None):
+    lat, bad = [], []
+    for _ in range(n):
+        if stop is not None and stop.is_set():
+            break
+        st, text, s = query(url, b"SELECT 1")
+        lat.append(s * 1000)
+        if st != 200 or text.strip() != "1":
+            bad.append([st, text[:200]])
+    out.update(p50=pct(lat, 0.5), p99=pct(lat, 0.99), max=max(lat) if lat else None,
+               n=len(lat), bad=bad[:5], n_bad=len(bad))
+
+
+def cmd_normal(url, n):
+    out = {}
+    normal(url, int(n), out)
+    return out
+
+
+def cmd_slow(url, pid, seconds):
+    seconds = float(seconds)
+    h, p = hostport(url)
+    sampler = Sampler(int(pid))
+    sampler.start()
+    socks = []  # [sock, source, opened, closed_at]
+    sources = [f"127.0.1.{1 + i // 30}" for i in range(300)] + ["127.0.0.1"] * 100
+    for src in sources:
+        s = socket.socket()
+        s.settimeout(5)
+        try:
+            s.bind((src, 0))
+            s.connect((h, p))
+            s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")
+            s.setblocking(False)
+            socks.append([s, src, time.monotonic(), None])
+        except OSError:
+            s.close()
+            socks.append([None, src, time.monotonic(), time.monotonic()])
+    load = {}
+    t = threading.Thread(target=normal, args=(url, 40, load))
+    t.start()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        for e in socks:
+            s = e[0]
+            if s is None or e[3] is not None:
+                continue
+            try:
+                s.send(b"X")  # a header byte, so no idle timeout ever fires
+                data = s.recv(4096)
+                if data == b"" or data:
+                    e[3] = time.monotonic()  # closed (or answered) by the router
+            except BlockingIOError:
+                pass
+            except OSError:
+                e[3] = time.monotonic()
+        time.sleep(0.5)
+    t.join()
+    open_left = sum(1 for e in socks if e[3] is None)
+    quick = sum(1 for e in socks if e[3] is not None and e[3] - e[2] < 1.5)
+    per_addr_quick = sum(1 for e in socks if e[1] == "127.0.0.1" and e[3] is not None
+                         and e[3] - e[2] < 1.5)
+    held = [e[3] - e[2] for e in socks if e[3] is not None and e[3] - e[2] >= 1.5]
+    for e in socks:
+        if e[0] is not None:
+            e[0].close()
+    sampler.stop = True
+    return dict(sockets=len(socks), open_left=open_left, closed_quickly=quick,
+                closed_quickly_127_0_0_1=per_addr_quick, held_max_s=max(held) if held else 0,
+                held_n=len(held), normal=load, rss_max_kib=sampler.max)
+
+
+def cmd_big(url, pid):
+    sampler = Sampler(int(pid))
+    sampler.start()
+    res = {}
+    st, text, s = query(url, b"SELECT 1 FORMAT TSV\n-- " + b"x" * (2 << 20), src="127.0.0.3")
+    res["passthrough"] = [st, text[:300], round(s, 3)]
+    body = b"INSERT INTO events FORMAT TSV\n" + b"t1\t1\t0\t1\t1\tv\n" * 400000  # ~5.6 MB
+    st, text, s = query(url, body, src="127.0.0.3")
+    res["insert"] = [st, text[:300], round(s, 3)]
+    sampler.stop = True
+    res["rss_max_kib"] = sampler.max
+    return res
+
+
+def cmd_budget(url, pid, n, size):
+    n, size = int(n), int(size)
+    sampler = Sampler(int(pid))
+    sampler.start()
+    h, p = hostport(url)
+    results = [None] * n
+    half = threading.Barrier(n + 1)
+
+    def holder(i):
+        body = b"SELECT 1 FORMAT TSV\n-- " + b"y" * (size - 23)
+        cut = size * 9 // 10
+        try:
+            c = http.client.HTTPConnection(h, p, timeout=60,
+                                           source_address=(f"127.0.2.{1 + i}", 0))
+            c.putrequest("POST", "/")
+            c.putheader("Content-Length", str(len(body)))
+            c.endheaders()
+            c.send(body[:cut])
+        except (OSError, http.client.HTTPException) as e:
+            results[i] = [0, str(e)]
+            half.wait()
+            return
+        half.wait()
+        try:
+            c.send(body[cut:])
+            r = c.getresponse()
+            results[i] = [r.status, r.read().decode("utf-8", "replace")[-400:]]
+        except (OSError, http.client.HTTPException) as e:
+            results[i] = [0, str(e)]
+        finally:
+            c.close()
+
+    ts = [threading.Thread(target=holder, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    half.wait()
+    time.sleep(0.5)
+    rss_held = rss_kib(int(pid))
+    for t in ts:
+        t.join()
+    sampler.stop = True
+    codes = {}
+    for r in results:
+        codes[str(r[0])] = codes.get(str(r[0]), 0) + 1
+    over = sum(1 for r in results if "MEMORY_LIMIT_EXCEEDED" in r[1])
+    return dict(statuses=codes, memory_limit_exceeded=over, rss_held_kib=rss_held,
+                rss_max_kib=sampler.max, sample=[r[1][-200:] for r in results[:2]])
+
+
+def cmd_header(url, pid):
+    h, p = hostport(url)
+    s = socket.create_connection((h, p), timeout=20, source_address=("127.0.0.3", 0))
+    try:
+        s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (64 << 10) + b"\r\n"
+                  b"Content-Length: 8\r\n\r\nSELECT 1")
+        data = s.recv(4096)
+    except OSError as e:
+        data = str(e).encode()
+    s.close()
+    line = data.split(b"\r\n", 1)[0].decode("utf-8", "replace")
+    return dict(answer=line, rss_kib=rss_kib(int(pid)))
+
+
+def cmd_nested(url, pid, depth):
+    depth = int(depth)
+    q = b"SELECT * FROM " + b"(SELECT * FROM " * depth + b"events" + b")" * depth
+    st, text, s = query(url, q, src="127.0.0.3", timeout=60)
+    return dict(status=st, answer=text[:300], seconds=round(s, 3), rss_kib=rss_kib(int(pid)))
+
+
+def cmd_head(url, pid):
+    q = b"INSERT INTO events (" + b"a,\n" * ((64 << 10) // 3) + b"a) FORMAT TSV\n"
+    st, text, s = query(url, q, src="127.0.0.3", timeout=60)
+    return dict(status=st, answer=text[:300], seconds=round(s, 3), rss_kib=rss_kib(int(pid)))
+
+
+def cmd_tiny(url, pid, n, threads):
+    n, threads = int(n), int(threads)
+    sampler = Sampler(int(pid))
+    sampler.start()
+    h, p = hostport(url)
+    counts = [[0, 0] for _ in range(threads)]  # [ok, bad]
+
+    def worker(i):
+        c = http.client.HTTPConnection(h, p, timeout=30, source_address=(f"127.0.3.{1 + i}", 0))
+        for _ in range(n // threads):
+            try:
+                c.request("POST", "/", body=b"SELECT 1")
+                r = c.getresponse()
+                ok = r.status == 200 and r.read().strip() == b"1"
+            except (OSError, http.client.HTTPException):
+                ok = False
+                c.close()
+                c = http.client.HTTPConnection(h, p, timeout=30,
+                                               source_address=(f"127.0.3.{1 + i}", 0))
+            counts[i][0 if ok else 1] += 1
+        c.close()
+
+    load = {}
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    normal(url, 30, load)
+    for t in ts:
+        t.join()
+    sampler.stop = True
+    return dict(ok=sum(c[0] for c in counts), bad=sum(c[1] for c in counts),
+                seconds=round(time.monotonic() - t0, 2), normal=load, rss_max_kib=sampler.max)
+
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    print(json.dumps(globals()["cmd_" + cmd](*args)))
