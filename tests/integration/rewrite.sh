@@ -149,7 +149,9 @@ if ! wait_for 30 replaced_gone; then
     wait_for 120 replaced_gone || fail "ClickHouse did not remove the replaced parts: $(for u in "$U1" "$U2"; do chq "$u" "SELECT table, name, _state, disk_name, refcount FROM system.parts WHERE NOT active AND table LIKE 'events%' AND rows > 0 LIMIT 5"; done)"
 fi
 for u in "$U1" "$U2"; do assert_eq 0 "$(curl -sS "$u/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete an object ($u)"; done
-expect_exit 0 "$FERRY_BIN" sweep --config "$C" --json --delete-orphans --min-age 1s
+"$FERRY_BIN" sweep --config "$C" --json --delete-orphans --min-age 1s >"$T/sweep.json" 2>"$T/sweep.err" ||
+    fail "sweep: $(jq -c '{complete, problems, dangling: .dangling[:3], drift: .drift[:3], deleted}' "$T/sweep.json") $(cat "$T/sweep.err")"
+OUT=$(cat "$T/sweep.json")
 assert_eq "true 0 0" "$(jq -r '"\(.complete) \(.dangling | length) \(.drift | length)"' <<<"$OUT")" "sweep complete, no dangling pointer, no drift"
 deleted=$(jq .deleted <<<"$OUT")
 [ "$deleted" -gt 0 ] || fail "the sweep deleted no old object"
