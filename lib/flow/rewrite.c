@@ -421,6 +421,20 @@ int rw_step_build(rw_ctx *x, rw_job *j, ferry_err *err)
     rw_parts b;
     if ((rc = parts_of(srv, db, j->build, pid, &b, err)))
         goto out;
+    if (b.n > 1) {
+        /* one part, merged here on the hot disk: several cold parts of one partition would be
+         * merged by ClickHouse on the object disk later (its own new objects, ferry's records
+         * left naming parts the server no longer holds) */
+        ferry_buf_reset(&sql);
+        ferry_buf_puts(&sql, "OPTIMIZE TABLE ");
+        rw_qualified(&sql, db, j->build);
+        ferry_buf_puts(&sql, " PARTITION ID ");
+        ferry_sql_quote(pid, &sql);
+        ferry_buf_puts(&sql, " FINAL SETTINGS optimize_throw_if_noop = 1");
+        if ((rc = rw_sql(srv, ferry_buf_cstr(&sql), NULL, err)) ||
+            (rc = parts_of(srv, db, j->build, pid, &b, err)))
+            goto out;
+    }
     if (b.rows != rw_du64(j, "rows_after") || b.cold) {
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: the build of partition %s holds %" PRIu64
                            " rows (%zu parts on object storage) but must hold %" PRIu64 " on the "
