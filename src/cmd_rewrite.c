@@ -43,7 +43,7 @@ const char cmd_rewrite_usage[] =
     "\n"
     "Exit status: 0 when every job finished (or the dry run was made), 1 when one failed or no\n"
     "partition of the tenant was found (the journal keeps a job's state; run again to resume),\n"
-    "2 for bad input.\n";
+    "2 for bad input (options, expressions, an update of a partition column).\n";
 
 static void print_text(json_t *r)
 {
@@ -187,8 +187,11 @@ int cmd_rewrite(int argc, char **argv)
         }
         fflush(stdout);
     }
+    bool ran = report != NULL; /* jobs ran: a failure is a job's (exit 1), not bad input */
     json_decref(report);
-    if (rc)
-        return cli_fail("rewrite", &err);
+    if (rc) {
+        int status = cli_fail("rewrite", &err);
+        return ran ? 1 : status;
+    }
     return 0;
 }
