@@ -24,7 +24,7 @@ for p in 1 2; do
     chq "$U" "ALTER TABLE e MOVE PARTITION ID '$p' TO DISK 'cold'" >/dev/null
 done
 chq "$U" "SYSTEM STOP MERGES e" >/dev/null
-assert_eq "4 4" "$(chq "$U" "SELECT count(), countIf(disk_name = 'cold') FROM system.parts WHERE active AND table = 'e'")" "4 cold parts"
+assert_eq "4 4" "$(chq "$U" "SELECT count() || ' ' || countIf(disk_name = 'cold') FROM system.parts WHERE active AND table = 'e'")" "4 cold parts"
 ok "ClickHouse $VERSION: 2 cold partitions of 2 parts each"
 
 writes() { # PUT DELETE ABORT of the clickhouse role, every outcome
@@ -58,6 +58,16 @@ probe "merge of cold parts (OPTIMIZE FINAL)" "SYSTEM START MERGES e" "OPTIMIZE T
 for t in e r m; do
     assert_eq 40000 "$(chq "$U" "SELECT count() FROM $t WHERE p = 1")" "table $t serves partition 1"
 done
-printf '%s\n' "${!GOT[@]}" >/dev/null
 ok "every statement probed; rows intact"
+# what docs/object-store.md records for the pinned version: the partition and table statements
+# of ferry's flows write nothing; a merge of cold parts does (ClickHouse's own new objects)
+for name in "SELECT (read the cold partitions)" "FREEZE PARTITION" "UNFREEZE" \
+    "ATTACH PARTITION FROM (clone into another table)" "REPLACE PARTITION FROM" \
+    "MOVE PARTITION TO TABLE" "DETACH PARTITION" "ATTACH PARTITION (from detached/)" \
+    "DETACH TABLE + ATTACH TABLE"; do
+    assert_eq "0 0 0" "${GOT[$name]}" "$name writes nothing to the store (ClickHouse $VERSION)"
+done
+read -r mp _ _ <<<"${GOT["merge of cold parts (OPTIMIZE FINAL)"]}"
+[ "$mp" -gt 0 ] || fail "a merge of cold parts wrote no object: the probe sees no writes at all?"
+ok "ClickHouse $VERSION: ATTACH, REPLACE, MOVE PARTITION TO TABLE, DETACH, FREEZE write nothing; a merge of cold parts writes $mp objects"
 done_testing
