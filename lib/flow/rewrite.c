@@ -283,6 +283,65 @@ void rw_job_fail(rw_ctx *x, rw_job *j, int rc, const ferry_err *err)
 
 /* ---- BUILD ---------------------------------------------------------------------------------- */
 
+/* Whether key (an object key of a catalog record, relative to the bucket or the store) is the
+ * object remote names (a bucket-relative key, or a local blob store's absolute path). */
+static bool same_object(const char *remote, const char *key)
+{
+    size_t rl = strlen(remote), kl = strlen(key);
+    return rl == kl ? !strcmp(remote, key)
+                    : rl > kl && remote[rl - kl - 1] == '/' && !strcmp(remote + rl - kl, key);
+}
+
+/* Every active part of the partition must read objects ferry recorded for this server: a cold
+ * part whose files name only objects of ClickHouse's own (moved to the cold disk or merged there
+ * by ClickHouse: pointer files with ref_count 0) would have them deleted by ClickHouse once the
+ * swap replaces it, and a clone may have copied its pointer files to another replica. The files
+ * of each part come from system.remote_data_paths (one read of the cold disk's metadata). */
+static int check_ferry_objects(ferry_fleet_server *srv, const char *db, const char *table,
+                               const char *pid, const ferry_record_list *records, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    ferry_buf_puts(&sql, "SELECT p.name, r.remote_path FROM (SELECT name, path FROM system.parts "
+                         "WHERE active AND rows > 0 AND database = ");
+    ferry_sql_quote(db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, " AND partition_id = ");
+    ferry_sql_quote(pid, &sql);
+    ferry_buf_puts(&sql, ") AS p LEFT JOIN (SELECT remote_path, concat(path, arrayStringConcat("
+                         "arrayPopBack(splitByChar('/', local_path)), '/'), '/') AS dir FROM "
+                         "system.remote_data_paths) AS r ON r.dir = p.path ORDER BY p.name "
+                         "FORMAT TabSeparated");
+    int rc = rw_sql(srv, ferry_buf_cstr(&sql), &rows, err);
+    const char *bad = NULL;
+    for (size_t i = 0; !rc && i < rows.n_rows && rows.n_cols == 2 && !bad;) {
+        const char *part = ferry_ch_rows_get(&rows, i, 0);
+        bool known = false;
+        for (; i < rows.n_rows && !strcmp(ferry_ch_rows_get(&rows, i, 0), part); i++) {
+            const char *remote = ferry_ch_rows_get(&rows, i, 1);
+            for (size_t k = 0; !known && *remote && k < records->n; k++) {
+                const ferry_part *pt = &records->items[k].u.part;
+                if (!ferry_list_has(pt->servers, srv->name))
+                    continue;
+                for (size_t o = 0; !known && o < pt->n_objects; o++)
+                    known = same_object(remote, pt->objects[o].key);
+            }
+        }
+        if (!known)
+            bad = part;
+    }
+    if (!rc && (bad || !rows.n_rows))
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: part %s of partition %s of %s.%s reads no "
+                           "object ferry recorded for this server (moved to the cold disk or "
+                           "merged there by ClickHouse itself): replacing it would let "
+                           "ClickHouse delete its objects; the rewrite works on partitions "
+                           "tiered by ferry", srv->name, bad ? bad : "(none)", pid, db, table);
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
 /* PLANNED -> BUILD: the partition must be cold and tiered by ferry (its parts' objects recorded
  * in the catalog for this server: ClickHouse's own cold parts would have their objects deleted by
  * ClickHouse once replaced); the rows are counted again, the source parts and the old catalog
@@ -342,12 +401,7 @@ static int plan_source(rw_ctx *x, rw_job *j, ferry_err *err)
         json_array_append_new(old, json_string(key));
     }
     json_object_set_new(j->data, "old", old);
-    if (!json_array_size(old))
-        rc = ferry_err_set(err, FERRY_EINVAL, "%s: the cold parts of partition %s of %s.%s are "
-                           "not in the catalog for this server (not tiered by ferry, e.g. moved "
-                           "by ClickHouse itself): replacing them would let ClickHouse delete "
-                           "their objects; tier the partition with ferry first", srv->name, pid,
-                           db, table);
+    rc = check_ferry_objects(srv, db, table, pid, &l, err);
 out:
     ferry_record_list_free(&l);
     ferry_ch_rows_free(&rows);

@@ -140,29 +140,34 @@ for u in "$U1" "$U2"; do assert_eq 0 "$(curl -sS "$u/ferry/status" | jq .refused
 # ClickHouse's cleanup of outdated parts runs in its background pool, which the loaded lab
 # machine can starve for minutes; a restarted node cleans them right after start
 if ! wait_for 30 replaced_gone; then
-    echo "# replaced parts still there after 30 s; restarting the nodes (their cleanup runs at start)"
+    echo "# replaced parts still there after 30 s; DETACH TABLE + ATTACH TABLE (the table's shutdown removes its outdated parts in the query's own thread)"
     # REPLACE PARTITION leaves an empty covering part that only that same starved cleanup removes;
-    # at start a merge may pick it together with the cold part (ClickHouse's own new objects,
-    # ferry's record left naming a part the server no longer holds): no merge of anything but
-    # empty parts here (docs/rewrite.md, "Merges")
+    # a merge may pick it together with the cold part (ClickHouse's own new objects, ferry's
+    # record left naming a part the server no longer holds): no merge of anything but empty
+    # parts here (docs/rewrite.md, "Merges")
     for u in "$U1" "$U2"; do
         for t in events events_ferry_staging; do
             chq "$u" "ALTER TABLE $t MODIFY SETTING max_bytes_to_merge_at_max_space_in_pool = 1, max_bytes_to_merge_at_min_space_in_pool = 1" >/dev/null
+            chq "$u" "DETACH TABLE $t" >/dev/null
+            chq "$u" "ATTACH TABLE $t" >/dev/null
         done
     done
-    for n in node1 node2; do
-        pid=$(lab_pid "$L" "$n"); kill -TERM "$pid"
-        wait_for 60 bash -c "! kill -0 $pid 2>/dev/null" || fail "$n did not stop"
-    done
-    "$FERRY_BIN" lab up --dir "$L" --timeout 90 >/dev/null 2>"$T/relab.err" || fail "lab up (restart) failed: $(cat "$T/relab.err")"
-    U1=$(lab_url "$L" node1); U2=$(lab_url "$L" node2)
     wait_for 120 replaced_gone || fail "ClickHouse did not remove the replaced parts: $(for u in "$U1" "$U2"; do chq "$u" "SELECT table, name, _state, disk_name, refcount FROM system.parts WHERE NOT active AND table LIKE 'events%' AND rows > 0 LIMIT 5"; done)"
 fi
 for u in "$U1" "$U2"; do assert_eq 0 "$(curl -sS "$u/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete an object ($u)"; done
 # a part ClickHouse is removing right now (its delete_tmp_ folder, pointer files being rewritten)
 # makes the sweep incomplete: wait until a sweep sees every server whole
 sweep_complete() { "$FERRY_BIN" sweep --config "$C" --json >"$T/sweep0.json" 2>/dev/null; [ "$(jq .complete "$T/sweep0.json")" = true ]; }
-wait_for 90 sweep_complete || fail "the sweep stays incomplete: $(jq -c .problems "$T/sweep0.json")"
+if ! wait_for 30 sweep_complete; then
+    # ClickHouse 26.7 removes a part by renaming it delete_tmp_<part> and rewriting each pointer
+    # file's ref_count in place (O_TRUNC, ClickHouse issue #113179): a removal cut short (here by
+    # the table's DETACH) leaves zero-byte pointer files there, which ClickHouse itself clears only
+    # after temporary_directories_lifetime (a day). The sweep rightly cannot read them; remove
+    # those half-removed parts' folders as that clearing would (docs/rewrite.md)
+    echo "# sweep incomplete: $(jq -c .problems "$T/sweep0.json" | cut -c1-300)"
+    find "$L"/node*/data/disks/cold/store -mindepth 3 -maxdepth 3 -type d -name 'delete_tmp_*' -exec rm -rf {} +
+    wait_for 60 sweep_complete || fail "the sweep stays incomplete: $(jq -c .problems "$T/sweep0.json")"
+fi
 "$FERRY_BIN" sweep --config "$C" --json --delete-orphans --min-age 1s >"$T/sweep.json" 2>"$T/sweep.err" ||
     fail "sweep: $(jq -c '{complete, problems, dangling: .dangling[:3], drift: .drift[:3], deleted}' "$T/sweep.json") $(cat "$T/sweep.err")"
 OUT=$(cat "$T/sweep.json")
@@ -222,5 +227,14 @@ expect_exit 1 "$FERRY_BIN" rewrite --config "$C" --tenant nosuch --all-days --de
 assert_contains "$ERR" "no partition of tenant nosuch" "unknown tenant"
 expect_exit 1 "$FERRY_BIN" rewrite --config "$C" --tenant acme --all-days --delete-where "no_such_column = 1"
 assert_contains "$ERR" "no_such_column" "an unknown column named by ClickHouse"
+# a partition ClickHouse moved to the cold disk itself (its own objects, ref_count 0): replacing
+# it would make ClickHouse delete them, so it is refused before anything is touched
+chq "$U1" "INSERT INTO events SELECT 'raw', 20261101, 0, number % 10, number, '/x' FROM numbers(1000)" >/dev/null
+RAWPID=$(chq "$U1" "SELECT DISTINCT partition_id FROM system.parts WHERE active AND table = 'events' AND partition LIKE '%raw%'")
+chq "$U1" "ALTER TABLE events MOVE PARTITION ID '$RAWPID' TO DISK 'cold'" >/dev/null
+expect_exit 1 "$FERRY_BIN" rewrite --config "$C" --tenant raw --all-days --delete-where "user_id = 1"
+assert_contains "$ERR" "reads no object ferry recorded" "a partition not tiered by ferry is refused"
+assert_eq 1000 "$(cnt "$U1" "tenant = 'raw'")" "and left untouched"
+assert_eq cold "$(chq "$U1" "SELECT DISTINCT disk_name FROM system.parts WHERE active AND table = 'events' AND partition_id = '$RAWPID'")" "still the same cold part"
 ok "bad input refused with a clear message"
 done_testing
