@@ -138,7 +138,7 @@ replaced_gone() {
 }
 for u in "$U1" "$U2"; do assert_eq 0 "$(curl -sS "$u/ferry/status" | jq .refused_deletes)" "no delete attempt so far ($u)"; done
 # ClickHouse's cleanup of outdated parts runs in its background pool, which the loaded lab
-# machine can starve for minutes; a restarted node cleans them right after start
+# machine can starve for minutes; detaching the table removes them in the query's own thread
 if ! wait_for 30 replaced_gone; then
     echo "# replaced parts still there after 30 s; DETACH TABLE + ATTACH TABLE (the table's shutdown removes its outdated parts in the query's own thread)"
     # REPLACE PARTITION leaves an empty covering part that only that same starved cleanup removes;
