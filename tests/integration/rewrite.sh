@@ -10,6 +10,7 @@
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/router.sh"
 
 L=$T/lab
 lab_up "$L" --nodes 2
@@ -102,6 +103,31 @@ for c in "${CASES[@]}"; do
     leftovers
 done
 ok "kill -9 at ${#CASES[@]} points (rewrite's own and the tiering's inside it), then a re-run: same result, nothing left"
+
+# ---- reads through the router during a rewrite: the old partition or the new one -------------
+{ cat "$C"; printf '[router]\nauth = none\n'; } >"$T/router.conf"
+start_router "$T/router.conf" router
+R=$R_URL; RPID=$R_PID
+q1="SELECT count(), sum(v) FROM events WHERE tenant = 'acme' AND day = 20261101"
+OLDV=$(chq "$R" "$q1" | tr '\t' ' ')
+reader() { # until $T/stop: one line per answer (or "error ...") in $T/reads
+    while [ ! -e "$T/stop" ]; do
+        curl -sS --max-time 30 "$R/" --data-binary "$q1" 2>&1 | tr '\t' ' ' >>"$T/reads" || echo "error curl" >>"$T/reads"
+    done
+}
+: >"$T/reads"
+reader & RDPID=$!
+wait_for 30 test -s "$T/reads" || fail "the reader got no answer"
+expect_exit 0 "$FERRY_BIN" rewrite --config "$C" --tenant acme --days 20261101 --delete-where "user_id = 999" --json
+n0=$(wc -l <"$T/reads"); wait_for 30 bash -c "[ \$(wc -l <'$T/reads') -gt $((n0 + 3)) ]"
+touch "$T/stop"; wait "$RDPID"; rm -f "$T/stop"
+NEWV=$(chq "$R" "$q1" | tr '\t' ' ')
+[ "$OLDV" != "$NEWV" ] || fail "user 999 had no rows on day 1"
+bad=$(grep -v -x -F -e "$OLDV" -e "$NEWV" "$T/reads" | sort | uniq -c | head -5 || true)
+[ -z "$bad" ] || fail "a read through the router saw neither the old nor the new partition: $bad"
+echo "# router reads during the rewrite: $(grep -c -x -F "$OLDV" "$T/reads") old, $(grep -c -x -F "$NEWV" "$T/reads") new, nothing else"
+stop_router "$RPID"
+ok "reads through the router during a rewrite see the old partition or the new one, never a mix or nothing"
 
 # ---- the erasure: user 42 on every cold day, both replicas ----------------------------------
 store_keys() { (cd "$L/blobs" && find default -type f | sort); }
