@@ -231,6 +231,10 @@ int ferry_sql_scope_check(const ferry_sql_analysis *a, const ferry_sql_table *ta
  * headers), replace_running_query (another user's query could be replaced), readonly,
  * allow_ddl, allow_introspection_functions, ... Case-sensitive like setting names. */
 bool ferry_sql_setting_refused_scoped(const char *name);
+/* Whether a function is one a scoped reader may not call: it reads beyond the query's tables
+ * (files, URLs, dictionaries, Join tables, other tables' metadata, the request's headers).
+ * Compared without case. Also used by `ferry rewrite` for its expressions. */
+bool ferry_sql_function_refused_scoped(const char *name);
 
 /* Per server and managed table (index as in the tables array): local table name, for
  * per_tenant tables a pattern with {tenant}. NULL = the name as written (identity). */

@@ -86,6 +86,10 @@ typedef struct ferry_tier_options {
     bool dry_run;            /* list what would be tiered or resumed; change nothing */
     int64_t now;             /* unix seconds; 0: the clock */
     const char *owner;       /* journal owner; NULL: "host:pid" */
+    const char *const *partition_ids; /* only these partition ids (n_partition_ids of them),
+                                         both for new and for resumed jobs; NULL: all
+                                         (`ferry rewrite` tiers the partitions it rebuilt) */
+    size_t n_partition_ids;
 } ferry_tier_options;
 
 /* One tiering run: resumes the unfinished tier jobs of the journal first, then tiers every hot

@@ -225,9 +225,22 @@ static void run_jobs(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
     free(ptrs);
 }
 
+/* Whether options.partition_ids lets partition pid in (always, without the filter). */
+static bool pid_wanted(const ferry_tier_options *o, const char *pid)
+{
+    if (!o->partition_ids)
+        return true;
+    for (size_t i = 0; pid && i < o->n_partition_ids; i++)
+        if (!strcmp(o->partition_ids[i], pid))
+            return true;
+    return false;
+}
+
 static bool job_matches(tier_ctx *ctx, json_t *data)
 {
     const ferry_tier_options *o = ctx->opt;
+    if (!pid_wanted(o, json_string_value(json_object_get(data, "pid"))))
+        return false;
     const char *srv = json_string_value(json_object_get(data, "server"));
     const char *tbl = json_string_value(json_object_get(data, "catalog_table"));
     const char *ten = json_string_value(json_object_get(data, "tenant"));
@@ -504,8 +517,8 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
     for (size_t i = 0; i < rows.n_rows && rows.n_cols == 3; i++) {
         const char *pid = ferry_ch_rows_get(&rows, i, 0);
         const char *literal = ferry_ch_rows_get(&rows, i, 1);
-        if (!strcmp(ferry_ch_rows_get(&rows, i, 2), "0"))
-            continue; /* no hot part */
+        if (!strcmp(ferry_ch_rows_get(&rows, i, 2), "0") || !pid_wanted(ctx->opt, pid))
+            continue; /* no hot part, or not asked for */
         ferry_partition_key key;
         ferry_err perr = {0};
         if (ferry_partition_parse(def->layout, literal, &key, &perr)) {

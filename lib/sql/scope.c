@@ -69,7 +69,7 @@ static const char *const refused_functions[] = {
     "filesystemCapacity", "catboostEvaluate", "evalMLMethod", "modelEvaluate",
     "naiveBayesClassifier", "s3", "url", "remote", "remoteSecure", "input", NULL};
 
-static bool function_refused(const char *name)
+bool ferry_sql_function_refused_scoped(const char *name)
 {
     if (!strncasecmp(name, "dict", 4)) /* dictGet*, dictHas, dictIsIn, dictGetHierarchy, ... */
         return true;
@@ -738,7 +738,7 @@ int ferry_sql_scope_check(const ferry_sql_analysis *a, const ferry_sql_table *ta
             continue;
         bool call = sig_is(a, i + 1, '(') && !(i > 0 && sig_is(a, i - 1, '.'));
         if (call && sig_kind(a, i) == FERRY_TOK_WORD &&
-            function_refused(ident(a, i, name, sizeof name))) {
+            ferry_sql_function_refused_scoped(ident(a, i, name, sizeof name))) {
             rc = deny(err, "the function %s is not allowed for users bound to tenants", name);
             goto out;
         }

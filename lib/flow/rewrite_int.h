@@ -1,0 +1,74 @@
+/* Rewrite's private pieces shared by rewrite.c (the job's journal and its steps BUILD, SWAP,
+ * TIER, RECORD) and rewrite_run.c (finding the partitions, resuming, the run). See
+ * include/ferry/rewrite.h and docs/rewrite.md. */
+#ifndef FERRY_REWRITE_INT_H
+#define FERRY_REWRITE_INT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ferry/catalog.h"
+#include "ferry/clickhouse.h"
+#include "ferry/fleet.h"
+#include "ferry/rewrite.h"
+
+/* One job: one partition of one table on one server. data is the journal's JSON state:
+ *   server, db, table (the ClickHouse table), catalog_table, pid, tenant, day, split
+ *   mode "delete" | "update"; expr (the --delete-where filter, or the --update value), col and
+ *   where (update)
+ *   rows_before, rows_matched, rows_after   the partition's rows before, the rows the filter
+ *                                           matches, the rows the rebuilt partition must hold
+ *   src, src_n     xxh3 of the sorted names of the partition's (cold) parts before, and their
+ *                  number: the swap runs only while the partition is still exactly those
+ *   old            ["origin/name", ...]: the catalog part records that listed this server for
+ *                  the partition before (taken off this server in RECORD)
+ *   swapped        REPLACE PARTITION may have run (no rollback from here on) */
+typedef struct rw_job {
+    ferry_record rec; /* as last read or written (rec.version) */
+    bool in_catalog;
+    enum ferry_rewrite_state state;
+    json_t *data;
+    ferry_fleet_server *srv;
+    const ferry_table_def *def;
+    char build[FERRY_NAME_MAX]; /* <table>_ferry_rewrite */
+    bool resumed;
+    bool out;  /* finished, failed, or waits for the next run */
+    int rc;    /* this run's failure */
+    ferry_err err;
+} rw_job;
+
+typedef struct rw_ctx {
+    const ferry_rewrite_options *opt;
+    ferry_fleet *fl;
+    char owner[FERRY_NAME_MAX];
+    rw_job *jobs;
+    size_t n_jobs, cap_jobs;
+    json_t *report;
+    json_t *skipped;
+} rw_ctx;
+
+const char *rw_dstr(const rw_job *j, const char *key);
+uint64_t rw_du64(const rw_job *j, const char *key);
+/* Runs sql on the job's server through the SQL guard; rows may be NULL. */
+int rw_sql(ferry_fleet_server *srv, const char *sql, ferry_ch_rows *rows, ferry_err *err);
+/* db.table, both back-quoted. */
+void rw_qualified(ferry_buf *b, const char *db, const char *table);
+/* The condition that selects the rows the job changes (NULL counts as false). */
+void rw_match_sql(ferry_buf *b, const char *mode, const char *expr, const char *where);
+
+/* Journals state `to` (compare-and-set; created when new), with the test-only crash points
+ * around it. FERRY_ECONFLICT: another worker changed the job (it is left to that worker). */
+int rw_journal(rw_ctx *x, rw_job *j, enum ferry_rewrite_state to, const char *detail,
+               ferry_err *err);
+/* A failure of the job: before the swap, the build partition emptied and the job FAILED; after
+ * it, the job stays in its state with the reason as detail (the next run resumes it). */
+void rw_job_fail(rw_ctx *x, rw_job *j, int rc, const ferry_err *err);
+
+int rw_step_build(rw_ctx *x, rw_job *j, ferry_err *err);
+int rw_step_swap(rw_ctx *x, rw_job *j, ferry_err *err);
+/* Tiers the jobs js[0..n) (one server, one catalog table, all in TIER) in one tiering run. */
+int rw_step_tier(rw_ctx *x, rw_job **js, size_t n, ferry_err *err);
+int rw_step_record(rw_ctx *x, rw_job *j, ferry_err *err);
+
+#endif
