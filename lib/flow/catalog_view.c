@@ -139,9 +139,13 @@ int mv_view_read(ferry_catalog *cat, mv_view *v, ferry_err *err)
     if (rc)
         goto out;
     /* the catalog's key order compares numbers as numbers: sort both the same (bytewise) way */
-    qsort(v->tenants, v->n_tenants, sizeof *v->tenants, tenant_cmp);
-    qsort(v->slices, v->n_slices, sizeof *v->slices, slice_cmp);
-    qsort(r.routes, r.n_routes, sizeof *r.routes, slice_cmp);
+    /* (qsort of an empty, NULL array is undefined behaviour: a catalog without tenants) */
+    if (v->n_tenants)
+        qsort(v->tenants, v->n_tenants, sizeof *v->tenants, tenant_cmp);
+    if (v->n_slices)
+        qsort(v->slices, v->n_slices, sizeof *v->slices, slice_cmp);
+    if (r.n_routes)
+        qsort(r.routes, r.n_routes, sizeof *r.routes, slice_cmp);
     all = calloc(v->n_slices + r.n_routes + 1, sizeof *all);
     if (!all) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -199,6 +203,8 @@ void mv_view_free(mv_view *v)
 const mv_view_tenant *mv_view_tenant_find(const mv_view *v, const char *name)
 {
     mv_view_tenant key = {.name = (char *)name};
+    if (!v->n_tenants)
+        return NULL; /* bsearch on a NULL array is undefined, even when empty */
     return bsearch(&key, v->tenants, v->n_tenants, sizeof *v->tenants, tenant_cmp);
 }
 
