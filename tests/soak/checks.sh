@@ -79,7 +79,7 @@ run_checks() {
     fi
 
     # -- during the soak: no wrong answer from a router; the writer got rows in
-    inv reads_never_wrong "$(jq '.wrong == 0' "$T/reader.json")" "$(jq -c '{ok, error, wrong, wrong_samples: .wrong_samples[:3]}' "$T/reader.json")"
+    inv reads_never_wrong "$(jq '.wrong == 0' "$T/reader.json")" "$(jq -c '{reads_ok: .ok, errors: .error, wrong, wrong_samples: .wrong_samples[:3]}' "$T/reader.json")"
     inv writer_progress "$(jq '.rows > 0' "$T/writer.json")" "$(jq -c '{batches, rows, gave_up}' "$T/writer.json")"
 
     # -- object store: the clickhouse and uploader roles never sent a delete

@@ -5,7 +5,7 @@
 #   proc_pid NAME            its PID (empty when none was started)
 #   proc_alive NAME          true while it runs
 #   proc_kill9 NAME          kill -9 (the process and its session)
-#   proc_stop NAME           SIGTERM, then SIGKILL after 30 s
+#   proc_stop NAME [SECS]    SIGTERM, then SIGKILL after SECS (default 30) seconds
 #   proc_wait NAME SECS      waits for it to exit by itself (false on timeout)
 
 proc_start() {
@@ -25,7 +25,8 @@ proc_stop() {
     local p; p=$(proc_pid "$1")
     [ -n "$p" ] || return 0
     kill -TERM "$p" 2>/dev/null || return 0
-    for _ in $(seq 1 300); do pid_running "$p" || return 0; sleep 0.1; done
+    for _ in $(seq 1 $((${2:-30} * 10))); do pid_running "$p" || return 0; sleep 0.1; done
+    ev problem "$1 did not stop within ${2:-30} s of SIGTERM: killed"
     kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true
 }
 proc_wait() {
