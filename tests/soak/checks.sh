@@ -116,6 +116,7 @@ report() {
              killed: map(select(.[3] == "rc=137")) | length}}) | add // {}),
          settle: (lines | map(select(.[1] == "settle") | .[2:] | join(" "))),
          problems: (lines | map(select(.[1] == "problem" or .[1] == "crash") | .[1:] | join(" "))),
+         clickhouse_delete_attempts_after_fault: (lines | map(select(.[1] == "s3del") | .[2:] | join(" "))),
          writer: ($w[0] | {batches, rows, retried, failed_attempts, gave_up, statuses}),
          reader: ($r[0] | {ok, error, wrong, fanout, one_tenant}),
          invariants: $inv, invariants_checked: ($inv | length),

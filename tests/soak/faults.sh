@@ -122,6 +122,8 @@ fault_loop() {
         kind=${FAULT_KINDS[RANDOM % ${#FAULT_KINDS[@]}]}
         echo "# $(date -u +%T) fault $kind"
         fault_one "$kind"
+        # the clickhouse role's delete attempts so far: which fault window they appear in
+        ev s3del "$kind $(s3policy_n clickhouse DELETE denied 2>/dev/null || echo '?')"
     done
 }
 

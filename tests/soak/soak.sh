@@ -71,6 +71,7 @@ if [ "$(id -u)" = 0 ] && command -v mkfs.ext4 >/dev/null && [ "${SOAK_DISK_FULL:
         DISKFULL=loop
         _soak_umount() {
             "$FERRY_BIN" lab down --dir "$L" >/dev/null 2>&1
+            mkdir -p "$T/node4-logs" && cp "$MNT"/*.log "$T/node4-logs/" 2>/dev/null # kept with $T
             umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
             rm -f "$T/node4.img"
         }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The soak's writer (tests/soak/soak.sh): batches of rows with unique ids through the routers,
+"""The soak's writer (tests/soak/soak.sh): batches of one tenant's rows with unique ids (over
+--days) through the routers,
 each batch retried with the same query_id (the router's deduplication token) until a router
 acknowledges it with 200, alternating routers between attempts. Every acknowledged row is
 appended to --acked at once ("id<TAB>tenant<TAB>day", flushed per batch), so the log is true
@@ -65,10 +66,12 @@ def main():
             first = o.id_base + c * 10**8 + b * o.rows
             b += 1
             fmt = FORMATS[(c + b) % len(FORMATS)]
+            # one tenant per batch (as an application writes), its rows over the days
+            tenant = rnd.choice(tenants)
             rows = []
             for k in range(o.rows):
                 i = first + k
-                rows.append((rnd.choice(tenants), rnd.choice(days), (i * 7919) % 1000003, i,
+                rows.append((tenant, rnd.choice(days), (i * 7919) % 1000003, i,
                              router_load.value(i)))
             body = router_load.encode(fmt, rows)
             qid = "soak-%d-%d-%d" % (o.seed, c, b)
