@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """The soak's writer (tests/soak/soak.sh): batches of one tenant's rows with unique ids (over
---days) through the routers,
-each batch retried with the same query_id (the router's deduplication token) until a router
+--days) through the routers, each batch retried with the same query_id (the router's deduplication token) until a router
 acknowledges it with 200, alternating routers between attempts. Every acknowledged row is
 appended to --acked at once ("id<TAB>tenant<TAB>day", flushed per batch), so the log is true
 even if the soak dies. A batch not acknowledged within --give-up seconds goes to --unacked
