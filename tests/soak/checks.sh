@@ -4,10 +4,12 @@
 #                delete counts, sanitizer reports, unexpected exits; results in $T/inv/*.json
 #   report       the report as JSON: stdout and $SOAK_REPORT
 
-inv() { # inv NAME OK(true|false) JSON-DETAIL
+inv() { # inv NAME OK(true|false) JSON-DETAIL (through a file: a detail may be too long for argv)
     local d=${3:-}
     [ -n "$d" ] || d='{}'
-    jq -n --argjson ok "${2:-false}" --argjson d "$d" '{ok: $ok} + $d' >"$T/inv/$1.json"
+    printf '%s' "$d" >"$T/inv/.detail"
+    jq -n --argjson ok "${2:-false}" --slurpfile d "$T/inv/.detail" '{ok: $ok} + $d[0]' >"$T/inv/$1.json"
+    rm -f "$T/inv/.detail"
 }
 
 run_checks() {
@@ -23,7 +25,7 @@ run_checks() {
     local now; now=$(date +%s)
     local s=$T/sweep3.json
     if jq -e . "$s" >/dev/null 2>&1; then
-        inv sweep_complete "$(jq .complete "$s")" "$(jq -c '{problems: .problems}' "$s")"
+        inv sweep_complete "$(jq .complete "$s")" "$(jq -c '{n_problems: (.problems | length), problems: .problems[:5]}' "$s")"
         inv no_dangling "$(jq '.dangling | length == 0' "$s")" "$(jq -c '{dangling: .dangling_details[:5]}' "$s")"
         inv no_drift "$(jq '.drift | length == 0' "$s")" "$(jq -c '{drift: .drift[:5]}' "$s")"
         inv no_old_orphans "$(jq --argjson now "$now" --argjson g "$GRACE_S" '[.orphan_details[] | select(.mtime < $now - $g)] | length == 0' "$s")" \
