@@ -7,16 +7,21 @@
 #   make fuzz-smoke  each libFuzzer target for FUZZ_SECONDS (30) from its corpus (clang; CI)
 #   make install   the release build and its files under PREFIX (DESTDIR for staging)
 #   make demo DEMO_ARGS=--json   passes options to `ferry demo` (docs/demo.md)
+#   make soak      the chaos soak, 10 min (SOAK_SECONDS, SOAK_SEED, SOAK_CATALOG=sqlite|zk);
+#                  not part of `make test` (docs/reliability.md)
 BUILD      ?= build
 RELEASE    ?= build-release
 GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_ARGS ?=
 DEMO_ARGS  ?=
+SOAK_SECONDS ?= 600
+SOAK_SEED    ?=
+SOAK_CATALOG ?= sqlite
 
 PREFIX     ?= /usr/local
 
-.PHONY: all deps deps-build build release test demo bench fuzz fuzz-smoke clean install
+.PHONY: all deps deps-build build release test soak demo bench fuzz fuzz-smoke clean install
 
 all: build
 
@@ -36,8 +41,14 @@ release: deps-build
 	cmake -S . -B $(RELEASE) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release -DFERRY_SANITIZE=OFF -DBUILD_TESTING=OFF
 	cmake --build $(RELEASE) -j $(JOBS)
 
+# the soak's short ctest (label soak) is left out; `make soak` runs the long one
 test: deps build
-	cd $(BUILD) && ctest --no-tests=error --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+	cd $(BUILD) && ctest --no-tests=error --output-on-failure -j $(JOBS) -LE soak $(CTEST_ARGS)
+
+# the chaos soak on the sanitizer build: faults, then invariants; report in $(BUILD)/soak-report.json
+soak: deps build
+	cd $(BUILD) && SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SEED=$(SOAK_SEED) SOAK_CATALOG=$(SOAK_CATALOG) \
+	  FERRY_BIN=$$PWD/ferry FERRY_BUILD_DIR=$$PWD FERRY_SOURCE_DIR=$(CURDIR) bash $(CURDIR)/tests/soak/soak.sh
 
 # the release build: the demo measures ferry, not the sanitizers (`make build` is for the tests)
 demo: deps release

@@ -237,7 +237,11 @@ static int write_clickhouse_config(const node *n, const char *s3_key, const char
     ferry_buf_puts(&b, "disks/cold/</metadata_path>\n      </cold>\n    </disks>\n"
                        "    <policies>\n      <tiered>\n        <volumes>\n"
                        "          <hot><disk>default</disk></hot>\n"
-                       "          <cold><disk>cold</disk></cold>\n"
+                       /* ClickHouse must not merge cold parts: a merge writes new objects
+                        * only it knows of, and leaves ferry's parts (and the catalog's records
+                        * of their objects) behind */
+                       "          <cold><disk>cold</disk>"
+                       "<prefer_not_to_merge>true</prefer_not_to_merge></cold>\n"
                        "        </volumes>\n        <move_factor>0</move_factor>\n"
                        "      </tiered>\n    </policies>\n  </storage_configuration>\n"
                        "</clickhouse>\n");

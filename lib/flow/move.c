@@ -1967,6 +1967,15 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
             (void)ferry_catalog_update(x.cat, &cur, &e2);
         }
     }
+    if (m->state == FERRY_MOVE_DONE || m->state == FERRY_MOVE_FAILED) {
+        /* jobs/move.ID mirrors the move's state only when its data is saved: a move that ends
+         * without one more save would stay SWITCH or CLEANUP there for good, and whoever reads
+         * the jobs (the sweep's in-flight check, an operator's catalog export) sees it in flight */
+        ferry_err e3 = {0};
+        if (job_save(&x, &e3))
+            ferry_log(FERRY_LOG_WARN, "msg=\"move journal data not marked %s\" move=%s error=\"%s\"",
+                      ferry_move_state_name(m->state), id, e3.msg);
+    }
     res->state = m->state;
     if (m->state == FERRY_MOVE_DONE) {
         /* rows the target holds for the slice, for the log and the caller */

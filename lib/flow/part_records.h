@@ -1,6 +1,7 @@
 /* Keeping the catalog's part records true when a flow changes which servers hold a slice's cold
  * parts (docs/catalog.md, "part"): a move hands its source's references to the target, a clone
- * adds the target beside the source, a replica drop removes a server. Without this the sweep
+ * adds the target beside the source, a replica drop removes a server, a repair makes the
+ * repaired replica's references its source's. Without this the sweep
  * reports every moved cold part as drift (catalog_only on the old server, server_only on the new
  * one). */
 #ifndef FERRY_FLOW_PART_RECORDS_H
@@ -20,5 +21,11 @@
 int ferry_part_records_reassign(ferry_catalog *cat, const char *table, const char *const *pids,
                                 size_t n_pids, const char *from, const char *to, bool keep_from,
                                 size_t *changed, ferry_err *err);
+
+/* After a repair made `to`'s copy of partition `pid` equal to `like`'s: every part record of
+ * (table, pid) names `to` exactly when it names `like` (adds it, or removes a reference the
+ * repair replaced). One catalog batch, retried like the above; idempotent. */
+int ferry_part_records_mirror(ferry_catalog *cat, const char *table, const char *pid,
+                              const char *like, const char *to, size_t *changed, ferry_err *err);
 
 #endif

@@ -305,14 +305,23 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                     int src = rs_sync_partition(&cs[best]->c, &cs[k]->c, t, pids[p], freeze,
                                                 ferry_move_grace(o), RS_ROUNDS,
                                                 dry_run, &rr, &e);
+                    /* the target's partition is the source's now: so are its references to
+                     * cold objects (a replace dropped the target's own cold parts, a copy
+                     * added the source's); else the sweep reports drift and the replaced
+                     * parts' objects stay recorded for good */
+                    if (!src && rr.repaired && !dry_run && strcmp(rr.action, "in-sync"))
+                        src = ferry_part_records_mirror(cat, t->name, pids[p], names[best],
+                                                        names[k], NULL, &e);
                     ferry_repair_item it;
                     memset(&it, 0, sizeof it);
                     snprintf(it.tenant, sizeof it.tenant, "%s", rt->tenant);
                     it.split = rt->split;
                     snprintf(it.table, sizeof it.table, "%s", t->name);
                     snprintf(it.partition_id, sizeof it.partition_id, "%s", pids[p]);
-                    snprintf(it.source, sizeof it.source, "%s", names[best]);
-                    snprintf(it.target, sizeof it.target, "%s", names[k]);
+                    snprintf(it.source, sizeof it.source, "%.*s", (int)sizeof it.source - 1,
+                             names[best]);
+                    snprintf(it.target, sizeof it.target, "%.*s", (int)sizeof it.target - 1,
+                             names[k]);
                     it.source_rows = rr.src_rows;
                     it.target_rows_before = rr.dst_rows_before;
                     it.target_rows_after = rr.dst_rows_after;

@@ -208,9 +208,9 @@ static int in_flight(ferry_fleet *fl, char *why, size_t whysz, ferry_err *err)
         return rc;
     for (size_t i = 0; i < l.n && !why[0]; i++) {
         const ferry_job *j = &l.items[i].u.job;
-        /* a move's journal (kind move) mirrors its move record, which is authoritative and
-         * was looked at above: the journal is not advanced past the move's last step, so a
-         * finished move would otherwise block every sweep */
+        /* a move's job record (its journal data) is not its state: the move record is, and the
+         * unfinished ones were checked above (moves that ended before ferry marked their job
+         * record DONE left it at SWITCH or CLEANUP for good) */
         if (!strcmp(j->kind, "move"))
             continue;
         if (strcmp(j->state, "DONE") && strcmp(j->state, "FAILED"))

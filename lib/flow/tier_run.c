@@ -480,10 +480,28 @@ static int check_table(tier_server *srv, const char *db, const char *table, bool
     return FERRY_OK;
 }
 
+/* Whether a move not yet DONE or FAILED has server among its sources or targets for the slice
+ * (tenant, split). Until it ends, neither side's partition is the slice's whole truth: the
+ * target's table lacks what its staging still holds (the publish step), and the source's
+ * parts are being copied. A swap chosen from such a partition (REPLACE of "exactly the frozen
+ * parts") threw away the rows MOVE PARTITION then brought in (rows lost in the chaos soak). */
+static bool slice_moving(const ferry_record_list *moves, const char *server, const char *tenant,
+                         uint32_t split)
+{
+    for (size_t i = 0; i < moves->n; i++) {
+        const ferry_move *m = &moves->items[i].u.move;
+        if (m->split == split && !strcmp(m->tenant, tenant) &&
+            (ferry_list_has(m->from, server) || ferry_list_has(m->to, server)))
+            return true;
+    }
+    return false;
+}
+
 /* The hot partitions of one ClickHouse table on one server that are due, tiered in waves. */
 static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *def,
                        const char *table, const char *tenant, bool missing_ok, run_totals *t)
 {
+    ferry_record_list moves = {0};
     ferry_err err = {0};
     ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
     ferry_ch_rows rows = {0};
@@ -494,6 +512,8 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
     if (rc || !table_exists)
         goto out;
     if ((rc = tier_check_staging(srv, def->database, table, false, &err)))
+        goto out;
+    if ((rc = ferry_catalog_list_unfinished_moves(ctx->cat, &moves, &err)))
         goto out;
     ferry_buf_puts(&sql, "SELECT partition_id, any(partition), countIf(NOT remote) FROM (SELECT "
                          "partition_id, partition, disk_name IN (SELECT name FROM system.disks "
@@ -532,6 +552,11 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
             continue;
         if (!ferry_tier_day_due(key.day, ctx->now, ctx->older_than))
             continue;
+        if (slice_moving(&moves, srv->shard.name, key.tenant, key.split)) {
+            FLOG_INFO("msg=\"partition skipped: its slice is moving\" server=%s table=%s "
+                      "partition=%s", srv->shard.name, table, literal);
+            continue;
+        }
         if (!ctx->opt->dry_run && !checked) {
             if ((rc = tier_server_check(ctx, srv, &err)))
                 goto out;
@@ -552,6 +577,7 @@ out:
     free(js);
     free(exists);
     ferry_ch_rows_free(&rows);
+    ferry_record_list_free(&moves);
     ferry_buf_free(&sql);
     ferry_buf_free(&res);
 }

@@ -595,7 +595,17 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     double t0 = tier_now_ms();
     rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
     ctx->load_ms += tier_now_ms() - t0;
-    if (rc && n > 1) {
+    if (rc && rc != FERRY_EREMOTE) {
+        /* No answer (a timeout, a connection lost after the request went out): the statement
+         * may still run on the server (a paused server runs it when it wakes up). Looking at
+         * the parts now and swapping again could attach the staged parts a second time (the
+         * chaos soak saw exactly that: rows doubled after a SIGSTOP). Each job keeps its
+         * journaled choice; the next run resumes it and looks once the server has answered. */
+        for (size_t i = 0; i < n; i++)
+            if (!js[i]->rc)
+                tier_job_fail(js[i], rc, err);
+        rc = FERRY_OK;
+    } else if (rc && n > 1) {
         FLOG_WARN("msg=\"swap of the wave failed; one partition at a time\" server=%s table=%s "
                   "err=\"%s\"", w->srv->shard.name, w->table, err->msg);
         rc = FERRY_OK;

@@ -1,7 +1,9 @@
 # The catalog's part records follow the cold parts when slices change servers: after a move, a
 # clone (rf 1 -> 2) and a replica drop (rf 2 -> 1), the records name exactly the servers whose
 # pointer files reference their objects, so `ferry sweep` finds no drift (it found every moved
-# cold part twice before: catalog_only on the old server, server_only on the new one).
+# cold part twice before: catalog_only on the old server, server_only on the new one), and every
+# move's job record ends DONE (a finished move once left it at SWITCH, and the sweep then refused
+# to delete anything: found by the chaos soak).
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
@@ -21,6 +23,10 @@ servers() { # the distinct servers lists of acme's part records
 sweep_clean() { # what: the sweep is complete and finds no drift
     expect_exit 0 "$FERRY_BIN" sweep --config "$C" --json
     assert_eq "true 0 0" "$(jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' <<<"$OUT")" "sweep clean $1"
+    # a finished move leaves no job record that looks in flight, so the sweep may delete
+    assert_eq "" "$("$FERRY_BIN" catalog export --config "$C" | jq -r '.jobs[]? | select(.kind == "move" and .state != "DONE") | "\(.id) \(.state)"')" "move job records DONE $1"
+    expect_exit 0 "$FERRY_BIN" sweep --config "$C" --json --delete-orphans --min-age 1d
+    assert_eq false "$(jq .deletion_skipped <<<"$OUT")" "sweep deletion not skipped $1: $(jq -c .problems <<<"$OUT")"
 }
 assert_eq node1 "$(servers)" "records name node1 after tiering"
 sweep_clean "after tiering"

@@ -110,6 +110,8 @@ assert_eq "$(fp "${U[$A]}")" "$(fp "${U[$B]}")" "identical per-partition rows an
 assert_eq "$total" "$(chq "${U[$B]}" "SELECT count() FROM events WHERE tenant = 'acme'")" "$B holds every row"
 assert_eq "$total" "$(chq "${U[$B]}" "SELECT uniqExact(id) FROM events WHERE tenant = 'acme'")" "each once"
 assert_eq 1 "$(chq "${U[$B]}" "SELECT uniqExact(partition_id) FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold'")" "the cold partition is cold on $B too"
+expect_exit 0 "$FERRY_BIN" sweep --config "$C" --json
+assert_eq "true 0 0" "$(jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' <<<"$OUT")" "sweep after the repair: complete, no drift (the part records name $B too), no dangling pointer: $(jq -c .drift <<<"$OUT")"
 ok "ferry repair: $B brought back to identical per-partition rows and checksums (cold part as pointers)"
 
 "$FERRY_BIN" repair --config "$C" --json >"$T/rep2.json" || fail "second repair not clean: $(tail -3 "$T/rep2.json")"
