@@ -55,6 +55,10 @@ probe "DETACH PARTITION" "ALTER TABLE m DETACH PARTITION ID '1'"
 probe "ATTACH PARTITION (from detached/)" "ALTER TABLE m ATTACH PARTITION ID '1'"
 probe "DETACH TABLE + ATTACH TABLE" "DETACH TABLE m" "ATTACH TABLE m"
 probe "merge of cold parts (OPTIMIZE FINAL)" "SYSTEM START MERGES e" "OPTIMIZE TABLE e PARTITION ID '2' FINAL" "SYSTEM STOP MERGES e"
+# the probe's own check that it sees writes: ClickHouse moving a hot partition to the cold disk
+# writes the part's files as new objects of its own
+chq "$U" "INSERT INTO e SELECT 3, number, toString(number % 7) FROM numbers(20000)" >/dev/null
+probe "MOVE PARTITION TO DISK 'cold' (ClickHouse's own objects)" "ALTER TABLE e MOVE PARTITION ID '3' TO DISK 'cold'"
 for t in e r m; do
     assert_eq 40000 "$(chq "$U" "SELECT count() FROM $t WHERE p = 1")" "table $t serves partition 1"
 done
@@ -67,7 +71,12 @@ for name in "SELECT (read the cold partitions)" "FREEZE PARTITION" "UNFREEZE" \
     "DETACH TABLE + ATTACH TABLE"; do
     assert_eq "0 0 0" "${GOT[$name]}" "$name writes nothing to the store (ClickHouse $VERSION)"
 done
-read -r mp _ _ <<<"${GOT["merge of cold parts (OPTIMIZE FINAL)"]}"
-[ "$mp" -gt 0 ] || fail "a merge of cold parts wrote no object: the probe sees no writes at all?"
-ok "ClickHouse $VERSION: ATTACH, REPLACE, MOVE PARTITION TO TABLE, DETACH, FREEZE write nothing; a merge of cold parts writes $mp objects"
+read -r mp _ _ <<<"${GOT["MOVE PARTITION TO DISK 'cold' (ClickHouse's own objects)"]}"
+[ "$mp" -gt 0 ] || fail "MOVE PARTITION TO DISK 'cold' wrote no object: the probe sees no writes at all?"
+# the lab's cold volume is prefer_not_to_merge (docs/operations.md requires it): OPTIMIZE FINAL
+# leaves the cold parts alone, so it writes nothing either
+assert_eq "2" "$(chq "$U" "SELECT count() FROM system.parts WHERE active AND table = 'e' AND partition_id = '2'")" \
+    "the cold partition's 2 parts were not merged (prefer_not_to_merge)"
+assert_eq "0 0 0" "${GOT["merge of cold parts (OPTIMIZE FINAL)"]}" "OPTIMIZE FINAL on a prefer_not_to_merge cold volume writes nothing"
+ok "ClickHouse $VERSION: ATTACH, REPLACE, MOVE PARTITION TO TABLE, DETACH, FREEZE write nothing; cold parts are not merged (prefer_not_to_merge); MOVE TO DISK writes $mp objects"
 done_testing
