@@ -104,6 +104,9 @@ int ferry_inventory_add(ferry_inventory *inv, const char *tenant, uint32_t split
  * shard list. Must be called before the set is used. */
 int ferry_cluster_finish(ferry_cluster *c, ferry_err *err);
 int ferry_inventory_finish(ferry_inventory *inv, ferry_err *err);
+/* The index of slice (tenant, split) in a finished inventory, or where it would be (the first
+ * slice not before it: inv->n when none). */
+size_t ferry_inventory_find(const ferry_inventory *inv, const char *tenant, uint32_t split);
 
 /* Parse the TSV formats (see docs/placement.md); '#' lines and blank lines are comments.
  *   shards: name<TAB>weight[<TAB>capacity_bytes[<TAB>zone]] (capacity "-": unlimited)

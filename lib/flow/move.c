@@ -900,6 +900,32 @@ static int pids_union(const mv_slice *a, const mv_slice *b, mv_pids *out, ferry_
     return FERRY_OK;
 }
 
+/* Adds b's rows and hashes to a (the fingerprints of disjoint sets of rows or parts). */
+static void fp_add(ferry_fingerprint *a, const ferry_fingerprint *b)
+{
+    a->rows += b->rows;
+    a->hash_sum += b->hash_sum;
+    a->hash_xor ^= b->hash_xor;
+}
+
+/* Adds the source's rows of the partitions hot to fp: one query for all of them. */
+static int fingerprint_hot(mvctx *x, const ferry_table_def *t, const mv_pids *hot,
+                           ferry_fingerprint *fp, ferry_err *err)
+{
+    const char **ids = calloc(hot->n, sizeof *ids);
+    ferry_fingerprint *f = calloc(hot->n, sizeof *f);
+    int rc = ids && f ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t k = 0; !rc && k < hot->n; k++)
+        ids[k] = hot->ids[k];
+    if (!rc)
+        rc = ferry_fingerprint_partitions(x->src.ch, t->database, t->name, ids, hot->n, f, err);
+    for (size_t k = 0; !rc && k < hot->n; k++)
+        fp_add(fp, &f[k]);
+    free(ids);
+    free(f);
+    return rc;
+}
+
 /* Compares the staging copy with the source, partition by partition, from one listing of the
  * slice's parts per side. exact: the source is quiescent (after the switch), so part hashes
  * must be equal (*stable false when the source changed since the copy: another round is
@@ -969,18 +995,13 @@ static int compare_copy(mvctx *x, const ferry_table_def *t, bool exact, bool *st
                 break;
             }
             if (digest) {
-                digest->rows += a.rows;
-                digest->hash_sum += a.hash_sum;
-                digest->hash_xor ^= a.hash_xor;
+                fp_add(digest, &a);
                 digest->parts += a.parts;
             }
             if (all_cold(&src_active) && all_cold(&sg)) {
                 x->cold_verified++;
-                if (fp) {
-                    fp->rows += a.rows;
-                    fp->hash_sum += a.hash_sum;
-                    fp->hash_xor ^= a.hash_xor;
-                }
+                if (fp)
+                    fp_add(fp, &a);
             } else {
                 x->hot_verified++;
                 if (fp && pids_add(&hot, pid))
@@ -993,22 +1014,7 @@ static int compare_copy(mvctx *x, const ferry_table_def *t, bool exact, bool *st
     }
     if (!rc && fp && *stable && hot.n) {
         /* the rows of the hot partitions, on the source only: staging holds the same parts */
-        const char **ids = calloc(hot.n, sizeof *ids);
-        ferry_fingerprint *f = calloc(hot.n, sizeof *f);
-        if (!ids || !f)
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        for (size_t k = 0; !rc && k < hot.n; k++)
-            ids[k] = hot.ids[k];
-        if (!rc)
-            rc = ferry_fingerprint_partitions(x->src.ch, t->database, t->name, ids, hot.n, f,
-                                              err);
-        for (size_t k = 0; !rc && k < hot.n; k++) {
-            fp->rows += f[k].rows;
-            fp->hash_sum += f[k].hash_sum;
-            fp->hash_xor ^= f[k].hash_xor;
-        }
-        free(ids);
-        free(f);
+        rc = fingerprint_hot(x, t, &hot, fp, err);
     }
     pids_free(&pids);
     pids_free(&hot);
@@ -1033,35 +1039,16 @@ static int source_fingerprint(mvctx *x, const ferry_table_def *t, bool rows,
         mv_parts ps = mv_slice_parts(&sl, sl.pids[i]);
         ferry_fingerprint a;
         cold_digest(&ps, &a);
-        digest->rows += a.rows;
-        digest->hash_sum += a.hash_sum;
-        digest->hash_xor ^= a.hash_xor;
+        fp_add(digest, &a);
         digest->parts += a.parts;
         if (all_cold(&ps)) {
-            fp->rows += a.rows;
-            fp->hash_sum += a.hash_sum;
-            fp->hash_xor ^= a.hash_xor;
+            fp_add(fp, &a);
         } else if (pids_add(&hot, sl.pids[i])) {
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         }
     }
     if (!rc && rows && hot.n) {
-        const char **ids = calloc(hot.n, sizeof *ids);
-        ferry_fingerprint *f = calloc(hot.n, sizeof *f);
-        if (!ids || !f)
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        for (size_t k = 0; !rc && k < hot.n; k++)
-            ids[k] = hot.ids[k];
-        if (!rc)
-            rc = ferry_fingerprint_partitions(x->src.ch, t->database, t->name, ids, hot.n, f,
-                                              err);
-        for (size_t k = 0; !rc && k < hot.n; k++) {
-            fp->rows += f[k].rows;
-            fp->hash_sum += f[k].hash_sum;
-            fp->hash_xor ^= f[k].hash_xor;
-        }
-        free(ids);
-        free(f);
+        rc = fingerprint_hot(x, t, &hot, fp, err);
     }
     pids_free(&hot);
     mv_slice_free(&sl);

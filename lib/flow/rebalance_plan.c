@@ -102,18 +102,7 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
             from_new[k] = s;
     }
     for (size_t i = 0; i < nsl; i++) {
-        size_t lo = 0, hi = inv.n;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            int d = strcmp(inv.slices[mid].tenant, slices[i].tenant);
-            if (!d)
-                d = (inv.slices[mid].split > slices[i].split) -
-                    (inv.slices[mid].split < slices[i].split);
-            if (d < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo = ferry_inventory_find(&inv, slices[i].tenant, slices[i].split);
         inv_to_slice[lo] = i;
         long s = in_old[slices[i].route];
         old.replicas[lo] = s < 0 ? FERRY_NO_SHARD : (uint32_t)s;

@@ -354,3 +354,19 @@ int ferry_inventory_parse(const char *text, const char *path, ferry_inventory *o
         ferry_inventory_free(out);
     return rc;
 }
+
+size_t ferry_inventory_find(const ferry_inventory *inv, const char *tenant, uint32_t split)
+{
+    size_t lo = 0, hi = inv->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(inv->slices[mid].tenant, tenant);
+        if (!d)
+            d = (inv->slices[mid].split > split) - (inv->slices[mid].split < split);
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}

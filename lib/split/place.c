@@ -77,20 +77,9 @@ int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
-    /* The inventory is sorted by (tenant, split): find each input slice in it. */
+    /* find each input slice in the (sorted) inventory */
     for (size_t i = 0; i < n_slices; i++) {
-        size_t lo = 0, hi = inv.n;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            int d = strcmp(inv.slices[mid].tenant, slices[i].tenant);
-            if (!d)
-                d = (inv.slices[mid].split > slices[i].split) -
-                    (inv.slices[mid].split < slices[i].split);
-            if (d < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo = ferry_inventory_find(&inv, slices[i].tenant, slices[i].split);
         inv_of[i] = lo;
         fixed_slots(&cl, slices[i].shards, rf, fixed + lo * rf);
     }
