@@ -39,7 +39,8 @@ size_t node_agent_routes(node *n, ferry_http_route *routes, size_t max, ferry_er
     ferry_agent_options o = {.clickhouse_url = url,
                              .data_path = n->data_path,
                              .token = token,
-                             .config_path = n->agent_config};
+                             .config_path = n->agent_config,
+                             .refused_deletes = node_guard_refused};
     int rc = ferry_agent_new(&o, &node_agent, err);
     memset(token, 0, strlen(token));
     free(token);

@@ -48,6 +48,9 @@ typedef struct ferry_agent_options {
                                         each operation that needs it (so the lab can write it
                                         after its nodes start). NULL: object-store operations
                                         answer 501. */
+    /* NULL, or the embedder's own count of deletes it refused (a lab node's delete guard),
+     * exported beside ClickHouse's own delete requests as ferry_agent_refused_deletes_total */
+    unsigned long (*refused_deletes)(void);
 } ferry_agent_options;
 
 /* Creates the agent; *out is owned by the caller (ferry_agent_free). Nothing is contacted. */

@@ -45,6 +45,7 @@ struct ferry_agent {
     char *data_path; /* ends with '/' */
     char *token;
     char *config_path;
+    unsigned long (*refused_deletes)(void); /* may be NULL (ferry_agent_options) */
     agent_metrics metrics;
     agent_trash trash;
 };

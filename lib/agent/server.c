@@ -40,6 +40,7 @@ int ferry_agent_new(const ferry_agent_options *opt, ferry_agent **out, ferry_err
     a->ch_password = dup_or_null(opt->clickhouse_password);
     a->token = strdup(opt->token);
     a->config_path = dup_or_null(opt->config_path);
+    a->refused_deletes = opt->refused_deletes;
     if (!a->data_path || !a->ch_url || !a->token) {
         ferry_agent_free(a);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -209,6 +210,48 @@ static void count_op(ferry_agent *a, size_t op, bool ok, double seconds, json_t 
     pthread_mutex_unlock(&m->mu);
 }
 
+/* The deletes refused on this server. ClickHouse's credential for the object store cannot
+ * delete (docs/security.md), so every delete request the local ClickHouse sent to it, as its
+ * own counters give them, was refused: ClickHouse tried to remove objects other servers may
+ * point at. The embedder's own count (a lab node's guard) comes beside it. ClickHouse is asked
+ * with a short timeout: a scrape must not hang on a stuck server, and a failed query leaves
+ * the sample out and says so in ferry_agent_clickhouse_up. */
+static void refused_deletes_metrics(ferry_buf *b, ferry_agent *a)
+{
+    ferry_ch_options o = {.url = a->ch_url,
+                          .user = a->ch_user,
+                          .password = a->ch_password,
+                          .connect_timeout_ms = 1000,
+                          .read_timeout_ms = 2000,
+                          .max_attempts = 1};
+    ferry_ch_client *ch = NULL;
+    ferry_ch_rows rows = {0};
+    ferry_err err = {0};
+    double ch_deletes = 0;
+    bool up = ferry_ch_client_new(&o, &ch, &err) == FERRY_OK &&
+              ferry_ch_query_rows(ch, "SELECT toString(sum(value)) FROM system.events WHERE "
+                                      "event IN ('DiskS3DeleteObjects', 'DiskAzureDeleteObjects')",
+                                  &rows, NULL, &err) == FERRY_OK;
+    if (up && rows.n_rows == 1 && rows.n_cols == 1)
+        ch_deletes = strtod(ferry_ch_rows_get(&rows, 0, 0), NULL);
+    ferry_ch_rows_free(&rows);
+    ferry_ch_client_free(ch);
+    ferry_metrics_family(b, "ferry_agent_clickhouse_up", FERRY_METRIC_GAUGE,
+                         "1 when the local ClickHouse answered this scrape's question");
+    ferry_metrics_sample(b, "ferry_agent_clickhouse_up", NULL, up ? 1 : 0);
+    ferry_metrics_family(b, "ferry_agent_refused_deletes_total", FERRY_METRIC_COUNTER,
+                         "object deletes refused on this server: clickhouse = delete requests "
+                         "the local ClickHouse sent to the object store (its credential cannot "
+                         "delete), guard = deletes the embedding lab node refused");
+    if (up)
+        ferry_metrics_sample(b, "ferry_agent_refused_deletes_total",
+                             (const char *[]){"source", "clickhouse", NULL}, ch_deletes);
+    if (a->refused_deletes)
+        ferry_metrics_sample(b, "ferry_agent_refused_deletes_total",
+                             (const char *[]){"source", "guard", NULL},
+                             (double)a->refused_deletes());
+}
+
 /* GET /agent/metrics: the Prometheus text of what the agent did since it started. */
 static void metrics_respond(ferry_http_req *req, ferry_agent *a)
 {
@@ -251,6 +294,7 @@ static void metrics_respond(ferry_http_req *req, ferry_agent *a)
                          (const char *[]){"outcome", "placed", NULL}, (double)snap.parts_received);
     ferry_metrics_sample(&b, "ferry_agent_parts_verified_total",
                          (const char *[]){"outcome", "refused", NULL}, (double)snap.parts_refused);
+    refused_deletes_metrics(&b, a);
     if (b.data)
         ferry_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
     else

@@ -261,6 +261,82 @@ static void autopilot_metrics(ferry_buf *b, const ferry_cluster_status *s,
                              (double)s->autopilot[i].next);
 }
 
+/* The tallies the flows keep in the catalog (ferry/tally.h): moves ended and bytes copied by
+ * every process, the last sweep and each doctor check. */
+static void tally_metrics(ferry_buf *b, const ferry_tallies *t)
+{
+    const ferry_tally_moves *m = &t->moves;
+    ferry_metrics_family(b, "ferry_moves_ended_total", FERRY_METRIC_COUNTER,
+                         "moves that ended, by outcome (every mover: autopilot and commands)");
+    ferry_metrics_sample(b, "ferry_moves_ended_total", (const char *[]){"outcome", "done", NULL},
+                         (double)m->done);
+    ferry_metrics_sample(b, "ferry_moves_ended_total",
+                         (const char *[]){"outcome", "failed", NULL}, (double)m->failed);
+    ferry_metrics_family(b, "ferry_move_copied_bytes_total", FERRY_METRIC_COUNTER,
+                         "bytes moves sent between agents: cold = the pointer files of cold "
+                         "parts, hot = the files of hot parts");
+    ferry_metrics_sample(b, "ferry_move_copied_bytes_total",
+                         (const char *[]){"tier", "cold", NULL}, (double)m->cold_copied);
+    ferry_metrics_sample(b, "ferry_move_copied_bytes_total",
+                         (const char *[]){"tier", "hot", NULL}, (double)m->hot_copied);
+    ferry_metrics_family(b, "ferry_move_run_seconds_total", FERRY_METRIC_COUNTER,
+                         "wall seconds of every run of every move");
+    ferry_metrics_sample(b, "ferry_move_run_seconds_total", NULL, m->seconds);
+
+    const ferry_tally_sweep *sw = &t->sweep;
+    if (sw->present) {
+        static const struct {
+            const char *name, *help;
+        } last[] = {
+            {"ferry_sweep_last_timestamp_seconds", "when the last sweep ended"},
+            {"ferry_sweep_complete", "1 when the last sweep read every server and the whole "
+                                     "store (an incomplete one deletes nothing)"},
+            {"ferry_sweep_orphans", "objects no pointer file names, at the last sweep"},
+            {"ferry_sweep_orphan_bytes", "bytes of those orphans"},
+            {"ferry_sweep_dangling_pointers", "pointer files naming an object the store lacks, "
+                                              "at the last sweep (data loss: investigate)"},
+            {"ferry_sweep_drift_parts", "parts whose objects differ from the catalog's record, "
+                                        "at the last sweep"},
+            {"ferry_sweep_deleted_objects", "orphans the last sweep deleted"},
+            {"ferry_sweep_delete_failures", "orphans the last sweep failed to delete"},
+        };
+        double v[] = {(double)sw->at,       sw->complete ? 1 : 0,   (double)sw->orphans,
+                      (double)sw->orphan_bytes, (double)sw->dangling, (double)sw->drift,
+                      (double)sw->deleted,  (double)sw->delete_failed};
+        for (size_t i = 0; i < sizeof last / sizeof last[0]; i++) {
+            ferry_metrics_family(b, last[i].name, FERRY_METRIC_GAUGE, last[i].help);
+            ferry_metrics_sample(b, last[i].name, NULL, v[i]);
+        }
+        if (sw->last_complete) {
+            ferry_metrics_family(b, "ferry_sweep_last_complete_timestamp_seconds",
+                                 FERRY_METRIC_GAUGE, "when the last complete sweep ended");
+            ferry_metrics_sample(b, "ferry_sweep_last_complete_timestamp_seconds", NULL,
+                                 (double)sw->last_complete);
+            ferry_metrics_family(b, "ferry_sweep_last_complete_age_seconds", FERRY_METRIC_GAUGE,
+                                 "seconds since the last complete sweep ended");
+            ferry_metrics_sample(b, "ferry_sweep_last_complete_age_seconds", NULL,
+                                 (double)(time(NULL) - sw->last_complete));
+        }
+    }
+
+    const ferry_tally_doctor *d = &t->doctor;
+    if (d->present) {
+        static const char *const statuses[] = {"pass", "fail", "unsupported", "skipped"};
+        ferry_metrics_family(b, "ferry_doctor_last_run_timestamp_seconds", FERRY_METRIC_GAUGE,
+                             "when ferry doctor last ran (the autopilot or a command)");
+        ferry_metrics_sample(b, "ferry_doctor_last_run_timestamp_seconds", NULL, (double)d->at);
+        ferry_metrics_family(b, "ferry_doctor_check", FERRY_METRIC_GAUGE,
+                             "each check of the last doctor run: 1 for its status, 0 for the "
+                             "others (a check fails when any of its findings fails)");
+        for (size_t i = 0; i < d->n_checks; i++)
+            for (size_t k = 0; k < sizeof statuses / sizeof statuses[0]; k++)
+                ferry_metrics_sample(b, "ferry_doctor_check",
+                                     (const char *[]){"check", d->checks[i].check, "status",
+                                                      statuses[k], NULL},
+                                     !strcmp(d->checks[i].status, statuses[k]) ? 1 : 0);
+    }
+}
+
 void coord_on_metrics(ferry_http_req *req, void *ctx)
 {
     ferry_coord *c = ctx;
@@ -346,6 +422,7 @@ void coord_on_metrics(ferry_http_req *req, void *ctx)
                              "hot partitions older than hot_days: tiering still to do");
         ferry_metrics_sample(&b, "ferry_tier_backlog_partitions", NULL, (double)s->tier_backlog);
         autopilot_metrics(&b, s, &c->view.window);
+        tally_metrics(&b, &s->tallies);
     }
     if (rc)
         FLOG_WARN("msg=\"coordinator: metrics without the cluster status\" err=\"%s\"", err.msg);
@@ -511,6 +588,83 @@ static void autopilot_page(ferry_buf *b, const ferry_cluster_status *s, const fe
     ferry_buf_puts(b, "</table>");
 }
 
+/* The moves that ended last, whoever ran them, with what they copied and their time. */
+static void recent_moves_page(ferry_buf *b, const ferry_tally_moves *tm)
+{
+    char t1[32], t2[32], t3[32];
+    ferry_buf_printf(b, "<h2>Recent moves</h2><p id=\"move-totals\">%llu done, %llu failed; "
+                        "copied %s of cold pointer files and %s of hot parts in all.</p>"
+                        "<table id=\"recent-moves\"><tr><th>move</th><th>slice</th><th>from"
+                        "</th><th>to</th><th>result</th><th>cold copied</th><th>hot copied</th>"
+                        "<th>time</th><th>ended (UTC)</th></tr>",
+                     (unsigned long long)tm->done, (unsigned long long)tm->failed,
+                     ferry_fmt_bytes(tm->cold_copied, t1, sizeof t1),
+                     ferry_fmt_bytes(tm->hot_copied, t2, sizeof t2));
+    for (size_t i = 0; i < tm->n_recent; i++) {
+        const ferry_tally_move *m = &tm->recent[i];
+        ferry_buf_puts(b, "<tr class=\"recent-move\"><td>");
+        html_text(b, m->id);
+        ferry_buf_puts(b, "</td><td>");
+        html_text(b, m->tenant);
+        ferry_buf_printf(b, "/%u</td><td>", m->split);
+        html_text(b, m->from);
+        ferry_buf_puts(b, "</td><td>");
+        html_text(b, m->to);
+        ferry_buf_puts(b, "</td><td>");
+        html_text(b, m->state);
+        char when[32] = "-";
+        time_t at = (time_t)m->finished;
+        struct tm tmv;
+        if (at && gmtime_r(&at, &tmv))
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tmv);
+        ferry_buf_printf(b, "</td><td>%s</td><td>%s</td><td>%.2fs</td><td>%s</td></tr>",
+                         ferry_fmt_bytes(m->cold_copied, t1, sizeof t1),
+                         ferry_fmt_bytes(m->hot_copied, t3, sizeof t3), m->seconds, when);
+    }
+    if (!tm->n_recent)
+        ferry_buf_puts(b, "<tr><td colspan=\"9\">none yet</td></tr>");
+    ferry_buf_puts(b, "</table>");
+}
+
+/* The last sweep and each check of the last doctor run. */
+static void checks_page(ferry_buf *b, const ferry_tallies *t)
+{
+    char t1[32];
+    int64_t now = (int64_t)time(NULL);
+    const ferry_tally_sweep *sw = &t->sweep;
+    ferry_buf_puts(b, "<h2>Sweep and doctor</h2><p id=\"sweep\">");
+    if (!sw->present)
+        ferry_buf_puts(b, "No sweep has run yet.");
+    else
+        ferry_buf_printf(b, "Last sweep %llds ago, %s: %llu orphan(s) (%s), %llu dangling "
+                            "pointer(s), %llu drift(s), %llu deleted, %llu failed deletes; the "
+                            "last complete sweep ended %s",
+                         (long long)(now - sw->at), sw->complete ? "complete" : "INCOMPLETE",
+                         (unsigned long long)sw->orphans,
+                         ferry_fmt_bytes(sw->orphan_bytes, t1, sizeof t1),
+                         (unsigned long long)sw->dangling, (unsigned long long)sw->drift,
+                         (unsigned long long)sw->deleted, (unsigned long long)sw->delete_failed,
+                         sw->last_complete ? "" : "never.");
+    if (sw->present && sw->last_complete)
+        ferry_buf_printf(b, "%llds ago.", (long long)(now - sw->last_complete));
+    ferry_buf_puts(b, "</p><table id=\"doctor\"><tr><th>doctor check</th><th>status</th></tr>");
+    for (size_t i = 0; i < t->doctor.n_checks; i++) {
+        const ferry_tally_check *c = &t->doctor.checks[i];
+        ferry_buf_printf(b, "<tr class=\"check\" data-status=\"%s\"><td>",
+                         !strcmp(c->status, "fail") ? "fail" : "ok");
+        html_text(b, c->check);
+        ferry_buf_puts(b, "</td><td>");
+        html_text(b, c->status);
+        ferry_buf_puts(b, "</td></tr>");
+    }
+    if (!t->doctor.present)
+        ferry_buf_puts(b, "<tr><td colspan=\"2\">doctor has not run yet</td></tr>");
+    else
+        ferry_buf_printf(b, "<tr><td colspan=\"2\">ran %llds ago</td></tr>",
+                         (long long)(now - t->doctor.at));
+    ferry_buf_puts(b, "</table>");
+}
+
 void coord_on_page(ferry_http_req *req, void *ctx)
 {
     ferry_coord *c = ctx;
@@ -558,9 +712,16 @@ void coord_on_page(ferry_http_req *req, void *ctx)
     }
     ferry_buf_puts(&b, "</table><h2>Fill over the last 24 hours</h2>");
     history_plot(&b, &c->view, s->settings.fill);
+    /* progress is the state's place in PLANNED, CLONE, VERIFY, SWITCH, CLEANUP (the journal
+     * keeps no byte counts); the ETA is the mean wall time of the recent moves less what this
+     * one has run, when there are recent moves to take it from */
+    const ferry_tally_moves *tm = &s->tallies.moves;
+    double mean_s = 0;
+    for (size_t i = 0; i < tm->n_recent; i++)
+        mean_s += tm->recent[i].seconds / (double)tm->n_recent;
     ferry_buf_puts(&b, "<h2>Moves in flight</h2><table id=\"moves\"><tr><th>move</th>"
                        "<th>slice</th><th>from</th><th>to</th><th>state</th><th>step</th>"
-                       "<th>running for</th></tr>");
+                       "<th>progress</th><th>running for</th><th>ETA</th></tr>");
     int64_t now = (int64_t)time(NULL);
     for (size_t i = 0; i < s->moves.n; i++) {
         const ferry_move *m = &s->moves.items[i].u.move;
@@ -572,13 +733,24 @@ void coord_on_page(ferry_http_req *req, void *ctx)
         html_text(&b, m->from);
         ferry_buf_puts(&b, "</td><td>");
         html_text(&b, m->to);
-        ferry_buf_printf(&b, "</td><td>%s</td><td>%u</td><td>%llds</td></tr>",
-                         ferry_move_state_name(m->state), m->step,
-                         (long long)(m->created ? now - m->created : 0));
+        long long ran = (long long)(m->created ? now - m->created : 0);
+        unsigned ord = m->state <= FERRY_MOVE_CLEANUP ? (unsigned)m->state : 5;
+        ferry_buf_printf(&b, "</td><td>%s</td><td>%u</td><td class=\"progress\">%u%% (state "
+                             "%u of 5)</td><td>%llds</td><td class=\"eta\">",
+                         ferry_move_state_name(m->state), m->step, ord * 20, ord + 1, ran);
+        if (mean_s > (double)ran)
+            ferry_buf_printf(&b, "~%.0fs", mean_s - (double)ran);
+        else if (mean_s > 0)
+            ferry_buf_printf(&b, "overdue (recent moves took ~%.0fs)", mean_s);
+        else
+            ferry_buf_puts(&b, "unknown (no move has ended yet)");
+        ferry_buf_puts(&b, "</td></tr>");
     }
     if (!s->moves.n)
-        ferry_buf_puts(&b, "<tr><td colspan=\"7\">none</td></tr>");
-    ferry_buf_puts(&b, "</table><h2>Largest tenants</h2><table id=\"tenants\"><tr><th>tenant"
+        ferry_buf_puts(&b, "<tr><td colspan=\"9\">none</td></tr>");
+    ferry_buf_puts(&b, "</table>");
+    recent_moves_page(&b, tm);
+    ferry_buf_puts(&b, "<h2>Largest tenants</h2><table id=\"tenants\"><tr><th>tenant"
                        "</th><th>bytes</th><th>splits</th><th>shards</th></tr>");
     for (size_t i = 0; i < s->n_top; i++) {
         ferry_buf_puts(&b, "<tr class=\"tenant\"><td>");
@@ -593,6 +765,7 @@ void coord_on_page(ferry_http_req *req, void *ctx)
                          "wait to be tiered.</p>",
                      s->partitions_hot, s->partitions_cold, s->tier_backlog,
                      s->settings.hot_days);
+    checks_page(&b, &s->tallies);
     autopilot_page(&b, s, &c->view.window);
     ferry_buf_puts(&b, "</body></html>");
     if (b.data)

@@ -99,6 +99,8 @@ int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_st
         rc = ferry_catalog_list_unfinished_moves(cat, &out->moves, err);
     if (!rc)
         rc = ferry_catalog_routing_version(cat, &out->routing_version, err);
+    if (!rc)
+        rc = ferry_tallies_read(cat, &out->tallies, err);
     if (rc)
         goto out;
     out->settings = settings.u.settings;

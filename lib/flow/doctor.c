@@ -13,7 +13,9 @@
 #include "ferry/fleet.h"
 #include "ferry/grants.h"
 #include "ferry/sqlguard.h"
+#include "ferry/log.h"
 #include "ferry/strutil.h"
+#include "ferry/tally.h"
 #include "ferry/tier.h"
 
 static void finding(json_t *checks, const char *check, const char *status, const char *server,
@@ -425,5 +427,8 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
     if (!strcmp(json_string_value(json_object_get(c, "status")), "fail"))
         ok = false;
     *report = json_pack("{s:b, s:o}", "ok", ok, "checks", checks);
+    ferry_err terr = {0}; /* the cluster's tally (include/ferry/tally.h) is bookkeeping */
+    if (*report && ferry_tally_doctor_put(fl->cat, *report, (int64_t)time(NULL), &terr))
+        FLOG_WARN("msg=\"doctor not recorded in the cluster's tally\" err=\"%s\"", terr.msg);
     return FERRY_OK;
 }

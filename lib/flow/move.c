@@ -82,6 +82,7 @@
 #include "ferry/partition.h"
 #include "ferry/rate.h"
 #include "ferry/strutil.h"
+#include "ferry/tally.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
 #include "flow/part_records.h"
@@ -1850,6 +1851,7 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
     }
     x.t0 = now_s();
     ferry_lease *lease = NULL;
+    bool ran = false; /* this run worked on the move (it was not over already) */
     ferry_record fsh, tsh;
     ferry_record_init(&fsh, FERRY_REC_SHARD);
     ferry_record_init(&tsh, FERRY_REC_SHARD);
@@ -1891,6 +1893,7 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
     res->state = m->state;
     if (m->state == FERRY_MOVE_DONE || m->state == FERRY_MOVE_FAILED)
         goto out;
+    ran = true;
     if ((rc = load_shard(x.cat, m->from, &fsh, err)) || (rc = load_shard(x.cat, m->to, &tsh, err)) ||
         (rc = load_tables(x.cat, &x.tables, err)) ||
         (rc = mv_conn_open(&fsh.u.shard, o->cfg, &x.src, err)) ||
@@ -1993,6 +1996,13 @@ out:
                   (unsigned long long)res->hot_copied, (unsigned long long)res->cold_bytes,
                   (unsigned long long)res->cold_copied, x.cold_verified, x.hot_verified,
                   res->seconds);
+    /* the cluster's tally (include/ferry/tally.h) is bookkeeping, never the move's fate */
+    if (ran) {
+        ferry_err terr = {0};
+        if (ferry_tally_move_add(x.cat, res, &terr))
+            ferry_log(FERRY_LOG_WARN, "msg=\"move not counted in the cluster's tally\" move=%s "
+                                      "error=\"%s\"", id, terr.msg);
+    }
     json_decref(x.data);
     mv_conn_close(&x.src);
     mv_conn_close(&x.dst);

@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ferry/fleet.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
 #include "ferry/sweep.h"
+#include "ferry/tally.h"
 
 static void problem(json_t *problems, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void problem(json_t *problems, const char *fmt, ...)
@@ -334,6 +336,11 @@ int ferry_sweep_run(ferry_fleet *fl, const ferry_sweep_options *opt, ferry_sweep
         }
     }
 out:
+    if (!rc) { /* the cluster's tally (include/ferry/tally.h): bookkeeping, never the sweep's */
+        ferry_err terr = {0};
+        if (ferry_tally_sweep_put(fl->cat, res, (int64_t)time(NULL), &terr))
+            FLOG_WARN("msg=\"sweep not recorded in the cluster's tally\" err=\"%s\"", terr.msg);
+    }
     ferry_refset_free(&again);
     ferry_sweep_refs_free(&refs);
     ferry_sweep_refs_free(&refs2);

@@ -1,8 +1,9 @@
 # Observability (issue 21): GET /metrics of the coordinator, the router and every agent pass
 # `promtool check metrics`; a real Prometheus server scrapes them while a slice moves, and its
-# HTTP API gives back the bytes the move copied (the agents' sent bytes) and every shard's fill
-# ratio; the example alerting rules pass `promtool check rules` and their unit test; the
-# coordinator's status page, loaded in headless Chromium with a move in flight, renders the
+# HTTP API gives back the bytes the move copied (the agents' sent bytes), every shard's fill
+# ratio and the coordinator's tallies (the move's cold and hot bytes); the coordinator shows a
+# sweep's and doctor's results and an agent the deletes it saw refused; the example alerting
+# rules pass `promtool check rules` and their unit test; the coordinator's status page, loaded in headless Chromium with a move in flight, renders the
 # shards' bars, the move's row and the fill history's plot (a screenshot is kept in
 # $FERRY_BUILD_DIR/test-artifacts/).
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
@@ -100,6 +101,48 @@ dst_fill=$(pq "ferry_shard_fill_ratio{shard=\"$dst\"}" | jq -r '.data.result[0].
 awk -v f="$dst_fill" 'BEGIN { exit !(f > 0) }' || fail "$dst's fill after the move is $dst_fill"
 ok "Prometheus scraped 5 targets; through its API: the agents sent $copied bytes (the move's cold pointer and hot bytes, exactly), fill ratios $fills"
 
+# the coordinator's tallies, whoever ran the flow (here: commands, not the autopilot)
+cold=$(jq .cold_copied_bytes <<<"$M"); hot=$(jq .hot_copied_bytes <<<"$M")
+pv() { pq "$1" | jq -r '.data.result[0].value[1] // "none"'; }
+tally_is() { [ "$(pv 'ferry_move_copied_bytes_total{tier="cold"}')" = "$cold" ] &&
+             [ "$(pv 'ferry_move_copied_bytes_total{tier="hot"}')" = "$hot" ] &&
+             [ "$(pv 'ferry_moves_ended_total{outcome="done"}')" = 1 ]; }
+wait_for 60 tally_is || fail "Prometheus: the coordinator's move tally is cold=$(pv 'ferry_move_copied_bytes_total{tier="cold"}') hot=$(pv 'ferry_move_copied_bytes_total{tier="hot"}') done=$(pv 'ferry_moves_ended_total{outcome="done"}'); the move said cold=$cold hot=$hot"
+ok "the coordinator's tally through Prometheus: 1 move done, $cold cold pointer bytes and $hot hot bytes copied (the move's own counts)"
+
+# ClickHouse deleting cold objects is refused, and the agent says so: a throwaway table with the
+# tiered policy, one part moved to the cold disk, dropped
+chq "${U[node1]}" "CREATE TABLE junk (x UInt64) ENGINE = MergeTree ORDER BY x SETTINGS storage_policy = 'tiered'" >/dev/null
+chq "${U[node1]}" "INSERT INTO junk SELECT number FROM numbers(1000)" >/dev/null
+chq "${U[node1]}" "ALTER TABLE junk MOVE PARTITION tuple() TO DISK 'cold'" >/dev/null
+chq "${U[node1]}" "DROP TABLE junk SYNC" >/dev/null
+refused() { pv 'ferry_agent_refused_deletes_total{source="guard",node="node1"}'; }
+refused_some() { local r; r=$(refused); [ "$r" != none ] && [ "$r" -gt 0 ]; }
+wait_for 60 refused_some ||
+    fail "no refused delete seen on node1: $(pq 'ferry_agent_refused_deletes_total' | jq -c .data.result)"
+[ "$(pv 'ferry_agent_refused_deletes_total{source="clickhouse",node="node1"}')" = 0 ] ||
+    fail "ClickHouse's S3 delete counter on a local-store lab: $(pq 'ferry_agent_refused_deletes_total' | jq -c .data.result)"
+ok "dropping a table with a cold part: node1's agent reports $(refused) refused deletes (the lab's guard), 0 S3 delete requests"
+
+# a sweep and doctor, run as commands, show in the coordinator's metrics
+"$FERRY_BIN" sweep --json --config "$C" >"$T/sweep.json" 2>"$T/sweep.err" || fail "sweep: $(tail -3 "$T/sweep.err")"
+"$FERRY_BIN" doctor --json --config "$C" >"$T/doctor.json" 2>"$T/doctor.err" || true
+jq -e '.checks | length > 0' "$T/doctor.json" >/dev/null || fail "doctor gave no checks: $(cat "$T/doctor.json" "$T/doctor.err")"
+orph=$(jq '.orphans | length' "$T/sweep.json"); dang=$(jq '.dangling | length' "$T/sweep.json")
+[ "$orph" -gt 0 ] || fail "the dropped table's objects are not orphans: $(head -c 600 "$T/sweep.json")"
+cm() { curl -sSf "$CO/metrics" >"$T/co2.prom" && grep -q '^ferry_doctor_check{' "$T/co2.prom" && grep -q "^ferry_sweep_orphans $orph\$" "$T/co2.prom"; }
+wait_for 30 cm || fail "the coordinator does not show the sweep ($orph orphans) and doctor: $(grep -E '^ferry_(sweep|doctor)' "$T/co2.prom")"
+promtool check metrics <"$T/co2.prom" >"$T/co2.check" 2>&1 || fail "promtool check metrics (coordinator, tallies): $(cat "$T/co2.check")"
+grep -q "^ferry_sweep_dangling_pointers $dang\$" "$T/co2.prom" || fail "dangling: $(grep dangling "$T/co2.prom"), sweep said $dang"
+grep -q "^ferry_sweep_complete $(jq -r 'if .complete then 1 else 0 end' "$T/sweep.json")\$" "$T/co2.prom" || fail "sweep completeness: $(grep sweep_complete "$T/co2.prom")"
+grep -q '^ferry_sweep_last_complete_age_seconds ' "$T/co2.prom" || fail "no age of the last complete sweep"
+# each check's status is the worst of its findings
+jq -r '[.checks[] | {c: .check, s: .status, r: ({"fail":0,"unsupported":1,"skipped":2,"pass":3}[.status] // 0)}]
+       | group_by(.c)[] | min_by(.r) | "\(.c) \(.s)"' "$T/doctor.json" | sort >"$T/doctor.want"
+sed -n 's/^ferry_doctor_check{check="\([^"]*\)",status="\([^"]*\)"} 1$/\1 \2/p' "$T/co2.prom" | sort >"$T/doctor.got"
+diff "$T/doctor.want" "$T/doctor.got" >"$T/doctor.diff" || fail "doctor's checks in /metrics differ from doctor --json: $(cat "$T/doctor.diff")"
+ok "sweep ($orph orphans, $dang dangling) and doctor ($(wc -l <"$T/doctor.got") checks: $(tr '\n' ' ' <"$T/doctor.got")) show in the coordinator's /metrics"
+
 # ---- alerting rules and the dashboard ------------------------------------------------------
 promtool check rules "$FERRY_SOURCE_DIR/deploy/prometheus/ferry-rules.yml" >"$T/rules.out" 2>&1 ||
     fail "promtool check rules: $(cat "$T/rules.out")"
@@ -131,12 +174,16 @@ assert_eq 3 "$(dom '<rect class="fill"')" "three fill bars"
 [ "$(dom '<tr class="move">')" -ge 1 ] || fail "no move row in the rendered page"
 [ "$(dom '<path class="series"[^>]* d="M')" -ge 3 ] || fail "the fill history has no plotted series: $(grep -o '<svg id="fill-history".\{0,300\}' "$T/page.html")"
 grep -q 'SWITCH' "$T/page.html" || fail "the move's state is not shown"
+[ "$(dom '<tr class="recent-move">')" -ge 1 ] || fail "no recent move in the rendered page"
+[ "$(dom '<td class="eta">')" -ge 1 ] || fail "the move in flight has no ETA cell"
+[ "$(dom '<tr class="check"')" -ge 1 ] || fail "no doctor check in the rendered page"
+grep -q 'id="sweep">Last sweep' "$T/page.html" || fail "the last sweep is not shown: $(grep -o 'id="sweep".\{0,200\}' "$T/page.html")"
 ART=$FERRY_BUILD_DIR/test-artifacts
 mkdir -p "$ART"
 chrome --screenshot="$ART/status_page.png" --window-size=1100,1500 "$CO/" >/dev/null ||
     fail "screenshot failed: $(tail -5 "$T/chrome.err")"
 [ -s "$ART/status_page.png" ] || fail "no screenshot written"
-ok "status page in headless Chromium: 3 shard rows and bars, the move in flight, 3 plotted series; screenshot in $ART/status_page.png"
+ok "status page in headless Chromium: 3 shard rows and bars, the move in flight with its ETA, recent moves, the last sweep and doctor's checks, 3 plotted series; screenshot in $ART/status_page.png"
 # ferry status draws the same bars on a terminal (script gives it one)
 script -qc "$FERRY_BIN status --config $C" /dev/null >"$T/status.txt" || fail "ferry status"
 grep -q '|' "$T/status.txt" && grep -q '#' "$T/status.txt" || fail "ferry status has no fill bars: $(cat "$T/status.txt")"
