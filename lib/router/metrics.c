@@ -1,5 +1,5 @@
 /* The router's GET /metrics (Prometheus text): requests by kind and outcome with their latency,
- * rows written per shard, the read path's failovers and per-shard errors (select.c), the routing
+ * rows and bytes written per shard, the read path's failovers and per-shard errors (select.c), the routing
  * version and the oldest version a request still uses, the slices awaiting a client's retry, and
  * the process's resident memory. Labels are bounded: kind, outcome, shard. */
 #include "router_int.h"
@@ -16,7 +16,14 @@ int rt_metrics_init(ferry_router *r)
     for (int k = 0; k < RT_KINDS; k++)
         ferry_histogram_init(&m->seconds[k]);
     m->rows_by_slot = calloc(RT_SHARDS_MAX, sizeof *m->rows_by_slot);
-    return m->rows_by_slot ? FERRY_OK : FERRY_ENOMEM;
+    m->bytes_by_slot = calloc(RT_SHARDS_MAX, sizeof *m->bytes_by_slot);
+    if (!m->rows_by_slot || !m->bytes_by_slot) {
+        free(m->rows_by_slot);
+        free(m->bytes_by_slot);
+        m->rows_by_slot = m->bytes_by_slot = NULL;
+        return FERRY_ENOMEM;
+    }
+    return FERRY_OK;
 }
 
 void rt_metrics_free(ferry_router *r)
@@ -25,7 +32,8 @@ void rt_metrics_free(ferry_router *r)
     if (!m->rows_by_slot)
         return;
     free(m->rows_by_slot);
-    m->rows_by_slot = NULL;
+    free(m->bytes_by_slot);
+    m->rows_by_slot = m->bytes_by_slot = NULL;
     for (int k = 0; k < RT_KINDS; k++)
         ferry_histogram_destroy(&m->seconds[k]);
     pthread_mutex_destroy(&m->mu);
@@ -85,6 +93,15 @@ void rt_on_metrics(ferry_http_req *req, void *ctx)
         pthread_mutex_unlock(&m->mu);
         ferry_metrics_sample(&b, "ferry_router_rows_written_total",
                              (const char *[]){"shard", r->shards[i]->name, NULL}, (double)rows);
+    }
+    ferry_metrics_family(&b, "ferry_router_bytes_written_total", FERRY_METRIC_COUNTER,
+                         "body bytes of those rows (in the format forwarded), per shard");
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&m->mu);
+        uint64_t bytes = m->bytes_by_slot[i];
+        pthread_mutex_unlock(&m->mu);
+        ferry_metrics_sample(&b, "ferry_router_bytes_written_total",
+                             (const char *[]){"shard", r->shards[i]->name, NULL}, (double)bytes);
     }
     pthread_mutex_lock(&r->mu);
     uint64_t version = r->snap ? r->snap->version : 0, oldest = 0, reroutes = r->reroutes;

@@ -57,6 +57,7 @@ typedef struct rt_metrics {
     uint64_t requests[RT_KINDS][2]; /* [kind][0 ok, 1 error] */
     ferry_histogram seconds[RT_KINDS];
     uint64_t *rows_by_slot;          /* RT_SHARDS_MAX entries: rows written per shard slot */
+    uint64_t *bytes_by_slot;         /* RT_SHARDS_MAX entries: their body bytes */
 } rt_metrics;
 
 /* A routing table snapshot: immutable once published, shared by reference. */
@@ -313,6 +314,7 @@ typedef struct rt_out_shard {
     rt_stream *open;      /* the streamed INSERT being fed, or NULL */
     uint32_t streams;     /* streams (INSERTs) started: the next one's sequence number */
     uint64_t rows_written, rows_failed;
+    uint64_t bytes_written; /* body bytes of the written rows, in the forwarded format */
     uint64_t rows_dropped; /* staged rows discarded because the request failed */
     bool failed, timed_out;
     int error_code;

@@ -94,6 +94,7 @@ struct rt_reads {
     rt_partial *partials;
     rd_cache *cache;
     uint64_t single, merged;
+    ferry_histogram plan_seconds[2]; /* single, merged: from the plan's start to its answer's end */
     /* replica choice per slice (docs/replicas.md): selectors per candidate list, error counts
      * kept across queries and routing versions */
     pthread_mutex_t sel_mu; /* rsets, rng, the per-shard counters */
@@ -191,6 +192,8 @@ int rt_reads_init(ferry_router *r, const ferry_config *cfg, const char *listen_h
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     pthread_mutex_init(&rd->mu, NULL);
     pthread_mutex_init(&rd->sel_mu, NULL);
+    ferry_histogram_init(&rd->plan_seconds[0]);
+    ferry_histogram_init(&rd->plan_seconds[1]);
     r->reads = rd;
     if (!(rd->structs = rt_qcache_new(256)))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -288,6 +291,8 @@ void rt_reads_free(ferry_router *r)
     free(rd->shard_errors);
     pthread_mutex_destroy(&rd->sel_mu);
     pthread_mutex_destroy(&rd->mu);
+    ferry_histogram_destroy(&rd->plan_seconds[0]);
+    ferry_histogram_destroy(&rd->plan_seconds[1]);
     free(rd);
     r->reads = NULL;
 }
@@ -2414,10 +2419,13 @@ static int exec_plan(rd_ctx *cx, ferry_read_plan *plan, const char *format,
 {
     rt_reads *rd = cx->rd;
     int rc;
+    uint64_t t0 = now_ms();
     if (plan->kind == FERRY_PLAN_SINGLE)
         rc = run_single(cx, plan, format, extra, n_extra, sink, arg, f);
     else
         rc = run_merged_best(cx, plan, format, extra, n_extra, sink, arg, f);
+    ferry_histogram_observe(&rd->plan_seconds[plan->kind == FERRY_PLAN_SINGLE ? 0 : 1],
+                            (double)(now_ms() - t0) / 1e3);
     pthread_mutex_lock(&rd->mu);
     if (plan->kind == FERRY_PLAN_SINGLE)
         rd->single++;
@@ -2968,6 +2976,13 @@ void rt_reads_metrics(ferry_router *r, ferry_buf *out)
                          (double)merged);
     ferry_metrics_sample(out, "ferry_router_reads_total",
                          (const char *[]){"plan", "pipelined", NULL}, (double)pipelined);
+    ferry_metrics_family(out, "ferry_router_read_seconds", FERRY_METRIC_HISTOGRAM,
+                         "routed reads by plan (single: one server; merged: several, pipelined "
+                         "or not), from the plan's start to the end of its answer");
+    ferry_histogram_render(&rd->plan_seconds[0], out, "ferry_router_read_seconds",
+                           (const char *[]){"plan", "single", NULL});
+    ferry_histogram_render(&rd->plan_seconds[1], out, "ferry_router_read_seconds",
+                           (const char *[]){"plan", "merged", NULL});
     pthread_mutex_lock(&rd->sel_mu);
     ferry_metrics_family(out, "ferry_router_read_failovers_total", FERRY_METRIC_COUNTER,
                          "reads that went to another replica after one failed");

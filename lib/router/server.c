@@ -842,6 +842,7 @@ static void respond_insert(ferry_http_req *req, req_state *st)
         if (res->rows_written) {
             pthread_mutex_lock(&r->metrics.mu);
             r->metrics.rows_by_slot[i] += res->rows_written;
+            r->metrics.bytes_by_slot[i] += res->bytes_written;
             pthread_mutex_unlock(&r->metrics.mu);
         }
         if (res->rows_written || res->failed)

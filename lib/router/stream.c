@@ -42,6 +42,7 @@ struct rt_stream {
     /* the memory body of a stream that never opened */
     ferry_buf mem;
     uint64_t rows;
+    uint64_t bytes; /* of the body given to it (rows in the forwarded format) */
     rt_send send;
 };
 
@@ -229,6 +230,7 @@ static void stream_push(rt_out *o, size_t shard)
     bool gone = s->done || s->abort;
     pthread_mutex_unlock(&s->mu);
     s->rows += os->stage_rows;
+    s->bytes += os->stage.len;
     os->stage.len = 0;
     os->stage_rows = 0;
     if (gone) {
@@ -268,6 +270,7 @@ static void stream_result(rt_out *o, rt_stream *s)
     ferry_router *r = o->r;
     if (!s->send.rc && !s->abort) {
         os->rows_written += s->rows;
+        os->bytes_written += s->bytes;
         return;
     }
     os->rows_failed += s->rows;
@@ -369,6 +372,7 @@ void rt_out_finish(rt_out *o, bool send_staged)
         }
         s->mem = os->stage;
         s->rows = os->stage_rows;
+        s->bytes = os->stage.len;
         memset(&os->stage, 0, sizeof os->stage);
         os->stage_rows = 0;
         stream_prepare(o, s);

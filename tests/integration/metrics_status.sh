@@ -18,6 +18,7 @@ lab_up "$L" --nodes 3
 mv_conf "$L"
 C=$L/mv.conf
 for n in node1 node2 node3; do sed -i "/^\[shard \"$n\"\]/a capacity = 64M" "$C"; done
+sed -i '/^split_column = split$/a split_key = user' "$C" # the router's inserts need it
 cat >>"$C" <<EOF
 [coordinator]
 history_interval = 1s
@@ -57,15 +58,27 @@ check_metrics coordinator "$CO/metrics"
 grep -q '^ferry_shard_fill_ratio{shard="node1"' "$T/coordinator.prom" || fail "no fill ratio: $(head -40 "$T/coordinator.prom")"
 grep -q '^ferry_coordinator_lease{owner=' "$T/coordinator.prom" || fail "no lease gauge"
 curl -s "$R/" --data-binary "SELECT count() FROM events WHERE tenant = 'acme'" >/dev/null
+curl -s "$R/" --data-binary "SELECT tenant, count() FROM events GROUP BY tenant" >/dev/null
+printf 'acme\t20261105\t0\t7\t1\nacme\t20261105\t0\t8\t2\n' >"$T/ins.tsv"
+code=$(curl -s -o "$T/ins.out" -w '%{http_code}' "$R/?query=INSERT%20INTO%20events%20FORMAT%20TabSeparated" --data-binary @"$T/ins.tsv")
+[ "$code" = 200 ] || fail "an insert through the router failed ($code): $(cat "$T/ins.out")"
 check_metrics router "$R/metrics"
 grep -q '^ferry_router_requests_total{kind="read",outcome="ok"} [1-9]' "$T/router.prom" ||
     fail "the routed read is not counted: $(grep requests_total "$T/router.prom")"
+for p in single merged; do
+    grep -q "^ferry_router_read_seconds_count{plan=\"$p\"} 1\$" "$T/router.prom" ||
+        fail "the $p read's latency is not observed: $(grep read_seconds_count "$T/router.prom")"
+done
+acme_shard=$("$FERRY_BIN" route --tenant acme --json --config "$C" | jq -r '.slices[0].shards[0]')
+grep -q "^ferry_router_rows_written_total{shard=\"$acme_shard\"} 2\$" "$T/router.prom" &&
+    grep -q "^ferry_router_bytes_written_total{shard=\"$acme_shard\"} $(stat -c %s "$T/ins.tsv")\$" "$T/router.prom" ||
+    fail "rows and bytes written to $acme_shard: $(grep -E 'written_total' "$T/router.prom"), the body had 2 rows and $(stat -c %s "$T/ins.tsv") bytes"
 for n in node1 node2 node3; do
     check_metrics "agent-$n" "${U[$n]}/agent/v1/metrics" "$(cat "$L/$n/agent.token")"
 done
 code=$(curl -s -o /dev/null -w '%{http_code}' "${U[node1]}/agent/v1/metrics")
 assert_eq 401 "$code" "an agent's metrics need its token"
-ok "coordinator, router and 3 agents: /metrics passes promtool check metrics (agents' need the token)"
+ok "coordinator, router and 3 agents: /metrics passes promtool check metrics (agents' need the token); the router timed a single and a merged read and counted the insert's rows and bytes on $acme_shard"
 
 # ---- a real Prometheus scrapes them while a slice moves ---------------------------------------
 PP=$(free_port)
