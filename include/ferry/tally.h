@@ -6,6 +6,7 @@
  *                   bytes and hot bytes), the seconds spent, and the last few moves that ended
  *   "tally.sweep"   the last sweep's counts and when the last complete sweep ran
  *   "tally.doctor"  the last doctor run: each check's status
+ *   "tally.tier"    tiering runs: partitions tiered, jobs failed, bytes uploaded, pointer bytes
  *
  * Each is one job record (kind "tally", state DONE: never "in flight" to the flows that read
  * the journal), updated by compare-and-set, retried on conflict, so two processes never lose
@@ -70,8 +71,14 @@ typedef struct ferry_tally_doctor {
     size_t n_checks;
 } ferry_tally_doctor;
 
+typedef struct ferry_tally_tier {
+    uint64_t runs, partitions_tiered, jobs_failed, bytes_uploaded, pointer_bytes;
+    int64_t last_run; /* when the last (not dry) run ended; 0: none */
+} ferry_tally_tier;
+
 typedef struct ferry_tallies {
     ferry_tally_moves moves;
+    ferry_tally_tier tier;
     ferry_tally_sweep sweep;
     ferry_tally_doctor doctor;
 } ferry_tallies;
@@ -88,7 +95,11 @@ int ferry_tally_sweep_put(ferry_catalog *cat, const ferry_sweep_result *r, int64
 int ferry_tally_doctor_put(ferry_catalog *cat, const json_t *report, int64_t now,
                            ferry_err *err);
 
-/* Reads all three; absent records read as zeros (present false). */
+/* Adds one tiering run (not a dry run) that ended at `now`. */
+int ferry_tally_tier_add(ferry_catalog *cat, const ferry_tally_tier *run, int64_t now,
+                         ferry_err *err);
+
+/* Reads them all; absent records read as zeros (present false). */
 int ferry_tallies_read(ferry_catalog *cat, ferry_tallies *out, ferry_err *err);
 
 #endif

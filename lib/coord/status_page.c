@@ -283,6 +283,29 @@ static void tally_metrics(ferry_buf *b, const ferry_tallies *t)
                          "wall seconds of every run of every move");
     ferry_metrics_sample(b, "ferry_move_run_seconds_total", NULL, m->seconds);
 
+    const ferry_tally_tier *tt = &t->tier;
+    static const struct {
+        const char *name, *help;
+    } tier[] = {
+        {"ferry_tier_runs_total", "tiering runs (the autopilot's and commands')"},
+        {"ferry_tier_partitions_tiered_total", "partitions tiering moved to the object store"},
+        {"ferry_tier_jobs_failed_total", "tier jobs that failed (each is resumed by a later run)"},
+        {"ferry_tier_uploaded_bytes_total", "bytes tiering uploaded to the object store"},
+        {"ferry_tier_pointer_bytes_total", "bytes of the pointer files tiering left on servers"},
+    };
+    double tv[] = {(double)tt->runs, (double)tt->partitions_tiered, (double)tt->jobs_failed,
+                   (double)tt->bytes_uploaded, (double)tt->pointer_bytes};
+    for (size_t i = 0; i < sizeof tier / sizeof tier[0]; i++) {
+        ferry_metrics_family(b, tier[i].name, FERRY_METRIC_COUNTER, tier[i].help);
+        ferry_metrics_sample(b, tier[i].name, NULL, tv[i]);
+    }
+    if (tt->last_run) {
+        ferry_metrics_family(b, "ferry_tier_last_run_timestamp_seconds", FERRY_METRIC_GAUGE,
+                             "when the last tiering run ended");
+        ferry_metrics_sample(b, "ferry_tier_last_run_timestamp_seconds", NULL,
+                             (double)tt->last_run);
+    }
+
     const ferry_tally_sweep *sw = &t->sweep;
     if (sw->present) {
         static const struct {

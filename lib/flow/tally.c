@@ -10,6 +10,7 @@
 #define TALLY_MOVES "tally.moves"
 #define TALLY_SWEEP "tally.sweep"
 #define TALLY_DOCTOR "tally.doctor"
+#define TALLY_TIER "tally.tier"
 /* concurrent writers are a handful of movers: a CAS lost this many times in a row means
  * something else is wrong */
 #define TALLY_TRIES 32
@@ -219,6 +220,32 @@ int ferry_tally_doctor_put(ferry_catalog *cat, const json_t *report, int64_t now
     return tally_change(cat, TALLY_DOCTOR, change_doctor, &a, err);
 }
 
+/* ---- tiering -------------------------------------------------------------------------------- */
+
+struct tier_arg {
+    const ferry_tally_tier *run;
+    int64_t now;
+};
+
+static int change_tier(json_t *d, const void *arg, ferry_err *err)
+{
+    const struct tier_arg *a = arg;
+    int bad = add_u64(d, "runs", 1) |
+              add_u64(d, "partitions_tiered", a->run->partitions_tiered) |
+              add_u64(d, "jobs_failed", a->run->jobs_failed) |
+              add_u64(d, "bytes_uploaded", a->run->bytes_uploaded) |
+              add_u64(d, "pointer_bytes", a->run->pointer_bytes) |
+              json_object_set_new(d, "last_run", json_integer((json_int_t)a->now));
+    return bad ? ferry_err_set(err, FERRY_ENOMEM, "out of memory") : FERRY_OK;
+}
+
+int ferry_tally_tier_add(ferry_catalog *cat, const ferry_tally_tier *run, int64_t now,
+                         ferry_err *err)
+{
+    struct tier_arg a = {run, now};
+    return tally_change(cat, TALLY_TIER, change_tier, &a, err);
+}
+
 /* ---- reading -------------------------------------------------------------------------------- */
 
 /* The tally's data, or NULL when absent (FERRY_OK) or unreadable (an error). */
@@ -247,8 +274,10 @@ static void copy_str(char *dst, size_t sz, const json_t *v)
 int ferry_tallies_read(ferry_catalog *cat, ferry_tallies *out, ferry_err *err)
 {
     memset(out, 0, sizeof *out);
-    json_t *m = NULL, *s = NULL, *d = NULL;
+    json_t *m = NULL, *s = NULL, *d = NULL, *tr = NULL;
     int rc = tally_load(cat, TALLY_MOVES, &m, err);
+    if (!rc)
+        rc = tally_load(cat, TALLY_TIER, &tr, err);
     if (!rc)
         rc = tally_load(cat, TALLY_SWEEP, &s, err);
     if (!rc)
@@ -280,6 +309,15 @@ int ferry_tallies_read(ferry_catalog *cat, ferry_tallies *out, ferry_err *err)
             x->seconds = json_number_value(json_object_get(e, "seconds"));
             x->finished = (int64_t)get_u64(e, "finished");
         }
+    }
+    if (tr) {
+        ferry_tally_tier *t = &out->tier;
+        t->runs = get_u64(tr, "runs");
+        t->partitions_tiered = get_u64(tr, "partitions_tiered");
+        t->jobs_failed = get_u64(tr, "jobs_failed");
+        t->bytes_uploaded = get_u64(tr, "bytes_uploaded");
+        t->pointer_bytes = get_u64(tr, "pointer_bytes");
+        t->last_run = (int64_t)get_u64(tr, "last_run");
     }
     if (s) {
         ferry_tally_sweep *t = &out->sweep;
@@ -314,5 +352,6 @@ out:
     json_decref(m);
     json_decref(s);
     json_decref(d);
+    json_decref(tr);
     return rc;
 }

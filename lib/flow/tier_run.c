@@ -17,6 +17,7 @@
 #include "ferry/log.h"
 #include "ferry/partition.h"
 #include "ferry/strutil.h"
+#include "ferry/tally.h"
 
 /* ---- servers ---------------------------------------------------------------------------------- */
 
@@ -782,6 +783,16 @@ int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *er
     json_object_set_new(ctx.report, "wall_ms", json_real(tier_now_ms() - t0));
     *report = ctx.report;
     ctx.report = NULL;
+    if (!opt->dry_run) { /* the cluster's tally (include/ferry/tally.h) is bookkeeping */
+        ferry_tally_tier tt = {.partitions_tiered = (uint64_t)t.tiered,
+                               .jobs_failed = (uint64_t)t.failed,
+                               .bytes_uploaded = t.bytes,
+                               .pointer_bytes = t.pbytes};
+        ferry_err terr = {0};
+        if (ferry_tally_tier_add(ctx.cat, &tt, (int64_t)time(NULL), &terr))
+            ferry_log(FERRY_LOG_WARN, "msg=\"tiering not counted in the cluster's tally\" "
+                                      "error=\"%s\"", terr.msg);
+    }
     if (t.first_rc) {
         rc = t.first_rc;
         *err = t.first_err;

@@ -203,4 +203,15 @@ grep -q '|' "$T/status.txt" && grep -q '#' "$T/status.txt" || fail "ferry status
 id=$(sqlite3 "$L/catalog.db" "SELECT name FROM records WHERE parent = 'moves' AND json_extract(doc, '\$.state') NOT IN ('DONE', 'FAILED')")
 "$FERRY_BIN" move --resume "$id" --config "$C" >/dev/null 2>"$T/resume.err" || fail "resume: $(tail -3 "$T/resume.err")"
 ok "ferry status draws fill bars against the target on a terminal; the stopped move resumed"
+
+# a tiering run, by command, shows in the coordinator's tier tally
+"$FERRY_BIN" tier --json --config "$C" >"$T/tier.json" 2>"$T/tier.err" || fail "tier: $(tail -3 "$T/tier.err")"
+tiered=$(jq -s 'map(select(has("partitions_tiered")))[0].partitions_tiered' "$T/tier.json")
+up=$(jq -s 'map(select(has("bytes_uploaded")))[0].bytes_uploaded' "$T/tier.json")
+[ "$tiered" -gt 0 ] || fail "ferry tier tiered nothing: $(head -c 600 "$T/tier.json")"
+tier_shown() { curl -sSf "$CO/metrics" >"$T/co3.prom" &&
+    grep -q "^ferry_tier_partitions_tiered_total $tiered\$" "$T/co3.prom" &&
+    grep -q "^ferry_tier_uploaded_bytes_total $up\$" "$T/co3.prom" && grep -q '^ferry_tier_runs_total 1$' "$T/co3.prom"; }
+wait_for 30 tier_shown || fail "the coordinator's tier tally: $(grep '^ferry_tier_' "$T/co3.prom"); ferry tier said $tiered partitions, $up bytes"
+ok "a tiering run ($tiered partitions, $up bytes uploaded) shows in the coordinator's tier tally"
 done_testing
