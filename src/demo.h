@@ -1,6 +1,6 @@
 /* Private to `ferry demo` (src/cmd_demo.c, src/demo_placement.c). */
-#ifndef FERRY_DEMO_H
-#define FERRY_DEMO_H
+#ifndef FERRY_CLI_DEMO_PLACEMENT_H
+#define FERRY_CLI_DEMO_PLACEMENT_H
 
 /* `ferry demo --placement-only [--hash H] [--json]`: the in-memory placement experiment.
  * argv[0] is the command name; the remaining options are parsed here. Returns the exit

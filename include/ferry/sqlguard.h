@@ -22,5 +22,7 @@ int ferry_sql_guard_check(const char *sql, ferry_err *err);
 /* ferry_ch_query_buf behind the guard: runs sql on c and appends the result to out (may be
  * NULL to discard it). */
 int ferry_guarded_exec(ferry_ch_client *c, const char *sql, ferry_buf *out, ferry_err *err);
+/* ferry_ch_query_rows behind the guard: the result's rows in *rows (ferry_ch_rows_free). */
+int ferry_guarded_rows(ferry_ch_client *c, const char *sql, ferry_ch_rows *rows, ferry_err *err);
 
 #endif

@@ -78,3 +78,11 @@ int ferry_guarded_exec(ferry_ch_client *c, const char *sql, ferry_buf *out, ferr
     ferry_buf_free(&discard);
     return rc;
 }
+
+int ferry_guarded_rows(ferry_ch_client *c, const char *sql, ferry_ch_rows *rows, ferry_err *err)
+{
+    int rc = ferry_sql_guard_check(sql, err);
+    if (rc)
+        return rc;
+    return ferry_ch_query_rows(c, sql, rows, NULL, err);
+}

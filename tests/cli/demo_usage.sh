@@ -14,7 +14,7 @@ bad "--keep needs --dir" --keep
 bad "--tenants wants a number from 2 to 2000" --tenants 1
 bad "--tenants wants a number" --tenants lots
 bad "--days wants a number from 2 to 30" --days 1
-bad "must be less than --days" --days 3 --cold-days 3
+bad "less than --days" --days 3 --cold-days 3
 bad "--max-parallel wants a number from 1 to 16" --max-parallel 0
 bad "--rows-per-day wants a number" --rows-per-day 10
 bad "--object-store is local or s3" --object-store ftp
