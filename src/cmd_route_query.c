@@ -6,10 +6,10 @@
 #include "ferry/config.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
+#include "ferry/router_explain.h"
 #include "ferry/sqlrw.h"
 #include "ferry/strutil.h"
 
-#include <curl/curl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -346,75 +346,18 @@ static void print_text(const ferry_routed *rt, const ferry_sql_table *tables, bo
         printf("initiator:\n  %s\n", p->initiator_sql);
 }
 
-static size_t collect_body(char *p, size_t size, size_t n, void *arg)
-{
-    return ferry_buf_append(arg, p, size * n) ? 0 : size * n;
-}
-
 /* --router: the router plans the statement as it would run it now (X-Ferry-Explain) and answers
  * with the plan as JSON; printed as is (--json) or as text. */
 static int explain_at_router(const char *prog, const char *url, const char *sql, bool json,
                              const char *user, const char *password)
 {
     ferry_err err = {0};
-    ferry_buf body = FERRY_BUF_INIT, target = FERRY_BUF_INIT;
-    struct curl_slist *hdr = NULL;
     json_t *o = NULL;
     int status = 0;
-    if (ferry_ch_statement_kind(sql) != FERRY_CH_STMT_READ) {
-        status = cli_usage_error(prog, "--router explains SELECT-like statements only");
-        goto out;
-    }
-    CURL *h = curl_easy_init();
-    hdr = curl_slist_append(NULL, "X-Ferry-Explain: 1");
-    if (!h || !hdr || ferry_buf_printf(&target, "%s%s", url, url[strlen(url) - 1] == '/' ? ""
-                                                                                   : "/")) {
-        if (h)
-            curl_easy_cleanup(h);
-        ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
-        status = cli_fail(prog, &err);
-        goto out;
-    }
-    char msg[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(h, CURLOPT_URL, ferry_buf_cstr(&target));
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, sql);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, msg);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-    if (user) {
-        curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-        curl_easy_setopt(h, CURLOPT_USERNAME, user);
-        curl_easy_setopt(h, CURLOPT_PASSWORD, password ? password : "");
-    }
-    CURLcode cc = curl_easy_perform(h);
-    long code = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_cleanup(h);
-    char red[512];
-    if (cc != CURLE_OK) {
-        ferry_err_set(&err, FERRY_ECONNECT, "cannot reach the router at %s: %s; is `ferry "
-                      "router` running there?", ferry_redact_url(url, red, sizeof red),
-                      msg[0] ? msg : curl_easy_strerror(cc));
-        status = cli_fail(prog, &err);
-        goto out;
-    }
-    if (code != 200) {
-        ferry_chomp((char *)ferry_buf_cstr(&body));
-        ferry_err_set(&err, FERRY_EREMOTE, "the router refused the statement (HTTP %ld): %s",
-                      code, ferry_buf_cstr(&body));
-        status = cli_fail(prog, &err);
-        goto out;
-    }
-    json_error_t je;
-    o = json_loadb(body.data ? body.data : "", body.len, 0, &je);
-    if (!o || !json_is_object(o) || !json_object_get(o, "held")) {
-        ferry_err_set(&err, FERRY_EREMOTE, "the server at %s did not answer with a plan: is it "
-                      "a `ferry router` of this version?", ferry_redact_url(url, red, sizeof red));
-        status = cli_fail(prog, &err);
-        goto out;
-    }
+    if (ferry_ch_statement_kind(sql) != FERRY_CH_STMT_READ)
+        return cli_usage_error(prog, "--router explains SELECT-like statements only");
+    if (ferry_router_explain(url, user, password, sql, &o, &err))
+        return cli_fail(prog, &err);
     if (json) {
         char *t = json_dumps(o, JSON_COMPACT);
         if (t)
@@ -451,9 +394,6 @@ static int explain_at_router(const char *prog, const char *url, const char *sql,
         printf("initiator:\n  %s\n", json_string_value(ini));
 out:
     json_decref(o);
-    curl_slist_free_all(hdr);
-    ferry_buf_free(&body);
-    ferry_buf_free(&target);
     return status;
 }
 

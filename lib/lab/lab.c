@@ -2,7 +2,6 @@
  * state file, and the ferry.conf the lab hands to every other command. */
 #include "ferry/lab.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -22,6 +21,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/config.h"
+#include "ferry/http_call.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
@@ -553,36 +553,21 @@ static int spawn_node(lab_state *st, lab_node *n, ferry_err *err)
     return FERRY_OK;
 }
 
-static size_t collect_cb(char *p, size_t sz, size_t nm, void *ud)
-{
-    ferry_buf *b = ud;
-    return ferry_buf_append(b, p, sz * nm) == 0 ? sz * nm : 0;
-}
-
 /* True when the node answers GET /ferry/status with its own PID. */
 static bool node_answers(const lab_node *n)
 {
-    CURL *c = curl_easy_init();
-    if (!c)
-        return false;
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%u/ferry/status", n->port);
-    ferry_buf b = FERRY_BUF_INIT;
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect_cb);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    long code = 0;
+    ferry_http_call call = {.url = url, .timeout_ms = 2000};
+    ferry_http_answer a;
+    ferry_err err = {0};
     bool ok = false;
-    if (curl_easy_perform(c) == CURLE_OK &&
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code == 200) {
-        json_t *o = json_loads(ferry_buf_cstr(&b), 0, NULL);
+    if (ferry_http_do(&call, &a, &err) == FERRY_OK && a.status == 200) {
+        json_t *o = json_loads(ferry_buf_cstr(&a.body), 0, NULL);
         ok = o && json_integer_value(json_object_get(o, "pid")) == n->pid;
         json_decref(o);
     }
-    ferry_buf_free(&b);
-    curl_easy_cleanup(c);
+    ferry_http_answer_free(&a);
     return ok;
 }
 

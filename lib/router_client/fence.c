@@ -12,19 +12,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 
 #include "ferry/buf.h"
 #include "ferry/config.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
 #include "ferry/fence.h"
+#include "ferry/http_call.h"
 #include "ferry/strutil.h"
-
-static size_t collect(char *p, size_t size, size_t n, void *arg)
-{
-    return ferry_buf_append(arg, p, size * n) ? 0 : size * n;
-}
 
 static uint64_t mono_ms(void)
 {
@@ -48,49 +43,35 @@ typedef struct fence_want {
 
 static int router_past(const char *base, const fence_want *w, char *what, size_t whatsz)
 {
-    char url[2048];
     size_t bl = strlen(base);
     while (bl && base[bl - 1] == '/')
         bl--;
-    CURL *c = curl_easy_init();
-    if (!c) {
-        snprintf(what, whatsz, "out of memory");
-        return -1;
-    }
-    char *et = w->tenant ? curl_easy_escape(c, w->tenant, 0) : NULL;
-    if (et)
-        snprintf(url, sizeof url, "%.*s/ferry/router?tenant=%s&split=%u", (int)bl, base, et,
-                 w->split);
-    else
-        snprintf(url, sizeof url, "%.*s/ferry/router", (int)bl, base);
-    curl_free(et);
-    uint64_t version = w->version;
-    const char *shard = w->shard;
-    ferry_buf b = FERRY_BUF_INIT;
-    struct curl_slist *hdrs = NULL;
-    if (w->token) {
-        ferry_buf h = FERRY_BUF_INIT;
-        ferry_buf_printf(&h, "X-Ferry-Token: %s", w->token);
-        hdrs = h.data ? curl_slist_append(NULL, h.data) : NULL;
-        if (h.data)
-            memset(h.data, 0, h.len);
-        ferry_buf_free(&h);
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-    }
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    long code = 0;
+    ferry_buf url = FERRY_BUF_INIT, tok = FERRY_BUF_INIT;
+    ferry_http_answer a;
+    ferry_err err = {0};
     int res = -1;
-    CURLcode cc = curl_easy_perform(c);
-    if (cc != CURLE_OK) {
-        snprintf(what, whatsz, "%s", curl_easy_strerror(cc));
+    int bad = ferry_buf_printf(&url, "%.*s/ferry/router", (int)bl, base);
+    if (!bad && w->tenant)
+        bad = ferry_buf_puts(&url, "?tenant=") || ferry_url_escape(&url, w->tenant) ||
+              ferry_buf_printf(&url, "&split=%u", w->split);
+    if (!bad && w->token)
+        bad = ferry_buf_printf(&tok, "X-Ferry-Token: %s", w->token);
+    if (bad) {
+        memset(&a, 0, sizeof a);
+        snprintf(what, whatsz, "out of memory");
         goto out;
     }
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    json_t *o = code == 200 ? json_loads(ferry_buf_cstr(&b), 0, NULL) : NULL;
+    const char *hdrs[] = {tok.data, NULL};
+    ferry_http_call call = {.url = url.data, .headers = w->token ? hdrs : NULL,
+                            .timeout_ms = 2000};
+    if (ferry_http_do(&call, &a, &err)) {
+        snprintf(what, whatsz, "%.200s", err.msg);
+        goto out;
+    }
+    uint64_t version = w->version;
+    const char *shard = w->shard;
+    long code = a.status;
+    json_t *o = code == 200 ? json_loads(ferry_buf_cstr(&a.body), 0, NULL) : NULL;
     json_t *rv = o ? json_object_get(o, "routing_version") : NULL;
     json_t *old = o ? json_object_get(o, "inflight_oldest_version") : NULL;
     if (!json_is_integer(rv) && (code == 401 || code == 403)) {
@@ -129,9 +110,11 @@ static int router_past(const char *base, const fence_want *w, char *what, size_t
     }
     json_decref(o);
 out:
-    ferry_buf_free(&b);
-    curl_easy_cleanup(c);
-    curl_slist_free_all(hdrs);
+    ferry_http_answer_free(&a);
+    ferry_buf_free(&url);
+    if (tok.data)
+        memset(tok.data, 0, tok.len); /* the token */
+    ferry_buf_free(&tok);
     return res;
 }
 
