@@ -12,7 +12,7 @@
  * batch half-applied. The last chunk's multi commits: it marks the journal committed and opens
  * the gate. A batch whose owner died before that is rolled back from its undo records by the
  * next reader, writer or ferry_catalog_recover. */
-#include "catalog/catalog_int.h"
+#include "catalog/zk_int.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -26,27 +26,6 @@
 #include "ferry/buf.h"
 #include "ferry/strutil.h"
 
-#define PATH_MAX_LEN 1024
-#define CHUNK_BYTES (512 * 1024) /* well under ZooKeeper's 1 MB request limit */
-#define SCAN_WINDOW 4096         /* asynchronous requests in flight while scanning */
-
-struct cat_backend {
-    zhandle_t *zh;
-    char hosts[1024];
-    char root[512]; /* "/ferry"; never ends with '/' */
-    int timeout_ms; /* session timeout asked for */
-    int wait_ms;    /* how long readers and writers wait for a batch in progress */
-    char auth_file[512];     /* "": no authentication, open ACLs (zk_auth.c) */
-    struct ACL_vector *acl;  /* for every znode created: creator-only once authenticated */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int state;       /* last session state */
-    uint64_t events; /* bumped on every watch or session event */
-    int64_t gate_version; /* cached version of an open gate; -1 unknown */
-    char **parents;  /* container nodes known to exist */
-    size_t n_parents, cap_parents;
-    unsigned batch_seq;
-};
 
 typedef struct zk_lease {
     char path[PATH_MAX_LEN];
@@ -123,7 +102,7 @@ static int zk_code(int zrc)
     }
 }
 
-static int zfail(cat_backend *be, int zrc, const char *what, const char *rel, ferry_err *err)
+int zfail(cat_backend *be, int zrc, const char *what, const char *rel, ferry_err *err)
 {
     const char *hint = "";
     if (zrc == ZSESSIONEXPIRED || zrc == ZINVALIDSTATE)
@@ -136,7 +115,7 @@ static int zfail(cat_backend *be, int zrc, const char *what, const char *rel, fe
 
 /* Names are validated to 127 characters, so paths fit; a path that does not is left empty, which
  * ZooKeeper rejects as a bad argument rather than acting on a truncated path. */
-static void abspath(const cat_backend *be, const char *rel, char *out, size_t size)
+void zk_abspath(const cat_backend *be, const char *rel, char *out, size_t size)
 {
     int n = rel && *rel ? snprintf(out, size, "%s/%s", be->root, rel)
                         : snprintf(out, size, "%s", be->root[0] ? be->root : "/");
@@ -145,7 +124,7 @@ static void abspath(const cat_backend *be, const char *rel, char *out, size_t si
 }
 
 /* Reads a node's data (NUL-terminated, caller frees) and stat; watch != 0 leaves a watch. */
-static int zget(cat_backend *be, const char *abs, bool watch, char **data, int *len,
+int zget(cat_backend *be, const char *abs, bool watch, char **data, int *len,
                 struct Stat *st)
 {
     int cap = 4096;
@@ -184,16 +163,15 @@ static int zcreate_if_missing(cat_backend *be, const char *abs, const char *data
 
 /* ---- the gate and batch recovery ---- */
 
-static int rollback_batch(ferry_catalog *c, const char *id, ferry_err *err);
 
 /* Waits until no batch holds the gate (rolling back batches whose writer is gone); stores the
  * open gate's version. */
-static int gate_wait_open(ferry_catalog *c, int64_t *gv, ferry_err *err)
+int zk_gate_wait_open(ferry_catalog *c, int64_t *gv, ferry_err *err)
 {
     cat_backend *be = c->be;
     int64_t deadline = cat_now_ms() + be->wait_ms;
     char abs[PATH_MAX_LEN];
-    abspath(be, "gate", abs, sizeof abs);
+    zk_abspath(be, "gate", abs, sizeof abs);
     for (;;) {
         uint64_t seen = events_now(be);
         char *data = NULL;
@@ -212,11 +190,11 @@ static int gate_wait_open(ferry_catalog *c, int64_t *gv, ferry_err *err)
         free(data);
         char owner[PATH_MAX_LEN], rel[PATH_MAX_LEN];
         snprintf(rel, sizeof rel, "batches/%s/owner", id);
-        abspath(be, rel, owner, sizeof owner);
+        zk_abspath(be, rel, owner, sizeof owner);
         struct Stat ost;
         zrc = zoo_wexists(be->zh, owner, on_event, be, &ost);
         if (zrc == ZNONODE) { /* its writer is gone: undo what it wrote */
-            int rc = rollback_batch(c, id, err);
+            int rc = zk_rollback_batch(c, id, err);
             if (rc)
                 return rc;
             continue;
@@ -235,7 +213,7 @@ static int gate_wait_open(ferry_catalog *c, int64_t *gv, ferry_err *err)
 static int gate_unchanged(cat_backend *be, int64_t gv, bool *same, ferry_err *err)
 {
     char abs[PATH_MAX_LEN];
-    abspath(be, "gate", abs, sizeof abs);
+    zk_abspath(be, "gate", abs, sizeof abs);
     struct Stat st;
     int zrc = zoo_exists(be->zh, abs, 0, &st);
     if (zrc != ZOK)
@@ -246,13 +224,13 @@ static int gate_unchanged(cat_backend *be, int64_t gv, bool *same, ferry_err *er
     return FERRY_OK;
 }
 
-static int cached_gate(ferry_catalog *c, int64_t *gv, ferry_err *err)
+int zk_cached_gate(ferry_catalog *c, int64_t *gv, ferry_err *err)
 {
     if (c->be->gate_version >= 0) {
         *gv = c->be->gate_version;
         return FERRY_OK;
     }
-    return gate_wait_open(c, gv, err);
+    return zk_gate_wait_open(c, gv, err);
 }
 
 /* ---- reads ---- */
@@ -261,10 +239,10 @@ static int zk_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *
 {
     cat_backend *be = c->be;
     char abs[PATH_MAX_LEN];
-    abspath(be, path, abs, sizeof abs);
+    zk_abspath(be, path, abs, sizeof abs);
     for (int attempt = 0;; attempt++) {
         int64_t gv;
-        int rc = attempt ? gate_wait_open(c, &gv, err) : cached_gate(c, &gv, err);
+        int rc = attempt ? zk_gate_wait_open(c, &gv, err) : zk_cached_gate(c, &gv, err);
         if (rc)
             return rc;
         char *data = NULL;
@@ -335,21 +313,6 @@ static void rel_free(rel_list *l)
     memset(l, 0, sizeof *l);
 }
 
-/* One asynchronous request of a pipelined batch: a getChildren (kids) or a get (doc). */
-typedef struct scan_slot {
-    struct scan_wait *w;
-    int rc;
-    char *doc;
-    int64_t version;
-    struct String_vector kids;
-} scan_slot;
-
-typedef struct scan_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t pending;
-} scan_wait;
-
 static void slot_done(scan_slot *s)
 {
     pthread_mutex_lock(&s->w->mu);
@@ -358,7 +321,7 @@ static void slot_done(scan_slot *s)
     pthread_mutex_unlock(&s->w->mu);
 }
 
-static void scan_done(int rc, const char *value, int len, const struct Stat *st, const void *data)
+void zk_scan_done(int rc, const char *value, int len, const struct Stat *st, const void *data)
 {
     scan_slot *s = (scan_slot *)data;
     s->rc = rc;
@@ -399,14 +362,14 @@ static int pipelined(cat_backend *be, const rel_list *paths, bool kids, scan_slo
         pthread_mutex_unlock(&w.mu);
         while (issued < n && w.pending < SCAN_WINDOW) {
             char abs[PATH_MAX_LEN];
-            abspath(be, paths->v[issued], abs, sizeof abs);
+            zk_abspath(be, paths->v[issued], abs, sizeof abs);
             scan_slot *s = &slots[issued++];
             s->w = &w;
             pthread_mutex_lock(&w.mu);
             w.pending++;
             pthread_mutex_unlock(&w.mu);
             int zrc = kids ? zoo_aget_children(be->zh, abs, 0, kids_done, s)
-                           : zoo_aget(be->zh, abs, 0, scan_done, s);
+                           : zoo_aget(be->zh, abs, 0, zk_scan_done, s);
             if (zrc != ZOK) {
                 pthread_mutex_lock(&w.mu);
                 w.pending--;
@@ -473,7 +436,7 @@ static int zk_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *o
 {
     for (int attempt = 0;; attempt++) {
         int64_t gv;
-        int rc = attempt ? gate_wait_open(c, &gv, err) : cached_gate(c, &gv, err);
+        int rc = attempt ? zk_gate_wait_open(c, &gv, err) : zk_cached_gate(c, &gv, err);
         if (rc)
             return rc;
         rc = scan_level(c->be, prefix, depth, out, err);
@@ -488,17 +451,8 @@ static int zk_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *o
 
 /* ---- writes ---- */
 
-/* One multi's worth of operations with the storage they point into. */
-typedef struct zmulti {
-    zoo_op_t *ops;
-    zoo_op_result_t *res;
-    struct Stat *stats;
-    char (*paths)[PATH_MAX_LEN];
-    int *src; /* index into the request's ops, or -1 for bookkeeping operations */
-    int n, cap;
-} zmulti;
 
-static int zmulti_init(zmulti *m, int cap)
+int zmulti_init(zmulti *m, int cap)
 {
     memset(m, 0, sizeof *m);
     m->ops = calloc((size_t)cap, sizeof *m->ops);
@@ -510,7 +464,7 @@ static int zmulti_init(zmulti *m, int cap)
     return m->ops && m->res && m->stats && m->paths && m->src ? FERRY_OK : FERRY_ENOMEM;
 }
 
-static void zmulti_free(zmulti *m)
+void zmulti_free(zmulti *m)
 {
     free(m->ops);
     free(m->res);
@@ -521,37 +475,37 @@ static void zmulti_free(zmulti *m)
 
 static char *zm_path(zmulti *m, const cat_backend *be, const char *rel)
 {
-    abspath(be, rel, m->paths[m->n], sizeof m->paths[m->n]);
+    zk_abspath(be, rel, m->paths[m->n], sizeof m->paths[m->n]);
     return m->paths[m->n];
 }
 
-static void zm_create(zmulti *m, const cat_backend *be, const char *rel, const char *data,
+void zm_create(zmulti *m, const cat_backend *be, const char *rel, const char *data,
                       int len, int flags, int src)
 {
     zoo_create_op_init(&m->ops[m->n], zm_path(m, be, rel), data, len, be->acl, flags,
                        NULL, 0);
     m->src[m->n++] = src;
 }
-static void zm_set(zmulti *m, const cat_backend *be, const char *rel, const char *data, int len,
+void zm_set(zmulti *m, const cat_backend *be, const char *rel, const char *data, int len,
                    int64_t version, int src)
 {
     zoo_set_op_init(&m->ops[m->n], zm_path(m, be, rel), data, len, (int)version,
                     &m->stats[m->n]);
     m->src[m->n++] = src;
 }
-static void zm_delete(zmulti *m, const cat_backend *be, const char *rel, int64_t version, int src)
+void zm_delete(zmulti *m, const cat_backend *be, const char *rel, int64_t version, int src)
 {
     zoo_delete_op_init(&m->ops[m->n], zm_path(m, be, rel), (int)version);
     m->src[m->n++] = src;
 }
-static void zm_check(zmulti *m, const cat_backend *be, const char *rel, int64_t version, int src)
+void zm_check(zmulti *m, const cat_backend *be, const char *rel, int64_t version, int src)
 {
     zoo_check_op_init(&m->ops[m->n], zm_path(m, be, rel), (int)version);
     m->src[m->n++] = src;
 }
 
 /* Adds the request's operation i. */
-static void zm_user_op(zmulti *m, const cat_backend *be, const cat_op *op, int i)
+void zm_user_op(zmulti *m, const cat_backend *be, const cat_op *op, int i)
 {
     switch (op->type) {
     case CAT_CREATE:
@@ -570,7 +524,7 @@ static void zm_user_op(zmulti *m, const cat_backend *be, const cat_op *op, int i
 }
 
 /* The first failing operation of a failed multi (-1 if none is marked). */
-static int zm_failed(const zmulti *m)
+int zm_failed(const zmulti *m)
 {
     for (int i = 0; i < m->n; i++)
         if (m->res[i].err != ZOK && m->res[i].err != ZRUNTIMEINCONSISTENCY)
@@ -578,7 +532,7 @@ static int zm_failed(const zmulti *m)
     return -1;
 }
 
-static int user_op_error(cat_backend *be, const cat_op *op, int zrc, ferry_err *err)
+int zk_user_op_error(cat_backend *be, const cat_op *op, int zrc, ferry_err *err)
 {
     switch (zrc) {
     case ZNODEEXISTS:
@@ -593,11 +547,11 @@ static int user_op_error(cat_backend *be, const cat_op *op, int zrc, ferry_err *
     }
 }
 
-static int read_routing(cat_backend *be, uint64_t *value, int64_t *version, ferry_err *err)
+int zk_read_routing(cat_backend *be, uint64_t *value, int64_t *version, ferry_err *err)
 {
     char abs[PATH_MAX_LEN], *data = NULL;
     struct Stat st;
-    abspath(be, "routing", abs, sizeof abs);
+    zk_abspath(be, "routing", abs, sizeof abs);
     int zrc = zget(be, abs, false, &data, NULL, &st);
     if (zrc != ZOK)
         return zfail(be, zrc, "reading", "routing", err);
@@ -649,7 +603,7 @@ static bool parent_known(const cat_backend *be, const char *p)
 
 /* Makes sure the containers above every created record exist, creating the missing ones level by
  * level with pipelined asynchronous creates (one round trip per level, whatever their number). */
-static int parents_for(ferry_catalog *c, const cat_commit_req *req, size_t *rt, ferry_err *err)
+int zk_parents_for(ferry_catalog *c, const cat_commit_req *req, size_t *rt, ferry_err *err)
 {
     cat_backend *be = c->be;
     char **want = NULL; /* every container level, e.g. "parts/events" and "parts/events/p1" */
@@ -715,7 +669,7 @@ static int parents_for(ferry_catalog *c, const cat_commit_req *req, size_t *rt, 
             if (slashes(want[i]) != level)
                 continue;
             char abs[PATH_MAX_LEN];
-            abspath(be, want[i], abs, sizeof abs);
+            zk_abspath(be, want[i], abs, sizeof abs);
             slots[i].w = &w;
             pthread_mutex_lock(&w.mu);
             w.pending++;
@@ -768,7 +722,7 @@ out:
 }
 
 /* A batch that fits one multi: [check gate] ops [set routing]. */
-static int commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
+int zk_commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
                         ferry_err *err)
 {
     cat_backend *be = c->be;
@@ -782,13 +736,13 @@ static int commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
     bool settled = false; /* committed, or failed for good */
     for (int attempt = 0; attempt < 50 && !settled; attempt++) {
         int64_t gv;
-        rc = attempt ? gate_wait_open(c, &gv, err) : cached_gate(c, &gv, err);
+        rc = attempt ? zk_gate_wait_open(c, &gv, err) : zk_cached_gate(c, &gv, err);
         if (rc)
             break;
         uint64_t rv = 0;
         int64_t rver = -1;
         if (req->routing != CAT_ROUTING_KEEP) {
-            rc = read_routing(be, &rv, &rver, err);
+            rc = zk_read_routing(be, &rv, &rver, err);
             info->round_trips++;
             if (rc)
                 break;
@@ -827,7 +781,7 @@ static int commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
             settled = false; /* the gate moved or another switch bumped the routing version */
             continue;
         }
-        rc = user_op_error(be, &req->ops[m.src[f]], m.res[f].err, err);
+        rc = zk_user_op_error(be, &req->ops[m.src[f]], m.res[f].err, err);
         break;
     }
     if (!rc && !settled)
@@ -839,415 +793,12 @@ static int commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
     return rc;
 }
 
-/* ---- large batches ---- */
-
-static int batch_rel(char *out, size_t size, const char *id, const char *child)
-{
-    return snprintf(out, size, child ? "batches/%s/%s" : "batches/%s", id, child);
-}
-
-/* Removes a batch's journal: its children, then itself (several multis if needed). */
-static void drop_journal(ferry_catalog *c, const char *id, size_t *rt)
-{
-    cat_backend *be = c->be;
-    char rel[PATH_MAX_LEN], abs[PATH_MAX_LEN];
-    batch_rel(rel, sizeof rel, id, NULL);
-    abspath(be, rel, abs, sizeof abs);
-    struct String_vector kids = {0, NULL};
-    if (zoo_get_children(be->zh, abs, 0, &kids) != ZOK)
-        return;
-    zmulti m;
-    if (zmulti_init(&m, (int)c->chunk_ops + 1) == FERRY_OK) {
-        for (int i = 0; i <= kids.count;) {
-            m.n = 0;
-            while (i < kids.count && m.n < m.cap - 1) {
-                char crel[PATH_MAX_LEN];
-                batch_rel(crel, sizeof crel, id, kids.data[i++]);
-                zm_delete(&m, be, crel, -1, -1);
-            }
-            if (i == kids.count) {
-                zm_delete(&m, be, rel, -1, -1);
-                i++;
-            }
-            zoo_multi(be->zh, m.n, m.ops, m.res);
-            if (rt)
-                (*rt)++;
-        }
-    }
-    zmulti_free(&m);
-    deallocate_String_vector(&kids);
-}
-
-static int cmp_desc(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)b, *(const char *const *)a);
-}
-
-/* Undoes what batch id applied (its u-* records, newest first), then opens the gate. Safe to run
- * by several processes at once: each undo multi also deletes its undo record, so it applies once. */
-static int rollback_batch(ferry_catalog *c, const char *id, ferry_err *err)
-{
-    cat_backend *be = c->be;
-    char rel[PATH_MAX_LEN], abs[PATH_MAX_LEN];
-    batch_rel(rel, sizeof rel, id, NULL);
-    abspath(be, rel, abs, sizeof abs);
-    struct String_vector kids = {0, NULL};
-    int zrc = zoo_get_children(be->zh, abs, 0, &kids);
-    int rc = FERRY_OK;
-    zmulti m = {0};
-    if (zrc != ZOK && zrc != ZNONODE)
-        return zfail(be, zrc, "listing", rel, err);
-    if (kids.count > 1)
-        qsort(kids.data, (size_t)kids.count, sizeof *kids.data, cmp_desc);
-    if (zmulti_init(&m, (int)c->chunk_ops + 2)) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < kids.count && !rc; i++) {
-        if (strncmp(kids.data[i], "u-", 2))
-            continue;
-        char urel[PATH_MAX_LEN], uabs[PATH_MAX_LEN], *data = NULL;
-        batch_rel(urel, sizeof urel, id, kids.data[i]);
-        abspath(be, urel, uabs, sizeof uabs);
-        struct Stat st;
-        zrc = zget(be, uabs, false, &data, NULL, &st);
-        if (zrc == ZNONODE)
-            continue; /* another process undid this chunk */
-        if (zrc != ZOK) {
-            rc = zfail(be, zrc, "reading", urel, err);
-            break;
-        }
-        json_t *undo = json_loads(data, 0, NULL);
-        free(data);
-        if (!json_is_array(undo) || json_array_size(undo) + 1 > (size_t)m.cap) {
-            json_decref(undo);
-            rc = ferry_err_set(err, FERRY_EREMOTE, "batch journal %s is damaged", urel);
-            break;
-        }
-        m.n = 0;
-        for (size_t k = json_array_size(undo); k-- > 0;) {
-            json_t *u = json_array_get(undo, k);
-            const char *kind = json_string_value(json_array_get(u, 0));
-            const char *p = json_string_value(json_array_get(u, 1));
-            const char *d = json_string_value(json_array_get(u, 2));
-            if (!kind || !p)
-                continue;
-            if (!strcmp(kind, "delete"))
-                zm_delete(&m, be, p, -1, -1);
-            else if (!strcmp(kind, "set") && d)
-                zm_set(&m, be, p, d, (int)strlen(d), -1, -1);
-            else if (!strcmp(kind, "create") && d)
-                zm_create(&m, be, p, d, (int)strlen(d), 0, -1);
-        }
-        zm_delete(&m, be, urel, st.version, -1);
-        zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
-        json_decref(undo);
-        if (zrc != ZOK && zrc != ZNONODE && zrc != ZBADVERSION)
-            rc = zfail(be, zrc, "rolling back", urel, err);
-    }
-    if (!rc) {
-        /* Open the gate if this batch still holds it, and drop the journal. */
-        char gabs[PATH_MAX_LEN], *g = NULL;
-        struct Stat gst;
-        abspath(be, "gate", gabs, sizeof gabs);
-        zrc = zget(be, gabs, false, &g, NULL, &gst);
-        if (zrc == ZOK && !strcmp(g, id)) {
-            m.n = 0;
-            zm_set(&m, be, "gate", "", 0, gst.version, -1);
-            zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
-            if (zrc != ZOK && zrc != ZBADVERSION)
-                rc = zfail(be, zrc, "opening", "gate", err);
-        } else if (zrc != ZOK) {
-            rc = zfail(be, zrc, "reading", "gate", err);
-        }
-        free(g);
-        be->gate_version = -1;
-        if (!rc)
-            drop_journal(c, id, NULL);
-    }
-out:
-    zmulti_free(&m);
-    deallocate_String_vector(&kids);
-    return rc;
-}
-
-static int zk_recover(ferry_catalog *c, size_t *recovered, ferry_err *err)
-{
-    cat_backend *be = c->be;
-    char abs[PATH_MAX_LEN];
-    abspath(be, "batches", abs, sizeof abs);
-    struct String_vector kids = {0, NULL};
-    int zrc = zoo_get_children(be->zh, abs, 0, &kids);
-    if (zrc != ZOK)
-        return zfail(be, zrc, "listing", "batches", err);
-    int rc = FERRY_OK;
-    *recovered = 0;
-    for (int i = 0; i < kids.count && !rc; i++) {
-        const char *id = kids.data[i];
-        char rel[PATH_MAX_LEN], babs[PATH_MAX_LEN], *state = NULL;
-        batch_rel(rel, sizeof rel, id, NULL);
-        abspath(be, rel, babs, sizeof babs);
-        struct Stat st;
-        if (zget(be, babs, false, &state, NULL, &st) != ZOK)
-            continue;
-        bool committed = !strcmp(state, "committed");
-        free(state);
-        batch_rel(rel, sizeof rel, id, "owner");
-        abspath(be, rel, babs, sizeof babs);
-        if (committed) {
-            drop_journal(c, id, NULL);
-        } else if (zoo_exists(be->zh, babs, 0, &st) == ZNONODE) {
-            rc = rollback_batch(c, id, err);
-            if (!rc)
-                (*recovered)++;
-        }
-    }
-    deallocate_String_vector(&kids);
-    return rc;
-}
-
-/* The undo records of ops[first..next), as [kind, path, doc]: a create is undone by a delete; a
- * set or delete by restoring the document read now (the reads are pipelined: one round trip for
- * the whole chunk). Holding the gate, nothing else changes these records until we commit. */
-static int chunk_undo(cat_backend *be, const cat_op *ops, size_t first, size_t next, json_t *undo,
-                      size_t *rt, ferry_err *err)
-{
-    size_t n = next - first;
-    scan_slot *slots = calloc(n ? n : 1, sizeof *slots);
-    scan_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-    int rc = FERRY_OK;
-    bool any = false;
-    if (!slots)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        const cat_op *op = &ops[first + i];
-        if (op->type != CAT_SET && op->type != CAT_DELETE)
-            continue;
-        char abs[PATH_MAX_LEN];
-        abspath(be, op->path, abs, sizeof abs);
-        slots[i].w = &w;
-        pthread_mutex_lock(&w.mu);
-        w.pending++;
-        pthread_mutex_unlock(&w.mu);
-        int zrc = zoo_aget(be->zh, abs, 0, scan_done, &slots[i]);
-        if (zrc != ZOK) {
-            pthread_mutex_lock(&w.mu);
-            w.pending--;
-            pthread_mutex_unlock(&w.mu);
-            slots[i].rc = zrc;
-        }
-        any = true;
-    }
-    pthread_mutex_lock(&w.mu);
-    while (w.pending)
-        pthread_cond_wait(&w.cv, &w.mu);
-    pthread_mutex_unlock(&w.mu);
-    if (any)
-        (*rt)++;
-    for (size_t i = 0; i < n && !rc; i++) {
-        const cat_op *op = &ops[first + i];
-        if (op->type == CAT_CHECK)
-            continue;
-        if (op->type == CAT_CREATE) {
-            json_array_append_new(undo, json_pack("[ss]", "delete", op->path));
-            continue;
-        }
-        if (slots[i].rc == ZNONODE)
-            continue; /* created earlier in this batch (its own undo deletes it), or missing:
-                       * then the operation fails and the batch rolls back */
-        if (slots[i].rc != ZOK) {
-            rc = zfail(be, slots[i].rc, "reading", op->path, err);
-            break;
-        }
-        if (op->version >= 0 && slots[i].version != op->version) {
-            rc = user_op_error(be, op, ZBADVERSION, err);
-            break;
-        }
-        json_array_append_new(undo, json_pack("[sss]", op->type == CAT_SET ? "set" : "create",
-                                              op->path, slots[i].doc));
-    }
-    for (size_t i = 0; i < n; i++)
-        free(slots[i].doc);
-    free(slots);
-    return rc;
-}
-
-static int commit_large(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
-                        ferry_err *err)
-{
-    cat_backend *be = c->be;
-    const clientid_t *cid = zoo_client_id(be->zh);
-    char id[96], brel[PATH_MAX_LEN], orel[PATH_MAX_LEN];
-    snprintf(id, sizeof id, "b-%llx-%d-%u", (unsigned long long)cid->client_id, (int)getpid(),
-             ++be->batch_seq);
-    batch_rel(brel, sizeof brel, id, NULL);
-    batch_rel(orel, sizeof orel, id, "owner");
-    size_t per_chunk = c->chunk_ops > 8 ? c->chunk_ops - 6 : 2; /* room for bookkeeping ops */
-    zmulti m;
-    int rc = zmulti_init(&m, (int)per_chunk + 6);
-    json_t *undo = NULL;
-    char *undo_text = NULL;
-    bool holding = false;
-    if (rc) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
-    /* 1. Take the gate and open the journal, in one multi. */
-    int64_t gv = -1;
-    uint64_t rv = 0;
-    int64_t rver = -1;
-    for (int attempt = 0;; attempt++) {
-        rc = attempt ? gate_wait_open(c, &gv, err) : cached_gate(c, &gv, err);
-        if (rc)
-            goto out;
-        m.n = 0;
-        zm_set(&m, be, "gate", id, (int)strlen(id), gv, -1);
-        zm_create(&m, be, brel, "applying", 8, 0, -1);
-        zm_create(&m, be, orel, "", 0, ZOO_EPHEMERAL, -1);
-        int zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
-        info->round_trips++;
-        if (zrc == ZOK)
-            break;
-        if (zrc != ZBADVERSION || attempt > 50) {
-            rc = zfail(be, zrc, "starting batch", brel, err);
-            goto out;
-        }
-    }
-    holding = true;
-    int64_t held_gv = gv + 1;
-    be->gate_version = -1;
-    if (req->routing != CAT_ROUTING_KEEP) {
-        rc = read_routing(be, &rv, &rver, err);
-        info->round_trips++;
-        if (rc)
-            goto out;
-        rv = req->routing == CAT_ROUTING_BUMP ? rv + 1 : req->routing_value;
-    }
-    /* 2. Chunks: each multi applies its operations and records how to undo them. */
-    size_t total = 0;
-    for (size_t i = 0, bytes = 0, in = 0; i < req->n; i++) {
-        if (in == per_chunk || (in > 0 && bytes + req->ops[i].doc_len > CHUNK_BYTES / 2)) {
-            total++;
-            in = bytes = 0;
-        }
-        in++;
-        bytes += req->ops[i].doc_len + strlen(req->ops[i].path);
-    }
-    total++;
-    size_t done = 0, next = 0;
-    char rbuf[32];
-    while (next < req->n || done < total) {
-        size_t first = next, bytes = 0;
-        undo = json_array();
-        while (next < req->n && next - first < per_chunk &&
-               (next == first || bytes + req->ops[next].doc_len <= CHUNK_BYTES / 2)) {
-            bytes += req->ops[next].doc_len + strlen(req->ops[next].path);
-            next++;
-        }
-        rc = chunk_undo(be, req->ops, first, next, undo, &info->round_trips, err);
-        if (rc)
-            goto out;
-        undo_text = json_dumps(undo, JSON_COMPACT);
-        if (!undo_text) {
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            goto out;
-        }
-        char urel[PATH_MAX_LEN], uname[32];
-        snprintf(uname, sizeof uname, "u-%06zu", done);
-        batch_rel(urel, sizeof urel, id, uname);
-        bool last = next >= req->n;
-        m.n = 0;
-        zm_check(&m, be, orel, 0, -1); /* our session still owns the batch */
-        zm_check(&m, be, "gate", held_gv, -1);
-        for (size_t i = first; i < next; i++)
-            zm_user_op(&m, be, &req->ops[i], (int)i);
-        zm_create(&m, be, urel, undo_text, (int)strlen(undo_text), 0, -1);
-        if (last) { /* the commit point */
-            if (req->routing != CAT_ROUTING_KEEP) {
-                snprintf(rbuf, sizeof rbuf, "%llu", (unsigned long long)rv);
-                zm_set(&m, be, "routing", rbuf, (int)strlen(rbuf), rver, -1);
-            }
-            zm_set(&m, be, brel, "committed", 9, -1, -1);
-            zm_set(&m, be, "gate", "", 0, held_gv, -1);
-        }
-        int zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
-        info->round_trips++;
-        if (zrc != ZOK) {
-            int f = zm_failed(&m);
-            if (f >= 0 && m.src[f] >= 0)
-                rc = user_op_error(be, &req->ops[m.src[f]], m.res[f].err, err);
-            else
-                rc = zfail(be, zrc, "writing chunk", urel, err);
-            goto out;
-        }
-        for (int i = 0; i < m.n; i++)
-            if (m.src[i] >= 0) {
-                const cat_op *op = &req->ops[m.src[i]];
-                req->new_versions[m.src[i]] =
-                    op->type == CAT_CREATE ? 0 : op->type == CAT_SET ? m.stats[i].version : -1;
-            }
-        free(undo_text);
-        undo_text = NULL;
-        json_decref(undo);
-        undo = NULL;
-        done++;
-        info->chunks++;
-        if (last)
-            holding = false; /* committed: the gate is open again */
-        if (c->progress)
-            c->progress(done, total, c->progress_arg);
-        if (last)
-            break;
-    }
-    info->ops = req->n;
-    info->routing_version = rv; /* 0 when no route changed */
-    drop_journal(c, id, &info->round_trips);
-out:
-    if (holding) {
-        /* Failed before the commit point: undo everything we wrote. The rollback is idempotent,
-         * so a connection lost meanwhile is retried while the session lives (the client
-         * reconnects by itself); if it cannot finish, the batch stays invisible behind the gate
-         * and whoever finds it after our session ends rolls it back. */
-        ferry_err e2 = {0};
-        int rb = FERRY_OK;
-        for (int attempt = 0; attempt < 20; attempt++) {
-            rb = rollback_batch(c, id, &e2);
-            if (rb != FERRY_ECONNECT && rb != FERRY_ETIMEOUT)
-                break;
-            struct timespec ts = {0, 250 * 1000000L};
-            nanosleep(&ts, NULL);
-        }
-        if (rb)
-            ferry_err_prefix(err, "(rollback of batch %s also failed: %s; it stays invisible and "
-                                  "is rolled back once this session ends) ",
-                             id, e2.msg);
-    }
-    free(undo_text);
-    json_decref(undo);
-    zmulti_free(&m);
-    return rc;
-}
-
-static int zk_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
-                     ferry_err *err)
-{
-    int rc = parents_for(c, req, &info->round_trips, err);
-    if (rc)
-        return rc;
-    size_t bytes = 0;
-    for (size_t i = 0; i < req->n; i++)
-        bytes += req->ops[i].doc_len + strlen(req->ops[i].path) + 64;
-    if (req->n + 2 <= c->chunk_ops && bytes <= CHUNK_BYTES)
-        return commit_small(c, req, info, err);
-    return commit_large(c, req, info, err);
-}
-
 /* ---- routing ---- */
 
 static int zk_routing_version(ferry_catalog *c, uint64_t *v, ferry_err *err)
 {
     int64_t ver;
-    return read_routing(c->be, v, &ver, err);
+    return zk_read_routing(c->be, v, &ver, err);
 }
 
 static int zk_routing_wait(ferry_catalog *c, uint64_t known, int timeout_ms, uint64_t *now,
@@ -1256,7 +807,7 @@ static int zk_routing_wait(ferry_catalog *c, uint64_t known, int timeout_ms, uin
     cat_backend *be = c->be;
     int64_t deadline = cat_now_ms() + timeout_ms;
     char abs[PATH_MAX_LEN];
-    abspath(be, "routing", abs, sizeof abs);
+    zk_abspath(be, "routing", abs, sizeof abs);
     for (;;) {
         uint64_t seen = events_now(be);
         char *data = NULL;
@@ -1288,7 +839,7 @@ static int zk_lease_acquire(ferry_catalog *c, const char *name, const char *owne
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     char rel[PATH_MAX_LEN];
     snprintf(rel, sizeof rel, "leases/%s", name);
-    abspath(be, rel, l->path, sizeof l->path);
+    zk_abspath(be, rel, l->path, sizeof l->path);
     int zrc = zoo_create(be->zh, l->path, owner, (int)strlen(owner), be->acl,
                          ZOO_EPHEMERAL, NULL, 0);
     if (zrc == ZOK) {
@@ -1299,7 +850,7 @@ static int zk_lease_acquire(ferry_catalog *c, const char *name, const char *owne
     if (zrc == ZNODEEXISTS) {
         char *holder = NULL, abs[PATH_MAX_LEN];
         struct Stat st;
-        abspath(be, rel, abs, sizeof abs);
+        zk_abspath(be, rel, abs, sizeof abs);
         int rc = ferry_err_set(err, FERRY_ECONFLICT,
                                "lease '%s' is held by %s (it ends when that holder's session "
                                "ends)",
@@ -1500,7 +1051,7 @@ int cat_zk_open(ferry_catalog *c, const char *rest, ferry_err *err)
                                            {CAT_MOVE_INDEX_DIR, NULL},
                                            {CAT_INDEXES_DIR, NULL}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-        abspath(be, fixed[i][0], abs, sizeof abs);
+        zk_abspath(be, fixed[i][0], abs, sizeof abs);
         int zrc = zcreate_if_missing(be, abs, fixed[i][1]);
         if (zrc != ZOK) {
             rc = zfail(be, zrc, "creating", fixed[i][0], err);
@@ -1508,7 +1059,7 @@ int cat_zk_open(ferry_catalog *c, const char *rest, ferry_err *err)
         }
     }
     for (int k = 0; k < FERRY_REC_KIND_COUNT; k++) {
-        abspath(be, cat_kind_dir((enum ferry_record_kind)k), abs, sizeof abs);
+        zk_abspath(be, cat_kind_dir((enum ferry_record_kind)k), abs, sizeof abs);
         int zrc = zcreate_if_missing(be, abs, NULL);
         if (zrc != ZOK) {
             rc = zfail(be, zrc, "creating", cat_kind_dir((enum ferry_record_kind)k), err);

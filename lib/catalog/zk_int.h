@@ -1,0 +1,101 @@
+/* Private to the catalog's ZooKeeper backend (zk.c: plumbing, reads, small writes, routing,
+ * leases; zk_batch.c: batches larger than one multi, under the write gate, and their recovery;
+ * zk_auth.c: digest ACLs). */
+#ifndef FERRY_CATALOG_ZK_INT_H
+#define FERRY_CATALOG_ZK_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <zookeeper/zookeeper.h>
+
+#include "catalog/catalog_int.h"
+
+#define PATH_MAX_LEN 1024
+#define CHUNK_BYTES (512 * 1024) /* well under ZooKeeper's 1 MB request limit */
+#define SCAN_WINDOW 4096         /* asynchronous requests in flight while scanning */
+
+struct cat_backend {
+    zhandle_t *zh;
+    char hosts[1024];
+    char root[512]; /* "/ferry"; never ends with '/' */
+    int timeout_ms; /* session timeout asked for */
+    int wait_ms;    /* how long readers and writers wait for a batch in progress */
+    char auth_file[512];     /* "": no authentication, open ACLs (zk_auth.c) */
+    struct ACL_vector *acl;  /* for every znode created: creator-only once authenticated */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int state;       /* last session state */
+    uint64_t events; /* bumped on every watch or session event */
+    int64_t gate_version; /* cached version of an open gate; -1 unknown */
+    char **parents;  /* container nodes known to exist */
+    size_t n_parents, cap_parents;
+    unsigned batch_seq;
+};
+
+/* One multi's worth of operations with the storage they point into. */
+typedef struct zmulti {
+    zoo_op_t *ops;
+    zoo_op_result_t *res;
+    struct Stat *stats;
+    char (*paths)[PATH_MAX_LEN];
+    int *src; /* index into the request's ops, or -1 for bookkeeping operations */
+    int n, cap;
+} zmulti;
+
+/* One asynchronous request of a pipelined batch: a getChildren (kids) or a get (doc). */
+typedef struct scan_slot {
+    struct scan_wait *w;
+    int rc;
+    char *doc;
+    int64_t version;
+    struct String_vector kids;
+} scan_slot;
+
+typedef struct scan_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t pending;
+} scan_wait;
+
+/* The completion of a pipelined get into its scan_slot (the data pointer). */
+void zk_scan_done(int rc, const char *value, int len, const struct Stat *st, const void *data);
+
+/* ---- zk.c: plumbing ---- */
+/* A ZooKeeper error as ferry's: what failed, on which path (rel). */
+int zfail(cat_backend *be, int zrc, const char *what, const char *rel, ferry_err *err);
+void zk_abspath(const cat_backend *be, const char *rel, char *out, size_t size);
+/* Reads the znode at abs (an absolute path); *data is the caller's (free). */
+int zget(cat_backend *be, const char *abs, bool watch, char **data, int *len, struct Stat *st);
+/* The write gate: waits until it is open (rolling back a batch whose owner died); the cached
+ * version of an open gate. */
+int zk_gate_wait_open(ferry_catalog *c, int64_t *gv, ferry_err *err);
+int zk_cached_gate(ferry_catalog *c, int64_t *gv, ferry_err *err);
+
+/* ---- zk.c: one multi and its operations ---- */
+int zmulti_init(zmulti *m, int cap);
+void zmulti_free(zmulti *m);
+void zm_create(zmulti *m, const cat_backend *be, const char *rel, const char *data, int len,
+               int flags, int src);
+void zm_set(zmulti *m, const cat_backend *be, const char *rel, const char *data, int len,
+            int64_t version, int src);
+void zm_delete(zmulti *m, const cat_backend *be, const char *rel, int64_t version, int src);
+void zm_check(zmulti *m, const cat_backend *be, const char *rel, int64_t version, int src);
+void zm_user_op(zmulti *m, const cat_backend *be, const cat_op *op, int i);
+int zm_failed(const zmulti *m);
+int zk_user_op_error(cat_backend *be, const cat_op *op, int zrc, ferry_err *err);
+int zk_read_routing(cat_backend *be, uint64_t *value, int64_t *version, ferry_err *err);
+int zk_parents_for(ferry_catalog *c, const cat_commit_req *req, size_t *rt, ferry_err *err);
+/* A batch that fits one multi. */
+int zk_commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
+                    ferry_err *err);
+
+/* ---- zk_batch.c ---- */
+/* Undoes batch id from its undo records, drops its journal, opens the gate. */
+int zk_rollback_batch(ferry_catalog *c, const char *id, ferry_err *err);
+/* ferry_catalog_recover: rolls back every batch whose owner died. */
+int zk_recover(ferry_catalog *c, size_t *recovered, ferry_err *err);
+/* The backend's commit: one multi when the batch fits, else the gated large batch. */
+int zk_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info, ferry_err *err);
+
+#endif
