@@ -147,7 +147,28 @@ expect_exit 0 "$FERRY_BIN" sweep --config "$C" --json
 assert_eq "true 0" "$(jq -r '"\(.complete) \(.orphans | length)"' <<<"$OUT")" "second sweep clean"
 ok "sweep with the cache: complete, $npf pointer files counted once, no drift, only the rewrite's old objects deleted"
 
+# ---- a move with --warm-cache: the target's first scan finds the columns cached -------------
+# node1's cache dropped (it still held acme's objects from before the first move); node2's
+# holds all of acme's columns (the scans above)
+chq "$U1" "SYSTEM DROP FILESYSTEM CACHE" >/dev/null
+"$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node1 --grace 300 --warm-cache --json >"$T/move2.json" 2>"$T/move2.err" ||
+    fail "move back failed: $(tail -5 "$T/move2.err")"
+W=$(jq -c 'select(.event == "cache_warm")' "$T/move2.json")
+[ -n "$W" ] || fail "no cache_warm line: $(cat "$T/move2.json")"
+assert_eq "node1 6" "$(jq -r '"\(.server) \(.partitions)"' <<<"$W")" "the warm-up read acme's 6 cached partitions on node1"
+[ "$(jq .read_from_store_bytes <<<"$W")" -gt 100000 ] || fail "the warm-up read nothing from the store: $W"
+s0=$(ev "$U1" CachedReadBufferReadFromSourceBytes); h0=$(ev "$U1" CachedReadBufferReadFromCacheBytes)
+scan "$U1" >/dev/null
+s1=$(ev "$U1" CachedReadBufferReadFromSourceBytes); h1=$(ev "$U1" CachedReadBufferReadFromCacheBytes)
+assert_eq 0 "$((s1 - s0))" "node1's first scan after the warmed move read nothing from the store"
+[ "$((h1 - h0))" -gt 100000 ] || fail "node1's first scan read $((h1 - h0)) bytes from the cache"
+assert_eq "$((tot - nx))" "$(chq "$U1" "SELECT count() FROM events WHERE tenant = 'acme'")" "acme's rows on node1"
+echo "# warm-up: $W"
+ok "move --warm-cache: the target's first scan served from its cache ($((h1 - h0)) bytes), none from the store"
+
 # ---- bad input -------------------------------------------------------------------------------
+expect_exit 2 "$FERRY_BIN" move --config "$C" --resume all --warm-cache
+assert_contains "$ERR" "--warm-cache goes with" "--warm-cache with --resume refused"
 expect_exit 2 "$FERRY_BIN" lab up --dir "$L" --cold-cache 1K
 assert_contains "$ERR" "--cold-cache wants a size" "too small a cache refused"
 expect_exit 2 "$FERRY_BIN" lab up --dir "$L" --cold-cache 128M
