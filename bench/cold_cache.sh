@@ -5,9 +5,9 @@
 # scan (per day: rows, sum, distinct users) is timed first (nothing cached: the server's
 # mark cache and filesystem cache dropped) and repeated (3 times, the median), with the
 # requests that reached the store; then the tenant is moved to node2 with `ferry move` and the
-# scans are timed there (the target's cache is cold), and, with the cache, once more after a
-# warm-up that reads the scanned columns on the target (what the move's switch could do, see
-# docs/object-store.md). One JSON line per variant, then the load average.
+# scans are timed there (the target's cache is cold), and, with the cache, the tenant is moved
+# back with `ferry move --warm-cache` (docs/moves.md) and the first scan there is timed. One
+# JSON line per variant, then the load average.
 #   bash bench/cold_cache.sh [BUILD_DIR] [DELAY_MS] [ROWS_PER_DAY]   (build-release, 20, 400000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,16 +80,17 @@ run() { # run NAME [lab up args...]
     local r0; r0=$(reqs); f2="$(timed "$U2") $(( $(reqs) - r0 ))"
     r2=$(repeated "$U2")
     if [ "$name" = cache ]; then
-        # the target's cache dropped again, then warmed by reading the scanned columns of the
-        # moved partitions (no aggregation), then the first user scan
-        drop "$U2"
-        t0=$(date +%s%N)
-        chq "$U2" "SELECT day, user, v FROM events WHERE tenant = 'acme' FORMAT Null" --max-time 600 >/dev/null
-        t1=$(date +%s%N); w=$(( (t1 - t0) / 1000000 ))
-        r0=$(reqs); f3="$(timed "$U2") $(( $(reqs) - r0 ))"
+        # back to node1 with `ferry move --warm-cache`, node1's cache dropped first (it still
+        # holds acme's objects from the first scans): the hot-list is node2's cache, read on
+        # node1 after the switch; then node1's first user scan
+        drop "$U1"
+        "$FERRY_BIN" move --config "$L/mv.conf" --tenant acme --split 0 --to node1 --grace 0 \
+            --warm-cache --json >"$T/$name.move2" 2>"$T/$name.move2.err" || fail "move --warm-cache: $(tail -3 "$T/$name.move2.err")"
+        w=$(jq -c 'select(.event == "cache_warm") | {ms: (.ms | floor), partitions, columns, read_from_store_bytes}' "$T/$name.move2")
+        r0=$(reqs); f3="$(timed "$U1") $(( $(reqs) - r0 ))"
         f3="{\"ms\": ${f3% *}, \"requests\": ${f3#* }}"
     fi
-    printf '{"bench": "cold_cache", "variant": "%s", "delay_ms": %s, "rows": %s, "cold_bytes": %s, "first": {"ms": %s, "requests": %s}, "repeated": {"ms": %s, "requests_3_scans": %s}, "move_ms": %s, "after_move_first": {"ms": %s, "requests": %s}, "after_move_repeated": {"ms": %s, "requests_3_scans": %s}, "warmup_ms": %s, "after_warmup_first": %s}\n' \
+    printf '{"bench": "cold_cache", "variant": "%s", "delay_ms": %s, "rows": %s, "cold_bytes": %s, "first": {"ms": %s, "requests": %s}, "repeated": {"ms": %s, "requests_3_scans": %s}, "move_ms": %s, "after_move_first": {"ms": %s, "requests": %s}, "after_move_repeated": {"ms": %s, "requests_3_scans": %s}, "warm_cache": %s, "after_warm_move_first": %s}\n' \
         "$name" "$delay" "$((5 * per))" "$bytes" ${f% *} ${f#* } ${r% *} ${r#* } "$mv_ms" ${f2% *} ${f2#* } ${r2% *} ${r2#* } "$w" "$f3"
     "$FERRY_BIN" lab down --dir "$L" >/dev/null
 }

@@ -947,9 +947,9 @@ static void mark_outdated(agent_env *env, json_t *files)
             continue;
         size_t dl = strlen(d->path);
         for (size_t r = 0; r < rows.n_rows; r++) {
-            const char *pdisk = ferry_ch_rows_get(&rows, r, 0), *ppath = ferry_ch_rows_get(&rows, r, 1);
-            /* by path alone: a cache disk and the disk it wraps share one metadata path */
-            (void)pdisk;
+            /* by path alone (not disk_name): a cache disk and the disk it wraps share one
+             * metadata path, and the file may be listed under either */
+            const char *ppath = ferry_ch_rows_get(&rows, r, 1);
             if (strncmp(ppath, d->path, dl))
                 continue;
             const char *rel = ppath + dl; /* store/xxx/uuid/part/ */
