@@ -117,8 +117,11 @@ ok "rewrite: the rebuilt part names new objects, read through new cache entries;
 # ---- sweep -----------------------------------------------------------------------------------
 replaced_gone() { [ "$(chq "$U2" "SELECT count() FROM system.parts WHERE NOT active AND table IN ('events', 'events_ferry_staging', 'events_ferry_rewrite') AND rows > 0")" = 0 ]; }
 if ! wait_for 60 replaced_gone; then
-    # the background cleanup can be starved on a loaded machine (tests/integration/rewrite.sh)
+    # the background cleanup can be starved on a loaded machine; detaching the table removes
+    # the outdated parts in the query's own thread, with no merge of anything but empty parts
+    # meanwhile (the same as tests/integration/rewrite.sh, which says why)
     for t in events events_ferry_staging; do
+        chq "$U2" "ALTER TABLE $t MODIFY SETTING max_bytes_to_merge_at_max_space_in_pool = 1, max_bytes_to_merge_at_min_space_in_pool = 1" >/dev/null
         chq "$U2" "DETACH TABLE $t" >/dev/null; chq "$U2" "ATTACH TABLE $t" >/dev/null
     done
     wait_for 120 replaced_gone || fail "ClickHouse did not remove the replaced parts"
@@ -128,7 +131,12 @@ for n in node1 node2; do
     npf=$((npf + $(find "$L/$n/data/disks/cold/store" -path '*/detached' -prune -o -path '*/delete_tmp_*' -prune -o -type f -print | wc -l)))
 done
 sweep_complete() { "$FERRY_BIN" sweep --config "$C" --json >"$T/sweep0.json" 2>/dev/null; [ "$(jq .complete "$T/sweep0.json")" = true ]; }
-wait_for 60 sweep_complete || fail "sweep incomplete: $(jq -c .problems "$T/sweep0.json")"
+if ! wait_for 60 sweep_complete; then
+    # a removal cut short by the DETACH above leaves zero-byte pointer files in delete_tmp_
+    # folders, which ClickHouse clears only after a day (tests/integration/rewrite.sh)
+    find "$L"/node*/data/disks/cold/store -mindepth 3 -maxdepth 3 -type d -name 'delete_tmp_*' -exec rm -rf {} +
+    wait_for 60 sweep_complete || fail "sweep incomplete: $(jq -c .problems "$T/sweep0.json")"
+fi
 S=$(cat "$T/sweep0.json")
 assert_eq "0 0" "$(jq -r '"\(.dangling | length) \(.drift | length)"' <<<"$S")" "no dangling pointer, no drift"
 assert_eq "$npf" "$(jq .pointer_files <<<"$S")" "each pointer file counted once (cold and cold_cache share the path)"
