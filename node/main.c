@@ -83,7 +83,7 @@ static int load_node_config(node *n, const char *path, char **s3_key, char **s3_
                                             "libchdb", "pool_size", "max_query_body", NULL};
     static const char *const store_keys[] = {"type", "path", "endpoint", "bucket", "prefix",
                                              "region", "access_key_id",
-                                             "secret_access_key_file", NULL};
+                                             "secret_access_key_file", "cache_size", NULL};
     static const char *const user_keys[] = {"password_sha256", NULL};
     static const char *const agent_keys[] = {"token_file", "config", NULL};
     const char *v;
@@ -126,6 +126,10 @@ static int load_node_config(node *n, const char *path, char **s3_key, char **s3_
     if ((rc = ferry_config_bytes(&c, "node", NULL, "max_query_body", 256u << 20, &u, err)))
         goto out;
     n->max_query_body = (size_t)u;
+    /* a filesystem cache in front of the cold disk (ferry lab up --cold-cache SIZE) */
+    if ((rc = ferry_config_bytes(&c, "object_store", NULL, "cache_size", 0, &u, err)))
+        goto out;
+    n->cold_cache_size = u;
     v = ferry_config_get(&c, "object_store", NULL, "type");
     NEED(n->object_store_type = strdup(v && *v ? v : "local"));
     if (!strcmp(n->object_store_type, "local")) {
@@ -234,13 +238,26 @@ static int write_clickhouse_config(const node *n, const char *s3_key, const char
     }
     ferry_buf_puts(&b, "        <metadata_path>");
     xml_put(&b, n->data_path);
-    ferry_buf_puts(&b, "disks/cold/</metadata_path>\n      </cold>\n    </disks>\n"
+    ferry_buf_puts(&b, "disks/cold/</metadata_path>\n      </cold>\n");
+    if (n->cold_cache_size) {
+        /* ClickHouse's cache disk wrapping cold: the same pointer files (its metadata path
+         * is cold's), object reads kept in DATA/cache/cold_cache/ (a cache path must lie
+         * under the server's filesystem_caches_path, DATA/cache/ by default); parts on the
+         * cold volume then name disk cold_cache (docs/object-store.md) */
+        ferry_buf_printf(&b, "      <cold_cache>\n        <type>cache</type>\n"
+                             "        <disk>cold</disk>\n        <path>cold_cache/</path>\n"
+                             "        <max_size>%llu</max_size>\n      </cold_cache>\n",
+                         (unsigned long long)n->cold_cache_size);
+    }
+    ferry_buf_puts(&b, "    </disks>\n"
                        "    <policies>\n      <tiered>\n        <volumes>\n"
                        "          <hot><disk>default</disk></hot>\n"
                        /* ClickHouse must not merge cold parts: a merge writes new objects
                         * only it knows of, and leaves ferry's parts (and the catalog's records
                         * of their objects) behind */
-                       "          <cold><disk>cold</disk>"
+                       "          <cold><disk>");
+    ferry_buf_puts(&b, n->cold_cache_size ? "cold_cache" : "cold");
+    ferry_buf_puts(&b, "</disk>"
                        "<prefer_not_to_merge>true</prefer_not_to_merge></cold>\n"
                        "        </volumes>\n        <move_factor>0</move_factor>\n"
                        "      </tiered>\n    </policies>\n  </storage_configuration>\n"

@@ -25,6 +25,7 @@ typedef struct node {
     uint16_t http_port;
     char *object_store_type; /* "local" | "s3" */
     char *blob_path;         /* local: shared blob directory */
+    uint64_t cold_cache_size; /* bytes of a cache disk in front of cold (0: none) */
     char *s3_endpoint, *s3_bucket, *s3_region;
     char *agent_token_file; /* [agent] token_file: mounts the node agent (NULL: none) */
     char *agent_config;     /* [agent] config: the ferry config it reads */

@@ -16,7 +16,7 @@ const char cmd_lab_usage[] =
     "                     --s3-secret-key-file F [--s3-prefix P]\n"
     "                     [--s3-uploader-access-key-file F --s3-uploader-secret-key-file F]\n"
     "                     [--s3-janitor-access-key-file F --s3-janitor-secret-key-file F]]\n"
-    "                    [--libchdb PATH]\n"
+    "                    [--libchdb PATH] [--cold-cache SIZE]\n"
     "       ferry lab status --dir DIR [--json]\n"
     "       ferry lab add-node --dir DIR [--timeout SECS]\n"
     "       ferry lab down --dir DIR\n"
@@ -34,6 +34,8 @@ const char cmd_lab_usage[] =
     "\n"
     "The embedded ClickHouse is libchdb.so: --libchdb, else $FERRY_LIBCHDB, else the cache\n"
     "filled by 'make deps'. ferry-node is found next to ferry, or at $FERRY_NODE_BIN.\n"
+    "--cold-cache SIZE (new lab only, e.g. 512M) puts ClickHouse's filesystem cache in front\n"
+    "of every node's cold disk: disk cold_cache (type cache over cold), on the cold volume.\n"
     "The --s3-access-key-file/--s3-secret-key-file key is the clickhouse role's (the cold\n"
     "disk's); the uploader and janitor roles use it too unless given their own.\n"
     "Users: 'default' without password, 'ferry' with the password in DIR/ferry.password.\n";
@@ -56,6 +58,9 @@ static int print_status(json_t *st, bool as_json)
         printf("object store: s3 %s bucket %s\n",
                json_string_value(json_object_get(os, "endpoint")),
                json_string_value(json_object_get(os, "bucket")));
+    if (json_integer_value(json_object_get(os, "cold_cache_bytes")))
+        printf("cold cache: %lld bytes per node (disk cold_cache)\n",
+               (long long)json_integer_value(json_object_get(os, "cold_cache_bytes")));
     printf("%-8s %-24s %-8s %-6s %s\n", "NAME", "HTTP", "PID", "ALIVE", "DATA");
     size_t i;
     json_t *n;
@@ -82,7 +87,7 @@ int cmd_lab(int argc, char **argv)
         strcmp(sub, "down"))
         return cli_usage_error("lab", "unknown subcommand '%s'", sub);
     enum { O_NODES = 256, O_STORE, O_ENDPOINT, O_BUCKET, O_PREFIX, O_AKF, O_SKF, O_TIMEOUT,
-           O_LIB, O_JSON, O_DIR, O_UAKF, O_USKF, O_JAKF, O_JSKF };
+           O_LIB, O_JSON, O_DIR, O_UAKF, O_USKF, O_JAKF, O_JSKF, O_CACHE };
     static const struct option opts[] = {
         {"dir", required_argument, NULL, O_DIR},
         {"nodes", required_argument, NULL, O_NODES},
@@ -98,6 +103,7 @@ int cmd_lab(int argc, char **argv)
         {"s3-janitor-secret-key-file", required_argument, NULL, O_JSKF},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"libchdb", required_argument, NULL, O_LIB},
+        {"cold-cache", required_argument, NULL, O_CACHE},
         {"json", no_argument, NULL, O_JSON},
         {NULL, 0, NULL, 0}};
     ferry_lab_options o = {0};
@@ -132,6 +138,13 @@ int cmd_lab(int argc, char **argv)
         case O_JAKF: o.s3_janitor_access_key_file = optarg; break;
         case O_JSKF: o.s3_janitor_secret_key_file = optarg; break;
         case O_LIB: o.libchdb = optarg; break;
+        case O_CACHE:
+            /* below a few MB ClickHouse's 4 MB reservations cannot work; beyond 1T a typo */
+            if (!ferry_parse_bytes(optarg, &v) || v < (8u << 20) || v > (1ull << 40))
+                return cli_usage_error("lab", "--cold-cache wants a size from 8M to 1T (e.g. "
+                                       "512M), not '%s'", optarg);
+            o.cold_cache_bytes = v;
+            break;
         case O_JSON: as_json = true; break;
         default:
             return cli_usage_error("lab", "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -145,7 +158,8 @@ int cmd_lab(int argc, char **argv)
     if (!is_up && (o.nodes || o.object_store || o.s3_endpoint || o.s3_bucket || o.s3_prefix ||
                    o.s3_access_key_file || o.s3_secret_key_file || o.libchdb ||
                    o.s3_uploader_access_key_file || o.s3_uploader_secret_key_file ||
-                   o.s3_janitor_access_key_file || o.s3_janitor_secret_key_file))
+                   o.s3_janitor_access_key_file || o.s3_janitor_secret_key_file ||
+                   o.cold_cache_bytes))
         return cli_usage_error("lab", "'%s' takes only --dir%s", sub,
                                is_add ? " and --timeout" : "");
     if (as_json && strcmp(sub, "status"))

@@ -7,12 +7,13 @@
 
 #include "cli.h"
 #include "cli_move.h"
+#include "ferry/cache_warm.h"
 #include "ferry/pause.h"
 #include "ferry/strutil.h"
 
 const char cmd_move_usage[] =
     "usage: ferry move --tenant T --split K [--from SHARD] --to SHARD [--json] [--config FILE]\n"
-    "                  [--grace MS] [--max-bytes-per-second B] [--force]\n"
+    "                  [--grace MS] [--max-bytes-per-second B] [--force] [--warm-cache]\n"
     "       ferry move --resume ID|all [--json] [--config FILE] [--force]\n"
     "\n"
     "Moves slice K of tenant T to SHARD: cold partitions travel as pointer files (object storage\n"
@@ -32,6 +33,10 @@ const char cmd_move_usage[] =
     "  --json           progress and the result as JSON lines on stdout\n"
     "  --config FILE    the cluster's config (default $FERRY_CONFIG)\n"
     "  --force          move even though the cluster is paused (ferry pause)\n"
+    "  --warm-cache     for a target whose cold disk has a filesystem cache: before the move,\n"
+    "                   note what the other servers' caches hold of the managed tables (cold\n"
+    "                   partitions and columns); after it, read those columns of the slice on\n"
+    "                   the target, so its first queries find them cached (docs/moves.md)\n"
     "\n"
     "Exit status: 0 done, 2 bad input (unknown tenant or shard, moving to the current shard),\n"
     "1 a failure (the message says whether it was rolled back or can be resumed).\n";
@@ -39,6 +44,7 @@ const char cmd_move_usage[] =
 int cmd_move(int argc, char **argv)
 {
     static const struct option opts[] = {{"force", no_argument, NULL, 'F'},
+                                         {"warm-cache", no_argument, NULL, 'W'},
                                          {"tenant", required_argument, NULL, 't'},
                                          {"split", required_argument, NULL, 'k'},
                                          {"to", required_argument, NULL, 'o'},
@@ -52,7 +58,7 @@ int cmd_move(int argc, char **argv)
     const char *tenant = NULL, *to = NULL, *from = NULL, *resume = NULL, *config = NULL;
     uint64_t split = UINT64_MAX, grace = 0, bps = 0;
     bool grace_given = false;
-    bool json = false, force = false;
+    bool json = false, force = false, warm = false;
     int ch;
     optind = 1;
     opterr = 0;
@@ -65,6 +71,7 @@ int cmd_move(int argc, char **argv)
         case 'c': config = optarg; break;
         case 'j': json = true; break;
         case 'F': force = true; break;
+        case 'W': warm = true; break;
         case 'k':
             if (!ferry_parse_u64(optarg, &split) || split > UINT32_MAX)
                 return cli_usage_error("move", "--split '%s' is not a split number", optarg);
@@ -91,10 +98,14 @@ int cmd_move(int argc, char **argv)
         return cli_usage_error("move", "needs --tenant T --split K --to SHARD (or --resume ID)");
     if (resume && (tenant || to || from))
         return cli_usage_error("move", "--resume takes no --tenant/--split/--from/--to");
+    if (resume && warm)
+        return cli_usage_error("move", "--warm-cache goes with --tenant/--split/--to");
 
     ferry_err err = {0};
     cli_move_env e;
     ferry_catalog *cat = NULL;
+    ferry_fleet *fl = NULL;
+    json_t *hot = NULL;
     char (*ids)[64] = NULL;
     size_t n = 0;
     int rc = cli_move_env_init(&e, "move", config, json, &err);
@@ -106,6 +117,11 @@ int cmd_move(int argc, char **argv)
     if (!rc && !force) /* the pause (ferry pause) holds unless --force */
         rc = ferry_pause_check(cat, "move", &err);
     if (rc)
+        goto out;
+    /* the hot-list before the move: its cleanup takes the source's pointer files, which map
+     * the source's cache entries to partitions and columns */
+    if (warm && ((rc = ferry_fleet_open(cli_config_path(config), &fl, &err)) ||
+                 (rc = ferry_cache_hotlist(fl, to, &hot, &err))))
         goto out;
     if (resume) {
         if (!strcmp(resume, "all")) {
@@ -141,7 +157,28 @@ int cmd_move(int argc, char **argv)
         if (!rc && res.state == FERRY_MOVE_FAILED)
             rc = ferry_err_set(&err, FERRY_EIO, "move %s had already FAILED", ids[i]);
     }
+    if (!rc && warm) {
+        json_t *rep = NULL;
+        if ((rc = ferry_cache_warm(fl, to, tenant, (uint32_t)split, hot, &rep, &err)) == 0) {
+            json_object_set_new(rep, "event", json_string("cache_warm"));
+            if (json) {
+                json_dumpf(rep, stdout, JSON_COMPACT | JSON_SORT_KEYS);
+                putchar('\n');
+            } else {
+                printf("cache of %s warmed: %lld partitions, %lld columns, %.0f ms, %lld bytes "
+                       "read from the store\n", to,
+                       (long long)json_integer_value(json_object_get(rep, "partitions")),
+                       (long long)json_integer_value(json_object_get(rep, "columns")),
+                       json_number_value(json_object_get(rep, "ms")),
+                       (long long)json_integer_value(json_object_get(rep, "read_from_store_bytes")));
+            }
+            fflush(stdout);
+        }
+        json_decref(rep);
+    }
 out:
+    json_decref(hot);
+    ferry_fleet_close(fl);
     free(ids);
     ferry_catalog_close(cat);
     cli_move_env_free(&e);

@@ -2,6 +2,7 @@
  * corrections, GDPR erasure), on every server that holds them (include/ferry/rewrite.h,
  * docs/rewrite.md), resuming unfinished rewrite jobs first, and prints a summary. */
 #include <getopt.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,9 @@ const char cmd_rewrite_usage[] =
     "  TIER    the rebuilt partition tiered again as new objects (the ferry tier flow)\n"
     "  RECORD  the old parts' catalog records released: `ferry sweep --delete-orphans` deletes\n"
     "          their objects once ClickHouse has removed the replaced parts\n"
-    "Unfinished jobs are resumed first, with the expression they were started with.\n"
+    "Unfinished jobs are resumed first, with the expression they were started with. Jobs run\n"
+    "in batches of 8; after each job a progress line goes to stderr: k/N partitions, rows,\n"
+    "elapsed time and ETA (with --json, one {\"event\":\"progress\",...} object a line).\n"
     "\n"
     "  --tenant T            the tenant (required)\n"
     "  --split K             only split K (default: every split)\n"
@@ -36,7 +39,7 @@ const char cmd_rewrite_usage[] =
     "  --update 'C = EXPR'   set column C to EXPR (not a partition column) ...\n"
     "  --where EXPR          ... in the rows where EXPR holds\n"
     "  --dry-run             count the rows that would change, per partition, and show a sample\n"
-    "  --json                print one JSON object\n"
+    "  --json                print one JSON object (progress: JSON lines on stderr)\n"
     "  --config FILE         the cluster's config (default: $FERRY_CONFIG)\n"
     "EXPR is one expression over the table's columns: no ';', no subquery, no IN <table>, no\n"
     "function reading files, URLs or dictionaries.\n"
@@ -44,6 +47,39 @@ const char cmd_rewrite_usage[] =
     "Exit status: 0 when every job finished (or the dry run was made), 1 when one failed or no\n"
     "partition of the tenant was found (the journal keeps a job's state; run again to resume),\n"
     "2 for bad input (options, expressions, an update of a partition column).\n";
+
+/* One line per ended job on stderr, so stdout keeps only the result (one JSON object with
+ * --json) for scripts. */
+static void on_progress(const ferry_rewrite_progress *p, void *arg)
+{
+    bool as_json = *(const bool *)arg;
+    if (as_json) {
+        json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:s, s:s, s:s}",
+                              "event", "progress", "done", (json_int_t)p->done, "total",
+                              (json_int_t)p->total, "failed", (json_int_t)p->failed,
+                              "rows_read", (json_int_t)p->rows_read, "rows_total",
+                              (json_int_t)p->rows_total, "rows_changed",
+                              (json_int_t)p->rows_changed, "elapsed_s", p->elapsed_s, "eta_s",
+                              p->eta_s, "job", p->job, "server", p->server, "partition_id",
+                              p->partition_id, "state", p->state);
+        if (o) {
+            json_dumpf(o, stderr, JSON_COMPACT);
+            fputc('\n', stderr);
+        }
+        json_decref(o);
+    } else {
+        char eta[32] = "--", failed[48] = "";
+        if (p->eta_s >= 0)
+            snprintf(eta, sizeof eta, "%.0fs", p->eta_s);
+        if (p->failed)
+            snprintf(failed, sizeof failed, " (%zu failed)", p->failed);
+        fprintf(stderr, "rewrite: %zu/%zu partitions%s, %" PRIu64 "/%" PRIu64 " rows read, "
+                "%" PRIu64 " changed, elapsed %.1fs, ETA %s (%s %s %s)\n", p->done, p->total,
+                failed, p->rows_read, p->rows_total, p->rows_changed, p->elapsed_s, eta,
+                p->server, p->partition_id, p->state);
+    }
+    fflush(stderr);
+}
 
 static void print_text(json_t *r)
 {
@@ -174,6 +210,8 @@ int cmd_rewrite(int argc, char **argv)
         o.update_expr = expr;
     }
     o.config_path = cli_config_path(config);
+    o.progress = on_progress;
+    o.progress_arg = &as_json;
     json_t *report = NULL;
     int rc = ferry_rewrite_run(&o, &report, &err);
     if (report) {

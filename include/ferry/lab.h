@@ -34,6 +34,10 @@ typedef struct ferry_lab_options {
     const char *s3_janitor_access_key_file, *s3_janitor_secret_key_file;
     const char *node_bin;     /* NULL: $FERRY_NODE_BIN, else ferry-node next to this program */
     const char *libchdb;      /* NULL: the node's default ($FERRY_LIBCHDB or the cache) */
+    /* lab up: bytes of a filesystem cache in front of each node's cold disk (ClickHouse's
+     * cache disk `cold_cache` wrapping `cold`, docs/lab.md); 0 = none. Fixed when the lab is
+     * made: parts on the cold volume name the disk, so it cannot come or go later */
+    unsigned long long cold_cache_bytes;
     unsigned timeout_s;       /* how long to wait for each node to answer; 0 = 60 */
 } ferry_lab_options;
 
@@ -46,7 +50,8 @@ int ferry_lab_add_node(const ferry_lab_options *opt, ferry_err *err);
 /* Stops the lab's running nodes (SIGTERM, then SIGKILL after 10 s). Data stays. */
 int ferry_lab_down(const char *dir, ferry_err *err);
 /* {"dir":..., "nodes": [{"name","http","pid","alive","data_path","log"}], "object_store":
- * {"type":"local","path"} | {"type":"s3","endpoint","bucket"}}. Caller owns *out. */
+ * {"type":"local","path"} | {"type":"s3","endpoint","bucket"}, plus "cold_cache_bytes" when
+ * the lab has a cache in front of the cold disk}. Caller owns *out. */
 int ferry_lab_status(const char *dir, json_t **out, ferry_err *err);
 
 #endif

@@ -61,6 +61,23 @@ int ferry_rewrite_days_parse(const char *text, uint32_t *from, uint32_t *to, fer
 
 /* ---- the run ---- */
 
+/* Progress of a run, given after each job (partition on one server) ends this run: DONE,
+ * failed, or left for the next run. Jobs run in batches of FERRY_REWRITE_BATCH (built, swapped,
+ * tiered and recorded together), so a tenant-wide erasure reports (and holds on the hot disks)
+ * one batch at a time. */
+#define FERRY_REWRITE_BATCH 8
+typedef struct ferry_rewrite_progress {
+    size_t done, total;         /* jobs ended this run (any outcome), jobs of the run */
+    size_t failed;              /* of done: failed or left unfinished */
+    uint64_t rows_read, rows_total; /* rows_before of the ended jobs, of all jobs */
+    uint64_t rows_changed;      /* rows the ended (DONE) jobs erased or changed */
+    double elapsed_s;
+    double eta_s;               /* by rows read (jobs when no rows); < 0 before the first */
+    const char *job;            /* the job that just ended: its id, server, partition, state */
+    const char *server, *partition_id, *state;
+} ferry_rewrite_progress;
+typedef void (*ferry_rewrite_progress_fn)(const ferry_rewrite_progress *p, void *arg);
+
 typedef struct ferry_rewrite_options {
     const char *config_path; /* required */
     const char *tenant;      /* required: the tenant whose partitions are rewritten */
@@ -75,6 +92,8 @@ typedef struct ferry_rewrite_options {
     bool dry_run;              /* count (and sample) the rows that would change; change nothing */
     size_t sample;             /* rows in the dry run's sample (0: 5) */
     const char *owner;         /* journal owner; NULL: "host:pid" */
+    ferry_rewrite_progress_fn progress; /* may be NULL; called from the running thread */
+    void *progress_arg;
 } ferry_rewrite_options;
 
 /* One rewrite run: resumes the unfinished rewrite jobs of the journal (with their journaled

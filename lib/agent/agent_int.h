@@ -54,6 +54,9 @@ typedef struct agent_disk {
     char *name;
     char *path;     /* as system.disks gives it, ending with '/' (metadata path for object disks) */
     bool is_remote; /* an object-storage disk: its files are pointer files */
+    /* a cache disk (ClickHouse's type cache) wrapping another object-storage disk: it shares
+     * that disk's metadata path, and parts on it name it, not the wrapped disk */
+    bool is_cache;
 } agent_disk;
 
 /* The object store as the config describes it, for turning keys around. */
@@ -84,6 +87,10 @@ void agent_env_free(agent_env *env);
 int agent_env_ch(agent_env *env, ferry_err *err);
 int agent_env_config(agent_env *env, ferry_err *err);
 int agent_env_store(agent_env *env, ferry_err *err);
+/* False when another remote disk with the same metadata path stands for d's pointer files: a
+ * cache disk wrapping d (the one parts name), or for two alike, the first by name. A walk of
+ * every remote disk visits each pointer file once this way. */
+bool agent_disk_walks(const agent_env *env, const agent_disk *d);
 /* Loads system.disks and the allowed roots (data path + every disk path). */
 int agent_env_roots(agent_env *env, ferry_err *err);
 const agent_disk *agent_env_disk(const agent_env *env, const char *name);

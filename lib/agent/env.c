@@ -270,8 +270,13 @@ int agent_env_roots(agent_env *env, ferry_err *err)
         return rc;
     if ((rc = ferry_roots_add(&env->roots, env->a->data_path, err)))
         return rc;
-    rc = ferry_ch_query_rows(env->ch, "SELECT name, path, toUInt8(is_remote) FROM system.disks "
-                             "ORDER BY name", &rows, NULL, err);
+    /* cache_path tells a cache disk (26.7 has it; a server without the column has none) */
+    ferry_err cerr = {0};
+    rc = ferry_ch_query_rows(env->ch, "SELECT name, path, toUInt8(is_remote), toUInt8(cache_path "
+                             "!= '') FROM system.disks ORDER BY name", &rows, NULL, &cerr);
+    if (rc)
+        rc = ferry_ch_query_rows(env->ch, "SELECT name, path, toUInt8(is_remote), 0 FROM "
+                                 "system.disks ORDER BY name", &rows, NULL, err);
     if (rc) {
         ferry_err_prefix(err, "listing disks: ");
         goto out;
@@ -286,6 +291,7 @@ int agent_env_roots(agent_env *env, ferry_err *err)
         d->name = strdup(ferry_ch_rows_get(&rows, i, 0));
         d->path = with_slash(ferry_ch_rows_get(&rows, i, 1));
         d->is_remote = !strcmp(ferry_ch_rows_get(&rows, i, 2), "1");
+        d->is_cache = rows.n_cols > 3 && !strcmp(ferry_ch_rows_get(&rows, i, 3), "1");
         if (!d->name || !d->path) {
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
             goto out;
@@ -311,6 +317,18 @@ out:
     }
     ferry_ch_rows_free(&rows);
     return rc;
+}
+
+bool agent_disk_walks(const agent_env *env, const agent_disk *d)
+{
+    for (size_t i = 0; i < env->n_disks; i++) {
+        const agent_disk *o = &env->disks[i];
+        if (o == d || !o->is_remote || strcmp(o->path, d->path))
+            continue;
+        if (o->is_cache != d->is_cache ? o->is_cache : o < d)
+            return false;
+    }
+    return true;
 }
 
 const agent_disk *agent_env_disk(const agent_env *env, const char *name)

@@ -947,8 +947,10 @@ static void mark_outdated(agent_env *env, json_t *files)
             continue;
         size_t dl = strlen(d->path);
         for (size_t r = 0; r < rows.n_rows; r++) {
-            const char *pdisk = ferry_ch_rows_get(&rows, r, 0), *ppath = ferry_ch_rows_get(&rows, r, 1);
-            if (strcmp(pdisk, d->name) || strncmp(ppath, d->path, dl))
+            /* by path alone (not disk_name): a cache disk and the disk it wraps share one
+             * metadata path, and the file may be listed under either */
+            const char *ppath = ferry_ch_rows_get(&rows, r, 1);
+            if (strncmp(ppath, d->path, dl))
                 continue;
             const char *rel = ppath + dl; /* store/xxx/uuid/part/ */
             size_t rl = strlen(rel);
@@ -986,7 +988,7 @@ int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err
     bool any = false;
     for (size_t i = 0; i < env->n_disks && rc == FERRY_OK; i++) {
         const agent_disk *d = &env->disks[i];
-        if (!d->is_remote || (disk && strcmp(disk, d->name)))
+        if (!d->is_remote || (disk ? strcmp(disk, d->name) != 0 : !agent_disk_walks(env, d)))
             continue;
         any = true;
         char *canon = NULL;

@@ -509,8 +509,19 @@ int ferry_ch_table_data_paths(ferry_ch_client *c, const char *db, const char *ta
     }
     if ((rc = ferry_ch_query_rows(c, ferry_buf_cstr(&sql), &paths, NULL, err)))
         goto out;
-    if (has_disks &&
-        (rc = ferry_ch_query_rows(c, "SELECT name, path FROM system.disks", &disks, NULL, err)))
+    /* A cache disk shares the metadata path of the object-storage disk it wraps: of disks with
+     * the same path, the one in the table's storage policy is the table's (listed first) */
+    ferry_buf_reset(&sql);
+    if (ferry_buf_puts(&sql, "SELECT name, path FROM system.disks") ||
+        (info.storage_policy && *info.storage_policy &&
+         (ferry_buf_puts(&sql, " ORDER BY has((SELECT groupArrayArray(disks) FROM "
+                               "system.storage_policies WHERE policy_name = ") ||
+          ferry_ch_quote(&sql, info.storage_policy) ||
+          ferry_buf_puts(&sql, "), name) DESC, name")))) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (has_disks && (rc = ferry_ch_query_rows(c, ferry_buf_cstr(&sql), &disks, NULL, err)))
         goto out;
     p = calloc(paths.n_rows ? paths.n_rows : 1, sizeof *p);
     if (!p) {

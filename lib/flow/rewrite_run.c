@@ -342,12 +342,39 @@ static int scan(rw_ctx *x, ferry_err *err)
     return rc;
 }
 
-/* Runs every job to DONE (or to where it stops): BUILD and SWAP job by job, TIER as one tiering
- * run per (server, table), RECORD job by job. */
-static void run_jobs(rw_ctx *x)
+/* Tells the caller that job j ended this run (DONE, failed, or left in its state). */
+static void job_ended(rw_ctx *x, rw_job *j, size_t *done, size_t *failed, uint64_t *rows_read,
+                      uint64_t *rows_changed, uint64_t rows_total, double t0)
+{
+    (*done)++;
+    *rows_read += rw_du64(j, "rows_before");
+    if (j->rc || j->state != FERRY_REWRITE_DONE)
+        (*failed)++;
+    else
+        *rows_changed += rw_du64(j, "rows_matched");
+    if (!x->opt->progress)
+        return;
+    ferry_rewrite_progress p = {.done = *done, .total = x->n_jobs, .failed = *failed,
+                                .rows_read = *rows_read, .rows_total = rows_total,
+                                .rows_changed = *rows_changed,
+                                .elapsed_s = (now_ms() - t0) / 1000.0, .eta_s = -1,
+                                .job = j->rec.u.job.id, .server = rw_dstr(j, "server"),
+                                .partition_id = rw_dstr(j, "pid"),
+                                .state = ferry_rewrite_state_name(j->state)};
+    /* by rows: partitions of one tenant differ in size far more than in count */
+    double frac = rows_total ? (double)*rows_read / (double)rows_total
+                             : (double)*done / (double)x->n_jobs;
+    if (frac > 0)
+        p.eta_s = frac >= 1 ? 0 : p.elapsed_s * (1 - frac) / frac;
+    x->opt->progress(&p, x->opt->progress_arg);
+}
+
+/* Runs jobs [from, to) to DONE (or to where they stop): BUILD and SWAP job by job, TIER as one
+ * tiering run per (server, table), RECORD job by job. */
+static void run_batch(rw_ctx *x, size_t from, size_t to, rw_job **group)
 {
     ferry_err err = {0};
-    for (size_t i = 0; i < x->n_jobs; i++) {
+    for (size_t i = from; i < to; i++) {
         rw_job *j = &x->jobs[i];
         while (!j->out && j->state <= FERRY_REWRITE_SWAP) {
             int rc = j->state == FERRY_REWRITE_SWAP ? rw_step_swap(x, j, &err)
@@ -356,15 +383,12 @@ static void run_jobs(rw_ctx *x)
                 rw_job_fail(x, j, rc, &err);
         }
     }
-    rw_job **group = calloc(x->n_jobs + 1, sizeof *group);
-    if (!group)
-        return;
-    for (size_t i = 0; i < x->n_jobs; i++) {
+    for (size_t i = from; i < to; i++) {
         rw_job *a = &x->jobs[i];
         if (a->out || a->state != FERRY_REWRITE_TIER)
             continue;
         size_t n = 0;
-        for (size_t k = i; k < x->n_jobs; k++) {
+        for (size_t k = i; k < to; k++) {
             rw_job *b = &x->jobs[k];
             if (!b->out && b->state == FERRY_REWRITE_TIER && b->srv == a->srv &&
                 !strcmp(rw_dstr(a, "catalog_table"), rw_dstr(b, "catalog_table")))
@@ -372,8 +396,7 @@ static void run_jobs(rw_ctx *x)
         }
         rw_step_tier(x, group, n, &err);
     }
-    free(group);
-    for (size_t i = 0; i < x->n_jobs; i++) {
+    for (size_t i = from; i < to; i++) {
         rw_job *j = &x->jobs[i];
         if (!j->out && j->state == FERRY_REWRITE_RECORD) {
             int rc = rw_step_record(x, j, &err);
@@ -381,6 +404,28 @@ static void run_jobs(rw_ctx *x)
                 rw_job_fail(x, j, rc, &err);
         }
     }
+}
+
+/* Runs every job in batches of FERRY_REWRITE_BATCH: a tenant-wide erasure holds at most one
+ * batch of rebuilt partitions on the hot disks at a time, and progress is reported as each
+ * batch's jobs end. */
+static void run_jobs(rw_ctx *x, double t0)
+{
+    rw_job **group = calloc(x->n_jobs + 1, sizeof *group);
+    if (!group)
+        return;
+    uint64_t rows_total = 0, rows_read = 0, rows_changed = 0;
+    size_t done = 0, failed = 0;
+    for (size_t i = 0; i < x->n_jobs; i++)
+        rows_total += rw_du64(&x->jobs[i], "rows_before");
+    for (size_t from = 0; from < x->n_jobs; from += FERRY_REWRITE_BATCH) {
+        size_t to = from + FERRY_REWRITE_BATCH < x->n_jobs ? from + FERRY_REWRITE_BATCH
+                                                           : x->n_jobs;
+        run_batch(x, from, to, group);
+        for (size_t i = from; i < to; i++)
+            job_ended(x, &x->jobs[i], &done, &failed, &rows_read, &rows_changed, rows_total, t0);
+    }
+    free(group);
 }
 
 static void report_jobs(rw_ctx *x, int *first_rc, ferry_err *first_err)
@@ -457,7 +502,7 @@ int ferry_rewrite_run(const ferry_rewrite_options *opt, json_t **report, ferry_e
     if ((rc = scan(&x, err)))
         goto out;
     if (!opt->dry_run)
-        run_jobs(&x);
+        run_jobs(&x, t0);
     int first = FERRY_OK;
     ferry_err first_err = {0};
     report_jobs(&x, &first, &first_err);

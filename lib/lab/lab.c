@@ -50,6 +50,7 @@ typedef struct lab_state {
     /* the uploader's and the janitor's keys (index LAB_UPLOADER, LAB_JANITOR); "" = the
      * clickhouse role's */
     char s3_role_akf[2][PATH_MAX], s3_role_skf[2][PATH_MAX];
+    unsigned long long cold_cache; /* bytes of the cache disk in front of cold; 0: none */
     lab_node nodes[MAX_NODES];
     unsigned n_nodes;
 } lab_state;
@@ -197,6 +198,7 @@ static int load_state(const char *dir, lab_state *st, bool *exists, ferry_err *e
     GETS(os, "uploader_secret_key_file", st->s3_role_skf[LAB_UPLOADER]);
     GETS(os, "janitor_access_key_file", st->s3_role_akf[LAB_JANITOR]);
     GETS(os, "janitor_secret_key_file", st->s3_role_skf[LAB_JANITOR]);
+    st->cold_cache = (unsigned long long)json_integer_value(json_object_get(os, "cold_cache_bytes"));
     size_t i;
     json_t *jn;
     json_array_foreach(nodes, i, jn)
@@ -227,6 +229,8 @@ static int save_state(const lab_state *st, ferry_err *err)
     json_object_set_new(o, "libchdb", json_string(st->libchdb));
     json_t *os = json_object();
     json_object_set_new(os, "type", json_string(st->store_type));
+    if (st->cold_cache)
+        json_object_set_new(os, "cold_cache_bytes", json_integer((json_int_t)st->cold_cache));
     if (!strcmp(st->store_type, "s3")) {
         json_object_set_new(os, "endpoint", json_string(st->s3_endpoint));
         json_object_set_new(os, "bucket", json_string(st->s3_bucket));
@@ -392,6 +396,8 @@ static int write_node_conf(const lab_state *st, const lab_node *n, const char *p
         put_kv(&b, "secret_access_key_file", st->s3_secret_key_file);
         ferry_buf_puts(&b, "region = us-east-1\n");
     }
+    if (st->cold_cache)
+        ferry_buf_printf(&b, "cache_size = %llu\n", st->cold_cache);
     ferry_buf_puts(&b, "\n[agent]\n");
     node_path(st, n, "agent.token", p, sizeof p);
     put_kv(&b, "token_file", p);
@@ -706,6 +712,14 @@ static int apply_store_options(lab_state *st, const ferry_lab_options *opt, bool
     if (type && strcmp(type, "local") && strcmp(type, "s3"))
         return ferry_err_set(err, FERRY_EINVAL, "--object-store must be local or s3, not '%s'",
                              type);
+    if (exists && opt->cold_cache_bytes && opt->cold_cache_bytes != st->cold_cache)
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "the lab in %s was made %s; its cold parts name their disk, so the "
+                             "cache cannot change: 'ferry lab down' and remove the directory",
+                             st->dir, st->cold_cache ? "with another --cold-cache size"
+                                                     : "without --cold-cache");
+    if (!exists)
+        st->cold_cache = opt->cold_cache_bytes;
     if (exists) {
         if (type && strcmp(type, st->store_type))
             return ferry_err_set(err, FERRY_EINVAL,
@@ -957,6 +971,8 @@ int ferry_lab_status(const char *dir, json_t **out, ferry_err *err)
         json_object_set_new(os, "endpoint", json_string(st->s3_endpoint));
         json_object_set_new(os, "bucket", json_string(st->s3_bucket));
     }
+    if (st->cold_cache)
+        json_object_set_new(os, "cold_cache_bytes", json_integer((json_int_t)st->cold_cache));
     json_object_set_new(o, "object_store", os);
     snprintf(p, sizeof p, "%s/ferry.conf", st->dir);
     json_object_set_new(o, "config", json_string(p));

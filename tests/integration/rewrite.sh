@@ -118,7 +118,11 @@ reader() { # until $T/stop: one line per answer (or "error ...") in $T/reads
 : >"$T/reads"
 reader & RDPID=$!
 wait_for 30 test -s "$T/reads" || fail "the reader got no answer"
-expect_exit 0 "$FERRY_BIN" rewrite --config "$C" --tenant acme --days 20261101 --delete-where "user_id = 999" --json
+expect_exit 0 "$FERRY_BIN" rewrite --config "$C" --tenant acme --days 20261101 --delete-where "user_id = 999"
+# text mode: one progress line per partition on stderr, the table on stdout
+assert_eq 2 "$(grep -c '^rewrite: [12]/2 partitions, [0-9]*/[0-9]* rows read, [0-9]* changed, elapsed [0-9.]*s, ETA [0-9]*s (node[12] ' <<<"$ERR")" "a progress line per partition (stderr: $ERR)"
+assert_contains "$(grep '^rewrite: 2/2' <<<"$ERR")" "ETA 0s" "ETA 0 at the end"
+assert_contains "$OUT" "2 partitions rewritten" "the summary on stdout"
 n0=$(wc -l <"$T/reads"); wait_for 30 bash -c "[ \$(wc -l <'$T/reads') -gt $((n0 + 3)) ]"
 touch "$T/stop"; wait "$RDPID"; rm -f "$T/stop"
 NEWV=$(chq "$R" "$q1" | tr '\t' ' ')
@@ -144,6 +148,11 @@ done
 OTHER=$(fp_rest "$U1" "tenant = 'other'")
 "$FERRY_BIN" rewrite --config "$C" --tenant acme --all-days --delete-where "user_id = 42" --json >"$T/rw.json" 2>"$T/rw.err" || fail "rewrite failed: $(cat "$T/rw.err") $(cat "$T/rw.json")"
 assert_eq "10 $((E1 + E2)) 0" "$(jq -r '"\(.partitions) \(.rows_changed) \(.jobs_failed)"' "$T/rw.json")" "10 jobs, every row of user 42"
+# --json: stdout one object, progress as JSON lines on stderr, one per partition, in batches
+grep '^{' "$T/rw.err" | jq -c 'select(.event == "progress")' >"$T/progress" || fail "progress lines not JSON: $(head -3 "$T/rw.err")"
+assert_eq "1 2 3 4 5 6 7 8 9 10" "$(jq -r .done "$T/progress" | tr '\n' ' ' | sed 's/ $//')" "a progress object per partition"
+assert_eq "10 0 $((E1 + E2)) 0" "$(tail -1 "$T/progress" | jq -r '"\(.total) \(.failed) \(.rows_changed) \(.eta_s)"')" "the last: 10 of 10, none failed, every row changed, ETA 0"
+[ "$(tail -1 "$T/progress" | jq '.rows_read == .rows_total')" = true ] || fail "rows_read != rows_total at the end: $(tail -1 "$T/progress")"
 echo "# rewrite of 10 partitions ($((5 * PER)) rows per replica): $(jq .wall_ms "$T/rw.json") ms, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for u in "$U1" "$U2"; do
     assert_eq "$((b42[$u] - E1))" "$(cnt "$u" "tenant = 'acme'")" "row count dropped by exactly user 42's rows ($u)"
