@@ -18,6 +18,7 @@
 #include "ferry/log.h"
 #include "ferry/move.h"
 #include "ferry/pause.h"
+#include "ferry/repair_need.h"
 #include "ferry/replica.h"
 #include "ferry/retention.h"
 #include "ferry/split.h"
@@ -88,13 +89,26 @@ static int do_repair(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
     ferry_move_opts mo;
     ap_move_opts(ap, &mo);
     ferry_repair_summary sum = {0};
+    /* slices written while a replica was down (min_insert_replicas) are the reason to name */
+    size_t needs = 0;
+    ferry_repair_need *nl = NULL;
+    ferry_catalog *cat = NULL;
+    ferry_err nerr = {0};
+    if (!ferry_catalog_open(ap->catalog_url, &cat, &nerr))
+        (void)ferry_repair_need_list(cat, &nl, &needs, &nerr);
+    ferry_catalog_close(cat);
+    free(nl);
     int rc = ferry_repair_run(&mo, NULL, false, NULL, NULL, &sum, err);
     /* the line docs/replicas.md names */
     FLOG_INFO("msg=\"scheduled repair\" slices=%zu partitions=%zu in_sync=%zu repaired=%zu "
               "failed=%zu unreachable=%zu hot_copied=%llu cold_copied=%llu",
               sum.slices, sum.partitions, sum.in_sync, sum.repaired, sum.failed, sum.unreachable,
               (unsigned long long)sum.hot_copied, (unsigned long long)sum.cold_copied);
-    snprintf(run->reason, sizeof run->reason, "scheduled (every replicated slice)");
+    if (needs)
+        snprintf(run->reason, sizeof run->reason, "scheduled (every replicated slice; %zu "
+                 "written while a replica was down)", needs);
+    else
+        snprintf(run->reason, sizeof run->reason, "scheduled (every replicated slice)");
     snprintf(run->summary, sizeof run->summary,
              "%zu slice(s), %zu partition(s): %zu in sync, %zu repaired, %zu failed, %zu "
              "unreachable",
