@@ -5,7 +5,8 @@
  *   rebalance  the plan of `ferry rebalance` (a shard added, drained or re-weighted; fill above
  *              the target or a spread above `skew` are named as reasons), run through
  *              ferry_plan_run with max_moves_per_shard, max_moves (in flight in total),
- *              bandwidth (bytes/s, all moves together) and the maintenance window (UTC; no move
+ *              bandwidth (bytes/s, all moves together), bandwidth_per_shard (bytes/s each
+ *              shard sends plus receives) and the maintenance window (UTC; no move
  *              starts outside it, moves in flight finish)
  *   splits     `ferry splits`;  tier  `ferry tier`;  repair  `ferry repair`
  *   retention  `ferry retention --keep KEEP`
@@ -64,6 +65,7 @@ typedef struct ferry_autopilot_config {
     unsigned max_moves_per_shard;          /* moves in flight touching one shard (default 1) */
     unsigned max_moves;                    /* moves in flight in total (default 2) */
     uint64_t bandwidth;                    /* bytes/s, all moves together; 0: unlimited */
+    uint64_t bandwidth_per_shard;          /* bytes/s each shard sends plus receives; 0: none */
     ferry_ap_window window;
     double skew;                           /* fill spread named as a reason (default 0.2) */
     uint64_t keep_s;                       /* retention: the keep period (required with it) */

@@ -177,6 +177,10 @@ int ferry_autopilot_rebalance(ferry_autopilot *ap, ferry_ap_run *run, ferry_err 
     char (*ids)[64] = NULL;
     size_t n_unfinished = 0, resumed = 0, resume_failed = 0;
     ap_move_opts(ap, &mo);
+    /* unfinished moves are resumed one at a time: each is alone on its shards, so the tighter
+     * of the two limits is its own (ferry_plan_run replaces it with the shared limiters) */
+    uint64_t bw = ap->ac.bandwidth, bws = ap->ac.bandwidth_per_shard;
+    mo.max_bytes_per_second = bw && (!bws || bw < bws) ? bw : bws;
     snprintf(run->result, sizeof run->result, "ok");
     int rc = ferry_catalog_open(ap->catalog_url, &x.cat, err);
     if (rc)
@@ -235,6 +239,7 @@ int ferry_autopilot_rebalance(ferry_autopilot *ap, ferry_ap_run *run, ferry_err 
     ferry_plan_run_opts o = {.max_parallel = ap->ac.max_moves,
                              .max_per_shard = ap->ac.max_moves_per_shard,
                              .max_bytes_per_second = ap->ac.bandwidth,
+                             .max_bytes_per_second_per_shard = ap->ac.bandwidth_per_shard,
                              .on_step = on_step,
                              .may_start = may_start,
                              .arg = &x};

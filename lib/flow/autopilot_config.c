@@ -129,7 +129,7 @@ int ferry_autopilot_config_read(const ferry_config *cfg, ferry_autopilot_config 
     static const char *const keys[] = {
         "enabled", "rebalance_interval", "splits_interval", "tier_interval", "repair_interval",
         "retention_interval", "sweep_interval", "doctor_interval", "max_moves_per_shard",
-        "max_moves", "bandwidth", "window", "skew", "keep", "delete_orphans", "min_age",
+        "max_moves", "bandwidth", "bandwidth_per_shard", "window", "skew", "keep", "delete_orphans", "min_age",
         "doctor_skip", NULL};
     memset(out, 0, sizeof *out);
     uint64_t per_shard = 0, total = 0;
@@ -147,6 +147,9 @@ int ferry_autopilot_config_read(const ferry_config *cfg, ferry_autopilot_config 
         rc = ferry_config_u64(cfg, "autopilot", NULL, "max_moves", 2, &total, err);
     if (!rc)
         rc = ferry_config_bytes(cfg, "autopilot", NULL, "bandwidth", 0, &out->bandwidth, err);
+    if (!rc)
+        rc = ferry_config_bytes(cfg, "autopilot", NULL, "bandwidth_per_shard", 0,
+                                &out->bandwidth_per_shard, err);
     if (!rc)
         rc = ferry_config_double(cfg, "autopilot", NULL, "skew", 0.2, &out->skew, err);
     if (!rc)
