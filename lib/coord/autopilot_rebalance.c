@@ -30,23 +30,12 @@ typedef struct rb_pass {
 static void hold_reason(ferry_autopilot *ap, ferry_catalog *cat, char *why, size_t whysz)
 {
     why[0] = '\0';
-    if (atomic_load(&ap->stopping)) {
+    if (atomic_load(&ap->sh->stopping)) {
         snprintf(why, whysz, "the coordinator is stopping");
         return;
     }
-    time_t now = time(NULL);
-    if (!ferry_ap_window_open(&ap->ac.window, now)) {
-        const ferry_ap_window *w = &ap->ac.window;
-        time_t next = ferry_ap_window_next(w, now);
-        struct tm tm;
-        char at[32] = "?";
-        if (gmtime_r(&next, &tm))
-            strftime(at, sizeof at, "%Y-%m-%dT%H:%MZ", &tm);
-        char win[32];
-        ferry_ap_window_fmt(w, win, sizeof win);
-        snprintf(why, whysz, "outside the window %s UTC (next opens %s)", win, at);
+    if (ferry_ap_window_holds(&ap->ac, FERRY_AP_REBALANCE, time(NULL), why, whysz))
         return;
-    }
     ferry_pause p;
     ferry_err err = {0};
     if (ferry_pause_get(cat, &p, &err)) {

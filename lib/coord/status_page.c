@@ -227,6 +227,26 @@ void coord_view_free(ferry_coord *c)
 
 /* ---- GET /metrics ----------------------------------------------------------------------------- */
 
+ferry_ap_window coord_window(ferry_coord *c)
+{
+    pthread_mutex_lock(&c->view.mu);
+    ferry_ap_window w = c->view.window;
+    pthread_mutex_unlock(&c->view.mu);
+    return w;
+}
+
+void ferry_coord_set_window(ferry_coord *c, const ferry_ap_window *w)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->view.mu);
+    if (w)
+        c->view.window = *w;
+    else
+        memset(&c->view.window, 0, sizeof c->view.window);
+    pthread_mutex_unlock(&c->view.mu);
+}
+
 /* The pause, the window and each autopilot action's last run. */
 static void autopilot_metrics(ferry_buf *b, const ferry_cluster_status *s,
                               const ferry_ap_window *w)
@@ -345,7 +365,8 @@ void coord_on_metrics(ferry_http_req *req, void *ctx)
         ferry_metrics_family(&b, "ferry_tier_backlog_partitions", FERRY_METRIC_GAUGE,
                              "hot partitions older than hot_days: tiering still to do");
         ferry_metrics_sample(&b, "ferry_tier_backlog_partitions", NULL, (double)s->tier_backlog);
-        autopilot_metrics(&b, s, &c->view.window);
+        ferry_ap_window w = coord_window(c);
+        autopilot_metrics(&b, s, &w);
     }
     if (rc)
         FLOG_WARN("msg=\"coordinator: metrics without the cluster status\" err=\"%s\"", err.msg);
@@ -593,7 +614,8 @@ void coord_on_page(ferry_http_req *req, void *ctx)
                          "wait to be tiered.</p>",
                      s->partitions_hot, s->partitions_cold, s->tier_backlog,
                      s->settings.hot_days);
-    autopilot_page(&b, s, &c->view.window);
+    ferry_ap_window w = coord_window(c);
+    autopilot_page(&b, s, &w);
     ferry_buf_puts(&b, "</body></html>");
     if (b.data)
         ferry_http_respond(req, 200, "text/html; charset=utf-8", b.data, b.len);
