@@ -5,14 +5,20 @@
 # comes back; `ferry repair` copies from the replica that took every acknowledged write and clears
 # the record; both replicas end exact (every acknowledged row once, identical per-partition
 # fingerprints), and the replica may then be dropped.
+# Catalog: SQLite; replicas_min_insert_zk.sh runs the same on ZooKeeper (REPLICAS_CATALOG=zk).
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/zookeeper.sh"
 
 L=$T/lab
 lab_up "$L" --nodes 2
 C=$L/rf2.conf
 lab_rf_conf "$L" 2 "$C"
+if [ "${REPLICAS_CATALOG:-sqlite}" = zk ]; then
+    zk_start
+    sed -i "s#^catalog = .*#catalog = $(zk_url /mininsert)#" "$C"
+fi
 events_conf "$C" "shard_timeout = 5s" "min_insert_replicas = 1"
 declare -A U
 for n in node1 node2; do U[$n]=$(lab_url "$L" "$n"); done
