@@ -44,7 +44,9 @@ batch() {
         "$R/?query=$(jq -rn --arg q 'INSERT INTO events (tenant, day, uid, id, v) FORMAT TSV' '$q|@uri')&insert_deduplication_token=acme-b$i"
 }
 count() { chq "$1" "SELECT count() FROM events WHERE tenant = 'acme'"; }
+t0=$(date +%s%N)
 for i in 0 1 2 3; do assert_eq 200 "$(batch "$i" 20261110)" "batch $i accepted"; done
+echo "# 4 batches to both replicas in $((($(date +%s%N) - t0) / 1000000)) ms (load $(cut -d' ' -f1 /proc/loadavg))"
 for n in "$A" "$B"; do assert_eq 800 "$(count "${U[$n]}")" "800 rows on $n"; done
 grep -qi '^x-ferry-missed-shards' "$T/last.hdr" && fail "a write both replicas took names missed shards"
 ok "rf = 2 on $A and $B: writes reach both replicas"
@@ -53,6 +55,7 @@ ok "rf = 2 on $A and $B: writes reach both replicas"
 kill -KILL "$(lab_pid "$L" "$B")"
 wait_for 30 sh -c "! curl -s -m 1 ${U[$B]}/ping >/dev/null"
 acked=0
+t0=$(date +%s%N)
 for i in $(seq 4 13); do
     d=20261110; [ $((i % 2)) = 1 ] && d=20261111
     code=$(batch "$i" "$d")
@@ -60,6 +63,7 @@ for i in $(seq 4 13); do
     assert_contains "$(tr -d '\r' <"$T/last.hdr" | grep -i '^x-ferry-missed-shards')" "$B" "batch $i: the answer names the shard that missed it"
     acked=$((acked + 1))
 done
+echo "# $acked degraded batches (200 rows, $B down) acknowledged in $((($(date +%s%N) - t0) / 1000000)) ms in all, curl included (load $(cut -d' ' -f1 /proc/loadavg))"
 total=$(((4 + acked) * 200))
 assert_eq "$total" "$(count "${U[$A]}")" "every acknowledged row on $A"
 assert_eq "$total" "$(chq "${U[$A]}" "SELECT uniqExact(id) FROM events WHERE tenant = 'acme'")" "each once"
