@@ -252,6 +252,10 @@ static void autopilot_metrics(ferry_buf *b, const ferry_cluster_status *s,
                               const ferry_ap_window *w)
 {
     time_t now = time(NULL);
+    ferry_metrics_family(b, "ferry_slices_awaiting_repair", FERRY_METRIC_GAUGE,
+                         "slices written while a replica missed the write (min_insert_replicas), "
+                         "until a repair makes the replicas equal");
+    ferry_metrics_sample(b, "ferry_slices_awaiting_repair", NULL, (double)s->n_repair_needed);
     ferry_metrics_family(b, "ferry_autopilot_paused", FERRY_METRIC_GAUGE,
                          "1 while the cluster is paused (ferry pause)");
     ferry_metrics_sample(b, "ferry_autopilot_paused", NULL, s->pause.paused ? 1 : 0);

@@ -70,6 +70,12 @@ assert_eq "$total" "$(chq "${U[$A]}" "SELECT uniqExact(id) FROM events WHERE ten
 grep -q 'insert acknowledged with replicas missing; recorded for repair' "$T/router.log" || fail "the router logged no degraded write"
 ok "$B stopped: $acked batches acknowledged by $A alone (min_insert_replicas = 1), each naming $B"
 
+# the catalog's record of the slice, as ferry status shows it
+"$FERRY_BIN" status --config "$C" --json >"$T/st.json" || fail "ferry status"
+assert_eq "acme 0 $B $A $acked" "$(jq -r '.repair_needed[] | "\(.tenant) \(.split) \(.missed) \(.held) \(.writes)"' "$T/st.json")" "ferry status: acme/0 missed by $B, held by $A, $acked writes"
+assert_contains "$("$FERRY_BIN" status --config "$C")" "acme/0 missed by $B, held by $A" "ferry status (text) lists the slice"
+ok "the slice is recorded for repair in the catalog (ferry status)"
+
 # a retry of an acknowledged batch (same token) adds nothing
 assert_eq 200 "$(batch 7 20261111)" "a retried batch"
 assert_eq "$total" "$(count "${U[$A]}")" "the retry was deduplicated on $A"
@@ -91,6 +97,7 @@ jq -c 'select(.event == "partition" and .action != "in-sync")' "$T/rep.json" | w
     [ "$(jq -r .source <<<"$l")" = "$A" ] || fail "repaired from $(jq -r .source <<<"$l"), not $A"
 done
 grep -q 'are on every replica now' "$T/rep.err" || fail "repair did not clear the record: $(tail -3 "$T/rep.err")"
+assert_eq 0 "$("$FERRY_BIN" status --config "$C" --json | jq '.repair_needed | length')" "ferry status: nothing awaits repair"
 fp() { chq "$1" "SELECT _partition_id, count(), sum(cityHash64(*)), groupBitXor(cityHash64(*)), uniqExact(id) FROM events WHERE tenant = 'acme' GROUP BY 1 ORDER BY 1"; }
 for n in "$A" "$B"; do
     assert_eq "$total" "$(count "${U[$n]}")" "$n holds every acknowledged row"
