@@ -49,9 +49,14 @@ bool rt_quorum_accept(ferry_router *r, const rt_touched *t, const rt_out *o, cha
     }
     if (!degraded)
         return false;
-    ferry_catalog *cat = NULL;
+    /* one handle for every such record, kept open: during an outage every write is degraded,
+     * and a ZooKeeper session per request would load the ensemble */
     ferry_err err = {0};
-    int rc = ferry_catalog_open(r->catalog_url, &cat, &err);
+    int rc = FERRY_OK;
+    pthread_mutex_lock(&r->quorum_mu);
+    if (!r->quorum_cat)
+        rc = ferry_catalog_open(r->catalog_url, &r->quorum_cat, &err);
+    ferry_catalog *cat = r->quorum_cat;
     for (size_t i = 0; !rc && i < t->n; i++) {
         const rt_touched_slice *s = &t->items[i];
         char miss[FERRY_LIST_MAX] = "", held[FERRY_LIST_MAX] = "";
@@ -76,7 +81,11 @@ bool rt_quorum_accept(ferry_router *r, const rt_touched *t, const rt_out *o, cha
             list_add(missed, missed_sz, p);
         }
     }
-    ferry_catalog_close(cat);
+    if (rc && r->quorum_cat) { /* a broken session is opened again next time */
+        ferry_catalog_close(r->quorum_cat);
+        r->quorum_cat = NULL;
+    }
+    pthread_mutex_unlock(&r->quorum_mu);
     if (rc) {
         FLOG_ERROR("msg=\"router: an insert reached min_insert_replicas but the slices its "
                    "failed replicas missed cannot be recorded for repair; answered as failed\" "

@@ -174,6 +174,8 @@ struct ferry_router {
     long route_wait_ms;   /* how long a row whose slice no known shard serves waits ([router]) */
     rt_pending *pending;  /* slices awaiting a client's retry ([router] retry_window) */
     unsigned min_insert_replicas; /* 0: every replica of a slice must take its rows */
+    pthread_mutex_t quorum_mu;    /* the records of writes a replica missed (quorum.c): */
+    ferry_catalog *quorum_cat;    /* opened at the first one, kept (NULL again after an error) */
     rt_metrics metrics;
     struct rt_reads *reads; /* the read path's state (select.c) */
     /* authentication (auth.c) and per-user limits (limits.c) */

@@ -1137,6 +1137,7 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->check_mu, NULL);
+    pthread_mutex_init(&r->quorum_mu, NULL);
     pthread_mutex_init(&r->reload_mu, NULL);
     pthread_cond_init(&r->cond, NULL);
     ferry_config *cfg = &r->cfg;
@@ -1237,6 +1238,8 @@ void ferry_router_stop(ferry_router *r)
     ferry_config_free(&r->cfg);
     ferry_catalog_close(r->watch_cat);
     ferry_catalog_close(r->check_cat);
+    ferry_catalog_close(r->quorum_cat);
+    pthread_mutex_destroy(&r->quorum_mu);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->check_mu);
     pthread_mutex_destroy(&r->reload_mu);
