@@ -218,8 +218,9 @@ static void on_step(const ferry_planned_move *m, const ferry_move_result *res, i
 }
 
 int cli_run_plan(cli_move_env *e, const ferry_rebalance_plan *p, unsigned max_parallel,
-                 unsigned max_per_shard, uint64_t max_bytes_per_second, size_t *done,
-                 size_t *failed, json_t *results, ferry_err *err)
+                 unsigned max_per_shard, uint64_t max_bytes_per_second,
+                 uint64_t max_bytes_per_second_per_shard, size_t *done, size_t *failed,
+                 json_t *results, ferry_err *err)
 {
     plan_print pp = {e, results, NULL, false};
     if (!e->force) {
@@ -228,7 +229,9 @@ int cli_run_plan(cli_move_env *e, const ferry_rebalance_plan *p, unsigned max_pa
             return orc;
     }
     ferry_plan_run_opts o = {.max_parallel = max_parallel, .max_per_shard = max_per_shard,
-                             .max_bytes_per_second = max_bytes_per_second, .on_step = on_step,
+                             .max_bytes_per_second = max_bytes_per_second,
+                             .max_bytes_per_second_per_shard = max_bytes_per_second_per_shard,
+                             .on_step = on_step,
                              .may_start = may_start, .arg = &pp};
     ferry_plan_run_result r;
     int rc = ferry_plan_run(&e->opts, p, &o, &r, err);

@@ -41,11 +41,13 @@ void cli_plan_print(const ferry_rebalance_plan *p);
 
 /* Runs plan's steps with ferry_plan_run (unless e->force, no step starts once the cluster is
  * paused: those are counted in *failed and the message says so) (at most max_parallel at a time, max_per_shard per
- * shard, 0: no per-shard limit; max_bytes_per_second for the whole run, 0: none), printing each
+ * shard, 0: no per-shard limit; max_bytes_per_second for the whole run and
+ * max_bytes_per_second_per_shard for each shard's sends and receives, 0: none), printing each
  * as it ends; *failed counts steps that did not finish. Returns the first error's code (its
  * message in err). */
 int cli_run_plan(cli_move_env *e, const ferry_rebalance_plan *p, unsigned max_parallel,
-                 unsigned max_per_shard, uint64_t max_bytes_per_second, size_t *done,
-                 size_t *failed, json_t *results, ferry_err *err);
+                 unsigned max_per_shard, uint64_t max_bytes_per_second,
+                 uint64_t max_bytes_per_second_per_shard, size_t *done, size_t *failed,
+                 json_t *results, ferry_err *err);
 
 #endif

@@ -22,7 +22,9 @@ const char cmd_coordinator_usage[] =
     "usage: ferry coordinator [--config FILE | --catalog URL] [--listen ADDR:PORT]\n"
     "                         [--port-file FILE]\n"
     "\n"
-    "Runs the cluster's coordinator until SIGTERM or SIGINT. Only one runs at a time: it holds\n"
+    "Runs the cluster's coordinator until SIGTERM or SIGINT; SIGHUP reloads the config file\n"
+    "(checked first: a bad file is refused, logged, and the running config kept). Only one\n"
+    "runs at a time: it holds\n"
     "the catalog's lease \"coordinator\" (a ZooKeeper ephemeral node, or a lock on the SQLite\n"
     "file) and exits with status 1 if it loses it. It serves the routing table:\n"
     "\n"
@@ -53,6 +55,11 @@ const char cmd_coordinator_usage[] =
     "                      true and min_age = DURATION\n"
     "  doctor_interval     'ferry doctor' ([autopilot] doctor_skip = CHECK,...), also while\n"
     "                      paused\n"
+    "\n"
+    "Outside window = HH:MM-HH:MM (UTC) no move, split raise, tiering, repair or retention\n"
+    "starts and the sweep deletes nothing ([autopilot] window_actions narrows it); doctor\n"
+    "always runs. bandwidth_per_shard caps the bytes per second each shard sends plus\n"
+    "receives, all moves together.\n"
     "\n"
     "[cluster] tier_interval, splits_interval and repair_interval are older aliases of the\n"
     "[autopilot] keys. 'ferry pause' stops every action but doctor (no new move starts\n"
@@ -124,6 +131,7 @@ int cmd_coordinator(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
     ferry_coord_options o = {.catalog_url = catalog, .bind_addr = addr, .port = port};
@@ -146,11 +154,6 @@ int cmd_coordinator(int argc, char **argv)
         window = ac.window;
         o.window = &window;
         n_jobs = ferry_autopilot_jobs(ap, jobs, FERRY_AP_ACTIONS);
-        for (size_t i = 0; i < n_jobs; i++)
-            FLOG_INFO("msg=\"autopilot action scheduled\" action=%s every_s=%u", jobs[i].name,
-                      jobs[i].every_s);
-        if (!ac.enabled)
-            FLOG_INFO("msg=\"autopilot disabled ([autopilot] enabled = false)\"");
     }
     o.jobs = jobs;
     o.n_jobs = n_jobs;
@@ -192,6 +195,17 @@ int cmd_coordinator(int argc, char **argv)
         if (sig == SIGTERM || sig == SIGINT) {
             FLOG_INFO("msg=\"coordinator stopping\" signal=%d", sig);
             break;
+        }
+        if (sig == SIGHUP) {
+            ferry_err rerr = {0};
+            if (!ap)
+                FLOG_WARN("msg=\"SIGHUP: nothing to reload (started with --catalog, no config "
+                          "file)\"");
+            else if (ferry_autopilot_reload(ap, cli_config_path(config_opt), &window, &rerr))
+                FLOG_ERROR("msg=\"config reload refused; the running config is kept\" "
+                           "err=\"%s\"", rerr.msg);
+            else
+                ferry_coord_set_window(coord, &window);
         }
         if (!ferry_coord_healthy(coord)) {
             ferry_err_set(&err, FERRY_ECONFLICT, "lost the coordinator lease; exiting so a "

@@ -13,6 +13,7 @@
 
 const char cmd_rebalance_usage[] =
     "usage: ferry rebalance [--dry-run] [--max-parallel N] [--max-bytes-per-second B]\n"
+    "                       [--max-bytes-per-second-per-shard B]\n"
     "                       [--grace MS] [--json] [--force] [--config FILE]\n"
     "\n"
     "Brings the catalog's inventory up to date from system.parts on every shard (slice sizes,\n"
@@ -25,6 +26,8 @@ const char cmd_rebalance_usage[] =
     "  --max-parallel N  moves at a time (default 1, at most 64)\n"
     "  --max-per-shard N moves reading from or writing to one shard at a time (default 2)\n"
     "  --max-bytes-per-second B   copy rate limit for the whole run, all moves together\n"
+    "  --max-bytes-per-second-per-shard B   copy rate limit of each shard: the bytes it sends\n"
+    "                    plus the bytes it receives, all moves together\n"
     "  --grace MS        wait after each routing switch for writes in flight (default 2000,\n"
     "                    or 0 when [cluster] routers lists the routers: their fence covers it)\n"
     "  --json            the plan, progress and each move as JSON lines; a summary line last\n"
@@ -37,6 +40,8 @@ int cmd_rebalance(int argc, char **argv)
                                          {"max-parallel", required_argument, NULL, 'p'},
                                          {"max-per-shard", required_argument, NULL, 's'},
                                          {"max-bytes-per-second", required_argument, NULL, 'b'},
+                                         {"max-bytes-per-second-per-shard", required_argument,
+                                          NULL, 'B'},
                                          {"grace", required_argument, NULL, 'g'},
                                          {"json", no_argument, NULL, 'j'},
                                          {"force", no_argument, NULL, 'F'},
@@ -44,7 +49,7 @@ int cmd_rebalance(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     const char *config = NULL;
     bool dry = false, json = false, force = false;
-    uint64_t par = 1, per_shard = 2, bps = 0, grace = 0;
+    uint64_t par = 1, per_shard = 2, bps = 0, shard_bps = 0, grace = 0;
     bool grace_given = false;
     int ch;
     optind = 1;
@@ -67,6 +72,11 @@ int cmd_rebalance(int argc, char **argv)
             if (!ferry_parse_bytes(optarg, &bps) || bps == 0)
                 return cli_usage_error("rebalance", "--max-bytes-per-second '%s' is not a size",
                                        optarg);
+            break;
+        case 'B':
+            if (!ferry_parse_bytes(optarg, &shard_bps) || shard_bps == 0)
+                return cli_usage_error("rebalance", "--max-bytes-per-second-per-shard '%s' is "
+                                       "not a size", optarg);
             break;
         case 'g':
             grace_given = true;
@@ -92,7 +102,8 @@ int cmd_rebalance(int argc, char **argv)
     int rc = cli_move_env_init(&e, "rebalance", config, json, &err);
     e.opts.grace_ms = (unsigned)grace;
     e.opts.grace_given = grace_given;
-    e.opts.max_bytes_per_second = bps; /* also for the unfinished moves resumed first */
+    /* also for the unfinished moves resumed first, one at a time: each is its shards' only move */
+    e.opts.max_bytes_per_second = bps && (!shard_bps || bps < shard_bps) ? bps : shard_bps;
     e.force = force;
     if (!rc)
         rc = ferry_catalog_open(e.catalog_url, &cat, &err);
@@ -130,8 +141,8 @@ int cmd_rebalance(int argc, char **argv)
     fflush(stdout);
     if (dry)
         goto out;
-    rc = cli_run_plan(&e, &plan, (unsigned)par, (unsigned)per_shard, bps, &done, &failed,
-                      results, &err);
+    rc = cli_run_plan(&e, &plan, (unsigned)par, (unsigned)per_shard, bps, shard_bps, &done,
+                      &failed, results, &err);
     if (!rc && !failed) { /* new shards the plan no longer fills are active from now on */
         ferry_rebalance_plan again = {0};
         rc = ferry_catalog_open(e.catalog_url, &cat, &err);

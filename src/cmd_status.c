@@ -115,6 +115,19 @@ static void autopilot_print(const ferry_cluster_status *cs, const ferry_ap_windo
         printf("maintenance window %s UTC: %s%s\n", win, open ? "open now" : "opens ",
                open ? "" : t1);
     }
+    if (cs->n_repair_needed) {
+        printf("\n%zu slice(s) written while a replica missed the write, awaiting repair (ferry "
+               "repair, or the autopilot's repair):\n", cs->n_repair_needed);
+        for (size_t i = 0; i < cs->n_repair_needed && i < 20; i++) {
+            const ferry_repair_need *n = &cs->repair_needed[i];
+            fmt_time(n->first, t1, sizeof t1);
+            printf("  %s/%u missed by %s, held by %s, %llu write(s) since %s\n", n->tenant,
+                   n->split, n->missed, n->held[0] ? n->held : "(no single replica)",
+                   (unsigned long long)n->writes, t1);
+        }
+        if (cs->n_repair_needed > 20)
+            printf("  ... and %zu more\n", cs->n_repair_needed - 20);
+    }
     if (!cs->n_autopilot)
         return;
     printf("\n%-10s %-14s %-20s %-20s %s\n", "AUTOPILOT", "RESULT", "LAST RUN", "NEXT",
@@ -193,6 +206,17 @@ int cmd_status(int argc, char **argv)
         json_object_set_new(root, "moves_in_flight", a);
         json_object_set_new(root, "tier_backlog", json_integer((json_int_t)cs.tier_backlog));
         json_object_set_new(root, "autopilot", autopilot_json(&cs, &win));
+        a = json_array();
+        for (size_t i = 0; i < cs.n_repair_needed; i++) {
+            const ferry_repair_need *n = &cs.repair_needed[i];
+            json_array_append_new(a, json_pack("{s:s, s:I, s:s, s:s, s:I, s:I, s:I}", "tenant",
+                                               n->tenant, "split", (json_int_t)n->split,
+                                               "missed", n->missed, "held", n->held, "writes",
+                                               (json_int_t)n->writes, "first",
+                                               (json_int_t)n->first, "last",
+                                               (json_int_t)n->last));
+        }
+        json_object_set_new(root, "repair_needed", a);
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
         putchar('\n');
         goto out;

@@ -5,8 +5,13 @@
  *   rebalance  the plan of `ferry rebalance` (a shard added, drained or re-weighted; fill above
  *              the target or a spread above `skew` are named as reasons), run through
  *              ferry_plan_run with max_moves_per_shard, max_moves (in flight in total),
- *              bandwidth (bytes/s, all moves together) and the maintenance window (UTC; no move
+ *              bandwidth (bytes/s, all moves together), bandwidth_per_shard (bytes/s each
+ *              shard sends plus receives) and the maintenance window (UTC; no move
  *              starts outside it, moves in flight finish)
+ *
+ * The window holds every action but doctor (window_actions can narrow it): outside it splits,
+ * tier, repair and retention do not start (a run in progress finishes) and the sweep reports
+ * without deleting.
  *   splits     `ferry splits`;  tier  `ferry tier`;  repair  `ferry repair`
  *   retention  `ferry retention --keep KEEP`
  *   sweep      `ferry sweep`: a report, unless delete_orphans and min_age are both set
@@ -64,7 +69,10 @@ typedef struct ferry_autopilot_config {
     unsigned max_moves_per_shard;          /* moves in flight touching one shard (default 1) */
     unsigned max_moves;                    /* moves in flight in total (default 2) */
     uint64_t bandwidth;                    /* bytes/s, all moves together; 0: unlimited */
+    uint64_t bandwidth_per_shard;          /* bytes/s each shard sends plus receives; 0: none */
     ferry_ap_window window;
+    unsigned window_actions;               /* bit 1 << action: held outside the window (default
+                                              every action but doctor; sweep: its deletes) */
     double skew;                           /* fill spread named as a reason (default 0.2) */
     uint64_t keep_s;                       /* retention: the keep period (required with it) */
     bool delete_orphans;                   /* sweep: delete orphans older than min_age_s */
@@ -78,6 +86,13 @@ typedef struct ferry_autopilot_config {
  * unknown keys: FERRY_EINVAL naming FILE:LINE. */
 int ferry_autopilot_config_read(const struct ferry_config *cfg, ferry_autopilot_config *out,
                                 ferry_err *err);
+
+/* Whether the window holds action a at now: the window is set, closed at now, and covers a
+ * ([autopilot] window_actions). For the sweep it holds the deletes only (the report runs);
+ * doctor, which only reads, is never held. why (may be NULL) gets "outside the window HH:MM-HH:MM
+ * UTC (next opens ...)". */
+bool ferry_ap_window_holds(const ferry_autopilot_config *ac, enum ferry_ap_action a, time_t now,
+                           char *why, size_t whysz);
 
 /* ---- the action log ---------------------------------------------------------------------- */
 
@@ -109,6 +124,14 @@ int ferry_autopilot_new(const ferry_autopilot_config *ac, const struct ferry_con
 size_t ferry_autopilot_jobs(ferry_autopilot *ap, struct ferry_coord_job *jobs, size_t max);
 /* One rebalance pass now (what the job runs): *run says what it did. */
 int ferry_autopilot_rebalance(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err);
+/* Reads the config file at path again (SIGHUP) and, only when it passes the checks the
+ * coordinator's start makes ([cluster], the same catalog, [autopilot], [coordinator]), makes it
+ * the config every action run from now on uses: intervals, limits, the window, shard
+ * credentials. Runs in progress finish with the config they started with. A bad file changes
+ * nothing: FERRY_EINVAL (or the loader's error) saying what is wrong and where. window (may be
+ * NULL) gets the new maintenance window. */
+int ferry_autopilot_reload(ferry_autopilot *ap, const char *path, ferry_ap_window *window,
+                           ferry_err *err);
 /* No new move starts after this (moves in flight finish); call before stopping the coordinator. */
 void ferry_autopilot_stop(ferry_autopilot *ap);
 void ferry_autopilot_free(ferry_autopilot *ap);

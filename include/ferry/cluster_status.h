@@ -1,7 +1,8 @@
 /* The cluster at a glance, from the catalog: each shard's bytes and fill, the counts of tenants
  * and slices, the largest tenants, the moves in flight, the tier backlog, the pause, the
- * autopilot's last runs and the tallies of moves, sweeps and doctor runs (ferry/tally.h).
- * `ferry status`, the coordinator's GET /metrics and its status page all read it from here. */
+ * autopilot's last runs, the slices awaiting a repair of writes a replica missed, and the
+ * tallies of moves, tiering, sweeps and doctor runs (ferry/tally.h). `ferry status`, the
+ * coordinator's GET /metrics and its status page all read it from here. */
 #ifndef FERRY_CLUSTER_STATUS_H
 #define FERRY_CLUSTER_STATUS_H
 
@@ -12,6 +13,7 @@
 #include "ferry/catalog.h"
 #include "ferry/err.h"
 #include "ferry/pause.h"
+#include "ferry/repair_need.h"
 #include "ferry/tally.h"
 
 typedef struct ferry_shard_status {
@@ -45,6 +47,9 @@ typedef struct ferry_cluster_status {
     ferry_pause pause;              /* ferry pause / resume */
     ferry_ap_run *autopilot;        /* owned: the last run of each autopilot action */
     size_t n_autopilot;
+    ferry_repair_need *repair_needed; /* owned: slices written while a replica missed the
+                                         write ([router] min_insert_replicas), awaiting repair */
+    size_t n_repair_needed;
     ferry_tallies tallies;          /* moves ended and bytes copied, the last sweep and doctor */
 } ferry_cluster_status;
 

@@ -66,6 +66,8 @@ int ferry_coord_start(const ferry_coord_options *opt, ferry_coord **out, ferry_e
 uint16_t ferry_coord_port(const ferry_coord *c);
 /* False once the lease was lost (e.g. a ZooKeeper session expired): the caller must stop. */
 bool ferry_coord_healthy(ferry_coord *c);
+/* Replaces the maintenance window the status page and /metrics show (a config reload). */
+void ferry_coord_set_window(ferry_coord *c, const struct ferry_ap_window *w);
 /* Stops serving, releases the lease, frees c. NULL is fine. */
 void ferry_coord_stop(ferry_coord *c);
 

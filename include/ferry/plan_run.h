@@ -1,5 +1,6 @@
 /* Running a rebalancing plan (ferry_rebalance_plan_compute): its steps (moves, clones, replica
- * drops) several at a time, with a limit per shard and one bandwidth limit for the whole run.
+ * drops) several at a time, with a limit per shard and one bandwidth limit for the whole run
+ * (and, optionally, one per shard).
  * `ferry rebalance`, `ferry demo` and the coordinator run plans through this one executor.
  *
  * Scheduling: a step may start when fewer than max_parallel steps run and fewer than
@@ -22,6 +23,9 @@ typedef struct ferry_plan_run_opts {
     unsigned max_per_shard;        /* running steps touching one shard (source or target); 0:
                                       no limit beyond max_parallel */
     uint64_t max_bytes_per_second; /* for the whole run, all steps together; 0: unlimited */
+    uint64_t max_bytes_per_second_per_shard; /* per shard: the bytes it sends (as a step's
+                                                source) plus the bytes it receives (as a
+                                                target), all steps together; 0: unlimited */
     /* Called after each step (from the step's thread, one call at a time), with its result;
      * rc and err say how it ended. May be NULL. */
     void (*on_step)(const ferry_planned_move *step, const ferry_move_result *res, int rc,

@@ -18,6 +18,7 @@
 #include "ferry/log.h"
 #include "ferry/move.h"
 #include "ferry/pause.h"
+#include "ferry/repair_need.h"
 #include "ferry/replica.h"
 #include "ferry/retention.h"
 #include "ferry/split.h"
@@ -88,13 +89,26 @@ static int do_repair(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
     ferry_move_opts mo;
     ap_move_opts(ap, &mo);
     ferry_repair_summary sum = {0};
+    /* slices written while a replica was down (min_insert_replicas) are the reason to name */
+    size_t needs = 0;
+    ferry_repair_need *nl = NULL;
+    ferry_catalog *cat = NULL;
+    ferry_err nerr = {0};
+    if (!ferry_catalog_open(ap->catalog_url, &cat, &nerr))
+        (void)ferry_repair_need_list(cat, &nl, &needs, &nerr);
+    ferry_catalog_close(cat);
+    free(nl);
     int rc = ferry_repair_run(&mo, NULL, false, NULL, NULL, &sum, err);
     /* the line docs/replicas.md names */
     FLOG_INFO("msg=\"scheduled repair\" slices=%zu partitions=%zu in_sync=%zu repaired=%zu "
               "failed=%zu unreachable=%zu hot_copied=%llu cold_copied=%llu",
               sum.slices, sum.partitions, sum.in_sync, sum.repaired, sum.failed, sum.unreachable,
               (unsigned long long)sum.hot_copied, (unsigned long long)sum.cold_copied);
-    snprintf(run->reason, sizeof run->reason, "scheduled (every replicated slice)");
+    if (needs)
+        snprintf(run->reason, sizeof run->reason, "scheduled (every replicated slice; %zu "
+                 "written while a replica was down)", needs);
+    else
+        snprintf(run->reason, sizeof run->reason, "scheduled (every replicated slice)");
     snprintf(run->summary, sizeof run->summary,
              "%zu slice(s), %zu partition(s): %zu in sync, %zu repaired, %zu failed, %zu "
              "unreachable",
@@ -140,11 +154,19 @@ static int do_sweep(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
 {
     ferry_fleet *fl = NULL;
     ferry_sweep_result res;
-    ferry_sweep_options o = {.delete_orphans = ap->ac.delete_orphans,
+    /* outside the window the sweep still reports, but deletes nothing */
+    char held[200];
+    bool closed = ap->ac.delete_orphans &&
+                  ferry_ap_window_holds(&ap->ac, FERRY_AP_SWEEP, time(NULL), held, sizeof held);
+    ferry_sweep_options o = {.delete_orphans = ap->ac.delete_orphans && !closed,
                              .min_age_s = ap->ac.min_age_s};
     memset(&res, 0, sizeof res);
-    snprintf(run->reason, sizeof run->reason, "scheduled (%s)",
-             ap->ac.delete_orphans ? "deletes orphans older than min_age" : "report only");
+    if (closed)
+        snprintf(run->reason, sizeof run->reason, "scheduled (report only: deletes held, %s)",
+                 held);
+    else
+        snprintf(run->reason, sizeof run->reason, "scheduled (%s)",
+                 ap->ac.delete_orphans ? "deletes orphans older than min_age" : "report only");
     int rc = ferry_fleet_open(ap->config_path, &fl, err);
     if (!rc) {
         rc = ferry_sweep_run(fl, &o, &res, err);
@@ -200,11 +222,30 @@ static int do_doctor(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
     return rc;
 }
 
-/* One scheduled action: the pause, the flow, the record. */
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+ferry_autopilot *ap_current(struct ap_shared *sh)
+{
+    pthread_mutex_lock(&sh->mu);
+    ferry_autopilot *ap = sh->cur;
+    pthread_mutex_unlock(&sh->mu);
+    return ap;
+}
+
+/* One scheduled action: the pause, the flow, the record. Its job ticks every second; the action
+ * runs when its interval (from the current config) has passed since its last run ended. */
 static void run_action(void *arg)
 {
     struct ap_slot *slot = arg;
-    ferry_autopilot *ap = slot->ap;
+    ferry_autopilot *ap = ap_current(slot->sh);
+    unsigned every = ap->ac.enabled ? ap->ac.interval_s[slot->action] : 0;
+    if (!every || mono_s() < slot->last_end + every || atomic_load(&slot->sh->stopping))
+        return;
     ferry_ap_run run;
     ferry_err err = {0};
     int rc = FERRY_OK;
@@ -222,6 +263,14 @@ static void run_action(void *arg)
         snprintf(run.result, sizeof run.result, "paused");
         snprintf(run.reason, sizeof run.reason, "paused by %.60s%s%.150s", p.by[0] ? p.by : "?",
                  p.reason[0] ? ": " : "", p.reason);
+        goto done;
+    }
+    /* the maintenance window: an action that changes data does not start outside it (the
+     * rebalance asks before every move, the sweep only holds its deletes) */
+    if (slot->action != FERRY_AP_REBALANCE && slot->action != FERRY_AP_SWEEP &&
+        ferry_ap_window_holds(&ap->ac, slot->action, time(NULL), run.reason,
+                              sizeof run.reason)) {
+        snprintf(run.result, sizeof run.result, "outside window");
         goto done;
     }
     switch (slot->action) {
@@ -257,6 +306,7 @@ done:
         FLOG_WARN("msg=\"autopilot could not record its run\" action=%s err=\"%s\"", run.action,
                   lerr.msg);
     ferry_catalog_close(cat);
+    slot->last_end = mono_s();
 }
 
 /* ---- the handle ----------------------------------------------------------------------------- */
@@ -266,36 +316,73 @@ int ferry_autopilot_new(const ferry_autopilot_config *ac, const struct ferry_con
                         ferry_autopilot **out, ferry_err *err)
 {
     ferry_autopilot *ap = calloc(1, sizeof *ap);
-    if (!ap)
+    struct ap_shared *sh = calloc(1, sizeof *sh);
+    if (!ap || !sh) {
+        free(ap);
+        free(sh);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
     ap->ac = *ac;
     ap->cfg = cfg;
     snprintf(ap->config_path, sizeof ap->config_path, "%s", config_path ? config_path : "");
     snprintf(ap->catalog_url, sizeof ap->catalog_url, "%s", catalog_url);
     snprintf(ap->owner, sizeof ap->owner, "%s", owner ? owner : "autopilot");
-    atomic_init(&ap->stopping, false);
+    ap->sh = sh;
+    pthread_mutex_init(&sh->mu, NULL);
+    sh->cur = ap;
+    atomic_init(&sh->stopping, false);
+    double now = mono_s(); /* each action runs first one interval after the start */
     for (int a = 0; a < FERRY_AP_ACTIONS; a++)
-        ap->slots[a] = (struct ap_slot){.ap = ap, .action = (enum ferry_ap_action)a};
+        sh->slots[a] = (struct ap_slot){.sh = sh, .action = (enum ferry_ap_action)a,
+                                        .last_end = now};
     *out = ap;
     return FERRY_OK;
 }
 
+void ap_log_schedule(const ferry_autopilot *ap)
+{
+    if (!ap->ac.enabled) {
+        FLOG_INFO("msg=\"autopilot disabled ([autopilot] enabled = false)\"");
+        return;
+    }
+    for (int a = 0; a < FERRY_AP_ACTIONS; a++)
+        if (ap->ac.interval_s[a])
+            FLOG_INFO("msg=\"autopilot action scheduled\" action=%s every_s=%u",
+                      ferry_ap_action_name((enum ferry_ap_action)a), ap->ac.interval_s[a]);
+}
+
 size_t ferry_autopilot_jobs(ferry_autopilot *ap, ferry_coord_job *jobs, size_t max)
 {
+    /* every action ticks each second and runs on its interval from the config of the moment,
+     * so a reload can change intervals, or turn actions (or the autopilot) on and off */
     size_t n = 0;
-    if (!ap->ac.enabled)
-        return 0;
     for (int a = 0; a < FERRY_AP_ACTIONS && n < max; a++)
-        if (ap->ac.interval_s[a])
-            jobs[n++] = (ferry_coord_job){ferry_ap_action_name((enum ferry_ap_action)a),
-                                          run_action, &ap->slots[a], ap->ac.interval_s[a]};
+        jobs[n++] = (ferry_coord_job){ferry_ap_action_name((enum ferry_ap_action)a), run_action,
+                                      &ap->sh->slots[a], 1};
+    ap_log_schedule(ap_current(ap->sh));
     return n;
 }
 
 void ferry_autopilot_stop(ferry_autopilot *ap)
 {
     if (ap)
-        atomic_store(&ap->stopping, true);
+        atomic_store(&ap->sh->stopping, true);
 }
 
-void ferry_autopilot_free(ferry_autopilot *ap) { free(ap); }
+void ferry_autopilot_free(ferry_autopilot *ap)
+{
+    if (!ap)
+        return;
+    struct ap_shared *sh = ap->sh;
+    for (ferry_autopilot *g = sh->cur; g;) {
+        ferry_autopilot *older = g->older;
+        if (g->own_cfg) {
+            ferry_config_free(g->own_cfg);
+            free(g->own_cfg);
+        }
+        free(g);
+        g = older;
+    }
+    pthread_mutex_destroy(&sh->mu);
+    free(sh);
+}

@@ -30,23 +30,12 @@ typedef struct rb_pass {
 static void hold_reason(ferry_autopilot *ap, ferry_catalog *cat, char *why, size_t whysz)
 {
     why[0] = '\0';
-    if (atomic_load(&ap->stopping)) {
+    if (atomic_load(&ap->sh->stopping)) {
         snprintf(why, whysz, "the coordinator is stopping");
         return;
     }
-    time_t now = time(NULL);
-    if (!ferry_ap_window_open(&ap->ac.window, now)) {
-        const ferry_ap_window *w = &ap->ac.window;
-        time_t next = ferry_ap_window_next(w, now);
-        struct tm tm;
-        char at[32] = "?";
-        if (gmtime_r(&next, &tm))
-            strftime(at, sizeof at, "%Y-%m-%dT%H:%MZ", &tm);
-        char win[32];
-        ferry_ap_window_fmt(w, win, sizeof win);
-        snprintf(why, whysz, "outside the window %s UTC (next opens %s)", win, at);
+    if (ferry_ap_window_holds(&ap->ac, FERRY_AP_REBALANCE, time(NULL), why, whysz))
         return;
-    }
     ferry_pause p;
     ferry_err err = {0};
     if (ferry_pause_get(cat, &p, &err)) {
@@ -177,6 +166,10 @@ int ferry_autopilot_rebalance(ferry_autopilot *ap, ferry_ap_run *run, ferry_err 
     char (*ids)[64] = NULL;
     size_t n_unfinished = 0, resumed = 0, resume_failed = 0;
     ap_move_opts(ap, &mo);
+    /* unfinished moves are resumed one at a time: each is alone on its shards, so the tighter
+     * of the two limits is its own (ferry_plan_run replaces it with the shared limiters) */
+    uint64_t bw = ap->ac.bandwidth, bws = ap->ac.bandwidth_per_shard;
+    mo.max_bytes_per_second = bw && (!bws || bw < bws) ? bw : bws;
     snprintf(run->result, sizeof run->result, "ok");
     int rc = ferry_catalog_open(ap->catalog_url, &x.cat, err);
     if (rc)
@@ -235,6 +228,7 @@ int ferry_autopilot_rebalance(ferry_autopilot *ap, ferry_ap_run *run, ferry_err 
     ferry_plan_run_opts o = {.max_parallel = ap->ac.max_moves,
                              .max_per_shard = ap->ac.max_moves_per_shard,
                              .max_bytes_per_second = ap->ac.bandwidth,
+                             .max_bytes_per_second_per_shard = ap->ac.bandwidth_per_shard,
                              .on_step = on_step,
                              .may_start = may_start,
                              .arg = &x};

@@ -43,7 +43,7 @@ typedef struct coord_view {
     unsigned history_every_s;
     size_t history_points;
     char history_file[1024];
-    ferry_ap_window window; /* the autopilot's maintenance window (unset: none) */
+    ferry_ap_window window; /* the autopilot's maintenance window (unset: none), under mu */
 } coord_view;
 
 struct ferry_coord {
@@ -79,5 +79,8 @@ void coord_view_free(ferry_coord *c);
 void coord_history_sample(void *arg);
 void coord_on_metrics(ferry_http_req *req, void *ctx);
 void coord_on_page(ferry_http_req *req, void *ctx);
+
+/* The maintenance window shown (a copy, read under view.mu). */
+ferry_ap_window coord_window(ferry_coord *c);
 
 #endif

@@ -69,8 +69,10 @@ static int status_get(ferry_coord *c, ferry_cluster_status **out, ferry_err *err
             memset(&cp->moves, 0, sizeof cp->moves);
             cp->moves.items = calloc(v->status->moves.n + 1, sizeof *cp->moves.items);
             cp->autopilot = calloc(v->status->n_autopilot + 1, sizeof *cp->autopilot);
+            cp->repair_needed = calloc(v->status->n_repair_needed + 1, sizeof *cp->repair_needed);
         }
-        if (!cp || !cp->shards || !cp->top || !cp->moves.items || !cp->autopilot) {
+        if (!cp || !cp->shards || !cp->top || !cp->moves.items || !cp->autopilot ||
+            !cp->repair_needed) {
             if (cp)
                 ferry_cluster_status_free(cp);
             free(cp);
@@ -80,6 +82,9 @@ static int status_get(ferry_coord *c, ferry_cluster_status **out, ferry_err *err
             memcpy(cp->top, v->status->top, v->status->n_top * sizeof *cp->top);
             memcpy(cp->autopilot, v->status->autopilot,
                    v->status->n_autopilot * sizeof *cp->autopilot);
+            if (v->status->n_repair_needed) /* the records own no memory */
+                memcpy(cp->repair_needed, v->status->repair_needed,
+                       v->status->n_repair_needed * sizeof *cp->repair_needed);
             for (size_t i = 0; i < v->status->moves.n; i++)
                 cp->moves.items[i] = v->status->moves.items[i]; /* moves own no memory */
             cp->moves.n = v->status->moves.n;
@@ -227,11 +232,35 @@ void coord_view_free(ferry_coord *c)
 
 /* ---- GET /metrics ----------------------------------------------------------------------------- */
 
+ferry_ap_window coord_window(ferry_coord *c)
+{
+    pthread_mutex_lock(&c->view.mu);
+    ferry_ap_window w = c->view.window;
+    pthread_mutex_unlock(&c->view.mu);
+    return w;
+}
+
+void ferry_coord_set_window(ferry_coord *c, const ferry_ap_window *w)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->view.mu);
+    if (w)
+        c->view.window = *w;
+    else
+        memset(&c->view.window, 0, sizeof c->view.window);
+    pthread_mutex_unlock(&c->view.mu);
+}
+
 /* The pause, the window and each autopilot action's last run. */
 static void autopilot_metrics(ferry_buf *b, const ferry_cluster_status *s,
                               const ferry_ap_window *w)
 {
     time_t now = time(NULL);
+    ferry_metrics_family(b, "ferry_slices_awaiting_repair", FERRY_METRIC_GAUGE,
+                         "slices written while a replica missed the write (min_insert_replicas), "
+                         "until a repair makes the replicas equal");
+    ferry_metrics_sample(b, "ferry_slices_awaiting_repair", NULL, (double)s->n_repair_needed);
     ferry_metrics_family(b, "ferry_autopilot_paused", FERRY_METRIC_GAUGE,
                          "1 while the cluster is paused (ferry pause)");
     ferry_metrics_sample(b, "ferry_autopilot_paused", NULL, s->pause.paused ? 1 : 0);
@@ -444,7 +473,8 @@ void coord_on_metrics(ferry_http_req *req, void *ctx)
         ferry_metrics_family(&b, "ferry_tier_backlog_partitions", FERRY_METRIC_GAUGE,
                              "hot partitions older than hot_days: tiering still to do");
         ferry_metrics_sample(&b, "ferry_tier_backlog_partitions", NULL, (double)s->tier_backlog);
-        autopilot_metrics(&b, s, &c->view.window);
+        ferry_ap_window w = coord_window(c);
+        autopilot_metrics(&b, s, &w);
         tally_metrics(&b, &s->tallies);
     }
     if (rc)
@@ -789,7 +819,8 @@ void coord_on_page(ferry_http_req *req, void *ctx)
                      s->partitions_hot, s->partitions_cold, s->tier_backlog,
                      s->settings.hot_days);
     checks_page(&b, &s->tallies);
-    autopilot_page(&b, s, &c->view.window);
+    ferry_ap_window w = coord_window(c);
+    autopilot_page(&b, s, &w);
     ferry_buf_puts(&b, "</body></html>");
     if (b.data)
         ferry_http_respond(req, 200, "text/html; charset=utf-8", b.data, b.len);

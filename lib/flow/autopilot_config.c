@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "ferry/config.h"
 #include "ferry/strutil.h"
@@ -81,6 +82,52 @@ time_t ferry_ap_window_next(const ferry_ap_window *w, time_t now)
     return at > now ? at : at + 86400;
 }
 
+bool ferry_ap_window_holds(const ferry_autopilot_config *ac, enum ferry_ap_action a, time_t now,
+                           char *why, size_t whysz)
+{
+    if (why && whysz)
+        why[0] = '\0';
+    if (a == FERRY_AP_DOCTOR || (unsigned)a >= FERRY_AP_ACTIONS ||
+        !(ac->window_actions & (1u << a)) || ferry_ap_window_open(&ac->window, now))
+        return false;
+    if (why) {
+        time_t next = ferry_ap_window_next(&ac->window, now);
+        struct tm tm;
+        char at[32] = "?", win[32];
+        if (gmtime_r(&next, &tm))
+            strftime(at, sizeof at, "%Y-%m-%dT%H:%MZ", &tm);
+        ferry_ap_window_fmt(&ac->window, win, sizeof win);
+        snprintf(why, whysz, "outside the window %s UTC (next opens %s)", win, at);
+    }
+    return true;
+}
+
+/* [autopilot] window_actions: the actions the window holds, comma-separated. */
+static int window_actions(const ferry_config *cfg, unsigned *mask, ferry_err *err)
+{
+    const ferry_config_entry *e = ferry_config_find(cfg, "autopilot", NULL, "window_actions");
+    *mask = 0;
+    for (int a = 0; a < FERRY_AP_ACTIONS; a++)
+        if (a != FERRY_AP_DOCTOR)
+            *mask |= 1u << a;
+    if (!e)
+        return FERRY_OK;
+    *mask = 0;
+    char copy[256], *save = NULL;
+    snprintf(copy, sizeof copy, "%s", e->value);
+    for (char *s = strtok_r(copy, ", ", &save); s; s = strtok_r(NULL, ", ", &save)) {
+        int a;
+        for (a = 0; a < FERRY_AP_ACTIONS && strcmp(s, action_names[a]); a++)
+            ;
+        if (a == FERRY_AP_ACTIONS || a == FERRY_AP_DOCTOR)
+            return ferry_err_set(err, FERRY_EINVAL, "%s:%d: [autopilot] window_actions: '%s' is "
+                                 "not one of rebalance, splits, tier, repair, retention, sweep "
+                                 "(doctor only reads and is never held)", cfg->path, e->line, s);
+        *mask |= 1u << a;
+    }
+    return FERRY_OK;
+}
+
 /* One interval key: [autopilot] KEY, or its alias [cluster] KEY. */
 static int interval(const ferry_config *cfg, const char *key, unsigned *out, char *notes,
                     size_t notesz, ferry_err *err)
@@ -129,7 +176,7 @@ int ferry_autopilot_config_read(const ferry_config *cfg, ferry_autopilot_config 
     static const char *const keys[] = {
         "enabled", "rebalance_interval", "splits_interval", "tier_interval", "repair_interval",
         "retention_interval", "sweep_interval", "doctor_interval", "max_moves_per_shard",
-        "max_moves", "bandwidth", "window", "skew", "keep", "delete_orphans", "min_age",
+        "max_moves", "bandwidth", "bandwidth_per_shard", "window", "window_actions", "skew", "keep", "delete_orphans", "min_age",
         "doctor_skip", NULL};
     memset(out, 0, sizeof *out);
     uint64_t per_shard = 0, total = 0;
@@ -148,10 +195,15 @@ int ferry_autopilot_config_read(const ferry_config *cfg, ferry_autopilot_config 
     if (!rc)
         rc = ferry_config_bytes(cfg, "autopilot", NULL, "bandwidth", 0, &out->bandwidth, err);
     if (!rc)
+        rc = ferry_config_bytes(cfg, "autopilot", NULL, "bandwidth_per_shard", 0,
+                                &out->bandwidth_per_shard, err);
+    if (!rc)
         rc = ferry_config_double(cfg, "autopilot", NULL, "skew", 0.2, &out->skew, err);
     if (!rc)
         rc = ferry_config_bool(cfg, "autopilot", NULL, "delete_orphans", false,
                                &out->delete_orphans, err);
+    if (!rc)
+        rc = window_actions(cfg, &out->window_actions, err);
     if (!rc)
         rc = duration_key(cfg, "keep", &out->keep_s, err);
     if (!rc)

@@ -170,7 +170,8 @@ int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_st
         }
     }
     if ((rc = ferry_pause_get(cat, &out->pause, err)) ||
-        (rc = ferry_ap_log_list(cat, &out->autopilot, &out->n_autopilot, err)))
+        (rc = ferry_ap_log_list(cat, &out->autopilot, &out->n_autopilot, err)) ||
+        (rc = ferry_repair_need_list(cat, &out->repair_needed, &out->n_repair_needed, err)))
         goto out;
     if (tenants.n > 1)
         qsort(ts, tenants.n, sizeof *ts, tenant_bytes_cmp);
@@ -195,6 +196,7 @@ void ferry_cluster_status_free(ferry_cluster_status *s)
     free(s->shards);
     free(s->top);
     free(s->autopilot);
+    free(s->repair_needed);
     ferry_record_list_free(&s->moves);
     memset(s, 0, sizeof *s);
 }

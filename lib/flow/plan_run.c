@@ -1,6 +1,8 @@
 /* The plan executor (include/ferry/plan_run.h): worker threads take the plan's steps from the
  * scheduler (include/ferry/schedule.h: plan order, each step when the run's and its shards'
- * limits allow, a slice's steps one after another), and share one bandwidth limiter. */
+ * limits allow, a slice's steps one after another), and share one bandwidth limiter; with a
+ * per-shard limit each shard has its own as well, and each step accounts on its group (the run's
+ * limiter, its source's and its target's). */
 #include "ferry/plan_run.h"
 
 #include <pthread.h>
@@ -24,6 +26,7 @@ typedef struct plan_exec {
     ferry_sched *sched;     /* which step may start */
     ferry_sched_move *sm;   /* the steps' shards, numbered */
     unsigned *running;      /* per shard, for the result's maxima */
+    ferry_rate **shard_rate; /* per shard: max_bytes_per_second_per_shard (NULL: no such limit) */
     ferry_plan_run_result *res;
     int first_rc;
     ferry_err first_err;
@@ -61,13 +64,38 @@ static int real_step(const ferry_move_opts *mo, const ferry_planned_move *m,
     return rc;
 }
 
-static void run_step(plan_exec *x, const ferry_planned_move *m)
+static void run_step(plan_exec *x, size_t i)
 {
+    const ferry_planned_move *m = &x->plan->moves[i];
     ferry_err err = {0};
     ferry_move_result res;
     memset(&res, 0, sizeof res);
-    int rc = x->o->step_fn ? x->o->step_fn(x->mo, m, &res, &err, x->o->arg)
-                           : real_step(x->mo, m, &res, &err, NULL);
+    /* the step's bytes count on the run's limit and on its source's and target's */
+    ferry_move_opts smo = *x->mo;
+    ferry_rate *group = NULL;
+    if (x->shard_rate) {
+        ferry_rate *members[3] = {x->mo->rate, NULL, NULL};
+        if (x->sm[i].from != FERRY_SCHED_NONE)
+            members[1] = x->shard_rate[x->sm[i].from];
+        if (x->sm[i].to != FERRY_SCHED_NONE)
+            members[2] = x->shard_rate[x->sm[i].to];
+        group = ferry_rate_new_group(members, 3);
+        if (!group) {
+            ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
+            pthread_mutex_lock(&x->mu);
+            x->res->failed++;
+            if (!x->first_rc) {
+                x->first_rc = FERRY_ENOMEM;
+                x->first_err = err;
+            }
+            pthread_mutex_unlock(&x->mu);
+            return;
+        }
+        smo.rate = group;
+    }
+    int rc = x->o->step_fn ? x->o->step_fn(&smo, m, &res, &err, x->o->arg)
+                           : real_step(&smo, m, &res, &err, NULL);
+    ferry_rate_free(group);
     if (rc && !res.tenant[0]) {
         snprintf(res.tenant, sizeof res.tenant, "%s", m->tenant);
         res.split = m->split;
@@ -110,7 +138,7 @@ static void *worker(void *arg)
         }
         count(x, i, 1);
         pthread_mutex_unlock(&x->mu);
-        run_step(x, &x->plan->moves[i]);
+        run_step(x, i);
         pthread_mutex_lock(&x->mu);
         ferry_sched_finish(x->sched, i);
         count(x, i, -1);
@@ -147,7 +175,20 @@ int ferry_plan_run(const ferry_move_opts *mo, const ferry_rebalance_plan *plan,
     }
     run_mo.max_bytes_per_second = 0; /* the shared rate governs */
     x.mo = &run_mo;
-    if ((rc = ferry_rebalance_sched_moves(plan, x.sm, &n_shards, err)) ||
+    if ((rc = ferry_rebalance_sched_moves(plan, x.sm, &n_shards, err)))
+        goto out;
+    if (x.o->max_bytes_per_second_per_shard && n_shards) {
+        if (!(x.shard_rate = calloc(n_shards, sizeof *x.shard_rate))) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t k = 0; k < n_shards; k++)
+            if (!(x.shard_rate[k] = ferry_rate_new(x.o->max_bytes_per_second_per_shard))) {
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                goto out;
+            }
+    }
+    if (
         (plan->n_moves &&
          (rc = ferry_sched_new(x.sm, plan->n_moves, n_shards ? n_shards : 1,
                                x.o->max_per_shard ? x.o->max_per_shard : nt, nt, &x.sched, err))))
@@ -175,6 +216,9 @@ out:
     clock_gettime(CLOCK_MONOTONIC, &t1);
     out->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     ferry_rate_free(run_mo.rate);
+    for (size_t k = 0; x.shard_rate && k < n_shards; k++)
+        ferry_rate_free(x.shard_rate[k]);
+    free(x.shard_rate);
     ferry_sched_free(x.sched);
     free(x.sm);
     free(x.running);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ferry/log.h"
+#include "ferry/repair_need.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
 #include "flow/part_records.h"
@@ -95,6 +96,19 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
     }
     if (rc)
         goto out;
+    /* a write acknowledged without every replica (min_insert_replicas) may be on this one only:
+     * the replica stays until a repair made the others equal */
+    ferry_repair_need need;
+    bool open_need = false;
+    if ((rc = ferry_repair_need_get(cat, tenant, split, &need, &open_need, err)))
+        goto out;
+    if (open_need && list_has(route.u.route.shards, shard)) {
+        rc = ferry_err_set(err, FERRY_ECONFLICT, "tenant %s split %u has writes that only some "
+                           "replicas took (acknowledged with [router] min_insert_replicas; "
+                           "missed by %s); run `ferry repair --tenant %s` first, then drop the "
+                           "replica on %s", tenant, split, need.missed, tenant, shard);
+        goto out;
+    }
     if ((rc = mv_conn_open(&sh.u.shard, o->cfg, &c, err)))
         goto out;
     bool routed = list_has(route.u.route.shards, shard);
@@ -261,6 +275,17 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
         }
         if (rc)
             break;
+        /* an open repair-need record (writes acknowledged without every replica): its shards
+         * that took every such write are the sources, and it is cleared once the slice is equal
+         * everywhere */
+        ferry_repair_need need;
+        bool open_need = false;
+        size_t failed_before = sum->failed;
+        if ((rc = ferry_repair_need_get(cat, rt->tenant, rt->split, &need, &open_need, err)))
+            break;
+        bool held_routed = false;
+        for (size_t k = 0; open_need && k < nr; k++)
+            held_routed |= ferry_repair_need_lists(need.held, names[k]);
         if (!reachable) {
             for (size_t k = 0; k < nr; k++)
                 if (!cs[k]->ok) {
@@ -292,8 +317,17 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                     rc = ferry_fingerprint_partition(cs[k]->c.ch, t->database, t->name, pids[p],
                                                      &fp, err);
                     rows[k] = fp.rows;
-                    if (!rc && rows[k] > rows[best])
+                }
+                /* among the replicas that took every acknowledged write when a record names
+                 * some (a replica that missed one may hold more rows of other writes: then
+                 * the pair is reported diverged, never repaired from the one that missed) */
+                bool chosen = false;
+                for (size_t k = 0; !rc && k < nr; k++) {
+                    if (held_routed && !ferry_repair_need_lists(need.held, names[k]))
+                        continue;
+                    if (!chosen || rows[k] > rows[best])
                         best = k;
+                    chosen = true;
                 }
                 for (size_t k = 0; !rc && k < nr; k++) {
                     if (k == best)
@@ -345,6 +379,21 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                 }
             }
             free(pids);
+        }
+        if (!rc && open_need && !dry_run && sum->failed == failed_before) {
+            ferry_err e = {0};
+            int crc = ferry_repair_need_clear(cat, &need, &e);
+            if (crc == FERRY_ECONFLICT)
+                FLOG_INFO("msg=\"repair: a newer write was acknowledged without every replica "
+                          "meanwhile; the slice stays marked\" tenant=%s split=%u",
+                          rt->tenant, rt->split);
+            else if (crc)
+                FLOG_WARN("msg=\"repair: cannot clear the repair-need record\" tenant=%s "
+                          "split=%u err=\"%s\"", rt->tenant, rt->split, e.msg);
+            else
+                FLOG_INFO("msg=\"repair: writes acknowledged without every replica are on "
+                          "every replica now\" tenant=%s split=%u writes=%llu missed=%s",
+                          rt->tenant, rt->split, (unsigned long long)need.writes, need.missed);
         }
     }
     if (!rc && (sum->failed || sum->unreachable))

@@ -37,7 +37,28 @@ static uint64_t slice_hash(const char *tenant, uint32_t split)
     return XXH3_64bits_withSeed(tenant, strlen(tenant), split);
 }
 
-int rt_touched_add(rt_touched *t, const char *tenant, uint32_t split)
+/* Adds the slots to the slice's shard set; a slot it had not seen marks it mixed. */
+static void touched_shards(rt_touched_slice *it, const uint32_t *shards, uint32_t n, bool first)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t j;
+        for (j = 0; j < it->n_shards && it->shards[j] != shards[k]; j++)
+            ;
+        if (j < it->n_shards)
+            continue;
+        if (!first)
+            it->mixed = true;
+        if (it->n_shards < RT_TOUCHED_SHARDS)
+            it->shards[it->n_shards++] = shards[k];
+        else
+            it->mixed = true; /* more shards than tracked: never acknowledged with one failed */
+    }
+    if (!first && n != it->n_shards)
+        it->mixed = true;
+}
+
+int rt_touched_add(rt_touched *t, const char *tenant, uint32_t split, const uint32_t *shards,
+                   uint32_t n_shards)
 {
     if (t->n * 2 >= t->cap) {
         /* grow the open-addressed index (kept at most half full) and rehash */
@@ -66,15 +87,19 @@ int rt_touched_add(rt_touched *t, const char *tenant, uint32_t split)
     size_t h = (size_t)hv & (t->cap - 1);
     for (; t->index[h] != UINT32_MAX; h = (h + 1) & (t->cap - 1)) {
         const rt_touched_slice *it = &t->items[t->index[h]];
-        if (it->hash == hv && it->split == split && !strcmp(it->tenant, tenant))
+        if (it->hash == hv && it->split == split && !strcmp(it->tenant, tenant)) {
+            touched_shards(&t->items[t->index[h]], shards, n_shards, false);
             return FERRY_OK;
+        }
     }
     rt_touched_slice *it = &t->items[t->n];
+    memset(it, 0, sizeof *it);
     it->tenant = strdup(tenant);
     if (!it->tenant)
         return FERRY_ENOMEM;
     it->split = split;
     it->hash = hv;
+    touched_shards(it, shards, n_shards, true);
     t->index[h] = (uint32_t)t->n++;
     return FERRY_OK;
 }

@@ -174,6 +174,9 @@ struct ferry_router {
     long publish_wait_ms; /* how long a read of a slice being published waits ([router]) */
     long route_wait_ms;   /* how long a row whose slice no known shard serves waits ([router]) */
     rt_pending *pending;  /* slices awaiting a client's retry ([router] retry_window) */
+    unsigned min_insert_replicas; /* 0: every replica of a slice must take its rows */
+    pthread_mutex_t quorum_mu;    /* the records of writes a replica missed (quorum.c): */
+    ferry_catalog *quorum_cat;    /* opened at the first one, kept (NULL again after an error) */
     rt_metrics metrics;
     struct rt_reads *reads; /* the read path's state (select.c) */
     /* authentication (auth.c) and per-user limits (limits.c) */
@@ -280,10 +283,14 @@ long rt_shard_index(ferry_router *r, const char *name);
 int rt_query_any(ferry_router *r, const char *sql, ferry_buf *out, ferry_err *err);
 
 /* ---- slices awaiting a client's retry (pending.c) ---- */
+#define RT_TOUCHED_SHARDS 16
 typedef struct rt_touched_slice {
     char *tenant;
     uint32_t split;
     uint64_t hash;
+    uint32_t shards[RT_TOUCHED_SHARDS]; /* the shard slots its rows were sent to */
+    uint32_t n_shards;
+    bool mixed; /* its rows went to different shard sets (a newer routing table mid-request) */
 } rt_touched_slice;
 /* The slices one request sent rows of: a set (no lock: one request's thread). */
 typedef struct rt_touched {
@@ -292,7 +299,9 @@ typedef struct rt_touched {
     uint32_t *index; /* open addressing over items, cap entries */
     size_t cap;
 } rt_touched;
-int rt_touched_add(rt_touched *t, const char *tenant, uint32_t split); /* FERRY_ENOMEM only */
+/* Adds the slice, and the shard slots one of its rows was sent to. FERRY_ENOMEM only. */
+int rt_touched_add(rt_touched *t, const char *tenant, uint32_t split, const uint32_t *shards,
+                   uint32_t n_shards);
 void rt_touched_free(rt_touched *t);
 
 #define RT_PENDING_MAX 65536 /* slices remembered at once */
@@ -303,6 +312,16 @@ void rt_pending_mark(rt_pending *p, const rt_touched *t);
 /* How long a retry of the slice is still expected, 0 when none. */
 uint64_t rt_pending_left_ms(rt_pending *p, const char *tenant, uint32_t split);
 size_t rt_pending_count(rt_pending *p);
+
+/* ---- writes with replicas missing (quorum.c) ---- */
+struct rt_out;
+/* [router] min_insert_replicas: true when an insert that some shards failed may be answered
+ * 200 because every slice it wrote reached at least that many of its replicas, and each slice a
+ * replica missed was recorded in the catalog for repair (include/ferry/repair_need.h); the
+ * shards that missed rows are then in missed (comma-separated). False (answer the failure as
+ * before) when the setting is off, a slice has too few, or the record could not be written. */
+bool rt_quorum_accept(ferry_router *r, const rt_touched *t, const struct rt_out *o, char *missed,
+                      size_t missed_sz);
 
 /* ---- streaming writes (stream.c) ---- */
 typedef struct rt_stream rt_stream;

@@ -386,7 +386,7 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
             return;
         }
         st->rows++;
-        if (rt_touched_add(&st->touched, t->name, split)) {
+        if (rt_touched_add(&st->touched, t->name, split, rr->shards, rr->n_shards)) {
             insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
             return;
         }
@@ -869,7 +869,14 @@ static void respond_insert(ferry_http_req *req, req_state *st)
     r->rows_routed += written;
     pthread_mutex_unlock(&r->mu);
     ferry_http_add_header(req, "X-Ferry-Routing-Version", v);
-    if (failed.len) {
+    char missed[FERRY_LIST_MAX];
+    if (failed.len && rt_quorum_accept(r, &st->touched, st->out, missed, sizeof missed)) {
+        /* every slice reached [router] min_insert_replicas replicas and the others are
+         * recorded for repair: acknowledged, saying which shards missed rows */
+        ferry_http_add_header(req, "X-Ferry-Missed-Shards", missed);
+        st->ok = true;
+        ferry_http_respond(req, 200, "text/plain; charset=UTF-8", "", 0);
+    } else if (failed.len) {
         ferry_http_add_header(req, "X-Ferry-Failed-Shards", ferry_buf_cstr(&failed));
         rt_respond_error(req, name && *name ? name : "ALL_CONNECTION_TRIES_FAILED",
                          "ferry router: the insert was written only in part: %llu of %llu row(s) "
@@ -1035,7 +1042,8 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "login_failure_decay", "max_buffered_bytes",
                                        "memory_budget", "max_connections",
                                        "max_connections_per_address", "idle_timeout",
-                                       "header_timeout", "receive_timeout", NULL};
+                                       "header_timeout", "receive_timeout",
+                                       "min_insert_replicas", NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
@@ -1102,6 +1110,14 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                            cfg->path, rwin);
     if (!rc && rt_pending_new(rwin_secs * 1000, &r->pending))
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    const char *mir = ferry_config_get(cfg, "router", NULL, "min_insert_replicas");
+    uint64_t mir_v = 0;
+    if (!rc && mir && (!ferry_parse_u64(mir, &mir_v) || mir_v > 16))
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "%s: [router] min_insert_replicas = '%s': expected 0 (every replica "
+                           "of a slice must take a write) or 1..16",
+                           cfg->path, mir);
+    r->min_insert_replicas = (unsigned)mir_v;
     const char *lb = ferry_config_get(cfg, "router", NULL, "load_balancing");
     r->load_balancing = FERRY_LB_RANDOM;
     if (!rc && lb && !ferry_lb_parse(lb, &r->load_balancing))
@@ -1122,6 +1138,7 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->check_mu, NULL);
+    pthread_mutex_init(&r->quorum_mu, NULL);
     pthread_mutex_init(&r->reload_mu, NULL);
     pthread_cond_init(&r->cond, NULL);
     ferry_config *cfg = &r->cfg;
@@ -1222,6 +1239,8 @@ void ferry_router_stop(ferry_router *r)
     ferry_config_free(&r->cfg);
     ferry_catalog_close(r->watch_cat);
     ferry_catalog_close(r->check_cat);
+    ferry_catalog_close(r->quorum_cat);
+    pthread_mutex_destroy(&r->quorum_mu);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->check_mu);
     pthread_mutex_destroy(&r->reload_mu);

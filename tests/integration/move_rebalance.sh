@@ -4,10 +4,16 @@
 # table; afterwards every tenant's rows and fingerprint are what was ingested plus what the
 # writer sent, each slice lives only on its routed shard, and nothing is left behind.
 # Then draining a shard moves everything off it, and removing it is refused until it is empty.
+# Catalog: SQLite; move_rebalance_zk.sh runs the same on ZooKeeper (MOVE_CATALOG=zk).
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/zookeeper.sh"
 
+if [ "${MOVE_CATALOG:-sqlite}" = zk ]; then
+    zk_start
+    MV_CATALOG=$(zk_url /moverebalance)
+fi
 L=$T/lab
 mv_setup "$L" 3
 C="$L/mv.conf"
@@ -44,7 +50,7 @@ chq "${URL[node4]}" "$MV_DDL" >/dev/null
 "$FERRY_BIN" shard add node4 --config "$C" --json >"$T/add.json" || fail "shard add failed"
 assert_eq new "$(jq -r .state "$T/add.json")" "node4 new (active after its first rebalance)"
 # ferry plan over the catalog's own slice sizes
-sqlite3 "$L/catalog.db" "SELECT json_extract(doc, '\$.tenant') || char(9) || json_extract(doc, '\$.split') || char(9) || json_extract(doc, '\$.bytes') FROM records WHERE parent LIKE 'slices/%'" >"$T/cat_slices.tsv"
+"$FERRY_BIN" catalog export --config "$C" | jq -r '.slices[] | "\(.tenant)\t\(.split)\t\(.bytes)"' >"$T/cat_slices.tsv"
 "$FERRY_BIN" plan --slices "$T/cat_slices.tsv" --from "$T/3.tsv" --to "$T/4.tsv" --json >"$T/plan.json"
 want=$(jq -r '.moves[] | "\(.tenant) \(.split) \(.from) \(.to)"' "$T/plan.json" | sort)
 got=$(jq -r '.moves[] | "\(.tenant) \(.split) \(.from) \(.to)"' "$T/add.json" | sort)

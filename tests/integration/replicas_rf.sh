@@ -5,10 +5,16 @@
 # bytes, the source stays routed, and both replicas hold identical data per partition. `ferry
 # repair` finds them in sync. Lowering the rf back removes one replica (route first, then the
 # data), never touches object storage and leaves nothing behind. Then bad input.
+# Catalog: SQLite; replicas_rf_zk.sh runs the same on ZooKeeper (REPLICAS_CATALOG=zk).
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/zookeeper.sh"
 
+if [ "${REPLICAS_CATALOG:-sqlite}" = zk ]; then
+    zk_start
+    MV_CATALOG=$(zk_url /replicasrf)
+fi
 L=$T/lab
 lab_up "$L" --nodes 3
 mv_conf "$L"

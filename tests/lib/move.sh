@@ -2,7 +2,9 @@
 #
 #   mv_setup DIR NODES      lab with NODES nodes, table `events` (shared layout, tiered policy) on
 #                           each, DIR/mv.conf (the lab's ferry.conf plus [table "events"]), ferry init
-#   mv_conf DIR             rewrites DIR/mv.conf from the lab's ferry.conf (after lab add-node)
+#   mv_conf DIR             rewrites DIR/mv.conf from the lab's ferry.conf (after lab add-node);
+#                           with MV_CATALOG set (a catalog URL, e.g. zk://...), that catalog
+#                           instead of the lab's SQLite file
 #   mv_ingest URL TENANT SPLIT DAYS ROWS_PER_DAY [SEED]   rows into one node
 #   mv_fp URL TENANT SPLIT  per-partition fingerprint lines: partition_id rows sum xor
 #   mv_no_residue DIR       fails when a shadow/ or detached/ folder of any node holds anything
@@ -16,6 +18,7 @@ mv_conf() {
     { cat "$dir/ferry.conf"
       printf '\n[table "events"]\ndatabase = default\nlayout = shared\n'
       printf 'tenant_column = tenant\nday_column = day\nsplit_column = split\n'; } >"$dir/mv.conf"
+    [ -z "${MV_CATALOG:-}" ] || sed -i "s#^catalog = .*#catalog = $MV_CATALOG#" "$dir/mv.conf"
 }
 
 mv_urls() { "$FERRY_BIN" lab status --dir "$1" --json | jq -r '.nodes[].http'; }

@@ -132,11 +132,50 @@ static void test_config(void **state)
     }
 }
 
+/* Which actions the window holds: every action but doctor by default, the ones window_actions
+ * lists when given; nothing while the window is open or not set; the reason names the window. */
+static void test_window_actions(void **state)
+{
+    (void)state;
+    ferry_autopilot_config ac;
+    ferry_err err = {0};
+    char why[200];
+    assert_int_equal(read_text("[autopilot]\nwindow = 01:00-05:00\n", &ac, &err), FERRY_OK);
+    for (int a = 0; a < FERRY_AP_ACTIONS; a++) {
+        bool held = ferry_ap_window_holds(&ac, (enum ferry_ap_action)a, at(12, 0), why,
+                                          sizeof why);
+        assert_int_equal(held, a != FERRY_AP_DOCTOR);
+        if (held)
+            assert_string_equal(why, "outside the window 01:00-05:00 UTC (next opens "
+                                     "2026-12-03T01:00Z)");
+        /* inside the window nothing is held */
+        assert_false(ferry_ap_window_holds(&ac, (enum ferry_ap_action)a, at(2, 0), why,
+                                           sizeof why));
+        assert_string_equal(why, "");
+    }
+    assert_int_equal(read_text("[autopilot]\nwindow = 01:00-05:00\n"
+                               "window_actions = rebalance, tier\n", &ac, &err), FERRY_OK);
+    assert_true(ferry_ap_window_holds(&ac, FERRY_AP_REBALANCE, at(12, 0), NULL, 0));
+    assert_true(ferry_ap_window_holds(&ac, FERRY_AP_TIER, at(12, 0), NULL, 0));
+    assert_false(ferry_ap_window_holds(&ac, FERRY_AP_REPAIR, at(12, 0), NULL, 0));
+    assert_false(ferry_ap_window_holds(&ac, FERRY_AP_SWEEP, at(12, 0), NULL, 0));
+    /* no window: never held */
+    assert_int_equal(read_text("[autopilot]\nrepair_interval = 1m\n", &ac, &err), FERRY_OK);
+    assert_false(ferry_ap_window_holds(&ac, FERRY_AP_REPAIR, at(12, 0), NULL, 0));
+    assert_int_equal(read_text("[autopilot]\nwindow_actions = tier, doctor\n", &ac, &err),
+                     FERRY_EINVAL);
+    assert_non_null(strstr(err.msg, "t.conf:2: [autopilot] window_actions: 'doctor'"));
+    assert_int_equal(read_text("[autopilot]\nwindow_actions = tiering\n", &ac, &err),
+                     FERRY_EINVAL);
+    assert_non_null(strstr(err.msg, "'tiering' is not one of"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window),
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_window_actions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -219,6 +219,99 @@ static void test_rate_unlimited(void **state)
     ferry_rate_account(NULL, 5); /* no limiter: nothing */
 }
 
+/* The limiter's arithmetic with a made-up clock (ferry_rate_charge): the debt model, no credit
+ * banked while idle, and a group waiting for the slowest of its members. */
+static void test_rate_math(void **state)
+{
+    (void)state;
+    ferry_rate *r = ferry_rate_new(100); /* 100 bytes/s */
+    assert_non_null(r);
+    assert_true(ferry_rate_charge(r, 50, 10.0) == 0.5);  /* 50 bytes: due at 10.5 */
+    assert_true(ferry_rate_charge(r, 50, 10.0) == 1.0);  /* queued behind: due at 11.0 */
+    assert_true(ferry_rate_charge(r, 100, 10.5) == 1.5); /* due 12.0, asked at 10.5 */
+    /* idle for a long time: the next bytes wait their own time only (no credit banked) */
+    assert_true(ferry_rate_charge(r, 200, 100.0) == 2.0);
+    uint64_t b;
+    double s;
+    ferry_rate_totals(r, &b, &s);
+    assert_int_equal(b, 400);
+
+    /* per-shard limits: a step from A (100 B/s) to B (200 B/s) under a run limit of 1000 B/s
+     * waits for A, the slowest; a second step from A to C queues behind the first on A only */
+    ferry_rate *run = ferry_rate_new(1000), *a = ferry_rate_new(100), *bb = ferry_rate_new(200),
+               *c = ferry_rate_new(200), *d = ferry_rate_new(200), *e = ferry_rate_new(200);
+    ferry_rate *m1[3] = {run, a, bb}, *m2[3] = {run, a, c}, *m3[3] = {run, d, e};
+    ferry_rate *g1 = ferry_rate_new_group(m1, 3), *g2 = ferry_rate_new_group(m2, 3),
+               *g3 = ferry_rate_new_group(m3, 3);
+    assert_non_null(g1);
+    assert_true(ferry_rate_charge(g1, 100, 0.0) == 1.0); /* A: 1 s; B: 0.5 s; run: 0.1 s */
+    assert_true(ferry_rate_charge(g2, 100, 0.0) == 2.0); /* A's debt is shared: 2 s */
+    /* a step on other shards (D -> E) is held only by the run limit and its own shards:
+     * 100 bytes at 200 B/s = 0.5 s, though A is 2 s behind and the run 0.2 s */
+    assert_true(ferry_rate_charge(g3, 100, 0.0) == 0.5);
+    /* the run limit binds when it is the slowest: 1000 more bytes at 1000 B/s after 0.3 s of
+     * run debt = 1.3 s; D and E would need 5.5 s each, so they bind instead */
+    assert_true(ferry_rate_charge(g3, 1000, 0.0) == 5.5);
+    ferry_rate_totals(a, &b, &s);
+    assert_int_equal(b, 200);  /* A saw both of its steps' bytes, nothing of D -> E's */
+    ferry_rate_totals(run, &b, &s);
+    assert_int_equal(b, 1300); /* the run saw every byte */
+    ferry_rate_totals(g1, &b, &s);
+    assert_int_equal(b, 100);
+    assert_true(ferry_rate_charge(NULL, 5, 0.0) == 0);
+    ferry_rate *gs[] = {g1, g2, g3, run, a, bb, c, d, e, r};
+    for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
+        ferry_rate_free(gs[i]);
+}
+
+/* The executor with max_bytes_per_second_per_shard, in real time: 8 steps of 100 KB, at 1 MB/s
+ * per shard. All from one source: the source's limit holds the run to about 0.8 s however many
+ * threads. Spread over disjoint shard pairs (s0->s4, s1->s5, s2->s6, s3->s7): each pair has its
+ * own limit, so the same bytes take about a quarter of it. */
+static void test_bandwidth_per_shard(void **state)
+{
+    (void)state;
+    ferry_planned_move moves[8];
+    ferry_rebalance_plan p = make_plan(moves, 8, 1, 6); /* every step s0 -> s6 */
+    fake f;
+    memset(&f, 0, sizeof f);
+    pthread_mutex_init(&f.mu, NULL);
+    f.bytes_per_step = 100000;
+    ferry_move_opts mo = {0};
+    ferry_plan_run_opts o = {.max_parallel = 4, .max_per_shard = 4,
+                             .max_bytes_per_second_per_shard = 1000000, .step_fn = fake_step,
+                             .arg = &f};
+    ferry_plan_run_result r;
+    ferry_err err = {0};
+    double t0 = mono_s();
+    assert_int_equal(ferry_plan_run(&mo, &p, &o, &r, &err), FERRY_OK);
+    double shared = mono_s() - t0;
+    assert_int_equal(r.bytes_copied, 800000);
+    assert_true(shared >= 0.75); /* 0.8 MB through s0 at 1 MB/s (the last step's bytes wait) */
+    for (size_t i = 0; i < 8; i++) {
+        snprintf(moves[i].from, sizeof moves[i].from, "s%zu", i % 4);
+        snprintf(moves[i].to, sizeof moves[i].to, "s%zu", 4 + i % 4);
+    }
+    memset(&f, 0, sizeof f);
+    pthread_mutex_init(&f.mu, NULL);
+    f.bytes_per_step = 100000;
+    t0 = mono_s();
+    assert_int_equal(ferry_plan_run(&mo, &p, &o, &r, &err), FERRY_OK);
+    double spread = mono_s() - t0;
+    assert_true(spread >= 0.19); /* 0.2 MB per pair at 1 MB/s */
+    assert_true(spread < shared);
+    printf("# per shard 1 MB/s, 0.8 MB: one source %.3f s, four disjoint pairs %.3f s\n", shared,
+           spread);
+    /* both limits: the run's 0.5 MB/s binds for disjoint pairs (0.8 MB: >= 1.5 s) */
+    o.max_bytes_per_second = 500000;
+    memset(&f, 0, sizeof f);
+    pthread_mutex_init(&f.mu, NULL);
+    f.bytes_per_step = 100000;
+    t0 = mono_s();
+    assert_int_equal(ferry_plan_run(&mo, &p, &o, &r, &err), FERRY_OK);
+    assert_true(mono_s() - t0 >= 1.35);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +320,8 @@ int main(void)
         cmocka_unit_test(test_may_start),
         cmocka_unit_test(test_bandwidth),
         cmocka_unit_test(test_rate_unlimited),
+        cmocka_unit_test(test_rate_math),
+        cmocka_unit_test(test_bandwidth_per_shard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,53 @@
+/* Slices whose writes were acknowledged while some of their replicas missed them: the router's
+ * [router] min_insert_replicas (docs/replicas.md, "Writes with a replica down"). The router
+ * records each such slice in the catalog before it answers 200, `ferry repair` (and the
+ * coordinator's repair) copies from a replica that took every acknowledged write and clears the
+ * record once every partition of the slice is equal on every replica, and removing a replica
+ * (ferry_replica_drop) is refused while the record is open, so an acknowledged row is never
+ * dropped with the only replicas that hold it.
+ *
+ * One job record per slice: id "repair-need.<tenant>.<split>" (a hash for a tenant name too long
+ * for the id), kind "repair-need", state "DONE" (it is a note, not a job that runs: the flows
+ * that wait for jobs in flight do not wait for it), data {"tenant", "split", "missed", "held",
+ * "writes"}; created/updated: the first and the last acknowledged write it records. */
+#ifndef FERRY_REPAIR_NEED_H
+#define FERRY_REPAIR_NEED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/catalog.h"
+#include "ferry/err.h"
+
+#define FERRY_REPAIR_NEED_KIND "repair-need"
+
+typedef struct ferry_repair_need {
+    char tenant[FERRY_NAME_MAX];
+    uint32_t split;
+    char missed[FERRY_LIST_MAX]; /* shards that missed at least one acknowledged write */
+    char held[FERRY_LIST_MAX];   /* shards that took every acknowledged write since the record
+                                  * opened ("" when none did: each missed a different one) */
+    uint64_t writes;             /* acknowledged writes recorded */
+    int64_t first, last;         /* unix seconds */
+    int64_t version;             /* the record's catalog version (for ferry_repair_need_clear) */
+} ferry_repair_need;
+
+/* Records one acknowledged write of tenant/split that the shards in `missed` (comma-separated)
+ * did not take and the shards in `held` did: creates the record, or merges into it by CAS
+ * (missed: the union; held: the intersection, minus every shard that missed one). */
+int ferry_repair_need_mark(ferry_catalog *cat, const char *tenant, uint32_t split,
+                           const char *missed, const char *held, ferry_err *err);
+/* The record of tenant/split: *found false when there is none. */
+int ferry_repair_need_get(ferry_catalog *cat, const char *tenant, uint32_t split,
+                          ferry_repair_need *out, bool *found, ferry_err *err);
+/* Every open record, in key order. *out malloc'ed (caller frees), *n entries. */
+int ferry_repair_need_list(ferry_catalog *cat, ferry_repair_need **out, size_t *n,
+                           ferry_err *err);
+/* Removes the record as it was read (CAS on need->version): FERRY_ECONFLICT when a later
+ * acknowledged write updated it meanwhile (it stays, for the next repair). Gone already: OK. */
+int ferry_repair_need_clear(ferry_catalog *cat, const ferry_repair_need *need, ferry_err *err);
+/* Whether shard is in the comma-separated list csv. */
+bool ferry_repair_need_lists(const char *csv, const char *shard);
+
+#endif
