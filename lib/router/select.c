@@ -247,10 +247,10 @@ static void deadline_fail(rd_ctx *cx, rd_fail *f)
     if (!rt_deadline_expired(cx->deadline))
         return;
     rd_fail_set(f, FERRY_ETIMEOUT, "TIMEOUT_EXCEEDED",
-             "Timeout exceeded: elapsed %.3f seconds, maximum: %.3f (the user's "
-             "max_execution_time; the query was cancelled on every shard)",
-             (double)rt_deadline_ms(cx->deadline) / 1000.0,
-             (double)rt_deadline_ms(cx->deadline) / 1000.0);
+                "Timeout exceeded: elapsed %.3f seconds, maximum: %.3f (the user's "
+                "max_execution_time; the query was cancelled on every shard)",
+                (double)rt_deadline_ms(cx->deadline) / 1000.0,
+                (double)rt_deadline_ms(cx->deadline) / 1000.0);
 }
 
 /* A bound user's scope for this request: the principal's tenants and tables, the request's
@@ -267,8 +267,8 @@ static bool scope_for(rd_stream *s, ferry_http_req *req, const rt_principal *who
     if (!known) {
         rd_fail f = {0};
         rd_fail_set(&f, FERRY_EACCESS, "ACCESS_DENIED",
-                 "user %s is bound to tenants and may only use the databases of managed tables "
-                 "(not %s)", who->name, db);
+                    "user %s is bound to tenants and may only use the databases of managed tables "
+                    "(not %s)", who->name, db);
         rd_respond_fail(req, &f);
         return false;
     }
@@ -301,8 +301,8 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
         if (bound) {
             rd_fail f = {0};
             rd_fail_set(&f, FERRY_EACCESS, "ACCESS_DENIED",
-                     "user %s is bound to tenants: the client's own external data (a multipart "
-                     "body) is not routed", who->name);
+                        "user %s is bound to tenants: the client's own external data (a multipart "
+                        "body) is not routed", who->name);
             rd_respond_fail(req, &f);
             return true;
         }
@@ -390,7 +390,7 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
     }
     if (!s->a.understood) {
         rd_fail_set(&f, FERRY_EUNSUPPORTED, "NOT_IMPLEMENTED",
-                 "this query reads a managed table but cannot be routed: %s", s->a.why);
+                    "this query reads a managed table but cannot be routed: %s", s->a.why);
         rd_respond_fail(req, &f);
         stream_free(s);
         return true;
@@ -448,7 +448,7 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
          * streamed. */
         buf_sink b = {.b = &s->small, .max = SMALL_ANSWER_MAX};
         rc = rd_exec_plan(&s->cx, &s->plan, s->o.default_format, NULL, 0, rd_buf_sink_write, &b,
-                       &s->fail);
+                          &s->fail);
         if (rc)
             deadline_fail(&s->cx, &s->fail);
         if (!rc || !b.over) {

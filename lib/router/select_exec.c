@@ -442,8 +442,8 @@ int rd_fail_over(rd_ctx *cx, size_t server, const ferry_err *why, rd_fail *f)
         FLOG_WARN("msg=\"router: read failed, no replica left\" tenant=%s split=%u tried=\"%s\"",
                   sl->tenant, sl->split, names);
         rd_fail_set(f, why->code ? why->code : FERRY_ECONNECT, "ALL_CONNECTION_TRIES_FAILED",
-                 "no replica of slice %s/%u could be reached (tried %s): %s", sl->tenant,
-                 sl->split, names, why->msg);
+                    "no replica of slice %s/%u could be reached (tried %s): %s", sl->tenant,
+                    sl->split, names, why->msg);
         return f->rc;
     }
     FLOG_WARN("msg=\"router: read failover\" shard=%s slices=%zu err=\"%s\"",

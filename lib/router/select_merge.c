@@ -162,7 +162,7 @@ static int run_global(rd_ctx *cx, const char *sql, ferry_buf *out, rd_fail *f)
     sub.n_repl = 0;
     if (!a.understood) {
         rc = rd_fail_set(f, FERRY_EUNSUPPORTED, "NOT_IMPLEMENTED",
-                      "cannot route the GLOBAL subquery: %s", a.why);
+                         "cannot route the GLOBAL subquery: %s", a.why);
     } else if (sub.depth > 4) {
         rc = rd_fail_set(f, FERRY_EUNSUPPORTED, "NOT_IMPLEMENTED", "GLOBAL subqueries nested too deep");
     } else if (!rd_reads_managed(&a)) {
@@ -178,14 +178,14 @@ static int run_global(rd_ctx *cx, const char *sql, ferry_buf *out, rd_fail *f)
     ferry_sql_analysis_free(&a);
     if (s.over)
         return rd_fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
-                        "the result of a GLOBAL IN / GLOBAL JOIN subquery is larger than [router] "
-                        "global_max_bytes (%llu bytes); raise the limit or narrow the subquery",
-                        (unsigned long long)cx->rd->global_max_bytes);
+                           "the result of a GLOBAL IN / GLOBAL JOIN subquery is larger than [router] "
+                           "global_max_bytes (%llu bytes); raise the limit or narrow the subquery",
+                           (unsigned long long)cx->rd->global_max_bytes);
     if (rc && f->remote && (f->ch_code == 396 || strstr(f->st.message, "TOO_MANY_ROWS_OR_BYTES")))
         return rd_fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
-                        "the result of a GLOBAL IN / GLOBAL JOIN subquery has more than [router] "
-                        "global_max_rows (%llu) rows; raise the limit or narrow the subquery",
-                        (unsigned long long)cx->rd->global_max_rows);
+                           "the result of a GLOBAL IN / GLOBAL JOIN subquery has more than [router] "
+                           "global_max_rows (%llu) rows; raise the limit or narrow the subquery",
+                           (unsigned long long)cx->rd->global_max_rows);
     return rc;
 }
 
@@ -365,10 +365,10 @@ int rd_round_check(rd_ctx *cx, partial_job **jobs, size_t from, size_t n, rd_fai
     for (size_t i = from; i < n; i++)
         if (jobs[i]->sink.over)
             return rd_fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
-                            "the servers' partial results are larger than [router] "
-                            "max_partial_bytes (%llu bytes); narrow the query or raise the "
-                            "limit",
-                            (unsigned long long)cx->rd->max_partial_bytes);
+                               "the servers' partial results are larger than [router] "
+                               "max_partial_bytes (%llu bytes); narrow the query or raise the "
+                               "limit",
+                               (unsigned long long)cx->rd->max_partial_bytes);
     for (size_t i = from; i < n; i++)
         if (jobs[i]->rc && !rd_conn_error(jobs[i]->rc))
             return rd_fail_from_exec(f, jobs[i]->rc, &jobs[i]->st, &jobs[i]->err);
@@ -439,8 +439,8 @@ int rd_round_end(rd_ctx *cx, const ferry_read_plan *p, partial_job ***jobs, size
     }
     if (retry->kind != p->kind) {
         rc = rd_fail_set(f, FERRY_EINTERNAL, "NOT_IMPLEMENTED",
-                      "the failover plan is a %s plan, the query's a %s plan",
-                      ferry_plan_kind_name(retry->kind), ferry_plan_kind_name(p->kind));
+                         "the failover plan is a %s plan, the query's a %s plan",
+                         ferry_plan_kind_name(retry->kind), ferry_plan_kind_name(p->kind));
         goto out;
     }
     for (size_t q = 0; q < retry->n_queries && !rc; q++) {
@@ -451,7 +451,7 @@ int rd_round_end(rd_ctx *cx, const ferry_read_plan *p, partial_job ***jobs, size
             rc = rd_replace_all(&sq->sql, cx->repl[2 * k], cx->repl[2 * k + 1]);
         if (!rc)
             rc = rd_job_add(cx, p, jobs, n, cap, sq->server - ns,
-                         p->kind == FERRY_PLAN_GATHER ? sq->ref : -1, sq->sql, total);
+                            p->kind == FERRY_PLAN_GATHER ? sq->ref : -1, sq->sql, total);
         *again = true;
     }
     if (rc)
@@ -478,8 +478,8 @@ int rd_run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
     int rc = FERRY_OK;
     for (size_t i = 0; i < p->n_queries && !rc; i++)
         rc = rd_job_add(cx, p, &jobs, &n, &cap, p->queries[i].server,
-                     p->kind == FERRY_PLAN_GATHER ? p->queries[i].ref : -1, p->queries[i].sql,
-                     &total);
+                        p->kind == FERRY_PLAN_GATHER ? p->queries[i].ref : -1, p->queries[i].sql,
+                        &total);
     if (rc) {
         rc = rd_fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
         goto out;
@@ -492,7 +492,7 @@ int rd_run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
         bool again;
         size_t before = n;
         rc = rd_round_end(cx, p, &jobs, from, &n, &cap, &total, &retries[n_retries - 1], &again,
-                       f);
+                          f);
         if (rc)
             goto out;
         if (!again)
@@ -580,7 +580,7 @@ int rd_run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
     }
     if (!tried)
         rc = rd_fail_set(f, FERRY_ECONNECT, "ALL_CONNECTION_TRIES_FAILED",
-                      "no server is left to merge the partial results");
+                         "no server is left to merge the partial results");
 out:
     for (size_t i = 0; jobs && i < n; i++) {
         free(jobs[i]->sql);
@@ -646,20 +646,20 @@ int rd_plan_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, ferry_read_plan *p
         const ferry_sql_table *t = &rd->tables[ref->table];
         if (!ref->has_filter && !rd->allow_fanout)
             return rd_fail_set(f, FERRY_EINVAL, "BAD_ARGUMENTS",
-                            "the query reads the managed table %s.%s without a tenant filter, "
-                            "which would fan out to every server, and [router] allow_fanout = "
-                            "false; add `%s = 'T'` or `%s IN ('T1', ...)` to its WHERE",
-                            t->database ? t->database : "default", t->name, t->tenant_column,
-                            t->tenant_column);
+                               "the query reads the managed table %s.%s without a tenant filter, "
+                               "which would fan out to every server, and [router] allow_fanout = "
+                               "false; add `%s = 'T'` or `%s IN ('T1', ...)` to its WHERE",
+                               t->database ? t->database : "default", t->name, t->tenant_column,
+                               t->tenant_column);
         for (size_t u = 0; u < c->n_unrouted; u++) {
             bool reads = !ref->has_filter;
             for (size_t k = 0; k < ref->n_tenants && !reads; k++)
                 reads = !strcmp(ref->tenants[k], c->unrouted[u]);
             if (reads)
                 return rd_fail_set(f, FERRY_ENOTFOUND, "ALL_CONNECTION_TRIES_FAILED",
-                                "tenant '%s' has a slice that no shard in the router's config "
-                                "serves (routing version %llu); the answer would miss its rows",
-                                c->unrouted[u], (unsigned long long)c->snap->version);
+                                   "tenant '%s' has a slice that no shard in the router's config "
+                                   "serves (routing version %llu); the answer would miss its rows",
+                                   c->unrouted[u], (unsigned long long)c->snap->version);
         }
         for (size_t u = 0; u < c->n_held; u++) {
             bool reads = !ref->has_filter;
@@ -667,12 +667,12 @@ int rd_plan_analyzed(rd_ctx *cx, const ferry_sql_analysis *a, ferry_read_plan *p
                 reads = !strcmp(ref->tenants[k], c->held[u]);
             if (reads) {
                 rd_fail_set(f, FERRY_ETIMEOUT, "TIMEOUT_EXCEEDED",
-                         "tenant '%s' has a slice that move %s is publishing (routing version "
-                         "%llu) and it was not done within [router] publish_wait; no server "
-                         "holds all of its rows until then (resume the move if it stopped: "
-                         "ferry move --resume %s)",
-                         c->held[u], c->held_move[u], (unsigned long long)c->snap->version,
-                         c->held_move[u]);
+                            "tenant '%s' has a slice that move %s is publishing (routing version "
+                            "%llu) and it was not done within [router] publish_wait; no server "
+                            "holds all of its rows until then (resume the move if it stopped: "
+                            "ferry move --resume %s)",
+                            c->held[u], c->held_move[u], (unsigned long long)c->snap->version,
+                            c->held_move[u]);
                 f->held = true;
                 return f->rc;
             }

@@ -295,7 +295,7 @@ static void *init_main(void *arg)
 {
     init_job *j = arg;
     j->rc = rd_run_final_ex(j->cx, j->server, j->sql, j->p, j->format, NULL, 0, init_sink, j, &j->f,
-                         NULL, j->read_timeout_ms);
+                            NULL, j->read_timeout_ms);
     return NULL;
 }
 
@@ -384,7 +384,7 @@ static int run_merged_pipelined(rd_ctx *cx, ferry_read_plan *p, const int *refs,
             if (merge_group_ref(p, i) != refs[g] || p->queries[i].server == init_server)
                 continue;
             if (rd_job_add(cx, p, &jobs, &n, &cap, p->queries[i].server, refs[g],
-                        p->queries[i].sql, &total))
+                           p->queries[i].sql, &total))
                 rc = rd_fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
             else
                 jobs[n - 1]->live = lives[g];
@@ -442,7 +442,7 @@ static int run_merged_pipelined(rd_ctx *cx, ferry_read_plan *p, const int *refs,
         bool again;
         size_t before = n;
         rc = rd_round_end(cx, p, &jobs, from, &n, &cap, &total, &retries[n_retries - 1], &again,
-                       f);
+                          f);
         if (rc)
             goto out;
         for (size_t i = before; i < n; i++) {
@@ -454,7 +454,7 @@ static int run_merged_pipelined(rd_ctx *cx, ferry_read_plan *p, const int *refs,
                 /* a group that had no remote partial (its slices were all on the initiator,
                  * which is never failed over here): cannot happen, but never read it short */
                 rc = rd_fail_set(f, FERRY_EINTERNAL, "NOT_IMPLEMENTED",
-                              "a failover query has no partial to join");
+                                 "a failover query has no partial to join");
                 goto out;
             }
         }
