@@ -35,6 +35,11 @@ typedef struct ferry_lab_options {
     const char *node_bin;     /* NULL: $FERRY_NODE_BIN, else ferry-node next to this program */
     const char *libchdb;      /* NULL: the node's default ($FERRY_LIBCHDB or the cache) */
     unsigned timeout_s;       /* how long to wait for each node to answer; 0 = 60 */
+    /* the ClickHouse version of the nodes this call starts anew ("26.7" or "26.5", their cached
+     * libchdb; NULL = the lab's libchdb); a new lab pins it in ferry.conf. For restart-node:
+     * the version the node comes back with (NULL = the one it ran). */
+    const char *version;
+    const char *node; /* restart-node: the node's name */
 } ferry_lab_options;
 
 /* Starts what is not running: new nodes up to opt->nodes, and any recorded node that died
@@ -43,9 +48,15 @@ typedef struct ferry_lab_options {
 int ferry_lab_up(const ferry_lab_options *opt, ferry_err *err);
 /* Adds one node to an existing lab and starts it. */
 int ferry_lab_add_node(const ferry_lab_options *opt, ferry_err *err);
+/* Stops opt->node if it runs and starts it again on the same data directory (and port when
+ * free), with opt->version's library when given: a rolling upgrade, one server at a time.
+ * Other nodes are left as they are. */
+int ferry_lab_restart_node(const ferry_lab_options *opt, ferry_err *err);
 /* Stops the lab's running nodes (SIGTERM, then SIGKILL after 10 s). Data stays. */
 int ferry_lab_down(const char *dir, ferry_err *err);
-/* {"dir":..., "nodes": [{"name","http","pid","alive","data_path","log"}], "object_store":
+/* {"dir":..., "clickhouse_version" (the pin), "nodes": [{"name","http","pid","alive","data_path",
+ * "log","version" (asked for, or "default"),"clickhouse" (version() at its last start, or null),
+ * "insert_mode"}], "object_store":
  * {"type":"local","path"} | {"type":"s3","endpoint","bucket"}}. Caller owns *out. */
 int ferry_lab_status(const char *dir, json_t **out, ferry_err *err);
 
