@@ -923,6 +923,16 @@ static int lab_up_impl(const ferry_lab_options *opt, int mode, ferry_err *err)
             rc = ferry_err_set(err, FERRY_EIO, "cannot create %s: %s", p, strerror(errno));
             goto fail;
         }
+        /* A restarted node keeps its port: the catalog and routers know its URL. Something
+         * else may hold it for a moment (a client's ephemeral port), so wait for it. */
+        for (int w = 0; n == target && n->port && !port_free(n->port) && w < 300; w++)
+            usleep(100000);
+        if (n == target && n->port && !port_free(n->port)) {
+            rc = ferry_err_set(err, FERRY_EIO, "port %u of %s is still taken after 30 s (see "
+                               "'ss -ltnp sport = :%u'); the node's URL must stay the same",
+                               n->port, n->name, n->port);
+            goto fail;
+        }
         if (!n->port || !port_free(n->port))
             n->port = pick_port(st);
         if (!n->port) {
