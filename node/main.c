@@ -1,4 +1,5 @@
-/* ferry-node: one simulated ClickHouse server for the lab. It embeds ClickHouse 26.7 (libchdb)
+/* ferry-node: one simulated ClickHouse server for the lab. It embeds ClickHouse (libchdb 26.7;
+ * 26.5 too, its INSERT bodies spooled to DATA/spool/ as it has no streaming insert)
  * with its own data path and a generated config.xml (storage policy `tiered`: hot volume on
  * the local disk, cold volume on an object-storage disk with local pointer files), and serves
  * ClickHouse's HTTP interface on a loopback port.
@@ -325,6 +326,8 @@ static void status(ferry_http_req *req, void *ctx)
     json_object_set_new(o, "data_path", json_string(n->data_path));
     json_object_set_new(o, "clickhouse_version", json_string(n->version));
     json_object_set_new(o, "libchdb", json_string(ferry_chdb_lib_path(n->lib)));
+    /* "streamed" (26.7's streaming-insert API) or "spooled" (bodies via a file, 26.5) */
+    json_object_set_new(o, "insert_mode", json_string(ferry_chdb_insert_mode(n->lib)));
     json_t *os = json_object();
     json_object_set_new(os, "type", json_string(n->object_store_type));
     if (n->blob_path)
@@ -441,6 +444,15 @@ int main(int argc, char **argv)
 
     if ((rc = ferry_chdb_load(NULL, &n.lib, &err)) != FERRY_OK)
         return die(1, &err);
+    /* INSERT bodies of a library without streaming inserts wait in a private directory on the
+     * node's own disk (not /tmp, which may be small or shared) */
+    char spool[4200];
+    snprintf(spool, sizeof spool, "%sspool", n.data_path);
+    if (mkdir(spool, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ferry-node: cannot create %s: %s\n", spool, strerror(errno));
+        return 1;
+    }
+    ferry_chdb_set_spool_dir(n.lib, spool);
     char arg_path[4200], arg_cfg[4300];
     snprintf(arg_path, sizeof arg_path, "--path=%s", n.data_path);
     snprintf(arg_cfg, sizeof arg_cfg, "--config-file=%s", cfgxml);
@@ -478,8 +490,9 @@ int main(int argc, char **argv)
     ferry_httpd *srv = NULL;
     if ((rc = ferry_httpd_start(&hopt, routes, nr, &srv, &err)) != FERRY_OK)
         return die(1, &err);
-    FLOG_INFO("node ready name=%s http=http://%s:%u pid=%d clickhouse=%s data=%s", n.name,
-              n.listen, n.http_port, (int)getpid(), n.version, n.data_path);
+    FLOG_INFO("node ready name=%s http=http://%s:%u pid=%d clickhouse=%s inserts=%s data=%s",
+              n.name, n.listen, n.http_port, (int)getpid(), n.version,
+              ferry_chdb_insert_mode(n.lib), n.data_path);
 
     int sig = 0;
     sigwait(&sigs, &sig);

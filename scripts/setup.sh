@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what ferry needs to build and test on a fresh Debian 12 machine, and nothing twice.
-#   scripts/setup.sh            everything (build deps, test servers, libchdb, s3rver, the
-#                               ClickHouse JS client)
+#   scripts/setup.sh            everything (build deps, test servers, libchdb 26.7 and 26.5,
+#                               s3rver, the ClickHouse JS client)
 #   scripts/setup.sh --build    only what compiling needs
+#   scripts/setup.sh --chdb V   only libchdb V (26.7 or 26.5; 26.5 is the older engine the
+#                               mixed-version test upgrades from, tests/integration/mixed_version.sh)
 # Debian packages come from apt-get; npm packages are cached outside the work tree under
 # $FERRY_CACHE (default ~/.cache/ferry) and checked against their pinned integrity hash.
 set -euo pipefail
@@ -11,6 +13,9 @@ FERRY_CACHE=${FERRY_CACHE:-$HOME/.cache/ferry}
 CHDB_PKG=@chdb/lib-linux-x64-gnu
 CHDB_VERSION=26.7.3-stable.1
 CHDB_INTEGRITY=sha512-XP97mMqnc5tZpKQywR8N7cLTsHNiTmHr30pC5mzo3jWmukjKn2IBa60c2B/gWUNcuFjOMjWoorQICCqBVj5wpw==
+# the older engine (ClickHouse 26.5.1.1; no streaming-insert API, ferry-node spools its inserts)
+CHDB_OLD_VERSION=26.5.3
+CHDB_OLD_INTEGRITY=sha512-fPrLmRt5Moor9yGz4mazbrNje4t7X9KB2mTGkXFWRxRBs2iKy8yh6jx11xsa0Qr3iDFMU/yHqd+bVdYJXu3QaQ==
 S3RVER_VERSION=3.7.1
 # the official ClickHouse JS client, a real client for tests/integration/router_auth.sh
 CHJS_PKG=@clickhouse/client
@@ -62,21 +67,25 @@ install_debs() {
 
 # npm pack verifies the tarball against the registry's integrity; we also check it against the
 # value pinned above, so a changed upload is refused rather than trusted.
+#   fetch_chdb [VERSION INTEGRITY]   (default: the 26.7 build)
 fetch_chdb() {
-    local dir="$FERRY_CACHE/chdb-$CHDB_VERSION"
-    if [ -s "$dir/libchdb.so" ] && [ -f "$dir/.verified" ]; then return 0; fi
-    log "fetching $CHDB_PKG@$CHDB_VERSION (about 178 MB, once) into $dir"
+    local version=${1:-$CHDB_VERSION} integrity=${2:-$CHDB_INTEGRITY}
+    local dir="$FERRY_CACHE/chdb-$version"
+    if [ -s "$dir/libchdb.so" ] && [ "$(cat "$dir/.verified" 2>/dev/null)" = "$integrity" ]; then
+        return 0
+    fi
+    log "fetching $CHDB_PKG@$version (about 170 MB, once) into $dir"
     mkdir -p "$dir"
     local tmp; tmp=$(mktemp -d "$FERRY_CACHE/chdb-dl.XXXXXX")
-    (cd "$tmp" && npm pack --silent "$CHDB_PKG@$CHDB_VERSION" >/dev/null)
+    (cd "$tmp" && npm pack --silent "$CHDB_PKG@$version" >/dev/null)
     local tgz; tgz=$(ls "$tmp"/*.tgz)
     local got="sha512-$(openssl dgst -sha512 -binary "$tgz" | base64 -w0)"
-    if [ "$got" != "$CHDB_INTEGRITY" ]; then
-        rm -rf "$tmp"; log "integrity mismatch for $CHDB_PKG: got $got"; exit 1
+    if [ "$got" != "$integrity" ]; then
+        rm -rf "$tmp"; log "integrity mismatch for $CHDB_PKG@$version: got $got"; exit 1
     fi
     tar -xzf "$tgz" -C "$tmp" package/libchdb.so
     mv "$tmp/package/libchdb.so" "$dir/libchdb.so"
-    echo "$CHDB_INTEGRITY" > "$dir/.verified"
+    echo "$integrity" > "$dir/.verified"
     rm -rf "$tmp"
 }
 
@@ -109,11 +118,22 @@ fetch_clickhouse_js() {
 }
 
 mode=${1:-all}
+if [ "$mode" = "--chdb" ]; then
+    mkdir -p "$FERRY_CACHE"
+    case "${2:-}" in
+        26.7|"$CHDB_VERSION") fetch_chdb ;;
+        26.5|"$CHDB_OLD_VERSION") fetch_chdb "$CHDB_OLD_VERSION" "$CHDB_OLD_INTEGRITY" ;;
+        *) log "--chdb wants 26.7 or 26.5, not '${2:-}'"; exit 2 ;;
+    esac
+    log "ready (cache: $FERRY_CACHE)"
+    exit 0
+fi
 install_debs "${BUILD_DEBS[@]}"
 if [ "$mode" != "--build" ]; then
     install_debs "${TEST_DEBS[@]}"
     mkdir -p "$FERRY_CACHE"
     fetch_chdb
+    fetch_chdb "$CHDB_OLD_VERSION" "$CHDB_OLD_INTEGRITY"
     fetch_s3rver
     fetch_clickhouse_js
 fi

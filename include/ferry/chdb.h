@@ -1,5 +1,6 @@
 /* The embedded ClickHouse engine (libchdb.so, ClickHouse 26.7 from the npm package
- * @chdb/lib-linux-x64-gnu), loaded with dlopen so ferry builds without it.
+ * @chdb/lib-linux-x64-gnu; its 26.5 builds load too, with inserts spooled), loaded with
+ * dlopen so ferry builds without it.
  *
  * One process holds one engine (one data path). Queries on one connection run one after
  * another; separate connections to the same path run at the same time, so anything that
@@ -20,6 +21,8 @@
 
 #define FERRY_CHDB_PACKAGE "@chdb/lib-linux-x64-gnu"
 #define FERRY_CHDB_VERSION "26.7.3-stable.1"
+/* the older engine a lab node can run (ClickHouse 26.5.1.1): `scripts/setup.sh --chdb 26.5` */
+#define FERRY_CHDB_OLD_VERSION "26.5.3"
 
 typedef struct ferry_chdb ferry_chdb;
 typedef struct ferry_chdb_conn ferry_chdb_conn;
@@ -31,12 +34,16 @@ typedef struct ferry_chdb_insert ferry_chdb_insert;
  * $FERRY_CACHE/chdb-<version>/libchdb.so (FERRY_CACHE defaults to ~/.cache/ferry). Writes into
  * buf and returns it. */
 const char *ferry_chdb_default_path(char *buf, size_t bufsz);
+/* The cached library of a version a lab node can run: "26.7" (or FERRY_CHDB_VERSION) and "26.5"
+ * (or FERRY_CHDB_OLD_VERSION), under $FERRY_CACHE like the default; NULL for other versions. */
+const char *ferry_chdb_version_path(const char *version, char *buf, size_t bufsz);
 
 /* Loads the library (path NULL or "" = ferry_chdb_default_path). A missing or foreign file
  * gives FERRY_ENOTFOUND / FERRY_EINVAL with a message saying how to get the right one. The
  * handle lives until the process ends (the engine cannot be unloaded). */
 int ferry_chdb_load(const char *path, ferry_chdb **out, ferry_err *err);
-const char *ferry_chdb_lib_version(const ferry_chdb *lib); /* e.g. "26.7.3" */
+/* e.g. "26.7.3"; "" when the library does not say (no chdb_version: ask SELECT version()) */
+const char *ferry_chdb_lib_version(const ferry_chdb *lib);
 const char *ferry_chdb_lib_path(const ferry_chdb *lib);
 
 /* Opens a connection with clickhouse-local style arguments (e.g. "--path=/data/",
@@ -82,7 +89,13 @@ void ferry_chdb_stream_close(ferry_chdb_stream *s);
 
 /* Streaming INSERT: sql is the INSERT without FORMAT and data ("INSERT INTO db.t (a, b)"),
  * format the data's format. Append pieces as they come, then finish. The connection is busy
- * until ferry_chdb_insert_close. Errors carry ClickHouse's message in *error (owned by ins). */
+ * until ferry_chdb_insert_close. Errors carry ClickHouse's message in *error (owned by ins).
+ * A library without chdb's streaming-insert API (the 26.5 builds) gets the same calls
+ * "spooled": the pieces go to a private file (mode 0600) in the spool directory, and finish
+ * runs "INSERT ... FROM INFILE 'file' FORMAT f"; the file is removed by close. */
+const char *ferry_chdb_insert_mode(const ferry_chdb *lib); /* "streamed" | "spooled" */
+/* Where spooled bodies go (NULL or "": $TMPDIR, else /tmp); set it before inserts start. */
+void ferry_chdb_set_spool_dir(ferry_chdb *lib, const char *dir);
 int ferry_chdb_insert_open(ferry_chdb_conn *conn, const char *sql, const char *format,
                            ferry_chdb_insert **out, char **error, ferry_err *err);
 int ferry_chdb_insert_append(ferry_chdb_insert *ins, const void *data, size_t len,

@@ -46,4 +46,11 @@ bool ferry_ch_split_insert(const char *sql, size_t len, char **insert, char *fmt
 /* True when sql starts (after white space and comments) with the keyword kw (case-insensitive). */
 bool ferry_ch_starts_with_keyword(const char *sql, size_t len, const char *kw);
 
+/* The INSERT that reads its rows from a file, for an insert split by ferry_ch_split_insert:
+ * "<insert> FROM INFILE '<path>' [SETTINGS ...] FORMAT <fmt>". ClickHouse's grammar puts FROM
+ * INFILE before a SETTINGS clause, so one at the top level of insert is moved after it.
+ * Appends to out; 0 or -1 (out of memory). */
+int ferry_ch_insert_from_infile(ferry_buf *out, const char *insert, const char *path,
+                                const char *fmt);
+
 #endif

@@ -39,6 +39,11 @@ typedef struct ferry_lab_options {
      * made: parts on the cold volume name the disk, so it cannot come or go later */
     unsigned long long cold_cache_bytes;
     unsigned timeout_s;       /* how long to wait for each node to answer; 0 = 60 */
+    /* the ClickHouse version of the nodes this call starts anew ("26.7" or "26.5", their cached
+     * libchdb; NULL = the lab's libchdb); a new lab pins it in ferry.conf. For restart-node:
+     * the version the node comes back with (NULL = the one it ran). */
+    const char *version;
+    const char *node; /* restart-node: the node's name */
 } ferry_lab_options;
 
 /* Starts what is not running: new nodes up to opt->nodes, and any recorded node that died
@@ -47,11 +52,16 @@ typedef struct ferry_lab_options {
 int ferry_lab_up(const ferry_lab_options *opt, ferry_err *err);
 /* Adds one node to an existing lab and starts it. */
 int ferry_lab_add_node(const ferry_lab_options *opt, ferry_err *err);
+/* Stops opt->node if it runs and starts it again on the same data directory (and port when
+ * free), with opt->version's library when given: a rolling upgrade, one server at a time.
+ * Other nodes are left as they are. */
+int ferry_lab_restart_node(const ferry_lab_options *opt, ferry_err *err);
 /* Stops the lab's running nodes (SIGTERM, then SIGKILL after 10 s). Data stays. */
 int ferry_lab_down(const char *dir, ferry_err *err);
-/* {"dir":..., "nodes": [{"name","http","pid","alive","data_path","log"}], "object_store":
- * {"type":"local","path"} | {"type":"s3","endpoint","bucket"}, plus "cold_cache_bytes" when
- * the lab has a cache in front of the cold disk}. Caller owns *out. */
+/* {"dir":..., "clickhouse_version" (the pin), "nodes": [{"name","http","pid","alive","data_path",
+ * "log","version" (asked for, or "default"),"clickhouse" (version() at its last start, or null),
+ * "insert_mode"}], "object_store": {"type":"local","path"} | {"type":"s3","endpoint","bucket"},
+ * plus "cold_cache_bytes" when the lab has a cache in front of the cold disk}. Caller owns *out. */
 int ferry_lab_status(const char *dir, json_t **out, ferry_err *err);
 
 #endif

@@ -1,16 +1,22 @@
-/* The libchdb loader, connections, queries (buffered and streamed), streaming inserts and the
- * connection pool (see include/ferry/chdb.h). The C declarations below mirror libchdb's own
- * header for the 26.7 API; only opaque handles cross the boundary. */
+/* The libchdb loader, connections, queries (buffered and streamed), inserts (streamed, or
+ * spooled to a file where the library has no streaming insert) and the connection pool (see
+ * include/ferry/chdb.h). The C declarations below mirror libchdb's own header for the 26.7 API;
+ * only opaque handles cross the boundary. */
 #include "ferry/chdb.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "ferry/buf.h"
+#include "ferry/chhttp.h"
 
 typedef struct chdb_result_ {
     void *internal_data;
@@ -54,6 +60,8 @@ struct ferry_chdb {
     void (*destroy_insert_stream)(chdb_insert_stream);
     const char *(*version_fn)(void);
     void (*set_signal_handlers_enabled)(int);
+    bool streamed_insert; /* the streaming-insert API is there (26.7); else inserts spool */
+    char spool_dir[4096]; /* where spooled INSERT bodies go ("" = $TMPDIR or /tmp) */
 };
 
 struct ferry_chdb_conn {
@@ -62,6 +70,17 @@ struct ferry_chdb_conn {
     ferry_chdb_conn *next_idle; /* pool bookkeeping */
 };
 
+static const char *cache_path(const char *pkg_version, char *buf, size_t bufsz)
+{
+    const char *cache = getenv("FERRY_CACHE");
+    if (cache && *cache)
+        snprintf(buf, bufsz, "%s/chdb-%s/libchdb.so", cache, pkg_version);
+    else
+        snprintf(buf, bufsz, "%s/.cache/ferry/chdb-%s/libchdb.so",
+                 getenv("HOME") ? getenv("HOME") : "", pkg_version);
+    return buf;
+}
+
 const char *ferry_chdb_default_path(char *buf, size_t bufsz)
 {
     const char *env = getenv("FERRY_LIBCHDB");
@@ -69,13 +88,16 @@ const char *ferry_chdb_default_path(char *buf, size_t bufsz)
         snprintf(buf, bufsz, "%s", env);
         return buf;
     }
-    const char *cache = getenv("FERRY_CACHE");
-    if (cache && *cache)
-        snprintf(buf, bufsz, "%s/chdb-%s/libchdb.so", cache, FERRY_CHDB_VERSION);
-    else
-        snprintf(buf, bufsz, "%s/.cache/ferry/chdb-%s/libchdb.so",
-                 getenv("HOME") ? getenv("HOME") : "", FERRY_CHDB_VERSION);
-    return buf;
+    return cache_path(FERRY_CHDB_VERSION, buf, bufsz);
+}
+
+const char *ferry_chdb_version_path(const char *version, char *buf, size_t bufsz)
+{
+    if (!strcmp(version, "26.7") || !strcmp(version, FERRY_CHDB_VERSION))
+        return cache_path(FERRY_CHDB_VERSION, buf, bufsz);
+    if (!strcmp(version, "26.5") || !strcmp(version, FERRY_CHDB_OLD_VERSION))
+        return cache_path(FERRY_CHDB_OLD_VERSION, buf, bufsz);
+    return NULL;
 }
 
 #define HOWTO                                                                                   \
@@ -148,17 +170,30 @@ int ferry_chdb_load(const char *path, ferry_chdb **out, ferry_err *err)
         {"chdb_version", (void **)&lib->version_fn},
         {"chdb_set_signal_handlers_enabled", (void **)&lib->set_signal_handlers_enabled},
     };
+    /* The streaming-insert API and chdb_version came with chdb's 26.7 builds; without them
+     * (26.5) inserts are spooled to a file and the version is asked with SELECT version(). */
+    static const char *const optional[] = {"chdb_stream_insert", "chdb_stream_append",
+                                           "chdb_stream_done", "chdb_stream_cancel_insert",
+                                           "chdb_stream_insert_error",
+                                           "chdb_destroy_insert_stream", "chdb_version", NULL};
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         *syms[i].slot = dlsym(lib->handle, syms[i].name);
-        if (!*syms[i].slot) {
+        bool opt = false;
+        for (size_t k = 0; optional[k]; k++)
+            opt = opt || !strcmp(optional[k], syms[i].name);
+        if (!*syms[i].slot && !opt) {
             rc = ferry_err_set(err, FERRY_EINVAL,
                                "%s is not the libchdb ferry needs (no symbol %s); " HOWTO, path,
                                syms[i].name);
             goto out;
         }
     }
-    snprintf(lib->version, sizeof lib->version, "%s", lib->version_fn());
-    if (strncmp(lib->version, "26.", 3) != 0) {
+    /* all six insert functions, or the spooled mode */
+    lib->streamed_insert = lib->stream_insert && lib->stream_append && lib->stream_done &&
+                           lib->stream_cancel_insert && lib->stream_insert_error &&
+                           lib->destroy_insert_stream;
+    snprintf(lib->version, sizeof lib->version, "%s", lib->version_fn ? lib->version_fn() : "");
+    if (lib->version_fn && strncmp(lib->version, "26.", 3) != 0) {
         rc = ferry_err_set(err, FERRY_EINVAL, "%s is libchdb %s, ferry needs 26.x; " HOWTO, path,
                            lib->version);
         goto out;
@@ -180,6 +215,16 @@ out:
 
 const char *ferry_chdb_lib_version(const ferry_chdb *lib) { return lib->version; }
 const char *ferry_chdb_lib_path(const ferry_chdb *lib) { return lib->path; }
+
+const char *ferry_chdb_insert_mode(const ferry_chdb *lib)
+{
+    return lib->streamed_insert ? "streamed" : "spooled";
+}
+
+void ferry_chdb_set_spool_dir(ferry_chdb *lib, const char *dir)
+{
+    snprintf(lib->spool_dir, sizeof lib->spool_dir, "%s", dir ? dir : "");
+}
 
 int ferry_chdb_connect(ferry_chdb *lib, int argc, const char *const *argv, ferry_chdb_conn **out,
                        ferry_err *err)
@@ -434,10 +479,57 @@ void ferry_chdb_stream_close(ferry_chdb_stream *s)
 
 struct ferry_chdb_insert {
     ferry_chdb_conn *conn;
-    chdb_insert_stream handle;
+    chdb_insert_stream handle; /* streamed mode */
     char *error;
     bool finished;
+    /* spooled mode: the body goes to a private file, then one INSERT ... FROM INFILE reads it,
+     * so memory stays bounded whatever the body's size */
+    int fd;
+    char *sql;
+    char fmt[64];
+    char path[4200];
 };
+
+static int insert_failed(ferry_chdb_insert *ins, const char *e, const char **error);
+
+/* ClickHouse reports an error of a statement that read a file as "Code: N. DB::Exception:
+ * Code: N. DB::Exception: ...": keep one prefix, so messages read as the streamed mode's. */
+static char *dedup_prefix(char *msg)
+{
+    if (!msg || strncmp(msg, "Code: ", 6) != 0)
+        return msg;
+    const char *ex = strstr(msg, "DB::Exception: ");
+    if (!ex)
+        return msg;
+    size_t plen = (size_t)(ex - msg) + strlen("DB::Exception: ");
+    if (strncmp(msg + plen, msg, plen) == 0)
+        memmove(msg, msg + plen, strlen(msg + plen) + 1);
+    return msg;
+}
+
+static int spool_open(ferry_chdb_insert *ins, const char *sql, const char *format,
+                      char **error, ferry_err *err)
+{
+    ferry_chdb *lib = ins->conn->lib;
+    const char *dir = lib->spool_dir;
+    if (!dir[0])
+        dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(ins->path, sizeof ins->path, "%.4000s/ferry-insert-XXXXXX", dir);
+    ins->fd = mkostemp(ins->path, O_CLOEXEC); /* mode 0600: the rows are the tenant's */
+    if (ins->fd < 0) {
+        char msg[4400];
+        snprintf(msg, sizeof msg, "Code: 1001. DB::Exception: Cannot create a file for the INSERT "
+                 "body in %s: %s. (STD_EXCEPTION)", dir, strerror(errno));
+        *error = strdup(msg);
+        ins->path[0] = '\0';
+        return ferry_err_set(err, FERRY_EREMOTE, "%s", msg);
+    }
+    ins->sql = strdup(sql);
+    snprintf(ins->fmt, sizeof ins->fmt, "%s", format);
+    if (!ins->sql)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    return FERRY_OK;
+}
 
 int ferry_chdb_insert_open(ferry_chdb_conn *conn, const char *sql, const char *format,
                            ferry_chdb_insert **out, char **error, ferry_err *err)
@@ -449,6 +541,14 @@ int ferry_chdb_insert_open(ferry_chdb_conn *conn, const char *sql, const char *f
     if (!ins)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     ins->conn = conn;
+    ins->fd = -1;
+    if (!lib->streamed_insert) {
+        if ((rc = spool_open(ins, sql, format, error, err)) != FERRY_OK)
+            goto out;
+        *out = ins;
+        ins = NULL;
+        goto out;
+    }
     ins->handle = lib->stream_insert(*conn->handle, sql, format);
     if (!ins->handle) {
         rc = ferry_err_set(err, FERRY_EIO, "libchdb returned no insert stream");
@@ -464,9 +564,8 @@ int ferry_chdb_insert_open(ferry_chdb_conn *conn, const char *sql, const char *f
     ins = NULL;
 out:
     if (ins) {
-        if (ins->handle)
-            lib->destroy_insert_stream(ins->handle);
-        free(ins);
+        ins->finished = true; /* a stream that failed to open is destroyed, not cancelled */
+        ferry_chdb_insert_close(ins);
     }
     return rc;
 }
@@ -474,7 +573,7 @@ out:
 static int insert_failed(ferry_chdb_insert *ins, const char *e, const char **error)
 {
     if (!ins->error)
-        ins->error = dup_error(e);
+        ins->error = dedup_prefix(dup_error(e));
     *error = ins->error;
     return FERRY_EREMOTE;
 }
@@ -487,9 +586,60 @@ int ferry_chdb_insert_append(ferry_chdb_insert *ins, const void *data, size_t le
         *error = ins->error;
         return FERRY_EREMOTE;
     }
+    if (!lib->streamed_insert) {
+        const char *p = data;
+        while (len > 0) {
+            ssize_t w = write(ins->fd, p, len);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                char msg[4400];
+                snprintf(msg, sizeof msg, "Code: %d. DB::Exception: Cannot write the INSERT "
+                         "body to %s: %s. (%s)", errno == ENOSPC ? 243 : 1001, ins->path,
+                         strerror(w < 0 ? errno : EIO),
+                         errno == ENOSPC ? "NOT_ENOUGH_SPACE" : "STD_EXCEPTION");
+                return insert_failed(ins, msg, error);
+            }
+            p += w;
+            len -= (size_t)w;
+        }
+        return FERRY_OK;
+    }
     if (lib->stream_append(ins->handle, data, len) != 0)
         return insert_failed(ins, lib->stream_insert_error(ins->handle), error);
     return FERRY_OK;
+}
+
+/* The spooled body is complete: run the INSERT reading it. */
+static int spool_finish(ferry_chdb_insert *ins, uint64_t *rows_written, const char **error)
+{
+    ferry_chdb *lib = ins->conn->lib;
+    if (close(ins->fd) != 0) {
+        ins->fd = -1;
+        char msg[4400];
+        snprintf(msg, sizeof msg, "Code: 1001. DB::Exception: Cannot write the INSERT body to "
+                 "%s: %s. (STD_EXCEPTION)", ins->path, strerror(errno));
+        return insert_failed(ins, msg, error);
+    }
+    ins->fd = -1;
+    ferry_buf q = FERRY_BUF_INIT;
+    if (ferry_ch_insert_from_infile(&q, ins->sql, ins->path, ins->fmt) != 0) {
+        ferry_buf_free(&q);
+        return insert_failed(ins, "Code: 173. DB::Exception: out of memory. (CANNOT_ALLOCATE_MEMORY)",
+                             error);
+    }
+    chdb_result *r = lib->query_n(*ins->conn->handle, q.data, q.len, "TabSeparated", 12);
+    ferry_buf_free(&q);
+    if (!r)
+        return insert_failed(ins, "libchdb returned no result", error);
+    const char *e = lib->result_error(r);
+    int rc = FERRY_OK;
+    if (e)
+        rc = insert_failed(ins, e, error);
+    else if (rows_written)
+        *rows_written = lib->result_rows_written(r);
+    lib->destroy_result(r);
+    return rc;
 }
 
 int ferry_chdb_insert_finish(ferry_chdb_insert *ins, uint64_t *rows_written, const char **error)
@@ -500,6 +650,8 @@ int ferry_chdb_insert_finish(ferry_chdb_insert *ins, uint64_t *rows_written, con
         return FERRY_EREMOTE;
     }
     ins->finished = true;
+    if (!lib->streamed_insert)
+        return spool_finish(ins, rows_written, error);
     chdb_result *r = lib->stream_done(ins->handle);
     if (!r)
         return insert_failed(ins, lib->stream_insert_error(ins->handle), error);
@@ -518,9 +670,16 @@ void ferry_chdb_insert_close(ferry_chdb_insert *ins)
     if (!ins)
         return;
     ferry_chdb *lib = ins->conn->lib;
-    if (!ins->finished)
-        lib->stream_cancel_insert(ins->handle);
-    lib->destroy_insert_stream(ins->handle);
+    if (ins->handle) {
+        if (!ins->finished)
+            lib->stream_cancel_insert(ins->handle);
+        lib->destroy_insert_stream(ins->handle);
+    }
+    if (ins->fd >= 0)
+        close(ins->fd);
+    if (ins->path[0])
+        unlink(ins->path);
+    free(ins->sql);
     free(ins->error);
     free(ins);
 }

@@ -270,3 +270,31 @@ bool ferry_ch_split_insert(const char *sql, size_t len, char **insert, char *fmt
     (*insert)[kw] = '\0';
     return true;
 }
+
+int ferry_ch_insert_from_infile(ferry_buf *out, const char *insert, const char *path,
+                                const char *fmt)
+{
+    size_t len = strlen(insert), b, n, settings = len;
+    sql_scan sc = {insert, len, 0, 0};
+    while (scan_word(&sc, &b, &n))
+        if (word_is(insert, b, n, "SETTINGS")) {
+            settings = b;
+            break;
+        }
+    size_t head = settings;
+    while (head > 0 && isspace((unsigned char)insert[head - 1]))
+        head--;
+    int rc = ferry_buf_append(out, insert, head);
+    rc |= ferry_buf_puts(out, " FROM INFILE ");
+    rc |= ferry_ch_quote_string(out, path);
+    if (settings < len) {
+        rc |= ferry_buf_putc(out, ' ');
+        size_t tail = len;
+        while (tail > settings && isspace((unsigned char)insert[tail - 1]))
+            tail--;
+        rc |= ferry_buf_append(out, insert + settings, tail - settings);
+    }
+    rc |= ferry_buf_puts(out, " FORMAT ");
+    rc |= ferry_buf_puts(out, fmt);
+    return rc ? -1 : 0;
+}

@@ -178,38 +178,98 @@ static void check_versioning(ferry_fleet *fl, json_t *checks)
     ferry_objstore_close(jan);
 }
 
+/* The newest pointer format a server's ClickHouse reads (5 from 23.11 on, 4 before). */
+static int newest_pointer_format(const ferry_ch_version *v)
+{
+    ferry_err ignored = {0};
+    return ferry_agent_pointer_version_ok(5, v, &ignored) == FERRY_OK ? 5 : 4;
+}
+
+/* Adds the server's version and the pointer formats it reads to the finding just added. */
+static void note_server_version(json_t *checks, const ferry_ch_version *v)
+{
+    json_t *o = json_array_get(checks, json_array_size(checks) - 1);
+    json_object_set_new(o, "clickhouse", json_string(v->text));
+    json_object_set_new(o, "reads_pointer_formats",
+                        json_pack("[i,i]", 1, newest_pointer_format(v)));
+}
+
+/* Every server against the pin, then the cluster as a whole: servers of different ClickHouse
+ * versions (a rolling upgrade under way) are reported as one "mixed" finding naming each
+ * server's version and the pointer formats it reads. */
 static void check_versions(ferry_fleet *fl, json_t *checks)
 {
     const char *pinned = fl->settings.clickhouse_version;
+    ferry_ch_version *vs = calloc(fl->n_servers ? fl->n_servers : 1, sizeof *vs);
+    bool *known = calloc(fl->n_servers ? fl->n_servers : 1, sizeof *known);
+    if (!vs || !known) {
+        finding(checks, "clickhouse_version", "fail", NULL, NULL, "out of memory");
+        goto out;
+    }
     for (size_t i = 0; i < fl->n_servers; i++) {
         ferry_fleet_server *s = &fl->servers[i];
-        ferry_ch_version v;
+        ferry_ch_version *v = &vs[i];
         ferry_err e = {0};
-        if (ferry_ch_server_version(s->ch, &v, &e)) {
+        if (ferry_ch_server_version(s->ch, v, &e)) {
             finding(checks, "clickhouse_version", "fail", s->name, "start the server or fix "
                     "[shard] replicas", "cannot ask %s for its version: %s", s->name, e.msg);
             continue;
         }
+        known[i] = true;
         size_t pl = strlen(pinned);
-        bool same = !strncmp(v.text, pinned, pl) && (v.text[pl] == '\0' || v.text[pl] == '.');
+        bool same = !strncmp(v->text, pinned, pl) && (v->text[pl] == '\0' || v->text[pl] == '.');
         char fix[256];
         snprintf(fix, sizeof fix, "run ClickHouse %s on every server, or test the new version "
                  "in the lab and re-pin [cluster] clickhouse_version", pinned);
         if (!same) {
             finding(checks, "clickhouse_version", "fail", s->name, fix,
                     "%s runs ClickHouse %s; the cluster pins %s (pointer files are an internal "
-                    "format)", s->name, v.text, pinned);
+                    "format; this server reads pointer formats 1 to %d)", s->name, v->text,
+                    pinned, newest_pointer_format(v));
+            note_server_version(checks, v);
             continue;
         }
-        if (ferry_agent_pointer_version_ok((int)fl->settings.pointer_format, &v, &e)) {
+        if (ferry_agent_pointer_version_ok((int)fl->settings.pointer_format, v, &e)) {
             finding(checks, "clickhouse_version", "fail", s->name,
                     "pin a pointer_format the server reads", "%s", e.msg);
+            note_server_version(checks, v);
             continue;
         }
         finding(checks, "clickhouse_version", "pass", s->name, NULL,
-                "%s runs ClickHouse %s (pinned %s), reads pointer format %u", s->name, v.text,
-                pinned, fl->settings.pointer_format);
+                "%s runs ClickHouse %s (pinned %s), reads pointer format %u (formats 1 to %d)",
+                s->name, v->text, pinned, fl->settings.pointer_format, newest_pointer_format(v));
+        note_server_version(checks, v);
     }
+    /* the cluster: one version everywhere, or a mixed one named server by server */
+    ferry_buf msg = FERRY_BUF_INIT;
+    size_t distinct = 0;
+    for (size_t i = 0; i < fl->n_servers; i++) {
+        if (!known[i])
+            continue;
+        bool first = true;
+        for (size_t k = 0; k < i; k++)
+            if (known[k] && !strcmp(vs[k].text, vs[i].text))
+                first = false;
+        if (!first)
+            continue;
+        distinct++;
+        ferry_buf_printf(&msg, "%s%s on", msg.len ? "; " : "", vs[i].text);
+        for (size_t k = i; k < fl->n_servers; k++)
+            if (known[k] && !strcmp(vs[k].text, vs[i].text))
+                ferry_buf_printf(&msg, " %s", fl->servers[k].name);
+        ferry_buf_printf(&msg, " (reads pointer formats 1 to %d)", newest_pointer_format(&vs[i]));
+    }
+    if (distinct > 1)
+        finding(checks, "clickhouse_version", "fail", NULL,
+                "finish the rolling upgrade one server at a time, then re-pin "
+                "[cluster] clickhouse_version (docs/operations.md, \"Upgrading ClickHouse\")",
+                "mixed cluster: ClickHouse %s; the cluster pins %s and pointer format %u. "
+                "Until one version runs everywhere, tiering refuses servers not at the pin",
+                ferry_buf_cstr(&msg), pinned, fl->settings.pointer_format);
+    ferry_buf_free(&msg);
+out:
+    free(vs);
+    free(known);
 }
 
 /* Whether db.t is a table ferry keeps beside a managed table in the same database: the staging

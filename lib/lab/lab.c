@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ferry/buf.h"
+#include "ferry/chdb.h"
 #include "ferry/config.h"
 #include "ferry/http_call.h"
 #include "ferry/lines.h"
@@ -35,6 +36,11 @@ typedef struct lab_node {
     long pid;
     unsigned long long starttime; /* /proc/PID/stat field 22, to tell PID reuse apart */
     bool started_now;             /* started by this call (stopped again if the call fails) */
+    char version[32];             /* the ClickHouse version asked for ("26.5", "26.7"; "" = the
+                                     lab's libchdb) */
+    char libchdb[PATH_MAX];       /* that version's cached library ("" = the lab's) */
+    char clickhouse[64];          /* what the node answered when it last started: version() */
+    char insert_mode[16];         /* and how it takes INSERT bodies (streamed, spooled) */
 } lab_node;
 
 enum { LAB_UPLOADER = 0, LAB_JANITOR = 1 };
@@ -44,6 +50,7 @@ typedef struct lab_state {
     char dir[PATH_MAX];
     char node_bin[PATH_MAX];
     char libchdb[PATH_MAX];
+    char pin[32]; /* [cluster] clickhouse_version written into ferry.conf: the first nodes' */
     char store_type[8];
     char s3_endpoint[512], s3_bucket[256], s3_prefix[256];
     char s3_access_key_file[PATH_MAX], s3_secret_key_file[PATH_MAX];
@@ -188,6 +195,7 @@ static int load_state(const char *dir, lab_state *st, bool *exists, ferry_err *e
         snprintf(dst, sizeof dst, "%s", s);
     GETS(o, "node_bin", st->node_bin);
     GETS(o, "libchdb", st->libchdb);
+    GETS(o, "clickhouse_version", st->pin);
     GETS(os, "type", st->store_type);
     GETS(os, "endpoint", st->s3_endpoint);
     GETS(os, "bucket", st->s3_bucket);
@@ -208,6 +216,10 @@ static int load_state(const char *dir, lab_state *st, bool *exists, ferry_err *e
         n->port = (unsigned)json_integer_value(json_object_get(jn, "http_port"));
         n->pid = (long)json_integer_value(json_object_get(jn, "pid"));
         n->starttime = (unsigned long long)json_integer_value(json_object_get(jn, "starttime"));
+        GETS(jn, "version", n->version);
+        GETS(jn, "libchdb", n->libchdb);
+        GETS(jn, "clickhouse", n->clickhouse);
+        GETS(jn, "insert_mode", n->insert_mode);
         if (!n->name[0] || n->port == 0) {
             rc = ferry_err_set(err, FERRY_EINVAL, "%s: node %zu has no name or port", path, i);
             goto out;
@@ -227,6 +239,8 @@ static int save_state(const lab_state *st, ferry_err *err)
     json_object_set_new(o, "version", json_integer(LAB_STATE_VERSION));
     json_object_set_new(o, "node_bin", json_string(st->node_bin));
     json_object_set_new(o, "libchdb", json_string(st->libchdb));
+    if (st->pin[0])
+        json_object_set_new(o, "clickhouse_version", json_string(st->pin));
     json_t *os = json_object();
     json_object_set_new(os, "type", json_string(st->store_type));
     if (st->cold_cache)
@@ -256,6 +270,14 @@ static int save_state(const lab_state *st, ferry_err *err)
         json_object_set_new(jn, "http_port", json_integer(n->port));
         json_object_set_new(jn, "pid", json_integer(n->pid));
         json_object_set_new(jn, "starttime", json_integer((json_int_t)n->starttime));
+        if (n->version[0]) {
+            json_object_set_new(jn, "version", json_string(n->version));
+            json_object_set_new(jn, "libchdb", json_string(n->libchdb));
+        }
+        if (n->clickhouse[0]) {
+            json_object_set_new(jn, "clickhouse", json_string(n->clickhouse));
+            json_object_set_new(jn, "insert_mode", json_string(n->insert_mode));
+        }
         json_array_append_new(nodes, jn);
     }
     json_object_set_new(o, "nodes", nodes);
@@ -378,7 +400,9 @@ static int write_node_conf(const lab_state *st, const lab_node *n, const char *p
     put_kv(&b, "data_path", p);
     ferry_buf_printf(&b, "http_port = %u\n", n->port);
     ferry_buf_puts(&b, "listen = 127.0.0.1\n");
-    if (st->libchdb[0])
+    if (n->libchdb[0])
+        put_kv(&b, "libchdb", n->libchdb);
+    else if (st->libchdb[0])
         put_kv(&b, "libchdb", st->libchdb);
     ferry_buf_puts(&b, "\n[object_store]\n");
     put_kv(&b, "type", st->store_type);
@@ -422,7 +446,8 @@ static int write_ferry_conf(const lab_state *st, ferry_err *err)
                        "by lab up and lab add-node\n[cluster]\nname = lab\n");
     snprintf(p, sizeof p, "sqlite:%s/catalog.db", st->dir);
     put_kv(&b, "catalog", p);
-    ferry_buf_puts(&b, "clickhouse_version = 26.7\npointer_format = 5\n\n[object_store]\n");
+    ferry_buf_printf(&b, "clickhouse_version = %s\npointer_format = 5\n\n[object_store]\n",
+                     st->pin[0] ? st->pin : "26.7");
     put_kv(&b, "type", st->store_type);
     if (!strcmp(st->store_type, "local")) {
         snprintf(p, sizeof p, "%s/blobs/", st->dir);
@@ -559,8 +584,9 @@ static int spawn_node(lab_state *st, lab_node *n, ferry_err *err)
     return FERRY_OK;
 }
 
-/* True when the node answers GET /ferry/status with its own PID. */
-static bool node_answers(const lab_node *n)
+/* True when the node answers GET /ferry/status with its own PID; notes its ClickHouse version
+ * and insert mode. */
+static bool node_answers(lab_node *n)
 {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%u/ferry/status", n->port);
@@ -571,6 +597,12 @@ static bool node_answers(const lab_node *n)
     if (ferry_http_do(&call, &a, &err) == FERRY_OK && a.status == 200) {
         json_t *o = json_loads(ferry_buf_cstr(&a.body), 0, NULL);
         ok = o && json_integer_value(json_object_get(o, "pid")) == n->pid;
+        const char *v = json_string_value(json_object_get(o, "clickhouse_version"));
+        const char *m = json_string_value(json_object_get(o, "insert_mode"));
+        if (ok) {
+            snprintf(n->clickhouse, sizeof n->clickhouse, "%s", v ? v : "");
+            snprintf(n->insert_mode, sizeof n->insert_mode, "%s", m ? m : "streamed");
+        }
         json_decref(o);
     }
     ferry_http_answer_free(&a);
@@ -781,8 +813,27 @@ static int apply_store_options(lab_state *st, const ferry_lab_options *opt, bool
     return FERRY_OK;
 }
 
-static int lab_up_impl(const ferry_lab_options *opt, bool add_one, ferry_err *err)
+/* The ClickHouse version a node runs: its cached library, which must be there. */
+static int node_set_version(lab_node *n, const char *version, ferry_err *err)
 {
+    char p[PATH_MAX];
+    if (!ferry_chdb_version_path(version, p, sizeof p))
+        return ferry_err_set(err, FERRY_EINVAL, "--version must be 26.7 or 26.5 (the ClickHouse "
+                             "builds the lab knows), not '%s'", version);
+    const char *v = ferry_starts_with(version, "26.5") ? "26.5" : "26.7";
+    if (access(p, R_OK) != 0)
+        return ferry_err_set(err, FERRY_ENOTFOUND, "ClickHouse %s is not installed (no %s); get "
+                             "it with 'scripts/setup.sh --chdb %s'", v, p, v);
+    snprintf(n->version, sizeof n->version, "%s", v);
+    snprintf(n->libchdb, sizeof n->libchdb, "%s", p);
+    return FERRY_OK;
+}
+
+enum { LAB_UP, LAB_ADD, LAB_RESTART };
+
+static int lab_up_impl(const ferry_lab_options *opt, int mode, ferry_err *err)
+{
+    bool add_one = mode == LAB_ADD;
     lab_state *st = calloc(1, sizeof *st);
     int lockfd = -1, rc = FERRY_OK;
     bool exists = false;
@@ -794,7 +845,7 @@ static int lab_up_impl(const ferry_lab_options *opt, bool add_one, ferry_err *er
         goto out;
     if ((rc = load_state(st->dir, st, &exists, err)) != FERRY_OK)
         goto out;
-    if (add_one && !exists) {
+    if (mode != LAB_UP && !exists) {
         rc = ferry_err_set(err, FERRY_EINVAL, "no lab in %s; start one with 'ferry lab up'",
                            st->dir);
         goto out;
@@ -805,6 +856,33 @@ static int lab_up_impl(const ferry_lab_options *opt, bool add_one, ferry_err *er
         goto out;
     if (opt->libchdb && *opt->libchdb)
         snprintf(st->libchdb, sizeof st->libchdb, "%s", opt->libchdb);
+    lab_node vcheck = {0}, *target = NULL;
+    if (opt->version && (rc = node_set_version(&vcheck, opt->version, err)) != FERRY_OK)
+        goto out;
+    if (!exists || !st->pin[0]) /* the cluster's pin: the version the lab started with */
+        snprintf(st->pin, sizeof st->pin, "%s", vcheck.version[0] ? vcheck.version : "26.7");
+    if (mode == LAB_RESTART) {
+        for (unsigned i = 0; i < st->n_nodes; i++)
+            if (opt->node && !strcmp(st->nodes[i].name, opt->node))
+                target = &st->nodes[i];
+        if (!target) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "the lab in %s has no node '%s' (see 'ferry "
+                               "lab status --dir %s')", st->dir, opt->node ? opt->node : "",
+                               opt->dir);
+            goto out;
+        }
+        /* stopped the way a server is restarted; its data directory stays */
+        if (node_alive(st, target)) {
+            stop_pid(target->pid);
+            FLOG_INFO("lab: stopped %s pid=%ld for a restart", target->name, target->pid);
+        }
+        target->pid = 0;
+        target->starttime = 0;
+        if (vcheck.version[0]) {
+            snprintf(target->version, sizeof target->version, "%s", vcheck.version);
+            snprintf(target->libchdb, sizeof target->libchdb, "%s", vcheck.libchdb);
+        }
+    }
     unsigned want = add_one ? st->n_nodes + 1
                             : (opt->nodes ? opt->nodes : (exists ? st->n_nodes : 3));
     if (want > MAX_NODES) {
@@ -829,15 +907,29 @@ static int lab_up_impl(const ferry_lab_options *opt, bool add_one, ferry_err *er
         memset(n, 0, sizeof *n);
         /* The next free nodeK name (names are never reused within a lab). */
         snprintf(n->name, sizeof n->name, "node%u", st->n_nodes + 1);
+        if (vcheck.version[0]) {
+            snprintf(n->version, sizeof n->version, "%s", vcheck.version);
+            snprintf(n->libchdb, sizeof n->libchdb, "%s", vcheck.libchdb);
+        }
         st->n_nodes++;
     }
     for (unsigned i = 0; i < st->n_nodes; i++) {
         lab_node *n = &st->nodes[i];
-        if (node_alive(st, n))
+        if (node_alive(st, n) || (target && n != target))
             continue;
         snprintf(p, sizeof p, "%s/%s", st->dir, n->name);
         if (mkdir(p, 0755) != 0 && errno != EEXIST) {
             rc = ferry_err_set(err, FERRY_EIO, "cannot create %s: %s", p, strerror(errno));
+            goto fail;
+        }
+        /* A restarted node keeps its port: the catalog and routers know its URL. Something
+         * else may hold it for a moment (a client's ephemeral port), so wait for it. */
+        for (int w = 0; n == target && n->port && !port_free(n->port) && w < 300; w++)
+            usleep(100000);
+        if (n == target && n->port && !port_free(n->port)) {
+            rc = ferry_err_set(err, FERRY_EIO, "port %u of %s is still taken after 30 s (see "
+                               "'ss -ltnp sport = :%u'); the node's URL must stay the same",
+                               n->port, n->name, n->port);
             goto fail;
         }
         if (!n->port || !port_free(n->port))
@@ -881,12 +973,17 @@ out:
 
 int ferry_lab_up(const ferry_lab_options *opt, ferry_err *err)
 {
-    return lab_up_impl(opt, false, err);
+    return lab_up_impl(opt, LAB_UP, err);
 }
 
 int ferry_lab_add_node(const ferry_lab_options *opt, ferry_err *err)
 {
-    return lab_up_impl(opt, true, err);
+    return lab_up_impl(opt, LAB_ADD, err);
+}
+
+int ferry_lab_restart_node(const ferry_lab_options *opt, ferry_err *err)
+{
+    return lab_up_impl(opt, LAB_RESTART, err);
 }
 
 static int open_existing(const char *dir, lab_state *st, int *lockfd, ferry_err *err)
@@ -944,6 +1041,7 @@ int ferry_lab_status(const char *dir, json_t **out, ferry_err *err)
         goto out;
     json_t *o = json_object();
     json_object_set_new(o, "dir", json_string(st->dir));
+    json_object_set_new(o, "clickhouse_version", json_string(st->pin[0] ? st->pin : "26.7"));
     json_t *nodes = json_array();
     char p[PATH_MAX + 64];
     for (unsigned i = 0; i < st->n_nodes; i++) {
@@ -959,6 +1057,12 @@ int ferry_lab_status(const char *dir, json_t **out, ferry_err *err)
         json_object_set_new(jn, "data_path", json_string(p));
         node_path(st, n, "node.log", p, sizeof p);
         json_object_set_new(jn, "log", json_string(p));
+        /* the version asked for, and the one the node answered when it last started */
+        json_object_set_new(jn, "version", json_string(n->version[0] ? n->version : "default"));
+        json_object_set_new(jn, "clickhouse", n->clickhouse[0] ? json_string(n->clickhouse)
+                                                              : json_null());
+        json_object_set_new(jn, "insert_mode", n->insert_mode[0] ? json_string(n->insert_mode)
+                                                                 : json_null());
         json_array_append_new(nodes, jn);
     }
     json_object_set_new(o, "nodes", nodes);

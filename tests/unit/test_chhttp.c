@@ -140,6 +140,24 @@ static void test_keyword(void **state)
     assert_false(ferry_ch_starts_with_keyword(q, strlen(q), "SELECT"));
 }
 
+static void test_insert_from_infile(void **state)
+{
+    (void)state;
+    ferry_buf b = FERRY_BUF_INIT;
+    assert_int_equal(ferry_ch_insert_from_infile(&b, "INSERT INTO db.t (a, b) ", "/d/in'1",
+                                                 "RowBinary"), 0);
+    assert_string_equal(ferry_buf_cstr(&b),
+                        "INSERT INTO db.t (a, b) FROM INFILE '/d/in\\'1' FORMAT RowBinary");
+    b.len = 0;
+    /* SETTINGS moves after FROM INFILE; one inside a string or a comment stays */
+    assert_int_equal(ferry_ch_insert_from_infile(
+                         &b, "INSERT INTO `settings` /* SETTINGS */ SETTINGS async_insert = 0 ",
+                         "/f", "TSV"), 0);
+    assert_string_equal(ferry_buf_cstr(&b), "INSERT INTO `settings` /* SETTINGS */ FROM INFILE "
+                                            "'/f' SETTINGS async_insert = 0 FORMAT TSV");
+    ferry_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -147,6 +165,7 @@ int main(void)
         cmocka_unit_test(test_quote),       cmocka_unit_test(test_error_parse),
         cmocka_unit_test(test_status),      cmocka_unit_test(test_find_format),
         cmocka_unit_test(test_split_insert), cmocka_unit_test(test_keyword),
+        cmocka_unit_test(test_insert_from_infile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
