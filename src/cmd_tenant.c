@@ -66,44 +66,14 @@ static void print_added(const ferry_split_change *c, void *arg)
     print_change(c, p->dry, p->json);
 }
 
-/* Sets (rf >= 1) or clears (rf 0) the tenant's rf override, by CAS on the tenant record. */
+/* Sets (rf >= 1) or clears (rf 0) the tenant's rf override and says what the rebalance does. */
 static int set_rf(ferry_catalog *cat, const char *name, uint32_t rf, bool dry, bool json,
                   ferry_err *err)
 {
-    ferry_record t, st;
-    ferry_record_list shards = {0};
-    ferry_record_init(&t, FERRY_REC_TENANT);
-    ferry_record_init(&st, FERRY_REC_SETTINGS);
-    snprintf(t.u.tenant.name, sizeof t.u.tenant.name, "%s", name);
-    int rc = ferry_catalog_get(cat, &t, err);
-    if (rc == FERRY_ENOTFOUND)
-        rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s is not registered (ferry tenant add %s)",
-                           name, name);
-    if (!rc)
-        rc = ferry_catalog_get(cat, &st, err);
-    if (!rc)
-        rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
+    uint32_t before = 0, after = 0;
+    int rc = ferry_tenant_set_rf(cat, name, rf, dry, &before, &after, err);
     if (rc)
-        goto out;
-    size_t active = 0;
-    for (size_t i = 0; i < shards.n; i++)
-        active += ferry_shard_placeable(shards.items[i].u.shard.state);
-    if (rf > active) {
-        rc = ferry_err_set(err, FERRY_EINVAL, "rf %u for tenant %s: the cluster has only %zu "
-                           "active shard(s), and replicas must be on distinct shards", rf, name,
-                           active);
-        goto out;
-    }
-    uint32_t before = t.u.tenant.rf ? t.u.tenant.rf : st.u.settings.rf;
-    uint32_t after = rf ? rf : st.u.settings.rf;
-    t.u.tenant.rf = rf;
-    if (!dry) {
-        rc = ferry_catalog_update(cat, &t, err);
-        if (rc == FERRY_ECONFLICT)
-            ferry_err_prefix(err, "tenant %s changed meanwhile; run again: ", name);
-        if (rc)
-            goto out;
-    }
+        return rc;
     if (json) {
         json_t *o = json_pack("{s:s, s:I, s:I, s:b, s:b}", "tenant", name, "from",
                               (json_int_t)before, "to", (json_int_t)after, "override", rf != 0,
@@ -117,9 +87,7 @@ static int set_rf(ferry_catalog *cat, const char *name, uint32_t rf, bool dry, b
                rf ? "" : " (the cluster's default)",
                after > before ? "add" : after < before ? "remove" : "check");
     }
-out:
-    ferry_record_list_free(&shards);
-    return rc;
+    return FERRY_OK;
 }
 
 static int show(ferry_catalog *cat, const char *name, bool json, ferry_err *err)

@@ -136,6 +136,14 @@ typedef struct ferry_split_change {
 int ferry_split_set(struct ferry_catalog *cat, const char *tenant, uint32_t splits, bool create,
                     bool dry_run, ferry_split_change *change, ferry_err *err);
 
+/* A tenant's replication factor: sets (rf >= 1) or clears (rf 0: the cluster's default) its
+ * override, by CAS on the tenant record. *before / *after are the effective rf. FERRY_EINVAL:
+ * an unknown tenant, or rf above the number of shards a slice may be placed on (replicas are
+ * on distinct shards); FERRY_ECONFLICT: the tenant changed meanwhile. dry_run writes nothing.
+ * The replicas follow at the next rebalance. */
+int ferry_tenant_set_rf(struct ferry_catalog *cat, const char *tenant, uint32_t rf,
+                        bool dry_run, uint32_t *before, uint32_t *after, ferry_err *err);
+
 /* Called by ferry_split_add for each tenant registered, in order. */
 typedef void (*ferry_split_added_fn)(const ferry_split_change *change, void *arg);
 
