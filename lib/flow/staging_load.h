@@ -1,0 +1,36 @@
+/* Private: loading the parts waiting in a staging table's detached/ into the staging table, the
+ * one step where tiering, moves, clones and repair hand ClickHouse parts ferry wrote (pointer
+ * parts of cold partitions, real files of hot ones). Two routes, by [cluster]
+ * clickhouse_object_access (mv_conn.ro_objects):
+ *
+ *  read-create (default)  ALTER TABLE staging ATTACH PARTITION ID ... (one statement)
+ *  read-only              the blog's strictly read-only route: DETACH TABLE staging, the agent
+ *                         moves the parts' folders from detached/ straight into the table's data
+ *                         directories (place-parts, under fresh block numbers), ATTACH TABLE
+ *                         staging: ClickHouse loads them as a server start would, and no
+ *                         partition statement ever renames a part on the object disk
+ *
+ * Afterwards the flows move the partitions into place as before (REPLACE PARTITION, ATTACH
+ * PARTITION FROM, MOVE PARTITION TO TABLE). Test-only crash points of the read-only route:
+ * FERRY_TEST_CRASH_AFTER=STAGE:detached | STAGE:placed | STAGE:attached (docs/object-store.md). */
+#ifndef FERRY_STAGING_LOAD_H
+#define FERRY_STAGING_LOAD_H
+
+#include <stddef.h>
+
+#include "flow/move_env.h"
+
+/* Loads every detached part of the partitions pids[0..n) of db.staging on c (parts with a
+ * reason prefix such as broken_ or ignored_ are left alone, as ATTACH PARTITION leaves them).
+ * Idempotent: a part already loaded is no longer in detached/. On an error of the read-only
+ * route after DETACH TABLE the table is attached again before returning. */
+int stg_load(mv_conn *c, const char *db, const char *staging, const char *const *pids, size_t n,
+             ferry_err *err);
+
+/* Read-only mode: attaches db.staging again when a crash left it detached (the route was cut
+ * between DETACH TABLE and ATTACH TABLE); whatever was placed is loaded with it. A no-op in
+ * read-create mode or when the table is attached. Every flow calls it before it looks at a
+ * staging table it may have loaded. */
+int stg_recover(mv_conn *c, const char *db, const char *staging, ferry_err *err);
+
+#endif
