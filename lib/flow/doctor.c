@@ -1,5 +1,6 @@
 /* ferry doctor's checks on a live cluster (include/ferry/doctor.h). */
 #include "ferry/doctor.h"
+#include "flow/doctor_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,9 +17,7 @@
 #include "ferry/strutil.h"
 #include "ferry/tier.h"
 
-static void finding(json_t *checks, const char *check, const char *status, const char *server,
-                    const char *fix, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static void finding(json_t *checks, const char *check, const char *status, const char *server,
+void doctor_finding(json_t *checks, const char *check, const char *status, const char *server,
                     const char *fix, const char *fmt, ...)
 {
     char msg[1024];
@@ -36,7 +35,7 @@ static void finding(json_t *checks, const char *check, const char *status, const
 
 /* A store handle that signs with role `cred`'s credentials but lets every operation through
  * ferry's own role check (opened as janitor), so the store itself decides: the canary probe. */
-static int open_probe(ferry_fleet *fl, const char *cred, ferry_objstore **out, ferry_err *err)
+int doctor_open_probe(ferry_fleet *fl, const char *cred, ferry_objstore **out, ferry_err *err)
 {
     ferry_buf text = FERRY_BUF_INIT;
     ferry_buf_puts(&text, "[object_store]\n");
@@ -76,7 +75,7 @@ static void check_delete_refused(ferry_fleet *fl, json_t *checks)
 {
     const char *type = ferry_config_get(&fl->cfg, "object_store", NULL, "type");
     if (!type || strcmp(type, "s3")) {
-        finding(checks, "delete_refused", "skipped", NULL, NULL,
+        doctor_finding(checks, "delete_refused", "skipped", NULL, NULL,
                 "a local object store has no credentials: ClickHouse's deletes there are stopped "
                 "by file permissions (or the lab's delete guard), which doctor cannot test");
         return;
@@ -94,7 +93,7 @@ static void check_delete_refused(ferry_fleet *fl, json_t *checks)
                          "(docs/object-store.md)";
     if (ferry_fleet_store(fl, FERRY_ROLE_UPLOADER, &up, &e) ||
         ferry_objstore_put(up, key, "ferry doctor canary\n", 20, &e)) {
-        finding(checks, "delete_refused", "fail", NULL,
+        doctor_finding(checks, "delete_refused", "fail", NULL,
                 "give the uploader credential s3:PutObject on the prefix (docs/object-store.md)",
                 "cannot create the canary %s with the uploader role: %s", key, e.msg);
         goto out;
@@ -104,23 +103,23 @@ static void check_delete_refused(ferry_fleet *fl, json_t *checks)
     ferry_objstore **probes[2] = {&ch, &upprobe};
     for (int i = 0; i < 2; i++) {
         ferry_err pe = {0};
-        if (open_probe(fl, creds[i], probes[i], &pe)) {
+        if (doctor_open_probe(fl, creds[i], probes[i], &pe)) {
             ok = false;
-            finding(checks, "delete_refused", "fail", NULL, NULL,
+            doctor_finding(checks, "delete_refused", "fail", NULL, NULL,
                     "cannot open the store with the %s credential: %s", creds[i], pe.msg);
             continue;
         }
         int rc = ferry_objstore_delete(*probes[i], key, &pe);
         if (rc == FERRY_OK) {
             ok = false;
-            finding(checks, "delete_refused", "fail", NULL, fix_ch,
+            doctor_finding(checks, "delete_refused", "fail", NULL, fix_ch,
                     "the %s credential DELETED the canary %s: the store lets it delete shared "
                     "objects", creds[i], key);
             /* put it back so the janitor step below still has something to remove */
             ferry_objstore_put(up, key, "ferry doctor canary\n", 20, &pe);
         } else if (rc != FERRY_EAUTH) {
             ok = false;
-            finding(checks, "delete_refused", "fail", NULL, NULL,
+            doctor_finding(checks, "delete_refused", "fail", NULL, NULL,
                     "the delete with the %s credential failed, but not as refused (%s): cannot "
                     "tell whether the store enforces permissions", creds[i], pe.msg);
         }
@@ -129,17 +128,17 @@ static void check_delete_refused(ferry_fleet *fl, json_t *checks)
     if (ferry_fleet_store(fl, FERRY_ROLE_JANITOR, &jan, &e) ||
         ferry_objstore_head(jan, key, &info, &e)) {
         ok = false;
-        finding(checks, "delete_refused", "fail", NULL,
+        doctor_finding(checks, "delete_refused", "fail", NULL,
                 "give the janitor credential s3:GetObject (HEAD) and s3:DeleteObject",
                 "the janitor cannot see the canary %s: %s", key, e.msg);
     } else if (ferry_objstore_delete(jan, key, &e)) {
         ok = false;
-        finding(checks, "delete_refused", "fail", NULL,
+        doctor_finding(checks, "delete_refused", "fail", NULL,
                 "give the janitor credential s3:DeleteObject (docs/object-store.md)",
                 "the janitor cannot delete the canary %s: %s", key, e.msg);
     }
     if (ok)
-        finding(checks, "delete_refused", "pass", NULL, NULL,
+        doctor_finding(checks, "delete_refused", "pass", NULL, NULL,
                 "the store refused deletes by the clickhouse and uploader credentials; the "
                 "janitor deleted the canary");
 out:
@@ -161,17 +160,17 @@ static void check_versioning(ferry_fleet *fl, json_t *checks)
                       "configuration Status=Enabled; mc version enable) and add a "
                       "NoncurrentVersionExpiration lifecycle rule (docs/object-store.md)";
     if (rc == FERRY_EUNSUPPORTED)
-        finding(checks, "versioning", "unsupported", NULL, NULL,
+        doctor_finding(checks, "versioning", "unsupported", NULL, NULL,
                 "unknown: %s; there is no second safety net against an accidental delete or "
                 "overwrite", e.msg);
     else if (rc)
-        finding(checks, "versioning", "fail", NULL,
+        doctor_finding(checks, "versioning", "fail", NULL,
                 "give the janitor credential s3:GetBucketVersioning",
                 "cannot read the bucket's versioning: %s", e.msg);
     else if (!strcmp(status, "Enabled"))
-        finding(checks, "versioning", "pass", NULL, NULL, "bucket versioning is enabled");
+        doctor_finding(checks, "versioning", "pass", NULL, NULL, "bucket versioning is enabled");
     else
-        finding(checks, "versioning", "fail", NULL, fix, "bucket versioning is %s",
+        doctor_finding(checks, "versioning", "fail", NULL, fix, "bucket versioning is %s",
                 status[0] ? status : "off (never enabled)");
     ferry_objstore_close(jan);
 }
@@ -184,7 +183,7 @@ static void check_versions(ferry_fleet *fl, json_t *checks)
         ferry_ch_version v;
         ferry_err e = {0};
         if (ferry_ch_server_version(s->ch, &v, &e)) {
-            finding(checks, "clickhouse_version", "fail", s->name, "start the server or fix "
+            doctor_finding(checks, "clickhouse_version", "fail", s->name, "start the server or fix "
                     "[shard] replicas", "cannot ask %s for its version: %s", s->name, e.msg);
             continue;
         }
@@ -194,17 +193,17 @@ static void check_versions(ferry_fleet *fl, json_t *checks)
         snprintf(fix, sizeof fix, "run ClickHouse %s on every server, or test the new version "
                  "in the lab and re-pin [cluster] clickhouse_version", pinned);
         if (!same) {
-            finding(checks, "clickhouse_version", "fail", s->name, fix,
+            doctor_finding(checks, "clickhouse_version", "fail", s->name, fix,
                     "%s runs ClickHouse %s; the cluster pins %s (pointer files are an internal "
                     "format)", s->name, v.text, pinned);
             continue;
         }
         if (ferry_agent_pointer_version_ok((int)fl->settings.pointer_format, &v, &e)) {
-            finding(checks, "clickhouse_version", "fail", s->name,
+            doctor_finding(checks, "clickhouse_version", "fail", s->name,
                     "pin a pointer_format the server reads", "%s", e.msg);
             continue;
         }
-        finding(checks, "clickhouse_version", "pass", s->name, NULL,
+        doctor_finding(checks, "clickhouse_version", "pass", s->name, NULL,
                 "%s runs ClickHouse %s (pinned %s), reads pointer format %u", s->name, v.text,
                 pinned, fl->settings.pointer_format);
     }
@@ -248,7 +247,7 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
         if (!rc)
             rc = ferry_ch_rows_parse(ferry_buf_detach(&out), len, &rows, &e);
         if (rc) {
-            finding(checks, "unmanaged_cold", "fail", s->name, NULL,
+            doctor_finding(checks, "unmanaged_cold", "fail", s->name, NULL,
                     "cannot read %s's storage policies: %s", s->name, e.msg);
             ferry_buf_free(&out);
             continue;
@@ -265,7 +264,7 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
                 continue;
             }
             bad++;
-            finding(checks, "unmanaged_cold", "fail", s->name,
+            doctor_finding(checks, "unmanaged_cold", "fail", s->name,
                     "add a [table] section for it (ferry init), or move its data off the "
                     "object-storage disk and give it a local policy",
                     "%s: table %s.%s uses storage policy '%s' with an object-storage disk, but "
@@ -273,7 +272,7 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
                     "references", s->name, db, t, pol);
         }
         if (!bad)
-            finding(checks, "unmanaged_cold", "pass", s->name, NULL,
+            doctor_finding(checks, "unmanaged_cold", "pass", s->name, NULL,
                     "%s: every table on an object-storage policy is managed (%zu tables, %zu of "
                     "them ferry's staging and empty twin tables)", s->name, rows.n_rows, staging);
         ferry_ch_rows_free(&rows);
@@ -321,7 +320,7 @@ static void check_shard_grants(ferry_fleet *fl, json_t **checks_out)
         if (!rc)
             rc = ferry_grants_parse(ferry_buf_cstr(&out), &g, &e);
         if (rc) {
-            finding(checks, "shard_grants", "fail", s->name, NULL,
+            doctor_finding(checks, "shard_grants", "fail", s->name, NULL,
                     "cannot read the grants of %s's ClickHouse user: %s", s->name, e.msg);
             ferry_buf_free(&out);
             continue;
@@ -346,13 +345,13 @@ static void check_shard_grants(ferry_fleet *fl, json_t **checks_out)
                          "(docs/security.md, \"The shard identity\")",
                          rules[k].wanted ? "GRANT" : "REVOKE", what,
                          rules[k].wanted ? "TO" : "FROM");
-                finding(checks, "shard_grants", "fail", s->name, fix,
+                doctor_finding(checks, "shard_grants", "fail", s->name, fix,
                         "%s: the shard's ClickHouse user %s %s (%s)", s->name,
                         has ? "has" : "lacks", what, rules[k].why);
             }
         }
         if (!bad)
-            finding(checks, "shard_grants", "pass", s->name, NULL,
+            doctor_finding(checks, "shard_grants", "pass", s->name, NULL,
                     "%s: the shard's ClickHouse user reads and inserts the managed tables, may "
                     "kill queries and read URLs, and may not drop, truncate or delete, reach the "
                     "object store or files, see secrets, back up or manage users", s->name);
@@ -367,16 +366,16 @@ static void check_catalog_acl(ferry_fleet *fl, json_t *checks)
 {
     const char *url = ferry_config_get(&fl->cfg, "cluster", NULL, "catalog");
     if (!url || strncmp(url, "zk://", 5) != 0) {
-        finding(checks, "catalog_acl", "skipped", NULL, NULL,
+        doctor_finding(checks, "catalog_acl", "skipped", NULL, NULL,
                 "the catalog is not on ZooKeeper (a SQLite file is protected by its permissions)");
         return;
     }
     const char *q = strchr(url, '?');
     if (q && (strstr(q, "?auth_file=") || strstr(q, "&auth_file=")))
-        finding(checks, "catalog_acl", "pass", NULL, NULL,
+        doctor_finding(checks, "catalog_acl", "pass", NULL, NULL,
                 "the catalog's znodes are created with a creator-only digest ACL (auth_file)");
     else
-        finding(checks, "catalog_acl", "fail", NULL,
+        doctor_finding(checks, "catalog_acl", "fail", NULL,
                 "add ?auth_file=/abs/path (a 600 file 'user:password') to [cluster] catalog on "
                 "every host, then move the catalog to a new chroot (docs/catalog.md)",
                 "the catalog's znodes have ZooKeeper's open ACL: anyone reaching the ensemble "
@@ -391,7 +390,8 @@ int ferry_doctor_run(ferry_fleet *fl, json_t **report, ferry_err *err)
 int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, ferry_err *err)
 {
     static const char *const names[] = {"delete_refused", "versioning", "clickhouse_version",
-                                        "unmanaged_cold", "shard_grants", "catalog_acl"};
+                                        "unmanaged_cold", "shard_grants", "catalog_acl",
+                                        "object_access"};
     for (const char *p = skip; p && *p;) {
         size_t l = strcspn(p, ",");
         bool known = false;
@@ -399,8 +399,8 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
             known = known || (strlen(names[k]) == l && !strncmp(names[k], p, l));
         if (!known)
             return ferry_err_set(err, FERRY_EINVAL, "--skip: '%.*s' is not a check (%s, %s, %s, "
-                                 "%s, %s, %s)", (int)l, p, names[0], names[1], names[2], names[3],
-                                 names[4], names[5]);
+                                 "%s, %s, %s, %s)", (int)l, p, names[0], names[1], names[2],
+                                 names[3], names[4], names[5], names[6]);
         p += l + (p[l] == ',');
     }
     json_t *checks = json_array();
@@ -418,6 +418,8 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
         check_shard_grants(fl, &checks);
     if (!ferry_list_has(skip ? skip : "", "catalog_acl"))
         check_catalog_acl(fl, checks);
+    if (!ferry_list_has(skip ? skip : "", "object_access"))
+        doctor_check_object_access(fl, checks);
     bool ok = true;
     size_t i;
     json_t *c;

@@ -87,11 +87,23 @@ int stg_recover(mv_conn *c, const char *db, const char *staging, ferry_err *err)
     int rc = table_attached(c, db, staging, &attached, err);
     if (rc || attached)
         return rc;
-    /* Not attached: either never created (ATTACH finds no metadata and fails; the flow creates
-     * it as usual) or left detached by a crash of the route. system.detached_tables would tell
-     * them apart, but not every database engine lists detached tables (ClickHouse's Overlay,
-     * the lab's, refuses it), so the ATTACH is simply tried. */
+    /* Not attached: either never created (the flow creates it as usual) or left detached by a
+     * crash of the route. system.detached_tables tells them apart; a database engine that does
+     * not list detached tables (ClickHouse's Overlay, the lab's, refuses to) gets the ATTACH
+     * tried, which fails harmlessly when there is no such table. */
     ferry_err e = {0};
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    ferry_buf_puts(&sql, "SELECT count() FROM system.detached_tables WHERE database = ");
+    ferry_sql_quote(db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(staging, &sql);
+    bool listed = mv_sql(c, ferry_buf_cstr(&sql), &rows, &e) == FERRY_OK;
+    bool detached = listed && rows.n_rows == 1 && strcmp(ferry_ch_rows_get(&rows, 0, 0), "0");
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    if (listed && !detached)
+        return FERRY_OK;
     if (table_stmt(c, "ATTACH TABLE", db, staging, &e) == FERRY_OK) {
         FLOG_WARN("msg=\"staging table found detached (an interrupted load); attached again\" "
                   "server=%s table=%s.%s", c->name, db, staging);
