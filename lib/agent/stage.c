@@ -55,10 +55,13 @@ static int stage_dirs(agent_env *env, json_t *paths, stage_dir **out, size_t *n,
         }
         if ((rc = ferry_roots_check(&env->roots, p, &canon, err)))
             break;
+        /* the disk whose path is the longest prefix: a disk's path may lie inside another's
+         * (the lab's cold metadata under disks/cold/ of the default disk's path) */
         const agent_disk *disk = NULL;
-        for (size_t k = 0; k < env->n_disks && !disk; k++)
+        for (size_t k = 0; k < env->n_disks; k++)
             if (ferry_starts_with(p, env->disks[k].path) &&
-                ferry_safe_relpath(p + strlen(env->disks[k].path)))
+                ferry_safe_relpath(p + strlen(env->disks[k].path)) &&
+                (!disk || strlen(env->disks[k].path) > strlen(disk->path)))
                 disk = &env->disks[k];
         if (!disk) {
             free(canon);

@@ -441,13 +441,18 @@ static int ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err)
 {
     char st[FERRY_NAME_MAX + 32];
     staging_name(t->name, st, sizeof st);
+    /* read-only mode: a staging table detached by a load (another flow's, or one a crash cut)
+     * is waited for or attached again before CREATE could make a second one */
+    int rc = stg_recover(&x->dst, t->database, st, err);
+    if (rc)
+        return rc;
     ferry_buf sql = FERRY_BUF_INIT;
     /* same columns, engine, keys and storage policy: what ATTACH and MOVE PARTITION require */
     ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
     sql_table(&sql, t->database, st);
     ferry_buf_puts(&sql, " AS ");
     sql_table(&sql, t->database, t->name);
-    int rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
+    rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
     /* The catch-up rounds name staging parts (DETACH PART of a stale copy); a background merge
      * in staging would rename them under our feet (NO_SUCH_DATA_PART). Nothing needs merges in
      * staging: its parts go to the real table by MOVE PARTITION. Stopped on every run, since the
@@ -1894,6 +1899,7 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
         (rc = mv_conn_open(&fsh.u.shard, o->cfg, &x.src, err)) ||
         (rc = mv_conn_open(&tsh.u.shard, o->cfg, &x.dst, err)))
         goto out;
+    x.src.cat = x.dst.cat = x.cat; /* the staging loads' lease (staging_load.h) */
     for (size_t i = 0; !rc && i < x.tables.n; i++) { /* read-only mode: a load cut by a crash */
         char st[FERRY_NAME_MAX + 32];
         staging_name(table_at(&x, i)->name, st, sizeof st);

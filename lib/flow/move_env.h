@@ -23,6 +23,8 @@ typedef struct mv_conn {
     unsigned long n_sql, n_agent; /* requests made through mv_sql / mv_agent (and counted in) */
     bool ro_objects; /* [cluster] clickhouse_object_access = read-only: staging is loaded by
                       * re-attaching the table (flow/staging_load.h), never ATTACH PARTITION */
+    ferry_catalog *cat; /* borrowed, may be NULL: the flow's catalog, whose lease serializes
+                         * the loads of one staging table across threads and processes */
 } mv_conn;
 
 /* Opens clients for the shard: ClickHouse at the first of its replicas, the agent at its agent

@@ -164,7 +164,9 @@ static int rows_contained(mv_conn *src, mv_conn *dst, const ferry_table_def *t, 
 
 static int ensure_staging(mv_conn *dst, const ferry_table_def *t, const char *st, ferry_err *err)
 {
-    int rc = stg_recover(dst, t->database, st, err); /* read-only mode: a load cut by a crash */
+    /* read-only mode: a staging table detached by a load (another flow's, or one a crash cut)
+     * is waited for or attached again before CREATE could make a second one */
+    int rc = stg_recover(dst, t->database, st, err);
     if (rc)
         return rc;
     ferry_buf sql = FERRY_BUF_INIT;

@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ferry/buf.h"
 #include "ferry/log.h"
@@ -79,10 +81,50 @@ static int table_attached(mv_conn *c, const char *db, const char *table, bool *a
     return rc;
 }
 
-int stg_recover(mv_conn *c, const char *db, const char *staging, ferry_err *err)
+/* The lease that serializes the read-only loads of db.staging on c's server: two flows (moves
+ * into one target side by side, a tiering run beside them) must not re-attach one table over
+ * each other, or one's ATTACH TABLE could load the table while the other is still placing
+ * folders (those would load at some later re-attach instead). Waited for up to
+ * STG_LOCK_WAIT_MS; none without a catalog (c->cat NULL). */
+#define STG_LOCK_WAIT_MS 120000
+static int stg_lock(mv_conn *c, const char *db, const char *staging, ferry_lease **lease,
+                    ferry_err *err)
 {
-    if (!c->ro_objects)
+    *lease = NULL;
+    if (!c->cat)
         return FERRY_OK;
+    char name[3 * FERRY_NAME_MAX + 16], owner[64];
+    snprintf(name, sizeof name, "stage.%s.%s.%s", c->name, db, staging);
+    snprintf(owner, sizeof owner, "pid %ld", (long)getpid());
+    for (int waited = 0;; waited += 50) {
+        ferry_err e = {0};
+        int rc = ferry_catalog_lease_acquire(c->cat, name, owner, lease, &e);
+        if (rc != FERRY_ECONFLICT) {
+            if (rc)
+                *err = e;
+            return rc;
+        }
+        if (waited == 0)
+            FLOG_INFO("msg=\"waiting for another flow's load of the staging table\" server=%s "
+                      "table=%s.%s holder=\"%s\"", c->name, db, staging, e.msg);
+        if (waited >= STG_LOCK_WAIT_MS)
+            return ferry_err_set(err, FERRY_ETIMEOUT, "%s: another flow has been loading staging "
+                                 "table %s.%s for %d s (%s); try again later", c->name, db,
+                                 staging, STG_LOCK_WAIT_MS / 1000, e.msg);
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void stg_unlock(mv_conn *c, ferry_lease *lease)
+{
+    if (lease)
+        ferry_catalog_lease_release(c->cat, lease);
+}
+
+/* stg_recover's work, with the lease held. */
+static int recover_locked(mv_conn *c, const char *db, const char *staging, ferry_err *err)
+{
     bool attached = false;
     int rc = table_attached(c, db, staging, &attached, err);
     if (rc || attached)
@@ -112,6 +154,21 @@ int stg_recover(mv_conn *c, const char *db, const char *staging, ferry_err *err)
     FLOG_DEBUG("msg=\"staging table not attached and not detached\" server=%s table=%s.%s "
                "err=\"%s\"", c->name, db, staging, e.msg);
     return FERRY_OK;
+}
+
+int stg_recover(mv_conn *c, const char *db, const char *staging, ferry_err *err)
+{
+    if (!c->ro_objects)
+        return FERRY_OK;
+    bool attached = false;
+    int rc = table_attached(c, db, staging, &attached, err);
+    if (rc || attached)
+        return rc; /* the common case: no lease needed */
+    ferry_lease *lease = NULL;
+    if (!(rc = stg_lock(c, db, staging, &lease, err)))
+        rc = recover_locked(c, db, staging, err); /* a load in progress has finished by now */
+    stg_unlock(c, lease);
+    return rc;
 }
 
 /* read-create: one ALTER TABLE staging ATTACH PARTITION ID ... for every partition. */
@@ -215,7 +272,10 @@ int stg_load(mv_conn *c, const char *db, const char *staging, const char *const 
     if (!c->ro_objects)
         return attach_partitions(c, db, staging, pids, n, err);
     json_t *req = NULL, *resp = NULL;
-    int rc = stg_recover(c, db, staging, err);
+    ferry_lease *lease = NULL;
+    int rc = stg_lock(c, db, staging, &lease, err);
+    if (!rc)
+        rc = recover_locked(c, db, staging, err);
     if (!rc)
         rc = plan_place(c, db, staging, pids, n, &req, err);
     if (rc || !req)
@@ -245,6 +305,7 @@ int stg_load(mv_conn *c, const char *db, const char *staging, const char *const 
                   json_array_size(json_object_get(req, "parts")));
     }
 out:
+    stg_unlock(c, lease);
     json_decref(req);
     json_decref(resp);
     return rc;

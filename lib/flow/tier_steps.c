@@ -294,7 +294,11 @@ static int ensure_staging(tier_wave *w, ferry_err *err)
 {
     if (w->staging_ready)
         return FERRY_OK;
-    int rc = create_as(w, w->staging, err);
+    /* read-only mode: a staging table detached by a load (another flow's, or one a crash cut)
+     * is waited for or attached again before CREATE could make a second one */
+    int rc = stg_recover(&w->srv->conn, w->db, w->staging, err);
+    if (!rc)
+        rc = create_as(w, w->staging, err);
     if (!rc && w->empty[0])
         rc = create_as(w, w->empty, err);
     if (!rc)

@@ -26,27 +26,37 @@ declare -A U
 for n in node1 node2 node3; do U[$n]=$(lab_url "$L" "$n"); chq "${U[$n]}" "$MV_DDL" >/dev/null; done
 "$FERRY_BIN" init --config "$C" >/dev/null || fail "ferry init failed"
 mv_ingest "${U[node1]}" blog 0 8 50000
+mv_ingest "${U[node1]}" news 0 4 10000 5
 before=$(mv_fp "${U[node1]}" blog 0)
+news_before=$(mv_fp "${U[node1]}" news 0)
 "$FERRY_BIN" rebalance --config "$C" --dry-run >/dev/null || fail "inventory sync failed"
-ok "lab: 3 nodes on s3 through the policy proxy (clickhouse role: GET HEAD LIST), blog 400k rows over 8 days on node1"
+ok "lab: 3 nodes on s3 through the policy proxy (clickhouse role: GET HEAD LIST), blog 400k rows over 8 days and news 40k over 4 on node1"
 
 # ---- tier, move, clone ------------------------------------------------------------------
-"$FERRY_BIN" tier --config "$C" --older-than 3d --tenant blog --json >"$T/tier.json" 2>"$T/tier.err" ||
+"$FERRY_BIN" tier --config "$C" --older-than 3d --json >"$T/tier.json" 2>"$T/tier.err" ||
     fail "tier failed: $(tail -5 "$T/tier.err")"
-assert_eq 5 "$(jq .partitions_tiered "$T/tier.json")" "5 partitions tiered"
+assert_eq 9 "$(jq .partitions_tiered "$T/tier.json")" "9 partitions tiered (blog 5, news 4)"
 grep -q 'staging loaded by re-attaching the table' "$T/tier.err" || fail "tiering did not take the read-only route: $(tail -5 "$T/tier.err")"
 assert_eq 5 "$(chq "${U[node1]}" "SELECT uniqExact(partition_id) FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold' AND partition LIKE '%blog%'")" "5 cold partitions on node1"
 assert_eq "$before" "$(mv_fp "${U[node1]}" blog 0)" "node1: every row exact after tiering"
-ok "tiered: 5 days on the cold disk through DETACH TABLE / place-parts / ATTACH TABLE, rows exact"
+ok "tiered: 9 days on the cold disk through DETACH TABLE / place-parts / ATTACH TABLE, rows exact"
 
+# two moves into node2 side by side: their loads of node2's one staging table take turns (lease)
+"$FERRY_BIN" move --config "$C" --tenant news --split 0 --to node2 --grace 300 --json >"$T/move2.json" 2>"$T/move2.err" &
+M2=$!
 "$FERRY_BIN" move --config "$C" --tenant blog --split 0 --to node2 --grace 300 --json >"$T/move.json" 2>"$T/move.err" ||
     fail "move failed: $(tail -5 "$T/move.err")"
+wait "$M2" || fail "the second move failed: $(tail -5 "$T/move2.err")"
 assert_eq DONE "$(jq -r 'select(.event == "move") | .state' "$T/move.json")" "move done"
+assert_eq DONE "$(jq -r 'select(.event == "move") | .state' "$T/move2.json")" "the second move done"
+echo "# loads that waited for the other move's: $(cat "$T/move.err" "$T/move2.err" | grep -c "waiting for another flow's load" || true)"
+assert_eq "$news_before" "$(mv_fp "${U[node2]}" news 0)" "node2: every row of news exact after its move"
+assert_eq 0 "$(chq "${U[node2]}" "SELECT count() FROM system.parts WHERE active AND rows > 0 AND table = 'events_ferry_staging'")" "node2's staging holds nothing after both moves"
 grep -q 'staging loaded by re-attaching the table' "$T/move.err" || fail "the move did not take the read-only route"
 assert_eq "$before" "$(mv_fp "${U[node2]}" blog 0)" "node2: every row exact after the move"
 assert_eq 0 "$(chq "${U[node1]}" "SELECT count() FROM events WHERE tenant = 'blog'")" "node1 holds nothing of blog"
 assert_eq 5 "$(chq "${U[node2]}" "SELECT uniqExact(partition_id) FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold' AND partition LIKE '%blog%'")" "5 cold partitions served on node2"
-ok "moved node1 -> node2: cold days as pointer folders, rows exact, source empty"
+ok "moved blog and news node1 -> node2 side by side: cold days as pointer folders, rows exact, sources empty, staging empty"
 
 "$FERRY_BIN" tenant set-rf blog 2 --config "$C" >/dev/null || fail "set-rf failed"
 "$FERRY_BIN" rebalance --config "$C" --grace 300 --json >"$T/rb.json" 2>"$T/rb.err" || fail "rebalance failed: $(tail -5 "$T/rb.err")"
