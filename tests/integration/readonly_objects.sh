@@ -11,6 +11,7 @@ source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/s3rver.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/s3policy.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/agent.sh"
 
 # the blog's days are 2026-11-01..08; with the clock at 11-09 00:00 UTC, 3d makes 01..05 due
 export FERRY_TEST_NOW=$(date -u -d 2026-11-09T00:00:00Z +%s)
@@ -110,6 +111,17 @@ denied0=$(s3policy_n clickhouse PUT denied)
 [ "$denied0" -gt 0 ] || fail "the refused write was not counted"
 ok "the proxy refuses ClickHouse's own write to the cold disk (MOVE PARTITION TO DISK): the test sees a write"
 
+
+# ---- place-parts refuses what is not its job ---------------------------------------------------
+A2=${U[node2]}; TOK2=$(cat "$L/node2/agent.token")
+SP=$(chq "$A2" "SELECT arrayStringConcat(arrayMap(p -> concat('\"', p, '\"'), data_paths), ',') FROM system.tables WHERE name = 'events_ferry_staging'")
+agent_expect 409 "is attached" "$A2" "$TOK2" place-parts "{\"database\":\"default\",\"table\":\"events_ferry_staging\",\"data_paths\":[$SP],\"parts\":[{\"disk\":\"cold\",\"name\":\"x_1_1_0\",\"to\":\"x_2_2_0\"}]}"
+chq "$A2" "DETACH TABLE events_ferry_staging" >/dev/null
+agent_expect 400 "part names of one partition" "$A2" "$TOK2" place-parts "{\"database\":\"default\",\"table\":\"events_ferry_staging\",\"data_paths\":[$SP],\"parts\":[{\"disk\":\"cold\",\"name\":\"x_1_1_0\",\"to\":\"y_2_2_0\"}]}"
+agent_expect 400 "" "$A2" "$TOK2" place-parts "{\"database\":\"default\",\"table\":\"events_ferry_staging\",\"data_paths\":[\"/etc/\"],\"parts\":[{\"disk\":\"cold\",\"name\":\"x_1_1_0\",\"to\":\"x_2_2_0\"}]}"
+agent_expect 404 "detached/x_1_1_0" "$A2" "$TOK2" place-parts "{\"database\":\"default\",\"table\":\"events_ferry_staging\",\"data_paths\":[$SP],\"parts\":[{\"disk\":\"cold\",\"name\":\"x_1_1_0\",\"to\":\"x_2_2_0\"}]}"
+chq "$A2" "ATTACH TABLE events_ferry_staging" >/dev/null
+ok "place-parts refuses an attached table, a part renamed into another partition, a path outside the data directories, a part not in detached/"
 
 # ---- bad value ---------------------------------------------------------------------------------
 sed 's/^clickhouse_object_access = read-only/clickhouse_object_access = readonly/' "$C" >"$T/typo.conf"
