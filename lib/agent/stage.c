@@ -1,15 +1,17 @@
 /* The agent's place-parts operation: the middle step of the strictly read-only load of a staging
- * table (lib/flow/staging_load.c). With the table DETACHed, each named part folder is renamed from
- * detached/ into the table's data directory on its disk, under the name the caller chose, so
+ * table (lib/flow/staging_load.c). With the target table DETACHed, each named part folder is
+ * renamed from detached/ of the source table (from_table, attached; the target itself when
+ * absent) into the target's data directory on the same disk, under the name the caller chose, so
  * that ATTACH TABLE loads it as a server start would. Nothing is copied and the object store is
  * never contacted: pointer files stay the same files (a rename on one file system), and
  * ClickHouse never runs a partition statement on them.
  *
- * Request: {database, table, data_paths: [the table's data paths as system.tables gave them
- * before DETACH TABLE], parts: [{disk, name, to}]}. Refused unless the table is detached (an
- * attached table's directory belongs to ClickHouse), every data path is inside the roots and on
- * the disk it is named for, and each `to` is a part name of the same partition. Answer:
- * {placed: [{disk, name, to}], already: N (parts found placed, not in detached/)}. */
+ * Request: {database, table, [from_table,] data_paths: [the target's data paths as system.tables
+ * gave them before DETACH TABLE], parts: [{disk, name, to}]}. Refused unless the target is
+ * detached (an attached table's directory belongs to ClickHouse), every data path is inside the
+ * roots, on the disk it is named for and no attached table's, and each `to` is a part name of the
+ * same partition. Answer: {placed: [{disk, name, to}], already: N (parts found placed, not in
+ * detached/)}. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ferry/buf.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
 
@@ -34,7 +37,29 @@ static size_t pid_len(const char *name)
     return u ? (size_t)(u - name) : 0;
 }
 
-/* Each data path checked against the roots and matched to its disk. */
+/* Whether an attached table has `path` among its data paths (canonical or as given): such a
+ * directory is ClickHouse's, whatever table the request names. */
+static int path_of_attached(agent_env *env, const char *path, const char *canon, bool *taken,
+                            ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    int b = ferry_buf_puts(&sql, "SELECT count() FROM system.tables ARRAY JOIN data_paths AS p "
+                                 "WHERE trimRight(p, '/') IN (trimRight(");
+    b |= ferry_ch_quote(&sql, path);
+    b |= ferry_buf_puts(&sql, ", '/'), trimRight(");
+    b |= ferry_ch_quote(&sql, canon);
+    b |= ferry_buf_puts(&sql, ", '/'))");
+    int rc = b ? ferry_err_set(err, FERRY_ENOMEM, "out of memory")
+               : ferry_ch_query_rows(env->ch, ferry_buf_cstr(&sql), &rows, NULL, err);
+    *taken = !rc && rows.n_rows == 1 && strcmp(ferry_ch_rows_get(&rows, 0, 0), "0");
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* Each data path checked against the roots, matched to its disk, and refused when an attached
+ * table uses it. */
 static int stage_dirs(agent_env *env, json_t *paths, stage_dir **out, size_t *n, ferry_err *err)
 {
     size_t np = json_array_size(paths), i;
@@ -55,6 +80,16 @@ static int stage_dirs(agent_env *env, json_t *paths, stage_dir **out, size_t *n,
         }
         if ((rc = ferry_roots_check(&env->roots, p, &canon, err)))
             break;
+        bool taken = false;
+        if ((rc = path_of_attached(env, p, canon, &taken, err)) == FERRY_OK && taken) {
+            env->status = 409;
+            rc = ferry_err_set(err, FERRY_ECONFLICT, "data path %s belongs to an attached table; "
+                               "place-parts only fills a detached table's directories", p);
+        }
+        if (rc) {
+            free(canon);
+            break;
+        }
         /* the disk whose path is the longest prefix: a disk's path may lie inside another's
          * (the lab's cold metadata under disks/cold/ of the default disk's path) */
         const agent_disk *disk = NULL;
@@ -92,13 +127,13 @@ static void stage_dirs_free(stage_dir *d, size_t n)
     free(d);
 }
 
-/* Moves detached/<name> to <to> in dir. *already when it is not in detached/ but placed. */
-static int place_one(agent_env *env, const stage_dir *dir, const char *name, const char *to,
-                     bool *already, ferry_err *err)
+/* Moves <from>detached/<name> to <to> in dir. *already when it is not in detached/ but placed. */
+static int place_one(agent_env *env, const char *from, const stage_dir *dir, const char *name,
+                     const char *to, bool *already, ferry_err *err)
 {
     char src[4400], dst[4400];
     struct stat sb;
-    snprintf(src, sizeof src, "%sdetached/%s", dir->path, name);
+    snprintf(src, sizeof src, "%sdetached/%s", from, name);
     snprintf(dst, sizeof dst, "%s%s", dir->path, to);
     *already = false;
     if (lstat(src, &sb) != 0) {
@@ -126,7 +161,9 @@ static int place_one(agent_env *env, const stage_dir *dir, const char *name, con
 
 int agent_op_place_parts(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 {
-    const char *db, *table;
+    const char *db, *table, *from_table = agent_req_opt(req, "from_table");
+    agent_table_dir *from = NULL;
+    size_t nfrom = 0;
     json_t *parts = json_object_get(req, "parts"), *placed = NULL, *p;
     stage_dir *dirs = NULL;
     size_t ndirs = 0, i, already = 0;
@@ -153,6 +190,13 @@ int agent_op_place_parts(agent_env *env, json_t *req, json_t **resp, ferry_err *
     rc = FERRY_OK;
     if ((rc = stage_dirs(env, json_object_get(req, "data_paths"), &dirs, &ndirs, err)))
         goto out;
+    if (from_table && !ferry_safe_component(from_table, false)) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "\"from_table\": '%.200s' is not a table name",
+                           from_table);
+        goto out;
+    }
+    if (from_table && (rc = agent_table_dirs(env, db, from_table, &from, &nfrom, err)))
+        goto out; /* the source is attached: its directories come from ClickHouse */
     /* every entry checked before the first rename */
     json_array_foreach(parts, i, p) {
         const char *disk = json_string_value(json_object_get(p, "disk"));
@@ -163,12 +207,14 @@ int agent_op_place_parts(agent_env *env, json_t *req, json_t **resp, ferry_err *
             strncmp(name, to, pid_len(name)))
             rc = ferry_err_set(err, FERRY_EINVAL, "parts[%zu]: expected {disk, name, to} with "
                                "part names of one partition", i);
-        bool found = false;
+        bool found = false, found_from = !from_table;
         for (size_t k = 0; !rc && k < ndirs && !found; k++)
             found = !strcmp(dirs[k].disk->name, disk);
-        if (!rc && !found)
-            rc = ferry_err_set(err, FERRY_EINVAL, "parts[%zu]: the table has no data path on "
-                               "disk '%s'", i, disk);
+        for (size_t k = 0; !rc && k < nfrom && !found_from; k++)
+            found_from = !strcmp(from[k].disk->name, disk);
+        if (!rc && (!found || !found_from))
+            rc = ferry_err_set(err, FERRY_EINVAL, "parts[%zu]: %s has no data path on disk '%s'",
+                               i, found ? from_table : table, disk);
         if (rc)
             goto out;
     }
@@ -179,22 +225,32 @@ int agent_op_place_parts(agent_env *env, json_t *req, json_t **resp, ferry_err *
     json_array_foreach(parts, i, p) {
         const char *disk = json_string_value(json_object_get(p, "disk"));
         const stage_dir *d = NULL;
+        const char *src = NULL;
         for (size_t k = 0; k < ndirs && !d; k++)
             if (!strcmp(dirs[k].disk->name, disk))
                 d = &dirs[k];
+        for (size_t k = 0; k < nfrom && !src; k++)
+            if (!strcmp(from[k].disk->name, disk))
+                src = from[k].path;
         bool was = false;
-        if ((rc = place_one(env, d, json_string_value(json_object_get(p, "name")),
+        if ((rc = place_one(env, src ? src : d->path, d,
+                            json_string_value(json_object_get(p, "name")),
                             json_string_value(json_object_get(p, "to")), &was, err)))
             break;
         already += was;
         if (!was)
             json_array_append(placed, p);
     }
-    /* the renames made durable, whatever happened: each data directory and its detached/ */
+    /* the renames made durable, whatever happened: each data directory and the detached/ the
+     * folders left */
     for (size_t k = 0; k < ndirs; k++) {
         char det[4400];
         ferry_err e = {0};
-        snprintf(det, sizeof det, "%sdetached", dirs[k].path);
+        const char *src = dirs[k].path;
+        for (size_t f = 0; f < nfrom; f++)
+            if (from[f].disk == dirs[k].disk)
+                src = from[f].path;
+        snprintf(det, sizeof det, "%sdetached", src);
         int frc = agent_fsync_dir(dirs[k].path, &e);
         struct stat sb;
         if (!frc && lstat(det, &sb) == 0)
@@ -213,6 +269,7 @@ int agent_op_place_parts(agent_env *env, json_t *req, json_t **resp, ferry_err *
 out:
     json_decref(placed);
     stage_dirs_free(dirs, ndirs);
+    agent_table_dirs_free(from, nfrom);
     ferry_ch_data_paths_free(live, nlive);
     return rc;
 }

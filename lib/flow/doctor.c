@@ -210,8 +210,9 @@ static void check_versions(ferry_fleet *fl, json_t *checks)
 }
 
 /* Whether db.t is a table ferry keeps beside a managed table in the same database: the staging
- * table of moves, repairs and tiering (ferry_tier_staging_name: "<table>_ferry_staging") or
- * tiering's empty twin (ferry_tier_empty_name: "<table>_ferry_empty"). Ferry's own, so not an
+ * table of moves, repairs and tiering (ferry_tier_staging_name: "<table>_ferry_staging"), the
+ * load table of read-only loads beside it ("<table>_ferry_staging_load") or tiering's empty twin
+ * (ferry_tier_empty_name: "<table>_ferry_empty"). Ferry's own, so not an
  * unmanaged table. */
 static bool is_staging_of_managed(const ferry_fleet *fl, const char *db, const char *t)
 {
@@ -220,8 +221,11 @@ static bool is_staging_of_managed(const ferry_fleet *fl, const char *db, const c
         ferry_err ignored = {0};
         if (strcmp(fl->tables[i].database, db))
             continue;
-        if ((ferry_tier_staging_name(fl->tables[i].name, want, sizeof want, &ignored) ==
-                 FERRY_OK && !strcmp(want, t)) ||
+        char load[FERRY_NAME_MAX + 48];
+        bool staging = ferry_tier_staging_name(fl->tables[i].name, want, sizeof want,
+                                               &ignored) == FERRY_OK;
+        snprintf(load, sizeof load, "%s_load", want); /* the read-only loads' (staging_load.c) */
+        if ((staging && (!strcmp(want, t) || !strcmp(load, t))) ||
             (ferry_tier_empty_name(fl->tables[i].name, twin, sizeof twin, &ignored) ==
                  FERRY_OK && !strcmp(twin, t)))
             return true;

@@ -2,7 +2,8 @@
 # read-only, issue 23): a 3-node s3 lab behind the enforcing S3 proxy, whose clickhouse role may
 # only GET, HEAD and LIST (--role clickhouse=GET,HEAD,LIST). The blog's tenant (8 days, 5 of them
 # old enough) is tiered on node1, moved to node2 and cloned to a second replica; every load of a
-# staging table goes DETACH TABLE, place-parts, ATTACH TABLE. Afterwards every row is exact on
+# staging table goes through its load table: DETACH TABLE, place-parts, ATTACH TABLE, MOVE
+# PARTITION into staging. Afterwards every row is exact on
 # every replica, and the proxy counted no PUT, POST or DELETE request by the clickhouse role (and
 # no refused one: ClickHouse never even tried). ferry doctor reports the mode and proves the
 # credential cannot write; given a credential that can, it fails and leaves no object behind.
@@ -37,7 +38,7 @@ ok "lab: 3 nodes on s3 through the policy proxy (clickhouse role: GET HEAD LIST)
 "$FERRY_BIN" tier --config "$C" --older-than 3d --json >"$T/tier.json" 2>"$T/tier.err" ||
     fail "tier failed: $(tail -5 "$T/tier.err")"
 assert_eq 9 "$(jq .partitions_tiered "$T/tier.json")" "9 partitions tiered (blog 5, news 4)"
-grep -q 'staging loaded by re-attaching the table' "$T/tier.err" || fail "tiering did not take the read-only route: $(tail -5 "$T/tier.err")"
+grep -q 'staging loaded by re-attaching the load table' "$T/tier.err" || fail "tiering did not take the read-only route: $(tail -5 "$T/tier.err")"
 assert_eq 5 "$(chq "${U[node1]}" "SELECT uniqExact(partition_id) FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold' AND partition LIKE '%blog%'")" "5 cold partitions on node1"
 assert_eq "$before" "$(mv_fp "${U[node1]}" blog 0)" "node1: every row exact after tiering"
 ok "tiered: 9 days on the cold disk through DETACH TABLE / place-parts / ATTACH TABLE, rows exact"
@@ -52,8 +53,8 @@ assert_eq DONE "$(jq -r 'select(.event == "move") | .state' "$T/move.json")" "mo
 assert_eq DONE "$(jq -r 'select(.event == "move") | .state' "$T/move2.json")" "the second move done"
 echo "# loads that waited for the other move's: $(cat "$T/move.err" "$T/move2.err" | grep -c "waiting for another flow's load" || true)"
 assert_eq "$news_before" "$(mv_fp "${U[node2]}" news 0)" "node2: every row of news exact after its move"
-assert_eq 0 "$(chq "${U[node2]}" "SELECT count() FROM system.parts WHERE active AND rows > 0 AND table = 'events_ferry_staging'")" "node2's staging holds nothing after both moves"
-grep -q 'staging loaded by re-attaching the table' "$T/move.err" || fail "the move did not take the read-only route"
+assert_eq 0 "$(chq "${U[node2]}" "SELECT count() FROM system.parts WHERE active AND rows > 0 AND table IN ('events_ferry_staging', 'events_ferry_staging_load')")" "node2's staging and load tables hold nothing after both moves"
+grep -q 'staging loaded by re-attaching the load table' "$T/move.err" || fail "the move did not take the read-only route"
 assert_eq "$before" "$(mv_fp "${U[node2]}" blog 0)" "node2: every row exact after the move"
 assert_eq 0 "$(chq "${U[node1]}" "SELECT count() FROM events WHERE tenant = 'blog'")" "node1 holds nothing of blog"
 assert_eq 5 "$(chq "${U[node2]}" "SELECT uniqExact(partition_id) FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold' AND partition LIKE '%blog%'")" "5 cold partitions served on node2"
@@ -64,7 +65,7 @@ ok "moved blog and news node1 -> node2 side by side: cold days as pointer folder
 assert_eq '["DONE"]' "$(jq -sc '[.[] | select(.event == "move") | .state] | unique' "$T/rb.json")" "every step of the rebalance done"
 SH=$("$FERRY_BIN" route --config "$C" --tenant blog --json | jq -r '.slices[0].shards | join(" ")')
 assert_eq 2 "$(wc -w <<<"$SH")" "blog routed to 2 replicas ($SH)"
-grep -q 'staging loaded by re-attaching the table' "$T/rb.err" || fail "the clone did not take the read-only route"
+grep -q 'staging loaded by re-attaching the load table' "$T/rb.err" || fail "the clone did not take the read-only route"
 for n in $SH; do
     assert_eq "$before" "$(mv_fp "${U[$n]}" blog 0)" "$n: every row exact (read back)"
     assert_eq 5 "$(chq "${U[$n]}" "SELECT uniqExact(partition_id) FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold' AND partition LIKE '%blog%'")" "$n serves 5 cold partitions"
@@ -119,9 +120,11 @@ agent_expect 409 "is attached" "$A2" "$TOK2" place-parts "{\"database\":\"defaul
 chq "$A2" "DETACH TABLE events_ferry_staging" >/dev/null
 agent_expect 400 "part names of one partition" "$A2" "$TOK2" place-parts "{\"database\":\"default\",\"table\":\"events_ferry_staging\",\"data_paths\":[$SP],\"parts\":[{\"disk\":\"cold\",\"name\":\"x_1_1_0\",\"to\":\"y_2_2_0\"}]}"
 agent_expect 400 "" "$A2" "$TOK2" place-parts "{\"database\":\"default\",\"table\":\"events_ferry_staging\",\"data_paths\":[\"/etc/\"],\"parts\":[{\"disk\":\"cold\",\"name\":\"x_1_1_0\",\"to\":\"x_2_2_0\"}]}"
+EP=$(chq "$A2" "SELECT arrayStringConcat(arrayMap(p -> concat('\"', p, '\"'), data_paths), ',') FROM system.tables WHERE name = 'events'")
+agent_expect 409 "belongs to an attached table" "$A2" "$TOK2" place-parts "{\"database\":\"default\",\"table\":\"events_ferry_staging\",\"data_paths\":[$EP],\"parts\":[{\"disk\":\"cold\",\"name\":\"x_1_1_0\",\"to\":\"x_2_2_0\"}]}"
 agent_expect 404 "detached/x_1_1_0" "$A2" "$TOK2" place-parts "{\"database\":\"default\",\"table\":\"events_ferry_staging\",\"data_paths\":[$SP],\"parts\":[{\"disk\":\"cold\",\"name\":\"x_1_1_0\",\"to\":\"x_2_2_0\"}]}"
 chq "$A2" "ATTACH TABLE events_ferry_staging" >/dev/null
-ok "place-parts refuses an attached table, a part renamed into another partition, a path outside the data directories, a part not in detached/"
+ok "place-parts refuses an attached table, a part renamed into another partition, a path outside the data directories, the directory of another (attached) table, a part not in detached/"
 
 # ---- bad value ---------------------------------------------------------------------------------
 sed 's/^clickhouse_object_access = read-only/clickhouse_object_access = readonly/' "$C" >"$T/typo.conf"
