@@ -146,8 +146,8 @@ int ferry_object_access_readonly(const struct ferry_config *cfg, bool *readonly,
     }
     return bad(cfg, "cluster", NULL, "clickhouse_object_access",
                "read-create (the default: ClickHouse's credential may read and create objects) or "
-               "read-only (it may only read and list; cold parts are loaded by re-attaching the "
-               "staging table, docs/object-store.md)", err);
+               "read-only (it may only read and list; cold parts are loaded through a re-attached "
+               "load table, docs/object-store.md)", err);
 }
 
 static int read_shard(const ferry_config *cfg, const char *name, ferry_shard *sh, ferry_err *err)

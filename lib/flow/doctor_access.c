@@ -127,8 +127,9 @@ void doctor_check_object_access(ferry_fleet *fl, json_t *checks)
     }
     doctor_finding(checks, CHECK, "pass", NULL, NULL,
                    "clickhouse_object_access = read-only: ClickHouse's credential may only read "
-                   "and list; staging tables are loaded by DETACH TABLE, the pointer folders "
-                   "placed in their data directories, ATTACH TABLE");
+                   "and list; staging tables are loaded through a load table (DETACH TABLE, "
+                   "the pointer folders placed in its data directory, ATTACH TABLE, MOVE "
+                   "PARTITION into staging)");
     check_put_refused(fl, checks);
     check_no_cold_merges(fl, checks);
 }

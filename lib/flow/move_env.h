@@ -22,7 +22,7 @@ typedef struct mv_conn {
     ferry_agent_client *ag;
     unsigned long n_sql, n_agent; /* requests made through mv_sql / mv_agent (and counted in) */
     bool ro_objects; /* [cluster] clickhouse_object_access = read-only: staging is loaded by
-                      * re-attaching the table (flow/staging_load.h), never ATTACH PARTITION */
+                      * re-attaching a load table (flow/staging_load.h), never ATTACH PARTITION */
     ferry_catalog *cat; /* borrowed, may be NULL: the flow's catalog, whose lease serializes
                          * the loads of one staging table across threads and processes */
 } mv_conn;

@@ -280,7 +280,8 @@ static int plan_place(mv_conn *c, const char *db, const char *staging, const cha
     ferry_ch_rows det = {0}, blk = {0}, paths = {0};
     json_t *parts = NULL, *dps = NULL;
     *req = NULL;
-    ferry_buf_puts(&tail, " AND ifNull(reason, '') = '' AND level IS NOT NULL AND partition_id IN (");
+    ferry_buf_puts(&tail, " AND ifNull(reason, '') = '' AND level IS NOT NULL AND partition_id "
+                          "IN (");
     for (size_t i = 0; i < n; i++) {
         if (i)
             ferry_buf_putc(&tail, ',');

@@ -322,9 +322,9 @@ int tier_step_pointers(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, fer
 
 /* ---- ATTACH ------------------------------------------------------------------------------------ */
 
-/* [cluster] clickhouse_object_access = read-only: the wave's pointer parts loaded by re-attaching
- * staging (staging_load.h), for all partitions at once; a failure fails every job of js (the
- * route works on the whole table). */
+/* [cluster] clickhouse_object_access = read-only: the wave's pointer parts loaded through a
+ * re-attached load table (staging_load.h), for all partitions at once; a failure fails every
+ * job of js (the route works on a whole table). */
 static void attach_staging_readonly(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n)
 {
     ferry_err e = {0};
