@@ -453,6 +453,12 @@ int ferry_cluster_config_read(const struct ferry_config *cfg, ferry_cluster_conf
                               ferry_err *err);
 void ferry_cluster_config_free(ferry_cluster_config *cc);
 
+/* [cluster] clickhouse_object_access of cfg (may be NULL): *readonly true for "read-only" (the
+ * ClickHouse credential may only read and list: cold parts are loaded into a staging table by
+ * re-attaching the table, never by ATTACH PARTITION; docs/object-store.md), false for
+ * "read-create" or when absent. Another value is FERRY_EINVAL naming FILE:LINE. */
+int ferry_object_access_readonly(const struct ferry_config *cfg, bool *readonly, ferry_err *err);
+
 /* How to reach a shard: the connection details of its catalog record, each one falling back to
  * [shard "NAME"] of cfg (may be NULL) when the record has none (catalogs written before shards
  * carried them). Every field is a string, "" when neither says; borrowed from sh or cfg. */

@@ -14,6 +14,11 @@
  *                        queries and read URLs, and may not drop, truncate, delete, reach the
  *                        object store or files, see secrets, back up or manage users (from its
  *                        SHOW GRANTS FINAL; docs/security.md)
+ *   catalog_acl          a ZooKeeper catalog uses a digest ACL (auth_file)
+ *   object_access        reports [cluster] clickhouse_object_access; in read-only mode the store
+ *                        must refuse a PUT signed with the clickhouse credential (a probe key; an
+ *                        object it did create is deleted at once by the janitor) and no server
+ *                        may merge parts on an object-storage volume (doctor_access.c)
  * Statuses: pass, fail, unsupported (the store cannot tell: not a failure, said plainly),
  * skipped. */
 #ifndef FERRY_DOCTOR_H

@@ -202,6 +202,7 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
 int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
 int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
 int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+int agent_op_place_parts(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
 
 /* The HTTP status an operation's error answers with (server.c): 400 bad input, 404 not found,
  * 409 conflict, 422 unsupported, 502 a server behind the agent, ... */

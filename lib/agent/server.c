@@ -174,6 +174,7 @@ static const agent_op OPS[] = {
     {"remove-detached", "POST", agent_op_remove_detached},
     {"remove-freeze", "POST", agent_op_remove_freeze},
     {"pointers", "POST", agent_op_pointers},
+    {"place-parts", "POST", agent_op_place_parts},
 };
 
 #define N_OPS (sizeof OPS / sizeof OPS[0])

@@ -15,7 +15,8 @@
 static const char *const cluster_keys[] = {"name", "catalog", "hash", "rf", "fill",
                                            "clickhouse_version", "pointer_format", "hot_days",
                                            "tier_interval", "splits_interval", "routers",
-                                           "repair_interval", "router_token_file", NULL};
+                                           "repair_interval", "router_token_file",
+                                           "clickhouse_object_access", NULL};
 static const char *const shard_keys[] = {"weight", "capacity", "replicas", "agent",
                                          "agent_token_file", "user", "password_file", "zone",
                                          "data_path", NULL};
@@ -126,7 +127,27 @@ static int read_cluster(const ferry_config *cfg, ferry_cluster_config *cc, ferry
     if (!rc && n > 36500)
         rc = bad(cfg, "cluster", NULL, "hot_days", "a number of days up to 36500", err);
     s->hot_days = (uint32_t)n;
+    if (!rc) {
+        bool ro;
+        rc = ferry_object_access_readonly(cfg, &ro, err);
+    }
     return rc;
+}
+
+int ferry_object_access_readonly(const struct ferry_config *cfg, bool *readonly, ferry_err *err)
+{
+    const char *v = cfg ? ferry_config_get(cfg, "cluster", NULL, "clickhouse_object_access") : NULL;
+    *readonly = false;
+    if (!v || !strcmp(v, "read-create"))
+        return FERRY_OK;
+    if (!strcmp(v, "read-only")) {
+        *readonly = true;
+        return FERRY_OK;
+    }
+    return bad(cfg, "cluster", NULL, "clickhouse_object_access",
+               "read-create (the default: ClickHouse's credential may read and create objects) or "
+               "read-only (it may only read and list; cold parts are loaded through a re-attached "
+               "load table, docs/object-store.md)", err);
 }
 
 static int read_shard(const ferry_config *cfg, const char *name, ferry_shard *sh, ferry_err *err)

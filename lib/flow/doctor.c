@@ -1,5 +1,6 @@
 /* ferry doctor's checks on a live cluster (include/ferry/doctor.h). */
 #include "ferry/doctor.h"
+#include "flow/doctor_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,9 +19,7 @@
 #include "ferry/tally.h"
 #include "ferry/tier.h"
 
-static void finding(json_t *checks, const char *check, const char *status, const char *server,
-                    const char *fix, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static void finding(json_t *checks, const char *check, const char *status, const char *server,
+void doctor_finding(json_t *checks, const char *check, const char *status, const char *server,
                     const char *fix, const char *fmt, ...)
 {
     char msg[1024];
@@ -38,7 +37,7 @@ static void finding(json_t *checks, const char *check, const char *status, const
 
 /* A store handle that signs with role `cred`'s credentials but lets every operation through
  * ferry's own role check (opened as janitor), so the store itself decides: the canary probe. */
-static int open_probe(ferry_fleet *fl, const char *cred, ferry_objstore **out, ferry_err *err)
+int doctor_open_probe(ferry_fleet *fl, const char *cred, ferry_objstore **out, ferry_err *err)
 {
     ferry_buf text = FERRY_BUF_INIT;
     ferry_buf_puts(&text, "[object_store]\n");
@@ -78,7 +77,7 @@ static void check_delete_refused(ferry_fleet *fl, json_t *checks)
 {
     const char *type = ferry_config_get(&fl->cfg, "object_store", NULL, "type");
     if (!type || strcmp(type, "s3")) {
-        finding(checks, "delete_refused", "skipped", NULL, NULL,
+        doctor_finding(checks, "delete_refused", "skipped", NULL, NULL,
                 "a local object store has no credentials: ClickHouse's deletes there are stopped "
                 "by file permissions (or the lab's delete guard), which doctor cannot test");
         return;
@@ -96,7 +95,7 @@ static void check_delete_refused(ferry_fleet *fl, json_t *checks)
                          "(docs/object-store.md)";
     if (ferry_fleet_store(fl, FERRY_ROLE_UPLOADER, &up, &e) ||
         ferry_objstore_put(up, key, "ferry doctor canary\n", 20, &e)) {
-        finding(checks, "delete_refused", "fail", NULL,
+        doctor_finding(checks, "delete_refused", "fail", NULL,
                 "give the uploader credential s3:PutObject on the prefix (docs/object-store.md)",
                 "cannot create the canary %s with the uploader role: %s", key, e.msg);
         goto out;
@@ -106,23 +105,23 @@ static void check_delete_refused(ferry_fleet *fl, json_t *checks)
     ferry_objstore **probes[2] = {&ch, &upprobe};
     for (int i = 0; i < 2; i++) {
         ferry_err pe = {0};
-        if (open_probe(fl, creds[i], probes[i], &pe)) {
+        if (doctor_open_probe(fl, creds[i], probes[i], &pe)) {
             ok = false;
-            finding(checks, "delete_refused", "fail", NULL, NULL,
+            doctor_finding(checks, "delete_refused", "fail", NULL, NULL,
                     "cannot open the store with the %s credential: %s", creds[i], pe.msg);
             continue;
         }
         int rc = ferry_objstore_delete(*probes[i], key, &pe);
         if (rc == FERRY_OK) {
             ok = false;
-            finding(checks, "delete_refused", "fail", NULL, fix_ch,
+            doctor_finding(checks, "delete_refused", "fail", NULL, fix_ch,
                     "the %s credential DELETED the canary %s: the store lets it delete shared "
                     "objects", creds[i], key);
             /* put it back so the janitor step below still has something to remove */
             ferry_objstore_put(up, key, "ferry doctor canary\n", 20, &pe);
         } else if (rc != FERRY_EAUTH) {
             ok = false;
-            finding(checks, "delete_refused", "fail", NULL, NULL,
+            doctor_finding(checks, "delete_refused", "fail", NULL, NULL,
                     "the delete with the %s credential failed, but not as refused (%s): cannot "
                     "tell whether the store enforces permissions", creds[i], pe.msg);
         }
@@ -131,17 +130,17 @@ static void check_delete_refused(ferry_fleet *fl, json_t *checks)
     if (ferry_fleet_store(fl, FERRY_ROLE_JANITOR, &jan, &e) ||
         ferry_objstore_head(jan, key, &info, &e)) {
         ok = false;
-        finding(checks, "delete_refused", "fail", NULL,
+        doctor_finding(checks, "delete_refused", "fail", NULL,
                 "give the janitor credential s3:GetObject (HEAD) and s3:DeleteObject",
                 "the janitor cannot see the canary %s: %s", key, e.msg);
     } else if (ferry_objstore_delete(jan, key, &e)) {
         ok = false;
-        finding(checks, "delete_refused", "fail", NULL,
+        doctor_finding(checks, "delete_refused", "fail", NULL,
                 "give the janitor credential s3:DeleteObject (docs/object-store.md)",
                 "the janitor cannot delete the canary %s: %s", key, e.msg);
     }
     if (ok)
-        finding(checks, "delete_refused", "pass", NULL, NULL,
+        doctor_finding(checks, "delete_refused", "pass", NULL, NULL,
                 "the store refused deletes by the clickhouse and uploader credentials; the "
                 "janitor deleted the canary");
 out:
@@ -163,17 +162,17 @@ static void check_versioning(ferry_fleet *fl, json_t *checks)
                       "configuration Status=Enabled; mc version enable) and add a "
                       "NoncurrentVersionExpiration lifecycle rule (docs/object-store.md)";
     if (rc == FERRY_EUNSUPPORTED)
-        finding(checks, "versioning", "unsupported", NULL, NULL,
+        doctor_finding(checks, "versioning", "unsupported", NULL, NULL,
                 "unknown: %s; there is no second safety net against an accidental delete or "
                 "overwrite", e.msg);
     else if (rc)
-        finding(checks, "versioning", "fail", NULL,
+        doctor_finding(checks, "versioning", "fail", NULL,
                 "give the janitor credential s3:GetBucketVersioning",
                 "cannot read the bucket's versioning: %s", e.msg);
     else if (!strcmp(status, "Enabled"))
-        finding(checks, "versioning", "pass", NULL, NULL, "bucket versioning is enabled");
+        doctor_finding(checks, "versioning", "pass", NULL, NULL, "bucket versioning is enabled");
     else
-        finding(checks, "versioning", "fail", NULL, fix, "bucket versioning is %s",
+        doctor_finding(checks, "versioning", "fail", NULL, fix, "bucket versioning is %s",
                 status[0] ? status : "off (never enabled)");
     ferry_objstore_close(jan);
 }
@@ -203,7 +202,7 @@ static void check_versions(ferry_fleet *fl, json_t *checks)
     ferry_ch_version *vs = calloc(fl->n_servers ? fl->n_servers : 1, sizeof *vs);
     bool *known = calloc(fl->n_servers ? fl->n_servers : 1, sizeof *known);
     if (!vs || !known) {
-        finding(checks, "clickhouse_version", "fail", NULL, NULL, "out of memory");
+        doctor_finding(checks, "clickhouse_version", "fail", NULL, NULL, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < fl->n_servers; i++) {
@@ -211,7 +210,7 @@ static void check_versions(ferry_fleet *fl, json_t *checks)
         ferry_ch_version *v = &vs[i];
         ferry_err e = {0};
         if (ferry_ch_server_version(s->ch, v, &e)) {
-            finding(checks, "clickhouse_version", "fail", s->name, "start the server or fix "
+            doctor_finding(checks, "clickhouse_version", "fail", s->name, "start the server or fix "
                     "[shard] replicas", "cannot ask %s for its version: %s", s->name, e.msg);
             continue;
         }
@@ -222,7 +221,7 @@ static void check_versions(ferry_fleet *fl, json_t *checks)
         snprintf(fix, sizeof fix, "run ClickHouse %s on every server, or test the new version "
                  "in the lab and re-pin [cluster] clickhouse_version", pinned);
         if (!same) {
-            finding(checks, "clickhouse_version", "fail", s->name, fix,
+            doctor_finding(checks, "clickhouse_version", "fail", s->name, fix,
                     "%s runs ClickHouse %s; the cluster pins %s (pointer files are an internal "
                     "format; this server reads pointer formats 1 to %d)", s->name, v->text,
                     pinned, newest_pointer_format(v));
@@ -230,12 +229,12 @@ static void check_versions(ferry_fleet *fl, json_t *checks)
             continue;
         }
         if (ferry_agent_pointer_version_ok((int)fl->settings.pointer_format, v, &e)) {
-            finding(checks, "clickhouse_version", "fail", s->name,
+            doctor_finding(checks, "clickhouse_version", "fail", s->name,
                     "pin a pointer_format the server reads", "%s", e.msg);
             note_server_version(checks, v);
             continue;
         }
-        finding(checks, "clickhouse_version", "pass", s->name, NULL,
+        doctor_finding(checks, "clickhouse_version", "pass", s->name, NULL,
                 "%s runs ClickHouse %s (pinned %s), reads pointer format %u (formats 1 to %d)",
                 s->name, v->text, pinned, fl->settings.pointer_format, newest_pointer_format(v));
         note_server_version(checks, v);
@@ -260,7 +259,7 @@ static void check_versions(ferry_fleet *fl, json_t *checks)
         ferry_buf_printf(&msg, " (reads pointer formats 1 to %d)", newest_pointer_format(&vs[i]));
     }
     if (distinct > 1)
-        finding(checks, "clickhouse_version", "fail", NULL,
+        doctor_finding(checks, "clickhouse_version", "fail", NULL,
                 "finish the rolling upgrade one server at a time, then re-pin "
                 "[cluster] clickhouse_version (docs/operations.md, \"Upgrading ClickHouse\")",
                 "mixed cluster: ClickHouse %s; the cluster pins %s and pointer format %u. "
@@ -273,8 +272,9 @@ out:
 }
 
 /* Whether db.t is a table ferry keeps beside a managed table in the same database: the staging
- * table of moves, repairs and tiering (ferry_tier_staging_name: "<table>_ferry_staging") or
- * tiering's empty twin (ferry_tier_empty_name: "<table>_ferry_empty"). Ferry's own, so not an
+ * table of moves, repairs and tiering (ferry_tier_staging_name: "<table>_ferry_staging"), the
+ * load table of read-only loads beside it ("<table>_ferry_staging_load") or tiering's empty twin
+ * (ferry_tier_empty_name: "<table>_ferry_empty"). Ferry's own, so not an
  * unmanaged table. */
 static bool is_staging_of_managed(const ferry_fleet *fl, const char *db, const char *t)
 {
@@ -283,8 +283,11 @@ static bool is_staging_of_managed(const ferry_fleet *fl, const char *db, const c
         ferry_err ignored = {0};
         if (strcmp(fl->tables[i].database, db))
             continue;
-        if ((ferry_tier_staging_name(fl->tables[i].name, want, sizeof want, &ignored) ==
-                 FERRY_OK && !strcmp(want, t)) ||
+        char load[FERRY_NAME_MAX + 48];
+        bool staging = ferry_tier_staging_name(fl->tables[i].name, want, sizeof want,
+                                               &ignored) == FERRY_OK;
+        snprintf(load, sizeof load, "%s_load", want); /* the read-only loads' (staging_load.c) */
+        if ((staging && (!strcmp(want, t) || !strcmp(load, t))) ||
             (ferry_tier_empty_name(fl->tables[i].name, twin, sizeof twin, &ignored) ==
                  FERRY_OK && !strcmp(twin, t)))
             return true;
@@ -310,7 +313,7 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
         if (!rc)
             rc = ferry_ch_rows_parse(ferry_buf_detach(&out), len, &rows, &e);
         if (rc) {
-            finding(checks, "unmanaged_cold", "fail", s->name, NULL,
+            doctor_finding(checks, "unmanaged_cold", "fail", s->name, NULL,
                     "cannot read %s's storage policies: %s", s->name, e.msg);
             ferry_buf_free(&out);
             continue;
@@ -327,7 +330,7 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
                 continue;
             }
             bad++;
-            finding(checks, "unmanaged_cold", "fail", s->name,
+            doctor_finding(checks, "unmanaged_cold", "fail", s->name,
                     "add a [table] section for it (ferry init), or move its data off the "
                     "object-storage disk and give it a local policy",
                     "%s: table %s.%s uses storage policy '%s' with an object-storage disk, but "
@@ -335,7 +338,7 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
                     "references", s->name, db, t, pol);
         }
         if (!bad)
-            finding(checks, "unmanaged_cold", "pass", s->name, NULL,
+            doctor_finding(checks, "unmanaged_cold", "pass", s->name, NULL,
                     "%s: every table on an object-storage policy is managed (%zu tables, %zu of "
                     "them ferry's staging and empty twin tables)", s->name, rows.n_rows, staging);
         ferry_ch_rows_free(&rows);
@@ -383,7 +386,7 @@ static void check_shard_grants(ferry_fleet *fl, json_t **checks_out)
         if (!rc)
             rc = ferry_grants_parse(ferry_buf_cstr(&out), &g, &e);
         if (rc) {
-            finding(checks, "shard_grants", "fail", s->name, NULL,
+            doctor_finding(checks, "shard_grants", "fail", s->name, NULL,
                     "cannot read the grants of %s's ClickHouse user: %s", s->name, e.msg);
             ferry_buf_free(&out);
             continue;
@@ -408,13 +411,13 @@ static void check_shard_grants(ferry_fleet *fl, json_t **checks_out)
                          "(docs/security.md, \"The shard identity\")",
                          rules[k].wanted ? "GRANT" : "REVOKE", what,
                          rules[k].wanted ? "TO" : "FROM");
-                finding(checks, "shard_grants", "fail", s->name, fix,
+                doctor_finding(checks, "shard_grants", "fail", s->name, fix,
                         "%s: the shard's ClickHouse user %s %s (%s)", s->name,
                         has ? "has" : "lacks", what, rules[k].why);
             }
         }
         if (!bad)
-            finding(checks, "shard_grants", "pass", s->name, NULL,
+            doctor_finding(checks, "shard_grants", "pass", s->name, NULL,
                     "%s: the shard's ClickHouse user reads and inserts the managed tables, may "
                     "kill queries and read URLs, and may not drop, truncate or delete, reach the "
                     "object store or files, see secrets, back up or manage users", s->name);
@@ -429,16 +432,16 @@ static void check_catalog_acl(ferry_fleet *fl, json_t *checks)
 {
     const char *url = ferry_config_get(&fl->cfg, "cluster", NULL, "catalog");
     if (!url || strncmp(url, "zk://", 5) != 0) {
-        finding(checks, "catalog_acl", "skipped", NULL, NULL,
+        doctor_finding(checks, "catalog_acl", "skipped", NULL, NULL,
                 "the catalog is not on ZooKeeper (a SQLite file is protected by its permissions)");
         return;
     }
     const char *q = strchr(url, '?');
     if (q && (strstr(q, "?auth_file=") || strstr(q, "&auth_file=")))
-        finding(checks, "catalog_acl", "pass", NULL, NULL,
+        doctor_finding(checks, "catalog_acl", "pass", NULL, NULL,
                 "the catalog's znodes are created with a creator-only digest ACL (auth_file)");
     else
-        finding(checks, "catalog_acl", "fail", NULL,
+        doctor_finding(checks, "catalog_acl", "fail", NULL,
                 "add ?auth_file=/abs/path (a 600 file 'user:password') to [cluster] catalog on "
                 "every host, then move the catalog to a new chroot (docs/catalog.md)",
                 "the catalog's znodes have ZooKeeper's open ACL: anyone reaching the ensemble "
@@ -453,7 +456,8 @@ int ferry_doctor_run(ferry_fleet *fl, json_t **report, ferry_err *err)
 int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, ferry_err *err)
 {
     static const char *const names[] = {"delete_refused", "versioning", "clickhouse_version",
-                                        "unmanaged_cold", "shard_grants", "catalog_acl"};
+                                        "unmanaged_cold", "shard_grants", "catalog_acl",
+                                        "object_access"};
     for (const char *p = skip; p && *p;) {
         size_t l = strcspn(p, ",");
         bool known = false;
@@ -461,8 +465,8 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
             known = known || (strlen(names[k]) == l && !strncmp(names[k], p, l));
         if (!known)
             return ferry_err_set(err, FERRY_EINVAL, "--skip: '%.*s' is not a check (%s, %s, %s, "
-                                 "%s, %s, %s)", (int)l, p, names[0], names[1], names[2], names[3],
-                                 names[4], names[5]);
+                                 "%s, %s, %s, %s)", (int)l, p, names[0], names[1], names[2],
+                                 names[3], names[4], names[5], names[6]);
         p += l + (p[l] == ',');
     }
     json_t *checks = json_array();
@@ -480,6 +484,8 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
         check_shard_grants(fl, &checks);
     if (!ferry_list_has(skip ? skip : "", "catalog_acl"))
         check_catalog_acl(fl, checks);
+    if (!ferry_list_has(skip ? skip : "", "object_access"))
+        doctor_check_object_access(fl, checks);
     bool ok = true;
     size_t i;
     json_t *c;

@@ -87,6 +87,7 @@
 #include "flow/move_env.h"
 #include "flow/part_records.h"
 #include "flow/replica_int.h"
+#include "flow/staging_load.h"
 
 #define MV_MAX_ATTEMPTS 20    /* attempts of one state before the move gives up */
 #define MV_MAX_ROUNDS 5       /* catch-up rounds of one SWITCH attempt */
@@ -441,13 +442,18 @@ static int ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err)
 {
     char st[FERRY_NAME_MAX + 32];
     staging_name(t->name, st, sizeof st);
+    /* read-only mode: a staging table detached by a load (another flow's, or one a crash cut)
+     * is waited for or attached again before CREATE could make a second one */
+    int rc = stg_recover(&x->dst, t->database, st, err);
+    if (rc)
+        return rc;
     ferry_buf sql = FERRY_BUF_INIT;
     /* same columns, engine, keys and storage policy: what ATTACH and MOVE PARTITION require */
     ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
     sql_table(&sql, t->database, st);
     ferry_buf_puts(&sql, " AS ");
     sql_table(&sql, t->database, t->name);
-    int rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
+    rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
     /* The catch-up rounds name staging parts (DETACH PART of a stale copy); a background merge
      * in staging would rename them under our feet (NO_SUCH_DATA_PART). Nothing needs merges in
      * staging: its parts go to the real table by MOVE PARTITION. Stopped on every run, since the
@@ -731,7 +737,6 @@ static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bo
     staging_name(t->name, st, sizeof st);
     mv_slice src = {0}, stg = {0};
     json_t *fz = NULL, **fparts = NULL;
-    ferry_buf attach = FERRY_BUF_INIT;
     size_t n_attach = 0;
     const char *tenant = x->mv.u.move.tenant;
     uint32_t split = x->mv.u.move.split;
@@ -832,23 +837,21 @@ static int copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bo
             if (jobs[j].sent)
                 sent_pid[jobs[j].pid] = true;
     }
+    const char **load = rc ? NULL : calloc(src.n_pids + 1, sizeof *load);
+    if (!rc && !load)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < src.n_pids; i++) {
         if (!sent_pid || !sent_pid[i])
             continue;
-        ferry_buf_puts(&attach, n_attach++ ? ", ATTACH PARTITION ID " : " ATTACH PARTITION ID ");
-        ferry_sql_quote(src.pids[i], &attach);
+        load[n_attach++] = src.pids[i];
         sent_any = true;
     }
     if (!rc && sent_any) {
         crash_point("CLONE:sent");
-        ferry_buf sql = FERRY_BUF_INIT;
-        ferry_buf_puts(&sql, "ALTER TABLE ");
-        sql_table(&sql, t->database, st);
-        ferry_buf_puts(&sql, ferry_buf_cstr(&attach));
-        rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
-        ferry_buf_free(&sql);
+        /* ATTACH PARTITION, or the read-only route (staging_load.h) */
+        rc = stg_load(&x->dst, t->database, st, load, n_attach, err);
     }
-    ferry_buf_free(&attach);
+    free(load);
     free(jobs);
     free(sent_pid);
     free(fparts);
@@ -1898,6 +1901,14 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
         (rc = load_tables(x.cat, &x.tables, err)) ||
         (rc = mv_conn_open(&fsh.u.shard, o->cfg, &x.src, err)) ||
         (rc = mv_conn_open(&tsh.u.shard, o->cfg, &x.dst, err)))
+        goto out;
+    x.src.cat = x.dst.cat = x.cat; /* the staging loads' lease (staging_load.h) */
+    for (size_t i = 0; !rc && i < x.tables.n; i++) { /* read-only mode: a load cut by a crash */
+        char st[FERRY_NAME_MAX + 32];
+        staging_name(table_at(&x, i)->name, st, sizeof st);
+        rc = stg_recover(&x.dst, table_at(&x, i)->database, st, err);
+    }
+    if (rc)
         goto out;
     ferry_log(FERRY_LOG_INFO, "msg=\"move %s\" move=%s tenant=%s split=%u from=%s to=%s state=%s",
               res->resumed ? "resumed" : "started", id, m->tenant, m->split, m->from, m->to,

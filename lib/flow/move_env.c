@@ -22,7 +22,8 @@ int mv_conn_open(const ferry_shard *sh, const struct ferry_config *cfg, mv_conn 
     size_t n = strcspn(sh->replicas, ",");
     snprintf(c->ch_url, sizeof c->ch_url, "%.*s", (int)n, sh->replicas);
     ferry_shard_client_opts o = {.ch_read_timeout_ms = 600000, .agent_timeout_ms = 600000};
-    return ferry_shard_clients_open(cfg, sh, &o, &c->ch, &c->ag, &c->token, err);
+    int rc = ferry_object_access_readonly(cfg, &c->ro_objects, err);
+    return rc ? rc : ferry_shard_clients_open(cfg, sh, &o, &c->ch, &c->ag, &c->token, err);
 }
 
 void mv_conn_close(mv_conn *c)

@@ -21,10 +21,15 @@ typedef struct mv_conn {
     ferry_ch_client *ch;
     ferry_agent_client *ag;
     unsigned long n_sql, n_agent; /* requests made through mv_sql / mv_agent (and counted in) */
+    bool ro_objects; /* [cluster] clickhouse_object_access = read-only: staging is loaded by
+                      * re-attaching a load table (flow/staging_load.h), never ATTACH PARTITION */
+    ferry_catalog *cat; /* borrowed, may be NULL: the flow's catalog, whose lease serializes
+                         * the loads of one staging table across threads and processes */
 } mv_conn;
 
 /* Opens clients for the shard: ClickHouse at the first of its replicas, the agent at its agent
- * URL; token, user and password files come from [shard "NAME"] of cfg. Nothing is contacted. */
+ * URL; token, user and password files come from [shard "NAME"] of cfg, the object access mode
+ * from [cluster] clickhouse_object_access. Nothing is contacted. */
 int mv_conn_open(const ferry_shard *sh, const struct ferry_config *cfg, mv_conn *c,
                  ferry_err *err);
 void mv_conn_close(mv_conn *c);

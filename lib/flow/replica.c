@@ -213,6 +213,7 @@ static rp_conn *get_conn(ferry_catalog *cat, const ferry_move_opts *o, rp_conn *
     int rc = load_shard(cat, name, &sh, &e);
     if (!rc)
         rc = mv_conn_open(&sh.u.shard, o->cfg, &c->c, &e);
+    c->c.cat = cat; /* the staging loads' lease (staging_load.h) */
     if (!rc)
         rc = mv_sql(&c->c, "SELECT 1", NULL, &e);
     json_t *st = NULL;

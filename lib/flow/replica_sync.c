@@ -16,6 +16,7 @@
  * Every statement goes through ferry_guarded_exec; parts travel agent to agent with `send`
  * (hot: real files checked against checksums.txt; cold: pointer files, objects checked). */
 #include "flow/replica_int.h"
+#include "flow/staging_load.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -163,12 +164,17 @@ static int rows_contained(mv_conn *src, mv_conn *dst, const ferry_table_def *t, 
 
 static int ensure_staging(mv_conn *dst, const ferry_table_def *t, const char *st, ferry_err *err)
 {
+    /* read-only mode: a staging table detached by a load (another flow's, or one a crash cut)
+     * is waited for or attached again before CREATE could make a second one */
+    int rc = stg_recover(dst, t->database, st, err);
+    if (rc)
+        return rc;
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
     sql_table(&sql, t->database, st);
     ferry_buf_puts(&sql, " AS ");
     sql_table(&sql, t->database, t->name);
-    int rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+    rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
     if (!rc) { /* staging parts are named and diffed; a merge there would rename them */
         ferry_buf_reset(&sql);
         ferry_buf_puts(&sql, "SYSTEM STOP MERGES ");
@@ -323,15 +329,8 @@ static int staging_fill(mv_conn *src, mv_conn *dst, const ferry_table_def *t, co
         sent = true;
         json_decref(ans);
     }
-    if (!rc && sent) {
-        ferry_buf sql = FERRY_BUF_INIT;
-        ferry_buf_puts(&sql, "ALTER TABLE ");
-        sql_table(&sql, t->database, st);
-        ferry_buf_puts(&sql, " ATTACH PARTITION ID ");
-        ferry_sql_quote(pid, &sql);
-        rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
-        ferry_buf_free(&sql);
-    }
+    if (!rc && sent) /* ATTACH PARTITION, or the read-only route (staging_load.h) */
+        rc = stg_load(dst, t->database, st, &pid, 1, err);
     free(need);
     free(keep);
     free(stg.p);

@@ -73,6 +73,7 @@
  *       next run keeps them stopped: its frozen parts must not be merged away). */
 #define _DEFAULT_SOURCE
 #include "flow/tier_int.h"
+#include "flow/staging_load.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -199,6 +200,8 @@ int tier_check_staging(tier_server *srv, const char *db, const char *table, bool
     char staging[FERRY_NAME_MAX], pol[FERRY_NAME_MAX], spol[FERRY_NAME_MAX];
     bool exists, sexists, remote, sremote;
     int rc = ferry_tier_staging_name(table, staging, sizeof staging, err);
+    if (!rc) /* read-only mode: a staging load cut by a crash left it detached */
+        rc = stg_recover(&srv->conn, db, staging, err);
     if (!rc)
         rc = tier_table_policy(srv, db, table, &exists, pol, sizeof pol, &remote, err);
     if (!rc)

@@ -29,6 +29,7 @@ int tier_server_open(tier_ctx *ctx, tier_server *srv, ferry_err *err)
     if (rc)
         return ferry_err_prefix(err, "tiering runs FREEZE, uploads and pointer parts through "
                                      "the node agent: ");
+    srv->conn.cat = ctx->cat; /* the staging loads' lease (staging_load.h) */
     srv->opened = true;
     return FERRY_OK;
 }

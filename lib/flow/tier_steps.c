@@ -4,6 +4,7 @@
  * one catalog batch. A check that fails for one partition fails only that job. */
 #define _DEFAULT_SOURCE
 #include "flow/tier_int.h"
+#include "flow/staging_load.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -293,7 +294,11 @@ static int ensure_staging(tier_wave *w, ferry_err *err)
 {
     if (w->staging_ready)
         return FERRY_OK;
-    int rc = create_as(w, w->staging, err);
+    /* read-only mode: a staging table detached by a load (another flow's, or one a crash cut)
+     * is waited for or attached again before CREATE could make a second one */
+    int rc = stg_recover(&w->srv->conn, w->db, w->staging, err);
+    if (!rc)
+        rc = create_as(w, w->staging, err);
     if (!rc && w->empty[0])
         rc = create_as(w, w->empty, err);
     if (!rc)
@@ -317,6 +322,25 @@ int tier_step_pointers(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, fer
 
 /* ---- ATTACH ------------------------------------------------------------------------------------ */
 
+/* [cluster] clickhouse_object_access = read-only: the wave's pointer parts loaded through a
+ * re-attached load table (staging_load.h), for all partitions at once; a failure fails every
+ * job of js (the route works on a whole table). */
+static void attach_staging_readonly(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n)
+{
+    ferry_err e = {0};
+    const char **pids = calloc(n + 1, sizeof *pids);
+    int rc = pids ? FERRY_OK : ferry_err_set(&e, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; pids && i < n; i++)
+        pids[i] = js[i]->pid;
+    double t0 = tier_now_ms();
+    if (!rc)
+        rc = stg_load(&w->srv->conn, w->db, w->staging, pids, n, &e);
+    ctx->load_ms += tier_now_ms() - t0;
+    free(pids);
+    for (size_t i = 0; rc && i < n; i++)
+        tier_job_fail(js[i], rc, &e);
+}
+
 /* ALTER TABLE staging ATTACH PARTITION ID for every job of js in one statement. When it fails
  * for several, one statement per job, so a bad partition fails only its job; a job whose ATTACH
  * fails is failed (the step goes on with the others). */
@@ -324,6 +348,10 @@ static void attach_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n)
 {
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_err e = {0};
+    if (w->srv->conn.ro_objects) {
+        attach_staging_readonly(ctx, w, js, n);
+        return;
+    }
     ferry_buf_puts(&sql, "ALTER TABLE ");
     tier_qualified(&sql, w->db, w->staging);
     for (size_t i = 0; i < n; i++) {

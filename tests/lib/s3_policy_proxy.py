@@ -20,14 +20,19 @@ Like sigv4_verify.py, it adds encoding-type=url listings and If-None-Match: * on
 CompleteMultipartUpload, which s3rver lacks (see there).
 
 Counts: GET /__policy/status (no auth; loopback only) answers JSON
-    {"counts": {"<role>": {"<OP>": {"allowed": N, "denied": N, "failed": N}}}, "requests": N}
+    {"counts": {"<role>": {"<OP>": {"allowed": N, "denied": N, "failed": N}}},
+     "methods": {"<role>": {"<HTTP METHOD>": N}}, "requests": N}
 "allowed" means forwarded and answered 2xx by the upstream, "failed" forwarded but answered
-otherwise, "denied" refused by the policy. POST /__policy/reset zeroes the counts. Every request is
-also logged to --log: "ALLOW|DENY|REJECT ROLE OP METHOD PATH?QUERY [STATUS]".
+otherwise, "denied" refused by the policy; "methods" counts every request a role sent by its HTTP
+method (GET, HEAD, PUT, POST, DELETE), whatever became of it. POST /__policy/reset zeroes the
+counts. Every request is also logged to --log: "ALLOW|DENY|REJECT ROLE OP METHOD PATH?QUERY
+[STATUS]".
 
     s3_policy_proxy.py --port P --upstream http://127.0.0.1:U --keys FILE --log FILE
-                       [--upstream-key S3RVER] [--region us-east-1]
-FILE holds "ACCESS_KEY_ID SECRET ROLE" lines.
+                       [--upstream-key S3RVER] [--region us-east-1] [--role ROLE=OP,OP...]...
+FILE holds "ACCESS_KEY_ID SECRET ROLE" lines. --role replaces a role's operations, e.g.
+--role clickhouse=GET,HEAD,LIST for a ClickHouse credential that may only read and list
+([cluster] clickhouse_object_access = read-only).
 """
 import argparse
 import http.client
@@ -54,6 +59,7 @@ BUCKET_SUBRESOURCES = {"versioning", "policy", "lifecycle", "acl", "cors", "loca
 args = None
 roles = {}  # access key -> role
 counts = {}
+methods = {}
 counts_lock = threading.Lock()
 local = threading.local()
 
@@ -62,6 +68,12 @@ def count(role, op, outcome):
     with counts_lock:
         counts.setdefault(role, {}).setdefault(op, {"allowed": 0, "denied": 0, "failed": 0})
         counts[role][op][outcome] += 1
+
+
+def count_method(role, method):
+    with counts_lock:
+        m = methods.setdefault(role, {})
+        m[method] = m.get(method, 0) + 1
 
 
 def classify(method, path, query):
@@ -137,13 +149,14 @@ class Handler(BaseHTTPRequestHandler):
     def control(self):
         if self.path == "/__policy/status" and self.command == "GET":
             with counts_lock:
-                body = json.dumps({"counts": counts,
+                body = json.dumps({"counts": counts, "methods": methods,
                                    "requests": sum(v for r in counts.values()
                                                    for o in r.values() for v in o.values())})
             self.answer(200, body.encode(), [("Content-Type", "application/json")])
         elif self.path == "/__policy/reset" and self.command == "POST":
             with counts_lock:
                 counts.clear()
+                methods.clear()
             self.answer(200, b"{}", [("Content-Type", "application/json")])
         else:
             self.answer(404, b"")
@@ -164,6 +177,7 @@ class Handler(BaseHTTPRequestHandler):
         op = classify(self.command, path, query)
         m = sigv4_verify.AUTH_RE.match(self.headers.get("Authorization", ""))
         role = roles.get(m.group(1), "unknown") if m else "anonymous"
+        count_method(role, self.command)
         if why:
             code, reason = why
             sigv4_verify.log("REJECT %s %s %s %s %s" % (role, op, self.command, self.path, reason))
@@ -242,7 +256,17 @@ def main():
     p.add_argument("--log", required=True)
     p.add_argument("--upstream-key", default="S3RVER")
     p.add_argument("--region", default="us-east-1")
+    p.add_argument("--role", action="append", default=[],
+                   help="ROLE=OP,OP...: the operations ROLE may do (replaces its policy)")
     args = p.parse_args()
+    for spec in args.role:
+        role, _, ops = spec.partition("=")
+        known = {"GET", "HEAD", "LIST", "PUT", "ABORT", "DELETE", "BUCKETCONF", "ADMIN"}
+        want = {o for o in ops.split(",") if o}
+        if role not in POLICY or not want <= known:
+            sys.exit("--role %s: expected ROLE=OP,OP... with a role of %s and operations of %s"
+                     % (spec, sorted(POLICY), sorted(known)))
+        POLICY[role] = want
     sigv4_verify.args = args
     with open(args.keys) as f:
         for line in f:

@@ -63,6 +63,27 @@ static void test_good_config(void **state)
     ferry_cluster_config_free(&cc);
 }
 
+/* [cluster] clickhouse_object_access: read-create when absent, read-only when said so. */
+static void test_object_access(void **state)
+{
+    (void)state;
+    ferry_err err = {0};
+    bool ro = true;
+    assert_int_equal(ferry_object_access_readonly(NULL, &ro, &err), FERRY_OK);
+    assert_false(ro);
+    const char *modes[3] = {"", "clickhouse_object_access = read-create\n",
+                            "clickhouse_object_access = read-only\n"};
+    for (int i = 0; i < 3; i++) {
+        char text[sizeof good + 64];
+        snprintf(text, sizeof text, "[cluster]\nname = lab\ncatalog = sqlite:/x.db\n%s", modes[i]);
+        ferry_config cfg = {0};
+        assert_int_equal(ferry_config_parse(text, "ferry.conf", &cfg, &err), FERRY_OK);
+        assert_int_equal(ferry_object_access_readonly(&cfg, &ro, &err), FERRY_OK);
+        assert_int_equal(ro, i == 2);
+        ferry_config_free(&cfg);
+    }
+}
+
 static void expect_error(const char *from, const char *to, const char *msg)
 {
     char text[sizeof good + 256];
@@ -85,6 +106,8 @@ static void test_bad_values(void **state)
     expect_error("hash = xxh3\n", "hash = xxh3\nfill = 0\n", "ferry.conf:6: [cluster] fill = '0'");
     expect_error("hash = xxh3\n", "pointer_format = 6\n", "ferry.conf:5: [cluster] pointer_format = '6'");
     expect_error("hash = xxh3\n", "clickhouse_version = latest\n", "clickhouse_version = 'latest'");
+    expect_error("hash = xxh3\n", "clickhouse_object_access = readonly\n",
+                 "ferry.conf:5: [cluster] clickhouse_object_access = 'readonly': expected read-create");
     expect_error("hash = xxh3\n", "colour = blue\n", "ferry.conf:5: unknown key 'colour' in [cluster]");
     expect_error("capacity = 100G\n", "capacity = lots\n", "ferry.conf:7: [shard \"node1\"] capacity = 'lots'");
     expect_error("weight = 2.5\n", "weight = -1\n", "ferry.conf:12: [shard \"node2\"] weight = '-1'");
@@ -145,6 +168,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_config),
+        cmocka_unit_test(test_object_access),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_codec),
     };
