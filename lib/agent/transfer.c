@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +30,74 @@
 #define RECV_UNLISTED_MAX (16u << 20)
 #define RECV_UNLISTED_TOTAL ((uint64_t)64 << 20)
 #define RECV_POINTER_TOTAL ((uint64_t)64 << 20)
+
+/* A pointer file as it stands once ClickHouse has finished writing it. ClickHouse updates an
+ * object-storage metadata file (its reference count) when a hard link to it is made or dropped
+ * (FREEZE, ATTACH PARTITION FROM, a detached, staging or outdated copy removed), and the frozen
+ * copy the send reads shares that inode. Integration runs under load caught the sender reading
+ * such a file empty (the target refused "checksums.txt: line 1: file ends where the format
+ * version was expected"; a move rolled back), so the update is not atomic to a reader. A
+ * pointer file is therefore read whole and parsed; one that does not parse is read again, for
+ * up to POINTER_SETTLE_MS; what is sent is the copy that parsed, from memory (a memfd), so it
+ * cannot change under the send. A file that never parses is sent as read: the target says what
+ * is wrong with it. */
+#define POINTER_SETTLE_MS 2000
+#define POINTER_SEND_MAX (1u << 20)
+
+static int settled_pointer(agent_env *env, const char *path, ferry_agent_send_file *f,
+                           ferry_err *err)
+{
+    ferry_err serr = {0};
+    const char *kp = agent_env_store(env, &serr) == FERRY_OK && env->store.disk_key_prefix
+                         ? env->store.disk_key_prefix
+                         : "";
+    char *data = NULL;
+    size_t len = 0;
+    int rc = FERRY_OK;
+    for (unsigned waited = 0;; waited += 10) {
+        free(data);
+        data = NULL;
+        if ((rc = agent_read_small(path, POINTER_SEND_MAX, &data, &len, err)))
+            return rc;
+        ferry_pointer pt = FERRY_POINTER_INIT;
+        ferry_err perr = {0};
+        bool parsed = ferry_pointer_parse(data ? data : "", len, kp, &pt, &perr) == FERRY_OK;
+        ferry_pointer_free(&pt);
+        if (parsed)
+            break;
+        if (waited >= POINTER_SETTLE_MS) {
+            FLOG_WARN("agent: pointer file %s does not parse after %u ms (%s); sent as read",
+                      path, waited, perr.msg);
+            break;
+        }
+        if (waited == 0)
+            FLOG_INFO("agent: pointer file %s is being rewritten (%s); reading it again", path,
+                      perr.msg);
+        usleep(10 * 1000);
+    }
+    int fd = memfd_create("ferry-pointer", MFD_CLOEXEC);
+    if (fd < 0) {
+        free(data);
+        return ferry_err_set(err, FERRY_EIO, "memfd_create: %s", strerror(errno));
+    }
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            rc = ferry_err_set(err, FERRY_EIO, "memfd write: %s", strerror(errno));
+            close(fd);
+            free(data);
+            return rc;
+        }
+        off += (size_t)w;
+    }
+    free(data);
+    f->fd = fd;
+    f->size = len;
+    return FERRY_OK;
+}
 
 /* ---- send (source side) --------------------------------------------------------------------- */
 
@@ -85,8 +154,10 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
             snprintf(fp, sizeof fp, "%s/%s", dir, files[i].name);
             sf[k].name = files[i].name;
             sf[k].size = files[i].size;
-            sf[k].fd = open(fp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-            if (sf[k].fd < 0) {
+            if (disk->is_remote) {
+                if ((rc = settled_pointer(env, fp, &sf[k], err)))
+                    goto out;
+            } else if ((sf[k].fd = open(fp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
                 rc = ferry_err_set(err, FERRY_EIO, "%s: %s", fp, strerror(errno));
                 goto out;
             }
