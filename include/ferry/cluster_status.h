@@ -6,6 +6,7 @@
 #ifndef FERRY_CLUSTER_STATUS_H
 #define FERRY_CLUSTER_STATUS_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,5 +59,11 @@ typedef struct ferry_cluster_status {
 int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_status *out,
                               ferry_err *err);
 void ferry_cluster_status_free(ferry_cluster_status *s);
+
+/* The pause, the maintenance window w (when set) and the autopilot's last runs as `ferry status
+ * --json` gives them: {"pause": {...}, "window": {utc, open, next_open}, "runs": [...]}.
+ * Caller decrefs. */
+json_t *ferry_cluster_status_autopilot_json(const ferry_cluster_status *cs,
+                                            const ferry_ap_window *w);
 
 #endif

@@ -200,3 +200,33 @@ void ferry_cluster_status_free(ferry_cluster_status *s)
     ferry_record_list_free(&s->moves);
     memset(s, 0, sizeof *s);
 }
+
+json_t *ferry_cluster_status_autopilot_json(const ferry_cluster_status *cs, const ferry_ap_window *w)
+{
+    json_t *o = json_object();
+    json_t *p = cs->pause.paused ? json_pack("{s:b, s:s, s:s, s:I}", "paused", 1, "reason",
+                                             cs->pause.reason, "by", cs->pause.by, "since",
+                                             (json_int_t)cs->pause.since)
+                                 : json_pack("{s:b}", "paused", 0);
+    json_object_set_new(o, "pause", p);
+    if (w->set) {
+        char win[32];
+        time_t now = time(NULL);
+        ferry_ap_window_fmt(w, win, sizeof win);
+        json_object_set_new(o, "window", json_pack("{s:s, s:b, s:I}", "utc", win, "open",
+                                                   ferry_ap_window_open(w, now), "next_open",
+                                                   (json_int_t)ferry_ap_window_next(w, now)));
+    }
+    json_t *a = json_array();
+    for (size_t i = 0; i < cs->n_autopilot; i++) {
+        const ferry_ap_run *r = &cs->autopilot[i];
+        json_array_append_new(a, json_pack("{s:s, s:I, s:I, s:I, s:s, s:s, s:s, s:s}", "action",
+                                           r->action, "started", (json_int_t)r->started,
+                                           "finished", (json_int_t)r->finished, "next",
+                                           (json_int_t)r->next, "result", r->result, "reason",
+                                           r->reason, "summary", r->summary, "owner",
+                                           r->owner));
+    }
+    json_object_set_new(o, "runs", a);
+    return o;
+}
