@@ -114,25 +114,16 @@ static int json_out(const void *data, size_t len, void *arg)
 
 static int read_password(const char *path, char **out, ferry_err *err)
 {
-    ferry_lines r;
-    int rc = ferry_lines_open(&r, path, false, err);
+    int rc = ferry_read_secret_line(path, out, err);
     if (rc)
         return ferry_err_set(err, FERRY_EINVAL, "cannot read the password file %s: %s", path,
                              err->msg);
-    int got = ferry_lines_next(&r, err);
-    if (got < 0) {
-        rc = FERRY_EINVAL;
-    } else if (got == 0) {
-        rc = ferry_err_set(err, FERRY_EINVAL, "password file %s is empty", path);
-    } else {
-        ferry_chomp(r.line);
-        *out = strdup(r.line);
-        explicit_bzero(r.line, strlen(r.line));
-        if (!*out)
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!**out) {
+        free(*out);
+        *out = NULL;
+        return ferry_err_set(err, FERRY_EINVAL, "password file %s is empty", path);
     }
-    ferry_lines_close(&r);
-    return rc;
+    return FERRY_OK;
 }
 
 int cmd_query(int argc, char **argv)

@@ -27,4 +27,9 @@ void ferry_lines_close(ferry_lines *r);
 /* Reads a whole file into a NUL-terminated buffer (caller frees *out). */
 int ferry_read_file(const char *path, char **out, size_t *len, ferry_err *err);
 
+/* A secret kept in a file (a password, a token): its first line without the line end ("" for an
+ * empty file; path "-" reads standard input). *out is the caller's, to wipe and free; errors
+ * name the file, never its content. */
+int ferry_read_secret_line(const char *path, char **out, ferry_err *err);
+
 #endif

@@ -16,16 +16,8 @@
 /* The first line of a secret file, without its newline; caller wipes and frees. */
 static int read_secret_line(const char *path, const char *what, char **out, ferry_err *err)
 {
-    char *data = NULL;
-    size_t len = 0;
-    *out = NULL;
-    if (ferry_read_file(path, &data, &len, err) != FERRY_OK)
+    if (ferry_read_secret_line(path, out, err) != FERRY_OK)
         return ferry_err_set(err, FERRY_EINVAL, "cannot read the %s file %s", what, path);
-    char *nl = memchr(data, '\n', len);
-    if (nl)
-        *nl = '\0';
-    ferry_chomp(data);
-    *out = data;
     return FERRY_OK;
 }
 

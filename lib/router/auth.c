@@ -39,11 +39,9 @@ static uint64_t mono_ms(void)
  * (wipe before freeing). */
 static int read_secret(const char *path, const char *what, char **out, ferry_err *err)
 {
-    size_t len = 0;
-    int rc = ferry_read_file(path, out, &len, err);
+    int rc = ferry_read_secret_line(path, out, err);
     if (rc)
         return ferry_err_prefix(err, "%s: ", what);
-    (*out)[strcspn(*out, "\r\n")] = '\0';
     if (!**out)
         return ferry_err_set(err, FERRY_EINVAL, "%s: the file %s is empty", what, path);
     return FERRY_OK;

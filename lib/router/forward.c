@@ -117,16 +117,13 @@ static int shard_open(ferry_router *r, const ferry_shard *rec, size_t slot, rt_s
     ferry_shard_conn_get(rec, &r->cfg, &conn);
     snprintf(s->user, sizeof s->user, "%s", conn.user);
     if (conn.password_file[0]) {
-        size_t len;
         ferry_err perr = {0};
-        if (ferry_read_file(conn.password_file, &s->password, &len, &perr)) {
+        if (ferry_read_secret_line(conn.password_file, &s->password, &perr)) {
             snprintf(s->conn_error, sizeof s->conn_error,
                      "shard %s: cannot read its password_file: %s", rec->name, perr.msg);
             FLOG_ERROR("msg=\"router: a shard's password file cannot be read; the shard is "
                        "unusable until it can\" shard=%s err=\"%s\"",
                        rec->name, perr.msg);
-        } else {
-            s->password[strcspn(s->password, "\r\n")] = '\0';
         }
     }
     if (nf) {

@@ -102,11 +102,9 @@ static int measure_shard(const ferry_config *cfg, const ferry_shard *sh, measure
     ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
     int rc = FERRY_OK;
     if (conn.password_file[0]) {
-        size_t len;
-        rc = ferry_read_file(conn.password_file, &password, &len, err);
+        rc = ferry_read_secret_line(conn.password_file, &password, err);
         if (rc)
             return rc;
-        password[strcspn(password, "\r\n")] = '\0';
     }
     ferry_buf_puts(&sql, "SELECT database, table, partition, sum(bytes_on_disk), sum(rows) FROM "
                          "system.parts WHERE active AND (database, table) IN (");

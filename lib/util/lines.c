@@ -102,3 +102,15 @@ out:
         fclose(fp);
     return rc;
 }
+
+int ferry_read_secret_line(const char *path, char **out, ferry_err *err)
+{
+    size_t len = 0;
+    *out = NULL;
+    int rc = ferry_read_file(path, out, &len, err);
+    if (rc)
+        return rc;
+    size_t first = strcspn(*out, "\r\n");
+    memset(*out + first, 0, len - first); /* the rest of the file goes too */
+    return FERRY_OK;
+}

@@ -4,11 +4,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ferry/buf.h"
 #include "ferry/config.h"
+#include "ferry/lines.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
 
@@ -162,6 +165,36 @@ static void test_redact(void **state)
     assert_non_null(strstr(out, "query=1"));
 }
 
+/* A secret file's first line, whatever line ends it; an empty file is "" (callers decide). */
+static void test_secret_line(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ferry_secret_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    static const struct {
+        const char *content, *want;
+    } cases[] = {{"s3cret\nsecond line\n", "s3cret"}, {"crlf\r\n", "crlf"},
+                 {"no newline", "no newline"}, {"", ""}, {"\nafter an empty line", ""}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(cases[i].content, f);
+        fclose(f);
+        char *got = NULL;
+        ferry_err err = {0};
+        assert_int_equal(ferry_read_secret_line(path, &got, &err), FERRY_OK);
+        assert_string_equal(got, cases[i].want);
+        free(got);
+    }
+    close(fd);
+    unlink(path);
+    char *got = NULL;
+    ferry_err err = {0};
+    assert_int_equal(ferry_read_secret_line(path, &got, &err), FERRY_ENOTFOUND);
+    assert_null(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -169,6 +202,7 @@ int main(void)
         cmocka_unit_test(test_split),         cmocka_unit_test(test_config),
         cmocka_unit_test(test_name_lists),
         cmocka_unit_test(test_redact),
+        cmocka_unit_test(test_secret_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
