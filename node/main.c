@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ferry/testknob.h"
 #include "ferry/buf.h"
 #include "ferry/config.h"
 #include "ferry/lines.h"
@@ -373,6 +374,7 @@ static void query_one_value(node *n, const char *sql, char *out, size_t outsz)
 int main(int argc, char **argv)
 {
     ferry_log_init_from_env();
+    ferry_test_knobs_from_env(); /* test-only knobs (include/ferry/testknob.h) */
     const char *config = NULL;
     static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
                                          {"help", no_argument, NULL, 'h'},

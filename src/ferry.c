@@ -1,5 +1,6 @@
 /* ferry's entry point: dispatches `ferry <command> [args]` through the command table. */
 #include "cli.h"
+#include "ferry/testknob.h"
 #include "ferry/log.h"
 
 #include <stdarg.h>
@@ -109,6 +110,7 @@ static int cmd_help(int argc, char **argv)
 int main(int argc, char **argv)
 {
     ferry_log_init_from_env();
+    ferry_test_knobs_from_env(); /* test-only knobs (include/ferry/testknob.h) */
     /* global options before the command: --log-format text|logfmt|json,
      * --log-level LEVEL[,COMPONENT=LEVEL...] (they override FERRY_LOG_FORMAT / FERRY_LOG_LEVEL) */
     while (argc >= 3 && (!strcmp(argv[1], "--log-format") || !strcmp(argv[1], "--log-level"))) {

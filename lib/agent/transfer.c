@@ -20,6 +20,7 @@
 #include "ferry/log.h"
 #include "ferry/pointer.h"
 #include "ferry/strutil.h"
+#include "ferry/testknob.h"
 
 #define POINTER_FILE_MAX (1u << 20)
 /* What one receive may hold. checksums.txt lists about 60 bytes per file, so 16 MiB is a part of
@@ -335,7 +336,7 @@ static int recv_file_data(void *ud, const char *data, size_t len, ferry_err *err
  * file, so a test can kill a process while a part is half received (docs/agent.md). */
 static void test_slow_receive(void)
 {
-    const char *e = getenv("FERRY_AGENT_TEST_SLOW_RECEIVE_MS");
+    const char *e = ferry_test_knob("FERRY_AGENT_TEST_SLOW_RECEIVE_MS");
     uint64_t ms = 0;
     if (e && *e && ferry_parse_u64(e, &ms) && ms > 0 && ms < 60000)
         usleep((useconds_t)(ms * 1000));

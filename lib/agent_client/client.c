@@ -1,6 +1,7 @@
 /* The node agent's client (libcurl): JSON calls to /agent/v1/<op> with a bearer token, and the
  * part stream a source agent sends to a target agent's receive endpoint (files read with pread,
  * each followed by its xxh3-64, the body length computed up front). */
+#include "ferry/testknob.h"
 #include "ferry/agent.h"
 
 #include <curl/curl.h>
@@ -296,7 +297,7 @@ int ferry_agent_send_part(ferry_agent_client *c, const char *db, const char *tab
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
-    const char *inj = getenv("FERRY_AGENT_TEST_CORRUPT_SEND");
+    const char *inj = ferry_test_knob("FERRY_AGENT_TEST_CORRUPT_SEND");
     if (inj && *inj) {
         snprintf(corrupt, sizeof corrupt, "%s", inj);
         char *colon = strchr(corrupt, ':');

@@ -83,6 +83,7 @@
 #include "ferry/rate.h"
 #include "ferry/strutil.h"
 #include "ferry/tally.h"
+#include "ferry/testknob.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
 #include "flow/part_records.h"
@@ -113,18 +114,9 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Test-only fault injection: FERRY_TEST_CRASH_AFTER=<point> kills this process at that point,
- * as kill -9 would. Never set in production (docs/moves.md). */
-static void crash_point(const char *point)
-{
-    const char *e = getenv("FERRY_TEST_CRASH_AFTER");
-    if (e && !strcmp(e, point)) {
-        ferry_log(FERRY_LOG_WARN, "msg=\"test crash point reached, killing myself\" point=%s",
-                  point);
-        fflush(NULL);
-        raise(SIGKILL);
-    }
-}
+/* Test-only fault injection (include/ferry/testknob.h): FERRY_TEST_CRASH_AFTER=<point> kills
+ * this process at that point, as kill -9 would (docs/moves.md). */
+static void crash_point(const char *point) { ferry_fault_point("FERRY_TEST_CRASH_AFTER", point); }
 
 static void sql_table(ferry_buf *b, const char *db, const char *table)
 {

@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ferry/testknob.h"
 #include "ferry/log.h"
 #include "ferry/partition.h"
 #include "ferry/sqlguard.h"
@@ -93,14 +94,8 @@ void rw_match_sql(ferry_buf *b, const char *mode, const char *expr, const char *
     ferry_buf_printf(b, "coalesce((%s), 0)", !strcmp(mode, "update") ? where : expr);
 }
 
-static void crash_point(const char *var, const char *point)
-{
-    const char *v = getenv(var); /* test-only (rewrite.h) */
-    if (v && !strcmp(v, point)) {
-        FLOG_WARN("msg=\"test-only crash\" %s=%s", var, v);
-        _exit(137);
-    }
-}
+/* test-only (rewrite.h, include/ferry/testknob.h) */
+static void crash_point(const char *var, const char *point) { ferry_fault_point(var, point); }
 
 int rw_journal(rw_ctx *x, rw_job *j, enum ferry_rewrite_state to, const char *detail,
                ferry_err *err)

@@ -36,22 +36,14 @@
 #include "ferry/log.h"
 #include "ferry/partition.h"
 #include "ferry/strutil.h"
+#include "ferry/testknob.h"
 
 #define STG_LOAD_SUFFIX "_load"
 #define STG_LOCK_WAIT_MS 120000
 
-/* Test-only fault injection, the convention of moves and tiering: FERRY_TEST_CRASH_AFTER=<point>
- * kills this process at that point, as kill -9 would. Never set in production. */
-static void crash_point(const char *point)
-{
-    const char *e = getenv("FERRY_TEST_CRASH_AFTER");
-    if (e && !strcmp(e, point)) {
-        ferry_log(FERRY_LOG_WARN, "msg=\"test crash point reached, killing myself\" point=%s",
-                  point);
-        fflush(NULL);
-        raise(SIGKILL);
-    }
-}
+/* Test-only fault injection (include/ferry/testknob.h), the convention of moves and tiering:
+ * FERRY_TEST_CRASH_AFTER=<point> kills this process at that point, as kill -9 would. */
+static void crash_point(const char *point) { ferry_fault_point("FERRY_TEST_CRASH_AFTER", point); }
 
 static void sql_table(ferry_buf *b, const char *db, const char *table)
 {

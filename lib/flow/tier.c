@@ -82,6 +82,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ferry/testknob.h"
 #include "ferry/log.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
@@ -111,14 +112,7 @@ double tier_now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-void tier_crash_point(const char *var, const char *point)
-{
-    const char *v = getenv(var);
-    if (v && !strcmp(v, point)) {
-        FLOG_WARN("msg=\"test-only crash\" %s=%s", var, v);
-        _exit(137);
-    }
-}
+void tier_crash_point(const char *var, const char *point) { ferry_fault_point(var, point); }
 
 static tier_policy *find_policy(tier_server *srv, const char *db, const char *table)
 {

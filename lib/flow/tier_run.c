@@ -18,6 +18,7 @@
 #include "ferry/partition.h"
 #include "ferry/strutil.h"
 #include "ferry/tally.h"
+#include "ferry/testknob.h"
 
 /* ---- servers ---------------------------------------------------------------------------------- */
 
@@ -683,7 +684,7 @@ static int ctx_open(tier_ctx *ctx, const ferry_tier_options *opt, ferry_err *err
         goto out;
     }
     ctx->now = opt->now ? opt->now : (int64_t)time(NULL);
-    const char *test_now = getenv("FERRY_TEST_NOW"); /* test-only: a fixed clock (tier.h) */
+    const char *test_now = ferry_test_knob("FERRY_TEST_NOW"); /* test-only: a fixed clock */
     int64_t tn = 0;
     if (!opt->now && test_now && ferry_parse_i64(test_now, &tn) && tn > 0)
         ctx->now = tn;

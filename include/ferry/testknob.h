@@ -1,0 +1,27 @@
+/* Test-only knobs: fault injection and fixed clocks that integration tests turn on, with one
+ * crash semantics. Library code never reads the environment for them: it asks for a knob by
+ * name (ferry_test_knob) or names a crash point (ferry_fault_point), and nothing happens unless
+ * the program installed knobs. `ferry` and `ferry-node` install them from their environment at
+ * start (ferry_test_knobs_from_env); a unit test may set one (ferry_test_knob_set).
+ *
+ * The knobs (docs/reliability.md lists where each point is):
+ *   FERRY_TEST_CRASH_AFTER / FERRY_TEST_CRASH_BEFORE   move, tiering and staging-load points
+ *   FERRY_TEST_REWRITE_CRASH_AFTER / _BEFORE           rewrite points
+ *   FERRY_TEST_NOW                                     tiering's clock (unix seconds)
+ *   FERRY_AGENT_TEST_CORRUPT_SEND                      a sender flips a byte (name:offset)
+ *   FERRY_AGENT_TEST_SLOW_RECEIVE_MS                   a receiver pauses after each file
+ * A crash point stops the process as kill -9 would: stdio flushed (so the test sees the log
+ * line saying where), then SIGKILL to itself. */
+#ifndef FERRY_TESTKNOB_H
+#define FERRY_TESTKNOB_H
+
+/* Installs every known knob set in the environment. The one place that reads them. */
+void ferry_test_knobs_from_env(void);
+/* Sets (value not NULL) or clears a knob; name must be one of the known knobs. */
+void ferry_test_knob_set(const char *name, const char *value);
+/* The knob's value, or NULL when not installed. */
+const char *ferry_test_knob(const char *name);
+/* Kills the process (as kill -9) when knob `name` is installed with the value `point`. */
+void ferry_fault_point(const char *name, const char *point);
+
+#endif
