@@ -144,8 +144,7 @@ struct ferry_router {
     size_t max_buffered_bytes;
     size_t memory_budget;
     _Atomic size_t mem_used;
-    unsigned max_connections, max_per_address;
-    unsigned idle_timeout_s, header_timeout_s, receive_timeout_s;
+    ferry_httpd_options http; /* connections and deadlines ([router] keys, budget.c) */
     long shard_timeout_ms;
     ferry_lb load_balancing;
 

@@ -1032,9 +1032,7 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "passthrough_password_file", "bound_insert_max_bytes",
                                        "login_free_failures", "login_max_delay",
                                        "login_failure_decay", "max_buffered_bytes",
-                                       "memory_budget", "max_connections",
-                                       "max_connections_per_address", "idle_timeout",
-                                       "header_timeout", "receive_timeout", NULL};
+                                       "memory_budget", FERRY_HTTPD_CONFIG_KEYS, NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
@@ -1179,13 +1177,9 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
         {NULL, "/ferry/partial/", NULL, NULL, rt_partial_on_complete, NULL, r, 0},
         {NULL, "/", on_headers, on_body, on_complete, state_free, r, 0},
     };
-    ferry_httpd_options ho = {.bind_addr = addr,
-                              .port = port,
-                              .max_connections = r->max_connections,
-                              .max_per_address = r->max_per_address,
-                              .idle_timeout_s = r->idle_timeout_s,
-                              .header_timeout_s = r->header_timeout_s,
-                              .receive_timeout_s = r->receive_timeout_s};
+    ferry_httpd_options ho = r->http;
+    ho.bind_addr = addr;
+    ho.port = port;
     rc = ferry_httpd_start(&ho, routes, sizeof routes / sizeof routes[0], &r->httpd, err);
 out:
     ferry_record_list_free(&tables);
