@@ -130,6 +130,12 @@ const char *ferry_http_header(const ferry_http_req *req, const char *name); /* c
 bool ferry_http_client_addr(const ferry_http_req *req, char *buf, size_t size);
 /* HTTP basic credentials, if sent: *user and *password are owned by the request. */
 bool ferry_http_basic_auth(ferry_http_req *req, const char **user, const char **password);
+/* Whether to refuse a body at its headers, before reading it, because its Content-Length is
+ * over limit: when the client waits for 100 Continue, or the body is so far over that reading
+ * it to the end to answer there is not worth it (over limit + 4 MiB). Otherwise the body is
+ * better read and dropped and the refusal answered at its end: a client that sends its body at
+ * once would see a reset connection instead of the answer. Routes with max_body get this. */
+bool ferry_http_declared_too_large(const ferry_http_req *req, size_t limit);
 /* The buffered body (on_complete of a route without on_body); never NULL. */
 const char *ferry_http_body(const ferry_http_req *req, size_t *len);
 void ferry_http_req_set_state(ferry_http_req *req, void *state);

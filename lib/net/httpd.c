@@ -404,8 +404,7 @@ static enum MHD_Result refuse_early(ferry_http_req *req, unsigned status, const 
     return queue_response(req);
 }
 
-/* The declared body length over the route's bound: refused before a byte of it is read. */
-static bool declared_too_large(ferry_http_req *req, size_t limit)
+bool ferry_http_declared_too_large(const ferry_http_req *req, size_t limit)
 {
     const char *cl = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Content-Length");
     if (!cl || !limit)
@@ -413,7 +412,21 @@ static bool declared_too_large(ferry_http_req *req, size_t limit)
     char *end = NULL;
     errno = 0;
     unsigned long long v = strtoull(cl, &end, 10);
-    return end != cl && (errno == ERANGE || v > limit);
+    if (end == cl || (errno != ERANGE && v <= limit))
+        return false;
+    /* A client that waits for 100 Continue reads the answer cleanly. One that sends at once
+     * would see its connection reset (unread data at close) and never the answer: its body is
+     * read and dropped, and answered at its end, unless it is too large even for that. */
+    const char *expect = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Expect");
+    return (expect && !strcasecmp(expect, "100-continue")) || errno == ERANGE ||
+           v - limit > DRAIN_MAX;
+}
+
+static bool body_expected(const ferry_http_req *req)
+{
+    const char *cl = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Content-Length");
+    return (cl && strcmp(cl, "0") != 0) ||
+           MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Transfer-Encoding");
 }
 
 static size_t body_limit(const ferry_http_route *r)
@@ -464,7 +477,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             return queue_response(req);
         }
         size_t limit = body_limit(req->route);
-        if (declared_too_large(req, limit)) {
+        if (ferry_http_declared_too_large(req, limit)) {
             char msg[128];
             snprintf(msg, sizeof msg, "request body larger than %zu bytes\n", limit);
             count_too_large(srv);
@@ -474,6 +487,9 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         if (req->route->on_headers)
             req->route->on_headers(req, req->route->ctx);
         if (req->response) {
+            /* answered before the body: it will not be read, so the connection cannot go on */
+            if (body_expected(req))
+                ferry_http_add_header(req, "Connection", "close");
             req->discarding = true;
             return queue_response(req);
         }

@@ -742,6 +742,17 @@ static void on_headers(ferry_http_req *req, void *ctx)
     st->kind = RT_KIND_PASSTHROUGH;
     st->t0 = mono_s();
     ferry_http_req_set_state(req, st);
+    /* a body declared far larger than any request may be: refused before a byte of it is read
+     * (a smaller excess is read, dropped and answered at its end, see on_body) */
+    if (ferry_http_declared_too_large(req, r->max_request_bytes)) {
+        rt_respond_error(req, "QUERY_IS_TOO_LARGE",
+                         "ferry router: the request's body (Content-Length %s) is larger than "
+                         "[router] max_request_bytes (%zu bytes); nothing was read",
+                         ferry_http_header(req, "Content-Length"), r->max_request_bytes);
+        st->mode = MODE_DONE;
+        st->failed = true;
+        return;
+    }
     if (!(st->who = rt_authenticate(r, req))) {
         st->mode = MODE_DONE; /* answered: AUTHENTICATION_FAILED or a limit */
         st->failed = true;

@@ -43,13 +43,14 @@ echo "slow: $SLOW"
 python3 -c "import sys; sys.exit(0 if $(jq .normal.p99 <<<"$SLOW") <= $BOUND else 1)" ||
     fail "normal client p99 $(jq .normal.p99 <<<"$SLOW") ms above $BOUND ms under slow sockets"
 assert_eq "$(jq .open_left <<<"$SLOW")" 0 "slow sockets still open after 12 s (header_timeout 3s)"
-# 100 from 127.0.0.1 with 50 per address: at least 50 closed at once
+# 100 from 127.0.0.1 with 50 per address: at least 50 over the limit, cut 1 s after accept since
+# they sent no whole request (one that does gets 429: agent_coord_abuse.sh)
 [ "$(jq .closed_quickly_127_0_0_1 <<<"$SLOW")" -ge 50 ] ||
-    fail "per-address limit: $(jq .closed_quickly_127_0_0_1 <<<"$SLOW") of 100 closed at once"
+    fail "per-address limit: $(jq .closed_quickly_127_0_0_1 <<<"$SLOW") of 100 cut before the header deadline"
 # the rest were held, and cut at the header deadline although they kept sending bytes
 python3 -c "import sys; sys.exit(0 if $(jq .held_max_s <<<"$SLOW") < 8 else 1)" ||
     fail "a trickling socket was held $(jq .held_max_s <<<"$SLOW") s (header_timeout 3s)"
-ok "400 slow sockets: $(jq .closed_quickly_127_0_0_1 <<<"$SLOW") over the per-address limit closed at once, $(jq .held_n <<<"$SLOW") cut at the header deadline (longest $(jq .held_max_s <<<"$SLOW") s); normal client p99 $(jq .normal.p99 <<<"$SLOW") ms"
+ok "400 slow sockets: $(jq .closed_quickly_127_0_0_1 <<<"$SLOW") over the per-address limit cut within 2.5 s, $(jq .held_n <<<"$SLOW") cut at the header deadline (longest $(jq .held_max_s <<<"$SLOW") s); normal client p99 $(jq .normal.p99 <<<"$SLOW") ms"
 
 # ---- bodies over the limits ----
 BIG=$($ABUSE big "$R" "$R_PID")
