@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ferry/buf.h"
@@ -43,6 +44,11 @@ typedef struct pt {
     char content_type[128];
     CURLcode result;
     char errbuf[CURL_ERROR_SIZE];
+    /* [router] passthrough_timeout: the longest the server may send nothing */
+    unsigned timeout_s;
+    curl_off_t last_dl, last_ul;
+    struct timespec last_activity;
+    bool stalled;
 } pt;
 
 static void mark_headers(pt *p)
@@ -107,6 +113,34 @@ static size_t on_write(char *buf, size_t size, size_t n, void *arg)
         off += (size_t)w;
     }
     return len;
+}
+
+/* libcurl calls this about once a second and at every transfer: a transfer with no byte
+ * received or sent for timeout_s is a stalled server (stopped, hung, or a socket that accepts
+ * and never answers). Time blocked writing to a slow client does not count: no call then, and
+ * the next one sees the new bytes. (libcurl's own low-speed limit averages over 5 s windows
+ * that count the request's upload, so it would fire up to 5 s late.) */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)ultotal;
+    pt *p = arg;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (dlnow != p->last_dl || ulnow != p->last_ul) {
+        p->last_dl = dlnow;
+        p->last_ul = ulnow;
+        p->last_activity = now;
+        return 0;
+    }
+    double idle = (double)(now.tv_sec - p->last_activity.tv_sec) +
+                  (double)(now.tv_nsec - p->last_activity.tv_nsec) / 1e9;
+    if (idle > (double)p->timeout_s) {
+        p->stalled = true;
+        return 1;
+    }
+    return 0;
 }
 
 static void *pt_main(void *arg)
@@ -248,6 +282,14 @@ void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size
     curl_easy_setopt(p->curl, CURLOPT_WRITEDATA, p);
     curl_easy_setopt(p->curl, CURLOPT_ERRORBUFFER, p->errbuf);
     curl_easy_setopt(p->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    if (r->passthrough_timeout_s) {
+        /* a stalled server must not hold the client and a thread forever (on_progress) */
+        p->timeout_s = r->passthrough_timeout_s;
+        clock_gettime(CLOCK_MONOTONIC, &p->last_activity);
+        curl_easy_setopt(p->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(p->curl, CURLOPT_XFERINFODATA, p);
+        curl_easy_setopt(p->curl, CURLOPT_NOPROGRESS, 0L);
+    }
     if (!p->is_get) {
         curl_easy_setopt(p->curl, CURLOPT_POST, 1L);
         curl_easy_setopt(p->curl, CURLOPT_POSTFIELDS, p->body ? (const char *)p->body : "");
@@ -271,7 +313,15 @@ void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size
         ferry_redact_url(r->passthrough, redacted, sizeof redacted);
         char msg[CURL_ERROR_SIZE];
         snprintf(msg, sizeof msg, "%s", p->errbuf[0] ? p->errbuf : curl_easy_strerror(p->result));
+        bool stalled = p->stalled;
         pt_free(p);
+        if (stalled) {
+            rt_respond_error(req, "TIMEOUT_EXCEEDED",
+                             "ferry router: the passthrough server %s sent nothing for %u s "
+                             "([router] passthrough_timeout); the statement may still run there",
+                             redacted, r->passthrough_timeout_s);
+            return;
+        }
         rt_respond_error(req, "ALL_CONNECTION_TRIES_FAILED",
                          "ferry router: the passthrough server %s cannot be reached: %s", redacted,
                          msg);

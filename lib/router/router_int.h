@@ -146,6 +146,8 @@ struct ferry_router {
     _Atomic size_t mem_used;
     ferry_httpd_options http; /* connections and deadlines ([router] keys, budget.c) */
     long shard_timeout_ms;
+    unsigned passthrough_timeout_s; /* the passthrough server sending nothing this long fails
+                                       the request ([router] passthrough_timeout; 0: never) */
     ferry_lb load_balancing;
 
     ferry_config cfg;           /* the bootstrap config (credential fallback for old catalogs) */

@@ -338,6 +338,16 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
                         "row %llu: the tenant value holds a NUL byte", (unsigned long long)row.number);
             return;
         }
+        /* The split of a key is computed from its text wherever a slice is looked up (reads
+         * take it from a query's literal, tools from the command line): a NUL byte would make
+         * those disagree about where the row is. */
+        if (memchr(row.key, '\0', row.key_len)) {
+            insert_fail(req, st, "INCORRECT_DATA",
+                        "row %llu: the split key value (column %s) holds a NUL byte; split keys "
+                        "must be text without NUL bytes", (unsigned long long)row.number,
+                        st->table->def.split_key);
+            return;
+        }
         if (st->who && !st->who->admin && !in_scope(st->who, row.tenant, row.tenant_len)) {
             /* before the registration lookup, so a bound user cannot tell a registered tenant
              * from an unknown one; a held insert: nothing has been sent, staged rows dropped */
@@ -1043,7 +1053,8 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "passthrough_password_file", "bound_insert_max_bytes",
                                        "login_free_failures", "login_max_delay",
                                        "login_failure_decay", "max_buffered_bytes",
-                                       "memory_budget", FERRY_HTTPD_CONFIG_KEYS, NULL};
+                                       "memory_budget", "passthrough_timeout",
+                                       FERRY_HTTPD_CONFIG_KEYS, NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
@@ -1087,6 +1098,13 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                            "%s: [router] shard_timeout = '%s': expected a duration such as 30s",
                            cfg->path, to);
     r->shard_timeout_ms = (long)secs * 1000;
+    const char *pto = ferry_config_get(cfg, "router", NULL, "passthrough_timeout");
+    uint64_t pto_secs = 300;
+    if (!rc && pto && (!ferry_parse_duration(pto, &pto_secs) || pto_secs > 86400))
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "%s: [router] passthrough_timeout = '%s': expected a duration such as "
+                           "300s (at most 24h; 0: no limit)", cfg->path, pto);
+    r->passthrough_timeout_s = (unsigned)pto_secs;
     const char *pw = ferry_config_get(cfg, "router", NULL, "publish_wait");
     uint64_t pw_secs = 30;
     if (!rc && pw && (!ferry_parse_duration(pw, &pw_secs) || pw_secs == 0))

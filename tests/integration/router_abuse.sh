@@ -85,6 +85,19 @@ python3 -c "import sys; sys.exit(0 if $(jq .seconds <<<"$HEAD") < 5 else 1)" ||
     fail "64 KiB INSERT head took $(jq .seconds <<<"$HEAD") s"
 ok "64 KiB header refused, 20000-deep subqueries refused, 64 KiB INSERT head answered in $(jq .seconds <<<"$HEAD") s"
 
+# ---- NUL bytes in a tenant or split key value (JSON \u0000) ----
+nul_insert() {
+    curl -s --max-time 30 "$R/?query=$(jq -rn '"INSERT INTO events FORMAT JSONEachRow"|@uri')" \
+        --data-binary "$1"
+}
+out=$(nul_insert '{"tenant":"t1\u0000x","day":1,"split":0,"uid":7,"id":1,"v":"x"}')
+assert_contains "$out" "INCORRECT_DATA" "tenant with a NUL byte"
+assert_contains "$out" "tenant value holds a NUL byte" "tenant with a NUL byte"
+out=$(nul_insert '{"tenant":"t1","day":1,"split":0,"uid":"7\u0000","id":1,"v":"x"}')
+assert_contains "$out" "INCORRECT_DATA" "split key with a NUL byte"
+assert_contains "$out" "split key value (column uid) holds a NUL byte" "split key with a NUL byte"
+ok "NUL bytes in a tenant or a split key value: INCORRECT_DATA, the router alive"
+
 # ---- many tiny requests ----
 TINY=$($ABUSE tiny "$R" "$R_PID" 2000 8)
 echo "tiny: $(jq -c '{ok, bad, seconds, p99: .normal.p99}' <<<"$TINY")"
