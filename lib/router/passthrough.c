@@ -24,6 +24,7 @@
 #include "ferry/log.h"
 
 typedef struct pt {
+    ferry_router *r;
     CURL *curl;
     struct curl_slist *req_headers;
     ferry_buf url;
@@ -157,6 +158,43 @@ static void *pt_main(void *arg)
     return NULL;
 }
 
+/* A handle for a transfer: an idle one when there is (its connection to the passthrough server
+ * kept alive: no connect, and no new connection for the server to set up, per statement), or a
+ * new one. */
+static CURL *pool_take(ferry_router *r)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&r->pt_pool_mu);
+    if (r->pt_pool_n)
+        h = r->pt_pool[--r->pt_pool_n];
+    pthread_mutex_unlock(&r->pt_pool_mu);
+    if (h) {
+        curl_easy_reset(h); /* the options go; the connection cache stays */
+        return h;
+    }
+    return curl_easy_init();
+}
+
+static void pool_give(ferry_router *r, CURL *h)
+{
+    pthread_mutex_lock(&r->pt_pool_mu);
+    if (h && r->pt_pool_n < sizeof r->pt_pool / sizeof r->pt_pool[0]) {
+        r->pt_pool[r->pt_pool_n++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&r->pt_pool_mu);
+    curl_easy_cleanup(h);
+}
+
+void rt_passthrough_pool_free(ferry_router *r)
+{
+    pthread_mutex_lock(&r->pt_pool_mu);
+    for (size_t i = 0; i < r->pt_pool_n; i++)
+        curl_easy_cleanup(r->pt_pool[i]);
+    r->pt_pool_n = 0;
+    pthread_mutex_unlock(&r->pt_pool_mu);
+}
+
 static void pt_free(void *arg)
 {
     pt *p = arg;
@@ -166,7 +204,12 @@ static void pt_free(void *arg)
         pthread_join(p->th, NULL);
     if (p->pipe_wr >= 0)
         close(p->pipe_wr);
-    curl_easy_cleanup(p->curl);
+    /* only a handle whose transfer ended well goes back (a failed one may hold a connection
+     * in an unknown state; libcurl would close it, but there is no gain in keeping it) */
+    if (p->th_started && p->finished && p->result == CURLE_OK)
+        pool_give(p->r, p->curl);
+    else
+        curl_easy_cleanup(p->curl);
     curl_slist_free_all(p->req_headers);
     ferry_buf_free(&p->url);
     free((void *)p->body);
@@ -238,7 +281,8 @@ void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size
     pthread_cond_init(&p->cond, NULL);
     p->pipe_rd = fds[0];
     p->pipe_wr = fds[1];
-    p->curl = curl_easy_init();
+    p->r = r;
+    p->curl = pool_take(r);
     if (len) {
         void *copy = malloc(len);
         if (copy)

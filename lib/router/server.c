@@ -1149,6 +1149,7 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->check_mu, NULL);
     pthread_mutex_init(&r->reload_mu, NULL);
+    pthread_mutex_init(&r->pt_pool_mu, NULL);
     pthread_cond_init(&r->cond, NULL);
     ferry_config *cfg = &r->cfg;
     ferry_record_list tables = {0};
@@ -1227,6 +1228,7 @@ void ferry_router_stop(ferry_router *r)
     if (!r)
         return;
     ferry_httpd_stop(r->httpd);
+    rt_passthrough_pool_free(r);
     pthread_mutex_lock(&r->mu);
     r->stopping = true;
     pthread_mutex_unlock(&r->mu);
@@ -1247,6 +1249,7 @@ void ferry_router_stop(ferry_router *r)
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->check_mu);
     pthread_mutex_destroy(&r->reload_mu);
+    pthread_mutex_destroy(&r->pt_pool_mu);
     pthread_cond_destroy(&r->cond);
     free(r);
 }
