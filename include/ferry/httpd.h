@@ -106,6 +106,10 @@ typedef struct ferry_httpd_counts {
     uint64_t too_large;       /* requests refused with 413 by max_body */
 } ferry_httpd_counts;
 void ferry_httpd_counts_get(ferry_httpd *srv, ferry_httpd_counts *out);
+struct ferry_buf;
+/* Those counts as a Prometheus counter family NAME with a label reason = header_timeout,
+ * receive_timeout, min_receive_rate, max_connections_per_address or body_too_large. */
+void ferry_httpd_metrics(ferry_httpd *srv, struct ferry_buf *out, const char *name);
 
 /* Starts serving routes (the array is copied; strings and ctx are borrowed and must outlive
  * the server). A port already in use gives FERRY_ECONFLICT naming the address. */

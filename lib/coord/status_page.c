@@ -347,6 +347,7 @@ void coord_on_metrics(ferry_http_req *req, void *ctx)
         ferry_metrics_sample(&b, "ferry_tier_backlog_partitions", NULL, (double)s->tier_backlog);
         autopilot_metrics(&b, s, &c->view.window);
     }
+    ferry_httpd_metrics(c->httpd, &b, "ferry_coordinator_http_refused_total");
     if (rc)
         FLOG_WARN("msg=\"coordinator: metrics without the cluster status\" err=\"%s\"", err.msg);
     if (b.data)

@@ -7,6 +7,7 @@
 
 #include "ferry/httpd.h"
 #include "ferry/buf.h"
+#include "ferry/metrics.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -692,6 +693,25 @@ void ferry_httpd_counts_get(ferry_httpd *srv, ferry_httpd_counts *out)
     pthread_mutex_lock(&srv->mu);
     *out = srv->counts;
     pthread_mutex_unlock(&srv->mu);
+}
+
+void ferry_httpd_metrics(ferry_httpd *srv, ferry_buf *out, const char *name)
+{
+    ferry_httpd_counts c;
+    ferry_httpd_counts_get(srv, &c);
+    ferry_metrics_family(out, name, FERRY_METRIC_COUNTER,
+                         "connections and requests the HTTP server's bounds refused, by bound");
+    const struct {
+        const char *reason;
+        uint64_t n;
+    } rows[] = {{"header_timeout", c.cut_headers},
+                {"receive_timeout", c.cut_receive},
+                {"min_receive_rate", c.cut_slow},
+                {"max_connections_per_address", c.over_address},
+                {"body_too_large", c.too_large}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        ferry_metrics_sample(out, name, (const char *[]){"reason", rows[i].reason, NULL},
+                             (double)rows[i].n);
 }
 
 const char *ferry_http_method(const ferry_http_req *req) { return req->method; }

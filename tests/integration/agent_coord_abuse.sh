@@ -151,6 +151,23 @@ for name in router agent coordinator; do
     echo "$name RSS: start ${RSS0[$name]} KiB, peak $peak KiB (bound $limit KiB)"
 done
 ok "router, agent and coordinator alive and serving; RSS within start + 150 MiB"
+for s in "router $R_URL" "coordinator $C_URL"; do
+    read -r name url <<<"$s"
+    m=$(curl -sf --max-time 30 "$url/metrics") || fail "$name /metrics"
+    val() { awk -v k="ferry_${name}_http_refused_total{reason=\"$1\"}" '$1 == k {print $2}' <<<"$m"; }
+    # the router answers an oversized body itself (ClickHouse's QUERY_IS_TOO_LARGE): not counted
+    reasons="header_timeout max_connections_per_address"
+    [ "$name" = router ] || reasons="$reasons body_too_large"
+    for reason in $reasons; do
+        [ "$(val $reason)" -ge 1 ] 2>/dev/null || fail "$name /metrics: refused by $reason: '$(val $reason)'"
+    done
+    [ "$(val header_timeout)" -ge 100 ] || fail "$name /metrics: $(val header_timeout) cut at the header deadline"
+    if command -v promtool >/dev/null; then
+        promtool check metrics <<<"$m" >/dev/null 2>&1 || fail "$name /metrics: promtool: $(promtool check metrics <<<"$m" 2>&1 | head -3)"
+    fi
+    echo "$name refused: $(grep "^ferry_${name}_http_refused_total" <<<"$m" | tr '\n' ' ')"
+done
+ok "router and coordinator /metrics count what their bounds refused, by bound"
 stop_router "$R_PID"
 stop_pid "$A_PID" agent
 stop_pid "$C_PID" coordinator
