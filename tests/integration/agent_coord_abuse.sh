@@ -102,6 +102,7 @@ for s in "router $R_URL /ping {}" "agent $A_URL /agent/v1/metrics $AUTH" "coordi
     assert_contains "$(jq -r .head <<<"$PA" | tr 'A-Z' 'a-z')" "connection: close" "$name: 429 closes"
     assert_eq true "$(jq .closed <<<"$PA")" "$name: the connection closed after the 429"
     assert_eq 200 "$(jq .other_address <<<"$PA")" "$name: another address meanwhile"
+    assert_eq 20 "$(jq .held_alive <<<"$PA")" "$name: the 20 held connections untouched"
     assert_eq 200 "$(jq .after_release <<<"$PA")" "$name: the address once one connection closed"
 done
 ok "a 21st connection from one address: 429 with Retry-After and Connection: close, its 10 MiB body unread; served again once one closed"

@@ -17,10 +17,11 @@ The servers come from a JSON file (SPEC): a list of
                          1000 tiny requests per server over 6 keep-alive connections; a sampler
                          reads every server's VmRSS every 50 ms
   peraddr URL PATH LIMIT HEADERS_JSON
-                         LIMIT keep-alive connections from 127.0.6.1, then one more: its request
-                         (10 MiB declared, headers only sent) must get 429 with Retry-After and
-                         Connection: close, unread, and the connection closed; after one held
-                         connection closes, a new one from that address is served
+                         LIMIT connections from 127.0.6.1 held inside a request (body coming),
+                         then one more: its request (10 MiB declared, headers only sent) must
+                         get 429 with Retry-After and Connection: close, unread, and the
+                         connection closed; after one held connection closes, a new one from
+                         that address is served
 """
 import http.client
 import json
@@ -299,20 +300,21 @@ def cmd_all(spec, seconds):
 
 
 def cmd_peraddr(url, path, limit, headers):
+    """LIMIT connections from 127.0.6.1 each inside a request whose body is still coming (so
+    neither the header deadline nor the idle timeout closes them), then one more."""
     limit = int(limit)
     srv = {"url": url, "headers": json.loads(headers)}
     h, p = hostport(url)
+    hdrs = "".join(f"{k}: {v}\r\n" for k, v in srv["headers"].items())
     held = []
     for _ in range(limit):
-        st, text, _, c = request(srv, "GET", path, src="127.0.6.1",
-                                 conn=http.client.HTTPConnection(h, p, timeout=30,
-                                                                 source_address=("127.0.6.1", 0)))
-        if st != 200:
-            return dict(error=f"held connection {len(held)} got {st}: {text[:200]}")
+        c = socket.create_connection((h, p), timeout=20, source_address=("127.0.6.1", 0))
+        c.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{hdrs}Content-Length: 100\r\n\r\n"
+                  .encode() + b"0123456789")
         held.append(c)
+    time.sleep(0.5)  # the server has counted them
     t0 = time.monotonic()
     s = socket.create_connection((h, p), timeout=20, source_address=("127.0.6.1", 0))
-    hdrs = "".join(f"{k}: {v}\r\n" for k, v in srv["headers"].items())
     s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{hdrs}Content-Length: {10 << 20}\r\n\r\n"
               .encode())
     data, closed = b"", False
@@ -329,9 +331,18 @@ def cmd_peraddr(url, path, limit, headers):
     over_s = round(time.monotonic() - t0, 3)
     head = data.split(b"\r\n\r\n", 1)[0].decode("utf-8", "replace")
     other = request(srv, "GET", path, src="127.0.6.2")[0]
+    held_alive = 0
+    for c in held:  # none was answered or closed meanwhile
+        c.setblocking(False)
+        try:
+            held_alive += 0 if c.recv(1) == b"" else 0
+        except BlockingIOError:
+            held_alive += 1
+        except OSError:
+            pass
     held.pop().close()
     after = 0
-    for _ in range(50):  # the server counts the close when its thread ends
+    for _ in range(50):  # the server counts the close when the connection's thread ends
         after = request(srv, "GET", path, src="127.0.6.1")[0]
         if after == 200:
             break
@@ -339,7 +350,7 @@ def cmd_peraddr(url, path, limit, headers):
     for c in held:
         c.close()
     return dict(status_line=head.split("\r\n", 1)[0], head=head, closed=closed, seconds=over_s,
-                other_address=other, after_release=after)
+                other_address=other, held_alive=held_alive, after_release=after)
 
 
 if __name__ == "__main__":
