@@ -69,7 +69,9 @@ typedef struct ferry_httpd_options {
     unsigned max_per_address;  /* connections from one client address; beyond: the request
                                   on such a connection gets 429 with Retry-After and
                                   Connection: close before its body is read, and one that
-                                  sends no headers within 1 s is shut down (0 = no limit) */
+                                  sends no headers within 1 s is shut down; 16 such at once
+                                  from one address, and more are closed at accept (0 = no
+                                  limit) */
     unsigned header_timeout_s; /* a request's headers must be in this long after the
                                   connection (or its previous request) began; 0 = no limit */
     unsigned receive_timeout_s;/* its body this long after its headers; 0 = no limit. Both

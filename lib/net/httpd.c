@@ -38,6 +38,7 @@ typedef struct addr_count {
  * past this much more, the connection is dropped instead. */
 #define DRAIN_MAX ((size_t)4 << 20)
 #define OVER_HEADER_TIMEOUT_S 1.0 /* an over-limit connection must ask at once */
+#define OVER_ADDRESS_SLACK 16     /* over-limit connections of one address answered 429 */
 
 typedef struct conn_track {
     int fd;
@@ -625,6 +626,11 @@ int ferry_httpd_start(const ferry_httpd_options *opt, const ferry_http_route *ro
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed_cb, srv},
         {MHD_OPTION_CONNECTION_LIMIT, limit, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, timeout, NULL},
+        /* Past the limit a connection is kept just long enough to answer 429 (up to 1 s); an
+         * address with OVER_ADDRESS_SLACK such connections open already is closed at accept,
+         * so one address cannot fill max_connections with them. */
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+         opt->max_per_address ? opt->max_per_address + OVER_ADDRESS_SLACK : 0, NULL},
         {srv->watching ? MHD_OPTION_NOTIFY_CONNECTION : MHD_OPTION_END,
          (intptr_t)notify_connection_cb, srv},
         {MHD_OPTION_END, 0, NULL}};

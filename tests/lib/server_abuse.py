@@ -340,6 +340,30 @@ def cmd_peraddr(url, path, limit, headers):
             held_alive += 1
         except OSError:
             pass
+    # 30 more at once from that address, sending nothing: 16 over the limit are kept for their
+    # 429 (up to 1 s), the rest closed at accept
+    flood = []
+    for _ in range(30):
+        f = socket.socket()
+        f.settimeout(5)
+        f.bind(("127.0.6.1", 0))
+        try:
+            f.connect((h, p))
+            flood.append(f)
+        except OSError:
+            f.close()
+    time.sleep(0.5)
+    at_once = 30 - len(flood)
+    for f in flood:
+        f.setblocking(False)
+        try:
+            if f.recv(1) == b"":
+                at_once += 1
+        except BlockingIOError:
+            pass
+        except OSError:
+            at_once += 1
+        f.close()
     held.pop().close()
     after = 0
     for _ in range(50):  # the server counts the close when the connection's thread ends
@@ -350,7 +374,8 @@ def cmd_peraddr(url, path, limit, headers):
     for c in held:
         c.close()
     return dict(status_line=head.split("\r\n", 1)[0], head=head, closed=closed, seconds=over_s,
-                other_address=other, held_alive=held_alive, after_release=after)
+                other_address=other, held_alive=held_alive, flood_closed_at_once=at_once,
+                after_release=after)
 
 
 if __name__ == "__main__":
