@@ -29,7 +29,8 @@ const char cmd_agent_usage[] =
     "  --listen ADDR:PORT     IPv4 address and port to serve on (port 0: any free port)\n"
     "  --token-file FILE      the bearer token callers must send (one line, 16+ characters)\n"
     "  --config FILE          ferry config (or $FERRY_CONFIG): [object_store] with the uploader\n"
-    "                         and clickhouse credentials, [cluster] pointer_format\n"
+    "                         and clickhouse credentials, [cluster] pointer_format, [agent]\n"
+    "                         bounds of this server (docs/config.md)\n"
     "  --clickhouse-user USER, --clickhouse-password-file FILE   credentials for the server\n"
     "\n"
     "Exits 2 on bad options or config, 1 when it cannot serve.\n";
@@ -120,7 +121,13 @@ int cmd_agent(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     ferry_http_route routes[FERRY_AGENT_N_ROUTES];
     size_t nr = ferry_agent_routes(agent, routes, FERRY_AGENT_N_ROUTES);
-    ferry_httpd_options hopt = {.bind_addr = host, .port = port};
+    ferry_agent_bounds bounds;
+    if ((rc = ferry_agent_bounds_read(config, &bounds, &err)))
+        goto fail;
+    ferry_agent_bounds_apply(&bounds, routes, nr);
+    ferry_httpd_options hopt = bounds.http;
+    hopt.bind_addr = host;
+    hopt.port = port;
     if ((rc = ferry_httpd_start(&hopt, routes, nr, &srv, &err)))
         goto fail;
     char safe[512];

@@ -14,6 +14,7 @@
 #include "ferry/catalog.h"
 #include "ferry/config.h"
 #include "ferry/coordinator.h"
+#include "ferry/httpd.h"
 #include "ferry/log.h"
 #include "ferry/autopilot.h"
 #include "ferry/strutil.h"
@@ -135,6 +136,9 @@ int cmd_coordinator(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
     ferry_coord_options o = {.catalog_url = catalog, .bind_addr = addr, .port = port};
+    ferry_httpd_options http;
+    ferry_coord_http_defaults(&http);
+    o.http = &http;
     ferry_coord_job jobs[FERRY_AP_ACTIONS];
     ferry_ap_window window;
     size_t n_jobs = 0;
@@ -158,8 +162,10 @@ int cmd_coordinator(int argc, char **argv)
     o.jobs = jobs;
     o.n_jobs = n_jobs;
     if (have_cfg) {
-        /* the status page's fill history ([coordinator] history_interval, history_file) */
-        static const char *const keys[] = {"history_interval", "history_file", NULL};
+        /* the status page's fill history ([coordinator] history_interval, history_file) and
+         * the HTTP server's bounds */
+        static const char *const keys[] = {"history_interval", "history_file",
+                                           FERRY_HTTPD_CONFIG_KEYS, NULL};
         const char *hi = ferry_config_get(&cfg, "coordinator", NULL, "history_interval");
         uint64_t hs = 0;
         if (ferry_config_check_keys(&cfg, "coordinator", keys, &err)) {
@@ -173,6 +179,10 @@ int cmd_coordinator(int argc, char **argv)
             goto out;
         }
         o.history_every_s = (unsigned)hs;
+        if (ferry_httpd_config_read(&cfg, "coordinator", &http, &err)) {
+            status = cli_fail("coordinator", &err);
+            goto out;
+        }
         o.history_file = ferry_config_get(&cfg, "coordinator", NULL, "history_file");
     }
     if (ferry_coord_start(&o, &coord, &err)) {

@@ -65,6 +65,20 @@ void ferry_agent_free(ferry_agent *a);
  * small. */
 size_t ferry_agent_routes(ferry_agent *a, ferry_http_route *routes, size_t max);
 
+/* The bounds of the daemon's HTTP server: [agent] max_connections,
+ * max_connections_per_address, idle_timeout, header_timeout, receive_timeout, min_receive_rate
+ * (FERRY_HTTPD_CONFIG_KEYS), max_request_bytes (an operation's JSON body) and max_receive_bytes
+ * (one part streamed to receive) of the ferry config (docs/config.md). */
+typedef struct ferry_agent_bounds {
+    ferry_httpd_options http; /* the caller adds bind_addr and port */
+    size_t max_request_bytes;
+    size_t max_receive_bytes;
+} ferry_agent_bounds;
+/* The defaults, overridden by config_path's [agent] keys (NULL: the defaults). */
+int ferry_agent_bounds_read(const char *config_path, ferry_agent_bounds *b, ferry_err *err);
+/* Sets the routes' body limits (routes from ferry_agent_routes). */
+void ferry_agent_bounds_apply(const ferry_agent_bounds *b, ferry_http_route *routes, size_t n);
+
 /* Checks what a daemon should check before it serves: the config (when given) opens the
  * object store with the uploader role and has a valid pointer_format. */
 int ferry_agent_check_config(ferry_agent *a, ferry_err *err);

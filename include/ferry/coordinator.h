@@ -26,6 +26,7 @@
 #include "ferry/err.h"
 
 typedef struct ferry_coord ferry_coord;
+struct ferry_httpd_options;
 
 /* One scheduled job: fn(arg) every every_s seconds (first after one interval). */
 typedef struct ferry_coord_job {
@@ -58,7 +59,15 @@ typedef struct ferry_coord_options {
     /* The autopilot's maintenance window, shown on the status page and in /metrics (whether
      * open, when it opens next); NULL: none. Copied. */
     const struct ferry_ap_window *window;
+    /* The HTTP server's bounds ([coordinator] keys, FERRY_HTTPD_CONFIG_KEYS; bind_addr and port
+     * are taken from above). NULL: ferry_coord_http_defaults. Every route is a GET: a body
+     * over 64 KiB is refused (413). */
+    const struct ferry_httpd_options *http;
 } ferry_coord_options;
+
+/* The coordinator's default bounds: 256 connections, 64 per address, idle 60 s, headers within
+ * 10 s, a body within 60 s. */
+void ferry_coord_http_defaults(struct ferry_httpd_options *o);
 
 /* Takes the lease (FERRY_ECONFLICT naming the holder when another coordinator runs), loads the
  * routing table and starts serving. The caller owns *out (ferry_coord_stop). */

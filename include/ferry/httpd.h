@@ -53,7 +53,9 @@ typedef struct ferry_http_route {
     ferry_http_complete_fn on_complete; /* required */
     ferry_http_cleanup_fn on_cleanup;   /* optional */
     void *ctx;                          /* passed to every callback */
-    size_t max_body;                    /* buffered bodies only; 0 means 1 MiB */
+    size_t max_body;                    /* buffered: at most this (0 means 1 MiB); streamed
+                                           (on_body): at most this in all (0: no limit).
+                                           Beyond: 413 (at once when Content-Length says so) */
 } ferry_http_route;
 
 #define FERRY_HTTPD_THREAD_PER_CONNECTION 0
@@ -64,22 +66,58 @@ typedef struct ferry_httpd_options {
     unsigned threads;        /* FERRY_HTTPD_THREAD_PER_CONNECTION or a polling pool size */
     unsigned max_connections;/* 0 = 256 */
     unsigned idle_timeout_s; /* idle keep-alive connections are closed after this; 0 = 300 */
-    unsigned max_per_address;  /* connections from one client address; beyond: closed at
-                                  once (0 = no limit) */
+    unsigned max_per_address;  /* connections from one client address; beyond: the request
+                                  on such a connection gets 429 with Retry-After and
+                                  Connection: close before its body is read, and one that
+                                  sends no headers within 1 s is shut down; 16 such at once
+                                  from one address, and more are closed at accept (0 = no
+                                  limit) */
     unsigned header_timeout_s; /* a request's headers must be in this long after the
                                   connection (or its previous request) began; 0 = no limit */
     unsigned receive_timeout_s;/* its body this long after its headers; 0 = no limit. Both
                                   count from the start, not from the last byte: past them the
                                   connection is shut down */
+    unsigned min_receive_rate; /* bytes/s a body must arrive at, averaged over each
+                                  FERRY_HTTPD_RATE_WINDOW_S window (time spent in the route's
+                                  own on_body does not count); slower: shut down. 0 = none */
 } ferry_httpd_options;
+
+#define FERRY_HTTPD_RATE_WINDOW_S 10
+#define FERRY_HTTPD_RETRY_AFTER_S 2 /* the Retry-After of a 429 */
+
+/* The config keys of a server's bounds, the same in every section that has a server
+ * ([router], [agent], [coordinator]; docs/config.md): max_connections,
+ * max_connections_per_address, idle_timeout, header_timeout, receive_timeout, min_receive_rate.
+ * For ferry_config_check_keys lists. */
+#define FERRY_HTTPD_CONFIG_KEYS                                                                  \
+    "max_connections", "max_connections_per_address", "idle_timeout", "header_timeout",          \
+        "receive_timeout", "min_receive_rate"
+
+struct ferry_config;
+/* Reads those keys of [section] into *o, which holds the defaults on entry (a key absent keeps
+ * its default). Bad values: FERRY_EINVAL naming the file, section and key. */
+int ferry_httpd_config_read(const struct ferry_config *cfg, const char *section,
+                            ferry_httpd_options *o, ferry_err *err);
+
+/* What a server's bounds did so far (for /metrics and tests). */
+typedef struct ferry_httpd_counts {
+    uint64_t cut_headers;     /* shut down past header_timeout */
+    uint64_t cut_receive;     /* past receive_timeout */
+    uint64_t cut_slow;        /* below min_receive_rate */
+    uint64_t over_address;    /* connections over max_per_address (answered 429 or cut) */
+    uint64_t too_large;       /* requests refused with 413 by max_body */
+} ferry_httpd_counts;
+void ferry_httpd_counts_get(ferry_httpd *srv, ferry_httpd_counts *out);
+struct ferry_buf;
+/* Those counts as a Prometheus counter family NAME with a label reason = header_timeout,
+ * receive_timeout, min_receive_rate, max_connections_per_address or body_too_large. */
+void ferry_httpd_metrics(ferry_httpd *srv, struct ferry_buf *out, const char *name);
 
 /* Starts serving routes (the array is copied; strings and ctx are borrowed and must outlive
  * the server). A port already in use gives FERRY_ECONFLICT naming the address. */
 int ferry_httpd_start(const ferry_httpd_options *opt, const ferry_http_route *routes,
                       size_t n_routes, ferry_httpd **out, ferry_err *err);
 uint16_t ferry_httpd_port(const ferry_httpd *srv);
-/* Connections shut down so far for a header or receive deadline. */
-void ferry_httpd_cut_counts(ferry_httpd *srv, uint64_t *headers, uint64_t *receive);
 /* Stops accepting, waits for the connection threads, frees srv. NULL is fine. */
 void ferry_httpd_stop(ferry_httpd *srv);
 
@@ -98,6 +136,12 @@ const char *ferry_http_header(const ferry_http_req *req, const char *name); /* c
 bool ferry_http_client_addr(const ferry_http_req *req, char *buf, size_t size);
 /* HTTP basic credentials, if sent: *user and *password are owned by the request. */
 bool ferry_http_basic_auth(ferry_http_req *req, const char **user, const char **password);
+/* Whether to refuse a body at its headers, before reading it, because its Content-Length is
+ * over limit: when the client waits for 100 Continue, or the body is so far over that reading
+ * it to the end to answer there is not worth it (over limit + 4 MiB). Otherwise the body is
+ * better read and dropped and the refusal answered at its end: a client that sends its body at
+ * once would see a reset connection instead of the answer. Routes with max_body get this. */
+bool ferry_http_declared_too_large(const ferry_http_req *req, size_t limit);
 /* The buffered body (on_complete of a route without on_body); never NULL. */
 const char *ferry_http_body(const ferry_http_req *req, size_t *len);
 void ferry_http_req_set_state(ferry_http_req *req, void *state);

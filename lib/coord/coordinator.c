@@ -218,6 +218,17 @@ static void on_health(ferry_http_req *req, void *ctx)
     ferry_http_respond(req, lost ? 503 : 200, "application/json", body, strlen(body));
 }
 
+#define COORD_MAX_BODY (64u << 10) /* every route is a GET */
+
+void ferry_coord_http_defaults(ferry_httpd_options *o)
+{
+    *o = (ferry_httpd_options){.max_connections = 256,
+                               .max_per_address = 64,
+                               .idle_timeout_s = 60,
+                               .header_timeout_s = 10,
+                               .receive_timeout_s = 60};
+}
+
 int ferry_coord_start(const ferry_coord_options *opt, ferry_coord **out, ferry_err *err)
 {
     int rc = FERRY_OK;
@@ -255,12 +266,22 @@ int ferry_coord_start(const ferry_coord_options *opt, ferry_coord **out, ferry_e
         goto out;
     c->view_ready = true;
     ferry_http_route routes[] = {
-        {.method = "GET", .path = "/routing", .on_complete = on_routing, .ctx = c},
-        {.method = "GET", .path = "/health", .on_complete = on_health, .ctx = c},
-        {.method = "GET", .path = "/metrics", .on_complete = coord_on_metrics, .ctx = c},
-        {.method = "GET", .path = "/", .on_complete = coord_on_page, .ctx = c},
+        {.method = "GET", .path = "/routing", .on_complete = on_routing, .ctx = c,
+         .max_body = COORD_MAX_BODY},
+        {.method = "GET", .path = "/health", .on_complete = on_health, .ctx = c,
+         .max_body = COORD_MAX_BODY},
+        {.method = "GET", .path = "/metrics", .on_complete = coord_on_metrics, .ctx = c,
+         .max_body = COORD_MAX_BODY},
+        {.method = "GET", .path = "/", .on_complete = coord_on_page, .ctx = c,
+         .max_body = COORD_MAX_BODY},
     };
-    ferry_httpd_options hopt = {.bind_addr = opt->bind_addr, .port = opt->port};
+    ferry_httpd_options hopt;
+    if (opt->http)
+        hopt = *opt->http;
+    else
+        ferry_coord_http_defaults(&hopt);
+    hopt.bind_addr = opt->bind_addr;
+    hopt.port = opt->port;
     rc = ferry_httpd_start(&hopt, routes, sizeof routes / sizeof routes[0], &c->httpd, err);
     if (!rc && opt->periodic && opt->periodic_s > 0)
         c->tickers[c->n_tickers++].job =

@@ -477,6 +477,7 @@ void coord_on_metrics(ferry_http_req *req, void *ctx)
         autopilot_metrics(&b, s, &w);
         tally_metrics(&b, &s->tallies);
     }
+    ferry_httpd_metrics(c->httpd, &b, "ferry_coordinator_http_refused_total");
     if (rc)
         FLOG_WARN("msg=\"coordinator: metrics without the cluster status\" err=\"%s\"", err.msg);
     if (b.data)

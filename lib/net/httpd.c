@@ -7,6 +7,7 @@
 
 #include "ferry/httpd.h"
 #include "ferry/buf.h"
+#include "ferry/metrics.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -20,13 +21,37 @@
 /* One TCP connection, tracked for the deadlines (header_timeout_s, receive_timeout_s): from the
  * connection's start (or the end of its previous request) its request's headers must be in
  * within header_timeout_s, and its body within receive_timeout_s, however slowly bytes trickle
- * in (MHD's own timeout is reset by every byte). A watchdog thread shuts the socket down past
- * a deadline; MHD then closes the connection. */
+ * in (MHD's own timeout is reset by every byte); the body must also keep min_receive_rate. A
+ * watchdog thread shuts the socket down past a deadline; MHD then closes the connection.
+ * Connections are also counted per client address here (max_per_address) rather than with
+ * MHD's own per-IP limit, which closes the surplus at accept without a word: a connection over
+ * the limit is kept just long enough to answer its first request with 429. */
+typedef struct addr_count {
+    unsigned char key[17]; /* family, then the address bytes */
+    unsigned n;            /* admitted connections from this address */
+    struct addr_count *next;
+} addr_count;
+
+#define ADDR_BUCKETS 256
+/* A body found over its bound only while it arrives (chunked, or a Content-Length that lied)
+ * gets its 413 once the body ends (libmicrohttpd 0.9.75 cannot answer in the middle of one);
+ * past this much more, the connection is dropped instead. */
+#define DRAIN_MAX ((size_t)4 << 20)
+#define OVER_HEADER_TIMEOUT_S 1.0 /* an over-limit connection must ask at once */
+#define OVER_ADDRESS_SLACK 16     /* over-limit connections of one address answered 429 */
+
 typedef struct conn_track {
     int fd;
     int phase;          /* 0: waiting for headers, 1: receiving the body, 2: answering */
     double t0;          /* when the phase's deadline started counting (monotonic seconds) */
     bool cut;           /* shut down by the watchdog */
+    bool over;          /* over max_per_address: answered 429, never served */
+    bool busy;          /* inside the route's on_body (its time is not the client's) */
+    double busy_t0;
+    uint64_t body_bytes;              /* of the current request */
+    double rate_t0;                   /* the current min_receive_rate window */
+    uint64_t rate_bytes;              /* body_bytes when it began */
+    addr_count *addr;   /* where this connection is counted (NULL: not counted) */
     struct conn_track *prev, *next;
 } conn_track;
 
@@ -36,13 +61,14 @@ struct ferry_httpd {
     size_t n_routes;
     uint16_t port;
     /* deadlines (0: none) and the connections they apply to */
-    unsigned header_timeout_s, receive_timeout_s;
+    unsigned header_timeout_s, receive_timeout_s, min_receive_rate, max_per_address;
     pthread_mutex_t mu;
     pthread_cond_t cond;
     conn_track *conns;
+    addr_count *addrs[ADDR_BUCKETS];
     pthread_t watchdog;
     bool watching, stopping;
-    uint64_t cut_headers, cut_receive;
+    ferry_httpd_counts counts;
 };
 
 static double mono_now(void)
@@ -68,8 +94,107 @@ static void track_phase(ferry_httpd *srv, struct MHD_Connection *conn, int phase
     if (t && t->phase != phase) {
         t->phase = phase;
         t->t0 = mono_now();
+        if (phase == 1) {
+            t->body_bytes = t->rate_bytes = 0;
+            t->rate_t0 = t->t0;
+        }
     }
     pthread_mutex_unlock(&srv->mu);
+}
+
+/* Around a piece of body handed to the route: counts its bytes for min_receive_rate, and keeps
+ * the time the route itself takes (writing a file, forwarding) from counting as the client's. */
+static void track_body(ferry_httpd *srv, struct MHD_Connection *conn, size_t n, bool enter)
+{
+    if (!srv->min_receive_rate)
+        return;
+    pthread_mutex_lock(&srv->mu);
+    conn_track *t = track_of(conn);
+    if (t) {
+        double now = mono_now();
+        if (enter) {
+            t->body_bytes += n;
+            t->busy = true;
+            t->busy_t0 = now;
+        } else {
+            t->busy = false;
+            if (now - t->busy_t0 > 0.5) { /* a slow handler: start the window again */
+                t->rate_t0 = now;
+                t->rate_bytes = t->body_bytes;
+            }
+        }
+    }
+    pthread_mutex_unlock(&srv->mu);
+}
+
+/* The key of a client address (family + bytes); false when MHD cannot tell. */
+static bool addr_key(struct MHD_Connection *conn, unsigned char key[17], size_t *len)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (!sa)
+        return false;
+    memset(key, 0, 17);
+    key[0] = (unsigned char)sa->sa_family;
+    if (sa->sa_family == AF_INET) {
+        memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        *len = 5;
+    } else if (sa->sa_family == AF_INET6) {
+        memcpy(key + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        *len = 17;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static unsigned addr_bucket(const unsigned char *key, size_t len)
+{
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ key[i]) * 16777619u;
+    return h % ADDR_BUCKETS;
+}
+
+/* Under mu: counts conn against its address, or marks it over the limit. */
+static void addr_admit(ferry_httpd *srv, struct MHD_Connection *conn, conn_track *t)
+{
+    unsigned char key[17];
+    size_t len;
+    if (!addr_key(conn, key, &len))
+        return; /* unknown address: only max_connections applies */
+    unsigned b = addr_bucket(key, len);
+    addr_count *a = srv->addrs[b];
+    while (a && memcmp(a->key, key, sizeof key) != 0)
+        a = a->next;
+    if (a && a->n >= srv->max_per_address) {
+        t->over = true;
+        srv->counts.over_address++;
+        return;
+    }
+    if (!a) {
+        if (!(a = calloc(1, sizeof *a)))
+            return; /* out of memory: not counted rather than refused */
+        memcpy(a->key, key, sizeof key);
+        a->next = srv->addrs[b];
+        srv->addrs[b] = a;
+    }
+    a->n++;
+    t->addr = a;
+}
+
+static void addr_release(ferry_httpd *srv, conn_track *t)
+{
+    addr_count *a = t->addr;
+    if (!a || --a->n > 0)
+        return;
+    addr_count **p = &srv->addrs[addr_bucket(a->key, a->key[0] == AF_INET ? 5 : 17)];
+    while (*p && *p != a)
+        p = &(*p)->next;
+    if (*p)
+        *p = a->next;
+    free(a);
 }
 
 static void notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -84,6 +209,8 @@ static void notify_connection_cb(void *cls, struct MHD_Connection *conn, void **
         if (t) { /* untracked (out of memory): only MHD's own timeout applies */
             t->fd = ci->connect_fd;
             t->t0 = mono_now();
+            if (srv->max_per_address)
+                addr_admit(srv, conn, t);
             t->next = srv->conns;
             if (srv->conns)
                 srv->conns->prev = t;
@@ -101,11 +228,43 @@ static void notify_connection_cb(void *cls, struct MHD_Connection *conn, void **
                 srv->conns = t->next;
             if (t->next)
                 t->next->prev = t->prev;
+            addr_release(srv, t);
             free(t);
         }
         *socket_context = NULL;
     }
     pthread_mutex_unlock(&srv->mu);
+}
+
+/* Under mu: whether the connection is past one of its deadlines (counted when it is). */
+static bool past_deadline(ferry_httpd *srv, conn_track *t, double now)
+{
+    if (t->phase == 0) {
+        double limit = srv->header_timeout_s ? (double)srv->header_timeout_s : 0;
+        if (t->over && (!limit || limit > OVER_HEADER_TIMEOUT_S))
+            limit = OVER_HEADER_TIMEOUT_S;
+        if (limit && now - t->t0 > limit) {
+            srv->counts.cut_headers++;
+            return true;
+        }
+        return false;
+    }
+    if (t->phase != 1)
+        return false;
+    if (srv->receive_timeout_s && now - t->t0 > srv->receive_timeout_s) {
+        srv->counts.cut_receive++;
+        return true;
+    }
+    if (srv->min_receive_rate && !t->busy && now - t->rate_t0 >= FERRY_HTTPD_RATE_WINDOW_S) {
+        double want = (double)srv->min_receive_rate * (now - t->rate_t0);
+        if ((double)(t->body_bytes - t->rate_bytes) < want) {
+            srv->counts.cut_slow++;
+            return true;
+        }
+        t->rate_t0 = now;
+        t->rate_bytes = t->body_bytes;
+    }
+    return false;
 }
 
 static void *watchdog_main(void *arg)
@@ -115,20 +274,10 @@ static void *watchdog_main(void *arg)
     while (!srv->stopping) {
         double now = mono_now();
         for (conn_track *t = srv->conns; t; t = t->next) {
-            if (t->cut)
-                continue;
-            bool late = (t->phase == 0 && srv->header_timeout_s &&
-                         now - t->t0 > srv->header_timeout_s) ||
-                        (t->phase == 1 && srv->receive_timeout_s &&
-                         now - t->t0 > srv->receive_timeout_s);
-            if (!late)
+            if (t->cut || !past_deadline(srv, t, now))
                 continue;
             shutdown(t->fd, SHUT_RDWR);
             t->cut = true;
-            if (t->phase == 0)
-                srv->cut_headers++;
-            else
-                srv->cut_receive++;
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -158,6 +307,8 @@ struct ferry_http_req {
     bool queued;     /* the response went to MHD */
     bool discarding; /* answered early or body too large: drop the rest of the body */
     bool delivered;  /* MHD sent the whole response (set just before on_cleanup) */
+    size_t received; /* body bytes so far */
+    bool too_large;  /* over the route's max_body: answered 413, draining */
     struct MHD_Response *response;
     unsigned status;
     http_header *headers;
@@ -181,6 +332,7 @@ const char *ferry_http_status_text(unsigned status)
     case 411: return "Length Required";
     case 413: return "Payload Too Large";
     case 415: return "Unsupported Media Type";
+    case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
@@ -245,6 +397,54 @@ static enum MHD_Result queue_response(ferry_http_req *req)
     return rc;
 }
 
+/* Refuses a request before its body is read: the connection is closed after the answer. */
+static enum MHD_Result refuse_early(ferry_http_req *req, unsigned status, const char *text)
+{
+    ferry_http_respond_text(req, status, text);
+    ferry_http_add_header(req, "Connection", "close");
+    req->discarding = true;
+    return queue_response(req);
+}
+
+bool ferry_http_declared_too_large(const ferry_http_req *req, size_t limit)
+{
+    const char *cl = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Content-Length");
+    if (!cl || !limit)
+        return false;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(cl, &end, 10);
+    if (end == cl || (errno != ERANGE && v <= limit))
+        return false;
+    /* A client that waits for 100 Continue reads the answer cleanly. One that sends at once
+     * would see its connection reset (unread data at close) and never the answer: its body is
+     * read and dropped, and answered at its end, unless it is too large even for that. */
+    const char *expect = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Expect");
+    return (expect && !strcasecmp(expect, "100-continue")) || errno == ERANGE ||
+           v - limit > DRAIN_MAX;
+}
+
+static bool body_expected(const ferry_http_req *req)
+{
+    const char *cl = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Content-Length");
+    return (cl && strcmp(cl, "0") != 0) ||
+           MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Transfer-Encoding");
+}
+
+static size_t body_limit(const ferry_http_route *r)
+{
+    if (r->on_body)
+        return r->max_body; /* 0: no limit */
+    return r->max_body ? r->max_body : (size_t)1 << 20;
+}
+
+static void count_too_large(ferry_httpd *srv)
+{
+    pthread_mutex_lock(&srv->mu);
+    srv->counts.too_large++;
+    pthread_mutex_unlock(&srv->mu);
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version,
                                  const char *upload_data, size_t *upload_data_size,
@@ -261,18 +461,37 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         req->conn = conn;
         req->method = method;
         req->path = url;
-        req->route = match_route(srv, method, url);
         *con_cls = req;
         track_phase(srv, conn, 1);
+        conn_track *t = srv->max_per_address ? track_of(conn) : NULL;
+        if (t && t->over) {
+            char msg[160], after[16];
+            snprintf(msg, sizeof msg, "too many connections from your address (at most %u at "
+                     "once); retry later\n", srv->max_per_address);
+            snprintf(after, sizeof after, "%u", FERRY_HTTPD_RETRY_AFTER_S);
+            ferry_http_add_header(req, "Retry-After", after);
+            return refuse_early(req, 429, msg);
+        }
+        req->route = match_route(srv, method, url);
         if (!req->route) {
             ferry_http_respond_text(req, 404, "There is no handle for this path\n");
             req->discarding = true;
             return queue_response(req);
         }
+        size_t limit = body_limit(req->route);
+        if (ferry_http_declared_too_large(req, limit)) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "request body larger than %zu bytes\n", limit);
+            count_too_large(srv);
+            return refuse_early(req, 413, msg); /* on_headers never ran: no state to free */
+        }
         req->started = true;
         if (req->route->on_headers)
             req->route->on_headers(req, req->route->ctx);
         if (req->response) {
+            /* answered before the body: it will not be read, so the connection cannot go on */
+            if (body_expected(req))
+                ferry_http_add_header(req, "Connection", "close");
             req->discarding = true;
             return queue_response(req);
         }
@@ -281,26 +500,38 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
+        if (req->too_large && (req->received += n) > body_limit(req->route) + DRAIN_MAX)
+            return MHD_NO; /* the 413 waits for the end of the body: not forever */
         if (req->discarding || req->queued)
             return MHD_YES;
+        size_t limit = body_limit(req->route);
+        if (limit && req->received + n > limit) {
+            req->too_large = true;
+            req->received += n;
+            char msg[128];
+            snprintf(msg, sizeof msg, "request body larger than %zu bytes\n", limit);
+            count_too_large(srv);
+            if (!req->response)
+                ferry_http_respond_text(req, 413, msg);
+            ferry_http_add_header(req, "Connection", "close");
+            req->discarding = true;
+            return MHD_YES;
+        }
+        req->received += n;
         if (req->route->on_body) {
-            if (req->route->on_body(req, req->route->ctx, upload_data, n) != 0)
+            track_body(srv, conn, n, true);
+            int rc = req->route->on_body(req, req->route->ctx, upload_data, n);
+            track_body(srv, conn, 0, false);
+            if (rc != 0)
                 return MHD_NO;
             if (req->response)
                 req->discarding = true;
             return MHD_YES;
         }
-        size_t limit = req->route->max_body ? req->route->max_body : (size_t)1 << 20;
-        if (req->body.len + n > limit) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "request body larger than %zu bytes\n", limit);
-            ferry_http_respond_text(req, 413, msg);
-            req->discarding = true;
-            return MHD_YES;
-        }
-        if (ferry_buf_append(&req->body, upload_data, n) != 0)
-            return MHD_NO;
-        return MHD_YES;
+        track_body(srv, conn, n, true);
+        int rc = ferry_buf_append(&req->body, upload_data, n);
+        track_body(srv, conn, 0, false);
+        return rc == 0 ? MHD_YES : MHD_NO;
     }
     /* The body is complete. */
     track_phase(srv, conn, 2);
@@ -384,15 +615,22 @@ int ferry_httpd_start(const ferry_httpd_options *opt, const ferry_http_route *ro
     unsigned timeout = opt->idle_timeout_s ? opt->idle_timeout_s : 300;
     srv->header_timeout_s = opt->header_timeout_s;
     srv->receive_timeout_s = opt->receive_timeout_s;
+    srv->min_receive_rate = opt->min_receive_rate;
+    srv->max_per_address = opt->max_per_address;
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->cond, NULL);
-    srv->watching = srv->header_timeout_s || srv->receive_timeout_s;
+    srv->watching = srv->header_timeout_s || srv->receive_timeout_s || srv->min_receive_rate ||
+                    srv->max_per_address;
     struct MHD_OptionItem ops[] = {
         {MHD_OPTION_LISTEN_SOCKET, fd, NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed_cb, srv},
         {MHD_OPTION_CONNECTION_LIMIT, limit, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, timeout, NULL},
-        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, opt->max_per_address, NULL},
+        /* Past the limit a connection is kept just long enough to answer 429 (up to 1 s); an
+         * address with OVER_ADDRESS_SLACK such connections open already is closed at accept,
+         * so one address cannot fill max_connections with them. */
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+         opt->max_per_address ? opt->max_per_address + OVER_ADDRESS_SLACK : 0, NULL},
         {srv->watching ? MHD_OPTION_NOTIFY_CONNECTION : MHD_OPTION_END,
          (intptr_t)notify_connection_cb, srv},
         {MHD_OPTION_END, 0, NULL}};
@@ -444,18 +682,42 @@ void ferry_httpd_stop(ferry_httpd *srv)
         pthread_join(srv->watchdog, NULL);
     }
     MHD_stop_daemon(srv->daemon);
+    for (size_t b = 0; b < ADDR_BUCKETS; b++) /* all released by then; in case one was not */
+        while (srv->addrs[b]) {
+            addr_count *a = srv->addrs[b];
+            srv->addrs[b] = a->next;
+            free(a);
+        }
     pthread_mutex_destroy(&srv->mu);
     pthread_cond_destroy(&srv->cond);
     free(srv->routes);
     free(srv);
 }
 
-void ferry_httpd_cut_counts(ferry_httpd *srv, uint64_t *headers, uint64_t *receive)
+void ferry_httpd_counts_get(ferry_httpd *srv, ferry_httpd_counts *out)
 {
     pthread_mutex_lock(&srv->mu);
-    *headers = srv->cut_headers;
-    *receive = srv->cut_receive;
+    *out = srv->counts;
     pthread_mutex_unlock(&srv->mu);
+}
+
+void ferry_httpd_metrics(ferry_httpd *srv, ferry_buf *out, const char *name)
+{
+    ferry_httpd_counts c;
+    ferry_httpd_counts_get(srv, &c);
+    ferry_metrics_family(out, name, FERRY_METRIC_COUNTER,
+                         "connections and requests the HTTP server's bounds refused, by bound");
+    const struct {
+        const char *reason;
+        uint64_t n;
+    } rows[] = {{"header_timeout", c.cut_headers},
+                {"receive_timeout", c.cut_receive},
+                {"min_receive_rate", c.cut_slow},
+                {"max_connections_per_address", c.over_address},
+                {"body_too_large", c.too_large}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        ferry_metrics_sample(out, name, (const char *[]){"reason", rows[i].reason, NULL},
+                             (double)rows[i].n);
 }
 
 const char *ferry_http_method(const ferry_http_req *req) { return req->method; }

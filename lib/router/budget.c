@@ -6,21 +6,7 @@
 #include "router_int.h"
 
 #include "ferry/config.h"
-#include "ferry/strutil.h"
-
-static int duration_key(const ferry_config *cfg, const char *key, uint64_t def, uint64_t max,
-                        unsigned *out, ferry_err *err)
-{
-    const char *v = ferry_config_get(cfg, "router", NULL, key);
-    uint64_t secs = def;
-    if (v && (!ferry_parse_duration(v, &secs) || secs > max))
-        return ferry_err_set(err, FERRY_EINVAL,
-                             "%s: [router] %s = '%s': expected a duration such as 30s (at most "
-                             "%llus; 0: no limit)",
-                             cfg->path, key, v, (unsigned long long)max);
-    *out = (unsigned)secs;
-    return FERRY_OK;
-}
+#include "ferry/httpd.h"
 
 int rt_budget_config(ferry_router *r, const ferry_config *cfg, ferry_err *err)
 {
@@ -37,27 +23,14 @@ int rt_budget_config(ferry_router *r, const ferry_config *cfg, ferry_err *err)
                            "smaller than max_buffered_bytes (%zu): no request could be read",
                            cfg->path, (unsigned long long)v, r->max_buffered_bytes);
     r->memory_budget = (size_t)v;
+    /* connections and deadlines: the keys every server section has (lib/net/httpd_config.c) */
+    r->http = (ferry_httpd_options){.max_connections = 256,
+                                    .max_per_address = 64,
+                                    .idle_timeout_s = 60,
+                                    .header_timeout_s = 10,
+                                    .receive_timeout_s = 600};
     if (!rc)
-        rc = ferry_config_u64(cfg, "router", NULL, "max_connections", 256, &v, err);
-    if (!rc && (v < 1 || v > 65536))
-        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] max_connections must be 1..65536",
-                           cfg->path);
-    r->max_connections = (unsigned)v;
-    if (!rc)
-        rc = ferry_config_u64(cfg, "router", NULL, "max_connections_per_address", 64, &v, err);
-    if (!rc && v > r->max_connections)
-        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] max_connections_per_address is "
-                           "above max_connections", cfg->path);
-    r->max_per_address = (unsigned)v;
-    if (!rc)
-        rc = duration_key(cfg, "idle_timeout", 60, 86400, &r->idle_timeout_s, err);
-    if (!rc && !r->idle_timeout_s)
-        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] idle_timeout must be above 0",
-                           cfg->path);
-    if (!rc)
-        rc = duration_key(cfg, "header_timeout", 10, 3600, &r->header_timeout_s, err);
-    if (!rc)
-        rc = duration_key(cfg, "receive_timeout", 600, 86400, &r->receive_timeout_s, err);
+        rc = ferry_httpd_config_read(cfg, "router", &r->http, err);
     return rc;
 }
 

@@ -125,6 +125,7 @@ void rt_on_metrics(ferry_http_req *req, void *ctx)
     ferry_metrics_sample(&b, "ferry_router_pending_retry_slices", NULL,
                          (double)rt_pending_count(r->pending));
     rt_reads_metrics(r, &b);
+    ferry_httpd_metrics(r->httpd, &b, "ferry_router_http_refused_total");
     ferry_metrics_family(&b, "ferry_router_resident_memory_bytes", FERRY_METRIC_GAUGE,
                          "the router process's resident memory");
     ferry_metrics_sample(&b, "ferry_router_resident_memory_bytes", NULL,

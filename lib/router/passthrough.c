@@ -17,12 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ferry/buf.h"
 #include "ferry/log.h"
 
 typedef struct pt {
+    ferry_router *r;
     CURL *curl;
     struct curl_slist *req_headers;
     ferry_buf url;
@@ -43,6 +45,11 @@ typedef struct pt {
     char content_type[128];
     CURLcode result;
     char errbuf[CURL_ERROR_SIZE];
+    /* [router] passthrough_timeout: the longest the server may send nothing */
+    unsigned timeout_s;
+    curl_off_t last_dl, last_ul;
+    struct timespec last_activity;
+    bool stalled;
 } pt;
 
 static void mark_headers(pt *p)
@@ -109,6 +116,34 @@ static size_t on_write(char *buf, size_t size, size_t n, void *arg)
     return len;
 }
 
+/* libcurl calls this about once a second and at every transfer: a transfer with no byte
+ * received or sent for timeout_s is a stalled server (stopped, hung, or a socket that accepts
+ * and never answers). Time blocked writing to a slow client does not count: no call then, and
+ * the next one sees the new bytes. (libcurl's own low-speed limit averages over 5 s windows
+ * that count the request's upload, so it would fire up to 5 s late.) */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)ultotal;
+    pt *p = arg;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (dlnow != p->last_dl || ulnow != p->last_ul) {
+        p->last_dl = dlnow;
+        p->last_ul = ulnow;
+        p->last_activity = now;
+        return 0;
+    }
+    double idle = (double)(now.tv_sec - p->last_activity.tv_sec) +
+                  (double)(now.tv_nsec - p->last_activity.tv_nsec) / 1e9;
+    if (idle > (double)p->timeout_s) {
+        p->stalled = true;
+        return 1;
+    }
+    return 0;
+}
+
 static void *pt_main(void *arg)
 {
     pt *p = arg;
@@ -123,6 +158,43 @@ static void *pt_main(void *arg)
     return NULL;
 }
 
+/* A handle for a transfer: an idle one when there is (its connection to the passthrough server
+ * kept alive: no connect, and no new connection for the server to set up, per statement), or a
+ * new one. */
+static CURL *pool_take(ferry_router *r)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&r->pt_pool_mu);
+    if (r->pt_pool_n)
+        h = r->pt_pool[--r->pt_pool_n];
+    pthread_mutex_unlock(&r->pt_pool_mu);
+    if (h) {
+        curl_easy_reset(h); /* the options go; the connection cache stays */
+        return h;
+    }
+    return curl_easy_init();
+}
+
+static void pool_give(ferry_router *r, CURL *h)
+{
+    pthread_mutex_lock(&r->pt_pool_mu);
+    if (h && r->pt_pool_n < sizeof r->pt_pool / sizeof r->pt_pool[0]) {
+        r->pt_pool[r->pt_pool_n++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&r->pt_pool_mu);
+    curl_easy_cleanup(h);
+}
+
+void rt_passthrough_pool_free(ferry_router *r)
+{
+    pthread_mutex_lock(&r->pt_pool_mu);
+    for (size_t i = 0; i < r->pt_pool_n; i++)
+        curl_easy_cleanup(r->pt_pool[i]);
+    r->pt_pool_n = 0;
+    pthread_mutex_unlock(&r->pt_pool_mu);
+}
+
 static void pt_free(void *arg)
 {
     pt *p = arg;
@@ -132,7 +204,12 @@ static void pt_free(void *arg)
         pthread_join(p->th, NULL);
     if (p->pipe_wr >= 0)
         close(p->pipe_wr);
-    curl_easy_cleanup(p->curl);
+    /* only a handle whose transfer ended well goes back (a failed one may hold a connection
+     * in an unknown state; libcurl would close it, but there is no gain in keeping it) */
+    if (p->th_started && p->finished && p->result == CURLE_OK)
+        pool_give(p->r, p->curl);
+    else
+        curl_easy_cleanup(p->curl);
     curl_slist_free_all(p->req_headers);
     ferry_buf_free(&p->url);
     free((void *)p->body);
@@ -204,7 +281,8 @@ void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size
     pthread_cond_init(&p->cond, NULL);
     p->pipe_rd = fds[0];
     p->pipe_wr = fds[1];
-    p->curl = curl_easy_init();
+    p->r = r;
+    p->curl = pool_take(r);
     if (len) {
         void *copy = malloc(len);
         if (copy)
@@ -248,6 +326,14 @@ void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size
     curl_easy_setopt(p->curl, CURLOPT_WRITEDATA, p);
     curl_easy_setopt(p->curl, CURLOPT_ERRORBUFFER, p->errbuf);
     curl_easy_setopt(p->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    if (r->passthrough_timeout_s) {
+        /* a stalled server must not hold the client and a thread forever (on_progress) */
+        p->timeout_s = r->passthrough_timeout_s;
+        clock_gettime(CLOCK_MONOTONIC, &p->last_activity);
+        curl_easy_setopt(p->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(p->curl, CURLOPT_XFERINFODATA, p);
+        curl_easy_setopt(p->curl, CURLOPT_NOPROGRESS, 0L);
+    }
     if (!p->is_get) {
         curl_easy_setopt(p->curl, CURLOPT_POST, 1L);
         curl_easy_setopt(p->curl, CURLOPT_POSTFIELDS, p->body ? (const char *)p->body : "");
@@ -271,7 +357,15 @@ void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size
         ferry_redact_url(r->passthrough, redacted, sizeof redacted);
         char msg[CURL_ERROR_SIZE];
         snprintf(msg, sizeof msg, "%s", p->errbuf[0] ? p->errbuf : curl_easy_strerror(p->result));
+        bool stalled = p->stalled;
         pt_free(p);
+        if (stalled) {
+            rt_respond_error(req, "TIMEOUT_EXCEEDED",
+                             "ferry router: the passthrough server %s sent nothing for %u s "
+                             "([router] passthrough_timeout); the statement may still run there",
+                             redacted, r->passthrough_timeout_s);
+            return;
+        }
         rt_respond_error(req, "ALL_CONNECTION_TRIES_FAILED",
                          "ferry router: the passthrough server %s cannot be reached: %s", redacted,
                          msg);

@@ -145,9 +145,10 @@ struct ferry_router {
     size_t max_buffered_bytes;
     size_t memory_budget;
     _Atomic size_t mem_used;
-    unsigned max_connections, max_per_address;
-    unsigned idle_timeout_s, header_timeout_s, receive_timeout_s;
+    ferry_httpd_options http; /* connections and deadlines ([router] keys, budget.c) */
     long shard_timeout_ms;
+    unsigned passthrough_timeout_s; /* the passthrough server sending nothing this long fails
+                                       the request ([router] passthrough_timeout; 0: never) */
     ferry_lb load_balancing;
 
     ferry_config cfg;           /* the bootstrap config (credential fallback for old catalogs) */
@@ -189,6 +190,11 @@ struct ferry_router {
     size_t bound_insert_max_bytes; /* a bound user's insert is held whole up to this */
     char passthrough_user[128];
     char *passthrough_password; /* [router] passthrough_password_file's secret, or NULL */
+    /* idle libcurl handles of finished passthrough transfers, with their kept-alive
+     * connections to the passthrough server (passthrough.c) */
+    pthread_mutex_t pt_pool_mu;
+    void *pt_pool[32];
+    size_t pt_pool_n;
 };
 
 /* ---- routing (routing.c) ---- */
@@ -398,6 +404,8 @@ void rt_partial_on_complete(ferry_http_req *req, void *ctx);
 /* ---- passthrough (passthrough.c) ---- */
 /* Forwards the request unchanged (method, query string, selected headers, body) to the
  * passthrough server and streams its answer back. */
+/* Frees the passthrough's idle handles (at stop, after the HTTP server). */
+void rt_passthrough_pool_free(ferry_router *r);
 void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size_t len);
 /* Whether a URL parameter carries the client's credentials (never forwarded). */
 bool rt_credential_param(const char *name);

@@ -338,6 +338,16 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
                         "row %llu: the tenant value holds a NUL byte", (unsigned long long)row.number);
             return;
         }
+        /* The split of a key is computed from its text wherever a slice is looked up (reads
+         * take it from a query's literal, tools from the command line): a NUL byte would make
+         * those disagree about where the row is. */
+        if (memchr(row.key, '\0', row.key_len)) {
+            insert_fail(req, st, "INCORRECT_DATA",
+                        "row %llu: the split key value (column %s) holds a NUL byte; split keys "
+                        "must be text without NUL bytes", (unsigned long long)row.number,
+                        st->table->def.split_key);
+            return;
+        }
         if (st->who && !st->who->admin && !in_scope(st->who, row.tenant, row.tenant_len)) {
             /* before the registration lookup, so a bound user cannot tell a registered tenant
              * from an unknown one; a held insert: nothing has been sent, staged rows dropped */
@@ -742,6 +752,17 @@ static void on_headers(ferry_http_req *req, void *ctx)
     st->kind = RT_KIND_PASSTHROUGH;
     st->t0 = mono_s();
     ferry_http_req_set_state(req, st);
+    /* a body declared far larger than any request may be: refused before a byte of it is read
+     * (a smaller excess is read, dropped and answered at its end, see on_body) */
+    if (ferry_http_declared_too_large(req, r->max_request_bytes)) {
+        rt_respond_error(req, "QUERY_IS_TOO_LARGE",
+                         "ferry router: the request's body (Content-Length %s) is larger than "
+                         "[router] max_request_bytes (%zu bytes); nothing was read",
+                         ferry_http_header(req, "Content-Length"), r->max_request_bytes);
+        st->mode = MODE_DONE;
+        st->failed = true;
+        return;
+    }
     if (!(st->who = rt_authenticate(r, req))) {
         st->mode = MODE_DONE; /* answered: AUTHENTICATION_FAILED or a limit */
         st->failed = true;
@@ -1040,10 +1061,8 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                                        "passthrough_password_file", "bound_insert_max_bytes",
                                        "login_free_failures", "login_max_delay",
                                        "login_failure_decay", "max_buffered_bytes",
-                                       "memory_budget", "max_connections",
-                                       "max_connections_per_address", "idle_timeout",
-                                       "header_timeout", "receive_timeout",
-                                       "min_insert_replicas", NULL};
+                                       "memory_budget", "passthrough_timeout", "min_insert_replicas",
+                                       FERRY_HTTPD_CONFIG_KEYS, NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
     if (rc)
@@ -1087,6 +1106,13 @@ static int read_router_config(ferry_router *r, const ferry_config *cfg, const ch
                            "%s: [router] shard_timeout = '%s': expected a duration such as 30s",
                            cfg->path, to);
     r->shard_timeout_ms = (long)secs * 1000;
+    const char *pto = ferry_config_get(cfg, "router", NULL, "passthrough_timeout");
+    uint64_t pto_secs = 300;
+    if (!rc && pto && (!ferry_parse_duration(pto, &pto_secs) || pto_secs > 86400))
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "%s: [router] passthrough_timeout = '%s': expected a duration such as "
+                           "300s (at most 24h; 0: no limit)", cfg->path, pto);
+    r->passthrough_timeout_s = (unsigned)pto_secs;
     const char *pw = ferry_config_get(cfg, "router", NULL, "publish_wait");
     uint64_t pw_secs = 30;
     if (!rc && pw && (!ferry_parse_duration(pw, &pw_secs) || pw_secs == 0))
@@ -1140,6 +1166,7 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     pthread_mutex_init(&r->check_mu, NULL);
     pthread_mutex_init(&r->quorum_mu, NULL);
     pthread_mutex_init(&r->reload_mu, NULL);
+    pthread_mutex_init(&r->pt_pool_mu, NULL);
     pthread_cond_init(&r->cond, NULL);
     ferry_config *cfg = &r->cfg;
     ferry_record_list tables = {0};
@@ -1197,13 +1224,9 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
         {NULL, "/ferry/partial/", NULL, NULL, rt_partial_on_complete, NULL, r, 0},
         {NULL, "/", on_headers, on_body, on_complete, state_free, r, 0},
     };
-    ferry_httpd_options ho = {.bind_addr = addr,
-                              .port = port,
-                              .max_connections = r->max_connections,
-                              .max_per_address = r->max_per_address,
-                              .idle_timeout_s = r->idle_timeout_s,
-                              .header_timeout_s = r->header_timeout_s,
-                              .receive_timeout_s = r->receive_timeout_s};
+    ferry_httpd_options ho = r->http;
+    ho.bind_addr = addr;
+    ho.port = port;
     rc = ferry_httpd_start(&ho, routes, sizeof routes / sizeof routes[0], &r->httpd, err);
 out:
     ferry_record_list_free(&tables);
@@ -1222,6 +1245,7 @@ void ferry_router_stop(ferry_router *r)
     if (!r)
         return;
     ferry_httpd_stop(r->httpd);
+    rt_passthrough_pool_free(r);
     pthread_mutex_lock(&r->mu);
     r->stopping = true;
     pthread_mutex_unlock(&r->mu);
@@ -1244,6 +1268,7 @@ void ferry_router_stop(ferry_router *r)
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->check_mu);
     pthread_mutex_destroy(&r->reload_mu);
+    pthread_mutex_destroy(&r->pt_pool_mu);
     pthread_cond_destroy(&r->cond);
     free(r);
 }

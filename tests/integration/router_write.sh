@@ -213,7 +213,14 @@ assert_contains "$out" "format Parquet is not routed"; assert_eq "${out##*$'\n'}
 out=$(errq "INSERT INTO events VALUES ('t1', 20261101, 0, 1, 1, 'a')" "")
 assert_contains "$out" "is a managed table"
 $LOAD encode JSONEachRow t1 8200000 20000 >"$T/big.json"
+# declared far over max_request_bytes (Content-Length): refused before a byte is read
 out=$(curl -s -w '\n%{http_code}' "$R/?query=INSERT%20INTO%20events%20FORMAT%20JSONEachRow" --data-binary @"$T/big.json")
+assert_eq "${out##*$'\n'}" 413 "oversize status (Content-Length)"
+assert_contains "$out" "max_request_bytes" "oversize (Content-Length)"
+assert_contains "$out" "nothing was read" "oversize (Content-Length)"
+assert_eq "$before" "$(count_all)" "nothing written for an oversize Content-Length"
+# found over it while streaming (chunked): the rows before the limit are written, and said so
+out=$(curl -s -w '\n%{http_code}' -H 'Transfer-Encoding: chunked' "$R/?query=INSERT%20INTO%20events%20FORMAT%20JSONEachRow" --data-binary @"$T/big.json")
 assert_eq "${out##*$'\n'}" 413 "oversize status"
 assert_contains "$out" "max_request_bytes"
 assert_contains "$out" "already written"
