@@ -50,61 +50,16 @@ const char cmd_user_usage[] =
 static bool parse_ms(const char *s, uint32_t *out)
 {
     uint64_t v = 0;
-    size_t n = strlen(s);
-    if (n > 2 && !strcmp(s + n - 2, "ms")) {
-        char buf[32];
-        if (n - 2 >= sizeof buf)
-            return false;
-        memcpy(buf, s, n - 2);
-        buf[n - 2] = '\0';
-        if (!ferry_parse_u64(buf, &v))
-            return false;
-    } else {
-        if (!ferry_parse_duration(s, &v) || v > UINT32_MAX / 1000)
-            return false;
-        v *= 1000;
-    }
-    if (v > UINT32_MAX)
+    if (!ferry_parse_duration_ms(s, &v) || v > UINT32_MAX)
         return false;
     *out = (uint32_t)v;
     return true;
-}
-
-static bool parse_u32(const char *s, uint32_t *out)
-{
-    uint64_t v;
-    if (!ferry_parse_u64(s, &v) || v > UINT32_MAX)
-        return false;
-    *out = (uint32_t)v;
-    return true;
-}
-
-static json_t *list_json(const char *list)
-{
-    json_t *a = json_array();
-    char *copy = strdup(list);
-    for (char *save = NULL, *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
-         t = strtok_r(NULL, ",", &save))
-        json_array_append_new(a, json_string(t));
-    free(copy);
-    return a;
-}
-
-/* A user without its salt and hash. */
-static json_t *user_json(const ferry_user *u)
-{
-    return json_pack("{s:s, s:b, s:o, s:o, s:o, s:I, s:I, s:I, s:I}", "name", u->name, "admin",
-                     u->admin, "tenants", list_json(u->tenants), "tables", list_json(u->tables),
-                     "networks", list_json(u->networks), "max_concurrent",
-                     (json_int_t)u->max_concurrent, "max_rps", (json_int_t)u->max_rps,
-                     "max_execution_ms", (json_int_t)u->max_execution_ms, "queue_wait_ms",
-                     (json_int_t)u->queue_wait_ms);
 }
 
 static void print_user(const ferry_user *u, bool json)
 {
     if (json) {
-        json_t *o = user_json(u);
+        json_t *o = ferry_user_json(u);
         json_dumpf(o, stdout, JSON_COMPACT);
         putchar('\n');
         json_decref(o);
@@ -125,7 +80,7 @@ static int list(ferry_catalog *cat, bool json, ferry_err *err)
     if (json) {
         json_t *a = json_array();
         for (size_t i = 0; i < l.n; i++)
-            json_array_append_new(a, user_json(&l.items[i].u.user));
+            json_array_append_new(a, ferry_user_json(&l.items[i].u.user));
         json_t *o = json_pack("{s:o}", "users", a);
         json_dumpf(o, stdout, JSON_COMPACT);
         putchar('\n');
@@ -150,11 +105,9 @@ static int password_of(const char *file, const char *sha, ferry_password *pw, ch
         pw->sha256_hex = sha;
         return FERRY_OK;
     }
-    size_t len = 0;
-    int rc = ferry_read_file(file, text, &len, err);
+    int rc = ferry_read_secret_line(file, text, err);
     if (rc)
         return ferry_err_prefix(err, "--password-file: ");
-    (*text)[strcspn(*text, "\r\n")] = '\0';
     pw->text = *text;
     pw->len = strlen(*text);
     return FERRY_OK;
@@ -202,12 +155,12 @@ int cmd_user(int argc, char **argv)
             lim.networks = optarg;
             break;
         case O_CONC:
-            if (!parse_u32(optarg, &lim.max_concurrent))
+            if (!ferry_parse_u32(optarg, &lim.max_concurrent))
                 return cli_usage_error("user", "--max-concurrent '%s' is not a count", optarg);
             lim.set_max_concurrent = true;
             break;
         case O_RPS:
-            if (!parse_u32(optarg, &lim.max_rps))
+            if (!ferry_parse_u32(optarg, &lim.max_rps))
                 return cli_usage_error("user", "--max-rps '%s' is not a rate", optarg);
             lim.set_max_rps = true;
             break;

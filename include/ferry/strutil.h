@@ -15,6 +15,10 @@ bool ferry_parse_double(const char *s, double *out); /* finite values only */
 bool ferry_parse_bytes(const char *s, uint64_t *out);
 /* Durations: 90s, 15m, 3h, 7d, 2w, or plain seconds. */
 bool ferry_parse_duration(const char *s, uint64_t *seconds);
+/* A duration as milliseconds: ferry's durations (30s, 2m, ...) or N ms ("500ms"). */
+bool ferry_parse_duration_ms(const char *s, uint64_t *ms);
+/* A decimal number up to UINT32_MAX. */
+bool ferry_parse_u32(const char *s, uint32_t *out);
 
 /* Splits line in place at every sep; stores up to max field pointers; returns the field count
  * (which may exceed max: then only max were stored). */

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "ferry/catalog.h"
 #include "ferry/err.h"
 
@@ -45,5 +47,10 @@ int ferry_user_set_limits(ferry_catalog *c, const char *name, const ferry_user_l
                           ferry_user *out, ferry_err *err);
 /* FERRY_ENOTFOUND when there is no such user. */
 int ferry_user_remove(ferry_catalog *c, const char *name, ferry_err *err);
+
+/* The user as `ferry user --json` shows it, without its salt and hash: {name, admin, tenants,
+ * tables, networks (arrays), max_concurrent, max_rps, max_execution_ms, queue_wait_ms}. Caller
+ * decrefs. */
+json_t *ferry_user_json(const ferry_user *u);
 
 #endif

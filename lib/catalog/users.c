@@ -236,3 +236,24 @@ int ferry_user_remove(ferry_catalog *c, const char *name, ferry_err *err)
         rc = ferry_err_set(err, FERRY_ENOTFOUND, "there is no user %s (ferry user list)", name);
     return rc;
 }
+
+static json_t *list_json(const char *list)
+{
+    json_t *a = json_array();
+    char *copy = strdup(list);
+    for (char *save = NULL, *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
+         t = strtok_r(NULL, ",", &save))
+        json_array_append_new(a, json_string(t));
+    free(copy);
+    return a;
+}
+
+json_t *ferry_user_json(const ferry_user *u)
+{
+    return json_pack("{s:s, s:b, s:o, s:o, s:o, s:I, s:I, s:I, s:I}", "name", u->name, "admin",
+                     u->admin, "tenants", list_json(u->tenants), "tables", list_json(u->tables),
+                     "networks", list_json(u->networks), "max_concurrent",
+                     (json_int_t)u->max_concurrent, "max_rps", (json_int_t)u->max_rps,
+                     "max_execution_ms", (json_int_t)u->max_execution_ms, "queue_wait_ms",
+                     (json_int_t)u->queue_wait_ms);
+}

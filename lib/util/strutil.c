@@ -260,3 +260,33 @@ void ferry_list_remove(char *list, const char *name)
     }
     list[w] = '\0';
 }
+
+bool ferry_parse_duration_ms(const char *s, uint64_t *ms)
+{
+    uint64_t v = 0;
+    size_t n = strlen(s);
+    if (n > 2 && !strcmp(s + n - 2, "ms")) {
+        char buf[32];
+        if (n - 2 >= sizeof buf)
+            return false;
+        memcpy(buf, s, n - 2);
+        buf[n - 2] = '\0';
+        if (!ferry_parse_u64(buf, &v))
+            return false;
+    } else {
+        if (!ferry_parse_duration(s, &v) || v > UINT64_MAX / 1000)
+            return false;
+        v *= 1000;
+    }
+    *ms = v;
+    return true;
+}
+
+bool ferry_parse_u32(const char *s, uint32_t *out)
+{
+    uint64_t v;
+    if (!ferry_parse_u64(s, &v) || v > UINT32_MAX)
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}

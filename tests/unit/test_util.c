@@ -195,6 +195,26 @@ static void test_secret_line(void **state)
     assert_null(got);
 }
 
+static void test_duration_ms(void **state)
+{
+    (void)state;
+    uint64_t ms = 0;
+    uint32_t u = 0;
+    assert_true(ferry_parse_duration_ms("500ms", &ms));
+    assert_int_equal(ms, 500);
+    assert_true(ferry_parse_duration_ms("30s", &ms));
+    assert_int_equal(ms, 30000);
+    assert_true(ferry_parse_duration_ms("2m", &ms));
+    assert_int_equal(ms, 120000);
+    assert_false(ferry_parse_duration_ms("ms", &ms));
+    assert_false(ferry_parse_duration_ms("5xms", &ms));
+    assert_false(ferry_parse_duration_ms("", &ms));
+    assert_true(ferry_parse_u32("4294967295", &u));
+    assert_int_equal(u, 4294967295u);
+    assert_false(ferry_parse_u32("4294967296", &u));
+    assert_false(ferry_parse_u32("-1", &u));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -203,6 +223,7 @@ int main(void)
         cmocka_unit_test(test_name_lists),
         cmocka_unit_test(test_redact),
         cmocka_unit_test(test_secret_line),
+        cmocka_unit_test(test_duration_ms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
