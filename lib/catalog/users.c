@@ -25,9 +25,13 @@ static int salted(const ferry_password *pw, ferry_user *u, ferry_err *err)
     return rc;
 }
 
-/* A comma-separated list of registered tenants, normalised (no spaces, no duplicates). */
-static int check_tenants(ferry_catalog *c, const char *list, char *out, size_t size,
-                         ferry_err *err)
+/* Calls check(name) for each non-empty, trimmed item of a comma-separated list, and adds the
+ * item to out (size bytes) when it passes: a normalised list (no spaces, no duplicates). what
+ * names the list in the message when out is too small. */
+typedef int (*item_check_fn)(ferry_catalog *c, const char *name, ferry_err *err);
+
+static int each_item(ferry_catalog *c, const char *list, item_check_fn check, const char *what,
+                     char *out, size_t size, ferry_err *err)
 {
     out[0] = '\0';
     char *copy = strdup(list);
@@ -39,22 +43,49 @@ static int check_tenants(ferry_catalog *c, const char *list, char *out, size_t s
         char *name = ferry_trim(t);
         if (!*name)
             continue;
-        if (!cat_name_ok(name)) {
-            rc = ferry_err_set(err, FERRY_EINVAL, "'%s' is not a tenant name", name);
-            break;
-        }
-        ferry_record r;
-        ferry_record_init(&r, FERRY_REC_TENANT);
-        snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "%s", name);
-        rc = ferry_catalog_get(c, &r, err);
-        if (rc == FERRY_ENOTFOUND)
-            rc = ferry_err_set(err, FERRY_EINVAL, "tenant '%s' is not registered (ferry tenant "
-                               "add %s)", name, name);
+        rc = check(c, name, err);
         if (!rc && !ferry_list_add(out, size, name))
-            rc = ferry_err_set(err, FERRY_EINVAL, "the tenant list is longer than %zu bytes",
+            rc = ferry_err_set(err, FERRY_EINVAL, "the %s list is longer than %zu bytes", what,
                                size - 1);
     }
     free(copy);
+    return rc;
+}
+
+/* A registered tenant. */
+static int tenant_ok(ferry_catalog *c, const char *name, ferry_err *err)
+{
+    if (!cat_name_ok(name))
+        return ferry_err_set(err, FERRY_EINVAL, "'%s' is not a tenant name", name);
+    ferry_record r;
+    ferry_record_init(&r, FERRY_REC_TENANT);
+    snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "%s", name);
+    int rc = ferry_catalog_get(c, &r, err);
+    if (rc == FERRY_ENOTFOUND)
+        rc = ferry_err_set(err, FERRY_EINVAL, "tenant '%s' is not registered (ferry tenant add "
+                           "%s)", name, name);
+    return rc;
+}
+
+/* db.table with identifier-like names. */
+static int table_ok(ferry_catalog *c, const char *name, ferry_err *err)
+{
+    (void)c;
+    const char *dot = strchr(name, '.');
+    bool ok = dot && dot != name && dot[1] && !strchr(dot + 1, '.');
+    for (const char *p = name; ok && *p; p++)
+        ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+             *p == '_' || *p == '.';
+    return ok ? FERRY_OK
+              : ferry_err_set(err, FERRY_EINVAL, "'%s' is not a table as DATABASE.TABLE "
+                              "(letters, digits and _)", name);
+}
+
+/* A comma-separated list of registered tenants, normalised (no spaces, no duplicates). */
+static int check_tenants(ferry_catalog *c, const char *list, char *out, size_t size,
+                         ferry_err *err)
+{
+    int rc = each_item(c, list, tenant_ok, "tenant", out, size, err);
     if (!rc && !out[0])
         rc = ferry_err_set(err, FERRY_EINVAL, "a user bound to tenants needs at least one "
                            "(--tenants T1,T2; --admin for a user of every tenant)");
@@ -64,30 +95,7 @@ static int check_tenants(ferry_catalog *c, const char *list, char *out, size_t s
 /* db.table,... with identifier-like names, normalised. */
 static int check_tables(const char *list, char *out, size_t size, ferry_err *err)
 {
-    out[0] = '\0';
-    char *copy = strdup(list);
-    if (!copy)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    int rc = FERRY_OK;
-    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && !rc;
-         t = strtok_r(NULL, ",", &save)) {
-        char *name = ferry_trim(t);
-        if (!*name)
-            continue;
-        char *dot = strchr(name, '.');
-        bool ok = dot && dot != name && dot[1] && !strchr(dot + 1, '.');
-        for (const char *p = name; ok && *p; p++)
-            ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                 (*p >= '0' && *p <= '9') || *p == '_' || *p == '.';
-        if (!ok)
-            rc = ferry_err_set(err, FERRY_EINVAL, "'%s' is not a table as DATABASE.TABLE (letters, "
-                               "digits and _)", name);
-        else if (!ferry_list_add(out, size, name))
-            rc = ferry_err_set(err, FERRY_EINVAL, "the table list is longer than %zu bytes",
-                               size - 1);
-    }
-    free(copy);
-    return rc;
+    return each_item(NULL, list, table_ok, "table", out, size, err);
 }
 
 static int apply_limits(const ferry_user_limits *lim, ferry_user *u, ferry_err *err)
