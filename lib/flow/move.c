@@ -62,6 +62,7 @@
  * from what is there, and MOVE PARTITION of an empty staging partition is skipped. */
 #include "ferry/move.h"
 #include "ferry/fence.h"
+#include "ferry/stop.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -1207,8 +1208,9 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
     if ((rc = fence_routers(x, "clone", err)))
         return rc;
     unsigned grace = ferry_move_grace(x->o);
-    if (grace)
-        usleep((useconds_t)grace * 1000);
+    if (grace && ferry_stop_sleep_ms(grace))
+        return ferry_err_set(err, FERRY_ETIMEOUT, "move %s: stopping (the process was asked to "
+                             "stop during the grace period)", x->mv.u.move.id);
     char fz[160], tag[32];
     snprintf(tag, sizeof tag, "k%u", x->mv.u.move.step);
     rc = freeze_name(x, tag, fz, sizeof fz, err);
@@ -1372,8 +1374,9 @@ static int do_switch(mvctx *x, ferry_err *err)
         if ((rc = fence_routers(x, "move", err)))
             return rc;
         unsigned grace = ferry_move_grace(x->o);
-        if (grace)
-            usleep((useconds_t)grace * 1000);
+        if (grace && ferry_stop_sleep_ms(grace))
+            return ferry_err_set(err, FERRY_ETIMEOUT, "move %s: stopping (the process was asked "
+                                 "to stop during the grace period)", x->mv.u.move.id);
         bool stable = false;
         json_t *fps = json_object();
         for (size_t i = 0; !rc && i < x->tables.n; i++)
@@ -2002,6 +2005,11 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
               res->resumed ? "resumed" : "started", id, m->tenant, m->split, m->from, m->to,
               ferry_move_state_name(m->state));
     while (!rc && m->state != FERRY_MOVE_DONE) {
+        if (ferry_stop_requested()) { /* a safe point: the journal holds the state reached */
+            rc = ferry_err_set(err, FERRY_ETIMEOUT, "move %s: stopping (the process was asked "
+                               "to stop)", id);
+            break;
+        }
         progress(&x);
         enum ferry_move_state was = m->state;
         double s0 = now_s();

@@ -82,6 +82,7 @@
 #include <unistd.h>
 
 #include "ferry/log.h"
+#include "ferry/stop.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
 
@@ -492,6 +493,15 @@ int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err)
         j->out = j->out || j->state == FERRY_TIER_DONE || j->state == FERRY_TIER_FAILED;
     }
     while (!rc) {
+        if (ferry_stop_requested()) {
+            /* a safe point: every job's journal holds the state it reached; the next run
+             * resumes them (as after a crash, without one) */
+            for (size_t i = 0; i < w->n; i++)
+                w->jobs[i]->out = true;
+            FLOG_INFO("msg=\"tier wave left between steps: the process is stopping\" server=%s "
+                      "table=%s", w->srv->shard.name, w->table);
+            break;
+        }
         /* the lowest state among the jobs still in the wave runs next, for all jobs in it */
         enum ferry_tier_state s = FERRY_TIER_STATE_COUNT;
         for (size_t i = 0; i < w->n; i++) {
