@@ -257,17 +257,11 @@ int tier_job_fail(tier_job *job, int rc, const ferry_err *err)
 int tier_next_record(tier_ctx *ctx, tier_job *job, enum ferry_tier_state to, bool detail,
                        ferry_record *next, ferry_err *err)
 {
-    ferry_job *j = &job->rec.u.job;
-    char *text = json_dumps(job->data, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!text)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (strlen(text) >= sizeof j->data) {
-        size_t n = strlen(text);
+    char *text = NULL;
+    int trc = tier_hot_text(job, &text, err); /* a long part list goes to companion records */
+    if (trc) {
         free(text);
-        return ferry_err_set(err, FERRY_EINVAL, "job %s: its journal state needs %zu bytes, more "
-                             "than the %zu a job record holds (too many parts in the partition? "
-                             "merge it first: OPTIMIZE TABLE ... PARTITION ID '%s' FINAL)",
-                             j->id, n, sizeof j->data - 1, job->pid);
+        return trc;
     }
     *next = job->rec; /* a job record owns no memory: a plain copy */
     ferry_job *nj = &next->u.job;
@@ -294,13 +288,19 @@ static int journal_write(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier
         return FERRY_OK;
     ferry_batch *b = ferry_batch_new();
     ferry_record *next = calloc(n, sizeof *next);
-    int64_t *nv = calloc(n, sizeof *nv);
-    int rc = b && next && nv ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    int64_t *nv = NULL;
+    size_t *op = calloc(n, sizeof *op);
+    int rc = b && next && op ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
-        rc = tier_next_record(ctx, js[i], to, detail, &next[i], err);
+        rc = tier_hot_stage(ctx, js[i], b, err); /* the part list's records, when it needs them */
+        if (!rc)
+            rc = tier_next_record(ctx, js[i], to, detail, &next[i], err);
+        op[i] = b ? ferry_batch_size(b) : 0;
         if (!rc)
             rc = ferry_batch_update(b, &next[i], err);
     }
+    if (!rc && !(nv = calloc(ferry_batch_size(b), sizeof *nv)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (!rc) {
         ctx->catalog_writes++;
         rc = ferry_catalog_commit_versions(ctx->cat, b, nv, NULL, err);
@@ -310,11 +310,14 @@ static int journal_write(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier
                              "owns the job now): ", n == 1 ? js[0]->rec.u.job.id : "wave");
         }
     }
+    for (size_t i = 0; i < n; i++)
+        tier_hot_committed(js[i], rc == FERRY_OK);
     for (size_t i = 0; !rc && i < n; i++) {
-        next[i].version = nv[i];
+        next[i].version = nv[op[i]];
         js[i]->rec = next[i];
         js[i]->state = to;
     }
+    free(op);
     free(nv);
     free(next);
     ferry_batch_free(b);
