@@ -573,7 +573,7 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
                  w->srv->shard.name, w->db, w->table, job->pid);
         return SWAP_FAILED;
     }
-    if (hot_active != json_array_size(hot) || hot_active == 0) {
+    if (hot_active != json_array_size(hot)) {
         fail_job(job, FERRY_EINVAL, "%s: only %zu of the %zu frozen parts of %s.%s partition %s "
                  "are active before the swap", w->srv->shard.name, hot_active,
                  json_array_size(hot), w->db, w->table, job->pid);
@@ -605,6 +605,12 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
     }
     /* Choose (journaled by the caller before the statement runs). */
     const char *mode = others == 0 ? "replace" : "attach";
+    if (hot_active == 0 && strcmp(mode, "replace")) {
+        /* the attach form is safe to repeat only through its first DETACH PART */
+        fail_job(job, FERRY_EINVAL, "%s: %s.%s partition %s has no frozen hot part to swap",
+                 w->srv->shard.name, w->db, w->table, job->pid);
+        return SWAP_FAILED;
+    }
     json_object_set_new(job->data, "swap", json_string(mode));
     json_object_set_new(job->data, "max_block", json_integer((json_int_t)max_block));
     json_object_set_new(job->data, "swapped", json_true());
