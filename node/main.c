@@ -260,7 +260,13 @@ static int write_clickhouse_config(const node *n, const char *s3_key, const char
                        "          <cold><disk>");
     ferry_buf_puts(&b, n->cold_cache_size ? "cold_cache" : "cold");
     ferry_buf_puts(&b, "</disk>"
-                       "<prefer_not_to_merge>true</prefer_not_to_merge></cold>\n"
+                       "<prefer_not_to_merge>true</prefer_not_to_merge>"
+                       /* ClickHouse must not place a new part there either: with the hot disk
+                        * full it puts inserts and merges on the next volume that reserves the
+                        * space, writes objects itself and leaves broken parts (docs/operations.md).
+                        * A volume reserves nothing larger than this; ferry's ATTACH / REPLACE /
+                        * MOVE PARTITION TO TABLE and MOVE ... TO DISK reserve on the disk. */
+                       "<max_data_part_size_bytes>1</max_data_part_size_bytes></cold>\n"
                        "        </volumes>\n        <move_factor>0</move_factor>\n"
                        "      </tiered>\n    </policies>\n  </storage_configuration>\n"
                        "</clickhouse>\n");

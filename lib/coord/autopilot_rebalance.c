@@ -3,7 +3,8 @@
  * every move and answers no once the cluster is paused, the maintenance window has closed or
  * the coordinator is stopping, so no move starts then while the moves in flight finish (a move
  * is never abandoned half-way: it only rolls forward after its switch, and rolling back before
- * it is the move's own business). The reason the plan is not empty is put in words for the log
+ * it is the move's own business; on SIGTERM a move in flight stops at its next journaled state
+ * instead, include/ferry/stop.h, and the next pass resumes it). The reason the plan is not empty is put in words for the log
  * and ferry status; after a complete run the NEW shards it filled become ACTIVE. */
 #include "autopilot_int.h"
 

@@ -62,6 +62,7 @@
  * from what is there, and MOVE PARTITION of an empty staging partition is skipped. */
 #include "ferry/move.h"
 #include "ferry/fence.h"
+#include "ferry/stop.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -1203,8 +1204,9 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
     if ((rc = fence_routers(x, "clone", err)))
         return rc;
     unsigned grace = ferry_move_grace(x->o);
-    if (grace)
-        usleep((useconds_t)grace * 1000);
+    if (grace && ferry_stop_sleep_ms(grace))
+        return ferry_err_set(err, FERRY_ETIMEOUT, "move %s: stopping (the process was asked to "
+                             "stop during the grace period)", x->mv.u.move.id);
     char fz[160], tag[32];
     snprintf(tag, sizeof tag, "k%u", x->mv.u.move.step);
     rc = freeze_name(x, tag, fz, sizeof fz, err);
@@ -1309,11 +1311,56 @@ static int do_cleanup_clone(mvctx *x, ferry_err *err)
     return rc;
 }
 
+/* A resumed publish step: drops from the target's staging every part of the slice that the real
+ * table already holds (same partition, hash_of_all_files and rows). MOVE PARTITION ... TO TABLE
+ * is atomic in the server's memory only: it adds the parts to the table, then removes staging's
+ * from disk, so a kill -9 of the target between the two leaves both on disk, and the restarted
+ * server loads staging's parts again; moving them would add the rows a second time
+ * (tests/integration/move_publish_kill.sh, docs/reliability.md). Each part of the table matches
+ * one staged part at most; a part written to the target since the switch cannot carry a staged
+ * part's hash unless it holds the very same rows in the very same block. */
+static int publish_dedup(mvctx *x, const ferry_table_def *t, ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    staging_name(t->name, st, sizeof st);
+    mv_slice stg = {0}, real = {0};
+    bool *used = NULL;
+    int rc = mv_slice_list(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, true, &stg,
+                           err);
+    if (!rc && stg.n_parts)
+        rc = mv_slice_list(&x->dst, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, true,
+                           &real, err);
+    if (!rc && stg.n_parts && !(used = calloc(real.n_parts + 1, sizeof *used)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t k = 0; !rc && k < stg.n_pids; k++) {
+        mv_parts sp = mv_slice_parts(&stg, stg.pids[k]), rp = mv_slice_parts(&real, stg.pids[k]);
+        for (size_t i = 0; !rc && i < sp.n; i++)
+            for (size_t j = 0; j < rp.n; j++) {
+                size_t at = (size_t)(rp.p - real.parts) + j;
+                if (used[at] || rp.p[j].rows != sp.p[i].rows || strcmp(rp.p[j].hash, sp.p[i].hash))
+                    continue;
+                used[at] = true;
+                ferry_log(FERRY_LOG_WARN, "msg=\"staged part already in the table (a kill -9 of "
+                          "the target after MOVE PARTITION brought it back); dropped from staging, "
+                          "not moved again\" move=%s shard=%s table=%s.%s part=%s table_part=%s",
+                          x->mv.u.move.id, x->dst.name, t->database, st, sp.p[i].name,
+                          rp.p[j].name);
+                rc = staging_drop_part(x, t, sp.p[i].name, err);
+                break;
+            }
+    }
+    free(used);
+    mv_slice_free(&stg);
+    mv_slice_free(&real);
+    return rc;
+}
+
 static int do_switch(mvctx *x, ferry_err *err)
 {
     int rc = FERRY_OK;
     if (x->clone)
         return do_switch_clone(x, err);
+    bool resumed_publish = x->mv.u.move.step >= MV_STEP_PUBLISH;
     if (x->mv.u.move.step < MV_STEP_PUBLISH) {
         if ((rc = begin_attempt(x, err)))
             return rc;
@@ -1323,8 +1370,9 @@ static int do_switch(mvctx *x, ferry_err *err)
         if ((rc = fence_routers(x, "move", err)))
             return rc;
         unsigned grace = ferry_move_grace(x->o);
-        if (grace)
-            usleep((useconds_t)grace * 1000);
+        if (grace && ferry_stop_sleep_ms(grace))
+            return ferry_err_set(err, FERRY_ETIMEOUT, "move %s: stopping (the process was asked "
+                                 "to stop during the grace period)", x->mv.u.move.id);
         bool stable = false;
         json_t *fps = json_object();
         for (size_t i = 0; !rc && i < x->tables.n; i++)
@@ -1387,7 +1435,10 @@ static int do_switch(mvctx *x, ferry_err *err)
         char st[FERRY_NAME_MAX + 32];
         staging_name(t->name, st, sizeof st);
         mv_pids pids = {0};
-        rc = slice_pids(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
+        if (resumed_publish)
+            rc = publish_dedup(x, t, err);
+        if (!rc)
+            rc = slice_pids(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
         for (size_t k = 0; !rc && k < pids.n;) {
             ferry_buf sql = FERRY_BUF_INIT;
             ferry_buf_puts(&sql, "ALTER TABLE ");
@@ -1416,6 +1467,58 @@ static int do_switch(mvctx *x, ferry_err *err)
     return rc;
 }
 
+/* Before CLEANUP removes the source's copy: no part of the slice may have been detached as
+ * broken on the target. ClickHouse rewrites a pointer file in place when it changes its
+ * reference count (hard-linking it for MOVE PARTITION, unlinking staging's copy after it), and a
+ * kill -9 in the middle leaves it empty; at restart the part, in staging or in the table, goes to
+ * detached/ as broken-on-start and its rows are on the target nowhere else (seen with
+ * tests/integration/move_publish_kill.sh's kill during the publish statement). The source still
+ * has every row: stop here, naming the parts, rather than remove it. */
+static int target_broken_check(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
+                               ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    staging_name(t->name, st, sizeof st);
+    ferry_buf sql = FERRY_BUF_INIT, names = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    ferry_buf_puts(&sql, "SELECT table, name FROM system.detached_parts WHERE database = ");
+    ferry_sql_quote(t->database, &sql);
+    ferry_buf_puts(&sql, " AND table IN (");
+    ferry_sql_quote(t->name, &sql);
+    ferry_buf_puts(&sql, ", ");
+    ferry_sql_quote(st, &sql);
+    ferry_buf_puts(&sql, ") AND startsWith(name, 'broken')");
+    int rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), &rows, err);
+    size_t n = 0;
+    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
+        const char *name = ferry_ch_rows_get(&rows, r, 1);
+        for (size_t k = 0; k < pids->n; k++) {
+            const char *at = strstr(name, pids->ids[k]);
+            size_t len = strlen(pids->ids[k]);
+            if (!at || at == name || at[-1] != '_' || at[len] != '_')
+                continue;
+            ferry_buf_puts(&names, n++ ? ", " : "");
+            ferry_buf_puts(&names, ferry_ch_rows_get(&rows, r, 0));
+            ferry_buf_puts(&names, "/detached/");
+            ferry_buf_puts(&names, name);
+            break;
+        }
+    }
+    if (!rc && n)
+        rc = ferry_err_set(err, FERRY_EIO,
+                           "move %s: %zu part(s) of the slice were detached as broken on the "
+                           "target %s (%s): their rows are there nowhere else, while the source "
+                           "%s still holds every row of the slice, so CLEANUP does not run. "
+                           "Rebuild those partitions on %s from %s's rows, then remove the broken "
+                           "folders and resume with the same command",
+                           x->mv.u.move.id, n, x->dst.name, ferry_buf_cstr(&names), x->src.name,
+                           x->dst.name, x->src.name);
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    ferry_buf_free(&names);
+    return rc;
+}
+
 static int do_cleanup(mvctx *x, ferry_err *err)
 {
     int rc = FERRY_OK;
@@ -1432,6 +1535,8 @@ static int do_cleanup(mvctx *x, ferry_err *err)
                             err);
         for (size_t k = 0; !rc && k < src.n; k++)
             rc = pids_add(&all, src.ids[k]);
+        if (!rc && src.n)
+            rc = target_broken_check(x, t, &src, err);
         if (!rc && src.n) {
             /* the source must hold exactly what was verified and published: its parts unchanged
              * (no row read), or else the same rows (a merge since changes parts, not rows) */
@@ -1906,6 +2011,11 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
               res->resumed ? "resumed" : "started", id, m->tenant, m->split, m->from, m->to,
               ferry_move_state_name(m->state));
     while (!rc && m->state != FERRY_MOVE_DONE) {
+        if (ferry_stop_requested()) { /* a safe point: the journal holds the state reached */
+            rc = ferry_err_set(err, FERRY_ETIMEOUT, "move %s: stopping (the process was asked "
+                               "to stop)", id);
+            break;
+        }
         progress(&x);
         enum ferry_move_state was = m->state;
         double s0 = now_s();

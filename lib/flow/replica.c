@@ -11,6 +11,7 @@
 
 #include "ferry/log.h"
 #include "ferry/repair_need.h"
+#include "ferry/stop.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
 #include "flow/part_records.h"
@@ -251,6 +252,11 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
         const ferry_route *rt = &routes.items[r].u.route;
         if (!strchr(rt->shards, ','))
             continue;
+        if (ferry_stop_requested()) { /* between slices: each slice's repair is whole */
+            rc = ferry_err_set(err, FERRY_ETIMEOUT, "repair: stopping (the process was asked to "
+                               "stop); the next run checks the slices left");
+            break;
+        }
         sum->slices++;
         /* the replicas, in route order */
         char names[16][FERRY_NAME_MAX];

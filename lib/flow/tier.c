@@ -84,6 +84,7 @@
 
 #include "ferry/testknob.h"
 #include "ferry/log.h"
+#include "ferry/stop.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
 
@@ -253,17 +254,11 @@ int tier_job_fail(tier_job *job, int rc, const ferry_err *err)
 int tier_next_record(tier_ctx *ctx, tier_job *job, enum ferry_tier_state to, bool detail,
                        ferry_record *next, ferry_err *err)
 {
-    ferry_job *j = &job->rec.u.job;
-    char *text = json_dumps(job->data, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!text)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (strlen(text) >= sizeof j->data) {
-        size_t n = strlen(text);
+    char *text = NULL;
+    int trc = tier_hot_text(job, &text, err); /* a long part list goes to companion records */
+    if (trc) {
         free(text);
-        return ferry_err_set(err, FERRY_EINVAL, "job %s: its journal state needs %zu bytes, more "
-                             "than the %zu a job record holds (too many parts in the partition? "
-                             "merge it first: OPTIMIZE TABLE ... PARTITION ID '%s' FINAL)",
-                             j->id, n, sizeof j->data - 1, job->pid);
+        return trc;
     }
     *next = job->rec; /* a job record owns no memory: a plain copy */
     ferry_job *nj = &next->u.job;
@@ -290,13 +285,19 @@ static int journal_write(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier
         return FERRY_OK;
     ferry_batch *b = ferry_batch_new();
     ferry_record *next = calloc(n, sizeof *next);
-    int64_t *nv = calloc(n, sizeof *nv);
-    int rc = b && next && nv ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    int64_t *nv = NULL;
+    size_t *op = calloc(n, sizeof *op);
+    int rc = b && next && op ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
-        rc = tier_next_record(ctx, js[i], to, detail, &next[i], err);
+        rc = tier_hot_stage(ctx, js[i], b, err); /* the part list's records, when it needs them */
+        if (!rc)
+            rc = tier_next_record(ctx, js[i], to, detail, &next[i], err);
+        op[i] = b ? ferry_batch_size(b) : 0;
         if (!rc)
             rc = ferry_batch_update(b, &next[i], err);
     }
+    if (!rc && !(nv = calloc(ferry_batch_size(b), sizeof *nv)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (!rc) {
         ctx->catalog_writes++;
         rc = ferry_catalog_commit_versions(ctx->cat, b, nv, NULL, err);
@@ -306,11 +307,14 @@ static int journal_write(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier
                              "owns the job now): ", n == 1 ? js[0]->rec.u.job.id : "wave");
         }
     }
+    for (size_t i = 0; i < n; i++)
+        tier_hot_committed(js[i], rc == FERRY_OK);
     for (size_t i = 0; !rc && i < n; i++) {
-        next[i].version = nv[i];
+        next[i].version = nv[op[i]];
         js[i]->rec = next[i];
         js[i]->state = to;
     }
+    free(op);
     free(nv);
     free(next);
     ferry_batch_free(b);
@@ -489,6 +493,15 @@ int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err)
         j->out = j->out || j->state == FERRY_TIER_DONE || j->state == FERRY_TIER_FAILED;
     }
     while (!rc) {
+        if (ferry_stop_requested()) {
+            /* a safe point: every job's journal holds the state it reached; the next run
+             * resumes them (as after a crash, without one) */
+            for (size_t i = 0; i < w->n; i++)
+                w->jobs[i]->out = true;
+            FLOG_INFO("msg=\"tier wave left between steps: the process is stopping\" server=%s "
+                      "table=%s", w->srv->shard.name, w->table);
+            break;
+        }
         /* the lowest state among the jobs still in the wave runs next, for all jobs in it */
         enum ferry_tier_state s = FERRY_TIER_STATE_COUNT;
         for (size_t i = 0; i < w->n; i++) {

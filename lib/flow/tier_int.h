@@ -119,6 +119,10 @@ typedef struct tier_job {
     uint64_t bytes_uploaded, files_uploaded, pointer_bytes, pointer_files;
     double check_ms;       /* the agent's time checking its uploads against checksums.txt */
     double step_ms[FERRY_TIER_STATE_COUNT]; /* its share of its wave's step times */
+    /* the part list in companion records (tier_hot.c): the hash of the list they hold (0:
+     * none), of the list in a batch not yet committed, and how many exist */
+    uint64_t hot_written, hot_staged;
+    size_t hot_records, hot_staged_records;
 } tier_job;
 
 /* The jobs of one (server, table) whose steps run together: one statement, one agent request
@@ -215,6 +219,17 @@ int tier_clean_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, fer
 int tier_step_cleanup(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
 /* Undoes the jobs (none has swapped: I2) and journals them FAILED with their errors. */
 int tier_rollback(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+
+/* ---- tier_hot.c: the part list beyond a job record ---- */
+/* The job record's data text (*text, malloc'ed): with the hot list moved to companion records
+ * when it does not fit; those must be in the catalog or staged (tier_hot_stage). */
+int tier_hot_text(tier_job *job, char **text, ferry_err *err);
+/* Adds to b the companion records of the job's hot list when it needs them and they do not hold
+ * it yet; tier_hot_committed(job, ok) after the batch's commit. */
+int tier_hot_stage(tier_ctx *ctx, tier_job *job, ferry_batch *b, ferry_err *err);
+void tier_hot_committed(tier_job *job, bool ok);
+/* A loaded job whose record says "hot_in": reads its hot list back from the companions. */
+int tier_hot_load(tier_ctx *ctx, tier_job *job, ferry_err *err);
 
 /* ---- tier_agent.c ---- */
 /* One agent request of the flow on the server's own client; the error is prefixed with the

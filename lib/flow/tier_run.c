@@ -134,7 +134,8 @@ static int job_load(tier_ctx *ctx, tier_job *job, ferry_err *err)
     snprintf(job->table, sizeof job->table, "%s",
              json_string_value(json_object_get(job->data, "table")) ?: "");
     snprintf(job->pid, sizeof job->pid, "%s", json_string_value(json_object_get(job->data, "pid")) ?: "");
-    if ((rc = ferry_tier_staging_name(job->table, job->staging, sizeof job->staging, err)))
+    if ((rc = ferry_tier_staging_name(job->table, job->staging, sizeof job->staging, err)) ||
+        (rc = tier_hot_load(ctx, job, err)))
         return rc;
     return tier_server_open(ctx, job->srv, err);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "ferry/log.h"
@@ -489,10 +490,37 @@ out:
 /* ---- REPLACE ----------------------------------------------------------------------------------- */
 
 /* What one job's swap needs now, from the partition's active parts. */
-enum swap_need { SWAP_DONE, SWAP_DETACH_REST, SWAP_CHOOSE, SWAP_FAILED };
+enum swap_need { SWAP_DONE, SWAP_DETACH_REST, SWAP_ATTACH_REST, SWAP_CHOOSE, SWAP_FAILED };
+
+/* The attach-mode swap is one ALTER on the table: DETACH PART of every frozen part FIRST, then
+ * ATTACH PARTITION ... FROM staging. Its commands commit one by one, so the order is what makes
+ * it safe to repeat: run a second time (a statement of a killed or timed-out run that reaches the
+ * server late, a per-partition retry), its first DETACH PART finds the frozen part gone and the
+ * statement stops before its ATTACH; attached first (as before), the second run attached the
+ * staged parts again and doubled the partition (the chaos soak, docs/reliability.md). Readers see
+ * the frozen rows missing for the microseconds between the commands instead of twice. When the
+ * DETACH half ran and the ATTACH did not (a crash or an error between the commands), the missing
+ * half is `ALTER TABLE staging MOVE PARTITION ... TO TABLE t`, which takes the parts out of staging
+ * as it adds them: run twice, the second finds staging's partition empty and adds nothing. */
+static void put_detach(ferry_buf *cmds, size_t *ncmds, const char *part)
+{
+    ferry_buf_puts(cmds, (*ncmds)++ ? ", DETACH PART " : " DETACH PART ");
+    ferry_sql_quote(part, cmds);
+}
+
+/* Whether rows (partition_id, name of system.detached_parts) hold part name of pid. */
+static bool is_detached(const ferry_ch_rows *rows, const char *pid, const char *name)
+{
+    for (size_t r = 0; r < rows->n_rows; r++)
+        if (!strcmp(ferry_ch_rows_get(rows, r, 0), pid) &&
+            !strcmp(ferry_ch_rows_get(rows, r, 1), name))
+            return true;
+    return false;
+}
 
 static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *live,
-                                const mv_slice *stg, ferry_buf *cmds, size_t *ncmds)
+                                const mv_slice *stg, const ferry_ch_rows *detached, ferry_buf *cmds,
+                                size_t *ncmds, ferry_buf *moves, size_t *nmoves)
 {
     json_t *hot = json_object_get(job->data, "hot");
     mv_parts ps = mv_slice_parts(live, job->pid);
@@ -516,23 +544,54 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
     if (*swap && added > 0 && hot_active == 0) /* the swap ran before a crash */
         return SWAP_DONE;
     if (*swap && added > 0) {
-        if (strcmp(swap, "attach")) {
-            fail_job(job, FERRY_EINTERNAL, "%s: %s.%s partition %s holds both the swapped-in "
-                     "cold parts and frozen hot parts after REPLACE", w->srv->shard.name,
-                     w->db, w->table, job->pid);
-            return SWAP_FAILED;
-        }
-        /* ATTACH FROM ran; the DETACH PART half did not (or not all of it). */
+        /* attach: ATTACH FROM ran, the DETACH PART half did not (or not all of it): a statement
+         * of a version that attached first. replace: REPLACE committed in memory, then failed to
+         * write the empty part that covers the replaced ones (ClickHouse 26.7 reserves 1 MiB for
+         * it on the policy: NOT_ENOUGH_SPACE with the hot disk full), and a restart loaded the
+         * replaced frozen parts again (tests/integration/hot_full_cold_guard.sh). Either way the
+         * frozen parts still active are detached now; VERIFY checks what was added. */
+        if (strcmp(swap, "attach"))
+            FLOG_WARN("msg=\"frozen parts active again after REPLACE (a restart before the "
+                      "replaced parts were removed); detaching them\" server=%s table=%s.%s "
+                      "partition=%s", w->srv->shard.name, w->db, w->table, job->pid);
         size_t i;
         json_t *h;
         json_array_foreach(hot, i, h) {
             const mv_part *p = mv_parts_find(&ps, json_string_value(h));
-            if (!p || !p->active)
-                continue;
-            ferry_buf_puts(cmds, (*ncmds)++ ? ", DETACH PART " : " DETACH PART ");
-            ferry_sql_quote(json_string_value(h), cmds);
+            if (p && p->active)
+                put_detach(cmds, ncmds, json_string_value(h));
         }
         return SWAP_DETACH_REST;
+    }
+    if (*swap && !strcmp(swap, "attach") && hot_active != json_array_size(hot)) {
+        /* Nothing added, frozen parts gone: detached by the swap's first half, or merged away
+         * (someone started merges). detached/ tells which. */
+        size_t in_detached = 0, i;
+        json_t *h;
+        json_array_foreach(hot, i, h) {
+            const mv_part *p = mv_parts_find(&ps, json_string_value(h));
+            if (!(p && p->active) && is_detached(detached, job->pid, json_string_value(h)))
+                in_detached++;
+        }
+        if (in_detached == json_array_size(hot) - hot_active) {
+            json_array_foreach(hot, i, h) {
+                const mv_part *p = mv_parts_find(&ps, json_string_value(h));
+                if (p && p->active)
+                    put_detach(cmds, ncmds, json_string_value(h));
+            }
+            ferry_buf_puts(moves, (*nmoves)++ ? ", MOVE PARTITION ID " : " MOVE PARTITION ID ");
+            ferry_sql_quote(job->pid, moves);
+            ferry_buf_puts(moves, " TO TABLE ");
+            tier_qualified(moves, w->db, w->table);
+            return SWAP_ATTACH_REST;
+        }
+        if (in_detached > 0) {
+            fail_job(job, FERRY_EINTERNAL, "%s: of the frozen parts of %s.%s partition %s, %zu "
+                     "are detached, %zu active and the others neither (merged?), and no cold part "
+                     "was added: look at detached/ and ATTACH PART the frozen parts back",
+                     w->srv->shard.name, w->db, w->table, job->pid, in_detached, hot_active);
+            return SWAP_FAILED;
+        }
     }
     if (*swap && hot_active != json_array_size(hot)) {
         /* nothing was swapped, but the frozen parts changed: safe to roll back and redo */
@@ -574,61 +633,195 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
     }
     /* Choose (journaled by the caller before the statement runs). */
     const char *mode = others == 0 ? "replace" : "attach";
+    if (hot_active == 0 && strcmp(mode, "replace")) {
+        /* the attach form is safe to repeat only through its first DETACH PART */
+        fail_job(job, FERRY_EINVAL, "%s: %s.%s partition %s has no frozen hot part to swap",
+                 w->srv->shard.name, w->db, w->table, job->pid);
+        return SWAP_FAILED;
+    }
     json_object_set_new(job->data, "swap", json_string(mode));
     json_object_set_new(job->data, "max_block", json_integer((json_int_t)max_block));
     json_object_set_new(job->data, "swapped", json_true());
+    if (strcmp(mode, "replace")) {
+        size_t i;
+        json_t *h;
+        json_array_foreach(hot, i, h)
+            put_detach(cmds, ncmds, json_string_value(h));
+    }
     ferry_buf_puts(cmds, (*ncmds)++ ? ", " : " ");
     ferry_buf_puts(cmds, !strcmp(mode, "replace") ? "REPLACE PARTITION ID "
                                                    : "ATTACH PARTITION ID ");
     ferry_sql_quote(job->pid, cmds);
     ferry_buf_puts(cmds, " FROM ");
     tier_qualified(cmds, w->db, w->staging);
-    if (strcmp(mode, "replace")) {
-        size_t i;
-        json_t *h;
-        json_array_foreach(hot, i, h) {
-            ferry_buf_puts(cmds, ", DETACH PART ");
-            ferry_sql_quote(json_string_value(h), cmds);
-            (*ncmds)++;
-        }
-    }
     return SWAP_CHOOSE;
 }
 
+/* ClickHouse 26.7 writes an empty part covering what REPLACE (and DETACH, DROP) removes,
+ * reserving 1 MiB on the table's policy; the cold volume reserves nothing (the lab's and
+ * docs/operations.md's max_data_part_size_bytes = 1), so with the hot disk full that part
+ * cannot be written: DETACH fails before it changes anything, but REPLACE has already swapped
+ * in memory, reports NOT_ENOUGH_SPACE, and a restart before the replaced parts are removed
+ * brings them back next to the cold ones (rows twice; tests/integration/hot_full_cold_guard.sh).
+ * So no swap starts while a local disk of the table's policy has less than this unreserved. */
+#define TIER_SWAP_MIN_ROOM (16ull << 20)
+
+static int check_room(tier_wave *w, ferry_err *err)
+{
+    char policy[FERRY_NAME_MAX];
+    bool exists = false, remote = false;
+    int rc = tier_table_policy(w->srv, w->db, w->table, &exists, policy, sizeof policy, &remote,
+                               err);
+    if (rc || !exists)
+        return rc;
+    ferry_buf sql = FERRY_BUF_INIT, out = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "SELECT name, unreserved_space FROM system.disks WHERE NOT is_remote AND "
+                         "has((SELECT groupArrayArray(disks) FROM system.storage_policies WHERE "
+                         "policy_name = ");
+    ferry_sql_quote(policy, &sql);
+    ferry_buf_puts(&sql, "), name) ORDER BY unreserved_space LIMIT 1 FORMAT TabSeparated");
+    if (!(rc = tier_sql(w->srv, ferry_buf_cstr(&sql), &out, err)) && out.data) {
+        char *tab = strchr(out.data, '\t');
+        uint64_t room = 0;
+        if (tab) {
+            *tab = '\0';
+            ferry_chomp(tab + 1);
+            ferry_parse_u64(tab + 1, &room);
+            if (room < TIER_SWAP_MIN_ROOM)
+                rc = ferry_err_set(err, FERRY_EIO, "%s: disk %s of %s.%s has %llu bytes "
+                                   "unreserved, less than the %llu a swap needs (ClickHouse writes "
+                                   "an empty covering part there); nothing was swapped, the next "
+                                   "run resumes once there is room", w->srv->shard.name,
+                                   out.data, w->db, w->table, (unsigned long long)room,
+                                   (unsigned long long)TIER_SWAP_MIN_ROOM);
+        }
+    }
+    ferry_buf_free(&sql);
+    ferry_buf_free(&out);
+    return rc;
+}
+
+/* A swap statement of an earlier run may still be running on the server (its process killed,
+ * or its request timed out while the server was paused): looking at the parts before it
+ * finished would choose a swap it is about to make. Waits (bounded) until no ALTER naming the
+ * staging table runs there. */
+static int wait_swaps_finished(tier_wave *w, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "SELECT count() FROM system.processes WHERE query_kind = 'Alter' AND "
+                         "position(query, ");
+    ferry_sql_quote(w->staging, &sql);
+    ferry_buf_puts(&sql, ") > 0 FORMAT TabSeparated");
+    int rc = FERRY_OK;
+    double until = tier_now_ms() + 60e3;
+    for (;;) {
+        ferry_buf out = FERRY_BUF_INIT;
+        rc = tier_sql(w->srv, ferry_buf_cstr(&sql), &out, err);
+        bool running = !rc && out.data && out.data[0] != '0';
+        ferry_buf_free(&out);
+        if (rc || !running)
+            break;
+        if (tier_now_ms() > until) {
+            rc = ferry_err_set(err, FERRY_ETIMEOUT, "%s: an earlier swap statement on %s.%s is "
+                               "still running after 60 s; the next run resumes the swap",
+                               w->srv->shard.name, w->db, w->table);
+            break;
+        }
+        usleep(200 * 1000);
+    }
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* The detached parts of the jobs' partitions of the wave's table: (partition_id, name) rows. */
+static int list_detached(tier_wave *w, tier_job **js, size_t n, ferry_ch_rows *out,
+                         ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "SELECT partition_id, name FROM system.detached_parts WHERE database = ");
+    ferry_sql_quote(w->db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(w->table, &sql);
+    ferry_buf_puts(&sql, " AND partition_id IN (");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            ferry_buf_puts(&sql, ", ");
+        ferry_sql_quote(js[i]->pid, &sql);
+    }
+    ferry_buf_puts(&sql, ")");
+    int rc = mv_sql(&w->srv->conn, ferry_buf_cstr(&sql), out, err);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* Runs ALTER TABLE table <cmds> for the wave; the time counts as load time. */
+static int run_alter(tier_ctx *ctx, tier_wave *w, const char *table, const ferry_buf *cmds,
+                     ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "ALTER TABLE ");
+    tier_qualified(&sql, w->db, table);
+    ferry_buf_puts(&sql, ferry_buf_cstr(cmds));
+    /* the statement itself: what ran is what a person needs after a failed swap */
+    FLOG_INFO("msg=\"tier swap statement\" server=%s sql=\"%s\"", w->srv->shard.name,
+              ferry_buf_cstr(&sql));
+    double t0 = tier_now_ms();
+    int rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
+    ctx->load_ms += tier_now_ms() - t0;
+    ferry_buf_free(&sql);
+    return rc;
+}
+
 /* Looks at each job's partition, journals the swaps it chooses (one batch), then runs every
- * swap in one ALTER. When the ALTER fails for several jobs, each job is looked at again and run
- * on its own (the commands of an ALTER commit one by one, so some may have run). */
+ * swap in one ALTER (and the second halves of attach swaps cut short in one more, on staging).
+ * When a statement fails for several jobs, each job is looked at again and run on its own (the
+ * commands of an ALTER commit one by one, so some may have run). */
 static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
 {
     mv_slice live = {0}, stg = {0};
-    ferry_buf cmds = FERRY_BUF_INIT, sql = FERRY_BUF_INIT;
-    size_t ncmds = 0, nchosen = 0;
+    ferry_ch_rows det = {0};
+    ferry_buf cmds = FERRY_BUF_INIT, moves = FERRY_BUF_INIT;
+    size_t ncmds = 0, nmoves = 0, nchosen = 0;
+    bool resumed = false;
     tier_job **chosen = calloc(n + 1, sizeof *chosen);
-    int rc = chosen ? tier_list(w, w->table, js, n, true, &live, err)
-                    : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    int rc = chosen ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        resumed = resumed || (!js[i]->rc && *tier_dstr(js[i], "swap"));
+    if (!rc && resumed)
+        rc = wait_swaps_finished(w, err);
+    if (!rc && (rc = check_room(w, err)) == FERRY_EIO) {
+        for (size_t i = 0; i < n; i++) /* each keeps its journal: resumed when there is room */
+            if (!js[i]->rc)
+                tier_job_fail(js[i], rc, err);
+        rc = FERRY_OK;
+        goto out;
+    }
+    if (!rc)
+        rc = tier_list(w, w->table, js, n, true, &live, err);
     if (!rc)
         rc = tier_list(w, w->staging, js, n, true, &stg, err);
+    if (!rc && resumed)
+        rc = list_detached(w, js, n, &det, err);
     for (size_t i = 0; !rc && i < n; i++)
-        if (!js[i]->rc && swap_look(w, js[i], &live, &stg, &cmds, &ncmds) == SWAP_CHOOSE)
+        if (!js[i]->rc && swap_look(w, js[i], &live, &stg, &det, &cmds, &ncmds, &moves,
+                                    &nmoves) == SWAP_CHOOSE)
             chosen[nchosen++] = js[i];
     if (rc || (rc = tier_journal_detail(ctx, chosen, nchosen, FERRY_TIER_REPLACE, err)))
         goto out;
     if (nchosen)
         tier_crash_point("FERRY_TEST_CRASH_AFTER", "SWAP"); /* the choices journaled, not run */
-    if (ncmds == 0)
-        goto out;
-    ferry_buf_puts(&sql, "ALTER TABLE ");
-    tier_qualified(&sql, w->db, w->table);
-    ferry_buf_puts(&sql, ferry_buf_cstr(&cmds));
-    double t0 = tier_now_ms();
-    rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
-    ctx->load_ms += tier_now_ms() - t0;
+    if (ncmds) {
+        rc = run_alter(ctx, w, w->table, &cmds, err);
+        if (!rc)
+            tier_crash_point("FERRY_TEST_CRASH_AFTER", "SWAP:ran"); /* ran, not journaled */
+    }
+    if (!rc && nmoves)
+        rc = run_alter(ctx, w, w->staging, &moves, err);
     if (rc && rc != FERRY_EREMOTE) {
         /* No answer (a timeout, a connection lost after the request went out): the statement
-         * may still run on the server (a paused server runs it when it wakes up). Looking at
-         * the parts now and swapping again could attach the staged parts a second time (the
-         * chaos soak saw exactly that: rows doubled after a SIGSTOP). Each job keeps its
-         * journaled choice; the next run resumes it and looks once the server has answered. */
+         * may still run on the server (a paused server runs it when it wakes up). Each job
+         * keeps its journaled choice; the next run waits for the statement to finish
+         * (wait_swaps_finished), then looks. */
         for (size_t i = 0; i < n; i++)
             if (!js[i]->rc)
                 tier_job_fail(js[i], rc, err);
@@ -649,8 +842,9 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
 out:
     mv_slice_free(&live);
     mv_slice_free(&stg);
+    ferry_ch_rows_free(&det);
     ferry_buf_free(&cmds);
-    ferry_buf_free(&sql);
+    ferry_buf_free(&moves);
     free(chosen);
     return rc;
 }

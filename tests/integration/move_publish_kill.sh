@@ -1,0 +1,91 @@
+# kill -9 of the TARGET node right after the publish step's MOVE PARTITION ... TO TABLE (the
+# chaos soak suspected the move's rows doubled after such a kill: "MOVE PARTITION is not atomic
+# across kill -9", docs/reliability.md). The mover is stopped at the test-only crash points right
+# after the first MOVE PARTITION statement answered (SWITCH:published-one) and after all of them
+# (SWITCH), the target is killed at once, started again, and the move resumed: the target holds
+# the slice exactly once. The table has a server's old_parts_lifetime (480 s; the lab's chdb
+# default is 0), so the parts MOVE PARTITION took out of staging are not removed from disk by
+# the lifetime rule, only by the statement itself.
+# A kill that lands inside the publish statement can do both things the soak saw (a loop of such
+# kills reproduced them, docs/reliability.md): staging's parts come back after the restart (the
+# resumed publish would move them twice), or a part whose pointer file ClickHouse was rewriting
+# is detached as broken. Both are made here by hand, deterministically: staging's parts put back
+# (ATTACH PARTITION FROM the table: the same hash_of_all_files) must be dropped, not moved; a
+# broken part of the slice on the target must stop the move before CLEANUP, the source intact.
+source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
+
+MV_DDL="CREATE TABLE IF NOT EXISTS events (tenant String, day UInt32, split UInt8, user UInt64,
+    v UInt64) ENGINE = MergeTree PARTITION BY (tenant, day, split) ORDER BY (user)
+    SETTINGS storage_policy = 'tiered', old_parts_lifetime = 480"
+L=$T/lab
+mv_setup "$L" 2
+C="$L/mv.conf"
+url_of() { lab_url "$L" "$1"; }
+mv_ingest "$(url_of node1)" acme 1 4 20000
+for d in 1 2; do chq "$(url_of node1)" "ALTER TABLE events MOVE PARTITION ('acme', 2026110$d, 1) TO DISK 'cold'" >/dev/null; done
+want=$(mv_fp "$(url_of node1)" acme 1)
+unfinished() { sqlite3 "$L/catalog.db" "SELECT name FROM records WHERE parent = 'moves' AND json_extract(doc, '\$.state') NOT IN ('DONE', 'FAILED')"; }
+staged() { chq "$1" "SELECT count() FROM system.parts WHERE active AND rows > 0 AND table = 'events_ferry_staging'"; }
+
+src=node1; dst=node2
+for point in SWITCH:published-one SWITCH; do
+    FERRY_TEST_CRASH_AFTER=$point expect_exit 137 "$FERRY_BIN" move --config "$C" --tenant acme \
+        --split 1 --to $dst --grace 200
+    du=$(url_of $dst)
+    before=$(staged "$du")
+    kill -KILL "$(lab_pid "$L" $dst)"
+    wait_for 30 sh -c "[ \"\$('$FERRY_BIN' lab status --dir '$L' --json | jq -r '.nodes[] | select(.name == \"$dst\") | .alive')\" = false ]" ||
+        fail "$dst did not die"
+    lab_up "$L"
+    du=$(url_of $dst)
+    after=$(staged "$du")
+    echo "# $point: staging of $dst held $before active parts before the kill, $after after the restart"
+    assert_eq "$before" "$after" "$point: no part came back into staging after kill -9 of $dst"
+    id=$(unfinished)
+    [ -n "$id" ] || fail "no unfinished move after $point"
+    "$FERRY_BIN" move --config "$C" --resume "$id" --grace 200 >"$T/r.out" 2>"$T/r.err" ||
+        fail "resume after $point + kill -9 of $dst failed: $(cat "$T/r.err")"
+    assert_eq "$want" "$(mv_fp "$du" acme 1)" "$point + kill -9 of $dst: the slice once on $dst"
+    assert_eq 0 "$(chq "$(url_of $src)" "SELECT count() FROM events WHERE tenant = 'acme'")" "$point: $src empty"
+    assert_eq 0 "$(staged "$du")" "$point: staging empty"
+    mv_no_residue "$L"
+    ok "kill -9 of the target right after $point, restarted, resumed: the slice once, no residue"
+    t=$src; src=$dst; dst=$t
+done
+# staging's parts back after the first MOVE PARTITION: the resume drops them, moves the rest
+FERRY_TEST_CRASH_AFTER=SWITCH:published-one expect_exit 137 "$FERRY_BIN" move --config "$C" \
+    --tenant acme --split 1 --to $dst --grace 200
+du=$(url_of $dst)
+pid=$(chq "$du" "SELECT DISTINCT partition_id FROM system.parts WHERE active AND rows > 0 AND table = 'events'")
+assert_eq 1 "$(wc -l <<<"$pid")" "one partition published"
+chq "$du" "ALTER TABLE events_ferry_staging ATTACH PARTITION ID '$pid' FROM events" >/dev/null
+expect_exit 0 "$FERRY_BIN" move --config "$C" --resume "$(unfinished)" --grace 200
+assert_contains "$ERR" "staged part already in the table" "the returned staged parts were recognised"
+assert_eq "$want" "$(mv_fp "$du" acme 1)" "staged parts back after MOVE PARTITION: the slice once on $dst"
+assert_eq 0 "$(staged "$du")" "staging empty"
+mv_no_residue "$L"
+ok "staged parts back in staging after their MOVE PARTITION (a kill -9 of the target): dropped, not moved twice"
+t=$src; src=$dst; dst=$t
+
+# a part of the slice detached as broken on the target: CLEANUP does not run, the source keeps it
+FERRY_TEST_CRASH_AFTER=SWITCH expect_exit 137 "$FERRY_BIN" move --config "$C" \
+    --tenant acme --split 1 --to $dst --grace 200
+du=$(url_of $dst); su=$(url_of $src)
+pid=$(chq "$du" "SELECT partition_id FROM system.parts WHERE active AND rows > 0 AND table = 'events' ORDER BY partition_id LIMIT 1")
+dir=$(chq "$du" "SELECT arrayElement(data_paths, 1) FROM system.tables WHERE name = 'events_ferry_staging'")
+mkdir -p "${dir}detached/broken-on-start_${pid}_999_999_0"
+id=$(unfinished)
+expect_exit 1 "$FERRY_BIN" move --config "$C" --resume "$id" --grace 200
+assert_contains "$ERR" "detached as broken on the target" "the move stops before CLEANUP"
+assert_eq "$want" "$(mv_fp "$su" acme 1)" "the source $src still holds the slice"
+rmdir "${dir}detached/broken-on-start_${pid}_999_999_0"
+expect_exit 0 "$FERRY_BIN" move --config "$C" --resume "$id" --grace 200
+assert_eq "$want" "$(mv_fp "$du" acme 1)" "resumed once the broken folder is gone: the slice on $dst"
+assert_eq 0 "$(chq "$su" "SELECT count() FROM events WHERE tenant = 'acme'")" "$src empty"
+mv_no_residue "$L"
+ok "a broken part of the slice on the target stops the move before CLEANUP; the source keeps every row"
+
+for n in node1 node2; do assert_eq 0 "$(curl -s "$(url_of $n)/ferry/status" | jq .refused_deletes)" "no delete attempted on $n"; done
+done_testing
