@@ -54,19 +54,28 @@ def main():
             t, s, shards = ln.rstrip("\n").split("\t")
             routes[(t, int(s))] = set(shards.split(","))
     where = defaultdict(list)  # id -> [(node, tenant, day, split)]
-    dup = []
+    dup, unreadable = [], []
     for spec in o.dump:
         node, path = spec.split("=", 1)
         seen = set()
         with open(path) as f:
-            for ln in f:
+            for n, ln in enumerate(f, 1):
+                if not ln.strip():
+                    continue
                 p = ln.rstrip("\n").split("\t")
-                i = int(p[0])
+                try:
+                    i, row = int(p[0]), (node, p[1], int(p[2]), int(p[3]))
+                except (ValueError, IndexError):
+                    # a dump that is not rows (an error text, a cut line) is a finding, not a crash
+                    if len(unreadable) < 10:
+                        unreadable.append("%s line %d: %r" % (node, n, ln[:120]))
+                    continue
                 if i in seen and len(dup) < 10:
                     dup.append("%d twice on %s" % (i, node))
                 seen.add(i)
-                where[i].append((node, p[1], int(p[2]), int(p[3])))
+                where[i].append(row)
     res = {}
+    res["dumps_readable"] = {"ok": not unreadable, "first": unreadable}
     missing = [i for i in acked if i not in where]
     res["acked_present"] = {"ok": not missing, "acked_rows": len(acked), "missing": len(missing),
                             "first_missing": sorted(missing)[:10]}
