@@ -1,6 +1,8 @@
 /* Connections of a move to its shards: ClickHouse and node agent clients built from the catalog's
- * shard record and the config's credentials for it. */
+ * shard record and the config's credentials for it; and the small helpers the move's files share
+ * (partition id lists, staging names, part hash comparison, removing a slice's detached parts). */
 #include "flow/move_env.h"
+#include "flow/replica_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include "ferry/config.h"
 #include "ferry/fleet.h"
 #include "ferry/lines.h"
+#include "ferry/log.h"
 #include "ferry/partition.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
@@ -323,4 +326,151 @@ mv_parts mv_slice_parts(const mv_slice *s, const char *pid)
         v.n = s->first[k + 1] - s->first[k];
     }
     return v;
+}
+
+/* ---- shared by the move's files (move_env.h) ---- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Copies src into dst (size dstsz), truncating; names in the catalog always fit. */
+void mv_copy_str(char *dst, size_t dstsz, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= dstsz)
+        n = dstsz - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+void mv_staging_name(const char *table, char *out, size_t outsz)
+{
+    snprintf(out, outsz, "%s%s", table, MV_STAGING_SUFFIX);
+}
+
+uint64_t mv_u64_of(const char *s)
+{
+    uint64_t v = 0;
+    return ferry_parse_u64(s, &v) ? v : 0;
+}
+
+void mv_pids_free(mv_pids *p)
+{
+    free(p->ids);
+    memset(p, 0, sizeof *p);
+}
+
+bool mv_pids_has(const mv_pids *p, const char *id)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (!strcmp(p->ids[i], id))
+            return true;
+    return false;
+}
+
+int mv_pids_add(mv_pids *p, const char *id)
+{
+    if (mv_pids_has(p, id))
+        return FERRY_OK;
+    void *n = realloc(p->ids, (p->n + 1) * sizeof *p->ids);
+    if (!n)
+        return FERRY_ENOMEM;
+    p->ids = n;
+    snprintf(p->ids[p->n++], FERRY_NAME_MAX, "%s", id);
+    return FERRY_OK;
+}
+
+/* The partition ids of the slice in db.table on c (active parts with rows), added to out
+ * (replica_sync.c reads them for both flows). */
+int mv_slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const char *tenant,
+                      uint32_t split, mv_pids *out, ferry_err *err)
+{
+    return rs_slice_pids(c, t, table, tenant, split, &out->ids, &out->n, err);
+}
+
+/* Whether two lists of parts hold the same multiset of hash_of_all_files. */
+bool mv_same_hashes(const mv_parts *a, const mv_parts *b)
+{
+    if (a->n != b->n)
+        return false;
+    bool same = true;
+    char **x = calloc(a->n + 1, sizeof *x), **y = calloc(b->n + 1, sizeof *y);
+    if (!x || !y) {
+        same = false;
+        goto out;
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        x[i] = (char *)a->p[i].hash;
+        y[i] = (char *)b->p[i].hash;
+    }
+    qsort(x, a->n, sizeof *x, cmp_str);
+    qsort(y, b->n, sizeof *y, cmp_str);
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(x[i], y[i]))
+            same = false;
+out:
+    free(x);
+    free(y);
+    return same;
+}
+
+/* Removes every detached part of db.table on c whose partition is in pids. With tmp_too, also
+ * the agents' temporary folders (tmp-ferry-<pid>-...) left by a receive whose agent was killed;
+ * the agent refuses (409) those whose writer still runs: another move's receive in progress. */
+int mv_remove_detached_of(mv_conn *c, const char *db, const char *table, const mv_pids *pids,
+                          bool tmp_too, ferry_err *err)
+{
+    json_t *req = json_pack("{s:s, s:s}", "database", db, "table", table), *resp = NULL;
+    int rc = mv_agent(c, "parts", req, &resp, NULL, err);
+    json_decref(req);
+    if (rc)
+        return rc;
+    json_t *det = json_object_get(resp, "detached"), *d, *batch = json_array();
+    size_t i;
+    /* the parts of the slice's partitions in one request (an older agent takes one each) */
+    json_array_foreach(det, i, d) {
+        const char *pid = json_string_value(json_object_get(d, "partition_id"));
+        const char *name = json_string_value(json_object_get(d, "name"));
+        if (batch && name && strncmp(name, "tmp-ferry-", 10) && pid && mv_pids_has(pids, pid))
+            json_array_append_new(batch, json_string(name));
+    }
+    bool batched = false;
+    if (json_array_size(batch) > 1) {
+        json_t *r = json_pack("{s:s, s:s, s:O}", "database", db, "table", table, "parts", batch);
+        long status = 0;
+        rc = r ? mv_agent(c, "remove-detached", r, NULL, &status, err)
+               : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        json_decref(r);
+        batched = rc == FERRY_OK;
+        if (rc && status == 400)
+            rc = FERRY_OK; /* an agent of an older version: one request per part below */
+    }
+    json_decref(batch);
+    json_array_foreach(det, i, d)
+    {
+        const char *pid = json_string_value(json_object_get(d, "partition_id"));
+        const char *name = json_string_value(json_object_get(d, "name"));
+        bool tmp = tmp_too && name && !strncmp(name, "tmp-ferry-", 10);
+        if (rc || !name || (!tmp && (batched || !pid || !mv_pids_has(pids, pid))))
+            continue;
+        json_t *r = json_pack("{s:s, s:s, s:s}", "database", db, "table", table, "part", name);
+        long status = 0;
+        rc = mv_agent(c, "remove-detached", r, NULL, &status, err);
+        json_decref(r);
+        if (rc && tmp && status == 409) {
+            ferry_log(FERRY_LOG_DEBUG, "msg=\"receive in progress, kept\" shard=%s folder=%s",
+                      c->name, name);
+            rc = FERRY_OK;
+            continue;
+        }
+        if (rc)
+            break;
+        if (tmp)
+            ferry_log(FERRY_LOG_INFO, "msg=\"removed a half-received part left by a killed "
+                      "agent\" shard=%s table=%s.%s folder=%s", c->name, db, table, name);
+    }
+    json_decref(resp);
+    return rc;
 }

@@ -97,4 +97,36 @@ mv_parts mv_slice_parts(const mv_slice *s, const char *pid);
 /* The index of pid in s->pids, or -1. */
 long mv_slice_pid(const mv_slice *s, const char *pid);
 
+/* ---- shared by move.c and move_begin.c ---- */
+
+/* The partition ids of a slice on one server. */
+typedef struct mv_pids {
+    char (*ids)[FERRY_NAME_MAX];
+    size_t n;
+} mv_pids;
+
+void mv_pids_free(mv_pids *p);
+bool mv_pids_has(const mv_pids *p, const char *id);
+int mv_pids_add(mv_pids *p, const char *id); /* once; FERRY_ENOMEM */
+#define MV_STAGING_SUFFIX "_ferry_staging"
+/* The staging table's name for table (table + MV_STAGING_SUFFIX) into out. */
+void mv_staging_name(const char *table, char *out, size_t outsz);
+/* Removes every detached part of db.table on c whose partition is in pids; with tmp_too also
+ * the half-received folders a killed agent left (the agent refuses those still being written). */
+int mv_remove_detached_of(mv_conn *c, const char *db, const char *table, const mv_pids *pids,
+                          bool tmp_too, ferry_err *err);
+/* Whether two lists of parts hold the same multiset of hash_of_all_files. */
+bool mv_same_hashes(const mv_parts *a, const mv_parts *b);
+/* The partition ids of the slice in db.table on c (active parts with rows), added to out. */
+int mv_slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const char *tenant,
+                  uint32_t split, mv_pids *out, ferry_err *err);
+/* Copies src into dst (size dstsz), truncating; names in the catalog always fit. */
+void mv_copy_str(char *dst, size_t dstsz, const char *src);
+/* s as a number, 0 when it is not one. */
+uint64_t mv_u64_of(const char *s);
+/* The shard record named name: FERRY_EINVAL naming it when the catalog has none. */
+int mv_load_shard(ferry_catalog *cat, const char *name, ferry_record *r, ferry_err *err);
+/* The catalog's managed tables: FERRY_EUNSUPPORTED for a per_tenant one, FERRY_EINVAL for none. */
+int mv_load_tables(ferry_catalog *cat, ferry_record_list *out, ferry_err *err);
+
 #endif

@@ -1,0 +1,359 @@
+/* Starting a move or a clone (include/ferry/move.h, ferry_move_begin*): the request checked
+ * against the catalog and both servers (the slice, the shards, the target's agent and room for
+ * the slice's hot bytes), then journaled as PLANNED, or the unfinished move of that slice found
+ * and resumed; and the list of unfinished moves. Running a move is move.c's. */
+#include "ferry/move.h"
+#include "ferry/fence.h"
+#include "ferry/stop.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ferry/agent.h"
+#include "ferry/buf.h"
+#include "ferry/config.h"
+#include "ferry/log.h"
+#include "ferry/partition.h"
+#include "ferry/rate.h"
+#include "ferry/strutil.h"
+#include "ferry/tally.h"
+#include "ferry/testknob.h"
+#include "ferry/verify.h"
+#include "flow/move_env.h"
+#include "flow/part_records.h"
+#include "flow/replica_int.h"
+#include "flow/staging_load.h"
+
+#define MV_MAX_ATTEMPTS 20    /* attempts of one state before the move gives up */
+#define MV_MAX_ROUNDS 5       /* catch-up rounds of one SWITCH attempt */
+#define MV_STEP_PUBLISH FERRY_MOVE_STEP_PUBLISH /* SWITCH step: verified, publishing */
+#define MV_STAGING_SUFFIX "_ferry_staging"
+
+int mv_load_shard(ferry_catalog *cat, const char *name, ferry_record *r, ferry_err *err)
+{
+    ferry_record_init(r, FERRY_REC_SHARD);
+    snprintf(r->u.shard.name, sizeof r->u.shard.name, "%s", name);
+    int rc = ferry_catalog_get(cat, r, err);
+    if (rc == FERRY_ENOTFOUND)
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "unknown shard '%s' (ferry status lists the shards; ferry shard add "
+                             "adds one)", name);
+    return rc;
+}
+
+int mv_load_tables(ferry_catalog *cat, ferry_record_list *out, ferry_err *err)
+{
+    int rc = ferry_catalog_list(cat, FERRY_REC_TABLE, NULL, 0, out, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < out->n; i++)
+        if (out->items[i].u.table.layout != FERRY_LAYOUT_SHARED)
+            return ferry_err_set(err, FERRY_EUNSUPPORTED,
+                                 "table %s has layout per_tenant; moves support the shared "
+                                 "layout only", out->items[i].u.table.name);
+    if (out->n == 0)
+        return ferry_err_set(err, FERRY_EINVAL,
+                             "the catalog has no managed tables ([table \"NAME\"] in the config, "
+                             "then ferry init)");
+    return FERRY_OK;
+}
+
+/* Oldest first: by created, then id. */
+static int move_age_cmp(const void *a, const void *b)
+{
+    const ferry_move *x = &((const ferry_record *)a)->u.move;
+    const ferry_move *y = &((const ferry_record *)b)->u.move;
+    if (x->created != y->created)
+        return x->created < y->created ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+int ferry_move_unfinished(ferry_catalog *cat, char (**ids)[64], size_t *n, ferry_err *err)
+{
+    ferry_record_list l = {0};
+    *ids = NULL;
+    *n = 0;
+    int rc = ferry_catalog_list_unfinished_moves(cat, &l, err);
+    if (rc)
+        return rc;
+    *ids = calloc(l.n + 1, sizeof **ids);
+    if (!*ids) {
+        ferry_record_list_free(&l);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    if (l.n > 1)
+        qsort(l.items, l.n, sizeof *l.items, move_age_cmp);
+    for (size_t i = 0; i < l.n; i++)
+        snprintf((*ids)[(*n)++], 64, "%s", l.items[i].u.move.id);
+    ferry_record_list_free(&l);
+    return FERRY_OK;
+}
+
+/* The pre-flight for room on the target: every local disk of the target (its agent's statvfs of
+ * the disk's path, from `status`) must hold the slice's hot bytes plus a margin (hot parts may
+ * land on any local disk of the hot volume; pointer files of cold parts are small and go to the
+ * object disk's local metadata folder). An agent without free_bytes (older) falls back to
+ * ClickHouse's system.disks unreserved_space. */
+#define MV_ROOM_MARGIN_MIN (8u << 20)
+static int check_room(mv_conn *dst, json_t *status, const char *to, const char *tenant,
+                      uint32_t split, uint64_t hot, ferry_err *err)
+{
+    uint64_t margin = hot / 10 > MV_ROOM_MARGIN_MIN ? hot / 10 : MV_ROOM_MARGIN_MIN;
+    char a[32], b[32], c[32];
+    json_t *disks = json_object_get(status, "disks"), *d;
+    size_t i;
+    bool seen = false;
+    json_array_foreach(disks, i, d)
+    {
+        json_t *free_j = json_object_get(d, "free_bytes");
+        if (json_is_true(json_object_get(d, "remote")) || !json_is_integer(free_j))
+            continue;
+        seen = true;
+        uint64_t room = (uint64_t)json_integer_value(free_j);
+        if (hot + margin > room)
+            return ferry_err_set(err, FERRY_EIO,
+                                 "target shard %s: disk '%s' (%s) has %s free; tenant %s split "
+                                 "%u needs %s for its hot parts plus a margin of %s. Free space "
+                                 "there or pick another shard; nothing was moved",
+                                 to, json_string_value(json_object_get(d, "name")) ?: "?",
+                                 json_string_value(json_object_get(d, "path")) ?: "?",
+                                 ferry_fmt_bytes(room, a, sizeof a), tenant, split,
+                                 ferry_fmt_bytes(hot, b, sizeof b),
+                                 ferry_fmt_bytes(margin, c, sizeof c));
+    }
+    if (seen)
+        return FERRY_OK;
+    ferry_ch_rows rows = {0};
+    int rc = mv_sql(dst, "SELECT min(unreserved_space) FROM system.disks WHERE NOT is_remote",
+                    &rows, err);
+    if (rc)
+        return rc;
+    uint64_t room = rows.n_rows ? mv_u64_of(ferry_ch_rows_get(&rows, 0, 0)) : 0;
+    ferry_ch_rows_free(&rows);
+    if (hot > room)
+        return ferry_err_set(err, FERRY_EIO,
+                             "target shard %s has %s free on its local disks; tenant %s split %u "
+                             "needs %s for its hot parts. Free space there or pick another shard",
+                             to, ferry_fmt_bytes(room, a, sizeof a), tenant, split,
+                             ferry_fmt_bytes(hot, b, sizeof b));
+    return FERRY_OK;
+}
+
+static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split,
+                      const char *want_from, const char *to, bool clone, char id[64],
+                      bool *resumed, ferry_err *err)
+{
+    ferry_catalog *cat = NULL;
+    ferry_record trec, route, tsh, fsh;
+    ferry_record_list moves = {0}, tables = {0};
+    mv_conn dst = {0}, src = {0};
+    json_t *dst_status = NULL;
+    ferry_record_init(&trec, FERRY_REC_TENANT);
+    ferry_record_init(&route, FERRY_REC_ROUTE);
+    ferry_record_init(&tsh, FERRY_REC_SHARD);
+    ferry_record_init(&fsh, FERRY_REC_SHARD);
+    *resumed = false;
+    id[0] = '\0';
+    int rc = ferry_catalog_open(o->catalog_url, &cat, err);
+    if (rc)
+        goto out;
+    snprintf(trec.u.tenant.name, sizeof trec.u.tenant.name, "%s", tenant);
+    rc = ferry_catalog_get(cat, &trec, err);
+    if (rc == FERRY_ENOTFOUND) {
+        rc = ferry_err_set(err, FERRY_EINVAL,
+                           "unknown tenant '%s': no server holds data of it and the catalog does "
+                           "not list it (ferry status lists tenants)", tenant);
+        goto out;
+    }
+    if (rc)
+        goto out;
+    if (split >= trec.u.tenant.splits) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s has %u split(s): 0..%u; --split %u does "
+                           "not exist", tenant, trec.u.tenant.splits, trec.u.tenant.splits - 1,
+                           split);
+        goto out;
+    }
+    if ((rc = mv_load_shard(cat, to, &tsh, err)))
+        goto out;
+    if (!ferry_shard_placeable(tsh.u.shard.state)) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "shard %s is %s; moves go to active shards only",
+                           to, ferry_shard_state_name(tsh.u.shard.state));
+        goto out;
+    }
+    snprintf(route.u.route.tenant, sizeof route.u.route.tenant, "%s", tenant);
+    route.u.route.split = split;
+    rc = ferry_catalog_get(cat, &route, err);
+    if (rc == FERRY_ENOTFOUND) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u has no route yet (no server "
+                           "holds its data)", tenant, split);
+        goto out;
+    }
+    if (rc)
+        goto out;
+    /* an unfinished move of this slice: resume it when it goes to the same shard */
+    if ((rc = ferry_catalog_list_unfinished_moves(cat, &moves, err)))
+        goto out;
+    for (size_t i = 0; i < moves.n; i++) {
+        const ferry_move *m = &moves.items[i].u.move;
+        if (strcmp(m->tenant, tenant) || m->split != split)
+            continue;
+        if (strcmp(m->to, to)) {
+            rc = ferry_err_set(err, FERRY_EINVAL,
+                               "tenant %s split %u has an unfinished move %s to %s (state %s); "
+                               "finish it first (ferry move --resume %s)", tenant, split, m->id,
+                               m->to, ferry_move_state_name(m->state), m->id);
+            goto out;
+        }
+        snprintf(id, 64, "%s", m->id);
+        *resumed = true;
+        goto out;
+    }
+    char copy[FERRY_LIST_MAX], *save = NULL;
+    snprintf(copy, sizeof copy, "%s", route.u.route.shards);
+    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
+        if (!strcmp(s, to)) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is already served by %s; "
+                               "nothing to move", tenant, split, to);
+            goto out;
+        }
+    char from[FERRY_NAME_MAX];
+    mv_copy_str(from, sizeof from, route.u.route.shards);
+    if (strchr(from, ','))
+        *strchr(from, ',') = '\0';
+    if (want_from && *want_from) {
+        /* a slice with several replicas: the one named (e.g. on a draining shard) */
+        bool listed = false;
+        snprintf(copy, sizeof copy, "%s", route.u.route.shards);
+        for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
+            listed |= !strcmp(s, want_from);
+        if (!listed) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is not served by %s (its "
+                               "route: %s); nothing to move from there", tenant, split,
+                               want_from, route.u.route.shards);
+            goto out;
+        }
+        mv_copy_str(from, sizeof from, want_from);
+    }
+    if ((rc = mv_load_shard(cat, from, &fsh, err)) || (rc = mv_load_tables(cat, &tables, err)))
+        goto out;
+    /* both sides must answer, and the target must have room for the hot parts */
+    if ((rc = mv_conn_open(&tsh.u.shard, o->cfg, &dst, err)) ||
+        (rc = mv_conn_open(&fsh.u.shard, o->cfg, &src, err)))
+        goto out;
+    json_t *st = NULL;
+    if ((rc = mv_agent(&dst, "status", NULL, &dst_status, NULL, err)) ||
+        (rc = mv_sql(&dst, "SELECT 1", NULL, err))) {
+        ferry_err_prefix(err, "target shard %s is not reachable: ", to);
+        goto out;
+    }
+    if ((rc = mv_agent(&src, "status", NULL, &st, NULL, err))) {
+        ferry_err_prefix(err, "source shard %s is not reachable: ", from);
+        goto out;
+    }
+    json_decref(st);
+    uint64_t hot = 0;
+    for (size_t i = 0; !rc && i < tables.n; i++) {
+        const ferry_table_def *t = &tables.items[i].u.table;
+        mv_slice sl = {0};
+        rc = mv_slice_list(&src, t, t->name, tenant, split, true, &sl, err);
+        for (size_t j = 0; !rc && j < sl.n_parts; j++)
+            if (!sl.parts[j].cold)
+                hot += sl.parts[j].bytes;
+        mv_slice_free(&sl);
+        mv_pids there = {0};
+        if (!rc)
+            rc = mv_slice_pids(&dst, t, t->name, tenant, split, &there, err);
+        if (!rc && there.n)
+            rc = ferry_err_set(err, FERRY_ECONFLICT,
+                               "shard %s already holds %zu partition(s) of tenant %s split %u in "
+                               "%s.%s (e.g. %s) although the route says %s; resolve that first",
+                               to, there.n, tenant, split, t->database, t->name, there.ids[0],
+                               from);
+        mv_pids_free(&there);
+    }
+    if (rc)
+        goto out;
+    if ((rc = check_room(&dst, dst_status, to, tenant, split, hot, err)))
+        goto out;
+    /* journal it */
+    ferry_record mv, job;
+    ferry_record_init(&mv, FERRY_REC_MOVE);
+    ferry_record_init(&job, FERRY_REC_JOB);
+    unsigned char rnd[4];
+    FILE *ur = fopen("/dev/urandom", "rb");
+    if (!ur || fread(rnd, 1, sizeof rnd, ur) != sizeof rnd) {
+        if (ur)
+            fclose(ur);
+        rc = ferry_err_set(err, FERRY_EIO, "cannot read /dev/urandom");
+        goto out;
+    }
+    fclose(ur);
+    snprintf(mv.u.move.id, sizeof mv.u.move.id, "%s-%lld-%02x%02x%02x%02x", clone ? "cl" : "mv",
+             (long long)time(NULL), rnd[0], rnd[1], rnd[2], rnd[3]);
+    snprintf(mv.u.move.tenant, sizeof mv.u.move.tenant, "%s", tenant);
+    mv.u.move.split = split;
+    snprintf(mv.u.move.from, sizeof mv.u.move.from, "%s", from);
+    snprintf(mv.u.move.to, sizeof mv.u.move.to, "%s", to);
+    mv.u.move.state = FERRY_MOVE_PLANNED;
+    mv.u.move.steps = 5;
+    snprintf(mv.u.move.owner, sizeof mv.u.move.owner, "%s", o->owner ? o->owner : "");
+    mv.u.move.created = mv.u.move.updated = (int64_t)time(NULL);
+    snprintf(job.u.job.id, sizeof job.u.job.id, "move.%s", mv.u.move.id);
+    snprintf(job.u.job.kind, sizeof job.u.job.kind, "move");
+    snprintf(job.u.job.state, sizeof job.u.job.state, "PLANNED");
+    snprintf(job.u.job.data, sizeof job.u.job.data, "{\"freezes\":[],\"fp\":{}%s}",
+             clone ? ",\"mode\":\"clone\"" : "");
+    job.u.job.created = job.u.job.updated = mv.u.move.created;
+    ferry_batch *b = ferry_batch_new();
+    if (!b) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = ferry_batch_create(b, &mv, err);
+    if (!rc)
+        rc = ferry_batch_create(b, &job, err);
+    if (!rc)
+        rc = ferry_batch_check(b, &route, err); /* the route we checked is still the route */
+    if (!rc)
+        rc = ferry_catalog_commit(cat, b, NULL, err);
+    ferry_batch_free(b);
+    if (!rc)
+        snprintf(id, 64, "%s", mv.u.move.id);
+out:
+    json_decref(dst_status);
+    mv_conn_close(&dst);
+    mv_conn_close(&src);
+    ferry_record_list_free(&moves);
+    ferry_record_list_free(&tables);
+    ferry_catalog_close(cat);
+    return rc;
+}
+
+int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split, const char *to,
+                     char id[64], bool *resumed, ferry_err *err)
+{
+    return move_begin(o, tenant, split, NULL, to, false, id, resumed, err);
+}
+
+int ferry_move_begin_from(const ferry_move_opts *o, const char *tenant, uint32_t split,
+                          const char *from, const char *to, bool clone, char id[64],
+                          bool *resumed, ferry_err *err)
+{
+    return move_begin(o, tenant, split, from, to, clone, id, resumed, err);
+}
+
+int ferry_move_begin_clone(const ferry_move_opts *o, const char *tenant, uint32_t split,
+                           const char *to, char id[64], bool *resumed, ferry_err *err)
+{
+    return move_begin(o, tenant, split, NULL, to, true, id, resumed, err);
+}
+

@@ -1,0 +1,509 @@
+/* Sending a move's parts, several at a time (move_run.h): a pool of sender threads, one agent
+ * request per part (source agent to target agent), the bandwidth limit, progress; the copy
+ * round that freezes, sends and checks what arrived; and the fingerprints that compare the
+ * slice on source and target. */
+#include "ferry/move.h"
+#include "ferry/fence.h"
+#include "ferry/stop.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ferry/agent.h"
+#include "ferry/buf.h"
+#include "ferry/config.h"
+#include "ferry/log.h"
+#include "ferry/partition.h"
+#include "ferry/rate.h"
+#include "ferry/strutil.h"
+#include "ferry/tally.h"
+#include "ferry/testknob.h"
+#include "ferry/verify.h"
+#include "flow/move_env.h"
+#include "flow/move_run.h"
+#include "flow/part_records.h"
+#include "flow/replica_int.h"
+#include "flow/staging_load.h"
+
+#define MV_SEND_THREADS 4 /* parts in flight agent to agent at once */
+
+typedef struct send_job {
+    const char *name;  /* the frozen part (borrowed from the freeze answer) */
+    size_t pid;        /* its partition's index in the slice listing */
+    bool sent;
+} send_job;
+
+typedef struct send_pool {
+    mvctx *x;
+    const ferry_table_def *t;
+    const char *staging, *freeze;
+    const mv_slice *src;
+    bool first;
+    send_job *jobs;
+    size_t n, next;
+    pthread_mutex_t mu; /* next, stop, the error, x's counters and result */
+    bool stop;
+    int rc;
+    long status;
+    ferry_err err;
+} send_pool;
+
+/* Sends one part from the source's agent (client cl) to the target's staging detached/, and
+ * accounts it. */
+static int send_one(send_pool *p, ferry_agent_client *cl, send_job *j, ferry_err *err)
+{
+    mvctx *x = p->x;
+    const ferry_table_def *t = p->t;
+    json_t *ans = NULL;
+    long status = 0;
+    json_t *sreq = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}}", "database",
+                             t->database, "table", t->name, "freeze", p->freeze, "part", j->name,
+                             "target", "url", x->dst.agent_url, "token", x->dst.token,
+                             "database", t->database, "table", p->staging);
+    int rc = sreq ? ferry_agent_call(cl, "send", sreq, &ans, &status, err)
+                  : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    json_decref(sreq);
+    pthread_mutex_lock(&p->mu);
+    x->src.n_agent++;
+    if (rc) {
+        if (status == 507 || status == 422 || status == 409)
+            x->permanent = true; /* target full, or a part that fails its checks */
+        if (status == 507)
+            ferry_err_prefix(err, "target shard %s ran out of disk space while receiving part "
+                             "%s of %s.%s (free space on that disk, then start the move "
+                             "again): ", x->dst.name, j->name, t->database, t->name);
+        else
+            ferry_err_prefix(err, "agent of %s (send): sending part %s of %s.%s from %s to %s: ",
+                             x->src.name, j->name, t->database, t->name, x->src.name,
+                             x->dst.name);
+        pthread_mutex_unlock(&p->mu);
+        json_decref(ans);
+        return rc;
+    }
+    uint64_t sent_bytes = (uint64_t)json_integer_value(json_object_get(ans, "bytes_sent"));
+    bool pointer = !strcmp(json_string_value(json_object_get(ans, "kind")) ?: "", "pointer");
+    if (pointer)
+        x->res->cold_copied += sent_bytes;
+    else
+        x->res->hot_copied += sent_bytes;
+    if (!p->first) {
+        mv_parts sp_all = mv_slice_parts(p->src, p->src->pids[j->pid]);
+        const mv_part *sp = mv_parts_find(&sp_all, j->name);
+        if (sp && sp->cold)
+            x->res->cold_bytes += sp->bytes, x->res->cold_parts++;
+        else if (sp)
+            x->res->hot_bytes += sp->bytes, x->res->hot_parts++;
+    }
+    x->bytes_done += sent_bytes;
+
+    x->parts_done++;
+    j->sent = true;
+    mv_progress(x);
+    pthread_mutex_unlock(&p->mu);
+    json_decref(ans);
+    ferry_rate_account(x->rate, sent_bytes); /* the run's bandwidth limit (shared or its own) */
+    return FERRY_OK;
+}
+
+static void *send_worker(void *arg)
+{
+    send_pool *p = arg;
+    mvctx *x = p->x;
+    ferry_agent_client *cl = NULL;
+    ferry_err err = {0};
+    int rc = ferry_agent_client_new(x->src.agent_url, x->src.token, 600000, &cl, &err);
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        send_job *j = !rc && !p->stop && p->next < p->n ? &p->jobs[p->next++] : NULL;
+        pthread_mutex_unlock(&p->mu);
+        if (!j)
+            break;
+        rc = send_one(p, cl, j, &err);
+    }
+    if (rc) {
+        pthread_mutex_lock(&p->mu);
+        if (!p->rc) {
+            p->rc = rc;
+            p->err = err;
+        }
+        p->stop = true;
+        pthread_mutex_unlock(&p->mu);
+    }
+    ferry_agent_client_free(cl);
+    return NULL;
+}
+
+/* Sends every job: the calling thread and up to MV_SEND_THREADS - 1 more, each with its own
+ * agent client (a client is one connection, not shared). The first error stops the others
+ * after their current part; it is the one returned. */
+static int send_all(send_pool *p, ferry_err *err)
+{
+    size_t nt = MV_SEND_THREADS;
+    if (nt > p->n)
+        nt = p->n;
+    pthread_t th[MV_SEND_THREADS];
+    bool started[MV_SEND_THREADS] = {false};
+    pthread_mutex_init(&p->mu, NULL);
+    for (size_t i = 1; i < nt; i++)
+        started[i] = pthread_create(&th[i], NULL, send_worker, p) == 0;
+    send_worker(p);
+    for (size_t i = 1; i < nt; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    if (p->rc)
+        *err = p->err;
+    return p->rc;
+}
+
+/* One copy round for one table: make the target's staging partitions of the slice equal to a
+ * snapshot (FREEZE) of the source's. `first` counts every snapshot part's real size in the
+ * result (the CLONE round); later rounds count only what they send. The slice's parts are
+ * listed once per side, every partition is frozen by one agent request (one ALTER TABLE), and
+ * the partitions that received parts are attached by one ALTER TABLE. */
+int mv_copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bool first,
+                      ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    mv_staging_name(t->name, st, sizeof st);
+    mv_slice src = {0}, stg = {0};
+    json_t *fz = NULL, **fparts = NULL;
+    size_t n_attach = 0;
+    const char *tenant = x->mv.u.move.tenant;
+    uint32_t split = x->mv.u.move.split;
+    int rc = mv_slice_list(&x->src, t, t->name, tenant, split, false, &src, err);
+    if (!rc)
+        rc = mv_slice_list(&x->dst, t, st, tenant, split, true, &stg, err);
+    if (!rc && src.n_pids) {
+        json_t *ids = json_array();
+        for (size_t i = 0; ids && i < src.n_pids; i++)
+            json_array_append_new(ids, json_string(src.pids[i]));
+        json_t *req = json_pack("{s:s, s:s, s:s, s:o}", "database", t->database, "table",
+                                t->name, "name", freeze, "partition_ids", ids);
+        long status = 0;
+        rc = req ? mv_agent(&x->src, "freeze", req, &fz, &status, err)
+                 : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        json_decref(req);
+        if (rc && status == 400)
+            rc = mv_freeze_each(x, t, freeze, &src, &fz, err); /* an agent of an older version */
+    }
+    json_t *all_frozen = json_object_get(fz, "parts");
+    size_t max_frozen = json_array_size(all_frozen);
+    if (!rc && !(fparts = calloc(max_frozen + 1, sizeof *fparts)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    bool sent_any = false;
+    send_job *jobs = NULL;
+    size_t n_jobs = 0, cap_jobs = 0;
+    bool *sent_pid = calloc(src.n_pids + 1, sizeof *sent_pid);
+    if (!rc && !sent_pid)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < src.n_pids; i++) {
+        const char *pid = src.pids[i];
+        size_t nf = mv_frozen_of(all_frozen, pid, fparts, max_frozen);
+        mv_parts sp_all = mv_slice_parts(&src, pid), sg = mv_slice_parts(&stg, pid);
+        bool *need = calloc(nf + 1, sizeof *need), *keep = calloc(sg.n + 1, sizeof *keep);
+        if (!need || !keep)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        /* diff by content: a frozen part whose hash staging holds (and not yet matched) stays */
+        for (size_t k = 0; !rc && k < nf; k++) {
+            const char *name = json_string_value(json_object_get(fparts[k], "name"));
+            const mv_part *sp = name ? mv_parts_find(&sp_all, name) : NULL;
+            if (!sp) {
+                /* an empty part (not listed), or one merged away since the freeze: either way
+                 * nothing to send now; the exact comparison after the switch copies until
+                 * staging equals the source, so a part skipped here cannot be lost */
+                FLOG_INFO("msg=\"frozen part not sent: empty, or merged since the freeze\" "
+                          "move=%s table=%s.%s part=%s", x->mv.u.move.id, t->database, t->name,
+                          name ? name : "?");
+                continue;
+            }
+            if (first) {
+                if (sp->cold)
+                    x->res->cold_bytes += sp->bytes, x->res->cold_parts++;
+                else
+                    x->res->hot_bytes += sp->bytes, x->res->hot_parts++;
+            }
+            need[k] = true;
+            for (size_t j = 0; j < sg.n; j++)
+                if (!keep[j] && !strcmp(sg.p[j].hash, sp->hash) && sg.p[j].rows == sp->rows) {
+                    keep[j] = true;
+                    need[k] = false;
+                    break;
+                }
+            if (need[k]) {
+                x->parts_total++;
+                x->bytes_total += (uint64_t)json_integer_value(json_object_get(fparts[k], "bytes"));
+            }
+        }
+        /* staging parts the snapshot no longer has (the source merged them away) */
+        for (size_t j = 0; !rc && j < sg.n; j++)
+            if (!keep[j])
+                rc = mv_staging_drop_part(x, t, sg.p[j].name, err);
+        mv_progress(x);
+        for (size_t k = 0; !rc && k < nf; k++) {
+            if (!need[k])
+                continue;
+            if (n_jobs == cap_jobs) {
+                size_t cap = cap_jobs ? 2 * cap_jobs : 16;
+                send_job *j = realloc(jobs, cap * sizeof *j);
+                if (!j) {
+                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                    break;
+                }
+                jobs = j;
+                cap_jobs = cap;
+            }
+            jobs[n_jobs++] = (send_job){
+                .name = json_string_value(json_object_get(fparts[k], "name")), .pid = i};
+        }
+        free(need);
+        free(keep);
+    }
+    /* the parts go agent to agent, several at a time */
+    if (!rc && n_jobs) {
+        send_pool pool = {.x = x, .t = t, .staging = st, .freeze = freeze, .src = &src,
+                          .first = first, .jobs = jobs, .n = n_jobs};
+        rc = send_all(&pool, err);
+        for (size_t j = 0; j < n_jobs; j++)
+            if (jobs[j].sent)
+                sent_pid[jobs[j].pid] = true;
+    }
+    const char **load = rc ? NULL : calloc(src.n_pids + 1, sizeof *load);
+    if (!rc && !load)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < src.n_pids; i++) {
+        if (!sent_pid || !sent_pid[i])
+            continue;
+        load[n_attach++] = src.pids[i];
+        sent_any = true;
+    }
+    if (!rc && sent_any) {
+        ferry_fault_point("FERRY_TEST_CRASH_AFTER", "CLONE:sent");
+        /* ATTACH PARTITION, or the read-only route (staging_load.h) */
+        rc = stg_load(&x->dst, t->database, st, load, n_attach, err);
+    }
+    free(load);
+    free(jobs);
+    free(sent_pid);
+    free(fparts);
+    json_decref(fz);
+    mv_slice_free(&src);
+    mv_slice_free(&stg);
+    return rc;
+}
+
+/* Whether every part of the list is on an object-storage disk (a cold partition). */
+static bool all_cold(const mv_parts *ps)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (ps->p[i].active && !ps->p[i].cold)
+            return false;
+    return ps->n > 0;
+}
+
+/* The digest of a cold partition from its active parts alone (docs/moves.md, "Verification"):
+ * rows = the parts' rows, sum and xor of xxh64 over each part's hash_of_all_files. A cold part's
+ * files are pointer files naming immutable objects (the key carries the freeze name, so no two
+ * parts share a key for different bytes), and the receiving agent checked that every object they
+ * name exists with its size; two parts with equal hash_of_all_files (the hash of checksums.txt,
+ * which holds every file's hash) and rows read the same bytes. Reading every row on both sides
+ * would only read those same objects twice. */
+static void cold_digest(const mv_parts *ps, ferry_fingerprint *fp)
+{
+    memset(fp, 0, sizeof *fp);
+    for (size_t i = 0; i < ps->n; i++) {
+        if (!ps->p[i].active)
+            continue;
+        uint64_t h = XXH64(ps->p[i].hash, strlen(ps->p[i].hash), 0x66657272u);
+        fp->rows += ps->p[i].rows;
+        fp->hash_sum += h;
+        fp->hash_xor ^= h;
+        fp->parts++;
+        fp->bytes += ps->p[i].bytes;
+    }
+}
+
+/* The union of two slices' partition ids, sorted (into out). */
+static int pids_union(const mv_slice *a, const mv_slice *b, mv_pids *out, ferry_err *err)
+{
+    for (size_t i = 0; i < a->n_pids; i++)
+        if (mv_pids_add(out, a->pids[i]))
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < b->n_pids; i++)
+        if (!mv_pids_has(out, b->pids[i]) && mv_pids_add(out, b->pids[i]))
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    return FERRY_OK;
+}
+
+/* Adds b's rows and hashes to a (the fingerprints of disjoint sets of rows or parts). */
+static void fp_add(ferry_fingerprint *a, const ferry_fingerprint *b)
+{
+    a->rows += b->rows;
+    a->hash_sum += b->hash_sum;
+    a->hash_xor ^= b->hash_xor;
+}
+
+/* Adds the source's rows of the partitions hot to fp: one query for all of them. */
+static int fingerprint_hot(mvctx *x, const ferry_table_def *t, const mv_pids *hot,
+                           ferry_fingerprint *fp, ferry_err *err)
+{
+    const char **ids = calloc(hot->n, sizeof *ids);
+    ferry_fingerprint *f = calloc(hot->n, sizeof *f);
+    int rc = ids && f ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t k = 0; !rc && k < hot->n; k++)
+        ids[k] = hot->ids[k];
+    if (!rc)
+        rc = ferry_fingerprint_partitions(x->src.ch, t->database, t->name, ids, hot->n, f, err);
+    for (size_t k = 0; !rc && k < hot->n; k++)
+        fp_add(fp, &f[k]);
+    free(ids);
+    free(f);
+    return rc;
+}
+
+/* Compares the staging copy with the source, partition by partition, from one listing of the
+ * slice's parts per side. exact: the source is quiescent (after the switch), so part hashes
+ * must be equal (*stable false when the source changed since the copy: another round is
+ * needed). Not exact (VERIFY): every staged part must be a copy of a source part (hash and
+ * rows). Equal multisets of hash_of_all_files are equal data (each staged part was checked
+ * against its checksums.txt while it was written, and the hash covers every file's checksum),
+ * so no row is read to compare. fp (may be NULL; exact and stable only) accumulates the source's
+ * fingerprint of the slice, which CLEANUP checks again: cold partitions by their part digest,
+ * hot ones by their rows (one query for all of them; a later merge on the source changes the
+ * parts, not the rows). digest (may be NULL) accumulates the digest of the source's parts. */
+int mv_compare_copy(mvctx *x, const ferry_table_def *t, bool exact, bool *stable,
+                        ferry_fingerprint *fp, ferry_fingerprint *digest, ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    mv_staging_name(t->name, st, sizeof st);
+    mv_pids pids = {0}, hot = {0};
+    mv_slice src = {0}, stg = {0};
+    *stable = true;
+    int rc = mv_slice_list(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, exact,
+                           &src, err);
+    if (!rc)
+        rc = mv_slice_list(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, true, &stg,
+                           err);
+    if (!rc)
+        rc = pids_union(&src, &stg, &pids, err);
+    for (size_t i = 0; !rc && i < pids.n; i++) {
+        const char *pid = pids.ids[i];
+        mv_parts sv = mv_slice_parts(&src, pid), sg = mv_slice_parts(&stg, pid);
+        mv_parts src_active = {0};
+        src_active.p = calloc(sv.n + 1, sizeof *src_active.p);
+        if (!src_active.p)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        for (size_t k = 0; !rc && k < sv.n; k++)
+            if (sv.p[k].active)
+                src_active.p[src_active.n++] = sv.p[k];
+        bool same = !rc && mv_same_hashes(&src_active, &sg);
+        if (!rc && !exact && !same) {
+            /* The source's parts changed since the freeze (new rows, or a merge: a server may
+             * drop merged-away parts at once, old_parts_lifetime = 0), so a staged part need not
+             * match any part listed now. Such a partition is checked exactly after the switch,
+             * where rounds copy until staging equals the source; a bad copy cannot survive
+             * that. */
+            size_t unmatched = 0;
+            for (size_t j = 0; j < sg.n; j++) {
+                bool found = false;
+                for (size_t k = 0; k < sv.n && !found; k++)
+                    found = !strcmp(sv.p[k].hash, sg.p[j].hash) && sv.p[k].rows == sg.p[j].rows;
+                unmatched += !found;
+            }
+            if (unmatched)
+                FLOG_INFO("msg=\"verify: source parts changed since the copy; checked after the "
+                          "switch\" move=%s table=%s.%s partition=%s staged_unmatched=%zu",
+                          x->mv.u.move.id, t->database, t->name, pid, unmatched);
+        }
+        if (!rc && same) {
+            ferry_fingerprint a, b;
+            cold_digest(&src_active, &a);
+            cold_digest(&sg, &b);
+            if (a.rows != b.rows) {
+                x->permanent = !exact;
+                rc = ferry_err_set(err, FERRY_EIO,
+                                   "verify: %s.%s partition %s: same part hashes but %llu rows "
+                                   "on %s and %llu on %s",
+                                   t->database, t->name, pid, (unsigned long long)a.rows,
+                                   x->src.name, (unsigned long long)b.rows, x->dst.name);
+                free(src_active.p);
+                break;
+            }
+            if (digest) {
+                fp_add(digest, &a);
+                digest->parts += a.parts;
+            }
+            if (all_cold(&src_active) && all_cold(&sg)) {
+                x->cold_verified++;
+                if (fp)
+                    fp_add(fp, &a);
+            } else {
+                x->hot_verified++;
+                if (fp && mv_pids_add(&hot, pid))
+                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            }
+        } else if (!rc && exact) {
+            *stable = false; /* other parts than the source's: another round makes them equal */
+        }
+        free(src_active.p);
+    }
+    if (!rc && fp && *stable && hot.n) {
+        /* the rows of the hot partitions, on the source only: staging holds the same parts */
+        rc = fingerprint_hot(x, t, &hot, fp, err);
+    }
+    mv_pids_free(&pids);
+    mv_pids_free(&hot);
+    mv_slice_free(&src);
+    mv_slice_free(&stg);
+    return rc;
+}
+
+/* The source's part digest of the slice (cold_digest over every active part) and, when rows is
+ * true, its fingerprint as compare_copy journals it (cold partitions by part digest, hot ones by
+ * their rows, one query). */
+int mv_source_fingerprint(mvctx *x, const ferry_table_def *t, bool rows,
+                              ferry_fingerprint *fp, ferry_fingerprint *digest, ferry_err *err)
+{
+    mv_slice sl = {0};
+    mv_pids hot = {0};
+    memset(fp, 0, sizeof *fp);
+    memset(digest, 0, sizeof *digest);
+    int rc = mv_slice_list(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, true,
+                           &sl, err);
+    for (size_t i = 0; !rc && i < sl.n_pids; i++) {
+        mv_parts ps = mv_slice_parts(&sl, sl.pids[i]);
+        ferry_fingerprint a;
+        cold_digest(&ps, &a);
+        fp_add(digest, &a);
+        digest->parts += a.parts;
+        if (all_cold(&ps)) {
+            fp_add(fp, &a);
+        } else if (mv_pids_add(&hot, sl.pids[i])) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        }
+    }
+    if (!rc && rows && hot.n) {
+        rc = fingerprint_hot(x, t, &hot, fp, err);
+    }
+    mv_pids_free(&hot);
+    mv_slice_free(&sl);
+    return rc;
+}
+
+unsigned ferry_move_grace(const ferry_move_opts *o)
+{
+    if (o->grace_given)
+        return o->grace_ms;
+    const char *routers = o->cfg ? ferry_config_get(o->cfg, "cluster", NULL, "routers") : NULL;
+    return routers && *routers ? 0 : 2000;
+}
+
