@@ -479,5 +479,7 @@ void rt_mem_release(ferry_router *r, size_t n);
 void rt_respond_error(ferry_http_req *req, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int rt_error_code(const char *name);
+/* GET /ferry/router (status.c): admins and the cluster token only. */
+void rt_on_status(ferry_http_req *req, void *ctx);
 
 #endif

@@ -35,61 +35,6 @@
 #include "ferry/split.h"
 #include "ferry/strutil.h"
 
-/* ---- errors --------------------------------------------------------------------------------- */
-
-int rt_error_code(const char *name)
-{
-    static const struct {
-        const char *name;
-        int code;
-    } codes[] = {{"THERE_IS_NO_COLUMN", 8},
-                 {"CANNOT_PARSE_INPUT_ASSERTION_FAILED", 27},
-                 {"BAD_ARGUMENTS", 36},
-                 {"NOT_IMPLEMENTED", 48},
-                 {"SYNTAX_ERROR", 62},
-                 {"UNKNOWN_FORMAT", 73},
-                 {"INCORRECT_DATA", 117},
-                 {"TIMEOUT_EXCEEDED", 159},
-                 {"MEMORY_LIMIT_EXCEEDED", 241},
-                 {"CANNOT_ALLOCATE_MEMORY", 173},
-                 {"QUOTA_EXCEEDED", 201},
-                 {"TOO_MANY_SIMULTANEOUS_QUERIES", 202},
-                 {"NETWORK_ERROR", 210},
-                 {"ALL_CONNECTION_TRIES_FAILED", 279},
-                 {"QUERY_WAS_CANCELLED", 394},
-                 {"TOO_MANY_ROWS_OR_BYTES", 396},
-                 {"CANNOT_SCHEDULE_TASK", 439},
-                 {"QUERY_IS_TOO_LARGE", 393},
-                 {"ACCESS_DENIED", 497},
-                 {"AUTHENTICATION_FAILED", 516}};
-    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
-        if (!strcmp(codes[i].name, name))
-            return codes[i].code;
-    return 1001; /* STD_EXCEPTION */
-}
-
-static void respond_error_code(ferry_http_req *req, int code, const char *name, const char *msg)
-{
-    char body[FERRY_ERR_MSG_MAX + 4096];
-    snprintf(body, sizeof body, "Code: %d. DB::Exception: %s. (%s) (version ferry router)\n", code,
-             msg, name);
-    char c[16];
-    snprintf(c, sizeof c, "%d", code);
-    ferry_http_add_header(req, "X-ClickHouse-Exception-Code", c);
-    ferry_http_respond(req, ferry_ch_error_http_status(name), "text/plain; charset=UTF-8", body,
-                       strlen(body));
-}
-
-void rt_respond_error(ferry_http_req *req, const char *name, const char *fmt, ...)
-{
-    char msg[FERRY_ERR_MSG_MAX + 2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    respond_error_code(req, rt_error_code(name), name, msg);
-}
-
 /* ---- per-request state ---------------------------------------------------------------------- */
 
 enum req_mode { MODE_HEAD, MODE_INSERT, MODE_PASS, MODE_DONE };
@@ -983,70 +928,6 @@ static void on_metrics(ferry_http_req *req, void *ctx)
         rt_on_metrics(req, ctx);
 }
 
-static void on_status(ferry_http_req *req, void *ctx)
-{
-    ferry_router *r = ctx;
-    if (!rt_auth_internal(r, req))
-        return;
-    ferry_buf body = {0};
-    pthread_mutex_lock(&r->mu);
-    uint64_t oldest = 0;
-    for (size_t i = 0; i < r->n_inflight; i++)
-        if (!oldest || r->inflight[i].version < oldest)
-            oldest = r->inflight[i].version;
-    char oldest_s[32] = "null";
-    if (r->n_inflight)
-        snprintf(oldest_s, sizeof oldest_s, "%llu", (unsigned long long)oldest);
-    ferry_buf_printf(&body,
-                     "{\"routing_version\":%llu,\"inflight_oldest_version\":%s,"
-                     "\"insert_requests\":%llu,\"rows_routed\":%llu,\"reroutes\":%llu",
-                     (unsigned long long)(r->snap ? r->snap->version : 0), oldest_s,
-                     (unsigned long long)r->requests, (unsigned long long)r->rows_routed,
-                     (unsigned long long)r->reroutes);
-    pthread_mutex_unlock(&r->mu);
-    /* slices awaiting a client's retry; for ?tenant=T&split=K, how long that one still is (what
-     * a move asks before it switches the slice) */
-    ferry_buf_printf(&body, ",\"pending_retry_slices\":%zu", rt_pending_count(r->pending));
-    const char *pt = ferry_http_arg(req, "tenant"), *ps = ferry_http_arg(req, "split");
-    uint64_t split = 0;
-    if (pt && ps && ferry_parse_u64(ps, &split) && split <= UINT32_MAX)
-        ferry_buf_printf(&body, ",\"pending_retry_ms\":%llu",
-                         (unsigned long long)rt_pending_left_ms(r->pending, pt, (uint32_t)split));
-    /* the shards this router can send to (live slots): what the move's shard fence asks */
-    ferry_buf_puts(&body, ",\"shards\":{");
-    size_t n = r->n_shards, listed = 0;
-    for (size_t i = 0; i < n; i++) {
-        rt_shard *s = r->shards[i];
-        pthread_mutex_lock(&s->mu);
-        bool retired = s->retired;
-        pthread_mutex_unlock(&s->mu);
-        if (retired)
-            continue;
-        ferry_buf_printf(&body, "%s\"%s\":{\"slot\":%zu,\"state\":\"%s\",\"replicas\":%zu,"
-                                "\"usable\":%s",
-                         listed++ ? "," : "", s->name, i, ferry_shard_state_name(s->rec.state),
-                         s->n_replicas, s->conn_error[0] ? "false" : "true");
-        if (s->conn_error[0]) {
-            json_t *e = json_string(s->conn_error);
-            char *q = e ? json_dumps(e, JSON_ENCODE_ANY) : NULL;
-            ferry_buf_printf(&body, ",\"error\":%s", q ? q : "\"?\"");
-            free(q);
-            json_decref(e);
-        }
-        ferry_buf_putc(&body, '}');
-    }
-    ferry_buf_putc(&body, '}');
-    rt_reads_status(r, &body);
-    ferry_buf_printf(&body, ",\"auth\":\"%s\"", r->auth == RT_AUTH_NONE ? "none" : "catalog");
-    rt_limits_status(r->limits, &body);
-    ferry_buf_putc(&body, '}');
-    if (body.data)
-        ferry_http_respond(req, 200, "application/json", body.data, body.len);
-    else
-        ferry_http_respond_text(req, 500, "out of memory\n");
-    ferry_buf_free(&body);
-}
-
 /* ---- configuration and life cycle ----------------------------------------------------------- */
 
 static int read_router_config(ferry_router *r, const ferry_config *cfg, const char *listen,
@@ -1219,7 +1100,7 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     r->watcher_started = true;
     ferry_http_route routes[] = {
         {"GET", "/ping", NULL, NULL, on_ping, NULL, r, 0},
-        {"GET", "/ferry/router", NULL, NULL, on_status, NULL, r, 0},
+        {"GET", "/ferry/router", NULL, NULL, rt_on_status, NULL, r, 0},
         {"GET", "/metrics", NULL, NULL, on_metrics, NULL, r, 0},
         {NULL, "/ferry/partial/", NULL, NULL, rt_partial_on_complete, NULL, r, 0},
         {NULL, "/", on_headers, on_body, on_complete, state_free, r, 0},
