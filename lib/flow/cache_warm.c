@@ -24,14 +24,8 @@ static double now_ms(void)
 
 static int sql_rows(ferry_fleet_server *srv, const char *sql, ferry_ch_rows *rows, ferry_err *err)
 {
-    ferry_buf out = FERRY_BUF_INIT;
-    memset(rows, 0, sizeof *rows);
-    int rc = ferry_guarded_exec(srv->ch, sql, &out, err);
-    if (rc || !out.len) {
-        ferry_buf_free(&out);
-        return rc ? ferry_err_prefix(err, "%s: ", srv->name) : FERRY_OK;
-    }
-    return ferry_ch_rows_parse(out.data, out.len, rows, err); /* takes the buffer */
+    int rc = ferry_guarded_rows(srv->ch, sql, rows, err);
+    return rc ? ferry_err_prefix(err, "%s: ", srv->name) : FERRY_OK;
 }
 
 /* A column file's column: "<escaped name>[.<substream>].bin" (ClickHouse escapes every byte but

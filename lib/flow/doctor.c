@@ -305,17 +305,12 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
         "FORMAT TabSeparated";
     for (size_t i = 0; i < fl->n_servers; i++) {
         ferry_fleet_server *s = &fl->servers[i];
-        ferry_buf out = FERRY_BUF_INIT;
         ferry_err e = {0};
         ferry_ch_rows rows = {0};
-        int rc = ferry_guarded_exec(s->ch, sql, &out, &e);
-        size_t len = out.len;
-        if (!rc)
-            rc = ferry_ch_rows_parse(ferry_buf_detach(&out), len, &rows, &e);
+        int rc = ferry_guarded_rows(s->ch, sql, &rows, &e);
         if (rc) {
             doctor_finding(checks, "unmanaged_cold", "fail", s->name, NULL,
                     "cannot read %s's storage policies: %s", s->name, e.msg);
-            ferry_buf_free(&out);
             continue;
         }
         size_t bad = 0, staging = 0;
@@ -342,7 +337,6 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
                     "%s: every table on an object-storage policy is managed (%zu tables, %zu of "
                     "them ferry's staging and empty twin tables)", s->name, rows.n_rows, staging);
         ferry_ch_rows_free(&rows);
-        ferry_buf_free(&out);
     }
 }
 

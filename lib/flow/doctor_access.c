@@ -82,13 +82,9 @@ static void check_no_cold_merges(ferry_fleet *fl, json_t *checks)
         "prefer_not_to_merge ORDER BY policy_name, volume_name FORMAT TabSeparated";
     for (size_t i = 0; i < fl->n_servers; i++) {
         ferry_fleet_server *s = &fl->servers[i];
-        ferry_buf out = FERRY_BUF_INIT;
         ferry_err e = {0};
         ferry_ch_rows rows = {0};
-        int rc = ferry_guarded_exec(s->ch, sql, &out, &e);
-        size_t len = out.len;
-        if (!rc)
-            rc = ferry_ch_rows_parse(ferry_buf_detach(&out), len, &rows, &e);
+        int rc = ferry_guarded_rows(s->ch, sql, &rows, &e);
         if (rc)
             doctor_finding(checks, CHECK, "fail", s->name, NULL,
                            "cannot read %s's storage policies: %s", s->name, e.msg);
@@ -105,7 +101,6 @@ static void check_no_cold_merges(ferry_fleet *fl, json_t *checks)
                            "%s: no object-storage volume merges parts (prefer_not_to_merge)",
                            s->name);
         ferry_ch_rows_free(&rows);
-        ferry_buf_free(&out);
     }
 }
 
