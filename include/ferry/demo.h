@@ -58,6 +58,9 @@ typedef struct ferry_demo_result {
     uint64_t hot_bytes, hot_copied, cold_bytes, cold_copied;
     size_t hot_parts, cold_parts;
     double rebalance_s, move_p50_s, move_p99_s;
+    unsigned move_grace_ms;   /* the grace each move waited after its routing switch */
+    double move_state_ms[FERRY_MOVE_STATES]; /* summed over the rebalance's moves */
+    unsigned long move_statements, move_agent_requests, move_catalog_writes;
     size_t verify_failures, split_checked;
     char first_failure[512];
     double wall_s;

@@ -411,6 +411,11 @@ static void on_move(const ferry_planned_move *pm, const ferry_move_result *res, 
         d->r->cold_copied += res->cold_copied;
         d->r->hot_parts += res->hot_parts;
         d->r->cold_parts += res->cold_parts;
+        for (int st = 0; st < FERRY_MOVE_STATES; st++)
+            d->r->move_state_ms[st] += res->state_ms[st];
+        d->r->move_statements += res->statements;
+        d->r->move_agent_requests += res->agent_requests;
+        d->r->move_catalog_writes += res->catalog_writes;
         demo_tenant *t = demo_tenant_named(d, pm->tenant);
         if (t)
             m->tenant_moved[t - d->tenants] = true;
@@ -444,7 +449,7 @@ static int rebalance(demo *d, ferry_err *err)
     if (!rc)
         rc = ferry_config_require(&cfg, "cluster", NULL, "catalog", &url, err);
     ferry_move_opts mo = {.catalog_url = url, .cfg = &cfg, .owner = owner,
-                          .grace_ms = DEMO_GRACE_MS};
+                          .grace_ms = DEMO_GRACE_MS, .grace_given = true};
     if (!rc)
         rc = ferry_catalog_open(url, &cat, err);
     if (!rc)
@@ -472,6 +477,7 @@ static int rebalance(demo *d, ferry_err *err)
     ferry_plan_run_result pr;
     rc = ferry_plan_run(&mo, &plan, &po, &pr, err);
     d->r->rebalance_s = pr.seconds;
+    d->r->move_grace_ms = ferry_move_grace(&mo);
     for (unsigned k = 0; k < d->o.tenants; k++)
         d->r->moved_tenants += moved[k];
     if (d->r->moves_done) {
@@ -529,6 +535,17 @@ json_t *ferry_demo_result_json(const ferry_demo_options *opt, const ferry_demo_r
     json_object_set_new(o, "rebalance_seconds", json_real(round(r->rebalance_s * 10) / 10));
     json_object_set_new(o, "move_p50_seconds", json_real(round(r->move_p50_s * 1000) / 1000));
     json_object_set_new(o, "move_p99_seconds", json_real(round(r->move_p99_s * 1000) / 1000));
+    json_object_set_new(o, "move_grace_ms", json_integer(r->move_grace_ms));
+    json_t *st = json_object();
+    for (int k = 0; st && k < FERRY_MOVE_STATES; k++)
+        if (r->move_state_ms[k] > 0)
+            json_object_set_new(st, ferry_move_state_name((enum ferry_move_state)k),
+                                json_real(round(r->move_state_ms[k])));
+    if (st)
+        json_object_set_new(o, "move_state_ms", st);
+    json_object_set_new(o, "move_statements", json_integer((json_int_t)r->move_statements));
+    json_object_set_new(o, "move_agent_requests", json_integer((json_int_t)r->move_agent_requests));
+    json_object_set_new(o, "move_catalog_writes", json_integer((json_int_t)r->move_catalog_writes));
     json_object_set_new(o, "verify_failures", json_integer((json_int_t)r->verify_failures));
     if (r->verify_failures)
         json_object_set_new(o, "first_verify_failure", json_string(r->first_failure));
