@@ -51,6 +51,7 @@ typedef struct ferry_demo_result {
     uint32_t max_splits;      /* the largest tenant's */
     uint64_t total_rows;
     json_t *phases;           /* owned: {"lab": seconds, ...} */
+    json_t *phase_cpu;        /* owned: {"lab": {"ferry": CPU s, "nodes": CPU s}, ...} */
     json_t *tier_step_ms;     /* owned: tiering's milliseconds per step over every run */
     size_t tiered, tier_failed;
     uint64_t tier_uploaded, tier_pointer_bytes;

@@ -51,9 +51,45 @@ void demo_progress(const demo *d, const char *fmt, ...)
     d->o.progress(demo_elapsed(d), line, d->o.progress_arg);
 }
 
+/* CPU seconds (user + system) used so far by the demo's own process (*self) and by its nodes'
+ * processes (*nodes: ClickHouse and the agent run in each ferry-node): what a phase costs the
+ * machine, whatever the wall time. On 2 cores a phase cannot finish in less than its CPU
+ * seconds / 2. A node whose /proc entry cannot be read counts 0 (it stopped). */
+static void demo_cpu_seconds(const demo *d, double *self, double *nodes)
+{
+    struct timespec ts;
+    *self = *nodes = 0;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
+        *self = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    long tick = sysconf(_SC_CLK_TCK);
+    for (size_t i = 0; i < d->n_nodes && tick > 0; i++) {
+        char path[64], line[1024];
+        snprintf(path, sizeof path, "/proc/%ld/stat", d->nodes[i].pid);
+        FILE *f = d->nodes[i].pid > 0 ? fopen(path, "r") : NULL;
+        if (!f)
+            continue;
+        size_t n = fread(line, 1, sizeof line - 1, f);
+        fclose(f);
+        line[n] = '\0';
+        /* fields after the command (which may hold spaces, so after its closing parenthesis):
+         * state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+        const char *p = strrchr(line, ')');
+        unsigned long ut = 0, st = 0;
+        if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+            *nodes += (double)(ut + st) / (double)tick;
+    }
+}
+
 static void phase_done(demo *d, const char *name, double since)
 {
     json_object_set_new(d->r->phases, name, json_real(round((demo_elapsed(d) - since) * 10) / 10));
+    double self, nodes;
+    demo_cpu_seconds(d, &self, &nodes);
+    json_object_set_new(d->r->phase_cpu, name,
+                        json_pack("{s:f, s:f}", "ferry", round((self - d->cpu_self) * 10) / 10,
+                                  "nodes", round((nodes - d->cpu_nodes) * 10) / 10));
+    d->cpu_self = self;
+    d->cpu_nodes = nodes;
 }
 
 void demo_verify_fail(demo *d, const char *fmt, ...)
@@ -129,6 +165,7 @@ static int open_nodes(demo *d, ferry_err *err)
         demo_node *dn = &d->nodes[d->n_nodes];
         snprintf(dn->name, sizeof dn->name, "%s", json_string_value(json_object_get(n, "name")));
         snprintf(dn->url, sizeof dn->url, "%s", json_string_value(json_object_get(n, "http")));
+        dn->pid = (long)json_integer_value(json_object_get(n, "pid"));
         ferry_ch_options co = {.url = dn->url, .user = "default", .max_attempts = 3};
         if ((rc = ferry_ch_client_new(&co, &dn->ch, err)))
             break;
@@ -550,6 +587,7 @@ json_t *ferry_demo_result_json(const ferry_demo_options *opt, const ferry_demo_r
     if (r->verify_failures)
         json_object_set_new(o, "first_verify_failure", json_string(r->first_failure));
     json_object_set_new(o, "phase_seconds", json_incref(r->phases));
+    json_object_set_new(o, "phase_cpu_seconds", json_incref(r->phase_cpu));
     json_object_set_new(o, "wall_seconds", json_real(round(r->wall_s * 10) / 10));
     if (opt->keep)
         json_object_set_new(o, "config", json_string(r->conf));
@@ -567,6 +605,7 @@ static int run(demo *d, ferry_err *errp)
     clock_gettime(CLOCK_MONOTONIC, &d->t0);
     d->now = (int64_t)time(NULL);
     d->r->phases = json_object();
+    d->r->phase_cpu = json_object();
     d->r->tier_step_ms = json_object();
     if (d->o.dir) {
         snprintf(d->r->dir, sizeof d->r->dir, "%s", d->o.dir);
@@ -789,6 +828,7 @@ int ferry_demo_run(const ferry_demo_options *o, ferry_demo_result *res, ferry_er
 void ferry_demo_result_free(ferry_demo_result *res)
 {
     json_decref(res->phases);
+    json_decref(res->phase_cpu);
     json_decref(res->tier_step_ms);
-    res->phases = res->tier_step_ms = NULL;
+    res->phases = res->phase_cpu = res->tier_step_ms = NULL;
 }
