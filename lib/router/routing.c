@@ -196,7 +196,8 @@ static int shard_refs_now(ferry_router *r, rt_shard_ref **out, size_t *n_out, fe
         }
         v[k++].slot = (uint32_t)i;
     }
-    qsort(v, k, sizeof *v, ref_cmp);
+    if (k > 1)
+        qsort(v, k, sizeof *v, ref_cmp);
     *out = v;
     *n_out = k;
     return FERRY_OK;
@@ -277,7 +278,8 @@ static long ld_find(rt_loader *ld, const char *name, size_t len)
         !name_cmp(ld->tenants[ld->n_tenants - 1].name, name, len))
         return (long)ld->tenants[ld->n_tenants - 1].id;
     if (!ld->sorted) {
-        qsort(ld->tenants, ld->n_tenants, sizeof *ld->tenants, ld_tenant_cmp);
+        if (ld->n_tenants > 1)
+            qsort(ld->tenants, ld->n_tenants, sizeof *ld->tenants, ld_tenant_cmp);
         ld->sorted = true;
         ld->last = 0;
     }
@@ -405,7 +407,8 @@ static int build_tenant(const rt_loader *ld, size_t ti, const uint32_t *order, s
     rt_route *routes = (rt_route *)((char *)b + off_routes);
     uint32_t *slots = (uint32_t *)((char *)b + off_slots);
     char *t = (char *)b + off_text;
-    memcpy(slots, sc->slots, sc->n_slots * sizeof *slots);
+    if (sc->n_slots)
+        memcpy(slots, sc->slots, sc->n_slots * sizeof *slots);
     size_t nl = strlen(lt->name) + 1;
     memcpy(t, lt->name, nl);
     out->name = t;
@@ -439,7 +442,8 @@ static int build_tenants(rt_loader *ld, const rt_shard_ref *refs, size_t n_refs,
                          ferry_err *err)
 {
     if (!ld->sorted) {
-        qsort(ld->tenants, ld->n_tenants, sizeof *ld->tenants, ld_tenant_cmp);
+        if (ld->n_tenants > 1)
+            qsort(ld->tenants, ld->n_tenants, sizeof *ld->tenants, ld_tenant_cmp);
         ld->sorted = true;
     }
     /* the route rows by tenant (counting sort: rows need not come grouped) */
@@ -535,7 +539,8 @@ static int build_moves(rt_snapshot *s, const ferry_record_list *moves, ferry_err
         snprintf(rm->move_id, sizeof rm->move_id, "%s", m->id);
         v[n++].seq = i;
     }
-    qsort(v, n, sizeof *v, move_cmp);
+    if (n > 1)
+        qsort(v, n, sizeof *v, move_cmp);
     s->moves = calloc(n ? n : 1, sizeof *s->moves);
     if (!s->moves) {
         for (size_t k = 0; k < n; k++)
