@@ -757,7 +757,7 @@ int zk_commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *in
             zm_set(&m, be, "routing", rbuf, (int)strlen(rbuf), rver, -2);
             if (req->routing == CAT_ROUTING_BUMP && req->routing_log) {
                 snprintf(lrel, sizeof lrel, CAT_ROUTING_LOG_DIR "/%llu", (unsigned long long)rv);
-                zm_create(&m, be, lrel, req->routing_log, (int)strlen(req->routing_log), 0, -2);
+                zm_create(&m, be, lrel, req->routing_log, (int)strlen(req->routing_log), 0, -3);
             }
         }
         int zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
@@ -784,6 +784,19 @@ int zk_commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *in
         if (m.src[f] == -1 || m.src[f] == -2) {
             settled = false; /* the gate moved or another switch bumped the routing version */
             continue;
+        }
+        if (m.src[f] == -3 && m.res[f].err == ZNODEEXISTS) {
+            /* an entry left from before an import set the version back: it is stale */
+            char abs[PATH_MAX_LEN];
+            zk_abspath(be, lrel, abs, sizeof abs);
+            zoo_delete(be->zh, abs, -1);
+            info->round_trips++;
+            settled = false;
+            continue;
+        }
+        if (m.src[f] < 0) {
+            rc = zfail(be, m.res[f].err, "writing", lrel, err);
+            break;
         }
         rc = zk_user_op_error(be, &req->ops[m.src[f]], m.res[f].err, err);
         break;

@@ -298,6 +298,15 @@ static int commit_large(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
         if (rc)
             goto out;
         rv = req->routing == CAT_ROUTING_BUMP ? rv + 1 : req->routing_value;
+        if (req->routing == CAT_ROUTING_BUMP && req->routing_log) {
+            /* an entry left from before an import set the version back would fail the commit:
+             * it is stale (we hold the gate, no other writer can be writing it) */
+            char lrel[64], abs[PATH_MAX_LEN];
+            snprintf(lrel, sizeof lrel, CAT_ROUTING_LOG_DIR "/%llu", (unsigned long long)rv);
+            zk_abspath(be, lrel, abs, sizeof abs);
+            zoo_delete(be->zh, abs, -1);
+            info->round_trips++;
+        }
     }
     /* 2. Chunks: each multi applies its operations and records how to undo them. */
     size_t total = 0;
