@@ -282,6 +282,28 @@ bool ferry_parse_duration_ms(const char *s, uint64_t *ms)
     return true;
 }
 
+bool ferry_parse_hostport(const char *s, char *host, size_t hostsz, uint16_t *port)
+{
+    const char *colon = strrchr(s, ':');
+    uint64_t p;
+    if (!colon || colon == s || (size_t)(colon - s) >= hostsz ||
+        !ferry_parse_u64(colon + 1, &p) || p > 65535)
+        return false;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    *port = (uint16_t)p;
+    return true;
+}
+
+bool ferry_parse_duration_ms32(const char *s, uint32_t *ms)
+{
+    uint64_t v = 0;
+    if (!ferry_parse_duration_ms(s, &v) || v > UINT32_MAX)
+        return false;
+    *ms = (uint32_t)v;
+    return true;
+}
+
 bool ferry_parse_u32(const char *s, uint32_t *out)
 {
     uint64_t v;
