@@ -20,34 +20,8 @@ import socket
 import sys
 import threading
 import time
-from urllib.parse import urlparse
 
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return -1
-    return -1
-
-
-class Sampler(threading.Thread):
-    def __init__(self, pid):
-        super().__init__(daemon=True)
-        self.pid, self.max, self.stop = pid, 0, False
-
-    def run(self):
-        while not self.stop:
-            self.max = max(self.max, rss_kib(self.pid))
-            time.sleep(0.05)
-
-
-def hostport(url):
-    u = urlparse(url)
-    return u.hostname, u.port
+from abuse_common import Sampler, hostport, pct
 
 
 def query(url, body, src="127.0.0.2", timeout=30, headers=None):
@@ -63,11 +37,6 @@ def query(url, body, src="127.0.0.2", timeout=30, headers=None):
         return r.status, text, time.monotonic() - t0
     except (OSError, http.client.HTTPException) as e:
         return 0, str(e), time.monotonic() - t0
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p))] if xs else None
 
 
 def normal(url, n, out, stop=None):
@@ -92,7 +61,7 @@ def cmd_normal(url, n):
 def cmd_slow(url, pid, seconds):
     seconds = float(seconds)
     h, p = hostport(url)
-    sampler = Sampler(int(pid))
+    sampler = Sampler([int(pid)])
     sampler.start()
     socks = []  # [sock, source, opened, closed_at]
     sources = [f"127.0.1.{1 + i // 30}" for i in range(300)] + ["127.0.0.1"] * 100
@@ -141,11 +110,11 @@ def cmd_slow(url, pid, seconds):
     sampler.stop = True
     return dict(sockets=len(socks), open_left=open_left, closed_quickly=quick,
                 closed_quickly_127_0_0_1=per_addr_quick, held_max_s=max(held) if held else 0,
-                held_n=len(held), normal=load, rss_max_kib=sampler.max)
+                held_n=len(held), normal=load, rss_max_kib=sampler.peak())
 
 
 def cmd_big(url, pid):
-    sampler = Sampler(int(pid))
+    sampler = Sampler([int(pid)])
     sampler.start()
     res = {}
     st, text, s = query(url, b"SELECT 1 FORMAT TSV\n-- " + b"x" * (2 << 20), src="127.0.0.3")
@@ -154,13 +123,13 @@ def cmd_big(url, pid):
     st, text, s = query(url, body, src="127.0.0.3")
     res["insert"] = [st, text[:300], round(s, 3)]
     sampler.stop = True
-    res["rss_max_kib"] = sampler.max
+    res["rss_max_kib"] = sampler.peak()
     return res
 
 
 def cmd_budget(url, pid, n, size):
     n, size = int(n), int(size)
-    sampler = Sampler(int(pid))
+    sampler = Sampler([int(pid)])
     sampler.start()
     h, p = hostport(url)
     results = [None] * n
@@ -204,7 +173,7 @@ def cmd_budget(url, pid, n, size):
         codes[str(r[0])] = codes.get(str(r[0]), 0) + 1
     over = sum(1 for r in results if "MEMORY_LIMIT_EXCEEDED" in r[1])
     return dict(statuses=codes, memory_limit_exceeded=over, rss_held_kib=rss_held,
-                rss_max_kib=sampler.max, sample=[r[1][-200:] for r in results[:2]])
+                rss_max_kib=sampler.peak(), sample=[r[1][-200:] for r in results[:2]])
 
 
 def cmd_header(url, pid):
@@ -236,7 +205,7 @@ def cmd_head(url, pid):
 
 def cmd_tiny(url, pid, n, threads):
     n, threads = int(n), int(threads)
-    sampler = Sampler(int(pid))
+    sampler = Sampler([int(pid)])
     sampler.start()
     h, p = hostport(url)
     counts = [[0, 0] for _ in range(threads)]  # [ok, bad]
@@ -266,7 +235,7 @@ def cmd_tiny(url, pid, n, threads):
         t.join()
     sampler.stop = True
     return dict(ok=sum(c[0] for c in counts), bad=sum(c[1] for c in counts),
-                seconds=round(time.monotonic() - t0, 2), normal=load, rss_max_kib=sampler.max)
+                seconds=round(time.monotonic() - t0, 2), normal=load, rss_max_kib=sampler.peak())
 
 
 if __name__ == "__main__":

@@ -29,35 +29,8 @@ import socket
 import sys
 import threading
 import time
-from urllib.parse import urlparse
 
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return -1
-    return -1
-
-
-class Sampler(threading.Thread):
-    def __init__(self, pids):
-        super().__init__(daemon=True)
-        self.pids, self.max, self.stop = pids, {p: 0 for p in pids}, False
-
-    def run(self):
-        while not self.stop:
-            for p in self.pids:
-                self.max[p] = max(self.max[p], rss_kib(p))
-            time.sleep(0.05)
-
-
-def hostport(url):
-    u = urlparse(url)
-    return u.hostname, u.port
+from abuse_common import Sampler, hostport, pct
 
 
 def request(srv, method, path, body=b"", src="127.0.0.2", timeout=30, conn=None):
@@ -76,11 +49,6 @@ def request(srv, method, path, body=b"", src="127.0.0.2", timeout=30, conn=None)
         if conn is not None:
             conn.close()
         return 0, str(e), time.monotonic() - t0, None
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return round(xs[min(len(xs) - 1, int(len(xs) * p))], 1) if xs else None
 
 
 def normal(srv, n, out, stop=None):
