@@ -34,7 +34,6 @@ FILE holds "ACCESS_KEY_ID SECRET ROLE" lines. --role replaces a role's operation
 --role clickhouse=GET,HEAD,LIST for a ClickHouse credential that may only read and list
 ([cluster] clickhouse_object_access = read-only).
 """
-import argparse
 import json
 import os
 import re
@@ -180,13 +179,7 @@ class Handler(ProxyHandler):
 
 def main():
     global args
-    p = argparse.ArgumentParser()
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--upstream", required=True)
-    p.add_argument("--keys", required=True)
-    p.add_argument("--log", required=True)
-    p.add_argument("--upstream-key", default="S3RVER")
-    p.add_argument("--region", default="us-east-1")
+    p = sigv4_verify.s3_proxy_arguments()
     p.add_argument("--role", action="append", default=[],
                    help="ROLE=OP,OP...: the operations ROLE may do (replaces its policy)")
     args = p.parse_args()

@@ -174,8 +174,8 @@ class Handler(ProxyHandler):
         self.relay(r, url_encode_listing(self.command, path, data))
 
 
-def main():
-    global args
+def s3_proxy_arguments():
+    """The options of the S3 proxies (this one and s3_policy_proxy.py)."""
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--upstream", required=True)
@@ -183,7 +183,12 @@ def main():
     p.add_argument("--log", required=True)
     p.add_argument("--upstream-key", default="S3RVER")
     p.add_argument("--region", default="us-east-1")
-    args = p.parse_args()
+    return p
+
+
+def main():
+    global args
+    args = s3_proxy_arguments().parse_args()
     with open(args.keys) as f:
         for line in f:
             if line.strip():
