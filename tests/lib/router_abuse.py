@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from abuse_common import Sampler, hostport, pct
+from abuse_common import Sampler, hostport, pct, rss_kib
 
 
 def query(url, body, src="127.0.0.2", timeout=30, headers=None):
