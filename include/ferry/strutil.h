@@ -49,6 +49,8 @@ bool ferry_ends_with(const char *s, const char *suffix);
 
 /* strdup that aborts the process on allocation failure is never used; this returns NULL. */
 char *ferry_strndup(const char *s, size_t n);
+/* The value of one hex digit (0-9, a-f, A-F), -1 for any other character. */
+int ferry_hex_digit(char c);
 
 /* Human-readable byte count into out ("13.0 MB", "7.7 KB"); decimal units as the blog uses. */
 const char *ferry_fmt_bytes(uint64_t bytes, char *out, size_t outsz);

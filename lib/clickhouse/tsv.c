@@ -9,17 +9,6 @@
 
 #include "ferry/strutil.h"
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int ferry_tsv_unescape(char *s, size_t len, size_t *out_len, bool *is_null, ferry_err *err)
 {
     *is_null = false;
@@ -53,8 +42,8 @@ int ferry_tsv_unescape(char *s, size_t len, size_t *out_len, bool *is_null, ferr
         case 'e': s[w++] = '\x1b'; break;
         case '0': s[w++] = '\0'; break;
         case 'x': {
-            int hi = i + 1 < len ? hex_value(s[i + 1]) : -1;
-            int lo = i + 2 < len ? hex_value(s[i + 2]) : -1;
+            int hi = i + 1 < len ? ferry_hex_digit(s[i + 1]) : -1;
+            int lo = i + 2 < len ? ferry_hex_digit(s[i + 2]) : -1;
             if (hi < 0 || lo < 0) {
                 s[w] = '\0';
                 *out_len = w;

@@ -282,6 +282,17 @@ bool ferry_parse_duration_ms(const char *s, uint64_t *ms)
     return true;
 }
 
+int ferry_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 bool ferry_parse_hostport(const char *s, char *host, size_t hostsz, uint16_t *port)
 {
     const char *colon = strrchr(s, ':');
