@@ -308,6 +308,13 @@ static char *dup_error(const char *e)
     return s;
 }
 
+/* ClickHouse's error e kept in *error (the caller's to free) and said in err: FERRY_EREMOTE. */
+static int remote_error(const char *e, char **error, ferry_err *err)
+{
+    *error = dup_error(e);
+    return ferry_err_set(err, FERRY_EREMOTE, "%s", *error ? *error : "ClickHouse error");
+}
+
 int ferry_chdb_query(ferry_chdb_conn *conn, const char *sql, size_t sql_len, const char *format,
                      const ferry_chdb_param *params, size_t n_params, ferry_chdb_result *res,
                      ferry_err *err)
@@ -334,8 +341,7 @@ int ferry_chdb_query(ferry_chdb_conn *conn, const char *sql, size_t sql_len, con
     }
     const char *e = lib->result_error(r);
     if (e) {
-        res->error = dup_error(e);
-        rc = ferry_err_set(err, FERRY_EREMOTE, "%s", res->error ? res->error : "ClickHouse error");
+        rc = remote_error(e, &res->error, err);
         goto out;
     }
     size_t len = lib->result_length(r);
@@ -407,8 +413,7 @@ int ferry_chdb_stream_open(ferry_chdb_conn *conn, const char *sql, size_t sql_le
     }
     const char *e = lib->result_error(s->handle);
     if (e) {
-        *error = dup_error(e);
-        rc = ferry_err_set(err, FERRY_EREMOTE, "%s", *error ? *error : "ClickHouse error");
+        rc = remote_error(e, error, err);
         goto out;
     }
     *out = s;
@@ -556,8 +561,7 @@ int ferry_chdb_insert_open(ferry_chdb_conn *conn, const char *sql, const char *f
     }
     const char *e = lib->stream_insert_error(ins->handle);
     if (e) {
-        *error = dup_error(e);
-        rc = ferry_err_set(err, FERRY_EREMOTE, "%s", *error ? *error : "ClickHouse error");
+        rc = remote_error(e, error, err);
         goto out;
     }
     *out = ins;
