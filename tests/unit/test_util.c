@@ -243,6 +243,21 @@ static void test_hostport(void **state)
     assert_false(ferry_parse_hostport("a-very-long-host-name:80", host, sizeof host, &port));
 }
 
+static void test_hex_digit(void **state)
+{
+    (void)state;
+    const char *digits = "0123456789abcdef", *upper = "ABCDEF";
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(ferry_hex_digit(digits[i]), i);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(ferry_hex_digit(upper[i]), 10 + i);
+    assert_int_equal(ferry_hex_digit('g'), -1);
+    assert_int_equal(ferry_hex_digit('G'), -1);
+    assert_int_equal(ferry_hex_digit('/'), -1);
+    assert_int_equal(ferry_hex_digit(':'), -1);
+    assert_int_equal(ferry_hex_digit('\0'), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +268,7 @@ int main(void)
         cmocka_unit_test(test_secret_line),
         cmocka_unit_test(test_duration_ms),
         cmocka_unit_test(test_hostport),
+        cmocka_unit_test(test_hex_digit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
