@@ -35,16 +35,17 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* The config path: the --config value if given, else $FERRY_CONFIG, else NULL. */
 const char *cli_config_path(const char *opt);
 
-/* The options the commands that run a flow and print its report share (retention, rewrite,
- * sweep, doctor): put the ones a command takes in its option table, and its own options'
- * values above CLI_O_LAST. */
-enum { CLI_O_JSON = 200, CLI_O_CONFIG, CLI_O_DRY_RUN, CLI_O_LAST };
+/* The options many commands share (--json, --config FILE, --catalog URL, --dry-run): put the
+ * ones a command takes in its option table, and its own options' values above CLI_O_LAST. */
+enum { CLI_O_JSON = 200, CLI_O_CONFIG, CLI_O_CATALOG, CLI_O_DRY_RUN, CLI_O_LAST };
 #define CLI_OPT_JSON {"json", no_argument, NULL, CLI_O_JSON}
 #define CLI_OPT_CONFIG {"config", required_argument, NULL, CLI_O_CONFIG}
+#define CLI_OPT_CATALOG {"catalog", required_argument, NULL, CLI_O_CATALOG}
 #define CLI_OPT_DRY_RUN {"dry-run", no_argument, NULL, CLI_O_DRY_RUN}
 typedef struct cli_common {
     bool json, dry_run;
-    const char *config; /* the --config value, or NULL */
+    const char *config;  /* the --config value, or NULL */
+    const char *catalog; /* the --catalog value, or NULL */
 } cli_common;
 
 /* getopt_long over argv (set optind = 1 before the first call): returns the command's next own

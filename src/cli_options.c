@@ -1,6 +1,6 @@
-/* The command layer's shared option loop and report printing (src/cli.h): the options that
- * the flow commands share, the words for an unknown option or a leftover argument, and a
- * report as JSON or text. */
+/* The command layer's shared option loop and report printing (src/cli.h): the options many
+ * commands share, the words for an unknown option or a leftover argument, and a report as
+ * JSON or text. */
 #include "cli.h"
 
 #include <stdlib.h>
@@ -15,6 +15,7 @@ int cli_next_option(const char *cmd, int argc, char **argv, const struct option 
         switch (ch) {
         case CLI_O_JSON: c->json = true; break;
         case CLI_O_CONFIG: c->config = optarg; break;
+        case CLI_O_CATALOG: c->catalog = optarg; break;
         case CLI_O_DRY_RUN: c->dry_run = true; break;
         case -1:
             if (optind != argc)
