@@ -315,6 +315,16 @@ static int remote_error(const char *e, char **error, ferry_err *err)
     return ferry_err_set(err, FERRY_EREMOTE, "%s", *error ? *error : "ClickHouse error");
 }
 
+/* How opening a stream went: FERRY_EIO when libchdb gave no handle, FERRY_EREMOTE with
+ * ClickHouse's error e (kept in *error), else FERRY_OK. */
+static int opened(const void *handle, const char *what, const char *e, char **error,
+                  ferry_err *err)
+{
+    if (!handle)
+        return ferry_err_set(err, FERRY_EIO, "libchdb returned no %s", what);
+    return e ? remote_error(e, error, err) : FERRY_OK;
+}
+
 int ferry_chdb_query(ferry_chdb_conn *conn, const char *sql, size_t sql_len, const char *format,
                      const ferry_chdb_param *params, size_t n_params, ferry_chdb_result *res,
                      ferry_err *err)
@@ -407,15 +417,9 @@ int ferry_chdb_stream_open(ferry_chdb_conn *conn, const char *sql, size_t sql_le
     else
         s->handle = lib->stream_query_n(*conn->handle, sql, sql_len, format, strlen(format));
     params_free(&pn);
-    if (!s->handle) {
-        rc = ferry_err_set(err, FERRY_EIO, "libchdb returned no stream");
+    if ((rc = opened(s->handle, "stream", s->handle ? lib->result_error(s->handle) : NULL,
+                     error, err)))
         goto out;
-    }
-    const char *e = lib->result_error(s->handle);
-    if (e) {
-        rc = remote_error(e, error, err);
-        goto out;
-    }
     *out = s;
     s = NULL;
 out:
@@ -555,15 +559,9 @@ int ferry_chdb_insert_open(ferry_chdb_conn *conn, const char *sql, const char *f
         goto out;
     }
     ins->handle = lib->stream_insert(*conn->handle, sql, format);
-    if (!ins->handle) {
-        rc = ferry_err_set(err, FERRY_EIO, "libchdb returned no insert stream");
+    if ((rc = opened(ins->handle, "insert stream",
+                     ins->handle ? lib->stream_insert_error(ins->handle) : NULL, error, err)))
         goto out;
-    }
-    const char *e = lib->stream_insert_error(ins->handle);
-    if (e) {
-        rc = remote_error(e, error, err);
-        goto out;
-    }
     *out = ins;
     ins = NULL;
 out:
