@@ -46,12 +46,14 @@ typedef struct cli_common {
     bool json, dry_run;
     const char *config;  /* the --config value, or NULL */
     const char *catalog; /* the --catalog value, or NULL */
+    bool positional;     /* set by the caller: the command takes arguments after its options
+                          * (left at argv[optind...]), so they are not "unexpected" */
 } cli_common;
 
 /* getopt_long over argv (set optind = 1 before the first call): returns the command's next own
  * option (optarg set), taking the shared ones into c on the way, and 0 at the end. At the end
- * *status is 0, or 2 with a usage error printed for an unknown or incomplete option or an
- * argument left over. */
+ * *status is 0, or 2 with a usage error printed for an unknown or incomplete option or (unless
+ * c->positional) an argument left over. */
 int cli_next_option(const char *cmd, int argc, char **argv, const struct option *opts,
                     cli_common *c, int *status);
 

@@ -18,7 +18,7 @@ int cli_next_option(const char *cmd, int argc, char **argv, const struct option 
         case CLI_O_CATALOG: c->catalog = optarg; break;
         case CLI_O_DRY_RUN: c->dry_run = true; break;
         case -1:
-            if (optind != argc)
+            if (optind != argc && !c->positional)
                 *status = cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
             return 0;
         case '?':

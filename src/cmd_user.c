@@ -105,10 +105,9 @@ static int password_of(const char *file, const char *sha, ferry_password *pw, ch
 
 int cmd_user(int argc, char **argv)
 {
-    enum { O_CONFIG = 256, O_CATALOG, O_PWFILE, O_PWSHA, O_TENANTS, O_ADMIN, O_TABLES, O_NETS,
-           O_CONC, O_RPS, O_EXEC, O_QUEUE, O_JSON };
-    static const struct option opts[] = {{"config", required_argument, NULL, O_CONFIG},
-                                         {"catalog", required_argument, NULL, O_CATALOG},
+    enum { O_PWFILE = CLI_O_LAST, O_PWSHA, O_TENANTS, O_ADMIN, O_TABLES, O_NETS, O_CONC, O_RPS,
+           O_EXEC, O_QUEUE };
+    static const struct option opts[] = {CLI_OPT_CONFIG, CLI_OPT_CATALOG, CLI_OPT_JSON,
                                          {"password-file", required_argument, NULL, O_PWFILE},
                                          {"password-sha256", required_argument, NULL, O_PWSHA},
                                          {"tenants", required_argument, NULL, O_TENANTS},
@@ -119,23 +118,19 @@ int cmd_user(int argc, char **argv)
                                          {"max-rps", required_argument, NULL, O_RPS},
                                          {"max-execution-time", required_argument, NULL, O_EXEC},
                                          {"queue-wait", required_argument, NULL, O_QUEUE},
-                                         {"json", no_argument, NULL, O_JSON},
                                          {NULL, 0, NULL, 0}};
-    const char *config = NULL, *catalog = NULL, *pwfile = NULL, *pwsha = NULL, *tenants = NULL;
-    bool admin = false, json = false;
+    const char *pwfile = NULL, *pwsha = NULL, *tenants = NULL;
+    bool admin = false;
+    cli_common c = {.positional = true};
     ferry_user_limits lim = {0};
-    int ch;
+    int ch, status;
     optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((ch = cli_next_option("user", argc, argv, opts, &c, &status))) {
         switch (ch) {
-        case O_CONFIG: config = optarg; break;
-        case O_CATALOG: catalog = optarg; break;
         case O_PWFILE: pwfile = optarg; break;
         case O_PWSHA: pwsha = optarg; break;
         case O_TENANTS: tenants = optarg; break;
         case O_ADMIN: admin = true; break;
-        case O_JSON: json = true; break;
         case O_TABLES:
             lim.set_tables = true;
             lim.tables = optarg;
@@ -166,10 +161,10 @@ int cmd_user(int argc, char **argv)
                                        "500ms)", optarg);
             lim.set_queue_wait_ms = true;
             break;
-        default:
-            return cli_usage_error("user", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
+    if (status)
+        return status;
     if (optind >= argc)
         return cli_usage_error("user", "needs add, set-tenants, set-password, set-limits, "
                                "remove or list");
@@ -218,7 +213,7 @@ int cmd_user(int argc, char **argv)
     ferry_password pw;
     char *pwtext = NULL;
     ferry_user u;
-    int rc = cli_open_catalog(config, catalog, true, &cat, &err);
+    int rc = cli_open_catalog(c.config, c.catalog, true, &cat, &err);
     if (!rc && pw_given)
         rc = password_of(pwfile, pwsha, &pw, &pwtext, &err);
     switch (rc ? -1 : (int)k) { /* the order of subs[] */
@@ -227,10 +222,10 @@ int cmd_user(int argc, char **argv)
     case 2: rc = ferry_user_set_password(cat, name, &pw, &err); break;
     case 3: rc = ferry_user_set_limits(cat, name, &lim, &u, &err); break;
     case 4: rc = ferry_user_remove(cat, name, &err); break;
-    case 5: rc = list(cat, json, &err); break;
+    case 5: rc = list(cat, c.json, &err); break;
     }
     if (!rc && (k == 0 || k == 1 || k == 3))
-        print_user(&u, json);
+        print_user(&u, c.json);
     else if (!rc && k == 2)
         printf("user %s: password changed\n", name);
     else if (!rc && k == 4)
