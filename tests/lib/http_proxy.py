@@ -1,8 +1,9 @@
 """The scaffolding ferry's HTTP proxies share (bench/delay_proxy.py; tests/lib/sigv4_verify.py,
 s3_policy_proxy.py and agent_v1_proxy.py): a threaded HTTP/1.1 server on loopback whose handler
 reads each request whole (Content-Length or chunked), forwards it to the upstream over one
-kept-alive connection per thread (a broken connection is reopened once), and relays the answer without
-hop-by-hop headers. A proxy subclasses ProxyHandler, sets upstream_url, and writes handle_any.
+kept-alive connection per thread (a broken connection is reopened once), and relays the answer
+without hop-by-hop headers. A proxy subclasses ProxyHandler and writes handle_any; serve() sets
+the upstream.
 """
 import http.client
 import threading
