@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from abuse_common import Sampler, hostport, pct, rss_kib
+from abuse_common import Sampler, hostport, pct, rss_kib, trickle
 
 
 def query(url, body, src="127.0.0.2", timeout=30, headers=None):
@@ -63,7 +63,7 @@ def cmd_slow(url, pid, seconds):
     h, p = hostport(url)
     sampler = Sampler([int(pid)])
     sampler.start()
-    socks = []  # [sock, source, opened, closed_at]
+    socks = []  # [sock, opened, closed_at, received]
     sources = [f"127.0.1.{1 + i // 30}" for i in range(300)] + ["127.0.0.1"] * 100
     for src in sources:
         s = socket.socket()
@@ -73,40 +73,24 @@ def cmd_slow(url, pid, seconds):
             s.connect((h, p))
             s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")
             s.setblocking(False)
-            socks.append([s, src, time.monotonic(), None])
+            socks.append([s, time.monotonic(), None, b""])
         except OSError:
             s.close()
-            socks.append([None, src, time.monotonic(), time.monotonic()])
+            socks.append([None, time.monotonic(), time.monotonic(), b""])
     load = {}
     t = threading.Thread(target=normal, args=(url, 40, load))
     t.start()
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < seconds:
-        for e in socks:
-            s = e[0]
-            if s is None or e[3] is not None:
-                continue
-            try:
-                s.send(b"X")  # a header byte, so no idle timeout ever fires
-                data = s.recv(4096)
-                if data == b"" or data:
-                    e[3] = time.monotonic()  # closed (or answered) by the router
-            except BlockingIOError:
-                pass
-            except OSError:
-                e[3] = time.monotonic()
-        time.sleep(0.5)
+    # a header byte every 0.5 s, so no idle timeout ever fires; done when the router closes or
+    # answers
+    trickle(socks, seconds, b"X")
     t.join()
-    open_left = sum(1 for e in socks if e[3] is None)
+    open_left = sum(1 for e in socks if e[2] is None)
     # over the per-address limit: cut 1 s after accept when no request came (a request would
     # get 429), well before the header deadline (3 s in router_abuse.sh)
-    quick = sum(1 for e in socks if e[3] is not None and e[3] - e[2] < 2.5)
-    per_addr_quick = sum(1 for e in socks if e[1] == "127.0.0.1" and e[3] is not None
-                         and e[3] - e[2] < 2.5)
-    held = [e[3] - e[2] for e in socks if e[3] is not None and e[3] - e[2] >= 2.5]
-    for e in socks:
-        if e[0] is not None:
-            e[0].close()
+    quick = sum(1 for e in socks if e[2] is not None and e[2] - e[1] < 2.5)
+    per_addr_quick = sum(1 for src, e in zip(sources, socks) if src == "127.0.0.1"
+                         and e[2] is not None and e[2] - e[1] < 2.5)
+    held = [e[2] - e[1] for e in socks if e[2] is not None and e[2] - e[1] >= 2.5]
     sampler.stop = True
     return dict(sockets=len(socks), open_left=open_left, closed_quickly=quick,
                 closed_quickly_127_0_0_1=per_addr_quick, held_max_s=max(held) if held else 0,
