@@ -12,50 +12,22 @@ them.
     delay_proxy.py --port P --upstream http://127.0.0.1:U --delay-ms 20
 """
 import argparse
-import http.client
 import json
+import os
+import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
 
-HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
-       "transfer-encoding", "upgrade"}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+from http_proxy import ProxyHandler, read_body, serve  # noqa: E402  (the shared scaffolding)
 
 args = None
-local = threading.local()
 lock = threading.Lock()
 stats = {"requests": 0, "by_method": {}, "bytes_out": 0}
 
 
-def read_body(h):
-    if h.headers.get("Transfer-Encoding", "").lower() == "chunked":
-        out = b""
-        while True:
-            size = int(h.rfile.readline().split(b";")[0], 16)
-            if size == 0:
-                h.rfile.readline()
-                return out
-            out += h.rfile.read(size)
-            h.rfile.readline()
-    n = int(h.headers.get("Content-Length") or 0)
-    return h.rfile.read(n) if n else b""
-
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *a):
-        pass
-
-    def answer(self, status, body, headers=()):
-        self.send_response(status)
-        for k, v in headers:
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+class Handler(ProxyHandler):
+    upstream_timeout = 300
 
     def control(self):
         if self.path == "/__delay/status" and self.command == "GET":
@@ -74,40 +46,17 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.startswith("/__delay/"):
             return self.control()
         time.sleep(args.delay_ms / 1000.0)
-        fwd = {k: v for k, v in self.headers.items()
-               if k.lower() not in HOP and k.lower() not in ("content-length", "expect")}
+        fwd = self.forward_headers()
         fwd["Content-Length"] = str(len(body))
-        for attempt in range(2):
-            try:
-                c = getattr(local, "conn", None)
-                if c is None:
-                    u = urlsplit(args.upstream)
-                    c = local.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=300)
-                c.request(self.command, self.path, body=body, headers=fwd)
-                r = c.getresponse()
-                data = r.read()
-                break
-            except (http.client.HTTPException, OSError):
-                local.conn = None
-                if attempt:
-                    self.answer(502, b"upstream unreachable")
-                    return
+        got = self.forward(self.path, body, fwd)
+        if got is None:
+            return self.answer(502, b"upstream unreachable")
+        r, data = got
         with lock:
             stats["requests"] += 1
             stats["by_method"][self.command] = stats["by_method"].get(self.command, 0) + 1
             stats["bytes_out"] += len(data)
-        hdrs = [(k, v) for k, v in r.getheaders()
-                if k.lower() not in HOP and k.lower() != "content-length"]
-        if self.command == "HEAD":
-            self.send_response(r.status)
-            for k, v in hdrs:
-                self.send_header(k, v)
-            self.send_header("Content-Length", r.getheader("Content-Length") or "0")
-            self.end_headers()
-            return
-        self.answer(r.status, data, hdrs)
-
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
+        self.relay(r, data)
 
 
 def main():
@@ -117,11 +66,8 @@ def main():
     p.add_argument("--upstream", required=True)
     p.add_argument("--delay-ms", type=float, default=20.0)
     args = p.parse_args()
-    srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    srv.daemon_threads = True
-    print("delay_proxy listening on 127.0.0.1:%d (+%g ms per request)" % (args.port, args.delay_ms),
-          flush=True)
-    srv.serve_forever()
+    serve(Handler, args.port, args.upstream,
+          "delay_proxy listening on 127.0.0.1:%d (+%g ms per request)" % (args.port, args.delay_ms))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@
 #ifndef FERRY_CLI_H
 #define FERRY_CLI_H
 
+#include <getopt.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -32,5 +34,30 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 
 /* The config path: the --config value if given, else $FERRY_CONFIG, else NULL. */
 const char *cli_config_path(const char *opt);
+
+/* The options many commands share (--json, --config FILE, --catalog URL, --dry-run): put the
+ * ones a command takes in its option table, and its own options' values above CLI_O_LAST. */
+enum { CLI_O_JSON = 200, CLI_O_CONFIG, CLI_O_CATALOG, CLI_O_DRY_RUN, CLI_O_LAST };
+#define CLI_OPT_JSON {"json", no_argument, NULL, CLI_O_JSON}
+#define CLI_OPT_CONFIG {"config", required_argument, NULL, CLI_O_CONFIG}
+#define CLI_OPT_CATALOG {"catalog", required_argument, NULL, CLI_O_CATALOG}
+#define CLI_OPT_DRY_RUN {"dry-run", no_argument, NULL, CLI_O_DRY_RUN}
+typedef struct cli_common {
+    bool json, dry_run;
+    const char *config;  /* the --config value, or NULL */
+    const char *catalog; /* the --catalog value, or NULL */
+    bool positional;     /* set by the caller: the command takes arguments after its options
+                          * (left at argv[optind...]), so they are not "unexpected" */
+} cli_common;
+
+/* getopt_long over argv (set optind = 1 before the first call): returns the command's next own
+ * option (optarg set), taking the shared ones into c on the way, and 0 at the end. At the end
+ * *status is 0, or 2 with a usage error printed for an unknown or incomplete option or (unless
+ * c->positional) an argument left over. */
+int cli_next_option(const char *cmd, int argc, char **argv, const struct option *opts,
+                    cli_common *c, int *status);
+
+/* Prints a flow's report: indented JSON with sorted keys when json, else through text. */
+void cli_print_report(json_t *report, bool json, void (*text)(json_t *report));
 
 #endif

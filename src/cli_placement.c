@@ -17,7 +17,8 @@ void cli_place_common_init(cli_place_common *c)
     c->json = false;
 }
 
-int cli_place_option(const char *cmd, cli_place_common *c, int opt, const char *arg)
+/* One of the shared options: 0, or 2 after a usage error; -1 when opt is not one of them. */
+static int place_option(const char *cmd, cli_place_common *c, int opt, const char *arg)
 {
     uint64_t u;
     double d;
@@ -46,7 +47,34 @@ int cli_place_option(const char *cmd, cli_place_common *c, int opt, const char *
         c->json = true;
         return 0;
     default:
-        return cli_usage_error(cmd, "unknown option");
+        return -1;
+    }
+}
+
+int cli_place_next_option(const char *cmd, int argc, char **argv, const struct option *opts,
+                          cli_place_common *c, int *status)
+{
+    opterr = 0;
+    *status = 0;
+    for (;;) {
+        int opt = getopt_long(argc, argv, "", opts, NULL);
+        if (opt == -1) {
+            if (optind < argc)
+                *status = cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+            return 0;
+        }
+        if (opt == '?' || opt == ':') {
+            *status = cli_usage_error(cmd, "unknown option or missing value: %s",
+                                      argv[optind - 1]);
+            return 0;
+        }
+        int rc = place_option(cmd, c, opt, optarg);
+        if (rc < 0)
+            return opt;
+        if (rc) {
+            *status = rc;
+            return 0;
+        }
     }
 }
 

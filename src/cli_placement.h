@@ -3,12 +3,13 @@
 #ifndef FERRY_CLI_PLACEMENT_H
 #define FERRY_CLI_PLACEMENT_H
 
+#include <getopt.h>
 #include <jansson.h>
 #include <stdbool.h>
 
 #include "ferry/placement.h"
 
-/* Options shared by place and plan, recognised by cli_placement_option. */
+/* Options shared by place and plan, taken by cli_place_next_option. */
 typedef struct cli_place_common {
     ferry_place_opts opts;
     bool json;
@@ -24,8 +25,12 @@ enum { OPT_HASH = 1000, OPT_RF, OPT_FILL, OPT_JSON, OPT_THREADS, OPT_SLICES, OPT
         {"slices", required_argument, NULL, OPT_SLICES}
 
 void cli_place_common_init(cli_place_common *c);
-/* Handles one of the shared options; returns 0, or an exit status (2) after printing why. */
-int cli_place_option(const char *cmd, cli_place_common *c, int opt, const char *arg);
+/* getopt_long over argv (set optind = 1 before the first call): takes the shared options into
+ * c and returns the command's next own option (OPT_SLICES included; optarg set), 0 at the end.
+ * At the end *status is 0, or 2 with a usage error printed for a bad value, an unknown option or
+ * an argument left over. */
+int cli_place_next_option(const char *cmd, int argc, char **argv, const struct option *opts,
+                          cli_place_common *c, int *status);
 
 /* Reads and parses a file; a missing file is bad input (FERRY_EINVAL). */
 int cli_load_cluster(const char *path, ferry_cluster *out, ferry_err *err);

@@ -35,19 +35,6 @@ const char cmd_agent_usage[] =
     "\n"
     "Exits 2 on bad options or config, 1 when it cannot serve.\n";
 
-static int parse_listen(const char *s, char *host, size_t hostsz, uint16_t *port)
-{
-    const char *colon = strrchr(s, ':');
-    uint64_t p;
-    if (!colon || colon == s || (size_t)(colon - s) >= hostsz || !ferry_parse_u64(colon + 1, &p) ||
-        p > 65535)
-        return -1;
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = '\0';
-    *port = (uint16_t)p;
-    return 0;
-}
-
 int cmd_agent(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -84,7 +71,7 @@ int cmd_agent(int argc, char **argv)
                                "are required");
     char host[64];
     uint16_t port = 0;
-    if (parse_listen(listen, host, sizeof host, &port) != 0)
+    if (!ferry_parse_hostport(listen, host, sizeof host, &port))
         return cli_usage_error("agent", "--listen must be ADDR:PORT, e.g. 127.0.0.1:9123");
     if (data[0] != '/' || access(data, R_OK | X_OK) != 0)
         return cli_usage_error("agent", "--data-path %s must be an existing absolute directory",

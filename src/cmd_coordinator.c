@@ -73,19 +73,6 @@ const char cmd_coordinator_usage[] =
     "and the reason that started it are logged and shown by 'ferry status' and the status\n"
     "page.\n";
 
-static int parse_listen(const char *s, char *addr, size_t addrsz, uint16_t *port)
-{
-    const char *colon = strrchr(s, ':');
-    uint64_t p;
-    if (!colon || colon == s || (size_t)(colon - s) >= addrsz || !ferry_parse_u64(colon + 1, &p) ||
-        p > 65535)
-        return -1;
-    memcpy(addr, s, (size_t)(colon - s));
-    addr[colon - s] = '\0';
-    *port = (uint16_t)p;
-    return 0;
-}
-
 /* After SIGTERM the flows stop at their next safe point (include/ferry/stop.h); one still busy
  * this long after (a long statement, a transfer) is abandoned: the process exits and the
  * journals resume its work, as after a kill -9, which every step of moves and tiering is made
@@ -129,7 +116,7 @@ int cmd_coordinator(int argc, char **argv)
         return cli_usage_error("coordinator", "unexpected argument '%s'", argv[optind]);
     char addr[64];
     uint16_t port;
-    if (parse_listen(listen, addr, sizeof addr, &port))
+    if (!ferry_parse_hostport(listen, addr, sizeof addr, &port))
         return cli_usage_error("coordinator", "--listen '%s' is not ADDR:PORT", listen);
 
     ferry_err err = {0};
@@ -186,29 +173,9 @@ int cmd_coordinator(int argc, char **argv)
     }
     o.jobs = jobs;
     o.n_jobs = n_jobs;
-    if (have_cfg) {
-        /* the status page's fill history ([coordinator] history_interval, history_file) and
-         * the HTTP server's bounds */
-        static const char *const keys[] = {"history_interval", "history_file",
-                                           FERRY_HTTPD_CONFIG_KEYS, NULL};
-        const char *hi = ferry_config_get(&cfg, "coordinator", NULL, "history_interval");
-        uint64_t hs = 0;
-        if (ferry_config_check_keys(&cfg, "coordinator", keys, &err)) {
-            status = cli_fail("coordinator", &err);
-            goto out;
-        }
-        if (hi && (!ferry_parse_duration(hi, &hs) || hs == 0 || hs > 86400)) {
-            ferry_err_set(&err, FERRY_EINVAL, "%s: [coordinator] history_interval = '%s': "
-                          "expected a duration from 1s to 24h, such as 5m", cfg.path, hi);
-            status = cli_fail("coordinator", &err);
-            goto out;
-        }
-        o.history_every_s = (unsigned)hs;
-        if (ferry_httpd_config_read(&cfg, "coordinator", &http, &err)) {
-            status = cli_fail("coordinator", &err);
-            goto out;
-        }
-        o.history_file = ferry_config_get(&cfg, "coordinator", NULL, "history_file");
+    if (have_cfg && ferry_coord_config_read(&cfg, &o, &http, &err)) {
+        status = cli_fail("coordinator", &err);
+        goto out;
     }
     if (ferry_coord_start(&o, &coord, &err)) {
         status = cli_fail("coordinator", &err);

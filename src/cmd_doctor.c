@@ -30,60 +30,49 @@ const char cmd_doctor_usage[] =
     "\n"
     "Exit status: 0 only when no check failed; 1 otherwise; 2 for bad input.\n";
 
+static void print_text(json_t *report)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(report, "checks"), i, c)
+    {
+        const char *fix = json_string_value(json_object_get(c, "fix"));
+        printf("%-12s %-19s %s\n", json_string_value(json_object_get(c, "status")),
+               json_string_value(json_object_get(c, "check")),
+               json_string_value(json_object_get(c, "message")));
+        if (fix && strcmp(json_string_value(json_object_get(c, "status")), "pass"))
+            printf("             fix: %s\n", fix);
+    }
+    printf("%s\n", json_is_true(json_object_get(report, "ok")) ? "doctor: all checks pass"
+                                                               : "doctor: some checks FAIL");
+}
+
 int cmd_doctor(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_CONFIG, O_SKIP };
-    static const struct option opts[] = {{"json", no_argument, NULL, O_JSON},
-                                         {"config", required_argument, NULL, O_CONFIG},
+    enum { O_SKIP = CLI_O_LAST };
+    static const struct option opts[] = {CLI_OPT_JSON, CLI_OPT_CONFIG,
                                          {"skip", required_argument, NULL, O_SKIP},
                                          {NULL, 0, NULL, 0}};
-    bool as_json = false;
-    const char *config = NULL, *skip = NULL;
-    int ch;
+    cli_common c = {0};
+    const char *skip = NULL;
+    int ch, status;
     optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (ch) {
-        case O_JSON: as_json = true; break;
-        case O_CONFIG: config = optarg; break;
-        case O_SKIP: skip = optarg; break;
-        default:
-            return cli_usage_error("doctor", "unknown or incomplete option '%s'",
-                                   argv[optind - 1]);
-        }
-    }
-    if (optind != argc)
-        return cli_usage_error("doctor", "unexpected argument '%s'", argv[optind]);
+    while ((ch = cli_next_option("doctor", argc, argv, opts, &c, &status)))
+        if (ch == O_SKIP)
+            skip = optarg;
+    if (status)
+        return status;
     ferry_err err = {0};
     ferry_fleet *fl = NULL;
     json_t *report = NULL;
-    int rc = ferry_fleet_open(cli_config_path(config), &fl, &err);
+    int rc = ferry_fleet_open(cli_config_path(c.config), &fl, &err);
     if (!rc)
         rc = ferry_doctor_run_skip(fl, skip, &report, &err);
     ferry_fleet_close(fl);
     if (rc)
         return cli_fail("doctor", &err);
-    if (as_json) {
-        char *s = json_dumps(report, JSON_INDENT(2));
-        if (s)
-            puts(s);
-        free(s);
-    } else {
-        size_t i;
-        json_t *c;
-        json_array_foreach(json_object_get(report, "checks"), i, c)
-        {
-            const char *fix = json_string_value(json_object_get(c, "fix"));
-            printf("%-12s %-19s %s\n", json_string_value(json_object_get(c, "status")),
-                   json_string_value(json_object_get(c, "check")),
-                   json_string_value(json_object_get(c, "message")));
-            if (fix && strcmp(json_string_value(json_object_get(c, "status")), "pass"))
-                printf("             fix: %s\n", fix);
-        }
-        printf("%s\n", json_is_true(json_object_get(report, "ok")) ? "doctor: all checks pass"
-                                                                   : "doctor: some checks FAIL");
-    }
-    int status = json_is_true(json_object_get(report, "ok")) ? 0 : 1;
+    cli_print_report(report, c.json, print_text);
+    status = json_is_true(json_object_get(report, "ok")) ? 0 : 1;
     json_decref(report);
     return status;
 }

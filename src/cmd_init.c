@@ -25,24 +25,14 @@ const char cmd_init_usage[] =
 
 int cmd_init(int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {NULL, 0, NULL, 0}};
-    const char *config = NULL;
-    bool json = false;
-    int ch;
+    static const struct option opts[] = {CLI_OPT_CONFIG, CLI_OPT_JSON, {NULL, 0, NULL, 0}};
+    cli_common c = {0};
+    int status;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (ch == 'c')
-            config = optarg;
-        else if (ch == 'j')
-            json = true;
-        else
-            return cli_usage_error("init", "unknown option");
-    }
-    if (optind < argc)
-        return cli_usage_error("init", "unexpected argument '%s'", argv[optind]);
-    const char *path = cli_config_path(config);
+    cli_next_option("init", argc, argv, opts, &c, &status); /* none of its own */
+    if (status)
+        return status;
+    const char *path = cli_config_path(c.config);
     if (!path)
         return cli_usage_error("init", "needs --config FILE (or FERRY_CONFIG)");
 
@@ -50,7 +40,7 @@ int cmd_init(int argc, char **argv)
     ferry_init_result r;
     if (ferry_init_cluster(path, &r, &err))
         return cli_fail("init", &err);
-    if (json) {
+    if (c.json) {
         json_t *o = json_pack("{s:s, s:s, s:b, s:I, s:I}", "cluster", r.cluster, "catalog",
                               r.backend, "created", r.created, "shards_added",
                               (json_int_t)r.shards_added, "tables_added",

@@ -99,27 +99,18 @@ int cmd_place(int argc, char **argv)
     cli_place_common_init(&c);
     const char *slices_path = NULL, *shards_path = NULL;
     bool scores = false;
-    int opt;
-    opterr = 0;
+    int opt, status;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        int rc = 0;
+    while ((opt = cli_place_next_option("place", argc, argv, longopts, &c, &status))) {
         if (opt == OPT_SLICES)
             slices_path = optarg;
         else if (opt == OPT_SHARDS)
             shards_path = optarg;
         else if (opt == OPT_SCORES)
             scores = true;
-        else if (opt == '?')
-            return cli_usage_error("place", "unknown option or missing value: %s",
-                                   argv[optind - 1]);
-        else
-            rc = cli_place_option("place", &c, opt, optarg);
-        if (rc)
-            return rc;
     }
-    if (optind < argc)
-        return cli_usage_error("place", "unexpected argument '%s'", argv[optind]);
+    if (status)
+        return status;
     if (!slices_path || !shards_path)
         return cli_usage_error("place", "--slices and --shards are required");
 

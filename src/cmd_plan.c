@@ -136,27 +136,18 @@ int cmd_plan(int argc, char **argv)
     cli_place_common c;
     cli_place_common_init(&c);
     const char *slices_path = NULL, *from_path = NULL, *to_path = NULL;
-    int opt;
-    opterr = 0;
+    int opt, status;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        int rc = 0;
+    while ((opt = cli_place_next_option("plan", argc, argv, longopts, &c, &status))) {
         if (opt == OPT_SLICES)
             slices_path = optarg;
         else if (opt == OPT_FROM)
             from_path = optarg;
         else if (opt == OPT_TO)
             to_path = optarg;
-        else if (opt == '?')
-            return cli_usage_error("plan", "unknown option or missing value: %s",
-                                   argv[optind - 1]);
-        else
-            rc = cli_place_option("plan", &c, opt, optarg);
-        if (rc)
-            return rc;
     }
-    if (optind < argc)
-        return cli_usage_error("plan", "unexpected argument '%s'", argv[optind]);
+    if (status)
+        return status;
     if (!slices_path || !from_path || !to_path)
         return cli_usage_error("plan", "--slices, --from and --to are required");
 

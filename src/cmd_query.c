@@ -41,19 +41,12 @@ const char cmd_query_usage[] =
     "A server error exits 1 with the ClickHouse code and message, also when it comes after part\n"
     "of the result has been written. Bad options exit 2.\n";
 
-typedef struct json_rows {
-    char **names;
-    size_t n_names;
-    bool have_header;
-    ferry_tsv_reader tsv;
-    ferry_err *err;
-} json_rows;
-
-static int write_all(int fd, const void *data, size_t len)
+static int write_all(const void *data, size_t len, void *arg)
 {
+    (void)arg;
     const char *p = data;
     while (len) {
-        ssize_t n = write(fd, p, len);
+        ssize_t n = write(STDOUT_FILENO, p, len);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -63,53 +56,6 @@ static int write_all(int fd, const void *data, size_t len)
         len -= (size_t)n;
     }
     return FERRY_OK;
-}
-
-static int raw_out(const void *data, size_t len, void *arg)
-{
-    (void)arg;
-    return write_all(STDOUT_FILENO, data, len);
-}
-
-static int json_row(char **fields, const size_t *lens, const bool *nulls, size_t n, void *arg)
-{
-    json_rows *j = arg;
-    if (!j->have_header) {
-        j->names = calloc(n, sizeof *j->names);
-        if (!j->names)
-            return FERRY_ENOMEM;
-        for (size_t i = 0; i < n; i++)
-            if (!(j->names[i] = ferry_strndup(fields[i], lens[i])))
-                return FERRY_ENOMEM;
-        j->n_names = n;
-        j->have_header = true;
-        return FERRY_OK;
-    }
-    if (n != j->n_names)
-        return ferry_err_set(j->err, FERRY_EREMOTE, "row with %zu fields under %zu column names",
-                             n, j->n_names);
-    json_t *o = json_object();
-    for (size_t i = 0; o && i < n; i++) {
-        json_t *v = nulls[i] ? json_null() : json_stringn(fields[i], lens[i]);
-        if (!v) /* not UTF-8: keep the row, mark the value */
-            v = json_string("<invalid UTF-8>");
-        json_object_set_new(o, j->names[i], v);
-    }
-    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(o);
-    if (!s)
-        return FERRY_ENOMEM;
-    int rc = write_all(STDOUT_FILENO, s, strlen(s));
-    if (!rc)
-        rc = write_all(STDOUT_FILENO, "\n", 1);
-    free(s);
-    return rc;
-}
-
-static int json_out(const void *data, size_t len, void *arg)
-{
-    json_rows *j = arg;
-    return ferry_tsv_feed(&j->tsv, data, len, j->err);
 }
 
 static int read_password(const char *path, char **out, ferry_err *err)
@@ -146,8 +92,9 @@ int cmd_query(int argc, char **argv)
     size_t n_settings = 0;
     char *password = NULL;
     ferry_ch_client *client = NULL;
-    json_rows jr = {0};
     ferry_err err = {0};
+    ferry_tsv_json jr;
+    ferry_tsv_json_init(&jr, write_all, NULL, &err);
     int in_fd = -1;
     int status = 0;
 
@@ -243,7 +190,7 @@ int cmd_query(int argc, char **argv)
                         .format = json ? "TabSeparatedWithNames" : format,
                         .settings = settings,
                         .n_settings = n_settings,
-                        .on_data = json ? json_out : raw_out,
+                        .on_data = json ? ferry_tsv_json_feed : write_all,
                         .on_data_arg = json ? (void *)&jr : NULL};
     if (input) {
         q.body_reader = ferry_ch_read_fd;
@@ -251,12 +198,10 @@ int cmd_query(int argc, char **argv)
         if (strcmp(input, "-")) /* a file (not stdin) can be sent again on a safe retry */
             q.body_rewind = ferry_ch_rewind_fd;
     }
-    jr.err = &err;
-    ferry_tsv_reader_init(&jr.tsv, json_row, &jr);
     ferry_ch_status st;
     int rc = ferry_ch_exec(client, &q, &st, &err);
     if (!rc && json)
-        rc = ferry_tsv_finish(&jr.tsv, &err);
+        rc = ferry_tsv_json_finish(&jr);
     if (stats) {
         ferry_ch_stats cs;
         ferry_ch_client_stats(client, &cs);
@@ -272,10 +217,7 @@ int cmd_query(int argc, char **argv)
 out:
     if (in_fd > STDIN_FILENO)
         close(in_fd);
-    for (size_t i = 0; i < jr.n_names; i++)
-        free(jr.names[i]);
-    free(jr.names);
-    ferry_tsv_reader_free(&jr.tsv);
+    ferry_tsv_json_free(&jr);
     ferry_ch_client_free(client);
     if (password) {
         explicit_bzero(password, strlen(password));

@@ -75,21 +75,17 @@ static void print_text(json_t *r)
 
 int cmd_retention(int argc, char **argv)
 {
-    enum { O_KEEP = 256, O_TENANT, O_ALL, O_DRY, O_JSON, O_CONFIG };
+    enum { O_KEEP = CLI_O_LAST, O_TENANT, O_ALL };
     static const struct option opts[] = {{"keep", required_argument, NULL, O_KEEP},
                                          {"tenant", required_argument, NULL, O_TENANT},
                                          {"all", no_argument, NULL, O_ALL},
-                                         {"dry-run", no_argument, NULL, O_DRY},
-                                         {"json", no_argument, NULL, O_JSON},
-                                         {"config", required_argument, NULL, O_CONFIG},
+                                         CLI_OPT_DRY_RUN, CLI_OPT_JSON, CLI_OPT_CONFIG,
                                          {NULL, 0, NULL, 0}};
     ferry_retention_options o = {0};
-    bool as_json = false;
-    const char *config = NULL;
-    int ch;
+    cli_common c = {0};
+    int ch, status;
     optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((ch = cli_next_option("retention", argc, argv, opts, &c, &status))) {
         switch (ch) {
         case O_KEEP:
             if (!ferry_parse_duration(optarg, &o.keep_s) || o.keep_s == 0)
@@ -98,36 +94,24 @@ int cmd_retention(int argc, char **argv)
             break;
         case O_TENANT: o.tenant = optarg; break;
         case O_ALL: o.all = true; break;
-        case O_DRY: o.dry_run = true; break;
-        case O_JSON: as_json = true; break;
-        case O_CONFIG: config = optarg; break;
-        default:
-            return cli_usage_error("retention", "unknown or incomplete option '%s'",
-                                   argv[optind - 1]);
         }
     }
-    if (optind != argc)
-        return cli_usage_error("retention", "unexpected argument '%s'", argv[optind]);
+    if (status)
+        return status;
     if (!o.keep_s && !o.all)
         return cli_usage_error("retention", "--keep DURATION is required (or --tenant T --all)");
+    o.dry_run = c.dry_run;
     ferry_err err = {0};
     ferry_fleet *fl = NULL;
     json_t *report = NULL;
-    int rc = ferry_fleet_open(cli_config_path(config), &fl, &err);
+    int rc = ferry_fleet_open(cli_config_path(c.config), &fl, &err);
     if (!rc)
         rc = ferry_retention_run(fl, &o, &report, &err);
     ferry_fleet_close(fl);
     if (rc)
         return cli_fail("retention", &err);
-    if (as_json) {
-        char *s = json_dumps(report, JSON_INDENT(2) | JSON_SORT_KEYS);
-        if (s)
-            puts(s);
-        free(s);
-    } else {
-        print_text(report);
-    }
-    int status = o.dry_run || json_is_true(json_object_get(report, "complete")) ? 0 : 1;
+    cli_print_report(report, c.json, print_text);
+    status = o.dry_run || json_is_true(json_object_get(report, "complete")) ? 0 : 1;
     json_decref(report);
     return status;
 }

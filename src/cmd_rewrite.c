@@ -134,8 +134,7 @@ static void print_text(json_t *r)
 
 int cmd_rewrite(int argc, char **argv)
 {
-    enum { O_TENANT = 256, O_SPLIT, O_PART, O_DAYS, O_ALL, O_DEL, O_UPD, O_WHERE, O_DRY, O_JSON,
-           O_CONFIG };
+    enum { O_TENANT = CLI_O_LAST, O_SPLIT, O_PART, O_DAYS, O_ALL, O_DEL, O_UPD, O_WHERE };
     static const struct option opts[] = {{"tenant", required_argument, NULL, O_TENANT},
                                          {"split", required_argument, NULL, O_SPLIT},
                                          {"partition", required_argument, NULL, O_PART},
@@ -144,20 +143,17 @@ int cmd_rewrite(int argc, char **argv)
                                          {"delete-where", required_argument, NULL, O_DEL},
                                          {"update", required_argument, NULL, O_UPD},
                                          {"where", required_argument, NULL, O_WHERE},
-                                         {"dry-run", no_argument, NULL, O_DRY},
-                                         {"json", no_argument, NULL, O_JSON},
-                                         {"config", required_argument, NULL, O_CONFIG},
+                                         CLI_OPT_DRY_RUN, CLI_OPT_JSON, CLI_OPT_CONFIG,
                                          {NULL, 0, NULL, 0}};
     ferry_rewrite_options o = {0};
     o.split = -1;
-    bool as_json = false;
-    const char *config = NULL, *days = NULL, *update = NULL;
+    cli_common c = {0};
+    const char *days = NULL, *update = NULL;
     char col[128], expr[1024];
-    int ch, selectors = 0;
+    int ch, status, selectors = 0;
     ferry_err err = {0};
     optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((ch = cli_next_option("rewrite", argc, argv, opts, &c, &status))) {
         switch (ch) {
         case O_TENANT: o.tenant = optarg; break;
         case O_SPLIT: {
@@ -174,16 +170,11 @@ int cmd_rewrite(int argc, char **argv)
         case O_DEL: o.delete_where = optarg; break;
         case O_UPD: update = optarg; break;
         case O_WHERE: o.where = optarg; break;
-        case O_DRY: o.dry_run = true; break;
-        case O_JSON: as_json = true; break;
-        case O_CONFIG: config = optarg; break;
-        default:
-            return cli_usage_error("rewrite", "unknown or incomplete option '%s'",
-                                   argv[optind - 1]);
         }
     }
-    if (optind != argc)
-        return cli_usage_error("rewrite", "unexpected argument '%s'", argv[optind]);
+    if (status)
+        return status;
+    o.dry_run = c.dry_run;
     if (!o.tenant || !*o.tenant)
         return cli_usage_error("rewrite", "--tenant T is required");
     if (selectors != 1)
@@ -209,26 +200,19 @@ int cmd_rewrite(int argc, char **argv)
         o.update_col = col;
         o.update_expr = expr;
     }
-    o.config_path = cli_config_path(config);
+    o.config_path = cli_config_path(c.config);
     o.progress = on_progress;
-    o.progress_arg = &as_json;
+    o.progress_arg = &c.json;
     json_t *report = NULL;
     int rc = ferry_rewrite_run(&o, &report, &err);
     if (report) {
-        if (as_json) {
-            char *s = json_dumps(report, JSON_INDENT(2) | JSON_SORT_KEYS);
-            if (s)
-                puts(s);
-            free(s);
-        } else {
-            print_text(report);
-        }
+        cli_print_report(report, c.json, print_text);
         fflush(stdout);
     }
     bool ran = report != NULL; /* jobs ran: a failure is a job's (exit 1), not bad input */
     json_decref(report);
     if (rc) {
-        int status = cli_fail("rewrite", &err);
+        status = cli_fail("rewrite", &err);
         return ran ? 1 : status;
     }
     return 0;

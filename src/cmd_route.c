@@ -25,51 +25,34 @@ const char cmd_route_usage[] =
 
 int cmd_route(int argc, char **argv)
 {
-    static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
-                                         {"split", required_argument, NULL, 's'},
-                                         {"config", required_argument, NULL, 'c'},
-                                         {"catalog", required_argument, NULL, 'C'},
-                                         {"json", no_argument, NULL, 'j'},
+    enum { O_TENANT = CLI_O_LAST, O_SPLIT };
+    static const struct option opts[] = {{"tenant", required_argument, NULL, O_TENANT},
+                                         {"split", required_argument, NULL, O_SPLIT},
+                                         CLI_OPT_CONFIG, CLI_OPT_CATALOG, CLI_OPT_JSON,
                                          {NULL, 0, NULL, 0}};
-    const char *tenant = NULL, *config = NULL, *catalog = NULL;
+    const char *tenant = NULL;
     int64_t split = -1;
-    bool json = false;
-    int ch;
+    cli_common c = {0};
+    int ch, status;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (ch) {
-        case 't':
+    while ((ch = cli_next_option("route", argc, argv, opts, &c, &status))) {
+        uint64_t v;
+        if (ch == O_TENANT)
             tenant = optarg;
-            break;
-        case 's': {
-            uint64_t v;
-            if (!ferry_parse_u64(optarg, &v) || v > UINT32_MAX)
-                return cli_usage_error("route", "--split '%s' is not a split number", optarg);
+        else if (!ferry_parse_u64(optarg, &v) || v > UINT32_MAX)
+            return cli_usage_error("route", "--split '%s' is not a split number", optarg);
+        else
             split = (int64_t)v;
-            break;
-        }
-        case 'c':
-            config = optarg;
-            break;
-        case 'C':
-            catalog = optarg;
-            break;
-        case 'j':
-            json = true;
-            break;
-        default:
-            return cli_usage_error("route", "unknown option");
-        }
     }
-    if (optind < argc)
-        return cli_usage_error("route", "unexpected argument '%s'", argv[optind]);
+    if (status)
+        return status;
     if (!tenant)
         return cli_usage_error("route", "needs --tenant T");
     ferry_err err = {0};
     ferry_catalog *cat = NULL;
     char *doc = NULL;
     json_t *o = NULL;
-    int rc = cli_open_catalog(config, catalog, true, &cat, &err);
+    int rc = cli_open_catalog(c.config, c.catalog, true, &cat, &err);
     if (!rc)
         rc = ferry_catalog_routing_json(cat, tenant, split, &doc, &err);
     if (rc)
@@ -82,7 +65,7 @@ int cmd_route(int argc, char **argv)
                            tenant, (long long)split);
         goto out;
     }
-    if (json) {
+    if (c.json) {
         puts(doc);
         goto out;
     }

@@ -39,26 +39,24 @@ const char cmd_router_usage[] =
 
 int cmd_router(int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-                                         {"listen", required_argument, NULL, 'l'},
-                                         {"port-file", required_argument, NULL, 'p'},
+    enum { O_LISTEN = CLI_O_LAST, O_PORT_FILE };
+    static const struct option opts[] = {CLI_OPT_CONFIG,
+                                         {"listen", required_argument, NULL, O_LISTEN},
+                                         {"port-file", required_argument, NULL, O_PORT_FILE},
                                          {NULL, 0, NULL, 0}};
-    const char *config = NULL, *listen = NULL, *port_file = NULL;
-    int ch;
+    const char *listen = NULL, *port_file = NULL;
+    cli_common c = {0};
+    int ch, status;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (ch == 'c')
-            config = optarg;
-        else if (ch == 'l')
+    while ((ch = cli_next_option("router", argc, argv, opts, &c, &status))) {
+        if (ch == O_LISTEN)
             listen = optarg;
-        else if (ch == 'p')
-            port_file = optarg;
         else
-            return cli_usage_error("router", "unknown option");
+            port_file = optarg;
     }
-    if (optind < argc)
-        return cli_usage_error("router", "unexpected argument '%s'", argv[optind]);
-    const char *path = cli_config_path(config);
+    if (status)
+        return status;
+    const char *path = cli_config_path(c.config);
     if (!path)
         return cli_usage_error("router", "needs --config FILE (or FERRY_CONFIG)");
     sigset_t set;
@@ -69,7 +67,7 @@ int cmd_router(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     ferry_err err = {0};
     ferry_router *r = NULL;
-    int status = 0;
+    status = 0;
     ferry_router_options o = {.config_path = path, .listen = listen};
     if (ferry_router_start(&o, &r, &err))
         return cli_fail("router", &err);

@@ -37,41 +37,32 @@ const char cmd_splits_usage[] =
 
 int cmd_splits(int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-                                         {"dry-run", no_argument, NULL, 'n'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"tenant", required_argument, NULL, 't'},
+    enum { O_TENANT = CLI_O_LAST };
+    static const struct option opts[] = {CLI_OPT_CONFIG, CLI_OPT_DRY_RUN, CLI_OPT_JSON,
+                                         {"tenant", required_argument, NULL, O_TENANT},
                                          {NULL, 0, NULL, 0}};
-    const char *config = NULL;
     const char *only[64];
     size_t n_only = 0;
-    bool json = false, dry = false;
-    int ch;
+    cli_common c = {0};
+    int status;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (ch == 'c')
-            config = optarg;
-        else if (ch == 'n')
-            dry = true;
-        else if (ch == 'j')
-            json = true;
-        else if (ch == 't' && n_only < 64)
-            only[n_only++] = optarg;
-        else
-            return cli_usage_error("splits", ch == 't' ? "at most 64 --tenant options" : "unknown option");
+    while (cli_next_option("splits", argc, argv, opts, &c, &status)) {
+        if (n_only == 64)
+            return cli_usage_error("splits", "at most 64 --tenant options");
+        only[n_only++] = optarg;
     }
-    if (optind < argc)
-        return cli_usage_error("splits", "unexpected argument '%s'", argv[optind]);
-    const char *path = cli_config_path(config);
+    if (status)
+        return status;
+    const char *path = cli_config_path(c.config);
     if (!path)
         return cli_usage_error("splits", "needs --config FILE (or FERRY_CONFIG)");
     ferry_err err = {0};
     json_t *report = NULL;
-    ferry_splits_options o = {.config_path = path, .dry_run = dry, .only = only, .n_only = n_only};
+    ferry_splits_options o = {.config_path = path, .dry_run = c.dry_run, .only = only, .n_only = n_only};
     int rc = ferry_splits_run(&o, &report, &err);
     if (rc)
         return cli_fail("splits", &err);
-    if (json) {
+    if (c.json) {
         json_dumpf(report, stdout, JSON_COMPACT);
         putchar('\n');
     } else {
@@ -80,7 +71,7 @@ int cmd_splits(int argc, char **argv)
         json_array_foreach(json_object_get(report, "tenants"), i, t) {
             if (!json_is_true(json_object_get(t, "raise")))
                 continue;
-            printf("%s%s: %lld -> %lld splits (%s)\n", dry ? "(dry run) " : "",
+            printf("%s%s: %lld -> %lld splits (%s)\n", c.dry_run ? "(dry run) " : "",
                    json_string_value(json_object_get(t, "tenant")),
                    (long long)json_integer_value(json_object_get(t, "splits")),
                    (long long)json_integer_value(json_object_get(t, "new_splits")),
@@ -89,7 +80,7 @@ int cmd_splits(int argc, char **argv)
         printf("%lld of %lld tenant(s) %s; routing version %lld\n",
                (long long)json_integer_value(json_object_get(report, "raised")),
                (long long)json_integer_value(json_object_get(report, "tenants_total")),
-               dry ? "would be raised" : "raised",
+               c.dry_run ? "would be raised" : "raised",
                (long long)json_integer_value(json_object_get(report, "routing_version")));
     }
     json_decref(report);

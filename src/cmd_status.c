@@ -113,41 +113,29 @@ static void autopilot_print(const ferry_cluster_status *cs, const ferry_ap_windo
 
 int cmd_status(int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-                                         {"catalog", required_argument, NULL, 'C'},
-                                         {"json", no_argument, NULL, 'j'},
+    static const struct option opts[] = {CLI_OPT_CONFIG, CLI_OPT_CATALOG, CLI_OPT_JSON,
                                          {NULL, 0, NULL, 0}};
-    const char *config = NULL, *catalog = NULL;
-    bool json = false;
-    int ch;
+    cli_common c = {0};
+    int status;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (ch == 'c')
-            config = optarg;
-        else if (ch == 'C')
-            catalog = optarg;
-        else if (ch == 'j')
-            json = true;
-        else
-            return cli_usage_error("status", "unknown option");
-    }
-    if (optind < argc)
-        return cli_usage_error("status", "unexpected argument '%s'", argv[optind]);
+    cli_next_option("status", argc, argv, opts, &c, &status); /* none of its own */
+    if (status)
+        return status;
     ferry_err err = {0};
     ferry_catalog *cat = NULL;
     ferry_cluster_status cs;
     memset(&cs, 0, sizeof cs);
     json_t *root = NULL;
-    int rc = cli_open_catalog(config, catalog, true, &cat, &err);
+    int rc = cli_open_catalog(c.config, c.catalog, true, &cat, &err);
     if (!rc)
         rc = ferry_cluster_status_read(cat, 0, &cs, &err);
     if (rc)
         goto out;
     ferry_ap_window win;
-    config_window(config, catalog, &win);
+    config_window(c.config, c.catalog, &win);
     const ferry_settings *st = &cs.settings;
     const ferry_record_list *moves = &cs.moves;
-    if (json) {
+    if (c.json) {
         root = json_pack("{s:s, s:s, s:s, s:i, s:f, s:I, s:I, s:I}", "cluster", st->name, "catalog",
                          cs.backend, "hash", st->hash, "rf", (int)st->rf, "fill_target", st->fill,
                          "routing_version", (json_int_t)cs.routing_version, "tenants",

@@ -78,30 +78,25 @@ static void print_text(const ferry_sweep_result *res)
 
 int cmd_sweep(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_DELETE, O_MINAGE, O_CONFIG };
-    static const struct option opts[] = {{"json", no_argument, NULL, O_JSON},
+    enum { O_DELETE = CLI_O_LAST, O_MINAGE };
+    static const struct option opts[] = {CLI_OPT_JSON,
                                          {"delete-orphans", no_argument, NULL, O_DELETE},
                                          {"min-age", required_argument, NULL, O_MINAGE},
-                                         {"config", required_argument, NULL, O_CONFIG},
+                                         CLI_OPT_CONFIG,
                                          {NULL, 0, NULL, 0}};
-    bool as_json = false;
-    const char *config = NULL, *min_age = NULL;
+    cli_common c = {0};
+    const char *min_age = NULL;
     ferry_sweep_options o = {0};
-    int ch;
+    int ch, status;
     optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (ch) {
-        case O_JSON: as_json = true; break;
-        case O_DELETE: o.delete_orphans = true; break;
-        case O_MINAGE: min_age = optarg; break;
-        case O_CONFIG: config = optarg; break;
-        default:
-            return cli_usage_error("sweep", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
+    while ((ch = cli_next_option("sweep", argc, argv, opts, &c, &status))) {
+        if (ch == O_DELETE)
+            o.delete_orphans = true;
+        else if (ch == O_MINAGE)
+            min_age = optarg;
     }
-    if (optind != argc)
-        return cli_usage_error("sweep", "unexpected argument '%s'", argv[optind]);
+    if (status)
+        return status;
     if (min_age && (!ferry_parse_duration(min_age, &o.min_age_s) || o.min_age_s == 0))
         return cli_usage_error("sweep", "--min-age wants a duration greater than 0 such as 24h "
                                "or 7d, not '%s'", min_age);
@@ -112,7 +107,7 @@ int cmd_sweep(int argc, char **argv)
         return cli_usage_error("sweep", "--min-age goes with --delete-orphans");
     ferry_err err = {0};
     ferry_fleet *fl = NULL;
-    int rc = ferry_fleet_open(cli_config_path(config), &fl, &err);
+    int rc = ferry_fleet_open(cli_config_path(c.config), &fl, &err);
     if (rc)
         return cli_fail("sweep", &err);
     ferry_sweep_result res;
@@ -122,17 +117,14 @@ int cmd_sweep(int argc, char **argv)
         ferry_sweep_result_free(&res);
         return cli_fail("sweep", &err);
     }
-    if (as_json) {
+    if (c.json) {
         json_t *j = ferry_sweep_result_json(&res);
-        char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+        cli_print_report(j, true, NULL);
         json_decref(j);
-        if (s)
-            puts(s);
-        free(s);
     } else {
         print_text(&res);
     }
-    int status = res.complete && !res.report.n_dangling && !res.report.n_drift &&
+    status = res.complete && !res.report.n_dangling && !res.report.n_drift &&
                          !res.delete_failed
                      ? 0
                      : 1;

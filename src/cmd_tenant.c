@@ -150,41 +150,25 @@ out:
 
 int cmd_tenant(int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-                                         {"catalog", required_argument, NULL, 'C'},
-                                         {"splits", required_argument, NULL, 's'},
-                                         {"dry-run", no_argument, NULL, 'n'},
-                                         {"json", no_argument, NULL, 'j'},
+    enum { O_SPLITS = CLI_O_LAST };
+    static const struct option opts[] = {CLI_OPT_CONFIG, CLI_OPT_CATALOG, CLI_OPT_DRY_RUN,
+                                         CLI_OPT_JSON,
+                                         {"splits", required_argument, NULL, O_SPLITS},
                                          {NULL, 0, NULL, 0}};
-    const char *config = NULL, *catalog = NULL;
     uint64_t splits = 1;
-    bool json = false, dry = false, have_splits = false;
-    int ch;
+    bool have_splits = false;
+    cli_common c = {.positional = true};
+    int status;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'c':
-            config = optarg;
-            break;
-        case 'C':
-            catalog = optarg;
-            break;
-        case 's':
-            if (!ferry_parse_u64(optarg, &splits) || splits < 1 || splits > FERRY_SPLITS_MAX)
-                return cli_usage_error("tenant", "--splits '%s' is not a split count (1..%d)",
-                                       optarg, FERRY_SPLITS_MAX);
-            have_splits = true;
-            break;
-        case 'n':
-            dry = true;
-            break;
-        case 'j':
-            json = true;
-            break;
-        default:
-            return cli_usage_error("tenant", "unknown option");
-        }
+    while (cli_next_option("tenant", argc, argv, opts, &c, &status)) {
+        if (!ferry_parse_u64(optarg, &splits) || splits < 1 || splits > FERRY_SPLITS_MAX)
+            return cli_usage_error("tenant", "--splits '%s' is not a split count (1..%d)",
+                                   optarg, FERRY_SPLITS_MAX);
+        have_splits = true;
     }
+    if (status)
+        return status;
+    bool json = c.json, dry = c.dry_run;
     if (optind >= argc)
         return cli_usage_error("tenant", "needs add, show, set-splits or set-rf");
     const char *sub = argv[optind++];
@@ -224,7 +208,7 @@ int cmd_tenant(int argc, char **argv)
     }
     ferry_err err = {0};
     ferry_catalog *cat = NULL;
-    int rc = cli_open_catalog(config, catalog, true, &cat, &err);
+    int rc = cli_open_catalog(c.config, c.catalog, true, &cat, &err);
     if (!rc && !strcmp(sub, "show")) {
         rc = show(cat, name, json, &err);
     } else if (!rc && !strcmp(sub, "set-rf")) {
@@ -235,10 +219,10 @@ int cmd_tenant(int argc, char **argv)
                              (size_t)(argc - optind + 1), (uint32_t)splits, dry, print_added, &po,
                              &err);
     } else if (!rc) {
-        ferry_split_change c;
-        rc = ferry_split_set(cat, name, (uint32_t)splits, false, dry, &c, &err);
+        ferry_split_change change;
+        rc = ferry_split_set(cat, name, (uint32_t)splits, false, dry, &change, &err);
         if (!rc)
-            print_change(&c, dry, json);
+            print_change(&change, dry, json);
     }
     ferry_catalog_close(cat);
     return rc ? cli_fail("tenant", &err) : 0;

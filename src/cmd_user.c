@@ -46,16 +46,6 @@ const char cmd_user_usage[] =
     "\n"
     "Exit status: 0 success, 2 bad input (an unknown tenant, a malformed network), 1 otherwise.\n";
 
-/* 30s, 2m (ferry's durations) or 500ms, as milliseconds up to UINT32_MAX. */
-static bool parse_ms(const char *s, uint32_t *out)
-{
-    uint64_t v = 0;
-    if (!ferry_parse_duration_ms(s, &v) || v > UINT32_MAX)
-        return false;
-    *out = (uint32_t)v;
-    return true;
-}
-
 static void print_user(const ferry_user *u, bool json)
 {
     if (json) {
@@ -115,10 +105,9 @@ static int password_of(const char *file, const char *sha, ferry_password *pw, ch
 
 int cmd_user(int argc, char **argv)
 {
-    enum { O_CONFIG = 256, O_CATALOG, O_PWFILE, O_PWSHA, O_TENANTS, O_ADMIN, O_TABLES, O_NETS,
-           O_CONC, O_RPS, O_EXEC, O_QUEUE, O_JSON };
-    static const struct option opts[] = {{"config", required_argument, NULL, O_CONFIG},
-                                         {"catalog", required_argument, NULL, O_CATALOG},
+    enum { O_PWFILE = CLI_O_LAST, O_PWSHA, O_TENANTS, O_ADMIN, O_TABLES, O_NETS, O_CONC, O_RPS,
+           O_EXEC, O_QUEUE };
+    static const struct option opts[] = {CLI_OPT_CONFIG, CLI_OPT_CATALOG, CLI_OPT_JSON,
                                          {"password-file", required_argument, NULL, O_PWFILE},
                                          {"password-sha256", required_argument, NULL, O_PWSHA},
                                          {"tenants", required_argument, NULL, O_TENANTS},
@@ -129,23 +118,19 @@ int cmd_user(int argc, char **argv)
                                          {"max-rps", required_argument, NULL, O_RPS},
                                          {"max-execution-time", required_argument, NULL, O_EXEC},
                                          {"queue-wait", required_argument, NULL, O_QUEUE},
-                                         {"json", no_argument, NULL, O_JSON},
                                          {NULL, 0, NULL, 0}};
-    const char *config = NULL, *catalog = NULL, *pwfile = NULL, *pwsha = NULL, *tenants = NULL;
-    bool admin = false, json = false;
+    const char *pwfile = NULL, *pwsha = NULL, *tenants = NULL;
+    bool admin = false;
+    cli_common c = {.positional = true};
     ferry_user_limits lim = {0};
-    int ch;
+    int ch, status;
     optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((ch = cli_next_option("user", argc, argv, opts, &c, &status))) {
         switch (ch) {
-        case O_CONFIG: config = optarg; break;
-        case O_CATALOG: catalog = optarg; break;
         case O_PWFILE: pwfile = optarg; break;
         case O_PWSHA: pwsha = optarg; break;
         case O_TENANTS: tenants = optarg; break;
         case O_ADMIN: admin = true; break;
-        case O_JSON: json = true; break;
         case O_TABLES:
             lim.set_tables = true;
             lim.tables = optarg;
@@ -165,21 +150,21 @@ int cmd_user(int argc, char **argv)
             lim.set_max_rps = true;
             break;
         case O_EXEC:
-            if (!parse_ms(optarg, &lim.max_execution_ms))
+            if (!ferry_parse_duration_ms32(optarg, &lim.max_execution_ms))
                 return cli_usage_error("user", "--max-execution-time '%s' is not a duration "
                                        "(30s, 2m, 500ms)", optarg);
             lim.set_max_execution_ms = true;
             break;
         case O_QUEUE:
-            if (!parse_ms(optarg, &lim.queue_wait_ms))
+            if (!ferry_parse_duration_ms32(optarg, &lim.queue_wait_ms))
                 return cli_usage_error("user", "--queue-wait '%s' is not a duration (2s, "
                                        "500ms)", optarg);
             lim.set_queue_wait_ms = true;
             break;
-        default:
-            return cli_usage_error("user", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
+    if (status)
+        return status;
     if (optind >= argc)
         return cli_usage_error("user", "needs add, set-tenants, set-password, set-limits, "
                                "remove or list");
@@ -190,74 +175,61 @@ int cmd_user(int argc, char **argv)
     const char *name = is_list ? NULL : argv[optind++];
     if (optind < argc)
         return cli_usage_error("user", "unexpected argument '%s'", argv[optind]);
-    bool any_limit = lim.set_tables || lim.set_networks || lim.set_max_concurrent ||
-                     lim.set_max_rps || lim.set_max_execution_ms || lim.set_queue_wait_ms;
-    bool pw_given = pwfile || pwsha;
     if (pwfile && pwsha)
         return cli_usage_error("user", "give --password-file or --password-sha256, not both");
     if (tenants && admin)
         return cli_usage_error("user", "give --tenants or --admin, not both");
-    if (!strcmp(sub, "add")) {
-        if (!pw_given)
-            return cli_usage_error("user", "add needs --password-file F or --password-sha256 HEX");
-        if (!tenants && !admin)
-            return cli_usage_error("user", "add needs --tenants T1,T2... or --admin");
-    } else if (!strcmp(sub, "set-tenants")) {
-        if (!tenants && !admin)
-            return cli_usage_error("user", "set-tenants needs --tenants T1,T2... or --admin");
-        if (pw_given || any_limit)
-            return cli_usage_error("user", "set-tenants takes only --tenants or --admin");
-    } else if (!strcmp(sub, "set-password")) {
-        if (!pw_given)
-            return cli_usage_error("user", "set-password needs --password-file F or "
-                                   "--password-sha256 HEX");
-        if (tenants || admin || any_limit)
-            return cli_usage_error("user", "set-password takes only the password");
-    } else if (!strcmp(sub, "set-limits")) {
-        if (!any_limit)
-            return cli_usage_error("user", "set-limits needs at least one limit option");
-        if (pw_given || tenants || admin)
-            return cli_usage_error("user", "set-limits takes only limit options");
-    } else if (!strcmp(sub, "remove") || is_list) {
-        if (pw_given || tenants || admin || any_limit)
-            return cli_usage_error("user", "%s takes no options but --json", sub);
-    } else {
+    /* what each subcommand needs and takes: the password, the tenants, the limits */
+    enum { PW = 1, TEN = 2, LIM = 4 };
+    static const char *const needs_what[] = {"--password-file F or --password-sha256 HEX",
+                                             "--tenants T1,T2... or --admin",
+                                             "at least one limit option"};
+    static const struct { const char *name; unsigned needs, takes; const char *only; } subs[] = {
+        {"add", PW | TEN, PW | TEN | LIM, NULL},
+        {"set-tenants", TEN, TEN, "takes only --tenants or --admin"},
+        {"set-password", PW, PW, "takes only the password"},
+        {"set-limits", LIM, LIM, "takes only limit options"},
+        {"remove", 0, 0, "takes no options but --json"},
+        {"list", 0, 0, "takes no options but --json"}};
+    size_t k = 0;
+    while (k < sizeof subs / sizeof subs[0] && strcmp(sub, subs[k].name))
+        k++;
+    if (k == sizeof subs / sizeof subs[0])
         return cli_usage_error("user", "unknown subcommand '%s' (add, set-tenants, "
                                "set-password, set-limits, remove, list)", sub);
-    }
+    bool pw_given = pwfile || pwsha;
+    unsigned given = (pw_given ? PW : 0) | (tenants || admin ? TEN : 0) |
+                     (lim.set_tables || lim.set_networks || lim.set_max_concurrent ||
+                              lim.set_max_rps || lim.set_max_execution_ms || lim.set_queue_wait_ms
+                          ? LIM
+                          : 0);
+    for (unsigned bit = 0; bit < 3; bit++)
+        if (subs[k].needs & ~given & (1u << bit))
+            return cli_usage_error("user", "%s needs %s", sub, needs_what[bit]);
+    if (given & ~subs[k].takes)
+        return cli_usage_error("user", "%s %s", sub, subs[k].only);
     ferry_err err = {0};
     ferry_catalog *cat = NULL;
     ferry_password pw;
     char *pwtext = NULL;
     ferry_user u;
-    int rc = cli_open_catalog(config, catalog, true, &cat, &err);
+    int rc = cli_open_catalog(c.config, c.catalog, true, &cat, &err);
     if (!rc && pw_given)
         rc = password_of(pwfile, pwsha, &pw, &pwtext, &err);
-    if (rc) {
-        /* nothing */
-    } else if (is_list) {
-        rc = list(cat, json, &err);
-    } else if (!strcmp(sub, "add")) {
-        rc = ferry_user_add(cat, name, &pw, admin, tenants, &lim, &u, &err);
-        if (!rc)
-            print_user(&u, json);
-    } else if (!strcmp(sub, "set-tenants")) {
-        rc = ferry_user_set_tenants(cat, name, admin, tenants, &u, &err);
-        if (!rc)
-            print_user(&u, json);
-    } else if (!strcmp(sub, "set-password")) {
-        rc = ferry_user_set_password(cat, name, &pw, &err);
-        if (!rc)
-            printf("user %s: password changed\n", name);
-    } else if (!strcmp(sub, "set-limits")) {
-        rc = ferry_user_set_limits(cat, name, &lim, &u, &err);
-        if (!rc)
-            print_user(&u, json);
-    } else {
-        rc = ferry_user_remove(cat, name, &err);
-        if (!rc)
-            printf("user %s removed\n", name);
+    switch (rc ? -1 : (int)k) { /* the order of subs[] */
+    case 0: rc = ferry_user_add(cat, name, &pw, admin, tenants, &lim, &u, &err); break;
+    case 1: rc = ferry_user_set_tenants(cat, name, admin, tenants, &u, &err); break;
+    case 2: rc = ferry_user_set_password(cat, name, &pw, &err); break;
+    case 3: rc = ferry_user_set_limits(cat, name, &lim, &u, &err); break;
+    case 4: rc = ferry_user_remove(cat, name, &err); break;
+    case 5: rc = list(cat, c.json, &err); break;
     }
+    if (!rc && (k == 0 || k == 1 || k == 3))
+        print_user(&u, c.json);
+    else if (!rc && k == 2)
+        printf("user %s: password changed\n", name);
+    else if (!rc && k == 4)
+        printf("user %s removed\n", name);
     if (pwtext) {
         OPENSSL_cleanse(pwtext, strlen(pwtext));
         free(pwtext);

@@ -228,6 +228,29 @@ int ferry_tsv_feed(ferry_tsv_reader *r, const void *data, size_t len, ferry_err 
 int ferry_tsv_finish(ferry_tsv_reader *r, ferry_err *err);
 void ferry_tsv_reader_free(ferry_tsv_reader *r);
 
+/* TabSeparatedWithNames in, JSON lines out (`ferry query --json`): the first row names the
+ * columns, every other row becomes one JSON object {column: value} in column order, values as
+ * strings, NULL as null, a value that is not UTF-8 as "<invalid UTF-8>". Each object and its
+ * newline go to write (which returns FERRY_OK or a code). A row whose field count differs from
+ * the header's is FERRY_EREMOTE. */
+typedef int (*ferry_write_fn)(const void *data, size_t len, void *arg);
+typedef struct ferry_tsv_json {
+    ferry_tsv_reader tsv;
+    char **names; /* owned: the header */
+    size_t n_names;
+    bool have_header;
+    ferry_write_fn write;
+    void *write_arg;
+    ferry_err *err; /* borrowed: where a feed's error goes */
+} ferry_tsv_json;
+
+void ferry_tsv_json_init(ferry_tsv_json *j, ferry_write_fn write, void *write_arg, ferry_err *err);
+/* A ferry_ch_query on_data callback: arg is the ferry_tsv_json. */
+int ferry_tsv_json_feed(const void *data, size_t len, void *arg);
+/* Ends the input: FERRY_EINVAL if it stopped in the middle of a row. */
+int ferry_tsv_json_finish(ferry_tsv_json *j);
+void ferry_tsv_json_free(ferry_tsv_json *j);
+
 /* A whole TSV result, parsed: field (r, c) is fields[r * n_cols + c] with length
  * lens[...] and NULL flag nulls[...]. All fields point into one buffer the struct owns. */
 typedef struct ferry_ch_rows {

@@ -27,6 +27,7 @@
 
 typedef struct ferry_coord ferry_coord;
 struct ferry_httpd_options;
+struct ferry_config;
 
 /* One scheduled job: fn(arg) every every_s seconds (first after one interval). */
 typedef struct ferry_coord_job {
@@ -68,6 +69,13 @@ typedef struct ferry_coord_options {
 /* The coordinator's default bounds: 256 connections, 64 per address, idle 60 s, headers within
  * 10 s, a body within 60 s. */
 void ferry_coord_http_defaults(struct ferry_httpd_options *o);
+
+/* The [coordinator] section of cfg into o: history_interval (a duration from 1s to 24h) and
+ * history_file, and the HTTP server's bounds (FERRY_HTTPD_CONFIG_KEYS) into *http, which starts
+ * from ferry_coord_http_defaults and becomes o->http. Strings are borrowed from cfg. An unknown
+ * key or a bad value is FERRY_EINVAL naming the file. */
+int ferry_coord_config_read(const struct ferry_config *cfg, ferry_coord_options *o,
+                            struct ferry_httpd_options *http, ferry_err *err);
 
 /* Takes the lease (FERRY_ECONFLICT naming the holder when another coordinator runs), loads the
  * routing table and starts serving. The caller owns *out (ferry_coord_stop). */

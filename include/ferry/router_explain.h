@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "ferry/buf.h"
 #include "ferry/err.h"
 
 /* POSTs sql to the router at url (basic authentication as user when not NULL; password never
@@ -16,5 +17,10 @@
  * or did not answer with a plan. */
 int ferry_router_explain(const char *url, const char *user, const char *password,
                          const char *sql, json_t **plan, ferry_err *err);
+
+/* The plan ferry_router_explain returned, as text for a person, appended to out: the routing
+ * version, the tenants a bound user is restricted to, then either why the read is held or the
+ * plan with its globals, each server's query and the initiator's. FERRY_ENOMEM or FERRY_OK. */
+int ferry_router_explain_text(const json_t *plan, ferry_buf *out);
 
 #endif

@@ -17,8 +17,12 @@ bool ferry_parse_bytes(const char *s, uint64_t *out);
 bool ferry_parse_duration(const char *s, uint64_t *seconds);
 /* A duration as milliseconds: ferry's durations (30s, 2m, ...) or N ms ("500ms"). */
 bool ferry_parse_duration_ms(const char *s, uint64_t *ms);
+/* The same, at most UINT32_MAX milliseconds (about 49 days). */
+bool ferry_parse_duration_ms32(const char *s, uint32_t *ms);
 /* A decimal number up to UINT32_MAX. */
 bool ferry_parse_u32(const char *s, uint32_t *out);
+/* ADDR:PORT (the last colon splits; ADDR not empty, shorter than hostsz; PORT 0..65535). */
+bool ferry_parse_hostport(const char *s, char *host, size_t hostsz, uint16_t *port);
 
 /* Splits line in place at every sep; stores up to max field pointers; returns the field count
  * (which may exceed max: then only max were stored). */
@@ -45,6 +49,8 @@ bool ferry_ends_with(const char *s, const char *suffix);
 
 /* strdup that aborts the process on allocation failure is never used; this returns NULL. */
 char *ferry_strndup(const char *s, size_t n);
+/* The value of one hex digit (0-9, a-f, A-F), -1 for any other character. */
+int ferry_hex_digit(char c);
 
 /* Human-readable byte count into out ("13.0 MB", "7.7 KB"); decimal units as the blog uses. */
 const char *ferry_fmt_bytes(uint64_t bytes, char *out, size_t outsz);

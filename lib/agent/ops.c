@@ -288,6 +288,25 @@ static int count_active(agent_env *env, const char *db, const char *table, const
  * FREEZE command each, all WITH NAME name), then the frozen parts of all of them listed (a part's
  * name starts with its partition id). A partition already frozen under the name, or without
  * parts, is left out of the ALTER. The caller's mover freezes a whole slice in one request. */
+/* ALTER TABLE db.table, then FREEZE PARTITION ID 'pid' WITH NAME 'name' after the n-th: one
+ * statement freezes every partition that needs it. 0 or FERRY_ENOMEM. */
+static int freeze_head(ferry_buf *sql, const char *db, const char *table)
+{
+    return ferry_buf_puts(sql, "ALTER TABLE ") || ferry_sql_ident(db, sql) ||
+                   ferry_buf_putc(sql, '.') || ferry_sql_ident(table, sql)
+               ? FERRY_ENOMEM
+               : FERRY_OK;
+}
+
+static int freeze_one(ferry_buf *sql, size_t n, const char *pid, const char *name)
+{
+    return ferry_buf_puts(sql, n ? ", FREEZE PARTITION ID " : " FREEZE PARTITION ID ") ||
+                   ferry_ch_quote(sql, pid) || ferry_buf_puts(sql, " WITH NAME ") ||
+                   ferry_ch_quote(sql, name)
+               ? FERRY_ENOMEM
+               : FERRY_OK;
+}
+
 static int freeze_many(agent_env *env, json_t *req, json_t *ids, json_t **resp, ferry_err *err)
 {
     const char *db, *table, *name;
@@ -306,8 +325,7 @@ static int freeze_many(agent_env *env, json_t *req, json_t *ids, json_t **resp, 
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
-    if (ferry_buf_puts(&sql, "ALTER TABLE ") || ferry_sql_ident(db, &sql) ||
-        ferry_buf_putc(&sql, '.') || ferry_sql_ident(table, &sql)) {
+    if (freeze_head(&sql, db, table)) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
@@ -326,9 +344,7 @@ static int freeze_many(agent_env *env, json_t *req, json_t *ids, json_t **resp, 
         }
         if (have)
             continue; /* frozen by an earlier attempt under this name */
-        if (ferry_buf_puts(&sql, todo++ ? ", FREEZE PARTITION ID " : " FREEZE PARTITION ID ") ||
-            ferry_ch_quote(&sql, pid) || ferry_buf_puts(&sql, " WITH NAME ") ||
-            ferry_ch_quote(&sql, name)) {
+        if (freeze_one(&sql, todo++, pid, name)) {
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
             goto out;
         }
@@ -386,8 +402,7 @@ static int freeze_named(agent_env *env, json_t *req, json_t *list, json_t **resp
     }
     if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)))
         goto out;
-    if (ferry_buf_puts(&sql, "ALTER TABLE ") || ferry_sql_ident(db, &sql) ||
-        ferry_buf_putc(&sql, '.') || ferry_sql_ident(table, &sql)) {
+    if (freeze_head(&sql, db, table)) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
@@ -399,9 +414,7 @@ static int freeze_named(agent_env *env, json_t *req, json_t *list, json_t **resp
             goto out;
         if (json_array_size(one))
             continue; /* frozen by an earlier request under this name */
-        if (ferry_buf_puts(&sql, todo++ ? ", FREEZE PARTITION ID " : " FREEZE PARTITION ID ") ||
-            ferry_ch_quote(&sql, pid) || ferry_buf_puts(&sql, " WITH NAME ") ||
-            ferry_ch_quote(&sql, name)) {
+        if (freeze_one(&sql, todo++, pid, name)) {
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
             goto out;
         }

@@ -30,6 +30,14 @@
 /* checksums.txt is kept in memory to be parsed (the receive side bounds it the same way). */
 #define CHECKSUMS_MAX (16u << 20)
 
+/* The answer of an upload or a pointer placement: {database, table, results}. */
+static int answer_results(const char *db, const char *table, json_t *results, json_t **resp,
+                          ferry_err *err)
+{
+    *resp = json_pack("{s:s, s:s, s:O}", "database", db, "table", table, "results", results);
+    return *resp ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+}
+
 /* {part, error, code, status} for one part of a many-part request that failed; env->status (set
  * by the failing step, e.g. 409 or 422) is consumed. */
 static json_t *part_error(agent_env *env, const char *part, int rc, const ferry_err *err)
@@ -472,9 +480,7 @@ int agent_op_upload(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
             goto out;
         }
     }
-    *resp = json_pack("{s:s, s:s, s:O}", "database", u.db, "table", u.table, "results", results);
-    if (!*resp)
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    rc = answer_results(u.db, u.table, results, resp, err);
 out:
     json_decref(results);
     ferry_objstore_close(u.up);
@@ -712,9 +718,7 @@ int agent_op_write_pointers(agent_env *env, json_t *req, json_t **resp, ferry_er
             goto out;
         }
     }
-    *resp = json_pack("{s:s, s:s, s:O}", "database", w.db, "table", w.table, "results", results);
-    if (!*resp)
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    rc = answer_results(w.db, w.table, results, resp, err);
 out:
     for (i = 0; jobs && i < n; i++)
         pointer_job_free(&jobs[i]);

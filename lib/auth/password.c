@@ -9,16 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include "ferry/strutil.h"
 
 /* Exactly n bytes of hex (2n digits) into out; false otherwise. */
 static bool unhex(const char *s, unsigned char *out, size_t n)
@@ -26,7 +17,7 @@ static bool unhex(const char *s, unsigned char *out, size_t n)
     if (!s || strlen(s) != 2 * n)
         return false;
     for (size_t i = 0; i < n; i++) {
-        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+        int hi = ferry_hex_digit(s[2 * i]), lo = ferry_hex_digit(s[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return false;
         out[i] = (unsigned char)(hi << 4 | lo);

@@ -308,6 +308,23 @@ static char *dup_error(const char *e)
     return s;
 }
 
+/* ClickHouse's error e kept in *error (the caller's to free) and said in err: FERRY_EREMOTE. */
+static int remote_error(const char *e, char **error, ferry_err *err)
+{
+    *error = dup_error(e);
+    return ferry_err_set(err, FERRY_EREMOTE, "%s", *error ? *error : "ClickHouse error");
+}
+
+/* How opening a stream went: FERRY_EIO when libchdb gave no handle, FERRY_EREMOTE with
+ * ClickHouse's error e (kept in *error), else FERRY_OK. */
+static int opened(const void *handle, const char *what, const char *e, char **error,
+                  ferry_err *err)
+{
+    if (!handle)
+        return ferry_err_set(err, FERRY_EIO, "libchdb returned no %s", what);
+    return e ? remote_error(e, error, err) : FERRY_OK;
+}
+
 int ferry_chdb_query(ferry_chdb_conn *conn, const char *sql, size_t sql_len, const char *format,
                      const ferry_chdb_param *params, size_t n_params, ferry_chdb_result *res,
                      ferry_err *err)
@@ -334,8 +351,7 @@ int ferry_chdb_query(ferry_chdb_conn *conn, const char *sql, size_t sql_len, con
     }
     const char *e = lib->result_error(r);
     if (e) {
-        res->error = dup_error(e);
-        rc = ferry_err_set(err, FERRY_EREMOTE, "%s", res->error ? res->error : "ClickHouse error");
+        rc = remote_error(e, &res->error, err);
         goto out;
     }
     size_t len = lib->result_length(r);
@@ -401,16 +417,9 @@ int ferry_chdb_stream_open(ferry_chdb_conn *conn, const char *sql, size_t sql_le
     else
         s->handle = lib->stream_query_n(*conn->handle, sql, sql_len, format, strlen(format));
     params_free(&pn);
-    if (!s->handle) {
-        rc = ferry_err_set(err, FERRY_EIO, "libchdb returned no stream");
+    if ((rc = opened(s->handle, "stream", s->handle ? lib->result_error(s->handle) : NULL,
+                     error, err)))
         goto out;
-    }
-    const char *e = lib->result_error(s->handle);
-    if (e) {
-        *error = dup_error(e);
-        rc = ferry_err_set(err, FERRY_EREMOTE, "%s", *error ? *error : "ClickHouse error");
-        goto out;
-    }
     *out = s;
     s = NULL;
 out:
@@ -550,16 +559,9 @@ int ferry_chdb_insert_open(ferry_chdb_conn *conn, const char *sql, const char *f
         goto out;
     }
     ins->handle = lib->stream_insert(*conn->handle, sql, format);
-    if (!ins->handle) {
-        rc = ferry_err_set(err, FERRY_EIO, "libchdb returned no insert stream");
+    if ((rc = opened(ins->handle, "insert stream",
+                     ins->handle ? lib->stream_insert_error(ins->handle) : NULL, error, err)))
         goto out;
-    }
-    const char *e = lib->stream_insert_error(ins->handle);
-    if (e) {
-        *error = dup_error(e);
-        rc = ferry_err_set(err, FERRY_EREMOTE, "%s", *error ? *error : "ClickHouse error");
-        goto out;
-    }
     *out = ins;
     ins = NULL;
 out:

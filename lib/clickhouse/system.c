@@ -206,6 +206,25 @@ out:
     return rc;
 }
 
+/* sql (a SELECT up to its WHERE) completed with the table's condition and tail, run, and its
+ * rows parsed as parse_records does. */
+static int select_records(ferry_ch_client *c, ferry_buf *sql, const char *db, const char *table,
+                          const char *tail, const char *what, const col_spec *spec,
+                          size_t n_spec, size_t rec_size, void **out, size_t *n, ferry_err *err)
+{
+    ferry_buf res = FERRY_BUF_INIT;
+    int rc;
+    if (where_table(sql, db, table, "table") || ferry_buf_puts(sql, tail)) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    } else if (!(rc = run_text(c, sql, &res, err))) {
+        size_t len = res.len;
+        rc = parse_records(ferry_buf_detach(&res), len, what, spec, n_spec, rec_size, out, n,
+                           err);
+    }
+    ferry_buf_free(&res);
+    return rc;
+}
+
 static const col_spec partition_cols[] = {
     {COL_STR, offsetof(ferry_ch_partition, partition_id)},
     {COL_STR, offsetof(ferry_ch_partition, partition)},
@@ -309,8 +328,9 @@ int ferry_ch_server_version(ferry_ch_client *c, ferry_ch_version *out, ferry_err
 int ferry_ch_list_partitions(ferry_ch_client *c, const char *db, const char *table,
                              ferry_ch_partition **out, size_t *n, ferry_err *err)
 {
-    ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
+    ferry_buf sql = FERRY_BUF_INIT;
     const char *disk, *bytes;
+    void *recs = NULL;
     *out = NULL;
     *n = 0;
     int rc = col_or(c, "parts", "disk_name", "'default'", &disk, err);
@@ -319,30 +339,27 @@ int ferry_ch_list_partitions(ferry_ch_client *c, const char *db, const char *tab
     if (rc)
         goto out;
     if (ferry_buf_printf(&sql, "SELECT partition_id, partition, %s AS disk, count(), sum(rows), "
-                               "sum(%s) FROM system.parts WHERE active AND", disk, bytes) < 0 ||
-        where_table(&sql, db, table, "table") ||
-        ferry_buf_puts(&sql, " GROUP BY partition_id, partition, disk ORDER BY partition_id, "
-                             "disk")) {
+                               "sum(%s) FROM system.parts WHERE active AND", disk, bytes) < 0) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = run_text(c, &sql, &res, err)))
-        goto out;
-    size_t len = res.len;
-    rc = ferry_ch_parse_partitions(ferry_buf_detach(&res), len, out, n, err);
+    rc = select_records(c, &sql, db, table, " GROUP BY partition_id, partition, disk ORDER BY "
+                        "partition_id, disk", "system.parts partitions", partition_cols,
+                        N_SPEC(partition_cols), sizeof **out, &recs, n, err);
+    *out = recs;
 out:
     if (rc)
         ferry_err_prefix(err, "partitions of %s.%s: ", db, table);
     ferry_buf_free(&sql);
-    ferry_buf_free(&res);
     return rc;
 }
 
 int ferry_ch_list_parts(ferry_ch_client *c, const char *db, const char *table,
                         ferry_ch_part **out, size_t *n, ferry_err *err)
 {
-    ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
+    ferry_buf sql = FERRY_BUF_INIT;
     const char *disk, *hash, *bytes;
+    void *recs = NULL;
     *out = NULL;
     *n = 0;
     int rc = col_or(c, "parts", "disk_name", "'default'", &disk, err);
@@ -354,29 +371,27 @@ int ferry_ch_list_parts(ferry_ch_client *c, const char *db, const char *table,
         goto out;
     if (ferry_buf_printf(&sql, "SELECT name, partition_id, partition, %s, path, %s, rows, %s, "
                                "min_block_number, max_block_number, level FROM system.parts "
-                               "WHERE active AND", disk, hash, bytes) < 0 ||
-        where_table(&sql, db, table, "table") || ferry_buf_puts(&sql, " ORDER BY name")) {
+                               "WHERE active AND", disk, hash, bytes) < 0) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = run_text(c, &sql, &res, err)))
-        goto out;
-    size_t len = res.len;
-    rc = ferry_ch_parse_parts(ferry_buf_detach(&res), len, out, n, err);
+    rc = select_records(c, &sql, db, table, " ORDER BY name", "system.parts", part_cols,
+                        N_SPEC(part_cols), sizeof **out, &recs, n, err);
+    *out = recs;
 out:
     if (rc)
         ferry_err_prefix(err, "parts of %s.%s: ", db, table);
     ferry_buf_free(&sql);
-    ferry_buf_free(&res);
     return rc;
 }
 
 int ferry_ch_list_detached(ferry_ch_client *c, const char *db, const char *table,
                            ferry_ch_detached_part **out, size_t *n, ferry_err *err)
 {
-    ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
+    ferry_buf sql = FERRY_BUF_INIT;
     const char *disk, *path, *bytes;
     bool has = false;
+    void *recs = NULL;
     *out = NULL;
     *n = 0;
     int rc = ferry_ch_system_has_table(c, "detached_parts", &has, err);
@@ -400,20 +415,17 @@ int ferry_ch_list_detached(ferry_ch_client *c, const char *db, const char *table
     if (rc)
         goto out;
     if (ferry_buf_printf(&sql, "SELECT name, partition_id, reason, %s, %s, %s FROM "
-                               "system.detached_parts WHERE", disk, path, bytes) < 0 ||
-        where_table(&sql, db, table, "table") || ferry_buf_puts(&sql, " ORDER BY name")) {
+                               "system.detached_parts WHERE", disk, path, bytes) < 0) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = run_text(c, &sql, &res, err)))
-        goto out;
-    size_t len = res.len;
-    rc = ferry_ch_parse_detached(ferry_buf_detach(&res), len, out, n, err);
+    rc = select_records(c, &sql, db, table, " ORDER BY name", "system.detached_parts",
+                        detached_cols, N_SPEC(detached_cols), sizeof **out, &recs, n, err);
+    *out = recs;
 out:
     if (rc && rc != FERRY_EUNSUPPORTED)
         ferry_err_prefix(err, "detached parts of %s.%s: ", db, table);
     ferry_buf_free(&sql);
-    ferry_buf_free(&res);
     return rc;
 }
 

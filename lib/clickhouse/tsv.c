@@ -1,21 +1,13 @@
 /* The TabSeparated format as ClickHouse writes it: field unescaping (in place), escaping, a
- * streaming row reader that accepts chunks split anywhere, and whole-result parsing into rows.
- * Pure: no I/O. */
+ * streaming row reader that accepts chunks split anywhere, whole-result parsing into rows, and
+ * TabSeparatedWithNames turned into JSON lines. Pure: no I/O. */
 #include "ferry/clickhouse.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include "ferry/strutil.h"
 
 int ferry_tsv_unescape(char *s, size_t len, size_t *out_len, bool *is_null, ferry_err *err)
 {
@@ -50,8 +42,8 @@ int ferry_tsv_unescape(char *s, size_t len, size_t *out_len, bool *is_null, ferr
         case 'e': s[w++] = '\x1b'; break;
         case '0': s[w++] = '\0'; break;
         case 'x': {
-            int hi = i + 1 < len ? hex_value(s[i + 1]) : -1;
-            int lo = i + 2 < len ? hex_value(s[i + 2]) : -1;
+            int hi = i + 1 < len ? ferry_hex_digit(s[i + 1]) : -1;
+            int lo = i + 2 < len ? ferry_hex_digit(s[i + 2]) : -1;
             if (hi < 0 || lo < 0) {
                 s[w] = '\0';
                 *out_len = w;
@@ -270,4 +262,64 @@ int ferry_ch_quote(ferry_buf *out, const char *s)
             rc = ferry_buf_putc(out, *s);
     }
     return rc ? rc : ferry_buf_putc(out, '\'');
+}
+
+static int json_row(char **fields, const size_t *lens, const bool *nulls, size_t n, void *arg)
+{
+    ferry_tsv_json *j = arg;
+    if (!j->have_header) {
+        j->names = calloc(n ? n : 1, sizeof *j->names);
+        if (!j->names)
+            return ferry_err_set(j->err, FERRY_ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++, j->n_names++)
+            if (!(j->names[i] = ferry_strndup(fields[i], lens[i])))
+                return ferry_err_set(j->err, FERRY_ENOMEM, "out of memory");
+        j->have_header = true;
+        return FERRY_OK;
+    }
+    if (n != j->n_names)
+        return ferry_err_set(j->err, FERRY_EREMOTE, "row with %zu fields under %zu column names",
+                             n, j->n_names);
+    json_t *o = json_object();
+    for (size_t i = 0; o && i < n; i++) {
+        json_t *v = nulls[i] ? json_null() : json_stringn(fields[i], lens[i]);
+        if (!v) /* not UTF-8: keep the row, mark the value */
+            v = json_string("<invalid UTF-8>");
+        json_object_set_new(o, j->names[i], v);
+    }
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    if (!s)
+        return ferry_err_set(j->err, FERRY_ENOMEM, "out of memory");
+    size_t len = strlen(s);
+    s[len] = '\n'; /* json_dumps' NUL makes room for the newline; not a string any more */
+    int rc = j->write(s, len + 1, j->write_arg);
+    free(s);
+    return rc;
+}
+
+void ferry_tsv_json_init(ferry_tsv_json *j, ferry_write_fn write, void *write_arg, ferry_err *err)
+{
+    memset(j, 0, sizeof *j);
+    j->write = write;
+    j->write_arg = write_arg;
+    j->err = err;
+    ferry_tsv_reader_init(&j->tsv, json_row, j);
+}
+
+int ferry_tsv_json_feed(const void *data, size_t len, void *arg)
+{
+    ferry_tsv_json *j = arg;
+    return ferry_tsv_feed(&j->tsv, data, len, j->err);
+}
+
+int ferry_tsv_json_finish(ferry_tsv_json *j) { return ferry_tsv_finish(&j->tsv, j->err); }
+
+void ferry_tsv_json_free(ferry_tsv_json *j)
+{
+    for (size_t i = 0; i < j->n_names; i++)
+        free(j->names[i]);
+    free(j->names);
+    ferry_tsv_reader_free(&j->tsv);
+    memset(j, 0, sizeof *j);
 }

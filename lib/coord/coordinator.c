@@ -7,6 +7,7 @@
  * reads, which are rare, so the unfiltered read path never touches the catalog. */
 #include "coord_int.h"
 #include "ferry/catalog.h"
+#include "ferry/config.h"
 #include "ferry/httpd.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
@@ -227,6 +228,26 @@ void ferry_coord_http_defaults(ferry_httpd_options *o)
                                .idle_timeout_s = 60,
                                .header_timeout_s = 10,
                                .receive_timeout_s = 60};
+}
+
+int ferry_coord_config_read(const ferry_config *cfg, ferry_coord_options *o,
+                            ferry_httpd_options *http, ferry_err *err)
+{
+    static const char *const keys[] = {"history_interval", "history_file",
+                                       FERRY_HTTPD_CONFIG_KEYS, NULL};
+    ferry_coord_http_defaults(http);
+    o->http = http;
+    int rc = ferry_config_check_keys(cfg, "coordinator", keys, err);
+    if (rc)
+        return rc;
+    const char *hi = ferry_config_get(cfg, "coordinator", NULL, "history_interval");
+    uint64_t hs = 0;
+    if (hi && (!ferry_parse_duration(hi, &hs) || hs == 0 || hs > 86400))
+        return ferry_err_set(err, FERRY_EINVAL, "%s: [coordinator] history_interval = '%s': "
+                             "expected a duration from 1s to 24h, such as 5m", cfg->path, hi);
+    o->history_every_s = (unsigned)hs;
+    o->history_file = ferry_config_get(cfg, "coordinator", NULL, "history_file");
+    return ferry_httpd_config_read(cfg, "coordinator", http, err);
 }
 
 int ferry_coord_start(const ferry_coord_options *opt, ferry_coord **out, ferry_err *err)

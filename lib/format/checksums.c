@@ -292,6 +292,18 @@ static int dup_name(const char *name, size_t len, char **out, ferry_err *err)
     return FERRY_OK;
 }
 
+/* Room for the count entries the file claims, when what is left of it can hold them (each at
+ * least min_entry bytes). */
+static int alloc_entries(const reader *r, ferry_checksums *c, uint64_t count, size_t min_entry,
+                         ferry_err *err)
+{
+    if (count > (r->len - r->off) / min_entry)
+        return ferry_err_set(err, FERRY_EINVAL, "%s claims %llu files but holds only %zu more "
+                             "bytes", r->what, (unsigned long long)count, r->len - r->off);
+    c->entries = calloc(count ? count : 1, sizeof *c->entries);
+    return c->entries ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+}
+
 /* Version 3: the binary list (also the content of version 4's compressed stream). */
 static int parse_v3(reader *r, ferry_checksums *c, ferry_err *err)
 {
@@ -300,12 +312,8 @@ static int parse_v3(reader *r, ferry_checksums *c, ferry_err *err)
     if (rc)
         return rc;
     /* The smallest entry: 1-byte name length + 1 name byte + 1-byte size + hash + flag. */
-    if (count > (r->len - r->off) / 19)
-        return ferry_err_set(err, FERRY_EINVAL, "%s claims %llu files but holds only %zu more "
-                             "bytes", r->what, (unsigned long long)count, r->len - r->off);
-    c->entries = calloc(count ? count : 1, sizeof *c->entries);
-    if (!c->entries)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if ((rc = alloc_entries(r, c, count, 19, err)))
+        return rc;
     for (uint64_t i = 0; i < count; i++) {
         ferry_checksum_entry *e = &c->entries[i];
         uint64_t nlen;
@@ -389,12 +397,8 @@ static int parse_v2(reader *r, ferry_checksums *c, ferry_err *err)
         (rc = expect_text(r, " files:\n", err)))
         return rc;
     /* Smallest text entry is well over 40 bytes. */
-    if (count > (r->len - r->off) / 40)
-        return ferry_err_set(err, FERRY_EINVAL, "%s claims %llu files but holds only %zu more "
-                             "bytes", r->what, (unsigned long long)count, r->len - r->off);
-    c->entries = calloc(count ? count : 1, sizeof *c->entries);
-    if (!c->entries)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if ((rc = alloc_entries(r, c, count, 40, err)))
+        return rc;
     for (uint64_t i = 0; i < count; i++) {
         ferry_checksum_entry *e = &c->entries[i];
         size_t start = r->off;

@@ -38,17 +38,6 @@ int ferry_ch_escape(ferry_buf *out, const char *s, size_t n)
     return rc;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int ferry_ch_unescape(ferry_buf *out, const char *s, size_t n, ferry_err *err)
 {
     for (size_t i = 0; i < n; i++) {
@@ -77,8 +66,8 @@ int ferry_ch_unescape(ferry_buf *out, const char *s, size_t n, ferry_err *err)
         case '\'': d = '\''; break;
         case '"': d = '"'; break;
         case 'x': {
-            int hi = i + 1 < n ? hex_value(s[i + 1]) : -1;
-            int lo = i + 2 < n ? hex_value(s[i + 2]) : -1;
+            int hi = i + 1 < n ? ferry_hex_digit(s[i + 1]) : -1;
+            int lo = i + 2 < n ? ferry_hex_digit(s[i + 2]) : -1;
             if (hi < 0 || lo < 0)
                 return ferry_err_set(err, FERRY_EINVAL,
                                      "bad \\x escape at byte %zu (expected two hex digits)", i);

@@ -277,17 +277,6 @@ static int list_end(xml_walk *w, const char *path, const char *text, size_t len)
     return FERRY_OK;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int objstore_url_decode_key(char *s, ferry_err *err)
 {
     /* S3's encoding-type=url is form encoding: '+' is a space, a '+' itself comes as %2B
@@ -298,7 +287,7 @@ int objstore_url_decode_key(char *s, ferry_err *err)
             *w++ = ' ';
             r++;
         } else if (*r == '%') {
-            int hi = hexval(r[1]), lo = hi < 0 ? -1 : hexval(r[2]);
+            int hi = ferry_hex_digit(r[1]), lo = hi < 0 ? -1 : ferry_hex_digit(r[2]);
             if (hi < 0 || lo < 0)
                 return ferry_err_set(err, FERRY_EREMOTE, "a URL-encoded key has a bad escape "
                                      "'%.3s'", r);

@@ -307,6 +307,18 @@ static int varint(const unsigned char *p, size_t len, uint64_t *v)
     return -1;
 }
 
+/* A length (a varint up to limit) at d[*p], *p moved past it; 0 need more, -1 malformed, 1 read. */
+static int length(const unsigned char *d, size_t len, size_t *p, uint64_t *n, size_t limit)
+{
+    int k = varint(d + *p, len - *p, n);
+    if (k <= 0)
+        return k;
+    if (*n > limit)
+        return -1;
+    *p += (size_t)k;
+    return 1;
+}
+
 /* Skips one value of type t at data[*pos]; 0 need more, -1 malformed, 1 done. */
 static int bt_skip(const btype *t, const unsigned char *d, size_t len, size_t *pos, size_t limit)
 {
@@ -321,12 +333,8 @@ static int bt_skip(const btype *t, const unsigned char *d, size_t len, size_t *p
         p += t->width;
         break;
     case BT_STRING:
-        k = varint(d + p, len - p, &n);
-        if (k <= 0)
+        if ((k = length(d, len, &p, &n, limit)) <= 0)
             return k;
-        if (n > limit)
-            return -1;
-        p += (size_t)k;
         if (len - p < n)
             return 0;
         p += n;
@@ -346,12 +354,8 @@ static int bt_skip(const btype *t, const unsigned char *d, size_t len, size_t *p
         break;
     case BT_ARRAY:
     case BT_MAP:
-        k = varint(d + p, len - p, &n);
-        if (k <= 0)
+        if ((k = length(d, len, &p, &n, limit)) <= 0)
             return k;
-        if (n > limit)
-            return -1;
-        p += (size_t)k;
         for (uint64_t i = 0; i < n; i++)
             for (size_t c = 0; c < t->n_children; c++) {
                 k = bt_skip(&t->children[c], d, len, &p, limit);

@@ -167,10 +167,7 @@ long rt_shard_index(ferry_router *r, const char *name)
         rt_shard *s = r->shards[i];
         if (strcmp(s->name, name))
             continue;
-        pthread_mutex_lock(&s->mu);
-        bool retired = s->retired;
-        pthread_mutex_unlock(&s->mu);
-        return retired ? -1 : (long)i;
+        return rt_shard_retired(s) ? -1 : (long)i;
     }
     return -1;
 }
@@ -181,10 +178,7 @@ int rt_shards_sync(ferry_router *r, const ferry_record_list *shards, ferry_err *
     size_t n = r->n_shards;
     for (size_t i = 0; i < n; i++) {
         rt_shard *s = r->shards[i];
-        pthread_mutex_lock(&s->mu);
-        bool retired = s->retired;
-        pthread_mutex_unlock(&s->mu);
-        if (retired)
+        if (rt_shard_retired(s))
             continue;
         const ferry_shard *now = NULL;
         for (size_t k = 0; k < shards->n && !now; k++)
@@ -311,17 +305,7 @@ void rt_send_one(rt_send *sd)
         q.settings = sd->settings;
         q.n_settings = sd->n_settings;
         q.format = sd->format;
-        pthread_mutex_lock(&s->mu);
-        ferry_rsel_begin(s->sel, rep, NULL);
-        pthread_mutex_unlock(&s->mu);
-        rc = ferry_ch_exec(c, &q, &sd->st, &sd->err);
-        pthread_mutex_lock(&s->mu);
-        ferry_rsel_end(s->sel, rep, NULL);
-        if (rc == FERRY_ECONNECT || rc == FERRY_ETIMEOUT)
-            ferry_rsel_report_error(s->sel, rep, NULL);
-        else if (!rc)
-            ferry_rsel_report_success(s->sel, rep, NULL);
-        pthread_mutex_unlock(&s->mu);
+        rc = rt_replica_exec(s, rep, c, &q, &sd->st, &sd->err);
         if (!rc) {
             client_give(s, rep, c);
             break;
@@ -408,3 +392,28 @@ int rt_client_take(ferry_router *r, rt_shard *s, size_t rep, ferry_ch_client **o
 }
 
 void rt_client_give(rt_shard *s, size_t rep, ferry_ch_client *c) { client_give(s, rep, c); }
+
+int rt_replica_exec(rt_shard *s, size_t rep, ferry_ch_client *c, const ferry_ch_query *q,
+                    ferry_ch_status *st, ferry_err *err)
+{
+    pthread_mutex_lock(&s->mu);
+    ferry_rsel_begin(s->sel, rep, NULL);
+    pthread_mutex_unlock(&s->mu);
+    int rc = ferry_ch_exec(c, q, st, err);
+    pthread_mutex_lock(&s->mu);
+    ferry_rsel_end(s->sel, rep, NULL);
+    if (rc == FERRY_ECONNECT || rc == FERRY_ETIMEOUT)
+        ferry_rsel_report_error(s->sel, rep, NULL);
+    else if (!rc)
+        ferry_rsel_report_success(s->sel, rep, NULL);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+bool rt_shard_retired(rt_shard *s)
+{
+    pthread_mutex_lock(&s->mu);
+    bool retired = s->retired;
+    pthread_mutex_unlock(&s->mu);
+    return retired;
+}

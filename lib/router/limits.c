@@ -91,10 +91,7 @@ static void kill_everywhere(ferry_router *r, const char *tag)
     size_t n = r->n_shards;
     for (size_t i = 0; i < n; i++) {
         rt_shard *s = r->shards[i];
-        pthread_mutex_lock(&s->mu);
-        bool retired = s->retired;
-        pthread_mutex_unlock(&s->mu);
-        if (retired || s->conn_error[0])
+        if (rt_shard_retired(s) || s->conn_error[0])
             continue;
         for (size_t rep = 0; rep < s->n_replicas; rep++) {
             ferry_ch_client *c = NULL;

@@ -409,6 +409,12 @@ void rt_out_free(rt_out *o);
 int rt_client_take(ferry_router *r, rt_shard *s, size_t rep, ferry_ch_client **out,
                    ferry_err *err);
 void rt_client_give(rt_shard *s, size_t rep, ferry_ch_client *c);
+/* Runs q on replica rep of s through c, telling the replica choice (s->sel) that the request
+ * began and how it ended (a connect error or timeout counts against the replica). */
+int rt_replica_exec(rt_shard *s, size_t rep, ferry_ch_client *c, const ferry_ch_query *q,
+                    ferry_ch_status *st, ferry_err *err);
+/* Whether the slot was retired (its shard gone or changed), read under its lock. */
+bool rt_shard_retired(rt_shard *s);
 
 /* ---- reads (select.c) ---- */
 typedef struct rt_reads rt_reads;

@@ -48,17 +48,7 @@ static int shard_exec(ferry_router *r, size_t shard, const ferry_ch_query *q, fe
         rc = rt_client_take(r, s, rep, &c, err);
         if (rc)
             break;
-        pthread_mutex_lock(&s->mu);
-        ferry_rsel_begin(s->sel, rep, NULL);
-        pthread_mutex_unlock(&s->mu);
-        rc = ferry_ch_exec(c, q, st, err);
-        pthread_mutex_lock(&s->mu);
-        ferry_rsel_end(s->sel, rep, NULL);
-        if (rc == FERRY_ECONNECT || rc == FERRY_ETIMEOUT)
-            ferry_rsel_report_error(s->sel, rep, NULL);
-        else if (!rc)
-            ferry_rsel_report_success(s->sel, rep, NULL);
-        pthread_mutex_unlock(&s->mu);
+        rc = rt_replica_exec(s, rep, c, q, st, err);
         if (!rc || rc == FERRY_EREMOTE) {
             rt_client_give(s, rep, c); /* an exception leaves the connection usable */
             break;

@@ -46,10 +46,7 @@ void rt_on_status(ferry_http_req *req, void *ctx)
     size_t n = r->n_shards, listed = 0;
     for (size_t i = 0; i < n; i++) {
         rt_shard *s = r->shards[i];
-        pthread_mutex_lock(&s->mu);
-        bool retired = s->retired;
-        pthread_mutex_unlock(&s->mu);
-        if (retired)
+        if (rt_shard_retired(s))
             continue;
         ferry_buf_printf(&body, "%s\"%s\":{\"slot\":%zu,\"state\":\"%s\",\"replicas\":%zu,"
                                 "\"usable\":%s",

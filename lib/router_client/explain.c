@@ -61,3 +61,37 @@ out:
     ferry_buf_free(&target);
     return rc;
 }
+
+static const char *str(const json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : "";
+}
+
+int ferry_router_explain_text(const json_t *o, ferry_buf *b)
+{
+    int rc = 0;
+    json_t *v = json_object_get(o, "routing_version");
+    if (v)
+        rc |= ferry_buf_printf(b, "routing version: %lld\n", (long long)json_integer_value(v));
+    json_t *only = json_object_get(o, "restricted_to_tenants");
+    size_t k;
+    json_t *t;
+    if (json_is_array(only)) {
+        rc |= ferry_buf_puts(b, "restricted to tenants:");
+        json_array_foreach(only, k, t)
+            rc |= ferry_buf_printf(b, "%s%s", k ? ", " : " ", json_string_value(t));
+        rc |= ferry_buf_puts(b, " (every managed reference, whatever the query says)\n");
+    }
+    if (json_is_true(json_object_get(o, "held")))
+        return rc | ferry_buf_printf(b, "held: %s\n", str(o, "why")) ? FERRY_ENOMEM : FERRY_OK;
+    rc |= ferry_buf_printf(b, "plan: %s (%s)\n", str(o, "plan"), str(o, "why"));
+    json_array_foreach(json_object_get(o, "globals"), k, t)
+        rc |= ferry_buf_printf(b, "global (computed once):\n  %s\n", json_string_value(t));
+    json_array_foreach(json_object_get(o, "queries"), k, t)
+        rc |= ferry_buf_printf(b, "server %s:\n  %s\n", str(t, "server"), str(t, "sql"));
+    json_t *ini = json_object_get(o, "initiator");
+    if (json_is_string(ini))
+        rc |= ferry_buf_printf(b, "initiator:\n  %s\n", json_string_value(ini));
+    return rc ? FERRY_ENOMEM : FERRY_OK;
+}

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ferry/strutil.h"
+
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 static bool is_hex(char c)
 {
@@ -445,15 +447,6 @@ bool ferry_tok_is_kw(const ferry_toks *t, const ferry_tok *tok, const char *kw)
     return true;
 }
 
-static int hexval(char c)
-{
-    if (is_digit(c))
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return c - 'A' + 10;
-}
-
 char *ferry_tok_value(const ferry_toks *t, const ferry_tok *tok, size_t *out_len)
 {
     const char *p = t->text + tok->start;
@@ -489,7 +482,8 @@ char *ferry_tok_value(const ferry_toks *t, const ferry_tok *tok, size_t *out_len
                 case '0': v[n++] = '\0'; break;
                 case 'x':
                     if (k + 3 < tok->len && is_hex(p[k + 1]) && is_hex(p[k + 2])) {
-                        v[n++] = (char)(hexval(p[k + 1]) * 16 + hexval(p[k + 2]));
+                        v[n++] = (char)(ferry_hex_digit(p[k + 1]) * 16 +
+                                        ferry_hex_digit(p[k + 2]));
                         k += 2;
                     } else {
                         v[n++] = e;

@@ -47,14 +47,31 @@ bool ferry_parse_double(const char *s, double *out)
     return true;
 }
 
-bool ferry_parse_bytes(const char *s, uint64_t *out)
+/* The decimal number s starts with (a digit first, no sign), *end after it. */
+static bool leading_u64(const char *s, uint64_t *v, char **end)
 {
     if (!s || !isdigit((unsigned char)*s))
         return false;
     errno = 0;
+    unsigned long long n = strtoull(s, end, 10);
+    *v = n;
+    return errno == 0;
+}
+
+/* v * mult when it fits. */
+static bool scaled(uint64_t v, uint64_t mult, uint64_t *out)
+{
+    if (mult > 1 && v > UINT64_MAX / mult)
+        return false;
+    *out = v * mult;
+    return true;
+}
+
+bool ferry_parse_bytes(const char *s, uint64_t *out)
+{
+    uint64_t v;
     char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
+    if (!leading_u64(s, &v, &end))
         return false;
     uint64_t mult = 1;
     if (*end) {
@@ -77,20 +94,14 @@ bool ferry_parse_bytes(const char *s, uint64_t *out)
         if (*rest)
             return false;
     }
-    if (mult > 1 && v > UINT64_MAX / mult)
-        return false;
-    *out = v * mult;
-    return true;
+    return scaled(v, mult, out);
 }
 
 bool ferry_parse_duration(const char *s, uint64_t *seconds)
 {
-    if (!s || !isdigit((unsigned char)*s))
-        return false;
-    errno = 0;
+    uint64_t v;
     char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
+    if (!leading_u64(s, &v, &end))
         return false;
     uint64_t mult;
     if (!*end)
@@ -107,10 +118,7 @@ bool ferry_parse_duration(const char *s, uint64_t *seconds)
         default: return false;
         }
     }
-    if (v > UINT64_MAX / mult)
-        return false;
-    *seconds = v * mult;
-    return true;
+    return scaled(v, mult, seconds);
 }
 
 size_t ferry_split(char *line, char sep, char **fields, size_t max)
@@ -279,6 +287,39 @@ bool ferry_parse_duration_ms(const char *s, uint64_t *ms)
         v *= 1000;
     }
     *ms = v;
+    return true;
+}
+
+int ferry_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool ferry_parse_hostport(const char *s, char *host, size_t hostsz, uint16_t *port)
+{
+    const char *colon = strrchr(s, ':');
+    uint64_t p;
+    if (!colon || colon == s || (size_t)(colon - s) >= hostsz ||
+        !ferry_parse_u64(colon + 1, &p) || p > 65535)
+        return false;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    *port = (uint16_t)p;
+    return true;
+}
+
+bool ferry_parse_duration_ms32(const char *s, uint32_t *ms)
+{
+    uint64_t v = 0;
+    if (!ferry_parse_duration_ms(s, &v) || v > UINT32_MAX)
+        return false;
+    *ms = (uint32_t)v;
     return true;
 }
 

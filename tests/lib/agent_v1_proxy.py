@@ -14,11 +14,13 @@ Counts: GET /__v1/status (no auth) answers {"refused": N, "forwarded": N}.
     agent_v1_proxy.py --port P --upstream http://127.0.0.1:U
 """
 import argparse
-import http.client
 import json
+import os
+import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_proxy import ProxyHandler, read_body, serve  # noqa: E402  (the shared scaffolding)
 
 NEW_FORMS = {
     "freeze": ("partitions", "name"),
@@ -40,26 +42,17 @@ def strip_upload(answer):
     return answer
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
+class Handler(ProxyHandler):
+    upstream_timeout = 600
 
     def reply(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.answer(status, json.dumps(body).encode(), [("Content-Type", "application/json")])
 
-    def forward(self, method):
+    def handle_any(self):
         if self.path == "/__v1/status":
             with LOCK:
                 return self.reply(200, dict(COUNTS))
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        body = read_body(self)
         op = self.path.split("?")[0].rsplit("/", 1)[-1]
         req = None
         if body and self.headers.get("Content-Type", "").startswith("application/json"):
@@ -73,13 +66,12 @@ class Handler(BaseHTTPRequestHandler):
             field = NEW_FORMS[op][1]
             return self.reply(400, {"error": '"%s" (a non-empty string) is required' % field,
                                     "code": "invalid input", "status": 400})
-        up = urlsplit(self.server.upstream)
-        conn = http.client.HTTPConnection(up.hostname, up.port, timeout=600)
-        headers = {k: v for k, v in self.headers.items()
-                   if k.lower() not in ("host", "content-length", "connection")}
-        conn.request(method, self.path, body=body, headers=headers)
-        resp = conn.getresponse()
-        data = resp.read()
+        headers = self.forward_headers(drop={"host"})
+        headers["Content-Length"] = str(len(body))
+        got = self.forward(self.path, body, headers)
+        if got is None:
+            return self.answer(502, b"upstream unreachable")
+        resp, data = got
         with LOCK:
             COUNTS["forwarded"] += 1
         if resp.status == 200 and op in ("upload", "status"):
@@ -89,20 +81,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 answer["api"] = 1
             return self.reply(200, answer)
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in ("content-length", "connection", "transfer-encoding"):
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-        conn.close()
-
-    def do_GET(self):
-        self.forward("GET")
-
-    def do_POST(self):
-        self.forward("POST")
+        self.relay(resp, data)
 
 
 def main():
@@ -110,10 +89,7 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--upstream", required=True)
     a = ap.parse_args()
-    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
-    srv.upstream = a.upstream
-    print("listening on %d" % a.port, flush=True)
-    srv.serve_forever()
+    serve(Handler, a.port, a.upstream, "listening on %d" % a.port)
 
 
 if __name__ == "__main__":

@@ -20,34 +20,8 @@ import socket
 import sys
 import threading
 import time
-from urllib.parse import urlparse
 
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return -1
-    return -1
-
-
-class Sampler(threading.Thread):
-    def __init__(self, pid):
-        super().__init__(daemon=True)
-        self.pid, self.max, self.stop = pid, 0, False
-
-    def run(self):
-        while not self.stop:
-            self.max = max(self.max, rss_kib(self.pid))
-            time.sleep(0.05)
-
-
-def hostport(url):
-    u = urlparse(url)
-    return u.hostname, u.port
+from abuse_common import Sampler, hostport, pct, rss_kib, trickle
 
 
 def query(url, body, src="127.0.0.2", timeout=30, headers=None):
@@ -63,11 +37,6 @@ def query(url, body, src="127.0.0.2", timeout=30, headers=None):
         return r.status, text, time.monotonic() - t0
     except (OSError, http.client.HTTPException) as e:
         return 0, str(e), time.monotonic() - t0
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p))] if xs else None
 
 
 def normal(url, n, out, stop=None):
@@ -92,9 +61,9 @@ def cmd_normal(url, n):
 def cmd_slow(url, pid, seconds):
     seconds = float(seconds)
     h, p = hostport(url)
-    sampler = Sampler(int(pid))
+    sampler = Sampler([int(pid)])
     sampler.start()
-    socks = []  # [sock, source, opened, closed_at]
+    socks = []  # [sock, opened, closed_at, received]
     sources = [f"127.0.1.{1 + i // 30}" for i in range(300)] + ["127.0.0.1"] * 100
     for src in sources:
         s = socket.socket()
@@ -104,48 +73,32 @@ def cmd_slow(url, pid, seconds):
             s.connect((h, p))
             s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")
             s.setblocking(False)
-            socks.append([s, src, time.monotonic(), None])
+            socks.append([s, time.monotonic(), None, b""])
         except OSError:
             s.close()
-            socks.append([None, src, time.monotonic(), time.monotonic()])
+            socks.append([None, time.monotonic(), time.monotonic(), b""])
     load = {}
     t = threading.Thread(target=normal, args=(url, 40, load))
     t.start()
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < seconds:
-        for e in socks:
-            s = e[0]
-            if s is None or e[3] is not None:
-                continue
-            try:
-                s.send(b"X")  # a header byte, so no idle timeout ever fires
-                data = s.recv(4096)
-                if data == b"" or data:
-                    e[3] = time.monotonic()  # closed (or answered) by the router
-            except BlockingIOError:
-                pass
-            except OSError:
-                e[3] = time.monotonic()
-        time.sleep(0.5)
+    # a header byte every 0.5 s, so no idle timeout ever fires; done when the router closes or
+    # answers
+    trickle(socks, seconds, b"X")
     t.join()
-    open_left = sum(1 for e in socks if e[3] is None)
+    open_left = sum(1 for e in socks if e[2] is None)
     # over the per-address limit: cut 1 s after accept when no request came (a request would
     # get 429), well before the header deadline (3 s in router_abuse.sh)
-    quick = sum(1 for e in socks if e[3] is not None and e[3] - e[2] < 2.5)
-    per_addr_quick = sum(1 for e in socks if e[1] == "127.0.0.1" and e[3] is not None
-                         and e[3] - e[2] < 2.5)
-    held = [e[3] - e[2] for e in socks if e[3] is not None and e[3] - e[2] >= 2.5]
-    for e in socks:
-        if e[0] is not None:
-            e[0].close()
+    quick = sum(1 for e in socks if e[2] is not None and e[2] - e[1] < 2.5)
+    per_addr_quick = sum(1 for src, e in zip(sources, socks) if src == "127.0.0.1"
+                         and e[2] is not None and e[2] - e[1] < 2.5)
+    held = [e[2] - e[1] for e in socks if e[2] is not None and e[2] - e[1] >= 2.5]
     sampler.stop = True
     return dict(sockets=len(socks), open_left=open_left, closed_quickly=quick,
                 closed_quickly_127_0_0_1=per_addr_quick, held_max_s=max(held) if held else 0,
-                held_n=len(held), normal=load, rss_max_kib=sampler.max)
+                held_n=len(held), normal=load, rss_max_kib=sampler.peak())
 
 
 def cmd_big(url, pid):
-    sampler = Sampler(int(pid))
+    sampler = Sampler([int(pid)])
     sampler.start()
     res = {}
     st, text, s = query(url, b"SELECT 1 FORMAT TSV\n-- " + b"x" * (2 << 20), src="127.0.0.3")
@@ -154,13 +107,13 @@ def cmd_big(url, pid):
     st, text, s = query(url, body, src="127.0.0.3")
     res["insert"] = [st, text[:300], round(s, 3)]
     sampler.stop = True
-    res["rss_max_kib"] = sampler.max
+    res["rss_max_kib"] = sampler.peak()
     return res
 
 
 def cmd_budget(url, pid, n, size):
     n, size = int(n), int(size)
-    sampler = Sampler(int(pid))
+    sampler = Sampler([int(pid)])
     sampler.start()
     h, p = hostport(url)
     results = [None] * n
@@ -204,7 +157,7 @@ def cmd_budget(url, pid, n, size):
         codes[str(r[0])] = codes.get(str(r[0]), 0) + 1
     over = sum(1 for r in results if "MEMORY_LIMIT_EXCEEDED" in r[1])
     return dict(statuses=codes, memory_limit_exceeded=over, rss_held_kib=rss_held,
-                rss_max_kib=sampler.max, sample=[r[1][-200:] for r in results[:2]])
+                rss_max_kib=sampler.peak(), sample=[r[1][-200:] for r in results[:2]])
 
 
 def cmd_header(url, pid):
@@ -236,7 +189,7 @@ def cmd_head(url, pid):
 
 def cmd_tiny(url, pid, n, threads):
     n, threads = int(n), int(threads)
-    sampler = Sampler(int(pid))
+    sampler = Sampler([int(pid)])
     sampler.start()
     h, p = hostport(url)
     counts = [[0, 0] for _ in range(threads)]  # [ok, bad]
@@ -266,7 +219,7 @@ def cmd_tiny(url, pid, n, threads):
         t.join()
     sampler.stop = True
     return dict(ok=sum(c[0] for c in counts), bad=sum(c[1] for c in counts),
-                seconds=round(time.monotonic() - t0, 2), normal=load, rss_max_kib=sampler.max)
+                seconds=round(time.monotonic() - t0, 2), normal=load, rss_max_kib=sampler.peak())
 
 
 if __name__ == "__main__":

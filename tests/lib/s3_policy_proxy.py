@@ -34,18 +34,16 @@ FILE holds "ACCESS_KEY_ID SECRET ROLE" lines. --role replaces a role's operation
 --role clickhouse=GET,HEAD,LIST for a ClickHouse credential that may only read and list
 ([cluster] clickhouse_object_access = read-only).
 """
-import argparse
-import http.client
 import json
 import os
 import re
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sigv4_verify  # noqa: E402  (reused: the botocore signature check)
+from http_proxy import ProxyHandler, read_body, serve  # noqa: E402  (the shared scaffolding)
 
 POLICY = {
     "clickhouse": {"GET", "HEAD", "LIST", "PUT", "ABORT"},
@@ -61,7 +59,6 @@ roles = {}  # access key -> role
 counts = {}
 methods = {}
 counts_lock = threading.Lock()
-local = threading.local()
 
 
 def count(role, op, outcome):
@@ -102,49 +99,13 @@ def classify(method, path, query):
     return "ADMIN"
 
 
-def read_body(handler):
-    """The request body, also when sent with chunked transfer encoding."""
-    if "chunked" in (handler.headers.get("Transfer-Encoding") or "").lower():
-        out = bytearray()
-        while True:
-            line = handler.rfile.readline().strip()
-            size = int(line.split(b";")[0], 16)
-            if size == 0:
-                while handler.rfile.readline().strip():
-                    pass
-                return bytes(out)
-            out += handler.rfile.read(size)
-            handler.rfile.readline()
-    n = int(handler.headers.get("Content-Length") or 0)
-    return handler.rfile.read(n) if n else b""
-
-
 def error_xml(code, message):
     return ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code><Message>%s"
             "</Message></Error>" % (code, message)).encode()
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *a):
-        pass
-
-    def upstream(self):
-        c = getattr(local, "conn", None)
-        if c is None:
-            u = urlsplit(args.upstream)
-            c = local.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
-        return c
-
-    def answer(self, status, body=b"", headers=()):
-        self.send_response(status)
-        for k, v in headers:
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+class Handler(ProxyHandler):
+    head_headers = {"x-amz-content-sha256": "UNSIGNED-PAYLOAD"}
 
     def control(self):
         if self.path == "/__policy/status" and self.command == "GET":
@@ -192,10 +153,7 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(403, error_xml("AccessDenied", "Access Denied (role %s may not %s)"
                                        % (role, op)), [("Content-Type", "application/xml")])
             return
-        fwd = {k: v for k, v in self.headers.items()
-               if k.lower() not in sigv4_verify.HOP and k.lower() != "host"}
-        fwd = {k: v for k, v in fwd.items()
-               if k.lower() not in ("authorization", "content-length", "expect")}
+        fwd = self.forward_headers(drop={"host", "authorization"})
         fwd["Authorization"] = re.sub(r"Credential=[^/]+/", "Credential=%s/" % args.upstream_key,
                                       self.headers.get("Authorization"))
         fwd["Content-Length"] = str(len(body))
@@ -207,55 +165,21 @@ class Handler(BaseHTTPRequestHandler):
             sigv4_verify.log("ALLOW %s %s %s %s 412" % (role, op, self.command, self.path))
             self.answer(412, pf, [("Content-Type", "application/xml")])
             return
-        for attempt in range(2):
-            try:
-                c = self.upstream()
-                c.request(self.command, fwd_path, body=body, headers=fwd)
-                r = c.getresponse()
-                data = r.read()
-                break
-            except (http.client.HTTPException, OSError):
-                local.conn = None
-                if attempt:
-                    count(role, op, "failed")
-                    self.answer(502, error_xml("BadGateway", "upstream unreachable"))
-                    return
+        got = self.forward(fwd_path, body, fwd)
+        if got is None:
+            count(role, op, "failed")
+            self.answer(502, error_xml("BadGateway", "upstream unreachable"))
+            return
+        r, data = got
         ok = 200 <= r.status < 300
         count(role, op, "allowed" if ok else "failed")
         sigv4_verify.log("ALLOW %s %s %s %s %d" % (role, op, self.command, self.path, r.status))
-        out_hdrs = [(k, v) for k, v in r.getheaders()
-                    if k.lower() not in sigv4_verify.HOP and k.lower() != "content-length"]
-        if self.command == "HEAD":
-            self.send_response(r.status)
-            for k, v in out_hdrs:
-                self.send_header(k, v)
-            self.send_header("Content-Length", r.getheader("Content-Length") or "0")
-            self.end_headers()
-            return
-        self.answer(r.status, sigv4_verify.url_encode_listing(self.command, fwd_path, data),
-                    out_hdrs)
-
-    def head_upstream(self, path):
-        u = urlsplit(args.upstream)
-        c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-        try:
-            c.request("HEAD", path, headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
-            return c.getresponse().status
-        finally:
-            c.close()
-
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
+        self.relay(r, sigv4_verify.url_encode_listing(self.command, fwd_path, data))
 
 
 def main():
     global args
-    p = argparse.ArgumentParser()
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--upstream", required=True)
-    p.add_argument("--keys", required=True)
-    p.add_argument("--log", required=True)
-    p.add_argument("--upstream-key", default="S3RVER")
-    p.add_argument("--region", default="us-east-1")
+    p = sigv4_verify.s3_proxy_arguments()
     p.add_argument("--role", action="append", default=[],
                    help="ROLE=OP,OP...: the operations ROLE may do (replaces its policy)")
     args = p.parse_args()
@@ -276,10 +200,7 @@ def main():
                     sys.exit("unknown role %s in %s" % (role, args.keys))
                 sigv4_verify.keys[k] = s
                 roles[k] = role
-    srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    srv.daemon_threads = True
-    print("s3_policy_proxy listening on 127.0.0.1:%d" % args.port, flush=True)
-    srv.serve_forever()
+    serve(Handler, args.port, args.upstream, "s3_policy_proxy listening on 127.0.0.1:%d" % args.port)
 
 
 if __name__ == "__main__":

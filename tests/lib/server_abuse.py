@@ -29,35 +29,8 @@ import socket
 import sys
 import threading
 import time
-from urllib.parse import urlparse
 
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return -1
-    return -1
-
-
-class Sampler(threading.Thread):
-    def __init__(self, pids):
-        super().__init__(daemon=True)
-        self.pids, self.max, self.stop = pids, {p: 0 for p in pids}, False
-
-    def run(self):
-        while not self.stop:
-            for p in self.pids:
-                self.max[p] = max(self.max[p], rss_kib(p))
-            time.sleep(0.05)
-
-
-def hostport(url):
-    u = urlparse(url)
-    return u.hostname, u.port
+from abuse_common import Sampler, hostport, pct, trickle
 
 
 def request(srv, method, path, body=b"", src="127.0.0.2", timeout=30, conn=None):
@@ -76,11 +49,6 @@ def request(srv, method, path, body=b"", src="127.0.0.2", timeout=30, conn=None)
         if conn is not None:
             conn.close()
         return 0, str(e), time.monotonic() - t0, None
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return round(xs[min(len(xs) - 1, int(len(xs) * p))], 1) if xs else None
 
 
 def normal(srv, n, out, stop=None):
@@ -108,7 +76,7 @@ def cmd_normal(spec, n):
 def slow_headers(srv, count, seconds, out):
     """count sockets from ten addresses trickling header bytes; when did the server drop them."""
     h, p = hostport(srv["url"])
-    socks = []  # [sock, opened, closed_at]
+    socks = []  # [sock, opened, closed_at, received]
     for i in range(count):
         s = socket.socket()
         s.settimeout(5)
@@ -117,28 +85,11 @@ def slow_headers(srv, count, seconds, out):
             s.connect((h, p))
             s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
             s.setblocking(False)
-            socks.append([s, time.monotonic(), None])
+            socks.append([s, time.monotonic(), None, b""])
         except OSError:
             s.close()
-            socks.append([None, time.monotonic(), time.monotonic()])
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < seconds and any(e[2] is None for e in socks):
-        for e in socks:
-            if e[0] is None or e[2] is not None:
-                continue
-            try:
-                e[0].send(b"X")
-                if e[0].recv(4096) is not None:
-                    e[2] = time.monotonic()
-            except BlockingIOError:
-                pass
-            except OSError:
-                e[2] = time.monotonic()
-        time.sleep(0.5)
-    held = [e[2] - e[1] for e in socks if e[2] is not None]
-    for e in socks:
-        if e[0] is not None:
-            e[0].close()
+            socks.append([None, time.monotonic(), time.monotonic(), b""])
+    held = trickle(socks, seconds, b"X")
     out.update(sockets=len(socks), open_left=sum(1 for e in socks if e[2] is None),
                held_max_s=round(max(held), 2) if held else 0)
 
@@ -161,25 +112,7 @@ def slow_body(srv, count, seconds, out):
             socks.append([s, time.monotonic(), None, b""])
         except OSError:
             s.close()
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < seconds and any(e[2] is None for e in socks):
-        for e in socks:
-            if e[2] is not None:
-                continue
-            try:
-                e[0].send(b"f")
-                d = e[0].recv(4096)
-                e[3] += d
-                if d == b"":
-                    e[2] = time.monotonic()
-            except BlockingIOError:
-                pass
-            except OSError:
-                e[2] = time.monotonic()
-        time.sleep(0.5)
-    held = [e[2] - e[1] for e in socks if e[2] is not None]
-    for e in socks:
-        e[0].close()
+    held = trickle(socks, seconds, b"f", answer_ends=False)
     out.update(sockets=len(socks), open_left=sum(1 for e in socks if e[2] is None),
                held_min_s=round(min(held), 2) if held else 0,
                held_max_s=round(max(held), 2) if held else 0,

@@ -19,26 +19,25 @@ same functions), as S3 documents them:
 """
 import argparse
 import hashlib
-import http.client
+import os
 import re
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, quote_plus, urlsplit
 
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_proxy import HOP, ProxyHandler, read_body, serve  # noqa: E402,F401  (HOP: s3_policy_proxy)
+
 AUTH_RE = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,"
                      r"\s*SignedHeaders=([a-z0-9;-]+),\s*Signature=([0-9a-f]{64})$")
-HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-       "proxy-authorization", "proxy-authenticate"}
 
 args = None
 keys = {}
 log_lock = threading.Lock()
-local = threading.local()
 
 
 def log(line):
@@ -138,31 +137,11 @@ def verify(method, host, raw_path, headers, body):
     return None
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *a):
-        pass
-
-    def upstream(self):
-        c = getattr(local, "conn", None)
-        if c is None:
-            u = urlsplit(args.upstream)
-            c = local.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
-        return c
-
-    def answer(self, status, body=b"", headers=()):
-        self.send_response(status)
-        for k, v in headers:
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+class Handler(ProxyHandler):
+    head_headers = {"x-amz-content-sha256": "UNSIGNED-PAYLOAD"}
 
     def handle_any(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
+        body = read_body(self)
         host = self.headers.get("Host", "")
         why = verify(self.command, host, self.path, self.headers, body)
         if why:
@@ -178,7 +157,7 @@ class Handler(BaseHTTPRequestHandler):
         hostname = host.split(":")[0]
         if hostname.endswith(".localhost"):  # virtual-host style: forward path-style
             path = "/" + hostname[: -len(".localhost")] + path
-        fwd = {k: v for k, v in self.headers.items() if k.lower() not in HOP and k.lower() != "host"}
+        fwd = self.forward_headers(drop={"host"})
         fwd["Authorization"] = re.sub(r"Credential=[^/]+/", "Credential=%s/" % args.upstream_key,
                                       fwd["Authorization"])
         fwd["Content-Length"] = str(len(body))
@@ -187,42 +166,16 @@ class Handler(BaseHTTPRequestHandler):
             log("PRECONDITION %s %s" % (self.command, self.path))
             self.answer(412, pf, [("Content-Type", "application/xml")])
             return
-        for attempt in range(2):
-            try:
-                c = self.upstream()
-                c.request(self.command, path, body=body, headers=fwd)
-                r = c.getresponse()
-                data = r.read()
-                break
-            except (http.client.HTTPException, OSError):
-                local.conn = None
-                if attempt:
-                    raise
-        hdrs = [(k, v) for k, v in r.getheaders()
-                if k.lower() not in HOP and k.lower() != "content-length"]
-        if self.command == "HEAD":
-            self.send_response(r.status)
-            for k, v in hdrs:
-                self.send_header(k, v)
-            self.send_header("Content-Length", r.getheader("Content-Length") or "0")
-            self.end_headers()
+        got = self.forward(path, body, fwd)
+        if got is None:
+            self.answer(502, b"upstream unreachable")
             return
-        self.answer(r.status, url_encode_listing(self.command, path, data), hdrs)
-
-    def head_upstream(self, path):
-        c = http.client.HTTPConnection(urlsplit(args.upstream).hostname,
-                                       urlsplit(args.upstream).port, timeout=30)
-        try:
-            c.request("HEAD", path, headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
-            return c.getresponse().status
-        finally:
-            c.close()
-
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
+        r, data = got
+        self.relay(r, url_encode_listing(self.command, path, data))
 
 
-def main():
-    global args
+def s3_proxy_arguments():
+    """The options of the S3 proxies (this one and s3_policy_proxy.py)."""
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--upstream", required=True)
@@ -230,16 +183,18 @@ def main():
     p.add_argument("--log", required=True)
     p.add_argument("--upstream-key", default="S3RVER")
     p.add_argument("--region", default="us-east-1")
-    args = p.parse_args()
+    return p
+
+
+def main():
+    global args
+    args = s3_proxy_arguments().parse_args()
     with open(args.keys) as f:
         for line in f:
             if line.strip():
                 k, s = line.split()
                 keys[k] = s
-    srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    srv.daemon_threads = True
-    print("sigv4_verify listening on 127.0.0.1:%d" % args.port, flush=True)
-    srv.serve_forever()
+    serve(Handler, args.port, args.upstream, "sigv4_verify listening on 127.0.0.1:%d" % args.port)
 
 
 if __name__ == "__main__":

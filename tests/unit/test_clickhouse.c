@@ -521,6 +521,47 @@ static void test_quote_and_scrub(void **state)
     close(fds[1]);
 }
 
+static int collect(const void *data, size_t len, void *arg)
+{
+    return ferry_buf_append(arg, data, len);
+}
+
+/* TabSeparatedWithNames -> JSON lines (`ferry query --json`), fed in pieces split anywhere:
+ * the header names the keys in order, \N is null, a non-UTF-8 value is marked, a row with the
+ * wrong field count is the server's fault. */
+static void test_tsv_json(void **state)
+{
+    (void)state;
+    static const char in[] = "id\tname\tnote\n1\tal\\tice\t\\N\n2\t\xff\tx\n";
+    for (size_t cut = 0; cut < sizeof in - 1; cut++) {
+        ferry_buf out = FERRY_BUF_INIT;
+        ferry_err err = {0};
+        ferry_tsv_json j;
+        ferry_tsv_json_init(&j, collect, &out, &err);
+        assert_int_equal(ferry_tsv_json_feed(in, cut, &j), FERRY_OK);
+        assert_int_equal(ferry_tsv_json_feed(in + cut, sizeof in - 1 - cut, &j), FERRY_OK);
+        assert_int_equal(ferry_tsv_json_finish(&j), FERRY_OK);
+        assert_string_equal(ferry_buf_cstr(&out),
+                            "{\"id\":\"1\",\"name\":\"al\\tice\",\"note\":null}\n"
+                            "{\"id\":\"2\",\"name\":\"<invalid UTF-8>\",\"note\":\"x\"}\n");
+        ferry_tsv_json_free(&j);
+        ferry_buf_free(&out);
+    }
+    ferry_buf out = FERRY_BUF_INIT;
+    ferry_err err = {0};
+    ferry_tsv_json j;
+    ferry_tsv_json_init(&j, collect, &out, &err);
+    static const char bad[] = "a\tb\n1\t2\t3\n";
+    assert_int_equal(ferry_tsv_json_feed(bad, sizeof bad - 1, &j), FERRY_EREMOTE);
+    assert_string_equal(err.msg, "row with 3 fields under 2 column names");
+    ferry_tsv_json_free(&j);
+    ferry_tsv_json_init(&j, collect, &out, &err);
+    assert_int_equal(ferry_tsv_json_feed("a\n1", 3, &j), FERRY_OK);
+    assert_int_equal(ferry_tsv_json_finish(&j), FERRY_EINVAL); /* ends inside a row */
+    ferry_tsv_json_free(&j);
+    ferry_buf_free(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -531,7 +572,7 @@ int main(void)
         cmocka_unit_test(test_statement_kind),       cmocka_unit_test(test_retry_policy),
         cmocka_unit_test(test_parse_partitions_26x), cmocka_unit_test(test_parse_parts_26x),
         cmocka_unit_test(test_parse_detached_26x),   cmocka_unit_test(test_parse_version),
-        cmocka_unit_test(test_quote_and_scrub),
+        cmocka_unit_test(test_quote_and_scrub),      cmocka_unit_test(test_tsv_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

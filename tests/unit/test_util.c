@@ -213,6 +213,49 @@ static void test_duration_ms(void **state)
     assert_int_equal(u, 4294967295u);
     assert_false(ferry_parse_u32("4294967296", &u));
     assert_false(ferry_parse_u32("-1", &u));
+    assert_false(ferry_parse_duration_ms32("50d", &u)); /* over 2^32 ms */
+    assert_true(ferry_parse_duration_ms32("49d", &u));
+    assert_int_equal(u, 4233600000u);
+    assert_true(ferry_parse_duration_ms32("1500ms", &u));
+    assert_int_equal(u, 1500);
+    assert_true(ferry_parse_duration_ms32("2m", &u));
+    assert_int_equal(u, 120000);
+    assert_false(ferry_parse_duration_ms32("soon", &u));
+}
+
+/* ADDR:PORT for --listen: the last colon splits, the port is 0..65535, the address fits. */
+static void test_hostport(void **state)
+{
+    (void)state;
+    char host[16];
+    uint16_t port = 1;
+    assert_true(ferry_parse_hostport("127.0.0.1:0", host, sizeof host, &port));
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 0);
+    assert_true(ferry_parse_hostport("::1:9123", host, sizeof host, &port));
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 9123);
+    assert_false(ferry_parse_hostport("127.0.0.1", host, sizeof host, &port));
+    assert_false(ferry_parse_hostport(":8123", host, sizeof host, &port));
+    assert_false(ferry_parse_hostport("host:65536", host, sizeof host, &port));
+    assert_false(ferry_parse_hostport("host:80x", host, sizeof host, &port));
+    assert_false(ferry_parse_hostport("host:", host, sizeof host, &port));
+    assert_false(ferry_parse_hostport("a-very-long-host-name:80", host, sizeof host, &port));
+}
+
+static void test_hex_digit(void **state)
+{
+    (void)state;
+    const char *digits = "0123456789abcdef", *upper = "ABCDEF";
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(ferry_hex_digit(digits[i]), i);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(ferry_hex_digit(upper[i]), 10 + i);
+    assert_int_equal(ferry_hex_digit('g'), -1);
+    assert_int_equal(ferry_hex_digit('G'), -1);
+    assert_int_equal(ferry_hex_digit('/'), -1);
+    assert_int_equal(ferry_hex_digit(':'), -1);
+    assert_int_equal(ferry_hex_digit('\0'), -1);
 }
 
 int main(void)
@@ -224,6 +267,8 @@ int main(void)
         cmocka_unit_test(test_redact),
         cmocka_unit_test(test_secret_line),
         cmocka_unit_test(test_duration_ms),
+        cmocka_unit_test(test_hostport),
+        cmocka_unit_test(test_hex_digit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
