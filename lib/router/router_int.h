@@ -407,6 +407,23 @@ void rt_partial_on_complete(ferry_http_req *req, void *ctx);
 /* Frees the passthrough's idle handles (at stop, after the HTTP server). */
 void rt_passthrough_pool_free(ferry_router *r);
 void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size_t len);
+/* A passthrough whose body streams to the server as it arrives (an INSERT that is not routed,
+ * the client's external data): memory per request is [router] stream_buffer_bytes (charged to
+ * the memory budget), whatever the body's size.
+ *   open    starts the transfer; NULL after answering the request itself (no server
+ *           configured, the budget, resources).
+ *   feed    hands on a piece of the body, waiting while the ring is full: 0, 1 when the server
+ *           has answered already (the rest of the body is not needed: drop it), -1 when the
+ *           server took nothing for [router] passthrough_timeout (the transfer is aborted;
+ *           answer TIMEOUT_EXCEEDED).
+ *   finish  the body ended: answers the request with the server's answer (streamed); takes p.
+ *   abort   the request went away or was refused: the upload fails (the server never sees a
+ *           complete-looking body); frees p. NULL is fine. */
+typedef struct rt_pt rt_pt;
+rt_pt *rt_passthrough_open(ferry_router *r, ferry_http_req *req);
+int rt_passthrough_feed(rt_pt *p, const char *data, size_t len);
+void rt_passthrough_finish(rt_pt *p, ferry_http_req *req);
+void rt_passthrough_abort(rt_pt *p);
 /* Whether a URL parameter carries the client's credentials (never forwarded). */
 bool rt_credential_param(const char *name);
 
