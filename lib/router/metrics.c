@@ -126,6 +126,11 @@ void rt_on_metrics(ferry_http_req *req, void *ctx)
                          (double)rt_pending_count(r->pending));
     rt_reads_metrics(r, &b);
     ferry_httpd_metrics(r->httpd, &b, "ferry_router_http_refused_total");
+    ferry_metrics_family(&b, "ferry_router_memory_budget_used_bytes", FERRY_METRIC_GAUGE,
+                         "bytes of [router] memory_budget held now: bodies read whole, streamed "
+                         "passthrough rings, reads' buffered results");
+    ferry_metrics_sample(&b, "ferry_router_memory_budget_used_bytes", NULL,
+                         (double)atomic_load(&r->mem_used));
     ferry_metrics_family(&b, "ferry_router_resident_memory_bytes", FERRY_METRIC_GAUGE,
                          "the router process's resident memory");
     ferry_metrics_sample(&b, "ferry_router_resident_memory_bytes", NULL,
