@@ -33,6 +33,7 @@ typedef struct node {
     size_t n_users;
     unsigned pool_size;
     size_t max_query_body; /* bytes of body buffered when it is the query itself */
+    ferry_httpd_options http; /* connections and deadlines ([node] keys, as every server has) */
     ferry_chdb *lib;
     ferry_chdb_pool *pool;    /* read-write connections (POST) */
     ferry_chdb_pool *ro_pool; /* readonly = 2 connections (GET, as ClickHouse does) */
