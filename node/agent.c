@@ -23,6 +23,12 @@ static void agent_missing(ferry_http_req *req, void *ctx)
     ferry_http_respond(req, 404, "application/json", body, strlen(body));
 }
 
+void node_agent_set_httpd(ferry_httpd *srv)
+{
+    if (node_agent)
+        ferry_agent_set_httpd(node_agent, srv);
+}
+
 size_t node_agent_routes(node *n, ferry_http_route *routes, size_t max, ferry_err *err)
 {
     if (!n->agent_token_file) {

@@ -511,6 +511,7 @@ int main(int argc, char **argv)
     ferry_httpd *srv = NULL;
     if ((rc = ferry_httpd_start(&hopt, routes, nr, &srv, &err)) != FERRY_OK)
         return die(1, &err);
+    node_agent_set_httpd(srv);
     FLOG_INFO("node ready name=%s http=http://%s:%u pid=%d clickhouse=%s inserts=%s data=%s",
               n.name, n.listen, n.http_port, (int)getpid(), n.version,
               ferry_chdb_insert_mode(n.lib), n.data_path);

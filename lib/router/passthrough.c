@@ -465,6 +465,7 @@ rt_pt *rt_passthrough_open(ferry_router *r, ferry_http_req *req)
     size_t cap = r->stream_buffer_bytes;
     if (!rt_mem_reserve(r, cap)) {
         pt_free(p);
+        rt_metrics_refused(r, RT_REFUSED_MEMORY);
         rt_respond_error(req, "MEMORY_LIMIT_EXCEEDED",
                          "ferry router: the requests in progress hold the router's [router] "
                          "memory_budget (%zu bytes); retry later",

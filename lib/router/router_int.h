@@ -52,12 +52,21 @@ typedef struct rt_pending rt_pending; /* slices awaiting a client's retry (pendi
 
 /* What the router did since it started, for GET /metrics (metrics.c). */
 enum rt_kind { RT_KIND_INSERT, RT_KIND_READ, RT_KIND_PASSTHROUGH, RT_KINDS };
+/* Requests the router itself refused, by why (the HTTP server's own bounds are counted by it:
+ * ferry_httpd_metrics). */
+enum rt_refusal {
+    RT_REFUSED_AUTH,   /* AUTHENTICATION_FAILED: credentials or the cluster token */
+    RT_REFUSED_LIMIT,  /* a user's rate or concurrency limit (limits.c) */
+    RT_REFUSED_MEMORY, /* MEMORY_LIMIT_EXCEEDED: the memory budget (budget.c) */
+    RT_REFUSALS
+};
 typedef struct rt_metrics {
     pthread_mutex_t mu;
     uint64_t requests[RT_KINDS][2]; /* [kind][0 ok, 1 error] */
     ferry_histogram seconds[RT_KINDS];
     uint64_t *rows_by_slot;          /* RT_SHARDS_MAX entries: rows written per shard slot */
     uint64_t *bytes_by_slot;         /* RT_SHARDS_MAX entries: their body bytes */
+    _Atomic uint64_t refused[RT_REFUSALS];
 } rt_metrics;
 
 /* A routing table snapshot: immutable once published, shared by reference. */
@@ -479,6 +488,8 @@ int rt_metrics_init(ferry_router *r);
 void rt_metrics_free(ferry_router *r);
 /* One finished request: its kind, its answer's status, how long it took. */
 void rt_metrics_request(ferry_router *r, enum rt_kind kind, unsigned status, double seconds);
+/* One request the router refused. */
+void rt_metrics_refused(ferry_router *r, enum rt_refusal why);
 /* GET /metrics */
 void rt_on_metrics(ferry_http_req *req, void *ctx);
 /* The read path's part of the metrics (select.c): failovers, queries and errors per shard. */

@@ -643,6 +643,7 @@ static bool hold_append(ferry_http_req *req, req_state *st, ferry_buf *b, const 
                          "it is larger than [router] max_buffered_bytes (%zu bytes)",
                          r->max_buffered_bytes);
     } else if (!rt_mem_reserve(r, len)) {
+        rt_metrics_refused(r, RT_REFUSED_MEMORY);
         rt_respond_error(req, "MEMORY_LIMIT_EXCEEDED",
                          "ferry router: the requests in progress hold the router's [router] "
                          "memory_budget (%zu bytes); retry later",
