@@ -17,7 +17,14 @@
  * user, password and Authorization are never forwarded; the passthrough server gets the
  * router's own identity ([router] passthrough_user / passthrough_password_file). With auth =
  * none the router is transparent: the client's credentials go to the passthrough server as
- * they came (it is the one that checks them). */
+ * they came (it is the one that checks them).
+ *
+ * Threads: a transfer runs on a thread of a pool that grows with the transfers in flight and
+ * shrinks after PT_WORKER_IDLE_S idle, rather than on a thread of its own: creating and ending a
+ * thread per statement maps and unmaps a stack, and the unmapping interrupts every other CPU
+ * running one of the router's threads (a TLB shootdown), which showed in the profile of a
+ * router passing many small statements through (docs/benchmarks.md, "The router under
+ * abuse"). */
 #include "router_int.h"
 
 #include <curl/curl.h>
@@ -41,8 +48,9 @@ struct rt_pt {
     size_t body_len;
     bool is_get;
     int pipe_rd, pipe_wr;
-    pthread_t th;
-    bool th_started;
+    bool th_started;  /* handed to a worker (pt_main runs or will run) */
+    bool released;    /* the worker is done with it (pt_free may go on), under mu */
+    struct rt_pt *next; /* the workers' queue */
     pthread_mutex_t mu;
     pthread_cond_t cond;
     bool headers_done; /* status and headers known (first body byte or the end) */
@@ -188,9 +196,8 @@ static size_t on_read(char *buf, size_t size, size_t n, void *arg)
     return k;
 }
 
-static void *pt_main(void *arg)
+static void pt_main(pt *p)
 {
-    pt *p = arg;
     p->result = curl_easy_perform(p->curl);
     mark_headers(p);
     pthread_mutex_lock(&p->mu);
@@ -198,8 +205,86 @@ static void *pt_main(void *arg)
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->mu);
     close(p->pipe_wr);
+    pthread_mutex_lock(&p->mu);
     p->pipe_wr = -1;
+    p->released = true; /* the last touch: pt_free may free p from here */
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mu);
+}
+
+#define PT_WORKER_IDLE_S 30
+
+/* A worker: runs queued transfers; leaves after PT_WORKER_IDLE_S without one, or at stop. */
+static void *pt_worker(void *arg)
+{
+    ferry_router *r = arg;
+    pthread_mutex_lock(&r->pt_work_mu);
+    for (;;) {
+        if (!r->pt_work_head && !r->pt_work_stop) {
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_sec += PT_WORKER_IDLE_S;
+            r->pt_idle++;
+            int rc = 0;
+            while (!r->pt_work_head && !r->pt_work_stop && rc != ETIMEDOUT)
+                rc = pthread_cond_timedwait(&r->pt_work_cond, &r->pt_work_mu, &dl);
+            r->pt_idle--;
+        }
+        pt *p = r->pt_work_head;
+        if (!p)
+            break; /* idle too long, or the router stops */
+        r->pt_work_head = p->next;
+        if (!r->pt_work_head)
+            r->pt_work_tail = NULL;
+        r->pt_work_queued--;
+        pthread_mutex_unlock(&r->pt_work_mu);
+        pt_main(p);
+        pthread_mutex_lock(&r->pt_work_mu);
+    }
+    r->pt_workers--;
+    pthread_cond_broadcast(&r->pt_work_cond);
+    pthread_mutex_unlock(&r->pt_work_mu);
     return NULL;
+}
+
+/* Queues p for a worker: an idle one, or a new one when every worker is busy. false when no
+ * thread could be started and none is left to run it. */
+static bool pt_submit(pt *p)
+{
+    ferry_router *r = p->r;
+    bool ok = true;
+    pthread_mutex_lock(&r->pt_work_mu);
+    if (r->pt_work_tail)
+        r->pt_work_tail->next = p;
+    else
+        r->pt_work_head = p;
+    r->pt_work_tail = p;
+    r->pt_work_queued++;
+    if (r->pt_idle >= r->pt_work_queued) {
+        pthread_cond_signal(&r->pt_work_cond);
+    } else {
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, pt_worker, r) == 0) {
+            r->pt_workers++;
+        } else if (!r->pt_workers) {
+            /* nobody will take it: unqueue (it is the last one: no worker takes any) */
+            pt **q = &r->pt_work_head;
+            while (*q != p)
+                q = &(*q)->next;
+            *q = p->next;
+            r->pt_work_tail = NULL;
+            for (pt *t = r->pt_work_head; t; t = t->next)
+                r->pt_work_tail = t;
+            r->pt_work_queued--;
+            ok = false;
+        }
+        pthread_attr_destroy(&at);
+    }
+    pthread_mutex_unlock(&r->pt_work_mu);
+    return ok;
 }
 
 /* A handle for a transfer: an idle one when there is (its connection to the passthrough server
@@ -232,6 +317,13 @@ static void pool_give(ferry_router *r, CURL *h)
 
 void rt_passthrough_pool_free(ferry_router *r)
 {
+    /* the workers (every transfer ended with its request, before this) */
+    pthread_mutex_lock(&r->pt_work_mu);
+    r->pt_work_stop = true;
+    pthread_cond_broadcast(&r->pt_work_cond);
+    while (r->pt_workers)
+        pthread_cond_wait(&r->pt_work_cond, &r->pt_work_mu);
+    pthread_mutex_unlock(&r->pt_work_mu);
     pthread_mutex_lock(&r->pt_pool_mu);
     for (size_t i = 0; i < r->pt_pool_n; i++)
         curl_easy_cleanup(r->pt_pool[i]);
@@ -249,8 +341,12 @@ static void pt_free(void *arg)
     pthread_mutex_unlock(&p->mu);
     if (p->pipe_rd >= 0)
         close(p->pipe_rd); /* a transfer still writing fails and stops */
-    if (p->th_started)
-        pthread_join(p->th, NULL);
+    if (p->th_started) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->released)
+            pthread_cond_wait(&p->cond, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
     if (p->pipe_wr >= 0)
         close(p->pipe_wr);
     /* only a handle whose transfer ended well goes back (a failed one may hold a connection
@@ -388,7 +484,7 @@ static pt *pt_setup(ferry_router *r, ferry_http_req *req)
 /* Starts the transfer's thread; false after answering the request (p freed). */
 static bool pt_start(pt *p, ferry_http_req *req)
 {
-    p->th_started = pthread_create(&p->th, NULL, pt_main, p) == 0;
+    p->th_started = pt_submit(p);
     if (p->th_started)
         return true;
     pt_free(p);

@@ -204,6 +204,14 @@ struct ferry_router {
     pthread_mutex_t pt_pool_mu;
     void *pt_pool[32];
     size_t pt_pool_n;
+    /* the threads that run passthrough transfers, kept between them (passthrough.c), under
+     * pt_work_mu: transfers waiting for one, threads in all and idle */
+    pthread_mutex_t pt_work_mu;
+    pthread_cond_t pt_work_cond;
+    struct rt_pt *pt_work_head, *pt_work_tail;
+    size_t pt_work_queued;
+    unsigned pt_workers, pt_idle;
+    bool pt_work_stop;
 };
 
 /* ---- routing (routing.c) ---- */

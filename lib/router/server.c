@@ -1119,6 +1119,8 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     pthread_mutex_init(&r->quorum_mu, NULL);
     pthread_mutex_init(&r->reload_mu, NULL);
     pthread_mutex_init(&r->pt_pool_mu, NULL);
+    pthread_mutex_init(&r->pt_work_mu, NULL);
+    pthread_cond_init(&r->pt_work_cond, NULL);
     pthread_cond_init(&r->cond, NULL);
     ferry_config *cfg = &r->cfg;
     ferry_record_list tables = {0};
@@ -1221,6 +1223,8 @@ void ferry_router_stop(ferry_router *r)
     pthread_mutex_destroy(&r->check_mu);
     pthread_mutex_destroy(&r->reload_mu);
     pthread_mutex_destroy(&r->pt_pool_mu);
+    pthread_mutex_destroy(&r->pt_work_mu);
+    pthread_cond_destroy(&r->pt_work_cond);
     pthread_cond_destroy(&r->cond);
     free(r);
 }
