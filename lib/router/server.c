@@ -680,8 +680,10 @@ static void pass_stream(ferry_http_req *req, req_state *st)
         return;
     }
     st->mode = MODE_STREAM;
-    if (st->body.len && rt_passthrough_feed(st->pt, st->body.data, st->body.len) < 0)
+    int rc = st->body.len ? rt_passthrough_feed(st->pt, st->body.data, st->body.len) : 0;
+    if (rc < 0)
         stream_stalled(req, st);
+    st->pt_answered = rc > 0; /* the server answered already: the rest is dropped */
     ferry_buf_free(&st->body);
     rt_mem_release(r, st->mem_held); /* the ring is charged instead */
     st->mem_held = 0;
