@@ -10,11 +10,14 @@
  *                rest is routed with the new table.
  *   select       SELECT-like statements reading managed tables: planned and run by the read
  *                path (select.c); any other SELECT passes through.
- *   passthrough  anything else, unchanged, to [router] passthrough.
+ *   passthrough  anything else, unchanged, to [router] passthrough: an INSERT's body (and a
+ *                multipart body) streams there as it arrives (pass_stream); any other
+ *                statement is read whole first, since the read path must see all of it.
  *
  * Memory per request is bounded: per shard, flush_bytes staged plus stream_buffer_bytes queued
- * (plus one row); the unparsed tail is at most one row; the request is refused beyond
- * max_request_bytes. */
+ * (plus one row); the unparsed tail is at most one row; a streamed passthrough body one ring of
+ * stream_buffer_bytes; a body read whole max_buffered_bytes; all of them together (with what
+ * reads buffer) the memory budget (budget.c); the request is refused beyond max_request_bytes. */
 #include "router_int.h"
 
 #include <jansson.h>
