@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ferry/agent.h"
 #include "ferry/log.h"
@@ -20,6 +21,12 @@ static void agent_missing(ferry_http_req *req, void *ctx)
     snprintf(body, sizeof body, "{\"error\": \"no agent handler for %s %s\"}\n",
              ferry_http_method(req), ferry_http_path(req));
     ferry_http_respond(req, 404, "application/json", body, strlen(body));
+}
+
+void node_agent_set_httpd(ferry_httpd *srv)
+{
+    if (node_agent)
+        ferry_agent_set_httpd(node_agent, srv);
 }
 
 size_t node_agent_routes(node *n, ferry_http_route *routes, size_t max, ferry_err *err)
@@ -47,7 +54,18 @@ size_t node_agent_routes(node *n, ferry_http_route *routes, size_t max, ferry_er
     if (rc != FERRY_OK)
         return 0;
     size_t nr = ferry_agent_routes(node_agent, routes, max);
-    if (nr == 0)
+    if (nr == 0) {
         ferry_err_set(err, FERRY_EINTERNAL, "no room for the agent's routes");
+        return 0;
+    }
+    /* the same body limits as `ferry agent` ([agent] max_request_bytes, max_receive_bytes of
+     * the ferry config it reads), read at start; a lab's first start comes before the lab
+     * writes that config: the defaults then */
+    ferry_agent_bounds b;
+    const char *cfg = n->agent_config && access(n->agent_config, F_OK) == 0 ? n->agent_config
+                                                                            : NULL;
+    if (ferry_agent_bounds_read(cfg, &b, err) != FERRY_OK)
+        return 0;
+    ferry_agent_bounds_apply(&b, routes, nr);
     return nr;
 }

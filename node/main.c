@@ -82,7 +82,8 @@ static int load_node_config(node *n, const char *path, char **s3_key, char **s3_
     if (rc != FERRY_OK)
         return rc;
     static const char *const node_keys[] = {"name", "data_path", "http_port", "listen",
-                                            "libchdb", "pool_size", "max_query_body", NULL};
+                                            "libchdb", "pool_size", "max_query_body",
+                                            FERRY_HTTPD_CONFIG_KEYS, NULL};
     static const char *const store_keys[] = {"type", "path", "endpoint", "bucket", "prefix",
                                              "region", "access_key_id",
                                              "secret_access_key_file", "cache_size", NULL};
@@ -128,6 +129,16 @@ static int load_node_config(node *n, const char *path, char **s3_key, char **s3_
     if ((rc = ferry_config_bytes(&c, "node", NULL, "max_query_body", 256u << 20, &u, err)))
         goto out;
     n->max_query_body = (size_t)u;
+    /* The HTTP server's bounds, the keys every ferry server has (docs/config.md): a header
+     * deadline, idle keep-alive connections closed after a minute, at most 256 connections.
+     * No per-address limit by default: every client of a lab node (routers, agents, tools,
+     * tests) comes from 127.0.0.1. No body deadline or rate: a routed INSERT streams to the
+     * node as fast as its own client sends (ClickHouse has none either). */
+    n->http = (ferry_httpd_options){.max_connections = 256,
+                                    .idle_timeout_s = 60,
+                                    .header_timeout_s = 10};
+    if ((rc = ferry_httpd_config_read(&c, "node", &n->http, err)))
+        goto out;
     /* a filesystem cache in front of the cold disk (ferry lab up --cold-cache SIZE) */
     if ((rc = ferry_config_bytes(&c, "object_store", NULL, "cache_size", 0, &u, err)))
         goto out;
@@ -494,10 +505,13 @@ int main(int argc, char **argv)
                                       .on_body = node_query_on_body,
                                       .on_complete = node_query_on_complete,
                                       .on_cleanup = node_query_on_cleanup, .ctx = &n};
-    ferry_httpd_options hopt = {.bind_addr = n.listen, .port = n.http_port};
+    ferry_httpd_options hopt = n.http;
+    hopt.bind_addr = n.listen;
+    hopt.port = n.http_port;
     ferry_httpd *srv = NULL;
     if ((rc = ferry_httpd_start(&hopt, routes, nr, &srv, &err)) != FERRY_OK)
         return die(1, &err);
+    node_agent_set_httpd(srv);
     FLOG_INFO("node ready name=%s http=http://%s:%u pid=%d clickhouse=%s inserts=%s data=%s",
               n.name, n.listen, n.http_port, (int)getpid(), n.version,
               ferry_chdb_insert_mode(n.lib), n.data_path);

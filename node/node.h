@@ -33,6 +33,7 @@ typedef struct node {
     size_t n_users;
     unsigned pool_size;
     size_t max_query_body; /* bytes of body buffered when it is the query itself */
+    ferry_httpd_options http; /* connections and deadlines ([node] keys, as every server has) */
     ferry_chdb *lib;
     ferry_chdb_pool *pool;    /* read-write connections (POST) */
     ferry_chdb_pool *ro_pool; /* readonly = 2 connections (GET, as ClickHouse does) */
@@ -54,5 +55,7 @@ void node_query_on_cleanup(ferry_http_req *req, void *ctx, void *state);
 /* node/agent.c: the routes under /agent/: the node agent when node.conf has [agent], else a
  * 404 catch-all. Fills up to max routes and returns the count; 0 with err on failure. */
 size_t node_agent_routes(node *n, ferry_http_route *routes, size_t max, ferry_err *err);
+/* The node's HTTP server, for the agent's metrics (what its bounds refused). */
+void node_agent_set_httpd(ferry_httpd *srv);
 
 #endif

@@ -117,6 +117,7 @@ int cmd_agent(int argc, char **argv)
     hopt.port = port;
     if ((rc = ferry_httpd_start(&hopt, routes, nr, &srv, &err)))
         goto fail;
+    ferry_agent_set_httpd(agent, srv);
     char safe[512];
     FLOG_INFO("agent ready listen=http://%s:%u clickhouse=%s data=%s config=%s", host,
               ferry_httpd_port(srv), ferry_redact_url(url, safe, sizeof safe), data,

@@ -64,6 +64,9 @@ void ferry_agent_free(ferry_agent *a);
  * 404. The routes borrow a, which must outlive the server. Returns the count, 0 if max is too
  * small. */
 size_t ferry_agent_routes(ferry_agent *a, ferry_http_route *routes, size_t max);
+/* The HTTP server the agent's routes run in (borrowed; it must outlive the agent's use): its
+ * metrics then include what that server's bounds refused (ferry_agent_http_refused_total). */
+void ferry_agent_set_httpd(ferry_agent *a, ferry_httpd *srv);
 
 /* The bounds of the daemon's HTTP server: [agent] max_connections,
  * max_connections_per_address, idle_timeout, header_timeout, receive_timeout, min_receive_rate

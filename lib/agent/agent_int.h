@@ -27,6 +27,8 @@ typedef struct agent_metrics {
     ferry_histogram seconds[AGENT_METRIC_OPS];
     uint64_t bytes_sent, bytes_received, bytes_uploaded;
     uint64_t parts_received, parts_refused; /* receives placed / refused by their checks */
+    uint64_t auth_failures; /* requests refused for a missing or wrong bearer token */
+    ferry_httpd *httpd;     /* the server the routes run in (ferry_agent_set_httpd), or NULL */
 } agent_metrics;
 
 /* The trash's reaper (trash.c): the trash folders it empties and its thread. */

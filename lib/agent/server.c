@@ -148,6 +148,9 @@ static bool authorised(ferry_http_req *req, ferry_agent *a)
 {
     if (ferry_agent_bearer_ok(ferry_http_header(req, "Authorization"), a->token))
         return true;
+    pthread_mutex_lock(&a->metrics.mu);
+    a->metrics.auth_failures++;
+    pthread_mutex_unlock(&a->metrics.mu);
     ferry_http_add_header(req, "WWW-Authenticate", "Bearer realm=\"ferry-agent\"");
     respond_error(req, 401, FERRY_EAUTH, "missing or wrong bearer token");
     FLOG_WARN("agent: refused an unauthenticated request method=%s path=%s",
@@ -296,6 +299,15 @@ static void metrics_respond(ferry_http_req *req, ferry_agent *a)
     ferry_metrics_sample(&b, "ferry_agent_parts_verified_total",
                          (const char *[]){"outcome", "refused", NULL}, (double)snap.parts_refused);
     refused_deletes_metrics(&b, a);
+    /* what was refused before an operation ran: a wrong token here, the HTTP server's bounds
+     * (429 over the per-address limit, deadlines, bodies too large) */
+    ferry_metrics_family(&b, "ferry_agent_refused_total", FERRY_METRIC_COUNTER,
+                         "requests the agent refused: a missing or wrong bearer token (401)");
+    ferry_metrics_sample(&b, "ferry_agent_refused_total",
+                         (const char *[]){"reason", "authentication", NULL},
+                         (double)snap.auth_failures);
+    if (snap.httpd)
+        ferry_httpd_metrics(snap.httpd, &b, "ferry_agent_http_refused_total");
     if (b.data)
         ferry_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
     else
@@ -480,6 +492,13 @@ static void not_agent(ferry_http_req *req, void *ctx)
     snprintf(msg, sizeof msg, "no agent handler for %s %.300s (the API is under %s)",
              ferry_http_method(req), ferry_http_path(req), FERRY_AGENT_PREFIX);
     respond_error(req, 404, FERRY_ENOTFOUND, msg);
+}
+
+void ferry_agent_set_httpd(ferry_agent *a, ferry_httpd *srv)
+{
+    pthread_mutex_lock(&a->metrics.mu);
+    a->metrics.httpd = srv;
+    pthread_mutex_unlock(&a->metrics.mu);
 }
 
 size_t ferry_agent_routes(ferry_agent *a, ferry_http_route *routes, size_t max)

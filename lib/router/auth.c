@@ -250,8 +250,10 @@ static void log_name(const char *in, char *out, size_t size)
     out[k] = '\0';
 }
 
-static void respond_auth_failed(ferry_http_req *req, const char *user, const char *detail)
+static void respond_auth_failed(ferry_router *r, ferry_http_req *req, const char *user,
+                                const char *detail)
 {
+    rt_metrics_refused(r, RT_REFUSED_AUTH);
     if (detail)
         rt_respond_error(req, "AUTHENTICATION_FAILED", "%s", detail);
     else
@@ -347,7 +349,7 @@ rt_principal *rt_authenticate(ferry_router *r, ferry_http_req *req)
     if (rc) {
         FLOG_WARN("msg=\"router: authentication refused\" client=%s err=\"%s\"", addr_text,
                   rc == FERRY_EAUTH ? "malformed credentials" : "out of memory");
-        respond_auth_failed(req, NULL, err.msg);
+        respond_auth_failed(r, req, NULL, err.msg);
         goto fail;
     }
     /* an address that failed often waits before its credentials are even looked at, right or
@@ -371,7 +373,7 @@ rt_principal *rt_authenticate(ferry_router *r, ferry_http_req *req)
         FLOG_WARN("msg=\"router: authentication failed\" user=%s client=%s why=\"%s\" "
                   "slowed_ms=%llu",
                   shown, addr_text, why ? why : "no routing table", (unsigned long long)delay);
-        respond_auth_failed(req, c.user, NULL);
+        respond_auth_failed(r, req, c.user, NULL);
         goto fail;
     }
     snprintf(p->name, sizeof p->name, "%s", c.user);
@@ -384,6 +386,7 @@ rt_principal *rt_authenticate(ferry_router *r, ferry_http_req *req)
         FLOG_INFO("msg=\"router: request refused by a user limit\" user=%s client=%s err=%s",
                   shown, addr_text, ename);
         rt_respond_error(req, ename, "%s", emsg);
+        rt_metrics_refused(r, RT_REFUSED_LIMIT);
         rt_principal_free(r, p);
         return NULL;
     }
@@ -412,10 +415,10 @@ bool rt_auth_internal(ferry_router *r, ferry_http_req *req)
         ferry_http_client_addr(req, addr, sizeof addr);
         FLOG_WARN("msg=\"router: a request to the router's own endpoint carried a wrong "
                   "token\" client=%s path=%s", addr, ferry_http_path(req));
-        respond_auth_failed(req, NULL, r->cluster_token
-                                           ? "ferry router: the X-Ferry-Token is wrong"
-                                           : "ferry router: this router has no [cluster] "
-                                             "router_token_file; use an admin user");
+        respond_auth_failed(r, req, NULL, r->cluster_token
+                                              ? "ferry router: the X-Ferry-Token is wrong"
+                                              : "ferry router: this router has no [cluster] "
+                                                "router_token_file; use an admin user");
         return false;
     }
     rt_principal *p = rt_authenticate(r, req);

@@ -1,8 +1,11 @@
 /* The router's bounds against heavy and slow clients (docs/security.md, "What the router
  * bounds"): the [router] keys for connections and deadlines (handed to the HTTP server), and a
- * process-wide memory budget over the bytes the router holds for requests that must be read
- * whole before they are answered (a statement's head, a passthrough or SELECT body). Inserts
- * stream and are bounded per request by flush_bytes and stream_buffer_bytes instead. */
+ * process-wide memory budget over the bytes the router holds for requests: bodies read whole
+ * before they are answered (a statement's head, a SELECT or DDL body: server.c), the ring of a
+ * streamed passthrough body (passthrough.c), and what routed reads buffer (merged reads'
+ * partials, GLOBAL subqueries, the fast path's answer: select_merge.c). Past it a request gets
+ * ClickHouse's MEMORY_LIMIT_EXCEEDED and the process goes on. Routed inserts stream and are
+ * bounded per request by flush_bytes and stream_buffer_bytes instead. */
 #include "router_int.h"
 
 #include "ferry/config.h"

@@ -48,6 +48,11 @@ void rt_metrics_request(ferry_router *r, enum rt_kind kind, unsigned status, dou
     pthread_mutex_unlock(&m->mu);
 }
 
+void rt_metrics_refused(ferry_router *r, enum rt_refusal why)
+{
+    atomic_fetch_add(&r->metrics.refused[why], 1);
+}
+
 static uint64_t resident_bytes(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -134,6 +139,21 @@ void rt_on_metrics(ferry_http_req *req, void *ctx)
                          (double)rt_pending_count(r->pending));
     rt_reads_metrics(r, &b);
     ferry_httpd_metrics(r->httpd, &b, "ferry_router_http_refused_total");
+    static const char *const refusals[RT_REFUSALS] = {"authentication", "user_limit",
+                                                      "memory_budget"};
+    ferry_metrics_family(&b, "ferry_router_refused_total", FERRY_METRIC_COUNTER,
+                         "requests the router refused: wrong credentials or token "
+                         "(AUTHENTICATION_FAILED), a user's limits, the memory budget "
+                         "(MEMORY_LIMIT_EXCEEDED)");
+    for (int i = 0; i < RT_REFUSALS; i++)
+        ferry_metrics_sample(&b, "ferry_router_refused_total",
+                             (const char *[]){"reason", refusals[i], NULL},
+                             (double)atomic_load(&m->refused[i]));
+    ferry_metrics_family(&b, "ferry_router_memory_budget_used_bytes", FERRY_METRIC_GAUGE,
+                         "bytes of [router] memory_budget held now: bodies read whole, streamed "
+                         "passthrough rings, reads' buffered results");
+    ferry_metrics_sample(&b, "ferry_router_memory_budget_used_bytes", NULL,
+                         (double)atomic_load(&r->mem_used));
     ferry_metrics_family(&b, "ferry_router_resident_memory_bytes", FERRY_METRIC_GAUGE,
                          "the router process's resident memory");
     ferry_metrics_sample(&b, "ferry_router_resident_memory_bytes", NULL,

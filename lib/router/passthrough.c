@@ -4,11 +4,27 @@
  * result is never held in memory. A libcurl transfer runs on its own thread and writes the body
  * into a pipe that the HTTP server's stream reader drains.
  *
+ * The request's body goes one of two ways. A statement read whole (a SELECT, DDL: the router
+ * must see all of it to decide it is not a routed read) is handed over in memory
+ * (rt_passthrough). An INSERT that is not routed, or a multipart body (the client's external
+ * data), streams (rt_passthrough_open / _feed / _finish): the connection's thread puts each
+ * piece of the body into a bounded ring ([router] stream_buffer_bytes, charged to the memory
+ * budget) as it arrives, and libcurl's read callback sends it on (chunked, or with the client's
+ * Content-Length), so memory per request is that ring plus the answer's pipe, whatever the
+ * body's size. A full ring makes the client wait (TCP back-pressure).
+ *
  * Credentials: with [router] auth = catalog the client authenticated with the router, and its
  * user, password and Authorization are never forwarded; the passthrough server gets the
  * router's own identity ([router] passthrough_user / passthrough_password_file). With auth =
  * none the router is transparent: the client's credentials go to the passthrough server as
- * they came (it is the one that checks them). */
+ * they came (it is the one that checks them).
+ *
+ * Threads: a transfer runs on a thread of a pool that grows with the transfers in flight and
+ * shrinks after PT_WORKER_IDLE_S idle, rather than on a thread of its own: creating and ending a
+ * thread per statement maps and unmaps a stack, and the unmapping interrupts every other CPU
+ * running one of the router's threads (a TLB shootdown), which showed in the profile of a
+ * router passing many small statements through (docs/benchmarks.md, "The router under
+ * abuse"). */
 #include "router_int.h"
 
 #include <curl/curl.h>
@@ -23,7 +39,7 @@
 #include "ferry/buf.h"
 #include "ferry/log.h"
 
-typedef struct pt {
+struct rt_pt {
     ferry_router *r;
     CURL *curl;
     struct curl_slist *req_headers;
@@ -32,8 +48,9 @@ typedef struct pt {
     size_t body_len;
     bool is_get;
     int pipe_rd, pipe_wr;
-    pthread_t th;
-    bool th_started;
+    bool th_started;  /* handed to a worker (pt_main runs or will run) */
+    bool released;    /* the worker is done with it (pt_free may go on), under mu */
+    struct rt_pt *next; /* the workers' queue */
     pthread_mutex_t mu;
     pthread_cond_t cond;
     bool headers_done; /* status and headers known (first body byte or the end) */
@@ -50,7 +67,16 @@ typedef struct pt {
     curl_off_t last_dl, last_ul;
     struct timespec last_activity;
     bool stalled;
-} pt;
+    /* a streamed body (rt_passthrough_open), under mu: the ring between the connection's thread
+     * (rt_passthrough_feed) and libcurl's read callback (on_read) */
+    bool streamed;
+    char *ring;
+    size_t cap, head, len;
+    size_t charged;   /* of the router's memory budget, for the ring */
+    bool in_eof;      /* the client's body ended */
+    bool in_abort;    /* the request went away or was refused: the upload fails */
+};
+typedef struct rt_pt pt;
 
 static void mark_headers(pt *p)
 {
@@ -144,9 +170,34 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
     return 0;
 }
 
-static void *pt_main(void *arg)
+/* libcurl's read callback of a streamed body: the ring's bytes as they come, 0 at the body's
+ * end, an abort when the request went away. Waiting for the client is not the server stalling:
+ * the stall clock (on_progress) starts again when bytes come. */
+static size_t on_read(char *buf, size_t size, size_t n, void *arg)
 {
     pt *p = arg;
+    size_t max = size * n;
+    pthread_mutex_lock(&p->mu);
+    while (!p->len && !p->in_eof && !p->in_abort)
+        pthread_cond_wait(&p->cond, &p->mu);
+    if (p->in_abort) {
+        pthread_mutex_unlock(&p->mu);
+        return CURL_READFUNC_ABORT;
+    }
+    size_t k = p->len < max ? p->len : max;
+    size_t first = p->cap - p->head < k ? p->cap - p->head : k;
+    memcpy(buf, p->ring + p->head, first);
+    memcpy(buf + first, p->ring, k - first);
+    p->head = (p->head + k) % p->cap;
+    p->len -= k;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mu);
+    clock_gettime(CLOCK_MONOTONIC, &p->last_activity);
+    return k;
+}
+
+static void pt_main(pt *p)
+{
     p->result = curl_easy_perform(p->curl);
     mark_headers(p);
     pthread_mutex_lock(&p->mu);
@@ -154,8 +205,86 @@ static void *pt_main(void *arg)
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->mu);
     close(p->pipe_wr);
+    pthread_mutex_lock(&p->mu);
     p->pipe_wr = -1;
+    p->released = true; /* the last touch: pt_free may free p from here */
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mu);
+}
+
+#define PT_WORKER_IDLE_S 30
+
+/* A worker: runs queued transfers; leaves after PT_WORKER_IDLE_S without one, or at stop. */
+static void *pt_worker(void *arg)
+{
+    ferry_router *r = arg;
+    pthread_mutex_lock(&r->pt_work_mu);
+    for (;;) {
+        if (!r->pt_work_head && !r->pt_work_stop) {
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_sec += PT_WORKER_IDLE_S;
+            r->pt_idle++;
+            int rc = 0;
+            while (!r->pt_work_head && !r->pt_work_stop && rc != ETIMEDOUT)
+                rc = pthread_cond_timedwait(&r->pt_work_cond, &r->pt_work_mu, &dl);
+            r->pt_idle--;
+        }
+        pt *p = r->pt_work_head;
+        if (!p)
+            break; /* idle too long, or the router stops */
+        r->pt_work_head = p->next;
+        if (!r->pt_work_head)
+            r->pt_work_tail = NULL;
+        r->pt_work_queued--;
+        pthread_mutex_unlock(&r->pt_work_mu);
+        pt_main(p);
+        pthread_mutex_lock(&r->pt_work_mu);
+    }
+    r->pt_workers--;
+    pthread_cond_broadcast(&r->pt_work_cond);
+    pthread_mutex_unlock(&r->pt_work_mu);
     return NULL;
+}
+
+/* Queues p for a worker: an idle one, or a new one when every worker is busy. false when no
+ * thread could be started and none is left to run it. */
+static bool pt_submit(pt *p)
+{
+    ferry_router *r = p->r;
+    bool ok = true;
+    pthread_mutex_lock(&r->pt_work_mu);
+    if (r->pt_work_tail)
+        r->pt_work_tail->next = p;
+    else
+        r->pt_work_head = p;
+    r->pt_work_tail = p;
+    r->pt_work_queued++;
+    if (r->pt_idle >= r->pt_work_queued) {
+        pthread_cond_signal(&r->pt_work_cond);
+    } else {
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, pt_worker, r) == 0) {
+            r->pt_workers++;
+        } else if (!r->pt_workers) {
+            /* nobody will take it: unqueue (it is the last one: no worker takes any) */
+            pt **q = &r->pt_work_head;
+            while (*q != p)
+                q = &(*q)->next;
+            *q = p->next;
+            r->pt_work_tail = NULL;
+            for (pt *t = r->pt_work_head; t; t = t->next)
+                r->pt_work_tail = t;
+            r->pt_work_queued--;
+            ok = false;
+        }
+        pthread_attr_destroy(&at);
+    }
+    pthread_mutex_unlock(&r->pt_work_mu);
+    return ok;
 }
 
 /* A handle for a transfer: an idle one when there is (its connection to the passthrough server
@@ -188,6 +317,13 @@ static void pool_give(ferry_router *r, CURL *h)
 
 void rt_passthrough_pool_free(ferry_router *r)
 {
+    /* the workers (every transfer ended with its request, before this) */
+    pthread_mutex_lock(&r->pt_work_mu);
+    r->pt_work_stop = true;
+    pthread_cond_broadcast(&r->pt_work_cond);
+    while (r->pt_workers)
+        pthread_cond_wait(&r->pt_work_cond, &r->pt_work_mu);
+    pthread_mutex_unlock(&r->pt_work_mu);
     pthread_mutex_lock(&r->pt_pool_mu);
     for (size_t i = 0; i < r->pt_pool_n; i++)
         curl_easy_cleanup(r->pt_pool[i]);
@@ -198,10 +334,19 @@ void rt_passthrough_pool_free(ferry_router *r)
 static void pt_free(void *arg)
 {
     pt *p = arg;
+    pthread_mutex_lock(&p->mu);
+    if (!p->in_eof)
+        p->in_abort = true; /* a body not complete must not look complete upstream */
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mu);
     if (p->pipe_rd >= 0)
         close(p->pipe_rd); /* a transfer still writing fails and stops */
-    if (p->th_started)
-        pthread_join(p->th, NULL);
+    if (p->th_started) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->released)
+            pthread_cond_wait(&p->cond, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
     if (p->pipe_wr >= 0)
         close(p->pipe_wr);
     /* only a handle whose transfer ended well goes back (a failed one may hold a connection
@@ -213,6 +358,8 @@ static void pt_free(void *arg)
     curl_slist_free_all(p->req_headers);
     ferry_buf_free(&p->url);
     free((void *)p->body);
+    free(p->ring);
+    rt_mem_release(p->r, p->charged);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cond);
     free(p);
@@ -262,20 +409,22 @@ static int add_arg(void *cls, const char *name, const char *value)
     return 0;
 }
 
-void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size_t len)
+/* A transfer for the request with everything but its body: URL, headers, credentials, the
+ * answer's callbacks and the stall clock. NULL after answering the request itself. */
+static pt *pt_setup(ferry_router *r, ferry_http_req *req)
 {
     if (!r->passthrough[0]) {
         rt_respond_error(req, "NOT_IMPLEMENTED",
                          "ferry router: this statement is not an INSERT into a managed table and "
                          "no [router] passthrough server is configured");
-        return;
+        return NULL;
     }
     pt *p = calloc(1, sizeof *p);
     int fds[2] = {-1, -1};
     if (!p || pipe(fds) != 0) {
         free(p);
         rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of resources");
-        return;
+        return NULL;
     }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cond, NULL);
@@ -283,13 +432,6 @@ void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size
     p->pipe_wr = fds[1];
     p->r = r;
     p->curl = pool_take(r);
-    if (len) {
-        void *copy = malloc(len);
-        if (copy)
-            memcpy(copy, body, len);
-        p->body = copy;
-        p->body_len = copy ? len : 0;
-    }
     const char *method = ferry_http_method(req);
     p->is_get = !strcmp(method, "GET");
     const char *base = r->passthrough;
@@ -334,19 +476,28 @@ void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size
         curl_easy_setopt(p->curl, CURLOPT_XFERINFODATA, p);
         curl_easy_setopt(p->curl, CURLOPT_NOPROGRESS, 0L);
     }
-    if (!p->is_get) {
-        curl_easy_setopt(p->curl, CURLOPT_POST, 1L);
-        curl_easy_setopt(p->curl, CURLOPT_POSTFIELDS, p->body ? (const char *)p->body : "");
-        curl_easy_setopt(p->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->body_len);
-        if (strcmp(method, "POST"))
-            curl_easy_setopt(p->curl, CURLOPT_CUSTOMREQUEST, method);
-    }
-    p->th_started = pthread_create(&p->th, NULL, pt_main, p) == 0;
-    if (!p->th_started) {
-        pt_free(p);
-        rt_respond_error(req, "CANNOT_SCHEDULE_TASK", "ferry router: cannot start a thread");
-        return;
-    }
+    if (!p->is_get && strcmp(method, "POST"))
+        curl_easy_setopt(p->curl, CURLOPT_CUSTOMREQUEST, method);
+    return p;
+}
+
+/* Starts the transfer's thread; false after answering the request (p freed). */
+static bool pt_start(pt *p, ferry_http_req *req)
+{
+    p->th_started = pt_submit(p);
+    if (p->th_started)
+        return true;
+    pt_free(p);
+    rt_respond_error(req, "CANNOT_SCHEDULE_TASK", "ferry router: cannot start a thread");
+    return false;
+}
+
+/* Waits for the server's status and headers and answers the request with them, the body
+ * streamed from the pipe (p owned by the answer from here), or the error of a server that
+ * could not be reached or stalled (p freed). */
+static void pt_answer(pt *p, ferry_http_req *req)
+{
+    ferry_router *r = p->r;
     pthread_mutex_lock(&p->mu);
     while (!p->headers_done)
         pthread_cond_wait(&p->cond, &p->mu);
@@ -375,4 +526,134 @@ void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size
         ferry_http_add_header(req, p->hdr_names[i], p->hdr_values[i]);
     ferry_http_respond_stream(req, (unsigned)(p->status ? p->status : 502),
                               p->content_type[0] ? p->content_type : NULL, pt_read, p, pt_free);
+}
+
+void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size_t len)
+{
+    pt *p = pt_setup(r, req);
+    if (!p)
+        return;
+    if (len) {
+        void *copy = malloc(len);
+        if (!copy) {
+            pt_free(p);
+            rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
+            return;
+        }
+        memcpy(copy, body, len);
+        p->body = copy;
+        p->body_len = len;
+    }
+    if (!p->is_get) {
+        curl_easy_setopt(p->curl, CURLOPT_POST, 1L);
+        curl_easy_setopt(p->curl, CURLOPT_POSTFIELDS, p->body ? (const char *)p->body : "");
+        curl_easy_setopt(p->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->body_len);
+    }
+    if (pt_start(p, req))
+        pt_answer(p, req);
+}
+
+rt_pt *rt_passthrough_open(ferry_router *r, ferry_http_req *req)
+{
+    pt *p = pt_setup(r, req);
+    if (!p)
+        return NULL;
+    size_t cap = r->stream_buffer_bytes;
+    if (!rt_mem_reserve(r, cap)) {
+        pt_free(p);
+        rt_metrics_refused(r, RT_REFUSED_MEMORY);
+        rt_respond_error(req, "MEMORY_LIMIT_EXCEEDED",
+                         "ferry router: the requests in progress hold the router's [router] "
+                         "memory_budget (%zu bytes); retry later",
+                         r->memory_budget);
+        return NULL;
+    }
+    p->charged = cap;
+    p->streamed = true;
+    if (!(p->ring = malloc(cap))) {
+        pt_free(p);
+        rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
+        return NULL;
+    }
+    p->cap = cap;
+    /* the client's length when it gave one (the body forwarded is exactly its body), else
+     * chunked */
+    curl_off_t size = -1;
+    const char *cl = ferry_http_header(req, "Content-Length");
+    if (cl && *cl) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (!errno && end && !*end)
+            size = (curl_off_t)v;
+    }
+    curl_easy_setopt(p->curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(p->curl, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(p->curl, CURLOPT_READDATA, p);
+    curl_easy_setopt(p->curl, CURLOPT_POSTFIELDSIZE_LARGE, size);
+    if (size < 0)
+        p->req_headers = curl_slist_append(p->req_headers, "Transfer-Encoding: chunked");
+    curl_easy_setopt(p->curl, CURLOPT_HTTPHEADER, p->req_headers);
+    if (!pt_start(p, req))
+        return NULL;
+    return p;
+}
+
+int rt_passthrough_feed(rt_pt *p, const char *data, size_t len)
+{
+    int rc = 0;
+    pthread_mutex_lock(&p->mu);
+    while (len) {
+        if (p->finished || p->in_abort) {
+            rc = 1; /* the server answered already (an error): the rest is not needed */
+            break;
+        }
+        size_t room = p->cap - p->len;
+        if (!room) {
+            if (!p->timeout_s) {
+                pthread_cond_wait(&p->cond, &p->mu);
+                continue;
+            }
+            /* the server taking nothing for passthrough_timeout is a stall, as on_progress
+             * sees it (which libcurl does not call while it waits for room to send) */
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_sec += p->timeout_s;
+            if (pthread_cond_timedwait(&p->cond, &p->mu, &dl) == ETIMEDOUT &&
+                p->len == p->cap && !p->finished) {
+                p->in_abort = true;
+                p->stalled = true;
+                pthread_cond_broadcast(&p->cond);
+                rc = -1;
+                break;
+            }
+            continue;
+        }
+        size_t k = len < room ? len : room;
+        size_t tail = (p->head + p->len) % p->cap;
+        size_t first = p->cap - tail < k ? p->cap - tail : k;
+        memcpy(p->ring + tail, data, first);
+        memcpy(p->ring, data + first, k - first);
+        p->len += k;
+        data += k;
+        len -= k;
+        pthread_cond_broadcast(&p->cond);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+void rt_passthrough_finish(rt_pt *p, ferry_http_req *req)
+{
+    pthread_mutex_lock(&p->mu);
+    p->in_eof = true;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mu);
+    pt_answer(p, req);
+}
+
+void rt_passthrough_abort(rt_pt *p)
+{
+    if (p)
+        pt_free(p);
 }

@@ -52,12 +52,21 @@ typedef struct rt_pending rt_pending; /* slices awaiting a client's retry (pendi
 
 /* What the router did since it started, for GET /metrics (metrics.c). */
 enum rt_kind { RT_KIND_INSERT, RT_KIND_READ, RT_KIND_PASSTHROUGH, RT_KINDS };
+/* Requests the router itself refused, by why (the HTTP server's own bounds are counted by it:
+ * ferry_httpd_metrics). */
+enum rt_refusal {
+    RT_REFUSED_AUTH,   /* AUTHENTICATION_FAILED: credentials or the cluster token */
+    RT_REFUSED_LIMIT,  /* a user's rate or concurrency limit (limits.c) */
+    RT_REFUSED_MEMORY, /* MEMORY_LIMIT_EXCEEDED: the memory budget (budget.c) */
+    RT_REFUSALS
+};
 typedef struct rt_metrics {
     pthread_mutex_t mu;
     uint64_t requests[RT_KINDS][2]; /* [kind][0 ok, 1 error] */
     ferry_histogram seconds[RT_KINDS];
     uint64_t *rows_by_slot;          /* RT_SHARDS_MAX entries: rows written per shard slot */
     uint64_t *bytes_by_slot;         /* RT_SHARDS_MAX entries: their body bytes */
+    _Atomic uint64_t refused[RT_REFUSALS];
 } rt_metrics;
 
 /* A routing table snapshot: immutable once published, shared by reference. A tenant's routes
@@ -217,6 +226,14 @@ struct ferry_router {
     pthread_mutex_t pt_pool_mu;
     void *pt_pool[32];
     size_t pt_pool_n;
+    /* the threads that run passthrough transfers, kept between them (passthrough.c), under
+     * pt_work_mu: transfers waiting for one, threads in all and idle */
+    pthread_mutex_t pt_work_mu;
+    pthread_cond_t pt_work_cond;
+    struct rt_pt *pt_work_head, *pt_work_tail;
+    size_t pt_work_queued;
+    unsigned pt_workers, pt_idle;
+    bool pt_work_stop;
 };
 
 /* ---- routing (routing.c) ---- */
@@ -446,6 +463,23 @@ void rt_partial_on_complete(ferry_http_req *req, void *ctx);
 /* Frees the passthrough's idle handles (at stop, after the HTTP server). */
 void rt_passthrough_pool_free(ferry_router *r);
 void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size_t len);
+/* A passthrough whose body streams to the server as it arrives (an INSERT that is not routed,
+ * the client's external data): memory per request is [router] stream_buffer_bytes (charged to
+ * the memory budget), whatever the body's size.
+ *   open    starts the transfer; NULL after answering the request itself (no server
+ *           configured, the budget, resources).
+ *   feed    hands on a piece of the body, waiting while the ring is full: 0, 1 when the server
+ *           has answered already (the rest of the body is not needed: drop it), -1 when the
+ *           server took nothing for [router] passthrough_timeout (the transfer is aborted;
+ *           answer TIMEOUT_EXCEEDED).
+ *   finish  the body ended: answers the request with the server's answer (streamed); takes p.
+ *   abort   the request went away or was refused: the upload fails (the server never sees a
+ *           complete-looking body); frees p. NULL is fine. */
+typedef struct rt_pt rt_pt;
+rt_pt *rt_passthrough_open(ferry_router *r, ferry_http_req *req);
+int rt_passthrough_feed(rt_pt *p, const char *data, size_t len);
+void rt_passthrough_finish(rt_pt *p, ferry_http_req *req);
+void rt_passthrough_abort(rt_pt *p);
 /* Whether a URL parameter carries the client's credentials (never forwarded). */
 bool rt_credential_param(const char *name);
 
@@ -501,6 +535,8 @@ int rt_metrics_init(ferry_router *r);
 void rt_metrics_free(ferry_router *r);
 /* One finished request: its kind, its answer's status, how long it took. */
 void rt_metrics_request(ferry_router *r, enum rt_kind kind, unsigned status, double seconds);
+/* One request the router refused. */
+void rt_metrics_refused(ferry_router *r, enum rt_refusal why);
 /* GET /metrics */
 void rt_on_metrics(ferry_http_req *req, void *ctx);
 /* The read path's part of the metrics (select.c): failovers, queries and errors per shard. */

@@ -87,6 +87,8 @@ static void *stream_main(void *arg)
     free(s->cx.pubs);
     s->cx.pubs = NULL;
     s->cx.n_pubs = 0;
+    /* the buffered results are gone with the run */
+    rt_mem_release(s->r, atomic_exchange(&s->mem_charged, 0));
     if (rc && s->started)
         FLOG_WARN("msg=\"router: a routed query failed after its answer began\" err=\"%s\"",
                   s->fail.remote ? s->fail.st.message : s->fail.err.msg);
@@ -119,6 +121,7 @@ static void stream_free(void *arg)
     rd_cache_put(s->cx.cache);
     ferry_read_plan_free(&s->plan);
     ferry_buf_free(&s->small);
+    rt_mem_release(s->r, atomic_exchange(&s->mem_charged, 0));
     ferry_sql_analysis_free(&s->a);
     rt_deadline_end(s->r->limits, s->cx.deadline);
     free(s->params);
@@ -398,6 +401,7 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
     s->cx.r = r;
     s->cx.rd = rd;
     s->cx.o = &s->o;
+    s->cx.mem_charged = &s->mem_charged;
     bool explain = ferry_http_header(req, "X-Ferry-Explain") != NULL;
     if (who && who->user && who->user->rec.max_execution_ms && !explain)
         s->cx.deadline = rt_deadline_start(r->limits, who->user->rec.max_execution_ms);
@@ -447,9 +451,12 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
          * (no thread hand-offs) into memory. An answer beyond SMALL_ANSWER_MAX is run again,
          * streamed. */
         buf_sink b = {.b = &s->small, .max = SMALL_ANSWER_MAX};
+        rd_buf_sink_charge(&b, &s->cx);
         rc = rd_exec_plan(&s->cx, &s->plan, s->o.default_format, NULL, 0, rd_buf_sink_write, &b,
                           &s->fail);
-        if (rc)
+        if (rc && b.mem_over)
+            rd_fail_budget(&s->cx, &s->fail);
+        else if (rc)
             deadline_fail(&s->cx, &s->fail);
         if (!rc || !b.over) {
             if (!rc) {
@@ -466,6 +473,7 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
             return true;
         }
         memset(&s->fail, 0, sizeof s->fail);
+        rd_mem_uncharge(&s->cx, s->small.len);
         ferry_buf_free(&s->small);
     }
     if (failed) {

@@ -143,6 +143,9 @@ typedef struct rd_ctx {
     /* the user's max_execution_time (limits.c): every server query carries the deadline's tag
      * in its query id and text, so it can be cancelled on every shard; NULL: no limit */
     rt_deadline *deadline;
+    /* the bytes of this request's buffered results (partials, GLOBAL subqueries, the fast
+     * path's answer) charged to the router's memory budget (budget.c); NULL: not charged */
+    _Atomic size_t *mem_charged;
 } rd_ctx;
 
 /* Per-server targets for the planner, built from the pick. Normal: n_servers targets, each
@@ -157,12 +160,17 @@ typedef struct rd_targets {
     ferry_sql_target *t;
 } rd_targets;
 
-/* A sink collecting into a bounded buffer. */
+/* A sink collecting into a bounded buffer. With r and charged set (rd_buf_sink_charge), every
+ * byte is first charged to the router's memory budget; past it the sink fails with mem_over
+ * (the query gets MEMORY_LIMIT_EXCEEDED: rd_fail_budget). */
 typedef struct buf_sink {
     ferry_buf *b;
     uint64_t max;
     atomic_uint_fast64_t *shared_total; /* across the partials of one plan, or NULL */
     bool over;
+    ferry_router *r;
+    _Atomic size_t *charged; /* the request's counter (rd_ctx.mem_charged), or NULL */
+    bool mem_over;
 } buf_sink;
 
 typedef struct partial_job {
@@ -235,6 +243,7 @@ typedef struct rd_stream {
     bool th_started;
     pthread_mutex_t mu;
     pthread_cond_t cond;
+    _Atomic size_t mem_charged; /* cx.mem_charged points here; given back when the run ends */
     bool inflight; /* a read is registered in flight under cx.cache's version (rd_cache_get) */
     bool started;  /* the first byte of the answer is on its way: status 200 */
     bool finished;
@@ -273,6 +282,12 @@ void rd_targets_free(rd_targets *t);
 /* ---- select_merge.c: single and merged plans, GLOBAL subqueries, partial jobs ---- */
 void rd_advertise(rd_ctx *cx, char *out, size_t outsz);
 int rd_buf_sink_write(const void *data, size_t len, void *arg);
+/* Charges what s collects to cx's request (nothing when cx has no counter). */
+void rd_buf_sink_charge(buf_sink *s, const rd_ctx *cx);
+/* Gives back len bytes of cx's charge (a buffer dropped before the request ends). */
+void rd_mem_uncharge(const rd_ctx *cx, size_t len);
+/* MEMORY_LIMIT_EXCEEDED for a sink that hit the budget. */
+int rd_fail_budget(rd_ctx *cx, rd_fail *f);
 int rd_job_add(rd_ctx *cx, const ferry_read_plan *p, partial_job ***jobs, size_t *n,
                    size_t *cap, size_t server, int ref, const char *plain,
                    atomic_uint_fast64_t *total);

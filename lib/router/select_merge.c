@@ -93,7 +93,44 @@ int rd_buf_sink_write(const void *data, size_t len, void *arg)
         s->over = true;
         return FERRY_EINVAL;
     }
-    return ferry_buf_append(s->b, data, len) ? FERRY_ENOMEM : FERRY_OK;
+    if (s->charged) {
+        if (!rt_mem_reserve(s->r, len)) {
+            s->mem_over = true;
+            return FERRY_ENOMEM;
+        }
+        atomic_fetch_add(s->charged, len);
+    }
+    if (!ferry_buf_append(s->b, data, len))
+        return FERRY_OK;
+    if (s->charged) {
+        atomic_fetch_sub(s->charged, len);
+        rt_mem_release(s->r, len);
+    }
+    return FERRY_ENOMEM;
+}
+
+void rd_buf_sink_charge(buf_sink *s, const rd_ctx *cx)
+{
+    s->r = cx->r;
+    s->charged = cx->mem_charged;
+}
+
+void rd_mem_uncharge(const rd_ctx *cx, size_t len)
+{
+    if (!cx->mem_charged || !len)
+        return;
+    atomic_fetch_sub(cx->mem_charged, len);
+    rt_mem_release(cx->r, len);
+}
+
+int rd_fail_budget(rd_ctx *cx, rd_fail *f)
+{
+    rt_metrics_refused(cx->r, RT_REFUSED_MEMORY);
+    return rd_fail_set(f, FERRY_ENOMEM, "MEMORY_LIMIT_EXCEEDED",
+                       "the results the router holds for reads in progress (merged reads' "
+                       "partials, GLOBAL subqueries) and the bodies it reads whole reached its "
+                       "[router] memory_budget (%zu bytes); retry later or narrow the query",
+                       cx->r->memory_budget);
 }
 
 /* " SETTINGS a = v, ..." for the statement's settings (all, or only those servers may get). */
@@ -151,6 +188,7 @@ static int run_global(rd_ctx *cx, const char *sql, ferry_buf *out, rd_fail *f)
     snprintf(rows, sizeof rows, "%llu", (unsigned long long)cx->rd->global_max_rows);
     ferry_ch_setting lim[] = {{"max_result_rows", rows}, {"result_overflow_mode", "throw"}};
     buf_sink s = {.b = out, .max = cx->rd->global_max_bytes};
+    rd_buf_sink_charge(&s, cx);
     rd_ctx sub = *cx;
     sub.depth = cx->depth + 1;
     sub.plan_kind[0] = sub.shards[0] = '\0';
@@ -176,6 +214,8 @@ static int run_global(rd_ctx *cx, const char *sql, ferry_buf *out, rd_fail *f)
     cx->pubs = sub.pubs; /* what the subquery published lives as long as the request */
     cx->n_pubs = sub.n_pubs;
     ferry_sql_analysis_free(&a);
+    if (s.mem_over)
+        return rd_fail_budget(cx, f);
     if (s.over)
         return rd_fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
                            "the result of a GLOBAL IN / GLOBAL JOIN subquery is larger than [router] "
@@ -330,6 +370,7 @@ int rd_job_add(rd_ctx *cx, const ferry_read_plan *p, partial_job ***jobs, size_t
     j->plain = plain;
     j->sql = ferry_buf_detach(&b);
     j->sink = (buf_sink){.b = &j->out, .max = cx->rd->max_partial_bytes, .shared_total = total};
+    rd_buf_sink_charge(&j->sink, cx);
     (*jobs)[(*n)++] = j;
     return j->sql ? FERRY_OK : FERRY_ENOMEM;
 }
@@ -362,6 +403,9 @@ void rd_run_jobs(partial_job **jobs, size_t from, size_t n, void *(*fn)(void *))
  * Connection errors are left for rd_round_end's failover. */
 int rd_round_check(rd_ctx *cx, partial_job **jobs, size_t from, size_t n, rd_fail *f)
 {
+    for (size_t i = from; i < n; i++)
+        if (jobs[i]->sink.mem_over)
+            return rd_fail_budget(cx, f);
     for (size_t i = from; i < n; i++)
         if (jobs[i]->sink.over)
             return rd_fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
@@ -402,7 +446,7 @@ int rd_round_end(rd_ctx *cx, const ferry_read_plan *p, partial_job ***jobs, size
     bool any = false;
     for (size_t i = from; i < *n; i++) {
         partial_job *j = (*jobs)[i];
-        if (rd_conn_error(j->rc) && !j->sink.over) {
+        if (rd_conn_error(j->rc) && !j->sink.over && !j->sink.mem_over) {
             failed[j->server] = any = true;
             why[j->server] = &j->err;
         }
@@ -415,6 +459,7 @@ int rd_round_end(rd_ctx *cx, const ferry_read_plan *p, partial_job ***jobs, size
             continue;
         j->dropped = true;
         atomic_fetch_sub(total, j->out.len);
+        rd_mem_uncharge(cx, j->out.len);
         ferry_buf_free(&j->out);
     }
     for (size_t i = from; i < *n; i++)

@@ -261,7 +261,7 @@ static void *pipe_job_main(void *arg)
         if (k->server != j->server)
             continue;
         all = all && k->ended;
-        ok = ok && !k->rc && !k->sink.over;
+        ok = ok && !k->rc && !k->sink.over && !k->sink.mem_over;
     }
     for (size_t i = pr->from; all && ok && i < pr->n; i++) {
         partial_job *k = pr->jobs[i];

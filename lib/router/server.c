@@ -10,11 +10,14 @@
  *                rest is routed with the new table.
  *   select       SELECT-like statements reading managed tables: planned and run by the read
  *                path (select.c); any other SELECT passes through.
- *   passthrough  anything else, unchanged, to [router] passthrough.
+ *   passthrough  anything else, unchanged, to [router] passthrough: an INSERT's body (and a
+ *                multipart body) streams there as it arrives (pass_stream); any other
+ *                statement is read whole first, since the read path must see all of it.
  *
  * Memory per request is bounded: per shard, flush_bytes staged plus stream_buffer_bytes queued
- * (plus one row); the unparsed tail is at most one row; the request is refused beyond
- * max_request_bytes. */
+ * (plus one row); the unparsed tail is at most one row; a streamed passthrough body one ring of
+ * stream_buffer_bytes; a body read whole max_buffered_bytes; all of them together (with what
+ * reads buffer) the memory budget (budget.c); the request is refused beyond max_request_bytes. */
 #include "router_int.h"
 
 #include <jansson.h>
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,7 +41,7 @@
 
 /* ---- per-request state ---------------------------------------------------------------------- */
 
-enum req_mode { MODE_HEAD, MODE_INSERT, MODE_PASS, MODE_DONE };
+enum req_mode { MODE_HEAD, MODE_INSERT, MODE_PASS, MODE_STREAM, MODE_DONE };
 
 /* A body's statement must be classified within its first RT_HEAD_MAX bytes (ClickHouse's own
  * max_query_size is 256 KiB too). */
@@ -52,6 +56,9 @@ typedef struct req_state {
     ferry_rt_head scan; /* its classification so far (each byte looked at once) */
     size_t mem_held;    /* bytes of head and body reserved from the memory budget (budget.c) */
     ferry_buf body;     /* passthrough: the whole body */
+    enum ferry_rt_stmt kind_stmt; /* passthrough: what the statement is */
+    rt_pt *pt;          /* MODE_STREAM: the passthrough its body streams to */
+    bool pt_answered;   /* MODE_STREAM: the server answered before the body's end */
     size_t received;
     /* insert */
     ferry_rt_insert ins;
@@ -101,6 +108,7 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
     ferry_rt_head_free(&st->scan);
     rt_mem_release(st->r, st->mem_held);
     ferry_buf_free(&st->body);
+    rt_passthrough_abort(st->pt);
     ferry_buf_free(&st->carry);
     ferry_buf_free(&st->row_out);
     ferry_rt_insert_free(&st->ins);
@@ -559,6 +567,7 @@ static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t
     ferry_router *r = st->r;
     bool need_more = false;
     enum ferry_rt_stmt kind = ferry_rt_classify(sql, len, true, &st->ins, &need_more);
+    st->kind_stmt = kind;
     rt_table *t = NULL;
     if (kind == FERRY_RT_STMT_INSERT) {
         const char *db = st->ins.database[0] ? st->ins.database : ferry_http_arg(req, "database");
@@ -610,6 +619,19 @@ static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t
     }
 }
 
+/* The passthrough server took nothing of a streamed body for [router] passthrough_timeout. */
+static void stream_stalled(ferry_http_req *req, req_state *st)
+{
+    char redacted[FERRY_URL_MAX];
+    ferry_redact_url(st->r->passthrough, redacted, sizeof redacted);
+    rt_respond_error(req, "TIMEOUT_EXCEEDED",
+                     "ferry router: the passthrough server %s took none of the body for %u s "
+                     "([router] passthrough_timeout); the statement was cut off there",
+                     redacted, st->r->passthrough_timeout_s);
+    st->failed = true;
+    st->mode = MODE_DONE;
+}
+
 /* Appends a piece of a body the router reads whole (a statement's head, a passthrough or
  * SELECT body) within [router] max_buffered_bytes and the memory budget; answers and returns
  * false when it does not fit. */
@@ -624,6 +646,7 @@ static bool hold_append(ferry_http_req *req, req_state *st, ferry_buf *b, const 
                          "it is larger than [router] max_buffered_bytes (%zu bytes)",
                          r->max_buffered_bytes);
     } else if (!rt_mem_reserve(r, len)) {
+        rt_metrics_refused(r, RT_REFUSED_MEMORY);
         rt_respond_error(req, "MEMORY_LIMIT_EXCEEDED",
                          "ferry router: the requests in progress hold the router's [router] "
                          "memory_budget (%zu bytes); retry later",
@@ -637,6 +660,36 @@ static bool hold_append(ferry_http_req *req, req_state *st, ferry_buf *b, const 
     st->failed = true;
     st->mode = MODE_DONE;
     return false;
+}
+
+/* A passthrough whose statement is known and whose body is its data streams to the server
+ * (passthrough.c) instead of being read whole: an INSERT that is not routed (the refusal of one
+ * into a managed table came first) or the client's external data (a multipart body), from an
+ * admin (a bound user's passthrough is decided by the read path at the body's end). What was
+ * read so far (the statement's head) goes first. Other statements, or any request with
+ * X-Ferry-Explain (it is never run), stay MODE_PASS. */
+static void pass_stream(ferry_http_req *req, req_state *st)
+{
+    ferry_router *r = st->r;
+    const char *ct = ferry_http_header(req, "Content-Type");
+    bool data = st->kind_stmt == FERRY_RT_STMT_INSERT || st->kind_stmt == FERRY_RT_STMT_INSERT_OTHER ||
+                (ct && !strncasecmp(ct, "multipart/", 10));
+    if (st->mode != MODE_PASS || !data || !st->who || !st->who->admin || !r->passthrough[0] ||
+        ferry_http_header(req, "X-Ferry-Explain") || !strcmp(ferry_http_method(req), "GET"))
+        return;
+    if (!(st->pt = rt_passthrough_open(r, req))) {
+        st->mode = MODE_DONE; /* answered */
+        st->failed = true;
+        return;
+    }
+    st->mode = MODE_STREAM;
+    int rc = st->body.len ? rt_passthrough_feed(st->pt, st->body.data, st->body.len) : 0;
+    if (rc < 0)
+        stream_stalled(req, st);
+    st->pt_answered = rc > 0; /* the server answered already: the rest is dropped */
+    ferry_buf_free(&st->body);
+    rt_mem_release(r, st->mem_held); /* the ring is charged instead */
+    st->mem_held = 0;
 }
 
 /* The body's statement is classified (st->scan decided): an insert goes to dispatch with the
@@ -653,6 +706,7 @@ static void head_decided(ferry_http_req *req, req_state *st)
             /* dispatch copied only the data; a passthrough needs the statement too */
             ferry_buf_free(&st->body);
             st->body = h;
+            pass_stream(req, st);
             return;
         }
         ferry_buf_free(&h);
@@ -667,8 +721,10 @@ static void head_decided(ferry_http_req *req, req_state *st)
             return;
         }
     }
+    st->kind_stmt = st->scan.kind;
     st->mode = MODE_PASS;
     st->body = h;
+    pass_stream(req, st);
 }
 
 /* ---- HTTP callbacks ------------------------------------------------------------------------- */
@@ -730,6 +786,7 @@ static void on_headers(ferry_http_req *req, void *ctx)
     if (q) {
         st->query_in_url = true;
         dispatch(req, st, q, strlen(q), NULL, 0);
+        pass_stream(req, st);
     } else {
         st->mode = MODE_HEAD;
     }
@@ -750,6 +807,12 @@ static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
                         "the request is larger than [router] max_request_bytes (%zu bytes); "
                         "the rows after byte %zu were not written",
                         r->max_request_bytes, r->max_request_bytes);
+        else if (st->mode == MODE_STREAM)
+            rt_respond_error(req, "QUERY_IS_TOO_LARGE",
+                             "ferry router: the request is larger than [router] "
+                             "max_request_bytes (%zu bytes); its body was cut off at the "
+                             "passthrough server (blocks that server inserted before may stay)",
+                             r->max_request_bytes);
         else
             rt_respond_error(req, "QUERY_IS_TOO_LARGE",
                              "ferry router: the request is larger than [router] "
@@ -773,6 +836,13 @@ static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
     }
     if (st->mode == MODE_PASS) {
         (void)hold_append(req, st, &st->body, data, len);
+        return 0;
+    }
+    if (st->mode == MODE_STREAM) {
+        int rc = st->pt_answered ? 1 : rt_passthrough_feed(st->pt, data, len);
+        if (rc < 0)
+            stream_stalled(req, st);
+        st->pt_answered = rc > 0; /* the rest is read and dropped; the answer is the server's */
         return 0;
     }
     /* MODE_HEAD: the statement is at the start of the body. */
@@ -872,6 +942,12 @@ static void on_complete(ferry_http_req *req, void *ctx)
         head_decided(req, st);
         if (ferry_http_responded(req))
             return;
+    }
+    if (st->mode == MODE_STREAM) {
+        rt_pt *p = st->pt;
+        st->pt = NULL;
+        rt_passthrough_finish(p, req);
+        return;
     }
     if (st->mode == MODE_PASS) {
         /* SELECT-like statements over managed tables take the read path (select.c); it also
@@ -1048,6 +1124,8 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     pthread_mutex_init(&r->quorum_mu, NULL);
     pthread_mutex_init(&r->reload_mu, NULL);
     pthread_mutex_init(&r->pt_pool_mu, NULL);
+    pthread_mutex_init(&r->pt_work_mu, NULL);
+    pthread_cond_init(&r->pt_work_cond, NULL);
     pthread_cond_init(&r->cond, NULL);
     ferry_config *cfg = &r->cfg;
     ferry_record_list tables = {0};
@@ -1150,6 +1228,8 @@ void ferry_router_stop(ferry_router *r)
     pthread_mutex_destroy(&r->check_mu);
     pthread_mutex_destroy(&r->reload_mu);
     pthread_mutex_destroy(&r->pt_pool_mu);
+    pthread_mutex_destroy(&r->pt_work_mu);
+    pthread_cond_destroy(&r->pt_work_cond);
     pthread_cond_destroy(&r->cond);
     free(r);
 }

@@ -63,6 +63,8 @@ void rt_on_status(ferry_http_req *req, void *ctx)
     }
     ferry_buf_putc(&body, '}');
     rt_reads_status(r, &body);
+    ferry_buf_printf(&body, ",\"memory_budget\":{\"bytes\":%zu,\"used\":%zu}", r->memory_budget,
+                     atomic_load(&r->mem_used));
     ferry_buf_printf(&body, ",\"auth\":\"%s\"", r->auth == RT_AUTH_NONE ? "none" : "catalog");
     rt_limits_status(r->limits, &body);
     ferry_buf_putc(&body, '}');

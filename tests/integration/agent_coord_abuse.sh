@@ -157,9 +157,15 @@ for name in router agent coordinator; do
     echo "$name RSS: start ${RSS0[$name]} KiB, peak $peak KiB (bound $limit KiB)"
 done
 ok "router, agent and coordinator alive and serving; RSS within start + 150 MiB"
-for s in "router $R_URL" "coordinator $C_URL"; do
+# two requests to the agent without its token
+for _ in 1 2; do
+    assert_eq 401 "$(curl -s -o /dev/null -w '%{http_code}' "$A_URL/agent/v1/status")" "agent without its token"
+done
+for s in "router $R_URL/metrics" "agent $A_URL/agent/v1/metrics" "coordinator $C_URL/metrics"; do
     read -r name url <<<"$s"
-    m=$(curl -sf --max-time 30 "$url/metrics") || fail "$name /metrics"
+    hdr=()
+    [ "$name" != agent ] || hdr=(-H "Authorization: Bearer abuse-token-0123456789abcdef")
+    m=$(curl -sf --max-time 30 "${hdr[@]}" "$url") || fail "$name /metrics"
     val() { awk -v k="ferry_${name}_http_refused_total{reason=\"$1\"}" '$1 == k {print $2}' <<<"$m"; }
     # the router answers an oversized body itself (ClickHouse's QUERY_IS_TOO_LARGE): not counted
     reasons="header_timeout max_connections_per_address"
@@ -171,9 +177,13 @@ for s in "router $R_URL" "coordinator $C_URL"; do
     if command -v promtool >/dev/null; then
         promtool check metrics <<<"$m" >/dev/null 2>&1 || fail "$name /metrics: promtool: $(promtool check metrics <<<"$m" 2>&1 | head -3)"
     fi
-    echo "$name refused: $(grep "^ferry_${name}_http_refused_total" <<<"$m" | tr '\n' ' ')"
+    if [ "$name" = agent ]; then
+        na=$(awk '$1 == "ferry_agent_refused_total{reason=\"authentication\"}" {print $2}' <<<"$m")
+        [ "${na:-0}" -ge 2 ] 2>/dev/null || fail "agent /metrics: requests without the token: '$na'"
+    fi
+    echo "$name refused: $(grep "^ferry_${name}_http_refused_total\|^ferry_${name}_refused_total" <<<"$m" | tr '\n' ' ')"
 done
-ok "router and coordinator /metrics count what their bounds refused, by bound"
+ok "router, agent and coordinator /metrics count what their bounds refused, by bound (the agent also requests without its token)"
 stop_router "$R_PID"
 stop_pid "$A_PID" agent
 stop_pid "$C_PID" coordinator

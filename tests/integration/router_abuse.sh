@@ -66,7 +66,13 @@ BUD=$($ABUSE budget "$R" "$R_PID" 12 921600)
 echo "budget: $BUD"
 [ "$(jq .memory_limit_exceeded <<<"$BUD")" -ge 2 ] ||
     fail "12 bodies of 900 KiB held at once under an 8 MiB budget: none refused: $BUD"
-ok "12 bodies of 900 KiB at once, 8 MiB budget: $(jq .memory_limit_exceeded <<<"$BUD") answered MEMORY_LIMIT_EXCEEDED"
+# the budget filled, and never past it
+[ "$(jq .budget_used_held <<<"$BUD")" -ge $((6 << 20)) ] && [ "$(jq .budget_used_held <<<"$BUD")" -le $((8 << 20)) ] ||
+    fail "the budget held $(jq .budget_used_held <<<"$BUD") bytes with 12 bodies of 900 KiB (8 MiB budget)"
+nmem=$(curl -sf "$R/metrics" | awk '$1 == "ferry_router_refused_total{reason=\"memory_budget\"}" {print $2}')
+[ "${nmem:-0}" -ge "$(jq .memory_limit_exceeded <<<"$BUD")" ] 2>/dev/null ||
+    fail "/metrics counted $nmem refusals by the memory budget, $(jq .memory_limit_exceeded <<<"$BUD") answered"
+ok "12 bodies of 900 KiB at once, 8 MiB budget: $(jq .memory_limit_exceeded <<<"$BUD") answered MEMORY_LIMIT_EXCEEDED, counted in /metrics"
 
 # ---- a 64 KiB header, a deeply nested query, a 64 KiB INSERT head ----
 HDR=$($ABUSE header "$R" "$R_PID")

@@ -420,6 +420,9 @@ curl -sSf -H "Authorization: Bearer $TOKEN" "$R/metrics" >"$T/metrics.prom" ||
     fail "metrics with the token as a bearer token (as Prometheus sends it)"
 grep -q '^ferry_router_requests_total' "$T/metrics.prom" ||
     fail "metrics with the bearer token lack the request counts: $(head -5 "$T/metrics.prom")"
+# the wrong passwords and the wrong token above were counted as refused
+nauth=$(awk '$1 == "ferry_router_refused_total{reason=\"authentication\"}" {print $2}' "$T/metrics.prom")
+[ "${nauth:-0}" -ge 3 ] 2>/dev/null || fail "authentication failures counted: '$nauth'"
 expect_exit 0 curl -sS -w '\n%{http_code}' "$R/ferry/partial/0123456789abcdef0123456789abcdef?sig=00"
 assert_contains "$OUT" "Code: 516" "a partial with a wrong signature and no credentials"
 ok "statements on other tables pass through for admins (as the router's identity) and for listed tables; /ferry/router, /metrics and /ferry/partial need an admin, the token (or a bearer token) or the partial's signature"

@@ -7,7 +7,9 @@ a sampler reads the router's VmRSS from /proc every 50 ms.
   slow URL PID SECONDS             400 slow sockets trickling header bytes (300 from 127.0.1.1-10,
                                    100 from 127.0.0.1) while the normal client runs
   big URL PID                      bodies over the limits: passthrough, insert
-  budget URL PID N BYTES           N bodies of BYTES each held half-sent at once, then finished
+  budget URL PID N BYTES           N bodies of BYTES each 9/10 sent and held at once until the
+                                   router has read what it will (its budget's use, from
+                                   /ferry/router, stops growing), then finished
   header URL PID                   a 64 KiB header
   nested URL PID DEPTH             a query of subqueries nested DEPTH deep
   head URL PID                     a 64 KiB INSERT head of "a,\\n" lines
@@ -118,6 +120,7 @@ def cmd_budget(url, pid, n, size):
     h, p = hostport(url)
     results = [None] * n
     half = threading.Barrier(n + 1)
+    go = threading.Event()  # the second parts: once the router holds the first ones
 
     def holder(i):
         body = b"SELECT 1 FORMAT TSV\n-- " + b"y" * (size - 23)
@@ -134,6 +137,7 @@ def cmd_budget(url, pid, n, size):
             half.wait()
             return
         half.wait()
+        go.wait(30)
         try:
             c.send(body[cut:])
             r = c.getresponse()
@@ -147,8 +151,23 @@ def cmd_budget(url, pid, n, size):
     for t in ts:
         t.start()
     half.wait()
-    time.sleep(0.5)
+    # the bodies' first parts may still sit in socket buffers: wait until the router has read
+    # what it will (its budget's use stops growing), so the second parts all come on top of
+    # them (on a loaded machine a fixed pause was not always enough)
+    used, stable_since, t_end = -1, time.monotonic(), time.monotonic() + 15
+    while time.monotonic() < t_end and time.monotonic() - stable_since < 1.0:
+        try:
+            c = http.client.HTTPConnection(h, p, timeout=5, source_address=("127.0.0.3", 0))
+            c.request("GET", "/ferry/router")
+            now = json.loads(c.getresponse().read()).get("memory_budget", {}).get("used", 0)
+            c.close()
+        except (OSError, ValueError, http.client.HTTPException):
+            now = used
+        if now != used:
+            used, stable_since = now, time.monotonic()
+        time.sleep(0.1)
     rss_held = rss_kib(int(pid))
+    go.set()
     for t in ts:
         t.join()
     sampler.stop = True
@@ -157,6 +176,7 @@ def cmd_budget(url, pid, n, size):
         codes[str(r[0])] = codes.get(str(r[0]), 0) + 1
     over = sum(1 for r in results if "MEMORY_LIMIT_EXCEEDED" in r[1])
     return dict(statuses=codes, memory_limit_exceeded=over, rss_held_kib=rss_held,
+                budget_used_held=used,
                 rss_max_kib=sampler.peak(), sample=[r[1][-200:] for r in results[:2]])
 
 
