@@ -2,8 +2,9 @@
  * active shards as the new cluster; the slices with one replica and rf 1 go through placement's
  * own ferry_rebalance and ferry_plan_build (rebalance_plan.c, the same steps `ferry plan` runs),
  * every other slice through the replica steps below with placement's zone rule. Reads the
- * catalog through the compact view (catalog_view.c) and looks everything up by index or binary
- * search: its cost grows as slices x log(slices), whatever the cluster's size. */
+ * catalog through the compact view (catalog_view.c, on the catalog's compact scans) and looks
+ * everything up by index or binary search: its cost grows as slices x log(slices), whatever the
+ * cluster's size. */
 #include "ferry/move.h"
 
 #include <stdio.h>
@@ -145,7 +146,9 @@ static int plan_slice(const ferry_settings *st, const ferry_record_list *shards,
     return rc;
 }
 
-int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err)
+/* The plan from the view mv_view_read gives, or (records) from the reference reader. */
+static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *out,
+                        ferry_err *err)
 {
     memset(out, 0, sizeof *out);
     ferry_record settings;
@@ -167,7 +170,7 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
     if (!rc)
         rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
     if (!rc)
-        rc = mv_view_read(cat, &view, err);
+        rc = records ? mv_view_read_records(cat, &view, err) : mv_view_read(cat, &view, err);
     if (rc)
         goto out;
     size_t nv = view.n_slices;
@@ -305,6 +308,16 @@ out:
     if (rc)
         ferry_rebalance_plan_free(out);
     return rc;
+}
+
+int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err)
+{
+    return plan_compute(cat, false, out, err);
+}
+
+int mv_plan_compute_records(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err)
+{
+    return plan_compute(cat, true, out, err);
 }
 
 void ferry_rebalance_plan_free(ferry_rebalance_plan *p)
