@@ -93,6 +93,7 @@ static bool flat_num(const flat_val *v, uint64_t max, uint64_t *dst)
 
 typedef struct cursor {
     ferry_catalog *c;
+    sqlite3 *db;       /* SQLite: the scan's own connection */
     const char *dir;   /* "slices" */
     int depth;         /* key segments below dir */
     bool numeric_name; /* the last segment orders as a number (splits) */
@@ -155,20 +156,44 @@ static int item_cmp(const void *x, const void *y)
 
 static int cursor_fail(cursor *k, ferry_err *err)
 {
-    sqlite3 *db = cat_sqlite_handle(k->c);
+    sqlite3 *db = k->db;
     return ferry_err_set(err, sqlite3_errcode(db) == SQLITE_BUSY ? FERRY_ETIMEOUT : FERRY_EIO,
                          "catalog: listing %s: %s", k->dir, sqlite3_errmsg(db));
 }
 
-static int cursor_open(ferry_catalog *c, const char *dir, int depth, bool numeric_name,
-                       bool sorted, cursor *k, ferry_err *err)
+/* A connection of the scan's own to the catalog's SQLite file, read-only and without the
+ * per-call mutex of the catalog's shared connection (which every sqlite3_column_* call takes:
+ * tens of millions of times for a million slices); NULL when c is not SQLite or the file cannot
+ * be opened so (the shared connection is used then). The caller closes it. */
+static sqlite3 *scan_db(ferry_catalog *c)
+{
+    sqlite3 *shared = cat_sqlite_handle(c), *db = NULL;
+    const char *file = shared ? sqlite3_db_filename(shared, "main") : NULL;
+    if (!file || !*file)
+        return NULL;
+    if (sqlite3_open_v2(file, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
+        sqlite3_close(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 10000);
+    /* pages read in place from the file's mapping, not copied by a read() each */
+    sqlite3_exec(db, "PRAGMA mmap_size = 2147418112", NULL, NULL, NULL);
+    return db;
+}
+
+/* db: the scan's connection (scan_db), NULL for another backend or the shared one. */
+static int cursor_open(ferry_catalog *c, sqlite3 *db, const char *dir, int depth,
+                       bool numeric_name, bool sorted, cursor *k, ferry_err *err)
 {
     memset(k, 0, sizeof *k);
     k->c = c;
     k->dir = dir;
     k->depth = depth;
     k->numeric_name = numeric_name;
-    sqlite3 *db = cat_sqlite_handle(c);
+    if (!db)
+        db = cat_sqlite_handle(c);
+    k->db = db;
     if (db) {
         const char *sql = depth == 1 ? "SELECT parent, name, version, doc FROM records"
                                        " WHERE parent = ?1 ORDER BY parent, name"
@@ -326,12 +351,13 @@ int ferry_catalog_scan_slices(ferry_catalog *c, ferry_slice_row_fn fn, void *arg
     memset(&s, 0, sizeof s);
     memset(&r, 0, sizeof r);
     bool sqlite = cat_sqlite_handle(c) != NULL;
+    sqlite3 *db = scan_db(c);
     /* on SQLite both statements are stepped before either ends, so they share one read
      * transaction: the join is of one state of the catalog */
     if (!rc)
-        rc = cursor_open(c, cat_kind_dir(FERRY_REC_SLICE), 2, !sqlite, true, &s, err);
+        rc = cursor_open(c, db, cat_kind_dir(FERRY_REC_SLICE), 2, !sqlite, true, &s, err);
     if (!rc)
-        rc = cursor_open(c, cat_kind_dir(FERRY_REC_ROUTE), 2, !sqlite, true, &r, err);
+        rc = cursor_open(c, db, cat_kind_dir(FERRY_REC_ROUTE), 2, !sqlite, true, &r, err);
     if (!rc)
         rc = cursor_next(&s, err);
     if (!rc)
@@ -355,6 +381,7 @@ int ferry_catalog_scan_slices(ferry_catalog *c, ferry_slice_row_fn fn, void *arg
     }
     cursor_close(&s);
     cursor_close(&r);
+    sqlite3_close(db);
     if (x)
         ferry_record_free(&x->rec);
     free(x);
@@ -369,6 +396,7 @@ int ferry_catalog_scan_tenants(ferry_catalog *c, ferry_tenant_row_fn fn, void *a
     static const char *const keys[] = {"name", "splits"}, *const keys_rf[] = {"name", "rf",
                                                                               "splits"};
     cursor k;
+    sqlite3 *db = scan_db(c);
     ferry_record *rec = malloc(sizeof *rec);
     char name[FERRY_NAME_MAX];
     int rc = rec ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -376,7 +404,7 @@ int ferry_catalog_scan_tenants(ferry_catalog *c, ferry_tenant_row_fn fn, void *a
     if (rec)
         ferry_record_init(rec, FERRY_REC_TENANT);
     if (!rc)
-        rc = cursor_open(c, cat_kind_dir(FERRY_REC_TENANT), 1, false, true, &k, err);
+        rc = cursor_open(c, db, cat_kind_dir(FERRY_REC_TENANT), 1, false, true, &k, err);
     if (!rc)
         rc = cursor_next(&k, err);
     while (!rc && !k.done) {
@@ -401,6 +429,7 @@ int ferry_catalog_scan_tenants(ferry_catalog *c, ferry_tenant_row_fn fn, void *a
             rc = cursor_next(&k, err);
     }
     cursor_close(&k);
+    sqlite3_close(db);
     if (rec)
         ferry_record_free(rec);
     free(rec);
@@ -419,6 +448,7 @@ int ferry_catalog_scan_partitions(ferry_catalog *c, ferry_partition_row_fn fn, v
             tenant[FERRY_NAME_MAX], tier[8];
     } part_strs;
     cursor k;
+    sqlite3 *db = scan_db(c);
     ferry_record *rec = malloc(sizeof *rec);
     part_strs *ps = malloc(sizeof *ps);
     int rc = rec && ps ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -426,7 +456,7 @@ int ferry_catalog_scan_partitions(ferry_catalog *c, ferry_partition_row_fn fn, v
     if (rec)
         ferry_record_init(rec, FERRY_REC_PARTITION);
     if (!rc)
-        rc = cursor_open(c, cat_kind_dir(FERRY_REC_PARTITION), 3, false, false, &k, err);
+        rc = cursor_open(c, db, cat_kind_dir(FERRY_REC_PARTITION), 3, false, false, &k, err);
     if (!rc)
         rc = cursor_next(&k, err);
     while (!rc && !k.done) {
@@ -468,6 +498,7 @@ int ferry_catalog_scan_partitions(ferry_catalog *c, ferry_partition_row_fn fn, v
             rc = cursor_next(&k, err);
     }
     cursor_close(&k);
+    sqlite3_close(db);
     if (rec)
         ferry_record_free(rec);
     free(rec);
