@@ -84,6 +84,17 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
+/* CPU seconds of the calling thread: on a loaded machine a steadier figure than the wall clock
+ * (the fake servers run in threads of their own). */
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double last_cpu_s; /* user + system CPU of the last run_ferry's process */
+
 /* Runs ferry with args (NULL-terminated), output to DIR/cmd.log; exits on failure. */
 static double run_ferry(char **args)
 {
@@ -98,8 +109,11 @@ static double run_ferry(char **args)
     if (posix_spawn(&pid, ferry_bin, &fa, NULL, args, environ) != 0)
         die("spawn ferry", NULL);
     int st;
-    waitpid(pid, &st, 0);
+    struct rusage ru;
+    wait4(pid, &st, 0, &ru);
     double dt = now_s() - t0;
+    last_cpu_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+                 (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
     posix_spawn_file_actions_destroy(&fa);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         fprintf(stderr, "bench_scale: ferry %s %s failed; see %s\n", args[1],
@@ -496,15 +510,17 @@ static void phase_dry_run(ferry_catalog *cat)
 {
     size_t slices = fakes_fill(cat);
     char *args[] = {"ferry", "rebalance", "--dry-run", "--config", conf, NULL};
-    double t[3];
-    for (int i = 0; i < 3; i++)
+    double t[3], cpu[3];
+    for (int i = 0; i < 3; i++) {
         t[i] = run_ferry(args); /* the first one also records the slice sizes */
+        cpu[i] = last_cpu_s;
+    }
     unsigned long q = 0;
     for (int s = 0; s < SHARDS; s++)
         q += fakes[s].queries;
     printf("{\"phase\":\"dry_run\",\"slices\":%zu,\"partitions\":%zu,\"first_s\":%.3f,"
-           "\"then_s\":[%.3f,%.3f],\"fake_queries\":%lu}\n",
-           slices, slices * DAYS, t[0], t[1], t[2], q);
+           "\"then_s\":[%.3f,%.3f],\"cpu_s\":[%.3f,%.3f,%.3f],\"fake_queries\":%lu}\n",
+           slices, slices * DAYS, t[0], t[1], t[2], cpu[0], cpu[1], cpu[2], q);
     fflush(stdout);
 }
 
@@ -521,16 +537,18 @@ static void phase_plan(ferry_catalog *cat)
     char *args[] = {"ferry", "shard", "add", "--config", conf, "ch-100", NULL};
     write_config(true);
     double add_cli = run_ferry(args); /* prints the plan: includes a sync and the plan */
+    double add_cpu = last_cpu_s;
     ferry_rebalance_plan p;
-    double t0 = now_s();
+    double t0 = now_s(), c0 = thread_cpu_s();
     if (ferry_rebalance_plan_compute(cat, &p, &err))
         die("plan", &err);
-    double plan_s = now_s() - t0;
+    double plan_s = now_s() - t0, plan_cpu = thread_cpu_s() - c0;
     ferry_rebalance_plan q;
     t0 = now_s();
+    c0 = thread_cpu_s();
     if (mv_plan_compute_records(cat, &q, &err))
         die("plan from records", &err);
-    double plan_records_s = now_s() - t0;
+    double plan_records_s = now_s() - t0, plan_records_cpu = thread_cpu_s() - c0;
     bool same = p.n_moves == q.n_moves && p.moved_bytes == q.moved_bytes;
     for (size_t i = 0; same && i < p.n_moves; i++)
         same = p.moves[i].kind == q.moves[i].kind && !strcmp(p.moves[i].tenant, q.moves[i].tenant) &&
@@ -551,10 +569,12 @@ static void phase_plan(ferry_catalog *cat)
         die("simulate", &err);
     double sched_s = now_s() - t0;
     printf("{\"phase\":\"plan\",\"change\":\"add ch-100\",\"shard_add_cli_s\":%.3f,"
-           "\"plan_s\":%.3f,\"plan_records_s\":%.3f,\"plans_identical\":%s,\"moves\":%zu,"
-           "\"moved_bytes\":%llu,\"schedule_s\":%.3f,"
+           "\"shard_add_cli_cpu_s\":%.3f,\"plan_s\":%.3f,\"plan_cpu_s\":%.3f,"
+           "\"plan_records_s\":%.3f,\"plan_records_cpu_s\":%.3f,\"plans_identical\":%s,"
+           "\"moves\":%zu,\"moved_bytes\":%llu,\"schedule_s\":%.3f,"
            "\"per_shard\":4,\"simulated_hours\":%.2f,\"peak_running\":%zu}\n",
-           add_cli, plan_s, plan_records_s, same ? "true" : "false", p.n_moves,
+           add_cli, add_cpu, plan_s, plan_cpu, plan_records_s, plan_records_cpu,
+           same ? "true" : "false", p.n_moves,
            (unsigned long long)p.moved_bytes, sched_s, makespan / 3600, peak);
     fflush(stdout);
     ferry_rebalance_plan_free(&p);
@@ -584,17 +604,20 @@ static double http_get_s(const char *url, size_t *bytes)
 static void phase_status(ferry_catalog *cat)
 {
     ferry_err err = {0};
-    double cli[3], lib[3];
+    double cli[3], lib[3], cli_cpu[3], lib_cpu[3];
     char *args[] = {"ferry", "status", "--config", conf, NULL};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
         cli[i] = run_ferry(args);
+        cli_cpu[i] = last_cpu_s;
+    }
     size_t slices = 0;
     for (int i = 0; i < 3; i++) {
         ferry_cluster_status cs;
-        double t0 = now_s();
+        double t0 = now_s(), c0 = thread_cpu_s();
         if (ferry_cluster_status_read(cat, 10, &cs, &err))
             die("status", &err);
         lib[i] = now_s() - t0;
+        lib_cpu[i] = thread_cpu_s() - c0;
         slices = cs.slices;
         ferry_cluster_status_free(&cs);
     }
@@ -643,11 +666,13 @@ static void phase_status(ferry_catalog *cat)
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
     double cli_med = median(cli, 3), lib_med = median(lib, 3); /* sorts: [0] is the least */
+    double cli_cpu_med = median(cli_cpu, 3), lib_cpu_med = median(lib_cpu, 3);
     printf("{\"phase\":\"status\",\"slices\":%zu,\"cli_s_median\":%.3f,\"cli_s_min\":%.3f,"
-           "\"lib_s_median\":%.3f,\"page_cold_s\":[%.3f,%.3f],\"page_cached_s\":%.3f,"
+           "\"cli_cpu_s_median\":%.3f,\"lib_s_median\":%.3f,\"lib_cpu_s_median\":%.3f,"
+           "\"page_cold_s\":[%.3f,%.3f],\"page_cached_s\":%.3f,"
            "\"page_bytes\":%zu,\"metrics_cold_s\":%.3f}\n",
-           slices, cli_med, cli[0], lib_med, page_s[0], page_s[1], warm_s,
-           page_bytes, metrics_s);
+           slices, cli_med, cli[0], cli_cpu_med, lib_med, lib_cpu_med, page_s[0], page_s[1],
+           warm_s, page_bytes, metrics_s);
     fflush(stdout);
 }
 
