@@ -1,9 +1,10 @@
 /* The write router's routing table at scale (run by bench_scale's router phase, in a process of
  * its own so that its peak memory is the router's): ferry_router_start over the catalog (the
  * initial load, its time and peak RSS), then five routing changes (a new tenant registered with
- * ferry_split_set) timed until the router's snapshot has their version, then the parts of one
- * reload timed one by one: the catalog's routing JSON, the catalog's tenant list, the router's
- * JSON parse. Prints one JSON line.
+ * ferry_split_set) timed until the router's snapshot has their version (read incrementally:
+ * only the tenants the routing change log names), a full read of the table with the router
+ * running (rt_load), and the parts of the JSON route the router used before (the catalog's
+ * routing JSON, the catalog's tenant list, a JSON parse). Prints one JSON line.
  *   usage: bench_router_load CONFIG CATALOG */
 #include <jansson.h>
 #include <stdio.h>
@@ -36,6 +37,14 @@ static int dbl_cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+static int count_row(const ferry_routing_row *row, void *arg, ferry_err *err)
+{
+    (void)row;
+    (void)err;
+    (*(size_t *)arg)++;
+    return FERRY_OK;
 }
 
 static long status_kb(const char *key)
@@ -100,8 +109,23 @@ int main(int argc, char **argv)
         }
         seen[i] = now_s() - tc;
     }
+    /* a full read of the table as the first load does it, the router running (the changes
+     * above were read incrementally: only the tenants the routing change log named) */
+    uint64_t n_full = r->loads_full, n_incremental = r->loads_incremental;
+    t0 = now_s();
+    rt_snapshot *full = NULL;
+    if (rt_load(r, cat, true, &full, &err))
+        die("rt_load", &err);
+    double t_full = now_s() - t0;
+    rt_snapshot_put(full);
+    /* of which the catalog's part: every tenant and route as rows, to a callback that counts */
+    size_t rows = 0;
+    t0 = now_s();
+    if (ferry_catalog_routing_rows(cat, NULL, count_row, &rows, &err))
+        die("routing rows", &err);
+    double t_rows = now_s() - t0;
     ferry_router_stop(r);
-    /* a reload's parts, one by one */
+    /* the parts of the JSON route (what the coordinator serves; routers no longer read it) */
     char *json = NULL;
     ferry_record_list tl = {0};
     t0 = now_s();
@@ -126,10 +150,14 @@ int main(int argc, char **argv)
     printf("{\"phase\":\"router\",\"tenants\":%zu,\"routes\":%zu,\"initial_load_s\":%.3f,"
            "\"rss_before_mb\":%.1f,\"rss_after_mb\":%.1f,\"peak_rss_mb\":%.1f,"
            "\"change_visible_ms_median\":%.1f,\"change_visible_ms_max\":%.1f,"
-           "\"reload_parts\":{\"catalog_routing_json_s\":%.3f,\"json_mb\":%.1f,"
-           "\"catalog_tenant_list_s\":%.3f,\"tenant_list_mb\":%.1f,\"router_json_parse_s\":%.3f}}\n",
+           "\"loads_full\":%llu,\"loads_incremental\":%llu,\"full_reload_running_s\":%.3f,"
+           "\"catalog_rows_s\":%.3f,\"rows\":%zu,"
+           "\"json_parts\":{\"catalog_routing_json_s\":%.3f,\"json_mb\":%.1f,"
+           "\"catalog_tenant_list_s\":%.3f,\"tenant_list_mb\":%.1f,\"json_parse_s\":%.3f}}\n",
            tenants, routes, load, rss0 / 1024.0, rss / 1024.0, hwm / 1024.0, sm * 1000,
-           seen[4] * 1000, t_json, json_bytes / 1048576.0, t_tenants,
+           seen[4] * 1000, (unsigned long long)n_full, (unsigned long long)n_incremental, t_full,
+           t_rows, rows,
+           t_json, json_bytes / 1048576.0, t_tenants,
            n_tenants * sizeof(ferry_record) / 1048576.0, t_parse);
     fflush(stdout);
     return 0;

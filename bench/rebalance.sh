@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # A rebalance onto a new shard, with and without a bandwidth limit, side by side in one run: a
-# 3-node lab with TENANTS tenants (one slice each, 3 days of hot rows and 2 cold days), a 4th
+# 3-node lab with TENANTS tenants (one slice each, ROWS rows over 5 days: 3 days of hot rows and
+# 2 cold days; the hot bytes must dwarf a move's fixed cost or the limit is never reached), a 4th
 # node added, then `ferry rebalance` twice (back and forth by draining the new node is not the
 # same plan, so two labs are built alike): once unlimited, once with --max-bytes-per-second
 # LIMIT. One JSON line each: slices moved, wall seconds, bytes copied, achieved bytes/s and its
 # ratio to the limit (the goal: within 10% over the run), the per-shard limit, the load average.
-#   bash bench/rebalance.sh [BUILD_DIR] [TENANTS] [LIMIT]   (defaults: build-release, 60, 2M)
+#   bash bench/rebalance.sh [BUILD_DIR] [TENANTS] [LIMIT] [ROWS]
+#   (defaults: build-release, 12, 1M, 2000000: about 15 MB of hot parts per slice)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bdir=$(cd "${1:-build-release}" && pwd)
-tenants=${2:-60}
-limit=${3:-2M}
+tenants=${2:-12}
+limit=${3:-1M}
+rows=${4:-2000000}
+per_day=$((rows / 5))
 export FERRY_BIN=$bdir/ferry FERRY_BUILD_DIR=$bdir FERRY_SOURCE_DIR=$PWD
 source tests/lib/harness.sh
 source tests/lib/lab.sh
@@ -24,8 +28,8 @@ run() { # run NAME [rebalance options...]
     for i in $(seq 1 "$tenants"); do
         u=$("$FERRY_BIN" route --tenant "t$i" --json --config "$L/mv.conf" | jq -r '.slices[0].shards[0]')
         u=$(lab_url "$L" "$u")
-        chq "$u" "INSERT INTO events SELECT 't$i', 20261101 + intDiv(number, 20000), 0,
-            cityHash64(number, $i) % 100000, number FROM numbers(100000)
+        chq "$u" "INSERT INTO events SELECT 't$i', 20261101 + intDiv(number, $per_day), 0,
+            cityHash64(number, $i), number FROM numbers($rows)
             SETTINGS max_partitions_per_insert_block = 1000" >/dev/null
         for d in 1 2; do chq "$u" "ALTER TABLE events MOVE PARTITION ('t$i', 2026110$d, 0) TO DISK 'cold'" >/dev/null; done
     done

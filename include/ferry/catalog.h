@@ -10,7 +10,7 @@
  * returns FERRY_ECONFLICT and changes nothing. Batches apply all their changes or none, however
  * many there are (see docs/catalog.md for how the ZooKeeper backend chunks them). The routing
  * table has its own version, a number that grows by one with every commit that changes a route,
- * a shard or a user (every router reloads them together).
+ * a tenant, a shard or a user (every router reloads them together).
  *
  * Record structs use fixed-size strings so they can be copied freely; only ferry_part owns heap
  * memory (its objects), released by ferry_record_free. Names used in keys (tenants, shards,
@@ -364,7 +364,8 @@ typedef struct ferry_commit_info {
 
 /* Applies every queued change atomically: all of them, or none (FERRY_ECONFLICT naming the
  * first record whose check failed, FERRY_ENOTFOUND for a missing one). A batch that changes any
- * route raises the routing version by one. info may be NULL. The batch can be freed afterwards. */
+ * route, tenant, shard or user raises the routing version by one. info may be NULL. The batch
+ * can be freed afterwards. */
 int ferry_catalog_commit(ferry_catalog *c, const ferry_batch *b, ferry_commit_info *info,
                          ferry_err *err);
 /* The same, and new_versions (ferry_batch_size(b) slots, caller-owned) gets the version each
@@ -401,6 +402,40 @@ int ferry_catalog_routing_wait(ferry_catalog *c, uint64_t known, int timeout_ms,
  * the coordinator serves over HTTP. */
 int ferry_catalog_routing_json(ferry_catalog *c, const char *tenant, int64_t split, char **json,
                                ferry_err *err);
+
+/* ---- the routing table as routers load it (lib/catalog/routing_delta.c) ---------------------
+ * A router reads the routing table through these rather than through the JSON above: rows to a
+ * callback, and, when the routing version moved on, only the tenants the commits in between
+ * touched (docs/catalog.md "The routing change log", docs/routing.md "Loading the table"). */
+
+/* One row: a tenant (name, splits) or a route (tenant, split, shards). The strings are borrowed
+ * for the call, not NUL-terminated. */
+typedef struct ferry_routing_row {
+    enum ferry_record_kind kind; /* FERRY_REC_TENANT or FERRY_REC_ROUTE */
+    const char *tenant;
+    size_t tenant_len;
+    uint32_t splits;    /* tenant */
+    uint32_t split;     /* route */
+    const char *shards; /* route: comma-separated shard names */
+    size_t shards_len;
+} ferry_routing_row;
+typedef int (*ferry_routing_row_fn)(const ferry_routing_row *row, void *arg, ferry_err *err);
+
+/* tenant NULL: every tenant row, then every route row; else that tenant's row (none when it is
+ * not registered) and then its routes. Rows of one kind come in no particular order. Not
+ * consistent with a routing version by itself: read the version before and after (as
+ * ferry_catalog_routing_json does). fn returns FERRY_OK to go on, else the scan stops with it. */
+int ferry_catalog_routing_rows(ferry_catalog *c, const char *tenant, ferry_routing_row_fn fn,
+                               void *arg, ferry_err *err);
+
+/* The tenants whose record or routes the commits that raised the routing version from since to
+ * upto changed (sorted, unique; *tenants malloc'ed, free with ferry_routing_changes_free), from
+ * the routing change log. Shard and user changes raise the version too and list no tenant.
+ * *covered false (and no names) when the log does not reach back to since (it keeps the last
+ * 1,000 versions), or a commit changed too many tenants to list: read the whole table then. */
+int ferry_catalog_routing_changes(ferry_catalog *c, uint64_t since, uint64_t upto, bool *covered,
+                                  char ***tenants, size_t *n, ferry_err *err);
+void ferry_routing_changes_free(char **tenants, size_t n);
 
 /* ---- the shards' loads ------------------------------------------------------------------------
  * What each shard holds (the bytes of the slices its routes name), as the inventory sync last

@@ -51,6 +51,7 @@ typedef struct ferry_demo_result {
     uint32_t max_splits;      /* the largest tenant's */
     uint64_t total_rows;
     json_t *phases;           /* owned: {"lab": seconds, ...} */
+    json_t *phase_cpu;        /* owned: {"lab": {"ferry": CPU s, "nodes": CPU s}, ...} */
     json_t *tier_step_ms;     /* owned: tiering's milliseconds per step over every run */
     size_t tiered, tier_failed;
     uint64_t tier_uploaded, tier_pointer_bytes;
@@ -58,6 +59,9 @@ typedef struct ferry_demo_result {
     uint64_t hot_bytes, hot_copied, cold_bytes, cold_copied;
     size_t hot_parts, cold_parts;
     double rebalance_s, move_p50_s, move_p99_s;
+    unsigned move_grace_ms;   /* the grace each move waited after its routing switch */
+    double move_state_ms[FERRY_MOVE_STATES]; /* summed over the rebalance's moves */
+    unsigned long move_statements, move_agent_requests, move_catalog_writes;
     size_t verify_failures, split_checked;
     char first_failure[512];
     double wall_s;

@@ -324,7 +324,7 @@ static int batch_add(ferry_batch *b, enum cat_op_type type, const ferry_record *
      * a route change, and routers reload both consistently. Users too: a changed password, a
      * removed user or new tenant bindings reach every router within one routing-version wait. */
     op->is_route = (rec->kind == FERRY_REC_ROUTE || rec->kind == FERRY_REC_SHARD ||
-                    rec->kind == FERRY_REC_USER) &&
+                    rec->kind == FERRY_REC_USER || rec->kind == FERRY_REC_TENANT) &&
                    type != CAT_CHECK;
     if (rec->kind == FERRY_REC_MOVE && type != CAT_CHECK) {
         bool unfinished = type != CAT_DELETE && !ferry_move_finished(rec->u.move.state);
@@ -371,7 +371,7 @@ static int commit_ops(ferry_catalog *c, const ferry_batch *b, enum cat_routing_c
     if (!info)
         info = &local;
     memset(info, 0, sizeof *info);
-    cat_commit_req req = {b->ops, b->n, routing, routing_value, new_versions};
+    cat_commit_req req = {b->ops, b->n, routing, routing_value, new_versions, NULL};
     if (routing == CAT_ROUTING_KEEP)
         for (size_t i = 0; i < b->n; i++)
             if (b->ops[i].is_route)
@@ -382,9 +382,15 @@ static int commit_ops(ferry_catalog *c, const ferry_batch *b, enum cat_routing_c
     cat_op *all = NULL;
     size_t n_all = b->n;
     int64_t *all_versions = NULL;
+    char *log = NULL; /* the routing change log's entry (routing_delta.c) */
+    if (req.routing == CAT_ROUTING_BUMP && !(log = cat_routing_log_doc(b->ops, b->n)))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    req.routing_log = log;
     int rc = cat_move_index_ops(c, b->ops, b->n, &all, &n_all, err);
-    if (rc)
+    if (rc) {
+        free(log);
         return rc;
+    }
     if (all) {
         all_versions = calloc(n_all, sizeof *all_versions);
         if (!all_versions) {
@@ -399,6 +405,7 @@ static int commit_ops(ferry_catalog *c, const ferry_batch *b, enum cat_routing_c
     if (!rc && all)
         memcpy(new_versions, all_versions, b->n * sizeof *new_versions);
 out:
+    free(log);
     free(all_versions);
     cat_move_index_ops_free(all, b->n, n_all);
     return rc;
@@ -546,7 +553,7 @@ static int put_shard_list(ferry_buf *b, const char *csv, size_t len)
 /* A route document in the canonical encoding, {"shards":"S","split":N,"tenant":"T"} (sorted keys,
  * nothing escaped: what cat_record_encode writes for names), taken apart without a JSON parser:
  * reading a million routes is most of a router's reload. false: anything else (decode it). */
-static bool route_fast(const char *doc, const char **shards, size_t *n_shards, uint32_t *split,
+bool cat_route_fast(const char *doc, const char **shards, size_t *n_shards, uint32_t *split,
                        const char **tenant, size_t *n_tenant)
 {
     static const char k1[] = "{\"shards\":\"", k2[] = "\",\"split\":", k3[] = ",\"tenant\":\"";
@@ -606,7 +613,7 @@ int ferry_catalog_routing_json(ferry_catalog *c, const char *tenant, int64_t spl
             const char *sh, *tn;
             size_t nsh, ntn;
             uint32_t sp;
-            if (!route_fast(items.v[i].doc, &sh, &nsh, &sp, &tn, &ntn)) {
+            if (!cat_route_fast(items.v[i].doc, &sh, &nsh, &sp, &tn, &ntn)) {
                 rc = cat_record_decode(FERRY_REC_ROUTE, items.v[i].doc, &r, err);
                 if (rc) {
                     ferry_err_prefix(err, "%s: ", items.v[i].path);

@@ -66,6 +66,9 @@ typedef struct cat_commit_req {
     enum cat_routing_change routing;
     uint64_t routing_value;  /* CAT_ROUTING_SET */
     int64_t *new_versions;   /* n slots filled on success (-1 for DELETE and CHECK) */
+    /* CAT_ROUTING_BUMP: the routing change log's entry for the new version (routing_delta.c),
+     * written in the same commit at CAT_ROUTING_LOG_DIR/<new version>; NULL: none */
+    const char *routing_log;
 } cat_commit_req;
 
 typedef struct cat_backend cat_backend; /* each backend defines it */
@@ -150,6 +153,22 @@ int cat_path_cmp(const char *a, const char *b);
 int cat_move_index_ops(ferry_catalog *c, const cat_op *ops, size_t n, cat_op **all,
                        size_t *n_all, ferry_err *err);
 void cat_move_index_ops_free(cat_op *all, size_t n, size_t n_all);
+
+/* ---- the routing change log (routing_delta.c, docs/catalog.md "The routing change log") ----
+ * Every commit that raises the routing version by one writes, in the same commit, a document at
+ * routing_log/<new version> naming the tenants whose record or routes it changed
+ * ({"tenants":[...]}, or {"all":true} when there were too many to list), and removes the entry
+ * CAT_ROUTING_LOG_KEEP versions older (SQLite: in the same transaction; ZooKeeper: right after,
+ * best effort). A router at version V reads the entries V+1..now to learn which tenants to read
+ * again; a missing entry (pruned, or a version set by an import) means a full read. */
+#define CAT_ROUTING_LOG_DIR "routing_log"
+#define CAT_ROUTING_LOG_KEEP 1000
+/* The log entry for ops[0..n) (malloc'ed text, caller frees); NULL when out of memory. */
+char *cat_routing_log_doc(const cat_op *ops, size_t n);
+/* A route document in the canonical encoding taken apart without a JSON parser (catalog.c);
+ * false: anything else (decode it). The strings point into doc. */
+bool cat_route_fast(const char *doc, const char **shards, size_t *n_shards, uint32_t *split,
+                    const char **tenant, size_t *n_tenant);
 
 /* Milliseconds on the monotonic clock. */
 int64_t cat_now_ms(void);

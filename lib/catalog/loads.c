@@ -42,7 +42,7 @@ int ferry_catalog_loads_put(ferry_catalog *c, const ferry_shard_load *loads, siz
         cat_op op = {.type = grc ? CAT_CREATE : CAT_SET, .path = (char *)LOADS_PATH, .doc = doc,
                      .doc_len = strlen(doc), .version = FERRY_VERSION_ANY};
         int64_t nv = 0;
-        cat_commit_req req = {&op, 1, CAT_ROUTING_KEEP, 0, &nv};
+        cat_commit_req req = {&op, 1, CAT_ROUTING_KEEP, 0, &nv, NULL};
         ferry_commit_info info = {0};
         rc = c->ops->commit(c, &req, &info, err);
         if ((rc == FERRY_ECONFLICT || rc == FERRY_ENOTFOUND) && attempt == 0) {

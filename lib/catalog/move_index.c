@@ -189,7 +189,7 @@ static int index_build(ferry_catalog *c, ferry_err *err)
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
     if (!rc) {
-        cat_commit_req req = {ops, n, CAT_ROUTING_KEEP, 0, versions};
+        cat_commit_req req = {ops, n, CAT_ROUTING_KEEP, 0, versions, NULL};
         ferry_commit_info info = {0};
         rc = c->ops->commit(c, &req, &info, err);
     }

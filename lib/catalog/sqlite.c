@@ -230,6 +230,32 @@ static int apply_op(ferry_catalog *c, sqlite3_stmt *const *st, const cat_op *op,
     return ferry_err_set(err, FERRY_EINTERNAL, "unknown operation");
 }
 
+/* In the commit's transaction: the routing change log's entry for the new routing version, and
+ * the entry CAT_ROUTING_LOG_KEEP versions older goes (routing_delta.c). */
+static int write_routing_log(ferry_catalog *c, const char *doc, ferry_err *err)
+{
+    static const char *const sql[] = {
+        "INSERT OR REPLACE INTO records(parent, name, version, doc) SELECT '" CAT_ROUTING_LOG_DIR
+        "', CAST(value AS TEXT), 0, ?1 FROM meta WHERE key = 'routing_version'",
+        "DELETE FROM records WHERE parent = '" CAT_ROUTING_LOG_DIR "' AND name = (SELECT"
+        " CAST(value - ?2 AS TEXT) FROM meta WHERE key = 'routing_version')",
+    };
+    int rc = FERRY_OK;
+    for (size_t i = 0; i < 2 && !rc; i++) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(c->be->db, sql[i], -1, &st, NULL) != SQLITE_OK)
+            return db_fail(c, FERRY_EIO, err, "preparing the routing change log");
+        if (i == 0)
+            sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_int64(st, 2, CAT_ROUTING_LOG_KEEP);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            rc = db_fail(c, FERRY_EIO, err, "writing the routing change log");
+        sqlite3_finalize(st);
+    }
+    return rc;
+}
+
 static int sq_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
                      ferry_err *err)
 {
@@ -269,6 +295,8 @@ static int sq_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *i
             snprintf(q, sizeof q, "UPDATE meta SET value = %llu WHERE key = 'routing_version'",
                      (unsigned long long)req->routing_value);
         rc = exec(c, q, err);
+        if (!rc && req->routing == CAT_ROUTING_BUMP && req->routing_log)
+            rc = write_routing_log(c, req->routing_log, err);
         if (rc)
             goto out;
     }

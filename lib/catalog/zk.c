@@ -727,12 +727,12 @@ int zk_commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *in
 {
     cat_backend *be = c->be;
     zmulti m;
-    int rc = zmulti_init(&m, (int)req->n + 2);
+    int rc = zmulti_init(&m, (int)req->n + 3);
     if (rc) {
         zmulti_free(&m);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
-    char rbuf[32];
+    char rbuf[32], lrel[64];
     bool settled = false; /* committed, or failed for good */
     for (int attempt = 0; attempt < 50 && !settled; attempt++) {
         int64_t gv;
@@ -755,6 +755,10 @@ int zk_commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *in
         if (req->routing != CAT_ROUTING_KEEP) {
             snprintf(rbuf, sizeof rbuf, "%llu", (unsigned long long)rv);
             zm_set(&m, be, "routing", rbuf, (int)strlen(rbuf), rver, -2);
+            if (req->routing == CAT_ROUTING_BUMP && req->routing_log) {
+                snprintf(lrel, sizeof lrel, CAT_ROUTING_LOG_DIR "/%llu", (unsigned long long)rv);
+                zm_create(&m, be, lrel, req->routing_log, (int)strlen(req->routing_log), 0, -3);
+            }
         }
         int zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
         info->round_trips++;
@@ -780,6 +784,19 @@ int zk_commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *in
         if (m.src[f] == -1 || m.src[f] == -2) {
             settled = false; /* the gate moved or another switch bumped the routing version */
             continue;
+        }
+        if (m.src[f] == -3 && m.res[f].err == ZNODEEXISTS) {
+            /* an entry left from before an import set the version back: it is stale */
+            char abs[PATH_MAX_LEN];
+            zk_abspath(be, lrel, abs, sizeof abs);
+            zoo_delete(be->zh, abs, -1);
+            info->round_trips++;
+            settled = false;
+            continue;
+        }
+        if (m.src[f] < 0) {
+            rc = zfail(be, m.res[f].err, "writing", lrel, err);
+            break;
         }
         rc = zk_user_op_error(be, &req->ops[m.src[f]], m.res[f].err, err);
         break;
@@ -1046,6 +1063,7 @@ int cat_zk_open(ferry_catalog *c, const char *rest, ferry_err *err)
     }
     static const char *const fixed[][2] = {{"gate", ""},
                                            {"routing", "0"},
+                                           {CAT_ROUTING_LOG_DIR, NULL},
                                            {"batches", NULL},
                                            {"leases", NULL},
                                            {CAT_MOVE_INDEX_DIR, NULL},

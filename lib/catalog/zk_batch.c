@@ -260,7 +260,7 @@ static int commit_large(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
     batch_rel(orel, sizeof orel, id, "owner");
     size_t per_chunk = c->chunk_ops > 8 ? c->chunk_ops - 6 : 2; /* room for bookkeeping ops */
     zmulti m;
-    int rc = zmulti_init(&m, (int)per_chunk + 6);
+    int rc = zmulti_init(&m, (int)per_chunk + 7);
     json_t *undo = NULL;
     char *undo_text = NULL;
     bool holding = false;
@@ -298,6 +298,15 @@ static int commit_large(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
         if (rc)
             goto out;
         rv = req->routing == CAT_ROUTING_BUMP ? rv + 1 : req->routing_value;
+        if (req->routing == CAT_ROUTING_BUMP && req->routing_log) {
+            /* an entry left from before an import set the version back would fail the commit:
+             * it is stale (we hold the gate, no other writer can be writing it) */
+            char lrel[64], abs[PATH_MAX_LEN];
+            snprintf(lrel, sizeof lrel, CAT_ROUTING_LOG_DIR "/%llu", (unsigned long long)rv);
+            zk_abspath(be, lrel, abs, sizeof abs);
+            zoo_delete(be->zh, abs, -1);
+            info->round_trips++;
+        }
     }
     /* 2. Chunks: each multi applies its operations and records how to undo them. */
     size_t total = 0;
@@ -311,7 +320,7 @@ static int commit_large(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
     }
     total++;
     size_t done = 0, next = 0;
-    char rbuf[32];
+    char rbuf[32], lrel[64];
     while (next < req->n || done < total) {
         size_t first = next, bytes = 0;
         undo = json_array();
@@ -342,6 +351,12 @@ static int commit_large(ferry_catalog *c, cat_commit_req *req, ferry_commit_info
             if (req->routing != CAT_ROUTING_KEEP) {
                 snprintf(rbuf, sizeof rbuf, "%llu", (unsigned long long)rv);
                 zm_set(&m, be, "routing", rbuf, (int)strlen(rbuf), rver, -1);
+                if (req->routing == CAT_ROUTING_BUMP && req->routing_log) {
+                    snprintf(lrel, sizeof lrel, CAT_ROUTING_LOG_DIR "/%llu",
+                             (unsigned long long)rv);
+                    zm_create(&m, be, lrel, req->routing_log, (int)strlen(req->routing_log), 0,
+                              -1);
+                }
             }
             zm_set(&m, be, brel, "committed", 9, -1, -1);
             zm_set(&m, be, "gate", "", 0, held_gv, -1);
@@ -413,7 +428,22 @@ int zk_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
     size_t bytes = 0;
     for (size_t i = 0; i < req->n; i++)
         bytes += req->ops[i].doc_len + strlen(req->ops[i].path) + 64;
+    if (req->routing_log)
+        bytes += strlen(req->routing_log) + 64;
     if (req->n + 2 <= c->chunk_ops && bytes <= CHUNK_BYTES)
-        return zk_commit_small(c, req, info, err);
-    return commit_large(c, req, info, err);
+        rc = zk_commit_small(c, req, info, err);
+    else
+        rc = commit_large(c, req, info, err);
+    if (!rc && req->routing == CAT_ROUTING_BUMP && info->routing_version > CAT_ROUTING_LOG_KEEP) {
+        /* the routing change log keeps the last CAT_ROUTING_LOG_KEEP entries: drop the one that
+         * fell out (best effort: a leftover entry is never read, routers only ask for recent
+         * ones) */
+        char rel[64], abs[PATH_MAX_LEN];
+        snprintf(rel, sizeof rel, CAT_ROUTING_LOG_DIR "/%llu",
+                 (unsigned long long)(info->routing_version - CAT_ROUTING_LOG_KEEP));
+        zk_abspath(c->be, rel, abs, sizeof abs);
+        zoo_delete(c->be->zh, abs, -1);
+        info->round_trips++;
+    }
+    return rc;
 }

@@ -51,9 +51,45 @@ void demo_progress(const demo *d, const char *fmt, ...)
     d->o.progress(demo_elapsed(d), line, d->o.progress_arg);
 }
 
+/* CPU seconds (user + system) used so far by the demo's own process (*self) and by its nodes'
+ * processes (*nodes: ClickHouse and the agent run in each ferry-node): what a phase costs the
+ * machine, whatever the wall time. On 2 cores a phase cannot finish in less than its CPU
+ * seconds / 2. A node whose /proc entry cannot be read counts 0 (it stopped). */
+static void demo_cpu_seconds(const demo *d, double *self, double *nodes)
+{
+    struct timespec ts;
+    *self = *nodes = 0;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
+        *self = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    long tick = sysconf(_SC_CLK_TCK);
+    for (size_t i = 0; i < d->n_nodes && tick > 0; i++) {
+        char path[64], line[1024];
+        snprintf(path, sizeof path, "/proc/%ld/stat", d->nodes[i].pid);
+        FILE *f = d->nodes[i].pid > 0 ? fopen(path, "r") : NULL;
+        if (!f)
+            continue;
+        size_t n = fread(line, 1, sizeof line - 1, f);
+        fclose(f);
+        line[n] = '\0';
+        /* fields after the command (which may hold spaces, so after its closing parenthesis):
+         * state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+        const char *p = strrchr(line, ')');
+        unsigned long ut = 0, st = 0;
+        if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+            *nodes += (double)(ut + st) / (double)tick;
+    }
+}
+
 static void phase_done(demo *d, const char *name, double since)
 {
     json_object_set_new(d->r->phases, name, json_real(round((demo_elapsed(d) - since) * 10) / 10));
+    double self, nodes;
+    demo_cpu_seconds(d, &self, &nodes);
+    json_object_set_new(d->r->phase_cpu, name,
+                        json_pack("{s:f, s:f}", "ferry", round((self - d->cpu_self) * 10) / 10,
+                                  "nodes", round((nodes - d->cpu_nodes) * 10) / 10));
+    d->cpu_self = self;
+    d->cpu_nodes = nodes;
 }
 
 void demo_verify_fail(demo *d, const char *fmt, ...)
@@ -129,6 +165,7 @@ static int open_nodes(demo *d, ferry_err *err)
         demo_node *dn = &d->nodes[d->n_nodes];
         snprintf(dn->name, sizeof dn->name, "%s", json_string_value(json_object_get(n, "name")));
         snprintf(dn->url, sizeof dn->url, "%s", json_string_value(json_object_get(n, "http")));
+        dn->pid = (long)json_integer_value(json_object_get(n, "pid"));
         ferry_ch_options co = {.url = dn->url, .user = "default", .max_attempts = 3};
         if ((rc = ferry_ch_client_new(&co, &dn->ch, err)))
             break;
@@ -411,6 +448,11 @@ static void on_move(const ferry_planned_move *pm, const ferry_move_result *res, 
         d->r->cold_copied += res->cold_copied;
         d->r->hot_parts += res->hot_parts;
         d->r->cold_parts += res->cold_parts;
+        for (int st = 0; st < FERRY_MOVE_STATES; st++)
+            d->r->move_state_ms[st] += res->state_ms[st];
+        d->r->move_statements += res->statements;
+        d->r->move_agent_requests += res->agent_requests;
+        d->r->move_catalog_writes += res->catalog_writes;
         demo_tenant *t = demo_tenant_named(d, pm->tenant);
         if (t)
             m->tenant_moved[t - d->tenants] = true;
@@ -444,7 +486,7 @@ static int rebalance(demo *d, ferry_err *err)
     if (!rc)
         rc = ferry_config_require(&cfg, "cluster", NULL, "catalog", &url, err);
     ferry_move_opts mo = {.catalog_url = url, .cfg = &cfg, .owner = owner,
-                          .grace_ms = DEMO_GRACE_MS};
+                          .grace_ms = DEMO_GRACE_MS, .grace_given = true};
     if (!rc)
         rc = ferry_catalog_open(url, &cat, err);
     if (!rc)
@@ -472,6 +514,7 @@ static int rebalance(demo *d, ferry_err *err)
     ferry_plan_run_result pr;
     rc = ferry_plan_run(&mo, &plan, &po, &pr, err);
     d->r->rebalance_s = pr.seconds;
+    d->r->move_grace_ms = ferry_move_grace(&mo);
     for (unsigned k = 0; k < d->o.tenants; k++)
         d->r->moved_tenants += moved[k];
     if (d->r->moves_done) {
@@ -529,10 +572,22 @@ json_t *ferry_demo_result_json(const ferry_demo_options *opt, const ferry_demo_r
     json_object_set_new(o, "rebalance_seconds", json_real(round(r->rebalance_s * 10) / 10));
     json_object_set_new(o, "move_p50_seconds", json_real(round(r->move_p50_s * 1000) / 1000));
     json_object_set_new(o, "move_p99_seconds", json_real(round(r->move_p99_s * 1000) / 1000));
+    json_object_set_new(o, "move_grace_ms", json_integer(r->move_grace_ms));
+    json_t *st = json_object();
+    for (int k = 0; st && k < FERRY_MOVE_STATES; k++)
+        if (r->move_state_ms[k] > 0)
+            json_object_set_new(st, ferry_move_state_name((enum ferry_move_state)k),
+                                json_real(round(r->move_state_ms[k])));
+    if (st)
+        json_object_set_new(o, "move_state_ms", st);
+    json_object_set_new(o, "move_statements", json_integer((json_int_t)r->move_statements));
+    json_object_set_new(o, "move_agent_requests", json_integer((json_int_t)r->move_agent_requests));
+    json_object_set_new(o, "move_catalog_writes", json_integer((json_int_t)r->move_catalog_writes));
     json_object_set_new(o, "verify_failures", json_integer((json_int_t)r->verify_failures));
     if (r->verify_failures)
         json_object_set_new(o, "first_verify_failure", json_string(r->first_failure));
     json_object_set_new(o, "phase_seconds", json_incref(r->phases));
+    json_object_set_new(o, "phase_cpu_seconds", json_incref(r->phase_cpu));
     json_object_set_new(o, "wall_seconds", json_real(round(r->wall_s * 10) / 10));
     if (opt->keep)
         json_object_set_new(o, "config", json_string(r->conf));
@@ -550,6 +605,7 @@ static int run(demo *d, ferry_err *errp)
     clock_gettime(CLOCK_MONOTONIC, &d->t0);
     d->now = (int64_t)time(NULL);
     d->r->phases = json_object();
+    d->r->phase_cpu = json_object();
     d->r->tier_step_ms = json_object();
     if (d->o.dir) {
         snprintf(d->r->dir, sizeof d->r->dir, "%s", d->o.dir);
@@ -772,6 +828,7 @@ int ferry_demo_run(const ferry_demo_options *o, ferry_demo_result *res, ferry_er
 void ferry_demo_result_free(ferry_demo_result *res)
 {
     json_decref(res->phases);
+    json_decref(res->phase_cpu);
     json_decref(res->tier_step_ms);
-    res->phases = res->tier_step_ms = NULL;
+    res->phases = res->phase_cpu = res->tier_step_ms = NULL;
 }

@@ -36,6 +36,7 @@ typedef struct demo_node {
     char name[FERRY_NAME_MAX];
     char url[FERRY_URL_MAX];
     ferry_ch_client *ch;
+    long pid;                 /* its ferry-node process (ClickHouse and the agent), 0 unknown */
 } demo_node;
 
 typedef struct demo {
@@ -43,6 +44,7 @@ typedef struct demo {
     ferry_demo_result *r;
     bool made_dir;
     struct timespec t0;
+    double cpu_self, cpu_nodes; /* demo_cpu_seconds at the end of the last phase */
     demo_tenant *tenants;
     demo_slice *slices;
     size_t n_slices;

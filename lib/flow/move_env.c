@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ferry/buf.h"
 #include "ferry/config.h"
@@ -40,11 +41,28 @@ void mv_conn_close(mv_conn *c)
     memset(c, 0, sizeof *c);
 }
 
+/* A move's statements and agent calls take milliseconds when the servers are well; one that
+ * takes longer than this is logged with what it was, so an operator (and the benchmarks) can see
+ * where a slow move waited. */
+#define MV_SLOW_MS 500
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 int mv_sql(mv_conn *c, const char *sql, ferry_ch_rows *rows, ferry_err *err)
 {
     c->n_sql++;
     ferry_buf out = FERRY_BUF_INIT;
+    double t0 = mono_ms();
     int rc = ferry_guarded_exec(c->ch, sql, &out, err);
+    double ms = mono_ms() - t0;
+    if (ms >= MV_SLOW_MS)
+        ferry_log(FERRY_LOG_INFO, "msg=\"slow statement\" shard=%s ms=%.0f sql=\"%.160s\"",
+                  c->name, ms, sql);
     if (rc) {
         ferry_err_prefix(err, "%s: ", c->name);
         ferry_buf_free(&out);
@@ -73,7 +91,12 @@ int mv_agent(mv_conn *c, const char *op, json_t *req, json_t **resp, long *statu
     long st = 0;
     json_t *r = NULL;
     c->n_agent++;
+    double t0 = mono_ms();
     int rc = ferry_agent_call(c->ag, op, req, &r, &st, err);
+    double ms = mono_ms() - t0;
+    if (ms >= MV_SLOW_MS)
+        ferry_log(FERRY_LOG_INFO, "msg=\"slow agent call\" shard=%s ms=%.0f op=%s", c->name, ms,
+                  op);
     if (status)
         *status = st;
     if (rc) {

@@ -105,6 +105,7 @@ void rt_on_metrics(ferry_http_req *req, void *ctx)
     }
     pthread_mutex_lock(&r->mu);
     uint64_t version = r->snap ? r->snap->version : 0, oldest = 0, reroutes = r->reroutes;
+    uint64_t loads[2] = {r->loads_full, r->loads_incremental};
     for (size_t i = 0; i < r->n_inflight; i++)
         if (!oldest || r->inflight[i].version < oldest)
             oldest = r->inflight[i].version;
@@ -120,6 +121,13 @@ void rt_on_metrics(ferry_http_req *req, void *ctx)
     ferry_metrics_family(&b, "ferry_router_reroutes_total", FERRY_METRIC_COUNTER,
                          "requests that took a newer routing table part-way");
     ferry_metrics_sample(&b, "ferry_router_reroutes_total", NULL, (double)reroutes);
+    ferry_metrics_family(&b, "ferry_router_routing_loads_total", FERRY_METRIC_COUNTER,
+                         "routing tables published: read in full, or only the tenants the "
+                         "routing change log named (docs/routing.md)");
+    ferry_metrics_sample(&b, "ferry_router_routing_loads_total",
+                         (const char *[]){"kind", "full", NULL}, (double)loads[0]);
+    ferry_metrics_sample(&b, "ferry_router_routing_loads_total",
+                         (const char *[]){"kind", "incremental", NULL}, (double)loads[1]);
     ferry_metrics_family(&b, "ferry_router_pending_retry_slices", FERRY_METRIC_GAUGE,
                          "slices a move must not switch yet: a client may retry a failed write");
     ferry_metrics_sample(&b, "ferry_router_pending_retry_slices", NULL,

@@ -60,26 +60,42 @@ typedef struct rt_metrics {
     uint64_t *bytes_by_slot;         /* RT_SHARDS_MAX entries: their body bytes */
 } rt_metrics;
 
-/* A routing table snapshot: immutable once published, shared by reference. */
+/* A routing table snapshot: immutable once published, shared by reference. A tenant's routes
+ * live in one block (rt_tblock: the routes, their shard indices, the names) that snapshots
+ * share by reference, so a reload that changes a few tenants builds only theirs and copies the
+ * rest of the table's entries (docs/routing.md "Loading the table"). */
+typedef struct rt_tblock rt_tblock;
+
 typedef struct rt_tenant {
-    char *name;
+    char *name;          /* in block */
     uint32_t splits;
     uint32_t n_routes;   /* routes known: splits 0..n_routes-1 (a missing one has n_shards 0) */
     struct rt_route *routes;
+    rt_tblock *block;    /* holds name and routes, one reference per snapshot; NULL: not owned */
 } rt_tenant;
 
 typedef struct rt_route {
     uint32_t n_shards;
-    uint32_t *shards; /* indices into router->shards */
-    char missing[FERRY_NAME_MAX]; /* a shard name the route has that the router does not know */
-    /* The slice's move in SWITCH, if any (the only state in which what a shard holds differs
-     * from what the route says; see rt_read_set): */
-    bool moving;
+    uint32_t *shards;    /* indices into router->shards */
+    const char *missing; /* a shard name the route has that the router does not know, or "" */
+} rt_route;
+
+/* A slice's move in SWITCH (the only state in which what a shard holds differs from what the
+ * route says; see rt_read_set), kept beside the routes: moves are read whole on every reload. */
+typedef struct rt_move {
+    char *tenant;
+    uint32_t split;
     bool publishing;      /* its step is PUBLISH: staging -> real on the target */
     long move_from;       /* the source's index into router->shards; -1: unknown to the router */
     long move_to;         /* the target's index; -1: unknown */
     char move_id[64];
-} rt_route;
+} rt_move;
+
+/* A shard name and the live slot it resolved to when a snapshot was built. */
+typedef struct rt_shard_ref {
+    char *name;
+    uint32_t slot;
+} rt_shard_ref;
 
 /* A user of the router as one snapshot knows it (auth.c): the catalog record and what the
  * checks need, parsed once per snapshot. */
@@ -101,6 +117,11 @@ typedef struct rt_snapshot {
     rt_tenant *tenants; /* sorted by name */
     size_t n_users;
     rt_user *users;     /* sorted by name */
+    size_t n_moves;
+    rt_move *moves;     /* the moves in SWITCH, sorted by (tenant, split), one per slice */
+    size_t n_shard_refs;
+    rt_shard_ref *shard_refs; /* the live slots the routes were resolved with, by name */
+    bool incremental;   /* built from the previous snapshot and the routing change log */
 } rt_snapshot;
 
 typedef struct rt_table {
@@ -169,6 +190,7 @@ struct ferry_router {
     rt_inflight inflight[64]; /* forwards in flight by routing version */
     size_t n_inflight;
     uint64_t requests, rows_routed, reroutes;
+    uint64_t loads_full, loads_incremental; /* snapshots published by each way (routing.c) */
     pthread_t watcher;
     bool watcher_started;
     ferry_httpd *httpd;
@@ -201,8 +223,19 @@ struct ferry_router {
 /* The current snapshot with a reference (release with rt_snapshot_put). */
 rt_snapshot *rt_snapshot_get(ferry_router *r);
 void rt_snapshot_put(rt_snapshot *s);
-/* Loads the routing table and tenants from the catalog, consistently, and publishes it. */
+/* Loads the routing table and tenants from the catalog, consistently, and publishes it: only
+ * the tenants the routing change log names since the current snapshot when it can, else all
+ * of them. */
 int rt_reload(ferry_router *r, ferry_catalog *cat, ferry_err *err);
+/* For tests and benchmarks: loads (without publishing) the table as rt_reload would at the
+ * catalog's current version, from nothing (full) or from the current snapshot. The caller owns
+ * *out (rt_snapshot_put). */
+int rt_load(ferry_router *r, ferry_catalog *cat, bool full, rt_snapshot **out, ferry_err *err);
+/* Whether two snapshots route and read alike (tenants, routes, moves, users); when not, why
+ * says where they first differ. */
+bool rt_snapshot_same(const rt_snapshot *a, const rt_snapshot *b, char *why, size_t size);
+/* The move in SWITCH of a slice in s, or NULL. */
+const rt_move *rt_find_move(const rt_snapshot *s, const char *tenant, uint32_t split);
 /* Reads the routing version from the catalog; when it moved past the snapshot's, reloads.
  * Returns the fresh snapshot with a reference. */
 int rt_fresh_snapshot(ferry_router *r, rt_snapshot **out, ferry_err *err);

@@ -35,6 +35,12 @@ jq -e '.cold_bytes > 0 and .cold_copied_bytes > 0 and .cold_copied_bytes * 100 <
     fail "cold side: $(jq -c '{cold_bytes, cold_copied_bytes}' <<<"$J") (want < 1%): $J"
 jq -e '.hot_bytes > 0 and .hot_copied_bytes >= .hot_bytes * 0.9 and .hot_copied_bytes <= .hot_bytes * 1.2' >/dev/null <<<"$J" ||
     fail "hot side: $(jq -c '{hot_bytes, hot_copied_bytes}' <<<"$J") (want about the hot bytes)"
+# the demo's moves wait 100 ms after their switch, not the 2 s default (nothing writes meanwhile)
+assert_eq 100 "$(jq .move_grace_ms <<<"$J")" "the grace of the demo's moves (ms)"
+jq -e '.move_state_ms.CLONE > 0 and .move_state_ms.SWITCH > 0 and .move_statements > 0 and .move_agent_requests > 0' \
+    >/dev/null <<<"$J" || fail "the moves' state_ms and counts are missing: $J"
+jq -e '.phase_cpu_seconds.rebalance.nodes > 0 and .phase_cpu_seconds.ingest.nodes > 0' >/dev/null <<<"$J" ||
+    fail "phase_cpu_seconds lacks the nodes' CPU: $(jq -c .phase_cpu_seconds <<<"$J")"
 grep -q "rebalance: .* moves done" "$T/demo.err" || fail "no rebalance progress on stderr"
 grep -q '^\[ *[0-9.]*s\] verify' "$T/demo.err" || fail "no verify progress line on stderr"
 dir=$(sed -n 's/.*lab: starting 3 nodes in \([^ ]*\) .*/\1/p' "$T/demo.err" | head -1)

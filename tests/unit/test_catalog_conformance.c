@@ -937,12 +937,22 @@ static void test_routing_version(void **state)
     assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_OK);
     ferry_batch_free(b);
     assert_int_equal(info.routing_version, 1);
-    /* a change that is not a route leaves it alone */
+    /* a change that is not routing state leaves it alone */
+    ferry_record sl;
+    sample(&sl, FERRY_REC_SLICE, 1);
+    assert_int_equal(ferry_catalog_create(c, &sl, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
+    assert_int_equal(v, 1);
+    /* a tenant's record is: routers load tenants with their routes (and read again only the
+     * tenants the routing change log names) */
     ferry_record t;
     sample(&t, FERRY_REC_TENANT, 1);
     assert_int_equal(ferry_catalog_create(c, &t, &err), FERRY_OK);
     assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
-    assert_int_equal(v, 1);
+    assert_int_equal(v, 2);
+    assert_int_equal(ferry_catalog_delete(c, &t, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
+    assert_int_equal(v, 3);
     /* users are routing state: creating, changing and removing one each raise it (routers load
      * users with the routes) */
     ferry_record u;
@@ -952,7 +962,7 @@ static void test_routing_version(void **state)
     assert_int_equal(ferry_catalog_update(c, &u, &err), FERRY_OK);
     assert_int_equal(ferry_catalog_delete(c, &u, &err), FERRY_OK);
     assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
-    assert_int_equal(v, 4);
+    assert_int_equal(v, 6);
     /* the switches below count on from 1: a fresh catalog with the three routes again */
     ferry_catalog_close(c);
     fresh_url(url, sizeof url, 5000);
@@ -1024,6 +1034,135 @@ static void test_routing_version(void **state)
     ferry_catalog_close(c);
 }
 
+/* The routing change log (lib/catalog/routing_delta.c): each commit that raises the routing
+ * version names the tenants whose record or routes it changed; a router asks for the tenants
+ * changed since its version. Shard changes name none; a version the log does not reach (an
+ * import sets it) is "not covered". And the rows routers load the table from. */
+static int count_row(const ferry_routing_row *row, void *arg, ferry_err *err)
+{
+    (void)err;
+    int *n = arg;
+    n[row->kind == FERRY_REC_TENANT ? 0 : 1]++;
+    if (row->kind == FERRY_REC_ROUTE)
+        n[2] += (int)row->shards_len;
+    return FERRY_OK;
+}
+
+static void changes_are(ferry_catalog *c, uint64_t since, uint64_t upto, const char *want)
+{
+    ferry_err err = {0};
+    bool covered = false;
+    char **names = NULL;
+    size_t n = 0;
+    assert_int_equal(ferry_catalog_routing_changes(c, since, upto, &covered, &names, &n, &err),
+                     FERRY_OK);
+    assert_true(covered);
+    char got[256] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? "," : "", names[i]);
+    assert_string_equal(got, want);
+    ferry_routing_changes_free(names, n);
+}
+
+static void test_routing_changes(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    /* v1: tenants acme1, acme2 and three routes of acme */
+    ferry_batch *b = ferry_batch_new();
+    ferry_record r;
+    for (int i = 1; i <= 2; i++) {
+        sample(&r, FERRY_REC_TENANT, i);
+        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    }
+    for (int i = 0; i < 3; i++) {
+        sample(&r, FERRY_REC_ROUTE, i);
+        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    }
+    ferry_commit_info info = {0};
+    assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_int_equal(info.routing_version, 1);
+    changes_are(c, 0, 1, "acme,acme1,acme2");
+    /* v2: one route changed; v3: a shard; v4: a tenant removed */
+    sample(&r, FERRY_REC_ROUTE, 1);
+    snprintf(r.u.route.shards, sizeof r.u.route.shards, "node3");
+    assert_int_equal(ferry_catalog_update(c, &r, &err), FERRY_OK);
+    sample(&r, FERRY_REC_SHARD, 1);
+    assert_int_equal(ferry_catalog_create(c, &r, &err), FERRY_OK);
+    sample(&r, FERRY_REC_TENANT, 2);
+    assert_int_equal(ferry_catalog_delete(c, &r, &err), FERRY_OK);
+    uint64_t v = 0;
+    assert_int_equal(ferry_catalog_routing_version(c, &v, &err), FERRY_OK);
+    assert_int_equal(v, 4);
+    changes_are(c, 1, 2, "acme");
+    changes_are(c, 2, 3, "");
+    changes_are(c, 3, 4, "acme2");
+    changes_are(c, 1, 4, "acme,acme2");
+    changes_are(c, 0, 4, "acme,acme1,acme2");
+    changes_are(c, 4, 4, "");
+    /* the rows: one tenant left, three routes of acme (a tenant that is not registered: its
+     * routes still come, the router drops them) */
+    int n[3] = {0};
+    assert_int_equal(ferry_catalog_routing_rows(c, NULL, count_row, n, &err), FERRY_OK);
+    assert_int_equal(n[0], 1);
+    assert_int_equal(n[1], 3);
+    assert_int_equal(n[2], (int)(strlen("node1,node2") * 2 + strlen("node3")));
+    memset(n, 0, sizeof n);
+    assert_int_equal(ferry_catalog_routing_rows(c, "acme", count_row, n, &err), FERRY_OK);
+    assert_int_equal(n[0], 0);
+    assert_int_equal(n[1], 3);
+    memset(n, 0, sizeof n);
+    assert_int_equal(ferry_catalog_routing_rows(c, "acme1", count_row, n, &err), FERRY_OK);
+    assert_int_equal(n[0], 1);
+    assert_int_equal(n[1], 0);
+    /* a dump loaded elsewhere has the version but no log: not covered, read everything */
+    char *dump = NULL;
+    assert_int_equal(ferry_catalog_export(c, &dump, &err), FERRY_OK);
+    char url2[512];
+    fresh_url(url2, sizeof url2, 5000);
+    ferry_catalog *c2 = open_ok(url2);
+    assert_int_equal(ferry_catalog_import(c2, dump, &err), FERRY_OK);
+    free(dump);
+    bool covered = true;
+    char **names = NULL;
+    size_t nn = 0;
+    assert_int_equal(ferry_catalog_routing_changes(c2, 3, 4, &covered, &names, &nn, &err),
+                     FERRY_OK);
+    assert_false(covered);
+    assert_int_equal(nn, 0);
+    /* and a version further back than the log keeps */
+    assert_int_equal(ferry_catalog_routing_changes(c, 0, 5000, &covered, &names, &nn, &err),
+                     FERRY_OK);
+    assert_false(covered);
+    if (!zk_base) {
+        /* SQLite drops the entry that falls out of the last CAT_ROUTING_LOG_KEEP in the same
+         * transaction (ZooKeeper right after the commit, best effort: not waited for here) */
+        sample(&r, FERRY_REC_SHARD, 1);
+        cat_item it = {0};
+        assert_int_equal(c->ops->get(c, CAT_ROUTING_LOG_DIR "/4", &it, &err), FERRY_OK);
+        cat_item_free(&it);
+        for (int i = 0; i < CAT_ROUTING_LOG_KEEP; i++) {
+            r.u.shard.weight = 1 + i % 7;
+            r.version = FERRY_VERSION_ANY;
+            assert_int_equal(ferry_catalog_update(c, &r, &err), FERRY_OK);
+        }
+        assert_int_equal(c->ops->get(c, CAT_ROUTING_LOG_DIR "/4", &it, &err), FERRY_ENOTFOUND);
+        assert_int_equal(c->ops->get(c, CAT_ROUTING_LOG_DIR "/5", &it, &err), FERRY_OK);
+        cat_item_free(&it);
+        changes_are(c, 4, 4 + CAT_ROUTING_LOG_KEEP, "");
+        assert_int_equal(ferry_catalog_routing_changes(c, 3, 4 + CAT_ROUTING_LOG_KEEP, &covered,
+                                                       &names, &nn, &err),
+                         FERRY_OK);
+        assert_false(covered);
+    }
+    ferry_catalog_close(c2);
+    ferry_catalog_close(c);
+}
+
 /* The routing table's JSON is built from the stored documents without a JSON parser; it must be
  * the text json_dumps gives for the routes ferry_catalog_list decodes: numeric key order, lists
  * trimmed and without empty items, escapes, and documents not in the canonical encoding (an
@@ -1054,7 +1193,7 @@ static void test_routing_json_matches_records(void **state)
                  .version = FERRY_VERSION_ANY};
     op.doc_len = strlen(op.doc);
     int64_t nv = 0;
-    cat_commit_req req = {&op, 1, CAT_ROUTING_KEEP, 0, &nv};
+    cat_commit_req req = {&op, 1, CAT_ROUTING_KEEP, 0, &nv, NULL};
     ferry_commit_info info = {0};
     assert_int_equal(c->ops->commit(c, &req, &info, &err), FERRY_OK);
     const char *tenants[] = {NULL, "t7", "odd", "0"};
@@ -1181,7 +1320,7 @@ static void raw_op(ferry_catalog *c, enum cat_op_type type, const char *path)
         op.doc_len = 2;
     }
     int64_t nv = 0;
-    cat_commit_req req = {&op, 1, CAT_ROUTING_KEEP, 0, &nv};
+    cat_commit_req req = {&op, 1, CAT_ROUTING_KEEP, 0, &nv, NULL};
     ferry_commit_info info = {0};
     ferry_err err = {0};
     assert_int_equal(c->ops->commit(c, &req, &info, &err), FERRY_OK);
@@ -1369,6 +1508,7 @@ int main(void)
         cmocka_unit_test(test_restart_and_reload),
         cmocka_unit_test(test_routing_version),
         cmocka_unit_test(test_routing_json_matches_records),
+        cmocka_unit_test(test_routing_changes),
         cmocka_unit_test(test_shard_loads),
         cmocka_unit_test(test_unfinished_moves),
         cmocka_unit_test(test_sqlite_durability),

@@ -17,23 +17,40 @@ static rt_route route_of(const uint32_t *shards, uint32_t n)
     memset(&r, 0, sizeof r);
     r.shards = (uint32_t *)shards;
     r.n_shards = n;
+    r.missing = "";
     return r;
 }
+
+/* the slice's move in SWITCH, kept in the snapshot beside the routes; n_moves 0: none */
+static rt_move mv;
+static size_t n_moves;
 
 static void read_set_of(rt_route *rr, rt_readers *out)
 {
     rt_tenant t = {.name = "acme", .splits = 1, .n_routes = 1, .routes = rr};
-    rt_snapshot s = {.version = 7, .n_tenants = 1, .tenants = &t};
+    rt_snapshot s = {.version = 7, .n_tenants = 1, .tenants = &t, .n_moves = n_moves,
+                     .moves = &mv};
     rt_read_set(&s, &t, 0, out);
 }
 
 static void moving(rt_route *rr, long from, long to, bool publishing)
 {
-    rr->moving = true;
-    rr->publishing = publishing;
-    rr->move_from = from;
-    rr->move_to = to;
-    strcpy(rr->move_id, "mv-1");
+    (void)rr;
+    memset(&mv, 0, sizeof mv);
+    mv.tenant = "acme";
+    mv.split = 0;
+    mv.publishing = publishing;
+    mv.move_from = from;
+    mv.move_to = to;
+    strcpy(mv.move_id, "mv-1");
+    n_moves = 1;
+}
+
+static int no_move(void **state)
+{
+    (void)state;
+    n_moves = 0;
+    return 0;
 }
 
 static void test_no_move(void **state)
@@ -53,7 +70,7 @@ static void test_unrouted(void **state)
 {
     (void)state;
     rt_route rr = route_of(NULL, 0);
-    strcpy(rr.missing, "node9");
+    rr.missing = "node9";
     rt_readers rs;
     read_set_of(&rr, &rs);
     assert_int_equal(rs.mode, RT_READ_NONE);
@@ -119,7 +136,7 @@ static void test_clone_target_excluded(void **state)
     assert_int_equal(rs.n, 1);
     assert_int_equal(rs.shards[0], 0);
     /* and while it publishes: still the source, nothing held */
-    rr.publishing = true;
+    mv.publishing = true;
     read_set_of(&rr, &rs);
     assert_int_equal(rs.mode, RT_READ_ONE);
     assert_int_equal(rs.shards[0], 0);
@@ -137,7 +154,7 @@ static void test_other_replica_serves(void **state)
     assert_int_equal(rs.mode, RT_READ_ONE);
     assert_int_equal(rs.n, 1);
     assert_int_equal(rs.shards[0], 2);
-    rr.publishing = true;
+    mv.publishing = true;
     read_set_of(&rr, &rs);
     assert_int_equal(rs.mode, RT_READ_ONE);
     assert_int_equal(rs.shards[0], 2);
@@ -146,13 +163,13 @@ static void test_other_replica_serves(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_move),
-        cmocka_unit_test(test_unrouted),
-        cmocka_unit_test(test_switch_union),
-        cmocka_unit_test(test_publish_hold),
-        cmocka_unit_test(test_source_unknown),
-        cmocka_unit_test(test_clone_target_excluded),
-        cmocka_unit_test(test_other_replica_serves),
+        cmocka_unit_test_setup(test_no_move, no_move),
+        cmocka_unit_test_setup(test_unrouted, no_move),
+        cmocka_unit_test_setup(test_switch_union, no_move),
+        cmocka_unit_test_setup(test_publish_hold, no_move),
+        cmocka_unit_test_setup(test_source_unknown, no_move),
+        cmocka_unit_test_setup(test_clone_target_excluded, no_move),
+        cmocka_unit_test_setup(test_other_replica_serves, no_move),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,283 @@
+/* The routing table as routers read it (docs/catalog.md "The routing change log", docs/routing.md
+ * "Loading the table"): the tenants and routes as compact rows handed to a callback (no JSON text
+ * to build and parse again, no ferry_record per tenant), and the routing change log, which says
+ * which tenants the commits since a routing version touched, so that a router reads only those
+ * again instead of every route. */
+#include "catalog/catalog_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferry/buf.h"
+
+/* A log entry lists at most this many bytes of names; a commit touching more (a dump, a bulk
+ * registration) writes {"all":true} and routers read everything again. */
+#define LOG_NAMES_MAX 16384
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The tenant named by a route's or a tenant's path ("routes/T/3", "tenants/T") as [*name, +len);
+ * false for other paths. */
+static bool path_tenant(const char *path, const char **name, size_t *len)
+{
+    const char *p;
+    if (!strncmp(path, "routes/", 7))
+        p = path + 7;
+    else if (!strncmp(path, "tenants/", 8))
+        p = path + 8;
+    else
+        return false;
+    *name = p;
+    *len = strcspn(p, "/");
+    return *len > 0;
+}
+
+char *cat_routing_log_doc(const cat_op *ops, size_t n)
+{
+    char **names = calloc(n ? n : 1, sizeof *names);
+    size_t k = 0, bytes = 0;
+    ferry_buf b = FERRY_BUF_INIT;
+    int oom = !names;
+    for (size_t i = 0; i < n && !oom; i++) {
+        const char *t;
+        size_t len;
+        if (ops[i].type == CAT_CHECK || !path_tenant(ops[i].path, &t, &len))
+            continue;
+        if (!(names[k] = strndup(t, len)))
+            oom = 1;
+        else
+            k++;
+    }
+    if (!oom && k > 1)
+        qsort(names, k, sizeof *names, str_cmp);
+    oom |= ferry_buf_puts(&b, "{\"tenants\":[");
+    for (size_t i = 0, out = 0; i < k && !oom; i++) {
+        if (i && !strcmp(names[i], names[i - 1]))
+            continue;
+        bytes += strlen(names[i]) + 3;
+        if (bytes > LOG_NAMES_MAX)
+            break;
+        /* key names are [A-Za-z0-9_.-] (cat_name_ok): nothing to escape */
+        oom |= ferry_buf_printf(&b, "%s\"%s\"", out++ ? "," : "", names[i]);
+    }
+    oom |= ferry_buf_puts(&b, "]}");
+    if (!oom && bytes > LOG_NAMES_MAX) {
+        ferry_buf_reset(&b);
+        oom |= ferry_buf_puts(&b, "{\"all\":true}");
+    }
+    for (size_t i = 0; i < k; i++)
+        free(names[i]);
+    free(names);
+    if (oom) {
+        ferry_buf_free(&b);
+        return NULL;
+    }
+    return ferry_buf_detach(&b);
+}
+
+void ferry_routing_changes_free(char **tenants, size_t n)
+{
+    for (size_t i = 0; tenants && i < n; i++)
+        free(tenants[i]);
+    free(tenants);
+}
+
+int ferry_catalog_routing_changes(ferry_catalog *c, uint64_t since, uint64_t upto, bool *covered,
+                                  char ***tenants, size_t *n, ferry_err *err)
+{
+    *covered = false;
+    *tenants = NULL;
+    *n = 0;
+    if (upto < since)
+        return FERRY_OK; /* the version went back (a catalog replaced): read everything */
+    if (upto - since > CAT_ROUTING_LOG_KEEP)
+        return FERRY_OK;
+    char **v = NULL;
+    size_t k = 0, cap = 0;
+    int rc = FERRY_OK;
+    bool all = false;
+    for (uint64_t ver = since + 1; ver <= upto && !rc && !all; ver++) {
+        char path[64];
+        snprintf(path, sizeof path, CAT_ROUTING_LOG_DIR "/%llu", (unsigned long long)ver);
+        cat_item it = {0};
+        rc = c->ops->get(c, path, &it, err);
+        if (rc == FERRY_ENOTFOUND) { /* pruned, or never written (an import set the version) */
+            ferry_err_clear(err);
+            rc = FERRY_OK;
+            all = true;
+            break;
+        }
+        if (rc)
+            break;
+        json_error_t je;
+        json_t *o = json_loads(it.doc, 0, &je);
+        json_t *arr = o ? json_object_get(o, "tenants") : NULL;
+        if (!o || json_is_true(json_object_get(o, "all")) || !json_is_array(arr)) {
+            all = true; /* too many to list, or an entry this version does not understand */
+        } else {
+            size_t i;
+            json_t *s;
+            json_array_foreach(arr, i, s) {
+                const char *name = json_string_value(s);
+                if (!name || !cat_name_ok(name))
+                    continue;
+                if (k == cap) {
+                    size_t ncap = cap ? cap * 2 : 16;
+                    char **nv = realloc(v, ncap * sizeof *nv);
+                    if (!nv) {
+                        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                        break;
+                    }
+                    v = nv;
+                    cap = ncap;
+                }
+                if (!(v[k] = strdup(name))) {
+                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                    break;
+                }
+                k++;
+            }
+        }
+        json_decref(o);
+        cat_item_free(&it);
+    }
+    if (rc || all) {
+        ferry_routing_changes_free(v, k);
+        return rc;
+    }
+    if (k > 1)
+        qsort(v, k, sizeof *v, str_cmp);
+    size_t u = 0; /* unique */
+    for (size_t i = 0; i < k; i++) {
+        if (u && !strcmp(v[i], v[u - 1])) {
+            free(v[i]);
+            continue;
+        }
+        v[u++] = v[i];
+    }
+    *tenants = v;
+    *n = u;
+    *covered = true;
+    return FERRY_OK;
+}
+
+/* A tenant document in the canonical encoding, {"name":"T"[,"rf":N],"splits":N}, taken apart
+ * without a JSON parser. false: anything else (decode it). */
+static bool tenant_fast(const char *doc, const char **name, size_t *n_name, uint32_t *splits)
+{
+    static const char k1[] = "{\"name\":\"", krf[] = ",\"rf\":", ksp[] = ",\"splits\":";
+    if (strncmp(doc, k1, sizeof k1 - 1))
+        return false;
+    const char *p = doc + sizeof k1 - 1, *q = strpbrk(p, "\"\\");
+    if (!q || *q != '"')
+        return false;
+    *name = p;
+    *n_name = (size_t)(q - p);
+    p = q + 1;
+    if (!strncmp(p, krf, sizeof krf - 1)) {
+        p += sizeof krf - 1;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (strncmp(p, ksp, sizeof ksp - 1))
+        return false;
+    p += sizeof ksp - 1;
+    uint64_t v = 0;
+    const char *d = p;
+    while (*p >= '0' && *p <= '9' && v <= UINT32_MAX)
+        v = v * 10 + (uint64_t)(*p++ - '0');
+    if (p == d || v > UINT32_MAX || strcmp(p, "}"))
+        return false;
+    *splits = (uint32_t)v;
+    return true;
+}
+
+static int tenant_row(const cat_item *it, ferry_record *r, ferry_routing_row_fn fn, void *arg,
+                      ferry_err *err)
+{
+    ferry_routing_row row = {.kind = FERRY_REC_TENANT};
+    if (!tenant_fast(it->doc, &row.tenant, &row.tenant_len, &row.splits)) {
+        int rc = cat_record_decode(FERRY_REC_TENANT, it->doc, r, err);
+        if (rc) {
+            ferry_err_prefix(err, "%s: ", it->path);
+            return rc;
+        }
+        row.tenant = r->u.tenant.name;
+        row.tenant_len = strlen(row.tenant);
+        row.splits = r->u.tenant.splits;
+    }
+    return fn(&row, arg, err);
+}
+
+static int route_row(const cat_item *it, ferry_record *r, ferry_routing_row_fn fn, void *arg,
+                     ferry_err *err)
+{
+    ferry_routing_row row = {.kind = FERRY_REC_ROUTE};
+    if (!cat_route_fast(it->doc, &row.shards, &row.shards_len, &row.split, &row.tenant,
+                        &row.tenant_len)) {
+        int rc = cat_record_decode(FERRY_REC_ROUTE, it->doc, r, err);
+        if (rc) {
+            ferry_err_prefix(err, "%s: ", it->path);
+            return rc;
+        }
+        row.tenant = r->u.route.tenant;
+        row.tenant_len = strlen(row.tenant);
+        row.split = r->u.route.split;
+        row.shards = r->u.route.shards;
+        row.shards_len = strlen(row.shards);
+    }
+    return fn(&row, arg, err);
+}
+
+/* Every document of a scan to fn, each given back as soon as it has been seen. */
+static int rows_of(ferry_catalog *c, const char *prefix, int depth, bool route, ferry_record *r,
+                   ferry_routing_row_fn fn, void *arg, ferry_err *err)
+{
+    cat_items items = {0};
+    int rc = c->ops->scan(c, prefix, depth, &items, err);
+    for (size_t i = 0; i < items.n && !rc; i++) {
+        rc = route ? route_row(&items.v[i], r, fn, arg, err)
+                   : tenant_row(&items.v[i], r, fn, arg, err);
+        cat_item_free(&items.v[i]);
+    }
+    cat_items_free(&items);
+    return rc;
+}
+
+int ferry_catalog_routing_rows(ferry_catalog *c, const char *tenant, ferry_routing_row_fn fn,
+                               void *arg, ferry_err *err)
+{
+    ferry_record r;
+    ferry_record_init(&r, FERRY_REC_ROUTE);
+    int rc;
+    if (!tenant) {
+        rc = rows_of(c, cat_kind_dir(FERRY_REC_TENANT), 1, false, &r, fn, arg, err);
+        if (!rc)
+            rc = rows_of(c, cat_kind_dir(FERRY_REC_ROUTE), 2, true, &r, fn, arg, err);
+        return rc;
+    }
+    if (!cat_name_ok(tenant))
+        return ferry_err_set(err, FERRY_EINVAL, "'%s' is not a valid tenant name", tenant);
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", cat_kind_dir(FERRY_REC_TENANT), tenant);
+    cat_item it = {0};
+    rc = c->ops->get(c, path, &it, err);
+    if (rc == FERRY_ENOTFOUND) { /* gone: its routes, if any are left, still come */
+        ferry_err_clear(err);
+        rc = FERRY_OK;
+    } else if (!rc) {
+        if (!it.path && !(it.path = strdup(path)))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        if (!rc)
+            rc = tenant_row(&it, &r, fn, arg, err);
+    }
+    cat_item_free(&it);
+    snprintf(path, sizeof path, "%s/%s", cat_kind_dir(FERRY_REC_ROUTE), tenant);
+    if (!rc)
+        rc = rows_of(c, path, 1, true, &r, fn, arg, err);
+    return rc;
+}
