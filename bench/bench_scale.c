@@ -13,9 +13,14 @@
  *              takes to reach it, and what a reload spends in the catalog and in the router
  *              (bench_router_load, run in a process of its own)
  *   dry_run    `ferry rebalance --dry-run` (inventory sync from the fake servers, then the plan)
- *   plan       the plan after `ferry shard add` of a 101st shard (ferry_rebalance_plan_compute)
- *              and its schedule under per-shard limits (ferry_sched_simulate)
+ *   plan       the plan after `ferry shard add` of a 101st shard (ferry_rebalance_plan_compute,
+ *              and the same plan from every record decoded, the way before the compact scans,
+ *              compared move by move) and its schedule under per-shard limits
+ *              (ferry_sched_simulate)
  *   capacity   one more tenant once every shard has a capacity (the loads are read then)
+ *   status     `ferry status` (median of 3), ferry_cluster_status_read in this process (median of
+ *              3), and the coordinator's status page and /metrics, 6 s apart (each finds the
+ *              cached status over 5 s old), from `ferry coordinator` started here
  * usage: bench_scale DIR CATALOG FERRY_BIN [TENANTS [PHASES [MIX]]]
  *   PHASES: comma-separated subset of the above (default all). DIR must be empty or absent.
  *   MIX: "mix" (default, above) or "one" (every tenant 1 split). */
@@ -38,10 +43,13 @@
 
 #include "ferry/buf.h"
 #include "ferry/catalog.h"
+#include "ferry/cluster_status.h"
+#include "ferry/http_call.h"
 #include "ferry/httpd.h"
 #include "ferry/move.h"
 #include "ferry/schedule.h"
 #include "ferry/split.h"
+#include "flow/move_int.h"
 
 extern char **environ;
 
@@ -76,6 +84,17 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
+/* CPU seconds of the calling thread: on a loaded machine a steadier figure than the wall clock
+ * (the fake servers run in threads of their own). */
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double last_cpu_s; /* user + system CPU of the last run_ferry's process */
+
 /* Runs ferry with args (NULL-terminated), output to DIR/cmd.log; exits on failure. */
 static double run_ferry(char **args)
 {
@@ -90,8 +109,11 @@ static double run_ferry(char **args)
     if (posix_spawn(&pid, ferry_bin, &fa, NULL, args, environ) != 0)
         die("spawn ferry", NULL);
     int st;
-    waitpid(pid, &st, 0);
+    struct rusage ru;
+    wait4(pid, &st, 0, &ru);
     double dt = now_s() - t0;
+    last_cpu_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+                 (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
     posix_spawn_file_actions_destroy(&fa);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         fprintf(stderr, "bench_scale: ferry %s %s failed; see %s\n", args[1],
@@ -488,15 +510,17 @@ static void phase_dry_run(ferry_catalog *cat)
 {
     size_t slices = fakes_fill(cat);
     char *args[] = {"ferry", "rebalance", "--dry-run", "--config", conf, NULL};
-    double t[3];
-    for (int i = 0; i < 3; i++)
+    double t[3], cpu[3];
+    for (int i = 0; i < 3; i++) {
         t[i] = run_ferry(args); /* the first one also records the slice sizes */
+        cpu[i] = last_cpu_s;
+    }
     unsigned long q = 0;
     for (int s = 0; s < SHARDS; s++)
         q += fakes[s].queries;
     printf("{\"phase\":\"dry_run\",\"slices\":%zu,\"partitions\":%zu,\"first_s\":%.3f,"
-           "\"then_s\":[%.3f,%.3f],\"fake_queries\":%lu}\n",
-           slices, slices * DAYS, t[0], t[1], t[2], q);
+           "\"then_s\":[%.3f,%.3f],\"cpu_s\":[%.3f,%.3f,%.3f],\"fake_queries\":%lu}\n",
+           slices, slices * DAYS, t[0], t[1], t[2], cpu[0], cpu[1], cpu[2], q);
     fflush(stdout);
 }
 
@@ -513,11 +537,24 @@ static void phase_plan(ferry_catalog *cat)
     char *args[] = {"ferry", "shard", "add", "--config", conf, "ch-100", NULL};
     write_config(true);
     double add_cli = run_ferry(args); /* prints the plan: includes a sync and the plan */
+    double add_cpu = last_cpu_s;
     ferry_rebalance_plan p;
-    double t0 = now_s();
+    double t0 = now_s(), c0 = thread_cpu_s();
     if (ferry_rebalance_plan_compute(cat, &p, &err))
         die("plan", &err);
-    double plan_s = now_s() - t0;
+    double plan_s = now_s() - t0, plan_cpu = thread_cpu_s() - c0;
+    ferry_rebalance_plan q;
+    t0 = now_s();
+    c0 = thread_cpu_s();
+    if (mv_plan_compute_records(cat, &q, &err))
+        die("plan from records", &err);
+    double plan_records_s = now_s() - t0, plan_records_cpu = thread_cpu_s() - c0;
+    bool same = p.n_moves == q.n_moves && p.moved_bytes == q.moved_bytes;
+    for (size_t i = 0; same && i < p.n_moves; i++)
+        same = p.moves[i].kind == q.moves[i].kind && !strcmp(p.moves[i].tenant, q.moves[i].tenant) &&
+               p.moves[i].split == q.moves[i].split && !strcmp(p.moves[i].from, q.moves[i].from) &&
+               !strcmp(p.moves[i].to, q.moves[i].to) && p.moves[i].bytes == q.moves[i].bytes;
+    ferry_rebalance_plan_free(&q);
     ferry_sched_move *sm = calloc(p.n_moves + 1, sizeof *sm);
     double *secs = calloc(p.n_moves + 1, sizeof *secs);
     size_t n_shards;
@@ -532,14 +569,111 @@ static void phase_plan(ferry_catalog *cat)
         die("simulate", &err);
     double sched_s = now_s() - t0;
     printf("{\"phase\":\"plan\",\"change\":\"add ch-100\",\"shard_add_cli_s\":%.3f,"
-           "\"plan_s\":%.3f,\"moves\":%zu,\"moved_bytes\":%llu,\"schedule_s\":%.3f,"
+           "\"shard_add_cli_cpu_s\":%.3f,\"plan_s\":%.3f,\"plan_cpu_s\":%.3f,"
+           "\"plan_records_s\":%.3f,\"plan_records_cpu_s\":%.3f,\"plans_identical\":%s,"
+           "\"moves\":%zu,\"moved_bytes\":%llu,\"schedule_s\":%.3f,"
            "\"per_shard\":4,\"simulated_hours\":%.2f,\"peak_running\":%zu}\n",
-           add_cli, plan_s, p.n_moves, (unsigned long long)p.moved_bytes, sched_s,
-           makespan / 3600, peak);
+           add_cli, add_cpu, plan_s, plan_cpu, plan_records_s, plan_records_cpu,
+           same ? "true" : "false", p.n_moves,
+           (unsigned long long)p.moved_bytes, sched_s, makespan / 3600, peak);
     fflush(stdout);
     ferry_rebalance_plan_free(&p);
     free(sm);
     free(secs);
+}
+
+/* GET url, timed; exits unless it answers 200. */
+static double http_get_s(const char *url, size_t *bytes)
+{
+    ferry_err err = {0};
+    ferry_http_call call = {.url = url, .timeout_ms = 120000, .max_answer = 64 << 20};
+    ferry_http_answer a;
+    double t0 = now_s();
+    int rc = ferry_http_do(&call, &a, &err);
+    double dt = now_s() - t0;
+    if (rc || a.status != 200) {
+        fprintf(stderr, "bench_scale: GET %s: %s (status %ld)\n", url, rc ? err.msg : "",
+                a.status);
+        exit(1);
+    }
+    *bytes = a.body.len;
+    ferry_http_answer_free(&a);
+    return dt;
+}
+
+static void phase_status(ferry_catalog *cat)
+{
+    ferry_err err = {0};
+    double cli[3], lib[3], cli_cpu[3], lib_cpu[3];
+    char *args[] = {"ferry", "status", "--config", conf, NULL};
+    for (int i = 0; i < 3; i++) {
+        cli[i] = run_ferry(args);
+        cli_cpu[i] = last_cpu_s;
+    }
+    size_t slices = 0;
+    for (int i = 0; i < 3; i++) {
+        ferry_cluster_status cs;
+        double t0 = now_s(), c0 = thread_cpu_s();
+        if (ferry_cluster_status_read(cat, 10, &cs, &err))
+            die("status", &err);
+        lib[i] = now_s() - t0;
+        lib_cpu[i] = thread_cpu_s() - c0;
+        slices = cs.slices;
+        ferry_cluster_status_free(&cs);
+    }
+    /* the coordinator, its status page and /metrics */
+    char port_file[1200], log[1200];
+    snprintf(port_file, sizeof port_file, "%s/coord.port", dir);
+    snprintf(log, sizeof log, "%s/coord.log", dir);
+    unlink(port_file);
+    char *cargs[] = {"ferry", "coordinator", "--config", conf, "--listen", "127.0.0.1:0",
+                     "--port-file", port_file, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid;
+    if (posix_spawn(&pid, ferry_bin, &fa, NULL, cargs, environ) != 0)
+        die("spawn ferry coordinator", NULL);
+    posix_spawn_file_actions_destroy(&fa);
+    unsigned port = 0;
+    for (int i = 0; i < 600 && !port; i++) {
+        FILE *f = fopen(port_file, "r");
+        if (!f || fscanf(f, "%u", &port) != 1)
+            port = 0;
+        if (f)
+            fclose(f);
+        if (!port)
+            usleep(100 * 1000);
+    }
+    if (!port) {
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+        die("the coordinator did not start (see coord.log)", NULL);
+    }
+    sleep(6); /* past its start (the routing table's first load) and the status cache's age */
+    char page[64], metrics[64];
+    snprintf(page, sizeof page, "http://127.0.0.1:%u/", port);
+    snprintf(metrics, sizeof metrics, "http://127.0.0.1:%u/metrics", port);
+    size_t page_bytes, metrics_bytes;
+    double page_s[2], metrics_s;
+    page_s[0] = http_get_s(page, &page_bytes);
+    sleep(6);
+    metrics_s = http_get_s(metrics, &metrics_bytes);
+    sleep(6);
+    page_s[1] = http_get_s(page, &page_bytes);
+    double warm_s = http_get_s(page, &page_bytes); /* at once: the status just served */
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    double cli_med = median(cli, 3), lib_med = median(lib, 3); /* sorts: [0] is the least */
+    double cli_cpu_med = median(cli_cpu, 3), lib_cpu_med = median(lib_cpu, 3);
+    printf("{\"phase\":\"status\",\"slices\":%zu,\"cli_s_median\":%.3f,\"cli_s_min\":%.3f,"
+           "\"cli_cpu_s_median\":%.3f,\"lib_s_median\":%.3f,\"lib_cpu_s_median\":%.3f,"
+           "\"page_6s_apart_s\":[%.3f,%.3f],\"page_again_s\":%.3f,"
+           "\"page_bytes\":%zu,\"metrics_6s_apart_s\":%.3f}\n",
+           slices, cli_med, cli[0], cli_cpu_med, lib_med, lib_cpu_med, page_s[0], page_s[1],
+           warm_s, page_bytes, metrics_s);
+    fflush(stdout);
 }
 
 int main(int argc, char **argv)
@@ -553,7 +687,7 @@ int main(int argc, char **argv)
     ferry_bin = argv[3];
     unsigned tenants = argc > 4 ? (unsigned)atoi(argv[4]) : 100000;
     const char *phases = argc > 5 ? argv[5] : "register,one_more,raise,split_manager,size,router,"
-                                              "dry_run,plan,capacity";
+                                              "dry_run,plan,capacity,status";
     one_split = argc > 6 && !strcmp(argv[6], "one");
     signal(SIGPIPE, SIG_IGN);
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
@@ -584,6 +718,8 @@ int main(int argc, char **argv)
         phase_plan(cat);
     if (strstr(phases, "capacity"))
         phase_capacity(cat);
+    if (strstr(phases, "status"))
+        phase_status(cat);
     ferry_catalog_close(cat);
     for (int s = 0; s <= SHARDS; s++) {
         ferry_httpd_stop(fakes[s].srv);

@@ -7,6 +7,8 @@
 # each with the backend and the load average before it. On ZooKeeper the big run does only what
 # does not read every record (ZK_BIG_PHASES): at a million slices each full read takes minutes
 # (docs/benchmarks.md, "Scale"); the 10,000-tenant runs do every phase.
+# PHASES=a,b,... runs those phases in the big run (and SMALL_PHASES in the 10,000-tenant runs,
+# "none" to skip them), e.g. PHASES=register,dry_run,plan,status SMALL_PHASES=none.
 #   usage: bench/scale.sh [BUILD_DIR [TENANTS [BACKENDS]]]   default build-release 100000 "sqlite zk"
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,8 +29,8 @@ run() {
         sed -u "s/^{/{\"run\":\"$name\",/"
 }
 
-all=register,one_more,raise,split_manager,size,router,dry_run,plan,capacity
-small=register,one_more,raise,router,dry_run,plan
+all=register,one_more,raise,split_manager,size,router,dry_run,plan,capacity,status
+small=register,one_more,raise,router,dry_run,plan,status
 for b in $backends; do
     if [ "$b" = zk ]; then
         ZK_XMX=${ZK_XMX:-3g} zk_start >&2
@@ -36,11 +38,15 @@ for b in $backends; do
     else
         url() { echo "sqlite:$T/$1/c.db"; }
     fi
-    phases=$all
+    phases=${PHASES:-$all}
     if [ "$b" = zk ]; then phases=${ZK_BIG_PHASES:-register,one_more,raise,split_manager,size}; fi
     run "$b-$tenants" "$(url "$b-$tenants")" "$FERRY_BIN" "$tenants" "$phases" mix
-    run "$b-10000" "$(url "$b-10000")" "$FERRY_BIN" 10000 "$all" mix
-    run "$b-10000-one" "$(url "$b-10000-one")" "$FERRY_BIN" 10000 "$small" one
+    if [ "${SMALL_PHASES:-}" = none ]; then
+        [ "$b" = zk ] && zk_stop
+        continue
+    fi
+    run "$b-10000" "$(url "$b-10000")" "$FERRY_BIN" 10000 "${SMALL_PHASES:-$all}" mix
+    run "$b-10000-one" "$(url "$b-10000-one")" "$FERRY_BIN" 10000 "${SMALL_PHASES:-$small}" one
     if [ -n "${BASELINE:-}" ]; then
         run "$b-10000-one-baseline" "$(url "$b-10000-one-baseline")" "$BASELINE" 10000 \
             register,one_more,dry_run one

@@ -31,9 +31,12 @@ typedef struct coord_series {
 #define COORD_MAX_SERIES 256 /* shards plotted (the history of more is not kept) */
 
 typedef struct coord_view {
-    /* the cluster status, cached a few seconds; under the coordinator's cat_mu */
+    /* the cluster status, cached a few seconds (status_page.c, status_get); under status_mu,
+     * read from the catalog under the coordinator's cat_mu */
+    pthread_mutex_t status_mu;
     struct ferry_cluster_status *status;
     double status_at;
+    bool refresh_wanted; /* a request found it older than its refresh age */
     uint64_t status_errors;
     ferry_histogram catalog_read;
     /* the fill history, under mu */
@@ -77,6 +80,9 @@ int coord_view_init(ferry_coord *c, const ferry_coord_options *opt, ferry_err *e
 void coord_view_free(ferry_coord *c);
 /* A scheduled job: records every shard's bytes and fill (arg: the coordinator). */
 void coord_history_sample(void *arg);
+/* A scheduled job (every second): reads the cluster status again when a request found the
+ * cached one old (arg: the coordinator). */
+void coord_status_refresh(void *arg);
 void coord_on_metrics(ferry_http_req *req, void *ctx);
 void coord_on_page(ferry_http_req *req, void *ctx);
 

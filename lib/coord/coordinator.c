@@ -312,6 +312,8 @@ int ferry_coord_start(const ferry_coord_options *opt, ferry_coord **out, ferry_e
         coord_history_sample(c);
         c->tickers[c->n_tickers++].job = (ferry_coord_job){"fill history", coord_history_sample,
                                                            c, c->view.history_every_s};
+        c->tickers[c->n_tickers++].job =
+            (ferry_coord_job){"cluster status", coord_status_refresh, c, 1};
     }
     for (size_t i = 0; !rc && i < opt->n_jobs; i++) {
         if (!opt->jobs[i].fn || !opt->jobs[i].every_s)

@@ -1,6 +1,7 @@
 /* The coordinator's view for operators: GET /metrics (Prometheus text) and GET / (an HTML status
  * page with inline SVG plots, no external assets), both from one cluster status
- * (ferry_cluster_status_read) cached for a few seconds, and the fill history the page plots: a
+ * (ferry_cluster_status_read) cached for a few seconds and refreshed in the background while
+ * requests come (status_get), and the fill history the page plots: a
  * sampler records every shard's bytes and fill every history_every_s seconds, bounded to the
  * last 24 h (288 samples at the default 5 min), in memory and, when a history file is given, in
  * that file (rewritten atomically) so a restarted or newly elected coordinator keeps it.
@@ -23,7 +24,8 @@
 #include "ferry/metrics.h"
 #include "ferry/strutil.h"
 
-#define STATUS_MAX_AGE_S 5
+#define STATUS_MAX_AGE_S 5 /* older: refreshed in the background (coord_status_refresh) */
+#define STATUS_STALE_S 60  /* older: read before answering */
 #define HISTORY_SPAN_S (24 * 3600)
 #define TOP_TENANTS 10
 
@@ -36,63 +38,108 @@ static double mono_s(void)
 
 /* ---- the cached status ------------------------------------------------------------------------ */
 
-/* A status at most STATUS_MAX_AGE_S old, read under cat_mu; *out is a copy the caller frees. */
+/* Reads the status from the catalog (under cat_mu) and makes it the cached one (under
+ * status_mu, so requests that only copy the cache never wait for a read). */
+static int status_refresh(ferry_coord *c, ferry_err *err)
+{
+    coord_view *v = &c->view;
+    ferry_cluster_status *s = calloc(1, sizeof *s);
+    if (!s)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    pthread_mutex_lock(&c->cat_mu);
+    double t0 = mono_s();
+    int rc = ferry_cluster_status_read(c->cat, TOP_TENANTS, s, err);
+    ferry_histogram_observe(&v->catalog_read, mono_s() - t0);
+    pthread_mutex_unlock(&c->cat_mu);
+    pthread_mutex_lock(&v->status_mu);
+    if (!rc) {
+        ferry_cluster_status *old = v->status;
+        v->status = s;
+        v->status_at = mono_s();
+        s = old;
+    } else {
+        v->status_errors++;
+    }
+    pthread_mutex_unlock(&v->status_mu);
+    if (s) {
+        if (!rc)
+            ferry_cluster_status_free(s);
+        free(s);
+    }
+    return rc;
+}
+
+/* A copy of the cached status (under status_mu); *out NULL on allocation failure. */
+static int status_copy(coord_view *v, ferry_cluster_status **out, ferry_err *err)
+{
+    ferry_cluster_status *cp = calloc(1, sizeof *cp);
+    if (cp) {
+        *cp = *v->status;
+        cp->shards = calloc(v->status->n_shards + 1, sizeof *cp->shards);
+        cp->top = calloc(v->status->n_top + 1, sizeof *cp->top);
+        memset(&cp->moves, 0, sizeof cp->moves);
+        cp->moves.items = calloc(v->status->moves.n + 1, sizeof *cp->moves.items);
+        cp->autopilot = calloc(v->status->n_autopilot + 1, sizeof *cp->autopilot);
+        cp->repair_needed = calloc(v->status->n_repair_needed + 1, sizeof *cp->repair_needed);
+    }
+    if (!cp || !cp->shards || !cp->top || !cp->moves.items || !cp->autopilot ||
+        !cp->repair_needed) {
+        if (cp)
+            ferry_cluster_status_free(cp);
+        free(cp);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    memcpy(cp->shards, v->status->shards, v->status->n_shards * sizeof *cp->shards);
+    memcpy(cp->top, v->status->top, v->status->n_top * sizeof *cp->top);
+    memcpy(cp->autopilot, v->status->autopilot, v->status->n_autopilot * sizeof *cp->autopilot);
+    if (v->status->n_repair_needed) /* the records own no memory */
+        memcpy(cp->repair_needed, v->status->repair_needed,
+               v->status->n_repair_needed * sizeof *cp->repair_needed);
+    for (size_t i = 0; i < v->status->moves.n; i++)
+        cp->moves.items[i] = v->status->moves.items[i]; /* moves own no memory */
+    cp->moves.n = v->status->moves.n;
+    *out = cp;
+    return FERRY_OK;
+}
+
+/* The cached status, as a copy the caller frees. A request never waits for the catalog while
+ * the cache is at most STATUS_STALE_S old: one older than STATUS_MAX_AGE_S is served and a
+ * refresh is asked of the status job (coord_status_refresh, every second), so a page or a scrape
+ * answers in milliseconds at any cluster size and sees the catalog of a few seconds ago; only
+ * without a status that recent (the first request, or after a quiet minute) is it read now. */
 static int status_get(ferry_coord *c, ferry_cluster_status **out, ferry_err *err)
 {
     coord_view *v = &c->view;
-    pthread_mutex_lock(&c->cat_mu);
-    int rc = FERRY_OK;
-    if (!v->status || mono_s() - v->status_at > STATUS_MAX_AGE_S) {
-        ferry_cluster_status *s = calloc(1, sizeof *s);
-        double t0 = mono_s();
-        rc = s ? ferry_cluster_status_read(c->cat, TOP_TENANTS, s, err)
-               : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        ferry_histogram_observe(&v->catalog_read, mono_s() - t0);
-        if (!rc) {
-            if (v->status)
-                ferry_cluster_status_free(v->status);
-            free(v->status);
-            v->status = s;
-            v->status_at = mono_s();
-        } else {
-            v->status_errors++;
-            free(s);
-        }
+    *out = NULL;
+    pthread_mutex_lock(&v->status_mu);
+    double age = v->status ? mono_s() - v->status_at : 0;
+    if (v->status && age <= STATUS_STALE_S) {
+        if (age > STATUS_MAX_AGE_S)
+            v->refresh_wanted = true;
+        int rc = status_copy(v, out, err);
+        pthread_mutex_unlock(&v->status_mu);
+        return rc;
     }
-    /* a private copy: the cache may be replaced while the caller renders */
-    if (!rc && v->status) {
-        ferry_cluster_status *cp = calloc(1, sizeof *cp);
-        if (cp) {
-            *cp = *v->status;
-            cp->shards = calloc(v->status->n_shards + 1, sizeof *cp->shards);
-            cp->top = calloc(v->status->n_top + 1, sizeof *cp->top);
-            memset(&cp->moves, 0, sizeof cp->moves);
-            cp->moves.items = calloc(v->status->moves.n + 1, sizeof *cp->moves.items);
-            cp->autopilot = calloc(v->status->n_autopilot + 1, sizeof *cp->autopilot);
-            cp->repair_needed = calloc(v->status->n_repair_needed + 1, sizeof *cp->repair_needed);
-        }
-        if (!cp || !cp->shards || !cp->top || !cp->moves.items || !cp->autopilot ||
-            !cp->repair_needed) {
-            if (cp)
-                ferry_cluster_status_free(cp);
-            free(cp);
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        } else {
-            memcpy(cp->shards, v->status->shards, v->status->n_shards * sizeof *cp->shards);
-            memcpy(cp->top, v->status->top, v->status->n_top * sizeof *cp->top);
-            memcpy(cp->autopilot, v->status->autopilot,
-                   v->status->n_autopilot * sizeof *cp->autopilot);
-            if (v->status->n_repair_needed) /* the records own no memory */
-                memcpy(cp->repair_needed, v->status->repair_needed,
-                       v->status->n_repair_needed * sizeof *cp->repair_needed);
-            for (size_t i = 0; i < v->status->moves.n; i++)
-                cp->moves.items[i] = v->status->moves.items[i]; /* moves own no memory */
-            cp->moves.n = v->status->moves.n;
-            *out = cp;
-        }
-    }
-    pthread_mutex_unlock(&c->cat_mu);
+    pthread_mutex_unlock(&v->status_mu);
+    int rc = status_refresh(c, err);
+    pthread_mutex_lock(&v->status_mu);
+    if (!rc)
+        rc = v->status ? status_copy(v, out, err)
+                       : ferry_err_set(err, FERRY_EINTERNAL, "no cluster status");
+    pthread_mutex_unlock(&v->status_mu);
     return rc;
+}
+
+void coord_status_refresh(void *arg)
+{
+    ferry_coord *c = arg;
+    pthread_mutex_lock(&c->view.status_mu);
+    bool wanted = c->view.refresh_wanted;
+    c->view.refresh_wanted = false;
+    pthread_mutex_unlock(&c->view.status_mu);
+    ferry_err err = {0};
+    if (wanted && status_refresh(c, &err))
+        FLOG_WARN("msg=\"coordinator: reading the cluster status failed\" err=\"%s\"", err.msg);
 }
 
 static void status_put(ferry_cluster_status *s)
@@ -179,10 +226,12 @@ void coord_history_sample(void *arg)
     ferry_coord *c = arg;
     ferry_err err = {0};
     ferry_cluster_status *s = NULL;
-    pthread_mutex_lock(&c->cat_mu);
-    c->view.status_at = 0; /* a fresh read for the sample */
-    pthread_mutex_unlock(&c->cat_mu);
-    if (status_get(c, &s, &err)) {
+    if (status_refresh(c, &err) == FERRY_OK) { /* a fresh read for the sample */
+        pthread_mutex_lock(&c->view.status_mu);
+        status_copy(&c->view, &s, &err);
+        pthread_mutex_unlock(&c->view.status_mu);
+    }
+    if (!s) {
         FLOG_WARN("msg=\"coordinator: fill history sample failed\" err=\"%s\"", err.msg);
         return;
     }
@@ -204,6 +253,7 @@ int coord_view_init(ferry_coord *c, const ferry_coord_options *opt, ferry_err *e
 {
     coord_view *v = &c->view;
     pthread_mutex_init(&v->mu, NULL);
+    pthread_mutex_init(&v->status_mu, NULL);
     ferry_histogram_init(&v->catalog_read);
     v->history_every_s = opt->history_every_s ? opt->history_every_s : 300;
     v->history_points = HISTORY_SPAN_S / v->history_every_s;
@@ -228,6 +278,7 @@ void coord_view_free(ferry_coord *c)
     status_put(v->status);
     ferry_histogram_destroy(&v->catalog_read);
     pthread_mutex_destroy(&v->mu);
+    pthread_mutex_destroy(&v->status_mu);
 }
 
 /* ---- GET /metrics ----------------------------------------------------------------------------- */

@@ -1,22 +1,114 @@
 /* The catalog's tenants, slices and routes as compact arrays sorted by key, for the flows that
- * read all of them (the inventory sync, the rebalancing plan): read one record at a time
- * (ferry_catalog_each), since a ferry_record per item is 3.4 KB (the largest record kind) and a
- * cluster has a million slices; joined by a sort and a merge, so every lookup after that is a
- * binary search, not a scan. */
+ * read all of them (the inventory sync, the rebalancing plan). Read through the catalog's compact
+ * scans (ferry/catalog_scan.h: the slices already joined with their routes, no ferry_record per
+ * item, which is 3.4 KB, the largest record kind, for a cluster of a million slices); every
+ * string goes to one pool (a tenant's name once, each distinct shard list once), so the view is
+ * a few arrays and no allocation per slice. Every lookup after that is a binary search. The
+ * reader from decoded records (mv_view_read_records) is the reference the tests compare with. */
 #include "flow/move_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "ferry/catalog.h"
+#include "ferry/catalog_scan.h"
+
+/* ---- the string pool: chunks of memory, and a hash set of the shard lists ---- */
+
+typedef struct mv_pool {
+    char **chunks;
+    size_t n_chunks, cap_chunks;
+    size_t used, size; /* of the newest chunk */
+    const char **set;  /* open addressing: interned shard lists */
+    size_t n_set, cap_set;
+} mv_pool;
+
+#define POOL_CHUNK (256 * 1024)
+
+static const char *pool_put(mv_pool *p, const char *s, size_t len)
+{
+    if (!p->n_chunks || p->size - p->used < len + 1) {
+        size_t size = len + 1 > POOL_CHUNK ? len + 1 : POOL_CHUNK;
+        if (p->n_chunks == p->cap_chunks) {
+            size_t nc = p->cap_chunks ? p->cap_chunks * 2 : 16;
+            char **q = realloc(p->chunks, nc * sizeof *q);
+            if (!q)
+                return NULL;
+            p->chunks = q;
+            p->cap_chunks = nc;
+        }
+        char *c = malloc(size);
+        if (!c)
+            return NULL;
+        p->chunks[p->n_chunks++] = c;
+        p->used = 0;
+        p->size = size;
+    }
+    char *d = p->chunks[p->n_chunks - 1] + p->used;
+    memcpy(d, s, len);
+    d[len] = '\0';
+    p->used += len + 1;
+    return d;
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* s, once: the same text gives the same pointer. */
+static const char *pool_intern(mv_pool *p, const char *s)
+{
+    if (2 * (p->n_set + 1) > p->cap_set) {
+        size_t nc = p->cap_set ? p->cap_set * 2 : 1024;
+        const char **ns = calloc(nc, sizeof *ns);
+        if (!ns)
+            return NULL;
+        for (size_t i = 0; i < p->cap_set; i++)
+            if (p->set[i]) {
+                size_t k = fnv1a(p->set[i]) & (nc - 1);
+                while (ns[k])
+                    k = (k + 1) & (nc - 1);
+                ns[k] = p->set[i];
+            }
+        free(p->set);
+        p->set = ns;
+        p->cap_set = nc;
+    }
+    size_t k = fnv1a(s) & (p->cap_set - 1);
+    while (p->set[k]) {
+        if (!strcmp(p->set[k], s))
+            return p->set[k];
+        k = (k + 1) & (p->cap_set - 1);
+    }
+    const char *d = pool_put(p, s, strlen(s));
+    if (d) {
+        p->set[k] = d;
+        p->n_set++;
+    }
+    return d;
+}
+
+static void pool_free(mv_pool *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n_chunks; i++)
+        free(p->chunks[i]);
+    free(p->chunks);
+    free(p->set);
+    free(p);
+}
+
+/* ---- building the view ---- */
 
 typedef struct view_reader {
     mv_view *v;
-    mv_view_slice *routes; /* route records, before the merge */
-    size_t n_routes, cap_routes, cap_slices, cap_tenants;
-    char **pool; /* tenant names of slices and routes (shared by consecutive records) */
-    size_t n_pool, cap_pool;
-    const char *last; /* the pool's newest name */
+    size_t cap_slices, cap_tenants;
+    const char *last; /* the newest tenant name in the pool (a tenant's rows come together) */
 } view_reader;
 
 static int grow(void **p, size_t *cap, size_t n, size_t size)
@@ -32,79 +124,51 @@ static int grow(void **p, size_t *cap, size_t n, size_t size)
     return FERRY_OK;
 }
 
-/* The tenant name as a pooled string: records come in key order, so a tenant's records are
- * adjacent and share one copy. */
-static const char *intern(view_reader *r, const char *name)
+static const char *tenant_name(view_reader *r, const char *name)
 {
     if (r->last && !strcmp(r->last, name))
         return r->last;
-    char *s = strdup(name);
-    if (!s || grow((void **)&r->pool, &r->cap_pool, r->n_pool, sizeof *r->pool)) {
-        free(s);
-        return NULL;
-    }
-    r->pool[r->n_pool++] = s;
-    return r->last = s;
+    const char *s = pool_put(r->v->pool, name, strlen(name));
+    return s ? (r->last = s) : NULL;
 }
 
-static int read_tenant(const ferry_record *rec, void *arg, ferry_err *err)
+static int add_tenant(view_reader *r, const char *name, uint32_t splits, uint32_t rf,
+                      int64_t version, ferry_err *err)
 {
-    view_reader *r = arg;
     mv_view *v = r->v;
     if (grow((void **)&v->tenants, &r->cap_tenants, v->n_tenants, sizeof *v->tenants))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     mv_view_tenant *t = &v->tenants[v->n_tenants];
-    if (!(t->name = strdup(rec->u.tenant.name)))
+    if (!(t->name = pool_put(v->pool, name, strlen(name))))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    t->splits = rec->u.tenant.splits;
-    t->rf = rec->u.tenant.rf;
-    t->version = rec->version;
+    t->splits = splits;
+    t->rf = rf;
+    t->version = version;
     v->n_tenants++;
     return FERRY_OK;
 }
 
-static int read_slice(const ferry_record *rec, void *arg, ferry_err *err)
+/* One slice key; placement NULL without a slice record, route NULL without a route. */
+static int add_slice(view_reader *r, const char *tenant, uint32_t split, uint64_t bytes,
+                     uint64_t rows, const char *placement, int64_t version, const char *route,
+                     int64_t route_version, ferry_err *err)
 {
-    view_reader *r = arg;
     mv_view *v = r->v;
-    const ferry_slice *s = &rec->u.slice;
     if (grow((void **)&v->slices, &r->cap_slices, v->n_slices, sizeof *v->slices))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     mv_view_slice *x = &v->slices[v->n_slices];
     memset(x, 0, sizeof *x);
-    x->tenant = intern(r, s->tenant);
-    x->placement = strdup(s->placement);
-    if (!x->tenant || !x->placement) {
-        free(x->placement);
+    x->tenant = tenant_name(r, tenant);
+    x->placement = placement ? pool_intern(v->pool, placement) : NULL;
+    x->route = route ? pool_intern(v->pool, route) : NULL;
+    if (!x->tenant || (placement && !x->placement) || (route && !x->route))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    }
-    x->split = s->split;
-    x->bytes = s->bytes;
-    x->rows = s->rows;
-    x->version = rec->version;
-    x->route_version = -1;
+    x->split = split;
+    x->bytes = bytes;
+    x->rows = rows;
+    x->version = version;
+    x->route_version = route_version;
     v->n_slices++;
-    return FERRY_OK;
-}
-
-static int read_route(const ferry_record *rec, void *arg, ferry_err *err)
-{
-    view_reader *r = arg;
-    const ferry_route *rt = &rec->u.route;
-    if (grow((void **)&r->routes, &r->cap_routes, r->n_routes, sizeof *r->routes))
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    mv_view_slice *x = &r->routes[r->n_routes];
-    memset(x, 0, sizeof *x);
-    x->tenant = intern(r, rt->tenant);
-    x->route = strdup(rt->shards);
-    if (!x->tenant || !x->route) {
-        free(x->route);
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    }
-    x->split = rt->split;
-    x->route_version = rec->version;
-    x->version = -1;
-    r->n_routes++;
     return FERRY_OK;
 }
 
@@ -125,59 +189,164 @@ static int tenant_cmp(const void *a, const void *b)
     return strcmp(((const mv_view_tenant *)a)->name, ((const mv_view_tenant *)b)->name);
 }
 
-int mv_view_read(ferry_catalog *cat, mv_view *v, ferry_err *err)
+/* Puts the slices in the view's order (tenant bytewise, then split as a number). The scan gives
+ * each tenant's rows together with the tenants in order, the splits of one tenant perhaps not
+ * ("10" before "2" on SQLite): each tenant's run is sorted alone, and only a view that is still
+ * out of order after that (it cannot be, but the check is one pass) is sorted whole. */
+static void sort_slices(mv_view *v)
+{
+    mv_view_slice *s = v->slices;
+    size_t n = v->n_slices;
+    for (size_t i = 0, j; i < n; i = j) {
+        bool sorted = true;
+        for (j = i + 1; j < n && s[j].tenant == s[i].tenant; j++)
+            sorted &= s[j - 1].split < s[j].split;
+        if (!sorted)
+            qsort(s + i, j - i, sizeof *s, slice_cmp);
+    }
+    for (size_t i = 1; i < n; i++)
+        if (slice_cmp(&s[i - 1], &s[i]) > 0) {
+            qsort(s, n, sizeof *s, slice_cmp);
+            return;
+        }
+}
+
+static void sort_tenants(mv_view *v)
+{
+    for (size_t i = 1; i < v->n_tenants; i++)
+        if (tenant_cmp(&v->tenants[i - 1], &v->tenants[i]) > 0) {
+            qsort(v->tenants, v->n_tenants, sizeof *v->tenants, tenant_cmp);
+            return;
+        }
+}
+
+static int scan_tenant(const ferry_tenant_row *t, void *arg, ferry_err *err)
+{
+    return add_tenant(arg, t->name, t->splits, t->rf, t->version, err);
+}
+
+static int scan_slice(const ferry_slice_row *s, void *arg, ferry_err *err)
+{
+    return add_slice(arg, s->tenant, s->split, s->bytes, s->rows, s->placement, s->version,
+                     s->shards, s->route_version, err);
+}
+
+static int view_start(mv_view *v, view_reader *r, ferry_err *err)
 {
     memset(v, 0, sizeof *v);
-    view_reader r = {.v = v};
-    mv_view_slice *all = NULL;
-    int rc = ferry_catalog_each(cat, FERRY_REC_TENANT, NULL, 0, read_tenant, &r, err);
+    memset(r, 0, sizeof *r);
+    r->v = v;
+    if (!(v->pool = calloc(1, sizeof *v->pool)))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    return FERRY_OK;
+}
+
+int mv_view_read(ferry_catalog *cat, mv_view *v, ferry_err *err)
+{
+    view_reader r;
+    int rc = view_start(v, &r, err);
     if (!rc)
-        rc = ferry_catalog_each(cat, FERRY_REC_SLICE, NULL, 0, read_slice, &r, err);
+        rc = ferry_catalog_scan_tenants(cat, scan_tenant, &r, err);
+    if (!rc)
+        rc = ferry_catalog_scan_slices(cat, scan_slice, &r, err);
+    if (rc) {
+        mv_view_free(v);
+        return rc;
+    }
+    sort_tenants(v);
+    sort_slices(v);
+    return FERRY_OK;
+}
+
+/* ---- the reference reader: every record decoded ---- */
+
+typedef struct record_reader {
+    view_reader *r;
+    mv_view_slice *routes; /* route records, before the merge */
+    size_t n_routes, cap_routes;
+} record_reader;
+
+static int read_tenant(const ferry_record *rec, void *arg, ferry_err *err)
+{
+    record_reader *x = arg;
+    return add_tenant(x->r, rec->u.tenant.name, rec->u.tenant.splits, rec->u.tenant.rf,
+                      rec->version, err);
+}
+
+static int read_slice(const ferry_record *rec, void *arg, ferry_err *err)
+{
+    record_reader *x = arg;
+    const ferry_slice *s = &rec->u.slice;
+    return add_slice(x->r, s->tenant, s->split, s->bytes, s->rows, s->placement, rec->version,
+                     NULL, -1, err);
+}
+
+static int read_route(const ferry_record *rec, void *arg, ferry_err *err)
+{
+    record_reader *x = arg;
+    const ferry_route *rt = &rec->u.route;
+    if (grow((void **)&x->routes, &x->cap_routes, x->n_routes, sizeof *x->routes))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    mv_view_slice *s = &x->routes[x->n_routes];
+    memset(s, 0, sizeof *s);
+    s->tenant = tenant_name(x->r, rt->tenant);
+    s->route = pool_intern(x->r->v->pool, rt->shards);
+    if (!s->tenant || !s->route)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    s->split = rt->split;
+    s->route_version = rec->version;
+    s->version = -1;
+    x->n_routes++;
+    return FERRY_OK;
+}
+
+int mv_view_read_records(ferry_catalog *cat, mv_view *v, ferry_err *err)
+{
+    view_reader r;
+    record_reader x = {.r = &r};
+    mv_view_slice *all = NULL;
+    int rc = view_start(v, &r, err);
+    if (!rc)
+        rc = ferry_catalog_each(cat, FERRY_REC_TENANT, NULL, 0, read_tenant, &x, err);
+    if (!rc)
+        rc = ferry_catalog_each(cat, FERRY_REC_SLICE, NULL, 0, read_slice, &x, err);
     r.last = NULL;
     if (!rc)
-        rc = ferry_catalog_each(cat, FERRY_REC_ROUTE, NULL, 0, read_route, &r, err);
+        rc = ferry_catalog_each(cat, FERRY_REC_ROUTE, NULL, 0, read_route, &x, err);
     if (rc)
         goto out;
     /* the catalog's key order compares numbers as numbers: sort both the same (bytewise) way */
     if (v->n_tenants > 1) /* qsort of NULL, 0 is undefined */
         qsort(v->tenants, v->n_tenants, sizeof *v->tenants, tenant_cmp);
-    if (v->n_slices > 1) /* qsort of NULL, 0 is undefined */
+    if (v->n_slices > 1)
         qsort(v->slices, v->n_slices, sizeof *v->slices, slice_cmp);
-    if (r.n_routes > 1) /* qsort of NULL, 0 is undefined */
-        qsort(r.routes, r.n_routes, sizeof *r.routes, slice_cmp);
-    all = calloc(v->n_slices + r.n_routes + 1, sizeof *all);
+    if (x.n_routes > 1)
+        qsort(x.routes, x.n_routes, sizeof *x.routes, slice_cmp);
+    all = calloc(v->n_slices + x.n_routes + 1, sizeof *all);
     if (!all) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
     size_t i = 0, j = 0, n = 0;
-    while (i < v->n_slices || j < r.n_routes) {
+    while (i < v->n_slices || j < x.n_routes) {
         int d = i == v->n_slices  ? 1
-                : j == r.n_routes ? -1
-                                  : slice_cmp(&v->slices[i], &r.routes[j]);
+                : j == x.n_routes ? -1
+                                  : slice_cmp(&v->slices[i], &x.routes[j]);
         if (d < 0) {
             all[n++] = v->slices[i++];
         } else if (d > 0) {
-            all[n++] = r.routes[j++]; /* a route without a slice record */
+            all[n++] = x.routes[j++]; /* a route without a slice record */
         } else {
             all[n] = v->slices[i++];
-            all[n].route = r.routes[j].route;
-            all[n++].route_version = r.routes[j++].route_version;
+            all[n].route = x.routes[j].route;
+            all[n++].route_version = x.routes[j++].route_version;
         }
     }
     free(v->slices);
     v->slices = all;
     v->n_slices = n;
-    all = NULL;
-    free(r.routes);
-    r.routes = NULL;
-    r.n_routes = 0;
 out:
-    for (size_t k = 0; k < r.n_routes; k++)
-        free(r.routes[k].route);
-    free(r.routes);
-    v->pool = r.pool;
-    v->n_pool = r.n_pool;
+    free(x.routes);
     if (rc)
         mv_view_free(v);
     return rc;
@@ -185,17 +354,9 @@ out:
 
 void mv_view_free(mv_view *v)
 {
-    for (size_t i = 0; i < v->n_tenants; i++)
-        free(v->tenants[i].name);
-    for (size_t i = 0; i < v->n_slices; i++) {
-        free(v->slices[i].placement);
-        free(v->slices[i].route);
-    }
-    for (size_t i = 0; i < v->n_pool; i++)
-        free(v->pool[i]);
+    pool_free(v->pool);
     free(v->tenants);
     free(v->slices);
-    free(v->pool);
     memset(v, 0, sizeof *v);
 }
 

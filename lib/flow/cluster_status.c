@@ -1,5 +1,8 @@
 /* The cluster at a glance (include/ferry/cluster_status.h): one pass over shards, tenants,
- * slices, routes, partitions and the index of unfinished moves. */
+ * slices joined with their routes and partitions through the catalog's compact scans
+ * (ferry/catalog_scan.h: a few fields per row, no ferry_record per slice or route, so a million
+ * slices take a fraction of a second, docs/benchmarks.md "Scale"), the index of unfinished moves,
+ * then the routes of the few largest tenants for the shards that serve them. */
 #include "ferry/cluster_status.h"
 
 #include <stdbool.h>
@@ -8,16 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-static int slice_cmp(const void *a, const void *b)
-{
-    const ferry_record *x = a, *y = b;
-    const char *tx = x->kind == FERRY_REC_SLICE ? x->u.slice.tenant : x->u.route.tenant;
-    const char *ty = y->kind == FERRY_REC_SLICE ? y->u.slice.tenant : y->u.route.tenant;
-    uint32_t sx = x->kind == FERRY_REC_SLICE ? x->u.slice.split : x->u.route.split;
-    uint32_t sy = y->kind == FERRY_REC_SLICE ? y->u.slice.split : y->u.route.split;
-    int d = strcmp(tx, ty);
-    return d ? d : (sx > sy) - (sx < sy);
-}
+#include "ferry/catalog_scan.h"
+#include "flow/move_int.h"
 
 /* Whether name is one of the comma-separated list's items. */
 static bool in_list(const char *list, const char *name)
@@ -37,17 +32,6 @@ static bool in_list(const char *list, const char *name)
             p++;
     }
     return false;
-}
-
-static int tenant_name_cmp(const void *a, const void *b)
-{
-    return strcmp(((const ferry_tenant_status *)a)->name, ((const ferry_tenant_status *)b)->name);
-}
-
-static int tenant_bytes_cmp(const void *a, const void *b)
-{
-    const ferry_tenant_status *x = a, *y = b;
-    return (x->bytes < y->bytes) - (x->bytes > y->bytes);
 }
 
 /* YYYYMMDD of the day `days` before today (UTC). */
@@ -74,12 +58,149 @@ static void add_shard_name(char *list, size_t size, const char *names)
     }
 }
 
+/* A tenant while the slices are summed: its name (owned), splits and bytes. */
+typedef struct tenant_sum {
+    char *name;
+    uint32_t splits;
+    uint64_t bytes;
+} tenant_sum;
+
+typedef struct status_pass {
+    ferry_cluster_status *out;
+    tenant_sum *t;
+    size_t n_t, cap_t;
+    mv_names shards;     /* the shards' names to their index */
+    size_t *seen;        /* [n_shards]: the last row that counted on each shard, + 1 */
+    size_t row;
+    long tenant;         /* the index of the current rows' tenant; -1: it has no record */
+    char last[FERRY_NAME_MAX]; /* the current rows' tenant */
+    bool have_last;
+    uint32_t oldest_hot; /* partitions */
+} status_pass;
+
+static int add_tenant(const ferry_tenant_row *row, void *arg, ferry_err *err)
+{
+    status_pass *x = arg;
+    if (x->n_t == x->cap_t) {
+        size_t nc = x->cap_t ? x->cap_t * 2 : 256;
+        tenant_sum *q = realloc(x->t, nc * sizeof *q);
+        if (!q)
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        x->t = q;
+        x->cap_t = nc;
+    }
+    tenant_sum *t = &x->t[x->n_t];
+    if (!(t->name = strdup(row->name)))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    t->splits = row->splits;
+    t->bytes = 0;
+    x->n_t++;
+    return FERRY_OK;
+}
+
+static int tenant_name_cmp(const void *a, const void *b)
+{
+    return strcmp(((const tenant_sum *)a)->name, ((const tenant_sum *)b)->name);
+}
+
+/* Largest first; equal sizes by name, as a stable sort of the tenants in name order gives. */
+static int tenant_bytes_cmp(const void *a, const void *b)
+{
+    const tenant_sum *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return (x->bytes < y->bytes) - (x->bytes > y->bytes);
+    return strcmp(x->name, y->name);
+}
+
+/* Every routed slice's bytes go to each shard its route names (once per shard) and to its
+ * tenant; a route without a slice record counts with 0 bytes. */
+static int add_slice(const ferry_slice_row *row, void *arg, ferry_err *err)
+{
+    (void)err;
+    status_pass *x = arg;
+    ferry_cluster_status *out = x->out;
+    out->slices += row->placement != NULL;
+    if (!row->shards)
+        return FERRY_OK;
+    uint64_t bytes = row->placement ? row->bytes : 0;
+    x->row++;
+    for (const char *p = row->shards; *p;) {
+        size_t len = strcspn(p, ",");
+        const char *s = p;
+        while (len && *s == ' ')
+            s++, len--;
+        while (len && s[len - 1] == ' ')
+            len--;
+        long k = len ? mv_names_find(&x->shards, s, len) : -1;
+        if (k >= 0 && x->seen[k] != x->row) {
+            x->seen[k] = x->row;
+            out->shards[k].bytes += bytes;
+            out->shards[k].slices++;
+        }
+        p += strcspn(p, ",");
+        if (*p == ',')
+            p++;
+    }
+    if (!x->have_last || strcmp(x->last, row->tenant)) {
+        snprintf(x->last, sizeof x->last, "%s", row->tenant);
+        x->have_last = true;
+        tenant_sum key = {.name = x->last};
+        tenant_sum *t = x->n_t ? bsearch(&key, x->t, x->n_t, sizeof *x->t, tenant_name_cmp)
+                               : NULL;
+        x->tenant = t ? (long)(t - x->t) : -1;
+    }
+    if (x->tenant >= 0)
+        x->t[x->tenant].bytes += bytes;
+    return FERRY_OK;
+}
+
+static int add_partition(const ferry_partition_row *p, void *arg, ferry_err *err)
+{
+    (void)err;
+    status_pass *x = arg;
+    if (p->tier == FERRY_TIER_COLD) {
+        x->out->partitions_cold++;
+    } else {
+        x->out->partitions_hot++;
+        if (p->day && p->day < x->oldest_hot)
+            x->out->tier_backlog++;
+    }
+    return FERRY_OK;
+}
+
+/* The largest tenants (x->t sorted largest first) into out->top, each with the shards serving
+ * its slices in the order of its routes. */
+static int fill_top(ferry_catalog *cat, status_pass *x, size_t top_n, ferry_err *err)
+{
+    ferry_cluster_status *out = x->out;
+    size_t n = x->n_t < top_n ? x->n_t : top_n;
+    out->top = calloc(n + 1, sizeof *out->top);
+    if (!out->top)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    int rc = FERRY_OK;
+    for (size_t i = 0; !rc && i < n; i++) {
+        ferry_tenant_status *ts = &out->top[i];
+        snprintf(ts->name, sizeof ts->name, "%s", x->t[i].name);
+        ts->splits = x->t[i].splits;
+        ts->bytes = x->t[i].bytes;
+        const char *prefix[1] = {ts->name};
+        ferry_record_list routes = {0};
+        rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, prefix, 1, &routes, err);
+        for (size_t r = 0; !rc && r < routes.n; r++)
+            add_shard_name(ts->shards, sizeof ts->shards, routes.items[r].u.route.shards);
+        ferry_record_list_free(&routes);
+        out->n_top++;
+    }
+    return rc;
+}
+
 int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_status *out,
                               ferry_err *err)
 {
     ferry_record settings;
-    ferry_record_list shards = {0}, tenants = {0}, slices = {0}, routes = {0}, parts = {0};
-    ferry_tenant_status *ts = NULL;
+    ferry_record_list shards = {0};
+    status_pass x = {.out = out, .tenant = -1};
+    const char **names = NULL;
     memset(out, 0, sizeof *out);
     ferry_record_init(&settings, FERRY_REC_SETTINGS);
     int rc = ferry_catalog_get(cat, &settings, err);
@@ -87,67 +208,39 @@ int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_st
         ferry_err_prefix(err, "the catalog holds no cluster yet (run 'ferry init'): ");
     if (!rc)
         rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
-    if (!rc)
-        rc = ferry_catalog_list(cat, FERRY_REC_TENANT, NULL, 0, &tenants, err);
-    if (!rc)
-        rc = ferry_catalog_list(cat, FERRY_REC_SLICE, NULL, 0, &slices, err);
-    if (!rc)
-        rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, NULL, 0, &routes, err);
-    if (!rc)
-        rc = ferry_catalog_list(cat, FERRY_REC_PARTITION, NULL, 0, &parts, err);
-    if (!rc)
-        rc = ferry_catalog_list_unfinished_moves(cat, &out->moves, err);
-    if (!rc)
-        rc = ferry_catalog_routing_version(cat, &out->routing_version, err);
-    if (!rc)
-        rc = ferry_tallies_read(cat, &out->tallies, err);
     if (rc)
         goto out;
     out->settings = settings.u.settings;
     snprintf(out->backend, sizeof out->backend, "%s", ferry_catalog_backend(cat));
-    out->tenants = tenants.n;
-    out->slices = slices.n;
     out->shards = calloc(shards.n + 1, sizeof *out->shards);
-    ts = calloc(tenants.n + 1, sizeof *ts);
-    if (!out->shards || !ts) {
+    names = calloc(shards.n + 1, sizeof *names);
+    x.seen = calloc(shards.n + 1, sizeof *x.seen);
+    if (!out->shards || !names || !x.seen) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
     out->n_shards = shards.n;
-    for (size_t s = 0; s < shards.n; s++)
+    for (size_t s = 0; s < shards.n; s++) {
         out->shards[s].shard = shards.items[s].u.shard;
-    for (size_t t = 0; t < tenants.n; t++) {
-        snprintf(ts[t].name, sizeof ts[t].name, "%s", tenants.items[t].u.tenant.name);
-        ts[t].splits = tenants.items[t].u.tenant.splits;
+        names[s] = out->shards[s].shard.name;
     }
-    if (tenants.n > 1)
-        qsort(ts, tenants.n, sizeof *ts, tenant_name_cmp);
-    /* every slice's bytes go to each shard that routes it, and to its tenant */
-    if (slices.n > 1)
-        qsort(slices.items, slices.n, sizeof *slices.items, slice_cmp);
-    if (routes.n > 1)
-        qsort(routes.items, routes.n, sizeof *routes.items, slice_cmp);
-    size_t t = 0;
-    for (size_t i = 0, j = 0; i < routes.n; i++) {
-        const ferry_route *r = &routes.items[i].u.route;
-        while (j < slices.n && slice_cmp(&slices.items[j], &routes.items[i]) < 0)
-            j++;
-        uint64_t bytes = j < slices.n && !slice_cmp(&slices.items[j], &routes.items[i])
-                             ? slices.items[j].u.slice.bytes
-                             : 0;
-        for (size_t s = 0; s < shards.n; s++)
-            if (in_list(r->shards, shards.items[s].u.shard.name)) {
-                out->shards[s].bytes += bytes;
-                out->shards[s].slices++;
+    if ((rc = mv_names_init(&x.shards, names, shards.n, err)) ||
+        (rc = ferry_catalog_scan_tenants(cat, add_tenant, &x, err)))
+        goto out;
+    out->tenants = x.n_t;
+    if (x.n_t > 1) /* the scan gives them in this order already: a check and no work */
+        for (size_t i = 1; i < x.n_t; i++)
+            if (strcmp(x.t[i - 1].name, x.t[i].name) > 0) {
+                qsort(x.t, x.n_t, sizeof *x.t, tenant_name_cmp);
+                break;
             }
-        /* tenants are listed by name, as routes are sorted */
-        while (t < tenants.n && strcmp(ts[t].name, r->tenant) < 0)
-            t++;
-        if (t < tenants.n && !strcmp(ts[t].name, r->tenant)) {
-            ts[t].bytes += bytes;
-            add_shard_name(ts[t].shards, sizeof ts[t].shards, r->shards);
-        }
-    }
+    x.oldest_hot = day_before(out->settings.hot_days);
+    if ((rc = ferry_catalog_scan_slices(cat, add_slice, &x, err)) ||
+        (rc = ferry_catalog_scan_partitions(cat, add_partition, &x, err)) ||
+        (rc = ferry_catalog_list_unfinished_moves(cat, &out->moves, err)) ||
+        (rc = ferry_catalog_routing_version(cat, &out->routing_version, err)) ||
+        (rc = ferry_tallies_read(cat, &out->tallies, err)))
+        goto out;
     for (size_t s = 0; s < shards.n; s++)
         out->shards[s].fill = out->shards[s].shard.capacity
                                   ? (double)out->shards[s].bytes /
@@ -158,34 +251,22 @@ int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_st
         if (st < FERRY_MOVE_STATES)
             out->moves_by_state[st]++;
     }
-    uint32_t oldest_hot = day_before(out->settings.hot_days);
-    for (size_t i = 0; i < parts.n; i++) {
-        const ferry_partition *p = &parts.items[i].u.partition;
-        if (p->tier == FERRY_TIER_COLD) {
-            out->partitions_cold++;
-        } else {
-            out->partitions_hot++;
-            if (p->day && p->day < oldest_hot)
-                out->tier_backlog++;
-        }
-    }
     if ((rc = ferry_pause_get(cat, &out->pause, err)) ||
         (rc = ferry_ap_log_list(cat, &out->autopilot, &out->n_autopilot, err)) ||
         (rc = ferry_repair_need_list(cat, &out->repair_needed, &out->n_repair_needed, err)))
         goto out;
-    if (tenants.n > 1)
-        qsort(ts, tenants.n, sizeof *ts, tenant_bytes_cmp);
-    out->n_top = tenants.n < top_n ? tenants.n : top_n;
-    out->top = ts;
-    ts = NULL;
+    if (x.n_t > 1)
+        qsort(x.t, x.n_t, sizeof *x.t, tenant_bytes_cmp);
+    rc = fill_top(cat, &x, top_n, err);
 out:
-    free(ts);
+    for (size_t i = 0; i < x.n_t; i++)
+        free(x.t[i].name);
+    free(x.t);
+    free(x.seen);
+    mv_names_free(&x.shards);
+    free(names);
     ferry_record_free(&settings);
     ferry_record_list_free(&shards);
-    ferry_record_list_free(&tenants);
-    ferry_record_list_free(&slices);
-    ferry_record_list_free(&routes);
-    ferry_record_list_free(&parts);
     if (rc)
         ferry_cluster_status_free(out);
     return rc;

@@ -65,7 +65,7 @@ bool mv_zones_repair(mv_zones *z, const char *slice_id, uint64_t bytes, const si
 /* ---- the catalog's tenants, slices and routes, compactly (catalog_view.c) ---- */
 
 typedef struct mv_view_tenant {
-    char *name;
+    const char *name; /* pooled */
     uint32_t splits, rf; /* rf 0: the cluster's */
     int64_t version;
 } mv_view_tenant;
@@ -75,9 +75,10 @@ typedef struct mv_view_slice {
     const char *tenant; /* pooled */
     uint32_t split;
     uint64_t bytes, rows;
-    char *placement;       /* NULL: no slice record */
+    const char *placement; /* pooled; NULL: no slice record */
     int64_t version;       /* the slice record's; -1: none */
-    char *route;           /* the shards serving it, comma-separated; NULL: no route record */
+    const char *route;     /* pooled: the shards serving it, comma-separated; NULL: no route
+                            * record */
     int64_t route_version; /* -1: none */
 } mv_view_slice;
 
@@ -86,19 +87,26 @@ typedef struct mv_view {
     size_t n_tenants;
     mv_view_slice *slices; /* sorted by tenant (bytewise), then split */
     size_t n_slices;
-    char **pool;
-    size_t n_pool;
+    struct mv_pool *pool; /* every string above: names once each, shard lists once each */
 } mv_view;
 
 struct ferry_catalog;
 
-/* Reads every tenant, slice and route record (one at a time). Free with mv_view_free, also
- * after a failure. */
+/* Reads every tenant, slice and route through the catalog's compact scans
+ * (ferry/catalog_scan.h). Free with mv_view_free, also after a failure. */
 int mv_view_read(struct ferry_catalog *cat, mv_view *v, ferry_err *err);
+/* The same view from every record decoded (ferry_catalog_each), the way it was read before the
+ * compact scans: the reference the tests and the scale benchmark compare mv_view_read with. */
+int mv_view_read_records(struct ferry_catalog *cat, mv_view *v, ferry_err *err);
 void mv_view_free(mv_view *v);
 /* The tenant named name, or NULL; the index of slice (tenant, split), or -1. */
 const mv_view_tenant *mv_view_tenant_find(const mv_view *v, const char *name);
 long mv_view_slice_find(const mv_view *v, const char *tenant, uint32_t split);
+/* ferry_rebalance_plan_compute with the view from mv_view_read_records: the plan as it was
+ * computed before the compact scans, for the tests and the scale benchmark to compare. */
+struct ferry_rebalance_plan;
+int mv_plan_compute_records(struct ferry_catalog *cat, struct ferry_rebalance_plan *out,
+                            ferry_err *err);
 /* The view's order: tenant bytewise, then split. */
 int mv_slice_key_cmp(const char *ta, uint32_t sa, const char *tb, uint32_t sb);
 

@@ -2,8 +2,9 @@
  * active shards as the new cluster; the slices with one replica and rf 1 go through placement's
  * own ferry_rebalance and ferry_plan_build (rebalance_plan.c, the same steps `ferry plan` runs),
  * every other slice through the replica steps below with placement's zone rule. Reads the
- * catalog through the compact view (catalog_view.c) and looks everything up by index or binary
- * search: its cost grows as slices x log(slices), whatever the cluster's size. */
+ * catalog through the compact view (catalog_view.c, on the catalog's compact scans) and looks
+ * everything up by index or binary search: its cost grows as slices x log(slices), whatever the
+ * cluster's size. */
 #include "ferry/move.h"
 
 #include <stdio.h>
@@ -30,6 +31,60 @@ static unsigned tenant_rf(const mv_view *v, const char *tenant, unsigned cluster
     if (t && t->rf)
         return t->rf;
     return cluster_rf ? cluster_rf : 1;
+}
+
+/* Shard lists already taken apart, by the address of the view's (pooled) string: open
+ * addressing, at most half full. */
+typedef struct route_memo {
+    const char *route; /* NULL: a free slot */
+    size_t first;      /* into the indices */
+    uint8_t count;
+} route_memo;
+
+typedef struct memo_map {
+    route_memo *v;
+    size_t n, cap;
+} memo_map;
+
+static size_t memo_slot(const memo_map *m, const char *route)
+{
+    uint64_t h = (uint64_t)(uintptr_t)route * 0x9E3779B97F4A7C15ULL;
+    size_t k = (size_t)(h >> 20) & (m->cap - 1);
+    while (m->v[k].route && m->v[k].route != route)
+        k = (k + 1) & (m->cap - 1);
+    return k;
+}
+
+static int memo_init(memo_map *m, ferry_err *err)
+{
+    m->cap = 1024;
+    m->n = 0;
+    m->v = calloc(m->cap, sizeof *m->v);
+    return m->v ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+}
+
+/* The slot of route: its entry, or the free slot where it goes (route NULL). */
+static route_memo *memo_find(memo_map *m, const char *route)
+{
+    return &m->v[memo_slot(m, route)];
+}
+
+static int memo_add(memo_map *m, const char *route, size_t first, uint8_t count, ferry_err *err)
+{
+    if (2 * (m->n + 1) > m->cap) {
+        memo_map g = {calloc(m->cap * 2, sizeof *m->v), 0, m->cap * 2};
+        if (!g.v)
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->v[i].route)
+                g.v[memo_slot(&g, m->v[i].route)] = m->v[i];
+        g.n = m->n;
+        free(m->v);
+        *m = g;
+    }
+    m->v[memo_slot(m, route)] = (route_memo){route, first, count};
+    m->n++;
+    return FERRY_OK;
 }
 
 static int plan_push(ferry_rebalance_plan *out, size_t *cap, enum ferry_plan_kind kind,
@@ -145,7 +200,9 @@ static int plan_slice(const ferry_settings *st, const ferry_record_list *shards,
     return rc;
 }
 
-int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err)
+/* The plan from the view mv_view_read gives, or (records) from the reference reader. */
+static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *out,
+                        ferry_err *err)
 {
     memset(out, 0, sizeof *out);
     ferry_record settings;
@@ -161,13 +218,14 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
     size_t *idx = NULL, *ridx = NULL, *rfirst = NULL;
     uint8_t *rcount = NULL;
     mv_zones *zones = NULL;
+    memo_map memo = {0};
     int rc = ferry_catalog_get(cat, &settings, err);
     if (rc == FERRY_ENOTFOUND)
         rc = ferry_err_set(err, FERRY_EINVAL, "the catalog has no cluster yet (ferry init)");
     if (!rc)
         rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
     if (!rc)
-        rc = mv_view_read(cat, &view, err);
+        rc = records ? mv_view_read_records(cat, &view, err) : mv_view_read(cat, &view, err);
     if (rc)
         goto out;
     size_t nv = view.n_slices;
@@ -195,13 +253,21 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
     if ((rc = mv_names_init(&sn, names, shards.n, err)))
         goto out;
     /* Each routed slice's shards as indices (names the catalog does not know are left out;
-     * the first one must be known), once. */
+     * the first one must be known). The view holds each distinct shard list once, so a list is
+     * taken apart once however many slices share it (memo: the list's address to its indices). */
     size_t n_ridx = 0, cap_ridx = 0;
+    if ((rc = memo_init(&memo, err)))
+        goto out;
     for (size_t i = 0; i < nv; i++) {
         const mv_view_slice *sl = &view.slices[i];
         if (!sl->placement || !sl->route)
             continue; /* a route without a slice record, or a slice nobody routes yet */
-        rfirst[i] = n_ridx;
+        route_memo *m = memo_find(&memo, sl->route);
+        if (m->route) {
+            rfirst[i] = m->first;
+            rcount[i] = m->count;
+            continue;
+        }
         size_t fl = strcspn(sl->route, ",");
         if (mv_names_find(&sn, sl->route, fl) < 0) {
             rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is routed to unknown shard "
@@ -209,6 +275,7 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
                                sl->route);
             goto out;
         }
+        rfirst[i] = n_ridx;
         for (const char *p = sl->route; *p && rcount[i] < 64;) {
             size_t len = strcspn(p, ",");
             long k = mv_names_find(&sn, p, len);
@@ -230,7 +297,11 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
             if (*p == ',')
                 p++;
         }
+        if ((rc = memo_add(&memo, sl->route, rfirst[i], rcount[i], err)))
+            goto out;
     }
+    const char *rf_tenant = NULL; /* tenant_rf of the slices of one tenant, looked up once */
+    unsigned rf_want = 0;
     for (size_t i = 0; i < nv; i++) {
         const mv_view_slice *sl = &view.slices[i];
         if (!sl->placement)
@@ -238,7 +309,11 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
         out->slices++;
         if (!sl->route)
             continue;
-        unsigned want = tenant_rf(&view, sl->tenant, settings.u.settings.rf);
+        if (sl->tenant != rf_tenant) {
+            rf_tenant = sl->tenant;
+            rf_want = tenant_rf(&view, sl->tenant, settings.u.settings.rf);
+        }
+        unsigned want = rf_want;
         if (want > active)
             want = (unsigned)active;
         out->total_bytes += sl->bytes * (want ? want : 1);
@@ -273,7 +348,11 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
         const mv_view_slice *sl = &view.slices[i];
         if (!sl->placement || !sl->route || !sl->route[0])
             continue;
-        unsigned want = tenant_rf(&view, sl->tenant, settings.u.settings.rf);
+        if (sl->tenant != rf_tenant) {
+            rf_tenant = sl->tenant;
+            rf_want = tenant_rf(&view, sl->tenant, settings.u.settings.rf);
+        }
+        unsigned want = rf_want;
         if (want > active)
             want = (unsigned)active;
         if (want <= 1 && !strchr(sl->route, ','))
@@ -289,6 +368,7 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
     if (!rc && !out->moves)
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
 out:
+    free(memo.v);
     free(moves);
     free(ps);
     free(pl);
@@ -305,6 +385,16 @@ out:
     if (rc)
         ferry_rebalance_plan_free(out);
     return rc;
+}
+
+int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err)
+{
+    return plan_compute(cat, false, out, err);
+}
+
+int mv_plan_compute_records(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err)
+{
+    return plan_compute(cat, true, out, err);
 }
 
 void ferry_rebalance_plan_free(ferry_rebalance_plan *p)

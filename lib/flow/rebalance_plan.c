@@ -102,7 +102,11 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
             from_new[k] = s;
     }
     for (size_t i = 0; i < nsl; i++) {
-        size_t lo = ferry_inventory_find(&inv, slices[i].tenant, slices[i].split);
+        /* slices given in the inventory's order (the catalog view's) sit at their own index */
+        size_t lo = i < inv.n && inv.slices[i].split == slices[i].split &&
+                            !strcmp(inv.slices[i].tenant, slices[i].tenant)
+                        ? i
+                        : ferry_inventory_find(&inv, slices[i].tenant, slices[i].split);
         inv_to_slice[lo] = i;
         long s = in_old[slices[i].route];
         old.replicas[lo] = s < 0 ? FERRY_NO_SHARD : (uint32_t)s;

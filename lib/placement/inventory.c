@@ -178,7 +178,12 @@ int ferry_cluster_finish(ferry_cluster *c, ferry_err *err)
 
 int ferry_inventory_finish(ferry_inventory *inv, ferry_err *err)
 {
-    if (inv->n)
+    /* callers that read a sorted catalog add the slices in order: one pass instead of a sort
+     * (a million slices: 20 million comparisons) */
+    bool sorted = true;
+    for (size_t i = 1; i < inv->n && sorted; i++)
+        sorted = slice_cmp(&inv->slices[i - 1], &inv->slices[i]) < 0;
+    if (inv->n && !sorted)
         qsort(inv->slices, inv->n, sizeof *inv->slices, slice_cmp);
     size_t tenants = 0;
     for (size_t i = 0; i < inv->n; i++) {

@@ -1,0 +1,507 @@
+/* Compact scans of slices (joined with their routes), tenants and partitions
+ * (include/ferry/catalog_scan.h). A cursor walks one folder's stored documents in key order:
+ * on SQLite a prepared SELECT on the primary key that streams the rows (the text SQLite hands
+ * over is read in place, nothing is copied per row), on another backend (ZooKeeper) the
+ * backend's scan, sorted here. Slices and routes are two cursors merged by key, so the join
+ * costs one pass. A document in the canonical form ferry writes (the keys of its kind in
+ * sorted order, plain strings and integers) is read by flat_parse; anything else goes through
+ * the record decoder (cat_record_decode), so a row never says something ferry_catalog_list
+ * would not. */
+#include "catalog/catalog_int.h"
+#include "ferry/catalog_scan.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- canonical documents ---------------------------------------------------------------------- */
+
+typedef struct flat_val {
+    const char *s; /* strings: the text between the quotes (not NUL-terminated) */
+    size_t len;
+    uint64_t num; /* integers */
+    bool is_str;
+} flat_val;
+
+/* Whether doc is {"K1":V1,"K2":V2,...} with exactly the keys keys[0..n) in that order, every
+ * value a string of printable ASCII without quote or backslash (nothing to unescape) or an
+ * integer from 0 to INT64_MAX without a leading zero; out[i] gets the value of keys[i]. This is
+ * the form cat_record_encode gives every record of the kinds scanned here. */
+static bool flat_parse(const char *doc, const char *const *keys, size_t n, flat_val *out)
+{
+    const char *p = doc;
+    if (*p++ != '{')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        size_t kl = strlen(keys[i]);
+        if (*p != '"' || strncmp(p + 1, keys[i], kl) || p[1 + kl] != '"' || p[2 + kl] != ':')
+            return false;
+        p += kl + 3;
+        flat_val *v = &out[i];
+        if (*p == '"') {
+            const char *s = ++p;
+            while (*p >= 0x20 && *p <= 0x7e && *p != '"' && *p != '\\')
+                p++;
+            if (*p != '"')
+                return false;
+            v->is_str = true;
+            v->s = s;
+            v->len = (size_t)(p - s);
+            p++;
+        } else if (*p >= '0' && *p <= '9') {
+            if (*p == '0' && p[1] >= '0' && p[1] <= '9')
+                return false;
+            uint64_t x = 0;
+            for (; *p >= '0' && *p <= '9'; p++) {
+                if (x > (UINT64_C(9223372036854775807) - (uint64_t)(*p - '0')) / 10)
+                    return false;
+                x = x * 10 + (uint64_t)(*p - '0');
+            }
+            v->is_str = false;
+            v->num = x;
+        } else {
+            return false;
+        }
+        if (*p != (i + 1 < n ? ',' : '}'))
+            return false;
+        p++;
+    }
+    return *p == '\0';
+}
+
+/* The string value v into dst (size bytes); false when it does not fit (the decoder then says
+ * why) or is not a string. */
+static bool flat_str(const flat_val *v, char *dst, size_t size)
+{
+    if (!v->is_str || v->len >= size)
+        return false;
+    memcpy(dst, v->s, v->len);
+    dst[v->len] = '\0';
+    return true;
+}
+
+static bool flat_num(const flat_val *v, uint64_t max, uint64_t *dst)
+{
+    if (v->is_str || v->num > max)
+        return false;
+    *dst = v->num;
+    return true;
+}
+
+/* ---- a cursor over one folder ------------------------------------------------------------------ */
+
+typedef struct cursor {
+    ferry_catalog *c;
+    sqlite3 *db;       /* SQLite: the scan's own connection */
+    const char *dir;   /* "slices" */
+    int depth;         /* key segments below dir */
+    bool numeric_name; /* the last segment orders as a number (splits) */
+    sqlite3_stmt *st;  /* SQLite */
+    cat_items items;   /* another backend: the folder's documents, sorted */
+    size_t next;
+    bool done;
+    /* the current document */
+    const char *mid;   /* the key segments before the last one ("acme"), not NUL-terminated */
+    size_t mid_len;
+    const char *name;  /* the last segment */
+    size_t name_len;
+    int64_t version;
+    const char *doc;
+} cursor;
+
+static int seg_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+    int d = memcmp(a, b, al < bl ? al : bl);
+    return d ? d : (al > bl) - (al < bl);
+}
+
+/* The cursors' order: the middle segments bytewise (as SQLite compares the parent column), then
+ * the last segment bytewise, or as a number when numeric_name (split keys have no leading
+ * zeros: the shorter number is the smaller). */
+static int key_cmp(bool numeric, const char *am, size_t aml, const char *an, size_t anl,
+                   const char *bm, size_t bml, const char *bn, size_t bnl)
+{
+    int d = seg_cmp(am, aml, bm, bml);
+    if (d)
+        return d;
+    if (numeric && anl != bnl)
+        return anl < bnl ? -1 : 1;
+    return seg_cmp(an, anl, bn, bnl);
+}
+
+/* Splits an item's path "dir/mid.../name" into its middle and last segments. */
+static void path_parts(const char *path, size_t dir_len, const char **mid, size_t *mid_len,
+                       const char **name, size_t *name_len)
+{
+    const char *m = path + dir_len + (path[dir_len] == '/');
+    const char *slash = strrchr(m, '/');
+    *mid = m;
+    *mid_len = slash ? (size_t)(slash - m) : 0;
+    *name = slash ? slash + 1 : m;
+    *name_len = strlen(*name);
+}
+
+static size_t sort_dir_len;
+static bool sort_numeric;
+
+static int item_cmp(const void *x, const void *y)
+{
+    const char *am, *an, *bm, *bn;
+    size_t aml, anl, bml, bnl;
+    path_parts(((const cat_item *)x)->path, sort_dir_len, &am, &aml, &an, &anl);
+    path_parts(((const cat_item *)y)->path, sort_dir_len, &bm, &bml, &bn, &bnl);
+    return key_cmp(sort_numeric, am, aml, an, anl, bm, bml, bn, bnl);
+}
+
+static int cursor_fail(cursor *k, ferry_err *err)
+{
+    sqlite3 *db = k->db;
+    return ferry_err_set(err, sqlite3_errcode(db) == SQLITE_BUSY ? FERRY_ETIMEOUT : FERRY_EIO,
+                         "catalog: listing %s: %s", k->dir, sqlite3_errmsg(db));
+}
+
+/* A connection of the scan's own to the catalog's SQLite file, read-only and without the
+ * per-call mutex of the catalog's shared connection (which every sqlite3_column_* call takes:
+ * tens of millions of times for a million slices); NULL when c is not SQLite or the file cannot
+ * be opened so (the shared connection is used then). The caller closes it. */
+static sqlite3 *scan_db(ferry_catalog *c)
+{
+    sqlite3 *shared = cat_sqlite_handle(c), *db = NULL;
+    const char *file = shared ? sqlite3_db_filename(shared, "main") : NULL;
+    if (!file || !*file)
+        return NULL;
+    if (sqlite3_open_v2(file, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
+        sqlite3_close(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 10000);
+    /* pages read in place from the file's mapping, not copied by a read() each */
+    sqlite3_exec(db, "PRAGMA mmap_size = 2147418112", NULL, NULL, NULL);
+    return db;
+}
+
+/* db: the scan's connection (scan_db), NULL for another backend or the shared one. */
+static int cursor_open(ferry_catalog *c, sqlite3 *db, const char *dir, int depth,
+                       bool numeric_name, bool sorted, cursor *k, ferry_err *err)
+{
+    memset(k, 0, sizeof *k);
+    k->c = c;
+    k->dir = dir;
+    k->depth = depth;
+    k->numeric_name = numeric_name;
+    if (!db)
+        db = cat_sqlite_handle(c);
+    k->db = db;
+    if (db) {
+        const char *sql = depth == 1 ? "SELECT parent, name, version, doc FROM records"
+                                       " WHERE parent = ?1 ORDER BY parent, name"
+                                     : "SELECT parent, name, version, doc FROM records"
+                                       " WHERE parent > ?1 || '/' AND parent < ?1 || '0'"
+                                       " ORDER BY parent, name";
+        if (sqlite3_prepare_v2(db, sql, -1, &k->st, NULL) != SQLITE_OK)
+            return cursor_fail(k, err);
+        sqlite3_bind_text(k->st, 1, dir, -1, SQLITE_STATIC);
+        return FERRY_OK;
+    }
+    int rc = c->ops->scan(c, dir, depth, &k->items, err);
+    if (!rc && sorted && k->items.n > 1) {
+        sort_dir_len = strlen(dir);
+        sort_numeric = numeric_name;
+        qsort(k->items.v, k->items.n, sizeof *k->items.v, item_cmp);
+    }
+    return rc;
+}
+
+/* The next document into k (k->done at the end). */
+static int cursor_next(cursor *k, ferry_err *err)
+{
+    if (k->done)
+        return FERRY_OK;
+    if (k->st) {
+        size_t dl = strlen(k->dir);
+        for (;;) {
+            int s = sqlite3_step(k->st);
+            if (s == SQLITE_DONE) {
+                k->done = true;
+                return FERRY_OK;
+            }
+            if (s != SQLITE_ROW)
+                return cursor_fail(k, err);
+            const char *parent = (const char *)sqlite3_column_text(k->st, 0);
+            size_t pl = (size_t)sqlite3_column_bytes(k->st, 0);
+            int slashes = 0;
+            for (size_t i = dl; i < pl; i++)
+                slashes += parent[i] == '/';
+            if (slashes != k->depth - 1)
+                continue; /* not exactly depth levels below dir */
+            k->mid = pl > dl ? parent + dl + 1 : parent + pl;
+            k->mid_len = pl > dl ? pl - dl - 1 : 0;
+            k->name = (const char *)sqlite3_column_text(k->st, 1);
+            k->name_len = (size_t)sqlite3_column_bytes(k->st, 1);
+            k->version = sqlite3_column_int64(k->st, 2);
+            k->doc = (const char *)sqlite3_column_text(k->st, 3);
+            if (!k->name || !k->doc)
+                return ferry_err_set(err, FERRY_ENOMEM, "out of memory listing %s", k->dir);
+            return FERRY_OK;
+        }
+    }
+    if (k->next > 0) { /* the previous document is read: give its memory back as we go */
+        free(k->items.v[k->next - 1].doc);
+        k->items.v[k->next - 1].doc = NULL;
+    }
+    if (k->next == k->items.n) {
+        k->done = true;
+        return FERRY_OK;
+    }
+    cat_item *it = &k->items.v[k->next++];
+    path_parts(it->path, strlen(k->dir), &k->mid, &k->mid_len, &k->name, &k->name_len);
+    k->version = it->version;
+    k->doc = it->doc;
+    return FERRY_OK;
+}
+
+static void cursor_close(cursor *k)
+{
+    sqlite3_finalize(k->st);
+    cat_items_free(&k->items);
+    memset(k, 0, sizeof *k);
+}
+
+/* Decodes the current document the slow way (not canonical); err names its path. */
+static int cursor_decode(const cursor *k, enum ferry_record_kind kind, ferry_record *r,
+                         ferry_err *err)
+{
+    int rc = cat_record_decode(kind, k->doc, r, err);
+    if (rc)
+        ferry_err_prefix(err, "%s/%.*s%s%.*s: ", k->dir, (int)k->mid_len, k->mid,
+                         k->mid_len ? "/" : "", (int)k->name_len, k->name);
+    return rc;
+}
+
+/* ---- slices and routes -------------------------------------------------------------------------- */
+
+typedef struct slice_scan {
+    ferry_record rec; /* the slow path's record */
+    char tenant[FERRY_NAME_MAX], route_tenant[FERRY_NAME_MAX];
+    char placement[FERRY_LIST_MAX], shards[FERRY_LIST_MAX];
+} slice_scan;
+
+static int read_slice(slice_scan *x, const cursor *k, ferry_slice_row *row, ferry_err *err)
+{
+    static const char *const keys[] = {"bytes", "placement", "rows", "split", "tenant"};
+    flat_val v[5];
+    uint64_t split;
+    if (flat_parse(k->doc, keys, 5, v) && flat_num(&v[0], INT64_MAX, &row->bytes) &&
+        flat_str(&v[1], x->placement, sizeof x->placement) &&
+        flat_num(&v[2], INT64_MAX, &row->rows) && flat_num(&v[3], UINT32_MAX, &split) &&
+        flat_str(&v[4], x->tenant, sizeof x->tenant)) {
+        row->split = (uint32_t)split;
+    } else {
+        int rc = cursor_decode(k, FERRY_REC_SLICE, &x->rec, err);
+        if (rc)
+            return rc;
+        const ferry_slice *s = &x->rec.u.slice;
+        memcpy(x->tenant, s->tenant, sizeof x->tenant);
+        memcpy(x->placement, s->placement, sizeof x->placement);
+        row->split = s->split;
+        row->bytes = s->bytes;
+        row->rows = s->rows;
+    }
+    row->tenant = x->tenant;
+    row->placement = x->placement;
+    row->version = k->version;
+    return FERRY_OK;
+}
+
+/* The route at k into row: its shards (and, for a route without a slice record, the key). */
+static int read_route(slice_scan *x, const cursor *k, ferry_slice_row *row, bool key,
+                      ferry_err *err)
+{
+    static const char *const keys[] = {"shards", "split", "tenant"};
+    flat_val v[3];
+    uint64_t split;
+    if (flat_parse(k->doc, keys, 3, v) && flat_str(&v[0], x->shards, sizeof x->shards) &&
+        flat_num(&v[1], UINT32_MAX, &split) &&
+        flat_str(&v[2], x->route_tenant, sizeof x->route_tenant)) {
+        if (key)
+            row->split = (uint32_t)split;
+    } else {
+        int rc = cursor_decode(k, FERRY_REC_ROUTE, &x->rec, err);
+        if (rc)
+            return rc;
+        memcpy(x->shards, x->rec.u.route.shards, sizeof x->shards);
+        memcpy(x->route_tenant, x->rec.u.route.tenant, sizeof x->route_tenant);
+        if (key)
+            row->split = x->rec.u.route.split;
+    }
+    if (key)
+        row->tenant = x->route_tenant;
+    row->shards = x->shards;
+    row->route_version = k->version;
+    return FERRY_OK;
+}
+
+int ferry_catalog_scan_slices(ferry_catalog *c, ferry_slice_row_fn fn, void *arg, ferry_err *err)
+{
+    cursor s, r;
+    slice_scan *x = calloc(1, sizeof *x);
+    int rc = x ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    memset(&s, 0, sizeof s);
+    memset(&r, 0, sizeof r);
+    bool sqlite = cat_sqlite_handle(c) != NULL;
+    sqlite3 *db = scan_db(c);
+    /* on SQLite both statements are stepped before either ends, so they share one read
+     * transaction: the join is of one state of the catalog */
+    if (!rc)
+        rc = cursor_open(c, db, cat_kind_dir(FERRY_REC_SLICE), 2, !sqlite, true, &s, err);
+    if (!rc)
+        rc = cursor_open(c, db, cat_kind_dir(FERRY_REC_ROUTE), 2, !sqlite, true, &r, err);
+    if (!rc)
+        rc = cursor_next(&s, err);
+    if (!rc)
+        rc = cursor_next(&r, err);
+    while (!rc && (!s.done || !r.done)) {
+        int d = s.done   ? 1
+                : r.done ? -1
+                         : key_cmp(!sqlite, s.mid, s.mid_len, s.name, s.name_len, r.mid,
+                                   r.mid_len, r.name, r.name_len);
+        ferry_slice_row row = {.version = -1, .route_version = -1};
+        if (d <= 0)
+            rc = read_slice(x, &s, &row, err);
+        if (!rc && d >= 0)
+            rc = read_route(x, &r, &row, d > 0, err);
+        if (!rc)
+            rc = fn(&row, arg, err);
+        if (!rc && d <= 0)
+            rc = cursor_next(&s, err);
+        if (!rc && d >= 0)
+            rc = cursor_next(&r, err);
+    }
+    cursor_close(&s);
+    cursor_close(&r);
+    sqlite3_close(db);
+    if (x)
+        ferry_record_free(&x->rec);
+    free(x);
+    return rc;
+}
+
+/* ---- tenants ------------------------------------------------------------------------------------ */
+
+int ferry_catalog_scan_tenants(ferry_catalog *c, ferry_tenant_row_fn fn, void *arg,
+                               ferry_err *err)
+{
+    static const char *const keys[] = {"name", "splits"}, *const keys_rf[] = {"name", "rf",
+                                                                              "splits"};
+    cursor k;
+    sqlite3 *db = scan_db(c);
+    ferry_record *rec = malloc(sizeof *rec);
+    char name[FERRY_NAME_MAX];
+    int rc = rec ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    memset(&k, 0, sizeof k);
+    if (rec)
+        ferry_record_init(rec, FERRY_REC_TENANT);
+    if (!rc)
+        rc = cursor_open(c, db, cat_kind_dir(FERRY_REC_TENANT), 1, false, true, &k, err);
+    if (!rc)
+        rc = cursor_next(&k, err);
+    while (!rc && !k.done) {
+        ferry_tenant_row row = {.name = name, .version = k.version};
+        flat_val v[3];
+        uint64_t splits, rf = 0;
+        if ((flat_parse(k.doc, keys, 2, v) && flat_str(&v[0], name, sizeof name) &&
+             flat_num(&v[1], UINT32_MAX, &splits)) ||
+            (flat_parse(k.doc, keys_rf, 3, v) && flat_str(&v[0], name, sizeof name) &&
+             flat_num(&v[1], UINT32_MAX, &rf) && flat_num(&v[2], UINT32_MAX, &splits))) {
+            row.splits = (uint32_t)splits;
+            row.rf = (uint32_t)rf;
+        } else {
+            if ((rc = cursor_decode(&k, FERRY_REC_TENANT, rec, err)))
+                break;
+            memcpy(name, rec->u.tenant.name, sizeof name);
+            row.splits = rec->u.tenant.splits;
+            row.rf = rec->u.tenant.rf;
+        }
+        rc = fn(&row, arg, err);
+        if (!rc)
+            rc = cursor_next(&k, err);
+    }
+    cursor_close(&k);
+    sqlite3_close(db);
+    if (rec)
+        ferry_record_free(rec);
+    free(rec);
+    return rc;
+}
+
+/* ---- partitions --------------------------------------------------------------------------------- */
+
+int ferry_catalog_scan_partitions(ferry_catalog *c, ferry_partition_row_fn fn, void *arg,
+                                  ferry_err *err)
+{
+    static const char *const keys[] = {"bytes", "day",   "partition_id", "rows", "server",
+                                       "split", "table", "tenant",       "tier"};
+    typedef struct part_strs {
+        char server[FERRY_NAME_MAX], table[FERRY_NAME_MAX], partition_id[FERRY_NAME_MAX],
+            tenant[FERRY_NAME_MAX], tier[8];
+    } part_strs;
+    cursor k;
+    sqlite3 *db = scan_db(c);
+    ferry_record *rec = malloc(sizeof *rec);
+    part_strs *ps = malloc(sizeof *ps);
+    int rc = rec && ps ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    memset(&k, 0, sizeof k);
+    if (rec)
+        ferry_record_init(rec, FERRY_REC_PARTITION);
+    if (!rc)
+        rc = cursor_open(c, db, cat_kind_dir(FERRY_REC_PARTITION), 3, false, false, &k, err);
+    if (!rc)
+        rc = cursor_next(&k, err);
+    while (!rc && !k.done) {
+        ferry_partition_row row = {.server = ps->server, .table = ps->table,
+                                   .partition_id = ps->partition_id, .tenant = ps->tenant,
+                                   .version = k.version};
+        flat_val v[9];
+        uint64_t day, split;
+        if (flat_parse(k.doc, keys, 9, v) && flat_num(&v[0], INT64_MAX, &row.bytes) &&
+            flat_num(&v[1], UINT32_MAX, &day) &&
+            flat_str(&v[2], ps->partition_id, sizeof ps->partition_id) &&
+            flat_num(&v[3], INT64_MAX, &row.rows) &&
+            flat_str(&v[4], ps->server, sizeof ps->server) &&
+            flat_num(&v[5], UINT32_MAX, &split) && flat_str(&v[6], ps->table, sizeof ps->table) &&
+            flat_str(&v[7], ps->tenant, sizeof ps->tenant) &&
+            flat_str(&v[8], ps->tier, sizeof ps->tier) &&
+            (!strcmp(ps->tier, ferry_tier_name(FERRY_TIER_HOT)) ||
+             !strcmp(ps->tier, ferry_tier_name(FERRY_TIER_COLD)))) {
+            row.day = (uint32_t)day;
+            row.split = (uint32_t)split;
+            row.tier = strcmp(ps->tier, ferry_tier_name(FERRY_TIER_COLD)) ? FERRY_TIER_HOT
+                                                                            : FERRY_TIER_COLD;
+        } else {
+            if ((rc = cursor_decode(&k, FERRY_REC_PARTITION, rec, err)))
+                break;
+            const ferry_partition *p = &rec->u.partition;
+            memcpy(ps->server, p->server, sizeof ps->server);
+            memcpy(ps->table, p->table, sizeof ps->table);
+            memcpy(ps->partition_id, p->partition_id, sizeof ps->partition_id);
+            memcpy(ps->tenant, p->tenant, sizeof ps->tenant);
+            row.day = p->day;
+            row.split = p->split;
+            row.tier = p->tier;
+            row.bytes = p->bytes;
+            row.rows = p->rows;
+        }
+        rc = fn(&row, arg, err);
+        if (!rc)
+            rc = cursor_next(&k, err);
+    }
+    cursor_close(&k);
+    sqlite3_close(db);
+    if (rec)
+        ferry_record_free(rec);
+    free(rec);
+    free(ps);
+    return rc;
+}
