@@ -542,15 +542,21 @@ void rt_on_metrics(ferry_http_req *req, void *ctx);
 /* The read path's part of the metrics (select.c): failovers, queries and errors per shard. */
 void rt_reads_metrics(ferry_router *r, ferry_buf *out);
 
-/* ---- answers ---- */
-/* A ClickHouse-style error: "Code: N. DB::Exception: MSG. (NAME) (version ferry router)" with
- * X-ClickHouse-Exception-Code and the status ClickHouse would send for NAME. */
+/* ---- configuration ---- */
+/* config.c: reads [router] into r (and the budget through rt_budget_config); the listen address
+ * (listen, else the config's, else 127.0.0.1:8124) into addr and port. FERRY_EINVAL names the
+ * file, key and what is expected. */
+int rt_read_config(ferry_router *r, const ferry_config *cfg, const char *listen, char *addr,
+                   size_t addrsz, uint16_t *port, ferry_err *err);
 /* budget.c: the [router] keys for memory, connections and deadlines; reserving bytes of
  * the process-wide memory budget (false: over it) and giving them back. */
 int rt_budget_config(ferry_router *r, const ferry_config *cfg, ferry_err *err);
 bool rt_mem_reserve(ferry_router *r, size_t n);
 void rt_mem_release(ferry_router *r, size_t n);
 
+/* ---- answers ---- */
+/* A ClickHouse-style error: "Code: N. DB::Exception: MSG. (NAME) (version ferry router)" with
+ * X-ClickHouse-Exception-Code and the status ClickHouse would send for NAME. */
 void rt_respond_error(ferry_http_req *req, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int rt_error_code(const char *name);
