@@ -19,6 +19,7 @@
 #include "ferry/tier.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
+#include "flow/slice_lease.h"
 
 /* The most partitions of one (server, table) tiered as one wave: bounds one ALTER statement
  * (about 100 bytes per partition, far below max_query_size) and one catalog batch. */
@@ -83,6 +84,7 @@ typedef struct tier_ctx {
     double fingerprint_ms; /* verification queries */
     unsigned long catalog_writes, waves;
     bool lost;             /* a compare-and-set on a job record failed: another worker owns it */
+    ferry_slice_leases slices; /* the slices whose jobs run now (repair keeps off them) */
 } tier_ctx;
 
 /* One job while it runs. data is the journal's JSON state:

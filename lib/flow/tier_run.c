@@ -315,6 +315,25 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
                                             "resume", 1));
             continue;
         }
+        /* the slice's lease first: a repair of the slice runs on (its next pass resumes it) */
+        json_t *d = json_loads(j->data, 0, NULL);
+        const char *ten = json_string_value(json_object_get(d, "tenant"));
+        ferry_err le = {0};
+        int src = ten ? ferry_slice_lease_take(ctx->cat, &ctx->slices, ten,
+                                               (uint32_t)json_integer_value(
+                                                   json_object_get(d, "split")),
+                                               ctx->owner, &le)
+                      : FERRY_OK;
+        json_decref(d);
+        if (src == FERRY_ECONFLICT) {
+            FLOG_INFO("msg=\"tier job not resumed: its slice is being repaired\" job=%s "
+                      "holder=\"%s\"", j->id, le.msg);
+            continue;
+        }
+        if (src) {
+            note_failure(t, src, &le);
+            continue;
+        }
         tier_job *job = &js[n];
         memset(job, 0, sizeof *job);
         ferry_record_copy(&job->rec, &l.items[i], &err);
@@ -333,6 +352,7 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
     }
     run_grouped(ctx, js, n, t);
 out:
+    ferry_slice_leases_release(ctx->cat, &ctx->slices);
     for (size_t i = 0; i < n; i++)
         job_free(&js[i]);
     free(js);
@@ -561,6 +581,21 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
                       "partition=%s", srv->shard.name, table, literal);
             continue;
         }
+        if (!ctx->opt->dry_run) { /* held until the jobs ran (below); a repair keeps off */
+            ferry_err le = {0};
+            int lrc = ferry_slice_lease_take(ctx->cat, &ctx->slices, key.tenant, key.split,
+                                             ctx->owner, &le);
+            if (lrc == FERRY_ECONFLICT) {
+                FLOG_INFO("msg=\"partition skipped: its slice is being repaired\" server=%s "
+                          "table=%s partition=%s holder=\"%s\"", srv->shard.name, table,
+                          literal, le.msg);
+                continue;
+            }
+            if (lrc) {
+                note_failure(t, lrc, &le);
+                continue;
+            }
+        }
         if (!ctx->opt->dry_run && !checked) {
             if ((rc = tier_server_check(ctx, srv, &err)))
                 goto out;
@@ -574,6 +609,7 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
         run_jobs(ctx, js, n, t);
     }
 out:
+    ferry_slice_leases_release(ctx->cat, &ctx->slices);
     if (rc)
         note_failure(t, rc, &err);
     for (size_t i = 0; i < n; i++)
