@@ -25,11 +25,22 @@
  * (about 100 bytes per partition, far below max_query_size) and one catalog batch. */
 #define TIER_WAVE_MAX 256
 /* Agent requests in flight at once for uploads and pointer parts (each with its own client),
- * and so the number of chunks a wave's parts are spread over. Measured on the 2-core lab
+ * and so the fewest chunks a wave's parts are spread over (TIER_CHUNK_PARTS below). Measured on the 2-core lab
  * machine (docs/benchmarks.md): the 5 parts of the blog's tenant uploaded in 93-137 ms as 2
  * requests, 104-133 ms as 1, 127-189 ms as 5 at once; each request also pays the agent's table
  * lookup once. */
 #define TIER_AGENT_THREADS 2
+/* The most parts, and about the most bytes, of one upload (or write-pointers) request. An agent
+ * answers a request when every part of it is done, so a request's time grows with what it
+ * carries: the settle phase of the chaos soak sent a wave of hundreds of parts as 2 requests, and
+ * under a slow object store one of them took longer than the client's 600 s (the agent answered
+ * later, the job failed). Bounded requests keep each answer minutes below the timeout whatever
+ * the wave's size: a big partition takes more requests, TIER_AGENT_THREADS at a time. A part
+ * larger than TIER_CHUNK_BYTES goes alone. */
+#define TIER_CHUNK_PARTS 16
+#define TIER_CHUNK_BYTES (256ull << 20)
+/* tiering's agent requests: the longest wait for an answer (FERRY_TEST_AGENT_TIMEOUT_MS in tests) */
+long tier_agent_timeout_ms(void);
 
 /* The agent operations an agent of API version 1 knows only one part (or name) at a time: a 400
  * answer to the many-part form sets the bit, and the flow falls back to one request per part. */

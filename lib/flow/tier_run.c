@@ -31,6 +31,7 @@ int tier_server_open(tier_ctx *ctx, tier_server *srv, ferry_err *err)
         return ferry_err_prefix(err, "tiering runs FREEZE, uploads and pointer parts through "
                                      "the node agent: ");
     srv->conn.cat = ctx->cat; /* the staging loads' lease (staging_load.h) */
+    ferry_agent_client_set_timeout(srv->conn.ag, tier_agent_timeout_ms());
     srv->opened = true;
     return FERRY_OK;
 }
