@@ -72,6 +72,8 @@ typedef struct tier_server {
     int check_rc;      /* its result */
     char check_msg[FERRY_ERR_MSG_MAX];
     unsigned one_at_a_time; /* TIER_ONE_* learnt from 400 answers */
+    bool version_known;     /* ch_major.ch_minor: the server's ClickHouse (its agent says) */
+    int ch_major, ch_minor;
     tier_policy *policies;  /* owned */
     size_t n_policies;
 } tier_server;
@@ -150,7 +152,18 @@ typedef struct tier_wave {
     size_t n;
     bool staging_ready;  /* staging and the empty twin checked (and created) by this wave */
     bool staging_exists; /* seen to exist (ferry never drops it) */
+    bool no_replace;     /* the server's REPLACE PARTITION is not crash-safe (tier_replace_unsafe) */
 } tier_wave;
+
+/* Whether REPLACE PARTITION on the server leaves the parts it replaced on disk, outdated, with
+ * no empty part covering them: ClickHouse before 26.7 (26.5 does; 26.7 writes the covering
+ * part). A restart (a crash, a kill -9) before old_parts_lifetime (8 min by default) removed
+ * them loads them again as active next to the new parts: the partition's rows twice. On such a
+ * server tiering swaps with the attach form (DETACH PART of the frozen parts, then ATTACH
+ * PARTITION FROM staging: DETACH leaves nothing to load again) and empties staging by DETACH,
+ * never by REPLACE. Asks the agent once (tier_server_check); an unknown version counts as
+ * unsafe. */
+bool tier_replace_unsafe(tier_ctx *ctx, tier_server *srv);
 
 /* ---- tier.c: journal, failures, the wave's state machine ---- */
 

@@ -61,7 +61,13 @@ int tier_server_check(tier_ctx *ctx, tier_server *srv, ferry_err *err)
     ferry_ch_version v;
     const ferry_settings *s = &ctx->settings;
     int pinned = (int)(s->pointer_format > 1000 ? 1000 : s->pointer_format);
-    if (!vtext || ferry_ch_parse_version(vtext, &v, err)) {
+    bool parsed = vtext && !ferry_ch_parse_version(vtext, &v, err);
+    if (parsed) { /* kept even when the checks below fail (tier_replace_unsafe) */
+        srv->version_known = true;
+        srv->ch_major = v.major;
+        srv->ch_minor = v.minor;
+    }
+    if (!parsed) {
         rc = ferry_err_set(err, FERRY_EREMOTE, "%s: the agent did not report the ClickHouse "
                            "version", srv->shard.name);
     } else if ((rc = ferry_agent_pointer_version_ok(pinned, &v, err))) {
@@ -94,6 +100,15 @@ int tier_server_check(tier_ctx *ctx, tier_server *srv, ferry_err *err)
     srv->check_rc = rc;
     snprintf(srv->check_msg, sizeof srv->check_msg, "%s", rc ? err->msg : "");
     return rc;
+}
+
+bool tier_replace_unsafe(tier_ctx *ctx, tier_server *srv)
+{
+    if (!srv->checked) {
+        ferry_err e = {0};
+        (void)tier_server_check(ctx, srv, &e); /* the version is kept even when the check fails */
+    }
+    return !srv->version_known || srv->ch_major < 26 || (srv->ch_major == 26 && srv->ch_minor < 7);
 }
 
 /* ---- jobs -------------------------------------------------------------------------------------- */
@@ -208,6 +223,12 @@ static void run_jobs(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
         snprintf(w.staging, sizeof w.staging, "%s", js[first].staging);
         if (ferry_tier_empty_name(w.table, w.empty, sizeof w.empty, &err))
             w.empty[0] = '\0'; /* no twin: staging is emptied by DETACH */
+        if ((w.no_replace = tier_replace_unsafe(ctx, w.srv))) {
+            w.empty[0] = '\0';
+            FLOG_INFO("msg=\"ClickHouse before 26.7: swaps by DETACH PART and ATTACH, no "
+                      "REPLACE PARTITION (a restart would load the replaced parts again)\" "
+                      "server=%s", w.srv->shard.name);
+        }
         int wrc = tier_wave_run(ctx, &w, &err);
         if (wrc)
             FLOG_WARN("msg=\"tier wave stopped\" server=%s table=%s err=\"%s\"",
