@@ -394,11 +394,20 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                 }
                 /* the source: the replica holding the most rows of the partition */
                 uint64_t rows[16] = {0};
+                bool broken[16] = {false}; /* unreadable: broken parts (never the source) */
                 size_t best = 0;
                 for (size_t k = 0; !rc && k < nr; k++) {
-                    ferry_fingerprint fp;
-                    rc = ferry_fingerprint_partition(cs[k]->c.ch, t->database, t->name, pids[p],
-                                                     &fp, err);
+                    ferry_fingerprint fp = {0};
+                    ferry_err fe = {0};
+                    int frc = rs_fingerprint(&cs[k]->c, t, pids[p], false, &fp, NULL, &fe);
+                    if (frc == FERRY_EIO) {
+                        broken[k] = true;
+                        FLOG_WARN("msg=\"repair: a replica's partition has broken parts; it is "
+                                  "repaired from another one\" err=\"%s\"", fe.msg);
+                    } else if (frc) {
+                        rc = frc;
+                        *err = fe;
+                    }
                     rows[k] = fp.rows;
                 }
                 /* among the replicas that took every acknowledged write when a record names
@@ -408,7 +417,9 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                 for (size_t k = 0; !rc && k < nr; k++) {
                     if (held_routed && !ferry_repair_need_lists(need.held, names[k]))
                         continue;
-                    if (!chosen || rows[k] > rows[best])
+                    if (broken[k] && chosen && !broken[best])
+                        continue;
+                    if (!chosen || (broken[best] && !broken[k]) || rows[k] > rows[best])
                         best = k;
                     chosen = true;
                 }

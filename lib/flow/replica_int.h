@@ -9,6 +9,7 @@
 
 #include "ferry/catalog.h"
 #include "ferry/err.h"
+#include "ferry/verify.h"
 #include "flow/move_env.h"
 
 typedef struct rs_result {
@@ -40,6 +41,16 @@ typedef struct rs_result {
 int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
                       const char *freeze, unsigned grace_ms, int rounds, bool dry_run,
                       rs_result *out, ferry_err *err);
+
+/* Fingerprints partition pid of table t on c (verify.h). When the read fails and CHECK TABLE
+ * finds parts of the partition broken (e.g. an empty marks file: ClickHouse wrote a merged part
+ * on a full disk, and every read of the partition fails with "Empty marks file"), those parts
+ * are named in the error, and with detach (c is a replica being made equal to another one, which
+ * holds the rows) they are detached (kept in detached/ under their names, for a person), a
+ * warning is logged and the partition is read again; *n_detached (may be NULL) counts them.
+ * Without detach, broken parts give FERRY_EIO with a message naming them. */
+int rs_fingerprint(mv_conn *c, const ferry_table_def *t, const char *pid, bool detach,
+                   ferry_fingerprint *fp, size_t *n_detached, ferry_err *err);
 
 /* The partition ids (active parts) of tenant/split in db.table on c, added to *ids (a growing
  * array of *n names; the caller frees *ids). */

@@ -203,6 +203,81 @@ static int detach_part(mv_conn *c, const char *db, const char *table, const char
     return rc;
 }
 
+/* The parts of (db.table, pid) on c that CHECK TABLE finds broken: their names (comma-separated)
+ * and each one's message in why, their number in *n. */
+static int broken_parts(mv_conn *c, const char *db, const char *table, const char *pid,
+                        ferry_ch_rows *rows, size_t *n, ferry_buf *why, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "CHECK TABLE ");
+    sql_table(&sql, db, table);
+    ferry_buf_puts(&sql, " PARTITION ID ");
+    ferry_sql_quote(pid, &sql);
+    ferry_buf_puts(&sql, " FORMAT TabSeparated SETTINGS check_query_single_value_result = 0");
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), rows, err);
+    ferry_buf_free(&sql);
+    *n = 0;
+    for (size_t i = 0; !rc && i < rows->n_rows && rows->n_cols >= 3; i++) {
+        if (strcmp(ferry_ch_rows_get(rows, i, 1), "0"))
+            continue; /* passed */
+        ferry_buf_printf(why, "%s%s (%.200s)", (*n)++ ? "; " : "", ferry_ch_rows_get(rows, i, 0),
+                         ferry_ch_rows_get(rows, i, 2));
+    }
+    return rc;
+}
+
+int rs_fingerprint(mv_conn *c, const ferry_table_def *t, const char *pid, bool detach,
+                   ferry_fingerprint *fp, size_t *n_detached, ferry_err *err)
+{
+    if (n_detached)
+        *n_detached = 0;
+    int rc = ferry_fingerprint_partition(c->ch, t->database, t->name, pid, fp, err);
+    if (!rc || rc == FERRY_ENOMEM)
+        return rc;
+    ferry_err first = *err, e = {0};
+    ferry_ch_rows rows = {0};
+    ferry_buf why = FERRY_BUF_INIT;
+    size_t n = 0;
+    if (broken_parts(c, t->database, t->name, pid, &rows, &n, &why, &e) || n == 0) {
+        *err = first; /* not a broken part (or CHECK TABLE failed too): the read's error */
+        goto out;
+    }
+    if (!detach) {
+        rc = ferry_err_set(err, FERRY_EIO, "%s: %s.%s partition %s has %zu broken part(s) "
+                           "(CHECK TABLE: %.600s): the partition cannot be read there; make "
+                           "another replica the source, or detach the parts and repair it",
+                           c->name, t->database, t->name, pid, n, ferry_buf_cstr(&why));
+        goto out;
+    }
+    for (size_t i = 0; i < rows.n_rows && rows.n_cols >= 3; i++) {
+        if (strcmp(ferry_ch_rows_get(&rows, i, 1), "0"))
+            continue;
+        const char *part = ferry_ch_rows_get(&rows, i, 0);
+        ferry_buf sql = FERRY_BUF_INIT;
+        ferry_buf_puts(&sql, "ALTER TABLE ");
+        sql_table(&sql, t->database, t->name);
+        ferry_buf_puts(&sql, " DETACH PART ");
+        ferry_sql_quote(part, &sql);
+        rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
+        ferry_buf_free(&sql);
+        if (rc) {
+            ferry_err_prefix(err, "detaching broken part %s: ", part);
+            goto out;
+        }
+        if (n_detached)
+            (*n_detached)++;
+    }
+    FLOG_WARN("msg=\"broken parts detached: the partition is made equal to another replica's "
+              "(their files stay in detached/ for a person)\" server=%s table=%s.%s "
+              "partition=%s parts=%zu check=\"%.600s\"", c->name, t->database, t->name, pid, n,
+              ferry_buf_cstr(&why));
+    rc = ferry_fingerprint_partition(c->ch, t->database, t->name, pid, fp, err);
+out:
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&why);
+    return rc;
+}
+
 /* Removes every detached part of partition pid of db.table on c. */
 static int remove_detached_pid(mv_conn *c, const char *db, const char *table, const char *pid,
                                ferry_err *err)
@@ -465,9 +540,9 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
     for (int round = 0; !rc && round < rounds; round++) {
         ferry_fingerprint a = {0}, b = {0};
         char why[256];
-        rc = ferry_fingerprint_partition(src->ch, t->database, t->name, pid, &a, err);
+        rc = rs_fingerprint(src, t, pid, false, &a, NULL, err);
         if (!rc)
-            rc = ferry_fingerprint_partition(dst->ch, t->database, t->name, pid, &b, err);
+            rc = rs_fingerprint(dst, t, pid, !dry_run, &b, NULL, err);
         if (rc)
             break;
         if (first)
@@ -538,9 +613,9 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
     if (!rc && !out->repaired && !dry_run && strcmp(out->action, "diverged")) {
         ferry_fingerprint a = {0}, b = {0};
         char why[256];
-        rc = ferry_fingerprint_partition(src->ch, t->database, t->name, pid, &a, err);
+        rc = rs_fingerprint(src, t, pid, false, &a, NULL, err);
         if (!rc)
-            rc = ferry_fingerprint_partition(dst->ch, t->database, t->name, pid, &b, err);
+            rc = rs_fingerprint(dst, t, pid, true, &b, NULL, err);
         if (!rc) {
             out->dst_rows_after = b.rows;
             out->repaired = ferry_fingerprint_same(&a, &b, why, sizeof why);
