@@ -33,7 +33,10 @@ typedef struct rs_result {
  *    copied twice;
  *  - otherwise, if every row of dst is also in src (as a multiset of row hashes), dst's
  *    partition is replaced by a snapshot of src's (staging made equal to the frozen parts, then
- *    REPLACE PARTITION ... FROM staging): "replace"; if not, "diverged" and nothing changes.
+ *    REPLACE PARTITION ... FROM staging; on ClickHouse before 26.7, whose REPLACE leaves the
+ *    replaced parts to be loaded again by a restart, DETACH PART of each of dst's parts and
+ *    ATTACH PARTITION ... FROM staging in one ALTER): "replace"; if not, "diverged" and nothing
+ *    changes.
  * After each round the fingerprints are compared again. freeze ([A-Za-z0-9_]) names the
  * snapshot on src; it is removed before returning (a leftover of a crash is removed first).
  * dry_run: only decides the action. Returns an error only for I/O failures; the outcome is in

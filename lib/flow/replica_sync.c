@@ -459,6 +459,22 @@ static int remove_freeze(mv_conn *src, const char *freeze, ferry_err *err)
     return rc;
 }
 
+/* Whether REPLACE PARTITION on c's ClickHouse leaves the parts it replaced to be loaded again by
+ * a restart: before 26.7 (26.5 writes no empty part covering them; tier_int.h,
+ * tier_replace_unsafe). Asked with SELECT version(); *unsafe true when it cannot be told. */
+static int replace_unsafe(mv_conn *c, bool *unsafe, ferry_err *err)
+{
+    ferry_ch_rows rows = {0};
+    ferry_ch_version v;
+    *unsafe = true;
+    int rc = mv_sql(c, "SELECT version() FORMAT TabSeparated", &rows, err);
+    if (!rc && rows.n_rows == 1 && rows.n_cols >= 1 &&
+        !ferry_ch_parse_version(ferry_ch_rows_get(&rows, 0, 0), &v, err))
+        *unsafe = v.major < 26 || (v.major == 26 && v.minor < 7);
+    ferry_ch_rows_free(&rows);
+    return rc;
+}
+
 /* One round of the copy (action already decided: copy-parts or replace). */
 static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
                       const char *freeze, bool replace, const mv_parts *dst_parts,
@@ -492,8 +508,28 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
         rc = staging_fill(src, dst, t, st, pid, freeze, &frozen, missing, out, err);
     if (!rc && !none) {
         ferry_buf sql = FERRY_BUF_INIT;
+        bool unsafe = false;
+        mv_parts old = {0}; /* the target's parts detached instead of replaced */
+        if (replace)
+            rc = replace_unsafe(dst, &unsafe, err);
+        if (!rc && replace && unsafe)
+            rc = mv_list_parts(dst, t->database, t->name, pid, true, &old, err);
         ferry_buf_puts(&sql, "ALTER TABLE ");
-        if (replace) {
+        if (replace && unsafe) {
+            /* ClickHouse before 26.7: DETACH PART takes each part away for good (26.5 loads
+             * parts again after a restart only when REPLACE replaced them), then the snapshot
+             * is attached (as tiering's attach form); not atomic: a read in between sees the
+             * partition without those parts */
+            sql_table(&sql, t->database, t->name);
+            for (size_t k = 0; k < old.n; k++) {
+                ferry_buf_puts(&sql, k ? ", DETACH PART " : " DETACH PART ");
+                ferry_sql_quote(old.p[k].name, &sql);
+            }
+            ferry_buf_puts(&sql, old.n ? ", ATTACH PARTITION ID " : " ATTACH PARTITION ID ");
+            ferry_sql_quote(pid, &sql);
+            ferry_buf_puts(&sql, " FROM ");
+            sql_table(&sql, t->database, st);
+        } else if (replace) {
             sql_table(&sql, t->database, t->name);
             ferry_buf_puts(&sql, " REPLACE PARTITION ID ");
             ferry_sql_quote(pid, &sql);
@@ -506,7 +542,15 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
             ferry_buf_puts(&sql, " TO TABLE ");
             sql_table(&sql, t->database, t->name);
         }
-        rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+        if (!rc)
+            rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+        for (size_t k = 0; !rc && k < old.n; k++) { /* what DETACH PART left in detached/ */
+            json_t *req = json_pack("{s:s, s:s, s:s}", "database", t->database, "table",
+                                    t->name, "part", old.p[k].name);
+            rc = mv_agent(dst, "remove-detached", req, NULL, NULL, err);
+            json_decref(req);
+        }
+        free(old.p);
         if (!rc && replace) { /* REPLACE copies: staging's own parts of pid go */
             ferry_buf_reset(&sql);
             ferry_buf_puts(&sql, "ALTER TABLE ");
