@@ -128,7 +128,7 @@ int cmd_repair(int argc, char **argv)
         } else {
             char a[32], b[32];
             printf("repair%s: %zu replicated slice(s), %zu comparison(s): %zu in sync, %zu "
-                   "repaired, %zu %s, %zu unreachable, %zu busy (tiering); copied hot %s, cold "
+                   "repaired, %zu %s, %zu unreachable, %zu busy (another flow); copied hot %s, cold "
                    "%s\n",
                    dry ? " (dry run)" : "", sum.slices, sum.partitions, sum.in_sync, sum.repaired,
                    sum.failed, dry ? "differ" : "failed", sum.unreachable, sum.busy,

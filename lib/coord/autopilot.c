@@ -112,7 +112,7 @@ static int do_repair(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
         snprintf(run->reason, sizeof run->reason, "scheduled (every replicated slice)");
     snprintf(run->summary, sizeof run->summary,
              "%zu slice(s), %zu partition(s): %zu in sync, %zu repaired, %zu failed, %zu "
-             "unreachable, %zu busy (tiering)",
+             "unreachable, %zu busy (another flow)",
              sum.slices, sum.partitions, sum.in_sync, sum.repaired, sum.failed, sum.unreachable,
              sum.busy);
     if (!sum.repaired && !sum.failed && !sum.unreachable && !sum.busy)

@@ -229,7 +229,8 @@ static rp_conn *get_conn(ferry_catalog *cat, const ferry_move_opts *o, rp_conn *
     return c;
 }
 
-/* Reports a slice or a partition skipped because tiering works on it. */
+/* Reports a slice or a partition skipped because another flow works on it (a tiering run or
+ * another repair holding the slice's lease, an unfinished move or tier job). */
 static void report_busy(ferry_repair_fn fn, void *arg, const ferry_route *rt, const char *table,
                         const char *pid, const char *target, const char *why)
 {
@@ -242,7 +243,7 @@ static void report_busy(ferry_repair_fn fn, void *arg, const ferry_route *rt, co
     snprintf(it.target, sizeof it.target, "%.*s", (int)sizeof it.target - 1, target);
     snprintf(it.action, sizeof it.action, "busy");
     snprintf(it.detail, sizeof it.detail, "%.255s", why);
-    FLOG_INFO("msg=\"repair: skipped, tiering works on it; the next repair takes it up\" "
+    FLOG_INFO("msg=\"repair: skipped, another flow works on it; the next repair takes it up\" "
               "tenant=%s split=%u table=%s partition=%s why=\"%s\"", rt->tenant, rt->split,
               table[0] ? table : "-", pid[0] ? pid : "-", why);
     if (fn)
@@ -279,7 +280,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
         sum = &dummy;
     memset(sum, 0, sizeof *sum);
     ferry_catalog *cat = NULL;
-    ferry_record_list routes = {0}, tables = {0};
+    ferry_record_list routes = {0}, tables = {0}, moves = {0};
     rp_conn *conns = NULL;
     size_t nconns = 0;
     int rc = ferry_catalog_open(o->catalog_url, &cat, err);
@@ -330,7 +331,31 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
         }
         if (rc)
             break;
-        /* the slice is this repair's until the next one (a tiering run takes the same lease) */
+        /* the slice is this repair's until the next one: its lease (a tiering run and another
+         * repair take it too), and the lease of each unfinished move of the slice, so no mover
+         * resumes it meanwhile (a clone's SWITCH syncs the same partitions through the same
+         * staging table: a repair beside it doubled rows on the new replica in the chaos soak) */
+        if (!dry_run) {
+            ferry_record_list_free(&moves);
+            if ((rc = ferry_catalog_list_unfinished_moves(cat, &moves, err)))
+                break;
+            ferry_err le = {0};
+            int lrc = FERRY_OK;
+            for (size_t m = 0; !lrc && m < moves.n; m++)
+                if (moves.items[m].u.move.split == rt->split &&
+                    !strcmp(moves.items[m].u.move.tenant, rt->tenant))
+                    lrc = ferry_move_lease_take(cat, &held, moves.items[m].u.move.id, owner, &le);
+            if (lrc == FERRY_ECONFLICT) {
+                sum->busy++;
+                report_busy(fn, arg, rt, "", "", rt->shards, le.msg);
+                continue;
+            }
+            if (lrc) {
+                rc = lrc;
+                *err = le;
+                break;
+            }
+        }
         if (!dry_run) {
             ferry_err le = {0};
             int lrc = ferry_slice_lease_take(cat, &held, rt->tenant, rt->split, owner, &le);
@@ -495,7 +520,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
     if (!rc && (sum->failed || sum->unreachable || sum->busy))
         rc = ferry_err_set(err, FERRY_EIO,
                            "%zu partition(s) %s, %zu replica(s) unreachable, %zu skipped while "
-                           "tiering works on them (see the lines above; run again)",
+                           "another flow works on them (see the lines above; run again)",
                            sum->failed, dry_run ? "differ (dry run: nothing changed)"
                                                 : "not repaired",
                            sum->unreachable, sum->busy);
@@ -505,6 +530,7 @@ out:
     free(conns);
     ferry_record_list_free(&routes);
     ferry_record_list_free(&tables);
+    ferry_record_list_free(&moves);
     ferry_catalog_close(cat);
     return rc;
 }

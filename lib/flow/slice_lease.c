@@ -10,14 +10,9 @@ struct ferry_slice_lease_item {
     ferry_lease *lease;
 };
 
-int ferry_slice_lease_take(ferry_catalog *cat, ferry_slice_leases *held, const char *tenant,
-                           uint32_t split, const char *owner, ferry_err *err)
+static int take_named(ferry_catalog *cat, ferry_slice_leases *held, const char *name,
+                      const char *owner, ferry_err *err)
 {
-    char name[FERRY_NAME_MAX];
-    int len = snprintf(name, sizeof name, "slice.%s.%u", tenant, split);
-    if (len < 0 || (size_t)len >= sizeof name)
-        return ferry_err_set(err, FERRY_EINVAL, "tenant name '%s' too long for a slice lease",
-                             tenant);
     for (size_t i = 0; i < held->n; i++)
         if (!strcmp(held->items[i].name, name))
             return FERRY_OK;
@@ -37,6 +32,27 @@ int ferry_slice_lease_take(ferry_catalog *cat, ferry_slice_leases *held, const c
     snprintf(it->name, sizeof it->name, "%s", name);
     it->lease = l;
     return FERRY_OK;
+}
+
+int ferry_slice_lease_take(ferry_catalog *cat, ferry_slice_leases *held, const char *tenant,
+                           uint32_t split, const char *owner, ferry_err *err)
+{
+    char name[FERRY_NAME_MAX];
+    int len = snprintf(name, sizeof name, "slice.%s.%u", tenant, split);
+    if (len < 0 || (size_t)len >= sizeof name)
+        return ferry_err_set(err, FERRY_EINVAL, "tenant name '%s' too long for a slice lease",
+                             tenant);
+    return take_named(cat, held, name, owner, err);
+}
+
+int ferry_move_lease_take(ferry_catalog *cat, ferry_slice_leases *held, const char *move_id,
+                          const char *owner, ferry_err *err)
+{
+    char name[FERRY_NAME_MAX];
+    int len = snprintf(name, sizeof name, "move.%s", move_id);
+    if (len < 0 || (size_t)len >= sizeof name)
+        return ferry_err_set(err, FERRY_EINVAL, "move id '%s' too long for a lease", move_id);
+    return take_named(cat, held, name, owner, err);
 }
 
 void ferry_slice_leases_release(ferry_catalog *cat, ferry_slice_leases *held)

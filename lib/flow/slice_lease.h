@@ -25,6 +25,12 @@ typedef struct ferry_slice_leases {
 int ferry_slice_lease_take(ferry_catalog *cat, ferry_slice_leases *held, const char *tenant,
                            uint32_t split, const char *owner, ferry_err *err);
 
+/* Takes the lease a mover holds while it runs move move_id ("move.<id>", lib/flow/move.c) into
+ * held: while it is held here no `ferry move --resume` can run that move (it is refused as "being
+ * run by another mover"). FERRY_ECONFLICT when a mover runs it now. */
+int ferry_move_lease_take(ferry_catalog *cat, ferry_slice_leases *held, const char *move_id,
+                          const char *owner, ferry_err *err);
+
 /* Gives every lease of held up and empties it (held itself is the caller's). */
 void ferry_slice_leases_release(ferry_catalog *cat, ferry_slice_leases *held);
 

@@ -61,6 +61,18 @@ mv_ingest "$US" beta 0 2 2000 3
 expect_exit 137 env FERRY_TEST_CRASH_AFTER=SWITCH:switched "$FERRY_BIN" rebalance --config "$C" --grace 100
 assert_eq 2 "$("$FERRY_BIN" route --config "$C" --tenant beta --json | jq -r '.slices[0].shards | length')" "beta routed to both after the switch"
 for u in "$US" "$UD"; do mv_ingest "$u" beta 0 1 700 11; done
+# a repair keeps off a slice whose unfinished move a mover runs now (the chaos soak: a repair
+# and a clone's SWITCH synced the same partition into the same staging table, rows doubled on
+# the new replica): here the move's lease held by another process (flock, as a running mover)
+MID=$(sqlite3 "$L/catalog.db" "SELECT name FROM records WHERE parent = 'moves' AND json_extract(doc, '\$.state') NOT IN ('DONE', 'FAILED')")
+[ -n "$MID" ] || fail "no unfinished clone"
+bg_start "$T/mholder.log" flock -o -x "$L/catalog.db-lease-move.$MID" sleep 300
+MH=$BG_PID
+wait_for 20 bash -c "! flock -n '$L/catalog.db-lease-move.$MID' true" || fail "the move's lease file was not locked"
+expect_exit 1 "$FERRY_BIN" repair --config "$C" --tenant beta
+assert_contains "$OUT" "busy" "repair reports the slice busy while its move runs"
+kill -- -"$MH"; wait "$MH" 2>/dev/null || true
+ok "repair skips a slice whose unfinished move a mover runs"
 BP=$(chq "$UD" "SELECT partition_id FROM system.parts WHERE active AND table = 'events' AND partition LIKE '%beta%' ORDER BY partition_id LIMIT 1")
 read -r BPART BPATH < <(chq "$UD" "SELECT name, path FROM system.parts WHERE active AND table = 'events' AND partition_id = '$BP' LIMIT 1")
 for m in $(ls "$BPATH" | grep -E '\.c?mrk[0-9]*$'); do : >"$BPATH/$m"; done
