@@ -113,12 +113,13 @@ int cmd_repair(int argc, char **argv)
         rc = ferry_repair_run(&e.opts, tenant, dry, on_item, &o, &sum, &err);
     if (!rc || sum.slices) {
         if (json) {
-            json_t *j = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "event",
+            json_t *j = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "event",
                                   "summary", "dry_run", dry, "slices", (json_int_t)sum.slices,
                                   "partitions", (json_int_t)sum.partitions, "in_sync",
                                   (json_int_t)sum.in_sync, "repaired", (json_int_t)sum.repaired,
                                   "failed", (json_int_t)sum.failed, "unreachable",
-                                  (json_int_t)sum.unreachable, "hot_copied_bytes",
+                                  (json_int_t)sum.unreachable, "busy", (json_int_t)sum.busy,
+                                  "hot_copied_bytes",
                                   (json_int_t)sum.hot_copied, "cold_copied_bytes",
                                   (json_int_t)sum.cold_copied);
             json_dumpf(j, stdout, JSON_COMPACT | JSON_SORT_KEYS);
@@ -127,16 +128,17 @@ int cmd_repair(int argc, char **argv)
         } else {
             char a[32], b[32];
             printf("repair%s: %zu replicated slice(s), %zu comparison(s): %zu in sync, %zu "
-                   "repaired, %zu %s, %zu unreachable; copied hot %s, cold %s\n",
+                   "repaired, %zu %s, %zu unreachable, %zu busy (another flow); copied hot %s, cold "
+                   "%s\n",
                    dry ? " (dry run)" : "", sum.slices, sum.partitions, sum.in_sync, sum.repaired,
-                   sum.failed, dry ? "differ" : "failed", sum.unreachable,
+                   sum.failed, dry ? "differ" : "failed", sum.unreachable, sum.busy,
                    ferry_fmt_bytes(sum.hot_copied, a, sizeof a),
                    ferry_fmt_bytes(sum.cold_copied, b, sizeof b));
         }
         fflush(stdout);
     }
     cli_move_env_free(&e);
-    if (rc == FERRY_EIO && (sum.failed || sum.unreachable)) {
+    if (rc == FERRY_EIO && (sum.failed || sum.unreachable || sum.busy)) {
         fprintf(stderr, "ferry repair: %s\n", err.msg);
         return 1;
     }

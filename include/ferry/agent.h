@@ -131,6 +131,8 @@ typedef struct ferry_agent_client ferry_agent_client;
 int ferry_agent_client_new(const char *url, const char *token, long timeout_ms,
                            ferry_agent_client **out, ferry_err *err);
 void ferry_agent_client_free(ferry_agent_client *c);
+/* Changes the longest wait for an answer of the client's next requests (0: 10 min). */
+void ferry_agent_client_set_timeout(ferry_agent_client *c, long timeout_ms);
 
 /* POST /agent/v1/<op> with the JSON body req (GET when req is NULL). On a 2xx answer *resp is
  * the answer (caller decrefs). Otherwise the error code follows the status (400 EINVAL, 401/403

@@ -52,6 +52,7 @@ typedef struct ferry_repair_summary {
     size_t slices;           /* replicated slices examined */
     size_t partitions;       /* (partition, replica pair) comparisons */
     size_t in_sync, repaired, failed, unreachable;
+    size_t busy;             /* slices or partitions skipped: another flow on them (slice_lease.h) */
     uint64_t hot_copied, cold_copied;
 } ferry_repair_summary;
 
@@ -60,7 +61,10 @@ typedef struct ferry_repair_summary {
  * (verify.h) on every replica; the replica with the most rows is the source, each other one
  * whose fingerprint differs is repaired from it (unless dry_run) and verified again. Each
  * comparison is reported through fn (may be NULL). Returns FERRY_EIO when a partition could not
- * be repaired or a replica was unreachable (the summary counts them), after doing all it could. */
+ * be repaired or a replica was unreachable (the summary counts them), after doing all it could.
+ * A slice with an unfinished move, a slice a tiering run or another repair holds (its slice
+ * lease), or a partition with an unfinished tier job on one of its replicas, is skipped and
+ * counted busy (also FERRY_EIO: run again). */
 int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                      ferry_repair_fn fn, void *arg, ferry_repair_summary *sum, ferry_err *err);
 

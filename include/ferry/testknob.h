@@ -10,6 +10,8 @@
  *   FERRY_TEST_NOW                                     tiering's clock (unix seconds)
  *   FERRY_AGENT_TEST_CORRUPT_SEND                      a sender flips a byte (name:offset)
  *   FERRY_AGENT_TEST_SLOW_RECEIVE_MS                   a receiver pauses after each file
+ *   FERRY_AGENT_TEST_SLOW_UPLOAD_MS                    an uploader pauses after each part
+ *   FERRY_TEST_AGENT_TIMEOUT_MS                        tiering's agent requests time out
  * A crash point stops the process as kill -9 would: stdio flushed (so the test sees the log
  * line saying where), then SIGKILL to itself. */
 #ifndef FERRY_TESTKNOB_H

@@ -53,6 +53,12 @@ int ferry_agent_client_new(const char *url, const char *token, long timeout_ms,
     return FERRY_OK;
 }
 
+void ferry_agent_client_set_timeout(ferry_agent_client *c, long timeout_ms)
+{
+    if (c)
+        c->timeout_ms = timeout_ms > 0 ? timeout_ms : 600000;
+}
+
 void ferry_agent_client_free(ferry_agent_client *c)
 {
     if (!c)

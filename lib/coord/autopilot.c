@@ -101,8 +101,9 @@ static int do_repair(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
     int rc = ferry_repair_run(&mo, NULL, false, NULL, NULL, &sum, err);
     /* the line docs/replicas.md names */
     FLOG_INFO("msg=\"scheduled repair\" slices=%zu partitions=%zu in_sync=%zu repaired=%zu "
-              "failed=%zu unreachable=%zu hot_copied=%llu cold_copied=%llu",
+              "failed=%zu unreachable=%zu busy=%zu hot_copied=%llu cold_copied=%llu",
               sum.slices, sum.partitions, sum.in_sync, sum.repaired, sum.failed, sum.unreachable,
+              sum.busy,
               (unsigned long long)sum.hot_copied, (unsigned long long)sum.cold_copied);
     if (needs)
         snprintf(run->reason, sizeof run->reason, "scheduled (every replicated slice; %zu "
@@ -111,9 +112,10 @@ static int do_repair(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
         snprintf(run->reason, sizeof run->reason, "scheduled (every replicated slice)");
     snprintf(run->summary, sizeof run->summary,
              "%zu slice(s), %zu partition(s): %zu in sync, %zu repaired, %zu failed, %zu "
-             "unreachable",
-             sum.slices, sum.partitions, sum.in_sync, sum.repaired, sum.failed, sum.unreachable);
-    if (!sum.repaired && !sum.failed && !sum.unreachable)
+             "unreachable, %zu busy (another flow)",
+             sum.slices, sum.partitions, sum.in_sync, sum.repaired, sum.failed, sum.unreachable,
+             sum.busy);
+    if (!sum.repaired && !sum.failed && !sum.unreachable && !sum.busy)
         snprintf(run->result, sizeof run->result, "idle");
     return rc;
 }

@@ -16,6 +16,8 @@
 #include "flow/move_env.h"
 #include "flow/part_records.h"
 #include "flow/replica_int.h"
+#include "flow/slice_lease.h"
+#include "ferry/tier.h"
 
 #define RS_ROUNDS 4 /* repair rounds of one partition before it is reported unsettled */
 
@@ -227,6 +229,49 @@ static rp_conn *get_conn(ferry_catalog *cat, const ferry_move_opts *o, rp_conn *
     return c;
 }
 
+/* Reports a slice or a partition skipped because another flow works on it (a tiering run or
+ * another repair holding the slice's lease, an unfinished move or tier job). */
+static void report_busy(ferry_repair_fn fn, void *arg, const ferry_route *rt, const char *table,
+                        const char *pid, const char *target, const char *why)
+{
+    ferry_repair_item it;
+    memset(&it, 0, sizeof it);
+    snprintf(it.tenant, sizeof it.tenant, "%s", rt->tenant);
+    it.split = rt->split;
+    snprintf(it.table, sizeof it.table, "%s", table);
+    snprintf(it.partition_id, sizeof it.partition_id, "%s", pid);
+    snprintf(it.target, sizeof it.target, "%.*s", (int)sizeof it.target - 1, target);
+    snprintf(it.action, sizeof it.action, "busy");
+    snprintf(it.detail, sizeof it.detail, "%.255s", why);
+    FLOG_INFO("msg=\"repair: skipped, another flow works on it; the next repair takes it up\" "
+              "tenant=%s split=%u table=%s partition=%s why=\"%s\"", rt->tenant, rt->split,
+              table[0] ? table : "-", pid[0] ? pid : "-", why);
+    if (fn)
+        fn(&it, arg);
+}
+
+/* Whether a tier job of (server, table, pid) is unfinished (neither DONE nor FAILED): its swap
+ * may be about to run, or have run without its VERIFY; the partition is the job's until then.
+ * *id receives the job's id. */
+static bool tier_job_open(ferry_catalog *cat, const char *server, const char *table,
+                          const char *pid, char *id, size_t idsz)
+{
+    ferry_err e = {0};
+    ferry_record r;
+    ferry_record_init(&r, FERRY_REC_JOB);
+    if (ferry_tier_job_id(server, table, pid, r.u.job.id, sizeof r.u.job.id, &e))
+        return false;
+    snprintf(id, idsz, "%s", r.u.job.id);
+    bool open = false;
+    if (ferry_catalog_get(cat, &r, &e) == FERRY_OK) {
+        enum ferry_tier_state s = FERRY_TIER_PLANNED;
+        open = !ferry_tier_state_parse(r.u.job.state, &s, NULL) && s != FERRY_TIER_DONE &&
+               s != FERRY_TIER_FAILED;
+    }
+    ferry_record_free(&r);
+    return open;
+}
+
 int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                      ferry_repair_fn fn, void *arg, ferry_repair_summary *sum, ferry_err *err)
 {
@@ -235,7 +280,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
         sum = &dummy;
     memset(sum, 0, sizeof *sum);
     ferry_catalog *cat = NULL;
-    ferry_record_list routes = {0}, tables = {0};
+    ferry_record_list routes = {0}, tables = {0}, moves = {0};
     rp_conn *conns = NULL;
     size_t nconns = 0;
     int rc = ferry_catalog_open(o->catalog_url, &cat, err);
@@ -248,7 +293,11 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
     if (rc)
         goto out;
     unsigned seq = (unsigned)time(NULL) ^ (unsigned)getpid();
+    char owner[FERRY_NAME_MAX];
+    snprintf(owner, sizeof owner, "repair %s", o->owner ? o->owner : "");
+    ferry_slice_leases held = {0};
     for (size_t r = 0; !rc && r < routes.n; r++) {
+        ferry_slice_leases_release(cat, &held); /* the previous slice's */
         const ferry_route *rt = &routes.items[r].u.route;
         if (!strchr(rt->shards, ','))
             continue;
@@ -282,12 +331,51 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
         }
         if (rc)
             break;
+        /* the slice is this repair's until the next one: its lease (a tiering run and another
+         * repair take it too), and the lease of each unfinished move of the slice, so no mover
+         * resumes it meanwhile (a clone's SWITCH syncs the same partitions through the same
+         * staging table: a repair beside it doubled rows on the new replica in the chaos soak) */
+        if (!dry_run) {
+            ferry_record_list_free(&moves);
+            if ((rc = ferry_catalog_list_unfinished_moves(cat, &moves, err)))
+                break;
+            ferry_err le = {0};
+            int lrc = FERRY_OK;
+            for (size_t m = 0; !lrc && m < moves.n; m++)
+                if (moves.items[m].u.move.split == rt->split &&
+                    !strcmp(moves.items[m].u.move.tenant, rt->tenant))
+                    lrc = ferry_move_lease_take(cat, &held, moves.items[m].u.move.id, owner, &le);
+            if (lrc == FERRY_ECONFLICT) {
+                sum->busy++;
+                report_busy(fn, arg, rt, "", "", rt->shards, le.msg);
+                continue;
+            }
+            if (lrc) {
+                rc = lrc;
+                *err = le;
+                break;
+            }
+        }
+        if (!dry_run) {
+            ferry_err le = {0};
+            int lrc = ferry_slice_lease_take(cat, &held, rt->tenant, rt->split, owner, &le);
+            if (lrc == FERRY_ECONFLICT) {
+                sum->busy++;
+                report_busy(fn, arg, rt, "", "", rt->shards, le.msg);
+                continue;
+            }
+            if (lrc) {
+                rc = lrc;
+                *err = le;
+                break;
+            }
+        }
         /* an open repair-need record (writes acknowledged without every replica): its shards
          * that took every such write are the sources, and it is cleared once the slice is equal
          * everywhere */
         ferry_repair_need need;
         bool open_need = false;
-        size_t failed_before = sum->failed;
+        size_t failed_before = sum->failed, busy_before = sum->busy;
         if ((rc = ferry_repair_need_get(cat, rt->tenant, rt->split, &need, &open_need, err)))
             break;
         bool held_routed = false;
@@ -316,13 +404,35 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
             for (size_t k = 0; !rc && k < nr; k++)
                 rc = rs_slice_pids(&cs[k]->c, t, t->name, rt->tenant, rt->split, &pids, &np, err);
             for (size_t p = 0; !rc && p < np; p++) {
+                /* a tier job left unfinished on a replica (a killed run, a swap without an
+                 * answer) owns the partition there until it is resumed */
+                char jid[FERRY_NAME_MAX] = "", why[FERRY_NAME_MAX + 96];
+                bool open_job = false;
+                for (size_t k = 0; k < nr && !open_job; k++)
+                    open_job = tier_job_open(cat, names[k], t->name, pids[p], jid, sizeof jid);
+                if (open_job) {
+                    snprintf(why, sizeof why, "tier job %s is unfinished (ferry tier resumes "
+                             "it)", jid);
+                    sum->busy++;
+                    report_busy(fn, arg, rt, t->name, pids[p], rt->shards, why);
+                    continue;
+                }
                 /* the source: the replica holding the most rows of the partition */
                 uint64_t rows[16] = {0};
+                bool broken[16] = {false}; /* unreadable: broken parts (never the source) */
                 size_t best = 0;
                 for (size_t k = 0; !rc && k < nr; k++) {
-                    ferry_fingerprint fp;
-                    rc = ferry_fingerprint_partition(cs[k]->c.ch, t->database, t->name, pids[p],
-                                                     &fp, err);
+                    ferry_fingerprint fp = {0};
+                    ferry_err fe = {0};
+                    int frc = rs_fingerprint(&cs[k]->c, t, pids[p], false, &fp, NULL, &fe);
+                    if (frc == FERRY_EIO) {
+                        broken[k] = true;
+                        FLOG_WARN("msg=\"repair: a replica's partition has broken parts; it is "
+                                  "repaired from another one\" err=\"%s\"", fe.msg);
+                    } else if (frc) {
+                        rc = frc;
+                        *err = fe;
+                    }
                     rows[k] = fp.rows;
                 }
                 /* among the replicas that took every acknowledged write when a record names
@@ -332,7 +442,9 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                 for (size_t k = 0; !rc && k < nr; k++) {
                     if (held_routed && !ferry_repair_need_lists(need.held, names[k]))
                         continue;
-                    if (!chosen || rows[k] > rows[best])
+                    if (broken[k] && chosen && !broken[best])
+                        continue;
+                    if (!chosen || (broken[best] && !broken[k]) || rows[k] > rows[best])
                         best = k;
                     chosen = true;
                 }
@@ -387,7 +499,8 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
             }
             free(pids);
         }
-        if (!rc && open_need && !dry_run && sum->failed == failed_before) {
+        if (!rc && open_need && !dry_run && sum->failed == failed_before &&
+            sum->busy == busy_before) {
             ferry_err e = {0};
             int crc = ferry_repair_need_clear(cat, &need, &e);
             if (crc == FERRY_ECONFLICT)
@@ -403,18 +516,21 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                           rt->tenant, rt->split, (unsigned long long)need.writes, need.missed);
         }
     }
-    if (!rc && (sum->failed || sum->unreachable))
+    ferry_slice_leases_release(cat, &held);
+    if (!rc && (sum->failed || sum->unreachable || sum->busy))
         rc = ferry_err_set(err, FERRY_EIO,
-                           "%zu partition(s) %s, %zu replica(s) unreachable (see the lines above)",
+                           "%zu partition(s) %s, %zu replica(s) unreachable, %zu skipped while "
+                           "another flow works on them (see the lines above; run again)",
                            sum->failed, dry_run ? "differ (dry run: nothing changed)"
                                                 : "not repaired",
-                           sum->unreachable);
+                           sum->unreachable, sum->busy);
 out:
     for (size_t i = 0; i < nconns; i++)
         mv_conn_close(&conns[i].c);
     free(conns);
     ferry_record_list_free(&routes);
     ferry_record_list_free(&tables);
+    ferry_record_list_free(&moves);
     ferry_catalog_close(cat);
     return rc;
 }

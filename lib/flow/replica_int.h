@@ -9,6 +9,7 @@
 
 #include "ferry/catalog.h"
 #include "ferry/err.h"
+#include "ferry/verify.h"
 #include "flow/move_env.h"
 
 typedef struct rs_result {
@@ -32,7 +33,10 @@ typedef struct rs_result {
  *    copied twice;
  *  - otherwise, if every row of dst is also in src (as a multiset of row hashes), dst's
  *    partition is replaced by a snapshot of src's (staging made equal to the frozen parts, then
- *    REPLACE PARTITION ... FROM staging): "replace"; if not, "diverged" and nothing changes.
+ *    REPLACE PARTITION ... FROM staging; on ClickHouse before 26.7, whose REPLACE leaves the
+ *    replaced parts to be loaded again by a restart, DETACH PART of each of dst's parts and
+ *    ATTACH PARTITION ... FROM staging in one ALTER): "replace"; if not, "diverged" and nothing
+ *    changes.
  * After each round the fingerprints are compared again. freeze ([A-Za-z0-9_]) names the
  * snapshot on src; it is removed before returning (a leftover of a crash is removed first).
  * dry_run: only decides the action. Returns an error only for I/O failures; the outcome is in
@@ -40,6 +44,16 @@ typedef struct rs_result {
 int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
                       const char *freeze, unsigned grace_ms, int rounds, bool dry_run,
                       rs_result *out, ferry_err *err);
+
+/* Fingerprints partition pid of table t on c (verify.h). When the read fails and CHECK TABLE
+ * finds parts of the partition broken (e.g. an empty marks file: ClickHouse wrote a merged part
+ * on a full disk, and every read of the partition fails with "Empty marks file"), those parts
+ * are named in the error, and with detach (c is a replica being made equal to another one, which
+ * holds the rows) they are detached (kept in detached/ under their names, for a person), a
+ * warning is logged and the partition is read again; *n_detached (may be NULL) counts them.
+ * Without detach, broken parts give FERRY_EIO with a message naming them. */
+int rs_fingerprint(mv_conn *c, const ferry_table_def *t, const char *pid, bool detach,
+                   ferry_fingerprint *fp, size_t *n_detached, ferry_err *err);
 
 /* The partition ids (active parts) of tenant/split in db.table on c, added to *ids (a growing
  * array of *n names; the caller frees *ids). */

@@ -203,6 +203,81 @@ static int detach_part(mv_conn *c, const char *db, const char *table, const char
     return rc;
 }
 
+/* The parts of (db.table, pid) on c that CHECK TABLE finds broken: their names (comma-separated)
+ * and each one's message in why, their number in *n. */
+static int broken_parts(mv_conn *c, const char *db, const char *table, const char *pid,
+                        ferry_ch_rows *rows, size_t *n, ferry_buf *why, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "CHECK TABLE ");
+    sql_table(&sql, db, table);
+    ferry_buf_puts(&sql, " PARTITION ID ");
+    ferry_sql_quote(pid, &sql);
+    ferry_buf_puts(&sql, " FORMAT TabSeparated SETTINGS check_query_single_value_result = 0");
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), rows, err);
+    ferry_buf_free(&sql);
+    *n = 0;
+    for (size_t i = 0; !rc && i < rows->n_rows && rows->n_cols >= 3; i++) {
+        if (strcmp(ferry_ch_rows_get(rows, i, 1), "0"))
+            continue; /* passed */
+        ferry_buf_printf(why, "%s%s (%.200s)", (*n)++ ? "; " : "", ferry_ch_rows_get(rows, i, 0),
+                         ferry_ch_rows_get(rows, i, 2));
+    }
+    return rc;
+}
+
+int rs_fingerprint(mv_conn *c, const ferry_table_def *t, const char *pid, bool detach,
+                   ferry_fingerprint *fp, size_t *n_detached, ferry_err *err)
+{
+    if (n_detached)
+        *n_detached = 0;
+    int rc = ferry_fingerprint_partition(c->ch, t->database, t->name, pid, fp, err);
+    if (!rc || rc == FERRY_ENOMEM)
+        return rc;
+    ferry_err first = *err, e = {0};
+    ferry_ch_rows rows = {0};
+    ferry_buf why = FERRY_BUF_INIT;
+    size_t n = 0;
+    if (broken_parts(c, t->database, t->name, pid, &rows, &n, &why, &e) || n == 0) {
+        *err = first; /* not a broken part (or CHECK TABLE failed too): the read's error */
+        goto out;
+    }
+    if (!detach) {
+        rc = ferry_err_set(err, FERRY_EIO, "%s: %s.%s partition %s has %zu broken part(s) "
+                           "(CHECK TABLE: %.600s): the partition cannot be read there; make "
+                           "another replica the source, or detach the parts and repair it",
+                           c->name, t->database, t->name, pid, n, ferry_buf_cstr(&why));
+        goto out;
+    }
+    for (size_t i = 0; i < rows.n_rows && rows.n_cols >= 3; i++) {
+        if (strcmp(ferry_ch_rows_get(&rows, i, 1), "0"))
+            continue;
+        const char *part = ferry_ch_rows_get(&rows, i, 0);
+        ferry_buf sql = FERRY_BUF_INIT;
+        ferry_buf_puts(&sql, "ALTER TABLE ");
+        sql_table(&sql, t->database, t->name);
+        ferry_buf_puts(&sql, " DETACH PART ");
+        ferry_sql_quote(part, &sql);
+        rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
+        ferry_buf_free(&sql);
+        if (rc) {
+            ferry_err_prefix(err, "detaching broken part %s: ", part);
+            goto out;
+        }
+        if (n_detached)
+            (*n_detached)++;
+    }
+    FLOG_WARN("msg=\"broken parts detached: the partition is made equal to another replica's "
+              "(their files stay in detached/ for a person)\" server=%s table=%s.%s "
+              "partition=%s parts=%zu check=\"%.600s\"", c->name, t->database, t->name, pid, n,
+              ferry_buf_cstr(&why));
+    rc = ferry_fingerprint_partition(c->ch, t->database, t->name, pid, fp, err);
+out:
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&why);
+    return rc;
+}
+
 /* Removes every detached part of partition pid of db.table on c. */
 static int remove_detached_pid(mv_conn *c, const char *db, const char *table, const char *pid,
                                ferry_err *err)
@@ -384,6 +459,22 @@ static int remove_freeze(mv_conn *src, const char *freeze, ferry_err *err)
     return rc;
 }
 
+/* Whether REPLACE PARTITION on c's ClickHouse leaves the parts it replaced to be loaded again by
+ * a restart: before 26.7 (26.5 writes no empty part covering them; tier_int.h,
+ * tier_replace_unsafe). Asked with SELECT version(); *unsafe true when it cannot be told. */
+static int replace_unsafe(mv_conn *c, bool *unsafe, ferry_err *err)
+{
+    ferry_ch_rows rows = {0};
+    ferry_ch_version v;
+    *unsafe = true;
+    int rc = mv_sql(c, "SELECT version() FORMAT TabSeparated", &rows, err);
+    if (!rc && rows.n_rows == 1 && rows.n_cols >= 1 &&
+        !ferry_ch_parse_version(ferry_ch_rows_get(&rows, 0, 0), &v, err))
+        *unsafe = v.major < 26 || (v.major == 26 && v.minor < 7);
+    ferry_ch_rows_free(&rows);
+    return rc;
+}
+
 /* One round of the copy (action already decided: copy-parts or replace). */
 static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
                       const char *freeze, bool replace, const mv_parts *dst_parts,
@@ -417,8 +508,28 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
         rc = staging_fill(src, dst, t, st, pid, freeze, &frozen, missing, out, err);
     if (!rc && !none) {
         ferry_buf sql = FERRY_BUF_INIT;
+        bool unsafe = false;
+        mv_parts old = {0}; /* the target's parts detached instead of replaced */
+        if (replace)
+            rc = replace_unsafe(dst, &unsafe, err);
+        if (!rc && replace && unsafe)
+            rc = mv_list_parts(dst, t->database, t->name, pid, true, &old, err);
         ferry_buf_puts(&sql, "ALTER TABLE ");
-        if (replace) {
+        if (replace && unsafe) {
+            /* ClickHouse before 26.7: DETACH PART takes each part away for good (26.5 loads
+             * parts again after a restart only when REPLACE replaced them), then the snapshot
+             * is attached (as tiering's attach form); not atomic: a read in between sees the
+             * partition without those parts */
+            sql_table(&sql, t->database, t->name);
+            for (size_t k = 0; k < old.n; k++) {
+                ferry_buf_puts(&sql, k ? ", DETACH PART " : " DETACH PART ");
+                ferry_sql_quote(old.p[k].name, &sql);
+            }
+            ferry_buf_puts(&sql, old.n ? ", ATTACH PARTITION ID " : " ATTACH PARTITION ID ");
+            ferry_sql_quote(pid, &sql);
+            ferry_buf_puts(&sql, " FROM ");
+            sql_table(&sql, t->database, st);
+        } else if (replace) {
             sql_table(&sql, t->database, t->name);
             ferry_buf_puts(&sql, " REPLACE PARTITION ID ");
             ferry_sql_quote(pid, &sql);
@@ -431,7 +542,15 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
             ferry_buf_puts(&sql, " TO TABLE ");
             sql_table(&sql, t->database, t->name);
         }
-        rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+        if (!rc)
+            rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+        for (size_t k = 0; !rc && k < old.n; k++) { /* what DETACH PART left in detached/ */
+            json_t *req = json_pack("{s:s, s:s, s:s}", "database", t->database, "table",
+                                    t->name, "part", old.p[k].name);
+            rc = mv_agent(dst, "remove-detached", req, NULL, NULL, err);
+            json_decref(req);
+        }
+        free(old.p);
         if (!rc && replace) { /* REPLACE copies: staging's own parts of pid go */
             ferry_buf_reset(&sql);
             ferry_buf_puts(&sql, "ALTER TABLE ");
@@ -465,9 +584,9 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
     for (int round = 0; !rc && round < rounds; round++) {
         ferry_fingerprint a = {0}, b = {0};
         char why[256];
-        rc = ferry_fingerprint_partition(src->ch, t->database, t->name, pid, &a, err);
+        rc = rs_fingerprint(src, t, pid, false, &a, NULL, err);
         if (!rc)
-            rc = ferry_fingerprint_partition(dst->ch, t->database, t->name, pid, &b, err);
+            rc = rs_fingerprint(dst, t, pid, !dry_run, &b, NULL, err);
         if (rc)
             break;
         if (first)
@@ -538,9 +657,9 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
     if (!rc && !out->repaired && !dry_run && strcmp(out->action, "diverged")) {
         ferry_fingerprint a = {0}, b = {0};
         char why[256];
-        rc = ferry_fingerprint_partition(src->ch, t->database, t->name, pid, &a, err);
+        rc = rs_fingerprint(src, t, pid, false, &a, NULL, err);
         if (!rc)
-            rc = ferry_fingerprint_partition(dst->ch, t->database, t->name, pid, &b, err);
+            rc = rs_fingerprint(dst, t, pid, true, &b, NULL, err);
         if (!rc) {
             out->dst_rows_after = b.rows;
             out->repaired = ferry_fingerprint_same(&a, &b, why, sizeof why);

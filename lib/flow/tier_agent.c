@@ -14,6 +14,8 @@
 
 #include "ferry/log.h"
 #include "ferry/pointer.h"
+#include "ferry/strutil.h"
+#include "ferry/testknob.h"
 
 int tier_agent(tier_server *srv, const char *op, json_t *req, json_t **resp, long *status,
                ferry_err *err)
@@ -130,7 +132,8 @@ static void pool_loop(pool *p, ferry_agent_client *cl)
     ferry_agent_client *own = NULL;
     ferry_err cerr = {0};
     int crc = cl ? FERRY_OK
-                 : ferry_agent_client_new(p->srv->conn.agent_url, p->srv->conn.token, 600000,
+                 : ferry_agent_client_new(p->srv->conn.agent_url, p->srv->conn.token,
+                                          tier_agent_timeout_ms(),
                                           &own, &cerr);
     for (;;) {
         pthread_mutex_lock(&p->mu);
@@ -199,22 +202,53 @@ static int task_by_bytes(const void *a, const void *b)
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
-/* Spreads the tasks over at most `max` chunks of about equal bytes (largest first, each into the
- * lightest chunk so far); returns the number of chunks. */
-static size_t make_chunks(part_task *t, size_t n, size_t max)
+/* Spreads the tasks over chunks, one request each: at least TIER_AGENT_THREADS (when there are
+ * that many tasks), at most TIER_CHUNK_PARTS tasks in a chunk, and about TIER_CHUNK_BYTES (more
+ * chunks when the bytes need them); largest first, each into the lightest chunk that still has
+ * room. Returns the number of chunks; 0 when out of memory. */
+static size_t make_chunks(part_task *t, size_t n)
 {
-    size_t nc = n < max ? n : max;
-    uint64_t load[TIER_AGENT_THREADS] = {0};
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += t[i].bytes;
+    size_t nc = (n + TIER_CHUNK_PARTS - 1) / TIER_CHUNK_PARTS;
+    size_t by_bytes = (size_t)((total + TIER_CHUNK_BYTES - 1) / TIER_CHUNK_BYTES);
+    if (by_bytes > nc)
+        nc = by_bytes;
+    if (nc < TIER_AGENT_THREADS)
+        nc = TIER_AGENT_THREADS;
+    if (nc > n)
+        nc = n;
+    size_t room = (n + nc - 1) / nc; /* tasks per chunk: nc * room >= n */
+    uint64_t *load = calloc(nc, sizeof *load);
+    size_t *count = calloc(nc, sizeof *count);
+    if (!load || !count) {
+        free(load);
+        free(count);
+        return 0;
+    }
     qsort(t, n, sizeof *t, task_by_bytes);
     for (size_t i = 0; i < n; i++) {
-        size_t best = 0;
-        for (size_t c = 1; c < nc; c++)
-            if (load[c] < load[best])
+        size_t best = nc;
+        for (size_t c = 0; c < nc; c++)
+            if (count[c] < room && (best == nc || load[c] < load[best]))
                 best = c;
         t[i].chunk = best;
         load[best] += t[i].bytes ? t[i].bytes : 1;
+        count[best]++;
     }
+    free(load);
+    free(count);
     return nc;
+}
+
+long tier_agent_timeout_ms(void)
+{
+    const char *e = ferry_test_knob("FERRY_TEST_AGENT_TIMEOUT_MS");
+    uint64_t ms = 0;
+    if (e && *e && ferry_parse_u64(e, &ms) && ms > 0 && ms <= 600000)
+        return (long)ms;
+    return 600000;
 }
 
 /* Fails the task's job with the agent's per-part error answer e ({part, error, status}). */
@@ -246,8 +280,8 @@ static int run_tasks(tier_ctx *ctx, tier_wave *w, const char *op, const char *ta
     if (n == 0)
         return FERRY_OK;
     if (!(srv->one_at_a_time & one_bit)) {
-        size_t nc = make_chunks(t, n, TIER_AGENT_THREADS);
-        if (!(reqs = calloc(nc, sizeof *reqs)))
+        size_t nc = make_chunks(t, n);
+        if (!nc || !(reqs = calloc(nc, sizeof *reqs)))
             return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         for (size_t c = 0; c < nc; c++) {
             json_t *parts = json_array();

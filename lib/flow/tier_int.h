@@ -19,16 +19,28 @@
 #include "ferry/tier.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
+#include "flow/slice_lease.h"
 
 /* The most partitions of one (server, table) tiered as one wave: bounds one ALTER statement
  * (about 100 bytes per partition, far below max_query_size) and one catalog batch. */
 #define TIER_WAVE_MAX 256
 /* Agent requests in flight at once for uploads and pointer parts (each with its own client),
- * and so the number of chunks a wave's parts are spread over. Measured on the 2-core lab
+ * and so the fewest chunks a wave's parts are spread over (TIER_CHUNK_PARTS below). Measured on the 2-core lab
  * machine (docs/benchmarks.md): the 5 parts of the blog's tenant uploaded in 93-137 ms as 2
  * requests, 104-133 ms as 1, 127-189 ms as 5 at once; each request also pays the agent's table
  * lookup once. */
 #define TIER_AGENT_THREADS 2
+/* The most parts, and about the most bytes, of one upload (or write-pointers) request. An agent
+ * answers a request when every part of it is done, so a request's time grows with what it
+ * carries: the settle phase of the chaos soak sent a wave of hundreds of parts as 2 requests, and
+ * under a slow object store one of them took longer than the client's 600 s (the agent answered
+ * later, the job failed). Bounded requests keep each answer minutes below the timeout whatever
+ * the wave's size: a big partition takes more requests, TIER_AGENT_THREADS at a time. A part
+ * larger than TIER_CHUNK_BYTES goes alone. */
+#define TIER_CHUNK_PARTS 16
+#define TIER_CHUNK_BYTES (256ull << 20)
+/* tiering's agent requests: the longest wait for an answer (FERRY_TEST_AGENT_TIMEOUT_MS in tests) */
+long tier_agent_timeout_ms(void);
 
 /* The agent operations an agent of API version 1 knows only one part (or name) at a time: a 400
  * answer to the many-part form sets the bit, and the flow falls back to one request per part. */
@@ -60,6 +72,8 @@ typedef struct tier_server {
     int check_rc;      /* its result */
     char check_msg[FERRY_ERR_MSG_MAX];
     unsigned one_at_a_time; /* TIER_ONE_* learnt from 400 answers */
+    bool version_known;     /* ch_major.ch_minor: the server's ClickHouse (its agent says) */
+    int ch_major, ch_minor;
     tier_policy *policies;  /* owned */
     size_t n_policies;
 } tier_server;
@@ -83,6 +97,7 @@ typedef struct tier_ctx {
     double fingerprint_ms; /* verification queries */
     unsigned long catalog_writes, waves;
     bool lost;             /* a compare-and-set on a job record failed: another worker owns it */
+    ferry_slice_leases slices; /* the slices whose jobs run now (repair keeps off them) */
 } tier_ctx;
 
 /* One job while it runs. data is the journal's JSON state:
@@ -137,7 +152,18 @@ typedef struct tier_wave {
     size_t n;
     bool staging_ready;  /* staging and the empty twin checked (and created) by this wave */
     bool staging_exists; /* seen to exist (ferry never drops it) */
+    bool no_replace;     /* the server's REPLACE PARTITION is not crash-safe (tier_replace_unsafe) */
 } tier_wave;
+
+/* Whether REPLACE PARTITION on the server leaves the parts it replaced on disk, outdated, with
+ * no empty part covering them: ClickHouse before 26.7 (26.5 does; 26.7 writes the covering
+ * part). A restart (a crash, a kill -9) before old_parts_lifetime (8 min by default) removed
+ * them loads them again as active next to the new parts: the partition's rows twice. On such a
+ * server tiering swaps with the attach form (DETACH PART of the frozen parts, then ATTACH
+ * PARTITION FROM staging: DETACH leaves nothing to load again) and empties staging by DETACH,
+ * never by REPLACE. Asks the agent once (tier_server_check); an unknown version counts as
+ * unsafe. */
+bool tier_replace_unsafe(tier_ctx *ctx, tier_server *srv);
 
 /* ---- tier.c: journal, failures, the wave's state machine ---- */
 

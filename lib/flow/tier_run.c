@@ -31,6 +31,7 @@ int tier_server_open(tier_ctx *ctx, tier_server *srv, ferry_err *err)
         return ferry_err_prefix(err, "tiering runs FREEZE, uploads and pointer parts through "
                                      "the node agent: ");
     srv->conn.cat = ctx->cat; /* the staging loads' lease (staging_load.h) */
+    ferry_agent_client_set_timeout(srv->conn.ag, tier_agent_timeout_ms());
     srv->opened = true;
     return FERRY_OK;
 }
@@ -60,7 +61,13 @@ int tier_server_check(tier_ctx *ctx, tier_server *srv, ferry_err *err)
     ferry_ch_version v;
     const ferry_settings *s = &ctx->settings;
     int pinned = (int)(s->pointer_format > 1000 ? 1000 : s->pointer_format);
-    if (!vtext || ferry_ch_parse_version(vtext, &v, err)) {
+    bool parsed = vtext && !ferry_ch_parse_version(vtext, &v, err);
+    if (parsed) { /* kept even when the checks below fail (tier_replace_unsafe) */
+        srv->version_known = true;
+        srv->ch_major = v.major;
+        srv->ch_minor = v.minor;
+    }
+    if (!parsed) {
         rc = ferry_err_set(err, FERRY_EREMOTE, "%s: the agent did not report the ClickHouse "
                            "version", srv->shard.name);
     } else if ((rc = ferry_agent_pointer_version_ok(pinned, &v, err))) {
@@ -93,6 +100,15 @@ int tier_server_check(tier_ctx *ctx, tier_server *srv, ferry_err *err)
     srv->check_rc = rc;
     snprintf(srv->check_msg, sizeof srv->check_msg, "%s", rc ? err->msg : "");
     return rc;
+}
+
+bool tier_replace_unsafe(tier_ctx *ctx, tier_server *srv)
+{
+    if (!srv->checked) {
+        ferry_err e = {0};
+        (void)tier_server_check(ctx, srv, &e); /* the version is kept even when the check fails */
+    }
+    return !srv->version_known || srv->ch_major < 26 || (srv->ch_major == 26 && srv->ch_minor < 7);
 }
 
 /* ---- jobs -------------------------------------------------------------------------------------- */
@@ -207,6 +223,12 @@ static void run_jobs(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
         snprintf(w.staging, sizeof w.staging, "%s", js[first].staging);
         if (ferry_tier_empty_name(w.table, w.empty, sizeof w.empty, &err))
             w.empty[0] = '\0'; /* no twin: staging is emptied by DETACH */
+        if ((w.no_replace = tier_replace_unsafe(ctx, w.srv))) {
+            w.empty[0] = '\0';
+            FLOG_INFO("msg=\"ClickHouse before 26.7: swaps by DETACH PART and ATTACH, no "
+                      "REPLACE PARTITION (a restart would load the replaced parts again)\" "
+                      "server=%s", w.srv->shard.name);
+        }
         int wrc = tier_wave_run(ctx, &w, &err);
         if (wrc)
             FLOG_WARN("msg=\"tier wave stopped\" server=%s table=%s err=\"%s\"",
@@ -315,6 +337,25 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
                                             "resume", 1));
             continue;
         }
+        /* the slice's lease first: a repair of the slice runs on (its next pass resumes it) */
+        json_t *d = json_loads(j->data, 0, NULL);
+        const char *ten = json_string_value(json_object_get(d, "tenant"));
+        ferry_err le = {0};
+        int src = ten ? ferry_slice_lease_take(ctx->cat, &ctx->slices, ten,
+                                               (uint32_t)json_integer_value(
+                                                   json_object_get(d, "split")),
+                                               ctx->owner, &le)
+                      : FERRY_OK;
+        json_decref(d);
+        if (src == FERRY_ECONFLICT) {
+            FLOG_INFO("msg=\"tier job not resumed: its slice is being repaired\" job=%s "
+                      "holder=\"%s\"", j->id, le.msg);
+            continue;
+        }
+        if (src) {
+            note_failure(t, src, &le);
+            continue;
+        }
         tier_job *job = &js[n];
         memset(job, 0, sizeof *job);
         ferry_record_copy(&job->rec, &l.items[i], &err);
@@ -333,6 +374,7 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
     }
     run_grouped(ctx, js, n, t);
 out:
+    ferry_slice_leases_release(ctx->cat, &ctx->slices);
     for (size_t i = 0; i < n; i++)
         job_free(&js[i]);
     free(js);
@@ -561,6 +603,21 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
                       "partition=%s", srv->shard.name, table, literal);
             continue;
         }
+        if (!ctx->opt->dry_run) { /* held until the jobs ran (below); a repair keeps off */
+            ferry_err le = {0};
+            int lrc = ferry_slice_lease_take(ctx->cat, &ctx->slices, key.tenant, key.split,
+                                             ctx->owner, &le);
+            if (lrc == FERRY_ECONFLICT) {
+                FLOG_INFO("msg=\"partition skipped: its slice is being repaired\" server=%s "
+                          "table=%s partition=%s holder=\"%s\"", srv->shard.name, table,
+                          literal, le.msg);
+                continue;
+            }
+            if (lrc) {
+                note_failure(t, lrc, &le);
+                continue;
+            }
+        }
         if (!ctx->opt->dry_run && !checked) {
             if ((rc = tier_server_check(ctx, srv, &err)))
                 goto out;
@@ -574,6 +631,7 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
         run_jobs(ctx, js, n, t);
     }
 out:
+    ferry_slice_leases_release(ctx->cat, &ctx->slices);
     if (rc)
         note_failure(t, rc, &err);
     for (size_t i = 0; i < n; i++)

@@ -632,7 +632,7 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
         }
     }
     /* Choose (journaled by the caller before the statement runs). */
-    const char *mode = others == 0 ? "replace" : "attach";
+    const char *mode = others == 0 && !w->no_replace ? "replace" : "attach";
     if (hot_active == 0 && strcmp(mode, "replace")) {
         /* the attach form is safe to repeat only through its first DETACH PART */
         fail_job(job, FERRY_EINVAL, "%s: %s.%s partition %s has no frozen hot part to swap",

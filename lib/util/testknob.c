@@ -13,7 +13,8 @@ static const char *const knob_names[] = {
     "FERRY_TEST_CRASH_AFTER",         "FERRY_TEST_CRASH_BEFORE",
     "FERRY_TEST_REWRITE_CRASH_AFTER", "FERRY_TEST_REWRITE_CRASH_BEFORE",
     "FERRY_TEST_NOW",                 "FERRY_AGENT_TEST_CORRUPT_SEND",
-    "FERRY_AGENT_TEST_SLOW_RECEIVE_MS",
+    "FERRY_AGENT_TEST_SLOW_RECEIVE_MS", "FERRY_AGENT_TEST_SLOW_UPLOAD_MS",
+    "FERRY_TEST_AGENT_TIMEOUT_MS",
 };
 #define N_KNOBS (sizeof knob_names / sizeof knob_names[0])
 
