@@ -11,31 +11,10 @@ Each command prints one JSON object; a sampler reads the router's VmRSS from /pr
 import http.client
 import json
 import sys
-import threading
 import time
 from urllib.parse import quote, urlparse
 
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return -1
-    return -1
-
-
-class Sampler(threading.Thread):
-    def __init__(self, pid):
-        super().__init__(daemon=True)
-        self.pid, self.max, self.stop = pid, 0, False
-
-    def run(self):
-        while not self.stop:
-            self.max = max(self.max, rss_kib(self.pid))
-            time.sleep(0.05)
+from abuse_common import Sampler
 
 
 PAD = "x" * 100
@@ -60,7 +39,7 @@ def insert(url, pid, mb, mode):
             yield chunk(10**9 + c * ROWS_PER_CHUNK)
 
     size = len(head) + n_chunks * per
-    s = Sampler(pid)
+    s = Sampler([pid])
     s.start()
     t0 = time.monotonic()
     c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
@@ -74,12 +53,12 @@ def insert(url, pid, mb, mode):
     s.stop = True
     s.join()
     return dict(status=r.status, answer=text[:300], rows=rows, bytes=size,
-                seconds=round(time.monotonic() - t0, 2), rss_max_kib=s.max)
+                seconds=round(time.monotonic() - t0, 2), rss_max_kib=s.peak())
 
 
 def select(url, pid):
     u = urlparse(url)
-    s = Sampler(pid)
+    s = Sampler([pid])
     s.start()
     t0 = time.monotonic()
     c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
@@ -95,7 +74,7 @@ def select(url, pid):
     s.stop = True
     s.join()
     return dict(status=r.status, bytes=n, lines=lines, seconds=round(time.monotonic() - t0, 2),
-                rss_max_kib=s.max)
+                rss_max_kib=s.peak())
 
 
 def main():
