@@ -144,7 +144,13 @@ sed -i 's/^\[cluster\]$/[cluster]\ntier_interval = 1s/' "$C"
 chq "$U2" "INSERT INTO events SELECT 7, toYYYYMMDD($TODAY - 7), 0, toDateTime($TODAY - 7), 3, number FROM numbers(77)" >/dev/null
 want=$(chq "$U2" "SELECT count(), sum(value) FROM events")
 bg_start "$T/coord.log" "$FERRY_BIN" coordinator --config "$C" --port-file "$T/coord.port"
-tiered() { [ "$(chq "$U2" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND disk_name = 'default' AND $pday = toYYYYMMDD($TODAY - 7)")" = 0 ]; }
+# tiered: the hot part is gone (the swap ran) and the run that swapped it has finished, cleanup
+# included; the swap alone is not enough, since the coordinator stopped between the swap and the
+# cleanup leaves the wave's freeze for its next run (and the check below would see it)
+tiered() {
+    [ "$(chq "$U2" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND disk_name = 'default' AND $pday = toYYYYMMDD($TODAY - 7)")" = 0 ] &&
+        grep -q 'msg="scheduled tiering" partitions_tiered=[1-9]' "$T/coord.log"
+}
 wait_for 60 tiered || fail "the coordinator did not tier the late rows: $(tail -5 "$T/coord.log")"
 kill -TERM "$BG_PID"; wait "$BG_PID" 2>/dev/null || true
 grep -q 'msg="scheduled tiering"' "$T/coord.log" || fail "no scheduled tiering in the log"
