@@ -78,14 +78,20 @@ struct rt_pt {
 };
 typedef struct rt_pt pt;
 
-static void mark_headers(pt *p)
+/* Under mu: the status and headers are known from here (pt_answer may go on). */
+static void mark_headers_locked(pt *p)
 {
-    pthread_mutex_lock(&p->mu);
     if (!p->headers_done) {
         curl_easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &p->status);
         p->headers_done = true;
         pthread_cond_broadcast(&p->cond);
     }
+}
+
+static void mark_headers(pt *p)
+{
+    pthread_mutex_lock(&p->mu);
+    mark_headers_locked(p);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -199,8 +205,11 @@ static size_t on_read(char *buf, size_t size, size_t n, void *arg)
 static void pt_main(pt *p)
 {
     p->result = curl_easy_perform(p->curl);
-    mark_headers(p);
+    /* finished with the headers in one step: pt_answer, woken by headers_done, must see a
+     * transfer that failed before any answer as finished, or it streams an empty broken body
+     * instead of answering the error (seen as a client's "partial transfer" on a stall) */
     pthread_mutex_lock(&p->mu);
+    mark_headers_locked(p);
     p->finished = true;
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->mu);
