@@ -291,6 +291,13 @@ typedef struct ferry_ch_version {
 
 int ferry_ch_server_version(ferry_ch_client *c, ferry_ch_version *out, ferry_err *err);
 
+/* Whether REPLACE PARTITION on this version leaves the parts it replaced on disk, outdated,
+ * with no empty part covering them, so that a restart before old_parts_lifetime loads them
+ * again next to the new ones (the partition's rows twice): ClickHouse before 26.7 (26.5 does,
+ * 26.7 writes the covering part; docs/reliability.md). NULL (unknown version) counts as true.
+ * Flows swap by DETACH PART + ATTACH PARTITION FROM on such a server. */
+bool ferry_ch_replace_keeps_replaced(const ferry_ch_version *v);
+
 typedef struct ferry_ch_partition {
     char *partition_id; /* e.g. "202401" */
     char *partition;    /* the partition value as ClickHouse prints it, e.g. "202401" or "'x'" */

@@ -13,8 +13,9 @@
  * advanced by compare-and-set; a run resumes the unfinished ones first. Test-only fault
  * injection (never set in production): FERRY_TEST_REWRITE_CRASH_AFTER=<STATE> /
  * FERRY_TEST_REWRITE_CRASH_BEFORE=<STATE> make the process _exit(137) right after / before a job
- * is journaled in STATE, and FERRY_TEST_REWRITE_CRASH_AFTER=INSERT / SWAP right after the build's
- * INSERT and right after the REPLACE statement (before the journal hears of either); the tiering
+ * is journaled in STATE, and FERRY_TEST_REWRITE_CRASH_AFTER=INSERTED / SWAP_JOURNALED / REPLACED
+ * right after the build's INSERT, after the swap is journaled (before its statement), and right
+ * after the swap statement (before the journal hears of either); the tiering
  * flow's own points (FERRY_TEST_CRASH_AFTER=UPLOAD, ...) work inside the TIER state. */
 #ifndef FERRY_REWRITE_H
 #define FERRY_REWRITE_H

@@ -313,6 +313,11 @@ int ferry_ch_parse_version(const char *text, ferry_ch_version *out, ferry_err *e
     return FERRY_OK;
 }
 
+bool ferry_ch_replace_keeps_replaced(const ferry_ch_version *v)
+{
+    return !v || v->major < 26 || (v->major == 26 && v->minor < 7);
+}
+
 /* ---- helpers ------------------------------------------------------------------------------- */
 
 int ferry_ch_server_version(ferry_ch_client *c, ferry_ch_version *out, ferry_err *err)

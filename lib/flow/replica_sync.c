@@ -470,7 +470,7 @@ static int replace_unsafe(mv_conn *c, bool *unsafe, ferry_err *err)
     int rc = mv_sql(c, "SELECT version() FORMAT TabSeparated", &rows, err);
     if (!rc && rows.n_rows == 1 && rows.n_cols >= 1 &&
         !ferry_ch_parse_version(ferry_ch_rows_get(&rows, 0, 0), &v, err))
-        *unsafe = v.major < 26 || (v.major == 26 && v.minor < 7);
+        *unsafe = ferry_ch_replace_keeps_replaced(&v);
     ferry_ch_rows_free(&rows);
     return rc;
 }

@@ -5,9 +5,12 @@
  *
  * Invariants:
  * 1. The tiered table gets exactly one statement from this file: REPLACE PARTITION ... FROM the
- *    build table, atomic for readers. No mutation, DROP or DETACH of the table's cold parts:
- *    ClickHouse drops the replaced pointer parts itself, one hard link at a time, and the
- *    pointer files ferry wrote say ref_count 1, so no object is deleted by ClickHouse.
+ *    build table, atomic for readers. No mutation or DROP of the table's cold parts: ClickHouse
+ *    drops the replaced pointer parts itself, one hard link at a time, and the pointer files
+ *    ferry wrote say ref_count 1, so no object is deleted by ClickHouse. On ClickHouse before
+ *    26.7, whose REPLACE leaves the replaced parts for a restart to load again, the statement is
+ *    the attach form instead (DETACH PART of the source parts, ATTACH PARTITION FROM the build;
+ *    the detached pointer folders removed by the agent, never an object).
  * 2. Until `swapped` is journaled the table is untouched; any error empties the build partition
  *    and marks the job FAILED. From `swapped` on, a job only goes forward.
  * 3. The swap runs only while the partition is exactly the journaled source parts (names and
@@ -25,8 +28,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "ferry/testknob.h"
+#include "ferry/clickhouse.h"
 #include "ferry/log.h"
+#include "ferry/testknob.h"
 #include "ferry/partition.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
@@ -148,9 +152,10 @@ typedef struct rw_parts {
     char digest[17]; /* xxh3 of the sorted names, hex */
 } rw_parts;
 
-/* The active parts with rows of partition pid of db.table. */
-static int parts_of(ferry_fleet_server *srv, const char *db, const char *table, const char *pid,
-                    rw_parts *out, ferry_err *err)
+/* The active parts with rows of partition pid of db.table; names (may be NULL) gets their names
+ * as a new JSON array the caller owns (NULL on an error). */
+static int parts_named(ferry_fleet_server *srv, const char *db, const char *table,
+                       const char *pid, rw_parts *out, json_t **names_out, ferry_err *err)
 {
     ferry_buf sql = FERRY_BUF_INIT, names = FERRY_BUF_INIT;
     ferry_ch_rows rows = {0};
@@ -164,6 +169,9 @@ static int parts_of(ferry_fleet_server *srv, const char *db, const char *table, 
     ferry_sql_quote(pid, &sql);
     ferry_buf_puts(&sql, " ORDER BY name FORMAT TabSeparated");
     int rc = rw_sql(srv, ferry_buf_cstr(&sql), &rows, err);
+    json_t *list = names_out ? json_array() : NULL;
+    if (names_out && !list && !rc)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < rows.n_rows && rows.n_cols == 3; i++) {
         uint64_t r = 0;
         ferry_parse_u64(ferry_ch_rows_get(&rows, i, 1), &r);
@@ -175,6 +183,15 @@ static int parts_of(ferry_fleet_server *srv, const char *db, const char *table, 
             out->hot++;
         ferry_buf_puts(&names, ferry_ch_rows_get(&rows, i, 0));
         ferry_buf_puts(&names, "\n");
+        if (list)
+            json_array_append_new(list, json_string(ferry_ch_rows_get(&rows, i, 0)));
+    }
+    if (names_out) {
+        if (rc) {
+            json_decref(list);
+            list = NULL;
+        }
+        *names_out = list;
     }
     snprintf(out->digest, sizeof out->digest, "%016llx",
              (unsigned long long)XXH3_64bits(names.data ? names.data : "", names.len));
@@ -182,6 +199,13 @@ static int parts_of(ferry_fleet_server *srv, const char *db, const char *table, 
     ferry_buf_free(&sql);
     ferry_buf_free(&names);
     return rc;
+}
+
+/* The active parts with rows of partition pid of db.table. */
+static int parts_of(ferry_fleet_server *srv, const char *db, const char *table, const char *pid,
+                    rw_parts *out, ferry_err *err)
+{
+    return parts_named(srv, db, table, pid, out, NULL, err);
 }
 
 /* Whether db.table exists on the server, and its storage policy. */
@@ -500,14 +524,110 @@ out:
 
 /* ---- SWAP ----------------------------------------------------------------------------------- */
 
+/* Whether the server's REPLACE PARTITION keeps the parts it replaced for a restart to load again
+ * (ferry_ch_replace_keeps_replaced: before 26.7); a version that cannot be told counts as such. */
+static int replace_unsafe(ferry_fleet_server *srv, bool *unsafe, ferry_err *err)
+{
+    ferry_ch_rows rows = {0};
+    ferry_ch_version v;
+    ferry_err perr = {0};
+    *unsafe = true;
+    int rc = rw_sql(srv, "SELECT version() FORMAT TabSeparated", &rows, err);
+    if (!rc && rows.n_rows == 1 && rows.n_cols >= 1 &&
+        !ferry_ch_parse_version(ferry_ch_rows_get(&rows, 0, 0), &v, &perr))
+        *unsafe = ferry_ch_replace_keeps_replaced(&v);
+    ferry_ch_rows_free(&rows);
+    return rc;
+}
+
+static bool names_have(json_t *names, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(names, i, v) if (!strcmp(json_string_value(v) ?: "", name)) return true;
+    return false;
+}
+
+/* The swap's attach form, for a server whose REPLACE PARTITION is not crash-safe: DETACH PART of
+ * each part of detach (source parts still active), then, when attach, ATTACH PARTITION pid FROM
+ * the build (hard links; the build keeps its parts until empty_build). DETACH moves a cold part's
+ * pointer files to detached/ and deletes no object. Not atomic for readers: a read in between
+ * sees the partition without its rows. Safe to repeat (rw_step_swap): a resumed job detaches the
+ * source parts still active and attaches once no other part is there. */
+static int swap_attach(rw_job *j, json_t *detach, bool attach, ferry_err *err)
+{
+    const char *db = rw_dstr(j, "db"), *pid = rw_dstr(j, "pid");
+    ferry_buf sql = FERRY_BUF_INIT;
+    size_t i, k = 0;
+    json_t *v;
+    ferry_buf_puts(&sql, "ALTER TABLE ");
+    rw_qualified(&sql, db, rw_dstr(j, "table"));
+    json_array_foreach(detach, i, v) {
+        ferry_buf_puts(&sql, k++ ? ", DETACH PART " : " DETACH PART ");
+        ferry_sql_quote(json_string_value(v), &sql);
+    }
+    if (attach) {
+        ferry_buf_puts(&sql, k++ ? ", ATTACH PARTITION ID " : " ATTACH PARTITION ID ");
+        ferry_sql_quote(pid, &sql);
+        ferry_buf_puts(&sql, " FROM ");
+        rw_qualified(&sql, db, j->build);
+    }
+    int rc = k ? rw_sql(j->srv, ferry_buf_cstr(&sql), NULL, err) : FERRY_OK;
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* Removes the source parts the attach form left in detached/: their pointer files only, by the
+ * agent; the objects stay for the sweep, once RECORD has taken the server off their records. */
+static int remove_detached_sources(rw_job *j, ferry_err *err)
+{
+    ferry_fleet_server *srv = j->srv;
+    const char *db = rw_dstr(j, "db"), *table = rw_dstr(j, "table");
+    json_t *src = json_object_get(j->data, "src_parts"), *gone = json_array(), *resp = NULL;
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    int rc = FERRY_OK;
+    if (!gone) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    ferry_buf_puts(&sql, "SELECT name FROM system.detached_parts WHERE database = ");
+    ferry_sql_quote(db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, " AND partition_id = ");
+    ferry_sql_quote(rw_dstr(j, "pid"), &sql);
+    ferry_buf_puts(&sql, " FORMAT TabSeparated");
+    if ((rc = rw_sql(srv, ferry_buf_cstr(&sql), &rows, err)))
+        goto out;
+    for (size_t i = 0; i < rows.n_rows; i++)
+        if (names_have(src, ferry_ch_rows_get(&rows, i, 0)))
+            json_array_append_new(gone, json_string(ferry_ch_rows_get(&rows, i, 0)));
+    if (!json_array_size(gone))
+        goto out;
+    json_t *req = json_pack("{s:s, s:s, s:O}", "database", db, "table", table, "parts", gone);
+    long status = 0;
+    rc = ferry_agent_call(srv->agent, "remove-detached", req, &resp, &status, err);
+    json_decref(req);
+    if (rc)
+        ferry_err_prefix(err, "%s: agent remove-detached of the replaced parts: ", srv->name);
+out:
+    json_decref(gone);
+    json_decref(resp);
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
 int rw_step_swap(rw_ctx *x, rw_job *j, ferry_err *err)
 {
     ferry_fleet_server *srv = j->srv;
     const char *db = rw_dstr(j, "db"), *table = rw_dstr(j, "table"), *pid = rw_dstr(j, "pid");
     uint64_t after = rw_du64(j, "rows_after");
     ferry_buf sql = FERRY_BUF_INIT;
+    json_t *names = NULL, *detach = NULL;
     rw_parts cur, b;
-    int rc = parts_of(srv, db, table, pid, &cur, err);
+    int rc = parts_named(srv, db, table, pid, &cur, &names, err);
     if (rc)
         goto out;
     bool source = cur.n == rw_du64(j, "src_n") && !cur.hot && !strcmp(cur.digest, rw_dstr(j, "src"));
@@ -520,22 +640,62 @@ int rw_step_swap(rw_ctx *x, rw_job *j, ferry_err *err)
                                pid, after);
             goto out;
         }
+        bool unsafe = true;
+        if ((rc = replace_unsafe(srv, &unsafe, err)))
+            goto out;
         json_object_set_new(j->data, "swapped", json_true());
+        json_object_set_new(j->data, "swap", json_string(unsafe ? "attach" : "replace"));
+        if (unsafe) /* the names the attach form detaches, for a resumed job */
+            json_object_set(j->data, "src_parts", names);
         if ((rc = rw_journal(x, j, FERRY_REWRITE_SWAP, NULL, err)))
             goto out;
-        ferry_buf_puts(&sql, "ALTER TABLE ");
-        rw_qualified(&sql, db, table);
-        ferry_buf_puts(&sql, " REPLACE PARTITION ID ");
-        ferry_sql_quote(pid, &sql);
-        ferry_buf_puts(&sql, " FROM ");
-        rw_qualified(&sql, db, j->build);
-        if (!after) /* every row erased: the partition becomes empty */
-            ferry_buf_puts(&sql, " SETTINGS allow_replace_partition_from_empty_source = 1");
-        if ((rc = rw_sql(srv, ferry_buf_cstr(&sql), NULL, err)))
+        crash_point("FERRY_TEST_REWRITE_CRASH_AFTER", "SWAP_JOURNALED");
+        if (unsafe) {
+            FLOG_INFO("msg=\"ClickHouse before 26.7: the rewrite swaps by DETACH PART and ATTACH, "
+                      "no REPLACE PARTITION (a restart would load the replaced parts again)\" "
+                      "server=%s pid=%s", srv->name, pid);
+            rc = swap_attach(j, names, after > 0, err);
+        } else {
+            ferry_buf_puts(&sql, "ALTER TABLE ");
+            rw_qualified(&sql, db, table);
+            ferry_buf_puts(&sql, " REPLACE PARTITION ID ");
+            ferry_sql_quote(pid, &sql);
+            ferry_buf_puts(&sql, " FROM ");
+            rw_qualified(&sql, db, j->build);
+            if (!after) /* every row erased: the partition becomes empty */
+                ferry_buf_puts(&sql, " SETTINGS allow_replace_partition_from_empty_source = 1");
+            rc = rw_sql(srv, ferry_buf_cstr(&sql), NULL, err);
+        }
+        if (rc)
             goto out;
         crash_point("FERRY_TEST_REWRITE_CRASH_AFTER", "REPLACED");
         if ((rc = parts_of(srv, db, table, pid, &cur, err)))
             goto out;
+    } else if (json_is_true(json_object_get(j->data, "swapped")) &&
+               !strcmp(rw_dstr(j, "swap"), "attach")) {
+        /* resumed inside the attach form (stopped between its DETACH PARTs and its ATTACH): the
+         * source parts still active go, and the build is attached unless something else (the
+         * rebuilt parts) is there already */
+        json_t *src = json_object_get(j->data, "src_parts"), *v;
+        size_t i, others = 0;
+        if (!(detach = json_array())) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        json_array_foreach(names, i, v) {
+            if (names_have(src, json_string_value(v)))
+                json_array_append(detach, v);
+            else
+                others++;
+        }
+        bool attach = after > 0 && others == 0;
+        if (json_array_size(detach) || attach) {
+            FLOG_INFO("msg=\"rewrite: resuming the attach form of the swap\" server=%s pid=%s "
+                      "detach=%zu attach=%d", srv->name, pid, json_array_size(detach), attach);
+            if ((rc = swap_attach(j, detach, attach, err)) ||
+                (rc = parts_of(srv, db, table, pid, &cur, err)))
+                goto out;
+        }
     }
     if (cur.cold || cur.rows != after) {
         bool swapped = json_is_true(json_object_get(j->data, "swapped"));
@@ -555,10 +715,14 @@ int rw_step_swap(rw_ctx *x, rw_job *j, ferry_err *err)
                            "parts, and the swap was never journaled", srv->name, pid);
         goto out;
     }
+    if (!strcmp(rw_dstr(j, "swap"), "attach") && (rc = remove_detached_sources(j, err)))
+        goto out;
     if ((rc = empty_build(j, err)))
         goto out;
     rc = rw_journal(x, j, FERRY_REWRITE_TIER, NULL, err);
 out:
+    json_decref(names);
+    json_decref(detach);
     ferry_buf_free(&sql);
     return rc;
 }

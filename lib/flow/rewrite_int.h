@@ -23,7 +23,9 @@
  *                  number: the swap runs only while the partition is still exactly those
  *   old            ["origin/name", ...]: the catalog part records that listed this server for
  *                  the partition before (taken off this server in RECORD)
- *   swapped        REPLACE PARTITION may have run (no rollback from here on) */
+ *   swapped        the swap statement may have run (no rollback from here on)
+ *   swap           "replace" | "attach": the swap's form (attach: ClickHouse before 26.7)
+ *   src_parts      the attach form: the source parts' names, detached by the swap */
 typedef struct rw_job {
     ferry_record rec; /* as last read or written (rec.version) */
     bool in_catalog;

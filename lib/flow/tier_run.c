@@ -108,7 +108,8 @@ bool tier_replace_unsafe(tier_ctx *ctx, tier_server *srv)
         ferry_err e = {0};
         (void)tier_server_check(ctx, srv, &e); /* the version is kept even when the check fails */
     }
-    return !srv->version_known || srv->ch_major < 26 || (srv->ch_major == 26 && srv->ch_minor < 7);
+    ferry_ch_version v = {.major = srv->ch_major, .minor = srv->ch_minor};
+    return ferry_ch_replace_keeps_replaced(srv->version_known ? &v : NULL);
 }
 
 /* ---- jobs -------------------------------------------------------------------------------------- */
