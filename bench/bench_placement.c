@@ -11,7 +11,7 @@
  * same on its shards declared in 4 zones (the zone rule of docs/placement.md in play for every
  * replica). */
 #include "ferry/placement.h"
-#include "blog_mix.h"
+#include "bench_common.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,26 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static long max_rss_kb(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_maxrss;
-}
-
-static double cpu_seconds(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
 static void die(const ferry_err *err)

@@ -7,7 +7,7 @@
  * object.
  *   usage: bench_rebalance [SLICES [SHARDS [RF [HASH]]]]   default 1000000 100 1 xxh3 */
 #include "ferry/placement.h"
-#include "blog_mix.h"
+#include "bench_common.h"
 #include "placement/placement_int.h"
 
 #include <stdio.h>
@@ -16,21 +16,6 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static double cpu_seconds(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
-}
 
 static void die(const ferry_err *err)
 {

@@ -14,20 +14,13 @@
  *   usage: bench_schedule [FIXED_S PER_PART_S HOT_MB_PER_S [DAYS HOT]]
  * Prints one JSON line per (S, change, N) and the time to compute each schedule. */
 #include "ferry/placement.h"
-#include "blog_mix.h"
+#include "bench_common.h"
 #include "ferry/schedule.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void die(const ferry_err *err)
 {
