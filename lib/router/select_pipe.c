@@ -39,10 +39,9 @@
  * of an answer that could still fail. A server that cannot be reached has its unanswered
  * slices planned again on their next replicas (the same rounds as rd_run_merged's:
  * rd_rounds_run, select_round.c), and those answers join the same live partial; the initiator
- * waits for them. When a slice has no replica left,
- * or a server reports an error, the live partials fail: the initiator's read breaks and the
- * query fails with the partial's error (after the first byte: a broken answer, never a short
- * one). The initiator server itself failing before any byte reached the client runs the query
+ * waits for them. When a slice has no replica left, or a server reports an error, the live
+ * partials fail: the initiator's read breaks and the query fails with the partial's error
+ * (after the first byte: a broken answer, never a short one). The initiator server itself failing before any byte reached the client runs the query
  * again without pipelining, with that server failed over (run_merged_again). */
 
 /* The placeholder group of query i: the managed reference (gather) or -1 (one for all). */
