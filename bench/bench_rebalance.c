@@ -7,6 +7,7 @@
  * object.
  *   usage: bench_rebalance [SLICES [SHARDS [RF [HASH]]]]   default 1000000 100 1 xxh3 */
 #include "ferry/placement.h"
+#include "bench_common.h"
 #include "placement/placement_int.h"
 
 #include <stdio.h>
@@ -15,21 +16,6 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static double cpu_seconds(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
-}
 
 static void die(const ferry_err *err)
 {
@@ -105,22 +91,7 @@ int main(int argc, char **argv)
     o.strict = false;
     o.threads = (unsigned)(cores > 0 ? cores : 1);
     ferry_inventory inv;
-    if (ferry_inventory_init(&inv, "bench", &err))
-        die(&err);
-    uint64_t rng = 0x9E3779B97F4A7C15ULL;
-    size_t n = 0;
-    for (int t = 0; n < want; t++) {
-        char tenant[32];
-        snprintf(tenant, sizeof tenant, "tenant%d", t);
-        int r = t % 10, splits = r < 7 ? 1 : r < 9 ? 2 : 8;
-        for (int k = 0; k < splits && n < want; k++, n++) {
-            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-            if (ferry_inventory_add(&inv, tenant, (uint32_t)k, 1000000 + rng % 10000000000ULL, 0,
-                                    &err))
-                die(&err);
-        }
-    }
-    if (ferry_inventory_finish(&inv, &err))
+    if (blog_mix_inventory(&inv, want, &err))
         die(&err);
     ferry_cluster base, plus, minus;
     make_cluster(&base, nshards, -1, &err);

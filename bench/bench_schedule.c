@@ -14,19 +14,13 @@
  *   usage: bench_schedule [FIXED_S PER_PART_S HOT_MB_PER_S [DAYS HOT]]
  * Prints one JSON line per (S, change, N) and the time to compute each schedule. */
 #include "ferry/placement.h"
+#include "bench_common.h"
 #include "ferry/schedule.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void die(const ferry_err *err)
 {
@@ -117,22 +111,8 @@ int main(int argc, char **argv)
     }
     ferry_err err = {0, ""};
     ferry_inventory inv;
-    if (ferry_inventory_init(&inv, "bench", &err))
-        die(&err);
-    uint64_t rng = 0x9E3779B97F4A7C15ULL;
-    size_t want = 11 * 25000, n = 0;
-    for (int t = 0; n < want; t++) {
-        char tenant[32];
-        snprintf(tenant, sizeof tenant, "tenant%d", t);
-        int r = t % 10, splits = r < 7 ? 1 : r < 9 ? 2 : 8;
-        for (int k = 0; k < splits && n < want; k++, n++) {
-            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-            if (ferry_inventory_add(&inv, tenant, (uint32_t)k, 1000000 + rng % 10000000000ULL, 0,
-                                    &err))
-                die(&err);
-        }
-    }
-    if (ferry_inventory_finish(&inv, &err))
+    size_t want = 11 * 25000;
+    if (blog_mix_inventory(&inv, want, &err))
         die(&err);
     printf("{\"bench\":\"schedule\",\"model\":{\"fixed_s\":%g,\"per_part_s\":%g,"
            "\"hot_mb_per_s\":%g,\"days\":%g,\"hot_days\":%g}}\n",

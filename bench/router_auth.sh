@@ -20,11 +20,9 @@ source tests/lib/events.sh
 source tests/lib/router.sh
 
 L=$T/lab
-lab_up "$L" --nodes 1
-CONF=$L/ferry.conf
-events_conf "$CONF" "passthrough = $(lab_url "$L" node1)"
-"$FERRY_BIN" init --config "$CONF" >/dev/null
-events_table "$(lab_url "$L" node1)"
+events_lab "$L"
+CONF=$EV_CONF
+events_table "$EV_NODE"
 "$FERRY_BIN" tenant add solo --config "$CONF" >/dev/null
 printf 'pw-%s\n' "$RANDOM$RANDOM" >"$T/pw"
 "$FERRY_BIN" user add admin --admin --password-file "$T/pw" --config "$CONF" >/dev/null
@@ -35,7 +33,7 @@ RN=$R_URL
 sed -e 's/^auth = none$/auth = catalog\nlogin_free_failures = 1000000/' "$CONF" >"$T/auth.conf"
 start_router "$T/auth.conf" auth
 RA=$R_URL
-chq "$(lab_url "$L" node1)" "INSERT INTO events SELECT 'solo', 20261101, 0, number % 1000, number, 'v'
+chq "$EV_NODE" "INSERT INTO events SELECT 'solo', 20261101, 0, number % 1000, number, 'v'
     FROM numbers(100000)" >/dev/null
 
 python3 - "$RN" "$RA" "$(head -1 "$T/pw")" "$n" <<'PY'

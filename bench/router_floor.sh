@@ -19,13 +19,11 @@ source tests/lib/lab.sh
 source tests/lib/events.sh
 source tests/lib/router.sh
 LAB=$T/lab
-lab_up "$LAB" --nodes 1
-CONF=$LAB/ferry.conf
-N1=$(lab_url "$LAB" node1)
-events_conf "$CONF" "passthrough = $N1" "max_request_bytes = 4M" "max_buffered_bytes = 1M" \
+events_lab "$LAB" "max_request_bytes = 4M" "max_buffered_bytes = 1M" \
     "memory_budget = 8M" "max_connections = 600" "max_connections_per_address = 50" \
     "header_timeout = 3s" "receive_timeout = 8s" "idle_timeout = 30s"
-"$FERRY_BIN" init --config "$CONF" >/dev/null
+CONF=$EV_CONF
+N1=$EV_NODE
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
 start_router "$CONF" router
 NPID=$(lab_pid "$LAB" node1)

@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "ferry/err.h"
@@ -52,10 +53,18 @@ typedef struct cli_common {
 
 /* getopt_long over argv (set optind = 1 before the first call): returns the command's next own
  * option (optarg set), taking the shared ones into c on the way, and 0 at the end. At the end
- * *status is 0, or 2 with a usage error printed for an unknown or incomplete option or (unless
- * c->positional) an argument left over. */
+ * *status is 0, or 2 with a usage error printed for an unknown option, a missing value or
+ * (unless c->positional) an argument left over. */
 int cli_next_option(const char *cmd, int argc, char **argv, const struct option *opts,
                     cli_common *c, int *status);
+
+/* An option's value (--NAME ARG) as a whole number in lo..hi (ferry_parse_u64) into *out:
+ * returns 0, or prints the usage error "--NAME 'ARG' is not WHAT" and returns its status 2. */
+int cli_opt_u64(const char *cmd, const char *name, const char *arg, uint64_t lo, uint64_t hi,
+                const char *what, uint64_t *out);
+/* The same for a size above 0 with an optional suffix such as 64M (ferry_parse_bytes): "is not
+ * a size". */
+int cli_opt_size(const char *cmd, const char *name, const char *arg, uint64_t *out);
 
 /* Prints a flow's report: indented JSON with sorted keys when json, else through text. */
 void cli_print_report(json_t *report, bool json, void (*text)(json_t *report));

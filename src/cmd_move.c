@@ -1,6 +1,5 @@
 /* `ferry move`: move one slice of a tenant to another shard (or resume a move), journaled and
  * verified (docs/moves.md). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,57 +42,45 @@ const char cmd_move_usage[] =
 
 int cmd_move(int argc, char **argv)
 {
-    static const struct option opts[] = {{"force", no_argument, NULL, 'F'},
-                                         {"warm-cache", no_argument, NULL, 'W'},
-                                         {"tenant", required_argument, NULL, 't'},
-                                         {"split", required_argument, NULL, 'k'},
-                                         {"to", required_argument, NULL, 'o'},
-                                         {"from", required_argument, NULL, 'f'},
-                                         {"resume", required_argument, NULL, 'r'},
-                                         {"grace", required_argument, NULL, 'g'},
-                                         {"max-bytes-per-second", required_argument, NULL, 'b'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"config", required_argument, NULL, 'c'},
-                                         {NULL, 0, NULL, 0}};
-    const char *tenant = NULL, *to = NULL, *from = NULL, *resume = NULL, *config = NULL;
+    enum { O_FORCE = CLI_O_LAST, O_WARM, O_TENANT, O_SPLIT, O_TO, O_FROM, O_RESUME, O_GRACE,
+           O_BPS };
+    static const struct option opts[] = {{"force", no_argument, NULL, O_FORCE},
+                                         {"warm-cache", no_argument, NULL, O_WARM},
+                                         {"tenant", required_argument, NULL, O_TENANT},
+                                         {"split", required_argument, NULL, O_SPLIT},
+                                         {"to", required_argument, NULL, O_TO},
+                                         {"from", required_argument, NULL, O_FROM},
+                                         {"resume", required_argument, NULL, O_RESUME},
+                                         {"grace", required_argument, NULL, O_GRACE},
+                                         {"max-bytes-per-second", required_argument, NULL, O_BPS},
+                                         CLI_OPT_JSON, CLI_OPT_CONFIG, {NULL, 0, NULL, 0}};
+    const char *tenant = NULL, *to = NULL, *from = NULL, *resume = NULL;
     uint64_t split = UINT64_MAX, grace = 0, bps = 0;
-    bool grace_given = false;
-    bool json = false, force = false, warm = false;
-    int ch;
+    bool grace_given = false, force = false, warm = false;
+    cli_common c = {0};
+    int ch, status = 0;
     optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while (!status && (ch = cli_next_option("move", argc, argv, opts, &c, &status))) {
         switch (ch) {
-        case 't': tenant = optarg; break;
-        case 'o': to = optarg; break;
-        case 'f': from = optarg; break;
-        case 'r': resume = optarg; break;
-        case 'c': config = optarg; break;
-        case 'j': json = true; break;
-        case 'F': force = true; break;
-        case 'W': warm = true; break;
-        case 'k':
-            if (!ferry_parse_u64(optarg, &split) || split > UINT32_MAX)
-                return cli_usage_error("move", "--split '%s' is not a split number", optarg);
+        case O_TENANT: tenant = optarg; break;
+        case O_TO: to = optarg; break;
+        case O_FROM: from = optarg; break;
+        case O_RESUME: resume = optarg; break;
+        case O_FORCE: force = true; break;
+        case O_WARM: warm = true; break;
+        case O_SPLIT:
+            status = cli_opt_u64("move", "split", optarg, 0, UINT32_MAX, "a split number", &split);
             break;
-        case 'g':
+        case O_GRACE:
             grace_given = true;
-            if (!ferry_parse_u64(optarg, &grace) || grace > 600000)
-                return cli_usage_error("move", "--grace '%s' is not milliseconds (0..600000)",
-                                       optarg);
+            status = cli_opt_u64("move", "grace", optarg, 0, 600000, "milliseconds (0..600000)",
+                                 &grace);
             break;
-        case 'b':
-            if (!ferry_parse_bytes(optarg, &bps) || bps == 0)
-                return cli_usage_error("move", "--max-bytes-per-second '%s' is not a size",
-                                       optarg);
-            break;
-        default:
-            return cli_usage_error("move", "unknown option or missing value: %s",
-                                   argv[optind - 1]);
+        case O_BPS: status = cli_opt_size("move", "max-bytes-per-second", optarg, &bps); break;
         }
     }
-    if (optind < argc)
-        return cli_usage_error("move", "unexpected argument '%s'", argv[optind]);
+    if (status)
+        return status;
     if (!resume && (!tenant || split == UINT64_MAX || !to))
         return cli_usage_error("move", "needs --tenant T --split K --to SHARD (or --resume ID)");
     if (resume && (tenant || to || from))
@@ -108,7 +95,7 @@ int cmd_move(int argc, char **argv)
     json_t *hot = NULL;
     char (*ids)[64] = NULL;
     size_t n = 0;
-    int rc = cli_move_env_init(&e, "move", config, json, &err);
+    int rc = cli_move_env_init(&e, "move", c.config, c.json, &err);
     e.opts.grace_ms = (unsigned)grace;
     e.opts.grace_given = grace_given;
     e.opts.max_bytes_per_second = bps;
@@ -120,7 +107,7 @@ int cmd_move(int argc, char **argv)
         goto out;
     /* the hot-list before the move: its cleanup takes the source's pointer files, which map
      * the source's cache entries to partitions and columns */
-    if (warm && ((rc = ferry_fleet_open(cli_config_path(config), &fl, &err)) ||
+    if (warm && ((rc = ferry_fleet_open(cli_config_path(c.config), &fl, &err)) ||
                  (rc = ferry_cache_hotlist(fl, to, &hot, &err))))
         goto out;
     if (resume) {
@@ -161,7 +148,7 @@ int cmd_move(int argc, char **argv)
         json_t *rep = NULL;
         if ((rc = ferry_cache_warm(fl, to, tenant, (uint32_t)split, hot, &rep, &err)) == 0) {
             json_object_set_new(rep, "event", json_string("cache_warm"));
-            if (json) {
+            if (c.json) {
                 json_dumpf(rep, stdout, JSON_COMPACT | JSON_SORT_KEYS);
                 putchar('\n');
             } else {

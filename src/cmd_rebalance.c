@@ -1,6 +1,5 @@
 /* `ferry rebalance`: run the placement plan computed from the catalog (after adding, weighting
  * or draining shards): every slice whose shard the placement changes is moved. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,60 +35,45 @@ const char cmd_rebalance_usage[] =
 
 int cmd_rebalance(int argc, char **argv)
 {
-    static const struct option opts[] = {{"dry-run", no_argument, NULL, 'n'},
-                                         {"max-parallel", required_argument, NULL, 'p'},
-                                         {"max-per-shard", required_argument, NULL, 's'},
-                                         {"max-bytes-per-second", required_argument, NULL, 'b'},
+    enum { O_PAR = CLI_O_LAST, O_PER_SHARD, O_BPS, O_SHARD_BPS, O_GRACE, O_FORCE };
+    static const struct option opts[] = {{"max-parallel", required_argument, NULL, O_PAR},
+                                         {"max-per-shard", required_argument, NULL, O_PER_SHARD},
+                                         {"max-bytes-per-second", required_argument, NULL, O_BPS},
                                          {"max-bytes-per-second-per-shard", required_argument,
-                                          NULL, 'B'},
-                                         {"grace", required_argument, NULL, 'g'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"force", no_argument, NULL, 'F'},
-                                         {"config", required_argument, NULL, 'c'},
+                                          NULL, O_SHARD_BPS},
+                                         {"grace", required_argument, NULL, O_GRACE},
+                                         {"force", no_argument, NULL, O_FORCE},
+                                         CLI_OPT_DRY_RUN, CLI_OPT_JSON, CLI_OPT_CONFIG,
                                          {NULL, 0, NULL, 0}};
-    const char *config = NULL;
-    bool dry = false, json = false, force = false;
     uint64_t par = 1, per_shard = 2, bps = 0, shard_bps = 0, grace = 0;
-    bool grace_given = false;
-    int ch;
+    bool grace_given = false, force = false;
+    cli_common o = {0};
+    int ch, status = 0;
     optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while (!status && (ch = cli_next_option("rebalance", argc, argv, opts, &o, &status))) {
         switch (ch) {
-        case 'n': dry = true; break;
-        case 'j': json = true; break;
-        case 'F': force = true; break;
-        case 'c': config = optarg; break;
-        case 'p':
-            if (!ferry_parse_u64(optarg, &par) || par < 1 || par > 64)
-                return cli_usage_error("rebalance", "--max-parallel '%s' is not 1..64", optarg);
+        case O_FORCE: force = true; break;
+        case O_PAR:
+            status = cli_opt_u64("rebalance", "max-parallel", optarg, 1, 64, "1..64", &par);
             break;
-        case 's':
-            if (!ferry_parse_u64(optarg, &per_shard) || per_shard < 1 || per_shard > 64)
-                return cli_usage_error("rebalance", "--max-per-shard '%s' is not 1..64", optarg);
+        case O_PER_SHARD:
+            status = cli_opt_u64("rebalance", "max-per-shard", optarg, 1, 64, "1..64", &per_shard);
             break;
-        case 'b':
-            if (!ferry_parse_bytes(optarg, &bps) || bps == 0)
-                return cli_usage_error("rebalance", "--max-bytes-per-second '%s' is not a size",
-                                       optarg);
+        case O_BPS: status = cli_opt_size("rebalance", "max-bytes-per-second", optarg, &bps); break;
+        case O_SHARD_BPS:
+            status = cli_opt_size("rebalance", "max-bytes-per-second-per-shard", optarg,
+                                  &shard_bps);
             break;
-        case 'B':
-            if (!ferry_parse_bytes(optarg, &shard_bps) || shard_bps == 0)
-                return cli_usage_error("rebalance", "--max-bytes-per-second-per-shard '%s' is "
-                                       "not a size", optarg);
-            break;
-        case 'g':
+        case O_GRACE:
             grace_given = true;
-            if (!ferry_parse_u64(optarg, &grace) || grace > 600000)
-                return cli_usage_error("rebalance", "--grace '%s' is not milliseconds", optarg);
+            status = cli_opt_u64("rebalance", "grace", optarg, 0, 600000,
+                                 "milliseconds (0..600000)", &grace);
             break;
-        default:
-            return cli_usage_error("rebalance", "unknown option or missing value: %s",
-                                   argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return cli_usage_error("rebalance", "unexpected argument '%s'", argv[optind]);
+    if (status)
+        return status;
+    const bool dry = o.dry_run, json = o.json;
     ferry_err err = {0};
     cli_move_env e;
     ferry_catalog *cat = NULL;
@@ -99,7 +83,7 @@ int cmd_rebalance(int argc, char **argv)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     json_t *results = json_array();
-    int rc = cli_move_env_init(&e, "rebalance", config, json, &err);
+    int rc = cli_move_env_init(&e, "rebalance", o.config, json, &err);
     e.opts.grace_ms = (unsigned)grace;
     e.opts.grace_given = grace_given;
     /* also for the unfinished moves resumed first, one at a time: each is its shards' only move */

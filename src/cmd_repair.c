@@ -1,6 +1,5 @@
 /* `ferry repair`: compares every replicated slice's partitions across its replicas and repairs
  * the replicas that missed writes by copying parts from the one that has them. */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,42 +67,35 @@ static void on_item(const ferry_repair_item *it, void *arg)
 
 int cmd_repair(int argc, char **argv)
 {
-    static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
-                                         {"dry-run", no_argument, NULL, 'n'},
-                                         {"grace", required_argument, NULL, 'g'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"config", required_argument, NULL, 'c'},
+    enum { O_TENANT = CLI_O_LAST, O_GRACE };
+    static const struct option opts[] = {{"tenant", required_argument, NULL, O_TENANT},
+                                         {"grace", required_argument, NULL, O_GRACE},
+                                         CLI_OPT_DRY_RUN, CLI_OPT_JSON, CLI_OPT_CONFIG,
                                          {NULL, 0, NULL, 0}};
-    const char *config = NULL, *tenant = NULL;
-    bool dry = false, json = false;
+    const char *tenant = NULL;
     uint64_t grace = 0;
     bool grace_given = false;
-    int ch;
+    cli_common c = {0};
+    int ch, status = 0;
     optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while (!status && (ch = cli_next_option("repair", argc, argv, opts, &c, &status))) {
         switch (ch) {
-        case 't': tenant = optarg; break;
-        case 'n': dry = true; break;
-        case 'j': json = true; break;
-        case 'c': config = optarg; break;
-        case 'g':
+        case O_TENANT: tenant = optarg; break;
+        case O_GRACE:
             grace_given = true;
-            if (!ferry_parse_u64(optarg, &grace) || grace > 600000)
-                return cli_usage_error("repair", "--grace '%s' is not milliseconds", optarg);
+            status = cli_opt_u64("repair", "grace", optarg, 0, 600000,
+                                 "milliseconds (0..600000)", &grace);
             break;
-        default:
-            return cli_usage_error("repair", "unknown option or missing value: %s",
-                                   argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return cli_usage_error("repair", "unexpected argument '%s'", argv[optind]);
+    if (status)
+        return status;
+    const bool dry = c.dry_run, json = c.json;
     if (tenant && (!*tenant || strlen(tenant) >= FERRY_NAME_MAX))
         return cli_usage_error("repair", "--tenant '%s' is not a tenant name", tenant);
     ferry_err err = {0};
     cli_move_env e;
-    int rc = cli_move_env_init(&e, "repair", config, json, &err);
+    int rc = cli_move_env_init(&e, "repair", c.config, json, &err);
     e.opts.grace_ms = (unsigned)grace;
     e.opts.grace_given = grace_given;
     e.opts.progress = NULL;

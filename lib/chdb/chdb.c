@@ -612,6 +612,22 @@ int ferry_chdb_insert_append(ferry_chdb_insert *ins, const void *data, size_t le
     return FERRY_OK;
 }
 
+/* An INSERT's result r (destroyed here): its error, or the rows it wrote into *rows_written
+ * (may be NULL). */
+static int insert_result(ferry_chdb_insert *ins, chdb_result *r, uint64_t *rows_written,
+                         const char **error)
+{
+    ferry_chdb *lib = ins->conn->lib;
+    const char *e = lib->result_error(r);
+    int rc = FERRY_OK;
+    if (e)
+        rc = insert_failed(ins, e, error);
+    else if (rows_written)
+        *rows_written = lib->result_rows_written(r);
+    lib->destroy_result(r);
+    return rc;
+}
+
 /* The spooled body is complete: run the INSERT reading it. */
 static int spool_finish(ferry_chdb_insert *ins, uint64_t *rows_written, const char **error)
 {
@@ -634,14 +650,7 @@ static int spool_finish(ferry_chdb_insert *ins, uint64_t *rows_written, const ch
     ferry_buf_free(&q);
     if (!r)
         return insert_failed(ins, "libchdb returned no result", error);
-    const char *e = lib->result_error(r);
-    int rc = FERRY_OK;
-    if (e)
-        rc = insert_failed(ins, e, error);
-    else if (rows_written)
-        *rows_written = lib->result_rows_written(r);
-    lib->destroy_result(r);
-    return rc;
+    return insert_result(ins, r, rows_written, error);
 }
 
 int ferry_chdb_insert_finish(ferry_chdb_insert *ins, uint64_t *rows_written, const char **error)
@@ -657,14 +666,7 @@ int ferry_chdb_insert_finish(ferry_chdb_insert *ins, uint64_t *rows_written, con
     chdb_result *r = lib->stream_done(ins->handle);
     if (!r)
         return insert_failed(ins, lib->stream_insert_error(ins->handle), error);
-    const char *e = lib->result_error(r);
-    int rc = FERRY_OK;
-    if (e)
-        rc = insert_failed(ins, e, error);
-    else if (rows_written)
-        *rows_written = lib->result_rows_written(r);
-    lib->destroy_result(r);
-    return rc;
+    return insert_result(ins, r, rows_written, error);
 }
 
 void ferry_chdb_insert_close(ferry_chdb_insert *ins)

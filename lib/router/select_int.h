@@ -4,8 +4,9 @@
  *                   the partial results published at GET /ferry/partial/<token>, counters
  *   select_exec.c   a request's options and failures, the replica picked per slice, the
  *                   targets of a plan, running a query on a server with failover
- *   select_merge.c  single-server and merged plans: partial jobs in rounds, GLOBAL
- *                   subqueries materialised once, the initiator's query
+ *   select_merge.c  single-server and merged plans: partial jobs, GLOBAL subqueries
+ *                   materialised once, the initiator's query
+ *   select_round.c  a merged plan's partial jobs run in rounds, failing over per server
  *   select_pipe.c   pipelined merges (the initiator starts with the partials) and the choice
  *                   between them and run_merged
  *   select.c        the HTTP side: one routed SELECT streamed back, EXPLAIN, deadlines
@@ -299,22 +300,54 @@ int rd_plan_for_pick(rd_ctx *cx, ferry_read_plan *plan, rd_fail *f);
 int rd_pub_keep(rd_ctx *cx, rt_partial *p);
 bool rd_reads_managed(const ferry_sql_analysis *a);
 int rd_replace_all(char **s, const char *needle, const char *rep);
-int rd_retries_push(ferry_read_plan **retries, size_t *n_retries, rd_fail *f);
-int rd_round_check(rd_ctx *cx, partial_job **jobs, size_t from, size_t n, rd_fail *f);
-int rd_round_end(rd_ctx *cx, const ferry_read_plan *p, partial_job ***jobs, size_t from,
-                     size_t *n, size_t *cap, atomic_uint_fast64_t *total, ferry_read_plan *retry,
-                     bool *again, rd_fail *f);
 int rd_run_final_ex(rd_ctx *cx, size_t server, const char *sql, const ferry_read_plan *p,
                         const char *format, const ferry_ch_setting *extra, size_t n_extra,
                         ferry_ch_write_fn sink, void *arg, rd_fail *f, uint64_t *received,
                         long read_timeout_ms);
-void rd_run_jobs(partial_job **jobs, size_t from, size_t n, void *(*fn)(void *));
 int rd_run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
                       const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
                       void *arg, rd_fail *f);
 int rd_run_single(rd_ctx *cx, ferry_read_plan *plan, const char *format,
                       const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
                       void *arg, rd_fail *f);
+
+/* ---- select_round.c: a merged plan's partial jobs, run in rounds ---- */
+/* The partial jobs of one merged plan: every round's, in order (jobs grow by pointer: a job's
+ * sink points into the job), the failover plans their queries point into, and the bytes they
+ * buffered together (max_partial_bytes). Lives where it was made (sinks point at total). */
+typedef struct rd_rounds {
+    partial_job **jobs;
+    size_t n, cap;
+    size_t from; /* the first job of the round running, or of the next one */
+    ferry_read_plan *retries;
+    size_t n_retries;
+    atomic_uint_fast64_t total;
+} rd_rounds;
+
+/* What a way of running adds to each round. job_main runs one job (rd_partial_main or a wrapper
+ * of it); optional: before, just before a round's jobs [from, n) start; after, once they all
+ * ended, before the round is checked; joined, for the failover jobs [from, n) a round added.
+ * A non-zero return of after or joined (with f set) ends the rounds. */
+typedef struct rd_round_hooks {
+    void *(*job_main)(void *job);
+    void (*before)(rd_rounds *r, void *arg);
+    int (*after)(rd_rounds *r, void *arg, rd_fail *f);
+    int (*joined)(rd_rounds *r, void *arg, rd_fail *f);
+    void *arg;
+} rd_round_hooks;
+
+void rd_rounds_init(rd_rounds *r);
+/* Adds a job of the first round: plain (borrowed) on server, ref as in partial_job. */
+int rd_rounds_add(rd_ctx *cx, const ferry_read_plan *p, rd_rounds *r, size_t server, int ref,
+                  const char *plain, rd_fail *f);
+/* Runs rounds from r->from until one needs no failover: each round's jobs at once; a result
+ * over max_partial_bytes or the memory budget, or a server's own error, fails the query; a
+ * server that could not be reached has its answers dropped and its unanswered slices planned
+ * again (same plan kind) on their next replicas, as the next round. Non-zero with f set. */
+int rd_rounds_run(rd_ctx *cx, const ferry_read_plan *p, rd_rounds *r, const rd_round_hooks *h,
+                  rd_fail *f);
+/* Frees the jobs (and their buffers) and the failover plans; r can be used again. */
+void rd_rounds_free(rd_rounds *r);
 
 /* ---- select_pipe.c: pipelined merges and the plan dispatch ---- */
 int rd_exec_plan(rd_ctx *cx, ferry_read_plan *plan, const char *format,

@@ -375,175 +375,26 @@ int rd_job_add(rd_ctx *cx, const ferry_read_plan *p, partial_job ***jobs, size_t
     return j->sql ? FERRY_OK : FERRY_ENOMEM;
 }
 
-/* Runs jobs[from..n) in parallel (a thread each beyond the first) with fn (rd_partial_main). */
-void rd_run_jobs(partial_job **jobs, size_t from, size_t n, void *(*fn)(void *))
-{
-    size_t m = n - from;
-    pthread_t *th = calloc(m, sizeof *th);
-    bool *started = calloc(m, sizeof *started);
-    for (size_t i = 1; th && started && i < m; i++)
-        started[i] = pthread_create(&th[i], NULL, fn, jobs[from + i]) == 0;
-    fn(jobs[from]);
-    for (size_t i = 1; i < m; i++) {
-        if (started && started[i])
-            pthread_join(th[i], NULL);
-        else
-            fn(jobs[from + i]);
-    }
-    free(th);
-    free(started);
-}
-
-/* After a round of partial jobs: servers that answered keep their slices; a server that could
- * not be reached has its output dropped and its unanswered slices moved to their next replicas;
- * the queries for exactly those slices are planned (same plan kind) into *retry and added as new
- * jobs. *again: new jobs were added. */
-/* After a round of partial queries: a result over max_partial_bytes, or a server's own query
- * error (the user's: passed on as ClickHouse reported it), fails the query (non-zero, f set).
- * Connection errors are left for rd_round_end's failover. */
-int rd_round_check(rd_ctx *cx, partial_job **jobs, size_t from, size_t n, rd_fail *f)
-{
-    for (size_t i = from; i < n; i++)
-        if (jobs[i]->sink.mem_over)
-            return rd_fail_budget(cx, f);
-    for (size_t i = from; i < n; i++)
-        if (jobs[i]->sink.over)
-            return rd_fail_set(f, FERRY_EINVAL, "TOO_MANY_ROWS_OR_BYTES",
-                               "the servers' partial results are larger than [router] "
-                               "max_partial_bytes (%llu bytes); narrow the query or raise the "
-                               "limit",
-                               (unsigned long long)cx->rd->max_partial_bytes);
-    for (size_t i = from; i < n; i++)
-        if (jobs[i]->rc && !rd_conn_error(jobs[i]->rc))
-            return rd_fail_from_exec(f, jobs[i]->rc, &jobs[i]->st, &jobs[i]->err);
-    return FERRY_OK;
-}
-
-/* One more (zeroed) failover plan at the end of *retries. */
-int rd_retries_push(ferry_read_plan **retries, size_t *n_retries, rd_fail *f)
-{
-    ferry_read_plan *nr = realloc(*retries, (*n_retries + 1) * sizeof *nr);
-    if (!nr)
-        return rd_fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-    *retries = nr;
-    memset(&nr[(*n_retries)++], 0, sizeof *nr);
-    return FERRY_OK;
-}
-
-int rd_round_end(rd_ctx *cx, const ferry_read_plan *p, partial_job ***jobs, size_t from,
-                     size_t *n, size_t *cap, atomic_uint_fast64_t *total, ferry_read_plan *retry,
-                     bool *again, rd_fail *f)
-{
-    size_t ns = cx->cache->n_servers;
-    bool *failed = calloc(ns + 1, sizeof *failed);
-    const ferry_err **why = calloc(ns + 1, sizeof *why);
-    int rc = FERRY_OK;
-    *again = false;
-    if (!failed || !why) {
-        rc = rd_fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-        goto out;
-    }
-    bool any = false;
-    for (size_t i = from; i < *n; i++) {
-        partial_job *j = (*jobs)[i];
-        if (rd_conn_error(j->rc) && !j->sink.over && !j->sink.mem_over) {
-            failed[j->server] = any = true;
-            why[j->server] = &j->err;
-        }
-    }
-    if (!any)
-        goto out;
-    for (size_t i = from; i < *n; i++) {
-        partial_job *j = (*jobs)[i];
-        if (!failed[j->server])
-            continue;
-        j->dropped = true;
-        atomic_fetch_sub(total, j->out.len);
-        rd_mem_uncharge(cx, j->out.len);
-        ferry_buf_free(&j->out);
-    }
-    for (size_t i = from; i < *n; i++)
-        if (!failed[(*jobs)[i]->server])
-            ferry_rpick_answered(cx->pick, (uint32_t)(*jobs)[i]->server);
-    for (size_t s = 0; s < ns && !rc; s++)
-        if (failed[s])
-            rc = rd_fail_over(cx, s, why[s], f);
-    if (rc)
-        goto out;
-    rd_targets tg;
-    ferry_err err = {0};
-    if (rd_targets_build(cx, cx->planned_mat, true, &tg)) {
-        rc = rd_fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-        goto out;
-    }
-    rc = ferry_sql_plan(cx->a, cx->rd->tables, tg.t, tg.n, retry, &err);
-    rd_targets_free(&tg);
-    if (rc) {
-        rc = rd_fail_set(f, rc, "NOT_IMPLEMENTED", "cannot plan the failover query: %s", err.msg);
-        goto out;
-    }
-    if (retry->kind != p->kind) {
-        rc = rd_fail_set(f, FERRY_EINTERNAL, "NOT_IMPLEMENTED",
-                         "the failover plan is a %s plan, the query's a %s plan",
-                         ferry_plan_kind_name(retry->kind), ferry_plan_kind_name(p->kind));
-        goto out;
-    }
-    for (size_t q = 0; q < retry->n_queries && !rc; q++) {
-        ferry_plan_server_query *sq = &retry->queries[q];
-        if (sq->server < ns)
-            continue; /* the filler (see rd_targets_build) */
-        for (size_t k = 0; k < cx->n_repl && !rc; k++)
-            rc = rd_replace_all(&sq->sql, cx->repl[2 * k], cx->repl[2 * k + 1]);
-        if (!rc)
-            rc = rd_job_add(cx, p, jobs, n, cap, sq->server - ns,
-                            p->kind == FERRY_PLAN_GATHER ? sq->ref : -1, sq->sql, total);
-        *again = true;
-    }
-    if (rc)
-        rc = rd_fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-out:
-    free(failed);
-    free(why);
-    return rc;
-}
-
 /* Runs the partial queries in parallel (failing over per server), publishes them and runs the
  * initiator query. */
 int rd_run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
                       const ferry_ch_setting *extra, size_t n_extra, ferry_ch_write_fn sink,
                       void *arg, rd_fail *f)
 {
-    size_t n = 0, cap = 0, from = 0, n_retries = 0;
     size_t ns = cx->cache->n_servers;
-    partial_job **jobs = NULL;
-    ferry_read_plan *retries = NULL;
-    atomic_uint_fast64_t total;
-    atomic_init(&total, 0);
+    rd_rounds rounds;
+    rd_rounds_init(&rounds);
+    const rd_round_hooks hooks = {.job_main = rd_partial_main};
     char *init = NULL;
     int rc = FERRY_OK;
     for (size_t i = 0; i < p->n_queries && !rc; i++)
-        rc = rd_job_add(cx, p, &jobs, &n, &cap, p->queries[i].server,
-                        p->kind == FERRY_PLAN_GATHER ? p->queries[i].ref : -1, p->queries[i].sql,
-                        &total);
-    if (rc) {
-        rc = rd_fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+        rc = rd_rounds_add(cx, p, &rounds, p->queries[i].server,
+                           p->kind == FERRY_PLAN_GATHER ? p->queries[i].ref : -1,
+                           p->queries[i].sql, f);
+    if (rc || (rc = rd_rounds_run(cx, p, &rounds, &hooks, f)))
         goto out;
-    }
-    for (;;) {
-        rd_run_jobs(jobs, from, n, rd_partial_main);
-        if ((rc = rd_round_check(cx, jobs, from, n, f)) ||
-            (rc = rd_retries_push(&retries, &n_retries, f)))
-            goto out;
-        bool again;
-        size_t before = n;
-        rc = rd_round_end(cx, p, &jobs, from, &n, &cap, &total, &retries[n_retries - 1], &again,
-                          f);
-        if (rc)
-            goto out;
-        if (!again)
-            break;
-        from = before;
-    }
+    partial_job **jobs = rounds.jobs;
+    size_t n = rounds.n;
     init = strdup(p->initiator_sql);
     if (!init) {
         rc = rd_fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
@@ -627,15 +478,7 @@ int rd_run_merged(rd_ctx *cx, ferry_read_plan *p, const char *format,
         rc = rd_fail_set(f, FERRY_ECONNECT, "ALL_CONNECTION_TRIES_FAILED",
                          "no server is left to merge the partial results");
 out:
-    for (size_t i = 0; jobs && i < n; i++) {
-        free(jobs[i]->sql);
-        ferry_buf_free(&jobs[i]->out);
-        free(jobs[i]);
-    }
-    free(jobs);
-    for (size_t i = 0; i < n_retries; i++)
-        ferry_read_plan_free(&retries[i]);
-    free(retries);
+    rd_rounds_free(&rounds);
     free(init);
     return rc;
 }

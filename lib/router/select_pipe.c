@@ -37,11 +37,11 @@
  * Failover is kept exact because a server's answers enter the live partial only once all of
  * that server's queries of the round have ended successfully: the initiator never reads a byte
  * of an answer that could still fail. A server that cannot be reached has its unanswered
- * slices planned again on their next replicas (rd_round_end, as in rd_run_merged), and those answers
- * join the same live partial; the initiator waits for them. When a slice has no replica left,
- * or a server reports an error, the live partials fail: the initiator's read breaks and the
- * query fails with the partial's error (after the first byte: a broken answer, never a short
- * one). The initiator server itself failing before any byte reached the client runs the query
+ * slices planned again on their next replicas (the same rounds as rd_run_merged's:
+ * rd_rounds_run, select_round.c), and those answers join the same live partial; the initiator
+ * waits for them. When a slice has no replica left, or a server reports an error, the live
+ * partials fail: the initiator's read breaks and the query fails with the partial's error
+ * (after the first byte: a broken answer, never a short one). The initiator server itself failing before any byte reached the client runs the query
  * again without pipelining, with that server failed over (run_merged_again). */
 
 /* The placeholder group of query i: the managed reference (gather) or -1 (one for all). */
@@ -272,6 +272,50 @@ static void *pipe_job_main(void *arg)
     return NULL;
 }
 
+/* A pipelined merge's additions to the rounds (rd_round_hooks). */
+typedef struct pipe_hooks {
+    pipe_round *pr;
+    const int *refs;     /* the groups' references */
+    rt_partial **lives;  /* the groups' live partials (NULL: all on the initiator) */
+    size_t n_groups;
+} pipe_hooks;
+
+/* Before a round: its jobs know the round (pipe_job_main). */
+static void pipe_before(rd_rounds *r, void *arg)
+{
+    pipe_round *pr = ((pipe_hooks *)arg)->pr;
+    pr->jobs = r->jobs;
+    pr->from = r->from;
+    pr->n = r->n;
+    for (size_t i = r->from; i < r->n; i++)
+        r->jobs[i]->pipe = pr;
+}
+
+static int pipe_after(rd_rounds *r, void *arg, rd_fail *f)
+{
+    (void)r;
+    if (((pipe_hooks *)arg)->pr->append_failed)
+        return rd_fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+    return FERRY_OK;
+}
+
+/* The failover queries' answers join their group's live partial. */
+static int pipe_joined(rd_rounds *r, void *arg, rd_fail *f)
+{
+    const pipe_hooks *h = arg;
+    for (size_t i = r->from; i < r->n; i++) {
+        for (size_t g = 0; g < h->n_groups; g++)
+            if (h->refs[g] == r->jobs[i]->ref)
+                r->jobs[i]->live = h->lives[g];
+        if (!r->jobs[i]->live)
+            /* a group that had no remote partial (its slices were all on the initiator, which
+             * is never failed over here): cannot happen, but never read it short */
+            return rd_fail_set(f, FERRY_EINTERNAL, "NOT_IMPLEMENTED",
+                               "a failover query has no partial to join");
+    }
+    return FERRY_OK;
+}
+
 /* Whether the statement's SETTINGS or the client's URL settings name the setting. */
 static bool setting_given(const ferry_read_plan *p, const rd_opts *o, const char *name)
 {
@@ -326,14 +370,15 @@ static int run_merged_pipelined(rd_ctx *cx, ferry_read_plan *p, const int *refs,
                                 char **structs, const char *format, ferry_ch_write_fn sink,
                                 void *arg, rd_fail *f, bool *fallback)
 {
-    size_t init_server = p->queries[0].server, n = 0, cap = 0, from = 0, n_retries = 0;
-    partial_job **jobs = NULL;
-    ferry_read_plan *retries = NULL;
+    size_t init_server = p->queries[0].server;
+    rd_rounds rounds;
+    rd_rounds_init(&rounds);
     rt_partial **lives = calloc(n_groups + 1, sizeof *lives);
-    atomic_uint_fast64_t total;
-    atomic_init(&total, 0);
     pipe_round pr = {0};
     pthread_mutex_init(&pr.mu, NULL);
+    pipe_hooks hk = {.pr = &pr, .refs = refs, .lives = lives, .n_groups = n_groups};
+    const rd_round_hooks hooks = {.job_main = pipe_job_main, .before = pipe_before,
+                                  .after = pipe_after, .joined = pipe_joined, .arg = &hk};
     init_job ij = {0};
     pthread_t init_th;
     bool init_started = false;
@@ -383,11 +428,10 @@ static int run_merged_pipelined(rd_ctx *cx, ferry_read_plan *p, const int *refs,
         for (size_t i = 0; i < p->n_queries && !rc; i++) {
             if (merge_group_ref(p, i) != refs[g] || p->queries[i].server == init_server)
                 continue;
-            if (rd_job_add(cx, p, &jobs, &n, &cap, p->queries[i].server, refs[g],
-                           p->queries[i].sql, &total))
-                rc = rd_fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-            else
-                jobs[n - 1]->live = lives[g];
+            rc = rd_rounds_add(cx, p, &rounds, p->queries[i].server, refs[g], p->queries[i].sql,
+                               f);
+            if (!rc)
+                rounds.jobs[rounds.n - 1]->live = lives[g];
         }
     }
     if (rc)
@@ -424,42 +468,9 @@ static int run_merged_pipelined(rd_ctx *cx, ferry_read_plan *p, const int *refs,
         goto out;
     }
     /* The partial queries, in rounds: a server that cannot be reached is failed over and its
-     * slices' queries planned again (rd_round_end). */
-    while (from < n) {
-        pr.jobs = jobs;
-        pr.from = from;
-        pr.n = n;
-        for (size_t i = from; i < n; i++)
-            jobs[i]->pipe = &pr;
-        rd_run_jobs(jobs, from, n, pipe_job_main);
-        if (pr.append_failed) {
-            rc = rd_fail_set(f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-            goto out;
-        }
-        if ((rc = rd_round_check(cx, jobs, from, n, f)) ||
-            (rc = rd_retries_push(&retries, &n_retries, f)))
-            goto out;
-        bool again;
-        size_t before = n;
-        rc = rd_round_end(cx, p, &jobs, from, &n, &cap, &total, &retries[n_retries - 1], &again,
-                          f);
-        if (rc)
-            goto out;
-        for (size_t i = before; i < n; i++) {
-            /* the failover queries' answers join their group's live partial */
-            for (size_t g = 0; g < n_groups; g++)
-                if (refs[g] == jobs[i]->ref)
-                    jobs[i]->live = lives[g];
-            if (!jobs[i]->live) {
-                /* a group that had no remote partial (its slices were all on the initiator,
-                 * which is never failed over here): cannot happen, but never read it short */
-                rc = rd_fail_set(f, FERRY_EINTERNAL, "NOT_IMPLEMENTED",
-                                 "a failover query has no partial to join");
-                goto out;
-            }
-        }
-        from = before;
-    }
+     * slices' queries planned again (rd_rounds_run). */
+    if ((rc = rd_rounds_run(cx, p, &rounds, &hooks, f)))
+        goto out;
     for (size_t g = 0; g < n_groups; g++)
         if (lives[g])
             rd_live_end(lives[g], false);
@@ -490,15 +501,7 @@ out:
             pthread_mutex_unlock(&cx->rd->mu);
         }
     }
-    for (size_t i = 0; jobs && i < n; i++) {
-        free(jobs[i]->sql);
-        ferry_buf_free(&jobs[i]->out);
-        free(jobs[i]);
-    }
-    free(jobs);
-    for (size_t i = 0; i < n_retries; i++)
-        ferry_read_plan_free(&retries[i]);
-    free(retries);
+    rd_rounds_free(&rounds);
     pthread_mutex_destroy(&pr.mu);
     free(lives);
     free(init);

@@ -13,15 +13,9 @@ source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 [ -s "${FERRY_CACHE:-$HOME/.cache/ferry}/chdb-26.5.3/libchdb.so" ] ||
     fail "ClickHouse 26.5 is not installed: run 'scripts/setup.sh --chdb 26.5'"
 L=$T/lab
-lab_up "$L" --nodes 2 --version 26.5
-mv_conf "$L"
+mv_rf2_setup "$L" --stop-merges --version 26.5
 C=$L/rf2.conf
-lab_rf_conf "$L" 2 "$C.base"
-{ cat "$C.base"; sed -n '/^\[table "events"\]/,$p' "$L/mv.conf"; } >"$C"
-U1=$(lab_url "$L" node1); U2=$(lab_url "$L" node2)
 assert_contains "$(chq "$U2" "SELECT version()")" "26.5." "node2 runs ClickHouse 26.5"
-for u in "$U1" "$U2"; do chq "$u" "$MV_DDL" >/dev/null; chq "$u" "SYSTEM STOP MERGES events" >/dev/null; done
-"$FERRY_BIN" init --config "$C" >/dev/null || fail "init"
 "$FERRY_BIN" tenant add acme --config "$C" >/dev/null || fail "tenant add"
 ins() { chq "$1" "INSERT INTO events SELECT 'acme', 20261101, 0, number, number * 7 FROM numbers($2, $3)" >/dev/null; }
 ins "$U1" 0 1000; ins "$U1" 1000 500   # node1: rows 0..1499 in 2 parts

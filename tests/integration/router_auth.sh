@@ -20,6 +20,7 @@
 #   - auth = none refused off loopback.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/router.sh"
 CHECK="python3 $FERRY_SOURCE_DIR/tests/lib/router_read_check.py"
 CORPUS=$FERRY_SOURCE_DIR/tests/data/router_read_queries.sql
@@ -43,21 +44,8 @@ printf 'bob-%s\n' "$RANDOM$RANDOM" >"$T/bob.pw"
 chmod 600 "$T"/*.pw "$T/router.token"
 ROOTPW=$(head -1 "$T/root.pw"); ALICEPW=$(head -1 "$T/alice.pw"); BOBPW=$(head -1 "$T/bob.pw")
 sed -i "s#^\[cluster\]\$#[cluster]\nrouter_token_file = $T/router.token#" "$CONF"
-cat >>"$CONF" <<EOF
-[table "events"]
-database = default
-layout = shared
-tenant_column = tenant
-day_column = day
-split_column = split
-split_key = uid
-[router]
-passthrough = $N1
-shard_timeout = 20s
-flush_bytes = 1K
-bound_insert_max_bytes = 1M
-login_free_failures = 100000
-EOF
+events_conf --users "$CONF" "passthrough = $N1" "shard_timeout = 20s" "flush_bytes = 1K" \
+    "bound_insert_max_bytes = 1M" "login_free_failures = 100000"
 "$FERRY_BIN" init --config "$CONF" >/dev/null || fail "init"
 
 DDL="CREATE TABLE events (tenant String, day UInt32, split UInt32, uid UInt64, u String, x UInt64,

@@ -12,14 +12,8 @@ source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 
 L=$T/lab
-lab_up "$L" --nodes 2
-mv_conf "$L"
+mv_rf2_setup "$L"
 C=$L/rf2.conf
-lab_rf_conf "$L" 2 "$C.base"
-{ cat "$C.base"; sed -n '/^\[table "events"\]/,$p' "$L/mv.conf"; } >"$C"
-U1=$(lab_url "$L" node1); U2=$(lab_url "$L" node2)
-for u in "$U1" "$U2"; do chq "$u" "$MV_DDL" >/dev/null; done
-"$FERRY_BIN" init --config "$C" >/dev/null || fail "init"
 for t in acme beta; do "$FERRY_BIN" tenant add "$t" --config "$C" >/dev/null || fail "tenant add $t"; done
 for u in "$U1" "$U2"; do mv_ingest "$u" acme 0 3 4000; mv_ingest "$u" beta 0 3 4000 7; done
 mv_ingest "$U1" acme 0 1 500 9 # rows node2 missed: acme's first day differs

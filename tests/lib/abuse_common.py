@@ -1,7 +1,8 @@
 """What the abusive-client scripts share (tests/lib/router_abuse.py, server_abuse.py): a sampler
 of the servers' resident memory, read from /proc every 50 ms while the abuse goes on, the loop
-that trickles bytes into slow sockets, and the small helpers every client needs (host and port
-of a URL, a percentile)."""
+that trickles bytes into slow sockets (and opens them), and the small helpers every client needs
+(host and port of a URL, a percentile)."""
+import socket
 import threading
 import time
 from urllib.parse import urlparse
@@ -46,6 +47,24 @@ def pct(xs, p):
     """The p-quantile of xs (0 <= p <= 1; 1 is the largest), to 0.1; None for no values."""
     xs = sorted(xs)
     return round(xs[min(len(xs) - 1, int(len(xs) * p))], 1) if xs else None
+
+
+def open_slow(host, port, src, start):
+    """A socket from address src to host:port that sent start (the first bytes of a request) and
+    waits, non-blocking, as an entry for trickle: [sock, opened, None, b""]. One that could not
+    connect is [None, t, t, b""] (done at once)."""
+    s = socket.socket()
+    s.settimeout(5)
+    try:
+        s.bind((src, 0))
+        s.connect((host, port))
+        s.sendall(start)
+        s.setblocking(False)
+        return [s, time.monotonic(), None, b""]
+    except OSError:
+        s.close()
+        t = time.monotonic()
+        return [None, t, t, b""]
 
 
 def trickle(socks, seconds, byte, answer_ends=True):

@@ -7,9 +7,12 @@
 # section holding `auth = none` (these tests are about routing, not users; the routers they start
 # listen on 127.0.0.1, where auth = none is accepted) and LINE..., one config line each
 # ("passthrough = URL", "shard_timeout = 20s"); a LINE may start a later section too
-# ("[splits]"). tests/integration/router_auth.sh runs routers with users.
+# ("[splits]"). With --users first, no `auth = none`: the router authenticates the catalog's
+# users (tests/integration/router_auth.sh).
 events_conf() {
-    local conf=$1 line
+    local auth=1 conf line
+    if [ "$1" = --users ]; then auth=0; shift; fi
+    conf=$1
     shift
     {
         cat <<'EOF'
@@ -21,10 +24,23 @@ day_column = day
 split_column = split
 split_key = uid
 [router]
-auth = none
 EOF
+        [ "$auth" = 0 ] || echo "auth = none"
         for line in "$@"; do printf '%s\n' "$line"; done
     } >>"$conf"
+}
+
+# events_lab DIR [LINE...]: a lab of one node in DIR whose ferry.conf gets events_conf with
+# "passthrough = " the node's URL and LINE..., then ferry init; sets EV_CONF (DIR/ferry.conf) and
+# EV_NODE (the node's URL). The table is not created (events_table).
+events_lab() {
+    local dir=$1
+    shift
+    lab_up "$dir" --nodes 1
+    EV_CONF=$dir/ferry.conf
+    EV_NODE=$(lab_url "$dir" node1)
+    events_conf "$EV_CONF" "passthrough = $EV_NODE" "$@"
+    "$FERRY_BIN" init --config "$EV_CONF" >/dev/null || fail "init"
 }
 
 # events_table [--tiered] URL...: creates on every server URL the table events (tenant String,

@@ -5,6 +5,12 @@
 #   mv_conf DIR             rewrites DIR/mv.conf from the lab's ferry.conf (after lab add-node);
 #                           with MV_CATALOG set (a catalog URL, e.g. zk://...), that catalog
 #                           instead of the lab's SQLite file
+#   mv_rf2_setup DIR [--stop-merges] [LAB_UP OPTIONS...]
+#                           lab of two nodes (lab_up options, e.g. --version 26.5) with a
+#                           cluster-wide rf = 2: DIR/rf2.conf (the lab's ferry.conf with rf = 2
+#                           plus mv.conf's [table "events"]), table `events` on both nodes (with
+#                           --stop-merges: merges stopped), ferry init; sets U1 and U2 (the
+#                           nodes' URLs)
 #   mv_ingest URL TENANT SPLIT DAYS ROWS_PER_DAY [SEED]   rows into one node
 #   mv_fp URL TENANT SPLIT  per-partition fingerprint lines: partition_id rows sum xor
 #   mv_no_residue DIR       fails when a shadow/ or detached/ folder of any node holds anything
@@ -29,6 +35,22 @@ mv_setup() {
     mv_conf "$dir"
     for u in $(mv_urls "$dir"); do chq "$u" "$MV_DDL" >/dev/null; done
     "$FERRY_BIN" init --config "$dir/mv.conf" >/dev/null || fail "ferry init failed"
+}
+
+mv_rf2_setup() {
+    local dir=$1 stop=0 u
+    shift
+    if [ "${1:-}" = --stop-merges ]; then stop=1; shift; fi
+    lab_up "$dir" --nodes 2 "$@"
+    mv_conf "$dir"
+    lab_rf_conf "$dir" 2 "$dir/rf2.conf.base"
+    { cat "$dir/rf2.conf.base"; sed -n '/^\[table "events"\]/,$p' "$dir/mv.conf"; } >"$dir/rf2.conf"
+    U1=$(lab_url "$dir" node1); U2=$(lab_url "$dir" node2)
+    for u in "$U1" "$U2"; do
+        chq "$u" "$MV_DDL" >/dev/null
+        [ "$stop" = 0 ] || chq "$u" "SYSTEM STOP MERGES events" >/dev/null
+    done
+    "$FERRY_BIN" init --config "$dir/rf2.conf" >/dev/null || fail "init"
 }
 
 mv_ingest() {

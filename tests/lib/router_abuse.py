@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from abuse_common import Sampler, hostport, pct, rss_kib, trickle
+from abuse_common import Sampler, hostport, open_slow, pct, rss_kib, trickle
 
 
 def query(url, body, src="127.0.0.2", timeout=30, headers=None):
@@ -68,17 +68,7 @@ def cmd_slow(url, pid, seconds):
     socks = []  # [sock, opened, closed_at, received]
     sources = [f"127.0.1.{1 + i // 30}" for i in range(300)] + ["127.0.0.1"] * 100
     for src in sources:
-        s = socket.socket()
-        s.settimeout(5)
-        try:
-            s.bind((src, 0))
-            s.connect((h, p))
-            s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")
-            s.setblocking(False)
-            socks.append([s, time.monotonic(), None, b""])
-        except OSError:
-            s.close()
-            socks.append([None, time.monotonic(), time.monotonic(), b""])
+        socks.append(open_slow(h, p, src, b"POST / HTTP/1.1\r\nHost: x\r\n"))
     load = {}
     t = threading.Thread(target=normal, args=(url, 40, load))
     t.start()

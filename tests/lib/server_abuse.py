@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-from abuse_common import Sampler, hostport, pct, trickle
+from abuse_common import Sampler, hostport, open_slow, pct, trickle
 
 
 def request(srv, method, path, body=b"", src="127.0.0.2", timeout=30, conn=None):
@@ -78,17 +78,7 @@ def slow_headers(srv, count, seconds, out):
     h, p = hostport(srv["url"])
     socks = []  # [sock, opened, closed_at, received]
     for i in range(count):
-        s = socket.socket()
-        s.settimeout(5)
-        try:
-            s.bind((f"127.0.7.{1 + i % 10}", 0))
-            s.connect((h, p))
-            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
-            s.setblocking(False)
-            socks.append([s, time.monotonic(), None, b""])
-        except OSError:
-            s.close()
-            socks.append([None, time.monotonic(), time.monotonic(), b""])
+        socks.append(open_slow(h, p, f"127.0.7.{1 + i % 10}", b"GET / HTTP/1.1\r\nHost: x\r\n"))
     held = trickle(socks, seconds, b"X")
     out.update(sockets=len(socks), open_left=sum(1 for e in socks if e[2] is None),
                held_max_s=round(max(held), 2) if held else 0)
@@ -99,19 +89,12 @@ def slow_body(srv, count, seconds, out):
     h, p = hostport(srv["url"])
     m, path = srv["slow_body"]
     socks = []
+    hdrs = "".join(f"{k}: {v}\r\n" for k, v in srv.get("headers", {}).items())
+    start = f"{m} {path} HTTP/1.1\r\nHost: x\r\n{hdrs}Content-Length: 1048576\r\n\r\n".encode()
     for i in range(count):
-        s = socket.socket()
-        s.settimeout(5)
-        try:
-            s.bind(("127.0.8.1", 0))
-            s.connect((h, p))
-            hdrs = "".join(f"{k}: {v}\r\n" for k, v in srv.get("headers", {}).items())
-            s.sendall(f"{m} {path} HTTP/1.1\r\nHost: x\r\n{hdrs}Content-Length: 1048576\r\n"
-                      "\r\n".encode())
-            s.setblocking(False)
-            socks.append([s, time.monotonic(), None, b""])
-        except OSError:
-            s.close()
+        e = open_slow(h, p, "127.0.8.1", start)
+        if e[0] is not None:  # one that could not connect is not counted here
+            socks.append(e)
     held = trickle(socks, seconds, b"f", answer_ends=False)
     out.update(sockets=len(socks), open_left=sum(1 for e in socks if e[2] is None),
                held_min_s=round(min(held), 2) if held else 0,
