@@ -67,4 +67,20 @@ typedef int (*ferry_partition_row_fn)(const ferry_partition_row *row, void *arg,
 int ferry_catalog_scan_partitions(ferry_catalog *c, ferry_partition_row_fn fn, void *arg,
                                   ferry_err *err);
 
+/* The number of partition records of one tier and day. */
+typedef struct ferry_partition_count {
+    enum ferry_tier tier;
+    uint32_t day; /* YYYYMMDD; 0: the record has none */
+    uint64_t n;
+} ferry_partition_count;
+
+/* How many partition records there are of each tier and day (*out malloc'ed, ordered by tier
+ * then day, caller frees; *n 0 for none), without reading the records on SQLite: there the
+ * counts are a table kept by triggers on the records table, in the transaction of every write
+ * (docs/catalog.md, "Partition counts"). On ZooKeeper they are counted by
+ * ferry_catalog_scan_partitions. FERRY_EINVAL when a partition record's tier is neither hot nor
+ * cold (as decoding it would say). */
+int ferry_catalog_partition_counts(ferry_catalog *c, ferry_partition_count **out, size_t *n,
+                                   ferry_err *err);
+
 #endif

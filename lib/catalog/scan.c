@@ -269,6 +269,18 @@ static void cursor_close(cursor *k)
     memset(k, 0, sizeof *k);
 }
 
+/* The end of every scan: its cursor closed, its connection (scan_db; NULL: none) closed, the
+ * slow path's record freed (NULL: none) and the scan's own memory (mem, which may hold rec)
+ * released. */
+static void scan_end(cursor *k, sqlite3 *db, ferry_record *rec, void *mem)
+{
+    cursor_close(k);
+    sqlite3_close(db);
+    if (rec)
+        ferry_record_free(rec);
+    free(mem);
+}
+
 /* Decodes the current document the slow way (not canonical); err names its path. */
 static int cursor_decode(const cursor *k, enum ferry_record_kind kind, ferry_record *r,
                          ferry_err *err)
@@ -380,11 +392,7 @@ int ferry_catalog_scan_slices(ferry_catalog *c, ferry_slice_row_fn fn, void *arg
             rc = cursor_next(&r, err);
     }
     cursor_close(&s);
-    cursor_close(&r);
-    sqlite3_close(db);
-    if (x)
-        ferry_record_free(&x->rec);
-    free(x);
+    scan_end(&r, db, x ? &x->rec : NULL, x);
     return rc;
 }
 
@@ -428,11 +436,7 @@ int ferry_catalog_scan_tenants(ferry_catalog *c, ferry_tenant_row_fn fn, void *a
         if (!rc)
             rc = cursor_next(&k, err);
     }
-    cursor_close(&k);
-    sqlite3_close(db);
-    if (rec)
-        ferry_record_free(rec);
-    free(rec);
+    scan_end(&k, db, rec, rec);
     return rc;
 }
 
@@ -497,11 +501,110 @@ int ferry_catalog_scan_partitions(ferry_catalog *c, ferry_partition_row_fn fn, v
         if (!rc)
             rc = cursor_next(&k, err);
     }
-    cursor_close(&k);
-    sqlite3_close(db);
-    if (rec)
-        ferry_record_free(rec);
-    free(rec);
+    scan_end(&k, db, rec, rec);
     free(ps);
     return rc;
+}
+
+/* ---- partition counts ----------------------------------------------------------------------------- */
+
+typedef struct count_set {
+    ferry_partition_count *v; /* by tier, then day */
+    size_t n, cap;
+} count_set;
+
+static int count_cmp(enum ferry_tier ta, uint32_t da, enum ferry_tier tb, uint32_t db)
+{
+    if (ta != tb)
+        return ta < tb ? -1 : 1;
+    return (da > db) - (da < db);
+}
+
+/* Adds n to the count of (tier, day), inserting it in order when new. */
+static int count_add(count_set *s, enum ferry_tier tier, uint32_t day, uint64_t n,
+                     ferry_err *err)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int d = count_cmp(s->v[mid].tier, s->v[mid].day, tier, day);
+        if (d == 0) {
+            s->v[mid].n += n;
+            return FERRY_OK;
+        }
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 64;
+        ferry_partition_count *q = realloc(s->v, nc * sizeof *q);
+        if (!q)
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        s->v = q;
+        s->cap = nc;
+    }
+    memmove(&s->v[lo + 1], &s->v[lo], (s->n - lo) * sizeof *s->v);
+    s->v[lo] = (ferry_partition_count){tier, day, n};
+    s->n++;
+    return FERRY_OK;
+}
+
+static int count_row(const ferry_partition_row *row, void *arg, ferry_err *err)
+{
+    return count_add(arg, row->tier, row->day, 1, err);
+}
+
+/* SQLite: the table the triggers of the schema keep (lib/catalog/sqlite.c). */
+static int counts_sqlite(sqlite3 *db, count_set *s, ferry_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = FERRY_OK, step;
+    if (sqlite3_prepare_v2(db, "SELECT tier, day, n FROM partition_counts WHERE n <> 0", -1, &st,
+                           NULL) != SQLITE_OK)
+        return ferry_err_set(err, FERRY_EIO, "catalog: reading the partition counts: %s",
+                             sqlite3_errmsg(db));
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *tier = (const char *)sqlite3_column_text(st, 0);
+        sqlite3_int64 day = sqlite3_column_int64(st, 1), n = sqlite3_column_int64(st, 2);
+        enum ferry_tier t = FERRY_TIER_HOT;
+        if (tier && !strcmp(tier, ferry_tier_name(FERRY_TIER_COLD)))
+            t = FERRY_TIER_COLD;
+        else if (!tier || strcmp(tier, ferry_tier_name(FERRY_TIER_HOT)))
+            rc = ferry_err_set(err, FERRY_EINVAL,
+                               "catalog: %lld partition record(s) with tier '%s' (expected hot "
+                               "or cold)", (long long)n, tier ? tier : "");
+        else if (day < 0 || day > UINT32_MAX || n < 0)
+            rc = ferry_err_set(err, FERRY_EINVAL,
+                               "catalog: %lld partition record(s) of day %lld (or a count below "
+                               "zero)", (long long)n, (long long)day);
+        if (!rc)
+            rc = count_add(s, t, (uint32_t)day, (uint64_t)n, err);
+    }
+    if (!rc && step != SQLITE_DONE)
+        rc = ferry_err_set(err, sqlite3_errcode(db) == SQLITE_BUSY ? FERRY_ETIMEOUT : FERRY_EIO,
+                           "catalog: reading the partition counts: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int ferry_catalog_partition_counts(ferry_catalog *c, ferry_partition_count **out, size_t *n,
+                                   ferry_err *err)
+{
+    count_set s = {0};
+    sqlite3 *db = cat_sqlite_handle(c);
+    int rc = db ? counts_sqlite(db, &s, err)
+                : ferry_catalog_scan_partitions(c, count_row, &s, err);
+    if (!rc && !s.v && !(s.v = malloc(sizeof *s.v)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (rc) {
+        free(s.v);
+        *out = NULL;
+        *n = 0;
+        return rc;
+    }
+    *out = s.v;
+    *n = s.n;
+    return FERRY_OK;
 }

@@ -27,10 +27,9 @@
 #include "ferry/cluster_status.h"
 #include "ferry/move.h"
 #include "flow/move_int.h"
+#include "temp_catalog.h"
 
-static const char *zk_base; /* "zk://host:port", or NULL for SQLite */
-static char dir[256];
-static int counter;
+static temp_catalogs tc; /* tc.zk_base: "zk://host:port", or NULL for SQLite */
 
 #define N_SHARDS 12
 #define N_TENANTS 320
@@ -77,11 +76,7 @@ static void rewrite_doc(ferry_catalog *c, const char *parent, const char *name, 
 static ferry_catalog *realistic(void)
 {
     char url[512];
-    if (zk_base)
-        snprintf(url, sizeof url, "%s/plan-scan-%d-%d?timeout_ms=5000", zk_base, (int)getpid(),
-                 ++counter);
-    else
-        snprintf(url, sizeof url, "sqlite:%s/c%d.db", dir, ++counter);
+    temp_catalogs_url(&tc, "plan-scan", "timeout_ms=5000", url, sizeof url);
     ferry_catalog *c = NULL;
     ferry_err err = {0};
     if (ferry_catalog_open(url, &c, &err))
@@ -175,7 +170,7 @@ static ferry_catalog *realistic(void)
     snprintf(r.u.route.shards, sizeof r.u.route.shards, "s02");
     add(b, &r);
     commit(c, b);
-    if (!zk_base) {
+    if (!tc.zk_base) {
         rewrite_doc(c, "slices/t19", "10",
                     "{\"tenant\":\"t19\",\"split\":10,\"placement\":\"s03\",\"rows\":7,"
                     "\"bytes\":123456789}");
@@ -285,7 +280,7 @@ static void test_slice_rows(void **state)
         assert_string_equal(x->shards, r->shards);
         assert_int_equal(x->route_version, routes.items[i].version);
     }
-    if (!zk_base) { /* the rewritten documents were read through the decoder, the same */
+    if (!tc.zk_base) { /* the rewritten documents were read through the decoder, the same */
         got_slice key = {.tenant = "t19", .split = 10};
         got_slice *x = bsearch(&key, g.v, g.n, sizeof *g.v, got_cmp);
         assert_non_null(x);
@@ -575,14 +570,8 @@ static void test_status_same_as_records(void **state)
 
 int main(void)
 {
-    zk_base = getenv("FERRY_TEST_CATALOG");
-    if (zk_base && !*zk_base)
-        zk_base = NULL;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/ferry-plan-scan.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir))
+    if (!temp_catalogs_init(&tc, "plan-scan", "compact scans"))
         return 1;
-    printf("# compact scans against %s\n", zk_base ? zk_base : "sqlite");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slice_rows),
         cmocka_unit_test(test_tenant_and_partition_rows),
@@ -590,9 +579,7 @@ int main(void)
         cmocka_unit_test(test_status_same_as_records),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
+    if (!temp_catalogs_done(&tc))
         rc = rc ? rc : 1;
     return rc;
 }
