@@ -233,10 +233,9 @@ static int got_cmp(const void *a, const void *b)
     return d ? d : (x->split > y->split) - (x->split < y->split);
 }
 
-static void test_slice_rows(void **state)
+/* Every scanned slice row against the records listed. */
+static void check_slice_rows(ferry_catalog *c)
 {
-    (void)state;
-    ferry_catalog *c = realistic();
     ferry_err err = {0};
     got g = {0};
     if (ferry_catalog_scan_slices(c, take_slice, &g, &err))
@@ -290,6 +289,73 @@ static void test_slice_rows(void **state)
     ferry_record_list_free(&slices);
     ferry_record_list_free(&routes);
     free(g.v);
+}
+
+static void test_slice_rows(void **state)
+{
+    (void)state;
+    ferry_catalog *c = realistic();
+    check_slice_rows(c);
+    ferry_catalog_close(c);
+}
+
+/* SQLite: while another connection holds a write transaction, the scan cannot hold writers back
+ * to start its two connections on one state: it reads both folders on one connection in the
+ * calling thread, and says the same. */
+static void test_slice_rows_beside_a_writer(void **state)
+{
+    (void)state;
+    if (tc.zk_base)
+        skip();
+    ferry_catalog *c = realistic();
+    sqlite3 *w = NULL;
+    assert_int_equal(sqlite3_open_v2(sqlite3_db_filename(cat_sqlite_handle(c), "main"), &w,
+                                     SQLITE_OPEN_READWRITE, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_exec(w, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(w, "UPDATE meta SET value = value WHERE key = "
+                                     "'routing_version'", NULL, NULL, NULL),
+                     SQLITE_OK);
+    check_slice_rows(c);
+    assert_int_equal(sqlite3_exec(w, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(w);
+    ferry_catalog_close(c);
+}
+
+typedef struct stopper {
+    size_t n, at;
+} stopper;
+
+static int stop_at(const ferry_slice_row *row, void *arg, ferry_err *err)
+{
+    (void)row;
+    stopper *x = arg;
+    if (++x->n == x->at)
+        return ferry_err_set(err, FERRY_ECONFLICT, "stopped at row %zu", x->n);
+    return FERRY_OK;
+}
+
+/* A callback that stops the scan part-way (on SQLite while both folders' threads are still
+ * reading: several chunks in) gets its own error back, nothing more is called, and the catalog
+ * is left as it was: writable (nothing holds writers back), scanned again in full. */
+static void test_slice_scan_stopped(void **state)
+{
+    (void)state;
+    ferry_catalog *c = realistic();
+    ferry_err err = {0};
+    stopper x = {.at = 1500};
+    assert_int_equal(ferry_catalog_scan_slices(c, stop_at, &x, &err), FERRY_ECONFLICT);
+    assert_string_equal(err.msg, "stopped at row 1500");
+    assert_int_equal(x.n, 1500);
+    x = (stopper){.at = 1};
+    assert_int_equal(ferry_catalog_scan_slices(c, stop_at, &x, &err), FERRY_ECONFLICT);
+    assert_int_equal(x.n, 1);
+    ferry_record r;
+    ferry_record_init(&r, FERRY_REC_TENANT);
+    snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "after-stop");
+    r.u.tenant.splits = 1;
+    assert_int_equal(ferry_catalog_create(c, &r, &err), FERRY_OK);
+    check_slice_rows(c);
     ferry_catalog_close(c);
 }
 
@@ -574,6 +640,8 @@ int main(void)
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slice_rows),
+        cmocka_unit_test(test_slice_rows_beside_a_writer),
+        cmocka_unit_test(test_slice_scan_stopped),
         cmocka_unit_test(test_tenant_and_partition_rows),
         cmocka_unit_test(test_plan_same_as_records),
         cmocka_unit_test(test_status_same_as_records),
