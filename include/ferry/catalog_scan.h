@@ -33,8 +33,9 @@ typedef struct ferry_slice_row {
 typedef int (*ferry_slice_row_fn)(const ferry_slice_row *row, void *arg, ferry_err *err);
 
 /* Every slice record and route, joined by key, in one consistent read on SQLite (the two
- * folders are read side by side in one read transaction; on ZooKeeper one after the other, as
- * ferry_catalog_list would). Tenants come in bytewise order of their names, each tenant's rows
+ * folders read by two threads on two connections started on one state of the catalog, or side
+ * by side in one read transaction when writers cannot be held back that moment; on ZooKeeper
+ * one after the other, as ferry_catalog_list would). fn runs in the calling thread. Tenants come in bytewise order of their names, each tenant's rows
  * together; within a tenant the splits are in key order on ZooKeeper and in text order ("10"
  * before "2") on SQLite: a caller that needs numeric order sorts each tenant's rows. */
 int ferry_catalog_scan_slices(ferry_catalog *c, ferry_slice_row_fn fn, void *arg,

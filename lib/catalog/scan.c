@@ -3,7 +3,9 @@
  * on SQLite a prepared SELECT on the primary key that streams the rows (the text SQLite hands
  * over is read in place, nothing is copied per row), on another backend (ZooKeeper) the
  * backend's scan, sorted here. Slices and routes are two cursors merged by key, so the join
- * costs one pass. A document in the canonical form ferry writes (the keys of its kind in
+ * costs one pass; on SQLite each cursor is stepped by a thread of its own when it can be (the
+ * calling thread merges). The partition counts come from a table SQLite's triggers keep
+ * (lib/catalog/sqlite.c), or from the partition scan on another backend. A document in the canonical form ferry writes (the keys of its kind in
  * sorted order, plain strings and integers) is read by flat_parse; anything else goes through
  * the record decoder (cat_record_decode), so a row never says something ferry_catalog_list
  * would not. */
