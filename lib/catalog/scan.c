@@ -885,8 +885,16 @@ int ferry_catalog_partition_counts(ferry_catalog *c, ferry_partition_count **out
 {
     count_set s = {0};
     sqlite3 *db = cat_sqlite_handle(c);
-    int rc = db ? counts_sqlite(db, &s, err)
-                : ferry_catalog_scan_partitions(c, count_row, &s, err);
+    /* SQLite without the table: a catalog an older ferry laid out, which this process could
+     * not add the counts to when it opened it (cat_sqlite_open): count by scanning */
+    bool table = false;
+    sqlite3_stmt *st = NULL;
+    if (db && sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND"
+                                     " name = 'partition_counts'", -1, &st, NULL) == SQLITE_OK)
+        table = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    int rc = table ? counts_sqlite(db, &s, err)
+                   : ferry_catalog_scan_partitions(c, count_row, &s, err);
     if (!rc && !s.v && !(s.v = malloc(sizeof *s.v)))
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (rc) {

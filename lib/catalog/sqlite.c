@@ -536,12 +536,17 @@ int cat_sqlite_open(ferry_catalog *c, const char *path, ferry_err *err)
     /* Lay out the schema only when it is missing: taking the write lock at every open would make
      * readers wait for a writer's long transaction. */
     sqlite3_stmt *st = NULL;
-    bool laid_out = false;
+    bool laid_out = false, older = false; /* older: laid out before the partition counts */
     if (!rc && sqlite3_prepare_v2(c->be->db,
-                                  "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND"
-                                  " name = 'partition_counts_delete'",
+                                  "SELECT name FROM sqlite_master WHERE (type = 'trigger' AND"
+                                  " name = 'partition_counts_delete') OR (type = 'view' AND"
+                                  " name = 'part_object_view')",
                                   -1, &st, NULL) == SQLITE_OK)
-        laid_out = sqlite3_step(st) == SQLITE_ROW;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *name = (const char *)sqlite3_column_text(st, 0);
+            laid_out |= name && !strcmp(name, "partition_counts_delete");
+            older |= name && !strcmp(name, "part_object_view");
+        }
     sqlite3_finalize(st);
     if (!rc && !laid_out)
         rc = exec(c, "BEGIN IMMEDIATE", err);
@@ -551,6 +556,13 @@ int cat_sqlite_open(ferry_catalog *c, const char *path, ferry_err *err)
             rc = exec(c, "COMMIT", err);
         else
             sqlite3_exec(c->be->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    /* A catalog an older ferry laid out still opens when the partition counts cannot be added
+     * now (a file this process may only read, a writer's long transaction): the next open
+     * tries again, and meanwhile the counts are read by scanning (scan.c). */
+    if (rc && older) {
+        ferry_err_clear(err);
+        rc = FERRY_OK;
     }
 out:
     if (rc)
