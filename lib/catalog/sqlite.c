@@ -548,6 +548,7 @@ int cat_sqlite_open(ferry_catalog *c, const char *path, ferry_err *err)
             older |= name && !strcmp(name, "part_object_view");
         }
     sqlite3_finalize(st);
+    bool upgrade = !rc && !laid_out && older;
     if (!rc && !laid_out)
         rc = exec(c, "BEGIN IMMEDIATE", err);
     if (!rc && !laid_out) {
@@ -560,7 +561,7 @@ int cat_sqlite_open(ferry_catalog *c, const char *path, ferry_err *err)
     /* A catalog an older ferry laid out still opens when the partition counts cannot be added
      * now (a file this process may only read, a writer's long transaction): the next open
      * tries again, and meanwhile the counts are read by scanning (scan.c). */
-    if (rc && older) {
+    if (rc && upgrade) {
         ferry_err_clear(err);
         rc = FERRY_OK;
     }
