@@ -33,8 +33,9 @@ typedef struct ferry_slice_row {
 typedef int (*ferry_slice_row_fn)(const ferry_slice_row *row, void *arg, ferry_err *err);
 
 /* Every slice record and route, joined by key, in one consistent read on SQLite (the two
- * folders are read side by side in one read transaction; on ZooKeeper one after the other, as
- * ferry_catalog_list would). Tenants come in bytewise order of their names, each tenant's rows
+ * folders read by two threads on two connections started on one state of the catalog, or side
+ * by side in one read transaction when writers cannot be held back that moment; on ZooKeeper
+ * one after the other, as ferry_catalog_list would). fn runs in the calling thread. Tenants come in bytewise order of their names, each tenant's rows
  * together; within a tenant the splits are in key order on ZooKeeper and in text order ("10"
  * before "2") on SQLite: a caller that needs numeric order sorts each tenant's rows. */
 int ferry_catalog_scan_slices(ferry_catalog *c, ferry_slice_row_fn fn, void *arg,
@@ -66,5 +67,21 @@ typedef int (*ferry_partition_row_fn)(const ferry_partition_row *row, void *arg,
 /* Every partition record, in no particular order. */
 int ferry_catalog_scan_partitions(ferry_catalog *c, ferry_partition_row_fn fn, void *arg,
                                   ferry_err *err);
+
+/* The number of partition records of one tier and day. */
+typedef struct ferry_partition_count {
+    enum ferry_tier tier;
+    uint32_t day; /* YYYYMMDD; 0: the record has none */
+    uint64_t n;
+} ferry_partition_count;
+
+/* How many partition records there are of each tier and day (*out malloc'ed, ordered by tier
+ * then day, caller frees; *n 0 for none), without reading the records on SQLite: there the
+ * counts are a table kept by triggers on the records table, in the transaction of every write
+ * (docs/catalog.md, "Partition counts"). On ZooKeeper they are counted by
+ * ferry_catalog_scan_partitions. FERRY_EINVAL when a partition record's tier is neither hot nor
+ * cold (as decoding it would say). */
+int ferry_catalog_partition_counts(ferry_catalog *c, ferry_partition_count **out, size_t *n,
+                                   ferry_err *err);
 
 #endif

@@ -3,13 +3,16 @@
  * on SQLite a prepared SELECT on the primary key that streams the rows (the text SQLite hands
  * over is read in place, nothing is copied per row), on another backend (ZooKeeper) the
  * backend's scan, sorted here. Slices and routes are two cursors merged by key, so the join
- * costs one pass. A document in the canonical form ferry writes (the keys of its kind in
+ * costs one pass; on SQLite each cursor is stepped by a thread of its own when it can be (the
+ * calling thread merges). The partition counts come from a table SQLite's triggers keep
+ * (lib/catalog/sqlite.c), or from the partition scan on another backend. A document in the canonical form ferry writes (the keys of its kind in
  * sorted order, plain strings and integers) is read by flat_parse; anything else goes through
  * the record decoder (cat_record_decode), so a row never says something ferry_catalog_list
  * would not. */
 #include "catalog/catalog_int.h"
 #include "ferry/catalog_scan.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,6 +272,18 @@ static void cursor_close(cursor *k)
     memset(k, 0, sizeof *k);
 }
 
+/* The end of every scan: its cursor closed, its connection (scan_db; NULL: none) closed, the
+ * slow path's record freed (NULL: none) and the scan's own memory (mem, which may hold rec)
+ * released. */
+static void scan_end(cursor *k, sqlite3 *db, ferry_record *rec, void *mem)
+{
+    cursor_close(k);
+    sqlite3_close(db);
+    if (rec)
+        ferry_record_free(rec);
+    free(mem);
+}
+
 /* Decodes the current document the slow way (not canonical); err names its path. */
 static int cursor_decode(const cursor *k, enum ferry_record_kind kind, ferry_record *r,
                          ferry_err *err)
@@ -288,16 +303,38 @@ typedef struct slice_scan {
     char placement[FERRY_LIST_MAX], shards[FERRY_LIST_MAX];
 } slice_scan;
 
-static int read_slice(slice_scan *x, const cursor *k, ferry_slice_row *row, ferry_err *err)
+/* One slice or route document as the merge needs it: its key (the path's segments) and its
+ * fields; text is the slice's placement or the route's shards. */
+typedef struct row_at {
+    const char *mid, *name, *tenant, *text;
+    size_t mid_len, name_len;
+    uint32_t split;
+    uint64_t bytes, rows;
+    int64_t version;
+} row_at;
+
+typedef int (*parse_fn)(slice_scan *x, const cursor *k, row_at *out, ferry_err *err);
+
+static void key_of(const cursor *k, row_at *out)
+{
+    out->mid = k->mid;
+    out->mid_len = k->mid_len;
+    out->name = k->name;
+    out->name_len = k->name_len;
+    out->version = k->version;
+}
+
+/* The slice at k into out (strings in x's buffers, or k's). */
+static int slice_parse(slice_scan *x, const cursor *k, row_at *out, ferry_err *err)
 {
     static const char *const keys[] = {"bytes", "placement", "rows", "split", "tenant"};
     flat_val v[5];
     uint64_t split;
-    if (flat_parse(k->doc, keys, 5, v) && flat_num(&v[0], INT64_MAX, &row->bytes) &&
+    if (flat_parse(k->doc, keys, 5, v) && flat_num(&v[0], INT64_MAX, &out->bytes) &&
         flat_str(&v[1], x->placement, sizeof x->placement) &&
-        flat_num(&v[2], INT64_MAX, &row->rows) && flat_num(&v[3], UINT32_MAX, &split) &&
+        flat_num(&v[2], INT64_MAX, &out->rows) && flat_num(&v[3], UINT32_MAX, &split) &&
         flat_str(&v[4], x->tenant, sizeof x->tenant)) {
-        row->split = (uint32_t)split;
+        out->split = (uint32_t)split;
     } else {
         int rc = cursor_decode(k, FERRY_REC_SLICE, &x->rec, err);
         if (rc)
@@ -305,19 +342,18 @@ static int read_slice(slice_scan *x, const cursor *k, ferry_slice_row *row, ferr
         const ferry_slice *s = &x->rec.u.slice;
         memcpy(x->tenant, s->tenant, sizeof x->tenant);
         memcpy(x->placement, s->placement, sizeof x->placement);
-        row->split = s->split;
-        row->bytes = s->bytes;
-        row->rows = s->rows;
+        out->split = s->split;
+        out->bytes = s->bytes;
+        out->rows = s->rows;
     }
-    row->tenant = x->tenant;
-    row->placement = x->placement;
-    row->version = k->version;
+    out->tenant = x->tenant;
+    out->text = x->placement;
+    key_of(k, out);
     return FERRY_OK;
 }
 
-/* The route at k into row: its shards (and, for a route without a slice record, the key). */
-static int read_route(slice_scan *x, const cursor *k, ferry_slice_row *row, bool key,
-                      ferry_err *err)
+/* The route at k into out (strings in x's buffers, or k's). */
+static int route_parse(slice_scan *x, const cursor *k, row_at *out, ferry_err *err)
 {
     static const char *const keys[] = {"shards", "split", "tenant"};
     flat_val v[3];
@@ -325,66 +361,329 @@ static int read_route(slice_scan *x, const cursor *k, ferry_slice_row *row, bool
     if (flat_parse(k->doc, keys, 3, v) && flat_str(&v[0], x->shards, sizeof x->shards) &&
         flat_num(&v[1], UINT32_MAX, &split) &&
         flat_str(&v[2], x->route_tenant, sizeof x->route_tenant)) {
-        if (key)
-            row->split = (uint32_t)split;
+        out->split = (uint32_t)split;
     } else {
         int rc = cursor_decode(k, FERRY_REC_ROUTE, &x->rec, err);
         if (rc)
             return rc;
         memcpy(x->shards, x->rec.u.route.shards, sizeof x->shards);
         memcpy(x->route_tenant, x->rec.u.route.tenant, sizeof x->route_tenant);
-        if (key)
-            row->split = x->rec.u.route.split;
+        out->split = x->rec.u.route.split;
     }
-    if (key)
-        row->tenant = x->route_tenant;
-    row->shards = x->shards;
-    row->route_version = k->version;
+    out->tenant = x->route_tenant;
+    out->text = x->shards;
+    out->bytes = out->rows = 0;
+    key_of(k, out);
     return FERRY_OK;
+}
+
+/* ---- a folder read by a thread of its own (SQLite) --------------------------------------------
+ * Each of the join's two statements is stepped, and its documents taken apart, by a thread of
+ * its own on a connection of its own, while the calling thread merges the two streams and runs
+ * the callback: the three parts of the work run side by side. A thread hands over chunks of
+ * parsed rows (strings copied into the chunk) through a ring of FEED_CHUNKS; the merge takes a
+ * lock once per chunk. */
+
+#define FEED_ROWS 512 /* a lock taken per 512 rows; the test catalog spans several rounds */
+#define FEED_CHUNKS 4
+
+typedef struct feed_item {
+    uint32_t mid, mid_len, name, name_len, tenant, text; /* strings: offsets into the text */
+    uint32_t split;
+    uint64_t bytes, rows;
+    int64_t version;
+} feed_item;
+
+typedef struct feed_chunk {
+    feed_item items[FEED_ROWS];
+    size_t n;
+    char *text;
+    size_t len, cap;
+} feed_chunk;
+
+typedef struct row_feed {
+    cursor *k;     /* the thread's: on its first document when the thread starts */
+    parse_fn parse;
+    slice_scan px; /* the thread's buffers */
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    feed_chunk chunks[FEED_CHUNKS];
+    size_t head, tail; /* chunks [head, tail) are filled, in ring order */
+    bool ended;        /* the thread has handed over its last chunk; rc and err say how */
+    bool stop;         /* the merge gave up: the thread stops after its chunk */
+    int rc;
+    ferry_err err;
+    feed_chunk *cur;   /* the merge's chunk and its position in it */
+    size_t pos;
+} row_feed;
+
+static bool chunk_put(feed_chunk *ch, const char *s, size_t len, uint32_t *off)
+{
+    if (ch->len + len + 1 > ch->cap) {
+        size_t nc = ch->cap ? ch->cap : 64 * 1024;
+        while (nc < ch->len + len + 1)
+            nc *= 2;
+        char *q = realloc(ch->text, nc);
+        if (!q)
+            return false;
+        ch->text = q;
+        ch->cap = nc;
+    }
+    memcpy(ch->text + ch->len, s, len);
+    ch->text[ch->len + len] = '\0';
+    *off = (uint32_t)ch->len;
+    ch->len += len + 1;
+    return true;
+}
+
+static void *feed_thread(void *arg)
+{
+    row_feed *f = arg;
+    int rc = FERRY_OK;
+    ferry_err err = {0};
+    for (bool last = false; !last;) {
+        pthread_mutex_lock(&f->mu);
+        while (f->tail - f->head == FEED_CHUNKS && !f->stop)
+            pthread_cond_wait(&f->cv, &f->mu);
+        bool stop = f->stop;
+        pthread_mutex_unlock(&f->mu);
+        if (stop)
+            break;
+        feed_chunk *ch = &f->chunks[f->tail % FEED_CHUNKS];
+        ch->n = 0;
+        ch->len = 0;
+        while (!rc && !f->k->done && ch->n < FEED_ROWS) {
+            row_at a;
+            feed_item *it = &ch->items[ch->n];
+            rc = f->parse(&f->px, f->k, &a, &err);
+            if (!rc && !(chunk_put(ch, a.mid, a.mid_len, &it->mid) &&
+                         chunk_put(ch, a.name, a.name_len, &it->name) &&
+                         chunk_put(ch, a.tenant, strlen(a.tenant), &it->tenant) &&
+                         chunk_put(ch, a.text, strlen(a.text), &it->text)))
+                rc = ferry_err_set(&err, FERRY_ENOMEM, "out of memory listing %s", f->k->dir);
+            if (rc)
+                break;
+            it->mid_len = (uint32_t)a.mid_len;
+            it->name_len = (uint32_t)a.name_len;
+            it->split = a.split;
+            it->bytes = a.bytes;
+            it->rows = a.rows;
+            it->version = a.version;
+            ch->n++;
+            rc = cursor_next(f->k, &err);
+        }
+        last = rc || f->k->done;
+        pthread_mutex_lock(&f->mu);
+        f->tail++;
+        if (last) {
+            f->ended = true;
+            f->rc = rc;
+            f->err = err;
+        }
+        pthread_cond_broadcast(&f->cv);
+        pthread_mutex_unlock(&f->mu);
+    }
+    return NULL;
+}
+
+/* The next row into *a, or *done; the thread's error when it stopped on one. */
+static int feed_next(row_feed *f, row_at *a, bool *done, ferry_err *err)
+{
+    if (f->cur && ++f->pos < f->cur->n)
+        goto found;
+    pthread_mutex_lock(&f->mu);
+    if (f->cur) {
+        f->head++;
+        f->cur = NULL;
+        pthread_cond_broadcast(&f->cv);
+    }
+    for (;;) {
+        while (f->head == f->tail && !f->ended)
+            pthread_cond_wait(&f->cv, &f->mu);
+        if (f->head == f->tail) {
+            int rc = f->rc;
+            if (rc)
+                *err = f->err;
+            *done = true;
+            pthread_mutex_unlock(&f->mu);
+            return rc;
+        }
+        if (f->chunks[f->head % FEED_CHUNKS].n)
+            break;
+        f->head++; /* the empty last chunk */
+        pthread_cond_broadcast(&f->cv);
+    }
+    f->cur = &f->chunks[f->head % FEED_CHUNKS];
+    f->pos = 0;
+    pthread_mutex_unlock(&f->mu);
+found:;
+    const feed_item *it = &f->cur->items[f->pos];
+    const char *t = f->cur->text;
+    *a = (row_at){t + it->mid, t + it->name, t + it->tenant, t + it->text, it->mid_len,
+                  it->name_len, it->split, it->bytes, it->rows, it->version};
+    return FERRY_OK;
+}
+
+/* A feed of k's rows (k on its first document) by a thread started here; NULL when the thread
+ * could not be started (the caller reads k itself then). Free with feed_end. */
+static row_feed *feed_start(cursor *k, parse_fn parse)
+{
+    row_feed *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    f->k = k;
+    f->parse = parse;
+    if (pthread_mutex_init(&f->mu, NULL)) {
+        free(f);
+        return NULL;
+    }
+    if (pthread_cond_init(&f->cv, NULL) || pthread_create(&f->th, NULL, feed_thread, f)) {
+        pthread_cond_destroy(&f->cv);
+        pthread_mutex_destroy(&f->mu);
+        free(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* Stops the thread (after the chunk it is filling), waits for it and frees the feed. */
+static void feed_end(row_feed *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->stop = true;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    pthread_join(f->th, NULL);
+    pthread_cond_destroy(&f->cv);
+    pthread_mutex_destroy(&f->mu);
+    for (size_t i = 0; i < FEED_CHUNKS; i++)
+        free(f->chunks[i].text);
+    ferry_record_free(&f->px.rec);
+    free(f);
+}
+
+/* One side of the join: a cursor read here (parsed into x) or by a feed. */
+typedef struct side {
+    cursor k;
+    parse_fn parse;
+    row_feed *feed;
+    row_at at; /* the current row, unless done */
+    bool done;
+} side;
+
+/* The side's next row (first: its first, the cursor not stepped yet). */
+static int side_next(side *d, slice_scan *x, bool first, ferry_err *err)
+{
+    if (d->feed)
+        return feed_next(d->feed, &d->at, &d->done, err);
+    int rc = first ? FERRY_OK : cursor_next(&d->k, err);
+    if (!rc && !(d->done = d->k.done))
+        rc = d->parse(x, &d->k, &d->at, err);
+    return rc;
+}
+
+/* Holds the catalog's writers back (a write transaction on a connection of its own, taken and
+ * given back without writing: release with writers_let_go) while the scan's two connections
+ * start their read transactions, so that both read the same state of the catalog. NULL when it
+ * cannot be had at once (another writer's transaction, a file this process may only read):
+ * then both statements run on one connection in the calling thread, as a reader never waits
+ * for a writer. */
+static sqlite3 *writers_hold(ferry_catalog *c)
+{
+    sqlite3 *shared = cat_sqlite_handle(c), *db = NULL;
+    const char *file = shared ? sqlite3_db_filename(shared, "main") : NULL;
+    if (!file || !*file ||
+        sqlite3_open_v2(file, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+            SQLITE_OK) {
+        sqlite3_close(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 20);
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+static void writers_let_go(sqlite3 *db)
+{
+    if (!db)
+        return;
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(db);
 }
 
 int ferry_catalog_scan_slices(ferry_catalog *c, ferry_slice_row_fn fn, void *arg, ferry_err *err)
 {
-    cursor s, r;
+    side s = {.parse = slice_parse}, r = {.parse = route_parse};
     slice_scan *x = calloc(1, sizeof *x);
     int rc = x ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    memset(&s, 0, sizeof s);
-    memset(&r, 0, sizeof r);
     bool sqlite = cat_sqlite_handle(c) != NULL;
     sqlite3 *db = scan_db(c);
-    /* on SQLite both statements are stepped before either ends, so they share one read
-     * transaction: the join is of one state of the catalog */
+    /* SQLite: the two statements on connections of their own, each read by a thread, when both
+     * connections can start reading the same state (writers held back meanwhile); else both on
+     * one connection, stepped before either ends, so they share one read transaction. Either
+     * way the join is of one state of the catalog. */
+    sqlite3 *hold = db ? writers_hold(c) : NULL;
+    sqlite3 *rdb = hold ? scan_db(c) : NULL;
+    if (!rdb)
+        rdb = db;
     if (!rc)
-        rc = cursor_open(c, db, cat_kind_dir(FERRY_REC_SLICE), 2, !sqlite, true, &s, err);
+        rc = cursor_open(c, db, cat_kind_dir(FERRY_REC_SLICE), 2, !sqlite, true, &s.k, err);
     if (!rc)
-        rc = cursor_open(c, db, cat_kind_dir(FERRY_REC_ROUTE), 2, !sqlite, true, &r, err);
+        rc = cursor_open(c, rdb, cat_kind_dir(FERRY_REC_ROUTE), 2, !sqlite, true, &r.k, err);
     if (!rc)
-        rc = cursor_next(&s, err);
+        rc = cursor_next(&s.k, err);
     if (!rc)
-        rc = cursor_next(&r, err);
+        rc = cursor_next(&r.k, err);
+    writers_let_go(hold);
+    if (!rc && rdb != db) {
+        if (!s.k.done)
+            s.feed = feed_start(&s.k, slice_parse);
+        if (!r.k.done)
+            r.feed = feed_start(&r.k, route_parse);
+    }
+    if (!rc)
+        rc = side_next(&s, x, true, err);
+    if (!rc)
+        rc = side_next(&r, x, true, err);
     while (!rc && (!s.done || !r.done)) {
         int d = s.done   ? 1
                 : r.done ? -1
-                         : key_cmp(!sqlite, s.mid, s.mid_len, s.name, s.name_len, r.mid,
-                                   r.mid_len, r.name, r.name_len);
+                         : key_cmp(!sqlite, s.at.mid, s.at.mid_len, s.at.name, s.at.name_len,
+                                   r.at.mid, r.at.mid_len, r.at.name, r.at.name_len);
         ferry_slice_row row = {.version = -1, .route_version = -1};
-        if (d <= 0)
-            rc = read_slice(x, &s, &row, err);
-        if (!rc && d >= 0)
-            rc = read_route(x, &r, &row, d > 0, err);
-        if (!rc)
-            rc = fn(&row, arg, err);
+        if (d <= 0) {
+            row.tenant = s.at.tenant;
+            row.split = s.at.split;
+            row.placement = s.at.text;
+            row.bytes = s.at.bytes;
+            row.rows = s.at.rows;
+            row.version = s.at.version;
+        } else {
+            row.tenant = r.at.tenant;
+            row.split = r.at.split;
+        }
+        if (d >= 0) {
+            row.shards = r.at.text;
+            row.route_version = r.at.version;
+        }
+        rc = fn(&row, arg, err);
         if (!rc && d <= 0)
-            rc = cursor_next(&s, err);
+            rc = side_next(&s, x, false, err);
         if (!rc && d >= 0)
-            rc = cursor_next(&r, err);
+            rc = side_next(&r, x, false, err);
     }
-    cursor_close(&s);
-    cursor_close(&r);
-    sqlite3_close(db);
-    if (x)
-        ferry_record_free(&x->rec);
-    free(x);
+    feed_end(s.feed);
+    feed_end(r.feed);
+    cursor_close(&r.k); /* before its connection */
+    if (rdb != db)
+        sqlite3_close(rdb);
+    scan_end(&s.k, db, x ? &x->rec : NULL, x);
     return rc;
 }
 
@@ -428,11 +727,7 @@ int ferry_catalog_scan_tenants(ferry_catalog *c, ferry_tenant_row_fn fn, void *a
         if (!rc)
             rc = cursor_next(&k, err);
     }
-    cursor_close(&k);
-    sqlite3_close(db);
-    if (rec)
-        ferry_record_free(rec);
-    free(rec);
+    scan_end(&k, db, rec, rec);
     return rc;
 }
 
@@ -497,11 +792,118 @@ int ferry_catalog_scan_partitions(ferry_catalog *c, ferry_partition_row_fn fn, v
         if (!rc)
             rc = cursor_next(&k, err);
     }
-    cursor_close(&k);
-    sqlite3_close(db);
-    if (rec)
-        ferry_record_free(rec);
-    free(rec);
+    scan_end(&k, db, rec, rec);
     free(ps);
     return rc;
+}
+
+/* ---- partition counts ----------------------------------------------------------------------------- */
+
+typedef struct count_set {
+    ferry_partition_count *v; /* by tier, then day */
+    size_t n, cap;
+} count_set;
+
+static int count_cmp(enum ferry_tier ta, uint32_t da, enum ferry_tier tb, uint32_t db)
+{
+    if (ta != tb)
+        return ta < tb ? -1 : 1;
+    return (da > db) - (da < db);
+}
+
+/* Adds n to the count of (tier, day), inserting it in order when new. */
+static int count_add(count_set *s, enum ferry_tier tier, uint32_t day, uint64_t n,
+                     ferry_err *err)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int d = count_cmp(s->v[mid].tier, s->v[mid].day, tier, day);
+        if (d == 0) {
+            s->v[mid].n += n;
+            return FERRY_OK;
+        }
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 64;
+        ferry_partition_count *q = realloc(s->v, nc * sizeof *q);
+        if (!q)
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        s->v = q;
+        s->cap = nc;
+    }
+    memmove(&s->v[lo + 1], &s->v[lo], (s->n - lo) * sizeof *s->v);
+    s->v[lo] = (ferry_partition_count){tier, day, n};
+    s->n++;
+    return FERRY_OK;
+}
+
+static int count_row(const ferry_partition_row *row, void *arg, ferry_err *err)
+{
+    return count_add(arg, row->tier, row->day, 1, err);
+}
+
+/* SQLite: the table the triggers of the schema keep (lib/catalog/sqlite.c). */
+static int counts_sqlite(sqlite3 *db, count_set *s, ferry_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = FERRY_OK, step;
+    if (sqlite3_prepare_v2(db, "SELECT tier, day, n FROM partition_counts WHERE n <> 0", -1, &st,
+                           NULL) != SQLITE_OK)
+        return ferry_err_set(err, FERRY_EIO, "catalog: reading the partition counts: %s",
+                             sqlite3_errmsg(db));
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *tier = (const char *)sqlite3_column_text(st, 0);
+        sqlite3_int64 day = sqlite3_column_int64(st, 1), n = sqlite3_column_int64(st, 2);
+        enum ferry_tier t = FERRY_TIER_HOT;
+        if (tier && !strcmp(tier, ferry_tier_name(FERRY_TIER_COLD)))
+            t = FERRY_TIER_COLD;
+        else if (!tier || strcmp(tier, ferry_tier_name(FERRY_TIER_HOT)))
+            rc = ferry_err_set(err, FERRY_EINVAL,
+                               "catalog: %lld partition record(s) with tier '%s' (expected hot "
+                               "or cold)", (long long)n, tier ? tier : "");
+        else if (day < 0 || day > UINT32_MAX || n < 0)
+            rc = ferry_err_set(err, FERRY_EINVAL,
+                               "catalog: %lld partition record(s) of day %lld (or a count below "
+                               "zero)", (long long)n, (long long)day);
+        if (!rc)
+            rc = count_add(s, t, (uint32_t)day, (uint64_t)n, err);
+    }
+    if (!rc && step != SQLITE_DONE)
+        rc = ferry_err_set(err, sqlite3_errcode(db) == SQLITE_BUSY ? FERRY_ETIMEOUT : FERRY_EIO,
+                           "catalog: reading the partition counts: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int ferry_catalog_partition_counts(ferry_catalog *c, ferry_partition_count **out, size_t *n,
+                                   ferry_err *err)
+{
+    count_set s = {0};
+    sqlite3 *db = cat_sqlite_handle(c);
+    /* SQLite without the table: a catalog an older ferry laid out, which this process could
+     * not add the counts to when it opened it (cat_sqlite_open): count by scanning */
+    bool table = false;
+    sqlite3_stmt *st = NULL;
+    if (db && sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND"
+                                     " name = 'partition_counts'", -1, &st, NULL) == SQLITE_OK)
+        table = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    int rc = table ? counts_sqlite(db, &s, err)
+                   : ferry_catalog_scan_partitions(c, count_row, &s, err);
+    if (!rc && !s.v && !(s.v = malloc(sizeof *s.v)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (rc) {
+        free(s.v);
+        *out = NULL;
+        *n = 0;
+        return rc;
+    }
+    *out = s.v;
+    *n = s.n;
+    return FERRY_OK;
 }

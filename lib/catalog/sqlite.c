@@ -28,6 +28,25 @@ typedef struct sqlite_lease {
     char *path; /* the lock file, removed on release */
 } sqlite_lease;
 
+/* SQL pieces of the partition counts' triggers: whether a parent is a partition record's
+ * (exactly partitions/SERVER/TABLE: the range first, for the primary key), a document's tier and
+ * day as counted, and the statements adding or taking away the record of row (new / old), each
+ * guarded by its own row's parent (an update may in principle move a document in or out). */
+#define PC_IS(parent)                                                                             \
+    "(" parent " > 'partitions/' AND " parent " < 'partitions0' AND " parent                    \
+    " GLOB 'partitions/*/*' AND NOT " parent " GLOB 'partitions/*/*/*')"
+#define PC_TIER(doc) "coalesce(CAST(" doc "->>'tier' AS TEXT), '')"
+#define PC_DAY(doc) "coalesce(CAST(" doc "->>'day' AS INTEGER), 0)"
+#define PC_PLUS(row)                                                                              \
+    "INSERT INTO partition_counts(tier, day, n) SELECT " PC_TIER(row ".doc") ", "                \
+    PC_DAY(row ".doc") ", 1 WHERE " PC_IS(row ".parent")                                         \
+    " ON CONFLICT(tier, day) DO UPDATE SET n = n + 1;"
+#define PC_MINUS(row)                                                                             \
+    "UPDATE partition_counts SET n = n - 1 WHERE " PC_IS(row ".parent") " AND tier = "           \
+    PC_TIER(row ".doc") " AND day = " PC_DAY(row ".doc") ";"                                      \
+    "DELETE FROM partition_counts WHERE n = 0 AND tier = " PC_TIER(row ".doc") " AND day = "     \
+    PC_DAY(row ".doc") ";"
+
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS records("
     " parent TEXT NOT NULL, name TEXT NOT NULL,"
@@ -52,7 +71,27 @@ static const char schema[] =
     "CREATE VIEW IF NOT EXISTS part_object_view AS SELECT r.doc->>'table' AS tbl,"
     " r.doc->>'partition_id' AS partition_id, r.doc->>'name' AS part, o.value->>'key' AS key,"
     " o.value->>'size' AS size, o.value->>'checksum' AS checksum, r.doc->>'servers' AS servers"
-    " FROM records r, json_each(r.doc, '$.objects') o WHERE r.parent LIKE 'parts/%';";
+    " FROM records r, json_each(r.doc, '$.objects') o WHERE r.parent LIKE 'parts/%';"
+    /* The partition counts (docs/catalog.md, "Partition counts"): how many partition records
+     * (partitions/SERVER/TABLE/ID) there are of each tier and day, kept by triggers in the
+     * transaction of every write to records, whoever writes (every ferry version, the sqlite3
+     * shell), so `ferry status` reads a few rows instead of every partition record. A catalog
+     * laid out before the counts gets them filled from its records here, once, in the same
+     * transaction that adds the triggers (the meta row says it was done). */
+    "CREATE TABLE IF NOT EXISTS partition_counts(tier TEXT NOT NULL, day INTEGER NOT NULL,"
+    " n INTEGER NOT NULL, PRIMARY KEY (tier, day)) WITHOUT ROWID;"
+    "INSERT INTO partition_counts(tier, day, n) SELECT " PC_TIER("doc") ", " PC_DAY("doc") ","
+    " count(*) FROM records WHERE " PC_IS("parent") " AND NOT EXISTS (SELECT 1 FROM meta"
+    " WHERE key = 'partition_counts') GROUP BY 1, 2;"
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('partition_counts', 1);"
+    "CREATE TRIGGER IF NOT EXISTS partition_counts_insert AFTER INSERT ON records"
+    " WHEN " PC_IS("new.parent") " BEGIN " PC_PLUS("new") " END;"
+    "CREATE TRIGGER IF NOT EXISTS partition_counts_update AFTER UPDATE OF parent, doc ON records"
+    " WHEN " PC_IS("old.parent") " OR " PC_IS("new.parent") " BEGIN " PC_MINUS("old")
+    " " PC_PLUS("new") " END;"
+    /* the last object of the schema: its presence says the schema is laid out (cat_sqlite_open) */
+    "CREATE TRIGGER IF NOT EXISTS partition_counts_delete AFTER DELETE ON records"
+    " WHEN " PC_IS("old.parent") " BEGIN " PC_MINUS("old") " END;";
 
 static int db_fail(ferry_catalog *c, int code, ferry_err *err, const char *what)
 {
@@ -497,13 +536,19 @@ int cat_sqlite_open(ferry_catalog *c, const char *path, ferry_err *err)
     /* Lay out the schema only when it is missing: taking the write lock at every open would make
      * readers wait for a writer's long transaction. */
     sqlite3_stmt *st = NULL;
-    bool laid_out = false;
+    bool laid_out = false, older = false; /* older: laid out before the partition counts */
     if (!rc && sqlite3_prepare_v2(c->be->db,
-                                  "SELECT 1 FROM sqlite_master WHERE type = 'view' AND"
-                                  " name = 'part_object_view'",
+                                  "SELECT name FROM sqlite_master WHERE (type = 'trigger' AND"
+                                  " name = 'partition_counts_delete') OR (type = 'view' AND"
+                                  " name = 'part_object_view')",
                                   -1, &st, NULL) == SQLITE_OK)
-        laid_out = sqlite3_step(st) == SQLITE_ROW;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *name = (const char *)sqlite3_column_text(st, 0);
+            laid_out |= name && !strcmp(name, "partition_counts_delete");
+            older |= name && !strcmp(name, "part_object_view");
+        }
     sqlite3_finalize(st);
+    bool upgrade = !rc && !laid_out && older;
     if (!rc && !laid_out)
         rc = exec(c, "BEGIN IMMEDIATE", err);
     if (!rc && !laid_out) {
@@ -512,6 +557,13 @@ int cat_sqlite_open(ferry_catalog *c, const char *path, ferry_err *err)
             rc = exec(c, "COMMIT", err);
         else
             sqlite3_exec(c->be->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    /* A catalog an older ferry laid out still opens when the partition counts cannot be added
+     * now (a file this process may only read, a writer's long transaction): the next open
+     * tries again, and meanwhile the counts are read by scanning (scan.c). */
+    if (rc && upgrade) {
+        ferry_err_clear(err);
+        rc = FERRY_OK;
     }
 out:
     if (rc)

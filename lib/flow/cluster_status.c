@@ -1,8 +1,9 @@
-/* The cluster at a glance (include/ferry/cluster_status.h): one pass over shards, tenants,
- * slices joined with their routes and partitions through the catalog's compact scans
- * (ferry/catalog_scan.h: a few fields per row, no ferry_record per slice or route, so a million
- * slices take a fraction of a second, docs/benchmarks.md "Scale"), the index of unfinished moves,
- * then the routes of the few largest tenants for the shards that serve them. */
+/* The cluster at a glance (include/ferry/cluster_status.h): one pass over shards, tenants and
+ * slices joined with their routes through the catalog's compact scans (ferry/catalog_scan.h: a
+ * few fields per row, no ferry_record per slice or route, so a million slices take a fraction of
+ * a second, docs/benchmarks.md "Scale"), the partitions from the catalog's partition counts (no
+ * partition record read on SQLite), the index of unfinished moves, then the routes of the few
+ * largest tenants for the shards that serve them. */
 #include "ferry/cluster_status.h"
 
 #include <stdbool.h>
@@ -154,18 +155,24 @@ static int add_slice(const ferry_slice_row *row, void *arg, ferry_err *err)
     return FERRY_OK;
 }
 
-static int add_partition(const ferry_partition_row *p, void *arg, ferry_err *err)
+/* The partitions hot and cold, and the hot ones older than hot_days (the tiering backlog),
+ * from the catalog's partition counts (per tier and day: no partition record read on SQLite). */
+static int add_partitions(ferry_catalog *cat, status_pass *x, ferry_err *err)
 {
-    (void)err;
-    status_pass *x = arg;
-    if (p->tier == FERRY_TIER_COLD) {
-        x->out->partitions_cold++;
-    } else {
-        x->out->partitions_hot++;
-        if (p->day && p->day < x->oldest_hot)
-            x->out->tier_backlog++;
+    ferry_partition_count *pc = NULL;
+    size_t n = 0;
+    int rc = ferry_catalog_partition_counts(cat, &pc, &n, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (pc[i].tier == FERRY_TIER_COLD) {
+            x->out->partitions_cold += pc[i].n;
+        } else {
+            x->out->partitions_hot += pc[i].n;
+            if (pc[i].day && pc[i].day < x->oldest_hot)
+                x->out->tier_backlog += pc[i].n;
+        }
     }
-    return FERRY_OK;
+    free(pc);
+    return rc;
 }
 
 /* The largest tenants (x->t sorted largest first) into out->top, each with the shards serving
@@ -236,7 +243,7 @@ int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_st
             }
     x.oldest_hot = day_before(out->settings.hot_days);
     if ((rc = ferry_catalog_scan_slices(cat, add_slice, &x, err)) ||
-        (rc = ferry_catalog_scan_partitions(cat, add_partition, &x, err)) ||
+        (rc = add_partitions(cat, &x, err)) ||
         (rc = ferry_catalog_list_unfinished_moves(cat, &out->moves, err)) ||
         (rc = ferry_catalog_routing_version(cat, &out->routing_version, err)) ||
         (rc = ferry_tallies_read(cat, &out->tallies, err)))

@@ -300,6 +300,7 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
         if ((rc = memo_add(&memo, sl->route, rfirst[i], rcount[i], err)))
             goto out;
     }
+    size_t n_replica_steps = 0;   /* routed slices left to the replica steps below */
     const char *rf_tenant = NULL; /* tenant_rf of the slices of one tenant, looked up once */
     unsigned rf_want = 0;
     for (size_t i = 0; i < nv; i++) {
@@ -325,6 +326,8 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
             pl[npl].route = ridx[rfirst[i]];
             pl[npl].view = i;
             npl++;
+        } else {
+            n_replica_steps++;
         }
     }
     rc = mv_plan(settings.u.settings.hash, 1, settings.u.settings.fill, ps, shards.n, pl, npl,
@@ -333,18 +336,18 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
         rc = plan_push(out, &cap, FERRY_PLAN_MOVE, &view.slices[pl[moves[i].slice].view],
                        ps[moves[i].from].name, ps[moves[i].to].name, err);
     /* slices with rf > 1 or several replicas: placement's zone rule over the shards' loads as
-     * the routes and the moves above leave them */
-    if (!rc)
+     * the routes and the moves above leave them (none: no loads to keep) */
+    if (!rc && n_replica_steps)
         rc = mv_zones_open(settings.u.settings.hash, settings.u.settings.fill, ps, shards.n,
                            &zones, err);
-    for (size_t i = 0; !rc && i < nv; i++)
+    for (size_t i = 0; !rc && zones && i < nv; i++)
         for (size_t k = 0; view.slices[i].placement && k < rcount[i]; k++)
             mv_zones_load(zones, ridx[rfirst[i] + k], (int64_t)view.slices[i].bytes);
-    for (size_t i = 0; !rc && i < nm; i++) {
+    for (size_t i = 0; !rc && zones && i < nm; i++) {
         mv_zones_load(zones, moves[i].from, -(int64_t)moves[i].bytes);
         mv_zones_load(zones, moves[i].to, (int64_t)moves[i].bytes);
     }
-    for (size_t i = 0; !rc && i < nv; i++) {
+    for (size_t i = 0; !rc && zones && i < nv; i++) {
         const mv_view_slice *sl = &view.slices[i];
         if (!sl->placement || !sl->route || !sl->route[0])
             continue;

@@ -38,6 +38,7 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
     *n = 0;
     size_t *inv_to_slice = NULL, *from_new = NULL, *from_old = NULL;
     long *in_old = NULL;
+    bool borrowed = false; /* inv holds the callers' names */
     int rc;
     ferry_place_opts opts = FERRY_PLACE_OPTS_DEFAULT;
     if (!ferry_hash_parse(hash, &opts.hash)) {
@@ -73,10 +74,20 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
     }
     if (nsl == 0 || oldc.n == 0)
         goto out; /* nothing placed yet: nothing to move */
+    /* The inventory holds the caller's tenant names, borrowed (ferry_inventory_add would copy
+     * each name once per slice: a million copies); they are taken out again before
+     * ferry_inventory_free. The names are catalog keys, which cat_name_ok keeps within
+     * placement's rule for tenant names. */
+    if (!(inv.slices = malloc(nsl * sizeof *inv.slices))) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    inv.cap = nsl;
     for (size_t i = 0; i < nsl; i++)
-        if ((rc = ferry_inventory_add(&inv, slices[i].tenant, slices[i].split, slices[i].bytes, 0,
-                                      err)))
-            goto out;
+        inv.slices[i] = (ferry_slice){(char *)slices[i].tenant, slices[i].split,
+                                      slices[i].bytes, 0, 0};
+    inv.n = nsl;
+    borrowed = true;
     if ((rc = ferry_cluster_finish(&oldc, err)) || (rc = ferry_cluster_finish(&newc, err)) ||
         (rc = ferry_inventory_finish(&inv, err)))
         goto out;
@@ -104,7 +115,8 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
     for (size_t i = 0; i < nsl; i++) {
         /* slices given in the inventory's order (the catalog view's) sit at their own index */
         size_t lo = i < inv.n && inv.slices[i].split == slices[i].split &&
-                            !strcmp(inv.slices[i].tenant, slices[i].tenant)
+                            (inv.slices[i].tenant == slices[i].tenant ||
+                             !strcmp(inv.slices[i].tenant, slices[i].tenant))
                         ? i
                         : ferry_inventory_find(&inv, slices[i].tenant, slices[i].split);
         inv_to_slice[lo] = i;
@@ -148,6 +160,9 @@ out:
     free(in_old);
     free(from_new);
     free(from_old);
+    if (borrowed)
+        for (size_t i = 0; i < inv.n; i++)
+            inv.slices[i].tenant = NULL;
     ferry_inventory_free(&inv);
     ferry_cluster_free(&oldc);
     ferry_cluster_free(&newc);

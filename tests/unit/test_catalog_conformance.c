@@ -24,20 +24,17 @@
 
 #include "catalog/catalog_int.h" /* raw documents: a catalog as an older ferry left it */
 #include "ferry/catalog.h"
+#include "ferry/catalog_scan.h"
+#include "temp_catalog.h"
 
-static char base_dir[256];
-static int url_counter;
-static const char *zk_base; /* "zk://host:port" or NULL for SQLite */
+static temp_catalogs tc; /* tc.zk_base: "zk://host:port" or NULL for SQLite */
 
 /* A URL for a catalog nobody has used yet. */
 static void fresh_url(char *out, size_t size, int wait_ms)
 {
-    url_counter++;
-    if (zk_base)
-        snprintf(out, size, "%s/conformance-%d-%d?timeout_ms=2000&wait_ms=%d", zk_base,
-                 (int)getpid(), url_counter, wait_ms);
-    else
-        snprintf(out, size, "sqlite:%s/c%d.db", base_dir, url_counter);
+    char query[64];
+    snprintf(query, sizeof query, "timeout_ms=2000&wait_ms=%d", wait_ms);
+    temp_catalogs_url(&tc, "conformance", query, out, size);
 }
 
 /* The same catalog with another wait limit (only ZooKeeper URLs carry one). */
@@ -452,7 +449,7 @@ static void test_batch_atomicity(void **state)
         assert_int_equal(l.items[i].u.tenant.splits, 4);
         /* contents are restored; ZooKeeper's rollback rewrites them, which advances their
          * versions (a token, never reused: a reader of the old version then loses its CAS) */
-        if (!zk_base)
+        if (!tc.zk_base)
             assert_int_equal(l.items[i].version, strcmp(l.items[i].u.tenant.name, "acme399") ? 0 : 1);
         tenants[i].version = l.items[i].version; /* same (numeric-aware) order as tenants[] */
     }
@@ -490,7 +487,7 @@ static void test_chunked_10000_parts(void **state)
     assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_OK);
     ferry_batch_free(b);
     assert_int_equal(info.ops, 10000);
-    if (zk_base) {
+    if (tc.zk_base) {
         assert_true(info.chunks >= 100);
         assert_true(info.round_trips < 250); /* not 10,000 */
     }
@@ -506,7 +503,7 @@ static void test_chunked_10000_parts(void **state)
     memset(&info, 0, sizeof info);
     assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_OK);
     ferry_batch_free(b);
-    if (zk_base)
+    if (tc.zk_base)
         assert_true(info.round_trips <= 12);
     ferry_record_list sl = {0};
     assert_int_equal(ferry_catalog_list(c, FERRY_REC_SLICE, NULL, 0, &sl, &err), FERRY_OK);
@@ -538,7 +535,12 @@ static void pause_after_third(size_t done, size_t total, void *arg)
     }
 }
 
-static pid_t spawn_writer(const char *url, hook *h, int *to_child, int *from_child)
+static void partition_rec(ferry_record *r, int i, enum ferry_tier tier, uint32_t day);
+
+/* A child process committing one batch of 2000 records (parts of partition "crash", or with
+ * partitions set partition records of tier hot and day 20260301), paused after its 3rd chunk. */
+static pid_t spawn_writer_of(const char *url, bool partitions, hook *h, int *to_child,
+                             int *from_child)
 {
     int up[2], down[2];
     if (pipe(up) || pipe(down))
@@ -558,7 +560,10 @@ static pid_t spawn_writer(const char *url, hook *h, int *to_child, int *from_chi
         ferry_batch *b = ferry_batch_new();
         for (int i = 0; i < 2000; i++) {
             ferry_record p;
-            part_record(&p, "crash", i);
+            if (partitions)
+                partition_rec(&p, 1000 + i, FERRY_TIER_HOT, 20260301);
+            else
+                part_record(&p, "crash", i);
             if (ferry_batch_create(b, &p, &e))
                 _exit(4);
             ferry_record_free(&p);
@@ -573,6 +578,11 @@ static pid_t spawn_writer(const char *url, hook *h, int *to_child, int *from_chi
     *to_child = down[1];
     *from_child = up[0];
     return pid;
+}
+
+static pid_t spawn_writer(const char *url, hook *h, int *to_child, int *from_child)
+{
+    return spawn_writer_of(url, false, h, to_child, from_child);
 }
 
 static void test_batch_invisible_until_committed(void **state)
@@ -625,7 +635,7 @@ static void test_crash_mid_batch(void **state)
 
     ferry_catalog *c = open_ok(url);
     ferry_err err = {0};
-    if (zk_base) {
+    if (tc.zk_base) {
         /* The dead writer's session expires after its timeout; recovery then rolls it back. */
         size_t total = 0;
         for (int i = 0; i < 100 && total == 0; i++) {
@@ -746,7 +756,7 @@ static void test_lease_killed_holder(void **state)
 static void test_lease_session_expiry(void **state)
 {
     (void)state;
-    if (!zk_base) {
+    if (!tc.zk_base) {
         skip(); /* an flock lease lasts as long as its process; only sessions expire */
         return;
     }
@@ -794,23 +804,23 @@ static void test_lease_leaves_nothing(void **state)
     ferry_lease *held = NULL;
     assert_int_equal(ferry_catalog_lease_acquire(c, "move.held", "test", &held, &err), FERRY_OK);
     size_t files = 0, nodes = 0;
-    if (zk_base) {
+    if (tc.zk_base) {
         cat_items items = {0};
         assert_int_equal(c->ops->scan(c, "leases", 1, &items, &err), FERRY_OK);
         nodes = items.n;
         cat_items_free(&items);
     } else {
         char prefix[64];
-        snprintf(prefix, sizeof prefix, "c%d.db-lease-", url_counter);
-        DIR *d = opendir(base_dir);
+        snprintf(prefix, sizeof prefix, "c%d.db-lease-", tc.counter);
+        DIR *d = opendir(tc.dir);
         assert_non_null(d);
         for (struct dirent *de; (de = readdir(d));)
             files += !strncmp(de->d_name, prefix, strlen(prefix));
         closedir(d);
     }
-    assert_int_equal(zk_base ? nodes : files, 1);
+    assert_int_equal(tc.zk_base ? nodes : files, 1);
     ferry_catalog_lease_release(c, held);
-    if (zk_base) {
+    if (tc.zk_base) {
         cat_items items = {0};
         assert_int_equal(c->ops->scan(c, "leases", 1, &items, &err), FERRY_OK);
         assert_int_equal(items.n, 0);
@@ -1138,7 +1148,7 @@ static void test_routing_changes(void **state)
     assert_int_equal(ferry_catalog_routing_changes(c, 0, 5000, &covered, &names, &nn, &err),
                      FERRY_OK);
     assert_false(covered);
-    if (!zk_base) {
+    if (!tc.zk_base) {
         /* SQLite drops the entry that falls out of the last CAT_ROUTING_LOG_KEEP in the same
          * transaction (ZooKeeper right after the commit, best effort: not waited for here) */
         sample(&r, FERRY_REC_SHARD, 1);
@@ -1463,7 +1473,7 @@ static void test_unfinished_moves(void **state)
 static void test_sqlite_durability(void **state)
 {
     (void)state;
-    if (zk_base)
+    if (tc.zk_base)
         skip();
     char url[512];
     fresh_url(url, sizeof url, 0);
@@ -1482,18 +1492,210 @@ static void test_sqlite_durability(void **state)
     ferry_catalog_close(c);
 }
 
+/* ---- the partition counts ---- */
+
+/* Partition record i: on one of two servers, of tier and day as given. */
+static void partition_rec(ferry_record *r, int i, enum ferry_tier tier, uint32_t day)
+{
+    ferry_record_init(r, FERRY_REC_PARTITION);
+    ferry_partition *p = &r->u.partition;
+    snprintf(p->server, sizeof p->server, "node%d", i % 2);
+    snprintf(p->table, sizeof p->table, "events");
+    snprintf(p->partition_id, sizeof p->partition_id, "p%d", i);
+    snprintf(p->tenant, sizeof p->tenant, "t%d", i % 7);
+    p->day = day;
+    p->split = (uint32_t)(i % 3);
+    p->tier = tier;
+    p->bytes = 1000 + (uint64_t)i;
+    p->rows = 10;
+}
+
+/* "tier/day=n,..." in tier then day order, from ferry_catalog_partition_counts. */
+static void counts_text(ferry_catalog *c, char *out, size_t size)
+{
+    ferry_partition_count *pc = NULL;
+    size_t n = 0;
+    ferry_err err = {0};
+    if (ferry_catalog_partition_counts(c, &pc, &n, &err))
+        fail_msg("partition counts: %s", err.msg);
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        assert_true(pc[i].n > 0);
+        if (i)
+            assert_true(pc[i - 1].tier < pc[i].tier ||
+                        (pc[i - 1].tier == pc[i].tier && pc[i - 1].day < pc[i].day));
+        snprintf(out + strlen(out), size - strlen(out), "%s%s/%u=%llu", i ? "," : "",
+                 ferry_tier_name(pc[i].tier), pc[i].day, (unsigned long long)pc[i].n);
+    }
+    free(pc);
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The counts equal want and what counting the listed partition records gives. */
+static void assert_counts(ferry_catalog *c, const char *want)
+{
+    ferry_record_list l = {0};
+    ferry_err err = {0};
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_PARTITION, NULL, 0, &l, &err), FERRY_OK);
+    uint64_t *keys = calloc(l.n + 1, sizeof *keys); /* tier << 32 | day, sorted */
+    assert_non_null(keys);
+    for (size_t i = 0; i < l.n; i++)
+        keys[i] = (uint64_t)l.items[i].u.partition.tier << 32 | l.items[i].u.partition.day;
+    qsort(keys, l.n, sizeof *keys, u64_cmp);
+    char listed[1024] = "", got[1024];
+    for (size_t i = 0, j; i < l.n; i = j) {
+        for (j = i; j < l.n && keys[j] == keys[i]; j++)
+            ;
+        snprintf(listed + strlen(listed), sizeof listed - strlen(listed), "%s%s/%u=%zu",
+                 i ? "," : "", ferry_tier_name((enum ferry_tier)(keys[i] >> 32)),
+                 (uint32_t)keys[i], j - i);
+    }
+    free(keys);
+    ferry_record_list_free(&l);
+    counts_text(c, got, sizeof got);
+    assert_string_equal(listed, want);
+    assert_string_equal(got, want);
+}
+
+static void test_partition_counts(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 20000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    assert_counts(c, "");
+    /* a batch of six */
+    ferry_record p[8];
+    for (int i = 0; i < 8; i++)
+        ferry_record_init(&p[i], FERRY_REC_PARTITION);
+    ferry_batch *b = ferry_batch_new();
+    static const struct { enum ferry_tier tier; uint32_t day; } first[6] = {
+        {FERRY_TIER_HOT, 20260101}, {FERRY_TIER_HOT, 20260101}, {FERRY_TIER_HOT, 20260102},
+        {FERRY_TIER_COLD, 20260101}, {FERRY_TIER_COLD, 20260101}, {FERRY_TIER_COLD, 20251231}};
+    for (int i = 0; i < 6; i++) {
+        partition_rec(&p[i], i, first[i].tier, first[i].day);
+        assert_int_equal(ferry_batch_create(b, &p[i], &err), FERRY_OK);
+    }
+    int64_t nv[6];
+    assert_int_equal(ferry_catalog_commit_versions(c, b, nv, NULL, &err), FERRY_OK);
+    ferry_batch_free(b);
+    for (int i = 0; i < 6; i++)
+        p[i].version = nv[i];
+    assert_counts(c, "hot/20260101=2,hot/20260102=1,cold/20251231=1,cold/20260101=2");
+    /* tiered (compare-and-set), a day changed (any version), one deleted */
+    p[0].u.partition.tier = FERRY_TIER_COLD;
+    assert_int_equal(ferry_catalog_update(c, &p[0], &err), FERRY_OK);
+    assert_counts(c, "hot/20260101=1,hot/20260102=1,cold/20251231=1,cold/20260101=3");
+    p[2].u.partition.day = 20260103;
+    p[2].version = FERRY_VERSION_ANY;
+    assert_int_equal(ferry_catalog_update(c, &p[2], &err), FERRY_OK);
+    assert_counts(c, "hot/20260101=1,hot/20260103=1,cold/20251231=1,cold/20260101=3");
+    assert_int_equal(ferry_catalog_delete(c, &p[5], &err), FERRY_OK);
+    assert_counts(c, "hot/20260101=1,hot/20260103=1,cold/20260101=3");
+    /* a batch that fails on its last operation changes nothing */
+    b = ferry_batch_new();
+    partition_rec(&p[6], 6, FERRY_TIER_HOT, 20260105);
+    assert_int_equal(ferry_batch_create(b, &p[6], &err), FERRY_OK);
+    assert_int_equal(ferry_batch_delete(b, &p[1], &err), FERRY_OK);
+    ferry_record stale = p[3];
+    stale.version = p[3].version + 5;
+    stale.u.partition.tier = FERRY_TIER_HOT;
+    assert_int_equal(ferry_batch_update(b, &stale, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_ECONFLICT);
+    ferry_batch_free(b);
+    assert_counts(c, "hot/20260101=1,hot/20260103=1,cold/20260101=3");
+    /* the same batch corrected: a create, a delete and a move back to hot together */
+    b = ferry_batch_new();
+    assert_int_equal(ferry_batch_create(b, &p[6], &err), FERRY_OK);
+    assert_int_equal(ferry_batch_delete(b, &p[1], &err), FERRY_OK);
+    stale.version = p[3].version;
+    assert_int_equal(ferry_batch_update(b, &stale, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_counts(c, "hot/20260101=1,hot/20260103=1,hot/20260105=1,cold/20260101=2");
+    /* a writer killed half-way through a batch of 2000 leaves the counts as they were */
+    hook h;
+    int to_child, from_child;
+    pid_t pid = spawn_writer_of(url, true, &h, &to_child, &from_child);
+    assert_true(pid > 0);
+    assert_int_equal(read_byte(from_child), 'p');
+    kill(pid, SIGKILL);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st));
+    close(to_child);
+    close(from_child);
+    if (tc.zk_base) { /* the dead writer's session expires; recovery rolls its batch back */
+        size_t total = 0;
+        for (int i = 0; i < 100 && total == 0; i++) {
+            size_t n = 0;
+            assert_int_equal(ferry_catalog_recover(c, &n, &err), FERRY_OK);
+            total += n;
+            if (!total)
+                sleep_ms(100);
+        }
+        assert_int_equal(total, 1);
+    }
+    assert_counts(c, "hot/20260101=1,hot/20260103=1,hot/20260105=1,cold/20260101=2");
+    if (!tc.zk_base) {
+        /* SQLite: documents that are not partition records do not count (deeper, or beside
+         * the folder) */
+        raw_op(c, CAT_CREATE, "partitions/node0/events/p9/extra");
+        raw_op(c, CAT_CREATE, "partitionsx/node0/events/p9");
+        assert_counts(c, "hot/20260101=1,hot/20260103=1,hot/20260105=1,cold/20260101=2");
+        /* a change made beside ferry (the sqlite3 shell) is counted too */
+        sqlite3 *db = cat_sqlite_handle(c);
+        assert_int_equal(sqlite3_exec(db, "UPDATE records SET doc = json_set(doc, '$.tier', "
+                                          "'cold') WHERE parent = 'partitions/node0/events' AND "
+                                          "name = 'p6'", NULL, NULL, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_changes(db), 1);
+        assert_counts(c, "hot/20260101=1,hot/20260103=1,cold/20260101=2,cold/20260105=1");
+        /* a catalog laid out before the counts (no table, no triggers) gets them at its next
+         * open, counted from its records, including those written meanwhile */
+        assert_int_equal(sqlite3_exec(db, "DROP TRIGGER partition_counts_insert;"
+                                          "DROP TRIGGER partition_counts_update;"
+                                          "DROP TRIGGER partition_counts_delete;"
+                                          "DROP TABLE partition_counts;"
+                                          "DELETE FROM meta WHERE key = 'partition_counts'",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+        partition_rec(&p[7], 7, FERRY_TIER_COLD, 20260107);
+        assert_int_equal(ferry_catalog_create(c, &p[7], &err), FERRY_OK);
+        /* without the table (not reopened yet) the counts are counted by scanning */
+        assert_counts(c, "hot/20260101=1,hot/20260103=1,cold/20260101=2,cold/20260105=1,"
+                         "cold/20260107=1");
+        ferry_catalog_close(c);
+        c = open_ok(url);
+        assert_counts(c, "hot/20260101=1,hot/20260103=1,cold/20260101=2,cold/20260105=1,"
+                         "cold/20260107=1");
+        /* a tier ferry does not know is an error, as decoding the record would be */
+        db = cat_sqlite_handle(c);
+        assert_int_equal(sqlite3_exec(db, "UPDATE records SET doc = json_set(doc, '$.tier', "
+                                          "'warm') WHERE parent = 'partitions/node1/events' AND "
+                                          "name = 'p7'", NULL, NULL, NULL),
+                         SQLITE_OK);
+        ferry_partition_count *pc = NULL;
+        size_t n = 0;
+        assert_int_equal(ferry_catalog_partition_counts(c, &pc, &n, &err), FERRY_EINVAL);
+        assert_non_null(strstr(err.msg, "warm"));
+        assert_null(pc);
+    }
+    for (int i = 0; i < 8; i++)
+        ferry_record_free(&p[i]);
+    ferry_catalog_close(c);
+}
+
 int main(void)
 {
-    zk_base = getenv("FERRY_TEST_CATALOG");
-    if (zk_base && !*zk_base)
-        zk_base = NULL;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(base_dir, sizeof base_dir, "%s/ferry-catalog-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(base_dir)) {
-        perror("mkdtemp");
+    if (!temp_catalogs_init(&tc, "catalog", "catalog conformance"))
         return 1;
-    }
-    printf("# catalog conformance against %s\n", zk_base ? zk_base : "sqlite");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crud_every_kind),
         cmocka_unit_test(test_move_cas_race),
@@ -1512,11 +1714,9 @@ int main(void)
         cmocka_unit_test(test_shard_loads),
         cmocka_unit_test(test_unfinished_moves),
         cmocka_unit_test(test_sqlite_durability),
+        cmocka_unit_test(test_partition_counts),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", base_dir);
+    temp_catalogs_done(&tc);
     return failed;
 }

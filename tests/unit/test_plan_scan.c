@@ -27,10 +27,9 @@
 #include "ferry/cluster_status.h"
 #include "ferry/move.h"
 #include "flow/move_int.h"
+#include "temp_catalog.h"
 
-static const char *zk_base; /* "zk://host:port", or NULL for SQLite */
-static char dir[256];
-static int counter;
+static temp_catalogs tc; /* tc.zk_base: "zk://host:port", or NULL for SQLite */
 
 #define N_SHARDS 12
 #define N_TENANTS 320
@@ -77,11 +76,7 @@ static void rewrite_doc(ferry_catalog *c, const char *parent, const char *name, 
 static ferry_catalog *realistic(void)
 {
     char url[512];
-    if (zk_base)
-        snprintf(url, sizeof url, "%s/plan-scan-%d-%d?timeout_ms=5000", zk_base, (int)getpid(),
-                 ++counter);
-    else
-        snprintf(url, sizeof url, "sqlite:%s/c%d.db", dir, ++counter);
+    temp_catalogs_url(&tc, "plan-scan", "timeout_ms=5000", url, sizeof url);
     ferry_catalog *c = NULL;
     ferry_err err = {0};
     if (ferry_catalog_open(url, &c, &err))
@@ -175,7 +170,7 @@ static ferry_catalog *realistic(void)
     snprintf(r.u.route.shards, sizeof r.u.route.shards, "s02");
     add(b, &r);
     commit(c, b);
-    if (!zk_base) {
+    if (!tc.zk_base) {
         rewrite_doc(c, "slices/t19", "10",
                     "{\"tenant\":\"t19\",\"split\":10,\"placement\":\"s03\",\"rows\":7,"
                     "\"bytes\":123456789}");
@@ -238,10 +233,9 @@ static int got_cmp(const void *a, const void *b)
     return d ? d : (x->split > y->split) - (x->split < y->split);
 }
 
-static void test_slice_rows(void **state)
+/* Every scanned slice row against the records listed. */
+static void check_slice_rows(ferry_catalog *c)
 {
-    (void)state;
-    ferry_catalog *c = realistic();
     ferry_err err = {0};
     got g = {0};
     if (ferry_catalog_scan_slices(c, take_slice, &g, &err))
@@ -285,7 +279,7 @@ static void test_slice_rows(void **state)
         assert_string_equal(x->shards, r->shards);
         assert_int_equal(x->route_version, routes.items[i].version);
     }
-    if (!zk_base) { /* the rewritten documents were read through the decoder, the same */
+    if (!tc.zk_base) { /* the rewritten documents were read through the decoder, the same */
         got_slice key = {.tenant = "t19", .split = 10};
         got_slice *x = bsearch(&key, g.v, g.n, sizeof *g.v, got_cmp);
         assert_non_null(x);
@@ -295,6 +289,73 @@ static void test_slice_rows(void **state)
     ferry_record_list_free(&slices);
     ferry_record_list_free(&routes);
     free(g.v);
+}
+
+static void test_slice_rows(void **state)
+{
+    (void)state;
+    ferry_catalog *c = realistic();
+    check_slice_rows(c);
+    ferry_catalog_close(c);
+}
+
+/* SQLite: while another connection holds a write transaction, the scan cannot hold writers back
+ * to start its two connections on one state: it reads both folders on one connection in the
+ * calling thread, and says the same. */
+static void test_slice_rows_beside_a_writer(void **state)
+{
+    (void)state;
+    if (tc.zk_base)
+        skip();
+    ferry_catalog *c = realistic();
+    sqlite3 *w = NULL;
+    assert_int_equal(sqlite3_open_v2(sqlite3_db_filename(cat_sqlite_handle(c), "main"), &w,
+                                     SQLITE_OPEN_READWRITE, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_exec(w, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(w, "UPDATE meta SET value = value WHERE key = "
+                                     "'routing_version'", NULL, NULL, NULL),
+                     SQLITE_OK);
+    check_slice_rows(c);
+    assert_int_equal(sqlite3_exec(w, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(w);
+    ferry_catalog_close(c);
+}
+
+typedef struct stopper {
+    size_t n, at;
+} stopper;
+
+static int stop_at(const ferry_slice_row *row, void *arg, ferry_err *err)
+{
+    (void)row;
+    stopper *x = arg;
+    if (++x->n == x->at)
+        return ferry_err_set(err, FERRY_ECONFLICT, "stopped at row %zu", x->n);
+    return FERRY_OK;
+}
+
+/* A callback that stops the scan part-way (on SQLite while both folders' threads are still
+ * reading: several chunks in) gets its own error back, nothing more is called, and the catalog
+ * is left as it was: writable (nothing holds writers back), scanned again in full. */
+static void test_slice_scan_stopped(void **state)
+{
+    (void)state;
+    ferry_catalog *c = realistic();
+    ferry_err err = {0};
+    stopper x = {.at = 1500};
+    assert_int_equal(ferry_catalog_scan_slices(c, stop_at, &x, &err), FERRY_ECONFLICT);
+    assert_string_equal(err.msg, "stopped at row 1500");
+    assert_int_equal(x.n, 1500);
+    x = (stopper){.at = 1};
+    assert_int_equal(ferry_catalog_scan_slices(c, stop_at, &x, &err), FERRY_ECONFLICT);
+    assert_int_equal(x.n, 1);
+    ferry_record r;
+    ferry_record_init(&r, FERRY_REC_TENANT);
+    snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "after-stop");
+    r.u.tenant.splits = 1;
+    assert_int_equal(ferry_catalog_create(c, &r, &err), FERRY_OK);
+    check_slice_rows(c);
     ferry_catalog_close(c);
 }
 
@@ -575,24 +636,18 @@ static void test_status_same_as_records(void **state)
 
 int main(void)
 {
-    zk_base = getenv("FERRY_TEST_CATALOG");
-    if (zk_base && !*zk_base)
-        zk_base = NULL;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/ferry-plan-scan.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir))
+    if (!temp_catalogs_init(&tc, "plan-scan", "compact scans"))
         return 1;
-    printf("# compact scans against %s\n", zk_base ? zk_base : "sqlite");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slice_rows),
+        cmocka_unit_test(test_slice_rows_beside_a_writer),
+        cmocka_unit_test(test_slice_scan_stopped),
         cmocka_unit_test(test_tenant_and_partition_rows),
         cmocka_unit_test(test_plan_same_as_records),
         cmocka_unit_test(test_status_same_as_records),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
+    if (!temp_catalogs_done(&tc))
         rc = rc ? rc : 1;
     return rc;
 }
