@@ -15,9 +15,9 @@ tier_lab "$L" --nodes 1
 C=$L/ferry.conf
 U=$(lab_url "$L" node1)
 tier_create "$U"
-chq "$U" "SYSTEM STOP MERGES events" >/dev/null # keep the parts apart until the tiering
 many() { # TENANT DAYS_BACK...: per day 40 parts of 25 rows (one part per insert)
     local t=$1 d k; shift
+    chq "$U" "SYSTEM STOP MERGES events" >/dev/null # a finished tiering run starts them again
     for d in "$@"; do
         for k in $(seq 1 40); do
             chq "$U" "INSERT INTO events SELECT $t, toYYYYMMDD($TODAY - $d), 0,
