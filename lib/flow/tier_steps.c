@@ -524,12 +524,16 @@ int tier_step_attach(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     if (!rc && resumed) /* an ATTACH statement of the killed run may still be attaching */
         rc = wait_swaps_finished(w, err);
     ferry_ch_rows det = {0};
-    if (!rc)
+    if (!rc && w->srv->conn.ro_objects) /* parts may wait in the load table (staging_load.h) */
+        rc = tier_list(w, w->staging, js, n, true, &stg, err);
+    else if (!rc)
         rc = staging_detached(w, js, n, &det, err);
     for (size_t i = 0; !rc && i < n; i++)
-        if (detached_of(&det, js[i]->pid))
+        if (w->srv->conn.ro_objects ? mv_slice_parts(&stg, js[i]->pid).n == 0
+                                    : detached_of(&det, js[i]->pid) > 0)
             need[nn++] = js[i]; /* a resumed ATTACH attaches what is still detached */
     ferry_ch_rows_free(&det);
+    mv_slice_free(&stg);
     if (!rc && nn) {
         if (w->srv->conn.ro_objects)
             attach_staging_readonly(ctx, w, need, nn);
