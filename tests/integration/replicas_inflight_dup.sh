@@ -16,7 +16,7 @@ lab_up "$L" --nodes 2
 mv_conf "$L"
 C=$L/rf2.conf
 lab_rf_conf "$L" 2 "$C.base"
-{ cat "$C.base"; sed -n '/^\[table "events"\]/,$p' "$L/mv.conf"; } >"$C"
+{ cat "$C.base"; sed -n '/^\[table "events"\]/,$p' "$L/mv.conf"; echo 'split_key = user'; } >"$C"
 U1=$(lab_url "$L" node1); U2=$(lab_url "$L" node2)
 for u in "$U1" "$U2"; do chq "$u" "$MV_DDL" >/dev/null; chq "$u" "ALTER TABLE events MODIFY SETTING non_replicated_deduplication_window = 1000" >/dev/null; done
 "$FERRY_BIN" init --config "$C" >/dev/null || fail "init"
@@ -93,4 +93,36 @@ assert_eq "2190 2190" "$(once "$U2" acme)" "every row once on node2 (the missed 
 assert_eq "$(mv_fp "$U1" acme 0)" "$(mv_fp "$U2" acme 0)" "acme equal on both replicas"
 expect_exit 0 "$FERRY_BIN" repair --config "$C" --tenant acme --grace 0
 ok "a repair copied the missed batch and left the one on its way to node2 to its own write: every row once"
+
+# ---- a repair while a client's retry is expected ------------------------------------------------
+# A write through a router fails on node2 (stopped with SIGSTOP; the router gives up after its
+# shard_timeout) after node1 stored it; the client will send it again with the same token. A
+# repair meanwhile would copy the rows to node2 and the retry would store them there a second
+# time (a copied part carries no token): with [cluster] routers it asks them and skips the slice
+# (busy) while one expects a retry. The retry then brings the rows to node2, deduplicated on node1.
+source "$FERRY_SOURCE_DIR/tests/lib/router.sh"
+CR=$L/router.conf
+{ cat "$C"; printf '[router]\nauth = none\nshard_timeout = 3s\nretry_window = 120s\n'; } >"$CR"
+start_router "$CR" router
+"$FERRY_BIN" tenant add gamma --config "$C" >/dev/null || fail "tenant add gamma"
+rbatch() { # FIRST N TOKEN: through the router; prints the HTTP status
+    seq "$1" $(($1 + $2 - 1)) | awk '{printf "gamma\t%d\t0\t%d\t%d\n", 20261101 + $1 % 3, $1, $1}' >"$T/r.tsv"
+    curl -sS -m 60 -o "$T/r.body" -w '%{http_code}' --data-binary @"$T/r.tsv" \
+        "$R_URL/?query=$(jq -rn --arg q 'INSERT INTO events (tenant, day, split, user, v) FORMAT TSV' '$q|@uri')&insert_deduplication_token=$3"
+}
+assert_eq 200 "$(rbatch 0 2000 gamma-base)" "a batch through the router to both replicas"
+N2=$(lab_pid "$L" node2)
+kill -STOP "$N2"
+code=$(rbatch 30000 100 gamma-retried)
+kill -CONT "$N2"
+[ "$code" != 200 ] || fail "the write with node2 stopped was acknowledged"
+CP=$L/rf2-routers.conf
+sed "/^\[cluster\]/a routers = $R_URL" "$C" >"$CP"
+expect_exit 1 "$FERRY_BIN" repair --config "$CP" --tenant gamma --grace 0
+assert_contains "$OUT$ERR" "expects a client to retry" "the repair skips the slice while a retry is expected"
+assert_eq 200 "$(rbatch 30000 100 gamma-retried)" "the client's retry"
+for u in "$U1" "$U2"; do assert_eq "2100 2100" "$(once "$u" gamma)" "every row of gamma once on $u after the retry"; done
+assert_eq "$(mv_fp "$U1" gamma 0)" "$(mv_fp "$U2" gamma 0)" "gamma equal on both replicas"
+expect_exit 0 "$FERRY_BIN" repair --config "$C" --tenant gamma --grace 0
+ok "a repair skipped the slice while a router expected a client's retry; the retry made both replicas exact"
 done_testing
