@@ -255,14 +255,11 @@ static void report_busy(ferry_repair_fn fn, void *arg, const ferry_route *rt, co
         fn(&it, arg);
 }
 
-/* Whether a router of [cluster] routers expects a client's retry of a failed write to slice
- * (tenant, split) (its status's pending_retry_ms, docs/routing.md "Retries and moves"): such a
- * write may have stored its rows on one replica only, and a repair that copied them to the
- * other before the retry came would leave them there twice (the retry's token is unknown to the
- * copy). *why names the router. A router that does not answer expects nothing it could act on
- * (its table lives in its memory). */
-static bool retry_expected(const struct ferry_config *cfg, const char *tenant, uint32_t split, char *why,
-                           size_t whysz)
+/* replica_int.h. The router's status (docs/routing.md "Retries and moves"); a router that does
+ * not answer expects nothing it could act on (its table of pending retries lives in its
+ * memory). */
+bool rs_retry_expected(const struct ferry_config *cfg, const char *tenant, uint32_t split,
+                       char *why, size_t whysz)
 {
     const char *list = cfg ? ferry_config_get(cfg, "cluster", NULL, "routers") : NULL;
     const char *tf = cfg ? ferry_config_get(cfg, "cluster", NULL, "router_token_file") : NULL;
@@ -445,7 +442,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
          * would store them twice there */
         if (!dry_run) {
             char why[400];
-            if (retry_expected(o->cfg, rt->tenant, rt->split, why, sizeof why)) {
+            if (rs_retry_expected(o->cfg, rt->tenant, rt->split, why, sizeof why)) {
                 sum->busy++;
                 report_busy(fn, arg, rt, "", "", rt->shards, why);
                 continue;

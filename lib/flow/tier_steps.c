@@ -970,7 +970,7 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
         if (swap_look(w, js[i], &live, &stg, &det, &x->cmds, &x->ncmds, &x->moves,
                       &x->nmoves) == SWAP_CHOOSE)
             chosen[nchosen++] = js[i];
-        /* the commands (DETACH PARTs), plus the staged parts ATTACH FROM / REPLACE / MOVE bring in */
+        /* the commands (DETACH PARTs), plus the staged parts ATTACH FROM / REPLACE / MOVE add */
         x->weight = x->ncmds + mv_slice_parts(&stg, js[i]->pid).n;
         if (x->ncmds || x->nmoves)
             nit++;
