@@ -8,11 +8,21 @@
  *  - the target's parts are a subset of the source's (no merge on the target since it missed
  *    writes): copy exactly the parts it lacks and add them (MOVE PARTITION from staging). This
  *    never touches rows the target holds and never duplicates one, given that a batch in flight
- *    lands within the grace period (the contract writers already have with moves);
+ *    lands within the settle time (below);
  *  - otherwise, when the target's rows are a sub-multiset of the source's: replace the
  *    target's partition with a snapshot of the source's (REPLACE PARTITION FROM staging, atomic).
  *    Rows written to the target between the snapshot and the replace are lost there, but they
  *    are on the source too, so the next round (fingerprints differ) copies them back.
+ * Writes keep arriving at both replicas while this runs (a router writes every replica of the
+ * slice; a clone's new replica is routed before its SWITCH syncs it), and a copied part carries no
+ * insert deduplication token: a part the target lacks only because its own INSERT is still in
+ * flight there, once copied, is stored twice when that INSERT lands (the chaos soak: a clone's
+ * first SWITCH round found a 100-row batch's share twice on the new replica). So a round copies
+ * (or puts in a replace's snapshot) only parts that were on the source when it was listed, and a
+ * part the target lacks is copied only once it is at least the settle time old (the grace when
+ * given, else RS_SETTLE_MS) and the target, listed again after that, still lacks it; parts that
+ * appeared since the listing wait for the next round. A client's retry of a batch that failed on
+ * the target, sent after the copy, is not caught by this (docs/reliability.md).
  * Every statement goes through ferry_guarded_exec; parts travel agent to agent with `send`
  * (hot: real files checked against checksums.txt; cold: pointer files, objects checked). */
 #include "flow/replica_int.h"
@@ -22,16 +32,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ferry/buf.h"
 #include "ferry/clickhouse.h"
 #include "ferry/log.h"
 #include "ferry/partition.h"
+#include "ferry/stop.h"
 #include "ferry/strutil.h"
 #include "ferry/verify.h"
 
 #define RS_CHECK_ROWS_MAX 5000000 /* the row-hash containment check reads this many at most */
+/* How old a part the target lacks must be before it is copied, when no grace is given (a move
+ * with [cluster] routers has none: the router fence covers its switch, not the writes that go on
+ * reaching both replicas during a sync): a write a router sends to every replica at once has
+ * landed on all of them, or failed, this long after it landed on one (the soak's routers give
+ * up on a shard after shard_timeout = 10 s). */
+#define RS_SETTLE_MS 10000
 
 static uint64_t u64_of(const char *s)
 {
@@ -159,6 +175,34 @@ static int rows_contained(mv_conn *src, mv_conn *dst, const ferry_table_def *t, 
     free(sc);
     free(dh);
     free(dc);
+    return rc;
+}
+
+/* The age in milliseconds of each part of ps (active parts of pid in t on c) by the server's
+ * clock, rounded down to whole seconds minus one (system.parts keeps modification_time in
+ * seconds): age_ms[k] is never more than the part's real age. A part the query no longer finds
+ * (merged meanwhile) gets 0. */
+static int part_ages(mv_conn *c, const ferry_table_def *t, const char *pid, const mv_parts *ps,
+                     uint64_t *age_ms, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    for (size_t k = 0; k < ps->n; k++)
+        age_ms[k] = 0;
+    ferry_buf_puts(&sql, "SELECT name, greatest(toInt64(now()) - toInt64(modification_time) - 1, "
+                         "0) FROM system.parts WHERE active AND rows > 0 AND database = ");
+    ferry_sql_quote(t->database, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(t->name, &sql);
+    ferry_buf_puts(&sql, " AND partition_id = ");
+    ferry_sql_quote(pid, &sql);
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
+    for (size_t r = 0; !rc && r < rows.n_rows; r++)
+        for (size_t k = 0; k < ps->n; k++)
+            if (!strcmp(ps->p[k].name, ferry_ch_rows_get(&rows, r, 0)))
+                age_ms[k] = u64_of(ferry_ch_rows_get(&rows, r, 1)) * 1000;
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
     return rc;
 }
 
@@ -475,10 +519,14 @@ static int replace_unsafe(mv_conn *c, bool *unsafe, ferry_err *err)
     return rc;
 }
 
-/* One round of the copy (action already decided: copy-parts or replace). */
+/* One round of the copy (action already decided: copy-parts or replace). listed: the source's
+ * parts when the round looked (each one settled, see the top of the file); a frozen part not
+ * among them is new since, its own write may still be on its way to dst, and it is neither
+ * copied nor put in the snapshot (the next round looks at it). dst_parts: dst's parts listed
+ * after the settle time. */
 static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
-                      const char *freeze, bool replace, const mv_parts *dst_parts,
-                      rs_result *out, ferry_err *err)
+                      const char *freeze, bool replace, const mv_parts *listed,
+                      const mv_parts *dst_parts, rs_result *out, ferry_err *err)
 {
     char st[FERRY_NAME_MAX + 32];
     snprintf(st, sizeof st, "%s%s", t->name, RS_STAGING_SUFFIX);
@@ -499,8 +547,19 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
         else
             match_parts(&frozen, dst_parts, missing, &subset);
     }
-    if (!rc && !none && !subset) {
-        /* the source merged what the target holds since we looked: next round decides again */
+    size_t wanted = 0, fresh = 0;
+    for (size_t k = 0; !rc && !none && k < frozen.n; k++) {
+        if (missing[k] && !mv_parts_find(listed, frozen.p[k].name))
+            missing[k] = false, fresh++;
+        wanted += missing[k];
+    }
+    if (fresh)
+        ferry_log(FERRY_LOG_INFO, "msg=\"replica sync leaves parts written since it looked to the "
+                  "next round (their own writes may still be on the way)\" table=%s partition=%s "
+                  "source=%s target=%s parts=%zu", t->name, pid, src->name, dst->name, fresh);
+    if (!rc && !none && (!subset || (replace && !wanted))) {
+        /* the source merged what the target holds since we looked (or, for a replace, every
+         * part listed): next round decides again */
         snprintf(out->detail, sizeof out->detail, "the source's parts changed during the round");
         goto done;
     }
@@ -581,12 +640,17 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
     snprintf(out->action, sizeof out->action, "in-sync");
     int rc = FERRY_OK;
     bool first = true;
+    unsigned settle = grace_ms ? grace_ms : RS_SETTLE_MS;
     for (int round = 0; !rc && round < rounds; round++) {
         ferry_fingerprint a = {0}, b = {0};
         char why[256];
-        rc = rs_fingerprint(src, t, pid, false, &a, NULL, err);
+        /* the target first: a batch landing on both between the two reads then makes the target
+         * look behind (the round finds its part on both and copies nothing), not ahead */
+        rc = rs_fingerprint(dst, t, pid, !dry_run, &b, NULL, err);
         if (!rc)
-            rc = rs_fingerprint(dst, t, pid, !dry_run, &b, NULL, err);
+            rc = rs_fingerprint(src, t, pid, false, &a, NULL, err);
+        if (!rc && b.rows > a.rows) /* the source's half of such a batch may land later */
+            rc = rs_fingerprint(src, t, pid, false, &a, NULL, err);
         if (rc)
             break;
         if (first)
@@ -613,12 +677,29 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         if (!rc)
             match_parts(&sp, &dp, missing, &subset);
-        if (!rc && subset && grace_ms && !dry_run) {
-            /* a batch in flight to the target lands within the grace period: look again */
-            usleep((useconds_t)grace_ms * 1000);
+        /* A part the target lacks may be a batch whose write to the target is still on its way:
+         * wait until the youngest such part is `settle` old, then look at the target again. */
+        uint64_t *age = NULL, youngest = UINT64_MAX;
+        if (!rc && !dry_run && !(age = calloc(sp.n + 1, sizeof *age)))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        if (!rc && !dry_run)
+            rc = part_ages(src, t, pid, &sp, age, err);
+        for (size_t k = 0; !rc && !dry_run && k < sp.n; k++)
+            if (missing[k] && age[k] < youngest)
+                youngest = age[k];
+        free(age);
+        if (!rc && !dry_run && youngest < settle) {
+            unsigned wait = (unsigned)(settle - youngest);
+            ferry_log(FERRY_LOG_INFO, "msg=\"replica sync waits for writes in flight to the target "
+                      "(a part it lacks is younger than the settle time)\" table=%s partition=%s "
+                      "source=%s target=%s wait_ms=%u", t->name, pid, src->name, dst->name, wait);
+            if (ferry_stop_sleep_ms(wait))
+                rc = ferry_err_set(err, FERRY_ETIMEOUT, "replica sync of %s partition %s: "
+                                   "stopping (the process was asked to stop)", t->name, pid);
             free(dp.p);
             dp.p = NULL;
-            rc = mv_list_parts(dst, t->database, t->name, pid, true, &dp, err);
+            if (!rc)
+                rc = mv_list_parts(dst, t->database, t->name, pid, true, &dp, err);
             if (!rc)
                 match_parts(&sp, &dp, missing, &subset);
         }
@@ -646,7 +727,7 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
         if (!rc)
             snprintf(out->action, sizeof out->action, "%s", replace ? "replace" : "copy-parts");
         if (!rc && !dry_run)
-            rc = sync_round(src, dst, t, pid, freeze, replace, &dp, out, err);
+            rc = sync_round(src, dst, t, pid, freeze, replace, &sp, &dp, out, err);
         free(sp.p);
         free(dp.p);
         free(missing);

@@ -39,6 +39,15 @@
  * larger than TIER_CHUNK_BYTES goes alone. */
 #define TIER_CHUNK_PARTS 16
 #define TIER_CHUNK_BYTES (256ull << 20)
+/* The most parts one statement of the ATTACH step (ATTACH PART in staging) and, as far as whole
+ * partitions allow, of the swap names or brings in. ClickHouse answers an ALTER when every
+ * command of it is done, and attaching a pointer part reads it through the object store (about
+ * 0.45 s a part in the chaos soak through its two proxies, load 25-40): the settle phase's wave
+ * of 1,614 parts as one ATTACH got no answer within the client's 600 s, nor did its swap of
+ * several hundred DETACH PARTs. 32 parts keep a statement near 15 s there. One partition's swap
+ * is never split (its DETACH PARTs and its ATTACH FROM must run as one ALTER: docs/tiering.md),
+ * so a partition with more frozen parts than this has a statement of its own. */
+#define TIER_STATEMENT_PARTS 32
 /* tiering's agent requests: the longest wait for an answer (FERRY_TEST_AGENT_TIMEOUT_MS in tests) */
 long tier_agent_timeout_ms(void);
 

@@ -342,35 +342,104 @@ static void attach_staging_readonly(tier_ctx *ctx, tier_wave *w, tier_job **js, 
         tier_job_fail(js[i], rc, &e);
 }
 
-/* ALTER TABLE staging ATTACH PARTITION ID for every job of js in one statement. When it fails
- * for several, one statement per job, so a bad partition fails only its job; a job whose ATTACH
- * fails is failed (the step goes on with the others). */
-static void attach_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n)
+/* The parts of the jobs' partitions waiting in staging's detached/ that ATTACH PART takes (no
+ * prefix such as broken- or ignored_): (partition_id, name) rows, sorted. */
+static int staging_detached(tier_wave *w, tier_job **js, size_t n, ferry_ch_rows *out,
+                            ferry_err *err)
 {
     ferry_buf sql = FERRY_BUF_INIT;
-    ferry_err e = {0};
-    if (w->srv->conn.ro_objects) {
-        attach_staging_readonly(ctx, w, js, n);
-        return;
-    }
-    ferry_buf_puts(&sql, "ALTER TABLE ");
-    tier_qualified(&sql, w->db, w->staging);
+    ferry_buf_puts(&sql, "SELECT partition_id, name FROM system.detached_parts WHERE database = ");
+    ferry_sql_quote(w->db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(w->staging, &sql);
+    ferry_buf_puts(&sql, " AND ifNull(reason, '') = '' AND partition_id IN (");
     for (size_t i = 0; i < n; i++) {
-        ferry_buf_puts(&sql, i ? ", ATTACH PARTITION ID " : " ATTACH PARTITION ID ");
+        if (i)
+            ferry_buf_puts(&sql, ", ");
         ferry_sql_quote(js[i]->pid, &sql);
     }
-    double t0 = tier_now_ms();
-    int rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, &e);
-    ctx->load_ms += tier_now_ms() - t0;
+    ferry_buf_puts(&sql, ") ORDER BY partition_id, name");
+    int rc = mv_sql(&w->srv->conn, ferry_buf_cstr(&sql), out, err);
     ferry_buf_free(&sql);
-    if (rc && n == 1) {
-        tier_job_fail(js[0], rc, &e);
-    } else if (rc) {
-        FLOG_WARN("msg=\"ATTACH of the wave failed; one partition at a time\" server=%s "
-                  "table=%s err=\"%s\"", w->srv->shard.name, w->staging, e.msg);
-        for (size_t i = 0; i < n; i++)
-            attach_staging(ctx, w, &js[i], 1);
+    return rc;
+}
+
+/* How many rows of det (staging_detached) belong to partition pid. */
+static size_t detached_of(const ferry_ch_rows *det, const char *pid)
+{
+    size_t k = 0;
+    for (size_t r = 0; r < det->n_rows; r++)
+        k += !strcmp(ferry_ch_rows_get(det, r, 0), pid);
+    return k;
+}
+
+static int wait_swaps_finished(tier_wave *w, ferry_err *err);
+
+/* ALTER TABLE staging ATTACH PART for the detached pointer parts of the jobs js[0..n), at most
+ * TIER_STATEMENT_PARTS parts a statement (several partitions in one, a big partition over
+ * several). A statement that fails with the server's error: each job it touched is attached on
+ * its own (alone, so a bad partition fails only its job; a job whose ATTACH fails is failed).
+ * Without an answer (a timeout, a lost connection: the statement may still run on the server)
+ * that job and every one after it fail in this run, nothing more is sent; the next run resumes
+ * the ATTACH once no statement on staging runs any more (wait_swaps_finished) and attaches what is
+ * still detached. alone: js is one job retried after such an error (no further fallback). */
+static void attach_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, bool alone)
+{
+    ferry_ch_rows det = {0};
+    ferry_err e = {0};
+    int rc = staging_detached(w, js, n, &det, &e);
+    /* the parts in job order: job[k] is the index in js of the part in row[k] of det */
+    size_t m = 0, *job = NULL, *row = NULL;
+    if (!rc && (!(job = calloc(det.n_rows + 1, sizeof *job)) ||
+                !(row = calloc(det.n_rows + 1, sizeof *row))))
+        rc = ferry_err_set(&e, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++)
+        for (size_t r = 0; r < det.n_rows; r++)
+            if (!strcmp(ferry_ch_rows_get(&det, r, 0), js[i]->pid))
+                job[m] = i, row[m++] = r;
+    for (size_t a = 0; !rc && a < m;) {
+        size_t b = a + TIER_STATEMENT_PARTS < m ? a + TIER_STATEMENT_PARTS : m;
+        ferry_buf sql = FERRY_BUF_INIT;
+        ferry_buf_puts(&sql, "ALTER TABLE ");
+        tier_qualified(&sql, w->db, w->staging);
+        for (size_t k = a; k < b; k++) {
+            ferry_buf_puts(&sql, k > a ? ", ATTACH PART " : " ATTACH PART ");
+            ferry_sql_quote(ferry_ch_rows_get(&det, row[k], 1), &sql);
+        }
+        FLOG_INFO("msg=\"tier attach statement\" server=%s table=%s.%s parts=%zu partitions=%zu",
+                  w->srv->shard.name, w->db, w->staging, b - a, job[b - 1] - job[a] + 1);
+        double t0 = tier_now_ms();
+        int src = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, &e);
+        ctx->load_ms += tier_now_ms() - t0;
+        ferry_buf_free(&sql);
+        if (!src) {
+            tier_crash_point("FERRY_TEST_CRASH_AFTER", "ATTACH:statement");
+            a = b;
+            continue;
+        }
+        size_t first = job[a], last = job[b - 1];
+        if (src == FERRY_EREMOTE && !alone) {
+            FLOG_WARN("msg=\"an ATTACH statement of the wave failed; its partitions one at a "
+                      "time\" server=%s table=%s err=\"%s\"", w->srv->shard.name, w->staging,
+                      e.msg);
+            for (size_t k = first; k <= last; k++)
+                attach_staging(ctx, w, &js[k], 1, true);
+            while (a < m && job[a] <= last)
+                a++;
+            continue;
+        }
+        /* the server's error for a job alone, or no answer: this job (and, without an answer,
+         * every later one: nothing more goes to that server in this run) fails in this run */
+        for (size_t k = first; k < (src == FERRY_EREMOTE ? last + 1 : n); k++)
+            tier_job_fail(js[k], src, &e);
+        break;
     }
+    if (rc)
+        for (size_t i = 0; i < n; i++)
+            tier_job_fail(js[i], rc, &e);
+    free(job);
+    free(row);
+    ferry_ch_rows_free(&det);
 }
 
 /* The parts of list (a partition's parts) that are active and, when hot_list is set, named in
@@ -449,16 +518,30 @@ int tier_step_attach(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     size_t nn = 0;
     int rc = need ? tier_merges(w, false, err) /* again: a resumed job's server may have restarted */
                   : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    bool resumed = false;
+    for (size_t i = 0; i < n; i++)
+        resumed = resumed || js[i]->resumed;
+    if (!rc && resumed) /* an ATTACH statement of the killed run may still be attaching */
+        rc = wait_swaps_finished(w, err);
+    ferry_ch_rows det = {0};
+    if (!rc && w->srv->conn.ro_objects) /* parts may wait in the load table (staging_load.h) */
+        rc = tier_list(w, w->staging, js, n, true, &stg, err);
+    else if (!rc)
+        rc = staging_detached(w, js, n, &det, err);
+    for (size_t i = 0; !rc && i < n; i++)
+        if (w->srv->conn.ro_objects ? mv_slice_parts(&stg, js[i]->pid).n == 0
+                                    : detached_of(&det, js[i]->pid) > 0)
+            need[nn++] = js[i]; /* a resumed ATTACH attaches what is still detached */
+    ferry_ch_rows_free(&det);
+    mv_slice_free(&stg);
+    if (!rc && nn) {
+        if (w->srv->conn.ro_objects)
+            attach_staging_readonly(ctx, w, need, nn);
+        else
+            attach_staging(ctx, w, need, nn, false);
+    }
     if (!rc)
         rc = tier_list(w, w->staging, js, n, true, &stg, err);
-    for (size_t i = 0; !rc && i < n; i++)
-        if (mv_slice_parts(&stg, js[i]->pid).n == 0)
-            need[nn++] = js[i]; /* skipped when staging holds the partition (a resumed ATTACH) */
-    if (!rc && nn) {
-        attach_staging(ctx, w, need, nn);
-        mv_slice_free(&stg);
-        rc = tier_list(w, w->staging, js, n, true, &stg, err);
-    }
     if (rc || (rc = tier_list(w, w->table, js, n, true, &live, err)))
         goto out;
     for (size_t i = 0; i < n; i++) {
@@ -772,19 +855,96 @@ static int run_alter(tier_ctx *ctx, tier_wave *w, const char *table, const ferry
     return rc;
 }
 
-/* Looks at each job's partition, journals the swaps it chooses (one batch), then runs every
- * swap in one ALTER (and the second halves of attach swaps cut short in one more, on staging).
- * When a statement fails for several jobs, each job is looked at again and run on its own (the
- * commands of an ALTER commit one by one, so some may have run). */
+/* One job's share of the swap statements: its commands on the table (DETACH PARTs, then
+ * REPLACE or ATTACH PARTITION FROM staging) and on staging (MOVE PARTITION, the second half of an
+ * attach swap cut short), and how many parts they name or bring in (the packing's weight). */
+typedef struct swap_item {
+    tier_job *job;
+    ferry_buf cmds, moves;
+    size_t ncmds, nmoves;
+    size_t weight;
+    bool alone_done; /* run on its own after a statement with it failed */
+} swap_item;
+
+static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);
+
+/* Runs the items' commands (on the table, or with on_staging their MOVEs on staging), whole jobs
+ * packed into statements of at most TIER_STATEMENT_PARTS parts (a job with more goes alone).
+ * The server's error for a statement of several jobs: each of them is looked at again and run on
+ * its own (the commands of an ALTER commit one by one). No answer: that statement's jobs and every
+ * later one fail in this run, keeping their journaled choice (the next run waits for the
+ * statement and resumes). *stop: nothing more may be sent. */
+static void run_swap_items(tier_ctx *ctx, tier_wave *w, swap_item *it, size_t n, bool on_staging,
+                           bool *stop, ferry_err *why)
+{
+    for (size_t a = 0; a < n && !*stop;) {
+        ferry_buf stmt = FERRY_BUF_INIT;
+        size_t weight = 0, b = a, jobs = 0;
+        for (; b < n; b++) {
+            const ferry_buf *c = on_staging ? &it[b].moves : &it[b].cmds;
+            if (it[b].job->rc || it[b].alone_done || !c->len)
+                continue;
+            if (jobs && weight + it[b].weight > TIER_STATEMENT_PARTS)
+                break;
+            ferry_buf_puts(&stmt, jobs++ ? "," : "");
+            ferry_buf_puts(&stmt, ferry_buf_cstr(c));
+            weight += it[b].weight;
+        }
+        if (!jobs) {
+            ferry_buf_free(&stmt);
+            break;
+        }
+        ferry_err e = {0};
+        int rc = run_alter(ctx, w, on_staging ? w->staging : w->table, &stmt, &e);
+        ferry_buf_free(&stmt);
+        if (!rc && !on_staging)
+            tier_crash_point("FERRY_TEST_CRASH_AFTER", "SWAP:ran"); /* ran, not journaled */
+        for (size_t k = a; rc && k < b; k++) {
+            const ferry_buf *c = on_staging ? &it[k].moves : &it[k].cmds;
+            if (it[k].job->rc || it[k].alone_done || !c->len)
+                continue;
+            if (rc == FERRY_EREMOTE && jobs > 1) {
+                ferry_err je = {0};
+                it[k].alone_done = true;
+                if (swap_jobs(ctx, w, &it[k].job, 1, &je))
+                    tier_job_fail(it[k].job, je.code ? je.code : FERRY_EINTERNAL, &je);
+            } else {
+                tier_job_fail(it[k].job, rc, &e);
+            }
+        }
+        if (rc == FERRY_EREMOTE && jobs > 1)
+            FLOG_WARN("msg=\"a swap statement of the wave failed; its partitions were run one at "
+                      "a time\" server=%s table=%s jobs=%zu err=\"%s\"", w->srv->shard.name,
+                      w->table, jobs, e.msg);
+        if (rc && rc != FERRY_EREMOTE) {
+            /* No answer (a timeout, a connection lost after the request went out): the statement
+             * may still run on the server (a paused server runs it when it wakes up). Each job
+             * keeps its journaled choice; the next run waits for the statement to finish
+             * (wait_swaps_finished), then looks. */
+            for (size_t k = b; k < n; k++)
+                if (!it[k].job->rc && !it[k].alone_done)
+                    tier_job_fail(it[k].job, rc, &e);
+            *why = e;
+            *stop = true;
+        }
+        a = b;
+    }
+}
+
+/* Looks at each job's partition, journals the swaps it chooses (one batch), then runs the swaps
+ * in ALTERs of at most TIER_STATEMENT_PARTS parts each, whole partitions each (and the second
+ * halves of attach swaps cut short in more, on staging). When a statement fails for several
+ * jobs, each job is looked at again and run on its own (the commands of an ALTER commit one by
+ * one, so some may have run). */
 static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
 {
     mv_slice live = {0}, stg = {0};
     ferry_ch_rows det = {0};
-    ferry_buf cmds = FERRY_BUF_INIT, moves = FERRY_BUF_INIT;
-    size_t ncmds = 0, nmoves = 0, nchosen = 0;
-    bool resumed = false;
+    size_t nchosen = 0, nit = 0;
+    bool resumed = false, stop = false;
     tier_job **chosen = calloc(n + 1, sizeof *chosen);
-    int rc = chosen ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    swap_item *it = calloc(n + 1, sizeof *it);
+    int rc = chosen && it ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++)
         resumed = resumed || (!js[i]->rc && *tier_dstr(js[i], "swap"));
     if (!rc && resumed)
@@ -802,49 +962,39 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
         rc = tier_list(w, w->staging, js, n, true, &stg, err);
     if (!rc && resumed)
         rc = list_detached(w, js, n, &det, err);
-    for (size_t i = 0; !rc && i < n; i++)
-        if (!js[i]->rc && swap_look(w, js[i], &live, &stg, &det, &cmds, &ncmds, &moves,
-                                    &nmoves) == SWAP_CHOOSE)
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (js[i]->rc)
+            continue;
+        swap_item *x = &it[nit];
+        x->job = js[i];
+        if (swap_look(w, js[i], &live, &stg, &det, &x->cmds, &x->ncmds, &x->moves,
+                      &x->nmoves) == SWAP_CHOOSE)
             chosen[nchosen++] = js[i];
+        /* the commands (DETACH PARTs), plus the staged parts ATTACH FROM / REPLACE / MOVE add */
+        x->weight = x->ncmds + mv_slice_parts(&stg, js[i]->pid).n;
+        if (x->ncmds || x->nmoves)
+            nit++;
+        else
+            ferry_buf_free(&x->cmds), ferry_buf_free(&x->moves);
+    }
     if (rc || (rc = tier_journal_detail(ctx, chosen, nchosen, FERRY_TIER_REPLACE, err)))
         goto out;
     if (nchosen)
         tier_crash_point("FERRY_TEST_CRASH_AFTER", "SWAP"); /* the choices journaled, not run */
-    if (ncmds) {
-        rc = run_alter(ctx, w, w->table, &cmds, err);
-        if (!rc)
-            tier_crash_point("FERRY_TEST_CRASH_AFTER", "SWAP:ran"); /* ran, not journaled */
-    }
-    if (!rc && nmoves)
-        rc = run_alter(ctx, w, w->staging, &moves, err);
-    if (rc && rc != FERRY_EREMOTE) {
-        /* No answer (a timeout, a connection lost after the request went out): the statement
-         * may still run on the server (a paused server runs it when it wakes up). Each job
-         * keeps its journaled choice; the next run waits for the statement to finish
-         * (wait_swaps_finished), then looks. */
-        for (size_t i = 0; i < n; i++)
-            if (!js[i]->rc)
-                tier_job_fail(js[i], rc, err);
-        rc = FERRY_OK;
-    } else if (rc && n > 1) {
-        FLOG_WARN("msg=\"swap of the wave failed; one partition at a time\" server=%s table=%s "
-                  "err=\"%s\"", w->srv->shard.name, w->table, err->msg);
-        rc = FERRY_OK;
-        for (size_t i = 0; i < n; i++) {
-            ferry_err e = {0};
-            if (!js[i]->rc && swap_jobs(ctx, w, &js[i], 1, &e))
-                tier_job_fail(js[i], e.code, &e);
-        }
-    } else if (rc) {
-        tier_job_fail(js[0], rc, err);
-        rc = FERRY_OK;
-    }
+    ferry_err why = {0};
+    run_swap_items(ctx, w, it, nit, false, &stop, &why);
+    if (stop) /* the second halves of jobs whose first half ran wait for the next run too */
+        for (size_t i = 0; i < nit; i++)
+            if (it[i].moves.len && !it[i].job->rc && !it[i].alone_done)
+                tier_job_fail(it[i].job, why.code ? why.code : FERRY_ETIMEOUT, &why);
+    run_swap_items(ctx, w, it, nit, true, &stop, &why);
 out:
     mv_slice_free(&live);
     mv_slice_free(&stg);
     ferry_ch_rows_free(&det);
-    ferry_buf_free(&cmds);
-    ferry_buf_free(&moves);
+    for (size_t i = 0; it && i < nit; i++)
+        ferry_buf_free(&it[i].cmds), ferry_buf_free(&it[i].moves);
+    free(it);
     free(chosen);
     return rc;
 }
