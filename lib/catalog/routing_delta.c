@@ -1,8 +1,9 @@
 /* The routing table as routers read it (docs/catalog.md "The routing change log", docs/routing.md
  * "Loading the table"): the tenants and routes as compact rows handed to a callback (no JSON text
- * to build and parse again, no ferry_record per tenant), and the routing change log, which says
- * which tenants the commits since a routing version touched, so that a router reads only those
- * again instead of every route. */
+ * to build and parse again, no ferry_record per tenant), with the open repair needs (the replicas
+ * of a slice that missed acknowledged writes, which reads avoid: docs/routing.md "Replicas that
+ * missed writes"), and the routing change log, which says which tenants the commits since a
+ * routing version touched, so that a router reads only those again instead of every route. */
 #include "catalog/catalog_int.h"
 
 #include <stdio.h>
@@ -10,6 +11,9 @@
 #include <string.h>
 
 #include "ferry/buf.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 /* A log entry lists at most this many bytes of names; a commit touching more (a dump, a bulk
  * registration) writes {"all":true} and routers read everything again. */
@@ -20,20 +24,55 @@ static int str_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The tenant named by a route's or a tenant's path ("routes/T/3", "tenants/T") as [*name, +len);
- * false for other paths. */
-static bool path_tenant(const char *path, const char **name, size_t *len)
+#define NEED_DIR "jobs/" FERRY_REPAIR_NEED_ID_PREFIX
+
+void ferry_catalog_repair_need_id(const char *tenant, uint32_t split, char *out, size_t size)
+{
+    char id[2 * FERRY_NAME_MAX + 32];
+    snprintf(id, sizeof id, FERRY_REPAIR_NEED_ID_PREFIX "%s.%u", tenant, split);
+    if (strlen(id) >= FERRY_NAME_MAX) /* a long tenant name: its hash keeps the id unique */
+        snprintf(id, sizeof id, FERRY_REPAIR_NEED_ID_PREFIX "h%016llx.%u",
+                 (unsigned long long)XXH3_64bits(tenant, strlen(tenant)), split);
+    snprintf(out, size, "%s", id);
+}
+
+/* Whether name[0..len) has the shape of a hashed tenant in a repair-need id (h + 16 hex). */
+static bool hashed_name(const char *name, size_t len)
+{
+    if (len != 17 || name[0] != 'h')
+        return false;
+    for (size_t i = 1; i < len; i++)
+        if (!strchr("0123456789abcdef", name[i]))
+            return false;
+    return true;
+}
+
+/* The tenant named by a route's, a tenant's or a repair need's path ("routes/T/3", "tenants/T",
+ * "jobs/repair-need.T.3") as [*name, +len): PATH_TENANT; PATH_NONE for other paths; PATH_ALL for
+ * a repair need whose id holds a hash instead of the name (or may: a tenant named like a hash),
+ * which the log cannot name. */
+enum { PATH_NONE, PATH_TENANT, PATH_ALL };
+static int path_tenant(const char *path, const char **name, size_t *len)
 {
     const char *p;
-    if (!strncmp(path, "routes/", 7))
+    if (!strncmp(path, "routes/", 7)) {
         p = path + 7;
-    else if (!strncmp(path, "tenants/", 8))
+    } else if (!strncmp(path, "tenants/", 8)) {
         p = path + 8;
-    else
-        return false;
+    } else if (!strncmp(path, NEED_DIR, strlen(NEED_DIR))) {
+        p = path + strlen(NEED_DIR);
+        const char *dot = strrchr(p, '.');
+        if (!dot || dot == p)
+            return PATH_NONE;
+        *name = p;
+        *len = (size_t)(dot - p);
+        return hashed_name(p, *len) ? PATH_ALL : PATH_TENANT;
+    } else {
+        return PATH_NONE;
+    }
     *name = p;
     *len = strcspn(p, "/");
-    return *len > 0;
+    return *len > 0 ? PATH_TENANT : PATH_NONE;
 }
 
 char *cat_routing_log_doc(const cat_op *ops, size_t n)
@@ -42,10 +81,13 @@ char *cat_routing_log_doc(const cat_op *ops, size_t n)
     size_t k = 0, bytes = 0;
     ferry_buf b = FERRY_BUF_INIT;
     int oom = !names;
+    bool all = false;
     for (size_t i = 0; i < n && !oom; i++) {
         const char *t;
         size_t len;
-        if (ops[i].type == CAT_CHECK || !path_tenant(ops[i].path, &t, &len))
+        int kind = ops[i].type == CAT_CHECK ? PATH_NONE : path_tenant(ops[i].path, &t, &len);
+        all |= kind == PATH_ALL;
+        if (kind != PATH_TENANT)
             continue;
         if (!(names[k] = strndup(t, len)))
             oom = 1;
@@ -65,7 +107,7 @@ char *cat_routing_log_doc(const cat_op *ops, size_t n)
         oom |= ferry_buf_printf(&b, "%s\"%s\"", out++ ? "," : "", names[i]);
     }
     oom |= ferry_buf_puts(&b, "]}");
-    if (!oom && bytes > LOG_NAMES_MAX) {
+    if (!oom && (all || bytes > LOG_NAMES_MAX)) {
         ferry_buf_reset(&b);
         oom |= ferry_buf_puts(&b, "{\"all\":true}");
     }
@@ -248,6 +290,72 @@ static int rows_of(ferry_catalog *c, const char *prefix, int depth, bool route, 
     return rc;
 }
 
+/* A repair-need record's document as a row (FERRY_REC_JOB) to fn; a document that is not one
+ * (another job kind under the prefix, a foreign encoding) is skipped. */
+static int need_row(const cat_item *it, ferry_record *r, ferry_routing_row_fn fn, void *arg,
+                    ferry_err *err)
+{
+    ferry_err e = {0};
+    if (cat_record_decode(FERRY_REC_JOB, it->doc, r, &e))
+        return FERRY_OK;
+    json_t *d = json_loads(r->u.job.data, 0, NULL);
+    const char *t = json_string_value(json_object_get(d, "tenant"));
+    const char *missed = json_string_value(json_object_get(d, "missed"));
+    json_t *split = json_object_get(d, "split");
+    int rc = FERRY_OK;
+    if (t && missed && json_is_integer(split) && json_integer_value(split) >= 0 &&
+        json_integer_value(split) <= UINT32_MAX) {
+        ferry_routing_row row = {.kind = FERRY_REC_JOB, .tenant = t, .tenant_len = strlen(t),
+                                 .split = (uint32_t)json_integer_value(split),
+                                 .shards = missed, .shards_len = strlen(missed)};
+        rc = fn(&row, arg, err);
+    }
+    json_decref(d);
+    return rc;
+}
+
+/* Every open repair need, from one scan of the job records. */
+static int need_rows_all(ferry_catalog *c, ferry_record *r, ferry_routing_row_fn fn, void *arg,
+                         ferry_err *err)
+{
+    cat_items items = {0};
+    int rc = c->ops->scan(c, cat_kind_dir(FERRY_REC_JOB), 1, &items, err);
+    for (size_t i = 0; i < items.n && !rc; i++)
+        if (items.v[i].path && !strncmp(items.v[i].path, NEED_DIR, strlen(NEED_DIR)))
+            rc = need_row(&items.v[i], r, fn, arg, err);
+    for (size_t i = 0; i < items.n; i++)
+        cat_item_free(&items.v[i]);
+    cat_items_free(&items);
+    return rc;
+}
+
+/* One tenant's route rows pass through here on their way to fn: the splits of routes with more
+ * than one shard are noted (only those can have a repair need: a write is acknowledged with a
+ * replica missing only when another one took it). */
+typedef struct tenant_pass {
+    ferry_routing_row_fn fn;
+    void *arg;
+    uint32_t *splits;
+    size_t n, cap;
+} tenant_pass;
+
+static int pass_row(const ferry_routing_row *row, void *arg, ferry_err *err)
+{
+    tenant_pass *tp = arg;
+    if (row->kind == FERRY_REC_ROUTE && memchr(row->shards, ',', row->shards_len)) {
+        if (tp->n == tp->cap) {
+            size_t cap = tp->cap ? tp->cap * 2 : 16;
+            uint32_t *v = realloc(tp->splits, cap * sizeof *v);
+            if (!v)
+                return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            tp->splits = v;
+            tp->cap = cap;
+        }
+        tp->splits[tp->n++] = row->split;
+    }
+    return tp->fn(row, tp->arg, err);
+}
+
 int ferry_catalog_routing_rows(ferry_catalog *c, const char *tenant, ferry_routing_row_fn fn,
                                void *arg, ferry_err *err)
 {
@@ -258,6 +366,8 @@ int ferry_catalog_routing_rows(ferry_catalog *c, const char *tenant, ferry_routi
         rc = rows_of(c, cat_kind_dir(FERRY_REC_TENANT), 1, false, &r, fn, arg, err);
         if (!rc)
             rc = rows_of(c, cat_kind_dir(FERRY_REC_ROUTE), 2, true, &r, fn, arg, err);
+        if (!rc)
+            rc = need_rows_all(c, &r, fn, arg, err);
         return rc;
     }
     if (!cat_name_ok(tenant))
@@ -277,7 +387,23 @@ int ferry_catalog_routing_rows(ferry_catalog *c, const char *tenant, ferry_routi
     }
     cat_item_free(&it);
     snprintf(path, sizeof path, "%s/%s", cat_kind_dir(FERRY_REC_ROUTE), tenant);
+    tenant_pass tp = {.fn = fn, .arg = arg};
     if (!rc)
-        rc = rows_of(c, path, 1, true, &r, fn, arg, err);
+        rc = rows_of(c, path, 1, true, &r, pass_row, &tp, err);
+    for (size_t i = 0; i < tp.n && !rc; i++) {
+        char id[FERRY_NAME_MAX];
+        ferry_catalog_repair_need_id(tenant, tp.splits[i], id, sizeof id);
+        snprintf(path, sizeof path, "%s/%s", cat_kind_dir(FERRY_REC_JOB), id);
+        cat_item need = {0};
+        rc = c->ops->get(c, path, &need, err);
+        if (rc == FERRY_ENOTFOUND) {
+            ferry_err_clear(err);
+            rc = FERRY_OK;
+        } else if (!rc) {
+            rc = need_row(&need, &r, fn, arg, err);
+        }
+        cat_item_free(&need);
+    }
+    free(tp.splits);
     return rc;
 }
