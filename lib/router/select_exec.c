@@ -460,6 +460,8 @@ int rd_server_exec(rd_ctx *cx, size_t server, const ferry_ch_query *q, ferry_ch_
                        ferry_err *err)
 {
     rt_reads *rd = cx->rd;
+    if (cx->stale_refusal[0]) /* refused before any server (not a query sent, not an error) */
+        return rd_shard_exec_cx(cx, server, q, st, err);
     pthread_mutex_lock(&rd->sel_mu);
     if (rd->rsets)
         ferry_rsets_begin(rd->rsets, (uint32_t)server);

@@ -6,8 +6,10 @@
 # of the tenant, each with every acknowledged row, and none of them sends a query to the replica
 # that missed the rows (its query count in GET /ferry/router stays 0). With the up-to-date
 # replica down, a read falls back to the stale one (default) and says so in its log and metric,
-# or is refused with [router] fallback_to_stale_replicas = false. After `ferry repair` the
-# replica is read again (its query count in GET /ferry/router grows under in_order).
+# or is refused with [router] fallback_to_stale_replicas = false. Writes while it is down make
+# each replica miss some: the default router reads one and says so, the strict one refuses with
+# ClickHouse's ALL_REPLICAS_ARE_STALE. After `ferry repair` (which merges them) the replica is
+# read again (its query count in GET /ferry/router grows under in_order).
 # Catalog: SQLite; replicas_read_stale_zk.sh runs the same on ZooKeeper (REPLICAS_CATALOG=zk).
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
@@ -120,13 +122,35 @@ assert_contains "$out" "no replica of slice acme/0 could be reached" "fallback_t
 assert_eq 0 "$(queries "${RU[strict]}" "$B")" "the strict router sent nothing to $B"
 ok "$A down: the default router reads $B and says so; fallback_to_stale_replicas = false refuses"
 
-# ---- repair: B is read again --------------------------------------------------------------------
+# ---- each replica missed some writes: no up-to-date one -------------------------------------------
+for i in 10 11; do
+    code=$(batch "$i" 20261112)
+    [ "$code" = 200 ] || fail "batch $i with $A down: HTTP $code: $(cat "$T/last.body")"
+done
+total=2400
+"$FERRY_BIN" status --config "$C" --json >"$T/st.json" || fail "ferry status"
+assert_eq "$A,$B|" "$(jq -r '.repair_needed[] | "\(.missed | split(",") | sort | join(","))|\(.held)"' "$T/st.json" | sed "s/^$B,$A|/$A,$B|/")" "the record names both replicas, none took every write"
 lab_up "$L"
 U[$A]=$(lab_url "$L" "$A")
 wait_for 60 curl -sf "${U[$A]}/ping"
+stale_before=$(curl -sf "${RU[in_order]}/ferry/router" | jq -r '.reads.stale_reads')
+got=$(rq "${RU[in_order]}" "SELECT count() FROM events WHERE tenant = 'acme'")
+[ "$got" = 2000 ] || [ "$got" = 1200 ] || fail "the fallback read answered $got rows: neither replica's count"
+assert_eq $((stale_before + 1)) "$(curl -sf "${RU[in_order]}/ferry/router" | jq -r '.reads.stale_reads')" "the read of a replica that missed writes is counted"
+grep -q 'every replica of the slice missed writes' "$T/router-in_order.log" || fail "the fallback with no up-to-date replica was not logged"
+sa=$(queries "${RU[strict]}" "$A"); sb=$(queries "${RU[strict]}" "$B")
+curl -sS -m 60 -D "$T/strict.hdr" -o "$T/strict.body" "${RU[strict]}/" --data-binary "SELECT count() FROM events WHERE tenant = 'acme'" || true
+assert_contains "$(cat "$T/strict.body")" "ALL_REPLICAS_ARE_STALE" "fallback_to_stale_replicas = false: refused as ClickHouse does"
+assert_contains "$(cat "$T/strict.body")" "Code: 369." "with ClickHouse's code"
+assert_contains "$(tr -d '\r' <"$T/strict.hdr" | grep -i '^x-clickhouse-exception-code')" "369" "and its header"
+assert_eq "$sa $sb" "$(queries "${RU[strict]}" "$A") $(queries "${RU[strict]}" "$B")" "the refused read sent nothing to either replica"
+assert_eq 1 "$(curl -sf "${RU[strict]}/ferry/router" | jq -r '.reads.stale_refused')" "the refusal is counted"
+ok "each replica missed some writes: the default router reads one ($got rows) and says so, the strict one refuses (ALL_REPLICAS_ARE_STALE)"
+
+# ---- repair: B is read again --------------------------------------------------------------------
 "$FERRY_BIN" repair --config "$C" --grace 500 --json >"$T/rep.json" 2>"$T/rep.err" || fail "repair failed: $(tail -5 "$T/rep.json" "$T/rep.err")"
 assert_eq 0 "$("$FERRY_BIN" status --config "$C" --json | jq '.repair_needed | length')" "nothing awaits repair"
-assert_eq "$total" "$(count "${U[$B]}")" "$B holds every row after the repair"
+for n in "$A" "$B"; do assert_eq "$total" "$(count "${U[$n]}")" "$n holds every row after the repair"; done
 # the routers take the cleared record through their routing reload (in_order prefers B now)
 before=$(queries "${RU[in_order]}" "$B")
 for i in $(seq 1 100); do
