@@ -395,6 +395,28 @@ static int commit_ops(ferry_catalog *c, const ferry_batch *b, enum cat_routing_c
         free(log);
         return rc;
     }
+    /* and repair-need records their copy in the index of open needs (routing_delta.c) */
+    cat_op *with_needs = NULL;
+    size_t n_needs_all = n_all;
+    rc = cat_need_index_ops(c, all ? all : b->ops, n_all, &with_needs, &n_needs_all, err);
+    if (rc)
+        goto out;
+    if (with_needs) {
+        if (!all) { /* nothing of the move index: the added ops are the only ones owned */
+            all = with_needs;
+        } else { /* both: take the need ops over into one array owned beyond n_all */
+            cat_op *grown = realloc(all, n_needs_all * sizeof *grown);
+            if (!grown) {
+                cat_need_index_ops_free(with_needs, n_all, n_needs_all);
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                goto out;
+            }
+            all = grown;
+            memcpy(all + n_all, with_needs + n_all, (n_needs_all - n_all) * sizeof *all);
+            free(with_needs); /* its added ops now belong to all */
+        }
+        n_all = n_needs_all;
+    }
     if (all) {
         all_versions = calloc(n_all, sizeof *all_versions);
         if (!all_versions) {

@@ -314,17 +314,187 @@ static int need_row(const cat_item *it, ferry_record *r, ferry_routing_row_fn fn
     return rc;
 }
 
-/* Every open repair need, from one scan of the job records. */
+/* ---- the index of open repair needs (catalog_int.h) ---- */
+
+/* "jobs/repair-need.X" -> "indexes/repair_needs/repair-need.X"; false for any other path. */
+static bool need_index_path(const char *record_path, char *out, size_t size)
+{
+    if (strncmp(record_path, NEED_DIR, strlen(NEED_DIR)))
+        return false;
+    const char *id = record_path + strlen(cat_kind_dir(FERRY_REC_JOB)) + 1;
+    return (size_t)snprintf(out, size, "%s/%s", CAT_NEED_INDEX_DIR, id) < size;
+}
+
+/* Appends an operation (path and doc copied, owned by the array). */
+static int push_op(cat_op **ops, size_t *n, size_t *cap, enum cat_op_type type, const char *path,
+                   const char *doc, ferry_err *err)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 8;
+        cat_op *grown = realloc(*ops, ncap * sizeof *grown);
+        if (!grown)
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        *ops = grown;
+        *cap = ncap;
+    }
+    cat_op *op = &(*ops)[*n];
+    memset(op, 0, sizeof *op);
+    op->type = type;
+    op->version = FERRY_VERSION_ANY;
+    op->path = strdup(path);
+    if (doc) {
+        op->doc = strdup(doc);
+        op->doc_len = strlen(doc);
+    }
+    if (!op->path || (doc && !op->doc)) {
+        free(op->path);
+        free(op->doc);
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    (*n)++;
+    return FERRY_OK;
+}
+
+void cat_need_index_ops_free(cat_op *all, size_t n, size_t n_all)
+{
+    if (!all)
+        return;
+    for (size_t i = n; i < n_all; i++) {
+        free(all[i].path);
+        free(all[i].doc);
+    }
+    free(all);
+}
+
+int cat_need_index_ops(ferry_catalog *c, const cat_op *ops, size_t n, cat_op **all,
+                       size_t *n_all, ferry_err *err)
+{
+    *all = NULL;
+    *n_all = n;
+    size_t want = 0;
+    for (size_t i = 0; i < n; i++)
+        want += ops[i].type != CAT_CHECK && !strncmp(ops[i].path, NEED_DIR, strlen(NEED_DIR));
+    if (!want)
+        return FERRY_OK;
+    size_t cap = n + want, m = n;
+    cat_op *out = calloc(cap, sizeof *out);
+    if (!out)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    memcpy(out, ops, n * sizeof *out);
+    int rc = FERRY_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        char ipath[1024];
+        if (ops[i].type == CAT_CHECK || !need_index_path(ops[i].path, ipath, sizeof ipath))
+            continue;
+        bool later = false; /* the batch's last word on the record decides */
+        for (size_t j = i + 1; j < n && !later; j++)
+            later = ops[j].type != CAT_CHECK && !strcmp(ops[j].path, ops[i].path);
+        if (later)
+            continue;
+        cat_item it = {0};
+        rc = c->ops->get(c, ipath, &it, err);
+        bool have = rc == FERRY_OK;
+        cat_item_free(&it);
+        if (rc == FERRY_ENOTFOUND) {
+            ferry_err_clear(err);
+            rc = FERRY_OK;
+        }
+        if (rc)
+            break;
+        if (ops[i].type == CAT_DELETE)
+            rc = have ? push_op(&out, &m, &cap, CAT_DELETE, ipath, NULL, err) : FERRY_OK;
+        else /* the entry is a copy of the record's document */
+            rc = push_op(&out, &m, &cap, have ? CAT_SET : CAT_CREATE, ipath, ops[i].doc, err);
+    }
+    if (rc || m == n) {
+        cat_need_index_ops_free(out, n, m);
+        return rc;
+    }
+    *all = out;
+    *n_all = m;
+    return FERRY_OK;
+}
+
+/* Makes the index agree with the repair-need records and writes the marker, in one commit; each
+ * entry it adds or rewrites comes with a check of its record's version, so a need that changed
+ * meanwhile, or a second builder (the marker exists), fails it (FERRY_ECONFLICT). */
+static int need_index_build(ferry_catalog *c, ferry_err *err)
+{
+    cat_items jobs = {0}, entries = {0};
+    cat_op *ops = NULL;
+    size_t n = 0, cap = 0;
+    int64_t *versions = NULL;
+    int rc = c->ops->scan(c, cat_kind_dir(FERRY_REC_JOB), 1, &jobs, err);
+    if (!rc && (rc = c->ops->scan(c, CAT_NEED_INDEX_DIR, 1, &entries, err)) == FERRY_ENOTFOUND) {
+        ferry_err_clear(err);
+        rc = FERRY_OK;
+    }
+    for (size_t i = 0; !rc && i < jobs.n; i++) {
+        char ipath[1024];
+        if (!jobs.v[i].path || !need_index_path(jobs.v[i].path, ipath, sizeof ipath))
+            continue;
+        bool have = false;
+        for (size_t k = 0; k < entries.n && !have; k++)
+            have = !strcmp(entries.v[k].path, ipath);
+        rc = push_op(&ops, &n, &cap, CAT_CHECK, jobs.v[i].path, NULL, err);
+        if (!rc) {
+            ops[n - 1].version = jobs.v[i].version;
+            rc = push_op(&ops, &n, &cap, have ? CAT_SET : CAT_CREATE, ipath, jobs.v[i].doc, err);
+        }
+    }
+    for (size_t k = 0; !rc && k < entries.n; k++) { /* entries of records that are gone */
+        const char *id = entries.v[k].path + strlen(CAT_NEED_INDEX_DIR) + 1;
+        bool open = false;
+        for (size_t i = 0; i < jobs.n && !open; i++)
+            open = jobs.v[i].path &&
+                   !strcmp(jobs.v[i].path + strlen(cat_kind_dir(FERRY_REC_JOB)) + 1, id);
+        if (!open)
+            rc = push_op(&ops, &n, &cap, CAT_DELETE, entries.v[k].path, NULL, err);
+    }
+    if (!rc)
+        rc = push_op(&ops, &n, &cap, CAT_CREATE, CAT_NEED_INDEX_MARKER, "{}", err);
+    if (!rc && !(versions = calloc(n, sizeof *versions)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc) {
+        cat_commit_req req = {ops, n, CAT_ROUTING_KEEP, 0, versions, NULL};
+        ferry_commit_info info = {0};
+        rc = c->ops->commit(c, &req, &info, err);
+    }
+    free(versions);
+    cat_need_index_ops_free(ops, 0, n);
+    cat_items_free(&jobs);
+    cat_items_free(&entries);
+    return rc;
+}
+
+/* Every open repair need: from the index (built first when the catalog has none), else, when it
+ * cannot be built now (a change meanwhile, a reader that may not write), from one scan of every
+ * job record. */
 static int need_rows_all(ferry_catalog *c, ferry_record *r, ferry_routing_row_fn fn, void *arg,
                          ferry_err *err)
 {
+    cat_item marker = {0};
+    int rc = c->ops->get(c, CAT_NEED_INDEX_MARKER, &marker, err);
+    cat_item_free(&marker);
+    bool indexed = rc == FERRY_OK;
+    if (rc == FERRY_ENOTFOUND) {
+        ferry_err_clear(err);
+        ferry_err e = {0};
+        indexed = need_index_build(c, &e) == FERRY_OK;
+        rc = FERRY_OK;
+    }
+    if (rc)
+        return rc;
     cat_items items = {0};
-    int rc = c->ops->scan(c, cat_kind_dir(FERRY_REC_JOB), 1, &items, err);
+    rc = c->ops->scan(c, indexed ? CAT_NEED_INDEX_DIR : cat_kind_dir(FERRY_REC_JOB), 1, &items,
+                      err);
+    if (rc == FERRY_ENOTFOUND) { /* no need was ever indexed */
+        ferry_err_clear(err);
+        rc = FERRY_OK;
+    }
     for (size_t i = 0; i < items.n && !rc; i++)
-        if (items.v[i].path && !strncmp(items.v[i].path, NEED_DIR, strlen(NEED_DIR)))
+        if (items.v[i].path && (indexed || !strncmp(items.v[i].path, NEED_DIR, strlen(NEED_DIR))))
             rc = need_row(&items.v[i], r, fn, arg, err);
-    for (size_t i = 0; i < items.n; i++)
-        cat_item_free(&items.v[i]);
     cat_items_free(&items);
     return rc;
 }

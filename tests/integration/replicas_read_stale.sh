@@ -79,6 +79,12 @@ total=2000
 assert_eq "$total" "$(count "${U[$A]}")" "every acknowledged row on $A"
 "$FERRY_BIN" status --config "$C" --json >"$T/st.json" || fail "ferry status"
 assert_eq "acme 0 $B" "$(jq -r '.repair_needed[] | "\(.tenant) \(.split) \(.missed)"' "$T/st.json")" "the slice is recorded: $B missed writes"
+if [ "${REPLICAS_CATALOG:-sqlite}" = sqlite ]; then
+    # the index of open needs a router's full load lists (docs/catalog.md): a copy of the record
+    db=$(sed -n 's#^catalog = sqlite:##p' "$C")
+    assert_eq "repair-need.acme.0" "$(sqlite3 "$db" "SELECT name FROM records WHERE parent = 'indexes/repair_needs'")" "the record's copy in the index of open needs"
+    assert_eq 1 "$(sqlite3 "$db" "SELECT count(*) FROM records WHERE parent = 'indexes' AND name = 'repair_needs_built'")" "the index is marked complete"
+fi
 lab_up "$L"
 U[$B]=$(lab_url "$L" "$B")
 wait_for 60 curl -sf "${U[$B]}/ping"
@@ -150,6 +156,7 @@ ok "each replica missed some writes: the default router reads one ($got rows) an
 # ---- repair: B is read again --------------------------------------------------------------------
 "$FERRY_BIN" repair --config "$C" --grace 500 --json >"$T/rep.json" 2>"$T/rep.err" || fail "repair failed: $(tail -5 "$T/rep.json" "$T/rep.err")"
 assert_eq 0 "$("$FERRY_BIN" status --config "$C" --json | jq '.repair_needed | length')" "nothing awaits repair"
+[ "${REPLICAS_CATALOG:-sqlite}" = zk ] || assert_eq 0 "$(sqlite3 "$db" "SELECT count(*) FROM records WHERE parent = 'indexes/repair_needs'")" "the index entry went with the record"
 for n in "$A" "$B"; do assert_eq "$total" "$(count "${U[$n]}")" "$n holds every row after the repair"; done
 # the routers take the cleared record through their routing reload (in_order prefers B now)
 before=$(queries "${RU[in_order]}" "$B")
