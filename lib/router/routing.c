@@ -19,7 +19,9 @@
  *  * CLEANUP (V3)                T        until DETACH      every row            -
  *
  * The rule (rt_read_set), for a snapshot of version v:
- *   - no move in SWITCH: the route's shards are complete copies: read one;
+ *   - no move in SWITCH: the route's shards are complete copies: read one (those a repair need
+ *     names as having missed acknowledged writes last: docs/routing.md "Replicas that missed
+ *     writes");
  *   - a move in SWITCH: the route's shards other than T are complete copies (a clone's source,
  *     the other replicas of a slice with rf > 1): read one of them when there is one;
  *   - else, before PUBLISH (V1 <= v < V2): S real and T real hold disjoint parts whose union is

@@ -209,8 +209,7 @@ void rd_respond_fail(ferry_http_req *req, const rd_fail *f)
 void rd_ctx_pick_free(rd_ctx *cx)
 {
     ferry_rpick_free(cx->pick);
-    free(cx->pick_slices);
-    free(cx->pick_fresh);
+    free(cx->pick_slices); /* pick_fresh lives in the same allocation */
     cx->pick = NULL;
     cx->pick_slices = NULL;
     cx->pick_fresh = NULL;
@@ -281,9 +280,11 @@ int rd_pick_build(rd_ctx *cx, const ferry_sql_analysis *a)
         if (all || want[i])
             n += c->tenant_first[i + 1] - c->tenant_first[i];
     int rc = ferry_rpick_new(c->n_servers, &cx->pick);
-    cx->pick_slices = calloc(n + 1, sizeof *cx->pick_slices);
-    cx->pick_fresh = calloc(n + 1, sizeof *cx->pick_fresh);
-    if (rc || !cx->pick_slices || !cx->pick_fresh) {
+    /* one allocation for both: a GLOBAL subquery's context is a copy of this one with
+     * pick_slices cleared (select_merge.c), and frees nothing it did not allocate */
+    cx->pick_slices = calloc(1, (n + 1) * (sizeof *cx->pick_slices + sizeof *cx->pick_fresh));
+    cx->pick_fresh = cx->pick_slices ? (uint32_t *)(cx->pick_slices + n + 1) : NULL;
+    if (rc || !cx->pick_slices) {
         free(want);
         return FERRY_ENOMEM;
     }

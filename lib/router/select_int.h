@@ -140,7 +140,8 @@ typedef struct rd_ctx {
     ferry_rpick *pick;
     ferry_sql_slice *pick_slices; /* per pick slice: tenant (into the snapshot), split */
     uint32_t *pick_fresh;         /* per pick slice: its order's first pick_fresh candidates
-                                   * took every acknowledged write, the others missed some */
+                                   * took every acknowledged write, the others missed some (in
+                                   * pick_slices' allocation) */
     /* a slice whose every replica it may read missed writes, with [router]
      * fallback_to_stale_replicas = false: every server query of the read is refused with this
      * (rd_shard_exec_cx); "" when none */
