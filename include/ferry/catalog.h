@@ -408,21 +408,24 @@ int ferry_catalog_routing_json(ferry_catalog *c, const char *tenant, int64_t spl
  * callback, and, when the routing version moved on, only the tenants the commits in between
  * touched (docs/catalog.md "The routing change log", docs/routing.md "Loading the table"). */
 
-/* One row: a tenant (name, splits) or a route (tenant, split, shards). The strings are borrowed
- * for the call, not NUL-terminated. */
+/* One row: a tenant (name, splits), a route (tenant, split, shards) or a slice's replicas that
+ * missed acknowledged writes (kind FERRY_REC_JOB: its open repair-need record, tenant, split,
+ * shards = the replicas that missed; docs/routing.md "Replicas that missed writes"). The strings
+ * are borrowed for the call, not NUL-terminated. */
 typedef struct ferry_routing_row {
-    enum ferry_record_kind kind; /* FERRY_REC_TENANT or FERRY_REC_ROUTE */
+    enum ferry_record_kind kind; /* FERRY_REC_TENANT, FERRY_REC_ROUTE or FERRY_REC_JOB */
     const char *tenant;
     size_t tenant_len;
     uint32_t splits;    /* tenant */
-    uint32_t split;     /* route */
-    const char *shards; /* route: comma-separated shard names */
+    uint32_t split;     /* route, need */
+    const char *shards; /* route: comma-separated shard names; need: those that missed writes */
     size_t shards_len;
 } ferry_routing_row;
 typedef int (*ferry_routing_row_fn)(const ferry_routing_row *row, void *arg, ferry_err *err);
 
-/* tenant NULL: every tenant row, then every route row; else that tenant's row (none when it is
- * not registered) and then its routes. Rows of one kind come in no particular order. Not
+/* tenant NULL: every tenant row, then every route row, then every open repair need; else that
+ * tenant's row (none when it is not registered), then its routes, then the repair needs of its
+ * routes with more than one shard (one read each). Rows of one kind come in no particular order. Not
  * consistent with a routing version by itself: read the version before and after (as
  * ferry_catalog_routing_json does). fn returns FERRY_OK to go on, else the scan stops with it. */
 int ferry_catalog_routing_rows(ferry_catalog *c, const char *tenant, ferry_routing_row_fn fn,
@@ -436,6 +439,19 @@ int ferry_catalog_routing_rows(ferry_catalog *c, const char *tenant, ferry_routi
 int ferry_catalog_routing_changes(ferry_catalog *c, uint64_t since, uint64_t upto, bool *covered,
                                   char ***tenants, size_t *n, ferry_err *err);
 void ferry_routing_changes_free(char **tenants, size_t n);
+
+/* The repair-need records (include/ferry/repair_need.h) are job records with these ids:
+ * "repair-need.<tenant>.<split>", or "repair-need.h<XXH3 of the tenant, 16 hex>.<split>" when
+ * that would not fit in a job id. They are part of the routing state (routers keep reads off
+ * the replicas they name): creating, updating or deleting one raises the routing version and
+ * names the tenant in the change log (a hashed id: the log says "read everything"), except an
+ * update made with ferry_catalog_update_quiet. */
+#define FERRY_REPAIR_NEED_ID_PREFIX "repair-need."
+void ferry_catalog_repair_need_id(const char *tenant, uint32_t split, char *out, size_t size);
+/* ferry_catalog_update for a change routers need not see (a repair-need record whose shard lists
+ * stay the same, only its counters move): the routing version stays. FERRY_EINVAL for the
+ * records whose every change is a routing change (tenants, routes, shards, users). */
+int ferry_catalog_update_quiet(ferry_catalog *c, ferry_record *rec, ferry_err *err);
 
 /* ---- the shards' loads ------------------------------------------------------------------------
  * What each shard holds (the bytes of the slices its routes name), as the inventory sync last

@@ -6,8 +6,13 @@
  * (ferry_replica_drop) is refused while the record is open, so an acknowledged row is never
  * dropped with the only replicas that hold it.
  *
+ * Routers read the records with the routing table and keep reads off the replicas in `missed`
+ * while another replica is up (docs/routing.md "Replicas that missed writes"): a record created,
+ * deleted or whose shard lists change raises the routing version (include/ferry/catalog.h,
+ * FERRY_REPAIR_NEED_ID_PREFIX).
+ *
  * One job record per slice: id "repair-need.<tenant>.<split>" (a hash for a tenant name too long
- * for the id), kind "repair-need", state "DONE" (it is a note, not a job that runs: the flows
+ * for the id: ferry_catalog_repair_need_id), kind "repair-need", state "DONE" (it is a note, not a job that runs: the flows
  * that wait for jobs in flight do not wait for it), data {"tenant", "split", "missed", "held",
  * "writes"}; created/updated: the first and the last acknowledged write it records. */
 #ifndef FERRY_REPAIR_NEED_H

@@ -47,13 +47,18 @@ int agent_op_status(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
         json_t *d = json_pack("{s:s, s:s, s:b}", "name", env->disks[i].name, "path",
                               env->disks[i].path, "remote", env->disks[i].is_remote);
         /* free space of the file system under a local disk (a move's pre-flight): statvfs
-         * f_bavail, what an unprivileged writer could still use */
+         * f_bavail, what an unprivileged writer could still use; and its free inodes
+         * (f_favail, likewise), which run out before the bytes with many small parts */
         struct statvfs vfs;
         if (!env->disks[i].is_remote && statvfs(env->disks[i].path, &vfs) == 0) {
             json_object_set_new(d, "free_bytes", json_integer((json_int_t)((uint64_t)vfs.f_bavail *
                                                                            vfs.f_frsize)));
             json_object_set_new(d, "total_bytes", json_integer((json_int_t)((uint64_t)vfs.f_blocks *
                                                                             vfs.f_frsize)));
+            if (vfs.f_files > 0) { /* 0: the file system has no inode limit (btrfs) */
+                json_object_set_new(d, "free_inodes", json_integer((json_int_t)vfs.f_favail));
+                json_object_set_new(d, "total_inodes", json_integer((json_int_t)vfs.f_files));
+            }
         }
         json_array_append_new(disks, d);
     }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include "ferry/lines.h"
@@ -220,7 +221,7 @@ static void count_op(ferry_agent *a, size_t op, bool ok, double seconds, json_t 
  * point at. The embedder's own count (a lab node's guard) comes beside it. ClickHouse is asked
  * with a short timeout: a scrape must not hang on a stuck server, and a failed query leaves
  * the sample out and says so in ferry_agent_clickhouse_up. */
-static void refused_deletes_metrics(ferry_buf *b, ferry_agent *a)
+static bool refused_deletes_metrics(ferry_buf *b, ferry_agent *a)
 {
     ferry_ch_options o = {.url = a->ch_url,
                           .user = a->ch_user,
@@ -254,6 +255,42 @@ static void refused_deletes_metrics(ferry_buf *b, ferry_agent *a)
         ferry_metrics_sample(b, "ferry_agent_refused_deletes_total",
                              (const char *[]){"source", "guard", NULL},
                              (double)a->refused_deletes());
+    return up;
+}
+
+/* The local disks' free bytes and inodes now (statvfs, as `status` reports them), for the
+ * disk-full alerts: ClickHouse's system.disks has no inode column. Called only when ClickHouse
+ * answered this scrape (the disks are its system.disks). */
+static void disk_metrics(ferry_buf *b, ferry_agent *a)
+{
+    agent_env env;
+    agent_env_init(&env, a);
+    ferry_err err = {0};
+    if (agent_env_roots(&env, &err) == FERRY_OK) {
+        ferry_metrics_family(b, "ferry_agent_disk_free_bytes", FERRY_METRIC_GAUGE,
+                             "bytes an unprivileged writer can still use on the file system of "
+                             "a local ClickHouse disk (statvfs f_bavail)");
+        struct statvfs v[64];
+        bool ok[64] = {0};
+        size_t n = env.n_disks < 64 ? env.n_disks : 64;
+        for (size_t i = 0; i < n; i++) {
+            ok[i] = !env.disks[i].is_remote && statvfs(env.disks[i].path, &v[i]) == 0;
+            if (ok[i])
+                ferry_metrics_sample(b, "ferry_agent_disk_free_bytes",
+                                     (const char *[]){"disk", env.disks[i].name, NULL},
+                                     (double)v[i].f_bavail * (double)v[i].f_frsize);
+        }
+        ferry_metrics_family(b, "ferry_agent_disk_free_inodes", FERRY_METRIC_GAUGE,
+                             "inodes an unprivileged writer can still use on the file system of "
+                             "a local ClickHouse disk (statvfs f_favail; none for a file system "
+                             "without an inode limit)");
+        for (size_t i = 0; i < n; i++)
+            if (ok[i] && v[i].f_files > 0)
+                ferry_metrics_sample(b, "ferry_agent_disk_free_inodes",
+                                     (const char *[]){"disk", env.disks[i].name, NULL},
+                                     (double)v[i].f_favail);
+    }
+    agent_env_free(&env);
 }
 
 /* GET /agent/metrics: the Prometheus text of what the agent did since it started. */
@@ -298,7 +335,8 @@ static void metrics_respond(ferry_http_req *req, ferry_agent *a)
                          (const char *[]){"outcome", "placed", NULL}, (double)snap.parts_received);
     ferry_metrics_sample(&b, "ferry_agent_parts_verified_total",
                          (const char *[]){"outcome", "refused", NULL}, (double)snap.parts_refused);
-    refused_deletes_metrics(&b, a);
+    if (refused_deletes_metrics(&b, a)) /* the disks are ClickHouse's: only when it answers */
+        disk_metrics(&b, a);
     /* what was refused before an operation ran: a wrong token here, the HTTP server's bounds
      * (429 over the per-address limit, deadlines, bodies too large) */
     ferry_metrics_family(&b, "ferry_agent_refused_total", FERRY_METRIC_COUNTER,

@@ -326,6 +326,10 @@ static int batch_add(ferry_batch *b, enum cat_op_type type, const ferry_record *
     op->is_route = (rec->kind == FERRY_REC_ROUTE || rec->kind == FERRY_REC_SHARD ||
                     rec->kind == FERRY_REC_USER || rec->kind == FERRY_REC_TENANT) &&
                    type != CAT_CHECK;
+    /* a slice's replicas that missed acknowledged writes: routers keep reads off them */
+    if (rec->kind == FERRY_REC_JOB && type != CAT_CHECK &&
+        !strncmp(rec->u.job.id, FERRY_REPAIR_NEED_ID_PREFIX, strlen(FERRY_REPAIR_NEED_ID_PREFIX)))
+        op->is_route = true;
     if (rec->kind == FERRY_REC_MOVE && type != CAT_CHECK) {
         bool unfinished = type != CAT_DELETE && !ferry_move_finished(rec->u.move.state);
         op->move_index = !unfinished ? CAT_INDEX_DROP
@@ -391,6 +395,28 @@ static int commit_ops(ferry_catalog *c, const ferry_batch *b, enum cat_routing_c
         free(log);
         return rc;
     }
+    /* and repair-need records their copy in the index of open needs (routing_delta.c) */
+    cat_op *with_needs = NULL;
+    size_t n_needs_all = n_all;
+    rc = cat_need_index_ops(c, all ? all : b->ops, n_all, &with_needs, &n_needs_all, err);
+    if (rc)
+        goto out;
+    if (with_needs) {
+        if (!all) { /* nothing of the move index: the added ops are the only ones owned */
+            all = with_needs;
+        } else { /* both: take the need ops over into one array owned beyond n_all */
+            cat_op *grown = realloc(all, n_needs_all * sizeof *grown);
+            if (!grown) {
+                cat_need_index_ops_free(with_needs, n_all, n_needs_all);
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                goto out;
+            }
+            all = grown;
+            memcpy(all + n_all, with_needs + n_all, (n_needs_all - n_all) * sizeof *all);
+            free(with_needs); /* its added ops now belong to all */
+        }
+        n_all = n_needs_all;
+    }
     if (all) {
         all_versions = calloc(n_all, sizeof *all_versions);
         if (!all_versions) {
@@ -428,11 +454,14 @@ int ferry_catalog_commit(ferry_catalog *c, const ferry_batch *b, ferry_commit_in
     return rc;
 }
 
-static int single(ferry_catalog *c, enum cat_op_type type, ferry_record *rec, ferry_err *err)
+static int single(ferry_catalog *c, enum cat_op_type type, ferry_record *rec, bool quiet,
+                  ferry_err *err)
 {
     ferry_batch b = {0};
     int64_t nv = -1;
     int rc = batch_add(&b, type, rec, err);
+    if (!rc && quiet)
+        b.ops[0].is_route = false;
     if (!rc)
         rc = commit_ops(c, &b, CAT_ROUTING_KEEP, 0, &nv, NULL, err);
     if (!rc)
@@ -447,15 +476,26 @@ static int single(ferry_catalog *c, enum cat_op_type type, ferry_record *rec, fe
 
 int ferry_catalog_create(ferry_catalog *c, ferry_record *rec, ferry_err *err)
 {
-    return single(c, CAT_CREATE, rec, err);
+    return single(c, CAT_CREATE, rec, false, err);
 }
 int ferry_catalog_update(ferry_catalog *c, ferry_record *rec, ferry_err *err)
 {
-    return single(c, CAT_SET, rec, err);
+    return single(c, CAT_SET, rec, false, err);
+}
+int ferry_catalog_update_quiet(ferry_catalog *c, ferry_record *rec, ferry_err *err)
+{
+    if (rec->kind == FERRY_REC_ROUTE || rec->kind == FERRY_REC_SHARD ||
+        rec->kind == FERRY_REC_USER || rec->kind == FERRY_REC_TENANT)
+        return ferry_err_set(err, FERRY_EINVAL, "every change of a %s record changes the routing",
+                             rec->kind == FERRY_REC_ROUTE   ? "route"
+                             : rec->kind == FERRY_REC_SHARD ? "shard"
+                             : rec->kind == FERRY_REC_USER  ? "user"
+                                                            : "tenant");
+    return single(c, CAT_SET, rec, true, err);
 }
 int ferry_catalog_delete(ferry_catalog *c, ferry_record *rec, ferry_err *err)
 {
-    return single(c, CAT_DELETE, rec, err);
+    return single(c, CAT_DELETE, rec, false, err);
 }
 
 int ferry_catalog_move_advance(ferry_catalog *c, ferry_record *rec, enum ferry_move_state to,
@@ -473,7 +513,7 @@ int ferry_catalog_move_advance(ferry_catalog *c, ferry_record *rec, enum ferry_m
     next.u.move.updated = (int64_t)time(NULL);
     if (detail)
         snprintf(next.u.move.detail, sizeof next.u.move.detail, "%s", detail);
-    int rc = single(c, CAT_SET, &next, err);
+    int rc = single(c, CAT_SET, &next, false, err);
     if (rc == FERRY_ECONFLICT)
         ferry_err_prefix(err, "move %s: another actor changed it first: ", m->id);
     if (!rc)

@@ -165,6 +165,19 @@ void cat_move_index_ops_free(cat_op *all, size_t n, size_t n_all);
 #define CAT_ROUTING_LOG_KEEP 1000
 /* The log entry for ops[0..n) (malloc'ed text, caller frees); NULL when out of memory. */
 char *cat_routing_log_doc(const cat_op *ops, size_t n);
+/* The index of open repair needs (routing_delta.c, docs/catalog.md "The routing change log"):
+ * a copy of each repair-need record (jobs/repair-need.*) at indexes/repair_needs/ID, written and
+ * deleted in the same commit as the record, so that a router's full load lists the open needs
+ * without reading every job record (tier jobs are kept, one per partition tiered). The marker
+ * says the index is complete (a catalog written before it existed has none until the first full
+ * load builds it). Same contract as cat_move_index_ops: *all NULL when nothing is added, else
+ * the n ops (shallow copies) followed by the added ones; free with cat_need_index_ops_free. */
+#define CAT_NEED_INDEX_DIR CAT_INDEXES_DIR "/repair_needs"
+#define CAT_NEED_INDEX_MARKER CAT_INDEXES_DIR "/repair_needs_built"
+int cat_need_index_ops(ferry_catalog *c, const cat_op *ops, size_t n, cat_op **all,
+                       size_t *n_all, ferry_err *err);
+void cat_need_index_ops_free(cat_op *all, size_t n, size_t n_all);
+
 /* A route document in the canonical encoding taken apart without a JSON parser (catalog.c);
  * false: anything else (decode it). The strings point into doc. */
 bool cat_route_fast(const char *doc, const char **shards, size_t *n_shards, uint32_t *split,

@@ -16,7 +16,8 @@ static const char *const cluster_keys[] = {"name", "catalog", "hash", "rf", "fil
                                            "clickhouse_version", "pointer_format", "hot_days",
                                            "tier_interval", "splits_interval", "routers",
                                            "repair_interval", "router_token_file",
-                                           "clickhouse_object_access", NULL};
+                                           "clickhouse_object_access", "min_free_inodes",
+                                           NULL};
 static const char *const shard_keys[] = {"weight", "capacity", "replicas", "agent",
                                          "agent_token_file", "user", "password_file", "zone",
                                          "data_path", NULL};

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "flow/disk_room.h"
 #include "ferry/agent.h"
 #include "ferry/buf.h"
 #include "ferry/config.h"
@@ -102,13 +103,29 @@ int ferry_move_unfinished(ferry_catalog *cat, char (**ids)[64], size_t *n, ferry
  * the disk's path, from `status`) must hold the slice's hot bytes plus a margin (hot parts may
  * land on any local disk of the hot volume; pointer files of cold parts are small and go to the
  * object disk's local metadata folder). An agent without free_bytes (older) falls back to
- * ClickHouse's system.disks unreserved_space. */
+ * ClickHouse's system.disks unreserved_space. Every local disk must also keep [cluster]
+ * min_free_inodes free besides an estimate of the inodes the slice's parts take (disk_room.h):
+ * a file system out of inodes fails every write with bytes free. */
 #define MV_ROOM_MARGIN_MIN (8u << 20)
 static int check_room(mv_conn *dst, json_t *status, const char *to, const char *tenant,
-                      uint32_t split, uint64_t hot, ferry_err *err)
+                      uint32_t split, uint64_t hot, size_t parts, uint64_t min_inodes,
+                      ferry_err *err)
 {
     uint64_t margin = hot / 10 > MV_ROOM_MARGIN_MIN ? hot / 10 : MV_ROOM_MARGIN_MIN;
     char a[32], b[32], c[32];
+    /* and inodes: every part copied is a directory of files, a cold one's pointer files too
+     * (disk_room.h); an agent that reports no inode count passes */
+    char who[FERRY_NAME_MAX + 32], what[2 * FERRY_NAME_MAX + 64];
+    snprintf(who, sizeof who, "target shard %s", to);
+    snprintf(what, sizeof what, "tenant %s split %u (%zu parts)", tenant, split, parts);
+    int irc = ferry_inode_room(status, NULL, NULL, (uint64_t)parts * FERRY_INODES_PER_PART,
+                               min_inodes, who, what, err);
+    if (irc) {
+        size_t l = strlen(err->msg);
+        snprintf(err->msg + l, sizeof err->msg - l, ". Free inodes there or pick another shard; "
+                 "nothing was moved");
+        return irc;
+    }
     json_t *disks = json_object_get(status, "disks"), *d;
     size_t i;
     bool seen = false;
@@ -260,11 +277,14 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
         goto out;
     }
     json_decref(st);
-    uint64_t hot = 0;
+    uint64_t hot = 0, min_inodes = 0;
+    size_t n_parts = 0;
+    rc = ferry_min_free_inodes(o->cfg, &min_inodes, err);
     for (size_t i = 0; !rc && i < tables.n; i++) {
         const ferry_table_def *t = &tables.items[i].u.table;
         mv_slice sl = {0};
         rc = mv_slice_list(&src, t, t->name, tenant, split, true, &sl, err);
+        n_parts += rc ? 0 : sl.n_parts;
         for (size_t j = 0; !rc && j < sl.n_parts; j++)
             if (!sl.parts[j].cold)
                 hot += sl.parts[j].bytes;
@@ -282,7 +302,7 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
     }
     if (rc)
         goto out;
-    if ((rc = check_room(&dst, dst_status, to, tenant, split, hot, err)))
+    if ((rc = check_room(&dst, dst_status, to, tenant, split, hot, n_parts, min_inodes, err)))
         goto out;
     /* journal it */
     ferry_record mv, job;

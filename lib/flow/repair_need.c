@@ -8,20 +8,10 @@
 #include <string.h>
 #include <time.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
-#define NEED_PREFIX "repair-need."
-
 static void need_key(ferry_record *r, const char *tenant, uint32_t split)
 {
     ferry_record_init(r, FERRY_REC_JOB);
-    char id[2 * FERRY_NAME_MAX];
-    snprintf(id, sizeof id, NEED_PREFIX "%s.%u", tenant, split);
-    if (strlen(id) >= sizeof r->u.job.id) /* a long tenant name: its hash keeps the id unique */
-        snprintf(id, sizeof id, NEED_PREFIX "h%016llx.%u",
-                 (unsigned long long)XXH3_64bits(tenant, strlen(tenant)), split);
-    snprintf(r->u.job.id, sizeof r->u.job.id, "%s", id);
+    ferry_catalog_repair_need_id(tenant, split, r->u.job.id, sizeof r->u.job.id);
 }
 
 bool ferry_repair_need_lists(const char *csv, const char *shard)
@@ -148,6 +138,9 @@ int ferry_repair_need_mark(ferry_catalog *cat, const char *tenant, uint32_t spli
         int rc = ferry_repair_need_get(cat, tenant, split, &n, &found, err);
         if (rc)
             return rc;
+        char was_missed[FERRY_LIST_MAX], was_held[FERRY_LIST_MAX];
+        snprintf(was_missed, sizeof was_missed, "%s", n.missed);
+        snprintf(was_held, sizeof was_held, "%s", n.held);
         if (!found) {
             memset(&n, 0, sizeof n);
             snprintf(n.tenant, sizeof n.tenant, "%s", tenant);
@@ -164,7 +157,13 @@ int ferry_repair_need_mark(ferry_catalog *cat, const char *tenant, uint32_t spli
         ferry_record r;
         if ((rc = encode(&n, &r, err)))
             return rc;
-        rc = found ? ferry_catalog_update(cat, &r, err) : ferry_catalog_create(cat, &r, err);
+        /* the shard lists are what routers read (they keep reads off the missed replicas): a
+         * write that changes neither, only the counters, leaves the routing version alone, so
+         * the writes of an outage do not make every router reload and reopen its streams */
+        bool same = found && !strcmp(was_missed, n.missed) && !strcmp(was_held, n.held);
+        rc = !found ? ferry_catalog_create(cat, &r, err)
+             : same ? ferry_catalog_update_quiet(cat, &r, err)
+                    : ferry_catalog_update(cat, &r, err);
         if (rc != FERRY_ECONFLICT && rc != FERRY_ENOTFOUND)
             return rc;
         ferry_err_clear(err);

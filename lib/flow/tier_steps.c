@@ -5,6 +5,7 @@
 #define _DEFAULT_SOURCE
 #include "flow/tier_int.h"
 #include "flow/staging_load.h"
+#include "flow/disk_room.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -749,13 +750,70 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
  * So no swap starts while a local disk of the table's policy has less than this unreserved. */
 #define TIER_SWAP_MIN_ROOM (16ull << 20)
 
-static int check_room(tier_wave *w, ferry_err *err)
+/* Whether disk is one of the lines of the list (a policy's local disks, one per line). */
+static bool disk_listed(const char *disk, void *arg)
+{
+    const char *list = arg;
+    size_t n = strlen(disk);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, disk, n))
+            return true;
+        p = e ? e + 1 : NULL;
+    }
+    return false;
+}
+
+/* Inodes too (disk_room.h): the wave's parts land on the policy's local disks as staging parts
+ * and pointer files, and a file system out of inodes fails the swap's covering part as one out
+ * of bytes does. The agent's status has each local disk's free inodes. */
+static int check_inodes(tier_ctx *ctx, tier_wave *w, const char *policy, ferry_err *err)
+{
+    uint64_t min_inodes = 0;
+    int rc = ferry_min_free_inodes(&ctx->cfg, &min_inodes, err);
+    ferry_buf sql = FERRY_BUF_INIT, disks = FERRY_BUF_INIT;
+    json_t *st = NULL;
+    long status = 0;
+    if (rc)
+        return rc;
+    ferry_buf_puts(&sql, "SELECT arrayJoin((SELECT groupArrayArray(disks) FROM "
+                         "system.storage_policies WHERE policy_name = ");
+    ferry_sql_quote(policy, &sql);
+    ferry_buf_puts(&sql, ")) AS d FORMAT TabSeparated");
+    if ((rc = tier_sql(w->srv, ferry_buf_cstr(&sql), &disks, err)))
+        goto out;
+    w->srv->conn.n_agent++;
+    if ((rc = ferry_agent_call(w->srv->conn.ag, "status", NULL, &st, &status, err))) {
+        ferry_err_prefix(err, "%s: agent status: ", w->srv->shard.name);
+        goto out;
+    }
+    char who[2 * FERRY_NAME_MAX], what[4 * FERRY_NAME_MAX];
+    snprintf(who, sizeof who, "%s", w->srv->shard.name);
+    snprintf(what, sizeof what, "tiering %zu partition(s) of %s.%s", w->n, w->db, w->table);
+    rc = ferry_inode_room(st, disk_listed, disks.data ? disks.data : (char *)"",
+                          (uint64_t)w->n * FERRY_INODES_PER_PART, min_inodes, who, what, err);
+    if (rc) {
+        size_t l = strlen(err->msg);
+        snprintf(err->msg + l, sizeof err->msg - l, "; nothing was swapped, the next run resumes "
+                 "once there is room");
+    }
+out:
+    json_decref(st);
+    ferry_buf_free(&sql);
+    ferry_buf_free(&disks);
+    return rc;
+}
+
+static int check_room(tier_ctx *ctx, tier_wave *w, ferry_err *err)
 {
     char policy[FERRY_NAME_MAX];
     bool exists = false, remote = false;
     int rc = tier_table_policy(w->srv, w->db, w->table, &exists, policy, sizeof policy, &remote,
                                err);
     if (rc || !exists)
+        return rc;
+    if ((rc = check_inodes(ctx, w, policy, err)))
         return rc;
     ferry_buf sql = FERRY_BUF_INIT, out = FERRY_BUF_INIT;
     ferry_buf_puts(&sql, "SELECT name, unreserved_space FROM system.disks WHERE NOT is_remote AND "
@@ -949,7 +1007,7 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
         resumed = resumed || (!js[i]->rc && *tier_dstr(js[i], "swap"));
     if (!rc && resumed)
         rc = wait_swaps_finished(w, err);
-    if (!rc && (rc = check_room(w, err)) == FERRY_EIO) {
+    if (!rc && (rc = check_room(ctx, w, err)) == FERRY_EIO) {
         for (size_t i = 0; i < n; i++) /* each keeps its journal: resumed when there is room */
             if (!js[i]->rc)
                 tier_job_fail(js[i], rc, err);

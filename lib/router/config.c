@@ -22,6 +22,7 @@ int rt_read_config(ferry_router *r, const ferry_config *cfg, const char *listen,
                                        "login_free_failures", "login_max_delay",
                                        "login_failure_decay", "max_buffered_bytes",
                                        "memory_budget", "passthrough_timeout", "min_insert_replicas",
+                                       "fallback_to_stale_replicas",
                                        FERRY_HTTPD_CONFIG_KEYS, NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
@@ -104,6 +105,9 @@ int rt_read_config(ferry_router *r, const ferry_config *cfg, const char *listen,
                            "of a slice must take a write) or 1..16",
                            cfg->path, mir);
     r->min_insert_replicas = (unsigned)mir_v;
+    if (!rc)
+        rc = ferry_config_bool(cfg, "router", NULL, "fallback_to_stale_replicas", true,
+                               &r->fallback_to_stale, err);
     const char *lb = ferry_config_get(cfg, "router", NULL, "load_balancing");
     r->load_balancing = FERRY_LB_RANDOM;
     if (!rc && lb && !ferry_lb_parse(lb, &r->load_balancing))

@@ -31,6 +31,7 @@ int rt_error_code(const char *name)
                  {"TOO_MANY_SIMULTANEOUS_QUERIES", 202},
                  {"NETWORK_ERROR", 210},
                  {"ALL_CONNECTION_TRIES_FAILED", 279},
+                 {"ALL_REPLICAS_ARE_STALE", 369},
                  {"QUERY_WAS_CANCELLED", 394},
                  {"TOO_MANY_ROWS_OR_BYTES", 396},
                  {"CANNOT_SCHEDULE_TASK", 439},

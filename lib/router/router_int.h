@@ -87,6 +87,8 @@ typedef struct rt_route {
     uint32_t n_shards;
     uint32_t *shards;    /* indices into router->shards */
     const char *missing; /* a shard name the route has that the router does not know, or "" */
+    uint32_t stale;      /* bit k: shards[k] missed acknowledged writes of the slice (its
+                          * repair-need record, include/ferry/repair_need.h; k < 32) */
 } rt_route;
 
 /* A slice's move in SWITCH (the only state in which what a shard holds differs from what the
@@ -207,6 +209,10 @@ struct ferry_router {
     long route_wait_ms;   /* how long a row whose slice no known shard serves waits ([router]) */
     rt_pending *pending;  /* slices awaiting a client's retry ([router] retry_window) */
     unsigned min_insert_replicas; /* 0: every replica of a slice must take its rows */
+    /* a read of a slice whose up-to-date replicas all failed (or that has none) goes to a
+     * replica that missed writes (true, ClickHouse's fallback_to_stale_replicas_for_distributed_
+     * queries default) or is refused with ALL_REPLICAS_ARE_STALE (false); docs/routing.md */
+    bool fallback_to_stale;
     pthread_mutex_t quorum_mu;    /* the records of writes a replica missed (quorum.c): */
     ferry_catalog *quorum_cat;    /* opened at the first one, kept (NULL again after an error) */
     rt_metrics metrics;
@@ -281,8 +287,11 @@ bool rt_wait_newer(ferry_router *r, uint64_t version, uint64_t deadline_ms);
 #define RT_READ_SET_MAX 16
 enum rt_read_mode {
     RT_READ_NONE,  /* no shard the router knows serves the slice (missing names it, if any) */
-    RT_READ_ONE,   /* each of shards[] holds the whole slice: read exactly one of them (replica
-                    * candidates, in route order; the first is the preferred one) */
+    RT_READ_ONE,   /* each of shards[0..n_fresh) holds the whole slice: read exactly one of
+                    * them (replica candidates, in route order; the first is the preferred one);
+                    * shards[n_fresh..n) missed acknowledged writes (a repair need): read one of
+                    * them only when no up-to-date one answers ([router]
+                    * fallback_to_stale_replicas) */
     RT_READ_UNION, /* every one of shards[] holds a disjoint part of the slice: read all of them,
                     * each restricted to the slice */
     RT_READ_HOLD   /* the slice is being published by a move: no shard can be read exactly now;
@@ -291,6 +300,7 @@ enum rt_read_mode {
 typedef struct rt_readers {
     enum rt_read_mode mode;
     uint32_t n;
+    uint32_t n_fresh;                 /* ONE: the first n_fresh took every write; else n */
     uint32_t shards[RT_READ_SET_MAX]; /* indices into router->shards */
     const char *missing;              /* NONE: a shard name the router does not know, or NULL */
     const char *move_id;              /* UNION / HOLD: the move (borrowed from the snapshot) */

@@ -19,7 +19,9 @@
  *  * CLEANUP (V3)                T        until DETACH      every row            -
  *
  * The rule (rt_read_set), for a snapshot of version v:
- *   - no move in SWITCH: the route's shards are complete copies: read one;
+ *   - no move in SWITCH: the route's shards are complete copies: read one (those a repair need
+ *     names as having missed acknowledged writes last: docs/routing.md "Replicas that missed
+ *     writes");
  *   - a move in SWITCH: the route's shards other than T are complete copies (a clone's source,
  *     the other replicas of a slice with rf > 1): read one of them when there is one;
  *   - else, before PUBLISH (V1 <= v < V2): S real and T real hold disjoint parts whose union is
@@ -226,7 +228,7 @@ typedef struct ld_route {
     uint32_t split;
     uint32_t text;     /* the shard list in ld.text */
     uint32_t len;
-} ld_route;
+} ld_route;             /* also a repair need: the shards that missed writes */
 
 typedef struct rt_loader {
     ld_tenant *tenants;
@@ -235,6 +237,8 @@ typedef struct rt_loader {
     size_t last;       /* where the previous route row's tenant is (rows come grouped) */
     ld_route *routes;
     size_t n_routes, cap_routes;
+    ld_route *needs;   /* the open repair needs (docs/routing.md "Replicas that missed writes") */
+    size_t n_needs, cap_needs;
     char *text;
     size_t n_text, cap_text;
 } rt_loader;
@@ -245,6 +249,7 @@ static void loader_free(rt_loader *ld)
         free(ld->tenants[i].name);
     free(ld->tenants);
     free(ld->routes);
+    free(ld->needs);
     free(ld->text);
     memset(ld, 0, sizeof *ld);
 }
@@ -323,10 +328,13 @@ static int ld_row(const ferry_routing_row *row, void *arg, ferry_err *err)
         return FERRY_OK; /* a route of a tenant that is gone: nothing routes to it */
     if (row->shards_len >= UINT32_MAX - ld->n_text - 1)
         return ferry_err_set(err, FERRY_ENOMEM, "the routing table's shard lists are too long");
-    if (grow((void **)&ld->routes, &ld->cap_routes, ld->n_routes + 1, sizeof *ld->routes) ||
+    bool need = row->kind == FERRY_REC_JOB;
+    if ((need ? grow((void **)&ld->needs, &ld->cap_needs, ld->n_needs + 1, sizeof *ld->needs)
+              : grow((void **)&ld->routes, &ld->cap_routes, ld->n_routes + 1,
+                     sizeof *ld->routes)) ||
         grow((void **)&ld->text, &ld->cap_text, ld->n_text + row->shards_len + 1, 1))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    ld_route *rr = &ld->routes[ld->n_routes++];
+    ld_route *rr = need ? &ld->needs[ld->n_needs++] : &ld->routes[ld->n_routes++];
     rr->tenant = (uint32_t)t;
     rr->split = row->split;
     rr->text = (uint32_t)ld->n_text;
@@ -350,9 +358,34 @@ typedef struct ld_scratch {
     size_t cap_r;
 } ld_scratch;
 
+/* Marks in routes[0..n_routes) the shards the need lr names as stale (rt_route.stale). */
+static void mark_stale(const rt_loader *ld, const ld_route *lr, const rt_shard_ref *refs,
+                       size_t n_refs, rt_route *routes, uint32_t n_routes)
+{
+    if (lr->split >= n_routes)
+        return;
+    rt_route *rr = &routes[lr->split];
+    const char *csv = ld->text + lr->text;
+    for (size_t a = 0; a < lr->len;) {
+        size_t b = a;
+        while (b < lr->len && csv[b] != ',')
+            b++;
+        size_t s0 = a, e = b;
+        while (s0 < e && isspace((unsigned char)csv[s0]))
+            s0++;
+        while (e > s0 && isspace((unsigned char)csv[e - 1]))
+            e--;
+        a = b + 1;
+        long slot = e > s0 ? ref_slot(refs, n_refs, csv + s0, e - s0) : -1;
+        for (uint32_t k = 0; slot >= 0 && k < rr->n_shards && k < 32; k++)
+            if (rr->shards[k] == (uint32_t)slot)
+                rr->stale |= 1u << k;
+    }
+}
+
 static int build_tenant(const rt_loader *ld, size_t ti, const uint32_t *order, size_t n,
-                        const rt_shard_ref *refs, size_t n_refs, ld_scratch *sc, rt_tenant *out,
-                        ferry_err *err)
+                        const uint32_t *needs, size_t n_needs, const rt_shard_ref *refs,
+                        size_t n_refs, ld_scratch *sc, rt_tenant *out, ferry_err *err)
 {
     const ld_tenant *lt = &ld->tenants[ti];
     uint32_t n_routes = 0;
@@ -418,6 +451,7 @@ static int build_tenant(const rt_loader *ld, size_t ti, const uint32_t *order, s
         routes[k].n_shards = 0;
         routes[k].shards = NULL;
         routes[k].missing = no_name;
+        routes[k].stale = 0;
     }
     for (size_t i = 0; i < n; i++) {
         uint32_t k = ld->routes[order[i]].split;
@@ -430,6 +464,8 @@ static int build_tenant(const rt_loader *ld, size_t ti, const uint32_t *order, s
             t += sc->r[k].miss_len + 1;
         }
     }
+    for (size_t i = 0; i < n_needs; i++)
+        mark_stale(ld, &ld->needs[needs[i]], refs, n_refs, routes, n_routes);
     out->splits = lt->splits;
     out->n_routes = n_routes;
     out->routes = n_routes ? routes : NULL;
@@ -450,10 +486,12 @@ static int build_tenants(rt_loader *ld, const rt_shard_ref *refs, size_t n_refs,
     size_t *first = calloc(ld->n_tenants + 1, sizeof *first);
     uint32_t *order = malloc((ld->n_routes ? ld->n_routes : 1) * sizeof *order);
     uint32_t *pos = malloc((ld->n_tenants ? ld->n_tenants : 1) * sizeof *pos); /* id -> index */
+    size_t *nfirst = calloc(ld->n_tenants + 1, sizeof *nfirst); /* the needs, the same way */
+    uint32_t *norder = malloc((ld->n_needs ? ld->n_needs : 1) * sizeof *norder);
     ld_scratch sc = {0};
     int rc = FERRY_OK;
     size_t built = 0;
-    if (!first || !order || !pos) {
+    if (!first || !order || !pos || !nfirst || !norder) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
@@ -468,9 +506,19 @@ static int build_tenants(rt_loader *ld, const rt_shard_ref *refs, size_t n_refs,
     for (size_t t = ld->n_tenants; t > 0; t--) /* back to the starts */
         first[t] = first[t - 1];
     first[0] = 0;
+    for (size_t i = 0; i < ld->n_needs; i++)
+        nfirst[pos[ld->needs[i].tenant] + 1]++;
+    for (size_t t = 0; t < ld->n_tenants; t++)
+        nfirst[t + 1] += nfirst[t];
+    for (size_t i = 0; i < ld->n_needs; i++)
+        norder[nfirst[pos[ld->needs[i].tenant]]++] = (uint32_t)i;
+    for (size_t t = ld->n_tenants; t > 0; t--)
+        nfirst[t] = nfirst[t - 1];
+    nfirst[0] = 0;
     for (; built < ld->n_tenants && !rc; built++)
-        rc = build_tenant(ld, built, order + first[built], first[built + 1] - first[built], refs,
-                          n_refs, &sc, &out[built], err);
+        rc = build_tenant(ld, built, order + first[built], first[built + 1] - first[built],
+                          norder + nfirst[built], nfirst[built + 1] - nfirst[built], refs, n_refs,
+                          &sc, &out[built], err);
     if (rc) {
         for (size_t i = 0; i + 1 < built; i++)
             tblock_put(out[i].block);
@@ -479,6 +527,8 @@ out:
     free(first);
     free(order);
     free(pos);
+    free(nfirst);
+    free(norder);
     free(sc.slots);
     free(sc.r);
     return rc;
@@ -657,6 +707,7 @@ bool rt_snapshot_same(const rt_snapshot *a, const rt_snapshot *b, char *why, siz
         for (uint32_t k = 0; k < x->n_routes; k++) {
             const rt_route *p = &x->routes[k], *q = &y->routes[k];
             if (p->n_shards != q->n_shards || strcmp(p->missing, q->missing) ||
+                p->stale != q->stale ||
                 (p->n_shards && memcmp(p->shards, q->shards, p->n_shards * sizeof *p->shards)))
                 DIFF("tenant %s split %u: the routes differ", x->name, k);
         }
@@ -691,11 +742,19 @@ void rt_read_set(const rt_snapshot *s, const rt_tenant *t, uint32_t split, rt_re
         return;
     }
     const rt_move *mv = s->n_moves ? rt_find_move(s, t->name, split) : NULL;
-    /* complete copies: the route's shards, except a move's target while it is in SWITCH */
+    /* complete copies: the route's shards, except a move's target while it is in SWITCH; those
+     * that took every acknowledged write first, then those that missed some (a repair need) */
     out->mode = RT_READ_ONE;
-    for (uint32_t k = 0; k < rr->n_shards && out->n < RT_READ_SET_MAX; k++)
-        if (!mv || (long)rr->shards[k] != mv->move_to)
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t k = 0; k < rr->n_shards && out->n < RT_READ_SET_MAX; k++) {
+            bool stale = k < 32 && (rr->stale >> k & 1u);
+            if (stale == (pass == 0) || (mv && (long)rr->shards[k] == mv->move_to))
+                continue;
             out->shards[out->n++] = rr->shards[k];
+        }
+        if (pass == 0)
+            out->n_fresh = out->n;
+    }
     if (out->n || !mv)
         return;
     out->move_id = mv->move_id;
@@ -706,12 +765,14 @@ void rt_read_set(const rt_snapshot *s, const rt_tenant *t, uint32_t split, rt_re
     if (mv->publishing) {
         out->mode = RT_READ_HOLD;
         out->shards[out->n++] = (uint32_t)mv->move_to;
+        out->n_fresh = out->n;
         return;
     }
     out->mode = RT_READ_UNION;
     out->shards[out->n++] = (uint32_t)mv->move_from;
     if (mv->move_to != mv->move_from)
         out->shards[out->n++] = (uint32_t)mv->move_to;
+    out->n_fresh = out->n;
 }
 
 /* One consistent read of the catalog at one routing version, and the snapshot built from it:

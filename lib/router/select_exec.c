@@ -209,9 +209,11 @@ void rd_respond_fail(ferry_http_req *req, const rd_fail *f)
 void rd_ctx_pick_free(rd_ctx *cx)
 {
     ferry_rpick_free(cx->pick);
-    free(cx->pick_slices);
+    free(cx->pick_slices); /* pick_fresh lives in the same allocation */
     cx->pick = NULL;
     cx->pick_slices = NULL;
+    cx->pick_fresh = NULL;
+    cx->stale_refusal[0] = '\0';
     for (size_t i = 0; i < 2 * cx->n_repl; i++)
         free(cx->repl[i]);
     free(cx->repl);
@@ -219,8 +221,36 @@ void rd_ctx_pick_free(rd_ctx *cx)
     cx->n_repl = 0;
 }
 
+/* The names of cand[from..to) as "a, b" into out. */
+static void cand_names(const ferry_router *r, const uint32_t *cand, size_t from, size_t to,
+                       char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t k = from; k < to && used + 2 < size; k++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", k > from ? ", " : "",
+                                 r->shards[cand[k]]->name);
+}
+
+/* A slice is read from a replica that missed acknowledged writes: counted, and said in the log
+ * (the answer may lack rows that `ferry repair` has not copied yet). */
+static void stale_read(rd_ctx *cx, const ferry_sql_slice *sl, uint32_t server, const char *why)
+{
+    pthread_mutex_lock(&cx->rd->sel_mu);
+    cx->rd->stale_reads++;
+    pthread_mutex_unlock(&cx->rd->sel_mu);
+    FLOG_WARN("msg=\"router: reading a replica that missed acknowledged writes (the answer may "
+              "lack rows until ferry repair)\" tenant=%s split=%u shard=%s why=\"%s\"",
+              sl->tenant, sl->split, cx->r->shards[server]->name, why);
+}
+
 /* Picks one replica per slice the analysis reads (every slice when a managed reference has no
- * tenant filter), in [router] load_balancing order with the router's error counts. */
+ * tenant filter), in [router] load_balancing order with the router's error counts. The replicas
+ * that missed acknowledged writes (a repair need) come after every up-to-date one, in the
+ * policy's order among themselves, so a read goes to one of them only when no up-to-date replica
+ * answers (failover) or there is none; with [router] fallback_to_stale_replicas = false they are
+ * not candidates, and a slice with no other one refuses the read (docs/routing.md "Replicas that
+ * missed writes"). */
 int rd_pick_build(rd_ctx *cx, const ferry_sql_analysis *a)
 {
     rd_cache *c = cx->cache;
@@ -250,11 +280,15 @@ int rd_pick_build(rd_ctx *cx, const ferry_sql_analysis *a)
         if (all || want[i])
             n += c->tenant_first[i + 1] - c->tenant_first[i];
     int rc = ferry_rpick_new(c->n_servers, &cx->pick);
-    cx->pick_slices = calloc(n + 1, sizeof *cx->pick_slices);
+    /* one allocation for both: a GLOBAL subquery's context is a copy of this one with
+     * pick_slices cleared (select_merge.c), and frees nothing it did not allocate */
+    cx->pick_slices = calloc(1, (n + 1) * (sizeof *cx->pick_slices + sizeof *cx->pick_fresh));
+    cx->pick_fresh = cx->pick_slices ? (uint32_t *)(cx->pick_slices + n + 1) : NULL;
     if (rc || !cx->pick_slices) {
         free(want);
         return FERRY_ENOMEM;
     }
+    bool fallback = cx->r->fallback_to_stale;
     uint32_t order[RD_MAX_CAND];
     uint64_t now = rd_now_ms();
     ferry_err err = {0};
@@ -264,13 +298,41 @@ int rd_pick_build(rd_ctx *cx, const ferry_sql_analysis *a)
             continue;
         for (size_t k = c->tenant_first[i]; k < c->tenant_first[i + 1] && !rc; k++) {
             const rd_cslice *cs = &c->cslices[k];
-            rc = ferry_rsets_order(cx->rd->rsets, cs->cand, cs->n_cand, now, &cx->rd->rng,
-                                   order, &err);
+            ferry_sql_slice sl = {snap->tenants[i].name, cs->split};
+            uint32_t fresh = cs->n_fresh, stale = cs->n_cand - cs->n_fresh;
+            if (fresh)
+                rc = ferry_rsets_order(cx->rd->rsets, cs->cand, fresh, now, &cx->rd->rng, order,
+                                       &err);
+            if (!rc && stale && (fallback || !fresh))
+                rc = ferry_rsets_order(cx->rd->rsets, cs->cand + fresh, stale, now, &cx->rd->rng,
+                                       order + fresh, &err);
+            uint32_t n_order = fallback || !fresh ? cs->n_cand : fresh;
             size_t idx = 0;
             if (!rc)
-                rc = ferry_rpick_add(cx->pick, order, cs->n_cand, &idx);
-            if (!rc)
-                cx->pick_slices[idx] = (ferry_sql_slice){snap->tenants[i].name, cs->split};
+                rc = ferry_rpick_add(cx->pick, order, n_order, &idx);
+            if (rc)
+                break;
+            cx->pick_slices[idx] = sl;
+            cx->pick_fresh[idx] = fresh;
+            if (fresh)
+                continue;
+            char names[256];
+            cand_names(cx->r, cs->cand, 0, cs->n_cand, names, sizeof names);
+            if (fallback) {
+                pthread_mutex_unlock(&cx->rd->sel_mu);
+                stale_read(cx, &sl, order[0], "every replica of the slice missed writes");
+                pthread_mutex_lock(&cx->rd->sel_mu);
+            } else if (!cx->stale_refusal[0]) {
+                cx->rd->stale_refused++;
+                snprintf(cx->stale_refusal, sizeof cx->stale_refusal,
+                         "every replica of slice %s/%u (%s) missed acknowledged writes that "
+                         "ferry repair has not copied yet, and [router] "
+                         "fallback_to_stale_replicas = false",
+                         sl.tenant, sl.split, names);
+                FLOG_WARN("msg=\"router: read refused: every replica of the slice missed "
+                          "acknowledged writes\" tenant=%s split=%u replicas=\"%s\"",
+                          sl.tenant, sl.split, names);
+            }
         }
     }
     pthread_mutex_unlock(&cx->rd->sel_mu);
@@ -362,6 +424,17 @@ bool rd_conn_error(int rc)
 int rd_shard_exec_cx(rd_ctx *cx, size_t server, const ferry_ch_query *q,
                          ferry_ch_status *st, ferry_err *err)
 {
+    if (cx->stale_refusal[0]) {
+        /* a slice of the read has no replica that took every acknowledged write and the router
+         * may not read the others: the read fails as ClickHouse's does, before any server */
+        memset(st, 0, sizeof *st);
+        st->ch_code = rt_error_code("ALL_REPLICAS_ARE_STALE");
+        st->http_status = 500;
+        snprintf(st->message, sizeof st->message,
+                 "Code: %d. DB::Exception: ferry router: %s. (ALL_REPLICAS_ARE_STALE) (version "
+                 "ferry router)", st->ch_code, cx->stale_refusal);
+        return ferry_err_set(err, FERRY_EREMOTE, "%s", cx->stale_refusal);
+    }
     if (!cx->deadline)
         return shard_exec(cx->r, server, q, st, err);
     if (rt_deadline_expired(cx->deadline)) {
@@ -388,6 +461,8 @@ int rd_server_exec(rd_ctx *cx, size_t server, const ferry_ch_query *q, ferry_ch_
                        ferry_err *err)
 {
     rt_reads *rd = cx->rd;
+    if (cx->stale_refusal[0]) /* refused before any server (not a query sent, not an error) */
+        return rd_shard_exec_cx(cx, server, q, st, err);
     pthread_mutex_lock(&rd->sel_mu);
     if (rd->rsets)
         ferry_rsets_begin(rd->rsets, (uint32_t)server);
@@ -438,5 +513,21 @@ int rd_fail_over(rd_ctx *cx, size_t server, const ferry_err *why, rd_fail *f)
     }
     FLOG_WARN("msg=\"router: read failover\" shard=%s slices=%zu err=\"%s\"",
               cx->r->shards[server]->name, moved, why->msg);
+    /* the slices whose next replica is one that missed writes: no up-to-date one is left */
+    for (size_t i = 0; i < np && cx->pick_fresh; i++) {
+        uint32_t cur = ferry_rpick_server(cx->pick, i), tried[RD_MAX_CAND];
+        size_t no = 0, pos = 0;
+        const uint32_t *ord = ferry_rpick_order(cx->pick, i, &no);
+        if (cur == FERRY_RPICK_NONE || !cx->pick_fresh[i] || !ord ||
+            ferry_rpick_is_answered(cx->pick, i))
+            continue;
+        size_t nt = ferry_rpick_tried(cx->pick, i, tried, RD_MAX_CAND);
+        if (nt < 2 || nt > RD_MAX_CAND || tried[nt - 2] != (uint32_t)server)
+            continue; /* it did not move now */
+        while (pos < no && ord[pos] != cur)
+            pos++;
+        if (pos >= cx->pick_fresh[i])
+            stale_read(cx, &cx->pick_slices[i], cur, "no up-to-date replica answered");
+    }
     return FERRY_OK;
 }

@@ -31,6 +31,8 @@
 typedef struct rd_cslice {
     uint32_t split;
     uint32_t n_cand;
+    uint32_t n_fresh;     /* cand[0..n_fresh) took every acknowledged write; the rest missed
+                           * some (rt_readers.n_fresh) */
     const uint32_t *cand; /* into rd_cache.cand_store */
 } rd_cslice;
 
@@ -84,6 +86,9 @@ struct rt_reads {
     ferry_rsel_rng rng;
     uint64_t *shard_queries, *shard_errors; /* per router shard: read queries sent, failed */
     uint64_t failovers;
+    /* slices read from a replica that missed acknowledged writes (no up-to-date one answered,
+     * [router] fallback_to_stale_replicas), and reads refused for it */
+    uint64_t stale_reads, stale_refused;
     /* pipelined merges: the partials' column structures by statement (merge_struct_key) */
     rt_qcache *structs;
     uint64_t pipelined;
@@ -135,6 +140,13 @@ typedef struct rd_ctx {
     const ferry_sql_analysis *a;
     ferry_rpick *pick;
     ferry_sql_slice *pick_slices; /* per pick slice: tenant (into the snapshot), split */
+    uint32_t *pick_fresh;         /* per pick slice: its order's first pick_fresh candidates
+                                   * took every acknowledged write, the others missed some (in
+                                   * pick_slices' allocation) */
+    /* a slice whose every replica it may read missed writes, with [router]
+     * fallback_to_stale_replicas = false: every server query of the read is refused with this
+     * (rd_shard_exec_cx); "" when none */
+    char stale_refusal[384];
     bool planned_mat;
     char **repl; /* pairs: name, expression (owned) */
     size_t n_repl;

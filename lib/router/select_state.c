@@ -232,10 +232,12 @@ void rt_reads_status(ferry_router *r, ferry_buf *out)
     pthread_mutex_lock(&rd->sel_mu);
     ferry_buf_printf(out, ",\"reads\":{\"single\":%llu,\"merged\":%llu,\"pipelined\":%llu,"
                           "\"structure_hits\":%llu,\"structure_lookups\":%llu,"
-                          "\"failovers\":%llu,\"shards\":{",
+                          "\"failovers\":%llu,\"stale_reads\":%llu,\"stale_refused\":%llu,"
+                          "\"shards\":{",
                      (unsigned long long)single, (unsigned long long)merged,
                      (unsigned long long)pipelined, hits, lookups,
-                     (unsigned long long)rd->failovers);
+                     (unsigned long long)rd->failovers, (unsigned long long)rd->stale_reads,
+                     (unsigned long long)rd->stale_refused);
     size_t n = r->n_shards;
     for (size_t i = 0; i < n; i++)
         ferry_buf_printf(out, "%s\"%s\":{\"queries\":%llu,\"errors\":%llu,\"error_count\":%llu}",
@@ -322,13 +324,14 @@ static rd_cache *cache_build(ferry_router *r, rt_reads *rd, rt_snapshot *s)
                 uint32_t n = rs.n < RD_MAX_CAND ? rs.n : RD_MAX_CAND;
                 memcpy(c->cand_store + used, rs.shards, n * sizeof *rs.shards);
                 c->cslices[c->n_cslices++] =
-                    (rd_cslice){.split = k, .n_cand = n, .cand = c->cand_store + used};
+                    (rd_cslice){.split = k, .n_cand = n, .n_fresh = rs.n_fresh < n ? rs.n_fresh : n,
+                                .cand = c->cand_store + used};
                 used += n;
             } else if (rs.mode == RT_READ_UNION) {
                 for (uint32_t j = 0; j < rs.n; j++) {
                     c->cand_store[used] = rs.shards[j];
-                    c->cslices[c->n_cslices++] =
-                        (rd_cslice){.split = k, .n_cand = 1, .cand = c->cand_store + used};
+                    c->cslices[c->n_cslices++] = (rd_cslice){
+                        .split = k, .n_cand = 1, .n_fresh = 1, .cand = c->cand_store + used};
                     used++;
                 }
             }
@@ -535,6 +538,14 @@ void rt_reads_metrics(ferry_router *r, ferry_buf *out)
     ferry_metrics_family(out, "ferry_router_read_failovers_total", FERRY_METRIC_COUNTER,
                          "reads that went to another replica after one failed");
     ferry_metrics_sample(out, "ferry_router_read_failovers_total", NULL, (double)rd->failovers);
+    ferry_metrics_family(out, "ferry_router_stale_replica_reads_total", FERRY_METRIC_COUNTER,
+                         "slices read from a replica that missed acknowledged writes (awaiting "
+                         "ferry repair) because no up-to-date replica answered, by outcome "
+                         "(read: [router] fallback_to_stale_replicas = true; refused: false)");
+    ferry_metrics_sample(out, "ferry_router_stale_replica_reads_total",
+                         (const char *[]){"outcome", "read", NULL}, (double)rd->stale_reads);
+    ferry_metrics_sample(out, "ferry_router_stale_replica_reads_total",
+                         (const char *[]){"outcome", "refused", NULL}, (double)rd->stale_refused);
     size_t n = r->n_shards;
     ferry_metrics_family(out, "ferry_router_shard_queries_total", FERRY_METRIC_COUNTER,
                          "read queries sent to a shard, by outcome");

@@ -3,8 +3,9 @@
  * reading only the tenants the routing change log names, and the snapshot it publishes is the
  * one a full read of the catalog gives at that version: new tenants, split raises, a route
  * naming a shard the router does not know, a tenant removed with its routes, a move through
- * SWITCH and PUBLISH and its journal record removed, users. A shard added changes the slots
- * the routes resolve to: that reload reads everything. */
+ * SWITCH and PUBLISH and its journal record removed, users, repair needs (the replicas reads
+ * keep off). A shard added changes the slots the routes resolve to: that reload reads
+ * everything. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #include "../../lib/router/router_int.h"
 #include "ferry/catalog.h"
 #include "ferry/init.h"
+#include "ferry/repair_need.h"
 #include "ferry/router.h"
 #include "ferry/split.h"
 
@@ -238,6 +240,65 @@ static void test_incremental_equals_full(void **state)
     /* and the next change is incremental again */
     must(ferry_split_set(cat, "new2", 1, true, false, &ch, &err), &err);
     check(r, cat, true, "a tenant added after the shard");
+
+    /* repair needs (include/ferry/repair_need.h): a write node2 missed keeps reads of t02/0 on
+     * node1; another write it missed (lists unchanged) leaves the routing version alone; one
+     * node1 missed too makes both stale; repair clearing the record makes both readable again */
+    b = ferry_batch_new();
+    set_route(b, "t02", 0, "node1,node2");
+    commit(cat, b);
+    check(r, cat, true, "an rf 2 route");
+    must(ferry_repair_need_mark(cat, "t02", 0, "node2", "node1", &err), &err);
+    check(r, cat, true, "a repair need");
+    s = rt_snapshot_get(r);
+    t = rt_find_tenant(s, "t02", 3);
+    rt_read_set(s, t, 0, &rs);
+    assert_int_equal(rs.mode, RT_READ_ONE);
+    assert_int_equal(rs.n, 2);
+    assert_int_equal(rs.n_fresh, 1);
+    assert_string_equal(r->shards[rs.shards[0]]->name, "node1");
+    assert_string_equal(r->shards[rs.shards[1]]->name, "node2");
+    rt_snapshot_put(s);
+    uint64_t v1 = 0, v2 = 0;
+    must(ferry_catalog_routing_version(cat, &v1, &err), &err);
+    must(ferry_repair_need_mark(cat, "t02", 0, "node2", "node1", &err), &err);
+    must(ferry_catalog_routing_version(cat, &v2, &err), &err);
+    assert_int_equal(v1, v2);
+    must(ferry_repair_need_mark(cat, "t02", 0, "node1", "node2", &err), &err);
+    check(r, cat, true, "a repair need naming both replicas");
+    s = rt_snapshot_get(r);
+    rt_read_set(s, rt_find_tenant(s, "t02", 3), 0, &rs);
+    assert_int_equal(rs.n, 2);
+    assert_int_equal(rs.n_fresh, 0);
+    rt_snapshot_put(s);
+    ferry_repair_need need;
+    bool found = false;
+    must(ferry_repair_need_get(cat, "t02", 0, &need, &found, &err), &err);
+    assert_true(found);
+    must(ferry_repair_need_clear(cat, &need, &err), &err);
+    check(r, cat, true, "a repair need cleared");
+    s = rt_snapshot_get(r);
+    rt_read_set(s, rt_find_tenant(s, "t02", 3), 0, &rs);
+    assert_int_equal(rs.n_fresh, 2);
+    assert_int_equal(rs.n, 2);
+    rt_snapshot_put(s);
+    /* a tenant whose name is too long for the record's id: the id holds a hash, the change log
+     * cannot name the tenant, so that reload reads everything */
+    char longname[121];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    must(ferry_split_set(cat, longname, 1, true, false, &ch, &err), &err);
+    b = ferry_batch_new();
+    set_route(b, longname, 0, "node3,node1");
+    commit(cat, b);
+    check(r, cat, true, "an rf 2 route of a long name");
+    must(ferry_repair_need_mark(cat, longname, 0, "node3", "node1", &err), &err);
+    check(r, cat, false, "a repair need of a long name");
+    s = rt_snapshot_get(r);
+    rt_read_set(s, rt_find_tenant(s, longname, strlen(longname)), 0, &rs);
+    assert_int_equal(rs.n_fresh, 1);
+    assert_string_equal(r->shards[rs.shards[0]]->name, "node1");
+    rt_snapshot_put(s);
     ferry_router_stop(r);
     ferry_catalog_close(cat);
 }

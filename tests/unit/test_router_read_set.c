@@ -1,6 +1,7 @@
 /* rt_read_set (lib/router/routing.c): which shards serve reads of a slice, by the slice's route
  * and its move in SWITCH: complete copies (one), the union of source and target before the
- * publish step, a hold while publishing, a clone's target never before CLEANUP. */
+ * publish step, a hold while publishing, a clone's target never before CLEANUP, and replicas
+ * that missed acknowledged writes after the others. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -160,6 +161,43 @@ static void test_other_replica_serves(void **state)
     assert_int_equal(rs.shards[0], 2);
 }
 
+/* replicas that missed acknowledged writes (rt_route.stale, a repair need) come after every
+ * up-to-date one, in route order within each group; n_fresh counts the up-to-date ones */
+static void test_stale_replicas_last(void **state)
+{
+    (void)state;
+    uint32_t sh[] = {0, 1, 2};
+    rt_route rr = route_of(sh, 3);
+    rr.stale = 1u << 0; /* node1 missed writes */
+    rt_readers rs;
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.mode, RT_READ_ONE);
+    assert_int_equal(rs.n, 3);
+    assert_int_equal(rs.n_fresh, 2);
+    assert_int_equal(rs.shards[0], 1);
+    assert_int_equal(rs.shards[1], 2);
+    assert_int_equal(rs.shards[2], 0);
+    /* every replica missed some: all stale, none fresh */
+    rr.stale = 7;
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.n, 3);
+    assert_int_equal(rs.n_fresh, 0);
+    assert_int_equal(rs.shards[0], 0);
+    /* none: all fresh */
+    rr.stale = 0;
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.n_fresh, 3);
+    /* a clone's target in SWITCH is still left out, stale or not */
+    rr.stale = 1u << 2;
+    moving(&rr, 0, 1, false);
+    read_set_of(&rr, &rs);
+    assert_int_equal(rs.mode, RT_READ_ONE);
+    assert_int_equal(rs.n, 2);
+    assert_int_equal(rs.n_fresh, 1);
+    assert_int_equal(rs.shards[0], 0);
+    assert_int_equal(rs.shards[1], 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +208,7 @@ int main(void)
         cmocka_unit_test_setup(test_source_unknown, no_move),
         cmocka_unit_test_setup(test_clone_target_excluded, no_move),
         cmocka_unit_test_setup(test_other_replica_serves, no_move),
+        cmocka_unit_test_setup(test_stale_replicas_last, no_move),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
