@@ -510,7 +510,7 @@ static int rebalance(demo *d, ferry_err *err)
         goto out;
     }
     ferry_plan_run_opts po = {.max_parallel = d->o.parallel, .max_per_shard = d->o.parallel,
-                              .on_step = on_move, .arg = &m};
+                              .batch = DEMO_BATCH, .on_step = on_move, .arg = &m};
     ferry_plan_run_result pr;
     rc = ferry_plan_run(&mo, &plan, &po, &pr, err);
     d->r->rebalance_s = pr.seconds;
