@@ -14,7 +14,7 @@
 const char cmd_rebalance_usage[] =
     "usage: ferry rebalance [--dry-run] [--max-parallel N] [--max-bytes-per-second B]\n"
     "                       [--max-bytes-per-second-per-shard B]\n"
-    "                       [--grace MS] [--json] [--force] [--config FILE]\n"
+    "                       [--batch N] [--grace MS] [--json] [--force] [--config FILE]\n"
     "\n"
     "Brings the catalog's inventory up to date from system.parts on every shard (slice sizes,\n"
     "new tenants), finishes unfinished moves, then computes the plan: the routing table is the\n"
@@ -28,6 +28,9 @@ const char cmd_rebalance_usage[] =
     "  --max-bytes-per-second B   copy rate limit for the whole run, all moves together\n"
     "  --max-bytes-per-second-per-shard B   copy rate limit of each shard: the bytes it sends\n"
     "                    plus the bytes it receives, all moves together\n"
+    "  --batch N         moves between the same two shards run N at a time as one batch: one\n"
+    "                    freeze, one ATTACH, one MOVE PARTITION, one DETACH for all of them\n"
+    "                    (default 1: each move alone; a batch counts as one move for the limits)\n"
     "  --grace MS        wait after each routing switch for writes in flight (default 2000,\n"
     "                    or 0 when [cluster] routers lists the routers: their fence covers it)\n"
     "  --json            the plan, progress and each move as JSON lines; a summary line last\n"
@@ -43,13 +46,14 @@ int cmd_rebalance(int argc, char **argv)
                                          {"max-bytes-per-second-per-shard", required_argument,
                                           NULL, 'B'},
                                          {"grace", required_argument, NULL, 'g'},
+                                         {"batch", required_argument, NULL, 'N'},
                                          {"json", no_argument, NULL, 'j'},
                                          {"force", no_argument, NULL, 'F'},
                                          {"config", required_argument, NULL, 'c'},
                                          {NULL, 0, NULL, 0}};
     const char *config = NULL;
     bool dry = false, json = false, force = false;
-    uint64_t par = 1, per_shard = 2, bps = 0, shard_bps = 0, grace = 0;
+    uint64_t par = 1, per_shard = 2, bps = 0, shard_bps = 0, grace = 0, batch = 1;
     bool grace_given = false;
     int ch;
     optind = 1;
@@ -78,6 +82,10 @@ int cmd_rebalance(int argc, char **argv)
                 return cli_usage_error("rebalance", "--max-bytes-per-second-per-shard '%s' is "
                                        "not a size", optarg);
             break;
+        case 'N':
+            if (!ferry_parse_u64(optarg, &batch) || batch < 1 || batch > 64)
+                return cli_usage_error("rebalance", "--batch '%s' is not 1..64", optarg);
+            break;
         case 'g':
             grace_given = true;
             if (!ferry_parse_u64(optarg, &grace) || grace > 600000)
@@ -102,6 +110,7 @@ int cmd_rebalance(int argc, char **argv)
     int rc = cli_move_env_init(&e, "rebalance", config, json, &err);
     e.opts.grace_ms = (unsigned)grace;
     e.opts.grace_given = grace_given;
+    e.batch = (unsigned)batch;
     /* also for the unfinished moves resumed first, one at a time: each is its shards' only move */
     e.opts.max_bytes_per_second = bps && (!shard_bps || bps < shard_bps) ? bps : shard_bps;
     e.force = force;

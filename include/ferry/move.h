@@ -112,6 +112,16 @@ int ferry_move_begin_from(const ferry_move_opts *o, const char *tenant, uint32_t
                           const char *from, const char *to, bool clone, char id[64],
                           bool *resumed, ferry_err *err);
 
+/* ferry_move_begin_from for n slices (tenants[k], splits[k]) that move from `from` to `to` as a
+ * batch (ferry_move_run_batch): the servers are checked once for all of them (one status per
+ * agent, one listing of the slices per side; the target must have room for all their hot
+ * bytes), each slice is checked against the catalog and journaled as its own move. ids[k],
+ * resumed[k], rcs[k] and errs[k] are slice k's (a failing slice has no id). Returns the first
+ * failing code, or FERRY_OK. */
+int ferry_move_begin_batch(const ferry_move_opts *o, const char *const *tenants,
+                           const uint32_t *splits, size_t n, const char *from, const char *to,
+                           char (*ids)[64], bool *resumed, int *rcs, ferry_err *errs);
+
 /* Runs (or resumes) move id until DONE or FAILED. Takes the lease "move.<id>" for the run, so
  * two movers never run one move (FERRY_ECONFLICT names the holder). A failure before the switch
  * that cannot heal (verification, target disk full) rolls the target side back and ends in

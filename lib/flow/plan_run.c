@@ -159,27 +159,63 @@ static void run_batch(plan_exec *x, const size_t *steps, size_t n)
         goto out;
     }
     ferry_move_result *begun_res = calloc(n, sizeof *begun_res);
-    for (size_t k = 0; k < n; k++) {
-        const ferry_planned_move *m = &x->plan->moves[steps[k]];
-        bool resumed;
+    const char **tenants = calloc(n, sizeof *tenants);
+    uint32_t *splits = calloc(n, sizeof *splits);
+    bool *resumed = calloc(n, sizeof *resumed);
+    if (!begun_res || !tenants || !splits || !resumed) {
         ferry_err e = {0};
-        int rc = begun_res ? ferry_move_begin_from(&smo, m->tenant, m->split, m->from, m->to,
-                                                   false, ids[nb], &resumed, &e)
-                           : ferry_err_set(&e, FERRY_ENOMEM, "out of memory");
-        if (rc) {
+        ferry_err_set(&e, FERRY_ENOMEM, "out of memory");
+        for (size_t k = 0; k < n; k++) {
             ferry_move_result r;
             memset(&r, 0, sizeof r);
-            step_done(x, m, &r, rc, &e);
+            step_done(x, &x->plan->moves[steps[k]], &r, FERRY_ENOMEM, &e);
+        }
+        free(begun_res);
+        free(tenants);
+        free(splits);
+        free(resumed);
+        goto out;
+    }
+    for (size_t k = 0; k < n; k++) {
+        tenants[k] = x->plan->moves[steps[k]].tenant;
+        splits[k] = x->plan->moves[steps[k]].split;
+    }
+    const ferry_planned_move *m0 = &x->plan->moves[steps[0]];
+    (void)ferry_move_begin_batch(&smo, tenants, splits, n, m0->from, m0->to, ids, resumed, rcs,
+                                 errs);
+    for (size_t k = 0; k < n; k++) {
+        if (rcs[k]) {
+            ferry_move_result r;
+            memset(&r, 0, sizeof r);
+            step_done(x, &x->plan->moves[steps[k]], &r, rcs[k], &errs[k]);
             continue;
         }
-        idp[nb] = ids[nb];
+        idp[nb] = ids[k];
         of[nb++] = k;
     }
+    free(tenants);
+    free(splits);
+    free(resumed);
+    int *brc = calloc(nb + 1, sizeof *brc);
+    ferry_err *berr = calloc(nb + 1, sizeof *berr);
+    if (!brc || !berr) {
+        ferry_err e = {0};
+        ferry_err_set(&e, FERRY_ENOMEM, "out of memory");
+        for (size_t k = 0; k < nb; k++) {
+            ferry_move_result r;
+            memset(&r, 0, sizeof r);
+            step_done(x, &x->plan->moves[steps[of[k]]], &r, FERRY_ENOMEM, &e);
+        }
+        nb = 0;
+    }
     if (nb)
-        (void)ferry_move_run_batch(&smo, idp, nb, begun_res, rcs, errs);
+        (void)ferry_move_run_batch(&smo, idp, nb, begun_res, brc, berr);
     for (size_t k = 0; k < nb; k++)
-        step_done(x, &x->plan->moves[steps[of[k]]], &begun_res[k], rcs[k], &errs[k]);
+        step_done(x, &x->plan->moves[steps[of[k]]], &begun_res[k], brc[k], &berr[k]);
+    free(brc);
+    free(berr);
     free(begun_res);
+    goto out;
 out:
     ferry_rate_free(group);
     free(res);
