@@ -294,9 +294,9 @@ static int make_units(plan_exec *x, const ferry_rebalance_plan *plan, size_t n_s
     x->unit_first = calloc(n + 2, sizeof *x->unit_first);
     x->unit_steps = calloc(n + 1, sizeof *x->unit_steps);
     x->usm = calloc(n + 1, sizeof *x->usm);
-    size_t *unit_of = calloc(n + 1, sizeof *unit_of), *size = calloc(n + 1, sizeof *size);
-    size_t *open = calloc(n + 1, sizeof *open); /* per step: the unit it opened, still filling */
-    int rc = x->unit_first && x->unit_steps && x->usm && unit_of && size && open
+    size_t *unit_of = calloc(n + 1, sizeof *unit_of); /* per step: its unit */
+    size_t *size = calloc(n + 1, sizeof *size);       /* per unit: its steps */
+    int rc = x->unit_first && x->unit_steps && x->usm && unit_of && size
                  ? FERRY_OK
                  : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     x->n_units = 0;
@@ -311,7 +311,6 @@ static int make_units(plan_exec *x, const ferry_rebalance_plan *plan, size_t n_s
             u = pair_unit[pair] - 1; /* the pair's unit, not full yet */
         if (u == x->n_units) {
             x->usm[u] = x->sm[i];
-            open[u] = batchable ? i : (size_t)-1;
             size[u] = 0;
             x->n_units++;
             if (batchable)
@@ -320,19 +319,20 @@ static int make_units(plan_exec *x, const ferry_rebalance_plan *plan, size_t n_s
         unit_of[i] = u;
         size[u]++;
     }
-    /* steps grouped by unit, in plan order inside each */
+    /* steps grouped by unit, in plan order inside each (a counting sort: size[] is each unit's
+     * count, then its next free place) */
     size_t at = 0;
     for (size_t u = 0; !rc && u < x->n_units; u++) {
         x->unit_first[u] = at;
-        for (size_t i = 0; i < n; i++)
-            if (unit_of[i] == u)
-                x->unit_steps[at++] = i;
+        at += size[u];
+        size[u] = x->unit_first[u];
     }
+    for (size_t i = 0; !rc && i < n; i++)
+        x->unit_steps[size[unit_of[i]]++] = i;
     if (!rc)
         x->unit_first[x->n_units] = at;
     free(unit_of);
     free(size);
-    free(open);
     free(steps_of);
     free(pair_unit);
     return rc;
