@@ -231,7 +231,7 @@ int cli_run_plan(cli_move_env *e, const ferry_rebalance_plan *p, unsigned max_pa
     ferry_plan_run_opts o = {.max_parallel = max_parallel, .max_per_shard = max_per_shard,
                              .max_bytes_per_second = max_bytes_per_second,
                              .max_bytes_per_second_per_shard = max_bytes_per_second_per_shard,
-                             .on_step = on_step,
+                             .batch = e->batch, .on_step = on_step,
                              .may_start = may_start, .arg = &pp};
     ferry_plan_run_result r;
     int rc = ferry_plan_run(&e->opts, p, &o, &r, err);

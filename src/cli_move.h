@@ -19,6 +19,7 @@ typedef struct cli_move_env {
     bool json;
     bool bar; /* stderr is a terminal and not --json */
     bool force; /* --force: the pause (ferry pause) does not hold */
+    unsigned batch; /* --batch N: moves between two shards run in batches of N (plan_run.h) */
     pthread_mutex_t lock;
     double last_bar;
     ferry_move_opts opts;

@@ -13,7 +13,7 @@
 
 const char cmd_demo_usage[] =
     "usage: ferry demo [--json] [--dir DIR [--keep]] [--tenants N] [--days D] [--cold-days C]\n"
-    "                  [--rows-per-day R] [--max-parallel P] [--libchdb PATH]\n"
+    "                  [--rows-per-day R] [--max-parallel P] [--batch N] [--libchdb PATH]\n"
     "                  [--object-store local|s3 --s3-endpoint URL --s3-bucket B\n"
     "                   --s3-access-key-file F --s3-secret-key-file F [--s3-prefix P]]\n"
     "       ferry demo --placement-only [--hash sha256|xxh3] [--json]\n"
@@ -33,6 +33,8 @@ const char cmd_demo_usage[] =
     "  --rows-per-day R   rows a day of the largest tenant (default 200000); tenant k gets\n"
     "                     about R / k^0.9, at least R / 200 and 20\n"
     "  --max-parallel P   moves at a time (default 8; 1..16)\n"
+    "  --batch N          moves between the same two shards run N at a time as one batch\n"
+    "                     (default 8; 1: each move alone; 1..64)\n"
     "  --dir DIR          the lab's directory (must be new or empty; default a temporary one,\n"
     "                     removed at the end)\n"
     "  --keep             leave the lab running in DIR (needs --dir); prints how to stop it\n"
@@ -104,7 +106,7 @@ int cmd_demo(int argc, char **argv)
                 argv[j] = argv[j + 1];
             return demo_placement_run(argc - 1, argv);
         }
-    enum { O_JSON = 256, O_DIR, O_KEEP, O_TENANTS, O_DAYS, O_COLD, O_ROWS, O_PAR, O_LIB, O_STORE,
+    enum { O_JSON = 256, O_DIR, O_KEEP, O_TENANTS, O_DAYS, O_COLD, O_ROWS, O_PAR, O_BATCH, O_LIB, O_STORE,
            O_ENDPOINT, O_BUCKET, O_PREFIX, O_AKF, O_SKF };
     static const struct option opts[] = {{"json", no_argument, NULL, O_JSON},
                                          {"dir", required_argument, NULL, O_DIR},
@@ -114,6 +116,7 @@ int cmd_demo(int argc, char **argv)
                                          {"cold-days", required_argument, NULL, O_COLD},
                                          {"rows-per-day", required_argument, NULL, O_ROWS},
                                          {"max-parallel", required_argument, NULL, O_PAR},
+                                         {"batch", required_argument, NULL, O_BATCH},
                                          {"libchdb", required_argument, NULL, O_LIB},
                                          {"object-store", required_argument, NULL, O_STORE},
                                          {"s3-endpoint", required_argument, NULL, O_ENDPOINT},
@@ -148,6 +151,10 @@ int cmd_demo(int argc, char **argv)
             break;
         case O_PAR:
             if ((bad = parse_uint("--max-parallel", optarg, 1, 16, &o.parallel)))
+                return bad;
+            break;
+        case O_BATCH:
+            if ((bad = parse_uint("--batch", optarg, 1, 64, &o.batch)))
                 return bad;
             break;
         case O_ROWS:

@@ -13,7 +13,7 @@
 const char cmd_rebalance_usage[] =
     "usage: ferry rebalance [--dry-run] [--max-parallel N] [--max-bytes-per-second B]\n"
     "                       [--max-bytes-per-second-per-shard B]\n"
-    "                       [--grace MS] [--json] [--force] [--config FILE]\n"
+    "                       [--batch N] [--grace MS] [--json] [--force] [--config FILE]\n"
     "\n"
     "Brings the catalog's inventory up to date from system.parts on every shard (slice sizes,\n"
     "new tenants), finishes unfinished moves, then computes the plan: the routing table is the\n"
@@ -27,6 +27,9 @@ const char cmd_rebalance_usage[] =
     "  --max-bytes-per-second B   copy rate limit for the whole run, all moves together\n"
     "  --max-bytes-per-second-per-shard B   copy rate limit of each shard: the bytes it sends\n"
     "                    plus the bytes it receives, all moves together\n"
+    "  --batch N         moves between the same two shards run N at a time as one batch: one\n"
+    "                    freeze, one ATTACH, one MOVE PARTITION, one DETACH for all of them\n"
+    "                    (default 1: each move alone; a batch counts as one move for the limits)\n"
     "  --grace MS        wait after each routing switch for writes in flight (default 2000,\n"
     "                    or 0 when [cluster] routers lists the routers: their fence covers it)\n"
     "  --json            the plan, progress and each move as JSON lines; a summary line last\n"
@@ -35,17 +38,18 @@ const char cmd_rebalance_usage[] =
 
 int cmd_rebalance(int argc, char **argv)
 {
-    enum { O_PAR = CLI_O_LAST, O_PER_SHARD, O_BPS, O_SHARD_BPS, O_GRACE, O_FORCE };
+    enum { O_PAR = CLI_O_LAST, O_PER_SHARD, O_BPS, O_SHARD_BPS, O_GRACE, O_BATCH, O_FORCE };
     static const struct option opts[] = {{"max-parallel", required_argument, NULL, O_PAR},
                                          {"max-per-shard", required_argument, NULL, O_PER_SHARD},
                                          {"max-bytes-per-second", required_argument, NULL, O_BPS},
                                          {"max-bytes-per-second-per-shard", required_argument,
                                           NULL, O_SHARD_BPS},
                                          {"grace", required_argument, NULL, O_GRACE},
+                                         {"batch", required_argument, NULL, O_BATCH},
                                          {"force", no_argument, NULL, O_FORCE},
                                          CLI_OPT_DRY_RUN, CLI_OPT_JSON, CLI_OPT_CONFIG,
                                          {NULL, 0, NULL, 0}};
-    uint64_t par = 1, per_shard = 2, bps = 0, shard_bps = 0, grace = 0;
+    uint64_t par = 1, per_shard = 2, bps = 0, shard_bps = 0, grace = 0, batch = 1;
     bool grace_given = false, force = false;
     cli_common o = {0};
     int ch, status = 0;
@@ -63,6 +67,9 @@ int cmd_rebalance(int argc, char **argv)
         case O_SHARD_BPS:
             status = cli_opt_size("rebalance", "max-bytes-per-second-per-shard", optarg,
                                   &shard_bps);
+            break;
+        case O_BATCH:
+            status = cli_opt_u64("rebalance", "batch", optarg, 1, 64, "1..64", &batch);
             break;
         case O_GRACE:
             grace_given = true;
@@ -86,6 +93,7 @@ int cmd_rebalance(int argc, char **argv)
     int rc = cli_move_env_init(&e, "rebalance", o.config, json, &err);
     e.opts.grace_ms = (unsigned)grace;
     e.opts.grace_given = grace_given;
+    e.batch = (unsigned)batch;
     /* also for the unfinished moves resumed first, one at a time: each is its shards' only move */
     e.opts.max_bytes_per_second = bps && (!shard_bps || bps < shard_bps) ? bps : shard_bps;
     e.force = force;

@@ -33,6 +33,8 @@ typedef struct ferry_demo_options {
     unsigned days;     /* 2..30, ending yesterday */
     unsigned cold_days;/* the oldest cold_days are tiered; < days */
     unsigned parallel; /* moves at a time, 1..16 */
+    unsigned batch;    /* moves between the same two shards run as one batch of up to this many
+                        * (docs/moves.md "Batches"), 1..64; 0: DEMO's default, 8 */
     uint64_t rows_per_day; /* of the largest tenant; tenant k gets about R / k^0.9 */
     ferry_lab_options lab; /* object store and libchdb; the demo sets dir, nodes, timeout */
     ferry_demo_progress_fn progress; /* may be NULL */

@@ -112,6 +112,16 @@ int ferry_move_begin_from(const ferry_move_opts *o, const char *tenant, uint32_t
                           const char *from, const char *to, bool clone, char id[64],
                           bool *resumed, ferry_err *err);
 
+/* ferry_move_begin_from for n slices (tenants[k], splits[k]) that move from `from` to `to` as a
+ * batch (ferry_move_run_batch): the servers are checked once for all of them (one status per
+ * agent, one listing of the slices per side; the target must have room for all their hot
+ * bytes), each slice is checked against the catalog and journaled as its own move. ids[k],
+ * resumed[k], rcs[k] and errs[k] are slice k's (a failing slice has no id). Returns the first
+ * failing code, or FERRY_OK. */
+int ferry_move_begin_batch(const ferry_move_opts *o, const char *const *tenants,
+                           const uint32_t *splits, size_t n, const char *from, const char *to,
+                           char (*ids)[64], bool *resumed, int *rcs, ferry_err *errs);
+
 /* Runs (or resumes) move id until DONE or FAILED. Takes the lease "move.<id>" for the run, so
  * two movers never run one move (FERRY_ECONFLICT names the holder). A failure before the switch
  * that cannot heal (verification, target disk full) rolls the target side back and ends in
@@ -121,6 +131,19 @@ int ferry_move_begin_from(const ferry_move_opts *o, const char *tenant, uint32_t
  * (docs/moves.md lists the points). */
 int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *res,
                    ferry_err *err);
+
+/* Runs moves ids[0..n), begun with ferry_move_begin* between the same two shards, as one batch
+ * (docs/moves.md, "Batches"): each keeps its own journal, lease and states, but each state's
+ * work on the servers is done once for all of them (one listing per side, one FREEZE, one
+ * ATTACH, one MOVE PARTITION and one DETACH statement over every slice's partitions). A move
+ * that cannot take the common path (resumed, a clone, another pair of shards, a source that
+ * changed since the copy or since it was verified) finishes alone, as ferry_move_run would.
+ * res, rcs and errs are arrays of n: each move's result, code and error, as ferry_move_run gives
+ * them (a batch's statements and requests are counted on the move whose connections made them,
+ * the first; its time in each state is shared equally). Returns the first failing code, or
+ * FERRY_OK. Killed anywhere, every move resumes alone with ferry_move_run. */
+int ferry_move_run_batch(const ferry_move_opts *o, const char *const *ids, size_t n,
+                         ferry_move_result *res, int *rcs, ferry_err *errs);
 
 /* Ids of unfinished moves (not DONE or FAILED), oldest first. Caller frees *ids (one block). */
 int ferry_move_unfinished(ferry_catalog *cat, char (**ids)[64], size_t *n, ferry_err *err);

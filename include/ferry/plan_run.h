@@ -23,6 +23,11 @@ typedef struct ferry_plan_run_opts {
     unsigned max_per_shard;        /* running steps touching one shard (source or target); 0:
                                       no limit beyond max_parallel */
     uint64_t max_bytes_per_second; /* for the whole run, all steps together; 0: unlimited */
+    /* > 1: moves between the same two shards (of slices with no other step in the plan) run as
+     * batches of up to this many (ferry_move_run_batch: one freeze, one ATTACH, one MOVE
+     * PARTITION, one DETACH for all of them); a batch counts as one step for max_parallel and
+     * max_per_shard. 0 or 1: every step alone. */
+    unsigned batch;
     uint64_t max_bytes_per_second_per_shard; /* per shard: the bytes it sends (as a step's
                                                 source) plus the bytes it receives (as a
                                                 target), all steps together; 0: unlimited */

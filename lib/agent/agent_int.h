@@ -42,6 +42,26 @@ typedef struct agent_trash {
     size_t n_dirs;
 } agent_trash;
 
+/* What the agent's part transfers (send, receive) keep between requests for a moment
+ * (AGENT_CACHE_MS): ClickHouse's disks and a few tables' data paths. A batch of moves sends
+ * tens of parts of one table one after another, and looking both up again for each part cost
+ * five statements on each side (docs/moves.md, "Batches"). */
+#define AGENT_CACHE_MS 2000
+#define AGENT_CACHE_TABLES 16
+typedef struct agent_cached_table {
+    char *db, *table;
+    ferry_ch_data_path *paths;
+    size_t n;
+    double at_ms; /* CLOCK_MONOTONIC; 0: empty slot */
+} agent_cached_table;
+typedef struct agent_cache {
+    pthread_mutex_t mu;
+    struct agent_disk *disks; /* system.disks as agent_env_roots reads it */
+    size_t n_disks;
+    double disks_at_ms; /* 0: none */
+    agent_cached_table tables[AGENT_CACHE_TABLES];
+} agent_cache;
+
 struct ferry_agent {
     char *ch_url, *ch_user, *ch_password;
     char *data_path; /* ends with '/' */
@@ -50,6 +70,7 @@ struct ferry_agent {
     unsigned long (*refused_deletes)(void); /* may be NULL (ferry_agent_options) */
     agent_metrics metrics;
     agent_trash trash;
+    agent_cache cache;
 };
 
 typedef struct agent_disk {
@@ -82,6 +103,7 @@ typedef struct agent_env {
     agent_disk *disks;
     size_t n_disks;
     unsigned status; /* HTTP status to answer an error with; 0: from the error code */
+    bool cached; /* a part transfer: disks and table paths may come from the agent's cache */
 } agent_env;
 
 void agent_env_init(agent_env *env, ferry_agent *a);
@@ -118,6 +140,8 @@ typedef struct agent_table_dir {
 int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_table_dir **out,
                      size_t *n, ferry_err *err);
 void agent_table_dirs_free(agent_table_dir *d, size_t n);
+void agent_cache_init(agent_cache *c);
+void agent_cache_free(agent_cache *c);
 /* The directory on disk `disk` (NULL: the only remote one when want_remote, else the first
  * local one). FERRY_EINVAL naming what is missing. */
 int agent_pick_dir(const agent_table_dir *d, size_t n, const char *disk, bool want_remote,

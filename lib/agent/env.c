@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "ferry/lines.h"
 #include "ferry/log.h"
@@ -260,6 +261,58 @@ int agent_env_pointer_version(agent_env *env, int *version, ferry_err *err)
     return FERRY_OK;
 }
 
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void agent_cache_init(agent_cache *c)
+{
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+}
+
+static void disks_free(agent_disk *d, size_t n);
+
+void agent_cache_free(agent_cache *c)
+{
+    disks_free(c->disks, c->n_disks);
+    for (size_t i = 0; i < AGENT_CACHE_TABLES; i++) {
+        free(c->tables[i].db);
+        free(c->tables[i].table);
+        ferry_ch_data_paths_free(c->tables[i].paths, c->tables[i].n);
+    }
+    pthread_mutex_destroy(&c->mu);
+    memset(c, 0, sizeof *c);
+}
+
+static void disks_free(agent_disk *d, size_t n)
+{
+    for (size_t i = 0; d && i < n; i++) {
+        free(d[i].name);
+        free(d[i].path);
+    }
+    free(d);
+}
+
+/* A copy of n disks (NULL: out of memory). */
+static agent_disk *disks_copy(const agent_disk *from, size_t n)
+{
+    agent_disk *d = calloc(n ? n : 1, sizeof *d);
+    for (size_t i = 0; d && i < n; i++) {
+        d[i] = from[i];
+        d[i].name = strdup(from[i].name);
+        d[i].path = strdup(from[i].path);
+        if (!d[i].name || !d[i].path) {
+            disks_free(d, i + 1);
+            return NULL;
+        }
+    }
+    return d;
+}
+
 int agent_env_roots(agent_env *env, ferry_err *err)
 {
     if (env->roots_loaded)
@@ -270,32 +323,55 @@ int agent_env_roots(agent_env *env, ferry_err *err)
         return rc;
     if ((rc = ferry_roots_add(&env->roots, env->a->data_path, err)))
         return rc;
-    /* cache_path tells a cache disk (26.7 has it; a server without the column has none) */
-    ferry_err cerr = {0};
-    rc = ferry_ch_query_rows(env->ch, "SELECT name, path, toUInt8(is_remote), toUInt8(cache_path "
-                             "!= '') FROM system.disks ORDER BY name", &rows, NULL, &cerr);
-    if (rc)
-        rc = ferry_ch_query_rows(env->ch, "SELECT name, path, toUInt8(is_remote), 0 FROM "
-                                 "system.disks ORDER BY name", &rows, NULL, err);
-    if (rc) {
-        ferry_err_prefix(err, "listing disks: ");
-        goto out;
+    agent_cache *cache = &env->a->cache;
+    if (env->cached) { /* a part transfer: the disks listed in the last AGENT_CACHE_MS */
+        pthread_mutex_lock(&cache->mu);
+        if (cache->disks_at_ms > 0 && mono_ms() - cache->disks_at_ms < AGENT_CACHE_MS &&
+            (env->disks = disks_copy(cache->disks, cache->n_disks)))
+            env->n_disks = cache->n_disks;
+        pthread_mutex_unlock(&cache->mu);
     }
-    env->disks = calloc(rows.n_rows ? rows.n_rows : 1, sizeof *env->disks);
     if (!env->disks) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < rows.n_rows; i++) {
-        agent_disk *d = &env->disks[env->n_disks++];
-        d->name = strdup(ferry_ch_rows_get(&rows, i, 0));
-        d->path = with_slash(ferry_ch_rows_get(&rows, i, 1));
-        d->is_remote = !strcmp(ferry_ch_rows_get(&rows, i, 2), "1");
-        d->is_cache = rows.n_cols > 3 && !strcmp(ferry_ch_rows_get(&rows, i, 3), "1");
-        if (!d->name || !d->path) {
+        /* cache_path tells a cache disk (26.7 has it; a server without the column has none) */
+        ferry_err cerr = {0};
+        rc = ferry_ch_query_rows(env->ch, "SELECT name, path, toUInt8(is_remote), "
+                                 "toUInt8(cache_path != '') FROM system.disks ORDER BY name",
+                                 &rows, NULL, &cerr);
+        if (rc)
+            rc = ferry_ch_query_rows(env->ch, "SELECT name, path, toUInt8(is_remote), 0 FROM "
+                                     "system.disks ORDER BY name", &rows, NULL, err);
+        if (rc) {
+            ferry_err_prefix(err, "listing disks: ");
+            goto out;
+        }
+        env->disks = calloc(rows.n_rows ? rows.n_rows : 1, sizeof *env->disks);
+        if (!env->disks) {
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
             goto out;
         }
+        for (size_t i = 0; i < rows.n_rows; i++) {
+            agent_disk *d = &env->disks[env->n_disks++];
+            d->name = strdup(ferry_ch_rows_get(&rows, i, 0));
+            d->path = with_slash(ferry_ch_rows_get(&rows, i, 1));
+            d->is_remote = !strcmp(ferry_ch_rows_get(&rows, i, 2), "1");
+            d->is_cache = rows.n_cols > 3 && !strcmp(ferry_ch_rows_get(&rows, i, 3), "1");
+            if (!d->name || !d->path) {
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                goto out;
+            }
+        }
+        agent_disk *keep = disks_copy(env->disks, env->n_disks);
+        if (keep) {
+            pthread_mutex_lock(&cache->mu);
+            disks_free(cache->disks, cache->n_disks);
+            cache->disks = keep;
+            cache->n_disks = env->n_disks;
+            cache->disks_at_ms = mono_ms();
+            pthread_mutex_unlock(&cache->mu);
+        }
+    }
+    for (size_t i = 0; i < env->n_disks; i++) {
+        agent_disk *d = &env->disks[i];
         struct stat sb;
         ferry_err ignored = {0};
         if (d->path[0] == '/' && stat(d->path, &sb) == 0 &&
@@ -307,11 +383,7 @@ int agent_env_roots(agent_env *env, ferry_err *err)
 out:
     if (rc && env->disks) {
         /* nothing half-listed stays: the next call lists the disks again */
-        for (size_t i = 0; i < env->n_disks; i++) {
-            free(env->disks[i].name);
-            free(env->disks[i].path);
-        }
-        free(env->disks);
+        disks_free(env->disks, env->n_disks);
         env->disks = NULL;
         env->n_disks = 0;
     }
@@ -358,7 +430,65 @@ int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_ta
     int rc;
     if ((rc = agent_env_roots(env, err)))
         return rc;
-    rc = ferry_ch_table_data_paths(env->ch, db, table, &p, &np, err);
+    agent_cache *cache = &env->a->cache;
+    bool from_cache = false;
+    if (env->cached) { /* a part transfer: the paths looked up in the last AGENT_CACHE_MS */
+        pthread_mutex_lock(&cache->mu);
+        double now = mono_ms();
+        for (size_t i = 0; !from_cache && i < AGENT_CACHE_TABLES; i++) {
+            agent_cached_table *e = &cache->tables[i];
+            if (e->at_ms <= 0 || now - e->at_ms >= AGENT_CACHE_MS || strcmp(e->db, db) ||
+                strcmp(e->table, table))
+                continue;
+            if (!(p = calloc(e->n + 1, sizeof *p)))
+                break;
+            for (np = 0; np < e->n; np++) {
+                p[np].disk = strdup(e->paths[np].disk);
+                p[np].path = strdup(e->paths[np].path);
+                if (!p[np].disk || !p[np].path) {
+                    np++;
+                    break;
+                }
+            }
+            from_cache = np == e->n && (!np || (p[np - 1].disk && p[np - 1].path));
+            if (!from_cache) {
+                ferry_ch_data_paths_free(p, np);
+                p = NULL;
+                np = 0;
+            }
+        }
+        pthread_mutex_unlock(&cache->mu);
+    }
+    rc = from_cache ? FERRY_OK : ferry_ch_table_data_paths(env->ch, db, table, &p, &np, err);
+    if (!rc && !from_cache && env->cached && np) {
+        /* keep a copy in the oldest slot */
+        ferry_ch_data_path *kp = calloc(np, sizeof *kp);
+        char *kdb = strdup(db), *kt = strdup(table);
+        bool ok = kp && kdb && kt;
+        for (size_t i = 0; ok && i < np; i++) {
+            kp[i].disk = strdup(p[i].disk);
+            kp[i].path = strdup(p[i].path);
+            ok = kp[i].disk && kp[i].path;
+        }
+        if (ok) {
+            pthread_mutex_lock(&cache->mu);
+            size_t slot = 0;
+            for (size_t i = 1; i < AGENT_CACHE_TABLES; i++)
+                if (cache->tables[i].at_ms < cache->tables[slot].at_ms)
+                    slot = i;
+            agent_cached_table *e = &cache->tables[slot];
+            free(e->db);
+            free(e->table);
+            ferry_ch_data_paths_free(e->paths, e->n);
+            *e = (agent_cached_table){.db = kdb, .table = kt, .paths = kp, .n = np,
+                                      .at_ms = mono_ms()};
+            pthread_mutex_unlock(&cache->mu);
+        } else {
+            free(kdb);
+            free(kt);
+            ferry_ch_data_paths_free(kp, kp ? np : 0);
+        }
+    }
     if (rc == FERRY_ENOTFOUND || (rc == FERRY_OK && np == 0)) {
         rc = ferry_err_set(err, FERRY_ENOTFOUND, "table %s.%s does not exist", db, table);
         goto out;

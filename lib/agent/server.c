@@ -47,6 +47,7 @@ int ferry_agent_new(const ferry_agent_options *opt, ferry_agent **out, ferry_err
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
     pthread_mutex_init(&a->metrics.mu, NULL);
+    agent_cache_init(&a->cache);
     for (size_t i = 0; i < AGENT_METRIC_OPS; i++)
         ferry_histogram_init(&a->metrics.seconds[i]);
     if (agent_trash_init(&a->trash) != 0)
@@ -75,6 +76,7 @@ void ferry_agent_free(ferry_agent *a)
     wipe_free(a->token);
     free(a->config_path);
     pthread_mutex_destroy(&a->metrics.mu);
+    agent_cache_free(&a->cache);
     for (size_t i = 0; i < AGENT_METRIC_OPS; i++)
         ferry_histogram_destroy(&a->metrics.seconds[i]);
     free(a);

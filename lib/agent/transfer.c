@@ -134,6 +134,7 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
         ferry_err_prefix(err, "target: ");
         goto out;
     }
+    env->cached = true; /* a batch sends many parts of one table (agent_int.h, agent_cache) */
     if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
         (rc = agent_find_frozen_part(env, dirs, ndirs, freeze, part, &dir, &disk, err)) ||
         (rc = agent_list_part_files(dir, &files, &nf, err)))
@@ -429,6 +430,7 @@ int agent_recv_begin(agent_env *env, const char *db, const char *table, const ch
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
+    env->cached = true; /* a batch receives many parts of one table (agent_cache) */
     if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
         (rc = agent_pick_dir(dirs, ndirs, disk, r->pointer, &td, err)))
         goto out;

@@ -510,7 +510,8 @@ static int rebalance(demo *d, ferry_err *err)
         goto out;
     }
     ferry_plan_run_opts po = {.max_parallel = d->o.parallel, .max_per_shard = d->o.parallel,
-                              .on_step = on_move, .arg = &m};
+                              .batch = d->o.batch ? d->o.batch : DEMO_BATCH, .on_step = on_move,
+                              .arg = &m};
     ferry_plan_run_result pr;
     rc = ferry_plan_run(&mo, &plan, &po, &pr, err);
     d->r->rebalance_s = pr.seconds;
@@ -563,6 +564,7 @@ json_t *ferry_demo_result_json(const ferry_demo_options *opt, const ferry_demo_r
     json_object_set_new(o, "moves_failed", json_integer((json_int_t)r->moves_failed));
     json_object_set_new(o, "tenants_moved", json_integer((json_int_t)r->moved_tenants));
     json_object_set_new(o, "max_parallel", json_integer(opt->parallel));
+    json_object_set_new(o, "batch", json_integer(opt->batch ? opt->batch : DEMO_BATCH));
     json_object_set_new(o, "cold_parts", json_integer((json_int_t)r->cold_parts));
     json_object_set_new(o, "cold_bytes", json_integer((json_int_t)r->cold_bytes));
     json_object_set_new(o, "cold_copied_bytes", json_integer((json_int_t)r->cold_copied));
@@ -780,6 +782,8 @@ int ferry_demo_check(const ferry_demo_options *o, ferry_err *err)
                              "--days %u (the newest day stays hot)", o->cold_days, o->days);
     if (o->parallel < 1 || o->parallel > 16)
         return ferry_err_set(err, FERRY_EINVAL, "--max-parallel wants a number from 1 to 16");
+    if (o->batch > 64)
+        return ferry_err_set(err, FERRY_EINVAL, "--batch wants a number from 1 to 64");
     if (o->rows_per_day < 100 || o->rows_per_day > 100000000)
         return ferry_err_set(err, FERRY_EINVAL, "--rows-per-day wants a number from 100 to "
                              "100000000");

@@ -14,6 +14,7 @@
 #define DEMO_TABLE FERRY_DEMO_TABLE
 #define DEMO_MAX_SPLITS 8
 #define DEMO_GRACE_MS 100 /* nothing writes during the demo's moves (docs/demo.md) */
+#define DEMO_BATCH 8       /* moves between the same two shards run in batches of this many */
 
 /* One tenant of the model: rows a day (over all its splits) and its split count. */
 typedef struct demo_tenant {

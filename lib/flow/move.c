@@ -103,7 +103,7 @@ static double now_s(void)
 
 /* Test-only fault injection (include/ferry/testknob.h): FERRY_TEST_CRASH_AFTER=<point> kills
  * this process at that point, as kill -9 would (docs/moves.md). */
-static void crash_point(const char *point) { ferry_fault_point("FERRY_TEST_CRASH_AFTER", point); }
+void mv_crash_point(const char *point) { ferry_fault_point("FERRY_TEST_CRASH_AFTER", point); }
 
 static void sql_table(ferry_buf *b, const char *db, const char *table)
 {
@@ -134,7 +134,7 @@ void mv_progress(mvctx *x)
     x->o->progress(&p, x->o->progress_arg);
 }
 
-static int job_save(mvctx *x, ferry_err *err)
+int mv_job_save(mvctx *x, ferry_err *err)
 {
     char *s = json_dumps(x->data, JSON_COMPACT | JSON_SORT_KEYS);
     if (!s)
@@ -157,7 +157,7 @@ static int job_save(mvctx *x, ferry_err *err)
     return rc;
 }
 
-static int move_update(mvctx *x, ferry_err *err)
+int mv_move_update(mvctx *x, ferry_err *err)
 {
     x->mv.u.move.updated = (int64_t)time(NULL);
     x->catalog_writes++;
@@ -167,7 +167,7 @@ static int move_update(mvctx *x, ferry_err *err)
     return rc;
 }
 
-static int advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry_err *err)
+int mv_advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry_err *err)
 {
     x->catalog_writes++;
     int rc = ferry_catalog_move_advance(x->cat, &x->mv, to, detail, err);
@@ -181,7 +181,7 @@ static int advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry
 
 /* The journal record next and the slice's route in one catalog batch (a batch that touches a
  * route raises the routing version: *routing_version). FERRY_ECONFLICT when either moved on. */
-static int commit_with_route(mvctx *x, const ferry_record *next, const ferry_record *route,
+static int mv_commit_with_route(mvctx *x, const ferry_record *next, const ferry_record *route,
                              uint64_t *routing_version, ferry_err *err)
 {
     ferry_batch *b = ferry_batch_new();
@@ -204,7 +204,7 @@ static int commit_with_route(mvctx *x, const ferry_record *next, const ferry_rec
  * the routing version rises with the journal: a router loads the move records with the routes
  * under one version (lib/router/routing.c), so it sees this step exactly from that version on.
  * Used where readers must change what they read: the publish step and CLEANUP. */
-static int journal_routed(mvctx *x, ferry_record *next, ferry_err *err)
+int mv_journal_routed(mvctx *x, ferry_record *next, ferry_err *err)
 {
     if (next->u.move.state != x->mv.u.move.state &&
         !ferry_move_transition_ok(x->mv.u.move.state, next->u.move.state))
@@ -220,7 +220,7 @@ static int journal_routed(mvctx *x, ferry_record *next, ferry_err *err)
         return rc;
     next->u.move.updated = (int64_t)time(NULL);
     uint64_t routing_version = 0;
-    rc = commit_with_route(x, next, &route, &routing_version, err);
+    rc = mv_commit_with_route(x, next, &route, &routing_version, err);
     if (rc) {
         if (rc == FERRY_ECONFLICT)
             ferry_err_prefix(err, "move %s: changed by another mover (or its route changed): ",
@@ -245,20 +245,20 @@ static int journal_routed(mvctx *x, ferry_record *next, ferry_err *err)
 
 /* Enters CLEANUP with a new routing version (journal_routed): routers stop holding reads of the
  * slice (publishing) or start reading a clone's new replica. */
-static int advance_cleanup(mvctx *x, ferry_err *err)
+int mv_advance_cleanup(mvctx *x, ferry_err *err)
 {
     ferry_record next = x->mv;
     next.u.move.state = FERRY_MOVE_CLEANUP;
     next.u.move.step = 0;
     next.u.move.detail[0] = '\0';
-    return journal_routed(x, &next, err);
+    return mv_journal_routed(x, &next, err);
 }
 
 /* Starts a new attempt of the current state: counts it in the journal (a CAS that a second
  * mover would lose) and removes the freezes earlier attempts left. */
-static int remove_freezes(mvctx *x, ferry_err *err);
+int mv_remove_freezes(mvctx *x, ferry_err *err);
 
-static int begin_attempt(mvctx *x, ferry_err *err)
+int mv_begin_attempt(mvctx *x, ferry_err *err)
 {
     if (x->mv.u.move.step >= MV_MAX_ATTEMPTS) {
         x->permanent = true;
@@ -268,13 +268,13 @@ static int begin_attempt(mvctx *x, ferry_err *err)
     }
     x->mv.u.move.step++;
     snprintf(x->mv.u.move.owner, sizeof x->mv.u.move.owner, "%s", x->o->owner ? x->o->owner : "");
-    int rc = move_update(x, err);
+    int rc = mv_move_update(x, err);
     if (!rc)
-        rc = remove_freezes(x, err);
+        rc = mv_remove_freezes(x, err);
     return rc;
 }
 
-static int freeze_name(mvctx *x, const char *tag, char *out, size_t outsz, ferry_err *err)
+int mv_freeze_name(mvctx *x, const char *tag, char *out, size_t outsz, ferry_err *err)
 {
     /* only [A-Za-z0-9_]: ClickHouse escapes other bytes of a WITH NAME into %XX in the shadow
      * folder's name, which the agent looks up unescaped */
@@ -284,10 +284,10 @@ static int freeze_name(mvctx *x, const char *tag, char *out, size_t outsz, ferry
             *p = '_';
     json_t *fr = json_object_get(x->data, "freezes");
     json_array_append_new(fr, json_string(out));
-    return job_save(x, err); /* journaled before it exists, so a crash never forgets it */
+    return mv_job_save(x, err); /* journaled before it exists, so a crash never forgets it */
 }
 
-static int remove_freeze_named(mvctx *x, const char *name, ferry_err *err)
+int mv_remove_freeze_named(mvctx *x, const char *name, ferry_err *err)
 {
     json_t *req = json_pack("{s:s}", "name", name);
     int rc = mv_agent(&x->src, "remove-freeze", req, NULL, NULL, err);
@@ -300,23 +300,23 @@ static int remove_freeze_named(mvctx *x, const char *name, ferry_err *err)
             json_array_remove(fr, i);
             break;
         }
-    return job_save(x, err);
+    return mv_job_save(x, err);
 }
 
-static int remove_freezes(mvctx *x, ferry_err *err)
+int mv_remove_freezes(mvctx *x, ferry_err *err)
 {
     json_t *fr = json_object_get(x->data, "freezes");
     while (json_array_size(fr) > 0) {
         char name[160];
         snprintf(name, sizeof name, "%s", json_string_value(json_array_get(fr, 0)));
-        int rc = remove_freeze_named(x, name, err);
+        int rc = mv_remove_freeze_named(x, name, err);
         if (rc)
             return rc;
     }
     return FERRY_OK;
 }
 
-static int ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err)
+int mv_ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err)
 {
     char st[FERRY_NAME_MAX + 32];
     mv_staging_name(t->name, st, sizeof st);
@@ -414,28 +414,28 @@ int mv_freeze_each(mvctx *x, const ferry_table_def *t, const char *freeze,
 
 static int do_clone(mvctx *x, ferry_err *err)
 {
-    int rc = begin_attempt(x, err);
+    int rc = mv_begin_attempt(x, err);
     char fz[160], tag[32];
     snprintf(tag, sizeof tag, "c%u", x->mv.u.move.step);
     if (!rc)
-        rc = freeze_name(x, tag, fz, sizeof fz, err);
+        rc = mv_freeze_name(x, tag, fz, sizeof fz, err);
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
-        rc = ensure_staging(x, table_at(x, i), err);
+        rc = mv_ensure_staging(x, table_at(x, i), err);
         if (!rc)
             rc = mv_copy_round(x, table_at(x, i), fz, true, err);
     }
     if (!rc)
-        rc = remove_freeze_named(x, fz, err);
+        rc = mv_remove_freeze_named(x, fz, err);
     if (!rc)
-        crash_point("CLONE");
+        mv_crash_point("CLONE");
     if (!rc)
-        rc = advance(x, FERRY_MOVE_VERIFY, "", err);
+        rc = mv_advance(x, FERRY_MOVE_VERIFY, "", err);
     return rc;
 }
 
 /* The journal's record of a table's verified source: the fingerprint CLEANUP checks (rows, sum,
  * xor) and the digest of its parts (a source whose parts are unchanged needs no row read). */
-static json_t *fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg)
+json_t *mv_fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg)
 {
     char sum[32], xr[32], dsum[32], dxr[32];
     snprintf(sum, sizeof sum, "%llu", (unsigned long long)fp->hash_sum);
@@ -449,7 +449,7 @@ static json_t *fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg)
 
 /* Whether fp's rows, sum and xor are those of the journal record j ({"rows":N,"sum":"..",
  * "xor":".."}, as fp_json writes them). */
-static bool fp_matches(const json_t *j, const ferry_fingerprint *fp)
+bool mv_fp_matches(const json_t *j, const ferry_fingerprint *fp)
 {
     char sum[32], xr[32];
     snprintf(sum, sizeof sum, "%llu", (unsigned long long)fp->hash_sum);
@@ -469,7 +469,15 @@ static int do_verify(mvctx *x, ferry_err *err)
     }
     if (rc)
         return rc;
-    crash_point("VERIFY");
+    mv_crash_point("VERIFY");
+    return mv_switch_route(x, err);
+}
+
+/* The routing switch of a verified move: the switch fence, then the journal to SWITCH and the
+ * slice's route to the target in one catalog batch (the commit point). */
+int mv_switch_route(mvctx *x, ferry_err *err)
+{
+    int rc;
     /* Every router must reach the target before the route names it (a shard just added reaches
      * routers through the catalog), and no client may still be about to retry a failed write of
      * the slice: its retry must reach the shard that has the first attempt's rows
@@ -501,7 +509,7 @@ static int do_verify(mvctx *x, ferry_err *err)
     next.u.move.updated = (int64_t)time(NULL);
     mv_copy_str(next.u.move.detail, sizeof next.u.move.detail, "routing switched");
     uint64_t routing_version = 0;
-    rc = commit_with_route(x, &next, &route, &routing_version, err);
+    rc = mv_commit_with_route(x, &next, &route, &routing_version, err);
     if (rc) {
         if (rc == FERRY_ECONFLICT)
             ferry_err_prefix(err, "move %s: routing switch lost a race (another mover, or the "
@@ -518,13 +526,13 @@ static int do_verify(mvctx *x, ferry_err *err)
               x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split, x->mv.u.move.to,
               (unsigned long long)routing_version);
     mv_progress(x);
-    crash_point("SWITCH:switched");
+    mv_crash_point("SWITCH:switched");
     return FERRY_OK;
 }
 
 /* Waits until every router in [cluster] routers runs on the catalog's current routing version
  * (or later) and has nothing in flight under an older one (lib/router/fence.c). */
-static int fence_routers(mvctx *x, const char *what, ferry_err *err)
+int mv_fence_routers(mvctx *x, const char *what, ferry_err *err)
 {
     uint64_t now_version = 0;
     int rc = ferry_catalog_routing_version(x->cat, &now_version, err);
@@ -545,11 +553,11 @@ static int fence_routers(mvctx *x, const char *what, ferry_err *err)
  * routed but possibly missing rows, which `ferry repair` also fixes. */
 static int do_switch_clone(mvctx *x, ferry_err *err)
 {
-    int rc = begin_attempt(x, err);
+    int rc = mv_begin_attempt(x, err);
     if (rc)
         return rc;
     /* as do_switch: routers must send new writes to both replicas before the sync below */
-    if ((rc = fence_routers(x, "clone", err)))
+    if ((rc = mv_fence_routers(x, "clone", err)))
         return rc;
     unsigned grace = ferry_move_grace(x->o);
     if (grace && ferry_stop_sleep_ms(grace))
@@ -557,7 +565,7 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
                              "stop during the grace period)", x->mv.u.move.id);
     char fz[160], tag[32];
     snprintf(tag, sizeof tag, "k%u", x->mv.u.move.step);
-    rc = freeze_name(x, tag, fz, sizeof fz, err);
+    rc = mv_freeze_name(x, tag, fz, sizeof fz, err);
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
         const ferry_table_def *t = table_at(x, i);
         char (*ids)[FERRY_NAME_MAX] = NULL;
@@ -583,11 +591,11 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
         free(ids);
     }
     if (!rc)
-        rc = remove_freeze_named(x, fz, err);
+        rc = mv_remove_freeze_named(x, fz, err);
     if (!rc)
-        crash_point("SWITCH");
+        mv_crash_point("SWITCH");
     if (!rc)
-        rc = advance_cleanup(x, err);
+        rc = mv_advance_cleanup(x, err);
     return rc;
 }
 
@@ -621,7 +629,7 @@ static int staging_clear(mvctx *x, const ferry_table_def *t, mv_pids *pids, ferr
 
 /* The catalog's part records follow the slice's cold parts: the target now references what the
  * source did (a clone: as well as the source). pids: the slice's partitions on either side. */
-static int records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pids, ferry_err *err)
+int mv_records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pids, ferry_err *err)
 {
     const char **ids = calloc(pids->n + 1, sizeof *ids);
     if (!ids)
@@ -647,15 +655,15 @@ static int do_cleanup_clone(mvctx *x, ferry_err *err)
         if (!rc)
             rc = staging_clear(x, t, &all, err);
         if (!rc)
-            rc = records_follow(x, t, &all, err);
+            rc = mv_records_follow(x, t, &all, err);
         mv_pids_free(&all);
     }
     if (!rc)
-        rc = remove_freezes(x, err);
+        rc = mv_remove_freezes(x, err);
     if (!rc)
-        crash_point("CLEANUP");
+        mv_crash_point("CLEANUP");
     if (!rc)
-        rc = advance(x, FERRY_MOVE_DONE, "", err);
+        rc = mv_advance(x, FERRY_MOVE_DONE, "", err);
     return rc;
 }
 
@@ -710,12 +718,12 @@ static int do_switch(mvctx *x, ferry_err *err)
         return do_switch_clone(x, err);
     bool resumed_publish = x->mv.u.move.step >= MV_STEP_PUBLISH;
     if (x->mv.u.move.step < MV_STEP_PUBLISH) {
-        if ((rc = begin_attempt(x, err)))
+        if ((rc = mv_begin_attempt(x, err)))
             return rc;
         /* Writers that follow the routing table: every write router listed in [cluster]
          * routers must have taken the table of the switch (or a later one) and finished every
          * write it grouped with an older table; then the grace period covers other writers. */
-        if ((rc = fence_routers(x, "move", err)))
+        if ((rc = mv_fence_routers(x, "move", err)))
             return rc;
         unsigned grace = ferry_move_grace(x->o);
         if (grace && ferry_stop_sleep_ms(grace))
@@ -724,7 +732,7 @@ static int do_switch(mvctx *x, ferry_err *err)
         bool stable = false;
         json_t *fps = json_object();
         for (size_t i = 0; !rc && i < x->tables.n; i++)
-            rc = ensure_staging(x, table_at(x, i), err);
+            rc = mv_ensure_staging(x, table_at(x, i), err);
         for (int round = 0; !rc; round++) {
             /* Compare first: the copy made before the switch is usually equal already (nothing
              * reached the source since), and then no freeze and no send is needed. */
@@ -736,17 +744,17 @@ static int do_switch(mvctx *x, ferry_err *err)
                 rc = mv_compare_copy(x, table_at(x, i), true, &st, &fp, &dg, err);
                 stable = stable && st;
                 if (!rc && st)
-                    json_object_set_new(fps, table_at(x, i)->name, fp_json(&fp, &dg));
+                    json_object_set_new(fps, table_at(x, i)->name, mv_fp_json(&fp, &dg));
             }
             if (rc || stable || round == MV_MAX_ROUNDS)
                 break;
             char fz[160], tag[32];
             snprintf(tag, sizeof tag, "s%ur%d", x->mv.u.move.step, round);
-            rc = freeze_name(x, tag, fz, sizeof fz, err);
+            rc = mv_freeze_name(x, tag, fz, sizeof fz, err);
             for (size_t i = 0; !rc && i < x->tables.n; i++)
                 rc = mv_copy_round(x, table_at(x, i), fz, false, err);
             if (!rc)
-                rc = remove_freeze_named(x, fz, err);
+                rc = mv_remove_freeze_named(x, fz, err);
         }
         if (!rc && !stable)
             rc = ferry_err_set(err, FERRY_EIO,
@@ -756,7 +764,7 @@ static int do_switch(mvctx *x, ferry_err *err)
                                x->mv.u.move.id, MV_MAX_ROUNDS);
         if (!rc) {
             json_object_set(x->data, "fp", fps);
-            rc = job_save(x, err);
+            rc = mv_job_save(x, err);
         }
         json_decref(fps);
         if (rc)
@@ -765,14 +773,14 @@ static int do_switch(mvctx *x, ferry_err *err)
          * union of source and target for this slice (and hold its reads until CLEANUP). */
         ferry_record next = x->mv;
         next.u.move.step = MV_STEP_PUBLISH;
-        if ((rc = journal_routed(x, &next, err)))
+        if ((rc = mv_journal_routed(x, &next, err)))
             return rc;
-        crash_point("SWITCH:caught-up");
+        mv_crash_point("SWITCH:caught-up");
     }
     /* The read fence (every run, so a resumed one too): no router may still read the union
      * under a version older than the publish step's when the first partition moves, or it
      * could count that partition twice (source + target real) or miss it (docs/routing.md). */
-    if ((rc = fence_routers(x, "before publishing, move", err)))
+    if ((rc = mv_fence_routers(x, "before publishing, move", err)))
         return rc;
     /* publish: staging -> real table, one atomic MOVE PARTITION per partition; the first one
      * alone, the others in one ALTER TABLE (its commands run one after another, each atomic;
@@ -803,15 +811,15 @@ static int do_switch(mvctx *x, ferry_err *err)
             k = end;
             if (!rc && first) {
                 first = false;
-                crash_point("SWITCH:published-one");
+                mv_crash_point("SWITCH:published-one");
             }
         }
         mv_pids_free(&pids);
     }
     if (!rc)
-        crash_point("SWITCH");
+        mv_crash_point("SWITCH");
     if (!rc)
-        rc = advance_cleanup(x, err);
+        rc = mv_advance_cleanup(x, err);
     return rc;
 }
 
@@ -822,7 +830,7 @@ static int do_switch(mvctx *x, ferry_err *err)
  * detached/ as broken-on-start and its rows are on the target nowhere else (seen with
  * tests/integration/move_publish_kill.sh's kill during the publish statement). The source still
  * has every row: stop here, naming the parts, rather than remove it. */
-static int target_broken_check(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
+int mv_target_broken_check(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
                                ferry_err *err)
 {
     char st[FERRY_NAME_MAX + 32];
@@ -884,19 +892,19 @@ static int do_cleanup(mvctx *x, ferry_err *err)
         for (size_t k = 0; !rc && k < src.n; k++)
             rc = mv_pids_add(&all, src.ids[k]);
         if (!rc && src.n)
-            rc = target_broken_check(x, t, &src, err);
+            rc = mv_target_broken_check(x, t, &src, err);
         if (!rc && src.n) {
             /* the source must hold exactly what was verified and published: its parts unchanged
              * (no row read), or else the same rows (a merge since changes parts, not rows) */
             ferry_fingerprint fp, dg;
             json_t *want = json_object_get(json_object_get(x->data, "fp"), t->name);
             rc = mv_source_fingerprint(x, t, false, &fp, &dg, err);
-            if (!rc && !fp_matches(json_object_get(want, "digest"), &dg))
+            if (!rc && !mv_fp_matches(json_object_get(want, "digest"), &dg))
                 rc = mv_source_fingerprint(x, t, true, &fp, &dg, err);
             else if (!rc)
                 fp.rows = (uint64_t)json_integer_value(json_object_get(want, "rows"));
-            if (!rc && want && !fp_matches(json_object_get(want, "digest"), &dg) &&
-                !fp_matches(want, &fp))
+            if (!rc && want && !mv_fp_matches(json_object_get(want, "digest"), &dg) &&
+                !mv_fp_matches(want, &fp))
                 rc = ferry_err_set(err, FERRY_EIO,
                                    "move %s: %s.%s on %s changed after it was verified (%llu rows "
                                    "now, %lld verified): a write reached the old server after "
@@ -919,22 +927,22 @@ static int do_cleanup(mvctx *x, ferry_err *err)
             ferry_buf_free(&sql);
         }
         if (!rc && src.n)
-            crash_point("CLEANUP:detached");
+            mv_crash_point("CLEANUP:detached");
         if (!rc)
             rc = mv_remove_detached_of(&x->src, t->database, t->name, &all, false, err);
         if (!rc)
             rc = mv_remove_detached_of(&x->dst, t->database, st, &all, true, err);
         if (!rc)
-            rc = records_follow(x, t, &all, err);
+            rc = mv_records_follow(x, t, &all, err);
         mv_pids_free(&src);
         mv_pids_free(&all);
     }
     if (!rc)
-        rc = remove_freezes(x, err);
+        rc = mv_remove_freezes(x, err);
     if (!rc)
-        crash_point("CLEANUP");
+        mv_crash_point("CLEANUP");
     if (!rc)
-        rc = advance(x, FERRY_MOVE_DONE, "", err);
+        rc = mv_advance(x, FERRY_MOVE_DONE, "", err);
     return rc;
 }
 
@@ -951,69 +959,66 @@ static int rollback(mvctx *x, const char *why, ferry_err *err)
         mv_pids_free(&all);
     }
     if (!rc)
-        rc = remove_freezes(x, err);
+        rc = mv_remove_freezes(x, err);
     char detail[256];
     snprintf(detail, sizeof detail, "%s", why);
     if (!rc)
-        rc = advance(x, FERRY_MOVE_FAILED, detail, err);
+        rc = mv_advance(x, FERRY_MOVE_FAILED, detail, err);
     return rc;
 }
 
 /* ---- running a move ------------------------------------------------------------------------ */
 
-int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *res,
-                   ferry_err *err)
+/* Opens the run of move id into x (memset here): the catalog, the move's lease, its journal,
+ * its shards' connections and tables. x->ran false: the move was over already (DONE or FAILED)
+ * or the open failed before it started. Close with mv_ctx_close whatever this returns. */
+int mv_ctx_open(const ferry_move_opts *o, const char *id, mvctx *x, ferry_move_result *res,
+                ferry_err *err)
 {
-    ferry_move_result dummy;
-    mvctx x;
-    memset(&x, 0, sizeof x);
-    if (!res)
-        res = &dummy;
+    memset(x, 0, sizeof *x);
     memset(res, 0, sizeof *res);
-    x.o = o;
-    x.res = res;
-    x.rate = o->rate;
-    if (!x.rate && o->max_bytes_per_second) {
-        if (!(x.own_rate = ferry_rate_new(o->max_bytes_per_second)))
+    x->o = o;
+    x->res = res;
+    x->rate = o->rate;
+    ferry_record_init(&x->mv, FERRY_REC_MOVE);
+    ferry_record_init(&x->job, FERRY_REC_JOB);
+    x->t0 = now_s();
+    snprintf(res->id, sizeof res->id, "%s", id);
+    if (!x->rate && o->max_bytes_per_second) {
+        if (!(x->own_rate = ferry_rate_new(o->max_bytes_per_second)))
             return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        x.rate = x.own_rate;
+        x->rate = x->own_rate;
     }
-    x.t0 = now_s();
-    ferry_lease *lease = NULL;
-    bool ran = false; /* this run worked on the move (it was not over already) */
     ferry_record fsh, tsh;
     ferry_record_init(&fsh, FERRY_REC_SHARD);
     ferry_record_init(&tsh, FERRY_REC_SHARD);
-    ferry_record_init(&x.mv, FERRY_REC_MOVE);
-    ferry_record_init(&x.job, FERRY_REC_JOB);
-    snprintf(res->id, sizeof res->id, "%s", id);
-    int rc = ferry_catalog_open(o->catalog_url, &x.cat, err);
+    int rc = ferry_catalog_open(o->catalog_url, &x->cat, err);
     if (rc)
         goto out;
     char lname[96];
     snprintf(lname, sizeof lname, "move.%s", id);
-    if ((rc = ferry_catalog_lease_acquire(x.cat, lname, o->owner ? o->owner : "ferry", &lease,
+    if ((rc = ferry_catalog_lease_acquire(x->cat, lname, o->owner ? o->owner : "ferry", &x->lease,
                                           err))) {
         if (rc == FERRY_ECONFLICT)
             ferry_err_prefix(err, "move %s is being run by another mover: ", id);
         goto out;
     }
-    snprintf(x.mv.u.move.id, sizeof x.mv.u.move.id, "%s", id);
-    rc = ferry_catalog_get(x.cat, &x.mv, err);
+    snprintf(x->mv.u.move.id, sizeof x->mv.u.move.id, "%s", id);
+    rc = ferry_catalog_get(x->cat, &x->mv, err);
     if (rc == FERRY_ENOTFOUND)
         rc = ferry_err_set(err, FERRY_EINVAL, "unknown move '%s'", id);
     if (rc)
         goto out;
-    snprintf(x.job.u.job.id, sizeof x.job.u.job.id, "move.%s", id);
-    if ((rc = ferry_catalog_get(x.cat, &x.job, err)))
+    snprintf(x->job.u.job.id, sizeof x->job.u.job.id, "move.%s", id);
+    if ((rc = ferry_catalog_get(x->cat, &x->job, err)))
         goto out;
-    x.data = json_loads(x.job.u.job.data, 0, NULL);
-    if (!json_is_object(x.data) || !json_is_array(json_object_get(x.data, "freezes"))) {
+    x->data = json_loads(x->job.u.job.data, 0, NULL);
+    if (!json_is_object(x->data) || !json_is_array(json_object_get(x->data, "freezes"))) {
         rc = ferry_err_set(err, FERRY_EINTERNAL, "move %s: malformed journal data", id);
         goto out;
     }
-    x.clone = !strcmp(json_string_value(json_object_get(x.data, "mode")) ?: "", "clone");
-    const ferry_move *m = &x.mv.u.move;
+    x->clone = !strcmp(json_string_value(json_object_get(x->data, "mode")) ?: "", "clone");
+    const ferry_move *m = &x->mv.u.move;
     snprintf(res->tenant, sizeof res->tenant, "%s", m->tenant);
     res->split = m->split;
     mv_copy_str(res->from, sizeof res->from, m->from);
@@ -1022,56 +1027,84 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
     res->state = m->state;
     if (m->state == FERRY_MOVE_DONE || m->state == FERRY_MOVE_FAILED)
         goto out;
-    ran = true;
-    if ((rc = mv_load_shard(x.cat, m->from, &fsh, err)) || (rc = mv_load_shard(x.cat, m->to, &tsh, err)) ||
-        (rc = mv_load_tables(x.cat, &x.tables, err)) ||
-        (rc = mv_conn_open(&fsh.u.shard, o->cfg, &x.src, err)) ||
-        (rc = mv_conn_open(&tsh.u.shard, o->cfg, &x.dst, err)))
+    x->ran = true;
+    if ((rc = mv_load_shard(x->cat, m->from, &fsh, err)) ||
+        (rc = mv_load_shard(x->cat, m->to, &tsh, err)) ||
+        (rc = mv_load_tables(x->cat, &x->tables, err)) ||
+        (rc = mv_conn_open(&fsh.u.shard, o->cfg, &x->src, err)) ||
+        (rc = mv_conn_open(&tsh.u.shard, o->cfg, &x->dst, err)))
         goto out;
-    x.src.cat = x.dst.cat = x.cat; /* the staging loads' lease (staging_load.h) */
-    for (size_t i = 0; !rc && i < x.tables.n; i++) { /* read-only mode: a load cut by a crash */
+    x->src.cat = x->dst.cat = x->cat; /* the staging loads' lease (staging_load.h) */
+    for (size_t i = 0; !rc && i < x->tables.n; i++) { /* read-only mode: a load cut by a crash */
         char st[FERRY_NAME_MAX + 32];
-        mv_staging_name(table_at(&x, i)->name, st, sizeof st);
-        rc = stg_recover(&x.dst, table_at(&x, i)->database, st, err);
+        mv_staging_name(table_at(x, i)->name, st, sizeof st);
+        rc = stg_recover(&x->dst, table_at(x, i)->database, st, err);
     }
     if (rc)
         goto out;
+    x->looping = true;
     ferry_log(FERRY_LOG_INFO, "msg=\"move %s\" move=%s tenant=%s split=%u from=%s to=%s state=%s",
               res->resumed ? "resumed" : "started", id, m->tenant, m->split, m->from, m->to,
               ferry_move_state_name(m->state));
+out:
+    ferry_record_free(&fsh);
+    ferry_record_free(&tsh);
+    return rc;
+}
+
+/* Runs the states of an opened move until DONE or an error. */
+int mv_ctx_loop(mvctx *x, ferry_err *err)
+{
+    const ferry_move *m = &x->mv.u.move;
+    const char *id = m->id;
+    int rc = FERRY_OK;
     while (!rc && m->state != FERRY_MOVE_DONE) {
         if (ferry_stop_requested()) { /* a safe point: the journal holds the state reached */
             rc = ferry_err_set(err, FERRY_ETIMEOUT, "move %s: stopping (the process was asked "
                                "to stop)", id);
             break;
         }
-        mv_progress(&x);
+        mv_progress(x);
         enum ferry_move_state was = m->state;
         double s0 = now_s();
         switch (m->state) {
         case FERRY_MOVE_PLANNED:
-            rc = advance(&x, FERRY_MOVE_CLONE, "", err);
+            rc = mv_advance(x, FERRY_MOVE_CLONE, "", err);
             break;
         case FERRY_MOVE_CLONE:
-            rc = do_clone(&x, err);
+            rc = do_clone(x, err);
             break;
         case FERRY_MOVE_VERIFY:
-            rc = do_verify(&x, err);
+            rc = do_verify(x, err);
             break;
         case FERRY_MOVE_SWITCH:
-            rc = do_switch(&x, err);
+            rc = do_switch(x, err);
             break;
         case FERRY_MOVE_CLEANUP:
-            rc = do_cleanup(&x, err);
+            rc = do_cleanup(x, err);
             break;
         default:
             rc = ferry_err_set(err, FERRY_EINTERNAL, "move %s in state %s", id,
                                ferry_move_state_name(m->state));
         }
         if ((unsigned)was < FERRY_MOVE_STATES)
-            res->state_ms[was] += (now_s() - s0) * 1e3;
+            x->res->state_ms[was] += (now_s() - s0) * 1e3;
     }
-    if (rc && x.permanent &&
+    return rc;
+}
+
+/* Ends the run of x that mv_ctx_open opened, rc being how its states ended: a permanent failure
+ * before the switch rolls the target side back, another error is kept in the journal, a finished
+ * move is reported (rows, log, the cluster's tally); then everything is closed. Returns rc (the
+ * error prefixed as the caller prints it). */
+int mv_ctx_close(mvctx *x, int rc, ferry_err *err)
+{
+    const ferry_move *m = &x->mv.u.move;
+    const char *id = x->res->id;
+    ferry_move_result *res = x->res;
+    if (!x->looping)
+        goto out;
+    if (rc && x->permanent &&
         (m->state == FERRY_MOVE_CLONE || m->state == FERRY_MOVE_VERIFY)) {
         /* cannot heal by retrying, and routing never changed: undo the target side */
         ferry_err rb = {0};
@@ -1079,7 +1112,7 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
         mv_copy_str(why, sizeof why, err->msg);
         ferry_log(FERRY_LOG_ERROR, "msg=\"move failed, rolling back the target side\" move=%s "
                                    "error=\"%s\"", id, why);
-        int rrc = rollback(&x, why, &rb);
+        int rrc = rollback(x, why, &rb);
         if (rrc)
             ferry_err_prefix(err, "(rollback did not finish either: %s; run the move again to "
                                   "finish it) ", rb.msg);
@@ -1094,9 +1127,9 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
         ferry_record_init(&cur, FERRY_REC_MOVE);
         snprintf(cur.u.move.id, sizeof cur.u.move.id, "%s", id);
         ferry_err e2 = {0};
-        if (!ferry_catalog_get(x.cat, &cur, &e2)) {
+        if (!ferry_catalog_get(x->cat, &cur, &e2)) {
             snprintf(cur.u.move.detail, sizeof cur.u.move.detail, "%.255s", err->msg);
-            (void)ferry_catalog_update(x.cat, &cur, &e2);
+            (void)ferry_catalog_update(x->cat, &cur, &e2);
         }
     }
     if (m->state == FERRY_MOVE_DONE || m->state == FERRY_MOVE_FAILED) {
@@ -1104,18 +1137,18 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
          * without one more save would stay SWITCH or CLEANUP there for good, and whoever reads
          * the jobs (the sweep's in-flight check, an operator's catalog export) sees it in flight */
         ferry_err e3 = {0};
-        if (job_save(&x, &e3))
+        if (mv_job_save(x, &e3))
             ferry_log(FERRY_LOG_WARN, "msg=\"move journal data not marked %s\" move=%s error=\"%s\"",
                       ferry_move_state_name(m->state), id, e3.msg);
     }
     res->state = m->state;
-    if (m->state == FERRY_MOVE_DONE) {
+    if (m->state == FERRY_MOVE_DONE && !x->counted) {
         /* rows the target holds for the slice, for the log and the caller */
-        for (size_t i = 0; i < x.tables.n; i++) {
-            const ferry_table_def *t = table_at(&x, i);
+        for (size_t i = 0; i < x->tables.n; i++) {
+            const ferry_table_def *t = table_at(x, i);
             mv_slice sl = {0}; /* rows from system.parts: reading every row is the verify's job */
             ferry_err e2 = {0};
-            if (mv_slice_list(&x.dst, t, t->name, m->tenant, m->split, true, &sl, &e2))
+            if (mv_slice_list(&x->dst, t, t->name, m->tenant, m->split, true, &sl, &e2))
                 continue;
             res->partitions += sl.n_pids;
             for (size_t j = 0; j < sl.n_parts; j++)
@@ -1124,11 +1157,11 @@ int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *
         }
     }
 out:
-    res->seconds = now_s() - x.t0;
-    res->statements = x.src.n_sql + x.dst.n_sql;
-    res->agent_requests = x.src.n_agent + x.dst.n_agent;
-    res->catalog_writes = x.catalog_writes;
-    if (x.mv.u.move.state == FERRY_MOVE_DONE && !rc)
+    res->seconds = now_s() - x->t0;
+    res->statements = x->src.n_sql + x->dst.n_sql;
+    res->agent_requests = x->src.n_agent + x->dst.n_agent;
+    res->catalog_writes = x->catalog_writes;
+    if (x->mv.u.move.state == FERRY_MOVE_DONE && !rc)
         ferry_log(FERRY_LOG_INFO,
                   "msg=\"move done\" move=%s tenant=%s split=%u from=%s to=%s partitions=%zu "
                   "rows=%llu hot_bytes=%llu hot_copied=%llu cold_bytes=%llu cold_copied=%llu "
@@ -1136,24 +1169,35 @@ out:
                   id, res->tenant, res->split, res->from, res->to, res->partitions,
                   (unsigned long long)res->rows, (unsigned long long)res->hot_bytes,
                   (unsigned long long)res->hot_copied, (unsigned long long)res->cold_bytes,
-                  (unsigned long long)res->cold_copied, x.cold_verified, x.hot_verified,
+                  (unsigned long long)res->cold_copied, x->cold_verified, x->hot_verified,
                   res->seconds);
     /* the cluster's tally (include/ferry/tally.h) is bookkeeping, never the move's fate */
-    if (ran) {
+    if (x->ran) {
         ferry_err terr = {0};
-        if (ferry_tally_move_add(x.cat, res, &terr))
+        if (ferry_tally_move_add(x->cat, res, &terr))
             ferry_log(FERRY_LOG_WARN, "msg=\"move not counted in the cluster's tally\" move=%s "
                                       "error=\"%s\"", id, terr.msg);
     }
-    json_decref(x.data);
-    mv_conn_close(&x.src);
-    mv_conn_close(&x.dst);
-    ferry_rate_free(x.own_rate);
-    ferry_record_list_free(&x.tables);
-    ferry_record_free(&x.mv);
-    ferry_record_free(&x.job);
-    if (lease)
-        ferry_catalog_lease_release(x.cat, lease);
-    ferry_catalog_close(x.cat);
+    json_decref(x->data);
+    mv_conn_close(&x->src);
+    mv_conn_close(&x->dst);
+    ferry_rate_free(x->own_rate);
+    ferry_record_list_free(&x->tables);
+    ferry_record_free(&x->mv);
+    ferry_record_free(&x->job);
+    if (x->lease)
+        ferry_catalog_lease_release(x->cat, x->lease);
+    ferry_catalog_close(x->cat);
     return rc;
+}
+
+int ferry_move_run(const ferry_move_opts *o, const char *id, ferry_move_result *res,
+                   ferry_err *err)
+{
+    ferry_move_result dummy;
+    mvctx x;
+    int rc = mv_ctx_open(o, id, &x, res ? res : &dummy, err);
+    if (!rc && x.looping)
+        rc = mv_ctx_loop(&x, err);
+    return mv_ctx_close(&x, rc, err);
 }

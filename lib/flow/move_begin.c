@@ -165,9 +165,24 @@ static int check_room(mv_conn *dst, json_t *status, const char *to, const char *
     return FERRY_OK;
 }
 
+/* What the moves of a batch (ferry_move_begin_batch) share: the catalog, the managed tables,
+ * both shards' connections and answers, and one listing per side and table of every slice of
+ * the batch; k is the slice being begun, hot_before the hot bytes of the batch's slices begun
+ * before it (the target must have room for all of them). */
+typedef struct begin_shared {
+    ferry_catalog *cat;
+    ferry_record_list tables;
+    const char *from;
+    mv_conn src, dst;
+    json_t *dst_status;
+    mv_slice *src_list, *dst_list; /* [table * n + slice] */
+    size_t n, k;
+    uint64_t hot_before, hot; /* hot: this slice's, set by move_begin */
+} begin_shared;
+
 static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split,
                       const char *want_from, const char *to, bool clone, char id[64],
-                      bool *resumed, ferry_err *err)
+                      bool *resumed, begin_shared *sh, ferry_err *err)
 {
     ferry_catalog *cat = NULL;
     ferry_record trec, route, tsh, fsh;
@@ -180,7 +195,9 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
     ferry_record_init(&fsh, FERRY_REC_SHARD);
     *resumed = false;
     id[0] = '\0';
-    int rc = ferry_catalog_open(o->catalog_url, &cat, err);
+    int rc = sh ? FERRY_OK : ferry_catalog_open(o->catalog_url, &cat, err);
+    if (sh)
+        cat = sh->cat;
     if (rc)
         goto out;
     snprintf(trec.u.tenant.name, sizeof trec.u.tenant.name, "%s", tenant);
@@ -260,6 +277,33 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
         }
         mv_copy_str(from, sizeof from, want_from);
     }
+    if (sh) { /* the batch's checks of the servers, made once for all its slices */
+        if (strcmp(from, sh->from)) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is served by %s now, not "
+                               "%s; plan again", tenant, split, from, sh->from);
+            goto out;
+        }
+        for (size_t i = 0; !rc && i < sh->tables.n; i++) {
+            const ferry_table_def *t = &sh->tables.items[i].u.table;
+            const mv_slice *sl = &sh->src_list[i * sh->n + sh->k];
+            const mv_slice *there = &sh->dst_list[i * sh->n + sh->k];
+            for (size_t j = 0; j < sl->n_parts; j++)
+                if (!sl->parts[j].cold)
+                    sh->hot += sl->parts[j].bytes;
+            if (there->n_pids)
+                rc = ferry_err_set(err, FERRY_ECONFLICT,
+                                   "shard %s already holds %zu partition(s) of tenant %s split "
+                                   "%u in %s.%s (e.g. %s) although the route says %s; resolve "
+                                   "that first", to, there->n_pids, tenant, split, t->database,
+                                   t->name, there->pids[0], from);
+        }
+        if (!rc)
+            rc = check_room(&sh->dst, sh->dst_status, to, tenant, split,
+                            sh->hot_before + sh->hot, err);
+        if (rc)
+            goto out;
+        goto journal;
+    }
     if ((rc = mv_load_shard(cat, from, &fsh, err)) || (rc = mv_load_tables(cat, &tables, err)))
         goto out;
     /* both sides must answer, and the target must have room for the hot parts */
@@ -304,6 +348,7 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
         goto out;
     if ((rc = check_room(&dst, dst_status, to, tenant, split, hot, n_parts, min_inodes, err)))
         goto out;
+journal:;
     /* journal it */
     ferry_record mv, job;
     ferry_record_init(&mv, FERRY_REC_MOVE);
@@ -354,26 +399,104 @@ out:
     mv_conn_close(&src);
     ferry_record_list_free(&moves);
     ferry_record_list_free(&tables);
-    ferry_catalog_close(cat);
+    if (!sh)
+        ferry_catalog_close(cat);
     return rc;
 }
 
 int ferry_move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split, const char *to,
                      char id[64], bool *resumed, ferry_err *err)
 {
-    return move_begin(o, tenant, split, NULL, to, false, id, resumed, err);
+    return move_begin(o, tenant, split, NULL, to, false, id, resumed, NULL, err);
 }
 
 int ferry_move_begin_from(const ferry_move_opts *o, const char *tenant, uint32_t split,
                           const char *from, const char *to, bool clone, char id[64],
                           bool *resumed, ferry_err *err)
 {
-    return move_begin(o, tenant, split, from, to, clone, id, resumed, err);
+    return move_begin(o, tenant, split, from, to, clone, id, resumed, NULL, err);
 }
 
 int ferry_move_begin_clone(const ferry_move_opts *o, const char *tenant, uint32_t split,
                            const char *to, char id[64], bool *resumed, ferry_err *err)
 {
-    return move_begin(o, tenant, split, NULL, to, true, id, resumed, err);
+    return move_begin(o, tenant, split, NULL, to, true, id, resumed, NULL, err);
 }
 
+
+int ferry_move_begin_batch(const ferry_move_opts *o, const char *const *tenants,
+                           const uint32_t *splits, size_t n, const char *from, const char *to,
+                           char (*ids)[64], bool *resumed, int *rcs, ferry_err *errs)
+{
+    begin_shared sh;
+    memset(&sh, 0, sizeof sh);
+    sh.from = from;
+    sh.n = n;
+    ferry_record fsh, tsh;
+    ferry_record_init(&fsh, FERRY_REC_SHARD);
+    ferry_record_init(&tsh, FERRY_REC_SHARD);
+    ferry_err err = {0};
+    int rc = ferry_catalog_open(o->catalog_url, &sh.cat, &err);
+    if (!rc && !((rc = mv_load_shard(sh.cat, to, &tsh, &err))) &&
+        !ferry_shard_placeable(tsh.u.shard.state))
+        rc = ferry_err_set(&err, FERRY_EINVAL, "shard %s is %s; moves go to active shards only",
+                           to, ferry_shard_state_name(tsh.u.shard.state));
+    if (!rc)
+        rc = mv_load_shard(sh.cat, from, &fsh, &err);
+    if (!rc)
+        rc = mv_load_tables(sh.cat, &sh.tables, &err);
+    if (!rc && !(rc = mv_conn_open(&tsh.u.shard, o->cfg, &sh.dst, &err)))
+        rc = mv_conn_open(&fsh.u.shard, o->cfg, &sh.src, &err);
+    json_t *st = NULL;
+    if (!rc && ((rc = mv_agent(&sh.dst, "status", NULL, &sh.dst_status, NULL, &err)) ||
+                (rc = mv_sql(&sh.dst, "SELECT 1", NULL, &err))))
+        ferry_err_prefix(&err, "target shard %s is not reachable: ", to);
+    if (!rc && (rc = mv_agent(&sh.src, "status", NULL, &st, NULL, &err)))
+        ferry_err_prefix(&err, "source shard %s is not reachable: ", from);
+    json_decref(st);
+    size_t nl = sh.tables.n * n;
+    if (!rc && (!(sh.src_list = calloc(nl + 1, sizeof *sh.src_list)) ||
+                !(sh.dst_list = calloc(nl + 1, sizeof *sh.dst_list))))
+        rc = ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < sh.tables.n; i++) {
+        const ferry_table_def *t = &sh.tables.items[i].u.table;
+        rc = mv_slice_list_n(&sh.src, t, t->name, tenants, splits, n, true, &sh.src_list[i * n],
+                             &err);
+        if (!rc)
+            rc = mv_slice_list_n(&sh.dst, t, t->name, tenants, splits, n, true,
+                                 &sh.dst_list[i * n], &err);
+    }
+    int first = rc;
+    for (size_t k = 0; k < n; k++) {
+        ids[k][0] = '\0';
+        resumed[k] = false;
+        if (rc) { /* the shared checks failed: every slice with their error */
+            rcs[k] = rc;
+            errs[k] = err;
+            continue;
+        }
+        sh.k = k;
+        sh.hot = 0;
+        memset(&errs[k], 0, sizeof errs[k]);
+        rcs[k] = move_begin(o, tenants[k], splits[k], from, to, false, ids[k], &resumed[k], &sh,
+                            &errs[k]);
+        if (!rcs[k])
+            sh.hot_before += sh.hot;
+        else if (!first)
+            first = rcs[k];
+    }
+    for (size_t i = 0; i < nl && sh.src_list && sh.dst_list; i++) {
+        mv_slice_free(&sh.src_list[i]);
+        mv_slice_free(&sh.dst_list[i]);
+    }
+    free(sh.src_list);
+    free(sh.dst_list);
+    json_decref(sh.dst_status);
+    mv_conn_close(&sh.src);
+    mv_conn_close(&sh.dst);
+    ferry_record_list_free(&sh.tables);
+    ferry_record_free(&fsh);
+    ferry_record_free(&tsh);
+    ferry_catalog_close(sh.cat);
+    return first;
+}

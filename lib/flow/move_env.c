@@ -263,9 +263,17 @@ static int parts_group(const ferry_ch_rows *rows, const ferry_table_def *t, cons
 int mv_slice_list(mv_conn *c, const ferry_table_def *t, const char *table, const char *tenant,
                   uint32_t split, bool active_only, mv_slice *out, ferry_err *err)
 {
+    return mv_slice_list_n(c, t, table, &tenant, &split, 1, active_only, out, err);
+}
+
+int mv_slice_list_n(mv_conn *c, const ferry_table_def *t, const char *table,
+                    const char *const *tenants, const uint32_t *splits, size_t n,
+                    bool active_only, mv_slice *outs, ferry_err *err)
+{
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_ch_rows rows = {0};
-    memset(out, 0, sizeof *out);
+    for (size_t k = 0; k < n; k++)
+        memset(&outs[k], 0, sizeof outs[k]);
     ferry_buf_puts(&sql, PARTS_SELECT);
     ferry_sql_quote(t->database, &sql);
     ferry_buf_puts(&sql, " AND table = ");
@@ -273,14 +281,30 @@ int mv_slice_list(mv_conn *c, const ferry_table_def *t, const char *table, const
     ferry_buf_puts(&sql, " AND rows > 0");
     if (active_only)
         ferry_buf_puts(&sql, " AND active");
-    if (t->layout == FERRY_LAYOUT_SHARED && plain_name(tenant)) {
-        /* only the tenant's partitions: ('acme',DAY,SPLIT), or (42,DAY,SPLIT) for a number */
-        ferry_buf_printf(&sql, " AND (startsWith(partition, '(''%s'',') OR "
-                               "startsWith(partition, '(%s,'))", tenant, tenant);
+    bool plain = t->layout == FERRY_LAYOUT_SHARED && n > 0;
+    for (size_t k = 0; plain && k < n; k++)
+        plain = plain_name(tenants[k]);
+    if (plain) {
+        /* only the tenants' partitions: ('acme',DAY,SPLIT), or (42,DAY,SPLIT) for a number */
+        ferry_buf_puts(&sql, " AND (");
+        for (size_t k = 0; k < n; k++) {
+            bool again = false;
+            for (size_t j = 0; j < k && !again; j++)
+                again = !strcmp(tenants[j], tenants[k]);
+            if (again)
+                continue;
+            ferry_buf_printf(&sql, "%sstartsWith(partition, '(''%s'',') OR "
+                                   "startsWith(partition, '(%s,')", k ? " OR " : "", tenants[k],
+                             tenants[k]);
+        }
+        ferry_buf_putc(&sql, ')');
     }
     int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
-    if (!rc)
-        rc = parts_group(&rows, t, tenant, split, out, err);
+    for (size_t k = 0; !rc && k < n; k++)
+        rc = parts_group(&rows, t, tenants[k], splits[k], &outs[k], err);
+    if (rc)
+        for (size_t k = 0; k < n; k++)
+            mv_slice_free(&outs[k]);
     ferry_ch_rows_free(&rows);
     ferry_buf_free(&sql);
     return rc;

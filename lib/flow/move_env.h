@@ -86,6 +86,11 @@ struct ferry_table_def;
 int mv_slice_list(mv_conn *c, const struct ferry_table_def *t, const char *table,
                   const char *tenant, uint32_t split, bool active_only, mv_slice *out,
                   ferry_err *err);
+/* mv_slice_list of n slices (tenants[k], splits[k]) of one table at once: one query, outs[k]
+ * the parts of slice k (a batch of moves between two shards, move_batch.c). */
+int mv_slice_list_n(mv_conn *c, const struct ferry_table_def *t, const char *table,
+                    const char *const *tenants, const uint32_t *splits, size_t n,
+                    bool active_only, mv_slice *outs, ferry_err *err);
 /* The parts of the partitions pids[0..n) of db.table (any partitions, not one slice's: tiering
  * looks at all the partitions of a wave at once), grouped as mv_slice_list groups them, active
  * ones only or every state; parts with no rows are left out. */

@@ -1,0 +1,579 @@
+/* A batch of moves between the same two shards (ferry_move_run_batch, docs/moves.md "Batches"):
+ * the moves keep their own journals and go through the same states with the same checks as
+ * ferry_move_run, but each state's server work is done once for all of them: one listing of the
+ * parts per side, one FREEZE, one send pool, one ATTACH, one MOVE PARTITION and one DETACH
+ * statement over the partitions of every slice. The journal of each move says, at every point,
+ * what was done for its slice (a freeze the batch made is journaled in every move before it
+ * exists), so a batch killed anywhere resumes move by move with ferry_move_run, whose steps give
+ * the same result when repeated. A move whose slice needs more than the common path (a source
+ * that changed since the copy, a source whose parts changed since they were verified) leaves
+ * the batch and finishes alone with the per-move states. */
+#include "ferry/move.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ferry/buf.h"
+#include "ferry/log.h"
+#include "ferry/stop.h"
+#include "flow/move_env.h"
+#include "flow/move_run.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sql_table(ferry_buf *b, const char *db, const char *table)
+{
+    ferry_sql_ident(db, b);
+    ferry_buf_putc(b, '.');
+    ferry_sql_ident(table, b);
+}
+
+/* The batch: members[] are the moves still run together (their index into the caller's arrays
+ * in at[]); a move that leaves is run alone afterwards (alone[]), one that failed keeps its
+ * error in rcs/errs. */
+typedef struct batch {
+    mvctx *xs;       /* every move of the call */
+    mvctx **members; /* the ones still in the batch */
+    size_t *at;      /* members[k] is xs[at[k]] */
+    size_t n;
+    bool *alone;     /* xs[i] finishes alone */
+    int *rcs;
+    ferry_err *errs;
+} batch;
+
+/* Members for which keep[k] is false leave the batch (to be finished alone). */
+static void batch_keep(batch *b, const bool *keep)
+{
+    size_t w = 0;
+    for (size_t k = 0; k < b->n; k++) {
+        if (keep[k]) {
+            b->members[w] = b->members[k];
+            b->at[w++] = b->at[k];
+        } else {
+            b->alone[b->at[k]] = true;
+        }
+    }
+    b->n = w;
+}
+
+/* A failure of the batch's common work stops every member with that error (each one's journal
+ * holds where it stopped; resuming runs it alone). */
+static void batch_fail_all(batch *b, int rc, const ferry_err *err)
+{
+    for (size_t k = 0; k < b->n; k++) {
+        b->rcs[b->at[k]] = rc;
+        b->errs[b->at[k]] = *err;
+    }
+    b->n = 0;
+}
+
+/* A failure of one member's own step (its journal, its switch): it stops, the others go on. */
+static void batch_fail_one(batch *b, size_t k, int rc, const ferry_err *err)
+{
+    b->rcs[b->at[k]] = rc;
+    b->errs[b->at[k]] = *err;
+    for (size_t j = k; j + 1 < b->n; j++) {
+        b->members[j] = b->members[j + 1];
+        b->at[j] = b->at[j + 1];
+    }
+    b->n--;
+}
+
+/* Runs f on every member; a member whose call fails leaves the batch with its error. */
+static void each(batch *b, int (*f)(mvctx *, ferry_err *))
+{
+    for (size_t k = 0; k < b->n;) {
+        ferry_err e = {0};
+        int rc = f(b->members[k], &e);
+        if (rc)
+            batch_fail_one(b, k, rc, &e);
+        else
+            k++;
+    }
+}
+
+/* The members' time in a state: the batch's time, shared equally. */
+static void add_ms(batch *b, enum ferry_move_state s, double t0)
+{
+    double ms = (now_s() - t0) * 1e3;
+    for (size_t k = 0; k < b->n; k++)
+        b->members[k]->res->state_ms[s] += ms / (double)b->n;
+}
+
+static bool stopping(batch *b)
+{
+    if (!ferry_stop_requested())
+        return false;
+    ferry_err e = {0};
+    ferry_err_set(&e, FERRY_ETIMEOUT, "move batch: stopping (the process was asked to stop)");
+    batch_fail_all(b, FERRY_ETIMEOUT, &e);
+    return true;
+}
+
+/* Journals the freeze name in every member (before it exists: a crash never forgets it). */
+static int journal_freeze(batch *b, const char *tag, char *fz, size_t fzsz, ferry_err *err)
+{
+    int rc = mv_freeze_name(b->members[0], tag, fz, fzsz, err);
+    for (size_t k = 1; !rc && k < b->n; k++) {
+        json_array_append_new(json_object_get(b->members[k]->data, "freezes"), json_string(fz));
+        rc = mv_job_save(b->members[k], err);
+    }
+    return rc;
+}
+
+/* Removes the freeze (once: it is one folder on the source) and takes it off every journal. */
+static int forget_freeze(batch *b, const char *fz, ferry_err *err)
+{
+    int rc = mv_remove_freeze_named(b->members[0], fz, err);
+    for (size_t k = 1; !rc && k < b->n; k++) {
+        json_t *fr = json_object_get(b->members[k]->data, "freezes");
+        for (size_t i = 0; i < json_array_size(fr); i++)
+            if (!strcmp(json_string_value(json_array_get(fr, i)), fz)) {
+                json_array_remove(fr, i);
+                break;
+            }
+        rc = mv_job_save(b->members[k], err);
+    }
+    return rc;
+}
+
+static int to_clone(mvctx *x, ferry_err *err) { return mv_advance(x, FERRY_MOVE_CLONE, "", err); }
+static int to_verify(mvctx *x, ferry_err *err) { return mv_advance(x, FERRY_MOVE_VERIFY, "", err); }
+static int to_done(mvctx *x, ferry_err *err) { return mv_advance(x, FERRY_MOVE_DONE, "", err); }
+
+static const char **tenants_of(batch *b, uint32_t **splits)
+{
+    const char **t = calloc(b->n + 1, sizeof *t);
+    *splits = calloc(b->n + 1, sizeof **splits);
+    if (!t || !*splits) {
+        free(t);
+        free(*splits);
+        *splits = NULL;
+        return NULL;
+    }
+    for (size_t k = 0; k < b->n; k++) {
+        t[k] = b->members[k]->mv.u.move.tenant;
+        (*splits)[k] = b->members[k]->mv.u.move.split;
+    }
+    return t;
+}
+
+/* CLONE: one copy round for every member's slice. */
+static int batch_clone(batch *b, ferry_err *err)
+{
+    each(b, mv_begin_attempt);
+    if (!b->n)
+        return FERRY_OK;
+    mvctx *x0 = b->members[0];
+    char fz[160], tag[32];
+    snprintf(tag, sizeof tag, "bc%u", x0->mv.u.move.step);
+    int rc = journal_freeze(b, tag, fz, sizeof fz, err);
+    for (size_t i = 0; !rc && i < x0->tables.n; i++) {
+        rc = mv_ensure_staging(x0, table_at(x0, i), err);
+        if (!rc)
+            rc = mv_copy_round_n(b->members, b->n, table_at(x0, i), fz, true, err);
+    }
+    if (!rc)
+        rc = forget_freeze(b, fz, err);
+    if (!rc)
+        mv_crash_point("CLONE");
+    if (!rc)
+        each(b, to_verify);
+    return rc;
+}
+
+/* VERIFY: every staged part a copy of a source part, then each member's routing switch. */
+static int batch_verify(batch *b, ferry_err *err)
+{
+    mvctx *x0 = b->members[0];
+    bool *stable = calloc(b->n + 1, sizeof *stable);
+    int rc = stable ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < x0->tables.n; i++)
+        rc = mv_compare_copy_n(b->members, b->n, table_at(x0, i), false, stable, NULL, NULL, err);
+    free(stable);
+    if (rc)
+        return rc;
+    mv_crash_point("VERIFY");
+    each(b, mv_switch_route);
+    return FERRY_OK;
+}
+
+static int to_begin(mvctx *x, ferry_err *err) { return mv_begin_attempt(x, err); }
+
+/* SWITCH: router fence and grace once; the staged copies compared with the quiescent source
+ * (members whose source changed since the copy leave the batch: their catch-up rounds run
+ * alone); the fingerprints journaled and the publish step taken by each; the read fence once;
+ * then every member's partitions go into the real table by MOVE PARTITION. */
+static int batch_switch(batch *b, ferry_err *err)
+{
+    each(b, to_begin);
+    if (!b->n)
+        return FERRY_OK;
+    mvctx *x0 = b->members[0];
+    int rc = mv_fence_routers(x0, "move batch of", err);
+    if (rc)
+        return rc;
+    unsigned grace = ferry_move_grace(x0->o);
+    if (grace && ferry_stop_sleep_ms(grace))
+        return ferry_err_set(err, FERRY_ETIMEOUT, "move batch of %s: stopping (the process was "
+                             "asked to stop during the grace period)", x0->mv.u.move.id);
+    size_t n = b->n;
+    bool *stable = calloc(n + 1, sizeof *stable), *keep = calloc(n + 1, sizeof *keep);
+    ferry_fingerprint *fp = calloc(n + 1, sizeof *fp), *dg = calloc(n + 1, sizeof *dg);
+    json_t **fps = calloc(n + 1, sizeof *fps);
+    if (!stable || !keep || !fp || !dg || !fps)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t k = 0; !rc && k < n; k++) {
+        keep[k] = true;
+        if (!(fps[k] = json_object()))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; !rc && i < x0->tables.n; i++)
+        rc = mv_ensure_staging(x0, table_at(x0, i), err);
+    for (size_t i = 0; !rc && i < x0->tables.n; i++) {
+        const ferry_table_def *t = table_at(x0, i);
+        memset(fp, 0, n * sizeof *fp);
+        memset(dg, 0, n * sizeof *dg);
+        rc = mv_compare_copy_n(b->members, n, t, true, stable, fp, dg, err);
+        for (size_t k = 0; !rc && k < n; k++) {
+            keep[k] = keep[k] && stable[k];
+            if (keep[k])
+                json_object_set_new(fps[k], t->name, mv_fp_json(&fp[k], &dg[k]));
+        }
+    }
+    for (size_t k = 0; !rc && k < n; k++)
+        if (!keep[k])
+            ferry_log(FERRY_LOG_INFO, "msg=\"move leaves its batch: the source changed since "
+                      "the copy, catch-up rounds run alone\" move=%s",
+                      b->members[k]->mv.u.move.id);
+    for (size_t k = 0; !rc && k < n; k++) {
+        if (!keep[k])
+            continue;
+        mvctx *x = b->members[k];
+        ferry_err e = {0};
+        json_object_set(x->data, "fp", fps[k]);
+        int mrc = mv_job_save(x, &e);
+        if (!mrc) {
+            /* the publish step raises the routing version (routers stop reading the union) */
+            ferry_record next = x->mv;
+            next.u.move.step = MV_STEP_PUBLISH;
+            mrc = mv_journal_routed(x, &next, &e);
+        }
+        if (mrc) {
+            keep[k] = false;
+            b->rcs[b->at[k]] = mrc;
+            b->errs[b->at[k]] = e;
+            b->members[k]->permanent = false;
+            b->at[k] = (size_t)-1; /* failed: neither in the batch nor alone */
+        }
+    }
+    for (size_t k = 0; fps && k < n; k++)
+        json_decref(fps[k]);
+    free(fps);
+    free(stable);
+    free(fp);
+    free(dg);
+    if (rc) {
+        free(keep);
+        return rc;
+    }
+    /* members that failed above are out; those not stable finish alone */
+    size_t w = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (b->at[k] == (size_t)-1)
+            continue;
+        if (keep[k]) {
+            b->members[w] = b->members[k];
+            b->at[w++] = b->at[k];
+        } else {
+            b->alone[b->at[k]] = true;
+        }
+    }
+    b->n = w;
+    free(keep);
+    if (!b->n)
+        return FERRY_OK;
+    mv_crash_point("SWITCH:caught-up");
+    /* the read fence: no router still reads the union under an older version */
+    if ((rc = mv_fence_routers(x0 = b->members[0], "before publishing, move batch of", err)))
+        return rc;
+    uint32_t *splits = NULL;
+    const char **tenants = tenants_of(b, &splits);
+    if (!tenants)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    bool first = true;
+    for (size_t i = 0; !rc && i < x0->tables.n; i++) {
+        const ferry_table_def *t = table_at(x0, i);
+        char st[FERRY_NAME_MAX + 32];
+        mv_staging_name(t->name, st, sizeof st);
+        mv_slice *stg = calloc(b->n, sizeof *stg);
+        if (!stg) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            break;
+        }
+        rc = mv_slice_list_n(&x0->dst, t, st, tenants, splits, b->n, true, stg, err);
+        ferry_buf sql = FERRY_BUF_INIT;
+        size_t in_sql = 0;
+        for (size_t k = 0; !rc && k < b->n; k++)
+            for (size_t j = 0; !rc && j < stg[k].n_pids; j++) {
+                if (!in_sql) {
+                    ferry_buf_reset(&sql);
+                    ferry_buf_puts(&sql, "ALTER TABLE ");
+                    sql_table(&sql, t->database, st);
+                }
+                ferry_buf_puts(&sql, in_sql++ ? ", MOVE PARTITION ID " : " MOVE PARTITION ID ");
+                ferry_sql_quote(stg[k].pids[j], &sql);
+                ferry_buf_puts(&sql, " TO TABLE ");
+                sql_table(&sql, t->database, t->name);
+                if (first) { /* the first partition alone (a crash point of its own) */
+                    rc = mv_sql(&x0->dst, ferry_buf_cstr(&sql), NULL, err);
+                    in_sql = 0;
+                    first = false;
+                    if (!rc)
+                        mv_crash_point("SWITCH:published-one");
+                }
+            }
+        if (!rc && in_sql)
+            rc = mv_sql(&x0->dst, ferry_buf_cstr(&sql), NULL, err);
+        ferry_buf_free(&sql);
+        for (size_t k = 0; k < b->n; k++)
+            mv_slice_free(&stg[k]);
+        free(stg);
+    }
+    free(tenants);
+    free(splits);
+    if (!rc)
+        mv_crash_point("SWITCH");
+    if (!rc)
+        each(b, mv_advance_cleanup);
+    return rc;
+}
+
+/* CLEANUP: each member's source still holds what was verified (its part digest unchanged: a
+ * member whose source parts changed leaves the batch, and its own CLEANUP compares rows); one
+ * DETACH of every member's partitions on the source, their detached folders and staging
+ * leftovers removed, the part records moved, each member DONE. */
+static int batch_cleanup(batch *b, ferry_err *err)
+{
+    mvctx *x0 = b->members[0];
+    int rc = FERRY_OK;
+    for (size_t i = 0; !rc && b->n && i < x0->tables.n; i++) {
+        x0 = b->members[0];
+        const ferry_table_def *t = table_at(x0, i);
+        char st[FERRY_NAME_MAX + 32];
+        mv_staging_name(t->name, st, sizeof st);
+        size_t n = b->n;
+        uint32_t *splits = NULL;
+        const char **tenants = tenants_of(b, &splits);
+        mv_slice *src = calloc(n + 1, sizeof *src), *dst = calloc(n + 1, sizeof *dst);
+        bool *keep = calloc(n + 1, sizeof *keep);
+        mv_pids all_src = {0}, all = {0};
+        if (!tenants || !src || !dst || !keep)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        if (!rc)
+            rc = mv_slice_list_n(&x0->src, t, t->name, tenants, splits, n, true, src, err);
+        if (!rc)
+            rc = mv_slice_list_n(&x0->dst, t, t->name, tenants, splits, n, true, dst, err);
+        for (size_t k = 0; !rc && k < n; k++) {
+            ferry_fingerprint dg = {0};
+            json_t *want = json_object_get(json_object_get(b->members[k]->data, "fp"), t->name);
+            rc = mv_slice_digest(&src[k], NULL, &dg, NULL, err);
+            keep[k] = !rc && (!src[k].n_pids ||
+                              (want && mv_fp_matches(json_object_get(want, "digest"), &dg)));
+            if (!rc && !keep[k])
+                ferry_log(FERRY_LOG_INFO, "msg=\"move leaves its batch: its source parts "
+                          "changed since they were verified, its rows are checked alone\" "
+                          "move=%s", b->members[k]->mv.u.move.id);
+        }
+        /* the finished moves' rows on the target, from this listing */
+        for (size_t k = 0; !rc && k < n; k++)
+            if (keep[k]) {
+                mvctx *x = b->members[k];
+                x->res->partitions += dst[k].n_pids;
+                for (size_t j = 0; j < dst[k].n_parts; j++)
+                    x->res->rows += dst[k].parts[j].rows;
+                x->counted = true;
+            }
+        if (!rc) {
+            /* a member that leaves must not be detached here: shrink before the statement */
+            mv_slice *s2 = src, *d2 = dst;
+            size_t w = 0;
+            for (size_t k = 0; k < n; k++)
+                if (keep[k]) {
+                    mv_slice tmp = s2[w];
+                    s2[w] = s2[k];
+                    s2[k] = tmp;
+                    tmp = d2[w];
+                    d2[w] = d2[k];
+                    d2[k] = tmp;
+                    w++;
+                }
+            batch_keep(b, keep);
+        }
+        for (size_t k = 0; !rc && k < b->n; k++) {
+            for (size_t j = 0; !rc && j < src[k].n_pids; j++)
+                if (mv_pids_add(&all_src, src[k].pids[j]) || mv_pids_add(&all, src[k].pids[j]))
+                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            for (size_t j = 0; !rc && j < dst[k].n_pids; j++)
+                if (mv_pids_add(&all, dst[k].pids[j]))
+                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        }
+        if (!rc && all_src.n)
+            rc = mv_target_broken_check(b->members[0], t, &all_src, err);
+        if (!rc && all_src.n) {
+            ferry_buf sql = FERRY_BUF_INIT;
+            ferry_buf_puts(&sql, "ALTER TABLE ");
+            sql_table(&sql, t->database, t->name);
+            for (size_t k = 0; k < all_src.n; k++) {
+                ferry_buf_puts(&sql, k ? ", DETACH PARTITION ID " : " DETACH PARTITION ID ");
+                ferry_sql_quote(all_src.ids[k], &sql);
+            }
+            rc = mv_sql(&b->members[0]->src, ferry_buf_cstr(&sql), NULL, err);
+            ferry_buf_free(&sql);
+            if (!rc)
+                mv_crash_point("CLEANUP:detached");
+        }
+        if (!rc && b->n)
+            rc = mv_remove_detached_of(&b->members[0]->src, t->database, t->name, &all, false,
+                                       err);
+        if (!rc && b->n)
+            rc = mv_remove_detached_of(&b->members[0]->dst, t->database, st, &all, true, err);
+        /* each member's part records, with its own partitions */
+        for (size_t k = 0; !rc && k < b->n;) {
+            mv_pids mine = {0};
+            ferry_err e = {0};
+            int mrc = FERRY_OK;
+            for (size_t j = 0; !mrc && j < src[k].n_pids; j++)
+                mrc = mv_pids_add(&mine, src[k].pids[j]);
+            for (size_t j = 0; !mrc && j < dst[k].n_pids; j++)
+                mrc = mv_pids_add(&mine, dst[k].pids[j]);
+            if (mrc)
+                ferry_err_set(&e, FERRY_ENOMEM, "out of memory");
+            else
+                mrc = mv_records_follow(b->members[k], t, &mine, &e);
+            mv_pids_free(&mine);
+            if (mrc) {
+                batch_fail_one(b, k, mrc, &e);
+                mv_slice ts = src[k], td = dst[k];
+                for (size_t j = k; j + 1 < n; j++)
+                    src[j] = src[j + 1], dst[j] = dst[j + 1];
+                src[n - 1] = ts; /* freed below with the rest */
+                dst[n - 1] = td;
+            } else {
+                k++;
+            }
+        }
+        for (size_t k = 0; src && dst && k < n; k++) {
+            mv_slice_free(&src[k]);
+            mv_slice_free(&dst[k]);
+        }
+        mv_pids_free(&all_src);
+        mv_pids_free(&all);
+        free(src);
+        free(dst);
+        free(keep);
+        free(tenants);
+        free(splits);
+    }
+    if (rc)
+        return rc;
+    each(b, mv_remove_freezes);
+    if (b->n)
+        mv_crash_point("CLEANUP");
+    each(b, to_done);
+    return FERRY_OK;
+}
+
+int ferry_move_run_batch(const ferry_move_opts *o, const char *const *ids, size_t n,
+                         ferry_move_result *res, int *rcs, ferry_err *errs)
+{
+    batch b = {0};
+    b.xs = calloc(n + 1, sizeof *b.xs);
+    b.members = calloc(n + 1, sizeof *b.members);
+    b.at = calloc(n + 1, sizeof *b.at);
+    b.alone = calloc(n + 1, sizeof *b.alone);
+    b.rcs = rcs;
+    b.errs = errs;
+    bool *opened = calloc(n + 1, sizeof *opened);
+    int first_rc = FERRY_OK;
+    if (!b.xs || !b.members || !b.at || !b.alone || !opened) {
+        for (size_t i = 0; i < n; i++)
+            rcs[i] = ferry_err_set(&errs[i], FERRY_ENOMEM, "out of memory");
+        first_rc = FERRY_ENOMEM;
+        goto out;
+    }
+    /* the members: moves (not clones) just begun, all between the first one's two shards;
+     * anything else (a resumed move) runs alone */
+    for (size_t i = 0; i < n; i++) {
+        mvctx *x = &b.xs[i];
+        memset(&errs[i], 0, sizeof errs[i]);
+        rcs[i] = mv_ctx_open(o, ids[i], x, &res[i], &errs[i]);
+        opened[i] = true;
+        if (rcs[i] || !x->looping)
+            continue;
+        const ferry_move *m = &x->mv.u.move;
+        bool fits = m->state == FERRY_MOVE_PLANNED && !x->clone;
+        if (fits && b.n) {
+            const ferry_move *f = &b.members[0]->mv.u.move;
+            fits = !strcmp(f->from, m->from) && !strcmp(f->to, m->to);
+        }
+        if (fits) {
+            b.members[b.n] = x;
+            b.at[b.n++] = i;
+        } else {
+            b.alone[i] = true;
+        }
+    }
+    if (b.n == 1) { /* a batch of one is a move: the per-move states */
+        b.alone[b.at[0]] = true;
+        b.n = 0;
+    }
+    if (b.n) {
+        ferry_log(FERRY_LOG_INFO, "msg=\"move batch started\" first=%s moves=%zu from=%s to=%s",
+                  b.members[0]->mv.u.move.id, b.n, b.members[0]->mv.u.move.from,
+                  b.members[0]->mv.u.move.to);
+        double t0 = now_s();
+        each(&b, to_clone);
+        add_ms(&b, FERRY_MOVE_PLANNED, t0);
+        struct {
+            enum ferry_move_state s;
+            int (*f)(batch *, ferry_err *);
+        } steps[] = {{FERRY_MOVE_CLONE, batch_clone},
+                     {FERRY_MOVE_VERIFY, batch_verify},
+                     {FERRY_MOVE_SWITCH, batch_switch},
+                     {FERRY_MOVE_CLEANUP, batch_cleanup}};
+        for (size_t s = 0; s < sizeof steps / sizeof steps[0] && b.n && !stopping(&b); s++) {
+            ferry_err e = {0};
+            t0 = now_s();
+            int rc = steps[s].f(&b, &e);
+            add_ms(&b, steps[s].s, t0);
+            if (rc)
+                batch_fail_all(&b, rc, &e);
+        }
+    }
+    /* the moves that left the batch, or never were in one, run alone from their journal */
+    for (size_t i = 0; i < n; i++)
+        if (b.alone[i] && !rcs[i])
+            rcs[i] = mv_ctx_loop(&b.xs[i], &errs[i]);
+out:
+    for (size_t i = 0; i < n; i++) {
+        if (opened && opened[i])
+            rcs[i] = mv_ctx_close(&b.xs[i], rcs[i], &errs[i]);
+        if (rcs[i] && !first_rc)
+            first_rc = rcs[i];
+    }
+    free(opened);
+    free(b.xs);
+    free(b.members);
+    free(b.at);
+    free(b.alone);
+    return first_rc;
+}
