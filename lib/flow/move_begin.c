@@ -178,6 +178,8 @@ typedef struct begin_shared {
     mv_slice *src_list, *dst_list; /* [table * n + slice] */
     size_t n, k;
     uint64_t hot_before, hot; /* hot: this slice's, set by move_begin */
+    size_t parts_before, parts; /* the same for the parts (inodes: disk_room.h) */
+    uint64_t min_inodes;        /* [cluster] min_free_inodes */
 } begin_shared;
 
 static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split,
@@ -287,6 +289,7 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
             const ferry_table_def *t = &sh->tables.items[i].u.table;
             const mv_slice *sl = &sh->src_list[i * sh->n + sh->k];
             const mv_slice *there = &sh->dst_list[i * sh->n + sh->k];
+            sh->parts += sl->n_parts;
             for (size_t j = 0; j < sl->n_parts; j++)
                 if (!sl->parts[j].cold)
                     sh->hot += sl->parts[j].bytes;
@@ -299,7 +302,8 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
         }
         if (!rc)
             rc = check_room(&sh->dst, sh->dst_status, to, tenant, split,
-                            sh->hot_before + sh->hot, err);
+                            sh->hot_before + sh->hot, sh->parts_before + sh->parts,
+                            sh->min_inodes, err);
         if (rc)
             goto out;
         goto journal;
@@ -445,6 +449,8 @@ int ferry_move_begin_batch(const ferry_move_opts *o, const char *const *tenants,
         rc = mv_load_shard(sh.cat, from, &fsh, &err);
     if (!rc)
         rc = mv_load_tables(sh.cat, &sh.tables, &err);
+    if (!rc)
+        rc = ferry_min_free_inodes(o->cfg, &sh.min_inodes, &err);
     if (!rc && !(rc = mv_conn_open(&tsh.u.shard, o->cfg, &sh.dst, &err)))
         rc = mv_conn_open(&fsh.u.shard, o->cfg, &sh.src, &err);
     json_t *st = NULL;
@@ -477,11 +483,14 @@ int ferry_move_begin_batch(const ferry_move_opts *o, const char *const *tenants,
         }
         sh.k = k;
         sh.hot = 0;
+        sh.parts = 0;
         memset(&errs[k], 0, sizeof errs[k]);
         rcs[k] = move_begin(o, tenants[k], splits[k], from, to, false, ids[k], &resumed[k], &sh,
                             &errs[k]);
-        if (!rcs[k])
+        if (!rcs[k]) {
             sh.hot_before += sh.hot;
+            sh.parts_before += sh.parts;
+        }
         else if (!first)
             first = rcs[k];
     }
