@@ -36,6 +36,11 @@ typedef struct cat_op {
     enum cat_index_change move_index;
 } cat_op;
 
+/* Appends an operation to *ops (n used, cap allocated; grown as needed): path and doc (NULL: none)
+ * are copied and owned by the array. Any version (FERRY_VERSION_ANY). */
+int cat_op_push(cat_op **ops, size_t *n, size_t *cap, enum cat_op_type type, const char *path,
+                const char *doc, ferry_err *err);
+
 struct ferry_batch {
     cat_op *ops;
     size_t n, cap;

@@ -37,34 +37,11 @@ static int exists(ferry_catalog *c, const char *path, bool *out, ferry_err *err)
     return rc;
 }
 
-/* Appends an index operation (path and doc copied, owned by the array). */
+/* Appends an index operation: CREATE with the index's document, else none. */
 static int push_op(cat_op **ops, size_t *n, size_t *cap, enum cat_op_type type, const char *path,
                    ferry_err *err)
 {
-    if (*n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 8;
-        cat_op *grown = realloc(*ops, ncap * sizeof *grown);
-        if (!grown)
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        *ops = grown;
-        *cap = ncap;
-    }
-    cat_op *op = &(*ops)[*n];
-    memset(op, 0, sizeof *op);
-    op->type = type;
-    op->version = FERRY_VERSION_ANY;
-    op->path = strdup(path);
-    if (type == CAT_CREATE) {
-        op->doc = strdup(INDEX_DOC);
-        op->doc_len = strlen(INDEX_DOC);
-    }
-    if (!op->path || (type == CAT_CREATE && !op->doc)) {
-        free(op->path);
-        free(op->doc);
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    }
-    (*n)++;
-    return FERRY_OK;
+    return cat_op_push(ops, n, cap, type, path, type == CAT_CREATE ? INDEX_DOC : NULL, err);
 }
 
 int cat_move_index_ops(ferry_catalog *c, const cat_op *ops, size_t n, cat_op **all,

@@ -325,36 +325,6 @@ static bool need_index_path(const char *record_path, char *out, size_t size)
     return (size_t)snprintf(out, size, "%s/%s", CAT_NEED_INDEX_DIR, id) < size;
 }
 
-/* Appends an operation (path and doc copied, owned by the array). */
-static int push_op(cat_op **ops, size_t *n, size_t *cap, enum cat_op_type type, const char *path,
-                   const char *doc, ferry_err *err)
-{
-    if (*n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 8;
-        cat_op *grown = realloc(*ops, ncap * sizeof *grown);
-        if (!grown)
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        *ops = grown;
-        *cap = ncap;
-    }
-    cat_op *op = &(*ops)[*n];
-    memset(op, 0, sizeof *op);
-    op->type = type;
-    op->version = FERRY_VERSION_ANY;
-    op->path = strdup(path);
-    if (doc) {
-        op->doc = strdup(doc);
-        op->doc_len = strlen(doc);
-    }
-    if (!op->path || (doc && !op->doc)) {
-        free(op->path);
-        free(op->doc);
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    }
-    (*n)++;
-    return FERRY_OK;
-}
-
 void cat_need_index_ops_free(cat_op *all, size_t n, size_t n_all)
 {
     if (!all)
@@ -402,9 +372,9 @@ int cat_need_index_ops(ferry_catalog *c, const cat_op *ops, size_t n, cat_op **a
         if (rc)
             break;
         if (ops[i].type == CAT_DELETE)
-            rc = have ? push_op(&out, &m, &cap, CAT_DELETE, ipath, NULL, err) : FERRY_OK;
+            rc = have ? cat_op_push(&out, &m, &cap, CAT_DELETE, ipath, NULL, err) : FERRY_OK;
         else /* the entry is a copy of the record's document */
-            rc = push_op(&out, &m, &cap, have ? CAT_SET : CAT_CREATE, ipath, ops[i].doc, err);
+            rc = cat_op_push(&out, &m, &cap, have ? CAT_SET : CAT_CREATE, ipath, ops[i].doc, err);
     }
     if (rc || m == n) {
         cat_need_index_ops_free(out, n, m);
@@ -436,10 +406,11 @@ static int need_index_build(ferry_catalog *c, ferry_err *err)
         bool have = false;
         for (size_t k = 0; k < entries.n && !have; k++)
             have = !strcmp(entries.v[k].path, ipath);
-        rc = push_op(&ops, &n, &cap, CAT_CHECK, jobs.v[i].path, NULL, err);
+        rc = cat_op_push(&ops, &n, &cap, CAT_CHECK, jobs.v[i].path, NULL, err);
         if (!rc) {
             ops[n - 1].version = jobs.v[i].version;
-            rc = push_op(&ops, &n, &cap, have ? CAT_SET : CAT_CREATE, ipath, jobs.v[i].doc, err);
+            rc = cat_op_push(&ops, &n, &cap, have ? CAT_SET : CAT_CREATE, ipath, jobs.v[i].doc,
+                             err);
         }
     }
     for (size_t k = 0; !rc && k < entries.n; k++) { /* entries of records that are gone */
@@ -449,10 +420,10 @@ static int need_index_build(ferry_catalog *c, ferry_err *err)
             open = jobs.v[i].path &&
                    !strcmp(jobs.v[i].path + strlen(cat_kind_dir(FERRY_REC_JOB)) + 1, id);
         if (!open)
-            rc = push_op(&ops, &n, &cap, CAT_DELETE, entries.v[k].path, NULL, err);
+            rc = cat_op_push(&ops, &n, &cap, CAT_DELETE, entries.v[k].path, NULL, err);
     }
     if (!rc)
-        rc = push_op(&ops, &n, &cap, CAT_CREATE, CAT_NEED_INDEX_MARKER, "{}", err);
+        rc = cat_op_push(&ops, &n, &cap, CAT_CREATE, CAT_NEED_INDEX_MARKER, "{}", err);
     if (!rc && !(versions = calloc(n, sizeof *versions)))
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (!rc) {

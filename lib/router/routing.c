@@ -358,6 +358,25 @@ typedef struct ld_scratch {
     size_t cap_r;
 } ld_scratch;
 
+/* The next item of the comma-separated list csv[0..len) from *a: true with [*s0, *e) its bounds
+ * without surrounding blanks (maybe empty), *a moved past its comma; false at the end. */
+static bool csv_item(const char *csv, size_t len, size_t *a, size_t *s0, size_t *e)
+{
+    if (*a >= len)
+        return false;
+    size_t b = *a;
+    while (b < len && csv[b] != ',')
+        b++;
+    *s0 = *a;
+    *e = b;
+    while (*s0 < *e && isspace((unsigned char)csv[*s0]))
+        (*s0)++;
+    while (*e > *s0 && isspace((unsigned char)csv[*e - 1]))
+        (*e)--;
+    *a = b + 1;
+    return true;
+}
+
 /* Marks in routes[0..n_routes) the shards the need lr names as stale (rt_route.stale). */
 static void mark_stale(const rt_loader *ld, const ld_route *lr, const rt_shard_ref *refs,
                        size_t n_refs, rt_route *routes, uint32_t n_routes)
@@ -366,16 +385,8 @@ static void mark_stale(const rt_loader *ld, const ld_route *lr, const rt_shard_r
         return;
     rt_route *rr = &routes[lr->split];
     const char *csv = ld->text + lr->text;
-    for (size_t a = 0; a < lr->len;) {
-        size_t b = a;
-        while (b < lr->len && csv[b] != ',')
-            b++;
-        size_t s0 = a, e = b;
-        while (s0 < e && isspace((unsigned char)csv[s0]))
-            s0++;
-        while (e > s0 && isspace((unsigned char)csv[e - 1]))
-            e--;
-        a = b + 1;
+    size_t a = 0, s0, e;
+    while (csv_item(csv, lr->len, &a, &s0, &e)) {
         long slot = e > s0 ? ref_slot(refs, n_refs, csv + s0, e - s0) : -1;
         for (uint32_t k = 0; slot >= 0 && k < rr->n_shards && k < 32; k++)
             if (rr->shards[k] == (uint32_t)slot)
@@ -403,16 +414,8 @@ static int build_tenant(const rt_loader *ld, size_t ti, const uint32_t *order, s
         sc->r[lr->split].first = (uint32_t)sc->n_slots;
         sc->r[lr->split].miss = NULL;
         /* the comma-separated list's trimmed, non-empty items */
-        for (size_t a = 0; a < lr->len;) {
-            size_t b = a;
-            while (b < lr->len && csv[b] != ',')
-                b++;
-            size_t s0 = a, e = b;
-            while (s0 < e && isspace((unsigned char)csv[s0]))
-                s0++;
-            while (e > s0 && isspace((unsigned char)csv[e - 1]))
-                e--;
-            a = b + 1;
+        size_t a = 0, s0, e;
+        while (csv_item(csv, lr->len, &a, &s0, &e)) {
             if (e == s0)
                 continue;
             long k = ref_slot(refs, n_refs, csv + s0, e - s0);
