@@ -207,8 +207,11 @@ ok "paused during the drain: no move started after the pause + 1 interval, node2
 drained() { [ "$(slices_on node2)" = 0 ] && [ "$(in_flight)" = 0 ]; }
 wait_for 90 drained ||
     fail "the drain did not finish after resume: $(grep autopilot "$T/coord.log" | tail -3)"
-grep -q 'action=rebalance result="ok" reason="[^"]*shard node2 draining' "$T/coord.log" ||
-    fail "no rebalance logged with the reason 'shard node2 draining'"
+# the run's line is logged once the run returns, after its last move is done (which the wait
+# above sees first)
+drain_logged() { grep -q 'action=rebalance result="ok" reason="[^"]*shard node2 draining' "$T/coord.log"; }
+wait_for 30 drain_logged ||
+    fail "no rebalance logged with the reason 'shard node2 draining': $(grep 'action=rebalance' "$T/coord.log" | tail -3)"
 node2_empty() { [ "$(chq "$(lab_url "$L" node2)" "SELECT count() FROM events")" = 0 ]; }
 wait_for 30 node2_empty ||
     fail "node2 still holds rows after its drain"
