@@ -2,6 +2,7 @@
  * state file, and the ferry.conf the lab hands to every other command. */
 #include "ferry/lab.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -644,13 +645,32 @@ static void log_tail(const lab_state *st, const lab_node *n, char *out, size_t o
     ferry_buf_free(&b);
 }
 
+/* The threads pid still has (entries of /proc/PID/task); 0 when it cannot be read. */
+static size_t proc_threads(long pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/task", pid);
+    DIR *d = opendir(path);
+    size_t n = 0;
+    if (!d)
+        return 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 static void stop_pid(long pid)
 {
     kill((pid_t)pid, SIGTERM);
     for (int i = 0; i < 100; i++) {
         if (waitpid((pid_t)pid, NULL, WNOHANG) == pid || kill((pid_t)pid, 0) != 0)
             return;
-        if (proc_starttime(pid) == 0) /* a zombie that is not our child */
+        /* a zombie that is not our child is gone only once its last thread is: a leader that
+         * exited first shows as a zombie while its other threads still hold the process's files
+         * (ClickHouse's lock on data/status: a node started at once in the same directory was
+         * refused "Another server instance in same directory is already running") */
+        if (proc_starttime(pid) == 0 && proc_threads(pid) <= 1)
             return;
         usleep(100000);
     }
