@@ -7,7 +7,9 @@
  * synced with the leader first (so it reads at least what the catalog's own session saw when the
  * scan began) and closed after it. A server that does not know multiRead (3.5) answers with an
  * error or closes the connection: zk_bulk_* then return ZUNIMPLEMENTED and the scan goes back to
- * one pipelined request per znode (zk.c). Wire format: ZooKeeper's jute encoding, big-endian. */
+ * one pipelined request per znode (zk.c); so does a level whose bulk read fails otherwise (lost
+ * connection, no answer within the session timeout, an answer over 256 MB), after emptying its
+ * slots. Wire format: ZooKeeper's jute encoding, big-endian. */
 #include "catalog/zk_int.h"
 
 #include <arpa/inet.h>

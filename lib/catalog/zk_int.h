@@ -5,6 +5,7 @@
 #define FERRY_CATALOG_ZK_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <zookeeper/zookeeper.h>
@@ -31,7 +32,8 @@ struct cat_backend {
     char **parents;  /* container nodes known to exist */
     size_t n_parents, cap_parents;
     unsigned batch_seq;
-    bool no_bulk;    /* the server refused multiRead (zk_bulk.c): scans read one znode a request */
+    atomic_bool no_bulk; /* the server refused multiRead (zk_bulk.c): scans read one znode a
+                          * request (atomic: threads may scan on one handle) */
 };
 
 /* One multi's worth of operations with the storage they point into. */
