@@ -6,15 +6,20 @@
 #    copies from B: every acknowledged row is on the target T exactly once;
 #  - `ferry move --from A --to B` is refused (a copy from A would lose the rows it missed), and
 #    changes nothing.
-# Catalog: SQLite (the repair-need record is read through the catalog interface, both backends).
+# Catalog: SQLite; move_rf_stale_zk.sh runs the same on ZooKeeper (MOVE_CATALOG=zk).
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/zookeeper.sh"
 
 L=$T/lab
 lab_up "$L" --nodes 3
 C=$L/rf2.conf
 lab_rf_conf "$L" 2 "$C"
+if [ "${MOVE_CATALOG:-sqlite}" = zk ]; then
+    zk_start
+    sed -i "s#^catalog = .*#catalog = $(zk_url /movestale)#" "$C"
+fi
 events_conf "$C" "shard_timeout = 5s" "min_insert_replicas = 1"
 declare -A U
 for n in node1 node2 node3; do U[$n]=$(lab_url "$L" "$n"); done
