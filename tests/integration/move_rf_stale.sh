@@ -5,7 +5,8 @@
 #  - `ferry move --to T` without --from (which used to copy from the route's first shard, A)
 #    copies from B: every acknowledged row is on the target T exactly once;
 #  - `ferry move --from A --to B` is refused (a copy from A would lose the rows it missed), and
-#    changes nothing.
+#    changes nothing;
+#  - `ferry repair` then makes A equal to the target and clears the record.
 # Catalog: SQLite; move_rf_stale_zk.sh runs the same on ZooKeeper (MOVE_CATALOG=zk).
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
@@ -91,6 +92,16 @@ assert_contains "$(cat "$T/m0.err")" "ferry repair" "the refusal names the way o
 assert_eq "$(pair "$A" "$TGT")" "$(route_set)" "the route is unchanged"
 assert_eq 0 "$(count "${U[$B]}")" "nothing copied back to $B"
 ok "ferry move --from $A --to $B (A missed writes, unrepaired) is refused"
+
+# the record still names $A (and $B, gone from the route, as the holder): repair copies from the
+# target, which took everything, and clears it
+"$FERRY_BIN" repair --config "$C" --grace 500 --json >"$T/rep.json" 2>"$T/rep.err" || fail "repair: $(tail -5 "$T/rep.err")"
+grep -q 'are on every replica now' "$T/rep.err" || fail "repair did not clear the record: $(tail -3 "$T/rep.err")"
+for n in "$A" "$TGT"; do
+    assert_eq "$total" "$(count "${U[$n]}")" "$n holds every acknowledged row after the repair"
+    assert_eq "$total" "$(uniq_ids "${U[$n]}")" "each once on $n"
+done
+ok "ferry repair after the move: $A and $TGT both hold all $total rows, the record is cleared"
 
 kill -TERM "$ROUTER_PID" 2>/dev/null || true
 done_testing
