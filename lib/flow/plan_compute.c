@@ -189,26 +189,22 @@ static int plan_slice(const ferry_settings *st, const ferry_record_list *shards,
     bool all_active = true;
     for (size_t k = 0; k < have; k++)
         all_active &= shard_active(shards, idx[k]);
-    for (size_t round = 0; !rc && all_active && have >= 2 && round < have; round++) {
-        size_t victim, to;
-        if (!mv_zones_repair(zones, id, sl->bytes, idx, have, &victim, &to))
-            break;
-        rc = plan_push(out, cap, FERRY_PLAN_MOVE, sl, shards->items[idx[victim]].u.shard.name,
-                       shards->items[to].u.shard.name, err);
-        mv_zones_load(zones, idx[victim], -bytes);
-        mv_zones_load(zones, to, bytes);
-        idx[victim] = to;
-    }
-    for (size_t round = 0; !rc && all_active && round < have; round++) {
-        size_t victim, to;
-        if (!mv_zones_attract(zones, id, sl->bytes, idx, have, &victim, &to))
-            break;
-        rc = plan_push(out, cap, FERRY_PLAN_MOVE, sl, shards->items[idx[victim]].u.shard.name,
-                       shards->items[to].u.shard.name, err);
-        mv_zones_load(zones, idx[victim], -bytes);
-        mv_zones_load(zones, to, bytes);
-        idx[victim] = to;
-    }
+    /* 4 and 5 (zone repair needs two replicas: ferry_zone_repair says no with one): each round
+     * moves one replica, so a slice needs at most `have` rounds of each */
+    static bool (*const pulls[])(mv_zones *, const char *, uint64_t, const size_t *, size_t,
+                                 size_t *, size_t *) = {mv_zones_repair, mv_zones_attract};
+    for (size_t p = 0; p < sizeof pulls / sizeof pulls[0]; p++)
+        for (size_t round = 0; !rc && all_active && round < have; round++) {
+            size_t victim, to;
+            if (!pulls[p](zones, id, sl->bytes, idx, have, &victim, &to))
+                break;
+            rc = plan_push(out, cap, FERRY_PLAN_MOVE, sl,
+                           shards->items[idx[victim]].u.shard.name,
+                           shards->items[to].u.shard.name, err);
+            mv_zones_load(zones, idx[victim], -bytes);
+            mv_zones_load(zones, to, bytes);
+            idx[victim] = to;
+        }
     return rc;
 }
 

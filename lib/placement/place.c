@@ -438,17 +438,6 @@ static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferr
     return FERRY_OK;
 }
 
-/* How far slice i's replicas are from an even zone spread: the most crowded zone's count minus
- * the fewest among zones with a free shard (0 when none is free). Even means at most 1. */
-static uint32_t zone_unevenness(const pl_zones *z)
-{
-    uint32_t maxc = 0;
-    for (size_t j = 0; j < z->n; j++)
-        if (z->count[j] > maxc)
-            maxc = z->count[j];
-    return z->level == UINT32_MAX || maxc <= z->level ? 0 : maxc - z->level;
-}
-
 /* Whether moving slice i's replica from shard x to shard d keeps its zone spread even (or no
  * less even than it was). */
 static bool zone_move_ok(const pstate *st, size_t i, uint32_t x, uint32_t d)
@@ -464,7 +453,7 @@ static bool zone_move_ok(const pstate *st, size_t i, uint32_t x, uint32_t d)
     pl_zones before, after;
     slice_zones(st, i, &before);
     pl_zones_of(st->cl, held, st->rf, NULL, &after);
-    uint32_t was = zone_unevenness(&before), now = zone_unevenness(&after);
+    uint32_t was = pl_zones_unevenness(&before), now = pl_zones_unevenness(&after);
     return now <= (was > 1 ? was : 1);
 }
 
@@ -729,7 +718,7 @@ static int zone_repair(pstate *st, bool *moved, ferry_err *err)
             for (size_t j = 0; j < z.n; j++)
                 if (z.count[j] > maxc)
                     maxc = z.count[j];
-            if (zone_unevenness(&z) < 2)
+            if (pl_zones_unevenness(&z) < 2)
                 break;
             bool dest = false;
             for (uint32_t s = 0; s < st->n && !dest; s++)

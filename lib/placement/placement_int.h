@@ -111,5 +111,8 @@ void pl_zones_of(const ferry_cluster *c, const uint32_t *held, size_t n_held, co
                  pl_zones *z);
 /* Replicas of the slice in zone `zone`. */
 uint32_t pl_zone_count(const pl_zones *z, uint32_t zone);
+/* How far a slice's replicas are from an even zone spread: the most crowded zone's count minus
+ * the fewest among zones with a free shard (0 when none is free). Even means at most 1. */
+uint32_t pl_zones_unevenness(const pl_zones *z);
 
 #endif

@@ -159,10 +159,7 @@ bool ferry_zone_repair(const ferry_cluster *c, ferry_hash h, const char *slice_i
     return found;
 }
 
-/* How far a slice's replicas are from an even zone spread: the most crowded zone's count minus
- * the fewest among zones with a free shard (0 when none is free). Even means at most 1 (as
- * zone_unevenness in place.c). */
-static uint32_t unevenness(const pl_zones *z)
+uint32_t pl_zones_unevenness(const pl_zones *z)
 {
     uint32_t maxc = 0;
     for (size_t j = 0; j < z->n; j++)
@@ -196,7 +193,7 @@ bool ferry_attract_replica(const ferry_cluster *c, ferry_hash h, const char *sli
     }
     pl_zones before;
     pl_zones_of(c, held, n_held, eligible, &before);
-    const uint32_t was = unevenness(&before);
+    const uint32_t was = pl_zones_unevenness(&before);
     for (size_t e = 0; e < n; e++) {
         const size_t k = order[e];
         const uint32_t x = held[k];
@@ -215,7 +212,7 @@ bool ferry_attract_replica(const ferry_cluster *c, ferry_hash h, const char *sli
                     after_held[j] = j == k ? d : held[j];
                 pl_zones after;
                 pl_zones_of(c, after_held, n_held, eligible, &after);
-                if (unevenness(&after) > (was > 1 ? was : 1))
+                if (pl_zones_unevenness(&after) > (was > 1 ? was : 1))
                     continue;
             }
             if (best == FERRY_NO_SHARD || pl_ranks_before(sd, d, best_score, best)) {
