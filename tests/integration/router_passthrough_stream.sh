@@ -34,7 +34,7 @@ LIMIT=$((RSS0 + 48 * 1024))
 # (code 62), and past max_buffered_bytes (1M) when the request raises max_query_size beyond it
 out=$(head -c 2000000 /dev/zero | tr '\0' ' ' | { printf 'SELECT 1'; cat; } |
     curl -s -w '\n%{http_code}' "$R/" --data-binary @-)
-assert_eq "$(printf '1\n200')" "$out" "SELECT 1 and 2 MB of spaces (past max_query_size: dropped)"
+assert_eq "$(printf '1\n\n200')" "$out" "SELECT 1 and 2 MB of spaces (past max_query_size: dropped)"
 out=$(head -c 2000000 /dev/zero | tr '\0' ' ' | { printf 'SELECT 1'; cat; printf '+1'; } |
     curl -s -w '\n%{http_code}' "$R/" --data-binary @-)
 assert_contains "$out" "Max query size exceeded" "a 2 MB SELECT body (max_query_size 256K)"
