@@ -321,6 +321,17 @@ size_t rd_analysis_bytes(const ferry_sql_analysis *a)
     return a->toks.cap * sizeof(ferry_tok) + 2 * (a->toks.n + 1) * sizeof(size_t);
 }
 
+/* The text of a plan's queries (the per-server queries, the initiator's, the GLOBAL ones). */
+static size_t plan_bytes(const ferry_read_plan *p)
+{
+    size_t n = p->initiator_sql ? strlen(p->initiator_sql) : 0;
+    for (size_t i = 0; i < p->n_queries; i++)
+        n += p->queries[i].sql ? strlen(p->queries[i].sql) : 0;
+    for (size_t i = 0; i < p->n_globals; i++)
+        n += p->global_sql && p->global_sql[i] ? strlen(p->global_sql[i]) : 0;
+    return n;
+}
+
 /* A routed read keeps the request's text (the analysis points into it); a statement that is
  * not routed gets it back for the passthrough. */
 static bool give_back(rd_stream *s, ferry_buf *text, ferry_buf *held)
@@ -479,6 +490,17 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
         memset(&s->fail, 0, sizeof s->fail);
         s->cx.plan_kind[0] = s->cx.shards[0] = '\0';
         rt_wait_newer(r, held_version, hold_deadline);
+    }
+    if (!failed) {
+        /* the rewritten queries: a copy of the statement (or more) per server */
+        size_t q = plan_bytes(&s->plan);
+        if (!rt_mem_reserve(r, q)) {
+            rd_fail_budget(&s->cx, &f);
+            rd_respond_fail(req, &f);
+            stream_free(s);
+            return true;
+        }
+        s->a_charged += q;
     }
     char v[32];
     snprintf(v, sizeof v, "%llu", (unsigned long long)s->cx.cache->snap->version);

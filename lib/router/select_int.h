@@ -257,7 +257,7 @@ typedef struct rd_stream {
     pthread_mutex_t mu;
     pthread_cond_t cond;
     _Atomic size_t mem_charged; /* cx.mem_charged points here; given back when the run ends */
-    size_t a_charged; /* the analysis's share of the memory budget (select.c) */
+    size_t a_charged; /* the analysis's and the plan's share of the memory budget (select.c) */
     bool inflight; /* a read is registered in flight under cx.cache's version (rd_cache_get) */
     bool started;  /* the first byte of the answer is on its way: status 200 */
     bool finished;

@@ -107,7 +107,7 @@ curl -sf "$R/?query=SELECT%201" >/dev/null || fail "router not serving after the
 # 2. the 4 MB IN lists with max_query_size raised: answered as the node answers them
 want=$(curl -sS -m 600 "$N1/?max_query_size=8000000" --data-binary @"$T/managed.sql")
 assert_eq "$(printf '3334\t16668333')" "$want" "the node's own answer"
-for f in managed other; do
+for f in other managed; do
     H0=$(hwm "$R_PID1")
     got=$(post "$R/?max_query_size=8000000" "$T/$f.sql")
     H1=$(hwm "$R_PID1")
@@ -127,7 +127,7 @@ wait_for 10 bash -c "[ \$(curl -s $R/ferry/router | jq .memory_budget.used) = 0 
 # 3. without the setting: refused by the router as the node refuses it
 node=$(curl -sS "$N1/" --data-binary @"$T/managed.sql")
 assert_contains "$node" "Max query size exceeded" "the node without max_query_size"
-for f in managed other; do
+for f in other managed; do
     got=$(post "$R/" "$T/$f.sql")
     assert_contains "$got" "Code: 62" "the $f statement without max_query_size"
     assert_contains "$got" "Max query size exceeded" "its message"
