@@ -20,14 +20,7 @@
  * none the router is transparent: the client's credentials go to the passthrough server as
  * they came (it is the one that checks them).
  *
- * Threads: a statement read whole (rt_passthrough) is sent and its answer read on the request's
- * own thread, through libcurl's multi interface: pt_answer drives it until the headers (a small
- * answer is often whole by then and answered at once), the answer's reader drives it for the
- * rest through a buffer of PT_INLINE_BUF (the transfer pauses while the client is slower). No
- * hand-off to another thread and back: on a loaded machine each one waited for a core
- * (docs/benchmarks.md, "The tiny-request load"). A streamed body needs the request's thread to
- * read the body while the transfer sends it, so it keeps a worker:
- * a transfer runs on a thread of a pool that grows with the transfers in flight and
+ * Threads: a transfer runs on a thread of a pool that grows with the transfers in flight and
  * shrinks after PT_WORKER_IDLE_S idle, rather than on a thread of its own: creating and ending a
  * thread per statement maps and unmaps a stack, and the unmapping interrupts every other CPU
  * running one of the router's threads (a TLB shootdown), which showed in the profile of a
@@ -83,13 +76,6 @@ struct rt_pt {
     size_t charged;   /* of the router's memory budget, for the ring */
     bool in_eof;      /* the client's body ended */
     bool in_abort;    /* the request went away or was refused: the upload fails */
-    /* a whole body (rt_passthrough): the transfer runs on the request's own thread, driven
-     * through libcurl's multi interface by pt_answer and then by the answer's reader, with
-     * the answer's bytes in a small buffer (no worker, no pipe: no thread hand-off) */
-    CURLM *multi;
-    ferry_buf got;    /* answer bytes not given to the client yet, from got_off */
-    size_t got_off;
-    bool paused;      /* on_write paused the transfer: got is full */
 };
 typedef struct rt_pt pt;
 
@@ -146,23 +132,11 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
     return len;
 }
 
-/* The most of an answer an inline transfer holds before it pauses until the client took it. */
-#define PT_INLINE_BUF (256u << 10)
-
 static size_t on_write(char *buf, size_t size, size_t n, void *arg)
 {
     pt *p = arg;
     size_t len = size * n;
     mark_headers(p);
-    if (p->multi) {
-        if (p->got.len - p->got_off >= PT_INLINE_BUF) {
-            p->paused = true;
-            return CURL_WRITEFUNC_PAUSE; /* libcurl gives these bytes again on resume */
-        }
-        if (p->got_off == p->got.len)
-            p->got.len = p->got_off = 0;
-        return ferry_buf_append(&p->got, buf, len) ? 0 : len;
-    }
     size_t off = 0;
     while (off < len) {
         ssize_t w = write(p->pipe_wr, buf + off, len - off);
@@ -385,14 +359,9 @@ static void pt_free(void *arg)
     }
     if (p->pipe_wr >= 0)
         close(p->pipe_wr);
-    if (p->multi) {
-        curl_multi_remove_handle(p->multi, p->curl);
-        curl_multi_cleanup(p->multi);
-        ferry_buf_free(&p->got);
-    }
     /* only a handle whose transfer ended well goes back (a failed one may hold a connection
      * in an unknown state; libcurl would close it, but there is no gain in keeping it) */
-    if ((p->th_started || p->multi) && p->finished && p->result == CURLE_OK)
+    if (p->th_started && p->finished && p->result == CURLE_OK)
         pool_give(p->r, p->curl);
     else
         curl_easy_cleanup(p->curl);
@@ -404,55 +373,6 @@ static void pt_free(void *arg)
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cond);
     free(p);
-}
-
-/* Runs an inline transfer on this thread until want(p) or its end; each wait at most 1 s (the
- * stall check runs in on_progress meanwhile). */
-static void pt_drive(pt *p, bool (*want)(const pt *))
-{
-    while (!p->finished && !want(p)) {
-        int running = 0;
-        CURLMcode mc = curl_multi_perform(p->multi, &running);
-        int left = 0;
-        for (CURLMsg *m; (m = curl_multi_info_read(p->multi, &left));) {
-            if (m->msg == CURLMSG_DONE && m->easy_handle == p->curl) {
-                p->result = m->data.result;
-                mark_headers(p);
-                p->finished = true;
-            }
-        }
-        if (mc != CURLM_OK && !p->finished) {
-            p->result = CURLE_FAILED_INIT;
-            snprintf(p->errbuf, sizeof p->errbuf, "%s", curl_multi_strerror(mc));
-            mark_headers(p);
-            p->finished = true;
-        }
-        if (p->finished || want(p))
-            break;
-        curl_multi_poll(p->multi, NULL, 0, 1000, NULL);
-    }
-}
-
-static bool want_headers(const pt *p) { return p->headers_done; }
-static bool want_bytes(const pt *p) { return p->got.len > p->got_off; }
-
-static ssize_t pt_read_inline(void *cls, char *buf, size_t max)
-{
-    pt *p = cls;
-    if (p->got.len == p->got_off && p->paused) {
-        p->paused = false;
-        p->got.len = p->got_off = 0;
-        curl_easy_pause(p->curl, CURLPAUSE_CONT); /* may deliver the held bytes at once */
-    }
-    pt_drive(p, want_bytes);
-    size_t k = p->got.len - p->got_off;
-    if (!k)
-        return p->result == CURLE_OK ? 0 : -1; /* a broken answer must not look complete */
-    if (k > max)
-        k = max;
-    memcpy(buf, p->got.data + p->got_off, k);
-    p->got_off += k;
-    return (ssize_t)k;
 }
 
 static ssize_t pt_read(void *cls, char *buf, size_t max)
@@ -588,8 +508,6 @@ static bool pt_start(pt *p, ferry_http_req *req)
 static void pt_answer(pt *p, ferry_http_req *req)
 {
     ferry_router *r = p->r;
-    if (p->multi)
-        pt_drive(p, want_headers);
     pthread_mutex_lock(&p->mu);
     while (!p->headers_done)
         pthread_cond_wait(&p->cond, &p->mu);
@@ -616,18 +534,8 @@ static void pt_answer(pt *p, ferry_http_req *req)
     }
     for (size_t i = 0; i < p->n_hdrs; i++)
         ferry_http_add_header(req, p->hdr_names[i], p->hdr_values[i]);
-    if (p->multi)
-        pt_drive(p, want_bytes); /* a small answer is often complete by now */
-    if (p->multi && p->finished && p->result == CURLE_OK) {
-        ferry_http_respond(req, (unsigned)(p->status ? p->status : 502),
-                           p->content_type[0] ? p->content_type : NULL,
-                           p->got.data + p->got_off, p->got.len - p->got_off);
-        pt_free(p);
-        return;
-    }
     ferry_http_respond_stream(req, (unsigned)(p->status ? p->status : 502),
-                              p->content_type[0] ? p->content_type : NULL,
-                              p->multi ? pt_read_inline : pt_read, p, pt_free);
+                              p->content_type[0] ? p->content_type : NULL, pt_read, p, pt_free);
 }
 
 void rt_passthrough(ferry_router *r, ferry_http_req *req, ferry_buf *held, size_t body_at)
@@ -648,16 +556,8 @@ void rt_passthrough(ferry_router *r, ferry_http_req *req, ferry_buf *held, size_
                          p->body ? (const char *)p->body + p->body_at : "");
         curl_easy_setopt(p->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->body_len);
     }
-    /* on this thread (the request's): no hand-off to a worker and back */
-    if (!(p->multi = curl_multi_init()) || curl_multi_add_handle(p->multi, p->curl) != CURLM_OK) {
-        if (p->multi)
-            curl_multi_cleanup(p->multi);
-        p->multi = NULL;
-        pt_free(p);
-        rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of resources");
-        return;
-    }
-    pt_answer(p, req);
+    if (pt_start(p, req))
+        pt_answer(p, req);
 }
 
 rt_pt *rt_passthrough_open(ferry_router *r, ferry_http_req *req)
