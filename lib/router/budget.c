@@ -1,7 +1,8 @@
 /* The router's bounds against heavy and slow clients (docs/security.md, "What the router
  * bounds"): the [router] keys for connections and deadlines (handed to the HTTP server), and a
  * process-wide memory budget over the bytes the router holds for requests: bodies read whole
- * before they are answered (a statement's head, a SELECT or DDL body: server.c), the ring of a
+ * before they are answered (a statement's head, a SELECT or DDL text up to max_query_size:
+ * server.c; the read path's analysis of a SELECT: select.c), the ring of a
  * streamed passthrough body (passthrough.c), and what routed reads buffer (merged reads'
  * partials, GLOBAL subqueries, the fast path's answer: select_merge.c). Past it a request gets
  * ClickHouse's MEMORY_LIMIT_EXCEEDED and the process goes on. Routed inserts stream and are
@@ -19,6 +20,14 @@ int rt_budget_config(ferry_router *r, const ferry_config *cfg, ferry_err *err)
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] max_buffered_bytes must be at least "
                            "4K", cfg->path);
     r->max_buffered_bytes = (size_t)v;
+    /* ClickHouse's own default: a server refuses a longer statement unless the request (or the
+     * user's profile there) raises max_query_size, so the router holds no more of one */
+    if (!rc)
+        rc = ferry_config_bytes(cfg, "router", NULL, "max_query_size", 256u << 10, &v, err);
+    if (!rc && v < 1)
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] max_query_size must be at least 1",
+                           cfg->path);
+    r->max_query_size = (size_t)v;
     if (!rc)
         rc = ferry_config_bytes(cfg, "router", NULL, "memory_budget", 1ULL << 30, &v, err);
     if (!rc && v < r->max_buffered_bytes)

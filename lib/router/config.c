@@ -20,7 +20,7 @@ int rt_read_config(ferry_router *r, const ferry_config *cfg, const char *listen,
                                        "retry_window", "auth", "passthrough_user",
                                        "passthrough_password_file", "bound_insert_max_bytes",
                                        "login_free_failures", "login_max_delay",
-                                       "login_failure_decay", "max_buffered_bytes",
+                                       "login_failure_decay", "max_buffered_bytes", "max_query_size",
                                        "memory_budget", "passthrough_timeout", "min_insert_replicas",
                                        "fallback_to_stale_replicas",
                                        FERRY_HTTPD_CONFIG_KEYS, NULL};

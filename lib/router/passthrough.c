@@ -5,7 +5,8 @@
  * into a pipe that the HTTP server's stream reader drains.
  *
  * The request's body goes one of two ways. A statement read whole (a SELECT, DDL: the router
- * must see all of it to decide it is not a routed read) is handed over in memory
+ * must see all of it to decide it is not a routed read; at most max_query_size, as a server
+ * would parse) is handed over in memory, the request's own buffer without a copy
  * (rt_passthrough). An INSERT that is not routed, or a multipart body (the client's external
  * data), streams (rt_passthrough_open / _feed / _finish): the connection's thread puts each
  * piece of the body into a bounded ring ([router] stream_buffer_bytes, charged to the memory
@@ -44,8 +45,8 @@ struct rt_pt {
     CURL *curl;
     struct curl_slist *req_headers;
     ferry_buf url;
-    const void *body;
-    size_t body_len;
+    const void *body; /* owned (rt_passthrough): the body is body_len bytes from body_at */
+    size_t body_at, body_len;
     bool is_get;
     int pipe_rd, pipe_wr;
     bool th_started;  /* handed to a worker (pt_main runs or will run) */
@@ -537,25 +538,22 @@ static void pt_answer(pt *p, ferry_http_req *req)
                               p->content_type[0] ? p->content_type : NULL, pt_read, p, pt_free);
 }
 
-void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size_t len)
+void rt_passthrough(ferry_router *r, ferry_http_req *req, ferry_buf *held, size_t body_at)
 {
     pt *p = pt_setup(r, req);
     if (!p)
         return;
-    if (len) {
-        void *copy = malloc(len);
-        if (!copy) {
-            pt_free(p);
-            rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
-            return;
-        }
-        memcpy(copy, body, len);
-        p->body = copy;
-        p->body_len = len;
+    /* the request's own buffer, not a copy: it stays charged to the memory budget by the
+     * request until the request ends, after this transfer */
+    if (held->data && held->len > body_at) {
+        p->body_len = held->len - body_at;
+        p->body_at = body_at;
+        p->body = ferry_buf_detach(held);
     }
     if (!p->is_get) {
         curl_easy_setopt(p->curl, CURLOPT_POST, 1L);
-        curl_easy_setopt(p->curl, CURLOPT_POSTFIELDS, p->body ? (const char *)p->body : "");
+        curl_easy_setopt(p->curl, CURLOPT_POSTFIELDS,
+                         p->body ? (const char *)p->body + p->body_at : "");
         curl_easy_setopt(p->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->body_len);
     }
     if (pt_start(p, req))

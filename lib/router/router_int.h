@@ -175,6 +175,9 @@ struct ferry_router {
     size_t max_row_bytes;
     /* budget.c: bodies read whole, the bytes they hold at once, connections and deadlines */
     size_t max_buffered_bytes;
+    size_t max_query_size; /* a statement read whole (not an INSERT's data): the query parameter,
+                              a newline and the body together, unless the request's own
+                              max_query_size says otherwise (capped by max_buffered_bytes) */
     size_t memory_budget;
     _Atomic size_t mem_used;
     ferry_httpd_options http; /* connections and deadlines ([router] keys, budget.c) */
@@ -462,8 +465,11 @@ void rt_reads_status(ferry_router *r, ferry_buf *out);
  * false: not routed (no managed table, not valid SQL, the client's own external data); then
  * *may_pass says whether the caller may pass it through for this user (admins: always; bound
  * users: only a read that passed the scope check, i.e. of the tables its user lists). */
-bool rt_select_route(ferry_router *r, ferry_http_req *req, rt_principal *who,
-                     bool query_in_url, const void *body, size_t body_len, bool *may_pass);
+/* text is the statement's whole text (the query parameter, a newline and the body, or the body);
+ * when the read path keeps it (a routed read streams from it), it takes the buffer and leaves
+ * *text empty; otherwise *text is as it was. */
+bool rt_select_route(ferry_router *r, ferry_http_req *req, rt_principal *who, ferry_buf *text,
+                     bool *may_pass);
 /* GET /ferry/partial/<token>: a partial result published for a running merge. */
 void rt_partial_on_complete(ferry_http_req *req, void *ctx);
 
@@ -472,7 +478,10 @@ void rt_partial_on_complete(ferry_http_req *req, void *ctx);
  * passthrough server and streams its answer back. */
 /* Frees the passthrough's idle handles (at stop, after the HTTP server). */
 void rt_passthrough_pool_free(ferry_router *r);
-void rt_passthrough(ferry_router *r, ferry_http_req *req, const void *body, size_t len);
+/* held: what the router read of the request (taken: *held is left empty); the body forwarded is
+ * its bytes from body_at on (before it: the query parameter and a newline, read with it so the
+ * statement's text was whole). No copy is made. */
+void rt_passthrough(ferry_router *r, ferry_http_req *req, ferry_buf *held, size_t body_at);
 /* A passthrough whose body streams to the server as it arrives (an INSERT that is not routed,
  * the client's external data): memory per request is [router] stream_buffer_bytes (charged to
  * the memory budget), whatever the body's size.

@@ -21,6 +21,7 @@
  * routing snapshot and shared by the requests that use it. */
 #include "select_int.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -123,6 +124,7 @@ static void stream_free(void *arg)
     ferry_buf_free(&s->small);
     rt_mem_release(s->r, atomic_exchange(&s->mem_charged, 0));
     ferry_sql_analysis_free(&s->a);
+    rt_mem_release(s->r, s->a_charged);
     rt_deadline_end(s->r->limits, s->cx.deadline);
     free(s->params);
     rd_opts_free(&s->o);
@@ -291,8 +293,57 @@ static bool scope_for(rd_stream *s, ferry_http_req *req, const rt_principal *who
     return true;
 }
 
+size_t rd_analysis_estimate(const char *t, size_t len)
+{
+    size_t n = 0;
+    int prev = -1;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)t[i];
+        if (c == '\'' || c == '"' || c == '`') {
+            for (i++; i < len && (unsigned char)t[i] != c; i++)
+                if (t[i] == '\\')
+                    i++;
+            n++;
+            prev = -1;
+            continue;
+        }
+        int cls = c < 0x80 && (isalnum(c) || c == '_') ? 1 : isspace(c) ? 2 : 0;
+        if (cls == 0 || cls != prev)
+            n++;
+        prev = cls;
+    }
+    /* the token vector starts at 64 and doubles */
+    return (n < 64 ? 64 : 2 * n) * sizeof(ferry_tok) + 2 * (n + 1) * sizeof(size_t);
+}
+
+size_t rd_analysis_bytes(const ferry_sql_analysis *a)
+{
+    return a->toks.cap * sizeof(ferry_tok) + 2 * (a->toks.n + 1) * sizeof(size_t);
+}
+
+/* The text of a plan's queries (the per-server queries, the initiator's, the GLOBAL ones). */
+static size_t plan_bytes(const ferry_read_plan *p)
+{
+    size_t n = p->initiator_sql ? strlen(p->initiator_sql) : 0;
+    for (size_t i = 0; i < p->n_queries; i++)
+        n += p->queries[i].sql ? strlen(p->queries[i].sql) : 0;
+    for (size_t i = 0; i < p->n_globals; i++)
+        n += p->global_sql && p->global_sql[i] ? strlen(p->global_sql[i]) : 0;
+    return n;
+}
+
+/* A routed read keeps the request's text (the analysis points into it); a statement that is
+ * not routed gets it back for the passthrough. */
+static bool give_back(rd_stream *s, ferry_buf *text, ferry_buf *held)
+{
+    *text = *held;
+    s->sql = NULL;
+    stream_free(s);
+    return false;
+}
+
 static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who,
-                         bool query_in_url, const void *body, size_t body_len, bool *may_pass)
+                         ferry_buf *text, bool *may_pass)
 {
     rt_reads *rd = r->reads;
     bool bound = who && !who->admin;
@@ -311,45 +362,54 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
         }
         return false; /* the client's own external data: not routed */
     }
-    ferry_buf text = {0};
-    if (query_in_url) {
-        ferry_buf_puts(&text, ferry_http_arg(req, "query"));
-        if (body_len) {
-            ferry_buf_putc(&text, '\n');
-            ferry_buf_append(&text, body, body_len);
-        }
-    } else {
-        ferry_buf_append(&text, body, body_len);
-    }
-    if (!text.data) {
-        ferry_buf_free(&text);
+    if (!text->data)
         return false;
-    }
     /* Only SELECT-like statements are analysed (a large DDL or INSERT body is not tokenized):
      * classified as the router classifies bodies (ClickHouse's comment rules; it stops at the
      * first word). */
     ferry_rt_insert probe;
     bool more = false;
-    enum ferry_rt_stmt kind = ferry_rt_classify(text.data, text.len, true, &probe, &more);
+    enum ferry_rt_stmt kind = ferry_rt_classify(text->data, text->len, true, &probe, &more);
     ferry_rt_insert_free(&probe);
-    if (kind != FERRY_RT_STMT_SELECT) {
-        ferry_buf_free(&text);
+    if (kind != FERRY_RT_STMT_SELECT)
         return false;
-    }
     rd_stream *s = calloc(1, sizeof *s);
-    if (!s) {
-        ferry_buf_free(&text);
+    if (!s)
         return false;
-    }
     s->r = r;
+    s->cx.r = r;
     s->pipe_rd = s->pipe_wr = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cond, NULL);
-    size_t len = text.len;
-    s->sql = ferry_buf_detach(&text);
+    /* the text is the request's buffer (charged to the budget by the request until it ends),
+     * taken rather than copied */
+    ferry_buf held = *text;
+    memset(text, 0, sizeof *text);
+    size_t len = held.len;
+    s->sql = held.data;
     ferry_err err = {0};
     rd_fail f = {0};
+    /* The analysis holds about 40 bytes a token (a long IN list: ten times its text): charged
+     * to the memory budget before it runs, by an upper estimate, then by what it holds. */
+    size_t est = rd_analysis_estimate(s->sql, len);
+    if (!rt_mem_reserve(r, est)) {
+        rd_fail_budget(&s->cx, &f);
+        rd_respond_fail(req, &f);
+        stream_free(s);
+        return true;
+    }
+    s->a_charged = est;
     int rc = ferry_sql_analyze(s->sql, len, rd->tables, rd->n_tables, &s->a, &err);
+    size_t used = rd_analysis_bytes(&s->a);
+    if (used > est && !rt_mem_reserve(r, used - est)) {
+        rd_fail_budget(&s->cx, &f);
+        rd_respond_fail(req, &f);
+        stream_free(s);
+        return true;
+    }
+    if (used < est)
+        rt_mem_release(r, est - used);
+    s->a_charged = used;
     if (rc && bound) {
         /* never passed through unchecked: answered as the syntax error it is */
         rd_fail_set(&f, rc, "SYNTAX_ERROR", "%s", err.msg);
@@ -360,8 +420,7 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
     if (rc || (!bound && !rd_reads_managed(&s->a))) {
         /* Not valid SQL (the server reports the error as ClickHouse does) or no managed table:
          * unchanged to the passthrough server. */
-        stream_free(s);
-        return false;
+        return give_back(s, text, &held);
     }
     if (rd_opts_collect(req, &s->o)) {
         rd_fail_set(&f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of resources");
@@ -386,8 +445,7 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
         }
         if (!rd_reads_managed(&s->a)) {
             *may_pass = true; /* only the tables its user lists: as each server has them */
-            stream_free(s);
-            return false;
+            return give_back(s, text, &held);
         }
         s->cx.scope = &s->scope;
     }
@@ -432,6 +490,17 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
         memset(&s->fail, 0, sizeof s->fail);
         s->cx.plan_kind[0] = s->cx.shards[0] = '\0';
         rt_wait_newer(r, held_version, hold_deadline);
+    }
+    if (!failed) {
+        /* the rewritten queries: a copy of the statement (or more) per server */
+        size_t q = plan_bytes(&s->plan);
+        if (!rt_mem_reserve(r, q)) {
+            rd_fail_budget(&s->cx, &f);
+            rd_respond_fail(req, &f);
+            stream_free(s);
+            return true;
+        }
+        s->a_charged += q;
     }
     char v[32];
     snprintf(v, sizeof v, "%llu", (unsigned long long)s->cx.cache->snap->version);
@@ -517,10 +586,10 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
     return true;
 }
 
-bool rt_select_route(ferry_router *r, ferry_http_req *req, rt_principal *who,
-                     bool query_in_url, const void *body, size_t body_len, bool *may_pass)
+bool rt_select_route(ferry_router *r, ferry_http_req *req, rt_principal *who, ferry_buf *text,
+                     bool *may_pass)
 {
-    if (select_route(r, req, who, query_in_url, body, body_len, may_pass))
+    if (select_route(r, req, who, text, may_pass))
         return true;
     if (!*may_pass)
         return false; /* the caller refuses it */

@@ -242,7 +242,7 @@ typedef struct init_job {
 
 typedef struct rd_stream {
     ferry_router *r;
-    char *sql; /* the statement text the analysis points into */
+    char *sql; /* the statement text the analysis points into (the request's buffer) */
     ferry_sql_analysis a;
     rd_opts o;
     ferry_sql_scope scope;    /* a bound user's (the principal's, with this request's database
@@ -257,6 +257,7 @@ typedef struct rd_stream {
     pthread_mutex_t mu;
     pthread_cond_t cond;
     _Atomic size_t mem_charged; /* cx.mem_charged points here; given back when the run ends */
+    size_t a_charged; /* the analysis's and the plan's share of the memory budget (select.c) */
     bool inflight; /* a read is registered in flight under cx.cache's version (rd_cache_get) */
     bool started;  /* the first byte of the answer is on its way: status 200 */
     bool finished;
@@ -266,6 +267,14 @@ typedef struct rd_stream {
 
 /* The fast path buffers answers up to this size (beyond, the query runs again, streamed). */
 #define SMALL_ANSWER_MAX (1u << 20)
+
+/* ---- select.c: the memory the analysis of a statement holds, charged to the budget ---- */
+/* An upper estimate of what ferry_sql_analyze allocates for text (its tokens, the token vector's
+ * doubling and the two index arrays per token), from a scan that counts one token per run of
+ * word bytes or of white space, per quoted string, and per other byte. */
+size_t rd_analysis_estimate(const char *text, size_t len);
+/* What an analysis holds: its tokens and their index arrays (the rest is small). */
+size_t rd_analysis_bytes(const ferry_sql_analysis *a);
 
 /* ---- select_state.c: the read path's state, its per-snapshot cache and the published partials ---- */
 rd_cache *rd_cache_get(ferry_router *r, rt_reads *rd);

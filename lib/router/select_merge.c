@@ -128,8 +128,9 @@ int rd_fail_budget(rd_ctx *cx, rd_fail *f)
     rt_metrics_refused(cx->r, RT_REFUSED_MEMORY);
     return rd_fail_set(f, FERRY_ENOMEM, "MEMORY_LIMIT_EXCEEDED",
                        "the results the router holds for reads in progress (merged reads' "
-                       "partials, GLOBAL subqueries) and the bodies it reads whole reached its "
-                       "[router] memory_budget (%zu bytes); retry later or narrow the query",
+                       "partials, GLOBAL subqueries, statements' analyses) and the bodies it "
+                       "reads whole reached its [router] memory_budget (%zu bytes); retry "
+                       "later or narrow the query",
                        cx->r->memory_budget);
 }
 

@@ -12,14 +12,19 @@
  *                path (select.c); any other SELECT passes through.
  *   passthrough  anything else, unchanged, to [router] passthrough: an INSERT's body (and a
  *                multipart body) streams there as it arrives (pass_stream); any other
- *                statement is read whole first, since the read path must see all of it.
+ *                statement is read whole first, since the read path must see all of it: at
+ *                most max_query_size bytes of text, as a server would parse (stmt_limit);
+ *                past it, white space is dropped and anything else refused as the server
+ *                refuses it, so no more of a large body is held.
  *
  * Memory per request is bounded: per shard, flush_bytes staged plus stream_buffer_bytes queued
  * (plus one row); the unparsed tail is at most one row; a streamed passthrough body one ring of
- * stream_buffer_bytes; a body read whole max_buffered_bytes; all of them together (with what
- * reads buffer) the memory budget (budget.c); the request is refused beyond max_request_bytes. */
+ * stream_buffer_bytes; a statement read whole max_query_size (other bodies read whole
+ * max_buffered_bytes); all of them together (with what reads buffer and the read path's
+ * analysis) the memory budget (budget.c); the request is refused beyond max_request_bytes. */
 #include "router_int.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,11 +56,16 @@ typedef struct req_state {
     ferry_router *r;
     rt_principal *who;  /* who sent it (auth.c); NULL only before authentication */
     enum req_mode mode;
-    bool query_in_url;
     ferry_buf head;     /* the body's start while the statement is not known yet */
     ferry_rt_head scan; /* its classification so far (each byte looked at once) */
     size_t mem_held;    /* bytes of head and body reserved from the memory budget (budget.c) */
-    ferry_buf body;     /* passthrough: the whole body */
+    ferry_buf body;     /* MODE_PASS: the statement's text read whole (the query parameter and
+                           a newline, then the body; or the body) */
+    size_t body_at;     /* MODE_PASS: where the client's body starts in it */
+    bool want_nl;       /* MODE_PASS: the query parameter is held; a newline before the body */
+    size_t stmt_max;    /* MODE_PASS of a statement (not an INSERT's data): the text a server
+                           would parse at most (max_query_size); 0: max_buffered_bytes only */
+    bool past_max;      /* MODE_PASS: bytes beyond stmt_max came (white space, dropped) */
     enum ferry_rt_stmt kind_stmt; /* passthrough: what the statement is */
     rt_pt *pt;          /* MODE_STREAM: the passthrough its body streams to */
     bool pt_answered;   /* MODE_STREAM: the server answered before the body's end */
@@ -662,6 +672,85 @@ static bool hold_append(ferry_http_req *req, req_state *st, ferry_buf *b, const 
     return false;
 }
 
+/* The most of a statement's text (not an INSERT's data) the router reads whole: the request's
+ * max_query_size (a URL setting, as the server takes it), else [router] max_query_size, never
+ * more than max_buffered_bytes. An INSERT's data held whole (a bound user's passthrough,
+ * refused at its end; X-Ferry-Explain; no passthrough server) and a multipart body keep
+ * max_buffered_bytes alone (stmt_max 0). */
+static void stmt_limit(ferry_http_req *req, req_state *st)
+{
+    ferry_router *r = st->r;
+    const char *ct = ferry_http_header(req, "Content-Type");
+    st->stmt_max = 0;
+    if (st->kind_stmt == FERRY_RT_STMT_INSERT || st->kind_stmt == FERRY_RT_STMT_INSERT_OTHER ||
+        (ct && !strncasecmp(ct, "multipart/", 10)))
+        return;
+    uint64_t v = r->max_query_size;
+    const char *m = ferry_http_arg(req, "max_query_size");
+    uint64_t u = 0;
+    if (m && ferry_parse_u64(m, &u))
+        v = u ? u : UINT64_MAX;
+    st->stmt_max = v < r->max_buffered_bytes ? (size_t)v : r->max_buffered_bytes;
+}
+
+/* A statement's text goes past stmt_max: answered as the server answers it (or, past
+ * max_buffered_bytes, as any request read whole), and nothing more of it is held. */
+static void stmt_too_long(ferry_http_req *req, req_state *st)
+{
+    ferry_router *r = st->r;
+    if (st->stmt_max >= r->max_buffered_bytes)
+        rt_respond_error(req, "QUERY_IS_TOO_LARGE",
+                         "ferry router: this request is read whole before it is answered (a "
+                         "statement other than a routed INSERT ... FORMAT, with its data) and "
+                         "it is larger than [router] max_buffered_bytes (%zu bytes)",
+                         r->max_buffered_bytes);
+    else
+        rt_respond_error(req, "SYNTAX_ERROR",
+                         "Syntax error: failed at position %zu: Max query size exceeded: the "
+                         "statement (the query parameter, a newline and the body) is longer "
+                         "than max_query_size = %zu bytes (the request's setting, else "
+                         "[router] max_query_size; ferry router)",
+                         st->stmt_max + 1, st->stmt_max);
+    ferry_buf_free(&st->body);
+    rt_mem_release(r, st->mem_held);
+    st->mem_held = 0;
+    st->failed = true;
+    st->mode = MODE_DONE;
+}
+
+/* Holds a piece of a statement's text read whole, up to stmt_max; past it, white space is
+ * dropped and anything else refused (stmt_too_long). False when it answered. */
+static bool hold_stmt(ferry_http_req *req, req_state *st, const char *data, size_t len)
+{
+    size_t k = len;
+    if (st->stmt_max) {
+        size_t room = st->past_max || st->body.len >= st->stmt_max ? 0
+                                                                    : st->stmt_max - st->body.len;
+        k = len < room ? len : room;
+        for (size_t i = k; i < len; i++) {
+            if (!isspace((unsigned char)data[i])) {
+                stmt_too_long(req, st);
+                return false;
+            }
+        }
+        if (k < len)
+            st->past_max = true;
+    }
+    return !k || hold_append(req, st, &st->body, data, k);
+}
+
+/* A piece of the body of a request read whole (MODE_PASS). */
+static void pass_body(ferry_http_req *req, req_state *st, const char *data, size_t len)
+{
+    if (st->want_nl && len) {
+        st->want_nl = false;
+        if (!hold_stmt(req, st, "\n", 1))
+            return;
+        st->body_at = st->body.len;
+    }
+    (void)hold_stmt(req, st, data, len);
+}
+
 /* A passthrough whose statement is known and whose body is its data streams to the server
  * (passthrough.c) instead of being read whole: an INSERT that is not routed (the refusal of one
  * into a managed table came first) or the client's external data (a multipart body), from an
@@ -725,6 +814,21 @@ static void head_decided(ferry_http_req *req, req_state *st)
     st->mode = MODE_PASS;
     st->body = h;
     pass_stream(req, st);
+    if (st->mode != MODE_PASS)
+        return;
+    /* the head read so far may reach past the statement's limit already */
+    stmt_limit(req, st);
+    if (!st->stmt_max || st->body.len <= st->stmt_max)
+        return;
+    for (size_t i = st->stmt_max; i < st->body.len; i++) {
+        if (!isspace((unsigned char)st->body.data[i])) {
+            stmt_too_long(req, st);
+            return;
+        }
+    }
+    st->body.len = st->stmt_max; /* white space past the limit: dropped */
+    st->body.data[st->body.len] = '\0';
+    st->past_max = true;
 }
 
 /* ---- HTTP callbacks ------------------------------------------------------------------------- */
@@ -784,9 +888,17 @@ static void on_headers(ferry_http_req *req, void *ctx)
     }
     const char *q = ferry_http_arg(req, "query");
     if (q) {
-        st->query_in_url = true;
         dispatch(req, st, q, strlen(q), NULL, 0);
         pass_stream(req, st);
+        if (st->mode == MODE_PASS) {
+            /* read whole: the text is the query parameter, a newline and the body, as a
+             * server reads it (and under the same max_query_size) */
+            stmt_limit(req, st);
+            if (hold_stmt(req, st, q, strlen(q))) {
+                st->body_at = st->body.len;
+                st->want_nl = true;
+            }
+        }
     } else {
         st->mode = MODE_HEAD;
     }
@@ -835,7 +947,7 @@ static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
         return 0;
     }
     if (st->mode == MODE_PASS) {
-        (void)hold_append(req, st, &st->body, data, len);
+        pass_body(req, st, data, len);
         return 0;
     }
     if (st->mode == MODE_STREAM) {
@@ -954,8 +1066,7 @@ static void on_complete(ferry_http_req *req, void *ctx)
          * says whether a bound user's other reads may pass through (only tables its user
          * lists). Everything else passing through needs an admin user. */
         bool may_pass = false;
-        if (rt_select_route(st->r, req, st->who, st->query_in_url, st->body.data, st->body.len,
-                            &may_pass)) {
+        if (rt_select_route(st->r, req, st->who, &st->body, &may_pass)) {
             st->kind = RT_KIND_READ;
             return;
         }
@@ -967,7 +1078,7 @@ static void on_complete(ferry_http_req *req, void *ctx)
                              st->who->name);
             return;
         }
-        rt_passthrough(st->r, req, st->body.data, st->body.len);
+        rt_passthrough(st->r, req, &st->body, st->body_at);
         return;
     }
     if (st->mode == MODE_INSERT) {

@@ -15,8 +15,8 @@ lab_up "$LAB" --nodes 1
 CONF=$LAB/ferry.conf
 N1=$(lab_url "$LAB" node1)
 events_conf "$CONF" "passthrough = $N1" "max_buffered_bytes = 1M" "memory_budget = 8M" \
-    "max_connections = 300" "max_connections_per_address = 20" "header_timeout = 3s" \
-    "receive_timeout = 8s" "idle_timeout = 30s"
+    "max_query_size = 1M" "max_connections = 300" "max_connections_per_address = 20" \
+    "header_timeout = 3s" "receive_timeout = 8s" "idle_timeout = 30s"
 cat >>"$CONF" <<EOF
 [agent]
 max_connections = 300

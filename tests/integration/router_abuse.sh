@@ -14,8 +14,9 @@ lab_up "$LAB" --nodes 1
 CONF=$LAB/ferry.conf
 N1=$(lab_url "$LAB" node1)
 events_conf "$CONF" "passthrough = $N1" "max_request_bytes = 4M" "max_buffered_bytes = 1M" \
-    "memory_budget = 8M" "max_connections = 600" "max_connections_per_address = 50" \
-    "header_timeout = 3s" "receive_timeout = 8s" "idle_timeout = 30s"
+    "max_query_size = 1M" "memory_budget = 8M" "max_connections = 600" \
+    "max_connections_per_address = 50" "header_timeout = 3s" "receive_timeout = 8s" \
+    "idle_timeout = 30s"
 "$FERRY_BIN" init --config "$CONF" >/dev/null || fail "init"
 events_table "$N1"
 "$FERRY_BIN" tenant add t1 --config "$CONF" >/dev/null || fail "tenant add"
