@@ -51,7 +51,6 @@ int tier_server_check(tier_ctx *ctx, tier_server *srv, ferry_err *err)
         return rc;
     json_t *st = NULL;
     long status = 0;
-    srv->conn.n_agent++;
     rc = ferry_agent_call(srv->conn.ag, "status", NULL, &st, &status, err);
     if (rc) {
         json_decref(st);
@@ -835,7 +834,7 @@ int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *er
     unsigned long statements = 0, agent_requests = 0;
     for (size_t i = 0; i < ctx.n_servers; i++) {
         statements += ctx.servers[i].conn.n_sql;
-        agent_requests += ctx.servers[i].conn.n_agent;
+        agent_requests += mv_agent_requests(&ctx.servers[i].conn);
     }
     json_object_set_new(ctx.report, "waves", json_integer((json_int_t)ctx.waves));
     json_object_set_new(ctx.report, "statements", json_integer((json_int_t)statements));
