@@ -196,6 +196,76 @@ int ferry_agent_place_parts(ferry_agent_client *c, const char *db, const char *t
                             size_t n_paths, const ferry_agent_place *parts, size_t n,
                             size_t *placed, size_t *already, ferry_err *err);
 
+/* ---- upload, write-pointers (per-part results) ---------------------------------------------- */
+
+/* One part's outcome in a many-part answer: OK, or the error it would have had alone (code
+ * from ferry_agent_code_for_status of its status, the agent's message). */
+typedef struct ferry_agent_item {
+    int code;
+    long status;       /* its HTTP status (200 when OK, 0 when the agent was not reached) */
+    const char *error; /* NULL when OK */
+} ferry_agent_item;
+
+typedef struct ferry_agent_part_ref {
+    const char *freeze, *part;
+} ferry_agent_part_ref;
+
+typedef struct ferry_agent_object {
+    const char *file, *key, *clickhouse_key;
+    uint64_t size;
+    bool uploaded;                  /* false: the object was there with the same bytes */
+    const char *file_hash, *sha256; /* NULL when not reported */
+} ferry_agent_object;
+
+typedef struct ferry_agent_uploaded {
+    ferry_agent_item item; /* the rest is set when item.code is FERRY_OK */
+    const char *part, *freeze, *partition_id;
+    ferry_agent_object *objects;
+    size_t n_objects;
+    const json_t *objects_json; /* the same, as write-pointers takes them (borrowed) */
+    bool verified; /* every file checksums.txt lists was there and matched */
+    bool has_rows;
+    uint64_t rows, uploaded, skipped, bytes_uploaded;
+} ferry_agent_uploaded;
+
+typedef struct ferry_agent_upload_list {
+    ferry_agent_uploaded *parts; /* one per requested part, in request order */
+    size_t n;
+    json_t *raw;
+} ferry_agent_upload_list;
+
+/* upload of the frozen hot parts parts[0..n) by one request ("parts"; API 1: one request per
+ * part). Fails only when the request as a whole did; each part's own outcome, a failure of its
+ * own request included, is out->parts[i].item, so one bad part fails only its own job. */
+int ferry_agent_upload(ferry_agent_client *c, const char *db, const char *table,
+                       const ferry_agent_part_ref *parts, size_t n, ferry_agent_upload_list *out,
+                       ferry_err *err);
+void ferry_agent_upload_list_free(ferry_agent_upload_list *l);
+
+typedef struct ferry_agent_pointer_part {
+    const char *part;
+    const json_t *objects; /* the part's upload objects (ferry_agent_uploaded.objects_json) */
+} ferry_agent_pointer_part;
+
+typedef struct ferry_agent_written {
+    ferry_agent_item item;
+    const char *part, *disk, *path;
+    bool existing; /* detached/<part> was there with the same files */
+} ferry_agent_written;
+
+typedef struct ferry_agent_written_list {
+    ferry_agent_written *parts; /* one per requested part, in request order */
+    size_t n;
+    json_t *raw;
+} ferry_agent_written_list;
+
+/* write-pointers of parts[0..n) into detached/ of db.table on disk (NULL: the table's
+ * object-storage disk) by one request (API 1: one per part); outcomes as ferry_agent_upload. */
+int ferry_agent_write_pointers(ferry_agent_client *c, const char *db, const char *table,
+                               const char *disk, const ferry_agent_pointer_part *parts, size_t n,
+                               ferry_agent_written_list *out, ferry_err *err);
+void ferry_agent_written_list_free(ferry_agent_written_list *l);
+
 /* ---- pointers ------------------------------------------------------------------------------- */
 
 typedef struct ferry_agent_pointer_object {

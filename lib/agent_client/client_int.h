@@ -14,6 +14,8 @@ enum {
     AGENT_ONE_FREEZE = 1u << 0,
     AGENT_ONE_REMOVE_DETACHED = 1u << 1,
     AGENT_ONE_REMOVE_FREEZE = 1u << 2,
+    AGENT_ONE_UPLOAD = 1u << 3,
+    AGENT_ONE_WRITE_POINTERS = 1u << 4,
 };
 
 struct ferry_agent_client {

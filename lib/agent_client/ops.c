@@ -459,6 +459,229 @@ int ferry_agent_remove_freeze_n(ferry_agent_client *c, const char *const *names,
     return rc;
 }
 
+/* ---- upload, write-pointers ---------------------------------------------------------------- */
+
+/* The answers of a many-part operation, one per requested part in request order: the "results"
+ * of one many-part answer, or (API 1) one answer per part, where a part whose request failed
+ * gets {part, error, status} of its own. *raw (an array) keeps them; the request as a whole
+ * failing is the only error. */
+static int per_part(ferry_agent_client *c, const char *op, unsigned one_bit, json_t *many,
+                    json_t *(*single)(const void *parts, size_t i, const void *arg),
+                    const void *parts, size_t n, const void *arg, const char *const *names,
+                    json_t **raw, ferry_err *err)
+{
+    json_t *r = NULL;
+    int rc;
+    *raw = NULL;
+    if (!(c->one_at_a_time & one_bit)) {
+        rc = call(c, op, false, many, &r, err);
+        if (!rc) {
+            json_t *results = json_object_get(r, "results");
+            *raw = json_is_array(results) ? json_incref(results) : json_array();
+            json_decref(r);
+            return *raw ? FERRY_OK : nomem(err);
+        }
+        if (!old_form(c, rc))
+            return rc;
+        c->one_at_a_time |= one_bit;
+        FLOG_INFO("msg=\"agent takes one part per request (API 1)\" agent=%s op=%s",
+                  c->name[0] ? c->name : "-", op);
+    } else {
+        json_decref(many);
+    }
+    if (!(*raw = json_array()))
+        return nomem(err);
+    for (size_t i = 0; i < n; i++) {
+        ferry_err perr = {0};
+        rc = call(c, op, false, single(parts, i, arg), &r, &perr);
+        if (rc)
+            r = json_pack("{s:s, s:s, s:I, s:i}", "part", names[i], "error", perr.msg, "status",
+                          (json_int_t)c->last_status, "rc", rc);
+        if (!r || json_array_append_new(*raw, r)) {
+            json_decref(*raw);
+            *raw = NULL;
+            return nomem(err);
+        }
+    }
+    return FERRY_OK;
+}
+
+/* The outcome of result i of raw (NULL when there is none). */
+static const json_t *item_of(const json_t *raw, size_t i, ferry_agent_item *it)
+{
+    const json_t *r = json_array_get(raw, i);
+    memset(it, 0, sizeof *it);
+    if (!json_is_object(r)) {
+        it->code = FERRY_EREMOTE;
+        it->error = "the agent's answer has no result for this part";
+        return NULL;
+    }
+    if (!str(r, "error")) {
+        it->status = 200;
+        return r;
+    }
+    json_t *rc = json_object_get(r, "rc");
+    it->status = (long)u64(r, "status");
+    it->error = str(r, "error");
+    it->code = json_is_integer(rc) ? (int)json_integer_value(rc)
+                                   : ferry_agent_code_for_status(it->status);
+    return r;
+}
+
+static json_t *upload_one(const void *parts, size_t i, const void *arg)
+{
+    const ferry_agent_part_ref *p = parts;
+    const char *const *t = arg;
+    return json_pack("{s:s, s:s, s:s, s:s}", "database", t[0], "table", t[1], "freeze",
+                     p[i].freeze, "part", p[i].part);
+}
+
+void ferry_agent_upload_list_free(ferry_agent_upload_list *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; l->parts && i < l->n; i++)
+        free(l->parts[i].objects);
+    free(l->parts);
+    json_decref(l->raw);
+    memset(l, 0, sizeof *l);
+}
+
+int ferry_agent_upload(ferry_agent_client *c, const char *db, const char *table,
+                       const ferry_agent_part_ref *parts, size_t n, ferry_agent_upload_list *out,
+                       ferry_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const char **names = calloc(n + 1, sizeof *names);
+    json_t *list = json_array();
+    int rc = names && list ? FERRY_OK : nomem(err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        names[i] = parts[i].part;
+        if (json_array_append_new(list, json_pack("{s:s, s:s}", "freeze", parts[i].freeze,
+                                                  "part", parts[i].part)))
+            rc = nomem(err);
+    }
+    const char *t[2] = {db, table};
+    if (!rc)
+        rc = per_part(c, "upload", AGENT_ONE_UPLOAD, table_req(db, table, "parts", list),
+                      upload_one, parts, n, t, names, &out->raw, err);
+    else
+        json_decref(list);
+    free(names);
+    if (rc)
+        return rc;
+    if (!(out->parts = calloc(n + 1, sizeof *out->parts))) {
+        ferry_agent_upload_list_free(out);
+        return nomem(err);
+    }
+    out->n = n;
+    for (size_t i = 0; i < n; i++) {
+        ferry_agent_uploaded *u = &out->parts[i];
+        const json_t *r = item_of(out->raw, i, &u->item);
+        u->part = parts[i].part;
+        u->freeze = parts[i].freeze;
+        if (u->item.code)
+            continue;
+        json_t *objs = json_object_get(r, "objects"), *o;
+        u->partition_id = str(r, "partition_id");
+        u->objects_json = objs;
+        u->verified = json_is_true(json_object_get(r, "verified"));
+        u->has_rows = json_is_integer(json_object_get(r, "rows"));
+        u->rows = u64(r, "rows");
+        u->uploaded = u64(r, "uploaded");
+        u->skipped = u64(r, "skipped");
+        u->bytes_uploaded = u64(r, "bytes_uploaded");
+        if (!(u->objects = calloc(json_array_size(objs) + 1, sizeof *u->objects))) {
+            ferry_agent_upload_list_free(out);
+            return nomem(err);
+        }
+        size_t j;
+        json_array_foreach(objs, j, o)
+        {
+            ferry_agent_object *b = &u->objects[u->n_objects++];
+            b->file = str(o, "file");
+            b->key = str(o, "key");
+            b->clickhouse_key = str(o, "clickhouse_key");
+            b->size = u64(o, "size");
+            b->uploaded = json_is_true(json_object_get(o, "uploaded"));
+            b->file_hash = str(o, "file_hash");
+            b->sha256 = str(o, "sha256");
+        }
+    }
+    return FERRY_OK;
+}
+
+typedef struct wp_arg {
+    const char *db, *table, *disk;
+} wp_arg;
+
+static json_t *wp_one(const void *parts, size_t i, const void *arg)
+{
+    const ferry_agent_pointer_part *p = parts;
+    const wp_arg *a = arg;
+    json_t *o = json_pack("{s:s, s:s, s:s, s:O}", "database", a->db, "table", a->table, "part",
+                          p[i].part, "objects", (json_t *)p[i].objects);
+    if (o && a->disk && json_object_set_new(o, "disk", json_string(a->disk))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+void ferry_agent_written_list_free(ferry_agent_written_list *l)
+{
+    if (!l)
+        return;
+    free(l->parts);
+    json_decref(l->raw);
+    memset(l, 0, sizeof *l);
+}
+
+int ferry_agent_write_pointers(ferry_agent_client *c, const char *db, const char *table,
+                               const char *disk, const ferry_agent_pointer_part *parts, size_t n,
+                               ferry_agent_written_list *out, ferry_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const char **names = calloc(n + 1, sizeof *names);
+    json_t *list = json_array();
+    int rc = names && list ? FERRY_OK : nomem(err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        names[i] = parts[i].part;
+        if (!parts[i].objects ||
+            json_array_append_new(list, json_pack("{s:s, s:O}", "part", parts[i].part,
+                                                  "objects", (json_t *)parts[i].objects)))
+            rc = parts[i].objects ? nomem(err)
+                                  : ferry_err_set(err, FERRY_EINVAL, "part %s: no objects to "
+                                                  "point to", parts[i].part);
+    }
+    json_t *many = rc ? NULL : remove_detached_req(db, table, "parts", list, disk);
+    if (rc)
+        json_decref(list);
+    wp_arg a = {db, table, disk};
+    if (!rc)
+        rc = per_part(c, "write-pointers", AGENT_ONE_WRITE_POINTERS, many, wp_one, parts, n, &a,
+                      names, &out->raw, err);
+    free(names);
+    if (rc)
+        return rc;
+    if (!(out->parts = calloc(n + 1, sizeof *out->parts))) {
+        ferry_agent_written_list_free(out);
+        return nomem(err);
+    }
+    out->n = n;
+    for (size_t i = 0; i < n; i++) {
+        ferry_agent_written *w = &out->parts[i];
+        const json_t *r = item_of(out->raw, i, &w->item);
+        w->part = parts[i].part;
+        if (w->item.code)
+            continue;
+        w->disk = str(r, "disk");
+        w->path = str(r, "path");
+        w->existing = json_is_true(json_object_get(r, "existing"));
+    }
+    return FERRY_OK;
+}
+
 /* ---- place-parts ---------------------------------------------------------------------------- */
 
 int ferry_agent_place_parts(ferry_agent_client *c, const char *db, const char *table,

@@ -7,7 +7,9 @@
  *   agent of API 2 and of API 1 (400 to the many-part forms): every answer decoded into its
  *   struct, the many-part forms in one request, the API 1 fallback one request per item with a
  *   partition gone meanwhile skipped, the fallback remembered by the client, a target's 507
- *   kept as the last status, a pointers answer without its lists refused. */
+ *   kept as the last status, a pointers answer without its lists refused; upload and
+ *   write-pointers answered per part, one bad part failing alone (also when the parts go one
+ *   request each, and when the agent is gone). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,8 +36,9 @@ typedef struct peer {
     char last_op[64];
 } peer;
 
-static const char *const OPS[] = {"status", "parts", "freeze", "send", "remove-detached",
-                                  "remove-freeze", "place-parts", "pointers", "frozen", NULL};
+static const char *const OPS[] = {"status",   "parts",  "freeze", "send",
+                                  "remove-detached", "remove-freeze", "place-parts",
+                                  "pointers", "frozen", "upload", "write-pointers", NULL};
 
 static void answer(ferry_http_req *req, unsigned status, json_t *o)
 {
@@ -53,6 +56,30 @@ static json_t *frozen_part(const char *pid, const char *freeze)
                      !strncmp(pid, "c", 1) ? "cold" : "default", "kind",
                      !strncmp(pid, "c", 1) ? "pointer" : "hot", "path", "/d/shadow/x", "bytes",
                      (json_int_t)10, "freeze", freeze, "partition_id", pid, "files");
+}
+
+
+/* One part's answer to upload or write-pointers; part "bad_..." fails its checks (422). */
+static json_t *part_answer(const char *op, const json_t *p, unsigned *status)
+{
+    const char *part = json_string_value(json_object_get(p, "part"));
+    *status = 200;
+    if (!strncmp(part, "bad_", 4)) {
+        *status = 422;
+        return json_pack("{s:s, s:s, s:s, s:i}", "part", part, "error", "checksum mismatch",
+                         "code", "EINVAL", "status", 422);
+    }
+    if (!strcmp(op, "upload"))
+        return json_pack("{s:s, s:O, s:s, s:[{s:s, s:s, s:s, s:I, s:b, s:s}], s:I, s:I, s:I, "
+                         "s:b, s:I}",
+                         "part", part, "freeze", json_object_get(p, "freeze"), "partition_id",
+                         "p1", "objects", "file", "data.bin", "key", "k1", "clickhouse_key",
+                         "/blobs/k1", "size", (json_int_t)5, "uploaded", 1, "file_hash", "ab",
+                         "uploaded", (json_int_t)1, "skipped", (json_int_t)0, "bytes_uploaded",
+                         (json_int_t)5, "verified", 1, "rows", (json_int_t)3);
+    return json_pack("{s:s, s:s, s:s, s:b, s:I}", "part", part, "disk", "cold", "path",
+                     "/d/disks/cold/store/x/detached/p", "existing", 0, "objects_seen",
+                     (json_int_t)json_array_size(json_object_get(p, "objects")));
 }
 
 static void peer_op(ferry_http_req *req, void *ctx)
@@ -129,6 +156,21 @@ static void peer_op(ferry_http_req *req, void *ctx)
             answer(req, 409, json_pack("{s:s}", "error", "a receive is writing it"));
         else
             answer(req, 200, json_pack("{s:b}", "existed", 1));
+    } else if (!strcmp(op, "upload") || !strcmp(op, "write-pointers")) {
+        json_t *parts = json_object_get(in, "parts"), *one;
+        unsigned st = 200;
+        size_t i;
+        if (parts && p->api1) {
+            answer(req, 400, json_pack("{s:s}", "error", "missing field part"));
+        } else if (parts) {
+            json_t *results = json_array();
+            json_array_foreach(parts, i, one)
+                json_array_append_new(results, part_answer(op, one, &st));
+            answer(req, 200, json_pack("{s:o}", "results", results));
+        } else {
+            json_t *a = part_answer(op, in, &st);
+            answer(req, st, a);
+        }
     } else if (!strcmp(op, "place-parts")) {
         size_t n = json_array_size(json_object_get(in, "parts"));
         json_t *placed = json_array();
@@ -370,6 +412,85 @@ static void test_many_api1(void **state)
     many_forms(true);
 }
 
+
+/* ---- per-part results ---------------------------------------------------------------------- */
+
+static void per_part(bool api1)
+{
+    peer p = {.api1 = api1};
+    ferry_agent_client *c = NULL;
+    ferry_httpd *srv = peer_start(&p, &c);
+    ferry_err err = {0};
+    ferry_agent_part_ref refs[] = {{"f1", "p1_1_1_0"}, {"f1", "bad_1_1_0"}, {"f2", "p1_2_2_0"}};
+    ferry_agent_upload_list ul;
+    assert_int_equal(ferry_agent_upload(c, "db", "t", refs, 3, &ul, &err), FERRY_OK);
+    assert_int_equal(ul.n, 3);
+    assert_int_equal(ul.parts[0].item.code, FERRY_OK);
+    assert_int_equal(ul.parts[0].item.status, 200);
+    assert_true(ul.parts[0].verified);
+    assert_int_equal(ul.parts[0].rows, 3);
+    assert_int_equal(ul.parts[0].n_objects, 1);
+    assert_string_equal(ul.parts[0].objects[0].clickhouse_key, "/blobs/k1");
+    assert_string_equal(ul.parts[0].objects[0].file_hash, "ab");
+    assert_null(ul.parts[0].objects[0].sha256);
+    assert_true(ul.parts[0].objects[0].uploaded);
+    /* the bad part fails alone, with the status it has alone */
+    assert_int_equal(ul.parts[1].item.code, FERRY_EINVAL);
+    assert_int_equal(ul.parts[1].item.status, 422);
+    assert_non_null(strstr(ul.parts[1].item.error, "checksum mismatch"));
+    assert_int_equal(ul.parts[2].item.code, FERRY_OK);
+    assert_string_equal(ul.parts[2].freeze, "f2");
+    assert_int_equal(calls(&p, "upload"), api1 ? 4 : 1);
+
+    ferry_agent_pointer_part pp[] = {{"p1_1_1_0", ul.parts[0].objects_json},
+                                     {"bad_1_1_0", ul.parts[0].objects_json}};
+    ferry_agent_written_list wl;
+    assert_int_equal(ferry_agent_write_pointers(c, "db", "t", NULL, pp, 2, &wl, &err), FERRY_OK);
+    assert_int_equal(wl.n, 2);
+    assert_int_equal(wl.parts[0].item.code, FERRY_OK);
+    assert_string_equal(wl.parts[0].disk, "cold");
+    assert_false(wl.parts[0].existing);
+    assert_int_equal(wl.parts[1].item.code, FERRY_EINVAL);
+    assert_int_equal(wl.parts[1].item.status, 422);
+    assert_int_equal(calls(&p, "write-pointers"), api1 ? 3 : 1);
+    ferry_agent_written_list_free(&wl);
+    /* remembered: the second time no refused request */
+    assert_int_equal(ferry_agent_write_pointers(c, "db", "t", "cold", pp, 1, &wl, &err),
+                     FERRY_OK);
+    assert_int_equal(calls(&p, "write-pointers"), api1 ? 4 : 2);
+    ferry_agent_written_list_free(&wl);
+    ferry_agent_upload_list_free(&ul);
+
+    /* an agent that is gone: the request as a whole fails (API 2), or each part on its own */
+    uint16_t port = ferry_httpd_port(srv);
+    ferry_httpd_stop(srv);
+    (void)port;
+    int rc = ferry_agent_upload(c, "db", "t", refs, 2, &ul, &err);
+    if (api1) {
+        assert_int_equal(rc, FERRY_OK);
+        assert_int_equal(ul.parts[0].item.code, FERRY_ECONNECT);
+        assert_int_equal(ul.parts[0].item.status, 0);
+        assert_non_null(ul.parts[1].item.error);
+    } else {
+        assert_int_equal(rc, FERRY_ECONNECT);
+        assert_int_equal(ul.n, 0);
+    }
+    ferry_agent_upload_list_free(&ul);
+    ferry_agent_client_free(c);
+}
+
+static void test_per_part_api2(void **state)
+{
+    (void)state;
+    per_part(false);
+}
+
+static void test_per_part_api1(void **state)
+{
+    (void)state;
+    per_part(true);
+}
+
 /* ---- the real agent routes ------------------------------------------------------------------ */
 
 static void test_real_routes(void **state)
@@ -430,6 +551,8 @@ int main(void)
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_many_api2),
         cmocka_unit_test(test_many_api1),
+        cmocka_unit_test(test_per_part_api2),
+        cmocka_unit_test(test_per_part_api1),
         cmocka_unit_test(test_real_routes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
