@@ -59,7 +59,7 @@ typedef struct ferry_agent_status_info {
     int api;                        /* FERRY_AGENT_API_VERSION of the agent; 1 when not said */
     const char *clickhouse_version; /* NULL when missing */
     const char *data_path;
-    int pointer_format;             /* 0: not reported (no --config, or its error below) */
+    int pointer_format;             /* -1: not reported (no --config, or its error below) */
     const char *pointer_format_error;
     const char *object_store;       /* NULL without --config */
     ferry_agent_disk *disks;

@@ -116,7 +116,7 @@ int ferry_agent_status(ferry_agent_client *c, ferry_agent_status_info *out, ferr
     out->api = json_is_integer(api) ? (int)json_integer_value(api) : 1;
     out->clickhouse_version = str(r, "clickhouse_version");
     out->data_path = str(r, "data_path");
-    out->pointer_format = json_is_integer(pf) ? (int)json_integer_value(pf) : 0;
+    out->pointer_format = json_is_integer(pf) ? (int)json_integer_value(pf) : -1;
     out->pointer_format_error = str(r, "pointer_format_error");
     out->object_store = str(r, "object_store");
     json_t *disks = json_object_get(r, "disks"), *d;
