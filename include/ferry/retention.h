@@ -30,6 +30,7 @@
 
 #include "ferry/catalog.h"
 #include "ferry/err.h"
+#include "ferry/flow_journal.h"
 #include "ferry/partition.h"
 #include "ferry/sweep.h"
 
@@ -76,6 +77,21 @@ void ferry_retention_decide(const char *const *keys, size_t n, const ferry_refse
                             ferry_retention_verdict *verdicts);
 
 /* ---- the flow ------------------------------------------------------------------------------- */
+
+/* A retention job's journaled states (one job per partition). */
+enum ferry_retention_state {
+    FERRY_RETENTION_SCAN = 0, /* recording the partition's parts and objects on every server */
+    FERRY_RETENTION_DETACH,   /* DETACH PARTITION on every server */
+    FERRY_RETENTION_REMOVE,   /* the detached folders removed by the agents */
+    FERRY_RETENTION_DELETE,   /* objects no live pointer file names deleted by the janitor */
+    FERRY_RETENTION_DONE,
+    FERRY_RETENTION_STATE_COUNT
+};
+/* The declared table of retention's journal (include/ferry/flow_journal.h): the states above in
+ * order, SCAN again from DETACH, REMOVE or DELETE (the partition found on a server the job did
+ * not know), SCAN again from DONE (a new run of the partition); no failed state (a job that
+ * cannot go on stays in its state with a detail); crash points FERRY_TEST_CRASH_BEFORE/_AFTER. */
+extern const ferry_flow_kind ferry_retention_flow;
 
 typedef struct ferry_retention_options {
     uint64_t keep_s;    /* keep period; 0 only with all */

@@ -27,6 +27,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/err.h"
+#include "ferry/flow_journal.h"
 
 enum ferry_rewrite_state {
     FERRY_REWRITE_PLANNED = 0, /* created; nothing touched */
@@ -41,6 +42,11 @@ enum ferry_rewrite_state {
 
 const char *ferry_rewrite_state_name(enum ferry_rewrite_state s);
 int ferry_rewrite_state_parse(const char *name, enum ferry_rewrite_state *out, ferry_err *err);
+/* The declared table of rewrite's journal (include/ferry/flow_journal.h): PLANNED, BUILD, SWAP,
+ * TIER, RECORD, DONE in order (PLANNED -> DONE: nothing matches any more), FAILED from any
+ * unfinished state, PLANNED again from DONE or FAILED; crash points
+ * FERRY_TEST_REWRITE_CRASH_BEFORE/_AFTER. */
+extern const ferry_flow_kind ferry_rewrite_flow;
 
 /* ---- expressions (pure) ---- */
 

@@ -4,14 +4,19 @@
  * the program installed knobs. `ferry` and `ferry-node` install them from their environment at
  * start (ferry_test_knobs_from_env); a unit test may set one (ferry_test_knob_set).
  *
- * The knobs (docs/reliability.md lists where each point is):
- *   FERRY_TEST_CRASH_AFTER / FERRY_TEST_CRASH_BEFORE   move, tiering and staging-load points
+ * The knobs (where each point is: docs/moves.md, tiering.md "Crash recovery", rewrite.md "Crash
+ * recovery", operations.md (retention), object-store.md (staging loads)):
+ *   FERRY_TEST_CRASH_AFTER / FERRY_TEST_CRASH_BEFORE   move, tiering, retention and
+ *                                                      staging-load points
  *   FERRY_TEST_REWRITE_CRASH_AFTER / _BEFORE           rewrite points
  *   FERRY_TEST_NOW                                     tiering's clock (unix seconds)
  *   FERRY_AGENT_TEST_CORRUPT_SEND                      a sender flips a byte (name:offset)
  *   FERRY_AGENT_TEST_SLOW_RECEIVE_MS                   a receiver pauses after each file
  *   FERRY_AGENT_TEST_SLOW_UPLOAD_MS                    an uploader pauses after each part
  *   FERRY_TEST_AGENT_TIMEOUT_MS                        tiering's agent requests time out
+ * The journaled flows (tiering, retention, rewrite) reach theirs through the flow engine, at
+ * each journaled transition with the state's name as the point (include/ferry/flow_journal.h);
+ * points inside a step (e.g. tiering's SWAP:ran) call ferry_fault_point directly.
  * A crash point stops the process as kill -9 would: stdio flushed (so the test sees the log
  * line saying where), then SIGKILL to itself. */
 #ifndef FERRY_TESTKNOB_H

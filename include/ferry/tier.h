@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "ferry/err.h"
+#include "ferry/flow_journal.h"
 
 /* The journal states, in order. A job in state X has finished every step before X; X itself
  * may be partly done (every step is idempotent, so it is simply run again). */
@@ -55,6 +56,9 @@ int ferry_tier_state_parse(const char *name, enum ferry_tier_state *out, ferry_e
  * attempt); FAILED from any state but DONE and FAILED; PLANNED again from DONE or FAILED (a new
  * run of the same partition, e.g. for late rows). */
 bool ferry_tier_transition_ok(enum ferry_tier_state from, enum ferry_tier_state to);
+/* The declared table of tiering's journal (include/ferry/flow_journal.h): the states above, the
+ * transitions ferry_tier_transition_ok allows, crash points FERRY_TEST_CRASH_BEFORE/_AFTER. */
+extern const ferry_flow_kind ferry_tier_flow;
 
 /* "tier.<server>.<table>.<partition_id>" into out. FERRY_EINVAL when it would not be a catalog
  * name (1..127 characters of [A-Za-z0-9_.-]). */

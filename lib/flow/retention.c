@@ -1,4 +1,5 @@
-/* Retention's pure pieces: calendar days, the cut-off, which partitions are selected, and the
+/* Retention's pure pieces: its journal's declared states (the flow engine's table,
+ * include/ferry/flow_journal.h), calendar days, the cut-off, which partitions are selected, and the
  * deletion verdict for recorded objects (include/ferry/retention.h). No I/O. */
 #include "ferry/retention.h"
 
@@ -6,6 +7,26 @@
 #include <string.h>
 
 #define DAY_S 86400
+
+#define TO(s) FERRY_FLOW_TO(FERRY_RETENTION_##s)
+static const ferry_flow_state retention_states[FERRY_RETENTION_STATE_COUNT] = {
+    [FERRY_RETENTION_SCAN] = {"SCAN", TO(DETACH), false},
+    [FERRY_RETENTION_DETACH] = {"DETACH", TO(REMOVE) | TO(SCAN), false}, /* SCAN: found on */
+    [FERRY_RETENTION_REMOVE] = {"REMOVE", TO(DELETE) | TO(SCAN), false}, /* another server */
+    [FERRY_RETENTION_DELETE] = {"DELETE", TO(DONE) | TO(SCAN), false},
+    [FERRY_RETENTION_DONE] = {"DONE", TO(SCAN), true}, /* a new run of the partition */
+};
+#undef TO
+
+const ferry_flow_kind ferry_retention_flow = {
+    .kind = "retention",
+    .states = retention_states,
+    .n_states = FERRY_RETENTION_STATE_COUNT,
+    .start = FERRY_RETENTION_SCAN,
+    .failed = -1, /* none: a job that cannot go on stays in its state with a detail */
+    .crash_before = "FERRY_TEST_CRASH_BEFORE",
+    .crash_after = "FERRY_TEST_CRASH_AFTER",
+};
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
 static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)

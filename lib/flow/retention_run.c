@@ -18,8 +18,8 @@
 #define CAS_TRIES 8
 
 typedef struct rjob {
-    ferry_record rec; /* the job record as last read or written (rec.version) */
-    bool in_catalog;
+    ferry_record rec; /* the job record as last read or written (rec.version; stored or not:
+                       * ferry_flow_job_stored) */
     char database[FERRY_NAME_MAX], table[FERRY_NAME_MAX], pid[FERRY_NAME_MAX];
     char tenant[FERRY_NAME_MAX];
     uint32_t day;
@@ -35,6 +35,7 @@ typedef struct rctx {
     ferry_fleet *fl;
     const ferry_retention_options *opt;
     char owner[FERRY_NAME_MAX];
+    ferry_flow_journal journal; /* the jobs' records (include/ferry/flow_journal.h) */
     rjob *jobs;
     size_t n_jobs, cap_jobs;
     json_t *problems;
@@ -82,21 +83,22 @@ static rjob *job_add(rctx *x, const char *database, const char *table, const cha
     snprintf(j->database, sizeof j->database, "%s", database);
     snprintf(j->table, sizeof j->table, "%s", table);
     snprintf(j->pid, sizeof j->pid, "%s", pid);
-    snprintf(j->rec.u.job.id, sizeof j->rec.u.job.id, "retention.%s.%s", table, pid);
-    snprintf(j->rec.u.job.kind, sizeof j->rec.u.job.kind, "retention");
+    char id[sizeof j->rec.u.job.id];
+    snprintf(id, sizeof id, "retention.%s.%s", table, pid);
+    ferry_flow_job_init(&x->journal, &j->rec, id, NULL);
     j->kept = json_array();
     return j;
 }
 
-static void job_encode(rjob *j)
+/* The job's data as JSON text (caller frees; NULL when out of memory). */
+static char *job_encode(const rjob *j)
 {
     json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "database", j->database, "table",
                           j->table, "partition_id", j->pid, "tenant", j->tenant, "day",
                           (json_int_t)j->day, "servers", j->servers);
     char *s = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
-    snprintf(j->rec.u.job.data, sizeof j->rec.u.job.data, "%s", s ? s : "{}");
-    free(s);
     json_decref(d);
+    return s;
 }
 
 static void job_decode(rjob *j)
@@ -116,27 +118,26 @@ static void job_decode(rjob *j)
     json_decref(d);
 }
 
-/* Writes the job's state (and data) by CAS. ECONFLICT: someone else advanced it. */
-static int job_set(rctx *x, rjob *j, const char *state, const char *detail, ferry_err *err)
+/* Writes the job's state `to` (and data) through the flow engine: a job not in the catalog is
+ * created in SCAN (or a finished record of the partition taken back), its own state is a note,
+ * any other state a declared transition, each by CAS. ECONFLICT: someone else advanced it. */
+static int job_set(rctx *x, rjob *j, enum ferry_retention_state to, const char *detail,
+                   ferry_err *err)
 {
-    ferry_job *jb = &j->rec.u.job;
-    snprintf(jb->state, sizeof jb->state, "%s", state);
-    snprintf(jb->detail, sizeof jb->detail, "%s", detail ? detail : "");
-    snprintf(jb->owner, sizeof jb->owner, "%s", x->owner);
-    jb->updated = (int64_t)time(NULL);
-    job_encode(j);
+    char *data = job_encode(j);
     int rc;
-    if (!j->in_catalog) {
-        jb->created = jb->updated;
-        rc = ferry_catalog_create(x->fl->cat, &j->rec, err);
-        if (!rc)
-            j->in_catalog = true;
-    } else {
-        rc = ferry_catalog_update(x->fl->cat, &j->rec, err);
-    }
+    if (!data)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    else if (!ferry_flow_job_stored(&j->rec))
+        rc = ferry_flow_create(&x->journal, &j->rec, data, err); /* to is SCAN */
+    else if ((int)to == ferry_flow_job_state(&x->journal, &j->rec))
+        rc = ferry_flow_note(&x->journal, &j->rec, detail, data, err);
+    else
+        rc = ferry_flow_advance(&x->journal, &j->rec, (int)to, detail, data, err);
+    free(data);
     if (rc == FERRY_ECONFLICT) {
         j->skip = true;
-        problem(x, "job %s: another worker changed it; left to that worker", jb->id);
+        problem(x, "job %s: another worker changed it; left to that worker", j->rec.u.job.id);
     }
     return rc;
 }
@@ -147,9 +148,9 @@ static void job_stall(rctx *x, rjob *j, const char *why)
     ferry_err e = {0};
     problem(x, "job %s stays in %s: %s", j->rec.u.job.id, j->rec.u.job.state, why);
     j->skip = true;
-    char state[32];
-    snprintf(state, sizeof state, "%s", j->rec.u.job.state);
-    if (job_set(x, j, state, why, &e) && e.code != FERRY_ECONFLICT)
+    int s = ferry_flow_job_state(&x->journal, &j->rec);
+    if (s >= 0 && job_set(x, j, (enum ferry_retention_state)s, why, &e) &&
+        e.code != FERRY_ECONFLICT)
         problem(x, "job %s: cannot record its detail: %s", j->rec.u.job.id, e.msg);
 }
 
@@ -158,19 +159,14 @@ static void job_stall(rctx *x, rjob *j, const char *why)
 static int load_unfinished(rctx *x, ferry_err *err)
 {
     ferry_record_list l = {0};
-    int rc = ferry_catalog_list(x->fl->cat, FERRY_REC_JOB, NULL, 0, &l, err);
+    int rc = ferry_flow_list_unfinished(&x->journal, &l, err);
     for (size_t i = 0; i < l.n && !rc; i++) {
-        const ferry_job *jb = &l.items[i].u.job;
-        if (strcmp(jb->kind, "retention") || !strcmp(jb->state, "DONE") ||
-            !strcmp(jb->state, "FAILED"))
-            continue;
         rjob *j = job_add(x, "", "", "", err);
         if (!j) {
             rc = FERRY_ENOMEM;
             break;
         }
         j->rec = l.items[i];
-        j->in_catalog = true;
         job_decode(j);
     }
     ferry_record_list_free(&l);
@@ -200,7 +196,7 @@ static int plan_partition(rctx *x, const ferry_table_def *t, const char *pid, co
         return err->code;
     snprintf(j->tenant, sizeof j->tenant, "%.127s", key.tenant);
     j->day = key.day;
-    if (j->in_catalog && !ferry_list_has(j->servers, server))
+    if (ferry_flow_job_stored(&j->rec) && !ferry_list_has(j->servers, server))
         j->rescan = true;
     if (!ferry_list_add(j->servers, sizeof j->servers, server))
         return ferry_err_set(err, FERRY_EINVAL, "partition %s of %s: too many servers", pid,
@@ -665,7 +661,7 @@ static int delete_job(rctx *x, rjob *j, const ferry_refset *live, ferry_objstore
     } else {
         char d[128];
         snprintf(d, sizeof d, "deleted %zu objects", j->deleted);
-        rc = job_set(x, j, "DONE", d, err);
+        rc = job_set(x, j, FERRY_RETENTION_DONE, d, err);
     }
 out:
     free(keys);
@@ -723,6 +719,7 @@ int ferry_retention_run(ferry_fleet *fl, const ferry_retention_options *opt, jso
         gethostname(host, sizeof host - 1);
         snprintf(x.owner, sizeof x.owner, "retention@%.60s:%ld", host, (long)getpid());
     }
+    ferry_flow_journal_init(&x.journal, fl->cat, &ferry_retention_flow, x.owner);
 
     /* input */
     if (opt->all && !opt->tenant) {
@@ -771,30 +768,17 @@ int ferry_retention_run(ferry_fleet *fl, const ferry_retention_options *opt, jso
     for (size_t i = 0; i < x.n_jobs; i++) {
         rjob *j = &x.jobs[i];
         ferry_err e = {0};
-        if (j->in_catalog) {
-            if (j->rescan && strcmp(j->rec.u.job.state, "SCAN") &&
-                job_set(&x, j, "SCAN", "found on another server", &e) &&
+        if (ferry_flow_job_stored(&j->rec)) { /* unfinished: resumed */
+            if (j->rescan && !state_is(j, "SCAN") &&
+                job_set(&x, j, FERRY_RETENTION_SCAN, "found on another server", &e) &&
                 e.code != FERRY_ECONFLICT) {
                 rc = ferry_err_set(err, e.code, "%s", e.msg);
                 goto out;
             }
             continue;
         }
-        ferry_record old;
-        ferry_record_init(&old, FERRY_REC_JOB);
-        snprintf(old.u.job.id, sizeof old.u.job.id, "%s", j->rec.u.job.id);
-        int g = ferry_catalog_get(fl->cat, &old, err);
-        if (g == FERRY_OK) {
-            j->rec.version = old.version;
-            j->rec.u.job.created = old.u.job.created;
-            j->in_catalog = true;
-        } else if (g == FERRY_ENOTFOUND) {
-            ferry_err_clear(err);
-        } else {
-            rc = g;
-            goto out;
-        }
-        if (job_set(&x, j, "SCAN", "", &e) && e.code != FERRY_ECONFLICT) {
+        /* created, or a finished record of the partition taken back to SCAN */
+        if (job_set(&x, j, FERRY_RETENTION_SCAN, "", &e) && e.code != FERRY_ECONFLICT) {
             rc = ferry_err_set(err, e.code, "%s", e.msg);
             goto out;
         }
@@ -805,14 +789,14 @@ int ferry_retention_run(ferry_fleet *fl, const ferry_retention_options *opt, jso
         rjob *j = &x.jobs[i];
         ferry_err e = {0};
         if (!j->skip && state_is(j, "SCAN") && each_server(&x, j, scan_server, "scan") &&
-            job_set(&x, j, "DETACH", "", &e))
+            job_set(&x, j, FERRY_RETENTION_DETACH, "", &e))
             j->skip = true;
         if (!j->skip && state_is(j, "DETACH") && each_server(&x, j, detach_step, "DETACH") &&
-            job_set(&x, j, "REMOVE", "", &e))
+            job_set(&x, j, FERRY_RETENTION_REMOVE, "", &e))
             j->skip = true;
         if (!j->skip && state_is(j, "REMOVE") &&
             each_server(&x, j, remove_server, "removing detached folders") &&
-            job_set(&x, j, "DELETE", "", &e))
+            job_set(&x, j, FERRY_RETENTION_DELETE, "", &e))
             j->skip = true;
         if (e.code && e.code != FERRY_ECONFLICT)
             problem(&x, "job %s: %s", j->rec.u.job.id, e.msg);

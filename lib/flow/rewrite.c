@@ -38,21 +38,42 @@
 
 #define CAS_TRIES 8
 
-static const char *const state_names[FERRY_REWRITE_STATE_COUNT] = {
-    "PLANNED", "BUILD", "SWAP", "TIER", "RECORD", "DONE", "FAILED"};
+#define TO(s) FERRY_FLOW_TO(FERRY_REWRITE_##s)
+#define FAIL TO(FAILED)
+static const ferry_flow_state rewrite_states[FERRY_REWRITE_STATE_COUNT] = {
+    [FERRY_REWRITE_PLANNED] = {"PLANNED", TO(BUILD) | TO(DONE) | FAIL, false}, /* DONE: no match */
+    [FERRY_REWRITE_BUILD] = {"BUILD", TO(SWAP) | FAIL, false},
+    [FERRY_REWRITE_SWAP] = {"SWAP", TO(TIER) | FAIL, false},
+    [FERRY_REWRITE_TIER] = {"TIER", TO(RECORD) | FAIL, false},
+    [FERRY_REWRITE_RECORD] = {"RECORD", TO(DONE) | FAIL, false},
+    [FERRY_REWRITE_DONE] = {"DONE", TO(PLANNED), true},
+    [FERRY_REWRITE_FAILED] = {"FAILED", TO(PLANNED), true},
+};
+#undef FAIL
+#undef TO
+
+const ferry_flow_kind ferry_rewrite_flow = {
+    .kind = "rewrite",
+    .states = rewrite_states,
+    .n_states = FERRY_REWRITE_STATE_COUNT,
+    .start = FERRY_REWRITE_PLANNED,
+    .failed = FERRY_REWRITE_FAILED,
+    .crash_before = "FERRY_TEST_REWRITE_CRASH_BEFORE",
+    .crash_after = "FERRY_TEST_REWRITE_CRASH_AFTER",
+};
 
 const char *ferry_rewrite_state_name(enum ferry_rewrite_state s)
 {
-    return s < FERRY_REWRITE_STATE_COUNT ? state_names[s] : "?";
+    return ferry_flow_state_name(&ferry_rewrite_flow, (int)s);
 }
 
 int ferry_rewrite_state_parse(const char *name, enum ferry_rewrite_state *out, ferry_err *err)
 {
-    for (int i = 0; i < FERRY_REWRITE_STATE_COUNT; i++)
-        if (!strcmp(state_names[i], name)) {
-            *out = (enum ferry_rewrite_state)i;
-            return FERRY_OK;
-        }
+    int s = ferry_flow_state_parse(&ferry_rewrite_flow, name);
+    if (s >= 0) {
+        *out = (enum ferry_rewrite_state)s;
+        return FERRY_OK;
+    }
     return ferry_err_set(err, FERRY_EINVAL, "unknown rewrite state '%s'", name);
 }
 
@@ -98,50 +119,29 @@ void rw_match_sql(ferry_buf *b, const char *mode, const char *expr, const char *
     ferry_buf_printf(b, "coalesce((%s), 0)", !strcmp(mode, "update") ? where : expr);
 }
 
-/* test-only (rewrite.h, include/ferry/testknob.h) */
-static void crash_point(const char *var, const char *point) { ferry_fault_point(var, point); }
-
 int rw_journal(rw_ctx *x, rw_job *j, enum ferry_rewrite_state to, const char *detail,
                ferry_err *err)
 {
-    bool moves = to != j->state;
-    if (moves)
-        crash_point("FERRY_TEST_REWRITE_CRASH_BEFORE", ferry_rewrite_state_name(to));
     ferry_job *jb = &j->rec.u.job;
     char *text = json_dumps(j->data, JSON_COMPACT | JSON_SORT_KEYS);
     if (!text)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     size_t tlen = strlen(text);
-    if (tlen >= sizeof jb->data) {
-        free(text);
-        return ferry_err_set(err, FERRY_EINVAL, "job %s: its journal (%zu bytes with the "
-                             "expression and the partition's parts) exceeds %zu bytes; use a "
-                             "shorter expression", jb->id, tlen, sizeof jb->data - 1);
-    }
-    snprintf(jb->data, sizeof jb->data, "%s", text);
-    free(text);
-    snprintf(jb->kind, sizeof jb->kind, "rewrite");
-    snprintf(jb->state, sizeof jb->state, "%s", ferry_rewrite_state_name(to));
-    snprintf(jb->owner, sizeof jb->owner, "%s", x->owner);
-    snprintf(jb->detail, sizeof jb->detail, "%s", detail ? detail : "");
-    jb->updated = (int64_t)time(NULL);
     int rc;
-    if (!j->in_catalog) {
-        jb->created = jb->updated;
-        rc = ferry_catalog_create(x->fl->cat, &j->rec, err);
-        if (!rc)
-            j->in_catalog = true;
-    } else {
-        rc = ferry_catalog_update(x->fl->cat, &j->rec, err);
-    }
-    if (rc == FERRY_ECONFLICT)
-        ferry_err_prefix(err, "job %s was changed by another worker (left to it): ", jb->id);
-    if (rc)
-        return rc;
-    j->state = to;
-    if (moves)
-        crash_point("FERRY_TEST_REWRITE_CRASH_AFTER", ferry_rewrite_state_name(to));
-    return FERRY_OK;
+    if (tlen >= sizeof jb->data)
+        rc = ferry_err_set(err, FERRY_EINVAL, "job %s: its journal (%zu bytes with the "
+                           "expression and the partition's parts) exceeds %zu bytes; use a "
+                           "shorter expression", jb->id, tlen, sizeof jb->data - 1);
+    else if (!ferry_flow_job_stored(&j->rec) || to == FERRY_REWRITE_PLANNED)
+        rc = ferry_flow_create(&x->journal, &j->rec, text, err); /* new, or a finished one */
+    else if (to == j->state)
+        rc = ferry_flow_note(&x->journal, &j->rec, detail, text, err);
+    else
+        rc = ferry_flow_advance(&x->journal, &j->rec, (int)to, detail, text, err);
+    free(text);
+    if (!rc)
+        j->state = to;
+    return rc;
 }
 
 /* ---- the partition's parts ------------------------------------------------------------------ */
@@ -293,9 +293,9 @@ void rw_job_fail(rw_ctx *x, rw_job *j, int rc, const ferry_err *err)
         if (empty_build(j, &e2))
             FLOG_WARN("msg=\"rewrite rollback: build partition not emptied\" job=%s err=\"%s\"",
                       j->rec.u.job.id, e2.msg);
-        if (j->in_catalog)
+        if (ferry_flow_job_stored(&j->rec))
             rw_journal(x, j, FERRY_REWRITE_FAILED, err->msg, &e2);
-    } else if (j->in_catalog) {
+    } else if (ferry_flow_job_stored(&j->rec)) {
         rw_journal(x, j, j->state, err->msg, &e2); /* stays: the next run resumes it */
     }
 }
@@ -490,7 +490,7 @@ int rw_step_build(rw_ctx *x, rw_job *j, ferry_err *err)
     ferry_buf_puts(&sql, " SETTINGS insert_deduplicate = 0");
     if ((rc = rw_sql(srv, ferry_buf_cstr(&sql), NULL, err)))
         goto out;
-    crash_point("FERRY_TEST_REWRITE_CRASH_AFTER", "INSERTED");
+    ferry_fault_point("FERRY_TEST_REWRITE_CRASH_AFTER", "INSERTED");
     rw_parts b;
     if ((rc = parts_of(srv, db, j->build, pid, &b, err)))
         goto out;
@@ -649,7 +649,7 @@ int rw_step_swap(rw_ctx *x, rw_job *j, ferry_err *err)
             json_object_set(j->data, "src_parts", names);
         if ((rc = rw_journal(x, j, FERRY_REWRITE_SWAP, NULL, err)))
             goto out;
-        crash_point("FERRY_TEST_REWRITE_CRASH_AFTER", "SWAP_JOURNALED");
+        ferry_fault_point("FERRY_TEST_REWRITE_CRASH_AFTER", "SWAP_JOURNALED");
         if (unsafe) {
             FLOG_INFO("msg=\"ClickHouse before 26.7: the rewrite swaps by DETACH PART and ATTACH, "
                       "no REPLACE PARTITION (a restart would load the replaced parts again)\" "
@@ -668,7 +668,7 @@ int rw_step_swap(rw_ctx *x, rw_job *j, ferry_err *err)
         }
         if (rc)
             goto out;
-        crash_point("FERRY_TEST_REWRITE_CRASH_AFTER", "REPLACED");
+        ferry_fault_point("FERRY_TEST_REWRITE_CRASH_AFTER", "REPLACED");
         if ((rc = parts_of(srv, db, table, pid, &cur, err)))
             goto out;
     } else if (json_is_true(json_object_get(j->data, "swapped")) &&

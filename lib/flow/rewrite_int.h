@@ -27,8 +27,7 @@
  *   swap           "replace" | "attach": the swap's form (attach: ClickHouse before 26.7)
  *   src_parts      the attach form: the source parts' names, detached by the swap */
 typedef struct rw_job {
-    ferry_record rec; /* as last read or written (rec.version) */
-    bool in_catalog;
+    ferry_record rec; /* as last read or written (rec.version; ferry_flow_job_stored) */
     enum ferry_rewrite_state state;
     json_t *data;
     ferry_fleet_server *srv;
@@ -44,6 +43,7 @@ typedef struct rw_ctx {
     const ferry_rewrite_options *opt;
     ferry_fleet *fl;
     char owner[FERRY_NAME_MAX];
+    ferry_flow_journal journal; /* the jobs' records (include/ferry/flow_journal.h) */
     rw_job *jobs;
     size_t n_jobs, cap_jobs;
     json_t *report;
@@ -59,8 +59,10 @@ void rw_qualified(ferry_buf *b, const char *db, const char *table);
 /* The condition that selects the rows the job changes (NULL counts as false). */
 void rw_match_sql(ferry_buf *b, const char *mode, const char *expr, const char *where);
 
-/* Journals state `to` (compare-and-set; created when new), with the test-only crash points
- * around it. FERRY_ECONFLICT: another worker changed the job (it is left to that worker). */
+/* Journals state `to` with the job's data through the flow engine (flow_journal.h): PLANNED
+ * creates the job (or takes a finished record back), the job's own state writes a note, any
+ * other state is a declared transition by compare-and-set with the crash points around it.
+ * FERRY_ECONFLICT: another worker changed the job (it is left to that worker). */
 int rw_journal(rw_ctx *x, rw_job *j, enum ferry_rewrite_state to, const char *detail,
                ferry_err *err);
 /* A failure of the job: before the swap, the build partition emptied and the job FAILED; after

@@ -72,21 +72,16 @@ static bool has_job(rw_ctx *x, const char *id)
 static int resume_jobs(rw_ctx *x, ferry_err *err)
 {
     ferry_record_list l = {0};
-    int rc = ferry_catalog_list(x->fl->cat, FERRY_REC_JOB, NULL, 0, &l, err);
+    int rc = ferry_flow_list_unfinished(&x->journal, &l, err);
     for (size_t i = 0; !rc && i < l.n; i++) {
         ferry_job *jb = &l.items[i].u.job;
-        enum ferry_rewrite_state s;
-        if (strcmp(jb->kind, "rewrite") || ferry_rewrite_state_parse(jb->state, &s, NULL) ||
-            s == FERRY_REWRITE_DONE || s == FERRY_REWRITE_FAILED)
-            continue;
         rw_job *j = job_new(x, err);
         if (!j) {
             rc = FERRY_ENOMEM;
             break;
         }
         j->rec = l.items[i];
-        j->in_catalog = true;
-        j->state = s;
+        j->state = (enum ferry_rewrite_state)ferry_flow_job_state(&x->journal, &j->rec);
         j->resumed = true;
         j->data = json_loads(jb->data, 0, NULL);
         if (!j->data)
@@ -162,10 +157,7 @@ static int plan_job(rw_ctx *x, ferry_fleet_server *srv, const ferry_table_def *d
     rw_job *j = job_new(x, err);
     if (!j)
         return FERRY_ENOMEM;
-    memcpy(j->rec.u.job.id, id, strlen(id) + 1); /* checked above: it fits */
-    ferry_err e = {0};
-    if (ferry_catalog_get(x->fl->cat, &j->rec, &e) == FERRY_OK)
-        j->in_catalog = true; /* DONE or FAILED (unfinished ones were resumed) */
+    ferry_flow_job_init(&x->journal, &j->rec, id, NULL); /* checked above: it fits */
     const ferry_rewrite_options *o = x->opt;
     bool upd = o->update_col != NULL;
     j->data = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:I}",
@@ -182,10 +174,9 @@ static int plan_job(rw_ctx *x, ferry_fleet_server *srv, const ferry_table_def *d
     }
     j->state = FERRY_REWRITE_PLANNED;
     int rc = job_bind(x, j, err);
-    if (!rc) {
-        j->state = FERRY_REWRITE_DONE; /* so that PLANNED is journaled as a transition */
+    if (!rc) /* created, or a finished record of the same id taken back (unfinished ones were
+              * resumed) */
         rc = rw_journal(x, j, FERRY_REWRITE_PLANNED, NULL, err);
-    }
     if (rc) {
         json_decref(j->data);
         x->n_jobs--;
@@ -485,6 +476,7 @@ int ferry_rewrite_run(const ferry_rewrite_options *opt, json_t **report, ferry_e
     }
     if ((rc = ferry_fleet_open(opt->config_path, &x.fl, err)))
         goto out;
+    ferry_flow_journal_init(&x.journal, x.fl->cat, &ferry_rewrite_flow, x.owner);
     x.skipped = json_array();
     bool upd = opt->update_col != NULL;
     x.report = json_pack("{s:b, s:s, s:s, s:[], s:[], s:[], s:O}", "dry_run", opt->dry_run,

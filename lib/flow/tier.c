@@ -82,7 +82,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ferry/testknob.h"
 #include "ferry/log.h"
 #include "ferry/stop.h"
 #include "ferry/sqlguard.h"
@@ -112,8 +111,6 @@ double tier_now_ms(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
-
-void tier_crash_point(const char *var, const char *point) { ferry_fault_point(var, point); }
 
 static tier_policy *find_policy(tier_server *srv, const char *db, const char *table)
 {
@@ -251,72 +248,41 @@ int tier_job_fail(tier_job *job, int rc, const ferry_err *err)
 
 /* ---- the journal ------------------------------------------------------------------------------ */
 
-int tier_next_record(tier_ctx *ctx, tier_job *job, enum ferry_tier_state to, bool detail,
-                       ferry_record *next, ferry_err *err)
-{
-    char *text = NULL;
-    int trc = tier_hot_text(job, &text, err); /* a long part list goes to companion records */
-    if (trc) {
-        free(text);
-        return trc;
-    }
-    *next = job->rec; /* a job record owns no memory: a plain copy */
-    ferry_job *nj = &next->u.job;
-    snprintf(nj->data, sizeof nj->data, "%s", text);
-    free(text);
-    snprintf(nj->state, sizeof nj->state, "%s", ferry_tier_state_name(to));
-    snprintf(nj->owner, sizeof nj->owner, "%s", to == FERRY_TIER_DONE || to == FERRY_TIER_FAILED
-                                                    ? ""
-                                                    : ctx->owner);
-    if (detail)
-        snprintf(nj->detail, sizeof nj->detail, "%.*s", (int)sizeof nj->detail - 1,
-                 job->rc ? job->err.msg : "");
-    else
-        nj->detail[0] = '\0';
-    nj->updated = (int64_t)time(NULL);
-    return FERRY_OK;
-}
-
-/* Writes the records of js in one batch; on success each job's record and state follow. */
+/* Writes the jobs js[0..n) in state `to` through the flow engine (flow_journal.h) in one catalog
+ * batch, with the part-list records each needs (tier_hot.c); flags as ferry_flow_write
+ * (FERRY_FLOW_NOTE: every job stays in its state). detail: each job's failure, else empty. On
+ * success each job's record and state follow; a lost compare-and-set sets ctx->lost. */
 static int journal_write(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_state to,
-                         bool detail, ferry_err *err)
+                         bool detail, unsigned flags, ferry_err *err)
 {
     if (n == 0)
         return FERRY_OK;
     ferry_batch *b = ferry_batch_new();
-    ferry_record *next = calloc(n, sizeof *next);
-    int64_t *nv = NULL;
-    size_t *op = calloc(n, sizeof *op);
-    int rc = b && next && op ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    ferry_flow_change *ch = calloc(n, sizeof *ch);
+    char **text = calloc(n, sizeof *text);
+    int rc = b && ch && text ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
         rc = tier_hot_stage(ctx, js[i], b, err); /* the part list's records, when it needs them */
         if (!rc)
-            rc = tier_next_record(ctx, js[i], to, detail, &next[i], err);
-        op[i] = b ? ferry_batch_size(b) : 0;
-        if (!rc)
-            rc = ferry_batch_update(b, &next[i], err);
+            rc = tier_hot_text(js[i], &text[i], err);
+        ch[i] = (ferry_flow_change){.rec = &js[i]->rec, .to = (int)to, .data = text[i],
+                                    .detail = detail && js[i]->rc ? js[i]->err.msg : NULL};
     }
-    if (!rc && !(nv = calloc(ferry_batch_size(b), sizeof *nv)))
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (!rc) {
         ctx->catalog_writes++;
-        rc = ferry_catalog_commit_versions(ctx->cat, b, nv, NULL, err);
-        if (rc == FERRY_ECONFLICT) {
+        rc = ferry_flow_write(&ctx->journal, b, ch, n, flags, err);
+        if (rc == FERRY_ECONFLICT)
             ctx->lost = true;
-            ferry_err_prefix(err, "%s: a tier job was changed by another worker; stopping (it "
-                             "owns the job now): ", n == 1 ? js[0]->rec.u.job.id : "wave");
-        }
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         tier_hot_committed(js[i], rc == FERRY_OK);
-    for (size_t i = 0; !rc && i < n; i++) {
-        next[i].version = nv[op[i]];
-        js[i]->rec = next[i];
-        js[i]->state = to;
+        if (!rc)
+            js[i]->state = to;
+        if (text)
+            free(text[i]);
     }
-    free(op);
-    free(nv);
-    free(next);
+    free(text);
+    free(ch);
     ferry_batch_free(b);
     return rc;
 }
@@ -326,29 +292,22 @@ int tier_journal(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_state t
 {
     if (n == 0)
         return FERRY_OK;
-    for (size_t i = 0; i < n; i++)
-        if (!ferry_tier_transition_ok(js[i]->state, to))
-            return ferry_err_set(err, FERRY_EINTERNAL, "job %s: %s -> %s is not a tiering "
-                                 "transition", js[i]->rec.u.job.id,
-                                 ferry_tier_state_name(js[i]->state), ferry_tier_state_name(to));
-    tier_crash_point("FERRY_TEST_CRASH_BEFORE", ferry_tier_state_name(to));
-    int rc = journal_write(ctx, js, n, to, false, err);
+    int rc = journal_write(ctx, js, n, to, false, 0, err);
     if (rc)
         return rc;
     FLOG_INFO("msg=\"tier wave state\" server=%s table=%s state=%s jobs=%zu first=%s",
               js[0]->srv->shard.name, js[0]->table, ferry_tier_state_name(to), n,
               js[0]->rec.u.job.id);
-    for (size_t i = 0; i < n; i++)
-        FLOG_DEBUG("msg=\"tier job state\" job=%s state=%s", js[i]->rec.u.job.id,
-                   ferry_tier_state_name(to));
-    tier_crash_point("FERRY_TEST_CRASH_AFTER", ferry_tier_state_name(to));
     return FERRY_OK;
 }
 
 int tier_journal_detail(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_state to,
                         ferry_err *err)
 {
-    return journal_write(ctx, js, n, to, true, err);
+    bool stay = true;
+    for (size_t i = 0; i < n; i++)
+        stay = stay && js[i]->state == to;
+    return journal_write(ctx, js, n, to, true, stay ? FERRY_FLOW_NOTE : 0, err);
 }
 
 /* ---- merges ----------------------------------------------------------------------------------- */

@@ -14,6 +14,7 @@
 #include "ferry/log.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
+#include "ferry/testknob.h"
 
 /* ---- the staging partitions -------------------------------------------------------------------- */
 
@@ -406,8 +407,8 @@ static void staged_free(staged_list *l)
     memset(l, 0, sizeof *l);
 }
 
-/* The records of one job, staged in out: its parts, its partition (tier cold) and, last, its
- * journal with `recorded` (set in its data; taken out again on failure). */
+/* The records of one job, staged in out: its parts and its partition (tier cold); on success
+ * `recorded` is set in its data (its journal goes into the same batch: record_catalog). */
 static int job_records(tier_ctx *ctx, tier_job *job, const mv_slice *live, staged_list *out,
                        ferry_err *err)
 {
@@ -456,14 +457,8 @@ static int job_records(tier_ctx *ctx, tier_job *job, const mv_slice *live, stage
     }
     rc = stage(out, &pr, !exists, err);
     ferry_record_free(&pr);
-    if (rc)
-        return rc;
-    ferry_record next;
-    json_object_set_new(job->data, "recorded", json_true());
-    if (!(rc = tier_next_record(ctx, job, job->state, false, &next, err)))
-        rc = stage(out, &next, false, err);
-    if (rc)
-        json_object_del(job->data, "recorded");
+    if (!rc)
+        json_object_set_new(job->data, "recorded", json_true());
     return rc;
 }
 
@@ -474,9 +469,10 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
 {
     mv_slice live = {0};
     ferry_batch *b = ferry_batch_new();
-    size_t *job_op = calloc(n + 1, sizeof *job_op);
-    int64_t *nv = NULL;
-    int rc = b && job_op ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    ferry_flow_change *ch = calloc(n + 1, sizeof *ch);
+    char **text = calloc(n + 1, sizeof *text);
+    size_t nch = 0;
+    int rc = b && ch && text ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     /* the upload answers of parts this process did not upload (a resumed job): the agent finds
      * every object there and uploads nothing */
     if (rc || (rc = tier_agent_upload(ctx, w, js, n, false, err)) ||
@@ -488,47 +484,42 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
         if (js[i]->rc)
             continue;
         int jrc = job_records(ctx, js[i], &live, &l, &e);
+        if (!jrc) /* its journal, with `recorded`, in its own state (a note) */
+            jrc = tier_hot_text(js[i], &text[nch], &e);
         for (size_t k = 0; !jrc && k < l.n; k++) {
-            if (k == l.n - 1)
-                job_op[i] = ferry_batch_size(b); /* the journal comes last */
             jrc = l.v[k].create ? ferry_batch_create(b, &l.v[k].rec, &e)
                                 : ferry_batch_update(b, &l.v[k].rec, &e);
             if (jrc) /* the batch holds part of this job: it cannot be committed */
                 rc = ferry_err_set(err, jrc, "%s", e.msg);
         }
-        if (jrc)
+        if (jrc) {
+            free(text[nch]);
+            text[nch] = NULL;
+            json_object_del(js[i]->data, "recorded");
             tier_job_fail(js[i], jrc, &e);
+        } else {
+            ch[nch] = (ferry_flow_change){.rec = &js[i]->rec, .to = (int)js[i]->state,
+                                          .data = text[nch]};
+            nch++;
+        }
         staged_free(&l);
     }
-    size_t nops = ferry_batch_size(b);
-    if (rc || nops == 0)
+    if (rc || (nch == 0 && ferry_batch_size(b) == 0))
         goto out;
-    if (!(nv = calloc(nops, sizeof *nv))) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
     ctx->catalog_writes++;
-    rc = ferry_catalog_commit_versions(ctx->cat, b, nv, NULL, err);
+    rc = ferry_flow_write(&ctx->journal, b, ch, nch, FERRY_FLOW_NOTE, err);
     if (rc == FERRY_ECONFLICT) {
         ctx->lost = true; /* the batch carries the journals: another worker changed one */
         ferry_err_prefix(err, "%s: recording the cold parts lost a race: ", w->srv->shard.name);
-    }
-    for (size_t i = 0; !rc && i < n; i++) {
-        if (js[i]->rc)
-            continue;
-        /* the journal's new version, for the next compare-and-set */
-        ferry_record next;
-        if ((rc = tier_next_record(ctx, js[i], js[i]->state, false, &next, err)))
-            break;
-        next.version = nv[job_op[i]];
-        js[i]->rec = next;
     }
 out:
     if (rc)
         for (size_t i = 0; i < n; i++)
             json_object_del(js[i]->data, "recorded");
-    free(nv);
-    free(job_op);
+    for (size_t i = 0; text && i <= nch; i++)
+        free(text[i]);
+    free(text);
+    free(ch);
     mv_slice_free(&live);
     ferry_batch_free(b);
     return rc;
@@ -556,7 +547,7 @@ int tier_step_cleanup(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferr
     if (nr) {
         if ((rc = record_catalog(ctx, w, rec, nr, err)))
             goto out;
-        tier_crash_point("FERRY_TEST_CRASH_AFTER", "RECORDED"); /* the catalog batch committed */
+        ferry_fault_point("FERRY_TEST_CRASH_AFTER", "RECORDED"); /* the catalog batch committed */
     }
     for (size_t i = 0; i < n; i++)
         if (!js[i]->rc)

@@ -98,6 +98,7 @@ typedef struct tier_ctx {
     size_t n_servers;
     ferry_objstore *store; /* clickhouse role: reading back what an old agent did not report */
     char owner[FERRY_NAME_MAX];
+    ferry_flow_journal journal; /* the jobs' records (include/ferry/flow_journal.h) */
     int64_t now;
     uint64_t older_than;
     json_t *report;
@@ -181,8 +182,6 @@ int tier_sql(tier_server *srv, const char *sql, ferry_buf *out, ferry_err *err);
 /* db.table, both back-quoted. */
 void tier_qualified(ferry_buf *b, const char *db, const char *table);
 double tier_now_ms(void);
-/* Test-only kill -9 (tier.h): exits without any cleanup when the variable names the point. */
-void tier_crash_point(const char *var, const char *point);
 
 /* The storage policy of db.table (*exists false when there is no such table) and whether it
  * has a disk on object storage; asked once per run (tier_forget_policy after a CREATE). */
@@ -200,17 +199,16 @@ uint64_t tier_du64(const tier_job *job, const char *key);
 
 /* Marks a job failed in this run (the first failure counts); returns rc. */
 int tier_job_fail(tier_job *job, int rc, const ferry_err *err);
-/* The job's record as it would be written in state `to` with its current data (detail: its
- * failure, else empty), into *next (a job record owns no memory). */
-int tier_next_record(tier_ctx *ctx, tier_job *job, enum ferry_tier_state to, bool detail,
-                     ferry_record *next, ferry_err *err);
-/* Journals state `to` for the jobs js[0..n) in one catalog batch (each a compare-and-set on its
- * record; a transition ferry_tier_transition_ok refuses is FERRY_EINTERNAL), with the test-only
- * crash points around it. FERRY_ECONFLICT when another worker changed one of them. */
+/* Journals state `to` for the jobs js[0..n) in one catalog batch through the flow engine
+ * (ctx->journal, include/ferry/flow_journal.h): each a compare-and-set on its record, a
+ * transition ferry_tier_flow does not declare is FERRY_EINTERNAL, the crash points
+ * FERRY_TEST_CRASH_BEFORE/_AFTER=<state> around it. FERRY_ECONFLICT (and ctx->lost) when another
+ * worker changed one of them. */
 int tier_journal(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_state to,
                  ferry_err *err);
-/* The same, writing each job's data as it is now and its own failure as detail, without a
- * transition check (a failed job keeps its state, or goes to FAILED) and without crash points. */
+/* The same, writing each job's data as it is now and its own failure as detail: a note when
+ * every job is in `to` already (a failed job keeps its state: no crash point), else the
+ * transition (to FAILED). */
 int tier_journal_detail(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_state to,
                         ferry_err *err);
 /* Whether a job of the wave other than js[0..n) still needs the table's merges stopped: it is

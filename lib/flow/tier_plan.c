@@ -1,4 +1,5 @@
-/* Tiering's pure pieces (tier.h): journal state names and transitions, job ids, freeze names,
+/* Tiering's pure pieces (tier.h): its journal's declared states and transitions (the flow
+ * engine's table, include/ferry/flow_journal.h), job ids, freeze names,
  * the age rule and the names of the staging table and the empty twin. No I/O. */
 #define _DEFAULT_SOURCE
 #include "ferry/tier.h"
@@ -8,22 +9,46 @@
 #include <time.h>
 #include <xxhash.h>
 
-static const char *const state_names[FERRY_TIER_STATE_COUNT] = {
-    "PLANNED", "FREEZE", "UPLOAD", "POINTERS", "ATTACH", "REPLACE",
-    "VERIFY",  "CLEANUP", "DONE",  "FAILED"};
+#define TO(s) FERRY_FLOW_TO(FERRY_TIER_##s)
+#define FAIL TO(FAILED)
+static const ferry_flow_state tier_states[FERRY_TIER_STATE_COUNT] = {
+    [FERRY_TIER_PLANNED] = {"PLANNED", TO(FREEZE) | FAIL, false},
+    [FERRY_TIER_FREEZE] = {"FREEZE", TO(FREEZE) | TO(UPLOAD) | FAIL, false}, /* a fresh attempt */
+    [FERRY_TIER_UPLOAD] = {"UPLOAD", TO(POINTERS) | FAIL, false},
+    [FERRY_TIER_POINTERS] = {"POINTERS", TO(ATTACH) | FAIL, false},
+    [FERRY_TIER_ATTACH] = {"ATTACH", TO(REPLACE) | FAIL, false},
+    [FERRY_TIER_REPLACE] = {"REPLACE", TO(VERIFY) | FAIL, false},
+    [FERRY_TIER_VERIFY] = {"VERIFY", TO(CLEANUP) | FAIL, false},
+    [FERRY_TIER_CLEANUP] = {"CLEANUP", TO(DONE) | FAIL, false},
+    [FERRY_TIER_DONE] = {"DONE", TO(PLANNED), true},   /* a new run of the partition */
+    [FERRY_TIER_FAILED] = {"FAILED", TO(PLANNED), true},
+};
+#undef FAIL
+#undef TO
+
+const ferry_flow_kind ferry_tier_flow = {
+    .kind = "tier",
+    .states = tier_states,
+    .n_states = FERRY_TIER_STATE_COUNT,
+    .start = FERRY_TIER_PLANNED,
+    .failed = FERRY_TIER_FAILED,
+    .crash_before = "FERRY_TEST_CRASH_BEFORE",
+    .crash_after = "FERRY_TEST_CRASH_AFTER",
+    .owner_clears_when_finished = true,
+};
 
 const char *ferry_tier_state_name(enum ferry_tier_state s)
 {
-    return (unsigned)s < FERRY_TIER_STATE_COUNT ? state_names[s] : "?";
+    return ferry_flow_state_name(&ferry_tier_flow, (int)s);
 }
 
 int ferry_tier_state_parse(const char *name, enum ferry_tier_state *out, ferry_err *err)
 {
-    for (int i = 0; i < FERRY_TIER_STATE_COUNT; i++)
-        if (name && !strcmp(name, state_names[i])) {
-            *out = (enum ferry_tier_state)i;
-            return FERRY_OK;
-        }
+    int s = ferry_flow_state_parse(&ferry_tier_flow, name);
+    if (s >= 0) {
+        *out = (enum ferry_tier_state)s;
+        return FERRY_OK;
+    }
     return ferry_err_set(err, FERRY_EINVAL, "unknown tiering state '%s' (PLANNED, FREEZE, "
                          "UPLOAD, POINTERS, ATTACH, REPLACE, VERIFY, CLEANUP, DONE, FAILED)",
                          name ? name : "");
@@ -31,15 +56,7 @@ int ferry_tier_state_parse(const char *name, enum ferry_tier_state *out, ferry_e
 
 bool ferry_tier_transition_ok(enum ferry_tier_state from, enum ferry_tier_state to)
 {
-    if ((unsigned)from >= FERRY_TIER_STATE_COUNT || (unsigned)to >= FERRY_TIER_STATE_COUNT)
-        return false;
-    if (from == FERRY_TIER_DONE || from == FERRY_TIER_FAILED)
-        return to == FERRY_TIER_PLANNED;
-    if (to == FERRY_TIER_FAILED)
-        return true;
-    if (from == FERRY_TIER_FREEZE && to == FERRY_TIER_FREEZE)
-        return true;
-    return to == from + 1;
+    return ferry_flow_transition_ok(&ferry_tier_flow, (int)from, (int)to);
 }
 
 static bool name_char(char c)

@@ -303,7 +303,7 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
     ferry_err err = {0};
     tier_job *js = NULL;
     size_t n = 0;
-    int lrc = ferry_catalog_list(ctx->cat, FERRY_REC_JOB, NULL, 0, &l, &err);
+    int lrc = ferry_flow_list_unfinished(&ctx->journal, &l, &err);
     if (lrc) {
         note_failure(t, lrc, &err);
         return;
@@ -315,10 +315,6 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
     }
     for (size_t i = 0; i < l.n; i++) {
         ferry_job *j = &l.items[i].u.job;
-        enum ferry_tier_state s;
-        if (strcmp(j->kind, "tier") || ferry_tier_state_parse(j->state, &s, NULL) ||
-            s == FERRY_TIER_DONE || s == FERRY_TIER_FAILED)
-            continue;
         json_t *data = json_loads(j->data, 0, NULL);
         bool match = data && job_matches(ctx, data);
         json_decref(data);
@@ -374,13 +370,12 @@ out:
     ferry_record_list_free(&l);
 }
 
-/* Prepares the job of one due partition: *job filled (record in PLANNED, not written yet;
- * *exists when a finished record is taken back). Returns false when there is nothing to run
- * (unfinished: resume_jobs ran it; a dry run; a failure, noted). */
+/* Prepares the job of one due partition: *job filled (its data; not written yet: a new record,
+ * or a finished one read back to be taken back to PLANNED). Returns false when there is nothing
+ * to run (unfinished: resume_jobs ran it; a dry run; a failure, noted). */
 static bool prepare_job(tier_ctx *ctx, tier_server *srv, const ferry_table_def *def,
                         const char *table, const char *pid, const char *literal,
-                        const ferry_partition_key *key, tier_job *job, bool *exists,
-                        run_totals *t)
+                        const ferry_partition_key *key, tier_job *job, run_totals *t)
 {
     ferry_err err = {0};
     char id[FERRY_NAME_MAX];
@@ -390,10 +385,8 @@ static bool prepare_job(tier_ctx *ctx, tier_server *srv, const ferry_table_def *
         note_failure(t, rc, &err);
         return false;
     }
-    ferry_record_init(&job->rec, FERRY_REC_JOB);
-    snprintf(job->rec.u.job.id, sizeof job->rec.u.job.id, "%s", id);
-    *exists = ferry_catalog_get(ctx->cat, &job->rec, &err) == FERRY_OK;
-    if (*exists) {
+    ferry_flow_job_init(&ctx->journal, &job->rec, id, NULL); /* checked: it fits */
+    if (ferry_flow_get(&ctx->journal, &job->rec, &err) == FERRY_OK) {
         enum ferry_tier_state s = FERRY_TIER_PLANNED;
         ferry_tier_state_parse(job->rec.u.job.state, &s, NULL);
         json_t *d = json_loads(job->rec.u.job.data, 0, NULL);
@@ -431,14 +424,9 @@ static bool prepare_job(tier_ctx *ctx, tier_server *srv, const ferry_table_def *
         goto skip;
     }
     char *text = json_dumps(job->data, JSON_COMPACT | JSON_SORT_KEYS);
-    ferry_job *j = &job->rec.u.job;
-    snprintf(j->kind, sizeof j->kind, "tier");
-    snprintf(j->state, sizeof j->state, "PLANNED");
-    snprintf(j->owner, sizeof j->owner, "%s", ctx->owner);
-    j->detail[0] = '\0';
+    ferry_job *j = &job->rec.u.job; /* plan_jobs writes it in PLANNED (flow_journal.h) */
     snprintf(j->data, sizeof j->data, "%s", text ? text : "{}");
     free(text);
-    j->created = j->updated = (int64_t)time(NULL);
     job->state = FERRY_TIER_PLANNED;
     return true;
 skip:
@@ -446,32 +434,26 @@ skip:
     return false;
 }
 
-/* Writes the PLANNED records of the prepared jobs: created new, or a finished record taken back
- * to PLANNED by CAS on its version, all in one batch. When another worker changed one of them,
- * one at a time, and the ones it took are left out (*n shrinks). */
-static void plan_jobs(tier_ctx *ctx, tier_job *js, bool *exists, size_t *n, run_totals *t)
+/* Writes the PLANNED records of the prepared jobs through the flow engine: created new, or a
+ * finished record taken back to PLANNED by CAS on its version, all in one batch. When another
+ * worker changed one of them, one at a time, and the ones it took are left out (*n shrinks). */
+static void plan_jobs(tier_ctx *ctx, tier_job *js, size_t *n, run_totals *t)
 {
-    ferry_batch *b = ferry_batch_new();
-    int64_t *nv = calloc(*n + 1, sizeof *nv);
+    ferry_flow_change *ch = calloc(*n + 1, sizeof *ch);
     ferry_err err = {0};
-    int rc = b && nv ? FERRY_OK : ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
+    int rc = ch ? FERRY_OK : ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < *n; i++)
-        rc = exists[i] ? ferry_batch_update(b, &js[i].rec, &err)
-                       : ferry_batch_create(b, &js[i].rec, &err);
+        ch[i] = (ferry_flow_change){.rec = &js[i].rec, .to = FERRY_TIER_PLANNED};
     if (!rc) {
         ctx->catalog_writes++;
-        rc = ferry_catalog_commit_versions(ctx->cat, b, nv, NULL, &err);
+        rc = ferry_flow_write(&ctx->journal, NULL, ch, *n, FERRY_FLOW_CREATE, &err);
     }
-    if (!rc)
-        for (size_t i = 0; i < *n; i++)
-            js[i].rec.version = nv[i];
     size_t kept = 0;
     for (size_t i = 0; i < *n; i++) {
         int jrc = FERRY_OK;
         if (rc == FERRY_ECONFLICT) {
             ctx->catalog_writes++;
-            jrc = exists[i] ? ferry_catalog_update(ctx->cat, &js[i].rec, &err)
-                            : ferry_catalog_create(ctx->cat, &js[i].rec, &err);
+            jrc = ferry_flow_write(&ctx->journal, NULL, &ch[i], 1, FERRY_FLOW_CREATE, &err);
             if (jrc == FERRY_ECONFLICT)
                 FLOG_INFO("msg=\"tier job taken by another worker\" job=%s", js[i].rec.u.job.id);
             else if (jrc)
@@ -490,8 +472,7 @@ static void plan_jobs(tier_ctx *ctx, tier_job *js, bool *exists, size_t *n, run_
         kept++;
     }
     *n = kept;
-    free(nv);
-    ferry_batch_free(b);
+    free(ch);
 }
 
 /* ---- discovery --------------------------------------------------------------------------------- */
@@ -545,7 +526,7 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
     ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
     ferry_ch_rows rows = {0};
     tier_job *js = NULL;
-    bool *exists = NULL, table_exists = false, checked = false;
+    bool table_exists = false, checked = false;
     size_t n = 0;
     int rc = check_table(srv, def->database, table, missing_ok, &table_exists, &err);
     if (rc || !table_exists)
@@ -568,8 +549,7 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
     res.len = res.cap = 0;
     if (rc)
         goto out;
-    if (rows.n_rows && (!(js = calloc(rows.n_rows, sizeof *js)) ||
-                        !(exists = calloc(rows.n_rows, sizeof *exists)))) {
+    if (rows.n_rows && !(js = calloc(rows.n_rows, sizeof *js))) {
         rc = ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
@@ -616,11 +596,11 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
                 goto out;
             checked = true;
         }
-        if (prepare_job(ctx, srv, def, table, pid, literal, &key, &js[n], &exists[n], t))
+        if (prepare_job(ctx, srv, def, table, pid, literal, &key, &js[n], t))
             n++;
     }
     if (n) {
-        plan_jobs(ctx, js, exists, &n, t);
+        plan_jobs(ctx, js, &n, t);
         run_jobs(ctx, js, n, t);
     }
 out:
@@ -630,7 +610,6 @@ out:
     for (size_t i = 0; i < n; i++)
         job_free(&js[i]);
     free(js);
-    free(exists);
     ferry_ch_rows_free(&rows);
     ferry_record_list_free(&moves);
     ferry_buf_free(&sql);
@@ -748,6 +727,7 @@ static int ctx_open(tier_ctx *ctx, const ferry_tier_options *opt, ferry_err *err
         gethostname(host, sizeof host - 1);
         snprintf(ctx->owner, sizeof ctx->owner, "%s:%d", host, (int)getpid());
     }
+    ferry_flow_journal_init(&ctx->journal, ctx->cat, &ferry_tier_flow, ctx->owner);
 out:
     ferry_record_list_free(&shards);
     ferry_cluster_config_free(&cc);

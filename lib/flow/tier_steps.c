@@ -17,6 +17,7 @@
 #include "ferry/log.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
+#include "ferry/testknob.h"
 
 /* ---- what the server holds ------------------------------------------------------------------- */
 
@@ -414,7 +415,7 @@ static void attach_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n,
         ctx->load_ms += tier_now_ms() - t0;
         ferry_buf_free(&sql);
         if (!src) {
-            tier_crash_point("FERRY_TEST_CRASH_AFTER", "ATTACH:statement");
+            ferry_fault_point("FERRY_TEST_CRASH_AFTER", "ATTACH:statement");
             a = b;
             continue;
         }
@@ -954,7 +955,7 @@ static void run_swap_items(tier_ctx *ctx, tier_wave *w, swap_item *it, size_t n,
         int rc = run_alter(ctx, w, on_staging ? w->staging : w->table, &stmt, &e);
         ferry_buf_free(&stmt);
         if (!rc && !on_staging)
-            tier_crash_point("FERRY_TEST_CRASH_AFTER", "SWAP:ran"); /* ran, not journaled */
+            ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWAP:ran"); /* ran, not journaled */
         for (size_t k = a; rc && k < b; k++) {
             const ferry_buf *c = on_staging ? &it[k].moves : &it[k].cmds;
             if (it[k].job->rc || it[k].alone_done || !c->len)
@@ -1036,7 +1037,7 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     if (rc || (rc = tier_journal_detail(ctx, chosen, nchosen, FERRY_TIER_REPLACE, err)))
         goto out;
     if (nchosen)
-        tier_crash_point("FERRY_TEST_CRASH_AFTER", "SWAP"); /* the choices journaled, not run */
+        ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWAP"); /* the choices journaled, not run */
     ferry_err why = {0};
     run_swap_items(ctx, w, it, nit, false, &stop, &why);
     if (stop) /* the second halves of jobs whose first half ran wait for the next run too */

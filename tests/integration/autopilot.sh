@@ -172,7 +172,8 @@ before2=$(slices_on node2)
 [ "$before2" -ge 3 ] || fail "node2 serves only $before2 slices: too few to pause a drain half-way"
 mark=$(wc -l <"$T/coord.log")
 "$FERRY_BIN" shard drain node2 --config "$C" >/dev/null || fail "shard drain node2"
-drain_started() { tail -n +$((mark + 1)) "$T/coord.log" | grep -q 'autopilot move starts.*from=node2'; }
+# grep -c, not -q: -q stops at the first match and tail then dies of SIGPIPE under pipefail
+drain_started() { [ "$(tail -n +$((mark + 1)) "$T/coord.log" | grep -c 'autopilot move starts.*from=node2')" -gt 0 ]; }
 wait_for 60 drain_started ||
     fail "no move off node2 started: $(grep autopilot "$T/coord.log" | tail -3)"
 "$FERRY_BIN" pause --config "$C" --reason "autopilot test" >/dev/null || fail "pause"

@@ -75,7 +75,7 @@ assert_contains "$ERR" "395" "in-band exception code"
 assert_contains "$ERR" "boom" "in-band exception message"
 lines=$(printf '%s' "$OUT" | grep -c . || true)
 [ "$lines" -lt 1000000 ] || fail "in-band error returned as complete data"
-! printf '%s' "$OUT" | grep -q "__exception__" || fail "exception framing leaked into the data"
+! grep -q "__exception__" <<<"$OUT" || fail "exception framing leaked into the data"
 ok "errors before and after the first byte are errors (code, message, no framing in data)"
 
 reuse=$("$PROBE" "$U1" reuse)

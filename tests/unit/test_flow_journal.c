@@ -1,0 +1,406 @@
+/* The flow engine's journal (include/ferry/flow_journal.h) against a real SQLite catalog in a
+ * temporary directory: the declared tables of the flows are well formed and a bad one is
+ * refused; create-if-absent, and a finished record taken back; declared transitions accepted,
+ * an undeclared one refused with an error naming both states (nothing written); two writers
+ * with their own catalog handles race on one job and the second loses its compare-and-set; the
+ * resume listing holds the unfinished jobs of its kind only; a batch of jobs and another record
+ * commits all or nothing; the crash hook is called at the named points and the progress
+ * callback after each transition; and the default hook (ferry_fault_point) kills a child
+ * process at the knob's point, with the journal as the point says. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ferry/catalog.h"
+#include "ferry/flow_journal.h"
+#include "ferry/retention.h"
+#include "ferry/rewrite.h"
+#include "ferry/testknob.h"
+#include "ferry/tier.h"
+
+static char dir[256];
+static int n_catalogs;
+
+enum { T_A, T_B, T_C, T_DONE, T_FAILED, T_COUNT };
+static const ferry_flow_state t_states[T_COUNT] = {
+    [T_A] = {"A", FERRY_FLOW_TO(T_B) | FERRY_FLOW_TO(T_FAILED), false},
+    [T_B] = {"B", FERRY_FLOW_TO(T_B) | FERRY_FLOW_TO(T_C) | FERRY_FLOW_TO(T_FAILED), false},
+    [T_C] = {"C", FERRY_FLOW_TO(T_DONE) | FERRY_FLOW_TO(T_FAILED), false},
+    [T_DONE] = {"DONE", FERRY_FLOW_TO(T_A), true},
+    [T_FAILED] = {"FAILED", FERRY_FLOW_TO(T_A), true},
+};
+static const ferry_flow_kind t_kind = {
+    .kind = "test",
+    .states = t_states,
+    .n_states = T_COUNT,
+    .start = T_A,
+    .failed = T_FAILED,
+    .crash_before = "FERRY_TEST_CRASH_BEFORE",
+    .crash_after = "FERRY_TEST_CRASH_AFTER",
+    .owner_clears_when_finished = true,
+};
+static const ferry_flow_kind other_kind = {
+    .kind = "other", .states = t_states, .n_states = T_COUNT, .start = T_A, .failed = T_FAILED};
+
+static void must(int rc, const ferry_err *err)
+{
+    if (rc)
+        fail_msg("unexpected error %d: %s", rc, err->msg);
+}
+
+static ferry_catalog *open_catalog(char *url, size_t size)
+{
+    if (!url[0])
+        snprintf(url, size, "sqlite:%s/c%d.db", dir, ++n_catalogs);
+    ferry_catalog *c = NULL;
+    ferry_err err = {0};
+    must(ferry_catalog_open(url, &c, &err), &err);
+    return c;
+}
+
+/* What the hooks saw. */
+typedef struct seen {
+    char calls[32][64];
+    int n;
+    int progress[8][2];
+    int np;
+} seen;
+
+static void record_crash(const char *knob, const char *point, void *arg)
+{
+    seen *s = arg;
+    if (s->n < 32)
+        snprintf(s->calls[s->n++], 64, "%s=%s",
+                 strstr(knob, "BEFORE") ? "before" : "after", point);
+}
+
+static void record_progress(const ferry_record *rec, int from, int to, void *arg)
+{
+    (void)rec;
+    seen *s = arg;
+    if (s->np < 8) {
+        s->progress[s->np][0] = from;
+        s->progress[s->np][1] = to;
+        s->np++;
+    }
+}
+
+static void journal(ferry_flow_journal *fj, ferry_catalog *c, const char *owner, seen *s)
+{
+    ferry_flow_journal_init(fj, c, &t_kind, owner);
+    fj->crash = record_crash;
+    fj->crash_arg = s;
+    fj->progress = record_progress;
+    fj->progress_arg = s;
+}
+
+/* The job as stored. */
+static ferry_record stored(ferry_catalog *c, const char *id)
+{
+    ferry_record r;
+    ferry_record_init(&r, FERRY_REC_JOB);
+    snprintf(r.u.job.id, sizeof r.u.job.id, "%s", id);
+    ferry_err err = {0};
+    must(ferry_catalog_get(c, &r, &err), &err);
+    return r;
+}
+
+static void test_tables(void **state)
+{
+    (void)state;
+    ferry_err err = {0};
+    must(ferry_flow_kind_check(&t_kind, &err), &err);
+    must(ferry_flow_kind_check(&ferry_tier_flow, &err), &err);
+    must(ferry_flow_kind_check(&ferry_rewrite_flow, &err), &err);
+    must(ferry_flow_kind_check(&ferry_retention_flow, &err), &err);
+    /* a terminal state that goes anywhere but start */
+    ferry_flow_state bad[T_COUNT];
+    memcpy(bad, t_states, sizeof bad);
+    bad[T_DONE].next |= FERRY_FLOW_TO(T_C);
+    ferry_flow_kind k = t_kind;
+    k.states = bad;
+    assert_int_equal(FERRY_EINVAL, ferry_flow_kind_check(&k, &err));
+    assert_non_null(strstr(err.msg, "terminal DONE may only go back to A"));
+    /* a state named twice, a transition to nowhere */
+    memcpy(bad, t_states, sizeof bad);
+    bad[T_C].name = "B";
+    assert_int_equal(FERRY_EINVAL, ferry_flow_kind_check(&k, &err));
+    memcpy(bad, t_states, sizeof bad);
+    bad[T_C].next |= FERRY_FLOW_TO(9);
+    assert_int_equal(FERRY_EINVAL, ferry_flow_kind_check(&k, &err));
+    assert_true(ferry_flow_transition_ok(&t_kind, T_B, T_B));
+    assert_false(ferry_flow_transition_ok(&t_kind, T_A, T_A));
+    assert_false(ferry_flow_transition_ok(&t_kind, T_A, 42));
+    assert_int_equal(T_C, ferry_flow_state_parse(&t_kind, "C"));
+    assert_int_equal(-1, ferry_flow_state_parse(&t_kind, "SWAP"));
+    /* the flows' tables say what their old checks said */
+    assert_true(ferry_flow_transition_ok(&ferry_tier_flow, FERRY_TIER_FREEZE, FERRY_TIER_FREEZE));
+    assert_false(ferry_flow_transition_ok(&ferry_tier_flow, FERRY_TIER_DONE, FERRY_TIER_FAILED));
+    assert_true(ferry_flow_transition_ok(&ferry_rewrite_flow, FERRY_REWRITE_SWAP,
+                                         FERRY_REWRITE_TIER));
+    assert_false(ferry_flow_transition_ok(&ferry_rewrite_flow, FERRY_REWRITE_BUILD,
+                                          FERRY_REWRITE_RECORD));
+}
+
+static void test_transitions(void **state)
+{
+    (void)state;
+    char url[512] = "";
+    ferry_catalog *c = open_catalog(url, sizeof url);
+    seen s = {0};
+    ferry_flow_journal fj;
+    journal(&fj, c, "w1", &s);
+    ferry_err err = {0};
+    ferry_record r;
+    must(ferry_flow_job_init(&fj, &r, "test.j1", &err), &err);
+    assert_false(ferry_flow_job_stored(&r));
+    must(ferry_flow_create(&fj, &r, "{\"n\":1}", &err), &err);
+    assert_true(ferry_flow_job_stored(&r));
+    assert_int_equal(T_A, ferry_flow_job_state(&fj, &r));
+    ferry_record back = stored(c, "test.j1");
+    assert_string_equal("A", back.u.job.state);
+    assert_string_equal("test", back.u.job.kind);
+    assert_string_equal("w1", back.u.job.owner);
+    assert_string_equal("{\"n\":1}", back.u.job.data);
+    assert_int_equal(back.version, r.version);
+    /* creating it again while it is unfinished is refused */
+    ferry_record again;
+    must(ferry_flow_job_init(&fj, &again, "test.j1", &err), &err);
+    assert_int_equal(FERRY_ECONFLICT, ferry_flow_create(&fj, &again, NULL, &err));
+    assert_non_null(strstr(err.msg, "unfinished"));
+
+    /* declared: A -> B, B -> B (a declared repeat), B -> C */
+    must(ferry_flow_advance(&fj, &r, T_B, NULL, NULL, &err), &err);
+    must(ferry_flow_advance(&fj, &r, T_B, "again", "{\"n\":2}", &err), &err);
+    back = stored(c, "test.j1");
+    assert_string_equal("B", back.u.job.state);
+    assert_string_equal("again", back.u.job.detail);
+    assert_string_equal("{\"n\":2}", back.u.job.data);
+    /* undeclared: B -> DONE; refused, nothing written */
+    int64_t v = r.version;
+    int n_calls = s.n;
+    assert_int_equal(FERRY_EINTERNAL, ferry_flow_advance(&fj, &r, T_DONE, NULL, NULL, &err));
+    assert_non_null(strstr(err.msg, "job test.j1: B -> DONE is not a declared test transition"));
+    assert_int_equal(v, stored(c, "test.j1").version);
+    assert_int_equal(n_calls, s.n); /* no crash point for a refused transition */
+    assert_string_equal("B", stored(c, "test.j1").u.job.state);
+    /* a note keeps the state, calls no hook */
+    must(ferry_flow_note(&fj, &r, "waiting", NULL, &err), &err);
+    assert_int_equal(n_calls, s.n);
+    assert_string_equal("waiting", stored(c, "test.j1").u.job.detail);
+    /* data that does not fit a record */
+    char big[FERRY_JOB_DATA_MAX + 10];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    assert_int_equal(FERRY_EINVAL, ferry_flow_advance(&fj, &r, T_C, NULL, big, &err));
+    assert_non_null(strstr(err.msg, "exceeds"));
+    /* fail with detail: the kind's failed state, owner cleared (a terminal state) */
+    must(ferry_flow_fail(&fj, &r, "it broke", NULL, &err), &err);
+    back = stored(c, "test.j1");
+    assert_string_equal("FAILED", back.u.job.state);
+    assert_string_equal("it broke", back.u.job.detail);
+    assert_string_equal("", back.u.job.owner);
+
+    /* the crash hook before and after each transition, named by the state; progress after */
+    const char *want[] = {"before=A", "after=A", "before=B", "after=B", "before=B", "after=B",
+                          "before=FAILED", "after=FAILED"};
+    assert_int_equal(8, s.n);
+    for (int i = 0; i < 8; i++)
+        assert_string_equal(want[i], s.calls[i]);
+    assert_int_equal(4, s.np);
+    assert_int_equal(-1, s.progress[0][0]);
+    assert_int_equal(T_A, s.progress[0][1]);
+    assert_int_equal(T_A, s.progress[1][0]);
+    assert_int_equal(T_B, s.progress[1][1]);
+    assert_int_equal(T_FAILED, s.progress[3][1]);
+
+    /* a finished job is taken back to start by create, keeping when it was created */
+    must(ferry_flow_job_init(&fj, &again, "test.j1", &err), &err);
+    must(ferry_flow_create(&fj, &again, "{}", &err), &err);
+    back = stored(c, "test.j1");
+    assert_string_equal("A", back.u.job.state);
+    assert_int_equal(r.u.job.created, back.u.job.created);
+    /* a record of another kind under that id is not ours */
+    ferry_flow_journal oj;
+    ferry_flow_journal_init(&oj, c, &other_kind, "w9");
+    ferry_record o;
+    must(ferry_flow_job_init(&oj, &o, "test.j1", &err), &err);
+    assert_int_equal(FERRY_EINVAL, ferry_flow_get(&oj, &o, &err));
+    ferry_catalog_close(c);
+}
+
+static void test_cas_conflict(void **state)
+{
+    (void)state;
+    char url[512] = "";
+    ferry_catalog *c1 = open_catalog(url, sizeof url);
+    ferry_catalog *c2 = open_catalog(url, sizeof url); /* the same file, its own handle */
+    seen s1 = {0}, s2 = {0};
+    ferry_flow_journal w1, w2;
+    journal(&w1, c1, "w1", &s1);
+    journal(&w2, c2, "w2", &s2);
+    ferry_err err = {0};
+    ferry_record a, b;
+    must(ferry_flow_job_init(&w1, &a, "test.race", &err), &err);
+    must(ferry_flow_create(&w1, &a, NULL, &err), &err);
+    b = stored(c2, "test.race"); /* both have read version v */
+    assert_int_equal(a.version, b.version);
+    must(ferry_flow_advance(&w1, &a, T_B, NULL, NULL, &err), &err);
+    int calls = s2.n;
+    assert_int_equal(FERRY_ECONFLICT, ferry_flow_advance(&w2, &b, T_B, NULL, NULL, &err));
+    assert_non_null(strstr(err.msg, "another worker"));
+    assert_int_equal(calls + 1, s2.n); /* the point before it, not the one after */
+    ferry_record now = stored(c1, "test.race");
+    assert_string_equal("w1", now.u.job.owner);
+    assert_int_equal(a.version, now.version);
+    /* a second create of the same new id loses too */
+    ferry_record x, y;
+    must(ferry_flow_job_init(&w1, &x, "test.new", &err), &err);
+    must(ferry_flow_job_init(&w2, &y, "test.new", &err), &err);
+    ferry_flow_change cx = {.rec = &x, .to = T_A}, cy = {.rec = &y, .to = T_A};
+    must(ferry_flow_write(&w1, NULL, &cx, 1, FERRY_FLOW_CREATE, &err), &err);
+    assert_int_equal(FERRY_ECONFLICT, ferry_flow_write(&w2, NULL, &cy, 1, FERRY_FLOW_CREATE, &err));
+    ferry_catalog_close(c1);
+    ferry_catalog_close(c2);
+}
+
+static void test_batch_and_resume(void **state)
+{
+    (void)state;
+    char url[512] = "";
+    ferry_catalog *c = open_catalog(url, sizeof url);
+    seen s = {0};
+    ferry_flow_journal fj;
+    journal(&fj, c, "w1", &s);
+    ferry_err err = {0};
+    const char *ids[] = {"test.b", "test.a", "test.c", "test.d"};
+    ferry_record r[4];
+    ferry_flow_change ch[4];
+    for (int i = 0; i < 4; i++) {
+        must(ferry_flow_job_init(&fj, &r[i], ids[i], &err), &err);
+        ch[i] = (ferry_flow_change){.rec = &r[i], .to = T_A};
+    }
+    /* without FERRY_FLOW_CREATE a job not in the catalog cannot be written */
+    assert_int_equal(FERRY_EINTERNAL, ferry_flow_write(&fj, NULL, ch, 4, 0, &err));
+    must(ferry_flow_write(&fj, NULL, ch, 4, FERRY_FLOW_CREATE, &err), &err);
+    assert_int_equal(2, s.n); /* one point before and one after for the batch's one state */
+    /* a batch with another record in it: all of it or nothing */
+    ferry_batch *b = ferry_batch_new();
+    ferry_flow_journal oj;
+    ferry_flow_journal_init(&oj, c, &other_kind, "w1");
+    ferry_record other;
+    must(ferry_flow_job_init(&oj, &other, "other.1", &err), &err);
+    snprintf(other.u.job.state, sizeof other.u.job.state, "A");
+    must(ferry_batch_create(b, &other, &err), &err);
+    ch[0].to = T_B;
+    ch[1].to = T_FAILED;
+    ferry_record stale = r[2];
+    ch[2].to = T_B;
+    must(ferry_flow_write(&fj, b, ch, 3, 0, &err), &err);
+    ferry_batch_free(b);
+    assert_string_equal("B", stored(c, "test.b").u.job.state);
+    assert_string_equal("FAILED", stored(c, "test.a").u.job.state);
+    assert_string_equal("A", stored(c, "other.1").u.job.state);
+    /* a batch with a stale record: nothing of it is written */
+    ferry_record before = r[0];
+    ch[0] = (ferry_flow_change){.rec = &r[0], .to = T_C};
+    ch[1] = (ferry_flow_change){.rec = &stale, .to = T_B};
+    assert_int_equal(FERRY_ECONFLICT, ferry_flow_write(&fj, NULL, ch, 2, 0, &err));
+    assert_string_equal("B", stored(c, "test.b").u.job.state);
+    assert_int_equal(before.version, r[0].version);
+    /* resume: the unfinished jobs of the kind, sorted by id; not FAILED, not other kinds */
+    ferry_record_list l = {0};
+    must(ferry_flow_list_unfinished(&fj, &l, &err), &err);
+    assert_int_equal(3, l.n);
+    assert_string_equal("test.b", l.items[0].u.job.id);
+    assert_string_equal("test.c", l.items[1].u.job.id);
+    assert_string_equal("test.d", l.items[2].u.job.id);
+    assert_int_equal(stored(c, "test.c").version, l.items[1].version);
+    ferry_record_list_free(&l);
+    must(ferry_flow_list_unfinished(&oj, &l, &err), &err);
+    assert_int_equal(1, l.n);
+    ferry_record_list_free(&l);
+    ferry_catalog_close(c);
+}
+
+/* In a child: the default hook with knob set to point, then a -> B. Returns the wait status. */
+static int crash_child(const char *url, const char *knob, const char *point)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        ferry_test_knob_set(knob, point);
+        ferry_catalog *c = NULL;
+        ferry_err err = {0};
+        if (ferry_catalog_open(url, &c, &err))
+            _exit(3);
+        ferry_flow_journal fj;
+        ferry_flow_journal_init(&fj, c, &t_kind, "child");
+        ferry_record r;
+        ferry_flow_job_init(&fj, &r, "test.crash", &err);
+        if (ferry_flow_get(&fj, &r, &err) || ferry_flow_advance(&fj, &r, T_B, NULL, NULL, &err))
+            _exit(4);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+static void test_default_crash_hook(void **state)
+{
+    (void)state;
+    char url[512] = "";
+    ferry_catalog *c = open_catalog(url, sizeof url);
+    ferry_flow_journal fj;
+    ferry_flow_journal_init(&fj, c, &t_kind, "parent");
+    ferry_err err = {0};
+    ferry_record r;
+    must(ferry_flow_job_init(&fj, &r, "test.crash", &err), &err);
+    must(ferry_flow_create(&fj, &r, NULL, &err), &err); /* no knob installed: nothing happens */
+    /* killed before B is journaled: still A */
+    int st = crash_child(url, "FERRY_TEST_CRASH_BEFORE", "B");
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    assert_string_equal("A", stored(c, "test.crash").u.job.state);
+    /* a point of another state: the child runs through */
+    st = crash_child(url, "FERRY_TEST_CRASH_AFTER", "C");
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* killed after B is journaled: B (B -> B is declared) */
+    st = crash_child(url, "FERRY_TEST_CRASH_AFTER", "B");
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    assert_string_equal("B", stored(c, "test.crash").u.job.state);
+    assert_string_equal("child", stored(c, "test.crash").u.job.owner);
+    ferry_catalog_close(c);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/ferry_flow_journal_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tables),
+        cmocka_unit_test(test_transitions),
+        cmocka_unit_test(test_cas_conflict),
+        cmocka_unit_test(test_batch_and_resume),
+        cmocka_unit_test(test_default_crash_hook),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return rc;
+}
