@@ -5,8 +5,11 @@
 # split each (`ferry tenant add`'s default, the size of the earlier measurements); with BASELINE=/path/to/an/older/ferry, that binary registers the same
 # 10,000 tenants and runs the same dry run side by side. JSON lines on stdout, one per phase,
 # each with the backend and the load average before it. On ZooKeeper the big run does only what
-# does not read every record (ZK_BIG_PHASES): at a million slices each full read takes minutes
-# (docs/benchmarks.md, "Scale"); the 10,000-tenant runs do every phase.
+# does not read every record (ZK_BIG_PHASES): at a million slices each full read takes 15-30 s
+# since scans read by multiRead (minutes before), and the sync of `ferry shard add` writes every
+# slice's size; bench_plan_scan and bench_router_load measure those reads on the catalog left
+# behind (docs/benchmarks.md, "ZooKeeper at a million slices"); the 10,000-tenant runs do every
+# phase.
 # PHASES=a,b,... runs those phases in the big run (and SMALL_PHASES in the 10,000-tenant runs,
 # "none" to skip them), e.g. PHASES=register,dry_run,plan,status SMALL_PHASES=none.
 #   usage: bench/scale.sh [BUILD_DIR [TENANTS [BACKENDS]]]   default build-release 100000 "sqlite zk"

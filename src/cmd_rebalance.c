@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "cli_move.h"
+#include "ferry/autopilot.h"
 #include "ferry/pause.h"
 #include "ferry/strutil.h"
 
@@ -29,7 +30,8 @@ const char cmd_rebalance_usage[] =
     "                    plus the bytes it receives, all moves together\n"
     "  --batch N         moves between the same two shards run N at a time as one batch: one\n"
     "                    freeze, one ATTACH, one MOVE PARTITION, one DETACH for all of them\n"
-    "                    (default 1: each move alone; a batch counts as one move for the limits)\n"
+    "                    (default 8; 1: each move alone; a batch counts as one move for the\n"
+    "                    limits)\n"
     "  --grace MS        wait after each routing switch for writes in flight (default 2000,\n"
     "                    or 0 when [cluster] routers lists the routers: their fence covers it)\n"
     "  --json            the plan, progress and each move as JSON lines; a summary line last\n"
@@ -49,7 +51,7 @@ int cmd_rebalance(int argc, char **argv)
                                          {"force", no_argument, NULL, O_FORCE},
                                          CLI_OPT_DRY_RUN, CLI_OPT_JSON, CLI_OPT_CONFIG,
                                          {NULL, 0, NULL, 0}};
-    uint64_t par = 1, per_shard = 2, bps = 0, shard_bps = 0, grace = 0, batch = 1;
+    uint64_t par = 1, per_shard = 2, bps = 0, shard_bps = 0, grace = 0, batch = FERRY_AP_MOVE_BATCH;
     bool grace_given = false, force = false;
     cli_common o = {0};
     int ch, status = 0;

@@ -63,11 +63,18 @@ void ferry_ap_window_fmt(const ferry_ap_window *w, char *out, size_t sz);
 /* now when open, else when it opens next. */
 time_t ferry_ap_window_next(const ferry_ap_window *w, time_t now);
 
+/* Moves of one batch by default, as `ferry rebalance --batch` (docs/moves.md, "Batches"). */
+#define FERRY_AP_MOVE_BATCH 8
+
 typedef struct ferry_autopilot_config {
     bool enabled;                          /* [autopilot] enabled (default true) */
     unsigned interval_s[FERRY_AP_ACTIONS]; /* 0: the action does not run */
     unsigned max_moves_per_shard;          /* moves in flight touching one shard (default 1) */
     unsigned max_moves;                    /* moves in flight in total (default 2) */
+    unsigned move_batch;                   /* moves between the same two shards run as one
+                                              batch (ferry_move_run_batch), 1..64; a batch
+                                              counts as one move for the two limits above
+                                              (default FERRY_AP_MOVE_BATCH) */
     uint64_t bandwidth;                    /* bytes/s, all moves together; 0: unlimited */
     uint64_t bandwidth_per_shard;          /* bytes/s each shard sends plus receives; 0: none */
     ferry_ap_window window;

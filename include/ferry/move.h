@@ -107,7 +107,10 @@ int ferry_move_begin_clone(const ferry_move_opts *o, const char *tenant, uint32_
 /* ferry_move_begin (clone false) or ferry_move_begin_clone (clone true) from the replica on
  * shard `from` (NULL or "": the first shard of the slice's route, as those do), for slices with
  * several replicas: a move replaces `from` by `to` in the route and detaches the slice on `from`
- * only. FERRY_EINVAL when the route does not list `from`. */
+ * only. FERRY_EINVAL when the route does not list `from`. The source is never a replica that
+ * missed acknowledged writes (an open repair-need record, repair_need.h): without `from` the
+ * first route shard that missed none is taken (ferry_move_begin and _clone too); a `from` that
+ * missed some, or a slice whose every replica did, is FERRY_ECONFLICT (run ferry repair). */
 int ferry_move_begin_from(const ferry_move_opts *o, const char *tenant, uint32_t split,
                           const char *from, const char *to, bool clone, char id[64],
                           bool *resumed, ferry_err *err);

@@ -222,6 +222,20 @@ bool ferry_zone_repair(const ferry_cluster *c, ferry_hash h, const char *slice_i
                        const uint32_t *held, size_t n_held, const bool *eligible,
                        const uint64_t *load, double fill, size_t *victim, uint32_t *to);
 
+/* Rule 4 of a rebalance ("the change flipped the slice's preference") for a slice with rf > 1 on
+ * held[0..n_held), toward shards just added (gainer[s]): its replicas are taken weakest first
+ * (lowest score; replicas on gainers never move again), and one moves from shard x to the
+ * gainer d that outranks x for this slice (the best such d) among those that hold no replica,
+ * have room (load, fill as above) and keep the slice's zone spread even, or no less even than it
+ * was (eligible: the shards that may take replicas, for the zone levels; NULL: every shard).
+ * True with *victim (index into held) and *to; false when no replica moves. Called again after
+ * the move is applied, it finds the next, so a slice ends on the best of the old and added
+ * shards as a fresh placement would put it where room and zones allow. */
+bool ferry_attract_replica(const ferry_cluster *c, ferry_hash h, const char *slice_id,
+                           uint64_t bytes, const uint32_t *held, size_t n_held,
+                           const bool *gainer, const bool *eligible, const uint64_t *load,
+                           double fill, size_t *victim, uint32_t *to);
+
 /* ---- planning ----------------------------------------------------------------------------- */
 
 /* One replica move: copy the slice from `from` to `to`, then drop it from `from`. */

@@ -381,6 +381,39 @@ static int pipelined(cat_backend *be, const rel_list *paths, bool kids, scan_slo
     return FERRY_OK;
 }
 
+/* One level of a scan into slots: by multiRead on the scan's bulk session (zk_bulk.c), opened
+ * by the first level of at least BULK_MIN paths (a session costs a few round trips and a
+ * logged create and close on the server: not worth it for the small folders that routers and
+ * flows list often), else (or when that fails: the slots are emptied and read again) one
+ * pipelined request per path. A server without multiRead is remembered: later scans skip it. */
+#define BULK_MIN 256
+static void read_level(cat_backend *be, zk_bulk **bulk, const rel_list *paths, bool kids,
+                       scan_slot *slots)
+{
+    if (!*bulk && !be->no_bulk && paths->n >= BULK_MIN) {
+        int zrc = zk_bulk_open(be, bulk);
+        if (zrc == ZUNIMPLEMENTED)
+            be->no_bulk = true;
+        if (zrc != ZOK)
+            *bulk = NULL;
+    }
+    if (*bulk) {
+        int zrc = zk_bulk_read(*bulk, be, paths->v, paths->n, kids, slots);
+        if (zrc == ZOK)
+            return;
+        if (zrc == ZUNIMPLEMENTED)
+            be->no_bulk = true;
+        zk_bulk_close(*bulk);
+        *bulk = NULL;
+        for (size_t i = 0; i < paths->n; i++) {
+            free(slots[i].doc);
+            deallocate_String_vector(&slots[i].kids);
+            memset(&slots[i], 0, sizeof slots[i]);
+        }
+    }
+    pipelined(be, paths, kids, slots);
+}
+
 /* Every document exactly depth levels below rel: the levels above the documents are listed
  * level by level, each level's getChildren pipelined, then every document is read pipelined. */
 static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *out,
@@ -388,6 +421,7 @@ static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *ou
 {
     rel_list level = {0}, next = {0};
     scan_slot *slots = NULL;
+    zk_bulk *bulk = NULL; /* opened by the first level large enough (read_level) */
     int rc = rel_push(&level, rel, NULL) ? FERRY_ENOMEM : FERRY_OK;
     for (int d = 0; !rc && d <= depth; d++) {
         bool leaves = d == depth;
@@ -397,7 +431,7 @@ static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *ou
             rc = FERRY_ENOMEM;
             break;
         }
-        pipelined(be, &level, !leaves, slots);
+        read_level(be, &bulk, &level, !leaves, slots);
         for (size_t i = 0; i < level.n && !rc; i++) {
             scan_slot *s = &slots[i];
             if (s->rc == ZNONODE)
@@ -428,6 +462,7 @@ static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *ou
     free(slots);
     rel_free(&level);
     rel_free(&next);
+    zk_bulk_close(bulk);
     return rc;
 }
 

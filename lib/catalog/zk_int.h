@@ -5,6 +5,7 @@
 #define FERRY_CATALOG_ZK_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <zookeeper/zookeeper.h>
@@ -31,6 +32,8 @@ struct cat_backend {
     char **parents;  /* container nodes known to exist */
     size_t n_parents, cap_parents;
     unsigned batch_seq;
+    atomic_bool no_bulk; /* the server refused multiRead (zk_bulk.c): scans read one znode a
+                          * request (atomic: threads may scan on one handle) */
 };
 
 /* One multi's worth of operations with the storage they point into. */
@@ -57,6 +60,17 @@ typedef struct scan_wait {
     pthread_cond_t cv;
     size_t pending;
 } scan_wait;
+
+/* zk_bulk.c: a session of its own for a scan's reads by ZooKeeper's multiRead (many gets or
+ * getChildren per request). Each returns ZOK or a ZooKeeper code; ZUNIMPLEMENTED when the server
+ * has no multiRead (ZooKeeper 3.5): the caller then reads one znode per request. */
+typedef struct zk_bulk zk_bulk;
+int zk_bulk_open(cat_backend *be, zk_bulk **out);
+/* One request per path in slots[i] (children when kids, else the document), as zk.c's pipelined
+ * reads fill them; on failure some slots may hold results (the caller frees them). */
+int zk_bulk_read(zk_bulk *b, cat_backend *be, char *const *paths, size_t n, bool kids,
+                 scan_slot *slots);
+void zk_bulk_close(zk_bulk *b);
 
 /* The completion of a pipelined get into its scan_slot (the data pointer). */
 void zk_scan_done(int rc, const char *value, int len, const struct Stat *st, const void *data);

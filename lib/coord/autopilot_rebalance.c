@@ -230,6 +230,7 @@ int ferry_autopilot_rebalance(ferry_autopilot *ap, ferry_ap_run *run, ferry_err 
                              .max_per_shard = ap->ac.max_moves_per_shard,
                              .max_bytes_per_second = ap->ac.bandwidth,
                              .max_bytes_per_second_per_shard = ap->ac.bandwidth_per_shard,
+                             .batch = ap->ac.move_batch,
                              .on_step = on_step,
                              .may_start = may_start,
                              .arg = &x};

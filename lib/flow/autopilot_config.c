@@ -176,10 +176,10 @@ int ferry_autopilot_config_read(const ferry_config *cfg, ferry_autopilot_config 
     static const char *const keys[] = {
         "enabled", "rebalance_interval", "splits_interval", "tier_interval", "repair_interval",
         "retention_interval", "sweep_interval", "doctor_interval", "max_moves_per_shard",
-        "max_moves", "bandwidth", "bandwidth_per_shard", "window", "window_actions", "skew", "keep", "delete_orphans", "min_age",
-        "doctor_skip", NULL};
+        "max_moves", "move_batch", "bandwidth", "bandwidth_per_shard", "window", "window_actions",
+        "skew", "keep", "delete_orphans", "min_age", "doctor_skip", NULL};
     memset(out, 0, sizeof *out);
-    uint64_t per_shard = 0, total = 0;
+    uint64_t per_shard = 0, total = 0, batch = 0;
     int rc = ferry_config_check_keys(cfg, "autopilot", keys, err);
     if (!rc)
         rc = ferry_config_bool(cfg, "autopilot", NULL, "enabled", true, &out->enabled, err);
@@ -192,6 +192,9 @@ int ferry_autopilot_config_read(const ferry_config *cfg, ferry_autopilot_config 
         rc = ferry_config_u64(cfg, "autopilot", NULL, "max_moves_per_shard", 1, &per_shard, err);
     if (!rc)
         rc = ferry_config_u64(cfg, "autopilot", NULL, "max_moves", 2, &total, err);
+    if (!rc)
+        rc = ferry_config_u64(cfg, "autopilot", NULL, "move_batch", FERRY_AP_MOVE_BATCH, &batch,
+                              err);
     if (!rc)
         rc = ferry_config_bytes(cfg, "autopilot", NULL, "bandwidth", 0, &out->bandwidth, err);
     if (!rc)
@@ -226,6 +229,12 @@ int ferry_autopilot_config_read(const ferry_config *cfg, ferry_autopilot_config 
         return ferry_err_set(err, FERRY_EINVAL, "%s:%d: [autopilot] %s: expected 1..64 moves",
                              cfg->path, e ? e->line : 0, e ? e->key : "max_moves");
     }
+    if (batch < 1 || batch > 64) {
+        e = ferry_config_find(cfg, "autopilot", NULL, "move_batch");
+        return ferry_err_set(err, FERRY_EINVAL, "%s:%d: [autopilot] move_batch: expected 1..64 "
+                             "moves between the same two shards run as one batch (1: each "
+                             "alone)", cfg->path, e ? e->line : 0);
+    }
     if (out->skew <= 0 || out->skew > 1) {
         e = ferry_config_find(cfg, "autopilot", NULL, "skew");
         return ferry_err_set(err, FERRY_EINVAL, "%s:%d: [autopilot] skew: expected a fill "
@@ -233,6 +242,7 @@ int ferry_autopilot_config_read(const ferry_config *cfg, ferry_autopilot_config 
     }
     out->max_moves_per_shard = (unsigned)per_shard;
     out->max_moves = (unsigned)total;
+    out->move_batch = (unsigned)batch;
     if ((e = ferry_config_find(cfg, "autopilot", NULL, "window")) && e->value[0] &&
         ferry_ap_window_parse(e->value, &out->window, err)) {
         ferry_err_prefix(err, "%s:%d: [autopilot] ", cfg->path, e->line);

@@ -25,6 +25,7 @@
 #include "ferry/log.h"
 #include "ferry/partition.h"
 #include "ferry/rate.h"
+#include "ferry/repair_need.h"
 #include "ferry/strutil.h"
 #include "ferry/tally.h"
 #include "ferry/testknob.h"
@@ -178,6 +179,42 @@ typedef struct begin_shared {
     uint64_t min_inodes;        /* [cluster] min_free_inodes */
 } begin_shared;
 
+/* The source of a move or clone of a slice with several replicas (route `shards`): never a
+ * replica that missed writes the router acknowledged without it (an open repair-need record,
+ * include/ferry/repair_need.h), since the copy would lack them. want_from named (NULL or "":
+ * not): refused when that replica missed writes; not named: the first replica of the route
+ * that missed none replaces `from` (which holds the route's first shard); refused when every
+ * replica missed some. */
+static int pick_clean_source(ferry_catalog *cat, const char *tenant, uint32_t split,
+                             const char *shards, const char *want_from, char *from,
+                             size_t from_size, ferry_err *err)
+{
+    ferry_repair_need need;
+    bool open_need = false;
+    int rc = ferry_repair_need_get(cat, tenant, split, &need, &open_need, err);
+    if (rc || !open_need || !ferry_repair_need_lists(need.missed, from))
+        return rc;
+    if (want_from && *want_from)
+        return ferry_err_set(err, FERRY_ECONFLICT,
+                             "tenant %s split %u: the replica on %s missed writes acknowledged "
+                             "without it (open repair need; missed by %s); a copy from it would "
+                             "lose them: run `ferry repair --tenant %s` first, or move from a "
+                             "replica that took them (%s)", tenant, split, from, need.missed,
+                             tenant, *need.held ? need.held : "none did");
+    char copy[FERRY_LIST_MAX], *save = NULL;
+    snprintf(copy, sizeof copy, "%s", shards);
+    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
+        if (!ferry_repair_need_lists(need.missed, s)) {
+            mv_copy_str(from, from_size, s);
+            return FERRY_OK;
+        }
+    return ferry_err_set(err, FERRY_ECONFLICT,
+                         "tenant %s split %u: every replica (%s) missed some writes acknowledged "
+                         "without it (open repair need); a copy from any of them would lose "
+                         "rows: run `ferry repair --tenant %s` first", tenant, split, shards,
+                         tenant);
+}
+
 static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split,
                       const char *want_from, const char *to, bool clone, char id[64],
                       bool *resumed, begin_shared *sh, ferry_err *err)
@@ -275,6 +312,10 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
         }
         mv_copy_str(from, sizeof from, want_from);
     }
+    if (strchr(route.u.route.shards, ',') &&
+        (rc = pick_clean_source(cat, tenant, split, route.u.route.shards, want_from, from,
+                                sizeof from, err)))
+        goto out;
     if (sh) { /* the batch's checks of the servers, made once for all its slices */
         if (strcmp(from, sh->from)) {
             rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is served by %s now, not "

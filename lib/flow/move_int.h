@@ -16,6 +16,8 @@ typedef struct mv_plan_shard {
     uint64_t capacity;
     bool in_old; /* serves routes now */
     bool in_new; /* active */
+    bool added;  /* state NEW: the plan fills it as a shard just added, also once it serves
+                  * routes (a rebalance cut short, resumed) */
     const char *zone; /* NULL or "": none */
 } mv_plan_shard;
 
@@ -61,6 +63,10 @@ long mv_zones_pick(mv_zones *z, const char *slice_id, uint64_t bytes, const size
 /* Zone repair: true with *victim (index into held) and *to (shard) when a replica should move. */
 bool mv_zones_repair(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
                      size_t n_held, size_t *victim, size_t *to);
+/* An added shard's pull (ferry_attract_replica): true with *victim (index into held) and *to
+ * (an added shard) when a replica should move there. */
+bool mv_zones_attract(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
+                      size_t n_held, size_t *victim, size_t *to);
 
 /* ---- the catalog's tenants, slices and routes, compactly (catalog_view.c) ---- */
 

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ferry/buf.h"
 #include "ferry/log.h"
@@ -173,32 +174,25 @@ static int store_loads(ferry_catalog *cat, const ferry_record_list *shards, cons
     return rc;
 }
 
-int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
-                         ferry_err *err)
+/* Sync attempts when the batch meets a concurrent write (another sync, a move's routing switch,
+ * a registration): each re-reads the catalog, not the servers. */
+#define SYNC_ATTEMPTS 5
+
+/* One attempt: the catalog's view now, the batch from it and the servers' rows, committed. */
+static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const inv_rows *rows,
+                     ferry_sync_summary *s, ferry_err *err)
 {
-    ferry_sync_summary dummy;
-    if (!s)
-        s = &dummy;
-    memset(s, 0, sizeof *s);
-    ferry_record_list shards = {0}, tables = {0};
     mv_view view = {0};
-    inv_rows rows = {0};
     ferry_batch *b = NULL;
     uint64_t *newb = NULL; /* each view slice's bytes after the sync */
     ferry_shard_load *loads = NULL;
-    int rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
-    if (!rc)
-        rc = ferry_catalog_list(cat, FERRY_REC_TABLE, NULL, 0, &tables, err);
-    if (!rc)
-        rc = read_servers(&shards, &tables, o, &rows, err);
-    if (!rc)
-        rc = mv_view_read(cat, &view, err);
+    memset(s, 0, sizeof *s);
+    int rc = mv_view_read(cat, &view, err);
     if (rc)
         goto out;
-    inv_merge(&rows, 0);
     b = ferry_batch_new();
     newb = malloc((view.n_slices ? view.n_slices : 1) * sizeof *newb);
-    loads = calloc(shards.n + 1, sizeof *loads);
+    loads = calloc(shards->n + 1, sizeof *loads);
     if (!b || !newb || !loads) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
@@ -206,16 +200,16 @@ int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_syn
     for (size_t i = 0; i < view.n_slices; i++)
         newb[i] = view.slices[i].bytes;
     /* tenants: splits = highest split seen + 1 (the last row of each tenant's run) */
-    for (size_t i = 0; !rc && i < rows.n; i++) {
-        if (i + 1 < rows.n && !strcmp(rows.r[i + 1].tenant, rows.r[i].tenant))
+    for (size_t i = 0; !rc && i < rows->n; i++) {
+        if (i + 1 < rows->n && !strcmp(rows->r[i + 1].tenant, rows->r[i].tenant))
             continue;
-        uint32_t want = rows.r[i].split + 1;
-        const mv_view_tenant *have = mv_view_tenant_find(&view, rows.r[i].tenant);
+        uint32_t want = rows->r[i].split + 1;
+        const mv_view_tenant *have = mv_view_tenant_find(&view, rows->r[i].tenant);
         if (have && have->splits >= want)
             continue;
         ferry_record tr;
         ferry_record_init(&tr, FERRY_REC_TENANT);
-        snprintf(tr.u.tenant.name, sizeof tr.u.tenant.name, "%s", rows.r[i].tenant);
+        snprintf(tr.u.tenant.name, sizeof tr.u.tenant.name, "%s", rows->r[i].tenant);
         tr.u.tenant.splits = want;
         if (have) {
             tr.u.tenant.rf = have->rf;
@@ -227,10 +221,10 @@ int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_syn
         }
     }
     /* slices and routes: one run of rows per slice (one row per shard holding it) */
-    for (size_t i = 0, next; !rc && i < rows.n; i = next) {
-        const inv_row *x = &rows.r[i];
-        for (next = i + 1; next < rows.n && !mv_slice_key_cmp(rows.r[next].tenant,
-                                                               rows.r[next].split, x->tenant,
+    for (size_t i = 0, next; !rc && i < rows->n; i = next) {
+        const inv_row *x = &rows->r[i];
+        for (next = i + 1; next < rows->n && !mv_slice_key_cmp(rows->r[next].tenant,
+                                                               rows->r[next].split, x->tenant,
                                                                x->split);
              next++)
             ;
@@ -241,9 +235,9 @@ int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_syn
         const inv_row *serving = NULL;
         size_t holders = next - i;
         for (size_t j = i; j < next; j++)
-            if (route ? ferry_list_has(route, shards.items[rows.r[j].shard].u.shard.name)
+            if (route ? ferry_list_has(route, shards->items[rows->r[j].shard].u.shard.name)
                       : !serving)
-                serving = &rows.r[j];
+                serving = &rows->r[j];
         if (!route && holders > 1) {
             rc = ferry_err_set(err, FERRY_ECONFLICT,
                                "tenant %s split %u has data on %zu shards and no route; route it "
@@ -262,7 +256,7 @@ int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_syn
             snprintf(rr.u.route.tenant, sizeof rr.u.route.tenant, "%s", x->tenant);
             rr.u.route.split = x->split;
             snprintf(rr.u.route.shards, sizeof rr.u.route.shards, "%s",
-                     shards.items[serving->shard].u.shard.name);
+                     shards->items[serving->shard].u.shard.name);
             rc = ferry_batch_create(b, &rr, err);
             s->routes_created++;
         }
@@ -288,16 +282,54 @@ int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_syn
     }
     if (!rc && ferry_batch_size(b))
         rc = ferry_catalog_commit(cat, b, NULL, err);
-    if (rc == FERRY_ECONFLICT)
-        ferry_err_prefix(err, "inventory sync: ");
     if (!rc)
-        rc = store_loads(cat, &shards, &view, newb, loads, err);
+        rc = store_loads(cat, shards, &view, newb, loads, err);
 out:
     free(newb);
     free(loads);
     ferry_batch_free(b);
-    free(rows.r);
     mv_view_free(&view);
+    return rc;
+}
+
+int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
+                         ferry_err *err)
+{
+    ferry_sync_summary dummy;
+    if (!s)
+        s = &dummy;
+    memset(s, 0, sizeof *s);
+    ferry_record_list shards = {0}, tables = {0};
+    inv_rows rows = {0};
+    int rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
+    if (!rc)
+        rc = ferry_catalog_list(cat, FERRY_REC_TABLE, NULL, 0, &tables, err);
+    if (!rc)
+        rc = read_servers(&shards, &tables, o, &rows, err);
+    if (rc)
+        goto out;
+    inv_merge(&rows, 0);
+    /* The batch is one compare-and-set over every record it changes: a move switching a route or
+     * another process syncing at the same time makes it fail as a whole, and nothing is
+     * half-written. The sizes read from the servers are still true, so only the catalog is read
+     * again (a user's `ferry shard drain` must not fail because the coordinator synced). */
+    for (int attempt = 1;; attempt++) {
+        rc = sync_once(cat, &shards, &rows, s, err);
+        if (rc != FERRY_ECONFLICT || attempt == SYNC_ATTEMPTS)
+            break;
+        ferry_log(FERRY_LOG_DEBUG, "msg=\"inventory sync meets a concurrent write; again\" "
+                  "attempt=%d error=\"%s\"", attempt, err->msg);
+        ferry_err_clear(err);
+        /* 20-99 ms, from the clock: two processes that met should not meet again */
+        struct timespec now, pause = {0, 0};
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        pause.tv_nsec = (20 + now.tv_nsec / 1000 % 80) * 1000000L;
+        nanosleep(&pause, NULL);
+    }
+    if (rc == FERRY_ECONFLICT)
+        ferry_err_prefix(err, "inventory sync (%d attempts): ", SYNC_ATTEMPTS);
+out:
+    free(rows.r);
     ferry_record_list_free(&shards);
     ferry_record_list_free(&tables);
     return rc;

@@ -122,7 +122,9 @@ static bool shard_active(const ferry_record_list *shards, size_t k)
  *  2. MOVE of every replica left on a shard that is not active (draining) to the shard
  *     placement's zone rule picks among the active shards the slice is not on;
  *  3. CLONE while it has too few, to the shard the same rule picks (from a replica that stays);
- *  4. MOVE for zone repair while its replicas crowd a zone and a less crowded zone has room.
+ *  4. MOVE for zone repair while its replicas crowd a zone and a less crowded zone has room;
+ *  5. MOVE of its weakest replicas to shards just added (state NEW) that now outrank them, as
+ *     placement's rule 4 moves the slices of rf 1 (ferry_attract_replica).
  * Every step updates idx and the shard loads, so later steps (and slices) see its result. */
 static int plan_slice(const ferry_settings *st, const ferry_record_list *shards, mv_zones *zones,
                       const mv_view_slice *sl, size_t *idx, size_t have, unsigned want,
@@ -197,6 +199,16 @@ static int plan_slice(const ferry_settings *st, const ferry_record_list *shards,
         mv_zones_load(zones, to, bytes);
         idx[victim] = to;
     }
+    for (size_t round = 0; !rc && all_active && round < have; round++) {
+        size_t victim, to;
+        if (!mv_zones_attract(zones, id, sl->bytes, idx, have, &victim, &to))
+            break;
+        rc = plan_push(out, cap, FERRY_PLAN_MOVE, sl, shards->items[idx[victim]].u.shard.name,
+                       shards->items[to].u.shard.name, err);
+        mv_zones_load(zones, idx[victim], -bytes);
+        mv_zones_load(zones, to, bytes);
+        idx[victim] = to;
+    }
     return rc;
 }
 
@@ -246,6 +258,7 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
         ps[i].weight = sh->weight > 0 ? sh->weight : 1;
         ps[i].capacity = sh->capacity;
         ps[i].in_new = ferry_shard_placeable(sh->state);
+        ps[i].added = sh->state == FERRY_SHARD_NEW;
         ps[i].zone = sh->zone;
         active += ps[i].in_new;
         names[i] = sh->name;

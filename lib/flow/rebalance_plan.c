@@ -20,6 +20,11 @@ int mv_score(const char *hash, const char *slice_id, const char *shard, double w
     return FERRY_OK;
 }
 
+/* An added shard's weight in the old cluster, relative to its own: small enough that a slice
+ * prefers it over its current shard "before" only about once in 10^12 (weighted rendezvous: the
+ * chance is the weights' ratio), large enough to stay a positive normal double. */
+#define MV_ADDED_OLD_WEIGHT 1e-12
+
 int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *shards, size_t nsh,
             const mv_plan_slice *slices, size_t nsl, mv_plan_move **out, size_t *n,
             ferry_err *err)
@@ -59,8 +64,13 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
         (rc = ferry_inventory_init(&inv, "catalog slices", err)))
         goto out;
     for (size_t s = 0; s < nsh; s++) {
+        /* A shard just added that already serves routes (a rebalance cut short) was in the
+         * old cluster with almost no weight: placement still sees it as gaining weight, so the
+         * rest of its first rebalance is planned again rather than forgotten. */
+        double old_weight = shards[s].added ? shards[s].weight * MV_ADDED_OLD_WEIGHT
+                                            : shards[s].weight;
         if (shards[s].in_old &&
-            (rc = ferry_cluster_add(&oldc, shards[s].name, shards[s].weight, shards[s].capacity, 0,
+            (rc = ferry_cluster_add(&oldc, shards[s].name, old_weight, shards[s].capacity, 0,
                                     err)))
             goto out;
         if (shards[s].in_new &&
@@ -177,6 +187,7 @@ struct mv_zones {
     long *to_cluster;    /* [n] input index -> cluster index */
     size_t *from_cluster; /* [c.n] cluster index -> input index */
     bool *eligible;       /* [c.n] */
+    bool *gainer;         /* [c.n] added shards */
     uint64_t *load;       /* [c.n] */
 };
 
@@ -188,6 +199,7 @@ void mv_zones_close(mv_zones *z)
     free(z->to_cluster);
     free(z->from_cluster);
     free(z->eligible);
+    free(z->gainer);
     free(z->load);
     free(z);
 }
@@ -217,8 +229,9 @@ int mv_zones_open(const char *hash, double fill, const mv_plan_shard *shards, si
     z->to_cluster = calloc(n, sizeof *z->to_cluster);
     z->from_cluster = calloc(n, sizeof *z->from_cluster);
     z->eligible = calloc(n, sizeof *z->eligible);
+    z->gainer = calloc(n, sizeof *z->gainer);
     z->load = calloc(n, sizeof *z->load);
-    if (!z->to_cluster || !z->from_cluster || !z->eligible || !z->load) {
+    if (!z->to_cluster || !z->from_cluster || !z->eligible || !z->gainer || !z->load) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
@@ -227,6 +240,7 @@ int mv_zones_open(const char *hash, double fill, const mv_plan_shard *shards, si
         z->to_cluster[s] = k;
         z->from_cluster[k] = s;
         z->eligible[k] = shards[s].in_new;
+        z->gainer[k] = shards[s].in_new && shards[s].added;
     }
 out:
     if (rc)
@@ -277,6 +291,20 @@ bool mv_zones_repair(mv_zones *z, const char *slice_id, uint64_t bytes, const si
     if (z->n == 0 || nh != n_held ||
         !ferry_zone_repair(&z->c, z->hash, slice_id, bytes, h, nh, z->eligible, z->load, z->fill,
                            &v, &d))
+        return false;
+    *victim = v;
+    *to = z->from_cluster[d];
+    return true;
+}
+
+bool mv_zones_attract(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
+                      size_t n_held, size_t *victim, size_t *to)
+{
+    uint32_t h[64], d = FERRY_NO_SHARD;
+    size_t nh = held_in_cluster(z, held, n_held, h), v = 0;
+    if (z->n == 0 || nh != n_held ||
+        !ferry_attract_replica(&z->c, z->hash, slice_id, bytes, h, nh, z->gainer, z->eligible,
+                               z->load, z->fill, &v, &d))
         return false;
     *victim = v;
     *to = z->from_cluster[d];

@@ -247,6 +247,48 @@ int stg_recover(mv_conn *c, const char *db, const char *staging, ferry_err *err)
 }
 
 /* read-create: one ALTER TABLE staging ATTACH PARTITION ID ... for every partition. */
+/* ATTACH PARTITION renames each detached part X to attaching_X while it loads it, and renames
+ * them back when the statement fails; a server killed in between keeps attaching_X. When the
+ * flow sends X again (a resumed move, clone, repair or tiering wave), the next ATTACH fails with
+ * "in rename: Directory not empty" on every try (found by the chaos soak: a move stopped in
+ * CLONE for good). Such a leftover is a copy of a part the flow sends again, nothing else
+ * refers to it, and removing its folder touches no object in object storage (the agent removes
+ * local files only), so the leftovers of the statement's partitions are removed. *removed: how
+ * many. */
+static int remove_attaching(mv_conn *c, const char *db, const char *staging,
+                            const char *const *pids, size_t n, size_t *removed, ferry_err *err)
+{
+    ferry_buf tail = FERRY_BUF_INIT;
+    ferry_ch_rows det = {0};
+    json_t *names = json_array(), *req = NULL;
+    *removed = 0;
+    ferry_buf_puts(&tail, " AND startsWith(name, 'attaching_') AND partition_id IN (");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            ferry_buf_putc(&tail, ',');
+        ferry_sql_quote(pids[i], &tail);
+    }
+    ferry_buf_putc(&tail, ')');
+    int rc = names ? query_table(c, "SELECT DISTINCT name FROM system.detached_parts WHERE", db,
+                                 staging, ferry_buf_cstr(&tail), &det, err)
+                   : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < det.n_rows; i++)
+        if (json_array_append_new(names, json_string(ferry_ch_rows_get(&det, i, 0))))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc && json_array_size(names)) {
+        req = json_pack("{s:s, s:s, s:O}", "database", db, "table", staging, "parts", names);
+        rc = req ? mv_agent(c, "remove-detached", req, NULL, NULL, err)
+                 : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        if (!rc)
+            *removed = json_array_size(names);
+    }
+    json_decref(req);
+    json_decref(names);
+    ferry_ch_rows_free(&det);
+    ferry_buf_free(&tail);
+    return rc;
+}
+
 static int attach_partitions(mv_conn *c, const char *db, const char *staging,
                              const char *const *pids, size_t n, ferry_err *err)
 {
@@ -258,6 +300,19 @@ static int attach_partitions(mv_conn *c, const char *db, const char *staging,
         ferry_sql_quote(pids[i], &sql);
     }
     int rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
+    if (rc && strstr(err->msg, "/attaching_")) {
+        ferry_err first = *err, rerr = {0};
+        size_t removed = 0;
+        if (remove_attaching(c, db, staging, pids, n, &removed, &rerr) == FERRY_OK && removed) {
+            FLOG_WARN("msg=\"ATTACH met parts left by an ATTACH cut short (the server stopped in "
+                      "it); removed, attaching again\" server=%s table=%s.%s leftovers=%zu",
+                      c->name, db, staging, removed);
+            ferry_err_clear(err);
+            rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
+        } else {
+            *err = first; /* the ATTACH's own error says most */
+        }
+    }
     ferry_buf_free(&sql);
     return rc;
 }

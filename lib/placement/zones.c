@@ -1,5 +1,6 @@
 /* Zones: how a slice's replicas spread over the zones its shards declare, the shard for one more
- * replica under the zone rule (ferry_pick_replica), and zone repair (ferry_zone_repair). The
+ * replica under the zone rule (ferry_pick_replica), zone repair (ferry_zone_repair) and the pull
+ * of shards just added on replicas of slices with rf > 1 (ferry_attract_replica). The
  * greedy placement in place.c applies the same rule through pl_zones_of; the catalog's
  * rebalance (lib/flow) uses the public functions for clone, move-off and repair steps. Pure. */
 #include "placement/placement_int.h"
@@ -156,4 +157,77 @@ bool ferry_zone_repair(const ferry_cluster *c, ferry_hash h, const char *slice_i
         }
     }
     return found;
+}
+
+/* How far a slice's replicas are from an even zone spread: the most crowded zone's count minus
+ * the fewest among zones with a free shard (0 when none is free). Even means at most 1 (as
+ * zone_unevenness in place.c). */
+static uint32_t unevenness(const pl_zones *z)
+{
+    uint32_t maxc = 0;
+    for (size_t j = 0; j < z->n; j++)
+        if (z->count[j] > maxc)
+            maxc = z->count[j];
+    return z->level == UINT32_MAX || maxc <= z->level ? 0 : maxc - z->level;
+}
+
+bool ferry_attract_replica(const ferry_cluster *c, ferry_hash h, const char *slice_id,
+                           uint64_t bytes, const uint32_t *held, size_t n_held,
+                           const bool *gainer, const bool *eligible, const uint64_t *load,
+                           double fill, size_t *victim, uint32_t *to)
+{
+    if (n_held == 0 || n_held > PL_RF_MAX || !gainer)
+        return false;
+    /* the replicas that may move, weakest first */
+    size_t order[PL_RF_MAX], n = 0;
+    double score[PL_RF_MAX];
+    for (size_t k = 0; k < n_held; k++) {
+        uint32_t s = held[k];
+        if (s == FERRY_NO_SHARD || s >= c->n)
+            return false; /* a replica the cluster does not know: the other steps first */
+        score[k] = ferry_score(h, slice_id, c->shards[s].name, c->shards[s].weight);
+        if (gainer[s])
+            continue;
+        size_t at = n++;
+        for (; at > 0 && pl_ranks_before(score[order[at - 1]], held[order[at - 1]], score[k], s);
+             at--)
+            order[at] = order[at - 1];
+        order[at] = k;
+    }
+    pl_zones before;
+    pl_zones_of(c, held, n_held, eligible, &before);
+    const uint32_t was = unevenness(&before);
+    for (size_t e = 0; e < n; e++) {
+        const size_t k = order[e];
+        const uint32_t x = held[k];
+        uint32_t best = FERRY_NO_SHARD;
+        double best_score = 0;
+        for (uint32_t d = 0; d < c->n; d++) {
+            if (!gainer[d] || (eligible && !eligible[d]) || is_held(held, n_held, d) ||
+                !has_room(c, d, bytes, load, fill))
+                continue;
+            double sd = ferry_score(h, slice_id, c->shards[d].name, c->shards[d].weight);
+            if (!pl_ranks_before(sd, d, score[k], x))
+                continue; /* x still outranks d: no flip */
+            if (c->zoned && c->shards[d].zone_id != c->shards[x].zone_id) {
+                uint32_t after_held[PL_RF_MAX];
+                for (size_t j = 0; j < n_held; j++)
+                    after_held[j] = j == k ? d : held[j];
+                pl_zones after;
+                pl_zones_of(c, after_held, n_held, eligible, &after);
+                if (unevenness(&after) > (was > 1 ? was : 1))
+                    continue;
+            }
+            if (best == FERRY_NO_SHARD || pl_ranks_before(sd, d, best_score, best)) {
+                best = d;
+                best_score = sd;
+            }
+        }
+        if (best != FERRY_NO_SHARD) {
+            *victim = k;
+            *to = best;
+            return true;
+        }
+    }
+    return false;
 }

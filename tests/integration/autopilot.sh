@@ -69,9 +69,12 @@ doctor_interval = 3s
 doctor_skip = shard_grants
 max_moves = 2
 max_moves_per_shard = 2
+move_batch = 1
 EOF
     [ -z "${2:-}" ] || echo "window = $2" >>"$1"
 }
+# move_batch = 1: each move its own unit, so a pause lands between the moves of one drain and
+# max_moves counts moves (a batch, default 8, counts as one and begins its moves together)
 coord_conf "$T/coord.conf"
 start_coord() { # start_coord CONF NAME
     bg_start "$T/$2.log" "$FERRY_BIN" coordinator --config "$1" --listen 127.0.0.1:0 \

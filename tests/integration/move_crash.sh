@@ -44,4 +44,22 @@ expect_exit 1 "$FERRY_BIN" move --config "$C" --resume "$id"
 assert_contains "$ERR" "is being run by another mover" "second mover refused"
 wait "$M1" || fail "first mover failed: $(cat "$T/m1.err")"
 ok "a second mover of the same move is refused (lease)"
+
+# a server stopped inside ATTACH PARTITION keeps detached/attaching_X (ClickHouse renames each
+# part while it loads it); the resumed move sends X again and must still attach it
+t=$src; src=$dst; dst=$t
+[ "$dst" = node2 ] && du=$U2 su=$U1 || { du=$U1; su=$U2; }
+FERRY_TEST_CRASH_AFTER=CLONE:sent expect_exit 137 "$FERRY_BIN" move --config "$C" --tenant acme \
+    --split 1 --to $dst --grace 200
+read -r dpath dname <<<"$(chq "$du" "SELECT path, name FROM system.detached_parts WHERE table = 'events_ferry_staging' ORDER BY name LIMIT 1 FORMAT TSV")"
+[ -n "$dname" ] && [ -d "$dpath" ] || fail "no part waiting in $dst's staging detached/ after CLONE:sent"
+mv "${dpath%/}" "$(dirname "${dpath%/}")/attaching_$dname"
+id=$(sqlite3 "$L/catalog.db" "SELECT name FROM records WHERE parent = 'moves' AND json_extract(doc, '\$.state') NOT IN ('DONE', 'FAILED')")
+"$FERRY_BIN" move --config "$C" --resume "$id" --grace 200 >"$T/resume.out" 2>"$T/resume.err" ||
+    fail "resume with an attaching_ leftover failed: $(tail -3 "$T/resume.err")"
+assert_contains "$(cat "$T/resume.err")" "ATTACH met parts left by an ATTACH cut short" "the leftover was named"
+assert_eq "$want" "$(mv_fp "$du" acme 1)" "data identical on $dst"
+assert_eq 0 "$(chq "$su" "SELECT count() FROM events WHERE tenant = 'acme'")" "$src empty"
+mv_no_residue "$L"
+ok "a part left as attaching_$dname by an ATTACH cut short: removed, the resumed move attached its new copy"
 done_testing

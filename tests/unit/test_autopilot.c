@@ -74,6 +74,7 @@ static void test_config(void **state)
         assert_int_equal(ac.interval_s[a], 0);
     assert_int_equal(ac.max_moves, 2);
     assert_int_equal(ac.max_moves_per_shard, 1);
+    assert_int_equal(ac.move_batch, FERRY_AP_MOVE_BATCH);
     assert_false(ac.window.set);
     /* everything */
     assert_int_equal(read_text("[autopilot]\nenabled = false\nrebalance_interval = 1m\n"
@@ -81,7 +82,7 @@ static void test_config(void **state)
                                "retention_interval = 1d\nkeep = 90d\nsweep_interval = 2h\n"
                                "delete_orphans = true\nmin_age = 24h\ndoctor_interval = 1h\n"
                                "doctor_skip = shard_grants\nmax_moves = 4\n"
-                               "max_moves_per_shard = 2\nbandwidth = 50M\n"
+                               "max_moves_per_shard = 2\nmove_batch = 1\nbandwidth = 50M\n"
                                "window = 01:00-05:00\nskew = 0.3\n",
                                &ac, &err),
                      FERRY_OK);
@@ -99,6 +100,7 @@ static void test_config(void **state)
     assert_string_equal(ac.doctor_skip, "shard_grants");
     assert_int_equal(ac.max_moves, 4);
     assert_int_equal(ac.max_moves_per_shard, 2);
+    assert_int_equal(ac.move_batch, 1);
     assert_true(ac.bandwidth == 50ull * 1024 * 1024 || ac.bandwidth == 50000000ull);
     assert_true(ac.window.set);
     assert_true(ac.skew > 0.29 && ac.skew < 0.31);
@@ -117,6 +119,7 @@ static void test_config(void **state)
         {"[autopilot]\nrebalance_interval = soon\n", "t.conf:2: [autopilot] rebalance_interval"},
         {"[autopilot]\nmax_moves = 0\n", "[autopilot] max_moves: expected 1..64"},
         {"[autopilot]\nmax_moves_per_shard = 65\n", "max_moves_per_shard: expected 1..64"},
+        {"[autopilot]\nmove_batch = 0\n", "t.conf:2: [autopilot] move_batch: expected 1..64"},
         {"[autopilot]\nskew = 2\n", "skew: expected a fill difference"},
         {"[autopilot]\nwindow = 1-5\n", "t.conf:2: [autopilot] window '1-5'"},
         {"[autopilot]\nretention_interval = 1d\n", "retention_interval needs keep"},

@@ -454,6 +454,127 @@ static void test_pick_and_repair(void **state)
     ferry_cluster_free(&c);
 }
 
+
+/* An added shard's pull on slices with rf > 1 (ferry_attract_replica): without zones, moving
+ * replicas one at a time from the weakest ends on the rendezvous top-rf of old and added shards
+ * (what a fresh placement gives); a full added shard pulls nothing; a replica already on an
+ * added shard stays; with zones, a move never puts two replicas in one zone while another
+ * zone has a free shard. */
+static void test_attract(void **state)
+{
+    (void)state;
+    ferry_cluster c;
+    ferry_err err = {0, ""};
+    must(ferry_cluster_parse("s1\t1\ns2\t1\ns3\t1\ns4\t1\nn5\t1\nn6\t2\n", "six", &c, &err),
+         &err);
+    ferry_hash h = FERRY_HASH_SHA256;
+    const size_t n = 6, old_n = 4;
+    bool gainer[6];
+    for (size_t s = 0; s < n; s++)
+        gainer[s] = c.shards[s].name[0] == 'n'; /* n5, n6: added */
+    size_t moved = 0;
+    for (int k = 0; k < 400; k++) {
+        char id[32];
+        snprintf(id, sizeof id, "t%d/split%d", k, k % 3);
+        double sc[6];
+        for (size_t s = 0; s < n; s++)
+            sc[s] = ferry_score(h, id, c.shards[s].name, c.shards[s].weight);
+        /* the top 2 of the old shards, then of all of them */
+        uint32_t old_sh[4], no = 0;
+        for (uint32_t s = 0; s < n; s++)
+            if (!gainer[s])
+                old_sh[no++] = s;
+        assert_int_equal(no, old_n);
+        uint32_t held[2] = {old_sh[0], old_sh[1]};
+        for (uint32_t q = 2; q < old_n; q++) {
+            uint32_t s = old_sh[q];
+            if (s == held[0] || s == held[1])
+                continue;
+            size_t weak = sc[held[0]] < sc[held[1]] ? 0 : 1;
+            if (sc[s] > sc[held[weak]])
+                held[weak] = s;
+        }
+        uint32_t want[2] = {0, 1};
+        for (uint32_t s = 0; s < n; s++) {
+            if (s == want[0] || s == want[1])
+                continue;
+            size_t weak = sc[want[0]] < sc[want[1]] ? 0 : 1;
+            if (sc[s] > sc[want[weak]])
+                want[weak] = s;
+        }
+        size_t victim;
+        uint32_t to;
+        for (int round = 0; round < 3 &&
+                            ferry_attract_replica(&c, h, id, 10, held, 2, gainer, NULL, NULL, 1.0,
+                                                  &victim, &to);
+             round++) {
+            assert_true(gainer[to]);
+            assert_false(gainer[held[victim]]);
+            assert_true(sc[to] > sc[held[victim]]);
+            held[victim] = to;
+            moved++;
+        }
+        if (!((held[0] == want[0] && held[1] == want[1]) ||
+              (held[0] == want[1] && held[1] == want[0])))
+            fail_msg("%s: ends on %u,%u, top 2 is %u,%u (scores %g %g %g %g %g %g)", id, held[0],
+                     held[1], want[0], want[1], sc[0], sc[1], sc[2], sc[3], sc[4], sc[5]);
+        /* settled: nothing more to pull */
+        assert_false(ferry_attract_replica(&c, h, id, 10, held, 2, gainer, NULL, NULL, 1.0,
+                                           &victim, &to));
+        /* the added shards full: nothing pulled */
+        uint32_t again[2] = {old_sh[0], old_sh[1]};
+        ferry_cluster_free(&c);
+        must(ferry_cluster_parse("s1\t1\ns2\t1\ns3\t1\ns4\t1\nn5\t1\t1000\nn6\t2\t1000\n",
+                                 "six", &c, &err),
+             &err);
+        uint64_t full[6] = {0};
+        for (size_t s = 0; s < n; s++)
+            if (c.shards[s].capacity)
+                full[s] = 995; /* no room for 10 more bytes */
+        assert_false(ferry_attract_replica(&c, h, id, 10, again, 2, gainer, NULL, full, 1.0,
+                                           &victim, &to));
+        ferry_cluster_free(&c);
+        must(ferry_cluster_parse("s1\t1\ns2\t1\ns3\t1\ns4\t1\nn5\t1\nn6\t2\n", "six", &c,
+                                 &err),
+             &err);
+        /* a replica on an added shard never moves to the other one */
+        uint32_t first_new = gainer[0] ? 0 : (uint32_t)ferry_cluster_find(&c, "n5");
+        uint32_t on_new[2] = {first_new, old_sh[0]};
+        if (ferry_attract_replica(&c, h, id, 10, on_new, 2, gainer, NULL, NULL, 1.0, &victim, &to))
+            assert_int_equal(victim, 1);
+    }
+    printf("attract: %zu replicas moved to the added shards\n", moved);
+    assert_true(moved > 100); /* n5 and n6 (weight 2) should take about 2 * 400 * 3/7 */
+    ferry_cluster_free(&c);
+
+    /* zones: a1 a2 in a, b1 in b; a3 added in zone a */
+    must(ferry_cluster_parse("a1\t1\t-\ta\na2\t1\t-\ta\nb1\t1\t-\tb\na3\t4\t-\ta\n", "zoned", &c,
+                             &err),
+         &err);
+    bool added[4];
+    for (size_t s = 0; s < 4; s++)
+        added[s] = !strcmp(c.shards[s].name, "a3");
+    const uint32_t za1 = (uint32_t)ferry_cluster_find(&c, "a1"),
+                   zb1 = (uint32_t)ferry_cluster_find(&c, "b1"),
+                   za3 = (uint32_t)ferry_cluster_find(&c, "a3");
+    size_t pulled = 0;
+    for (int k = 0; k < 200; k++) {
+        char id[32];
+        snprintf(id, sizeof id, "z%d/split0", k);
+        uint32_t held[2] = {za1, zb1}; /* one per zone */
+        size_t victim;
+        uint32_t to;
+        if (ferry_attract_replica(&c, h, id, 10, held, 2, added, NULL, NULL, 1.0, &victim, &to)) {
+            assert_int_equal(to, za3);
+            assert_int_equal(victim, 0); /* only a1 may give way to a3: b1 leaving would crowd a */
+            pulled++;
+        }
+    }
+    printf("attract with zones: %zu of 200 slices pulled to a3, never out of zone b\n", pulled);
+    assert_true(pulled > 0);
+    ferry_cluster_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +584,7 @@ int main(void)
         cmocka_unit_test(test_add_shard_minimal),
         cmocka_unit_test(test_zone_repair_rebalance),
         cmocka_unit_test(test_pick_and_repair),
+        cmocka_unit_test(test_attract),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
