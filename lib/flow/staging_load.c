@@ -260,7 +260,6 @@ static int remove_attaching(mv_conn *c, const char *db, const char *staging,
 {
     ferry_buf tail = FERRY_BUF_INIT;
     ferry_ch_rows det = {0};
-    json_t *names = json_array(), *req = NULL;
     *removed = 0;
     ferry_buf_puts(&tail, " AND startsWith(name, 'attaching_') AND partition_id IN (");
     for (size_t i = 0; i < n; i++) {
@@ -269,21 +268,19 @@ static int remove_attaching(mv_conn *c, const char *db, const char *staging,
         ferry_sql_quote(pids[i], &tail);
     }
     ferry_buf_putc(&tail, ')');
-    int rc = names ? query_table(c, "SELECT DISTINCT name FROM system.detached_parts WHERE", db,
-                                 staging, ferry_buf_cstr(&tail), &det, err)
-                   : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    const char **names = NULL;
+    int rc = query_table(c, "SELECT DISTINCT name FROM system.detached_parts WHERE", db, staging,
+                         ferry_buf_cstr(&tail), &det, err);
+    if (!rc && det.n_rows && !(names = calloc(det.n_rows, sizeof *names)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < det.n_rows; i++)
-        if (json_array_append_new(names, json_string(ferry_ch_rows_get(&det, i, 0))))
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (!rc && json_array_size(names)) {
-        req = json_pack("{s:s, s:s, s:O}", "database", db, "table", staging, "parts", names);
-        rc = req ? mv_agent(c, "remove-detached", req, NULL, NULL, err)
-                 : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        names[i] = ferry_ch_rows_get(&det, i, 0);
+    if (!rc && det.n_rows) {
+        rc = ferry_agent_remove_detached_n(c->ag, db, staging, names, det.n_rows, NULL, err);
         if (!rc)
-            *removed = json_array_size(names);
+            *removed = det.n_rows;
     }
-    json_decref(req);
-    json_decref(names);
+    free(names);
     ferry_ch_rows_free(&det);
     ferry_buf_free(&tail);
     return rc;
