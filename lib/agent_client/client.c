@@ -2,7 +2,7 @@
  * part stream a source agent sends to a target agent's receive endpoint (files read with pread,
  * each followed by its xxh3-64, the body length computed up front). */
 #include "ferry/testknob.h"
-#include "ferry/agent.h"
+#include "agent_client/client_int.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -17,12 +17,6 @@
 #include "ferry/log.h"
 #include "ferry/strutil.h"
 
-struct ferry_agent_client {
-    CURL *curl;
-    char *base; /* without a trailing '/' */
-    char *auth; /* "Authorization: Bearer <token>" (wiped on free) */
-    long timeout_ms;
-};
 
 int ferry_agent_client_new(const char *url, const char *token, long timeout_ms,
                            ferry_agent_client **out, ferry_err *err)
@@ -116,10 +110,22 @@ static int perform(ferry_agent_client *c, const char *what, struct curl_slist *h
     long status = 0;
     char safe_url[512];
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    if (ferry_log_enabled(FERRY_LOG_DEBUG)) {
-        /* every agent request with its time (FERRY_LOG_LEVEL=debug): where a flow's time goes */
-        double secs = 0;
-        curl_easy_getinfo(h, CURLINFO_TOTAL_TIME, &secs);
+    double secs = 0;
+    curl_easy_getinfo(h, CURLINFO_TOTAL_TIME, &secs);
+    /* every request counts, answered or not (ferry_agent_client_stats_get) */
+    c->stats.requests++;
+    c->stats.ms += secs * 1e3;
+    c->last_status = status;
+    /* every agent request with its time (FERRY_LOG_LEVEL=debug): where a flow's time goes; a
+     * slow one always, so an operator (and the benchmarks) can see where a flow waited */
+    if (secs * 1e3 >= FERRY_AGENT_SLOW_MS) {
+        c->stats.slow++;
+        if (c->name[0])
+            ferry_log(FERRY_LOG_INFO, "msg=\"slow agent call\" shard=%s ms=%.0f op=%s", c->name,
+                      secs * 1e3, what);
+        else
+            ferry_log(FERRY_LOG_INFO, "msg=\"slow agent call\" ms=%.0f op=%s", secs * 1e3, what);
+    } else {
         FLOG_DEBUG("msg=\"agent request\" op=%s status=%ld ms=%.1f", what, status, secs * 1e3);
     }
     if (http_status)
@@ -157,6 +163,7 @@ int ferry_agent_call(ferry_agent_client *c, const char *op, json_t *req, json_t 
                      long *http_status, ferry_err *err)
 {
     char url[2048];
+    c->last_status = 0;
     snprintf(url, sizeof url, "%s" FERRY_AGENT_PREFIX "%s", c->base, op);
     char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
     if (req && !body)
@@ -349,4 +356,24 @@ out:
         XXH3_freeState(s.xxh);
     ferry_buf_free(&url);
     return rc;
+}
+
+/* ---- the client's name and counters (ferry/agent_ops.h) ---------------------------------- */
+
+void ferry_agent_client_set_name(ferry_agent_client *c, const char *name)
+{
+    if (c)
+        snprintf(c->name, sizeof c->name, "%s", name ? name : "");
+}
+
+void ferry_agent_client_stats_get(const ferry_agent_client *c, ferry_agent_client_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (c)
+        *out = c->stats;
+}
+
+long ferry_agent_client_last_status(const ferry_agent_client *c)
+{
+    return c ? c->last_status : 0;
 }

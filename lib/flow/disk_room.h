@@ -6,10 +6,10 @@
 #ifndef FERRY_DISK_ROOM_H
 #define FERRY_DISK_ROOM_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ferry/agent_ops.h"
 #include "ferry/err.h"
 
 struct ferry_config;
@@ -24,12 +24,12 @@ struct ferry_config;
  * is not a number. */
 int ferry_min_free_inodes(const struct ferry_config *cfg, uint64_t *out, ferry_err *err);
 
-/* Whether every local disk of an agent's status (its "disks" array; with wanted, only those
+/* Whether every local disk of an agent's status (its disks; with wanted, only those
  * whose name it accepts) has at least need + min_free free inodes. A disk the agent reports no
  * inode count for (an older agent; a file system without an inode limit) passes. FERRY_EIO
  * otherwise, the message: "<who>: disk 'NAME' (PATH) has N free inodes; <what> needs about
  * NEED plus [cluster] min_free_inodes = MIN kept free". */
-int ferry_inode_room(json_t *status, bool (*wanted)(const char *disk, void *arg), void *arg,
+int ferry_inode_room(const ferry_agent_status_info *status, bool (*wanted)(const char *disk, void *arg), void *arg,
                      uint64_t need, uint64_t min_free, const char *who, const char *what,
                      ferry_err *err);
 

@@ -289,9 +289,7 @@ int mv_freeze_name(mvctx *x, const char *tag, char *out, size_t outsz, ferry_err
 
 int mv_remove_freeze_named(mvctx *x, const char *name, ferry_err *err)
 {
-    json_t *req = json_pack("{s:s}", "name", name);
-    int rc = mv_agent(&x->src, "remove-freeze", req, NULL, NULL, err);
-    json_decref(req);
+    int rc = ferry_agent_remove_freeze(x->src.ag, name, err);
     if (rc)
         return rc;
     json_t *fr = json_object_get(x->data, "freezes");
@@ -360,54 +358,7 @@ int mv_staging_drop_part(mvctx *x, const ferry_table_def *t, const char *part, f
     ferry_buf_free(&sql);
     if (rc)
         return rc;
-    json_t *req = json_pack("{s:s, s:s, s:s}", "database", t->database, "table", st, "part", part);
-    rc = mv_agent(&x->dst, "remove-detached", req, NULL, NULL, err);
-    json_decref(req);
-    return rc;
-}
-
-/* The frozen parts of partition pid in a freeze answer (a part's name starts with "PID_"). */
-size_t mv_frozen_of(json_t *fparts, const char *pid, json_t **out, size_t max)
-{
-    size_t n = 0, i, pl = strlen(pid);
-    json_t *fp;
-    json_array_foreach(fparts, i, fp) {
-        const char *name = json_string_value(json_object_get(fp, "name"));
-        if (name && !strncmp(name, pid, pl) && name[pl] == '_' && n < max)
-            out[n++] = fp;
-    }
-    return n;
-}
-
-/* The freeze of a slice one partition at a time, for agents that take one partition per
- * request: *out gets {"parts": [every frozen part]}. A partition gone meanwhile (404) is
- * skipped. */
-int mv_freeze_each(mvctx *x, const ferry_table_def *t, const char *freeze,
-                       const mv_slice *src, json_t **out, ferry_err *err)
-{
-    json_t *all = json_array();
-    int rc = all ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t i = 0; !rc && i < src->n_pids; i++) {
-        json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "database", t->database, "table",
-                                t->name, "partition_id", src->pids[i], "name", freeze),
-               *fz = NULL;
-        long status = 0;
-        rc = mv_agent(&x->src, "freeze", req, &fz, &status, err);
-        json_decref(req);
-        if (rc == FERRY_ENOTFOUND && status == 404) {
-            rc = FERRY_OK; /* the partition went away (nothing to freeze) */
-            continue;
-        }
-        if (!rc)
-            json_array_extend(all, json_object_get(fz, "parts"));
-        json_decref(fz);
-    }
-    if (rc) {
-        json_decref(all);
-        return rc;
-    }
-    *out = json_pack("{s:o}", "parts", all);
-    return *out ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    return ferry_agent_remove_detached(x->dst.ag, t->database, st, part, NULL, NULL, err);
 }
 
 /* ---- the states ---------------------------------------------------------------------------- */
@@ -1165,7 +1116,7 @@ int mv_ctx_close(mvctx *x, int rc, ferry_err *err)
 out:
     res->seconds = now_s() - x->t0;
     res->statements = x->src.n_sql + x->dst.n_sql;
-    res->agent_requests = x->src.n_agent + x->dst.n_agent;
+    res->agent_requests = mv_agent_requests(&x->src) + mv_agent_requests(&x->dst);
     res->catalog_writes = x->catalog_writes;
     if (x->mv.u.move.state == FERRY_MOVE_DONE && !rc)
         ferry_log(FERRY_LOG_INFO,

@@ -108,7 +108,7 @@ int ferry_move_unfinished(ferry_catalog *cat, char (**ids)[64], size_t *n, ferry
  * min_free_inodes free besides an estimate of the inodes the slice's parts take (disk_room.h):
  * a file system out of inodes fails every write with bytes free. */
 #define MV_ROOM_MARGIN_MIN (8u << 20)
-static int check_room(mv_conn *dst, json_t *status, const char *to, const char *tenant,
+static int check_room(mv_conn *dst, const ferry_agent_status_info *status, const char *to, const char *tenant,
                       uint32_t split, uint64_t hot, size_t parts, uint64_t min_inodes,
                       ferry_err *err)
 {
@@ -127,23 +127,19 @@ static int check_room(mv_conn *dst, json_t *status, const char *to, const char *
                  "nothing was moved");
         return irc;
     }
-    json_t *disks = json_object_get(status, "disks"), *d;
-    size_t i;
     bool seen = false;
-    json_array_foreach(disks, i, d)
-    {
-        json_t *free_j = json_object_get(d, "free_bytes");
-        if (json_is_true(json_object_get(d, "remote")) || !json_is_integer(free_j))
+    for (size_t i = 0; i < status->n_disks; i++) {
+        const ferry_agent_disk *d = &status->disks[i];
+        if (d->remote || !d->has_bytes)
             continue;
         seen = true;
-        uint64_t room = (uint64_t)json_integer_value(free_j);
+        uint64_t room = d->free_bytes;
         if (hot + margin > room)
             return ferry_err_set(err, FERRY_EIO,
                                  "target shard %s: disk '%s' (%s) has %s free; tenant %s split "
                                  "%u needs %s for its hot parts plus a margin of %s. Free space "
                                  "there or pick another shard; nothing was moved",
-                                 to, json_string_value(json_object_get(d, "name")) ?: "?",
-                                 json_string_value(json_object_get(d, "path")) ?: "?",
+                                 to, d->name ? d->name : "?", d->path ? d->path : "?",
                                  ferry_fmt_bytes(room, a, sizeof a), tenant, split,
                                  ferry_fmt_bytes(hot, b, sizeof b),
                                  ferry_fmt_bytes(margin, c, sizeof c));
@@ -175,7 +171,7 @@ typedef struct begin_shared {
     ferry_record_list tables;
     const char *from;
     mv_conn src, dst;
-    json_t *dst_status;
+    ferry_agent_status_info dst_status; /* the target agent's status */
     mv_slice *src_list, *dst_list; /* [table * n + slice] */
     size_t n, k;
     uint64_t hot_before, hot; /* hot: this slice's, set by move_begin */
@@ -227,7 +223,7 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
     ferry_record trec, route, tsh, fsh;
     ferry_record_list moves = {0}, tables = {0};
     mv_conn dst = {0}, src = {0};
-    json_t *dst_status = NULL;
+    ferry_agent_status_info dst_status = {0};
     ferry_record_init(&trec, FERRY_REC_TENANT);
     ferry_record_init(&route, FERRY_REC_ROUTE);
     ferry_record_init(&tsh, FERRY_REC_SHARD);
@@ -342,7 +338,7 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
                                    t->name, there->pids[0], from);
         }
         if (!rc)
-            rc = check_room(&sh->dst, sh->dst_status, to, tenant, split,
+            rc = check_room(&sh->dst, &sh->dst_status, to, tenant, split,
                             sh->hot_before + sh->hot, sh->parts_before + sh->parts,
                             sh->min_inodes, err);
         if (rc)
@@ -355,17 +351,18 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
     if ((rc = mv_conn_open(&tsh.u.shard, o->cfg, &dst, err)) ||
         (rc = mv_conn_open(&fsh.u.shard, o->cfg, &src, err)))
         goto out;
-    json_t *st = NULL;
-    if ((rc = mv_agent(&dst, "status", NULL, &dst_status, NULL, err)) ||
+    ferry_agent_status_info st = {0};
+    if ((rc = ferry_agent_status(dst.ag, &dst_status, err)) ||
         (rc = mv_sql(&dst, "SELECT 1", NULL, err))) {
         ferry_err_prefix(err, "target shard %s is not reachable: ", to);
         goto out;
     }
-    if ((rc = mv_agent(&src, "status", NULL, &st, NULL, err))) {
+    rc = ferry_agent_status(src.ag, &st, err);
+    ferry_agent_status_info_free(&st);
+    if (rc) {
         ferry_err_prefix(err, "source shard %s is not reachable: ", from);
         goto out;
     }
-    json_decref(st);
     uint64_t hot = 0, min_inodes = 0;
     size_t n_parts = 0;
     rc = ferry_min_free_inodes(o->cfg, &min_inodes, err);
@@ -391,7 +388,7 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
     }
     if (rc)
         goto out;
-    if ((rc = check_room(&dst, dst_status, to, tenant, split, hot, n_parts, min_inodes, err)))
+    if ((rc = check_room(&dst, &dst_status, to, tenant, split, hot, n_parts, min_inodes, err)))
         goto out;
 journal:;
     /* journal it */
@@ -439,7 +436,7 @@ journal:;
     if (!rc)
         snprintf(id, 64, "%s", mv.u.move.id);
 out:
-    json_decref(dst_status);
+    ferry_agent_status_info_free(&dst_status);
     mv_conn_close(&dst);
     mv_conn_close(&src);
     ferry_record_list_free(&moves);
@@ -494,13 +491,13 @@ int ferry_move_begin_batch(const ferry_move_opts *o, const char *const *tenants,
         rc = ferry_min_free_inodes(o->cfg, &sh.min_inodes, &err);
     if (!rc && !(rc = mv_conn_open(&tsh.u.shard, o->cfg, &sh.dst, &err)))
         rc = mv_conn_open(&fsh.u.shard, o->cfg, &sh.src, &err);
-    json_t *st = NULL;
-    if (!rc && ((rc = mv_agent(&sh.dst, "status", NULL, &sh.dst_status, NULL, &err)) ||
+    ferry_agent_status_info st = {0};
+    if (!rc && ((rc = ferry_agent_status(sh.dst.ag, &sh.dst_status, &err)) ||
                 (rc = mv_sql(&sh.dst, "SELECT 1", NULL, &err))))
         ferry_err_prefix(&err, "target shard %s is not reachable: ", to);
-    if (!rc && (rc = mv_agent(&sh.src, "status", NULL, &st, NULL, &err)))
+    if (!rc && (rc = ferry_agent_status(sh.src.ag, &st, &err)))
         ferry_err_prefix(&err, "source shard %s is not reachable: ", from);
-    json_decref(st);
+    ferry_agent_status_info_free(&st);
     size_t nl = sh.tables.n * n;
     if (!rc && (!(sh.src_list = calloc(nl + 1, sizeof *sh.src_list)) ||
                 !(sh.dst_list = calloc(nl + 1, sizeof *sh.dst_list))))
@@ -541,7 +538,7 @@ int ferry_move_begin_batch(const ferry_move_opts *o, const char *const *tenants,
     }
     free(sh.src_list);
     free(sh.dst_list);
-    json_decref(sh.dst_status);
+    ferry_agent_status_info_free(&sh.dst_status);
     mv_conn_close(&sh.src);
     mv_conn_close(&sh.dst);
     ferry_record_list_free(&sh.tables);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ferry/agent_ops.h"
 #include "ferry/buf.h"
 #include "ferry/config.h"
 #include "ferry/fleet.h"
@@ -27,7 +28,18 @@ int mv_conn_open(const ferry_shard *sh, const struct ferry_config *cfg, mv_conn 
     snprintf(c->ch_url, sizeof c->ch_url, "%.*s", (int)n, sh->replicas);
     ferry_shard_client_opts o = {.ch_read_timeout_ms = 600000, .agent_timeout_ms = 600000};
     int rc = ferry_object_access_readonly(cfg, &c->ro_objects, err);
-    return rc ? rc : ferry_shard_clients_open(cfg, sh, &o, &c->ch, &c->ag, &c->token, err);
+    if (!rc)
+        rc = ferry_shard_clients_open(cfg, sh, &o, &c->ch, &c->ag, &c->token, err);
+    if (!rc) /* its errors and slow calls name the shard */
+        ferry_agent_client_set_name(c->ag, c->name);
+    return rc;
+}
+
+unsigned long mv_agent_requests(const mv_conn *c)
+{
+    ferry_agent_client_stats s;
+    ferry_agent_client_stats_get(c->ag, &s);
+    return s.requests + c->n_agent;
 }
 
 void mv_conn_close(mv_conn *c)
@@ -41,9 +53,9 @@ void mv_conn_close(mv_conn *c)
     memset(c, 0, sizeof *c);
 }
 
-/* A move's statements and agent calls take milliseconds when the servers are well; one that
- * takes longer than this is logged with what it was, so an operator (and the benchmarks) can see
- * where a slow move waited. */
+/* A move's statements take milliseconds when the servers are well; one that takes longer than
+ * this is logged with what it was, so an operator (and the benchmarks) can see where a slow move
+ * waited (the agent client logs its slow calls likewise, FERRY_AGENT_SLOW_MS). */
 #define MV_SLOW_MS 500
 
 static double mono_ms(void)
@@ -90,13 +102,7 @@ int mv_agent(mv_conn *c, const char *op, json_t *req, json_t **resp, long *statu
 {
     long st = 0;
     json_t *r = NULL;
-    c->n_agent++;
-    double t0 = mono_ms();
-    int rc = ferry_agent_call(c->ag, op, req, &r, &st, err);
-    double ms = mono_ms() - t0;
-    if (ms >= MV_SLOW_MS)
-        ferry_log(FERRY_LOG_INFO, "msg=\"slow agent call\" shard=%s ms=%.0f op=%s", c->name, ms,
-                  op);
+    int rc = ferry_agent_call(c->ag, op, req, &r, &st, err); /* counted and timed by c->ag */
     if (status)
         *status = st;
     if (rc) {
@@ -469,55 +475,39 @@ out:
 int mv_remove_detached_of(mv_conn *c, const char *db, const char *table, const mv_pids *pids,
                           bool tmp_too, ferry_err *err)
 {
-    json_t *req = json_pack("{s:s, s:s}", "database", db, "table", table), *resp = NULL;
-    int rc = mv_agent(c, "parts", req, &resp, NULL, err);
-    json_decref(req);
+    ferry_agent_part_list pl;
+    int rc = ferry_agent_parts(c->ag, db, table, NULL, &pl, err);
     if (rc)
         return rc;
-    json_t *det = json_object_get(resp, "detached"), *d, *batch = json_array();
-    size_t i;
+    const char **batch = calloc(pl.n_detached + 1, sizeof *batch);
+    size_t nb = 0;
+    if (!batch)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     /* the parts of the slice's partitions in one request (an older agent takes one each) */
-    json_array_foreach(det, i, d) {
-        const char *pid = json_string_value(json_object_get(d, "partition_id"));
-        const char *name = json_string_value(json_object_get(d, "name"));
-        if (batch && name && strncmp(name, "tmp-ferry-", 10) && pid && mv_pids_has(pids, pid))
-            json_array_append_new(batch, json_string(name));
+    for (size_t i = 0; !rc && i < pl.n_detached; i++) {
+        const ferry_agent_detached *d = &pl.detached[i];
+        if (strncmp(d->name, "tmp-ferry-", 10) && d->partition_id &&
+            mv_pids_has(pids, d->partition_id))
+            batch[nb++] = d->name;
     }
-    bool batched = false;
-    if (json_array_size(batch) > 1) {
-        json_t *r = json_pack("{s:s, s:s, s:O}", "database", db, "table", table, "parts", batch);
-        long status = 0;
-        rc = r ? mv_agent(c, "remove-detached", r, NULL, &status, err)
-               : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        json_decref(r);
-        batched = rc == FERRY_OK;
-        if (rc && status == 400)
-            rc = FERRY_OK; /* an agent of an older version: one request per part below */
-    }
-    json_decref(batch);
-    json_array_foreach(det, i, d)
-    {
-        const char *pid = json_string_value(json_object_get(d, "partition_id"));
-        const char *name = json_string_value(json_object_get(d, "name"));
-        bool tmp = tmp_too && name && !strncmp(name, "tmp-ferry-", 10);
-        if (rc || !name || (!tmp && (batched || !pid || !mv_pids_has(pids, pid))))
+    if (!rc)
+        rc = ferry_agent_remove_detached_n(c->ag, db, table, batch, nb, NULL, err);
+    for (size_t i = 0; !rc && tmp_too && i < pl.n_detached; i++) {
+        const char *name = pl.detached[i].name;
+        if (strncmp(name, "tmp-ferry-", 10))
             continue;
-        json_t *r = json_pack("{s:s, s:s, s:s}", "database", db, "table", table, "part", name);
-        long status = 0;
-        rc = mv_agent(c, "remove-detached", r, NULL, &status, err);
-        json_decref(r);
-        if (rc && tmp && status == 409) {
+        rc = ferry_agent_remove_detached(c->ag, db, table, name, NULL, NULL, err);
+        if (rc && ferry_agent_client_last_status(c->ag) == 409) {
             ferry_log(FERRY_LOG_DEBUG, "msg=\"receive in progress, kept\" shard=%s folder=%s",
                       c->name, name);
             rc = FERRY_OK;
             continue;
         }
-        if (rc)
-            break;
-        if (tmp)
+        if (!rc)
             ferry_log(FERRY_LOG_INFO, "msg=\"removed a half-received part left by a killed "
                       "agent\" shard=%s table=%s.%s folder=%s", c->name, db, table, name);
     }
-    json_decref(resp);
+    free(batch);
+    ferry_agent_part_list_free(&pl);
     return rc;
 }

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ferry/agent.h"
+#include "ferry/agent_ops.h"
 #include "ferry/catalog.h"
 #include "ferry/clickhouse.h"
 
@@ -20,7 +20,10 @@ typedef struct mv_conn {
     char *token; /* agent bearer token (wiped on close) */
     ferry_ch_client *ch;
     ferry_agent_client *ag;
-    unsigned long n_sql, n_agent; /* requests made through mv_sql / mv_agent (and counted in) */
+    unsigned long n_sql;   /* statements made through mv_sql */
+    unsigned long n_agent; /* agent requests made for this shard through other clients than ag
+                            * (a send pool's, tiering's pool); ag counts its own
+                            * (mv_agent_requests) */
     bool ro_objects; /* [cluster] clickhouse_object_access = read-only: staging is loaded by
                       * re-attaching a load table (flow/staging_load.h), never ATTACH PARTITION */
     ferry_catalog *cat; /* borrowed, may be NULL: the flow's catalog, whose lease serializes
@@ -37,7 +40,11 @@ void mv_conn_close(mv_conn *c);
 /* Runs a statement (through the SQL guard) and parses its TSV result into rows (caller frees
  * with ferry_ch_rows_free; rows may be NULL to discard). */
 int mv_sql(mv_conn *c, const char *sql, ferry_ch_rows *rows, ferry_err *err);
-/* An agent operation; the error message is prefixed with the shard's name. */
+/* The agent requests made for the shard: ag's own (ferry_agent_client_stats_get) and n_agent. */
+unsigned long mv_agent_requests(const mv_conn *c);
+/* An agent operation; the error message is prefixed with the shard's name. (Only tiering still
+ * calls it; the other flows use the typed operations of ferry/agent_ops.h on c->ag, which
+ * mv_conn_open names after the shard.) */
 int mv_agent(mv_conn *c, const char *op, json_t *req, json_t **resp, long *status,
              ferry_err *err);
 

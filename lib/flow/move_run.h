@@ -100,9 +100,6 @@ int mv_source_fingerprint(mvctx *x, const ferry_table_def *t, bool rows,
                               ferry_fingerprint *fp, ferry_fingerprint *digest, ferry_err *err);
 void mv_progress(mvctx *x);
 int mv_staging_drop_part(mvctx *x, const ferry_table_def *t, const char *part, ferry_err *err);
-size_t mv_frozen_of(json_t *fparts, const char *pid, json_t **out, size_t max);
-int mv_freeze_each(mvctx *x, const ferry_table_def *t, const char *freeze,
-                       const mv_slice *src, json_t **out, ferry_err *err);
 
 /* The i-th managed table of the run. */
 static inline const ferry_table_def *table_at(mvctx *x, size_t i)

@@ -65,17 +65,15 @@ static int send_one(send_pool *p, ferry_agent_client *cl, send_job *j, ferry_err
 {
     mvctx *x = j->x;
     const ferry_table_def *t = p->t;
-    json_t *ans = NULL;
-    long status = 0;
-    json_t *sreq = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}}", "database",
-                             t->database, "table", t->name, "freeze", p->freeze, "part", j->name,
-                             "target", "url", x->dst.agent_url, "token", x->dst.token,
-                             "database", t->database, "table", p->staging);
-    int rc = sreq ? ferry_agent_call(cl, "send", sreq, &ans, &status, err)
-                  : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    json_decref(sreq);
+    ferry_agent_sent ans;
+    ferry_agent_send_req sr = {.db = t->database, .table = t->name, .freeze = p->freeze,
+                               .part = j->name, .target_url = x->dst.agent_url,
+                               .target_token = x->dst.token, .target_db = t->database,
+                               .target_table = p->staging};
+    int rc = ferry_agent_send(cl, &sr, &ans, err);
+    long status = ferry_agent_client_last_status(cl);
     pthread_mutex_lock(&p->mu);
-    x->src.n_agent++;
+    x->src.n_agent++; /* on the pool's client, not x->src.ag (mv_agent_requests) */
     if (rc) {
         if (status == 507 || status == 422 || status == 409)
             x->permanent = true; /* target full, or a part that fails its checks */
@@ -88,12 +86,10 @@ static int send_one(send_pool *p, ferry_agent_client *cl, send_job *j, ferry_err
                              x->src.name, j->name, t->database, t->name, x->src.name,
                              x->dst.name);
         pthread_mutex_unlock(&p->mu);
-        json_decref(ans);
         return rc;
     }
-    uint64_t sent_bytes = (uint64_t)json_integer_value(json_object_get(ans, "bytes_sent"));
-    bool pointer = !strcmp(json_string_value(json_object_get(ans, "kind")) ?: "", "pointer");
-    if (pointer)
+    uint64_t sent_bytes = ans.bytes_sent;
+    if (ans.pointer)
         x->res->cold_copied += sent_bytes;
     else
         x->res->hot_copied += sent_bytes;
@@ -111,7 +107,7 @@ static int send_one(send_pool *p, ferry_agent_client *cl, send_job *j, ferry_err
     j->sent = true;
     mv_progress(x);
     pthread_mutex_unlock(&p->mu);
-    json_decref(ans);
+    ferry_agent_sent_free(&ans);
     ferry_rate_account(x->rate, sent_bytes); /* the run's bandwidth limit (shared or its own) */
     return FERRY_OK;
 }
@@ -187,7 +183,8 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
     mv_slice *src = calloc(n, sizeof *src), *stg = calloc(n, sizeof *stg);
     const char **tenants = calloc(n, sizeof *tenants);
     uint32_t *splits = calloc(n, sizeof *splits);
-    json_t *fz = NULL, **fparts = NULL;
+    ferry_agent_frozen fz = {0};
+    const ferry_agent_frozen_part **fparts = NULL;
     size_t n_attach = 0, n_pids = 0;
     send_job *jobs = NULL;
     size_t n_jobs = 0, cap_jobs = 0;
@@ -206,36 +203,18 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
     for (size_t m = 0; !rc && m < n; m++)
         n_pids += src[m].n_pids;
     if (!rc && n_pids) {
-        json_t *ids = json_array();
+        /* every partition by one request (an agent of API 1: one each, ferry/agent_ops.h) */
+        const char **ids = calloc(n_pids + 1, sizeof *ids);
+        size_t k = 0;
         for (size_t m = 0; ids && m < n; m++)
             for (size_t i = 0; i < src[m].n_pids; i++)
-                json_array_append_new(ids, json_string(src[m].pids[i]));
-        json_t *req = json_pack("{s:s, s:s, s:s, s:o}", "database", t->database, "table",
-                                t->name, "name", freeze, "partition_ids", ids);
-        long status = 0;
-        rc = req ? mv_agent(&x0->src, "freeze", req, &fz, &status, err)
+                ids[k++] = src[m].pids[i];
+        rc = ids ? ferry_agent_freeze_ids(x0->src.ag, t->database, t->name, freeze, ids, k, &fz,
+                                          err)
                  : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        json_decref(req);
-        if (rc && status == 400) {
-            /* an agent of an older version: one partition per request */
-            json_t *all = json_array();
-            rc = all ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            for (size_t m = 0; !rc && m < n; m++) {
-                json_t *one = NULL;
-                rc = mv_freeze_each(x0, t, freeze, &src[m], &one, err);
-                if (!rc)
-                    json_array_extend(all, json_object_get(one, "parts"));
-                json_decref(one);
-            }
-            fz = rc ? NULL : json_pack("{s:o}", "parts", all);
-            if (rc)
-                json_decref(all);
-            else if (!fz)
-                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        }
+        free(ids);
     }
-    json_t *all_frozen = json_object_get(fz, "parts");
-    size_t max_frozen = json_array_size(all_frozen);
+    size_t max_frozen = fz.n;
     if (!rc && !(fparts = calloc(max_frozen + 1, sizeof *fparts)))
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (!rc && !(sent_pid = calloc(n_pids + 1, sizeof *sent_pid)))
@@ -245,7 +224,7 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
         mvctx *x = xs[m];
         for (size_t i = 0; !rc && i < src[m].n_pids; i++, slot++) {
             const char *pid = src[m].pids[i];
-            size_t nf = mv_frozen_of(all_frozen, pid, fparts, max_frozen);
+            size_t nf = ferry_agent_frozen_of(&fz, pid, fparts, max_frozen);
             mv_parts sp_all = mv_slice_parts(&src[m], pid), sg = mv_slice_parts(&stg[m], pid);
             bool *need = calloc(nf + 1, sizeof *need), *keep = calloc(sg.n + 1, sizeof *keep);
             if (!need || !keep)
@@ -253,8 +232,8 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
             /* diff by content: a frozen part whose hash staging holds (and not yet matched)
              * stays */
             for (size_t k = 0; !rc && k < nf; k++) {
-                const char *name = json_string_value(json_object_get(fparts[k], "name"));
-                const mv_part *sp = name ? mv_parts_find(&sp_all, name) : NULL;
+                const char *name = fparts[k]->name;
+                const mv_part *sp = mv_parts_find(&sp_all, name);
                 if (!sp) {
                     /* an empty part (not listed), or one merged away since the freeze: either
                      * way nothing to send now; the exact comparison after the switch copies
@@ -279,8 +258,7 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
                     }
                 if (need[k]) {
                     x->parts_total++;
-                    x->bytes_total +=
-                        (uint64_t)json_integer_value(json_object_get(fparts[k], "bytes"));
+                    x->bytes_total += fparts[k]->bytes;
                 }
             }
             /* staging parts the snapshot no longer has (the source merged them away) */
@@ -302,7 +280,7 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
                     cap_jobs = cap;
                 }
                 jobs[n_jobs++] = (send_job){
-                    .name = json_string_value(json_object_get(fparts[k], "name")),
+                    .name = fparts[k]->name,
                     .x = x, .src = &src[m], .pid = i, .slot = slot};
             }
             free(need);
@@ -334,7 +312,7 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
     free(jobs);
     free(sent_pid);
     free(fparts);
-    json_decref(fz);
+    ferry_agent_frozen_free(&fz);
     for (size_t m = 0; m < n && src && stg; m++) {
         mv_slice_free(&src[m]);
         mv_slice_free(&stg[m]);

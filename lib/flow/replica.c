@@ -127,13 +127,13 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
             goto out;
         }
         /* the shard must answer before the route changes, so the removal can follow */
-        json_t *st = NULL;
-        if ((rc = mv_agent(&c, "status", NULL, &st, NULL, err)) ||
-            (rc = mv_sql(&c, "SELECT 1", NULL, err))) {
+        ferry_agent_status_info st;
+        rc = ferry_agent_status(c.ag, &st, err);
+        ferry_agent_status_info_free(&st);
+        if (rc || (rc = mv_sql(&c, "SELECT 1", NULL, err))) {
             ferry_err_prefix(err, "shard %s is not reachable: ", shard);
             goto out;
         }
-        json_decref(st);
         char nl[FERRY_LIST_MAX] = "", copy[FERRY_LIST_MAX], *save = NULL;
         snprintf(copy, sizeof copy, "%s", route.u.route.shards);
         for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
@@ -224,10 +224,10 @@ static rp_conn *get_conn(ferry_catalog *cat, const ferry_move_opts *o, rp_conn *
     c->c.cat = cat; /* the staging loads' lease (staging_load.h) */
     if (!rc)
         rc = mv_sql(&c->c, "SELECT 1", NULL, &e);
-    json_t *st = NULL;
+    ferry_agent_status_info st = {0};
     if (!rc)
-        rc = mv_agent(&c->c, "status", NULL, &st, NULL, &e);
-    json_decref(st);
+        rc = ferry_agent_status(c->c.ag, &st, &e);
+    ferry_agent_status_info_free(&st);
     c->ok = rc == FERRY_OK;
     if (!c->ok)
         snprintf(c->why, sizeof c->why, "%.255s", e.msg);

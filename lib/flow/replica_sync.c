@@ -241,10 +241,7 @@ static int detach_part(mv_conn *c, const char *db, const char *table, const char
     ferry_buf_free(&sql);
     if (rc)
         return rc;
-    json_t *req = json_pack("{s:s, s:s, s:s}", "database", db, "table", table, "part", part);
-    rc = mv_agent(c, "remove-detached", req, NULL, NULL, err);
-    json_decref(req);
-    return rc;
+    return ferry_agent_remove_detached(c->ag, db, table, part, NULL, NULL, err);
 }
 
 /* The parts of (db.table, pid) on c that CHECK TABLE finds broken: their names (comma-separated)
@@ -326,26 +323,14 @@ out:
 static int remove_detached_pid(mv_conn *c, const char *db, const char *table, const char *pid,
                                ferry_err *err)
 {
-    json_t *req = json_pack("{s:s, s:s}", "database", db, "table", table), *resp = NULL;
-    int rc = mv_agent(c, "parts", req, &resp, NULL, err);
-    json_decref(req);
-    if (rc)
-        return rc;
-    json_t *det = json_object_get(resp, "detached"), *d;
-    size_t i;
-    json_array_foreach(det, i, d)
-    {
-        const char *p = json_string_value(json_object_get(d, "partition_id"));
-        const char *name = json_string_value(json_object_get(d, "name"));
-        if (!p || !name || strcmp(p, pid))
-            continue;
-        json_t *r = json_pack("{s:s, s:s, s:s}", "database", db, "table", table, "part", name);
-        rc = mv_agent(c, "remove-detached", r, NULL, NULL, err);
-        json_decref(r);
-        if (rc)
-            break;
+    ferry_agent_part_list pl;
+    int rc = ferry_agent_parts(c->ag, db, table, NULL, &pl, err);
+    for (size_t i = 0; !rc && i < pl.n_detached; i++) {
+        const ferry_agent_detached *d = &pl.detached[i];
+        if (d->partition_id && !strcmp(d->partition_id, pid))
+            rc = ferry_agent_remove_detached(c->ag, db, table, d->name, NULL, NULL, err);
     }
-    json_decref(resp);
+    ferry_agent_part_list_free(&pl);
     return rc;
 }
 
@@ -365,19 +350,13 @@ int rs_remove_slice(mv_conn *c, const ferry_table_def *t, const char *tenant, ui
         ferry_buf_free(&sql);
     }
     /* detached folders of the slice, including those an interrupted earlier run left */
-    json_t *req = json_pack("{s:s, s:s}", "database", t->database, "table", t->name), *resp = NULL;
+    ferry_agent_part_list pl = {0};
     if (!rc)
-        rc = mv_agent(c, "parts", req, &resp, NULL, err);
-    json_decref(req);
-    json_t *det = json_object_get(resp, "detached"), *d;
-    size_t i;
-    json_array_foreach(det, i, d)
-    {
-        if (rc)
-            break;
-        const char *name = json_string_value(json_object_get(d, "name"));
-        const char *partition = json_string_value(json_object_get(d, "partition"));
-        const char *p = json_string_value(json_object_get(d, "partition_id"));
+        rc = ferry_agent_parts(c->ag, t->database, t->name, NULL, &pl, err);
+    for (size_t i = 0; !rc && i < pl.n_detached; i++) {
+        const char *name = pl.detached[i].name;
+        const char *partition = pl.detached[i].partition;
+        const char *p = pl.detached[i].partition_id;
         bool ours = false;
         for (size_t k = 0; k < n && p && !ours; k++)
             ours = !strcmp(ids[k], p);
@@ -387,14 +366,10 @@ int rs_remove_slice(mv_conn *c, const ferry_table_def *t, const char *tenant, ui
             ours = !ferry_partition_parse(t->layout, partition, &key, &perr) &&
                    key.split == split && !strcmp(key.tenant, tenant);
         }
-        if (!name || !ours)
-            continue;
-        json_t *r = json_pack("{s:s, s:s, s:s}", "database", t->database, "table", t->name,
-                              "part", name);
-        rc = mv_agent(c, "remove-detached", r, NULL, NULL, err);
-        json_decref(r);
+        if (ours)
+            rc = ferry_agent_remove_detached(c->ag, t->database, t->name, name, NULL, NULL, err);
     }
-    json_decref(resp);
+    ferry_agent_part_list_free(&pl);
     if (n_parts)
         *n_parts += n;
     free(ids);
@@ -428,25 +403,20 @@ static int staging_fill(mv_conn *src, mv_conn *dst, const ferry_table_def *t, co
     for (size_t k = 0; !rc && k < frozen->n; k++) {
         if (!need[k])
             continue;
-        json_t *ans = NULL;
-        long status = 0;
-        json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}}", "database",
-                                t->database, "table", t->name, "freeze", freeze, "part",
-                                frozen->p[k].name, "target", "url", dst->agent_url, "token",
-                                dst->token ? dst->token : "", "database", t->database, "table",
-                                st);
-        rc = mv_agent(src, "send", req, &ans, &status, err);
-        json_decref(req);
-        if (rc)
+        ferry_agent_sent ans;
+        ferry_agent_send_req sr = {.db = t->database, .table = t->name, .freeze = freeze,
+                                   .part = frozen->p[k].name, .target_url = dst->agent_url,
+                                   .target_token = dst->token, .target_db = t->database,
+                                   .target_table = st};
+        if ((rc = ferry_agent_send(src->ag, &sr, &ans, err)))
             break;
-        uint64_t b = (uint64_t)json_integer_value(json_object_get(ans, "bytes_sent"));
-        if (!strcmp(json_string_value(json_object_get(ans, "kind")) ?: "", "pointer"))
-            out->cold_copied += b;
+        if (ans.pointer)
+            out->cold_copied += ans.bytes_sent;
         else
-            out->hot_copied += b;
+            out->hot_copied += ans.bytes_sent;
         out->parts_sent++;
         sent = true;
-        json_decref(ans);
+        ferry_agent_sent_free(&ans);
     }
     if (!rc && sent) /* ATTACH PARTITION, or the read-only route (staging_load.h) */
         rc = stg_load(dst, t->database, st, &pid, 1, err);
@@ -461,46 +431,37 @@ static int staging_fill(mv_conn *src, mv_conn *dst, const ferry_table_def *t, co
 static int freeze_parts(mv_conn *src, const ferry_table_def *t, const char *pid,
                         const char *freeze, mv_parts *frozen, bool *none, ferry_err *err)
 {
-    json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "database", t->database, "table", t->name,
-                            "partition_id", pid, "name", freeze),
-           *fz = NULL;
-    long status = 0;
+    ferry_agent_frozen fz;
     mv_parts all = {0};
     *none = false;
     memset(frozen, 0, sizeof *frozen);
-    int rc = mv_agent(src, "freeze", req, &fz, &status, err);
-    json_decref(req);
-    if (rc == FERRY_ENOTFOUND && status == 404) {
+    int rc = ferry_agent_freeze(src->ag, t->database, t->name, pid, freeze, &fz, err);
+    if (rc == FERRY_ENOTFOUND && ferry_agent_client_last_status(src->ag) == 404) {
         *none = true;
         return FERRY_OK;
     }
     if (!rc)
         rc = mv_list_parts(src, t->database, t->name, pid, true, &all, err);
-    json_t *fparts = json_object_get(fz, "parts");
-    size_t nf = json_array_size(fparts);
+    size_t nf = fz.n;
     if (!rc) {
         frozen->p = calloc(nf + 1, sizeof *frozen->p);
         if (!frozen->p)
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
     for (size_t k = 0; !rc && k < nf; k++) {
-        const char *name = json_string_value(json_object_get(json_array_get(fparts, k), "name"));
-        const mv_part *p = name ? mv_parts_find(&all, name) : NULL;
+        const mv_part *p = mv_parts_find(&all, fz.parts[k].name);
         if (!p)
             continue; /* empty, or merged since the freeze: the sync's comparison catches up */
         frozen->p[frozen->n++] = *p;
     }
     free(all.p);
-    json_decref(fz);
+    ferry_agent_frozen_free(&fz);
     return rc;
 }
 
 static int remove_freeze(mv_conn *src, const char *freeze, ferry_err *err)
 {
-    json_t *req = json_pack("{s:s}", "name", freeze);
-    int rc = mv_agent(src, "remove-freeze", req, NULL, NULL, err);
-    json_decref(req);
-    return rc;
+    return ferry_agent_remove_freeze(src->ag, freeze, err);
 }
 
 /* Whether REPLACE PARTITION on c's ClickHouse leaves the parts it replaced to be loaded again by
@@ -604,10 +565,8 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
         if (!rc)
             rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
         for (size_t k = 0; !rc && k < old.n; k++) { /* what DETACH PART left in detached/ */
-            json_t *req = json_pack("{s:s, s:s, s:s}", "database", t->database, "table",
-                                    t->name, "part", old.p[k].name);
-            rc = mv_agent(dst, "remove-detached", req, NULL, NULL, err);
-            json_decref(req);
+            rc = ferry_agent_remove_detached(dst->ag, t->database, t->name, old.p[k].name, NULL,
+                                             NULL, err);
         }
         free(old.p);
         if (!rc && replace) { /* REPLACE copies: staging's own parts of pid go */

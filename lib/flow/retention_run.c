@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ferry/agent_ops.h"
 #include "ferry/fleet.h"
 #include "ferry/log.h"
 #include "ferry/retention.h"
@@ -269,24 +270,20 @@ static int agent_parts(rjob *j, ferry_fleet_server *s, json_t **resp, ferry_err 
 static int disk_path(ferry_fleet_server *s, const char *disk, char *out, size_t outsz,
                      ferry_err *err)
 {
-    json_t *resp = NULL;
-    long status = 0;
-    int rc = ferry_agent_call(s->agent, "status", NULL, &resp, &status, err);
+    ferry_agent_status_info st;
+    int rc = ferry_agent_status(s->agent, &st, err);
     if (rc)
         return rc;
     rc = ferry_err_set(err, FERRY_ENOTFOUND, "server %s has no disk %s", s->name, disk);
-    size_t i;
-    json_t *d;
-    json_array_foreach(json_object_get(resp, "disks"), i, d)
-    {
-        if (strcmp(json_string_value(json_object_get(d, "name")), disk))
+    for (size_t i = 0; i < st.n_disks; i++) {
+        if (!st.disks[i].name || strcmp(st.disks[i].name, disk))
             continue;
-        snprintf(out, outsz, "%s", json_string_value(json_object_get(d, "path")));
+        snprintf(out, outsz, "%s", st.disks[i].path ? st.disks[i].path : "");
         ferry_err_clear(err);
         rc = FERRY_OK;
         break;
     }
-    json_decref(resp);
+    ferry_agent_status_info_free(&st);
     return rc;
 }
 

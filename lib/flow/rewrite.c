@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ferry/agent_ops.h"
 #include "ferry/clickhouse.h"
 #include "ferry/log.h"
 #include "ferry/testknob.h"
@@ -240,7 +241,6 @@ static int empty_build(rw_job *j, ferry_err *err)
         return rc;
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_ch_rows rows = {0};
-    json_t *resp = NULL;
     rw_parts p;
     if ((rc = parts_of(srv, db, j->build, pid, &p, err)))
         goto out;
@@ -262,17 +262,16 @@ static int empty_build(rw_job *j, ferry_err *err)
     ferry_buf_puts(&sql, " FORMAT TabSeparated");
     if ((rc = rw_sql(srv, ferry_buf_cstr(&sql), &rows, err)) || !rows.n_rows)
         goto out;
-    json_t *names = json_array();
-    for (size_t i = 0; i < rows.n_rows; i++)
-        json_array_append_new(names, json_string(ferry_ch_rows_get(&rows, i, 0)));
-    json_t *req = json_pack("{s:s, s:s, s:o}", "database", db, "table", j->build, "parts", names);
-    long status = 0;
-    rc = ferry_agent_call(srv->agent, "remove-detached", req, &resp, &status, err);
-    json_decref(req);
+    const char **names = calloc(rows.n_rows + 1, sizeof *names);
+    for (size_t i = 0; names && i < rows.n_rows; i++)
+        names[i] = ferry_ch_rows_get(&rows, i, 0);
+    rc = names ? ferry_agent_remove_detached_n(srv->agent, db, j->build, names, rows.n_rows, NULL,
+                                               err)
+               : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    free(names);
     if (rc)
         ferry_err_prefix(err, "%s: agent remove-detached of the build table: ", srv->name);
 out:
-    json_decref(resp);
     ferry_ch_rows_free(&rows);
     ferry_buf_free(&sql);
     return rc;
@@ -583,14 +582,12 @@ static int remove_detached_sources(rw_job *j, ferry_err *err)
 {
     ferry_fleet_server *srv = j->srv;
     const char *db = rw_dstr(j, "db"), *table = rw_dstr(j, "table");
-    json_t *src = json_object_get(j->data, "src_parts"), *gone = json_array(), *resp = NULL;
+    json_t *src = json_object_get(j->data, "src_parts");
+    const char **gone = NULL;
+    size_t n_gone = 0;
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_ch_rows rows = {0};
     int rc = FERRY_OK;
-    if (!gone) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
     ferry_buf_puts(&sql, "SELECT name FROM system.detached_parts WHERE database = ");
     ferry_sql_quote(db, &sql);
     ferry_buf_puts(&sql, " AND table = ");
@@ -600,20 +597,20 @@ static int remove_detached_sources(rw_job *j, ferry_err *err)
     ferry_buf_puts(&sql, " FORMAT TabSeparated");
     if ((rc = rw_sql(srv, ferry_buf_cstr(&sql), &rows, err)))
         goto out;
+    if (!(gone = calloc(rows.n_rows + 1, sizeof *gone))) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
     for (size_t i = 0; i < rows.n_rows; i++)
         if (names_have(src, ferry_ch_rows_get(&rows, i, 0)))
-            json_array_append_new(gone, json_string(ferry_ch_rows_get(&rows, i, 0)));
-    if (!json_array_size(gone))
+            gone[n_gone++] = ferry_ch_rows_get(&rows, i, 0);
+    if (!n_gone)
         goto out;
-    json_t *req = json_pack("{s:s, s:s, s:O}", "database", db, "table", table, "parts", gone);
-    long status = 0;
-    rc = ferry_agent_call(srv->agent, "remove-detached", req, &resp, &status, err);
-    json_decref(req);
+    rc = ferry_agent_remove_detached_n(srv->agent, db, table, gone, n_gone, NULL, err);
     if (rc)
         ferry_err_prefix(err, "%s: agent remove-detached of the replaced parts: ", srv->name);
 out:
-    json_decref(gone);
-    json_decref(resp);
+    free(gone);
     ferry_ch_rows_free(&rows);
     ferry_buf_free(&sql);
     return rc;

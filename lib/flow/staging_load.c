@@ -260,7 +260,6 @@ static int remove_attaching(mv_conn *c, const char *db, const char *staging,
 {
     ferry_buf tail = FERRY_BUF_INIT;
     ferry_ch_rows det = {0};
-    json_t *names = json_array(), *req = NULL;
     *removed = 0;
     ferry_buf_puts(&tail, " AND startsWith(name, 'attaching_') AND partition_id IN (");
     for (size_t i = 0; i < n; i++) {
@@ -269,21 +268,19 @@ static int remove_attaching(mv_conn *c, const char *db, const char *staging,
         ferry_sql_quote(pids[i], &tail);
     }
     ferry_buf_putc(&tail, ')');
-    int rc = names ? query_table(c, "SELECT DISTINCT name FROM system.detached_parts WHERE", db,
-                                 staging, ferry_buf_cstr(&tail), &det, err)
-                   : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    const char **names = NULL;
+    int rc = query_table(c, "SELECT DISTINCT name FROM system.detached_parts WHERE", db, staging,
+                         ferry_buf_cstr(&tail), &det, err);
+    if (!rc && det.n_rows && !(names = calloc(det.n_rows, sizeof *names)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < det.n_rows; i++)
-        if (json_array_append_new(names, json_string(ferry_ch_rows_get(&det, i, 0))))
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (!rc && json_array_size(names)) {
-        req = json_pack("{s:s, s:s, s:O}", "database", db, "table", staging, "parts", names);
-        rc = req ? mv_agent(c, "remove-detached", req, NULL, NULL, err)
-                 : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        names[i] = ferry_ch_rows_get(&det, i, 0);
+    if (!rc && det.n_rows) {
+        rc = ferry_agent_remove_detached_n(c->ag, db, staging, names, det.n_rows, NULL, err);
         if (!rc)
-            *removed = json_array_size(names);
+            *removed = det.n_rows;
     }
-    json_decref(req);
-    json_decref(names);
+    free(names);
     ferry_ch_rows_free(&det);
     ferry_buf_free(&tail);
     return rc;
@@ -317,16 +314,33 @@ static int attach_partitions(mv_conn *c, const char *db, const char *staging,
     return rc;
 }
 
-/* Step 1: the place-parts request for staging's detached parts of pids (NULL in *req when there
- * are none): {database, table: load, from_table: staging, data_paths: [load's], parts: [{disk,
- * name, to}]}. */
+/* Step 1: what the place-parts request names for staging's detached parts of pids (n 0 when
+ * there are none): load's data paths and each part's {disk, name, to}. Strings are borrowed from
+ * the rows it keeps (place_plan_free). */
+typedef struct place_plan {
+    ferry_ch_rows det, paths;
+    const char **dps;
+    ferry_agent_place *parts;
+    char (*to)[FERRY_NAME_MAX + 64];
+    size_t n;
+} place_plan;
+
+static void place_plan_free(place_plan *pl)
+{
+    ferry_ch_rows_free(&pl->det);
+    ferry_ch_rows_free(&pl->paths);
+    free(pl->dps);
+    free(pl->parts);
+    free(pl->to);
+    memset(pl, 0, sizeof *pl);
+}
+
 static int plan_place(mv_conn *c, const char *db, const char *staging, const char *load,
-                      const char *const *pids, size_t n, json_t **req, ferry_err *err)
+                      const char *const *pids, size_t n, place_plan *pl, ferry_err *err)
 {
     ferry_buf tail = FERRY_BUF_INIT;
-    ferry_ch_rows det = {0}, blk = {0}, paths = {0};
-    json_t *parts = NULL, *dps = NULL;
-    *req = NULL;
+    ferry_ch_rows blk = {0};
+    memset(pl, 0, sizeof *pl);
     ferry_buf_puts(&tail, " AND ifNull(reason, '') = '' AND level IS NOT NULL AND partition_id "
                           "IN (");
     for (size_t i = 0; i < n; i++) {
@@ -336,15 +350,15 @@ static int plan_place(mv_conn *c, const char *db, const char *staging, const cha
     }
     ferry_buf_puts(&tail, ") ORDER BY partition_id, min_block_number, name");
     int rc = query_table(c, "SELECT name, disk, partition_id, level FROM system.detached_parts "
-                            "WHERE", db, staging, ferry_buf_cstr(&tail), &det, err);
-    if (rc || det.n_rows == 0)
+                            "WHERE", db, staging, ferry_buf_cstr(&tail), &pl->det, err);
+    if (rc || pl->det.n_rows == 0)
         goto out;
     if ((rc = query_table(c, "SELECT max(max_block_number) FROM system.parts WHERE", db, load,
                           NULL, &blk, err)) ||
         (rc = query_table(c, "SELECT arrayJoin(data_paths) FROM system.tables WHERE", db, load,
-                          NULL, &paths, err)))
+                          NULL, &pl->paths, err)))
         goto out;
-    if (paths.n_rows == 0) {
+    if (pl->paths.n_rows == 0) {
         rc = ferry_err_set(err, FERRY_ENOTFOUND, "%s: load table %s.%s has no data path",
                            c->name, db, load);
         goto out;
@@ -352,33 +366,31 @@ static int plan_place(mv_conn *c, const char *db, const char *staging, const cha
     uint64_t block = 0;
     if (blk.n_rows == 1)
         ferry_parse_u64(ferry_ch_rows_get(&blk, 0, 0), &block);
-    parts = json_array();
-    dps = json_array();
-    rc = parts && dps ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t r = 0; !rc && r < paths.n_rows; r++)
-        if (json_array_append_new(dps, json_string(ferry_ch_rows_get(&paths, r, 0))))
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t r = 0; !rc && r < det.n_rows; r++) {
-        /* a fresh single block, as ATTACH PARTITION names an attached part, the level kept */
-        char to[FERRY_NAME_MAX + 64];
-        block++;
-        snprintf(to, sizeof to, "%s_%llu_%llu_%s", ferry_ch_rows_get(&det, r, 2),
-                 (unsigned long long)block, (unsigned long long)block,
-                 ferry_ch_rows_get(&det, r, 3));
-        if (json_array_append_new(parts, json_pack("{s:s, s:s, s:s}", "disk",
-                                                   ferry_ch_rows_get(&det, r, 1), "name",
-                                                   ferry_ch_rows_get(&det, r, 0), "to", to)))
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    }
-    if (!rc && !(*req = json_pack("{s:s, s:s, s:s, s:O, s:O}", "database", db, "table", load,
-                                  "from_table", staging, "data_paths", dps, "parts", parts)))
+    size_t nd = pl->det.n_rows;
+    pl->dps = calloc(pl->paths.n_rows + 1, sizeof *pl->dps);
+    pl->parts = calloc(nd + 1, sizeof *pl->parts);
+    pl->to = calloc(nd + 1, sizeof *pl->to);
+    if (!pl->dps || !pl->parts || !pl->to) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t r = 0; r < pl->paths.n_rows; r++)
+        pl->dps[r] = ferry_ch_rows_get(&pl->paths, r, 0);
+    for (size_t r = 0; r < nd; r++) {
+        /* a fresh single block, as ATTACH PARTITION names an attached part, the level kept */
+        block++;
+        snprintf(pl->to[r], sizeof pl->to[r], "%s_%llu_%llu_%s",
+                 ferry_ch_rows_get(&pl->det, r, 2), (unsigned long long)block,
+                 (unsigned long long)block, ferry_ch_rows_get(&pl->det, r, 3));
+        pl->parts[r] = (ferry_agent_place){.disk = ferry_ch_rows_get(&pl->det, r, 1),
+                                           .name = ferry_ch_rows_get(&pl->det, r, 0),
+                                           .to = pl->to[r]};
+    }
+    pl->n = nd;
 out:
-    json_decref(parts);
-    json_decref(dps);
-    ferry_ch_rows_free(&det);
+    if (rc)
+        place_plan_free(pl);
     ferry_ch_rows_free(&blk);
-    ferry_ch_rows_free(&paths);
     ferry_buf_free(&tail);
     return rc;
 }
@@ -387,14 +399,15 @@ out:
 static int load_locked(mv_conn *c, const char *db, const char *staging, const char *load,
                        const char *const *pids, size_t n, ferry_err *err)
 {
-    json_t *req = NULL, *resp = NULL;
-    int rc = plan_place(c, db, staging, load, pids, n, &req, err);
-    if (rc || !req)
+    place_plan pl;
+    int rc = plan_place(c, db, staging, load, pids, n, &pl, err);
+    if (rc || !pl.n)
         goto out; /* nothing waits in detached/: loaded already (a repeated step) */
     if ((rc = table_stmt(c, "DETACH TABLE", db, load, err)))
         goto out;
     crash_point("STAGE:detached");
-    rc = mv_agent(c, "place-parts", req, &resp, NULL, err);
+    rc = ferry_agent_place_parts(c->ag, db, load, staging, pl.dps, pl.paths.n_rows, pl.parts,
+                                 pl.n, NULL, NULL, err);
     if (!rc)
         crash_point("STAGE:placed");
     /* attached again whatever happened: a failed placement left some folders in detached/ (a
@@ -416,11 +429,10 @@ static int load_locked(mv_conn *c, const char *db, const char *staging, const ch
         goto out;
     crash_point("STAGE:moved");
     FLOG_INFO("msg=\"staging loaded by re-attaching the load table (read-only object access)\" "
-              "server=%s table=%s.%s parts=%zu partitions=%zu", c->name, db, staging,
-              json_array_size(json_object_get(req, "parts")), moved);
+              "server=%s table=%s.%s parts=%zu partitions=%zu", c->name, db, staging, pl.n,
+              moved);
 out:
-    json_decref(req);
-    json_decref(resp);
+    place_plan_free(&pl);
     return rc;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ferry/agent_ops.h"
 #include "ferry/fleet.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
@@ -35,74 +36,54 @@ static void problem(json_t *problems, const char *fmt, ...)
 static int read_replica(ferry_agent_client *agent, const char *server, const char *label,
                         ferry_sweep_refs *refs, json_t *problems, size_t *failed, ferry_err *err)
 {
-    json_t *req = json_object(), *resp = NULL;
-    long status = 0;
+    ferry_agent_pointer_list pl;
     ferry_err aerr = {0};
-    if (!req)
+    int rc = ferry_agent_pointers(agent, NULL, NULL, &pl, &aerr);
+    if (rc == FERRY_ENOMEM)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    int rc = ferry_agent_call(agent, "pointers", req, &resp, &status, &aerr);
-    json_decref(req);
     if (rc) {
-        problem(problems, "server %s: cannot read its pointer files: %s", label, aerr.msg);
+        if (rc == FERRY_EUNSUPPORTED) /* an answer without its lists */
+            problem(problems, "server %s: %s", label, aerr.msg);
+        else
+            problem(problems, "server %s: cannot read its pointer files: %s", label, aerr.msg);
         (*failed)++;
-        json_decref(resp);
         return FERRY_OK;
     }
-    json_t *files = json_object_get(resp, "files"), *invalid = json_object_get(resp, "invalid");
-    if (!json_is_array(files) || !json_is_array(invalid)) {
-        problem(problems, "server %s: the agent's answer to 'pointers' has no file lists (an "
-                "agent of another version?)", label);
-        (*failed)++;
-        json_decref(resp);
-        return FERRY_OK;
-    }
-    size_t k;
-    json_t *f;
-    json_array_foreach(files, k, f)
-    {
-        const char *path = json_string_value(json_object_get(f, "path"));
-        const char *disk = json_string_value(json_object_get(f, "disk"));
-        json_t *objects = json_object_get(f, "objects");
-        if (!path || !disk || !json_is_array(objects)) {
+    for (size_t k = 0; k < pl.n_files; k++) {
+        const ferry_agent_pointer_file *f = &pl.files[k];
+        if (!f->path || !f->disk || !f->has_objects) {
             problem(problems, "server %s: the agent listed a pointer file without its path, "
                     "disk or objects", label);
             (*failed)++;
             continue;
         }
-        size_t j;
-        json_t *o;
-        json_array_foreach(objects, j, o)
-        {
-            const char *key = json_string_value(json_object_get(o, "store_key"));
-            json_t *size = json_object_get(o, "size");
-            if (!json_is_integer(size) || json_integer_value(size) < 0) {
+        for (size_t j = 0; j < f->n_objects; j++) {
+            const ferry_agent_pointer_object *o = &f->objects[j];
+            if (o->size < 0) {
                 problem(problems, "server %s: %s: an object without a size in the agent's "
-                        "answer", label, path);
+                        "answer", label, f->path);
                 (*failed)++;
                 continue;
             }
-            if ((rc = ferry_sweep_refs_add(refs, server, disk, path, key,
-                                           (uint64_t)json_integer_value(size), err))) {
-                json_decref(resp);
+            if ((rc = ferry_sweep_refs_add(refs, server, f->disk, f->path, o->store_key,
+                                           (uint64_t)o->size, err))) {
+                ferry_agent_pointer_list_free(&pl);
                 return rc;
             }
-            refs->items[refs->n - 1].outdated = json_is_true(json_object_get(f, "outdated"));
+            refs->items[refs->n - 1].outdated = f->outdated;
         }
     }
-    json_t *inv;
-    json_array_foreach(invalid, k, inv)
-    {
+    for (size_t k = 0; k < pl.n_invalid; k++) {
         /* a file that does not parse may be a damaged pointer file (a crash during
          * ClickHouse's in-place rewrite leaves zero bytes), and one the agent could not read
          * or list may be anything: what it named is unknown, so the report cannot be
          * complete */
-        const char *path = json_string_value(json_object_get(inv, "path"));
-        const char *why = json_string_value(json_object_get(inv, "error"));
+        const char *path = pl.invalid[k].path, *why = pl.invalid[k].error;
         problem(problems, "server %s: %s is not a readable pointer file (%s)", label,
                 path ? path : "(no path)", why ? why : "no reason given");
         (*failed)++;
     }
-    json_decref(resp);
+    ferry_agent_pointer_list_free(&pl);
     return FERRY_OK;
 }
 

@@ -166,6 +166,8 @@ static void pool_run(tier_server *srv, const char *op, pool_req *reqs, size_t n)
     pthread_t th[TIER_AGENT_THREADS];
     bool started[TIER_AGENT_THREADS] = {false};
     size_t nt = n < TIER_AGENT_THREADS ? n : TIER_AGENT_THREADS;
+    ferry_agent_client_stats before, after;
+    ferry_agent_client_stats_get(srv->conn.ag, &before);
     pthread_mutex_init(&p.mu, NULL);
     for (size_t i = 1; i < nt; i++)
         started[i] = pthread_create(&th[i], NULL, pool_thread, &p) == 0;
@@ -174,7 +176,9 @@ static void pool_run(tier_server *srv, const char *op, pool_req *reqs, size_t n)
         if (started[i])
             pthread_join(th[i], NULL);
     pthread_mutex_destroy(&p.mu);
-    srv->conn.n_agent += n;
+    /* the server's own client counts its requests (mv_agent_requests); the others here */
+    ferry_agent_client_stats_get(srv->conn.ag, &after);
+    srv->conn.n_agent += n - (after.requests - before.requests);
 }
 
 static void pool_free(pool_req *reqs, size_t n)

@@ -49,15 +49,10 @@ int tier_server_check(tier_ctx *ctx, tier_server *srv, ferry_err *err)
     int rc = tier_server_open(ctx, srv, err);
     if (rc)
         return rc;
-    json_t *st = NULL;
-    long status = 0;
-    srv->conn.n_agent++;
-    rc = ferry_agent_call(srv->conn.ag, "status", NULL, &st, &status, err);
-    if (rc) {
-        json_decref(st);
+    ferry_agent_status_info st;
+    if ((rc = ferry_agent_status(srv->conn.ag, &st, err)))
         return ferry_err_prefix(err, "%s: agent status: ", srv->shard.name);
-    }
-    const char *vtext = json_string_value(json_object_get(st, "clickhouse_version"));
+    const char *vtext = st.clickhouse_version;
     ferry_ch_version v;
     const ferry_settings *s = &ctx->settings;
     int pinned = (int)(s->pointer_format > 1000 ? 1000 : s->pointer_format);
@@ -82,20 +77,17 @@ int tier_server_check(tier_ctx *ctx, tier_server *srv, ferry_err *err)
                                "before ATTACH; test the new version in a lab and pin it",
                                srv->shard.name, v.text, s->clickhouse_version);
         } else {
-            json_t *apf = json_object_get(st, "pointer_format");
-            const char *aerr = json_string_value(json_object_get(st, "pointer_format_error"));
+            const char *aerr = st.pointer_format_error;
             if (aerr)
                 rc = ferry_err_set(err, FERRY_EINVAL, "%s: the agent cannot write pointer files: "
                                    "%s", srv->shard.name, aerr);
-            else if (!json_is_integer(apf) || json_integer_value(apf) != pinned)
-                rc = ferry_err_set(err, FERRY_EINVAL, "%s: the agent writes pointer format %lld "
+            else if (st.pointer_format != pinned)
+                rc = ferry_err_set(err, FERRY_EINVAL, "%s: the agent writes pointer format %d "
                                    "(its config's [cluster] pointer_format) but the catalog pins "
-                                   "%d", srv->shard.name,
-                                   json_is_integer(apf) ? (long long)json_integer_value(apf) : -1LL,
-                                   pinned);
+                                   "%d", srv->shard.name, st.pointer_format, pinned);
         }
     }
-    json_decref(st);
+    ferry_agent_status_info_free(&st);
     srv->checked = true;
     srv->check_rc = rc;
     snprintf(srv->check_msg, sizeof srv->check_msg, "%s", rc ? err->msg : "");
@@ -815,7 +807,7 @@ int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *er
     unsigned long statements = 0, agent_requests = 0;
     for (size_t i = 0; i < ctx.n_servers; i++) {
         statements += ctx.servers[i].conn.n_sql;
-        agent_requests += ctx.servers[i].conn.n_agent;
+        agent_requests += mv_agent_requests(&ctx.servers[i].conn);
     }
     json_object_set_new(ctx.report, "waves", json_integer((json_int_t)ctx.waves));
     json_object_set_new(ctx.report, "statements", json_integer((json_int_t)statements));

@@ -774,8 +774,7 @@ static int check_inodes(tier_ctx *ctx, tier_wave *w, const char *policy, ferry_e
     uint64_t min_inodes = 0;
     int rc = ferry_min_free_inodes(&ctx->cfg, &min_inodes, err);
     ferry_buf sql = FERRY_BUF_INIT, disks = FERRY_BUF_INIT;
-    json_t *st = NULL;
-    long status = 0;
+    ferry_agent_status_info st = {0};
     if (rc)
         return rc;
     ferry_buf_puts(&sql, "SELECT arrayJoin((SELECT groupArrayArray(disks) FROM "
@@ -784,15 +783,14 @@ static int check_inodes(tier_ctx *ctx, tier_wave *w, const char *policy, ferry_e
     ferry_buf_puts(&sql, ")) AS d FORMAT TabSeparated");
     if ((rc = tier_sql(w->srv, ferry_buf_cstr(&sql), &disks, err)))
         goto out;
-    w->srv->conn.n_agent++;
-    if ((rc = ferry_agent_call(w->srv->conn.ag, "status", NULL, &st, &status, err))) {
+    if ((rc = ferry_agent_status(w->srv->conn.ag, &st, err))) {
         ferry_err_prefix(err, "%s: agent status: ", w->srv->shard.name);
         goto out;
     }
     char who[2 * FERRY_NAME_MAX], what[4 * FERRY_NAME_MAX];
     snprintf(who, sizeof who, "%s", w->srv->shard.name);
     snprintf(what, sizeof what, "tiering %zu partition(s) of %s.%s", w->n, w->db, w->table);
-    rc = ferry_inode_room(st, disk_listed, disks.data ? disks.data : (char *)"",
+    rc = ferry_inode_room(&st, disk_listed, disks.data ? disks.data : (char *)"",
                           (uint64_t)w->n * FERRY_INODES_PER_PART, min_inodes, who, what, err);
     if (rc) {
         size_t l = strlen(err->msg);
@@ -800,7 +798,7 @@ static int check_inodes(tier_ctx *ctx, tier_wave *w, const char *policy, ferry_e
                  "once there is room");
     }
 out:
-    json_decref(st);
+    ferry_agent_status_info_free(&st);
     ferry_buf_free(&sql);
     ferry_buf_free(&disks);
     return rc;
