@@ -8,9 +8,12 @@
  * runs its journaled state's step again; tier_steps.c and tier_cleanup.c):
  *
  *   PLANNED   nothing touched yet.
- *   FREEZE    SYSTEM STOP MERGES on the table (so no frozen part is merged away before the
- *             swap), then FREEZE PARTITION under the job's attempt name, all partitions of the
- *             wave in one ALTER. A FREEZE found journaled but not finished by this process may
+ *   FREEZE    FREEZE PARTITION under the job's attempt name, all partitions of the wave in one
+ *             ALTER. The table's merges run on (a wave's upload may take minutes, and a busy
+ *             table that cannot merge piles up parts until inserts fail); a merge that takes a
+ *             frozen part before the swap is found by ATTACH's or the swap's check, the job is
+ *             rolled back and run again at once in a wave that holds merges stopped from its
+ *             FREEZE (tier_run.c). A FREEZE found journaled but not finished by this process may
  *             have been cut short, so it is redone under a fresh name (attempt + 1) after the old
  *             one is removed.
  *   UPLOAD    every file of every frozen hot part uploaded unchanged (agent, uploader role),
@@ -28,7 +31,8 @@
  *             checksums.txt is the hot part's, and every object's bytes were checked against it
  *             on upload and its size before the pointer part was written); without, the same row
  *             fingerprint. What the swap must bring in is kept as `fp`.
- *   REPLACE   the swap, one ALTER for the wave: REPLACE PARTITION ... FROM staging when the
+ *   REPLACE   SYSTEM STOP MERGES on the table, and a wait until none runs (one that was
+ *             committing goes on after the stop); then the swap, one ALTER for the wave: REPLACE PARTITION ... FROM staging when the
  *             partition holds exactly the frozen hot parts (atomic for readers); otherwise (cold
  *             parts from an earlier run, or rows that arrived since the freeze) ATTACH PARTITION
  *             ... FROM staging and DETACH PART of each frozen hot part, which never replaces the
@@ -49,7 +53,8 @@
  *             parts removed
  *             (local files); the cold parts, their objects with sizes and checksums, and the
  *             partitions (tier cold) recorded in the catalog in one batch with the journals
- *             (recorded = true); the freeze folders removed; merges started again.
+ *             (recorded = true); the freeze folders removed. Merges of the table are started again
+ *             first, when no job of the wave needs them stopped (I6).
  *   DONE / FAILED.
  *
  * The wave runs its lowest state first, for all jobs in it, until every job is DONE, FAILED or
@@ -68,9 +73,12 @@
  *   I4  Every object ferry uploaded for a part that was swapped in is recorded in the catalog
  *       (FERRY_REC_PART with this server) before the freeze that could re-list it is removed.
  *   I5  No statement of the flow can remove parts: all SQL goes through ferry_guarded_exec.
- *   I6  Merges of a table stopped by a wave are started again before the last of its jobs that
- *       needed them stopped is journaled DONE or FAILED (a job left in FREEZE..REPLACE for the
- *       next run keeps them stopped: its frozen parts must not be merged away). */
+ *   I6  Merges of the table are stopped from the swap's check until its verification (and,
+ *       in a wave that holds merges, from FREEZE): a frozen part must stay as it is while a
+ *       swap may name it. They are started again when no job of the wave is between its swap and
+ *       a passed VERIFY, at the start of CLEANUP or in a rollback; a job left after its swap for
+ *       the next run (a failure there, a crash) keeps them stopped until that run verifies it.
+ *       So a job killed or failed before its swap never leaves a table unable to merge. */
 #define _DEFAULT_SOURCE
 #include "flow/tier_int.h"
 #include "flow/staging_load.h"
@@ -320,40 +328,85 @@ static bool in_list(tier_job *const *js, size_t n, const tier_job *job)
     return false;
 }
 
+/* Whether job j needs its table's merges stopped now (I6): its swap may have run and is not
+ * verified (a merge would take a frozen part that must still be detached, or change what VERIFY
+ * compares), or, in a wave that holds merges, it is frozen and not swapped yet. */
+static bool job_needs_stop(const tier_wave *w, const tier_job *j)
+{
+    bool swapped = tier_dbool(j, "swapped");
+    if (j->state == FERRY_TIER_VERIFY || (j->state == FERRY_TIER_REPLACE && swapped))
+        return true;
+    if (!w->hold_merges || j->state < FERRY_TIER_FREEZE || j->state > FERRY_TIER_REPLACE)
+        return false;
+    return !j->out; /* out before its swap: rolled back (or about to be), its parts may merge */
+}
+
 bool tier_wave_needs_stop(const tier_wave *w, tier_job *const *js, size_t n)
 {
-    for (size_t i = 0; i < w->n; i++) {
-        const tier_job *j = w->jobs[i];
-        if (in_list(js, n, j) || j->state < FERRY_TIER_FREEZE || j->state > FERRY_TIER_REPLACE)
-            continue;
-        if (j->out && !tier_dbool(j, "swapped"))
-            continue; /* rolled back (or about to be): its parts may merge */
-        return true;
-    }
+    for (size_t i = 0; i < w->n; i++)
+        if (!in_list(js, n, w->jobs[i]) && job_needs_stop(w, w->jobs[i]))
+            return true;
     return false;
 }
 
-int tier_merges(tier_wave *w, bool start, ferry_err *err)
+/* Waits (bounded) until no merge or mutation of db.table runs: SYSTEM STOP MERGES stops new
+ * ones and cancels running ones, but one that was committing its result goes on, and would
+ * replace a frozen part the swap is about to name. */
+static int wait_merges_idle(tier_wave *w, ferry_err *err)
 {
     ferry_buf sql = FERRY_BUF_INIT;
-    ferry_buf_puts(&sql, start ? "SYSTEM START MERGES " : "SYSTEM STOP MERGES ");
-    tier_qualified(&sql, w->db, w->table);
-    int rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
-    /* staging's too, once it exists: a merge of pointer parts there between ATTACH's check and
-     * the swap would swap in a part of other hashes (same rows), which VERIFY refuses */
-    char policy[FERRY_NAME_MAX];
-    bool exists = false, remote = false;
-    if (!rc)
-        rc = tier_table_policy(w->srv, w->db, w->staging, &exists, policy, sizeof policy, &remote,
-                               err);
-    if (!rc && exists) {
-        ferry_buf_reset(&sql);
-        ferry_buf_puts(&sql, start ? "SYSTEM START MERGES " : "SYSTEM STOP MERGES ");
-        tier_qualified(&sql, w->db, w->staging);
-        rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
+    ferry_buf_puts(&sql, "SELECT count() FROM system.merges WHERE database = ");
+    ferry_sql_quote(w->db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(w->table, &sql);
+    ferry_buf_puts(&sql, " FORMAT TabSeparated");
+    int rc = FERRY_OK;
+    double until = tier_now_ms() + 60e3;
+    for (unsigned sleep_ms = 5;; sleep_ms = sleep_ms < 200 ? sleep_ms * 2 : 200) {
+        ferry_buf out = FERRY_BUF_INIT;
+        rc = tier_sql(w->srv, ferry_buf_cstr(&sql), &out, err);
+        bool running = !rc && out.data && out.data[0] != '0';
+        ferry_buf_free(&out);
+        if (rc || !running)
+            break;
+        if (tier_now_ms() > until) {
+            rc = ferry_err_set(err, FERRY_ETIMEOUT, "%s: a merge of %s.%s still runs 60 s after "
+                               "SYSTEM STOP MERGES; nothing was swapped, the next run tries "
+                               "again", w->srv->shard.name, w->db, w->table);
+            break;
+        }
+        usleep(sleep_ms * 1000);
     }
     ferry_buf_free(&sql);
     return rc;
+}
+
+static int merges_stmt(tier_wave *w, bool start, const char *table, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, start ? "SYSTEM START MERGES " : "SYSTEM STOP MERGES ");
+    tier_qualified(&sql, w->db, table);
+    int rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+int tier_table_merges(tier_wave *w, bool start, ferry_err *err)
+{
+    int rc = merges_stmt(w, start, w->table, err);
+    return rc || start ? rc : wait_merges_idle(w, err);
+}
+
+int tier_staging_merges_stop(tier_wave *w, ferry_err *err)
+{
+    /* a merge of pointer parts there between ATTACH's check and the swap would swap in a part
+     * of other hashes (same rows), which VERIFY refuses; staging never needs merges, so they
+     * are never started again (a server restart does) */
+    char policy[FERRY_NAME_MAX];
+    bool exists = false, remote = false;
+    int rc = tier_table_policy(w->srv, w->db, w->staging, &exists, policy, sizeof policy, &remote,
+                               err);
+    return rc || !exists ? rc : merges_stmt(w, false, w->staging, err);
 }
 
 /* ---- failures ---------------------------------------------------------------------------------- */

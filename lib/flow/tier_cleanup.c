@@ -533,6 +533,14 @@ int tier_step_cleanup(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferr
     json_t *detached = json_array();
     size_t nr = 0, nok = 0;
     int rc = rec && ok && detached ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    /* I6: these swaps are verified; merges start again first, so they are stopped for the swap
+     * and VERIFY only (a resumed CLEANUP starts them too: the run that stopped them may have been
+     * killed after VERIFY) */
+    bool stopped = false;
+    for (size_t i = 0; i < n; i++)
+        stopped = stopped || tier_dbool(js[i], "merges_stopped");
+    if (!rc && stopped && !tier_wave_needs_stop(w, js, n))
+        rc = tier_table_merges(w, true, err);
     if (rc || (rc = release_staging(ctx, w, js, n, err)))
         goto out;
     /* the real table's frozen hot parts that an ATTACH-FROM swap DETACHed: local files */
@@ -553,9 +561,6 @@ int tier_step_cleanup(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferr
         if (!js[i]->rc)
             ok[nok++] = js[i];
     if ((rc = tier_agent_remove_freezes(w, ok, nok, err)))
-        goto out;
-    /* I6: the frozen parts of every job of the wave are swapped or rolled back */
-    if (nok && !tier_wave_needs_stop(w, ok, nok) && (rc = tier_merges(w, true, err)))
         goto out;
     rc = tier_journal(ctx, ok, nok, FERRY_TIER_DONE, err);
 out:
@@ -584,7 +589,7 @@ int tier_rollback(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_er
             rc = tier_agent_remove_freezes(w, started, ns, err);
         /* I6: unless another job of the wave still needs its frozen parts unmerged */
         if (!rc && stopped && !tier_wave_needs_stop(w, js, n))
-            rc = tier_merges(w, true, err);
+            rc = tier_table_merges(w, true, err);
     }
     for (size_t i = 0; !rc && i < n; i++)
         json_object_set_new(js[i]->data, "rolled_back", json_true());

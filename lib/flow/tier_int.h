@@ -113,7 +113,8 @@ typedef struct tier_ctx {
 /* One job while it runs. data is the journal's JSON state:
  *   db, table, catalog_table, pid, partition, tenant, day, split  what is tiered
  *   attempt, freeze          the FREEZE attempt and its name
- *   merges_stopped           SYSTEM STOP MERGES was (about to be) sent
+ *   merges_stopped           SYSTEM STOP MERGES on the table was (about to be) sent: by the
+ *                            swap, or from FREEZE in a wave that holds merges
  *   hot                      names of the frozen hot parts (after FREEZE)
  *   hashed                   every hot part's upload was checked against its checksums.txt by
  *                            the agent (so verification compares part hashes; absent: rows)
@@ -138,6 +139,8 @@ typedef struct tier_job {
                               uploads; NULL when the job was frozen by another process) */
     bool freeze_started_here;
     bool resumed;
+    bool merged_away;      /* a frozen part was merged (or mutated) away before the swap: rolled
+                              back, and run again in a wave that holds merges (tier_run.c) */
     bool out;              /* left its wave: finished, failed, or waits for the next run */
     int rc;                /* this run's failure (0: none) */
     ferry_err err;
@@ -163,6 +166,8 @@ typedef struct tier_wave {
     bool staging_ready;  /* staging and the empty twin checked (and created) by this wave */
     bool staging_exists; /* seen to exist (ferry never drops it) */
     bool no_replace;     /* the server's REPLACE PARTITION is not crash-safe (tier_replace_unsafe) */
+    bool hold_merges;    /* the table's merges stay stopped from FREEZE to the swap: the second
+                            try of jobs whose frozen parts a merge took (tier_run.c) */
 } tier_wave;
 
 /* Whether REPLACE PARTITION on the server leaves the parts it replaced on disk, outdated, with
@@ -211,11 +216,15 @@ int tier_journal(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_state t
  * transition (to FAILED). */
 int tier_journal_detail(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_state to,
                         ferry_err *err);
-/* Whether a job of the wave other than js[0..n) still needs the table's merges stopped: it is
- * unfinished in FREEZE..REPLACE, so its frozen parts must not be merged away. */
+/* Whether a job of the wave other than js[0..n) still needs the table's merges stopped (I6 in
+ * tier.c): its swap may have run and is not verified yet, or the wave holds merges and the job
+ * is frozen and not swapped. */
 bool tier_wave_needs_stop(const tier_wave *w, tier_job *const *js, size_t n);
-/* SYSTEM START / STOP MERGES on the wave's table, and on its staging table when it exists. */
-int tier_merges(tier_wave *w, bool start, ferry_err *err);
+/* SYSTEM START / STOP MERGES on the wave's table; a stop then waits (bounded) until no merge of
+ * the table runs. */
+int tier_table_merges(tier_wave *w, bool start, ferry_err *err);
+/* SYSTEM STOP MERGES on the wave's staging table when it exists (never started again). */
+int tier_staging_merges_stop(tier_wave *w, ferry_err *err);
 
 /* Runs every job of the wave from its journaled state to DONE or FAILED, the lowest state
  * first, each step for all jobs in it at once. A job that fails before its swap is rolled back

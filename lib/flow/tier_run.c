@@ -181,7 +181,7 @@ static json_t *job_summary(const tier_job *job, unsigned long wave, int rc, cons
 typedef struct run_totals {
     int first_rc;
     ferry_err first_err;
-    json_int_t tiered, resumed, failed;
+    json_int_t tiered, resumed, failed, retried;
     uint64_t bytes, files, pbytes, pfiles;
     double check_ms;
 } run_totals;
@@ -195,37 +195,106 @@ static void note_failure(run_totals *t, int rc, const ferry_err *err)
     }
 }
 
+/* Takes a job whose frozen parts a merge took before its swap (rolled back, FAILED) back to
+ * PLANNED for its second try: the record by CAS on its version, the working fields as a new job
+ * of the partition has them (what it uploaded stays counted). */
+static int requeue_job(tier_ctx *ctx, tier_job *job, ferry_err *err)
+{
+    static const char *const keep[] = {"server", "db", "table", "catalog_table", "pid",
+                                       "partition", "tenant", "day", "split", "attempt"};
+    json_t *data = json_object();
+    if (!data)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
+        json_t *v = json_object_get(job->data, keep[i]);
+        if (v)
+            json_object_set(data, keep[i], v);
+    }
+    char *text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
+    int rc = text ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    ferry_flow_change ch = {.rec = &job->rec, .to = FERRY_TIER_PLANNED, .data = text};
+    if (!rc) {
+        ctx->catalog_writes++;
+        rc = ferry_flow_write(&ctx->journal, NULL, &ch, 1, 0, err);
+    }
+    free(text);
+    if (rc) {
+        json_decref(data);
+        return rc;
+    }
+    json_decref(job->data);
+    job->data = data;
+    json_decref(job->objects);
+    json_decref(job->sizes);
+    job->objects = job->sizes = NULL;
+    job->state = FERRY_TIER_PLANNED;
+    job->freeze_started_here = job->out = job->merged_away = false;
+    job->rc = 0;
+    memset(&job->err, 0, sizeof job->err);
+    return FERRY_OK;
+}
+
+/* Runs one wave of the jobs ptrs[0..k) of one server and table. */
+static void run_wave(tier_ctx *ctx, tier_job **ptrs, size_t k, bool hold_merges)
+{
+    ferry_err err = {0};
+    tier_job *first = ptrs[0];
+    tier_wave w = {.srv = first->srv, .jobs = ptrs, .n = k, .hold_merges = hold_merges};
+    snprintf(w.db, sizeof w.db, "%s", first->db);
+    snprintf(w.table, sizeof w.table, "%s", first->table);
+    snprintf(w.staging, sizeof w.staging, "%s", first->staging);
+    if (ferry_tier_empty_name(w.table, w.empty, sizeof w.empty, &err))
+        w.empty[0] = '\0'; /* no twin: staging is emptied by DETACH */
+    if ((w.no_replace = tier_replace_unsafe(ctx, w.srv))) {
+        w.empty[0] = '\0';
+        FLOG_INFO("msg=\"ClickHouse before 26.7: swaps by DETACH PART and ATTACH, no "
+                  "REPLACE PARTITION (a restart would load the replaced parts again)\" "
+                  "server=%s", w.srv->shard.name);
+    }
+    int wrc = tier_wave_run(ctx, &w, &err);
+    if (wrc)
+        FLOG_WARN("msg=\"tier wave stopped\" server=%s table=%s err=\"%s\"", w.srv->shard.name,
+                  w.table, err.msg);
+}
+
 /* Runs the jobs js[0..n) (all of one server and table, loaded) as waves of at most TIER_WAVE_MAX
- * and reports each job. */
+ * and reports each job. A wave's jobs whose frozen parts a merge took before the swap run once
+ * more at once, in a wave that holds the table's merges stopped from FREEZE (tier.c, I6). */
 static void run_jobs(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
 {
-    tier_job **ptrs = calloc(n + 1, sizeof *ptrs);
+    tier_job **ptrs = calloc(n + 1, sizeof *ptrs), **again = calloc(n + 1, sizeof *again);
     ferry_err err = {0};
-    if (!ptrs) {
+    if (!ptrs || !again) {
         ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
         note_failure(t, FERRY_ENOMEM, &err);
+        free(ptrs);
+        free(again);
         return;
     }
     for (size_t i = 0; i < n; i++)
         ptrs[i] = &js[i];
     for (size_t first = 0; first < n; first += TIER_WAVE_MAX) {
         size_t k = n - first < TIER_WAVE_MAX ? n - first : TIER_WAVE_MAX;
-        tier_wave w = {.srv = js[first].srv, .jobs = ptrs + first, .n = k};
-        snprintf(w.db, sizeof w.db, "%s", js[first].db);
-        snprintf(w.table, sizeof w.table, "%s", js[first].table);
-        snprintf(w.staging, sizeof w.staging, "%s", js[first].staging);
-        if (ferry_tier_empty_name(w.table, w.empty, sizeof w.empty, &err))
-            w.empty[0] = '\0'; /* no twin: staging is emptied by DETACH */
-        if ((w.no_replace = tier_replace_unsafe(ctx, w.srv))) {
-            w.empty[0] = '\0';
-            FLOG_INFO("msg=\"ClickHouse before 26.7: swaps by DETACH PART and ATTACH, no "
-                      "REPLACE PARTITION (a restart would load the replaced parts again)\" "
-                      "server=%s", w.srv->shard.name);
+        run_wave(ctx, ptrs + first, k, false);
+        size_t nagain = 0;
+        for (size_t i = first; i < first + k && !ctx->lost; i++) {
+            tier_job *job = &js[i];
+            if (!job->merged_away || job->state != FERRY_TIER_FAILED)
+                continue;
+            FLOG_INFO("msg=\"tier job runs again, merges held: a merge took a frozen part "
+                      "before the swap\" job=%s", job->rec.u.job.id);
+            ferry_err rerr = {0};
+            int rrc = requeue_job(ctx, job, &rerr);
+            if (rrc)
+                FLOG_WARN("msg=\"tier job not run again\" job=%s err=\"%s\"",
+                          job->rec.u.job.id, rerr.msg);
+            else
+                again[nagain++] = job;
         }
-        int wrc = tier_wave_run(ctx, &w, &err);
-        if (wrc)
-            FLOG_WARN("msg=\"tier wave stopped\" server=%s table=%s err=\"%s\"",
-                      w.srv->shard.name, w.table, err.msg);
+        if (nagain) {
+            t->retried += (json_int_t)nagain;
+            run_wave(ctx, again, nagain, true);
+        }
         for (size_t i = first; i < first + k; i++) {
             tier_job *job = &js[i];
             if (job->rc)
@@ -242,6 +311,7 @@ static void run_jobs(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
         }
     }
     free(ptrs);
+    free(again);
 }
 
 /* Whether options.partition_ids lets partition pid in (always, without the filter). */
@@ -795,6 +865,7 @@ int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *er
                                 json_real(ctx.step_ms[s]));
     json_object_set_new(ctx.report, "partitions_tiered", json_integer(t.tiered));
     json_object_set_new(ctx.report, "jobs_resumed", json_integer(t.resumed));
+    json_object_set_new(ctx.report, "jobs_retried", json_integer(t.retried));
     json_object_set_new(ctx.report, "jobs_failed", json_integer(t.failed));
     json_object_set_new(ctx.report, "bytes_uploaded", json_integer((json_int_t)t.bytes));
     json_object_set_new(ctx.report, "files_uploaded", json_integer((json_int_t)t.files));

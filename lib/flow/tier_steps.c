@@ -183,14 +183,18 @@ int tier_step_freeze(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
             ferry_tier_freeze_name(j->rec.u.job.id, (unsigned)tier_du64(j, "attempt"), name,
                                    sizeof name);
             json_object_set_new(j->data, "freeze", json_string(name));
-            json_object_set_new(j->data, "merges_stopped", json_true());
+            if (w->hold_merges)
+                json_object_set_new(j->data, "merges_stopped", json_true());
         }
         if ((rc = tier_journal(ctx, fresh, nf, FERRY_TIER_FREEZE, err)))
             goto out;
         for (size_t i = 0; i < nf; i++)
             fresh[i]->freeze_started_here = true;
     }
-    if (rc || (rc = tier_merges(w, false, err)) ||
+    /* The table's merges run on while the wave uploads (they are stopped only around the swap,
+     * so a slow store cannot keep a busy table from merging): a merge that takes a frozen part
+     * before then sends the job round again, in a wave that holds them from here (tier_run.c). */
+    if (rc || (w->hold_merges && (rc = tier_table_merges(w, false, err))) ||
         (rc = tier_agent_freeze(w, js, n, &ans, err)))
         goto out;
     for (size_t i = 0; i < n; i++) {
@@ -314,7 +318,7 @@ int tier_step_pointers(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, fer
 {
     int rc;
     if ((rc = tier_server_check(ctx, w->srv, err)) || (rc = ensure_staging(w, err)) ||
-        (rc = tier_merges(w, false, err)) || /* staging's parts stay as attached until the swap */
+        (rc = tier_staging_merges_stop(w, err)) || /* its parts stay as attached until the swap */
         /* the objects of parts uploaded by another process (a resumed job): the agent finds
          * them uploaded and uploads nothing */
         (rc = tier_agent_upload(ctx, w, js, n, false, err)) ||
@@ -475,7 +479,8 @@ static int check_staged(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_sli
         if (!a[i]->cold)
             rc = ferry_err_set(err, FERRY_EINVAL, "%s: staging part %s is not on the object-"
                                "storage disk", w->srv->shard.name, a[i]->name);
-    /* Every frozen hot part must still be active (merges are stopped since the freeze). */
+    /* Every frozen hot part must still be active: a merge may have taken one (the job goes
+     * round again, tier_run.c). */
     if (!rc && nb != json_array_size(hot)) {
         size_t i;
         json_t *h;
@@ -484,8 +489,9 @@ static int check_staged(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_sli
                 continue;
             rc = ferry_err_set(err, FERRY_EINVAL, "%s: frozen part %s of %s.%s is no longer "
                                "active (merged or detached since the freeze); nothing was "
-                               "swapped, the next run tiers the partition again",
-                               w->srv->shard.name, json_string_value(h), w->db, w->table);
+                               "swapped, the partition is tiered again", w->srv->shard.name,
+                               json_string_value(h), w->db, w->table);
+            job->merged_away = true;
             break;
         }
     }
@@ -518,8 +524,11 @@ int tier_step_attach(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     mv_slice stg = {0}, live = {0};
     tier_job **need = calloc(n + 1, sizeof *need);
     size_t nn = 0;
-    int rc = need ? tier_merges(w, false, err) /* again: a resumed job's server may have restarted */
+    /* again: a resumed job's server may have restarted */
+    int rc = need ? tier_staging_merges_stop(w, err)
                   : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc && w->hold_merges)
+        rc = tier_table_merges(w, false, err);
     bool resumed = false;
     for (size_t i = 0; i < n; i++)
         resumed = resumed || js[i]->resumed;
@@ -681,14 +690,17 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
     if (*swap && hot_active != json_array_size(hot)) {
         /* nothing was swapped, but the frozen parts changed: safe to roll back and redo */
         json_object_set_new(job->data, "swapped", json_false());
+        job->merged_away = true;
         fail_job(job, FERRY_EINVAL, "%s: frozen parts of %s.%s partition %s changed before the "
                  "swap ran; nothing was swapped, the next run tiers the partition again",
                  w->srv->shard.name, w->db, w->table, job->pid);
         return SWAP_FAILED;
     }
     if (hot_active != json_array_size(hot)) {
+        job->merged_away = true; /* merged away before the merges were stopped */
         fail_job(job, FERRY_EINVAL, "%s: only %zu of the %zu frozen parts of %s.%s partition %s "
-                 "are active before the swap", w->srv->shard.name, hot_active,
+                 "are active before the swap (merged away); nothing was swapped, the "
+                 "partition is tiered again", w->srv->shard.name, hot_active,
                  json_array_size(hot), w->db, w->table, job->pid);
         return SWAP_FAILED;
     }
@@ -1058,7 +1070,14 @@ out:
 
 int tier_step_replace(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
 {
-    int rc = tier_merges(w, false, err); /* still stopped, unless someone started them */
+    /* The table's merges stop here, and start again when the swaps are verified (CLEANUP): from
+     * now on a frozen part must stay as it is (I6). Recorded in each job's data, journaled with
+     * the swap choices. */
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(js[i]->data, "merges_stopped", json_true());
+    int rc = tier_staging_merges_stop(w, err);
+    if (!rc)
+        rc = tier_table_merges(w, false, err);
     if (!rc)
         rc = swap_jobs(ctx, w, js, n, err);
     if (ctx->lost)
@@ -1114,8 +1133,8 @@ static int verify_job(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice
                            "partition %s do not hold the frozen %s: %s", w->srv->shard.name,
                            w->db, w->table, job->pid, by_parts ? "parts" : "rows", why);
     /* REPLACE drops the whole partition: a part inserted between the check and the swap would
-     * have been dropped with the frozen ones. Merges are stopped, so any dropped part that is
-     * not a frozen one is such a part. */
+     * have been dropped with the frozen ones. Merges are stopped from before the check, so any
+     * dropped part above max_block is such a part. */
     if (!rc && !strcmp(tier_dstr(job, "swap"), "replace"))
         for (size_t i = 0; !rc && i < ps.n; i++) {
             const mv_part *p = &ps.p[i];

@@ -1,0 +1,99 @@
+# Tiering keeps the table merging (found by the chaos soak: SYSTEM STOP MERGES ran from FREEZE to
+# the swap, a slow store kept a wave uploading for minutes and interrupted jobs kept merges stopped
+# until a later run, and node2 piled up 26,813 parts). Merges are now stopped only around the swap
+# and its verification (lib/flow/tier.c, I6):
+#   1. while a wave uploads (a slow store: the agent pauses after each part) an OPTIMIZE of
+#      another partition runs, and one of the partition being tiered merges its frozen parts
+#      away; the job is rolled back and run again in a wave that holds merges, and finishes;
+#   2. a tiering killed after its upload leaves the table merging; the re-run finishes the job
+#      (its frozen parts merged away meanwhile: run again) with the same data.
+# Background merges are off for the table (max_bytes_to_merge_* = 1 byte: no part is small
+# enough), so only the test's OPTIMIZE FINAL merges, and only when merges are not stopped.
+source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/tier.sh"
+
+L=$T/lab
+FERRY_AGENT_TEST_SLOW_UPLOAD_MS=400 tier_lab "$L" --nodes 1
+C=$L/ferry.conf
+U=$(lab_url "$L" node1)
+tier_create "$U"
+chq "$U" "ALTER TABLE events MODIFY SETTING max_bytes_to_merge_at_max_space_in_pool = 1,
+    max_bytes_to_merge_at_min_space_in_pool = 1" >/dev/null
+
+fill() { # TENANT DAYS_AGO PARTS
+    local b
+    for b in $(seq 1 "$3"); do
+        chq "$U" "INSERT INTO events SELECT $1, toYYYYMMDD($TODAY - $2), 0,
+            toDateTime($TODAY - $2) + number, number % 97, number + $b * 1000000 FROM numbers(3000)" >/dev/null
+    done
+}
+pid_of() { chq "$U" "SELECT DISTINCT partition_id FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '$1-%'"; }
+nparts() { chq "$U" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND partition_id = '$1'"; }
+
+fill 1 5 8 # the partition tiered: 8 parts
+fill 2 0 3 # today's, stays hot: 3 parts
+P1=$(pid_of 1)
+P2=$(pid_of 2)
+assert_eq 8 "$(nparts "$P1")" "8 parts to tier (no background merge)"
+want=$(tier_fp "$U" "tenant = 1")
+
+# ---- 1. merges run during the upload; a merge of the frozen parts sends the job round again ----
+bg_start "$T/t1.err" bash -c '"$0" tier --config "$1" --older-than 3d --json >"$2"' \
+    "$FERRY_BIN" "$C" "$T/t1.json"
+TIER_PID=$BG_PID
+frozen() { [ -n "$(ls -A "$L/node1/data/shadow" 2>/dev/null | grep -v '^increment.txt$')" ]; }
+wait_for 60 frozen || fail "no freeze within 60 s: $(tail -5 "$T/t1.err")"
+chq "$U" "OPTIMIZE TABLE events PARTITION ID '$P2' FINAL" >/dev/null ||
+    fail "OPTIMIZE of another partition during the upload failed: merges are stopped"
+chq "$U" "OPTIMIZE TABLE events PARTITION ID '$P1' FINAL" >/dev/null ||
+    fail "OPTIMIZE of the partition being tiered during the upload failed: merges are stopped"
+assert_eq 1 "$(nparts "$P2")" "the other partition merged during the upload"
+wait "$TIER_PID" || fail "tier failed: $(jq -c '[.jobs[] | {state, error}]' "$T/t1.json" 2>/dev/null) $(tail -5 "$T/t1.err")"
+OUT=$(cat "$T/t1.json")
+assert_eq 1 "$(jq .jobs_retried <<<"$OUT")" "the job whose frozen parts were merged ran again ($OUT)"
+assert_eq 0 "$(jq .jobs_failed <<<"$OUT")" "nothing failed"
+assert_eq DONE "$(jq -r '[.jobs[].state] | join(" ")' <<<"$OUT")" "the job finished"
+assert_eq "$want" "$(tier_fp "$U" "tenant = 1")" "same data, nothing doubled or lost"
+assert_eq cold "$(chq "$U" "SELECT arrayStringConcat(groupUniqArray(disk_name), ',') FROM system.parts WHERE active AND table = 'events' AND partition_id = '$P1'")" "tiered"
+tier_leftovers "$L" node1
+fill 2 0 2
+tier_merges_on "$U" "$P2"
+assert_eq 1 "$(nparts "$P2")" "merges run after the tiering"
+# the rolled-back first try's objects stay in the store, unreferenced (ferry never deletes
+# outside the sweep): every recorded object is there, the others are the first try's only, and
+# the sweep finds them as orphans and nothing dangling
+keys_check() { # PIDS (a regex: the partitions that had a rolled-back try)
+    local missing extra
+    missing=$(comm -13 <(tier_local_keys "$L") <(tier_catalog_keys "$C"))
+    [ -z "$missing" ] || fail "recorded objects missing from the store: $missing"
+    extra=$(comm -23 <(tier_local_keys "$L") <(tier_catalog_keys "$C"))
+    [ -n "$extra" ] || fail "no object of the rolled-back try in the store"
+    grep -Eqv "^default/events/($1)/ferry_tier_[0-9a-f]*_1/" <<<"$extra" &&
+        fail "unrecorded objects other than the first try's: $extra"
+    expect_exit 0 "$FERRY_BIN" sweep --json --config "$C"
+    assert_eq "true $(wc -l <<<"$extra") 0" "$(jq -r '"\(.complete) \(.orphans | length) \(.dangling | length)"' <<<"$OUT")" "the sweep: complete, the first try's objects orphans, nothing dangling"
+}
+keys_check "$P1"
+ok "merges ran during the upload; the job whose frozen parts merged ran again with merges held, same data"
+
+# ---- 2. killed after its upload: the table still merges; the re-run finishes -------------------
+fill 3 5 4
+P3=$(pid_of 3)
+want=$(tier_fp "$U" "tenant = 3")
+expect_exit 137 env FERRY_TEST_CRASH_AFTER=UPLOAD "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 3
+tier_merges_on "$U" "$P3"
+assert_eq 1 "$(nparts "$P3")" "the killed job's partition merged: merges were not left stopped"
+expect_exit 0 "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 3 --json
+assert_eq 1 "$(jq .jobs_resumed <<<"$OUT")" "resumed ($OUT)"
+assert_eq 1 "$(jq .jobs_retried <<<"$OUT")" "its frozen parts were merged away: run again"
+assert_eq 0 "$(jq .jobs_failed <<<"$OUT")" "nothing failed"
+assert_eq "$want" "$(tier_fp "$U" "tenant = 3")" "same data after the crash"
+assert_eq cold "$(chq "$U" "SELECT arrayStringConcat(groupUniqArray(disk_name), ',') FROM system.parts WHERE active AND table = 'events' AND partition_id = '$P3'")" "tiered after the crash"
+tier_leftovers "$L" node1
+fill 2 0 2
+tier_merges_on "$U" "$P2"
+keys_check "$P1|$P3"
+assert_eq 0 "$(curl -sS "$U/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete"
+ok "a tiering killed after its upload left the table merging; the re-run finished it"
+done_testing
