@@ -349,6 +349,23 @@ bool tier_wave_needs_stop(const tier_wave *w, tier_job *const *js, size_t n)
     return false;
 }
 
+int tier_wait_none(tier_wave *w, const char *count_sql, const char *timeout_msg, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    double until = tier_now_ms() + 60e3;
+    for (unsigned sleep_ms = 5;; sleep_ms = sleep_ms < 200 ? sleep_ms * 2 : 200) {
+        ferry_buf out = FERRY_BUF_INIT;
+        rc = tier_sql(w->srv, count_sql, &out, err);
+        bool some = !rc && out.data && out.data[0] != '0';
+        ferry_buf_free(&out);
+        if (rc || !some)
+            return rc;
+        if (tier_now_ms() > until)
+            return ferry_err_set(err, FERRY_ETIMEOUT, "%s: %s", w->srv->shard.name, timeout_msg);
+        usleep(sleep_ms * 1000);
+    }
+}
+
 /* Waits (bounded) until no merge or mutation of db.table runs: SYSTEM STOP MERGES stops new
  * ones and cancels running ones, but one that was committing its result goes on, and would
  * replace a frozen part the swap is about to name. */
@@ -360,23 +377,10 @@ static int wait_merges_idle(tier_wave *w, ferry_err *err)
     ferry_buf_puts(&sql, " AND table = ");
     ferry_sql_quote(w->table, &sql);
     ferry_buf_puts(&sql, " FORMAT TabSeparated");
-    int rc = FERRY_OK;
-    double until = tier_now_ms() + 60e3;
-    for (unsigned sleep_ms = 5;; sleep_ms = sleep_ms < 200 ? sleep_ms * 2 : 200) {
-        ferry_buf out = FERRY_BUF_INIT;
-        rc = tier_sql(w->srv, ferry_buf_cstr(&sql), &out, err);
-        bool running = !rc && out.data && out.data[0] != '0';
-        ferry_buf_free(&out);
-        if (rc || !running)
-            break;
-        if (tier_now_ms() > until) {
-            rc = ferry_err_set(err, FERRY_ETIMEOUT, "%s: a merge of %s.%s still runs 60 s after "
-                               "SYSTEM STOP MERGES; nothing was swapped, the next run tries "
-                               "again", w->srv->shard.name, w->db, w->table);
-            break;
-        }
-        usleep(sleep_ms * 1000);
-    }
+    char msg[3 * FERRY_NAME_MAX];
+    snprintf(msg, sizeof msg, "a merge of %s.%s still runs 60 s after SYSTEM STOP MERGES; "
+             "nothing was swapped, the next run tries again", w->db, w->table);
+    int rc = tier_wait_none(w, ferry_buf_cstr(&sql), msg, err);
     ferry_buf_free(&sql);
     return rc;
 }

@@ -225,6 +225,9 @@ bool tier_wave_needs_stop(const tier_wave *w, tier_job *const *js, size_t n);
 int tier_table_merges(tier_wave *w, bool start, ferry_err *err);
 /* SYSTEM STOP MERGES on the wave's staging table when it exists (never started again). */
 int tier_staging_merges_stop(tier_wave *w, ferry_err *err);
+/* Runs count_sql (a SELECT count() ...) on the wave's server until it answers 0, backing off up
+ * to 200 ms between tries, for at most 60 s; then FERRY_ETIMEOUT with timeout_msg. */
+int tier_wait_none(tier_wave *w, const char *count_sql, const char *timeout_msg, ferry_err *err);
 
 /* Runs every job of the wave from its journaled state to DONE or FAILED, the lowest state
  * first, each step for all jobs in it at once. A job that fails before its swap is rolled back

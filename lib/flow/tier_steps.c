@@ -864,23 +864,10 @@ static int wait_swaps_finished(tier_wave *w, ferry_err *err)
                          "position(query, ");
     ferry_sql_quote(w->staging, &sql);
     ferry_buf_puts(&sql, ") > 0 FORMAT TabSeparated");
-    int rc = FERRY_OK;
-    double until = tier_now_ms() + 60e3;
-    for (;;) {
-        ferry_buf out = FERRY_BUF_INIT;
-        rc = tier_sql(w->srv, ferry_buf_cstr(&sql), &out, err);
-        bool running = !rc && out.data && out.data[0] != '0';
-        ferry_buf_free(&out);
-        if (rc || !running)
-            break;
-        if (tier_now_ms() > until) {
-            rc = ferry_err_set(err, FERRY_ETIMEOUT, "%s: an earlier swap statement on %s.%s is "
-                               "still running after 60 s; the next run resumes the swap",
-                               w->srv->shard.name, w->db, w->table);
-            break;
-        }
-        usleep(200 * 1000);
-    }
+    char msg[3 * FERRY_NAME_MAX];
+    snprintf(msg, sizeof msg, "an earlier swap statement on %s.%s is still running after 60 s; "
+             "the next run resumes the swap", w->db, w->table);
+    int rc = tier_wait_none(w, ferry_buf_cstr(&sql), msg, err);
     ferry_buf_free(&sql);
     return rc;
 }
