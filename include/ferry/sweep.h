@@ -69,6 +69,12 @@ void ferry_refset_free(ferry_refset *s);
  * part, not to a frozen copy (shadow/...) or a detached folder (.../detached/...). */
 bool ferry_sweep_path_is_live(const char *path);
 
+/* When path lies inside a part folder ClickHouse set aside as broken
+ * (`.../detached/broken...` or `detached/broken...`, e.g. broken-on-start_<part> after a crash
+ * left a pointer file empty): the length of the folder's path (up to, not including, the '/'
+ * after the folder's name); else 0. */
+size_t ferry_sweep_broken_folder(const char *path);
+
 typedef struct ferry_sweep_input {
     const ferry_sweep_refs *refs;     /* every pointer file of every server read */
     const char *const *servers;       /* the servers whose pointer files were read */

@@ -118,6 +118,17 @@ bool ferry_sweep_path_is_live(const char *path)
     return true;
 }
 
+size_t ferry_sweep_broken_folder(const char *path)
+{
+    for (const char *d = path; (d = strstr(d, "detached/broken")); d++) {
+        if (d != path && d[-1] != '/')
+            continue;
+        const char *end = strchr(d + strlen("detached/"), '/');
+        return end ? (size_t)(end - path) : 0; /* the folder itself is no pointer file */
+    }
+    return 0;
+}
+
 /* ---- helpers over sorted arrays ------------------------------------------------------------- */
 
 static int cmp_info_key(const void *a, const void *b)

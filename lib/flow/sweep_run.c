@@ -73,15 +73,36 @@ static int read_replica(ferry_agent_client *agent, const char *server, const cha
             refs->items[refs->n - 1].outdated = f->outdated;
         }
     }
+    /* A file that does not parse may be a damaged pointer file (a crash during ClickHouse's
+     * in-place rewrite leaves zero bytes), and one the agent could not read or list may be
+     * anything: what it named is unknown, so the report cannot be complete. The files of a part
+     * ClickHouse set aside as broken (detached/broken-on-start_*: such a crash, found at start)
+     * are one problem per part, saying what to do, not one per file (the soak's node4: 676). */
     for (size_t k = 0; k < pl.n_invalid; k++) {
-        /* a file that does not parse may be a damaged pointer file (a crash during
-         * ClickHouse's in-place rewrite leaves zero bytes), and one the agent could not read
-         * or list may be anything: what it named is unknown, so the report cannot be
-         * complete */
         const char *path = pl.invalid[k].path, *why = pl.invalid[k].error;
-        problem(problems, "server %s: %s is not a readable pointer file (%s)", label,
-                path ? path : "(no path)", why ? why : "no reason given");
+        size_t flen = path ? ferry_sweep_broken_folder(path) : 0;
+        if (!flen) {
+            problem(problems, "server %s: %s is not a readable pointer file (%s)", label,
+                    path ? path : "(no path)", why ? why : "no reason given");
+            (*failed)++;
+            continue;
+        }
+        /* the agent walks folder by folder: the part's files are neighbours in its list */
+        size_t files = 1;
+        while (k + files < pl.n_invalid) {
+            const char *pj = pl.invalid[k + files].path;
+            if (!pj || ferry_sweep_broken_folder(pj) != flen || strncmp(pj, path, flen))
+                break;
+            files++;
+        }
+        problem(problems, "server %s: broken part %.*s: %zu pointer file(s) not readable (%s: %s); "
+                "ClickHouse set the part aside at start, and the objects it named are unknown, "
+                "so nothing is deleted: check that its rows are served elsewhere (`ferry verify`, "
+                "`ferry repair` for a replicated slice), then remove the folder and run the sweep "
+                "again", label, (int)flen, path, files, path + flen + 1,
+                why ? why : "no reason given");
         (*failed)++;
+        k += files - 1;
     }
     ferry_agent_pointer_list_free(&pl);
     return FERRY_OK;

@@ -123,4 +123,20 @@ expect_exit 0 "$FERRY_BIN" sweep --json --config "$T/two.conf"
 assert_eq true "$(jq -r .complete <<<"$OUT")" "complete again"
 ok "a pointer file under a path too long for the agent: incomplete, its object kept"
 
+# a part ClickHouse set aside as broken at start (a crash left its pointer files empty, as the
+# chaos soak's full disk did on node4: 676 unreadable files): one problem per part that says what
+# to do, not one per file; the report is incomplete and nothing is deleted
+BROKEN="store/zzz/broken_table/detached/broken-on-start_x_1_1_0"
+mkdir -p "$COLD1/$BROKEN"
+: >"$COLD1/$BROKEN/data.bin"; : >"$COLD1/$BROKEN/data.cmrk3"; : >"$COLD1/$BROKEN/count.txt"
+expect_exit 1 "$FERRY_BIN" sweep --json --delete-orphans --min-age 1h --config "$T/two.conf"
+assert_eq "false 0" "$(jq -r '"\(.complete) \(.deleted)"' <<<"$OUT")" "a broken part: incomplete, nothing deleted"
+assert_eq 1 "$(jq '[.problems[] | select(contains("broken part"))] | length' <<<"$OUT")" "one problem for the broken part's 3 files ($(jq -c .problems <<<"$OUT"))"
+assert_contains "$(jq -r '.problems | join(" ")' <<<"$OUT")" "$BROKEN: 3 pointer file(s) not readable" "the problem names the part and counts its files"
+assert_contains "$(jq -r '.problems | join(" ")' <<<"$OUT")" "remove the folder" "the problem says what to do"
+rm -rf "$COLD1/store/zzz"
+expect_exit 0 "$FERRY_BIN" sweep --json --config "$T/two.conf"
+assert_eq true "$(jq -r .complete <<<"$OUT")" "complete once the broken folder is gone"
+ok "a broken-on-start part: one problem naming it and what to do, nothing deleted"
+
 done_testing

@@ -158,6 +158,14 @@ static void test_compute(void **state)
     assert_true(ferry_sweep_path_is_live("store/a/p_1_1_0/data.bin"));
     assert_false(ferry_sweep_path_is_live("shadow/f/store/a/p_1_1_0/data.bin"));
     assert_false(ferry_sweep_path_is_live("store/a/detached/p_1_1_0/data.bin"));
+    /* the folder of a part ClickHouse set aside as broken, and nothing else */
+    const char *bp = "store/a/uuid/detached/broken-on-start_p_1_1_0/data.bin";
+    assert_int_equal(ferry_sweep_broken_folder(bp), strlen("store/a/uuid/detached/broken-on-start_p_1_1_0"));
+    assert_int_equal(ferry_sweep_broken_folder("detached/broken_p_2_2_0/x"), strlen("detached/broken_p_2_2_0"));
+    assert_int_equal(ferry_sweep_broken_folder("store/a/detached/p_1_1_0/data.bin"), 0);
+    assert_int_equal(ferry_sweep_broken_folder("store/a/xdetached/broken_p/data.bin"), 0);
+    assert_int_equal(ferry_sweep_broken_folder("store/a/detached/broken_p"), 0);
+    assert_int_equal(ferry_sweep_broken_folder("store/a/p_1_1_0/data.bin"), 0);
     ferry_sweep_report_free(&r);
     ferry_record_free(&parts[0]);
     ferry_record_free(&parts[1]);
