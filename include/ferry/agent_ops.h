@@ -87,7 +87,14 @@ typedef struct ferry_agent_detached {
     uint64_t rows;
 } ferry_agent_detached;
 
+typedef struct ferry_agent_data_path {
+    const char *disk, *path; /* NULL when the answer lacks them */
+    bool remote;             /* a disk on object storage */
+} ferry_agent_data_path;
+
 typedef struct ferry_agent_part_list {
+    ferry_agent_data_path *data_paths; /* the table's directories, one per disk */
+    size_t n_data_paths;
     ferry_agent_part *parts;
     size_t n_parts;
     ferry_agent_detached *detached;
@@ -99,8 +106,22 @@ typedef struct ferry_agent_part_list {
 int ferry_agent_parts(ferry_agent_client *c, const char *db, const char *table, const char *pid,
                       ferry_agent_part_list *out, ferry_err *err);
 void ferry_agent_part_list_free(ferry_agent_part_list *l);
+/* Whether disk is one of the table's disks on object storage in l (its data_paths). */
+bool ferry_agent_part_list_remote(const ferry_agent_part_list *l, const char *disk);
 
 /* ---- freeze, frozen ------------------------------------------------------------------------- */
+
+/* One item's outcome in a many-item call: OK, or the error it would have had alone (code from
+ * ferry_agent_code_for_status of its status, the agent's message). With an agent of API 1 each
+ * item has a request of its own: then a failed item's error is that request's whole error
+ * message, the client's name included (alone true). */
+typedef struct ferry_agent_item {
+    int code;
+    long status;       /* its HTTP status (200 when OK, 0 when the agent was not reached) */
+    const char *error; /* NULL when OK */
+    bool alone;        /* error is the whole message of the item's own request (API 1) */
+} ferry_agent_item;
+
 
 typedef struct ferry_agent_frozen_part {
     const char *name, *disk, *kind, *path;
@@ -115,7 +136,9 @@ typedef struct ferry_agent_frozen {
     ferry_agent_frozen_part *parts;
     size_t n;
     bool existing; /* (some of) it was frozen by an earlier request */
-    json_t *raw;   /* an array of the answers it was decoded from */
+    ferry_agent_item *items; /* ferry_agent_freeze_each: one per partition asked (else NULL) */
+    size_t n_items;
+    json_t *raw;   /* an array of the answers it was decoded from (and of items' errors) */
 } ferry_agent_frozen;
 
 /* freeze of one partition under name; FERRY_ENOTFOUND (404) when it has no active part. */
@@ -128,6 +151,19 @@ int ferry_agent_freeze(ferry_agent_client *c, const char *db, const char *table,
 int ferry_agent_freeze_ids(ferry_agent_client *c, const char *db, const char *table,
                            const char *name, const char *const *pids, size_t n,
                            ferry_agent_frozen *out, ferry_err *err);
+typedef struct ferry_agent_freeze_item {
+    const char *pid, *name; /* the partition and the freeze name it gets */
+} ferry_agent_freeze_item;
+
+/* freeze of each partition items[i].pid under its own name items[i].name by one request
+ * ("partitions": a tiering job keeps its own freeze); partitions without parts freeze nothing.
+ * API 1: one request per partition, and a partition whose own request is refused (404: it has
+ * no active part; 400: the agent will not freeze it) fails alone: out->items[i] says so and the
+ * others go on. Any other failure (the agent or ClickHouse unreachable) fails the call.
+ * out->items has n entries (all OK when the one request succeeded); n 0 does nothing. */
+int ferry_agent_freeze_each(ferry_agent_client *c, const char *db, const char *table,
+                            const ferry_agent_freeze_item *items, size_t n,
+                            ferry_agent_frozen *out, ferry_err *err);
 /* frozen: the listing of what is frozen under name (pid NULL: every partition) without
  * freezing; FERRY_ENOTFOUND when nothing is. */
 int ferry_agent_frozen_list(ferry_agent_client *c, const char *db, const char *table,
@@ -198,14 +234,6 @@ int ferry_agent_place_parts(ferry_agent_client *c, const char *db, const char *t
 
 /* ---- upload, write-pointers (per-part results) ---------------------------------------------- */
 
-/* One part's outcome in a many-part answer: OK, or the error it would have had alone (code
- * from ferry_agent_code_for_status of its status, the agent's message). */
-typedef struct ferry_agent_item {
-    int code;
-    long status;       /* its HTTP status (200 when OK, 0 when the agent was not reached) */
-    const char *error; /* NULL when OK */
-} ferry_agent_item;
-
 typedef struct ferry_agent_part_ref {
     const char *freeze, *part;
 } ferry_agent_part_ref;
@@ -223,9 +251,11 @@ typedef struct ferry_agent_uploaded {
     ferry_agent_object *objects;
     size_t n_objects;
     const json_t *objects_json; /* the same, as write-pointers takes them (borrowed) */
+    const json_t *answer;       /* the part's whole answer (borrowed; fields as docs/agent.md) */
     bool verified; /* every file checksums.txt lists was there and matched */
     bool has_rows;
     uint64_t rows, uploaded, skipped, bytes_uploaded;
+    double check_ms; /* the agent's time reading and hashing the part's files */
 } ferry_agent_uploaded;
 
 typedef struct ferry_agent_upload_list {

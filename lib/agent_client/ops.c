@@ -149,6 +149,7 @@ void ferry_agent_part_list_free(ferry_agent_part_list *l)
 {
     if (!l)
         return;
+    free(l->data_paths);
     free(l->parts);
     free(l->detached);
     json_decref(l->raw);
@@ -167,12 +168,23 @@ int ferry_agent_parts(ferry_agent_client *c, const char *db, const char *table, 
         return rc;
     out->raw = r;
     json_t *parts = json_object_get(r, "parts"), *det = json_object_get(r, "detached"), *p;
+    json_t *paths = json_object_get(r, "data_paths");
     size_t i;
+    out->data_paths = calloc(json_array_size(paths) + 1, sizeof *out->data_paths);
     out->parts = calloc(json_array_size(parts) + 1, sizeof *out->parts);
     out->detached = calloc(json_array_size(det) + 1, sizeof *out->detached);
-    if (!out->parts || !out->detached) {
+    if (!out->data_paths || !out->parts || !out->detached) {
         ferry_agent_part_list_free(out);
         return nomem(err);
+    }
+    json_array_foreach(paths, i, p)
+    {
+        if (!json_is_object(p))
+            continue;
+        ferry_agent_data_path *d = &out->data_paths[out->n_data_paths++];
+        d->disk = str(p, "disk");
+        d->path = str(p, "path");
+        d->remote = json_is_true(json_object_get(p, "remote"));
     }
     json_array_foreach(parts, i, p)
     {
@@ -206,6 +218,14 @@ int ferry_agent_parts(ferry_agent_client *c, const char *db, const char *table, 
     return FERRY_OK;
 }
 
+bool ferry_agent_part_list_remote(const ferry_agent_part_list *l, const char *disk)
+{
+    for (size_t i = 0; disk && i < l->n_data_paths; i++)
+        if (l->data_paths[i].disk && !strcmp(l->data_paths[i].disk, disk))
+            return l->data_paths[i].remote;
+    return false;
+}
+
 /* ---- freeze, frozen ------------------------------------------------------------------------- */
 
 void ferry_agent_frozen_free(ferry_agent_frozen *f)
@@ -213,6 +233,7 @@ void ferry_agent_frozen_free(ferry_agent_frozen *f)
     if (!f)
         return;
     free(f->parts);
+    free(f->items);
     json_decref(f->raw);
     memset(f, 0, sizeof *f);
 }
@@ -308,6 +329,79 @@ int ferry_agent_freeze_ids(ferry_agent_client *c, const char *db, const char *ta
         }
         if (!rc)
             rc = frozen_add(out, r, err);
+    }
+    if (rc)
+        ferry_agent_frozen_free(out);
+    return rc;
+}
+
+/* Notes in f that item i failed alone (API 1) with rc and its request's error e; the message is
+ * kept in f->raw. */
+static int freeze_item_failed(ferry_agent_client *c, ferry_agent_frozen *f, size_t i, int rc,
+                              const ferry_err *e, ferry_err *err)
+{
+    json_t *msg = json_string(e->msg);
+    if (!msg || ((!f->raw && !(f->raw = json_array())) || json_array_append(f->raw, msg))) {
+        json_decref(msg);
+        return nomem(err);
+    }
+    f->items[i] = (ferry_agent_item){.code = rc, .status = c->last_status,
+                                     .error = json_string_value(msg), .alone = true};
+    json_decref(msg); /* f->raw holds it */
+    return FERRY_OK;
+}
+
+int ferry_agent_freeze_each(ferry_agent_client *c, const char *db, const char *table,
+                            const ferry_agent_freeze_item *items, size_t n,
+                            ferry_agent_frozen *out, ferry_err *err)
+{
+    memset(out, 0, sizeof *out);
+    json_t *r = NULL;
+    int rc = FERRY_OK;
+    if (!n)
+        return FERRY_OK;
+    if (!(out->items = calloc(n, sizeof *out->items)))
+        return nomem(err);
+    out->n_items = n;
+    for (size_t i = 0; i < n; i++)
+        out->items[i].status = 200;
+    if (!(c->one_at_a_time & AGENT_ONE_FREEZE)) {
+        json_t *list = json_array();
+        for (size_t i = 0; list && i < n; i++)
+            if (json_array_append_new(list, json_pack("{s:s, s:s}", "partition_id",
+                                                      items[i].pid, "name", items[i].name))) {
+                json_decref(list);
+                list = NULL;
+            }
+        rc = call(c, "freeze", false, list ? table_req(db, table, "partitions", list) : NULL,
+                  &r, err);
+        if (!rc) {
+            if ((rc = frozen_add(out, r, err)))
+                ferry_agent_frozen_free(out);
+            return rc;
+        }
+        if (!old_form(c, rc)) {
+            ferry_agent_frozen_free(out);
+            return rc;
+        }
+        c->one_at_a_time |= AGENT_ONE_FREEZE;
+        FLOG_INFO("msg=\"agent freezes one partition per request (API 1)\" agent=%s",
+                  c->name[0] ? c->name : "-");
+        ferry_err_clear(err);
+        rc = FERRY_OK;
+    }
+    for (size_t i = 0; !rc && i < n; i++) {
+        ferry_err e = {0};
+        int irc = call(c, "freeze", false,
+                       freeze_one_req(db, table, items[i].pid, items[i].name), &r, &e);
+        if (irc == FERRY_ENOTFOUND || irc == FERRY_EINVAL) {
+            rc = freeze_item_failed(c, out, i, irc, &e, err); /* this partition alone */
+        } else if (irc) {
+            *err = e; /* the agent or ClickHouse: every partition alike */
+            rc = irc;
+        } else {
+            rc = frozen_add(out, r, err);
+        }
     }
     if (rc)
         ferry_agent_frozen_free(out);
@@ -520,11 +614,11 @@ static const json_t *item_of(const json_t *raw, size_t i, ferry_agent_item *it)
         it->status = 200;
         return r;
     }
-    json_t *rc = json_object_get(r, "rc");
+    json_t *rc = json_object_get(r, "rc"); /* only per_part's own note of a failed request */
     it->status = (long)u64(r, "status");
     it->error = str(r, "error");
-    it->code = json_is_integer(rc) ? (int)json_integer_value(rc)
-                                   : ferry_agent_code_for_status(it->status);
+    it->alone = json_is_integer(rc);
+    it->code = it->alone ? (int)json_integer_value(rc) : ferry_agent_code_for_status(it->status);
     return r;
 }
 
@@ -585,6 +679,8 @@ int ferry_agent_upload(ferry_agent_client *c, const char *db, const char *table,
         json_t *objs = json_object_get(r, "objects"), *o;
         u->partition_id = str(r, "partition_id");
         u->objects_json = objs;
+        u->answer = r;
+        u->check_ms = json_number_value(json_object_get(r, "check_ms"));
         u->verified = json_is_true(json_object_get(r, "verified"));
         u->has_rows = json_is_integer(json_object_get(r, "rows"));
         u->rows = u64(r, "rows");

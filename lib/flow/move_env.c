@@ -97,26 +97,6 @@ int mv_sql(mv_conn *c, const char *sql, ferry_ch_rows *rows, ferry_err *err)
     return rc;
 }
 
-int mv_agent(mv_conn *c, const char *op, json_t *req, json_t **resp, long *status,
-             ferry_err *err)
-{
-    long st = 0;
-    json_t *r = NULL;
-    int rc = ferry_agent_call(c->ag, op, req, &r, &st, err); /* counted and timed by c->ag */
-    if (status)
-        *status = st;
-    if (rc) {
-        ferry_err_prefix(err, "agent of %s (%s): ", c->name, op);
-        json_decref(r);
-        r = NULL;
-    }
-    if (resp)
-        *resp = r;
-    else
-        json_decref(r);
-    return rc;
-}
-
 static uint64_t u64_of(const char *s)
 {
     uint64_t v = 0;

@@ -42,11 +42,6 @@ void mv_conn_close(mv_conn *c);
 int mv_sql(mv_conn *c, const char *sql, ferry_ch_rows *rows, ferry_err *err);
 /* The agent requests made for the shard: ag's own (ferry_agent_client_stats_get) and n_agent. */
 unsigned long mv_agent_requests(const mv_conn *c);
-/* An agent operation; the error message is prefixed with the shard's name. (Only tiering still
- * calls it; the other flows use the typed operations of ferry/agent_ops.h on c->ag, which
- * mv_conn_open names after the shard.) */
-int mv_agent(mv_conn *c, const char *op, json_t *req, json_t **resp, long *status,
-             ferry_err *err);
 
 /* One part of a partition as system.parts shows it. */
 typedef struct mv_part {

@@ -250,20 +250,12 @@ static int plan(rctx *x, const ferry_retention_select *sel, ferry_err *err)
 
 /* ---- steps ---------------------------------------------------------------------------------- */
 
-/* The agent's `parts` answer for the job's partition on s; FERRY_ENOTFOUND when the table does
- * not exist there. */
-static int agent_parts(rjob *j, ferry_fleet_server *s, json_t **resp, ferry_err *err)
+/* The agent's `parts` answer for the job's partition on s (caller frees with
+ * ferry_agent_part_list_free); FERRY_ENOTFOUND when the table does not exist there. */
+static int agent_parts(rjob *j, ferry_fleet_server *s, ferry_agent_part_list *out,
+                       ferry_err *err)
 {
-    json_t *req = json_pack("{s:s, s:s, s:s}", "database", j->database, "table", j->table,
-                            "partition_id", j->pid);
-    long status = 0;
-    int rc = ferry_agent_call(s->agent, "parts", req, resp, &status, err);
-    json_decref(req);
-    if (rc) {
-        json_decref(*resp);
-        *resp = NULL;
-    }
-    return rc;
+    return ferry_agent_parts(s->agent, j->database, j->table, j->pid, out, err);
 }
 
 /* The metadata path of s's disk named disk (from the agent's status), into out. */
@@ -287,47 +279,36 @@ static int disk_path(ferry_fleet_server *s, const char *disk, char *out, size_t 
     return rc;
 }
 
-static bool disk_remote(json_t *parts_resp, const char *disk)
-{
-    size_t i;
-    json_t *d;
-    json_array_foreach(json_object_get(parts_resp, "data_paths"), i, d)
-    if (!strcmp(json_string_value(json_object_get(d, "disk")), disk))
-        return json_is_true(json_object_get(d, "remote"));
-    return false;
-}
-
 /* The origin of a part's objects (ferry_part): the freeze segment of keys ferry laid out
  * (<db>/<table>/<pid>/<freeze>/<part>/<file>), else "native": ClickHouse wrote them under keys
  * of its own, unique per object, and pointer copies on other servers share them, so one record
  * per part name holds the union of every server's objects. */
-static void part_origin(json_t *files, const char *part, char *out, size_t outsz)
+static void part_origin(const ferry_agent_pointer_list *files, const char *part, char *out,
+                        size_t outsz)
 {
-    size_t i, k;
-    json_t *f, *o;
-    json_array_foreach(files, i, f) json_array_foreach(json_object_get(f, "objects"), k, o)
-    {
-        const char *key = json_string_value(json_object_get(o, "store_key"));
-        size_t pl = strlen(part);
-        for (const char *at = key ? strstr(key, part) : NULL; at; at = strstr(at + 1, part)) {
-            if (at == key || at[-1] != '/' || at[pl] != '/')
-                continue;
-            const char *end = at - 1, *start = end;
-            while (start > key && start[-1] != '/')
-                start--;
-            if (end - start > 0 && (size_t)(end - start) < outsz &&
-                ferry_starts_with(start, "ferry_")) {
-                snprintf(out, outsz, "%.*s", (int)(end - start), start);
-                return;
+    for (size_t i = 0; i < files->n_files; i++)
+        for (size_t k = 0; k < files->files[i].n_objects; k++) {
+            const char *key = files->files[i].objects[k].store_key;
+            size_t pl = strlen(part);
+            for (const char *at = key ? strstr(key, part) : NULL; at; at = strstr(at + 1, part)) {
+                if (at == key || at[-1] != '/' || at[pl] != '/')
+                    continue;
+                const char *end = at - 1, *start = end;
+                while (start > key && start[-1] != '/')
+                    start--;
+                if (end - start > 0 && (size_t)(end - start) < outsz &&
+                    ferry_starts_with(start, "ferry_")) {
+                    snprintf(out, outsz, "%.*s", (int)(end - start), start);
+                    return;
+                }
             }
         }
-    }
     snprintf(out, outsz, "native");
 }
 
 /* Records, in the catalog part record (table, pid, origin, part), the objects and the server. */
-static int record_part(rctx *x, rjob *j, const char *part, const char *server, json_t *files,
-                       ferry_err *err)
+static int record_part(rctx *x, rjob *j, const char *part, const char *server,
+                       const ferry_agent_pointer_list *files, ferry_err *err)
 {
     for (int attempt = 0; attempt < CAS_TRIES; attempt++) {
         ferry_record r;
@@ -344,25 +325,19 @@ static int record_part(rctx *x, rjob *j, const char *part, const char *server, j
         }
         if (rc)
             return rc;
-        size_t i;
-        json_t *f;
-        json_array_foreach(files, i, f)
-        {
-            size_t k;
-            json_t *o;
-            json_array_foreach(json_object_get(f, "objects"), k, o)
-            {
-                const char *key = json_string_value(json_object_get(o, "store_key"));
+        for (size_t i = 0; !rc && i < files->n_files; i++) {
+            const ferry_agent_pointer_file *f = &files->files[i];
+            for (size_t k = 0; k < f->n_objects; k++) {
+                const char *key = f->objects[k].store_key;
                 if (!key)
                     continue; /* outside ferry's store: not ferry's to delete */
                 bool have = false;
                 for (size_t q = 0; q < r.u.part.n_objects && !have; q++)
                     have = !strcmp(r.u.part.objects[q].key, key);
-                if (!have &&
-                    (rc = ferry_part_add_object(&r.u.part, key,
-                                                (uint64_t)json_integer_value(
-                                                    json_object_get(o, "size")),
-                                                "", err)))
+                int64_t size = f->objects[k].size; /* -1: the answer had none */
+                if (!have && (rc = ferry_part_add_object(&r.u.part, key,
+                                                         size > 0 ? (uint64_t)size : 0, "",
+                                                         err)))
                     break;
             }
         }
@@ -387,53 +362,46 @@ static int record_part(rctx *x, rjob *j, const char *part, const char *server, j
 /* SCAN on one server: the pointer files of the partition's parts (active and detached). */
 static int scan_server(rctx *x, rjob *j, ferry_fleet_server *s, ferry_err *err)
 {
-    json_t *resp = NULL;
-    int rc = agent_parts(j, s, &resp, err);
+    ferry_agent_part_list pl = {0};
+    int rc = agent_parts(j, s, &pl, err);
     if (rc == FERRY_ENOTFOUND) {
         ferry_err_clear(err);
         return FERRY_OK;
     }
     if (rc)
         return rc;
-    const char *lists[2] = {"parts", "detached"};
-    for (int l = 0; l < 2 && !rc; l++) {
-        size_t i;
-        json_t *p;
-        json_array_foreach(json_object_get(resp, lists[l]), i, p)
-        {
-            const char *disk = json_string_value(json_object_get(p, "disk"));
-            const char *path = json_string_value(json_object_get(p, "path"));
-            const char *name = json_string_value(json_object_get(p, "name"));
-            if (!disk || !path || !name || !disk_remote(resp, disk))
-                continue;
-            char base[4096];
-            if ((rc = disk_path(s, disk, base, sizeof base, err)))
-                break;
-            size_t bl = strlen(base);
-            while (bl && base[bl - 1] == '/')
-                base[--bl] = '\0';
-            if (strncmp(path, base, bl) || path[bl] != '/') {
-                rc = ferry_err_set(err, FERRY_EIO, "server %s: part path %s is not under the "
-                                   "disk path %s", s->name, path, base);
-                break;
-            }
-            char under[4096];
-            snprintf(under, sizeof under, "%s", path + bl + 1);
-            size_t ul = strlen(under);
-            while (ul && under[ul - 1] == '/')
-                under[--ul] = '\0';
-            json_t *req = json_pack("{s:s, s:s}", "disk", disk, "under", under), *pr = NULL;
-            long status = 0;
-            rc = ferry_agent_call(s->agent, "pointers", req, &pr, &status, err);
-            json_decref(req);
-            if (!rc)
-                rc = record_part(x, j, name, s->name, json_object_get(pr, "files"), err);
-            json_decref(pr);
-            if (rc)
-                break;
+    /* the active parts, then the detached ones: both may hold pointer files */
+    size_t n = pl.n_parts + pl.n_detached;
+    for (size_t i = 0; i < n && !rc; i++) {
+        bool active = i < pl.n_parts;
+        const char *disk = active ? pl.parts[i].disk : pl.detached[i - pl.n_parts].disk;
+        const char *path = active ? pl.parts[i].path : pl.detached[i - pl.n_parts].path;
+        const char *name = active ? pl.parts[i].name : pl.detached[i - pl.n_parts].name;
+        if (!disk || !path || !name || !ferry_agent_part_list_remote(&pl, disk))
+            continue;
+        char base[4096];
+        if ((rc = disk_path(s, disk, base, sizeof base, err)))
+            break;
+        size_t bl = strlen(base);
+        while (bl && base[bl - 1] == '/')
+            base[--bl] = '\0';
+        if (strncmp(path, base, bl) || path[bl] != '/') {
+            rc = ferry_err_set(err, FERRY_EIO, "server %s: part path %s is not under the disk "
+                               "path %s", s->name, path, base);
+            break;
         }
+        char under[4096];
+        snprintf(under, sizeof under, "%s", path + bl + 1);
+        size_t ul = strlen(under);
+        while (ul && under[ul - 1] == '/')
+            under[--ul] = '\0';
+        ferry_agent_pointer_list pts = {0};
+        rc = ferry_agent_pointers(s->agent, disk, under, &pts, err);
+        if (!rc)
+            rc = record_part(x, j, name, s->name, &pts, err);
+        ferry_agent_pointer_list_free(&pts);
     }
-    json_decref(resp);
+    ferry_agent_part_list_free(&pl);
     return rc;
 }
 
@@ -460,32 +428,21 @@ static int detach_server(rjob *j, ferry_fleet_server *s, ferry_err *err)
  * the server holds it. Parts that appeared since DETACH (a late insert) are detached first. */
 static int remove_server(rctx *x, rjob *j, ferry_fleet_server *s, ferry_err *err)
 {
-    json_t *resp = NULL;
-    int rc = agent_parts(j, s, &resp, err);
+    ferry_agent_part_list pl = {0};
+    int rc = agent_parts(j, s, &pl, err);
     if (rc == FERRY_ENOTFOUND) {
         ferry_err_clear(err);
         rc = FERRY_OK;
-    } else if (!rc && json_array_size(json_object_get(resp, "parts"))) {
-        json_decref(resp);
-        resp = NULL;
+    } else if (!rc && pl.n_parts) {
+        ferry_agent_part_list_free(&pl);
         if (!(rc = detach_server(j, s, err)))
-            rc = agent_parts(j, s, &resp, err);
+            rc = agent_parts(j, s, &pl, err);
     }
-    size_t i;
-    json_t *p;
-    json_array_foreach(resp ? json_object_get(resp, "detached") : NULL, i, p)
-    {
-        if (rc)
-            break;
-        json_t *req = json_pack("{s:s, s:s, s:s}", "database", j->database, "table", j->table,
-                                "part", json_string_value(json_object_get(p, "name")));
-        json_t *r = NULL;
-        long status = 0;
-        rc = ferry_agent_call(s->agent, "remove-detached", req, &r, &status, err);
-        json_decref(req);
-        json_decref(r);
-    }
-    json_decref(resp);
+    /* one request per folder (a tmp-ferry-* folder still being written is a conflict) */
+    for (size_t i = 0; !rc && i < pl.n_detached; i++)
+        rc = ferry_agent_remove_detached(s->agent, j->database, j->table, pl.detached[i].name,
+                                         NULL, NULL, err);
+    ferry_agent_part_list_free(&pl);
     if (rc)
         return rc;
     /* the catalog: the server no longer references the partition's parts */

@@ -1,9 +1,9 @@
-/* Tiering's agent requests for a wave of jobs (tier_int.h): FREEZE of many partitions in one
- * request, uploads and pointer parts of many parts per request with several requests in flight
- * at once (a pool of threads, each with its own agent client), removals of many folders per
- * request. An agent of API version 1 answers 400 to a many-part form; the server then gets one
- * request per part for the rest of the run (tier_server.one_at_a_time). A part that fails fails
- * only its job. */
+/* Tiering's agent requests for a wave of jobs (tier_int.h), on the typed agent client
+ * (ferry/agent_ops.h): FREEZE of many partitions in one request, uploads and pointer parts of
+ * many parts per request with several requests in flight at once (a pool of threads, each with a
+ * client of its own), removals of many folders per request. An agent of API version 1 answers
+ * 400 to a many-part form; each client then asks one part per request for the rest of its life
+ * (the typed client remembers it). A part that fails fails only its job. */
 #define _DEFAULT_SOURCE
 #include "flow/tier_int.h"
 
@@ -12,185 +12,56 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ferry/agent_ops.h"
 #include "ferry/log.h"
 #include "ferry/pointer.h"
 #include "ferry/strutil.h"
 #include "ferry/testknob.h"
 
-int tier_agent(tier_server *srv, const char *op, json_t *req, json_t **resp, long *status,
-               ferry_err *err)
+static int nomem(ferry_err *err)
 {
-    int rc = req ? mv_agent(&srv->conn, op, req, resp, status, err)
-                 : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    json_decref(req);
-    return rc;
-}
-
-/* Whether a failed many-part request was refused by an agent that does not know the form. */
-static bool old_form(int rc, long status)
-{
-    return rc == FERRY_EINVAL && status == 400;
+    return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
 }
 
 /* ---- freeze ------------------------------------------------------------------------------------ */
 
-int tier_agent_freeze(tier_wave *w, tier_job **js, size_t n, json_t **answer, ferry_err *err)
+int tier_agent_freeze(tier_wave *w, tier_job **js, size_t n, ferry_agent_frozen *out,
+                      ferry_err *err)
 {
-    tier_server *srv = w->srv;
-    json_t *parts = NULL;
-    long status = 0;
-    int rc;
-    *answer = NULL;
-    if (!(srv->one_at_a_time & TIER_ONE_FREEZE)) {
-        json_t *list = json_array();
-        for (size_t i = 0; list && i < n; i++)
-            if (!js[i]->rc)
-                json_array_append_new(list, json_pack("{s:s, s:s}", "partition_id", js[i]->pid,
-                                                      "name", tier_dstr(js[i], "freeze")));
-        rc = tier_agent(srv, "freeze",
-                        list ? json_pack("{s:s, s:s, s:o}", "database", w->db, "table", w->table,
-                                         "partitions", list)
-                             : NULL,
-                        answer, &status, err);
-        if (!rc || !old_form(rc, status))
-            return rc;
-        srv->one_at_a_time |= TIER_ONE_FREEZE;
-        FLOG_INFO("msg=\"agent freezes one partition per request (API 1)\" server=%s",
-                  srv->shard.name);
-    }
-    /* one request per partition: a partition gone meanwhile fails only its job */
-    if (!(parts = json_array()))
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        tier_job *j = js[i];
-        json_t *resp = NULL;
-        ferry_err e = {0};
-        if (j->rc)
+    ferry_agent_freeze_item *items = calloc(n + 1, sizeof *items);
+    tier_job **asked = calloc(n + 1, sizeof *asked);
+    size_t k = 0;
+    int rc = items && asked ? FERRY_OK : nomem(err);
+    memset(out, 0, sizeof *out);
+    if (rc)
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        if (!js[i]->rc) {
+            asked[k] = js[i];
+            items[k++] = (ferry_agent_freeze_item){js[i]->pid, tier_dstr(js[i], "freeze")};
+        }
+    if ((rc = ferry_agent_freeze_each(w->srv->conn.ag, w->db, w->table, items, k, out, err)))
+        goto out;
+    /* an agent of API 1 froze one partition per request: one gone meanwhile (404) or refused
+     * fails only its job */
+    for (size_t i = 0; i < out->n_items; i++) {
+        const ferry_agent_item *it = &out->items[i];
+        ferry_err e;
+        if (!it->code)
             continue;
-        const char *name = tier_dstr(j, "freeze");
-        rc = tier_agent(srv, "freeze",
-                        json_pack("{s:s, s:s, s:s, s:s}", "database", w->db, "table", w->table,
-                                  "partition_id", j->pid, "name", name),
-                        &resp, &status, &e);
-        if (rc == FERRY_ENOTFOUND)
-            ferry_err_prefix(&e, "partition %s of %s.%s is gone: ", j->pid, w->db, w->table);
-        if (rc && rc != FERRY_ENOTFOUND && rc != FERRY_EINVAL) {
-            /* the agent or ClickHouse is unreachable: every job of the step fails alike */
-            json_decref(resp);
-            json_decref(parts);
-            *err = e;
-            return rc;
-        }
-        if (rc) {
-            tier_job_fail(j, rc, &e);
-        } else {
-            size_t k;
-            json_t *p;
-            json_array_foreach(json_object_get(resp, "parts"), k, p) {
-                json_object_set_new(p, "freeze", json_string(name));
-                json_object_set_new(p, "partition_id", json_string(j->pid));
-                json_array_append(parts, p);
-            }
-        }
-        json_decref(resp);
+        ferry_err_set(&e, it->code, "%s", it->error ? it->error : "no error text");
+        if (it->code == FERRY_ENOTFOUND)
+            ferry_err_prefix(&e, "partition %s of %s.%s is gone: ", asked[i]->pid, w->db,
+                             w->table);
+        tier_job_fail(asked[i], it->code, &e);
     }
-    *answer = json_pack("{s:o}", "parts", parts);
-    return *answer ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+out:
+    free(items);
+    free(asked);
+    return rc;
 }
 
 /* ---- a pool of requests ------------------------------------------------------------------------ */
-
-typedef struct pool_req {
-    json_t *req;  /* owned */
-    json_t *resp; /* owned; NULL on failure */
-    int rc;
-    long status;
-    ferry_err err;
-} pool_req;
-
-typedef struct pool {
-    tier_server *srv;
-    const char *op;
-    pool_req *reqs;
-    size_t n, next;
-    pthread_mutex_t mu;
-} pool;
-
-static void pool_one(pool *p, ferry_agent_client *cl, pool_req *r)
-{
-    r->rc = ferry_agent_call(cl, p->op, r->req, &r->resp, &r->status, &r->err);
-    if (r->rc) {
-        ferry_err_prefix(&r->err, "agent of %s (%s): ", p->srv->shard.name, p->op);
-        json_decref(r->resp);
-        r->resp = NULL;
-    }
-}
-
-/* Takes requests until none is left, on client cl (NULL: its own, made here). */
-static void pool_loop(pool *p, ferry_agent_client *cl)
-{
-    ferry_agent_client *own = NULL;
-    ferry_err cerr = {0};
-    int crc = cl ? FERRY_OK
-                 : ferry_agent_client_new(p->srv->conn.agent_url, p->srv->conn.token,
-                                          tier_agent_timeout_ms(),
-                                          &own, &cerr);
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        pool_req *r = p->next < p->n ? &p->reqs[p->next++] : NULL;
-        pthread_mutex_unlock(&p->mu);
-        if (!r)
-            break;
-        if (crc) {
-            r->rc = crc;
-            r->err = cerr;
-            continue;
-        }
-        pool_one(p, cl ? cl : own, r);
-    }
-    ferry_agent_client_free(own);
-}
-
-static void *pool_thread(void *arg)
-{
-    pool_loop(arg, NULL);
-    return NULL;
-}
-
-/* Runs the n requests of reqs on the server's agent, up to TIER_AGENT_THREADS at once (the
- * calling thread on the server's own client, the others each on a client of its own: a client
- * is one connection and not thread-safe). Each request's outcome is in its pool_req. */
-static void pool_run(tier_server *srv, const char *op, pool_req *reqs, size_t n)
-{
-    pool p = {.srv = srv, .op = op, .reqs = reqs, .n = n};
-    pthread_t th[TIER_AGENT_THREADS];
-    bool started[TIER_AGENT_THREADS] = {false};
-    size_t nt = n < TIER_AGENT_THREADS ? n : TIER_AGENT_THREADS;
-    ferry_agent_client_stats before, after;
-    ferry_agent_client_stats_get(srv->conn.ag, &before);
-    pthread_mutex_init(&p.mu, NULL);
-    for (size_t i = 1; i < nt; i++)
-        started[i] = pthread_create(&th[i], NULL, pool_thread, &p) == 0;
-    pool_loop(&p, srv->conn.ag);
-    for (size_t i = 1; i < nt; i++)
-        if (started[i])
-            pthread_join(th[i], NULL);
-    pthread_mutex_destroy(&p.mu);
-    /* the server's own client counts its requests (mv_agent_requests); the others here */
-    ferry_agent_client_stats_get(srv->conn.ag, &after);
-    srv->conn.n_agent += n - (after.requests - before.requests);
-}
-
-static void pool_free(pool_req *reqs, size_t n)
-{
-    for (size_t i = 0; reqs && i < n; i++) {
-        json_decref(reqs[i].req);
-        json_decref(reqs[i].resp);
-    }
-    free(reqs);
-}
-
-/* ---- parts of a wave, in chunks ------------------------------------------------------------------ */
 
 /* One part of one job for a many-part request. */
 typedef struct part_task {
@@ -199,6 +70,128 @@ typedef struct part_task {
     uint64_t bytes;   /* for balancing; 0 when unknown */
     size_t chunk;
 } part_task;
+
+/* The parts of one request and its outcome. */
+typedef struct chunk {
+    tier_wave *w;
+    part_task **t; /* its tasks, in request order */
+    size_t n;
+    int rc;        /* the request as a whole failed (each part's own outcome is in up or wp) */
+    ferry_err err;
+    ferry_agent_upload_list up;  /* upload's answers */
+    ferry_agent_written_list wp; /* write-pointers' answers */
+} chunk;
+
+/* An operation on many parts: send runs a chunk's request on the client cl and leaves its
+ * outcome in the chunk; item is part k's outcome, done takes part k's answer when it is OK. */
+typedef struct task_op {
+    const char *op;
+    void (*send)(chunk *ch, ferry_agent_client *cl);
+    const ferry_agent_item *(*item)(const chunk *ch, size_t k);
+    void (*done)(tier_ctx *ctx, chunk *ch, size_t k);
+} task_op;
+
+typedef struct pool {
+    const task_op *op;
+    chunk *chunks;
+    size_t n, next;
+    pthread_mutex_t mu;
+} pool;
+
+typedef struct pool_thread_arg {
+    pool *p;
+    ferry_agent_client *cl;
+} pool_thread_arg;
+
+/* Takes chunks until none is left, on client cl. */
+static void pool_loop(pool *p, ferry_agent_client *cl)
+{
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        chunk *ch = p->next < p->n ? &p->chunks[p->next++] : NULL;
+        pthread_mutex_unlock(&p->mu);
+        if (!ch)
+            break;
+        p->op->send(ch, cl);
+    }
+}
+
+static void *pool_thread(void *arg)
+{
+    pool_thread_arg *a = arg;
+    pool_loop(a->p, a->cl);
+    return NULL;
+}
+
+/* The pool's client number i (1 and up; 0 is the server's own), made on first use and kept for
+ * the run, so what it learnt of an agent of API 1 stays learnt. NULL when it cannot be made:
+ * the pool then runs on fewer threads. */
+static ferry_agent_client *pool_client(tier_server *srv, size_t i)
+{
+    ferry_agent_client **c = &srv->pool_clients[i - 1];
+    ferry_err e = {0};
+    if (*c)
+        return *c;
+    if (ferry_agent_client_new(srv->conn.agent_url, srv->conn.token, tier_agent_timeout_ms(), c,
+                               &e)) {
+        FLOG_WARN("msg=\"agent client for parallel requests\" server=%s error=\"%s\"",
+                  srv->shard.name, e.msg);
+        *c = NULL;
+        return NULL;
+    }
+    ferry_agent_client_set_name(*c, srv->shard.name); /* its errors name the server, as ag's */
+    return *c;
+}
+
+void tier_agent_close(tier_server *srv)
+{
+    for (size_t i = 0; i < TIER_AGENT_THREADS - 1; i++) {
+        ferry_agent_client_free(srv->pool_clients[i]);
+        srv->pool_clients[i] = NULL;
+    }
+}
+
+/* Runs the n chunks' requests on the server's agent, up to TIER_AGENT_THREADS at once (the
+ * calling thread on the server's own client, the others each on a client of its own: a client
+ * is one connection and not thread-safe). Each chunk's outcome is in the chunk. */
+static void pool_run(tier_server *srv, const task_op *op, chunk *chunks, size_t n)
+{
+    pool p = {.op = op, .chunks = chunks, .n = n};
+    pthread_t th[TIER_AGENT_THREADS];
+    pool_thread_arg args[TIER_AGENT_THREADS];
+    bool started[TIER_AGENT_THREADS] = {false};
+    ferry_agent_client_stats before[TIER_AGENT_THREADS], after;
+    size_t nt = n < TIER_AGENT_THREADS ? n : TIER_AGENT_THREADS;
+    pthread_mutex_init(&p.mu, NULL);
+    for (size_t i = 1; i < nt; i++) {
+        args[i] = (pool_thread_arg){&p, pool_client(srv, i)};
+        if (!args[i].cl)
+            continue;
+        ferry_agent_client_stats_get(args[i].cl, &before[i]);
+        started[i] = pthread_create(&th[i], NULL, pool_thread, &args[i]) == 0;
+    }
+    pool_loop(&p, srv->conn.ag);
+    for (size_t i = 1; i < nt; i++)
+        if (started[i]) {
+            pthread_join(th[i], NULL);
+            /* the server's own client counts its requests (mv_agent_requests); the others here */
+            ferry_agent_client_stats_get(args[i].cl, &after);
+            srv->conn.n_agent += after.requests - before[i].requests;
+        }
+    pthread_mutex_destroy(&p.mu);
+}
+
+static void chunks_free(chunk *chs, size_t n)
+{
+    for (size_t i = 0; chs && i < n; i++) {
+        free(chs[i].t);
+        ferry_agent_upload_list_free(&chs[i].up);
+        ferry_agent_written_list_free(&chs[i].wp);
+    }
+    free(chs);
+}
+
+/* ---- parts of a wave, in chunks ------------------------------------------------------------------ */
 
 static int task_by_bytes(const void *a, const void *b)
 {
@@ -255,100 +248,63 @@ long tier_agent_timeout_ms(void)
     return 600000;
 }
 
-/* Fails the task's job with the agent's per-part error answer e ({part, error, status}). */
-static void fail_part(tier_wave *w, const char *op, part_task *t, json_t *e)
+/* Fails the task's job with its part's outcome it. */
+static void fail_item(tier_wave *w, const char *op, part_task *t, const ferry_agent_item *it)
 {
     ferry_err pe;
-    long st = (long)json_integer_value(json_object_get(e, "status"));
-    ferry_err_set(&pe, ferry_agent_code_for_status(st), "agent of %s (%s): HTTP %ld: %s",
-                  w->srv->shard.name, op, st,
-                  json_string_value(json_object_get(e, "error")) ?: "no error text");
+    const char *text = it->error ? it->error : "no error text";
+    if (it->alone) /* its own request's error (API 1), which names the server already */
+        ferry_err_set(&pe, it->code, "%s", text);
+    else if (it->status)
+        ferry_err_set(&pe, it->code, "agent of %s (%s): HTTP %ld: %s", w->srv->shard.name, op,
+                      it->status, text);
+    else /* the answer had no result for the part */
+        ferry_err_set(&pe, it->code, "agent of %s (%s): part %s: %s", w->srv->shard.name, op,
+                      t->part, text);
     tier_job_fail(t->job, pe.code, &pe);
 }
 
-/* Runs one op for every task: in chunks of many parts ("parts": [build(task)...]) unless the
- * server's agent takes one part per request (then body(task) whole, one request each). Each
- * part's answer is handed to done(task, answer); a part that fails fails its job. A chunk that
- * fails as a whole fails the jobs of its parts. */
-typedef json_t *(*task_json_fn)(tier_wave *w, part_task *t);
-typedef void (*task_done_fn)(tier_ctx *ctx, part_task *t, json_t *answer);
-
-static int run_tasks(tier_ctx *ctx, tier_wave *w, const char *op, const char *table,
-                     unsigned one_bit, part_task *t, size_t n, task_json_fn part_fn,
-                     task_json_fn single_fn, task_done_fn done, ferry_err *err)
+/* Runs op for every task, in chunks of many parts, several chunks at once (the typed client
+ * falls back to one part per request for an agent of API 1). Each part's answer is handed to
+ * op->done; a part that fails fails its job, and a chunk that fails as a whole fails the jobs of
+ * its parts. Fails only when out of memory. */
+static int run_tasks(tier_ctx *ctx, tier_wave *w, const task_op *op, part_task *t, size_t n,
+                     ferry_err *err)
 {
-    tier_server *srv = w->srv;
-    pool_req *reqs = NULL;
-    size_t nr = 0;
+    chunk *chs = NULL;
+    size_t nc = 0;
     int rc = FERRY_OK;
     if (n == 0)
         return FERRY_OK;
-    if (!(srv->one_at_a_time & one_bit)) {
-        size_t nc = make_chunks(t, n);
-        if (!nc || !(reqs = calloc(nc, sizeof *reqs)))
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        for (size_t c = 0; c < nc; c++) {
-            json_t *parts = json_array();
-            for (size_t i = 0; parts && i < n; i++)
-                if (t[i].chunk == c)
-                    json_array_append_new(parts, part_fn(w, &t[i]));
-            reqs[c].req = parts ? json_pack("{s:s, s:s, s:o}", "database", w->db, "table", table,
-                                            "parts", parts)
-                                : NULL;
-            if (!reqs[c].req) {
-                pool_free(reqs, nc);
-                return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            }
-        }
-        nr = nc;
-        pool_run(srv, op, reqs, nr);
-        bool refused = false;
-        for (size_t c = 0; c < nr; c++)
-            refused = refused || old_form(reqs[c].rc, reqs[c].status);
-        if (!refused) {
-            for (size_t c = 0; c < nr; c++) {
-                json_t *results = json_object_get(reqs[c].resp, "results");
-                size_t k = 0;
-                for (size_t i = 0; i < n; i++) {
-                    if (t[i].chunk != c)
-                        continue;
-                    json_t *a = json_array_get(results, k++);
-                    if (reqs[c].rc)
-                        tier_job_fail(t[i].job, reqs[c].rc, &reqs[c].err);
-                    else if (!json_is_object(a)) {
-                        ferry_err e;
-                        ferry_err_set(&e, FERRY_EREMOTE, "agent of %s (%s): no answer for part "
-                                      "%s", srv->shard.name, op, t[i].part);
-                        tier_job_fail(t[i].job, FERRY_EREMOTE, &e);
-                    } else if (json_object_get(a, "error"))
-                        fail_part(w, op, &t[i], a);
-                    else
-                        done(ctx, &t[i], a);
-                }
-            }
-            pool_free(reqs, nr);
-            return FERRY_OK;
-        }
-        pool_free(reqs, nr);
-        srv->one_at_a_time |= one_bit;
-        FLOG_INFO("msg=\"agent takes one part per request (API 1)\" server=%s op=%s",
-                  srv->shard.name, op);
+    if (!(nc = make_chunks(t, n)) || !(chs = calloc(nc, sizeof *chs))) {
+        rc = nomem(err);
+        goto out;
     }
-    if (!(reqs = calloc(n, sizeof *reqs)))
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n && !rc; i++)
-        if (!(reqs[i].req = single_fn(w, &t[i])))
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (!rc) {
-        pool_run(srv, op, reqs, n);
-        for (size_t i = 0; i < n; i++) {
-            if (reqs[i].rc)
-                tier_job_fail(t[i].job, reqs[i].rc, &reqs[i].err);
+    for (size_t c = 0; c < nc; c++) {
+        chs[c].w = w;
+        if (!(chs[c].t = calloc(n, sizeof *chs[c].t))) {
+            rc = nomem(err);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        chunk *ch = &chs[t[i].chunk];
+        ch->t[ch->n++] = &t[i];
+    }
+    pool_run(w->srv, op, chs, nc);
+    for (size_t c = 0; c < nc; c++)
+        for (size_t k = 0; k < chs[c].n; k++) {
+            part_task *pt = chs[c].t[k];
+            const ferry_agent_item *it = chs[c].rc ? NULL : op->item(&chs[c], k);
+            if (chs[c].rc)
+                tier_job_fail(pt->job, chs[c].rc, &chs[c].err);
+            else if (it->code)
+                fail_item(w, op->op, pt, it);
             else
-                done(ctx, &t[i], reqs[i].resp);
+                op->done(ctx, &chs[c], k);
         }
-    }
-    pool_free(reqs, n);
+out:
+    chunks_free(chs, nc);
     return rc;
 }
 
@@ -384,26 +340,37 @@ static int hot_tasks(tier_job **js, size_t n, bool all, part_task **out, size_t 
 
 /* ---- upload ------------------------------------------------------------------------------------- */
 
-static json_t *upload_part_json(tier_wave *w, part_task *t)
+static void upload_send(chunk *ch, ferry_agent_client *cl)
 {
-    (void)w;
-    return json_pack("{s:s, s:s}", "freeze", tier_dstr(t->job, "freeze"), "part", t->part);
+    ferry_agent_part_ref *refs = calloc(ch->n + 1, sizeof *refs);
+    if (!refs) {
+        ch->rc = nomem(&ch->err);
+        return;
+    }
+    for (size_t k = 0; k < ch->n; k++)
+        refs[k] = (ferry_agent_part_ref){tier_dstr(ch->t[k]->job, "freeze"), ch->t[k]->part};
+    ch->rc = ferry_agent_upload(cl, ch->w->db, ch->w->table, refs, ch->n, &ch->up, &ch->err);
+    free(refs);
 }
 
-static json_t *upload_single_json(tier_wave *w, part_task *t)
+static const ferry_agent_item *upload_item(const chunk *ch, size_t k)
 {
-    return json_pack("{s:s, s:s, s:s, s:s}", "database", w->db, "table", w->table, "freeze",
-                     tier_dstr(t->job, "freeze"), "part", t->part);
+    return &ch->up.parts[k].item;
 }
 
-static void upload_done(tier_ctx *ctx, part_task *t, json_t *a)
+static void upload_done(tier_ctx *ctx, chunk *ch, size_t k)
 {
+    const ferry_agent_uploaded *u = &ch->up.parts[k];
+    tier_job *job = ch->t[k]->job;
     (void)ctx;
-    t->job->bytes_uploaded += (uint64_t)json_integer_value(json_object_get(a, "bytes_uploaded"));
-    t->job->files_uploaded += (uint64_t)json_integer_value(json_object_get(a, "uploaded"));
-    t->job->check_ms += json_number_value(json_object_get(a, "check_ms"));
-    json_object_set(t->job->objects, t->part, a);
+    job->bytes_uploaded += u->bytes_uploaded;
+    job->files_uploaded += u->uploaded;
+    job->check_ms += u->check_ms;
+    /* the whole answer: the later steps read its objects (tier_cleanup.c) and "verified" */
+    json_object_set(job->objects, ch->t[k]->part, (json_t *)u->answer);
 }
+
+static const task_op UPLOAD = {"upload", upload_send, upload_item, upload_done};
 
 int tier_agent_upload(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, bool force,
                       ferry_err *err)
@@ -412,8 +379,7 @@ int tier_agent_upload(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, bool
     size_t nt = 0;
     int rc = hot_tasks(js, n, force, &t, &nt, err);
     if (!rc)
-        rc = run_tasks(ctx, w, "upload", w->table, TIER_ONE_UPLOAD, t, nt, upload_part_json,
-                       upload_single_json, upload_done, err);
+        rc = run_tasks(ctx, w, &UPLOAD, t, nt, err);
     free(t);
     return rc;
 }
@@ -450,32 +416,49 @@ static json_t *pointer_objects(part_task *t)
     return list;
 }
 
-static json_t *pointers_part_json(tier_wave *w, part_task *t)
+static void pointers_send(chunk *ch, ferry_agent_client *cl)
 {
-    (void)w;
-    return json_pack("{s:s, s:o}", "part", t->part, "objects", pointer_objects(t));
+    ferry_agent_pointer_part *pp = calloc(ch->n + 1, sizeof *pp);
+    json_t **objs = calloc(ch->n + 1, sizeof *objs);
+    if (!pp || !objs) {
+        ch->rc = nomem(&ch->err);
+        goto out;
+    }
+    for (size_t k = 0; k < ch->n; k++) {
+        objs[k] = pointer_objects(ch->t[k]);
+        pp[k] = (ferry_agent_pointer_part){ch->t[k]->part, objs[k]};
+    }
+    /* no disk: the staging table's object-storage disk */
+    ch->rc = ferry_agent_write_pointers(cl, ch->w->db, ch->w->staging, NULL, pp, ch->n, &ch->wp,
+                                        &ch->err);
+out:
+    for (size_t k = 0; objs && k < ch->n; k++)
+        json_decref(objs[k]);
+    free(objs);
+    free(pp);
 }
 
-static json_t *pointers_single_json(tier_wave *w, part_task *t)
+static const ferry_agent_item *pointers_item(const chunk *ch, size_t k)
 {
-    return json_pack("{s:s, s:s, s:s, s:o}", "database", w->db, "table", w->staging, "part",
-                     t->part, "objects", pointer_objects(t));
+    return &ch->wp.parts[k].item;
 }
 
-static void pointers_done(tier_ctx *ctx, part_task *t, json_t *a)
+static void pointers_done(tier_ctx *ctx, chunk *ch, size_t k)
 {
-    (void)ctx;
-    (void)a;
-    size_t k;
+    tier_job *job = ch->t[k]->job;
+    size_t i;
     json_t *o;
-    json_array_foreach(json_object_get(json_object_get(t->job->objects, t->part), "objects"), k,
-                       o) {
-        t->job->pointer_bytes += pointer_size(
+    (void)ctx;
+    json_array_foreach(json_object_get(json_object_get(job->objects, ch->t[k]->part),
+                                       "objects"), i, o) {
+        job->pointer_bytes += pointer_size(
             json_string_value(json_object_get(o, "clickhouse_key")) ?: "",
             (uint64_t)json_integer_value(json_object_get(o, "size")));
-        t->job->pointer_files++;
+        job->pointer_files++;
     }
 }
+
+static const task_op POINTERS = {"write-pointers", pointers_send, pointers_item, pointers_done};
 
 int tier_agent_pointers(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
 {
@@ -487,8 +470,7 @@ int tier_agent_pointers(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, fe
             rc = ferry_err_set(err, FERRY_EINTERNAL, "part %s has no upload answer",
                                t[i].part);
     if (!rc)
-        rc = run_tasks(ctx, w, "write-pointers", w->staging, TIER_ONE_POINTERS, t, nt,
-                       pointers_part_json, pointers_single_json, pointers_done, err);
+        rc = run_tasks(ctx, w, &POINTERS, t, nt, err);
     free(t);
     return rc;
 }
@@ -497,66 +479,42 @@ int tier_agent_pointers(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, fe
 
 int tier_agent_remove_detached(tier_wave *w, const char *table, json_t *names, ferry_err *err)
 {
-    tier_server *srv = w->srv;
-    long status = 0;
-    int rc;
-    if (json_array_size(names) == 0)
-        return FERRY_OK;
-    if (!(srv->one_at_a_time & TIER_ONE_DETACHED)) {
-        rc = tier_agent(srv, "remove-detached",
-                        json_pack("{s:s, s:s, s:O}", "database", w->db, "table", table, "parts",
-                                  names),
-                        NULL, &status, err);
-        if (!rc || !old_form(rc, status))
-            return rc;
-        srv->one_at_a_time |= TIER_ONE_DETACHED;
-    }
-    size_t i;
-    json_t *p;
-    json_array_foreach(names, i, p) {
-        rc = tier_agent(srv, "remove-detached",
-                        json_pack("{s:s, s:s, s:O}", "database", w->db, "table", table, "part",
-                                  p),
-                        NULL, NULL, err);
-        if (rc)
-            return rc;
-    }
-    return FERRY_OK;
+    size_t n = json_array_size(names);
+    const char **v = calloc(n + 1, sizeof *v);
+    if (!v)
+        return nomem(err);
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_string_value(json_array_get(names, i));
+    int rc = ferry_agent_remove_detached_n(w->srv->conn.ag, w->db, table, v, n, NULL, err);
+    free(v);
+    return rc;
 }
 
 int tier_agent_remove_freezes(tier_wave *w, tier_job **js, size_t n, ferry_err *err)
 {
-    tier_server *srv = w->srv;
-    json_t *names = json_array();
-    long status = 0;
-    int rc = names ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t i = 0; !rc && i < n; i++) {
+    char (*names)[64] = NULL;
+    const char **v = NULL;
+    size_t nn = 0, cap = 0;
+    int rc = FERRY_OK;
+    for (size_t i = 0; i < n; i++)
+        cap += (size_t)tier_du64(js[i], "attempt");
+    if (!cap)
+        return FERRY_OK;
+    if (!(names = calloc(cap, sizeof *names)) || !(v = calloc(cap, sizeof *v))) {
+        rc = nomem(err);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
         unsigned attempts = (unsigned)tier_du64(js[i], "attempt");
-        for (unsigned a = 1; a <= attempts; a++) {
-            char name[64];
-            ferry_tier_freeze_name(js[i]->rec.u.job.id, a, name, sizeof name);
-            json_array_append_new(names, json_string(name));
+        for (unsigned a = 1; a <= attempts && nn < cap; a++) {
+            ferry_tier_freeze_name(js[i]->rec.u.job.id, a, names[nn], sizeof names[nn]);
+            v[nn] = names[nn];
+            nn++;
         }
     }
-    if (rc || json_array_size(names) == 0)
-        goto out;
-    if (!(srv->one_at_a_time & TIER_ONE_UNFREEZE)) {
-        rc = tier_agent(srv, "remove-freeze", json_pack("{s:O}", "names", names), NULL, &status,
-                        err);
-        if (!rc || !old_form(rc, status))
-            goto out;
-        srv->one_at_a_time |= TIER_ONE_UNFREEZE;
-        ferry_err_clear(err);
-    }
-    size_t i;
-    json_t *nm;
-    rc = FERRY_OK;
-    json_array_foreach(names, i, nm) {
-        if ((rc = tier_agent(srv, "remove-freeze", json_pack("{s:O}", "name", nm), NULL, NULL,
-                             err)))
-            break;
-    }
+    rc = ferry_agent_remove_freeze_n(w->srv->conn.ag, v, nn, err);
 out:
-    json_decref(names);
+    free(names);
+    free(v);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ferry/agent.h"
+#include "ferry/agent_ops.h"
 #include "ferry/buf.h"
 #include "ferry/catalog.h"
 #include "ferry/clickhouse.h"
@@ -51,16 +52,6 @@
 /* tiering's agent requests: the longest wait for an answer (FERRY_TEST_AGENT_TIMEOUT_MS in tests) */
 long tier_agent_timeout_ms(void);
 
-/* The agent operations an agent of API version 1 knows only one part (or name) at a time: a 400
- * answer to the many-part form sets the bit, and the flow falls back to one request per part. */
-enum {
-    TIER_ONE_FREEZE = 1u << 0,   /* freeze "partitions" */
-    TIER_ONE_UPLOAD = 1u << 1,   /* upload "parts" */
-    TIER_ONE_POINTERS = 1u << 2, /* write-pointers "parts" */
-    TIER_ONE_UNFREEZE = 1u << 3, /* remove-freeze "names" */
-    TIER_ONE_DETACHED = 1u << 4, /* remove-detached "parts" */
-};
-
 /* A table's storage policy as this run saw it (tier_table_policy's cache: the checks before a
  * wave ask about the same tables several times). */
 typedef struct tier_policy {
@@ -80,7 +71,9 @@ typedef struct tier_server {
     bool checked;      /* the pointer-format check ran */
     int check_rc;      /* its result */
     char check_msg[FERRY_ERR_MSG_MAX];
-    unsigned one_at_a_time; /* TIER_ONE_* learnt from 400 answers */
+    /* the request pool's other clients (tier_agent.c: made on first use, kept for the run, so
+     * each remembers what it learnt of an agent of API 1, as conn.ag does) */
+    ferry_agent_client *pool_clients[TIER_AGENT_THREADS - 1];
     bool version_known;     /* ch_major.ch_minor: the server's ClickHouse (its agent says) */
     int ch_major, ch_minor;
     tier_policy *policies;  /* owned */
@@ -277,13 +270,13 @@ void tier_hot_committed(tier_job *job, bool ok);
 int tier_hot_load(tier_ctx *ctx, tier_job *job, ferry_err *err);
 
 /* ---- tier_agent.c ---- */
-/* One agent request of the flow on the server's own client; the error is prefixed with the
- * server and the operation. req is consumed. *status (may be NULL) gets the HTTP status. */
-int tier_agent(tier_server *srv, const char *op, json_t *req, json_t **resp, long *status,
-               ferry_err *err);
-/* FREEZE of every job's partition under its freeze name (one request, or one per job for an
- * older agent); *answer: {"parts": [...]} with each part's "freeze". */
-int tier_agent_freeze(tier_wave *w, tier_job **js, size_t n, json_t **answer, ferry_err *err);
+/* Frees the server's pool clients (the typed client's ferry/agent_ops.h requests: conn.ag). */
+void tier_agent_close(tier_server *srv);
+/* FREEZE of every job without a failure, its partition under its freeze name (one request, or
+ * one per job for an agent of API 1, where a partition gone or refused fails only its job);
+ * *out: the frozen parts, each with its freeze (caller frees with ferry_agent_frozen_free). */
+int tier_agent_freeze(tier_wave *w, tier_job **js, size_t n, ferry_agent_frozen *out,
+                      ferry_err *err);
 /* Uploads the jobs' frozen hot parts (every part of `hot` whose objects this process does not
  * know yet, or all when force), several requests at once; each part's answer goes to its job's
  * objects. A part that fails fails its job. */

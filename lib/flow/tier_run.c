@@ -720,6 +720,7 @@ static void scan_server(tier_ctx *ctx, tier_server *srv, run_totals *t)
 static void ctx_free(tier_ctx *ctx)
 {
     for (size_t i = 0; i < ctx->n_servers; i++) {
+        tier_agent_close(&ctx->servers[i]);
         mv_conn_close(&ctx->servers[i].conn);
         free(ctx->servers[i].policies);
     }

@@ -165,7 +165,7 @@ static int fingerprint_parts(tier_job *job, json_t *list, ferry_fingerprint *fp,
 int tier_step_freeze(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
 {
     tier_job **fresh = calloc(n + 1, sizeof *fresh);
-    json_t *ans = NULL;
+    ferry_agent_frozen fz = {0};
     size_t nf = 0;
     int rc = fresh ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n; i++)
@@ -195,25 +195,22 @@ int tier_step_freeze(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
      * so a slow store cannot keep a busy table from merging): a merge that takes a frozen part
      * before then sends the job round again, in a wave that holds them from here (tier_run.c). */
     if (rc || (w->hold_merges && (rc = tier_table_merges(w, false, err))) ||
-        (rc = tier_agent_freeze(w, js, n, &ans, err)))
+        (rc = tier_agent_freeze(w, js, n, &fz, err)))
         goto out;
     for (size_t i = 0; i < n; i++) {
         tier_job *j = js[i];
         if (j->rc)
             continue;
         const char *name = tier_dstr(j, "freeze");
-        json_t *hot = json_array(), *p;
+        json_t *hot = json_array();
         json_decref(j->sizes);
         j->sizes = json_object();
-        size_t k;
-        json_array_foreach(json_object_get(ans, "parts"), k, p) {
-            const char *fz = json_string_value(json_object_get(p, "freeze"));
-            const char *kind = json_string_value(json_object_get(p, "kind"));
-            if (!fz || strcmp(fz, name) || !kind || strcmp(kind, "hot"))
+        for (size_t k = 0; k < fz.n; k++) {
+            const ferry_agent_frozen_part *p = &fz.parts[k];
+            if (!p->freeze || strcmp(p->freeze, name) || !p->kind || strcmp(p->kind, "hot"))
                 continue;
-            json_array_append(hot, json_object_get(p, "name"));
-            json_object_set(j->sizes, json_string_value(json_object_get(p, "name")),
-                            json_object_get(p, "bytes"));
+            json_array_append_new(hot, json_string(p->name));
+            json_object_set_new(j->sizes, p->name, json_integer((json_int_t)p->bytes));
         }
         if (json_array_size(hot) == 0) {
             json_decref(hot);
@@ -225,7 +222,7 @@ int tier_step_freeze(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     }
     rc = advance_healthy(ctx, js, n, FERRY_TIER_UPLOAD, err);
 out:
-    json_decref(ans);
+    ferry_agent_frozen_free(&fz);
     free(fresh);
     return rc;
 }
