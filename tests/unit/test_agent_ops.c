@@ -106,8 +106,11 @@ static void peer_op(ferry_http_req *req, void *ctx)
                                    "cold", "path", "/d/disks/cold/", "remote", 1));
     } else if (!strcmp(op, "parts")) {
         answer(req, 200,
-               json_pack("{s:[{s:s, s:s, s:s, s:I, s:I, s:s}], s:[{s:s, s:s, s:s, s:n, s:I}, "
+               json_pack("{s:[{s:s, s:s, s:b}, {s:s, s:s, s:b}], "
+                         "s:[{s:s, s:s, s:s, s:I, s:I, s:s}], s:[{s:s, s:s, s:s, s:n, s:I}, "
                          "{s:s, s:n}]}",
+                         "data_paths", "disk", "default", "path", "/d/store/t/", "remote", 0,
+                         "disk", "cold", "path", "/d/disks/cold/store/t/", "remote", 1,
                          "parts", "name", "p1_1_1_0", "partition_id", "p1", "disk", "default",
                          "rows", (json_int_t)10, "bytes_on_disk", (json_int_t)100,
                          "hash_of_all_files", "abc", "detached", "name", "p1_2_2_0",
@@ -123,6 +126,20 @@ static void peer_op(ferry_http_req *req, void *ctx)
             json_array_foreach(json_object_get(in, "partition_ids"), i, id)
                 if (strcmp(json_string_value(id), "gone"))
                     json_array_append_new(parts, frozen_part(json_string_value(id), name));
+            answer(req, 200, json_pack("{s:b, s:o}", "existing", 0, "parts", parts));
+        }
+    } else if (!strcmp(op, "freeze") && json_object_get(in, "partitions")) {
+        if (p->api1) {
+            answer(req, 400, json_pack("{s:s}", "error", "missing field name"));
+        } else {
+            json_t *parts = json_array(), *one;
+            size_t i;
+            json_array_foreach(json_object_get(in, "partitions"), i, one) {
+                const char *pid = json_string_value(json_object_get(one, "partition_id"));
+                const char *name = json_string_value(json_object_get(one, "name"));
+                if (strcmp(pid, "gone"))
+                    json_array_append_new(parts, frozen_part(pid, name));
+            }
             answer(req, 200, json_pack("{s:b, s:o}", "existing", 0, "parts", parts));
         }
     } else if (!strcmp(op, "freeze")) {
@@ -263,6 +280,11 @@ static void test_decode(void **state)
     assert_false(pl.detached[0].has_rows);
     assert_int_equal(pl.detached[0].bytes_on_disk, 5);
     assert_null(pl.detached[1].partition_id);
+    assert_int_equal(pl.n_data_paths, 2);
+    assert_string_equal(pl.data_paths[1].path, "/d/disks/cold/store/t/");
+    assert_true(ferry_agent_part_list_remote(&pl, "cold"));
+    assert_false(ferry_agent_part_list_remote(&pl, "default"));
+    assert_false(ferry_agent_part_list_remote(&pl, "nope"));
     ferry_agent_part_list_free(&pl);
 
     ferry_agent_frozen fz;
@@ -421,6 +443,30 @@ static void per_part(bool api1)
     ferry_agent_client *c = NULL;
     ferry_httpd *srv = peer_start(&p, &c);
     ferry_err err = {0};
+    ferry_agent_client_set_name(c, "s1");
+
+    /* freeze, a name per partition: a partition gone freezes nothing (API 2) or fails alone
+     * (API 1: its own request answered 404) */
+    ferry_agent_freeze_item fi[] = {{"p1", "fa"}, {"gone", "fb"}, {"c2", "fc"}};
+    ferry_agent_frozen fz;
+    assert_int_equal(ferry_agent_freeze_each(c, "db", "t", fi, 3, &fz, &err), FERRY_OK);
+    assert_int_equal(fz.n, 2);
+    assert_string_equal(fz.parts[0].freeze, "fa");
+    assert_string_equal(fz.parts[1].freeze, "fc");
+    assert_string_equal(fz.parts[1].partition_id, "c2");
+    assert_int_equal(fz.n_items, 3);
+    assert_int_equal(fz.items[0].code, FERRY_OK);
+    assert_int_equal(fz.items[1].code, api1 ? FERRY_ENOTFOUND : FERRY_OK);
+    if (api1) {
+        assert_int_equal(fz.items[1].status, 404);
+        assert_true(fz.items[1].alone);
+        assert_non_null(strstr(fz.items[1].error, "agent of s1 (freeze): "));
+    }
+    ferry_agent_frozen_free(&fz);
+    assert_int_equal(calls(&p, "freeze"), api1 ? 4 : 1);
+    assert_int_equal(ferry_agent_freeze_each(c, "db", "t", fi, 0, &fz, &err), FERRY_OK);
+    assert_int_equal(calls(&p, "freeze"), api1 ? 4 : 1); /* nothing asked: no request */
+
     ferry_agent_part_ref refs[] = {{"f1", "p1_1_1_0"}, {"f1", "bad_1_1_0"}, {"f2", "p1_2_2_0"}};
     ferry_agent_upload_list ul;
     assert_int_equal(ferry_agent_upload(c, "db", "t", refs, 3, &ul, &err), FERRY_OK);
@@ -438,6 +484,10 @@ static void per_part(bool api1)
     assert_int_equal(ul.parts[1].item.code, FERRY_EINVAL);
     assert_int_equal(ul.parts[1].item.status, 422);
     assert_non_null(strstr(ul.parts[1].item.error, "checksum mismatch"));
+    assert_int_equal(ul.parts[1].item.alone, api1); /* API 1: its own request's whole error */
+    assert_non_null(ul.parts[0].answer);
+    assert_string_equal(json_string_value(json_object_get(ul.parts[0].answer, "part")),
+                        "p1_1_1_0");
     assert_int_equal(ul.parts[2].item.code, FERRY_OK);
     assert_string_equal(ul.parts[2].freeze, "f2");
     assert_int_equal(calls(&p, "upload"), api1 ? 4 : 1);
