@@ -280,12 +280,15 @@ static int run_tasks(tier_ctx *ctx, tier_wave *w, const task_op *op, part_task *
         rc = nomem(err);
         goto out;
     }
+    for (size_t i = 0; i < n; i++)
+        chs[t[i].chunk].n++; /* counted first, then filled in task order */
     for (size_t c = 0; c < nc; c++) {
         chs[c].w = w;
-        if (!(chs[c].t = calloc(n, sizeof *chs[c].t))) {
+        if (!(chs[c].t = calloc(chs[c].n + 1, sizeof *chs[c].t))) {
             rc = nomem(err);
             goto out;
         }
+        chs[c].n = 0;
     }
     for (size_t i = 0; i < n; i++) {
         chunk *ch = &chs[t[i].chunk];
