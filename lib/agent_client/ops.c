@@ -557,8 +557,9 @@ int ferry_agent_remove_freeze_n(ferry_agent_client *c, const char *const *names,
 
 /* The answers of a many-part operation, one per requested part in request order: the "results"
  * of one many-part answer, or (API 1) one answer per part, where a part whose request failed
- * gets {part, error, status} of its own. *raw (an array) keeps them; the request as a whole
- * failing is the only error. */
+ * gets {part, error, status, rc} of its own ("rc", which no agent answers, marks the error as
+ * its request's whole message: ferry_agent_item.alone). *raw (an array) keeps them; the request
+ * as a whole failing is the only error. */
 static int per_part(ferry_agent_client *c, const char *op, unsigned one_bit, json_t *many,
                     json_t *(*single)(const void *parts, size_t i, const void *arg),
                     const void *parts, size_t n, const void *arg, const char *const *names,
