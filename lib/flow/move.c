@@ -157,46 +157,48 @@ int mv_job_save(mvctx *x, ferry_err *err)
     return rc;
 }
 
+/* Writes the move record through the flow engine: state `to` with detail (NULL: ""), or with
+ * FERRY_FLOW_NOTE its own state again (the step and owner the caller set); route (may be NULL)
+ * is updated in the same catalog batch, which raises the routing version (*routing_version, may
+ * be NULL). One CAS on each record; FERRY_ECONFLICT when either moved on (nothing written). On
+ * success x->mv holds the written record. */
+static int mv_journal(mvctx *x, enum ferry_move_state to, const char *detail, unsigned flags,
+                      const ferry_record *route, uint64_t *routing_version, ferry_err *err)
+{
+    ferry_commit_info info = {0};
+    ferry_batch *b = ferry_batch_new();
+    int rc = b ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc && route)
+        rc = ferry_batch_update(b, route, err);
+    ferry_flow_change c = {.rec = &x->mv, .to = (int)to, .detail = detail};
+    if (!rc) {
+        x->catalog_writes++;
+        rc = ferry_flow_write_versions(&x->fj, b, NULL, &info, &c, 1, flags, err);
+    }
+    if (rc == FERRY_ECONFLICT) /* the engine named the move and another worker */
+        ferry_err_prefix(err, route ? "move (or the route of its slice changed) " : "move ");
+    ferry_batch_free(b);
+    if (routing_version)
+        *routing_version = info.routing_version;
+    return rc;
+}
+
 int mv_move_update(mvctx *x, ferry_err *err)
 {
-    x->mv.u.move.updated = (int64_t)time(NULL);
-    x->catalog_writes++;
-    int rc = ferry_catalog_update(x->cat, &x->mv, err);
-    if (rc == FERRY_ECONFLICT)
-        ferry_err_prefix(err, "move %s: changed by another mover: ", x->mv.u.move.id);
-    return rc;
+    /* a note keeps the detail as it is unless told otherwise: pass the current one */
+    char detail[sizeof x->mv.u.move.detail];
+    memcpy(detail, x->mv.u.move.detail, sizeof detail);
+    return mv_journal(x, x->mv.u.move.state, detail, FERRY_FLOW_NOTE, NULL, NULL, err);
 }
 
 int mv_advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry_err *err)
 {
-    x->catalog_writes++;
-    int rc = ferry_catalog_move_advance(x->cat, &x->mv, to, detail, err);
+    int rc = mv_journal(x, to, detail, 0, NULL, NULL, err);
     if (!rc)
         ferry_log(FERRY_LOG_INFO, "msg=\"move state\" move=%s tenant=%s split=%u state=%s",
                   x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split,
                   ferry_move_state_name(to));
     mv_progress(x);
-    return rc;
-}
-
-/* The journal record next and the slice's route in one catalog batch (a batch that touches a
- * route raises the routing version: *routing_version). FERRY_ECONFLICT when either moved on. */
-static int mv_commit_with_route(mvctx *x, const ferry_record *next, const ferry_record *route,
-                             uint64_t *routing_version, ferry_err *err)
-{
-    ferry_batch *b = ferry_batch_new();
-    ferry_commit_info info = {0};
-    if (!b)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    int rc = ferry_batch_update(b, next, err);
-    if (!rc)
-        rc = ferry_batch_update(b, route, err);
-    if (!rc) {
-        x->catalog_writes++;
-        rc = ferry_catalog_commit(x->cat, b, &info, err);
-    }
-    ferry_batch_free(b);
-    *routing_version = info.routing_version;
     return rc;
 }
 
@@ -206,11 +208,6 @@ static int mv_commit_with_route(mvctx *x, const ferry_record *next, const ferry_
  * Used where readers must change what they read: the publish step and CLEANUP. */
 int mv_journal_routed(mvctx *x, ferry_record *next, ferry_err *err)
 {
-    if (next->u.move.state != x->mv.u.move.state &&
-        !ferry_move_transition_ok(x->mv.u.move.state, next->u.move.state))
-        return ferry_err_set(err, FERRY_EINVAL, "move %s cannot go from %s to %s",
-                             x->mv.u.move.id, ferry_move_state_name(x->mv.u.move.state),
-                             ferry_move_state_name(next->u.move.state));
     ferry_record route;
     ferry_record_init(&route, FERRY_REC_ROUTE);
     snprintf(route.u.route.tenant, sizeof route.u.route.tenant, "%s", x->mv.u.move.tenant);
@@ -218,22 +215,19 @@ int mv_journal_routed(mvctx *x, ferry_record *next, ferry_err *err)
     int rc = ferry_catalog_get(x->cat, &route, err);
     if (rc)
         return rc;
-    next->u.move.updated = (int64_t)time(NULL);
+    /* the same state is a note (the publish step: its step the caller set), another one a
+     * transition the engine checks (and starts at step 0) */
+    bool note = next->u.move.state == x->mv.u.move.state;
+    ferry_record was = x->mv;
+    if (note)
+        x->mv.u.move.step = next->u.move.step;
     uint64_t routing_version = 0;
-    rc = mv_commit_with_route(x, next, &route, &routing_version, err);
+    rc = mv_journal(x, next->u.move.state, next->u.move.detail, note ? FERRY_FLOW_NOTE : 0,
+                    &route, &routing_version, err);
     if (rc) {
-        if (rc == FERRY_ECONFLICT)
-            ferry_err_prefix(err, "move %s: changed by another mover (or its route changed): ",
-                             x->mv.u.move.id);
+        x->mv = was; /* nothing written: the run's copy stays the journal's */
         return rc;
     }
-    char id[64];
-    snprintf(id, sizeof id, "%s", x->mv.u.move.id);
-    ferry_record_free(&x->mv);
-    ferry_record_init(&x->mv, FERRY_REC_MOVE);
-    snprintf(x->mv.u.move.id, sizeof x->mv.u.move.id, "%s", id);
-    if ((rc = ferry_catalog_get(x->cat, &x->mv, err)))
-        return rc;
     ferry_log(FERRY_LOG_INFO,
               "msg=\"move state\" move=%s tenant=%s split=%u state=%s step=%u routing_version=%llu",
               x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split,
@@ -454,24 +448,13 @@ int mv_switch_route(mvctx *x, ferry_err *err)
             ferry_buf_printf(&nl, ",%s", s);
     mv_copy_str(route.u.route.shards, sizeof route.u.route.shards, ferry_buf_cstr(&nl));
     ferry_buf_free(&nl);
-    ferry_record next = x->mv;
-    next.u.move.state = FERRY_MOVE_SWITCH;
-    next.u.move.step = 0;
-    next.u.move.updated = (int64_t)time(NULL);
-    mv_copy_str(next.u.move.detail, sizeof next.u.move.detail, "routing switched");
     uint64_t routing_version = 0;
-    rc = mv_commit_with_route(x, &next, &route, &routing_version, err);
+    rc = mv_journal(x, FERRY_MOVE_SWITCH, "routing switched", 0, &route, &routing_version, err);
     if (rc) {
         if (rc == FERRY_ECONFLICT)
-            ferry_err_prefix(err, "move %s: routing switch lost a race (another mover, or the "
-                                  "route changed): ", x->mv.u.move.id);
+            ferry_err_prefix(err, "routing switch lost a race: ");
         return rc;
     }
-    ferry_record_free(&x->mv);
-    ferry_record_init(&x->mv, FERRY_REC_MOVE);
-    snprintf(x->mv.u.move.id, sizeof x->mv.u.move.id, "%s", next.u.move.id);
-    if ((rc = ferry_catalog_get(x->cat, &x->mv, err)))
-        return rc;
     ferry_log(FERRY_LOG_INFO,
               "msg=\"routing switched\" move=%s tenant=%s split=%u to=%s routing_version=%llu",
               x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split, x->mv.u.move.to,
@@ -939,6 +922,7 @@ int mv_ctx_open(const ferry_move_opts *o, const char *id, mvctx *x, ferry_move_r
     x->rate = o->rate;
     ferry_record_init(&x->mv, FERRY_REC_MOVE);
     ferry_record_init(&x->job, FERRY_REC_JOB);
+    ferry_flow_journal_init(&x->fj, NULL, &ferry_move_flow, o->owner ? o->owner : "");
     x->t0 = now_s();
     snprintf(res->id, sizeof res->id, "%s", id);
     if (!x->rate && o->max_bytes_per_second) {
@@ -952,6 +936,7 @@ int mv_ctx_open(const ferry_move_opts *o, const char *id, mvctx *x, ferry_move_r
     int rc = ferry_catalog_open(o->catalog_url, &x->cat, err);
     if (rc)
         goto out;
+    x->fj.cat = x->cat;
     char lname[96];
     snprintf(lname, sizeof lname, "move.%s", id);
     if ((rc = ferry_catalog_lease_acquire(x->cat, lname, o->owner ? o->owner : "ferry", &x->lease,
