@@ -56,7 +56,9 @@ int mv_ctx_loop(mvctx *x, ferry_err *err);
  * journal, the finished move's report and tally) and closes x; returns rc. */
 int mv_ctx_close(mvctx *x, int rc, ferry_err *err);
 /* The journal (move.c): the move record's writes go through the flow engine (x->fj), each a
- * compare-and-set checked against ferry_move_flow. mv_job_save writes the data alone. */
+ * compare-and-set checked against ferry_move_flow, with jobs/move.ID (x->data, the state
+ * mirrored) in the same catalog batch. mv_job_save writes the data alone (a freeze name, in the
+ * state the move is in). */
 int mv_job_save(mvctx *x, ferry_err *err);
 int mv_move_update(mvctx *x, ferry_err *err);
 int mv_advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry_err *err);
