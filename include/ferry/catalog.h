@@ -282,10 +282,9 @@ int ferry_move_state_parse(const char *s, enum ferry_move_state *out);
 const char *ferry_tier_name(enum ferry_tier t);
 /* Same as ferry_layout_name. */
 const char *ferry_table_layout_name(enum ferry_layout l);
-/* True when a move may go from -> to: the next state in PLANNED..DONE, or FAILED from any state
- * that is not DONE or FAILED. */
-bool ferry_move_transition_ok(enum ferry_move_state from, enum ferry_move_state to);
-/* True for the states a move never leaves: DONE, and FAILED (rolled back). */
+/* True for the states a move never leaves: DONE, and FAILED (rolled back). Which transitions a
+ * move may make is the flow engine's to check (ferry_move_flow in ferry/move.h): the catalog
+ * only stores them, and indexes the moves not finished. */
 bool ferry_move_finished(enum ferry_move_state s);
 
 /* Adds an object to a part record (copies the strings). */
@@ -335,11 +334,6 @@ int ferry_catalog_list_unfinished_moves(ferry_catalog *c, ferry_record_list *out
 int ferry_catalog_create(ferry_catalog *c, ferry_record *rec, ferry_err *err);
 int ferry_catalog_update(ferry_catalog *c, ferry_record *rec, ferry_err *err);
 int ferry_catalog_delete(ferry_catalog *c, ferry_record *rec, ferry_err *err);
-
-/* Moves a move record to state `to` (checked with ferry_move_transition_ok) by CAS on
- * move->version; step is reset to 0, updated set to now. On success *rec holds the new record. */
-int ferry_catalog_move_advance(ferry_catalog *c, ferry_record *rec, enum ferry_move_state to,
-                               const char *detail, ferry_err *err);
 
 /* ---- batches ------------------------------------------------------------------------------- */
 

@@ -1,5 +1,9 @@
-/* The flow engine's journal: the one way a journaled flow (tiering, retention, rewrite) keeps
- * its jobs in the catalog's job records (ferry_job in catalog.h, kind FERRY_REC_JOB).
+/* The flow engine's journal: the one way a journaled flow (tiering, retention, rewrite, moves)
+ * keeps its jobs in the catalog: in job records (ferry_job in catalog.h, kind FERRY_REC_JOB:
+ * the state by name, the flow's data in the record), or for moves in the move records
+ * (ferry_move, FERRY_REC_MOVE: the state as enum ferry_move_state, its step, owner and detail;
+ * routers and the catalog's index of unfinished moves read them, so that kind stays; a move's
+ * data is its side record jobs/move.ID, which the move writes in the same batch).
  *
  * Each flow declares its states once (ferry_flow_kind: names, the transitions each state
  * allows, which states are terminal, where a new job starts and where a failed one goes, the
@@ -54,6 +58,9 @@ typedef struct ferry_flow_kind {
     const char *crash_before;        /* test knob of the point before a transition, or NULL */
     const char *crash_after;         /* test knob of the point after it, or NULL */
     bool owner_clears_when_finished; /* a terminal state is written with an empty owner */
+    enum ferry_record_kind record;   /* where the jobs are kept: FERRY_REC_MOVE (a state's number
+                                      * is its enum ferry_move_state), or FERRY_REC_JOB, which
+                                      * is also what a kind leaving it 0 means */
 } ferry_flow_kind;
 
 /* The state named name (-1 when the kind has none). */
@@ -89,8 +96,14 @@ typedef struct ferry_flow_journal {
 void ferry_flow_journal_init(ferry_flow_journal *fj, ferry_catalog *cat,
                              const ferry_flow_kind *kind, const char *owner);
 
+/* The record kind the kind's jobs are kept in (FERRY_REC_JOB or FERRY_REC_MOVE). */
+enum ferry_record_kind ferry_flow_record_kind(const ferry_flow_kind *k);
+/* The id of a job record of either kind (points into rec). */
+const char *ferry_flow_job_id(const ferry_record *rec);
+
 /* A fresh job record of the journal's kind with that id (rec->version FERRY_VERSION_ANY: not
- * in the catalog yet). FERRY_EINVAL when the id does not fit. */
+ * in the catalog yet; a move record with only its id set). FERRY_EINVAL when the id does not
+ * fit. */
 int ferry_flow_job_init(const ferry_flow_journal *fj, ferry_record *rec, const char *id,
                         ferry_err *err);
 /* The state of a job record (-1: not in the catalog yet, or a state the kind does not name). */
@@ -98,7 +111,7 @@ int ferry_flow_job_state(const ferry_flow_journal *fj, const ferry_record *rec);
 /* Whether the record exists in the catalog (it was read or written: rec->version >= 0). */
 bool ferry_flow_job_stored(const ferry_record *rec);
 
-/* Reads the job rec->u.job.id into rec. FERRY_ENOTFOUND when absent (rec then stays a fresh
+/* Reads the job ferry_flow_job_id(rec) into rec. FERRY_ENOTFOUND when absent (rec then stays a fresh
  * record of the kind, id kept); FERRY_EINVAL when the record there is of another kind. */
 int ferry_flow_get(ferry_flow_journal *fj, ferry_record *rec, ferry_err *err);
 
@@ -110,8 +123,9 @@ int ferry_flow_create(ferry_flow_journal *fj, ferry_record *rec, const char *dat
                       ferry_err *err);
 
 /* Moves the job to state `to` by CAS on rec->version, with detail (NULL: "") and data (NULL:
- * rec's). An undeclared transition is FERRY_EINTERNAL and writes nothing. On success rec holds
- * the written record. */
+ * rec's; a move record has none: non-NULL is FERRY_EINVAL). A move record's step goes back to
+ * 0 with a transition (a note keeps the step the caller set). An undeclared transition is
+ * FERRY_EINTERNAL and writes nothing. On success rec holds the written record. */
 int ferry_flow_advance(ferry_flow_journal *fj, ferry_record *rec, int to, const char *detail,
                        const char *data, ferry_err *err);
 /* ferry_flow_advance to the kind's failed state with detail (why). */
@@ -144,9 +158,17 @@ enum {
  * as it was). */
 int ferry_flow_write(ferry_flow_journal *fj, ferry_batch *b, ferry_flow_change *ch, size_t n,
                      unsigned flags, ferry_err *err);
+/* ferry_flow_write, and bv (NULL, or room for the entries b held when called) gets the versions
+ * those entries have after the commit: what the caller's next CAS of them compares (a move's
+ * data record, written in the batch of its state); info (may be NULL) gets the commit's
+ * (ferry_catalog_commit: the routing version a batch with a route raised). */
+int ferry_flow_write_versions(ferry_flow_journal *fj, ferry_batch *b, int64_t *bv,
+                              ferry_commit_info *info, ferry_flow_change *ch, size_t n,
+                              unsigned flags, ferry_err *err);
 
 /* The jobs of the kind that are not in a terminal state (in a state the kind names), sorted by
- * id. The caller frees out with ferry_record_list_free. */
+ * id (moves: read from the catalog's index of unfinished moves). The caller frees out with
+ * ferry_record_list_free. */
 int ferry_flow_list_unfinished(ferry_flow_journal *fj, ferry_record_list *out, ferry_err *err);
 
 #endif

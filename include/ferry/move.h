@@ -24,8 +24,13 @@
 
 #include "ferry/catalog.h"
 #include "ferry/err.h"
+#include "ferry/flow_journal.h"
 
 struct ferry_config;
+
+/* The move's states for the flow engine (lib/flow/move_flow.c): its jobs are the move records,
+ * a state's number its enum ferry_move_state. */
+extern const ferry_flow_kind ferry_move_flow;
 
 /* Progress of one move, reported after every part sent and at every state change. */
 typedef struct ferry_move_progress {

@@ -498,29 +498,6 @@ int ferry_catalog_delete(ferry_catalog *c, ferry_record *rec, ferry_err *err)
     return single(c, CAT_DELETE, rec, false, err);
 }
 
-int ferry_catalog_move_advance(ferry_catalog *c, ferry_record *rec, enum ferry_move_state to,
-                               const char *detail, ferry_err *err)
-{
-    if (rec->kind != FERRY_REC_MOVE)
-        return ferry_err_set(err, FERRY_EINVAL, "move_advance needs a move record");
-    ferry_move *m = &rec->u.move;
-    if (!ferry_move_transition_ok(m->state, to))
-        return ferry_err_set(err, FERRY_EINVAL, "move %s cannot go from %s to %s", m->id,
-                             ferry_move_state_name(m->state), ferry_move_state_name(to));
-    ferry_record next = *rec;
-    next.u.move.state = to;
-    next.u.move.step = 0;
-    next.u.move.updated = (int64_t)time(NULL);
-    if (detail)
-        snprintf(next.u.move.detail, sizeof next.u.move.detail, "%s", detail);
-    int rc = single(c, CAT_SET, &next, false, err);
-    if (rc == FERRY_ECONFLICT)
-        ferry_err_prefix(err, "move %s: another actor changed it first: ", m->id);
-    if (!rc)
-        *rec = next;
-    return rc;
-}
-
 /* ---- routing ---- */
 
 int ferry_catalog_routing_version(ferry_catalog *c, uint64_t *version, ferry_err *err)

@@ -20,8 +20,9 @@ enum cat_index_change {
     CAT_INDEX_WANT,     /* the record is unfinished afterwards: the entry must exist */
     CAT_INDEX_DROP,     /* finished (DONE, FAILED) or deleted afterwards: no entry */
     CAT_INDEX_KEEP,     /* a compare-and-set update to an unfinished state: the record was
-                         * unfinished (a finished move is never made unfinished again,
-                         * ferry_move_transition_ok), so its entry exists: nothing to read or
+                         * unfinished (a finished move is never made unfinished again: the
+                         * move flow kind, lib/flow/move_flow.c, declares no transition out of
+                         * DONE or FAILED), so its entry exists: nothing to read or
                          * write (the common case: a move's progress) */
 };
 

@@ -100,15 +100,6 @@ bool ferry_move_finished(enum ferry_move_state s)
     return s == FERRY_MOVE_DONE || s == FERRY_MOVE_FAILED;
 }
 
-bool ferry_move_transition_ok(enum ferry_move_state from, enum ferry_move_state to)
-{
-    if (ferry_move_finished(from))
-        return false;
-    if (to == FERRY_MOVE_FAILED)
-        return true;
-    return to == from + 1;
-}
-
 void ferry_record_init(ferry_record *r, enum ferry_record_kind kind)
 {
     memset(r, 0, sizeof *r);

@@ -1,6 +1,7 @@
 /* The flow engine's journal (include/ferry/flow_journal.h): declared states and transitions
- * per flow kind, job records written by compare-and-set, one at a time or many in one batch,
- * the resume listing, and the crash hook and progress callback at each journaled transition. */
+ * per flow kind, job records (or move records) written by compare-and-set, one at a time or
+ * many in one batch, the resume listing, and the crash hook and progress callback at each
+ * journaled transition. */
 #include "ferry/flow_journal.h"
 
 #include <stdio.h>
@@ -39,8 +40,31 @@ bool ferry_flow_terminal(const ferry_flow_kind *k, int s)
     return in_range(k, s) && k->states[s].terminal;
 }
 
+enum ferry_record_kind ferry_flow_record_kind(const ferry_flow_kind *k)
+{
+    return k->record == FERRY_REC_MOVE ? FERRY_REC_MOVE : FERRY_REC_JOB;
+}
+
+static bool is_move(const ferry_flow_kind *k) { return k->record == FERRY_REC_MOVE; }
+
+const char *ferry_flow_job_id(const ferry_record *rec)
+{
+    return rec->kind == FERRY_REC_MOVE ? rec->u.move.id : rec->u.job.id;
+}
+
 int ferry_flow_kind_check(const ferry_flow_kind *k, ferry_err *err)
 {
+    if (k->record != 0 && k->record != FERRY_REC_JOB && k->record != FERRY_REC_MOVE)
+        return ferry_err_set(err, FERRY_EINVAL, "flow kind %s: jobs kept in %s records (job or "
+                             "move records only)", k->kind ? k->kind : "?",
+                             ferry_record_kind_name(k->record));
+    /* a move record's state is the enum: the kind's numbers must be those (names too, for
+     * what reads the record as JSON) */
+    for (int i = 0; is_move(k) && i < k->n_states; i++)
+        if (i >= FERRY_MOVE_STATES || !k->states[i].name ||
+            strcmp(k->states[i].name, ferry_move_state_name((enum ferry_move_state)i)))
+            return ferry_err_set(err, FERRY_EINVAL, "flow kind %s: state %d is not the move "
+                                 "state of that number", k->kind ? k->kind : "?", i);
     if (!k->kind || !*k->kind || strlen(k->kind) >= sizeof((ferry_job *)0)->kind)
         return ferry_err_set(err, FERRY_EINVAL, "flow kind: a name of 1 to %zu characters",
                              sizeof((ferry_job *)0)->kind - 1);
@@ -86,6 +110,15 @@ void ferry_flow_journal_init(ferry_flow_journal *fj, ferry_catalog *cat,
 int ferry_flow_job_init(const ferry_flow_journal *fj, ferry_record *rec, const char *id,
                         ferry_err *err)
 {
+    if (is_move(fj->kind)) {
+        ferry_record_init(rec, FERRY_REC_MOVE);
+        ferry_move *m = &rec->u.move;
+        if (!id || !*id || strlen(id) >= sizeof m->id)
+            return ferry_err_set(err, FERRY_EINVAL, "move id '%s': 1 to %zu characters",
+                                 id ? id : "", sizeof m->id - 1);
+        memcpy(m->id, id, strlen(id) + 1);
+        return FERRY_OK;
+    }
     ferry_record_init(rec, FERRY_REC_JOB);
     ferry_job *j = &rec->u.job;
     if (!id || !*id || strlen(id) >= sizeof j->id)
@@ -100,17 +133,39 @@ bool ferry_flow_job_stored(const ferry_record *rec) { return rec->version >= 0; 
 
 int ferry_flow_job_state(const ferry_flow_journal *fj, const ferry_record *rec)
 {
-    return ferry_flow_job_stored(rec) ? ferry_flow_state_parse(fj->kind, rec->u.job.state) : -1;
+    if (!ferry_flow_job_stored(rec))
+        return -1;
+    if (rec->kind == FERRY_REC_MOVE)
+        return in_range(fj->kind, (int)rec->u.move.state) ? (int)rec->u.move.state : -1;
+    return ferry_flow_state_parse(fj->kind, rec->u.job.state);
+}
+
+/* The journaled state's name as stored (also one the kind does not name), for messages. */
+static const char *stored_state_name(const ferry_record *rec)
+{
+    return rec->kind == FERRY_REC_MOVE ? ferry_move_state_name(rec->u.move.state)
+                                       : rec->u.job.state;
 }
 
 int ferry_flow_get(ferry_flow_journal *fj, ferry_record *rec, ferry_err *err)
 {
     ferry_record r;
-    ferry_record_init(&r, FERRY_REC_JOB);
-    memcpy(r.u.job.id, rec->u.job.id, sizeof r.u.job.id);
+    ferry_record_init(&r, ferry_flow_record_kind(fj->kind));
+    if (rec->kind != r.kind)
+        return ferry_err_set(err, FERRY_EINVAL, "%s jobs are %s records, not %s records",
+                             fj->kind->kind, ferry_record_kind_name(r.kind),
+                             ferry_record_kind_name(rec->kind));
+    if (r.kind == FERRY_REC_MOVE)
+        memcpy(r.u.move.id, rec->u.move.id, sizeof r.u.move.id);
+    else
+        memcpy(r.u.job.id, rec->u.job.id, sizeof r.u.job.id);
     int rc = ferry_catalog_get(fj->cat, &r, err);
     if (rc)
         return rc;
+    if (r.kind == FERRY_REC_MOVE) {
+        *rec = r; /* a move record owns no memory */
+        return FERRY_OK;
+    }
     if (strcmp(r.u.job.kind, fj->kind->kind))
         return ferry_err_set(err, FERRY_EINVAL, "job %s is of kind '%s', not %s", r.u.job.id,
                              r.u.job.kind, fj->kind->kind);
@@ -129,10 +184,36 @@ static void crash(ferry_flow_journal *fj, const char *knob, int state)
         ferry_fault_point(knob, point);
 }
 
-/* The record rec would be in state `to`, into *next (version kept: what the CAS compares). */
-static int compose(ferry_flow_journal *fj, const ferry_record *rec, int to, const char *detail,
-                   const char *data, ferry_record *next, ferry_err *err)
+/* compose() of a move record: the enum for the state; a transition starts the new state at
+ * step 0 (a note keeps the step the caller set: an attempt counted, the publish step). The
+ * move's data is its own record, written by the caller in the same batch. */
+static int compose_move(ferry_flow_journal *fj, const ferry_record *rec, int to, bool note,
+                        const char *detail, const char *data, ferry_record *next, ferry_err *err)
 {
+    if (data)
+        return ferry_err_set(err, FERRY_EINVAL, "move %s: a move record has no data field (its "
+                             "data record goes in the batch)", rec->u.move.id);
+    *next = *rec;
+    ferry_move *m = &next->u.move;
+    m->state = (enum ferry_move_state)to;
+    if (!note)
+        m->step = 0;
+    bool clear = fj->kind->owner_clears_when_finished && ferry_flow_terminal(fj->kind, to);
+    snprintf(m->owner, sizeof m->owner, "%s", clear ? "" : fj->owner);
+    snprintf(m->detail, sizeof m->detail, "%.*s", (int)sizeof m->detail - 1,
+             detail ? detail : "");
+    m->updated = (int64_t)time(NULL);
+    if (!ferry_flow_job_stored(rec) && !m->created)
+        m->created = m->updated;
+    return FERRY_OK;
+}
+
+/* The record rec would be in state `to`, into *next (version kept: what the CAS compares). */
+static int compose(ferry_flow_journal *fj, const ferry_record *rec, int to, bool note,
+                   const char *detail, const char *data, ferry_record *next, ferry_err *err)
+{
+    if (rec->kind == FERRY_REC_MOVE)
+        return compose_move(fj, rec, to, note, detail, data, next, err);
     const ferry_job *j = &rec->u.job;
     if (data && strlen(data) >= sizeof j->data)
         return ferry_err_set(err, FERRY_EINVAL, "job %s: its journal data (%zu bytes) exceeds "
@@ -159,32 +240,44 @@ static int check(ferry_flow_journal *fj, const ferry_record *rec, int to, unsign
                  ferry_err *err)
 {
     const ferry_flow_kind *k = fj->kind;
+    const char *id = ferry_flow_job_id(rec);
+    if (rec->kind != ferry_flow_record_kind(k))
+        return ferry_err_set(err, FERRY_EINTERNAL, "job %s: a %s record, %s jobs are %s records",
+                             id, ferry_record_kind_name(rec->kind), k->kind,
+                             ferry_record_kind_name(ferry_flow_record_kind(k)));
     if (!in_range(k, to))
         return ferry_err_set(err, FERRY_EINTERNAL, "job %s: state %d is not a %s state",
-                             rec->u.job.id, to, k->kind);
+                             id, to, k->kind);
     if (!ferry_flow_job_stored(rec)) {
         if ((flags & FERRY_FLOW_CREATE) && to == k->start)
             return FERRY_OK;
         return ferry_err_set(err, FERRY_EINTERNAL, "job %s: not in the catalog yet, so only "
-                             "created in %s, not written in %s", rec->u.job.id,
+                             "created in %s, not written in %s", id,
                              k->states[k->start].name, k->states[to].name);
     }
-    int from = ferry_flow_state_parse(k, rec->u.job.state);
+    int from = ferry_flow_job_state(fj, rec);
     if (flags & FERRY_FLOW_NOTE)
         return from == to ? FERRY_OK
                           : ferry_err_set(err, FERRY_EINTERNAL, "job %s: a note keeps the "
-                                          "state (%s), it cannot write %s", rec->u.job.id,
-                                          rec->u.job.state, k->states[to].name);
+                                          "state (%s), it cannot write %s", id,
+                                          stored_state_name(rec), k->states[to].name);
     if (!ferry_flow_transition_ok(k, from, to))
         return ferry_err_set(err, FERRY_EINTERNAL, "job %s: %s -> %s is not a declared %s "
-                             "transition", rec->u.job.id, from < 0 ? rec->u.job.state
-                                                                   : k->states[from].name,
+                             "transition", id, from < 0 ? stored_state_name(rec)
+                                                        : k->states[from].name,
                              k->states[to].name, k->kind);
     return FERRY_OK;
 }
 
 int ferry_flow_write(ferry_flow_journal *fj, ferry_batch *b, ferry_flow_change *ch, size_t n,
                      unsigned flags, ferry_err *err)
+{
+    return ferry_flow_write_versions(fj, b, NULL, NULL, ch, n, flags, err);
+}
+
+int ferry_flow_write_versions(ferry_flow_journal *fj, ferry_batch *b, int64_t *bv,
+                              ferry_commit_info *info, ferry_flow_change *ch, size_t n,
+                              unsigned flags, ferry_err *err)
 {
     if (n == 0 && !b)
         return FERRY_OK;
@@ -204,7 +297,8 @@ int ferry_flow_write(ferry_flow_journal *fj, ferry_batch *b, ferry_flow_change *
     for (size_t i = 0; !rc && i < n; i++) {
         from[i] = ferry_flow_job_state(fj, ch[i].rec);
         targets |= FERRY_FLOW_TO(ch[i].to);
-        rc = compose(fj, ch[i].rec, ch[i].to, ch[i].detail, ch[i].data, &next[i], err);
+        rc = compose(fj, ch[i].rec, ch[i].to, (flags & FERRY_FLOW_NOTE) != 0, ch[i].detail,
+                     ch[i].data, &next[i], err);
         if (!rc)
             rc = ferry_flow_job_stored(ch[i].rec) ? ferry_batch_update(batch, &next[i], err)
                                                   : ferry_batch_create(batch, &next[i], err);
@@ -217,19 +311,21 @@ int ferry_flow_write(ferry_flow_journal *fj, ferry_batch *b, ferry_flow_change *
             crash(fj, fj->kind->crash_before, s);
     if (!rc) {
         fj->writes++;
-        rc = ferry_catalog_commit_versions(fj->cat, batch, nv, NULL, err);
+        rc = ferry_catalog_commit_versions(fj->cat, batch, nv, info, err);
         if (rc == FERRY_ECONFLICT)
             ferry_err_prefix(err, "%s: changed by another worker (it owns the job now): ",
-                             n == 1 ? ch[0].rec->u.job.id : "a job of the batch");
+                             n == 1 ? ferry_flow_job_id(ch[0].rec) : "a job of the batch");
     }
+    for (size_t i = 0; !rc && bv && i < base; i++)
+        bv[i] = nv[i];
     for (size_t i = 0; !rc && i < n; i++) {
         next[i].version = nv[base + i];
         *ch[i].rec = next[i];
     }
     for (size_t i = 0; !rc && hooks && i < n; i++) {
         FLOG_DEBUG("msg=\"job state\" kind=%s job=%s from=%s state=%s", fj->kind->kind,
-                   ch[i].rec->u.job.id, ferry_flow_state_name(fj->kind, from[i]),
-                   ch[i].rec->u.job.state);
+                   ferry_flow_job_id(ch[i].rec), ferry_flow_state_name(fj->kind, from[i]),
+                   ferry_flow_state_name(fj->kind, ch[i].to));
         if (fj->progress)
             fj->progress(ch[i].rec, from[i], ch[i].to, fj->progress_arg);
     }
@@ -255,7 +351,7 @@ int ferry_flow_fail(ferry_flow_journal *fj, ferry_record *rec, const char *detai
 {
     if (fj->kind->failed < 0)
         return ferry_err_set(err, FERRY_EINTERNAL, "job %s: %s jobs have no failed state",
-                             rec->u.job.id, fj->kind->kind);
+                             ferry_flow_job_id(rec), fj->kind->kind);
     return ferry_flow_advance(fj, rec, fj->kind->failed, detail, data, err);
 }
 
@@ -274,7 +370,11 @@ int ferry_flow_create(ferry_flow_journal *fj, ferry_record *rec, const char *dat
     if (!ferry_flow_job_stored(rec)) {
         ferry_record old = *rec;
         int g = ferry_flow_get(fj, &old, err);
-        if (g == FERRY_OK) {
+        if (g == FERRY_OK && rec->kind == FERRY_REC_MOVE) {
+            rec->version = old.version;
+            rec->u.move.created = old.u.move.created;
+            rec->u.move.state = old.u.move.state;
+        } else if (g == FERRY_OK) {
             rec->version = old.version;
             rec->u.job.created = old.u.job.created;
             snprintf(rec->u.job.state, sizeof rec->u.job.state, "%s", old.u.job.state);
@@ -285,10 +385,11 @@ int ferry_flow_create(ferry_flow_journal *fj, ferry_record *rec, const char *dat
         }
     }
     if (ferry_flow_job_stored(rec)) {
-        int s = ferry_flow_state_parse(k, rec->u.job.state);
+        int s = ferry_flow_job_state(fj, rec);
         if (!ferry_flow_terminal(k, s))
             return ferry_err_set(err, FERRY_ECONFLICT, "job %s is unfinished (%s): it is "
-                                 "resumed, not created again", rec->u.job.id, rec->u.job.state);
+                                 "resumed, not created again", ferry_flow_job_id(rec),
+                                 stored_state_name(rec));
     }
     ferry_flow_change c = {.rec = rec, .to = k->start, .data = data};
     return ferry_flow_write(fj, NULL, &c, 1, FERRY_FLOW_CREATE, err);
@@ -324,6 +425,19 @@ static int keep_unfinished(const ferry_record *rec, void *arg, ferry_err *err)
 int ferry_flow_list_unfinished(ferry_flow_journal *fj, ferry_record_list *out, ferry_err *err)
 {
     memset(out, 0, sizeof *out);
+    if (is_move(fj->kind)) {
+        /* the catalog keeps an index of these (routers and the sweep read it); unfinished
+         * there is what the kind calls unfinished, ferry_move_finished being its terminals */
+        int rc = ferry_catalog_list_unfinished_moves(fj->cat, out, err);
+        size_t w = 0;
+        for (size_t i = 0; !rc && i < out->n; i++)
+            if (!ferry_flow_terminal(fj->kind, ferry_flow_job_state(fj, &out->items[i])) &&
+                ferry_flow_job_state(fj, &out->items[i]) >= 0)
+                out->items[w++] = out->items[i];
+        if (!rc)
+            out->n = w;
+        return rc;
+    }
     unfinished_arg a = {.fj = fj, .out = out};
     int rc = ferry_catalog_each(fj->cat, FERRY_REC_JOB, NULL, 0, keep_unfinished, &a, err);
     if (rc)

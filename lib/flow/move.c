@@ -2,7 +2,10 @@
  *
  * The journal is the catalog record moves/ID (state, step, detail) plus jobs/move.ID whose data
  * holds {"freezes": [names made and not yet removed], "fp": {table: {rows, sum, xor}}}. Every
- * change of either is a compare-and-set; the run also holds the catalog lease "move.ID".
+ * change of either is a compare-and-set; a change of the state or step goes through the flow
+ * engine (the kind ferry_move_flow checks the transition) with jobs/move.ID in the same catalog
+ * batch (mv_journal), so neither is ever a state behind; the run also holds the catalog lease
+ * "move.ID".
  *
  *  state    work done in the state                         guarantees when the state is left
  *  -------  ---------------------------------------------  --------------------------------------
@@ -134,69 +137,100 @@ void mv_progress(mvctx *x)
     x->o->progress(&p, x->o->progress_arg);
 }
 
-int mv_job_save(mvctx *x, ferry_err *err)
+/* jobs/move.ID as it is written with the move in `state`: x->data, and the state mirrored
+ * (what the sweep's in-flight check and an operator's catalog export read), into *next with
+ * x->job's version (what its CAS compares). */
+static int mv_job_compose(mvctx *x, enum ferry_move_state state, ferry_record *next,
+                          ferry_err *err)
 {
     char *s = json_dumps(x->data, JSON_COMPACT | JSON_SORT_KEYS);
     if (!s)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (strlen(s) >= sizeof x->job.u.job.data) {
-        free(s);
-        return ferry_err_set(err, FERRY_EINTERNAL, "move %s: journal data too large",
-                             x->mv.u.move.id);
+    int rc = FERRY_OK;
+    if (strlen(s) >= sizeof next->u.job.data) {
+        rc = ferry_err_set(err, FERRY_EINTERNAL, "move %s: journal data too large",
+                           x->mv.u.move.id);
+        goto out;
     }
-    snprintf(x->job.u.job.data, sizeof x->job.u.job.data, "%s", s);
-    snprintf(x->job.u.job.state, sizeof x->job.u.job.state, "%s",
-             ferry_move_state_name(x->mv.u.move.state));
-    x->job.u.job.updated = (int64_t)time(NULL);
+    *next = x->job; /* a job record owns no memory */
+    memcpy(next->u.job.data, s, strlen(s) + 1);
+    snprintf(next->u.job.state, sizeof next->u.job.state, "%s", ferry_move_state_name(state));
+    next->u.job.updated = (int64_t)time(NULL);
+out:
     free(s);
+    return rc;
+}
+
+int mv_job_save(mvctx *x, ferry_err *err)
+{
+    ferry_record next;
+    int rc = mv_job_compose(x, x->mv.u.move.state, &next, err);
+    if (rc)
+        return rc;
     x->catalog_writes++;
-    int rc = ferry_catalog_update(x->cat, &x->job, err);
+    rc = ferry_catalog_update(x->cat, &next, err);
     if (rc == FERRY_ECONFLICT)
         ferry_err_prefix(err, "move %s: its journal was changed by another mover: ",
                          x->mv.u.move.id);
+    if (!rc)
+        x->job = next;
+    return rc;
+}
+
+/* Writes the move record through the flow engine: state `to` with detail (NULL: ""), or with
+ * FERRY_FLOW_NOTE its own state again (the step and owner the caller set). Its data record
+ * jobs/move.ID (x->data, the state mirrored) goes in the same catalog batch, so no crash leaves
+ * it a state behind; so does route (may be NULL), which raises the routing version
+ * (*routing_version, may be NULL). One CAS on each record; FERRY_ECONFLICT when any moved on
+ * (nothing written). On success x->mv and x->job hold the written records. */
+static int mv_journal(mvctx *x, enum ferry_move_state to, const char *detail, unsigned flags,
+                      const ferry_record *route, uint64_t *routing_version, ferry_err *err)
+{
+    ferry_commit_info info = {0};
+    ferry_record job;
+    int64_t bv[2] = {-1, -1}; /* the versions of the batch's route and data record */
+    size_t job_at = route ? 1 : 0;
+    ferry_batch *b = ferry_batch_new();
+    int rc = b ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc && route)
+        rc = ferry_batch_update(b, route, err);
+    if (!rc)
+        rc = mv_job_compose(x, to, &job, err);
+    if (!rc)
+        rc = ferry_batch_update(b, &job, err);
+    ferry_flow_change c = {.rec = &x->mv, .to = (int)to, .detail = detail};
+    if (!rc) {
+        x->catalog_writes++;
+        rc = ferry_flow_write_versions(&x->fj, b, bv, &info, &c, 1, flags, err);
+    }
+    if (!rc) {
+        job.version = bv[job_at];
+        x->job = job;
+    }
+    if (rc == FERRY_ECONFLICT) /* the engine named the move; the catalog the record that moved */
+        ferry_err_prefix(err, "move ");
+    ferry_batch_free(b);
+    if (routing_version)
+        *routing_version = info.routing_version;
     return rc;
 }
 
 int mv_move_update(mvctx *x, ferry_err *err)
 {
-    x->mv.u.move.updated = (int64_t)time(NULL);
-    x->catalog_writes++;
-    int rc = ferry_catalog_update(x->cat, &x->mv, err);
-    if (rc == FERRY_ECONFLICT)
-        ferry_err_prefix(err, "move %s: changed by another mover: ", x->mv.u.move.id);
-    return rc;
+    /* a note keeps the detail as it is unless told otherwise: pass the current one */
+    char detail[sizeof x->mv.u.move.detail];
+    memcpy(detail, x->mv.u.move.detail, sizeof detail);
+    return mv_journal(x, x->mv.u.move.state, detail, FERRY_FLOW_NOTE, NULL, NULL, err);
 }
 
 int mv_advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry_err *err)
 {
-    x->catalog_writes++;
-    int rc = ferry_catalog_move_advance(x->cat, &x->mv, to, detail, err);
+    int rc = mv_journal(x, to, detail, 0, NULL, NULL, err);
     if (!rc)
         ferry_log(FERRY_LOG_INFO, "msg=\"move state\" move=%s tenant=%s split=%u state=%s",
                   x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split,
                   ferry_move_state_name(to));
     mv_progress(x);
-    return rc;
-}
-
-/* The journal record next and the slice's route in one catalog batch (a batch that touches a
- * route raises the routing version: *routing_version). FERRY_ECONFLICT when either moved on. */
-static int mv_commit_with_route(mvctx *x, const ferry_record *next, const ferry_record *route,
-                             uint64_t *routing_version, ferry_err *err)
-{
-    ferry_batch *b = ferry_batch_new();
-    ferry_commit_info info = {0};
-    if (!b)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    int rc = ferry_batch_update(b, next, err);
-    if (!rc)
-        rc = ferry_batch_update(b, route, err);
-    if (!rc) {
-        x->catalog_writes++;
-        rc = ferry_catalog_commit(x->cat, b, &info, err);
-    }
-    ferry_batch_free(b);
-    *routing_version = info.routing_version;
     return rc;
 }
 
@@ -206,11 +240,6 @@ static int mv_commit_with_route(mvctx *x, const ferry_record *next, const ferry_
  * Used where readers must change what they read: the publish step and CLEANUP. */
 int mv_journal_routed(mvctx *x, ferry_record *next, ferry_err *err)
 {
-    if (next->u.move.state != x->mv.u.move.state &&
-        !ferry_move_transition_ok(x->mv.u.move.state, next->u.move.state))
-        return ferry_err_set(err, FERRY_EINVAL, "move %s cannot go from %s to %s",
-                             x->mv.u.move.id, ferry_move_state_name(x->mv.u.move.state),
-                             ferry_move_state_name(next->u.move.state));
     ferry_record route;
     ferry_record_init(&route, FERRY_REC_ROUTE);
     snprintf(route.u.route.tenant, sizeof route.u.route.tenant, "%s", x->mv.u.move.tenant);
@@ -218,22 +247,19 @@ int mv_journal_routed(mvctx *x, ferry_record *next, ferry_err *err)
     int rc = ferry_catalog_get(x->cat, &route, err);
     if (rc)
         return rc;
-    next->u.move.updated = (int64_t)time(NULL);
+    /* the same state is a note (the publish step: its step the caller set), another one a
+     * transition the engine checks (and starts at step 0) */
+    bool note = next->u.move.state == x->mv.u.move.state;
+    ferry_record was = x->mv;
+    if (note)
+        x->mv.u.move.step = next->u.move.step;
     uint64_t routing_version = 0;
-    rc = mv_commit_with_route(x, next, &route, &routing_version, err);
+    rc = mv_journal(x, next->u.move.state, next->u.move.detail, note ? FERRY_FLOW_NOTE : 0,
+                    &route, &routing_version, err);
     if (rc) {
-        if (rc == FERRY_ECONFLICT)
-            ferry_err_prefix(err, "move %s: changed by another mover (or its route changed): ",
-                             x->mv.u.move.id);
+        x->mv = was; /* nothing written: the run's copy stays the journal's */
         return rc;
     }
-    char id[64];
-    snprintf(id, sizeof id, "%s", x->mv.u.move.id);
-    ferry_record_free(&x->mv);
-    ferry_record_init(&x->mv, FERRY_REC_MOVE);
-    snprintf(x->mv.u.move.id, sizeof x->mv.u.move.id, "%s", id);
-    if ((rc = ferry_catalog_get(x->cat, &x->mv, err)))
-        return rc;
     ferry_log(FERRY_LOG_INFO,
               "msg=\"move state\" move=%s tenant=%s split=%u state=%s step=%u routing_version=%llu",
               x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split,
@@ -454,24 +480,13 @@ int mv_switch_route(mvctx *x, ferry_err *err)
             ferry_buf_printf(&nl, ",%s", s);
     mv_copy_str(route.u.route.shards, sizeof route.u.route.shards, ferry_buf_cstr(&nl));
     ferry_buf_free(&nl);
-    ferry_record next = x->mv;
-    next.u.move.state = FERRY_MOVE_SWITCH;
-    next.u.move.step = 0;
-    next.u.move.updated = (int64_t)time(NULL);
-    mv_copy_str(next.u.move.detail, sizeof next.u.move.detail, "routing switched");
     uint64_t routing_version = 0;
-    rc = mv_commit_with_route(x, &next, &route, &routing_version, err);
+    rc = mv_journal(x, FERRY_MOVE_SWITCH, "routing switched", 0, &route, &routing_version, err);
     if (rc) {
         if (rc == FERRY_ECONFLICT)
-            ferry_err_prefix(err, "move %s: routing switch lost a race (another mover, or the "
-                                  "route changed): ", x->mv.u.move.id);
+            ferry_err_prefix(err, "routing switch lost a race: ");
         return rc;
     }
-    ferry_record_free(&x->mv);
-    ferry_record_init(&x->mv, FERRY_REC_MOVE);
-    snprintf(x->mv.u.move.id, sizeof x->mv.u.move.id, "%s", next.u.move.id);
-    if ((rc = ferry_catalog_get(x->cat, &x->mv, err)))
-        return rc;
     ferry_log(FERRY_LOG_INFO,
               "msg=\"routing switched\" move=%s tenant=%s split=%u to=%s routing_version=%llu",
               x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split, x->mv.u.move.to,
@@ -719,15 +734,14 @@ static int do_switch(mvctx *x, ferry_err *err)
                                "catch-up rounds; are writers still using the old route? "
                                "(resume with the same command)",
                                x->mv.u.move.id, MV_MAX_ROUNDS);
-        if (!rc) {
+        if (!rc)
             json_object_set(x->data, "fp", fps);
-            rc = mv_job_save(x, err);
-        }
         json_decref(fps);
         if (rc)
             return rc;
         /* The publish step raises the routing version: from it on, routers stop reading the
-         * union of source and target for this slice (and hold its reads until CLEANUP). */
+         * union of source and target for this slice (and hold its reads until CLEANUP). The
+         * verified fingerprints are journaled with it (the data record, same batch). */
         ferry_record next = x->mv;
         next.u.move.step = MV_STEP_PUBLISH;
         if ((rc = mv_journal_routed(x, &next, err)))
@@ -939,6 +953,7 @@ int mv_ctx_open(const ferry_move_opts *o, const char *id, mvctx *x, ferry_move_r
     x->rate = o->rate;
     ferry_record_init(&x->mv, FERRY_REC_MOVE);
     ferry_record_init(&x->job, FERRY_REC_JOB);
+    ferry_flow_journal_init(&x->fj, NULL, &ferry_move_flow, o->owner ? o->owner : "");
     x->t0 = now_s();
     snprintf(res->id, sizeof res->id, "%s", id);
     if (!x->rate && o->max_bytes_per_second) {
@@ -952,6 +967,7 @@ int mv_ctx_open(const ferry_move_opts *o, const char *id, mvctx *x, ferry_move_r
     int rc = ferry_catalog_open(o->catalog_url, &x->cat, err);
     if (rc)
         goto out;
+    x->fj.cat = x->cat;
     char lname[96];
     snprintf(lname, sizeof lname, "move.%s", id);
     if ((rc = ferry_catalog_lease_acquire(x->cat, lname, o->owner ? o->owner : "ferry", &x->lease,
@@ -1089,15 +1105,8 @@ int mv_ctx_close(mvctx *x, int rc, ferry_err *err)
             (void)ferry_catalog_update(x->cat, &cur, &e2);
         }
     }
-    if (m->state == FERRY_MOVE_DONE || m->state == FERRY_MOVE_FAILED) {
-        /* jobs/move.ID mirrors the move's state only when its data is saved: a move that ends
-         * without one more save would stay SWITCH or CLEANUP there for good, and whoever reads
-         * the jobs (the sweep's in-flight check, an operator's catalog export) sees it in flight */
-        ferry_err e3 = {0};
-        if (mv_job_save(x, &e3))
-            ferry_log(FERRY_LOG_WARN, "msg=\"move journal data not marked %s\" move=%s error=\"%s\"",
-                      ferry_move_state_name(m->state), id, e3.msg);
-    }
+    /* jobs/move.ID needs no last save here: every write of the move's state carries it in the
+     * same batch (mv_journal), so DONE or FAILED is there already */
     res->state = m->state;
     if (m->state == FERRY_MOVE_DONE && !x->counted) {
         /* rows the target holds for the slice, for the log and the caller */

@@ -260,13 +260,11 @@ static int batch_switch(batch *b, ferry_err *err)
         mvctx *x = b->members[k];
         ferry_err e = {0};
         json_object_set(x->data, "fp", fps[k]);
-        int mrc = mv_job_save(x, &e);
-        if (!mrc) {
-            /* the publish step raises the routing version (routers stop reading the union) */
-            ferry_record next = x->mv;
-            next.u.move.step = MV_STEP_PUBLISH;
-            mrc = mv_journal_routed(x, &next, &e);
-        }
+        /* the publish step raises the routing version (routers stop reading the union); the
+         * fingerprints are journaled with it (the data record, same batch) */
+        ferry_record next = x->mv;
+        next.u.move.step = MV_STEP_PUBLISH;
+        int mrc = mv_journal_routed(x, &next, &e);
         if (mrc) {
             keep[k] = false;
             b->rcs[b->at[k]] = mrc;

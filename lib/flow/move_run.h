@@ -22,8 +22,9 @@
 typedef struct mvctx {
     const ferry_move_opts *o;
     ferry_catalog *cat;
-    ferry_record mv;  /* the journal record */
+    ferry_record mv;  /* the journal record, written through fj */
     ferry_record job; /* jobs/move.ID */
+    ferry_flow_journal fj; /* the flow engine over mv (kind ferry_move_flow) */
     json_t *data;     /* job data */
     mv_conn src, dst;
     ferry_record_list tables;
@@ -54,7 +55,10 @@ int mv_ctx_loop(mvctx *x, ferry_err *err);
 /* Ends the run (rollback of a permanent failure before the switch, the error kept in the
  * journal, the finished move's report and tally) and closes x; returns rc. */
 int mv_ctx_close(mvctx *x, int rc, ferry_err *err);
-/* The journal (move.c): each is one compare-and-set of the move's records. */
+/* The journal (move.c): the move record's writes go through the flow engine (x->fj), each a
+ * compare-and-set checked against ferry_move_flow, with jobs/move.ID (x->data, the state
+ * mirrored) in the same catalog batch. mv_job_save writes the data alone (a freeze name, in the
+ * state the move is in). */
 int mv_job_save(mvctx *x, ferry_err *err);
 int mv_move_update(mvctx *x, ferry_err *err);
 int mv_advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry_err *err);

@@ -1,6 +1,8 @@
 # kill -9 of the mover at every step of a move (test-only FERRY_TEST_CRASH_AFTER), then resume:
 # the data is identical (fingerprints per partition), nothing is duplicated or lost, the slice is
-# served by the target only, and no shadow/ or detached/ folder is left on either node.
+# served by the target only, and no shadow/ or detached/ folder is left on either node. At every
+# point the move's data record jobs/move.ID is at the state of its record moves/ID (both are
+# written in one catalog batch), and both are DONE once resumed.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
@@ -13,6 +15,8 @@ mv_ingest "$U1" acme 1 4 20000
 for d in 1 2; do chq "$U1" "ALTER TABLE events MOVE PARTITION ('acme', 2026110$d, 1) TO DISK 'cold'" >/dev/null; done
 want=$(mv_fp "$U1" acme 1)
 src=node1; dst=node2
+# the state journaled in the record <parent>/<name> (moves/ID, or the data record jobs/move.ID)
+journal_state() { sqlite3 "$L/catalog.db" "SELECT json_extract(doc, '\$.state') FROM records WHERE parent = '$1' AND name = '$2'"; }
 for point in CLONE:sent CLONE VERIFY SWITCH:switched SWITCH:caught-up SWITCH:published-one SWITCH \
              CLEANUP:detached CLEANUP; do
     FERRY_TEST_CRASH_AFTER=$point expect_exit 137 "$FERRY_BIN" move --config "$C" --tenant acme \
@@ -20,10 +24,12 @@ for point in CLONE:sent CLONE VERIFY SWITCH:switched SWITCH:caught-up SWITCH:pub
     assert_contains "$ERR" "test crash point reached" "crashed at $point"
     id=$(sqlite3 "$L/catalog.db" "SELECT name FROM records WHERE parent = 'moves' AND json_extract(doc, '\$.state') NOT IN ('DONE', 'FAILED')")
     [ -n "$id" ] || fail "no unfinished move after a crash at $point"
+    assert_eq "$(journal_state moves "$id")" "$(journal_state jobs "move.$id")" "jobs/move.$id at the state of moves/$id after a crash at $point"
     # a second mover is refused while ... nobody holds it now: resume
     "$FERRY_BIN" move --config "$C" --resume "$id" --grace 200 >"$T/resume.out" 2>"$T/resume.err" ||
         fail "resume after $point failed: $(cat "$T/resume.err")"
     assert_contains "$(cat "$T/resume.out")" "(resumed)" "resumed after $point"
+    assert_eq "DONE DONE" "$(journal_state moves "$id") $(journal_state jobs "move.$id")" "both records DONE after $point"
     [ "$dst" = node2 ] && du=$U2 su=$U1 || { du=$U1; su=$U2; }
     assert_eq "$want" "$(mv_fp "$du" acme 1)" "data identical on $dst after a crash at $point"
     assert_eq 0 "$(chq "$su" "SELECT count() FROM events WHERE tenant = 'acme'")" "$src empty after $point"

@@ -26,6 +26,9 @@ kill_case() {
     local who=$1 when=$2 state=$3 victim grace=200
     [ "$who" = src ] && victim=$src || victim=$dst
     [ "$when" = switch ] && grace=6000
+    # emptied first: the wait below must not read the last case's log before the mover's
+    # redirection truncates it (a switch case's 'routing switched' killed the node too early)
+    : >"$T/m.err"
     "$FERRY_BIN" move --config "$C" --tenant acme --split 1 --to "$dst" --grace $grace \
         >"$T/m.out" 2>"$T/m.err" &
     local mpid=$!

@@ -5,7 +5,8 @@
  *   catalog_tool URL add-move ID TENANT SPLIT FROM TO   creates a move record in state PLANNED
  *                                                    (nothing runs it), as `ferry move` does
  *   catalog_tool URL advance-move ID STATE           moves the move record ID to STATE through
- *                                                    ferry_catalog_move_advance (checked, CAS),
+ *                                                    the flow engine (ferry_flow_advance over
+ *                                                    ferry_move_flow: checked, CAS),
  *                                                    as a move's own flow does */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,8 @@
 #include <time.h>
 
 #include "ferry/catalog.h"
+#include "ferry/flow_journal.h"
+#include "ferry/move.h"
 #include "ferry/strutil.h"
 
 static int set_route(ferry_catalog *c, char **argv, ferry_err *err)
@@ -66,8 +69,10 @@ static int advance_move(ferry_catalog *c, char **argv, ferry_err *err)
     ferry_record_init(&r, FERRY_REC_MOVE);
     snprintf(r.u.move.id, sizeof r.u.move.id, "%s", argv[3]);
     rc = ferry_catalog_get(c, &r, err);
+    ferry_flow_journal fj;
+    ferry_flow_journal_init(&fj, c, &ferry_move_flow, "catalog_tool");
     if (!rc)
-        rc = ferry_catalog_move_advance(c, &r, to, "catalog_tool", err);
+        rc = ferry_flow_advance(&fj, &r, (int)to, "catalog_tool", NULL, err);
     ferry_record_free(&r);
     return rc;
 }

@@ -155,13 +155,7 @@ static void test_codec(void **state)
     assert_int_equal(cat_record_decode(FERRY_REC_TENANT, "{\"name\":\"../a\",\"splits\":1}", &back, &err), FERRY_EINVAL);
     assert_int_equal(cat_record_decode(FERRY_REC_SHARD, "{\"name\":\"n\",\"weight\":1,\"capacity\":0,\"replicas\":\"\",\"agent\":\"\",\"zone\":\"\",\"state\":\"melted\"}", &back, &err), FERRY_EINVAL);
     assert_non_null(strstr(err.msg, "active, draining, gone"));
-    /* transitions */
-    assert_true(ferry_move_transition_ok(FERRY_MOVE_PLANNED, FERRY_MOVE_CLONE));
-    assert_true(ferry_move_transition_ok(FERRY_MOVE_CLEANUP, FERRY_MOVE_DONE));
-    assert_true(ferry_move_transition_ok(FERRY_MOVE_VERIFY, FERRY_MOVE_FAILED));
-    assert_false(ferry_move_transition_ok(FERRY_MOVE_CLONE, FERRY_MOVE_SWITCH));
-    assert_false(ferry_move_transition_ok(FERRY_MOVE_DONE, FERRY_MOVE_FAILED));
-    assert_false(ferry_move_transition_ok(FERRY_MOVE_FAILED, FERRY_MOVE_CLONE));
+    /* a move's transitions are the flow engine's (test_flow_journal.c, ferry_move_flow) */
 }
 
 int main(void)

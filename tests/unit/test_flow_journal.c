@@ -5,8 +5,10 @@
  * with their own catalog handles race on one job and the second loses its compare-and-set; the
  * resume listing holds the unfinished jobs of its kind only; a batch of jobs and another record
  * commits all or nothing; the crash hook is called at the named points and the progress
- * callback after each transition; and the default hook (ferry_fault_point) kills a child
- * process at the knob's point, with the journal as the point says. */
+ * callback after each transition; the default hook (ferry_fault_point) kills a child
+ * process at the knob's point, with the journal as the point says; and the move kind over move
+ * records (moves/ID): its table, transitions checked and written by CAS with the step, owner
+ * and detail, the data record in the same batch, the unfinished ones listed from the index. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -22,6 +24,7 @@
 
 #include "ferry/catalog.h"
 #include "ferry/flow_journal.h"
+#include "ferry/move.h"
 #include "ferry/retention.h"
 #include "ferry/rewrite.h"
 #include "ferry/testknob.h"
@@ -382,6 +385,138 @@ static void test_default_crash_hook(void **state)
     ferry_catalog_close(c);
 }
 
+/* A move record as ferry_move_begin journals it. */
+static ferry_record planned_move(const char *id)
+{
+    ferry_record r;
+    ferry_record_init(&r, FERRY_REC_MOVE);
+    ferry_move *m = &r.u.move;
+    snprintf(m->id, sizeof m->id, "%s", id);
+    snprintf(m->tenant, sizeof m->tenant, "acme");
+    m->split = 2;
+    snprintf(m->from, sizeof m->from, "node1");
+    snprintf(m->to, sizeof m->to, "node2");
+    m->state = FERRY_MOVE_PLANNED;
+    m->step = 3;
+    snprintf(m->detail, sizeof m->detail, "planned");
+    m->created = m->updated = 1700000000;
+    return r;
+}
+
+static ferry_record stored_move(ferry_catalog *c, const char *id)
+{
+    ferry_record r;
+    ferry_record_init(&r, FERRY_REC_MOVE);
+    snprintf(r.u.move.id, sizeof r.u.move.id, "%s", id);
+    ferry_err err = {0};
+    must(ferry_catalog_get(c, &r, &err), &err);
+    return r;
+}
+
+static void test_move_records(void **state)
+{
+    (void)state;
+    ferry_err err = {0};
+    const ferry_flow_kind *k = &ferry_move_flow;
+    /* the table: the enum's numbers and names; finished is what the catalog indexes as such */
+    must(ferry_flow_kind_check(k, &err), &err);
+    assert_int_equal(FERRY_REC_MOVE, ferry_flow_record_kind(k));
+    assert_int_equal(FERRY_REC_JOB, ferry_flow_record_kind(&t_kind));
+    for (int i = 0; i < FERRY_MOVE_STATES; i++) {
+        assert_string_equal(ferry_move_state_name((enum ferry_move_state)i),
+                            ferry_flow_state_name(k, i));
+        assert_int_equal(ferry_move_finished((enum ferry_move_state)i), ferry_flow_terminal(k, i));
+    }
+    assert_true(ferry_flow_transition_ok(k, FERRY_MOVE_PLANNED, FERRY_MOVE_CLONE));
+    assert_true(ferry_flow_transition_ok(k, FERRY_MOVE_CLEANUP, FERRY_MOVE_DONE));
+    assert_true(ferry_flow_transition_ok(k, FERRY_MOVE_VERIFY, FERRY_MOVE_FAILED));
+    assert_true(ferry_flow_transition_ok(k, FERRY_MOVE_PLANNED, FERRY_MOVE_FAILED));
+    assert_false(ferry_flow_transition_ok(k, FERRY_MOVE_CLONE, FERRY_MOVE_SWITCH));
+    assert_false(ferry_flow_transition_ok(k, FERRY_MOVE_SWITCH, FERRY_MOVE_FAILED)); /* commit point */
+    assert_false(ferry_flow_transition_ok(k, FERRY_MOVE_CLEANUP, FERRY_MOVE_FAILED));
+    assert_false(ferry_flow_transition_ok(k, FERRY_MOVE_DONE, FERRY_MOVE_FAILED));
+    assert_false(ferry_flow_transition_ok(k, FERRY_MOVE_FAILED, FERRY_MOVE_CLONE));
+    /* a move kind whose states are not the enum's is refused */
+    ferry_flow_kind bad = t_kind;
+    bad.record = FERRY_REC_MOVE;
+    assert_int_equal(FERRY_EINVAL, ferry_flow_kind_check(&bad, &err));
+    bad.record = FERRY_REC_PART;
+    assert_int_equal(FERRY_EINVAL, ferry_flow_kind_check(&bad, &err));
+
+    char url[512] = "";
+    ferry_catalog *c = open_catalog(url, sizeof url);
+    ferry_record m = planned_move("m1");
+    must(ferry_catalog_create(c, &m, &err), &err);
+    seen s = {0};
+    ferry_flow_journal fj;
+    ferry_flow_journal_init(&fj, c, k, "mover-1");
+    fj.crash = record_crash;
+    fj.crash_arg = &s;
+    assert_int_equal(FERRY_MOVE_PLANNED, ferry_flow_job_state(&fj, &m));
+    assert_string_equal("m1", ferry_flow_job_id(&m));
+    /* a transition: the enum written, step back to 0, owner stamped, detail; no crash knobs */
+    must(ferry_flow_advance(&fj, &m, FERRY_MOVE_CLONE, "cloning", NULL, &err), &err);
+    ferry_record got = stored_move(c, "m1");
+    assert_int_equal(FERRY_MOVE_CLONE, got.u.move.state);
+    assert_int_equal(0, got.u.move.step);
+    assert_string_equal("mover-1", got.u.move.owner);
+    assert_string_equal("cloning", got.u.move.detail);
+    assert_string_equal("acme", got.u.move.tenant);
+    assert_int_equal(got.version, m.version);
+    assert_int_equal(0, s.n);
+    /* a note keeps the state and the step the caller set */
+    m.u.move.step = 5;
+    must(ferry_flow_note(&fj, &m, "attempt 5", NULL, &err), &err);
+    got = stored_move(c, "m1");
+    assert_int_equal(FERRY_MOVE_CLONE, got.u.move.state);
+    assert_int_equal(5, got.u.move.step);
+    /* refused, nothing written: an undeclared transition, data on a move record, a job record */
+    int64_t v = m.version;
+    assert_int_equal(FERRY_EINTERNAL, ferry_flow_advance(&fj, &m, FERRY_MOVE_SWITCH, NULL, NULL, &err));
+    assert_non_null(strstr(err.msg, "CLONE -> SWITCH"));
+    assert_int_equal(FERRY_EINVAL, ferry_flow_advance(&fj, &m, FERRY_MOVE_VERIFY, NULL, "{}", &err));
+    ferry_record job;
+    ferry_flow_journal tj;
+    ferry_flow_journal_init(&tj, c, &t_kind, "x");
+    must(ferry_flow_job_init(&tj, &job, "move.m1", &err), &err);
+    assert_int_equal(FERRY_EINTERNAL, ferry_flow_advance(&fj, &job, FERRY_MOVE_VERIFY, NULL, NULL, &err));
+    assert_int_equal(v, stored_move(c, "m1").version);
+    /* the data record in the same batch: both written, its new version handed back */
+    snprintf(job.u.job.kind, sizeof job.u.job.kind, "move");
+    snprintf(job.u.job.state, sizeof job.u.job.state, "CLONE");
+    snprintf(job.u.job.data, sizeof job.u.job.data, "{}");
+    must(ferry_catalog_create(c, &job, &err), &err);
+    ferry_batch *b = ferry_batch_new();
+    assert_non_null(b);
+    snprintf(job.u.job.state, sizeof job.u.job.state, "VERIFY");
+    must(ferry_batch_update(b, &job, &err), &err);
+    int64_t bv[1] = {-7};
+    ferry_flow_change ch = {.rec = &m, .to = FERRY_MOVE_VERIFY};
+    must(ferry_flow_write_versions(&fj, b, bv, NULL, &ch, 1, 0, &err), &err);
+    ferry_batch_free(b);
+    ferry_record jgot = stored(c, "move.m1");
+    assert_string_equal("VERIFY", jgot.u.job.state);
+    assert_int_equal(jgot.version, bv[0]);
+    assert_int_equal(FERRY_MOVE_VERIFY, stored_move(c, "m1").u.move.state);
+    /* resume: the unfinished moves (from the catalog's index) */
+    ferry_record m2 = planned_move("m2");
+    must(ferry_catalog_create(c, &m2, &err), &err);
+    ferry_record_list l;
+    must(ferry_flow_list_unfinished(&fj, &l, &err), &err);
+    assert_int_equal(2, l.n);
+    assert_string_equal("m1", l.items[0].u.move.id);
+    ferry_record_list_free(&l);
+    /* a stale copy loses its compare-and-set */
+    ferry_record stale = m;
+    must(ferry_flow_fail(&fj, &m, "rolled back", NULL, &err), &err);
+    assert_int_equal(FERRY_ECONFLICT, ferry_flow_advance(&fj, &stale, FERRY_MOVE_SWITCH, NULL, NULL, &err));
+    must(ferry_flow_list_unfinished(&fj, &l, &err), &err);
+    assert_int_equal(1, l.n);
+    assert_string_equal("m2", l.items[0].u.move.id);
+    ferry_record_list_free(&l);
+    ferry_catalog_close(c);
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -396,6 +531,7 @@ int main(void)
         cmocka_unit_test(test_cas_conflict),
         cmocka_unit_test(test_batch_and_resume),
         cmocka_unit_test(test_default_crash_hook),
+        cmocka_unit_test(test_move_records),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];
