@@ -7,13 +7,17 @@
 #                                    LAB; CHECK_FN KEY FILE must succeed when the object KEY holds
 #                                    exactly the bytes of FILE
 
+# The answer goes to a file of its own: calls run side by side (`comm <(...) <(...)` in
+# sweep_inject.sh) once shared one and read each other's answers.
 agent_call() {
-    local url=$1 tok=$2 op=$3 body=${4:-}
-    local args=(-sS --max-time 120 -o "$T/agent_call.body" -w '%{http_code}'
+    local url=$1 tok=$2 op=$3 body=${4:-} out
+    out=$(mktemp "$T/agent_call.XXXXXX")
+    local args=(-sS --max-time 120 -o "$out" -w '%{http_code}'
         -H "Authorization: Bearer $tok")
     [ -n "$body" ] && args+=(-H 'Content-Type: application/json' --data-binary "$body")
     AG_CODE=$(curl "${args[@]}" "$url/agent/v1/$op") || fail "curl failed for agent op $op"
-    AG_BODY=$(cat "$T/agent_call.body")
+    AG_BODY=$(cat "$out")
+    rm -f "$out"
 }
 
 agent_ok() {
