@@ -546,7 +546,7 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
                            &n, err);
         for (size_t k = 0; !rc && k < n; k++) {
             rs_result rr;
-            rc = rs_sync_partition(&x->src, &x->dst, t, ids[k], fz, 0, MV_MAX_ROUNDS, false,
+            rc = rs_sync_partition(&x->src, &x->dst, t, ids[k], fz, 0, MV_MAX_ROUNDS, false, NULL,
                                    &rr, err);
             x->res->hot_copied += rr.hot_copied;
             x->res->cold_copied += rr.cold_copied;

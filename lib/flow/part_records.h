@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ferry/agent_ops.h"
 #include "ferry/catalog.h"
 #include "ferry/err.h"
 
@@ -27,5 +28,18 @@ int ferry_part_records_reassign(ferry_catalog *cat, const char *table, const cha
  * repair replaced). One catalog batch, retried like the above; idempotent. */
 int ferry_part_records_mirror(ferry_catalog *cat, const char *table, const char *pid,
                               const char *like, const char *to, size_t *changed, ferry_err *err);
+
+/* Every part record of (table, pid) names `server` exactly when the server's own pointer files
+ * of the partition say it references the part: a live pointer file (an active part's) naming
+ * one of the record's objects adds the server, and a listed server none of whose pointer files
+ * (active or detached) names any of them is removed; the sweep's server_only and catalog_only
+ * drift, for one partition of one server. Used by a repair's replay after a run was cut
+ * between copying parts and mirroring the records (replica.c), when the source's records are no
+ * longer a guide. The caller keeps other flows off the partition meanwhile (the slice's lease;
+ * no tier job open on it). An unreadable pointer file is FERRY_EIO and changes nothing. One
+ * catalog batch, retried like the above; idempotent. */
+int ferry_part_records_reconcile(ferry_catalog *cat, ferry_agent_client *ag, const char *db,
+                                 const char *table, const char *pid, const char *server,
+                                 size_t *changed, ferry_err *err);
 
 #endif

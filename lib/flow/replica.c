@@ -20,8 +20,10 @@
 #include "ferry/verify.h"
 #include "flow/move_env.h"
 #include "flow/part_records.h"
+#include "flow/repair_mirror.h"
 #include "flow/replica_int.h"
 #include "flow/slice_lease.h"
+#include "ferry/testknob.h"
 #include "ferry/tier.h"
 
 #define RS_ROUNDS 4 /* repair rounds of one partition before it is reported unsettled */
@@ -339,6 +341,64 @@ static bool tier_job_open(ferry_catalog *cat, const char *server, const char *ta
     return open;
 }
 
+/* rs_sync_partition's before-change hook: the intent to mirror is durable before the target's
+ * partition changes (repair_mirror.h), unless an earlier cut run's is still open. */
+typedef struct mirror_announce_arg {
+    ferry_catalog *cat;
+    repair_mirror m;
+    bool open;    /* an intent for (table, pid, target) is in the catalog */
+} mirror_announce_arg;
+
+static int mirror_announce(void *arg, ferry_err *err)
+{
+    mirror_announce_arg *a = arg;
+    if (a->open)
+        return FERRY_OK;
+    int rc = repair_mirror_open(a->cat, &a->m, err);
+    if (!rc)
+        a->open = true;
+    return rc;
+}
+
+/* Replays an earlier run's open intent on target (repair_mirror.h): that run was cut after
+ * changing the target's partition and before (or while) mirroring the records, and the source's
+ * records may have moved on since (each replica tiers on its own), so the target's own pointer
+ * files are the truth: staging's leftovers go, the records are made to agree with them, then
+ * the intent is removed. Only when the partition is equal on the replicas now (the caller's
+ * sync found it so, or target is the source the others are made equal to). */
+static int replay_intent(ferry_catalog *cat, mv_conn *target, const ferry_table_def *t,
+                         const char *pid, ferry_err *err)
+{
+    size_t n = 0;
+    FLOG_INFO("msg=\"repair: an earlier run was cut between copying and recording; the records "
+              "follow the target's pointer files\" table=%s partition=%s target=%s",
+              t->name, pid, target->name);
+    int rc = rs_staging_clear(target, t, pid, err);
+    if (!rc)
+        rc = ferry_part_records_reconcile(cat, target->ag, t->database, t->name, pid,
+                                          target->name, &n, err);
+    if (!rc)
+        rc = repair_mirror_close(cat, t->name, pid, target->name, err);
+    return rc;
+}
+
+/* After the sync of (t, pid) from source to target ended with both equal: a sync that changed
+ * the target mirrors the source's records (the target's partition is a copy of the source's
+ * now) and removes the intent it opened; one that found them equal replays an earlier run's
+ * intent. */
+static int mirror_records(ferry_catalog *cat, mv_conn *target, const ferry_table_def *t,
+                          const char *pid, const char *source, bool changed, bool intent_open,
+                          ferry_err *err)
+{
+    if (!changed)
+        return intent_open ? replay_intent(cat, target, t, pid, err) : FERRY_OK;
+    ferry_fault_point("FERRY_TEST_CRASH_AFTER", "REPAIR:copied");
+    int rc = ferry_part_records_mirror(cat, t->name, pid, source, target->name, NULL, err);
+    if (!rc && intent_open)
+        rc = repair_mirror_close(cat, t->name, pid, target->name, err);
+    return rc;
+}
+
 int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                      ferry_repair_fn fn, void *arg, ferry_repair_summary *sum, ferry_err *err)
 {
@@ -348,6 +408,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
     memset(sum, 0, sizeof *sum);
     ferry_catalog *cat = NULL;
     ferry_record_list routes = {0}, tables = {0}, moves = {0};
+    repair_mirror_set intents = {0}; /* earlier runs' open intents to mirror records */
     rp_conn *conns = NULL;
     size_t nconns = 0;
     int rc = ferry_catalog_open(o->catalog_url, &cat, err);
@@ -357,6 +418,8 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                                 &routes, err);
     if (!rc)
         rc = load_tables(cat, &tables, err);
+    if (!rc && !dry_run)
+        rc = repair_mirror_list(cat, &intents, err);
     if (rc)
         goto out;
     unsigned seq = (unsigned)time(NULL) ^ (unsigned)getpid();
@@ -526,6 +589,17 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                         best = k;
                     chosen = true;
                 }
+                /* the source's own intent, left by a cut run that repaired it from another
+                 * replica: nothing changes it now, so it is replayed first */
+                if (!dry_run && repair_mirror_find(&intents, t->name, pids[p], names[best])) {
+                    ferry_err e = {0};
+                    if (replay_intent(cat, &cs[best]->c, t, pids[p], &e)) {
+                        FLOG_WARN("msg=\"repair: cannot replay the source's open intent; the "
+                                  "next run tries again\" table=%s partition=%s server=%s "
+                                  "err=\"%s\"", t->name, pids[p], names[best], e.msg);
+                        sum->failed++;
+                    }
+                }
                 for (size_t k = 0; !rc && k < nr; k++) {
                     if (k == best)
                         continue;
@@ -533,16 +607,26 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                     snprintf(freeze, sizeof freeze, "ferry_repair_%x_%zu", seq, p);
                     rs_result rr;
                     ferry_err e = {0};
+                    /* the target's partition becomes the source's: so do its references to
+                     * cold objects (a replace drops the target's own cold parts, a copy adds
+                     * the source's); else the sweep reports drift and the replaced parts'
+                     * objects stay recorded for good. The intent is journaled before the
+                     * first change, so a run cut before the records follow is replayed. */
+                    mirror_announce_arg ma = {.cat = cat};
+                    ma.open = repair_mirror_find(&intents, t->name, pids[p], names[k]) != NULL;
+                    snprintf(ma.m.tenant, sizeof ma.m.tenant, "%s", rt->tenant);
+                    ma.m.split = rt->split;
+                    snprintf(ma.m.table, sizeof ma.m.table, "%s", t->name);
+                    snprintf(ma.m.partition_id, sizeof ma.m.partition_id, "%s", pids[p]);
+                    snprintf(ma.m.target, sizeof ma.m.target, "%s", names[k]);
+                    snprintf(ma.m.source, sizeof ma.m.source, "%s", names[best]);
+                    rs_before_change before = {.fn = mirror_announce, .arg = &ma};
                     int src = rs_sync_partition(&cs[best]->c, &cs[k]->c, t, pids[p], freeze,
-                                                ferry_move_grace(o), RS_ROUNDS,
-                                                dry_run, &rr, &e);
-                    /* the target's partition is the source's now: so are its references to
-                     * cold objects (a replace dropped the target's own cold parts, a copy
-                     * added the source's); else the sweep reports drift and the replaced
-                     * parts' objects stay recorded for good */
-                    if (!src && rr.repaired && !dry_run && strcmp(rr.action, "in-sync"))
-                        src = ferry_part_records_mirror(cat, t->name, pids[p], names[best],
-                                                        names[k], NULL, &e);
+                                                ferry_move_grace(o), RS_ROUNDS, dry_run,
+                                                dry_run ? NULL : &before, &rr, &e);
+                    if (!src && rr.repaired && !dry_run)
+                        src = mirror_records(cat, &cs[k]->c, t, pids[p], names[best],
+                                             strcmp(rr.action, "in-sync") != 0, ma.open, &e);
                     ferry_repair_item it;
                     memset(&it, 0, sizeof it);
                     snprintf(it.tenant, sizeof it.tenant, "%s", rt->tenant);
@@ -609,6 +693,7 @@ out:
     ferry_record_list_free(&routes);
     ferry_record_list_free(&tables);
     ferry_record_list_free(&moves);
+    repair_mirror_set_free(&intents);
     ferry_catalog_close(cat);
     return rc;
 }

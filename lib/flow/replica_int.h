@@ -41,9 +41,23 @@ typedef struct rs_result {
  * snapshot on src; it is removed before returning (a leftover of a crash is removed first).
  * dry_run: only decides the action. Returns an error only for I/O failures; the outcome is in
  * out. */
+typedef struct rs_before_change {
+    int (*fn)(void *arg, ferry_err *err);
+    void *arg;
+} rs_before_change;
+
+/* before (may be NULL) is called once, before the first change on dst (its staging table
+ * filled, then the partition changed), never with dry_run: a repair journals there its intent
+ * to mirror the part records (repair_mirror.h). Its error stops the sync with nothing changed. */
 int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
                       const char *freeze, unsigned grace_ms, int rounds, bool dry_run,
-                      rs_result *out, ferry_err *err);
+                      const rs_before_change *before, rs_result *out, ferry_err *err);
+
+/* Empties partition pid of t's staging table on dst (its parts detached, then every detached
+ * folder of pid there removed): what a sync cut between filling staging and moving the parts
+ * on left (pointer files there would be references the catalog does not know). No staging
+ * table: nothing to do. */
+int rs_staging_clear(mv_conn *dst, const ferry_table_def *t, const char *pid, ferry_err *err);
 
 /* Whether a router of cfg's [cluster] routers expects a client's retry of a failed write to
  * slice (tenant, split) (its status's pending_retry_ms): a sync that copied the write's rows to

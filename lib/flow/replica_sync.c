@@ -39,6 +39,7 @@
 #include "ferry/partition.h"
 #include "ferry/stop.h"
 #include "ferry/strutil.h"
+#include "ferry/testknob.h"
 #include "ferry/verify.h"
 
 #define RS_CHECK_ROWS_MAX 5000000 /* the row-hash containment check reads this many at most */
@@ -526,6 +527,8 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
     }
     if (!rc && !none)
         rc = staging_fill(src, dst, t, st, pid, freeze, &frozen, missing, out, err);
+    if (!rc && !none) /* staging holds the parts; the real table is untouched yet */
+        ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SYNC:staged");
     if (!rc && !none) {
         ferry_buf sql = FERRY_BUF_INIT;
         bool unsafe = false;
@@ -591,14 +594,34 @@ done:
     return rc;
 }
 
+int rs_staging_clear(mv_conn *dst, const ferry_table_def *t, const char *pid, ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    snprintf(st, sizeof st, "%s%s", t->name, RS_STAGING_SUFFIX);
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_buf_puts(&sql, "ALTER TABLE ");
+    sql_table(&sql, t->database, st);
+    ferry_buf_puts(&sql, " DETACH PARTITION ID ");
+    ferry_sql_quote(pid, &sql);
+    int rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+    ferry_buf_free(&sql);
+    if (rc == FERRY_EREMOTE && strstr(err->msg, "UNKNOWN_TABLE")) {
+        ferry_err_clear(err);
+        return FERRY_OK;
+    }
+    if (!rc)
+        rc = remove_detached_pid(dst, t->database, st, pid, err);
+    return rc;
+}
+
 int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
                       const char *freeze, unsigned grace_ms, int rounds, bool dry_run,
-                      rs_result *out, ferry_err *err)
+                      const rs_before_change *before, rs_result *out, ferry_err *err)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->action, sizeof out->action, "in-sync");
     int rc = FERRY_OK;
-    bool first = true;
+    bool first = true, announced = false; /* before->fn called */
     unsigned settle = grace_ms ? grace_ms : RS_SETTLE_MS;
     for (int round = 0; !rc && round < rounds; round++) {
         ferry_fingerprint a = {0}, b = {0};
@@ -685,6 +708,10 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
         }
         if (!rc)
             snprintf(out->action, sizeof out->action, "%s", replace ? "replace" : "copy-parts");
+        if (!rc && !dry_run && before && before->fn && !announced) {
+            rc = before->fn(before->arg, err);
+            announced = true;
+        }
         if (!rc && !dry_run)
             rc = sync_round(src, dst, t, pid, freeze, replace, &sp, &dp, out, err);
         free(sp.p);

@@ -15,6 +15,7 @@
 #include "ferry/retention.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
+#include "flow/partition_pointers.h"
 
 #define CAS_TRIES 8
 
@@ -258,27 +259,6 @@ static int agent_parts(rjob *j, ferry_fleet_server *s, ferry_agent_part_list *ou
     return ferry_agent_parts(s->agent, j->database, j->table, j->pid, out, err);
 }
 
-/* The metadata path of s's disk named disk (from the agent's status), into out. */
-static int disk_path(ferry_fleet_server *s, const char *disk, char *out, size_t outsz,
-                     ferry_err *err)
-{
-    ferry_agent_status_info st;
-    int rc = ferry_agent_status(s->agent, &st, err);
-    if (rc)
-        return rc;
-    rc = ferry_err_set(err, FERRY_ENOTFOUND, "server %s has no disk %s", s->name, disk);
-    for (size_t i = 0; i < st.n_disks; i++) {
-        if (!st.disks[i].name || strcmp(st.disks[i].name, disk))
-            continue;
-        snprintf(out, outsz, "%s", st.disks[i].path ? st.disks[i].path : "");
-        ferry_err_clear(err);
-        rc = FERRY_OK;
-        break;
-    }
-    ferry_agent_status_info_free(&st);
-    return rc;
-}
-
 /* The origin of a part's objects (ferry_part): the freeze segment of keys ferry laid out
  * (<db>/<table>/<pid>/<freeze>/<part>/<file>), else "native": ClickHouse wrote them under keys
  * of its own, unique per object, and pointer copies on other servers share them, so one record
@@ -359,49 +339,30 @@ static int record_part(rctx *x, rjob *j, const char *part, const char *server,
                          j->pid, part);
 }
 
+typedef struct scan_arg {
+    rctx *x;
+    rjob *j;
+    const char *server;
+} scan_arg;
+
+static int scan_part(void *arg, const char *part, bool active, const ferry_agent_pointer_list *files,
+                     ferry_err *err)
+{
+    (void)active; /* a detached folder's pointer files are references too */
+    scan_arg *a = arg;
+    return record_part(a->x, a->j, part, a->server, files, err);
+}
+
 /* SCAN on one server: the pointer files of the partition's parts (active and detached). */
 static int scan_server(rctx *x, rjob *j, ferry_fleet_server *s, ferry_err *err)
 {
-    ferry_agent_part_list pl = {0};
-    int rc = agent_parts(j, s, &pl, err);
-    if (rc == FERRY_ENOTFOUND) {
+    scan_arg a = {.x = x, .j = j, .server = s->name};
+    int rc = ferry_partition_pointers_each(s->agent, s->name, j->database, j->table, j->pid,
+                                           scan_part, &a, err);
+    if (rc == FERRY_ENOTFOUND) { /* the table is not on this server */
         ferry_err_clear(err);
         return FERRY_OK;
     }
-    if (rc)
-        return rc;
-    /* the active parts, then the detached ones: both may hold pointer files */
-    size_t n = pl.n_parts + pl.n_detached;
-    for (size_t i = 0; i < n && !rc; i++) {
-        bool active = i < pl.n_parts;
-        const char *disk = active ? pl.parts[i].disk : pl.detached[i - pl.n_parts].disk;
-        const char *path = active ? pl.parts[i].path : pl.detached[i - pl.n_parts].path;
-        const char *name = active ? pl.parts[i].name : pl.detached[i - pl.n_parts].name;
-        if (!disk || !path || !name || !ferry_agent_part_list_remote(&pl, disk))
-            continue;
-        char base[4096];
-        if ((rc = disk_path(s, disk, base, sizeof base, err)))
-            break;
-        size_t bl = strlen(base);
-        while (bl && base[bl - 1] == '/')
-            base[--bl] = '\0';
-        if (strncmp(path, base, bl) || path[bl] != '/') {
-            rc = ferry_err_set(err, FERRY_EIO, "server %s: part path %s is not under the disk "
-                               "path %s", s->name, path, base);
-            break;
-        }
-        char under[4096];
-        snprintf(under, sizeof under, "%s", path + bl + 1);
-        size_t ul = strlen(under);
-        while (ul && under[ul - 1] == '/')
-            under[--ul] = '\0';
-        ferry_agent_pointer_list pts = {0};
-        rc = ferry_agent_pointers(s->agent, disk, under, &pts, err);
-        if (!rc)
-            rc = record_part(x, j, name, s->name, &pts, err);
-        ferry_agent_pointer_list_free(&pts);
-    }
-    ferry_agent_part_list_free(&pl);
     return rc;
 }
 
