@@ -794,58 +794,6 @@ static int do_switch(mvctx *x, ferry_err *err)
     return rc;
 }
 
-/* Before CLEANUP removes the source's copy: no part of the slice may have been detached as
- * broken on the target. ClickHouse rewrites a pointer file in place when it changes its
- * reference count (hard-linking it for MOVE PARTITION, unlinking staging's copy after it), and a
- * kill -9 in the middle leaves it empty; at restart the part, in staging or in the table, goes to
- * detached/ as broken-on-start and its rows are on the target nowhere else (seen with
- * tests/integration/move_publish_kill.sh's kill during the publish statement). The source still
- * has every row: stop here, naming the parts, rather than remove it. */
-int mv_target_broken_check(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
-                               ferry_err *err)
-{
-    char st[FERRY_NAME_MAX + 32];
-    mv_staging_name(t->name, st, sizeof st);
-    ferry_buf sql = FERRY_BUF_INIT, names = FERRY_BUF_INIT;
-    ferry_ch_rows rows = {0};
-    ferry_buf_puts(&sql, "SELECT table, name FROM system.detached_parts WHERE database = ");
-    ferry_sql_quote(t->database, &sql);
-    ferry_buf_puts(&sql, " AND table IN (");
-    ferry_sql_quote(t->name, &sql);
-    ferry_buf_puts(&sql, ", ");
-    ferry_sql_quote(st, &sql);
-    ferry_buf_puts(&sql, ") AND startsWith(name, 'broken')");
-    int rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), &rows, err);
-    size_t n = 0;
-    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
-        const char *name = ferry_ch_rows_get(&rows, r, 1);
-        for (size_t k = 0; k < pids->n; k++) {
-            const char *at = strstr(name, pids->ids[k]);
-            size_t len = strlen(pids->ids[k]);
-            if (!at || at == name || at[-1] != '_' || at[len] != '_')
-                continue;
-            ferry_buf_puts(&names, n++ ? ", " : "");
-            ferry_buf_puts(&names, ferry_ch_rows_get(&rows, r, 0));
-            ferry_buf_puts(&names, "/detached/");
-            ferry_buf_puts(&names, name);
-            break;
-        }
-    }
-    if (!rc && n)
-        rc = ferry_err_set(err, FERRY_EIO,
-                           "move %s: %zu part(s) of the slice were detached as broken on the "
-                           "target %s (%s): their rows are there nowhere else, while the source "
-                           "%s still holds every row of the slice, so CLEANUP does not run. "
-                           "Rebuild those partitions on %s from %s's rows, then remove the broken "
-                           "folders and resume with the same command",
-                           x->mv.u.move.id, n, x->dst.name, ferry_buf_cstr(&names), x->src.name,
-                           x->dst.name, x->src.name);
-    ferry_ch_rows_free(&rows);
-    ferry_buf_free(&sql);
-    ferry_buf_free(&names);
-    return rc;
-}
-
 static int do_cleanup(mvctx *x, ferry_err *err)
 {
     int rc = FERRY_OK;
@@ -863,7 +811,7 @@ static int do_cleanup(mvctx *x, ferry_err *err)
         for (size_t k = 0; !rc && k < src.n; k++)
             rc = mv_pids_add(&all, src.ids[k]);
         if (!rc && src.n)
-            rc = mv_target_broken_check(x, t, &src, err);
+            rc = mv_target_broken_mend(x, t, &src, err);
         if (!rc && src.n) {
             /* the source must hold exactly what was verified and published: its parts unchanged
              * (no row read), or else the same rows (a merge since changes parts, not rows) */

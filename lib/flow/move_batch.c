@@ -425,7 +425,7 @@ static int batch_cleanup(batch *b, ferry_err *err)
                     rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         }
         if (!rc && all_src.n)
-            rc = mv_target_broken_check(b->members[0], t, &all_src, err);
+            rc = mv_target_broken_mend(b->members[0], t, &all_src, err);
         if (!rc && all_src.n) {
             ferry_buf sql = FERRY_BUF_INIT;
             ferry_buf_puts(&sql, "ALTER TABLE ");

@@ -76,8 +76,10 @@ bool mv_fp_matches(const json_t *j, const ferry_fingerprint *fp);
 int mv_switch_route(mvctx *x, ferry_err *err);
 int mv_fence_routers(mvctx *x, const char *what, ferry_err *err);
 int mv_records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pids, ferry_err *err);
-int mv_target_broken_check(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
-                           ferry_err *err);
+/* Before CLEANUP removes the source's copy (move_mend.c): parts of the slice (partitions pids)
+ * detached as broken on the target are mended from the source, or the move stops there. */
+int mv_target_broken_mend(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
+                          ferry_err *err);
 /* FERRY_TEST_CRASH_AFTER=<point>: SIGKILL of this process there (docs/moves.md). */
 void mv_crash_point(const char *point);
 

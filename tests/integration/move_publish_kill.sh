@@ -11,7 +11,8 @@
 # resumed publish would move them twice), or a part whose pointer file ClickHouse was rewriting
 # is detached as broken. Both are made here by hand, deterministically: staging's parts put back
 # (ATTACH PARTITION FROM the table: the same hash_of_all_files) must be dropped, not moved; a
-# broken part of the slice on the target must stop the move before CLEANUP, the source intact.
+# broken part of the slice on the target is copied again from the source before CLEANUP, or,
+# when the target holds rows the source lacks, stops the move with the source intact.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
@@ -69,23 +70,38 @@ mv_no_residue "$L"
 ok "staged parts back in staging after their MOVE PARTITION (a kill -9 of the target): dropped, not moved twice"
 t=$src; src=$dst; dst=$t
 
-# a part of the slice detached as broken on the target: CLEANUP does not run, the source keeps it
+# a part of the slice detached as broken on the target (its rows there nowhere else): the move
+# makes the partition equal to the source's before CLEANUP; while the target holds a row the
+# source lacks (a write since the switch) it cannot, and stops with the source intact
 FERRY_TEST_CRASH_AFTER=SWITCH expect_exit 137 "$FERRY_BIN" move --config "$C" \
     --tenant acme --split 1 --to $dst --grace 200
 du=$(url_of $dst); su=$(url_of $src)
-pid=$(chq "$du" "SELECT partition_id FROM system.parts WHERE active AND rows > 0 AND table = 'events' ORDER BY partition_id LIMIT 1")
-dir=$(chq "$du" "SELECT arrayElement(data_paths, 1) FROM system.tables WHERE name = 'events_ferry_staging'")
-mkdir -p "${dir}detached/broken-on-start_${pid}_999_999_0"
+read -r pid part <<<"$(chq "$du" "SELECT partition_id, name FROM system.parts WHERE active AND rows > 0 AND table = 'events' AND disk_name = 'cold' ORDER BY name LIMIT 1" | tr '\t' ' ')"
+[ -n "$part" ] || fail "no cold part of the slice on $dst"
+day=$(chq "$du" "SELECT day FROM events WHERE _partition_id = '$pid' LIMIT 1")
+chq "$du" "ALTER TABLE events DETACH PART '$part'" >/dev/null
+path=$(chq "$du" "SELECT path FROM system.detached_parts WHERE table = 'events' AND name = '$part'")
+[ -d "$path" ] || fail "detached part $part not found at '$path'"
+mv "${path%/}" "$(dirname "${path%/}")/broken-on-start_$part"
+chq "$du" "INSERT INTO events VALUES ('acme', $day, 1, 4242424242, 1)" >/dev/null
 id=$(unfinished)
 expect_exit 1 "$FERRY_BIN" move --config "$C" --resume "$id" --grace 200
-assert_contains "$ERR" "detached as broken on the target" "the move stops before CLEANUP"
+assert_contains "$ERR" "could not be made equal to the source's" "the move stops before CLEANUP"
+assert_contains "$ERR" "broken-on-start_$part" "the message names the broken part"
 assert_eq "$want" "$(mv_fp "$su" acme 1)" "the source $src still holds the slice"
-rmdir "${dir}detached/broken-on-start_${pid}_999_999_0"
+ok "a broken part on the target beside a row the source lacks: the move stops before CLEANUP, the source intact"
+
+# the extra row goes (a person's decision): the resumed move mends the partition and finishes
+extra=$(chq "$du" "SELECT name FROM system.parts WHERE active AND table = 'events' AND partition_id = '$pid' AND disk_name != 'cold'")
+chq "$du" "ALTER TABLE events DETACH PART '$extra'" >/dev/null
+rm -rf "$(chq "$du" "SELECT path FROM system.detached_parts WHERE table = 'events' AND name = '$extra'")"
 expect_exit 0 "$FERRY_BIN" move --config "$C" --resume "$id" --grace 200
-assert_eq "$want" "$(mv_fp "$du" acme 1)" "resumed once the broken folder is gone: the slice on $dst"
+assert_contains "$ERR" "partition mended from the source" "the mend is logged"
+assert_eq "$want" "$(mv_fp "$du" acme 1)" "the slice on $dst, every row once"
 assert_eq 0 "$(chq "$su" "SELECT count() FROM events WHERE tenant = 'acme'")" "$src empty"
+assert_eq 0 "$(chq "$du" "SELECT count() FROM system.detached_parts WHERE name LIKE 'broken%'")" "no broken folder left on $dst"
 mv_no_residue "$L"
-ok "a broken part of the slice on the target stops the move before CLEANUP; the source keeps every row"
+ok "a part of the slice broken on the target: its partition is copied again from the source, then CLEANUP"
 
 for n in node1 node2; do assert_eq 0 "$(curl -s "$(url_of $n)/ferry/status" | jq .refused_deletes)" "no delete attempted on $n"; done
 done_testing
