@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "ferry/sqlrw.h"
@@ -24,6 +25,54 @@ static int cmp_d(const void *x, const void *y)
 }
 
 #define RUNS 2000
+
+static long max_rss_kb(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) ? -1 : ru.ru_maxrss;
+}
+
+/* A long IN list (4 MiB of one- to seven-digit numbers): what analysing it holds (its tokens and
+ * the two index arrays per token, as the router charges it to its memory budget) per byte of
+ * text, and how long the analysis takes (best of 5). */
+static int long_in_list(const ferry_sql_table *tables, json_t *root)
+{
+    enum { TEXT = 4 << 20 };
+    char *sql = malloc(TEXT + 256);
+    if (!sql)
+        return 1;
+    size_t n = (size_t)snprintf(sql, 256, "SELECT count() FROM events WHERE tenant = 't0042' "
+                                "AND user IN (0");
+    for (unsigned v = 1; n < TEXT; v = v * 7 % 9999991)
+        n += (size_t)snprintf(sql + n, 32, ", %u", v);
+    n += (size_t)snprintf(sql + n, 8, ")");
+    double best = 1e18;
+    size_t held = 0, toks = 0;
+    for (int r = 0; r < 5; r++) {
+        ferry_sql_analysis a;
+        ferry_err err = {0};
+        double t0 = now_us();
+        int rc = ferry_sql_analyze(sql, n, tables, 1, &a, &err);
+        double us = now_us() - t0;
+        if (rc) {
+            fprintf(stderr, "bench_sqlrw: long IN list: %s\n", err.msg);
+            free(sql);
+            return 1;
+        }
+        best = us < best ? us : best;
+        toks = a.toks.n;
+        held = a.toks.cap * sizeof a.toks.v[0] + 2 * (a.n_sig + 1) * sizeof a.sig[0];
+        ferry_sql_analysis_free(&a);
+    }
+    free(sql);
+    json_object_set_new(root, "long_in_list",
+                        json_pack("{s:I, s:I, s:i, s:I, s:f, s:f, s:I}", "text_bytes", (json_int_t)n,
+                                  "tokens", (json_int_t)toks, "token_bytes",
+                                  (int)sizeof(ferry_tok), "analysis_bytes", (json_int_t)held,
+                                  "analysis_bytes_per_text_byte", (double)held / (double)n,
+                                  "analyse_ms", best / 1e3, "max_rss_kb", (json_int_t)max_rss_kb()));
+    return 0;
+}
 
 int main(void)
 {
@@ -89,6 +138,8 @@ int main(void)
         json_object_set_new(o, "server_sql_bytes", json_integer((json_int_t)bytes));
     }
     json_object_set_new(root, "cases", res);
+    if (long_in_list(tables, root))
+        return 1;
     char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(4));
     printf("%s\n", s);
     free(s);

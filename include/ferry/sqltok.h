@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ferry/err.h"
 
@@ -47,11 +48,16 @@ enum ferry_tok_kind {
     FERRY_TOK_ERROR     /* a byte (or UTF-8 sequence) ClickHouse's lexer rejects */
 };
 
+/* 12 bytes: a statement of n bytes has up to n tokens (an IN list of one-digit numbers has
+ * about one per byte), so their size is what analysing a long statement costs. Offsets fit 32
+ * bits: ferry_sql_tokenize refuses text of FERRY_SQL_TEXT_MAX bytes or more. */
 typedef struct ferry_tok {
-    enum ferry_tok_kind kind;
-    size_t start; /* byte offset in the text */
-    size_t len;   /* bytes; never 0 */
+    uint32_t start;     /* byte offset in the text */
+    uint32_t len;       /* bytes; never 0 */
+    unsigned char kind; /* enum ferry_tok_kind */
 } ferry_tok;
+
+#define FERRY_SQL_TEXT_MAX ((size_t)UINT32_MAX)
 
 typedef struct ferry_toks {
     const char *text; /* borrowed: the tokenized text (must outlive the tokens) */
@@ -63,7 +69,8 @@ typedef struct ferry_toks {
 /* Tokenizes text[0..len). On success out->v covers every byte, in order, without gaps. On an
  * unterminated string, quoted identifier or block comment returns FERRY_EINVAL with a message
  * such as "single quoted string is not closed (starts at byte 17)"; *err_offset (may be NULL)
- * gets that byte offset. out is emptied first; free with ferry_toks_free in every case. */
+ * gets that byte offset. Text of FERRY_SQL_TEXT_MAX bytes or more is FERRY_EINVAL. out is emptied
+ * first; free with ferry_toks_free in every case. */
 int ferry_sql_tokenize(const char *text, size_t len, ferry_toks *out, size_t *err_offset,
                        ferry_err *err);
 void ferry_toks_free(ferry_toks *t);

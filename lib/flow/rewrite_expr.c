@@ -56,19 +56,19 @@ int ferry_rewrite_expr_check(const char *what, const char *expr, ferry_err *err)
         switch (k->kind) {
         case FERRY_TOK_SEMICOLON:
             rc = ferry_err_set(err, FERRY_EINVAL, "%s: a ';' at byte %zu: one expression only, "
-                               "never a second statement", what, k->start);
+                               "never a second statement", what, (size_t)k->start);
             goto out;
         case FERRY_TOK_ERROR:
             rc = ferry_err_set(err, FERRY_EINVAL, "%s: unexpected character at byte %zu ('%.*s')",
-                               what, k->start, (int)k->len, at);
+                               what, (size_t)k->start, (int)k->len, at);
             goto out;
         case FERRY_TOK_LBRACE:
             rc = ferry_err_set(err, FERRY_EINVAL, "%s: a query parameter ({name:Type}) at byte %zu: "
-                               "write the value itself", what, k->start);
+                               "write the value itself", what, (size_t)k->start);
             goto out;
         case FERRY_TOK_HEREDOC:
             rc = ferry_err_set(err, FERRY_EINVAL, "%s: a heredoc at byte %zu: use a '...' string",
-                               what, k->start);
+                               what, (size_t)k->start);
             goto out;
         case FERRY_TOK_LPAREN:
         case FERRY_TOK_LBRACKET:
@@ -78,7 +78,7 @@ int ferry_rewrite_expr_check(const char *what, const char *expr, ferry_err *err)
         case FERRY_TOK_RBRACKET:
             if (--depth < 0) {
                 rc = ferry_err_set(err, FERRY_EINVAL, "%s: unbalanced '%c' at byte %zu", what,
-                                   *at, k->start);
+                                   *at, (size_t)k->start);
                 goto out;
             }
             break;
@@ -88,7 +88,7 @@ int ferry_rewrite_expr_check(const char *what, const char *expr, ferry_err *err)
                     rc = ferry_err_set(err, FERRY_EINVAL, "%s: '%.*s' at byte %zu: the expression "
                                        "must be one condition or value over the table's own "
                                        "columns (no subquery, no other clause or statement)",
-                                       what, (int)k->len, at, k->start);
+                                       what, (int)k->len, at, (size_t)k->start);
                     goto out;
                 }
             size_t nx = next_sig(&t, i + 1);
@@ -98,7 +98,7 @@ int ferry_rewrite_expr_check(const char *what, const char *expr, ferry_err *err)
             if (call && ferry_sql_function_refused_scoped(name)) {
                 rc = ferry_err_set(err, FERRY_EINVAL, "%s: function %s at byte %zu reads beyond "
                                    "the table (files, URLs, dictionaries, other tables); not "
-                                   "allowed in a rewrite", what, name, k->start);
+                                   "allowed in a rewrite", what, name, (size_t)k->start);
                 goto out;
             }
             /* x IN t / x NOT IN t / GLOBAL IN t read the table t */
@@ -108,7 +108,7 @@ int ferry_rewrite_expr_check(const char *what, const char *expr, ferry_err *err)
                 if (after >= t.n || t.v[after].kind != FERRY_TOK_LPAREN) {
                     rc = ferry_err_set(err, FERRY_EINVAL, "%s: 'IN %.*s' at byte %zu reads another "
                                        "table; list the values: IN (1, 2, 3)", what,
-                                       (int)t.v[nx].len, expr + t.v[nx].start, k->start);
+                                       (int)t.v[nx].len, expr + t.v[nx].start, (size_t)k->start);
                     goto out;
                 }
             }

@@ -318,7 +318,7 @@ size_t rd_analysis_estimate(const char *t, size_t len)
 
 size_t rd_analysis_bytes(const ferry_sql_analysis *a)
 {
-    return a->toks.cap * sizeof(ferry_tok) + 2 * (a->toks.n + 1) * sizeof(size_t);
+    return a->toks.cap * sizeof(ferry_tok) + 2 * (a->n_sig + 1) * sizeof(size_t);
 }
 
 /* The text of a plan's queries (the per-server queries, the initiator's, the GLOBAL ones). */

@@ -207,7 +207,7 @@ static size_t lex_normal(ferry_rt_head *h, const char *text, size_t from, size_t
         /* resumed right after a quoted name or a comment: the tokenizer, starting here, would
          * take ".5" for a number; after an operand it is a dot (as it would be in context) */
         ferry_toks one = {.text = text, .text_len = to};
-        ferry_tok k = {FERRY_TOK_DOT, from, 1};
+        ferry_tok k = {.kind = FERRY_TOK_DOT, .start = (uint32_t)from, .len = 1};
         step(h, &one, &k);
         return from + 1;
     }
@@ -262,8 +262,8 @@ static size_t lex_normal(ferry_rt_head *h, const char *text, size_t from, size_t
 static void quoted_token(ferry_rt_head *h, const char *text, size_t end)
 {
     ferry_toks whole = {.text = text, .text_len = end};
-    ferry_tok k = {h->quote == '\'' ? FERRY_TOK_STRING : FERRY_TOK_QIDENT, h->tok_start,
-                   end - h->tok_start};
+    ferry_tok k = {.kind = h->quote == '\'' ? FERRY_TOK_STRING : FERRY_TOK_QIDENT,
+                   .start = (uint32_t)h->tok_start, .len = (uint32_t)(end - h->tok_start)};
     step(h, &whole, &k);
 }
 

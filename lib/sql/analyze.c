@@ -765,8 +765,11 @@ int ferry_sql_analyze(const char *sql, size_t len, const ferry_sql_table *tables
     int rc = ferry_sql_tokenize(sql, len, &out->toks, &off, err);
     if (rc)
         return rc;
-    out->sig = malloc((out->toks.n + 1) * sizeof *out->sig);
-    out->match = malloc((out->toks.n + 1) * sizeof *out->match);
+    size_t n_sig = 0; /* the arrays hold the significant tokens only (not white space) */
+    for (size_t i = 0; i < out->toks.n; i++)
+        n_sig += ferry_tok_significant(&out->toks.v[i]);
+    out->sig = malloc((n_sig + 1) * sizeof *out->sig);
+    out->match = malloc((n_sig + 1) * sizeof *out->match);
     if (!out->sig || !out->match)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory analysing SQL");
     for (size_t i = 0; i < out->toks.n; i++)

@@ -2,6 +2,7 @@
  * behaviour of ClickHouse's lexer; every byte lands in exactly one token. */
 #include "ferry/sqltok.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,7 +255,8 @@ static int push(ferry_toks *t, enum ferry_tok_kind kind, size_t start, size_t en
         t->v = v;
         t->cap = cap;
     }
-    t->v[t->n++] = (ferry_tok){kind, start, end - start};
+    assert(end > start && end <= FERRY_SQL_TEXT_MAX);
+    t->v[t->n++] = (ferry_tok){(uint32_t)start, (uint32_t)(end - start), (unsigned char)kind};
     return FERRY_OK;
 }
 
@@ -271,6 +273,9 @@ int ferry_sql_tokenize(const char *s, size_t len, ferry_toks *out, size_t *err_o
     out->text = s;
     out->text_len = len;
     out->n = 0;
+    if (len >= FERRY_SQL_TEXT_MAX)
+        return ferry_err_set(err, FERRY_EINVAL, "the statement is %zu bytes: longer than the "
+                             "%zu ferry can analyse", len, FERRY_SQL_TEXT_MAX - 1);
     enum ferry_tok_kind prev = FERRY_TOK_WS; /* last significant kind */
     bool have_prev = false;
     size_t pos = 0;
@@ -408,6 +413,15 @@ int ferry_sql_tokenize(const char *s, size_t len, ferry_toks *out, size_t *err_o
         if (kind != FERRY_TOK_WS && kind != FERRY_TOK_COMMENT) {
             prev = kind;
             have_prev = true;
+        }
+    }
+    /* the vector doubled as it grew: give the slack back, the tokens live as long as the
+     * analysis (a long IN list has about a token per 3 bytes) */
+    if (out->cap > out->n + 64) {
+        ferry_tok *v = realloc(out->v, (out->n + 1) * sizeof *v);
+        if (v) {
+            out->v = v;
+            out->cap = out->n + 1;
         }
     }
 out:
