@@ -12,82 +12,50 @@
 
 enum { REASSIGN_ATTEMPTS = 5 };
 
-/* Queues the rewrite of every record of (table, pid) that lists from; *n counts them. */
-static int queue_partition(ferry_catalog *cat, ferry_batch *b, const char *table, const char *pid,
-                           const char *from, const char *to, bool keep_from, size_t *n,
-                           ferry_err *err)
+/* One record's servers list, decided by a flow: *changed when it rewrote p->servers. */
+typedef int (*edit_fn)(ferry_part *p, void *arg, bool *changed, ferry_err *err);
+
+/* Adds server to p's list (a full list is an error naming the part). */
+static int add_server(ferry_part *p, const char *server, ferry_err *err)
+{
+    if (ferry_list_add(p->servers, sizeof p->servers, server))
+        return FERRY_OK;
+    return ferry_err_set(err, FERRY_EINVAL, "part %s of %s (partition %s): too many servers to "
+                         "add %s", p->name, p->table, p->partition_id, server);
+}
+
+/* Queues the update of every record of (table, pid) that edit changes; *n counts them. */
+static int queue_edits(ferry_catalog *cat, ferry_batch *b, const char *table, const char *pid,
+                       edit_fn edit, void *arg, size_t *n, ferry_err *err)
 {
     const char *prefix[2] = {table, pid};
     ferry_record_list parts = {0};
     int rc = ferry_catalog_list(cat, FERRY_REC_PART, prefix, 2, &parts, err);
     for (size_t i = 0; !rc && i < parts.n; i++) {
-        ferry_part *p = &parts.items[i].u.part;
-        if (!ferry_list_has(p->servers, from))
-            continue;
-        char before[FERRY_LIST_MAX];
-        snprintf(before, sizeof before, "%s", p->servers);
-        if (to && !ferry_list_add(p->servers, sizeof p->servers, to)) {
-            rc = ferry_err_set(err, FERRY_EINVAL,
-                               "part %s of %s (partition %s): too many servers to add %s",
-                               p->name, table, pid, to);
-            break;
-        }
-        if (!keep_from)
-            ferry_list_remove(p->servers, from);
-        if (!strcmp(before, p->servers))
-            continue;
-        rc = ferry_batch_update(b, &parts.items[i], err);
-        if (!rc)
+        bool changed = false;
+        rc = edit(&parts.items[i].u.part, arg, &changed, err);
+        if (!rc && changed && !(rc = ferry_batch_update(b, &parts.items[i], err)))
             (*n)++;
     }
     ferry_record_list_free(&parts);
     return rc;
 }
 
-/* Queues the rewrite of every record of (table, pid) whose servers list names `to` exactly when
- * it names `like` (mirror mode of ferry_part_records_reassign). */
-static int queue_mirror(ferry_catalog *cat, ferry_batch *b, const char *table, const char *pid,
-                        const char *like, const char *to, size_t *n, ferry_err *err)
-{
-    const char *prefix[2] = {table, pid};
-    ferry_record_list parts = {0};
-    int rc = ferry_catalog_list(cat, FERRY_REC_PART, prefix, 2, &parts, err);
-    for (size_t i = 0; !rc && i < parts.n; i++) {
-        ferry_part *p = &parts.items[i].u.part;
-        bool want = ferry_list_has(p->servers, like), has = ferry_list_has(p->servers, to);
-        if (want == has)
-            continue;
-        if (want && !ferry_list_add(p->servers, sizeof p->servers, to)) {
-            rc = ferry_err_set(err, FERRY_EINVAL,
-                               "part %s of %s (partition %s): too many servers to add %s",
-                               p->name, table, pid, to);
-            break;
-        }
-        if (!want)
-            ferry_list_remove(p->servers, to);
-        rc = ferry_batch_update(b, &parts.items[i], err);
-        if (!rc)
-            (*n)++;
-    }
-    ferry_record_list_free(&parts);
-    return rc;
-}
-
-/* Builds one batch with queue and commits it; when another writer changed a record meanwhile
- * (a tier job, a sweep), reads them again, up to REASSIGN_ATTEMPTS times: then FERRY_ECONFLICT
- * with err unset (the caller says what kept changing). *n: records rewritten. */
-typedef int (*queue_fn)(ferry_catalog *cat, ferry_batch *b, void *arg, size_t *n,
-                        ferry_err *err);
-
-static int commit_retried(ferry_catalog *cat, queue_fn queue, void *arg, size_t *n,
-                          ferry_err *err)
+/* The edits of the partitions pids[0..n_pids) of table, in one batch and committed; when another
+ * writer changed a record meanwhile (a tier job, a sweep) they are read again, up to
+ * REASSIGN_ATTEMPTS times: then FERRY_ECONFLICT with err unset (the caller says what kept
+ * changing). *n: records rewritten. */
+static int commit_edits(ferry_catalog *cat, const char *table, const char *const *pids,
+                        size_t n_pids, edit_fn edit, void *arg, size_t *n, ferry_err *err)
 {
     for (int attempt = 1; attempt <= REASSIGN_ATTEMPTS; attempt++) {
         ferry_batch *b = ferry_batch_new();
         if (!b)
             return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         *n = 0;
-        int rc = queue(cat, b, arg, n, err);
+        int rc = FERRY_OK;
+        for (size_t i = 0; !rc && i < n_pids; i++)
+            rc = queue_edits(cat, b, table, pids[i], edit, arg, n, err);
         if (!rc && *n)
             rc = ferry_catalog_commit(cat, b, NULL, err);
         ferry_batch_free(b);
@@ -98,55 +66,25 @@ static int commit_retried(ferry_catalog *cat, queue_fn queue, void *arg, size_t 
     return FERRY_ECONFLICT;
 }
 
-typedef struct mirror_arg {
-    const char *table, *pid, *like, *to;
-} mirror_arg;
-
-static int queue_mirror_cb(ferry_catalog *cat, ferry_batch *b, void *arg, size_t *n,
-                           ferry_err *err)
-{
-    const mirror_arg *a = arg;
-    return queue_mirror(cat, b, a->table, a->pid, a->like, a->to, n, err);
-}
-
-int ferry_part_records_mirror(ferry_catalog *cat, const char *table, const char *pid,
-                              const char *like, const char *to, size_t *changed, ferry_err *err)
-{
-    size_t n = 0;
-    if (changed)
-        *changed = 0;
-    if (!strcmp(like, to))
-        return FERRY_OK;
-    mirror_arg a = {.table = table, .pid = pid, .like = like, .to = to};
-    int rc = commit_retried(cat, queue_mirror_cb, &a, &n, err);
-    if (rc == FERRY_ECONFLICT)
-        return ferry_err_set(err, FERRY_ECONFLICT,
-                             "part records of %s partition %s kept changing under %d attempts "
-                             "to make %s's references %s's; run the repair again",
-                             table, pid, REASSIGN_ATTEMPTS, to, like);
-    if (!rc && changed)
-        *changed = n;
-    if (!rc && n)
-        ferry_log(FERRY_LOG_INFO,
-                  "msg=\"part records updated\" table=%s partition=%s records=%zu like=%s to=%s",
-                  table, pid, n, like, to);
-    return rc;
-}
+/* ---- reassign: a move, a clone, a replica drop ---------------------------------------------- */
 
 typedef struct reassign_arg {
-    const char *table, *from, *to;
-    const char *const *pids;
-    size_t n_pids;
+    const char *from, *to;
     bool keep_from;
 } reassign_arg;
 
-static int queue_reassign_cb(ferry_catalog *cat, ferry_batch *b, void *arg, size_t *n,
-                             ferry_err *err)
+/* A record that lists from: add to (when not NULL) and, unless keep_from, remove from. */
+static int edit_reassign(ferry_part *p, void *arg, bool *changed, ferry_err *err)
 {
     const reassign_arg *a = arg;
-    int rc = FERRY_OK;
-    for (size_t i = 0; !rc && i < a->n_pids; i++)
-        rc = queue_partition(cat, b, a->table, a->pids[i], a->from, a->to, a->keep_from, n, err);
+    if (!ferry_list_has(p->servers, a->from))
+        return FERRY_OK;
+    char before[FERRY_LIST_MAX];
+    snprintf(before, sizeof before, "%s", p->servers);
+    int rc = a->to ? add_server(p, a->to, err) : FERRY_OK;
+    if (!rc && !a->keep_from)
+        ferry_list_remove(p->servers, a->from);
+    *changed = !rc && strcmp(before, p->servers) != 0;
     return rc;
 }
 
@@ -159,9 +97,8 @@ int ferry_part_records_reassign(ferry_catalog *cat, const char *table, const cha
         *changed = 0;
     if (!from || (to && !strcmp(from, to)))
         return FERRY_OK;
-    reassign_arg a = {.table = table, .from = from, .to = to, .pids = pids, .n_pids = n_pids,
-                      .keep_from = keep_from};
-    int rc = commit_retried(cat, queue_reassign_cb, &a, &n, err);
+    reassign_arg a = {.from = from, .to = to, .keep_from = keep_from};
+    int rc = commit_edits(cat, table, pids, n_pids, edit_reassign, &a, &n, err);
     if (rc == FERRY_ECONFLICT)
         return ferry_err_set(err, FERRY_ECONFLICT,
                              "part records of %s kept changing under %d attempts to move "
@@ -177,12 +114,51 @@ int ferry_part_records_reassign(ferry_catalog *cat, const char *table, const cha
     return rc;
 }
 
-/* ---- reconcile: the records of one partition from one server's pointer files ------------- */
+/* ---- mirror: a repair made to's partition equal to like's ----------------------------------- */
 
-typedef struct reconcile_arg {
-    const char *table, *pid, *server;
-    const ferry_refset *refs; /* the server's pointer files of the partition, by object key */
-} reconcile_arg;
+typedef struct mirror_arg {
+    const char *like, *to;
+} mirror_arg;
+
+/* A record names to exactly when it names like. */
+static int edit_mirror(ferry_part *p, void *arg, bool *changed, ferry_err *err)
+{
+    const mirror_arg *a = arg;
+    bool want = ferry_list_has(p->servers, a->like), has = ferry_list_has(p->servers, a->to);
+    if (want == has)
+        return FERRY_OK;
+    int rc = want ? add_server(p, a->to, err) : FERRY_OK;
+    if (!want)
+        ferry_list_remove(p->servers, a->to);
+    *changed = !rc;
+    return rc;
+}
+
+int ferry_part_records_mirror(ferry_catalog *cat, const char *table, const char *pid,
+                              const char *like, const char *to, size_t *changed, ferry_err *err)
+{
+    size_t n = 0;
+    if (changed)
+        *changed = 0;
+    if (!strcmp(like, to))
+        return FERRY_OK;
+    mirror_arg a = {.like = like, .to = to};
+    int rc = commit_edits(cat, table, &pid, 1, edit_mirror, &a, &n, err);
+    if (rc == FERRY_ECONFLICT)
+        return ferry_err_set(err, FERRY_ECONFLICT,
+                             "part records of %s partition %s kept changing under %d attempts "
+                             "to make %s's references %s's; run the repair again",
+                             table, pid, REASSIGN_ATTEMPTS, to, like);
+    if (!rc && changed)
+        *changed = n;
+    if (!rc && n)
+        ferry_log(FERRY_LOG_INFO,
+                  "msg=\"part records updated\" table=%s partition=%s records=%zu like=%s to=%s",
+                  table, pid, n, like, to);
+    return rc;
+}
+
+/* ---- reconcile: the records of one partition from one server's pointer files ------------- */
 
 typedef struct collect_arg {
     ferry_sweep_refs *refs;
@@ -221,47 +197,36 @@ static int collect_part(void *arg, const char *part, bool active,
     return FERRY_OK;
 }
 
-/* Queues the records of (table, pid) whose listing of server disagrees with its pointer files:
- * held by a live pointer file and not listed (the sweep's server_only): add it; listed and named
- * by no pointer file of the server at all (catalog_only): remove it. */
-static int queue_reconcile_cb(ferry_catalog *cat, ferry_batch *b, void *arg, size_t *n,
-                              ferry_err *err)
+typedef struct reconcile_arg {
+    const char *server;
+    const ferry_refset *refs; /* the server's pointer files of the partition, by object key */
+} reconcile_arg;
+
+/* A record whose listing of server disagrees with its pointer files: held by a live pointer
+ * file and not listed (the sweep's server_only): add it; listed and named by no pointer file of
+ * the server at all (catalog_only): remove it. */
+static int edit_reconcile(ferry_part *p, void *arg, bool *changed, ferry_err *err)
 {
     const reconcile_arg *a = arg;
-    const char *prefix[2] = {a->table, a->pid};
-    ferry_record_list parts = {0};
-    int rc = ferry_catalog_list(cat, FERRY_REC_PART, prefix, 2, &parts, err);
-    for (size_t i = 0; !rc && i < parts.n; i++) {
-        ferry_part *p = &parts.items[i].u.part;
-        if (!p->n_objects)
-            continue;
-        bool any = false, live = false;
-        for (size_t k = 0; k < p->n_objects && !live; k++) {
-            size_t first, m = ferry_refset_range(a->refs, p->objects[k].key, &first);
-            for (size_t j = first; j < first + m && !live; j++) {
-                const ferry_sweep_ref *r = a->refs->by_key[j];
-                any = true;
-                live = ferry_sweep_path_is_live(r->path) && !r->outdated;
-            }
+    if (!p->n_objects)
+        return FERRY_OK;
+    bool any = false, live = false;
+    for (size_t k = 0; k < p->n_objects && !live; k++) {
+        size_t first, m = ferry_refset_range(a->refs, p->objects[k].key, &first);
+        for (size_t j = first; j < first + m && !live; j++) {
+            const ferry_sweep_ref *r = a->refs->by_key[j];
+            any = true;
+            live = ferry_sweep_path_is_live(r->path) && !r->outdated;
         }
-        bool listed = ferry_list_has(p->servers, a->server);
-        if (live && !listed) {
-            if (!ferry_list_add(p->servers, sizeof p->servers, a->server)) {
-                rc = ferry_err_set(err, FERRY_EINVAL,
-                                   "part %s of %s (partition %s): too many servers to add %s",
-                                   p->name, a->table, a->pid, a->server);
-                break;
-            }
-        } else if (!any && listed) {
-            ferry_list_remove(p->servers, a->server);
-        } else {
-            continue;
-        }
-        rc = ferry_batch_update(b, &parts.items[i], err);
-        if (!rc)
-            (*n)++;
     }
-    ferry_record_list_free(&parts);
+    bool listed = ferry_list_has(p->servers, a->server);
+    int rc = FERRY_OK;
+    if (live && !listed)
+        *changed = !(rc = add_server(p, a->server, err));
+    else if (!any && listed) {
+        ferry_list_remove(p->servers, a->server);
+        *changed = true;
+    }
     return rc;
 }
 
@@ -278,9 +243,9 @@ int ferry_part_records_reconcile(ferry_catalog *cat, ferry_agent_client *ag, con
     int rc = ferry_partition_pointers_each(ag, server, db, table, pid, collect_part, &c, err);
     if (!rc)
         rc = ferry_refset_build(&refs, &set, err);
-    reconcile_arg a = {.table = table, .pid = pid, .server = server, .refs = &set};
+    reconcile_arg a = {.server = server, .refs = &set};
     if (!rc)
-        rc = commit_retried(cat, queue_reconcile_cb, &a, &n, err);
+        rc = commit_edits(cat, table, &pid, 1, edit_reconcile, &a, &n, err);
     if (rc == FERRY_ECONFLICT)
         rc = ferry_err_set(err, FERRY_ECONFLICT,
                            "part records of %s partition %s kept changing under %d attempts to "
