@@ -104,9 +104,12 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Test-only fault injection (include/ferry/testknob.h): FERRY_TEST_CRASH_AFTER=<point> kills
- * this process at that point, as kill -9 would (docs/moves.md). */
-void mv_crash_point(const char *point) { ferry_fault_point("FERRY_TEST_CRASH_AFTER", point); }
+/* Test-only crash points (include/ferry/testknob.h, docs/moves.md "Crash recovery"): the flow
+ * engine kills the mover at FERRY_TEST_CRASH_BEFORE=<state>, before each transition's commit
+ * (the kind ferry_move_flow declares it); the points inside a state are direct
+ * ferry_fault_point calls with FERRY_TEST_CRASH_AFTER=<state>:<what> (CLONE:sent in
+ * move_send.c; SWITCH:switched, SWITCH:caught-up, SWITCH:published-one, CLEANUP:detached
+ * here and in move_batch.c). */
 
 static void sql_table(ferry_buf *b, const char *db, const char *table)
 {
@@ -404,8 +407,6 @@ static int do_clone(mvctx *x, ferry_err *err)
     if (!rc)
         rc = mv_remove_freeze_named(x, fz, err);
     if (!rc)
-        mv_crash_point("CLONE");
-    if (!rc)
         rc = mv_advance(x, FERRY_MOVE_VERIFY, "", err);
     return rc;
 }
@@ -446,7 +447,6 @@ static int do_verify(mvctx *x, ferry_err *err)
     }
     if (rc)
         return rc;
-    mv_crash_point("VERIFY");
     return mv_switch_route(x, err);
 }
 
@@ -492,7 +492,7 @@ int mv_switch_route(mvctx *x, ferry_err *err)
               x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split, x->mv.u.move.to,
               (unsigned long long)routing_version);
     mv_progress(x);
-    mv_crash_point("SWITCH:switched");
+    ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:switched");
     return FERRY_OK;
 }
 
@@ -565,8 +565,6 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
     if (!rc)
         rc = mv_remove_freeze_named(x, fz, err);
     if (!rc)
-        mv_crash_point("SWITCH");
-    if (!rc)
         rc = mv_advance_cleanup(x, err);
     return rc;
 }
@@ -632,8 +630,6 @@ static int do_cleanup_clone(mvctx *x, ferry_err *err)
     }
     if (!rc)
         rc = mv_remove_freezes(x, err);
-    if (!rc)
-        mv_crash_point("CLEANUP");
     if (!rc)
         rc = mv_advance(x, FERRY_MOVE_DONE, "", err);
     return rc;
@@ -746,7 +742,7 @@ static int do_switch(mvctx *x, ferry_err *err)
         next.u.move.step = MV_STEP_PUBLISH;
         if ((rc = mv_journal_routed(x, &next, err)))
             return rc;
-        mv_crash_point("SWITCH:caught-up");
+        ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:caught-up");
     }
     /* The read fence (every run, so a resumed one too): no router may still read the union
      * under a version older than the publish step's when the first partition moves, or it
@@ -782,13 +778,11 @@ static int do_switch(mvctx *x, ferry_err *err)
             k = end;
             if (!rc && first) {
                 first = false;
-                mv_crash_point("SWITCH:published-one");
+                ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:published-one");
             }
         }
         mv_pids_free(&pids);
     }
-    if (!rc)
-        mv_crash_point("SWITCH");
     if (!rc)
         rc = mv_advance_cleanup(x, err);
     return rc;
@@ -898,7 +892,7 @@ static int do_cleanup(mvctx *x, ferry_err *err)
             ferry_buf_free(&sql);
         }
         if (!rc && src.n)
-            mv_crash_point("CLEANUP:detached");
+            ferry_fault_point("FERRY_TEST_CRASH_AFTER", "CLEANUP:detached");
         if (!rc)
             rc = mv_remove_detached_of(&x->src, t->database, t->name, &all, false, err);
         if (!rc)
@@ -910,8 +904,6 @@ static int do_cleanup(mvctx *x, ferry_err *err)
     }
     if (!rc)
         rc = mv_remove_freezes(x, err);
-    if (!rc)
-        mv_crash_point("CLEANUP");
     if (!rc)
         rc = mv_advance(x, FERRY_MOVE_DONE, "", err);
     return rc;

@@ -19,6 +19,7 @@
 #include "ferry/buf.h"
 #include "ferry/log.h"
 #include "ferry/stop.h"
+#include "ferry/testknob.h"
 #include "flow/move_env.h"
 #include "flow/move_run.h"
 
@@ -184,8 +185,6 @@ static int batch_clone(batch *b, ferry_err *err)
     if (!rc)
         rc = forget_freeze(b, fz, err);
     if (!rc)
-        mv_crash_point("CLONE");
-    if (!rc)
         each(b, to_verify);
     return rc;
 }
@@ -201,7 +200,6 @@ static int batch_verify(batch *b, ferry_err *err)
     free(stable);
     if (rc)
         return rc;
-    mv_crash_point("VERIFY");
     each(b, mv_switch_route);
     return FERRY_OK;
 }
@@ -299,7 +297,7 @@ static int batch_switch(batch *b, ferry_err *err)
     free(keep);
     if (!b->n)
         return FERRY_OK;
-    mv_crash_point("SWITCH:caught-up");
+    ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:caught-up");
     /* the read fence: no router still reads the union under an older version */
     if ((rc = mv_fence_routers(x0 = b->members[0], "before publishing, move batch of", err)))
         return rc;
@@ -336,7 +334,7 @@ static int batch_switch(batch *b, ferry_err *err)
                     in_sql = 0;
                     first = false;
                     if (!rc)
-                        mv_crash_point("SWITCH:published-one");
+                        ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:published-one");
                 }
             }
         if (!rc && in_sql)
@@ -348,8 +346,6 @@ static int batch_switch(batch *b, ferry_err *err)
     }
     free(tenants);
     free(splits);
-    if (!rc)
-        mv_crash_point("SWITCH");
     if (!rc)
         each(b, mv_advance_cleanup);
     return rc;
@@ -437,7 +433,7 @@ static int batch_cleanup(batch *b, ferry_err *err)
             rc = mv_sql(&b->members[0]->src, ferry_buf_cstr(&sql), NULL, err);
             ferry_buf_free(&sql);
             if (!rc)
-                mv_crash_point("CLEANUP:detached");
+                ferry_fault_point("FERRY_TEST_CRASH_AFTER", "CLEANUP:detached");
         }
         if (!rc && b->n)
             rc = mv_remove_detached_of(&b->members[0]->src, t->database, t->name, &all, false,
@@ -484,8 +480,6 @@ static int batch_cleanup(batch *b, ferry_err *err)
     if (rc)
         return rc;
     each(b, mv_remove_freezes);
-    if (b->n)
-        mv_crash_point("CLEANUP");
     each(b, to_done);
     return FERRY_OK;
 }

@@ -78,8 +78,6 @@ int mv_fence_routers(mvctx *x, const char *what, ferry_err *err);
 int mv_records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pids, ferry_err *err);
 int mv_target_broken_check(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
                            ferry_err *err);
-/* FERRY_TEST_CRASH_AFTER=<point>: SIGKILL of this process there (docs/moves.md). */
-void mv_crash_point(const char *point);
 
 int mv_copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bool first,
                       ferry_err *err);
