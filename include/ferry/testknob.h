@@ -14,9 +14,10 @@
  *   FERRY_AGENT_TEST_SLOW_RECEIVE_MS                   a receiver pauses after each file
  *   FERRY_AGENT_TEST_SLOW_UPLOAD_MS                    an uploader pauses after each part
  *   FERRY_TEST_AGENT_TIMEOUT_MS                        tiering's agent requests time out
- * The journaled flows (tiering, retention, rewrite) reach theirs through the flow engine, at
- * each journaled transition with the state's name as the point (include/ferry/flow_journal.h);
- * points inside a step (e.g. tiering's SWAP:ran) call ferry_fault_point directly.
+ * The journaled flows (moves, tiering, retention, rewrite) reach theirs through the flow engine,
+ * at each journaled transition with the state's name as the point (include/ferry/flow_journal.h;
+ * a move declares only the point before: FERRY_TEST_CRASH_BEFORE=<state>); points inside a step
+ * (e.g. tiering's SWAP:ran, a move's SWITCH:switched) call ferry_fault_point directly.
  * A crash point stops the process as kill -9 would: stdio flushed (so the test sees the log
  * line saying where), then SIGKILL to itself. */
 #ifndef FERRY_TESTKNOB_H

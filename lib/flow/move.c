@@ -1,10 +1,10 @@
 /* Moving one slice between shards: the journaled state machine (see move.h, docs/moves.md).
  *
  * The journal is the catalog record moves/ID (state, step, detail) plus jobs/move.ID whose data
- * holds {"freezes": [names made and not yet removed], "fp": {table: {rows, sum, xor}}}. Every
- * change of either is a compare-and-set; a change of the state or step goes through the flow
- * engine (the kind ferry_move_flow checks the transition) with jobs/move.ID in the same catalog
- * batch (mv_journal), so neither is ever a state behind; the run also holds the catalog lease
+ * holds {"freezes": [names made and maybe not yet removed], "fp": {table: {rows, sum, xor}}}.
+ * Every write of either goes through the flow engine (the kind ferry_move_flow checks a
+ * transition; a note keeps the state) as one compare-and-set batch of both (mv_journal_n,
+ * move_journal.c), so neither is ever a state behind; the run also holds the catalog lease
  * "move.ID".
  *
  *  state    work done in the state                         guarantees when the state is left
@@ -104,9 +104,12 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Test-only fault injection (include/ferry/testknob.h): FERRY_TEST_CRASH_AFTER=<point> kills
- * this process at that point, as kill -9 would (docs/moves.md). */
-void mv_crash_point(const char *point) { ferry_fault_point("FERRY_TEST_CRASH_AFTER", point); }
+/* Test-only crash points (include/ferry/testknob.h, docs/moves.md "Crash recovery"): the flow
+ * engine kills the mover at FERRY_TEST_CRASH_BEFORE=<state>, before each transition's commit
+ * (the kind ferry_move_flow declares it); the points inside a state are direct
+ * ferry_fault_point calls with FERRY_TEST_CRASH_AFTER=<state>:<what> (CLONE:sent in
+ * move_send.c; SWITCH:switched, SWITCH:caught-up, SWITCH:published-one, CLEANUP:detached
+ * here and in move_batch.c). */
 
 static void sql_table(ferry_buf *b, const char *db, const char *table)
 {
@@ -135,209 +138,6 @@ void mv_progress(mvctx *x)
                              .parts_total = x->parts_total,
                              .elapsed_s = now_s() - x->t0};
     x->o->progress(&p, x->o->progress_arg);
-}
-
-/* jobs/move.ID as it is written with the move in `state`: x->data, and the state mirrored
- * (what the sweep's in-flight check and an operator's catalog export read), into *next with
- * x->job's version (what its CAS compares). */
-static int mv_job_compose(mvctx *x, enum ferry_move_state state, ferry_record *next,
-                          ferry_err *err)
-{
-    char *s = json_dumps(x->data, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!s)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    int rc = FERRY_OK;
-    if (strlen(s) >= sizeof next->u.job.data) {
-        rc = ferry_err_set(err, FERRY_EINTERNAL, "move %s: journal data too large",
-                           x->mv.u.move.id);
-        goto out;
-    }
-    *next = x->job; /* a job record owns no memory */
-    memcpy(next->u.job.data, s, strlen(s) + 1);
-    snprintf(next->u.job.state, sizeof next->u.job.state, "%s", ferry_move_state_name(state));
-    next->u.job.updated = (int64_t)time(NULL);
-out:
-    free(s);
-    return rc;
-}
-
-int mv_job_save(mvctx *x, ferry_err *err)
-{
-    ferry_record next;
-    int rc = mv_job_compose(x, x->mv.u.move.state, &next, err);
-    if (rc)
-        return rc;
-    x->catalog_writes++;
-    rc = ferry_catalog_update(x->cat, &next, err);
-    if (rc == FERRY_ECONFLICT)
-        ferry_err_prefix(err, "move %s: its journal was changed by another mover: ",
-                         x->mv.u.move.id);
-    if (!rc)
-        x->job = next;
-    return rc;
-}
-
-/* Writes the move record through the flow engine: state `to` with detail (NULL: ""), or with
- * FERRY_FLOW_NOTE its own state again (the step and owner the caller set). Its data record
- * jobs/move.ID (x->data, the state mirrored) goes in the same catalog batch, so no crash leaves
- * it a state behind; so does route (may be NULL), which raises the routing version
- * (*routing_version, may be NULL). One CAS on each record; FERRY_ECONFLICT when any moved on
- * (nothing written). On success x->mv and x->job hold the written records. */
-static int mv_journal(mvctx *x, enum ferry_move_state to, const char *detail, unsigned flags,
-                      const ferry_record *route, uint64_t *routing_version, ferry_err *err)
-{
-    ferry_commit_info info = {0};
-    ferry_record job;
-    int64_t bv[2] = {-1, -1}; /* the versions of the batch's route and data record */
-    size_t job_at = route ? 1 : 0;
-    ferry_batch *b = ferry_batch_new();
-    int rc = b ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (!rc && route)
-        rc = ferry_batch_update(b, route, err);
-    if (!rc)
-        rc = mv_job_compose(x, to, &job, err);
-    if (!rc)
-        rc = ferry_batch_update(b, &job, err);
-    ferry_flow_change c = {.rec = &x->mv, .to = (int)to, .detail = detail};
-    if (!rc) {
-        x->catalog_writes++;
-        rc = ferry_flow_write_versions(&x->fj, b, bv, &info, &c, 1, flags, err);
-    }
-    if (!rc) {
-        job.version = bv[job_at];
-        x->job = job;
-    }
-    if (rc == FERRY_ECONFLICT) /* the engine named the move; the catalog the record that moved */
-        ferry_err_prefix(err, "move ");
-    ferry_batch_free(b);
-    if (routing_version)
-        *routing_version = info.routing_version;
-    return rc;
-}
-
-int mv_move_update(mvctx *x, ferry_err *err)
-{
-    /* a note keeps the detail as it is unless told otherwise: pass the current one */
-    char detail[sizeof x->mv.u.move.detail];
-    memcpy(detail, x->mv.u.move.detail, sizeof detail);
-    return mv_journal(x, x->mv.u.move.state, detail, FERRY_FLOW_NOTE, NULL, NULL, err);
-}
-
-int mv_advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry_err *err)
-{
-    int rc = mv_journal(x, to, detail, 0, NULL, NULL, err);
-    if (!rc)
-        ferry_log(FERRY_LOG_INFO, "msg=\"move state\" move=%s tenant=%s split=%u state=%s",
-                  x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split,
-                  ferry_move_state_name(to));
-    mv_progress(x);
-    return rc;
-}
-
-/* Writes the journal `next` and touches the slice's route (unchanged) in one catalog batch, so
- * the routing version rises with the journal: a router loads the move records with the routes
- * under one version (lib/router/routing.c), so it sees this step exactly from that version on.
- * Used where readers must change what they read: the publish step and CLEANUP. */
-int mv_journal_routed(mvctx *x, ferry_record *next, ferry_err *err)
-{
-    ferry_record route;
-    ferry_record_init(&route, FERRY_REC_ROUTE);
-    snprintf(route.u.route.tenant, sizeof route.u.route.tenant, "%s", x->mv.u.move.tenant);
-    route.u.route.split = x->mv.u.move.split;
-    int rc = ferry_catalog_get(x->cat, &route, err);
-    if (rc)
-        return rc;
-    /* the same state is a note (the publish step: its step the caller set), another one a
-     * transition the engine checks (and starts at step 0) */
-    bool note = next->u.move.state == x->mv.u.move.state;
-    ferry_record was = x->mv;
-    if (note)
-        x->mv.u.move.step = next->u.move.step;
-    uint64_t routing_version = 0;
-    rc = mv_journal(x, next->u.move.state, next->u.move.detail, note ? FERRY_FLOW_NOTE : 0,
-                    &route, &routing_version, err);
-    if (rc) {
-        x->mv = was; /* nothing written: the run's copy stays the journal's */
-        return rc;
-    }
-    ferry_log(FERRY_LOG_INFO,
-              "msg=\"move state\" move=%s tenant=%s split=%u state=%s step=%u routing_version=%llu",
-              x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split,
-              ferry_move_state_name(x->mv.u.move.state), x->mv.u.move.step,
-              (unsigned long long)routing_version);
-    mv_progress(x);
-    return FERRY_OK;
-}
-
-/* Enters CLEANUP with a new routing version (journal_routed): routers stop holding reads of the
- * slice (publishing) or start reading a clone's new replica. */
-int mv_advance_cleanup(mvctx *x, ferry_err *err)
-{
-    ferry_record next = x->mv;
-    next.u.move.state = FERRY_MOVE_CLEANUP;
-    next.u.move.step = 0;
-    next.u.move.detail[0] = '\0';
-    return mv_journal_routed(x, &next, err);
-}
-
-/* Starts a new attempt of the current state: counts it in the journal (a CAS that a second
- * mover would lose) and removes the freezes earlier attempts left. */
-int mv_remove_freezes(mvctx *x, ferry_err *err);
-
-int mv_begin_attempt(mvctx *x, ferry_err *err)
-{
-    if (x->mv.u.move.step >= MV_MAX_ATTEMPTS) {
-        x->permanent = true;
-        return ferry_err_set(err, FERRY_EIO, "move %s: %u attempts of %s failed; giving up",
-                             x->mv.u.move.id, x->mv.u.move.step,
-                             ferry_move_state_name(x->mv.u.move.state));
-    }
-    x->mv.u.move.step++;
-    snprintf(x->mv.u.move.owner, sizeof x->mv.u.move.owner, "%s", x->o->owner ? x->o->owner : "");
-    int rc = mv_move_update(x, err);
-    if (!rc)
-        rc = mv_remove_freezes(x, err);
-    return rc;
-}
-
-int mv_freeze_name(mvctx *x, const char *tag, char *out, size_t outsz, ferry_err *err)
-{
-    /* only [A-Za-z0-9_]: ClickHouse escapes other bytes of a WITH NAME into %XX in the shadow
-     * folder's name, which the agent looks up unescaped */
-    snprintf(out, outsz, "%s_%s", x->mv.u.move.id, tag);
-    for (char *p = out; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
-            *p = '_';
-    json_t *fr = json_object_get(x->data, "freezes");
-    json_array_append_new(fr, json_string(out));
-    return mv_job_save(x, err); /* journaled before it exists, so a crash never forgets it */
-}
-
-int mv_remove_freeze_named(mvctx *x, const char *name, ferry_err *err)
-{
-    int rc = ferry_agent_remove_freeze(x->src.ag, name, err);
-    if (rc)
-        return rc;
-    json_t *fr = json_object_get(x->data, "freezes");
-    for (size_t i = 0; i < json_array_size(fr); i++)
-        if (!strcmp(json_string_value(json_array_get(fr, i)), name)) {
-            json_array_remove(fr, i);
-            break;
-        }
-    return mv_job_save(x, err);
-}
-
-int mv_remove_freezes(mvctx *x, ferry_err *err)
-{
-    json_t *fr = json_object_get(x->data, "freezes");
-    while (json_array_size(fr) > 0) {
-        char name[160];
-        snprintf(name, sizeof name, "%s", json_string_value(json_array_get(fr, 0)));
-        int rc = mv_remove_freeze_named(x, name, err);
-        if (rc)
-            return rc;
-    }
-    return FERRY_OK;
 }
 
 int mv_ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err)
@@ -395,7 +195,7 @@ static int do_clone(mvctx *x, ferry_err *err)
     char fz[160], tag[32];
     snprintf(tag, sizeof tag, "c%u", x->mv.u.move.step);
     if (!rc)
-        rc = mv_freeze_name(x, tag, fz, sizeof fz, err);
+        rc = mv_freeze_new(x, tag, fz, sizeof fz, err);
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
         rc = mv_ensure_staging(x, table_at(x, i), err);
         if (!rc)
@@ -403,8 +203,6 @@ static int do_clone(mvctx *x, ferry_err *err)
     }
     if (!rc)
         rc = mv_remove_freeze_named(x, fz, err);
-    if (!rc)
-        mv_crash_point("CLONE");
     if (!rc)
         rc = mv_advance(x, FERRY_MOVE_VERIFY, "", err);
     return rc;
@@ -446,13 +244,12 @@ static int do_verify(mvctx *x, ferry_err *err)
     }
     if (rc)
         return rc;
-    mv_crash_point("VERIFY");
     return mv_switch_route(x, err);
 }
 
-/* The routing switch of a verified move: the switch fence, then the journal to SWITCH and the
- * slice's route to the target in one catalog batch (the commit point). */
-int mv_switch_route(mvctx *x, ferry_err *err)
+/* Readies the routing switch of a verified move: the switch fence, then the slice's route as
+ * the switch writes it into x->switch_route (read now: its version is what the CAS compares). */
+int mv_switch_prepare(mvctx *x, ferry_err *err)
 {
     int rc;
     /* Every router must reach the target before the route names it (a shard just added reaches
@@ -462,38 +259,59 @@ int mv_switch_route(mvctx *x, ferry_err *err)
     if ((rc = ferry_router_fence_switch(x->o->cfg, x->mv.u.move.to, x->mv.u.move.tenant,
                                         x->mv.u.move.split, 0, err)))
         return ferry_err_prefix(err, "move %s: ", x->mv.u.move.id);
-    ferry_record route;
-    ferry_record_init(&route, FERRY_REC_ROUTE);
-    snprintf(route.u.route.tenant, sizeof route.u.route.tenant, "%s", x->mv.u.move.tenant);
-    route.u.route.split = x->mv.u.move.split;
-    if ((rc = ferry_catalog_get(x->cat, &route, err)))
+    ferry_record *route = &x->switch_route;
+    ferry_record_free(route);
+    if ((rc = mv_route_get(x, route, err)))
         return rc;
     /* the slice's shards with `from` replaced by `to`; a clone keeps `from` and adds `to` */
     char *save = NULL, copy[FERRY_LIST_MAX];
     ferry_buf nl = FERRY_BUF_INIT;
-    snprintf(copy, sizeof copy, "%s", route.u.route.shards);
+    snprintf(copy, sizeof copy, "%s", route->u.route.shards);
     if (x->clone)
-        ferry_buf_printf(&nl, "%s,", route.u.route.shards);
+        ferry_buf_printf(&nl, "%s,", route->u.route.shards);
     ferry_buf_puts(&nl, x->mv.u.move.to);
     for (char *s = strtok_r(copy, ",", &save); s && !x->clone; s = strtok_r(NULL, ",", &save))
         if (strcmp(s, x->mv.u.move.from) && strcmp(s, x->mv.u.move.to))
             ferry_buf_printf(&nl, ",%s", s);
-    mv_copy_str(route.u.route.shards, sizeof route.u.route.shards, ferry_buf_cstr(&nl));
+    mv_copy_str(route->u.route.shards, sizeof route->u.route.shards, ferry_buf_cstr(&nl));
     ferry_buf_free(&nl);
+    return FERRY_OK;
+}
+
+/* The routing switch of xs[0..n) (each readied by mv_switch_prepare): the journal of each to
+ * SWITCH and its slice's route to the target in ONE catalog batch, the commit point of every
+ * one of them (a batch's members switch together). */
+int mv_switch_commit_n(mvctx **xs, size_t n, ferry_err *err)
+{
+    ferry_record *routes = calloc(n + 1, sizeof *routes);
+    if (!routes)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++)
+        routes[k] = xs[k]->switch_route; /* a route record owns no memory */
     uint64_t routing_version = 0;
-    rc = mv_journal(x, FERRY_MOVE_SWITCH, "routing switched", 0, &route, &routing_version, err);
+    int rc = mv_journal_n(xs, n, FERRY_MOVE_SWITCH, "routing switched", routes, &routing_version,
+                          err);
+    free(routes);
     if (rc) {
         if (rc == FERRY_ECONFLICT)
             ferry_err_prefix(err, "routing switch lost a race: ");
         return rc;
     }
-    ferry_log(FERRY_LOG_INFO,
-              "msg=\"routing switched\" move=%s tenant=%s split=%u to=%s routing_version=%llu",
-              x->mv.u.move.id, x->mv.u.move.tenant, x->mv.u.move.split, x->mv.u.move.to,
-              (unsigned long long)routing_version);
-    mv_progress(x);
-    mv_crash_point("SWITCH:switched");
+    for (size_t k = 0; k < n; k++) {
+        const ferry_move *m = &xs[k]->mv.u.move;
+        ferry_log(FERRY_LOG_INFO,
+                  "msg=\"routing switched\" move=%s tenant=%s split=%u to=%s routing_version=%llu",
+                  m->id, m->tenant, m->split, m->to, (unsigned long long)routing_version);
+        mv_progress(xs[k]);
+    }
+    ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:switched");
     return FERRY_OK;
+}
+
+int mv_switch_route(mvctx *x, ferry_err *err)
+{
+    int rc = mv_switch_prepare(x, err);
+    return rc ? rc : mv_switch_commit_n(&x, 1, err);
 }
 
 /* Waits until every router in [cluster] routers runs on the catalog's current routing version
@@ -537,7 +355,7 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
                              "resume it once the retry came", x->mv.u.move.id, why);
     char fz[160], tag[32];
     snprintf(tag, sizeof tag, "k%u", x->mv.u.move.step);
-    rc = mv_freeze_name(x, tag, fz, sizeof fz, err);
+    rc = mv_freeze_new(x, tag, fz, sizeof fz, err);
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
         const ferry_table_def *t = table_at(x, i);
         char (*ids)[FERRY_NAME_MAX] = NULL;
@@ -564,8 +382,6 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
     }
     if (!rc)
         rc = mv_remove_freeze_named(x, fz, err);
-    if (!rc)
-        mv_crash_point("SWITCH");
     if (!rc)
         rc = mv_advance_cleanup(x, err);
     return rc;
@@ -632,8 +448,6 @@ static int do_cleanup_clone(mvctx *x, ferry_err *err)
     }
     if (!rc)
         rc = mv_remove_freezes(x, err);
-    if (!rc)
-        mv_crash_point("CLEANUP");
     if (!rc)
         rc = mv_advance(x, FERRY_MOVE_DONE, "", err);
     return rc;
@@ -722,7 +536,7 @@ static int do_switch(mvctx *x, ferry_err *err)
                 break;
             char fz[160], tag[32];
             snprintf(tag, sizeof tag, "s%ur%d", x->mv.u.move.step, round);
-            rc = mv_freeze_name(x, tag, fz, sizeof fz, err);
+            rc = mv_freeze_new(x, tag, fz, sizeof fz, err);
             for (size_t i = 0; !rc && i < x->tables.n; i++)
                 rc = mv_copy_round(x, table_at(x, i), fz, false, err);
             if (!rc)
@@ -742,11 +556,9 @@ static int do_switch(mvctx *x, ferry_err *err)
         /* The publish step raises the routing version: from it on, routers stop reading the
          * union of source and target for this slice (and hold its reads until CLEANUP). The
          * verified fingerprints are journaled with it (the data record, same batch). */
-        ferry_record next = x->mv;
-        next.u.move.step = MV_STEP_PUBLISH;
-        if ((rc = mv_journal_routed(x, &next, err)))
+        if ((rc = mv_publish_step_n(&x, 1, err)))
             return rc;
-        mv_crash_point("SWITCH:caught-up");
+        ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:caught-up");
     }
     /* The read fence (every run, so a resumed one too): no router may still read the union
      * under a version older than the publish step's when the first partition moves, or it
@@ -782,13 +594,11 @@ static int do_switch(mvctx *x, ferry_err *err)
             k = end;
             if (!rc && first) {
                 first = false;
-                mv_crash_point("SWITCH:published-one");
+                ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:published-one");
             }
         }
         mv_pids_free(&pids);
     }
-    if (!rc)
-        mv_crash_point("SWITCH");
     if (!rc)
         rc = mv_advance_cleanup(x, err);
     return rc;
@@ -846,7 +656,7 @@ static int do_cleanup(mvctx *x, ferry_err *err)
             ferry_buf_free(&sql);
         }
         if (!rc && src.n)
-            mv_crash_point("CLEANUP:detached");
+            ferry_fault_point("FERRY_TEST_CRASH_AFTER", "CLEANUP:detached");
         if (!rc)
             rc = mv_remove_detached_of(&x->src, t->database, t->name, &all, false, err);
         if (!rc)
@@ -858,8 +668,6 @@ static int do_cleanup(mvctx *x, ferry_err *err)
     }
     if (!rc)
         rc = mv_remove_freezes(x, err);
-    if (!rc)
-        mv_crash_point("CLEANUP");
     if (!rc)
         rc = mv_advance(x, FERRY_MOVE_DONE, "", err);
     return rc;
@@ -1043,18 +851,19 @@ int mv_ctx_close(mvctx *x, int rc, ferry_err *err)
     } else if (rc && m->state != FERRY_MOVE_DONE) {
         ferry_err_prefix(err, "move %s stopped in %s (resume: ferry move --resume %s): ", id,
                          ferry_move_state_name(m->state), id);
-        /* keep the last error in the journal for `ferry status` */
-        ferry_record cur;
-        ferry_record_init(&cur, FERRY_REC_MOVE);
-        snprintf(cur.u.move.id, sizeof cur.u.move.id, "%s", id);
+        /* The last error stays in the journal for `ferry status`: a note through the engine,
+         * so a CAS on the journal as this run last wrote it (a move another mover took over
+         * is left alone), and its data record carries the freezes removed since the last write
+         * (the freeze invariant, move_journal.c). Bookkeeping: the move's error is rc's. */
+        char detail[sizeof m->detail];
         ferry_err e2 = {0};
-        if (!ferry_catalog_get(x->cat, &cur, &e2)) {
-            snprintf(cur.u.move.detail, sizeof cur.u.move.detail, "%.255s", err->msg);
-            (void)ferry_catalog_update(x->cat, &cur, &e2);
-        }
+        snprintf(detail, sizeof detail, "%.*s", (int)sizeof detail - 1, err->msg);
+        if (mv_journal_n(&x, 1, m->state, detail, NULL, NULL, &e2))
+            ferry_log(FERRY_LOG_WARN, "msg=\"the move's error not kept in its journal\" move=%s "
+                                      "error=\"%s\"", id, e2.msg);
     }
     /* jobs/move.ID needs no last save here: every write of the move's state carries it in the
-     * same batch (mv_journal), so DONE or FAILED is there already */
+     * same batch (mv_journal_n), so DONE or FAILED is there already */
     res->state = m->state;
     if (m->state == FERRY_MOVE_DONE && !x->counted) {
         /* rows the target holds for the slice, for the log and the caller */
@@ -1099,6 +908,7 @@ out:
     ferry_record_list_free(&x->tables);
     ferry_record_free(&x->mv);
     ferry_record_free(&x->job);
+    ferry_record_free(&x->switch_route);
     if (x->lease)
         ferry_catalog_lease_release(x->cat, x->lease);
     ferry_catalog_close(x->cat);

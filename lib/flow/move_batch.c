@@ -2,7 +2,9 @@
  * the moves keep their own journals and go through the same states with the same checks as
  * ferry_move_run, but each state's server work is done once for all of them: one listing of the
  * parts per side, one FREEZE, one send pool, one ATTACH, one MOVE PARTITION and one DETACH
- * statement over the partitions of every slice. The journal of each move says, at every point,
+ * statement over the partitions of every slice, and one catalog commit per journal write: each
+ * state (and each note: an attempt, a freeze name) is written for every member in one batch
+ * (mv_journal_n, move_journal.c). The journal of each move says, at every point,
  * what was done for its slice (a freeze the batch made is journaled in every move before it
  * exists), so a batch killed anywhere resumes move by move with ferry_move_run, whose steps give
  * the same result when repeated. A move whose slice needs more than the common path (a source
@@ -19,6 +21,7 @@
 #include "ferry/buf.h"
 #include "ferry/log.h"
 #include "ferry/stop.h"
+#include "ferry/testknob.h"
 #include "flow/move_env.h"
 #include "flow/move_run.h"
 
@@ -75,7 +78,8 @@ static void batch_fail_all(batch *b, int rc, const ferry_err *err)
     b->n = 0;
 }
 
-/* A failure of one member's own step (its journal, its switch): it stops, the others go on. */
+/* A failure of one member's own step (its switch fence, its freezes): it stops, the others go
+ * on. (A journal write is one commit for every member: its failure is the batch's.) */
 static void batch_fail_one(batch *b, size_t k, int rc, const ferry_err *err)
 {
     b->rcs[b->at[k]] = rc;
@@ -118,36 +122,6 @@ static bool stopping(batch *b)
     return true;
 }
 
-/* Journals the freeze name in every member (before it exists: a crash never forgets it). */
-static int journal_freeze(batch *b, const char *tag, char *fz, size_t fzsz, ferry_err *err)
-{
-    int rc = mv_freeze_name(b->members[0], tag, fz, fzsz, err);
-    for (size_t k = 1; !rc && k < b->n; k++) {
-        json_array_append_new(json_object_get(b->members[k]->data, "freezes"), json_string(fz));
-        rc = mv_job_save(b->members[k], err);
-    }
-    return rc;
-}
-
-/* Removes the freeze (once: it is one folder on the source) and takes it off every journal. */
-static int forget_freeze(batch *b, const char *fz, ferry_err *err)
-{
-    int rc = mv_remove_freeze_named(b->members[0], fz, err);
-    for (size_t k = 1; !rc && k < b->n; k++) {
-        json_t *fr = json_object_get(b->members[k]->data, "freezes");
-        for (size_t i = 0; i < json_array_size(fr); i++)
-            if (!strcmp(json_string_value(json_array_get(fr, i)), fz)) {
-                json_array_remove(fr, i);
-                break;
-            }
-        rc = mv_job_save(b->members[k], err);
-    }
-    return rc;
-}
-
-static int to_clone(mvctx *x, ferry_err *err) { return mv_advance(x, FERRY_MOVE_CLONE, "", err); }
-static int to_verify(mvctx *x, ferry_err *err) { return mv_advance(x, FERRY_MOVE_VERIFY, "", err); }
-static int to_done(mvctx *x, ferry_err *err) { return mv_advance(x, FERRY_MOVE_DONE, "", err); }
 
 static const char **tenants_of(batch *b, uint32_t **splits)
 {
@@ -166,27 +140,26 @@ static const char **tenants_of(batch *b, uint32_t **splits)
     return t;
 }
 
-/* CLONE: one copy round for every member's slice. */
+/* CLONE: one copy round for every member's slice. The batch's freeze is one folder on the
+ * source, journaled in every member before it exists (one note for all). */
 static int batch_clone(batch *b, ferry_err *err)
 {
-    each(b, mv_begin_attempt);
-    if (!b->n)
-        return FERRY_OK;
+    int rc = mv_begin_attempt_n(b->members, b->n, err);
     mvctx *x0 = b->members[0];
     char fz[160], tag[32];
     snprintf(tag, sizeof tag, "bc%u", x0->mv.u.move.step);
-    int rc = journal_freeze(b, tag, fz, sizeof fz, err);
+    mv_freeze_name(x0, tag, fz, sizeof fz);
+    if (!rc)
+        rc = mv_freeze_journal_n(b->members, b->n, fz, err);
     for (size_t i = 0; !rc && i < x0->tables.n; i++) {
         rc = mv_ensure_staging(x0, table_at(x0, i), err);
         if (!rc)
             rc = mv_copy_round_n(b->members, b->n, table_at(x0, i), fz, true, err);
     }
     if (!rc)
-        rc = forget_freeze(b, fz, err);
+        rc = mv_remove_freeze_n(b->members, b->n, fz, err);
     if (!rc)
-        mv_crash_point("CLONE");
-    if (!rc)
-        each(b, to_verify);
+        rc = mv_advance_n(b->members, b->n, FERRY_MOVE_VERIFY, "", err);
     return rc;
 }
 
@@ -201,24 +174,22 @@ static int batch_verify(batch *b, ferry_err *err)
     free(stable);
     if (rc)
         return rc;
-    mv_crash_point("VERIFY");
-    each(b, mv_switch_route);
-    return FERRY_OK;
+    /* each member's switch fence (one that cannot pass leaves the batch), then one switch */
+    each(b, mv_switch_prepare);
+    return b->n ? mv_switch_commit_n(b->members, b->n, err) : FERRY_OK;
 }
-
-static int to_begin(mvctx *x, ferry_err *err) { return mv_begin_attempt(x, err); }
 
 /* SWITCH: router fence and grace once; the staged copies compared with the quiescent source
  * (members whose source changed since the copy leave the batch: their catch-up rounds run
- * alone); the fingerprints journaled and the publish step taken by each; the read fence once;
- * then every member's partitions go into the real table by MOVE PARTITION. */
+ * alone); the fingerprints journaled with the publish step of every member, in one catalog
+ * batch; the read fence once; then every member's partitions go into the real table by MOVE
+ * PARTITION. */
 static int batch_switch(batch *b, ferry_err *err)
 {
-    each(b, to_begin);
-    if (!b->n)
-        return FERRY_OK;
+    int rc = mv_begin_attempt_n(b->members, b->n, err);
     mvctx *x0 = b->members[0];
-    int rc = mv_fence_routers(x0, "move batch of", err);
+    if (!rc)
+        rc = mv_fence_routers(x0, "move batch of", err);
     if (rc)
         return rc;
     unsigned grace = ferry_move_grace(x0->o);
@@ -249,29 +220,13 @@ static int batch_switch(batch *b, ferry_err *err)
                 json_object_set_new(fps[k], t->name, mv_fp_json(&fp[k], &dg[k]));
         }
     }
-    for (size_t k = 0; !rc && k < n; k++)
-        if (!keep[k])
+    for (size_t k = 0; !rc && k < n; k++) {
+        if (keep[k])
+            json_object_set(b->members[k]->data, "fp", fps[k]);
+        else
             ferry_log(FERRY_LOG_INFO, "msg=\"move leaves its batch: the source changed since "
                       "the copy, catch-up rounds run alone\" move=%s",
                       b->members[k]->mv.u.move.id);
-    for (size_t k = 0; !rc && k < n; k++) {
-        if (!keep[k])
-            continue;
-        mvctx *x = b->members[k];
-        ferry_err e = {0};
-        json_object_set(x->data, "fp", fps[k]);
-        /* the publish step raises the routing version (routers stop reading the union); the
-         * fingerprints are journaled with it (the data record, same batch) */
-        ferry_record next = x->mv;
-        next.u.move.step = MV_STEP_PUBLISH;
-        int mrc = mv_journal_routed(x, &next, &e);
-        if (mrc) {
-            keep[k] = false;
-            b->rcs[b->at[k]] = mrc;
-            b->errs[b->at[k]] = e;
-            b->members[k]->permanent = false;
-            b->at[k] = (size_t)-1; /* failed: neither in the batch nor alone */
-        }
     }
     for (size_t k = 0; fps && k < n; k++)
         json_decref(fps[k]);
@@ -279,27 +234,16 @@ static int batch_switch(batch *b, ferry_err *err)
     free(stable);
     free(fp);
     free(dg);
-    if (rc) {
-        free(keep);
-        return rc;
-    }
-    /* members that failed above are out; those not stable finish alone */
-    size_t w = 0;
-    for (size_t k = 0; k < n; k++) {
-        if (b->at[k] == (size_t)-1)
-            continue;
-        if (keep[k]) {
-            b->members[w] = b->members[k];
-            b->at[w++] = b->at[k];
-        } else {
-            b->alone[b->at[k]] = true;
-        }
-    }
-    b->n = w;
+    if (!rc)
+        batch_keep(b, keep); /* those not stable finish alone */
     free(keep);
-    if (!b->n)
-        return FERRY_OK;
-    mv_crash_point("SWITCH:caught-up");
+    if (rc || !b->n)
+        return rc;
+    /* the publish step of every member in one batch with their routes: routers stop reading
+     * the unions; the fingerprints are journaled with it (the data records, same batch) */
+    if ((rc = mv_publish_step_n(b->members, b->n, err)))
+        return rc;
+    ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:caught-up");
     /* the read fence: no router still reads the union under an older version */
     if ((rc = mv_fence_routers(x0 = b->members[0], "before publishing, move batch of", err)))
         return rc;
@@ -336,7 +280,7 @@ static int batch_switch(batch *b, ferry_err *err)
                     in_sql = 0;
                     first = false;
                     if (!rc)
-                        mv_crash_point("SWITCH:published-one");
+                        ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:published-one");
                 }
             }
         if (!rc && in_sql)
@@ -349,9 +293,7 @@ static int batch_switch(batch *b, ferry_err *err)
     free(tenants);
     free(splits);
     if (!rc)
-        mv_crash_point("SWITCH");
-    if (!rc)
-        each(b, mv_advance_cleanup);
+        rc = mv_advance_cleanup_n(b->members, b->n, err);
     return rc;
 }
 
@@ -437,38 +379,17 @@ static int batch_cleanup(batch *b, ferry_err *err)
             rc = mv_sql(&b->members[0]->src, ferry_buf_cstr(&sql), NULL, err);
             ferry_buf_free(&sql);
             if (!rc)
-                mv_crash_point("CLEANUP:detached");
+                ferry_fault_point("FERRY_TEST_CRASH_AFTER", "CLEANUP:detached");
         }
         if (!rc && b->n)
             rc = mv_remove_detached_of(&b->members[0]->src, t->database, t->name, &all, false,
                                        err);
         if (!rc && b->n)
             rc = mv_remove_detached_of(&b->members[0]->dst, t->database, st, &all, true, err);
-        /* each member's part records, with its own partitions */
-        for (size_t k = 0; !rc && k < b->n;) {
-            mv_pids mine = {0};
-            ferry_err e = {0};
-            int mrc = FERRY_OK;
-            for (size_t j = 0; !mrc && j < src[k].n_pids; j++)
-                mrc = mv_pids_add(&mine, src[k].pids[j]);
-            for (size_t j = 0; !mrc && j < dst[k].n_pids; j++)
-                mrc = mv_pids_add(&mine, dst[k].pids[j]);
-            if (mrc)
-                ferry_err_set(&e, FERRY_ENOMEM, "out of memory");
-            else
-                mrc = mv_records_follow(b->members[k], t, &mine, &e);
-            mv_pids_free(&mine);
-            if (mrc) {
-                batch_fail_one(b, k, mrc, &e);
-                mv_slice ts = src[k], td = dst[k];
-                for (size_t j = k; j + 1 < n; j++)
-                    src[j] = src[j + 1], dst[j] = dst[j + 1];
-                src[n - 1] = ts; /* freed below with the rest */
-                dst[n - 1] = td;
-            } else {
-                k++;
-            }
-        }
+        /* the part records of every member's partitions in one catalog batch (the members
+         * move between the same two shards) */
+        if (!rc && b->n)
+            rc = mv_records_follow(b->members[0], t, &all, err);
         for (size_t k = 0; src && dst && k < n; k++) {
             mv_slice_free(&src[k]);
             mv_slice_free(&dst[k]);
@@ -483,11 +404,8 @@ static int batch_cleanup(batch *b, ferry_err *err)
     }
     if (rc)
         return rc;
-    each(b, mv_remove_freezes);
-    if (b->n)
-        mv_crash_point("CLEANUP");
-    each(b, to_done);
-    return FERRY_OK;
+    each(b, mv_remove_freezes); /* journaled with DONE */
+    return b->n ? mv_advance_n(b->members, b->n, FERRY_MOVE_DONE, "", err) : FERRY_OK;
 }
 
 int ferry_move_run_batch(const ferry_move_opts *o, const char *const *ids, size_t n,
@@ -539,8 +457,11 @@ int ferry_move_run_batch(const ferry_move_opts *o, const char *const *ids, size_
                   b.members[0]->mv.u.move.id, b.n, b.members[0]->mv.u.move.from,
                   b.members[0]->mv.u.move.to);
         double t0 = now_s();
-        each(&b, to_clone);
+        ferry_err e = {0};
+        int rc = mv_advance_n(b.members, b.n, FERRY_MOVE_CLONE, "", &e);
         add_ms(&b, FERRY_MOVE_PLANNED, t0);
+        if (rc)
+            batch_fail_all(&b, rc, &e);
         struct {
             enum ferry_move_state s;
             int (*f)(batch *, ferry_err *);
@@ -549,9 +470,9 @@ int ferry_move_run_batch(const ferry_move_opts *o, const char *const *ids, size_
                      {FERRY_MOVE_SWITCH, batch_switch},
                      {FERRY_MOVE_CLEANUP, batch_cleanup}};
         for (size_t s = 0; s < sizeof steps / sizeof steps[0] && b.n && !stopping(&b); s++) {
-            ferry_err e = {0};
+            memset(&e, 0, sizeof e);
             t0 = now_s();
-            int rc = steps[s].f(&b, &e);
+            rc = steps[s].f(&b, &e);
             add_ms(&b, steps[s].s, t0);
             if (rc)
                 batch_fail_all(&b, rc, &e);

@@ -23,14 +23,22 @@ static const ferry_flow_state move_states[FERRY_MOVE_STATES] = {
 #undef FAIL
 #undef TO
 
-/* No crash knobs: a move's crash points are named by the state they leave and fire after its
- * work (FERRY_TEST_CRASH_AFTER=CLONE), so move.c calls them itself (mv_crash_point) until they
- * are renamed to the engine's convention (docs/architecture.md, "Not built yet"). */
+/* Crash points (test-only, include/ferry/testknob.h), the engine's convention as for every flow:
+ * FERRY_TEST_CRASH_BEFORE=<state> kills the mover before the transition to <state> is
+ * committed, after the work of the state it leaves (CRASH_BEFORE=VERIFY: CLONE's copy made,
+ * the journal still in CLONE). No crash_after: under FERRY_TEST_CRASH_AFTER a move names only
+ * the points inside a state, which move.c calls itself (CLONE:sent, SWITCH:switched,
+ * SWITCH:caught-up, SWITCH:published-one, CLEANUP:detached). Those knob values once named the
+ * state a move leaves (CRASH_AFTER=CLONE), so with crash_after set a test still using an old
+ * name would be killed at another point and pass; unset, it is never killed and fails. The
+ * point after a transition adds nothing a test needs: after the switch is SWITCH:switched, and
+ * after any other the journal is the one the point before the next transition leaves. */
 const ferry_flow_kind ferry_move_flow = {
     .kind = "move",
     .states = move_states,
     .n_states = FERRY_MOVE_STATES,
     .start = FERRY_MOVE_PLANNED,
     .failed = FERRY_MOVE_FAILED,
+    .crash_before = "FERRY_TEST_CRASH_BEFORE",
     .record = FERRY_REC_MOVE,
 };

@@ -25,6 +25,7 @@ typedef struct mvctx {
     ferry_record mv;  /* the journal record, written through fj */
     ferry_record job; /* jobs/move.ID */
     ferry_flow_journal fj; /* the flow engine over mv (kind ferry_move_flow) */
+    ferry_record switch_route; /* the slice's route as the routing switch writes it */
     json_t *data;     /* job data */
     mv_conn src, dst;
     ferry_record_list tables;
@@ -55,24 +56,54 @@ int mv_ctx_loop(mvctx *x, ferry_err *err);
 /* Ends the run (rollback of a permanent failure before the switch, the error kept in the
  * journal, the finished move's report and tally) and closes x; returns rc. */
 int mv_ctx_close(mvctx *x, int rc, ferry_err *err);
-/* The journal (move.c): the move record's writes go through the flow engine (x->fj), each a
- * compare-and-set checked against ferry_move_flow, with jobs/move.ID (x->data, the state
- * mirrored) in the same catalog batch. mv_job_save writes the data alone (a freeze name, in the
- * state the move is in). */
-int mv_job_save(mvctx *x, ferry_err *err);
-int mv_move_update(mvctx *x, ferry_err *err);
+
+/* ---- the journal (move_journal.c) ---- */
+
+/* Writes the move records of xs[0..n) through the flow engine in ONE catalog batch, committed
+ * through xs[0]'s journal (a batch's members go through the states together): each to state
+ * `to`, or in its own state again (a note: the step the caller set in x->mv is written) when
+ * `to` is xs[0]'s state; with detail (NULL: each keeps its own). Each one's data record
+ * jobs/move.ID (x->data, its state mirroring the move's) goes in the same batch, so no crash
+ * leaves it a state behind; so does routes[k] when routes is not NULL, which raises the routing
+ * version (*routing_version, may be NULL). One CAS on each record; FERRY_ECONFLICT when any
+ * moved on, and then nothing is written for any. On success each x->mv and x->job hold the
+ * written records. The commit counts on xs[0]->catalog_writes, so a batch's counts sum to its
+ * commits. */
+int mv_journal_n(mvctx **xs, size_t n, enum ferry_move_state to, const char *detail,
+                 const ferry_record *routes, uint64_t *routing_version, ferry_err *err);
+/* Transitions (logged, progress called). */
+int mv_advance_n(mvctx **xs, size_t n, enum ferry_move_state to, const char *detail,
+                 ferry_err *err);
 int mv_advance(mvctx *x, enum ferry_move_state to, const char *detail, ferry_err *err);
-int mv_journal_routed(mvctx *x, ferry_record *next, ferry_err *err);
+/* The route record of x's slice as the catalog holds it. */
+int mv_route_get(mvctx *x, ferry_record *route, ferry_err *err);
+/* The publish step (SWITCH, step PUBLISH) and the entry into CLEANUP, each in one batch with
+ * the slices' routes (a new routing version). */
+int mv_publish_step_n(mvctx **xs, size_t n, ferry_err *err);
+int mv_advance_cleanup_n(mvctx **xs, size_t n, ferry_err *err);
 int mv_advance_cleanup(mvctx *x, ferry_err *err);
-/* A new attempt of the current state (counted in the journal), earlier freezes removed. */
+/* A new attempt of the current state (counted in the journal, one note for all), each one's
+ * earlier freezes removed. */
+int mv_begin_attempt_n(mvctx **xs, size_t n, ferry_err *err);
 int mv_begin_attempt(mvctx *x, ferry_err *err);
-/* The freeze name <id>_<tag> journaled in x's freezes (before it exists) into out. */
-int mv_freeze_name(mvctx *x, const char *tag, char *out, size_t outsz, ferry_err *err);
+/* Freezes (the invariant: move_journal.c). The freeze name <id>_<tag> of x into out. */
+void mv_freeze_name(mvctx *x, const char *tag, char *out, size_t outsz);
+/* Journals name in the freezes of each of xs[0..n) (one note) before the freeze is made. */
+int mv_freeze_journal_n(mvctx **xs, size_t n, const char *name, ferry_err *err);
+/* mv_freeze_name and mv_freeze_journal_n for x alone. */
+int mv_freeze_new(mvctx *x, const char *tag, char *out, size_t outsz, ferry_err *err);
+/* Removes the freeze from the source (through xs[0]) and its name from each one's x->data;
+ * the name leaves the catalog with the next journal write. */
+int mv_remove_freeze_n(mvctx **xs, size_t n, const char *name, ferry_err *err);
 int mv_remove_freeze_named(mvctx *x, const char *name, ferry_err *err);
 int mv_remove_freezes(mvctx *x, ferry_err *err);
 int mv_ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err);
 json_t *mv_fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg);
 bool mv_fp_matches(const json_t *j, const ferry_fingerprint *fp);
+/* The routing switch: mv_switch_prepare (the switch fence, x->switch_route) for each move,
+ * then one mv_switch_commit_n for all of them; mv_switch_route both for one move. */
+int mv_switch_prepare(mvctx *x, ferry_err *err);
+int mv_switch_commit_n(mvctx **xs, size_t n, ferry_err *err);
 int mv_switch_route(mvctx *x, ferry_err *err);
 int mv_fence_routers(mvctx *x, const char *what, ferry_err *err);
 int mv_records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pids, ferry_err *err);
@@ -80,8 +111,6 @@ int mv_records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pids, f
  * detached as broken on the target are mended from the source, or the move stops there. */
 int mv_target_broken_mend(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
                           ferry_err *err);
-/* FERRY_TEST_CRASH_AFTER=<point>: SIGKILL of this process there (docs/moves.md). */
-void mv_crash_point(const char *point);
 
 int mv_copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bool first,
                       ferry_err *err);

@@ -163,6 +163,50 @@ static int send_all(send_pool *p, ferry_err *err)
     return p->rc;
 }
 
+/* The slices of xs[0..n) (moves between the same two shards) listed on both sides, through
+ * xs[0]'s connections: src[m] in the source's table (exact: rows and hashes read), stg[m] in
+ * the target's staging table. What a copy round and a comparison both start from. */
+typedef struct sides {
+    mv_slice *src, *stg;
+    const char **tenants;
+    uint32_t *splits;
+} sides;
+
+static int sides_list(mvctx **xs, size_t n, const ferry_table_def *t, bool exact, sides *s,
+                      ferry_err *err)
+{
+    char st[FERRY_NAME_MAX + 32];
+    mv_staging_name(t->name, st, sizeof st);
+    s->src = calloc(n, sizeof *s->src);
+    s->stg = calloc(n, sizeof *s->stg);
+    s->tenants = calloc(n, sizeof *s->tenants);
+    s->splits = calloc(n, sizeof *s->splits);
+    if (!s->src || !s->stg || !s->tenants || !s->splits)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t m = 0; m < n; m++) {
+        s->tenants[m] = xs[m]->mv.u.move.tenant;
+        s->splits[m] = xs[m]->mv.u.move.split;
+    }
+    int rc = mv_slice_list_n(&xs[0]->src, t, t->name, s->tenants, s->splits, n, exact, s->src,
+                             err);
+    if (!rc)
+        rc = mv_slice_list_n(&xs[0]->dst, t, st, s->tenants, s->splits, n, true, s->stg, err);
+    return rc;
+}
+
+/* Frees what sides_list made, also after it failed. */
+static void sides_free(sides *s, size_t n)
+{
+    for (size_t m = 0; m < n && s->src && s->stg; m++) {
+        mv_slice_free(&s->src[m]);
+        mv_slice_free(&s->stg[m]);
+    }
+    free(s->src);
+    free(s->stg);
+    free(s->tenants);
+    free(s->splits);
+}
+
 /* One copy round for one table: make the target's staging partitions of the slice equal to a
  * snapshot (FREEZE) of the source's. `first` counts every snapshot part's real size in the
  * result (the CLONE round); later rounds count only what they send. The slice's parts are
@@ -180,9 +224,9 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
     mvctx *x0 = xs[0]; /* its connections serve the whole round */
     char st[FERRY_NAME_MAX + 32];
     mv_staging_name(t->name, st, sizeof st);
-    mv_slice *src = calloc(n, sizeof *src), *stg = calloc(n, sizeof *stg);
-    const char **tenants = calloc(n, sizeof *tenants);
-    uint32_t *splits = calloc(n, sizeof *splits);
+    sides sd = {0};
+    int rc = sides_list(xs, n, t, false, &sd, err);
+    mv_slice *src = sd.src, *stg = sd.stg;
     ferry_agent_frozen fz = {0};
     const ferry_agent_frozen_part **fparts = NULL;
     size_t n_attach = 0, n_pids = 0;
@@ -190,16 +234,6 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
     size_t n_jobs = 0, cap_jobs = 0;
     bool *sent_pid = NULL;
     const char **load = NULL;
-    int rc = src && stg && tenants && splits ? FERRY_OK
-                                             : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t m = 0; !rc && m < n; m++) {
-        tenants[m] = xs[m]->mv.u.move.tenant;
-        splits[m] = xs[m]->mv.u.move.split;
-    }
-    if (!rc)
-        rc = mv_slice_list_n(&x0->src, t, t->name, tenants, splits, n, false, src, err);
-    if (!rc)
-        rc = mv_slice_list_n(&x0->dst, t, st, tenants, splits, n, true, stg, err);
     for (size_t m = 0; !rc && m < n; m++)
         n_pids += src[m].n_pids;
     if (!rc && n_pids) {
@@ -313,14 +347,7 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
     free(sent_pid);
     free(fparts);
     ferry_agent_frozen_free(&fz);
-    for (size_t m = 0; m < n && src && stg; m++) {
-        mv_slice_free(&src[m]);
-        mv_slice_free(&stg[m]);
-    }
-    free(src);
-    free(stg);
-    free(tenants);
-    free(splits);
+    sides_free(&sd, n);
     return rc;
 }
 
@@ -413,24 +440,13 @@ int mv_compare_copy_n(mvctx **xs, size_t n, const ferry_table_def *t, bool exact
                       ferry_fingerprint *fp, ferry_fingerprint *digest, ferry_err *err)
 {
     mvctx *x0 = xs[0];
-    char st[FERRY_NAME_MAX + 32];
-    mv_staging_name(t->name, st, sizeof st);
     mv_pids hot = {0};
     size_t *hot_of = NULL; /* hot.ids[k] is a partition of slice hot_of[k] */
-    mv_slice *src = calloc(n, sizeof *src), *stg = calloc(n, sizeof *stg);
-    const char **tenants = calloc(n, sizeof *tenants);
-    uint32_t *splits = calloc(n, sizeof *splits);
-    int rc = src && stg && tenants && splits ? FERRY_OK
-                                             : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t m = 0; !rc && m < n; m++) {
-        tenants[m] = xs[m]->mv.u.move.tenant;
-        splits[m] = xs[m]->mv.u.move.split;
+    for (size_t m = 0; m < n; m++)
         stable[m] = true;
-    }
-    if (!rc)
-        rc = mv_slice_list_n(&x0->src, t, t->name, tenants, splits, n, exact, src, err);
-    if (!rc)
-        rc = mv_slice_list_n(&x0->dst, t, st, tenants, splits, n, true, stg, err);
+    sides sd = {0};
+    int rc = sides_list(xs, n, t, exact, &sd, err);
+    mv_slice *src = sd.src, *stg = sd.stg;
     for (size_t m = 0; !rc && m < n; m++) {
         mvctx *x = xs[m];
         mv_pids pids = {0};
@@ -528,14 +544,7 @@ int mv_compare_copy_n(mvctx **xs, size_t n, const ferry_table_def *t, bool exact
     }
     free(hot_of);
     mv_pids_free(&hot);
-    for (size_t m = 0; m < n && src && stg; m++) {
-        mv_slice_free(&src[m]);
-        mv_slice_free(&stg[m]);
-    }
-    free(src);
-    free(stg);
-    free(tenants);
-    free(splits);
+    sides_free(&sd, n);
     return rc;
 }
 

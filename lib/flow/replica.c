@@ -469,26 +469,16 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
             ferry_record_list_free(&moves);
             if ((rc = ferry_catalog_list_unfinished_moves(cat, &moves, err)))
                 break;
+            /* the leases of the slice's unfinished moves, then the slice's own: one held by
+             * another process makes the slice busy (skipped), another failure stops */
             ferry_err le = {0};
             int lrc = FERRY_OK;
             for (size_t m = 0; !lrc && m < moves.n; m++)
                 if (moves.items[m].u.move.split == rt->split &&
                     !strcmp(moves.items[m].u.move.tenant, rt->tenant))
                     lrc = ferry_move_lease_take(cat, &held, moves.items[m].u.move.id, owner, &le);
-            if (lrc == FERRY_ECONFLICT) {
-                sum->busy++;
-                report_busy(fn, arg, rt, "", "", rt->shards, le.msg);
-                continue;
-            }
-            if (lrc) {
-                rc = lrc;
-                *err = le;
-                break;
-            }
-        }
-        if (!dry_run) {
-            ferry_err le = {0};
-            int lrc = ferry_slice_lease_take(cat, &held, rt->tenant, rt->split, owner, &le);
+            if (!lrc)
+                lrc = ferry_slice_lease_take(cat, &held, rt->tenant, rt->split, owner, &le);
             if (lrc == FERRY_ECONFLICT) {
                 sum->busy++;
                 report_busy(fn, arg, rt, "", "", rt->shards, le.msg);

@@ -7,7 +7,7 @@
  *                against the catalog); each shard's rows stream to it as one INSERT while the
  *                body is still being read (stream.c), each with a deduplication token. When the
  *                router publishes a newer table mid-request, the open streams are ended and the
- *                rest is routed with the new table.
+ *                rest is routed with the new table (insert.c).
  *   select       SELECT-like statements reading managed tables: planned and run by the read
  *                path (select.c); any other SELECT passes through.
  *   passthrough  anything else, unchanged, to [router] passthrough: an INSERT's body (and a
@@ -22,11 +22,11 @@
  * stream_buffer_bytes; a statement read whole max_query_size (other bodies read whole
  * max_buffered_bytes); all of them together (with what reads buffer and the read path's
  * analysis) the memory budget (budget.c); the request is refused beyond max_request_bytes. */
+#include "request.h"
 #include "router_int.h"
 
 #include <ctype.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,60 +44,11 @@
 #include "ferry/split.h"
 #include "ferry/strutil.h"
 
-/* ---- per-request state ---------------------------------------------------------------------- */
-
-enum req_mode { MODE_HEAD, MODE_INSERT, MODE_PASS, MODE_STREAM, MODE_DONE };
+/* ---- per-request state (request.h) ---------------------------------------------------------- */
 
 /* A body's statement must be classified within its first RT_HEAD_MAX bytes (ClickHouse's own
  * max_query_size is 256 KiB too). */
 #define RT_HEAD_MAX (256u << 10)
-
-typedef struct req_state {
-    ferry_router *r;
-    rt_principal *who;  /* who sent it (auth.c); NULL only before authentication */
-    enum req_mode mode;
-    ferry_buf head;     /* the body's start while the statement is not known yet */
-    ferry_rt_head scan; /* its classification so far (each byte looked at once) */
-    size_t mem_held;    /* bytes of head and body reserved from the memory budget (budget.c) */
-    ferry_buf body;     /* MODE_PASS: the statement's text read whole (the query parameter and
-                           a newline, then the body; or the body) */
-    size_t body_at;     /* MODE_PASS: where the client's body starts in it */
-    bool want_nl;       /* MODE_PASS: the query parameter is held; a newline before the body */
-    size_t stmt_max;    /* MODE_PASS of a statement (not an INSERT's data): the text a server
-                           would parse at most (max_query_size); 0: max_buffered_bytes only */
-    bool past_max;      /* MODE_PASS: bytes beyond stmt_max came (white space, dropped) */
-    enum ferry_rt_stmt kind_stmt; /* passthrough: what the statement is */
-    rt_pt *pt;          /* MODE_STREAM: the passthrough its body streams to */
-    bool pt_answered;   /* MODE_STREAM: the server answered before the body's end */
-    size_t received;
-    /* insert */
-    ferry_rt_insert ins;
-    rt_table *table;
-    enum ferry_rt_format format;
-    ferry_rt_codec *codec;
-    ferry_buf carry;    /* data not consumed yet (an incomplete row) */
-    ferry_buf row_out;  /* one emitted row */
-    rt_snapshot *cur;   /* the routing table rows are routed with; a write in flight under its
-                           version is recorded until it is released (rt_route_begin) */
-    rt_out *out;        /* per-shard streams */
-    char token[256];    /* the base of the deduplication tokens */
-    char query_id[256];
-    ferry_ch_setting *settings; /* the client's settings, passed on */
-    size_t n_settings;
-    char *columns_sql;  /* the forwarded INSERT's statement */
-    uint64_t rows;
-    rt_touched touched; /* the slices rows were routed to (pending.c) */
-    /* a bound user's insert is held whole (no stream opens) until every row passed the tenant
-     * check, so a refused row stores nothing; tables it was grouped with that are not the
-     * current one stay recorded in flight until the rows are sent (kept) */
-    bool hold;
-    rt_snapshot *kept[8];
-    size_t n_kept;
-    enum rt_kind kind;  /* for the metrics */
-    double t0;          /* when the headers arrived (monotonic seconds) */
-    bool ok;            /* answered 200 */
-    bool failed;        /* an error was answered; the rest of the body is ignored */
-} req_state;
 
 static double mono_s(void)
 {
@@ -147,357 +98,6 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
     free(st->settings);
     free(st->columns_sql);
     free(st);
-}
-
-/* The version check while rows stream: when the router has published a newer routing table,
- * every open stream is ended (its rows were routed with the old table, which stays recorded as
- * in flight until they are stored), then the new table is taken. A write that races a routing
- * switch is therefore sent where the table it was grouped with says, and a move waits for it
- * (docs/routing.md). */
-static void take_newer(req_state *st)
-{
-    if (st->hold) {
-        /* nothing is sent before the body ends: the rows grouped with the old table stay
-         * staged, and the old table stays recorded in flight until they are sent */
-        st->kept[st->n_kept++] = st->cur;
-    } else {
-        rt_out_finish(st->out, true);
-        rt_route_end(st->r, st->cur);
-    }
-    st->cur = rt_route_begin(st->r);
-    pthread_mutex_lock(&st->r->mu);
-    st->r->reroutes++;
-    pthread_mutex_unlock(&st->r->mu);
-}
-
-static void reroute_if_stale(req_state *st)
-{
-    /* a held insert keeps the table it began with: it is in flight under it until it ends */
-    if (!st->cur || st->hold || !rt_route_stale(st->r, st->cur))
-        return;
-    take_newer(st);
-}
-
-/* Ends what the request still records in flight besides cur (a held insert's older tables). */
-static void release_kept(req_state *st)
-{
-    for (size_t i = 0; i < st->n_kept; i++)
-        rt_route_end(st->r, st->kept[i]);
-    st->n_kept = 0;
-}
-
-/* A row's slice has no shard in the current table. Reads the catalog's version (a newer table
- * is loaded at once), else waits for the watcher to publish one, at most [router] route_wait;
- * then takes the newest table as reroute_if_stale does. true when there is a newer table to try
- * the row with. */
-static bool wait_routable(req_state *st)
-{
-    ferry_router *r = st->r;
-    uint64_t was = st->cur->version;
-    ferry_err err = {0};
-    rt_snapshot *s = NULL;
-    if (rt_fresh_snapshot(r, &s, &err))
-        FLOG_WARN("msg=\"router: routing version check failed\" err=\"%s\"", err.msg);
-    rt_snapshot_put(s);
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    uint64_t deadline = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000 +
-                        (uint64_t)r->route_wait_ms;
-    if (!rt_route_stale(r, st->cur) && !rt_wait_newer(r, was, deadline))
-        return false;
-    if (st->hold && st->n_kept == sizeof st->kept / sizeof st->kept[0])
-        return false; /* the routing changed too often during one held insert */
-    if (rt_route_stale(r, st->cur))
-        take_newer(st);
-    return st->cur->version > was;
-}
-
-/* ---- rows ----------------------------------------------------------------------------------- */
-
-static uint64_t rows_written(const req_state *st)
-{
-    uint64_t written = 0;
-    for (size_t i = 0; st->out && i < st->out->n; i++)
-        written += st->out->shards[i].rows_written;
-    return written;
-}
-
-/* Answers an error for the insert, saying what was already written: streams already open are
- * ended (their rows are written), rows still staged are dropped. */
-static void insert_fail(ferry_http_req *req, req_state *st, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void insert_fail(ferry_http_req *req, req_state *st, const char *name, const char *fmt, ...)
-{
-    char msg[FERRY_ERR_MSG_MAX + 256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (st->out)
-        rt_out_finish(st->out, false);
-    rt_route_end(st->r, st->cur); /* nothing more is sent with this table */
-    st->cur = NULL;
-    release_kept(st);
-    uint64_t written = rows_written(st);
-    if (written)
-        rt_respond_error(req, name,
-                         "ferry router: %s; %llu row(s) before it were already written (retry "
-                         "the whole request with the same query_id or insert_deduplication_token "
-                         "'%s': written rows are deduplicated)",
-                         msg, (unsigned long long)written, st->token);
-    else
-        rt_respond_error(req, name, "ferry router: %s; nothing was written", msg);
-    st->failed = true;
-    st->mode = MODE_DONE;
-}
-
-static int insert_statement(req_state *st);
-
-/* Whether a row's tenant (len bytes, not NUL-terminated) is one of a bound user's. */
-static bool in_scope(const rt_principal *who, const char *tenant, size_t len)
-{
-    char name[FERRY_NAME_MAX];
-    if (len >= sizeof name)
-        return false; /* longer than any tenant name */
-    memcpy(name, tenant, len);
-    name[len] = '\0';
-    return ferry_sql_scope_has(&who->scope, name);
-}
-
-/* Parses every complete row in carry (+ eof) and hands it to its shard(s)' streams. */
-static void consume(ferry_http_req *req, req_state *st, bool eof)
-{
-    size_t off = 0;
-    ferry_err err = {0};
-    reroute_if_stale(st);
-    for (;;) {
-        ferry_rt_row row;
-        size_t used = 0;
-        int rc = ferry_rt_codec_next(st->codec, st->carry.data + off, st->carry.len - off, eof,
-                                     &used, &row, &err);
-        if (rc) {
-            insert_fail(req, st, strstr(err.msg, " has no ") ? "THERE_IS_NO_COLUMN" : "INCORRECT_DATA",
-                        "%s", err.msg);
-            return;
-        }
-        if (!row.have) {
-            off += used;
-            break;
-        }
-        const char *base = st->carry.data + off;
-        off += used;
-        if (!st->columns_sql) {
-            /* The header (if any) has been read: the forwarded statement is known. */
-            if (insert_statement(st)) {
-                insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-                return;
-            }
-            st->out->sql = st->columns_sql;
-            /* the first row names the request's data in the deduplication tokens */
-            st->out->data_hash = XXH3_64bits(base + row.start, row.end - row.start);
-        }
-        if (memchr(row.tenant, '\0', row.tenant_len)) {
-            insert_fail(req, st, "INCORRECT_DATA",
-                        "row %llu: the tenant value holds a NUL byte", (unsigned long long)row.number);
-            return;
-        }
-        /* The split of a key is computed from its text wherever a slice is looked up (reads
-         * take it from a query's literal, tools from the command line): a NUL byte would make
-         * those disagree about where the row is. */
-        if (memchr(row.key, '\0', row.key_len)) {
-            insert_fail(req, st, "INCORRECT_DATA",
-                        "row %llu: the split key value (column %s) holds a NUL byte; split keys "
-                        "must be text without NUL bytes", (unsigned long long)row.number,
-                        st->table->def.split_key);
-            return;
-        }
-        if (st->who && !st->who->admin && !in_scope(st->who, row.tenant, row.tenant_len)) {
-            /* before the registration lookup, so a bound user cannot tell a registered tenant
-             * from an unknown one; a held insert: nothing has been sent, staged rows dropped */
-            insert_fail(req, st, "ACCESS_DENIED",
-                        "row %llu: tenant '%.*s' is not one of user %s's tenants",
-                        (unsigned long long)row.number,
-                        (int)(row.tenant_len > 128 ? 128 : row.tenant_len), row.tenant,
-                        st->who->name);
-            return;
-        }
-        const rt_tenant *t = NULL;
-        uint32_t split = 0;
-        const rt_route *rr = NULL;
-        for (bool waited = false;; waited = true) {
-            t = rt_find_tenant(st->cur, row.tenant, row.tenant_len);
-            if (!t) {
-                insert_fail(req, st, "BAD_ARGUMENTS",
-                            "row %llu: tenant '%.*s' is not registered (ferry tenant add)",
-                            (unsigned long long)row.number,
-                            (int)(row.tenant_len > 128 ? 128 : row.tenant_len), row.tenant);
-                return;
-            }
-            split = ferry_split_of(row.key, row.key_len, t->splits);
-            rr = split < t->n_routes ? &t->routes[split] : NULL;
-            if (rr && rr->n_shards)
-                break;
-            /* No shard the router knows serves the slice yet (a shard added, a route being
-             * written): wait for the routing version that serves it rather than store the
-             * other rows and fail these. */
-            if (waited || !wait_routable(st)) {
-                insert_fail(req, st, "ALL_CONNECTION_TRIES_FAILED",
-                            "row %llu: slice %s/split%u has %s (routing version %llu, waited "
-                            "up to [router] route_wait = %ld ms for one that serves it)",
-                            (unsigned long long)row.number, t->name, split,
-                            rr && rr->missing[0] ? "a shard that is not in the catalog"
-                                                 : "no route",
-                            (unsigned long long)st->cur->version, st->r->route_wait_ms);
-                return;
-            }
-        }
-        st->row_out.len = 0;
-        rc = ferry_rt_codec_emit(st->codec, base, &row, split, &st->row_out, &err);
-        if (rc) {
-            insert_fail(req, st, "INCORRECT_DATA", "row %llu: %s", (unsigned long long)row.number,
-                        err.msg);
-            return;
-        }
-        st->rows++;
-        if (rt_touched_add(&st->touched, t->name, split, rr->shards, rr->n_shards)) {
-            insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-            return;
-        }
-        for (uint32_t k = 0; k < rr->n_shards; k++) {
-            if (rt_out_row(st->out, rr->shards[k], st->row_out.data, st->row_out.len)) {
-                insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-                return;
-            }
-        }
-    }
-    /* Keep the unconsumed tail. */
-    if (off) {
-        memmove(st->carry.data, st->carry.data + off, st->carry.len - off);
-        st->carry.len -= off;
-    }
-}
-
-/* Sets up the insert handler once the statement is known. False when it answered an error. */
-static bool insert_begin(ferry_http_req *req, req_state *st, rt_table *t)
-{
-    ferry_router *r = st->r;
-    st->table = t;
-    if (!t->def.split_key[0]) {
-        rt_respond_error(req, "BAD_ARGUMENTS",
-                         "ferry router: table %s.%s has no split_key in the catalog ([table \"%s\"] "
-                         "split_key = COLUMN, then ferry init)",
-                         t->def.database, t->def.name, t->def.name);
-        return false;
-    }
-    if (!ferry_rt_format_parse(st->ins.format, &st->format)) {
-        rt_respond_error(req, "NOT_IMPLEMENTED",
-                         "ferry router: format %s is not routed; inserts into managed tables "
-                         "accept JSONEachRow, TabSeparated (TSV), TabSeparatedWithNames "
-                         "(TSVWithNames), CSV, CSVWithNames and RowBinary",
-                         st->ins.format);
-        return false;
-    }
-    const ferry_rt_schema *schema = NULL;
-    if (ferry_rt_format_needs_structure(st->format, st->ins.n_columns > 0)) {
-        pthread_mutex_lock(&r->mu);
-        bool have = t->have_schema;
-        pthread_mutex_unlock(&r->mu);
-        if (!have) {
-            ferry_buf sql = {0}, out = {0};
-            ferry_err err = {0};
-            ferry_rt_schema sc = {0};
-            /* system.columns rather than DESCRIBE: same columns, and every server streams it. */
-            ferry_buf_puts(&sql, "SELECT name, type, default_kind FROM system.columns WHERE database = ");
-            ferry_sql_quote(t->def.database, &sql);
-            ferry_buf_puts(&sql, " AND table = ");
-            ferry_sql_quote(t->def.name, &sql);
-            ferry_buf_puts(&sql, " ORDER BY position");
-            int rc = rt_query_any(r, ferry_buf_cstr(&sql), &out, &err);
-            if (!rc)
-                rc = ferry_rt_schema_parse(out.data ? out.data : "", out.len, &sc, &err);
-            if (!rc && sc.n == 0)
-                rc = ferry_err_set(&err, FERRY_ENOTFOUND, "the table does not exist on the first "
-                                   "reachable shard");
-            ferry_buf_free(&sql);
-            ferry_buf_free(&out);
-            if (rc) {
-                rt_respond_error(req, "NETWORK_ERROR",
-                                 "ferry router: cannot read the structure of %s.%s: %s",
-                                 t->def.database, t->def.name, err.msg);
-                return false;
-            }
-            pthread_mutex_lock(&r->mu);
-            if (!t->have_schema) {
-                t->schema = sc;
-                t->have_schema = true;
-            } else {
-                ferry_rt_schema_free(&sc);
-            }
-            pthread_mutex_unlock(&r->mu);
-        }
-        schema = &t->schema; /* never changed once set */
-    }
-    const char **cols = NULL;
-    if (st->ins.n_columns) {
-        cols = calloc(st->ins.n_columns, sizeof *cols);
-        for (size_t i = 0; cols && i < st->ins.n_columns; i++)
-            cols[i] = st->ins.columns[i];
-    }
-    ferry_rt_codec_options o = {.format = st->format,
-                                .tenant_column = t->def.tenant_column,
-                                .split_column = t->def.split_column,
-                                .split_key = t->def.split_key,
-                                .columns = cols,
-                                .n_columns = st->ins.n_columns,
-                                .schema = schema,
-                                .max_row_bytes = r->max_row_bytes};
-    ferry_err err = {0};
-    int rc = ferry_rt_codec_new(&o, &st->codec, &err);
-    free(cols);
-    if (rc) {
-        rt_respond_error(req, strstr(err.msg, "has no") ? "THERE_IS_NO_COLUMN" : "BAD_ARGUMENTS",
-                         "ferry router: %s", err.msg);
-        return false;
-    }
-    if (rt_out_new(r, st->token, st->settings, st->n_settings,
-                   ferry_rt_format_forward_name(st->format), &st->out)) {
-        rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
-        return false;
-    }
-    st->hold = st->who && !st->who->admin;
-    st->out->hold = st->hold;
-    st->cur = rt_route_begin(r);
-    st->mode = MODE_INSERT;
-    st->kind = RT_KIND_INSERT;
-    pthread_mutex_lock(&r->mu);
-    r->requests++;
-    pthread_mutex_unlock(&r->mu);
-    return true;
-}
-
-/* Builds the forwarded statement; only possible once a header (if any) has been read. */
-static int insert_statement(req_state *st)
-{
-    ferry_buf b = {0};
-    ferry_buf_puts(&b, "INSERT INTO ");
-    ferry_sql_ident(st->table->def.database, &b);
-    ferry_buf_putc(&b, '.');
-    ferry_sql_ident(st->table->def.name, &b);
-    ferry_buf_putc(&b, ' ');
-    ferry_rt_codec_columns(st->codec, &b);
-    ferry_buf_printf(&b, " FORMAT %s", ferry_rt_format_forward_name(st->format));
-    st->columns_sql = ferry_buf_detach(&b);
-    return st->columns_sql ? FERRY_OK : FERRY_ENOMEM;
-}
-
-static void insert_data(ferry_http_req *req, req_state *st, const char *data, size_t len,
-                        bool eof)
-{
-    if (len && ferry_buf_append(&st->carry, data, len)) {
-        insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-        return;
-    }
-    consume(req, st, eof);
 }
 
 /* ---- classification ------------------------------------------------------------------------- */
@@ -605,7 +205,7 @@ static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t
         }
         if (!st->query_id[0])
             snprintf(st->query_id, sizeof st->query_id, "%s", st->token);
-        if (a.rc || !insert_begin(req, st, t)) {
+        if (a.rc || !rt_insert_begin(req, st, t)) {
             if (!ferry_http_responded(req))
                 rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of memory");
             st->mode = MODE_DONE;
@@ -614,9 +214,9 @@ static void dispatch(ferry_http_req *req, req_state *st, const char *sql, size_t
         }
         /* Data inline after FORMAT in the statement text comes first. */
         if (st->ins.data_offset < len)
-            insert_data(req, st, sql + st->ins.data_offset, len - st->ins.data_offset, false);
+            rt_insert_data(req, st, sql + st->ins.data_offset, len - st->ins.data_offset, false);
         if (st->mode == MODE_INSERT && data_len)
-            insert_data(req, st, data, data_len, false);
+            rt_insert_data(req, st, data, data_len, false);
         return;
     }
     /* SELECT-like statements: the read path (issue 10) will route these; until then they and
@@ -915,7 +515,7 @@ static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
         /* Rows already streaming to their shards are written (and the message says how many);
          * rows still staged are dropped. */
         if (st->mode == MODE_INSERT)
-            insert_fail(req, st, "QUERY_IS_TOO_LARGE",
+            rt_insert_fail(req, st, "QUERY_IS_TOO_LARGE",
                         "the request is larger than [router] max_request_bytes (%zu bytes); "
                         "the rows after byte %zu were not written",
                         r->max_request_bytes, r->max_request_bytes);
@@ -935,7 +535,7 @@ static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
         return 0;
     }
     if (st->mode == MODE_INSERT && st->hold && st->received > r->bound_insert_max_bytes) {
-        insert_fail(req, st, "QUERY_IS_TOO_LARGE",
+        rt_insert_fail(req, st, "QUERY_IS_TOO_LARGE",
                     "user %s is bound to tenants, so its inserts are held in the router until "
                     "every row is checked, and this one is larger than [router] "
                     "bound_insert_max_bytes (%zu bytes); send it in smaller batches",
@@ -943,7 +543,7 @@ static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
         return 0;
     }
     if (st->mode == MODE_INSERT) {
-        insert_data(req, st, data, len, false);
+        rt_insert_data(req, st, data, len, false);
         return 0;
     }
     if (st->mode == MODE_PASS) {
@@ -975,70 +575,6 @@ static int on_body(ferry_http_req *req, void *ctx, const char *data, size_t len)
         st->mode = MODE_DONE;
     }
     return 0;
-}
-
-static void respond_insert(ferry_http_req *req, req_state *st)
-{
-    ferry_router *r = st->r;
-    uint64_t written = 0;
-    ferry_buf failed = {0}, shards = {0}, msgs = {0};
-    const char *name = NULL;
-    for (size_t i = 0; i < st->out->n; i++) {
-        rt_out_shard *res = &st->out->shards[i];
-        const char *nm = r->shards[i]->name;
-        written += res->rows_written;
-        if (res->rows_written) {
-            pthread_mutex_lock(&r->metrics.mu);
-            r->metrics.rows_by_slot[i] += res->rows_written;
-            r->metrics.bytes_by_slot[i] += res->bytes_written;
-            pthread_mutex_unlock(&r->metrics.mu);
-        }
-        if (res->rows_written || res->failed)
-            ferry_buf_printf(&shards, "%s%s", shards.len ? "," : "", nm);
-        if (!res->failed)
-            continue;
-        ferry_buf_printf(&failed, "%s%s", failed.len ? "," : "", nm);
-        ferry_buf_printf(&msgs, "%sshard %s: %llu row(s) not written: %s", msgs.len ? "; " : "",
-                         nm, (unsigned long long)res->rows_failed, res->error);
-        if (!name)
-            name = res->error_name;
-    }
-    char summary[256], v[32];
-    snprintf(summary, sizeof summary,
-             "{\"read_rows\":\"%llu\",\"read_bytes\":\"%zu\",\"written_rows\":\"%llu\","
-             "\"written_bytes\":\"0\",\"total_rows_to_read\":\"0\",\"result_rows\":\"0\","
-             "\"result_bytes\":\"0\"}",
-             (unsigned long long)st->rows, st->received, (unsigned long long)written);
-    ferry_http_add_header(req, "X-ClickHouse-Query-Id", st->query_id);
-    ferry_http_add_header(req, "X-ClickHouse-Summary", summary);
-    ferry_http_add_header(req, "X-Ferry-Shards", shards.len ? ferry_buf_cstr(&shards) : "");
-    pthread_mutex_lock(&r->mu);
-    snprintf(v, sizeof v, "%llu", (unsigned long long)(r->snap ? r->snap->version : 0));
-    r->rows_routed += written;
-    pthread_mutex_unlock(&r->mu);
-    ferry_http_add_header(req, "X-Ferry-Routing-Version", v);
-    char missed[FERRY_LIST_MAX];
-    if (failed.len && rt_quorum_accept(r, &st->touched, st->out, missed, sizeof missed)) {
-        /* every slice reached [router] min_insert_replicas replicas and the others are
-         * recorded for repair: acknowledged, saying which shards missed rows */
-        ferry_http_add_header(req, "X-Ferry-Missed-Shards", missed);
-        st->ok = true;
-        ferry_http_respond(req, 200, "text/plain; charset=UTF-8", "", 0);
-    } else if (failed.len) {
-        ferry_http_add_header(req, "X-Ferry-Failed-Shards", ferry_buf_cstr(&failed));
-        rt_respond_error(req, name && *name ? name : "ALL_CONNECTION_TRIES_FAILED",
-                         "ferry router: the insert was written only in part: %llu of %llu row(s) "
-                         "written; failed: %s. Retry the whole request with the same query_id or "
-                         "insert_deduplication_token '%s': rows already written are deduplicated",
-                         (unsigned long long)written, (unsigned long long)st->rows,
-                         ferry_buf_cstr(&msgs), st->token);
-    } else {
-        st->ok = true;
-        ferry_http_respond(req, 200, "text/plain; charset=UTF-8", "", 0);
-    }
-    ferry_buf_free(&failed);
-    ferry_buf_free(&shards);
-    ferry_buf_free(&msgs);
 }
 
 static void on_complete(ferry_http_req *req, void *ctx)
@@ -1082,19 +618,7 @@ static void on_complete(ferry_http_req *req, void *ctx)
         return;
     }
     if (st->mode == MODE_INSERT) {
-        insert_data(req, st, NULL, 0, true);
-        if (st->mode != MODE_INSERT || ferry_http_responded(req))
-            return;
-        if (!st->columns_sql && insert_statement(st)) {
-            insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
-            return;
-        }
-        st->out->sql = st->columns_sql;
-        rt_out_finish(st->out, true);
-        rt_route_end(st->r, st->cur); /* every row is stored (or failed): not in flight */
-        st->cur = NULL;
-        release_kept(st);
-        respond_insert(req, st);
+        rt_insert_end(req, st);
         return;
     }
     if (!ferry_http_responded(req))

@@ -1,4 +1,6 @@
-# kill -9 of the mover at every step of a move (test-only FERRY_TEST_CRASH_AFTER), then resume:
+# kill -9 of the mover at every step of a move (test-only crash points, docs/moves.md "Crash
+# recovery": FERRY_TEST_CRASH_BEFORE=<state> before the flow engine commits the move's transition
+# to it, FERRY_TEST_CRASH_AFTER=<state>:<what> inside a state), then resume:
 # the data is identical (fingerprints per partition), nothing is duplicated or lost, the slice is
 # served by the target only, and no shadow/ or detached/ folder is left on either node. At every
 # point the move's data record jobs/move.ID is at the state of its record moves/ID (both are
@@ -17,9 +19,10 @@ want=$(mv_fp "$U1" acme 1)
 src=node1; dst=node2
 # the state journaled in the record <parent>/<name> (moves/ID, or the data record jobs/move.ID)
 journal_state() { sqlite3 "$L/catalog.db" "SELECT json_extract(doc, '\$.state') FROM records WHERE parent = '$1' AND name = '$2'"; }
-for point in CLONE:sent CLONE VERIFY SWITCH:switched SWITCH:caught-up SWITCH:published-one SWITCH \
-             CLEANUP:detached CLEANUP; do
-    FERRY_TEST_CRASH_AFTER=$point expect_exit 137 "$FERRY_BIN" move --config "$C" --tenant acme \
+for point in CRASH_AFTER=CLONE:sent CRASH_BEFORE=VERIFY CRASH_BEFORE=SWITCH CRASH_AFTER=SWITCH:switched \
+             CRASH_AFTER=SWITCH:caught-up CRASH_AFTER=SWITCH:published-one CRASH_BEFORE=CLEANUP \
+             CRASH_AFTER=CLEANUP:detached CRASH_BEFORE=DONE; do
+    expect_exit 137 env "FERRY_TEST_$point" "$FERRY_BIN" move --config "$C" --tenant acme \
         --split 1 --to $dst --grace 200
     assert_contains "$ERR" "test crash point reached" "crashed at $point"
     id=$(sqlite3 "$L/catalog.db" "SELECT name FROM records WHERE parent = 'moves' AND json_extract(doc, '\$.state') NOT IN ('DONE', 'FAILED')")

@@ -89,7 +89,7 @@ assert_eq "$n0" "$(nmoves)" "nothing journaled with the source down"
 lab_up "$L"
 expect_exit 2 "$FERRY_BIN" move --config "$C" --resume mv-nope
 assert_contains "$ERR" "unknown move 'mv-nope'" "unknown move id"
-FERRY_TEST_CRASH_AFTER=CLONE expect_exit 137 "$FERRY_BIN" move --config "$C" --tenant acme --split 1 --to node2 --grace 200
+FERRY_TEST_CRASH_BEFORE=VERIFY expect_exit 137 "$FERRY_BIN" move --config "$C" --tenant acme --split 1 --to node2 --grace 200
 id=$(unfinished)
 expect_exit 2 "$FERRY_BIN" move --config "$C" --tenant acme --split 1 --to node1
 assert_contains "$ERR" "has an unfinished move $id to node2" "another unfinished move of the slice"

@@ -1,8 +1,8 @@
 # kill -9 of the TARGET node right after the publish step's MOVE PARTITION ... TO TABLE (the
 # chaos soak suspected the move's rows doubled after such a kill: "MOVE PARTITION is not atomic
 # across kill -9", docs/reliability.md). The mover is stopped at the test-only crash points right
-# after the first MOVE PARTITION statement answered (SWITCH:published-one) and after all of them
-# (SWITCH), the target is killed at once, started again, and the move resumed: the target holds
+# after the first MOVE PARTITION statement answered (FERRY_TEST_CRASH_AFTER=SWITCH:published-one)
+# and after all of them (FERRY_TEST_CRASH_BEFORE=CLEANUP), the target is killed at once, started again, and the move resumed: the target holds
 # the slice exactly once. The table has a server's old_parts_lifetime (480 s; the lab's chdb
 # default is 0), so the parts MOVE PARTITION took out of staging are not removed from disk by
 # the lifetime rule, only by the statement itself.
@@ -31,8 +31,8 @@ unfinished() { sqlite3 "$L/catalog.db" "SELECT name FROM records WHERE parent = 
 staged() { chq "$1" "SELECT count() FROM system.parts WHERE active AND rows > 0 AND table = 'events_ferry_staging'"; }
 
 src=node1; dst=node2
-for point in SWITCH:published-one SWITCH; do
-    FERRY_TEST_CRASH_AFTER=$point expect_exit 137 "$FERRY_BIN" move --config "$C" --tenant acme \
+for point in CRASH_AFTER=SWITCH:published-one CRASH_BEFORE=CLEANUP; do
+    expect_exit 137 env "FERRY_TEST_$point" "$FERRY_BIN" move --config "$C" --tenant acme \
         --split 1 --to $dst --grace 200
     du=$(url_of $dst)
     before=$(staged "$du")
@@ -73,7 +73,7 @@ t=$src; src=$dst; dst=$t
 # a part of the slice detached as broken on the target (its rows there nowhere else): the move
 # makes the partition equal to the source's before CLEANUP; while the target holds a row the
 # source lacks (a write since the switch) it cannot, and stops with the source intact
-FERRY_TEST_CRASH_AFTER=SWITCH expect_exit 137 "$FERRY_BIN" move --config "$C" \
+FERRY_TEST_CRASH_BEFORE=CLEANUP expect_exit 137 "$FERRY_BIN" move --config "$C" \
     --tenant acme --split 1 --to $dst --grace 200
 du=$(url_of $dst); su=$(url_of $src)
 read -r pid part <<<"$(chq "$du" "SELECT partition_id, name FROM system.parts WHERE active AND rows > 0 AND table = 'events' AND disk_name = 'cold' ORDER BY name LIMIT 1" | tr '\t' ' ')"

@@ -1,8 +1,8 @@
 # Reads through `ferry router` are exact at every point of a move (docs/routing.md, "Reads during
-# a move"): a move of acme/0 is stopped (test-only FERRY_TEST_CRASH_AFTER) right after the switch,
-# after the publish step was journaled, after one partition was published, after all were, and
-# after the source's DETACH; at each point new rows are written through the router, then count
-# and sum queries through the router must equal what was written. Before publishing the router
+# a move"): a move of acme/0 is stopped (test-only crash points) right after the switch, after
+# the publish step was journaled, after one partition was published, after all were (before
+# CLEANUP is journaled), and after the source's DETACH; at each point new rows are written
+# through the router, then count and sum queries through the router must equal what was written. Before publishing the router
 # reads the union of source and target; while publishing it holds the slice's reads (an error
 # after [router] publish_wait, naming the move; a held read finishes exactly once the move is
 # resumed); from CLEANUP on it reads the target alone. Also a clone (tenant set-rf + rebalance)
@@ -110,10 +110,11 @@ held_check() { # POINT ID: reads of acme are held while the move publishes
     [ "${OUT##*$'\n'}" != 200 ] || fail "$1: a held read that gave up answered 200"
     check_tenant "$RQ" beta "$1 (other tenants are not held)"
 }
-for point in SWITCH:switched SWITCH:caught-up SWITCH:published-one SWITCH CLEANUP:detached; do
+for point in CRASH_AFTER=SWITCH:switched CRASH_AFTER=SWITCH:caught-up \
+             CRASH_AFTER=SWITCH:published-one CRASH_BEFORE=CLEANUP CRASH_AFTER=CLEANUP:detached; do
     from=$(route_of acme)
     to=node$(( ${from#node} % 3 + 1 ))
-    FERRY_TEST_CRASH_AFTER=$point expect_exit 137 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to "$to" --grace 200
+    expect_exit 137 env "FERRY_TEST_$point" "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to "$to" --grace 200
     assert_contains "$ERR" "test crash point reached" "crashed at $point"
     id=$(unfinished)
     [ -n "$id" ] || fail "no unfinished move after $point"
@@ -122,7 +123,7 @@ for point in SWITCH:switched SWITCH:caught-up SWITCH:published-one SWITCH CLEANU
     write acme 200 # to the target's real table
     state=$(sqlite3 "$LAB/catalog.db" "SELECT json_extract(doc, '\$.state') || ' ' || json_extract(doc, '\$.step') FROM records WHERE parent = 'moves' AND name = '$id'")
     case "$point" in
-    SWITCH:switched)
+    CRASH_AFTER=SWITCH:switched)
         check_tenant "$R" acme "$point"
         hdr=$(curl -sS -D - -o /dev/null "$R/" --data-binary "SELECT count() FROM events WHERE tenant = 'acme'")
         assert_contains "$hdr" "$from" "$point: the source is read ($hdr)"
@@ -134,7 +135,7 @@ for point in SWITCH:switched SWITCH:caught-up SWITCH:published-one SWITCH CLEANU
         assert_eq "2" "$(jq -r '[.queries[].sql | select(contains("tenant = '"'acme'"'"))] | length' "$T/explain.json")" "$point: explain: both read acme"
         check_all "$point"
         ;;
-    SWITCH:caught-up | SWITCH:published-one | SWITCH)
+    CRASH_AFTER=SWITCH:caught-up | CRASH_AFTER=SWITCH:published-one | CRASH_BEFORE=CLEANUP)
         assert_contains "$state" "SWITCH 1000" "$point: the journal is publishing"
         held_check "$point" "$id"
         "$FERRY_BIN" route-query --router "$R" "SELECT count() FROM events WHERE tenant = 'acme'" >"$T/explain.txt"
@@ -147,7 +148,7 @@ for point in SWITCH:switched SWITCH:caught-up SWITCH:published-one SWITCH CLEANU
         sleep 1
         [ ! -e "$T/held.rc" ] || fail "$point: the read was not held: $(cat "$T/held.out" "$T/held.err")"
         ;;
-    CLEANUP:detached)
+    CRASH_AFTER=CLEANUP:detached)
         assert_eq 0 "$(chq "${U[$from]}" "SELECT count() FROM events WHERE tenant = 'acme'")" "$point: the source detached acme"
         "$FERRY_BIN" route-query --router "$R" --json "SELECT count() FROM events WHERE tenant = 'acme'" >"$T/explain.json"
         assert_eq "$to" "$(jq -r '[.queries[].server] | join(",")' "$T/explain.json")" "$point: explain lists the target alone"

@@ -1,7 +1,8 @@
 # Tiering leaves a slice alone while a move of it is unfinished (found by the chaos soak: a
 # tiering pass on a move's target, between the routing switch and the publish step, chose
 # "REPLACE PARTITION" from the rows the target's table held then, and the rows MOVE PARTITION
-# brought in from staging afterwards were lost). A move stopped after CLONE (crash point) keeps
+# brought in from staging afterwards were lost). A move stopped after CLONE (crash point
+# FERRY_TEST_CRASH_BEFORE=VERIFY) keeps
 # the slice moving: `ferry tier` skips its partitions on both sides (logged) and tiers the other
 # slice; once the move is resumed and done, the next run tiers the slice on its new shard with
 # the same data.
@@ -17,7 +18,7 @@ mv_ingest "$U1" acme 0 3 5000
 mv_ingest "$U1" beta 0 3 5000 7
 want=$(mv_fp "$U1" acme 0)
 cold() { chq "$1" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND partition LIKE '%''$2''%' AND disk_name = 'cold'"; }
-FERRY_TEST_CRASH_AFTER=CLONE expect_exit 137 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node2 --grace 200
+FERRY_TEST_CRASH_BEFORE=VERIFY expect_exit 137 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node2 --grace 200
 id=$(sqlite3 "$L/catalog.db" "SELECT name FROM records WHERE parent = 'moves' AND json_extract(doc, '\$.state') NOT IN ('DONE', 'FAILED')")
 [ -n "$id" ] || fail "no unfinished move"
 "$FERRY_BIN" tier --config "$C" --older-than 3d --json >"$T/t1.json" 2>"$T/t1.err" || fail "tier: $(tail -3 "$T/t1.err")"

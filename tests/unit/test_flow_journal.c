@@ -454,7 +454,8 @@ static void test_move_records(void **state)
     fj.crash_arg = &s;
     assert_int_equal(FERRY_MOVE_PLANNED, ferry_flow_job_state(&fj, &m));
     assert_string_equal("m1", ferry_flow_job_id(&m));
-    /* a transition: the enum written, step back to 0, owner stamped, detail; no crash knobs */
+    /* a transition: the enum written, step back to 0, owner stamped, detail; the crash point
+     * before it only (a move declares no point after a transition: move_flow.c) */
     must(ferry_flow_advance(&fj, &m, FERRY_MOVE_CLONE, "cloning", NULL, &err), &err);
     ferry_record got = stored_move(c, "m1");
     assert_int_equal(FERRY_MOVE_CLONE, got.u.move.state);
@@ -463,10 +464,14 @@ static void test_move_records(void **state)
     assert_string_equal("cloning", got.u.move.detail);
     assert_string_equal("acme", got.u.move.tenant);
     assert_int_equal(got.version, m.version);
-    assert_int_equal(0, s.n);
-    /* a note keeps the state and the step the caller set */
+    assert_int_equal(1, s.n);
+    assert_string_equal("before=CLONE", s.calls[0]);
+    assert_string_equal("FERRY_TEST_CRASH_BEFORE", k->crash_before);
+    assert_null(k->crash_after);
+    /* a note keeps the state and the step the caller set (no crash point) */
     m.u.move.step = 5;
     must(ferry_flow_note(&fj, &m, "attempt 5", NULL, &err), &err);
+    assert_int_equal(1, s.n);
     got = stored_move(c, "m1");
     assert_int_equal(FERRY_MOVE_CLONE, got.u.move.state);
     assert_int_equal(5, got.u.move.step);
