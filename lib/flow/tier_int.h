@@ -40,6 +40,10 @@
  * larger than TIER_CHUNK_BYTES goes alone. */
 #define TIER_CHUNK_PARTS 16
 #define TIER_CHUNK_BYTES (256ull << 20)
+/* A fresh job's partition of more hot parts than this, all hot and at most TIER_COMPACT_BYTES,
+ * is merged into one part (OPTIMIZE ... FINAL) before it freezes (tier_run.c maybe_compact). */
+#define TIER_COMPACT_PARTS 16
+#define TIER_COMPACT_BYTES (1ull << 30)
 /* The most parts one statement of the ATTACH step (ATTACH PART in staging) and, as far as whole
  * partitions allow, of the swap names or brings in. ClickHouse answers an ALTER when every
  * command of it is done, and attaching a pointer part reads it through the object store (about

@@ -1,0 +1,51 @@
+# A due partition of many small hot parts is merged into one before tiering (found by the chaos
+# soak: a node that could not merge for a while tiered partitions of about 80 parts each, and
+# ATTACH read every pointer part through the object store: 1,700 ATTACHes, 15 minutes). A
+# partition of 40 parts tiers as one cold part with the same rows; one of 10 parts tiers as it
+# is; with merges stopped on the table the compaction is skipped (logged) and the partition
+# tiers as it is. Background merges are off for the table (max_bytes_to_merge_* = 1 byte), so
+# only OPTIMIZE merges.
+source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/tier.sh"
+
+L=$T/lab
+tier_lab "$L" --nodes 1
+C=$L/ferry.conf
+U=$(lab_url "$L" node1)
+tier_create "$U"
+chq "$U" "ALTER TABLE events MODIFY SETTING max_bytes_to_merge_at_max_space_in_pool = 1,
+    max_bytes_to_merge_at_min_space_in_pool = 1" >/dev/null
+fill() { # TENANT DAYS_AGO PARTS
+    local b
+    for b in $(seq 1 "$3"); do
+        chq "$U" "INSERT INTO events SELECT $1, toYYYYMMDD($TODAY - $2), 0,
+            toDateTime($TODAY - $2) + number, number % 97, number + $b * 1000000 FROM numbers(200)" >/dev/null
+    done
+}
+parts() { chq "$U" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND partition LIKE '($1,%' AND disk_name = '$2'"; }
+fill 1 5 40
+fill 2 5 10
+assert_eq 40 "$(parts 1 default)" "40 hot parts of tenant 1"
+want1=$(tier_fp "$U" "tenant = 1")
+want2=$(tier_fp "$U" "tenant = 2")
+
+"$FERRY_BIN" tier --config "$C" --older-than 3d --json >"$T/t1.json" 2>"$T/t1.err" || fail "tier: $(tail -3 "$T/t1.err")"
+assert_eq 1 "$(jq .partitions_compacted "$T/t1.json")" "one partition compacted: $(jq -c . "$T/t1.json")"
+assert_contains "$(cat "$T/t1.err")" "partition compacted before tiering" "the compaction is logged"
+assert_eq "1 0" "$(parts 1 cold) $(parts 1 default)" "tenant 1: one cold part"
+assert_eq "10 0" "$(parts 2 cold) $(parts 2 default)" "tenant 2 (10 parts): tiered as it was"
+assert_eq "$want1" "$(tier_fp "$U" "tenant = 1")" "tenant 1: same rows"
+assert_eq "$want2" "$(tier_fp "$U" "tenant = 2")" "tenant 2: same rows"
+ok "a partition of 40 small parts tiers as one cold part; one of 10 parts as it was; same rows"
+
+fill 3 5 20
+chq "$U" "SYSTEM STOP MERGES events" >/dev/null
+want3=$(tier_fp "$U" "tenant = 3")
+"$FERRY_BIN" tier --config "$C" --older-than 3d --json >"$T/t2.json" 2>"$T/t2.err" || fail "tier: $(tail -3 "$T/t2.err")"
+assert_eq 0 "$(jq .partitions_compacted "$T/t2.json")" "nothing compacted while merges are stopped"
+assert_contains "$(cat "$T/t2.err")" "partition not compacted before tiering" "the skip is logged"
+assert_eq "20 0" "$(parts 3 cold) $(parts 3 default)" "tenant 3: its 20 parts tiered as they were"
+assert_eq "$want3" "$(tier_fp "$U" "tenant = 3")" "tenant 3: same rows"
+ok "with merges stopped the compaction is skipped (logged) and the partition tiers as it is"
+done_testing
