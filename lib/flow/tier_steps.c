@@ -542,6 +542,34 @@ int tier_step_attach(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
             need[nn++] = js[i]; /* a resumed ATTACH attaches what is still detached */
     ferry_ch_rows_free(&det);
     mv_slice_free(&stg);
+    /* a job whose frozen parts a merge took meanwhile (a long upload, merges running) goes
+     * round again without its ATTACH: attaching pointer parts reads each through the object
+     * store (about 0.5 s a part against the soak's s3rver), and check_staged would refuse the
+     * swap after it anyway */
+    if (!rc && nn && !w->hold_merges)
+        rc = tier_list(w, w->table, need, nn, true, &live, err);
+    for (size_t i = 0; !rc && !w->hold_merges && i < nn;) {
+        json_t *h, *hot = json_object_get(need[i]->data, "hot");
+        mv_parts lv = mv_slice_parts(&live, need[i]->pid);
+        const char *gone = NULL;
+        size_t k;
+        json_array_foreach(hot, k, h) {
+            if (!gone && !mv_parts_find(&lv, json_string_value(h)))
+                gone = json_string_value(h);
+        }
+        if (!gone) {
+            i++;
+            continue;
+        }
+        ferry_err e = {0};
+        ferry_err_set(&e, FERRY_EINVAL, "%s: frozen part %s of %s.%s is no longer active "
+                      "(merged or detached since the freeze); nothing was attached or swapped, "
+                      "the partition is tiered again", w->srv->shard.name, gone, w->db, w->table);
+        need[i]->merged_away = true;
+        tier_job_fail(need[i], FERRY_EINVAL, &e);
+        need[i] = need[--nn];
+    }
+    mv_slice_free(&live);
     if (!rc && nn) {
         if (w->srv->conn.ro_objects)
             attach_staging_readonly(ctx, w, need, nn);

@@ -52,6 +52,7 @@ assert_eq 1 "$(nparts "$P2")" "the other partition merged during the upload"
 wait "$TIER_PID" || fail "tier failed: $(jq -c '[.jobs[] | {state, error}]' "$T/t1.json" 2>/dev/null) $(tail -5 "$T/t1.err")"
 OUT=$(cat "$T/t1.json")
 assert_eq 1 "$(jq .jobs_retried <<<"$OUT")" "the job whose frozen parts were merged ran again ($OUT)"
+assert_contains "$(cat "$T/t1.err")" "nothing was attached or swapped" "the merged-away job went round again before its ATTACH"
 assert_eq 0 "$(jq .jobs_failed <<<"$OUT")" "nothing failed"
 assert_eq DONE "$(jq -r '[.jobs[].state] | join(" ")' <<<"$OUT")" "the job finished"
 assert_eq "$want" "$(tier_fp "$U" "tenant = 1")" "same data, nothing doubled or lost"
