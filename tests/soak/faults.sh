@@ -99,11 +99,18 @@ fault_one() {
         kill -STOP "$p"; sleep "$d"; kill -CONT "$p" ;;
     disk_full)
         d=$((10 + RANDOM % 15))
-        local avail
-        avail=$(df -B1 --output=avail "$MNT" | tail -1)
+        local avail filled=0 try
+        # the node writes meanwhile: what was free a moment ago may not be any more, so a
+        # failed fill is tried again with what is free then (a harness race, not ferry's)
+        for try in 1 2 3; do
+            avail=$(df -B1 --output=avail "$MNT" | tail -1)
+            if fallocate -l $((avail - 1048576)) "$MNT/soak-filler" 2>>"$T/logs/faults.log"; then
+                filled=1; break
+            fi
+            rm -f "$MNT/soak-filler"
+        done
         ev fault "disk_full node4 ${d}s (filled $((avail / 1048576)) MB)"
-        fallocate -l $((avail - 262144)) "$MNT/soak-filler" 2>>"$T/logs/faults.log" ||
-            ev problem "fallocate failed"
+        [ "$filled" = 1 ] || ev problem "fallocate failed 3 times"
         sleep "$d"; rm -f "$MNT/soak-filler" ;;
     zk_stop)
         d=$((3 + RANDOM % 10))
