@@ -154,6 +154,11 @@ void zdoc_free(zdoc *d);
 int zt_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err);
 int zt_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out, ferry_err *err);
 int zt_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info, ferry_err *err);
+/* Test only (tests/unit/test_catalog_entries.c): when set, called in every commit attempt that
+ * touches tenant documents, after they were read and before the multi is sent, so that a test
+ * can write meanwhile. Library code never sets it. */
+extern void (*zt_test_between)(void *arg);
+extern void *zt_test_between_arg;
 /* At open: makes the documents' folders, marks a new catalog's layout and refuses a catalog
  * whose slices and routes are one znode each (an older ferry's layout). */
 int zt_layout_open(ferry_catalog *c, ferry_err *err);

@@ -218,6 +218,9 @@ int zt_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out, fer
 
 /* ---- commits ---- */
 
+void (*zt_test_between)(void *arg);
+void *zt_test_between_arg;
+
 typedef struct zt_doc {
     char rel[PATH_MAX_LEN];
     zdoc d;
@@ -461,6 +464,8 @@ int zt_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info, fe
         rc = plan_build(c, req, &p, err);
         if (rc)
             break;
+        if (zt_test_between)
+            zt_test_between(zt_test_between_arg);
         cat_commit_req preq = {p.pops, p.np, req->routing, req->routing_value, p.pvers,
                                req->routing_log};
         c->be->failed_op = NULL;
