@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The reads of every record on a ZooKeeper catalog at scale (docs/benchmarks.md, "ZooKeeper at a
-# million slices"): starts ZooKeeper (tests/lib/zookeeper.sh, 3 GB heap), registers TENANTS
-# tenants in bench_scale's mix (10 slices per tenant on average, 100 shards) with the `ferry` of
-# BUILD_DIR, then on that catalog: bench_plan_scan (the scan of every slice and route, the plan's
-# view, the plan, the cluster status; once each) with BEFORE_DIR's build first when given (an
-# older release build's bench/ directory, e.g. main's), then BUILD_DIR's, then BUILD_DIR's
-# bench_router_load (a router's first load, routing changes, a full reload). JSON lines on
-# stdout, each run preceded by the time and the load average.
+# million slices", "Tenant documents"): starts ZooKeeper (tests/lib/zookeeper.sh, 3 GB heap),
+# registers TENANTS tenants in bench_scale's mix (10 slices per tenant on average, 100 shards)
+# with the `ferry` of BUILD_DIR, then on that catalog: bench_plan_scan (the scan of every slice and
+# route, the plan's view, the plan, the cluster status; once each) and bench_router_load (a
+# router's first load, routing changes, a full reload). With BEFORE_DIR (an older release build's
+# bench/ directory, e.g. main's) the older build does the same first on a catalog of its own
+# (on a ZooKeeper of its own, started the same way): catalogs of the older layout (a znode per slice and
+# route) and of tenant documents are not readable by the other build. JSON lines on stdout, each
+# run preceded by the time and the load average.
 #   usage: bench/zk_reads.sh [BUILD_DIR [TENANTS [BEFORE_DIR]]]   default build-release 100000
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,17 +20,22 @@ source "$here/tests/lib/harness.sh"
 source "$here/tests/lib/zookeeper.sh"
 
 stamp() { echo "{\"run\":\"$1\",\"utc\":\"$(date -u +%H:%M:%S)\",\"load_average\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"; }
-ZK_XMX=${ZK_XMX:-3g} zk_start >&2
-url="zk://$ZK_HOSTPORT/reads?timeout_ms=20000&wait_ms=120000"
-stamp register
-"$dir/bench/bench_scale" "$T/reads" "$url" "$FERRY_BIN" "$tenants" register,size mix 2>"$T/scale.err"
+# side NAME BENCH_DIR FERRY: registration, the reads and the router on chroot NAME of a
+# ZooKeeper of its own (its `mntr` counts are the catalog's alone)
+side() {
+    local name=$1 bench=$2 bin=$3
+    ZK_XMX=${ZK_XMX:-3g} zk_start "$T/zk-$name" >&2
+    local url="zk://$ZK_HOSTPORT/$name?timeout_ms=20000&wait_ms=120000"
+    stamp "$name-register"
+    "$bench/bench_scale" "$T/$name" "$url" "$bin" "$tenants" register,size mix 2>"$T/$name-scale.err"
+    stamp "$name-reads"
+    "$bench/bench_plan_scan" "$url" 1 new 2>"$T/$name-scan.err"
+    stamp "$name-router"
+    "$bench/bench_router_load" "$T/$name/ferry.conf" "$url" 2>"$T/$name-router.err"
+    zk_stop
+}
 if [ -n "$before" ]; then
-    stamp before
-    "$before/bench_plan_scan" "$url" 1 new 2>"$T/before.err"
+    side before "$before" "$before/../ferry"
 fi
-stamp after
-"$dir/bench/bench_plan_scan" "$url" 1 new 2>"$T/after.err"
-stamp router
-"$dir/bench/bench_router_load" "$T/reads/ferry.conf" "$url" 2>"$T/router.err"
+side after "$dir/bench" "$FERRY_BIN"
 stamp end
-zk_stop
