@@ -19,7 +19,15 @@ export FERRY_BIN=$dir/ferry FERRY_SOURCE_DIR=$here
 source "$here/tests/lib/harness.sh"
 source "$here/tests/lib/zookeeper.sh"
 
-stamp() { echo "{\"run\":\"$1\",\"utc\":\"$(date -u +%H:%M:%S)\",\"load_average\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"; }
+# the time, the load average and ZooKeeper's CPU so far (user + system seconds of the server's
+# process: its cost per phase is the difference between two stamps, whatever the load)
+stamp() {
+    local zk_cpu=null
+    if [ -n "${ZK_PID:-}" ] && [ -r "/proc/$ZK_PID/stat" ]; then
+        zk_cpu=$(awk -v t="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / t}' "/proc/$ZK_PID/stat")
+    fi
+    echo "{\"run\":\"$1\",\"utc\":\"$(date -u +%H:%M:%S)\",\"load_average\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"zk_cpu_s\":$zk_cpu}"
+}
 # side NAME BENCH_DIR FERRY: registration, the reads and the router on chroot NAME of a
 # ZooKeeper of its own (its `mntr` counts are the catalog's alone)
 side() {
@@ -32,9 +40,10 @@ side() {
     "$bench/bench_plan_scan" "$url" 1 new 2>"$T/$name-scan.err"
     stamp "$name-router"
     "$bench/bench_router_load" "$T/$name/ferry.conf" "$url" 2>"$T/$name-router.err"
+    stamp "$name-done"
     zk_stop
 }
-if [ -n "$before" ]; then
+if [ -n "$before" ] && [ "${ONLY_AFTER:-}" != 1 ]; then
     side before "$before" "$before/../ferry"
 fi
 side after "$dir/bench" "$FERRY_BIN"
