@@ -2,6 +2,7 @@
 # The reads of every record on a ZooKeeper catalog at scale (docs/benchmarks.md, "ZooKeeper at a
 # million slices", "Tenant documents"): starts ZooKeeper (tests/lib/zookeeper.sh, 3 GB heap),
 # registers TENANTS tenants in bench_scale's mix (10 slices per tenant on average, 100 shards)
+# (and times one tenant more and a split raise)
 # with the `ferry` of BUILD_DIR, then on that catalog: bench_plan_scan (the scan of every slice and
 # route, the plan's view, the plan, the cluster status; once each) and bench_router_load (a
 # router's first load, routing changes, a full reload). With BEFORE_DIR (an older release build's
@@ -35,7 +36,7 @@ side() {
     ZK_XMX=${ZK_XMX:-3g} zk_start "$T/zk-$name" >&2
     local url="zk://$ZK_HOSTPORT/$name?timeout_ms=20000&wait_ms=120000"
     stamp "$name-register"
-    "$bench/bench_scale" "$T/$name" "$url" "$bin" "$tenants" register,size mix 2>"$T/$name-scale.err"
+    "$bench/bench_scale" "$T/$name" "$url" "$bin" "$tenants" register,one_more,raise,size mix 2>"$T/$name-scale.err"
     stamp "$name-reads"
     "$bench/bench_plan_scan" "$url" 1 new 2>"$T/$name-scan.err"
     stamp "$name-router"
