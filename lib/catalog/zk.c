@@ -1049,12 +1049,14 @@ static int parse_url(cat_backend *be, const char *rest, ferry_err *err)
         *eq = '\0';
         if (!strcmp(q, "timeout_ms"))
             be->timeout_ms = (int)v;
+        else if (!strcmp(q, "convert_layout") && v == 1)
+            be->convert_layout = true;
         else if (!strcmp(q, "wait_ms"))
             be->wait_ms = (int)v;
         else
             return ferry_err_set(err, FERRY_EINVAL,
                                  "catalog URL parameter '%s' is unknown (timeout_ms, wait_ms, "
-                                 "auth_file)", q);
+                                 "auth_file, convert_layout=1)", q);
         q = amp;
     }
     return FERRY_OK;

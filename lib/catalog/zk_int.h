@@ -23,6 +23,8 @@ struct cat_backend {
     int timeout_ms; /* session timeout asked for */
     int wait_ms;    /* how long readers and writers wait for a batch in progress */
     char auth_file[512];     /* "": no authentication, open ACLs (zk_auth.c) */
+    bool convert_layout;     /* URL convert_layout=1: convert an older layout at open
+                              * (zk_tdoc.c) instead of refusing it */
     struct ACL_vector *acl;  /* for every znode created: creator-only once authenticated */
     pthread_mutex_t mu;
     pthread_cond_t cv;

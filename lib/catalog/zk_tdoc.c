@@ -552,6 +552,163 @@ static int old_records(cat_backend *be, int kind, int *count, ferry_err *err)
     return FERRY_OK;
 }
 
+/* Converts one tenant's records of the older layout (slices/TENANT/SPLIT, one znode each) into
+ * its documents, keeping each record's version as its entry's: the documents are written first
+ * (merged with what an interrupted earlier run wrote), then the old znodes are deleted, so running
+ * the conversion again after a crash loses nothing. Every other ferry process must be stopped
+ * (docs/catalog.md, "Tenant documents"). */
+static int convert_tenant(ferry_catalog *c, int kind, const char *tenant, ferry_err *err)
+{
+    cat_backend *be = c->be;
+    char folder[PATH_MAX_LEN], abs[PATH_MAX_LEN];
+    snprintf(folder, sizeof folder, "%s/%s", rec_dir[kind], tenant);
+    zk_abspath(be, folder, abs, sizeof abs);
+    struct String_vector kids = {0, NULL};
+    int zrc = zoo_get_children(be->zh, abs, 0, &kids);
+    if (zrc == ZNONODE)
+        return FERRY_OK;
+    if (zrc != ZOK)
+        return zfail(be, zrc, "listing", folder, err);
+    size_t n = (size_t)kids.count, total = n + ZT_BUCKETS;
+    char **rels = calloc(total, sizeof *rels);
+    scan_slot *slots = calloc(total, sizeof *slots);
+    zdoc docs[ZT_BUCKETS] = {{0}};
+    int64_t zv[ZT_BUCKETS];
+    char *texts[ZT_BUCKETS] = {0};
+    zmulti m = {0};
+    int rc = FERRY_OK;
+    if (!rels || !slots || zmulti_init(&m, 101)) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting %s", folder);
+        goto out;
+    }
+    for (size_t i = 0; i < total && !rc; i++) {
+        rels[i] = malloc(PATH_MAX_LEN);
+        if (!rels[i])
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting %s", folder);
+        else if (i < n && snprintf(rels[i], PATH_MAX_LEN, "%s/%s", folder, kids.data[i]) >=
+                              PATH_MAX_LEN)
+            rc = ferry_err_set(err, FERRY_EREMOTE, "%s/%s: the path is too long", folder,
+                               kids.data[i]);
+        else if (i >= n)
+            doc_rel(kind, tenant, (uint32_t)(i - n), rels[i], PATH_MAX_LEN);
+    }
+    if (!rc)
+        rc = zk_read_docs(c, rels, total, slots, err);
+    for (int b = 0; b < ZT_BUCKETS && !rc; b++) {
+        scan_slot *s = &slots[n + (size_t)b];
+        zv[b] = -1;
+        if (s->rc != ZOK)
+            continue;
+        zv[b] = s->version;
+        if (zdoc_decode(s->doc, strlen(s->doc), &docs[b]))
+            rc = damaged(c, rels[n + (size_t)b], err);
+    }
+    bool any[ZT_BUCKETS] = {false};
+    for (size_t i = 0; i < n && !rc; i++) {
+        zt_key k;
+        if (entry_key(rels[i], &k) != 1 || k.split >= (uint32_t)ZT_BUCKET * ZT_BUCKETS) {
+            rc = ferry_err_set(err, FERRY_EREMOTE,
+                               "zk://%s%s/%s is not a %s record of the older layout; move it "
+                               "away and convert again",
+                               be->hosts, be->root, rels[i], rec_dir[kind]);
+            break;
+        }
+        if (slots[i].rc != ZOK || !slots[i].doc[0])
+            continue;
+        uint32_t b = k.split / ZT_BUCKET;
+        if (zdoc_put(&docs[b], k.split, slots[i].doc, strlen(slots[i].doc), slots[i].version))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting %s", folder);
+        any[b] = true;
+    }
+    /* 1. the documents, in one multi (each at most ZT_DOC_MAX: four fit a request) */
+    m.n = 0;
+    for (int b = 0; b < ZT_BUCKETS && !rc; b++) {
+        if (!any[b])
+            continue;
+        size_t len = 0;
+        if (!(texts[b] = zdoc_encode(&docs[b], &len))) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting %s", folder);
+            break;
+        }
+        if (len > ZT_DOC_MAX) {
+            rc = ferry_err_set(err, FERRY_EINVAL,
+                               "%s: the tenant's document would be %zu bytes, over the %d KiB "
+                               "a ZooKeeper catalog keeps one document under; this tenant "
+                               "cannot be converted (shorter names, fewer splits)",
+                               folder, len, ZT_DOC_MAX / 1024);
+            break;
+        }
+        if (zv[b] < 0)
+            zm_create(&m, be, rels[n + (size_t)b], texts[b], (int)len, 0, -1);
+        else
+            zm_set(&m, be, rels[n + (size_t)b], texts[b], (int)len, zv[b], -1);
+    }
+    if (!rc && m.n && (zrc = zoo_multi(be->zh, m.n, m.ops, m.res)) != ZOK)
+        rc = zfail(be, zrc, "writing the documents of", folder, err);
+    /* 2. the old znodes, 100 a multi, then their folder */
+    for (size_t i = 0; i < n && !rc;) {
+        m.n = 0;
+        while (i < n && m.n < 100)
+            zm_delete(&m, be, rels[i++], -1, -1);
+        zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
+        if (zrc != ZOK && zrc != ZNONODE)
+            rc = zfail(be, zrc, "deleting the older records of", folder, err);
+    }
+    if (!rc && (zrc = zoo_delete(be->zh, abs, -1)) != ZOK && zrc != ZNONODE)
+        rc = zfail(be, zrc, "deleting", folder, err);
+out:
+    for (int b = 0; b < ZT_BUCKETS; b++) {
+        zdoc_free(&docs[b]);
+        free(texts[b]);
+    }
+    for (size_t i = 0; slots && rels && i < total; i++) {
+        free(slots[i].doc);
+        free(rels[i]);
+    }
+    free(slots);
+    free(rels);
+    zmulti_free(&m);
+    deallocate_String_vector(&kids);
+    return rc;
+}
+
+/* Every tenant folder of the older layout under /slices and /routes, converted. */
+static int convert_all(ferry_catalog *c, ferry_err *err)
+{
+    cat_backend *be = c->be;
+    int rc = FERRY_OK;
+    size_t done = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        char abs[PATH_MAX_LEN];
+        zk_abspath(be, rec_dir[k], abs, sizeof abs);
+        struct String_vector kids = {0, NULL};
+        int zrc = zoo_get_children(be->zh, abs, 0, &kids);
+        if (zrc != ZOK && zrc != ZNONODE)
+            rc = zfail(be, zrc, "listing", rec_dir[k], err);
+        for (int i = 0; i < kids.count && !rc; i++) {
+            if (!strcmp(kids.data[i], GUARD_NAME))
+                continue;
+            if (!cat_name_ok(kids.data[i])) {
+                rc = ferry_err_set(err, FERRY_EREMOTE,
+                                   "zk://%s%s/%s/%s is not a tenant folder of the older layout; "
+                                   "move it away and convert again",
+                                   be->hosts, be->root, rec_dir[k], kids.data[i]);
+                break;
+            }
+            rc = convert_tenant(c, k, kids.data[i], err);
+            if (!rc && ++done % 10000 == 0)
+                fprintf(stderr, "ferry: converting the catalog's layout: %zu tenant folders\n",
+                        done);
+        }
+        deallocate_String_vector(&kids);
+    }
+    if (rc)
+        ferry_err_prefix(err, "converting zk://%s%s to tenant documents (run it again: it goes "
+                              "on where it stopped): ",
+                         be->hosts, be->root);
+    return rc;
+}
+
 /* The guard: a slice (route) record an older ferry finds when it scans and cannot decode. */
 static void guard_ops(zmulti *m, cat_backend *be, int kind)
 {
@@ -571,7 +728,14 @@ int zt_layout_open(ferry_catalog *c, ferry_err *err)
     char abs[PATH_MAX_LEN];
     zmulti m = {0};
     int rc = FERRY_OK;
-    for (int attempt = 0; attempt < 2 && !rc; attempt++) {
+    /* the documents' folders (empty ones harm nothing in a catalog refused below) */
+    for (int k = 0; k < 2 && !rc; k++) {
+        zk_abspath(be, doc_dir[k], abs, sizeof abs);
+        int zrc = zoo_create(be->zh, abs, NULL, -1, be->acl, 0, NULL, 0);
+        if (zrc != ZOK && zrc != ZNODEEXISTS)
+            rc = zfail(be, zrc, "creating", doc_dir[k], err);
+    }
+    for (int attempt = 0; attempt < 3 && !rc; attempt++) {
         char *layout = NULL;
         struct Stat st;
         zk_abspath(be, "layout", abs, sizeof abs);
@@ -595,17 +759,23 @@ int zt_layout_open(ferry_catalog *c, ferry_err *err)
             rc = old_records(be, k, &old[k], err);
         if (rc)
             break;
+        if ((old[0] || old[1]) && be->convert_layout && attempt == 0) {
+            rc = convert_all(c, err);
+            continue; /* then check again, and mark it */
+        }
         if (old[0] || old[1]) {
             rc = ferry_err_set(
                 err, FERRY_EUNSUPPORTED,
                 "zk://%s%s holds slices and routes in the older layout, one znode each (%d "
                 "tenant folders under /slices, %d under /routes%s); this ferry keeps each "
                 "tenant's slices and routes in one document (docs/catalog.md, \"Tenant "
-                "documents\") and does not read that layout. Move the catalog to a new chroot: "
-                "with the ferry that wrote it run `ferry catalog export --catalog zk://%s%s > "
-                "dump.json`, then with this one `ferry catalog import --catalog "
-                "zk://%s/NEW_CHROOT dump.json`, and set [cluster] catalog to the new chroot "
-                "(stop the coordinator and routers meanwhile)",
+                "documents\") and does not read that layout. Convert it in place: stop every "
+                "ferry process (coordinator, routers, agents, commands), then run `ferry catalog "
+                "export --catalog 'zk://%s%s?convert_layout=1' > dump.json` (it converts the "
+                "catalog when it opens it, keeping every record and its version, then exports "
+                "it; it can be run again after an interruption). Or move it to a new chroot: "
+                "`ferry catalog export` with the ferry that wrote it, `ferry catalog import "
+                "--catalog zk://%s/NEW_CHROOT dump.json` with this one",
                 be->hosts, be->root, old[0], old[1],
                 zrc == ZOK ? "; written by an older ferry after this one marked it" : "",
                 be->hosts, be->root, be->hosts);
@@ -629,12 +799,6 @@ int zt_layout_open(ferry_catalog *c, ferry_err *err)
         if (zrc != ZOK)
             rc = zfail(be, zrc, "creating", "layout", err);
         break;
-    }
-    for (int k = 0; k < 2 && !rc; k++) {
-        zk_abspath(be, doc_dir[k], abs, sizeof abs);
-        int zrc = zoo_create(be->zh, abs, NULL, -1, be->acl, 0, NULL, 0);
-        if (zrc != ZOK && zrc != ZNODEEXISTS)
-            rc = zfail(be, zrc, "creating", doc_dir[k], err);
     }
     if (m.ops)
         zmulti_free(&m);

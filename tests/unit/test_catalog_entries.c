@@ -524,6 +524,47 @@ static void test_layout(void **state)
     snprintf(p, sizeof p, "%s/layout", root);
     assert_int_equal(zoo_exists(zh, p, 0, &st), ZNONODE); /* nothing marked by the refusal */
 
+    /* converted when asked: every record moved into its tenant's documents, versions kept */
+    snprintf(p, sizeof p, "%s/slices/acme/0", root);
+    const char *d0 = "{\"bytes\":7,\"placement\":\"node1\",\"rows\":1,\"split\":0,\"tenant\":\"acme\"}";
+    assert_int_equal(zoo_set(zh, p, d0, (int)strlen(d0), -1), ZOK); /* now at version 1 */
+    static const char *const more[][2] = {
+        {"slices/acme/1", "{\"bytes\":1,\"placement\":\"node1\",\"rows\":1,\"split\":1,\"tenant\":\"acme\"}"},
+        {"slices/acme/1500", "{\"bytes\":1,\"placement\":\"node1\",\"rows\":1,\"split\":1500,\"tenant\":\"acme\"}"},
+        {"routes/acme/0", "{\"shards\":\"node1\",\"split\":0,\"tenant\":\"acme\"}"},
+        {"slices/zeta", NULL},
+        {"slices/zeta/0", "{\"bytes\":2,\"placement\":\"node2\",\"rows\":1,\"split\":0,\"tenant\":\"zeta\"}"},
+    };
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", root, more[i][0]);
+        mk(zh, p, more[i][1]);
+    }
+    snprintf(url, sizeof url, "%s%s?timeout_ms=4000&convert_layout=1", tc.zk_base, root);
+    c = open_ok(url);
+    ferry_record_list l = {0};
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_SLICE, NULL, 0, &l, &err), FERRY_OK);
+    assert_int_equal(l.n, 4);
+    assert_string_equal(l.items[0].u.slice.tenant, "acme");
+    assert_int_equal(l.items[0].u.slice.bytes, 7);
+    assert_int_equal(l.items[0].version, 1); /* the znode's version, kept */
+    assert_int_equal(l.items[1].version, 0);
+    assert_int_equal(l.items[2].u.slice.split, 1500);
+    assert_string_equal(l.items[3].u.slice.tenant, "zeta");
+    ferry_record_list_free(&l);
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_ROUTE, NULL, 0, &l, &err), FERRY_OK);
+    assert_int_equal(l.n, 1);
+    ferry_record_list_free(&l);
+    ferry_record s0;
+    slice(&s0, "acme", 0, 8);
+    s0.version = 1;
+    assert_int_equal(ferry_catalog_update(c, &s0, &err), FERRY_OK); /* CAS at the kept version */
+    ferry_catalog_close(c);
+    snprintf(p, sizeof p, "%s/slices/acme", root);
+    assert_int_equal(zoo_exists(zh, p, 0, &st), ZNONODE); /* the older znodes are gone */
+    snprintf(url, sizeof url, "%s%s?timeout_ms=4000", tc.zk_base, root);
+    c = open_ok(url); /* marked: opens without the parameter */
+    ferry_catalog_close(c);
+
     /* a layout this ferry does not know */
     snprintf(root, sizeof root, "/entries-new-%d", (int)getpid());
     mk(zh, root, NULL);
