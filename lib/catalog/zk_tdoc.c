@@ -547,7 +547,12 @@ static int old_records(cat_backend *be, int kind, int *count, ferry_err *err)
             *count = 0;
         deallocate_String_vector(&kids);
     } else if (st.numChildren > 1) {
-        *count = st.numChildren - 1; /* at most one of them is the guard */
+        char rel[96], guard[PATH_MAX_LEN];
+        snprintf(rel, sizeof rel, "%s/" GUARD_NAME, rec_dir[kind]);
+        zk_abspath(be, rel, guard, sizeof guard);
+        struct Stat gst;
+        if (zoo_exists(be->zh, guard, 0, &gst) == ZOK)
+            *count = st.numChildren - 1; /* the count is for the message */
     }
     return FERRY_OK;
 }
