@@ -484,7 +484,7 @@ int zk_phys_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out
     }
 }
 
-int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, scan_slot *slots,
+int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, bool kids, scan_slot *slots,
                  ferry_err *err)
 {
     rel_list paths = {(char **)rels, n, n};
@@ -495,17 +495,18 @@ int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, scan_slot *slots
             return rc;
         zk_bulk *bulk = NULL;
         memset(slots, 0, n * sizeof *slots);
-        read_level(c->be, &bulk, &paths, false, slots);
+        read_level(c->be, &bulk, &paths, kids, slots);
         zk_bulk_close(bulk);
         bool same = false;
         rc = gate_unchanged(c->be, gv, &same, err);
         for (size_t i = 0; !rc && same && i < n; i++)
             if (slots[i].rc != ZOK && slots[i].rc != ZNONODE)
-                rc = zfail(c->be, slots[i].rc, "reading", rels[i], err);
+                rc = zfail(c->be, slots[i].rc, kids ? "listing" : "reading", rels[i], err);
         if (rc || !same)
             for (size_t i = 0; i < n; i++) {
                 free(slots[i].doc);
                 slots[i].doc = NULL;
+                deallocate_String_vector(&slots[i].kids);
             }
         if (rc || same)
             return rc;

@@ -109,9 +109,10 @@ int zk_commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *in
                     ferry_err *err);
 
 /* Reads the znodes at rels[0..n) (relative paths) into slots (doc, version, rc: ZNONODE for a
- * missing one) between two reads of the write gate, again until no batch ran meanwhile; by
- * multiRead when there are many. The caller frees slots[i].doc. */
-int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, scan_slot *slots,
+ * missing one; with kids, their children instead) between two reads of the write gate, again
+ * until no batch ran meanwhile; by multiRead when there are many. The caller frees
+ * slots[i].doc and slots[i].kids (deallocate_String_vector). */
+int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, bool kids, scan_slot *slots,
                  ferry_err *err);
 /* The backend's get and scan of znodes as they are (zk_tdoc.c maps records onto them). */
 int zk_phys_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err);

@@ -225,7 +225,7 @@ static int scan_tenant(ferry_catalog *c, int kind, const char *tenant, cat_items
         doc_rel(kind, tenant, b, rels[b], sizeof rels[b]);
         paths[b] = rels[b];
     }
-    int rc = zk_read_docs(c, paths, ZT_BUCKETS, slots, err);
+    int rc = zk_read_docs(c, paths, ZT_BUCKETS, false, slots, err);
     for (int b = 0; b < ZT_BUCKETS; b++) {
         if (!rc && slots[b].rc == ZOK && slots[b].doc[0])
             rc = expand(c, kind, tenant, strlen(tenant), rels[b], slots[b].doc,
@@ -383,7 +383,7 @@ static int plan_build(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, f
     }
     for (size_t d = 0; d < p->nd; d++)
         rels[d] = p->docs[d].rel;
-    rc = zk_read_docs(c, rels, p->nd, slots, err);
+    rc = zk_read_docs(c, rels, p->nd, false, slots, err);
     if (rc)
         goto out;
     for (size_t d = 0; d < p->nd && !rc; d++) {
@@ -557,123 +557,166 @@ static int old_records(cat_backend *be, int kind, int *count, ferry_err *err)
     return FERRY_OK;
 }
 
-/* Converts one tenant's records of the older layout (slices/TENANT/SPLIT, one znode each) into
- * its documents, keeping each record's version as its entry's: the documents are written first
- * (merged with what an interrupted earlier run wrote), then the old znodes are deleted, so running
- * the conversion again after a crash loses nothing. Every other ferry process must be stopped
- * (docs/catalog.md, "Tenant documents"). */
-static int convert_tenant(ferry_catalog *c, int kind, const char *tenant, ferry_err *err)
+/* ---- converting the older layout (URL convert_layout=1) ----
+ * Tenant folders are converted CONV_GROUP at a time: their children listed and their records
+ * and documents read by multiRead, every tenant's documents written (each record's znode version
+ * kept as its entry's version; merged with a document an interrupted earlier run wrote), and
+ * only then the old znodes deleted, up to CONV_OPS a multi (children before their folder). So
+ * running the conversion again after a crash loses nothing, and the cost is about one write per
+ * old znode, few requests. Every other ferry process must be stopped (docs/catalog.md, "Tenant
+ * documents"). */
+#define CONV_GROUP 512
+#define CONV_OPS 1000
+
+/* Sends the multi when it holds CONV_OPS operations, or when force and it holds any. */
+static int conv_flush(cat_backend *be, zmulti *m, bool force, const char *what, ferry_err *err)
+{
+    if (!m->n || (!force && m->n < CONV_OPS))
+        return FERRY_OK;
+    int zrc = zoo_multi(be->zh, m->n, m->ops, m->res);
+    int f = zm_failed(m);
+    const char *path = f >= 0 ? m->paths[f] : m->paths[0];
+    m->n = 0;
+    return zrc == ZOK ? FERRY_OK : zfail(be, zrc, what, path, err);
+}
+
+static int convert_group(ferry_catalog *c, int kind, char *const *folders, size_t nt,
+                         ferry_err *err)
 {
     cat_backend *be = c->be;
-    char folder[PATH_MAX_LEN], abs[PATH_MAX_LEN];
-    snprintf(folder, sizeof folder, "%s/%s", rec_dir[kind], tenant);
-    zk_abspath(be, folder, abs, sizeof abs);
-    struct String_vector kids = {0, NULL};
-    int zrc = zoo_get_children(be->zh, abs, 0, &kids);
-    if (zrc == ZNONODE)
-        return FERRY_OK;
-    if (zrc != ZOK)
-        return zfail(be, zrc, "listing", folder, err);
-    size_t n = (size_t)kids.count, total = n + ZT_BUCKETS;
-    char **rels = calloc(total, sizeof *rels);
-    scan_slot *slots = calloc(total, sizeof *slots);
+    scan_slot *lists = calloc(nt ? nt : 1, sizeof *lists), *slots = NULL;
+    size_t *first = calloc(nt + 1, sizeof *first), total = 0;
+    char **rels = NULL;
     zdoc docs[ZT_BUCKETS] = {{0}};
-    int64_t zv[ZT_BUCKETS];
-    char *texts[ZT_BUCKETS] = {0};
+    char **texts = NULL;
     zmulti m = {0};
     int rc = FERRY_OK;
-    if (!rels || !slots || zmulti_init(&m, 101)) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting %s", folder);
+    if (!lists || !first || zmulti_init(&m, CONV_OPS + 1)) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting the layout");
         goto out;
     }
-    for (size_t i = 0; i < total && !rc; i++) {
-        rels[i] = malloc(PATH_MAX_LEN);
-        if (!rels[i])
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting %s", folder);
-        else if (i < n && snprintf(rels[i], PATH_MAX_LEN, "%s/%s", folder, kids.data[i]) >=
-                              PATH_MAX_LEN)
-            rc = ferry_err_set(err, FERRY_EREMOTE, "%s/%s: the path is too long", folder,
-                               kids.data[i]);
-        else if (i >= n)
-            doc_rel(kind, tenant, (uint32_t)(i - n), rels[i], PATH_MAX_LEN);
+    rc = zk_read_docs(c, folders, nt, true, lists, err);
+    for (size_t t = 0; t < nt && !rc; t++) { /* per tenant: its records, then its 4 documents */
+        first[t] = total;
+        total += (size_t)(lists[t].rc == ZOK ? lists[t].kids.count : 0) + ZT_BUCKETS;
+    }
+    first[nt] = total;
+    if (!rc && (!(rels = calloc(total ? total : 1, sizeof *rels)) ||
+                !(slots = calloc(total ? total : 1, sizeof *slots)) ||
+                !(texts = calloc(nt * ZT_BUCKETS + 1, sizeof *texts))))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting the layout");
+    for (size_t t = 0; t < nt && !rc; t++) {
+        const char *tenant = folders[t] + strlen(rec_dir[kind]) + 1;
+        size_t nk = first[t + 1] - first[t] - ZT_BUCKETS;
+        for (size_t i = 0; i < first[t + 1] - first[t] && !rc; i++) {
+            char *r = rels[first[t] + i] = malloc(PATH_MAX_LEN);
+            if (!r)
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting the layout");
+            else if (i < nk && snprintf(r, PATH_MAX_LEN, "%s/%s", folders[t],
+                                        lists[t].kids.data[i]) >= PATH_MAX_LEN)
+                rc = ferry_err_set(err, FERRY_EREMOTE, "%s/%s: the path is too long",
+                                   folders[t], lists[t].kids.data[i]);
+            else if (i >= nk)
+                doc_rel(kind, tenant, (uint32_t)(i - nk), r, PATH_MAX_LEN);
+        }
     }
     if (!rc)
-        rc = zk_read_docs(c, rels, total, slots, err);
-    for (int b = 0; b < ZT_BUCKETS && !rc; b++) {
-        scan_slot *s = &slots[n + (size_t)b];
-        zv[b] = -1;
-        if (s->rc != ZOK)
-            continue;
-        zv[b] = s->version;
-        if (zdoc_decode(s->doc, strlen(s->doc), &docs[b]))
-            rc = damaged(c, rels[n + (size_t)b], err);
-    }
-    bool any[ZT_BUCKETS] = {false};
-    for (size_t i = 0; i < n && !rc; i++) {
-        zt_key k;
-        if (entry_key(rels[i], &k) != 1 || k.split >= (uint32_t)ZT_BUCKET * ZT_BUCKETS) {
-            rc = ferry_err_set(err, FERRY_EREMOTE,
-                               "zk://%s%s/%s is not a %s record of the older layout; move it "
-                               "away and convert again",
-                               be->hosts, be->root, rels[i], rec_dir[kind]);
-            break;
+        rc = zk_read_docs(c, rels, total, false, slots, err);
+    /* 1. every tenant's documents */
+    size_t pending = 0; /* bytes of documents in the multi */
+    for (size_t t = 0; t < nt && !rc; t++) {
+        size_t nk = first[t + 1] - first[t] - ZT_BUCKETS, d0 = first[t] + nk;
+        bool any[ZT_BUCKETS] = {false};
+        for (int b = 0; b < ZT_BUCKETS && !rc; b++) {
+            zdoc_free(&docs[b]);
+            scan_slot *s = &slots[d0 + (size_t)b];
+            if (s->rc == ZOK && zdoc_decode(s->doc, strlen(s->doc), &docs[b]))
+                rc = damaged(c, rels[d0 + (size_t)b], err);
         }
-        if (slots[i].rc != ZOK || !slots[i].doc[0])
-            continue;
-        uint32_t b = k.split / ZT_BUCKET;
-        if (zdoc_put(&docs[b], k.split, slots[i].doc, strlen(slots[i].doc), slots[i].version))
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting %s", folder);
-        any[b] = true;
-    }
-    /* 1. the documents, in one multi (each at most ZT_DOC_MAX: four fit a request) */
-    m.n = 0;
-    for (int b = 0; b < ZT_BUCKETS && !rc; b++) {
-        if (!any[b])
-            continue;
-        size_t len = 0;
-        if (!(texts[b] = zdoc_encode(&docs[b], &len))) {
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting %s", folder);
-            break;
+        for (size_t i = 0; i < nk && !rc; i++) {
+            zt_key k;
+            scan_slot *s = &slots[first[t] + i];
+            if (entry_key(rels[first[t] + i], &k) != 1 ||
+                k.split >= (uint32_t)ZT_BUCKET * ZT_BUCKETS) {
+                rc = ferry_err_set(err, FERRY_EREMOTE,
+                                   "zk://%s%s/%s is not a %s record of the older layout; move "
+                                   "it away and convert again",
+                                   be->hosts, be->root, rels[first[t] + i], rec_dir[kind]);
+                break;
+            }
+            if (s->rc != ZOK || !s->doc[0])
+                continue;
+            uint32_t b = k.split / ZT_BUCKET;
+            if (zdoc_put(&docs[b], k.split, s->doc, strlen(s->doc), s->version))
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting the layout");
+            any[b] = true;
         }
-        if (len > ZT_DOC_MAX) {
-            rc = ferry_err_set(err, FERRY_EINVAL,
-                               "%s: the tenant's document would be %zu bytes, over the %d KiB "
-                               "a ZooKeeper catalog keeps one document under; this tenant "
-                               "cannot be converted (shorter names, fewer splits)",
-                               folder, len, ZT_DOC_MAX / 1024);
-            break;
+        for (int b = 0; b < ZT_BUCKETS && !rc; b++) {
+            if (!any[b])
+                continue;
+            size_t len = 0;
+            char **text = &texts[t * ZT_BUCKETS + (size_t)b]; /* kept until the multi is sent */
+            if (!(*text = zdoc_encode(&docs[b], &len))) {
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting the layout");
+                break;
+            }
+            if (len > ZT_DOC_MAX) {
+                rc = ferry_err_set(err, FERRY_EINVAL,
+                                   "%s: the tenant's document would be %zu bytes, over the %d "
+                                   "KiB a ZooKeeper catalog keeps one document under; this "
+                                   "tenant cannot be converted (shorter names, fewer splits)",
+                                   folders[t], len, ZT_DOC_MAX / 1024);
+                break;
+            }
+            scan_slot *s = &slots[d0 + (size_t)b];
+            if (m.n >= 90 || (m.n && pending + len > CHUNK_BYTES)) { /* one request < 1 MB */
+                rc = conv_flush(be, &m, true, "writing the document", err);
+                pending = 0;
+            }
+            pending += len;
+            if (s->rc == ZOK)
+                zm_set(&m, be, rels[d0 + (size_t)b], *text, (int)len, s->version, -1);
+            else
+                zm_create(&m, be, rels[d0 + (size_t)b], *text, (int)len, 0, -1);
         }
-        if (zv[b] < 0)
-            zm_create(&m, be, rels[n + (size_t)b], texts[b], (int)len, 0, -1);
-        else
-            zm_set(&m, be, rels[n + (size_t)b], texts[b], (int)len, zv[b], -1);
     }
-    if (!rc && m.n && (zrc = zoo_multi(be->zh, m.n, m.ops, m.res)) != ZOK)
-        rc = zfail(be, zrc, "writing the documents of", folder, err);
-    /* 2. the old znodes, 100 a multi, then their folder */
-    for (size_t i = 0; i < n && !rc;) {
-        m.n = 0;
-        while (i < n && m.n < 100)
-            zm_delete(&m, be, rels[i++], -1, -1);
-        zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
-        if (zrc != ZOK && zrc != ZNONODE)
-            rc = zfail(be, zrc, "deleting the older records of", folder, err);
+    if (!rc)
+        rc = conv_flush(be, &m, true, "writing the document", err);
+    /* 2. then the old znodes: a tenant's records, then its folder */
+    for (size_t t = 0; t < nt && !rc; t++) {
+        if (lists[t].rc != ZOK)
+            continue;
+        size_t nk = first[t + 1] - first[t] - ZT_BUCKETS;
+        for (size_t i = 0; i < nk && !rc; i++) {
+            zm_delete(&m, be, rels[first[t] + i], -1, -1);
+            rc = conv_flush(be, &m, false, "deleting the older record", err);
+        }
+        if (!rc) {
+            zm_delete(&m, be, folders[t], -1, -1);
+            rc = conv_flush(be, &m, false, "deleting the older record", err);
+        }
     }
-    if (!rc && (zrc = zoo_delete(be->zh, abs, -1)) != ZOK && zrc != ZNONODE)
-        rc = zfail(be, zrc, "deleting", folder, err);
+    if (!rc)
+        rc = conv_flush(be, &m, true, "deleting the older record", err);
 out:
-    for (int b = 0; b < ZT_BUCKETS; b++) {
+    for (int b = 0; b < ZT_BUCKETS; b++)
         zdoc_free(&docs[b]);
-        free(texts[b]);
+    for (size_t i = 0; texts && i < nt * ZT_BUCKETS; i++)
+        free(texts[i]);
+    for (size_t i = 0; i < total; i++) {
+        if (slots)
+            free(slots[i].doc);
+        if (rels)
+            free(rels[i]);
     }
-    for (size_t i = 0; slots && rels && i < total; i++) {
-        free(slots[i].doc);
-        free(rels[i]);
-    }
+    for (size_t t = 0; lists && t < nt; t++)
+        deallocate_String_vector(&lists[t].kids);
+    free(texts);
     free(slots);
     free(rels);
+    free(first);
+    free(lists);
     zmulti_free(&m);
-    deallocate_String_vector(&kids);
     return rc;
 }
 
@@ -682,7 +725,8 @@ static int convert_all(ferry_catalog *c, ferry_err *err)
 {
     cat_backend *be = c->be;
     int rc = FERRY_OK;
-    size_t done = 0;
+    size_t done = 0, reported = 0;
+    char *folders[CONV_GROUP];
     for (int k = 0; k < 2 && !rc; k++) {
         char abs[PATH_MAX_LEN];
         zk_abspath(be, rec_dir[k], abs, sizeof abs);
@@ -690,21 +734,39 @@ static int convert_all(ferry_catalog *c, ferry_err *err)
         int zrc = zoo_get_children(be->zh, abs, 0, &kids);
         if (zrc != ZOK && zrc != ZNONODE)
             rc = zfail(be, zrc, "listing", rec_dir[k], err);
-        for (int i = 0; i < kids.count && !rc; i++) {
-            if (!strcmp(kids.data[i], GUARD_NAME))
+        size_t nf = 0;
+        for (int i = 0; i <= kids.count && !rc; i++) {
+            if (i < kids.count && !strcmp(kids.data[i], GUARD_NAME))
                 continue;
-            if (!cat_name_ok(kids.data[i])) {
+            if (i < kids.count && !cat_name_ok(kids.data[i])) {
                 rc = ferry_err_set(err, FERRY_EREMOTE,
                                    "zk://%s%s/%s/%s is not a tenant folder of the older layout; "
                                    "move it away and convert again",
                                    be->hosts, be->root, rec_dir[k], kids.data[i]);
                 break;
             }
-            rc = convert_tenant(c, k, kids.data[i], err);
-            if (!rc && ++done % 10000 == 0)
-                fprintf(stderr, "ferry: converting the catalog's layout: %zu tenant folders\n",
-                        done);
+            if (i < kids.count) {
+                size_t len = strlen(rec_dir[k]) + strlen(kids.data[i]) + 2;
+                if (!(folders[nf] = malloc(len))) {
+                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory converting the layout");
+                    break;
+                }
+                snprintf(folders[nf++], len, "%s/%s", rec_dir[k], kids.data[i]);
+            }
+            if (nf == CONV_GROUP || (i == kids.count && nf)) {
+                rc = convert_group(c, k, folders, nf, err);
+                done += nf;
+                while (nf)
+                    free(folders[--nf]);
+                if (!rc && done >= reported + 10000) {
+                    reported = done;
+                    fprintf(stderr, "ferry: converting the catalog's layout: %zu tenant "
+                                    "folders\n", done);
+                }
+            }
         }
+        while (nf)
+            free(folders[--nf]);
         deallocate_String_vector(&kids);
     }
     if (rc)
