@@ -565,6 +565,25 @@ static void test_layout(void **state)
     c = open_ok(url); /* marked: opens without the parameter */
     ferry_catalog_close(c);
 
+    /* a run interrupted after writing a document, or an older ferry writing after the
+     * conversion: old records beside the tenant's document are refused, then merged into it */
+    snprintf(p, sizeof p, "%s/slices/acme", root);
+    mk(zh, p, NULL);
+    snprintf(p, sizeof p, "%s/slices/acme/2", root);
+    mk(zh, p, "{\"bytes\":9,\"placement\":\"node1\",\"rows\":1,\"split\":2,\"tenant\":\"acme\"}");
+    assert_int_equal(ferry_catalog_open(url, &c, &err), FERRY_EUNSUPPORTED);
+    snprintf(url, sizeof url, "%s%s?timeout_ms=4000&convert_layout=1", tc.zk_base, root);
+    c = open_ok(url);
+    const char *acme[] = {"acme"};
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_SLICE, acme, 1, &l, &err), FERRY_OK);
+    assert_int_equal(l.n, 4); /* 0, 1, 2, 1500 */
+    assert_int_equal(l.items[0].u.slice.bytes, 8);
+    assert_int_equal(l.items[0].version, 2); /* the update above, kept */
+    assert_int_equal(l.items[2].u.slice.split, 2);
+    assert_int_equal(l.items[2].u.slice.bytes, 9);
+    ferry_record_list_free(&l);
+    ferry_catalog_close(c);
+
     /* a layout this ferry does not know */
     snprintf(root, sizeof root, "/entries-new-%d", (int)getpid());
     mk(zh, root, NULL);
