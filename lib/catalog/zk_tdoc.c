@@ -111,10 +111,26 @@ static int expand(ferry_catalog *c, int kind, const char *tenant, size_t tlen, c
     if (zdoc_decode(text, len, &d))
         return damaged(c, rel, err);
     int rc = FERRY_OK;
+    /* "slices/TENANT/" once, then each split's digits: a million entries are a million paths,
+     * and snprintf's parsing of its format was 6% of a scan's CPU */
     char path[PATH_MAX_LEN];
+    size_t dl = strlen(rec_dir[kind]), pl = dl + 1 + tlen + 1;
+    if (pl + 11 > sizeof path)
+        return damaged(c, rel, err); /* names are at most 127 characters */
+    memcpy(path, rec_dir[kind], dl);
+    path[dl] = '/';
+    memcpy(path + dl + 1, tenant, tlen);
+    path[pl - 1] = '/';
     for (size_t i = 0; i < d.n && !rc; i++) {
-        snprintf(path, sizeof path, "%s/%.*s/%u", rec_dir[kind], (int)tlen, tenant,
-                 d.v[i].split);
+        char digits[11];
+        size_t nd = 0;
+        uint32_t v = d.v[i].split;
+        do
+            digits[nd++] = (char)('0' + v % 10);
+        while ((v /= 10));
+        for (size_t k = 0; k < nd; k++)
+            path[pl + k] = digits[nd - 1 - k];
+        path[pl + nd] = '\0';
         if (cat_items_push(out, path, d.v[i].doc, d.v[i].doc_len, d.v[i].version))
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory reading %s", rel);
     }
