@@ -24,8 +24,9 @@
  *
  * The layout marker /layout (ZT_LAYOUT) says records are stored this way; a catalog of the older
  * layout (a znode per slice and route under /slices and /routes) is refused at open with what to
- * run, and /slices and /routes of a new catalog each hold one znode an older ferry cannot decode,
- * so that it fails rather than reading a catalog without slices. */
+ * run, or converted in place when the URL asks for it (convert_layout=1), and /slices and /routes
+ * of a new catalog each hold one znode an older ferry cannot decode, so that it fails rather
+ * than reading a catalog without slices. */
 #include "catalog/zk_int.h"
 
 #include <stdio.h>
