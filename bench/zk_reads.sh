@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The reads of every record on a ZooKeeper catalog at scale (docs/benchmarks.md, "ZooKeeper at a
-# million slices", "Tenant documents"): starts ZooKeeper (tests/lib/zookeeper.sh, 3 GB heap),
-# registers TENANTS tenants in bench_scale's mix (10 slices per tenant on average, 100 shards)
-# with the `ferry` of BUILD_DIR (and times one tenant more and a split raise), then on that catalog: bench_plan_scan (the scan of every slice and
-# route, the plan's view, the plan, the cluster status; once each) and bench_router_load (a
-# router's first load, routing changes, a full reload). With BEFORE_DIR (an older release build's
-# bench/ directory, e.g. main's) the older build does the same first on a catalog of its own
-# (on a ZooKeeper of its own, started the same way): catalogs of the older layout (a znode per slice and
-# route) and of tenant documents are not readable by the other build. JSON lines on stdout, each
-# run preceded by the time and the load average.
+# million slices", "ZooKeeper: a tenant's slices and routes in one document each"): starts
+# ZooKeeper (tests/lib/zookeeper.sh, 3 GB heap), registers TENANTS tenants in bench_scale's mix
+# (10 slices per tenant on average, 100 shards) with the `ferry` of BUILD_DIR (and times one
+# tenant more and a split raise), then on that catalog: bench_plan_scan (the scan of every slice
+# and route, the plan's view, the plan, the cluster status; once each) and bench_router_load (a
+# router's first load, routing changes, a full reload). With BEFORE_DIR (an older release
+# build's bench/ directory, e.g. main's) the older build does the same first, on a catalog and a
+# ZooKeeper of its own: catalogs of the older layout (a znode per slice and route) and of tenant
+# documents are not readable by the other build. JSON lines on stdout, each step preceded by the
+# time, the load average and ZooKeeper's CPU so far.
 #   usage: bench/zk_reads.sh [BUILD_DIR [TENANTS [BEFORE_DIR]]]   default build-release 100000
 #   ONLY_AFTER=1 skips BEFORE_DIR's side.
 set -euo pipefail
