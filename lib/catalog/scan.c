@@ -212,7 +212,14 @@ static int cursor_open(ferry_catalog *c, sqlite3 *db, const char *dir, int depth
     if (!rc && sorted && k->items.n > 1) {
         sort_dir_len = strlen(dir);
         sort_numeric = numeric_name;
-        qsort(k->items.v, k->items.n, sizeof *k->items.v, item_cmp);
+        /* the ZooKeeper backend hands slices and routes over in this order already (tenant
+         * documents, lib/catalog/zk_tdoc.c): one pass to see it instead of a sort (the sort of a
+         * million items was a third of a scan's CPU) */
+        size_t i = 1;
+        while (i < k->items.n && item_cmp(&k->items.v[i - 1], &k->items.v[i]) <= 0)
+            i++;
+        if (i < k->items.n)
+            qsort(k->items.v, k->items.n, sizeof *k->items.v, item_cmp);
     }
     return rc;
 }

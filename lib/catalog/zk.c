@@ -235,7 +235,7 @@ int zk_cached_gate(ferry_catalog *c, int64_t *gv, ferry_err *err)
 
 /* ---- reads ---- */
 
-static int zk_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err)
+int zk_phys_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err)
 {
     cat_backend *be = c->be;
     char abs[PATH_MAX_LEN];
@@ -466,8 +466,8 @@ static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *ou
     return rc;
 }
 
-static int zk_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out,
-                   ferry_err *err)
+int zk_phys_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out,
+                 ferry_err *err)
 {
     for (int attempt = 0;; attempt++) {
         int64_t gv;
@@ -481,6 +481,35 @@ static int zk_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *o
         if (rc || same)
             return rc;
         cat_items_free(out); /* a batch ran while we read: read again */
+    }
+}
+
+int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, bool kids, scan_slot *slots,
+                 ferry_err *err)
+{
+    rel_list paths = {(char **)rels, n, n};
+    for (int attempt = 0;; attempt++) {
+        int64_t gv;
+        int rc = attempt ? zk_gate_wait_open(c, &gv, err) : zk_cached_gate(c, &gv, err);
+        if (rc)
+            return rc;
+        zk_bulk *bulk = NULL;
+        memset(slots, 0, n * sizeof *slots);
+        read_level(c->be, &bulk, &paths, kids, slots);
+        zk_bulk_close(bulk);
+        bool same = false;
+        rc = gate_unchanged(c->be, gv, &same, err);
+        for (size_t i = 0; !rc && same && i < n; i++)
+            if (slots[i].rc != ZOK && slots[i].rc != ZNONODE)
+                rc = zfail(c->be, slots[i].rc, kids ? "listing" : "reading", rels[i], err);
+        if (rc || !same)
+            for (size_t i = 0; i < n; i++) {
+                free(slots[i].doc);
+                slots[i].doc = NULL;
+                deallocate_String_vector(&slots[i].kids);
+            }
+        if (rc || same)
+            return rc;
     }
 }
 
@@ -569,6 +598,7 @@ int zm_failed(const zmulti *m)
 
 int zk_user_op_error(cat_backend *be, const cat_op *op, int zrc, ferry_err *err)
 {
+    be->failed_op = op;
     switch (zrc) {
     case ZNODEEXISTS:
         return ferry_err_set(err, FERRY_ECONFLICT, "%s already exists", op->path);
@@ -958,9 +988,9 @@ static void zk_close(ferry_catalog *c)
 
 static const cat_backend_ops zk_ops = {
     .name = "zk",
-    .get = zk_get,
-    .scan = zk_scan,
-    .commit = zk_commit,
+    .get = zt_get,
+    .scan = zt_scan,
+    .commit = zt_commit,
     .routing_version = zk_routing_version,
     .routing_wait = zk_routing_wait,
     .lease_acquire = zk_lease_acquire,
@@ -1020,12 +1050,14 @@ static int parse_url(cat_backend *be, const char *rest, ferry_err *err)
         *eq = '\0';
         if (!strcmp(q, "timeout_ms"))
             be->timeout_ms = (int)v;
+        else if (!strcmp(q, "convert_layout") && v == 1)
+            be->convert_layout = true;
         else if (!strcmp(q, "wait_ms"))
             be->wait_ms = (int)v;
         else
             return ferry_err_set(err, FERRY_EINVAL,
                                  "catalog URL parameter '%s' is unknown (timeout_ms, wait_ms, "
-                                 "auth_file)", q);
+                                 "auth_file, convert_layout=1)", q);
         q = amp;
     }
     return FERRY_OK;
@@ -1119,6 +1151,7 @@ int cat_zk_open(ferry_catalog *c, const char *rest, ferry_err *err)
             goto out;
         }
     }
+    rc = zt_layout_open(c, err);
 out:
     if (rc)
         zk_close(c);

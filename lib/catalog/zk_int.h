@@ -23,6 +23,8 @@ struct cat_backend {
     int timeout_ms; /* session timeout asked for */
     int wait_ms;    /* how long readers and writers wait for a batch in progress */
     char auth_file[512];     /* "": no authentication, open ACLs (zk_auth.c) */
+    bool convert_layout;     /* URL convert_layout=1: convert an older layout at open
+                              * (zk_tdoc.c) instead of refusing it */
     struct ACL_vector *acl;  /* for every znode created: creator-only once authenticated */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -34,6 +36,8 @@ struct cat_backend {
     unsigned batch_seq;
     atomic_bool no_bulk; /* the server refused multiRead (zk_bulk.c): scans read one znode a
                           * request (atomic: threads may scan on one handle) */
+    const cat_op *failed_op; /* the operation zk_user_op_error last reported (zk_tdoc.c tells
+                              * a changed tenant document from a failed record) */
 };
 
 /* One multi's worth of operations with the storage they point into. */
@@ -103,6 +107,64 @@ int zk_parents_for(ferry_catalog *c, const cat_commit_req *req, size_t *rt, ferr
 /* A batch that fits one multi. */
 int zk_commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
                     ferry_err *err);
+
+/* Reads the znodes at rels[0..n) (relative paths) into slots (doc, version, rc: ZNONODE for a
+ * missing one; with kids, their children instead) between two reads of the write gate, again
+ * until no batch ran meanwhile; by multiRead when there are many. The caller frees
+ * slots[i].doc and slots[i].kids (deallocate_String_vector). */
+int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, bool kids, scan_slot *slots,
+                 ferry_err *err);
+/* The backend's get and scan of znodes as they are (zk_tdoc.c maps records onto them). */
+int zk_phys_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err);
+int zk_phys_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out,
+                 ferry_err *err);
+
+/* ---- tenant documents (zk_doc.c: the format; zk_tdoc.c: records in them) ----
+ * Every slice record of a tenant (slices/T/S) is an entry of the document slice_docs/T, every
+ * route (routes/T/S) of route_docs/T; splits ZT_BUCKET and above go to slice_docs/T~1,
+ * T~2, ... (ZT_BUCKET splits each). An entry keeps its own version (what callers see and
+ * compare); the document's znode version guards the read-modify-write of a commit. */
+#define ZT_BUCKET 1024
+#define ZT_BUCKETS 4                /* FERRY_SPLITS_MAX / ZT_BUCKET: splits 0..4095 */
+#define ZT_DOC_MAX (384 * 1024)     /* a document, and its undo record in a large batch's
+                                     * chunk, stay under ZooKeeper's 1 MB jute.maxbuffer */
+#define ZT_LAYOUT "2"               /* /layout: the catalog's records are in tenant documents */
+
+typedef struct zdoc_entry {
+    uint32_t split;
+    int64_t version;
+    const char *doc; /* borrowed: the decoded text, or an operation's document */
+    size_t doc_len;
+} zdoc_entry;
+
+typedef struct zdoc {
+    zdoc_entry *v; /* sorted by split */
+    size_t n, cap;
+} zdoc;
+
+/* 0, or -1 when text is not a tenant document; d borrows text (zdoc_free: the array only). */
+int zdoc_decode(const char *text, size_t len, zdoc *d);
+/* The document's text (malloc'ed, NUL-terminated, caller frees) and its length; NULL: no
+ * memory. */
+char *zdoc_encode(const zdoc *d, size_t *len);
+zdoc_entry *zdoc_find(zdoc *d, uint32_t split);
+/* Adds or replaces split's entry (doc borrowed). FERRY_ENOMEM. */
+int zdoc_put(zdoc *d, uint32_t split, const char *doc, size_t doc_len, int64_t version);
+void zdoc_remove(zdoc *d, uint32_t split);
+void zdoc_free(zdoc *d);
+
+/* The backend's get, scan and commit: records of tenant documents mapped, others as they are. */
+int zt_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err);
+int zt_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out, ferry_err *err);
+int zt_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info, ferry_err *err);
+/* Test only (tests/unit/test_catalog_entries.c): when set, called in every commit attempt that
+ * touches tenant documents, after they were read and before the multi is sent, so that a test
+ * can write meanwhile. Library code never sets it. */
+extern void (*zt_test_between)(void *arg);
+extern void *zt_test_between_arg;
+/* At open: makes the documents' folders, marks a new catalog's layout and refuses a catalog
+ * whose slices and routes are one znode each (an older ferry's layout). */
+int zt_layout_open(ferry_catalog *c, ferry_err *err);
 
 /* ---- zk_batch.c ---- */
 /* Undoes batch id from its undo records, drops its journal, opens the gate. */
