@@ -18,16 +18,8 @@ FERRY_AGENT_TEST_SLOW_UPLOAD_MS=400 tier_lab "$L" --nodes 1
 C=$L/ferry.conf
 U=$(lab_url "$L" node1)
 tier_create "$U"
-chq "$U" "ALTER TABLE events MODIFY SETTING max_bytes_to_merge_at_max_space_in_pool = 1,
-    max_bytes_to_merge_at_min_space_in_pool = 1" >/dev/null
-
-fill() { # TENANT DAYS_AGO PARTS
-    local b
-    for b in $(seq 1 "$3"); do
-        chq "$U" "INSERT INTO events SELECT $1, toYYYYMMDD($TODAY - $2), 0,
-            toDateTime($TODAY - $2) + number, number % 97, number + $b * 1000000 FROM numbers(3000)" >/dev/null
-    done
-}
+tier_no_bg_merges "$U"
+fill() { tier_parts "$U" "$1" "$2" "$3" 3000; } # TENANT DAYS_AGO PARTS
 pid_of() { chq "$U" "SELECT DISTINCT partition_id FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '$1-%'"; }
 nparts() { chq "$U" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND partition_id = '$1'"; }
 

@@ -9,6 +9,10 @@
 #   tier_leftovers LAB NODE     fails when a shadow folder, a detached part (of events or its
 #                               staging table) or a temporary ferry folder is left on NODE
 #   tier_merges_on URL PID      fails unless merges run on events (OPTIMIZE of PID succeeds)
+#   tier_no_bg_merges URL       events merges only when told (OPTIMIZE): no part is small enough
+#                               for a background merge (max_bytes_to_merge_* = 1 byte)
+#   tier_parts URL TENANT DAYS_AGO PARTS ROWS   PARTS inserts of ROWS rows each into events, one
+#                               part each, for the partition of TENANT DAYS_AGO days before today
 #   tier_local_keys LAB         the ferry-uploaded object keys of a local lab, sorted
 #   tier_catalog_keys CONF      the object keys the catalog's part records name, sorted
 #   tier_copy_frozen LAB NODE WHERE DEST   freezes events on NODE and keeps a copy of what the
@@ -69,6 +73,19 @@ tier_leftovers() {
     # seen under a CPU burner): what it lists is still the answer
     tmp=$(find "$data" -name 'tmp-ferry-*' 2>/dev/null | head -3 || true)
     [ -z "$tmp" ] || fail "$node: temporary folders left: $tmp"
+}
+
+tier_no_bg_merges() {
+    chq "$1" "ALTER TABLE events MODIFY SETTING max_bytes_to_merge_at_max_space_in_pool = 1,
+        max_bytes_to_merge_at_min_space_in_pool = 1" >/dev/null
+}
+
+tier_parts() {
+    local url=$1 tenant=$2 ago=$3 parts=$4 rows=$5 b
+    for b in $(seq 1 "$parts"); do
+        chq "$url" "INSERT INTO events SELECT $tenant, toYYYYMMDD($TODAY - $ago), 0,
+            toDateTime($TODAY - $ago) + number, number % 97, number + $b * 1000000 FROM numbers($rows)" >/dev/null
+    done
 }
 
 tier_merges_on() {
