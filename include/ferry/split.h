@@ -27,6 +27,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/err.h"
+#include "ferry/names.h"
 
 /* The highest split count ferry accepts for a tenant. */
 #define FERRY_SPLITS_MAX 4096
@@ -102,7 +103,7 @@ typedef struct ferry_split_slice_in {
  * rules (hash "sha256"|"xxh3", rf, fill; non-strict, so a full cluster still places), around the
  * existing ones, which stay where they are and count for the tenant spread; base_load[i] (NULL:
  * none) is what shards[i] holds of every slice not in slices[]. Only the new slices are scored,
- * so slices[] need hold only the tenants concerned (ferry_place_more: the result is the one a
+ * so slices[] need hold only the tenants concerned (ferry_pl_place_more: the result is the one a
  * placement of the whole cluster gives them when the existing slices sit where it puts them).
  * Writes the comma-separated shard list of slice i into placements[i] (each placement_size
  * bytes), in the order of the input: for an existing slice, the shards of the cluster it keeps. */
@@ -116,7 +117,7 @@ int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
 struct ferry_catalog;
 
 typedef struct ferry_split_change {
-    char tenant[128];
+    char tenant[FERRY_NAME_MAX];
     uint32_t from, to;      /* from 0: the tenant is created */
     uint64_t routing_version; /* after the commit */
 } ferry_split_change;
