@@ -41,11 +41,12 @@ typedef struct pl_scorer {
 } pl_scorer;
 
 #define PL_KEY_MAX (FERRY_SLICE_ID_MAX + FERRY_NAME_MAX + 8)
-/* The bytes of a padded name the SHA-256 fast path copies: it takes keys of at most 55 bytes,
- * so 64 reach past the block's length field whatever the prefix (and copy no more than
- * before names could be 127 bytes long). */
-#define PL_SHA_NAME_COPY 64
-_Static_assert(PL_SHA_NAME_COPY <= FERRY_NAME_MAX, "padded names hold the fast path's copy");
+/* The bytes of a padded name copied for a name this short (the common case), so the hot loop
+ * copies what it did when names were at most 64 bytes: fixed-size copies compile to a few
+ * moves. Enough for the SHA-256 fast path whatever the name: it takes keys of at most 55 bytes,
+ * and 64 bytes from the prefix's end reach past the block's length field. */
+#define PL_NAME_COPY_SHORT 64
+_Static_assert(PL_NAME_COPY_SHORT <= FERRY_NAME_MAX, "padded names hold the short copy");
 
 /* Per-thread working memory of a scorer. */
 typedef struct pl_scratch {
@@ -57,7 +58,7 @@ typedef struct pl_scratch {
     uint64_t xxh3_prefix_mix[4]; /* xxh3: the 16-byte blocks wholly inside the prefix, mixed */
     block16 prefix_tail;         /* xxh3: the prefix's last 16 bytes */
     /* sha256: the prefix, then room for a zero-padded name: the block is finished per shard */
-    unsigned char sha_block[64 + PL_SHA_NAME_COPY];
+    unsigned char sha_block[64 + PL_NAME_COPY_SHORT];
     size_t m;          /* candidates kept per slice */
     pl_cand *gtop;     /* [n_groups * (m + 1)] */
     uint64_t *gh;      /* [n_groups * (m + 1)] hashes of the group's best so far */

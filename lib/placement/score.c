@@ -113,6 +113,16 @@ double ferry_score(ferry_hash h, const char *slice_id, const char *shard, double
     return ferry_score_from_hash(ferry_hash64(h, key, a + b + 1), weight);
 }
 
+/* The padded name of length len at dst: a fixed-size copy, the short one when it holds the name
+ * (PL_NAME_COPY_SHORT); dst has room for FERRY_NAME_MAX bytes. */
+static inline void put_name(void *dst, const char *padded, size_t len)
+{
+    if (len <= PL_NAME_COPY_SHORT)
+        memcpy(dst, padded, PL_NAME_COPY_SHORT);
+    else
+        memcpy(dst, padded, FERRY_NAME_MAX);
+}
+
 static inline block16 read_block(const void *p)
 {
     const unsigned char *b = p;
@@ -295,7 +305,7 @@ static uint64_t xxh3_pair_general(const pl_scorer *s, pl_scratch *x, uint32_t i)
     size_t plen = x->prefix_len, len = plen + s->name_len[i];
     const unsigned char *name = (const unsigned char *)s->padded[i];
     if (len < 17 || len > 128) {
-        memcpy(x->key + plen, name, FERRY_NAME_MAX);
+        put_name(x->key + plen, (const char *)name, s->name_len[i]);
         return XXH3_64bits(x->key, len);
     }
     uint64_t acc = len * XXH_PRIME64_1;
@@ -336,12 +346,12 @@ static inline uint64_t sha256_pair(const pl_scorer *s, pl_scratch *x, uint32_t i
 {
     size_t plen = x->prefix_len, len = plen + s->name_len[i];
     if (len > 55) {
-        memcpy(x->key + plen, s->padded[i], FERRY_NAME_MAX);
+        put_name(x->key + plen, s->padded[i], s->name_len[i]);
         return sha256_prefix64(x->key, len);
     }
     /* The zero padding of the name supplies the zeros between the 0x80 and the length. */
     unsigned char *b = x->sha_block;
-    memcpy(b + plen, s->padded[i], PL_SHA_NAME_COPY);
+    memcpy(b + plen, s->padded[i], PL_NAME_COPY_SHORT);
     b[len] = 0x80;
     uint64_t bits = (uint64_t)len * 8;
     for (int k = 0; k < 8; k++)
