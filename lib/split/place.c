@@ -1,8 +1,9 @@
 /* Placing new slices for tenant registration and split raises: a thin wrapper over the placement
- * library's incremental placement (ferry_pl_place_more) that takes the active shards and a
- * tenant's slices with each existing one's route (comma-separated, as the catalog stores it),
+ * library's incremental placement (ferry_pl_place_more) that takes the catalog's records of the
+ * active shards (catalog.h and placement.h side by side) and a tenant's slices with each existing one's route (comma-separated, as the catalog stores it),
  * builds placement's cluster and inventory, and gives back each slice's shard list. Only the
  * slices given are scored; the rest of the cluster enters as each shard's load. Pure. */
+#include "ferry/catalog.h"
 #include "ferry/placement.h"
 #include "ferry/split.h"
 #include "ferry/strutil.h"
@@ -37,7 +38,7 @@ static void fixed_slots(const ferry_pl_cluster *cl, const char *list, unsigned r
     }
 }
 
-int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
+int ferry_split_place(const ferry_shard *const *shards, size_t n_shards,
                       const uint64_t *base_load, const ferry_split_slice_in *slices,
                       size_t n_slices, const char *hash, unsigned rf, double fill,
                       char *placements, size_t placement_size, ferry_err *err)
@@ -54,8 +55,8 @@ int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
     if (!rc)
         rc = ferry_pl_inventory_init(&inv, "catalog", err);
     for (size_t i = 0; i < n_shards && !rc; i++)
-        rc = ferry_pl_cluster_add_zoned(&cl, shards[i].name, shards[i].weight, shards[i].capacity,
-                                        shards[i].zone, 0, err);
+        rc = ferry_pl_cluster_add_zoned(&cl, shards[i]->name, shards[i]->weight, shards[i]->capacity,
+                                        shards[i]->zone, 0, err);
     for (size_t i = 0; i < n_slices && !rc; i++)
         rc = ferry_pl_inventory_add(&inv, slices[i].tenant, slices[i].split, slices[i].bytes, 0,
                                     err);
@@ -87,7 +88,7 @@ int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
     }
     /* base_load follows the input's shard order; the cluster is sorted by name */
     for (size_t i = 0; base_load && i < n_shards; i++)
-        load[ferry_pl_cluster_find(&cl, shards[i].name)] = base_load[i];
+        load[ferry_pl_cluster_find(&cl, shards[i]->name)] = base_load[i];
     rc = ferry_pl_place_more(&inv, &cl, &o, fixed, load, &lay, err);
     if (rc)
         goto out;
