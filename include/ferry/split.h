@@ -95,7 +95,8 @@ typedef struct ferry_split_slice_in {
 } ferry_split_slice_in;
 
 /* Places the new slices among slices[] (those without shards) on shards[0..n_shards) (the
- * catalog's records of the shards that take new slices, borrowed) with the cluster's rules (hash "sha256"|"xxh3", rf, fill; non-strict, so a full cluster still places), around the
+ * catalog's records of the shards that take new slices, borrowed) with the cluster's rules
+ * (hash "sha256"|"xxh3", rf, fill; non-strict, so a full cluster still places), around the
  * existing ones, which stay where they are and count for the tenant spread; base_load[i] (NULL:
  * none) is what shards[i] holds of every slice not in slices[]. Only the new slices are scored,
  * so slices[] need hold only the tenants concerned (ferry_pl_place_more: the result is the one a

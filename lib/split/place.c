@@ -1,8 +1,9 @@
 /* Placing new slices for tenant registration and split raises: a thin wrapper over the placement
  * library's incremental placement (ferry_pl_place_more) that takes the catalog's records of the
- * active shards (catalog.h and placement.h side by side) and a tenant's slices with each existing one's route (comma-separated, as the catalog stores it),
- * builds placement's cluster and inventory, and gives back each slice's shard list. Only the
- * slices given are scored; the rest of the cluster enters as each shard's load. Pure. */
+ * active shards (catalog.h and placement.h side by side) and a tenant's slices with each
+ * existing one's route (comma-separated, as the catalog stores it), builds placement's cluster
+ * and inventory, and gives back each slice's shard list. Only the slices given are scored; the
+ * rest of the cluster enters as each shard's load. Pure. */
 #include "ferry/catalog.h"
 #include "ferry/placement.h"
 #include "ferry/split.h"
@@ -55,8 +56,8 @@ int ferry_split_place(const ferry_shard *const *shards, size_t n_shards,
     if (!rc)
         rc = ferry_pl_inventory_init(&inv, "catalog", err);
     for (size_t i = 0; i < n_shards && !rc; i++)
-        rc = ferry_pl_cluster_add_zoned(&cl, shards[i]->name, shards[i]->weight, shards[i]->capacity,
-                                        shards[i]->zone, 0, err);
+        rc = ferry_pl_cluster_add_zoned(&cl, shards[i]->name, shards[i]->weight,
+                                        shards[i]->capacity, shards[i]->zone, 0, err);
     for (size_t i = 0; i < n_slices && !rc; i++)
         rc = ferry_pl_inventory_add(&inv, slices[i].tenant, slices[i].split, slices[i].bytes, 0,
                                     err);
