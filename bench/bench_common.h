@@ -31,9 +31,9 @@ static inline double cpu_seconds(void)
 }
 
 /* Fills *inv (initialised and finished here; the caller frees it) with want slices. */
-static inline int blog_mix_inventory(ferry_inventory *inv, size_t want, ferry_err *err)
+static inline int blog_mix_inventory(ferry_pl_inventory *inv, size_t want, ferry_err *err)
 {
-    int rc = ferry_inventory_init(inv, "bench", err);
+    int rc = ferry_pl_inventory_init(inv, "bench", err);
     uint64_t rng = 0x9E3779B97F4A7C15ULL;
     size_t n = 0;
     for (int t = 0; !rc && n < want; t++) {
@@ -42,11 +42,11 @@ static inline int blog_mix_inventory(ferry_inventory *inv, size_t want, ferry_er
         int r = t % 10, splits = r < 7 ? 1 : r < 9 ? 2 : 8;
         for (int k = 0; !rc && k < splits && n < want; k++, n++) {
             rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-            rc = ferry_inventory_add(inv, tenant, (uint32_t)k, 1000000 + rng % 10000000000ULL, 0,
-                                     err);
+            rc = ferry_pl_inventory_add(inv, tenant, (uint32_t)k, 1000000 + rng % 10000000000ULL, 0,
+                                        err);
         }
     }
-    return rc ? rc : ferry_inventory_finish(inv, err);
+    return rc ? rc : ferry_pl_inventory_finish(inv, err);
 }
 
 #endif

@@ -1,6 +1,6 @@
 /* Placement benchmark: 1,000,000 slices (the blog's tenant mix: 70% one split, 20% two, 10%
  * eight) on 100 shards, with both hashes, on one thread and on all cores. Times the whole of
- * ferry_place (scoring every slice/shard pair, then the capacity/anti-affinity pass) and prints
+ * ferry_pl_place (scoring every slice/shard pair, then the capacity/anti-affinity pass) and prints
  * one JSON object: slice-shard scores per second, wall and CPU time (CPU time shows how much
  * of the wall time the process actually ran when the machine is shared), peak memory
  * (ru_maxrss, for the process so far), and a digest of the layout (FNV-1a over the replica
@@ -34,7 +34,7 @@ static void die(const ferry_err *err)
     exit(1);
 }
 
-static uint64_t layout_digest(const ferry_layout *l)
+static uint64_t layout_digest(const ferry_pl_layout *l)
 {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < l->inv->n * l->rf; i++)
@@ -48,27 +48,27 @@ int main(int argc, char **argv)
     int nshards = argc > 2 ? atoi(argv[2]) : 100;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     ferry_err err = {0, ""};
-    ferry_inventory inv;
+    ferry_pl_inventory inv;
     if (blog_mix_inventory(&inv, want, &err))
         die(&err);
 
     /* Three clusters: 80 shards of weight 1 and 20 of weight 2 (two weight groups), every
      * weight distinct (no shortcut: a logarithm per pair), and the first in 4 zones. */
-    ferry_cluster clusters[3];
+    ferry_pl_cluster clusters[3];
     const char *cluster_desc[3] = {"80% weight 1, 20% weight 2", "all weights distinct",
                                    "80% weight 1, 20% weight 2, 4 zones"};
     for (int c = 0; c < 3; c++) {
-        if (ferry_cluster_init(&clusters[c], "bench", &err))
+        if (ferry_pl_cluster_init(&clusters[c], "bench", &err))
             die(&err);
         for (int s = 0; s < nshards; s++) {
             char name[32], zone[16];
             snprintf(name, sizeof name, "ch-shard-%03d", s);
             snprintf(zone, sizeof zone, "az-%d", s % 4);
             double w = c != 1 ? (s % 5 == 4 ? 2.0 : 1.0) : 1.0 + s / 128.0;
-            if (ferry_cluster_add_zoned(&clusters[c], name, w, 0, c == 2 ? zone : NULL, 0, &err))
+            if (ferry_pl_cluster_add_zoned(&clusters[c], name, w, 0, c == 2 ? zone : NULL, 0, &err))
                 die(&err);
         }
-        if (ferry_cluster_finish(&clusters[c], &err))
+        if (ferry_pl_cluster_finish(&clusters[c], &err))
             die(&err);
     }
 
@@ -93,13 +93,13 @@ int main(int argc, char **argv)
         uint64_t digest1 = 0;
         for (int pass = 0; pass < 2; pass++) {
             unsigned threads = pass == 0 ? 1 : (unsigned)(cores > 0 ? cores : 1);
-            ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+            ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
             o.hash = cases[k].hash;
             o.threads = threads;
             o.rf = cases[k].rf;
-            ferry_layout l;
+            ferry_pl_layout l;
             double t0 = now(), c0 = cpu_seconds();
-            if (ferry_place(&inv, &clusters[cases[k].cluster], &o, &l, &err))
+            if (ferry_pl_place(&inv, &clusters[cases[k].cluster], &o, &l, &err))
                 die(&err);
             double wall = now() - t0, cpu = cpu_seconds() - c0;
             uint64_t d = layout_digest(&l);
@@ -116,12 +116,12 @@ int main(int argc, char **argv)
                    max_rss_kb() / 1024.0, l.zone_relaxed, d == digest1 ? "true" : "false", d);
             fflush(stdout);
             first = false;
-            ferry_layout_free(&l);
+            ferry_pl_layout_free(&l);
         }
     }
     printf("]}\n");
     for (int c = 0; c < 3; c++)
-        ferry_cluster_free(&clusters[c]);
-    ferry_inventory_free(&inv);
+        ferry_pl_cluster_free(&clusters[c]);
+    ferry_pl_inventory_free(&inv);
     return 0;
 }

@@ -10,7 +10,7 @@
 
 void cli_place_common_init(cli_place_common *c)
 {
-    ferry_place_opts d = FERRY_PLACE_OPTS_DEFAULT;
+    ferry_pl_opts d = FERRY_PL_OPTS_DEFAULT;
     c->opts = d;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     c->opts.threads = cpus > 0 ? (unsigned)(cpus > 64 ? 64 : cpus) : 1;
@@ -86,34 +86,34 @@ static int read_input(const char *path, char **text, ferry_err *err)
     return rc;
 }
 
-int cli_load_cluster(const char *path, ferry_cluster *out, ferry_err *err)
+int cli_load_cluster(const char *path, ferry_pl_cluster *out, ferry_err *err)
 {
     char *text = NULL;
     int rc = read_input(path, &text, err);
     if (!rc)
-        rc = ferry_cluster_parse(text, path, out, err);
+        rc = ferry_pl_cluster_parse(text, path, out, err);
     free(text);
     return rc;
 }
 
-int cli_load_inventory(const char *path, ferry_inventory *out, ferry_err *err)
+int cli_load_inventory(const char *path, ferry_pl_inventory *out, ferry_err *err)
 {
     char *text = NULL;
     int rc = read_input(path, &text, err);
     if (!rc)
-        rc = ferry_inventory_parse(text, path, out, err);
+        rc = ferry_pl_inventory_parse(text, path, out, err);
     free(text);
     return rc;
 }
 
-json_t *cli_layout_shards_json(const ferry_layout *l)
+json_t *cli_layout_shards_json(const ferry_pl_layout *l)
 {
     json_t *arr = json_array();
     for (size_t s = 0; s < l->cluster->n; s++) {
-        const ferry_shard *sh = &l->cluster->shards[s];
-        json_t *o = json_pack("{s:s, s:f, s:I, s:I}", "name", sh->name, "weight", sh->weight,
-                              "replicas", (json_int_t)l->shard_replicas[s], "bytes",
-                              (json_int_t)l->shard_bytes[s]);
+        const ferry_pl_shard *sh = &l->cluster->shards[s];
+        json_t *o =
+            json_pack("{s:s, s:f, s:I, s:I}", "name", sh->name, "weight", sh->weight, "replicas",
+                      (json_int_t)l->shard_replicas[s], "bytes", (json_int_t)l->shard_bytes[s]);
         if (sh->capacity) {
             json_object_set_new(o, "capacity", json_integer((json_int_t)sh->capacity));
             json_object_set_new(o, "fill", json_real((double)l->shard_bytes[s] /

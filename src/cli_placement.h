@@ -11,7 +11,7 @@
 
 /* Options shared by place and plan, taken by cli_place_next_option. */
 typedef struct cli_place_common {
-    ferry_place_opts opts;
+    ferry_pl_opts opts;
     bool json;
 } cli_place_common;
 
@@ -33,10 +33,10 @@ int cli_place_next_option(const char *cmd, int argc, char **argv, const struct o
                           cli_place_common *c, int *status);
 
 /* Reads and parses a file; a missing file is bad input (FERRY_EINVAL). */
-int cli_load_cluster(const char *path, ferry_cluster *out, ferry_err *err);
-int cli_load_inventory(const char *path, ferry_inventory *out, ferry_err *err);
+int cli_load_cluster(const char *path, ferry_pl_cluster *out, ferry_err *err);
+int cli_load_inventory(const char *path, ferry_pl_inventory *out, ferry_err *err);
 
 /* Per-shard summary of a layout as a JSON array (new reference). */
-json_t *cli_layout_shards_json(const ferry_layout *l);
+json_t *cli_layout_shards_json(const ferry_pl_layout *l);
 
 #endif

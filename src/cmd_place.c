@@ -32,11 +32,11 @@ const char cmd_place_usage[] =
     "for the fill target) prints FILE:LINE and the reason on stderr and exits 2. See\n"
     "docs/placement.md for the algorithm and its guarantees.\n";
 
-static int print_scores(const ferry_inventory *inv, const ferry_cluster *cl, ferry_hash hash)
+static int print_scores(const ferry_pl_inventory *inv, const ferry_pl_cluster *cl, ferry_hash hash)
 {
-    char id[FERRY_SLICE_ID_MAX], key[FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 2];
+    char id[FERRY_SLICE_ID_MAX], key[FERRY_SLICE_ID_MAX + FERRY_NAME_MAX + 1];
     for (size_t i = 0; i < inv->n; i++) {
-        ferry_slice_id(&inv->slices[i], id, sizeof id);
+        ferry_pl_slice_id(&inv->slices[i], id, sizeof id);
         for (size_t s = 0; s < cl->n; s++) {
             int len = snprintf(key, sizeof key, "%s:%s", id, cl->shards[s].name);
             uint64_t h = ferry_hash64(hash, key, (size_t)len);
@@ -47,12 +47,12 @@ static int print_scores(const ferry_inventory *inv, const ferry_cluster *cl, fer
     return 0;
 }
 
-static void print_text(const ferry_layout *l)
+static void print_text(const ferry_pl_layout *l)
 {
     uint32_t ranked[64];
     for (size_t i = 0; i < l->inv->n; i++) {
-        const ferry_slice *sl = &l->inv->slices[i];
-        ferry_layout_ranked(l, i, ranked);
+        const ferry_pl_slice *sl = &l->inv->slices[i];
+        ferry_pl_layout_ranked(l, i, ranked);
         printf("%s\t%u\t", sl->tenant, sl->split);
         for (unsigned j = 0; j < l->rf; j++)
             printf("%s%s", j ? "," : "", l->cluster->shards[ranked[j]].name);
@@ -60,13 +60,13 @@ static void print_text(const ferry_layout *l)
     }
 }
 
-static void print_json(const ferry_layout *l)
+static void print_json(const ferry_pl_layout *l)
 {
     uint32_t ranked[64];
     json_t *placements = json_array();
     for (size_t i = 0; i < l->inv->n; i++) {
-        const ferry_slice *sl = &l->inv->slices[i];
-        ferry_layout_ranked(l, i, ranked);
+        const ferry_pl_slice *sl = &l->inv->slices[i];
+        ferry_pl_layout_ranked(l, i, ranked);
         json_t *shards = json_array();
         for (unsigned j = 0; j < l->rf; j++)
             json_array_append_new(shards, json_string(l->cluster->shards[ranked[j]].name));
@@ -115,9 +115,9 @@ int cmd_place(int argc, char **argv)
         return cli_usage_error("place", "--slices and --shards are required");
 
     ferry_err err = {0, ""};
-    ferry_inventory inv;
-    ferry_cluster cl;
-    ferry_layout l;
+    ferry_pl_inventory inv;
+    ferry_pl_cluster cl;
+    ferry_pl_layout l;
     memset(&inv, 0, sizeof inv);
     memset(&cl, 0, sizeof cl);
     memset(&l, 0, sizeof l);
@@ -129,7 +129,7 @@ int cmd_place(int argc, char **argv)
         goto out;
     }
     if (!rc)
-        rc = ferry_place(&inv, &cl, &c.opts, &l, &err);
+        rc = ferry_pl_place(&inv, &cl, &c.opts, &l, &err);
     if (rc)
         goto out;
     if (c.json)
@@ -137,8 +137,8 @@ int cmd_place(int argc, char **argv)
     else
         print_text(&l);
 out:
-    ferry_layout_free(&l);
-    ferry_cluster_free(&cl);
-    ferry_inventory_free(&inv);
+    ferry_pl_layout_free(&l);
+    ferry_pl_cluster_free(&cl);
+    ferry_pl_inventory_free(&inv);
     return rc ? cli_fail("place", &err) : (fflush(stdout) ? 1 : 0);
 }

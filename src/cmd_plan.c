@@ -30,10 +30,10 @@ const char cmd_plan_usage[] =
     "one may not: if the new shards cannot hold the data below the fill target, plan fails with\n"
     "exit code 2. Bad input is reported as for `ferry place`.\n";
 
-static json_t *shards_json(const ferry_layout *old, const ferry_layout *nl)
+static json_t *shards_json(const ferry_pl_layout *old, const ferry_pl_layout *nl)
 {
     json_t *arr = json_array();
-    const ferry_cluster *oc = old->cluster, *nc = nl->cluster;
+    const ferry_pl_cluster *oc = old->cluster, *nc = nl->cluster;
     /* every name of either cluster, in name order */
     size_t a = 0, b = 0;
     while (a < oc->n || b < nc->n) {
@@ -63,18 +63,18 @@ static json_t *shards_json(const ferry_layout *old, const ferry_layout *nl)
     return arr;
 }
 
-static void print_json(const ferry_layout *old, const ferry_layout *nl, const ferry_plan *p)
+static void print_json(const ferry_pl_layout *old, const ferry_pl_layout *nl,
+                       const ferry_pl_plan *p)
 {
     json_t *moves = json_array();
     for (size_t k = 0; k < p->moved; k++) {
-        const ferry_move *m = &p->moves[k];
-        const ferry_slice *sl = &nl->inv->slices[m->slice];
-        json_array_append_new(
-            moves, json_pack("{s:s, s:I, s:o, s:o, s:I}", "tenant", sl->tenant, "split",
-                             (json_int_t)sl->split, "from",
-                             m->from ? json_string(m->from) : json_null(), "to",
-                             m->to ? json_string(m->to) : json_null(), "bytes",
-                             (json_int_t)m->bytes));
+        const ferry_pl_move *m = &p->moves[k];
+        const ferry_pl_slice *sl = &nl->inv->slices[m->slice];
+        json_array_append_new(moves, json_pack("{s:s, s:I, s:o, s:o, s:I}", "tenant", sl->tenant,
+                                               "split", (json_int_t)sl->split, "from",
+                                               m->from ? json_string(m->from) : json_null(), "to",
+                                               m->to ? json_string(m->to) : json_null(), "bytes",
+                                               (json_int_t)m->bytes));
     }
     json_t *root = json_pack(
         "{s:s, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "hash",
@@ -88,7 +88,8 @@ static void print_json(const ferry_layout *old, const ferry_layout *nl, const fe
     json_decref(root);
 }
 
-static void print_text(const ferry_layout *old, const ferry_layout *nl, const ferry_plan *p)
+static void print_text(const ferry_pl_layout *old, const ferry_pl_layout *nl,
+                       const ferry_pl_plan *p)
 {
     char b1[32], b2[32], id[FERRY_SLICE_ID_MAX];
     size_t replicas = p->slices * nl->rf;
@@ -118,8 +119,8 @@ static void print_text(const ferry_layout *old, const ferry_layout *nl, const fe
     if (p->moved)
         printf("\nmoves, in order:\n");
     for (k = 0; k < p->moved; k++) {
-        const ferry_move *m = &p->moves[k];
-        ferry_slice_id(&nl->inv->slices[m->slice], id, sizeof id);
+        const ferry_pl_move *m = &p->moves[k];
+        ferry_pl_slice_id(&nl->inv->slices[m->slice], id, sizeof id);
         printf("  %-32s %s -> %s  %s\n", id, m->from ? m->from : "(new replica)",
                m->to ? m->to : "(dropped)", ferry_fmt_bytes(m->bytes, b1, sizeof b1));
     }
@@ -152,17 +153,17 @@ int cmd_plan(int argc, char **argv)
         return cli_usage_error("plan", "--slices, --from and --to are required");
 
     ferry_err err = {0, ""};
-    ferry_inventory inv;
-    ferry_cluster oc, nc;
-    ferry_layout old, nl;
-    ferry_plan plan;
+    ferry_pl_inventory inv;
+    ferry_pl_cluster oc, nc;
+    ferry_pl_layout old, nl;
+    ferry_pl_plan plan;
     memset(&inv, 0, sizeof inv);
     memset(&oc, 0, sizeof oc);
     memset(&nc, 0, sizeof nc);
     memset(&old, 0, sizeof old);
     memset(&nl, 0, sizeof nl);
     memset(&plan, 0, sizeof plan);
-    ferry_place_opts old_opts = c.opts;
+    ferry_pl_opts old_opts = c.opts;
     old_opts.strict = false; /* the current layout may already be too full */
     int rc = cli_load_inventory(slices_path, &inv, &err);
     if (!rc)
@@ -170,13 +171,13 @@ int cmd_plan(int argc, char **argv)
     if (!rc)
         rc = cli_load_cluster(to_path, &nc, &err);
     if (!rc)
-        rc = ferry_place_opts_check(&c.opts, &oc, &err);
+        rc = ferry_pl_opts_check(&c.opts, &oc, &err);
     if (!rc)
-        rc = ferry_place(&inv, &oc, &old_opts, &old, &err);
+        rc = ferry_pl_place(&inv, &oc, &old_opts, &old, &err);
     if (!rc)
-        rc = ferry_rebalance(&inv, &oc, &old, &nc, &c.opts, &nl, &err);
+        rc = ferry_pl_rebalance(&inv, &oc, &old, &nc, &c.opts, &nl, &err);
     if (!rc)
-        rc = ferry_plan_build(&old, &nl, &plan, &err);
+        rc = ferry_pl_plan_build(&old, &nl, &plan, &err);
     if (rc)
         goto out;
     if (c.json)
@@ -184,11 +185,11 @@ int cmd_plan(int argc, char **argv)
     else
         print_text(&old, &nl, &plan);
 out:
-    ferry_plan_free(&plan);
-    ferry_layout_free(&nl);
-    ferry_layout_free(&old);
-    ferry_cluster_free(&nc);
-    ferry_cluster_free(&oc);
-    ferry_inventory_free(&inv);
+    ferry_pl_plan_free(&plan);
+    ferry_pl_layout_free(&nl);
+    ferry_pl_layout_free(&old);
+    ferry_pl_cluster_free(&nc);
+    ferry_pl_cluster_free(&oc);
+    ferry_pl_inventory_free(&inv);
     return rc ? cli_fail("plan", &err) : (fflush(stdout) ? 1 : 0);
 }

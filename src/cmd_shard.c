@@ -20,12 +20,7 @@ static int count_serving(const ferry_slice_row *row, void *arg, ferry_err *err)
 {
     (void)err;
     serving_count *x = arg;
-    if (!row->shards)
-        return FERRY_OK;
-    char list[FERRY_LIST_MAX + 2], needle[FERRY_NAME_MAX + 2];
-    snprintf(list, sizeof list, ",%s,", row->shards);
-    snprintf(needle, sizeof needle, ",%s,", x->name);
-    x->n += strstr(list, needle) != NULL;
+    x->n += ferry_list_has(row->shards, x->name);
     return FERRY_OK;
 }
 
@@ -77,6 +72,10 @@ int cmd_shard(int argc, char **argv)
         return cli_usage_error("shard", "unknown action '%s' (add, drain or remove)", action);
     if (weight > 0 && strcmp(action, "add"))
         return cli_usage_error("shard", "--weight goes with add");
+    /* checked here, before the name is copied into a record (where a longer one would be cut) */
+    if (!ferry_name_ok(name))
+        return cli_usage_error("shard", "shard '%s' is not a valid name (" FERRY_NAME_RULE ")",
+                               name);
 
     ferry_err err = {0};
     cli_move_env e;

@@ -17,26 +17,26 @@
 typedef struct scenario {
     const char *name;
     double new_weight;
-    ferry_cluster cluster;
-    ferry_layout layout;
-    ferry_plan plan;
+    ferry_pl_cluster cluster;
+    ferry_pl_layout layout;
+    ferry_pl_plan plan;
     size_t eight_on_all; /* eight-split tenants whose slices cover every shard */
 } scenario;
 
-static int build_cluster(ferry_cluster *c, int shards, double last_weight, ferry_err *err)
+static int build_cluster(ferry_pl_cluster *c, int shards, double last_weight, ferry_err *err)
 {
-    int rc = ferry_cluster_init(c, "demo", err);
+    int rc = ferry_pl_cluster_init(c, "demo", err);
     for (int s = 1; !rc && s <= shards; s++) {
         char name[16];
         snprintf(name, sizeof name, "shard%d", s);
-        rc = ferry_cluster_add(c, name, s == 4 ? last_weight : 1.0, 0, 0, err);
+        rc = ferry_pl_cluster_add(c, name, s == 4 ? last_weight : 1.0, 0, 0, err);
     }
-    return rc ? rc : ferry_cluster_finish(c, err);
+    return rc ? rc : ferry_pl_cluster_finish(c, err);
 }
 
-static size_t count_eight_on_all(const ferry_layout *l)
+static size_t count_eight_on_all(const ferry_pl_layout *l)
 {
-    const ferry_inventory *inv = l->inv;
+    const ferry_pl_inventory *inv = l->inv;
     size_t ok = 0;
     for (size_t t = 0; t < inv->n_tenants; t++) {
         if (inv->tenant_splits[t] != 8)
@@ -56,7 +56,7 @@ int demo_placement_run(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},
         {NULL, 0, NULL, 0},
     };
-    ferry_place_opts opts = FERRY_PLACE_OPTS_DEFAULT;
+    ferry_pl_opts opts = FERRY_PL_OPTS_DEFAULT;
     bool json = false;
     int opt;
     opterr = 0;
@@ -77,34 +77,34 @@ int demo_placement_run(int argc, char **argv)
         return cli_usage_error("demo", "unexpected argument '%s'", argv[optind]);
 
     ferry_err err = {0, ""};
-    ferry_inventory inv;
-    ferry_cluster base;
-    ferry_layout before;
+    ferry_pl_inventory inv;
+    ferry_pl_cluster base;
+    ferry_pl_layout before;
     scenario sc[2] = {{"add shard4 (weight 1)", 1.0, {0}, {0}, {0}, 0},
                       {"add shard4 (weight 2)", 2.0, {0}, {0}, {0}, 0}};
     memset(&base, 0, sizeof base);
     memset(&before, 0, sizeof before);
-    int rc = ferry_inventory_init(&inv, "demo", &err);
+    int rc = ferry_pl_inventory_init(&inv, "demo", &err);
     for (int t = 1; !rc && t <= 1000; t++) {
         char tenant[32];
         snprintf(tenant, sizeof tenant, "tenant%d", t);
         int splits = t <= 700 ? 1 : t <= 900 ? 2 : 8;
         for (int k = 0; !rc && k < splits; k++)
-            rc = ferry_inventory_add(&inv, tenant, (uint32_t)k, DEMO_SLICE_BYTES, 0, &err);
+            rc = ferry_pl_inventory_add(&inv, tenant, (uint32_t)k, DEMO_SLICE_BYTES, 0, &err);
     }
     if (!rc)
-        rc = ferry_inventory_finish(&inv, &err);
+        rc = ferry_pl_inventory_finish(&inv, &err);
     if (!rc)
         rc = build_cluster(&base, 3, 1.0, &err);
     if (!rc)
-        rc = ferry_place(&inv, &base, &opts, &before, &err);
+        rc = ferry_pl_place(&inv, &base, &opts, &before, &err);
     for (int k = 0; !rc && k < 2; k++) {
         rc = build_cluster(&sc[k].cluster, 4, sc[k].new_weight, &err);
         if (!rc)
-            rc = ferry_rebalance(&inv, &base, &before, &sc[k].cluster, &opts, &sc[k].layout,
-                                 &err);
+            rc = ferry_pl_rebalance(&inv, &base, &before, &sc[k].cluster, &opts, &sc[k].layout,
+                                    &err);
         if (!rc)
-            rc = ferry_plan_build(&before, &sc[k].layout, &sc[k].plan, &err);
+            rc = ferry_pl_plan_build(&before, &sc[k].layout, &sc[k].plan, &err);
         if (!rc)
             sc[k].eight_on_all = count_eight_on_all(&sc[k].layout);
     }
@@ -171,12 +171,12 @@ int demo_placement_run(int argc, char **argv)
            "moves for a real inventory.\n");
 out:
     for (int k = 0; k < 2; k++) {
-        ferry_plan_free(&sc[k].plan);
-        ferry_layout_free(&sc[k].layout);
-        ferry_cluster_free(&sc[k].cluster);
+        ferry_pl_plan_free(&sc[k].plan);
+        ferry_pl_layout_free(&sc[k].layout);
+        ferry_pl_cluster_free(&sc[k].cluster);
     }
-    ferry_layout_free(&before);
-    ferry_cluster_free(&base);
-    ferry_inventory_free(&inv);
+    ferry_pl_layout_free(&before);
+    ferry_pl_cluster_free(&base);
+    ferry_pl_inventory_free(&inv);
     return rc ? cli_fail("demo", &err) : 0;
 }

@@ -14,8 +14,8 @@
  *
  * Record structs use fixed-size strings so they can be copied freely; only ferry_part owns heap
  * memory (its objects), released by ferry_record_free. Names used in keys (tenants, shards,
- * tables, servers, partition ids, part names, move ids) are 1..127 characters of
- * [A-Za-z0-9_.-], not "." or "..". */
+ * tables, servers, partition ids, part names, move ids) follow ferry/names.h (ferry_name_ok:
+ * 1..127 characters of [A-Za-z0-9_.-], not "." or ".."). */
 #ifndef FERRY_CATALOG_H
 #define FERRY_CATALOG_H
 
@@ -24,9 +24,10 @@
 #include <stdint.h>
 
 #include "ferry/err.h"
+#include "ferry/names.h"
 #include "ferry/partition.h"
 
-#define FERRY_NAME_MAX 128
+/* FERRY_NAME_MAX, FERRY_ZONE_NAME_MAX: ferry/names.h */
 #define FERRY_URL_MAX 512
 #define FERRY_LIST_MAX 1024 /* comma-separated lists of names or URLs */
 
@@ -77,7 +78,7 @@ typedef struct ferry_shard {
     uint64_t capacity;              /* bytes */
     char replicas[FERRY_LIST_MAX];  /* ClickHouse HTTP URLs, comma-separated */
     char agent[FERRY_URL_MAX];      /* node agent URL */
-    char zone[64];                  /* optional */
+    char zone[FERRY_ZONE_NAME_MAX + 1]; /* optional */
     enum ferry_shard_state state;
     /* How ferry's processes reach the shard, recorded from [shard "x"] at `ferry init` / `ferry
      * shard add` so that every router, coordinator and flow follows the catalog's shards without

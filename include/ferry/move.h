@@ -198,9 +198,9 @@ typedef struct ferry_rebalance_plan {
 /* The plan that takes the routing table to the placement the catalog's shards call for: the old
  * layout is the routing table on the shards that serve routes, the new cluster is the active
  * shards (a draining or gone shard has none left; an added shard gains), computed with
- * ferry_rebalance and ordered with ferry_plan_build, exactly as `ferry plan` does, for the
+ * ferry_pl_rebalance and ordered with ferry_pl_plan_build, exactly as `ferry plan` does, for the
  * slices whose replication factor is 1 and that have one replica. Then every other slice (rf > 1
- * or several replicas), with placement's zone rule (ferry_pick_replica: distinct shards, zones
+ * or several replicas), with placement's zone rule (ferry_pl_pick_replica: distinct shards, zones
  * as evenly as possible, room below the fill target, best rendezvous score) over the shards'
  * loads: DROP steps while it has more replicas than its tenant's rf (a replica on a draining
  * shard first, else the lowest-scoring; never the last); a MOVE of each replica on a draining

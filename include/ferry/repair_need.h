@@ -52,7 +52,5 @@ int ferry_repair_need_list(ferry_catalog *cat, ferry_repair_need **out, size_t *
 /* Removes the record as it was read (CAS on need->version): FERRY_ECONFLICT when a later
  * acknowledged write updated it meanwhile (it stays, for the next repair). Gone already: OK. */
 int ferry_repair_need_clear(ferry_catalog *cat, const ferry_repair_need *need, ferry_err *err);
-/* Whether shard is in the comma-separated list csv. */
-bool ferry_repair_need_lists(const char *csv, const char *shard);
 
 #endif

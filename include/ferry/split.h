@@ -15,8 +15,8 @@
  * Split counts only grow: rows already written keep the split they were written with (their
  * partitions are never rewritten), new rows are spread over the new count.
  *
- * Everything above the "catalog" heading is pure. This header can be included next to either
- * catalog.h or placement.h (it declares no type of theirs). */
+ * Everything above the "catalog" heading is pure. This header declares no type of catalog.h or
+ * placement.h; ferry_split_place takes the catalog's shard records as they are. */
 #ifndef FERRY_SPLIT_H
 #define FERRY_SPLIT_H
 
@@ -27,6 +27,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/err.h"
+#include "ferry/names.h"
 
 /* The highest split count ferry accepts for a tenant. */
 #define FERRY_SPLITS_MAX 4096
@@ -83,12 +84,7 @@ int ferry_split_policy_read(const struct ferry_config *cfg, ferry_split_policy *
 
 /* ---- placing new slices (pure; wraps the placement library) ---------------------------------- */
 
-typedef struct ferry_split_shard_in {
-    const char *name;
-    double weight;
-    uint64_t capacity; /* 0: unlimited */
-    const char *zone;  /* NULL or "": none */
-} ferry_split_shard_in;
+struct ferry_shard; /* the catalog's shard record (ferry/catalog.h): name, weight, capacity, zone */
 
 typedef struct ferry_split_slice_in {
     const char *tenant;
@@ -98,15 +94,16 @@ typedef struct ferry_split_slice_in {
                            slice, placed by ferry_split_place */
 } ferry_split_slice_in;
 
-/* Places the new slices among slices[] (those without shards) on the shards with the cluster's
- * rules (hash "sha256"|"xxh3", rf, fill; non-strict, so a full cluster still places), around the
+/* Places the new slices among slices[] (those without shards) on shards[0..n_shards) (the
+ * catalog's records of the shards that take new slices, borrowed) with the cluster's rules
+ * (hash "sha256"|"xxh3", rf, fill; non-strict, so a full cluster still places), around the
  * existing ones, which stay where they are and count for the tenant spread; base_load[i] (NULL:
  * none) is what shards[i] holds of every slice not in slices[]. Only the new slices are scored,
- * so slices[] need hold only the tenants concerned (ferry_place_more: the result is the one a
+ * so slices[] need hold only the tenants concerned (ferry_pl_place_more: the result is the one a
  * placement of the whole cluster gives them when the existing slices sit where it puts them).
  * Writes the comma-separated shard list of slice i into placements[i] (each placement_size
  * bytes), in the order of the input: for an existing slice, the shards of the cluster it keeps. */
-int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
+int ferry_split_place(const struct ferry_shard *const *shards, size_t n_shards,
                       const uint64_t *base_load, const ferry_split_slice_in *slices,
                       size_t n_slices, const char *hash, unsigned rf, double fill,
                       char *placements, size_t placement_size, ferry_err *err);
@@ -116,7 +113,7 @@ int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
 struct ferry_catalog;
 
 typedef struct ferry_split_change {
-    char tenant[128];
+    char tenant[FERRY_NAME_MAX];
     uint32_t from, to;      /* from 0: the tenant is created */
     uint64_t routing_version; /* after the commit */
 } ferry_split_change;

@@ -36,6 +36,10 @@ char *ferry_trim(char *s);
 /* Comma-separated name lists as the catalog stores them ("node1,node2"): exact, case-sensitive
  * names, no spaces. ferry_list_add leaves the list unchanged and returns false when the result
  * would not fit in size bytes (a name already there is success). */
+/* The one membership test for such lists (routes, placements, repair needs...): true when name
+ * is one of the items, compared whole ("a" is not in "ab,abc"; no blanks are trimmed). A NULL or
+ * "" list has no items; a trailing comma adds none, but an empty item before a comma (",a",
+ * "a,,b") is one, so "" is in those and in no other list. */
 bool ferry_list_has(const char *list, const char *name);
 /* The number of items of a comma-separated list ("" has none), and item i (0-based) trimmed of
  * blanks into out; ferry_list_item is false when the list has no item i or it does not fit. */

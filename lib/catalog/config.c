@@ -157,8 +157,7 @@ static int read_shard(const ferry_config *cfg, const char *name, ferry_shard *sh
     sh->state = FERRY_SHARD_ACTIVE;
     if (!cat_name_ok(name))
         return ferry_err_set(err, FERRY_EINVAL,
-                             "%s: [shard \"%s\"]: a shard name is 1..127 characters of A-Z a-z "
-                             "0-9 _ . -",
+                             "%s: [shard \"%s\"]: a shard name is " FERRY_NAME_RULE,
                              cfg->path, name);
     snprintf(sh->name, sizeof sh->name, "%s", name);
     const char *v;

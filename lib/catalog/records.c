@@ -178,16 +178,7 @@ int ferry_part_add_object(ferry_part *p, const char *key, uint64_t size, const c
 
 bool cat_name_ok(const char *s)
 {
-    size_t n = strlen(s);
-    if (n == 0 || n >= FERRY_NAME_MAX || !strcmp(s, ".") || !strcmp(s, ".."))
-        return false;
-    for (const char *p = s; *p; p++) {
-        char ch = *p;
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '_' || ch == '.' || ch == '-'))
-            return false;
-    }
-    return true;
+    return ferry_name_ok(s); /* the one rule placement follows too (ferry/names.h) */
 }
 
 static int key_seg(char *path, size_t size, size_t *len, const char *seg, const char *what,
@@ -195,7 +186,7 @@ static int key_seg(char *path, size_t size, size_t *len, const char *seg, const 
 {
     if (!cat_name_ok(seg))
         return ferry_err_set(err, FERRY_EINVAL,
-                             "%s '%s' is not a valid name (1..127 characters of A-Z a-z 0-9 _ . -)",
+                             "%s '%s' is not a valid name (" FERRY_NAME_RULE ")",
                              what, seg);
     int n = snprintf(path + *len, size - *len, "/%s", seg);
     if (n < 0 || (size_t)n >= size - *len)

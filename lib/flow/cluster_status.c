@@ -13,27 +13,9 @@
 #include <time.h>
 
 #include "ferry/catalog_scan.h"
+#include "ferry/strutil.h"
 #include "flow/move_int.h"
 
-/* Whether name is one of the comma-separated list's items. */
-static bool in_list(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; *p;) {
-        size_t len = strcspn(p, ",");
-        const char *s = p;
-        while (len && *s == ' ')
-            s++, len--;
-        while (len && s[len - 1] == ' ')
-            len--;
-        if (len == n && !memcmp(s, name, n))
-            return true;
-        p += strcspn(p, ",");
-        if (*p == ',')
-            p++;
-    }
-    return false;
-}
 
 /* YYYYMMDD of the day `days` before today (UTC). */
 static uint32_t day_before(uint32_t days)
@@ -50,12 +32,10 @@ static void add_shard_name(char *list, size_t size, const char *names)
     snprintf(copy, sizeof copy, "%s", names);
     char *save = NULL;
     for (char *n = strtok_r(copy, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
-        while (*n == ' ')
-            n++;
-        if (!*n || in_list(list, n))
-            continue;
-        size_t l = strlen(list);
-        snprintf(list + l, size - l, "%s%s", l ? "," : "", n);
+        /* trimmed as the router reads a route, so the list holds bare names only */
+        n = ferry_trim(n);
+        if (*n)
+            ferry_list_add(list, size, n);
     }
 }
 

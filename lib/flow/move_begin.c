@@ -192,7 +192,7 @@ static int pick_clean_source(ferry_catalog *cat, const char *tenant, uint32_t sp
     ferry_repair_need need;
     bool open_need = false;
     int rc = ferry_repair_need_get(cat, tenant, split, &need, &open_need, err);
-    if (rc || !open_need || !ferry_repair_need_lists(need.missed, from))
+    if (rc || !open_need || !ferry_list_has(need.missed, from))
         return rc;
     if (want_from && *want_from)
         return ferry_err_set(err, FERRY_ECONFLICT,
@@ -204,7 +204,7 @@ static int pick_clean_source(ferry_catalog *cat, const char *tenant, uint32_t sp
     char copy[FERRY_LIST_MAX], *save = NULL;
     snprintf(copy, sizeof copy, "%s", shards);
     for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
-        if (!ferry_repair_need_lists(need.missed, s)) {
+        if (!ferry_list_has(need.missed, s)) {
             mv_copy_str(from, from_size, s);
             return FERRY_OK;
         }
@@ -286,25 +286,18 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
         *resumed = true;
         goto out;
     }
-    char copy[FERRY_LIST_MAX], *save = NULL;
-    snprintf(copy, sizeof copy, "%s", route.u.route.shards);
-    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
-        if (!strcmp(s, to)) {
-            rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is already served by %s; "
-                               "nothing to move", tenant, split, to);
-            goto out;
-        }
+    if (ferry_list_has(route.u.route.shards, to)) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is already served by %s; "
+                           "nothing to move", tenant, split, to);
+        goto out;
+    }
     char from[FERRY_NAME_MAX];
     mv_copy_str(from, sizeof from, route.u.route.shards);
     if (strchr(from, ','))
         *strchr(from, ',') = '\0';
     if (want_from && *want_from) {
         /* a slice with several replicas: the one named (e.g. on a draining shard) */
-        bool listed = false;
-        snprintf(copy, sizeof copy, "%s", route.u.route.shards);
-        for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
-            listed |= !strcmp(s, want_from);
-        if (!listed) {
+        if (!ferry_list_has(route.u.route.shards, want_from)) {
             rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is not served by %s (its "
                                "route: %s); nothing to move from there", tenant, split,
                                want_from, route.u.route.shards);

@@ -1,6 +1,8 @@
-/* Private pieces of the move module shared between its files. rebalance_plan.c includes
- * ferry/placement.h, whose type names collide with ferry/catalog.h, so it talks to the rest of
- * the module through the plain types below. */
+/* Private pieces of the move module shared between its files. The plan's shards, slices and
+ * moves below are indices into the caller's arrays (the catalog's shard records, the view's
+ * slices): rebalance_plan.c maps them onto placement's sorted clusters and inventory
+ * (ferry/placement.h) and back, and marks which shards serve routes, are active or were just
+ * added, which placement's own model does not carry. */
 #ifndef FERRY_MOVE_INT_H
 #define FERRY_MOVE_INT_H
 
@@ -41,12 +43,7 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
             const mv_plan_slice *slices, size_t nsl, mv_plan_move **out, size_t *n,
             ferry_err *err);
 
-/* The placement score of slice_id ("<tenant>/split<k>") on a shard (ferry_score with the named
- * hash); FERRY_EINVAL for an unknown hash. */
-int mv_score(const char *hash, const char *slice_id, const char *shard, double weight,
-             double *out, ferry_err *err);
-
-/* The zone rule of placement (ferry_pick_replica, ferry_zone_repair in placement.h) over the
+/* The zone rule of placement (ferry_pl_pick_replica, ferry_pl_zone_repair in placement.h) over the
  * catalog's shards, for the replica steps of a rebalance: shards are indices into the array
  * given to mv_zones_open, which must outlive the context; eligible shards are the active ones
  * (in_new); loads start at 0 and follow mv_zones_load. */
@@ -63,7 +60,7 @@ long mv_zones_pick(mv_zones *z, const char *slice_id, uint64_t bytes, const size
 /* Zone repair: true with *victim (index into held) and *to (shard) when a replica should move. */
 bool mv_zones_repair(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
                      size_t n_held, size_t *victim, size_t *to);
-/* An added shard's pull (ferry_attract_replica): true with *victim (index into held) and *to
+/* An added shard's pull (ferry_pl_attract_replica): true with *victim (index into held) and *to
  * (an added shard) when a replica should move there. */
 bool mv_zones_attract(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
                       size_t n_held, size_t *victim, size_t *to);

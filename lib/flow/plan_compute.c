@@ -1,7 +1,7 @@
 /* The rebalancing plan computed from the catalog: the routing table as the current layout, the
  * active shards as the new cluster; the slices with one replica and rf 1 go through placement's
- * own ferry_rebalance and ferry_plan_build (rebalance_plan.c, the same steps `ferry plan` runs),
- * every other slice through the replica steps below with placement's zone rule. Reads the
+ * own ferry_pl_rebalance and ferry_pl_plan_build (rebalance_plan.c, the same steps `ferry plan`
+ * runs), every other slice through the replica steps below with placement's zone rule. Reads the
  * catalog through the compact view (catalog_view.c, on the catalog's compact scans) and looks
  * everything up by index or binary search: its cost grows as slices x log(slices), whatever the
  * cluster's size. */
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ferry/placement.h"
 #include "ferry/strutil.h"
 #include "flow/move_int.h"
 
@@ -124,30 +125,27 @@ static bool shard_active(const ferry_record_list *shards, size_t k)
  *  3. CLONE while it has too few, to the shard the same rule picks (from a replica that stays);
  *  4. MOVE for zone repair while its replicas crowd a zone and a less crowded zone has room;
  *  5. MOVE of its weakest replicas to shards just added (state NEW) that now outrank them, as
- *     placement's rule 4 moves the slices of rf 1 (ferry_attract_replica).
+ *     placement's rule 4 moves the slices of rf 1 (ferry_pl_attract_replica).
  * Every step updates idx and the shard loads, so later steps (and slices) see its result. */
-static int plan_slice(const ferry_settings *st, const ferry_record_list *shards, mv_zones *zones,
+static int plan_slice(ferry_hash hash, const ferry_record_list *shards, mv_zones *zones,
                       const mv_view_slice *sl, size_t *idx, size_t have, unsigned want,
                       ferry_rebalance_plan *out, size_t *cap, ferry_err *err)
 {
-    char id[FERRY_NAME_MAX + 32];
+    char id[FERRY_SLICE_ID_MAX];
     snprintf(id, sizeof id, "%s/split%u", sl->tenant, sl->split);
     const int64_t bytes = (int64_t)sl->bytes;
     int rc = FERRY_OK;
     while (!rc && have > want && have > 1) {
         size_t worst = 0;
         double worst_score = 0;
-        for (size_t k = 0; !rc && k < have; k++) {
+        for (size_t k = 0; k < have; k++) {
             const ferry_shard *sh = &shards->items[idx[k]].u.shard;
-            double sc;
-            rc = mv_score(st->hash, id, sh->name, sh->weight > 0 ? sh->weight : 1, &sc, err);
+            double sc = ferry_score(hash, id, sh->name, sh->weight > 0 ? sh->weight : 1);
             if (!shard_active(shards, idx[k]))
                 sc = -1; /* a replica on a draining shard goes first */
-            if (!rc && (k == 0 || sc < worst_score))
+            if (k == 0 || sc < worst_score)
                 worst = k, worst_score = sc;
         }
-        if (rc)
-            break;
         rc = plan_push(out, cap, FERRY_PLAN_DROP, sl, shards->items[idx[worst]].u.shard.name, NULL,
                        err);
         mv_zones_load(zones, idx[worst], -bytes);
@@ -189,7 +187,7 @@ static int plan_slice(const ferry_settings *st, const ferry_record_list *shards,
     bool all_active = true;
     for (size_t k = 0; k < have; k++)
         all_active &= shard_active(shards, idx[k]);
-    /* 4 and 5 (zone repair needs two replicas: ferry_zone_repair says no with one): each round
+    /* 4 and 5 (zone repair needs two replicas: ferry_pl_zone_repair says no with one): each round
      * moves one replica, so a slice needs at most `have` rounds of each */
     static bool (*const pulls[])(mv_zones *, const char *, uint64_t, const size_t *, size_t,
                                  size_t *, size_t *) = {mv_zones_repair, mv_zones_attract};
@@ -227,9 +225,13 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
     uint8_t *rcount = NULL;
     mv_zones *zones = NULL;
     memo_map memo = {0};
+    ferry_hash hash = FERRY_HASH_SHA256;
     int rc = ferry_catalog_get(cat, &settings, err);
     if (rc == FERRY_ENOTFOUND)
         rc = ferry_err_set(err, FERRY_EINVAL, "the catalog has no cluster yet (ferry init)");
+    if (!rc && !ferry_hash_parse(settings.u.settings.hash, &hash))
+        rc = ferry_err_set(err, FERRY_EINVAL, "catalog: unknown placement hash '%s'",
+                           settings.u.settings.hash);
     if (!rc)
         rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
     if (!rc)
@@ -372,8 +374,7 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
         size_t have = rcount[i];
         memcpy(idx, ridx + rfirst[i], have * sizeof *idx);
         if (have && want >= 1)
-            rc = plan_slice(&settings.u.settings, &shards, zones, sl, idx, have, want, out, &cap,
-                            err);
+            rc = plan_slice(hash, &shards, zones, sl, idx, have, want, out, &cap, err);
     }
     if (!rc && !out->moves)
         out->moves = calloc(1, sizeof *out->moves);

@@ -1,24 +1,15 @@
 /* The rebalancing plan computed from the catalog's state: the routing table as the old layout,
- * the active shards as the new cluster, then placement's own ferry_rebalance and ferry_plan_build
- * (the same steps `ferry plan` runs), so `ferry rebalance` moves exactly what `ferry plan` shows;
- * and placement's zone rule for the replica steps of slices with rf > 1 (mv_zones).
- * Kept apart from the catalog code because placement.h and catalog.h share type names. */
+ * the active shards as the new cluster, then placement's own ferry_pl_rebalance and
+ * ferry_pl_plan_build (the same steps `ferry plan` runs), so `ferry rebalance` moves exactly what
+ * `ferry plan` shows; and placement's zone rule for the replica steps of slices with rf > 1
+ * (mv_zones). The catalog side (plan_compute.c) hands it shards and slices by index; the mapping
+ * onto placement's sorted clusters and back stays here. */
 #include "flow/move_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "ferry/placement.h"
-
-int mv_score(const char *hash, const char *slice_id, const char *shard, double weight,
-             double *out, ferry_err *err)
-{
-    ferry_hash h;
-    if (!ferry_hash_parse(hash, &h))
-        return ferry_err_set(err, FERRY_EINVAL, "catalog: unknown placement hash '%s'", hash);
-    *out = ferry_score(h, slice_id, shard, weight);
-    return FERRY_OK;
-}
 
 /* An added shard's weight in the old cluster, relative to its own: small enough that a slice
  * prefers it over its current shard "before" only about once in 10^12 (weighted rendezvous: the
@@ -29,10 +20,10 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
             const mv_plan_slice *slices, size_t nsl, mv_plan_move **out, size_t *n,
             ferry_err *err)
 {
-    ferry_cluster oldc, newc;
-    ferry_inventory inv;
-    ferry_layout old, nl;
-    ferry_plan plan;
+    ferry_pl_cluster oldc, newc;
+    ferry_pl_inventory inv;
+    ferry_pl_layout old, nl;
+    ferry_pl_plan plan;
     memset(&oldc, 0, sizeof oldc);
     memset(&newc, 0, sizeof newc);
     memset(&inv, 0, sizeof inv);
@@ -45,7 +36,7 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
     long *in_old = NULL;
     bool borrowed = false; /* inv holds the callers' names */
     int rc;
-    ferry_place_opts opts = FERRY_PLACE_OPTS_DEFAULT;
+    ferry_pl_opts opts = FERRY_PL_OPTS_DEFAULT;
     if (!ferry_hash_parse(hash, &opts.hash)) {
         rc = ferry_err_set(err, FERRY_EINVAL, "catalog: unknown placement hash '%s'", hash);
         goto out;
@@ -59,9 +50,9 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
     opts.rf = 1;
     opts.fill = fill;
     opts.strict = false;
-    if ((rc = ferry_cluster_init(&oldc, "routing table", err)) ||
-        (rc = ferry_cluster_init(&newc, "active shards", err)) ||
-        (rc = ferry_inventory_init(&inv, "catalog slices", err)))
+    if ((rc = ferry_pl_cluster_init(&oldc, "routing table", err)) ||
+        (rc = ferry_pl_cluster_init(&newc, "active shards", err)) ||
+        (rc = ferry_pl_inventory_init(&inv, "catalog slices", err)))
         goto out;
     for (size_t s = 0; s < nsh; s++) {
         /* A shard just added that already serves routes (a rebalance cut short) was in the
@@ -69,13 +60,11 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
          * rest of its first rebalance is planned again rather than forgotten. */
         double old_weight = shards[s].added ? shards[s].weight * MV_ADDED_OLD_WEIGHT
                                             : shards[s].weight;
-        if (shards[s].in_old &&
-            (rc = ferry_cluster_add(&oldc, shards[s].name, old_weight, shards[s].capacity, 0,
-                                    err)))
+        if (shards[s].in_old && (rc = ferry_pl_cluster_add(&oldc, shards[s].name, old_weight,
+                                                           shards[s].capacity, 0, err)))
             goto out;
-        if (shards[s].in_new &&
-            (rc = ferry_cluster_add(&newc, shards[s].name, shards[s].weight, shards[s].capacity, 0,
-                                    err)))
+        if (shards[s].in_new && (rc = ferry_pl_cluster_add(&newc, shards[s].name, shards[s].weight,
+                                                           shards[s].capacity, 0, err)))
             goto out;
     }
     if (newc.n == 0) {
@@ -84,9 +73,9 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
     }
     if (nsl == 0 || oldc.n == 0)
         goto out; /* nothing placed yet: nothing to move */
-    /* The inventory holds the caller's tenant names, borrowed (ferry_inventory_add would copy
+    /* The inventory holds the caller's tenant names, borrowed (ferry_pl_inventory_add would copy
      * each name once per slice: a million copies); they are taken out again before
-     * ferry_inventory_free. The names are catalog keys, which cat_name_ok keeps within
+     * ferry_pl_inventory_free. The names are catalog keys, which cat_name_ok keeps within
      * placement's rule for tenant names. */
     if (!(inv.slices = malloc(nsl * sizeof *inv.slices))) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -94,12 +83,12 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
     }
     inv.cap = nsl;
     for (size_t i = 0; i < nsl; i++)
-        inv.slices[i] = (ferry_slice){(char *)slices[i].tenant, slices[i].split,
-                                      slices[i].bytes, 0, 0};
+        inv.slices[i] =
+            (ferry_pl_slice){(char *)slices[i].tenant, slices[i].split, slices[i].bytes, 0, 0};
     inv.n = nsl;
     borrowed = true;
-    if ((rc = ferry_cluster_finish(&oldc, err)) || (rc = ferry_cluster_finish(&newc, err)) ||
-        (rc = ferry_inventory_finish(&inv, err)))
+    if ((rc = ferry_pl_cluster_finish(&oldc, err)) || (rc = ferry_pl_cluster_finish(&newc, err)) ||
+        (rc = ferry_pl_inventory_finish(&inv, err)))
         goto out;
     /* the inventory is sorted now: find each input slice in it (binary search) */
     inv_to_slice = calloc(inv.n, sizeof *inv_to_slice);
@@ -115,10 +104,10 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
         goto out;
     }
     for (size_t s = 0; s < nsh; s++) {
-        in_old[s] = ferry_cluster_find(&oldc, shards[s].name);
+        in_old[s] = ferry_pl_cluster_find(&oldc, shards[s].name);
         if (in_old[s] >= 0)
             from_old[in_old[s]] = s;
-        long k = ferry_cluster_find(&newc, shards[s].name);
+        long k = ferry_pl_cluster_find(&newc, shards[s].name);
         if (k >= 0)
             from_new[k] = s;
     }
@@ -128,10 +117,10 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
                             (inv.slices[i].tenant == slices[i].tenant ||
                              !strcmp(inv.slices[i].tenant, slices[i].tenant))
                         ? i
-                        : ferry_inventory_find(&inv, slices[i].tenant, slices[i].split);
+                        : ferry_pl_inventory_find(&inv, slices[i].tenant, slices[i].split);
         inv_to_slice[lo] = i;
         long s = in_old[slices[i].route];
-        old.replicas[lo] = s < 0 ? FERRY_NO_SHARD : (uint32_t)s;
+        old.replicas[lo] = s < 0 ? FERRY_PL_NO_SHARD : (uint32_t)s;
         if (s >= 0) {
             old.shard_bytes[s] += inv.slices[lo].bytes;
             old.shard_replicas[s]++;
@@ -141,8 +130,8 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
     old.cluster = &oldc;
     old.opts = opts;
     old.rf = 1;
-    if ((rc = ferry_rebalance(&inv, &oldc, &old, &newc, &opts, &nl, err)) ||
-        (rc = ferry_plan_build(&old, &nl, &plan, err)))
+    if ((rc = ferry_pl_rebalance(&inv, &oldc, &old, &newc, &opts, &nl, err)) ||
+        (rc = ferry_pl_plan_build(&old, &nl, &plan, err)))
         goto out;
     *out = calloc(plan.moved ? plan.moved : 1, sizeof **out);
     if (!*out) {
@@ -150,19 +139,19 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
         goto out;
     }
     for (size_t k = 0; k < plan.moved; k++) {
-        const ferry_move *m = &plan.moves[k];
+        const ferry_pl_move *m = &plan.moves[k];
         if (!m->from || !m->to)
             continue; /* rf changes are not produced with rf 1 */
         mv_plan_move *o = &(*out)[*n];
         o->slice = inv_to_slice[m->slice];
         o->bytes = m->bytes;
-        o->from = from_old[ferry_cluster_find(&oldc, m->from)];
-        o->to = from_new[ferry_cluster_find(&newc, m->to)];
+        o->from = from_old[ferry_pl_cluster_find(&oldc, m->from)];
+        o->to = from_new[ferry_pl_cluster_find(&newc, m->to)];
         (*n)++;
     }
 out:
-    ferry_plan_free(&plan);
-    ferry_layout_free(&nl);
+    ferry_pl_plan_free(&plan);
+    ferry_pl_layout_free(&nl);
     free(old.replicas);
     free(old.shard_bytes);
     free(old.shard_replicas);
@@ -173,14 +162,14 @@ out:
     if (borrowed)
         for (size_t i = 0; i < inv.n; i++)
             inv.slices[i].tenant = NULL;
-    ferry_inventory_free(&inv);
-    ferry_cluster_free(&oldc);
-    ferry_cluster_free(&newc);
+    ferry_pl_inventory_free(&inv);
+    ferry_pl_cluster_free(&oldc);
+    ferry_pl_cluster_free(&newc);
     return rc;
 }
 
 struct mv_zones {
-    ferry_cluster c;
+    ferry_pl_cluster c;
     ferry_hash hash;
     double fill;
     size_t n;
@@ -195,7 +184,7 @@ void mv_zones_close(mv_zones *z)
 {
     if (!z)
         return;
-    ferry_cluster_free(&z->c);
+    ferry_pl_cluster_free(&z->c);
     free(z->to_cluster);
     free(z->from_cluster);
     free(z->eligible);
@@ -218,13 +207,13 @@ int mv_zones_open(const char *hash, double fill, const mv_plan_shard *shards, si
         rc = ferry_err_set(err, FERRY_EINVAL, "catalog: unknown placement hash '%s'", hash);
         goto out;
     }
-    if ((rc = ferry_cluster_init(&z->c, "catalog shards", err)))
+    if ((rc = ferry_pl_cluster_init(&z->c, "catalog shards", err)))
         goto out;
     for (size_t s = 0; s < n; s++)
-        if ((rc = ferry_cluster_add_zoned(&z->c, shards[s].name, shards[s].weight,
-                                          shards[s].capacity, shards[s].zone, 0, err)))
+        if ((rc = ferry_pl_cluster_add_zoned(&z->c, shards[s].name, shards[s].weight,
+                                             shards[s].capacity, shards[s].zone, 0, err)))
             goto out;
-    if (n == 0 || (rc = ferry_cluster_finish(&z->c, err)))
+    if (n == 0 || (rc = ferry_pl_cluster_finish(&z->c, err)))
         goto out;
     z->to_cluster = calloc(n, sizeof *z->to_cluster);
     z->from_cluster = calloc(n, sizeof *z->from_cluster);
@@ -236,7 +225,7 @@ int mv_zones_open(const char *hash, double fill, const mv_plan_shard *shards, si
         goto out;
     }
     for (size_t s = 0; s < n; s++) {
-        long k = ferry_cluster_find(&z->c, shards[s].name);
+        long k = ferry_pl_cluster_find(&z->c, shards[s].name);
         z->to_cluster[s] = k;
         z->from_cluster[k] = s;
         z->eligible[k] = shards[s].in_new;
@@ -278,19 +267,19 @@ long mv_zones_pick(mv_zones *z, const char *slice_id, uint64_t bytes, const size
     size_t nh = held_in_cluster(z, held, n_held, h);
     if (z->n == 0)
         return -1;
-    uint32_t s = ferry_pick_replica(&z->c, z->hash, slice_id, bytes, h, nh, z->eligible, z->load,
-                                    z->fill);
-    return s == FERRY_NO_SHARD ? -1 : (long)z->from_cluster[s];
+    uint32_t s = ferry_pl_pick_replica(&z->c, z->hash, slice_id, bytes, h, nh, z->eligible, z->load,
+                                       z->fill);
+    return s == FERRY_PL_NO_SHARD ? -1 : (long)z->from_cluster[s];
 }
 
 bool mv_zones_repair(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
                      size_t n_held, size_t *victim, size_t *to)
 {
-    uint32_t h[64], d = FERRY_NO_SHARD;
+    uint32_t h[64], d = FERRY_PL_NO_SHARD;
     size_t nh = held_in_cluster(z, held, n_held, h), v = 0;
     if (z->n == 0 || nh != n_held ||
-        !ferry_zone_repair(&z->c, z->hash, slice_id, bytes, h, nh, z->eligible, z->load, z->fill,
-                           &v, &d))
+        !ferry_pl_zone_repair(&z->c, z->hash, slice_id, bytes, h, nh, z->eligible, z->load, z->fill,
+                              &v, &d))
         return false;
     *victim = v;
     *to = z->from_cluster[d];
@@ -300,11 +289,11 @@ bool mv_zones_repair(mv_zones *z, const char *slice_id, uint64_t bytes, const si
 bool mv_zones_attract(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
                       size_t n_held, size_t *victim, size_t *to)
 {
-    uint32_t h[64], d = FERRY_NO_SHARD;
+    uint32_t h[64], d = FERRY_PL_NO_SHARD;
     size_t nh = held_in_cluster(z, held, n_held, h), v = 0;
     if (z->n == 0 || nh != n_held ||
-        !ferry_attract_replica(&z->c, z->hash, slice_id, bytes, h, nh, z->gainer, z->eligible,
-                               z->load, z->fill, &v, &d))
+        !ferry_pl_attract_replica(&z->c, z->hash, slice_id, bytes, h, nh, z->gainer, z->eligible,
+                                  z->load, z->fill, &v, &d))
         return false;
     *victim = v;
     *to = z->from_cluster[d];

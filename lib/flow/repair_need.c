@@ -8,32 +8,20 @@
 #include <string.h>
 #include <time.h>
 
+#include "ferry/strutil.h"
+
 static void need_key(ferry_record *r, const char *tenant, uint32_t split)
 {
     ferry_record_init(r, FERRY_REC_JOB);
     ferry_catalog_repair_need_id(tenant, split, r->u.job.id, sizeof r->u.job.id);
 }
 
-bool ferry_repair_need_lists(const char *csv, const char *shard)
-{
-    size_t n = strlen(shard);
-    for (const char *p = csv; p && *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && !strncmp(p, shard, n))
-            return true;
-        p = e ? e + 1 : NULL;
-    }
-    return false;
-}
-
-/* Appends name to the list out (of size sz) unless it is there. */
+/* Appends name to the list out (of size sz) unless it is there (or empty, or does not fit: the
+ * lists hold shard names, at most FERRY_LIST_MAX bytes of them like a route). */
 static void list_add(char *out, size_t sz, const char *name)
 {
-    if (!*name || ferry_repair_need_lists(out, name))
-        return;
-    size_t l = strlen(out);
-    snprintf(out + l, sz - l, "%s%s", l ? "," : "", name);
+    if (*name)
+        ferry_list_add(out, sz, name);
 }
 
 /* Calls add(name) for each name of csv. */
@@ -122,7 +110,7 @@ static void list_intersect(char *out, size_t sz, const char *keep, const char *d
     char result[FERRY_LIST_MAX] = "", copy[FERRY_LIST_MAX], *save = NULL;
     snprintf(copy, sizeof copy, "%s", out);
     for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
-        if (ferry_repair_need_lists(keep, s) && !ferry_repair_need_lists(drop, s))
+        if (ferry_list_has(keep, s) && !ferry_list_has(drop, s))
             list_add(result, sizeof result, s);
     snprintf(out, sz, "%s", result);
 }

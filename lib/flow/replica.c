@@ -47,20 +47,6 @@ static int load_tables(ferry_catalog *cat, ferry_record_list *out, ferry_err *er
     return rc;
 }
 
-static bool list_has(const char *csv, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = csv; *p;) {
-        size_t l = strcspn(p, ",");
-        if (l == n && !strncmp(p, name, n))
-            return true;
-        p += l;
-        if (*p == ',')
-            p++;
-    }
-    return false;
-}
-
 /* ---- dropping a replica ---------------------------------------------------------------- */
 
 int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t split,
@@ -112,7 +98,7 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
     bool open_need = false;
     if ((rc = ferry_repair_need_get(cat, tenant, split, &need, &open_need, err)))
         goto out;
-    if (open_need && list_has(route.u.route.shards, shard)) {
+    if (open_need && ferry_list_has(route.u.route.shards, shard)) {
         rc = ferry_err_set(err, FERRY_ECONFLICT, "tenant %s split %u has writes that only some "
                            "replicas took (acknowledged with [router] min_insert_replicas; "
                            "missed by %s); run `ferry repair --tenant %s` first, then drop the "
@@ -121,7 +107,7 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
     }
     if ((rc = mv_conn_open(&sh.u.shard, o->cfg, &c, err)))
         goto out;
-    bool routed = list_has(route.u.route.shards, shard);
+    bool routed = ferry_list_has(route.u.route.shards, shard);
     if (routed) {
         if (!strchr(route.u.route.shards, ',')) {
             rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u has its only replica on %s; "
@@ -511,7 +497,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
             break;
         bool held_routed = false;
         for (size_t k = 0; open_need && k < nr; k++)
-            held_routed |= ferry_repair_need_lists(need.held, names[k]);
+            held_routed |= ferry_list_has(need.held, names[k]);
         if (!reachable) {
             for (size_t k = 0; k < nr; k++)
                 if (!cs[k]->ok) {
@@ -571,7 +557,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                  * the pair is reported diverged, never repaired from the one that missed) */
                 bool chosen = false;
                 for (size_t k = 0; !rc && k < nr; k++) {
-                    if (held_routed && !ferry_repair_need_lists(need.held, names[k]))
+                    if (held_routed && !ferry_list_has(need.held, names[k]))
                         continue;
                     if (broken[k] && chosen && !broken[best])
                         continue;

@@ -18,22 +18,10 @@ static void where(char *buf, size_t sz, const char *path, long line)
         snprintf(buf, sz, "%s: ", path);
 }
 
-static bool valid_shard_name(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > FERRY_SHARD_NAME_MAX)
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '.' || *p == '_' || *p == '-'))
-            return false;
-    return true;
-}
-
 static bool valid_tenant(const char *s)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > FERRY_TENANT_NAME_MAX)
+    if (n == 0 || n >= FERRY_NAME_MAX)
         return false;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
         if (*p < 0x21 || *p > 0x7e || *p == '/')
@@ -41,47 +29,46 @@ static bool valid_tenant(const char *s)
     return true;
 }
 
-int ferry_cluster_init(ferry_cluster *c, const char *path, ferry_err *err)
+int ferry_pl_cluster_init(ferry_pl_cluster *c, const char *path, ferry_err *err)
 {
     memset(c, 0, sizeof *c);
     c->path = strdup(path ? path : "<shards>");
     return c->path ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
 }
 
-int ferry_inventory_init(ferry_inventory *inv, const char *path, ferry_err *err)
+int ferry_pl_inventory_init(ferry_pl_inventory *inv, const char *path, ferry_err *err)
 {
     memset(inv, 0, sizeof *inv);
     inv->path = strdup(path ? path : "<slices>");
     return inv->path ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
 }
 
-int ferry_cluster_add(ferry_cluster *c, const char *name, double weight, uint64_t capacity,
-                      long line, ferry_err *err)
+int ferry_pl_cluster_add(ferry_pl_cluster *c, const char *name, double weight, uint64_t capacity,
+                         long line, ferry_err *err)
 {
-    return ferry_cluster_add_zoned(c, name, weight, capacity, NULL, line, err);
+    return ferry_pl_cluster_add_zoned(c, name, weight, capacity, NULL, line, err);
 }
 
-int ferry_cluster_add_zoned(ferry_cluster *c, const char *name, double weight, uint64_t capacity,
-                            const char *zone, long line, ferry_err *err)
+int ferry_pl_cluster_add_zoned(ferry_pl_cluster *c, const char *name, double weight,
+                               uint64_t capacity, const char *zone, long line, ferry_err *err)
 {
     char w[512];
     where(w, sizeof w, c->path, line);
     if (zone && !*zone)
         zone = NULL;
-    if (zone && (!valid_shard_name(zone) || strlen(zone) > FERRY_ZONE_NAME_MAX))
+    if (zone && (!ferry_name_ok(zone) || strlen(zone) > FERRY_ZONE_NAME_MAX))
         return ferry_err_set(err, FERRY_EINVAL,
-                             "%sshard %.80s: bad zone name '%.80s' (use 1-%d characters of A-Z "
-                             "a-z 0-9 . _ -)", w, name, zone, FERRY_ZONE_NAME_MAX);
-    if (!valid_shard_name(name))
-        return ferry_err_set(err, FERRY_EINVAL,
-                             "%sbad shard name '%.80s' (use 1-%d characters of A-Z a-z 0-9 . _ -)",
-                             w, name, FERRY_SHARD_NAME_MAX);
+                             "%sshard %.80s: bad zone name '%.80s' (use 1..%d characters of A-Z "
+                             "a-z 0-9 _ . -, not . or ..)", w, name, zone, FERRY_ZONE_NAME_MAX);
+    if (!ferry_name_ok(name))
+        return ferry_err_set(err, FERRY_EINVAL, "%sbad shard name '%.80s' (" FERRY_NAME_RULE ")",
+                             w, name);
     if (!(weight > 0) || !isfinite(weight))
         return ferry_err_set(err, FERRY_EINVAL,
                              "%sshard %s: weight %g must be a positive number", w, name, weight);
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 16;
-        ferry_shard *p = realloc(c->shards, cap * sizeof *p);
+        ferry_pl_shard *p = realloc(c->shards, cap * sizeof *p);
         if (!p)
             return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         c->shards = p;
@@ -93,25 +80,25 @@ int ferry_cluster_add_zoned(ferry_cluster *c, const char *name, double weight, u
         free(zcopy);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
-    c->shards[c->n++] = (ferry_shard){copy, weight, capacity, line, zcopy, 0};
+    c->shards[c->n++] = (ferry_pl_shard){copy, weight, capacity, line, zcopy, 0};
     return FERRY_OK;
 }
 
-int ferry_inventory_add(ferry_inventory *inv, const char *tenant, uint32_t split, uint64_t bytes,
-                        long line, ferry_err *err)
+int ferry_pl_inventory_add(ferry_pl_inventory *inv, const char *tenant, uint32_t split,
+                           uint64_t bytes, long line, ferry_err *err)
 {
     char w[512];
     where(w, sizeof w, inv->path, line);
     if (!valid_tenant(tenant))
         return ferry_err_set(err, FERRY_EINVAL,
-                             "%sbad tenant name '%.80s' (use 1-%d printable characters, no "
+                             "%sbad tenant name '%.80s' (use 1..%d printable characters, no "
                              "spaces and no '/')",
-                             w, tenant, FERRY_TENANT_NAME_MAX);
+                             w, tenant, FERRY_NAME_MAX - 1);
     if (inv->n >= UINT32_MAX - 1)
         return ferry_err_set(err, FERRY_EINVAL, "%stoo many slices", w);
     if (inv->n == inv->cap) {
         size_t cap = inv->cap ? inv->cap * 2 : 64;
-        ferry_slice *p = realloc(inv->slices, cap * sizeof *p);
+        ferry_pl_slice *p = realloc(inv->slices, cap * sizeof *p);
         if (!p)
             return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         inv->slices = p;
@@ -120,25 +107,25 @@ int ferry_inventory_add(ferry_inventory *inv, const char *tenant, uint32_t split
     char *copy = strdup(tenant);
     if (!copy)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    inv->slices[inv->n++] = (ferry_slice){copy, split, bytes, line, 0};
+    inv->slices[inv->n++] = (ferry_pl_slice){copy, split, bytes, line, 0};
     return FERRY_OK;
 }
 
 static int shard_cmp(const void *a, const void *b)
 {
-    return strcmp(((const ferry_shard *)a)->name, ((const ferry_shard *)b)->name);
+    return strcmp(((const ferry_pl_shard *)a)->name, ((const ferry_pl_shard *)b)->name);
 }
 
 static int slice_cmp(const void *a, const void *b)
 {
-    const ferry_slice *x = a, *y = b;
+    const ferry_pl_slice *x = a, *y = b;
     int c = strcmp(x->tenant, y->tenant);
     if (c)
         return c;
     return x->split < y->split ? -1 : x->split > y->split;
 }
 
-int ferry_cluster_finish(ferry_cluster *c, ferry_err *err)
+int ferry_pl_cluster_finish(ferry_pl_cluster *c, ferry_err *err)
 {
     if (c->n == 0)
         return ferry_err_set(err, FERRY_EINVAL,
@@ -162,7 +149,7 @@ int ferry_cluster_finish(ferry_cluster *c, ferry_err *err)
     c->n_zones = 0;
     c->zoned = false;
     for (size_t i = 0; i < c->n; i++) {
-        ferry_shard *s = &c->shards[i];
+        ferry_pl_shard *s = &c->shards[i];
         size_t j = 0;
         if (s->zone) {
             c->zoned = true;
@@ -176,7 +163,7 @@ int ferry_cluster_finish(ferry_cluster *c, ferry_err *err)
     return FERRY_OK;
 }
 
-int ferry_inventory_finish(ferry_inventory *inv, ferry_err *err)
+int ferry_pl_inventory_finish(ferry_pl_inventory *inv, ferry_err *err)
 {
     /* callers that read a sorted catalog add the slices in order: one pass instead of a sort
      * (a million slices: 20 million comparisons) */
@@ -214,7 +201,7 @@ int ferry_inventory_finish(ferry_inventory *inv, ferry_err *err)
     return FERRY_OK;
 }
 
-void ferry_cluster_free(ferry_cluster *c)
+void ferry_pl_cluster_free(ferry_pl_cluster *c)
 {
     for (size_t i = 0; i < c->n; i++) {
         free(c->shards[i].name);
@@ -226,7 +213,7 @@ void ferry_cluster_free(ferry_cluster *c)
     memset(c, 0, sizeof *c);
 }
 
-void ferry_inventory_free(ferry_inventory *inv)
+void ferry_pl_inventory_free(ferry_pl_inventory *inv)
 {
     for (size_t i = 0; i < inv->n; i++)
         free(inv->slices[i].tenant);
@@ -237,7 +224,7 @@ void ferry_inventory_free(ferry_inventory *inv)
     memset(inv, 0, sizeof *inv);
 }
 
-long ferry_cluster_find(const ferry_cluster *c, const char *name)
+long ferry_pl_cluster_find(const ferry_pl_cluster *c, const char *name)
 {
     size_t lo = 0, hi = c->n;
     while (lo < hi) {
@@ -253,7 +240,7 @@ long ferry_cluster_find(const ferry_cluster *c, const char *name)
     return -1;
 }
 
-void ferry_slice_id(const ferry_slice *s, char *buf, size_t bufsz)
+void ferry_pl_slice_id(const ferry_pl_slice *s, char *buf, size_t bufsz)
 {
     snprintf(buf, bufsz, "%s/split%u", s->tenant, s->split);
 }
@@ -313,7 +300,8 @@ static int shard_line(void *dst, char **f, size_t nf, const char *path, long lin
                              "%s:%ld: shard %.80s: capacity '%.40s' must be a positive byte "
                              "count (e.g. 500000000000 or 500G%s)",
                              path, line, f[0], f[2], nf == 4 ? ", or - for unlimited" : "");
-    return ferry_cluster_add_zoned(dst, f[0], weight, capacity, nf == 4 ? f[3] : NULL, line, err);
+    return ferry_pl_cluster_add_zoned(dst, f[0], weight, capacity, nf == 4 ? f[3] : NULL, line,
+                                      err);
 }
 
 static int slice_line(void *dst, char **f, size_t nf, const char *path, long line, ferry_err *err)
@@ -332,35 +320,36 @@ static int slice_line(void *dst, char **f, size_t nf, const char *path, long lin
         return ferry_err_set(err, FERRY_EINVAL,
                              "%s:%ld: bytes '%.40s' is not a byte count (e.g. 1200000 or 3G)",
                              path, line, f[2]);
-    return ferry_inventory_add(dst, f[0], (uint32_t)split, bytes, line, err);
+    return ferry_pl_inventory_add(dst, f[0], (uint32_t)split, bytes, line, err);
 }
 
-int ferry_cluster_parse(const char *text, const char *path, ferry_cluster *out, ferry_err *err)
+int ferry_pl_cluster_parse(const char *text, const char *path, ferry_pl_cluster *out,
+                           ferry_err *err)
 {
-    int rc = ferry_cluster_init(out, path, err);
+    int rc = ferry_pl_cluster_init(out, path, err);
     if (!rc)
         rc = parse_lines(text, out->path, out, shard_line, err);
     if (!rc)
-        rc = ferry_cluster_finish(out, err);
+        rc = ferry_pl_cluster_finish(out, err);
     if (rc)
-        ferry_cluster_free(out);
+        ferry_pl_cluster_free(out);
     return rc;
 }
 
-int ferry_inventory_parse(const char *text, const char *path, ferry_inventory *out,
-                          ferry_err *err)
+int ferry_pl_inventory_parse(const char *text, const char *path, ferry_pl_inventory *out,
+                             ferry_err *err)
 {
-    int rc = ferry_inventory_init(out, path, err);
+    int rc = ferry_pl_inventory_init(out, path, err);
     if (!rc)
         rc = parse_lines(text, out->path, out, slice_line, err);
     if (!rc)
-        rc = ferry_inventory_finish(out, err);
+        rc = ferry_pl_inventory_finish(out, err);
     if (rc)
-        ferry_inventory_free(out);
+        ferry_pl_inventory_free(out);
     return rc;
 }
 
-size_t ferry_inventory_find(const ferry_inventory *inv, const char *tenant, uint32_t split)
+size_t ferry_pl_inventory_find(const ferry_pl_inventory *inv, const char *tenant, uint32_t split)
 {
     size_t lo = 0, hi = inv->n;
     while (lo < hi) {

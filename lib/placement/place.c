@@ -1,5 +1,5 @@
-/* Capacity-aware placement: a fresh layout (ferry_place) and the layout reached from an old one
- * when the cluster changes (ferry_rebalance). docs/placement.md states the rules; in short:
+/* Capacity-aware placement: a fresh layout (ferry_pl_place) and the layout reached from an old one
+ * when the cluster changes (ferry_pl_rebalance). docs/placement.md states the rules; in short:
  *  - a replica goes to the best-scoring shard that does not hold the slice yet, has room below
  *    the fill target, and holds fewer of the tenant's replicas than its cap (below); only
  *    when no such shard exists is the anti-affinity cap relaxed;
@@ -45,9 +45,9 @@ typedef struct tcount_map {
 } tcount_map;
 
 typedef struct pstate {
-    const ferry_inventory *inv;
-    const ferry_cluster *cl;
-    const ferry_place_opts *o;
+    const ferry_pl_inventory *inv;
+    const ferry_pl_cluster *cl;
+    const ferry_pl_opts *o;
     size_t n; /* shards */
     unsigned rf;
     size_t m; /* candidates per slice */
@@ -59,9 +59,9 @@ typedef struct pstate {
      * rebalance or an incremental placement scores a slice's candidates only when one of its
      * replicas needs a home, so adding a shard costs O(slices) scores, not O(slices x shards). */
     uint8_t *cands_ready;
-    uint64_t scored; /* slice/shard pairs scored (ferry_layout.scored) */
-    pl_cand *all;   /* [n] */
-    uint32_t *rep;  /* [inv->n * rf] */
+    uint64_t scored; /* slice/shard pairs scored (ferry_pl_layout.scored) */
+    pl_cand *all;    /* [n] */
+    uint32_t *rep;   /* [inv->n * rf] */
     uint64_t *load, *limit;
     uint32_t *nrep;
     bool *gainer;
@@ -139,7 +139,7 @@ static bool holding(const pstate *st, size_t i, uint32_t s)
 
 static void assign(pstate *st, size_t i, unsigned slot, uint32_t s)
 {
-    const ferry_slice *sl = &st->inv->slices[i];
+    const ferry_pl_slice *sl = &st->inv->slices[i];
     st->rep[i * st->rf + slot] = s;
     st->load[s] += sl->bytes;
     st->nrep[s]++;
@@ -149,9 +149,9 @@ static void assign(pstate *st, size_t i, unsigned slot, uint32_t s)
 
 static void unassign(pstate *st, size_t i, unsigned slot)
 {
-    const ferry_slice *sl = &st->inv->slices[i];
+    const ferry_pl_slice *sl = &st->inv->slices[i];
     uint32_t s = st->rep[i * st->rf + slot];
-    st->rep[i * st->rf + slot] = FERRY_NO_SHARD;
+    st->rep[i * st->rf + slot] = FERRY_PL_NO_SHARD;
     st->load[s] -= sl->bytes;
     st->nrep[s]--;
     if (counted_in_map(st, sl->tenant_index))
@@ -161,7 +161,7 @@ static void unassign(pstate *st, size_t i, unsigned slot)
 /* order[] = slice indexes by size, biggest first, equal sizes by index. An LSD radix sort
  * (stable, so equal sizes keep index order): a comparison sort of 10^6 slices took longer
  * than the rest of the greedy pass. Byte positions where every size agrees are skipped. */
-static int sort_by_size(const ferry_inventory *inv, uint32_t *order)
+static int sort_by_size(const ferry_pl_inventory *inv, uint32_t *order)
 {
     size_t n = inv->n;
     uint64_t *key = malloc((n ? n : 1) * sizeof *key), *key2 = malloc((n ? n : 1) * sizeof *key2);
@@ -210,8 +210,8 @@ out:
     return rc;
 }
 
-static int state_init(pstate *st, const ferry_inventory *inv, const ferry_cluster *cl,
-                      const ferry_place_opts *o, bool score_all, ferry_err *err)
+static int state_init(pstate *st, const ferry_pl_inventory *inv, const ferry_pl_cluster *cl,
+                      const ferry_pl_opts *o, bool score_all, ferry_err *err)
 {
     memset(st, 0, sizeof *st);
     st->inv = inv;
@@ -223,7 +223,7 @@ static int state_init(pstate *st, const ferry_inventory *inv, const ferry_cluste
     st->m = o->rf + extra < cl->n ? o->rf + extra : cl->n;
     if (st->m > PL_TOP_MAX)
         st->m = PL_TOP_MAX;
-    int rc = ferry_place_opts_check(o, cl, err);
+    int rc = ferry_pl_opts_check(o, cl, err);
     if (rc)
         return rc;
     rc = pl_scorer_init(&st->sc, cl, o->hash, err);
@@ -249,7 +249,7 @@ static int state_init(pstate *st, const ferry_inventory *inv, const ferry_cluste
         sort_by_size(inv, st->order))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; i < inv->n * st->rf; i++)
-        st->rep[i] = FERRY_NO_SHARD;
+        st->rep[i] = FERRY_PL_NO_SHARD;
     for (size_t s = 0; s < st->n; s++) {
         uint64_t cap = cl->shards[s].capacity;
         st->total_weight += cl->shards[s].weight;
@@ -309,7 +309,7 @@ static void state_free(pstate *st)
  * far on (its record has arrived by then); the tenant's replica slots a quarter as far on. */
 static inline void prefetch_ahead(const pstate *st, size_t k)
 {
-    const ferry_inventory *inv = st->inv;
+    const ferry_pl_inventory *inv = st->inv;
     if (k + PREFETCH_AHEAD < inv->n) {
         uint32_t i = st->order[k + PREFETCH_AHEAD];
         __builtin_prefetch(&inv->slices[i]);
@@ -329,19 +329,19 @@ static inline void prefetch_ahead(const pstate *st, size_t k)
 
 static int no_room(pstate *st, size_t i, ferry_err *err)
 {
-    const ferry_slice *sl = &st->inv->slices[i];
+    const ferry_pl_slice *sl = &st->inv->slices[i];
     long double need = 0, room = 0;
     for (size_t k = 0; k < st->inv->n; k++)
         need += (long double)st->inv->slices[k].bytes * st->rf;
     for (size_t s = 0; s < st->n; s++)
         room += st->limit[s] == UINT64_MAX ? 0 : (long double)st->limit[s];
     char id[FERRY_SLICE_ID_MAX], b1[32], b2[32], b3[32];
-    ferry_slice_id(sl, id, sizeof id);
+    ferry_pl_slice_id(sl, id, sizeof id);
     return ferry_err_set(err, FERRY_EINVAL,
                          "%s: no shard has room for %s (%s) below the fill target %.2f: all "
                          "replicas need %s, the shards allow %s; add capacity or raise --fill",
-                         st->cl->path, id, ferry_fmt_bytes(sl->bytes, b1, sizeof b1),
-                         st->o->fill, ferry_fmt_bytes((uint64_t)need, b2, sizeof b2),
+                         st->cl->path, id, ferry_fmt_bytes(sl->bytes, b1, sizeof b1), st->o->fill,
+                         ferry_fmt_bytes((uint64_t)need, b2, sizeof b2),
                          ferry_fmt_bytes((uint64_t)room, b3, sizeof b3));
 }
 
@@ -364,7 +364,7 @@ static void slice_zones(const pstate *st, size_t i, pl_zones *z)
 /* The shard for one more replica of slice i (see the file comment). */
 static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferry_err *err)
 {
-    const ferry_slice *sl = &st->inv->slices[i];
+    const ferry_pl_slice *sl = &st->inv->slices[i];
     uint32_t t = sl->tenant_index;
     const uint32_t *c = slice_cands(st, i);
     pl_zones z;
@@ -394,19 +394,19 @@ static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferr
         }
     /* Relax: the least crowded zone first (zones are about surviving an outage), then the
      * fewest of the tenant's replicas (anti-affinity), then the best score. */
-    uint32_t best = FERRY_NO_SHARD, best_count = 0, best_zc = 0;
+    uint32_t best = FERRY_PL_NO_SHARD, best_count = 0, best_zc = 0;
     for (size_t j = 0; j < st->n; j++) {
         uint32_t s = st->all[j].shard;
         if (holding(st, i, s) || !fits(st, s, sl->bytes))
             continue;
         uint32_t cnt = tenant_count(st, t, s), zc = zone_count(st, &z, s);
-        if (best == FERRY_NO_SHARD || zc < best_zc || (zc == best_zc && cnt < best_count)) {
+        if (best == FERRY_PL_NO_SHARD || zc < best_zc || (zc == best_zc && cnt < best_count)) {
             best = s;
             best_count = cnt;
             best_zc = zc;
         }
     }
-    if (best != FERRY_NO_SHARD) {
+    if (best != FERRY_PL_NO_SHARD) {
         if (best_count >= tenant_cap(st, t, best))
             st->relaxed++;
         if (best_zc != z.level)
@@ -425,7 +425,7 @@ static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferr
             continue;
         long double room = (long double)st->limit[s] - (long double)st->load[s];
         uint32_t zc = zone_count(st, &z, s);
-        if (best == FERRY_NO_SHARD || zc < best_zc || (zc == best_zc && room > best_room)) {
+        if (best == FERRY_PL_NO_SHARD || zc < best_zc || (zc == best_zc && room > best_room)) {
             best = s;
             best_room = room;
             best_zc = zc;
@@ -457,8 +457,8 @@ static bool zone_move_ok(const pstate *st, size_t i, uint32_t x, uint32_t d)
     return now <= (was > 1 ? was : 1);
 }
 
-static void state_to_layout(pstate *st, const ferry_inventory *inv, const ferry_cluster *cl,
-                            const ferry_place_opts *o, ferry_layout *out)
+static void state_to_layout(pstate *st, const ferry_pl_inventory *inv, const ferry_pl_cluster *cl,
+                            const ferry_pl_opts *o, ferry_pl_layout *out)
 {
     out->inv = inv;
     out->cluster = cl;
@@ -476,7 +476,7 @@ static void state_to_layout(pstate *st, const ferry_inventory *inv, const ferry_
     st->nrep = NULL;
 }
 
-int ferry_place_opts_check(const ferry_place_opts *o, const ferry_cluster *c, ferry_err *err)
+int ferry_pl_opts_check(const ferry_pl_opts *o, const ferry_pl_cluster *c, ferry_err *err)
 {
     if (!(o->fill > 0 && o->fill <= 1))
         return ferry_err_set(err, FERRY_EINVAL, "fill target %g must be in (0, 1]", o->fill);
@@ -494,8 +494,8 @@ int ferry_place_opts_check(const ferry_place_opts *o, const ferry_cluster *c, fe
     return FERRY_OK;
 }
 
-int ferry_place(const ferry_inventory *inv, const ferry_cluster *cluster,
-                const ferry_place_opts *opts, ferry_layout *out, ferry_err *err)
+int ferry_pl_place(const ferry_pl_inventory *inv, const ferry_pl_cluster *cluster,
+                   const ferry_pl_opts *opts, ferry_pl_layout *out, ferry_err *err)
 {
     memset(out, 0, sizeof *out);
     pstate st;
@@ -506,7 +506,7 @@ int ferry_place(const ferry_inventory *inv, const ferry_cluster *cluster,
         size_t i = st.order[k];
         prefetch_ahead(&st, k);
         for (unsigned slot = 0; slot < st.rf; slot++) {
-            uint32_t s = FERRY_NO_SHARD;
+            uint32_t s = FERRY_PL_NO_SHARD;
             rc = choose(&st, i, false, &s, err);
             if (rc)
                 goto out;
@@ -519,9 +519,9 @@ out:
     return rc;
 }
 
-int ferry_place_more(const ferry_inventory *inv, const ferry_cluster *cluster,
-                     const ferry_place_opts *opts, const uint32_t *fixed,
-                     const uint64_t *base_load, ferry_layout *out, ferry_err *err)
+int ferry_pl_place_more(const ferry_pl_inventory *inv, const ferry_pl_cluster *cluster,
+                        const ferry_pl_opts *opts, const uint32_t *fixed, const uint64_t *base_load,
+                        ferry_pl_layout *out, ferry_err *err)
 {
     memset(out, 0, sizeof *out);
     pstate st;
@@ -535,11 +535,11 @@ int ferry_place_more(const ferry_inventory *inv, const ferry_cluster *cluster,
     for (size_t i = 0; i < inv->n; i++)
         for (unsigned j = 0; j < rf; j++) {
             uint32_t s = fixed[i * rf + j];
-            if (s == FERRY_NO_SHARD)
+            if (s == FERRY_PL_NO_SHARD)
                 continue;
             if (s >= st.n || holding(&st, i, s)) {
                 char id[FERRY_SLICE_ID_MAX];
-                ferry_slice_id(&inv->slices[i], id, sizeof id);
+                ferry_pl_slice_id(&inv->slices[i], id, sizeof id);
                 rc = ferry_err_set(err, FERRY_EINVAL, "%s: replica %u %s", id, j,
                                    s >= st.n ? "names no shard of the cluster"
                                              : "is on the same shard as another replica");
@@ -552,9 +552,9 @@ int ferry_place_more(const ferry_inventory *inv, const ferry_cluster *cluster,
         size_t i = st.order[k];
         bool empty = true;
         for (unsigned j = 0; j < rf && empty; j++)
-            empty = st.rep[i * rf + j] == FERRY_NO_SHARD;
+            empty = st.rep[i * rf + j] == FERRY_PL_NO_SHARD;
         for (unsigned j = 0; empty && j < rf; j++) {
-            uint32_t s = FERRY_NO_SHARD;
+            uint32_t s = FERRY_PL_NO_SHARD;
             rc = choose(&st, i, false, &s, err);
             if (rc)
                 goto out;
@@ -604,7 +604,7 @@ static int evict_over_cap(pstate *st, bool *evicted, const uint32_t *gainers, si
 {
     if (!n_gainers)
         return FERRY_OK;
-    const ferry_inventory *inv = st->inv;
+    const ferry_pl_inventory *inv = st->inv;
     evict_key *keys = NULL;
     size_t kcap = 0;
     for (size_t t = 0; t < inv->n_tenants; t++) {
@@ -625,7 +625,7 @@ static int evict_over_cap(pstate *st, bool *evicted, const uint32_t *gainers, si
         for (uint32_t i = first; i < first + k; i++)
             for (unsigned j = 0; j < st->rf; j++) {
                 uint32_t s = st->rep[(size_t)i * st->rf + j];
-                if (s != FERRY_NO_SHARD &&
+                if (s != FERRY_PL_NO_SHARD &&
                     tenant_count(st, (uint32_t)t, s) > tenant_cap(st, (uint32_t)t, s))
                     keys[nk++] = (evict_key){s, replica_score(st, i, s), i, j};
             }
@@ -637,9 +637,9 @@ static int evict_over_cap(pstate *st, bool *evicted, const uint32_t *gainers, si
             if (tenant_count(st, (uint32_t)t, ek->shard) <=
                 tenant_cap(st, (uint32_t)t, ek->shard))
                 continue;
-            const ferry_slice *sl = &inv->slices[ek->slice];
+            const ferry_pl_slice *sl = &inv->slices[ek->slice];
             pl_set_slice(&st->x, sl);
-            uint32_t best = FERRY_NO_SHARD;
+            uint32_t best = FERRY_PL_NO_SHARD;
             double best_score = 0;
             for (size_t q = 0; q < n_gainers; q++) {
                 uint32_t d = gainers[q];
@@ -648,12 +648,12 @@ static int evict_over_cap(pstate *st, bool *evicted, const uint32_t *gainers, si
                     !zone_move_ok(st, ek->slice, ek->shard, d))
                     continue;
                 double sc = pair_score(st, d, st->cl->shards[d].weight);
-                if (best == FERRY_NO_SHARD || pl_ranks_before(sc, d, best_score, best)) {
+                if (best == FERRY_PL_NO_SHARD || pl_ranks_before(sc, d, best_score, best)) {
                     best = d;
                     best_score = sc;
                 }
             }
-            if (best == FERRY_NO_SHARD)
+            if (best == FERRY_PL_NO_SHARD)
                 continue;
             unassign(st, ek->slice, ek->slot);
             assign(st, ek->slice, ek->slot, best);
@@ -677,7 +677,7 @@ static int evict_over_fill(pstate *st, bool *evicted, ferry_err *err)
     for (size_t i = 0; i < st->inv->n; i++)
         for (unsigned j = 0; j < st->rf; j++) {
             uint32_t s = st->rep[i * st->rf + j];
-            if (s == FERRY_NO_SHARD || st->load[s] <= st->limit[s])
+            if (s == FERRY_PL_NO_SHARD || st->load[s] <= st->limit[s])
                 continue;
             if (nk == cap) {
                 cap = cap ? cap * 2 : 1024;
@@ -710,7 +710,7 @@ static int zone_repair(pstate *st, bool *moved, ferry_err *err)
         return FERRY_OK;
     for (size_t k = 0; k < st->inv->n; k++) {
         size_t i = st->order[k];
-        const ferry_slice *sl = &st->inv->slices[i];
+        const ferry_pl_slice *sl = &st->inv->slices[i];
         for (unsigned round = 0; round < st->rf; round++) {
             pl_zones z;
             slice_zones(st, i, &z);
@@ -731,7 +731,7 @@ static int zone_repair(pstate *st, bool *moved, ferry_err *err)
             bool have = false;
             for (unsigned j = 0; j < st->rf; j++) {
                 uint32_t s = st->rep[i * st->rf + j];
-                if (s == FERRY_NO_SHARD || zone_count(st, &z, s) != maxc)
+                if (s == FERRY_PL_NO_SHARD || zone_count(st, &z, s) != maxc)
                     continue;
                 double sc = replica_score(st, i, s);
                 if (!have || pl_ranks_before(victim_score, st->rep[i * st->rf + victim], sc, s)) {
@@ -741,7 +741,7 @@ static int zone_repair(pstate *st, bool *moved, ferry_err *err)
                 }
             }
             unassign(st, i, victim);
-            uint32_t to = FERRY_NO_SHARD;
+            uint32_t to = FERRY_PL_NO_SHARD;
             int rc = choose(st, i, false, &to, err);
             if (rc)
                 return rc;
@@ -778,9 +778,9 @@ static bool flip(pstate *st, const flip_ctx *f, uint32_t x, double x_new, double
     return true;
 }
 
-int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
-                 const ferry_layout *old, const ferry_cluster *new_cluster,
-                 const ferry_place_opts *opts, bool score_all, ferry_layout *out, ferry_err *err)
+int pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_cluster,
+                 const ferry_pl_layout *old, const ferry_pl_cluster *new_cluster,
+                 const ferry_pl_opts *opts, bool score_all, ferry_pl_layout *out, ferry_err *err)
 {
     memset(out, 0, sizeof *out);
     pstate st;
@@ -814,11 +814,11 @@ int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
         goto out;
     }
     for (size_t s = 0; s < old_cluster->n; s++) {
-        long k = ferry_cluster_find(new_cluster, old_cluster->shards[s].name);
-        old_to_new[s] = k < 0 ? FERRY_NO_SHARD : (uint32_t)k;
+        long k = ferry_pl_cluster_find(new_cluster, old_cluster->shards[s].name);
+        old_to_new[s] = k < 0 ? FERRY_PL_NO_SHARD : (uint32_t)k;
     }
     for (size_t s = 0; s < n; s++) {
-        long k = ferry_cluster_find(old_cluster, new_cluster->shards[s].name);
+        long k = ferry_pl_cluster_find(old_cluster, new_cluster->shards[s].name);
         old_weight[s] = k < 0 ? 0 : old_cluster->shards[k].weight;
         st.gainer[s] = k < 0 || new_cluster->shards[s].weight > old_weight[s];
         loser[s] = k >= 0 && new_cluster->shards[s].weight < old_weight[s];
@@ -831,10 +831,10 @@ int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
         size_t kept = 0;
         for (unsigned j = 0; j < old->rf; j++) {
             uint32_t s = old->replicas[i * old->rf + j];
-            uint32_t ns = s == FERRY_NO_SHARD ? FERRY_NO_SHARD : old_to_new[s];
+            uint32_t ns = s == FERRY_PL_NO_SHARD ? FERRY_PL_NO_SHARD : old_to_new[s];
             if (j < rf)
-                had_prev[i * rf + j] = s != FERRY_NO_SHARD;
-            if (ns == FERRY_NO_SHARD)
+                had_prev[i * rf + j] = s != FERRY_PL_NO_SHARD;
+            if (ns == FERRY_PL_NO_SHARD)
                 continue;
             tmp[kept].shard = ns;
             tmp[kept].score = (double)j; /* slot, for rf == old rf */
@@ -878,9 +878,9 @@ int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
     for (size_t k = 0; k < inv->n; k++) {
         size_t i = st.order[k];
         for (unsigned j = 0; j < rf; j++) {
-            if (st.rep[i * rf + j] != FERRY_NO_SHARD)
+            if (st.rep[i * rf + j] != FERRY_PL_NO_SHARD)
                 continue;
-            uint32_t s = FERRY_NO_SHARD;
+            uint32_t s = FERRY_PL_NO_SHARD;
             rc = choose(&st, i, had_prev[i * rf + j] && n_gainers > 0, &s, err);
             if (rc)
                 goto out;
@@ -916,7 +916,7 @@ int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
         flips[i] = false;
         for (unsigned j = 0; j < rf && !flips[i]; j++) {
             uint32_t x = st.rep[i * rf + j];
-            if (moved[i * rf + j] || x == FERRY_NO_SHARD)
+            if (moved[i * rf + j] || x == FERRY_PL_NO_SHARD)
                 continue;
             double x_new = pair_score(&st, x, new_cluster->shards[x].weight);
             double x_old = loser[x] || st.gainer[x] ? pair_score(&st, x, old_weight[x]) : x_new;
@@ -932,13 +932,13 @@ int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
         size_t i = st.order[k];
         if (!flips[i])
             continue;
-        const ferry_slice *sl = &inv->slices[i];
+        const ferry_pl_slice *sl = &inv->slices[i];
         uint32_t t = sl->tenant_index;
         pl_set_slice(&st.x, sl);
         size_t nk = 0;
         for (unsigned j = 0; j < rf; j++) {
             uint32_t s = st.rep[i * rf + j];
-            if (moved[i * rf + j] || s == FERRY_NO_SHARD)
+            if (moved[i * rf + j] || s == FERRY_PL_NO_SHARD)
                 continue;
             tmp[nk].shard = j;
             tmp[nk].score = pair_score(&st, s, new_cluster->shards[s].weight);
@@ -957,7 +957,7 @@ int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
             double x_new = tmp[e].score;
             double x_old = loser[x] || st.gainer[x] ? pair_score(&st, x, old_weight[x]) : x_new;
             size_t nd = loser[x] ? n : n_gainers;
-            uint32_t best = FERRY_NO_SHARD;
+            uint32_t best = FERRY_PL_NO_SHARD;
             double best_score = 0;
             for (size_t q = 0; q < nd; q++) {
                 uint32_t d = loser[x] ? (uint32_t)q : gainers[q];
@@ -966,12 +966,12 @@ int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
                     tenant_count(&st, t, d) >= tenant_cap(&st, t, d) ||
                     !zone_move_ok(&st, i, x, d) || !flip(&st, &fl, x, x_new, x_old, d, &d_new))
                     continue;
-                if (best == FERRY_NO_SHARD || pl_ranks_before(d_new, d, best_score, best)) {
+                if (best == FERRY_PL_NO_SHARD || pl_ranks_before(d_new, d, best_score, best)) {
                     best = d;
                     best_score = d_new;
                 }
             }
-            if (best != FERRY_NO_SHARD) {
+            if (best != FERRY_PL_NO_SHARD) {
                 unassign(&st, i, j);
                 assign(&st, i, j, best);
                 moved[i * rf + j] = true;
@@ -993,14 +993,14 @@ out:
     return rc;
 }
 
-int ferry_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
-                    const ferry_layout *old, const ferry_cluster *new_cluster,
-                    const ferry_place_opts *opts, ferry_layout *out, ferry_err *err)
+int ferry_pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_cluster,
+                       const ferry_pl_layout *old, const ferry_pl_cluster *new_cluster,
+                       const ferry_pl_opts *opts, ferry_pl_layout *out, ferry_err *err)
 {
     return pl_rebalance(inv, old_cluster, old, new_cluster, opts, false, out, err);
 }
 
-void ferry_layout_free(ferry_layout *l)
+void ferry_pl_layout_free(ferry_pl_layout *l)
 {
     free(l->replicas);
     free(l->shard_bytes);
@@ -1008,15 +1008,15 @@ void ferry_layout_free(ferry_layout *l)
     memset(l, 0, sizeof *l);
 }
 
-void ferry_layout_ranked(const ferry_layout *l, size_t i, uint32_t *out)
+void ferry_pl_layout_ranked(const ferry_pl_layout *l, size_t i, uint32_t *out)
 {
     char id[FERRY_SLICE_ID_MAX];
-    ferry_slice_id(&l->inv->slices[i], id, sizeof id);
+    ferry_pl_slice_id(&l->inv->slices[i], id, sizeof id);
     double sc[64];
     unsigned rf = l->rf;
     for (unsigned j = 0; j < rf; j++) {
         out[j] = l->replicas[i * rf + j];
-        const ferry_shard *s = &l->cluster->shards[out[j]];
+        const ferry_pl_shard *s = &l->cluster->shards[out[j]];
         sc[j < 64 ? j : 63] = ferry_score(l->opts.hash, id, s->name, s->weight);
     }
     for (unsigned a = 1; a < rf && a < 64; a++)

@@ -30,7 +30,7 @@ typedef struct pl_scorer {
     size_t n;
     const char **names;
     uint8_t *name_len;
-    char (*padded)[FERRY_SHARD_NAME_MAX]; /* names, zero-padded: copied with one fixed memcpy */
+    char (*padded)[FERRY_NAME_MAX]; /* names, zero-padded: copied with one fixed memcpy */
     double *weight;
     uint32_t *group; /* [n] group of each shard */
     size_t n_groups;
@@ -40,7 +40,13 @@ typedef struct pl_scorer {
     block16 *name_top;     /* [n] xxh3: a name of <= 16 bytes as the end of a block */
 } pl_scorer;
 
-#define PL_KEY_MAX (FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 8)
+#define PL_KEY_MAX (FERRY_SLICE_ID_MAX + FERRY_NAME_MAX + 8)
+/* The bytes of a padded name copied for a name this short (the common case), so the hot loop
+ * copies what it did when names were at most 64 bytes: fixed-size copies compile to a few
+ * moves. Enough for the SHA-256 fast path whatever the name: it takes keys of at most 55 bytes,
+ * and 64 bytes from the prefix's end reach past the block's length field. */
+#define PL_NAME_COPY_SHORT 64
+_Static_assert(PL_NAME_COPY_SHORT <= FERRY_NAME_MAX, "padded names hold the short copy");
 
 /* Per-thread working memory of a scorer. */
 typedef struct pl_scratch {
@@ -52,7 +58,7 @@ typedef struct pl_scratch {
     uint64_t xxh3_prefix_mix[4]; /* xxh3: the 16-byte blocks wholly inside the prefix, mixed */
     block16 prefix_tail;         /* xxh3: the prefix's last 16 bytes */
     /* sha256: the prefix, then room for a zero-padded name: the block is finished per shard */
-    unsigned char sha_block[64 + FERRY_SHARD_NAME_MAX];
+    unsigned char sha_block[64 + PL_NAME_COPY_SHORT];
     size_t m;          /* candidates kept per slice */
     pl_cand *gtop;     /* [n_groups * (m + 1)] */
     uint64_t *gh;      /* [n_groups * (m + 1)] hashes of the group's best so far */
@@ -65,13 +71,13 @@ typedef struct pl_scratch {
     uint64_t *group_cut; /* [n_groups] see pl_scratch_init */
 } pl_scratch;
 
-int pl_scorer_init(pl_scorer *s, const ferry_cluster *c, ferry_hash hash, ferry_err *err);
+int pl_scorer_init(pl_scorer *s, const ferry_pl_cluster *c, ferry_hash hash, ferry_err *err);
 void pl_scorer_free(pl_scorer *s);
 int pl_scratch_init(pl_scratch *x, const pl_scorer *s, size_t m, ferry_err *err);
 void pl_scratch_free(pl_scratch *x);
 
 /* Writes "<tenant>/split<k>:" into x->key. */
-void pl_set_slice(pl_scratch *x, const ferry_slice *sl);
+void pl_set_slice(pl_scratch *x, const ferry_pl_slice *sl);
 /* ferry_hash64 of "<current slice id>:<name of shard i>", computed faster from what
  * pl_set_slice prepared (the hot loop's hash; equal to ferry_hash64 for every key). */
 uint64_t pl_pair_hash(const pl_scorer *s, pl_scratch *x, uint32_t i);
@@ -85,16 +91,16 @@ void pl_rank_all(const pl_scorer *s, pl_scratch *x, pl_cand *out);
 /* The shards of the top-m candidates of every slice of inv, best first, into
  * out[inv->n * m], using up to `threads` threads. m <= PL_TOP_MAX. */
 #define PL_TOP_MAX (64 + 3)
-int pl_top_all(const pl_scorer *s, const ferry_inventory *inv, size_t m, unsigned threads,
+int pl_top_all(const pl_scorer *s, const ferry_pl_inventory *inv, size_t m, unsigned threads,
                uint32_t *out, ferry_err *err);
 
-/* ferry_rebalance, which scores a slice's candidates only when one of its replicas needs a
+/* ferry_pl_rebalance, which scores a slice's candidates only when one of its replicas needs a
  * new home (score_all false); score_all true first scores every slice on every shard, as a
  * fresh placement does: the full computation, which tests and the benchmark compare it with
- * (the layouts are identical; only ferry_layout.scored differs). */
-int pl_rebalance(const ferry_inventory *inv, const ferry_cluster *old_cluster,
-                 const ferry_layout *old, const ferry_cluster *new_cluster,
-                 const ferry_place_opts *opts, bool score_all, ferry_layout *out, ferry_err *err);
+ * (the layouts are identical; only ferry_pl_layout.scored differs). */
+int pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_cluster,
+                 const ferry_pl_layout *old, const ferry_pl_cluster *new_cluster,
+                 const ferry_pl_opts *opts, bool score_all, ferry_pl_layout *out, ferry_err *err);
 
 /* How a slice's replicas spread over zones (lib/placement/zones.c). */
 #define PL_RF_MAX 64
@@ -106,9 +112,9 @@ typedef struct pl_zones {
     uint32_t level;
 } pl_zones;
 
-/* The zones of held[0..n_held) (FERRY_NO_SHARD skipped). eligible: NULL = every shard. */
-void pl_zones_of(const ferry_cluster *c, const uint32_t *held, size_t n_held, const bool *eligible,
-                 pl_zones *z);
+/* The zones of held[0..n_held) (FERRY_PL_NO_SHARD skipped). eligible: NULL = every shard. */
+void pl_zones_of(const ferry_pl_cluster *c, const uint32_t *held, size_t n_held,
+                 const bool *eligible, pl_zones *z);
 /* Replicas of the slice in zone `zone`. */
 uint32_t pl_zone_count(const pl_zones *z, uint32_t zone);
 /* How far a slice's replicas are from an even zone spread: the most crowded zone's count minus

@@ -7,13 +7,13 @@
 #include <string.h>
 
 typedef struct sched {
-    ferry_move mv;
+    ferry_pl_move mv;
     uint32_t from_u, to_u; /* indices into the union of old and new shards */
 } sched;
 
 static int sched_cmp(const void *a, const void *b)
 {
-    const ferry_move *x = &((const sched *)a)->mv, *y = &((const sched *)b)->mv;
+    const ferry_pl_move *x = &((const sched *)a)->mv, *y = &((const sched *)b)->mv;
     if (x->from_removed != y->from_removed)
         return x->from_removed ? -1 : 1;
     if (x->bytes != y->bytes)
@@ -23,21 +23,21 @@ static int sched_cmp(const void *a, const void *b)
     return strcmp(x->from ? x->from : "", y->from ? y->from : "");
 }
 
-static bool in_set(const uint32_t *set, unsigned n, const ferry_cluster *c, const char *name)
+static bool in_set(const uint32_t *set, unsigned n, const ferry_pl_cluster *c, const char *name)
 {
     for (unsigned j = 0; j < n; j++)
-        if (set[j] != FERRY_NO_SHARD && !strcmp(c->shards[set[j]].name, name))
+        if (set[j] != FERRY_PL_NO_SHARD && !strcmp(c->shards[set[j]].name, name))
             return true;
     return false;
 }
 
-int ferry_plan_build(const ferry_layout *old, const ferry_layout *nl, ferry_plan *out,
-                     ferry_err *err)
+int ferry_pl_plan_build(const ferry_pl_layout *old, const ferry_pl_layout *nl, ferry_pl_plan *out,
+                        ferry_err *err)
 {
     memset(out, 0, sizeof *out);
     int rc = FERRY_OK;
-    const ferry_cluster *oc = old->cluster, *nc = nl->cluster;
-    const ferry_inventory *inv = nl->inv;
+    const ferry_pl_cluster *oc = old->cluster, *nc = nl->cluster;
+    const ferry_pl_inventory *inv = nl->inv;
     size_t nu = nc->n, cap = 0, nm = 0;
     sched *mv = NULL;
     uint32_t *old_u = NULL;
@@ -55,7 +55,7 @@ int ferry_plan_build(const ferry_layout *old, const ferry_layout *nl, ferry_plan
         goto out;
     }
     for (size_t s = 0; s < oc->n; s++) {
-        long k = ferry_cluster_find(nc, oc->shards[s].name);
+        long k = ferry_pl_cluster_find(nc, oc->shards[s].name);
         old_u[s] = k >= 0 ? (uint32_t)k : (uint32_t)nu++;
         load[old_u[s]] = old->shard_bytes[s];
     }
@@ -69,10 +69,10 @@ int ferry_plan_build(const ferry_layout *old, const ferry_layout *nl, ferry_plan
         uint32_t rem[64], add[64];
         unsigned nr = 0, na = 0;
         for (unsigned j = 0; j < old->rf && nr < 64; j++)
-            if (o[j] != FERRY_NO_SHARD && !in_set(n, nl->rf, nc, oc->shards[o[j]].name))
+            if (o[j] != FERRY_PL_NO_SHARD && !in_set(n, nl->rf, nc, oc->shards[o[j]].name))
                 rem[nr++] = o[j];
         for (unsigned j = 0; j < nl->rf && na < 64; j++)
-            if (n[j] != FERRY_NO_SHARD && !in_set(o, old->rf, oc, nc->shards[n[j]].name))
+            if (n[j] != FERRY_PL_NO_SHARD && !in_set(o, old->rf, oc, nc->shards[n[j]].name))
                 add[na++] = n[j];
         unsigned pairs = nr > na ? nr : na;
         if (pairs)
@@ -100,7 +100,7 @@ int ferry_plan_build(const ferry_layout *old, const ferry_layout *nl, ferry_plan
             if (p < na) {
                 m->mv.to = nc->shards[add[p]].name;
                 m->to_u = add[p];
-                m->mv.to_existing = ferry_cluster_find(oc, m->mv.to) >= 0;
+                m->mv.to_existing = ferry_pl_cluster_find(oc, m->mv.to) >= 0;
             }
         }
     }
@@ -155,7 +155,7 @@ int ferry_plan_build(const ferry_layout *old, const ferry_layout *nl, ferry_plan
         out->total_bytes += inv->slices[i].bytes * nl->rf;
 out:
     if (rc)
-        ferry_plan_free(out);
+        ferry_pl_plan_free(out);
     free(mv);
     free(old_u);
     free(load);
@@ -164,7 +164,7 @@ out:
     return rc;
 }
 
-void ferry_plan_free(ferry_plan *p)
+void ferry_pl_plan_free(ferry_pl_plan *p)
 {
     free(p->moves);
     memset(p, 0, sizeof *p);

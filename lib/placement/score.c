@@ -94,7 +94,7 @@ double ferry_score_from_hash(uint64_t h, double weight)
 
 double ferry_score(ferry_hash h, const char *slice_id, const char *shard, double weight)
 {
-    char key[FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 8];
+    char key[FERRY_SLICE_ID_MAX + FERRY_NAME_MAX + 8];
     size_t a = strlen(slice_id), b = strlen(shard);
     if (a + b + 1 > sizeof key) { /* longer than any valid id; still hash it correctly */
         char *big = malloc(a + b + 2);
@@ -113,6 +113,16 @@ double ferry_score(ferry_hash h, const char *slice_id, const char *shard, double
     return ferry_score_from_hash(ferry_hash64(h, key, a + b + 1), weight);
 }
 
+/* The padded name of length len at dst: a fixed-size copy, the short one when it holds the name
+ * (PL_NAME_COPY_SHORT); dst has room for FERRY_NAME_MAX bytes. */
+static inline void put_name(void *dst, const char *padded, size_t len)
+{
+    if (len <= PL_NAME_COPY_SHORT)
+        memcpy(dst, padded, PL_NAME_COPY_SHORT);
+    else
+        memcpy(dst, padded, FERRY_NAME_MAX);
+}
+
 static inline block16 read_block(const void *p)
 {
     const unsigned char *b = p;
@@ -121,7 +131,7 @@ static inline block16 read_block(const void *p)
 
 /* ---- scorer ------------------------------------------------------------------------------- */
 
-int pl_scorer_init(pl_scorer *s, const ferry_cluster *c, ferry_hash hash, ferry_err *err)
+int pl_scorer_init(pl_scorer *s, const ferry_pl_cluster *c, ferry_hash hash, ferry_err *err)
 {
     memset(s, 0, sizeof *s);
     s->hash = hash;
@@ -238,7 +248,7 @@ void pl_scratch_free(pl_scratch *x)
  * forwarding). Other key lengths go to XXH3_64bits. The unit tests compare this with
  * XXH3_64bits for every prefix and name length. */
 
-/* The 16 key bytes at offset o of prefix ++ name (name zero-padded to FERRY_SHARD_NAME_MAX). */
+/* The 16 key bytes at offset o of prefix ++ name (name zero-padded to FERRY_NAME_MAX). */
 static inline block16 key_block(const pl_scratch *x, const unsigned char *name, size_t o)
 {
     size_t plen = x->prefix_len;
@@ -295,7 +305,7 @@ static uint64_t xxh3_pair_general(const pl_scorer *s, pl_scratch *x, uint32_t i)
     size_t plen = x->prefix_len, len = plen + s->name_len[i];
     const unsigned char *name = (const unsigned char *)s->padded[i];
     if (len < 17 || len > 128) {
-        memcpy(x->key + plen, name, FERRY_SHARD_NAME_MAX);
+        put_name(x->key + plen, (const char *)name, s->name_len[i]);
         return XXH3_64bits(x->key, len);
     }
     uint64_t acc = len * XXH_PRIME64_1;
@@ -336,12 +346,12 @@ static inline uint64_t sha256_pair(const pl_scorer *s, pl_scratch *x, uint32_t i
 {
     size_t plen = x->prefix_len, len = plen + s->name_len[i];
     if (len > 55) {
-        memcpy(x->key + plen, s->padded[i], FERRY_SHARD_NAME_MAX);
+        put_name(x->key + plen, s->padded[i], s->name_len[i]);
         return sha256_prefix64(x->key, len);
     }
     /* The zero padding of the name supplies the zeros between the 0x80 and the length. */
     unsigned char *b = x->sha_block;
-    memcpy(b + plen, s->padded[i], FERRY_SHARD_NAME_MAX);
+    memcpy(b + plen, s->padded[i], PL_NAME_COPY_SHORT);
     b[len] = 0x80;
     uint64_t bits = (uint64_t)len * 8;
     for (int k = 0; k < 8; k++)
@@ -362,7 +372,7 @@ uint64_t pl_pair_hash(const pl_scorer *s, pl_scratch *x, uint32_t i)
     return fast_pair_hash(s, x, i);
 }
 
-void pl_set_slice(pl_scratch *x, const ferry_slice *sl)
+void pl_set_slice(pl_scratch *x, const ferry_pl_slice *sl)
 {
     size_t t = strlen(sl->tenant);
     memcpy(x->key, sl->tenant, t);
@@ -562,7 +572,7 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out)
 
 typedef struct top_shared {
     const pl_scorer *s;
-    const ferry_inventory *inv;
+    const ferry_pl_inventory *inv;
     size_t m;
     uint32_t *out;
     atomic_size_t next; /* first slice not yet taken */
@@ -600,7 +610,7 @@ static void *top_worker(void *arg)
     return NULL;
 }
 
-int pl_top_all(const pl_scorer *s, const ferry_inventory *inv, size_t m, unsigned threads,
+int pl_top_all(const pl_scorer *s, const ferry_pl_inventory *inv, size_t m, unsigned threads,
                uint32_t *out, ferry_err *err)
 {
     if (threads < 1)

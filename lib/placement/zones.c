@@ -1,6 +1,6 @@
 /* Zones: how a slice's replicas spread over the zones its shards declare, the shard for one more
- * replica under the zone rule (ferry_pick_replica), zone repair (ferry_zone_repair) and the pull
- * of shards just added on replicas of slices with rf > 1 (ferry_attract_replica). The
+ * replica under the zone rule (ferry_pl_pick_replica), zone repair (ferry_pl_zone_repair) and the
+ * pull of shards just added on replicas of slices with rf > 1 (ferry_pl_attract_replica). The
  * greedy placement in place.c applies the same rule through pl_zones_of; the catalog's
  * rebalance (lib/flow) uses the public functions for clone, move-off and repair steps. Pure. */
 #include "placement/placement_int.h"
@@ -8,13 +8,13 @@
 #include <math.h>
 #include <string.h>
 
-void pl_zones_of(const ferry_cluster *c, const uint32_t *held, size_t n_held, const bool *eligible,
-                 pl_zones *z)
+void pl_zones_of(const ferry_pl_cluster *c, const uint32_t *held, size_t n_held,
+                 const bool *eligible, pl_zones *z)
 {
     z->n = 0;
     for (size_t k = 0; k < n_held; k++) {
         uint32_t s = held[k];
-        if (s == FERRY_NO_SHARD || s >= c->n)
+        if (s == FERRY_PL_NO_SHARD || s >= c->n)
             continue;
         uint32_t zone = c->shards[s].zone_id;
         size_t j;
@@ -63,7 +63,7 @@ uint32_t pl_zone_count(const pl_zones *z, uint32_t zone)
     return 0;
 }
 
-static bool has_room(const ferry_cluster *c, uint32_t s, uint64_t bytes, const uint64_t *load,
+static bool has_room(const ferry_pl_cluster *c, uint32_t s, uint64_t bytes, const uint64_t *load,
                      double fill)
 {
     if (!load)
@@ -81,13 +81,13 @@ static bool is_held(const uint32_t *held, size_t n_held, uint32_t s)
     return false;
 }
 
-uint32_t ferry_pick_replica(const ferry_cluster *c, ferry_hash h, const char *slice_id,
-                            uint64_t bytes, const uint32_t *held, size_t n_held,
-                            const bool *eligible, const uint64_t *load, double fill)
+uint32_t ferry_pl_pick_replica(const ferry_pl_cluster *c, ferry_hash h, const char *slice_id,
+                               uint64_t bytes, const uint32_t *held, size_t n_held,
+                               const bool *eligible, const uint64_t *load, double fill)
 {
     pl_zones z;
     pl_zones_of(c, held, n_held, eligible, &z);
-    uint32_t best = FERRY_NO_SHARD, best_zc = 0;
+    uint32_t best = FERRY_PL_NO_SHARD, best_zc = 0;
     bool best_room = false;
     double best_score = 0;
     for (uint32_t s = 0; s < c->n; s++) {
@@ -97,7 +97,7 @@ uint32_t ferry_pick_replica(const ferry_cluster *c, ferry_hash h, const char *sl
         uint32_t zc = pl_zone_count(&z, c->shards[s].zone_id);
         double sc = ferry_score(h, slice_id, c->shards[s].name, c->shards[s].weight);
         bool better;
-        if (best == FERRY_NO_SHARD)
+        if (best == FERRY_PL_NO_SHARD)
             better = true;
         else if (room != best_room)
             better = room; /* room first */
@@ -115,9 +115,9 @@ uint32_t ferry_pick_replica(const ferry_cluster *c, ferry_hash h, const char *sl
     return best;
 }
 
-bool ferry_zone_repair(const ferry_cluster *c, ferry_hash h, const char *slice_id, uint64_t bytes,
-                       const uint32_t *held, size_t n_held, const bool *eligible,
-                       const uint64_t *load, double fill, size_t *victim, uint32_t *to)
+bool ferry_pl_zone_repair(const ferry_pl_cluster *c, ferry_hash h, const char *slice_id,
+                          uint64_t bytes, const uint32_t *held, size_t n_held, const bool *eligible,
+                          const uint64_t *load, double fill, size_t *victim, uint32_t *to)
 {
     if (n_held < 2 || n_held > PL_RF_MAX)
         return false;
@@ -129,7 +129,7 @@ bool ferry_zone_repair(const ferry_cluster *c, ferry_hash h, const char *slice_i
     double found_score = 0;
     for (size_t k = 0; k < n_held; k++) {
         uint32_t s = held[k];
-        if (s == FERRY_NO_SHARD || s >= c->n)
+        if (s == FERRY_PL_NO_SHARD || s >= c->n)
             continue;
         uint32_t own = pl_zone_count(&all, c->shards[s].zone_id);
         if (own < 2)
@@ -138,8 +138,8 @@ bool ferry_zone_repair(const ferry_cluster *c, ferry_hash h, const char *slice_i
         for (size_t j = 0; j < n_held; j++)
             if (j != k)
                 rest[nr++] = held[j];
-        uint32_t d = ferry_pick_replica(c, h, slice_id, bytes, rest, nr, eligible, load, fill);
-        if (d == FERRY_NO_SHARD || !has_room(c, d, bytes, load, fill))
+        uint32_t d = ferry_pl_pick_replica(c, h, slice_id, bytes, rest, nr, eligible, load, fill);
+        if (d == FERRY_PL_NO_SHARD || !has_room(c, d, bytes, load, fill))
             continue;
         pl_zones zr;
         pl_zones_of(c, rest, nr, eligible, &zr);
@@ -168,10 +168,10 @@ uint32_t pl_zones_unevenness(const pl_zones *z)
     return z->level == UINT32_MAX || maxc <= z->level ? 0 : maxc - z->level;
 }
 
-bool ferry_attract_replica(const ferry_cluster *c, ferry_hash h, const char *slice_id,
-                           uint64_t bytes, const uint32_t *held, size_t n_held,
-                           const bool *gainer, const bool *eligible, const uint64_t *load,
-                           double fill, size_t *victim, uint32_t *to)
+bool ferry_pl_attract_replica(const ferry_pl_cluster *c, ferry_hash h, const char *slice_id,
+                              uint64_t bytes, const uint32_t *held, size_t n_held,
+                              const bool *gainer, const bool *eligible, const uint64_t *load,
+                              double fill, size_t *victim, uint32_t *to)
 {
     if (n_held == 0 || n_held > PL_RF_MAX || !gainer)
         return false;
@@ -180,7 +180,7 @@ bool ferry_attract_replica(const ferry_cluster *c, ferry_hash h, const char *sli
     double score[PL_RF_MAX];
     for (size_t k = 0; k < n_held; k++) {
         uint32_t s = held[k];
-        if (s == FERRY_NO_SHARD || s >= c->n)
+        if (s == FERRY_PL_NO_SHARD || s >= c->n)
             return false; /* a replica the cluster does not know: the other steps first */
         score[k] = ferry_score(h, slice_id, c->shards[s].name, c->shards[s].weight);
         if (gainer[s])
@@ -197,7 +197,7 @@ bool ferry_attract_replica(const ferry_cluster *c, ferry_hash h, const char *sli
     for (size_t e = 0; e < n; e++) {
         const size_t k = order[e];
         const uint32_t x = held[k];
-        uint32_t best = FERRY_NO_SHARD;
+        uint32_t best = FERRY_PL_NO_SHARD;
         double best_score = 0;
         for (uint32_t d = 0; d < c->n; d++) {
             if (!gainer[d] || (eligible && !eligible[d]) || is_held(held, n_held, d) ||
@@ -215,12 +215,12 @@ bool ferry_attract_replica(const ferry_cluster *c, ferry_hash h, const char *sli
                 if (pl_zones_unevenness(&after) > (was > 1 ? was : 1))
                     continue;
             }
-            if (best == FERRY_NO_SHARD || pl_ranks_before(sd, d, best_score, best)) {
+            if (best == FERRY_PL_NO_SHARD || pl_ranks_before(sd, d, best_score, best)) {
                 best = d;
                 best_score = sd;
             }
         }
-        if (best != FERRY_NO_SHARD) {
+        if (best != FERRY_PL_NO_SHARD) {
             *victim = k;
             *to = best;
             return true;

@@ -12,15 +12,8 @@
 
 #include "ferry/log.h"
 #include "ferry/repair_need.h"
+#include "ferry/strutil.h"
 
-/* Appends name to the list out unless it is there. */
-static void list_add(char *out, size_t sz, const char *name)
-{
-    if (ferry_repair_need_lists(out, name))
-        return;
-    size_t l = strlen(out);
-    snprintf(out + l, sz - l, "%s%s", l ? "," : "", name);
-}
 
 bool rt_quorum_accept(ferry_router *r, const rt_touched *t, const rt_out *o, char *missed,
                       size_t missed_sz)
@@ -64,9 +57,9 @@ bool rt_quorum_accept(ferry_router *r, const rt_touched *t, const rt_out *o, cha
             uint32_t slot = s->shards[k];
             const char *name = r->shards[slot]->name;
             if (slot < o->n && o->shards[slot].failed)
-                list_add(miss, sizeof miss, name);
+                ferry_list_add(miss, sizeof miss, name);
             else
-                list_add(held, sizeof held, name);
+                ferry_list_add(held, sizeof held, name);
         }
         if (!miss[0])
             continue;
@@ -78,7 +71,7 @@ bool rt_quorum_accept(ferry_router *r, const rt_touched *t, const rt_out *o, cha
         for (char *p = miss, *e; p && *p; p = e ? e + 1 : NULL) {
             if ((e = strchr(p, ',')))
                 *e = '\0';
-            list_add(missed, missed_sz, p);
+            ferry_list_add(missed, missed_sz, p); /* what does not fit is left out */
         }
     }
     if (rc && r->quorum_cat) { /* a broken session is opened again next time */

@@ -23,7 +23,7 @@ void split_env_close(split_env *e)
 {
     ferry_record_free(&e->settings);
     ferry_record_list_free(&e->shards);
-    free(e->sin);
+    free(e->active);
     free(e->load);
     memset(e, 0, sizeof *e);
 }
@@ -114,7 +114,7 @@ static int load_route(const ferry_record *rec, void *arg, ferry_err *err)
     if (!b)
         return FERRY_OK; /* a route without a slice record */
     for (size_t i = 0; i < ls->e->ns; i++)
-        if (ferry_list_has(r->shards, ls->e->sin[i].name))
+        if (ferry_list_has(r->shards, ls->e->active[i]->name))
             ls->e->load[i] += *b;
     return FERRY_OK;
 }
@@ -130,8 +130,8 @@ int split_env_open(ferry_catalog *cat, split_env *e, ferry_err *err)
         rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &e->shards, err);
     if (rc)
         return rc;
-    e->sin = calloc(e->shards.n ? e->shards.n : 1, sizeof *e->sin);
-    if (!e->sin)
+    e->active = calloc(e->shards.n ? e->shards.n : 1, sizeof *e->active);
+    if (!e->active)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     bool capacity = false;
     for (size_t i = 0; i < e->shards.n; i++) {
@@ -140,7 +140,7 @@ int split_env_open(ferry_catalog *cat, split_env *e, ferry_err *err)
             continue; /* draining and gone shards take no new slices, nor a NEW one: only its
                          first rebalance fills it, so a raise or a new tenant placed meanwhile
                          cannot make it look filled to that rebalance (ferry_shards_settle) */
-        e->sin[e->ns++] = (ferry_split_shard_in){s->name, s->weight, s->capacity, s->zone};
+        e->active[e->ns++] = s;
         capacity |= s->capacity > 0;
     }
     if (!capacity)
@@ -154,7 +154,7 @@ int split_env_open(ferry_catalog *cat, split_env *e, ferry_err *err)
     rc = ferry_catalog_loads_get(cat, &stored, &n_stored, NULL, err);
     for (size_t i = 0; !rc && i < n_stored; i++)
         for (size_t k = 0; k < e->ns; k++)
-            if (!strcmp(stored[i].shard, e->sin[k].name))
+            if (!strcmp(stored[i].shard, e->active[k]->name))
                 e->load[k] = stored[i].bytes;
     free(stored);
     if (rc != FERRY_ENOTFOUND)
@@ -297,12 +297,12 @@ int split_set_one(ferry_catalog *cat, split_env *e, const char *tenant, uint32_t
             for (size_t j = 0; j < routes.n; j++)
                 if (routes.items[j].u.route.split == slices.items[i].u.slice.split)
                     for (size_t k = 0; k < e->ns; k++)
-                        if (ferry_list_has(routes.items[j].u.route.shards, e->sin[k].name))
+                        if (ferry_list_has(routes.items[j].u.route.shards, e->active[k]->name))
                             base[k] -= base[k] < slices.items[i].u.slice.bytes
                                            ? base[k]
                                            : slices.items[i].u.slice.bytes;
     }
-    rc = ferry_split_place(e->sin, e->ns, base, lin, nl, e->settings.u.settings.hash,
+    rc = ferry_split_place(e->active, e->ns, base, lin, nl, e->settings.u.settings.hash,
                            tenant_rf(e, exists ? trec.u.tenant.rf : 0),
                            e->settings.u.settings.fill, placements, PLACEMENT_SIZE, err);
     if (rc)
@@ -379,7 +379,7 @@ static int add_group(ferry_catalog *cat, split_env *e, const char *const *names,
         for (uint32_t k = 0; k < splits; k++)
             lin[t * splits + k] = (ferry_split_slice_in){names[t], k, 0, NULL};
     if (!rc)
-        rc = ferry_split_place(e->sin, e->ns, e->load, lin, total, e->settings.u.settings.hash,
+        rc = ferry_split_place(e->active, e->ns, e->load, lin, total, e->settings.u.settings.hash,
                                tenant_rf(e, 0), e->settings.u.settings.fill, placements,
                                PLACEMENT_SIZE, err);
     for (size_t t = 0; t < n && !rc; t++) {

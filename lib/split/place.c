@@ -1,7 +1,10 @@
 /* Placing new slices for tenant registration and split raises: a thin wrapper over the placement
- * library's incremental placement (ferry_place_more) with plain types, so callers that use the
- * catalog (whose record types share names with placement's) can place slices. Only the slices
- * given are scored; the rest of the cluster enters as each shard's load. Pure. */
+ * library's incremental placement (ferry_pl_place_more) that takes the catalog's records of the
+ * active shards (catalog.h and placement.h side by side) and a tenant's slices with each
+ * existing one's route (comma-separated, as the catalog stores it), builds placement's cluster
+ * and inventory, and gives back each slice's shard list. Only the slices given are scored; the
+ * rest of the cluster enters as each shard's load. Pure. */
+#include "ferry/catalog.h"
 #include "ferry/placement.h"
 #include "ferry/split.h"
 #include "ferry/strutil.h"
@@ -12,18 +15,18 @@
 
 /* The slots of one existing slice: the shards of its comma-separated list that are in the
  * cluster (a shard being drained is not: its replica is on its way off), at most rf. */
-static void fixed_slots(const ferry_cluster *cl, const char *list, unsigned rf, uint32_t *slots)
+static void fixed_slots(const ferry_pl_cluster *cl, const char *list, unsigned rf, uint32_t *slots)
 {
     unsigned k = 0;
     for (unsigned j = 0; j < rf; j++)
-        slots[j] = FERRY_NO_SHARD;
+        slots[j] = FERRY_PL_NO_SHARD;
     for (const char *p = list; p && *p && k < rf;) {
         size_t len = strcspn(p, ",");
-        char buf[FERRY_SHARD_NAME_MAX + 16];
+        char buf[FERRY_NAME_MAX + 16];
         if (len < sizeof buf) {
             memcpy(buf, p, len);
             buf[len] = '\0';
-            long s = ferry_cluster_find(cl, ferry_trim(buf)); /* as the router reads a route */
+            long s = ferry_pl_cluster_find(cl, ferry_trim(buf)); /* as the router reads a route */
             bool dup = false;
             for (unsigned j = 0; j < k; j++)
                 dup |= s >= 0 && slots[j] == (uint32_t)s;
@@ -36,31 +39,32 @@ static void fixed_slots(const ferry_cluster *cl, const char *list, unsigned rf, 
     }
 }
 
-int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
+int ferry_split_place(const ferry_shard *const *shards, size_t n_shards,
                       const uint64_t *base_load, const ferry_split_slice_in *slices,
                       size_t n_slices, const char *hash, unsigned rf, double fill,
                       char *placements, size_t placement_size, ferry_err *err)
 {
-    ferry_cluster cl = {0};
-    ferry_inventory inv = {0};
-    ferry_layout lay = {0};
+    ferry_pl_cluster cl = {0};
+    ferry_pl_inventory inv = {0};
+    ferry_pl_layout lay = {0};
     uint32_t *fixed = NULL;
     uint64_t *load = NULL;
     size_t *inv_of = NULL;
     bool have_layout = false;
-    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
-    int rc = ferry_cluster_init(&cl, "catalog", err);
+    ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
+    int rc = ferry_pl_cluster_init(&cl, "catalog", err);
     if (!rc)
-        rc = ferry_inventory_init(&inv, "catalog", err);
+        rc = ferry_pl_inventory_init(&inv, "catalog", err);
     for (size_t i = 0; i < n_shards && !rc; i++)
-        rc = ferry_cluster_add_zoned(&cl, shards[i].name, shards[i].weight, shards[i].capacity,
-                                     shards[i].zone, 0, err);
+        rc = ferry_pl_cluster_add_zoned(&cl, shards[i]->name, shards[i]->weight,
+                                        shards[i]->capacity, shards[i]->zone, 0, err);
     for (size_t i = 0; i < n_slices && !rc; i++)
-        rc = ferry_inventory_add(&inv, slices[i].tenant, slices[i].split, slices[i].bytes, 0, err);
+        rc = ferry_pl_inventory_add(&inv, slices[i].tenant, slices[i].split, slices[i].bytes, 0,
+                                    err);
     if (!rc)
-        rc = ferry_cluster_finish(&cl, err);
+        rc = ferry_pl_cluster_finish(&cl, err);
     if (!rc)
-        rc = ferry_inventory_finish(&inv, err);
+        rc = ferry_pl_inventory_finish(&inv, err);
     if (!rc && !ferry_hash_parse(hash, &o.hash))
         rc = ferry_err_set(err, FERRY_EINVAL, "unknown placement hash '%s'", hash);
     if (rc)
@@ -68,7 +72,7 @@ int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
     o.rf = rf;
     o.fill = fill;
     o.strict = false;
-    if ((rc = ferry_place_opts_check(&o, &cl, err)))
+    if ((rc = ferry_pl_opts_check(&o, &cl, err)))
         goto out;
     fixed = malloc((inv.n ? inv.n : 1) * rf * sizeof *fixed);
     load = calloc(cl.n, sizeof *load);
@@ -79,14 +83,14 @@ int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
     }
     /* find each input slice in the (sorted) inventory */
     for (size_t i = 0; i < n_slices; i++) {
-        size_t lo = ferry_inventory_find(&inv, slices[i].tenant, slices[i].split);
+        size_t lo = ferry_pl_inventory_find(&inv, slices[i].tenant, slices[i].split);
         inv_of[i] = lo;
         fixed_slots(&cl, slices[i].shards, rf, fixed + lo * rf);
     }
     /* base_load follows the input's shard order; the cluster is sorted by name */
     for (size_t i = 0; base_load && i < n_shards; i++)
-        load[ferry_cluster_find(&cl, shards[i].name)] = base_load[i];
-    rc = ferry_place_more(&inv, &cl, &o, fixed, load, &lay, err);
+        load[ferry_pl_cluster_find(&cl, shards[i]->name)] = base_load[i];
+    rc = ferry_pl_place_more(&inv, &cl, &o, fixed, load, &lay, err);
     if (rc)
         goto out;
     have_layout = true;
@@ -96,7 +100,7 @@ int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
         dst[0] = '\0';
         for (unsigned j = 0; j < lay.rf; j++) {
             uint32_t s = lay.replicas[inv_of[i] * lay.rf + j];
-            if (s == FERRY_NO_SHARD)
+            if (s == FERRY_PL_NO_SHARD)
                 continue;
             int w = snprintf(dst + len, placement_size - len, "%s%s", len ? "," : "",
                              cl.shards[s].name);
@@ -109,11 +113,11 @@ int ferry_split_place(const ferry_split_shard_in *shards, size_t n_shards,
     }
 out:
     if (have_layout)
-        ferry_layout_free(&lay);
+        ferry_pl_layout_free(&lay);
     free(fixed);
     free(load);
     free(inv_of);
-    ferry_inventory_free(&inv);
-    ferry_cluster_free(&cl);
+    ferry_pl_inventory_free(&inv);
+    ferry_pl_cluster_free(&cl);
     return rc;
 }

@@ -10,7 +10,7 @@
 typedef struct split_env {
     ferry_record settings;
     ferry_record_list shards;
-    ferry_split_shard_in *sin; /* the active shards (names borrowed from shards) */
+    const ferry_shard **active; /* the active shards: records of shards, borrowed */
     size_t ns;
     uint64_t *load; /* [ns] bytes the routes put on each; NULL when no active shard has a
                        capacity (then no placement needs them) */

@@ -195,7 +195,7 @@ const char *ferry_fmt_bytes(uint64_t bytes, char *out, size_t outsz)
 bool ferry_list_has(const char *list, const char *name)
 {
     size_t nl = strlen(name);
-    for (const char *p = list; *p;) {
+    for (const char *p = list; p && *p;) {
         size_t len = strcspn(p, ",");
         if (len == nl && !strncmp(p, name, nl))
             return true;

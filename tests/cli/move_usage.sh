@@ -27,6 +27,11 @@ check 2 "needs an action" shard add
 check 2 "unknown action" shard grow node1
 check 2 "--weight goes with add" shard drain node1 --weight 2
 check 2 "positive number" shard add node1 --weight -1
+# one name rule (include/ferry/names.h) with the same words as the config and placement: 128
+# characters are refused before anything is read, never cut to 127
+check 2 "is not a valid name (1..127 characters of A-Z a-z 0-9 _ . -, not . or ..)" \
+    shard add "$(printf 'n%.0s' $(seq 128))" --config "$T/f.conf"
+check 2 "is not a valid name" shard drain "bad name" --config "$T/f.conf"
 env -u FERRY_CONFIG "$FERRY_BIN" move --tenant a --split 0 --to b >"$T/o" 2>"$T/e" && fail "no config accepted"
 assert_contains "$(cat "$T/e")" "config" "no config"
 ok "bad options: exit 2 with a message, nothing on stdout"

@@ -135,6 +135,17 @@ bad "$T/dup.tsv:3: duplicate slice" plan --slices "$T/dup.tsv" --from "$T/three.
 bad "$T/two.tsv: replication factor 3 is larger than the 2 shards" plan --slices "$T/slices.tsv" --from "$T/three.tsv" --to "$T/two.tsv" --rf 3
 ok "bad input: file:line, exit 2, empty stdout"
 
+# shard names follow the catalog's rule (include/ferry/names.h): 100 characters are placed and
+# printed whole, 128 are refused with the same words as the config and `ferry shard add`
+LONG=$(printf 's%.0s' $(seq 100))
+printf '%s\t1\nshard2\t1\n' "$LONG" >"$T/long.tsv"
+expect_exit 0 "$FERRY_BIN" place --slices "$T/slices.tsv" --shards "$T/long.tsv"
+assert_contains "$OUT" "$LONG" "a 100-character shard holds slices"
+printf '%s\t1\n' "$(printf 's%.0s' $(seq 128))" >"$T/toolong.tsv"
+bad "$T/toolong.tsv:1: bad shard name" place --slices "$T/slices.tsv" --shards "$T/toolong.tsv"
+assert_contains "$ERR" "1..127 characters of A-Z a-z 0-9 _ . -, not . or .." "the name rule"
+ok "shard names of 100 characters placed, 128 refused"
+
 expect_exit 0 "$FERRY_BIN" help place
 assert_contains "$OUT" "usage: ferry place" "help place"
 expect_exit 0 "$FERRY_BIN" help plan

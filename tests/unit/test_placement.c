@@ -37,12 +37,12 @@ static void must(int rc, const ferry_err *err)
 }
 
 /* The layout as text, exactly as `ferry place` prints it. Caller frees. */
-static char *layout_text(const ferry_layout *l)
+static char *layout_text(const ferry_pl_layout *l)
 {
     ferry_buf b = FERRY_BUF_INIT;
     uint32_t r[64];
     for (size_t i = 0; i < l->inv->n; i++) {
-        ferry_layout_ranked(l, i, r);
+        ferry_pl_layout_ranked(l, i, r);
         ferry_buf_printf(&b, "%s\t%u\t", l->inv->slices[i].tenant, l->inv->slices[i].split);
         for (unsigned j = 0; j < l->rf; j++)
             ferry_buf_printf(&b, "%s%s", j ? "," : "", l->cluster->shards[r[j]].name);
@@ -51,38 +51,38 @@ static char *layout_text(const ferry_layout *l)
     return ferry_buf_detach(&b);
 }
 
-static void make_cluster(ferry_cluster *c, int n, const double *weights, const uint64_t *caps)
+static void make_cluster(ferry_pl_cluster *c, int n, const double *weights, const uint64_t *caps)
 {
     ferry_err err;
-    must(ferry_cluster_init(c, "test-shards", &err), &err);
+    must(ferry_pl_cluster_init(c, "test-shards", &err), &err);
     for (int s = 0; s < n; s++) {
         char name[16];
         snprintf(name, sizeof name, "shard%d", s + 1);
-        must(ferry_cluster_add(c, name, weights ? weights[s] : 1.0, caps ? caps[s] : 0, s + 1,
-                               &err),
+        must(ferry_pl_cluster_add(c, name, weights ? weights[s] : 1.0, caps ? caps[s] : 0, s + 1,
+                                  &err),
              &err);
     }
-    must(ferry_cluster_finish(c, &err), &err);
+    must(ferry_pl_cluster_finish(c, &err), &err);
 }
 
 /* The blog's inventory: tenant1..tenant1000, 700 x 1 split, 200 x 2, 100 x 8. */
-static void make_reference_inventory(ferry_inventory *inv)
+static void make_reference_inventory(ferry_pl_inventory *inv)
 {
     ferry_err err;
-    must(ferry_inventory_init(inv, "ref", &err), &err);
+    must(ferry_pl_inventory_init(inv, "ref", &err), &err);
     for (int t = 1; t <= 1000; t++) {
         char tenant[32];
         snprintf(tenant, sizeof tenant, "tenant%d", t);
         int splits = t <= 700 ? 1 : t <= 900 ? 2 : 8;
         for (int k = 0; k < splits; k++)
-            must(ferry_inventory_add(inv, tenant, (uint32_t)k, 1000, 0, &err), &err);
+            must(ferry_pl_inventory_add(inv, tenant, (uint32_t)k, 1000, 0, &err), &err);
     }
-    must(ferry_inventory_finish(inv, &err), &err);
+    must(ferry_pl_inventory_finish(inv, &err), &err);
 }
 
 /* Random tenants: 1, 2, 4 or 8 splits, sizes 1 MB .. 1 GB. order_seed shuffles the insertion
  * order without changing the content. */
-static void make_random_inventory(ferry_inventory *inv, uint64_t seed, int tenants,
+static void make_random_inventory(ferry_pl_inventory *inv, uint64_t seed, int tenants,
                                   uint64_t order_seed)
 {
     ferry_err err;
@@ -113,15 +113,15 @@ static void make_random_inventory(ferry_inventory *inv, uint64_t seed, int tenan
             rows[j] = tmp;
         }
     }
-    must(ferry_inventory_init(inv, "random", &err), &err);
+    must(ferry_pl_inventory_init(inv, "random", &err), &err);
     for (size_t i = 0; i < n; i++)
-        must(ferry_inventory_add(inv, rows[i].tenant, rows[i].split, rows[i].bytes, 0, &err),
+        must(ferry_pl_inventory_add(inv, rows[i].tenant, rows[i].split, rows[i].bytes, 0, &err),
              &err);
-    must(ferry_inventory_finish(inv, &err), &err);
+    must(ferry_pl_inventory_finish(inv, &err), &err);
     free(rows);
 }
 
-static uint64_t total_bytes(const ferry_inventory *inv)
+static uint64_t total_bytes(const ferry_pl_inventory *inv)
 {
     uint64_t t = 0;
     for (size_t i = 0; i < inv->n; i++)
@@ -131,10 +131,10 @@ static uint64_t total_bytes(const ferry_inventory *inv)
 
 /* Checks the invariants every layout must satisfy; returns the number of tenants whose
  * replicas share a shard although k * rf <= shards. */
-static size_t check_layout(const ferry_layout *l, bool check_fill)
+static size_t check_layout(const ferry_pl_layout *l, bool check_fill)
 {
-    const ferry_inventory *inv = l->inv;
-    const ferry_cluster *c = l->cluster;
+    const ferry_pl_inventory *inv = l->inv;
+    const ferry_pl_cluster *c = l->cluster;
     uint64_t *load = calloc(c->n, sizeof *load);
     for (size_t i = 0; i < inv->n; i++)
         for (unsigned j = 0; j < l->rf; j++) {
@@ -211,25 +211,25 @@ static void test_top_matches_bruteforce(void **state)
 {
     (void)state;
     ferry_err err;
-    ferry_inventory inv;
+    ferry_pl_inventory inv;
     make_random_inventory(&inv, 7, 400, 0);
     double weights[40];
     for (int s = 0; s < 40; s++)
         weights[s] = s % 3 == 0 ? 2.0 : 1.0;
     for (int hash = 0; hash < 2; hash++) {
-        ferry_cluster c;
+        ferry_pl_cluster c;
         make_cluster(&c, 40, weights, NULL);
-        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
         o.hash = (ferry_hash)hash;
         o.rf = 2;
-        ferry_layout l;
-        must(ferry_place(&inv, &c, &o, &l, &err), &err);
+        ferry_pl_layout l;
+        must(ferry_pl_place(&inv, &c, &o, &l, &err), &err);
         for (size_t i = 0; i < inv.n; i++) {
             /* single-split tenants are unconstrained: their replicas are the top 2 */
             if (inv.tenant_splits[inv.slices[i].tenant_index] != 1)
                 continue;
             char id[FERRY_SLICE_ID_MAX];
-            ferry_slice_id(&inv.slices[i], id, sizeof id);
+            ferry_pl_slice_id(&inv.slices[i], id, sizeof id);
             double best[2] = {-1, -1};
             size_t arg[2] = {0, 0};
             for (size_t s = 0; s < c.n; s++) {
@@ -242,14 +242,14 @@ static void test_top_matches_bruteforce(void **state)
                 }
             }
             uint32_t r[2];
-            ferry_layout_ranked(&l, i, r);
+            ferry_pl_layout_ranked(&l, i, r);
             assert_int_equal(r[0], arg[0]);
             assert_int_equal(r[1], arg[1]);
         }
-        ferry_layout_free(&l);
-        ferry_cluster_free(&c);
+        ferry_pl_layout_free(&l);
+        ferry_pl_cluster_free(&c);
     }
-    ferry_inventory_free(&inv);
+    ferry_pl_inventory_free(&inv);
 }
 
 /* ---- the reference experiment ---------------------------------------------------------------- */
@@ -258,21 +258,21 @@ static void run_reference(ferry_hash hash, double new_weight, size_t *moved, siz
                           size_t *eight_on_all, size_t *to_new)
 {
     ferry_err err;
-    ferry_inventory inv;
-    ferry_cluster three, four;
-    ferry_layout before, after;
-    ferry_plan plan;
+    ferry_pl_inventory inv;
+    ferry_pl_cluster three, four;
+    ferry_pl_layout before, after;
+    ferry_pl_plan plan;
     double w[4] = {1, 1, 1, new_weight};
     make_reference_inventory(&inv);
     make_cluster(&three, 3, w, NULL);
     make_cluster(&four, 4, w, NULL);
-    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+    ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
     o.hash = hash;
-    must(ferry_place(&inv, &three, &o, &before, &err), &err);
+    must(ferry_pl_place(&inv, &three, &o, &before, &err), &err);
     assert_int_equal(check_layout(&before, true), 0);
-    must(ferry_rebalance(&inv, &three, &before, &four, &o, &after, &err), &err);
+    must(ferry_pl_rebalance(&inv, &three, &before, &four, &o, &after, &err), &err);
     assert_int_equal(check_layout(&after, true), 0);
-    must(ferry_plan_build(&before, &after, &plan, &err), &err);
+    must(ferry_pl_plan_build(&before, &after, &plan, &err), &err);
     *moved = plan.moved;
     *between = plan.moved_between_existing;
     *to_new = 0;
@@ -288,12 +288,12 @@ static void run_reference(ferry_hash hash, double new_weight, size_t *moved, siz
         *eight_on_all += seen == 15;
     }
     assert_int_equal(plan.slices, 1900);
-    ferry_plan_free(&plan);
-    ferry_layout_free(&after);
-    ferry_layout_free(&before);
-    ferry_cluster_free(&four);
-    ferry_cluster_free(&three);
-    ferry_inventory_free(&inv);
+    ferry_pl_plan_free(&plan);
+    ferry_pl_layout_free(&after);
+    ferry_pl_layout_free(&before);
+    ferry_pl_cluster_free(&four);
+    ferry_pl_cluster_free(&three);
+    ferry_pl_inventory_free(&inv);
 }
 
 static void test_reference_experiment(void **state)
@@ -324,15 +324,15 @@ static void expect_parse_error(bool shards, const char *text, const char *needle
     ferry_err err = {0, ""};
     int rc;
     if (shards) {
-        ferry_cluster c;
-        rc = ferry_cluster_parse(text, "s.tsv", &c, &err);
+        ferry_pl_cluster c;
+        rc = ferry_pl_cluster_parse(text, "s.tsv", &c, &err);
         if (!rc)
-            ferry_cluster_free(&c);
+            ferry_pl_cluster_free(&c);
     } else {
-        ferry_inventory inv;
-        rc = ferry_inventory_parse(text, "x.tsv", &inv, &err);
+        ferry_pl_inventory inv;
+        rc = ferry_pl_inventory_parse(text, "x.tsv", &inv, &err);
         if (!rc)
-            ferry_inventory_free(&inv);
+            ferry_pl_inventory_free(&inv);
     }
     assert_int_equal(rc, FERRY_EINVAL);
     if (!strstr(err.msg, needle))
@@ -343,21 +343,21 @@ static void test_parse(void **state)
 {
     (void)state;
     ferry_err err;
-    ferry_cluster c;
-    must(ferry_cluster_parse("# shards\nb\t1\na\t2.5\t500G\n\n", "s.tsv", &c, &err), &err);
+    ferry_pl_cluster c;
+    must(ferry_pl_cluster_parse("# shards\nb\t1\na\t2.5\t500G\n\n", "s.tsv", &c, &err), &err);
     assert_int_equal(c.n, 2);
     assert_string_equal(c.shards[0].name, "a");
     assert_true(c.shards[0].capacity == 500ULL << 30 && c.shards[0].weight == 2.5);
     assert_int_equal(c.shards[1].capacity, 0);
-    ferry_cluster_free(&c);
-    ferry_inventory inv;
-    must(ferry_inventory_parse("t2\t1\t10\nt1\t0\t5\r\nt2\t0\t1K\n", "x.tsv", &inv, &err), &err);
+    ferry_pl_cluster_free(&c);
+    ferry_pl_inventory inv;
+    must(ferry_pl_inventory_parse("t2\t1\t10\nt1\t0\t5\r\nt2\t0\t1K\n", "x.tsv", &inv, &err), &err);
     assert_int_equal(inv.n, 3);
     assert_int_equal(inv.n_tenants, 2);
     assert_string_equal(inv.slices[0].tenant, "t1");
     assert_int_equal(inv.slices[2].split, 1);
     assert_int_equal(inv.slices[1].bytes, 1024);
-    ferry_inventory_free(&inv);
+    ferry_pl_inventory_free(&inv);
 
     expect_parse_error(true, "a\t1\nb\n", "s.tsv:2: expected 2 to 4");
     expect_parse_error(true, "a\t1\t2\tz\t5\n", "s.tsv:1: expected 2 to 4");
@@ -380,23 +380,24 @@ static void test_parse(void **state)
 
     /* options against a cluster */
     make_cluster(&c, 2, NULL, NULL);
-    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+    ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
     o.rf = 3;
-    assert_int_equal(ferry_place_opts_check(&o, &c, &err), FERRY_EINVAL);
+    assert_int_equal(ferry_pl_opts_check(&o, &c, &err), FERRY_EINVAL);
     assert_non_null(strstr(err.msg, "replication factor 3 is larger than the 2 shards"));
     o.rf = 1;
     o.fill = 1.5;
-    assert_int_equal(ferry_place_opts_check(&o, &c, &err), FERRY_EINVAL);
-    ferry_cluster_free(&c);
+    assert_int_equal(ferry_pl_opts_check(&o, &c, &err), FERRY_EINVAL);
+    ferry_pl_cluster_free(&c);
 }
 
-/* ---- capacity ------------------------------------------------------------------------------------ */
+/* ---- capacity
+ * ------------------------------------------------------------------------------------ */
 
 static void test_fill_target_and_infeasible(void **state)
 {
     (void)state;
     ferry_err err;
-    ferry_inventory inv;
+    ferry_pl_inventory inv;
     make_random_inventory(&inv, 11, 300, 0);
     uint64_t total = total_bytes(&inv);
     /* 6 shards, unequal weights; capacity so that the whole fits at 85% with ~10% slack, i.e.
@@ -405,27 +406,27 @@ static void test_fill_target_and_infeasible(void **state)
     uint64_t caps[6];
     for (int s = 0; s < 6; s++)
         caps[s] = (uint64_t)((double)total / 6 / 0.85 * 1.10);
-    ferry_cluster c;
+    ferry_pl_cluster c;
     make_cluster(&c, 6, w, caps);
-    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
-    ferry_layout l;
-    must(ferry_place(&inv, &c, &o, &l, &err), &err);
+    ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
+    ferry_pl_layout l;
+    must(ferry_pl_place(&inv, &c, &o, &l, &err), &err);
     check_layout(&l, true);
-    ferry_layout_free(&l);
+    ferry_pl_layout_free(&l);
 
     /* rf 2 needs twice the room: infeasible, with a message that says so */
     o.rf = 2;
-    assert_int_equal(ferry_place(&inv, &c, &o, &l, &err), FERRY_EINVAL);
+    assert_int_equal(ferry_pl_place(&inv, &c, &o, &l, &err), FERRY_EINVAL);
     assert_non_null(strstr(err.msg, "below the fill target 0.85"));
     assert_non_null(strstr(err.msg, "test-shards"));
     /* non-strict: placed anyway, overfilled counted */
     o.strict = false;
-    must(ferry_place(&inv, &c, &o, &l, &err), &err);
+    must(ferry_pl_place(&inv, &c, &o, &l, &err), &err);
     check_layout(&l, false);
     assert_true(l.overfilled > 0);
-    ferry_layout_free(&l);
-    ferry_cluster_free(&c);
-    ferry_inventory_free(&inv);
+    ferry_pl_layout_free(&l);
+    ferry_pl_cluster_free(&c);
+    ferry_pl_inventory_free(&inv);
 }
 
 /* An overfull cluster gets a new shard: the plan brings every shard under its fill target and
@@ -434,24 +435,24 @@ static void test_overfull_cluster_add(void **state)
 {
     (void)state;
     ferry_err err;
-    ferry_inventory inv;
+    ferry_pl_inventory inv;
     make_random_inventory(&inv, 5, 400, 0);
     uint64_t total = total_bytes(&inv);
     uint64_t caps[5];
     for (int s = 0; s < 5; s++)
         caps[s] = (uint64_t)((double)total / 4 / 0.95); /* 4 shards would be 95% full */
-    ferry_cluster four, five;
+    ferry_pl_cluster four, five;
     make_cluster(&four, 4, NULL, caps);
     make_cluster(&five, 5, NULL, caps);
-    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT, loose = o;
+    ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT, loose = o;
     loose.strict = false;
-    ferry_layout before, after;
-    ferry_plan plan;
-    must(ferry_place(&inv, &four, &loose, &before, &err), &err);
+    ferry_pl_layout before, after;
+    ferry_pl_plan plan;
+    must(ferry_pl_place(&inv, &four, &loose, &before, &err), &err);
     assert_true(before.overfilled > 0);
-    must(ferry_rebalance(&inv, &four, &before, &five, &o, &after, &err), &err);
+    must(ferry_pl_rebalance(&inv, &four, &before, &five, &o, &after, &err), &err);
     check_layout(&after, true);
-    must(ferry_plan_build(&before, &after, &plan, &err), &err);
+    must(ferry_pl_plan_build(&before, &after, &plan, &err), &err);
     /* Replicas evicted from a full shard go to the new one unless it cannot take them (full,
      * or it already holds that tenant): then to an old shard with room. Rare. */
     size_t to_new = 0;
@@ -464,12 +465,12 @@ static void test_overfull_cluster_add(void **state)
     assert_true(plan.moved_between_existing * 50 <= plan.moved);
     /* no more than needed: the new shard ends up with about its fair fifth, not more */
     assert_true((double)after.shard_bytes[4] < (double)total / 5 * 1.3);
-    ferry_plan_free(&plan);
-    ferry_layout_free(&after);
-    ferry_layout_free(&before);
-    ferry_cluster_free(&five);
-    ferry_cluster_free(&four);
-    ferry_inventory_free(&inv);
+    ferry_pl_plan_free(&plan);
+    ferry_pl_layout_free(&after);
+    ferry_pl_layout_free(&before);
+    ferry_pl_cluster_free(&five);
+    ferry_pl_cluster_free(&four);
+    ferry_pl_inventory_free(&inv);
 }
 
 /* ---- properties over random inventories ------------------------------------------------------ */
@@ -479,37 +480,37 @@ static void test_determinism(void **state)
     (void)state;
     ferry_err err;
     for (int round = 0; round < 4; round++) {
-        ferry_inventory a, b;
+        ferry_pl_inventory a, b;
         make_random_inventory(&a, 100 + round, 300, 0);
         make_random_inventory(&b, 100 + round, 300, 999 + round); /* same rows, shuffled */
-        ferry_cluster ca, cb;
+        ferry_pl_cluster ca, cb;
         double w[7] = {1, 2, 1, 0.5, 1, 3, 1};
         make_cluster(&ca, 7, w, NULL);
         /* the same shards added in reverse order */
-        must(ferry_cluster_init(&cb, "rev", &err), &err);
+        must(ferry_pl_cluster_init(&cb, "rev", &err), &err);
         for (int s = 6; s >= 0; s--) {
             char name[16];
             snprintf(name, sizeof name, "shard%d", s + 1);
-            must(ferry_cluster_add(&cb, name, w[s], 0, 0, &err), &err);
+            must(ferry_pl_cluster_add(&cb, name, w[s], 0, 0, &err), &err);
         }
-        must(ferry_cluster_finish(&cb, &err), &err);
-        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        must(ferry_pl_cluster_finish(&cb, &err), &err);
+        ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
         o.hash = round % 2 ? FERRY_HASH_XXH3 : FERRY_HASH_SHA256;
         o.rf = 1 + (unsigned)round % 3;
-        ferry_layout la, lb;
-        must(ferry_place(&a, &ca, &o, &la, &err), &err);
+        ferry_pl_layout la, lb;
+        must(ferry_pl_place(&a, &ca, &o, &la, &err), &err);
         o.threads = 2;
-        must(ferry_place(&b, &cb, &o, &lb, &err), &err);
+        must(ferry_pl_place(&b, &cb, &o, &lb, &err), &err);
         char *ta = layout_text(&la), *tb = layout_text(&lb);
         assert_string_equal(ta, tb);
         free(ta);
         free(tb);
-        ferry_layout_free(&la);
-        ferry_layout_free(&lb);
-        ferry_cluster_free(&ca);
-        ferry_cluster_free(&cb);
-        ferry_inventory_free(&a);
-        ferry_inventory_free(&b);
+        ferry_pl_layout_free(&la);
+        ferry_pl_layout_free(&lb);
+        ferry_pl_cluster_free(&ca);
+        ferry_pl_cluster_free(&cb);
+        ferry_pl_inventory_free(&a);
+        ferry_pl_inventory_free(&b);
     }
 }
 
@@ -520,7 +521,7 @@ static void test_add_and_remove_properties(void **state)
     for (int round = 0; round < 6; round++) {
         int n = 5 + round;
         unsigned rf = 1 + (unsigned)round % 3;
-        ferry_inventory inv;
+        ferry_pl_inventory inv;
         make_random_inventory(&inv, 200 + round, 500, 0);
         uint64_t total = total_bytes(&inv);
         double w[16];
@@ -531,22 +532,22 @@ static void test_add_and_remove_properties(void **state)
             /* roomy: capacity never binds after the change in this test */
             caps[s] = round % 2 ? 0 : total * rf;
         }
-        ferry_cluster small, big;
+        ferry_pl_cluster small, big;
         make_cluster(&small, n, w, caps);
         make_cluster(&big, n + 1, w, caps);
-        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
         o.rf = rf;
         o.hash = round % 2 ? FERRY_HASH_XXH3 : FERRY_HASH_SHA256;
-        ferry_layout before, after, back;
-        ferry_plan plan;
-        must(ferry_place(&inv, &small, &o, &before, &err), &err);
+        ferry_pl_layout before, after, back;
+        ferry_pl_plan plan;
+        must(ferry_pl_place(&inv, &small, &o, &before, &err), &err);
         /* splits apart: a tenant whose k * rf replicas fit on distinct shards gets them */
         assert_int_equal(check_layout(&before, true), 0);
 
         /* add a shard: every move goes to it, and it takes about its weight share */
-        must(ferry_rebalance(&inv, &small, &before, &big, &o, &after, &err), &err);
+        must(ferry_pl_rebalance(&inv, &small, &before, &big, &o, &after, &err), &err);
         assert_int_equal(check_layout(&after, true), 0);
-        must(ferry_plan_build(&before, &after, &plan, &err), &err);
+        must(ferry_pl_plan_build(&before, &after, &plan, &err), &err);
         assert_int_equal(plan.moved_between_existing, 0);
         char newname[16];
         snprintf(newname, sizeof newname, "shard%d", n + 1);
@@ -559,47 +560,48 @@ static void test_add_and_remove_properties(void **state)
         print_message("add: n=%d rf=%u moved %.3f of replicas, weight share %.3f\n", n, rf, got,
                       share);
         assert_true(got > share * 0.75 && got < share * 1.25);
-        ferry_plan_free(&plan);
+        ferry_pl_plan_free(&plan);
 
         /* remove it again: only its replicas move, and they go back where they were */
-        must(ferry_rebalance(&inv, &big, &after, &small, &o, &back, &err), &err);
+        must(ferry_pl_rebalance(&inv, &big, &after, &small, &o, &back, &err), &err);
         assert_int_equal(check_layout(&back, true), 0);
-        must(ferry_plan_build(&after, &back, &plan, &err), &err);
-        size_t on_removed = after.shard_replicas[ferry_cluster_find(&big, newname)];
+        must(ferry_pl_plan_build(&after, &back, &plan, &err), &err);
+        size_t on_removed = after.shard_replicas[ferry_pl_cluster_find(&big, newname)];
         assert_int_equal(plan.moved, on_removed);
         for (size_t k = 0; k < plan.moved; k++) {
             assert_string_equal(plan.moves[k].from, newname);
             assert_true(plan.moves[k].from_removed);
         }
-        ferry_plan_free(&plan);
+        ferry_pl_plan_free(&plan);
 
         /* remove an old shard (shard1) from the original: only its replicas move */
-        ferry_cluster minus;
-        must(ferry_cluster_init(&minus, "minus", &err), &err);
+        ferry_pl_cluster minus;
+        must(ferry_pl_cluster_init(&minus, "minus", &err), &err);
         for (int s = 1; s < n; s++) {
             char name[16];
             snprintf(name, sizeof name, "shard%d", s + 1);
-            must(ferry_cluster_add(&minus, name, w[s], caps[s], 0, &err), &err);
+            must(ferry_pl_cluster_add(&minus, name, w[s], caps[s], 0, &err), &err);
         }
-        must(ferry_cluster_finish(&minus, &err), &err);
+        must(ferry_pl_cluster_finish(&minus, &err), &err);
         if (rf < minus.n) {
-            ferry_layout drained;
-            must(ferry_rebalance(&inv, &small, &before, &minus, &o, &drained, &err), &err);
+            ferry_pl_layout drained;
+            must(ferry_pl_rebalance(&inv, &small, &before, &minus, &o, &drained, &err), &err);
             check_layout(&drained, true);
-            must(ferry_plan_build(&before, &drained, &plan, &err), &err);
-            assert_int_equal(plan.moved, before.shard_replicas[ferry_cluster_find(&small, "shard1")]);
+            must(ferry_pl_plan_build(&before, &drained, &plan, &err), &err);
+            assert_int_equal(plan.moved,
+                             before.shard_replicas[ferry_pl_cluster_find(&small, "shard1")]);
             for (size_t k = 0; k < plan.moved; k++)
                 assert_string_equal(plan.moves[k].from, "shard1");
-            ferry_plan_free(&plan);
-            ferry_layout_free(&drained);
+            ferry_pl_plan_free(&plan);
+            ferry_pl_layout_free(&drained);
         }
-        ferry_cluster_free(&minus);
-        ferry_layout_free(&back);
-        ferry_layout_free(&after);
-        ferry_layout_free(&before);
-        ferry_cluster_free(&big);
-        ferry_cluster_free(&small);
-        ferry_inventory_free(&inv);
+        ferry_pl_cluster_free(&minus);
+        ferry_pl_layout_free(&back);
+        ferry_pl_layout_free(&after);
+        ferry_pl_layout_free(&before);
+        ferry_pl_cluster_free(&big);
+        ferry_pl_cluster_free(&small);
+        ferry_pl_inventory_free(&inv);
     }
 }
 
@@ -608,19 +610,19 @@ static void test_weight_change(void **state)
 {
     (void)state;
     ferry_err err;
-    ferry_inventory inv;
+    ferry_pl_inventory inv;
     make_random_inventory(&inv, 77, 600, 0);
     double w1[5] = {1, 1, 1, 1, 1}, w2[5] = {1, 1, 2, 1, 0.5};
-    ferry_cluster a, b;
+    ferry_pl_cluster a, b;
     make_cluster(&a, 5, w1, NULL);
     make_cluster(&b, 5, w2, NULL);
-    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
-    ferry_layout before, after;
-    ferry_plan plan;
-    must(ferry_place(&inv, &a, &o, &before, &err), &err);
-    must(ferry_rebalance(&inv, &a, &before, &b, &o, &after, &err), &err);
+    ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
+    ferry_pl_layout before, after;
+    ferry_pl_plan plan;
+    must(ferry_pl_place(&inv, &a, &o, &before, &err), &err);
+    must(ferry_pl_rebalance(&inv, &a, &before, &b, &o, &after, &err), &err);
     check_layout(&after, true);
-    must(ferry_plan_build(&before, &after, &plan, &err), &err);
+    must(ferry_pl_plan_build(&before, &after, &plan, &err), &err);
     assert_true(plan.moved > 0);
     for (size_t k = 0; k < plan.moved; k++) {
         /* every move is towards shard3 (heavier) or away from shard5 (lighter) */
@@ -630,12 +632,12 @@ static void test_weight_change(void **state)
         assert_string_not_equal(plan.moves[k].to, "shard5");
         assert_string_not_equal(plan.moves[k].from, "shard3");
     }
-    ferry_plan_free(&plan);
-    ferry_layout_free(&after);
-    ferry_layout_free(&before);
-    ferry_cluster_free(&b);
-    ferry_cluster_free(&a);
-    ferry_inventory_free(&inv);
+    ferry_pl_plan_free(&plan);
+    ferry_pl_layout_free(&after);
+    ferry_pl_layout_free(&before);
+    ferry_pl_cluster_free(&b);
+    ferry_pl_cluster_free(&a);
+    ferry_pl_inventory_free(&inv);
 }
 
 /* Move order: with a destination full until another move frees it, the freeing move comes first. */
@@ -643,22 +645,22 @@ static void test_plan_order(void **state)
 {
     (void)state;
     ferry_err err;
-    ferry_inventory inv;
+    ferry_pl_inventory inv;
     make_random_inventory(&inv, 9, 200, 0);
-    ferry_cluster a, b;
+    ferry_pl_cluster a, b;
     make_cluster(&a, 4, NULL, NULL);
     /* b: shard4 removed, shard5 added */
-    must(ferry_cluster_init(&b, "b", &err), &err);
+    must(ferry_pl_cluster_init(&b, "b", &err), &err);
     const char *names[4] = {"shard1", "shard2", "shard3", "shard5"};
     for (int s = 0; s < 4; s++)
-        must(ferry_cluster_add(&b, names[s], 1.0, 0, 0, &err), &err);
-    must(ferry_cluster_finish(&b, &err), &err);
-    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
-    ferry_layout before, after;
-    ferry_plan plan;
-    must(ferry_place(&inv, &a, &o, &before, &err), &err);
-    must(ferry_rebalance(&inv, &a, &before, &b, &o, &after, &err), &err);
-    must(ferry_plan_build(&before, &after, &plan, &err), &err);
+        must(ferry_pl_cluster_add(&b, names[s], 1.0, 0, 0, &err), &err);
+    must(ferry_pl_cluster_finish(&b, &err), &err);
+    ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
+    ferry_pl_layout before, after;
+    ferry_pl_plan plan;
+    must(ferry_pl_place(&inv, &a, &o, &before, &err), &err);
+    must(ferry_pl_rebalance(&inv, &a, &before, &b, &o, &after, &err), &err);
+    must(ferry_pl_plan_build(&before, &after, &plan, &err), &err);
     /* replacing a shard: its replicas all go to the replacement (it is preferred for forced
      * moves), the drained shard's moves come first, sizes descending within each group */
     bool seen_kept_source = false;
@@ -673,17 +675,17 @@ static void test_plan_order(void **state)
             assert_true(plan.moves[k].bytes <= plan.moves[k - 1].bytes);
     }
     assert_int_equal(plan.moved_between_existing, 0);
-    ferry_plan_free(&plan);
-    ferry_layout_free(&after);
-    ferry_layout_free(&before);
-    ferry_cluster_free(&b);
-    ferry_cluster_free(&a);
-    ferry_inventory_free(&inv);
+    ferry_pl_plan_free(&plan);
+    ferry_pl_layout_free(&after);
+    ferry_pl_layout_free(&before);
+    ferry_pl_cluster_free(&b);
+    ferry_pl_cluster_free(&a);
+    ferry_pl_inventory_free(&inv);
 }
 
 /* ---- the optimised placement against a plain reference ------------------------------------ */
 
-/* ferry_place written the obvious way: every shard scored with ferry_score and fully ranked,
+/* ferry_pl_place written the obvious way: every shard scored with ferry_score and fully ranked,
  * tenant counts in a dense [tenant][shard] table, the rules of docs/placement.md applied
  * literally. The optimised engine (best-few candidates, hash shortcuts, threads, prefetching)
  * must give exactly this layout, slot for slot. Returns false when strict and some replica
@@ -712,8 +714,8 @@ static int ref_order_cmp(const void *a, const void *b)
     return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
-static bool ref_place(const ferry_inventory *inv, const ferry_cluster *c,
-                      const ferry_place_opts *o, ref_result *r)
+static bool ref_place(const ferry_pl_inventory *inv, const ferry_pl_cluster *c,
+                      const ferry_pl_opts *o, ref_result *r)
 {
     size_t n = c->n, rf = o->rf;
     r->rep = malloc(inv->n * rf * sizeof *r->rep);
@@ -738,10 +740,10 @@ static bool ref_place(const ferry_inventory *inv, const ferry_cluster *c,
     bool ok = true;
     for (size_t k = 0; k < inv->n && ok; k++) {
         size_t i = (size_t)order[k][1];
-        const ferry_slice *sl = &inv->slices[i];
+        const ferry_pl_slice *sl = &inv->slices[i];
         uint32_t t = sl->tenant_index, splits = inv->tenant_splits[t];
         char id[FERRY_SLICE_ID_MAX];
-        ferry_slice_id(sl, id, sizeof id);
+        ferry_pl_slice_id(sl, id, sizeof id);
         for (size_t s = 0; s < n; s++) {
             scores[s] = ferry_score(o->hash, id, c->shards[s].name, c->shards[s].weight);
             ranked[s] = (uint32_t)s;
@@ -830,7 +832,7 @@ static void random_name(char *out, size_t len, const char *alphabet, unsigned id
 }
 
 /* Random inventories and clusters chosen to reach every branch: tenant names of every length
- * (so keys of every length hit each hash's code paths), shard names of 1-64 bytes, one weight
+ * (so keys of every length hit each hash's code paths), shard names of 1-127 bytes, one weight
  * group or many, tenants big enough to exceed the spread cap, capacities that bind, strict and
  * not, one thread and two (2,048+ slices, so the scorer really splits the work). */
 static void test_matches_reference(void **state)
@@ -842,52 +844,52 @@ static void test_matches_reference(void **state)
     const char *shard_chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
     for (int round = 0; round < 8; round++) {
         rng_state = 0xC0FFEE + (uint64_t)round * 7919;
-        ferry_inventory inv;
-        must(ferry_inventory_init(&inv, "ref", &err), &err);
+        ferry_pl_inventory inv;
+        must(ferry_pl_inventory_init(&inv, "ref", &err), &err);
         uint64_t total = 0;
         size_t n_slices = 0;
         for (int t = 0; n_slices < 2600; t++) {
-            char tenant[FERRY_TENANT_NAME_MAX + 1];
-            size_t len = 1 + rnd() % (t % 7 == 0 ? FERRY_TENANT_NAME_MAX : 24);
+            char tenant[FERRY_NAME_MAX];
+            size_t len = 1 + rnd() % (t % 7 == 0 ? (FERRY_NAME_MAX - 1) : 24);
             random_name(tenant, len, tenant_chars, (unsigned)t);
             uint64_t r = rnd() % 20;
             uint32_t splits = r < 11 ? 1 : r < 15 ? 2 : r < 18 ? 8 : r < 19 ? 40 : 130;
             for (uint32_t k = 0; k < splits; k++, n_slices++) {
                 uint64_t bytes = rnd() % 5 == 0 ? 1000 : 1000000 + rnd() % 1000000000;
                 total += bytes;
-                must(ferry_inventory_add(&inv, tenant, k * (1 + (uint32_t)(rnd() % 3)) * 1000 + k,
-                                         bytes, 0, &err),
+                must(ferry_pl_inventory_add(
+                         &inv, tenant, k * (1 + (uint32_t)(rnd() % 3)) * 1000 + k, bytes, 0, &err),
                      &err);
             }
         }
-        must(ferry_inventory_finish(&inv, &err), &err);
+        must(ferry_pl_inventory_finish(&inv, &err), &err);
 
-        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
         o.hash = round % 2 ? FERRY_HASH_XXH3 : FERRY_HASH_SHA256;
         o.rf = 1 + (unsigned)(round / 2) % 3;
         o.strict = round % 4 != 3;
         int nshards = 12 + (int)(rnd() % 30);
-        ferry_cluster c;
-        must(ferry_cluster_init(&c, "ref-shards", &err), &err);
+        ferry_pl_cluster c;
+        must(ferry_pl_cluster_init(&c, "ref-shards", &err), &err);
         for (int s = 0; s < nshards; s++) {
-            char name[FERRY_SHARD_NAME_MAX + 1];
-            random_name(name, 1 + rnd() % FERRY_SHARD_NAME_MAX, shard_chars, (unsigned)s);
+            char name[FERRY_NAME_MAX];
+            random_name(name, 1 + rnd() % (FERRY_NAME_MAX - 1), shard_chars, (unsigned)s);
             double w = round % 3 == 0 ? 1.0 + (double)(rnd() % 1000) / 64 /* all distinct */
                                       : (s % 4 == 0 ? 2.0 : 1.0);    /* two groups */
             /* capacity: none, roomy, or tight enough that the fill target binds */
             uint64_t cap = round % 4 == 0 ? 0
                                           : (uint64_t)((long double)total * o.rf / nshards *
                                                        (round % 4 == 1 ? 3.0 : round % 4 == 2 ? 1.6 : 1.15));
-            must(ferry_cluster_add(&c, name, w, cap, 0, &err), &err);
+            must(ferry_pl_cluster_add(&c, name, w, cap, 0, &err), &err);
         }
-        must(ferry_cluster_finish(&c, &err), &err);
+        must(ferry_pl_cluster_finish(&c, &err), &err);
 
         ref_result want;
         bool want_ok = ref_place(&inv, &c, &o, &want);
         for (unsigned threads = 1; threads <= 2; threads++) {
             o.threads = threads;
-            ferry_layout got;
-            int rc = ferry_place(&inv, &c, &o, &got, &err);
+            ferry_pl_layout got;
+            int rc = ferry_pl_place(&inv, &c, &o, &got, &err);
             if (!want_ok) {
                 assert_int_equal(rc, FERRY_EINVAL);
                 continue;
@@ -901,35 +903,35 @@ static void test_matches_reference(void **state)
                 assert_int_equal(got.shard_bytes[s], want.load[s]);
             assert_int_equal(got.overfilled, want.overfilled);
             assert_int_equal(got.spread_relaxed, want.relaxed);
-            ferry_layout_free(&got);
+            ferry_pl_layout_free(&got);
         }
         free(want.rep);
         free(want.load);
-        ferry_cluster_free(&c);
-        ferry_inventory_free(&inv);
+        ferry_pl_cluster_free(&c);
+        ferry_pl_inventory_free(&inv);
     }
 }
 
 /* The scorer's hot-loop hash (prefix prepared once per slice, name patched in) must equal
- * ferry_hash64 of the whole key for every prefix length (tenant 1-128 bytes, split of 1-10
- * digits) and every shard name length (1-64): that covers every XXH3 length class (0-16,
- * 17-128, 129-240) and sha256's one-block and two-block keys. */
+ * ferry_hash64 of the whole key for every prefix length (tenant 1-127 bytes, split of 1-10
+ * digits) and every shard name length (1-127, FERRY_NAME_MAX - 1): that covers every XXH3
+ * length class (0-16, 17-128, 129-240, 241+) and sha256's one-, two- and three-block keys. */
 static void test_pair_hash_all_lengths(void **state)
 {
     (void)state;
     ferry_err err;
     const char *chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
     rng_state = 4242;
-    ferry_cluster c;
-    must(ferry_cluster_init(&c, "lengths", &err), &err);
-    for (size_t len = 1; len <= FERRY_SHARD_NAME_MAX; len++) {
-        char name[FERRY_SHARD_NAME_MAX + 1];
+    ferry_pl_cluster c;
+    must(ferry_pl_cluster_init(&c, "lengths", &err), &err);
+    for (size_t len = 1; len <= (FERRY_NAME_MAX - 1); len++) {
+        char name[FERRY_NAME_MAX];
         for (size_t j = 0; j < len; j++)
             name[j] = chars[rnd() % 65];
         name[len] = 0;
-        must(ferry_cluster_add(&c, name, 1.0, 0, 0, &err), &err);
+        must(ferry_pl_cluster_add(&c, name, 1.0, 0, 0, &err), &err);
     }
-    must(ferry_cluster_finish(&c, &err), &err);
+    must(ferry_pl_cluster_finish(&c, &err), &err);
     const uint32_t splits[] = {0, 7, 42, 12345, 4294967295u};
     size_t checked = 0;
     for (int hash = 0; hash < 2; hash++) {
@@ -937,21 +939,21 @@ static void test_pair_hash_all_lengths(void **state)
         pl_scratch x;
         must(pl_scorer_init(&sc, &c, (ferry_hash)hash, &err), &err);
         must(pl_scratch_init(&x, &sc, 4, &err), &err);
-        for (size_t tlen = 1; tlen <= FERRY_TENANT_NAME_MAX; tlen++)
+        for (size_t tlen = 1; tlen <= (FERRY_NAME_MAX - 1); tlen++)
             for (size_t k = 0; k < sizeof splits / sizeof splits[0]; k++) {
-                char tenant[FERRY_TENANT_NAME_MAX + 1];
+                char tenant[FERRY_NAME_MAX];
                 for (size_t j = 0; j < tlen; j++)
                     tenant[j] = (char)(0x21 + rnd() % 94);
                 for (size_t j = 0; j < tlen; j++)
                     if (tenant[j] == '/')
                         tenant[j] = '+';
                 tenant[tlen] = 0;
-                ferry_slice sl = {.tenant = tenant, .split = splits[k]};
+                ferry_pl_slice sl = {.tenant = tenant, .split = splits[k]};
                 char id[FERRY_SLICE_ID_MAX];
-                ferry_slice_id(&sl, id, sizeof id);
+                ferry_pl_slice_id(&sl, id, sizeof id);
                 pl_set_slice(&x, &sl);
                 for (uint32_t i = 0; i < c.n; i++) {
-                    char key[FERRY_SLICE_ID_MAX + FERRY_SHARD_NAME_MAX + 2];
+                    char key[FERRY_SLICE_ID_MAX + FERRY_NAME_MAX + 1];
                     int kl = snprintf(key, sizeof key, "%s:%s", id, c.shards[i].name);
                     uint64_t want = ferry_hash64((ferry_hash)hash, key, (size_t)kl);
                     if (hash == FERRY_HASH_XXH3)
@@ -965,8 +967,8 @@ static void test_pair_hash_all_lengths(void **state)
         pl_scratch_free(&x);
         pl_scorer_free(&sc);
     }
-    assert_int_equal(checked, 2 * 128 * 5 * 64);
-    ferry_cluster_free(&c);
+    assert_int_equal(checked, 2 * (FERRY_NAME_MAX - 1) * 5 * (FERRY_NAME_MAX - 1));
+    ferry_pl_cluster_free(&c);
 }
 
 /* pl_top (best few by hash per weight group, survivors of a cut, fallback when too few
@@ -977,7 +979,7 @@ static void test_top_any_cut(void **state)
 {
     (void)state;
     ferry_err err;
-    ferry_cluster c;
+    ferry_pl_cluster c;
     double w[150];
     for (int s = 0; s < 150; s++)
         w[s] = s % 7 == 0 ? 3.0 : s % 3 == 0 ? 2.0 : 1.0;
@@ -1003,7 +1005,7 @@ static void test_top_any_cut(void **state)
                 for (int k = 0; k < 300; k++) {
                     char tenant[16];
                     snprintf(tenant, sizeof tenant, "t%d", (int)(rnd() % 100000));
-                    ferry_slice sl = {.tenant = tenant, .split = (uint32_t)(rnd() % 9)};
+                    ferry_pl_slice sl = {.tenant = tenant, .split = (uint32_t)(rnd() % 9)};
                     pl_set_slice(&x, &sl);
                     pl_top(&sc, &x, top);
                     pl_rank_all(&sc, &x, all);
@@ -1017,7 +1019,7 @@ static void test_top_any_cut(void **state)
             pl_scratch_free(&x);
             pl_scorer_free(&sc);
         }
-    ferry_cluster_free(&c);
+    ferry_pl_cluster_free(&c);
 }
 
 int main(void)

@@ -1,10 +1,10 @@
 /* Unit tests of placement's incremental paths against the full computation, on random inputs
  * with fixed seeds (weights, capacities that bind or not, rf 1..3, zones, tenants of 1..40
  * splits, strict and not):
- *  - ferry_place_more (new slices placed around the existing ones) gives what ferry_place of
+ *  - ferry_pl_place_more (new slices placed around the existing ones) gives what ferry_pl_place of
  *    everything gives, both over the whole inventory and over one tenant's slices with the
  *    other tenants' bytes as base loads;
- *  - ferry_rebalance (a slice's candidates scored only when one of its replicas needs a home)
+ *  - ferry_pl_rebalance (a slice's candidates scored only when one of its replicas needs a home)
  *    gives the layout of the full computation that scores every pair first (pl_rebalance with
  *    score_all), when a shard is added, drained, two are added, a weight changes; and it scores
  *    O(slices x rf) pairs when a shard is added, O(replicas on it x shards) when one drains. */
@@ -58,21 +58,21 @@ static void random_cspec(cspec *c, int n, bool zoned, bool weights, uint64_t cap
     }
 }
 
-static void build_cluster(ferry_cluster *cl, const cspec *c, int skip)
+static void build_cluster(ferry_pl_cluster *cl, const cspec *c, int skip)
 {
     ferry_err err = {0, ""};
-    must(ferry_cluster_init(cl, "shards", &err), &err);
+    must(ferry_pl_cluster_init(cl, "shards", &err), &err);
     for (int i = 0; i < c->n; i++) {
         if (i == skip)
             continue;
         char name[16], zone[16];
         snprintf(name, sizeof name, "sh%02d", i);
         snprintf(zone, sizeof zone, "z%d", c->zone[i]);
-        must(ferry_cluster_add_zoned(cl, name, c->weight[i], c->cap[i],
-                                     c->zone[i] >= 0 ? zone : NULL, 0, &err),
+        must(ferry_pl_cluster_add_zoned(cl, name, c->weight[i], c->cap[i],
+                                        c->zone[i] >= 0 ? zone : NULL, 0, &err),
              &err);
     }
-    must(ferry_cluster_finish(cl, &err), &err);
+    must(ferry_pl_cluster_finish(cl, &err), &err);
 }
 
 /* One slice of a random inventory; is_new marks the slices an incremental run places. */
@@ -103,19 +103,19 @@ static size_t random_rows(row *rows, size_t cap, int tenants)
     return n;
 }
 
-static void build_inventory(ferry_inventory *inv, const row *rows, size_t n, const char *only)
+static void build_inventory(ferry_pl_inventory *inv, const row *rows, size_t n, const char *only)
 {
     ferry_err err = {0, ""};
-    must(ferry_inventory_init(inv, "slices", &err), &err);
+    must(ferry_pl_inventory_init(inv, "slices", &err), &err);
     for (size_t i = 0; i < n; i++)
         if (!only || !strcmp(rows[i].tenant, only))
-            must(ferry_inventory_add(inv, rows[i].tenant, rows[i].split, rows[i].bytes, 0, &err),
+            must(ferry_pl_inventory_add(inv, rows[i].tenant, rows[i].split, rows[i].bytes, 0, &err),
                  &err);
-    must(ferry_inventory_finish(inv, &err), &err);
+    must(ferry_pl_inventory_finish(inv, &err), &err);
 }
 
 /* Whether inventory slice i is a new one. */
-static bool slice_is_new(const row *rows, size_t n, const ferry_slice *s)
+static bool slice_is_new(const row *rows, size_t n, const ferry_pl_slice *s)
 {
     for (size_t i = 0; i < n; i++)
         if (rows[i].split == s->split && !strcmp(rows[i].tenant, s->tenant))
@@ -124,7 +124,8 @@ static bool slice_is_new(const row *rows, size_t n, const ferry_slice *s)
     return false;
 }
 
-/* ferry_place_more over the whole inventory and per tenant equals ferry_place of everything. */
+/* ferry_pl_place_more over the whole inventory and per tenant equals ferry_pl_place of everything.
+ */
 static void test_place_more_matches_full(void **state)
 {
     (void)state;
@@ -133,12 +134,12 @@ static void test_place_more_matches_full(void **state)
     for (int round = 0; round < 48; round++) {
         rng_state = 0x5CA1E + (uint64_t)round * 104729;
         size_t n = random_rows(rows, sizeof rows / sizeof rows[0], 60 + (int)(rnd() % 60));
-        ferry_inventory inv;
+        ferry_pl_inventory inv;
         build_inventory(&inv, rows, n, NULL);
         uint64_t total = 0;
         for (size_t i = 0; i < n; i++)
             total += rows[i].bytes;
-        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
         o.hash = round % 2 ? FERRY_HASH_XXH3 : FERRY_HASH_SHA256;
         o.rf = 1 + (unsigned)(round % 3);
         o.strict = false;
@@ -149,23 +150,23 @@ static void test_place_more_matches_full(void **state)
                                     : total * o.rf / (uint64_t)nshards * (capmode == 1 ? 3 : 1);
         cspec cs;
         random_cspec(&cs, nshards, round % 4 >= 2, round % 5 != 0, cap);
-        ferry_cluster cl;
+        ferry_pl_cluster cl;
         build_cluster(&cl, &cs, -1);
         if (o.rf > cl.n)
             o.rf = (unsigned)cl.n;
 
-        ferry_layout full, more;
-        must(ferry_place(&inv, &cl, &o, &full, &err), &err);
+        ferry_pl_layout full, more;
+        must(ferry_pl_place(&inv, &cl, &o, &full, &err), &err);
         uint32_t *fixed = malloc(inv.n * o.rf * sizeof *fixed);
         size_t n_new = 0;
         for (size_t i = 0; i < inv.n; i++) {
             bool nw = slice_is_new(rows, n, &inv.slices[i]);
             n_new += nw;
             for (unsigned j = 0; j < o.rf; j++)
-                fixed[i * o.rf + j] = nw ? FERRY_NO_SHARD : full.replicas[i * o.rf + j];
+                fixed[i * o.rf + j] = nw ? FERRY_PL_NO_SHARD : full.replicas[i * o.rf + j];
         }
         assert_true(n_new > 0);
-        must(ferry_place_more(&inv, &cl, &o, fixed, NULL, &more, &err), &err);
+        must(ferry_pl_place_more(&inv, &cl, &o, fixed, NULL, &more, &err), &err);
         for (size_t i = 0; i < inv.n * o.rf; i++)
             if (more.replicas[i] != full.replicas[i])
                 fail_msg("round %d: slice %s/%u slot %zu: incremental %u, full %u", round,
@@ -180,8 +181,8 @@ static void test_place_more_matches_full(void **state)
 
         /* Per tenant: only its slices, the others' bytes as base loads. */
         for (size_t t = 0; t < inv.n_tenants; t++) {
-            const ferry_slice *first = &inv.slices[inv.tenant_first[t]];
-            ferry_inventory ti;
+            const ferry_pl_slice *first = &inv.slices[inv.tenant_first[t]];
+            ferry_pl_inventory ti;
             build_inventory(&ti, rows, n, first->tenant);
             uint64_t *base = calloc(cl.n, sizeof *base);
             uint32_t *tf = malloc(ti.n * o.rf * sizeof *tf);
@@ -195,29 +196,29 @@ static void test_place_more_matches_full(void **state)
                 for (unsigned j = 0; j < o.rf; j++) {
                     uint32_t s = full.replicas[i * o.rf + j];
                     base[s] -= inv.slices[i].bytes;
-                    tf[k * o.rf + j] = nw ? FERRY_NO_SHARD : s;
+                    tf[k * o.rf + j] = nw ? FERRY_PL_NO_SHARD : s;
                 }
             }
             if (any_new) {
-                ferry_layout tl;
-                must(ferry_place_more(&ti, &cl, &o, tf, base, &tl, &err), &err);
+                ferry_pl_layout tl;
+                must(ferry_pl_place_more(&ti, &cl, &o, tf, base, &tl, &err), &err);
                 for (size_t k = 0; k < ti.n * o.rf; k++)
                     if (tl.replicas[k] != full.replicas[inv.tenant_first[t] * o.rf + k])
                         fail_msg("round %d: tenant %s alone: slot %zu differs", round,
                                  first->tenant, k);
                 for (size_t s = 0; s < cl.n; s++)
                     assert_int_equal(tl.shard_bytes[s], full.shard_bytes[s]);
-                ferry_layout_free(&tl);
+                ferry_pl_layout_free(&tl);
             }
             free(base);
             free(tf);
-            ferry_inventory_free(&ti);
+            ferry_pl_inventory_free(&ti);
         }
         free(fixed);
-        ferry_layout_free(&full);
-        ferry_layout_free(&more);
-        ferry_cluster_free(&cl);
-        ferry_inventory_free(&inv);
+        ferry_pl_layout_free(&full);
+        ferry_pl_layout_free(&more);
+        ferry_pl_cluster_free(&cl);
+        ferry_pl_inventory_free(&inv);
     }
 }
 
@@ -227,34 +228,34 @@ static void test_place_more_rejects_bad_fixed(void **state)
     (void)state;
     ferry_err err = {0, ""};
     row rows[2] = {{"a", 0, 10, false}, {"a", 1, 0, true}};
-    ferry_inventory inv;
+    ferry_pl_inventory inv;
     build_inventory(&inv, rows, 2, NULL);
     cspec cs;
     rng_state = 7;
     random_cspec(&cs, 4, false, false, 0);
-    ferry_cluster cl;
+    ferry_pl_cluster cl;
     build_cluster(&cl, &cs, -1);
-    ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+    ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
     o.rf = 2;
-    ferry_layout l;
-    uint32_t out_of_range[4] = {0, 9, FERRY_NO_SHARD, FERRY_NO_SHARD};
-    assert_int_equal(ferry_place_more(&inv, &cl, &o, out_of_range, NULL, &l, &err),
+    ferry_pl_layout l;
+    uint32_t out_of_range[4] = {0, 9, FERRY_PL_NO_SHARD, FERRY_PL_NO_SHARD};
+    assert_int_equal(ferry_pl_place_more(&inv, &cl, &o, out_of_range, NULL, &l, &err),
                      FERRY_EINVAL);
     assert_non_null(strstr(err.msg, "a/split0"));
-    uint32_t twice[4] = {1, 1, FERRY_NO_SHARD, FERRY_NO_SHARD};
-    assert_int_equal(ferry_place_more(&inv, &cl, &o, twice, NULL, &l, &err), FERRY_EINVAL);
+    uint32_t twice[4] = {1, 1, FERRY_PL_NO_SHARD, FERRY_PL_NO_SHARD};
+    assert_int_equal(ferry_pl_place_more(&inv, &cl, &o, twice, NULL, &l, &err), FERRY_EINVAL);
     /* a partly placed slice keeps its replica and its empty slot */
-    uint32_t partial[4] = {2, FERRY_NO_SHARD, FERRY_NO_SHARD, FERRY_NO_SHARD};
-    must(ferry_place_more(&inv, &cl, &o, partial, NULL, &l, &err), &err);
+    uint32_t partial[4] = {2, FERRY_PL_NO_SHARD, FERRY_PL_NO_SHARD, FERRY_PL_NO_SHARD};
+    must(ferry_pl_place_more(&inv, &cl, &o, partial, NULL, &l, &err), &err);
     assert_int_equal(l.replicas[0], 2);
-    assert_int_equal(l.replicas[1], FERRY_NO_SHARD);
+    assert_int_equal(l.replicas[1], FERRY_PL_NO_SHARD);
     assert_true(l.replicas[2] < 4 && l.replicas[3] < 4 && l.replicas[2] != l.replicas[3]);
-    ferry_layout_free(&l);
-    ferry_cluster_free(&cl);
-    ferry_inventory_free(&inv);
+    ferry_pl_layout_free(&l);
+    ferry_pl_cluster_free(&cl);
+    ferry_pl_inventory_free(&inv);
 }
 
-static void expect_same_layout(const ferry_layout *a, const ferry_layout *b, const char *what,
+static void expect_same_layout(const ferry_pl_layout *a, const ferry_pl_layout *b, const char *what,
                                int round)
 {
     assert_int_equal(a->rf, b->rf);
@@ -271,7 +272,7 @@ static void expect_same_layout(const ferry_layout *a, const ferry_layout *b, con
     assert_int_equal(a->zone_relaxed, b->zone_relaxed);
 }
 
-/* ferry_rebalance equals the full computation for every kind of change, and scores little. */
+/* ferry_pl_rebalance equals the full computation for every kind of change, and scores little. */
 static void test_rebalance_matches_full(void **state)
 {
     (void)state;
@@ -282,12 +283,12 @@ static void test_rebalance_matches_full(void **state)
         size_t n = random_rows(rows, sizeof rows / sizeof rows[0], 50 + (int)(rnd() % 80));
         for (size_t i = 0; i < n; i++)
             rows[i].bytes = rows[i].bytes ? rows[i].bytes : 1000 + rnd() % 1000000;
-        ferry_inventory inv;
+        ferry_pl_inventory inv;
         build_inventory(&inv, rows, n, NULL);
         uint64_t total = 0;
         for (size_t i = 0; i < n; i++)
             total += rows[i].bytes;
-        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
         o.hash = round % 2 ? FERRY_HASH_XXH3 : FERRY_HASH_SHA256;
         o.rf = 1 + (unsigned)(round % 3);
         o.strict = false;
@@ -301,10 +302,10 @@ static void test_rebalance_matches_full(void **state)
         /* old: shards 0..nshards-1 (the last two of cs are the ones added) */
         cspec old_spec = cs;
         old_spec.n = nshards;
-        ferry_cluster oldc;
+        ferry_pl_cluster oldc;
         build_cluster(&oldc, &old_spec, -1);
-        ferry_layout old;
-        must(ferry_place(&inv, &oldc, &o, &old, &err), &err);
+        ferry_pl_layout old;
+        must(ferry_pl_place(&inv, &oldc, &o, &old, &err), &err);
 
         for (int change = 0; change < 4; change++) {
             cspec ns = cs;
@@ -325,10 +326,10 @@ static void test_rebalance_matches_full(void **state)
                 ns.weight[k] = rnd() % 2 ? ns.weight[k] * 2 : ns.weight[k] / 2;
                 what = "weight";
             }
-            ferry_cluster newc;
+            ferry_pl_cluster newc;
             build_cluster(&newc, &ns, skip);
-            ferry_layout inc, full;
-            must(ferry_rebalance(&inv, &oldc, &old, &newc, &o, &inc, &err), &err);
+            ferry_pl_layout inc, full;
+            must(ferry_pl_rebalance(&inv, &oldc, &old, &newc, &o, &inc, &err), &err);
             must(pl_rebalance(&inv, &oldc, &old, &newc, &o, true, &full, &err), &err);
             expect_same_layout(&inc, &full, what, round);
             assert_true(full.scored >= inv.n * newc.n);
@@ -345,13 +346,13 @@ static void test_rebalance_matches_full(void **state)
                 /* only their slices' candidates (and a full ranking when those run out) */
                 assert_true(inc.scored <= on_drained * 2 * newc.n + inv.n * o.rf);
             }
-            ferry_layout_free(&inc);
-            ferry_layout_free(&full);
-            ferry_cluster_free(&newc);
+            ferry_pl_layout_free(&inc);
+            ferry_pl_layout_free(&full);
+            ferry_pl_cluster_free(&newc);
         }
-        ferry_layout_free(&old);
-        ferry_cluster_free(&oldc);
-        ferry_inventory_free(&inv);
+        ferry_pl_layout_free(&old);
+        ferry_pl_cluster_free(&oldc);
+        ferry_pl_inventory_free(&inv);
     }
 }
 

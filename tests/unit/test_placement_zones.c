@@ -1,4 +1,4 @@
-/* Unit tests of zones in placement: parsing, the zone rule in ferry_place and ferry_rebalance
+/* Unit tests of zones in placement: parsing, the zone rule in ferry_pl_place and ferry_pl_rebalance
  * (property tests over random clusters and tenants with fixed seeds: distinct shards, replicas
  * spread over zones as evenly as possible, determinism, capacity respected, minimal movement
  * when a shard is added, zone repair when zones appear), and the pick / repair functions the
@@ -39,20 +39,20 @@ typedef struct spec {
     uint64_t cap[16];
 } spec;
 
-static void build(ferry_cluster *c, const spec *sp, int n, bool with_zones, bool reverse)
+static void build(ferry_pl_cluster *c, const spec *sp, int n, bool with_zones, bool reverse)
 {
     ferry_err err = {0, ""};
-    must(ferry_cluster_init(c, "zones", &err), &err);
+    must(ferry_pl_cluster_init(c, "zones", &err), &err);
     for (int k = 0; k < n; k++) {
         int i = reverse ? n - 1 - k : k;
         char name[16], zone[16];
         snprintf(name, sizeof name, "s%02d", i);
         snprintf(zone, sizeof zone, "z%d", sp->zone[i]);
-        must(ferry_cluster_add_zoned(c, name, sp->weight[i], sp->cap[i],
-                                     with_zones && sp->zone[i] >= 0 ? zone : NULL, 0, &err),
+        must(ferry_pl_cluster_add_zoned(c, name, sp->weight[i], sp->cap[i],
+                                        with_zones && sp->zone[i] >= 0 ? zone : NULL, 0, &err),
              &err);
     }
-    must(ferry_cluster_finish(c, &err), &err);
+    must(ferry_pl_cluster_finish(c, &err), &err);
 }
 
 static void random_spec(spec *sp, int n, int zones)
@@ -65,10 +65,10 @@ static void random_spec(spec *sp, int n, int zones)
     }
 }
 
-static void random_inventory(ferry_inventory *inv, int tenants, bool reverse)
+static void random_inventory(ferry_pl_inventory *inv, int tenants, bool reverse)
 {
     ferry_err err = {0, ""};
-    must(ferry_inventory_init(inv, "slices", &err), &err);
+    must(ferry_pl_inventory_init(inv, "slices", &err), &err);
     /* the same slices whatever the order: draw them first */
     int splits[64];
     uint64_t bytes[64][4];
@@ -82,16 +82,16 @@ static void random_inventory(ferry_inventory *inv, int tenants, bool reverse)
         char name[16];
         snprintf(name, sizeof name, "t%d", t);
         for (int k = 0; k < splits[t]; k++)
-            must(ferry_inventory_add(inv, name, (uint32_t)k, bytes[t][k], 0, &err), &err);
+            must(ferry_pl_inventory_add(inv, name, (uint32_t)k, bytes[t][k], 0, &err), &err);
     }
-    must(ferry_inventory_finish(inv, &err), &err);
+    must(ferry_pl_inventory_finish(inv, &err), &err);
 }
 
 /* Checks slice i of l: distinct shards, and (when even) the zones as evenly spread as the
  * cluster allows: no zone with a free shard holds two fewer replicas than another zone. */
-static bool slice_even(const ferry_layout *l, size_t i)
+static bool slice_even(const ferry_pl_layout *l, size_t i)
 {
-    const ferry_cluster *c = l->cluster;
+    const ferry_pl_cluster *c = l->cluster;
     uint32_t count[16] = {0};
     bool held[16] = {false};
     for (unsigned j = 0; j < l->rf; j++) {
@@ -112,7 +112,7 @@ static bool slice_even(const ferry_layout *l, size_t i)
     return level == UINT32_MAX || maxc <= level + 1;
 }
 
-static bool same_layout(const ferry_layout *a, const ferry_layout *b)
+static bool same_layout(const ferry_pl_layout *a, const ferry_pl_layout *b)
 {
     if (a->rf != b->rf || a->inv->n != b->inv->n)
         return false;
@@ -135,20 +135,20 @@ static bool same_layout(const ferry_layout *a, const ferry_layout *b)
 static void test_parse_zones(void **state)
 {
     (void)state;
-    ferry_cluster c;
+    ferry_pl_cluster c;
     ferry_err err = {0, ""};
-    must(ferry_cluster_parse("# name weight cap zone\n"
-                             "b1\t1\t-\teu-b\n"
-                             "a1\t1\t10G\teu-a\n"
-                             "a2\t2\t-\teu-a\n"
-                             "x\t1\n",
-                             "z.tsv", &c, &err),
+    must(ferry_pl_cluster_parse("# name weight cap zone\n"
+                                "b1\t1\t-\teu-b\n"
+                                "a1\t1\t10G\teu-a\n"
+                                "a2\t2\t-\teu-a\n"
+                                "x\t1\n",
+                                "z.tsv", &c, &err),
          &err);
     assert_int_equal(c.n, 4);
     assert_true(c.zoned);
     assert_int_equal(c.n_zones, 3); /* eu-a, eu-b, and x on its own */
-    long a1 = ferry_cluster_find(&c, "a1"), a2 = ferry_cluster_find(&c, "a2"),
-         b1 = ferry_cluster_find(&c, "b1"), x = ferry_cluster_find(&c, "x");
+    long a1 = ferry_pl_cluster_find(&c, "a1"), a2 = ferry_pl_cluster_find(&c, "a2"),
+         b1 = ferry_pl_cluster_find(&c, "b1"), x = ferry_pl_cluster_find(&c, "x");
     assert_string_equal(c.shards[a1].zone, "eu-a");
     assert_int_equal(c.shards[a1].capacity, 10ULL << 30);
     assert_int_equal(c.shards[a2].capacity, 0);
@@ -157,16 +157,16 @@ static void test_parse_zones(void **state)
     assert_int_not_equal(c.shards[x].zone_id, c.shards[b1].zone_id);
     assert_null(c.shards[x].zone);
     assert_int_equal(c.zone_size[c.shards[a1].zone_id], 2);
-    ferry_cluster_free(&c);
-    must(ferry_cluster_parse("a\t1\nb\t1\n", "plain.tsv", &c, &err), &err);
+    ferry_pl_cluster_free(&c);
+    must(ferry_pl_cluster_parse("a\t1\nb\t1\n", "plain.tsv", &c, &err), &err);
     assert_false(c.zoned);
     assert_int_equal(c.n_zones, 2);
-    ferry_cluster_free(&c);
+    ferry_pl_cluster_free(&c);
     /* a bad zone name says where */
-    ferry_cluster_init(&c, "code", &err);
-    assert_int_equal(ferry_cluster_add_zoned(&c, "a", 1, 0, "no space", 7, &err), FERRY_EINVAL);
+    ferry_pl_cluster_init(&c, "code", &err);
+    assert_int_equal(ferry_pl_cluster_add_zoned(&c, "a", 1, 0, "no space", 7, &err), FERRY_EINVAL);
     assert_non_null(strstr(err.msg, "code:7: shard a: bad zone name 'no space'"));
-    ferry_cluster_free(&c);
+    ferry_pl_cluster_free(&c);
 }
 
 /* Fresh placements over many random clusters: distinct shards, even zone spread with no
@@ -186,21 +186,21 @@ static void test_place_property(void **state)
         random_spec(&sp, n, zones);
         int tenants = 1 + (int)(rnd() % 30);
         uint64_t inv_seed = rnd();
-        ferry_cluster c, crev;
+        ferry_pl_cluster c, crev;
         build(&c, &sp, n, true, false);
         build(&crev, &sp, n, true, true);
-        ferry_inventory inv, invrev;
+        ferry_pl_inventory inv, invrev;
         rng_state = inv_seed;
         random_inventory(&inv, tenants, false);
         rng_state = inv_seed;
         random_inventory(&invrev, tenants, true);
-        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
         o.rf = rf;
         o.hash = seed % 2 ? FERRY_HASH_SHA256 : FERRY_HASH_XXH3;
-        ferry_layout l, l2, lrev;
-        must(ferry_place(&inv, &c, &o, &l, &err), &err);
-        must(ferry_place(&inv, &c, &o, &l2, &err), &err);
-        must(ferry_place(&invrev, &crev, &o, &lrev, &err), &err);
+        ferry_pl_layout l, l2, lrev;
+        must(ferry_pl_place(&inv, &c, &o, &l, &err), &err);
+        must(ferry_pl_place(&inv, &c, &o, &l2, &err), &err);
+        must(ferry_pl_place(&invrev, &crev, &o, &lrev, &err), &err);
         assert_int_equal(l.zone_relaxed, 0);
         for (size_t i = 0; i < inv.n; i++) {
             if (!slice_even(&l, i))
@@ -211,22 +211,22 @@ static void test_place_property(void **state)
         assert_int_equal(memcmp(l.replicas, l2.replicas, inv.n * rf * sizeof *l.replicas), 0);
         assert_true(same_layout(&l, &lrev));
         /* without zones: placement as before (each shard a zone of its own) */
-        ferry_cluster plain;
+        ferry_pl_cluster plain;
         build(&plain, &sp, n, false, false);
-        ferry_layout lp;
-        must(ferry_place(&inv, &plain, &o, &lp, &err), &err);
+        ferry_pl_layout lp;
+        must(ferry_pl_place(&inv, &plain, &o, &lp, &err), &err);
         for (size_t i = 0; i < inv.n; i++)
             assert_true(slice_even(&lp, i));
         zone_differs += !same_layout(&l, &lp);
-        ferry_layout_free(&lp);
-        ferry_cluster_free(&plain);
-        ferry_layout_free(&l);
-        ferry_layout_free(&l2);
-        ferry_layout_free(&lrev);
-        ferry_inventory_free(&inv);
-        ferry_inventory_free(&invrev);
-        ferry_cluster_free(&c);
-        ferry_cluster_free(&crev);
+        ferry_pl_layout_free(&lp);
+        ferry_pl_cluster_free(&plain);
+        ferry_pl_layout_free(&l);
+        ferry_pl_layout_free(&l2);
+        ferry_pl_layout_free(&lrev);
+        ferry_pl_inventory_free(&inv);
+        ferry_pl_inventory_free(&invrev);
+        ferry_pl_cluster_free(&c);
+        ferry_pl_cluster_free(&crev);
     }
     printf("zones: %zu slices checked, %zu of 300 layouts changed by zones\n", slices_checked,
            zone_differs);
@@ -246,7 +246,7 @@ static void test_capacity_property(void **state)
         unsigned rf = 1 + (unsigned)(rnd() % 3);
         spec sp;
         random_spec(&sp, n, zones);
-        ferry_inventory inv;
+        ferry_pl_inventory inv;
         random_inventory(&inv, 1 + (int)(rnd() % 30), false);
         uint64_t total = 0;
         for (size_t i = 0; i < inv.n; i++)
@@ -254,29 +254,29 @@ static void test_capacity_property(void **state)
         /* room for rf copies with 40-160% slack, spread unevenly */
         for (int i = 0; i < n; i++)
             sp.cap[i] = (total * rf * (140 + rnd() % 120) / 100) / (uint64_t)n + 100000;
-        ferry_cluster c;
+        ferry_pl_cluster c;
         build(&c, &sp, n, true, false);
-        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
         o.rf = rf;
         o.fill = 0.9;
         o.strict = false;
-        ferry_layout l;
-        must(ferry_place(&inv, &c, &o, &l, &err), &err);
+        ferry_pl_layout l;
+        must(ferry_pl_place(&inv, &c, &o, &l, &err), &err);
         if (l.overfilled == 0)
             for (size_t s = 0; s < c.n; s++)
-                assert_true(l.shard_bytes[s] <= (uint64_t)((long double)c.shards[s].capacity * 0.9));
+                assert_true(l.shard_bytes[s] <=
+                            (uint64_t)((long double)c.shards[s].capacity * 0.9));
         size_t uneven = 0;
         for (size_t i = 0; i < inv.n; i++)
             uneven += !slice_even(&l, i);
         if (uneven)
             assert_true(l.zone_relaxed > 0);
         relaxed_total += l.zone_relaxed;
-        ferry_layout_free(&l);
-        ferry_inventory_free(&inv);
-        ferry_cluster_free(&c);
+        ferry_pl_layout_free(&l);
+        ferry_pl_inventory_free(&inv);
+        ferry_pl_cluster_free(&c);
     }
-    printf("capacity: %zu replicas placed against the zone rule for lack of room\n",
-           relaxed_total);
+    printf("capacity: %zu replicas placed against the zone rule for lack of room\n", relaxed_total);
 }
 
 /* Adding a shard (to an existing zone, a new zone, or with no zone) moves replicas only onto
@@ -294,18 +294,18 @@ static void test_add_shard_minimal(void **state)
         random_spec(&sp, n + 1, zones);
         int kind = (int)(rnd() % 3);
         sp.zone[n] = kind == 0 ? (int)(rnd() % (uint64_t)zones) : kind == 1 ? zones : -1;
-        ferry_inventory inv;
+        ferry_pl_inventory inv;
         random_inventory(&inv, 1 + (int)(rnd() % 30), false);
-        ferry_cluster before, after;
+        ferry_pl_cluster before, after;
         build(&before, &sp, n, true, false);
         build(&after, &sp, n + 1, true, false);
-        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
         o.rf = rf;
-        ferry_layout l0, l1, same;
-        must(ferry_place(&inv, &before, &o, &l0, &err), &err);
-        must(ferry_rebalance(&inv, &before, &l0, &before, &o, &same, &err), &err);
+        ferry_pl_layout l0, l1, same;
+        must(ferry_pl_place(&inv, &before, &o, &l0, &err), &err);
+        must(ferry_pl_rebalance(&inv, &before, &l0, &before, &o, &same, &err), &err);
         assert_int_equal(memcmp(l0.replicas, same.replicas, inv.n * rf * sizeof *l0.replicas), 0);
-        must(ferry_rebalance(&inv, &before, &l0, &after, &o, &l1, &err), &err);
+        must(ferry_pl_rebalance(&inv, &before, &l0, &after, &o, &l1, &err), &err);
         char added[16];
         snprintf(added, sizeof added, "s%02d", n);
         for (size_t i = 0; i < inv.n; i++) {
@@ -330,12 +330,12 @@ static void test_add_shard_minimal(void **state)
                 replicas_total++;
             }
         }
-        ferry_layout_free(&l0);
-        ferry_layout_free(&l1);
-        ferry_layout_free(&same);
-        ferry_inventory_free(&inv);
-        ferry_cluster_free(&before);
-        ferry_cluster_free(&after);
+        ferry_pl_layout_free(&l0);
+        ferry_pl_layout_free(&l1);
+        ferry_pl_layout_free(&same);
+        ferry_pl_inventory_free(&inv);
+        ferry_pl_cluster_free(&before);
+        ferry_pl_cluster_free(&after);
     }
     printf("add: moved %zu of %zu replicas, all onto the added shard\n", moved_total,
            replicas_total);
@@ -357,18 +357,18 @@ static void test_zone_repair_rebalance(void **state)
         random_spec(&sp, n, zones);
         for (int i = 0; i < zones; i++)
             sp.zone[i] = i; /* every zone has a shard */
-        ferry_inventory inv;
+        ferry_pl_inventory inv;
         random_inventory(&inv, 1 + (int)(rnd() % 30), false);
-        ferry_cluster plain, zoned;
+        ferry_pl_cluster plain, zoned;
         build(&plain, &sp, n, false, false);
         build(&zoned, &sp, n, true, false);
-        ferry_place_opts o = FERRY_PLACE_OPTS_DEFAULT;
+        ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
         o.rf = 2;
-        ferry_layout l0, l1, check;
-        must(ferry_place(&inv, &plain, &o, &l0, &err), &err);
+        ferry_pl_layout l0, l1, check;
+        must(ferry_pl_place(&inv, &plain, &o, &l0, &err), &err);
         check = l0;
         check.cluster = &zoned; /* the old replicas, judged by the zones */
-        must(ferry_rebalance(&inv, &plain, &l0, &zoned, &o, &l1, &err), &err);
+        must(ferry_pl_rebalance(&inv, &plain, &l0, &zoned, &o, &l1, &err), &err);
         for (size_t i = 0; i < inv.n; i++) {
             bool was_even = slice_even(&check, i);
             assert_true(slice_even(&l1, i));
@@ -379,11 +379,11 @@ static void test_zone_repair_rebalance(void **state)
             assert_int_equal(moved, was_even ? 0 : 1);
             repaired += !was_even;
         }
-        ferry_layout_free(&l0);
-        ferry_layout_free(&l1);
-        ferry_inventory_free(&inv);
-        ferry_cluster_free(&plain);
-        ferry_cluster_free(&zoned);
+        ferry_pl_layout_free(&l0);
+        ferry_pl_layout_free(&l1);
+        ferry_pl_inventory_free(&inv);
+        ferry_pl_cluster_free(&plain);
+        ferry_pl_cluster_free(&zoned);
     }
     printf("repair: %zu slices moved one replica to another zone\n", repaired);
     assert_true(repaired > 0);
@@ -393,69 +393,71 @@ static void test_zone_repair_rebalance(void **state)
 static void test_pick_and_repair(void **state)
 {
     (void)state;
-    ferry_cluster c;
+    ferry_pl_cluster c;
     ferry_err err = {0, ""};
-    must(ferry_cluster_parse("a1\t1\t1000\ta\na2\t1\t1000\ta\nb1\t1\t1000\tb\nc1\t1\t1000\tc\n",
-                             "four", &c, &err),
+    must(ferry_pl_cluster_parse("a1\t1\t1000\ta\na2\t1\t1000\ta\nb1\t1\t1000\tb\nc1\t1\t1000\tc\n",
+                                "four", &c, &err),
          &err);
     uint32_t a1 = 0, a2 = 1, b1 = 2, c1 = 3;
     ferry_hash h = FERRY_HASH_SHA256;
     for (int k = 0; k < 50; k++) {
         char id[32];
         snprintf(id, sizeof id, "t%d/split0", k);
-        uint32_t held[2] = {a1, FERRY_NO_SHARD};
-        uint32_t p = ferry_pick_replica(&c, h, id, 10, held, 1, NULL, NULL, 1.0);
+        uint32_t held[2] = {a1, FERRY_PL_NO_SHARD};
+        uint32_t p = ferry_pl_pick_replica(&c, h, id, 10, held, 1, NULL, NULL, 1.0);
         assert_true(p == b1 || p == c1); /* never a2: zone a is used */
         /* the better scoring of b1 and c1 */
         double sb = ferry_score(h, id, "b1", 1), sc = ferry_score(h, id, "c1", 1);
         assert_int_equal(p, sb > sc ? b1 : c1);
         /* only zone a eligible besides: a2 */
         bool elig[4] = {true, true, false, false};
-        assert_int_equal(ferry_pick_replica(&c, h, id, 10, held, 1, elig, NULL, 1.0), a2);
+        assert_int_equal(ferry_pl_pick_replica(&c, h, id, 10, held, 1, elig, NULL, 1.0), a2);
         /* b1 and c1 full: a2 has room (room comes before the zone rule) */
         uint64_t load[4] = {0, 0, 995, 1000};
-        assert_int_equal(ferry_pick_replica(&c, h, id, 10, held, 1, NULL, load, 1.0), a2);
+        assert_int_equal(ferry_pl_pick_replica(&c, h, id, 10, held, 1, NULL, load, 1.0), a2);
         /* everything full: still the zone rule's best */
         uint64_t full[4] = {1000, 1000, 1000, 1000};
-        p = ferry_pick_replica(&c, h, id, 10, held, 1, NULL, full, 1.0);
+        p = ferry_pl_pick_replica(&c, h, id, 10, held, 1, NULL, full, 1.0);
         assert_true(p == b1 || p == c1);
         /* nothing free */
         uint32_t all[4] = {a1, a2, b1, c1};
-        assert_int_equal(ferry_pick_replica(&c, h, id, 10, all, 4, NULL, NULL, 1.0),
-                         FERRY_NO_SHARD);
+        assert_int_equal(ferry_pl_pick_replica(&c, h, id, 10, all, 4, NULL, NULL, 1.0),
+                         FERRY_PL_NO_SHARD);
         /* a drained replica (b1 draining): the other one stays, the new one avoids zone a */
         bool active[4] = {true, true, false, true};
-        assert_int_equal(ferry_pick_replica(&c, h, id, 10, held, 1, active, NULL, 1.0), c1);
+        assert_int_equal(ferry_pl_pick_replica(&c, h, id, 10, held, 1, active, NULL, 1.0), c1);
 
         /* repair: both in zone a -> move the weaker of a1/a2 to b or c */
         uint32_t crowded[2] = {a1, a2};
         size_t victim = 9;
-        uint32_t to = FERRY_NO_SHARD;
-        assert_true(ferry_zone_repair(&c, h, id, 10, crowded, 2, NULL, NULL, 1.0, &victim, &to));
+        uint32_t to = FERRY_PL_NO_SHARD;
+        assert_true(ferry_pl_zone_repair(&c, h, id, 10, crowded, 2, NULL, NULL, 1.0, &victim, &to));
         double s1 = ferry_score(h, id, "a1", 1), s2 = ferry_score(h, id, "a2", 1);
         assert_int_equal(victim, s1 < s2 ? 0 : 1);
         assert_true(to == b1 || to == c1);
         /* no room outside zone a: nothing to do */
-        assert_false(ferry_zone_repair(&c, h, id, 10, crowded, 2, NULL, load, 1.0, &victim, &to));
+        assert_false(
+            ferry_pl_zone_repair(&c, h, id, 10, crowded, 2, NULL, load, 1.0, &victim, &to));
         uint64_t bc_full[4] = {0, 0, 1000, 1000};
-        assert_false(ferry_zone_repair(&c, h, id, 10, crowded, 2, NULL, bc_full, 1.0, &victim, &to));
+        assert_false(
+            ferry_pl_zone_repair(&c, h, id, 10, crowded, 2, NULL, bc_full, 1.0, &victim, &to));
         /* b and c not eligible (draining): nothing to do */
         bool only_a[4] = {true, true, false, false};
-        assert_false(ferry_zone_repair(&c, h, id, 10, crowded, 2, only_a, NULL, 1.0, &victim, &to));
+        assert_false(
+            ferry_pl_zone_repair(&c, h, id, 10, crowded, 2, only_a, NULL, 1.0, &victim, &to));
         /* already apart */
         uint32_t apart[2] = {a1, b1};
-        assert_false(ferry_zone_repair(&c, h, id, 10, apart, 2, NULL, NULL, 1.0, &victim, &to));
+        assert_false(ferry_pl_zone_repair(&c, h, id, 10, apart, 2, NULL, NULL, 1.0, &victim, &to));
         /* rf 3 over 3 zones with two in a: one moves to c */
         uint32_t three[3] = {a1, a2, b1};
-        assert_true(ferry_zone_repair(&c, h, id, 10, three, 3, NULL, NULL, 1.0, &victim, &to));
+        assert_true(ferry_pl_zone_repair(&c, h, id, 10, three, 3, NULL, NULL, 1.0, &victim, &to));
         assert_true(victim < 2);
         assert_int_equal(to, c1);
     }
-    ferry_cluster_free(&c);
+    ferry_pl_cluster_free(&c);
 }
 
-
-/* An added shard's pull on slices with rf > 1 (ferry_attract_replica): without zones, moving
+/* An added shard's pull on slices with rf > 1 (ferry_pl_attract_replica): without zones, moving
  * replicas one at a time from the weakest ends on the rendezvous top-rf of old and added shards
  * (what a fresh placement gives); a full added shard pulls nothing; a replica already on an
  * added shard stays; with zones, a move never puts two replicas in one zone while another
@@ -463,9 +465,9 @@ static void test_pick_and_repair(void **state)
 static void test_attract(void **state)
 {
     (void)state;
-    ferry_cluster c;
+    ferry_pl_cluster c;
     ferry_err err = {0, ""};
-    must(ferry_cluster_parse("s1\t1\ns2\t1\ns3\t1\ns4\t1\nn5\t1\nn6\t2\n", "six", &c, &err),
+    must(ferry_pl_cluster_parse("s1\t1\ns2\t1\ns3\t1\ns4\t1\nn5\t1\nn6\t2\n", "six", &c, &err),
          &err);
     ferry_hash h = FERRY_HASH_SHA256;
     const size_t n = 6, old_n = 4;
@@ -504,9 +506,8 @@ static void test_attract(void **state)
         }
         size_t victim;
         uint32_t to;
-        for (int round = 0; round < 3 &&
-                            ferry_attract_replica(&c, h, id, 10, held, 2, gainer, NULL, NULL, 1.0,
-                                                  &victim, &to);
+        for (int round = 0; round < 3 && ferry_pl_attract_replica(&c, h, id, 10, held, 2, gainer,
+                                                                  NULL, NULL, 1.0, &victim, &to);
              round++) {
             assert_true(gainer[to]);
             assert_false(gainer[held[victim]]);
@@ -519,44 +520,44 @@ static void test_attract(void **state)
             fail_msg("%s: ends on %u,%u, top 2 is %u,%u (scores %g %g %g %g %g %g)", id, held[0],
                      held[1], want[0], want[1], sc[0], sc[1], sc[2], sc[3], sc[4], sc[5]);
         /* settled: nothing more to pull */
-        assert_false(ferry_attract_replica(&c, h, id, 10, held, 2, gainer, NULL, NULL, 1.0,
-                                           &victim, &to));
+        assert_false(ferry_pl_attract_replica(&c, h, id, 10, held, 2, gainer, NULL, NULL, 1.0,
+                                              &victim, &to));
         /* the added shards full: nothing pulled */
         uint32_t again[2] = {old_sh[0], old_sh[1]};
-        ferry_cluster_free(&c);
-        must(ferry_cluster_parse("s1\t1\ns2\t1\ns3\t1\ns4\t1\nn5\t1\t1000\nn6\t2\t1000\n",
-                                 "six", &c, &err),
+        ferry_pl_cluster_free(&c);
+        must(ferry_pl_cluster_parse("s1\t1\ns2\t1\ns3\t1\ns4\t1\nn5\t1\t1000\nn6\t2\t1000\n", "six",
+                                    &c, &err),
              &err);
         uint64_t full[6] = {0};
         for (size_t s = 0; s < n; s++)
             if (c.shards[s].capacity)
                 full[s] = 995; /* no room for 10 more bytes */
-        assert_false(ferry_attract_replica(&c, h, id, 10, again, 2, gainer, NULL, full, 1.0,
-                                           &victim, &to));
-        ferry_cluster_free(&c);
-        must(ferry_cluster_parse("s1\t1\ns2\t1\ns3\t1\ns4\t1\nn5\t1\nn6\t2\n", "six", &c,
-                                 &err),
+        assert_false(ferry_pl_attract_replica(&c, h, id, 10, again, 2, gainer, NULL, full, 1.0,
+                                              &victim, &to));
+        ferry_pl_cluster_free(&c);
+        must(ferry_pl_cluster_parse("s1\t1\ns2\t1\ns3\t1\ns4\t1\nn5\t1\nn6\t2\n", "six", &c, &err),
              &err);
         /* a replica on an added shard never moves to the other one */
-        uint32_t first_new = gainer[0] ? 0 : (uint32_t)ferry_cluster_find(&c, "n5");
+        uint32_t first_new = gainer[0] ? 0 : (uint32_t)ferry_pl_cluster_find(&c, "n5");
         uint32_t on_new[2] = {first_new, old_sh[0]};
-        if (ferry_attract_replica(&c, h, id, 10, on_new, 2, gainer, NULL, NULL, 1.0, &victim, &to))
+        if (ferry_pl_attract_replica(&c, h, id, 10, on_new, 2, gainer, NULL, NULL, 1.0, &victim,
+                                     &to))
             assert_int_equal(victim, 1);
     }
     printf("attract: %zu replicas moved to the added shards\n", moved);
     assert_true(moved > 100); /* n5 and n6 (weight 2) should take about 2 * 400 * 3/7 */
-    ferry_cluster_free(&c);
+    ferry_pl_cluster_free(&c);
 
     /* zones: a1 a2 in a, b1 in b; a3 added in zone a */
-    must(ferry_cluster_parse("a1\t1\t-\ta\na2\t1\t-\ta\nb1\t1\t-\tb\na3\t4\t-\ta\n", "zoned", &c,
-                             &err),
+    must(ferry_pl_cluster_parse("a1\t1\t-\ta\na2\t1\t-\ta\nb1\t1\t-\tb\na3\t4\t-\ta\n", "zoned", &c,
+                                &err),
          &err);
     bool added[4];
     for (size_t s = 0; s < 4; s++)
         added[s] = !strcmp(c.shards[s].name, "a3");
-    const uint32_t za1 = (uint32_t)ferry_cluster_find(&c, "a1"),
-                   zb1 = (uint32_t)ferry_cluster_find(&c, "b1"),
-                   za3 = (uint32_t)ferry_cluster_find(&c, "a3");
+    const uint32_t za1 = (uint32_t)ferry_pl_cluster_find(&c, "a1"),
+                   zb1 = (uint32_t)ferry_pl_cluster_find(&c, "b1"),
+                   za3 = (uint32_t)ferry_pl_cluster_find(&c, "a3");
     size_t pulled = 0;
     for (int k = 0; k < 200; k++) {
         char id[32];
@@ -564,7 +565,8 @@ static void test_attract(void **state)
         uint32_t held[2] = {za1, zb1}; /* one per zone */
         size_t victim;
         uint32_t to;
-        if (ferry_attract_replica(&c, h, id, 10, held, 2, added, NULL, NULL, 1.0, &victim, &to)) {
+        if (ferry_pl_attract_replica(&c, h, id, 10, held, 2, added, NULL, NULL, 1.0, &victim,
+                                     &to)) {
             assert_int_equal(to, za3);
             assert_int_equal(victim, 0); /* only a1 may give way to a3: b1 leaving would crowd a */
             pulled++;
@@ -572,7 +574,7 @@ static void test_attract(void **state)
     }
     printf("attract with zones: %zu of 200 slices pulled to a3, never out of zone b\n", pulled);
     assert_true(pulled > 0);
-    ferry_cluster_free(&c);
+    ferry_pl_cluster_free(&c);
 }
 
 int main(void)

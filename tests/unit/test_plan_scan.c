@@ -26,6 +26,7 @@
 #include "ferry/catalog_scan.h"
 #include "ferry/cluster_status.h"
 #include "ferry/move.h"
+#include "ferry/strutil.h"
 #include "flow/move_int.h"
 #include "temp_catalog.h"
 
@@ -517,14 +518,6 @@ static void test_plan_same_as_records(void **state)
 
 /* ---- the status against the sums from records ---- */
 
-static bool listed(const char *list, const char *name)
-{
-    char buf[FERRY_LIST_MAX + 2], needle[FERRY_NAME_MAX + 2];
-    snprintf(buf, sizeof buf, ",%s,", list);
-    snprintf(needle, sizeof needle, ",%s,", name);
-    return strstr(buf, needle) != NULL;
-}
-
 static void test_status_same_as_records(void **state)
 {
     (void)state;
@@ -550,7 +543,7 @@ static void test_status_same_as_records(void **state)
         size_t n = 0;
         for (size_t i = 0; i < routes.n; i++) {
             const ferry_route *r = &routes.items[i].u.route;
-            if (!listed(r->shards, name))
+            if (!ferry_list_has(r->shards, name))
                 continue;
             n++;
             for (size_t k = 0; k < slices.n; k++)
@@ -599,7 +592,7 @@ static void test_status_same_as_records(void **state)
             char copy[FERRY_LIST_MAX], *save = NULL;
             snprintf(copy, sizeof copy, "%s", rt->shards);
             for (char *n = strtok_r(copy, ",", &save); n; n = strtok_r(NULL, ",", &save))
-                if (!listed(want, n)) {
+                if (!ferry_list_has(want, n)) {
                     size_t l = strlen(want);
                     snprintf(want + l, sizeof want - l, "%s%s", l ? "," : "", n);
                 }

@@ -101,10 +101,16 @@ static void route_of(ferry_catalog *c, const char *tenant, uint32_t split, char 
     snprintf(out, size, "%s", r.u.route.shards);
 }
 
-static void shards_in(const shard_def *sh, size_t n, ferry_split_shard_in *out)
+/* Shard records as the catalog holds them (rec[]), and the pointers ferry_split_place takes. */
+static void shards_of(const shard_def *sh, size_t n, ferry_shard *rec, const ferry_shard **out)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = (ferry_split_shard_in){sh[i].name, sh[i].weight, sh[i].capacity, NULL};
+    for (size_t i = 0; i < n; i++) {
+        memset(&rec[i], 0, sizeof rec[i]);
+        snprintf(rec[i].name, sizeof rec[i].name, "%s", sh[i].name);
+        rec[i].weight = sh[i].weight;
+        rec[i].capacity = sh[i].capacity;
+        out[i] = &rec[i];
+    }
 }
 
 typedef struct added_log {
@@ -144,8 +150,9 @@ static void test_add_many(void **state)
     assert_int_equal(log.n, N);
     assert_string_equal(log.last, "t2499");
     assert_int_equal(log.last_version, v0 + 3); /* groups of 1000: three commits */
-    ferry_split_shard_in sin[5];
-    shards_in(five, 5, sin);
+    ferry_shard srec[5];
+    const ferry_shard *sin[5];
+    shards_of(five, 5, srec, sin);
     for (int i = 0; i < N; i += 7) {
         ferry_split_slice_in lin[2] = {{names[i], 0, 0, NULL}, {names[i], 1, 0, NULL}};
         char want[2][FERRY_LIST_MAX], got[FERRY_LIST_MAX];
@@ -225,8 +232,9 @@ static void test_raise_next_to_own_and_loads(void **state)
     assert_int_equal(ch.from, 2);
     assert_int_equal(ch.to, 5);
     /* what the placement gives with the loads counted by hand (acme's own are in slices[]) */
-    ferry_split_shard_in sin[6];
-    shards_in(sh, 6, sin);
+    ferry_shard srec[6];
+    const ferry_shard *sin[6];
+    shards_of(sh, 6, srec, sin);
     uint64_t base[6] = {0, 300, 600, 0, 0, 0};
     ferry_split_slice_in lin[5] = {{"acme", 0, 50, "a"}, {"acme", 1, 70, "d"},
                                    {"acme", 2, 0, NULL}, {"acme", 3, 0, NULL},
@@ -276,8 +284,9 @@ static void test_stored_loads(void **state)
     free(got);
     const char *argv[] = {"newbie"};
     must(ferry_split_add(c, argv, 1, 3, false, NULL, NULL, &err), &err);
-    ferry_split_shard_in sin[4];
-    shards_in(sh, 4, sin);
+    ferry_shard srec[4];
+    const ferry_shard *sin[4];
+    shards_of(sh, 4, srec, sin);
     ferry_split_slice_in lin[3] = {{"newbie", 0, 0, NULL}, {"newbie", 1, 0, NULL},
                                    {"newbie", 2, 0, NULL}};
     char blind[3][FERRY_LIST_MAX];

@@ -13,6 +13,7 @@
 #include "ferry/config.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
+#include "ferry/names.h"
 #include "ferry/strutil.h"
 
 static void test_parse_numbers(void **state)
@@ -107,6 +108,65 @@ static void test_name_lists(void **state)
     assert_string_equal(u, "http://b:2");
     assert_false(ferry_list_item("http://a:1, http://b:2", 2, u, sizeof u));
     assert_false(ferry_list_item("http://a-very-long-host-name:1", 0, u, 8)); /* does not fit */
+}
+
+/* ferry_list_has is the one membership test for comma-separated lists (routes, placements, repair
+ * needs, users' tenants): whole names, no prefix or suffix matches, no trimming. */
+static void test_list_has(void **state)
+{
+    (void)state;
+    assert_true(ferry_list_has("ab,a", "a"));
+    assert_true(ferry_list_has("a,ab", "ab"));
+    assert_false(ferry_list_has("ab,abc", "a"));  /* a prefix of an item is not an item */
+    assert_false(ferry_list_has("ab,abc", "b"));  /* nor a suffix */
+    assert_false(ferry_list_has("ab", "abc"));    /* nor a longer name */
+    assert_false(ferry_list_has("a, b", "b"));    /* blanks are part of the item */
+    assert_true(ferry_list_has("a, b", " b"));
+    assert_true(ferry_list_has("node1", "node1")); /* one item, no comma */
+    /* empty lists and empty names */
+    assert_false(ferry_list_has("", "a"));
+    assert_false(ferry_list_has(NULL, "a"));
+    assert_false(ferry_list_has("", ""));
+    assert_false(ferry_list_has("a", ""));
+    assert_false(ferry_list_has("a,", ""));       /* a trailing comma adds no item */
+    assert_true(ferry_list_has(",a", ""));        /* an empty item before a comma is one */
+    assert_true(ferry_list_has("a,,b", ""));
+    /* trailing commas */
+    assert_true(ferry_list_has("a,", "a"));
+    assert_true(ferry_list_has("a,b,", "b"));
+    assert_false(ferry_list_has("a,", "a,"));
+    /* a name of the longest length, among others */
+    char name[FERRY_NAME_MAX], list[3 * FERRY_NAME_MAX];
+    memset(name, 'x', FERRY_NAME_MAX - 1);
+    name[FERRY_NAME_MAX - 1] = '\0';
+    snprintf(list, sizeof list, "x,%s,xx", name);
+    assert_true(ferry_list_has(list, name));
+    name[FERRY_NAME_MAX - 2] = '\0';
+    assert_false(ferry_list_has(list, name));
+}
+
+/* ferry_name_ok: the one name rule of the catalog and placement (ferry/names.h). */
+static void test_name_rule(void **state)
+{
+    (void)state;
+    char name[FERRY_NAME_MAX + 1];
+    memset(name, 'n', sizeof name);
+    name[100] = '\0';
+    assert_true(ferry_name_ok(name)); /* 100 characters */
+    name[100] = 'n';
+    name[FERRY_NAME_MAX - 1] = '\0';
+    assert_true(ferry_name_ok(name)); /* 127: the longest */
+    name[FERRY_NAME_MAX - 1] = 'n';
+    name[FERRY_NAME_MAX] = '\0';
+    assert_false(ferry_name_ok(name)); /* 128 */
+    assert_true(ferry_name_ok("node-1.eu_west"));
+    assert_false(ferry_name_ok(""));
+    assert_false(ferry_name_ok("."));
+    assert_false(ferry_name_ok(".."));
+    assert_true(ferry_name_ok("..."));
+    assert_false(ferry_name_ok("a b"));
+    assert_false(ferry_name_ok("a,b"));
+    assert_false(ferry_name_ok("a/b"));
 }
 
 static void test_config(void **state)
@@ -263,7 +323,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_buf),
         cmocka_unit_test(test_split),         cmocka_unit_test(test_config),
-        cmocka_unit_test(test_name_lists),
+        cmocka_unit_test(test_name_lists),    cmocka_unit_test(test_list_has),
+        cmocka_unit_test(test_name_rule),
         cmocka_unit_test(test_redact),
         cmocka_unit_test(test_secret_line),
         cmocka_unit_test(test_duration_ms),
