@@ -44,6 +44,7 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
     t0=$(ms)
     "$FERRY_BIN" move --config "$L/mv.conf" --tenant acme --split 0 --to node2 --grace 0 --json \
         >"$T/$name.move" 2>"$T/$name.err" || { cat "$T/$name.err" >&2; exit 1; }
+    [ -z "${MOVE_LOG_DIR:-}" ] || cp "$T/$name.err" "$MOVE_LOG_DIR/$name.err" # the move's log
     t1=$(ms)
     local R; R=$(jq -c 'select(.event == "move")' "$T/$name.move")
     [ "$(jq -r .state <<<"$R")" = DONE ] || { echo "move not done: $R" >&2; exit 1; }
