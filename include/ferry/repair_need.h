@@ -49,6 +49,15 @@ int ferry_repair_need_get(ferry_catalog *cat, const char *tenant, uint32_t split
 /* Every open record, in key order. *out malloc'ed (caller frees), *n entries. */
 int ferry_repair_need_list(ferry_catalog *cat, ferry_repair_need **out, size_t *n,
                            ferry_err *err);
+/* What the routing switch of a move or clone of tenant/split from `from` to `to` makes of the
+ * slice's record: `to` holds a copy of `from` taken after the switch's fence, so it takes
+ * from's place in `missed` and `held` (a move; a clone adds it beside from). *out is the record
+ * to write in the switch's catalog batch, with the version read now (its CAS: a write recorded
+ * meanwhile makes the switch retry). *changed false (and *out untouched): no record, or from
+ * in neither list. */
+int ferry_repair_need_hand_over(ferry_catalog *cat, const char *tenant, uint32_t split,
+                                const char *from, const char *to, bool clone,
+                                ferry_record *out, bool *changed, ferry_err *err);
 /* Removes the record as it was read (CAS on need->version): FERRY_ECONFLICT when a later
  * acknowledged write updated it meanwhile (it stays, for the next repair). Gone already: OK. */
 int ferry_repair_need_clear(ferry_catalog *cat, const ferry_repair_need *need, ferry_err *err);

@@ -65,6 +65,7 @@
  * from what is there, and MOVE PARTITION of an empty staging partition is skipped. */
 #include "ferry/move.h"
 #include "ferry/fence.h"
+#include "ferry/repair_need.h"
 #include "ferry/stop.h"
 
 #include <jansson.h>
@@ -275,7 +276,14 @@ int mv_switch_prepare(mvctx *x, ferry_err *err)
             ferry_buf_printf(&nl, ",%s", s);
     mv_copy_str(route->u.route.shards, sizeof route->u.route.shards, ferry_buf_cstr(&nl));
     ferry_buf_free(&nl);
-    return FERRY_OK;
+    /* A repair-need record of the slice names `from` as a replica that took (or missed) the
+     * acknowledged writes: from the switch on, `to` is that replica's copy, so the record names
+     * it instead (beside it for a clone), in the switch's batch. Routers then keep reads on the
+     * target, and writes recorded later intersect with it, not with a shard out of the route. */
+    x->switch_need_set = false;
+    return ferry_repair_need_hand_over(x->cat, x->mv.u.move.tenant, x->mv.u.move.split,
+                                       x->mv.u.move.from, x->mv.u.move.to, x->clone,
+                                       &x->switch_need, &x->switch_need_set, err);
 }
 
 /* The routing switch of xs[0..n) (each readied by mv_switch_prepare): the journal of each to
@@ -284,14 +292,23 @@ int mv_switch_prepare(mvctx *x, ferry_err *err)
 int mv_switch_commit_n(mvctx **xs, size_t n, ferry_err *err)
 {
     ferry_record *routes = calloc(n + 1, sizeof *routes);
-    if (!routes)
+    ferry_record *needs = calloc(n + 1, sizeof *needs);
+    size_t n_needs = 0;
+    if (!routes || !needs) {
+        free(routes);
+        free(needs);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t k = 0; k < n; k++)
-        routes[k] = xs[k]->switch_route; /* a route record owns no memory */
+    }
+    for (size_t k = 0; k < n; k++) {
+        routes[k] = xs[k]->switch_route; /* route and job records own no memory */
+        if (xs[k]->switch_need_set)
+            needs[n_needs++] = xs[k]->switch_need;
+    }
     uint64_t routing_version = 0;
-    int rc = mv_journal_n(xs, n, FERRY_MOVE_SWITCH, "routing switched", routes, &routing_version,
-                          err);
+    int rc = mv_journal_extra_n(xs, n, FERRY_MOVE_SWITCH, "routing switched", routes, needs,
+                                n_needs, &routing_version, err);
     free(routes);
+    free(needs);
     if (rc) {
         if (rc == FERRY_ECONFLICT)
             ferry_err_prefix(err, "routing switch lost a race: ");
@@ -310,8 +327,17 @@ int mv_switch_commit_n(mvctx **xs, size_t n, ferry_err *err)
 
 int mv_switch_route(mvctx *x, ferry_err *err)
 {
-    int rc = mv_switch_prepare(x, err);
-    return rc ? rc : mv_switch_commit_n(&x, 1, err);
+    /* a race lost on the route or on the slice's repair-need record (a router recording an
+     * acknowledged write) is read again and retried; one on the move's own records is lost
+     * again and returned */
+    for (int round = 0;; round++) {
+        int rc = mv_switch_prepare(x, err);
+        if (!rc)
+            rc = mv_switch_commit_n(&x, 1, err);
+        if (rc != FERRY_ECONFLICT || round == MV_SWITCH_ROUNDS - 1)
+            return rc;
+        ferry_err_clear(err);
+    }
 }
 
 /* Waits until every router in [cluster] routers runs on the catalog's current routing version

@@ -174,9 +174,15 @@ static int batch_verify(batch *b, ferry_err *err)
     free(stable);
     if (rc)
         return rc;
-    /* each member's switch fence (one that cannot pass leaves the batch), then one switch */
-    each(b, mv_switch_prepare);
-    return b->n ? mv_switch_commit_n(b->members, b->n, err) : FERRY_OK;
+    /* each member's switch fence (one that cannot pass leaves the batch), then one switch; a
+     * race lost on a route or a repair-need record is read again (mv_switch_route) */
+    for (int round = 0;; round++) {
+        each(b, mv_switch_prepare);
+        rc = b->n ? mv_switch_commit_n(b->members, b->n, err) : FERRY_OK;
+        if (rc != FERRY_ECONFLICT || round == MV_SWITCH_ROUNDS - 1)
+            return rc;
+        ferry_err_clear(err);
+    }
 }
 
 /* SWITCH: router fence and grace once; the staged copies compared with the quiescent source

@@ -45,12 +45,20 @@ out:
 int mv_journal_n(mvctx **xs, size_t n, enum ferry_move_state to, const char *detail,
                  const ferry_record *routes, uint64_t *routing_version, ferry_err *err)
 {
+    return mv_journal_extra_n(xs, n, to, detail, routes, NULL, 0, routing_version, err);
+}
+
+int mv_journal_extra_n(mvctx **xs, size_t n, enum ferry_move_state to, const char *detail,
+                       const ferry_record *routes, const ferry_record *extra, size_t n_extra,
+                       uint64_t *routing_version, ferry_err *err)
+{
     ferry_commit_info info = {0};
     size_t per = routes ? 2 : 1; /* batch entries per move: its route, then its data record */
     ferry_batch *b = ferry_batch_new();
     ferry_record *jobs = calloc(n + 1, sizeof *jobs);
     ferry_flow_change *ch = calloc(n + 1, sizeof *ch);
-    int64_t *bv = calloc(per * n + 1, sizeof *bv); /* their versions after the commit */
+    /* their versions after the commit: the members' entries first, then the extra records */
+    int64_t *bv = calloc(per * n + n_extra + 1, sizeof *bv);
     int rc = b && jobs && ch && bv ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     /* one state for all: a batch's members go through the states together */
     bool note = n > 0 && to == xs[0]->mv.u.move.state;
@@ -66,6 +74,8 @@ int mv_journal_n(mvctx **xs, size_t n, enum ferry_move_state to, const char *det
         ch[k] = (ferry_flow_change){.rec = &x->mv, .to = (int)to,
                                     .detail = detail ? detail : x->mv.u.move.detail};
     }
+    for (size_t k = 0; !rc && k < n_extra; k++)
+        rc = ferry_batch_update(b, &extra[k], err);
     if (!rc) {
         xs[0]->catalog_writes++;
         rc = ferry_flow_write_versions(&xs[0]->fj, b, bv, &info, ch, n,

@@ -26,6 +26,8 @@ typedef struct mvctx {
     ferry_record job; /* jobs/move.ID */
     ferry_flow_journal fj; /* the flow engine over mv (kind ferry_move_flow) */
     ferry_record switch_route; /* the slice's route as the routing switch writes it */
+    ferry_record switch_need;  /* the slice's repair-need record as the switch writes it */
+    bool switch_need_set;      /* switch_need is to be written (the slice has one naming from) */
     json_t *data;     /* job data */
     mv_conn src, dst;
     ferry_record_list tables;
@@ -71,6 +73,11 @@ int mv_ctx_close(mvctx *x, int rc, ferry_err *err);
  * commits. */
 int mv_journal_n(mvctx **xs, size_t n, enum ferry_move_state to, const char *detail,
                  const ferry_record *routes, uint64_t *routing_version, ferry_err *err);
+/* mv_journal_n with n_extra more records updated in the same batch (each by CAS on its
+ * version): the routing switch's repair-need records. */
+int mv_journal_extra_n(mvctx **xs, size_t n, enum ferry_move_state to, const char *detail,
+                       const ferry_record *routes, const ferry_record *extra, size_t n_extra,
+                       uint64_t *routing_version, ferry_err *err);
 /* Transitions (logged, progress called). */
 int mv_advance_n(mvctx **xs, size_t n, enum ferry_move_state to, const char *detail,
                  ferry_err *err);
@@ -100,6 +107,10 @@ int mv_remove_freezes(mvctx *x, ferry_err *err);
 int mv_ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err);
 json_t *mv_fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg);
 bool mv_fp_matches(const json_t *j, const ferry_fingerprint *fp);
+/* How many times the routing switch reads the route and the repair-need record again after a
+ * lost race before it gives up (the move stays in VERIFY; a resume switches it). */
+#define MV_SWITCH_ROUNDS 5
+
 /* The routing switch: mv_switch_prepare (the switch fence, x->switch_route) for each move,
  * then one mv_switch_commit_n for all of them; mv_switch_route both for one move. */
 int mv_switch_prepare(mvctx *x, ferry_err *err);

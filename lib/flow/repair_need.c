@@ -160,6 +160,45 @@ int ferry_repair_need_mark(ferry_catalog *cat, const char *tenant, uint32_t spli
                          "(20 tries)", tenant, split);
 }
 
+/* list with `to` in from's place (clone: beside it) when from is in it; `to` never twice */
+static bool list_hand_over(char *list, size_t sz, const char *from, const char *to, bool clone)
+{
+    if (!ferry_list_has(list, from))
+        return false;
+    char result[FERRY_LIST_MAX] = "", copy[FERRY_LIST_MAX], *save = NULL;
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(s, to))
+            continue;
+        if (strcmp(s, from) || clone)
+            list_add(result, sizeof result, s);
+        if (!strcmp(s, from))
+            list_add(result, sizeof result, to);
+    }
+    snprintf(list, sz, "%s", result);
+    return true;
+}
+
+int ferry_repair_need_hand_over(ferry_catalog *cat, const char *tenant, uint32_t split,
+                                const char *from, const char *to, bool clone,
+                                ferry_record *out, bool *changed, ferry_err *err)
+{
+    ferry_repair_need n;
+    bool found = false;
+    *changed = false;
+    int rc = ferry_repair_need_get(cat, tenant, split, &n, &found, err);
+    if (rc || !found)
+        return rc;
+    bool in_missed = list_hand_over(n.missed, sizeof n.missed, from, to, clone);
+    bool in_held = list_hand_over(n.held, sizeof n.held, from, to, clone);
+    if (!in_missed && !in_held)
+        return FERRY_OK;
+    if ((rc = encode(&n, out, err)))
+        return rc;
+    *changed = true;
+    return FERRY_OK;
+}
+
 typedef struct list_ctx {
     ferry_repair_need *items;
     size_t n, cap;

@@ -84,6 +84,34 @@ assert_eq "$B" "$(jq -r 'select(.from != null) | .from' "$T/m1.json" | tail -1)"
 assert_eq "$(pair "$A" "$TGT")" "$(route_set)" "the route: $A and the target $TGT"
 ok "ferry move --to $TGT copied from $B: all $total acknowledged rows on $TGT, each once"
 
+# the record follows the copy: $TGT (a copy of $B) holds every acknowledged row, so routers keep
+# reads on it and off $A, which is still in the route unrepaired
+"$FERRY_BIN" status --config "$C" --json >"$T/st2.json" || fail "ferry status"
+assert_eq "acme 0 $A $TGT" "$(jq -r '.repair_needed[] | "\(.tenant) \(.split) \(.missed) \(.held)"' "$T/st2.json")" \
+    "the record: missed by $A, held by the target $TGT (was $B)"
+wait_for 30 sh -c "[ \"\$(curl -sS -m 10 '$R/?query=SELECT%20count()%20FROM%20events%20WHERE%20tenant%3D%27acme%27')\" = $total ]"
+for i in 1 2 3 4 5 6 7 8 9 10; do
+    assert_eq "$total" "$(curl -sS -m 10 "$R/?query=SELECT%20count()%20FROM%20events%20WHERE%20tenant%3D%27acme%27")" \
+        "read $i through the router: every acknowledged row (not $A's 400)"
+done
+ok "after the move the record names $TGT as the holder: 10 reads through the router see all $total rows"
+
+# $A down again: a write acknowledged by $TGT alone keeps $TGT the holder (against $B, the
+# record would have no holder left: every replica would have missed something)
+kill -KILL "$(lab_pid "$L" "$A")"
+wait_for 30 sh -c "! curl -s -m 1 ${U[$A]}/ping >/dev/null"
+code=$(batch 8 20261111)
+[ "$code" = 200 ] || fail "batch 8 with $A down: HTTP $code: $(cat "$T/last.body")"
+total=1800
+assert_eq "$total" "$(count "${U[$TGT]}")" "batch 8 on $TGT"
+"$FERRY_BIN" status --config "$C" --json >"$T/st3.json" || fail "ferry status"
+assert_eq "acme 0 $A $TGT" "$(jq -r '.repair_needed[] | "\(.tenant) \(.split) \(.missed) \(.held)"' "$T/st3.json")" \
+    "a write acknowledged by $TGT alone keeps it the holder"
+lab_up "$L"
+U[$A]=$(lab_url "$L" "$A")
+wait_for 60 curl -sf "${U[$A]}/ping"
+ok "$A down again: batch 8 acknowledged by $TGT, still the holder"
+
 # a move from the replica that missed writes is refused, and changes nothing
 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --from "$A" --to "$B" --grace 300 >"$T/m0.out" 2>"$T/m0.err" &&
     fail "a move copying from $A (which missed acknowledged writes) was accepted"
@@ -93,8 +121,8 @@ assert_eq "$(pair "$A" "$TGT")" "$(route_set)" "the route is unchanged"
 assert_eq 0 "$(count "${U[$B]}")" "nothing copied back to $B"
 ok "ferry move --from $A --to $B (A missed writes, unrepaired) is refused"
 
-# the record still names $A (and $B, gone from the route, as the holder): repair copies from the
-# target, which took everything, and clears it
+# the record still names $A (and the target as the holder): repair copies from the target and
+# clears it
 "$FERRY_BIN" repair --config "$C" --grace 500 --json >"$T/rep.json" 2>"$T/rep.err" || fail "repair: $(tail -5 "$T/rep.err")"
 grep -q 'are on every replica now' "$T/rep.err" || fail "repair did not clear the record: $(tail -3 "$T/rep.err")"
 for n in "$A" "$TGT"; do
