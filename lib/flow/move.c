@@ -1,7 +1,8 @@
 /* Moving one slice between shards: the journaled state machine (see move.h, docs/moves.md).
  *
  * The journal is the catalog record moves/ID (state, step, detail) plus jobs/move.ID whose data
- * holds {"freezes": [names made and maybe not yet removed], "fp": {table: {rows, sum, xor}}}.
+ * holds {"freezes": [names made and maybe not yet removed], "fp": {table: {rows, sum, xor,
+ * digest, top}}} (mv_fp_json).
  * Every write of either goes through the flow engine (the kind ferry_move_flow checks a
  * transition; a note keeps the state) as one compare-and-set batch of both (mv_journal_n,
  * move_journal.c), so neither is ever a state behind; the run also holds the catalog lease
@@ -19,10 +20,8 @@
  *           staging, remove the freeze
  *  VERIFY   every staged part has the hash_of_all_files    the staged copy is faithful; the
  *           and rows of a source part; partitions the       routing switch is allowed
- *           source did not change since are equal: hot
- *           ones by fingerprints (verify.h, every row
- *           read), cold ones by their part digest
- *           (cold_digest: no row read)
+ *           source did not change since are equal
+ *           (equal part hashes: no row read)
  *  -------  the routing switch: one catalog batch moves the journal to SWITCH and the slice's
  *           route to the target (both by CAS). THE COMMIT POINT: from here on the move only
  *           rolls forward; the source keeps every row until CLEANUP
@@ -31,16 +30,16 @@
  *           again, make staging equal to the source         before the switch (verified equal,
  *           (send new and merged parts, detach parts the    partition by partition) plus rows
  *           source merged away), until staging and source   written to the target after it;
- *           have equal fingerprints and part hashes; the    staging holds nothing of the slice
- *           verified fingerprints are journaled; step is
+ *           have equal part hashes; their digest and top    staging holds nothing of the slice
+ *           (or hot rows' fingerprint) journaled; step is
  *           set to PUBLISH (with the route: a new routing
  *           version), the read fence waits for readers of
  *           the union, then each partition goes into
  *           the real table with MOVE PARTITION ... TO
  *           TABLE (atomic; empties staging, so a resume
  *           never adds a partition twice)
- *  CLEANUP  the source still matches the journaled           the source holds nothing of the slice
- *           fingerprints (else stop: a late write); DETACH  (no active, detached or frozen part);
+ *  CLEANUP  the source holds nothing newer than what was   the source holds nothing of the slice
+ *           journaled (else stop: a late write); DETACH     (no active, detached or frozen part);
  *           the slice's partitions on the source, remove    no leftover of the move on the target
  *           the detached folders through the agent, remove
  *           leftovers in the target's staging detached/,
@@ -209,18 +208,26 @@ static int do_clone(mvctx *x, ferry_err *err)
     return rc;
 }
 
-/* The journal's record of a table's verified source: the fingerprint CLEANUP checks (rows, sum,
- * xor) and the digest of its parts (a source whose parts are unchanged needs no row read). */
-json_t *mv_fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg)
+/* The journal's record of a table's verified source, what CLEANUP checks before it detaches:
+ * the fingerprint (rows, sum, xor), the digest of its parts (a source whose parts are unchanged
+ * needs no row read) and, when not negative, the top of its parts (mv_compare_copy: the hot
+ * partitions are then in the fingerprint by their parts, and a source changed by merges alone
+ * needs no row read either). */
+json_t *mv_fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg, int64_t top)
 {
     char sum[32], xr[32], dsum[32], dxr[32];
     snprintf(sum, sizeof sum, "%llu", (unsigned long long)fp->hash_sum);
     snprintf(xr, sizeof xr, "%llu", (unsigned long long)fp->hash_xor);
     snprintf(dsum, sizeof dsum, "%llu", (unsigned long long)dg->hash_sum);
     snprintf(dxr, sizeof dxr, "%llu", (unsigned long long)dg->hash_xor);
-    return json_pack("{s:I, s:s, s:s, s:{s:I, s:I, s:s, s:s}}", "rows", (json_int_t)fp->rows,
-                     "sum", sum, "xor", xr, "digest", "rows", (json_int_t)dg->rows, "parts",
-                     (json_int_t)dg->parts, "sum", dsum, "xor", dxr);
+    json_t *j = json_pack("{s:I, s:s, s:s, s:{s:I, s:I, s:s, s:s}}", "rows", (json_int_t)fp->rows,
+                          "sum", sum, "xor", xr, "digest", "rows", (json_int_t)dg->rows, "parts",
+                          (json_int_t)dg->parts, "sum", dsum, "xor", dxr);
+    if (j && top >= 0 && json_object_set_new(j, "top", json_integer(top))) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }
 
 /* Whether fp's rows, sum and xor are those of the journal record j ({"rows":N,"sum":"..",
@@ -241,7 +248,7 @@ static int do_verify(mvctx *x, ferry_err *err)
     int rc = FERRY_OK;
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
         bool stable;
-        rc = mv_compare_copy(x, table_at(x, i), false, &stable, NULL, NULL, err);
+        rc = mv_compare_copy(x, table_at(x, i), false, &stable, NULL, NULL, NULL, err);
     }
     if (rc)
         return rc;
@@ -552,11 +559,13 @@ static int do_switch(mvctx *x, ferry_err *err)
             json_object_clear(fps);
             for (size_t i = 0; !rc && stable && i < x->tables.n; i++) {
                 ferry_fingerprint fp = {0}, dg = {0};
+                int64_t top = -1;
                 bool st = true;
-                rc = mv_compare_copy(x, table_at(x, i), true, &st, &fp, &dg, err);
+                rc = mv_compare_copy(x, table_at(x, i), true, &st, &fp, &dg, &top, err);
                 stable = stable && st;
-                if (!rc && st)
-                    json_object_set_new(fps, table_at(x, i)->name, mv_fp_json(&fp, &dg));
+                if (!rc && st &&
+                    json_object_set_new(fps, table_at(x, i)->name, mv_fp_json(&fp, &dg, top)))
+                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
             }
             if (rc || stable || round == MV_MAX_ROUNDS)
                 break;
@@ -630,6 +639,79 @@ static int do_switch(mvctx *x, ferry_err *err)
     return rc;
 }
 
+/* *newer (a part of the source's listing sl above top) NULL when every active part of sl above
+ * top has its bytes on the target too (the same hash_of_all_files and rows in the slice's
+ * partition there): a part only renamed since the switch (a tiering swap gives the moved part
+ * new block numbers) holds nothing the target lacks. Else *newer names one that does not. */
+static int parts_on_target(mvctx *x, const ferry_table_def *t, const mv_slice *sl, int64_t top,
+                           const mv_part **newer, ferry_err *err)
+{
+    mv_slice dst = {0};
+    int rc = mv_slice_list(&x->dst, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, true,
+                           &dst, err);
+    for (size_t i = 0; !rc && i < sl->n_pids; i++) {
+        mv_parts ps = mv_slice_parts(sl, sl->pids[i]), ds = mv_slice_parts(&dst, sl->pids[i]);
+        for (size_t k = 0; k < ps.n; k++) {
+            const mv_part *p = &ps.p[k];
+            bool there = !p->active || mv_part_top(p) <= top;
+            for (size_t j = 0; !there && j < ds.n; j++)
+                there = ds.p[j].active && !strcmp(ds.p[j].hash, p->hash) && ds.p[j].rows == p->rows;
+            if (!there) {
+                *newer = p;
+                goto out;
+            }
+        }
+    }
+    *newer = NULL;
+out:
+    mv_slice_free(&dst);
+    return rc;
+}
+
+/* CLEANUP's check before it detaches the source: it must hold what was verified and published,
+ * nothing the target lacks. Its parts unchanged (the journaled digest), or else changed by
+ * merges alone: with a journaled top, no part above it that the target lacks (a write that
+ * reached the old server after the switch and the grace period makes one); without (a table that numbers blocks per
+ * partition), the same rows. Only the last reads rows. want: the table's record in the
+ * journal's "fp" (NULL: nothing was journaled for it, nothing to check). */
+static int source_as_verified(mvctx *x, const ferry_table_def *t, const json_t *want,
+                              ferry_err *err)
+{
+    mv_slice sl = {0};
+    ferry_fingerprint dg = {0}, fp = {0};
+    const json_t *top = json_object_get(want, "top");
+    const mv_part *newer = NULL;
+    int rc = mv_slice_list(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, true,
+                           &sl, err);
+    if (!rc)
+        rc = mv_slice_digest(&sl, NULL, &dg, NULL, err);
+    if (rc || !want || mv_fp_matches(json_object_get(want, "digest"), &dg))
+        goto out;
+    if (json_is_integer(top)) {
+        if ((newer = mv_slice_above_top(&sl, json_integer_value(top))))
+            rc = parts_on_target(x, t, &sl, json_integer_value(top), &newer, err);
+        if (!rc && newer)
+            rc = ferry_err_set(err, FERRY_EIO,
+                               "move %s: %s.%s on %s changed after it was verified (part %s was "
+                               "written since): a write reached the old server after the switch "
+                               "and the grace period; the source is kept, nothing was removed",
+                               x->mv.u.move.id, t->database, t->name, x->src.name, newer->name);
+        goto out;
+    }
+    rc = mv_source_fingerprint(x, t, true, &fp, &dg, err);
+    if (!rc && !mv_fp_matches(want, &fp))
+        rc = ferry_err_set(err, FERRY_EIO,
+                           "move %s: %s.%s on %s changed after it was verified (%llu rows now, "
+                           "%lld verified): a write reached the old server after the switch and "
+                           "the grace period; the source is kept, nothing was removed",
+                           x->mv.u.move.id, t->database, t->name, x->src.name,
+                           (unsigned long long)fp.rows,
+                           (long long)json_integer_value(json_object_get(want, "rows")));
+out:
+    mv_slice_free(&sl);
+    return rc;
+}
+
 static int do_cleanup(mvctx *x, ferry_err *err)
 {
     int rc = FERRY_OK;
@@ -648,27 +730,9 @@ static int do_cleanup(mvctx *x, ferry_err *err)
             rc = mv_pids_add(&all, src.ids[k]);
         if (!rc && src.n)
             rc = mv_target_broken_mend(x, t, &src, err);
-        if (!rc && src.n) {
-            /* the source must hold exactly what was verified and published: its parts unchanged
-             * (no row read), or else the same rows (a merge since changes parts, not rows) */
-            ferry_fingerprint fp, dg;
-            json_t *want = json_object_get(json_object_get(x->data, "fp"), t->name);
-            rc = mv_source_fingerprint(x, t, false, &fp, &dg, err);
-            if (!rc && !mv_fp_matches(json_object_get(want, "digest"), &dg))
-                rc = mv_source_fingerprint(x, t, true, &fp, &dg, err);
-            else if (!rc)
-                fp.rows = (uint64_t)json_integer_value(json_object_get(want, "rows"));
-            if (!rc && want && !mv_fp_matches(json_object_get(want, "digest"), &dg) &&
-                !mv_fp_matches(want, &fp))
-                rc = ferry_err_set(err, FERRY_EIO,
-                                   "move %s: %s.%s on %s changed after it was verified (%llu rows "
-                                   "now, %lld verified): a write reached the old server after "
-                                   "the switch and the grace period; the source is kept, nothing "
-                                   "was removed",
-                                   x->mv.u.move.id, t->database, t->name, x->src.name,
-                                   (unsigned long long)fp.rows,
-                                   (long long)json_integer_value(json_object_get(want, "rows")));
-        }
+        if (!rc && src.n)
+            rc = source_as_verified(x, t, json_object_get(json_object_get(x->data, "fp"),
+                                                           t->name), err);
         if (!rc && src.n) {
             /* every partition of the slice in one ALTER TABLE */
             ferry_buf sql = FERRY_BUF_INIT;

@@ -170,7 +170,8 @@ static int batch_verify(batch *b, ferry_err *err)
     bool *stable = calloc(b->n + 1, sizeof *stable);
     int rc = stable ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < x0->tables.n; i++)
-        rc = mv_compare_copy_n(b->members, b->n, table_at(x0, i), false, stable, NULL, NULL, err);
+        rc = mv_compare_copy_n(b->members, b->n, table_at(x0, i), false, stable, NULL, NULL,
+                               NULL, err);
     free(stable);
     if (rc)
         return rc;
@@ -205,8 +206,9 @@ static int batch_switch(batch *b, ferry_err *err)
     size_t n = b->n;
     bool *stable = calloc(n + 1, sizeof *stable), *keep = calloc(n + 1, sizeof *keep);
     ferry_fingerprint *fp = calloc(n + 1, sizeof *fp), *dg = calloc(n + 1, sizeof *dg);
+    int64_t *top = calloc(n + 1, sizeof *top);
     json_t **fps = calloc(n + 1, sizeof *fps);
-    if (!stable || !keep || !fp || !dg || !fps)
+    if (!stable || !keep || !fp || !dg || !top || !fps)
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t k = 0; !rc && k < n; k++) {
         keep[k] = true;
@@ -219,11 +221,11 @@ static int batch_switch(batch *b, ferry_err *err)
         const ferry_table_def *t = table_at(x0, i);
         memset(fp, 0, n * sizeof *fp);
         memset(dg, 0, n * sizeof *dg);
-        rc = mv_compare_copy_n(b->members, n, t, true, stable, fp, dg, err);
+        rc = mv_compare_copy_n(b->members, n, t, true, stable, fp, dg, top, err);
         for (size_t k = 0; !rc && k < n; k++) {
             keep[k] = keep[k] && stable[k];
             if (keep[k])
-                json_object_set_new(fps[k], t->name, mv_fp_json(&fp[k], &dg[k]));
+                json_object_set_new(fps[k], t->name, mv_fp_json(&fp[k], &dg[k], top[k]));
         }
     }
     for (size_t k = 0; !rc && k < n; k++) {
@@ -239,6 +241,7 @@ static int batch_switch(batch *b, ferry_err *err)
     free(fps);
     free(stable);
     free(fp);
+    free(top);
     free(dg);
     if (!rc)
         batch_keep(b, keep); /* those not stable finish alone */

@@ -178,11 +178,33 @@ static bool plain_name(const char *s)
     return true;
 }
 
+int mv_table_wide_blocks(mv_conn *c, const char *db, const char *table, bool *out,
+                         ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    ferry_buf_puts(&sql, "SELECT engine FROM system.tables WHERE database = ");
+    ferry_sql_quote(db, &sql);
+    ferry_buf_puts(&sql, " AND name = ");
+    ferry_sql_quote(table, &sql);
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
+    ferry_buf_free(&sql);
+    if (!rc && rows.n_rows != 1)
+        rc = ferry_err_set(err, FERRY_ENOTFOUND, "table %s.%s not found on %s", db, table,
+                           c->name);
+    if (!rc) {
+        const char *e = ferry_ch_rows_get(&rows, 0, 0);
+        *out = strstr(e, "MergeTree") && strncmp(e, "Replicated", 10) && strncmp(e, "Shared", 6);
+    }
+    ferry_ch_rows_free(&rows);
+    return rc;
+}
+
 /* The columns both listings read, in this order (parts_group parses them). */
 #define PARTS_SELECT                                                                             \
     "SELECT partition_id, partition, name, hash_of_all_files, rows, bytes_on_disk, disk_name "  \
     "IN (SELECT name FROM system.disks WHERE is_remote), active, min_block_number, "            \
-    "max_block_number FROM system.parts WHERE database = "
+    "max_block_number, data_version FROM system.parts WHERE database = "
 
 /* Groups the rows of a PARTS_SELECT answer by partition into out (see mv_slice in
  * move_env.h). With t set, only the parts of slice (tenant, split) in t's layout are kept. */
@@ -215,6 +237,7 @@ static int parts_group(const ferry_ch_rows *rows, const ferry_table_def *t, cons
         p->active = !strcmp(ferry_ch_rows_get(rows, r, 7), "1");
         ferry_parse_i64(ferry_ch_rows_get(rows, r, 8), &p->min_block);
         ferry_parse_i64(ferry_ch_rows_get(rows, r, 9), &p->max_block);
+        ferry_parse_i64(ferry_ch_rows_get(rows, r, 10), &p->version);
     }
     if (!rc && n) {
         qsort(sr, n, sizeof *sr, slice_row_cmp);

@@ -43,6 +43,13 @@ int mv_sql(mv_conn *c, const char *sql, ferry_ch_rows *rows, ferry_err *err);
 /* The agent requests made for the shard: ag's own (ferry_agent_client_stats_get) and n_agent. */
 unsigned long mv_agent_requests(const mv_conn *c);
 
+/* Whether table numbers its blocks (and mutations) from one counter for the whole table, as
+ * a MergeTree that is not Replicated or Shared does (those number them per partition): then a
+ * part written, attached or mutated after a listing has a higher block number or data version
+ * than every part listed, in any partition (mv_part_top). */
+int mv_table_wide_blocks(mv_conn *c, const char *db, const char *table, bool *out,
+                         ferry_err *err);
+
 /* One part of a partition as system.parts shows it. */
 typedef struct mv_part {
     char name[FERRY_NAME_MAX];
@@ -51,6 +58,7 @@ typedef struct mv_part {
     bool cold;   /* on a remote disk (pointer files) */
     bool active; /* false: outdated, or another inactive state */
     int64_t min_block, max_block; /* min_block_number, max_block_number */
+    int64_t version;              /* data_version: min_block, or the last mutation applied */
 } mv_part;
 
 typedef struct mv_parts {

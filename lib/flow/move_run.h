@@ -105,7 +105,7 @@ int mv_remove_freeze_n(mvctx **xs, size_t n, const char *name, ferry_err *err);
 int mv_remove_freeze_named(mvctx *x, const char *name, ferry_err *err);
 int mv_remove_freezes(mvctx *x, ferry_err *err);
 int mv_ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err);
-json_t *mv_fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg);
+json_t *mv_fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg, int64_t top);
 bool mv_fp_matches(const json_t *j, const ferry_fingerprint *fp);
 /* How many times the routing switch reads the route and the repair-need record again after a
  * lost race before it gives up (the move stays in VERIFY; a resume switches it). */
@@ -132,12 +132,21 @@ int mv_copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bool f
 int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *freeze,
                     bool first, ferry_err *err);
 int mv_compare_copy(mvctx *x, const ferry_table_def *t, bool exact, bool *stable,
-                        ferry_fingerprint *fp, ferry_fingerprint *digest, ferry_err *err);
-/* mv_compare_copy of n moves between the same two shards: one listing per side and one
- * fingerprint query for all; stable, fp and digest are arrays of n (fp and digest may be
- * NULL). */
+                    ferry_fingerprint *fp, ferry_fingerprint *digest, int64_t *top,
+                    ferry_err *err);
+/* mv_compare_copy of n moves between the same two shards: one listing per side and at most one
+ * fingerprint query for all; stable, fp, digest and top are arrays of n (fp, digest and top may
+ * be NULL). */
 int mv_compare_copy_n(mvctx **xs, size_t n, const ferry_table_def *t, bool exact, bool *stable,
-                      ferry_fingerprint *fp, ferry_fingerprint *digest, ferry_err *err);
+                      ferry_fingerprint *fp, ferry_fingerprint *digest, int64_t *top,
+                      ferry_err *err);
+/* A part's top: the higher of its max_block_number and its data_version. In a table that
+ * numbers blocks table-wide (mv_table_wide_blocks) a part holding a row written, attached or
+ * mutated after a listing has a higher top than every part of that listing; a merge of listed
+ * parts does not (its blocks and its mutation version are theirs). */
+int64_t mv_part_top(const mv_part *p);
+/* The first active part of the listing sl whose top is above top, or NULL. */
+const mv_part *mv_slice_above_top(const mv_slice *sl, int64_t top);
 /* The digest of a slice's active parts and the ids of its hot partitions (added to hot, may be
  * NULL), from a listing (cold partitions' digest also goes into fp, may be NULL). */
 int mv_slice_digest(const mv_slice *sl, ferry_fingerprint *fp, ferry_fingerprint *digest,

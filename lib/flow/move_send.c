@@ -427,25 +427,43 @@ static int fingerprint_hot(mvctx *x, const ferry_table_def *t, const mv_pids *ho
  * rows). Equal multisets of hash_of_all_files are equal data (each staged part was checked
  * against its checksums.txt while it was written, and the hash covers every file's checksum),
  * so no row is read to compare. fp (may be NULL; exact and stable only) accumulates the source's
- * fingerprint of the slice, which CLEANUP checks again: cold partitions by their part digest,
- * hot ones by their rows (one query for all of them; a later merge on the source changes the
- * parts, not the rows). digest (may be NULL) accumulates the digest of the source's parts. */
+ * fingerprint of the slice, which CLEANUP checks again before it detaches the source; digest
+ * (may be NULL) the digest of its parts. Cold partitions go into fp by their part digest. Hot
+ * ones too when the table numbers its blocks table-wide (mv_table_wide_blocks), and then
+ * top[m] is the highest mv_part_top of the slice's source parts: a later merge keeps every part
+ * at or under it, a later write does not, so CLEANUP needs no row read. Otherwise (top[m] -1,
+ * or top NULL) hot partitions go into fp by their rows (one query for all of them; a later merge
+ * on the source changes the parts, not the rows). */
 int mv_compare_copy(mvctx *x, const ferry_table_def *t, bool exact, bool *stable,
-                    ferry_fingerprint *fp, ferry_fingerprint *digest, ferry_err *err)
+                    ferry_fingerprint *fp, ferry_fingerprint *digest, int64_t *top,
+                    ferry_err *err)
 {
-    return mv_compare_copy_n(&x, 1, t, exact, stable, fp, digest, err);
+    return mv_compare_copy_n(&x, 1, t, exact, stable, fp, digest, top, err);
+}
+
+int64_t mv_part_top(const mv_part *p)
+{
+    return p->max_block > p->version ? p->max_block : p->version;
 }
 
 int mv_compare_copy_n(mvctx **xs, size_t n, const ferry_table_def *t, bool exact, bool *stable,
-                      ferry_fingerprint *fp, ferry_fingerprint *digest, ferry_err *err)
+                      ferry_fingerprint *fp, ferry_fingerprint *digest, int64_t *top,
+                      ferry_err *err)
 {
     mvctx *x0 = xs[0];
     mv_pids hot = {0};
     size_t *hot_of = NULL; /* hot.ids[k] is a partition of slice hot_of[k] */
-    for (size_t m = 0; m < n; m++)
+    bool by_top = false;   /* hot partitions by their parts and the top (no row read) */
+    for (size_t m = 0; m < n; m++) {
         stable[m] = true;
+        if (top)
+            top[m] = -1;
+    }
     sides sd = {0};
-    int rc = sides_list(xs, n, t, exact, &sd, err);
+    int rc = fp && top ? mv_table_wide_blocks(&x0->src, t->database, t->name, &by_top, err)
+                       : FERRY_OK;
+    if (!rc)
+        rc = sides_list(xs, n, t, exact, &sd, err);
     mv_slice *src = sd.src, *stg = sd.stg;
     for (size_t m = 0; !rc && m < n; m++) {
         mvctx *x = xs[m];
@@ -499,13 +517,18 @@ int mv_compare_copy_n(mvctx **xs, size_t n, const ferry_table_def *t, bool exact
                     fp_add(&digest[m], &a);
                     digest[m].parts += a.parts;
                 }
+                for (size_t k = 0; by_top && k < src_active.n; k++)
+                    if (mv_part_top(&src_active.p[k]) > top[m])
+                        top[m] = mv_part_top(&src_active.p[k]);
                 if (all_cold(&src_active) && all_cold(&sg)) {
                     x->cold_verified++;
                     if (fp)
                         fp_add(&fp[m], &a);
                 } else {
                     x->hot_verified++;
-                    if (fp) {
+                    if (fp && by_top) {
+                        fp_add(&fp[m], &a);
+                    } else if (fp) {
                         size_t *h = realloc(hot_of, (hot.n + 1) * sizeof *h);
                         if (!h || mv_pids_add(&hot, pid))
                             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -565,6 +588,14 @@ int mv_slice_digest(const mv_slice *sl, ferry_fingerprint *fp, ferry_fingerprint
         }
     }
     return FERRY_OK;
+}
+
+const mv_part *mv_slice_above_top(const mv_slice *sl, int64_t top)
+{
+    for (size_t i = 0; i < sl->n_parts; i++)
+        if (sl->parts[i].active && mv_part_top(&sl->parts[i]) > top)
+            return &sl->parts[i];
+    return NULL;
 }
 
 /* The source's part digest of the slice (cold_digest over every active part) and, when rows is
