@@ -201,8 +201,9 @@ static int do_clone(mvctx *x, ferry_err *err)
         if (!rc)
             rc = mv_copy_round(x, table_at(x, i), fz, true, err);
     }
+    /* the snapshot's parts are staged: removed while VERIFY and SWITCH run (move_unfreeze.c) */
     if (!rc)
-        rc = mv_remove_freeze_named(x, fz, err);
+        rc = mv_unfreeze_start(x, fz, err);
     if (!rc)
         rc = mv_advance(x, FERRY_MOVE_VERIFY, "", err);
     return rc;
@@ -479,6 +480,7 @@ static int do_cleanup_clone(mvctx *x, ferry_err *err)
             rc = mv_records_follow(x, t, &all, err);
         mv_pids_free(&all);
     }
+    mv_unfreeze_join(x); /* every freeze is removed here: the background one first */
     if (!rc)
         rc = mv_remove_freezes(x, err);
     if (!rc)
@@ -756,6 +758,7 @@ static int do_cleanup(mvctx *x, ferry_err *err)
         mv_pids_free(&src);
         mv_pids_free(&all);
     }
+    mv_unfreeze_join(x); /* every freeze is removed here: the background one first */
     if (!rc)
         rc = mv_remove_freezes(x, err);
     if (!rc)
@@ -775,6 +778,7 @@ static int rollback(mvctx *x, const char *why, ferry_err *err)
             rc = staging_clear(x, t, &all, err);
         mv_pids_free(&all);
     }
+    mv_unfreeze_join(x); /* every freeze is removed here: the background one first */
     if (!rc)
         rc = mv_remove_freezes(x, err);
     char detail[256];
@@ -921,6 +925,7 @@ int mv_ctx_close(mvctx *x, int rc, ferry_err *err)
     const ferry_move *m = &x->mv.u.move;
     const char *id = x->res->id;
     ferry_move_result *res = x->res;
+    mv_unfreeze_join(x); /* before the journal's last write and the connections close */
     if (!x->looping)
         goto out;
     if (rc && x->permanent &&

@@ -220,7 +220,7 @@ int mv_begin_attempt(mvctx *x, ferry_err *err) { return mv_begin_attempt_n(&x, 1
  *     which every attempt, CLEANUP and rollback make anyway (mv_remove_freezes).
  * The journal's names are thus always a superset of the freezes on the source. */
 
-static void freeze_forget(mvctx *x, const char *name)
+void mv_freeze_forget(mvctx *x, const char *name)
 {
     json_t *fr = json_object_get(x->data, "freezes");
     for (size_t i = 0; i < json_array_size(fr); i++)
@@ -249,7 +249,7 @@ int mv_freeze_journal_n(mvctx **xs, size_t n, const char *name, ferry_err *err)
     if (!rc && n)
         rc = mv_journal_n(xs, n, xs[0]->mv.u.move.state, NULL, NULL, NULL, err);
     for (size_t k = 0; rc && k < n; k++) /* not journaled: the freeze is not made either */
-        freeze_forget(xs[k], name);
+        mv_freeze_forget(xs[k], name);
     return rc;
 }
 
@@ -264,7 +264,7 @@ int mv_remove_freeze_n(mvctx **xs, size_t n, const char *name, ferry_err *err)
     /* one folder on the source, however many moves name it (a batch's freeze) */
     int rc = n ? ferry_agent_remove_freeze(xs[0]->src.ag, name, err) : FERRY_OK;
     for (size_t k = 0; !rc && k < n; k++)
-        freeze_forget(xs[k], name); /* journaled with the next write (the invariant above) */
+        mv_freeze_forget(xs[k], name); /* journaled with the next write (the invariant above) */
     return rc;
 }
 
@@ -276,10 +276,14 @@ int mv_remove_freeze_named(mvctx *x, const char *name, ferry_err *err)
 int mv_remove_freezes(mvctx *x, ferry_err *err)
 {
     json_t *fr = json_object_get(x->data, "freezes");
-    while (json_array_size(fr) > 0) {
+    for (size_t i = 0; i < json_array_size(fr);) {
         char name[160];
-        snprintf(name, sizeof name, "%s", json_string_value(json_array_get(fr, 0)));
-        int rc = mv_remove_freeze_named(x, name, err);
+        snprintf(name, sizeof name, "%s", json_string_value(json_array_get(fr, i)));
+        if (mv_unfreeze_busy(x, name)) { /* the background removal's (move_unfreeze.c) */
+            i++;
+            continue;
+        }
+        int rc = mv_remove_freeze_named(x, name, err); /* drops it from fr */
         if (rc)
             return rc;
     }

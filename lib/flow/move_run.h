@@ -18,6 +18,8 @@
 #define MV_MAX_ROUNDS 5       /* catch-up rounds of one SWITCH attempt */
 #define MV_STEP_PUBLISH FERRY_MOVE_STEP_PUBLISH /* SWITCH step: verified, publishing */
 
+typedef struct mv_unfreeze mv_unfreeze; /* move_unfreeze.c */
+
 /* One run of one move. */
 typedef struct mvctx {
     const ferry_move_opts *o;
@@ -45,6 +47,7 @@ typedef struct mvctx {
     bool ran;       /* the move was not over when opened */
     bool looping;   /* opened completely: its states may run */
     bool counted;   /* the finished move's rows and partitions are in res already */
+    mv_unfreeze *unfreeze; /* a freeze being removed in the background, or NULL */
 } mvctx;
 
 /* ---- the run (move.c) ---- */
@@ -104,6 +107,19 @@ int mv_freeze_new(mvctx *x, const char *tag, char *out, size_t outsz, ferry_err 
 int mv_remove_freeze_n(mvctx **xs, size_t n, const char *name, ferry_err *err);
 int mv_remove_freeze_named(mvctx *x, const char *name, ferry_err *err);
 int mv_remove_freezes(mvctx *x, ferry_err *err);
+/* Drops name from x->data's freezes (journaled with the next write): after its removal. */
+void mv_freeze_forget(mvctx *x, const char *name);
+
+/* ---- the CLONE snapshot removed in the background (move_unfreeze.c) ---- */
+
+/* Starts removing freeze `name` on the source in a thread (after joining one still running);
+ * without a thread, removes it now (mv_remove_freeze_named). */
+int mv_unfreeze_start(mvctx *x, const char *name, ferry_err *err);
+/* Waits for the background removal, if any: on success the name leaves x->data (journaled with
+ * the next write), else it stays for a later removal (logged). */
+void mv_unfreeze_join(mvctx *x);
+/* Whether name is being removed in the background (mv_remove_freezes leaves it to the thread). */
+bool mv_unfreeze_busy(const mvctx *x, const char *name);
 int mv_ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err);
 json_t *mv_fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg, int64_t top);
 bool mv_fp_matches(const json_t *j, const ferry_fingerprint *fp);
