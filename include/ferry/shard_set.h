@@ -37,6 +37,13 @@ void ferry_shard_set_clear(ferry_shard_set *s);
  * ferry_shard_set_parse_n reads len bytes of text (no NUL needed). */
 int ferry_shard_set_parse(ferry_shard_set *s, const char *text, ferry_err *err);
 int ferry_shard_set_parse_n(ferry_shard_set *s, const char *text, size_t len, ferry_err *err);
+/* The list a document of the catalog stores, read as the router reads it (lib/router/routing.c):
+ * each item trimmed of blanks and the empty ones skipped (" a , ,b," is "a,b"; ferry itself
+ * writes no such text, another writer may have); the rest as ferry_shard_set_parse. The
+ * catalog's decoder reads routes and placements with it, so the flows see the list the routers
+ * serve. */
+int ferry_shard_set_parse_stored(ferry_shard_set *s, const char *text, size_t len,
+                                 ferry_err *err);
 
 /* The list as comma-separated text into out (size > 0), as snprintf: returns the length of the
  * whole text; out holds it when that is below size (always with FERRY_SHARDS_TEXT_MAX), else

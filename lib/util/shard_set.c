@@ -3,6 +3,7 @@
 #include "ferry/shard_set.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,7 +20,8 @@ static int bad(ferry_shard_set *s, ferry_err *err, const char *text, size_t len,
                          text, len > 200 ? "..." : "", why);
 }
 
-int ferry_shard_set_parse_n(ferry_shard_set *s, const char *text, size_t len, ferry_err *err)
+/* The parse of both: stored, each item trimmed of blanks and the empty ones skipped. */
+static int parse(ferry_shard_set *s, const char *text, size_t len, bool stored, ferry_err *err)
 {
     char why[256];
     ferry_shard_set_clear(s);
@@ -27,7 +29,18 @@ int ferry_shard_set_parse_n(ferry_shard_set *s, const char *text, size_t len, fe
         const char *p = text + at;
         const char *comma = memchr(p, ',', len - at);
         size_t n = comma ? (size_t)(comma - p) : len - at;
+        size_t next = at + n + (comma != NULL);
         char name[FERRY_NAME_MAX];
+        while (stored && n && isspace((unsigned char)p[0])) {
+            p++;
+            n--;
+        }
+        while (stored && n && isspace((unsigned char)p[n - 1]))
+            n--;
+        if (stored && n == 0) {
+            at = next;
+            continue;
+        }
         if (n == 0)
             snprintf(why, sizeof why, "item %zu is empty", item);
         else if (n >= FERRY_NAME_MAX)
@@ -49,14 +62,25 @@ int ferry_shard_set_parse_n(ferry_shard_set *s, const char *text, size_t len, fe
         if (why[0])
             return bad(s, err, text, len, why);
         memcpy(s->name[s->n++], name, n + 1);
-        at += n + (comma != NULL);
-        if (comma && at == len) { /* "a,": an empty last item */
+        at = next;
+        if (!stored && comma && at == len) { /* "a,": an empty last item */
             snprintf(why, sizeof why, "item %zu is empty", item + 1);
             return bad(s, err, text, len, why);
         }
     }
     assert(s->n <= FERRY_SHARDS_MAX);
     return FERRY_OK;
+}
+
+int ferry_shard_set_parse_n(ferry_shard_set *s, const char *text, size_t len, ferry_err *err)
+{
+    return parse(s, text, len, false, err);
+}
+
+int ferry_shard_set_parse_stored(ferry_shard_set *s, const char *text, size_t len,
+                                 ferry_err *err)
+{
+    return parse(s, text, len, true, err);
 }
 
 int ferry_shard_set_parse(ferry_shard_set *s, const char *text, ferry_err *err)

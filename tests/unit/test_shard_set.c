@@ -1,6 +1,7 @@
 /* Lists of shard names as arrays (include/ferry/shard_set.h): the text the catalog stores parses
  * into the array and formats back to the same bytes; each way a text is not a list is refused
- * with a message saying which; has, add, remove, equal and same. Links the pure core only. */
+ * with a message saying which, and the catalog's lenient reading of its documents; has, add,
+ * remove, equal and same. Links the pure core only. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,6 +97,27 @@ static void test_refused(void **state)
     assert_string_equal(err.msg, "shard list 'a,,b': item 2 is empty");
 }
 
+/* The catalog's documents read as the router reads them: blanks around items and empty items
+ * do not count; the rest of the rule holds. */
+static void test_stored(void **state)
+{
+    (void)state;
+    ferry_shard_set s;
+    ferry_err err = {0};
+    char out[FERRY_SHARDS_TEXT_MAX];
+    const char *text = " n4 , ,n5,";
+    assert_int_equal(ferry_shard_set_parse_stored(&s, text, strlen(text), &err), FERRY_OK);
+    assert_string_equal(ferry_shard_set_str(&s, out), "n4,n5");
+    assert_int_equal(ferry_shard_set_parse_stored(&s, ",,\t", 3, &err), FERRY_OK);
+    assert_int_equal(ferry_shard_set_count(&s), 0);
+    assert_int_equal(ferry_shard_set_parse_stored(&s, "a, a", 4, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.msg, "item 2 (a) is listed twice"));
+    assert_int_equal(ferry_shard_set_parse_stored(&s, "a,b c", 5, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.msg, "item 2 is not a valid name"));
+    /* the strict parse takes none of these */
+    assert_int_equal(ferry_shard_set_parse(&s, " n4", &err), FERRY_EINVAL);
+}
+
 static void test_has_add_remove(void **state)
 {
     (void)state;
@@ -167,6 +189,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_format),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_stored),
         cmocka_unit_test(test_has_add_remove),
         cmocka_unit_test(test_equal_same),
     };
