@@ -101,11 +101,10 @@ int main(int argc, char **argv)
             die("route", &err);
         const ferry_route *rt = &rec.u.route;
         char missed[FERRY_NAME_MAX], held[FERRY_NAME_MAX];
-        const char *comma = strchr(rt->shards, ',');
-        if (!comma)
+        if (ferry_shard_set_count(&rt->shards) < 2)
             continue; /* one replica: nothing to keep reads off */
-        snprintf(missed, sizeof missed, "%.*s", (int)(comma - rt->shards), rt->shards);
-        snprintf(held, sizeof held, "%.*s", (int)strcspn(comma + 1, ","), comma + 1);
+        snprintf(missed, sizeof missed, "%s", ferry_shard_set_at(&rt->shards, 0));
+        snprintf(held, sizeof held, "%s", ferry_shard_set_at(&rt->shards, 1));
         if (stale_of(r, rt->tenant))
             die("a slice is marked stale before the bench recorded anything", NULL);
         t0 = now_s();

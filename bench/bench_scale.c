@@ -196,7 +196,7 @@ static int add_route(const ferry_record *rec, void *arg, ferry_err *err)
     (void)err;
     inv_build *b = arg;
     const ferry_route *r = &rec->u.route;
-    int s = shard_no(r->shards);
+    int s = ferry_shard_set_count(&r->shards) ? shard_no(ferry_shard_set_at(&r->shards, 0)) : -1;
     if (s < 0 || s >= SHARDS)
         return FERRY_OK;
     unsigned tn = (unsigned)atoi(r->tenant + 1);

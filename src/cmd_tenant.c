@@ -122,19 +122,20 @@ static int show(ferry_catalog *cat, const char *name, bool json, ferry_err *err)
                "PLACEMENT", "SERVED BY");
     for (size_t i = 0; i < slices.n; i++) {
         const ferry_slice *s = &slices.items[i].u.slice;
-        const char *served = "";
+        char served[FERRY_SHARDS_TEXT_MAX] = "", placement[FERRY_SHARDS_TEXT_MAX];
+        ferry_shard_set_str(&s->placement, placement);
         for (size_t j = 0; j < routes.n; j++)
             if (routes.items[j].u.route.split == s->split)
-                served = routes.items[j].u.route.shards;
+                ferry_shard_set_str(&routes.items[j].u.route.shards, served);
         if (json) {
             json_array_append_new(arr, json_pack("{s:I, s:I, s:I, s:s, s:s}", "split",
                                                  (json_int_t)s->split, "bytes", (json_int_t)s->bytes,
                                                  "rows", (json_int_t)s->rows, "placement",
-                                                 s->placement, "route", served));
+                                                 placement, "route", served));
         } else {
             char b[32];
             printf("%6u  %-12s %-24s %s\n", s->split, ferry_fmt_bytes(s->bytes, b, sizeof b),
-                   s->placement, served);
+                   placement, served);
         }
     }
     if (json) {

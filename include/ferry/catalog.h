@@ -12,8 +12,10 @@
  * table has its own version, a number that grows by one with every commit that changes a route,
  * a tenant, a shard or a user (every router reloads them together).
  *
- * Record structs use fixed-size strings so they can be copied freely; only ferry_part owns heap
- * memory (its objects), released by ferry_record_free. Names used in keys (tenants, shards,
+ * Record structs use fixed-size strings and arrays (a route's or a slice's shards are a
+ * ferry_shard_set, ferry/shard_set.h, stored as the comma-separated text they always were) so
+ * they can be copied freely; only ferry_part owns heap memory (its objects), released by
+ * ferry_record_free. Names used in keys (tenants, shards,
  * tables, servers, partition ids, part names, move ids) follow ferry/names.h (ferry_name_ok:
  * 1..127 characters of [A-Za-z0-9_.-], not "." or ".."). */
 #ifndef FERRY_CATALOG_H
@@ -26,6 +28,7 @@
 #include "ferry/err.h"
 #include "ferry/names.h"
 #include "ferry/partition.h"
+#include "ferry/shard_set.h"
 
 /* FERRY_NAME_MAX, FERRY_ZONE_NAME_MAX: ferry/names.h */
 #define FERRY_URL_MAX 512
@@ -103,14 +106,14 @@ typedef struct ferry_slice {
     uint32_t split;
     uint64_t bytes;
     uint64_t rows;
-    char placement[FERRY_LIST_MAX]; /* shard names, comma-separated */
+    ferry_shard_set placement; /* shard names; stored comma-separated */
 } ferry_slice;
 
 /* The routing table's row: which shard(s) serve a slice right now. */
 typedef struct ferry_route {
     char tenant[FERRY_NAME_MAX];
     uint32_t split;
-    char shards[FERRY_LIST_MAX]; /* comma-separated */
+    ferry_shard_set shards; /* stored comma-separated ("node1,node2") */
 } ferry_route;
 
 enum ferry_tier { FERRY_TIER_HOT = 0, FERRY_TIER_COLD };

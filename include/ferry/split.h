@@ -28,6 +28,7 @@
 #include "ferry/buf.h"
 #include "ferry/err.h"
 #include "ferry/names.h"
+#include "ferry/shard_set.h"
 
 /* The highest split count ferry accepts for a tenant. */
 #define FERRY_SPLITS_MAX 4096
@@ -90,8 +91,8 @@ typedef struct ferry_split_slice_in {
     const char *tenant;
     uint32_t split;
     uint64_t bytes;
-    const char *shards; /* comma-separated shards holding it now (its route); NULL or "": a new
-                           slice, placed by ferry_split_place */
+    const ferry_shard_set *shards; /* the shards holding it now (its route); NULL or empty: a
+                                      new slice, placed by ferry_split_place */
 } ferry_split_slice_in;
 
 /* Places the new slices among slices[] (those without shards) on shards[0..n_shards) (the
@@ -101,12 +102,14 @@ typedef struct ferry_split_slice_in {
  * none) is what shards[i] holds of every slice not in slices[]. Only the new slices are scored,
  * so slices[] need hold only the tenants concerned (ferry_pl_place_more: the result is the one a
  * placement of the whole cluster gives them when the existing slices sit where it puts them).
- * Writes the comma-separated shard list of slice i into placements[i] (each placement_size
- * bytes), in the order of the input: for an existing slice, the shards of the cluster it keeps. */
+ * Writes the shards of slice i, in order, as indexes into shards[], into placements[i * rf ..
+ * i * rf + rf) (n_slices * rf of them; FERRY_SPLIT_NO_SHARD in the slots left empty): for an
+ * existing slice, the shards of the cluster it keeps. */
+#define FERRY_SPLIT_NO_SHARD UINT32_MAX
 int ferry_split_place(const struct ferry_shard *const *shards, size_t n_shards,
                       const uint64_t *base_load, const ferry_split_slice_in *slices,
                       size_t n_slices, const char *hash, unsigned rf, double fill,
-                      char *placements, size_t placement_size, ferry_err *err);
+                      uint32_t *placements, ferry_err *err);
 
 /* ---- catalog ----------------------------------------------------------------------------------- */
 

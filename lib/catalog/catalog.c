@@ -626,6 +626,7 @@ int ferry_catalog_routing_json(ferry_catalog *c, const char *tenant, int64_t spl
         int oom = ferry_buf_printf(&b, "{\"version\":%llu,\"slices\":[", (unsigned long long)v1);
         ferry_record r;
         ferry_record_init(&r, FERRY_REC_ROUTE);
+        char shtext[FERRY_SHARDS_TEXT_MAX];
         for (size_t i = 0; i < items.n && !rc; i++) {
             const char *sh, *tn;
             size_t nsh, ntn;
@@ -636,7 +637,7 @@ int ferry_catalog_routing_json(ferry_catalog *c, const char *tenant, int64_t spl
                     ferry_err_prefix(err, "%s: ", items.v[i].path);
                     break;
                 }
-                sh = r.u.route.shards;
+                sh = ferry_shard_set_str(&r.u.route.shards, shtext);
                 nsh = strlen(sh);
                 sp = r.u.route.split;
                 tn = r.u.route.tenant;

@@ -264,6 +264,12 @@ int cat_record_path(const ferry_record *r, char *path, size_t size, ferry_err *e
 static void set_str(json_t *o, const char *k, const char *v) { json_object_set_new(o, k, json_string(v)); }
 static void set_int(json_t *o, const char *k, int64_t v) { json_object_set_new(o, k, json_integer(v)); }
 static void set_real(json_t *o, const char *k, double v) { json_object_set_new(o, k, json_real(v)); }
+/* A list of shards as the text the catalog stores: "node1,node2" */
+static void set_shards(json_t *o, const char *k, const ferry_shard_set *v)
+{
+    char text[FERRY_SHARDS_TEXT_MAX];
+    set_str(o, k, ferry_shard_set_str(v, text));
+}
 
 json_t *cat_record_to_json(const ferry_record *r)
 {
@@ -327,13 +333,13 @@ json_t *cat_record_to_json(const ferry_record *r)
         set_int(o, "split", s->split);
         set_int(o, "bytes", (int64_t)s->bytes);
         set_int(o, "rows", (int64_t)s->rows);
-        set_str(o, "placement", s->placement);
+        set_shards(o, "placement", &s->placement);
         break;
     }
     case FERRY_REC_ROUTE:
         set_str(o, "tenant", r->u.route.tenant);
         set_int(o, "split", r->u.route.split);
-        set_str(o, "shards", r->u.route.shards);
+        set_shards(o, "shards", &r->u.route.shards);
         break;
     case FERRY_REC_PARTITION: {
         const ferry_partition *p = &r->u.partition;
@@ -463,6 +469,21 @@ static void get_str(dec *d, const char *k, char *dst, size_t size)
     char what[96];
     snprintf(what, sizeof what, "%s record: '%s'", d->kind, k);
     d->rc = copy_str(dst, size, json_string_value(v), what, d->err);
+}
+
+/* A list of shards from its comma-separated text (ferry/shard_set.h's rule). */
+static void get_shards(dec *d, const char *k, ferry_shard_set *dst)
+{
+    const json_t *v = field(d, k);
+    if (!v)
+        return;
+    if (!json_is_string(v)) {
+        d->rc = ferry_err_set(d->err, FERRY_EINVAL, "%s record: '%s' must be a string", d->kind, k);
+        return;
+    }
+    d->rc = ferry_shard_set_parse_stored(dst, json_string_value(v), json_string_length(v), d->err);
+    if (d->rc)
+        ferry_err_prefix(d->err, "%s record: '%s': ", d->kind, k);
 }
 
 static void get_u64(dec *d, const char *k, uint64_t *dst, uint64_t max)
@@ -623,13 +644,13 @@ int cat_record_from_json(enum ferry_record_kind kind, const json_t *o, ferry_rec
         get_u32(&d, "split", &s->split);
         get_u64(&d, "bytes", &s->bytes, INT64_MAX);
         get_u64(&d, "rows", &s->rows, INT64_MAX);
-        get_str(&d, "placement", s->placement, sizeof s->placement);
+        get_shards(&d, "placement", &s->placement);
         break;
     }
     case FERRY_REC_ROUTE:
         get_str(&d, "tenant", r->u.route.tenant, sizeof r->u.route.tenant);
         get_u32(&d, "split", &r->u.route.split);
-        get_str(&d, "shards", r->u.route.shards, sizeof r->u.route.shards);
+        get_shards(&d, "shards", &r->u.route.shards);
         break;
     case FERRY_REC_PARTITION: {
         ferry_partition *p = &r->u.partition;

@@ -259,6 +259,7 @@ static int route_row(const cat_item *it, ferry_record *r, ferry_routing_row_fn f
                      ferry_err *err)
 {
     ferry_routing_row row = {.kind = FERRY_REC_ROUTE};
+    char shtext[FERRY_SHARDS_TEXT_MAX];
     if (!cat_route_fast(it->doc, &row.shards, &row.shards_len, &row.split, &row.tenant,
                         &row.tenant_len)) {
         int rc = cat_record_decode(FERRY_REC_ROUTE, it->doc, r, err);
@@ -269,7 +270,7 @@ static int route_row(const cat_item *it, ferry_record *r, ferry_routing_row_fn f
         row.tenant = r->u.route.tenant;
         row.tenant_len = strlen(row.tenant);
         row.split = r->u.route.split;
-        row.shards = r->u.route.shards;
+        row.shards = ferry_shard_set_str(&r->u.route.shards, shtext);
         row.shards_len = strlen(row.shards);
     }
     return fn(&row, arg, err);

@@ -307,7 +307,7 @@ static int cursor_decode(const cursor *k, enum ferry_record_kind kind, ferry_rec
 typedef struct slice_scan {
     ferry_record rec; /* the slow path's record */
     char tenant[FERRY_NAME_MAX], route_tenant[FERRY_NAME_MAX];
-    char placement[FERRY_LIST_MAX], shards[FERRY_LIST_MAX];
+    char placement[FERRY_SHARDS_TEXT_MAX], shards[FERRY_SHARDS_TEXT_MAX];
 } slice_scan;
 
 /* One slice or route document as the merge needs it: its key (the path's segments) and its
@@ -348,7 +348,7 @@ static int slice_parse(slice_scan *x, const cursor *k, row_at *out, ferry_err *e
             return rc;
         const ferry_slice *s = &x->rec.u.slice;
         memcpy(x->tenant, s->tenant, sizeof x->tenant);
-        memcpy(x->placement, s->placement, sizeof x->placement);
+        ferry_shard_set_str(&s->placement, x->placement);
         out->split = s->split;
         out->bytes = s->bytes;
         out->rows = s->rows;
@@ -373,7 +373,7 @@ static int route_parse(slice_scan *x, const cursor *k, row_at *out, ferry_err *e
         int rc = cursor_decode(k, FERRY_REC_ROUTE, &x->rec, err);
         if (rc)
             return rc;
-        memcpy(x->shards, x->rec.u.route.shards, sizeof x->shards);
+        ferry_shard_set_str(&x->rec.u.route.shards, x->shards);
         memcpy(x->route_tenant, x->rec.u.route.tenant, sizeof x->route_tenant);
         out->split = x->rec.u.route.split;
     }

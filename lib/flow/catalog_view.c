@@ -277,8 +277,9 @@ static int read_slice(const ferry_record *rec, void *arg, ferry_err *err)
 {
     record_reader *x = arg;
     const ferry_slice *s = &rec->u.slice;
-    return add_slice(x->r, s->tenant, s->split, s->bytes, s->rows, s->placement, rec->version,
-                     NULL, -1, err);
+    char placement[FERRY_SHARDS_TEXT_MAX];
+    return add_slice(x->r, s->tenant, s->split, s->bytes, s->rows,
+                     ferry_shard_set_str(&s->placement, placement), rec->version, NULL, -1, err);
 }
 
 static int read_route(const ferry_record *rec, void *arg, ferry_err *err)
@@ -290,7 +291,8 @@ static int read_route(const ferry_record *rec, void *arg, ferry_err *err)
     mv_view_slice *s = &x->routes[x->n_routes];
     memset(s, 0, sizeof *s);
     s->tenant = tenant_name(x->r, rt->tenant);
-    s->route = pool_intern(x->r->v->pool, rt->shards);
+    char shards[FERRY_SHARDS_TEXT_MAX];
+    s->route = pool_intern(x->r->v->pool, ferry_shard_set_str(&rt->shards, shards));
     if (!s->tenant || !s->route)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     s->split = rt->split;

@@ -26,19 +26,6 @@ static uint32_t day_before(uint32_t days)
     return (uint32_t)((tm.tm_year + 1900) * 10000 + (tm.tm_mon + 1) * 100 + tm.tm_mday);
 }
 
-static void add_shard_name(char *list, size_t size, const char *names)
-{
-    char copy[FERRY_LIST_MAX];
-    snprintf(copy, sizeof copy, "%s", names);
-    char *save = NULL;
-    for (char *n = strtok_r(copy, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
-        /* trimmed as the router reads a route, so the list holds bare names only */
-        n = ferry_trim(n);
-        if (*n)
-            ferry_list_add(list, size, n);
-    }
-}
-
 /* A tenant while the slices are summed: its name (owned), splits and bytes. */
 typedef struct tenant_sum {
     char *name;
@@ -173,8 +160,11 @@ static int fill_top(ferry_catalog *cat, status_pass *x, size_t top_n, ferry_err 
         const char *prefix[1] = {ts->name};
         ferry_record_list routes = {0};
         rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, prefix, 1, &routes, err);
-        for (size_t r = 0; !rc && r < routes.n; r++)
-            add_shard_name(ts->shards, sizeof ts->shards, routes.items[r].u.route.shards);
+        for (size_t r = 0; !rc && r < routes.n; r++) {
+            const ferry_shard_set *rs = &routes.items[r].u.route.shards;
+            for (size_t k = 0; k < ferry_shard_set_count(rs); k++)
+                ferry_list_add(ts->shards, sizeof ts->shards, ferry_shard_set_at(rs, k));
+        }
         ferry_record_list_free(&routes);
         out->n_top++;
     }

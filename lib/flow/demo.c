@@ -208,12 +208,13 @@ static int register_tenants(demo *d, ferry_err *err)
         rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, NULL, 0, &routes, err);
     for (size_t i = 0; !rc && i < routes.n; i++) {
         const ferry_route *r = &routes.items[i].u.route;
+        char text[FERRY_SHARDS_TEXT_MAX];
         unsigned k;
         if (sscanf(r->tenant, "t%u", &k) != 1 || k < 1 || k > d->o.tenants ||
             r->split >= d->tenants[k - 1].splits)
             continue;
         snprintf(d->slices[d->tenants[k - 1].first_slice + r->split].route, FERRY_LIST_MAX, "%s",
-                 r->shards);
+                 ferry_shard_set_str(&r->shards, text));
     }
     for (size_t i = 0; !rc && i < d->n_slices; i++)
         if (!d->slices[i].route[0] || !node_named(d, d->slices[i].route))

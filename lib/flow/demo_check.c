@@ -161,10 +161,11 @@ int demo_verify(demo *d, ferry_err *err)
         rc = ferry_catalog_list(cat, FERRY_REC_ROUTE, NULL, 0, &routes, err);
     for (size_t i = 0; !rc && i < routes.n; i++) {
         const ferry_route *r = &routes.items[i].u.route;
+        char text[FERRY_SHARDS_TEXT_MAX];
         demo_tenant *t = demo_tenant_named(d, r->tenant);
         if (t && r->split < t->splits)
             snprintf(d->slices[t->first_slice + r->split].route, FERRY_LIST_MAX, "%s",
-                     r->shards);
+                     ferry_shard_set_str(&r->shards, text));
     }
     for (unsigned k = 0; !rc && k < d->o.tenants; k++) {
         demo_tenant *t = &d->tenants[k];

@@ -272,18 +272,21 @@ int mv_switch_prepare(mvctx *x, ferry_err *err)
     ferry_record_free(route);
     if ((rc = mv_route_get(x, route, err)))
         return rc;
-    /* the slice's shards with `from` replaced by `to`; a clone keeps `from` and adds `to` */
-    char *save = NULL, copy[FERRY_LIST_MAX];
-    ferry_buf nl = FERRY_BUF_INIT;
-    snprintf(copy, sizeof copy, "%s", route->u.route.shards);
+    /* the slice's shards with `from` replaced by `to` (first); a clone keeps `from` and adds
+     * `to` (last) */
+    ferry_shard_set *rs = &route->u.route.shards, nl = {0};
     if (x->clone)
-        ferry_buf_printf(&nl, "%s,", route->u.route.shards);
-    ferry_buf_puts(&nl, x->mv.u.move.to);
-    for (char *s = strtok_r(copy, ",", &save); s && !x->clone; s = strtok_r(NULL, ",", &save))
-        if (strcmp(s, x->mv.u.move.from) && strcmp(s, x->mv.u.move.to))
-            ferry_buf_printf(&nl, ",%s", s);
-    mv_copy_str(route->u.route.shards, sizeof route->u.route.shards, ferry_buf_cstr(&nl));
-    ferry_buf_free(&nl);
+        nl = *rs;
+    else
+        rc = ferry_shard_set_add(&nl, x->mv.u.move.to, err);
+    for (size_t i = 0; !rc && !x->clone && i < ferry_shard_set_count(rs); i++)
+        if (strcmp(ferry_shard_set_at(rs, i), x->mv.u.move.from))
+            rc = ferry_shard_set_add(&nl, ferry_shard_set_at(rs, i), err);
+    if (!rc && x->clone)
+        rc = ferry_shard_set_add(&nl, x->mv.u.move.to, err);
+    if (rc)
+        return ferry_err_prefix(err, "move %s: ", x->mv.u.move.id);
+    *rs = nl;
     /* A repair-need record of the slice names `from` as a replica that took (or missed) the
      * acknowledged writes: from the switch on, `to` is that replica's copy, so the record names
      * it instead (beside it for a clone), in the switch's batch. Routers then keep reads on the

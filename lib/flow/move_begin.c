@@ -186,7 +186,7 @@ typedef struct begin_shared {
  * that missed none replaces `from` (which holds the route's first shard); refused when every
  * replica missed some. */
 static int pick_clean_source(ferry_catalog *cat, const char *tenant, uint32_t split,
-                             const char *shards, const char *want_from, char *from,
+                             const ferry_shard_set *shards, const char *want_from, char *from,
                              size_t from_size, ferry_err *err)
 {
     ferry_repair_need need;
@@ -201,18 +201,17 @@ static int pick_clean_source(ferry_catalog *cat, const char *tenant, uint32_t sp
                              "lose them: run `ferry repair --tenant %s` first, or move from a "
                              "replica that took them (%s)", tenant, split, from, need.missed,
                              tenant, *need.held ? need.held : "none did");
-    char copy[FERRY_LIST_MAX], *save = NULL;
-    snprintf(copy, sizeof copy, "%s", shards);
-    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
-        if (!ferry_list_has(need.missed, s)) {
-            mv_copy_str(from, from_size, s);
+    for (size_t i = 0; i < ferry_shard_set_count(shards); i++)
+        if (!ferry_list_has(need.missed, ferry_shard_set_at(shards, i))) {
+            mv_copy_str(from, from_size, ferry_shard_set_at(shards, i));
             return FERRY_OK;
         }
+    char text[FERRY_SHARDS_TEXT_MAX];
     return ferry_err_set(err, FERRY_ECONFLICT,
                          "tenant %s split %u: every replica (%s) missed some writes acknowledged "
                          "without it (open repair need); a copy from any of them would lose "
-                         "rows: run `ferry repair --tenant %s` first", tenant, split, shards,
-                         tenant);
+                         "rows: run `ferry repair --tenant %s` first", tenant, split,
+                         ferry_shard_set_str(shards, text), tenant);
 }
 
 static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t split,
@@ -286,27 +285,33 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
         *resumed = true;
         goto out;
     }
-    if (ferry_list_has(route.u.route.shards, to)) {
+    const ferry_shard_set *rs = &route.u.route.shards;
+    char rtext[FERRY_SHARDS_TEXT_MAX];
+    if (ferry_shard_set_has(rs, to)) {
         rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is already served by %s; "
                            "nothing to move", tenant, split, to);
         goto out;
     }
+    if (clone && ferry_shard_set_count(rs) == FERRY_SHARDS_MAX) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u has %d replicas (%s), the most "
+                           "a route holds; a clone would add one more", tenant, split,
+                           FERRY_SHARDS_MAX, ferry_shard_set_str(rs, rtext));
+        goto out;
+    }
     char from[FERRY_NAME_MAX];
-    mv_copy_str(from, sizeof from, route.u.route.shards);
-    if (strchr(from, ','))
-        *strchr(from, ',') = '\0';
+    mv_copy_str(from, sizeof from, ferry_shard_set_count(rs) ? ferry_shard_set_at(rs, 0) : "");
     if (want_from && *want_from) {
         /* a slice with several replicas: the one named (e.g. on a draining shard) */
-        if (!ferry_list_has(route.u.route.shards, want_from)) {
+        if (!ferry_shard_set_has(rs, want_from)) {
             rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is not served by %s (its "
                                "route: %s); nothing to move from there", tenant, split,
-                               want_from, route.u.route.shards);
+                               want_from, ferry_shard_set_str(rs, rtext));
             goto out;
         }
         mv_copy_str(from, sizeof from, want_from);
     }
-    if (strchr(route.u.route.shards, ',') &&
-        (rc = pick_clean_source(cat, tenant, split, route.u.route.shards, want_from, from,
+    if (ferry_shard_set_count(rs) > 1 &&
+        (rc = pick_clean_source(cat, tenant, split, rs, want_from, from,
                                 sizeof from, err)))
         goto out;
     if (sh) { /* the batch's checks of the servers, made once for all its slices */

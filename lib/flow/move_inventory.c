@@ -255,9 +255,10 @@ static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const 
             ferry_record_init(&rr, FERRY_REC_ROUTE);
             snprintf(rr.u.route.tenant, sizeof rr.u.route.tenant, "%s", x->tenant);
             rr.u.route.split = x->split;
-            snprintf(rr.u.route.shards, sizeof rr.u.route.shards, "%s",
-                     shards->items[serving->shard].u.shard.name);
-            rc = ferry_batch_create(b, &rr, err);
+            rc = ferry_shard_set_add(&rr.u.route.shards,
+                                     shards->items[serving->shard].u.shard.name, err);
+            if (!rc)
+                rc = ferry_batch_create(b, &rr, err);
             s->routes_created++;
         }
         ferry_record sr;
@@ -268,9 +269,10 @@ static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const 
         sr.u.slice.rows = serving->rows;
         if (!rc && vs && vs->placement) {
             if (vs->bytes != serving->bytes || vs->rows != serving->rows) {
-                snprintf(sr.u.slice.placement, sizeof sr.u.slice.placement, "%s", vs->placement);
+                rc = ferry_shard_set_parse(&sr.u.slice.placement, vs->placement, err);
                 sr.version = vs->version;
-                rc = ferry_batch_update(b, &sr, err);
+                if (!rc)
+                    rc = ferry_batch_update(b, &sr, err);
                 s->slices_updated++;
             }
         } else if (!rc) {

@@ -98,7 +98,8 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
     bool open_need = false;
     if ((rc = ferry_repair_need_get(cat, tenant, split, &need, &open_need, err)))
         goto out;
-    if (open_need && ferry_list_has(route.u.route.shards, shard)) {
+    ferry_shard_set *rs = &route.u.route.shards;
+    if (open_need && ferry_shard_set_has(rs, shard)) {
         rc = ferry_err_set(err, FERRY_ECONFLICT, "tenant %s split %u has writes that only some "
                            "replicas took (acknowledged with [router] min_insert_replicas; "
                            "missed by %s); run `ferry repair --tenant %s` first, then drop the "
@@ -107,9 +108,9 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
     }
     if ((rc = mv_conn_open(&sh.u.shard, o->cfg, &c, err)))
         goto out;
-    bool routed = ferry_list_has(route.u.route.shards, shard);
+    bool routed = ferry_shard_set_has(rs, shard);
     if (routed) {
-        if (!strchr(route.u.route.shards, ',')) {
+        if (ferry_shard_set_count(rs) == 1) {
             rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u has its only replica on %s; "
                                "the last replica is never removed", tenant, split, shard);
             goto out;
@@ -122,14 +123,9 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
             ferry_err_prefix(err, "shard %s is not reachable: ", shard);
             goto out;
         }
-        char nl[FERRY_LIST_MAX] = "", copy[FERRY_LIST_MAX], *save = NULL;
-        snprintf(copy, sizeof copy, "%s", route.u.route.shards);
-        for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
-            if (strcmp(s, shard)) {
-                size_t l = strlen(nl);
-                snprintf(nl + l, sizeof nl - l, "%s%s", l ? "," : "", s);
-            }
-        snprintf(route.u.route.shards, sizeof route.u.route.shards, "%s", nl);
+        char nl[FERRY_SHARDS_TEXT_MAX];
+        ferry_shard_set_remove(rs, shard);
+        ferry_shard_set_str(rs, nl);
         rc = ferry_catalog_update(cat, &route, err);
         if (rc == FERRY_ECONFLICT)
             ferry_err_prefix(err, "the route of tenant %s split %u changed meanwhile; run again: ",
@@ -415,7 +411,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
     for (size_t r = 0; !rc && r < routes.n; r++) {
         ferry_slice_leases_release(cat, &held); /* the previous slice's */
         const ferry_route *rt = &routes.items[r].u.route;
-        if (!strchr(rt->shards, ','))
+        if (ferry_shard_set_count(&rt->shards) < 2)
             continue;
         if (ferry_stop_requested()) { /* between slices: each slice's repair is whole */
             rc = ferry_err_set(err, FERRY_ETIMEOUT, "repair: stopping (the process was asked to "
@@ -424,13 +420,13 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
         }
         sum->slices++;
         /* the replicas, in route order */
-        char names[16][FERRY_NAME_MAX];
-        rp_conn *cs[16];
+        char names[FERRY_SHARDS_MAX][FERRY_NAME_MAX], rtext[FERRY_SHARDS_TEXT_MAX];
+        rp_conn *cs[FERRY_SHARDS_MAX];
         size_t nr = 0;
-        char copy[FERRY_LIST_MAX], *save = NULL;
-        snprintf(copy, sizeof copy, "%s", rt->shards);
+        ferry_shard_set_str(&rt->shards, rtext);
         bool reachable = true;
-        for (char *s = strtok_r(copy, ",", &save); s && nr < 16; s = strtok_r(NULL, ",", &save)) {
+        for (; nr < ferry_shard_set_count(&rt->shards); ) {
+            const char *s = ferry_shard_set_at(&rt->shards, nr);
             snprintf(names[nr], FERRY_NAME_MAX, "%s", s);
             cs[nr] = get_conn(cat, o, &conns, &nconns, s);
             if (!cs[nr]) {
@@ -467,7 +463,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                 lrc = ferry_slice_lease_take(cat, &held, rt->tenant, rt->split, owner, &le);
             if (lrc == FERRY_ECONFLICT) {
                 sum->busy++;
-                report_busy(fn, arg, rt, "", "", rt->shards, le.msg);
+                report_busy(fn, arg, rt, "", "", rtext, le.msg);
                 continue;
             }
             if (lrc) {
@@ -483,7 +479,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
             char why[400];
             if (rs_retry_expected(o->cfg, rt->tenant, rt->split, why, sizeof why)) {
                 sum->busy++;
-                report_busy(fn, arg, rt, "", "", rt->shards, why);
+                report_busy(fn, arg, rt, "", "", rtext, why);
                 continue;
             }
         }
@@ -531,7 +527,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                     snprintf(why, sizeof why, "tier job %s is unfinished (ferry tier resumes "
                              "it)", jid);
                     sum->busy++;
-                    report_busy(fn, arg, rt, t->name, pids[p], rt->shards, why);
+                    report_busy(fn, arg, rt, t->name, pids[p], rtext, why);
                     continue;
                 }
                 /* the source: the replica holding the most rows of the partition */

@@ -10,6 +10,7 @@
 #include "ferry/strutil.h"
 #include "split/split_int.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,6 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#define PLACEMENT_SIZE FERRY_LIST_MAX
 
 void split_env_close(split_env *e)
 {
@@ -114,7 +114,7 @@ static int load_route(const ferry_record *rec, void *arg, ferry_err *err)
     if (!b)
         return FERRY_OK; /* a route without a slice record */
     for (size_t i = 0; i < ls->e->ns; i++)
-        if (ferry_list_has(r->shards, ls->e->active[i]->name))
+        if (ferry_shard_set_has(&r->shards, ls->e->active[i]->name))
             ls->e->load[i] += *b;
     return FERRY_OK;
 }
@@ -179,23 +179,31 @@ static unsigned tenant_rf(const split_env *e, uint32_t own)
     return rf > e->ns ? (unsigned)e->ns : rf;
 }
 
-/* Queues the slice and route records of split k placed on `shards`: created, or updated at the
- * version of a left-over record (slice_v, route_v >= 0). */
-static int queue_slice(ferry_batch *b, const char *tenant, uint32_t k, const char *shards,
-                       int64_t slice_v, int64_t route_v, ferry_err *err)
+/* Queues the slice and route records of split k placed on the active shards of slots[0..rf)
+ * (ferry_split_place's indexes into e->active): created, or updated at the version of a left-over
+ * record (slice_v, route_v >= 0). */
+static int queue_slice(ferry_batch *b, const split_env *e, const char *tenant, uint32_t k,
+                       const uint32_t *slots, unsigned rf, int64_t slice_v, int64_t route_v,
+                       ferry_err *err)
 {
     ferry_record s, r;
     ferry_record_init(&s, FERRY_REC_SLICE);
     snprintf(s.u.slice.tenant, sizeof s.u.slice.tenant, "%s", tenant);
     s.u.slice.split = k;
-    snprintf(s.u.slice.placement, sizeof s.u.slice.placement, "%s", shards);
+    int rc = FERRY_OK;
+    for (unsigned j = 0; j < rf && !rc; j++)
+        if (slots[j] != FERRY_SPLIT_NO_SHARD) {
+            assert(slots[j] < e->ns);
+            rc = ferry_shard_set_add(&s.u.slice.placement, e->active[slots[j]]->name, err);
+        }
     ferry_record_init(&r, FERRY_REC_ROUTE);
     snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "%s", tenant);
     r.u.route.split = k;
-    snprintf(r.u.route.shards, sizeof r.u.route.shards, "%s", shards);
+    r.u.route.shards = s.u.slice.placement;
     s.version = slice_v;
     r.version = route_v;
-    int rc = slice_v >= 0 ? ferry_batch_update(b, &s, err) : ferry_batch_create(b, &s, err);
+    if (!rc)
+        rc = slice_v >= 0 ? ferry_batch_update(b, &s, err) : ferry_batch_create(b, &s, err);
     if (!rc)
         rc = route_v >= 0 ? ferry_batch_update(b, &r, err) : ferry_batch_create(b, &r, err);
     return rc;
@@ -209,7 +217,7 @@ int split_set_one(ferry_catalog *cat, split_env *e, const char *tenant, uint32_t
     ferry_split_slice_in *lin = NULL;
     int64_t *slice_v = NULL, *route_v = NULL;
     uint64_t *base = NULL;
-    char *placements = NULL;
+    uint32_t *placements = NULL;
     ferry_batch *b = NULL;
     ferry_record_init(&trec, FERRY_REC_TENANT);
     snprintf(trec.u.tenant.name, sizeof trec.u.tenant.name, "%s", tenant);
@@ -257,7 +265,8 @@ int split_set_one(ferry_catalog *cat, split_env *e, const char *tenant, uint32_t
     lin = calloc(slices.n + n_new, sizeof *lin);
     slice_v = malloc(n_new * sizeof *slice_v);
     route_v = malloc(n_new * sizeof *route_v);
-    placements = calloc(slices.n + n_new, PLACEMENT_SIZE);
+    unsigned rf = tenant_rf(e, exists ? trec.u.tenant.rf : 0);
+    placements = calloc((slices.n + n_new) * rf, sizeof *placements);
     if (!lin || !slice_v || !route_v || !placements) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
@@ -277,10 +286,10 @@ int split_set_one(ferry_catalog *cat, split_env *e, const char *tenant, uint32_t
                 slice_v[s->split - from] = slices.items[i].version;
             continue; /* left over from an older attempt; replaced below */
         }
-        const char *where = "";
+        const ferry_shard_set *where = NULL;
         for (size_t j = 0; j < routes.n; j++)
             if (routes.items[j].u.route.split == s->split)
-                where = routes.items[j].u.route.shards;
+                where = &routes.items[j].u.route.shards;
         lin[nl++] = (ferry_split_slice_in){s->tenant, s->split, s->bytes, where};
     }
     size_t first_new = nl;
@@ -297,14 +306,14 @@ int split_set_one(ferry_catalog *cat, split_env *e, const char *tenant, uint32_t
             for (size_t j = 0; j < routes.n; j++)
                 if (routes.items[j].u.route.split == slices.items[i].u.slice.split)
                     for (size_t k = 0; k < e->ns; k++)
-                        if (ferry_list_has(routes.items[j].u.route.shards, e->active[k]->name))
+                        if (ferry_shard_set_has(&routes.items[j].u.route.shards,
+                                                e->active[k]->name))
                             base[k] -= base[k] < slices.items[i].u.slice.bytes
                                            ? base[k]
                                            : slices.items[i].u.slice.bytes;
     }
     rc = ferry_split_place(e->active, e->ns, base, lin, nl, e->settings.u.settings.hash,
-                           tenant_rf(e, exists ? trec.u.tenant.rf : 0),
-                           e->settings.u.settings.fill, placements, PLACEMENT_SIZE, err);
+                           rf, e->settings.u.settings.fill, placements, err);
     if (rc)
         goto out;
     if (dry_run) {
@@ -318,7 +327,7 @@ int split_set_one(ferry_catalog *cat, split_env *e, const char *tenant, uint32_t
     trec.u.tenant.splits = splits;
     rc = exists ? ferry_batch_update(b, &trec, err) : ferry_batch_create(b, &trec, err);
     for (size_t i = first_new; i < nl && !rc; i++)
-        rc = queue_slice(b, tenant, lin[i].split, placements + i * PLACEMENT_SIZE,
+        rc = queue_slice(b, e, tenant, lin[i].split, placements + i * rf, rf,
                          slice_v[i - first_new], route_v[i - first_new], err);
     ferry_commit_info info = {0};
     if (!rc)
@@ -372,7 +381,8 @@ static int add_group(ferry_catalog *cat, split_env *e, const char *const *names,
 {
     size_t total = n * splits;
     ferry_split_slice_in *lin = calloc(total ? total : 1, sizeof *lin);
-    char *placements = calloc(total ? total : 1, PLACEMENT_SIZE);
+    unsigned rf = tenant_rf(e, 0);
+    uint32_t *placements = calloc((total ? total : 1) * rf, sizeof *placements);
     ferry_batch *b = ferry_batch_new();
     int rc = lin && placements && b ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t t = 0; t < n && !rc; t++)
@@ -380,8 +390,7 @@ static int add_group(ferry_catalog *cat, split_env *e, const char *const *names,
             lin[t * splits + k] = (ferry_split_slice_in){names[t], k, 0, NULL};
     if (!rc)
         rc = ferry_split_place(e->active, e->ns, e->load, lin, total, e->settings.u.settings.hash,
-                               tenant_rf(e, 0), e->settings.u.settings.fill, placements,
-                               PLACEMENT_SIZE, err);
+                               rf, e->settings.u.settings.fill, placements, err);
     for (size_t t = 0; t < n && !rc; t++) {
         ferry_record tr;
         ferry_record_init(&tr, FERRY_REC_TENANT);
@@ -389,8 +398,8 @@ static int add_group(ferry_catalog *cat, split_env *e, const char *const *names,
         tr.u.tenant.splits = splits;
         rc = ferry_batch_create(b, &tr, err);
         for (uint32_t k = 0; k < splits && !rc; k++)
-            rc = queue_slice(b, names[t], k, placements + (t * splits + k) * PLACEMENT_SIZE, -1,
-                             -1, err);
+            rc = queue_slice(b, e, names[t], k, placements + (t * splits + k) * rf, rf, -1, -1,
+                             err);
     }
     ferry_commit_info info = {0};
     if (!rc)

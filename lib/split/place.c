@@ -1,48 +1,38 @@
 /* Placing new slices for tenant registration and split raises: a thin wrapper over the placement
  * library's incremental placement (ferry_pl_place_more) that takes the catalog's records of the
  * active shards (catalog.h and placement.h side by side) and a tenant's slices with each
- * existing one's route (comma-separated, as the catalog stores it), builds placement's cluster
- * and inventory, and gives back each slice's shard list. Only the slices given are scored; the
+ * existing one's route (a ferry_shard_set), builds placement's cluster
+ * and inventory, and gives back each slice's shards as indexes into the shards given. Only the slices given are scored; the
  * rest of the cluster enters as each shard's load. Pure. */
 #include "ferry/catalog.h"
 #include "ferry/placement.h"
 #include "ferry/split.h"
 #include "ferry/strutil.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The slots of one existing slice: the shards of its comma-separated list that are in the
- * cluster (a shard being drained is not: its replica is on its way off), at most rf. */
-static void fixed_slots(const ferry_pl_cluster *cl, const char *list, unsigned rf, uint32_t *slots)
+/* The slots of one existing slice: the shards of its route (NULL: none) that are in the cluster
+ * (a shard being drained is not: its replica is on its way off), at most rf. */
+static void fixed_slots(const ferry_pl_cluster *cl, const ferry_shard_set *route, unsigned rf,
+                        uint32_t *slots)
 {
     unsigned k = 0;
     for (unsigned j = 0; j < rf; j++)
         slots[j] = FERRY_PL_NO_SHARD;
-    for (const char *p = list; p && *p && k < rf;) {
-        size_t len = strcspn(p, ",");
-        char buf[FERRY_NAME_MAX + 16];
-        if (len < sizeof buf) {
-            memcpy(buf, p, len);
-            buf[len] = '\0';
-            long s = ferry_pl_cluster_find(cl, ferry_trim(buf)); /* as the router reads a route */
-            bool dup = false;
-            for (unsigned j = 0; j < k; j++)
-                dup |= s >= 0 && slots[j] == (uint32_t)s;
-            if (s >= 0 && !dup)
-                slots[k++] = (uint32_t)s;
-        }
-        p += len;
-        if (*p == ',')
-            p++;
+    for (size_t i = 0; route && i < ferry_shard_set_count(route) && k < rf; i++) {
+        long s = ferry_pl_cluster_find(cl, ferry_shard_set_at(route, i));
+        if (s >= 0) /* a set names no shard twice */
+            slots[k++] = (uint32_t)s;
     }
 }
 
 int ferry_split_place(const ferry_shard *const *shards, size_t n_shards,
                       const uint64_t *base_load, const ferry_split_slice_in *slices,
                       size_t n_slices, const char *hash, unsigned rf, double fill,
-                      char *placements, size_t placement_size, ferry_err *err)
+                      uint32_t *placements, ferry_err *err)
 {
     ferry_pl_cluster cl = {0};
     ferry_pl_inventory inv = {0};
@@ -50,6 +40,7 @@ int ferry_split_place(const ferry_shard *const *shards, size_t n_shards,
     uint32_t *fixed = NULL;
     uint64_t *load = NULL;
     size_t *inv_of = NULL;
+    uint32_t *input = NULL;
     bool have_layout = false;
     ferry_pl_opts o = FERRY_PL_OPTS_DEFAULT;
     int rc = ferry_pl_cluster_init(&cl, "catalog", err);
@@ -94,29 +85,29 @@ int ferry_split_place(const ferry_shard *const *shards, size_t n_shards,
     if (rc)
         goto out;
     have_layout = true;
-    for (size_t i = 0; i < n_slices; i++) {
-        char *dst = placements + i * placement_size;
-        size_t len = 0;
-        dst[0] = '\0';
-        for (unsigned j = 0; j < lay.rf; j++) {
-            uint32_t s = lay.replicas[inv_of[i] * lay.rf + j];
-            if (s == FERRY_PL_NO_SHARD)
-                continue;
-            int w = snprintf(dst + len, placement_size - len, "%s%s", len ? "," : "",
-                             cl.shards[s].name);
-            if (w < 0 || (size_t)w >= placement_size - len) {
-                rc = ferry_err_set(err, FERRY_EINVAL, "placement list too long");
-                goto out;
-            }
-            len += (size_t)w;
-        }
+    /* the cluster is sorted by name: its shard s is shards[input[s]] */
+    if (!(input = malloc((cl.n ? cl.n : 1) * sizeof *input))) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
     }
+    for (size_t i = 0; i < n_shards; i++) {
+        long s = ferry_pl_cluster_find(&cl, shards[i]->name);
+        assert(s >= 0 && (size_t)s < cl.n);
+        input[s] = (uint32_t)i;
+    }
+    assert(lay.rf <= rf);
+    for (size_t i = 0; i < n_slices; i++)
+        for (unsigned j = 0; j < rf; j++) {
+            uint32_t s = j < lay.rf ? lay.replicas[inv_of[i] * lay.rf + j] : FERRY_PL_NO_SHARD;
+            placements[i * rf + j] = s == FERRY_PL_NO_SHARD ? FERRY_SPLIT_NO_SHARD : input[s];
+        }
 out:
     if (have_layout)
         ferry_pl_layout_free(&lay);
     free(fixed);
     free(load);
     free(inv_of);
+    free(input);
     ferry_pl_inventory_free(&inv);
     ferry_pl_cluster_free(&cl);
     return rc;

@@ -28,7 +28,10 @@ static int set_route(ferry_catalog *c, char **argv, ferry_err *err)
     snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "%s", argv[3]);
     r.u.route.split = (uint32_t)split;
     int rc = ferry_catalog_get(c, &r, err);
-    snprintf(r.u.route.shards, sizeof r.u.route.shards, "%s", argv[5]);
+    if (rc == FERRY_OK || rc == FERRY_ENOTFOUND) {
+        int prc = ferry_shard_set_parse(&r.u.route.shards, argv[5], err);
+        rc = prc ? prc : rc;
+    }
     if (rc == FERRY_ENOTFOUND) {
         ferry_err_clear(err);
         rc = ferry_catalog_create(c, &r, err);

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "shards_text.h"
+
 #include "catalog/zk_int.h"
 #include "ferry/catalog.h"
 #include "temp_catalog.h"
@@ -49,7 +51,7 @@ static void slice(ferry_record *r, const char *tenant, uint32_t split, uint64_t 
     r->u.slice.split = split;
     r->u.slice.bytes = bytes;
     r->u.slice.rows = 1;
-    snprintf(r->u.slice.placement, sizeof r->u.slice.placement, "node1");
+    shards_printf(&r->u.slice.placement, "node1");
 }
 
 static void route(ferry_record *r, const char *tenant, uint32_t split, const char *shards)
@@ -57,7 +59,7 @@ static void route(ferry_record *r, const char *tenant, uint32_t split, const cha
     ferry_record_init(r, FERRY_REC_ROUTE);
     snprintf(r->u.route.tenant, sizeof r->u.route.tenant, "%s", tenant);
     r->u.route.split = split;
-    snprintf(r->u.route.shards, sizeof r->u.route.shards, "%s", shards);
+    shards_printf(&r->u.route.shards, "%s", shards);
 }
 
 /* ---- the document format ---- */
@@ -321,7 +323,8 @@ static void test_batch_on_one_document(void **state)
     assert_int_equal(l.items[1].u.route.split, 5);
     assert_int_equal(l.items[2].u.route.split, 6);
     assert_int_equal(l.items[3].u.route.split, 9);
-    assert_string_equal(l.items[3].u.route.shards, "node4");
+    assert_int_equal(ferry_shard_set_count(&l.items[3].u.route.shards), 1);
+    assert_string_equal(ferry_shard_set_at(&l.items[3].u.route.shards, 0), "node4");
     assert_int_equal(l.items[3].version, 1);
     ferry_record_list_free(&l);
     /* deleting every entry leaves no record; creating one again starts at version 0 */
@@ -611,10 +614,12 @@ static void test_document_limit(void **state)
     ferry_record s;
     for (uint32_t i = 0; i < 1000; i++) { /* ~1 KB each: over 384 KiB in bucket 0 */
         slice(&s, "big", i, 1);
-        size_t at = 0;
-        for (int k = 0; k < 100; k++) /* "n0000000,n0000001,...": 899 bytes */
-            at += (size_t)snprintf(s.u.slice.placement + at, sizeof s.u.slice.placement - at,
-                                   "%sn%07d", k ? "," : "", k);
+        ferry_shard_set_clear(&s.u.slice.placement);
+        for (int k = 0; k < FERRY_SHARDS_MAX; k++) { /* 16 names of 56 bytes: 911 bytes */
+            char name[FERRY_NAME_MAX];
+            snprintf(name, sizeof name, "n%02d%053d", k, 0);
+            assert_int_equal(ferry_shard_set_add(&s.u.slice.placement, name, &err), FERRY_OK);
+        }
         assert_int_equal(ferry_batch_create(b, &s, &err), FERRY_OK);
     }
     assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_EINVAL);

@@ -107,7 +107,7 @@ static void test_long_shard_name_end_to_end(void **state)
         snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "acme");
         r.u.route.split = k;
         must(ferry_catalog_get(cat, &r, &err), &err);
-        snprintf(routes[k], sizeof routes[k], "%s", r.u.route.shards);
+        ferry_shard_set_format(&r.u.route.shards, routes[k], sizeof routes[k]);
         assert_true(!strcmp(routes[k], "s1") || !strcmp(routes[k], long_name));
         on_long += ferry_list_has(routes[k], long_name);
     }

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "shards_text.h"
 #include <sqlite3.h>
 
 #include "catalog/catalog_int.h"
@@ -129,13 +131,13 @@ static ferry_catalog *realistic(void)
             r.u.slice.split = k;
             r.u.slice.bytes = (uint64_t)(((uint64_t)50 << 30) / (1 + i) / splits) + 1000 * k;
             r.u.slice.rows = r.u.slice.bytes / 40;
-            snprintf(r.u.slice.placement, sizeof r.u.slice.placement, "%s", shard);
+            shards_printf(&r.u.slice.placement, "%s", shard);
             add(b, &r);
             if (!no_route) {
                 ferry_record_init(&r, FERRY_REC_ROUTE);
                 snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "%s", name);
                 r.u.route.split = k;
-                snprintf(r.u.route.shards, sizeof r.u.route.shards, two ? "%s,%s" : "%s", shard,
+                shards_printf(&r.u.route.shards, two ? "%s,%s" : "%s", shard,
                          second);
                 add(b, &r);
             }
@@ -163,12 +165,12 @@ static ferry_catalog *realistic(void)
     ferry_record_init(&r, FERRY_REC_ROUTE);
     snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "t20");
     r.u.route.split = 40;
-    snprintf(r.u.route.shards, sizeof r.u.route.shards, "s04");
+    shards_printf(&r.u.route.shards, "s04");
     add(b, &r);
     ferry_record_init(&r, FERRY_REC_ROUTE);
     snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "ghost");
     r.u.route.split = 0;
-    snprintf(r.u.route.shards, sizeof r.u.route.shards, "s02");
+    shards_printf(&r.u.route.shards, "s02");
     add(b, &r);
     commit(c, b);
     if (!tc.zk_base) {
@@ -267,7 +269,8 @@ static void check_slice_rows(ferry_catalog *c)
         assert_true(x->slice);
         assert_int_equal(x->bytes, s->bytes);
         assert_int_equal(x->rows, s->rows);
-        assert_string_equal(x->placement, s->placement);
+        char text[FERRY_SHARDS_TEXT_MAX];
+        assert_string_equal(x->placement, ferry_shard_set_str(&s->placement, text));
         assert_int_equal(x->version, slices.items[i].version);
     }
     for (size_t i = 0; i < routes.n; i++) {
@@ -277,7 +280,8 @@ static void check_slice_rows(ferry_catalog *c)
         got_slice *x = bsearch(&key, g.v, g.n, sizeof *g.v, got_cmp);
         assert_non_null(x);
         assert_true(x->route);
-        assert_string_equal(x->shards, r->shards);
+        char text[FERRY_SHARDS_TEXT_MAX];
+        assert_string_equal(x->shards, ferry_shard_set_str(&r->shards, text));
         assert_int_equal(x->route_version, routes.items[i].version);
     }
     if (!tc.zk_base) { /* the rewritten documents were read through the decoder, the same */
@@ -543,7 +547,7 @@ static void test_status_same_as_records(void **state)
         size_t n = 0;
         for (size_t i = 0; i < routes.n; i++) {
             const ferry_route *r = &routes.items[i].u.route;
-            if (!ferry_list_has(r->shards, name))
+            if (!ferry_shard_set_has(&r->shards, name))
                 continue;
             n++;
             for (size_t k = 0; k < slices.n; k++)
@@ -589,13 +593,13 @@ static void test_status_same_as_records(void **state)
             const ferry_route *rt = &routes.items[r].u.route;
             if (strcmp(rt->tenant, st.top[i].name))
                 continue;
-            char copy[FERRY_LIST_MAX], *save = NULL;
-            snprintf(copy, sizeof copy, "%s", rt->shards);
-            for (char *n = strtok_r(copy, ",", &save); n; n = strtok_r(NULL, ",", &save))
+            for (size_t k = 0; k < ferry_shard_set_count(&rt->shards); k++) {
+                const char *n = ferry_shard_set_at(&rt->shards, k);
                 if (!ferry_list_has(want, n)) {
                     size_t l = strlen(want);
                     snprintf(want + l, sizeof want - l, "%s%s", l ? "," : "", n);
                 }
+            }
         }
         assert_string_equal(st.top[i].shards, want);
     }

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "shards_text.h"
+
 #include <openssl/sha.h>
 
 #include "ferry/catalog.h"
@@ -63,11 +65,11 @@ static ferry_catalog *setup(uint32_t cluster_rf, const shard_def *sh, size_t n, 
     ferry_record_init(&r, FERRY_REC_SLICE);
     snprintf(r.u.slice.tenant, sizeof r.u.slice.tenant, "acme");
     r.u.slice.bytes = 1000;
-    snprintf(r.u.slice.placement, sizeof r.u.slice.placement, "%s", route);
+    shards_printf(&r.u.slice.placement, "%s", route);
     assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
     ferry_record_init(&r, FERRY_REC_ROUTE);
     snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "acme");
-    snprintf(r.u.route.shards, sizeof r.u.route.shards, "%s", route);
+    shards_printf(&r.u.route.shards, "%s", route);
     assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
     assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
     ferry_batch_free(b);

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "shards_text.h"
+
 #include "../../lib/router/router_int.h"
 #include "ferry/catalog.h"
 #include "ferry/init.h"
@@ -88,7 +90,7 @@ static void set_route(ferry_batch *b, const char *tenant, uint32_t split, const 
     ferry_record_init(&rr, FERRY_REC_ROUTE);
     snprintf(rr.u.route.tenant, sizeof rr.u.route.tenant, "%s", tenant);
     rr.u.route.split = split;
-    snprintf(rr.u.route.shards, sizeof rr.u.route.shards, "%s", shards);
+    shards_printf(&rr.u.route.shards, "%s", shards);
     must(ferry_batch_update(b, &rr, &err), &err);
 }
 
@@ -128,7 +130,7 @@ static void test_incremental_equals_full(void **state)
 
     /* a route naming a shard the router does not know */
     ferry_batch *b = ferry_batch_new();
-    set_route(b, "t05", 0, "node2, node9");
+    set_route(b, "t05", 0, "node2,node9");
     commit(cat, b);
     check(r, cat, true, "a route with an unknown shard");
     rt_snapshot *s = rt_snapshot_get(r);
@@ -165,7 +167,7 @@ static void test_incremental_equals_full(void **state)
     rr.u.route.split = 0;
     must(ferry_catalog_get(cat, &rr, &err), &err);
     char from[FERRY_LIST_MAX];
-    snprintf(from, sizeof from, "%s", rr.u.route.shards);
+    ferry_shard_set_format(&rr.u.route.shards, from, sizeof from);
     const char *to = strcmp(from, "node3") ? "node3" : "node1";
     ferry_record mv;
     ferry_record_init(&mv, FERRY_REC_MOVE);

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "shards_text.h"
+
 #include "ferry/catalog.h"
 #include "ferry/split.h"
 #include "ferry/strutil.h"
@@ -83,7 +85,7 @@ static void put_tenant(ferry_catalog *c, const char *tenant, size_t n, const uin
         ferry_record_init(&r, FERRY_REC_ROUTE);
         snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "%s", tenant);
         r.u.route.split = (uint32_t)k;
-        snprintf(r.u.route.shards, sizeof r.u.route.shards, "%s", routes[k]);
+        shards_printf(&r.u.route.shards, "%s", routes[k]);
         must(ferry_batch_create(b, &r, &err), &err);
     }
     must(ferry_catalog_commit(c, b, NULL, &err), &err);
@@ -98,7 +100,32 @@ static void route_of(ferry_catalog *c, const char *tenant, uint32_t split, char 
     snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "%s", tenant);
     r.u.route.split = split;
     must(ferry_catalog_get(c, &r, &err), &err);
-    snprintf(out, size, "%s", r.u.route.shards);
+    ferry_shard_set_format(&r.u.route.shards, out, size);
+}
+
+/* ferry_split_place with each slice's shards as text in out[i * size] (the names of sin[] it
+ * gives, comma-separated, as the catalog stores a route). */
+static int place_text(const ferry_shard *const *sin, size_t ns, const uint64_t *base,
+                      const ferry_split_slice_in *lin, size_t n, const char *hash, unsigned rf,
+                      double fill, char *out, size_t size, ferry_err *err)
+{
+    uint32_t *slots = calloc(n * rf, sizeof *slots);
+    assert_non_null(slots);
+    int rc = ferry_split_place(sin, ns, base, lin, n, hash, rf, fill, slots, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        char *dst = out + i * size;
+        size_t len = 0;
+        dst[0] = '\0';
+        for (unsigned j = 0; j < rf; j++)
+            if (slots[i * rf + j] != FERRY_SPLIT_NO_SHARD) {
+                assert_true(slots[i * rf + j] < ns);
+                len += (size_t)snprintf(dst + len, size - len, "%s%s", len ? "," : "",
+                                        sin[slots[i * rf + j]]->name);
+                assert_true(len < size);
+            }
+    }
+    free(slots);
+    return rc;
 }
 
 /* Shard records as the catalog holds them (rec[]), and the pointers ferry_split_place takes. */
@@ -156,7 +183,7 @@ static void test_add_many(void **state)
     for (int i = 0; i < N; i += 7) {
         ferry_split_slice_in lin[2] = {{names[i], 0, 0, NULL}, {names[i], 1, 0, NULL}};
         char want[2][FERRY_LIST_MAX], got[FERRY_LIST_MAX];
-        must(ferry_split_place(sin, 5, NULL, lin, 2, "xxh3", 2, 0.5, &want[0][0], FERRY_LIST_MAX,
+        must(place_text(sin, 5, NULL, lin, 2, "xxh3", 2, 0.5, &want[0][0], FERRY_LIST_MAX,
                                &err),
              &err);
         for (uint32_t k = 0; k < 2; k++) {
@@ -236,11 +263,14 @@ static void test_raise_next_to_own_and_loads(void **state)
     const ferry_shard *sin[6];
     shards_of(sh, 6, srec, sin);
     uint64_t base[6] = {0, 300, 600, 0, 0, 0};
-    ferry_split_slice_in lin[5] = {{"acme", 0, 50, "a"}, {"acme", 1, 70, "d"},
+    ferry_shard_set on_a, on_d;
+    shards_printf(&on_a, "a");
+    shards_printf(&on_d, "d");
+    ferry_split_slice_in lin[5] = {{"acme", 0, 50, &on_a}, {"acme", 1, 70, &on_d},
                                    {"acme", 2, 0, NULL}, {"acme", 3, 0, NULL},
                                    {"acme", 4, 0, NULL}};
     char want[5][FERRY_LIST_MAX];
-    must(ferry_split_place(sin, 6, base, lin, 5, "xxh3", 1, 0.5, &want[0][0], FERRY_LIST_MAX,
+    must(place_text(sin, 6, base, lin, 5, "xxh3", 1, 0.5, &want[0][0], FERRY_LIST_MAX,
                            &err),
          &err);
     assert_string_equal(want[0], "a");
@@ -258,7 +288,7 @@ static void test_raise_next_to_own_and_loads(void **state)
     }
     /* the loads are what kept c out */
     char blind[5][FERRY_LIST_MAX];
-    must(ferry_split_place(sin, 6, NULL, lin, 5, "xxh3", 1, 0.5, &blind[0][0], FERRY_LIST_MAX,
+    must(place_text(sin, 6, NULL, lin, 5, "xxh3", 1, 0.5, &blind[0][0], FERRY_LIST_MAX,
                            &err),
          &err);
     assert_string_equal(blind[2], "c");
@@ -290,7 +320,7 @@ static void test_stored_loads(void **state)
     ferry_split_slice_in lin[3] = {{"newbie", 0, 0, NULL}, {"newbie", 1, 0, NULL},
                                    {"newbie", 2, 0, NULL}};
     char blind[3][FERRY_LIST_MAX];
-    must(ferry_split_place(sin, 4, NULL, lin, 3, "xxh3", 1, 0.5, &blind[0][0], FERRY_LIST_MAX,
+    must(place_text(sin, 4, NULL, lin, 3, "xxh3", 1, 0.5, &blind[0][0], FERRY_LIST_MAX,
                            &err),
          &err);
     bool blind_c = false;
@@ -313,7 +343,7 @@ static void test_leftovers_replaced(void **state)
     ferry_record r;
     ferry_record_init(&r, FERRY_REC_ROUTE);
     snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "ghost");
-    snprintf(r.u.route.shards, sizeof r.u.route.shards, "zz");
+    shards_printf(&r.u.route.shards, "zz");
     must(ferry_catalog_create(c, &r, &err), &err);
     const char *argv[] = {"ghost"};
     added_log log = {0};
