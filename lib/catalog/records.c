@@ -457,15 +457,22 @@ static const json_t *field(dec *d, const char *k)
     return v;
 }
 
-static void get_str(dec *d, const char *k, char *dst, size_t size)
+/* The field k when it is a string; else NULL (absent, or not a string: d->rc set). */
+static const json_t *string_field(dec *d, const char *k)
 {
     const json_t *v = field(d, k);
+    if (v && !json_is_string(v)) {
+        d->rc = ferry_err_set(d->err, FERRY_EINVAL, "%s record: '%s' must be a string", d->kind, k);
+        return NULL;
+    }
+    return v;
+}
+
+static void get_str(dec *d, const char *k, char *dst, size_t size)
+{
+    const json_t *v = string_field(d, k);
     if (!v)
         return;
-    if (!json_is_string(v)) {
-        d->rc = ferry_err_set(d->err, FERRY_EINVAL, "%s record: '%s' must be a string", d->kind, k);
-        return;
-    }
     char what[96];
     snprintf(what, sizeof what, "%s record: '%s'", d->kind, k);
     d->rc = copy_str(dst, size, json_string_value(v), what, d->err);
@@ -474,13 +481,9 @@ static void get_str(dec *d, const char *k, char *dst, size_t size)
 /* A list of shards from its comma-separated text (ferry/shard_set.h's rule). */
 static void get_shards(dec *d, const char *k, ferry_shard_set *dst)
 {
-    const json_t *v = field(d, k);
+    const json_t *v = string_field(d, k);
     if (!v)
         return;
-    if (!json_is_string(v)) {
-        d->rc = ferry_err_set(d->err, FERRY_EINVAL, "%s record: '%s' must be a string", d->kind, k);
-        return;
-    }
     d->rc = ferry_shard_set_parse_stored(dst, json_string_value(v), json_string_length(v), d->err);
     if (d->rc)
         ferry_err_prefix(d->err, "%s record: '%s': ", d->kind, k);
