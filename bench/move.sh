@@ -5,7 +5,9 @@
 # ferry's wall time and bytes copied (cold pointer files, hot part files) and the re-insert's wall
 # time and bytes read (and where ferry's time went: milliseconds per state, statements, agent
 # requests, catalog writes), a third tenant with only the 5 cold days, the load average, then one
-# summary line with the ratios.
+# summary line with the ratios. MOVE_ROUNDS=N moves each tenant back and forth N times in all,
+# each move followed by the by-hand copy, and adds both medians; MOVE_SIZES (e.g. "blog") runs
+# only the sizes named (blog, x<SCALE>, cold_only).
 #   bash bench/move.sh [BUILD_DIR] [SCALE]      (defaults: build-release, 100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,8 +65,37 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
     [ "$(chq "$U1" "SELECT count() FROM reinsert")" = "$rows" ] || { echo "re-insert lost rows" >&2; exit 1; }
     local written; written=$(chq "$U1" "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND table = 'reinsert'")
 
+    # MOVE_ROUNDS > 1: the tenant goes back and forth that many times in all, each move timed
+    # and followed by the same by-hand copy toward the side it left (its medians are printed)
+    local rounds=$T/$name.rounds from=node2 to=node1 fu tu
+    echo "$((t1 - t0)) $((t3 - t2))" >"$rounds"
+    for ((k = 2; k <= ${MOVE_ROUNDS:-1}; k++)); do
+        fu=$U2 tu=$U1
+        [ "$to" = node1 ] || { fu=$U1; tu=$U2; }
+        local a0 a1 b0 b1
+        a0=$(ms)
+        "$FERRY_BIN" move --config "$L/mv.conf" --tenant acme --split 0 --to "$to" --grace 0 --json \
+            >"$T/$name.move$k" 2>"$T/$name.err$k" || { cat "$T/$name.err$k" >&2; exit 1; }
+        a1=$(ms)
+        [ "$(jq -r 'select(.event == "move") | .state' "$T/$name.move$k")" = DONE ] || { echo "move $k not done" >&2; exit 1; }
+        chq "$fu" "DROP TABLE IF EXISTS reinsert SYNC" >/dev/null
+        chq "$fu" "CREATE TABLE reinsert AS events" >/dev/null
+        b0=$(ms)
+        chq "$fu" "INSERT INTO reinsert SELECT * FROM url('$tu/?user=ferry&password=$PW&query=SELECT%20*%20FROM%20events%20WHERE%20tenant%3D%27acme%27%20FORMAT%20Native', Native,
+            'tenant String, day UInt32, split UInt8, user UInt64, v UInt64')
+            SETTINGS max_partitions_per_insert_block = 1000" --max-time 7200 >/dev/null
+        b1=$(ms)
+        [ "$(chq "$fu" "SELECT count() FROM reinsert")" = "$rows" ] || { echo "re-insert $k lost rows" >&2; exit 1; }
+        echo "$((a1 - a0)) $((b1 - b0))" >>"$rounds"
+        local t=$from; from=$to; to=$t
+    done
+    local med
+    med=$(sort -n -k1,1 "$rounds" | awk '{f[NR]=$1} END {print f[int((NR + 1) / 2)]}')" "$(sort -n -k2,2 "$rounds" | awk '{h[NR]=$2} END {print h[int((NR + 1) / 2)]}')
+
     jq -cn --arg name "$name" --argjson rows "$rows" --argjson r "$R" --argjson ferry_ms $((t1 - t0)) \
         --argjson reinsert_ms $((t3 - t2)) --argjson native "$native_bytes" --argjson written "$written" \
+        --argjson rounds "$(jq -Rsc 'split("\n") | map(select(length > 0) | split(" ") | map(tonumber))' "$rounds")" \
+        --argjson med "[${med/ /,}]" \
         '{bench: "move", tenant: $name, rows: $rows,
           cold_bytes: $r.cold_bytes, cold_copied_bytes: $r.cold_copied_bytes,
           hot_bytes: $r.hot_bytes, hot_copied_bytes: $r.hot_copied_bytes,
@@ -72,17 +103,20 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
           agent_requests: $r.agent_requests, catalog_writes: $r.catalog_writes,
           reinsert_wall_ms: $reinsert_ms, reinsert_bytes_read: $native, reinsert_bytes_written: $written,
           bytes_ratio: (($r.cold_copied_bytes + $r.hot_copied_bytes) / ($native + $written)),
-          time_ratio: ($ferry_ms / $reinsert_ms)}'
+          time_ratio: ($ferry_ms / $reinsert_ms)}
+         + (if ($rounds | length) > 1 then {rounds_ferry_reinsert_ms: $rounds,
+              ferry_median_ms: $med[0], reinsert_median_ms: $med[1],
+              median_time_ratio: ($med[0] / $med[1])} else {} end)'
     "$FERRY_BIN" lab down --dir "$L" >/dev/null
 }
 
-small=$(run_size blog 250000)
-big=$(run_size "x$scale" $((250000 * scale)))
-coldonly=$(run_size cold_only 250000 0)
-echo "$small"
-echo "$big"
-echo "$coldonly"
+sizes=" ${MOVE_SIZES:-blog x$scale cold_only} "
+small= big=
+[[ "$sizes" != *" blog "* ]] || { small=$(run_size blog 250000); echo "$small"; }
+[[ "$sizes" != *" x$scale "* ]] || { big=$(run_size "x$scale" $((250000 * scale))); echo "$big"; }
+[[ "$sizes" != *" cold_only "* ]] || run_size cold_only 250000 0
 echo "{\"bench\":\"move_load\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
+[ -n "$small" ] && [ -n "$big" ] || exit 0
 jq -cn --argjson s "$small" --argjson b "$big" \
     '{bench: "move_summary", cold_ratio: ($b.cold_bytes / $s.cold_bytes),
       cold_copied_ratio: ($b.cold_copied_bytes / $s.cold_copied_bytes),
