@@ -414,10 +414,31 @@ static void read_level(cat_backend *be, zk_bulk **bulk, const rel_list *paths, b
     pipelined(be, paths, kids, slots);
 }
 
+/* A document read by a scan into flat: its text and its path (both malloc'ed, taken here
+ * whatever happens) become blocks of flat, and a span points into them (rel: the scan's
+ * folder, the start of path). */
+static int flat_leaf(cat_flat *flat, const char *rel, char *path, char *doc, int64_t version)
+{
+    if (cat_flat_block(flat, path)) {
+        free(doc);
+        return FERRY_ENOMEM;
+    }
+    if (cat_flat_block(flat, doc))
+        return FERRY_ENOMEM;
+    size_t rl = strlen(rel);
+    const char *m = path + rl + (path[rl] == '/');
+    const char *slash = strrchr(m, '/');
+    cat_span sp = {.mid = m, .mid_len = slash ? (uint32_t)(slash - m) : 0,
+                   .name = slash ? slash + 1 : m, .doc = doc, .version = version};
+    sp.name_len = (uint32_t)strlen(sp.name);
+    return cat_flat_span(flat, &sp);
+}
+
 /* Every document exactly depth levels below rel: the levels above the documents are listed
- * level by level, each level's getChildren pipelined, then every document is read pipelined. */
+ * level by level, each level's getChildren pipelined, then every document is read pipelined.
+ * Into out (copies), or into flat when out is NULL (each text and path moved, not copied). */
 static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *out,
-                      ferry_err *err)
+                      cat_flat *flat, ferry_err *err)
 {
     rel_list level = {0}, next = {0};
     scan_slot *slots = NULL;
@@ -444,9 +465,14 @@ static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *ou
                 for (int k = 0; k < s->kids.count && !rc; k++)
                     if (rel_push(&next, level.v[i], s->kids.data[k]))
                         rc = FERRY_ENOMEM;
-            } else if (s->doc[0] && cat_items_push(out, level.v[i], s->doc, strlen(s->doc),
-                                                   s->version)) {
-                rc = FERRY_ENOMEM; /* an empty document is a container, not a record */
+            } else if (!s->doc[0]) {
+                continue; /* an empty document is a container, not a record */
+            } else if (!out) {
+                rc = flat_leaf(flat, rel, level.v[i], s->doc, s->version);
+                level.v[i] = NULL;
+                s->doc = NULL;
+            } else if (cat_items_push(out, level.v[i], s->doc, strlen(s->doc), s->version)) {
+                rc = FERRY_ENOMEM;
             }
         }
         for (size_t i = 0; i < level.n; i++) {
@@ -474,13 +500,31 @@ int zk_phys_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out
         int rc = attempt ? zk_gate_wait_open(c, &gv, err) : zk_cached_gate(c, &gv, err);
         if (rc)
             return rc;
-        rc = scan_level(c->be, prefix, depth, out, err);
+        rc = scan_level(c->be, prefix, depth, out, NULL, err);
         bool same = false;
         if (!rc)
             rc = gate_unchanged(c->be, gv, &same, err);
         if (rc || same)
             return rc;
         cat_items_free(out); /* a batch ran while we read: read again */
+    }
+}
+
+int zk_phys_scan_flat(ferry_catalog *c, const char *prefix, int depth, cat_flat *out,
+                      ferry_err *err)
+{
+    for (int attempt = 0;; attempt++) {
+        int64_t gv;
+        int rc = attempt ? zk_gate_wait_open(c, &gv, err) : zk_cached_gate(c, &gv, err);
+        if (rc)
+            return rc;
+        rc = scan_level(c->be, prefix, depth, NULL, out, err);
+        bool same = false;
+        if (!rc)
+            rc = gate_unchanged(c->be, gv, &same, err);
+        if (rc || same)
+            return rc;
+        cat_flat_free(out); /* a batch ran while we read: read again */
     }
 }
 
@@ -990,6 +1034,7 @@ static const cat_backend_ops zk_ops = {
     .name = "zk",
     .get = zt_get,
     .scan = zt_scan,
+    .scan_flat = zt_scan_flat,
     .commit = zt_commit,
     .routing_version = zk_routing_version,
     .routing_wait = zk_routing_wait,
