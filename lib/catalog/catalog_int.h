@@ -73,6 +73,7 @@ typedef struct cat_span {
     char *doc;
     int64_t version;
     uint32_t mid_len, name_len;
+    uint32_t doc_len; /* strlen(doc) */
 } cat_span;
 
 /* A folder's records from a flat scan: v[0..n) point into blocks[0..n_blocks), each malloc'ed
@@ -82,6 +83,8 @@ typedef struct cat_flat {
     size_t n, cap;
     char **blocks;
     size_t n_blocks, cap_blocks;
+    bool in_order; /* set by the backend when v is in the compact scans' key order (the middle
+                    * segments bytewise, then the last as a number): nothing to check */
 } cat_flat;
 
 /* Appends a span (FERRY_ENOMEM). */

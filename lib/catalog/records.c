@@ -845,6 +845,7 @@ int cat_flat_take_items(cat_flat *f, cat_items *items, size_t dir_len)
         cat_span s = {.mid = m, .mid_len = slash ? (uint32_t)(slash - m) : 0,
                       .name = slash ? slash + 1 : m, .doc = doc, .version = it->version};
         s.name_len = (uint32_t)strlen(s.name);
+        s.doc_len = (uint32_t)strlen(doc);
         rc = cat_flat_span(f, &s);
     }
     cat_items_free(items);

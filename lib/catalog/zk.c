@@ -330,6 +330,8 @@ void zk_scan_done(int rc, const char *value, int len, const struct Stat *st, con
         s->version = st ? st->version : -1;
         if (!s->doc)
             s->rc = ZSYSTEMERROR;
+        else
+            s->doc_len = strlen(s->doc);
     }
     slot_done(s);
 }
@@ -387,8 +389,9 @@ static int pipelined(cat_backend *be, const rel_list *paths, bool kids, scan_slo
  * flows list often), else (or when that fails: the slots are emptied and read again) one
  * pipelined request per path. A server without multiRead is remembered: later scans skip it. */
 #define BULK_MIN 256
+/* keep: zk_bulk_read's (documents read by multiRead stay in replies keep owns); NULL: none. */
 static void read_level(cat_backend *be, zk_bulk **bulk, const rel_list *paths, bool kids,
-                       scan_slot *slots)
+                       scan_slot *slots, cat_flat *keep)
 {
     if (!*bulk && !be->no_bulk && paths->n >= BULK_MIN) {
         int zrc = zk_bulk_open(be, bulk);
@@ -398,15 +401,16 @@ static void read_level(cat_backend *be, zk_bulk **bulk, const rel_list *paths, b
             *bulk = NULL;
     }
     if (*bulk) {
-        int zrc = zk_bulk_read(*bulk, be, paths->v, paths->n, kids, slots);
+        int zrc = zk_bulk_read(*bulk, be, paths->v, paths->n, kids, slots, keep);
         if (zrc == ZOK)
             return;
         if (zrc == ZUNIMPLEMENTED)
             be->no_bulk = true;
         zk_bulk_close(*bulk);
         *bulk = NULL;
-        for (size_t i = 0; i < paths->n; i++) {
-            free(slots[i].doc);
+        for (size_t i = 0; i < paths->n; i++) { /* (replies kept meanwhile stay in keep) */
+            if (!slots[i].borrowed)
+                free(slots[i].doc);
             deallocate_String_vector(&slots[i].kids);
             memset(&slots[i], 0, sizeof slots[i]);
         }
@@ -414,22 +418,27 @@ static void read_level(cat_backend *be, zk_bulk **bulk, const rel_list *paths, b
     pipelined(be, paths, kids, slots);
 }
 
-/* A document read by a scan into flat: its text and its path (both malloc'ed, taken here
- * whatever happens) become blocks of flat, and a span points into them (rel: the scan's
- * folder, the start of path). */
-static int flat_leaf(cat_flat *flat, const char *rel, char *path, char *doc, int64_t version)
+/* A document read by a scan into flat: its path (malloc'ed) and its text (unless borrowed: it
+ * lies in a reply flat holds already), both taken here whatever happens, become blocks of flat,
+ * and a span points into them (rel: the scan's folder, the start of path). */
+static int flat_leaf(cat_flat *flat, const char *rel, char *path, scan_slot *s)
 {
+    char *doc = s->doc;
+    bool own = !s->borrowed;
+    s->doc = NULL;
     if (cat_flat_block(flat, path)) {
-        free(doc);
+        if (own)
+            free(doc);
         return FERRY_ENOMEM;
     }
-    if (cat_flat_block(flat, doc))
+    if (own && cat_flat_block(flat, doc))
         return FERRY_ENOMEM;
     size_t rl = strlen(rel);
     const char *m = path + rl + (path[rl] == '/');
     const char *slash = strrchr(m, '/');
     cat_span sp = {.mid = m, .mid_len = slash ? (uint32_t)(slash - m) : 0,
-                   .name = slash ? slash + 1 : m, .doc = doc, .version = version};
+                   .name = slash ? slash + 1 : m, .doc = doc, .version = s->version,
+                   .doc_len = (uint32_t)s->doc_len};
     sp.name_len = (uint32_t)strlen(sp.name);
     return cat_flat_span(flat, &sp);
 }
@@ -452,7 +461,7 @@ static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *ou
             rc = FERRY_ENOMEM;
             break;
         }
-        read_level(be, &bulk, &level, !leaves, slots);
+        read_level(be, &bulk, &level, !leaves, slots, leaves ? flat : NULL);
         for (size_t i = 0; i < level.n && !rc; i++) {
             scan_slot *s = &slots[i];
             if (s->rc == ZNONODE)
@@ -468,15 +477,15 @@ static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *ou
             } else if (!s->doc[0]) {
                 continue; /* an empty document is a container, not a record */
             } else if (!out) {
-                rc = flat_leaf(flat, rel, level.v[i], s->doc, s->version);
+                rc = flat_leaf(flat, rel, level.v[i], s);
                 level.v[i] = NULL;
-                s->doc = NULL;
             } else if (cat_items_push(out, level.v[i], s->doc, strlen(s->doc), s->version)) {
                 rc = FERRY_ENOMEM;
             }
         }
         for (size_t i = 0; i < level.n; i++) {
-            free(slots[i].doc);
+            if (!slots[i].borrowed)
+                free(slots[i].doc);
             deallocate_String_vector(&slots[i].kids);
         }
         rel_free(&level);
@@ -539,7 +548,7 @@ int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, bool kids, scan_
             return rc;
         zk_bulk *bulk = NULL;
         memset(slots, 0, n * sizeof *slots);
-        read_level(c->be, &bulk, &paths, kids, slots);
+        read_level(c->be, &bulk, &paths, kids, slots, NULL);
         zk_bulk_close(bulk);
         bool same = false;
         rc = gate_unchanged(c->be, gv, &same, err);

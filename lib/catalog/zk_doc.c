@@ -101,8 +101,10 @@ int zdoc_spans(char *text, size_t len, const char *mid, size_t mid_len, cat_flat
         prev = split;
         char *doc = text + (p - text);
         doc[n] = '\0';
+        /* text has no NUL before len (its length is its strlen): doc's length is n */
         cat_span sp = {.mid = mid, .mid_len = (uint32_t)mid_len, .name = digits,
-                       .name_len = digits_len, .doc = doc, .version = (int64_t)version};
+                       .name_len = digits_len, .doc = doc, .version = (int64_t)version,
+                       .doc_len = (uint32_t)n};
         if (cat_flat_span(out, &sp))
             return FERRY_ENOMEM;
         p += n + 1;

@@ -54,7 +54,9 @@ typedef struct zmulti {
 typedef struct scan_slot {
     struct scan_wait *w;
     int rc;
-    char *doc;
+    char *doc;       /* the holder's (free), unless borrowed */
+    size_t doc_len;  /* strlen(doc) */
+    bool borrowed;   /* doc lies in a reply that zk_bulk_read's keep owns: not to be freed */
     int64_t version;
     struct String_vector kids;
 } scan_slot;
@@ -71,9 +73,11 @@ typedef struct scan_wait {
 typedef struct zk_bulk zk_bulk;
 int zk_bulk_open(cat_backend *be, zk_bulk **out);
 /* One request per path in slots[i] (children when kids, else the document), as zk.c's pipelined
- * reads fill them; on failure some slots may hold results (the caller frees them). */
+ * reads fill them; on failure some slots may hold results (the caller frees them). With keep
+ * (documents only) every reply becomes a block of keep and the slots' documents point into it
+ * (borrowed), NUL-terminated in place: no copy per document. */
 int zk_bulk_read(zk_bulk *b, cat_backend *be, char *const *paths, size_t n, bool kids,
-                 scan_slot *slots);
+                 scan_slot *slots, cat_flat *keep);
 void zk_bulk_close(zk_bulk *b);
 
 /* The completion of a pipelined get into its scan_slot (the data pointer). */

@@ -189,7 +189,18 @@ typedef struct doc_ref {
     size_t tlen;
     unsigned bucket;
     size_t idx;       /* scan_all_flat: the document's span */
+    uint64_t head;    /* the tenant's first 8 bytes, big-endian, zero-padded (doc_ref_head) */
 } doc_ref;
+
+/* The first 8 bytes of a tenant name as a number that orders as the bytes do (names have no
+ * NUL, so the padding sorts first): most comparisons of a sort end here, without memcmp. */
+static uint64_t doc_ref_head(const char *name, size_t tlen)
+{
+    uint64_t h = 0;
+    for (size_t i = 0; i < 8; i++)
+        h = h << 8 | (i < tlen ? (unsigned char)name[i] : 0);
+    return h;
+}
 
 /* Tenants bytewise (a shorter name first: as the catalog's key order compares the segment),
  * then buckets: the entries then come out in key order (tenant, split as a number), which the
@@ -197,6 +208,8 @@ typedef struct doc_ref {
 static int doc_ref_cmp(const void *x, const void *y)
 {
     const doc_ref *a = x, *b = y;
+    if (a->head != b->head)
+        return a->head < b->head ? -1 : 1;
     int d = memcmp(a->name, b->name, a->tlen < b->tlen ? a->tlen : b->tlen);
     if (d)
         return d;
@@ -218,7 +231,8 @@ static int scan_all(ferry_catalog *c, int kind, cat_items *out, ferry_err *err)
         const char *name = docs.v[i].path + dl;
         const char *tilde = strchr(name, '~');
         refs[i] = (doc_ref){&docs.v[i], name, tilde ? (size_t)(tilde - name) : strlen(name),
-                            tilde ? (unsigned)strtoul(tilde + 1, NULL, 10) : 0, i};
+                            tilde ? (unsigned)strtoul(tilde + 1, NULL, 10) : 0, i, 0};
+        refs[i].head = doc_ref_head(name, refs[i].tlen);
     }
     if (!rc && docs.n > 1)
         qsort(refs, docs.n, sizeof *refs, doc_ref_cmp);
@@ -267,13 +281,26 @@ static int scan_all_flat(ferry_catalog *c, int kind, cat_flat *out, ferry_err *e
         const cat_span *sp = &docs.v[i];
         const char *tilde = memchr(sp->name, '~', sp->name_len);
         refs[i] = (doc_ref){NULL, sp->name, tilde ? (size_t)(tilde - sp->name) : sp->name_len,
-                            tilde ? (unsigned)strtoul(tilde + 1, NULL, 10) : 0, i};
+                            tilde ? (unsigned)strtoul(tilde + 1, NULL, 10) : 0, i, 0};
+        refs[i].head = doc_ref_head(sp->name, refs[i].tlen);
     }
     if (!rc && docs.n > 1)
         qsort(refs, docs.n, sizeof *refs, doc_ref_cmp);
+    /* the entries come out in key order when each document's first split follows the last
+     * one of the tenant's document before it (a document's own splits are checked increasing;
+     * a damaged catalog could have a split in another's bucket: then the scan sorts) */
+    bool in_order = true;
     for (size_t i = 0; i < docs.n && !rc; i++) {
         const cat_span *sp = &docs.v[refs[i].idx];
-        int r = zdoc_spans(sp->doc, strlen(sp->doc), refs[i].name, refs[i].tlen, out);
+        size_t before = out->n;
+        int r = zdoc_spans(sp->doc, sp->doc_len, refs[i].name, refs[i].tlen, out);
+        if (!r && i && before && out->n > before && refs[i - 1].tlen == refs[i].tlen &&
+            !memcmp(refs[i - 1].name, refs[i].name, refs[i].tlen)) {
+            const cat_span *a = &out->v[before - 1], *b = &out->v[before];
+            if (a->name_len > b->name_len ||
+                (a->name_len == b->name_len && memcmp(a->name, b->name, a->name_len) >= 0))
+                in_order = false;
+        }
         if (r == FERRY_ENOMEM)
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory reading %s", doc_dir[kind]);
         else if (r) {
@@ -282,6 +309,7 @@ static int scan_all_flat(ferry_catalog *c, int kind, cat_flat *out, ferry_err *e
             rc = damaged(c, rel, err);
         }
     }
+    out->in_order = in_order;
     /* the texts and names the entries point into are out's now */
     for (size_t i = 0; i < docs.n_blocks && !rc; i++) {
         rc = cat_flat_block(out, docs.blocks[i]) ? FERRY_ENOMEM : FERRY_OK;
