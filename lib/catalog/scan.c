@@ -2,7 +2,8 @@
  * (include/ferry/catalog_scan.h). A cursor walks one folder's stored documents in key order:
  * on SQLite a prepared SELECT on the primary key that streams the rows (the text SQLite hands
  * over is read in place, nothing is copied per row), on another backend (ZooKeeper) the
- * backend's scan, sorted here. Slices and routes are two cursors merged by key, so the join
+ * backend's flat scan (spans into the texts it read, nothing allocated per record), checked for
+ * key order unless the backend vouches for it, and sorted here when it is not. Slices and routes are two cursors merged by key, so the join
  * costs one pass; on SQLite each cursor is stepped by a thread of its own when it can be (the
  * calling thread merges). The partition counts come from a table SQLite's triggers keep
  * (lib/catalog/sqlite.c), or from the partition scan on another backend. A document in the canonical form ferry writes (the keys of its kind in

@@ -8,7 +8,8 @@
  *
  *   get      reads the document and hands back the entry (its document, its version);
  *   scan     lists the documents' folder (or reads one tenant's documents) and hands back every
- *            entry as an item of its own;
+ *            entry as an item of its own; the flat scan (the compact scans') hands the entries
+ *            over as spans into the documents read, taken apart in place (zdoc_spans);
  *   commit   turns the batch's operations on entries into one operation per document: a
  *            setData conditioned on the document's znode version (create when it does not exist;
  *            a check when only checks touch it), after checking each entry's version as the
