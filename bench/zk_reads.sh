@@ -8,8 +8,10 @@
 # router's first load, routing changes, a full reload). With BEFORE_DIR (an older release
 # build's bench/ directory, e.g. main's) the older build does the same first, on a catalog and a
 # ZooKeeper of its own: catalogs of the older layout (a znode per slice and route) and of tenant
-# documents are not readable by the other build. JSON lines on stdout, each step preceded by the
-# time, the load average and ZooKeeper's CPU so far.
+# documents are not readable by the other build. When BUILD_DIR has bench_zk_floor, it follows
+# bench_plan_scan: the bare read of the documents a plan reads (no parsing) next to the plan and
+# the status, each with ZooKeeper's CPU. JSON lines on stdout, each step preceded by the time,
+# the load average and ZooKeeper's CPU so far.
 #   usage: bench/zk_reads.sh [BUILD_DIR [TENANTS [BEFORE_DIR]]]   default build-release 100000
 #   ONLY_AFTER=1 skips BEFORE_DIR's side.
 set -euo pipefail
@@ -40,6 +42,10 @@ side() {
     "$bench/bench_scale" "$T/$name" "$url" "$bin" "$tenants" register,one_more,raise,size mix 2>"$T/$name-scale.err"
     stamp "$name-reads"
     "$bench/bench_plan_scan" "$url" 1 new 2>"$T/$name-scan.err"
+    if [ -x "$bench/bench_zk_floor" ]; then # the bare read of the same documents (no parsing)
+        stamp "$name-floor"
+        "$bench/bench_zk_floor" "$url" 2 "$ZK_PID" 2>"$T/$name-floor.err"
+    fi
     stamp "$name-router"
     "$bench/bench_router_load" "$T/$name/ferry.conf" "$url" 2>"$T/$name-router.err"
     stamp "$name-done"

@@ -64,6 +64,38 @@ int cat_items_push(cat_items *l, const char *path, const char *doc, size_t doc_l
 void cat_items_free(cat_items *l);
 void cat_item_free(cat_item *it);
 
+/* A record as a backend's flat scan hands it over (scan_flat): pointers into the texts its
+ * cat_flat owns, nothing allocated per record. The record's path is DIR/MID/NAME (MID: the
+ * segments between the folder and the last one, empty at depth 1); doc is NUL-terminated and
+ * lies in one of the flat's blocks (the holder may rewrite it in place). */
+typedef struct cat_span {
+    const char *mid, *name;
+    char *doc;
+    int64_t version;
+    uint32_t mid_len, name_len;
+    uint32_t doc_len; /* strlen(doc) */
+} cat_span;
+
+/* A folder's records from a flat scan: v[0..n) point into blocks[0..n_blocks), each malloc'ed
+ * and owned by the cat_flat. Free with cat_flat_free. */
+typedef struct cat_flat {
+    cat_span *v;
+    size_t n, cap;
+    char **blocks;
+    size_t n_blocks, cap_blocks;
+    bool in_order; /* set by the backend when v is in the compact scans' key order (the middle
+                    * segments bytewise, then the last as a number): nothing to check */
+} cat_flat;
+
+/* Appends a span (FERRY_ENOMEM). */
+int cat_flat_span(cat_flat *f, const cat_span *s);
+/* Takes block (malloc'ed) into f's ownership; when that fails (FERRY_ENOMEM) block is freed. */
+int cat_flat_block(cat_flat *f, char *block);
+/* Moves every item of items (paths dir/MID/NAME, dir_len bytes of dir) into f as spans; items
+ * is emptied either way (its strings belong to f, or are freed on FERRY_ENOMEM). */
+int cat_flat_take_items(cat_flat *f, cat_items *items, size_t dir_len);
+void cat_flat_free(cat_flat *f);
+
 enum cat_routing_change { CAT_ROUTING_KEEP = 0, CAT_ROUTING_BUMP, CAT_ROUTING_SET };
 
 typedef struct cat_commit_req {
@@ -85,6 +117,11 @@ typedef struct cat_backend_ops {
     int (*get)(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err);
     /* Every document exactly depth levels below prefix ("parts", 3), in any order. */
     int (*scan)(ferry_catalog *c, const char *prefix, int depth, cat_items *out, ferry_err *err);
+    /* Optional (NULL: scan, then cat_flat_take_items): the same documents as scan, handed
+     * over as spans into texts out owns, without an allocation per record (the compact scans,
+     * lib/catalog/scan.c). */
+    int (*scan_flat)(ferry_catalog *c, const char *prefix, int depth, cat_flat *out,
+                     ferry_err *err);
     /* All of req or nothing. FERRY_ECONFLICT / FERRY_ENOTFOUND name the failing path. */
     int (*commit)(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
                   ferry_err *err);

@@ -815,3 +815,72 @@ void cat_items_free(cat_items *l)
     l->v = NULL;
     l->n = l->cap = 0;
 }
+
+int cat_flat_span(cat_flat *f, const cat_span *s)
+{
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 1024;
+        cat_span *v = realloc(f->v, cap * sizeof *v);
+        if (!v)
+            return FERRY_ENOMEM;
+        f->v = v;
+        f->cap = cap;
+    }
+    f->v[f->n++] = *s;
+    return FERRY_OK;
+}
+
+int cat_flat_block(cat_flat *f, char *block)
+{
+    if (f->n_blocks == f->cap_blocks) {
+        size_t cap = f->cap_blocks ? f->cap_blocks * 2 : 1024;
+        char **v = realloc(f->blocks, cap * sizeof *v);
+        if (!v) {
+            free(block);
+            return FERRY_ENOMEM;
+        }
+        f->blocks = v;
+        f->cap_blocks = cap;
+    }
+    f->blocks[f->n_blocks++] = block;
+    return FERRY_OK;
+}
+
+int cat_flat_take_items(cat_flat *f, cat_items *items, size_t dir_len)
+{
+    int rc = FERRY_OK;
+    for (size_t i = 0; i < items->n; i++) {
+        cat_item *it = &items->v[i];
+        char *path = it->path, *doc = it->doc;
+        it->path = it->doc = NULL;
+        if (rc) { /* an earlier one failed: give the rest back */
+            free(path);
+            free(doc);
+            continue;
+        }
+        if ((rc = cat_flat_block(f, path))) { /* path was freed */
+            free(doc);
+            continue;
+        }
+        if ((rc = cat_flat_block(f, doc)))
+            continue;
+        const char *m = path + dir_len + (path[dir_len] == '/');
+        const char *slash = strrchr(m, '/');
+        cat_span s = {.mid = m, .mid_len = slash ? (uint32_t)(slash - m) : 0,
+                      .name = slash ? slash + 1 : m, .doc = doc, .version = it->version};
+        s.name_len = (uint32_t)strlen(s.name);
+        s.doc_len = (uint32_t)strlen(doc);
+        rc = cat_flat_span(f, &s);
+    }
+    cat_items_free(items);
+    return rc;
+}
+
+void cat_flat_free(cat_flat *f)
+{
+    for (size_t i = 0; i < f->n_blocks; i++)
+        free(f->blocks[i]);
+    free(f->blocks);
+    free(f->v);
+    memset(f, 0, sizeof *f);
+}

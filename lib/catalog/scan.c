@@ -2,7 +2,8 @@
  * (include/ferry/catalog_scan.h). A cursor walks one folder's stored documents in key order:
  * on SQLite a prepared SELECT on the primary key that streams the rows (the text SQLite hands
  * over is read in place, nothing is copied per row), on another backend (ZooKeeper) the
- * backend's scan, sorted here. Slices and routes are two cursors merged by key, so the join
+ * backend's flat scan (spans into the texts it read, nothing allocated per record), checked for
+ * key order unless the backend vouches for it, and sorted here when it is not. Slices and routes are two cursors merged by key, so the join
  * costs one pass; on SQLite each cursor is stepped by a thread of its own when it can be (the
  * calling thread merges). The partition counts come from a table SQLite's triggers keep
  * (lib/catalog/sqlite.c), or from the partition scan on another backend. A document in the canonical form ferry writes (the keys of its kind in
@@ -37,10 +38,17 @@ static bool flat_parse(const char *doc, const char *const *keys, size_t n, flat_
     if (*p++ != '{')
         return false;
     for (size_t i = 0; i < n; i++) {
-        size_t kl = strlen(keys[i]);
-        if (*p != '"' || strncmp(p + 1, keys[i], kl) || p[1 + kl] != '"' || p[2 + kl] != ':')
+        /* the key, a byte at a time (no strlen and strncmp per key of a million records) */
+        const char *kp = keys[i];
+        if (*p++ != '"')
             return false;
-        p += kl + 3;
+        while (*kp && *p == *kp) {
+            p++;
+            kp++;
+        }
+        if (*kp || p[0] != '"' || p[1] != ':')
+            return false;
+        p += 2;
         flat_val *v = &out[i];
         if (*p == '"') {
             const char *s = ++p;
@@ -101,7 +109,7 @@ typedef struct cursor {
     int depth;         /* key segments below dir */
     bool numeric_name; /* the last segment orders as a number (splits) */
     sqlite3_stmt *st;  /* SQLite */
-    cat_items items;   /* another backend: the folder's documents, sorted */
+    cat_flat flat;     /* another backend: the folder's documents as spans, sorted */
     size_t next;
     bool done;
     /* the current document */
@@ -113,10 +121,15 @@ typedef struct cursor {
     const char *doc;
 } cursor;
 
+/* Bytewise, a shorter segment first when one is the other's start. A loop rather than memcmp:
+ * segments are short (names, split numbers) and compared once or twice per record. */
 static int seg_cmp(const char *a, size_t al, const char *b, size_t bl)
 {
-    int d = memcmp(a, b, al < bl ? al : bl);
-    return d ? d : (al > bl) - (al < bl);
+    size_t n = al < bl ? al : bl;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return (unsigned char)a[i] < (unsigned char)b[i] ? -1 : 1;
+    return (al > bl) - (al < bl);
 }
 
 /* The cursors' order: the middle segments bytewise (as SQLite compares the parent column), then
@@ -133,28 +146,21 @@ static int key_cmp(bool numeric, const char *am, size_t aml, const char *an, siz
     return seg_cmp(an, anl, bn, bnl);
 }
 
-/* Splits an item's path "dir/mid.../name" into its middle and last segments. */
-static void path_parts(const char *path, size_t dir_len, const char **mid, size_t *mid_len,
-                       const char **name, size_t *name_len)
-{
-    const char *m = path + dir_len + (path[dir_len] == '/');
-    const char *slash = strrchr(m, '/');
-    *mid = m;
-    *mid_len = slash ? (size_t)(slash - m) : 0;
-    *name = slash ? slash + 1 : m;
-    *name_len = strlen(*name);
-}
-
-static size_t sort_dir_len;
 static bool sort_numeric;
 
-static int item_cmp(const void *x, const void *y)
+/* Two spans in the cursors' order (key_cmp); the entries of one tenant document share their
+ * middle segment's pointer. */
+static int span_cmp(const void *x, const void *y)
 {
-    const char *am, *an, *bm, *bn;
-    size_t aml, anl, bml, bnl;
-    path_parts(((const cat_item *)x)->path, sort_dir_len, &am, &aml, &an, &anl);
-    path_parts(((const cat_item *)y)->path, sort_dir_len, &bm, &bml, &bn, &bnl);
-    return key_cmp(sort_numeric, am, aml, an, anl, bm, bml, bn, bnl);
+    const cat_span *a = x, *b = y;
+    if (a->mid != b->mid || a->mid_len != b->mid_len) {
+        int d = seg_cmp(a->mid, a->mid_len, b->mid, b->mid_len);
+        if (d)
+            return d;
+    }
+    if (sort_numeric && a->name_len != b->name_len)
+        return a->name_len < b->name_len ? -1 : 1;
+    return seg_cmp(a->name, a->name_len, b->name, b->name_len);
 }
 
 static int cursor_fail(cursor *k, ferry_err *err)
@@ -208,18 +214,28 @@ static int cursor_open(ferry_catalog *c, sqlite3 *db, const char *dir, int depth
         sqlite3_bind_text(k->st, 1, dir, -1, SQLITE_STATIC);
         return FERRY_OK;
     }
-    int rc = c->ops->scan(c, dir, depth, &k->items, err);
-    if (!rc && sorted && k->items.n > 1) {
-        sort_dir_len = strlen(dir);
+    /* the backend's documents as spans into texts the cursor holds: nothing is copied or
+     * allocated per record (a backend without scan_flat: its items moved into spans) */
+    int rc;
+    if (c->ops->scan_flat) {
+        rc = c->ops->scan_flat(c, dir, depth, &k->flat, err);
+    } else {
+        cat_items items = {0};
+        rc = c->ops->scan(c, dir, depth, &items, err);
+        if (!rc && cat_flat_take_items(&k->flat, &items, strlen(dir)))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory listing %s", dir);
+        cat_items_free(&items);
+    }
+    if (!rc && sorted && k->flat.n > 1 && !(numeric_name && k->flat.in_order)) {
         sort_numeric = numeric_name;
         /* the ZooKeeper backend hands slices and routes over in this order already (tenant
          * documents, lib/catalog/zk_tdoc.c): one pass to see it instead of a sort (the sort of a
          * million items was a third of a scan's CPU) */
         size_t i = 1;
-        while (i < k->items.n && item_cmp(&k->items.v[i - 1], &k->items.v[i]) <= 0)
+        while (i < k->flat.n && span_cmp(&k->flat.v[i - 1], &k->flat.v[i]) <= 0)
             i++;
-        if (i < k->items.n)
-            qsort(k->items.v, k->items.n, sizeof *k->items.v, item_cmp);
+        if (i < k->flat.n)
+            qsort(k->flat.v, k->flat.n, sizeof *k->flat.v, span_cmp);
     }
     return rc;
 }
@@ -257,25 +273,24 @@ static int cursor_next(cursor *k, ferry_err *err)
             return FERRY_OK;
         }
     }
-    if (k->next > 0) { /* the previous document is read: give its memory back as we go */
-        free(k->items.v[k->next - 1].doc);
-        k->items.v[k->next - 1].doc = NULL;
-    }
-    if (k->next == k->items.n) {
+    if (k->next == k->flat.n) {
         k->done = true;
         return FERRY_OK;
     }
-    cat_item *it = &k->items.v[k->next++];
-    path_parts(it->path, strlen(k->dir), &k->mid, &k->mid_len, &k->name, &k->name_len);
-    k->version = it->version;
-    k->doc = it->doc;
+    const cat_span *sp = &k->flat.v[k->next++];
+    k->mid = sp->mid;
+    k->mid_len = sp->mid_len;
+    k->name = sp->name;
+    k->name_len = sp->name_len;
+    k->version = sp->version;
+    k->doc = sp->doc;
     return FERRY_OK;
 }
 
 static void cursor_close(cursor *k)
 {
     sqlite3_finalize(k->st);
-    cat_items_free(&k->items);
+    cat_flat_free(&k->flat);
     memset(k, 0, sizeof *k);
 }
 

@@ -115,12 +115,24 @@ int zfail(cat_backend *be, int zrc, const char *what, const char *rel, ferry_err
 
 /* Names are validated to 127 characters, so paths fit; a path that does not is left empty, which
  * ZooKeeper rejects as a bad argument rather than acting on a truncated path. */
+/* Without snprintf: a scan builds one per znode it reads (its format parsing was 3% of a plan's
+ * CPU on ZooKeeper). Too long for size: "". */
 void zk_abspath(const cat_backend *be, const char *rel, char *out, size_t size)
 {
-    int n = rel && *rel ? snprintf(out, size, "%s/%s", be->root, rel)
-                        : snprintf(out, size, "%s", be->root[0] ? be->root : "/");
-    if (n < 0 || (size_t)n >= size)
-        out[0] = '\0';
+    const char *root = be->root[0] || (rel && *rel) ? be->root : "/";
+    size_t a = strlen(root), b = rel && *rel ? strlen(rel) : 0;
+    size_t n = a + (b ? 1 + b : 0);
+    if (n >= size) {
+        if (size)
+            out[0] = '\0';
+        return;
+    }
+    memcpy(out, root, a);
+    if (b) {
+        out[a] = '/';
+        memcpy(out + a + 1, rel, b);
+    }
+    out[n] = '\0';
 }
 
 /* Reads a node's data (NUL-terminated, caller frees) and stat; watch != 0 leaves a watch. */
@@ -330,6 +342,8 @@ void zk_scan_done(int rc, const char *value, int len, const struct Stat *st, con
         s->version = st ? st->version : -1;
         if (!s->doc)
             s->rc = ZSYSTEMERROR;
+        else
+            s->doc_len = strlen(s->doc);
     }
     slot_done(s);
 }
@@ -387,8 +401,9 @@ static int pipelined(cat_backend *be, const rel_list *paths, bool kids, scan_slo
  * flows list often), else (or when that fails: the slots are emptied and read again) one
  * pipelined request per path. A server without multiRead is remembered: later scans skip it. */
 #define BULK_MIN 256
+/* keep: zk_bulk_read's (documents read by multiRead stay in replies keep owns); NULL: none. */
 static void read_level(cat_backend *be, zk_bulk **bulk, const rel_list *paths, bool kids,
-                       scan_slot *slots)
+                       scan_slot *slots, cat_flat *keep)
 {
     if (!*bulk && !be->no_bulk && paths->n >= BULK_MIN) {
         int zrc = zk_bulk_open(be, bulk);
@@ -398,15 +413,16 @@ static void read_level(cat_backend *be, zk_bulk **bulk, const rel_list *paths, b
             *bulk = NULL;
     }
     if (*bulk) {
-        int zrc = zk_bulk_read(*bulk, be, paths->v, paths->n, kids, slots);
+        int zrc = zk_bulk_read(*bulk, be, paths->v, paths->n, kids, slots, keep);
         if (zrc == ZOK)
             return;
         if (zrc == ZUNIMPLEMENTED)
             be->no_bulk = true;
         zk_bulk_close(*bulk);
         *bulk = NULL;
-        for (size_t i = 0; i < paths->n; i++) {
-            free(slots[i].doc);
+        for (size_t i = 0; i < paths->n; i++) { /* (replies kept meanwhile stay in keep) */
+            if (!slots[i].borrowed)
+                free(slots[i].doc);
             deallocate_String_vector(&slots[i].kids);
             memset(&slots[i], 0, sizeof slots[i]);
         }
@@ -414,10 +430,36 @@ static void read_level(cat_backend *be, zk_bulk **bulk, const rel_list *paths, b
     pipelined(be, paths, kids, slots);
 }
 
+/* A document read by a scan into flat: its path (malloc'ed) and its text (unless borrowed: it
+ * lies in a reply flat holds already), both taken here whatever happens, become blocks of flat,
+ * and a span points into them (rel: the scan's folder, the start of path). */
+static int flat_leaf(cat_flat *flat, const char *rel, char *path, scan_slot *s)
+{
+    char *doc = s->doc;
+    bool own = !s->borrowed;
+    s->doc = NULL;
+    if (cat_flat_block(flat, path)) {
+        if (own)
+            free(doc);
+        return FERRY_ENOMEM;
+    }
+    if (own && cat_flat_block(flat, doc))
+        return FERRY_ENOMEM;
+    size_t rl = strlen(rel);
+    const char *m = path + rl + (path[rl] == '/');
+    const char *slash = strrchr(m, '/');
+    cat_span sp = {.mid = m, .mid_len = slash ? (uint32_t)(slash - m) : 0,
+                   .name = slash ? slash + 1 : m, .doc = doc, .version = s->version,
+                   .doc_len = (uint32_t)s->doc_len};
+    sp.name_len = (uint32_t)strlen(sp.name);
+    return cat_flat_span(flat, &sp);
+}
+
 /* Every document exactly depth levels below rel: the levels above the documents are listed
- * level by level, each level's getChildren pipelined, then every document is read pipelined. */
+ * level by level, each level's getChildren pipelined, then every document is read pipelined.
+ * Into out (copies), or into flat when out is NULL (each text and path moved, not copied). */
 static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *out,
-                      ferry_err *err)
+                      cat_flat *flat, ferry_err *err)
 {
     rel_list level = {0}, next = {0};
     scan_slot *slots = NULL;
@@ -431,7 +473,7 @@ static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *ou
             rc = FERRY_ENOMEM;
             break;
         }
-        read_level(be, &bulk, &level, !leaves, slots);
+        read_level(be, &bulk, &level, !leaves, slots, leaves ? flat : NULL);
         for (size_t i = 0; i < level.n && !rc; i++) {
             scan_slot *s = &slots[i];
             if (s->rc == ZNONODE)
@@ -444,13 +486,18 @@ static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *ou
                 for (int k = 0; k < s->kids.count && !rc; k++)
                     if (rel_push(&next, level.v[i], s->kids.data[k]))
                         rc = FERRY_ENOMEM;
-            } else if (s->doc[0] && cat_items_push(out, level.v[i], s->doc, strlen(s->doc),
-                                                   s->version)) {
-                rc = FERRY_ENOMEM; /* an empty document is a container, not a record */
+            } else if (!s->doc[0]) {
+                continue; /* an empty document is a container, not a record */
+            } else if (!out) {
+                rc = flat_leaf(flat, rel, level.v[i], s);
+                level.v[i] = NULL;
+            } else if (cat_items_push(out, level.v[i], s->doc, strlen(s->doc), s->version)) {
+                rc = FERRY_ENOMEM;
             }
         }
         for (size_t i = 0; i < level.n; i++) {
-            free(slots[i].doc);
+            if (!slots[i].borrowed)
+                free(slots[i].doc);
             deallocate_String_vector(&slots[i].kids);
         }
         rel_free(&level);
@@ -474,13 +521,31 @@ int zk_phys_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out
         int rc = attempt ? zk_gate_wait_open(c, &gv, err) : zk_cached_gate(c, &gv, err);
         if (rc)
             return rc;
-        rc = scan_level(c->be, prefix, depth, out, err);
+        rc = scan_level(c->be, prefix, depth, out, NULL, err);
         bool same = false;
         if (!rc)
             rc = gate_unchanged(c->be, gv, &same, err);
         if (rc || same)
             return rc;
         cat_items_free(out); /* a batch ran while we read: read again */
+    }
+}
+
+int zk_phys_scan_flat(ferry_catalog *c, const char *prefix, int depth, cat_flat *out,
+                      ferry_err *err)
+{
+    for (int attempt = 0;; attempt++) {
+        int64_t gv;
+        int rc = attempt ? zk_gate_wait_open(c, &gv, err) : zk_cached_gate(c, &gv, err);
+        if (rc)
+            return rc;
+        rc = scan_level(c->be, prefix, depth, NULL, out, err);
+        bool same = false;
+        if (!rc)
+            rc = gate_unchanged(c->be, gv, &same, err);
+        if (rc || same)
+            return rc;
+        cat_flat_free(out); /* a batch ran while we read: read again */
     }
 }
 
@@ -495,7 +560,7 @@ int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, bool kids, scan_
             return rc;
         zk_bulk *bulk = NULL;
         memset(slots, 0, n * sizeof *slots);
-        read_level(c->be, &bulk, &paths, kids, slots);
+        read_level(c->be, &bulk, &paths, kids, slots, NULL);
         zk_bulk_close(bulk);
         bool same = false;
         rc = gate_unchanged(c->be, gv, &same, err);
@@ -990,6 +1055,7 @@ static const cat_backend_ops zk_ops = {
     .name = "zk",
     .get = zt_get,
     .scan = zt_scan,
+    .scan_flat = zt_scan_flat,
     .commit = zt_commit,
     .routing_version = zk_routing_version,
     .routing_wait = zk_routing_wait,

@@ -356,8 +356,9 @@ static void build(cat_backend *be, char *const *paths, size_t from, size_t n, bo
     *to = i;
 }
 
-/* The answer to one multiRead into slots[from..to). */
-static int parse(zb_in *in, bool kids, scan_slot *slots, size_t from, size_t to)
+/* The answer to one multiRead into slots[from..to); borrow: the documents stay in the reply
+ * (which the caller keeps), each NUL-terminated over the first byte of the Stat after it. */
+static int parse(zb_in *in, bool kids, scan_slot *slots, size_t from, size_t to, bool borrow)
 {
     for (size_t i = from;; i++) {
         int32_t type = get32(in);
@@ -400,6 +401,7 @@ static int parse(zb_in *in, bool kids, scan_slot *slots, size_t from, size_t to)
         } else {
             int32_t len;
             const char *data = getbuf(in, &len);
+            char *tail = (char *)in->p + in->at; /* the Stat's first byte, once read */
             /* Stat: czxid mzxid ctime mtime, version cversion aversion, ephemeralOwner,
              * dataLength numChildren, pzxid */
             for (int k = 0; k < 4; k++)
@@ -413,9 +415,15 @@ static int parse(zb_in *in, bool kids, scan_slot *slots, size_t from, size_t to)
             (void)get64(in);
             if (in->bad)
                 return ZMARSHALLINGERROR;
-            s->doc = ferry_strndup(data ? data : "", len > 0 ? (size_t)len : 0);
-            if (!s->doc)
+            size_t dl = len > 0 ? (size_t)len : 0;
+            if (borrow) {
+                s->doc = data ? tail - dl : tail;
+                tail[0] = '\0';
+                s->borrowed = true;
+            } else if (!(s->doc = ferry_strndup(data ? data : "", dl))) {
                 return ZSYSTEMERROR;
+            }
+            s->doc_len = strnlen(s->doc, dl);
             s->version = version;
             s->rc = ZOK;
         }
@@ -423,8 +431,9 @@ static int parse(zb_in *in, bool kids, scan_slot *slots, size_t from, size_t to)
 }
 
 int zk_bulk_read(zk_bulk *b, cat_backend *be, char *const *paths, size_t n, bool kids,
-                 scan_slot *slots)
+                 scan_slot *slots, cat_flat *keep)
 {
+    bool borrow = keep && !kids;
     size_t sent = 0, answered = 0;
     size_t ends[ZB_WINDOW], firsts[ZB_WINDOW];
     int32_t xids[ZB_WINDOW];
@@ -467,8 +476,15 @@ int zk_bulk_read(zk_bulk *b, cat_backend *be, char *const *paths, size_t n, bool
             zrc = ZMARSHALLINGERROR;
         else if (err)
             zrc = answered ? err : ZUNIMPLEMENTED; /* e.g. an unknown opcode */
-        else
-            zrc = parse(&in, kids, slots, firsts[head], ends[head]);
+        else {
+            if (borrow) { /* the reply is keep's from now on (freed when that fails) */
+                if (cat_flat_block(keep, (char *)r))
+                    zrc = ZSYSTEMERROR;
+                r = NULL;
+            }
+            if (!zrc)
+                zrc = parse(&in, kids, slots, firsts[head], ends[head], borrow);
+        }
         free(r);
         answered = ends[head];
         head = (head + 1) % ZB_WINDOW;

@@ -77,6 +77,41 @@ bad:
     return -1;
 }
 
+int zdoc_spans(char *text, size_t len, const char *mid, size_t mid_len, cat_flat *out)
+{
+    const char *p = text, *end = text + len;
+    size_t hl = strlen(ZDOC_HEADER);
+    uint64_t prev = 0;
+    bool first = true;
+    if (len < hl || memcmp(text, ZDOC_HEADER, hl))
+        return -1;
+    p += hl;
+    while (p < end) {
+        uint64_t split, version, n;
+        const char *digits = p;
+        if (!num(&p, end, ' ', 10, &split) || split > UINT32_MAX)
+            return -1;
+        uint32_t digits_len = (uint32_t)(p - 1 - digits);
+        if (!num(&p, end, ' ', 18, &version) || !num(&p, end, '\n', 9, &n) ||
+            n > (size_t)(end - p) || (size_t)(end - p) - n < 1 || p[n] != '\n')
+            return -1;
+        if (!first && prev >= split)
+            return -1; /* strictly increasing, as zdoc_decode demands */
+        first = false;
+        prev = split;
+        char *doc = text + (p - text);
+        doc[n] = '\0';
+        /* text has no NUL before len (its length is its strlen): doc's length is n */
+        cat_span sp = {.mid = mid, .mid_len = (uint32_t)mid_len, .name = digits,
+                       .name_len = digits_len, .doc = doc, .version = (int64_t)version,
+                       .doc_len = (uint32_t)n};
+        if (cat_flat_span(out, &sp))
+            return FERRY_ENOMEM;
+        p += n + 1;
+    }
+    return 0;
+}
+
 char *zdoc_encode(const zdoc *d, size_t *len)
 {
     size_t cap = strlen(ZDOC_HEADER) + 1;

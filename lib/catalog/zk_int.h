@@ -54,7 +54,9 @@ typedef struct zmulti {
 typedef struct scan_slot {
     struct scan_wait *w;
     int rc;
-    char *doc;
+    char *doc;       /* the holder's (free), unless borrowed */
+    size_t doc_len;  /* strlen(doc) */
+    bool borrowed;   /* doc lies in a reply that zk_bulk_read's keep owns: not to be freed */
     int64_t version;
     struct String_vector kids;
 } scan_slot;
@@ -71,9 +73,11 @@ typedef struct scan_wait {
 typedef struct zk_bulk zk_bulk;
 int zk_bulk_open(cat_backend *be, zk_bulk **out);
 /* One request per path in slots[i] (children when kids, else the document), as zk.c's pipelined
- * reads fill them; on failure some slots may hold results (the caller frees them). */
+ * reads fill them; on failure some slots may hold results (the caller frees them). With keep
+ * (documents only) every reply becomes a block of keep and the slots' documents point into it
+ * (borrowed), NUL-terminated in place: no copy per document. */
 int zk_bulk_read(zk_bulk *b, cat_backend *be, char *const *paths, size_t n, bool kids,
-                 scan_slot *slots);
+                 scan_slot *slots, cat_flat *keep);
 void zk_bulk_close(zk_bulk *b);
 
 /* The completion of a pipelined get into its scan_slot (the data pointer). */
@@ -118,6 +122,9 @@ int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, bool kids, scan_
 int zk_phys_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err);
 int zk_phys_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out,
                  ferry_err *err);
+/* The same into out without copies (the texts and paths read become its blocks). */
+int zk_phys_scan_flat(ferry_catalog *c, const char *prefix, int depth, cat_flat *out,
+                      ferry_err *err);
 
 /* ---- tenant documents (zk_doc.c: the format; zk_tdoc.c: records in them) ----
  * Every slice record of a tenant (slices/T/S) is an entry of the document slice_docs/T, every
@@ -152,10 +159,20 @@ zdoc_entry *zdoc_find(zdoc *d, uint32_t split);
 int zdoc_put(zdoc *d, uint32_t split, const char *doc, size_t doc_len, int64_t version);
 void zdoc_remove(zdoc *d, uint32_t split);
 void zdoc_free(zdoc *d);
+/* Takes the document text (len bytes) apart in place for a scan, as zdoc_decode checks it:
+ * every entry becomes a span of out (mid: the tenant given; name: the split's digits in the
+ * text; doc: the entry's document, NUL-terminated where the newline after it was), so the text
+ * is no longer a document afterwards. 0; -1 when text is not a tenant document; FERRY_ENOMEM.
+ * On failure out may hold some of its spans (the caller drops the scan). */
+int zdoc_spans(char *text, size_t len, const char *mid, size_t mid_len, cat_flat *out);
 
 /* The backend's get, scan and commit: records of tenant documents mapped, others as they are. */
 int zt_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err);
 int zt_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out, ferry_err *err);
+/* The backend's scan_flat: a full scan of slices or routes takes the tenant documents apart in
+ * place (zdoc_spans), in key order (tenant bytewise, then split as a number). */
+int zt_scan_flat(ferry_catalog *c, const char *prefix, int depth, cat_flat *out,
+                 ferry_err *err);
 int zt_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info, ferry_err *err);
 /* Test only (tests/unit/test_catalog_entries.c): when set, called in every commit attempt that
  * touches tenant documents, after they were read and before the multi is sent, so that a test

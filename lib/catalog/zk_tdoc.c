@@ -8,7 +8,8 @@
  *
  *   get      reads the document and hands back the entry (its document, its version);
  *   scan     lists the documents' folder (or reads one tenant's documents) and hands back every
- *            entry as an item of its own;
+ *            entry as an item of its own; the flat scan (the compact scans') hands the entries
+ *            over as spans into the documents read, taken apart in place (zdoc_spans);
  *   commit   turns the batch's operations on entries into one operation per document: a
  *            setData conditioned on the document's znode version (create when it does not exist;
  *            a check when only checks touch it), after checking each entry's version as the
@@ -184,11 +185,23 @@ out:
 
 /* A document of a full scan: where its name is, the tenant's length and the bucket. */
 typedef struct doc_ref {
-    cat_item *it;
+    cat_item *it;     /* scan_all's document; NULL in scan_all_flat */
     const char *name; /* "acme" or "acme~1" */
     size_t tlen;
     unsigned bucket;
+    size_t idx;       /* scan_all_flat: the document's span */
+    uint64_t head;    /* the tenant's first 8 bytes, big-endian, zero-padded (doc_ref_head) */
 } doc_ref;
+
+/* The first 8 bytes of a tenant name as a number that orders as the bytes do (names have no
+ * NUL, so the padding sorts first): most comparisons of a sort end here, without memcmp. */
+static uint64_t doc_ref_head(const char *name, size_t tlen)
+{
+    uint64_t h = 0;
+    for (size_t i = 0; i < 8; i++)
+        h = h << 8 | (i < tlen ? (unsigned char)name[i] : 0);
+    return h;
+}
 
 /* Tenants bytewise (a shorter name first: as the catalog's key order compares the segment),
  * then buckets: the entries then come out in key order (tenant, split as a number), which the
@@ -196,6 +209,8 @@ typedef struct doc_ref {
 static int doc_ref_cmp(const void *x, const void *y)
 {
     const doc_ref *a = x, *b = y;
+    if (a->head != b->head)
+        return a->head < b->head ? -1 : 1;
     int d = memcmp(a->name, b->name, a->tlen < b->tlen ? a->tlen : b->tlen);
     if (d)
         return d;
@@ -217,7 +232,8 @@ static int scan_all(ferry_catalog *c, int kind, cat_items *out, ferry_err *err)
         const char *name = docs.v[i].path + dl;
         const char *tilde = strchr(name, '~');
         refs[i] = (doc_ref){&docs.v[i], name, tilde ? (size_t)(tilde - name) : strlen(name),
-                            tilde ? (unsigned)strtoul(tilde + 1, NULL, 10) : 0};
+                            tilde ? (unsigned)strtoul(tilde + 1, NULL, 10) : 0, i, 0};
+        refs[i].head = doc_ref_head(name, refs[i].tlen);
     }
     if (!rc && docs.n > 1)
         qsort(refs, docs.n, sizeof *refs, doc_ref_cmp);
@@ -249,6 +265,83 @@ static int scan_tenant(ferry_catalog *c, int kind, const char *tenant, cat_items
                         strlen(slots[b].doc), out, err);
         free(slots[b].doc);
     }
+    return rc;
+}
+
+/* scan_all for the compact scans: the documents read become out's blocks and are taken apart
+ * in place, so nothing is allocated or copied per entry (that was about 40% of a plan's CPU on
+ * ZooKeeper: a path and a copy of the document per record, docs/benchmarks.md). */
+static int scan_all_flat(ferry_catalog *c, int kind, cat_flat *out, ferry_err *err)
+{
+    cat_flat docs = {0};
+    doc_ref *refs = NULL;
+    int rc = zk_phys_scan_flat(c, doc_dir[kind], 1, &docs, err);
+    if (!rc && !(refs = malloc((docs.n ? docs.n : 1) * sizeof *refs)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory reading %s", doc_dir[kind]);
+    for (size_t i = 0; i < docs.n && !rc; i++) {
+        const cat_span *sp = &docs.v[i];
+        const char *tilde = memchr(sp->name, '~', sp->name_len);
+        refs[i] = (doc_ref){NULL, sp->name, tilde ? (size_t)(tilde - sp->name) : sp->name_len,
+                            tilde ? (unsigned)strtoul(tilde + 1, NULL, 10) : 0, i, 0};
+        refs[i].head = doc_ref_head(sp->name, refs[i].tlen);
+    }
+    if (!rc && docs.n > 1)
+        qsort(refs, docs.n, sizeof *refs, doc_ref_cmp);
+    /* the entries come out in key order when each document's first split follows the last
+     * one of the tenant's document before it (a document's own splits are checked increasing;
+     * a damaged catalog could have a split in another's bucket: then the scan sorts) */
+    bool in_order = true;
+    for (size_t i = 0; i < docs.n && !rc; i++) {
+        const cat_span *sp = &docs.v[refs[i].idx];
+        size_t before = out->n;
+        int r = zdoc_spans(sp->doc, sp->doc_len, refs[i].name, refs[i].tlen, out);
+        if (!r && i && before && out->n > before && refs[i - 1].tlen == refs[i].tlen &&
+            !memcmp(refs[i - 1].name, refs[i].name, refs[i].tlen)) {
+            const cat_span *a = &out->v[before - 1], *b = &out->v[before];
+            if (a->name_len > b->name_len ||
+                (a->name_len == b->name_len && memcmp(a->name, b->name, a->name_len) >= 0))
+                in_order = false;
+        }
+        if (r == FERRY_ENOMEM)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory reading %s", doc_dir[kind]);
+        else if (r) {
+            char rel[PATH_MAX_LEN];
+            snprintf(rel, sizeof rel, "%s/%.*s", doc_dir[kind], (int)sp->name_len, sp->name);
+            rc = damaged(c, rel, err);
+        }
+    }
+    out->in_order = in_order;
+    /* the texts and names the entries point into are out's now */
+    for (size_t i = 0; i < docs.n_blocks && !rc; i++) {
+        rc = cat_flat_block(out, docs.blocks[i]) ? FERRY_ENOMEM : FERRY_OK;
+        docs.blocks[i] = NULL;
+        if (rc) {
+            for (size_t k = i + 1; k < docs.n_blocks; k++) {
+                free(docs.blocks[k]);
+                docs.blocks[k] = NULL;
+            }
+            ferry_err_set(err, FERRY_ENOMEM, "out of memory reading %s", doc_dir[kind]);
+        }
+    }
+    free(refs);
+    cat_flat_free(&docs);
+    return rc;
+}
+
+int zt_scan_flat(ferry_catalog *c, const char *prefix, int depth, cat_flat *out,
+                 ferry_err *err)
+{
+    const char *rest;
+    int kind = folder_of(prefix, &rest);
+    if (kind < 0)
+        return zk_phys_scan_flat(c, prefix, depth, out, err);
+    if (!rest && depth == 2)
+        return scan_all_flat(c, kind, out, err);
+    cat_items items = {0};
+    int rc = zt_scan(c, prefix, depth, &items, err);
+    if (!rc && cat_flat_take_items(out, &items, strlen(prefix)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory reading %s", prefix);
+    cat_items_free(&items);
     return rc;
 }
 

@@ -83,6 +83,26 @@ static void test_doc_codec(void **state)
                               "7 4 11\n{\"split\":7}\n"
                               "4096 123456789012 0\n\n");
     zdoc back;
+    /* taken apart in place for a scan (zdoc_spans): the same entries, each document
+     * NUL-terminated where its newline was, the split's digits as the name */
+    char *copy = strdup(text);
+    cat_flat spans = {0};
+    assert_non_null(copy);
+    assert_int_equal(zdoc_spans(copy, len, "acme", 4, &spans), 0);
+    assert_int_equal(spans.n, 3);
+    assert_memory_equal(spans.v[0].name, "2", spans.v[0].name_len);
+    assert_string_equal(spans.v[0].doc, b);
+    assert_int_equal(spans.v[0].doc_len, strlen(b));
+    assert_int_equal(spans.v[1].version, 4);
+    assert_string_equal(spans.v[1].doc, a);
+    assert_int_equal(spans.v[2].name_len, 4);
+    assert_memory_equal(spans.v[2].name, "4096", 4);
+    assert_int_equal(spans.v[2].version, 123456789012LL);
+    assert_string_equal(spans.v[2].doc, "");
+    assert_int_equal(spans.v[2].mid_len, 4);
+    assert_memory_equal(spans.v[2].mid, "acme", 4);
+    cat_flat_free(&spans);
+    free(copy);
     assert_int_equal(zdoc_decode(text, len, &back), 0);
     assert_int_equal(back.n, 3);
     assert_int_equal(back.v[0].split, 2);
@@ -130,6 +150,12 @@ static void test_doc_codec(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         if (zdoc_decode(bad[i], strlen(bad[i]), &back) == 0)
             fail_msg("decoded the malformed document %zu: %s", i, bad[i]);
+        char *t = strdup(bad[i]);
+        assert_non_null(t);
+        if (zdoc_spans(t, strlen(t), "acme", 4, &spans) == 0)
+            fail_msg("took apart the malformed document %zu: %s", i, bad[i]);
+        cat_flat_free(&spans);
+        free(t);
     }
 }
 
