@@ -14,6 +14,10 @@
  *   FERRY_AGENT_TEST_SLOW_RECEIVE_MS                   a receiver pauses after each file
  *   FERRY_AGENT_TEST_SLOW_UPLOAD_MS                    an uploader pauses after each part
  *   FERRY_TEST_AGENT_TIMEOUT_MS                        tiering's agent requests time out
+ *   FERRY_TEST_STOP_AFTER                              at a FERRY_TEST_CRASH_AFTER point called
+ *                                                      directly, SIGSTOP instead of the kill
+ *                                                      (the test changes the servers, then
+ *                                                      sends SIGCONT)
  * The journaled flows (moves, tiering, retention, rewrite) reach theirs through the flow engine,
  * at each journaled transition with the state's name as the point (include/ferry/flow_journal.h;
  * a move declares only the point before: FERRY_TEST_CRASH_BEFORE=<state>); points inside a step
@@ -29,7 +33,8 @@ void ferry_test_knobs_from_env(void);
 void ferry_test_knob_set(const char *name, const char *value);
 /* The knob's value, or NULL when not installed. */
 const char *ferry_test_knob(const char *name);
-/* Kills the process (as kill -9) when knob `name` is installed with the value `point`. */
+/* Kills the process (as kill -9) when knob `name` is installed with the value `point`; stops it
+ * (SIGSTOP) when name is FERRY_TEST_CRASH_AFTER and FERRY_TEST_STOP_AFTER names point. */
 void ferry_fault_point(const char *name, const char *point);
 
 #endif

@@ -94,6 +94,12 @@ typedef struct ferry_tier_options {
                                          both for new and for resumed jobs; NULL: all
                                          (`ferry rewrite` tiers the partitions it rebuilt) */
     size_t n_partition_ids;
+    /* Swap a partition that holds exactly its frozen parts with REPLACE PARTITION (atomic for
+     * readers) instead of DETACH PART + ATTACH PARTITION FROM staging (a reader may see the
+     * frozen rows missing for an instant). Only for a caller that keeps writes away from the
+     * partitions (a rewrite): REPLACE also drops a part inserted between ferry's look at the
+     * partition and the statement (docs/tiering.md, "The swap, and late rows"). */
+    bool atomic_swap;
 } ferry_tier_options;
 
 /* One tiering run: resumes the unfinished tier jobs of the journal first, then tiers every hot

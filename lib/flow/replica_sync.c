@@ -465,22 +465,6 @@ static int remove_freeze(mv_conn *src, const char *freeze, ferry_err *err)
     return ferry_agent_remove_freeze(src->ag, freeze, err);
 }
 
-/* Whether REPLACE PARTITION on c's ClickHouse leaves the parts it replaced to be loaded again by
- * a restart: before 26.7 (26.5 writes no empty part covering them; tier_int.h,
- * tier_replace_unsafe). Asked with SELECT version(); *unsafe true when it cannot be told. */
-static int replace_unsafe(mv_conn *c, bool *unsafe, ferry_err *err)
-{
-    ferry_ch_rows rows = {0};
-    ferry_ch_version v;
-    *unsafe = true;
-    int rc = mv_sql(c, "SELECT version() FORMAT TabSeparated", &rows, err);
-    if (!rc && rows.n_rows == 1 && rows.n_cols >= 1 &&
-        !ferry_ch_parse_version(ferry_ch_rows_get(&rows, 0, 0), &v, err))
-        *unsafe = ferry_ch_replace_keeps_replaced(&v);
-    ferry_ch_rows_free(&rows);
-    return rc;
-}
-
 /* One round of the copy (action already decided: copy-parts or replace). listed: the source's
  * parts when the round looked (each one settled, see the top of the file); a frozen part not
  * among them is new since, its own write may still be on its way to dst, and it is neither
@@ -531,30 +515,22 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
         ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SYNC:staged");
     if (!rc && !none) {
         ferry_buf sql = FERRY_BUF_INIT;
-        bool unsafe = false;
-        mv_parts old = {0}; /* the target's parts detached instead of replaced */
+        mv_parts old = {0}; /* the target's parts, detached by name */
         if (replace)
-            rc = replace_unsafe(dst, &unsafe, err);
-        if (!rc && replace && unsafe)
             rc = mv_list_parts(dst, t->database, t->name, pid, true, &old, err);
         ferry_buf_puts(&sql, "ALTER TABLE ");
-        if (replace && unsafe) {
-            /* ClickHouse before 26.7: DETACH PART takes each part away for good (26.5 loads
-             * parts again after a restart only when REPLACE replaced them), then the snapshot
-             * is attached (as tiering's attach form); not atomic: a read in between sees the
-             * partition without those parts */
+        if (replace) {
+            /* DETACH PART of each part listed, then the snapshot attached (tiering's attach
+             * form), one ALTER. Not REPLACE PARTITION: it would also drop a part that a write
+             * through the router added since the listing (docs/tiering.md, "The swap"), and
+             * before 26.7 a restart loads what it replaced again. Not atomic: a read in
+             * between sees the partition without those parts. */
             sql_table(&sql, t->database, t->name);
             for (size_t k = 0; k < old.n; k++) {
                 ferry_buf_puts(&sql, k ? ", DETACH PART " : " DETACH PART ");
                 ferry_sql_quote(old.p[k].name, &sql);
             }
             ferry_buf_puts(&sql, old.n ? ", ATTACH PARTITION ID " : " ATTACH PARTITION ID ");
-            ferry_sql_quote(pid, &sql);
-            ferry_buf_puts(&sql, " FROM ");
-            sql_table(&sql, t->database, st);
-        } else if (replace) {
-            sql_table(&sql, t->database, t->name);
-            ferry_buf_puts(&sql, " REPLACE PARTITION ID ");
             ferry_sql_quote(pid, &sql);
             ferry_buf_puts(&sql, " FROM ");
             sql_table(&sql, t->database, st);
@@ -572,7 +548,7 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
                                              NULL, err);
         }
         free(old.p);
-        if (!rc && replace) { /* REPLACE copies: staging's own parts of pid go */
+        if (!rc && replace) { /* ATTACH FROM copies: staging's own parts of pid go */
             ferry_buf_reset(&sql);
             ferry_buf_puts(&sql, "ALTER TABLE ");
             sql_table(&sql, t->database, st);

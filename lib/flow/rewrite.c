@@ -747,6 +747,7 @@ int rw_step_tier(rw_ctx *x, rw_job **js, size_t n, ferry_err *err)
         o.owner = x->owner;
         o.partition_ids = pids;
         o.n_partition_ids = np;
+        o.atomic_swap = true; /* as the rewrite's own swap: readers see old or new */
         trc = ferry_tier_run(&o, &report, &terr);
         json_decref(report);
     }

@@ -163,6 +163,7 @@ typedef struct tier_wave {
     bool staging_ready;  /* staging and the empty twin checked (and created) by this wave */
     bool staging_exists; /* seen to exist (ferry never drops it) */
     bool no_replace;     /* the server's REPLACE PARTITION is not crash-safe (tier_replace_unsafe) */
+    bool atomic_swap;    /* REPLACE PARTITION allowed (ferry_tier_options.atomic_swap) */
     bool hold_merges;    /* the table's merges stay stopped from FREEZE to the swap: the second
                             try of jobs whose frozen parts a merge took (tier_run.c) */
 } tier_wave;

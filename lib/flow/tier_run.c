@@ -239,7 +239,8 @@ static void run_wave(tier_ctx *ctx, tier_job **ptrs, size_t k, bool hold_merges)
 {
     ferry_err err = {0};
     tier_job *first = ptrs[0];
-    tier_wave w = {.srv = first->srv, .jobs = ptrs, .n = k, .hold_merges = hold_merges};
+    tier_wave w = {.srv = first->srv, .jobs = ptrs, .n = k, .hold_merges = hold_merges,
+                   .atomic_swap = ctx->opt->atomic_swap};
     snprintf(w.db, sizeof w.db, "%s", first->db);
     snprintf(w.table, sizeof w.table, "%s", first->table);
     snprintf(w.staging, sizeof w.staging, "%s", first->staging);

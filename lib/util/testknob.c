@@ -14,7 +14,7 @@ static const char *const knob_names[] = {
     "FERRY_TEST_REWRITE_CRASH_AFTER", "FERRY_TEST_REWRITE_CRASH_BEFORE",
     "FERRY_TEST_NOW",                 "FERRY_AGENT_TEST_CORRUPT_SEND",
     "FERRY_AGENT_TEST_SLOW_RECEIVE_MS", "FERRY_AGENT_TEST_SLOW_UPLOAD_MS",
-    "FERRY_TEST_AGENT_TIMEOUT_MS",
+    "FERRY_TEST_AGENT_TIMEOUT_MS",    "FERRY_TEST_STOP_AFTER",
 };
 #define N_KNOBS (sizeof knob_names / sizeof knob_names[0])
 
@@ -62,6 +62,16 @@ const char *ferry_test_knob(const char *name)
 
 void ferry_fault_point(const char *name, const char *point)
 {
+    /* FERRY_TEST_STOP_AFTER names a FERRY_TEST_CRASH_AFTER point where the process stops
+     * itself (SIGSTOP) instead: a test changes the servers under it, then continues it */
+    const char *stop = strcmp(name, "FERRY_TEST_CRASH_AFTER") ? NULL
+                                                              : ferry_test_knob("FERRY_TEST_STOP_AFTER");
+    if (stop && !strcmp(stop, point)) {
+        ferry_log(FERRY_LOG_WARN, "msg=\"test stop point reached, stopping myself\" "
+                  "FERRY_TEST_STOP_AFTER=%s", point);
+        fflush(NULL);
+        raise(SIGSTOP);
+    }
     const char *v = ferry_test_knob(name);
     if (!v || strcmp(v, point))
         return;

@@ -40,7 +40,7 @@ expect_exit 0 "$FERRY_BIN" tier --config "$C" --older-than 3d --json
 R=$OUT
 assert_eq 10 "$(jq .partitions_tiered <<<"$R")" "partitions tiered"
 assert_eq 0 "$(jq .jobs_failed <<<"$R")" "no job failed"
-assert_eq replace "$(jq -r '[.jobs[].swap] | unique | join(",")' <<<"$R")" "swapped with REPLACE PARTITION"
+assert_eq attach "$(jq -r '[.jobs[].swap] | unique | join(",")' <<<"$R")" "swapped by DETACH PART and ATTACH PARTITION FROM staging"
 for s in FREEZE UPLOAD POINTERS ATTACH REPLACE VERIFY CLEANUP; do
     jq -e --arg s "$s" '.step_ms[$s] > 0' <<<"$R" >/dev/null || fail "no time for step $s"
 done

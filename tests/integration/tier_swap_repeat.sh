@@ -5,7 +5,8 @@
 # the very statement, as ferry logged it, is sent again (a late duplicate), then a plain
 # re-run resumes: same data, nothing doubled. And a swap cut between its halves (the frozen parts
 # detached, the staged parts not yet attached) is finished by the resume, again without a double
-# when its statement is repeated.
+# when its statement is repeated. Rows inserted between the choice of a swap and its statement
+# are kept (the swap never drops a part it does not name).
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/tier.sh"
@@ -78,5 +79,31 @@ check_same 2 "$want" "half-run swap"
 assert_eq "$(tier_local_keys "$L")" "$(tier_catalog_keys "$C")" "every object in the store is recorded in the catalog"
 assert_eq 0 "$(curl -sS "$U/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete"
 ok "a swap cut between its halves is finished by MOVE PARTITION from staging; run twice, it adds nothing"
+
+# 3. rows inserted between the swap's choice and its statement (the ZooKeeper soak of session 13:
+# REPLACE PARTITION dropped such a part, 1,383 acknowledged rows lost). Tenant 3's two old days,
+# never tiered (the partitions hold exactly the frozen parts), are tiered by a run stopped
+# (SIGSTOP) right after the swap was chosen and journaled; late rows arrive; the run goes on and
+# its swap keeps them.
+chq "$U" "INSERT INTO events SELECT 3, toYYYYMMDD($TODAY - 5 - number % 2), 0,
+    toDateTime($TODAY - 5 - number % 2) + number % 86400, number % 977, number
+    FROM numbers(20000)" >/dev/null
+FERRY_TEST_STOP_AFTER=SWAP "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 3 --json \
+    >"$T/t3.out" 2>"$T/t3.err" &
+TPID=$!
+stopped() { [ "$(awk '{print $3}' "/proc/$TPID/stat" 2>/dev/null)" = T ]; }
+wait_for 120 stopped || fail "the tier run did not stop at SWAP: $(tail -5 "$T/t3.err")"
+late 3
+want=$(tier_fp "$U" "tenant = 3")
+assert_eq 20308 "$(chq "$U" "SELECT count() FROM events WHERE tenant = 3")" "the late rows are in"
+kill -CONT "$TPID"
+wait "$TPID" || fail "the tier run failed after it went on: $(tail -5 "$T/t3.err")"
+OUT=$(cat "$T/t3.out")
+assert_eq 0 "$(jq .jobs_failed <<<"$OUT")" "the swap finished ($OUT)"
+assert_eq attach "$(jq -r '[.jobs[].swap] | unique | join(",")' <<<"$OUT")" "swapped by DETACH PART and ATTACH (never REPLACE PARTITION)"
+assert_eq "$want" "$(tier_fp "$U" "tenant = 3")" "every row kept, the late ones too"
+assert_eq 20308 "$(chq "$U" "SELECT count() FROM events WHERE tenant = 3")" "20,308 rows"
+tier_leftovers "$L" node1
+ok "rows inserted between the swap's choice and its statement are kept"
 
 done_testing
