@@ -15,7 +15,8 @@
  *   FERRY_AGENT_TEST_SLOW_UPLOAD_MS                    an uploader pauses after each part
  *   FERRY_TEST_AGENT_TIMEOUT_MS                        tiering's agent requests time out
  *   FERRY_TEST_STOP_AFTER                              at a FERRY_TEST_CRASH_AFTER point called
- *                                                      directly, SIGSTOP instead of the kill
+ *                                                      directly, SIGSTOP instead of the kill,
+ *                                                      the first time the process reaches it
  *                                                      (the test changes the servers, then
  *                                                      sends SIGCONT)
  * The journaled flows (moves, tiering, retention, rewrite) reach theirs through the flow engine,

@@ -66,6 +66,7 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
     ferry_catalog *cat = NULL;
     ferry_record route, sh;
     ferry_record_list tables = {0}, moves = {0};
+    ferry_slice_leases held = {0};
     mv_conn c = {0};
     ferry_record_init(&route, FERRY_REC_ROUTE);
     ferry_record_init(&sh, FERRY_REC_SHARD);
@@ -91,6 +92,20 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
                                split, m->id, ferry_move_state_name(m->state), m->id);
     }
     if (rc)
+        goto out;
+    /* the slice's lease, as a repair and a tiering run take it: a repair copying into this
+     * replica while it is dropped would bring the slice back onto the shard (the ZooKeeper soak
+     * found one doing so) */
+    char owner[FERRY_NAME_MAX];
+    snprintf(owner, sizeof owner, "replica drop %s", o->owner ? o->owner : "");
+    if ((rc = ferry_slice_lease_take(cat, &held, tenant, split, owner, err))) {
+        if (rc == FERRY_ECONFLICT)
+            ferry_err_prefix(err, "tenant %s split %u is being repaired or tiered; drop the "
+                             "replica on %s after that (run again): ", tenant, split, shard);
+        goto out;
+    }
+    /* the route again, now that the slice is this run's */
+    if ((rc = ferry_catalog_get(cat, &route, err)))
         goto out;
     /* a write acknowledged without every replica (min_insert_replicas) may be on this one only:
      * the replica stays until a repair made the others equal */
@@ -174,6 +189,8 @@ out:
     mv_conn_close(&c);
     ferry_record_list_free(&tables);
     ferry_record_list_free(&moves);
+    if (cat)
+        ferry_slice_leases_release(cat, &held);
     ferry_catalog_close(cat);
     return rc;
 }
@@ -464,6 +481,36 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
             if (lrc == FERRY_ECONFLICT) {
                 sum->busy++;
                 report_busy(fn, arg, rt, "", "", rtext, le.msg);
+                continue;
+            }
+            if (lrc) {
+                rc = lrc;
+                *err = le;
+                break;
+            }
+            /* the route as it is now that the slice is this repair's: a replica dropped (or a
+             * move switched) since the list was read must not be written to (the ZooKeeper soak:
+             * a repair copied a dropped replica's partitions back onto its shard) */
+            ferry_record now;
+            ferry_record_init(&now, FERRY_REC_ROUTE);
+            snprintf(now.u.route.tenant, sizeof now.u.route.tenant, "%s", rt->tenant);
+            now.u.route.split = rt->split;
+            lrc = ferry_catalog_get(cat, &now, &le);
+            if (!lrc && !ferry_shard_set_same(&now.u.route.shards, &rt->shards)) {
+                char was[FERRY_SHARDS_TEXT_MAX], is[FERRY_SHARDS_TEXT_MAX], why[2 * FERRY_SHARDS_TEXT_MAX + 64];
+                ferry_shard_set_str(&rt->shards, was);
+                ferry_shard_set_str(&now.u.route.shards, is);
+                snprintf(why, sizeof why, "the route changed from %s to %s since the repair read it",
+                         was, is);
+                ferry_record_free(&now);
+                sum->busy++;
+                report_busy(fn, arg, rt, "", "", rtext, why);
+                continue;
+            }
+            ferry_record_free(&now);
+            if (lrc == FERRY_ENOTFOUND) { /* the tenant went meanwhile */
+                sum->busy++;
+                report_busy(fn, arg, rt, "", "", rtext, "the route is gone");
                 continue;
             }
             if (lrc) {

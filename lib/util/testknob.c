@@ -3,6 +3,8 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,9 +66,10 @@ void ferry_fault_point(const char *name, const char *point)
 {
     /* FERRY_TEST_STOP_AFTER names a FERRY_TEST_CRASH_AFTER point where the process stops
      * itself (SIGSTOP) instead: a test changes the servers under it, then continues it */
+    static atomic_bool stopped_once; /* the first time only: a point inside a loop stops once */
     const char *stop = strcmp(name, "FERRY_TEST_CRASH_AFTER") ? NULL
                                                               : ferry_test_knob("FERRY_TEST_STOP_AFTER");
-    if (stop && !strcmp(stop, point)) {
+    if (stop && !strcmp(stop, point) && !atomic_exchange(&stopped_once, true)) {
         ferry_log(FERRY_LOG_WARN, "msg=\"test stop point reached, stopping myself\" "
                   "FERRY_TEST_STOP_AFTER=%s", point);
         fflush(NULL);

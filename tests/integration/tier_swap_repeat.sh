@@ -91,6 +91,7 @@ chq "$U" "INSERT INTO events SELECT 3, toYYYYMMDD($TODAY - 5 - number % 2), 0,
 FERRY_TEST_STOP_AFTER=SWAP "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 3 --json \
     >"$T/t3.out" 2>"$T/t3.err" &
 TPID=$!
+_H_PIDS+=("$TPID") # killed at exit if the test fails while it is stopped
 stopped() { [ "$(awk '{print $3}' "/proc/$TPID/stat" 2>/dev/null)" = T ]; }
 wait_for 120 stopped || fail "the tier run did not stop at SWAP: $(tail -5 "$T/t3.err")"
 late 3
