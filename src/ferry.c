@@ -3,6 +3,7 @@
 #include "ferry/testknob.h"
 #include "ferry/log.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -109,6 +110,10 @@ static int cmd_help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* a peer that closed its socket (a router, an agent, ZooKeeper killed mid-request) must give
+     * the writer EPIPE, not kill the process without a word: the ZooKeeper soak lost a
+     * coordinator that way (router and agent already ignored it; now every command does) */
+    signal(SIGPIPE, SIG_IGN);
     ferry_log_init_from_env();
     ferry_test_knobs_from_env(); /* test-only knobs (include/ferry/testknob.h) */
     /* global options before the command: --log-format text|logfmt|json,

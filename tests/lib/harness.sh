@@ -10,6 +10,10 @@ set -euo pipefail
 : "${FERRY_SOURCE_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 : "${FERRY_BUILD_DIR:=$(dirname "$FERRY_BIN")}"
 export FERRY_CACHE=${FERRY_CACHE:-$HOME/.cache/ferry}
+# leaks of libraries, never ferry's own (tests/lsan.supp says which and why)
+case "${LSAN_OPTIONS:-}" in *lsan.supp*) ;; *)
+    export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$FERRY_SOURCE_DIR/tests/lsan.supp:print_suppressions=0" ;;
+esac
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/ferry-test.XXXXXX")
 touch "$T/.started"

@@ -42,7 +42,7 @@ check_alive() {
     for k in 1 2; do
         proc_alive "router$k" || { ev crash "router$k"; router_up "$k" || ev problem "router$k did not restart"; }
     done
-    [ -e "$T/coord.stopped" ] || proc_alive coordinator || { ev crash coordinator; coord_up; }
+    [ -e "$T/coord.stopped" ] || proc_alive coordinator || { ev crash coordinator; coord_up || ev problem "coordinator did not restart"; }
     for n in $NODES; do
         if [ "$(lab_alive "$L" "$n")" != true ]; then
             ev crash "$n"
@@ -73,7 +73,7 @@ fault_one() {
         ev fault "kill_coord coordinator"
         proc_kill9 coordinator
         sleep $((1 + RANDOM % 5))
-        coord_up ;;
+        coord_up || ev problem "coordinator did not restart" ;;
     kill_op)
         # the ops loop pauses between operations: wait for the next one (at most 20 s)
         d=$((1 + RANDOM % 20)) # seconds into the operation

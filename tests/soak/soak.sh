@@ -115,8 +115,21 @@ router_up() { # router_up 1|2
     proc_start "router$1" "$FERRY_BIN" router --config "$C" --listen "127.0.0.1:$port"
     wait_for 60 curl -sf "http://127.0.0.1:$port/ping"
 }
+# Starts the coordinator and waits until it serves. After a kill -9 its lease outlives it on
+# ZooKeeper until the dead process's session expires: the new one refuses to start ("another
+# coordinator is running") and is started again until the lease is free, as a supervisor would
+# (at most 90 s). A coordinator that exits for any other reason is a crash of its own.
 coord_up() {
-    proc_start coordinator "$FERRY_BIN" coordinator --config "$T/coord.conf" --listen "127.0.0.1:$CO_PORT"
+    local k n0
+    for k in $(seq 1 45); do
+        n0=$(wc -l <"$T/logs/coordinator.log" 2>/dev/null || echo 0)
+        proc_start coordinator "$FERRY_BIN" coordinator --config "$T/coord.conf" --listen "127.0.0.1:$CO_PORT"
+        wait_for 20 curl -sf "http://127.0.0.1:$CO_PORT/health" && return 0
+        proc_alive coordinator && return 0
+        tail -n +"$((n0 + 1))" "$T/logs/coordinator.log" | grep -q 'another coordinator is running' || return 1
+        sleep 2
+    done
+    return 1
 }
 router_up 1 || fail "router 1 did not start: $(tail -5 "$T/logs/router1.log")"
 router_up 2 || fail "router 2 did not start: $(tail -5 "$T/logs/router2.log")"
@@ -142,7 +155,7 @@ while read -r t n u s; do
     i=${t#t}
     assert_eq "2000 2000 $((2000 * i * 100000 + 1999 * 1000))" "$n $u $s" "reference rows of $t"
 done <"$T/reference.tsv"
-coord_up
+coord_up || fail "the coordinator did not start: $(tail -5 "$T/logs/coordinator.log")"
 ok "set-up: 4 nodes (s3 through the chaos proxy), $SOAK_CATALOG catalog, 12 tenants (t0-t3 rf 2), 2 routers, coordinator; reference tiered"
 
 # ---- load ----------------------------------------------------------------------------------
