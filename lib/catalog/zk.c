@@ -513,40 +513,39 @@ static int scan_level(cat_backend *be, const char *rel, int depth, cat_items *ou
     return rc;
 }
 
-int zk_phys_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out,
-                 ferry_err *err)
+/* scan_level into items or flat (exactly one of them), read again while a batch ran meanwhile
+ * (the gate's version moved) */
+static int gated_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *items,
+                      cat_flat *flat, ferry_err *err)
 {
     for (int attempt = 0;; attempt++) {
         int64_t gv;
         int rc = attempt ? zk_gate_wait_open(c, &gv, err) : zk_cached_gate(c, &gv, err);
         if (rc)
             return rc;
-        rc = scan_level(c->be, prefix, depth, out, NULL, err);
+        rc = scan_level(c->be, prefix, depth, items, flat, err);
         bool same = false;
         if (!rc)
             rc = gate_unchanged(c->be, gv, &same, err);
         if (rc || same)
             return rc;
-        cat_items_free(out); /* a batch ran while we read: read again */
+        if (items) /* a batch ran while we read: read again */
+            cat_items_free(items);
+        else
+            cat_flat_free(flat);
     }
+}
+
+int zk_phys_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out,
+                 ferry_err *err)
+{
+    return gated_scan(c, prefix, depth, out, NULL, err);
 }
 
 int zk_phys_scan_flat(ferry_catalog *c, const char *prefix, int depth, cat_flat *out,
                       ferry_err *err)
 {
-    for (int attempt = 0;; attempt++) {
-        int64_t gv;
-        int rc = attempt ? zk_gate_wait_open(c, &gv, err) : zk_cached_gate(c, &gv, err);
-        if (rc)
-            return rc;
-        rc = scan_level(c->be, prefix, depth, NULL, out, err);
-        bool same = false;
-        if (!rc)
-            rc = gate_unchanged(c->be, gv, &same, err);
-        if (rc || same)
-            return rc;
-        cat_flat_free(out); /* a batch ran while we read: read again */
-    }
+    return gated_scan(c, prefix, depth, NULL, out, err);
 }
 
 int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, bool kids, scan_slot *slots,
