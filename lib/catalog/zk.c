@@ -1014,7 +1014,21 @@ static bool zk_lease_valid(ferry_catalog *c, void *token)
 {
     cat_backend *be = c->be;
     zk_lease *l = token;
-    if (!l || zoo_state(be->zh) != ZOO_CONNECTED_STATE)
+    if (!l)
+        return false;
+    /* Disconnected is not lost: ZooKeeper keeps the session, and the lease's ephemeral znode,
+     * until the session timeout passes without the client (a server restarted gives every
+     * session a full timeout to come back). Wait for the connection that long; an expired
+     * session, or no connection by then, is a lost lease. */
+    int waited = 0, timeout = zoo_recv_timeout(be->zh);
+    while (zoo_state(be->zh) != ZOO_CONNECTED_STATE && waited < timeout) {
+        int st = zoo_state(be->zh);
+        if (st == ZOO_EXPIRED_SESSION_STATE || st == ZOO_AUTH_FAILED_STATE)
+            return false;
+        usleep(100 * 1000);
+        waited += 100;
+    }
+    if (zoo_state(be->zh) != ZOO_CONNECTED_STATE)
         return false;
     struct Stat st;
     if (zoo_exists(be->zh, l->path, 0, &st) != ZOK)
