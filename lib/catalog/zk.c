@@ -1021,19 +1021,24 @@ static bool zk_lease_valid(ferry_catalog *c, void *token)
      * session a full timeout to come back). Wait for the connection that long; an expired
      * session, or no connection by then, is a lost lease. */
     int waited = 0, timeout = zoo_recv_timeout(be->zh);
-    while (zoo_state(be->zh) != ZOO_CONNECTED_STATE && waited < timeout) {
-        int st = zoo_state(be->zh);
-        if (st == ZOO_EXPIRED_SESSION_STATE || st == ZOO_AUTH_FAILED_STATE)
+    for (;;) {
+        int zs = zoo_state(be->zh);
+        if (zs == ZOO_EXPIRED_SESSION_STATE || zs == ZOO_AUTH_FAILED_STATE)
+            return false;
+        if (zs == ZOO_CONNECTED_STATE) {
+            struct Stat st;
+            int zrc = zoo_exists(be->zh, l->path, 0, &st);
+            if (zrc == ZOK)
+                return st.ephemeralOwner == zoo_client_id(be->zh)->client_id;
+            /* the connection went while asking: wait for it like above */
+            if (zrc != ZCONNECTIONLOSS && zrc != ZOPERATIONTIMEOUT)
+                return false;
+        }
+        if (waited >= timeout)
             return false;
         usleep(100 * 1000);
         waited += 100;
     }
-    if (zoo_state(be->zh) != ZOO_CONNECTED_STATE)
-        return false;
-    struct Stat st;
-    if (zoo_exists(be->zh, l->path, 0, &st) != ZOK)
-        return false;
-    return st.ephemeralOwner == zoo_client_id(be->zh)->client_id;
 }
 
 static void zk_lease_release(ferry_catalog *c, void *token)

@@ -45,7 +45,8 @@ check_alive() {
     if [ ! -e "$T/coord.stopped" ] && ! proc_alive coordinator; then
         # a coordinator that lost its lease (ZooKeeper stopped longer than it waits for its
         # session) exits on purpose for its supervisor to restart it: not a crash
-        if tail -n 50 "$T/logs/coordinator.log" | grep -q 'lost the coordinator lease; exiting'; then
+        if tail -n +"$(cat "$T/coord.logline" 2>/dev/null || echo 1)" "$T/logs/coordinator.log" |
+            grep -q 'lost the coordinator lease; exiting'; then
             ev restart "coordinator (lease lost)"
         else
             ev crash coordinator

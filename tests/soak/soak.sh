@@ -123,6 +123,7 @@ coord_up() {
     local k n0
     for k in $(seq 1 45); do
         n0=$(wc -l <"$T/logs/coordinator.log" 2>/dev/null || echo 0)
+        echo "$((n0 + 1))" >"$T/coord.logline" # where this coordinator's log starts
         proc_start coordinator "$FERRY_BIN" coordinator --config "$T/coord.conf" --listen "127.0.0.1:$CO_PORT"
         wait_for 20 curl -sf "http://127.0.0.1:$CO_PORT/health" && return 0
         proc_alive coordinator && return 0
