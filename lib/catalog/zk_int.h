@@ -93,6 +93,9 @@ int zget(cat_backend *be, const char *abs, bool watch, char **data, int *len, st
  * version of an open gate. */
 int zk_gate_wait_open(ferry_catalog *c, int64_t *gv, ferry_err *err);
 int zk_cached_gate(ferry_catalog *c, int64_t *gv, ferry_err *err);
+/* After a read: *same is true when the gate is still open at version gv seen before it (else
+ * the cached version is dropped and the caller reads again). */
+int zk_gate_unchanged(cat_backend *be, int64_t gv, bool *same, ferry_err *err);
 
 /* ---- zk.c: one multi and its operations ---- */
 int zmulti_init(zmulti *m, int cap);
@@ -112,6 +115,7 @@ int zk_parents_for(ferry_catalog *c, const cat_commit_req *req, size_t *rt, ferr
 int zk_commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
                     ferry_err *err);
 
+/* ---- zk_read.c ---- */
 /* Reads the znodes at rels[0..n) (relative paths) into slots (doc, version, rc: ZNONODE for a
  * missing one; with kids, their children instead) between two reads of the write gate, again
  * until no batch ran meanwhile; by multiRead when there are many. The caller frees
