@@ -1,5 +1,5 @@
-/* Private to the catalog's ZooKeeper backend (zk.c: plumbing, reads, small writes, routing,
- * leases; zk_batch.c: batches larger than one multi, under the write gate, and their recovery;
+/* Private to the catalog's ZooKeeper backend (zk.c: plumbing, small writes, routing,
+ * leases, open; zk_read.c: gets and scans between two looks at the gate; zk_batch.c: batches larger than one multi, under the write gate, and their recovery;
  * zk_auth.c: digest ACLs). */
 #ifndef FERRY_CATALOG_ZK_INT_H
 #define FERRY_CATALOG_ZK_INT_H
@@ -72,7 +72,7 @@ typedef struct scan_wait {
  * has no multiRead (ZooKeeper 3.5): the caller then reads one znode per request. */
 typedef struct zk_bulk zk_bulk;
 int zk_bulk_open(cat_backend *be, zk_bulk **out);
-/* One request per path in slots[i] (children when kids, else the document), as zk.c's pipelined
+/* One request per path in slots[i] (children when kids, else the document), as zk_read.c's pipelined
  * reads fill them; on failure some slots may hold results (the caller frees them). With keep
  * (documents only) every reply becomes a block of keep and the slots' documents point into it
  * (borrowed), NUL-terminated in place: no copy per document. */
