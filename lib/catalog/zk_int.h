@@ -1,6 +1,6 @@
-/* Private to the catalog's ZooKeeper backend (zk.c: plumbing, small writes, routing,
- * leases, open; zk_read.c: gets and scans between two looks at the gate; zk_batch.c: batches larger than one multi, under the write gate, and their recovery;
- * zk_auth.c: digest ACLs). */
+/* Private to the catalog's ZooKeeper backend (zk.c: plumbing, small writes, routing, leases,
+ * open; zk_read.c: gets and scans between two looks at the gate; zk_batch.c: batches larger
+ * than one multi, under the write gate, and their recovery; zk_auth.c: digest ACLs). */
 #ifndef FERRY_CATALOG_ZK_INT_H
 #define FERRY_CATALOG_ZK_INT_H
 
