@@ -122,7 +122,7 @@ router_up() { # router_up 1|2
 coord_up() {
     local k n0
     for k in $(seq 1 45); do
-        n0=$(wc -l <"$T/logs/coordinator.log" 2>/dev/null || echo 0)
+        n0=$({ wc -l <"$T/logs/coordinator.log"; } 2>/dev/null || echo 0) # no log yet: 0
         echo "$((n0 + 1))" >"$T/coord.logline" # where this coordinator's log starts
         proc_start coordinator "$FERRY_BIN" coordinator --config "$T/coord.conf" --listen "127.0.0.1:$CO_PORT"
         wait_for 20 curl -sf "http://127.0.0.1:$CO_PORT/health" && return 0
