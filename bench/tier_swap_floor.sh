@@ -56,6 +56,8 @@ for r in $(seq "$rounds"); do
             chq "$U" "INSERT INTO t SELECT number % 5, now() - number, number FROM numbers(200000)" >/dev/null
         done
         chq "$U" "INSERT INTO s SELECT number % 5, now() - number, number FROM numbers(200000)" >/dev/null
+        # tiering swaps parts it froze (their files hardlinked in shadow/ until CLEANUP)
+        [ "${FREEZE:-1}" = 0 ] || chq "$U" "ALTER TABLE t FREEZE WITH NAME 'swapfloor$r$form'" >/dev/null
         declare -A CMD=()
         for p in 0 1 2 3 4; do
             names=$(chq "$U" "SELECT name FROM system.parts WHERE database = currentDatabase()
