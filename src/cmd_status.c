@@ -155,10 +155,12 @@ int cmd_status(int argc, char **argv)
         a = json_array();
         for (size_t i = 0; i < moves->n; i++) {
             const ferry_move *m = &moves->items[i].u.move;
+            char ftext[FERRY_SHARDS_TEXT_MAX], ttext[FERRY_SHARDS_TEXT_MAX];
             json_array_append_new(
                 a, json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:s}", "id", m->id,
-                             "tenant", m->tenant, "split", (int)m->split, "from", m->from, "to",
-                             m->to, "state", ferry_move_state_name(m->state), "step", (int)m->step,
+                             "tenant", m->tenant, "split", (int)m->split, "from",
+                             ferry_shard_set_str(&m->from, ftext), "to",
+                             ferry_shard_set_str(&m->to, ttext), "state", ferry_move_state_name(m->state), "step", (int)m->step,
                              "steps", (int)m->steps, "owner", m->owner));
         }
         json_object_set_new(root, "moves_in_flight", a);
@@ -210,10 +212,11 @@ int cmd_status(int argc, char **argv)
                "TO", "STATE", "STEP", "OWNER");
         for (size_t i = 0; i < moves->n; i++) {
             const ferry_move *m = &moves->items[i].u.move;
-            char step[24];
+            char step[24], ftext[FERRY_SHARDS_TEXT_MAX], ttext[FERRY_SHARDS_TEXT_MAX];
             snprintf(step, sizeof step, "%u/%u", m->step, m->steps);
-            printf("%-20s %-16s %5u %-10s %-10s %-8s %7s %s\n", m->id, m->tenant, m->split, m->from,
-                   m->to, ferry_move_state_name(m->state), step, m->owner);
+            printf("%-20s %-16s %5u %-10s %-10s %-8s %7s %s\n", m->id, m->tenant, m->split,
+                   ferry_shard_set_str(&m->from, ftext), ferry_shard_set_str(&m->to, ttext),
+                   ferry_move_state_name(m->state), step, m->owner);
         }
     }
     autopilot_print(&cs, &win);

@@ -274,11 +274,13 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
         const ferry_move *m = &moves.items[i].u.move;
         if (strcmp(m->tenant, tenant) || m->split != split)
             continue;
-        if (strcmp(m->to, to)) {
+        if (ferry_shard_set_count(&m->to) != 1 || !ferry_shard_set_has(&m->to, to)) {
+            char ttext[FERRY_SHARDS_TEXT_MAX];
             rc = ferry_err_set(err, FERRY_EINVAL,
                                "tenant %s split %u has an unfinished move %s to %s (state %s); "
                                "finish it first (ferry move --resume %s)", tenant, split, m->id,
-                               m->to, ferry_move_state_name(m->state), m->id);
+                               ferry_shard_set_str(&m->to, ttext),
+                               ferry_move_state_name(m->state), m->id);
             goto out;
         }
         snprintf(id, 64, "%s", m->id);
@@ -406,8 +408,9 @@ journal:;
              (long long)time(NULL), rnd[0], rnd[1], rnd[2], rnd[3]);
     snprintf(mv.u.move.tenant, sizeof mv.u.move.tenant, "%s", tenant);
     mv.u.move.split = split;
-    snprintf(mv.u.move.from, sizeof mv.u.move.from, "%s", from);
-    snprintf(mv.u.move.to, sizeof mv.u.move.to, "%s", to);
+    if ((rc = ferry_shard_set_add(&mv.u.move.from, from, err)) ||
+        (rc = ferry_shard_set_add(&mv.u.move.to, to, err)))
+        goto out;
     mv.u.move.state = FERRY_MOVE_PLANNED;
     mv.u.move.steps = 5;
     snprintf(mv.u.move.owner, sizeof mv.u.move.owner, "%s", o->owner ? o->owner : "");

@@ -553,17 +553,13 @@ static int move_cmp(const void *a, const void *b)
     return d;
 }
 
-/* The slot of the first name of a comma-separated shard list (-1: none). */
-static long first_slot(const rt_shard_ref *refs, size_t n, const char *list)
+/* The slot of a move's source or target shard (its one name; -1: none, or not in refs). */
+static long move_slot(const rt_shard_ref *refs, size_t n, const ferry_shard_set *shards)
 {
-    char name[FERRY_NAME_MAX];
-    size_t len = strcspn(list, ",");
-    if (len >= sizeof name)
+    if (!ferry_shard_set_count(shards))
         return -1;
-    memcpy(name, list, len);
-    name[len] = '\0';
-    const char *t = ferry_trim(name);
-    return ref_slot(refs, n, t, strlen(t));
+    const char *name = ferry_shard_set_at(shards, 0);
+    return ref_slot(refs, n, name, strlen(name));
 }
 
 /* The moves in SWITCH (the move journal's states are in include/ferry/catalog.h; step >=
@@ -587,8 +583,8 @@ static int build_moves(rt_snapshot *s, const ferry_record_list *moves, ferry_err
         }
         rm->split = m->split;
         rm->publishing = m->step >= FERRY_MOVE_STEP_PUBLISH;
-        rm->move_from = first_slot(s->shard_refs, s->n_shard_refs, m->from);
-        rm->move_to = first_slot(s->shard_refs, s->n_shard_refs, m->to);
+        rm->move_from = move_slot(s->shard_refs, s->n_shard_refs, &m->from);
+        rm->move_to = move_slot(s->shard_refs, s->n_shard_refs, &m->to);
         snprintf(rm->move_id, sizeof rm->move_id, "%s", m->id);
         v[n++].seq = i;
     }

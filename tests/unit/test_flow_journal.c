@@ -29,6 +29,7 @@
 #include "ferry/rewrite.h"
 #include "ferry/testknob.h"
 #include "ferry/tier.h"
+#include "shards_text.h"
 
 static char dir[256];
 static int n_catalogs;
@@ -394,8 +395,8 @@ static ferry_record planned_move(const char *id)
     snprintf(m->id, sizeof m->id, "%s", id);
     snprintf(m->tenant, sizeof m->tenant, "acme");
     m->split = 2;
-    snprintf(m->from, sizeof m->from, "node1");
-    snprintf(m->to, sizeof m->to, "node2");
+    shards_printf(&m->from, "node1");
+    shards_printf(&m->to, "node2");
     m->state = FERRY_MOVE_PLANNED;
     m->step = 3;
     snprintf(m->detail, sizeof m->detail, "planned");

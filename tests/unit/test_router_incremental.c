@@ -174,8 +174,8 @@ static void test_incremental_equals_full(void **state)
     snprintf(mv.u.move.id, sizeof mv.u.move.id, "mv-inc-1");
     snprintf(mv.u.move.tenant, sizeof mv.u.move.tenant, "t01");
     mv.u.move.split = 0;
-    snprintf(mv.u.move.from, sizeof mv.u.move.from, "%s", from);
-    snprintf(mv.u.move.to, sizeof mv.u.move.to, "%s", to);
+    shards_printf(&mv.u.move.from, "%s", from);
+    shards_printf(&mv.u.move.to, "%s", to);
     mv.u.move.state = FERRY_MOVE_SWITCH;
     b = ferry_batch_new();
     must(ferry_batch_create(b, &mv, &err), &err);
