@@ -90,9 +90,12 @@ static void autopilot_print(const ferry_cluster_status *cs, const ferry_ap_windo
                "repair, or the autopilot's repair):\n", cs->n_repair_needed);
         for (size_t i = 0; i < cs->n_repair_needed && i < 20; i++) {
             const ferry_repair_need *n = &cs->repair_needed[i];
+            char mtext[FERRY_SHARDS_TEXT_MAX], htext[FERRY_SHARDS_TEXT_MAX];
             fmt_time(n->first, t1, sizeof t1);
             printf("  %s/%u missed by %s, held by %s, %llu write(s) since %s\n", n->tenant,
-                   n->split, n->missed, n->held[0] ? n->held : "(no single replica)",
+                   n->split, ferry_shard_set_str(&n->missed, mtext),
+                   ferry_shard_set_count(&n->held) ? ferry_shard_set_str(&n->held, htext)
+                                                   : "(no single replica)",
                    (unsigned long long)n->writes, t1);
         }
         if (cs->n_repair_needed > 20)
@@ -169,9 +172,12 @@ int cmd_status(int argc, char **argv)
         a = json_array();
         for (size_t i = 0; i < cs.n_repair_needed; i++) {
             const ferry_repair_need *n = &cs.repair_needed[i];
+            char mtext[FERRY_SHARDS_TEXT_MAX], htext[FERRY_SHARDS_TEXT_MAX];
             json_array_append_new(a, json_pack("{s:s, s:I, s:s, s:s, s:I, s:I, s:I}", "tenant",
                                                n->tenant, "split", (json_int_t)n->split,
-                                               "missed", n->missed, "held", n->held, "writes",
+                                               "missed", ferry_shard_set_str(&n->missed, mtext),
+                                               "held", ferry_shard_set_str(&n->held, htext),
+                                               "writes",
                                                (json_int_t)n->writes, "first",
                                                (json_int_t)n->first, "last",
                                                (json_int_t)n->last));

@@ -192,21 +192,24 @@ static int pick_clean_source(ferry_catalog *cat, const char *tenant, uint32_t sp
     ferry_repair_need need;
     bool open_need = false;
     int rc = ferry_repair_need_get(cat, tenant, split, &need, &open_need, err);
-    if (rc || !open_need || !ferry_list_has(need.missed, from))
+    if (rc || !open_need || !ferry_shard_set_has(&need.missed, from))
         return rc;
+    char text[FERRY_SHARDS_TEXT_MAX], htext[FERRY_SHARDS_TEXT_MAX];
     if (want_from && *want_from)
         return ferry_err_set(err, FERRY_ECONFLICT,
                              "tenant %s split %u: the replica on %s missed writes acknowledged "
                              "without it (open repair need; missed by %s); a copy from it would "
                              "lose them: run `ferry repair --tenant %s` first, or move from a "
-                             "replica that took them (%s)", tenant, split, from, need.missed,
-                             tenant, *need.held ? need.held : "none did");
+                             "replica that took them (%s)", tenant, split, from,
+                             ferry_shard_set_str(&need.missed, text), tenant,
+                             ferry_shard_set_count(&need.held)
+                                 ? ferry_shard_set_str(&need.held, htext)
+                                 : "none did");
     for (size_t i = 0; i < ferry_shard_set_count(shards); i++)
-        if (!ferry_list_has(need.missed, ferry_shard_set_at(shards, i))) {
+        if (!ferry_shard_set_has(&need.missed, ferry_shard_set_at(shards, i))) {
             mv_copy_str(from, from_size, ferry_shard_set_at(shards, i));
             return FERRY_OK;
         }
-    char text[FERRY_SHARDS_TEXT_MAX];
     return ferry_err_set(err, FERRY_ECONFLICT,
                          "tenant %s split %u: every replica (%s) missed some writes acknowledged "
                          "without it (open repair need); a copy from any of them would lose "

@@ -53,7 +53,6 @@
 
 #include "ferry/log.h"
 #include "ferry/split.h"
-#include "ferry/strutil.h"
 
 /* ---- tenant blocks and snapshots ----
  *
