@@ -163,8 +163,9 @@ int cmd_status(int argc, char **argv)
                 a, json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:s}", "id", m->id,
                              "tenant", m->tenant, "split", (int)m->split, "from",
                              ferry_shard_set_str(&m->from, ftext), "to",
-                             ferry_shard_set_str(&m->to, ttext), "state", ferry_move_state_name(m->state), "step", (int)m->step,
-                             "steps", (int)m->steps, "owner", m->owner));
+                             ferry_shard_set_str(&m->to, ttext), "state",
+                             ferry_move_state_name(m->state), "step", (int)m->step, "steps",
+                             (int)m->steps, "owner", m->owner));
         }
         json_object_set_new(root, "moves_in_flight", a);
         json_object_set_new(root, "tier_backlog", json_integer((json_int_t)cs.tier_backlog));
