@@ -30,8 +30,8 @@ static void move_record(ferry_record *r, int i)
     ferry_record_init(r, FERRY_REC_MOVE);
     snprintf(r->u.move.id, sizeof r->u.move.id, "m%d", i);
     snprintf(r->u.move.tenant, sizeof r->u.move.tenant, "acme");
-    snprintf(r->u.move.from, sizeof r->u.move.from, "node1");
-    snprintf(r->u.move.to, sizeof r->u.move.to, "node2");
+    ferry_shard_set_add(&r->u.move.from, "node1", NULL); /* valid names: cannot fail */
+    ferry_shard_set_add(&r->u.move.to, "node2", NULL);
     r->u.move.steps = 1000000;
     snprintf(r->u.move.owner, sizeof r->u.move.owner, "bench");
 }

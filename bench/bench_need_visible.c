@@ -100,15 +100,16 @@ int main(int argc, char **argv)
         if (ferry_catalog_get(cat, &rec, &err))
             die("route", &err);
         const ferry_route *rt = &rec.u.route;
-        char missed[FERRY_NAME_MAX], held[FERRY_NAME_MAX];
+        ferry_shard_set missed = {0}, held = {0};
         if (ferry_shard_set_count(&rt->shards) < 2)
             continue; /* one replica: nothing to keep reads off */
-        snprintf(missed, sizeof missed, "%s", ferry_shard_set_at(&rt->shards, 0));
-        snprintf(held, sizeof held, "%s", ferry_shard_set_at(&rt->shards, 1));
+        if (ferry_shard_set_add(&missed, ferry_shard_set_at(&rt->shards, 0), &err) ||
+            ferry_shard_set_add(&held, ferry_shard_set_at(&rt->shards, 1), &err))
+            die("ferry_shard_set_add", &err);
         if (stale_of(r, rt->tenant))
             die("a slice is marked stale before the bench recorded anything", NULL);
         t0 = now_s();
-        if (ferry_repair_need_mark(cat, rt->tenant, 0, missed, held, &err))
+        if (ferry_repair_need_mark(cat, rt->tenant, 0, &missed, &held, &err))
             die("ferry_repair_need_mark", &err);
         mark[n] = now_s() - t0;
         seen[n] = wait_stale(r, rt->tenant, true);

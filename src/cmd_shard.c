@@ -20,7 +20,7 @@ static int count_serving(const ferry_slice_row *row, void *arg, ferry_err *err)
 {
     (void)err;
     serving_count *x = arg;
-    x->n += ferry_list_has(row->shards, x->name);
+    x->n += row->shards && ferry_shard_text_has(row->shards, strlen(row->shards), x->name);
     return FERRY_OK;
 }
 

@@ -90,9 +90,12 @@ static void autopilot_print(const ferry_cluster_status *cs, const ferry_ap_windo
                "repair, or the autopilot's repair):\n", cs->n_repair_needed);
         for (size_t i = 0; i < cs->n_repair_needed && i < 20; i++) {
             const ferry_repair_need *n = &cs->repair_needed[i];
+            char mtext[FERRY_SHARDS_TEXT_MAX], htext[FERRY_SHARDS_TEXT_MAX];
             fmt_time(n->first, t1, sizeof t1);
             printf("  %s/%u missed by %s, held by %s, %llu write(s) since %s\n", n->tenant,
-                   n->split, n->missed, n->held[0] ? n->held : "(no single replica)",
+                   n->split, ferry_shard_set_str(&n->missed, mtext),
+                   ferry_shard_set_count(&n->held) ? ferry_shard_set_str(&n->held, htext)
+                                                   : "(no single replica)",
                    (unsigned long long)n->writes, t1);
         }
         if (cs->n_repair_needed > 20)
@@ -155,11 +158,14 @@ int cmd_status(int argc, char **argv)
         a = json_array();
         for (size_t i = 0; i < moves->n; i++) {
             const ferry_move *m = &moves->items[i].u.move;
+            char ftext[FERRY_SHARDS_TEXT_MAX], ttext[FERRY_SHARDS_TEXT_MAX];
             json_array_append_new(
                 a, json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:s}", "id", m->id,
-                             "tenant", m->tenant, "split", (int)m->split, "from", m->from, "to",
-                             m->to, "state", ferry_move_state_name(m->state), "step", (int)m->step,
-                             "steps", (int)m->steps, "owner", m->owner));
+                             "tenant", m->tenant, "split", (int)m->split, "from",
+                             ferry_shard_set_str(&m->from, ftext), "to",
+                             ferry_shard_set_str(&m->to, ttext), "state",
+                             ferry_move_state_name(m->state), "step", (int)m->step, "steps",
+                             (int)m->steps, "owner", m->owner));
         }
         json_object_set_new(root, "moves_in_flight", a);
         json_object_set_new(root, "tier_backlog", json_integer((json_int_t)cs.tier_backlog));
@@ -167,9 +173,12 @@ int cmd_status(int argc, char **argv)
         a = json_array();
         for (size_t i = 0; i < cs.n_repair_needed; i++) {
             const ferry_repair_need *n = &cs.repair_needed[i];
+            char mtext[FERRY_SHARDS_TEXT_MAX], htext[FERRY_SHARDS_TEXT_MAX];
             json_array_append_new(a, json_pack("{s:s, s:I, s:s, s:s, s:I, s:I, s:I}", "tenant",
                                                n->tenant, "split", (json_int_t)n->split,
-                                               "missed", n->missed, "held", n->held, "writes",
+                                               "missed", ferry_shard_set_str(&n->missed, mtext),
+                                               "held", ferry_shard_set_str(&n->held, htext),
+                                               "writes",
                                                (json_int_t)n->writes, "first",
                                                (json_int_t)n->first, "last",
                                                (json_int_t)n->last));
@@ -210,10 +219,11 @@ int cmd_status(int argc, char **argv)
                "TO", "STATE", "STEP", "OWNER");
         for (size_t i = 0; i < moves->n; i++) {
             const ferry_move *m = &moves->items[i].u.move;
-            char step[24];
+            char step[24], ftext[FERRY_SHARDS_TEXT_MAX], ttext[FERRY_SHARDS_TEXT_MAX];
             snprintf(step, sizeof step, "%u/%u", m->step, m->steps);
-            printf("%-20s %-16s %5u %-10s %-10s %-8s %7s %s\n", m->id, m->tenant, m->split, m->from,
-                   m->to, ferry_move_state_name(m->state), step, m->owner);
+            printf("%-20s %-16s %5u %-10s %-10s %-8s %7s %s\n", m->id, m->tenant, m->split,
+                   ferry_shard_set_str(&m->from, ftext), ferry_shard_set_str(&m->to, ttext),
+                   ferry_move_state_name(m->state), step, m->owner);
         }
     }
     autopilot_print(&cs, &win);

@@ -179,8 +179,10 @@ typedef struct ferry_move {
     char id[64];
     char tenant[FERRY_NAME_MAX];
     uint32_t split;
-    char from[FERRY_LIST_MAX]; /* source shards, comma-separated */
-    char to[FERRY_LIST_MAX];   /* target shards */
+    /* The source shard and the target shard: one name each (ferry writes no other count and
+     * the move engine refuses another, lib/flow/move.c); a ferry_shard_set like a route's
+     * shards, stored as the same comma-separated text ("node1") */
+    ferry_shard_set from, to;
     enum ferry_move_state state;
     uint32_t step;             /* progress inside the state */
     uint32_t steps;

@@ -14,7 +14,9 @@
  * One job record per slice: id "repair-need.<tenant>.<split>" (a hash for a tenant name too long
  * for the id: ferry_catalog_repair_need_id), kind "repair-need", state "DONE" (it is a note, not a job that runs: the flows
  * that wait for jobs in flight do not wait for it), data {"tenant", "split", "missed", "held",
- * "writes"}; created/updated: the first and the last acknowledged write it records. */
+ * "writes"}; created/updated: the first and the last acknowledged write it records. The shard
+ * lists are ferry_shard_set here and the comma-separated text they always were in the data
+ * ("node1,node2"), read as the catalog reads a route (ferry_shard_set_parse_stored). */
 #ifndef FERRY_REPAIR_NEED_H
 #define FERRY_REPAIR_NEED_H
 
@@ -30,19 +32,21 @@
 typedef struct ferry_repair_need {
     char tenant[FERRY_NAME_MAX];
     uint32_t split;
-    char missed[FERRY_LIST_MAX]; /* shards that missed at least one acknowledged write */
-    char held[FERRY_LIST_MAX];   /* shards that took every acknowledged write since the record
-                                  * opened ("" when none did: each missed a different one) */
-    uint64_t writes;             /* acknowledged writes recorded */
-    int64_t first, last;         /* unix seconds */
-    int64_t version;             /* the record's catalog version (for ferry_repair_need_clear) */
+    ferry_shard_set missed; /* shards that missed at least one acknowledged write */
+    ferry_shard_set held;   /* shards that took every acknowledged write since the record
+                             * opened (empty when none did: each missed a different one) */
+    uint64_t writes;        /* acknowledged writes recorded */
+    int64_t first, last;    /* unix seconds */
+    int64_t version;        /* the record's catalog version (for ferry_repair_need_clear) */
 } ferry_repair_need;
 
-/* Records one acknowledged write of tenant/split that the shards in `missed` (comma-separated)
- * did not take and the shards in `held` did: creates the record, or merges into it by CAS
- * (missed: the union; held: the intersection, minus every shard that missed one). */
+/* Records one acknowledged write of tenant/split that the shards in `missed` did not take and
+ * the shards in `held` did: creates the record, or merges into it by CAS (missed: the union;
+ * held: the intersection, minus every shard that missed one). FERRY_EINVAL when the union
+ * would name more than FERRY_SHARDS_MAX shards (then nothing is recorded). */
 int ferry_repair_need_mark(ferry_catalog *cat, const char *tenant, uint32_t split,
-                           const char *missed, const char *held, ferry_err *err);
+                           const ferry_shard_set *missed, const ferry_shard_set *held,
+                           ferry_err *err);
 /* The record of tenant/split: *found false when there is none. */
 int ferry_repair_need_get(ferry_catalog *cat, const char *tenant, uint32_t split,
                           ferry_repair_need *out, bool *found, ferry_err *err);

@@ -379,8 +379,8 @@ json_t *cat_record_to_json(const ferry_record *r)
         set_str(o, "id", m->id);
         set_str(o, "tenant", m->tenant);
         set_int(o, "split", m->split);
-        set_str(o, "from", m->from);
-        set_str(o, "to", m->to);
+        set_shards(o, "from", &m->from);
+        set_shards(o, "to", &m->to);
         set_str(o, "state", ferry_move_state_name(m->state));
         set_int(o, "step", m->step);
         set_int(o, "steps", m->steps);
@@ -708,8 +708,8 @@ int cat_record_from_json(enum ferry_record_kind kind, const json_t *o, ferry_rec
         get_str(&d, "id", m->id, sizeof m->id);
         get_str(&d, "tenant", m->tenant, sizeof m->tenant);
         get_u32(&d, "split", &m->split);
-        get_str(&d, "from", m->from, sizeof m->from);
-        get_str(&d, "to", m->to, sizeof m->to);
+        get_shards(&d, "from", &m->from);
+        get_shards(&d, "to", &m->to);
         get_enum(&d, "state", move_states, NELEM(move_states), &e);
         m->state = (enum ferry_move_state)e;
         get_u32(&d, "step", &m->step);

@@ -835,9 +835,10 @@ void coord_on_page(ferry_http_req *req, void *ctx)
         ferry_buf_puts(&b, "</td><td>");
         html_text(&b, m->tenant);
         ferry_buf_printf(&b, "/%u</td><td>", m->split);
-        html_text(&b, m->from);
+        char text[FERRY_SHARDS_TEXT_MAX];
+        html_text(&b, ferry_shard_set_str(&m->from, text));
         ferry_buf_puts(&b, "</td><td>");
-        html_text(&b, m->to);
+        html_text(&b, ferry_shard_set_str(&m->to, text));
         long long ran = (long long)(m->created ? now - m->created : 0);
         unsigned ord = m->state <= FERRY_MOVE_CLEANUP ? (unsigned)m->state : 5;
         ferry_buf_printf(&b, "</td><td>%s</td><td>%u</td><td class=\"progress\">%u%% (state "

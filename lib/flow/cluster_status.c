@@ -92,22 +92,15 @@ static int add_slice(const ferry_slice_row *row, void *arg, ferry_err *err)
         return FERRY_OK;
     uint64_t bytes = row->placement ? row->bytes : 0;
     x->row++;
-    for (const char *p = row->shards; *p;) {
-        size_t len = strcspn(p, ",");
-        const char *s = p;
-        while (len && *s == ' ')
-            s++, len--;
-        while (len && s[len - 1] == ' ')
-            len--;
+    const char *s;
+    for (size_t at = 0, len, n = strlen(row->shards);
+         ferry_shard_text_next(row->shards, n, &at, &s, &len);) {
         long k = len ? mv_names_find(&x->shards, s, len) : -1;
         if (k >= 0 && x->seen[k] != x->row) {
             x->seen[k] = x->row;
             out->shards[k].bytes += bytes;
             out->shards[k].slices++;
         }
-        p += strcspn(p, ",");
-        if (*p == ',')
-            p++;
     }
     if (!x->have_last || strcmp(x->last, row->tenant)) {
         snprintf(x->last, sizeof x->last, "%s", row->tenant);

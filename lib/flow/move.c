@@ -129,8 +129,8 @@ void mv_progress(mvctx *x)
     ferry_move_progress p = {.id = x->mv.u.move.id,
                              .tenant = x->mv.u.move.tenant,
                              .split = x->mv.u.move.split,
-                             .from = x->mv.u.move.from,
-                             .to = x->mv.u.move.to,
+                             .from = mv_from(x),
+                             .to = mv_to(x),
                              .state = ferry_move_state_name(x->mv.u.move.state),
                              .bytes_done = x->bytes_done,
                              .bytes_total = x->bytes_total,
@@ -265,7 +265,7 @@ int mv_switch_prepare(mvctx *x, ferry_err *err)
      * routers through the catalog), and no client may still be about to retry a failed write of
      * the slice: its retry must reach the shard that has the first attempt's rows
      * (lib/router/fence.c, lib/router/pending.c). */
-    if ((rc = ferry_router_fence_switch(x->o->cfg, x->mv.u.move.to, x->mv.u.move.tenant,
+    if ((rc = ferry_router_fence_switch(x->o->cfg, mv_to(x), x->mv.u.move.tenant,
                                         x->mv.u.move.split, 0, err)))
         return ferry_err_prefix(err, "move %s: ", x->mv.u.move.id);
     ferry_record *route = &x->switch_route;
@@ -278,12 +278,12 @@ int mv_switch_prepare(mvctx *x, ferry_err *err)
     if (x->clone)
         nl = *rs;
     else
-        rc = ferry_shard_set_add(&nl, x->mv.u.move.to, err);
+        rc = ferry_shard_set_add(&nl, mv_to(x), err);
     for (size_t i = 0; !rc && !x->clone && i < ferry_shard_set_count(rs); i++)
-        if (strcmp(ferry_shard_set_at(rs, i), x->mv.u.move.from))
+        if (strcmp(ferry_shard_set_at(rs, i), mv_from(x)))
             rc = ferry_shard_set_add(&nl, ferry_shard_set_at(rs, i), err);
     if (!rc && x->clone)
-        rc = ferry_shard_set_add(&nl, x->mv.u.move.to, err);
+        rc = ferry_shard_set_add(&nl, mv_to(x), err);
     if (rc)
         return ferry_err_prefix(err, "move %s: ", x->mv.u.move.id);
     *rs = nl;
@@ -293,7 +293,7 @@ int mv_switch_prepare(mvctx *x, ferry_err *err)
      * target, and writes recorded later intersect with it, not with a shard out of the route. */
     x->switch_need_set = false;
     return ferry_repair_need_hand_over(x->cat, x->mv.u.move.tenant, x->mv.u.move.split,
-                                       x->mv.u.move.from, x->mv.u.move.to, x->clone,
+                                       mv_from(x), mv_to(x), x->clone,
                                        &x->switch_need, &x->switch_need_set, err);
 }
 
@@ -329,7 +329,7 @@ int mv_switch_commit_n(mvctx **xs, size_t n, ferry_err *err)
         const ferry_move *m = &xs[k]->mv.u.move;
         ferry_log(FERRY_LOG_INFO,
                   "msg=\"routing switched\" move=%s tenant=%s split=%u to=%s routing_version=%llu",
-                  m->id, m->tenant, m->split, m->to, (unsigned long long)routing_version);
+                  m->id, m->tenant, m->split, mv_to(xs[k]), (unsigned long long)routing_version);
         mv_progress(xs[k]);
     }
     ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:switched");
@@ -462,8 +462,8 @@ int mv_records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pids, f
     for (size_t k = 0; k < pids->n; k++)
         ids[k] = pids->ids[k];
     x->catalog_writes++;
-    int rc = ferry_part_records_reassign(x->cat, t->name, ids, pids->n, x->mv.u.move.from,
-                                         x->mv.u.move.to, x->clone, NULL, err);
+    int rc = ferry_part_records_reassign(x->cat, t->name, ids, pids->n, mv_from(x),
+                                         mv_to(x), x->clone, NULL, err);
     free(ids);
     if (rc)
         ferry_err_prefix(err, "move %s: updating the catalog's part records: ", x->mv.u.move.id);
@@ -845,17 +845,25 @@ int mv_ctx_open(const ferry_move_opts *o, const char *id, mvctx *x, ferry_move_r
     }
     x->clone = !strcmp(json_string_value(json_object_get(x->data, "mode")) ?: "", "clone");
     const ferry_move *m = &x->mv.u.move;
+    /* the run copies from one shard to one (mv_from, mv_to); ferry writes no other journal */
+    if (ferry_shard_set_count(&m->from) != 1 || ferry_shard_set_count(&m->to) != 1) {
+        char ftext[FERRY_SHARDS_TEXT_MAX], ttext[FERRY_SHARDS_TEXT_MAX];
+        rc = ferry_err_set(err, FERRY_EINVAL, "move %s: the journal names source '%s' and "
+                           "target '%s'; a move goes from one shard to one", id,
+                           ferry_shard_set_str(&m->from, ftext), ferry_shard_set_str(&m->to, ttext));
+        goto out;
+    }
     snprintf(res->tenant, sizeof res->tenant, "%s", m->tenant);
     res->split = m->split;
-    mv_copy_str(res->from, sizeof res->from, m->from);
-    mv_copy_str(res->to, sizeof res->to, m->to);
+    mv_copy_str(res->from, sizeof res->from, mv_from(x));
+    mv_copy_str(res->to, sizeof res->to, mv_to(x));
     res->resumed = m->state != FERRY_MOVE_PLANNED;
     res->state = m->state;
     if (m->state == FERRY_MOVE_DONE || m->state == FERRY_MOVE_FAILED)
         goto out;
     x->ran = true;
-    if ((rc = mv_load_shard(x->cat, m->from, &fsh, err)) ||
-        (rc = mv_load_shard(x->cat, m->to, &tsh, err)) ||
+    if ((rc = mv_load_shard(x->cat, mv_from(x), &fsh, err)) ||
+        (rc = mv_load_shard(x->cat, mv_to(x), &tsh, err)) ||
         (rc = mv_load_tables(x->cat, &x->tables, err)) ||
         (rc = mv_conn_open(&fsh.u.shard, o->cfg, &x->src, err)) ||
         (rc = mv_conn_open(&tsh.u.shard, o->cfg, &x->dst, err)))
@@ -870,7 +878,7 @@ int mv_ctx_open(const ferry_move_opts *o, const char *id, mvctx *x, ferry_move_r
         goto out;
     x->looping = true;
     ferry_log(FERRY_LOG_INFO, "msg=\"move %s\" move=%s tenant=%s split=%u from=%s to=%s state=%s",
-              res->resumed ? "resumed" : "started", id, m->tenant, m->split, m->from, m->to,
+              res->resumed ? "resumed" : "started", id, m->tenant, m->split, mv_from(x), mv_to(x),
               ferry_move_state_name(m->state));
 out:
     ferry_record_free(&fsh);

@@ -448,7 +448,8 @@ int ferry_move_run_batch(const ferry_move_opts *o, const char *const *ids, size_
         bool fits = m->state == FERRY_MOVE_PLANNED && !x->clone;
         if (fits && b.n) {
             const ferry_move *f = &b.members[0]->mv.u.move;
-            fits = !strcmp(f->from, m->from) && !strcmp(f->to, m->to);
+            fits = ferry_shard_set_equal(&f->from, &m->from) &&
+                   ferry_shard_set_equal(&f->to, &m->to);
         }
         if (fits) {
             b.members[b.n] = x;
@@ -463,8 +464,7 @@ int ferry_move_run_batch(const ferry_move_opts *o, const char *const *ids, size_
     }
     if (b.n) {
         ferry_log(FERRY_LOG_INFO, "msg=\"move batch started\" first=%s moves=%zu from=%s to=%s",
-                  b.members[0]->mv.u.move.id, b.n, b.members[0]->mv.u.move.from,
-                  b.members[0]->mv.u.move.to);
+                  b.members[0]->mv.u.move.id, b.n, mv_from(b.members[0]), mv_to(b.members[0]));
         double t0 = now_s();
         ferry_err e = {0};
         int rc = mv_advance_n(b.members, b.n, FERRY_MOVE_CLONE, "", &e);

@@ -192,21 +192,24 @@ static int pick_clean_source(ferry_catalog *cat, const char *tenant, uint32_t sp
     ferry_repair_need need;
     bool open_need = false;
     int rc = ferry_repair_need_get(cat, tenant, split, &need, &open_need, err);
-    if (rc || !open_need || !ferry_list_has(need.missed, from))
+    if (rc || !open_need || !ferry_shard_set_has(&need.missed, from))
         return rc;
+    char text[FERRY_SHARDS_TEXT_MAX], htext[FERRY_SHARDS_TEXT_MAX];
     if (want_from && *want_from)
         return ferry_err_set(err, FERRY_ECONFLICT,
                              "tenant %s split %u: the replica on %s missed writes acknowledged "
                              "without it (open repair need; missed by %s); a copy from it would "
                              "lose them: run `ferry repair --tenant %s` first, or move from a "
-                             "replica that took them (%s)", tenant, split, from, need.missed,
-                             tenant, *need.held ? need.held : "none did");
+                             "replica that took them (%s)", tenant, split, from,
+                             ferry_shard_set_str(&need.missed, text), tenant,
+                             ferry_shard_set_count(&need.held)
+                                 ? ferry_shard_set_str(&need.held, htext)
+                                 : "none did");
     for (size_t i = 0; i < ferry_shard_set_count(shards); i++)
-        if (!ferry_list_has(need.missed, ferry_shard_set_at(shards, i))) {
+        if (!ferry_shard_set_has(&need.missed, ferry_shard_set_at(shards, i))) {
             mv_copy_str(from, from_size, ferry_shard_set_at(shards, i));
             return FERRY_OK;
         }
-    char text[FERRY_SHARDS_TEXT_MAX];
     return ferry_err_set(err, FERRY_ECONFLICT,
                          "tenant %s split %u: every replica (%s) missed some writes acknowledged "
                          "without it (open repair need); a copy from any of them would lose "
@@ -274,11 +277,13 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
         const ferry_move *m = &moves.items[i].u.move;
         if (strcmp(m->tenant, tenant) || m->split != split)
             continue;
-        if (strcmp(m->to, to)) {
+        if (ferry_shard_set_count(&m->to) != 1 || !ferry_shard_set_has(&m->to, to)) {
+            char ttext[FERRY_SHARDS_TEXT_MAX];
             rc = ferry_err_set(err, FERRY_EINVAL,
                                "tenant %s split %u has an unfinished move %s to %s (state %s); "
                                "finish it first (ferry move --resume %s)", tenant, split, m->id,
-                               m->to, ferry_move_state_name(m->state), m->id);
+                               ferry_shard_set_str(&m->to, ttext),
+                               ferry_move_state_name(m->state), m->id);
             goto out;
         }
         snprintf(id, 64, "%s", m->id);
@@ -406,8 +411,9 @@ journal:;
              (long long)time(NULL), rnd[0], rnd[1], rnd[2], rnd[3]);
     snprintf(mv.u.move.tenant, sizeof mv.u.move.tenant, "%s", tenant);
     mv.u.move.split = split;
-    snprintf(mv.u.move.from, sizeof mv.u.move.from, "%s", from);
-    snprintf(mv.u.move.to, sizeof mv.u.move.to, "%s", to);
+    if ((rc = ferry_shard_set_add(&mv.u.move.from, from, err)) ||
+        (rc = ferry_shard_set_add(&mv.u.move.to, to, err)))
+        goto out;
     mv.u.move.state = FERRY_MOVE_PLANNED;
     mv.u.move.steps = 5;
     snprintf(mv.u.move.owner, sizeof mv.u.move.owner, "%s", o->owner ? o->owner : "");

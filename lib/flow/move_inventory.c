@@ -157,14 +157,12 @@ static int store_loads(ferry_catalog *cat, const ferry_record_list *shards, cons
         rc = mv_names_init(&sn, names, shards->n, err);
     for (size_t i = 0; !rc && i < view->n_slices; i++) {
         const mv_view_slice *vs = &view->slices[i];
-        for (const char *p = vs->route; p && *p;) {
-            size_t len = strcspn(p, ",");
-            long k = mv_names_find(&sn, p, len);
+        const char *p;
+        for (size_t at = 0, len, n = vs->route ? strlen(vs->route) : 0;
+             ferry_shard_text_next(vs->route, n, &at, &p, &len);) {
+            long k = len ? mv_names_find(&sn, p, len) : -1;
             if (k >= 0)
                 loads[k].bytes += newb[i];
-            p += len;
-            if (*p == ',')
-                p++;
         }
     }
     if (!rc)
@@ -235,7 +233,8 @@ static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const 
         const inv_row *serving = NULL;
         size_t holders = next - i;
         for (size_t j = i; j < next; j++)
-            if (route ? ferry_list_has(route, shards->items[rows->r[j].shard].u.shard.name)
+            if (route ? ferry_shard_text_has(route, strlen(route),
+                                             shards->items[rows->r[j].shard].u.shard.name)
                       : !serving)
                 serving = &rows->r[j];
         if (!route && holders > 1) {

@@ -50,6 +50,17 @@ typedef struct mvctx {
     mv_unfreeze *unfreeze; /* a freeze being removed in the background, or NULL */
 } mvctx;
 
+/* The move's source and target shard: the journal names one each (mv_ctx_open refuses a
+ * record naming another count, so these hold once it has read it). */
+static inline const char *mv_from(const mvctx *x)
+{
+    return ferry_shard_set_at(&x->mv.u.move.from, 0);
+}
+static inline const char *mv_to(const mvctx *x)
+{
+    return ferry_shard_set_at(&x->mv.u.move.to, 0);
+}
+
 /* ---- the run (move.c) ---- */
 
 /* Opens the run of move id into x: catalog, lease, journal, connections, tables. Close with

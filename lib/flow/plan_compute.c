@@ -279,17 +279,19 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
             rcount[i] = m->count;
             continue;
         }
-        size_t fl = strcspn(sl->route, ",");
-        if (mv_names_find(&sn, sl->route, fl) < 0) {
+        /* the list as the catalog's decoder reads it (ferry_shard_text_next) */
+        size_t rlen = strlen(sl->route), at = 0, len = 0;
+        const char *p = sl->route;
+        while (ferry_shard_text_next(sl->route, rlen, &at, &p, &len) && !len)
+            ;
+        if (mv_names_find(&sn, p, len) < 0) {
             rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is routed to unknown shard "
-                               "%.*s", sl->tenant, sl->split, (int)(fl < 127 ? fl : 127),
-                               sl->route);
+                               "%.*s", sl->tenant, sl->split, (int)(len < 127 ? len : 127), p);
             goto out;
         }
         rfirst[i] = n_ridx;
-        for (const char *p = sl->route; *p && rcount[i] < 64;) {
-            size_t len = strcspn(p, ",");
-            long k = mv_names_find(&sn, p, len);
+        for (at = 0; rcount[i] < 64 && ferry_shard_text_next(sl->route, rlen, &at, &p, &len);) {
+            long k = len ? mv_names_find(&sn, p, len) : -1;
             if (k >= 0) {
                 if (n_ridx == cap_ridx) {
                     cap_ridx = cap_ridx ? cap_ridx * 2 : 1024;
@@ -304,9 +306,6 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
                 rcount[i]++;
                 ps[k].in_old = true; /* every shard serving a route was in the old cluster */
             }
-            p += len;
-            if (*p == ',')
-                p++;
         }
         if ((rc = memo_add(&memo, sl->route, rfirst[i], rcount[i], err)))
             goto out;

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "ferry/strutil.h"
 
 static void need_key(ferry_record *r, const char *tenant, uint32_t split)
 {
@@ -16,22 +15,19 @@ static void need_key(ferry_record *r, const char *tenant, uint32_t split)
     ferry_catalog_repair_need_id(tenant, split, r->u.job.id, sizeof r->u.job.id);
 }
 
-/* Appends name to the list out (of size sz) unless it is there (or empty, or does not fit: the
- * lists hold shard names, at most FERRY_LIST_MAX bytes of them like a route). */
-static void list_add(char *out, size_t sz, const char *name)
+/* The shard list k of a record's data (absent or not a string: empty), read as the catalog
+ * reads a route's (ferry/shard_set.h). */
+static int get_list(const json_t *d, const char *k, const char *id, ferry_shard_set *out,
+                    ferry_err *err)
 {
-    if (*name)
-        ferry_list_add(out, sz, name);
-}
-
-/* Calls add(name) for each name of csv. */
-static void list_each(const char *csv, void (*add)(char *, size_t, const char *), char *out,
-                      size_t sz)
-{
-    char copy[FERRY_LIST_MAX], *save = NULL;
-    snprintf(copy, sizeof copy, "%s", csv);
-    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
-        add(out, sz, s);
+    const json_t *v = json_object_get(d, k);
+    ferry_shard_set_clear(out);
+    if (!json_is_string(v))
+        return FERRY_OK;
+    int rc = ferry_shard_set_parse_stored(out, json_string_value(v), json_string_length(v), err);
+    if (rc)
+        ferry_err_prefix(err, "catalog job %s: '%s': ", id, k);
+    return rc;
 }
 
 static int decode(const ferry_record *r, ferry_repair_need *out, ferry_err *err)
@@ -39,37 +35,40 @@ static int decode(const ferry_record *r, ferry_repair_need *out, ferry_err *err)
     memset(out, 0, sizeof *out);
     json_t *d = json_loads(r->u.job.data, 0, NULL);
     const char *t = json_string_value(json_object_get(d, "tenant"));
+    int rc = FERRY_OK;
     if (!d || !t) {
-        json_decref(d);
-        return ferry_err_set(err, FERRY_EINVAL, "catalog job %s: not a repair-need record",
-                             r->u.job.id);
+        rc = ferry_err_set(err, FERRY_EINVAL, "catalog job %s: not a repair-need record",
+                           r->u.job.id);
+        goto out;
     }
     snprintf(out->tenant, sizeof out->tenant, "%s", t);
     out->split = (uint32_t)json_integer_value(json_object_get(d, "split"));
-    const char *s;
-    if ((s = json_string_value(json_object_get(d, "missed"))))
-        snprintf(out->missed, sizeof out->missed, "%s", s);
-    if ((s = json_string_value(json_object_get(d, "held"))))
-        snprintf(out->held, sizeof out->held, "%s", s);
+    if ((rc = get_list(d, "missed", r->u.job.id, &out->missed, err)) ||
+        (rc = get_list(d, "held", r->u.job.id, &out->held, err)))
+        goto out;
     out->writes = (uint64_t)json_integer_value(json_object_get(d, "writes"));
     out->first = r->u.job.created;
     out->last = r->u.job.updated;
     out->version = r->version;
+out:
     json_decref(d);
-    return FERRY_OK;
+    return rc;
 }
 
 static int encode(const ferry_repair_need *n, ferry_record *r, ferry_err *err)
 {
+    char missed[FERRY_SHARDS_TEXT_MAX], held[FERRY_SHARDS_TEXT_MAX];
+    ferry_shard_set_str(&n->missed, missed);
+    ferry_shard_set_str(&n->held, held);
     need_key(r, n->tenant, n->split);
     snprintf(r->u.job.kind, sizeof r->u.job.kind, FERRY_REPAIR_NEED_KIND);
     snprintf(r->u.job.state, sizeof r->u.job.state, "DONE");
-    snprintf(r->u.job.detail, sizeof r->u.job.detail, "missed by %.200s", n->missed);
+    snprintf(r->u.job.detail, sizeof r->u.job.detail, "missed by %.200s", missed);
     r->u.job.created = n->first;
     r->u.job.updated = n->last;
     r->version = n->version;
     json_t *d = json_pack("{s:s, s:I, s:s, s:s, s:I}", "tenant", n->tenant, "split",
-                          (json_int_t)n->split, "missed", n->missed, "held", n->held, "writes",
+                          (json_int_t)n->split, "missed", missed, "held", held, "writes",
                           (json_int_t)n->writes);
     char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
     json_decref(d);
@@ -104,19 +103,20 @@ int ferry_repair_need_get(ferry_catalog *cat, const char *tenant, uint32_t split
     return rc;
 }
 
-/* Keeps in out (size sz) only the names also in keep and not in drop. */
-static void list_intersect(char *out, size_t sz, const char *keep, const char *drop)
+/* Keeps in list only the names also in keep and not in drop (in list's order). */
+static void list_intersect(ferry_shard_set *list, const ferry_shard_set *keep,
+                           const ferry_shard_set *drop)
 {
-    char result[FERRY_LIST_MAX] = "", copy[FERRY_LIST_MAX], *save = NULL;
-    snprintf(copy, sizeof copy, "%s", out);
-    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
-        if (ferry_list_has(keep, s) && !ferry_list_has(drop, s))
-            list_add(result, sizeof result, s);
-    snprintf(out, sz, "%s", result);
+    for (size_t i = ferry_shard_set_count(list); i-- > 0;) {
+        const char *name = ferry_shard_set_at(list, i);
+        if (!ferry_shard_set_has(keep, name) || ferry_shard_set_has(drop, name))
+            ferry_shard_set_remove(list, name);
+    }
 }
 
 int ferry_repair_need_mark(ferry_catalog *cat, const char *tenant, uint32_t split,
-                           const char *missed, const char *held, ferry_err *err)
+                           const ferry_shard_set *missed, const ferry_shard_set *held,
+                           ferry_err *err)
 {
     int64_t now = (int64_t)time(NULL);
     /* a few rounds: each lost race means another router recorded a write of the same slice */
@@ -126,20 +126,23 @@ int ferry_repair_need_mark(ferry_catalog *cat, const char *tenant, uint32_t spli
         int rc = ferry_repair_need_get(cat, tenant, split, &n, &found, err);
         if (rc)
             return rc;
-        char was_missed[FERRY_LIST_MAX], was_held[FERRY_LIST_MAX];
-        snprintf(was_missed, sizeof was_missed, "%s", n.missed);
-        snprintf(was_held, sizeof was_held, "%s", n.held);
+        ferry_shard_set was_missed = n.missed, was_held = n.held;
         if (!found) {
             memset(&n, 0, sizeof n);
             snprintf(n.tenant, sizeof n.tenant, "%s", tenant);
             n.split = split;
             n.first = now;
-            list_each(held, list_add, n.held, sizeof n.held);
-            list_intersect(n.held, sizeof n.held, n.held, missed);
-        } else {
-            list_intersect(n.held, sizeof n.held, held, missed);
+            n.held = *held;
         }
-        list_each(missed, list_add, n.missed, sizeof n.missed);
+        list_intersect(&n.held, held, missed);
+        /* the union: a shard left out would serve reads it lacks rows of, so a union past
+         * FERRY_SHARDS_MAX is an error (the write is then answered as failed) */
+        for (size_t i = 0; !rc && i < ferry_shard_set_count(missed); i++)
+            rc = ferry_shard_set_add(&n.missed, ferry_shard_set_at(missed, i), err);
+        if (rc) {
+            ferry_err_prefix(err, "the repair-need record of %s/%u: ", tenant, split);
+            return rc;
+        }
         n.writes++;
         n.last = now;
         ferry_record r;
@@ -148,7 +151,8 @@ int ferry_repair_need_mark(ferry_catalog *cat, const char *tenant, uint32_t spli
         /* the shard lists are what routers read (they keep reads off the missed replicas): a
          * write that changes neither, only the counters, leaves the routing version alone, so
          * the writes of an outage do not make every router reload and reopen its streams */
-        bool same = found && !strcmp(was_missed, n.missed) && !strcmp(was_held, n.held);
+        bool same = found && ferry_shard_set_equal(&was_missed, &n.missed) &&
+                    ferry_shard_set_equal(&was_held, &n.held);
         rc = !found ? ferry_catalog_create(cat, &r, err)
              : same ? ferry_catalog_update_quiet(cat, &r, err)
                     : ferry_catalog_update(cat, &r, err);
@@ -160,23 +164,27 @@ int ferry_repair_need_mark(ferry_catalog *cat, const char *tenant, uint32_t spli
                          "(20 tries)", tenant, split);
 }
 
-/* list with `to` in from's place (clone: beside it) when from is in it; `to` never twice */
-static bool list_hand_over(char *list, size_t sz, const char *from, const char *to, bool clone)
+/* list with `to` in from's place (clone: beside it) when from is in it (*in); `to` never
+ * twice. FERRY_EINVAL when a clone's list would pass FERRY_SHARDS_MAX. */
+static int list_hand_over(ferry_shard_set *list, const char *from, const char *to, bool clone,
+                          bool *in, ferry_err *err)
 {
-    if (!ferry_list_has(list, from))
-        return false;
-    char result[FERRY_LIST_MAX] = "", copy[FERRY_LIST_MAX], *save = NULL;
-    snprintf(copy, sizeof copy, "%s", list);
-    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+    if (!(*in = ferry_shard_set_has(list, from)))
+        return FERRY_OK;
+    ferry_shard_set result = {0};
+    int rc = FERRY_OK;
+    for (size_t i = 0; !rc && i < ferry_shard_set_count(list); i++) {
+        const char *s = ferry_shard_set_at(list, i);
         if (!strcmp(s, to))
             continue;
         if (strcmp(s, from) || clone)
-            list_add(result, sizeof result, s);
-        if (!strcmp(s, from))
-            list_add(result, sizeof result, to);
+            rc = ferry_shard_set_add(&result, s, err);
+        if (!rc && !strcmp(s, from))
+            rc = ferry_shard_set_add(&result, to, err);
     }
-    snprintf(list, sz, "%s", result);
-    return true;
+    if (!rc)
+        *list = result;
+    return rc;
 }
 
 int ferry_repair_need_hand_over(ferry_catalog *cat, const char *tenant, uint32_t split,
@@ -184,13 +192,16 @@ int ferry_repair_need_hand_over(ferry_catalog *cat, const char *tenant, uint32_t
                                 ferry_record *out, bool *changed, ferry_err *err)
 {
     ferry_repair_need n;
-    bool found = false;
+    bool found = false, in_missed = false, in_held = false;
     *changed = false;
     int rc = ferry_repair_need_get(cat, tenant, split, &n, &found, err);
     if (rc || !found)
         return rc;
-    bool in_missed = list_hand_over(n.missed, sizeof n.missed, from, to, clone);
-    bool in_held = list_hand_over(n.held, sizeof n.held, from, to, clone);
+    if ((rc = list_hand_over(&n.missed, from, to, clone, &in_missed, err)) ||
+        (rc = list_hand_over(&n.held, from, to, clone, &in_held, err))) {
+        ferry_err_prefix(err, "the repair-need record of %s/%u: ", tenant, split);
+        return rc;
+    }
     if (!in_missed && !in_held)
         return FERRY_OK;
     if ((rc = encode(&n, out, err)))

@@ -115,10 +115,12 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
         goto out;
     ferry_shard_set *rs = &route.u.route.shards;
     if (open_need && ferry_shard_set_has(rs, shard)) {
+        char mtext[FERRY_SHARDS_TEXT_MAX];
         rc = ferry_err_set(err, FERRY_ECONFLICT, "tenant %s split %u has writes that only some "
                            "replicas took (acknowledged with [router] min_insert_replicas; "
                            "missed by %s); run `ferry repair --tenant %s` first, then drop the "
-                           "replica on %s", tenant, split, need.missed, tenant, shard);
+                           "replica on %s", tenant, split, ferry_shard_set_str(&need.missed, mtext),
+                           tenant, shard);
         goto out;
     }
     if ((rc = mv_conn_open(&sh.u.shard, o->cfg, &c, err)))
@@ -540,7 +542,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
             break;
         bool held_routed = false;
         for (size_t k = 0; open_need && k < nr; k++)
-            held_routed |= ferry_list_has(need.held, names[k]);
+            held_routed |= ferry_shard_set_has(&need.held, names[k]);
         if (!reachable) {
             for (size_t k = 0; k < nr; k++)
                 if (!cs[k]->ok) {
@@ -600,7 +602,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                  * the pair is reported diverged, never repaired from the one that missed) */
                 bool chosen = false;
                 for (size_t k = 0; !rc && k < nr; k++) {
-                    if (held_routed && !ferry_list_has(need.held, names[k]))
+                    if (held_routed && !ferry_shard_set_has(&need.held, names[k]))
                         continue;
                     if (broken[k] && chosen && !broken[best])
                         continue;
@@ -683,6 +685,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
         if (!rc && open_need && !dry_run && sum->failed == failed_before &&
             sum->busy == busy_before) {
             ferry_err e = {0};
+            char mtext[FERRY_SHARDS_TEXT_MAX];
             int crc = ferry_repair_need_clear(cat, &need, &e);
             if (crc == FERRY_ECONFLICT)
                 FLOG_INFO("msg=\"repair: a newer write was acknowledged without every replica "
@@ -694,7 +697,8 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
             else
                 FLOG_INFO("msg=\"repair: writes acknowledged without every replica are on "
                           "every replica now\" tenant=%s split=%u writes=%llu missed=%s",
-                          rt->tenant, rt->split, (unsigned long long)need.writes, need.missed);
+                          rt->tenant, rt->split, (unsigned long long)need.writes,
+                          ferry_shard_set_str(&need.missed, mtext));
         }
     }
     ferry_slice_leases_release(cat, &held);

@@ -582,7 +582,7 @@ static bool slice_moving(const ferry_record_list *moves, const char *server, con
     for (size_t i = 0; i < moves->n; i++) {
         const ferry_move *m = &moves->items[i].u.move;
         if (m->split == split && !strcmp(m->tenant, tenant) &&
-            (ferry_list_has(m->from, server) || ferry_list_has(m->to, server)))
+            (ferry_shard_set_has(&m->from, server) || ferry_shard_set_has(&m->to, server)))
             return true;
     }
     return false;

@@ -52,27 +52,24 @@ bool rt_quorum_accept(ferry_router *r, const rt_touched *t, const rt_out *o, cha
     ferry_catalog *cat = r->quorum_cat;
     for (size_t i = 0; !rc && i < t->n; i++) {
         const rt_touched_slice *s = &t->items[i];
-        char miss[FERRY_LIST_MAX] = "", held[FERRY_LIST_MAX] = "";
-        for (uint32_t k = 0; k < s->n_shards; k++) {
+        ferry_shard_set miss = {0}, held = {0};
+        for (uint32_t k = 0; !rc && k < s->n_shards; k++) {
             uint32_t slot = s->shards[k];
             const char *name = r->shards[slot]->name;
-            if (slot < o->n && o->shards[slot].failed)
-                ferry_list_add(miss, sizeof miss, name);
-            else
-                ferry_list_add(held, sizeof held, name);
+            rc = ferry_shard_set_add(slot < o->n && o->shards[slot].failed ? &miss : &held, name,
+                                     &err);
         }
-        if (!miss[0])
+        if (!rc && !ferry_shard_set_count(&miss))
             continue;
-        rc = ferry_repair_need_mark(cat, s->tenant, s->split, miss, held, &err);
+        if (!rc)
+            rc = ferry_repair_need_mark(cat, s->tenant, s->split, &miss, &held, &err);
         if (rc) {
             ferry_err_prefix(&err, "slice %s/%u: ", s->tenant, s->split);
             break;
         }
-        for (char *p = miss, *e; p && *p; p = e ? e + 1 : NULL) {
-            if ((e = strchr(p, ',')))
-                *e = '\0';
-            ferry_list_add(missed, missed_sz, p); /* what does not fit is left out */
-        }
+        /* the log's list of every slice's missed shards: what does not fit is left out */
+        for (size_t k = 0; k < ferry_shard_set_count(&miss); k++)
+            ferry_list_add(missed, missed_sz, ferry_shard_set_at(&miss, k));
     }
     if (rc && r->quorum_cat) { /* a broken session is opened again next time */
         ferry_catalog_close(r->quorum_cat);

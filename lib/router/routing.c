@@ -45,7 +45,6 @@
  * the version and do not change the rule's inputs (state SWITCH, step PUBLISH or not, S, T). */
 #include "router_int.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -53,7 +52,6 @@
 
 #include "ferry/log.h"
 #include "ferry/split.h"
-#include "ferry/strutil.h"
 
 /* ---- tenant blocks and snapshots ----
  *
@@ -358,25 +356,6 @@ typedef struct ld_scratch {
     size_t cap_r;
 } ld_scratch;
 
-/* The next item of the comma-separated list csv[0..len) from *a: true with [*s0, *e) its bounds
- * without surrounding blanks (maybe empty), *a moved past its comma; false at the end. */
-static bool csv_item(const char *csv, size_t len, size_t *a, size_t *s0, size_t *e)
-{
-    if (*a >= len)
-        return false;
-    size_t b = *a;
-    while (b < len && csv[b] != ',')
-        b++;
-    *s0 = *a;
-    *e = b;
-    while (*s0 < *e && isspace((unsigned char)csv[*s0]))
-        (*s0)++;
-    while (*e > *s0 && isspace((unsigned char)csv[*e - 1]))
-        (*e)--;
-    *a = b + 1;
-    return true;
-}
-
 /* Marks in routes[0..n_routes) the shards the need lr names as stale (rt_route.stale). */
 static void mark_stale(const rt_loader *ld, const ld_route *lr, const rt_shard_ref *refs,
                        size_t n_refs, rt_route *routes, uint32_t n_routes)
@@ -384,10 +363,10 @@ static void mark_stale(const rt_loader *ld, const ld_route *lr, const rt_shard_r
     if (lr->split >= n_routes)
         return;
     rt_route *rr = &routes[lr->split];
-    const char *csv = ld->text + lr->text;
-    size_t a = 0, s0, e;
-    while (csv_item(csv, lr->len, &a, &s0, &e)) {
-        long slot = e > s0 ? ref_slot(refs, n_refs, csv + s0, e - s0) : -1;
+    const char *csv = ld->text + lr->text, *item;
+    size_t a = 0, len;
+    while (ferry_shard_text_next(csv, lr->len, &a, &item, &len)) {
+        long slot = len ? ref_slot(refs, n_refs, item, len) : -1;
         for (uint32_t k = 0; slot >= 0 && k < rr->n_shards && k < 32; k++)
             if (rr->shards[k] == (uint32_t)slot)
                 rr->stale |= 1u << k;
@@ -410,18 +389,18 @@ static int build_tenant(const rt_loader *ld, size_t ti, const uint32_t *order, s
     size_t text = strlen(lt->name) + 1;
     for (size_t i = 0; i < n; i++) {
         const ld_route *lr = &ld->routes[order[i]];
-        const char *csv = ld->text + lr->text;
+        const char *csv = ld->text + lr->text, *item;
         sc->r[lr->split].first = (uint32_t)sc->n_slots;
         sc->r[lr->split].miss = NULL;
-        /* the comma-separated list's trimmed, non-empty items */
-        size_t a = 0, s0, e;
-        while (csv_item(csv, lr->len, &a, &s0, &e)) {
-            if (e == s0)
+        /* the stored list's trimmed, non-empty items (as the catalog's decoder reads it) */
+        size_t a = 0, len;
+        while (ferry_shard_text_next(csv, lr->len, &a, &item, &len)) {
+            if (!len)
                 continue;
-            long k = ref_slot(refs, n_refs, csv + s0, e - s0);
+            long k = ref_slot(refs, n_refs, item, len);
             if (k < 0) {
-                sc->r[lr->split].miss = csv + s0;
-                sc->r[lr->split].miss_len = e - s0 < FERRY_NAME_MAX ? e - s0 : FERRY_NAME_MAX - 1;
+                sc->r[lr->split].miss = item;
+                sc->r[lr->split].miss_len = len < FERRY_NAME_MAX ? len : FERRY_NAME_MAX - 1;
                 continue;
             }
             if (grow((void **)&sc->slots, &sc->cap_slots, sc->n_slots + 1, sizeof *sc->slots))
@@ -553,17 +532,13 @@ static int move_cmp(const void *a, const void *b)
     return d;
 }
 
-/* The slot of the first name of a comma-separated shard list (-1: none). */
-static long first_slot(const rt_shard_ref *refs, size_t n, const char *list)
+/* The slot of a move's source or target shard (its one name; -1: none, or not in refs). */
+static long move_slot(const rt_shard_ref *refs, size_t n, const ferry_shard_set *shards)
 {
-    char name[FERRY_NAME_MAX];
-    size_t len = strcspn(list, ",");
-    if (len >= sizeof name)
+    if (!ferry_shard_set_count(shards))
         return -1;
-    memcpy(name, list, len);
-    name[len] = '\0';
-    const char *t = ferry_trim(name);
-    return ref_slot(refs, n, t, strlen(t));
+    const char *name = ferry_shard_set_at(shards, 0);
+    return ref_slot(refs, n, name, strlen(name));
 }
 
 /* The moves in SWITCH (the move journal's states are in include/ferry/catalog.h; step >=
@@ -587,8 +562,8 @@ static int build_moves(rt_snapshot *s, const ferry_record_list *moves, ferry_err
         }
         rm->split = m->split;
         rm->publishing = m->step >= FERRY_MOVE_STEP_PUBLISH;
-        rm->move_from = first_slot(s->shard_refs, s->n_shard_refs, m->from);
-        rm->move_to = first_slot(s->shard_refs, s->n_shard_refs, m->to);
+        rm->move_from = move_slot(s->shard_refs, s->n_shard_refs, &m->from);
+        rm->move_to = move_slot(s->shard_refs, s->n_shard_refs, &m->to);
         snprintf(rm->move_id, sizeof rm->move_id, "%s", m->id);
         v[n++].seq = i;
     }

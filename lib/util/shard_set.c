@@ -20,27 +20,55 @@ static int bad(ferry_shard_set *s, ferry_err *err, const char *text, size_t len,
                          text, len > 200 ? "..." : "", why);
 }
 
+/* The next item of text[0..len) from *at, its blanks trimmed when trim (the stored reading). */
+static bool next_item(const char *text, size_t len, size_t *at, bool trim, const char **item,
+                      size_t *n)
+{
+    if (*at >= len)
+        return false;
+    const char *p = text + *at;
+    const char *comma = memchr(p, ',', len - *at);
+    size_t k = comma ? (size_t)(comma - p) : len - *at;
+    *at += k + 1;
+    while (trim && k && isspace((unsigned char)p[0])) {
+        p++;
+        k--;
+    }
+    while (trim && k && isspace((unsigned char)p[k - 1]))
+        k--;
+    *item = p;
+    *n = k;
+    return true;
+}
+
+bool ferry_shard_text_next(const char *text, size_t len, size_t *at, const char **item,
+                           size_t *n)
+{
+    return next_item(text, len, at, true, item, n);
+}
+
+bool ferry_shard_text_has(const char *text, size_t len, const char *name)
+{
+    size_t nl = strlen(name), at = 0, n;
+    const char *item;
+    while (ferry_shard_text_next(text, len, &at, &item, &n))
+        if (n && n == nl && !memcmp(item, name, n)) /* an empty item is no name */
+            return true;
+    return false;
+}
+
 /* The parse of both: stored, each item trimmed of blanks and the empty ones skipped. */
 static int parse(ferry_shard_set *s, const char *text, size_t len, bool stored, ferry_err *err)
 {
-    char why[256];
+    char why[256] = "";
     ferry_shard_set_clear(s);
-    for (size_t at = 0, item = 1; at < len; item++) {
-        const char *p = text + at;
-        const char *comma = memchr(p, ',', len - at);
-        size_t n = comma ? (size_t)(comma - p) : len - at;
-        size_t next = at + n + (comma != NULL);
+    size_t at = 0, item = 0, n;
+    const char *p;
+    while (!why[0] && next_item(text, len, &at, stored, &p, &n)) {
         char name[FERRY_NAME_MAX];
-        while (stored && n && isspace((unsigned char)p[0])) {
-            p++;
-            n--;
-        }
-        while (stored && n && isspace((unsigned char)p[n - 1]))
-            n--;
-        if (stored && n == 0) {
-            at = next;
+        item++;
+        if (stored && n == 0)
             continue;
-        }
         if (n == 0)
             snprintf(why, sizeof why, "item %zu is empty", item);
         else if (n >= FERRY_NAME_MAX)
@@ -57,17 +85,13 @@ static int parse(ferry_shard_set *s, const char *text, size_t len, bool stored, 
             else if (ferry_shard_set_has(s, name))
                 snprintf(why, sizeof why, "item %zu (%s) is listed twice", item, name);
             else
-                why[0] = '\0';
-        }
-        if (why[0])
-            return bad(s, err, text, len, why);
-        memcpy(s->name[s->n++], name, n + 1);
-        at = next;
-        if (!stored && comma && at == len) { /* "a,": an empty last item */
-            snprintf(why, sizeof why, "item %zu is empty", item + 1);
-            return bad(s, err, text, len, why);
+                memcpy(s->name[s->n++], name, n + 1);
         }
     }
+    if (!why[0] && !stored && len && text[len - 1] == ',') /* "a,": an empty last item */
+        snprintf(why, sizeof why, "item %zu is empty", item + 1);
+    if (why[0])
+        return bad(s, err, text, len, why);
     assert(s->n <= FERRY_SHARDS_MAX);
     return FERRY_OK;
 }

@@ -53,11 +53,13 @@ static int add_move(ferry_catalog *c, char **argv, ferry_err *err)
     snprintf(m->id, sizeof m->id, "%s", argv[3]);
     snprintf(m->tenant, sizeof m->tenant, "%s", argv[4]);
     m->split = (uint32_t)split;
-    snprintf(m->from, sizeof m->from, "%s", argv[6]);
-    snprintf(m->to, sizeof m->to, "%s", argv[7]);
+    int rc = ferry_shard_set_parse(&m->from, argv[6], err);
+    if (!rc)
+        rc = ferry_shard_set_parse(&m->to, argv[7], err);
     m->state = FERRY_MOVE_PLANNED;
     m->created = m->updated = (int64_t)time(NULL);
-    int rc = ferry_catalog_create(c, &r, err);
+    if (!rc)
+        rc = ferry_catalog_create(c, &r, err);
     ferry_record_free(&r);
     return rc;
 }

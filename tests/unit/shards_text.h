@@ -23,4 +23,20 @@ static inline void shards_printf(ferry_shard_set *s, const char *fmt, ...)
         fail_msg("not a shard list: '%s': %s", text, err.msg);
 }
 
+/* The list of text, by value. */
+static inline ferry_shard_set shard_set_of(const char *text)
+{
+    ferry_shard_set s;
+    shards_printf(&s, "%s", text);
+    return s;
+}
+
+/* The list as text, for assertions: one of 4 buffers in turn (up to 4 in one expression). */
+static inline const char *shards_text(const ferry_shard_set *s)
+{
+    static char buf[4][FERRY_SHARDS_TEXT_MAX];
+    static unsigned k;
+    return ferry_shard_set_str(s, buf[k++ % 4]);
+}
+
 #endif

@@ -153,8 +153,8 @@ static void sample(ferry_record *r, enum ferry_record_kind k, int i)
         snprintf(r->u.move.id, sizeof r->u.move.id, "m%d", i);
         snprintf(r->u.move.tenant, sizeof r->u.move.tenant, "acme");
         r->u.move.split = 2;
-        snprintf(r->u.move.from, sizeof r->u.move.from, "node1");
-        snprintf(r->u.move.to, sizeof r->u.move.to, "node2");
+        shards_printf(&r->u.move.from, "node1");
+        shards_printf(&r->u.move.to, "node2");
         r->u.move.state = FERRY_MOVE_CLONE;
         r->u.move.steps = 3;
         snprintf(r->u.move.owner, sizeof r->u.move.owner, "coordinator-1");
@@ -1474,6 +1474,58 @@ static void test_unfinished_moves(void **state)
     ferry_catalog_close(c);
 }
 
+/* The text of a stored document (malloc'ed), bypassing the record layer. */
+static char *raw_doc(ferry_catalog *c, const char *path)
+{
+    cat_item it = {0};
+    ferry_err err = {0};
+    assert_int_equal(c->ops->get(c, path, &it, &err), FERRY_OK);
+    char *doc = strdup(it.doc);
+    cat_item_free(&it);
+    assert_non_null(doc);
+    return doc;
+}
+
+/* A move's source and target are a ferry_shard_set in memory and the same text as ever in the
+ * catalog: a document as an older ferry wrote it reads as one name each, and writing the record
+ * back stores the same bytes. */
+static void test_move_stored_text(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    ferry_record m;
+    create_move(c, 77, FERRY_MOVE_DONE, &m);
+    const char *old = "{\"created\":1700000000,\"detail\":\"\",\"from\":\"node1\",\"id\":\"m77\","
+                      "\"owner\":\"coordinator-1\",\"split\":2,\"state\":\"DONE\",\"step\":0,"
+                      "\"steps\":3,\"tenant\":\"acme\",\"to\":\"node2\",\"updated\":1700000001}";
+    char *doc = raw_doc(c, "moves/m77");
+    assert_string_equal(doc, old);
+    free(doc);
+    /* written over by the older text, read, written back unchanged */
+    cat_op op = {.type = CAT_SET, .path = (char *)"moves/m77", .doc = (char *)old,
+                 .doc_len = strlen(old), .version = FERRY_VERSION_ANY};
+    int64_t nv = 0;
+    cat_commit_req req = {&op, 1, CAT_ROUTING_KEEP, 0, &nv, NULL};
+    ferry_commit_info info = {0};
+    assert_int_equal(c->ops->commit(c, &req, &info, &err), FERRY_OK);
+    ferry_record got;
+    ferry_record_init(&got, FERRY_REC_MOVE);
+    snprintf(got.u.move.id, sizeof got.u.move.id, "m77");
+    assert_int_equal(ferry_catalog_get(c, &got, &err), FERRY_OK);
+    assert_int_equal(ferry_shard_set_count(&got.u.move.from), 1);
+    assert_string_equal(ferry_shard_set_at(&got.u.move.from, 0), "node1");
+    assert_int_equal(ferry_shard_set_count(&got.u.move.to), 1);
+    assert_string_equal(ferry_shard_set_at(&got.u.move.to, 0), "node2");
+    assert_int_equal(ferry_catalog_update(c, &got, &err), FERRY_OK);
+    doc = raw_doc(c, "moves/m77");
+    assert_string_equal(doc, old);
+    free(doc);
+    ferry_catalog_close(c);
+}
+
 /* SQLite: WAL with synchronous = FULL, so a commit ferry was told about survives a power loss
  * (NORMAL in WAL mode fsyncs only at checkpoints). */
 static void test_sqlite_durability(void **state)
@@ -1719,6 +1771,7 @@ int main(void)
         cmocka_unit_test(test_routing_changes),
         cmocka_unit_test(test_shard_loads),
         cmocka_unit_test(test_unfinished_moves),
+        cmocka_unit_test(test_move_stored_text),
         cmocka_unit_test(test_sqlite_durability),
         cmocka_unit_test(test_partition_counts),
     };

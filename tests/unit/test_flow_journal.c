@@ -29,6 +29,7 @@
 #include "ferry/rewrite.h"
 #include "ferry/testknob.h"
 #include "ferry/tier.h"
+#include "shards_text.h"
 
 static char dir[256];
 static int n_catalogs;
@@ -394,8 +395,8 @@ static ferry_record planned_move(const char *id)
     snprintf(m->id, sizeof m->id, "%s", id);
     snprintf(m->tenant, sizeof m->tenant, "acme");
     m->split = 2;
-    snprintf(m->from, sizeof m->from, "node1");
-    snprintf(m->to, sizeof m->to, "node2");
+    shards_printf(&m->from, "node1");
+    shards_printf(&m->to, "node2");
     m->state = FERRY_MOVE_PLANNED;
     m->step = 3;
     snprintf(m->detail, sizeof m->detail, "planned");
@@ -522,6 +523,32 @@ static void test_move_records(void **state)
     ferry_catalog_close(c);
 }
 
+/* A move journal naming another count of source or target shards than one (ferry writes none:
+ * another writer may have) is refused when the run opens it, before it reaches any shard. */
+static void test_move_one_pair(void **state)
+{
+    (void)state;
+    ferry_err err = {0};
+    char url[256] = "";
+    ferry_catalog *c = open_catalog(url, sizeof url);
+    ferry_record m = planned_move("m-two"), job;
+    shards_printf(&m.u.move.from, "node1,node3");
+    must(ferry_catalog_create(c, &m, &err), &err);
+    ferry_record_init(&job, FERRY_REC_JOB);
+    snprintf(job.u.job.id, sizeof job.u.job.id, "move.m-two");
+    snprintf(job.u.job.kind, sizeof job.u.job.kind, "move");
+    snprintf(job.u.job.state, sizeof job.u.job.state, "PLANNED");
+    snprintf(job.u.job.data, sizeof job.u.job.data, "{\"freezes\":[],\"fp\":{}}");
+    must(ferry_catalog_create(c, &job, &err), &err);
+    ferry_move_opts o = {.catalog_url = url, .owner = "test"};
+    ferry_move_result res;
+    assert_int_equal(ferry_move_run(&o, "m-two", &res, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.msg, "source 'node1,node3' and target 'node2'; a move goes from "
+                                    "one shard to one"));
+    assert_int_equal(FERRY_MOVE_PLANNED, stored_move(c, "m-two").u.move.state);
+    ferry_catalog_close(c);
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -537,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_batch_and_resume),
         cmocka_unit_test(test_default_crash_hook),
         cmocka_unit_test(test_move_records),
+        cmocka_unit_test(test_move_one_pair),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

@@ -174,8 +174,8 @@ static void test_incremental_equals_full(void **state)
     snprintf(mv.u.move.id, sizeof mv.u.move.id, "mv-inc-1");
     snprintf(mv.u.move.tenant, sizeof mv.u.move.tenant, "t01");
     mv.u.move.split = 0;
-    snprintf(mv.u.move.from, sizeof mv.u.move.from, "%s", from);
-    snprintf(mv.u.move.to, sizeof mv.u.move.to, "%s", to);
+    shards_printf(&mv.u.move.from, "%s", from);
+    shards_printf(&mv.u.move.to, "%s", to);
     mv.u.move.state = FERRY_MOVE_SWITCH;
     b = ferry_batch_new();
     must(ferry_batch_create(b, &mv, &err), &err);
@@ -250,7 +250,8 @@ static void test_incremental_equals_full(void **state)
     set_route(b, "t02", 0, "node1,node2");
     commit(cat, b);
     check(r, cat, true, "an rf 2 route");
-    must(ferry_repair_need_mark(cat, "t02", 0, "node2", "node1", &err), &err);
+    ferry_shard_set nm = shard_set_of("node2"), nh = shard_set_of("node1");
+    must(ferry_repair_need_mark(cat, "t02", 0, &nm, &nh, &err), &err);
     check(r, cat, true, "a repair need");
     s = rt_snapshot_get(r);
     t = rt_find_tenant(s, "t02", 3);
@@ -263,10 +264,10 @@ static void test_incremental_equals_full(void **state)
     rt_snapshot_put(s);
     uint64_t v1 = 0, v2 = 0;
     must(ferry_catalog_routing_version(cat, &v1, &err), &err);
-    must(ferry_repair_need_mark(cat, "t02", 0, "node2", "node1", &err), &err);
+    must(ferry_repair_need_mark(cat, "t02", 0, &nm, &nh, &err), &err);
     must(ferry_catalog_routing_version(cat, &v2, &err), &err);
     assert_int_equal(v1, v2);
-    must(ferry_repair_need_mark(cat, "t02", 0, "node1", "node2", &err), &err);
+    must(ferry_repair_need_mark(cat, "t02", 0, &nh, &nm, &err), &err);
     check(r, cat, true, "a repair need naming both replicas");
     s = rt_snapshot_get(r);
     rt_read_set(s, rt_find_tenant(s, "t02", 3), 0, &rs);
@@ -294,7 +295,8 @@ static void test_incremental_equals_full(void **state)
     set_route(b, longname, 0, "node3,node1");
     commit(cat, b);
     check(r, cat, true, "an rf 2 route of a long name");
-    must(ferry_repair_need_mark(cat, longname, 0, "node3", "node1", &err), &err);
+    nm = shard_set_of("node3");
+    must(ferry_repair_need_mark(cat, longname, 0, &nm, &nh, &err), &err);
     check(r, cat, false, "a repair need of a long name");
     s = rt_snapshot_get(r);
     rt_read_set(s, rt_find_tenant(s, longname, strlen(longname)), 0, &rs);

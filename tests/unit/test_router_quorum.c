@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include "shards_text.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,8 +99,8 @@ static void test_accept_and_record(void **state)
     assert_string_equal(missed, "s1");
     ferry_repair_need n = need_of(f, "acme", 0, &found);
     assert_true(found);
-    assert_string_equal(n.missed, "s1");
-    assert_string_equal(n.held, "s0");
+    assert_string_equal(shards_text(&n.missed), "s1");
+    assert_string_equal(shards_text(&n.held), "s0");
     assert_int_equal(n.writes, 1);
     need_of(f, "beta", 3, &found);
     assert_false(found); /* beta's shards all took it */
@@ -107,8 +108,8 @@ static void test_accept_and_record(void **state)
     fail_only(f, 0);
     assert_true(rt_quorum_accept(&f->r, &t, &f->out, missed, sizeof missed));
     n = need_of(f, "acme", 0, &found);
-    assert_string_equal(n.missed, "s1,s0");
-    assert_string_equal(n.held, "");
+    assert_string_equal(shards_text(&n.missed), "s1,s0");
+    assert_string_equal(shards_text(&n.held), "");
     assert_int_equal(n.writes, 2);
     rt_touched_free(&t);
 
@@ -138,17 +139,20 @@ static void test_clear_cas(void **state)
     ferry_repair_need n, again;
     bool found;
     assert_int_equal(ferry_catalog_open(f->r.catalog_url, &cat, &err), FERRY_OK);
-    assert_int_equal(ferry_repair_need_mark(cat, "delta", 2, "s3", "s1,s2", &err), FERRY_OK);
+    ferry_shard_set nm = shard_set_of("s3"), nh = shard_set_of("s1,s2");
+    assert_int_equal(ferry_repair_need_mark(cat, "delta", 2, &nm, &nh, &err), FERRY_OK);
     assert_int_equal(ferry_repair_need_get(cat, "delta", 2, &n, &found, &err), FERRY_OK);
     assert_true(found);
-    assert_string_equal(n.held, "s1,s2");
+    assert_string_equal(shards_text(&n.held), "s1,s2");
     /* a newer acknowledged write after a repair read the record: its clear is refused */
-    assert_int_equal(ferry_repair_need_mark(cat, "delta", 2, "s2", "s1,s3", &err), FERRY_OK);
+    nm = shard_set_of("s2");
+    nh = shard_set_of("s1,s3");
+    assert_int_equal(ferry_repair_need_mark(cat, "delta", 2, &nm, &nh, &err), FERRY_OK);
     assert_int_equal(ferry_repair_need_clear(cat, &n, &err), FERRY_ECONFLICT);
     assert_int_equal(ferry_repair_need_get(cat, "delta", 2, &again, &found, &err), FERRY_OK);
     assert_true(found);
-    assert_string_equal(again.missed, "s3,s2");
-    assert_string_equal(again.held, "s1");
+    assert_string_equal(shards_text(&again.missed), "s3,s2");
+    assert_string_equal(shards_text(&again.held), "s1");
     assert_int_equal(ferry_repair_need_clear(cat, &again, &err), FERRY_OK);
     assert_int_equal(ferry_repair_need_get(cat, "delta", 2, &again, &found, &err), FERRY_OK);
     assert_false(found);
@@ -157,7 +161,9 @@ static void test_clear_cas(void **state)
     char longname[FERRY_NAME_MAX];
     memset(longname, 'x', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
-    assert_int_equal(ferry_repair_need_mark(cat, longname, 7, "s0", "s1", &err), FERRY_OK);
+    nm = shard_set_of("s0");
+    nh = shard_set_of("s1");
+    assert_int_equal(ferry_repair_need_mark(cat, longname, 7, &nm, &nh, &err), FERRY_OK);
     ferry_repair_need *all = NULL;
     size_t nall = 0;
     assert_int_equal(ferry_repair_need_list(cat, &all, &nall, &err), FERRY_OK);
@@ -169,11 +175,65 @@ static void test_clear_cas(void **state)
     ferry_catalog_close(cat);
 }
 
+/* The routing switch's hand-over (ferry_repair_need_hand_over): the target takes the source's
+ * place in each list (a clone: beside it), never twice; a union past FERRY_SHARDS_MAX shards is
+ * refused rather than cut. */
+static void test_hand_over(void **state)
+{
+    fixture *f = *state;
+    ferry_catalog *cat = NULL;
+    ferry_err err = {0};
+    assert_int_equal(ferry_catalog_open(f->r.catalog_url, &cat, &err), FERRY_OK);
+    ferry_shard_set nm = shard_set_of("s1"), nh = shard_set_of("s0,s2");
+    assert_int_equal(ferry_repair_need_mark(cat, "delta", 5, &nm, &nh, &err), FERRY_OK);
+    ferry_record rec;
+    bool changed = true, found = false;
+    /* a shard in neither list: nothing to write */
+    assert_int_equal(ferry_repair_need_hand_over(cat, "delta", 5, "s9", "s3", false, &rec,
+                                                 &changed, &err), FERRY_OK);
+    assert_false(changed);
+    /* a move of s0 to s3: held s3,s2 */
+    assert_int_equal(ferry_repair_need_hand_over(cat, "delta", 5, "s0", "s3", false, &rec,
+                                                 &changed, &err), FERRY_OK);
+    assert_true(changed);
+    assert_int_equal(ferry_catalog_update(cat, &rec, &err), FERRY_OK);
+    ferry_repair_need n;
+    assert_int_equal(ferry_repair_need_get(cat, "delta", 5, &n, &found, &err), FERRY_OK);
+    assert_string_equal(shards_text(&n.missed), "s1");
+    assert_string_equal(shards_text(&n.held), "s3,s2");
+    /* a clone of s1 to s4: missed s1,s4, held as it was */
+    assert_int_equal(ferry_repair_need_hand_over(cat, "delta", 5, "s1", "s4", true, &rec,
+                                                 &changed, &err), FERRY_OK);
+    assert_true(changed);
+    assert_int_equal(ferry_catalog_update(cat, &rec, &err), FERRY_OK);
+    assert_int_equal(ferry_repair_need_get(cat, "delta", 5, &n, &found, &err), FERRY_OK);
+    assert_string_equal(shards_text(&n.missed), "s1,s4");
+    assert_string_equal(shards_text(&n.held), "s3,s2");
+    /* a move to a shard the list names already: the source goes, the target stays once */
+    assert_int_equal(ferry_repair_need_hand_over(cat, "delta", 5, "s1", "s4", false, &rec,
+                                                 &changed, &err), FERRY_OK);
+    assert_true(changed);
+    assert_int_equal(ferry_catalog_update(cat, &rec, &err), FERRY_OK);
+    assert_int_equal(ferry_repair_need_get(cat, "delta", 5, &n, &found, &err), FERRY_OK);
+    assert_string_equal(shards_text(&n.missed), "s4");
+    /* the union: 16 names fit, a 17th is refused and the record stays as it was */
+    nh = shard_set_of("");
+    shards_printf(&nm, "m0,m1,m2,m3,m4,m5,m6,m7,m8,m9,m10,m11,m12,m13,m14");
+    assert_int_equal(ferry_repair_need_mark(cat, "delta", 5, &nm, &nh, &err), FERRY_OK);
+    nm = shard_set_of("m15");
+    assert_int_equal(ferry_repair_need_mark(cat, "delta", 5, &nm, &nh, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.msg, "the repair-need record of delta/5"));
+    assert_int_equal(ferry_repair_need_get(cat, "delta", 5, &n, &found, &err), FERRY_OK);
+    assert_int_equal(ferry_shard_set_count(&n.missed), FERRY_SHARDS_MAX);
+    ferry_catalog_close(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_accept_and_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clear_cas, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hand_over, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

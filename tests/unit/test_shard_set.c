@@ -118,6 +118,32 @@ static void test_stored(void **state)
     assert_int_equal(ferry_shard_set_parse(&s, " n4", &err), FERRY_EINVAL);
 }
 
+/* The fast paths' reading of the stored text (ferry_shard_text_next, _has): the same items as
+ * ferry_shard_set_parse_stored, in place. */
+static void test_stored_text(void **state)
+{
+    (void)state;
+    const char *text = " n4 ,\t,n5,x y";
+    const char *want[] = {"n4", "", "n5", "x y"};
+    size_t at = 0, n, k = 0;
+    const char *item;
+    while (ferry_shard_text_next(text, strlen(text), &at, &item, &n)) {
+        assert_true(k < 4);
+        assert_int_equal(n, strlen(want[k]));
+        assert_memory_equal(item, want[k], n);
+        k++;
+    }
+    assert_int_equal(k, 4);
+    at = 0;
+    assert_false(ferry_shard_text_next("", 0, &at, &item, &n));
+    /* len bounds the text: no NUL needed */
+    assert_true(ferry_shard_text_has("n1,n2,n3", 5, "n2"));
+    assert_false(ferry_shard_text_has("n1,n2,n3", 5, "n3"));
+    assert_true(ferry_shard_text_has(text, strlen(text), "n4"));
+    assert_false(ferry_shard_text_has(text, strlen(text), ""));
+    assert_false(ferry_shard_text_has("n10", 3, "n1"));
+}
+
 static void test_has_add_remove(void **state)
 {
     (void)state;
@@ -190,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_parse_format),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_stored),
+        cmocka_unit_test(test_stored_text),
         cmocka_unit_test(test_has_add_remove),
         cmocka_unit_test(test_equal_same),
     };
