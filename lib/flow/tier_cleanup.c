@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "ferry/checksums.h"
+#include "flow/part_records.h"
 #include "ferry/log.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
@@ -407,10 +408,12 @@ static void staged_free(staged_list *l)
     memset(l, 0, sizeof *l);
 }
 
-/* The records of one job, staged in out: its parts and its partition (tier cold); on success
- * `recorded` is set in its data (its journal goes into the same batch: record_catalog). */
-static int job_records(tier_ctx *ctx, tier_job *job, const mv_slice *live, staged_list *out,
-                       ferry_err *err)
+/* The records of one job, staged in out: its parts and, when its server still serves the slice
+ * (served), its partition (tier cold; a server the slice moved away from holds no partition of
+ * it any more); on success `recorded` is set in its data (its journal goes into the same batch:
+ * record_catalog). */
+static int job_records(tier_ctx *ctx, tier_job *job, const mv_slice *live, bool served,
+                       staged_list *out, ferry_err *err)
 {
     json_t *hot = json_object_get(job->data, "hot");
     ferry_record_list known = {0};
@@ -435,8 +438,11 @@ static int job_records(tier_ctx *ctx, tier_job *job, const mv_slice *live, stage
         ferry_record_free(&rec);
     }
     ferry_record_list_free(&known);
-    if (rc)
+    if (rc || !served) {
+        if (!rc)
+            json_object_set_new(job->data, "recorded", json_true());
         return rc;
+    }
     ferry_record pr;
     ferry_record_init(&pr, FERRY_REC_PARTITION);
     ferry_partition *pp = &pr.u.partition;
@@ -462,6 +468,78 @@ static int job_records(tier_ctx *ctx, tier_job *job, const mv_slice *live, stage
     return rc;
 }
 
+/* Where the job's slice is served now, for the part records (found by the ZooKeeper soak): a
+ * job cut in CLEANUP before its records were written (a lost ZooKeeper connection) can resume
+ * after a move took the slice to another shard. That move handed its source's part records to
+ * its target (part_records.h) while this job's did not exist yet, and the records the job then
+ * wrote named its own server, which no longer holds a pointer file of them, and not the target,
+ * which does: the sweep's drift (catalog_only on one, server_only on the other). So a job whose
+ * server serves the slice commits its records with a check of the route (a routing switch in
+ * between fails the batch; the job resumes and looks again), and a job whose server does not
+ * has its records reconciled with the pointer files of its server and of the route's. */
+typedef struct job_route {
+    ferry_record route; /* FERRY_REC_ROUTE; version < 0: the slice has no route */
+    bool served;        /* the job's server is in it */
+} job_route;
+
+static int read_job_route(tier_ctx *ctx, tier_job *job, job_route *out, ferry_err *err)
+{
+    ferry_record_init(&out->route, FERRY_REC_ROUTE);
+    ferry_route *r = &out->route.u.route;
+    snprintf(r->tenant, sizeof r->tenant, "%s", tier_dstr(job, "tenant"));
+    r->split = (uint32_t)tier_du64(job, "split");
+    int rc = ferry_catalog_get(ctx->cat, &out->route, err);
+    if (rc == FERRY_ENOTFOUND) {
+        out->route.version = -1;
+        rc = FERRY_OK;
+    }
+    /* no route at all (tiering needs none: a lab or a table outside routing): nothing moved */
+    out->served = !rc && (out->route.version < 0 ||
+                          ferry_shard_set_has(&r->shards, job->srv->shard.name));
+    return rc;
+}
+
+int tier_job_served(tier_ctx *ctx, tier_job *job, bool *served, ferry_err *err)
+{
+    job_route jr;
+    int rc = read_job_route(ctx, job, &jr, err);
+    *served = !rc && jr.served;
+    ferry_record_free(&jr.route);
+    return rc;
+}
+
+/* The server of ctx named name, opened; NULL (err set) when there is none or it cannot be. */
+static tier_server *server_named(tier_ctx *ctx, const char *name, ferry_err *err)
+{
+    for (size_t i = 0; i < ctx->n_servers; i++)
+        if (!strcmp(ctx->servers[i].shard.name, name))
+            return tier_server_open(ctx, &ctx->servers[i], err) ? NULL : &ctx->servers[i];
+    ferry_err_set(err, FERRY_EINVAL, "shard %s of the route is not in the cluster", name);
+    return NULL;
+}
+
+/* The records of a job whose server no longer serves its slice, made true to the pointer files
+ * of that server and of each shard of the route (ferry_part_records_reconcile). */
+static int reconcile_moved_away(tier_ctx *ctx, tier_job *job, const job_route *jr,
+                                ferry_err *err)
+{
+    const ferry_shard_set *rs = &jr->route.u.route.shards;
+    size_t n = jr->route.version >= 0 ? ferry_shard_set_count(rs) : 0;
+    int rc = FERRY_OK;
+    for (size_t k = 0; !rc && k <= n; k++) {
+        tier_server *s = k == n ? job->srv : server_named(ctx, ferry_shard_set_at(rs, k), err);
+        size_t changed = 0;
+        if (!s)
+            return err->code ? err->code : FERRY_EINVAL;
+        rc = ferry_part_records_reconcile(ctx->cat, s->conn.ag, job->db, job->table, job->pid,
+                                          s->shard.name, &changed, err);
+        if (!rc && changed)
+            FLOG_INFO("msg=\"tier job's part records follow the slice's move\" job=%s "
+                      "server=%s changed=%zu", job->rec.u.job.id, s->shard.name, changed);
+    }
+    return rc;
+}
+
 /* Records the cold parts, the partitions (tier cold) and the journals' `recorded` of the jobs in
  * one catalog batch (I4: before the freezes are removed). A job whose records cannot be made
  * fails on its own; the batch carries the others. */
@@ -471,8 +549,10 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
     ferry_batch *b = ferry_batch_new();
     ferry_flow_change *ch = calloc(n + 1, sizeof *ch);
     char **text = calloc(n + 1, sizeof *text);
+    job_route *jr = calloc(n + 1, sizeof *jr);
     size_t nch = 0;
-    int rc = b && ch && text ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    int rc = b && ch && text && jr ? FERRY_OK
+                                   : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     /* the upload answers of parts this process did not upload (a resumed job): the agent finds
      * every object there and uploads nothing */
     if (rc || (rc = tier_agent_upload(ctx, w, js, n, false, err)) ||
@@ -483,7 +563,19 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
         ferry_err e = {0};
         if (js[i]->rc)
             continue;
-        int jrc = job_records(ctx, js[i], &live, &l, &e);
+        if ((rc = read_job_route(ctx, js[i], &jr[i], err)))
+            break;
+        bool checked = false; /* the route is checked once a batch (several days of a slice) */
+        for (size_t k = 0; k < i; k++)
+            checked = checked || (jr[k].served && jr[k].route.version == jr[i].route.version &&
+                                   !strcmp(jr[k].route.u.route.tenant,
+                                           jr[i].route.u.route.tenant) &&
+                                   jr[k].route.u.route.split == jr[i].route.u.route.split);
+        int jrc = job_records(ctx, js[i], &live, jr[i].served, &l, &e);
+        if (!jrc && jr[i].served && jr[i].route.version >= 0 && !checked)
+            jrc = ferry_batch_check(b, &jr[i].route, &e);
+        if (!jrc && !jr[i].served) /* recorded once reconciled, below */
+            json_object_del(js[i]->data, "recorded");
         if (!jrc) /* its journal, with `recorded`, in its own state (a note) */
             jrc = tier_hot_text(js[i], &text[nch], &e);
         for (size_t k = 0; !jrc && k < l.n; k++) {
@@ -509,8 +601,30 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
     ctx->catalog_writes++;
     rc = ferry_flow_write(&ctx->journal, b, ch, nch, FERRY_FLOW_NOTE, err);
     if (rc == FERRY_ECONFLICT) {
-        ctx->lost = true; /* the batch carries the journals: another worker changed one */
+        /* the batch carries the journals: another worker changed one, or the route it checks
+         * changed (a move switched the slice): the jobs resume in a later run */
+        ctx->lost = true;
         ferry_err_prefix(err, "%s: recording the cold parts lost a race: ", w->srv->shard.name);
+    }
+    for (size_t i = 0; !rc && i < n; i++) {
+        ferry_err e = {0};
+        if (js[i]->rc || jr[i].served)
+            continue;
+        int jrc = reconcile_moved_away(ctx, js[i], &jr[i], &e);
+        if (!jrc) { /* journaled before the freeze goes: a resumed CLEANUP needs no upload */
+            tier_job *one = js[i];
+            json_object_set_new(one->data, "recorded", json_true());
+            jrc = tier_journal_detail(ctx, &one, 1, one->state, &e);
+            if (jrc == FERRY_ECONFLICT) {
+                *err = e;
+                rc = jrc;
+                break;
+            }
+        }
+        if (jrc) { /* the records stay unreconciled: the job resumes CLEANUP and tries again */
+            json_object_del(js[i]->data, "recorded");
+            tier_job_fail(js[i], jrc, &e);
+        }
     }
 out:
     if (rc)
@@ -520,6 +634,9 @@ out:
         free(text[i]);
     free(text);
     free(ch);
+    for (size_t i = 0; jr && i < n; i++)
+        ferry_record_free(&jr[i].route);
+    free(jr);
     mv_slice_free(&live);
     ferry_batch_free(b);
     return rc;

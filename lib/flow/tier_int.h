@@ -238,6 +238,10 @@ int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err);
 int tier_server_check(tier_ctx *ctx, tier_server *srv, ferry_err *err);
 /* Opens the ClickHouse and agent clients of srv (cached). */
 int tier_server_open(tier_ctx *ctx, tier_server *srv, ferry_err *err);
+/* Whether the job's server still serves its slice (the slice's route names it; tier_cleanup.c):
+ * a job cut after its swap may resume after a move took the slice away (its VERIFY is then the
+ * move's, and its part records follow the slice). */
+int tier_job_served(tier_ctx *ctx, tier_job *job, bool *served, ferry_err *err);
 
 /* ---- tier_steps.c ---- */
 int tier_step_freeze(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err);

@@ -367,14 +367,22 @@ static void run_grouped(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
     }
 }
 
-/* Resumes every unfinished tier job of the journal (that the filters select). */
+static bool slice_moving(const ferry_record_list *moves, const char *server, const char *tenant,
+                         uint32_t split);
+
+/* Resumes every unfinished tier job of the journal (that the filters select). A job whose slice
+ * is being moved to or from its server waits for the move to end, as a new job would: a move
+ * hands over the part records that exist when it ends, and a job resumed meanwhile (in the
+ * ZooKeeper soak, a CLEANUP cut by a lost connection) would write its records behind it. */
 static void resume_jobs(tier_ctx *ctx, run_totals *t)
 {
-    ferry_record_list l = {0};
+    ferry_record_list l = {0}, moves = {0};
     ferry_err err = {0};
     tier_job *js = NULL;
     size_t n = 0;
     int lrc = ferry_flow_list_unfinished(&ctx->journal, &l, &err);
+    if (!lrc && l.n)
+        lrc = ferry_catalog_list_unfinished_moves(ctx->cat, &moves, &err);
     if (lrc) {
         note_failure(t, lrc, &err);
         return;
@@ -428,6 +436,12 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
             job_free(job);
             continue;
         }
+        if (slice_moving(&moves, job->srv->shard.name, tier_dstr(job, "tenant"),
+                         (uint32_t)tier_du64(job, "split"))) {
+            FLOG_INFO("msg=\"tier job not resumed: its slice is moving\" job=%s", j->id);
+            job_free(job);
+            continue;
+        }
         FLOG_INFO("msg=\"resuming tier job\" job=%s state=%s", j->id, j->state);
         t->resumed++;
         n++;
@@ -439,6 +453,7 @@ out:
         job_free(&js[i]);
     free(js);
     ferry_record_list_free(&l);
+    ferry_record_list_free(&moves);
 }
 
 /* Prepares the job of one due partition: *job filled (its data; not written yet: a new record,
