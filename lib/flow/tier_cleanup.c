@@ -480,11 +480,13 @@ static int job_records(tier_ctx *ctx, tier_job *job, const mv_slice *live, bool 
 typedef struct job_route {
     ferry_record route; /* FERRY_REC_ROUTE; version < 0: the slice has no route */
     bool served;        /* the job's server is in it */
+    bool checked;       /* this job's batch entry checks the route's version */
 } job_route;
 
 static int read_job_route(tier_ctx *ctx, tier_job *job, job_route *out, ferry_err *err)
 {
     ferry_record_init(&out->route, FERRY_REC_ROUTE);
+    out->checked = false;
     ferry_route *r = &out->route.u.route;
     snprintf(r->tenant, sizeof r->tenant, "%s", tier_dstr(job, "tenant"));
     r->split = (uint32_t)tier_du64(job, "split");
@@ -553,6 +555,8 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
     size_t nch = 0;
     int rc = b && ch && text && jr ? FERRY_OK
                                    : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; jr && i < n; i++)
+        ferry_record_init(&jr[i].route, FERRY_REC_ROUTE);
     /* the upload answers of parts this process did not upload (a resumed job): the agent finds
      * every object there and uploads nothing */
     if (rc || (rc = tier_agent_upload(ctx, w, js, n, false, err)) ||
@@ -567,13 +571,14 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
             break;
         bool checked = false; /* the route is checked once a batch (several days of a slice) */
         for (size_t k = 0; k < i; k++)
-            checked = checked || (jr[k].served && jr[k].route.version == jr[i].route.version &&
+            checked = checked || (jr[k].checked && jr[k].route.version == jr[i].route.version &&
                                    !strcmp(jr[k].route.u.route.tenant,
                                            jr[i].route.u.route.tenant) &&
                                    jr[k].route.u.route.split == jr[i].route.u.route.split);
         int jrc = job_records(ctx, js[i], &live, jr[i].served, &l, &e);
-        if (!jrc && jr[i].served && jr[i].route.version >= 0 && !checked)
-            jrc = ferry_batch_check(b, &jr[i].route, &e);
+        if (!jrc && jr[i].served && jr[i].route.version >= 0 && !checked &&
+            !(jrc = ferry_batch_check(b, &jr[i].route, &e)))
+            jr[i].checked = true;
         if (!jrc && !jr[i].served) /* recorded once reconciled, below */
             json_object_del(js[i]->data, "recorded");
         if (!jrc) /* its journal, with `recorded`, in its own state (a note) */
