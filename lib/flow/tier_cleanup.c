@@ -481,12 +481,13 @@ typedef struct job_route {
     ferry_record route; /* FERRY_REC_ROUTE; version < 0: the slice has no route */
     bool served;        /* the job's server is in it */
     bool checked;       /* this job's batch entry checks the route's version */
+    bool read;          /* route and served are set */
 } job_route;
 
 static int read_job_route(tier_ctx *ctx, tier_job *job, job_route *out, ferry_err *err)
 {
     ferry_record_init(&out->route, FERRY_REC_ROUTE);
-    out->checked = false;
+    out->checked = out->read = false;
     ferry_route *r = &out->route.u.route;
     snprintf(r->tenant, sizeof r->tenant, "%s", tier_dstr(job, "tenant"));
     r->split = (uint32_t)tier_du64(job, "split");
@@ -567,18 +568,26 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
         ferry_err e = {0};
         if (js[i]->rc)
             continue;
-        if ((rc = read_job_route(ctx, js[i], &jr[i], err)))
+        /* a wave is one server's: the jobs of one slice (its days) read its route once, and
+         * the batch checks it once */
+        size_t same = i;
+        for (size_t k = 0; same == i && k < i; k++)
+            if (jr[k].read &&
+                !strcmp(jr[k].route.u.route.tenant, tier_dstr(js[i], "tenant")) &&
+                jr[k].route.u.route.split == (uint32_t)tier_du64(js[i], "split"))
+                same = k;
+        if (same == i && (rc = read_job_route(ctx, js[i], &jr[i], err)))
             break;
-        bool checked = false; /* the route is checked once a batch (several days of a slice) */
-        for (size_t k = 0; k < i; k++)
-            checked = checked || (jr[k].checked && jr[k].route.version == jr[i].route.version &&
-                                   !strcmp(jr[k].route.u.route.tenant,
-                                           jr[i].route.u.route.tenant) &&
-                                   jr[k].route.u.route.split == jr[i].route.u.route.split);
+        if (same != i) {
+            jr[i].route = jr[same].route; /* a route record owns no memory */
+            jr[i].served = jr[same].served;
+        }
+        jr[i].read = true;
+        bool checked = same != i && jr[same].checked;
         int jrc = job_records(ctx, js[i], &live, jr[i].served, &l, &e);
         if (!jrc && jr[i].served && jr[i].route.version >= 0 && !checked &&
             !(jrc = ferry_batch_check(b, &jr[i].route, &e)))
-            jr[i].checked = true;
+            jr[i].checked = jr[same].checked = true;
         if (!jrc && !jr[i].served) /* recorded once reconciled, below */
             json_object_del(js[i]->data, "recorded");
         if (!jrc) /* its journal, with `recorded`, in its own state (a note) */
