@@ -15,7 +15,7 @@
 
 const char cmd_tier_usage[] =
     "usage: ferry tier [--config FILE] [--older-than DURATION] [--tenant T] [--table NAME]\n"
-    "                  [--server S] [--dry-run] [--json] [--force]\n"
+    "                  [--server S] [--no-compact] [--dry-run] [--json] [--force]\n"
     "\n"
     "Tiers every hot partition older than the threshold on every server: FREEZE, upload of the\n"
     "frozen part files unchanged (node agent, uploader role), pointer parts in a staging table,\n"
@@ -30,6 +30,8 @@ const char cmd_tier_usage[] =
     "  --tenant T            only partitions of tenant T\n"
     "  --table NAME          only the catalog table NAME\n"
     "  --server S            only shard S\n"
+    "  --no-compact          tier a partition of many small hot parts as it is (by default one\n"
+    "                        of more than 16 hot parts, 1 GiB at most, is merged into one first)\n"
     "  --dry-run             list what would be tiered or resumed; change nothing\n"
     "  --json                print one JSON object\n"
     "  --force               run even though the cluster is paused (ferry pause)\n"
@@ -103,6 +105,7 @@ int cmd_tier(int argc, char **argv)
                                          {"table", required_argument, NULL, 'T'},
                                          {"server", required_argument, NULL, 's'},
                                          {"dry-run", no_argument, NULL, 'n'},
+                                         {"no-compact", no_argument, NULL, 'C'},
                                          {"json", no_argument, NULL, 'j'},
                                          {"force", no_argument, NULL, 'F'},
                                          {NULL, 0, NULL, 0}};
@@ -124,6 +127,7 @@ int cmd_tier(int argc, char **argv)
         case 'T': o.table = optarg; break;
         case 's': o.server = optarg; break;
         case 'n': o.dry_run = true; break;
+        case 'C': o.no_compact = true; break;
         case 'j': json = true; break;
         case 'F': force = true; break;
         default: return cli_usage_error("tier", "unknown option");

@@ -100,6 +100,9 @@ typedef struct ferry_tier_options {
      * partitions (a rewrite): REPLACE also drops a part inserted between ferry's look at the
      * partition and the statement (docs/tiering.md, "The swap, and late rows"). */
     bool atomic_swap;
+    /* Tier a due partition of many small hot parts as it is, without merging it into one part
+     * first (docs/tiering.md, "Many small parts are merged first"). */
+    bool no_compact;
 } ferry_tier_options;
 
 /* One tiering run: resumes the unfinished tier jobs of the journal first, then tiers every hot

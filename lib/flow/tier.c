@@ -54,7 +54,7 @@
  *             (local files); the cold parts, their objects with sizes and checksums, and the
  *             partitions (tier cold) recorded in the catalog in one batch with the journals
  *             (recorded = true); the freeze folders removed. Merges of the table are started again
- *             first, when no job of the wave needs them stopped (I6).
+ *             first, when no job of the table needs them stopped (I6).
  *   DONE / FAILED.
  *
  * The wave runs its lowest state first, for all jobs in it, until every job is DONE, FAILED or
@@ -75,10 +75,15 @@
  *   I5  No statement of the flow can remove parts: all SQL goes through ferry_guarded_exec.
  *   I6  Merges of the table are stopped from the swap's check until its verification (and,
  *       in a wave that holds merges, from FREEZE): a frozen part must stay as it is while a
- *       swap may name it. They are started again when no job of the wave is between its swap and
- *       a passed VERIFY, at the start of CLEANUP or in a rollback; a job left after its swap for
- *       the next run (a failure there, a crash) keeps them stopped until that run verifies it.
- *       So a job killed or failed before its swap never leaves a table unable to merge. */
+ *       swap may name it. They are started again when no job of the table is between its swap
+ *       and a passed VERIFY (the wave's, from memory, and the journal's unfinished jobs left by
+ *       an earlier run or wave): at the start of CLEANUP, in a rollback, and at the end of a
+ *       wave that stopped them (a rollback that failed too: a full disk). A job left after its
+ *       swap for the next run (a failure there, a crash) keeps them stopped until that run
+ *       verifies it. A run cut between STOP MERGES and the journal write that records it leaves
+ *       no trace; the next run that finds a partition of the table piled up (more hot parts than
+ *       compaction takes) starts them again, unless the journal holds them (tier_run.c). So a
+ *       job killed or failed before its swap never leaves a table unable to merge for long. */
 #define _DEFAULT_SOURCE
 #include "flow/tier_int.h"
 #include "flow/staging_load.h"
@@ -328,13 +333,18 @@ static bool in_list(tier_job *const *js, size_t n, const tier_job *job)
     return false;
 }
 
+bool tier_job_swap_unverified(const tier_job *j)
+{
+    return j->state == FERRY_TIER_VERIFY ||
+           (j->state == FERRY_TIER_REPLACE && tier_dbool(j, "swapped"));
+}
+
 /* Whether job j needs its table's merges stopped now (I6): its swap may have run and is not
  * verified (a merge would take a frozen part that must still be detached, or change what VERIFY
  * compares), or, in a wave that holds merges, it is frozen and not swapped yet. */
 static bool job_needs_stop(const tier_wave *w, const tier_job *j)
 {
-    bool swapped = tier_dbool(j, "swapped");
-    if (j->state == FERRY_TIER_VERIFY || (j->state == FERRY_TIER_REPLACE && swapped))
+    if (tier_job_swap_unverified(j))
         return true;
     if (!w->hold_merges || j->state < FERRY_TIER_FREEZE || j->state > FERRY_TIER_REPLACE)
         return false;
@@ -347,6 +357,53 @@ bool tier_wave_needs_stop(const tier_wave *w, tier_job *const *js, size_t n)
         if (!in_list(js, n, w->jobs[i]) && job_needs_stop(w, w->jobs[i]))
             return true;
     return false;
+}
+
+bool tier_journal_holds_merges(tier_ctx *ctx, const tier_server *srv, const char *db,
+                               const char *table, const tier_wave *w, char *job_id,
+                               size_t job_id_size)
+{
+    ferry_record_list l = {0};
+    ferry_err err = {0};
+    bool held = false;
+    if (ferry_flow_list_unfinished(&ctx->journal, &l, &err)) {
+        FLOG_WARN("msg=\"tier: the journal could not be read; merges of the table left as they "
+                  "are\" server=%s table=%s err=\"%s\"", srv->shard.name, table, err.msg);
+        snprintf(job_id, job_id_size, "?");
+        return true;
+    }
+    for (size_t i = 0; !held && i < l.n; i++) {
+        const ferry_job *rj = &l.items[i].u.job;
+        bool in_wave = false;
+        for (size_t k = 0; w && !in_wave && k < w->n; k++)
+            in_wave = !strcmp(w->jobs[k]->rec.u.job.id, rj->id);
+        if (in_wave) /* the wave's own jobs: tier_wave_needs_stop, from memory */
+            continue;
+        tier_job j = {0};
+        ferry_err e = {0};
+        j.data = json_loads(rj->data, 0, NULL);
+        held = json_is_object(j.data) && !ferry_tier_state_parse(rj->state, &j.state, &e) &&
+               !strcmp(tier_dstr(&j, "server"), srv->shard.name) &&
+               !strcmp(tier_dstr(&j, "db"), db) && !strcmp(tier_dstr(&j, "table"), table) &&
+               tier_job_swap_unverified(&j);
+        if (held)
+            snprintf(job_id, job_id_size, "%s", rj->id);
+        json_decref(j.data);
+    }
+    ferry_record_list_free(&l);
+    return held;
+}
+
+bool tier_merges_needed(tier_ctx *ctx, const tier_wave *w, tier_job *const *js, size_t n)
+{
+    char job[FERRY_NAME_MAX];
+    if (tier_wave_needs_stop(w, js, n))
+        return true;
+    if (!tier_journal_holds_merges(ctx, w->srv, w->db, w->table, w, job, sizeof job))
+        return false;
+    FLOG_INFO("msg=\"tier: merges of the table stay stopped: a tier job's swap is not verified "
+              "yet\" server=%s table=%s job=%s", w->srv->shard.name, w->table, job);
+    return true;
 }
 
 int tier_wait_none(tier_wave *w, const char *count_sql, const char *timeout_msg, ferry_err *err)
@@ -397,8 +454,29 @@ static int merges_stmt(tier_wave *w, bool start, const char *table, ferry_err *e
 
 int tier_table_merges(tier_wave *w, bool start, ferry_err *err)
 {
+    if (!start) /* set before it is sent: a lost answer may still have stopped them */
+        w->merges_stopped_here = true;
     int rc = merges_stmt(w, start, w->table, err);
+    if (!rc && start)
+        w->merges_stopped_here = false;
     return rc || start ? rc : wait_merges_idle(w, err);
+}
+
+/* The end of a wave: merges this process stopped on the table start again unless a job of the
+ * wave, left for a later run, has a swap that may have run and is not verified (I6). Without
+ * this, a wave that failed after STOP MERGES and whose rollback failed too (a full disk: the
+ * rollback cannot clean staging either) left the table unable to merge until a later run
+ * finished a job of it; in the chaos soak, hundreds of parts a partition piled up meanwhile. */
+static void settle_merges(tier_ctx *ctx, tier_wave *w)
+{
+    if (!w->merges_stopped_here || ctx->lost) /* lost (I1): another worker owns the jobs */
+        return;
+    if (tier_merges_needed(ctx, w, NULL, 0))
+        return;
+    ferry_err e = {0};
+    if (tier_table_merges(w, true, &e))
+        FLOG_WARN("msg=\"tier: merges of the table not started again; the next run does it\" "
+                  "server=%s table=%s err=\"%s\"", w->srv->shard.name, w->table, e.msg);
 }
 
 int tier_staging_merges_stop(tier_wave *w, ferry_err *err)
@@ -564,6 +642,7 @@ int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err)
         }
         rc = settle_failures(ctx, w, sel, k, err);
     }
+    settle_merges(ctx, w);
     free(sel);
     return rc;
 }

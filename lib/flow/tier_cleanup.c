@@ -670,7 +670,7 @@ int tier_step_cleanup(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferr
     bool stopped = false;
     for (size_t i = 0; i < n; i++)
         stopped = stopped || tier_dbool(js[i], "merges_stopped");
-    if (!rc && stopped && !tier_wave_needs_stop(w, js, n))
+    if (!rc && stopped && !tier_merges_needed(ctx, w, js, n))
         rc = tier_table_merges(w, true, err);
     if (rc || (rc = release_staging(ctx, w, js, n, err)))
         goto out;
@@ -719,7 +719,7 @@ int tier_rollback(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_er
         if (!rc)
             rc = tier_agent_remove_freezes(w, started, ns, err);
         /* I6: unless another job of the wave still needs its frozen parts unmerged */
-        if (!rc && stopped && !tier_wave_needs_stop(w, js, n))
+        if (!rc && stopped && !tier_merges_needed(ctx, w, js, n))
             rc = tier_table_merges(w, true, err);
     }
     for (size_t i = 0; !rc && i < n; i++)

@@ -166,6 +166,8 @@ typedef struct tier_wave {
     bool atomic_swap;    /* REPLACE PARTITION allowed (ferry_tier_options.atomic_swap) */
     bool hold_merges;    /* the table's merges stay stopped from FREEZE to the swap: the second
                             try of jobs whose frozen parts a merge took (tier_run.c) */
+    bool merges_stopped_here; /* this process sent SYSTEM STOP MERGES on the table and has not
+                                 started them again since (tier_wave_run's end does) */
 } tier_wave;
 
 /* Whether REPLACE PARTITION on the server leaves the parts it replaced on disk, outdated, with
@@ -214,12 +216,27 @@ int tier_journal(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_state t
  * transition (to FAILED). */
 int tier_journal_detail(tier_ctx *ctx, tier_job **js, size_t n, enum ferry_tier_state to,
                         ferry_err *err);
+/* Whether job j's swap may have run (journaled as chosen) and is not verified yet: the table's
+ * merges must stay stopped until it is (I6 in tier.c), by this run or a later one. */
+bool tier_job_swap_unverified(const tier_job *j);
 /* Whether a job of the wave other than js[0..n) still needs the table's merges stopped (I6 in
  * tier.c): its swap may have run and is not verified yet, or the wave holds merges and the job
  * is frozen and not swapped. */
 bool tier_wave_needs_stop(const tier_wave *w, tier_job *const *js, size_t n);
+/* Whether an unfinished job of the journal on db.table of srv, other than the jobs of wave w
+ * (NULL: none excluded), has an unverified swap (tier_job_swap_unverified): a job an earlier run
+ * or wave left for later. Its id goes to job_id. True also when the journal cannot be read
+ * (merges stay as they are; logged). */
+bool tier_journal_holds_merges(tier_ctx *ctx, const tier_server *srv, const char *db,
+                               const char *table, const tier_wave *w, char *job_id,
+                               size_t job_id_size);
+/* Whether the wave's table must keep its merges stopped for a job other than js[0..n): the
+ * wave's own (tier_wave_needs_stop) or one the journal holds (tier_journal_holds_merges; read
+ * only when the wave does not decide it). Logs a hold the journal decides. */
+bool tier_merges_needed(tier_ctx *ctx, const tier_wave *w, tier_job *const *js, size_t n);
 /* SYSTEM START / STOP MERGES on the wave's table; a stop then waits (bounded) until no merge of
- * the table runs. */
+ * the table runs. Keeps w->merges_stopped_here: the end of the wave starts merges this process
+ * stopped again unless a job left for later has an unverified swap. */
 int tier_table_merges(tier_wave *w, bool start, ferry_err *err);
 /* SYSTEM STOP MERGES on the wave's staging table when it exists (never started again). */
 int tier_staging_merges_stop(tier_wave *w, ferry_err *err);

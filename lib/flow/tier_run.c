@@ -639,6 +639,44 @@ static void maybe_compact(tier_server *srv, const char *db, const char *table, c
     ferry_buf_free(&sql);
 }
 
+/* A table with a partition of more hot parts than compaction takes (rows: scan_table's, column 2
+ * the hot part count) may be one whose merges a cut run left stopped: a tiering killed between
+ * SYSTEM STOP MERGES and the journal write that records it, which no later run starts again
+ * (the chaos soak's node2 piled up about 900 parts a partition so, and each became an ATTACH
+ * through the object store). Unless a job's unverified swap needs them stopped, merges start
+ * again here, before compaction. ferry owns the merges of the tables it tiers (a swap's CLEANUP
+ * starts them too): docs/tiering.md "Merges a cut run left stopped". Cheap: one statement, and only on
+ * a table whose parts piled up. */
+static void restart_piled_merges(tier_ctx *ctx, tier_server *srv, const char *db,
+                                 const char *table, const ferry_ch_rows *rows)
+{
+    unsigned long long most = 0;
+    for (size_t i = 0; i < rows->n_rows && rows->n_cols == 5; i++) {
+        unsigned long long hot = strtoull(ferry_ch_rows_get(rows, i, 2), NULL, 10);
+        most = hot > most ? hot : most;
+    }
+    if (most <= TIER_COMPACT_PARTS || ctx->opt->dry_run)
+        return;
+    char job[FERRY_NAME_MAX] = "";
+    if (tier_journal_holds_merges(ctx, srv, db, table, NULL, job, sizeof job)) {
+        FLOG_INFO("msg=\"tier: merges of the table stay as they are: a tier job's swap is not "
+                  "verified yet\" server=%s table=%s job=%s", srv->shard.name, table, job);
+        return;
+    }
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_err err = {0};
+    ferry_buf_puts(&sql, "SYSTEM START MERGES ");
+    tier_qualified(&sql, db, table);
+    if (tier_sql(srv, ferry_buf_cstr(&sql), NULL, &err))
+        FLOG_WARN("msg=\"tier: merges of the table not started\" server=%s table=%s err=\"%s\"",
+                  srv->shard.name, table, err.msg);
+    else
+        FLOG_INFO("msg=\"tier: merges of a table of piled-up parts started (no tier job needs "
+                  "them stopped)\" server=%s table=%s most_hot_parts=%llu", srv->shard.name,
+                  table, most);
+    ferry_buf_free(&sql);
+}
+
 /* The hot partitions of one ClickHouse table on one server that are due, tiered in waves. */
 static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *def,
                        const char *table, const char *tenant, bool missing_ok, run_totals *t)
@@ -673,6 +711,7 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
     res.len = res.cap = 0;
     if (rc)
         goto out;
+    restart_piled_merges(ctx, srv, def->database, table, &rows);
     if (rows.n_rows && !(js = calloc(rows.n_rows, sizeof *js))) {
         rc = ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
         goto out;
@@ -721,8 +760,9 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
             checked = true;
         }
         if (prepare_job(ctx, srv, def, table, pid, literal, &key, &js[n], t)) {
-            maybe_compact(srv, def->database, table, pid, ferry_ch_rows_get(&rows, i, 2),
-                          ferry_ch_rows_get(&rows, i, 3), ferry_ch_rows_get(&rows, i, 4), t);
+            if (!ctx->opt->no_compact)
+                maybe_compact(srv, def->database, table, pid, ferry_ch_rows_get(&rows, i, 2),
+                              ferry_ch_rows_get(&rows, i, 3), ferry_ch_rows_get(&rows, i, 4), t);
             n++;
         }
     }

@@ -15,9 +15,9 @@ tier_lab "$L" --nodes 1
 C=$L/ferry.conf
 U=$(lab_url "$L" node1)
 tier_create "$U"
+tier_no_bg_merges "$U" # the parts stay apart (the runs are --no-compact)
 many() { # TENANT DAYS_BACK...: per day 40 parts of 25 rows (one part per insert)
     local t=$1 d k; shift
-    chq "$U" "SYSTEM STOP MERGES events" >/dev/null # a finished tiering run starts them again
     for d in "$@"; do
         for k in $(seq 1 40); do
             chq "$U" "INSERT INTO events SELECT $t, toYYYYMMDD($TODAY - $d), 0,
@@ -41,7 +41,7 @@ stmts() {
 many 1 5 6 7
 [ "$(parts_of 1)" -ge 120 ] || fail "tenant 1 has only $(parts_of 1) parts"
 want=$(tier_fp "$U" "tenant = 1")
-"$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 1 --json >"$T/t1.json" 2>"$T/t1.log" ||
+"$FERRY_BIN" tier --no-compact --config "$C" --older-than 3d --tenant 1 --json >"$T/t1.json" 2>"$T/t1.log" ||
     fail "tier: $(tail -5 "$T/t1.log")"
 assert_eq "DONE DONE DONE" "$(jq -r '[.jobs[].state] | join(" ")' "$T/t1.json")" "every job done"
 read -r na ns over < <(stmts "$T/t1.log")
@@ -56,11 +56,11 @@ ok "a wave of 120 parts: ATTACH in 4 statements of at most 32 parts, the swap a 
 # ---- killed after its first ATTACH statement, resumed ------------------------------------------
 many 2 5 6 7
 want=$(tier_fp "$U" "tenant = 2")
-expect_exit 137 env FERRY_TEST_CRASH_AFTER=ATTACH:statement "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 2
+expect_exit 137 env FERRY_TEST_CRASH_AFTER=ATTACH:statement "$FERRY_BIN" tier --no-compact --config "$C" --older-than 3d --tenant 2
 assert_contains "$ERR" "tier attach statement" "the killed run ran an ATTACH statement"
 left=$(chq "$U" "SELECT count() FROM system.detached_parts WHERE table = 'events_ferry_staging' AND partition_id LIKE '2-%'")
 assert_eq 88 "$left" "88 pointer parts still detached in staging after the first statement of 32"
-"$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 2 --json >"$T/t2.json" 2>"$T/t2.log" ||
+"$FERRY_BIN" tier --no-compact --config "$C" --older-than 3d --tenant 2 --json >"$T/t2.json" 2>"$T/t2.log" ||
     fail "resumed tier: $(tail -5 "$T/t2.log")"
 assert_eq "DONE DONE DONE" "$(jq -r '[.jobs[].state] | join(" ")' "$T/t2.json")" "every resumed job done ($(jq -c '[.jobs[] | {state, error}]' "$T/t2.json"))"
 read -r na ns over < <(stmts "$T/t2.log")
@@ -73,9 +73,9 @@ ok "killed after its first ATTACH statement: the resumed run attached the 88 par
 # ---- killed after its first swap statement, resumed; then late rows (the attach form) ----------
 many 3 5 6 7
 want=$(tier_fp "$U" "tenant = 3")
-expect_exit 137 env FERRY_TEST_CRASH_AFTER=SWAP:ran "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 3
+expect_exit 137 env FERRY_TEST_CRASH_AFTER=SWAP:ran "$FERRY_BIN" tier --no-compact --config "$C" --older-than 3d --tenant 3
 assert_eq 1 "$(grep -c 'tier swap statement' "$T/.err")" "the killed run ran one swap statement"
-"$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 3 --json >"$T/t3.json" 2>"$T/t3.log" ||
+"$FERRY_BIN" tier --no-compact --config "$C" --older-than 3d --tenant 3 --json >"$T/t3.json" 2>"$T/t3.log" ||
     fail "resumed tier: $(tail -5 "$T/t3.log")"
 assert_eq "DONE DONE DONE" "$(jq -r '[.jobs[].state] | join(" ")' "$T/t3.json")" "every resumed job done ($(jq -c '[.jobs[] | {state, error}]' "$T/t3.json"))"
 read -r na ns over < <(stmts "$T/t3.log")
@@ -85,7 +85,7 @@ assert_eq "$want" "$(tier_fp "$U" "tenant = 3")" "same data after the resume"
 # late rows into the tiered days: 40 more parts each, tiered with the attach form
 many 3 5 6 7
 want=$(tier_fp "$U" "tenant = 3")
-"$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 3 --json >"$T/t4.json" 2>"$T/t4.log" ||
+"$FERRY_BIN" tier --no-compact --config "$C" --older-than 3d --tenant 3 --json >"$T/t4.json" 2>"$T/t4.log" ||
     fail "tier of late rows: $(tail -5 "$T/t4.log")"
 assert_eq "DONE DONE DONE" "$(jq -r '[.jobs[].state] | join(" ")' "$T/t4.json")" "the late rows' jobs done"
 # grep -c reads to the end (grep -q stops at the first match and, under pipefail, the first

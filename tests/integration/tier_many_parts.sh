@@ -12,7 +12,7 @@ tier_lab "$L" --nodes 1
 C=$L/ferry.conf
 U=$(lab_url "$L" node1)
 tier_create "$U"
-chq "$U" "SYSTEM STOP MERGES events" >/dev/null # keep the parts apart until the tiering
+tier_no_bg_merges "$U" # keep the parts apart until the tiering (which runs --no-compact)
 many() { # TENANT: two old days of 150 parts each (a part per 10-row block)
     chq "$U" "INSERT INTO events SELECT $1, toYYYYMMDD($TODAY - 5 - intDiv(number, 1500)), 0,
         toDateTime($TODAY - 5) + number, number % 97, number FROM numbers(3000)
@@ -25,10 +25,10 @@ companions() { sqlite3 "$L/catalog.db" "SELECT count() FROM records WHERE parent
 many 1
 [ "$(parts_of 1)" -ge 300 ] || fail "tenant 1 has only $(parts_of 1) parts"
 want=$(tier_fp "$U" "tenant = 1")
-expect_exit 137 env FERRY_TEST_CRASH_AFTER=UPLOAD "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 1
+expect_exit 137 env FERRY_TEST_CRASH_AFTER=UPLOAD "$FERRY_BIN" tier --no-compact --config "$C" --older-than 3d --tenant 1
 [ "$(companions 1)" -ge 2 ] || fail "the part lists were not journaled in companion records: $(companions 1)"
 assert_eq 0 "$(sqlite3 "$L/catalog.db" "SELECT count() FROM records WHERE parent = 'jobs' AND name LIKE 'tier.%' AND length(json_extract(doc, '\$.data')) >= 2048")" "every job record within its size"
-expect_exit 0 "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 1 --json
+expect_exit 0 "$FERRY_BIN" tier --no-compact --config "$C" --older-than 3d --tenant 1 --json
 assert_eq "DONE DONE" "$(jq -r '[.jobs[].state] | join(" ")' <<<"$OUT")" "the resumed wave finished ($(jq -c '[.jobs[] | {state, error}]' <<<"$OUT"))"
 assert_eq 2 "$(jq '[.jobs[] | select(.resumed and .hot_parts >= 150)] | length' <<<"$OUT")" "both jobs resumed with their long part lists"
 assert_eq "$want" "$(tier_fp "$U" "tenant = 1")" "same data"
