@@ -359,39 +359,86 @@ bool tier_wave_needs_stop(const tier_wave *w, tier_job *const *js, size_t n)
     return false;
 }
 
+/* The key of a table in ctx->held: server, database and table joined by a unit separator. */
+static void held_key(const char *server, const char *db, const char *table, char *out,
+                     size_t size)
+{
+    snprintf(out, size, "%s\x1f%s\x1f%s", server, db, table);
+}
+
+void tier_held_note(tier_ctx *ctx, const char *job_id, const char *server, const char *db,
+                    const char *table, bool unverified)
+{
+    if (!ctx->held)
+        return; /* not read yet: the journal, read when first needed, has it */
+    if (!unverified) {
+        json_object_del(ctx->held, job_id);
+        return;
+    }
+    char key[3 * FERRY_NAME_MAX + 3];
+    held_key(server, db, table, key, sizeof key);
+    json_object_set_new(ctx->held, job_id, json_string(key));
+}
+
+int tier_held_seed(tier_ctx *ctx, const ferry_record_list *unfinished, ferry_err *err)
+{
+    json_t *held = json_object();
+    if (!held)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < unfinished->n; i++) {
+        const ferry_job *rj = &unfinished->items[i].u.job;
+        tier_job j = {0};
+        ferry_err e = {0};
+        j.data = json_loads(rj->data, 0, NULL);
+        if (json_is_object(j.data) && !ferry_tier_state_parse(rj->state, &j.state, &e) &&
+            tier_job_swap_unverified(&j)) {
+            char key[3 * FERRY_NAME_MAX + 3];
+            held_key(tier_dstr(&j, "server"), tier_dstr(&j, "db"), tier_dstr(&j, "table"), key,
+                     sizeof key);
+            json_object_set_new(held, rj->id, json_string(key));
+        }
+        json_decref(j.data);
+    }
+    json_decref(ctx->held);
+    ctx->held = held;
+    return FERRY_OK;
+}
+
 bool tier_journal_holds_merges(tier_ctx *ctx, const tier_server *srv, const char *db,
                                const char *table, const tier_wave *w, char *job_id,
                                size_t job_id_size)
 {
-    ferry_record_list l = {0};
-    ferry_err err = {0};
-    bool held = false;
-    if (ferry_flow_list_unfinished(&ctx->journal, &l, &err)) {
-        FLOG_WARN("msg=\"tier: the journal could not be read; merges of the table left as they "
-                  "are\" server=%s table=%s err=\"%s\"", srv->shard.name, table, err.msg);
-        snprintf(job_id, job_id_size, "?");
-        return true;
+    if (!ctx->held) {
+        ferry_record_list l = {0};
+        ferry_err err = {0};
+        int rc = ferry_flow_list_unfinished(&ctx->journal, &l, &err);
+        if (!rc)
+            rc = tier_held_seed(ctx, &l, &err);
+        ferry_record_list_free(&l);
+        if (rc) {
+            FLOG_WARN("msg=\"tier: the journal could not be read; merges of the table left as "
+                      "they are\" server=%s table=%s err=\"%s\"", srv->shard.name, table,
+                      err.msg);
+            snprintf(job_id, job_id_size, "?");
+            return true;
+        }
     }
-    for (size_t i = 0; !held && i < l.n; i++) {
-        const ferry_job *rj = &l.items[i].u.job;
+    char key[3 * FERRY_NAME_MAX + 3];
+    held_key(srv->shard.name, db, table, key, sizeof key);
+    const char *id;
+    json_t *v;
+    json_object_foreach(ctx->held, id, v)
+    {
         bool in_wave = false;
         for (size_t k = 0; w && !in_wave && k < w->n; k++)
-            in_wave = !strcmp(w->jobs[k]->rec.u.job.id, rj->id);
-        if (in_wave) /* the wave's own jobs: tier_wave_needs_stop, from memory */
-            continue;
-        tier_job j = {0};
-        ferry_err e = {0};
-        j.data = json_loads(rj->data, 0, NULL);
-        held = json_is_object(j.data) && !ferry_tier_state_parse(rj->state, &j.state, &e) &&
-               !strcmp(tier_dstr(&j, "server"), srv->shard.name) &&
-               !strcmp(tier_dstr(&j, "db"), db) && !strcmp(tier_dstr(&j, "table"), table) &&
-               tier_job_swap_unverified(&j);
-        if (held)
-            snprintf(job_id, job_id_size, "%s", rj->id);
-        json_decref(j.data);
+            in_wave = !strcmp(w->jobs[k]->rec.u.job.id, id);
+        /* the wave's own jobs: tier_wave_needs_stop decides for them, from memory */
+        if (!in_wave && !strcmp(json_string_value(v), key)) {
+            snprintf(job_id, job_id_size, "%s", id);
+            return true;
+        }
     }
-    ferry_record_list_free(&l);
-    return held;
+    return false;
 }
 
 bool tier_merges_needed(tier_ctx *ctx, const tier_wave *w, tier_job *const *js, size_t n)
@@ -642,6 +689,9 @@ int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err)
         }
         rc = settle_failures(ctx, w, sel, k, err);
     }
+    for (size_t i = 0; !ctx->lost && i < w->n; i++) /* the jobs as the journal now has them */
+        tier_held_note(ctx, w->jobs[i]->rec.u.job.id, w->srv->shard.name, w->db, w->table,
+                       tier_job_swap_unverified(w->jobs[i]));
     settle_merges(ctx, w);
     free(sel);
     return rc;

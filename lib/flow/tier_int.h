@@ -105,6 +105,11 @@ typedef struct tier_ctx {
     unsigned long catalog_writes, waves;
     bool lost;             /* a compare-and-set on a job record failed: another worker owns it */
     ferry_slice_leases slices; /* the slices whose jobs run now (repair keeps off them) */
+    /* The journal's unfinished tier jobs whose swap is not verified (I6: their tables' merges
+     * stay stopped): job id -> "server\x1fdb\x1ftable". Read once a run (resume_jobs seeds it
+     * from its own list), then kept by each wave's end: the run's leases keep other runs off
+     * these servers' jobs. NULL until read. */
+    json_t *held;
 } tier_ctx;
 
 /* One job while it runs. data is the journal's JSON state:
@@ -223,9 +228,16 @@ bool tier_job_swap_unverified(const tier_job *j);
  * tier.c): its swap may have run and is not verified yet, or the wave holds merges and the job
  * is frozen and not swapped. */
 bool tier_wave_needs_stop(const tier_wave *w, tier_job *const *js, size_t n);
+/* ctx->held from the journal's unfinished tier jobs (ferry_flow_list_unfinished's list). */
+int tier_held_seed(tier_ctx *ctx, const ferry_record_list *unfinished, ferry_err *err);
+/* Keeps ctx->held true to the journal after a wave: job_id held (unverified: its swap may have
+ * run and is not verified) or not. Nothing when ctx->held was not read yet. */
+void tier_held_note(tier_ctx *ctx, const char *job_id, const char *server, const char *db,
+                    const char *table, bool unverified);
 /* Whether an unfinished job of the journal on db.table of srv, other than the jobs of wave w
  * (NULL: none excluded), has an unverified swap (tier_job_swap_unverified): a job an earlier run
- * or wave left for later. Its id goes to job_id. True also when the journal cannot be read
+ * or wave left for later. Its id goes to job_id. Answers from ctx->held, read from the journal
+ * the first time when resume_jobs did not seed it. True also when the journal cannot be read
  * (merges stay as they are; logged). */
 bool tier_journal_holds_merges(tier_ctx *ctx, const tier_server *srv, const char *db,
                                const char *table, const tier_wave *w, char *job_id,

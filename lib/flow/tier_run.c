@@ -381,6 +381,8 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
     tier_job *js = NULL;
     size_t n = 0;
     int lrc = ferry_flow_list_unfinished(&ctx->journal, &l, &err);
+    if (!lrc)
+        lrc = tier_held_seed(ctx, &l, &err);
     if (!lrc && l.n)
         lrc = ferry_catalog_list_unfinished_moves(ctx->cat, &moves, &err);
     if (lrc) {
@@ -825,6 +827,7 @@ static void ctx_free(tier_ctx *ctx)
     ferry_record_list_free(&ctx->tables);
     ferry_record_list_free(&ctx->tenants);
     ferry_objstore_close(ctx->store);
+    json_decref(ctx->held);
     ferry_catalog_close(ctx->cat);
     ferry_config_free(&ctx->cfg);
 }
