@@ -7,6 +7,8 @@
 #   make fuzz-smoke  each libFuzzer target for FUZZ_SECONDS (30) from its corpus (clang; CI)
 #   make install   the release build and its files under PREFIX (DESTDIR for staging)
 #   make demo DEMO_ARGS=--json   passes options to `ferry demo` (docs/demo.md)
+#   make test-loaded  `make test` while CPU burners keep every core busy (BURNERS, default
+#                  one per core; scripts/test_loaded.sh)
 #   make soak      the chaos soak, 10 min (SOAK_SECONDS, SOAK_SEED, SOAK_CATALOG=sqlite|zk);
 #                  not part of `make test` (docs/reliability.md)
 BUILD      ?= build
@@ -21,7 +23,7 @@ SOAK_CATALOG ?= sqlite
 
 PREFIX     ?= /usr/local
 
-.PHONY: all deps deps-build build release test soak demo bench fuzz fuzz-smoke clean install
+.PHONY: all deps deps-build build release test test-loaded soak demo bench fuzz fuzz-smoke clean install
 
 all: build
 
@@ -44,6 +46,10 @@ release: deps-build
 # the soak's short ctest (label soak) is left out; `make soak` runs the long one
 test: deps build
 	cd $(BUILD) && ctest --no-tests=error --output-on-failure -j $(JOBS) -LE soak $(CTEST_ARGS)
+
+# the same under load: busy loops on every core beside the tests, stopped by PID at the end
+test-loaded:
+	@bash scripts/test_loaded.sh JOBS=$(JOBS) $(if $(CTEST_ARGS),CTEST_ARGS="$(CTEST_ARGS)")
 
 # the chaos soak on the sanitizer build: faults, then invariants; report in $(BUILD)/soak-report.json
 soak: deps build
