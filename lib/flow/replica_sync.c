@@ -21,8 +21,11 @@
  * (or puts in a replace's snapshot) only parts that were on the source when it was listed, and a
  * part the target lacks is copied only once it is at least the settle time old (the grace when
  * given, else RS_SETTLE_MS) and the target, listed again after that, still lacks it; parts that
- * appeared since the listing wait for the next round. A client's retry of a batch that failed on
- * the target, sent after the copy, is not caught by this (docs/reliability.md).
+ * appeared since the listing wait for the next round. Nor is anything copied (or snapshot for a
+ * replace) while the target still runs an INSERT that started before the newest such part was
+ * written, plus the settle time (wait_inserts_landed: a stalled target's write may take longer
+ * than the settle time to land). A client's retry of a batch that failed on the target, sent
+ * after the copy, is not caught by this (docs/reliability.md).
  * Every statement goes through ferry_guarded_exec; parts travel agent to agent with `send`
  * (hot: real files checked against checksums.txt; cold: pointer files, objects checked). */
 #include "flow/replica_int.h"
@@ -49,6 +52,9 @@
  * landed on all of them, or failed, this long after it landed on one (the soak's routers give
  * up on a shard after shard_timeout = 10 s). */
 #define RS_SETTLE_MS 10000
+/* wait_inserts_landed: how often it looks at the target's running INSERTs, and for how long */
+#define RS_INFLIGHT_POLL_MS 200
+#define RS_INFLIGHT_MAX_MS 120000
 
 static uint64_t u64_of(const char *s)
 {
@@ -205,6 +211,83 @@ static int part_ages(mv_conn *c, const ferry_table_def *t, const char *pid, cons
     ferry_ch_rows_free(&rows);
     ferry_buf_free(&sql);
     return rc;
+}
+
+/* The newest modification time (unix seconds, the source's clock) of the parts ps[k] with
+ * pick[k], in t's partition pid on c; 0 when none of them is active any more. */
+static int youngest_mtime(mv_conn *c, const ferry_table_def *t, const char *pid, const mv_parts *ps,
+                          const bool *pick, uint64_t *mtime, ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    size_t n = 0;
+    *mtime = 0;
+    ferry_buf_puts(&sql, "SELECT toUInt64(max(toUnixTimestamp(modification_time))) FROM "
+                         "system.parts WHERE active AND database = ");
+    ferry_sql_quote(t->database, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(t->name, &sql);
+    ferry_buf_puts(&sql, " AND partition_id = ");
+    ferry_sql_quote(pid, &sql);
+    ferry_buf_puts(&sql, " AND name IN (");
+    for (size_t k = 0; k < ps->n; k++)
+        if (pick[k]) {
+            ferry_buf_puts(&sql, n++ ? ", " : "");
+            ferry_sql_quote(ps->p[k].name, &sql);
+        }
+    ferry_buf_puts(&sql, ")");
+    int rc = n ? mv_sql(c, ferry_buf_cstr(&sql), &rows, err) : FERRY_OK;
+    if (!rc && rows.n_rows)
+        *mtime = u64_of(ferry_ch_rows_get(&rows, 0, 0));
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
+/* The settle time assumes that the two halves of a router's write start within `settle` of each
+ * other, and also that the slower one lands within it. The second does not hold on a stalled
+ * target (the chaos soak's loop-mounted node4, statements of 12 s: a clone's SWITCH copied a
+ * batch's part whose own INSERT was still running there, and when it landed the target held
+ * those 11 rows twice). So: waits (bounded by RS_INFLIGHT_MAX_MS) until the target runs no
+ * INSERT that started before `mtime` (the newest part it lacks, the source's clock) plus the
+ * settle time; a slow write that started in time is waited for however long it takes to land.
+ * *waited: it had to wait (the caller lists the target again). Any INSERT counts, whatever its
+ * table: a false alarm costs a wait, a miss a duplicated batch. */
+static int wait_inserts_landed(mv_conn *dst, const ferry_table_def *t, const char *pid,
+                               uint64_t mtime, unsigned settle, bool *waited, ferry_err *err)
+{
+    *waited = false;
+    if (!mtime)
+        return FERRY_OK;
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT count() FROM system.processes WHERE query_kind = 'Insert' AND "
+             "toUnixTimestamp(now()) - elapsed <= %llu",
+             (unsigned long long)(mtime + (settle + 999) / 1000));
+    for (unsigned spent = 0;; spent += RS_INFLIGHT_POLL_MS) {
+        ferry_ch_rows rows = {0};
+        int rc = mv_sql(dst, sql, &rows, err);
+        uint64_t running = !rc && rows.n_rows ? u64_of(ferry_ch_rows_get(&rows, 0, 0)) : 0;
+        ferry_ch_rows_free(&rows);
+        if (rc || !running)
+            return rc;
+        if (spent >= RS_INFLIGHT_MAX_MS)
+            return ferry_err_set(err, FERRY_ETIMEOUT,
+                                 "replica sync of %s partition %s: %llu INSERT(s) that started "
+                                 "before a part %s lacks was written (or within %u ms after) "
+                                 "still run on %s after %u s; nothing copied, try again later",
+                                 t->name, pid, (unsigned long long)running, dst->name, settle,
+                                 dst->name, RS_INFLIGHT_MAX_MS / 1000);
+        if (!*waited)
+            ferry_log(FERRY_LOG_INFO, "msg=\"replica sync waits for an INSERT still running on "
+                      "the target (it started before a part the target lacks was written)\" "
+                      "table=%s partition=%s target=%s running=%llu", t->name, pid, dst->name,
+                      (unsigned long long)running);
+        *waited = true;
+        if (ferry_stop_sleep_ms(RS_INFLIGHT_POLL_MS))
+            return ferry_err_set(err, FERRY_ETIMEOUT, "replica sync of %s partition %s: "
+                                 "stopping (the process was asked to stop)", t->name, pid);
+    }
 }
 
 static int ensure_staging(mv_conn *dst, const ferry_table_def *t, const char *st, ferry_err *err)
@@ -471,7 +554,7 @@ static int remove_freeze(mv_conn *src, const char *freeze, ferry_err *err)
  * copied nor put in the snapshot (the next round looks at it). dst_parts: dst's parts listed
  * after the settle time. */
 static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
-                      const char *freeze, bool replace, const mv_parts *listed,
+                      const char *freeze, bool replace, unsigned settle, const mv_parts *listed,
                       const mv_parts *dst_parts, rs_result *out, ferry_err *err)
 {
     char st[FERRY_NAME_MAX + 32];
@@ -516,8 +599,17 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
     if (!rc && !none) {
         ferry_buf sql = FERRY_BUF_INIT;
         mv_parts old = {0}; /* the target's parts, detached by name */
-        if (replace)
-            rc = mv_list_parts(dst, t->database, t->name, pid, true, &old, err);
+        if (replace) {
+            /* the snapshot holds every part listed: the target's own copy of one may still be
+             * on its way, and would land beside the snapshot's, after the listing below */
+            uint64_t mtime = 0;
+            bool waited = false;
+            rc = youngest_mtime(src, t, pid, &frozen, missing, &mtime, err);
+            if (!rc)
+                rc = wait_inserts_landed(dst, t, pid, mtime, settle, &waited, err);
+            if (!rc)
+                rc = mv_list_parts(dst, t->database, t->name, pid, true, &old, err);
+        }
         ferry_buf_puts(&sql, "ALTER TABLE ");
         if (replace) {
             /* DETACH PART of each part listed, then the snapshot attached (tiering's attach
@@ -661,6 +753,19 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
             if (!rc)
                 match_parts(&sp, &dp, missing, &subset);
         }
+        uint64_t mtime = 0;
+        bool waited = false;
+        if (!rc && !dry_run)
+            rc = youngest_mtime(src, t, pid, &sp, missing, &mtime, err);
+        if (!rc && !dry_run)
+            rc = wait_inserts_landed(dst, t, pid, mtime, settle, &waited, err);
+        if (!rc && waited) {
+            free(dp.p);
+            dp.p = NULL;
+            rc = mv_list_parts(dst, t->database, t->name, pid, true, &dp, err);
+            if (!rc)
+                match_parts(&sp, &dp, missing, &subset);
+        }
         bool replace = !subset;
         if (!rc && replace) {
             bool contained = false;
@@ -689,7 +794,7 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
             announced = true;
         }
         if (!rc && !dry_run)
-            rc = sync_round(src, dst, t, pid, freeze, replace, &sp, &dp, out, err);
+            rc = sync_round(src, dst, t, pid, freeze, replace, settle, &sp, &dp, out, err);
         free(sp.p);
         free(dp.p);
         free(missing);

@@ -94,6 +94,29 @@ assert_eq "$(mv_fp "$U1" acme 0)" "$(mv_fp "$U2" acme 0)" "acme equal on both re
 expect_exit 0 "$FERRY_BIN" repair --config "$C" --tenant acme --grace 0
 ok "a repair copied the missed batch and left the one on its way to node2 to its own write: every row once"
 
+# ---- a target whose write takes longer than the settle time ------------------------------------
+# The chaos soak's node4 (a loop-mounted disk, statements of 12 s) ran a batch's INSERT longer
+# than the settle time: a clone's SWITCH copied the batch's part from the source, the INSERT then
+# landed, and the new replica held those rows twice. Here the target's write of a batch starts
+# first and takes about 4 s (sleepEachRow), the source's lands at once, and a repair with a
+# settle time of 100 ms runs meanwhile: it must wait for that INSERT and copy nothing.
+"$FERRY_BIN" tenant add delta --config "$C" >/dev/null || fail "tenant add delta"
+for u in "$U1" "$U2"; do batch "$u" delta 0 2000 delta-base; done
+chq "$U2" "INSERT INTO events SELECT 'delta', 20261101 + number % 3, 0, 40000 + number, number
+    FROM numbers(100) WHERE sleepEachRow(0.04) = 0
+    SETTINGS insert_deduplication_token = 'delta-slow', function_sleep_max_microseconds_per_block = 30000000" \
+    >"$T/slow.out" 2>&1 &
+SLOW=$!
+wait_for 30 sh -c "[ \"\$(curl -sS '$U2/' --data-binary \"SELECT count() FROM system.processes WHERE query_kind = 'Insert'\")\" != 0 ]" ||
+    fail "the slow INSERT never showed in node2's system.processes: $(cat "$T/slow.out")"
+batch "$U1" delta 40000 100 delta-slow
+expect_exit 0 "$FERRY_BIN" repair --config "$C" --tenant delta --grace 100
+wait "$SLOW" || fail "the slow INSERT failed: $(cat "$T/slow.out")"
+assert_eq "2100 2100" "$(once "$U2" delta)" "every row of delta once on node2 (the slow write landed once, nothing copied)"
+assert_contains "$ERR" "waits for an INSERT still running on the target" "the repair waited for the slow write"
+assert_eq "$(mv_fp "$U1" delta 0)" "$(mv_fp "$U2" delta 0)" "delta equal on both replicas"
+ok "a repair waited for a target's INSERT slower than the settle time: every row once"
+
 # ---- a repair while a client's retry is expected ------------------------------------------------
 # A write through a router fails on node2 (killed; started again afterwards) after node1 stored
 # it; the client will send it again with the same token. Without the check the repair copied the
