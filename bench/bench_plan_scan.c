@@ -54,6 +54,19 @@ static int count_slice(const ferry_slice_row *r, void *arg, ferry_err *err)
     return FERRY_OK;
 }
 
+/* The names of the catalog's shards (the view's shard table starts with them): *names
+ * malloc'ed, borrowing from *shards; the caller frees both. */
+static void shard_names(ferry_catalog *cat, ferry_record_list *shards, const char ***names)
+{
+    ferry_err err = {0};
+    if (ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, shards, &err))
+        die("shards", &err);
+    if (!(*names = calloc(shards->n + 1, sizeof **names)))
+        die("out of memory", &err);
+    for (size_t i = 0; i < shards->n; i++)
+        (*names)[i] = shards->items[i].u.shard.name;
+}
+
 static bool same_plan(const ferry_rebalance_plan *a, const ferry_rebalance_plan *b)
 {
     if (a->n_moves != b->n_moves || a->moved_bytes != b->moved_bytes ||
@@ -85,6 +98,9 @@ int main(int argc, char **argv)
     double plan_thread = 1e9, status_thread = 1e9;
     size_t counts[3] = {0};
     bool same = true;
+    ferry_record_list shards = {0};
+    const char **names = NULL;
+    shard_names(cat, &shards, &names);
     ferry_rebalance_plan p = {0}, q = {0};
     for (int i = 0; i < repeat; i++) {
         double t0 = now_s(), c0 = cpu_s();
@@ -94,7 +110,7 @@ int main(int argc, char **argv)
         double t1 = now_s();
         scan_cpu = cpu_s() - c0 < scan_cpu ? cpu_s() - c0 : scan_cpu;
         mv_view v;
-        if (mv_view_read(cat, &v, &err))
+        if (mv_view_read(cat, names, shards.n, &v, &err))
             die("view", &err);
         double t2 = now_s();
         mv_view_free(&v);
@@ -121,7 +137,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < (only_new ? 0 : 1); i++) {
         double t0 = now_s();
         mv_view v;
-        if (mv_view_read_records(cat, &v, &err))
+        if (mv_view_read_records(cat, names, shards.n, &v, &err))
             die("view (records)", &err);
         double t1 = now_s();
         mv_view_free(&v);
@@ -156,6 +172,8 @@ int main(int argc, char **argv)
            plan_thread, status_thread, load);
     ferry_rebalance_plan_free(&p);
     ferry_rebalance_plan_free(&q);
+    free(names);
+    ferry_record_list_free(&shards);
     ferry_catalog_close(cat);
     return same ? 0 : 1;
 }

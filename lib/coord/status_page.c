@@ -76,13 +76,14 @@ static int status_copy(coord_view *v, ferry_cluster_status **out, ferry_err *err
     if (cp) {
         *cp = *v->status;
         cp->shards = calloc(v->status->n_shards + 1, sizeof *cp->shards);
+        cp->unknown = calloc(v->status->n_unknown + 1, sizeof *cp->unknown);
         cp->top = calloc(v->status->n_top + 1, sizeof *cp->top);
         memset(&cp->moves, 0, sizeof cp->moves);
         cp->moves.items = calloc(v->status->moves.n + 1, sizeof *cp->moves.items);
         cp->autopilot = calloc(v->status->n_autopilot + 1, sizeof *cp->autopilot);
         cp->repair_needed = calloc(v->status->n_repair_needed + 1, sizeof *cp->repair_needed);
     }
-    if (!cp || !cp->shards || !cp->top || !cp->moves.items || !cp->autopilot ||
+    if (!cp || !cp->shards || !cp->unknown || !cp->top || !cp->moves.items || !cp->autopilot ||
         !cp->repair_needed) {
         if (cp)
             ferry_cluster_status_free(cp);
@@ -90,6 +91,8 @@ static int status_copy(coord_view *v, ferry_cluster_status **out, ferry_err *err
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
     memcpy(cp->shards, v->status->shards, v->status->n_shards * sizeof *cp->shards);
+    if (v->status->n_unknown)
+        memcpy(cp->unknown, v->status->unknown, v->status->n_unknown * sizeof *cp->unknown);
     memcpy(cp->top, v->status->top, v->status->n_top * sizeof *cp->top);
     memcpy(cp->autopilot, v->status->autopilot, v->status->n_autopilot * sizeof *cp->autopilot);
     if (v->status->n_repair_needed) /* the records own no memory */

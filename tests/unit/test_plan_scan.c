@@ -459,12 +459,16 @@ static void same_view(const mv_view *a, const mv_view *b)
         assert_int_equal(x->rows, y->rows);
         assert_int_equal(x->version, y->version);
         assert_int_equal(x->route_version, y->route_version);
-        assert_int_equal(!x->placement, !y->placement);
-        assert_int_equal(!x->route, !y->route);
-        if (x->placement)
-            assert_string_equal(x->placement, y->placement);
-        if (x->route)
-            assert_string_equal(x->route, y->route);
+        assert_int_equal(x->has_slice, y->has_slice);
+        assert_int_equal(x->has_route, y->has_route);
+        assert_int_equal(x->n_placement, y->n_placement);
+        assert_int_equal(x->n_route, y->n_route);
+        for (size_t k = 0; k < x->n_placement; k++)
+            assert_string_equal(a->shards.names[mv_view_placement(a, x)[k]],
+                                b->shards.names[mv_view_placement(b, y)[k]]);
+        for (size_t k = 0; k < x->n_route; k++)
+            assert_string_equal(a->shards.names[mv_view_route(a, x)[k]],
+                                b->shards.names[mv_view_route(b, y)[k]]);
     }
 }
 
@@ -491,10 +495,17 @@ static void test_plan_same_as_records(void **state)
     ferry_catalog *c = realistic();
     ferry_err err = {0};
     mv_view v, w;
-    if (mv_view_read(c, &v, &err))
+    ferry_record_list shards = {0};
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_SHARD, NULL, 0, &shards, &err), FERRY_OK);
+    const char **names = calloc(shards.n + 1, sizeof *names);
+    for (size_t i = 0; i < shards.n; i++)
+        names[i] = shards.items[i].u.shard.name;
+    if (mv_view_read(c, names, shards.n, &v, &err))
         fail_msg("view: %s", err.msg);
-    if (mv_view_read_records(c, &w, &err))
+    if (mv_view_read_records(c, names, shards.n, &w, &err))
         fail_msg("view from records: %s", err.msg);
+    free(names);
+    ferry_record_list_free(&shards);
     same_view(&v, &w);
     mv_view_free(&v);
     mv_view_free(&w);
