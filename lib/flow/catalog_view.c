@@ -99,11 +99,36 @@ struct mv_text_map {
     mv_pool pool; /* the texts */
 };
 
-static const char *const *names_sorting; /* qsort has no context pointer */
-
-static int by_name(const void *a, const void *b)
+/* The slot of name in the names' hash table: its entry, or the free slot where it goes. */
+static size_t name_slot(const mv_shards *s, const char *name)
 {
-    return strcmp(names_sorting[*(const size_t *)a], names_sorting[*(const size_t *)b]);
+    size_t k = (size_t)fnv1a(name) & (s->cap_slots - 1);
+    while (s->slots[k] && strcmp(s->names[s->slots[k] - 1], name))
+        k = (k + 1) & (s->cap_slots - 1);
+    return k;
+}
+
+/* Enters names[k] into the hash table (not there yet), which it keeps at most half full. */
+static int name_enter(mv_shards *s, size_t k)
+{
+    if (2 * (k + 1) > s->cap_slots) {
+        uint32_t *old = s->slots;
+        size_t old_cap = s->cap_slots;
+        s->cap_slots = old_cap ? old_cap * 2 : 64;
+        if (!(s->slots = calloc(s->cap_slots, sizeof *s->slots))) {
+            s->slots = old;
+            s->cap_slots = old_cap;
+            return FERRY_ENOMEM;
+        }
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i])
+                s->slots[name_slot(s, s->names[old[i] - 1])] = old[i];
+        free(old);
+    }
+    size_t slot = name_slot(s, s->names[k]);
+    assert(!s->slots[slot]);
+    s->slots[slot] = (uint32_t)k + 1;
+    return FERRY_OK;
 }
 
 int mv_shards_init(mv_shards *s, const char *const *known, size_t n_known, ferry_err *err)
@@ -114,48 +139,30 @@ int mv_shards_init(mv_shards *s, const char *const *known, size_t n_known, ferry
     s->cap = n_known + 16;
     s->cap_idx = 1024;
     s->names = calloc(s->cap, sizeof *s->names);
-    s->by_name = calloc(n_known + 1, sizeof *s->by_name);
     s->idx = malloc(s->cap_idx * sizeof *s->idx);
     s->pool = calloc(1, sizeof *s->pool);
     s->texts = calloc(1, sizeof *s->texts);
-    if (!s->names || !s->by_name || !s->idx || !s->pool || !s->texts)
+    if (!s->names || !s->idx || !s->pool || !s->texts)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     s->texts->cap = 1024;
     if (!(s->texts->v = calloc(s->texts->cap, sizeof *s->texts->v)))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; i < n_known; i++) {
-        if (!(s->names[i] = pool_put(s->pool, known[i], strlen(known[i]))))
+        if (mv_shards_find(s, known[i]) >= 0)
+            return ferry_err_set(err, FERRY_EINVAL, "shard %s is there twice", known[i]);
+        if (!(s->names[i] = pool_put(s->pool, known[i], strlen(known[i]))) || name_enter(s, i))
             return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        s->by_name[i] = i;
+        s->n = s->n_known = i + 1;
     }
-    s->n = s->n_known = n_known;
-    names_sorting = s->names;
-    if (n_known > 1) /* qsort of NULL, 0 is undefined */
-        qsort(s->by_name, n_known, sizeof *s->by_name, by_name);
-    for (size_t i = 1; i < n_known; i++)
-        if (!strcmp(s->names[s->by_name[i - 1]], s->names[s->by_name[i]]))
-            return ferry_err_set(err, FERRY_EINVAL, "shard %s is there twice",
-                                 s->names[s->by_name[i]]);
     return FERRY_OK;
 }
 
 long mv_shards_find(const mv_shards *s, const char *name)
 {
-    size_t lo = 0, hi = s->n_known;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int d = strcmp(s->names[s->by_name[mid]], name);
-        if (!d)
-            return (long)s->by_name[mid];
-        if (d < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t k = s->n_known; k < s->n; k++) /* a few at most: names without a record */
-        if (!strcmp(s->names[k], name))
-            return (long)k;
-    return -1;
+    if (!s->cap_slots)
+        return -1;
+    uint32_t k = s->slots[name_slot(s, name)];
+    return k ? (long)k - 1 : -1;
 }
 
 /* The index of name, appended to the table as unknown when it is not there. */
@@ -167,7 +174,7 @@ static int shard_of(mv_shards *s, const char *name, mv_shard *out, ferry_err *er
             return ferry_err_set(err, FERRY_EUNSUPPORTED, "the lists name more than %d shards",
                                  MV_SHARDS_TABLE_MAX);
         if (grow((void **)&s->names, &s->cap, s->n, sizeof *s->names) ||
-            !(s->names[s->n] = pool_put(s->pool, name, strlen(name))))
+            !(s->names[s->n] = pool_put(s->pool, name, strlen(name))) || name_enter(s, s->n))
             return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         k = (long)s->n++;
     }
@@ -219,8 +226,8 @@ int mv_shards_put(mv_shards *s, const char *text, uint32_t *at, uint8_t *count, 
     if (s->n_idx + n > UINT32_MAX)
         return ferry_err_set(err, FERRY_EUNSUPPORTED, "more than %u shard indexes",
                              (unsigned)UINT32_MAX);
-    while (s->n_idx + n > s->cap_idx)
-        if (grow((void **)&s->idx, &s->cap_idx, s->n_idx, sizeof *s->idx))
+    while (s->n_idx + n > s->cap_idx) /* grow doubles a full array: cap_idx as its length */
+        if (grow((void **)&s->idx, &s->cap_idx, s->cap_idx, sizeof *s->idx))
             return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++)
         if ((rc = shard_of(s, ferry_shard_set_at(&set, i), &s->idx[s->n_idx + i], err)))
@@ -257,7 +264,7 @@ void mv_shards_free(mv_shards *s)
     pool_free(s->pool);
     free(s->names);
     free(s->idx);
-    free(s->by_name);
+    free(s->slots);
     memset(s, 0, sizeof *s);
 }
 

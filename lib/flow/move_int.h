@@ -92,7 +92,8 @@ typedef struct mv_shards {
     size_t n_idx, cap_idx;
     struct mv_pool *pool; /* the names */
     mv_text_map *texts;   /* the texts met, to their lists; NULL once sealed */
-    size_t *by_name;      /* [n_known]: the known names' indexes sorted by name */
+    uint32_t *slots;     /* the names' hash table: index + 1, 0 for a free slot */
+    size_t cap_slots;
 } mv_shards;
 
 /* A table of the n_known names known[] (copied; a name twice is refused). Free with

@@ -533,6 +533,52 @@ static void test_plan_same_as_records(void **state)
 
 /* ---- the view's shard indexes, with names that have no shard record ---- */
 
+/* The shard table alone: thousands of distinct lists (the index pool grows), names without a
+ * record past the first chunk of the table, and its limit of MV_SHARDS_TABLE_MAX names. */
+static void test_shard_table(void **state)
+{
+    (void)state;
+    const char *const known[] = {"b", "a", "c"};
+    ferry_err err = {0};
+    mv_shards t;
+    assert_int_equal(mv_shards_init(&t, known, 3, &err), FERRY_OK);
+    assert_int_equal(mv_shards_find(&t, "a"), 1);
+    assert_int_equal(mv_shards_find(&t, "b"), 0);
+    assert_int_equal(mv_shards_find(&t, "c"), 2);
+    uint32_t at, first_at = 0;
+    uint8_t n;
+    for (unsigned i = 0; i < 3000; i++) {
+        char text[64], x[16];
+        snprintf(x, sizeof x, "x%u", i);
+        snprintf(text, sizeof text, "%s,%s", known[i % 3], x);
+        assert_int_equal(mv_shards_put(&t, text, &at, &n, &err), FERRY_OK);
+        first_at = i ? first_at : at;
+        assert_int_equal(n, 2);
+        assert_int_equal(t.idx[at], i % 3);
+        assert_int_equal(t.idx[at + 1], 3 + i);
+        assert_false(mv_shard_known(&t, t.idx[at + 1]));
+        assert_string_equal(t.names[t.idx[at + 1]], x);
+    }
+    assert_int_equal(t.n_idx, 6000);
+    assert_int_equal(mv_shards_put(&t, "b,x0", &at, &n, &err), FERRY_OK);
+    assert_int_equal(at, first_at); /* a text met before: its list, not another */
+    assert_int_equal(mv_shards_put(&t, "a,a", &at, &n, &err), FERRY_EINVAL);
+    ferry_err_clear(&err);
+    /* the table's limit: names past MV_SHARDS_TABLE_MAX are refused, not wrapped */
+    int rc = FERRY_OK;
+    for (unsigned i = 0; !rc; i++) {
+        char text[32];
+        snprintf(text, sizeof text, "y%u", i);
+        rc = mv_shards_put(&t, text, &at, &n, &err);
+        assert_true(rc || t.n <= MV_SHARDS_TABLE_MAX);
+    }
+    assert_int_equal(rc, FERRY_EUNSUPPORTED);
+    assert_int_equal(t.n, MV_SHARDS_TABLE_MAX);
+    mv_shards_seal(&t);
+    assert_int_equal(mv_shards_find(&t, "x2999"), 3002);
+    mv_shards_free(&t);
+}
+
 /* Tenant u of 6 splits on shards s0 s1 s2: u/0 "s0", u/1 "s1,s0", u/2 "s0" (the text of u/0),
  * u/3 on "s2,gone" with placement "gone" (no shard record), u/4 a slice nobody routes, u/5 a
  * route to "old" (no shard record) without a slice record. */
@@ -807,6 +853,7 @@ int main(void)
         cmocka_unit_test(test_slice_scan_stopped),
         cmocka_unit_test(test_tenant_and_partition_rows),
         cmocka_unit_test(test_plan_same_as_records),
+        cmocka_unit_test(test_shard_table),
         cmocka_unit_test(test_view_shard_indexes),
         cmocka_unit_test(test_status_same_as_records),
     };
