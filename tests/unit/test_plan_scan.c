@@ -75,8 +75,8 @@ static void rewrite_doc(ferry_catalog *c, const char *parent, const char *name, 
     assert_int_equal(sqlite3_changes(db), 1);
 }
 
-/* The catalog described at the top. */
-static ferry_catalog *realistic(void)
+/* A new catalog, and a batch (*b) that creates its settings: hash sha256, rf 1, hot_days 7. */
+static ferry_catalog *new_catalog(ferry_batch **b)
 {
     char url[512];
     temp_catalogs_url(&tc, "plan-scan", "timeout_ms=5000", url, sizeof url);
@@ -84,7 +84,7 @@ static ferry_catalog *realistic(void)
     ferry_err err = {0};
     if (ferry_catalog_open(url, &c, &err))
         fail_msg("open %s: %s", url, err.msg);
-    ferry_batch *b = ferry_batch_new();
+    *b = ferry_batch_new();
     ferry_record r;
     ferry_record_init(&r, FERRY_REC_SETTINGS);
     snprintf(r.u.settings.name, sizeof r.u.settings.name, "t");
@@ -93,7 +93,16 @@ static ferry_catalog *realistic(void)
     r.u.settings.fill = 0.85;
     r.u.settings.pointer_format = 5;
     r.u.settings.hot_days = 7;
-    add(b, &r);
+    add(*b, &r);
+    return c;
+}
+
+/* The catalog described at the top. */
+static ferry_catalog *realistic(void)
+{
+    ferry_batch *b;
+    ferry_catalog *c = new_catalog(&b);
+    ferry_record r;
     for (int s = 0; s < N_SHARDS; s++) {
         ferry_record_init(&r, FERRY_REC_SHARD);
         snprintf(r.u.shard.name, sizeof r.u.shard.name, "s%02d", s);
@@ -584,21 +593,9 @@ static void test_shard_table(void **state)
  * route to "old" (no shard record) without a slice record. */
 static ferry_catalog *with_unknown_shards(void)
 {
-    char url[512];
-    temp_catalogs_url(&tc, "plan-scan", "timeout_ms=5000", url, sizeof url);
-    ferry_catalog *c = NULL;
-    ferry_err err = {0};
-    if (ferry_catalog_open(url, &c, &err))
-        fail_msg("open %s: %s", url, err.msg);
-    ferry_batch *b = ferry_batch_new();
+    ferry_batch *b;
+    ferry_catalog *c = new_catalog(&b);
     ferry_record r;
-    ferry_record_init(&r, FERRY_REC_SETTINGS);
-    snprintf(r.u.settings.name, sizeof r.u.settings.name, "t");
-    snprintf(r.u.settings.hash, sizeof r.u.settings.hash, "sha256");
-    r.u.settings.rf = 1;
-    r.u.settings.fill = 0.85;
-    r.u.settings.pointer_format = 5;
-    add(b, &r);
     for (int k = 0; k < 3; k++) {
         ferry_record_init(&r, FERRY_REC_SHARD);
         snprintf(r.u.shard.name, sizeof r.u.shard.name, "s%d", k);
