@@ -3,7 +3,9 @@
  * few fields per row, no ferry_record per slice or route, so a million slices take a fraction of
  * a second, docs/benchmarks.md "Scale"), the partitions from the catalog's partition counts (no
  * partition record read on SQLite), the index of unfinished moves, then the routes of the few
- * largest tenants for the shards that serve them. */
+ * largest tenants for the shards that serve them. Each route's text becomes shard indexes once
+ * per distinct list (mv_shards, move_int.h); a shard a route names without a shard record is
+ * counted apart (ferry_cluster_status.unknown), not lost. */
 #include "ferry/cluster_status.h"
 
 #include <assert.h>

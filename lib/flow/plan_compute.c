@@ -2,9 +2,9 @@
  * active shards as the new cluster; the slices with one replica and rf 1 go through placement's
  * own ferry_pl_rebalance and ferry_pl_plan_build (rebalance_plan.c, the same steps `ferry plan`
  * runs), every other slice through the replica steps below with placement's zone rule. Reads the
- * catalog through the compact view (catalog_view.c, on the catalog's compact scans) and looks
- * everything up by index or binary search: its cost grows as slices x log(slices), whatever the
- * cluster's size. */
+ * catalog through the compact view (catalog_view.c, on the catalog's compact scans), whose routes
+ * are already indexes into the shard records, and looks everything up by index or binary search:
+ * its cost grows as slices x log(slices), whatever the cluster's size. */
 #include "ferry/move.h"
 
 #include <assert.h>
