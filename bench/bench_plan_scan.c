@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <malloc.h>
+
 #include "ferry/catalog.h"
 #include "ferry/catalog_scan.h"
 #include "ferry/cluster_status.h"
@@ -96,7 +98,7 @@ int main(int argc, char **argv)
     double scan = 1e9, view = 1e9, view_rec = 0, plan = 1e9, plan_rec = 0, status = 1e9;
     double scan_cpu = 1e9, plan_cpu = 1e9, status_cpu = 1e9, plan_rec_cpu = 0;
     double plan_thread = 1e9, status_thread = 1e9;
-    size_t counts[3] = {0};
+    size_t counts[3] = {0}, view_heap = 0; /* the view's heap bytes (glibc's mallinfo2) */
     bool same = true;
     ferry_record_list shards = {0};
     const char **names = NULL;
@@ -109,10 +111,12 @@ int main(int argc, char **argv)
             die("scan", &err);
         double t1 = now_s();
         scan_cpu = cpu_s() - c0 < scan_cpu ? cpu_s() - c0 : scan_cpu;
+        size_t heap0 = mallinfo2().uordblks + mallinfo2().hblkhd;
         mv_view v;
         if (mv_view_read(cat, names, shards.n, &v, &err))
             die("view", &err);
         double t2 = now_s();
+        view_heap = mallinfo2().uordblks + mallinfo2().hblkhd - heap0;
         mv_view_free(&v);
         double c2 = cpu_s(), h2 = thread_cpu_s();
         if (ferry_rebalance_plan_compute(cat, &p, &err))
@@ -166,10 +170,11 @@ int main(int argc, char **argv)
            "\"view_records_s\":%.3f,\"plan_s\":%.3f,\"plan_records_s\":%.3f,\"moves\":%zu,"
            "\"plans_identical\":%s,\"status_s\":%.3f,\"plan_cpu_s\":%.3f,"
            "\"plan_records_cpu_s\":%.3f,\"status_cpu_s\":%.3f,\"scan_cpu_s\":%.3f,"
-           "\"plan_thread_cpu_s\":%.3f,\"status_thread_cpu_s\":%.3f,\"load_average\":\"%s\"}\n",
+           "\"plan_thread_cpu_s\":%.3f,\"status_thread_cpu_s\":%.3f,\"view_heap_mb\":%.1f,"
+           "\"load_average\":\"%s\"}\n",
            counts[0], counts[1], counts[2], scan, view, view_rec, plan, plan_rec, p.n_moves,
            same ? "true" : "false", status, plan_cpu, plan_rec_cpu, status_cpu, scan_cpu,
-           plan_thread, status_thread, load);
+           plan_thread, status_thread, (double)view_heap / 1e6, load);
     ferry_rebalance_plan_free(&p);
     ferry_rebalance_plan_free(&q);
     free(names);
