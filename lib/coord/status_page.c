@@ -818,6 +818,14 @@ void coord_on_page(ferry_http_req *req, void *ctx)
                                             : "-",
                          ss->slices);
     }
+    for (size_t i = 0; i < s->n_unknown; i++) { /* named by routes, without a shard record */
+        const ferry_shard_status *ss = &s->unknown[i];
+        ferry_buf_puts(&b, "<tr class=\"shard unknown\"><td>");
+        html_text(&b, ss->shard.name);
+        ferry_buf_printf(&b, "</td><td>no shard record</td><td></td><td>%s</td><td>-</td>"
+                             "<td>%zu</td></tr>",
+                         ferry_fmt_bytes(ss->bytes, t1, sizeof t1), ss->slices);
+    }
     ferry_buf_puts(&b, "</table><h2>Fill over the last 24 hours</h2>");
     history_plot(&b, &c->view, s->settings.fill);
     /* progress is the state's place in PLANNED, CLONE, VERIFY, SWITCH, CLEANUP (the journal
