@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <malloc.h>
+
 #include "ferry/catalog.h"
 #include "ferry/catalog_scan.h"
 #include "ferry/cluster_status.h"
@@ -54,6 +56,19 @@ static int count_slice(const ferry_slice_row *r, void *arg, ferry_err *err)
     return FERRY_OK;
 }
 
+/* The names of the catalog's shards (the view's shard table starts with them): *names
+ * malloc'ed, borrowing from *shards; the caller frees both. */
+static void shard_names(ferry_catalog *cat, ferry_record_list *shards, const char ***names)
+{
+    ferry_err err = {0};
+    if (ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, shards, &err))
+        die("shards", &err);
+    if (!(*names = calloc(shards->n + 1, sizeof **names)))
+        die("out of memory", &err);
+    for (size_t i = 0; i < shards->n; i++)
+        (*names)[i] = shards->items[i].u.shard.name;
+}
+
 static bool same_plan(const ferry_rebalance_plan *a, const ferry_rebalance_plan *b)
 {
     if (a->n_moves != b->n_moves || a->moved_bytes != b->moved_bytes ||
@@ -83,8 +98,11 @@ int main(int argc, char **argv)
     double scan = 1e9, view = 1e9, view_rec = 0, plan = 1e9, plan_rec = 0, status = 1e9;
     double scan_cpu = 1e9, plan_cpu = 1e9, status_cpu = 1e9, plan_rec_cpu = 0;
     double plan_thread = 1e9, status_thread = 1e9;
-    size_t counts[3] = {0};
+    size_t counts[3] = {0}, view_heap = 0; /* the view's heap bytes (glibc's mallinfo2) */
     bool same = true;
+    ferry_record_list shards = {0};
+    const char **names = NULL;
+    shard_names(cat, &shards, &names);
     ferry_rebalance_plan p = {0}, q = {0};
     for (int i = 0; i < repeat; i++) {
         double t0 = now_s(), c0 = cpu_s();
@@ -93,10 +111,12 @@ int main(int argc, char **argv)
             die("scan", &err);
         double t1 = now_s();
         scan_cpu = cpu_s() - c0 < scan_cpu ? cpu_s() - c0 : scan_cpu;
+        size_t heap0 = mallinfo2().uordblks + mallinfo2().hblkhd;
         mv_view v;
-        if (mv_view_read(cat, &v, &err))
+        if (mv_view_read(cat, names, shards.n, &v, &err))
             die("view", &err);
         double t2 = now_s();
+        view_heap = mallinfo2().uordblks + mallinfo2().hblkhd - heap0;
         mv_view_free(&v);
         double c2 = cpu_s(), h2 = thread_cpu_s();
         if (ferry_rebalance_plan_compute(cat, &p, &err))
@@ -121,7 +141,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < (only_new ? 0 : 1); i++) {
         double t0 = now_s();
         mv_view v;
-        if (mv_view_read_records(cat, &v, &err))
+        if (mv_view_read_records(cat, names, shards.n, &v, &err))
             die("view (records)", &err);
         double t1 = now_s();
         mv_view_free(&v);
@@ -150,12 +170,15 @@ int main(int argc, char **argv)
            "\"view_records_s\":%.3f,\"plan_s\":%.3f,\"plan_records_s\":%.3f,\"moves\":%zu,"
            "\"plans_identical\":%s,\"status_s\":%.3f,\"plan_cpu_s\":%.3f,"
            "\"plan_records_cpu_s\":%.3f,\"status_cpu_s\":%.3f,\"scan_cpu_s\":%.3f,"
-           "\"plan_thread_cpu_s\":%.3f,\"status_thread_cpu_s\":%.3f,\"load_average\":\"%s\"}\n",
+           "\"plan_thread_cpu_s\":%.3f,\"status_thread_cpu_s\":%.3f,\"view_heap_mb\":%.1f,"
+           "\"load_average\":\"%s\"}\n",
            counts[0], counts[1], counts[2], scan, view, view_rec, plan, plan_rec, p.n_moves,
            same ? "true" : "false", status, plan_cpu, plan_rec_cpu, status_cpu, scan_cpu,
-           plan_thread, status_thread, load);
+           plan_thread, status_thread, (double)view_heap / 1e6, load);
     ferry_rebalance_plan_free(&p);
     ferry_rebalance_plan_free(&q);
+    free(names);
+    ferry_record_list_free(&shards);
     ferry_catalog_close(cat);
     return same ? 0 : 1;
 }

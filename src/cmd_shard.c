@@ -7,22 +7,8 @@
 
 #include "cli.h"
 #include "cli_move.h"
-#include "ferry/catalog_scan.h"
+#include "ferry/cluster_status.h"
 #include "ferry/strutil.h"
-
-/* Counts the routes that name the shard (arg: the name, then the count). */
-typedef struct serving_count {
-    const char *name;
-    size_t n;
-} serving_count;
-
-static int count_serving(const ferry_slice_row *row, void *arg, ferry_err *err)
-{
-    (void)err;
-    serving_count *x = arg;
-    x->n += row->shards && ferry_shard_text_has(row->shards, strlen(row->shards), x->name);
-    return FERRY_OK;
-}
 
 const char cmd_shard_usage[] =
     "usage: ferry shard add NAME [--weight W] [--json] [--config FILE]\n"
@@ -155,11 +141,9 @@ int cmd_shard(int argc, char **argv)
             }
             rec.u.shard.state = FERRY_SHARD_DRAINING;
         } else {
-            /* every route, compactly (a ferry_record each would be 3.4 GB at a million) */
-            serving_count sc = {name, 0};
-            if ((rc = ferry_catalog_scan_slices(cat, count_serving, &sc, &err)))
+            size_t serving;
+            if ((rc = ferry_shard_routes_count(cat, name, &serving, &err)))
                 goto out;
-            size_t serving = sc.n;
             if (serving) {
                 rc = ferry_err_set(&err, FERRY_EINVAL,
                                    "shard %s still serves %zu slice(s); drain it (ferry shard "

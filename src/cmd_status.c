@@ -155,6 +155,15 @@ int cmd_status(int argc, char **argv)
             json_array_append_new(a, o);
         }
         json_object_set_new(root, "shards", a);
+        if (cs.n_unknown) { /* routes naming shards without a record: shown, not lost */
+            a = json_array();
+            for (size_t s = 0; s < cs.n_unknown; s++)
+                json_array_append_new(a, json_pack("{s:s, s:I, s:I}", "name",
+                                                   cs.unknown[s].shard.name, "bytes",
+                                                   (json_int_t)cs.unknown[s].bytes, "slices",
+                                                   (json_int_t)cs.unknown[s].slices));
+            json_object_set_new(root, "unknown_shards", a);
+        }
         a = json_array();
         for (size_t i = 0; i < moves->n; i++) {
             const ferry_move *m = &moves->items[i].u.move;
@@ -213,6 +222,14 @@ int cmd_status(int argc, char **argv)
                ferry_fmt_bytes(ss->bytes, b1, sizeof b1),
                ss->shard.capacity ? ferry_fmt_bytes(ss->shard.capacity, b2, sizeof b2) : "-",
                fill, bar);
+    }
+    for (size_t s = 0; s < cs.n_unknown; s++) {
+        char b1[32];
+        printf("%-16s %-9s %7s %12s %12s %7s  %zu slice(s) routed to a shard without a shard "
+               "record (ferry shard add it, or route them elsewhere)\n",
+               cs.unknown[s].shard.name, "no-record", "-",
+               ferry_fmt_bytes(cs.unknown[s].bytes, b1, sizeof b1), "-", "-",
+               cs.unknown[s].slices);
     }
     if (moves->n) {
         printf("\n%-20s %-16s %5s %-10s %-10s %-8s %7s %s\n", "MOVE", "TENANT", "SPLIT", "FROM",

@@ -38,6 +38,10 @@ typedef struct ferry_cluster_status {
     size_t tenants, slices;
     ferry_shard_status *shards;     /* owned, catalog order */
     size_t n_shards;
+    ferry_shard_status *unknown;    /* owned: the shards routes name that have no shard record
+                                       (a route edited by hand or imported), in the order met;
+                                       only the name, bytes and slices set, fill -1 */
+    size_t n_unknown;
     ferry_tenant_status *top;       /* owned: the largest tenants, largest first */
     size_t n_top;
     ferry_record_list moves;        /* owned: the unfinished moves */
@@ -59,6 +63,11 @@ typedef struct ferry_cluster_status {
 int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_status *out,
                               ferry_err *err);
 void ferry_cluster_status_free(ferry_cluster_status *s);
+
+/* How many routes name shard (every route, through the catalog's compact scan: a route is a few
+ * bytes there, not a 3.4 KB record), for `ferry shard remove`, which refuses a shard that still
+ * serves slices. */
+int ferry_shard_routes_count(ferry_catalog *cat, const char *shard, size_t *n, ferry_err *err);
 
 /* The pause, the maintenance window w (when set) and the autopilot's last runs as `ferry status
  * --json` gives them: {"pause": {...}, "window": {utc, open, next_open}, "runs": [...]}.

@@ -46,16 +46,12 @@ int ferry_shard_set_parse_stored(ferry_shard_set *s, const char *text, size_t le
                                  ferry_err *err);
 
 /* The stored list text[0..len) item by item as ferry_shard_set_parse_stored reads it, without
- * copying or checking names: for the fast paths that hand the stored text on instead of a set
- * (the router's routing table, the plan scan's rows, status), so they read a list as the
- * catalog's decoder does. From *at (0 to start): true with the next item's bounds
+ * copying or checking names: for the fast path that hands the stored text on instead of a set
+ * (the router's routing table), so it reads a list as the catalog's decoder does. From *at (0 to start): true with the next item's bounds
  * [*item, *item + *n), blanks around it trimmed (*n 0: an empty item, which that reading skips),
  * and *at past its comma; false at the end. */
 bool ferry_shard_text_next(const char *text, size_t len, size_t *at, const char **item,
                            size_t *n);
-/* Whether the stored list text[0..len) names name, as ferry_shard_text_next reads it (an
- * empty item names nothing). */
-bool ferry_shard_text_has(const char *text, size_t len, const char *name);
 
 /* The list as comma-separated text into out (size > 0), as snprintf: returns the length of the
  * whole text; out holds it when that is below size (always with FERRY_SHARDS_TEXT_MAX), else

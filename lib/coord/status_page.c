@@ -76,13 +76,14 @@ static int status_copy(coord_view *v, ferry_cluster_status **out, ferry_err *err
     if (cp) {
         *cp = *v->status;
         cp->shards = calloc(v->status->n_shards + 1, sizeof *cp->shards);
+        cp->unknown = calloc(v->status->n_unknown + 1, sizeof *cp->unknown);
         cp->top = calloc(v->status->n_top + 1, sizeof *cp->top);
         memset(&cp->moves, 0, sizeof cp->moves);
         cp->moves.items = calloc(v->status->moves.n + 1, sizeof *cp->moves.items);
         cp->autopilot = calloc(v->status->n_autopilot + 1, sizeof *cp->autopilot);
         cp->repair_needed = calloc(v->status->n_repair_needed + 1, sizeof *cp->repair_needed);
     }
-    if (!cp || !cp->shards || !cp->top || !cp->moves.items || !cp->autopilot ||
+    if (!cp || !cp->shards || !cp->unknown || !cp->top || !cp->moves.items || !cp->autopilot ||
         !cp->repair_needed) {
         if (cp)
             ferry_cluster_status_free(cp);
@@ -90,6 +91,8 @@ static int status_copy(coord_view *v, ferry_cluster_status **out, ferry_err *err
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
     memcpy(cp->shards, v->status->shards, v->status->n_shards * sizeof *cp->shards);
+    if (v->status->n_unknown)
+        memcpy(cp->unknown, v->status->unknown, v->status->n_unknown * sizeof *cp->unknown);
     memcpy(cp->top, v->status->top, v->status->n_top * sizeof *cp->top);
     memcpy(cp->autopilot, v->status->autopilot, v->status->n_autopilot * sizeof *cp->autopilot);
     if (v->status->n_repair_needed) /* the records own no memory */
@@ -814,6 +817,14 @@ void coord_on_page(ferry_http_req *req, void *ctx)
                          ss->shard.capacity ? ferry_fmt_bytes(ss->shard.capacity, t2, sizeof t2)
                                             : "-",
                          ss->slices);
+    }
+    for (size_t i = 0; i < s->n_unknown; i++) { /* named by routes, without a shard record */
+        const ferry_shard_status *ss = &s->unknown[i];
+        ferry_buf_puts(&b, "<tr class=\"shard unknown\"><td>");
+        html_text(&b, ss->shard.name);
+        ferry_buf_printf(&b, "</td><td>no shard record</td><td></td><td>%s</td><td>-</td>"
+                             "<td>%zu</td></tr>",
+                         ferry_fmt_bytes(ss->bytes, t1, sizeof t1), ss->slices);
     }
     ferry_buf_puts(&b, "</table><h2>Fill over the last 24 hours</h2>");
     history_plot(&b, &c->view, s->settings.fill);

@@ -1,30 +1,32 @@
 /* The catalog's tenants, slices and routes as compact arrays sorted by key, for the flows that
  * read all of them (the inventory sync, the rebalancing plan). Read through the catalog's compact
  * scans (ferry/catalog_scan.h: the slices already joined with their routes, no ferry_record per
- * item, which is 3.4 KB, the largest record kind, for a cluster of a million slices); every
- * string goes to one pool (a tenant's name once, each distinct shard list once), so the view is
- * a few arrays and no allocation per slice. Every lookup after that is a binary search. The
- * reader from decoded records (mv_view_read_records) is the reference the tests compare with. */
+ * item, which is 3.4 KB, the largest record kind, for a cluster of a million slices); a tenant's
+ * name goes to a pool once, and each route and placement becomes indexes into one shard table
+ * (mv_shards, below: each distinct stored list taken apart once, its indexes kept once), so the
+ * view is a few arrays and no allocation per slice, and no consumer takes shard text apart again.
+ * Every lookup after that is a binary search. The reader from decoded records
+ * (mv_view_read_records) is the reference the tests compare with. */
 #include "flow/move_int.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ferry/catalog.h"
 #include "ferry/catalog_scan.h"
 
-/* ---- the string pool: chunks of memory, and a hash set of the shard lists ---- */
+/* ---- the string pool: chunks of memory ---- */
 
 typedef struct mv_pool {
     char **chunks;
     size_t n_chunks, cap_chunks;
     size_t used, size; /* of the newest chunk */
-    const char **set;  /* open addressing: interned shard lists */
-    size_t n_set, cap_set;
 } mv_pool;
 
 #define POOL_CHUNK (256 * 1024)
 
+/* A copy of s[0..len) and a NUL in the pool (owned by it), or NULL without memory. */
 static const char *pool_put(mv_pool *p, const char *s, size_t len)
 {
     if (!p->n_chunks || p->size - p->used < len + 1) {
@@ -51,47 +53,6 @@ static const char *pool_put(mv_pool *p, const char *s, size_t len)
     return d;
 }
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
-/* s, once: the same text gives the same pointer. */
-static const char *pool_intern(mv_pool *p, const char *s)
-{
-    if (2 * (p->n_set + 1) > p->cap_set) {
-        size_t nc = p->cap_set ? p->cap_set * 2 : 1024;
-        const char **ns = calloc(nc, sizeof *ns);
-        if (!ns)
-            return NULL;
-        for (size_t i = 0; i < p->cap_set; i++)
-            if (p->set[i]) {
-                size_t k = fnv1a(p->set[i]) & (nc - 1);
-                while (ns[k])
-                    k = (k + 1) & (nc - 1);
-                ns[k] = p->set[i];
-            }
-        free(p->set);
-        p->set = ns;
-        p->cap_set = nc;
-    }
-    size_t k = fnv1a(s) & (p->cap_set - 1);
-    while (p->set[k]) {
-        if (!strcmp(p->set[k], s))
-            return p->set[k];
-        k = (k + 1) & (p->cap_set - 1);
-    }
-    const char *d = pool_put(p, s, strlen(s));
-    if (d) {
-        p->set[k] = d;
-        p->n_set++;
-    }
-    return d;
-}
-
 static void pool_free(mv_pool *p)
 {
     if (!p)
@@ -99,17 +60,16 @@ static void pool_free(mv_pool *p)
     for (size_t i = 0; i < p->n_chunks; i++)
         free(p->chunks[i]);
     free(p->chunks);
-    free(p->set);
     free(p);
 }
 
-/* ---- building the view ---- */
-
-typedef struct view_reader {
-    mv_view *v;
-    size_t cap_slices, cap_tenants;
-    const char *last; /* the newest tenant name in the pool (a tenant's rows come together) */
-} view_reader;
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
 
 static int grow(void **p, size_t *cap, size_t n, size_t size)
 {
@@ -123,6 +83,198 @@ static int grow(void **p, size_t *cap, size_t n, size_t size)
     *cap = c;
     return FERRY_OK;
 }
+
+/* ---- shard lists as indexes (mv_shards in move_int.h) ---- */
+
+/* A text met, and its list: open addressing on the text's hash, at most half full. */
+typedef struct text_slot {
+    const char *text; /* in the map's pool; NULL: a free slot */
+    uint32_t at;
+    uint8_t count;
+} text_slot;
+
+struct mv_text_map {
+    text_slot *v;
+    size_t n, cap;
+    mv_pool pool; /* the texts */
+};
+
+/* The slot of name in the names' hash table: its entry, or the free slot where it goes. */
+static size_t name_slot(const mv_shards *s, const char *name)
+{
+    size_t k = (size_t)fnv1a(name) & (s->cap_slots - 1);
+    while (s->slots[k] && strcmp(s->names[s->slots[k] - 1], name))
+        k = (k + 1) & (s->cap_slots - 1);
+    return k;
+}
+
+/* Enters names[k] into the hash table (not there yet), which it keeps at most half full. */
+static int name_enter(mv_shards *s, size_t k)
+{
+    if (2 * (k + 1) > s->cap_slots) {
+        uint32_t *old = s->slots;
+        size_t old_cap = s->cap_slots;
+        s->cap_slots = old_cap ? old_cap * 2 : 64;
+        if (!(s->slots = calloc(s->cap_slots, sizeof *s->slots))) {
+            s->slots = old;
+            s->cap_slots = old_cap;
+            return FERRY_ENOMEM;
+        }
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i])
+                s->slots[name_slot(s, s->names[old[i] - 1])] = old[i];
+        free(old);
+    }
+    size_t slot = name_slot(s, s->names[k]);
+    assert(!s->slots[slot]);
+    s->slots[slot] = (uint32_t)k + 1;
+    return FERRY_OK;
+}
+
+int mv_shards_init(mv_shards *s, const char *const *known, size_t n_known, ferry_err *err)
+{
+    memset(s, 0, sizeof *s);
+    if (n_known > MV_SHARDS_TABLE_MAX)
+        return ferry_err_set(err, FERRY_EUNSUPPORTED, "more than %d shards", MV_SHARDS_TABLE_MAX);
+    s->cap = n_known + 16;
+    s->cap_idx = 1024;
+    s->names = calloc(s->cap, sizeof *s->names);
+    s->idx = malloc(s->cap_idx * sizeof *s->idx);
+    s->pool = calloc(1, sizeof *s->pool);
+    s->texts = calloc(1, sizeof *s->texts);
+    if (!s->names || !s->idx || !s->pool || !s->texts)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    s->texts->cap = 1024;
+    if (!(s->texts->v = calloc(s->texts->cap, sizeof *s->texts->v)))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n_known; i++) {
+        if (mv_shards_find(s, known[i]) >= 0)
+            return ferry_err_set(err, FERRY_EINVAL, "shard %s is there twice", known[i]);
+        if (!(s->names[i] = pool_put(s->pool, known[i], strlen(known[i]))) || name_enter(s, i))
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        s->n = s->n_known = i + 1;
+    }
+    return FERRY_OK;
+}
+
+long mv_shards_find(const mv_shards *s, const char *name)
+{
+    if (!s->cap_slots)
+        return -1;
+    uint32_t k = s->slots[name_slot(s, name)];
+    return k ? (long)k - 1 : -1;
+}
+
+/* The index of name, appended to the table as unknown when it is not there. */
+static int shard_of(mv_shards *s, const char *name, mv_shard *out, ferry_err *err)
+{
+    long k = mv_shards_find(s, name);
+    if (k < 0) {
+        if (s->n == MV_SHARDS_TABLE_MAX)
+            return ferry_err_set(err, FERRY_EUNSUPPORTED, "the lists name more than %d shards",
+                                 MV_SHARDS_TABLE_MAX);
+        if (grow((void **)&s->names, &s->cap, s->n, sizeof *s->names) ||
+            !(s->names[s->n] = pool_put(s->pool, name, strlen(name))) || name_enter(s, s->n))
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        k = (long)s->n++;
+    }
+    *out = (mv_shard)k;
+    return FERRY_OK;
+}
+
+static size_t text_slot_of(const struct mv_text_map *m, const char *text)
+{
+    size_t k = (size_t)fnv1a(text) & (m->cap - 1);
+    while (m->v[k].text && strcmp(m->v[k].text, text))
+        k = (k + 1) & (m->cap - 1);
+    return k;
+}
+
+/* Makes room for one more text (the map at most half full). */
+static int text_map_room(struct mv_text_map *m)
+{
+    if (2 * (m->n + 1) <= m->cap)
+        return FERRY_OK;
+    struct mv_text_map g = {calloc(m->cap * 2, sizeof *m->v), m->n, m->cap * 2, m->pool};
+    if (!g.v)
+        return FERRY_ENOMEM;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->v[i].text)
+            g.v[text_slot_of(&g, m->v[i].text)] = m->v[i];
+    free(m->v);
+    *m = g;
+    return FERRY_OK;
+}
+
+int mv_shards_put(mv_shards *s, const char *text, uint32_t *at, uint8_t *count, ferry_err *err)
+{
+    assert(s->texts); /* not sealed */
+    struct mv_text_map *m = s->texts;
+    text_slot *slot = &m->v[text_slot_of(m, text)];
+    if (slot->text) {
+        *at = slot->at;
+        *count = slot->count;
+        return FERRY_OK;
+    }
+    /* a text not met before: the decoder's reading, each name to its index */
+    ferry_shard_set set;
+    int rc = ferry_shard_set_parse_stored(&set, text, strlen(text), err);
+    if (rc)
+        return rc;
+    size_t n = ferry_shard_set_count(&set);
+    assert(n <= FERRY_SHARDS_MAX);
+    if (s->n_idx + n > UINT32_MAX)
+        return ferry_err_set(err, FERRY_EUNSUPPORTED, "more than %u shard indexes",
+                             (unsigned)UINT32_MAX);
+    while (s->n_idx + n > s->cap_idx) /* grow doubles a full array: cap_idx as its length */
+        if (grow((void **)&s->idx, &s->cap_idx, s->cap_idx, sizeof *s->idx))
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        if ((rc = shard_of(s, ferry_shard_set_at(&set, i), &s->idx[s->n_idx + i], err)))
+            return rc;
+    if (text_map_room(m))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    slot = &m->v[text_slot_of(m, text)];
+    if (!(slot->text = pool_put(&m->pool, text, strlen(text))))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    slot->at = (uint32_t)s->n_idx;
+    slot->count = (uint8_t)n;
+    m->n++;
+    s->n_idx += n;
+    *at = slot->at;
+    *count = slot->count;
+    return FERRY_OK;
+}
+
+void mv_shards_seal(mv_shards *s)
+{
+    if (!s->texts)
+        return;
+    for (size_t i = 0; i < s->texts->pool.n_chunks; i++)
+        free(s->texts->pool.chunks[i]);
+    free(s->texts->pool.chunks);
+    free(s->texts->v);
+    free(s->texts);
+    s->texts = NULL;
+}
+
+void mv_shards_free(mv_shards *s)
+{
+    mv_shards_seal(s);
+    pool_free(s->pool);
+    free(s->names);
+    free(s->idx);
+    free(s->slots);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- building the view ---- */
+
+typedef struct view_reader {
+    mv_view *v;
+    size_t cap_slices, cap_tenants;
+    const char *last; /* the newest tenant name in the pool (a tenant's rows come together) */
+} view_reader;
 
 static const char *tenant_name(view_reader *r, const char *name)
 {
@@ -158,11 +310,15 @@ static int add_slice(view_reader *r, const char *tenant, uint32_t split, uint64_
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     mv_view_slice *x = &v->slices[v->n_slices];
     memset(x, 0, sizeof *x);
-    x->tenant = tenant_name(r, tenant);
-    x->placement = placement ? pool_intern(v->pool, placement) : NULL;
-    x->route = route ? pool_intern(v->pool, route) : NULL;
-    if (!x->tenant || (placement && !x->placement) || (route && !x->route))
+    if (!(x->tenant = tenant_name(r, tenant)))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    int rc = FERRY_OK;
+    if ((x->has_slice = placement != NULL) &&
+        (rc = mv_shards_put(&v->shards, placement, &x->placement, &x->n_placement, err)))
+        return ferry_err_prefix(err, "tenant %s split %u: placement: ", tenant, split);
+    if ((x->has_route = route != NULL) &&
+        (rc = mv_shards_put(&v->shards, route, &x->route, &x->n_route, err)))
+        return ferry_err_prefix(err, "tenant %s split %u: route: ", tenant, split);
     x->split = split;
     x->bytes = bytes;
     x->rows = rows;
@@ -231,20 +387,22 @@ static int scan_slice(const ferry_slice_row *s, void *arg, ferry_err *err)
                      s->shards, s->route_version, err);
 }
 
-static int view_start(mv_view *v, view_reader *r, ferry_err *err)
+static int view_start(mv_view *v, view_reader *r, const char *const *shards, size_t n_shards,
+                      ferry_err *err)
 {
     memset(v, 0, sizeof *v);
     memset(r, 0, sizeof *r);
     r->v = v;
     if (!(v->pool = calloc(1, sizeof *v->pool)))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    return FERRY_OK;
+    return mv_shards_init(&v->shards, shards, n_shards, err);
 }
 
-int mv_view_read(ferry_catalog *cat, mv_view *v, ferry_err *err)
+int mv_view_read(ferry_catalog *cat, const char *const *shards, size_t n_shards, mv_view *v,
+                 ferry_err *err)
 {
     view_reader r;
-    int rc = view_start(v, &r, err);
+    int rc = view_start(v, &r, shards, n_shards, err);
     if (!rc)
         rc = ferry_catalog_scan_tenants(cat, scan_tenant, &r, err);
     if (!rc)
@@ -253,6 +411,7 @@ int mv_view_read(ferry_catalog *cat, mv_view *v, ferry_err *err)
         mv_view_free(v);
         return rc;
     }
+    mv_shards_seal(&v->shards);
     sort_tenants(v);
     sort_slices(v);
     return FERRY_OK;
@@ -291,10 +450,14 @@ static int read_route(const ferry_record *rec, void *arg, ferry_err *err)
     mv_view_slice *s = &x->routes[x->n_routes];
     memset(s, 0, sizeof *s);
     s->tenant = tenant_name(x->r, rt->tenant);
-    char shards[FERRY_SHARDS_TEXT_MAX];
-    s->route = pool_intern(x->r->v->pool, ferry_shard_set_str(&rt->shards, shards));
-    if (!s->tenant || !s->route)
+    if (!s->tenant)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    char shards[FERRY_SHARDS_TEXT_MAX];
+    int rc = mv_shards_put(&x->r->v->shards, ferry_shard_set_str(&rt->shards, shards), &s->route,
+                           &s->n_route, err);
+    if (rc)
+        return ferry_err_prefix(err, "tenant %s split %u: route: ", rt->tenant, rt->split);
+    s->has_route = true;
     s->split = rt->split;
     s->route_version = rec->version;
     s->version = -1;
@@ -302,12 +465,13 @@ static int read_route(const ferry_record *rec, void *arg, ferry_err *err)
     return FERRY_OK;
 }
 
-int mv_view_read_records(ferry_catalog *cat, mv_view *v, ferry_err *err)
+int mv_view_read_records(ferry_catalog *cat, const char *const *shards, size_t n_shards,
+                         mv_view *v, ferry_err *err)
 {
     view_reader r;
     record_reader x = {.r = &r};
     mv_view_slice *all = NULL;
-    int rc = view_start(v, &r, err);
+    int rc = view_start(v, &r, shards, n_shards, err);
     if (!rc)
         rc = ferry_catalog_each(cat, FERRY_REC_TENANT, NULL, 0, read_tenant, &x, err);
     if (!rc)
@@ -340,13 +504,16 @@ int mv_view_read_records(ferry_catalog *cat, mv_view *v, ferry_err *err)
             all[n++] = x.routes[j++]; /* a route without a slice record */
         } else {
             all[n] = v->slices[i++];
+            all[n].has_route = true;
             all[n].route = x.routes[j].route;
+            all[n].n_route = x.routes[j].n_route;
             all[n++].route_version = x.routes[j++].route_version;
         }
     }
     free(v->slices);
     v->slices = all;
     v->n_slices = n;
+    mv_shards_seal(&v->shards);
 out:
     free(x.routes);
     if (rc)
@@ -356,6 +523,7 @@ out:
 
 void mv_view_free(mv_view *v)
 {
+    mv_shards_free(&v->shards);
     pool_free(v->pool);
     free(v->tenants);
     free(v->slices);
@@ -383,53 +551,4 @@ long mv_view_slice_find(const mv_view *v, const char *tenant, uint32_t split)
             hi = mid;
     }
     return -1;
-}
-
-/* ---- names to indices ---- */
-
-static const char *const *names_sorting; /* qsort has no context pointer */
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(names_sorting[*(const size_t *)a], names_sorting[*(const size_t *)b]);
-}
-
-int mv_names_init(mv_names *m, const char *const *names, size_t n, ferry_err *err)
-{
-    m->names = names;
-    m->n = n;
-    m->by_name = calloc(n + 1, sizeof *m->by_name);
-    if (!m->by_name)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++)
-        m->by_name[i] = i;
-    names_sorting = names;
-    if (n > 1) /* qsort of NULL, 0 is undefined */
-        qsort(m->by_name, n, sizeof *m->by_name, by_name);
-    return FERRY_OK;
-}
-
-long mv_names_find(const mv_names *m, const char *name, size_t len)
-{
-    size_t lo = 0, hi = m->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const char *x = m->names[m->by_name[mid]];
-        int d = strncmp(x, name, len);
-        if (!d)
-            d = x[len] ? 1 : 0;
-        if (!d)
-            return (long)m->by_name[mid];
-        if (d < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
-}
-
-void mv_names_free(mv_names *m)
-{
-    free(m->by_name);
-    memset(m, 0, sizeof *m);
 }

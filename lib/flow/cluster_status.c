@@ -3,9 +3,12 @@
  * few fields per row, no ferry_record per slice or route, so a million slices take a fraction of
  * a second, docs/benchmarks.md "Scale"), the partitions from the catalog's partition counts (no
  * partition record read on SQLite), the index of unfinished moves, then the routes of the few
- * largest tenants for the shards that serve them. */
+ * largest tenants for the shards that serve them. Each route's text becomes shard indexes once
+ * per distinct list (mv_shards, move_int.h); a shard a route names without a shard record is
+ * counted apart (ferry_cluster_status.unknown), not lost. */
 #include "ferry/cluster_status.h"
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +40,9 @@ typedef struct status_pass {
     ferry_cluster_status *out;
     tenant_sum *t;
     size_t n_t, cap_t;
-    mv_names shards;     /* the shards' names to their index */
-    size_t *seen;        /* [n_shards]: the last row that counted on each shard, + 1 */
-    size_t row;
+    mv_shards shards;    /* the routes' shard lists as indexes: the records' first */
+    ferry_shard_status *unknown; /* [shards.n - shards.n_known]: the names without a record */
+    size_t cap_unknown;
     long tenant;         /* the index of the current rows' tenant; -1: it has no record */
     char last[FERRY_NAME_MAX]; /* the current rows' tenant */
     bool have_last;
@@ -80,27 +83,53 @@ static int tenant_bytes_cmp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/* Every routed slice's bytes go to each shard its route names (once per shard) and to its
- * tenant; a route without a slice record counts with 0 bytes. */
+/* The sums of shard k: a record's (out->shards), or one more name without a record. */
+static ferry_shard_status *shard_sums(status_pass *x, mv_shard k, ferry_err *err)
+{
+    if (mv_shard_known(&x->shards, k))
+        return &x->out->shards[k];
+    size_t u = k - x->shards.n_known; /* unknown names are appended in the order met */
+    assert(u <= x->out->n_unknown);
+    if (u == x->out->n_unknown) {
+        if (u == x->cap_unknown) {
+            size_t nc = x->cap_unknown ? x->cap_unknown * 2 : 4;
+            ferry_shard_status *q = realloc(x->unknown, nc * sizeof *q);
+            if (!q) {
+                ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                return NULL;
+            }
+            x->unknown = x->out->unknown = q;
+            x->cap_unknown = nc;
+        }
+        ferry_shard_status *ss = &x->unknown[x->out->n_unknown++];
+        memset(ss, 0, sizeof *ss);
+        snprintf(ss->shard.name, sizeof ss->shard.name, "%s", x->shards.names[k]);
+        ss->fill = -1;
+    }
+    return &x->unknown[u];
+}
+
+/* Every routed slice's bytes go to each shard its route names (a list names a shard once) and
+ * to its tenant; a route without a slice record counts with 0 bytes. */
 static int add_slice(const ferry_slice_row *row, void *arg, ferry_err *err)
 {
-    (void)err;
     status_pass *x = arg;
     ferry_cluster_status *out = x->out;
     out->slices += row->placement != NULL;
     if (!row->shards)
         return FERRY_OK;
     uint64_t bytes = row->placement ? row->bytes : 0;
-    x->row++;
-    const char *s;
-    for (size_t at = 0, len, n = strlen(row->shards);
-         ferry_shard_text_next(row->shards, n, &at, &s, &len);) {
-        long k = len ? mv_names_find(&x->shards, s, len) : -1;
-        if (k >= 0 && x->seen[k] != x->row) {
-            x->seen[k] = x->row;
-            out->shards[k].bytes += bytes;
-            out->shards[k].slices++;
-        }
+    uint32_t at;
+    uint8_t n;
+    int rc = mv_shards_put(&x->shards, row->shards, &at, &n, err);
+    if (rc)
+        return ferry_err_prefix(err, "tenant %s split %u: route: ", row->tenant, row->split);
+    for (size_t i = 0; i < n; i++) {
+        ferry_shard_status *ss = shard_sums(x, x->shards.idx[at + i], err);
+        if (!ss)
+            return FERRY_ENOMEM;
+        ss->bytes += bytes;
+        ss->slices++;
     }
     if (!x->have_last || strcmp(x->last, row->tenant)) {
         snprintf(x->last, sizeof x->last, "%s", row->tenant);
@@ -184,8 +213,7 @@ int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_st
     snprintf(out->backend, sizeof out->backend, "%s", ferry_catalog_backend(cat));
     out->shards = calloc(shards.n + 1, sizeof *out->shards);
     names = calloc(shards.n + 1, sizeof *names);
-    x.seen = calloc(shards.n + 1, sizeof *x.seen);
-    if (!out->shards || !names || !x.seen) {
+    if (!out->shards || !names) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
@@ -194,7 +222,7 @@ int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_st
         out->shards[s].shard = shards.items[s].u.shard;
         names[s] = out->shards[s].shard.name;
     }
-    if ((rc = mv_names_init(&x.shards, names, shards.n, err)) ||
+    if ((rc = mv_shards_init(&x.shards, names, shards.n, err)) ||
         (rc = ferry_catalog_scan_tenants(cat, add_tenant, &x, err)))
         goto out;
     out->tenants = x.n_t;
@@ -232,8 +260,7 @@ out:
     for (size_t i = 0; i < x.n_t; i++)
         free(x.t[i].name);
     free(x.t);
-    free(x.seen);
-    mv_names_free(&x.shards);
+    mv_shards_free(&x.shards);
     free(names);
     ferry_record_free(&settings);
     ferry_record_list_free(&shards);
@@ -245,11 +272,52 @@ out:
 void ferry_cluster_status_free(ferry_cluster_status *s)
 {
     free(s->shards);
+    free(s->unknown);
     free(s->top);
     free(s->autopilot);
     free(s->repair_needed);
     ferry_record_list_free(&s->moves);
     memset(s, 0, sizeof *s);
+}
+
+/* ---- the routes of one shard ---- */
+
+typedef struct serving_count {
+    mv_shards shards;
+    long shard; /* its index */
+    size_t n;
+} serving_count;
+
+static int count_serving(const ferry_slice_row *row, void *arg, ferry_err *err)
+{
+    serving_count *x = arg;
+    if (!row->shards)
+        return FERRY_OK;
+    uint32_t at;
+    uint8_t n;
+    if (mv_shards_put(&x->shards, row->shards, &at, &n, err))
+        return ferry_err_prefix(err, "tenant %s split %u: route: ", row->tenant, row->split);
+    for (size_t i = 0; i < n; i++)
+        x->n += x->shards.idx[at + i] == x->shard;
+    return FERRY_OK;
+}
+
+int ferry_shard_routes_count(ferry_catalog *cat, const char *shard, size_t *n, ferry_err *err)
+{
+    serving_count x = {.shard = -1};
+    *n = 0;
+    /* a table of this one shard: every other name a route holds is appended as one it does not
+     * know, which is all this count needs of it */
+    int rc = mv_shards_init(&x.shards, &shard, 1, err);
+    if (!rc) {
+        x.shard = mv_shards_find(&x.shards, shard);
+        assert(x.shard == 0);
+        rc = ferry_catalog_scan_slices(cat, count_serving, &x, err);
+    }
+    if (!rc)
+        *n = x.n;
+    mv_shards_free(&x.shards);
+    return rc;
 }
 
 json_t *ferry_cluster_status_autopilot_json(const ferry_cluster_status *cs, const ferry_ap_window *w)

@@ -65,6 +65,54 @@ bool mv_zones_repair(mv_zones *z, const char *slice_id, uint64_t bytes, const si
 bool mv_zones_attract(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
                       size_t n_held, size_t *victim, size_t *to);
 
+/* ---- stored shard lists as indexes into one shard table (catalog_view.c) ---- */
+
+/* An index into a shard table (mv_shards): at most MV_SHARDS_TABLE_MAX names. */
+typedef uint16_t mv_shard;
+#define MV_SHARDS_TABLE_MAX UINT16_MAX
+
+/* The stored shard lists (a route's shards, a slice's placement: the comma-separated text of the
+ * catalog's compact scans) as indexes into one table of names. The table starts with the shards
+ * the caller gives ("known": the catalog's shard records, in the caller's order, so index k is the
+ * caller's shard k); a name a list holds that is none of them (a shard without a record: a route
+ * edited by hand, imported, or naming a shard whose record was deleted) is appended once in the
+ * order met ("unknown", k >= n_known). No list loses a name: the consumers that cannot act on a
+ * shard without a record refuse with its name, the others count it apart (docs/architecture.md,
+ * "One domain model"). Each distinct text is taken apart once, with the catalog decoder's rule
+ * (ferry_shard_set_parse_stored: blanks and empty items skipped; a list that breaks the rule is
+ * refused with the decoder's message), and its indexes are stored once in idx: lists of the same
+ * text share them, so a million slices on a few thousand distinct lists cost a few thousand
+ * lists. */
+typedef struct mv_text_map mv_text_map;
+
+typedef struct mv_shards {
+    const char **names;  /* [n]: known [0, n_known), then the unknown ones; copies, in pool */
+    size_t n_known, n, cap;
+    mv_shard *idx;       /* every distinct list's indexes; one is idx[at .. at + count) */
+    size_t n_idx, cap_idx;
+    struct mv_pool *pool; /* the names */
+    mv_text_map *texts;   /* the texts met, to their lists; NULL once sealed */
+    uint32_t *slots;     /* the names' hash table: index + 1, 0 for a free slot */
+    size_t cap_slots;
+} mv_shards;
+
+/* A table of the n_known names known[] (copied; a name twice is refused). Free with
+ * mv_shards_free, also after a failure. */
+int mv_shards_init(mv_shards *s, const char *const *known, size_t n_known, ferry_err *err);
+/* The list text (NUL-terminated, as stored) as *at (into s->idx) and *count (0..FERRY_SHARDS_MAX);
+ * the same text gives the same *at. FERRY_EINVAL (the decoder's message) for a list that breaks
+ * the rule, FERRY_EUNSUPPORTED past MV_SHARDS_TABLE_MAX names. s->idx and s->names may move. */
+int mv_shards_put(mv_shards *s, const char *text, uint32_t *at, uint8_t *count, ferry_err *err);
+/* Frees what only mv_shards_put needs (the texts met); the table and the lists stay. */
+void mv_shards_seal(mv_shards *s);
+void mv_shards_free(mv_shards *s);
+/* The index of name in the table (known or unknown), or -1. */
+long mv_shards_find(const mv_shards *s, const char *name);
+static inline bool mv_shard_known(const mv_shards *s, mv_shard k)
+{
+    return k < s->n_known;
+}
+
 /* ---- the catalog's tenants, slices and routes, compactly (catalog_view.c) ---- */
 
 typedef struct mv_view_tenant {
@@ -73,16 +121,20 @@ typedef struct mv_view_tenant {
     int64_t version;
 } mv_view_tenant;
 
-/* One slice key: its slice record, its route, or both. */
+/* One slice key: its slice record, its route, or both. The route's shards and the slice's
+ * placement are lists of the view's shard table: view->shards.idx[route .. route + n_route)
+ * (mv_view_route) and [placement .. placement + n_placement). */
 typedef struct mv_view_slice {
     const char *tenant; /* pooled */
     uint32_t split;
+    uint32_t route;      /* into shards.idx; 0 without a route record */
     uint64_t bytes, rows;
-    const char *placement; /* pooled; NULL: no slice record */
     int64_t version;       /* the slice record's; -1: none */
-    const char *route;     /* pooled: the shards serving it, comma-separated; NULL: no route
-                            * record */
     int64_t route_version; /* -1: none */
+    uint32_t placement;    /* into shards.idx; 0 without a slice record */
+    uint8_t n_route, n_placement;
+    bool has_slice; /* a slice record (bytes, rows, placement) */
+    bool has_route; /* a route record (n_route may still be 0: a route of no shard) */
 } mv_view_slice;
 
 typedef struct mv_view {
@@ -90,21 +142,36 @@ typedef struct mv_view {
     size_t n_tenants;
     mv_view_slice *slices; /* sorted by tenant (bytewise), then split */
     size_t n_slices;
-    struct mv_pool *pool; /* every string above: names once each, shard lists once each */
+    mv_shards shards; /* the shard table the routes and placements index, sealed */
+    struct mv_pool *pool; /* the tenants' names, each once */
 } mv_view;
 
 struct ferry_catalog;
 
 /* Reads every tenant, slice and route through the catalog's compact scans
- * (ferry/catalog_scan.h). Free with mv_view_free, also after a failure. */
-int mv_view_read(struct ferry_catalog *cat, mv_view *v, ferry_err *err);
+ * (ferry/catalog_scan.h), each route and placement as indexes into a shard table that starts with
+ * shards[0..n_shards) (the caller's, in its order; see mv_shards for names outside them). A list
+ * that breaks the decoder's rule fails the read with the slice named. Free with mv_view_free, also
+ * after a failure. */
+int mv_view_read(struct ferry_catalog *cat, const char *const *shards, size_t n_shards, mv_view *v,
+                 ferry_err *err);
 /* The same view from every record decoded (ferry_catalog_each), the way it was read before the
  * compact scans: the reference the tests and the scale benchmark compare mv_view_read with. */
-int mv_view_read_records(struct ferry_catalog *cat, mv_view *v, ferry_err *err);
+int mv_view_read_records(struct ferry_catalog *cat, const char *const *shards, size_t n_shards,
+                         mv_view *v, ferry_err *err);
 void mv_view_free(mv_view *v);
 /* The tenant named name, or NULL; the index of slice (tenant, split), or -1. */
 const mv_view_tenant *mv_view_tenant_find(const mv_view *v, const char *name);
 long mv_view_slice_find(const mv_view *v, const char *tenant, uint32_t split);
+/* A slice's route and placement: n_route / n_placement indexes into v->shards.names. */
+static inline const mv_shard *mv_view_route(const mv_view *v, const mv_view_slice *s)
+{
+    return v->shards.idx + s->route;
+}
+static inline const mv_shard *mv_view_placement(const mv_view *v, const mv_view_slice *s)
+{
+    return v->shards.idx + s->placement;
+}
 /* ferry_rebalance_plan_compute with the view from mv_view_read_records: the plan as it was
  * computed before the compact scans, for the tests and the scale benchmark to compare. */
 struct ferry_rebalance_plan;
@@ -112,17 +179,5 @@ int mv_plan_compute_records(struct ferry_catalog *cat, struct ferry_rebalance_pl
                             ferry_err *err);
 /* The view's order: tenant bytewise, then split. */
 int mv_slice_key_cmp(const char *ta, uint32_t sa, const char *tb, uint32_t sb);
-
-/* Names (of shards) to their index in the caller's array, by binary search. names is borrowed
- * and must outlive m. */
-typedef struct mv_names {
-    const char *const *names;
-    size_t *by_name; /* indices sorted by name */
-    size_t n;
-} mv_names;
-int mv_names_init(mv_names *m, const char *const *names, size_t n, ferry_err *err);
-/* The index of the name given as name[0..len) (not NUL-terminated there), or -1. */
-long mv_names_find(const mv_names *m, const char *name, size_t len);
-void mv_names_free(mv_names *m);
 
 #endif

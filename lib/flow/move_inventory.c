@@ -3,6 +3,7 @@
  * computed from it is in plan_compute.c). */
 #include "ferry/move.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -142,34 +143,32 @@ static int read_servers(const ferry_record_list *shards, const ferry_record_list
 
 /* The shards' loads after the sync (every routed slice's bytes on each shard of its route, plus
  * the routes the sync created, already in loads), stored for placing new slices
- * (ferry_catalog_loads_put). */
+ * (ferry_catalog_loads_put). A shard a route names without a shard record has no load to keep:
+ * nothing is placed on it. */
 static int store_loads(ferry_catalog *cat, const ferry_record_list *shards, const mv_view *view,
                        const uint64_t *newb, ferry_shard_load *loads, ferry_err *err)
 {
-    const char **names = calloc(shards->n + 1, sizeof *names);
-    mv_names sn = {0};
-    int rc = names ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t i = 0; !rc && i < shards->n; i++) {
-        names[i] = shards->items[i].u.shard.name;
-        snprintf(loads[i].shard, sizeof loads[i].shard, "%s", names[i]);
-    }
-    if (!rc)
-        rc = mv_names_init(&sn, names, shards->n, err);
-    for (size_t i = 0; !rc && i < view->n_slices; i++) {
+    assert(view->shards.n_known == shards->n);
+    for (size_t i = 0; i < shards->n; i++)
+        snprintf(loads[i].shard, sizeof loads[i].shard, "%s", shards->items[i].u.shard.name);
+    for (size_t i = 0; i < view->n_slices; i++) {
         const mv_view_slice *vs = &view->slices[i];
-        const char *p;
-        for (size_t at = 0, len, n = vs->route ? strlen(vs->route) : 0;
-             ferry_shard_text_next(vs->route, n, &at, &p, &len);) {
-            long k = len ? mv_names_find(&sn, p, len) : -1;
-            if (k >= 0)
-                loads[k].bytes += newb[i];
-        }
+        const mv_shard *r = mv_view_route(view, vs);
+        for (size_t k = 0; vs->has_route && k < vs->n_route; k++)
+            if (mv_shard_known(&view->shards, r[k]))
+                loads[r[k]].bytes += newb[i];
     }
-    if (!rc)
-        rc = ferry_catalog_loads_put(cat, loads, shards->n, err);
-    mv_names_free(&sn);
-    free(names);
-    return rc;
+    return ferry_catalog_loads_put(cat, loads, shards->n, err);
+}
+
+/* Whether the slice vs is routed to shard k (an index of the view's shard table). */
+static bool routed_to(const mv_view *view, const mv_view_slice *vs, size_t k)
+{
+    const mv_shard *r = mv_view_route(view, vs);
+    for (size_t i = 0; i < vs->n_route; i++)
+        if (r[i] == k)
+            return true;
+    return false;
 }
 
 /* Sync attempts when the batch meets a concurrent write (another sync, a move's routing switch,
@@ -184,8 +183,14 @@ static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const 
     ferry_batch *b = NULL;
     uint64_t *newb = NULL; /* each view slice's bytes after the sync */
     ferry_shard_load *loads = NULL;
+    const char **names = calloc(shards->n + 1, sizeof *names);
     memset(s, 0, sizeof *s);
-    int rc = mv_view_read(cat, &view, err);
+    int rc = names ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < shards->n; i++)
+        names[i] = shards->items[i].u.shard.name;
+    /* the view's shard index k is shards->items[k], the rows' shard */
+    if (!rc)
+        rc = mv_view_read(cat, names, shards->n, &view, err);
     if (rc)
         goto out;
     b = ferry_batch_new();
@@ -228,14 +233,12 @@ static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const 
             ;
         long vi = mv_view_slice_find(&view, x->tenant, x->split);
         const mv_view_slice *vs = vi >= 0 ? &view.slices[vi] : NULL;
-        const char *route = vs ? vs->route : NULL;
+        bool route = vs && vs->has_route;
         /* the slice's size is what its serving shard holds; without a route, the only holder */
         const inv_row *serving = NULL;
         size_t holders = next - i;
         for (size_t j = i; j < next; j++)
-            if (route ? ferry_shard_text_has(route, strlen(route),
-                                             shards->items[rows->r[j].shard].u.shard.name)
-                      : !serving)
+            if (route ? routed_to(&view, vs, rows->r[j].shard) : !serving)
                 serving = &rows->r[j];
         if (!route && holders > 1) {
             rc = ferry_err_set(err, FERRY_ECONFLICT,
@@ -266,9 +269,13 @@ static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const 
         sr.u.slice.split = x->split;
         sr.u.slice.bytes = serving->bytes;
         sr.u.slice.rows = serving->rows;
-        if (!rc && vs && vs->placement) {
+        if (!rc && vs && vs->has_slice) {
             if (vs->bytes != serving->bytes || vs->rows != serving->rows) {
-                rc = ferry_shard_set_parse(&sr.u.slice.placement, vs->placement, err);
+                /* the placement as it was, every name kept (one without a shard record too) */
+                const mv_shard *p = mv_view_placement(&view, vs);
+                for (size_t k = 0; !rc && k < vs->n_placement; k++)
+                    rc = ferry_shard_set_add(&sr.u.slice.placement, view.shards.names[p[k]],
+                                             err);
                 sr.version = vs->version;
                 if (!rc)
                     rc = ferry_batch_update(b, &sr, err);
@@ -288,6 +295,7 @@ static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const 
 out:
     free(newb);
     free(loads);
+    free(names);
     ferry_batch_free(b);
     mv_view_free(&view);
     return rc;

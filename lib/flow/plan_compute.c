@@ -2,11 +2,12 @@
  * active shards as the new cluster; the slices with one replica and rf 1 go through placement's
  * own ferry_pl_rebalance and ferry_pl_plan_build (rebalance_plan.c, the same steps `ferry plan`
  * runs), every other slice through the replica steps below with placement's zone rule. Reads the
- * catalog through the compact view (catalog_view.c, on the catalog's compact scans) and looks
- * everything up by index or binary search: its cost grows as slices x log(slices), whatever the
- * cluster's size. */
+ * catalog through the compact view (catalog_view.c, on the catalog's compact scans), whose routes
+ * are already indexes into the shard records, and looks everything up by index or binary search:
+ * its cost grows as slices x log(slices), whatever the cluster's size. */
 #include "ferry/move.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,60 +33,6 @@ static unsigned tenant_rf(const mv_view *v, const char *tenant, unsigned cluster
     if (t && t->rf)
         return t->rf;
     return cluster_rf ? cluster_rf : 1;
-}
-
-/* Shard lists already taken apart, by the address of the view's (pooled) string: open
- * addressing, at most half full. */
-typedef struct route_memo {
-    const char *route; /* NULL: a free slot */
-    size_t first;      /* into the indices */
-    uint8_t count;
-} route_memo;
-
-typedef struct memo_map {
-    route_memo *v;
-    size_t n, cap;
-} memo_map;
-
-static size_t memo_slot(const memo_map *m, const char *route)
-{
-    uint64_t h = (uint64_t)(uintptr_t)route * 0x9E3779B97F4A7C15ULL;
-    size_t k = (size_t)(h >> 20) & (m->cap - 1);
-    while (m->v[k].route && m->v[k].route != route)
-        k = (k + 1) & (m->cap - 1);
-    return k;
-}
-
-static int memo_init(memo_map *m, ferry_err *err)
-{
-    m->cap = 1024;
-    m->n = 0;
-    m->v = calloc(m->cap, sizeof *m->v);
-    return m->v ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-}
-
-/* The slot of route: its entry, or the free slot where it goes (route NULL). */
-static route_memo *memo_find(memo_map *m, const char *route)
-{
-    return &m->v[memo_slot(m, route)];
-}
-
-static int memo_add(memo_map *m, const char *route, size_t first, uint8_t count, ferry_err *err)
-{
-    if (2 * (m->n + 1) > m->cap) {
-        memo_map g = {calloc(m->cap * 2, sizeof *m->v), 0, m->cap * 2};
-        if (!g.v)
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->v[i].route)
-                g.v[memo_slot(&g, m->v[i].route)] = m->v[i];
-        g.n = m->n;
-        free(m->v);
-        *m = g;
-    }
-    m->v[memo_slot(m, route)] = (route_memo){route, first, count};
-    m->n++;
-    return FERRY_OK;
 }
 
 static int plan_push(ferry_rebalance_plan *out, size_t *cap, enum ferry_plan_kind kind,
@@ -215,16 +162,13 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
     ferry_record_init(&settings, FERRY_REC_SETTINGS);
     ferry_record_list shards = {0};
     mv_view view = {0};
-    mv_names sn = {0};
     const char **names = NULL;
     mv_plan_shard *ps = NULL;
     mv_plan_slice *pl = NULL;
     mv_plan_move *moves = NULL;
     size_t nm = 0, npl = 0, cap = 0;
-    size_t *idx = NULL, *ridx = NULL, *rfirst = NULL;
-    uint8_t *rcount = NULL;
+    size_t *idx = NULL;
     mv_zones *zones = NULL;
-    memo_map memo = {0};
     ferry_hash hash = FERRY_HASH_SHA256;
     int rc = ferry_catalog_get(cat, &settings, err);
     if (rc == FERRY_ENOTFOUND)
@@ -234,18 +178,21 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
                            settings.u.settings.hash);
     if (!rc)
         rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
+    if (!rc && !(names = calloc(shards.n + 1, sizeof *names)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < shards.n; i++)
+        names[i] = shards.items[i].u.shard.name;
+    /* the view's shard table starts with the shard records: its index k is shards.items[k] */
     if (!rc)
-        rc = records ? mv_view_read_records(cat, &view, err) : mv_view_read(cat, &view, err);
+        rc = records ? mv_view_read_records(cat, names, shards.n, &view, err)
+                     : mv_view_read(cat, names, shards.n, &view, err);
     if (rc)
         goto out;
     size_t nv = view.n_slices;
     ps = calloc(shards.n + 1, sizeof *ps);
     pl = calloc(nv + 1, sizeof *pl);
-    idx = calloc(shards.n + 1, sizeof *idx);
-    names = calloc(shards.n + 1, sizeof *names);
-    rfirst = calloc(nv + 1, sizeof *rfirst);
-    rcount = calloc(nv + 1, sizeof *rcount);
-    if (!ps || !pl || !idx || !names || !rfirst || !rcount) {
+    idx = calloc(shards.n + FERRY_SHARDS_MAX + 1, sizeof *idx); /* a route, and the clones */
+    if (!ps || !pl || !idx) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
@@ -259,66 +206,41 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
         ps[i].added = sh->state == FERRY_SHARD_NEW;
         ps[i].zone = sh->zone;
         active += ps[i].in_new;
-        names[i] = sh->name;
     }
-    if ((rc = mv_names_init(&sn, names, shards.n, err)))
-        goto out;
-    /* Each routed slice's shards as indices (names the catalog does not know are left out;
-     * the first one must be known). The view holds each distinct shard list once, so a list is
-     * taken apart once however many slices share it (memo: the list's address to its indices). */
-    size_t n_ridx = 0, cap_ridx = 0;
-    if ((rc = memo_init(&memo, err)))
-        goto out;
+    /* Every shard serving a routed slice was in the old cluster. A route of no shard, or one
+     * naming a shard without a record, cannot be planned: the plan would drop a replica it does
+     * not see (or clone from nothing), so it is refused with the slice and the name. */
     for (size_t i = 0; i < nv; i++) {
         const mv_view_slice *sl = &view.slices[i];
-        if (!sl->placement || !sl->route)
+        if (!sl->has_slice || !sl->has_route)
             continue; /* a route without a slice record, or a slice nobody routes yet */
-        route_memo *m = memo_find(&memo, sl->route);
-        if (m->route) {
-            rfirst[i] = m->first;
-            rcount[i] = m->count;
-            continue;
-        }
-        /* the list as the catalog's decoder reads it (ferry_shard_text_next) */
-        size_t rlen = strlen(sl->route), at = 0, len = 0;
-        const char *p = sl->route;
-        while (ferry_shard_text_next(sl->route, rlen, &at, &p, &len) && !len)
-            ;
-        if (mv_names_find(&sn, p, len) < 0) {
-            rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u is routed to unknown shard "
-                               "%.*s", sl->tenant, sl->split, (int)(len < 127 ? len : 127), p);
+        const mv_shard *r = mv_view_route(&view, sl);
+        if (!sl->n_route) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "tenant %s split %u has a route of no shard",
+                               sl->tenant, sl->split);
             goto out;
         }
-        rfirst[i] = n_ridx;
-        for (at = 0; rcount[i] < 64 && ferry_shard_text_next(sl->route, rlen, &at, &p, &len);) {
-            long k = len ? mv_names_find(&sn, p, len) : -1;
-            if (k >= 0) {
-                if (n_ridx == cap_ridx) {
-                    cap_ridx = cap_ridx ? cap_ridx * 2 : 1024;
-                    size_t *q = realloc(ridx, cap_ridx * sizeof *ridx);
-                    if (!q) {
-                        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-                        goto out;
-                    }
-                    ridx = q;
-                }
-                ridx[n_ridx++] = (size_t)k;
-                rcount[i]++;
-                ps[k].in_old = true; /* every shard serving a route was in the old cluster */
+        for (size_t k = 0; k < sl->n_route; k++) {
+            if (!mv_shard_known(&view.shards, r[k])) {
+                rc = ferry_err_set(err, FERRY_EINVAL,
+                                   "tenant %s split %u is routed to shard %s, which has no "
+                                   "shard record (ferry shard add it, or route the slice "
+                                   "elsewhere)", sl->tenant, sl->split,
+                                   view.shards.names[r[k]]);
+                goto out;
             }
+            ps[r[k]].in_old = true;
         }
-        if ((rc = memo_add(&memo, sl->route, rfirst[i], rcount[i], err)))
-            goto out;
     }
     size_t n_replica_steps = 0;   /* routed slices left to the replica steps below */
     const char *rf_tenant = NULL; /* tenant_rf of the slices of one tenant, looked up once */
     unsigned rf_want = 0;
     for (size_t i = 0; i < nv; i++) {
         const mv_view_slice *sl = &view.slices[i];
-        if (!sl->placement)
+        if (!sl->has_slice)
             continue;
         out->slices++;
-        if (!sl->route)
+        if (!sl->has_route)
             continue;
         if (sl->tenant != rf_tenant) {
             rf_tenant = sl->tenant;
@@ -328,12 +250,12 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
         if (want > active)
             want = (unsigned)active;
         out->total_bytes += sl->bytes * (want ? want : 1);
-        if (want <= 1 && !strchr(sl->route, ',')) {
+        if (want <= 1 && sl->n_route == 1) {
             /* rf 1 with one replica: the shard-change plan below decides */
             pl[npl].tenant = sl->tenant;
             pl[npl].split = sl->split;
             pl[npl].bytes = sl->bytes;
-            pl[npl].route = ridx[rfirst[i]];
+            pl[npl].route = mv_view_route(&view, sl)[0];
             pl[npl].view = i;
             npl++;
         } else {
@@ -350,16 +272,19 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
     if (!rc && n_replica_steps)
         rc = mv_zones_open(settings.u.settings.hash, settings.u.settings.fill, ps, shards.n,
                            &zones, err);
-    for (size_t i = 0; !rc && zones && i < nv; i++)
-        for (size_t k = 0; view.slices[i].placement && k < rcount[i]; k++)
-            mv_zones_load(zones, ridx[rfirst[i] + k], (int64_t)view.slices[i].bytes);
+    for (size_t i = 0; !rc && zones && i < nv; i++) {
+        const mv_view_slice *sl = &view.slices[i];
+        const mv_shard *r = mv_view_route(&view, sl);
+        for (size_t k = 0; sl->has_slice && sl->has_route && k < sl->n_route; k++)
+            mv_zones_load(zones, r[k], (int64_t)sl->bytes);
+    }
     for (size_t i = 0; !rc && zones && i < nm; i++) {
         mv_zones_load(zones, moves[i].from, -(int64_t)moves[i].bytes);
         mv_zones_load(zones, moves[i].to, (int64_t)moves[i].bytes);
     }
     for (size_t i = 0; !rc && zones && i < nv; i++) {
         const mv_view_slice *sl = &view.slices[i];
-        if (!sl->placement || !sl->route || !sl->route[0])
+        if (!sl->has_slice || !sl->has_route)
             continue;
         if (sl->tenant != rf_tenant) {
             rf_tenant = sl->tenant;
@@ -368,11 +293,14 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
         unsigned want = rf_want;
         if (want > active)
             want = (unsigned)active;
-        if (want <= 1 && !strchr(sl->route, ','))
+        if (want <= 1 && sl->n_route == 1)
             continue; /* planned above */
-        size_t have = rcount[i];
-        memcpy(idx, ridx + rfirst[i], have * sizeof *idx);
-        if (have && want >= 1)
+        size_t have = sl->n_route;
+        assert(have >= 1 && have <= FERRY_SHARDS_MAX);
+        const mv_shard *r = mv_view_route(&view, sl);
+        for (size_t k = 0; k < have; k++)
+            idx[k] = r[k];
+        if (want >= 1)
             rc = plan_slice(hash, &shards, zones, sl, idx, have, want, out, &cap, err);
     }
     if (!rc && !out->moves)
@@ -380,15 +308,10 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
     if (!rc && !out->moves)
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
 out:
-    free(memo.v);
     free(moves);
     free(ps);
     free(pl);
     free(idx);
-    free(ridx);
-    free(rfirst);
-    free(rcount);
-    mv_names_free(&sn);
     free(names);
     mv_zones_close(zones);
     mv_view_free(&view);

@@ -47,16 +47,6 @@ bool ferry_shard_text_next(const char *text, size_t len, size_t *at, const char 
     return next_item(text, len, at, true, item, n);
 }
 
-bool ferry_shard_text_has(const char *text, size_t len, const char *name)
-{
-    size_t nl = strlen(name), at = 0, n;
-    const char *item;
-    while (ferry_shard_text_next(text, len, &at, &item, &n))
-        if (n && n == nl && !memcmp(item, name, n)) /* an empty item is no name */
-            return true;
-    return false;
-}
-
 /* The parse of both: stored, each item trimmed of blanks and the empty ones skipped. */
 static int parse(ferry_shard_set *s, const char *text, size_t len, bool stored, ferry_err *err)
 {

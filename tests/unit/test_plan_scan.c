@@ -75,8 +75,8 @@ static void rewrite_doc(ferry_catalog *c, const char *parent, const char *name, 
     assert_int_equal(sqlite3_changes(db), 1);
 }
 
-/* The catalog described at the top. */
-static ferry_catalog *realistic(void)
+/* A new catalog, and a batch (*b) that creates its settings: hash sha256, rf 1, hot_days 7. */
+static ferry_catalog *new_catalog(ferry_batch **b)
 {
     char url[512];
     temp_catalogs_url(&tc, "plan-scan", "timeout_ms=5000", url, sizeof url);
@@ -84,7 +84,7 @@ static ferry_catalog *realistic(void)
     ferry_err err = {0};
     if (ferry_catalog_open(url, &c, &err))
         fail_msg("open %s: %s", url, err.msg);
-    ferry_batch *b = ferry_batch_new();
+    *b = ferry_batch_new();
     ferry_record r;
     ferry_record_init(&r, FERRY_REC_SETTINGS);
     snprintf(r.u.settings.name, sizeof r.u.settings.name, "t");
@@ -93,7 +93,16 @@ static ferry_catalog *realistic(void)
     r.u.settings.fill = 0.85;
     r.u.settings.pointer_format = 5;
     r.u.settings.hot_days = 7;
-    add(b, &r);
+    add(*b, &r);
+    return c;
+}
+
+/* The catalog described at the top. */
+static ferry_catalog *realistic(void)
+{
+    ferry_batch *b;
+    ferry_catalog *c = new_catalog(&b);
+    ferry_record r;
     for (int s = 0; s < N_SHARDS; s++) {
         ferry_record_init(&r, FERRY_REC_SHARD);
         snprintf(r.u.shard.name, sizeof r.u.shard.name, "s%02d", s);
@@ -459,12 +468,16 @@ static void same_view(const mv_view *a, const mv_view *b)
         assert_int_equal(x->rows, y->rows);
         assert_int_equal(x->version, y->version);
         assert_int_equal(x->route_version, y->route_version);
-        assert_int_equal(!x->placement, !y->placement);
-        assert_int_equal(!x->route, !y->route);
-        if (x->placement)
-            assert_string_equal(x->placement, y->placement);
-        if (x->route)
-            assert_string_equal(x->route, y->route);
+        assert_int_equal(x->has_slice, y->has_slice);
+        assert_int_equal(x->has_route, y->has_route);
+        assert_int_equal(x->n_placement, y->n_placement);
+        assert_int_equal(x->n_route, y->n_route);
+        for (size_t k = 0; k < x->n_placement; k++)
+            assert_string_equal(a->shards.names[mv_view_placement(a, x)[k]],
+                                b->shards.names[mv_view_placement(b, y)[k]]);
+        for (size_t k = 0; k < x->n_route; k++)
+            assert_string_equal(a->shards.names[mv_view_route(a, x)[k]],
+                                b->shards.names[mv_view_route(b, y)[k]]);
     }
 }
 
@@ -491,10 +504,17 @@ static void test_plan_same_as_records(void **state)
     ferry_catalog *c = realistic();
     ferry_err err = {0};
     mv_view v, w;
-    if (mv_view_read(c, &v, &err))
+    ferry_record_list shards = {0};
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_SHARD, NULL, 0, &shards, &err), FERRY_OK);
+    const char **names = calloc(shards.n + 1, sizeof *names);
+    for (size_t i = 0; i < shards.n; i++)
+        names[i] = shards.items[i].u.shard.name;
+    if (mv_view_read(c, names, shards.n, &v, &err))
         fail_msg("view: %s", err.msg);
-    if (mv_view_read_records(c, &w, &err))
+    if (mv_view_read_records(c, names, shards.n, &w, &err))
         fail_msg("view from records: %s", err.msg);
+    free(names);
+    ferry_record_list_free(&shards);
     same_view(&v, &w);
     mv_view_free(&v);
     mv_view_free(&w);
@@ -517,6 +537,195 @@ static void test_plan_same_as_records(void **state)
     assert_true(to_new > 0 && from_draining > 0);
     ferry_rebalance_plan_free(&p);
     ferry_rebalance_plan_free(&q);
+    ferry_catalog_close(c);
+}
+
+/* ---- the view's shard indexes, with names that have no shard record ---- */
+
+/* The shard table alone: thousands of distinct lists (the index pool grows), names without a
+ * record past the first chunk of the table, and its limit of MV_SHARDS_TABLE_MAX names. */
+static void test_shard_table(void **state)
+{
+    (void)state;
+    const char *const known[] = {"b", "a", "c"};
+    ferry_err err = {0};
+    mv_shards t;
+    assert_int_equal(mv_shards_init(&t, known, 3, &err), FERRY_OK);
+    assert_int_equal(mv_shards_find(&t, "a"), 1);
+    assert_int_equal(mv_shards_find(&t, "b"), 0);
+    assert_int_equal(mv_shards_find(&t, "c"), 2);
+    uint32_t at, first_at = 0;
+    uint8_t n;
+    for (unsigned i = 0; i < 3000; i++) {
+        char text[64], x[16];
+        snprintf(x, sizeof x, "x%u", i);
+        snprintf(text, sizeof text, "%s,%s", known[i % 3], x);
+        assert_int_equal(mv_shards_put(&t, text, &at, &n, &err), FERRY_OK);
+        first_at = i ? first_at : at;
+        assert_int_equal(n, 2);
+        assert_int_equal(t.idx[at], i % 3);
+        assert_int_equal(t.idx[at + 1], 3 + i);
+        assert_false(mv_shard_known(&t, t.idx[at + 1]));
+        assert_string_equal(t.names[t.idx[at + 1]], x);
+    }
+    assert_int_equal(t.n_idx, 6000);
+    assert_int_equal(mv_shards_put(&t, "b,x0", &at, &n, &err), FERRY_OK);
+    assert_int_equal(at, first_at); /* a text met before: its list, not another */
+    assert_int_equal(mv_shards_put(&t, "a,a", &at, &n, &err), FERRY_EINVAL);
+    ferry_err_clear(&err);
+    /* the table's limit: names past MV_SHARDS_TABLE_MAX are refused, not wrapped */
+    int rc = FERRY_OK;
+    for (unsigned i = 0; !rc; i++) {
+        char text[32];
+        snprintf(text, sizeof text, "y%u", i);
+        rc = mv_shards_put(&t, text, &at, &n, &err);
+        assert_true(rc || t.n <= MV_SHARDS_TABLE_MAX);
+    }
+    assert_int_equal(rc, FERRY_EUNSUPPORTED);
+    assert_int_equal(t.n, MV_SHARDS_TABLE_MAX);
+    mv_shards_seal(&t);
+    assert_int_equal(mv_shards_find(&t, "x2999"), 3002);
+    mv_shards_free(&t);
+}
+
+/* Tenant u of 6 splits on shards s0 s1 s2: u/0 "s0", u/1 "s1,s0", u/2 "s0" (the text of u/0),
+ * u/3 on "s2,gone" with placement "gone" (no shard record), u/4 a slice nobody routes, u/5 a
+ * route to "old" (no shard record) without a slice record. */
+static ferry_catalog *with_unknown_shards(void)
+{
+    ferry_batch *b;
+    ferry_catalog *c = new_catalog(&b);
+    ferry_record r;
+    for (int k = 0; k < 3; k++) {
+        ferry_record_init(&r, FERRY_REC_SHARD);
+        snprintf(r.u.shard.name, sizeof r.u.shard.name, "s%d", k);
+        r.u.shard.weight = 1;
+        snprintf(r.u.shard.replicas, sizeof r.u.shard.replicas, "http://127.0.0.1:1");
+        add(b, &r);
+    }
+    ferry_record_init(&r, FERRY_REC_TENANT);
+    snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "u");
+    r.u.tenant.splits = 6;
+    add(b, &r);
+    static const char *const placement[] = {"s0", "s1", "s0", "gone", "s1", NULL};
+    static const char *const route[] = {"s0", "s1,s0", "s0", "s2,gone", NULL, "old"};
+    for (uint32_t k = 0; k < 6; k++) {
+        if (placement[k]) {
+            ferry_record_init(&r, FERRY_REC_SLICE);
+            snprintf(r.u.slice.tenant, sizeof r.u.slice.tenant, "u");
+            r.u.slice.split = k;
+            r.u.slice.bytes = 1000 * (k + 1);
+            shards_printf(&r.u.slice.placement, "%s", placement[k]);
+            add(b, &r);
+        }
+        if (route[k]) {
+            ferry_record_init(&r, FERRY_REC_ROUTE);
+            snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "u");
+            r.u.route.split = k;
+            shards_printf(&r.u.route.shards, "%s", route[k]);
+            add(b, &r);
+        }
+    }
+    commit(c, b);
+    return c;
+}
+
+static void test_view_shard_indexes(void **state)
+{
+    (void)state;
+    ferry_catalog *c = with_unknown_shards();
+    ferry_err err = {0};
+    const char *const names[] = {"s0", "s1", "s2"};
+    mv_view v, w;
+    if (mv_view_read(c, names, 3, &v, &err))
+        fail_msg("view: %s", err.msg);
+    /* the table: the shards given, in their order, then the names without a record as met */
+    assert_int_equal(v.shards.n_known, 3);
+    assert_int_equal(v.shards.n, 5);
+    for (size_t k = 0; k < 3; k++) {
+        assert_string_equal(v.shards.names[k], names[k]);
+        assert_true(mv_shard_known(&v.shards, (mv_shard)k));
+    }
+    assert_string_equal(v.shards.names[3], "gone");
+    assert_string_equal(v.shards.names[4], "old");
+    assert_false(mv_shard_known(&v.shards, 3));
+    assert_false(mv_shard_known(&v.shards, 4));
+    assert_int_equal(mv_shards_find(&v.shards, "s2"), 2);
+    assert_int_equal(mv_shards_find(&v.shards, "old"), 4);
+    assert_int_equal(mv_shards_find(&v.shards, "s3"), -1);
+    assert_null(v.shards.texts); /* sealed: the texts are not kept */
+    assert_int_equal(v.n_slices, 6);
+    static const int want_route[6][3] = {{0, -1}, {1, 0, -1}, {0, -1}, {2, 3, -1}, {-1}, {4, -1}};
+    static const int want_placement[6][2] = {{0, -1}, {1, -1}, {0, -1}, {3, -1}, {1, -1}, {-1}};
+    for (size_t i = 0; i < 6; i++) {
+        const mv_view_slice *x = &v.slices[i];
+        assert_string_equal(x->tenant, "u");
+        assert_int_equal(x->split, i);
+        assert_int_equal(x->has_slice, i != 5);
+        assert_int_equal(x->has_route, i != 4);
+        assert_int_equal(x->version >= 0, i != 5);
+        assert_int_equal(x->route_version >= 0, i != 4);
+        size_t n = 0;
+        for (; want_route[i][n] >= 0; n++)
+            assert_int_equal(mv_view_route(&v, x)[n], want_route[i][n]);
+        assert_int_equal(x->n_route, n);
+        for (n = 0; want_placement[i][n] >= 0; n++)
+            assert_int_equal(mv_view_placement(&v, x)[n], want_placement[i][n]);
+        assert_int_equal(x->n_placement, n);
+    }
+    /* one text, one list: u/0's and u/2's route and the placements "s0" share their indexes */
+    assert_int_equal(v.slices[0].route, v.slices[2].route);
+    assert_int_equal(v.slices[0].route, v.slices[0].placement);
+    if (mv_view_read_records(c, names, 3, &w, &err))
+        fail_msg("view from records: %s", err.msg);
+    same_view(&v, &w);
+    assert_int_equal(w.shards.n, 5);
+    mv_view_free(&v);
+    mv_view_free(&w);
+    /* the plan cannot act on a replica it has no shard record of: refused, the name said */
+    ferry_rebalance_plan p;
+    assert_int_equal(ferry_rebalance_plan_compute(c, &p, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.msg, "tenant u split 3 is routed to shard gone"));
+    ferry_err_clear(&err);
+    /* the status counts them apart, none lost: gone holds u/3, old a route without a slice */
+    ferry_cluster_status st;
+    if (ferry_cluster_status_read(c, 5, &st, &err))
+        fail_msg("status: %s", err.msg);
+    assert_int_equal(st.n_shards, 3);
+    assert_int_equal(st.shards[0].slices, 3);
+    assert_int_equal(st.shards[0].bytes, 1000 + 2000 + 3000);
+    assert_int_equal(st.shards[1].slices, 1);
+    assert_int_equal(st.shards[2].slices, 1);
+    assert_int_equal(st.shards[2].bytes, 4000);
+    assert_int_equal(st.n_unknown, 2);
+    assert_string_equal(st.unknown[0].shard.name, "gone");
+    assert_int_equal(st.unknown[0].slices, 1);
+    assert_int_equal(st.unknown[0].bytes, 4000);
+    assert_string_equal(st.unknown[1].shard.name, "old");
+    assert_int_equal(st.unknown[1].slices, 1);
+    assert_int_equal(st.unknown[1].bytes, 0);
+    ferry_cluster_status_free(&st);
+    size_t n = 0;
+    assert_int_equal(ferry_shard_routes_count(c, "s0", &n, &err), FERRY_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(ferry_shard_routes_count(c, "s2", &n, &err), FERRY_OK);
+    assert_int_equal(n, 1);
+    if (!tc.zk_base) {
+        /* stored text as another writer may leave it: blanks and empty items do not count (the
+         * decoder's reading); a name twice breaks the rule and fails the read, the slice named */
+        rewrite_doc(c, "routes/u", "2", "{\"shards\":\" s1 , ,s0\",\"split\":2,\"tenant\":\"u\"}");
+        if (mv_view_read(c, names, 3, &v, &err))
+            fail_msg("view: %s", err.msg);
+        assert_int_equal(v.slices[2].n_route, 2);
+        assert_int_equal(mv_view_route(&v, &v.slices[2])[0], 1);
+        assert_int_equal(mv_view_route(&v, &v.slices[2])[1], 0);
+        mv_view_free(&v);
+        rewrite_doc(c, "routes/u", "2", "{\"shards\":\"s1,s1\",\"split\":2,\"tenant\":\"u\"}");
+        assert_int_equal(mv_view_read(c, names, 3, &v, &err), FERRY_EINVAL);
+        assert_non_null(strstr(err.msg, "tenant u split 2: route: "));
+        assert_int_equal(v.n_slices, 0); /* freed after the failure */
+        ferry_err_clear(&err);
+    }
     ferry_catalog_close(c);
 }
 
@@ -641,6 +850,8 @@ int main(void)
         cmocka_unit_test(test_slice_scan_stopped),
         cmocka_unit_test(test_tenant_and_partition_rows),
         cmocka_unit_test(test_plan_same_as_records),
+        cmocka_unit_test(test_shard_table),
+        cmocka_unit_test(test_view_shard_indexes),
         cmocka_unit_test(test_status_same_as_records),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
