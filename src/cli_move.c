@@ -2,6 +2,7 @@
  * progress display, the parallel runner, plan printing. */
 #include "cli_move.h"
 
+#include "ferry/clock.h"
 #include "ferry/plan_run.h"
 
 #include <stdio.h>
@@ -14,13 +15,6 @@
 #include "ferry/pause.h"
 #include "ferry/replica.h"
 #include "ferry/strutil.h"
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void on_progress(const ferry_move_progress *p, void *arg)
 {
@@ -39,7 +33,7 @@ static void on_progress(const ferry_move_progress *p, void *arg)
         fflush(stdout);
         json_decref(o);
     } else if (e->bar) {
-        double now = mono_s();
+        double now = ferry_clock_s();
         if (now - e->last_bar >= 0.1 || p->parts_done == p->parts_total) {
             e->last_bar = now;
             double frac = p->bytes_total ? (double)p->bytes_done / (double)p->bytes_total : 0;

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "cli_move.h"
 #include "ferry/autopilot.h"
+#include "ferry/clock.h"
 #include "ferry/pause.h"
 #include "ferry/strutil.h"
 
@@ -89,8 +90,7 @@ int cmd_rebalance(int argc, char **argv)
     ferry_rebalance_plan plan = {0};
     char (*ids)[64] = NULL;
     size_t n = 0, done = 0, failed = 0, resumed = 0;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = ferry_clock_s();
     json_t *results = json_array();
     int rc = cli_move_env_init(&e, "rebalance", o.config, json, &err);
     e.opts.grace_ms = (unsigned)grace;
@@ -148,8 +148,7 @@ int cmd_rebalance(int argc, char **argv)
         ferry_catalog_close(cat);
         cat = NULL;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    double secs = ferry_clock_s() - t0;
     uint64_t hb = 0, hc = 0, cb = 0, cc = 0;
     size_t k;
     json_t *r;

@@ -1,7 +1,7 @@
-/* `ferry status`: the cluster at a glance from the catalog (ferry_cluster_status_read): shards
- * with their fill (bytes of the slices routed to them against capacity; on a terminal a bar
- * against the fill target), tenants, slices, the routing version, the moves in flight and the
- * tier backlog. */
+/* `ferry status`: the cluster at a glance from the catalog (ferry_cluster_status_read; --json
+ * prints ferry_cluster_status_json): shards with their fill (bytes of the slices routed to them
+ * against capacity; on a terminal a bar against the fill target), tenants, slices, the routing
+ * version, the moves in flight and the tier backlog. */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -139,60 +139,7 @@ int cmd_status(int argc, char **argv)
     const ferry_settings *st = &cs.settings;
     const ferry_record_list *moves = &cs.moves;
     if (c.json) {
-        root = json_pack("{s:s, s:s, s:s, s:i, s:f, s:I, s:I, s:I}", "cluster", st->name, "catalog",
-                         cs.backend, "hash", st->hash, "rf", (int)st->rf, "fill_target", st->fill,
-                         "routing_version", (json_int_t)cs.routing_version, "tenants",
-                         (json_int_t)cs.tenants, "slices", (json_int_t)cs.slices);
-        json_t *a = json_array();
-        for (size_t s = 0; s < cs.n_shards; s++) {
-            const ferry_shard_status *ss = &cs.shards[s];
-            json_t *o = json_pack("{s:s, s:s, s:f, s:I, s:I, s:I}", "name", ss->shard.name,
-                                  "state", ferry_shard_state_name(ss->shard.state), "weight",
-                                  ss->shard.weight, "capacity", (json_int_t)ss->shard.capacity,
-                                  "bytes", (json_int_t)ss->bytes, "slices",
-                                  (json_int_t)ss->slices);
-            json_object_set_new(o, "fill", ss->fill >= 0 ? json_real(ss->fill) : json_null());
-            json_array_append_new(a, o);
-        }
-        json_object_set_new(root, "shards", a);
-        if (cs.n_unknown) { /* routes naming shards without a record: shown, not lost */
-            a = json_array();
-            for (size_t s = 0; s < cs.n_unknown; s++)
-                json_array_append_new(a, json_pack("{s:s, s:I, s:I}", "name",
-                                                   cs.unknown[s].shard.name, "bytes",
-                                                   (json_int_t)cs.unknown[s].bytes, "slices",
-                                                   (json_int_t)cs.unknown[s].slices));
-            json_object_set_new(root, "unknown_shards", a);
-        }
-        a = json_array();
-        for (size_t i = 0; i < moves->n; i++) {
-            const ferry_move *m = &moves->items[i].u.move;
-            char ftext[FERRY_SHARDS_TEXT_MAX], ttext[FERRY_SHARDS_TEXT_MAX];
-            json_array_append_new(
-                a, json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:s}", "id", m->id,
-                             "tenant", m->tenant, "split", (int)m->split, "from",
-                             ferry_shard_set_str(&m->from, ftext), "to",
-                             ferry_shard_set_str(&m->to, ttext), "state",
-                             ferry_move_state_name(m->state), "step", (int)m->step, "steps",
-                             (int)m->steps, "owner", m->owner));
-        }
-        json_object_set_new(root, "moves_in_flight", a);
-        json_object_set_new(root, "tier_backlog", json_integer((json_int_t)cs.tier_backlog));
-        json_object_set_new(root, "autopilot", ferry_cluster_status_autopilot_json(&cs, &win));
-        a = json_array();
-        for (size_t i = 0; i < cs.n_repair_needed; i++) {
-            const ferry_repair_need *n = &cs.repair_needed[i];
-            char mtext[FERRY_SHARDS_TEXT_MAX], htext[FERRY_SHARDS_TEXT_MAX];
-            json_array_append_new(a, json_pack("{s:s, s:I, s:s, s:s, s:I, s:I, s:I}", "tenant",
-                                               n->tenant, "split", (json_int_t)n->split,
-                                               "missed", ferry_shard_set_str(&n->missed, mtext),
-                                               "held", ferry_shard_set_str(&n->held, htext),
-                                               "writes",
-                                               (json_int_t)n->writes, "first",
-                                               (json_int_t)n->first, "last",
-                                               (json_int_t)n->last));
-        }
-        json_object_set_new(root, "repair_needed", a);
+        root = ferry_cluster_status_json(&cs, &win);
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
         putchar('\n');
         goto out;

@@ -69,10 +69,10 @@ void ferry_cluster_status_free(ferry_cluster_status *s);
  * serves slices. */
 int ferry_shard_routes_count(ferry_catalog *cat, const char *shard, size_t *n, ferry_err *err);
 
-/* The pause, the maintenance window w (when set) and the autopilot's last runs as `ferry status
- * --json` gives them: {"pause": {...}, "window": {utc, open, next_open}, "runs": [...]}.
- * Caller decrefs. */
-json_t *ferry_cluster_status_autopilot_json(const ferry_cluster_status *cs,
-                                            const ferry_ap_window *w);
+/* The status as `ferry status --json` prints it: the settings and counts, "shards",
+ * "unknown_shards" (when any), "moves_in_flight", "tier_backlog", "autopilot" (the pause, the
+ * maintenance window w when set and the autopilot's last runs: {"pause": {...}, "window": {utc,
+ * open, next_open}, "runs": [...]}) and "repair_needed". Caller decrefs. */
+json_t *ferry_cluster_status_json(const ferry_cluster_status *cs, const ferry_ap_window *w);
 
 #endif

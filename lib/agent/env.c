@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "ferry/clock.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
 #include "ferry/partition.h"
@@ -261,13 +262,6 @@ int agent_env_pointer_version(agent_env *env, int *version, ferry_err *err)
     return FERRY_OK;
 }
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 void agent_cache_init(agent_cache *c)
 {
     memset(c, 0, sizeof *c);
@@ -326,7 +320,7 @@ int agent_env_roots(agent_env *env, ferry_err *err)
     agent_cache *cache = &env->a->cache;
     if (env->cached) { /* a part transfer: the disks listed in the last AGENT_CACHE_MS */
         pthread_mutex_lock(&cache->mu);
-        if (cache->disks_at_ms > 0 && mono_ms() - cache->disks_at_ms < AGENT_CACHE_MS &&
+        if (cache->disks_at_ms > 0 && ferry_clock_ms() - cache->disks_at_ms < AGENT_CACHE_MS &&
             (env->disks = disks_copy(cache->disks, cache->n_disks)))
             env->n_disks = cache->n_disks;
         pthread_mutex_unlock(&cache->mu);
@@ -366,7 +360,7 @@ int agent_env_roots(agent_env *env, ferry_err *err)
             disks_free(cache->disks, cache->n_disks);
             cache->disks = keep;
             cache->n_disks = env->n_disks;
-            cache->disks_at_ms = mono_ms();
+            cache->disks_at_ms = ferry_clock_ms();
             pthread_mutex_unlock(&cache->mu);
         }
     }
@@ -434,7 +428,7 @@ int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_ta
     bool from_cache = false;
     if (env->cached) { /* a part transfer: the paths looked up in the last AGENT_CACHE_MS */
         pthread_mutex_lock(&cache->mu);
-        double now = mono_ms();
+        double now = ferry_clock_ms();
         for (size_t i = 0; !from_cache && i < AGENT_CACHE_TABLES; i++) {
             agent_cached_table *e = &cache->tables[i];
             if (e->at_ms <= 0 || now - e->at_ms >= AGENT_CACHE_MS || strcmp(e->db, db) ||
@@ -481,7 +475,7 @@ int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_ta
             free(e->table);
             ferry_ch_data_paths_free(e->paths, e->n);
             *e = (agent_cached_table){.db = kdb, .table = kt, .paths = kp, .n = np,
-                                      .at_ms = mono_ms()};
+                                      .at_ms = ferry_clock_ms()};
             pthread_mutex_unlock(&cache->mu);
         } else {
             free(kdb);

@@ -10,6 +10,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
+#include "ferry/clock.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
@@ -186,13 +187,6 @@ static const agent_op OPS[] = {
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 #define OP_RECEIVE N_OPS /* the metrics' index of the streamed receive */
 _Static_assert(N_OPS + 1 <= AGENT_METRIC_OPS, "agent_metrics has a slot per operation");
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* One finished operation in the metrics: outcome, duration, and the bytes its answer reports. */
 static void count_op(ferry_agent *a, size_t op, bool ok, double seconds, json_t *resp)
@@ -407,13 +401,13 @@ static void op_complete(ferry_http_req *req, void *ctx)
     agent_env_init(&env, a);
     ferry_err err = {0};
     json_t *resp = NULL;
-    double t0 = mono_s();
+    double t0 = ferry_clock_s();
     int rc = op->fn(&env, body, &resp, &err);
     /* every answer is built with jansson; a NULL one is an allocation that failed */
     if (rc == FERRY_OK && !resp)
         rc = ferry_err_set(&err, FERRY_ENOMEM, "out of memory building the answer of %s",
                            op->name);
-    count_op(a, (size_t)(op - OPS), rc == FERRY_OK, mono_s() - t0, resp);
+    count_op(a, (size_t)(op - OPS), rc == FERRY_OK, ferry_clock_s() - t0, resp);
     if (rc == FERRY_OK) {
         respond_json(req, 200, resp);
         FLOG_INFO("agent: op=%s status=200", op->name);
@@ -453,7 +447,7 @@ static void recv_headers(ferry_http_req *req, void *ctx)
         return;
     }
     agent_env_init(&s->env, a);
-    s->t0 = mono_s();
+    s->t0 = ferry_clock_s();
     ferry_http_req_set_state(req, s);
     const char *db = ferry_http_arg(req, "database"), *table = ferry_http_arg(req, "table"),
                *part = ferry_http_arg(req, "part"), *kind = ferry_http_arg(req, "kind"),
@@ -491,7 +485,7 @@ static void recv_complete(ferry_http_req *req, void *ctx)
     json_t *resp = NULL;
     if (s->rc == FERRY_OK)
         s->rc = agent_recv_finish(s->r, &resp, &s->err);
-    count_op(s->env.a, OP_RECEIVE, s->rc == FERRY_OK, mono_s() - s->t0, resp);
+    count_op(s->env.a, OP_RECEIVE, s->rc == FERRY_OK, ferry_clock_s() - s->t0, resp);
     if (s->rc == FERRY_EINVAL) {
         pthread_mutex_lock(&s->env.a->metrics.mu);
         s->env.a->metrics.parts_refused++; /* a part that failed its checks */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ferry/checksums.h"
+#include "ferry/clock.h"
 #include "ferry/log.h"
 #include "ferry/pointer.h"
 #include "ferry/strutil.h"
@@ -123,13 +124,6 @@ static int existing_is_same(ferry_objstore *st, const char *key, int fd, uint64_
         rc = ferry_err_set(err, rc, "reading %s to compare: %s", key, gerr.msg);
     free(c);
     return rc;
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* What reading one file before its upload showed. */
@@ -293,9 +287,9 @@ static int upload_batch(agent_env *env, upload_env *u, const char *dir, const ch
         const ferry_checksum_entry *e = sums ? ferry_checksums_find(sums, files[i].name) : NULL;
         if (sums && !e && !ferry_checksums_unlisted_file_ok(files[i].name))
             *verified = false; /* a file ClickHouse should have listed: let the caller read rows */
-        double t0 = now_ms();
+        double t0 = ferry_clock_ms();
         rc = check_file(env, f[i].fd, part, files[i].name, files[i].size, e, &f[i].fc, err);
-        *check_ms += now_ms() - t0;
+        *check_ms += ferry_clock_ms() - t0;
         /* An object already at the key is never replaced: the same bytes (a retried upload)
          * count as uploaded, other bytes are an error. The store refuses the replacement
          * itself (conditional put); the check first also covers stores that ignore it. */

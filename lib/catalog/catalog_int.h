@@ -226,7 +226,4 @@ void cat_need_index_ops_free(cat_op *all, size_t n, size_t n_all);
 bool cat_route_fast(const char *doc, const char **shards, size_t *n_shards, uint32_t *split,
                     const char **tenant, size_t *n_tenant);
 
-/* Milliseconds on the monotonic clock. */
-int64_t cat_now_ms(void);
-
 #endif

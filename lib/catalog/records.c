@@ -35,13 +35,6 @@ static const char *const layouts[] = {"shared", "per_tenant"};
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
-int64_t cat_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 const char *ferry_record_kind_name(enum ferry_record_kind k)
 {
     return (unsigned)k < FERRY_REC_KIND_COUNT ? kinds[k].name : "?";

@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ferry/clock.h"
+
 struct cat_backend {
     sqlite3 *db;
     char *path;
@@ -376,12 +378,12 @@ static int sq_routing_version(ferry_catalog *c, uint64_t *v, ferry_err *err)
 static int sq_routing_wait(ferry_catalog *c, uint64_t known, int timeout_ms, uint64_t *now,
                            ferry_err *err)
 {
-    int64_t deadline = cat_now_ms() + timeout_ms;
+    int64_t deadline = (int64_t)ferry_clock_ms_u64() + timeout_ms;
     for (;;) {
         int rc = sq_routing_version(c, now, err);
         if (rc || *now != known)
             return rc;
-        if (cat_now_ms() >= deadline)
+        if ((int64_t)ferry_clock_ms_u64() >= deadline)
             return ferry_err_set(err, FERRY_ETIMEOUT,
                                  "routing version stayed at %llu for %d ms",
                                  (unsigned long long)known, timeout_ms);

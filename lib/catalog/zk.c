@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <zookeeper/zookeeper.h>
 
+#include "ferry/clock.h"
 #include "ferry/strutil.h"
 
 
@@ -59,7 +60,7 @@ static bool wait_event(cat_backend *be, uint64_t seen, int64_t deadline_ms)
     bool got = true;
     pthread_mutex_lock(&be->mu);
     while (be->events == seen) {
-        int64_t left = deadline_ms - cat_now_ms();
+        int64_t left = deadline_ms - (int64_t)ferry_clock_ms_u64();
         if (left <= 0) {
             got = false;
             break;
@@ -180,7 +181,7 @@ static int zcreate_if_missing(cat_backend *be, const char *abs, const char *data
 int zk_gate_wait_open(ferry_catalog *c, int64_t *gv, ferry_err *err)
 {
     cat_backend *be = c->be;
-    int64_t deadline = cat_now_ms() + be->wait_ms;
+    int64_t deadline = (int64_t)ferry_clock_ms_u64() + be->wait_ms;
     char abs[PATH_MAX_LEN];
     zk_abspath(be, "gate", abs, sizeof abs);
     for (;;) {
@@ -618,7 +619,7 @@ static int zk_routing_wait(ferry_catalog *c, uint64_t known, int timeout_ms, uin
                            ferry_err *err)
 {
     cat_backend *be = c->be;
-    int64_t deadline = cat_now_ms() + timeout_ms;
+    int64_t deadline = (int64_t)ferry_clock_ms_u64() + timeout_ms;
     char abs[PATH_MAX_LEN];
     zk_abspath(be, "routing", abs, sizeof abs);
     for (;;) {
@@ -837,7 +838,8 @@ int cat_zk_open(ferry_catalog *c, const char *rest, ferry_err *err)
                            strerror(errno));
         goto out;
     }
-    int64_t deadline = cat_now_ms() + (be->timeout_ms > 15000 ? be->timeout_ms : 15000);
+    int64_t deadline =
+        (int64_t)ferry_clock_ms_u64() + (be->timeout_ms > 15000 ? be->timeout_ms : 15000);
     for (;;) {
         uint64_t seen = events_now(be);
         pthread_mutex_lock(&be->mu);

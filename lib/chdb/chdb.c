@@ -17,6 +17,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/chhttp.h"
+#include "ferry/clock.h"
 
 typedef struct chdb_result_ {
     void *internal_data;
@@ -750,14 +751,7 @@ out:
 int ferry_chdb_pool_acquire(ferry_chdb_pool *p, unsigned timeout_ms, ferry_chdb_conn **out,
                             ferry_err *err)
 {
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = ferry_clock_after_ms(timeout_ms); /* p->cond's clock */
     pthread_mutex_lock(&p->mu);
     for (;;) {
         if (p->idle) {

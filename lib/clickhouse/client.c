@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ferry/clock.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
 
@@ -244,18 +245,11 @@ typedef struct xfer {
     ferry_ch_wire_io *io; /* the plain-socket transfer, when it carries this one */
 } xfer;
 
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One header of the final response (name and value trimmed). */
 static int take_header(xfer *x, const char *name, size_t klen, const char *v, size_t vlen)
 {
     x->got_response = true;
-    x->last_activity_ms = now_ms();
+    x->last_activity_ms = (long long)ferry_clock_ms_u64();
     char val[128];
     if (vlen >= sizeof val)
         vlen = sizeof val - 1;
@@ -278,7 +272,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
     xfer *x = arg;
     size_t len = size * n;
     x->got_response = true;
-    x->last_activity_ms = now_ms();
+    x->last_activity_ms = (long long)ferry_clock_ms_u64();
     if (len >= 5 && !strncmp(p, "HTTP/", 5)) { /* a new response (after 100 Continue) */
         x->hdr_code = 0;
         x->tag[0] = '\0';
@@ -322,7 +316,7 @@ static int deliver(xfer *x, size_t n)
 static int take_body(xfer *x, const char *p, size_t len)
 {
     x->got_response = true;
-    x->last_activity_ms = now_ms();
+    x->last_activity_ms = (long long)ferry_clock_ms_u64();
     if (x->status == 0) {
         if (x->io)
             x->status = x->io->parser->status;
@@ -416,7 +410,7 @@ static size_t on_read(char *buf, size_t size, size_t n, void *arg)
         return CURL_READFUNC_ABORT;
     }
     x->c->stats.bytes_sent += (uint64_t)got;
-    x->last_activity_ms = now_ms();
+    x->last_activity_ms = (long long)ferry_clock_ms_u64();
     return (size_t)got;
 }
 
@@ -444,7 +438,7 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
     (void)dltotal;
     (void)ultotal;
     xfer *x = arg;
-    long long t = now_ms();
+    long long t = (long long)ferry_clock_ms_u64();
     if (dlnow != x->last_dl || ulnow != x->last_ul) {
         x->last_dl = dlnow;
         x->last_ul = ulnow;
@@ -509,7 +503,7 @@ static int transfer_wire(ferry_ch_client *c, xfer *x, const char *url, ferry_ch_
         .arg = x,
     };
     x->io = &io;
-    x->last_activity_ms = now_ms();
+    x->last_activity_ms = (long long)ferry_clock_ms_u64();
     int rc = ferry_ch_wire_exchange(c->wire, &io, failure, c->redacted, err);
     x->io = NULL;
     if (x->status == 0 && io.parser)
@@ -575,7 +569,7 @@ static int transfer_curl(ferry_ch_client *c, xfer *x, const char *url,
         curl_easy_setopt(h, CURLOPT_USERNAME, c->user ? c->user : "default");
         curl_easy_setopt(h, CURLOPT_PASSWORD, c->password ? c->password : "");
     }
-    x->last_activity_ms = now_ms();
+    x->last_activity_ms = (long long)ferry_clock_ms_u64();
     char curl_msg[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_msg);
 
@@ -719,15 +713,13 @@ int ferry_ch_exec(ferry_ch_client *c, const ferry_ch_query *q, ferry_ch_status *
 {
     if (!ferry_log_enabled(FERRY_LOG_DEBUG))
         return ch_exec(c, q, st_out, err);
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
+    double t0 = ferry_clock_ms();
     int rc = ch_exec(c, q, st_out, err);
-    clock_gettime(CLOCK_MONOTONIC, &b);
+    double ms = ferry_clock_ms() - t0;
     const char *sql = q->sql ? q->sql : "";
     size_t n = strcspn(sql, "'\n");
     FLOG_DEBUG("msg=\"clickhouse statement\" url=%s ms=%.1f rc=%d sql=\"%.*s\"", c->redacted,
-               (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6, rc,
-               (int)(n > 120 ? 120 : n), sql);
+               ms, rc, (int)(n > 120 ? 120 : n), sql);
     return rc;
 }
 

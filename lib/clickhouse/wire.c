@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ferry/clock.h"
+
 #define RECV_BUF (256 * 1024)
 
 struct ferry_ch_wire {
@@ -158,13 +160,6 @@ const char *ferry_ch_wire_base_path(const ferry_ch_wire *w)
     return w->path;
 }
 
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void set_timeout(int fd, int opt, long ms)
 {
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
@@ -183,7 +178,7 @@ static int wire_connect(ferry_ch_wire *w, const ferry_ch_wire_io *io, const char
                              "resolve the host: %s; is the URL right?", who, gai_strerror(g));
     int last_errno = 0;
     bool timed_out = false;
-    long long deadline = now_ms() + io->connect_timeout_ms;
+    long long deadline = (long long)ferry_clock_ms_u64() + io->connect_timeout_ms;
     for (struct addrinfo *a = res; a && w->fd < 0; a = a->ai_next) {
         int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
                         a->ai_protocol);
@@ -194,7 +189,7 @@ static int wire_connect(ferry_ch_wire *w, const ferry_ch_wire_io *io, const char
         int r = connect(fd, a->ai_addr, a->ai_addrlen);
         if (r != 0 && errno == EINPROGRESS) {
             struct pollfd pf = {.fd = fd, .events = POLLOUT};
-            long long left = deadline - now_ms();
+            long long left = deadline - (long long)ferry_clock_ms_u64();
             int pr;
             do
                 pr = poll(&pf, 1, left > 0 ? (int)left : 0);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ferry/clock.h"
 #include "ferry/coordinator.h"
 #include "ferry/doctor.h"
 #include "ferry/fleet.h"
@@ -224,13 +225,6 @@ static int do_doctor(ferry_autopilot *ap, ferry_ap_run *run, ferry_err *err)
     return rc;
 }
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 ferry_autopilot *ap_current(struct ap_shared *sh)
 {
     pthread_mutex_lock(&sh->mu);
@@ -246,7 +240,7 @@ static void run_action(void *arg)
     struct ap_slot *slot = arg;
     ferry_autopilot *ap = ap_current(slot->sh);
     unsigned every = ap->ac.enabled ? ap->ac.interval_s[slot->action] : 0;
-    if (!every || mono_s() < slot->last_end + every || atomic_load(&slot->sh->stopping))
+    if (!every || ferry_clock_s() < slot->last_end + every || atomic_load(&slot->sh->stopping))
         return;
     ferry_ap_run run;
     ferry_err err = {0};
@@ -308,7 +302,7 @@ done:
         FLOG_WARN("msg=\"autopilot could not record its run\" action=%s err=\"%s\"", run.action,
                   lerr.msg);
     ferry_catalog_close(cat);
-    slot->last_end = mono_s();
+    slot->last_end = ferry_clock_s();
 }
 
 /* ---- the handle ----------------------------------------------------------------------------- */
@@ -333,7 +327,7 @@ int ferry_autopilot_new(const ferry_autopilot_config *ac, const struct ferry_con
     pthread_mutex_init(&sh->mu, NULL);
     sh->cur = ap;
     atomic_init(&sh->stopping, false);
-    double now = mono_s(); /* each action runs first one interval after the start */
+    double now = ferry_clock_s(); /* each action runs first one interval after the start */
     for (int a = 0; a < FERRY_AP_ACTIONS; a++)
         sh->slots[a] = (struct ap_slot){.sh = sh, .action = (enum ferry_ap_action)a,
                                         .last_end = now};

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ferry/clock.h"
 #include "ferry/cluster_status.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
@@ -28,13 +29,6 @@
 #define STATUS_STALE_S 60  /* older: read before answering */
 #define HISTORY_SPAN_S (24 * 3600)
 #define TOP_TENANTS 10
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- the cached status ------------------------------------------------------------------------ */
 
@@ -47,15 +41,15 @@ static int status_refresh(ferry_coord *c, ferry_err *err)
     if (!s)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     pthread_mutex_lock(&c->cat_mu);
-    double t0 = mono_s();
+    double t0 = ferry_clock_s();
     int rc = ferry_cluster_status_read(c->cat, TOP_TENANTS, s, err);
-    ferry_histogram_observe(&v->catalog_read, mono_s() - t0);
+    ferry_histogram_observe(&v->catalog_read, ferry_clock_s() - t0);
     pthread_mutex_unlock(&c->cat_mu);
     pthread_mutex_lock(&v->status_mu);
     if (!rc) {
         ferry_cluster_status *old = v->status;
         v->status = s;
-        v->status_at = mono_s();
+        v->status_at = ferry_clock_s();
         s = old;
     } else {
         v->status_errors++;
@@ -115,7 +109,7 @@ static int status_get(ferry_coord *c, ferry_cluster_status **out, ferry_err *err
     coord_view *v = &c->view;
     *out = NULL;
     pthread_mutex_lock(&v->status_mu);
-    double age = v->status ? mono_s() - v->status_at : 0;
+    double age = v->status ? ferry_clock_s() - v->status_at : 0;
     if (v->status && age <= STATUS_STALE_S) {
         if (age > STATUS_MAX_AGE_S)
             v->refresh_wanted = true;

@@ -320,7 +320,8 @@ int ferry_shard_routes_count(ferry_catalog *cat, const char *shard, size_t *n, f
     return rc;
 }
 
-json_t *ferry_cluster_status_autopilot_json(const ferry_cluster_status *cs, const ferry_ap_window *w)
+/* The "autopilot" object of ferry_cluster_status_json. */
+static json_t *autopilot_json(const ferry_cluster_status *cs, const ferry_ap_window *w)
 {
     json_t *o = json_object();
     json_t *p = cs->pause.paused ? json_pack("{s:b, s:s, s:s, s:I}", "paused", 1, "reason",
@@ -348,4 +349,62 @@ json_t *ferry_cluster_status_autopilot_json(const ferry_cluster_status *cs, cons
     }
     json_object_set_new(o, "runs", a);
     return o;
+}
+
+json_t *ferry_cluster_status_json(const ferry_cluster_status *cs, const ferry_ap_window *w)
+{
+    const ferry_settings *st = &cs->settings;
+    json_t *root = json_pack("{s:s, s:s, s:s, s:i, s:f, s:I, s:I, s:I}", "cluster", st->name,
+                             "catalog", cs->backend, "hash", st->hash, "rf", (int)st->rf,
+                             "fill_target", st->fill, "routing_version",
+                             (json_int_t)cs->routing_version, "tenants", (json_int_t)cs->tenants,
+                             "slices", (json_int_t)cs->slices);
+    json_t *a = json_array();
+    for (size_t s = 0; s < cs->n_shards; s++) {
+        const ferry_shard_status *ss = &cs->shards[s];
+        json_t *o = json_pack("{s:s, s:s, s:f, s:I, s:I, s:I}", "name", ss->shard.name, "state",
+                              ferry_shard_state_name(ss->shard.state), "weight", ss->shard.weight,
+                              "capacity", (json_int_t)ss->shard.capacity, "bytes",
+                              (json_int_t)ss->bytes, "slices", (json_int_t)ss->slices);
+        json_object_set_new(o, "fill", ss->fill >= 0 ? json_real(ss->fill) : json_null());
+        json_array_append_new(a, o);
+    }
+    json_object_set_new(root, "shards", a);
+    if (cs->n_unknown) { /* routes naming shards without a record: shown, not lost */
+        a = json_array();
+        for (size_t s = 0; s < cs->n_unknown; s++)
+            json_array_append_new(a, json_pack("{s:s, s:I, s:I}", "name",
+                                               cs->unknown[s].shard.name, "bytes",
+                                               (json_int_t)cs->unknown[s].bytes, "slices",
+                                               (json_int_t)cs->unknown[s].slices));
+        json_object_set_new(root, "unknown_shards", a);
+    }
+    a = json_array();
+    for (size_t i = 0; i < cs->moves.n; i++) {
+        const ferry_move *m = &cs->moves.items[i].u.move;
+        char ftext[FERRY_SHARDS_TEXT_MAX], ttext[FERRY_SHARDS_TEXT_MAX];
+        json_array_append_new(
+            a, json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:s}", "id", m->id, "tenant",
+                         m->tenant, "split", (int)m->split, "from",
+                         ferry_shard_set_str(&m->from, ftext), "to",
+                         ferry_shard_set_str(&m->to, ttext), "state",
+                         ferry_move_state_name(m->state), "step", (int)m->step, "steps",
+                         (int)m->steps, "owner", m->owner));
+    }
+    json_object_set_new(root, "moves_in_flight", a);
+    json_object_set_new(root, "tier_backlog", json_integer((json_int_t)cs->tier_backlog));
+    json_object_set_new(root, "autopilot", autopilot_json(cs, w));
+    a = json_array();
+    for (size_t i = 0; i < cs->n_repair_needed; i++) {
+        const ferry_repair_need *n = &cs->repair_needed[i];
+        char mtext[FERRY_SHARDS_TEXT_MAX], htext[FERRY_SHARDS_TEXT_MAX];
+        json_array_append_new(a, json_pack("{s:s, s:I, s:s, s:s, s:I, s:I, s:I}", "tenant",
+                                           n->tenant, "split", (json_int_t)n->split, "missed",
+                                           ferry_shard_set_str(&n->missed, mtext), "held",
+                                           ferry_shard_set_str(&n->held, htext), "writes",
+                                           (json_int_t)n->writes, "first",
+                                           (json_int_t)n->first, "last", (json_int_t)n->last));
+    }
+    json_object_set_new(root, "repair_needed", a);
+    return root;
 }

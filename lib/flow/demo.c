@@ -19,6 +19,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/chdb.h"
+#include "ferry/clock.h"
 #include "ferry/init.h"
 #include "ferry/config.h"
 #include "ferry/lab.h"
@@ -34,9 +35,7 @@
 
 double demo_elapsed(const demo *d)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - d->t0.tv_sec) + (double)(t.tv_nsec - d->t0.tv_nsec) / 1e9;
+    return ferry_clock_s() - d->t0;
 }
 
 void demo_progress(const demo *d, const char *fmt, ...)
@@ -605,7 +604,7 @@ static int run(demo *d, ferry_err *errp)
     ferry_err err = {0, ""};
     int rc = FERRY_OK;
     double t;
-    clock_gettime(CLOCK_MONOTONIC, &d->t0);
+    d->t0 = ferry_clock_s();
     d->now = (int64_t)time(NULL);
     d->r->phases = json_object();
     d->r->phase_cpu = json_object();

@@ -44,7 +44,7 @@ typedef struct demo {
     ferry_demo_options o;
     ferry_demo_result *r;
     bool made_dir;
-    struct timespec t0;
+    double t0; /* ferry_clock_s() at the start of the run */
     double cpu_self, cpu_nodes; /* demo_cpu_seconds at the end of the last phase */
     demo_tenant *tenants;
     demo_slice *slices;

@@ -81,6 +81,7 @@
 
 #include "ferry/agent.h"
 #include "ferry/buf.h"
+#include "ferry/clock.h"
 #include "ferry/config.h"
 #include "ferry/log.h"
 #include "ferry/partition.h"
@@ -96,13 +97,6 @@
 #include "flow/staging_load.h"
 
 /* ---- small helpers ---------------------------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Test-only crash points (include/ferry/testknob.h, docs/moves.md "Crash recovery"): the flow
  * engine kills the mover at FERRY_TEST_CRASH_BEFORE=<state>, before each transition's commit
@@ -136,7 +130,7 @@ void mv_progress(mvctx *x)
                              .bytes_total = x->bytes_total,
                              .parts_done = x->parts_done,
                              .parts_total = x->parts_total,
-                             .elapsed_s = now_s() - x->t0};
+                             .elapsed_s = ferry_clock_s() - x->t0};
     x->o->progress(&p, x->o->progress_arg);
 }
 
@@ -807,7 +801,7 @@ int mv_ctx_open(const ferry_move_opts *o, const char *id, mvctx *x, ferry_move_r
     ferry_record_init(&x->mv, FERRY_REC_MOVE);
     ferry_record_init(&x->job, FERRY_REC_JOB);
     ferry_flow_journal_init(&x->fj, NULL, &ferry_move_flow, o->owner ? o->owner : "");
-    x->t0 = now_s();
+    x->t0 = ferry_clock_s();
     snprintf(res->id, sizeof res->id, "%s", id);
     if (!x->rate && o->max_bytes_per_second) {
         if (!(x->own_rate = ferry_rate_new(o->max_bytes_per_second)))
@@ -900,7 +894,7 @@ int mv_ctx_loop(mvctx *x, ferry_err *err)
         }
         mv_progress(x);
         enum ferry_move_state was = m->state;
-        double s0 = now_s();
+        double s0 = ferry_clock_s();
         switch (m->state) {
         case FERRY_MOVE_PLANNED:
             rc = mv_advance(x, FERRY_MOVE_CLONE, "", err);
@@ -922,7 +916,7 @@ int mv_ctx_loop(mvctx *x, ferry_err *err)
                                ferry_move_state_name(m->state));
         }
         if ((unsigned)was < FERRY_MOVE_STATES)
-            x->res->state_ms[was] += (now_s() - s0) * 1e3;
+            x->res->state_ms[was] += (ferry_clock_s() - s0) * 1e3;
     }
     return rc;
 }
@@ -986,7 +980,7 @@ int mv_ctx_close(mvctx *x, int rc, ferry_err *err)
         }
     }
 out:
-    res->seconds = now_s() - x->t0;
+    res->seconds = ferry_clock_s() - x->t0;
     res->statements = x->src.n_sql + x->dst.n_sql;
     res->agent_requests = mv_agent_requests(&x->src) + mv_agent_requests(&x->dst);
     res->catalog_writes = x->catalog_writes;

@@ -19,18 +19,12 @@
 #include <time.h>
 
 #include "ferry/buf.h"
+#include "ferry/clock.h"
 #include "ferry/log.h"
 #include "ferry/stop.h"
 #include "ferry/testknob.h"
 #include "flow/move_env.h"
 #include "flow/move_run.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void sql_table(ferry_buf *b, const char *db, const char *table)
 {
@@ -107,7 +101,7 @@ static void each(batch *b, int (*f)(mvctx *, ferry_err *))
 /* The members' time in a state: the batch's time, shared equally. */
 static void add_ms(batch *b, enum ferry_move_state s, double t0)
 {
-    double ms = (now_s() - t0) * 1e3;
+    double ms = (ferry_clock_s() - t0) * 1e3;
     for (size_t k = 0; k < b->n; k++)
         b->members[k]->res->state_ms[s] += ms / (double)b->n;
 }
@@ -465,7 +459,7 @@ int ferry_move_run_batch(const ferry_move_opts *o, const char *const *ids, size_
     if (b.n) {
         ferry_log(FERRY_LOG_INFO, "msg=\"move batch started\" first=%s moves=%zu from=%s to=%s",
                   b.members[0]->mv.u.move.id, b.n, mv_from(b.members[0]), mv_to(b.members[0]));
-        double t0 = now_s();
+        double t0 = ferry_clock_s();
         ferry_err e = {0};
         int rc = mv_advance_n(b.members, b.n, FERRY_MOVE_CLONE, "", &e);
         add_ms(&b, FERRY_MOVE_PLANNED, t0);
@@ -480,7 +474,7 @@ int ferry_move_run_batch(const ferry_move_opts *o, const char *const *ids, size_
                      {FERRY_MOVE_CLEANUP, batch_cleanup}};
         for (size_t s = 0; s < sizeof steps / sizeof steps[0] && b.n && !stopping(&b); s++) {
             memset(&e, 0, sizeof e);
-            t0 = now_s();
+            t0 = ferry_clock_s();
             rc = steps[s].f(&b, &e);
             add_ms(&b, steps[s].s, t0);
             if (rc)

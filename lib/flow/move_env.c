@@ -10,6 +10,7 @@
 
 #include "ferry/agent_ops.h"
 #include "ferry/buf.h"
+#include "ferry/clock.h"
 #include "ferry/config.h"
 #include "ferry/fleet.h"
 #include "ferry/lines.h"
@@ -58,20 +59,13 @@ void mv_conn_close(mv_conn *c)
  * waited (the agent client logs its slow calls likewise, FERRY_AGENT_SLOW_MS). */
 #define MV_SLOW_MS 500
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 int mv_sql(mv_conn *c, const char *sql, ferry_ch_rows *rows, ferry_err *err)
 {
     c->n_sql++;
     ferry_buf out = FERRY_BUF_INIT;
-    double t0 = mono_ms();
+    double t0 = ferry_clock_ms();
     int rc = ferry_guarded_exec(c->ch, sql, &out, err);
-    double ms = mono_ms() - t0;
+    double ms = ferry_clock_ms() - t0;
     if (ms >= MV_SLOW_MS)
         ferry_log(FERRY_LOG_INFO, "msg=\"slow statement\" shard=%s ms=%.0f sql=\"%.160s\"",
                   c->name, ms, sql);

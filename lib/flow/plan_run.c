@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ferry/clock.h"
 #include "ferry/rate.h"
 #include "ferry/replica.h"
 #include "ferry/schedule.h"
@@ -344,14 +345,14 @@ int ferry_plan_run(const ferry_move_opts *mo, const ferry_rebalance_plan *plan,
     static const ferry_plan_run_opts defaults = {0};
     plan_exec x;
     ferry_move_opts run_mo = *mo;
-    struct timespec t0, t1;
+    double t0;
     int rc = FERRY_OK;
     memset(&x, 0, sizeof x);
     memset(out, 0, sizeof *out);
     x.o = opts ? opts : &defaults;
     x.plan = plan;
     x.res = out;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    t0 = ferry_clock_s();
     unsigned nt = x.o->max_parallel ? x.o->max_parallel : 1;
     if (nt > PLAN_MAX_THREADS)
         nt = PLAN_MAX_THREADS;
@@ -405,8 +406,7 @@ int ferry_plan_run(const ferry_move_opts *mo, const ferry_rebalance_plan *plan,
         *err = x.first_err;
     }
 out:
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    out->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    out->seconds = ferry_clock_s() - t0;
     ferry_rate_free(run_mo.rate);
     for (size_t k = 0; x.shard_rate && k < n_shards; k++)
         ferry_rate_free(x.shard_rate[k]);

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ferry/clock.h"
 #include "ferry/config.h"
 #include "ferry/http_call.h"
 #include "ferry/lines.h"
@@ -61,8 +62,7 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
     snprintf(res->from, sizeof res->from, "%s", shard);
     snprintf(res->id, sizeof res->id, "drop");
     res->state = FERRY_MOVE_FAILED;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = ferry_clock_s();
     ferry_catalog *cat = NULL;
     ferry_record route, sh;
     ferry_record_list tables = {0}, moves = {0};
@@ -186,8 +186,7 @@ int ferry_replica_drop(const ferry_move_opts *o, const char *tenant, uint32_t sp
                          "failed (run the same command again to finish): ", shard, tenant, split);
     }
 out:
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    res->seconds = ferry_clock_s() - t0;
     mv_conn_close(&c);
     ferry_record_list_free(&tables);
     ferry_record_list_free(&moves);

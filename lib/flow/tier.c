@@ -95,6 +95,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ferry/clock.h"
 #include "ferry/log.h"
 #include "ferry/stop.h"
 #include "ferry/sqlguard.h"
@@ -116,13 +117,6 @@ void tier_qualified(ferry_buf *b, const char *db, const char *table)
     ferry_sql_ident(db, b);
     ferry_buf_putc(b, '.');
     ferry_sql_ident(table, b);
-}
-
-double tier_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 static tier_policy *find_policy(tier_server *srv, const char *db, const char *table)
@@ -456,7 +450,7 @@ bool tier_merges_needed(tier_ctx *ctx, const tier_wave *w, tier_job *const *js, 
 int tier_wait_none(tier_wave *w, const char *count_sql, const char *timeout_msg, ferry_err *err)
 {
     int rc = FERRY_OK;
-    double until = tier_now_ms() + 60e3;
+    double until = ferry_clock_ms() + 60e3;
     for (unsigned sleep_ms = 5;; sleep_ms = sleep_ms < 200 ? sleep_ms * 2 : 200) {
         ferry_buf out = FERRY_BUF_INIT;
         rc = tier_sql(w->srv, count_sql, &out, err);
@@ -464,7 +458,7 @@ int tier_wait_none(tier_wave *w, const char *count_sql, const char *timeout_msg,
         ferry_buf_free(&out);
         if (rc || !some)
             return rc;
-        if (tier_now_ms() > until)
+        if (ferry_clock_ms() > until)
             return ferry_err_set(err, FERRY_ETIMEOUT, "%s: %s", w->srv->shard.name, timeout_msg);
         usleep(sleep_ms * 1000);
     }
@@ -657,10 +651,10 @@ int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err)
         for (size_t i = 0; i < w->n; i++)
             if (!w->jobs[i]->out && w->jobs[i]->state == s)
                 sel[k++] = w->jobs[i];
-        double t0 = tier_now_ms();
+        double t0 = ferry_clock_ms();
         ferry_err serr = {0};
         int src = run_step(ctx, w, s, sel, k, &serr);
-        double ms = tier_now_ms() - t0;
+        double ms = ferry_clock_ms() - t0;
         /* PLANNED's step is the staging check and then FREEZE's: counted as FREEZE */
         enum ferry_tier_state counted = s == FERRY_TIER_PLANNED ? FERRY_TIER_FREEZE : s;
         ctx->step_ms[counted] += ms;

@@ -191,7 +191,6 @@ bool tier_replace_unsafe(tier_ctx *ctx, tier_server *srv);
 int tier_sql(tier_server *srv, const char *sql, ferry_buf *out, ferry_err *err);
 /* db.table, both back-quoted. */
 void tier_qualified(ferry_buf *b, const char *db, const char *table);
-double tier_now_ms(void);
 
 /* The storage policy of db.table (*exists false when there is no such table) and whether it
  * has a disk on object storage; asked once per run (tier_forget_policy after a CREATE). */

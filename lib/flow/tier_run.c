@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ferry/agent.h"
+#include "ferry/clock.h"
 #include "ferry/lines.h"
 #include "ferry/fleet.h"
 #include "ferry/log.h"
@@ -627,7 +628,7 @@ static void maybe_compact(tier_server *srv, const char *db, const char *table, c
     ferry_buf_puts(&sql, " PARTITION ID ");
     ferry_sql_quote(pid, &sql);
     ferry_buf_puts(&sql, " FINAL");
-    double t0 = tier_now_ms();
+    double t0 = ferry_clock_ms();
     if (tier_sql(srv, ferry_buf_cstr(&sql), NULL, &err))
         FLOG_WARN("msg=\"tier: partition not compacted before tiering; it tiers as it is\" "
                   "server=%s table=%s partition=%s parts=%llu err=\"%s\"", srv->shard.name,
@@ -636,7 +637,7 @@ static void maybe_compact(tier_server *srv, const char *db, const char *table, c
         t->compacted++;
         FLOG_INFO("msg=\"tier: partition compacted before tiering\" server=%s table=%s "
                   "partition=%s parts=%llu bytes=%llu ms=%.0f", srv->shard.name, table, pid,
-                  parts, bytes, tier_now_ms() - t0);
+                  parts, bytes, ferry_clock_ms() - t0);
     }
     ferry_buf_free(&sql);
 }
@@ -939,7 +940,7 @@ int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *er
     ferry_lease **leases = NULL;
     size_t n_leases = 0;
     run_totals t = {0};
-    double t0 = tier_now_ms();
+    double t0 = ferry_clock_ms();
     *report = NULL;
     int rc = ctx_open(&ctx, opt, err);
     if (rc)
@@ -987,7 +988,7 @@ int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *er
     json_object_set_new(ctx.report, "agent_requests", json_integer((json_int_t)agent_requests));
     json_object_set_new(ctx.report, "catalog_writes",
                         json_integer((json_int_t)ctx.catalog_writes));
-    json_object_set_new(ctx.report, "wall_ms", json_real(tier_now_ms() - t0));
+    json_object_set_new(ctx.report, "wall_ms", json_real(ferry_clock_ms() - t0));
     *report = ctx.report;
     ctx.report = NULL;
     if (!opt->dry_run) { /* the cluster's tally (include/ferry/tally.h) is bookkeeping */

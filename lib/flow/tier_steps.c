@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ferry/clock.h"
 #include "ferry/log.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
@@ -336,10 +337,10 @@ static void attach_staging_readonly(tier_ctx *ctx, tier_wave *w, tier_job **js, 
     int rc = pids ? FERRY_OK : ferry_err_set(&e, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; pids && i < n; i++)
         pids[i] = js[i]->pid;
-    double t0 = tier_now_ms();
+    double t0 = ferry_clock_ms();
     if (!rc)
         rc = stg_load(&w->srv->conn, w->db, w->staging, pids, n, &e);
-    ctx->load_ms += tier_now_ms() - t0;
+    ctx->load_ms += ferry_clock_ms() - t0;
     free(pids);
     for (size_t i = 0; rc && i < n; i++)
         tier_job_fail(js[i], rc, &e);
@@ -411,9 +412,9 @@ static void attach_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n,
         }
         FLOG_INFO("msg=\"tier attach statement\" server=%s table=%s.%s parts=%zu partitions=%zu",
                   w->srv->shard.name, w->db, w->staging, b - a, job[b - 1] - job[a] + 1);
-        double t0 = tier_now_ms();
+        double t0 = ferry_clock_ms();
         int src = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, &e);
-        ctx->load_ms += tier_now_ms() - t0;
+        ctx->load_ms += ferry_clock_ms() - t0;
         ferry_buf_free(&sql);
         if (!src) {
             ferry_fault_point("FERRY_TEST_CRASH_AFTER", "ATTACH:statement");
@@ -499,12 +500,12 @@ static int check_staged(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_sli
         tier_parts_digest(b, nb, &src);
         tier_parts_digest(a, na, &got);
     } else if (!rc) {
-        double f0 = tier_now_ms();
+        double f0 = ferry_clock_ms();
         rc = fingerprint_parts(job, hot, &src, err);
         if (!rc)
             rc = ferry_fingerprint_partition(w->srv->conn.ch, w->db, w->staging, job->pid, &got,
                                              err);
-        ctx->fingerprint_ms += tier_now_ms() - f0;
+        ctx->fingerprint_ms += ferry_clock_ms() - f0;
     }
     if (!rc && !ferry_fingerprint_same(&src, &got, why, sizeof why))
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: the pointer parts in staging do not hold the "
@@ -936,9 +937,9 @@ static int run_alter(tier_ctx *ctx, tier_wave *w, const char *table, const ferry
     /* the statement itself: what ran is what a person needs after a failed swap */
     FLOG_INFO("msg=\"tier swap statement\" server=%s sql=\"%s\"", w->srv->shard.name,
               ferry_buf_cstr(&sql));
-    double t0 = tier_now_ms();
+    double t0 = ferry_clock_ms();
     int rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
-    ctx->load_ms += tier_now_ms() - t0;
+    ctx->load_ms += ferry_clock_ms() - t0;
     ferry_buf_free(&sql);
     return rc;
 }
@@ -1143,9 +1144,9 @@ static int verify_job(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice
     if (!rc && by_parts) {
         tier_parts_digest(added, na, &got);
     } else if (!rc) {
-        double f0 = tier_now_ms();
+        double f0 = ferry_clock_ms();
         rc = fingerprint_parts(job, names, &got, err);
-        ctx->fingerprint_ms += tier_now_ms() - f0;
+        ctx->fingerprint_ms += ferry_clock_ms() - f0;
     }
     if (!rc && !ferry_fingerprint_same(&want, &got, why, sizeof why))
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: after the swap the new cold parts of %s.%s "

@@ -22,6 +22,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/chdb.h"
+#include "ferry/clock.h"
 #include "ferry/config.h"
 #include "ferry/http_call.h"
 #include "ferry/lines.h"
@@ -681,8 +682,8 @@ static void stop_pid(long pid)
 /* Waits for every node started by this call; on failure says which and why. */
 static int wait_nodes(lab_state *st, unsigned timeout_s, ferry_err *err)
 {
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* in whole seconds of the clock, the resolution timeout_s is given in */
+    uint64_t t0 = ferry_clock_ms_u64() / 1000;
     for (unsigned i = 0; i < st->n_nodes; i++) {
         lab_node *n = &st->nodes[i];
         if (!n->started_now)
@@ -701,8 +702,7 @@ static int wait_nodes(lab_state *st, unsigned timeout_s, ferry_err *err)
             }
             if (node_answers(n))
                 break;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            if (now.tv_sec - t0.tv_sec >= (time_t)timeout_s) {
+            if (ferry_clock_ms_u64() / 1000 - t0 >= timeout_s) {
                 char tail[1024];
                 log_tail(st, n, tail, sizeof tail);
                 return ferry_err_set(err, FERRY_ETIMEOUT,

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 
+#include "ferry/clock.h"
 #include "ferry/httpd.h"
 #include "ferry/buf.h"
 #include "ferry/metrics.h"
@@ -71,13 +72,6 @@ struct ferry_httpd {
     ferry_httpd_counts counts;
 };
 
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static conn_track *track_of(struct MHD_Connection *conn)
 {
     const union MHD_ConnectionInfo *ci =
@@ -93,7 +87,7 @@ static void track_phase(ferry_httpd *srv, struct MHD_Connection *conn, int phase
     conn_track *t = track_of(conn);
     if (t && t->phase != phase) {
         t->phase = phase;
-        t->t0 = mono_now();
+        t->t0 = ferry_clock_s();
         if (phase == 1) {
             t->body_bytes = t->rate_bytes = 0;
             t->rate_t0 = t->t0;
@@ -111,7 +105,7 @@ static void track_body(ferry_httpd *srv, struct MHD_Connection *conn, size_t n, 
     pthread_mutex_lock(&srv->mu);
     conn_track *t = track_of(conn);
     if (t) {
-        double now = mono_now();
+        double now = ferry_clock_s();
         if (enter) {
             t->body_bytes += n;
             t->busy = true;
@@ -208,7 +202,7 @@ static void notify_connection_cb(void *cls, struct MHD_Connection *conn, void **
         conn_track *t = ci ? calloc(1, sizeof *t) : NULL;
         if (t) { /* untracked (out of memory): only MHD's own timeout applies */
             t->fd = ci->connect_fd;
-            t->t0 = mono_now();
+            t->t0 = ferry_clock_s();
             if (srv->max_per_address)
                 addr_admit(srv, conn, t);
             t->next = srv->conns;
@@ -272,7 +266,7 @@ static void *watchdog_main(void *arg)
     ferry_httpd *srv = arg;
     pthread_mutex_lock(&srv->mu);
     while (!srv->stopping) {
-        double now = mono_now();
+        double now = ferry_clock_s();
         for (conn_track *t = srv->conns; t; t = t->next) {
             if (t->cut || !past_deadline(srv, t, now))
                 continue;

@@ -24,16 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ferry/clock.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* A secret read from a file: the first line, without its line end. *out owned by the caller
  * (wipe before freeing). */
@@ -357,7 +351,7 @@ rt_principal *rt_authenticate(ferry_router *r, ferry_http_req *req)
     uint64_t delay = 0;
     if (have_addr) {
         pthread_mutex_lock(&r->auth_mu);
-        delay = ferry_auth_throttle_delay(r->throttle, fam, addr, mono_ms());
+        delay = ferry_auth_throttle_delay(r->throttle, fam, addr, ferry_clock_ms_u64());
         pthread_mutex_unlock(&r->auth_mu);
     }
     if (delay)
@@ -367,7 +361,7 @@ rt_principal *rt_authenticate(ferry_router *r, ferry_http_req *req)
     if (!p->snap || !check_login(r, &c, fam, addr, have_addr, p->snap, &p->user, &why)) {
         if (have_addr) {
             pthread_mutex_lock(&r->auth_mu);
-            ferry_auth_throttle_fail(r->throttle, fam, addr, mono_ms());
+            ferry_auth_throttle_fail(r->throttle, fam, addr, ferry_clock_ms_u64());
             pthread_mutex_unlock(&r->auth_mu);
         }
         FLOG_WARN("msg=\"router: authentication failed\" user=%s client=%s why=\"%s\" "

@@ -9,16 +9,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "ferry/clock.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* The host part of a URL, for the selector's host name policies. */
 static void url_host(const char *url, char *out, size_t outsz)
@@ -283,7 +277,7 @@ void rt_send_one(rt_send *sd)
         return;
     }
     pthread_mutex_lock(&s->mu);
-    int rc = ferry_rsel_select(s->sel, now_ms(), &s->rng, order, &sd->err);
+    int rc = ferry_rsel_select(s->sel, ferry_clock_ms_u64(), &s->rng, order, &sd->err);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         sd->rc = rc;

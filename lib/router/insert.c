@@ -17,6 +17,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "ferry/clock.h"
 #include "ferry/log.h"
 #include "ferry/split.h"
 #include "ferry/strutil.h"
@@ -71,10 +72,7 @@ static bool wait_routable(req_state *st)
     if (rt_fresh_snapshot(r, &s, &err))
         FLOG_WARN("msg=\"router: routing version check failed\" err=\"%s\"", err.msg);
     rt_snapshot_put(s);
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    uint64_t deadline = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000 +
-                        (uint64_t)r->route_wait_ms;
+    uint64_t deadline = ferry_clock_ms_u64() + (uint64_t)r->route_wait_ms;
     if (!rt_route_stale(r, st->cur) && !rt_wait_newer(r, was, deadline))
         return false;
     if (st->hold && st->n_kept == sizeof st->kept / sizeof st->kept[0])

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ferry/clock.h"
 #include "ferry/log.h"
 
 #define QUEUE_MAX 256 /* requests of one user waiting for a slot at once */
@@ -55,27 +56,6 @@ struct rt_limits {
     pthread_t th;
     bool th_started, stopping;
 };
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* An absolute CLOCK_MONOTONIC time for the condition variables (they use that clock). */
-static struct timespec abs_after(uint64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
 
 /* ---- cancelling a read on every shard ---- */
 
@@ -122,7 +102,7 @@ static void *watchdog_main(void *arg)
     rt_limits *l = arg;
     pthread_mutex_lock(&l->mu);
     while (!l->stopping) {
-        uint64_t now = mono_ms(), next = 0;
+        uint64_t now = ferry_clock_ms_u64(), next = 0;
         rt_deadline *due = NULL;
         for (rt_deadline *d = l->deadlines; d; d = d->next) {
             if (d->killing || atomic_load(&d->expired))
@@ -159,7 +139,7 @@ static void *watchdog_main(void *arg)
             continue;
         }
         if (next) {
-            struct timespec ts = abs_after(next - now);
+            struct timespec ts = ferry_clock_after_ms(next - now);
             pthread_cond_timedwait(&l->wake, &l->mu, &ts);
         } else {
             pthread_cond_wait(&l->wake, &l->mu);
@@ -252,7 +232,7 @@ int rt_limits_enter(rt_limits *l, rt_principal *p, char *name, size_t namesz, ch
         rc = FERRY_ENOMEM;
         goto out;
     }
-    if (!ferry_bucket_take(&u->rate, rec->max_rps, mono_ms())) {
+    if (!ferry_bucket_take(&u->rate, rec->max_rps, ferry_clock_ms_u64())) {
         u->refused++;
         snprintf(name, namesz, "QUOTA_EXCEEDED");
         snprintf(msg, msgsz,
@@ -264,7 +244,7 @@ int rt_limits_enter(rt_limits *l, rt_principal *p, char *name, size_t namesz, ch
     }
     if (rec->max_concurrent && u->running >= rec->max_concurrent) {
         if (rec->queue_wait_ms && u->waiting < QUEUE_MAX) {
-            struct timespec until = abs_after(rec->queue_wait_ms);
+            struct timespec until = ferry_clock_after_ms(rec->queue_wait_ms);
             u->waiting++;
             while (u->running >= rec->max_concurrent && !l->stopping)
                 if (pthread_cond_timedwait(&l->slot, &l->mu, &until) == ETIMEDOUT)
@@ -317,7 +297,7 @@ rt_deadline *rt_deadline_start(rt_limits *l, uint64_t ms)
     for (size_t i = 0; i < sizeof rnd; i++)
         n += snprintf(d->tag + n, sizeof d->tag - (size_t)n, "%02x", rnd[i]);
     d->ms = ms;
-    d->at_ms = mono_ms() + ms;
+    d->at_ms = ferry_clock_ms_u64() + ms;
     atomic_init(&d->seq, 0);
     atomic_init(&d->expired, false);
     pthread_mutex_lock(&l->mu);

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "ferry/buf.h"
+#include "ferry/clock.h"
 #include "ferry/log.h"
 
 struct rt_pt {
@@ -66,7 +67,7 @@ struct rt_pt {
     /* [router] passthrough_timeout: the longest the server may send nothing */
     unsigned timeout_s;
     curl_off_t last_dl, last_ul;
-    struct timespec last_activity;
+    double last_activity; /* ferry_clock_s() when bytes last moved either way */
     bool stalled;
     /* a streamed body (rt_passthrough_open), under mu: the ring between the connection's thread
      * (rt_passthrough_feed) and libcurl's read callback (on_read) */
@@ -160,17 +161,14 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
     (void)dltotal;
     (void)ultotal;
     pt *p = arg;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
+    double now = ferry_clock_s();
     if (dlnow != p->last_dl || ulnow != p->last_ul) {
         p->last_dl = dlnow;
         p->last_ul = ulnow;
         p->last_activity = now;
         return 0;
     }
-    double idle = (double)(now.tv_sec - p->last_activity.tv_sec) +
-                  (double)(now.tv_nsec - p->last_activity.tv_nsec) / 1e9;
-    if (idle > (double)p->timeout_s) {
+    if (now - p->last_activity > (double)p->timeout_s) {
         p->stalled = true;
         return 1;
     }
@@ -199,7 +197,7 @@ static size_t on_read(char *buf, size_t size, size_t n, void *arg)
     p->len -= k;
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->mu);
-    clock_gettime(CLOCK_MONOTONIC, &p->last_activity);
+    p->last_activity = ferry_clock_s();
     return k;
 }
 
@@ -481,7 +479,7 @@ static pt *pt_setup(ferry_router *r, ferry_http_req *req)
     if (r->passthrough_timeout_s) {
         /* a stalled server must not hold the client and a thread forever (on_progress) */
         p->timeout_s = r->passthrough_timeout_s;
-        clock_gettime(CLOCK_MONOTONIC, &p->last_activity);
+        p->last_activity = ferry_clock_s();
         curl_easy_setopt(p->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
         curl_easy_setopt(p->curl, CURLOPT_XFERINFODATA, p);
         curl_easy_setopt(p->curl, CURLOPT_NOPROGRESS, 0L);

@@ -21,14 +21,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "ferry/clock.h"
 #include "ferry/log.h"
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* ---- the slices one request touched ---------------------------------------------------------- */
 
@@ -167,7 +161,7 @@ void rt_pending_mark(rt_pending *p, const rt_touched *t)
 {
     if (!p || !p->window_ms || !t->n)
         return;
-    uint64_t now = mono_ms(), until = now + p->window_ms;
+    uint64_t now = ferry_clock_ms_u64(), until = now + p->window_ms;
     size_t added = 0, lost = 0;
     pthread_mutex_lock(&p->mu);
     purge_locked(p, now);
@@ -215,7 +209,7 @@ uint64_t rt_pending_left_ms(rt_pending *p, const char *tenant, uint32_t split)
 {
     if (!p)
         return 0;
-    uint64_t now = mono_ms(), left = 0;
+    uint64_t now = ferry_clock_ms_u64(), left = 0;
     pthread_mutex_lock(&p->mu);
     for (size_t k = 0; k < p->n; k++)
         if (p->items[k].split == split && p->items[k].until_ms > now &&
@@ -230,7 +224,7 @@ size_t rt_pending_count(rt_pending *p)
     if (!p)
         return 0;
     pthread_mutex_lock(&p->mu);
-    purge_locked(p, mono_ms());
+    purge_locked(p, ferry_clock_ms_u64());
     size_t n = p->n;
     pthread_mutex_unlock(&p->mu);
     return n;

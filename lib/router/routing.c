@@ -50,6 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ferry/clock.h"
 #include "ferry/log.h"
 #include "ferry/split.h"
 
@@ -991,9 +992,8 @@ rt_snapshot *rt_read_begin(ferry_router *r)
 
 bool rt_wait_newer(ferry_router *r, uint64_t version, uint64_t deadline_ms)
 {
-    struct timespec now_mono, until;
-    clock_gettime(CLOCK_MONOTONIC, &now_mono);
-    uint64_t now = (uint64_t)now_mono.tv_sec * 1000 + (uint64_t)now_mono.tv_nsec / 1000000;
+    struct timespec until;
+    uint64_t now = ferry_clock_ms_u64();
     uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
     clock_gettime(CLOCK_REALTIME, &until); /* r->cond uses the default (realtime) clock */
     until.tv_sec += (time_t)(left / 1000);

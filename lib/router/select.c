@@ -35,6 +35,7 @@
 #include <openssl/rand.h>
 
 #include "ferry/chhttp.h"
+#include "ferry/clock.h"
 #include "ferry/config.h"
 #include "ferry/log.h"
 #include "ferry/read_pick.h"
@@ -467,9 +468,9 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
      * a newer table (rt_read_set: no server holds the slice exactly then), at most
      * publish_wait. Nothing was sent to a server before planning succeeds. */
     bool failed;
-    uint64_t hold_deadline = rd_now_ms() + (uint64_t)r->publish_wait_ms;
-    if (s->cx.deadline && hold_deadline > rd_now_ms() + rt_deadline_ms(s->cx.deadline))
-        hold_deadline = rd_now_ms() + rt_deadline_ms(s->cx.deadline);
+    uint64_t hold_deadline = ferry_clock_ms_u64() + (uint64_t)r->publish_wait_ms;
+    if (s->cx.deadline && hold_deadline > ferry_clock_ms_u64() + rt_deadline_ms(s->cx.deadline))
+        hold_deadline = ferry_clock_ms_u64() + rt_deadline_ms(s->cx.deadline);
     for (;;) {
         if (!(s->cx.cache = rd_cache_get(r, rd))) {
             rd_fail_set(&f, FERRY_ENOMEM, "CANNOT_ALLOCATE_MEMORY", "out of resources");
@@ -479,7 +480,7 @@ static bool select_route(ferry_router *r, ferry_http_req *req, rt_principal *who
         }
         s->inflight = true;
         failed = rd_plan_analyzed(&s->cx, &s->a, &s->plan, &s->fail) != FERRY_OK;
-        if (!failed || !s->fail.held || explain || rd_now_ms() >= hold_deadline)
+        if (!failed || !s->fail.held || explain || ferry_clock_ms_u64() >= hold_deadline)
             break;
         uint64_t held_version = s->cx.cache->snap->version;
         read_done(s);

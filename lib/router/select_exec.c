@@ -17,6 +17,7 @@
 #include <openssl/rand.h>
 
 #include "ferry/chhttp.h"
+#include "ferry/clock.h"
 #include "ferry/config.h"
 #include "ferry/log.h"
 #include "ferry/read_pick.h"
@@ -36,7 +37,7 @@ static int shard_exec(ferry_router *r, size_t shard, const ferry_ch_query *q, fe
     size_t order[64];
     memset(st, 0, sizeof *st);
     pthread_mutex_lock(&s->mu);
-    int rc = ferry_rsel_select(s->sel, rd_now_ms(), &s->rng, order, err);
+    int rc = ferry_rsel_select(s->sel, ferry_clock_ms_u64(), &s->rng, order, err);
     pthread_mutex_unlock(&s->mu);
     if (rc)
         return rc;
@@ -290,7 +291,7 @@ int rd_pick_build(rd_ctx *cx, const ferry_sql_analysis *a)
     }
     bool fallback = cx->r->fallback_to_stale;
     uint32_t order[RD_MAX_CAND];
-    uint64_t now = rd_now_ms();
+    uint64_t now = ferry_clock_ms_u64();
     ferry_err err = {0};
     pthread_mutex_lock(&cx->rd->sel_mu);
     for (size_t i = 0; i < snap->n_tenants && !rc; i++) {

@@ -279,7 +279,6 @@ size_t rd_analysis_bytes(const ferry_sql_analysis *a);
 /* ---- select_state.c: the read path's state, its per-snapshot cache and the published partials ---- */
 rd_cache *rd_cache_get(ferry_router *r, rt_reads *rd);
 void rd_cache_put(rd_cache *c);
-uint64_t rd_now_ms(void);
 rt_partial *rd_partial_publish(rt_reads *rd, ferry_buf *segs, size_t n_segs);
 void rd_partial_unpublish(rt_reads *rd, rt_partial *p);
 

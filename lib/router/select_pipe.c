@@ -17,6 +17,7 @@
 #include <openssl/rand.h>
 
 #include "ferry/chhttp.h"
+#include "ferry/clock.h"
 #include "ferry/config.h"
 #include "ferry/log.h"
 #include "ferry/read_pick.h"
@@ -574,13 +575,13 @@ int rd_exec_plan(rd_ctx *cx, ferry_read_plan *plan, const char *format,
 {
     rt_reads *rd = cx->rd;
     int rc;
-    uint64_t t0 = rd_now_ms();
+    uint64_t t0 = ferry_clock_ms_u64();
     if (plan->kind == FERRY_PLAN_SINGLE)
         rc = rd_run_single(cx, plan, format, extra, n_extra, sink, arg, f);
     else
         rc = run_merged_best(cx, plan, format, extra, n_extra, sink, arg, f);
     ferry_histogram_observe(&rd->plan_seconds[plan->kind == FERRY_PLAN_SINGLE ? 0 : 1],
-                            (double)(rd_now_ms() - t0) / 1e3);
+                            (double)(ferry_clock_ms_u64() - t0) / 1e3);
     pthread_mutex_lock(&rd->mu);
     if (plan->kind == FERRY_PLAN_SINGLE)
         rd->single++;

@@ -26,13 +26,6 @@
 
 /* ---- state ---------------------------------------------------------------------------------- */
 
-uint64_t rd_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- configuration -------------------------------------------------------------------------- */
 
 /* The host part of a URL (what the host name policies compare), or the whole text. */

@@ -38,6 +38,7 @@
 #include <xxhash.h>
 
 #include "ferry/chhttp.h"
+#include "ferry/clock.h"
 #include "ferry/config.h"
 #include "ferry/log.h"
 #include "ferry/partition.h"
@@ -50,13 +51,6 @@
  * max_query_size is 256 KiB too). */
 #define RT_HEAD_MAX (256u << 10)
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void state_free(ferry_http_req *req, void *ctx, void *state)
 {
     (void)ctx;
@@ -64,7 +58,7 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
     if (!st)
         return;
     rt_metrics_request(st->r, st->kind, ferry_http_delivered(req) ? ferry_http_status(req) : 499,
-                       mono_s() - st->t0);
+                       ferry_clock_s() - st->t0);
     ferry_buf_free(&st->head);
     ferry_rt_head_free(&st->scan);
     rt_mem_release(st->r, st->mem_held);
@@ -455,7 +449,7 @@ static void on_headers(ferry_http_req *req, void *ctx)
     }
     st->r = r;
     st->kind = RT_KIND_PASSTHROUGH;
-    st->t0 = mono_s();
+    st->t0 = ferry_clock_s();
     ferry_http_req_set_state(req, st);
     /* a body declared far larger than any request may be: refused before a byte of it is read
      * (a smaller excess is read, dropped and answered at its end, see on_body) */

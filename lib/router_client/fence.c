@@ -14,19 +14,13 @@
 
 
 #include "ferry/buf.h"
+#include "ferry/clock.h"
 #include "ferry/config.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
 #include "ferry/fence.h"
 #include "ferry/http_call.h"
 #include "ferry/strutil.h"
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* One look at a router: 1 when it is past version (and, when shard is not NULL, reaches that
  * shard), 0 when not yet, -1 when unreachable or the answer is not a router's (what is filled
@@ -146,7 +140,7 @@ static int fence(const struct ferry_config *cfg, fence_want *w, unsigned timeout
     if (n > 64)
         n = 64;
     int rc = FERRY_OK;
-    uint64_t deadline = mono_ms() + (timeout_ms ? timeout_ms : 60000);
+    uint64_t deadline = ferry_clock_ms_u64() + (timeout_ms ? timeout_ms : 60000);
     for (size_t i = 0; i < n && !rc; i++) {
         const char *u = ferry_trim(fields[i]);
         if (!*u)
@@ -162,17 +156,17 @@ static int fence(const struct ferry_config *cfg, fence_want *w, unsigned timeout
             if (pending) {
                 /* a client's retry is expected: wait as long as the router says, not longer
                  * than the timeout from now (the window may be long) */
-                uint64_t until = mono_ms() + pending + 1000;
+                uint64_t until = ferry_clock_ms_u64() + pending + 1000;
                 if (until > deadline)
                     deadline = until;
-                if (mono_ms() - logged >= 10000) {
+                if (ferry_clock_ms_u64() - logged >= 10000) {
                     ferry_log(FERRY_LOG_INFO, "msg=\"waiting for a client's retry before the "
                               "routing switch\" router=%s tenant=%s split=%u left_ms=%llu",
                               u, w->tenant, w->split, (unsigned long long)pending);
-                    logged = mono_ms();
+                    logged = ferry_clock_ms_u64();
                 }
             }
-            if (mono_ms() >= deadline && shard) {
+            if (ferry_clock_ms_u64() >= deadline && shard) {
                 rc = ferry_err_set(err, FERRY_ETIMEOUT,
                                    "router %s cannot send to shard %s yet (%s); every router in "
                                    "[cluster] routers must reach a shard before a route names it "
@@ -181,7 +175,7 @@ static int fence(const struct ferry_config *cfg, fence_want *w, unsigned timeout
                                    u, shard, what);
                 break;
             }
-            if (mono_ms() >= deadline) {
+            if (ferry_clock_ms_u64() >= deadline) {
                 rc = ferry_err_set(err, FERRY_ETIMEOUT,
                                    "router %s did not confirm routing version %llu in time "
                                    "(%s); every router in [cluster] routers must take the new "

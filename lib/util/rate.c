@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "ferry/clock.h"
+
 #define RATE_GROUP_MAX 4
 
 struct ferry_rate {
@@ -17,13 +19,6 @@ struct ferry_rate {
     double start;    /* the first account, 0 before */
     uint64_t bytes;
 };
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 ferry_rate *ferry_rate_new(uint64_t bytes_per_second)
 {
@@ -84,7 +79,7 @@ void ferry_rate_account(ferry_rate *r, uint64_t bytes)
 {
     if (!r)
         return;
-    double wait = ferry_rate_charge(r, bytes, mono_s());
+    double wait = ferry_rate_charge(r, bytes, ferry_clock_s());
     if (wait > 0) {
         struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
         while (nanosleep(&ts, &ts) != 0)
@@ -96,6 +91,6 @@ void ferry_rate_totals(ferry_rate *r, uint64_t *bytes, double *seconds)
 {
     pthread_mutex_lock(&r->mu);
     *bytes = r->bytes;
-    *seconds = r->start ? mono_s() - r->start : 0;
+    *seconds = r->start ? ferry_clock_s() - r->start : 0;
     pthread_mutex_unlock(&r->mu);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ferry/buf.h"
+#include "ferry/clock.h"
 #include "ferry/config.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
@@ -318,6 +319,31 @@ static void test_hex_digit(void **state)
     assert_int_equal(ferry_hex_digit('\0'), -1);
 }
 
+/* The clock's units agree with each other (read in order, so each later reading is at least the
+ * earlier one; 1e-3 ms covers the rounding of seconds scaled to ms), whole ms truncate, and a
+ * deadline's nanoseconds stay normalised across a second boundary. */
+static void test_clock(void **state)
+{
+    (void)state;
+    double ms0 = ferry_clock_ms();
+    double s1 = ferry_clock_s();
+    uint64_t u2 = ferry_clock_ms_u64();
+    double ms3 = ferry_clock_ms();
+    assert_true(ms0 <= s1 * 1e3 + 1e-3);
+    assert_true(s1 * 1e3 <= (double)u2 + 1 + 1e-3);
+    assert_true((double)u2 <= ms3);
+    const uint64_t waits[] = {0, 1, 999, 1000, 1001, 1999, 86400000};
+    for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++) {
+        double before = ferry_clock_ms();
+        struct timespec t = ferry_clock_after_ms(waits[i]);
+        double after = ferry_clock_ms();
+        assert_true(t.tv_nsec >= 0 && t.tv_nsec < 1000000000L);
+        double at = (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+        assert_true(at >= before + (double)waits[i] - 1e-3);
+        assert_true(at <= after + (double)waits[i] + 1e-3);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_duration_ms),
         cmocka_unit_test(test_hostport),
         cmocka_unit_test(test_hex_digit),
+        cmocka_unit_test(test_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
