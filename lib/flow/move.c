@@ -855,6 +855,19 @@ int mv_ctx_open(const ferry_move_opts *o, const char *id, mvctx *x, ferry_move_r
     res->state = m->state;
     if (m->state == FERRY_MOVE_DONE || m->state == FERRY_MOVE_FAILED)
         goto out;
+    /* The slice's lease, as a tiering run and a repair hold it while they work on the slice:
+     * a move must not start beside one of them (the ZooKeeper soak: a tier wave swapped a
+     * partition of t5/0 on node1 while a move of t5/0 to node3 froze it, and the part records
+     * the move handed over named parts node3 never held). A tiering run skips a slice while a
+     * move of it is unfinished, so the lease is only contended at a move's start. */
+    if ((rc = ferry_slice_lease_take(x->cat, &x->slice, m->tenant, m->split,
+                                     o->owner ? o->owner : "ferry", err))) {
+        if (rc == FERRY_ECONFLICT)
+            ferry_err_prefix(err, "move %s: tenant %s split %u is busy (a tiering run or a repair "
+                             "works on it; the move was not run, resume it later): ", id,
+                             m->tenant, m->split);
+        goto out;
+    }
     x->ran = true;
     if ((rc = mv_load_shard(x->cat, mv_from(x), &fsh, err)) ||
         (rc = mv_load_shard(x->cat, mv_to(x), &tsh, err)) ||
@@ -1009,6 +1022,7 @@ out:
     ferry_record_free(&x->mv);
     ferry_record_free(&x->job);
     ferry_record_free(&x->switch_route);
+    ferry_slice_leases_release(x->cat, &x->slice);
     if (x->lease)
         ferry_catalog_lease_release(x->cat, x->lease);
     ferry_catalog_close(x->cat);

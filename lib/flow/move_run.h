@@ -13,6 +13,7 @@
 #include "ferry/rate.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
+#include "flow/slice_lease.h"
 
 #define MV_MAX_ATTEMPTS 20    /* attempts of one state before the move gives up */
 #define MV_MAX_ROUNDS 5       /* catch-up rounds of one SWITCH attempt */
@@ -44,6 +45,7 @@ typedef struct mvctx {
     bool permanent; /* the last failure cannot heal by retrying: roll back */
     bool clone;     /* keep-source mode: adds a replica (journal data "mode": "clone") */
     ferry_lease *lease; /* the catalog lease move.ID while the run holds it */
+    ferry_slice_leases slice; /* the slice's lease (slice_lease.h) while the run holds it */
     bool ran;       /* the move was not over when opened */
     bool looping;   /* opened completely: its states may run */
     bool counted;   /* the finished move's rows and partitions are in res already */

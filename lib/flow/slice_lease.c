@@ -1,4 +1,4 @@
-/* The per-slice lease shared by tiering and repair (slice_lease.h has the contract). */
+/* The per-slice lease shared by tiering, repair and moves (slice_lease.h has the contract). */
 #include "flow/slice_lease.h"
 
 #include <stdio.h>

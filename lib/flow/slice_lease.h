@@ -2,8 +2,10 @@
  * the chaos soak: a `ferry repair` of a partition ran between a tier job's swap and its VERIFY,
  * both working through the table's staging table, and the job found none of its frozen rows in
  * the partition). A tiering run holds the lease of every slice it tiers while its jobs run; a
- * repair holds it while it repairs the slice. The one that finds it held skips the slice (its
- * next run takes it up). Lease name: "slice.<tenant>.<split>". */
+ * repair holds it while it repairs the slice; a move's run holds it while it runs (move.c: the
+ * ZooKeeper soak's move started in the middle of a tier wave of its slice). The one that finds
+ * it held skips the slice, or the move (its next run takes it up). Lease name:
+ * "slice.<tenant>.<split>". */
 #ifndef FERRY_FLOW_SLICE_LEASE_H
 #define FERRY_FLOW_SLICE_LEASE_H
 

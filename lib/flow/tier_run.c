@@ -419,8 +419,8 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
                       : FERRY_OK;
         json_decref(d);
         if (src == FERRY_ECONFLICT) {
-            FLOG_INFO("msg=\"tier job not resumed: its slice is being repaired\" job=%s "
-                      "holder=\"%s\"", j->id, le.msg);
+            FLOG_INFO("msg=\"tier job not resumed: its slice is held by a repair or a move\" "
+                      "job=%s holder=\"%s\"", j->id, le.msg);
             continue;
         }
         if (src) {
@@ -742,14 +742,14 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
                       "partition=%s", srv->shard.name, table, literal);
             continue;
         }
-        if (!ctx->opt->dry_run) { /* held until the jobs ran (below); a repair keeps off */
+        if (!ctx->opt->dry_run) { /* held until the jobs ran (below); repairs, moves keep off */
             ferry_err le = {0};
             int lrc = ferry_slice_lease_take(ctx->cat, &ctx->slices, key.tenant, key.split,
                                              ctx->owner, &le);
             if (lrc == FERRY_ECONFLICT) {
-                FLOG_INFO("msg=\"partition skipped: its slice is being repaired\" server=%s "
-                          "table=%s partition=%s holder=\"%s\"", srv->shard.name, table,
-                          literal, le.msg);
+                FLOG_INFO("msg=\"partition skipped: its slice is held by a repair or a move\" "
+                          "server=%s table=%s partition=%s holder=\"%s\"", srv->shard.name,
+                          table, literal, le.msg);
                 continue;
             }
             if (lrc) {

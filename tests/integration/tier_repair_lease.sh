@@ -27,7 +27,7 @@ bg_start "$T/holder.log" flock -o -x "$LEASE" sleep 300
 HOLDER=$BG_PID
 wait_for 20 bash -c "! flock -n '$LEASE' true" || fail "the lease file was not locked"
 "$FERRY_BIN" tier --config "$C" --older-than 3d --json >"$T/t1.json" 2>"$T/t1.err" || fail "tier: $(tail -3 "$T/t1.err")"
-assert_contains "$(cat "$T/t1.err")" "partition skipped: its slice is being repaired" "the skip is logged"
+assert_contains "$(cat "$T/t1.err")" "partition skipped: its slice is held by a repair or a move" "the skip is logged"
 assert_eq 0 "$(cold "$U1" acme)" "acme (leased) not tiered on node1"
 assert_eq 0 "$(cold "$U2" acme)" "acme (leased) not tiered on node2"
 [ "$(cold "$U1" beta)" -gt 0 ] || fail "beta was not tiered: $(cat "$T/t1.json")"
