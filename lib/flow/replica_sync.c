@@ -189,6 +189,18 @@ static int rows_contained(mv_conn *src, mv_conn *dst, const ferry_table_def *t, 
  * clock, rounded down to whole seconds minus one (system.parts keeps modification_time in
  * seconds): age_ms[k] is never more than the part's real age. A part the query no longer finds
  * (merged meanwhile) gets 0. */
+/* " database = 'db' AND table = 't' AND partition_id = 'pid'": system.parts' rows of one
+ * partition of t, appended to sql. */
+static void where_partition(ferry_buf *sql, const ferry_table_def *t, const char *pid)
+{
+    ferry_buf_puts(sql, " database = ");
+    ferry_sql_quote(t->database, sql);
+    ferry_buf_puts(sql, " AND table = ");
+    ferry_sql_quote(t->name, sql);
+    ferry_buf_puts(sql, " AND partition_id = ");
+    ferry_sql_quote(pid, sql);
+}
+
 static int part_ages(mv_conn *c, const ferry_table_def *t, const char *pid, const mv_parts *ps,
                      uint64_t *age_ms, ferry_err *err)
 {
@@ -197,12 +209,8 @@ static int part_ages(mv_conn *c, const ferry_table_def *t, const char *pid, cons
     for (size_t k = 0; k < ps->n; k++)
         age_ms[k] = 0;
     ferry_buf_puts(&sql, "SELECT name, greatest(toInt64(now()) - toInt64(modification_time) - 1, "
-                         "0) FROM system.parts WHERE active AND rows > 0 AND database = ");
-    ferry_sql_quote(t->database, &sql);
-    ferry_buf_puts(&sql, " AND table = ");
-    ferry_sql_quote(t->name, &sql);
-    ferry_buf_puts(&sql, " AND partition_id = ");
-    ferry_sql_quote(pid, &sql);
+                         "0) FROM system.parts WHERE active AND rows > 0 AND");
+    where_partition(&sql, t, pid);
     int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
     for (size_t r = 0; !rc && r < rows.n_rows; r++)
         for (size_t k = 0; k < ps->n; k++)
@@ -223,12 +231,8 @@ static int youngest_mtime(mv_conn *c, const ferry_table_def *t, const char *pid,
     size_t n = 0;
     *mtime = 0;
     ferry_buf_puts(&sql, "SELECT toUInt64(max(toUnixTimestamp(modification_time))) FROM "
-                         "system.parts WHERE active AND database = ");
-    ferry_sql_quote(t->database, &sql);
-    ferry_buf_puts(&sql, " AND table = ");
-    ferry_sql_quote(t->name, &sql);
-    ferry_buf_puts(&sql, " AND partition_id = ");
-    ferry_sql_quote(pid, &sql);
+                         "system.parts WHERE active AND");
+    where_partition(&sql, t, pid);
     ferry_buf_puts(&sql, " AND name IN (");
     for (size_t k = 0; k < ps->n; k++)
         if (pick[k]) {
