@@ -524,9 +524,31 @@ out:
     return rc;
 }
 
+/* ClickHouse keeps FREEZE's counter in shadow/increment.txt and, on a server that never froze
+ * anything, creates it on the first FREEZE: a second FREEZE at that moment (two moves from one
+ * fresh server, a tier wave beside a move) can read the file created but not yet written and
+ * fail with "File .../shadow/increment.txt is empty. You must fill it manually" (code 32,
+ * ATTEMPT_TO_READ_AFTER_EOF) before it froze anything. Seen in `make test-loaded`
+ * (move_bandwidth_shard). The file is written by then: the whole operation runs again (it looks
+ * again at what is frozen under the name), a few times. */
+#define FREEZE_COUNTER_TRIES 5
+
+static bool freeze_counter_race(const ferry_err *err)
+{
+    return strstr(err->msg, "increment.txt is empty") != NULL;
+}
+
 int agent_op_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 {
-    return frozen_common(env, req, resp, true, err);
+    int rc = frozen_common(env, req, resp, true, err);
+    for (int i = 1; rc && i < FREEZE_COUNTER_TRIES && freeze_counter_race(err); i++) {
+        FLOG_INFO("msg=\"agent: FREEZE raced ClickHouse's first write of its counter; "
+                  "again\" try=%d", i + 1);
+        ferry_err_clear(err);
+        usleep(20000u * (unsigned)i);
+        rc = frozen_common(env, req, resp, true, err);
+    }
+    return rc;
 }
 
 int agent_op_frozen(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
