@@ -1,7 +1,8 @@
 /* One HTTP request and its whole answer, over libcurl: the wrapper for ferry's short control
  * calls (a router's status for the move fence, a lab node's health, a router's explained plan).
  * Streaming clients (ClickHouse, the agents, S3, the router's passthrough) keep their own
- * handles, because they feed and drain bodies as they go.
+ * handles, because they feed and drain bodies as they go; every handle, these and theirs, comes
+ * from ferry_curl_new (ferry/curl_easy.h).
  *
  * The answer is bounded (max_answer), the whole call has a deadline (timeout_ms), no signal is
  * used (threads), and credentials (user/password, secret headers) never reach an error

@@ -1,12 +1,11 @@
 /* ferry's short HTTP control calls over libcurl (include/ferry/http_call.h). */
 #include "ferry/http_call.h"
 
-#include <curl/curl.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "ferry/curl_easy.h"
 #include "ferry/log.h"
 
 #define DEFAULT_TIMEOUT_MS 30000L
@@ -29,22 +28,18 @@ static size_t collect(char *p, size_t size, size_t n, void *arg)
     return ferry_buf_append(s->body, p, len) ? 0 : len;
 }
 
-/* curl_easy_init would initialise libcurl itself, but not thread-safely */
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_global(void) { (void)curl_global_init(CURL_GLOBAL_DEFAULT); }
-
 int ferry_http_do(const ferry_http_call *c, ferry_http_answer *a, ferry_err *err)
 {
     memset(a, 0, sizeof *a);
     a->body = (ferry_buf)FERRY_BUF_INIT;
-    pthread_once(&curl_once, curl_global);
-    CURL *h = curl_easy_init();
+    long timeout_ms = c->timeout_ms > 0 ? c->timeout_ms : DEFAULT_TIMEOUT_MS;
+    char msg[CURL_ERROR_SIZE] = "";
+    CURL *h = NULL;
     struct curl_slist *hdrs = NULL;
-    int rc = FERRY_OK;
-    if (!h) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    /* no connect timeout of its own: the call's deadline (CURLOPT_TIMEOUT_MS) bounds it */
+    int rc = ferry_curl_new(0, msg, &h, err);
+    if (rc)
         goto out;
-    }
     for (const char *const *p = c->headers; p && *p; p++) {
         struct curl_slist *n = curl_slist_append(hdrs, *p);
         if (!n) {
@@ -54,14 +49,10 @@ int ferry_http_do(const ferry_http_call *c, ferry_http_answer *a, ferry_err *err
         hdrs = n;
     }
     answer_sink sink = {&a->body, c->max_answer ? c->max_answer : DEFAULT_MAX_ANSWER, false};
-    char msg[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(h, CURLOPT_URL, c->url);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms > 0 ? c->timeout_ms
-                                                             : DEFAULT_TIMEOUT_MS);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, msg);
     if (hdrs)
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     if (c->body) {
