@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ferry/clock.h"
+#include "ferry/curl_easy.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
 
@@ -45,10 +46,6 @@ struct ferry_ch_client {
     ferry_buf sys_columns;
     bool sys_columns_loaded;
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 static char *dup_or_null(const char *s)
 {
@@ -84,10 +81,6 @@ int ferry_ch_client_new(const ferry_ch_options *opt, ferry_ch_client **out, ferr
     int rc = FERRY_OK;
     ferry_buf check = FERRY_BUF_INIT;
     *out = NULL;
-    pthread_once(&curl_once, curl_init);
-    if (curl_init_rc != CURLE_OK)
-        return ferry_err_set(err, FERRY_EINTERNAL, "libcurl failed to initialise: %s",
-                             curl_easy_strerror(curl_init_rc));
     ferry_ch_client *c = calloc(1, sizeof *c);
     if (!c)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -104,10 +97,15 @@ int ferry_ch_client_new(const ferry_ch_options *opt, ferry_ch_client **out, ferr
     c->read_timeout_ms = opt->read_timeout_ms > 0 ? opt->read_timeout_ms : 300000;
     c->max_attempts = opt->max_attempts > 0 ? opt->max_attempts : 3;
     c->backoff_ms = opt->backoff_ms > 0 ? opt->backoff_ms : 100;
-    c->curl = curl_easy_init();
     if (!c->url || !c->redacted || (opt->user && *opt->user && !c->user) ||
-        (opt->password && !c->password) || !c->curl) {
+        (opt->password && !c->password)) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory creating a ClickHouse client");
+        goto out;
+    }
+    /* its options are set again for every transfer (transfer_curl) */
+    rc = ferry_curl_new(c->connect_timeout_ms, NULL, &c->curl, err);
+    if (rc) {
+        ferry_err_prefix(err, "creating a ClickHouse client: ");
         goto out;
     }
     rc = ferry_ch_wire_new(c->url, c->user, c->password, &c->wire, err);
@@ -532,12 +530,11 @@ static int transfer_curl(ferry_ch_client *c, xfer *x, const char *url,
                          enum ferry_ch_failure *failure, ferry_err *err)
 {
     CURL *h = c->curl;
+    char curl_msg[CURL_ERROR_SIZE] = "";
     curl_easy_reset(h);
+    ferry_curl_common(h, c->connect_timeout_ms, curl_msg);
     curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
     curl_easy_setopt(h, CURLOPT_POST, 1L);
     if (x->mem && x->mem == x->q->sql && x->mem_len <= SMALL_BODY_MAX) {
         /* A statement sent as the body (no data) goes out in the same send() as the headers:
@@ -570,8 +567,6 @@ static int transfer_curl(ferry_ch_client *c, xfer *x, const char *url,
         curl_easy_setopt(h, CURLOPT_PASSWORD, c->password ? c->password : "");
     }
     x->last_activity_ms = (long long)ferry_clock_ms_u64();
-    char curl_msg[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_msg);
 
     CURLcode cc = curl_easy_perform(h);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
