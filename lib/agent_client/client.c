@@ -14,9 +14,12 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ferry/curl_easy.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
 
+/* the TCP (and TLS) connect to an agent */
+#define AGENT_CONNECT_TIMEOUT_MS 10000L
 
 int ferry_agent_client_new(const char *url, const char *token, long timeout_ms,
                            ferry_agent_client **out, ferry_err *err)
@@ -30,11 +33,16 @@ int ferry_agent_client_new(const char *url, const char *token, long timeout_ms,
     ferry_agent_client *c = calloc(1, sizeof *c);
     if (!c)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    c->curl = curl_easy_init();
+    /* its options are set again for every request (perform) */
+    int rc = ferry_curl_new(AGENT_CONNECT_TIMEOUT_MS, NULL, &c->curl, err);
+    if (rc) {
+        ferry_agent_client_free(c);
+        return rc;
+    }
     c->base = strdup(url);
     size_t alen = strlen(token) + 32;
     c->auth = malloc(alen);
-    if (!c->curl || !c->base || !c->auth) {
+    if (!c->base || !c->auth) {
         ferry_agent_client_free(c);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
@@ -98,12 +106,10 @@ static int perform(ferry_agent_client *c, const char *what, struct curl_slist *h
     *resp = NULL;
     if (http_status)
         *http_status = 0;
+    ferry_curl_common(h, AGENT_CONNECT_TIMEOUT_MS, errbuf); /* curl_easy_reset dropped them */
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
     CURLcode cc = curl_easy_perform(h);
     int rc = FERRY_OK;
