@@ -5,6 +5,7 @@
 #include "objstore/objstore_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "ferry/curl_easy.h"
 #include "ferry/log.h"
 #include "ferry/strutil.h"
 #include "objstore/sigv4.h"
@@ -31,7 +33,7 @@ typedef struct s3_store {
     char *access_key_id;
     char *secret;      /* wiped on close */
     char *ca_file;
-    long timeout, connect_timeout;
+    long timeout, connect_timeout_ms;
 } s3_store;
 
 static s3_store *S(ferry_objstore *st) { return st->impl; }
@@ -59,11 +61,6 @@ static void s3_close(ferry_objstore *st) { s3_free(S(st)); }
 
 int objstore_s3_init(ferry_objstore *st, const ferry_objstore_s3_options *o, ferry_err *err)
 {
-    static bool global_done;
-    if (!global_done) {
-        curl_global_init(CURL_GLOBAL_DEFAULT);
-        global_done = true;
-    }
     if (!o->endpoint || !o->bucket || !*o->bucket || !o->access_key_id || !*o->access_key_id ||
         !o->secret_access_key || !*o->secret_access_key)
         return ferry_err_set(err, FERRY_EINVAL,
@@ -102,12 +99,20 @@ int objstore_s3_init(ferry_objstore *st, const ferry_objstore_s3_options *o, fer
     s->ca_file = o->ca_file ? strdup(o->ca_file) : NULL;
     s->virtual_host = o->virtual_host;
     s->timeout = o->timeout_seconds;
-    s->connect_timeout = o->connect_timeout_seconds ? o->connect_timeout_seconds : 10;
-    s->curl = curl_easy_init();
+    long ct = o->connect_timeout_seconds ? o->connect_timeout_seconds : 10;
+    s->connect_timeout_ms = ct <= 0 ? 0 /* libcurl's */ : ct > LONG_MAX / 1000 ? LONG_MAX
+                                                                              : ct * 1000;
     if (!s->scheme || !s->hostport || !s->bucket || !s->region || !s->access_key_id ||
-        !s->secret || (o->ca_file && !s->ca_file) || !s->curl) {
+        !s->secret || (o->ca_file && !s->ca_file)) {
         s3_free(s);
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    }
+    /* its options are set again for every request (s3_do) */
+    int rc = ferry_curl_new(s->connect_timeout_ms, NULL, &s->curl, err);
+    if (rc) {
+        s3_free(s);
+        ferry_err_prefix(err, "s3 object store: ");
+        return rc;
     }
     snprintf(st->desc, sizeof st->desc, "s3://%s (%s://%s)", s->bucket, s->scheme, s->hostport);
     st->impl = s;
@@ -358,16 +363,14 @@ static int s3_do(s3_store *s, const s3_call *c, s3_response *r, ferry_err *err)
 
     CURL *cu = s->curl;
     curl_easy_reset(cu); /* keeps the connection cache: keep-alive survives */
+    ferry_curl_common(cu, s->connect_timeout_ms, NULL);
     curl_easy_setopt(cu, CURLOPT_URL, url.data);
     curl_easy_setopt(cu, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(cu, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(cu, CURLOPT_CONNECTTIMEOUT, s->connect_timeout);
     if (s->timeout)
         curl_easy_setopt(cu, CURLOPT_TIMEOUT, s->timeout);
     /* Abort a transfer that stalls below 1 KiB/s for a minute. */
     curl_easy_setopt(cu, CURLOPT_LOW_SPEED_LIMIT, 1024L);
     curl_easy_setopt(cu, CURLOPT_LOW_SPEED_TIME, 60L);
-    curl_easy_setopt(cu, CURLOPT_TCP_KEEPALIVE, 1L);
     if (s->ca_file)
         curl_easy_setopt(cu, CURLOPT_CAINFO, s->ca_file);
     curl_easy_setopt(cu, CURLOPT_HEADERFUNCTION, on_header_status);
