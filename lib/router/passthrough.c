@@ -39,7 +39,11 @@
 
 #include "ferry/buf.h"
 #include "ferry/clock.h"
+#include "ferry/curl_easy.h"
 #include "ferry/log.h"
+
+/* the TCP (and TLS) connect to the passthrough server */
+#define PT_CONNECT_TIMEOUT_MS 5000L
 
 struct rt_pt {
     ferry_router *r;
@@ -295,10 +299,11 @@ static bool pt_submit(pt *p)
     return ok;
 }
 
-/* A handle for a transfer: an idle one when there is (its connection to the passthrough server
- * kept alive: no connect, and no new connection for the server to set up, per statement), or a
- * new one. */
-static CURL *pool_take(ferry_router *r)
+/* A handle for a transfer, with ferry's common options and errbuf as its error buffer: an idle
+ * one when there is (its connection to the passthrough server kept alive: no connect, and no new
+ * connection for the server to set up, per statement), or a new one. NULL when libcurl has none
+ * to give (logged). */
+static CURL *pool_take(ferry_router *r, char *errbuf)
 {
     CURL *h = NULL;
     pthread_mutex_lock(&r->pt_pool_mu);
@@ -307,9 +312,13 @@ static CURL *pool_take(ferry_router *r)
     pthread_mutex_unlock(&r->pt_pool_mu);
     if (h) {
         curl_easy_reset(h); /* the options go; the connection cache stays */
+        ferry_curl_common(h, PT_CONNECT_TIMEOUT_MS, errbuf);
         return h;
     }
-    return curl_easy_init();
+    ferry_err e = {0};
+    if (ferry_curl_new(PT_CONNECT_TIMEOUT_MS, errbuf, &h, &e))
+        FLOG_ERROR("msg=\"router: no libcurl handle for a passthrough\" err=\"%s\"", e.msg);
+    return h;
 }
 
 static void pool_give(ferry_router *r, CURL *h)
@@ -429,7 +438,12 @@ static pt *pt_setup(ferry_router *r, ferry_http_req *req)
     }
     pt *p = calloc(1, sizeof *p);
     int fds[2] = {-1, -1};
-    if (!p || pipe(fds) != 0) {
+    CURL *cu = NULL;
+    if (!p || pipe(fds) != 0 || !(cu = pool_take(r, p->errbuf))) {
+        if (fds[0] >= 0) {
+            close(fds[0]);
+            close(fds[1]);
+        }
         free(p);
         rt_respond_error(req, "CANNOT_ALLOCATE_MEMORY", "ferry router: out of resources");
         return NULL;
@@ -439,7 +453,7 @@ static pt *pt_setup(ferry_router *r, ferry_http_req *req)
     p->pipe_rd = fds[0];
     p->pipe_wr = fds[1];
     p->r = r;
-    p->curl = pool_take(r);
+    p->curl = cu;
     const char *method = ferry_http_method(req);
     p->is_get = !strcmp(method, "GET");
     const char *base = r->passthrough;
@@ -468,14 +482,11 @@ static pt *pt_setup(ferry_router *r, ferry_http_req *req)
                          r->passthrough_password ? r->passthrough_password : "");
     }
     curl_easy_setopt(p->curl, CURLOPT_URL, ferry_buf_cstr(&p->url));
-    curl_easy_setopt(p->curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(p->curl, CURLOPT_HTTPHEADER, p->req_headers);
     curl_easy_setopt(p->curl, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(p->curl, CURLOPT_HEADERDATA, p);
     curl_easy_setopt(p->curl, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(p->curl, CURLOPT_WRITEDATA, p);
-    curl_easy_setopt(p->curl, CURLOPT_ERRORBUFFER, p->errbuf);
-    curl_easy_setopt(p->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
     if (r->passthrough_timeout_s) {
         /* a stalled server must not hold the client and a thread forever (on_progress) */
         p->timeout_s = r->passthrough_timeout_s;
