@@ -7,6 +7,11 @@ anything that reaches outside the process (network, databases, processes, files)
 reads what the linker reads: `nm` on every object of the library, so an include that slipped
 through, a declaration copied by hand or a call through a macro are all caught.
 
+It also keeps libcurl's door single: in the library and in the commands (src/), only
+lib/net/curl_easy.c may call curl_global_init (not thread-safe: once per process, under
+pthread_once there) or make an easy handle (curl_easy_init, curl_easy_duphandle); every other
+file gets its handles from ferry_curl_new (include/ferry/curl_easy.h).
+
     python3 scripts/layers.py BUILD_DIR     exit 0 when every object keeps to its layer
 
 The layers are read from lib/LAYERS, which CMakeLists.txt also builds from (one static library
@@ -44,6 +49,11 @@ CORE_FORBIDDEN = re.compile(
     r"open|open64|openat|fopen|fopen64|opendir|creat|unlink|rename|mkdir)$")
 
 
+# libcurl's global set-up and easy handles: only from CURL_DOOR
+CURL_DOOR = "lib/net/curl_easy.c"
+CURL_DOOR_ONLY = re.compile(r"^(curl_global_\w+|curl_easy_init|curl_easy_duphandle)$")
+
+
 def objects(build):
     """The library's objects of the current build (one static library per layer, named
     ferrycore_<layer>): those whose source still exists (a file moved or removed leaves its old
@@ -58,9 +68,22 @@ def objects(build):
     return found
 
 
+def command_objects(build):
+    """The objects of the command-line tool (src/) whose source still exists."""
+    base = os.path.join(build, "CMakeFiles", "ferry.dir")
+    return [(o, os.path.relpath(o, base)[:-2])
+            for o in sorted(glob.glob(os.path.join(base, "src", "*.o")))
+            if os.path.exists(os.path.join(SOURCE_DIR, os.path.relpath(o, base)[:-2]))]
+
+
 def symbols(obj, *flags):
     out = subprocess.run(["nm", *flags, obj], capture_output=True, text=True, check=True).stdout
     return [line.split()[-1] for line in out.splitlines() if line.strip()]
+
+
+def curl_problem(src, sym):
+    return (f"{src} calls {sym}: only {CURL_DOOR} sets libcurl up and makes its handles; "
+            "use ferry_curl_new (ferry/curl_easy.h)")
 
 
 def main():
@@ -100,12 +123,19 @@ def main():
             if name[rank[f]] == "core" and CORE_FORBIDDEN.match(s):
                 problems.append(f"{src} (core) calls {s}: the core does no I/O; move the call "
                                 "to an io-layer folder")
+            if src != CURL_DOOR and CURL_DOOR_ONLY.match(s):
+                problems.append(curl_problem(src, s))
+    for o, src in command_objects(sys.argv[1]):
+        for s in symbols(o, "-u"):
+            if CURL_DOOR_ONLY.match(s):
+                problems.append(curl_problem(src, s))
     for p in problems:
         print(f"layers: {p}", file=sys.stderr)
     if problems:
         return 1
     print(f"layers: {len(objs)} objects in {len(rank)} folders keep to "
-          f"{' < '.join(layer for layer, _ in LAYERS)}; {len(edges)} folder dependencies")
+          f"{' < '.join(layer for layer, _ in LAYERS)}; {len(edges)} folder dependencies; "
+          f"libcurl handles only from {CURL_DOOR}")
     return 0
 
 
