@@ -15,6 +15,7 @@
 
 #include "ferry/catalog.h"
 #include "ferry/catalog_scan.h"
+#include "ferry/strmap.h"
 
 /* ---- the string pool: chunks of memory ---- */
 
@@ -63,14 +64,6 @@ static void pool_free(mv_pool *p)
     free(p);
 }
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
 static int grow(void **p, size_t *cap, size_t n, size_t size)
 {
     if (n < *cap)
@@ -86,49 +79,16 @@ static int grow(void **p, size_t *cap, size_t n, size_t size)
 
 /* ---- shard lists as indexes (mv_shards in move_int.h) ---- */
 
-/* A text met, and its list: open addressing on the text's hash, at most half full. */
-typedef struct text_slot {
-    const char *text; /* in the map's pool; NULL: a free slot */
-    uint32_t at;
-    uint8_t count;
-} text_slot;
-
+/* The texts met, each to its list in idx: at in the low 32 bits of the value, count above. */
 struct mv_text_map {
-    text_slot *v;
-    size_t n, cap;
-    mv_pool pool; /* the texts */
+    ferry_strmap map; /* keys in pool */
+    mv_pool pool;     /* the texts */
 };
 
-/* The slot of name in the names' hash table: its entry, or the free slot where it goes. */
-static size_t name_slot(const mv_shards *s, const char *name)
-{
-    size_t k = (size_t)fnv1a(name) & (s->cap_slots - 1);
-    while (s->slots[k] && strcmp(s->names[s->slots[k] - 1], name))
-        k = (k + 1) & (s->cap_slots - 1);
-    return k;
-}
-
-/* Enters names[k] into the hash table (not there yet), which it keeps at most half full. */
+/* Enters names[k] (not there yet) into the names' map. */
 static int name_enter(mv_shards *s, size_t k)
 {
-    if (2 * (k + 1) > s->cap_slots) {
-        uint32_t *old = s->slots;
-        size_t old_cap = s->cap_slots;
-        s->cap_slots = old_cap ? old_cap * 2 : 64;
-        if (!(s->slots = calloc(s->cap_slots, sizeof *s->slots))) {
-            s->slots = old;
-            s->cap_slots = old_cap;
-            return FERRY_ENOMEM;
-        }
-        for (size_t i = 0; i < old_cap; i++)
-            if (old[i])
-                s->slots[name_slot(s, s->names[old[i] - 1])] = old[i];
-        free(old);
-    }
-    size_t slot = name_slot(s, s->names[k]);
-    assert(!s->slots[slot]);
-    s->slots[slot] = (uint32_t)k + 1;
-    return FERRY_OK;
+    return ferry_strmap_add(&s->by_name, s->names[k], k);
 }
 
 int mv_shards_init(mv_shards *s, const char *const *known, size_t n_known, ferry_err *err)
@@ -144,9 +104,6 @@ int mv_shards_init(mv_shards *s, const char *const *known, size_t n_known, ferry
     s->texts = calloc(1, sizeof *s->texts);
     if (!s->names || !s->idx || !s->pool || !s->texts)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    s->texts->cap = 1024;
-    if (!(s->texts->v = calloc(s->texts->cap, sizeof *s->texts->v)))
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; i < n_known; i++) {
         if (mv_shards_find(s, known[i]) >= 0)
             return ferry_err_set(err, FERRY_EINVAL, "shard %s is there twice", known[i]);
@@ -159,10 +116,8 @@ int mv_shards_init(mv_shards *s, const char *const *known, size_t n_known, ferry
 
 long mv_shards_find(const mv_shards *s, const char *name)
 {
-    if (!s->cap_slots)
-        return -1;
-    uint32_t k = s->slots[name_slot(s, name)];
-    return k ? (long)k - 1 : -1;
+    uint64_t k;
+    return ferry_strmap_get(&s->by_name, name, &k) ? (long)k : -1;
 }
 
 /* The index of name, appended to the table as unknown when it is not there. */
@@ -182,38 +137,14 @@ static int shard_of(mv_shards *s, const char *name, mv_shard *out, ferry_err *er
     return FERRY_OK;
 }
 
-static size_t text_slot_of(const struct mv_text_map *m, const char *text)
-{
-    size_t k = (size_t)fnv1a(text) & (m->cap - 1);
-    while (m->v[k].text && strcmp(m->v[k].text, text))
-        k = (k + 1) & (m->cap - 1);
-    return k;
-}
-
-/* Makes room for one more text (the map at most half full). */
-static int text_map_room(struct mv_text_map *m)
-{
-    if (2 * (m->n + 1) <= m->cap)
-        return FERRY_OK;
-    struct mv_text_map g = {calloc(m->cap * 2, sizeof *m->v), m->n, m->cap * 2, m->pool};
-    if (!g.v)
-        return FERRY_ENOMEM;
-    for (size_t i = 0; i < m->cap; i++)
-        if (m->v[i].text)
-            g.v[text_slot_of(&g, m->v[i].text)] = m->v[i];
-    free(m->v);
-    *m = g;
-    return FERRY_OK;
-}
-
 int mv_shards_put(mv_shards *s, const char *text, uint32_t *at, uint8_t *count, ferry_err *err)
 {
     assert(s->texts); /* not sealed */
     struct mv_text_map *m = s->texts;
-    text_slot *slot = &m->v[text_slot_of(m, text)];
-    if (slot->text) {
-        *at = slot->at;
-        *count = slot->count;
+    uint64_t list;
+    if (ferry_strmap_get(&m->map, text, &list)) {
+        *at = (uint32_t)list;
+        *count = (uint8_t)(list >> 32);
         return FERRY_OK;
     }
     /* a text not met before: the decoder's reading, each name to its index */
@@ -232,17 +163,12 @@ int mv_shards_put(mv_shards *s, const char *text, uint32_t *at, uint8_t *count, 
     for (size_t i = 0; i < n; i++)
         if ((rc = shard_of(s, ferry_shard_set_at(&set, i), &s->idx[s->n_idx + i], err)))
             return rc;
-    if (text_map_room(m))
+    const char *kept = pool_put(&m->pool, text, strlen(text));
+    if (!kept || ferry_strmap_add(&m->map, kept, (uint64_t)s->n_idx | (uint64_t)n << 32))
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    slot = &m->v[text_slot_of(m, text)];
-    if (!(slot->text = pool_put(&m->pool, text, strlen(text))))
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    slot->at = (uint32_t)s->n_idx;
-    slot->count = (uint8_t)n;
-    m->n++;
+    *at = (uint32_t)s->n_idx;
+    *count = (uint8_t)n;
     s->n_idx += n;
-    *at = slot->at;
-    *count = slot->count;
     return FERRY_OK;
 }
 
@@ -253,7 +179,7 @@ void mv_shards_seal(mv_shards *s)
     for (size_t i = 0; i < s->texts->pool.n_chunks; i++)
         free(s->texts->pool.chunks[i]);
     free(s->texts->pool.chunks);
-    free(s->texts->v);
+    ferry_strmap_free(&s->texts->map);
     free(s->texts);
     s->texts = NULL;
 }
@@ -264,7 +190,7 @@ void mv_shards_free(mv_shards *s)
     pool_free(s->pool);
     free(s->names);
     free(s->idx);
-    free(s->slots);
+    ferry_strmap_free(&s->by_name);
     memset(s, 0, sizeof *s);
 }
 

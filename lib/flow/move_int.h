@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ferry/err.h"
+#include "ferry/strmap.h"
 
 typedef struct mv_plan_shard {
     const char *name;
@@ -92,8 +93,7 @@ typedef struct mv_shards {
     size_t n_idx, cap_idx;
     struct mv_pool *pool; /* the names */
     mv_text_map *texts;   /* the texts met, to their lists; NULL once sealed */
-    uint32_t *slots;     /* the names' hash table: index + 1, 0 for a free slot */
-    size_t cap_slots;
+    ferry_strmap by_name; /* each name (in names) to its index */
 } mv_shards;
 
 /* A table of the n_known names known[] (copied; a name twice is refused). Free with
