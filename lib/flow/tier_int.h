@@ -197,6 +197,11 @@ void tier_qualified(ferry_buf *b, const char *db, const char *table);
 void tier_forget_policy(tier_server *srv, const char *db, const char *table);
 int tier_table_policy(tier_server *srv, const char *db, const char *table, bool *exists,
                       char *policy, size_t policysz, bool *has_remote, ferry_err *err);
+/* Whether a swap may start on w's server: FERRY_EIO saying what is short (bytes unreserved on
+ * a local disk of the table's policy, or inodes under [cluster] min_free_inodes plus the wave's
+ * parts) and that nothing was swapped; other codes for a check that could not be made
+ * (tier_room.c). */
+int tier_check_room(tier_ctx *ctx, tier_wave *w, ferry_err *err);
 /* The staging table of db.table, when it exists (or must_exist), has the table's storage policy
  * and a disk on object storage. */
 int tier_check_staging(tier_server *srv, const char *db, const char *table, bool must_exist,
