@@ -42,11 +42,17 @@ assert_eq "$want" "$(tier_fp "$U")" "rows unchanged after tiering"
 [ "$(chq "$U" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold'")" -gt 0 ] || fail "nothing tiered"
 ok "with the default min_free_inodes the next run finishes the jobs"
 
+# fill_with_hot K: tenant K's six old days, and a hot partition of two parts (HOTPID), whose
+# OPTIMIZE ... FINAL fails while the table's merges are stopped; want: the rows before
+fill_with_hot() {
+    tier_fill "$U" "$1" 20000 6
+    for i in 1 2; do chq "$U" "INSERT INTO events SELECT $1, toYYYYMMDD($TODAY), 0, now(), 1, number FROM numbers(10)" >/dev/null; done
+    HOTPID=$(chq "$U" "SELECT partition_id FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '$1-%' ORDER BY partition_id DESC LIMIT 1")
+    want=$(tier_fp "$U")
+}
+
 # a swap begun, then no room: it is finished all the same, and merges run again
-tier_fill "$U" 2 20000 6
-for i in 1 2; do chq "$U" "INSERT INTO events SELECT 2, toYYYYMMDD($TODAY), 0, now(), 1, number FROM numbers(10)" >/dev/null; done
-HOTPID=$(chq "$U" "SELECT partition_id FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '2-%' ORDER BY partition_id DESC LIMIT 1")
-want=$(tier_fp "$U")
+fill_with_hot 2
 expect_exit 137 env FERRY_TEST_CRASH_BEFORE=VERIFY "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 2
 expect_exit 0 "$FERRY_BIN" tier --config "$C2" --older-than 3d --tenant 2 --json
 assert_eq 0 "$(jq .jobs_failed <<<"$OUT")" "no job failed"
@@ -58,10 +64,7 @@ ok "a swap begun before min_free_inodes was raised is verified and finished, mer
 
 # a swap chosen and journaled but never run, then no room: held back, and the choice taken back
 # so the table merges meanwhile; once there is room the next run tiers it
-tier_fill "$U" 3 20000 6
-for i in 1 2; do chq "$U" "INSERT INTO events SELECT 3, toYYYYMMDD($TODAY), 0, now(), 1, number FROM numbers(10)" >/dev/null; done
-HOTPID=$(chq "$U" "SELECT partition_id FROM system.parts WHERE active AND table = 'events' AND partition_id LIKE '3-%' ORDER BY partition_id DESC LIMIT 1")
-want=$(tier_fp "$U")
+fill_with_hot 3
 expect_exit 137 env FERRY_TEST_CRASH_AFTER=SWAP "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 3
 expect_exit 1 "$FERRY_BIN" tier --config "$C2" --older-than 3d --tenant 3 --json
 grep -q "free inodes; tiering" <<<"$OUT" || fail "the swap was held back for another reason: $OUT"
