@@ -72,6 +72,9 @@ if [ "$(id -u)" = 0 ] && command -v mkfs.ext4 >/dev/null && [ "${SOAK_DISK_FULL:
         _soak_umount() {
             "$FERRY_BIN" lab down --dir "$L" >/dev/null 2>&1
             mkdir -p "$T/node4-logs" && cp "$MNT"/*.log "$T/node4-logs/" 2>/dev/null # kept with $T
+            # the image goes: what filled it stays (bytes, inodes, the folders holding most files)
+            { df -h "$MNT"; df -i "$MNT"; echo "# inodes by folder (3 levels)"
+              du --inodes -x -d 3 "$MNT" 2>/dev/null | sort -n | tail -25; } >"$T/node4-logs/disk.txt" 2>&1
             umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
             rm -f "$T/node4.img"
         }
