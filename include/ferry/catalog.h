@@ -195,19 +195,32 @@ typedef struct ferry_move {
 /* The journal of a long-running job other than a slice move (tiering a partition, applying
  * retention, ...): one record per job, advanced by CAS on its version so two workers never run
  * the same job. state is the flow's own step name ("FREEZE", "UPLOAD", ..., "DONE", "FAILED");
- * data is the flow's own JSON state (what a resumed run needs: freeze name, parts, objects
- * already uploaded ...), at most FERRY_JOB_DATA_MAX - 1 bytes. */
-#define FERRY_JOB_DATA_MAX 2048
+ * the data is the flow's own JSON state (what a resumed run needs: freeze name, parts, objects
+ * already uploaded ...), fewer than FERRY_JOB_DATA_MAX bytes, kept on the heap: the record owns
+ * it (ferry_record_free frees it, ferry_record_copy copies it; a plain struct copy shares it),
+ * read and set through ferry_job_data / ferry_job_set_data. The bound keeps a record, escaped
+ * inside its document, under the ZooKeeper backend's document limit (docs/catalog.md,
+ * "Limits"): a move's fingerprints of about 650 tables, a tier job's list of about 3,500 hot
+ * parts. Builds before December 2026 kept the data in a fixed 2 KB field and refuse a record
+ * holding more: every process of a cluster runs one version (docs/operations.md, "Upgrades"). */
+#define FERRY_JOB_DATA_MAX (128 * 1024)
 typedef struct ferry_job {
     char id[FERRY_NAME_MAX];   /* key, e.g. "tier.node1.events.3-20261101-0" */
     char kind[32];             /* "tier", "retention", ... */
     char state[32];
     char owner[FERRY_NAME_MAX];
     char detail[256];          /* last error or note */
-    char data[FERRY_JOB_DATA_MAX];
+    char *data_json;           /* owned, NULL when none: use ferry_job_data / _set_data */
     int64_t created;           /* unix seconds */
     int64_t updated;
 } ferry_job;
+
+/* The job's data, its JSON text ("" when it has none); borrowed from j. */
+const char *ferry_job_data(const ferry_job *j);
+/* Replaces the job's data with a copy of text (NULL or "": none). FERRY_EINVAL naming the job
+ * when text holds FERRY_JOB_DATA_MAX bytes or more, FERRY_ENOMEM; on failure the data is as it
+ * was. */
+int ferry_job_set_data(ferry_job *j, const char *text, ferry_err *err);
 
 /* A user of `ferry router` (docs/security.md): who may send queries and rows through the router,
  * to which tenants' rows they are bound, and their limits. Every router of the cluster reads the
@@ -271,10 +284,10 @@ typedef struct ferry_record_list {
 
 /* A zeroed record of that kind with version FERRY_VERSION_ANY. */
 void ferry_record_init(ferry_record *r, enum ferry_record_kind kind);
-/* Releases what the record owns (part objects) and zeroes it. */
+/* Releases what the record owns (a part's objects, a job's data) and zeroes it. */
 void ferry_record_free(ferry_record *r);
 void ferry_record_list_free(ferry_record_list *l);
-/* Deep copy (part objects duplicated). */
+/* Deep copy (a part's objects and a job's data duplicated). */
 int ferry_record_copy(ferry_record *dst, const ferry_record *src, ferry_err *err);
 
 /* Names as they appear in JSON and on the command line, and back. */
@@ -316,10 +329,11 @@ int ferry_catalog_get(ferry_catalog *c, ferry_record *rec, ferry_err *err);
 int ferry_catalog_list(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,
                        size_t nprefix, ferry_record_list *out, ferry_err *err);
 
-/* The same records one at a time: fn gets each (decoded into one ferry_record that the next
- * overwrites; copy what must outlive the call), in key order. Memory follows the stored
- * documents, not a ferry_record per item (about 3.4 KB each, the size of the largest record
- * kind), so it is the way to read every slice or route of a large cluster. fn returns FERRY_OK
+/* The same records one at a time: fn gets each (decoded into one ferry_record, freed after fn
+ * returns: what must outlive the call is copied, ferry_record_copy for a part or a job), in key
+ * order. Memory follows the stored documents, not a ferry_record per item (about 6.4 KB each,
+ * the size of the largest record kind), so it is the way to read every slice or route of a
+ * large cluster. fn returns FERRY_OK
  * to go on; anything else stops the scan and is returned (fn sets err). */
 typedef int (*ferry_record_fn)(const ferry_record *rec, void *arg, ferry_err *err);
 int ferry_catalog_each(ferry_catalog *c, enum ferry_record_kind kind, const char *const *prefix,

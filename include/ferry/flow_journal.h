@@ -24,6 +24,9 @@
  *     (include/ferry/testknob.h: kill -9 of the process when the knob names the point, one
  *     crash semantics for every flow; library code reads no environment); a unit test may
  *     install its own.
+ * A job record owns its data (ferry_job_data, catalog.h): a write copies the data it is given,
+ * and on success frees the caller's record's old data and puts the written record in its place
+ * (a pointer into the old data is then stale). ferry_record_free releases a job record.
  * A lost compare-and-set is FERRY_ECONFLICT: another worker advanced the job and owns it now.
  * Not thread-safe per journal (one per flow run). docs/architecture.md, "Flow engine". */
 #ifndef FERRY_FLOW_JOURNAL_H

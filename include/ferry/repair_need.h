@@ -57,8 +57,8 @@ int ferry_repair_need_list(ferry_catalog *cat, ferry_repair_need **out, size_t *
  * slice's record: `to` holds a copy of `from` taken after the switch's fence, so it takes
  * from's place in `missed` and `held` (a move; a clone adds it beside from). *out is the record
  * to write in the switch's catalog batch, with the version read now (its CAS: a write recorded
- * meanwhile makes the switch retry). *changed false (and *out untouched): no record, or from
- * in neither list. */
+ * meanwhile makes the switch retry; the caller frees it, ferry_record_free). *changed false
+ * (and *out untouched): no record, or from in neither list. */
 int ferry_repair_need_hand_over(ferry_catalog *cat, const char *tenant, uint32_t split,
                                 const char *from, const char *to, bool clone,
                                 ferry_record *out, bool *changed, ferry_err *err);

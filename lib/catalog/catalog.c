@@ -270,8 +270,7 @@ int ferry_catalog_each(ferry_catalog *c, enum ferry_record_kind kind, const char
         free(items.v[i].doc);
         items.v[i].doc = NULL;
         rc = fn(&r, arg, err);
-        if (kind == FERRY_REC_PART)
-            ferry_record_free(&r);
+        ferry_record_free(&r); /* a part's objects, a job's data: fn copied what it keeps */
     }
     ferry_record_free(&r);
     cat_items_free(&items);

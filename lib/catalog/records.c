@@ -107,6 +107,8 @@ void ferry_record_free(ferry_record *r)
     enum ferry_record_kind k = r->kind;
     if (k == FERRY_REC_PART)
         free(r->u.part.objects);
+    else if (k == FERRY_REC_JOB)
+        free(r->u.job.data_json);
     memset(r, 0, sizeof *r);
     r->kind = k;
     r->version = FERRY_VERSION_ANY;
@@ -136,7 +138,29 @@ int ferry_record_copy(ferry_record *dst, const ferry_record *src, ferry_err *err
         memcpy(dst->u.part.objects, src->u.part.objects, sz);
     } else if (src->kind == FERRY_REC_PART) {
         dst->u.part.objects = NULL;
+    } else if (src->kind == FERRY_REC_JOB && src->u.job.data_json) {
+        if (!(dst->u.job.data_json = strdup(src->u.job.data_json)))
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory copying a job record");
     }
+    return FERRY_OK;
+}
+
+const char *ferry_job_data(const ferry_job *j)
+{
+    return j->data_json ? j->data_json : "";
+}
+
+int ferry_job_set_data(ferry_job *j, const char *text, ferry_err *err)
+{
+    size_t n = text ? strlen(text) : 0;
+    if (n >= FERRY_JOB_DATA_MAX)
+        return ferry_err_set(err, FERRY_EINVAL, "job %s: its data is too large (%zu bytes, at "
+                             "most %d)", j->id, n, FERRY_JOB_DATA_MAX - 1);
+    char *copy = NULL;
+    if (n && !(copy = strdup(text)))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory setting job %s's data", j->id);
+    free(j->data_json);
+    j->data_json = copy;
     return FERRY_OK;
 }
 
@@ -390,7 +414,7 @@ json_t *cat_record_to_json(const ferry_record *r)
         set_str(o, "state", j->state);
         set_str(o, "owner", j->owner);
         set_str(o, "detail", j->detail);
-        set_str(o, "data", j->data);
+        set_str(o, "data", ferry_job_data(j));
         set_int(o, "created", j->created);
         set_int(o, "updated", j->updated);
         break;
@@ -720,7 +744,9 @@ int cat_record_from_json(enum ferry_record_kind kind, const json_t *o, ferry_rec
         get_str(&d, "state", j->state, sizeof j->state);
         get_str(&d, "owner", j->owner, sizeof j->owner);
         get_str(&d, "detail", j->detail, sizeof j->detail);
-        get_str(&d, "data", j->data, sizeof j->data);
+        const json_t *data = string_field(&d, "data");
+        if (data && !d.rc)
+            d.rc = ferry_job_set_data(j, json_string_value(data), d.err);
         get_i64(&d, "created", &j->created);
         get_i64(&d, "updated", &j->updated);
         break;

@@ -299,7 +299,7 @@ static int need_row(const cat_item *it, ferry_record *r, ferry_routing_row_fn fn
     ferry_err e = {0};
     if (cat_record_decode(FERRY_REC_JOB, it->doc, r, &e))
         return FERRY_OK;
-    json_t *d = json_loads(r->u.job.data, 0, NULL);
+    json_t *d = json_loads(ferry_job_data(&r->u.job), 0, NULL);
     const char *t = json_string_value(json_object_get(d, "tenant"));
     const char *missed = json_string_value(json_object_get(d, "missed"));
     json_t *split = json_object_get(d, "split");
@@ -312,6 +312,7 @@ static int need_row(const cat_item *it, ferry_record *r, ferry_routing_row_fn fn
         rc = fn(&row, arg, err);
     }
     json_decref(d);
+    ferry_record_free(r); /* the job's data: r is read into again for the next one */
     return rc;
 }
 

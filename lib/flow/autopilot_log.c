@@ -29,11 +29,13 @@ int ferry_ap_log_put(ferry_catalog *cat, const ferry_ap_run *run, ferry_err *err
     json_decref(d);
     if (!text)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    snprintf(r.u.job.data, sizeof r.u.job.data, "%s", text); /* fields are bounded: it fits */
+    int rc = ferry_job_set_data(&r.u.job, text, err);
     free(text);
-    int rc = ferry_catalog_update(cat, &r, err);
+    if (!rc)
+        rc = ferry_catalog_update(cat, &r, err);
     if (rc == FERRY_ENOTFOUND)
         rc = ferry_catalog_create(cat, &r, err);
+    ferry_record_free(&r);
     return rc;
 }
 
@@ -45,7 +47,7 @@ static void decode(const ferry_job *j, ferry_ap_run *r)
     snprintf(r->owner, sizeof r->owner, "%s", j->owner);
     r->started = j->created;
     r->finished = j->updated;
-    json_t *d = json_loads(j->data, 0, NULL);
+    json_t *d = json_loads(ferry_job_data(j), 0, NULL);
     const char *s;
     if ((s = json_string_value(json_object_get(d, "result"))))
         snprintf(r->result, sizeof r->result, "%s", s);

@@ -162,14 +162,14 @@ int ferry_flow_get(ferry_flow_journal *fj, ferry_record *rec, ferry_err *err)
     int rc = ferry_catalog_get(fj->cat, &r, err);
     if (rc)
         return rc;
-    if (r.kind == FERRY_REC_MOVE) {
-        *rec = r; /* a move record owns no memory */
-        return FERRY_OK;
+    if (r.kind == FERRY_REC_JOB && strcmp(r.u.job.kind, fj->kind->kind)) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "job %s is of kind '%s', not %s", r.u.job.id,
+                           r.u.job.kind, fj->kind->kind);
+        ferry_record_free(&r);
+        return rc;
     }
-    if (strcmp(r.u.job.kind, fj->kind->kind))
-        return ferry_err_set(err, FERRY_EINVAL, "job %s is of kind '%s', not %s", r.u.job.id,
-                             r.u.job.kind, fj->kind->kind);
-    *rec = r; /* a job record owns no memory */
+    ferry_record_free(rec); /* a job's data: r's takes its place */
+    *rec = r;
     return FERRY_OK;
 }
 
@@ -214,11 +214,13 @@ static int compose(ferry_flow_journal *fj, const ferry_record *rec, int to, bool
 {
     if (rec->kind == FERRY_REC_MOVE)
         return compose_move(fj, rec, to, note, detail, data, next, err);
-    const ferry_job *j = &rec->u.job;
-    if (data && strlen(data) >= sizeof j->data)
-        return ferry_err_set(err, FERRY_EINVAL, "job %s: its journal data (%zu bytes) exceeds "
-                             "%zu bytes", j->id, strlen(data), sizeof j->data - 1);
-    *next = *rec;
+    int rc = ferry_record_copy(next, rec, err); /* next owns its data: rec keeps its own */
+    if (!rc && data)
+        rc = ferry_job_set_data(&next->u.job, data, err);
+    if (rc) {
+        ferry_record_free(next);
+        return rc;
+    }
     ferry_job *nj = &next->u.job;
     snprintf(nj->kind, sizeof nj->kind, "%s", fj->kind->kind);
     snprintf(nj->state, sizeof nj->state, "%s", ferry_flow_state_name(fj->kind, to));
@@ -226,8 +228,6 @@ static int compose(ferry_flow_journal *fj, const ferry_record *rec, int to, bool
     snprintf(nj->owner, sizeof nj->owner, "%s", clear ? "" : fj->owner);
     snprintf(nj->detail, sizeof nj->detail, "%.*s", (int)sizeof nj->detail - 1,
              detail ? detail : "");
-    if (data)
-        memcpy(nj->data, data, strlen(data) + 1);
     nj->updated = (int64_t)time(NULL);
     if (!ferry_flow_job_stored(rec) && !nj->created)
         nj->created = nj->updated;
@@ -320,7 +320,9 @@ int ferry_flow_write_versions(ferry_flow_journal *fj, ferry_batch *b, int64_t *b
         bv[i] = nv[i];
     for (size_t i = 0; !rc && i < n; i++) {
         next[i].version = nv[base + i];
+        ferry_record_free(ch[i].rec); /* its data: next[i]'s takes its place */
         *ch[i].rec = next[i];
+        memset(&next[i], 0, sizeof next[i]); /* moved: the cleanup below frees nothing of it */
     }
     for (size_t i = 0; !rc && hooks && i < n; i++) {
         FLOG_DEBUG("msg=\"job state\" kind=%s job=%s from=%s state=%s", fj->kind->kind,
@@ -332,6 +334,8 @@ int ferry_flow_write_versions(ferry_flow_journal *fj, ferry_batch *b, int64_t *b
     for (int s = 0; !rc && hooks && s < fj->kind->n_states; s++)
         if (targets & FERRY_FLOW_TO(s))
             crash(fj, fj->kind->crash_after, s);
+    for (size_t i = 0; next && i < n; i++)
+        ferry_record_free(&next[i]); /* not written (a failure): the copies' data */
     free(nv);
     free(from);
     free(next);
@@ -368,8 +372,10 @@ int ferry_flow_create(ferry_flow_journal *fj, ferry_record *rec, const char *dat
 {
     const ferry_flow_kind *k = fj->kind;
     if (!ferry_flow_job_stored(rec)) {
-        ferry_record old = *rec;
-        int g = ferry_flow_get(fj, &old, err);
+        ferry_record old;
+        int g = ferry_flow_job_init(fj, &old, ferry_flow_job_id(rec), err);
+        if (!g)
+            g = ferry_flow_get(fj, &old, err);
         if (g == FERRY_OK && rec->kind == FERRY_REC_MOVE) {
             rec->version = old.version;
             rec->u.move.created = old.u.move.created;
@@ -380,9 +386,10 @@ int ferry_flow_create(ferry_flow_journal *fj, ferry_record *rec, const char *dat
             snprintf(rec->u.job.state, sizeof rec->u.job.state, "%s", old.u.job.state);
         } else if (g == FERRY_ENOTFOUND) {
             ferry_err_clear(err);
-        } else {
-            return g;
         }
+        ferry_record_free(&old);
+        if (g && g != FERRY_ENOTFOUND)
+            return g;
     }
     if (ferry_flow_job_stored(rec)) {
         int s = ferry_flow_job_state(fj, rec);
@@ -418,8 +425,8 @@ static int keep_unfinished(const ferry_record *rec, void *arg, ferry_err *err)
         a->out->items = v;
         a->cap = cap;
     }
-    a->out->items[a->out->n++] = *rec; /* a job record owns no memory */
-    return FERRY_OK;
+    return ferry_record_copy(&a->out->items[a->out->n++], rec, err); /* the data: the scan
+                                                                         * frees rec's */
 }
 
 int ferry_flow_list_unfinished(ferry_flow_journal *fj, ferry_record_list *out, ferry_err *err)

@@ -286,6 +286,7 @@ int mv_switch_prepare(mvctx *x, ferry_err *err)
      * it instead (beside it for a clone), in the switch's batch. Routers then keep reads on the
      * target, and writes recorded later intersect with it, not with a shard out of the route. */
     x->switch_need_set = false;
+    ferry_record_free(&x->switch_need); /* a retried switch's earlier record */
     return ferry_repair_need_hand_over(x->cat, x->mv.u.move.tenant, x->mv.u.move.split,
                                        mv_from(x), mv_to(x), x->clone,
                                        &x->switch_need, &x->switch_need_set, err);
@@ -832,7 +833,7 @@ int mv_ctx_open(const ferry_move_opts *o, const char *id, mvctx *x, ferry_move_r
     snprintf(x->job.u.job.id, sizeof x->job.u.job.id, "move.%s", id);
     if ((rc = ferry_catalog_get(x->cat, &x->job, err)))
         goto out;
-    x->data = json_loads(x->job.u.job.data, 0, NULL);
+    x->data = json_loads(ferry_job_data(&x->job.u.job), 0, NULL);
     if (!json_is_object(x->data) || !json_is_array(json_object_get(x->data, "freezes"))) {
         rc = ferry_err_set(err, FERRY_EINTERNAL, "move %s: malformed journal data", id);
         goto out;
@@ -1022,6 +1023,7 @@ out:
     ferry_record_free(&x->mv);
     ferry_record_free(&x->job);
     ferry_record_free(&x->switch_route);
+    ferry_record_free(&x->switch_need);
     ferry_slice_leases_release(x->cat, &x->slice);
     if (x->lease)
         ferry_catalog_lease_release(x->cat, x->lease);

@@ -421,15 +421,14 @@ journal:;
     snprintf(job.u.job.id, sizeof job.u.job.id, "move.%s", mv.u.move.id);
     snprintf(job.u.job.kind, sizeof job.u.job.kind, "move");
     snprintf(job.u.job.state, sizeof job.u.job.state, "PLANNED");
-    snprintf(job.u.job.data, sizeof job.u.job.data, "{\"freezes\":[],\"fp\":{}%s}",
-             clone ? ",\"mode\":\"clone\"" : "");
     job.u.job.created = job.u.job.updated = mv.u.move.created;
     ferry_batch *b = ferry_batch_new();
-    if (!b) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
-    rc = ferry_batch_create(b, &mv, err);
+    rc = b ? ferry_job_set_data(&job.u.job, clone ? "{\"freezes\":[],\"fp\":{},\"mode\":"
+                                                    "\"clone\"}" : "{\"freezes\":[],\"fp\":{}}",
+                                err)
+           : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc)
+        rc = ferry_batch_create(b, &mv, err);
     if (!rc)
         rc = ferry_batch_create(b, &job, err);
     if (!rc)
@@ -437,6 +436,7 @@ journal:;
     if (!rc)
         rc = ferry_catalog_commit(cat, b, NULL, err);
     ferry_batch_free(b);
+    ferry_record_free(&job);
     if (!rc)
         snprintf(id, 64, "%s", mv.u.move.id);
 out:

@@ -21,20 +21,17 @@
 
 /* jobs/move.ID as it is written with the move in `state`: x->data, and the state mirrored
  * (what the sweep's in-flight check and an operator's catalog export read), into *next with
- * x->job's version (what its CAS compares). */
+ * x->job's version (what its CAS compares). *next owns its data (ferry_record_free). */
 static int job_compose(mvctx *x, enum ferry_move_state state, ferry_record *next, ferry_err *err)
 {
     char *s = json_dumps(x->data, JSON_COMPACT | JSON_SORT_KEYS);
     if (!s)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    int rc = FERRY_OK;
-    if (strlen(s) >= sizeof next->u.job.data) {
-        rc = ferry_err_set(err, FERRY_EINTERNAL, "move %s: journal data too large",
-                           x->mv.u.move.id);
+    *next = x->job;
+    next->u.job.data_json = NULL; /* x->job keeps its own: the copy gets s */
+    int rc = ferry_job_set_data(&next->u.job, s, err);
+    if (rc)
         goto out;
-    }
-    *next = x->job; /* a job record owns no memory */
-    memcpy(next->u.job.data, s, strlen(s) + 1);
     snprintf(next->u.job.state, sizeof next->u.job.state, "%s", ferry_move_state_name(state));
     next->u.job.updated = (int64_t)time(NULL);
 out:
@@ -83,7 +80,9 @@ int mv_journal_extra_n(mvctx **xs, size_t n, enum ferry_move_state to, const cha
     }
     for (size_t k = 0; !rc && k < n; k++) {
         jobs[k].version = bv[per * k + per - 1];
+        ferry_record_free(&xs[k]->job); /* its data: the written record's takes its place */
         xs[k]->job = jobs[k];
+        memset(&jobs[k], 0, sizeof jobs[k]); /* moved */
     }
     /* the engine named the job (or "a job of the batch"); the catalog the record that moved */
     if (rc == FERRY_ECONFLICT && n == 1)
@@ -91,6 +90,8 @@ int mv_journal_extra_n(mvctx **xs, size_t n, enum ferry_move_state to, const cha
     else if (rc == FERRY_ECONFLICT)
         ferry_err_prefix(err, "move batch of %s: ", xs[0]->mv.u.move.id);
     ferry_batch_free(b);
+    for (size_t k = 0; jobs && k < n; k++)
+        ferry_record_free(&jobs[k]); /* not written (a failure): the copies' data */
     free(jobs);
     free(ch);
     free(bv);

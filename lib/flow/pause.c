@@ -26,7 +26,7 @@ int ferry_pause_get(ferry_catalog *cat, ferry_pause *out, ferry_err *err)
     out->paused = true;
     snprintf(out->by, sizeof out->by, "%s", r.u.job.owner);
     out->since = r.u.job.created;
-    json_t *d = json_loads(r.u.job.data, 0, NULL);
+    json_t *d = json_loads(ferry_job_data(&r.u.job), 0, NULL);
     const char *reason = json_string_value(json_object_get(d, "reason"));
     snprintf(out->reason, sizeof out->reason, "%s", reason ? reason : r.u.job.detail);
     json_decref(d);
@@ -36,6 +36,9 @@ int ferry_pause_get(ferry_catalog *cat, ferry_pause *out, ferry_err *err)
 
 int ferry_pause_set(ferry_catalog *cat, const char *reason, const char *by, ferry_err *err)
 {
+    if (reason && strlen(reason) >= sizeof ((ferry_pause *)0)->reason)
+        return ferry_err_set(err, FERRY_EINVAL, "the pause reason is too long (%zu bytes, at "
+                             "most %zu)", strlen(reason), sizeof ((ferry_pause *)0)->reason - 1);
     ferry_record r;
     pause_key(&r);
     snprintf(r.u.job.kind, sizeof r.u.job.kind, "pause");
@@ -46,23 +49,21 @@ int ferry_pause_set(ferry_catalog *cat, const char *reason, const char *by, ferr
     json_t *d = json_pack("{s:s}", "reason", reason ? reason : "");
     char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
     json_decref(d);
-    if (!text || strlen(text) >= sizeof r.u.job.data) {
-        free(text);
-        return ferry_err_set(err, FERRY_EINVAL, "the pause reason is too long (at most about "
-                             "200 characters)");
-    }
-    snprintf(r.u.job.data, sizeof r.u.job.data, "%s", text);
+    int rc = text ? ferry_job_set_data(&r.u.job, text, err)
+                  : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     free(text);
-    int rc = ferry_catalog_create(cat, &r, err);
+    if (!rc)
+        rc = ferry_catalog_create(cat, &r, err);
     if (rc == FERRY_ECONFLICT) { /* paused already: the newer reason and time win */
         ferry_record old;
         pause_key(&old);
-        if ((rc = ferry_catalog_get(cat, &old, err)))
-            return rc;
-        r.version = old.version;
+        if (!(rc = ferry_catalog_get(cat, &old, err))) {
+            r.version = old.version;
+            rc = ferry_catalog_update(cat, &r, err);
+        }
         ferry_record_free(&old);
-        rc = ferry_catalog_update(cat, &r, err);
     }
+    ferry_record_free(&r);
     return rc;
 }
 

@@ -41,7 +41,7 @@ static int list_one(const ferry_record *r, void *arg, ferry_err *err)
     repair_mirror_set *s = arg;
     if (strcmp(r->u.job.kind, FERRY_REPAIR_MIRROR_KIND))
         return FERRY_OK;
-    json_t *d = json_loads(r->u.job.data, 0, NULL);
+    json_t *d = json_loads(ferry_job_data(&r->u.job), 0, NULL);
     if (!d) /* not ours to judge: a later repair writes it again if it still matters */
         return FERRY_OK;
     repair_mirror *grown = realloc(s->items, (s->n + 1) * sizeof *grown);
@@ -101,14 +101,8 @@ int repair_mirror_open(ferry_catalog *cat, const repair_mirror *m, ferry_err *er
                           m->partition_id, "target", m->target, "source", m->source);
     char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
     json_decref(d);
-    int rc = FERRY_OK;
-    if (!text)
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    else if (strlen(text) >= sizeof r.u.job.data) /* names are bounded: cannot happen */
-        rc = ferry_err_set(err, FERRY_EINVAL, "the repair-mirror record of %s partition %s is "
-                           "too long", m->table, m->partition_id);
-    else
-        memcpy(r.u.job.data, text, strlen(text) + 1);
+    int rc = text ? ferry_job_set_data(&r.u.job, text, err)
+                  : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     free(text);
     if (!rc)
         rc = ferry_catalog_create(cat, &r, err);

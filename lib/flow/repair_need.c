@@ -33,7 +33,7 @@ static int get_list(const json_t *d, const char *k, const char *id, ferry_shard_
 static int decode(const ferry_record *r, ferry_repair_need *out, ferry_err *err)
 {
     memset(out, 0, sizeof *out);
-    json_t *d = json_loads(r->u.job.data, 0, NULL);
+    json_t *d = json_loads(ferry_job_data(&r->u.job), 0, NULL);
     const char *t = json_string_value(json_object_get(d, "tenant"));
     int rc = FERRY_OK;
     if (!d || !t) {
@@ -72,17 +72,10 @@ static int encode(const ferry_repair_need *n, ferry_record *r, ferry_err *err)
                           (json_int_t)n->writes);
     char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
     json_decref(d);
-    if (!text)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    size_t len = strlen(text);
-    if (len >= sizeof r->u.job.data) {
-        free(text);
-        return ferry_err_set(err, FERRY_EINVAL, "the repair-need record of %s/%u is too long "
-                             "(%zu bytes: too many shard names)", n->tenant, n->split, len);
-    }
-    memcpy(r->u.job.data, text, len + 1);
+    int rc = text ? ferry_job_set_data(&r->u.job, text, err)
+                  : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     free(text);
-    return FERRY_OK;
+    return rc;
 }
 
 int ferry_repair_need_get(ferry_catalog *cat, const char *tenant, uint32_t split,
@@ -156,6 +149,7 @@ int ferry_repair_need_mark(ferry_catalog *cat, const char *tenant, uint32_t spli
         rc = !found ? ferry_catalog_create(cat, &r, err)
              : same ? ferry_catalog_update_quiet(cat, &r, err)
                     : ferry_catalog_update(cat, &r, err);
+        ferry_record_free(&r);
         if (rc != FERRY_ECONFLICT && rc != FERRY_ENOTFOUND)
             return rc;
         ferry_err_clear(err);

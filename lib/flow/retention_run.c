@@ -105,7 +105,7 @@ static char *job_encode(const rjob *j)
 
 static void job_decode(rjob *j)
 {
-    json_t *d = json_loads(j->rec.u.job.data, 0, NULL);
+    json_t *d = json_loads(ferry_job_data(&j->rec.u.job), 0, NULL);
     const char *s;
 #define GET(k, dst)                                                                              \
     if ((s = json_string_value(json_object_get(d, k))))                                          \
@@ -168,7 +168,9 @@ static int load_unfinished(rctx *x, ferry_err *err)
             rc = FERRY_ENOMEM;
             break;
         }
+        ferry_record_free(&j->rec);
         j->rec = l.items[i];
+        ferry_record_init(&l.items[i], FERRY_REC_JOB); /* moved: j->rec owns its data now */
         job_decode(j);
     }
     ferry_record_list_free(&l);

@@ -129,10 +129,10 @@ int rw_journal(rw_ctx *x, rw_job *j, enum ferry_rewrite_state to, const char *de
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     size_t tlen = strlen(text);
     int rc;
-    if (tlen >= sizeof jb->data)
+    if (tlen >= FERRY_JOB_DATA_MAX)
         rc = ferry_err_set(err, FERRY_EINVAL, "job %s: its journal (%zu bytes with the "
-                           "expression and the partition's parts) exceeds %zu bytes; use a "
-                           "shorter expression", jb->id, tlen, sizeof jb->data - 1);
+                           "expression and the partition's parts) exceeds %d bytes; use a "
+                           "shorter expression", jb->id, tlen, FERRY_JOB_DATA_MAX - 1);
     else if (!ferry_flow_job_stored(&j->rec) || to == FERRY_REWRITE_PLANNED)
         rc = ferry_flow_create(&x->journal, &j->rec, text, err); /* new, or a finished one */
     else if (to == j->state)

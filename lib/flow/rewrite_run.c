@@ -80,10 +80,13 @@ static int resume_jobs(rw_ctx *x, ferry_err *err)
             rc = FERRY_ENOMEM;
             break;
         }
+        ferry_record_free(&j->rec);
         j->rec = l.items[i];
+        ferry_record_init(&l.items[i], FERRY_REC_JOB); /* moved: j->rec owns its data now */
+        jb = &j->rec.u.job;
         j->state = (enum ferry_rewrite_state)ferry_flow_job_state(&x->journal, &j->rec);
         j->resumed = true;
-        j->data = json_loads(jb->data, 0, NULL);
+        j->data = json_loads(ferry_job_data(jb), 0, NULL);
         if (!j->data)
             j->data = json_object();
         ferry_err e = {0};

@@ -52,7 +52,7 @@ static int tally_change(ferry_catalog *cat, const char *id, tally_change_fn chan
         bool exists = rc == FERRY_OK;
         if (rc && rc != FERRY_ENOTFOUND)
             return rc;
-        json_t *data = exists ? json_loads(r.u.job.data, 0, NULL) : NULL;
+        json_t *data = exists ? json_loads(ferry_job_data(&r.u.job), 0, NULL) : NULL;
         if (!json_is_object(data)) { /* absent, or written by someone else: start again */
             json_decref(data);
             data = json_object();
@@ -69,13 +69,15 @@ static int tally_change(ferry_catalog *cat, const char *id, tally_change_fn chan
         if (!rc) {
             snprintf(r.u.job.kind, sizeof r.u.job.kind, FERRY_TALLY_KIND);
             snprintf(r.u.job.state, sizeof r.u.job.state, "DONE");
-            snprintf(r.u.job.data, sizeof r.u.job.data, "%s", text);
             r.u.job.updated = (int64_t)time(NULL);
             if (!exists)
                 r.u.job.created = r.u.job.updated;
             /* create conflicts when another process created it meanwhile; update when it
              * changed it: either way, read again and redo the change */
-            rc = exists ? ferry_catalog_update(cat, &r, err) : ferry_catalog_create(cat, &r, err);
+            rc = ferry_job_set_data(&r.u.job, text, err);
+            if (!rc)
+                rc = exists ? ferry_catalog_update(cat, &r, err)
+                            : ferry_catalog_create(cat, &r, err);
             if (rc == FERRY_ENOTFOUND)
                 rc = FERRY_ECONFLICT; /* deleted meanwhile */
         }
@@ -260,7 +262,7 @@ static int tally_load(ferry_catalog *cat, const char *id, json_t **out, ferry_er
     if (rc)
         return rc;
     if (!strcmp(r.u.job.kind, FERRY_TALLY_KIND))
-        *out = json_loads(r.u.job.data, 0, NULL);
+        *out = json_loads(ferry_job_data(&r.u.job), 0, NULL);
     ferry_record_free(&r);
     return FERRY_OK;
 }

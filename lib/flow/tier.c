@@ -383,7 +383,7 @@ int tier_held_seed(tier_ctx *ctx, const ferry_record_list *unfinished, ferry_err
         const ferry_job *rj = &unfinished->items[i].u.job;
         tier_job j = {0};
         ferry_err e = {0};
-        j.data = json_loads(rj->data, 0, NULL);
+        j.data = json_loads(ferry_job_data(rj), 0, NULL);
         if (json_is_object(j.data) && !ferry_tier_state_parse(rj->state, &j.state, &e) &&
             tier_job_swap_unverified(&j)) {
             char key[3 * FERRY_NAME_MAX + 3];

@@ -1,10 +1,10 @@
-/* A tier job's list of frozen hot parts in its journal, when the list outgrows a job record.
- * A record's data holds FERRY_JOB_DATA_MAX - 1 bytes: about 60 part names. A partition can hold
- * hundreds of hot parts when the tiering runs (a part per insert and partition, and merges are
- * stopped on the table while a wave runs): the chaos soak's needed 15,903 bytes, and the wave
- * stopped at FREEZE. Such a list is journaled in companion job records `<job id>.hot.<k>` (kind
+/* A tier job's list of frozen hot parts in its journal, when the list is long. A partition can
+ * hold hundreds of hot parts when the tiering runs (a part per insert and partition, and merges
+ * are stopped on the table while a wave runs: the chaos soak's list took 15,903 bytes). Every
+ * step rewrites the job's record, so a job whose data would pass TIER_JOB_DATA_INLINE bytes (about
+ * 60 part names) journals its list in companion job records `<job id>.hot.<k>` instead (kind
  * "tier-hot", state DONE, so nothing resumes or waits for them; data {"hot": [names]}), written
- * in the same catalog batch as the job's record whenever the list changed, and the job's record
+ * in the same catalog batch as the job's record only when the list changed, and the job's record
  * holds "hot_in": <number of companions> instead of "hot". A run that loads the job reads them
  * back. Bounded: TIER_HOT_RECORDS_MAX companions, about 4,000 parts. */
 #define _DEFAULT_SOURCE
@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #define TIER_HOT_RECORDS_MAX 64
+#define TIER_JOB_DATA_INLINE 2048 /* a record's data, and a companion's, up to this */
 #define TIER_HOT_KIND "tier-hot"
 
 static uint64_t hot_hash(json_t *hot)
@@ -36,7 +37,7 @@ static json_t *hot_chunks(json_t *hot)
         char *q = json_dumps(h, JSON_ENCODE_ANY); /* the name as the record will hold it */
         size_t len = (q ? strlen(q) : 6 * strlen(json_string_value(h) ?: "") + 2) + 1;
         free(q);
-        if (!cur || used + len > FERRY_JOB_DATA_MAX - 32) {
+        if (!cur || used + len > TIER_JOB_DATA_INLINE - 32) {
             cur = json_array();
             json_array_append_new(chunks, cur);
             used = 0;
@@ -62,10 +63,9 @@ int tier_hot_text(tier_job *job, char **text, ferry_err *err)
     *text = json_dumps(job->data, JSON_COMPACT | JSON_SORT_KEYS);
     if (!*text)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (strlen(*text) < sizeof j->data)
+    if (strlen(*text) < TIER_JOB_DATA_INLINE)
         return FERRY_OK;
     json_t *hot = json_object_get(job->data, "hot");
-    size_t need = strlen(*text);
     if (json_array_size(hot) > 0) {
         uint64_t h = hot_hash(hot);
         json_t *chunks = hot_chunks(hot), *d = json_copy(job->data);
@@ -85,16 +85,16 @@ int tier_hot_text(tier_job *job, char **text, ferry_err *err)
                                  "are more than a tier job journals (%d records of about %d "
                                  "names); merge it first: OPTIMIZE TABLE ... PARTITION ID '%s' "
                                  "FINAL", j->id, json_array_size(hot), job->pid,
-                                 TIER_HOT_RECORDS_MAX, FERRY_JOB_DATA_MAX / 32, job->pid);
+                                 TIER_HOT_RECORDS_MAX, TIER_JOB_DATA_INLINE / 32, job->pid);
         if (h != job->hot_written && h != job->hot_staged)
             return ferry_err_set(err, FERRY_EINTERNAL, "job %s: its part list changed outside a "
                                  "journal step", j->id);
-        if (strlen(*text) < sizeof j->data)
-            return FERRY_OK;
-        need = strlen(*text);
     }
+    if (strlen(*text) < FERRY_JOB_DATA_MAX)
+        return FERRY_OK;
     return ferry_err_set(err, FERRY_EINVAL, "job %s: its journal state needs %zu bytes, more "
-                         "than the %zu a job record holds", j->id, need, sizeof j->data - 1);
+                         "than the %d a job record holds", j->id, strlen(*text),
+                         FERRY_JOB_DATA_MAX - 1);
 }
 
 int tier_hot_stage(tier_ctx *ctx, tier_job *job, ferry_batch *b, ferry_err *err)
@@ -104,7 +104,7 @@ int tier_hot_stage(tier_ctx *ctx, tier_job *job, ferry_batch *b, ferry_err *err)
     if (json_array_size(hot) == 0)
         return FERRY_OK;
     char *text = json_dumps(job->data, JSON_COMPACT | JSON_SORT_KEYS);
-    bool fits = text && strlen(text) < sizeof job->rec.u.job.data;
+    bool fits = text && strlen(text) < TIER_JOB_DATA_INLINE;
     free(text);
     uint64_t h = hot_hash(hot);
     if (fits || h == job->hot_written)
@@ -122,14 +122,11 @@ int tier_hot_stage(tier_ctx *ctx, tier_job *job, ferry_batch *b, ferry_err *err)
         json_t *d = json_pack("{s:O}", "hot", c);
         char *t = d ? json_dumps(d, JSON_COMPACT) : NULL;
         json_decref(d);
-        if (!t || strlen(t) >= sizeof r.u.job.data) {
-            free(t);
-            rc = ferry_err_set(err, FERRY_EINTERNAL, "job %s: a part list record overflows",
-                               job->rec.u.job.id);
-            break;
-        }
-        snprintf(r.u.job.data, sizeof r.u.job.data, "%s", t);
+        rc = t ? ferry_job_set_data(&r.u.job, t, err)
+               : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         free(t);
+        if (rc)
+            break;
         snprintf(r.u.job.kind, sizeof r.u.job.kind, TIER_HOT_KIND);
         snprintf(r.u.job.state, sizeof r.u.job.state, "DONE");
         r.u.job.created = r.u.job.updated = (int64_t)time(NULL);
@@ -141,6 +138,7 @@ int tier_hot_stage(tier_ctx *ctx, tier_job *job, ferry_batch *b, ferry_err *err)
         ferry_record_free(&old);
         r.version = FERRY_VERSION_ANY;
         rc = exists ? ferry_batch_update(b, &r, err) : ferry_batch_create(b, &r, err);
+        ferry_record_free(&r); /* the batch holds its document */
         if (rc)
             break;
     }
@@ -178,7 +176,7 @@ int tier_hot_load(tier_ctx *ctx, tier_job *job, ferry_err *err)
         ferry_record_init(&r, FERRY_REC_JOB);
         if (!(rc = companion_id(job, (size_t)i, r.u.job.id, sizeof r.u.job.id, err)))
             rc = ferry_catalog_get(ctx->cat, &r, err);
-        json_t *d = rc ? NULL : json_loads(r.u.job.data, 0, NULL);
+        json_t *d = rc ? NULL : json_loads(ferry_job_data(&r.u.job), 0, NULL);
         json_t *part = json_object_get(d, "hot");
         if (!rc && !json_is_array(part))
             rc = ferry_err_set(err, FERRY_EINVAL, "job %s: record %s holds no part list",

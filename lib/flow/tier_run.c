@@ -132,7 +132,7 @@ static int job_load(tier_ctx *ctx, tier_job *job, ferry_err *err)
     int rc = ferry_tier_state_parse(j->state, &job->state, err);
     if (rc)
         return rc;
-    job->data = json_loads(j->data[0] ? j->data : "{}", 0, &je);
+    job->data = json_loads(ferry_job_data(j)[0] ? ferry_job_data(j) : "{}", 0, &je);
     if (!json_is_object(job->data))
         return ferry_err_set(err, FERRY_EINVAL, "job %s: its data is not a JSON object", j->id);
     const char *server = json_string_value(json_object_get(job->data, "server"));
@@ -397,7 +397,7 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
     }
     for (size_t i = 0; i < l.n; i++) {
         ferry_job *j = &l.items[i].u.job;
-        json_t *data = json_loads(j->data, 0, NULL);
+        json_t *data = json_loads(ferry_job_data(j), 0, NULL);
         bool match = data && job_matches(ctx, data);
         json_decref(data);
         if (!match)
@@ -409,7 +409,7 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
             continue;
         }
         /* the slice's lease first: a repair of the slice runs on (its next pass resumes it) */
-        json_t *d = json_loads(j->data, 0, NULL);
+        json_t *d = json_loads(ferry_job_data(j), 0, NULL);
         const char *ten = json_string_value(json_object_get(d, "tenant"));
         ferry_err le = {0};
         int src = ten ? ferry_slice_lease_take(ctx->cat, &ctx->slices, ten,
@@ -478,7 +478,7 @@ static bool prepare_job(tier_ctx *ctx, tier_server *srv, const ferry_table_def *
     if (ferry_flow_get(&ctx->journal, &job->rec, &err) == FERRY_OK) {
         enum ferry_tier_state s = FERRY_TIER_PLANNED;
         ferry_tier_state_parse(job->rec.u.job.state, &s, NULL);
-        json_t *d = json_loads(job->rec.u.job.data, 0, NULL);
+        json_t *d = json_loads(ferry_job_data(&job->rec.u.job), 0, NULL);
         bool swapped_failure = s == FERRY_TIER_FAILED && d &&
                                json_is_true(json_object_get(d, "swapped"));
         json_decref(d);
@@ -513,9 +513,14 @@ static bool prepare_job(tier_ctx *ctx, tier_server *srv, const ferry_table_def *
         goto skip;
     }
     char *text = json_dumps(job->data, JSON_COMPACT | JSON_SORT_KEYS);
-    ferry_job *j = &job->rec.u.job; /* plan_jobs writes it in PLANNED (flow_journal.h) */
-    snprintf(j->data, sizeof j->data, "%s", text ? text : "{}");
+    /* plan_jobs writes it in PLANNED (flow_journal.h) */
+    rc = text ? ferry_job_set_data(&job->rec.u.job, text, &err)
+              : ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
     free(text);
+    if (rc) {
+        note_failure(t, rc, &err);
+        goto skip;
+    }
     job->state = FERRY_TIER_PLANNED;
     return true;
 skip:

@@ -1,6 +1,6 @@
-# A tier job over partitions of many hot parts: the list of frozen parts outgrows a job record
-# (FERRY_JOB_DATA_MAX, about 60 names; the chaos soak's wave stopped at FREEZE with "its journal
-# state needs 15903 bytes"). It goes to companion records (tier_hot.c, docs/tiering.md): a wave
+# A tier job over partitions of many hot parts: the list of frozen parts is longer than a tier
+# job's record keeps inline (TIER_JOB_DATA_INLINE, 2 KB, about 60 names; the chaos soak's list took
+# 15,903 bytes). It goes to companion records (tier_hot.c, docs/tiering.md): a wave
 # of two partitions of 150 parts each is tiered, crashed after UPLOAD (so the resumed run reads
 # the lists back from the catalog): same data, every part cold, every object recorded.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
@@ -27,7 +27,7 @@ many 1
 want=$(tier_fp "$U" "tenant = 1")
 expect_exit 137 env FERRY_TEST_CRASH_AFTER=UPLOAD "$FERRY_BIN" tier --no-compact --config "$C" --older-than 3d --tenant 1
 [ "$(companions 1)" -ge 2 ] || fail "the part lists were not journaled in companion records: $(companions 1)"
-assert_eq 0 "$(sqlite3 "$L/catalog.db" "SELECT count() FROM records WHERE parent = 'jobs' AND name LIKE 'tier.%' AND length(json_extract(doc, '\$.data')) >= 2048")" "every job record within its size"
+assert_eq 0 "$(sqlite3 "$L/catalog.db" "SELECT count() FROM records WHERE parent = 'jobs' AND name LIKE 'tier.%' AND length(json_extract(doc, '\$.data')) >= 2048")" "every job record within its inline size"
 expect_exit 0 "$FERRY_BIN" tier --no-compact --config "$C" --older-than 3d --tenant 1 --json
 assert_eq "DONE DONE" "$(jq -r '[.jobs[].state] | join(" ")' <<<"$OUT")" "the resumed wave finished ($(jq -c '[.jobs[] | {state, error}]' <<<"$OUT"))"
 assert_eq 2 "$(jq '[.jobs[] | select(.resumed and .hot_parts >= 150)] | length' <<<"$OUT")" "both jobs resumed with their long part lists"

@@ -166,8 +166,10 @@ static void sample(ferry_record *r, enum ferry_record_kind k, int i)
         snprintf(r->u.job.kind, sizeof r->u.job.kind, "tier");
         snprintf(r->u.job.state, sizeof r->u.job.state, "UPLOAD");
         snprintf(r->u.job.owner, sizeof r->u.job.owner, "coordinator-1");
-        snprintf(r->u.job.data, sizeof r->u.job.data,
+        char data[128];
+        snprintf(data, sizeof data,
                  "{\"freeze\":\"ferry_t%d\",\"parts\":[\"1-20260101-0_1_1_0\"]}", i);
+        assert_int_equal(ferry_job_set_data(&r->u.job, data, NULL), FERRY_OK);
         r->u.job.created = 1700000000;
         r->u.job.updated = 1700000002;
         break;
@@ -252,6 +254,13 @@ static void test_crud_every_kind(void **state)
             assert_int_equal(got.u.part.n_objects, 2);
             assert_string_equal(got.u.part.objects[1].key, "parts/abc/columns.txt");
             assert_int_equal(got.u.part.bytes, 4096);
+        } else if (k == FERRY_REC_JOB) { /* the data by value, the rest byte for byte */
+            assert_string_equal(ferry_job_data(&got.u.job), ferry_job_data(&r.u.job));
+            char *gd = got.u.job.data_json, *rd = r.u.job.data_json;
+            got.u.job.data_json = r.u.job.data_json = NULL;
+            assert_memory_equal(&got.u, &r.u, sizeof r.u);
+            got.u.job.data_json = gd;
+            r.u.job.data_json = rd;
         } else {
             assert_memory_equal(&got.u, &r.u, sizeof r.u);
         }
@@ -311,6 +320,51 @@ static int move_advance(ferry_catalog *c, ferry_record *m, enum ferry_move_state
     ferry_flow_journal fj;
     ferry_flow_journal_init(&fj, c, &ferry_move_flow, "test");
     return ferry_flow_advance(&fj, m, (int)to, detail, NULL, err);
+}
+
+/* A job's data is as long as the flow needs, up to FERRY_JOB_DATA_MAX - 1 bytes (a move's
+ * fingerprints of hundreds of tables, a tier job's list of thousands of hot parts): stored and
+ * read back whole, copied deeply, and refused past the bound with nothing written. */
+static void test_job_data_large(void **state)
+{
+    (void)state;
+    char url[512];
+    fresh_url(url, sizeof url, 5000);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    size_t len = FERRY_JOB_DATA_MAX - 1;
+    char *big = malloc(len + 2);
+    assert_non_null(big);
+    memcpy(big, "{\"hot\":\"", 8);
+    for (size_t i = 8; i < len - 2; i++)
+        big[i] = (char)('a' + i % 26);
+    memcpy(big + len - 2, "\"}", 3);
+    assert_int_equal(strlen(big), len);
+    ferry_record r, got, copy;
+    sample(&r, FERRY_REC_JOB, 7);
+    assert_int_equal(ferry_job_set_data(&r.u.job, big, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_create(c, &r, &err), FERRY_OK);
+    sample(&got, FERRY_REC_JOB, 7);
+    assert_int_equal(ferry_catalog_get(c, &got, &err), FERRY_OK);
+    assert_string_equal(ferry_job_data(&got.u.job), big);
+    assert_int_equal(ferry_record_copy(&copy, &got, &err), FERRY_OK);
+    assert_ptr_not_equal(copy.u.job.data_json, got.u.job.data_json);
+    ferry_record_free(&got);
+    assert_string_equal(ferry_job_data(&copy.u.job), big);
+    ferry_record_free(&copy);
+    /* one byte more is refused, and the data stays as it was */
+    big[len - 2] = 'z';
+    memcpy(big + len - 1, "\"}", 3);
+    assert_int_equal(ferry_job_set_data(&r.u.job, big, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.msg, "too large"));
+    assert_int_equal((int)strlen(ferry_job_data(&r.u.job)), (int)len);
+    /* empty data: none */
+    assert_int_equal(ferry_job_set_data(&r.u.job, "", &err), FERRY_OK);
+    assert_null(r.u.job.data_json);
+    assert_string_equal(ferry_job_data(&r.u.job), "");
+    ferry_record_free(&r);
+    free(big);
+    ferry_catalog_close(c);
 }
 
 static void test_move_cas_race(void **state)
@@ -1756,6 +1810,7 @@ int main(void)
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crud_every_kind),
+        cmocka_unit_test(test_job_data_large),
         cmocka_unit_test(test_move_cas_race),
         cmocka_unit_test(test_batch_atomicity),
         cmocka_unit_test(test_chunked_10000_parts),

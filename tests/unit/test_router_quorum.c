@@ -197,6 +197,7 @@ static void test_hand_over(void **state)
                                                  &changed, &err), FERRY_OK);
     assert_true(changed);
     assert_int_equal(ferry_catalog_update(cat, &rec, &err), FERRY_OK);
+    ferry_record_free(&rec); /* its data */
     ferry_repair_need n;
     assert_int_equal(ferry_repair_need_get(cat, "delta", 5, &n, &found, &err), FERRY_OK);
     assert_string_equal(shards_text(&n.missed), "s1");
@@ -206,6 +207,7 @@ static void test_hand_over(void **state)
                                                  &changed, &err), FERRY_OK);
     assert_true(changed);
     assert_int_equal(ferry_catalog_update(cat, &rec, &err), FERRY_OK);
+    ferry_record_free(&rec); /* its data */
     assert_int_equal(ferry_repair_need_get(cat, "delta", 5, &n, &found, &err), FERRY_OK);
     assert_string_equal(shards_text(&n.missed), "s1,s4");
     assert_string_equal(shards_text(&n.held), "s3,s2");
@@ -214,6 +216,7 @@ static void test_hand_over(void **state)
                                                  &changed, &err), FERRY_OK);
     assert_true(changed);
     assert_int_equal(ferry_catalog_update(cat, &rec, &err), FERRY_OK);
+    ferry_record_free(&rec); /* its data */
     assert_int_equal(ferry_repair_need_get(cat, "delta", 5, &n, &found, &err), FERRY_OK);
     assert_string_equal(shards_text(&n.missed), "s4");
     /* the union: 16 names fit, a 17th is refused and the record stays as it was */
