@@ -225,23 +225,6 @@ int tier_check_staging(tier_server *srv, const char *db, const char *table, bool
     return FERRY_OK;
 }
 
-const char *tier_dstr(const tier_job *job, const char *key)
-{
-    const char *s = json_string_value(json_object_get(job->data, key));
-    return s ? s : "";
-}
-
-bool tier_dbool(const tier_job *job, const char *key)
-{
-    return json_is_true(json_object_get(job->data, key));
-}
-
-uint64_t tier_du64(const tier_job *job, const char *key)
-{
-    json_t *v = json_object_get(job->data, key);
-    return json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
-}
-
 int tier_job_fail(tier_job *job, int rc, const ferry_err *err)
 {
     assert(rc != FERRY_OK);
@@ -330,7 +313,7 @@ static bool in_list(tier_job *const *js, size_t n, const tier_job *job)
 bool tier_job_swap_unverified(const tier_job *j)
 {
     return j->state == FERRY_TIER_VERIFY ||
-           (j->state == FERRY_TIER_REPLACE && tier_dbool(j, "swapped"));
+           (j->state == FERRY_TIER_REPLACE && j->st.swapped);
 }
 
 /* Whether job j needs its table's merges stopped now (I6): its swap may have run and is not
@@ -383,15 +366,14 @@ int tier_held_seed(tier_ctx *ctx, const ferry_record_list *unfinished, ferry_err
         const ferry_job *rj = &unfinished->items[i].u.job;
         tier_job j = {0};
         ferry_err e = {0};
-        j.data = json_loads(ferry_job_data(rj), 0, NULL);
-        if (json_is_object(j.data) && !ferry_tier_state_parse(rj->state, &j.state, &e) &&
-            tier_job_swap_unverified(&j)) {
+        /* a record that does not decode is left to its own resume, which reports it */
+        if (!tier_state_decode(ferry_job_data(rj), &j.st, &e) &&
+            !ferry_tier_state_parse(rj->state, &j.state, &e) && tier_job_swap_unverified(&j)) {
             char key[3 * FERRY_NAME_MAX + 3];
-            held_key(tier_dstr(&j, "server"), tier_dstr(&j, "db"), tier_dstr(&j, "table"), key,
-                     sizeof key);
+            held_key(j.st.server, j.st.db, j.st.table, key, sizeof key);
             json_object_set_new(held, rj->id, json_string(key));
         }
-        json_decref(j.data);
+        tier_state_free(&j.st);
     }
     json_decref(ctx->held);
     ctx->held = held;
@@ -549,7 +531,7 @@ static int settle_failures(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n,
         j->out = true;
         FLOG_WARN("msg=\"tier job failed\" job=%s state=%s err=\"%s\"", j->rec.u.job.id,
                   ferry_tier_state_name(j->state), j->err.msg);
-        if (tier_dbool(j, "swapped"))
+        if (j->st.swapped)
             keep[nk++] = j;
         else
             back[nb++] = j;

@@ -38,7 +38,7 @@ int tier_agent_freeze(tier_wave *w, tier_job **js, size_t n, ferry_agent_frozen 
     for (size_t i = 0; i < n; i++)
         if (!js[i]->rc) {
             asked[k] = js[i];
-            items[k++] = (ferry_agent_freeze_item){js[i]->pid, tier_dstr(js[i], "freeze")};
+            items[k++] = (ferry_agent_freeze_item){js[i]->pid, js[i]->st.freeze};
         }
     if ((rc = ferry_agent_freeze_each(w->srv->conn.ag, w->db, w->table, items, k, out, err)))
         goto out;
@@ -318,18 +318,16 @@ static int hot_tasks(tier_job **js, size_t n, bool all, part_task **out, size_t 
 {
     size_t cap = 0, k = 0;
     for (size_t i = 0; i < n; i++)
-        cap += json_array_size(json_object_get(js[i]->data, "hot"));
+        cap += js[i]->st.n_hot;
     part_task *t = calloc(cap + 1, sizeof *t);
     if (!t)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        size_t h;
-        json_t *p;
         if (js[i]->rc)
             continue;
-        json_array_foreach(json_object_get(js[i]->data, "hot"), h, p) {
-            const char *name = json_string_value(p);
-            if (!name || (!all && json_object_get(js[i]->objects, name)))
+        for (size_t h = 0; h < js[i]->st.n_hot; h++) {
+            const char *name = js[i]->st.hot[h];
+            if (!all && json_object_get(js[i]->objects, name))
                 continue;
             json_t *b = json_object_get(js[i]->sizes, name);
             t[k++] = (part_task){.job = js[i], .part = name,
@@ -351,7 +349,7 @@ static void upload_send(chunk *ch, ferry_agent_client *cl)
         return;
     }
     for (size_t k = 0; k < ch->n; k++)
-        refs[k] = (ferry_agent_part_ref){tier_dstr(ch->t[k]->job, "freeze"), ch->t[k]->part};
+        refs[k] = (ferry_agent_part_ref){ch->t[k]->job->st.freeze, ch->t[k]->part};
     ch->rc = ferry_agent_upload(cl, ch->w->db, ch->w->table, refs, ch->n, &ch->up, &ch->err);
     free(refs);
 }
@@ -500,7 +498,7 @@ int tier_agent_remove_freezes(tier_wave *w, tier_job **js, size_t n, ferry_err *
     size_t nn = 0, cap = 0;
     int rc = FERRY_OK;
     for (size_t i = 0; i < n; i++)
-        cap += (size_t)tier_du64(js[i], "attempt");
+        cap += js[i]->st.attempt;
     if (!cap)
         return FERRY_OK;
     if (!(names = calloc(cap, sizeof *names)) || !(v = calloc(cap, sizeof *v))) {
@@ -508,7 +506,7 @@ int tier_agent_remove_freezes(tier_wave *w, tier_job **js, size_t n, ferry_err *
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        unsigned attempts = (unsigned)tier_du64(js[i], "attempt");
+        unsigned attempts = js[i]->st.attempt;
         for (unsigned a = 1; a <= attempts && nn < cap; a++) {
             ferry_tier_freeze_name(js[i]->rec.u.job.id, a, names[nn], sizeof names[nn]);
             v[nn] = names[nn];

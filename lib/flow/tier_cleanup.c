@@ -158,10 +158,9 @@ static int replaceable(tier_wave *w, tier_job **js, size_t n, bool *ok, size_t *
     if ((rc = mv_sql(&w->srv->conn, ferry_buf_cstr(&sql), &rows, err)))
         goto out;
     for (size_t i = 0; i < n; i++) {
-        json_t *fpj = json_object_get(js[i]->data, "fp");
-        if (strcmp(json_string_value(json_object_get(fpj, "by")) ?: "", "parts"))
+        if (!js[i]->st.fp_by_parts)
             continue;
-        ferry_fingerprint want, got = {0};
+        ferry_fingerprint got = {0};
         bool fine = true;
         size_t parts = 0;
         for (size_t r = 0; r < rows.n_rows && fine; r++) {
@@ -186,9 +185,8 @@ static int replaceable(tier_wave *w, tier_job **js, size_t n, bool *ok, size_t *
             parts++;
             fine = cold;
         }
-        tier_fp_from_json(fpj, &want);
         char why[256];
-        if (fine && parts && ferry_fingerprint_same(&want, &got, why, sizeof why)) {
+        if (fine && parts && ferry_fingerprint_same(&js[i]->st.fp, &got, why, sizeof why)) {
             ok[i] = true;
             (*nok)++;
         }
@@ -415,24 +413,20 @@ static void staged_free(staged_list *l)
 static int job_records(tier_ctx *ctx, tier_job *job, const mv_slice *live, bool served,
                        staged_list *out, ferry_err *err)
 {
-    json_t *hot = json_object_get(job->data, "hot");
     ferry_record_list known = {0};
-    const char *prefix[3] = {job->table, job->pid, tier_dstr(job, "freeze")};
+    const char *prefix[3] = {job->table, job->pid, job->st.freeze};
     int rc = ferry_catalog_list(ctx->cat, FERRY_REC_PART, prefix, 3, &known, err);
-    size_t i;
-    json_t *h;
-    json_array_foreach(hot, i, h) {
-        if (rc)
-            break;
+    for (size_t i = 0; !rc && i < job->st.n_hot; i++) {
+        const char *name = job->st.hot[i];
         ferry_record rec;
         bool exists = false;
         ferry_record_init(&rec, FERRY_REC_PART);
         ferry_part *p = &rec.u.part;
         snprintf(p->table, sizeof p->table, "%s", job->table);
         snprintf(p->partition_id, sizeof p->partition_id, "%s", job->pid);
-        snprintf(p->origin, sizeof p->origin, "%s", tier_dstr(job, "freeze"));
-        snprintf(p->name, sizeof p->name, "%s", json_string_value(h));
-        rc = part_record(ctx, job, json_string_value(h), &known, &rec, &exists, err);
+        snprintf(p->origin, sizeof p->origin, "%s", job->st.freeze);
+        snprintf(p->name, sizeof p->name, "%s", name);
+        rc = part_record(ctx, job, name, &known, &rec, &exists, err);
         if (!rc)
             rc = stage(out, &rec, !exists, err);
         ferry_record_free(&rec);
@@ -440,7 +434,7 @@ static int job_records(tier_ctx *ctx, tier_job *job, const mv_slice *live, bool 
     ferry_record_list_free(&known);
     if (rc || !served) {
         if (!rc)
-            json_object_set_new(job->data, "recorded", json_true());
+            job->st.recorded = true;
         return rc;
     }
     ferry_record pr;
@@ -451,9 +445,9 @@ static int job_records(tier_ctx *ctx, tier_job *job, const mv_slice *live, bool 
     snprintf(pp->partition_id, sizeof pp->partition_id, "%s", job->pid);
     ferry_err ignored = {0};
     bool exists = ferry_catalog_get(ctx->cat, &pr, &ignored) == FERRY_OK;
-    snprintf(pp->tenant, sizeof pp->tenant, "%s", tier_dstr(job, "tenant"));
-    pp->day = (uint32_t)tier_du64(job, "day");
-    pp->split = (uint32_t)tier_du64(job, "split");
+    snprintf(pp->tenant, sizeof pp->tenant, "%s", job->st.tenant);
+    pp->day = job->st.day;
+    pp->split = job->st.split;
     pp->tier = FERRY_TIER_COLD;
     pp->rows = pp->bytes = 0;
     mv_parts ps = mv_slice_parts(live, job->pid);
@@ -464,7 +458,7 @@ static int job_records(tier_ctx *ctx, tier_job *job, const mv_slice *live, bool 
     rc = stage(out, &pr, !exists, err);
     ferry_record_free(&pr);
     if (!rc)
-        json_object_set_new(job->data, "recorded", json_true());
+        job->st.recorded = true;
     return rc;
 }
 
@@ -489,8 +483,8 @@ static int read_job_route(tier_ctx *ctx, tier_job *job, job_route *out, ferry_er
     ferry_record_init(&out->route, FERRY_REC_ROUTE);
     out->checked = out->read = false;
     ferry_route *r = &out->route.u.route;
-    snprintf(r->tenant, sizeof r->tenant, "%s", tier_dstr(job, "tenant"));
-    r->split = (uint32_t)tier_du64(job, "split");
+    snprintf(r->tenant, sizeof r->tenant, "%s", job->st.tenant);
+    r->split = job->st.split;
     int rc = ferry_catalog_get(ctx->cat, &out->route, err);
     if (rc == FERRY_ENOTFOUND) {
         out->route.version = -1;
@@ -573,8 +567,8 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
         size_t same = i;
         for (size_t k = 0; same == i && k < i; k++)
             if (jr[k].read &&
-                !strcmp(jr[k].route.u.route.tenant, tier_dstr(js[i], "tenant")) &&
-                jr[k].route.u.route.split == (uint32_t)tier_du64(js[i], "split"))
+                !strcmp(jr[k].route.u.route.tenant, js[i]->st.tenant) &&
+                jr[k].route.u.route.split == js[i]->st.split)
                 same = k;
         if (same == i && (rc = read_job_route(ctx, js[i], &jr[i], err)))
             break;
@@ -589,7 +583,7 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
             !(jrc = ferry_batch_check(b, &jr[i].route, &e)))
             jr[i].checked = jr[same].checked = true;
         if (!jrc && !jr[i].served) /* recorded once reconciled, below */
-            json_object_del(js[i]->data, "recorded");
+            js[i]->st.recorded = false;
         if (!jrc) /* its journal, with `recorded`, in its own state (a note) */
             jrc = tier_hot_text(js[i], &text[nch], &e);
         for (size_t k = 0; !jrc && k < l.n; k++) {
@@ -601,7 +595,7 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
         if (jrc) {
             free(text[nch]);
             text[nch] = NULL;
-            json_object_del(js[i]->data, "recorded");
+            js[i]->st.recorded = false;
             tier_job_fail(js[i], jrc, &e);
         } else {
             ch[nch] = (ferry_flow_change){.rec = &js[i]->rec, .to = (int)js[i]->state,
@@ -627,7 +621,7 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
         int jrc = reconcile_moved_away(ctx, js[i], &jr[i], &e);
         if (!jrc) { /* journaled before the freeze goes: a resumed CLEANUP needs no upload */
             tier_job *one = js[i];
-            json_object_set_new(one->data, "recorded", json_true());
+            one->st.recorded = true;
             jrc = tier_journal_detail(ctx, &one, 1, one->state, &e);
             if (jrc == FERRY_ECONFLICT) {
                 *err = e;
@@ -636,14 +630,14 @@ static int record_catalog(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, 
             }
         }
         if (jrc) { /* the records stay unreconciled: the job resumes CLEANUP and tries again */
-            json_object_del(js[i]->data, "recorded");
+            js[i]->st.recorded = false;
             tier_job_fail(js[i], jrc, &e);
         }
     }
 out:
     if (rc)
         for (size_t i = 0; i < n; i++)
-            json_object_del(js[i]->data, "recorded");
+            js[i]->st.recorded = false;
     for (size_t i = 0; text && i <= nch; i++)
         free(text[i]);
     free(text);
@@ -669,19 +663,22 @@ int tier_step_cleanup(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferr
      * killed after VERIFY) */
     bool stopped = false;
     for (size_t i = 0; i < n; i++)
-        stopped = stopped || tier_dbool(js[i], "merges_stopped");
+        stopped = stopped || js[i]->st.merges_stopped;
     if (!rc && stopped && !tier_merges_needed(ctx, w, js, n))
         rc = tier_table_merges(w, true, err);
     if (rc || (rc = release_staging(ctx, w, js, n, err)))
         goto out;
     /* the real table's frozen hot parts that an ATTACH-FROM swap DETACHed: local files */
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(tier_dstr(js[i], "swap"), "attach"))
-            json_array_extend(detached, json_object_get(js[i]->data, "hot"));
+        for (size_t k = 0; !strcmp(js[i]->st.swap, "attach") && k < js[i]->st.n_hot; k++)
+            if (json_array_append_new(detached, json_string(js[i]->st.hot[k]))) {
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                goto out;
+            }
     if ((rc = tier_agent_remove_detached(w, w->table, detached, err)))
         goto out;
     for (size_t i = 0; i < n; i++)
-        if (!tier_dbool(js[i], "recorded"))
+        if (!js[i]->st.recorded)
             rec[nr++] = js[i];
     if (nr) {
         if ((rc = record_catalog(ctx, w, rec, nr, err)))
@@ -712,7 +709,7 @@ int tier_rollback(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_er
     for (size_t i = 0; !rc && i < n; i++)
         if (js[i]->state != FERRY_TIER_PLANNED) {
             started[ns++] = js[i];
-            stopped = stopped || tier_dbool(js[i], "merges_stopped");
+            stopped = stopped || js[i]->st.merges_stopped;
         }
     if (!rc && ns) {
         rc = tier_clean_staging(ctx, w, started, ns, err);
@@ -723,7 +720,7 @@ int tier_rollback(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_er
             rc = tier_table_merges(w, true, err);
     }
     for (size_t i = 0; !rc && i < n; i++)
-        json_object_set_new(js[i]->data, "rolled_back", json_true());
+        js[i]->st.rolled_back = true;
     if (!rc)
         rc = tier_journal_detail(ctx, js, n, FERRY_TIER_FAILED, err);
     free(started);

@@ -20,32 +20,52 @@
 #define TIER_JOB_DATA_INLINE 2048 /* a record's data, and a companion's, up to this */
 #define TIER_HOT_KIND "tier-hot"
 
-static uint64_t hot_hash(json_t *hot)
+/* A hash of the hot list, to know whether the companions hold it (this process only). */
+static uint64_t hot_hash(const tier_state *st)
 {
-    char *t = json_dumps(hot, JSON_COMPACT | JSON_ENCODE_ANY);
-    uint64_t h = t ? XXH64(t, strlen(t), 0) : 0;
-    free(t);
+    uint64_t h = 0;
+    for (size_t i = 0; i < st->n_hot; i++) /* each name with its NUL: a separator */
+        h = XXH64(st->hot[i], strlen(st->hot[i]) + 1, h);
     return h ? h : 1; /* 0 means "nothing written" */
 }
 
-/* The hot list cut into arrays whose record data ({"hot":[...]}) fits a job record. */
-static json_t *hot_chunks(json_t *hot)
+/* The hot list cut into runs whose record data ({"hot":[...]}) is at most TIER_JOB_DATA_INLINE: *starts
+ * (malloc'ed, the caller frees) holds the first name of each run, *n how many runs. */
+static int hot_chunks(const tier_state *st, size_t **starts, size_t *n, ferry_err *err)
 {
-    json_t *chunks = json_array(), *cur = NULL, *h;
-    size_t used = 0, i;
-    json_array_foreach(hot, i, h) {
-        char *q = json_dumps(h, JSON_ENCODE_ANY); /* the name as the record will hold it */
-        size_t len = (q ? strlen(q) : 6 * strlen(json_string_value(h) ?: "") + 2) + 1;
+    size_t used = 0;
+    *n = 0;
+    if (!(*starts = calloc(st->n_hot + 1, sizeof **starts)))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < st->n_hot; i++) {
+        json_t *s = json_string(st->hot[i]);
+        char *q = s ? json_dumps(s, JSON_ENCODE_ANY) : NULL; /* the name as the record holds it */
+        size_t len = (q ? strlen(q) : 6 * strlen(st->hot[i]) + 2) + 1;
         free(q);
-        if (!cur || used + len > TIER_JOB_DATA_INLINE - 32) {
-            cur = json_array();
-            json_array_append_new(chunks, cur);
+        json_decref(s);
+        if (*n == 0 || used + len > TIER_JOB_DATA_INLINE - 32) {
+            (*starts)[(*n)++] = i;
             used = 0;
         }
-        json_array_append(cur, h);
         used += len;
     }
-    return chunks;
+    return FERRY_OK;
+}
+
+/* The data of companion k: {"hot":[names of run k]}; *text malloc'ed. */
+static int chunk_text(const tier_state *st, const size_t *starts, size_t n, size_t k,
+                      char **text, ferry_err *err)
+{
+    size_t end = k + 1 < n ? starts[k + 1] : st->n_hot;
+    json_t *a = json_array(), *d = a ? json_pack("{s:o}", "hot", a) : NULL;
+    for (size_t i = starts[k]; d && i < end; i++)
+        if (json_array_append_new(a, json_string(st->hot[i]))) {
+            json_decref(d);
+            d = NULL;
+        }
+    *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    return *text ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
 }
 
 static int companion_id(const tier_job *job, size_t k, char *out, size_t outsz, ferry_err *err)
@@ -60,71 +80,72 @@ static int companion_id(const tier_job *job, size_t k, char *out, size_t outsz, 
 int tier_hot_text(tier_job *job, char **text, ferry_err *err)
 {
     ferry_job *j = &job->rec.u.job;
-    *text = json_dumps(job->data, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!*text)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (strlen(*text) < TIER_JOB_DATA_INLINE)
-        return FERRY_OK;
-    json_t *hot = json_object_get(job->data, "hot");
-    if (json_array_size(hot) > 0) {
-        uint64_t h = hot_hash(hot);
-        json_t *chunks = hot_chunks(hot), *d = json_copy(job->data);
-        size_t k = json_array_size(chunks);
-        json_decref(chunks);
-        if (!d)
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        json_object_del(d, "hot");
-        json_object_set_new(d, "hot_in", json_integer((json_int_t)k));
+    size_t *starts = NULL, k = 0;
+    int rc = tier_state_encode(&job->st, text, err);
+    if (rc || strlen(*text) < TIER_JOB_DATA_INLINE)
+        return rc;
+    if (job->st.n_hot > 0) {
+        uint64_t h = hot_hash(&job->st);
+        if ((rc = hot_chunks(&job->st, &starts, &k, err)))
+            goto out;
+        /* the record says where the list is instead: the same state, hot_in for hot */
+        tier_state rec = job->st; /* a shallow copy, only encoded */
+        rec.hot = NULL;
+        rec.n_hot = 0;
+        rec.has_hot = false;
+        rec.hot_in = (uint32_t)k;
+        rec.has_hot_in = true;
         free(*text);
-        *text = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
-        json_decref(d);
-        if (!*text)
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        if (k > TIER_HOT_RECORDS_MAX)
-            return ferry_err_set(err, FERRY_EINVAL, "job %s: %zu frozen hot parts in partition %s "
-                                 "are more than a tier job journals (%d records of about %d "
-                                 "names); merge it first: OPTIMIZE TABLE ... PARTITION ID '%s' "
-                                 "FINAL", j->id, json_array_size(hot), job->pid,
-                                 TIER_HOT_RECORDS_MAX, TIER_JOB_DATA_INLINE / 32, job->pid);
-        if (h != job->hot_written && h != job->hot_staged)
-            return ferry_err_set(err, FERRY_EINTERNAL, "job %s: its part list changed outside a "
-                                 "journal step", j->id);
+        if ((rc = tier_state_encode(&rec, text, err)))
+            goto out;
+        if (k > TIER_HOT_RECORDS_MAX) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "job %s: %zu frozen hot parts in partition %s "
+                               "are more than a tier job journals (%d records of about %d "
+                               "names); merge it first: OPTIMIZE TABLE ... PARTITION ID '%s' "
+                               "FINAL", j->id, job->st.n_hot, job->pid, TIER_HOT_RECORDS_MAX,
+                               TIER_JOB_DATA_INLINE / 32, job->pid);
+            goto out;
+        }
+        if (h != job->hot_written && h != job->hot_staged) {
+            rc = ferry_err_set(err, FERRY_EINTERNAL, "job %s: its part list changed outside a "
+                               "journal step", j->id);
+            goto out;
+        }
     }
-    if (strlen(*text) < FERRY_JOB_DATA_MAX)
-        return FERRY_OK;
-    return ferry_err_set(err, FERRY_EINVAL, "job %s: its journal state needs %zu bytes, more "
-                         "than the %d a job record holds", j->id, strlen(*text),
-                         FERRY_JOB_DATA_MAX - 1);
+    if (strlen(*text) >= FERRY_JOB_DATA_MAX)
+        rc = ferry_err_set(err, FERRY_EINVAL, "job %s: its journal state needs %zu bytes, more "
+                           "than the %d a job record holds", j->id, strlen(*text),
+                           FERRY_JOB_DATA_MAX - 1);
+out:
+    free(starts);
+    return rc;
 }
 
 int tier_hot_stage(tier_ctx *ctx, tier_job *job, ferry_batch *b, ferry_err *err)
 {
     job->hot_staged = 0;
-    json_t *hot = json_object_get(job->data, "hot");
-    if (json_array_size(hot) == 0)
+    if (job->st.n_hot == 0)
         return FERRY_OK;
-    char *text = json_dumps(job->data, JSON_COMPACT | JSON_SORT_KEYS);
-    bool fits = text && strlen(text) < TIER_JOB_DATA_INLINE;
+    char *text = NULL;
+    ferry_err ignored = {0};
+    bool fits = !tier_state_encode(&job->st, &text, &ignored) &&
+                strlen(text) < TIER_JOB_DATA_INLINE;
     free(text);
-    uint64_t h = hot_hash(hot);
+    uint64_t h = hot_hash(&job->st);
     if (fits || h == job->hot_written)
         return FERRY_OK;
-    json_t *chunks = hot_chunks(hot), *c;
-    size_t k;
-    int rc = FERRY_OK;
-    json_array_foreach(chunks, k, c) {
+    size_t *starts = NULL, nc = 0;
+    int rc = hot_chunks(&job->st, &starts, &nc, err);
+    for (size_t k = 0; !rc && k < nc; k++) {
         if (k >= TIER_HOT_RECORDS_MAX)
             break; /* tier_hot_text refuses the job */
         ferry_record r, old;
         ferry_record_init(&r, FERRY_REC_JOB);
-        if ((rc = companion_id(job, k, r.u.job.id, sizeof r.u.job.id, err)))
+        if ((rc = companion_id(job, k, r.u.job.id, sizeof r.u.job.id, err)) ||
+            (rc = chunk_text(&job->st, starts, nc, k, &text, err)))
             break;
-        json_t *d = json_pack("{s:O}", "hot", c);
-        char *t = d ? json_dumps(d, JSON_COMPACT) : NULL;
-        json_decref(d);
-        rc = t ? ferry_job_set_data(&r.u.job, t, err)
-               : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        free(t);
+        rc = ferry_job_set_data(&r.u.job, text, err);
+        free(text);
         if (rc)
             break;
         snprintf(r.u.job.kind, sizeof r.u.job.kind, TIER_HOT_KIND);
@@ -139,14 +160,12 @@ int tier_hot_stage(tier_ctx *ctx, tier_job *job, ferry_batch *b, ferry_err *err)
         r.version = FERRY_VERSION_ANY;
         rc = exists ? ferry_batch_update(b, &r, err) : ferry_batch_create(b, &r, err);
         ferry_record_free(&r); /* the batch holds its document */
-        if (rc)
-            break;
     }
     if (!rc) {
         job->hot_staged = h;
-        job->hot_staged_records = json_array_size(chunks);
+        job->hot_staged_records = nc;
     }
-    json_decref(chunks);
+    free(starts);
     return rc;
 }
 
@@ -162,38 +181,45 @@ void tier_hot_committed(tier_job *job, bool ok)
 
 int tier_hot_load(tier_ctx *ctx, tier_job *job, ferry_err *err)
 {
-    json_t *in = json_object_get(job->data, "hot_in");
-    if (!json_is_integer(in))
+    if (!job->st.has_hot_in)
         return FERRY_OK;
-    json_int_t k = json_integer_value(in);
+    uint32_t k = job->st.hot_in;
     if (k < 1 || k > TIER_HOT_RECORDS_MAX)
-        return ferry_err_set(err, FERRY_EINVAL, "job %s: hot_in %lld is out of range",
-                             job->rec.u.job.id, (long long)k);
-    json_t *hot = json_array();
-    int rc = hot ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (json_int_t i = 0; !rc && i < k; i++) {
+        return ferry_err_set(err, FERRY_EINVAL, "job %s: hot_in %u is out of range",
+                             job->rec.u.job.id, (unsigned)k);
+    int rc = FERRY_OK;
+    tier_state_hot_clear(&job->st);
+    job->st.has_hot = true; /* what the companions hold, an empty list too */
+    for (uint32_t i = 0; !rc && i < k; i++) {
         ferry_record r;
         ferry_record_init(&r, FERRY_REC_JOB);
-        if (!(rc = companion_id(job, (size_t)i, r.u.job.id, sizeof r.u.job.id, err)))
+        if (!(rc = companion_id(job, i, r.u.job.id, sizeof r.u.job.id, err)))
             rc = ferry_catalog_get(ctx->cat, &r, err);
         json_t *d = rc ? NULL : json_loads(ferry_job_data(&r.u.job), 0, NULL);
-        json_t *part = json_object_get(d, "hot");
+        json_t *part = json_object_get(d, "hot"), *h;
+        size_t x;
         if (!rc && !json_is_array(part))
             rc = ferry_err_set(err, FERRY_EINVAL, "job %s: record %s holds no part list",
                                job->rec.u.job.id, r.u.job.id);
-        if (!rc)
-            json_array_extend(hot, part);
+        json_array_foreach(part, x, h) {
+            if (rc)
+                break;
+            if (!json_is_string(h))
+                rc = ferry_err_set(err, FERRY_EINVAL, "job %s: record %s holds a part name "
+                                   "that is not a string", job->rec.u.job.id, r.u.job.id);
+            else
+                rc = tier_state_hot_add(&job->st, json_string_value(h), err);
+        }
         json_decref(d);
         ferry_record_free(&r);
     }
     if (rc) {
         ferry_err_prefix(err, "job %s: reading its part list: ", job->rec.u.job.id);
-        json_decref(hot);
         return rc;
     }
-    json_object_set_new(job->data, "hot", hot);
-    json_object_del(job->data, "hot_in");
-    job->hot_records = (size_t)k;
-    job->hot_written = hot_hash(hot);
+    job->st.hot_in = 0;
+    job->st.has_hot_in = false;
+    job->hot_records = k;
+    job->hot_written = hot_hash(&job->st);
     return FERRY_OK;
 }

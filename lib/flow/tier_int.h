@@ -21,6 +21,7 @@
 #include "ferry/verify.h"
 #include "flow/move_env.h"
 #include "flow/slice_lease.h"
+#include "flow/tier_state.h"
 
 /* The most partitions of one (server, table) tiered as one wave: bounds one ALTER statement
  * (about 100 bytes per partition, far below max_query_size) and one catalog batch. */
@@ -112,25 +113,13 @@ typedef struct tier_ctx {
     json_t *held;
 } tier_ctx;
 
-/* One job while it runs. data is the journal's JSON state:
- *   db, table, catalog_table, pid, partition, tenant, day, split  what is tiered
- *   attempt, freeze          the FREEZE attempt and its name
- *   merges_stopped           SYSTEM STOP MERGES on the table was (about to be) sent: by the
- *                            swap, or from FREEZE in a wave that holds merges
- *   hot                      names of the frozen hot parts (after FREEZE)
- *   hashed                   every hot part's upload was checked against its checksums.txt by
- *                            the agent (so verification compares part hashes; absent: rows)
- *   fp                       what the swap must bring in: {rows,sum,xor,distinct}, a digest of
- *                            the frozen parts' hash_of_all_files when "by":"parts", else a
- *                            fingerprint of their rows
- *   max_block                the partition's highest block number before the swap
- *   swap                     "replace" | "attach": the swap chosen (journaled before it runs)
- *   swapped                  true once the swap may have happened (no rollback after that)
- *   recorded                 the catalog records of CLEANUP were committed */
+/* One job while it runs. st is its journal state, typed (flow/tier_state.h lists the keys and
+ * what each means): decoded from the job record when the job is loaded, encoded into it at each
+ * journal write (tier_hot_text). db, table and pid are st's, copied for the steps. */
 typedef struct tier_job {
     ferry_record rec;
     enum ferry_tier_state state;
-    json_t *data;
+    tier_state st;
     tier_server *srv;
     char db[FERRY_NAME_MAX];
     char table[FERRY_NAME_MAX];
@@ -207,10 +196,6 @@ int tier_check_room(tier_ctx *ctx, tier_wave *w, ferry_err *err);
 int tier_check_staging(tier_server *srv, const char *db, const char *table, bool must_exist,
                        ferry_err *err);
 
-const char *tier_dstr(const tier_job *job, const char *key);
-bool tier_dbool(const tier_job *job, const char *key);
-uint64_t tier_du64(const tier_job *job, const char *key);
-
 /* Marks a job failed in this run (the first failure counts); returns rc. */
 int tier_job_fail(tier_job *job, int rc, const ferry_err *err);
 /* Journals state `to` for the jobs js[0..n) in one catalog batch through the flow engine
@@ -286,8 +271,6 @@ int tier_step_verify(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
 /* The digest of parts by their content (rows, sum and xor of a hash of each hash_of_all_files,
  * the number of parts in `distinct`): equal digests are equal data (docs/tiering.md). */
 void tier_parts_digest(const mv_part *const *ps, size_t n, ferry_fingerprint *fp);
-/* A journaled fp ({rows, sum, xor, distinct[, by]}) back into a fingerprint. */
-void tier_fp_from_json(json_t *o, ferry_fingerprint *fp);
 /* The parts of the jobs' partitions in table (the wave's table or its staging table). */
 int tier_list(tier_wave *w, const char *table, tier_job **js, size_t n, bool active_only,
               mv_slice *out, ferry_err *err);

@@ -117,7 +117,7 @@ static tier_server *find_server(tier_ctx *ctx, const char *name)
 
 static void job_free(tier_job *job)
 {
-    json_decref(job->data);
+    tier_state_free(&job->st);
     json_decref(job->objects);
     json_decref(job->sizes);
     ferry_record_free(&job->rec);
@@ -128,22 +128,18 @@ static void job_free(tier_job *job)
 static int job_load(tier_ctx *ctx, tier_job *job, ferry_err *err)
 {
     ferry_job *j = &job->rec.u.job;
-    json_error_t je;
     int rc = ferry_tier_state_parse(j->state, &job->state, err);
     if (rc)
         return rc;
-    job->data = json_loads(ferry_job_data(j)[0] ? ferry_job_data(j) : "{}", 0, &je);
-    if (!json_is_object(job->data))
-        return ferry_err_set(err, FERRY_EINVAL, "job %s: its data is not a JSON object", j->id);
-    const char *server = json_string_value(json_object_get(job->data, "server"));
-    job->srv = server ? find_server(ctx, server) : NULL;
+    if ((rc = tier_state_decode(ferry_job_data(j)[0] ? ferry_job_data(j) : "{}", &job->st, err)))
+        return ferry_err_prefix(err, "job %s: ", j->id);
+    job->srv = find_server(ctx, job->st.server);
     if (!job->srv)
         return ferry_err_set(err, FERRY_ENOTFOUND, "job %s: server '%s' is not a shard of the "
-                             "catalog", j->id, server ? server : "");
-    snprintf(job->db, sizeof job->db, "%s", json_string_value(json_object_get(job->data, "db")) ?: "");
-    snprintf(job->table, sizeof job->table, "%s",
-             json_string_value(json_object_get(job->data, "table")) ?: "");
-    snprintf(job->pid, sizeof job->pid, "%s", json_string_value(json_object_get(job->data, "pid")) ?: "");
+                             "catalog", j->id, job->st.server);
+    snprintf(job->db, sizeof job->db, "%s", job->st.db);
+    snprintf(job->table, sizeof job->table, "%s", job->st.table);
+    snprintf(job->pid, sizeof job->pid, "%s", job->st.pid);
     if ((rc = ferry_tier_staging_name(job->table, job->staging, sizeof job->staging, err)) ||
         (rc = tier_hot_load(ctx, job, err)))
         return rc;
@@ -157,23 +153,19 @@ static json_t *job_summary(const tier_job *job, unsigned long wave, int rc, cons
         if (job->step_ms[s] > 0)
             json_object_set_new(steps, ferry_tier_state_name((enum ferry_tier_state)s),
                                 json_real(job->step_ms[s]));
-    json_t *fp = json_object_get(job->data, "fp");
+    const tier_state *st = &job->st;
     json_t *o = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:o}", "id",
         job->rec.u.job.id, "server", job->srv ? job->srv->shard.name : "", "table", job->table,
-        "partition_id", job->pid, "tenant",
-        json_string_value(json_object_get(job->data, "tenant")) ?: "", "day",
-        json_integer_value(json_object_get(job->data, "day")), "state",
-        ferry_tier_state_name(job->state), "swap",
-        json_string_value(json_object_get(job->data, "swap")) ?: "", "rows",
-        fp ? json_integer_value(json_object_get(fp, "rows")) : 0, "hot_parts",
-        (json_int_t)json_array_size(json_object_get(job->data, "hot")), "bytes_uploaded",
+        "partition_id", job->pid, "tenant", st->tenant, "day", (json_int_t)st->day, "state",
+        ferry_tier_state_name(job->state), "swap", st->swap, "rows",
+        st->has_fp ? (json_int_t)st->fp.rows : 0, "hot_parts", (json_int_t)st->n_hot,
+        "bytes_uploaded",
         (json_int_t)job->bytes_uploaded, "files_uploaded", (json_int_t)job->files_uploaded,
         "pointer_bytes", (json_int_t)job->pointer_bytes, "resumed", job->resumed, "wave",
         (json_int_t)wave, "step_ms", steps);
-    if (o && fp)
-        json_object_set_new(o, "verified_by",
-                            json_string(json_object_get(fp, "by") ? "parts" : "rows"));
+    if (o && st->has_fp)
+        json_object_set_new(o, "verified_by", json_string(st->fp_by_parts ? "parts" : "rows"));
     if (o && rc)
         json_object_set_new(o, "error", json_string(err->msg));
     return o;
@@ -201,30 +193,20 @@ static void note_failure(run_totals *t, int rc, const ferry_err *err)
  * of the partition has them (what it uploaded stays counted). */
 static int requeue_job(tier_ctx *ctx, tier_job *job, ferry_err *err)
 {
-    static const char *const keep[] = {"server", "db", "table", "catalog_table", "pid",
-                                       "partition", "tenant", "day", "split", "attempt"};
-    json_t *data = json_object();
-    if (!data)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
-        json_t *v = json_object_get(job->data, keep[i]);
-        if (v)
-            json_object_set(data, keep[i], v);
-    }
-    char *text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
-    int rc = text ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    tier_state fresh;
+    char *text = NULL;
+    tier_state_identity(&job->st, &fresh); /* owns nothing */
+    int rc = tier_state_encode(&fresh, &text, err);
     ferry_flow_change ch = {.rec = &job->rec, .to = FERRY_TIER_PLANNED, .data = text};
     if (!rc) {
         ctx->catalog_writes++;
         rc = ferry_flow_write(&ctx->journal, NULL, &ch, 1, 0, err);
     }
     free(text);
-    if (rc) {
-        json_decref(data);
+    if (rc)
         return rc;
-    }
-    json_decref(job->data);
-    job->data = data;
+    tier_state_free(&job->st);
+    job->st = fresh;
     json_decref(job->objects);
     json_decref(job->sizes);
     job->objects = job->sizes = NULL;
@@ -327,17 +309,12 @@ static bool pid_wanted(const ferry_tier_options *o, const char *pid)
     return false;
 }
 
-static bool job_matches(tier_ctx *ctx, json_t *data)
+static bool job_matches(tier_ctx *ctx, const tier_state *st)
 {
     const ferry_tier_options *o = ctx->opt;
-    if (!pid_wanted(o, json_string_value(json_object_get(data, "pid"))))
-        return false;
-    const char *srv = json_string_value(json_object_get(data, "server"));
-    const char *tbl = json_string_value(json_object_get(data, "catalog_table"));
-    const char *ten = json_string_value(json_object_get(data, "tenant"));
-    return (!o->server || (srv && !strcmp(o->server, srv))) &&
-           (!o->table || (tbl && !strcmp(o->table, tbl))) &&
-           (!o->tenant || (ten && !strcmp(o->tenant, ten)));
+    return pid_wanted(o, st->pid) && (!o->server || !strcmp(o->server, st->server)) &&
+           (!o->table || !strcmp(o->table, st->catalog_table)) &&
+           (!o->tenant || !strcmp(o->tenant, st->tenant));
 }
 
 /* Orders loaded jobs by server, database and table, so the jobs of a wave are neighbours. */
@@ -397,9 +374,19 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
     }
     for (size_t i = 0; i < l.n; i++) {
         ferry_job *j = &l.items[i].u.job;
-        json_t *data = json_loads(ferry_job_data(j), 0, NULL);
-        bool match = data && job_matches(ctx, data);
-        json_decref(data);
+        tier_state st;
+        ferry_err de = {0};
+        if (tier_state_decode(ferry_job_data(j), &st, &de)) {
+            /* a newer ferry's record of another shape, or a damaged one: left as it is */
+            FLOG_WARN("msg=\"tier job not resumed: its data cannot be read\" job=%s err=\"%s\"",
+                      j->id, de.msg);
+            continue;
+        }
+        bool match = job_matches(ctx, &st);
+        char ten[FERRY_NAME_MAX];
+        uint32_t split = st.split;
+        snprintf(ten, sizeof ten, "%s", st.tenant);
+        tier_state_free(&st);
         if (!match)
             continue;
         if (ctx->opt->dry_run) {
@@ -409,15 +396,10 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
             continue;
         }
         /* the slice's lease first: a repair of the slice runs on (its next pass resumes it) */
-        json_t *d = json_loads(ferry_job_data(j), 0, NULL);
-        const char *ten = json_string_value(json_object_get(d, "tenant"));
         ferry_err le = {0};
-        int src = ten ? ferry_slice_lease_take(ctx->cat, &ctx->slices, ten,
-                                               (uint32_t)json_integer_value(
-                                                   json_object_get(d, "split")),
-                                               ctx->owner, &le)
-                      : FERRY_OK;
-        json_decref(d);
+        int src = ten[0] ? ferry_slice_lease_take(ctx->cat, &ctx->slices, ten, split, ctx->owner,
+                                                  &le)
+                         : FERRY_OK;
         if (src == FERRY_ECONFLICT) {
             FLOG_INFO("msg=\"tier job not resumed: its slice is held by a repair or a move\" "
                       "job=%s holder=\"%s\"", j->id, le.msg);
@@ -439,8 +421,7 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
             job_free(job);
             continue;
         }
-        if (slice_moving(&moves, job->srv->shard.name, tier_dstr(job, "tenant"),
-                         (uint32_t)tier_du64(job, "split"))) {
+        if (slice_moving(&moves, job->srv->shard.name, job->st.tenant, job->st.split)) {
             FLOG_INFO("msg=\"tier job not resumed: its slice is moving\" job=%s", j->id);
             job_free(job);
             continue;
@@ -478,10 +459,10 @@ static bool prepare_job(tier_ctx *ctx, tier_server *srv, const ferry_table_def *
     if (ferry_flow_get(&ctx->journal, &job->rec, &err) == FERRY_OK) {
         enum ferry_tier_state s = FERRY_TIER_PLANNED;
         ferry_tier_state_parse(job->rec.u.job.state, &s, NULL);
-        json_t *d = json_loads(ferry_job_data(&job->rec.u.job), 0, NULL);
-        bool swapped_failure = s == FERRY_TIER_FAILED && d &&
-                               json_is_true(json_object_get(d, "swapped"));
-        json_decref(d);
+        tier_state old = {0};
+        bool swapped_failure = s == FERRY_TIER_FAILED &&
+                               !tier_state_decode(ferry_job_data(&job->rec.u.job), &old, NULL) && old.swapped;
+        tier_state_free(&old);
         if (s != FERRY_TIER_DONE && s != FERRY_TIER_FAILED)
             goto skip; /* unfinished: resume_jobs ran it (or another worker holds it) */
         if (swapped_failure) {
@@ -500,22 +481,19 @@ static bool prepare_job(tier_ctx *ctx, tier_server *srv, const ferry_table_def *
         goto skip;
     }
     job->srv = srv;
-    job->data = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "server",
-                          srv->shard.name, "db", def->database, "table", table, "catalog_table",
-                          def->name, "pid", pid, "partition", literal, "tenant", key->tenant,
-                          "day", (json_int_t)key->day, "split", (json_int_t)key->split,
-                          "attempt", (json_int_t)0);
+    char *text = NULL;
     snprintf(job->db, sizeof job->db, "%s", def->database);
     snprintf(job->table, sizeof job->table, "%s", table);
     snprintf(job->pid, sizeof job->pid, "%s", pid);
-    if ((rc = ferry_tier_staging_name(table, job->staging, sizeof job->staging, &err))) {
+    if ((rc = tier_state_plan(&job->st, srv->shard.name, def->database, table, def->name, pid,
+                              literal, key->tenant, key->day, key->split, &err)) ||
+        (rc = ferry_tier_staging_name(table, job->staging, sizeof job->staging, &err)) ||
+        (rc = tier_state_encode(&job->st, &text, &err))) {
         note_failure(t, rc, &err);
         goto skip;
     }
-    char *text = json_dumps(job->data, JSON_COMPACT | JSON_SORT_KEYS);
     /* plan_jobs writes it in PLANNED (flow_journal.h) */
-    rc = text ? ferry_job_set_data(&job->rec.u.job, text, &err)
-              : ferry_err_set(&err, FERRY_ENOMEM, "out of memory");
+    rc = ferry_job_set_data(&job->rec.u.job, text, &err);
     free(text);
     if (rc) {
         note_failure(t, rc, &err);

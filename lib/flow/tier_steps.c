@@ -34,14 +34,6 @@ int tier_list(tier_wave *w, const char *table, tier_job **js, size_t n, bool act
     return rc;
 }
 
-static bool in_json_list(json_t *list, const char *name)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(list, i, v) if (!strcmp(json_string_value(v), name)) return true;
-    return false;
-}
-
 /* The jobs of js without a failure, into ok (n slots); returns how many. */
 static size_t healthy(tier_job **js, size_t n, tier_job **ok)
 {
@@ -99,37 +91,16 @@ void tier_parts_digest(const mv_part *const *ps, size_t n, ferry_fingerprint *fp
     }
 }
 
-static json_t *fp_json(const ferry_fingerprint *fp, bool by_parts)
-{
-    char s[3][24];
-    snprintf(s[0], sizeof s[0], "%llu", (unsigned long long)fp->hash_sum);
-    snprintf(s[1], sizeof s[1], "%llu", (unsigned long long)fp->hash_xor);
-    snprintf(s[2], sizeof s[2], "%llu", (unsigned long long)fp->distinct);
-    json_t *o = json_pack("{s:I, s:s, s:s, s:s}", "rows", (json_int_t)fp->rows, "sum", s[0],
-                          "xor", s[1], "distinct", s[2]);
-    if (o && by_parts)
-        json_object_set_new(o, "by", json_string("parts"));
-    return o;
-}
-
-void tier_fp_from_json(json_t *o, ferry_fingerprint *fp)
-{
-    memset(fp, 0, sizeof *fp);
-    fp->rows = (uint64_t)json_integer_value(json_object_get(o, "rows"));
-    ferry_parse_u64(json_string_value(json_object_get(o, "sum")) ?: "0", &fp->hash_sum);
-    ferry_parse_u64(json_string_value(json_object_get(o, "xor")) ?: "0", &fp->hash_xor);
-    ferry_parse_u64(json_string_value(json_object_get(o, "distinct")) ?: "0", &fp->distinct);
-}
-
-/* Fingerprint of the rows of the job's partition in the wave's table, in the parts named by
- * list (a JSON array of names): the same quantities as ferry_fingerprint_partition. Reads every
- * row: used only for jobs whose uploads were not checked against checksums.txt (an agent of API
- * version 1, or a journal written by an older ferry). */
-static int fingerprint_parts(tier_job *job, json_t *list, ferry_fingerprint *fp, ferry_err *err)
+/* Fingerprint of the rows of the job's partition in the wave's table, in the parts names[0..n):
+ * the same quantities as ferry_fingerprint_partition. Reads every row: used only for jobs whose
+ * uploads were not checked against checksums.txt (an agent of API version 1, or a journal
+ * written by an older ferry). */
+static int fingerprint_parts(tier_job *job, const char *const *names, size_t n,
+                             ferry_fingerprint *fp, ferry_err *err)
 {
     ferry_buf sql = FERRY_BUF_INIT, res = FERRY_BUF_INIT;
     memset(fp, 0, sizeof *fp);
-    if (json_array_size(list) == 0)
+    if (n == 0)
         return FERRY_OK; /* no parts, no rows */
     ferry_buf_puts(&sql, "SELECT count(), sum(h), groupBitXor(h), uniqExact(h) FROM (SELECT "
                          "cityHash64(*) AS h FROM ");
@@ -137,12 +108,10 @@ static int fingerprint_parts(tier_job *job, json_t *list, ferry_fingerprint *fp,
     ferry_buf_puts(&sql, " WHERE _partition_id = ");
     ferry_sql_quote(job->pid, &sql);
     ferry_buf_puts(&sql, " AND _part IN (");
-    size_t i;
-    json_t *v;
-    json_array_foreach(list, i, v) {
+    for (size_t i = 0; i < n; i++) {
         if (i)
             ferry_buf_putc(&sql, ',');
-        ferry_sql_quote(json_string_value(v), &sql);
+        ferry_sql_quote(names[i], &sql);
     }
     ferry_buf_puts(&sql, ")) SETTINGS max_threads = 4 FORMAT TabSeparated");
     int rc = tier_sql(job->srv, ferry_buf_cstr(&sql), &res, err);
@@ -177,14 +146,12 @@ int tier_step_freeze(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
             goto out;
         for (size_t i = 0; i < nf; i++) {
             tier_job *j = fresh[i];
-            char name[64];
-            json_object_set_new(j->data, "attempt",
-                                json_integer((json_int_t)tier_du64(j, "attempt") + 1));
-            ferry_tier_freeze_name(j->rec.u.job.id, (unsigned)tier_du64(j, "attempt"), name,
-                                   sizeof name);
-            json_object_set_new(j->data, "freeze", json_string(name));
+            j->st.attempt++;
+            j->st.has_attempt = true;
+            ferry_tier_freeze_name(j->rec.u.job.id, j->st.attempt, j->st.freeze,
+                                   sizeof j->st.freeze);
             if (w->hold_merges)
-                json_object_set_new(j->data, "merges_stopped", json_true());
+                j->st.merges_stopped = true;
         }
         if ((rc = tier_journal(ctx, fresh, nf, FERRY_TIER_FREEZE, err)))
             goto out;
@@ -201,24 +168,21 @@ int tier_step_freeze(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
         tier_job *j = js[i];
         if (j->rc)
             continue;
-        const char *name = tier_dstr(j, "freeze");
-        json_t *hot = json_array();
+        tier_state_hot_clear(&j->st);
         json_decref(j->sizes);
         j->sizes = json_object();
         for (size_t k = 0; k < fz.n; k++) {
             const ferry_agent_frozen_part *p = &fz.parts[k];
-            if (!p->freeze || strcmp(p->freeze, name) || !p->kind || strcmp(p->kind, "hot"))
+            if (!p->freeze || strcmp(p->freeze, j->st.freeze) || !p->kind ||
+                strcmp(p->kind, "hot"))
                 continue;
-            json_array_append_new(hot, json_string(p->name));
+            if ((rc = tier_state_hot_add(&j->st, p->name, err)))
+                goto out;
             json_object_set_new(j->sizes, p->name, json_integer((json_int_t)p->bytes));
         }
-        if (json_array_size(hot) == 0) {
-            json_decref(hot);
+        if (j->st.n_hot == 0) /* no "hot" in its data: the job fails, rolled back */
             fail_job(j, FERRY_ENOTFOUND, "%s: partition %s of %s.%s is gone: FREEZE found no "
                      "hot part in it", w->srv->shard.name, j->pid, w->db, w->table);
-            continue;
-        }
-        json_object_set_new(j->data, "hot", hot);
     }
     rc = advance_healthy(ctx, js, n, FERRY_TIER_UPLOAD, err);
 out:
@@ -235,16 +199,16 @@ out:
 static int check_not_taken(tier_ctx *ctx, tier_job *job, ferry_err *err)
 {
     ferry_record_list l = {0};
-    const char *prefix[3] = {job->table, job->pid, tier_dstr(job, "freeze")};
+    const char *prefix[3] = {job->table, job->pid, job->st.freeze};
     int rc = ferry_catalog_list(ctx->cat, FERRY_REC_PART, prefix, 3, &l, err);
     for (size_t i = 0; !rc && i < l.n; i++) {
         const ferry_part *p = &l.items[i].u.part;
-        if (in_json_list(json_object_get(job->data, "hot"), p->name) &&
+        if (tier_state_hot_has(&job->st, p->name) &&
             !ferry_list_has(p->servers, job->srv->shard.name))
             fail_job(job, FERRY_ECONFLICT, "%s: part %s of %s under freeze %s is already "
                      "recorded for %s; uploading would overwrite its objects (run the tiering "
                      "again: a new attempt freezes under a new name)", job->srv->shard.name,
-                     p->name, job->table, tier_dstr(job, "freeze"), p->servers);
+                     p->name, job->table, job->st.freeze, p->servers);
     }
     ferry_record_list_free(&l);
     return rc;
@@ -260,13 +224,12 @@ int tier_step_upload(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     for (size_t i = 0; i < n; i++) {
         tier_job *j = js[i];
         bool hashed = true;
-        size_t k;
-        json_t *h;
-        json_array_foreach(json_object_get(j->data, "hot"), k, h) {
-            json_t *a = json_object_get(j->objects, json_string_value(h));
+        for (size_t k = 0; k < j->st.n_hot; k++) {
+            json_t *a = json_object_get(j->objects, j->st.hot[k]);
             hashed = hashed && json_is_true(json_object_get(a, "verified"));
         }
-        json_object_set_new(j->data, "hashed", json_boolean(hashed));
+        j->st.hashed = hashed;
+        j->st.has_hashed = true;
     }
     return advance_healthy(ctx, js, n, FERRY_TIER_POINTERS, err);
 }
@@ -445,13 +408,13 @@ static void attach_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n,
     ferry_ch_rows_free(&det);
 }
 
-/* The parts of list (a partition's parts) that are active and, when hot_list is set, named in
- * it, into out (n slots); returns how many. */
-static size_t pick(const mv_parts *list, json_t *hot_list, const mv_part **out)
+/* The parts of list (a partition's parts) that are active and, when hot_of is set, in its hot
+ * list, into out (n slots); returns how many. */
+static size_t pick(const mv_parts *list, const tier_state *hot_of, const mv_part **out)
 {
     size_t k = 0;
     for (size_t i = 0; i < list->n; i++)
-        if (list->p[i].active && (!hot_list || in_json_list(hot_list, list->p[i].name)))
+        if (list->p[i].active && (!hot_of || tier_state_hot_has(hot_of, list->p[i].name)))
             out[k++] = &list->p[i];
     return k;
 }
@@ -462,45 +425,43 @@ static int check_staged(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_sli
                         const mv_slice *live, ferry_fingerprint *fp, bool *by_parts,
                         ferry_err *err)
 {
-    json_t *hot = json_object_get(job->data, "hot");
+    const tier_state *st = &job->st;
     mv_parts sg = mv_slice_parts(stg, job->pid), lv = mv_slice_parts(live, job->pid);
     const mv_part **a = calloc(sg.n + 1, sizeof *a), **b = calloc(lv.n + 1, sizeof *b);
     int rc = a && b ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    size_t na = rc ? 0 : pick(&sg, NULL, a), nb = rc ? 0 : pick(&lv, hot, b);
-    if (!rc && na != json_array_size(hot))
+    size_t na = rc ? 0 : pick(&sg, NULL, a), nb = rc ? 0 : pick(&lv, st, b);
+    if (!rc && na != st->n_hot)
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: staging %s.%s holds %zu parts of partition %s "
                            "after ATTACH, expected %zu (the pointer parts written); nothing was "
                            "swapped", w->srv->shard.name, w->db, w->staging, na, job->pid,
-                           json_array_size(hot));
+                           st->n_hot);
     for (size_t i = 0; !rc && i < na; i++)
         if (!a[i]->cold)
             rc = ferry_err_set(err, FERRY_EINVAL, "%s: staging part %s is not on the object-"
                                "storage disk", w->srv->shard.name, a[i]->name);
     /* Every frozen hot part must still be active: a merge may have taken one (the job goes
      * round again, tier_run.c). */
-    if (!rc && nb != json_array_size(hot)) {
-        size_t i;
-        json_t *h;
-        json_array_foreach(hot, i, h) {
-            if (mv_parts_find(&lv, json_string_value(h)))
+    if (!rc && nb != st->n_hot) {
+        for (size_t i = 0; i < st->n_hot; i++) {
+            if (mv_parts_find(&lv, st->hot[i]))
                 continue;
             rc = ferry_err_set(err, FERRY_EINVAL, "%s: frozen part %s of %s.%s is no longer "
                                "active (merged or detached since the freeze); nothing was "
                                "swapped, the partition is tiered again", w->srv->shard.name,
-                               json_string_value(h), w->db, w->table);
+                               st->hot[i], w->db, w->table);
             job->merged_away = true;
             break;
         }
     }
     ferry_fingerprint src = {0}, got = {0}; /* *fp is set on failure too */
     char why[256];
-    *by_parts = tier_dbool(job, "hashed");
+    *by_parts = st->hashed;
     if (!rc && *by_parts) {
         tier_parts_digest(b, nb, &src);
         tier_parts_digest(a, na, &got);
     } else if (!rc) {
         double f0 = ferry_clock_ms();
-        rc = fingerprint_parts(job, hot, &src, err);
+        rc = fingerprint_parts(job, (const char *const *)st->hot, st->n_hot, &src, err);
         if (!rc)
             rc = ferry_fingerprint_partition(w->srv->conn.ch, w->db, w->staging, job->pid, &got,
                                              err);
@@ -549,14 +510,12 @@ int tier_step_attach(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     if (!rc && nn && !w->hold_merges)
         rc = tier_list(w, w->table, need, nn, true, &live, err);
     for (size_t i = 0; !rc && !w->hold_merges && i < nn;) {
-        json_t *h, *hot = json_object_get(need[i]->data, "hot");
+        const tier_state *st = &need[i]->st;
         mv_parts lv = mv_slice_parts(&live, need[i]->pid);
         const char *gone = NULL;
-        size_t k;
-        json_array_foreach(hot, k, h) {
-            if (!gone && !mv_parts_find(&lv, json_string_value(h)))
-                gone = json_string_value(h);
-        }
+        for (size_t k = 0; !gone && k < st->n_hot; k++)
+            if (!mv_parts_find(&lv, st->hot[k]))
+                gone = st->hot[k];
         if (!gone) {
             i++;
             continue;
@@ -596,7 +555,7 @@ int tier_step_attach(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
         if (jrc)
             tier_job_fail(j, jrc, &e);
         else
-            json_object_set_new(j->data, "fp", fp_json(&fp, by_parts));
+            tier_state_set_fp(&j->st, &fp, by_parts);
     }
     rc = advance_healthy(ctx, js, n, FERRY_TIER_REPLACE, err);
 out:
@@ -637,29 +596,38 @@ static bool is_detached(const ferry_ch_rows *rows, const char *pid, const char *
     return false;
 }
 
+/* DETACH PART of each frozen part of st still active in ps. */
+static void detach_active(const tier_state *st, const mv_parts *ps, ferry_buf *cmds,
+                          size_t *ncmds)
+{
+    for (size_t i = 0; i < st->n_hot; i++) {
+        const mv_part *p = mv_parts_find(ps, st->hot[i]);
+        if (p && p->active)
+            put_detach(cmds, ncmds, st->hot[i]);
+    }
+}
+
 static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *live,
                                 const mv_slice *stg, const ferry_ch_rows *detached, ferry_buf *cmds,
                                 size_t *ncmds, ferry_buf *moves, size_t *nmoves)
 {
-    json_t *hot = json_object_get(job->data, "hot");
+    tier_state *st = &job->st;
     mv_parts ps = mv_slice_parts(live, job->pid);
     size_t hot_active = 0, added = 0, others = 0;
     int64_t max_block = 0;
-    bool have_max = json_object_get(job->data, "max_block") != NULL;
-    int64_t recorded_max = (int64_t)tier_du64(job, "max_block");
     for (size_t i = 0; i < ps.n; i++) {
         if (!ps.p[i].active)
             continue;
-        if (in_json_list(hot, ps.p[i].name))
+        if (tier_state_hot_has(st, ps.p[i].name))
             hot_active++;
-        else if (have_max && ps.p[i].cold && ps.p[i].min_block > recorded_max)
+        else if (st->has_max_block && ps.p[i].cold && ps.p[i].min_block > st->max_block)
             added++;
         else
             others++;
         if (ps.p[i].max_block > max_block)
             max_block = ps.p[i].max_block;
     }
-    const char *swap = tier_dstr(job, "swap");
+    const char *swap = st->swap;
     if (*swap && added > 0 && hot_active == 0) /* the swap ran before a crash */
         return SWAP_DONE;
     if (*swap && added > 0) {
@@ -673,31 +641,20 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
             FLOG_WARN("msg=\"frozen parts active again after REPLACE (a restart before the "
                       "replaced parts were removed); detaching them\" server=%s table=%s.%s "
                       "partition=%s", w->srv->shard.name, w->db, w->table, job->pid);
-        size_t i;
-        json_t *h;
-        json_array_foreach(hot, i, h) {
-            const mv_part *p = mv_parts_find(&ps, json_string_value(h));
-            if (p && p->active)
-                put_detach(cmds, ncmds, json_string_value(h));
-        }
+        detach_active(st, &ps, cmds, ncmds);
         return SWAP_DETACH_REST;
     }
-    if (*swap && !strcmp(swap, "attach") && hot_active != json_array_size(hot)) {
+    if (*swap && !strcmp(swap, "attach") && hot_active != st->n_hot) {
         /* Nothing added, frozen parts gone: detached by the swap's first half, or merged away
          * (someone started merges). detached/ tells which. */
-        size_t in_detached = 0, i;
-        json_t *h;
-        json_array_foreach(hot, i, h) {
-            const mv_part *p = mv_parts_find(&ps, json_string_value(h));
-            if (!(p && p->active) && is_detached(detached, job->pid, json_string_value(h)))
+        size_t in_detached = 0;
+        for (size_t i = 0; i < st->n_hot; i++) {
+            const mv_part *p = mv_parts_find(&ps, st->hot[i]);
+            if (!(p && p->active) && is_detached(detached, job->pid, st->hot[i]))
                 in_detached++;
         }
-        if (in_detached == json_array_size(hot) - hot_active) {
-            json_array_foreach(hot, i, h) {
-                const mv_part *p = mv_parts_find(&ps, json_string_value(h));
-                if (p && p->active)
-                    put_detach(cmds, ncmds, json_string_value(h));
-            }
+        if (in_detached == st->n_hot - hot_active) {
+            detach_active(st, &ps, cmds, ncmds);
             ferry_buf_puts(moves, (*nmoves)++ ? ", MOVE PARTITION ID " : " MOVE PARTITION ID ");
             ferry_sql_quote(job->pid, moves);
             ferry_buf_puts(moves, " TO TABLE ");
@@ -712,30 +669,30 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
             return SWAP_FAILED;
         }
     }
-    if (*swap && hot_active != json_array_size(hot)) {
+    if (*swap && hot_active != st->n_hot) {
         /* nothing was swapped, but the frozen parts changed: safe to roll back and redo */
-        json_object_set_new(job->data, "swapped", json_false());
+        st->swapped = false;
+        st->has_swapped = true;
         job->merged_away = true;
         fail_job(job, FERRY_EINVAL, "%s: frozen parts of %s.%s partition %s changed before the "
                  "swap ran; nothing was swapped, the next run tiers the partition again",
                  w->srv->shard.name, w->db, w->table, job->pid);
         return SWAP_FAILED;
     }
-    if (hot_active != json_array_size(hot)) {
+    if (hot_active != st->n_hot) {
         job->merged_away = true; /* merged away before the merges were stopped */
         fail_job(job, FERRY_EINVAL, "%s: only %zu of the %zu frozen parts of %s.%s partition %s "
                  "are active before the swap (merged away); nothing was swapped, the "
-                 "partition is tiered again", w->srv->shard.name, hot_active,
-                 json_array_size(hot), w->db, w->table, job->pid);
+                 "partition is tiered again", w->srv->shard.name, hot_active, st->n_hot, w->db,
+                 w->table, job->pid);
         return SWAP_FAILED;
     }
     /* Nothing swapped yet. Staging must still hold what ATTACH checked (its merges are stopped,
      * but a server restart starts them again): with part hashes, the same digest. */
-    json_t *fpj = json_object_get(job->data, "fp");
-    if (!strcmp(json_string_value(json_object_get(fpj, "by")) ?: "", "parts")) {
+    if (st->fp_by_parts) {
         mv_parts sg = mv_slice_parts(stg, job->pid);
         const mv_part **a = calloc(sg.n + 1, sizeof *a);
-        ferry_fingerprint want, got;
+        ferry_fingerprint got;
         char why[256];
         if (!a) {
             fail_job(job, FERRY_ENOMEM, "out of memory");
@@ -743,9 +700,9 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
         }
         tier_parts_digest(a, pick(&sg, NULL, a), &got);
         free(a);
-        tier_fp_from_json(fpj, &want);
-        if (!ferry_fingerprint_same(&want, &got, why, sizeof why)) {
-            json_object_set_new(job->data, "swapped", json_false());
+        if (!ferry_fingerprint_same(&st->fp, &got, why, sizeof why)) {
+            st->swapped = false;
+            st->has_swapped = true;
             fail_job(job, FERRY_EINVAL, "%s: staging's parts of %s.%s partition %s changed "
                      "since ATTACH checked them (%s: merged?); nothing was swapped, the next run "
                      "tiers the partition again", w->srv->shard.name, w->db, w->table, job->pid,
@@ -768,15 +725,13 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
                  w->srv->shard.name, w->db, w->table, job->pid);
         return SWAP_FAILED;
     }
-    json_object_set_new(job->data, "swap", json_string(mode));
-    json_object_set_new(job->data, "max_block", json_integer((json_int_t)max_block));
-    json_object_set_new(job->data, "swapped", json_true());
-    if (strcmp(mode, "replace")) {
-        size_t i;
-        json_t *h;
-        json_array_foreach(hot, i, h)
-            put_detach(cmds, ncmds, json_string_value(h));
-    }
+    snprintf(st->swap, sizeof st->swap, "%s", mode);
+    st->max_block = max_block;
+    st->has_max_block = true;
+    st->swapped = st->has_swapped = true;
+    if (strcmp(mode, "replace"))
+        for (size_t i = 0; i < st->n_hot; i++)
+            put_detach(cmds, ncmds, st->hot[i]);
     ferry_buf_puts(cmds, (*ncmds)++ ? ", " : " ");
     ferry_buf_puts(cmds, !strcmp(mode, "replace") ? "REPLACE PARTITION ID "
                                                    : "ATTACH PARTITION ID ");
@@ -935,7 +890,7 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     swap_item *it = calloc(n + 1, sizeof *it);
     int rc = chosen && it ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++)
-        resumed = resumed || (!js[i]->rc && *tier_dstr(js[i], "swap"));
+        resumed = resumed || (!js[i]->rc && js[i]->st.swap[0]);
     if (!rc && resumed)
         rc = wait_swaps_finished(w, err);
     /* No room (bytes or inodes) holds back only the swaps not begun: each such job keeps its
@@ -951,7 +906,7 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
         rc = room_rc;
     }
     for (size_t i = 0; !rc && room_rc && i < n; i++)
-        if (!js[i]->rc && !*tier_dstr(js[i], "swap"))
+        if (!js[i]->rc && !js[i]->st.swap[0])
             tier_job_fail(js[i], room_rc, &room);
     if (!rc)
         rc = tier_list(w, w->table, js, n, true, &live, err);
@@ -970,9 +925,12 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
             /* held back: a choice journaled by an earlier run whose statement never ran (no
              * ALTER of it runs: wait_swaps_finished) is taken back, so no unverified swap keeps
              * the table's merges stopped while the disk has no room */
-            json_object_del(js[i]->data, "swap");
-            json_object_del(js[i]->data, "max_block");
-            json_object_set_new(js[i]->data, "swapped", json_false());
+            tier_state *st = &js[i]->st;
+            st->swap[0] = '\0';
+            st->max_block = 0;
+            st->has_max_block = false;
+            st->swapped = false;
+            st->has_swapped = true;
             tier_job_fail(js[i], room_rc, &room);
             ferry_buf_free(&x->cmds), ferry_buf_free(&x->moves);
             x->ncmds = x->nmoves = 0;
@@ -1015,7 +973,7 @@ int tier_step_replace(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferr
      * now on a frozen part must stay as it is (I6). Recorded in each job's data, journaled with
      * the swap choices. */
     for (size_t i = 0; i < n; i++)
-        json_object_set_new(js[i]->data, "merges_stopped", json_true());
+        js[i]->st.merges_stopped = true;
     int rc = tier_staging_merges_stop(w, err);
     if (!rc)
         rc = tier_table_merges(w, false, err);
@@ -1037,46 +995,44 @@ int tier_step_replace(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferr
 static int verify_job(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice *all,
                       ferry_err *err)
 {
-    json_t *hot = json_object_get(job->data, "hot");
+    const tier_state *st = &job->st;
     mv_parts ps = mv_slice_parts(all, job->pid);
-    int64_t max_block = (int64_t)tier_du64(job, "max_block");
+    int64_t max_block = st->max_block;
     const mv_part **added = calloc(ps.n + 1, sizeof *added);
-    json_t *names = json_array();
+    const char **names = calloc(ps.n + 1, sizeof *names); /* borrowed from ps */
     size_t na = 0;
     int rc = added && names ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < ps.n; i++) {
         const mv_part *p = &ps.p[i];
         if (!p->active)
             continue;
-        if (in_json_list(hot, p->name))
+        if (tier_state_hot_has(st, p->name))
             rc = ferry_err_set(err, FERRY_EINVAL, "%s: frozen hot part %s is still active after "
                                "the swap (its rows would count twice)", w->srv->shard.name,
                                p->name);
         else if (p->cold && p->min_block > max_block) {
+            names[na] = p->name;
             added[na++] = p;
-            json_array_append_new(names, json_string(p->name));
         }
     }
-    json_t *fpj = json_object_get(job->data, "fp");
-    ferry_fingerprint want, got;
+    ferry_fingerprint got;
     char why[256];
-    tier_fp_from_json(fpj, &want);
-    bool by_parts = !strcmp(json_string_value(json_object_get(fpj, "by")) ?: "", "parts");
+    bool by_parts = st->fp_by_parts;
     if (!rc && by_parts) {
         tier_parts_digest(added, na, &got);
     } else if (!rc) {
         double f0 = ferry_clock_ms();
-        rc = fingerprint_parts(job, names, &got, err);
+        rc = fingerprint_parts(job, names, na, &got, err);
         ctx->fingerprint_ms += ferry_clock_ms() - f0;
     }
-    if (!rc && !ferry_fingerprint_same(&want, &got, why, sizeof why))
+    if (!rc && !ferry_fingerprint_same(&st->fp, &got, why, sizeof why))
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: after the swap the new cold parts of %s.%s "
                            "partition %s do not hold the frozen %s: %s", w->srv->shard.name,
                            w->db, w->table, job->pid, by_parts ? "parts" : "rows", why);
     /* REPLACE drops the whole partition: a part inserted between the check and the swap would
      * have been dropped with the frozen ones. Merges are stopped from before the check, so any
      * dropped part above max_block is such a part. */
-    if (!rc && !strcmp(tier_dstr(job, "swap"), "replace"))
+    if (!rc && !strcmp(st->swap, "replace"))
         for (size_t i = 0; !rc && i < ps.n; i++) {
             const mv_part *p = &ps.p[i];
             if (!p->active && !p->cold && p->min_block > max_block)
@@ -1087,7 +1043,7 @@ static int verify_job(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice
                                    w->srv->shard.name, p->name, (unsigned long long)p->rows,
                                    w->db, w->table);
         }
-    json_decref(names);
+    free(names);
     free(added);
     return rc;
 }
