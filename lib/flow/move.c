@@ -1,8 +1,8 @@
 /* Moving one slice between shards: the journaled state machine (see move.h, docs/moves.md).
  *
  * The journal is the catalog record moves/ID (state, step, detail) plus jobs/move.ID whose data
- * holds {"freezes": [names made and maybe not yet removed], "fp": {table: {rows, sum, xor,
- * digest, top}}} (mv_fp_json).
+ * holds the freezes made and maybe not yet removed, the verified fingerprints per table and the
+ * mode: typed in move_state.h (x->st, the JSON decoded and encoded in move_state.c only).
  * Every write of either goes through the flow engine (the kind ferry_move_flow checks a
  * transition; a note keeps the state) as one compare-and-set batch of both (mv_journal_n,
  * move_journal.c), so neither is ever a state behind; the run also holds the catalog lease
@@ -203,40 +203,6 @@ static int do_clone(mvctx *x, ferry_err *err)
     return rc;
 }
 
-/* The journal's record of a table's verified source, what CLEANUP checks before it detaches:
- * the fingerprint (rows, sum, xor), the digest of its parts (a source whose parts are unchanged
- * needs no row read) and, when not negative, the top of its parts (mv_compare_copy: the hot
- * partitions are then in the fingerprint by their parts, and a source changed by merges alone
- * needs no row read either). */
-json_t *mv_fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg, int64_t top)
-{
-    char sum[32], xr[32], dsum[32], dxr[32];
-    snprintf(sum, sizeof sum, "%llu", (unsigned long long)fp->hash_sum);
-    snprintf(xr, sizeof xr, "%llu", (unsigned long long)fp->hash_xor);
-    snprintf(dsum, sizeof dsum, "%llu", (unsigned long long)dg->hash_sum);
-    snprintf(dxr, sizeof dxr, "%llu", (unsigned long long)dg->hash_xor);
-    json_t *j = json_pack("{s:I, s:s, s:s, s:{s:I, s:I, s:s, s:s}}", "rows", (json_int_t)fp->rows,
-                          "sum", sum, "xor", xr, "digest", "rows", (json_int_t)dg->rows, "parts",
-                          (json_int_t)dg->parts, "sum", dsum, "xor", dxr);
-    if (j && top >= 0 && json_object_set_new(j, "top", json_integer(top))) {
-        json_decref(j);
-        return NULL;
-    }
-    return j;
-}
-
-/* Whether fp's rows, sum and xor are those of the journal record j ({"rows":N,"sum":"..",
- * "xor":".."}, as fp_json writes them). */
-bool mv_fp_matches(const json_t *j, const ferry_fingerprint *fp)
-{
-    char sum[32], xr[32];
-    snprintf(sum, sizeof sum, "%llu", (unsigned long long)fp->hash_sum);
-    snprintf(xr, sizeof xr, "%llu", (unsigned long long)fp->hash_xor);
-    return j && (uint64_t)json_integer_value(json_object_get(j, "rows")) == fp->rows &&
-           !strcmp(json_string_value(json_object_get(j, "sum")) ?: "", sum) &&
-           !strcmp(json_string_value(json_object_get(j, "xor")) ?: "", xr);
-}
-
 /* VERIFY, then the routing switch in one batch with the journal. */
 static int do_verify(mvctx *x, ferry_err *err)
 {
@@ -269,14 +235,14 @@ int mv_switch_prepare(mvctx *x, ferry_err *err)
     /* the slice's shards with `from` replaced by `to` (first); a clone keeps `from` and adds
      * `to` (last) */
     ferry_shard_set *rs = &route->u.route.shards, nl = {0};
-    if (x->clone)
+    if (x->st.clone)
         nl = *rs;
     else
         rc = ferry_shard_set_add(&nl, mv_to(x), err);
-    for (size_t i = 0; !rc && !x->clone && i < ferry_shard_set_count(rs); i++)
+    for (size_t i = 0; !rc && !x->st.clone && i < ferry_shard_set_count(rs); i++)
         if (strcmp(ferry_shard_set_at(rs, i), mv_from(x)))
             rc = ferry_shard_set_add(&nl, ferry_shard_set_at(rs, i), err);
-    if (!rc && x->clone)
+    if (!rc && x->st.clone)
         rc = ferry_shard_set_add(&nl, mv_to(x), err);
     if (rc)
         return ferry_err_prefix(err, "move %s: ", x->mv.u.move.id);
@@ -288,7 +254,7 @@ int mv_switch_prepare(mvctx *x, ferry_err *err)
     x->switch_need_set = false;
     ferry_record_free(&x->switch_need); /* a retried switch's earlier record */
     return ferry_repair_need_hand_over(x->cat, x->mv.u.move.tenant, x->mv.u.move.split,
-                                       mv_from(x), mv_to(x), x->clone,
+                                       mv_from(x), mv_to(x), x->st.clone,
                                        &x->switch_need, &x->switch_need_set, err);
 }
 
@@ -458,7 +424,7 @@ int mv_records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pids, f
         ids[k] = pids->ids[k];
     x->catalog_writes++;
     int rc = ferry_part_records_reassign(x->cat, t->name, ids, pids->n, mv_from(x),
-                                         mv_to(x), x->clone, NULL, err);
+                                         mv_to(x), x->st.clone, NULL, err);
     free(ids);
     if (rc)
         ferry_err_prefix(err, "move %s: updating the catalog's part records: ", x->mv.u.move.id);
@@ -533,7 +499,7 @@ static int publish_dedup(mvctx *x, const ferry_table_def *t, ferry_err *err)
 static int do_switch(mvctx *x, ferry_err *err)
 {
     int rc = FERRY_OK;
-    if (x->clone)
+    if (x->st.clone)
         return do_switch_clone(x, err);
     bool resumed_publish = x->mv.u.move.step >= MV_STEP_PUBLISH;
     if (x->mv.u.move.step < MV_STEP_PUBLISH) {
@@ -549,23 +515,22 @@ static int do_switch(mvctx *x, ferry_err *err)
             return ferry_err_set(err, FERRY_ETIMEOUT, "move %s: stopping (the process was asked "
                                  "to stop during the grace period)", x->mv.u.move.id);
         bool stable = false;
-        json_t *fps = json_object();
+        mv_fps fps = {0}; /* the journal's fp once every table is caught up */
         for (size_t i = 0; !rc && i < x->tables.n; i++)
             rc = mv_ensure_staging(x, table_at(x, i), err);
         for (int round = 0; !rc; round++) {
             /* Compare first: the copy made before the switch is usually equal already (nothing
              * reached the source since), and then no freeze and no send is needed. */
             stable = true;
-            json_object_clear(fps);
+            mv_fps_free(&fps);
             for (size_t i = 0; !rc && stable && i < x->tables.n; i++) {
                 ferry_fingerprint fp = {0}, dg = {0};
                 int64_t top = -1;
                 bool st = true;
                 rc = mv_compare_copy(x, table_at(x, i), true, &st, &fp, &dg, &top, err);
                 stable = stable && st;
-                if (!rc && st &&
-                    json_object_set_new(fps, table_at(x, i)->name, mv_fp_json(&fp, &dg, top)))
-                    rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                if (!rc && st)
+                    rc = mv_fps_set(&fps, table_at(x, i)->name, &fp, &dg, top, err);
             }
             if (rc || stable || round == MV_MAX_ROUNDS)
                 break;
@@ -584,8 +549,8 @@ static int do_switch(mvctx *x, ferry_err *err)
                                "(resume with the same command)",
                                x->mv.u.move.id, MV_MAX_ROUNDS);
         if (!rc)
-            json_object_set(x->data, "fp", fps);
-        json_decref(fps);
+            mv_state_set_fps(&x->st, &fps);
+        mv_fps_free(&fps);
         if (rc)
             return rc;
         /* The publish step raises the routing version: from it on, routers stop reading the
@@ -673,23 +638,22 @@ out:
  * merges alone: with a journaled top, no part above it that the target lacks (a write that
  * reached the old server after the switch and the grace period makes one); without (a table that numbers blocks per
  * partition), the same rows. Only the last reads rows. want: the table's record in the
- * journal's "fp" (NULL: nothing was journaled for it, nothing to check). */
-static int source_as_verified(mvctx *x, const ferry_table_def *t, const json_t *want,
+ * journal's fp (mv_state_fp; NULL: nothing was journaled for it, nothing to check). */
+static int source_as_verified(mvctx *x, const ferry_table_def *t, const mv_fp *want,
                               ferry_err *err)
 {
     mv_slice sl = {0};
     ferry_fingerprint dg = {0}, fp = {0};
-    const json_t *top = json_object_get(want, "top");
     const mv_part *newer = NULL;
     int rc = mv_slice_list(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, true,
                            &sl, err);
     if (!rc)
         rc = mv_slice_digest(&sl, NULL, &dg, NULL, err);
-    if (rc || !want || mv_fp_matches(json_object_get(want, "digest"), &dg))
+    if (rc || !want || mv_fp_digest_matches(want, &dg))
         goto out;
-    if (json_is_integer(top)) {
-        if ((newer = mv_slice_above_top(&sl, json_integer_value(top))))
-            rc = parts_on_target(x, t, &sl, json_integer_value(top), &newer, err);
+    if (want->has_top) {
+        if ((newer = mv_slice_above_top(&sl, want->top)))
+            rc = parts_on_target(x, t, &sl, want->top, &newer, err);
         if (!rc && newer)
             rc = ferry_err_set(err, FERRY_EIO,
                                "move %s: %s.%s on %s changed after it was verified (part %s was "
@@ -702,11 +666,11 @@ static int source_as_verified(mvctx *x, const ferry_table_def *t, const json_t *
     if (!rc && !mv_fp_matches(want, &fp))
         rc = ferry_err_set(err, FERRY_EIO,
                            "move %s: %s.%s on %s changed after it was verified (%llu rows now, "
-                           "%lld verified): a write reached the old server after the switch and "
+                           "%llu verified): a write reached the old server after the switch and "
                            "the grace period; the source is kept, nothing was removed",
                            x->mv.u.move.id, t->database, t->name, x->src.name,
                            (unsigned long long)fp.rows,
-                           (long long)json_integer_value(json_object_get(want, "rows")));
+                           (unsigned long long)want->fp.rows);
 out:
     mv_slice_free(&sl);
     return rc;
@@ -715,7 +679,7 @@ out:
 static int do_cleanup(mvctx *x, ferry_err *err)
 {
     int rc = FERRY_OK;
-    if (x->clone)
+    if (x->st.clone)
         return do_cleanup_clone(x, err);
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
         const ferry_table_def *t = table_at(x, i);
@@ -731,8 +695,7 @@ static int do_cleanup(mvctx *x, ferry_err *err)
         if (!rc && src.n)
             rc = mv_target_broken_mend(x, t, &src, err);
         if (!rc && src.n)
-            rc = source_as_verified(x, t, json_object_get(json_object_get(x->data, "fp"),
-                                                           t->name), err);
+            rc = source_as_verified(x, t, mv_state_fp(&x->st, t->name), err);
         if (!rc && src.n) {
             /* every partition of the slice in one ALTER TABLE */
             ferry_buf sql = FERRY_BUF_INIT;
@@ -833,12 +796,14 @@ int mv_ctx_open(const ferry_move_opts *o, const char *id, mvctx *x, ferry_move_r
     snprintf(x->job.u.job.id, sizeof x->job.u.job.id, "move.%s", id);
     if ((rc = ferry_catalog_get(x->cat, &x->job, err)))
         goto out;
-    x->data = json_loads(ferry_job_data(&x->job.u.job), 0, NULL);
-    if (!json_is_object(x->data) || !json_is_array(json_object_get(x->data, "freezes"))) {
-        rc = ferry_err_set(err, FERRY_EINTERNAL, "move %s: malformed journal data", id);
+    /* every move's data has had the freezes since its PLANNED; a record ferry did not write
+     * is the catalog's fault, not the user's input (hence not the decoder's FERRY_EINVAL) */
+    ferry_err de = {0};
+    if (mv_state_decode(ferry_job_data(&x->job.u.job), &x->st, &de) || !x->st.has_freezes) {
+        rc = ferry_err_set(err, FERRY_EINTERNAL, "move %s: malformed journal data (%s)", id,
+                           de.msg[0] ? de.msg : "no \"freezes\"");
         goto out;
     }
-    x->clone = !strcmp(json_string_value(json_object_get(x->data, "mode")) ?: "", "clone");
     const ferry_move *m = &x->mv.u.move;
     /* the run copies from one shard to one (mv_from, mv_to); ferry writes no other journal */
     if (ferry_shard_set_count(&m->from) != 1 || ferry_shard_set_count(&m->to) != 1) {
@@ -1015,7 +980,7 @@ out:
             ferry_log(FERRY_LOG_WARN, "msg=\"move not counted in the cluster's tally\" move=%s "
                                       "error=\"%s\"", id, terr.msg);
     }
-    json_decref(x->data);
+    mv_state_free(&x->st);
     mv_conn_close(&x->src);
     mv_conn_close(&x->dst);
     ferry_rate_free(x->own_rate);

@@ -201,14 +201,11 @@ static int batch_switch(batch *b, ferry_err *err)
     bool *stable = calloc(n + 1, sizeof *stable), *keep = calloc(n + 1, sizeof *keep);
     ferry_fingerprint *fp = calloc(n + 1, sizeof *fp), *dg = calloc(n + 1, sizeof *dg);
     int64_t *top = calloc(n + 1, sizeof *top);
-    json_t **fps = calloc(n + 1, sizeof *fps);
+    mv_fps *fps = calloc(n + 1, sizeof *fps); /* each member's journal fp */
     if (!stable || !keep || !fp || !dg || !top || !fps)
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t k = 0; !rc && k < n; k++) {
+    for (size_t k = 0; !rc && k < n; k++)
         keep[k] = true;
-        if (!(fps[k] = json_object()))
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    }
     for (size_t i = 0; !rc && i < x0->tables.n; i++)
         rc = mv_ensure_staging(x0, table_at(x0, i), err);
     for (size_t i = 0; !rc && i < x0->tables.n; i++) {
@@ -219,19 +216,19 @@ static int batch_switch(batch *b, ferry_err *err)
         for (size_t k = 0; !rc && k < n; k++) {
             keep[k] = keep[k] && stable[k];
             if (keep[k])
-                json_object_set_new(fps[k], t->name, mv_fp_json(&fp[k], &dg[k], top[k]));
+                rc = mv_fps_set(&fps[k], t->name, &fp[k], &dg[k], top[k], err);
         }
     }
     for (size_t k = 0; !rc && k < n; k++) {
         if (keep[k])
-            json_object_set(b->members[k]->data, "fp", fps[k]);
+            mv_state_set_fps(&b->members[k]->st, &fps[k]);
         else
             ferry_log(FERRY_LOG_INFO, "msg=\"move leaves its batch: the source changed since "
                       "the copy, catch-up rounds run alone\" move=%s",
                       b->members[k]->mv.u.move.id);
     }
     for (size_t k = 0; fps && k < n; k++)
-        json_decref(fps[k]);
+        mv_fps_free(&fps[k]);
     free(fps);
     free(stable);
     free(fp);
@@ -327,10 +324,9 @@ static int batch_cleanup(batch *b, ferry_err *err)
             rc = mv_slice_list_n(&x0->dst, t, t->name, tenants, splits, n, true, dst, err);
         for (size_t k = 0; !rc && k < n; k++) {
             ferry_fingerprint dg = {0};
-            json_t *want = json_object_get(json_object_get(b->members[k]->data, "fp"), t->name);
+            const mv_fp *want = mv_state_fp(&b->members[k]->st, t->name);
             rc = mv_slice_digest(&src[k], NULL, &dg, NULL, err);
-            keep[k] = !rc && (!src[k].n_pids ||
-                              (want && mv_fp_matches(json_object_get(want, "digest"), &dg)));
+            keep[k] = !rc && (!src[k].n_pids || mv_fp_digest_matches(want, &dg));
             if (!rc && !keep[k])
                 ferry_log(FERRY_LOG_INFO, "msg=\"move leaves its batch: its source parts "
                           "changed since they were verified, its rows are checked alone\" "
@@ -439,7 +435,7 @@ int ferry_move_run_batch(const ferry_move_opts *o, const char *const *ids, size_
         if (rcs[i] || !x->looping)
             continue;
         const ferry_move *m = &x->mv.u.move;
-        bool fits = m->state == FERRY_MOVE_PLANNED && !x->clone;
+        bool fits = m->state == FERRY_MOVE_PLANNED && !x->st.clone;
         if (fits && b.n) {
             const ferry_move *f = &b.members[0]->mv.u.move;
             fits = ferry_shard_set_equal(&f->from, &m->from) &&

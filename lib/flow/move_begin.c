@@ -31,6 +31,7 @@
 #include "ferry/testknob.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
+#include "flow/move_state.h"
 #include "flow/part_records.h"
 #include "flow/replica_int.h"
 #include "flow/staging_load.h"
@@ -423,9 +424,7 @@ journal:;
     snprintf(job.u.job.state, sizeof job.u.job.state, "PLANNED");
     job.u.job.created = job.u.job.updated = mv.u.move.created;
     ferry_batch *b = ferry_batch_new();
-    rc = b ? ferry_job_set_data(&job.u.job, clone ? "{\"freezes\":[],\"fp\":{},\"mode\":"
-                                                    "\"clone\"}" : "{\"freezes\":[],\"fp\":{}}",
-                                err)
+    rc = b ? ferry_job_set_data(&job.u.job, mv_state_initial(clone), err)
            : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (!rc)
         rc = ferry_batch_create(b, &mv, err);

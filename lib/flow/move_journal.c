@@ -1,14 +1,13 @@
 /* A move's journal (move.c has the states it records, docs/moves.md "The state machine"): every
  * catalog write of a move's state, step, detail and data goes through the flow engine
  * (include/ferry/flow_journal.h, the kind ferry_move_flow), as one batch per write that holds
- * the move record moves/ID, its data record jobs/move.ID (x->data: the freezes it made, the
- * verified fingerprints; its state mirrors the move's) and, where readers must see the write,
- * the slice's route. The writes of a batch of moves (move_batch.c) take every member at once:
- * one catalog commit per state instead of one per member. Also the freeze names, which the
+ * the move record moves/ID, its data record jobs/move.ID (x->st, move_state.h: the freezes it
+ * made, the verified fingerprints; its state mirrors the move's) and, where readers must see the
+ * write, the slice's route. The writes of a batch of moves (move_batch.c) take every member at
+ * once: one catalog commit per state instead of one per member. Also the freeze names, which the
  * journal must hold before the freezes exist. */
 #include "ferry/move.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,17 +18,17 @@
 #include "flow/move_env.h"
 #include "flow/move_run.h"
 
-/* jobs/move.ID as it is written with the move in `state`: x->data, and the state mirrored
+/* jobs/move.ID as it is written with the move in `state`: x->st encoded, and the state mirrored
  * (what the sweep's in-flight check and an operator's catalog export read), into *next with
  * x->job's version (what its CAS compares). *next owns its data (ferry_record_free). */
 static int job_compose(mvctx *x, enum ferry_move_state state, ferry_record *next, ferry_err *err)
 {
-    char *s = json_dumps(x->data, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!s)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    char *s = NULL;
+    int rc = mv_state_encode(&x->st, &s, err);
     *next = x->job;
     next->u.job.data_json = NULL; /* x->job keeps its own: the copy gets s */
-    int rc = ferry_job_set_data(&next->u.job, s, err);
+    if (!rc)
+        rc = ferry_job_set_data(&next->u.job, s, err);
     if (rc)
         goto out;
     snprintf(next->u.job.state, sizeof next->u.job.state, "%s", ferry_move_state_name(state));
@@ -167,7 +166,7 @@ static int journal_routed_n(mvctx **xs, size_t n, enum ferry_move_state to, unsi
 }
 
 /* The publish step: from it on routers stop reading the union of source and target for the
- * slice (and hold its reads until CLEANUP); the verified fingerprints (x->data "fp") are
+ * slice (and hold its reads until CLEANUP); the verified fingerprints (x->st fp) are
  * journaled with it. */
 int mv_publish_step_n(mvctx **xs, size_t n, ferry_err *err)
 {
@@ -214,7 +213,7 @@ int mv_begin_attempt(mvctx *x, ferry_err *err) { return mv_begin_attempt_n(&x, 1
  * rollback does not remove. Hence:
  *   - a name is committed (a note through the engine, mv_freeze_journal_n) before the FREEZE
  *     that makes it: a crash between the two leaves a name without a freeze, never the reverse;
- *   - a name leaves x->data only after remove-freeze succeeded on the source, and reaches the
+ *   - a name leaves x->st only after remove-freeze succeeded on the source, and reaches the
  *     catalog with the move's next write (its next state, step or note; at worst the error
  *     note of mv_ctx_close), not with a write of its own: a journal that still names a freeze
  *     already gone costs one remove-freeze that finds nothing (the agent answers it as done),
@@ -223,12 +222,7 @@ int mv_begin_attempt(mvctx *x, ferry_err *err) { return mv_begin_attempt_n(&x, 1
 
 void mv_freeze_forget(mvctx *x, const char *name)
 {
-    json_t *fr = json_object_get(x->data, "freezes");
-    for (size_t i = 0; i < json_array_size(fr); i++)
-        if (!strcmp(json_string_value(json_array_get(fr, i)), name)) {
-            json_array_remove(fr, i);
-            return;
-        }
+    mv_state_freeze_remove(&x->st, name);
 }
 
 void mv_freeze_name(mvctx *x, const char *tag, char *out, size_t outsz)
@@ -245,8 +239,7 @@ int mv_freeze_journal_n(mvctx **xs, size_t n, const char *name, ferry_err *err)
 {
     int rc = FERRY_OK;
     for (size_t k = 0; !rc && k < n; k++)
-        if (json_array_append_new(json_object_get(xs[k]->data, "freezes"), json_string(name)))
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        rc = mv_state_freeze_add(&xs[k]->st, name, err);
     if (!rc && n)
         rc = mv_journal_n(xs, n, xs[0]->mv.u.move.state, NULL, NULL, NULL, err);
     for (size_t k = 0; rc && k < n; k++) /* not journaled: the freeze is not made either */
@@ -276,15 +269,14 @@ int mv_remove_freeze_named(mvctx *x, const char *name, ferry_err *err)
 
 int mv_remove_freezes(mvctx *x, ferry_err *err)
 {
-    json_t *fr = json_object_get(x->data, "freezes");
-    for (size_t i = 0; i < json_array_size(fr);) {
-        char name[160];
-        snprintf(name, sizeof name, "%s", json_string_value(json_array_get(fr, i)));
+    for (size_t i = 0; i < x->st.n_freezes;) {
+        char name[160]; /* a copy: the removal frees the list's */
+        snprintf(name, sizeof name, "%s", x->st.freezes[i]);
         if (mv_unfreeze_busy(x, name)) { /* the background removal's (move_unfreeze.c) */
             i++;
             continue;
         }
-        int rc = mv_remove_freeze_named(x, name, err); /* drops it from fr */
+        int rc = mv_remove_freeze_named(x, name, err); /* drops it from the list */
         if (rc)
             return rc;
     }

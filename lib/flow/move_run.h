@@ -13,6 +13,7 @@
 #include "ferry/rate.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
+#include "flow/move_state.h"
 #include "flow/slice_lease.h"
 
 #define MV_MAX_ATTEMPTS 20    /* attempts of one state before the move gives up */
@@ -31,7 +32,7 @@ typedef struct mvctx {
     ferry_record switch_route; /* the slice's route as the routing switch writes it */
     ferry_record switch_need;  /* the slice's repair-need record as the switch writes it */
     bool switch_need_set;      /* switch_need is to be written (the slice has one naming from) */
-    json_t *data;     /* job data */
+    mv_state st;      /* jobs/move.ID's data (move_state.h), written with every journal write */
     mv_conn src, dst;
     ferry_record_list tables;
     ferry_move_result *res;
@@ -43,7 +44,6 @@ typedef struct mvctx {
     ferry_rate *rate;               /* the bandwidth limit: o->rate, or own_rate */
     ferry_rate *own_rate;           /* o->max_bytes_per_second for this run alone */
     bool permanent; /* the last failure cannot heal by retrying: roll back */
-    bool clone;     /* keep-source mode: adds a replica (journal data "mode": "clone") */
     ferry_lease *lease; /* the catalog lease move.ID while the run holds it */
     ferry_slice_leases slice; /* the slice's lease (slice_lease.h) while the run holds it */
     bool ran;       /* the move was not over when opened */
@@ -81,7 +81,7 @@ int mv_ctx_close(mvctx *x, int rc, ferry_err *err);
  * through xs[0]'s journal (a batch's members go through the states together): each to state
  * `to`, or in its own state again (a note: the step the caller set in x->mv is written) when
  * `to` is xs[0]'s state; with detail (NULL: each keeps its own). Each one's data record
- * jobs/move.ID (x->data, its state mirroring the move's) goes in the same batch, so no crash
+ * jobs/move.ID (x->st, its state mirroring the move's) goes in the same batch, so no crash
  * leaves it a state behind; so does routes[k] when routes is not NULL, which raises the routing
  * version (*routing_version, may be NULL). One CAS on each record; FERRY_ECONFLICT when any
  * moved on, and then nothing is written for any. On success each x->mv and x->job hold the
@@ -115,12 +115,12 @@ void mv_freeze_name(mvctx *x, const char *tag, char *out, size_t outsz);
 int mv_freeze_journal_n(mvctx **xs, size_t n, const char *name, ferry_err *err);
 /* mv_freeze_name and mv_freeze_journal_n for x alone. */
 int mv_freeze_new(mvctx *x, const char *tag, char *out, size_t outsz, ferry_err *err);
-/* Removes the freeze from the source (through xs[0]) and its name from each one's x->data;
+/* Removes the freeze from the source (through xs[0]) and its name from each one's x->st;
  * the name leaves the catalog with the next journal write. */
 int mv_remove_freeze_n(mvctx **xs, size_t n, const char *name, ferry_err *err);
 int mv_remove_freeze_named(mvctx *x, const char *name, ferry_err *err);
 int mv_remove_freezes(mvctx *x, ferry_err *err);
-/* Drops name from x->data's freezes (journaled with the next write): after its removal. */
+/* Drops name from x->st's freezes (journaled with the next write): after its removal. */
 void mv_freeze_forget(mvctx *x, const char *name);
 
 /* ---- the CLONE snapshot removed in the background (move_unfreeze.c) ---- */
@@ -128,14 +128,12 @@ void mv_freeze_forget(mvctx *x, const char *name);
 /* Starts removing freeze `name` on the source in a thread (after joining one still running);
  * without a thread, removes it now (mv_remove_freeze_named). */
 int mv_unfreeze_start(mvctx *x, const char *name, ferry_err *err);
-/* Waits for the background removal, if any: on success the name leaves x->data (journaled with
+/* Waits for the background removal, if any: on success the name leaves x->st (journaled with
  * the next write), else it stays for a later removal (logged). */
 void mv_unfreeze_join(mvctx *x);
 /* Whether name is being removed in the background (mv_remove_freezes leaves it to the thread). */
 bool mv_unfreeze_busy(const mvctx *x, const char *name);
 int mv_ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err);
-json_t *mv_fp_json(const ferry_fingerprint *fp, const ferry_fingerprint *dg, int64_t top);
-bool mv_fp_matches(const json_t *j, const ferry_fingerprint *fp);
 /* How many times the routing switch reads the route and the repair-need record again after a
  * lost race before it gives up (the move stays in VERIFY; a resume switches it). */
 #define MV_SWITCH_ROUNDS 5

@@ -4,7 +4,7 @@
  * costs about what the snapshot held in parts; run in a thread with its own agent client, it
  * overlaps VERIFY and SWITCH, which do not touch the source's freezes.
  *
- * The freeze invariant of move_journal.c holds: the name leaves x->data only when the thread
+ * The freeze invariant of move_journal.c holds: the name leaves x->st only when the thread
  * reports success, at the join, and reaches the catalog with the move's next write; a crash
  * while the thread runs leaves the name journaled, so CLEANUP or a rollback removes it again.
  * One removal at a time per run; mv_remove_freezes skips the name being removed, and the run
