@@ -67,7 +67,6 @@
 #include "ferry/repair_need.h"
 #include "ferry/stop.h"
 
-#include <jansson.h>
 #include <pthread.h>
 #include <math.h>
 #include <signal.h>

@@ -12,7 +12,6 @@
  * the batch and finishes alone with the per-move states. */
 #include "ferry/move.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

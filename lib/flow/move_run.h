@@ -4,7 +4,6 @@
 #ifndef FERRY_FLOW_MOVE_RUN_H
 #define FERRY_FLOW_MOVE_RUN_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
