@@ -53,10 +53,11 @@ void rw_qualified(ferry_buf *b, const char *db, const char *table);
  * where in mode "update", else expr. */
 void rw_match_sql(ferry_buf *b, const char *mode, const char *expr, const char *where);
 
-/* Journals state `to` with the job's data (j->st encoded) through the flow engine (flow_journal.h): PLANNED
- * creates the job (or takes a finished record back), the job's own state writes a note, any
- * other state is a declared transition by compare-and-set with the crash points around it.
- * FERRY_ECONFLICT: another worker changed the job (it is left to that worker). */
+/* Journals state `to` with the job's data (j->st, encoded) through the flow engine
+ * (flow_journal.h): PLANNED creates the job (or takes a finished record back), the job's own
+ * state writes a note, any other state is a declared transition by compare-and-set with the crash
+ * points around it. FERRY_ECONFLICT: another worker changed the job (it is left to that worker).
+ * FERRY_EINVAL naming the key when st cannot be written. */
 int rw_journal(rw_ctx *x, rw_job *j, enum ferry_rewrite_state to, const char *detail,
                ferry_err *err);
 /* A failure of the job: before the swap, the build partition emptied and the job FAILED; after
