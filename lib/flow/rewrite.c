@@ -78,17 +78,6 @@ int ferry_rewrite_state_parse(const char *name, enum ferry_rewrite_state *out, f
     return ferry_err_set(err, FERRY_EINVAL, "unknown rewrite state '%s'", name);
 }
 
-const char *rw_dstr(const rw_job *j, const char *key)
-{
-    const char *s = json_string_value(json_object_get(j->data, key));
-    return s ? s : "";
-}
-
-uint64_t rw_du64(const rw_job *j, const char *key)
-{
-    return (uint64_t)json_integer_value(json_object_get(j->data, key));
-}
-
 int rw_sql(ferry_fleet_server *srv, const char *sql, ferry_ch_rows *rows, ferry_err *err)
 {
     ferry_buf out = FERRY_BUF_INIT;
@@ -117,18 +106,18 @@ void rw_qualified(ferry_buf *b, const char *db, const char *table)
 
 void rw_match_sql(ferry_buf *b, const char *mode, const char *expr, const char *where)
 {
-    ferry_buf_printf(b, "coalesce((%s), 0)", !strcmp(mode, "update") ? where : expr);
+    ferry_buf_printf(b, "coalesce((%s), 0)", rw_text(!strcmp(mode, "update") ? where : expr));
 }
 
 int rw_journal(rw_ctx *x, rw_job *j, enum ferry_rewrite_state to, const char *detail,
                ferry_err *err)
 {
     ferry_job *jb = &j->rec.u.job;
-    char *text = json_dumps(j->data, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!text)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    char *text = NULL;
+    int rc = rw_state_encode(&j->st, &text, err);
+    if (rc)
+        return ferry_err_prefix(err, "job %s: ", jb->id);
     size_t tlen = strlen(text);
-    int rc;
     if (tlen >= FERRY_JOB_DATA_MAX)
         rc = ferry_err_set(err, FERRY_EINVAL, "job %s: its journal (%zu bytes with the "
                            "expression and the partition's parts) exceeds %d bytes; use a "
@@ -153,10 +142,10 @@ typedef struct rw_parts {
     char digest[17]; /* xxh3 of the sorted names, hex */
 } rw_parts;
 
-/* The active parts with rows of partition pid of db.table; names (may be NULL) gets their names
- * as a new JSON array the caller owns (NULL on an error). */
+/* The active parts with rows of partition pid of db.table; list (may be NULL; empty before the
+ * call) gets their names, which the caller frees with rw_names_free, also on an error. */
 static int parts_named(ferry_fleet_server *srv, const char *db, const char *table,
-                       const char *pid, rw_parts *out, json_t **names_out, ferry_err *err)
+                       const char *pid, rw_parts *out, rw_names *list, ferry_err *err)
 {
     ferry_buf sql = FERRY_BUF_INIT, names = FERRY_BUF_INIT;
     ferry_ch_rows rows = {0};
@@ -170,9 +159,6 @@ static int parts_named(ferry_fleet_server *srv, const char *db, const char *tabl
     ferry_sql_quote(pid, &sql);
     ferry_buf_puts(&sql, " ORDER BY name FORMAT TabSeparated");
     int rc = rw_sql(srv, ferry_buf_cstr(&sql), &rows, err);
-    json_t *list = names_out ? json_array() : NULL;
-    if (names_out && !list && !rc)
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < rows.n_rows && rows.n_cols == 3; i++) {
         uint64_t r = 0;
         ferry_parse_u64(ferry_ch_rows_get(&rows, i, 1), &r);
@@ -185,14 +171,7 @@ static int parts_named(ferry_fleet_server *srv, const char *db, const char *tabl
         ferry_buf_puts(&names, ferry_ch_rows_get(&rows, i, 0));
         ferry_buf_puts(&names, "\n");
         if (list)
-            json_array_append_new(list, json_string(ferry_ch_rows_get(&rows, i, 0)));
-    }
-    if (names_out) {
-        if (rc) {
-            json_decref(list);
-            list = NULL;
-        }
-        *names_out = list;
+            rc = rw_names_add(list, ferry_ch_rows_get(&rows, i, 0), err);
     }
     snprintf(out->digest, sizeof out->digest, "%016llx",
              (unsigned long long)XXH3_64bits(names.data ? names.data : "", names.len));
@@ -233,7 +212,7 @@ static int table_policy(ferry_fleet_server *srv, const char *db, const char *tab
 static int empty_build(rw_job *j, ferry_err *err)
 {
     ferry_fleet_server *srv = j->srv;
-    const char *db = rw_dstr(j, "db"), *pid = rw_dstr(j, "pid");
+    const char *db = j->st.db, *pid = j->st.pid;
     bool exists = false;
     char policy[FERRY_NAME_MAX];
     int rc = table_policy(srv, db, j->build, &exists, policy, sizeof policy, err);
@@ -287,8 +266,7 @@ void rw_job_fail(rw_ctx *x, rw_job *j, int rc, const ferry_err *err)
               ferry_rewrite_state_name(j->state), err->msg);
     if (rc == FERRY_ECONFLICT && strstr(err->msg, "another worker"))
         return; /* not ours any more */
-    bool swapped = json_is_true(json_object_get(j->data, "swapped"));
-    if (j->state <= FERRY_REWRITE_SWAP && !swapped) {
+    if (j->state <= FERRY_REWRITE_SWAP && !j->st.swapped) {
         if (empty_build(j, &e2))
             FLOG_WARN("msg=\"rewrite rollback: build partition not emptied\" job=%s err=\"%s\"",
                       j->rec.u.job.id, e2.msg);
@@ -367,7 +345,7 @@ static int check_ferry_objects(ferry_fleet_server *srv, const char *db, const ch
 static int plan_source(rw_ctx *x, rw_job *j, ferry_err *err)
 {
     ferry_fleet_server *srv = j->srv;
-    const char *db = rw_dstr(j, "db"), *table = rw_dstr(j, "table"), *pid = rw_dstr(j, "pid");
+    const char *db = j->st.db, *table = j->st.table, *pid = j->st.pid;
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_ch_rows rows = {0};
     ferry_record_list l = {0};
@@ -383,7 +361,7 @@ static int plan_source(rw_ctx *x, rw_job *j, ferry_err *err)
         goto out;
     }
     ferry_buf_puts(&sql, "SELECT count(), countIf(");
-    rw_match_sql(&sql, rw_dstr(j, "mode"), rw_dstr(j, "expr"), rw_dstr(j, "where"));
+    rw_match_sql(&sql, j->st.mode, j->st.expr, j->st.where);
     ferry_buf_puts(&sql, ") FROM ");
     rw_qualified(&sql, db, table);
     ferry_buf_puts(&sql, " WHERE _partition_id = ");
@@ -399,27 +377,30 @@ static int plan_source(rw_ctx *x, rw_job *j, ferry_err *err)
                            srv->name, pid);
         goto out;
     }
-    bool del = !strcmp(rw_dstr(j, "mode"), "delete");
-    json_object_set_new(j->data, "rows_before", json_integer((json_int_t)total));
-    json_object_set_new(j->data, "rows_matched", json_integer((json_int_t)matched));
-    json_object_set_new(j->data, "rows_after", json_integer((json_int_t)(del ? total - matched
-                                                                             : total)));
-    json_object_set_new(j->data, "src", json_string(p.digest));
-    json_object_set_new(j->data, "src_n", json_integer((json_int_t)p.n));
-    const char *prefix[2] = {rw_dstr(j, "table"), pid}; /* tiering's key: the server table */
+    bool del = !strcmp(j->st.mode, "delete");
+    rw_state *st = &j->st;
+    st->rows_before = total;
+    st->rows_matched = matched;
+    st->rows_after = del ? total - matched : total;
+    st->has_rows_before = st->has_rows_matched = st->has_rows_after = true;
+    snprintf(st->src, sizeof st->src, "%s", p.digest);
+    st->src_n = p.n;
+    st->has_src_n = true;
+    const char *prefix[2] = {st->table, pid}; /* tiering's key: the server table */
     if ((rc = ferry_catalog_list(x->fl->cat, FERRY_REC_PART, prefix, 2, &l, err)))
         goto out;
-    json_t *old = json_array();
-    for (size_t i = 0; i < l.n; i++) {
+    rw_names_free(&st->old);
+    st->has_old = true; /* also when no record lists the server */
+    for (size_t i = 0; i < l.n && !rc; i++) {
         const ferry_part *pt = &l.items[i].u.part;
         if (!ferry_list_has(pt->servers, srv->name))
             continue;
         char key[2 * FERRY_NAME_MAX + 2];
         snprintf(key, sizeof key, "%s/%s", pt->origin, pt->name);
-        json_array_append_new(old, json_string(key));
+        rc = rw_names_add(&st->old, key, err);
     }
-    json_object_set_new(j->data, "old", old);
-    rc = check_ferry_objects(srv, db, table, pid, &l, err);
+    if (!rc)
+        rc = check_ferry_objects(srv, db, table, pid, &l, err);
 out:
     ferry_record_list_free(&l);
     ferry_ch_rows_free(&rows);
@@ -430,13 +411,13 @@ out:
 int rw_step_build(rw_ctx *x, rw_job *j, ferry_err *err)
 {
     ferry_fleet_server *srv = j->srv;
-    const char *db = rw_dstr(j, "db"), *table = rw_dstr(j, "table"), *pid = rw_dstr(j, "pid");
+    const char *db = j->st.db, *table = j->st.table, *pid = j->st.pid;
     ferry_buf sql = FERRY_BUF_INIT;
     int rc = FERRY_OK;
     if (j->state == FERRY_REWRITE_PLANNED) {
         if ((rc = plan_source(x, j, err)))
             goto out;
-        if (!rw_du64(j, "rows_matched")) { /* changed since it was planned: nothing to do */
+        if (!j->st.rows_matched) { /* changed since it was planned: nothing to do */
             rc = rw_journal(x, j, FERRY_REWRITE_DONE, "no row matches", err);
             j->out = true;
             goto out;
@@ -469,22 +450,21 @@ int rw_step_build(rw_ctx *x, rw_job *j, ferry_err *err)
     if ((rc = empty_build(j, err)))
         goto out;
     /* the corrected partition, on the hot disk (new parts go to the policy's first volume) */
-    bool upd = !strcmp(rw_dstr(j, "mode"), "update");
+    bool upd = rw_state_is_update(&j->st);
     ferry_buf_reset(&sql);
     ferry_buf_puts(&sql, "INSERT INTO ");
     rw_qualified(&sql, db, j->build);
     ferry_buf_puts(&sql, " SELECT *");
     if (upd) {
         ferry_buf_printf(&sql, " REPLACE (if(coalesce((%s), 0), (%s), `%s`) AS `%s`)",
-                         rw_dstr(j, "where"), rw_dstr(j, "expr"), rw_dstr(j, "col"),
-                         rw_dstr(j, "col"));
+                         rw_text(j->st.where), rw_text(j->st.expr), j->st.col, j->st.col);
     }
     ferry_buf_puts(&sql, " FROM ");
     rw_qualified(&sql, db, table);
     ferry_buf_puts(&sql, " WHERE _partition_id = ");
     ferry_sql_quote(pid, &sql);
     if (!upd)
-        ferry_buf_printf(&sql, " AND NOT coalesce((%s), 0)", rw_dstr(j, "expr"));
+        ferry_buf_printf(&sql, " AND NOT coalesce((%s), 0)", rw_text(j->st.expr));
     /* a retried INSERT must not be dropped as a duplicate of the first one */
     ferry_buf_puts(&sql, " SETTINGS insert_deduplicate = 0");
     if ((rc = rw_sql(srv, ferry_buf_cstr(&sql), NULL, err)))
@@ -507,12 +487,12 @@ int rw_step_build(rw_ctx *x, rw_job *j, ferry_err *err)
             (rc = parts_of(srv, db, j->build, pid, &b, err)))
             goto out;
     }
-    if (b.rows != rw_du64(j, "rows_after") || b.cold) {
+    if (b.rows != j->st.rows_after || b.cold) {
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: the build of partition %s holds %" PRIu64
                            " rows (%zu parts on object storage) but must hold %" PRIu64 " on the "
                            "hot disk (did the update change a partition column, or the rows "
                            "change meanwhile?)", srv->name, pid, b.rows, b.cold,
-                           rw_du64(j, "rows_after"));
+                           j->st.rows_after);
         goto out;
     }
     rc = rw_journal(x, j, FERRY_REWRITE_SWAP, NULL, err);
@@ -539,31 +519,22 @@ static int replace_unsafe(ferry_fleet_server *srv, bool *unsafe, ferry_err *err)
     return rc;
 }
 
-static bool names_have(json_t *names, const char *name)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(names, i, v) if (!strcmp(json_string_value(v) ?: "", name)) return true;
-    return false;
-}
-
 /* The swap's attach form, for a server whose REPLACE PARTITION is not crash-safe: DETACH PART of
  * each part of detach (source parts still active), then, when attach, ATTACH PARTITION pid FROM
  * the build (hard links; the build keeps its parts until empty_build). DETACH moves a cold part's
  * pointer files to detached/ and deletes no object. Not atomic for readers: a read in between
  * sees the partition without its rows. Safe to repeat (rw_step_swap): a resumed job detaches the
  * source parts still active and attaches once no other part is there. */
-static int swap_attach(rw_job *j, json_t *detach, bool attach, ferry_err *err)
+static int swap_attach(rw_job *j, const rw_names *detach, bool attach, ferry_err *err)
 {
-    const char *db = rw_dstr(j, "db"), *pid = rw_dstr(j, "pid");
+    const char *db = j->st.db, *pid = j->st.pid;
     ferry_buf sql = FERRY_BUF_INIT;
-    size_t i, k = 0;
-    json_t *v;
+    size_t k = 0;
     ferry_buf_puts(&sql, "ALTER TABLE ");
-    rw_qualified(&sql, db, rw_dstr(j, "table"));
-    json_array_foreach(detach, i, v) {
+    rw_qualified(&sql, db, j->st.table);
+    for (size_t i = 0; i < detach->n; i++) {
         ferry_buf_puts(&sql, k++ ? ", DETACH PART " : " DETACH PART ");
-        ferry_sql_quote(json_string_value(v), &sql);
+        ferry_sql_quote(detach->v[i], &sql);
     }
     if (attach) {
         ferry_buf_puts(&sql, k++ ? ", ATTACH PARTITION ID " : " ATTACH PARTITION ID ");
@@ -581,8 +552,7 @@ static int swap_attach(rw_job *j, json_t *detach, bool attach, ferry_err *err)
 static int remove_detached_sources(rw_job *j, ferry_err *err)
 {
     ferry_fleet_server *srv = j->srv;
-    const char *db = rw_dstr(j, "db"), *table = rw_dstr(j, "table");
-    json_t *src = json_object_get(j->data, "src_parts");
+    const char *db = j->st.db, *table = j->st.table;
     const char **gone = NULL;
     size_t n_gone = 0;
     ferry_buf sql = FERRY_BUF_INIT;
@@ -593,7 +563,7 @@ static int remove_detached_sources(rw_job *j, ferry_err *err)
     ferry_buf_puts(&sql, " AND table = ");
     ferry_sql_quote(table, &sql);
     ferry_buf_puts(&sql, " AND partition_id = ");
-    ferry_sql_quote(rw_dstr(j, "pid"), &sql);
+    ferry_sql_quote(j->st.pid, &sql);
     ferry_buf_puts(&sql, " FORMAT TabSeparated");
     if ((rc = rw_sql(srv, ferry_buf_cstr(&sql), &rows, err)))
         goto out;
@@ -602,7 +572,7 @@ static int remove_detached_sources(rw_job *j, ferry_err *err)
         goto out;
     }
     for (size_t i = 0; i < rows.n_rows; i++)
-        if (names_have(src, ferry_ch_rows_get(&rows, i, 0)))
+        if (rw_names_has(&j->st.src_parts, ferry_ch_rows_get(&rows, i, 0)))
             gone[n_gone++] = ferry_ch_rows_get(&rows, i, 0);
     if (!n_gone)
         goto out;
@@ -619,15 +589,16 @@ out:
 int rw_step_swap(rw_ctx *x, rw_job *j, ferry_err *err)
 {
     ferry_fleet_server *srv = j->srv;
-    const char *db = rw_dstr(j, "db"), *table = rw_dstr(j, "table"), *pid = rw_dstr(j, "pid");
-    uint64_t after = rw_du64(j, "rows_after");
+    const char *db = j->st.db, *table = j->st.table, *pid = j->st.pid;
+    rw_state *st = &j->st;
+    uint64_t after = st->rows_after;
     ferry_buf sql = FERRY_BUF_INIT;
-    json_t *names = NULL, *detach = NULL;
+    rw_names names = {0}, detach = {0};
     rw_parts cur, b;
     int rc = parts_named(srv, db, table, pid, &cur, &names, err);
     if (rc)
         goto out;
-    bool source = cur.n == rw_du64(j, "src_n") && !cur.hot && !strcmp(cur.digest, rw_dstr(j, "src"));
+    bool source = cur.n == st->src_n && !cur.hot && !strcmp(cur.digest, st->src);
     if (source) {
         if ((rc = parts_of(srv, db, j->build, pid, &b, err)))
             goto out;
@@ -640,10 +611,14 @@ int rw_step_swap(rw_ctx *x, rw_job *j, ferry_err *err)
         bool unsafe = true;
         if ((rc = replace_unsafe(srv, &unsafe, err)))
             goto out;
-        json_object_set_new(j->data, "swapped", json_true());
-        json_object_set_new(j->data, "swap", json_string(unsafe ? "attach" : "replace"));
-        if (unsafe) /* the names the attach form detaches, for a resumed job */
-            json_object_set(j->data, "src_parts", names);
+        st->swapped = st->has_swapped = true;
+        snprintf(st->swap, sizeof st->swap, "%s", unsafe ? "attach" : "replace");
+        if (unsafe) { /* the names the attach form detaches, for a resumed job */
+            rw_names_free(&st->src_parts);
+            st->src_parts = names;
+            st->has_src_parts = true;
+            memset(&names, 0, sizeof names); /* moved */
+        }
         if ((rc = rw_journal(x, j, FERRY_REWRITE_SWAP, NULL, err)))
             goto out;
         ferry_fault_point("FERRY_TEST_REWRITE_CRASH_AFTER", "SWAP_JOURNALED");
@@ -651,7 +626,7 @@ int rw_step_swap(rw_ctx *x, rw_job *j, ferry_err *err)
             FLOG_INFO("msg=\"ClickHouse before 26.7: the rewrite swaps by DETACH PART and ATTACH, "
                       "no REPLACE PARTITION (a restart would load the replaced parts again)\" "
                       "server=%s pid=%s", srv->name, pid);
-            rc = swap_attach(j, names, after > 0, err);
+            rc = swap_attach(j, &st->src_parts, after > 0, err);
         } else {
             ferry_buf_puts(&sql, "ALTER TABLE ");
             rw_qualified(&sql, db, table);
@@ -668,34 +643,30 @@ int rw_step_swap(rw_ctx *x, rw_job *j, ferry_err *err)
         ferry_fault_point("FERRY_TEST_REWRITE_CRASH_AFTER", "REPLACED");
         if ((rc = parts_of(srv, db, table, pid, &cur, err)))
             goto out;
-    } else if (json_is_true(json_object_get(j->data, "swapped")) &&
-               !strcmp(rw_dstr(j, "swap"), "attach")) {
+    } else if (st->swapped && !strcmp(st->swap, "attach")) {
         /* resumed inside the attach form (stopped between its DETACH PARTs and its ATTACH): the
          * source parts still active go, and the build is attached unless something else (the
          * rebuilt parts) is there already */
-        json_t *src = json_object_get(j->data, "src_parts"), *v;
-        size_t i, others = 0;
-        if (!(detach = json_array())) {
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            goto out;
-        }
-        json_array_foreach(names, i, v) {
-            if (names_have(src, json_string_value(v)))
-                json_array_append(detach, v);
+        size_t others = 0;
+        for (size_t i = 0; i < names.n && !rc; i++) {
+            if (rw_names_has(&st->src_parts, names.v[i]))
+                rc = rw_names_add(&detach, names.v[i], err);
             else
                 others++;
         }
+        if (rc)
+            goto out;
         bool attach = after > 0 && others == 0;
-        if (json_array_size(detach) || attach) {
+        if (detach.n || attach) {
             FLOG_INFO("msg=\"rewrite: resuming the attach form of the swap\" server=%s pid=%s "
-                      "detach=%zu attach=%d", srv->name, pid, json_array_size(detach), attach);
-            if ((rc = swap_attach(j, detach, attach, err)) ||
+                      "detach=%zu attach=%d", srv->name, pid, detach.n, attach);
+            if ((rc = swap_attach(j, &detach, attach, err)) ||
                 (rc = parts_of(srv, db, table, pid, &cur, err)))
                 goto out;
         }
     }
     if (cur.cold || cur.rows != after) {
-        bool swapped = json_is_true(json_object_get(j->data, "swapped"));
+        bool swapped = st->swapped;
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: partition %s of %s.%s %s (%zu parts, %zu on "
                            "object storage, %" PRIu64 " rows; the rebuilt one has %" PRIu64 ")%s",
                            srv->name, pid, db, table,
@@ -706,20 +677,20 @@ int rw_step_swap(rw_ctx *x, rw_job *j, ferry_err *err)
                                    : "; nothing was swapped, run the rewrite again");
         goto out;
     }
-    if (!json_is_true(json_object_get(j->data, "swapped"))) {
+    if (!st->swapped) {
         /* resumed with nothing swapped but no source either: only a rebuilt partition counts */
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: partition %s no longer holds its source "
                            "parts, and the swap was never journaled", srv->name, pid);
         goto out;
     }
-    if (!strcmp(rw_dstr(j, "swap"), "attach") && (rc = remove_detached_sources(j, err)))
+    if (!strcmp(st->swap, "attach") && (rc = remove_detached_sources(j, err)))
         goto out;
     if ((rc = empty_build(j, err)))
         goto out;
     rc = rw_journal(x, j, FERRY_REWRITE_TIER, NULL, err);
 out:
-    json_decref(names);
-    json_decref(detach);
+    rw_names_free(&names);
+    rw_names_free(&detach);
     ferry_buf_free(&sql);
     return rc;
 }
@@ -736,13 +707,13 @@ int rw_step_tier(rw_ctx *x, rw_job **js, size_t n, ferry_err *err)
     if (!pids)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++)
-        if (rw_du64(js[i], "rows_after"))
-            pids[np++] = rw_dstr(js[i], "pid");
+        if (js[i]->st.rows_after)
+            pids[np++] = js[i]->st.pid;
     if (np) {
         ferry_tier_options o = {0};
         o.config_path = x->opt->config_path;
         o.server = js[0]->srv->name;
-        o.table = rw_dstr(js[0], "catalog_table");
+        o.table = js[0]->st.catalog_table;
         o.older_than = 1; /* any finished day: the partition was cold before the rewrite */
         o.owner = x->owner;
         o.partition_ids = pids;
@@ -754,13 +725,12 @@ int rw_step_tier(rw_ctx *x, rw_job **js, size_t n, ferry_err *err)
     for (size_t i = 0; i < n; i++) {
         rw_job *j = js[i];
         rw_parts cur;
-        int rc = parts_of(j->srv, rw_dstr(j, "db"), rw_dstr(j, "table"), rw_dstr(j, "pid"), &cur,
-                          err);
-        if (!rc && (cur.hot || cur.rows != rw_du64(j, "rows_after")))
+        int rc = parts_of(j->srv, j->st.db, j->st.table, j->st.pid, &cur, err);
+        if (!rc && (cur.hot || cur.rows != j->st.rows_after))
             rc = trc ? (*err = terr, ferry_err_prefix(err, "tiering the rebuilt partition: "), trc)
                      : ferry_err_set(err, FERRY_EINVAL, "%s: partition %s is not cold after the "
                                      "tiering run (%zu hot parts, %" PRIu64 " rows); run the "
-                                     "rewrite again", j->srv->name, rw_dstr(j, "pid"), cur.hot,
+                                     "rewrite again", j->srv->name, j->st.pid, cur.hot,
                                      cur.rows);
         if (!rc)
             rc = rw_journal(x, j, FERRY_REWRITE_RECORD, NULL, err);
@@ -773,24 +743,21 @@ int rw_step_tier(rw_ctx *x, rw_job **js, size_t n, ferry_err *err)
 
 /* ---- RECORD --------------------------------------------------------------------------------- */
 
-static bool in_old(json_t *old, const ferry_part *p)
+static bool in_old(const rw_names *old, const ferry_part *p)
 {
-    size_t i;
-    json_t *v;
     char key[2 * FERRY_NAME_MAX + 2];
     snprintf(key, sizeof key, "%s/%s", p->origin, p->name);
-    json_array_foreach(old, i, v) if (!strcmp(json_string_value(v), key)) return true;
-    return false;
+    return rw_names_has(old, key);
 }
 
 int rw_step_record(rw_ctx *x, rw_job *j, ferry_err *err)
 {
-    const char *server = j->srv->name, *pid = rw_dstr(j, "pid");
-    json_t *old = json_object_get(j->data, "old");
+    const char *server = j->srv->name, *pid = j->st.pid;
+    const rw_names *old = &j->st.old;
     int rc = FERRY_OK;
     for (int attempt = 0; attempt < CAS_TRIES; attempt++) {
         ferry_record_list l = {0};
-        const char *prefix[2] = {rw_dstr(j, "table"), pid}; /* tiering's key: the server table */
+        const char *prefix[2] = {j->st.table, pid}; /* tiering's key: the server table */
         if ((rc = ferry_catalog_list(x->fl->cat, FERRY_REC_PART, prefix, 2, &l, err)))
             return rc;
         ferry_batch *b = ferry_batch_new();
@@ -807,12 +774,11 @@ int rw_step_record(rw_ctx *x, rw_job *j, ferry_err *err)
             rc = p->servers[0] ? ferry_batch_update(b, &l.items[k], err)
                                : ferry_batch_delete(b, &l.items[k], err);
         }
-        if (!rc && !rw_du64(j, "rows_after")) { /* the partition is gone from this server */
+        if (!rc && !j->st.rows_after) { /* the partition is gone from this server */
             ferry_record pr;
             ferry_record_init(&pr, FERRY_REC_PARTITION);
             snprintf(pr.u.partition.server, sizeof pr.u.partition.server, "%s", server);
-            snprintf(pr.u.partition.table, sizeof pr.u.partition.table, "%s",
-                     rw_dstr(j, "table"));
+            snprintf(pr.u.partition.table, sizeof pr.u.partition.table, "%s", j->st.table);
             snprintf(pr.u.partition.partition_id, sizeof pr.u.partition.partition_id, "%s", pid);
             int g = ferry_catalog_get(x->fl->cat, &pr, err);
             if (g == FERRY_ENOTFOUND)
@@ -832,8 +798,8 @@ int rw_step_record(rw_ctx *x, rw_job *j, ferry_err *err)
     if (rc)
         return rc;
     char detail[128];
-    snprintf(detail, sizeof detail, "%" PRIu64 " rows %s", rw_du64(j, "rows_matched"),
-             strcmp(rw_dstr(j, "mode"), "update") ? "erased" : "updated");
+    snprintf(detail, sizeof detail, "%" PRIu64 " rows %s", j->st.rows_matched,
+             rw_state_is_update(&j->st) ? "updated" : "erased");
     j->out = true;
     return rw_journal(x, j, FERRY_REWRITE_DONE, detail, err);
 }

@@ -12,24 +12,14 @@
 #include "ferry/clickhouse.h"
 #include "ferry/fleet.h"
 #include "ferry/rewrite.h"
+#include "flow/rewrite_state.h"
 
-/* One job: one partition of one table on one server. data is the journal's JSON state:
- *   server, db, table (the ClickHouse table), catalog_table, pid, tenant, day, split
- *   mode "delete" | "update"; expr (the --delete-where filter, or the --update value), col and
- *   where (update)
- *   rows_before, rows_matched, rows_after   the partition's rows before, the rows the filter
- *                                           matches, the rows the rebuilt partition must hold
- *   src, src_n     xxh3 of the sorted names of the partition's (cold) parts before, and their
- *                  number: the swap runs only while the partition is still exactly those
- *   old            ["origin/name", ...]: the catalog part records that listed this server for
- *                  the partition before (taken off this server in RECORD)
- *   swapped        the swap statement may have run (no rollback from here on)
- *   swap           "replace" | "attach": the swap's form (attach: ClickHouse before 26.7)
- *   src_parts      the attach form: the source parts' names, detached by the swap */
+/* One job: one partition of one table on one server. st is the journal's state, typed
+ * (rewrite_state.h lists its keys): decoded when a job is resumed, encoded at each rw_journal. */
 typedef struct rw_job {
     ferry_record rec; /* as last read or written (rec.version; ferry_flow_job_stored) */
     enum ferry_rewrite_state state;
-    json_t *data;
+    rw_state st; /* owned: rw_state_free */
     ferry_fleet_server *srv;
     const ferry_table_def *def;
     char build[FERRY_NAME_MAX]; /* <table>_ferry_rewrite */
@@ -50,19 +40,24 @@ typedef struct rw_ctx {
     json_t *skipped;
 } rw_ctx;
 
-const char *rw_dstr(const rw_job *j, const char *key);
-uint64_t rw_du64(const rw_job *j, const char *key);
+/* s, or "" for an absent expression (NULL): it goes into SQL, where ClickHouse refuses it. */
+static inline const char *rw_text(const char *s)
+{
+    return s ? s : "";
+}
 /* Runs sql on the job's server through the SQL guard; rows may be NULL. */
 int rw_sql(ferry_fleet_server *srv, const char *sql, ferry_ch_rows *rows, ferry_err *err);
 /* db.table, both back-quoted. */
 void rw_qualified(ferry_buf *b, const char *db, const char *table);
-/* The condition that selects the rows the job changes (NULL counts as false). */
+/* The condition that selects the rows the job changes (a NULL value of it counts as false):
+ * where in mode "update", else expr. */
 void rw_match_sql(ferry_buf *b, const char *mode, const char *expr, const char *where);
 
-/* Journals state `to` with the job's data through the flow engine (flow_journal.h): PLANNED
- * creates the job (or takes a finished record back), the job's own state writes a note, any
- * other state is a declared transition by compare-and-set with the crash points around it.
- * FERRY_ECONFLICT: another worker changed the job (it is left to that worker). */
+/* Journals state `to` with the job's data (j->st, encoded) through the flow engine
+ * (flow_journal.h): PLANNED creates the job (or takes a finished record back), the job's own
+ * state writes a note, any other state is a declared transition by compare-and-set with the crash
+ * points around it. FERRY_ECONFLICT: another worker changed the job (it is left to that worker).
+ * FERRY_EINVAL naming the key when st cannot be written. */
 int rw_journal(rw_ctx *x, rw_job *j, enum ferry_rewrite_state to, const char *detail,
                ferry_err *err);
 /* A failure of the job: before the swap, the build partition emptied and the job FAILED; after

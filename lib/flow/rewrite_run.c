@@ -44,19 +44,19 @@ static rw_job *job_new(rw_ctx *x, ferry_err *err)
     return j;
 }
 
-/* The job's working fields (server, table definition, build table) from its data. */
+/* The job's working fields (server, table definition, build table) from its state. */
 static int job_bind(rw_ctx *x, rw_job *j, ferry_err *err)
 {
-    j->srv = ferry_fleet_server_find(x->fl, rw_dstr(j, "server"));
-    j->def = ferry_fleet_table_find(x->fl, rw_dstr(j, "catalog_table"));
+    j->srv = ferry_fleet_server_find(x->fl, j->st.server);
+    j->def = ferry_fleet_table_find(x->fl, j->st.catalog_table);
     if (!j->srv || !j->def)
         return ferry_err_set(err, FERRY_ENOTFOUND, "job %s: server %s or table %s is no longer "
-                             "in the catalog", j->rec.u.job.id, rw_dstr(j, "server"),
-                             rw_dstr(j, "catalog_table"));
-    if (snprintf(j->build, sizeof j->build, "%s_ferry_rewrite", rw_dstr(j, "table")) >=
+                             "in the catalog", j->rec.u.job.id, j->st.server,
+                             j->st.catalog_table);
+    if (snprintf(j->build, sizeof j->build, "%s_ferry_rewrite", j->st.table) >=
         (int)sizeof j->build)
         return ferry_err_set(err, FERRY_EINVAL, "table %s: name too long for its build table",
-                             rw_dstr(j, "table"));
+                             j->st.table);
     return FERRY_OK;
 }
 
@@ -86,11 +86,14 @@ static int resume_jobs(rw_ctx *x, ferry_err *err)
         jb = &j->rec.u.job;
         j->state = (enum ferry_rewrite_state)ferry_flow_job_state(&x->journal, &j->rec);
         j->resumed = true;
-        j->data = json_loads(ferry_job_data(jb), 0, NULL);
-        if (!j->data)
-            j->data = json_object();
         ferry_err e = {0};
-        int brc = job_bind(x, j, &e);
+        /* a record whose data this version cannot read is left as it is, not run, and reported
+         * with the key at fault */
+        int brc = rw_state_decode(ferry_job_data(jb), &j->st, &e);
+        if (brc)
+            ferry_err_prefix(&e, "job %s: ", jb->id);
+        else
+            brc = job_bind(x, j, &e);
         if (brc) {
             j->rc = brc;
             j->err = e;
@@ -163,25 +166,24 @@ static int plan_job(rw_ctx *x, ferry_fleet_server *srv, const ferry_table_def *d
     ferry_flow_job_init(&x->journal, &j->rec, id, NULL); /* checked above: it fits */
     const ferry_rewrite_options *o = x->opt;
     bool upd = o->update_col != NULL;
-    j->data = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:I}",
-                        "server", srv->name, "db", def->database, "table", table,
-                        "catalog_table", def->name, "pid", c->pid, "tenant", c->key.tenant,
-                        "day", (json_int_t)c->key.day, "split", (json_int_t)c->key.split,
-                        "mode", upd ? "update" : "delete",
-                        "expr", upd ? o->update_expr : o->delete_where,
-                        "rows_before", (json_int_t)c->rows, "rows_matched",
-                        (json_int_t)c->matched);
-    if (upd) {
-        json_object_set_new(j->data, "col", json_string(o->update_col));
-        json_object_set_new(j->data, "where", json_string(o->where));
-    }
+    rw_state *st = &j->st;
+    int rc = rw_state_plan(st, srv->name, def->database, table, def->name, c->pid, c->key.tenant,
+                           c->key.day, c->key.split, err);
+    if (!rc)
+        rc = rw_state_set_change(st, o->update_col, upd ? o->update_expr : o->delete_where,
+                                 o->where, err);
+    st->rows_before = c->rows;
+    st->rows_matched = c->matched;
+    st->has_rows_before = st->has_rows_matched = true;
     j->state = FERRY_REWRITE_PLANNED;
-    int rc = job_bind(x, j, err);
+    if (!rc)
+        rc = job_bind(x, j, err);
     if (!rc) /* created, or a finished record of the same id taken back (unfinished ones were
               * resumed) */
         rc = rw_journal(x, j, FERRY_REWRITE_PLANNED, NULL, err);
     if (rc) {
-        json_decref(j->data);
+        rw_state_free(st);
+        ferry_record_free(&j->rec);
         x->n_jobs--;
     }
     return rc;
@@ -341,19 +343,19 @@ static void job_ended(rw_ctx *x, rw_job *j, size_t *done, size_t *failed, uint64
                       uint64_t *rows_changed, uint64_t rows_total, double t0)
 {
     (*done)++;
-    *rows_read += rw_du64(j, "rows_before");
+    *rows_read += j->st.rows_before;
     if (j->rc || j->state != FERRY_REWRITE_DONE)
         (*failed)++;
     else
-        *rows_changed += rw_du64(j, "rows_matched");
+        *rows_changed += j->st.rows_matched;
     if (!x->opt->progress)
         return;
     ferry_rewrite_progress p = {.done = *done, .total = x->n_jobs, .failed = *failed,
                                 .rows_read = *rows_read, .rows_total = rows_total,
                                 .rows_changed = *rows_changed,
                                 .elapsed_s = (now_ms() - t0) / 1000.0, .eta_s = -1,
-                                .job = j->rec.u.job.id, .server = rw_dstr(j, "server"),
-                                .partition_id = rw_dstr(j, "pid"),
+                                .job = j->rec.u.job.id, .server = j->st.server,
+                                .partition_id = j->st.pid,
                                 .state = ferry_rewrite_state_name(j->state)};
     /* by rows: partitions of one tenant differ in size far more than in count */
     double frac = rows_total ? (double)*rows_read / (double)rows_total
@@ -385,7 +387,7 @@ static void run_batch(rw_ctx *x, size_t from, size_t to, rw_job **group)
         for (size_t k = i; k < to; k++) {
             rw_job *b = &x->jobs[k];
             if (!b->out && b->state == FERRY_REWRITE_TIER && b->srv == a->srv &&
-                !strcmp(rw_dstr(a, "catalog_table"), rw_dstr(b, "catalog_table")))
+                !strcmp(a->st.catalog_table, b->st.catalog_table))
                 group[n++] = b;
         }
         rw_step_tier(x, group, n, &err);
@@ -411,7 +413,7 @@ static void run_jobs(rw_ctx *x, double t0)
     uint64_t rows_total = 0, rows_read = 0, rows_changed = 0;
     size_t done = 0, failed = 0;
     for (size_t i = 0; i < x->n_jobs; i++)
-        rows_total += rw_du64(&x->jobs[i], "rows_before");
+        rows_total += x->jobs[i].st.rows_before;
     for (size_t from = 0; from < x->n_jobs; from += FERRY_REWRITE_BATCH) {
         size_t to = from + FERRY_REWRITE_BATCH < x->n_jobs ? from + FERRY_REWRITE_BATCH
                                                            : x->n_jobs;
@@ -429,14 +431,14 @@ static void report_jobs(rw_ctx *x, int *first_rc, ferry_err *first_err)
     uint64_t changed = 0;
     for (size_t i = 0; i < x->n_jobs; i++) {
         rw_job *j = &x->jobs[i];
+        const rw_state *st = &j->st;
         json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:b}", "id",
-                              j->rec.u.job.id, "server", rw_dstr(j, "server"), "table",
-                              rw_dstr(j, "table"), "partition_id", rw_dstr(j, "pid"), "day",
-                              (json_int_t)rw_du64(j, "day"), "state",
+                              j->rec.u.job.id, "server", st->server, "table", st->table,
+                              "partition_id", st->pid, "day", (json_int_t)st->day, "state",
                               ferry_rewrite_state_name(j->state), "rows_before",
-                              (json_int_t)rw_du64(j, "rows_before"), "rows_matched",
-                              (json_int_t)rw_du64(j, "rows_matched"), "rows_after",
-                              (json_int_t)rw_du64(j, "rows_after"), "resumed", j->resumed);
+                              (json_int_t)st->rows_before, "rows_matched",
+                              (json_int_t)st->rows_matched, "rows_after",
+                              (json_int_t)st->rows_after, "resumed", j->resumed);
         if (j->rc) {
             json_object_set_new(o, "detail", json_string(j->err.msg));
             failed++;
@@ -451,7 +453,7 @@ static void report_jobs(rw_ctx *x, int *first_rc, ferry_err *first_err)
                                           j->rec.u.job.id, ferry_rewrite_state_name(j->state));
         } else {
             done++;
-            changed += rw_du64(j, "rows_matched");
+            changed += j->st.rows_matched;
         }
         resumed += j->resumed;
         json_array_append_new(jobs, o);
@@ -523,7 +525,7 @@ out:
     if (lease)
         ferry_catalog_lease_release(x.fl->cat, lease);
     for (size_t i = 0; i < x.n_jobs; i++) {
-        json_decref(x.jobs[i].data);
+        rw_state_free(&x.jobs[i].st);
         ferry_record_free(&x.jobs[i].rec);
     }
     free(x.jobs);
