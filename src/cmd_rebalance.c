@@ -137,7 +137,9 @@ int cmd_rebalance(int argc, char **argv)
         goto out;
     rc = cli_run_plan(&e, &plan, (unsigned)par, (unsigned)per_shard, bps, shard_bps, &done,
                       &failed, results, &err);
-    if (!rc && !failed) { /* new shards the plan no longer fills are active from now on */
+    if (!rc && !failed) {
+        /* new shards the plan no longer fills are active from now on, and re-weighted ones
+         * it no longer moves slices to or from are balanced for their weight */
         ferry_rebalance_plan again = {0};
         rc = ferry_catalog_open(e.catalog_url, &cat, &err);
         if (!rc)

@@ -19,8 +19,10 @@ const char cmd_shard_usage[] =
     "        rebalance is over; until then no split raise or new tenant places a slice on\n"
     "        it), or makes a draining shard active\n"
     "        again, or records its changed replicas, agent or credential files;\n"
-    "        --weight overrides its weight. Running routers and coordinators follow the\n"
-    "        catalog's shards without a restart\n"
+    "        --weight overrides its weight: for a shard in service the next rebalance moves\n"
+    "        slices onto it (a higher weight) or off it (a lower one), as placement by the\n"
+    "        new weights puts them. Running routers and coordinators follow the catalog's\n"
+    "        shards without a restart\n"
     "drain   marks the shard draining: the next rebalance moves every slice off it\n"
     "remove  marks a drained shard gone (refused while it still serves slices)\n"
     "\n"
@@ -125,7 +127,7 @@ int cmd_shard(int argc, char **argv)
             if (!ferry_shard_placeable(rec.u.shard.state))
                 rec.u.shard.state = FERRY_SHARD_ACTIVE; /* a draining shard back in service */
             if (weight > 0)
-                rec.u.shard.weight = weight;
+                ferry_shard_reweight(&rec.u.shard, weight);
             rc = ferry_catalog_update(cat, &rec, &err);
         }
     } else {

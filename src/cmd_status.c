@@ -169,6 +169,10 @@ int cmd_status(int argc, char **argv)
                ferry_fmt_bytes(ss->bytes, b1, sizeof b1),
                ss->shard.capacity ? ferry_fmt_bytes(ss->shard.capacity, b2, sizeof b2) : "-",
                fill, bar);
+        if (ss->shard.placed_weight > 0)
+            printf("%-16s re-weighted from %.2f: the next rebalance moves slices %s it\n", "",
+                   ss->shard.placed_weight,
+                   ss->shard.weight > ss->shard.placed_weight ? "onto" : "off");
     }
     for (size_t s = 0; s < cs.n_unknown; s++) {
         char b1[32];

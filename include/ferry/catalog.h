@@ -78,6 +78,12 @@ enum ferry_shard_state {
 typedef struct ferry_shard {
     char name[FERRY_NAME_MAX];
     double weight;
+    /* The weight the routing table was balanced for, when the shard was re-weighted since
+     * (`ferry shard add NAME --weight W` on a shard already in service); 0: balanced for
+     * `weight`. The rebalance plan takes it as the shard's old weight, so a heavier shard
+     * attracts slices and a lighter one gives some up, and the rebalance that leaves no step to
+     * or from the shard clears it (ferry_shards_settle). */
+    double placed_weight;
     uint64_t capacity;              /* bytes */
     char replicas[FERRY_LIST_MAX];  /* ClickHouse HTTP URLs, comma-separated */
     char agent[FERRY_URL_MAX];      /* node agent URL */
@@ -295,6 +301,10 @@ const char *ferry_record_kind_name(enum ferry_record_kind k); /* "shard", "move"
 const char *ferry_shard_state_name(enum ferry_shard_state s); /* active draining gone new */
 /* ACTIVE or NEW: a shard the placement fills (moves may go to it). */
 bool ferry_shard_placeable(enum ferry_shard_state s);
+/* Gives *s the weight w (> 0). For a shard the routing table already counts (not NEW), the
+ * weight it was balanced for is kept in placed_weight, unless an earlier re-weight still waits
+ * for its rebalance (that one's is kept), and cleared when w is that weight again. */
+void ferry_shard_reweight(ferry_shard *s, double w);
 int ferry_shard_state_parse(const char *s, enum ferry_shard_state *out);
 const char *ferry_move_state_name(enum ferry_move_state s);
 int ferry_move_state_parse(const char *s, enum ferry_move_state *out);

@@ -212,7 +212,9 @@ void ferry_rebalance_plan_free(ferry_rebalance_plan *p);
 
 /* After a rebalance: makes ACTIVE every NEW shard (catalog.h) that no step of `remaining` (the
  * plan computed again once the run ended) goes to: its first rebalance is over, and split raises
- * may place slices on it again. *settled (may be NULL) counts them. */
+ * may place slices on it again. *settled (may be NULL) counts them. Likewise clears the
+ * placed_weight of every re-weighted shard that no step goes to or leaves: the routing table is
+ * balanced for its weight now (not counted in *settled). */
 int ferry_shards_settle(ferry_catalog *cat, const ferry_rebalance_plan *remaining, size_t *settled,
                         ferry_err *err);
 

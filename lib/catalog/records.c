@@ -4,6 +4,8 @@
 #include "catalog/catalog_int.h"
 #include "ferry/strutil.h"
 
+#include <assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +68,15 @@ const char *ferry_shard_state_name(enum ferry_shard_state s)
 bool ferry_shard_placeable(enum ferry_shard_state s)
 {
     return s == FERRY_SHARD_ACTIVE || s == FERRY_SHARD_NEW;
+}
+void ferry_shard_reweight(ferry_shard *s, double w)
+{
+    assert(w > 0);
+    if (s->state != FERRY_SHARD_NEW && w != s->weight && !(s->placed_weight > 0))
+        s->placed_weight = s->weight;
+    if (s->state == FERRY_SHARD_NEW || w == s->placed_weight)
+        s->placed_weight = 0; /* a NEW shard is filled as added, whatever its weight */
+    s->weight = w;
 }
 int ferry_shard_state_parse(const char *s, enum ferry_shard_state *out)
 {
@@ -321,6 +332,8 @@ json_t *cat_record_to_json(const ferry_record *r)
         const ferry_shard *s = &r->u.shard;
         set_str(o, "name", s->name);
         set_real(o, "weight", s->weight);
+        if (s->placed_weight > 0) /* only while a re-weight is being rebalanced */
+            set_real(o, "placed_weight", s->placed_weight);
         set_int(o, "capacity", (int64_t)s->capacity);
         set_str(o, "replicas", s->replicas);
         set_str(o, "agent", s->agent);
@@ -636,6 +649,12 @@ int cat_record_from_json(enum ferry_record_kind kind, const json_t *o, ferry_rec
         ferry_shard *s = &r->u.shard;
         get_str(&d, "name", s->name, sizeof s->name);
         get_real(&d, "weight", &s->weight);
+        if (json_object_get(d.o, "placed_weight")) {
+            get_real(&d, "placed_weight", &s->placed_weight);
+            if (!d.rc && !(s->placed_weight > 0 && isfinite(s->placed_weight)))
+                d.rc = ferry_err_set(err, FERRY_EINVAL,
+                                     "shard record: 'placed_weight' must be a positive number");
+        }
         get_u64(&d, "capacity", &s->capacity, INT64_MAX);
         get_str(&d, "replicas", s->replicas, sizeof s->replicas);
         get_str(&d, "agent", s->agent, sizeof s->agent);

@@ -103,8 +103,8 @@ static bool plan_touches(const ferry_rebalance_plan *p, const char *shard, bool 
     return false;
 }
 
-/* Why the plan is not empty, in words: shards added or draining, fill above the target, a
- * spread above skew; otherwise weights or tenants changed the placement. */
+/* Why the plan is not empty, in words: shards added, draining or re-weighted, fill above the
+ * target, a spread above skew; otherwise tenants or replication changed the placement. */
 static void plan_reason(ferry_autopilot *ap, ferry_catalog *cat, const ferry_rebalance_plan *p,
                         char *buf, size_t sz)
 {
@@ -125,6 +125,10 @@ static void plan_reason(ferry_autopilot *ap, ferry_catalog *cat, const ferry_reb
         if ((s->shard.state == FERRY_SHARD_NEW || !s->slices) &&
             plan_touches(p, s->shard.name, true))
             add_reason(buf, sz, "shard %s added", s->shard.name);
+        if (s->shard.state != FERRY_SHARD_NEW && s->shard.placed_weight > 0 &&
+            (plan_touches(p, s->shard.name, true) || plan_touches(p, s->shard.name, false)))
+            add_reason(buf, sz, "shard %s re-weighted %g -> %g", s->shard.name,
+                       s->shard.placed_weight, s->shard.weight);
         if (s->fill < 0)
             continue;
         if (s->fill > st.settings.fill)

@@ -367,6 +367,8 @@ json_t *ferry_cluster_status_json(const ferry_cluster_status *cs, const ferry_ap
                               "capacity", (json_int_t)ss->shard.capacity, "bytes",
                               (json_int_t)ss->bytes, "slices", (json_int_t)ss->slices);
         json_object_set_new(o, "fill", ss->fill >= 0 ? json_real(ss->fill) : json_null());
+        if (ss->shard.placed_weight > 0) /* re-weighted, not yet rebalanced */
+            json_object_set_new(o, "placed_weight", json_real(ss->shard.placed_weight));
         json_array_append_new(a, o);
     }
     json_object_set_new(root, "shards", a);

@@ -21,6 +21,8 @@ typedef struct mv_plan_shard {
     bool in_new; /* active */
     bool added;  /* state NEW: the plan fills it as a shard just added, also once it serves
                   * routes (a rebalance cut short, resumed) */
+    double old_weight; /* the weight the routing table was balanced for (the record's
+                        * placed_weight: re-weighted since); 0: weight */
     const char *zone; /* NULL or "": none */
 } mv_plan_shard;
 
@@ -62,9 +64,15 @@ long mv_zones_pick(mv_zones *z, const char *slice_id, uint64_t bytes, const size
 bool mv_zones_repair(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
                      size_t n_held, size_t *victim, size_t *to);
 /* An added shard's pull (ferry_pl_attract_replica): true with *victim (index into held) and *to
- * (an added shard) when a replica should move there. */
+ * (an added shard, or one whose weight rose above the one the routing table was balanced for)
+ * when a replica should move there. */
 bool mv_zones_attract(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
                       size_t n_held, size_t *victim, size_t *to);
+/* The same rule the other way round for shards whose weight fell below the one the routing table
+ * was balanced for: true with *victim (a replica on such a shard) and *to (a shard that now
+ * outranks it for the slice, holds no replica of it, has room and keeps the zones even). */
+bool mv_zones_shed(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
+                   size_t n_held, size_t *victim, size_t *to);
 
 /* ---- stored shard lists as indexes into one shard table (catalog_view.c) ---- */
 

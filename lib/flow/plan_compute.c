@@ -71,8 +71,10 @@ static bool shard_active(const ferry_record_list *shards, size_t k)
  *     placement's zone rule picks among the active shards the slice is not on;
  *  3. CLONE while it has too few, to the shard the same rule picks (from a replica that stays);
  *  4. MOVE for zone repair while its replicas crowd a zone and a less crowded zone has room;
- *  5. MOVE of its weakest replicas to shards just added (state NEW) that now outrank them, as
- *     placement's rule 4 moves the slices of rf 1 (ferry_pl_attract_replica).
+ *  5. MOVE of its weakest replicas to shards just added (state NEW), or re-weighted to more,
+ *     that now outrank them, as placement's rule 4 moves the slices of rf 1
+ *     (ferry_pl_attract_replica);
+ *  6. MOVE of its replicas on shards re-weighted to less to the shards that now outrank them.
  * Every step updates idx and the shard loads, so later steps (and slices) see its result. */
 static int plan_slice(ferry_hash hash, const ferry_record_list *shards, mv_zones *zones,
                       const mv_view_slice *sl, size_t *idx, size_t have, unsigned want,
@@ -134,10 +136,11 @@ static int plan_slice(ferry_hash hash, const ferry_record_list *shards, mv_zones
     bool all_active = true;
     for (size_t k = 0; k < have; k++)
         all_active &= shard_active(shards, idx[k]);
-    /* 4 and 5 (zone repair needs two replicas: ferry_pl_zone_repair says no with one): each round
-     * moves one replica, so a slice needs at most `have` rounds of each */
+    /* 4, 5 and 6 (zone repair needs two replicas: ferry_pl_zone_repair says no with one): each
+     * round moves one replica, so a slice needs at most `have` rounds of each */
     static bool (*const pulls[])(mv_zones *, const char *, uint64_t, const size_t *, size_t,
-                                 size_t *, size_t *) = {mv_zones_repair, mv_zones_attract};
+                                 size_t *, size_t *) = {mv_zones_repair, mv_zones_attract,
+                                                        mv_zones_shed};
     for (size_t p = 0; p < sizeof pulls / sizeof pulls[0]; p++)
         for (size_t round = 0; !rc && all_active && round < have; round++) {
             size_t victim, to;
@@ -204,6 +207,7 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
         ps[i].capacity = sh->capacity;
         ps[i].in_new = ferry_shard_placeable(sh->state);
         ps[i].added = sh->state == FERRY_SHARD_NEW;
+        ps[i].old_weight = sh->placed_weight;
         ps[i].zone = sh->zone;
         active += ps[i].in_new;
     }
@@ -346,14 +350,20 @@ int ferry_shards_settle(ferry_catalog *cat, const ferry_rebalance_plan *remainin
     int rc = ferry_catalog_list(cat, FERRY_REC_SHARD, NULL, 0, &shards, err);
     for (size_t i = 0; !rc && i < shards.n; i++) {
         ferry_record *r = &shards.items[i];
-        if (r->u.shard.state != FERRY_SHARD_NEW)
+        bool added = r->u.shard.state == FERRY_SHARD_NEW;
+        if (!added && !(r->u.shard.placed_weight > 0))
             continue;
+        /* an added shard is filled once no step goes to it; a re-weighted one is balanced once
+         * no step goes to it or leaves it */
         bool wanted = false;
         for (size_t k = 0; k < remaining->n_moves && !wanted; k++)
-            wanted = !strcmp(remaining->moves[k].to, r->u.shard.name);
+            wanted = !strcmp(remaining->moves[k].to, r->u.shard.name) ||
+                     (!added && !strcmp(remaining->moves[k].from, r->u.shard.name));
         if (wanted)
             continue;
-        r->u.shard.state = FERRY_SHARD_ACTIVE;
+        if (added)
+            r->u.shard.state = FERRY_SHARD_ACTIVE;
+        r->u.shard.placed_weight = 0;
         /* compare-and-set: a shard drained or changed meanwhile keeps what it was given */
         rc = ferry_catalog_update(cat, r, err);
         if (rc == FERRY_ECONFLICT) {
@@ -361,7 +371,7 @@ int ferry_shards_settle(ferry_catalog *cat, const ferry_rebalance_plan *remainin
             rc = FERRY_OK;
             continue;
         }
-        n += !rc;
+        n += !rc && added;
     }
     ferry_record_list_free(&shards);
     if (settled)

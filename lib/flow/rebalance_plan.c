@@ -58,8 +58,9 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
         /* A shard just added that already serves routes (a rebalance cut short) was in the
          * old cluster with almost no weight: placement still sees it as gaining weight, so the
          * rest of its first rebalance is planned again rather than forgotten. */
-        double old_weight = shards[s].added ? shards[s].weight * MV_ADDED_OLD_WEIGHT
-                                            : shards[s].weight;
+        double old_weight = shards[s].added        ? shards[s].weight * MV_ADDED_OLD_WEIGHT
+                            : shards[s].old_weight > 0 ? shards[s].old_weight
+                                                       : shards[s].weight;
         if (shards[s].in_old && (rc = ferry_pl_cluster_add(&oldc, shards[s].name, old_weight,
                                                            shards[s].capacity, 0, err)))
             goto out;
@@ -176,9 +177,21 @@ struct mv_zones {
     long *to_cluster;    /* [n] input index -> cluster index */
     size_t *from_cluster; /* [c.n] cluster index -> input index */
     bool *eligible;       /* [c.n] */
-    bool *gainer;         /* [c.n] added shards */
+    bool *gainer;         /* [c.n] added shards, and those re-weighted to more */
+    bool *keeper;         /* [c.n] active shards not re-weighted to less; NULL: none was */
     uint64_t *load;       /* [c.n] */
 };
+
+/* A shard's weight went down (up) since the routing table was balanced: it sheds (attracts). */
+static bool reweighted_down(const mv_plan_shard *s)
+{
+    return !s->added && s->old_weight > 0 && s->weight < s->old_weight;
+}
+
+static bool reweighted_up(const mv_plan_shard *s)
+{
+    return !s->added && s->old_weight > 0 && s->weight > s->old_weight;
+}
 
 void mv_zones_close(mv_zones *z)
 {
@@ -189,6 +202,7 @@ void mv_zones_close(mv_zones *z)
     free(z->from_cluster);
     free(z->eligible);
     free(z->gainer);
+    free(z->keeper);
     free(z->load);
     free(z);
 }
@@ -229,7 +243,17 @@ int mv_zones_open(const char *hash, double fill, const mv_plan_shard *shards, si
         z->to_cluster[s] = k;
         z->from_cluster[k] = s;
         z->eligible[k] = shards[s].in_new;
-        z->gainer[k] = shards[s].in_new && shards[s].added;
+        z->gainer[k] = shards[s].in_new && (shards[s].added || reweighted_up(&shards[s]));
+    }
+    for (size_t s = 0; s < n && !z->keeper; s++) {
+        if (!shards[s].in_new || !reweighted_down(&shards[s]))
+            continue;
+        if (!(z->keeper = calloc(n, sizeof *z->keeper))) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t t = 0; t < n; t++)
+            z->keeper[z->to_cluster[t]] = shards[t].in_new && !reweighted_down(&shards[t]);
     }
 out:
     if (rc)
@@ -293,6 +317,22 @@ bool mv_zones_attract(mv_zones *z, const char *slice_id, uint64_t bytes, const s
     size_t nh = held_in_cluster(z, held, n_held, h), v = 0;
     if (z->n == 0 || nh != n_held ||
         !ferry_pl_attract_replica(&z->c, z->hash, slice_id, bytes, h, nh, z->gainer, z->eligible,
+                                  z->load, z->fill, &v, &d))
+        return false;
+    *victim = v;
+    *to = z->from_cluster[d];
+    return true;
+}
+
+bool mv_zones_shed(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
+                   size_t n_held, size_t *victim, size_t *to)
+{
+    uint32_t h[64], d = FERRY_PL_NO_SHARD;
+    size_t nh = held_in_cluster(z, held, n_held, h), v = 0;
+    /* placement's pull with every shard that kept its weight as a "gainer": the replicas that
+     * may move are those on the lighter shards, and they go where the slice now ranks higher */
+    if (z->n == 0 || !z->keeper || nh != n_held ||
+        !ferry_pl_attract_replica(&z->c, z->hash, slice_id, bytes, h, nh, z->keeper, z->eligible,
                                   z->load, z->fill, &v, &d))
         return false;
     *victim = v;

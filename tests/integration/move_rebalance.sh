@@ -21,22 +21,10 @@ declare -A URL
 for n in node1 node2 node3; do URL[$n]=$(lab_url "$L" $n); done
 
 # 30 tenants with 1-3 splits, placed by `ferry place` on the 3 nodes
-: >"$T/slices.tsv"
-for i in $(seq 1 30); do
-    k=$((i % 3 + 1))
-    for s in $(seq 0 $((k - 1))); do printf 't%02d\t%d\t%d\n' "$i" "$s" $((1000 + i * 100)) >>"$T/slices.tsv"; done
-done
 printf 'node1\t1\nnode2\t1\nnode3\t1\n' >"$T/3.tsv"
 printf 'node1\t1\nnode2\t1\nnode3\t1\nnode4\t1\n' >"$T/4.tsv"
-"$FERRY_BIN" place --slices "$T/slices.tsv" --shards "$T/3.tsv" --json >"$T/place.json"
-while read -r tenant split shard; do
-    chq "${URL[$shard]}" "INSERT INTO events SELECT '$tenant', 20261101 + number % 3, $split,
-        cityHash64(number, '$tenant') % 100000, number FROM numbers($((500 + 37 * 10#${tenant#t}))) SETTINGS max_partitions_per_insert_block = 100" >/dev/null
-done < <(jq -r '.placements[] | "\(.tenant) \(.split) \(.shards[0])"' "$T/place.json")
-# the oldest day of every tenant on node1 goes cold
-chq "${URL[node1]}" "SELECT DISTINCT partition FROM system.parts WHERE active AND table = 'events' AND partition LIKE '%20261101%'" |
-    while read -r p; do chq "${URL[node1]}" "ALTER TABLE events MOVE PARTITION $(sed "s/\\\\'/'/g" <<<"$p") TO DISK 'cold'" >/dev/null; done
-tenant_fps() { local n; for n in node1 node2 node3 ${URL[node4]:+node4}; do chq "${URL[$n]}" "SELECT tenant, split, count(), sum(cityHash64(*)) FROM events GROUP BY tenant, split"; echo; done | grep . | sort; }
+mv_place_tenants "$L" "$T/3.tsv" 30
+tenant_fps() { mv_tenant_fps node1 node2 node3 ${URL[node4]:+node4}; }
 before=$(tenant_fps)
 "$FERRY_BIN" rebalance --config "$C" --dry-run --json >"$T/plan0.json"
 assert_eq 0 "$(jq -r 'select(.event == "plan") | .moved' "$T/plan0.json")" "placed as ferry place: nothing to move"
@@ -103,12 +91,7 @@ wrows=$(grep -P "^$wt\t$ws\t" <<<"$before" | cut -f3)
 wshard=$("$FERRY_BIN" route --config "$C" --tenant "$wt" --split "$ws" --json | jq -r '.slices[0].shards[0]')
 assert_eq "$((wrows + sent))" "$(chq "${URL[$wshard]}" "SELECT count() FROM events WHERE tenant = '$wt' AND split = $ws")" "$wt/$ws: ingested + the writer's $sent rows"
 assert_eq "$sent" "$(chq "${URL[$wshard]}" "SELECT uniqExact(user) FROM events WHERE tenant = '$wt' AND split = $ws AND user >= 1000000")" "writer rows once"
-for n in node1 node2 node3 node4; do
-    chq "${URL[$n]}" "SELECT DISTINCT tenant || ' ' || toString(split) FROM events" | while read -r t s; do
-        r=$("$FERRY_BIN" route --config "$C" --tenant "$t" --split "$s" --json | jq -r '.slices[0].shards[0]')
-        [ "$r" = "$n" ] || fail "$t/$s has rows on $n but is routed to $r"
-    done
-done
+mv_only_where_routed "$C" node1 node2 node3 node4
 [ "$(chq "${URL[node4]}" "SELECT uniqExact(tenant, split) FROM events")" = "$(($(wc -l <<<"$want") + 1))" ] || fail "node4 holds other slices than the planned ones"
 mv_no_residue "$L"
 "$FERRY_BIN" rebalance --config "$C" --dry-run --json >"$T/plan2.json"

@@ -53,6 +53,44 @@ mv_rf2_setup() {
     "$FERRY_BIN" init --config "$dir/rf2.conf" >/dev/null || fail "init"
 }
 
+# mv_place_tenants DIR SHARDS_TSV N: N tenants t01..tN of 1-3 splits placed by `ferry place` on
+# the shards of SHARDS_TSV (name, weight), each slice's rows (3 days) inserted on its shard (URL:
+# node name -> ClickHouse URL), then the oldest day of every tenant on node1 moved to the cold
+# disk. Leaves $T/slices.tsv and $T/place.json.
+mv_place_tenants() {
+    local dir=$1 shards=$2 n=$3 i k s tenant split shard p
+    : >"$T/slices.tsv"
+    for i in $(seq 1 "$n"); do
+        k=$((i % 3 + 1))
+        for s in $(seq 0 $((k - 1))); do printf 't%02d\t%d\t%d\n' "$i" "$s" $((1000 + i * 100)) >>"$T/slices.tsv"; done
+    done
+    "$FERRY_BIN" place --slices "$T/slices.tsv" --shards "$shards" --json >"$T/place.json" || fail "ferry place failed"
+    while read -r tenant split shard; do
+        chq "${URL[$shard]}" "INSERT INTO events SELECT '$tenant', 20261101 + number % 3, $split,
+            cityHash64(number, '$tenant') % 100000, number FROM numbers($((500 + 37 * 10#${tenant#t}))) SETTINGS max_partitions_per_insert_block = 100" >/dev/null
+    done < <(jq -r '.placements[] | "\(.tenant) \(.split) \(.shards[0])"' "$T/place.json")
+    chq "${URL[node1]}" "SELECT DISTINCT partition FROM system.parts WHERE active AND table = 'events' AND partition LIKE '%20261101%'" |
+        while read -r p; do chq "${URL[node1]}" "ALTER TABLE events MOVE PARTITION $(sed "s/\\\\'/'/g" <<<"$p") TO DISK 'cold'" >/dev/null; done
+}
+
+# mv_tenant_fps NODE...: "tenant split rows hash" of every slice on the nodes (URL), sorted.
+mv_tenant_fps() {
+    local n
+    for n in "$@"; do chq "${URL[$n]}" "SELECT tenant, split, count(), sum(cityHash64(*)) FROM events GROUP BY tenant, split"; echo; done | grep . | sort
+}
+
+# mv_only_where_routed CONF NODE...: fails when a slice has rows on a node it is not routed to.
+mv_only_where_routed() {
+    local conf=$1 n t s r
+    shift
+    for n in "$@"; do
+        chq "${URL[$n]}" "SELECT DISTINCT tenant || ' ' || toString(split) FROM events" | while read -r t s; do
+            r=$("$FERRY_BIN" route --config "$conf" --tenant "$t" --split "$s" --json | jq -r '.slices[0].shards[0]')
+            [ "$r" = "$n" ] || fail "$t/$s has rows on $n but is routed to $r"
+        done
+    done
+}
+
 mv_ingest() {
     local url=$1 tenant=$2 split=$3 days=$4 per=$5 seed=${6:-0}
     chq "$url" "INSERT INTO events SELECT '$tenant', 20261101 + intDiv(number, $per), $split,
