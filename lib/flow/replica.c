@@ -644,9 +644,15 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                     int src = rs_sync_partition(&cs[best]->c, &cs[k]->c, t, pids[p], freeze,
                                                 ferry_move_grace(o), RS_ROUNDS, dry_run,
                                                 dry_run ? NULL : &before, &rr, &e);
+                    /* only a round that changed the target makes it a copy of the source
+                     * (found by the ZooKeeper soak: a replace round that left off because the
+                     * source's parts changed under it, with the target equal at the end by
+                     * its own writes, mirrored the records and took the target off those of
+                     * its own cold parts); an intent announced for nothing is replayed, which
+                     * also closes it */
                     if (!src && rr.repaired && !dry_run)
-                        src = mirror_records(cat, &cs[k]->c, t, pids[p], names[best],
-                                             strcmp(rr.action, "in-sync") != 0, ma.open, &e);
+                        src = mirror_records(cat, &cs[k]->c, t, pids[p], names[best], rr.changed,
+                                             ma.open, &e);
                     ferry_repair_item it;
                     memset(&it, 0, sizeof it);
                     snprintf(it.tenant, sizeof it.tenant, "%s", rt->tenant);

@@ -15,6 +15,11 @@
 typedef struct rs_result {
     char action[16];     /* in-sync, copy-parts, replace, diverged (see ferry_repair_item) */
     bool repaired;       /* fingerprints equal at the end */
+    bool changed;        /* a round's statement added parts to dst or replaced its partition
+                          * (a round can end without one, e.g. when the source's parts changed
+                          * under it, and dst can still be equal at the end: its own writes
+                          * landed), so the action alone does not say dst holds the source's
+                          * parts */
     size_t parts_sent;
     uint64_t hot_copied, cold_copied;
     uint64_t src_rows, dst_rows_before, dst_rows_after;

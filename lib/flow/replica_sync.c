@@ -565,6 +565,9 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
     snprintf(st, sizeof st, "%s%s", t->name, RS_STAGING_SUFFIX);
     mv_parts frozen = {0};
     bool none = false, *missing = NULL, subset = true;
+    /* the round has decided its action from what it listed; nothing is frozen yet (a test stops
+     * here and changes the servers: tests/integration/repair_round_unchanged.sh) */
+    ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SYNC:round");
     int rc = remove_freeze(src, freeze, err); /* a leftover of an interrupted run */
     if (!rc)
         rc = ensure_staging(dst, t, st, err);
@@ -639,6 +642,8 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
         }
         if (!rc)
             rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+        if (!rc)
+            out->changed = true;
         for (size_t k = 0; !rc && k < old.n; k++) { /* what DETACH PART left in detached/ */
             rc = ferry_agent_remove_detached(dst->ag, t->database, t->name, old.p[k].name, NULL,
                                              NULL, err);
