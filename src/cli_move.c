@@ -155,9 +155,15 @@ json_t *cli_plan_json(const ferry_rebalance_plan *p)
                                                "split", (json_int_t)m->split, "from", m->from,
                                                "to", m->to, "bytes", (json_int_t)m->bytes));
     }
-    return json_pack("{s:I, s:I, s:I, s:I, s:o}", "slices", (json_int_t)p->slices, "total_bytes",
-                     (json_int_t)p->total_bytes, "moved", (json_int_t)p->n_moves, "moved_bytes",
-                     (json_int_t)p->moved_bytes, "moves", moves);
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:f, s:o}", "slices", (json_int_t)p->slices,
+                          "total_bytes", (json_int_t)p->total_bytes, "moved",
+                          (json_int_t)p->n_moves, "moved_bytes", (json_int_t)p->moved_bytes,
+                          "fill", p->fill, "moves", moves);
+    if (o && p->spread >= 0) /* with --skew */
+        json_object_set_new(o, "spread", json_real(p->spread));
+    if (o && p->evened)
+        json_object_set_new(o, "evened", json_true());
+    return o;
 }
 
 void cli_plan_print(const ferry_rebalance_plan *p)
@@ -166,6 +172,9 @@ void cli_plan_print(const ferry_rebalance_plan *p)
     printf("plan: %zu slices, %zu moves, %s of %s moved\n", p->slices, p->n_moves,
            ferry_fmt_bytes(p->moved_bytes, a, sizeof a),
            ferry_fmt_bytes(p->total_bytes, b, sizeof b));
+    if (p->evened)
+        printf("  the shards' fill spread %.2f is above the skew: placed by a fill target of "
+               "%.2f to even it\n", p->spread, p->fill);
     for (size_t i = 0; i < p->n_moves; i++) {
         const ferry_planned_move *m = &p->moves[i];
         if (m->kind == FERRY_PLAN_DROP)

@@ -15,7 +15,8 @@
 const char cmd_rebalance_usage[] =
     "usage: ferry rebalance [--dry-run] [--max-parallel N] [--max-bytes-per-second B]\n"
     "                       [--max-bytes-per-second-per-shard B]\n"
-    "                       [--batch N] [--grace MS] [--json] [--force] [--config FILE]\n"
+    "                       [--batch N] [--grace MS] [--skew F] [--json] [--force]\n"
+    "                       [--config FILE]\n"
     "\n"
     "Brings the catalog's inventory up to date from system.parts on every shard (slice sizes,\n"
     "new tenants), finishes unfinished moves, then computes the plan: the routing table is the\n"
@@ -35,13 +36,18 @@ const char cmd_rebalance_usage[] =
     "                    limits)\n"
     "  --grace MS        wait after each routing switch for writes in flight (default 2000,\n"
     "                    or 0 when [cluster] routers lists the routers: their fence covers it)\n"
+    "  --skew F          when the fill of the shards with a capacity spreads by more than F\n"
+    "                    (0 < F <= 1, most minus least filled), place by a fill target of their\n"
+    "                    mean fill plus F/2: the fullest shards give slices to the emptiest\n"
+    "                    (the coordinator's [autopilot] skew)\n"
     "  --json            the plan, progress and each move as JSON lines; a summary line last\n"
     "  --force           run even though the cluster is paused (ferry pause); without it no\n"
     "                    move starts while paused (moves in flight finish)\n";
 
 int cmd_rebalance(int argc, char **argv)
 {
-    enum { O_PAR = CLI_O_LAST, O_PER_SHARD, O_BPS, O_SHARD_BPS, O_GRACE, O_BATCH, O_FORCE };
+    enum { O_PAR = CLI_O_LAST, O_PER_SHARD, O_BPS, O_SHARD_BPS, O_GRACE, O_BATCH, O_FORCE,
+           O_SKEW };
     static const struct option opts[] = {{"max-parallel", required_argument, NULL, O_PAR},
                                          {"max-per-shard", required_argument, NULL, O_PER_SHARD},
                                          {"max-bytes-per-second", required_argument, NULL, O_BPS},
@@ -50,10 +56,12 @@ int cmd_rebalance(int argc, char **argv)
                                          {"grace", required_argument, NULL, O_GRACE},
                                          {"batch", required_argument, NULL, O_BATCH},
                                          {"force", no_argument, NULL, O_FORCE},
+                                         {"skew", required_argument, NULL, O_SKEW},
                                          CLI_OPT_DRY_RUN, CLI_OPT_JSON, CLI_OPT_CONFIG,
                                          {NULL, 0, NULL, 0}};
     uint64_t par = 1, per_shard = 2, bps = 0, shard_bps = 0, grace = 0, batch = FERRY_AP_MOVE_BATCH;
     bool grace_given = false, force = false;
+    double skew = 0;
     cli_common o = {0};
     int ch, status = 0;
     optind = 1;
@@ -70,6 +78,11 @@ int cmd_rebalance(int argc, char **argv)
         case O_SHARD_BPS:
             status = cli_opt_size("rebalance", "max-bytes-per-second-per-shard", optarg,
                                   &shard_bps);
+            break;
+        case O_SKEW:
+            if (!ferry_parse_double(optarg, &skew) || !(skew > 0 && skew <= 1))
+                status = cli_usage_error("rebalance", "--skew '%s' is not a fill spread "
+                                         "(0 < F <= 1)", optarg);
             break;
         case O_BATCH:
             status = cli_opt_u64("rebalance", "batch", optarg, 1, 64, "1..64", &batch);
@@ -118,7 +131,7 @@ int cmd_rebalance(int argc, char **argv)
     if (!rc && n)
         rc = ferry_inventory_sync(cat, &e.opts, NULL, &err);
     if (!rc)
-        rc = ferry_rebalance_plan_compute(cat, &plan, &err);
+        rc = ferry_rebalance_plan_compute_skew(cat, skew, &plan, &err);
     ferry_catalog_close(cat);
     cat = NULL;
     if (rc)

@@ -193,6 +193,10 @@ typedef struct ferry_rebalance_plan {
     uint64_t total_bytes, moved_bytes;
     size_t n_moves;
     ferry_planned_move *moves; /* owned; free with ferry_rebalance_plan_free */
+    double fill;   /* the fill target the plan placed by: the cluster's, or lower (skew) */
+    double spread; /* most minus least filled active shard with a capacity, before the plan;
+                    * -1: not computed (no skew given) or fewer than two such shards */
+    bool evened;   /* the spread was above the skew: fill is the lowered one */
 } ferry_rebalance_plan;
 
 /* The plan that takes the routing table to the placement the catalog's shards call for: the old
@@ -208,6 +212,14 @@ typedef struct ferry_rebalance_plan {
  * while its replicas crowd a zone and a less crowded zone has room (docs/replicas.md). MOVE
  * steps name their source replica (ferry_move_begin_from). */
 int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err);
+/* The same, and when skew > 0 and the fill spread of the active shards with a capacity (their
+ * bytes over their capacity) is above skew, placed by a fill target lowered to the mean fill of
+ * those shards plus skew / 2 (never above the cluster's): the shards above it give slices
+ * (placement's eviction: the replicas that rank the shard lowest first) to shards with room
+ * below it, best score first. The slices moved stay where they went in later plans (a plan keeps
+ * every replica whose shard stays), so a second pass moves nothing more unless the sizes change. */
+int ferry_rebalance_plan_compute_skew(ferry_catalog *cat, double skew, ferry_rebalance_plan *out,
+                                      ferry_err *err);
 void ferry_rebalance_plan_free(ferry_rebalance_plan *p);
 
 /* After a rebalance: makes ACTIVE every NEW shard (catalog.h) that no step of `remaining` (the

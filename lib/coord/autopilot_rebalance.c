@@ -210,7 +210,7 @@ int ferry_autopilot_rebalance(ferry_autopilot *ap, ferry_ap_run *run, ferry_err 
     }
     if (resumed && (rc = ferry_inventory_sync(x.cat, &mo, NULL, err)))
         goto out;
-    if ((rc = ferry_rebalance_plan_compute(x.cat, &plan, err)))
+    if ((rc = ferry_rebalance_plan_compute_skew(x.cat, ap->ac.skew, &plan, err)))
         goto out;
     if (!plan.n_moves) {
         size_t settled = 0;

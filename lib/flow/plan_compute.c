@@ -156,8 +156,56 @@ static int plan_slice(ferry_hash hash, const ferry_record_list *shards, mv_zones
     return rc;
 }
 
+/* The fill target to place by: the cluster's, or, when skew > 0 and the fill spread of the
+ * placeable shards with a capacity is above it, their mean fill plus skew / 2 if that is lower.
+ * Loads are the bytes of every routed replica. Sets out->fill and out->spread. */
+static int plan_fill(const ferry_record_list *shards, const mv_view *view, double cluster_fill,
+                     double skew, ferry_rebalance_plan *out, ferry_err *err)
+{
+    out->fill = cluster_fill;
+    out->spread = -1;
+    if (!(skew > 0))
+        return FERRY_OK;
+    uint64_t *load = calloc(shards->n + 1, sizeof *load);
+    if (!load)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < view->n_slices; i++) {
+        const mv_view_slice *sl = &view->slices[i];
+        if (!sl->has_slice || !sl->has_route)
+            continue;
+        const mv_shard *r = mv_view_route(view, sl);
+        for (size_t k = 0; k < sl->n_route; k++)
+            if (r[k] < shards->n)
+                load[r[k]] += sl->bytes;
+    }
+    double lo = 0, hi = 0;
+    long double sum_load = 0, sum_cap = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < shards->n; i++) {
+        const ferry_shard *sh = &shards->items[i].u.shard;
+        if (!sh->capacity || !ferry_shard_placeable(sh->state))
+            continue;
+        double f = (double)load[i] / (double)sh->capacity;
+        lo = n == 0 || f < lo ? f : lo;
+        hi = n == 0 || f > hi ? f : hi;
+        sum_load += load[i];
+        sum_cap += sh->capacity;
+        n++;
+    }
+    free(load);
+    if (n < 2)
+        return FERRY_OK;
+    out->spread = hi - lo;
+    double even = (double)(sum_load / sum_cap) + skew / 2;
+    if (out->spread > skew && even < out->fill) {
+        out->fill = even;
+        out->evened = true;
+    }
+    return FERRY_OK;
+}
+
 /* The plan from the view mv_view_read gives, or (records) from the reference reader. */
-static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *out,
+static int plan_compute(ferry_catalog *cat, bool records, double skew, ferry_rebalance_plan *out,
                         ferry_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -236,6 +284,8 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
             ps[r[k]].in_old = true;
         }
     }
+    if ((rc = plan_fill(&shards, &view, settings.u.settings.fill, skew, out, err)))
+        goto out;
     size_t n_replica_steps = 0;   /* routed slices left to the replica steps below */
     const char *rf_tenant = NULL; /* tenant_rf of the slices of one tenant, looked up once */
     unsigned rf_want = 0;
@@ -266,16 +316,14 @@ static int plan_compute(ferry_catalog *cat, bool records, ferry_rebalance_plan *
             n_replica_steps++;
         }
     }
-    rc = mv_plan(settings.u.settings.hash, 1, settings.u.settings.fill, ps, shards.n, pl, npl,
-                 &moves, &nm, err);
+    rc = mv_plan(settings.u.settings.hash, 1, out->fill, ps, shards.n, pl, npl, &moves, &nm, err);
     for (size_t i = 0; !rc && i < nm; i++)
         rc = plan_push(out, &cap, FERRY_PLAN_MOVE, &view.slices[pl[moves[i].slice].view],
                        ps[moves[i].from].name, ps[moves[i].to].name, err);
     /* slices with rf > 1 or several replicas: placement's zone rule over the shards' loads as
      * the routes and the moves above leave them (none: no loads to keep) */
     if (!rc && n_replica_steps)
-        rc = mv_zones_open(settings.u.settings.hash, settings.u.settings.fill, ps, shards.n,
-                           &zones, err);
+        rc = mv_zones_open(settings.u.settings.hash, out->fill, ps, shards.n, &zones, err);
     for (size_t i = 0; !rc && zones && i < nv; i++) {
         const mv_view_slice *sl = &view.slices[i];
         const mv_shard *r = mv_view_route(&view, sl);
@@ -328,12 +376,18 @@ out:
 
 int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err)
 {
-    return plan_compute(cat, false, out, err);
+    return plan_compute(cat, false, 0, out, err);
+}
+
+int ferry_rebalance_plan_compute_skew(ferry_catalog *cat, double skew, ferry_rebalance_plan *out,
+                                      ferry_err *err)
+{
+    return plan_compute(cat, false, skew, out, err);
 }
 
 int mv_plan_compute_records(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err)
 {
-    return plan_compute(cat, true, out, err);
+    return plan_compute(cat, true, 0, out, err);
 }
 
 void ferry_rebalance_plan_free(ferry_rebalance_plan *p)

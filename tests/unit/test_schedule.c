@@ -219,7 +219,7 @@ static void test_plan_moves(void **state)
         {FERRY_PLAN_DROP, "acme", 1, "s2", "", 0},
         {FERRY_PLAN_MOVE, "beta", 2, "s1", "s9", 5},
     };
-    ferry_rebalance_plan p = {0, 0, 0, 4, mv};
+    ferry_rebalance_plan p = {.n_moves = 4, .moves = mv};
     ferry_sched_move out[4];
     size_t n_shards = 0;
     ferry_err err = {0};
