@@ -11,43 +11,13 @@
 #include <string.h>
 
 #include "ferry/strutil.h"
+#include "flow/flow_state.h"
 
 #define WHAT "move job data"
 
-static int wrong_type(const char *key, const char *want, ferry_err *err)
-{
-    return ferry_err_set(err, FERRY_EINVAL, WHAT ": \"%s\" must be %s", key, want);
-}
-
 static int oom(ferry_err *err) { return ferry_err_set(err, FERRY_ENOMEM, "out of memory"); }
 
-/* Keeps key: v in *unknown (made on first use). */
-static int keep_unknown(json_t **unknown, const char *key, json_t *v, ferry_err *err)
-{
-    if (!*unknown && !(*unknown = json_object()))
-        return oom(err);
-    return json_object_set(*unknown, key, v) ? oom(err) : FERRY_OK;
-}
-
-/* ---- decoding --------------------------------------------------------------------------------- */
-
-static int decode_freezes(mv_state *st, json_t *v, ferry_err *err)
-{
-    size_t i;
-    json_t *f;
-    if (!json_is_array(v))
-        return wrong_type("freezes", "an array of freeze names", err);
-    json_array_foreach(v, i, f) {
-        if (!json_is_string(f))
-            return ferry_err_set(err, FERRY_EINVAL, WHAT ": \"freezes\" item %zu must be a "
-                                 "string (a freeze name)", i);
-        int rc = mv_state_freeze_add(st, json_string_value(f), err);
-        if (rc)
-            return rc;
-    }
-    st->has_freezes = true; /* an empty list too */
-    return FERRY_OK;
-}
+/* ---- fp: decoding ---------------------------------------------------------------------------- */
 
 /* The counts, sum and xor of table's fp entry, or of its digest (digest: with parts), into *f;
  * the keys this version does not know into *unknown (an entry's digest and top are its
@@ -67,7 +37,7 @@ static int decode_sums(json_t *o, const char *table, bool digest, ferry_fingerpr
             k++;
         int rc = FERRY_OK;
         if (k == n && (digest || (strcmp(key, "digest") && strcmp(key, "top"))))
-            rc = keep_unknown(unknown, key, x, err);
+            rc = flow_state_keep(unknown, key, x, err);
         else if (k == n)
             continue;
         else if ((k == 0 || k == 3) && !json_is_integer(x))
@@ -115,13 +85,14 @@ static int decode_fp_entry(mv_fp *e, const char *table, json_t *v, ferry_err *er
     return rc;
 }
 
-static int decode_fp(mv_state *st, json_t *v, ferry_err *err)
+static int decode_fp(const flow_state_desc *d, void *state, const flow_key *k, json_t *v,
+                     ferry_err *err)
 {
+    mv_state *st = state;
     const char *table;
     json_t *x;
     if (!json_is_object(v))
-        return wrong_type("fp", "an object of table name: fingerprint", err);
-    st->has_fp = true; /* an empty object too */
+        return flow_state_wrong_type(d, k->name, "an object of table name: fingerprint", err);
     json_object_foreach(v, table, x) {
         mv_fp *grown = realloc(st->fps.v, (st->fps.n + 1) * sizeof *grown);
         if (!grown)
@@ -135,41 +106,12 @@ static int decode_fp(mv_state *st, json_t *v, ferry_err *err)
     return FERRY_OK;
 }
 
-int mv_state_decode(const char *json, mv_state *st, ferry_err *err)
+static void free_fp(void *st)
 {
-    json_error_t je;
-    json_t *root = json_loads(json, 0, &je);
-    const char *key;
-    json_t *v;
-    int rc = FERRY_OK;
-    memset(st, 0, sizeof *st);
-    if (!json_is_object(root)) {
-        rc = ferry_err_set(err, FERRY_EINVAL, WHAT " is not a JSON object%s%s",
-                           root ? "" : ": ", root ? "" : je.text);
-        goto out;
-    }
-    json_object_foreach(root, key, v) {
-        if (!strcmp(key, "freezes"))
-            rc = decode_freezes(st, v, err);
-        else if (!strcmp(key, "fp"))
-            rc = decode_fp(st, v, err);
-        else if (!strcmp(key, "mode") && !json_is_string(v))
-            rc = wrong_type("mode", "a string", err);
-        else if (!strcmp(key, "mode") && !strcmp(json_string_value(v), "clone"))
-            st->clone = true;
-        else /* a later version's key (or mode): written back as it is */
-            rc = keep_unknown(&st->unknown, key, v, err);
-        if (rc)
-            break;
-    }
-out:
-    if (rc)
-        mv_state_free(st);
-    json_decref(root);
-    return rc;
+    mv_fps_free(&((mv_state *)st)->fps);
 }
 
-/* ---- encoding --------------------------------------------------------------------------------- */
+/* ---- fp: encoding ---------------------------------------------------------------------------- */
 
 /* rows, sum, xor (and parts) into o as mv_fp_json wrote them: counts as (json_int_t), sums and
  * xors as decimal strings. Nonzero when out of memory. */
@@ -203,37 +145,73 @@ fail:
     return NULL;
 }
 
-int mv_state_encode(const mv_state *st, char **json_out, ferry_err *err)
+/* The fp object: table name: entry. */
+static int encode_fp(const flow_state_desc *d, const void *state, const flow_key *k, json_t **out,
+                     ferry_err *err)
 {
-    json_t *o = json_object(), *fr = NULL, *fp = NULL;
-    int rc = o ? FERRY_OK : oom(err);
-    *json_out = NULL;
-    if (!rc && st->unknown && json_object_update(o, st->unknown))
-        rc = oom(err);
-    if (!rc && st->has_freezes && !(fr = json_array()))
-        rc = oom(err);
-    for (size_t i = 0; !rc && fr && i < st->n_freezes; i++)
-        if (json_array_append_new(fr, json_string(st->freezes[i])))
-            rc = ferry_err_set(err, FERRY_EINVAL, WHAT ": freeze name '%s' cannot be written "
-                               "(not UTF-8, or out of memory)", st->freezes[i]);
-    if (!rc && st->has_fp && !(fp = json_object()))
-        rc = oom(err);
-    for (size_t i = 0; !rc && fp && i < st->fps.n; i++)
-        if (json_object_set_new(fp, st->fps.v[i].table, encode_fp_entry(&st->fps.v[i])))
-            rc = ferry_err_set(err, FERRY_EINVAL, WHAT ": \"fp.%s\" cannot be written (not "
-                               "UTF-8, or out of memory)", st->fps.v[i].table);
-    if (!rc && ((fr && json_object_set(o, "freezes", fr)) || (fp && json_object_set(o, "fp", fp)) ||
-                (st->clone && json_object_set_new(o, "mode", json_string("clone")))))
-        rc = oom(err);
-    if (!rc && !(*json_out = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS)))
-        rc = oom(err);
-    json_decref(fr);
-    json_decref(fp);
-    json_decref(o);
-    return rc;
+    const mv_state *st = state;
+    json_t *fp = json_object();
+    if (!fp)
+        return oom(err);
+    for (size_t i = 0; i < st->fps.n; i++)
+        if (json_object_set_new(fp, st->fps.v[i].table, encode_fp_entry(&st->fps.v[i]))) {
+            json_decref(fp);
+            return ferry_err_set(err, FERRY_EINVAL, "%s: \"%s.%s\" cannot be written (not "
+                                 "UTF-8, or out of memory)", d->what, k->name, st->fps.v[i].table);
+        }
+    *out = fp;
+    return FERRY_OK;
 }
 
-/* ---- the rest --------------------------------------------------------------------------------- */
+/* ---- mode ------------------------------------------------------------------------------------ */
+
+/* "clone" sets clone; another mode (a later version's) is kept as it is. */
+static int decode_mode(const flow_state_desc *d, void *state, const flow_key *k, json_t *v,
+                       ferry_err *err)
+{
+    mv_state *st = state;
+    if (!json_is_string(v))
+        return flow_state_wrong_type(d, k->name, "a string", err);
+    if (strcmp(json_string_value(v), "clone"))
+        return flow_state_keep(&st->unknown, k->name, v, err);
+    st->clone = true;
+    return FERRY_OK;
+}
+
+static int encode_mode(const flow_state_desc *d, const void *state, const flow_key *k,
+                       json_t **out, ferry_err *err)
+{
+    const mv_state *st = state;
+    if (st->clone && !(*out = json_string("clone")))
+        return oom(err);
+    return FERRY_OK;
+}
+
+/* ---- the keys: freezes is a FLOW_LIST, fp and mode this file's kinds ------------------------- */
+
+static const flow_custom FP = {decode_fp, encode_fp, free_fp};
+static const flow_custom MODE = {decode_mode, encode_mode, NULL};
+
+static const flow_key KEYS[] = {
+    FLOW_KEY_LIST(mv_state, "freezes", freezes, n_freezes, has_freezes, "freeze name"),
+    FLOW_KEY_CUSTOM(mv_state, "fp", &FP, fps, offsetof(mv_state, has_fp)),
+    FLOW_KEY_CUSTOM(mv_state, "mode", &MODE, clone, FLOW_NO_HAS),
+};
+
+static const flow_state_desc MOVE = {WHAT, KEYS, sizeof KEYS / sizeof KEYS[0], sizeof(mv_state),
+                                     offsetof(mv_state, unknown)};
+
+int mv_state_decode(const char *json, mv_state *st, ferry_err *err)
+{
+    return flow_state_decode(&MOVE, json, st, err);
+}
+
+int mv_state_encode(const mv_state *st, char **json_out, ferry_err *err)
+{
+    return flow_state_encode(&MOVE, st, json_out, err);
+}
+
+/* ---- the rest -------------------------------------------------------------------------------- */
 
 void mv_fps_free(mv_fps *fps)
 {
@@ -249,12 +227,7 @@ void mv_fps_free(mv_fps *fps)
 
 void mv_state_free(mv_state *st)
 {
-    for (size_t i = 0; i < st->n_freezes; i++)
-        free(st->freezes[i]);
-    free(st->freezes);
-    mv_fps_free(&st->fps);
-    json_decref(st->unknown);
-    memset(st, 0, sizeof *st);
+    flow_state_free(&MOVE, st);
 }
 
 void mv_state_init(mv_state *st, bool clone)
@@ -274,17 +247,10 @@ const char *mv_state_initial(bool clone)
 
 int mv_state_freeze_add(mv_state *st, const char *name, ferry_err *err)
 {
-    char **f = realloc(st->freezes, (st->n_freezes + 1) * sizeof *f);
-    char *copy = strdup(name);
-    if (f)
-        st->freezes = f;
-    if (!f || !copy) {
-        free(copy);
-        return oom(err);
-    }
-    st->freezes[st->n_freezes++] = copy;
-    st->has_freezes = true;
-    return FERRY_OK;
+    int rc = flow_names_add(&st->freezes, &st->n_freezes, name, err);
+    if (!rc)
+        st->has_freezes = true;
+    return rc;
 }
 
 bool mv_state_freeze_remove(mv_state *st, const char *name)

@@ -52,7 +52,8 @@ typedef struct tier_state {
     char table[FERRY_NAME_MAX];
     char catalog_table[FERRY_NAME_MAX];
     char pid[FERRY_NAME_MAX];
-    char partition[TIER_PARTITION_MAX]; /* the literal of system.parts, e.g. ('acme', 20261101, 0) */
+    /* the literal of system.parts, e.g. ('acme', 20261101, 0) */
+    char partition[TIER_PARTITION_MAX];
     char tenant[FERRY_NAME_MAX];
     uint32_t day, split;
     bool has_day, has_split;
