@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "plan_fixture.h"
 #include "shards_text.h"
 
 #include <openssl/sha.h>
@@ -41,22 +42,9 @@ static ferry_catalog *setup(uint32_t cluster_rf, const shard_def *sh, size_t n, 
     assert_int_equal(ferry_catalog_open(url, &c, &err), FERRY_OK);
     ferry_batch *b = ferry_batch_new();
     ferry_record r;
-    ferry_record_init(&r, FERRY_REC_SETTINGS);
-    snprintf(r.u.settings.name, sizeof r.u.settings.name, "t");
-    snprintf(r.u.settings.hash, sizeof r.u.settings.hash, "sha256");
-    r.u.settings.rf = cluster_rf;
-    r.u.settings.fill = 0.85;
-    r.u.settings.pointer_format = 5;
-    assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-    for (size_t i = 0; i < n; i++) {
-        ferry_record_init(&r, FERRY_REC_SHARD);
-        snprintf(r.u.shard.name, sizeof r.u.shard.name, "%s", sh[i].name);
-        snprintf(r.u.shard.zone, sizeof r.u.shard.zone, "%s", sh[i].zone ? sh[i].zone : "");
-        r.u.shard.weight = 1;
-        snprintf(r.u.shard.replicas, sizeof r.u.shard.replicas, "http://127.0.0.1:1");
-        snprintf(r.u.shard.agent, sizeof r.u.shard.agent, "http://127.0.0.1:1");
-        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-    }
+    pf_settings(b, cluster_rf);
+    for (size_t i = 0; i < n; i++)
+        pf_shard(b, sh[i].name, sh[i].zone, 0);
     ferry_record_init(&r, FERRY_REC_TENANT);
     snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "acme");
     r.u.tenant.splits = 1;
@@ -306,11 +294,6 @@ static void test_names(void **state)
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/ferry_replica_plan_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clone_best_score),
         cmocka_unit_test(test_clone_prefers_unused_zone),
@@ -320,10 +303,5 @@ int main(void)
         cmocka_unit_test(test_zone_repair),
         cmocka_unit_test(test_names),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-    return rc;
+    return pf_run("replica_plan", tests, sizeof tests / sizeof tests[0], dir, sizeof dir);
 }

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "plan_fixture.h"
 #include "shards_text.h"
 
 #include "catalog/catalog_int.h"
@@ -93,21 +94,9 @@ static ferry_catalog *setup(unsigned rf)
     assert_int_equal(ferry_catalog_open(url, &c, &err), FERRY_OK);
     ferry_batch *b = ferry_batch_new();
     ferry_record r;
-    ferry_record_init(&r, FERRY_REC_SETTINGS);
-    snprintf(r.u.settings.name, sizeof r.u.settings.name, "t");
-    snprintf(r.u.settings.hash, sizeof r.u.settings.hash, "sha256");
-    r.u.settings.rf = rf;
-    r.u.settings.fill = 0.85;
-    r.u.settings.pointer_format = 5;
-    assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-    for (size_t s = 0; s < N_SHARDS; s++) {
-        ferry_record_init(&r, FERRY_REC_SHARD);
-        snprintf(r.u.shard.name, sizeof r.u.shard.name, "%s", names[s]);
-        r.u.shard.weight = 1;
-        snprintf(r.u.shard.replicas, sizeof r.u.shard.replicas, "http://127.0.0.1:1");
-        snprintf(r.u.shard.agent, sizeof r.u.shard.agent, "http://127.0.0.1:1");
-        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-    }
+    pf_settings(b, rf);
+    for (size_t s = 0; s < N_SHARDS; s++)
+        pf_shard(b, names[s], NULL, 0);
     const double ones[N_SHARDS] = {1, 1, 1, 1};
     for (size_t i = 0; i < N_TENANTS; i++) {
         char t[16];
@@ -347,21 +336,11 @@ static void test_reweight_record(void **state)
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/ferry_reweight_plan_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heavier_shard_attracts),
         cmocka_unit_test(test_lighter_shard_sheds),
         cmocka_unit_test(test_two_replicas),
         cmocka_unit_test(test_reweight_record),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-    return rc;
+    return pf_run("reweight_plan", tests, sizeof tests / sizeof tests[0], dir, sizeof dir);
 }

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "plan_fixture.h"
 #include "shards_text.h"
 
 #include "ferry/catalog.h"
@@ -43,22 +44,9 @@ static ferry_catalog *setup(void)
     assert_int_equal(ferry_catalog_open(url, &c, &err), FERRY_OK);
     ferry_batch *b = ferry_batch_new();
     ferry_record r;
-    ferry_record_init(&r, FERRY_REC_SETTINGS);
-    snprintf(r.u.settings.name, sizeof r.u.settings.name, "t");
-    snprintf(r.u.settings.hash, sizeof r.u.settings.hash, "sha256");
-    r.u.settings.rf = 1;
-    r.u.settings.fill = 0.85;
-    r.u.settings.pointer_format = 5;
-    assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-    for (size_t s = 0; s < N_SHARDS; s++) {
-        ferry_record_init(&r, FERRY_REC_SHARD);
-        snprintf(r.u.shard.name, sizeof r.u.shard.name, "%s", names[s]);
-        r.u.shard.weight = 1;
-        r.u.shard.capacity = CAPACITY;
-        snprintf(r.u.shard.replicas, sizeof r.u.shard.replicas, "http://127.0.0.1:1");
-        snprintf(r.u.shard.agent, sizeof r.u.shard.agent, "http://127.0.0.1:1");
-        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-    }
+    pf_settings(b, 1);
+    for (size_t s = 0; s < N_SHARDS; s++)
+        pf_shard(b, names[s], NULL, CAPACITY);
     for (size_t i = 0; i < N_TENANTS; i++) {
         ferry_record_init(&r, FERRY_REC_TENANT);
         snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "t%02zu", i);
@@ -174,18 +162,8 @@ static void test_skew_evens_the_fullest_shard(void **state)
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/ferry_skew_plan_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_skew_evens_the_fullest_shard),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-    return rc;
+    return pf_run("skew_plan", tests, sizeof tests / sizeof tests[0], dir, sizeof dir);
 }
