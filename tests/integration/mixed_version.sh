@@ -176,8 +176,10 @@ upgrade() { # NODE: restarted on 26.7 while the reader runs
     pin_routers
     assert_eq "${U[$1]}" "$(lab_url "$L" "$1")" "$1 came back on its port"
     g=$(goods)
-    # the reader goes on until it got an exact answer from the upgraded cluster
-    for i in $(seq 1 300); do [ "$(goods)" -gt "$g" ] && break; sleep 0.2; done
+    # the reader goes on until it got an exact answer from the upgraded cluster (up to 180 s: on a
+    # loaded machine a read of the restarted node can take tens of seconds; a helper's run beside a
+    # soak found none within the 60 s this waited before)
+    for i in $(seq 1 900); do [ "$(goods)" -gt "$g" ] && break; sleep 0.2; done
     touch "$T/stop"
     wait "$RP"
     RP=
