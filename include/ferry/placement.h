@@ -137,9 +137,15 @@ typedef struct ferry_pl_opts {
     /* true: a replica that fits on no shard below its fill target is an error (FERRY_EINVAL).
      * false: it goes to the shard with the most room left and is counted in overfilled. */
     bool strict;
+    /* ferry_pl_rebalance only: NULL, or [new cluster's shard count] shards that a replica
+     * needing a new home (evicted over the fill target or over its tenant's cap, or on a
+     * shard that left) goes to first: the one least filled relative to its limit among those
+     * that can take it, so they fill evenly (a fill spread being evened); else as without.
+     * No replica moves to one for any other reason (borrowed) */
+    const bool *prefer;
 } ferry_pl_opts;
 
-#define FERRY_PL_OPTS_DEFAULT {FERRY_HASH_SHA256, 1, 0.85, 1, true}
+#define FERRY_PL_OPTS_DEFAULT {FERRY_HASH_SHA256, 1, 0.85, 1, true, NULL}
 
 /* Validates opts against a cluster (rf <= shard count, fill in (0,1]). */
 int ferry_pl_opts_check(const ferry_pl_opts *o, const ferry_pl_cluster *c, ferry_err *err);

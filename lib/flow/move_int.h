@@ -23,6 +23,8 @@ typedef struct mv_plan_shard {
                   * routes (a rebalance cut short, resumed) */
     double old_weight; /* the weight the routing table was balanced for (the record's
                         * placed_weight: re-weighted since); 0: weight */
+    bool prefer;       /* below the mean fill while a skew is evened: a slice that needs a new
+                        * home goes to such a shard first (ferry_pl_opts.prefer) */
     const char *zone; /* NULL or "": none */
 } mv_plan_shard;
 

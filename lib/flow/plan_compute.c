@@ -157,10 +157,11 @@ static int plan_slice(ferry_hash hash, const ferry_record_list *shards, mv_zones
 }
 
 /* The fill target to place by: the cluster's, or, when skew > 0 and the fill spread of the
- * placeable shards with a capacity is above it, their mean fill plus skew / 2 if that is lower.
- * Loads are the bytes of every routed replica. Sets out->fill and out->spread. */
+ * placeable shards with a capacity is above it, their mean fill plus skew / 2 if that is lower;
+ * then those below the mean are preferred (ps[i].prefer) for the slices the lower target moves.
+ * Loads are the bytes of every routed replica. Sets out->fill, out->spread, out->evened. */
 static int plan_fill(const ferry_record_list *shards, const mv_view *view, double cluster_fill,
-                     double skew, ferry_rebalance_plan *out, ferry_err *err)
+                     double skew, mv_plan_shard *ps, ferry_rebalance_plan *out, ferry_err *err)
 {
     out->fill = cluster_fill;
     out->spread = -1;
@@ -192,15 +193,20 @@ static int plan_fill(const ferry_record_list *shards, const mv_view *view, doubl
         sum_cap += sh->capacity;
         n++;
     }
-    free(load);
-    if (n < 2)
-        return FERRY_OK;
-    out->spread = hi - lo;
-    double even = (double)(sum_load / sum_cap) + skew / 2;
-    if (out->spread > skew && even < out->fill) {
-        out->fill = even;
-        out->evened = true;
+    if (n >= 2) {
+        out->spread = hi - lo;
+        double mean = (double)(sum_load / sum_cap), even = mean + skew / 2;
+        if (out->spread > skew && even < out->fill) {
+            out->fill = even;
+            out->evened = true;
+            for (size_t i = 0; i < shards->n; i++) {
+                const ferry_shard *sh = &shards->items[i].u.shard;
+                ps[i].prefer = sh->capacity && ferry_shard_placeable(sh->state) &&
+                               (double)load[i] / (double)sh->capacity < mean;
+            }
+        }
     }
+    free(load);
     return FERRY_OK;
 }
 
@@ -284,7 +290,7 @@ static int plan_compute(ferry_catalog *cat, bool records, double skew, ferry_reb
             ps[r[k]].in_old = true;
         }
     }
-    if ((rc = plan_fill(&shards, &view, settings.u.settings.fill, skew, out, err)))
+    if ((rc = plan_fill(&shards, &view, settings.u.settings.fill, skew, ps, out, err)))
         goto out;
     size_t n_replica_steps = 0;   /* routed slices left to the replica steps below */
     const char *rf_tenant = NULL; /* tenant_rf of the slices of one tenant, looked up once */

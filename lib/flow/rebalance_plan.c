@@ -33,6 +33,7 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
     *out = NULL;
     *n = 0;
     size_t *inv_to_slice = NULL, *from_new = NULL, *from_old = NULL;
+    bool *prefer = NULL; /* [newc.n]: opts.prefer */
     long *in_old = NULL;
     bool borrowed = false; /* inv holds the callers' names */
     int rc;
@@ -127,6 +128,17 @@ int mv_plan(const char *hash, unsigned rf, double fill, const mv_plan_shard *sha
             old.shard_replicas[s]++;
         }
     }
+    for (size_t s = 0; s < nsh; s++) {
+        long k = shards[s].prefer ? ferry_pl_cluster_find(&newc, shards[s].name) : -1;
+        if (k < 0)
+            continue;
+        if (!prefer && !(prefer = calloc(newc.n, sizeof *prefer))) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        prefer[k] = true;
+    }
+    opts.prefer = prefer;
     old.inv = &inv;
     old.cluster = &oldc;
     old.opts = opts;
@@ -160,6 +172,7 @@ out:
     free(in_old);
     free(from_new);
     free(from_old);
+    free(prefer);
     if (borrowed)
         for (size_t i = 0; i < inv.n; i++)
             inv.slices[i].tenant = NULL;

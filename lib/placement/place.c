@@ -369,6 +369,28 @@ static int choose(pstate *st, size_t i, bool prefer_gainers, uint32_t *out, ferr
     const uint32_t *c = slice_cands(st, i);
     pl_zones z;
     slice_zones(st, i, &z);
+    if (prefer_gainers && st->o->prefer) {
+        /* the caller's preferred shards (a fill spread being evened) fill like water: the one
+         * least filled, relative to its limit, that can take the replica */
+        uint32_t best = FERRY_PL_NO_SHARD;
+        long double best_fill = 0;
+        for (uint32_t s = 0; s < st->n; s++) {
+            if (!st->o->prefer[s] || holding(st, i, s) || zone_count(st, &z, s) != z.level ||
+                !fits(st, s, sl->bytes) || tenant_count(st, t, s) >= tenant_cap(st, t, s))
+                continue;
+            long double f = st->limit[s] == UINT64_MAX
+                                ? 0
+                                : (long double)st->load[s] / (long double)(st->limit[s] + 1);
+            if (best == FERRY_PL_NO_SHARD || f < best_fill) {
+                best = s;
+                best_fill = f;
+            }
+        }
+        if (best != FERRY_PL_NO_SHARD) {
+            *out = best;
+            return FERRY_OK;
+        }
+    }
     for (size_t j = 0; j < st->m; j++) {
         uint32_t s = c[j];
         if ((!prefer_gainers || st->gainer[s]) && !holding(st, i, s) &&
@@ -790,7 +812,7 @@ int pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_clus
     bool *loser = NULL, *had_prev = NULL, *moved = NULL, *flips = NULL;
     pl_cand *tmp = NULL;
     flip_ctx fl;
-    size_t n_gainers = 0;
+    size_t n_gainers = 0, n_preferred = 0;
     memset(&st, 0, sizeof st);
     if (old->inv != inv || old->cluster != old_cluster) {
         rc = ferry_err_set(err, FERRY_EINTERNAL, "rebalance: old layout is over other inputs");
@@ -825,6 +847,13 @@ int pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_clus
         if (st.gainer[s])
             gainers[n_gainers++] = (uint32_t)s;
     }
+    /* the caller's preferred shards take homeless replicas first, as gainers do (choose), but
+     * are not gainers for the flips and the cap's excess: their weight did not change */
+    for (size_t s = 0; opts->prefer && s < n; s++)
+        if (opts->prefer[s] && !st.gainer[s]) {
+            st.gainer[s] = true;
+            n_preferred++;
+        }
 
     /* 1. Keep every replica whose shard is still there (the best rf if rf shrank). */
     for (size_t i = 0; i < inv->n; i++) {
@@ -881,7 +910,7 @@ int pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_clus
             if (st.rep[i * rf + j] != FERRY_PL_NO_SHARD)
                 continue;
             uint32_t s = FERRY_PL_NO_SHARD;
-            rc = choose(&st, i, had_prev[i * rf + j] && n_gainers > 0, &s, err);
+            rc = choose(&st, i, had_prev[i * rf + j] && n_gainers + n_preferred > 0, &s, err);
             if (rc)
                 goto out;
             assign(&st, i, j, s);

@@ -5,8 +5,9 @@
 # --skew 0.2` plans moves off node1 only, placed by a fill target of 0.3. Then a `ferry
 # coordinator` with rebalance_interval = 1s and skew = 0.2, and no command of the test, runs
 # them: its log names the spread as the reason, every tenant keeps its rows and lives only where
-# it is routed, nothing is left behind, the moved tenants are those of the dry run, and the plan
-# with the skew is empty afterwards.
+# it is routed, nothing is left behind, the moved tenants are those of the dry run, the spread is
+# under the skew (the slices went to node2 and node3, the emptier first) and the plan with the
+# skew is empty afterwards.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
@@ -72,5 +73,7 @@ assert_eq "$((12 - $(wc -l <<<"$want")))" "$(grep -c ' node1$' <<<"$got")" "node
 assert_eq "$before" "$(mv_tenant_fps node1 node2 node3)" "every tenant: the same rows and fingerprint"
 mv_only_where_routed "$C" node1 node2 node3
 mv_no_residue "$L"
-ok "the coordinator alone moved the dry run's $(wc -l <<<"$want") tenants off node1; rows verified, no residue, nothing more planned"
+P2=$(jq -c 'select(.event == "plan")' "$T/plan2.json")
+jq -e '.spread <= 0.2' <<<"$P2" >/dev/null || fail "the spread is still above the skew: $P2"
+ok "the coordinator alone moved the dry run's $(wc -l <<<"$want") tenants off node1 (spread now $(jq .spread <<<"$P2")); rows verified, no residue, nothing more planned"
 done_testing
