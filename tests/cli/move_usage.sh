@@ -23,6 +23,8 @@ check 2 "not milliseconds" move --config "$T/f.conf" --tenant a --split 0 --to b
 check 2 "unknown option" move --config "$T/f.conf" --bogus
 check 2 "is not 1..64" rebalance --config "$T/f.conf" --max-parallel 0
 check 2 "is not a size" rebalance --config "$T/f.conf" --max-bytes-per-second lots
+check 2 "is not a fill spread (0 < F <= 1)" rebalance --config "$T/f.conf" --skew 0
+check 2 "is not a fill spread" rebalance --config "$T/f.conf" --skew 1.5
 check 2 "needs an action" shard add
 check 2 "unknown action" shard grow node1
 check 2 "--weight goes with add" shard drain node1 --weight 2
