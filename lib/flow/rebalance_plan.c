@@ -323,13 +323,15 @@ bool mv_zones_repair(mv_zones *z, const char *slice_id, uint64_t bytes, const si
     return true;
 }
 
-bool mv_zones_attract(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
-                      size_t n_held, size_t *victim, size_t *to)
+/* placement's pull (ferry_pl_attract_replica) toward the shards `pull` marks: held (input
+ * indices) as cluster indices, the answer as input indices */
+static bool zones_pull(mv_zones *z, const bool *pull, const char *slice_id, uint64_t bytes,
+                       const size_t *held, size_t n_held, size_t *victim, size_t *to)
 {
     uint32_t h[64], d = FERRY_PL_NO_SHARD;
     size_t nh = held_in_cluster(z, held, n_held, h), v = 0;
-    if (z->n == 0 || nh != n_held ||
-        !ferry_pl_attract_replica(&z->c, z->hash, slice_id, bytes, h, nh, z->gainer, z->eligible,
+    if (z->n == 0 || !pull || nh != n_held ||
+        !ferry_pl_attract_replica(&z->c, z->hash, slice_id, bytes, h, nh, pull, z->eligible,
                                   z->load, z->fill, &v, &d))
         return false;
     *victim = v;
@@ -337,18 +339,16 @@ bool mv_zones_attract(mv_zones *z, const char *slice_id, uint64_t bytes, const s
     return true;
 }
 
+bool mv_zones_attract(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
+                      size_t n_held, size_t *victim, size_t *to)
+{
+    return zones_pull(z, z->gainer, slice_id, bytes, held, n_held, victim, to);
+}
+
+/* placement's pull with every shard that kept its weight as a "gainer": the replicas that may
+ * move are those on the lighter shards, and they go where the slice now ranks higher */
 bool mv_zones_shed(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
                    size_t n_held, size_t *victim, size_t *to)
 {
-    uint32_t h[64], d = FERRY_PL_NO_SHARD;
-    size_t nh = held_in_cluster(z, held, n_held, h), v = 0;
-    /* placement's pull with every shard that kept its weight as a "gainer": the replicas that
-     * may move are those on the lighter shards, and they go where the slice now ranks higher */
-    if (z->n == 0 || !z->keeper || nh != n_held ||
-        !ferry_pl_attract_replica(&z->c, z->hash, slice_id, bytes, h, nh, z->keeper, z->eligible,
-                                  z->load, z->fill, &v, &d))
-        return false;
-    *victim = v;
-    *to = z->from_cluster[d];
-    return true;
+    return zones_pull(z, z->keeper, slice_id, bytes, held, n_held, victim, to);
 }

@@ -44,8 +44,7 @@ FERRY_TEST_STOP_AFTER=SYNC:round "$FERRY_BIN" repair --config "$C" --tenant acme
     >"$T/repair.out" 2>"$T/repair.err" &
 RPID=$!
 _H_PIDS+=("$RPID") # killed at exit if the test fails while it is stopped
-stopped() { [ "$(awk '{print $3}' "/proc/$RPID/stat" 2>/dev/null)" = T ]; }
-wait_for 120 stopped || fail "the repair did not stop at SYNC:round: $(tail -5 "$T/repair.err")"
+wait_for 120 all_threads_stopped "$RPID" || fail "the repair did not stop at SYNC:round: $(tail -5 "$T/repair.err")"
 P="('acme', 20261101, 0)"
 chq "$U1" "ALTER TABLE events DETACH PARTITION $P" >/dev/null
 chq "$U1" "ALTER TABLE events ATTACH PARTITION $P" >/dev/null

@@ -43,14 +43,8 @@ NPID=$(lab_pid "$LAB" node1)
 kill -STOP "$NPID"
 at_exit "kill -CONT $NPID 2>/dev/null || true"
 # kill returns before every thread has stopped (a fresh-clone run got 200 for a SELECT sent right
-# after it): wait until each thread of the node is in state T
-all_stopped() {
-    local t
-    for t in /proc/"$NPID"/task/*/stat; do
-        [ "$(awk '{print $3}' "$t" 2>/dev/null)" = T ] || return 1
-    done
-}
-wait_for 30 all_stopped || fail "node1 (pid $NPID) did not stop"
+# after it)
+wait_for 30 all_threads_stopped "$NPID" || fail "node1 (pid $NPID) did not stop"
 s0=$(date +%s%N)
 out=$(curl -s --max-time 60 -w '\n%{http_code}' "$R" -d 'SELECT 1')
 ms=$((($(date +%s%N) - s0) / 1000000))

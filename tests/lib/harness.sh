@@ -122,6 +122,15 @@ wait_for() {
     done
 }
 
+# all_threads_stopped PID: every thread of PID is in state T (kill -STOP returns before they are)
+all_threads_stopped() {
+    local t
+    [ -d "/proc/$1/task" ] || return 1
+    for t in /proc/"$1"/task/*/stat; do
+        [ "$(awk '{print $3}' "$t" 2>/dev/null)" = T ] || return 1
+    done
+}
+
 fail() { echo "FAIL [$_H_NAME]: $*" >&2; _H_FAILED=$((_H_FAILED + 1)); exit 1; }
 ok() { echo "ok - $*"; _H_PASSED=$((_H_PASSED + 1)); }
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ferry/catalog.h"
 
@@ -38,6 +39,16 @@ static inline void pf_shard(ferry_batch *b, const char *name, const char *zone, 
     snprintf(r.u.shard.replicas, sizeof r.u.shard.replicas, "http://127.0.0.1:1");
     snprintf(r.u.shard.agent, sizeof r.u.shard.agent, "http://127.0.0.1:1");
     assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+}
+
+/* The index of name in names[0..n); fails the test when it is none of them. */
+static inline size_t pf_index(const char *const *names, size_t n, const char *name)
+{
+    for (size_t s = 0; s < n; s++)
+        if (!strcmp(names[s], name))
+            return s;
+    fail_msg("unknown shard %s", name);
+    return 0;
 }
 
 /* Runs the group with dir (dirsz bytes) set to a fresh /tmp/ferry_<tag>_XXXXXX, then removes

@@ -148,11 +148,7 @@ static double placed_weight(ferry_catalog *c, const char *shard)
 
 static size_t shard_index(const char *name)
 {
-    for (size_t s = 0; s < N_SHARDS; s++)
-        if (!strcmp(names[s], name))
-            return s;
-    fail_msg("unknown shard %s", name);
-    return 0;
+    return pf_index(names, N_SHARDS, name);
 }
 
 /* Applies the plan's moves to the routing table, as the moves' switches do. */

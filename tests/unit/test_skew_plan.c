@@ -70,11 +70,7 @@ static ferry_catalog *setup(void)
 
 static size_t shard_index(const char *name)
 {
-    for (size_t s = 0; s < N_SHARDS; s++)
-        if (!strcmp(names[s], name))
-            return s;
-    fail_msg("unknown shard %s", name);
-    return 0;
+    return pf_index(names, N_SHARDS, name);
 }
 
 /* The routing table's fill per shard, and its spread. */
