@@ -6,6 +6,8 @@
 #ifndef FERRY_FENCE_H
 #define FERRY_FENCE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ferry/err.h"
@@ -26,5 +28,16 @@ int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigne
 int ferry_router_fence_switch(const struct ferry_config *cfg, const char *shard,
                               const char *tenant, uint32_t split, unsigned timeout_ms,
                               ferry_err *err);
+
+/* Whether a router of [cluster] routers expects a client's retry of a failed write to slice
+ * (tenant, split) now (its status's pending_retry_ms; one look, no wait). A flow that gives
+ * ClickHouse parts under new names (a move's copy, a repair's, tiering's swap) must not do so
+ * then: the copy carries no deduplication token, and a swap drops the block ids of the parts it
+ * detaches from ClickHouse's deduplication log, so the retry would store the rows a second time
+ * (docs/routing.md "Retries and moves"). *why (whysz bytes) names the router and how long. A
+ * router that does not answer, or no routers listed: false (its pending list lived in its
+ * memory). */
+bool ferry_router_retry_pending(const struct ferry_config *cfg, const char *tenant,
+                                uint32_t split, char *why, size_t whysz);
 
 #endif

@@ -345,9 +345,10 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
         return ferry_err_set(err, FERRY_ETIMEOUT, "move %s: stopping (the process was asked to "
                              "stop during the grace period)", x->mv.u.move.id);
     /* a client's retry of a write that failed on the new replica would be stored there a second
-     * time once the sync below copied the first attempt's rows (replica_int.h) */
+     * time once the sync below copied the first attempt's rows (ferry/fence.h) */
     char why[400];
-    if (rs_retry_expected(x->o->cfg, x->mv.u.move.tenant, x->mv.u.move.split, why, sizeof why))
+    if (ferry_router_retry_pending(x->o->cfg, x->mv.u.move.tenant, x->mv.u.move.split, why,
+                                   sizeof why))
         return ferry_err_set(err, FERRY_ETIMEOUT, "clone %s: %s; the clone stays in SWITCH, "
                              "resume it once the retry came", x->mv.u.move.id, why);
     char fz[160], tag[32];

@@ -12,6 +12,7 @@
 
 #include "ferry/clock.h"
 #include "ferry/config.h"
+#include "ferry/fence.h"
 #include "ferry/http_call.h"
 #include "ferry/lines.h"
 #include "ferry/log.h"
@@ -257,68 +258,6 @@ static void report_busy(ferry_repair_fn fn, void *arg, const ferry_route *rt, co
         fn(&it, arg);
 }
 
-/* replica_int.h. The router's status (docs/routing.md "Retries and moves"); a router that does
- * not answer expects nothing it could act on (its table of pending retries lives in its
- * memory). */
-bool rs_retry_expected(const struct ferry_config *cfg, const char *tenant, uint32_t split,
-                       char *why, size_t whysz)
-{
-    const char *list = cfg ? ferry_config_get(cfg, "cluster", NULL, "routers") : NULL;
-    const char *tf = cfg ? ferry_config_get(cfg, "cluster", NULL, "router_token_file") : NULL;
-    if (!list || !*list)
-        return false;
-    char *copy = strdup(list), *token = NULL, *fields[64];
-    size_t tl = 0;
-    ferry_err e = {0};
-    bool pending = false;
-    if (!copy)
-        return false;
-    if (tf && *tf && !ferry_read_file(tf, &token, &tl, &e))
-        token[strcspn(token, "\r\n")] = '\0';
-    size_t n = ferry_split(copy, ',', fields, 64);
-    for (size_t i = 0; i < n && i < 64 && !pending; i++) {
-        const char *u = ferry_trim(fields[i]);
-        size_t bl = strlen(u);
-        while (bl && u[bl - 1] == '/')
-            bl--;
-        if (!bl)
-            continue;
-        ferry_buf url = FERRY_BUF_INIT, hdr = FERRY_BUF_INIT;
-        ferry_http_answer a;
-        memset(&a, 0, sizeof a);
-        int bad = ferry_buf_printf(&url, "%.*s/ferry/router?tenant=", (int)bl, u) ||
-                  ferry_url_escape(&url, tenant) || ferry_buf_printf(&url, "&split=%u", split);
-        if (!bad && token)
-            bad = ferry_buf_printf(&hdr, "X-Ferry-Token: %s", token);
-        const char *hdrs[] = {hdr.data, NULL};
-        ferry_http_call call = {.url = url.data, .headers = token ? hdrs : NULL,
-                                .timeout_ms = 2000};
-        if (!bad && !ferry_http_do(&call, &a, &e) && a.status == 200) {
-            json_t *o = json_loads(ferry_buf_cstr(&a.body), 0, NULL);
-            json_t *ms = json_object_get(o, "pending_retry_ms");
-            if (json_is_integer(ms) && json_integer_value(ms) > 0) {
-                pending = true;
-                snprintf(why, whysz, "router %.*s expects a client to retry a failed write to "
-                         "the slice for %lld ms more; a copy before the retry would store its "
-                         "rows twice", (int)(bl > 200 ? 200 : bl), u,
-                         (long long)json_integer_value(ms));
-            }
-            json_decref(o);
-        }
-        ferry_http_answer_free(&a);
-        ferry_buf_free(&url);
-        if (hdr.data)
-            memset(hdr.data, 0, hdr.len); /* the token */
-        ferry_buf_free(&hdr);
-    }
-    if (token) {
-        memset(token, 0, tl);
-        free(token);
-    }
-    free(copy);
-    return pending;
-}
-
 /* Whether a tier job of (server, table, pid) is unfinished (neither DONE nor FAILED): its swap
  * may be about to run, or have run without its VERIFY; the partition is the job's until then.
  * *id receives the job's id. */
@@ -525,7 +464,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
          * would store them twice there */
         if (!dry_run) {
             char why[400];
-            if (rs_retry_expected(o->cfg, rt->tenant, rt->split, why, sizeof why)) {
+            if (ferry_router_retry_pending(o->cfg, rt->tenant, rt->split, why, sizeof why)) {
                 sum->busy++;
                 report_busy(fn, arg, rt, "", "", rtext, why);
                 continue;

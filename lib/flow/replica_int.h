@@ -64,13 +64,6 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
  * table: nothing to do. */
 int rs_staging_clear(mv_conn *dst, const ferry_table_def *t, const char *pid, ferry_err *err);
 
-/* Whether a router of cfg's [cluster] routers expects a client's retry of a failed write to
- * slice (tenant, split) (its status's pending_retry_ms): a sync that copied the write's rows to
- * the replica that missed them before the retry came would leave them there twice (a copied part
- * carries no deduplication token). *why (whysz bytes) names the router. Routers that do not
- * answer, or no routers listed: false. `ferry repair` skips such a slice (replica.c). */
-bool rs_retry_expected(const struct ferry_config *cfg, const char *tenant, uint32_t split,
-                       char *why, size_t whysz);
 
 /* Fingerprints partition pid of table t on c (verify.h). When the read fails and CHECK TABLE
  * finds parts of the partition broken (e.g. an empty marks file: ClickHouse wrote a merged part

@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "ferry/clock.h"
+#include "ferry/fence.h"
 #include "ferry/log.h"
 #include "ferry/sqlguard.h"
 #include "ferry/strutil.h"
@@ -880,6 +881,25 @@ static void run_swap_items(tier_ctx *ctx, tier_wave *w, swap_item *it, size_t n,
  * halves of attach swaps cut short in more, on staging). When a statement fails for several
  * jobs, each job is looked at again and run on its own (the commands of an ALTER commit one by
  * one, so some may have run). */
+/* Whether a router expects a client's retry of a failed write to job's slice (ferry/fence.h):
+ * then the swap waits for a later run (*why says so, code FERRY_ETIMEOUT), since DETACH PART
+ * drops the block ids of the frozen parts from ClickHouse's deduplication log of a plain
+ * MergeTree, and the attached cold copies carry none: the retry of a write whose first attempt
+ * reached this server would be stored a second time (the SQLite soak at 0c4fb19,
+ * docs/reliability.md; tests/integration/tier_retry_window.sh). */
+static void retry_pending(tier_ctx *ctx, const tier_job *job, ferry_err *why)
+{
+    char what[400];
+    if (!job->st.tenant[0] ||
+        !ferry_router_retry_pending(&ctx->cfg, job->st.tenant, job->st.split, what, sizeof what))
+        return;
+    ferry_err_set(why, FERRY_ETIMEOUT, "%s: swap of %s.%s partition %s held back: %s (its "
+                  "deduplication would not survive the swap); the next run swaps it",
+                  job->srv->shard.name, job->db, job->table, job->pid, what);
+    FLOG_INFO("msg=\"tier swap held back: a client's retry is expected\" job=%s why=\"%s\"",
+              job->rec.u.job.id, what);
+}
+
 static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
 {
     mv_slice live = {0}, stg = {0};
@@ -921,17 +941,21 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
         x->job = js[i];
         enum swap_need need = swap_look(w, js[i], &live, &stg, &det, &x->cmds, &x->ncmds,
                                         &x->moves, &x->nmoves);
-        if (need == SWAP_CHOOSE && room_rc) {
+        ferry_err retry = {0};
+        if (need == SWAP_CHOOSE && !room_rc)
+            retry_pending(ctx, js[i], &retry);
+        if (need == SWAP_CHOOSE && (room_rc || retry.code)) {
             /* held back: a choice journaled by an earlier run whose statement never ran (no
              * ALTER of it runs: wait_swaps_finished) is taken back, so no unverified swap keeps
-             * the table's merges stopped while the disk has no room */
+             * the table's merges stopped while the disk has no room, or while a client's retry
+             * is expected */
             tier_state *st = &js[i]->st;
             st->swap[0] = '\0';
             st->max_block = 0;
             st->has_max_block = false;
             st->swapped = false;
             st->has_swapped = true;
-            tier_job_fail(js[i], room_rc, &room);
+            tier_job_fail(js[i], room_rc ? room_rc : retry.code, room_rc ? &room : &retry);
             ferry_buf_free(&x->cmds), ferry_buf_free(&x->moves);
             x->ncmds = x->nmoves = 0;
             continue;

@@ -195,6 +195,42 @@ static int fence(const struct ferry_config *cfg, fence_want *w, unsigned timeout
     return rc;
 }
 
+bool ferry_router_retry_pending(const struct ferry_config *cfg, const char *tenant,
+                                uint32_t split, char *why, size_t whysz)
+{
+    const char *list = cfg ? ferry_config_get(cfg, "cluster", NULL, "routers") : NULL;
+    if (!list || !*list)
+        return false;
+    char *token = NULL, *copy = strdup(list), *fields[64];
+    const char *tf = ferry_config_get(cfg, "cluster", NULL, "router_token_file");
+    ferry_err e = {0};
+    size_t tl = 0;
+    if (tf && *tf && !ferry_read_file(tf, &token, &tl, &e))
+        token[strcspn(token, "\r\n")] = '\0';
+    bool pending = false;
+    size_t n = copy ? ferry_split(copy, ',', fields, 64) : 0;
+    for (size_t i = 0; i < n && i < 64 && !pending; i++) {
+        const char *u = ferry_trim(fields[i]);
+        uint64_t left = 0;
+        char what[256] = "";
+        fence_want w = {.tenant = tenant, .split = split, .wait_ms = &left, .token = token};
+        if (!*u)
+            continue;
+        router_past(u, &w, what, sizeof what); /* unreachable: nothing it expects can be acted on */
+        if (left) {
+            pending = true;
+            snprintf(why, whysz, "router %.200s expects a client to retry a failed write to %s/%u "
+                     "for %llu ms more", u, tenant, split, (unsigned long long)left);
+        }
+    }
+    free(copy);
+    if (token) {
+        memset(token, 0, tl);
+        free(token);
+    }
+    return pending;
+}
+
 int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigned timeout_ms,
                        ferry_err *err)
 {
