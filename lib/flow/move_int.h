@@ -75,6 +75,13 @@ bool mv_zones_attract(mv_zones *z, const char *slice_id, uint64_t bytes, const s
  * outranks it for the slice, holds no replica of it, has room and keeps the zones even). */
 bool mv_zones_shed(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
                    size_t n_held, size_t *victim, size_t *to);
+/* Evening a fill spread above the skew (mv_plan_shard.prefer set by the plan's fill target):
+ * true with *victim (index into held: the replica on the shard furthest above fill * capacity)
+ * and *to (a preferred shard, below the mean fill, that holds none of the slice, has room for it
+ * under the target and the zone rule allows, as ferry_pl_pick_replica picks among them); false
+ * when no skew is evened, no replica is on a shard above its target, or no such shard has room. */
+bool mv_zones_even(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
+                   size_t n_held, size_t *victim, size_t *to);
 
 /* ---- stored shard lists as indexes into one shard table (catalog_view.c) ---- */
 

@@ -74,7 +74,9 @@ static bool shard_active(const ferry_record_list *shards, size_t k)
  *  5. MOVE of its weakest replicas to shards just added (state NEW), or re-weighted to more,
  *     that now outrank them, as placement's rule 4 moves the slices of rf 1
  *     (ferry_pl_attract_replica);
- *  6. MOVE of its replicas on shards re-weighted to less to the shards that now outrank them.
+ *  6. MOVE of its replicas on shards re-weighted to less to the shards that now outrank them;
+ *  7. MOVE, while a fill spread above the skew is evened, of its replica on a shard above the
+ *     fill target to a shard below the mean fill with room (mv_zones_even).
  * Every step updates idx and the shard loads, so later steps (and slices) see its result. */
 static int plan_slice(ferry_hash hash, const ferry_record_list *shards, mv_zones *zones,
                       const mv_view_slice *sl, size_t *idx, size_t have, unsigned want,
@@ -136,11 +138,11 @@ static int plan_slice(ferry_hash hash, const ferry_record_list *shards, mv_zones
     bool all_active = true;
     for (size_t k = 0; k < have; k++)
         all_active &= shard_active(shards, idx[k]);
-    /* 4, 5 and 6 (zone repair needs two replicas: ferry_pl_zone_repair says no with one): each
+    /* 4 to 7 (zone repair needs two replicas: ferry_pl_zone_repair says no with one): each
      * round moves one replica, so a slice needs at most `have` rounds of each */
     static bool (*const pulls[])(mv_zones *, const char *, uint64_t, const size_t *, size_t,
                                  size_t *, size_t *) = {mv_zones_repair, mv_zones_attract,
-                                                        mv_zones_shed};
+                                                        mv_zones_shed, mv_zones_even};
     for (size_t p = 0; p < sizeof pulls / sizeof pulls[0]; p++)
         for (size_t round = 0; !rc && all_active && round < have; round++) {
             size_t victim, to;

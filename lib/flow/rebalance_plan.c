@@ -6,6 +6,7 @@
  * onto placement's sorted clusters and back stays here. */
 #include "flow/move_int.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,6 +193,8 @@ struct mv_zones {
     bool *eligible;       /* [c.n] */
     bool *gainer;         /* [c.n] added shards, and those re-weighted to more */
     bool *keeper;         /* [c.n] active shards not re-weighted to less; NULL: none was */
+    bool *preferred;      /* [c.n] active shards below the mean fill of an evened skew
+                           * (mv_plan_shard.prefer); NULL: no skew is evened */
     uint64_t *load;       /* [c.n] */
 };
 
@@ -216,6 +219,7 @@ void mv_zones_close(mv_zones *z)
     free(z->eligible);
     free(z->gainer);
     free(z->keeper);
+    free(z->preferred);
     free(z->load);
     free(z);
 }
@@ -267,6 +271,16 @@ int mv_zones_open(const char *hash, double fill, const mv_plan_shard *shards, si
         }
         for (size_t t = 0; t < n; t++)
             z->keeper[z->to_cluster[t]] = shards[t].in_new && !reweighted_down(&shards[t]);
+    }
+    for (size_t s = 0; s < n && !z->preferred; s++) {
+        if (!shards[s].in_new || !shards[s].prefer)
+            continue;
+        if (!(z->preferred = calloc(n, sizeof *z->preferred))) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t t = 0; t < n; t++)
+            z->preferred[z->to_cluster[t]] = shards[t].in_new && shards[t].prefer;
     }
 out:
     if (rc)
@@ -351,4 +365,54 @@ bool mv_zones_shed(mv_zones *z, const char *slice_id, uint64_t bytes, const size
                    size_t n_held, size_t *victim, size_t *to)
 {
     return zones_pull(z, z->keeper, slice_id, bytes, held, n_held, victim, to);
+}
+
+/* The bytes shard k (cluster index) may hold under the fill target; 0: no capacity (no limit). */
+static uint64_t zones_limit(const mv_zones *z, size_t k)
+{
+    uint64_t cap = z->c.shards[k].capacity;
+    return cap ? (uint64_t)floorl((long double)cap * z->fill) : 0; /* as placement's limit */
+}
+
+bool mv_zones_even(mv_zones *z, const char *slice_id, uint64_t bytes, const size_t *held,
+                   size_t n_held, size_t *victim, size_t *to)
+{
+    uint32_t h[64], rest[64];
+    size_t nh = held_in_cluster(z, held, n_held, h), v = SIZE_MAX;
+    if (z->n == 0 || !z->preferred || nh != n_held || nh == 0)
+        return false;
+    /* the replica on the shard furthest above its limit (relative to it) */
+    double over = 1;
+    for (size_t k = 0; k < nh; k++) {
+        uint64_t lim = zones_limit(z, h[k]);
+        double r = lim ? (double)z->load[h[k]] / (double)lim : 0;
+        if (lim && z->load[h[k]] > lim && r > over)
+            over = r, v = k;
+    }
+    if (v == SIZE_MAX)
+        return false;
+    size_t nr = 0;
+    for (size_t k = 0; k < nh; k++)
+        if (k != v)
+            rest[nr++] = h[k];
+    uint32_t d = ferry_pl_pick_replica(&z->c, z->hash, slice_id, bytes, rest, nr, z->preferred,
+                                       z->load, z->fill);
+    /* only to a preferred shard with room: a shard below the mean never rises above the target */
+    if (d == FERRY_PL_NO_SHARD || !z->preferred[d] || !z->eligible[d] || !zones_limit(z, d) ||
+        z->load[d] + bytes > zones_limit(z, d))
+        return false;
+    /* nor to a zone holding more of the slice's other replicas than the victim's zone does:
+     * the zone spread stays as even as it was (the pick saw only the preferred shards' zones) */
+    size_t in_d = 0, in_v = 0;
+    for (size_t k = 0; k < nr; k++) {
+        if (rest[k] == d)
+            return false;
+        in_d += z->c.shards[rest[k]].zone_id == z->c.shards[d].zone_id;
+        in_v += z->c.shards[rest[k]].zone_id == z->c.shards[h[v]].zone_id;
+    }
+    if (in_d > in_v)
+        return false;
+    *victim = v;
+    *to = z->from_cluster[d];
+    return true;
 }

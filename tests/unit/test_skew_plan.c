@@ -4,7 +4,7 @@
  * a skew of 0.2 places by a fill target of the mean fill (0.2) plus 0.1, so only the full shard
  * gives slices, until it is under 0.3, to the shards below the mean, the least filled first;
  * applied, the spread is under the skew, and neither a second plan with the skew nor one without
- * moves anything more. */
+ * moves anything more. The same with rf 2, through the replica steps (test_skew_evens_replicas). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -159,10 +159,129 @@ static void test_skew_evens_the_fullest_shard(void **state)
     ferry_catalog_close(c);
 }
 
+/* rf 2: five shards; 25 slices have a replica on s1 (fill 0.5), the others hold 0.16-0.18.
+ * The mean is 0.24, so the skew 0.2 places by 0.34: s1's replicas move (the replica steps'
+ * evening, mv_zones_even) to shards below the mean that do not hold the slice, until s1 is
+ * under 0.34; none of them goes above it; every slice keeps two replicas on distinct shards;
+ * the spread is under the skew, and the next plan moves nothing. */
+#define RF2_SHARDS 5
+#define RF2_TENANTS 30
+static const char *const rf2_names[RF2_SHARDS] = {"s1", "s2", "s3", "s4", "s5"};
+
+static void rf2_route(size_t i, size_t *a, size_t *b)
+{
+    if (i < 25) {
+        *a = 0, *b = 1 + i % 4;
+    } else {
+        *a = 1 + i % 4, *b = 1 + (i + 1) % 4;
+    }
+}
+
+static double rf2_fills(ferry_catalog *c, double *fill, bool *distinct)
+{
+    ferry_err err = {0};
+    double lo = 1e9, hi = -1;
+    *distinct = true;
+    for (size_t s = 0; s < RF2_SHARDS; s++)
+        fill[s] = 0;
+    for (size_t i = 0; i < RF2_TENANTS; i++) {
+        ferry_record r;
+        ferry_record_init(&r, FERRY_REC_ROUTE);
+        snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "t%02zu", i);
+        assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+        assert_int_equal(r.u.route.shards.n, 2);
+        size_t a = pf_index(rf2_names, RF2_SHARDS, r.u.route.shards.name[0]);
+        size_t b = pf_index(rf2_names, RF2_SHARDS, r.u.route.shards.name[1]);
+        *distinct = *distinct && a != b;
+        fill[a] += (double)SLICE_BYTES / CAPACITY;
+        fill[b] += (double)SLICE_BYTES / CAPACITY;
+    }
+    for (size_t s = 0; s < RF2_SHARDS; s++) {
+        lo = fill[s] < lo ? fill[s] : lo;
+        hi = fill[s] > hi ? fill[s] : hi;
+    }
+    return hi - lo;
+}
+
+static void test_skew_evens_replicas(void **state)
+{
+    (void)state;
+    char url[512];
+    snprintf(url, sizeof url, "sqlite:%s/rf2.db", dir);
+    ferry_catalog *c = NULL;
+    ferry_err err = {0};
+    assert_int_equal(ferry_catalog_open(url, &c, &err), FERRY_OK);
+    ferry_batch *b = ferry_batch_new();
+    ferry_record r;
+    pf_settings(b, 2);
+    for (size_t s = 0; s < RF2_SHARDS; s++)
+        pf_shard(b, rf2_names[s], NULL, CAPACITY);
+    for (size_t i = 0; i < RF2_TENANTS; i++) {
+        size_t x, y;
+        rf2_route(i, &x, &y);
+        ferry_record_init(&r, FERRY_REC_TENANT);
+        snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "t%02zu", i);
+        r.u.tenant.splits = 1;
+        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+        ferry_record_init(&r, FERRY_REC_SLICE);
+        snprintf(r.u.slice.tenant, sizeof r.u.slice.tenant, "t%02zu", i);
+        r.u.slice.bytes = SLICE_BYTES;
+        shards_printf(&r.u.slice.placement, "%s,%s", rf2_names[x], rf2_names[y]);
+        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+        ferry_record_init(&r, FERRY_REC_ROUTE);
+        snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "t%02zu", i);
+        shards_printf(&r.u.route.shards, "%s,%s", rf2_names[x], rf2_names[y]);
+        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    }
+    assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
+    ferry_batch_free(b);
+
+    double fill[RF2_SHARDS];
+    bool distinct;
+    assert_true(rf2_fills(c, fill, &distinct) > 0.3);
+    ferry_rebalance_plan p;
+    assert_int_equal(ferry_rebalance_plan_compute(c, &p, &err), FERRY_OK);
+    assert_int_equal(p.n_moves, 0); /* no skew: every shard is under 0.85 */
+    ferry_rebalance_plan_free(&p);
+
+    assert_int_equal(ferry_rebalance_plan_compute_skew(c, 0.2, &p, &err), FERRY_OK);
+    assert_true(p.evened);
+    assert_true(p.fill > 0.3399 && p.fill < 0.3401);
+    assert_true(p.n_moves >= 8 && p.n_moves <= 9);
+    for (size_t i = 0; i < p.n_moves; i++) {
+        assert_int_equal(p.moves[i].kind, FERRY_PLAN_MOVE);
+        assert_string_equal(p.moves[i].from, "s1");
+        ferry_record_init(&r, FERRY_REC_ROUTE);
+        snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "%s", p.moves[i].tenant);
+        assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+        assert_string_equal(r.u.route.shards.name[0], "s1");
+        char other[FERRY_NAME_MAX];
+        snprintf(other, sizeof other, "%s", r.u.route.shards.name[1]);
+        assert_string_not_equal(p.moves[i].to, other); /* not to the shard holding the other */
+        shards_printf(&r.u.route.shards, "%s,%s", p.moves[i].to, other);
+        assert_int_equal(ferry_catalog_update(c, &r, &err), FERRY_OK);
+    }
+    ferry_rebalance_plan_free(&p);
+    double after = rf2_fills(c, fill, &distinct);
+    assert_true(distinct);
+    for (size_t s = 0; s < RF2_SHARDS; s++)
+        assert_true(fill[s] <= 0.34 + 1e-9);
+    assert_true(after <= 0.2);
+
+    assert_int_equal(ferry_rebalance_plan_compute_skew(c, 0.2, &p, &err), FERRY_OK);
+    assert_int_equal(p.n_moves, 0);
+    ferry_rebalance_plan_free(&p);
+    assert_int_equal(ferry_rebalance_plan_compute(c, &p, &err), FERRY_OK);
+    assert_int_equal(p.n_moves, 0);
+    ferry_rebalance_plan_free(&p);
+    ferry_catalog_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_skew_evens_the_fullest_shard),
+        cmocka_unit_test(test_skew_evens_replicas),
     };
     return pf_run("skew_plan", tests, sizeof tests / sizeof tests[0], dir, sizeof dir);
 }
