@@ -934,6 +934,11 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
         rc = tier_list(w, w->staging, js, n, true, &stg, err);
     if (!rc && resumed)
         rc = list_detached(w, js, n, &det, err);
+    /* one look at each router first: the slices' own questions only when one expects a retry
+     * at all */
+    char any_why[400];
+    bool any_retry = !rc && !room_rc &&
+                     ferry_router_retry_pending(&ctx->cfg, NULL, 0, any_why, sizeof any_why);
     for (size_t i = 0; !rc && i < n; i++) {
         if (js[i]->rc)
             continue;
@@ -942,7 +947,7 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
         enum swap_need need = swap_look(w, js[i], &live, &stg, &det, &x->cmds, &x->ncmds,
                                         &x->moves, &x->nmoves);
         ferry_err retry = {0};
-        if (need == SWAP_CHOOSE && !room_rc)
+        if (need == SWAP_CHOOSE && any_retry)
             retry_pending(ctx, js[i], &retry);
         if (need == SWAP_CHOOSE && (room_rc || retry.code)) {
             /* held back: a choice journaled by an earlier run whose statement never ran (no

@@ -31,6 +31,7 @@ typedef struct fence_want {
     const char *tenant; /* NULL, or a slice no client retry may be pending for */
     uint32_t split;
     uint64_t *wait_ms;  /* out: how long the router still expects a retry (tenant given) */
+    uint64_t *n_pending; /* out (may be NULL): how many slices it expects retries for */
     const char *token;  /* [cluster] router_token_file's secret (routers with auth = catalog
                          * answer their status only with it), or NULL; never logged */
 } fence_want;
@@ -83,6 +84,9 @@ static int router_past(const char *base, const fence_want *w, char *what, size_t
         else
             snprintf(what, whatsz, "it has routing version %llu, nothing in flight",
                      (unsigned long long)have);
+        json_t *slices = json_object_get(o, "pending_retry_slices");
+        if (w->n_pending)
+            *w->n_pending = json_is_integer(slices) ? (uint64_t)json_integer_value(slices) : 0;
         json_t *pend = w->tenant ? json_object_get(o, "pending_retry_ms") : NULL;
         if (w->wait_ms)
             *w->wait_ms = json_is_integer(pend) ? (uint64_t)json_integer_value(pend) : 0;
@@ -211,16 +215,21 @@ bool ferry_router_retry_pending(const struct ferry_config *cfg, const char *tena
     size_t n = copy ? ferry_split(copy, ',', fields, 64) : 0;
     for (size_t i = 0; i < n && i < 64 && !pending; i++) {
         const char *u = ferry_trim(fields[i]);
-        uint64_t left = 0;
+        uint64_t left = 0, slices = 0;
         char what[256] = "";
-        fence_want w = {.tenant = tenant, .split = split, .wait_ms = &left, .token = token};
+        fence_want w = {.tenant = tenant, .split = split, .wait_ms = &left, .n_pending = &slices,
+                        .token = token};
         if (!*u)
             continue;
         router_past(u, &w, what, sizeof what); /* unreachable: nothing it expects can be acted on */
-        if (left) {
+        if (tenant && left) {
             pending = true;
             snprintf(why, whysz, "router %.200s expects a client to retry a failed write to %s/%u "
                      "for %llu ms more", u, tenant, split, (unsigned long long)left);
+        } else if (!tenant && slices) {
+            pending = true;
+            snprintf(why, whysz, "router %.200s expects clients to retry failed writes to %llu "
+                     "slices", u, (unsigned long long)slices);
         }
     }
     free(copy);
