@@ -19,22 +19,14 @@ events_table "${U[@]}"
 
 # run WINDOW TAG: one scenario on a fresh catalog; sets STORED_A / STORED_B (rows of a and b)
 run() {
-    local window=$1 tag=$2 C=$L/$2.conf a="" b="" x
+    local window=$1 tag=$2 C=$L/$2.conf a b
     cp "$L/ferry.conf" "$C"
     sed -i "s#^catalog = .*#catalog = sqlite:$L/$tag.db#" "$C"
     events_conf "$C" "passthrough = ${U[node1]}" "shard_timeout = 5s" "retry_window = $window"
     "$FERRY_BIN" init --config "$C" >/dev/null || fail "init ($tag)"
     # two tenants, one on node1 and one on node2 (names tried until placement says so)
-    for i in $(seq 1 60); do
-        x=$tag$i
-        "$FERRY_BIN" tenant add "$x" --config "$C" >/dev/null || fail "tenant add $x"
-        case "$("$FERRY_BIN" route --tenant "$x" --json --config "$C" | jq -r '.slices[0].shards[0]')" in
-        node1) [ -n "$a" ] || a=$x ;;
-        node2) [ -n "$b" ] || b=$x ;;
-        esac
-        [ -n "$a" ] && [ -n "$b" ] && break
-    done
-    [ -n "$a" ] && [ -n "$b" ] || fail "no tenants on node1 and node2 ($tag)"
+    tenants_on_two "$C" "$tag"
+    a=$TA b=$TB
     start_router "$C" "router-$tag"
     local R=$R_URL RPID=$R_PID
     sed -i "s#^\[cluster\]\$#[cluster]\nrouters = $R#" "$C"

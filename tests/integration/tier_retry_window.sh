@@ -20,23 +20,15 @@ DAY=20261101 # a finished day: older than --older-than 3d
 
 # run WINDOW TAG: one scenario on a fresh catalog and fresh tables; sets STORED_A / STORED_B
 run() {
-    local window=$1 tag=$2 C=$L/$2.conf a="" b="" x code
+    local window=$1 tag=$2 C=$L/$2.conf a b code
     for n in node1 node2; do chq "${U[$n]}" "DROP TABLE IF EXISTS events SYNC" >/dev/null; done
     events_table --tiered "${U[@]}"
     cp "$L/ferry.conf" "$C"
     sed -i "s#^catalog = .*#catalog = sqlite:$L/$tag.db#" "$C"
     events_conf "$C" "passthrough = ${U[node1]}" "shard_timeout = 5s" "retry_window = $window"
     "$FERRY_BIN" init --config "$C" >/dev/null || fail "init ($tag)"
-    for i in $(seq 1 60); do
-        x=$tag$i
-        "$FERRY_BIN" tenant add "$x" --config "$C" >/dev/null || fail "tenant add $x"
-        case "$("$FERRY_BIN" route --tenant "$x" --json --config "$C" | jq -r '.slices[0].shards[0]')" in
-        node1) [ -n "$a" ] || a=$x ;;
-        node2) [ -n "$b" ] || b=$x ;;
-        esac
-        [ -n "$a" ] && [ -n "$b" ] && break
-    done
-    [ -n "$a" ] && [ -n "$b" ] || fail "no tenants on node1 and node2 ($tag)"
+    tenants_on_two "$C" "$tag"
+    a=$TA b=$TB
     start_router "$C" "router-$tag"
     local R=$R_URL RPID=$R_PID
     sed -i "s#^\[cluster\]\$#[cluster]\nrouters = $R#" "$C"

@@ -5,6 +5,8 @@
 #                            /ping; sets R_URL (http://127.0.0.1:PORT) and R_PID
 #   stop_router PID          SIGTERM, then waits for the exit (fails after 30 s)
 #   stop_pid PID [WHAT]      the same for any process (WHAT names it in the failure)
+#   tenants_on_two CONF TAG  adds tenants TAG1, TAG2, ... until one is placed on node1 and one
+#                            on node2; sets TA (node1's) and TB (node2's)
 
 stop_pid() {
     local pid=$1 what=${2:-process}
@@ -24,4 +26,19 @@ start_router() {
     wait_for 60 test -s "$T/$name.port"
     R_URL=http://127.0.0.1:$(cat "$T/$name.port")
     wait_for 60 curl -sf "$R_URL/ping"
+}
+
+tenants_on_two() {
+    local conf=$1 tag=$2 i x
+    TA="" TB=""
+    for i in $(seq 1 60); do
+        x=$tag$i
+        "$FERRY_BIN" tenant add "$x" --config "$conf" >/dev/null || fail "tenant add $x"
+        case "$("$FERRY_BIN" route --tenant "$x" --json --config "$conf" | jq -r '.slices[0].shards[0]')" in
+        node1) [ -n "$TA" ] || TA=$x ;;
+        node2) [ -n "$TB" ] || TB=$x ;;
+        esac
+        [ -n "$TA" ] && [ -n "$TB" ] && return 0
+    done
+    fail "no tenants on node1 and node2 ($tag)"
 }

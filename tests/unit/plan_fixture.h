@@ -1,6 +1,7 @@
 /* For unit tests of the rebalance plan on a SQLite catalog (test_replica_plan.c,
  * test_reweight_plan.c, test_skew_plan.c): the cluster's settings and a shard record added to a
- * batch as those tests write them, and a test group run in a scratch directory of its own that
+ * batch as those tests write them, a tenant of one split placed and routed on a list, and a
+ * test group run in a scratch directory of its own that
  * is removed afterwards. Include after <cmocka.h>. */
 #ifndef FERRY_TEST_PLAN_FIXTURE_H
 #define FERRY_TEST_PLAN_FIXTURE_H
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "ferry/catalog.h"
+#include "shards_text.h"
 
 /* Settings "t": sha256 placement, the cluster's rf, fill target 0.85, pointer format 5. */
 static inline void pf_settings(ferry_batch *b, uint32_t rf)
@@ -38,6 +40,29 @@ static inline void pf_shard(ferry_batch *b, const char *name, const char *zone, 
     r.u.shard.capacity = capacity;
     snprintf(r.u.shard.replicas, sizeof r.u.shard.replicas, "http://127.0.0.1:1");
     snprintf(r.u.shard.agent, sizeof r.u.shard.agent, "http://127.0.0.1:1");
+    assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+}
+
+/* Tenant `name` of one split and `rf` (0: the cluster's), its slice of `bytes` placed on, and
+ * routed to, the shards of `list` (comma-separated). */
+static inline void pf_tenant(ferry_batch *b, const char *name, uint32_t rf, uint64_t bytes,
+                             const char *list)
+{
+    ferry_record r;
+    ferry_err err = {0};
+    ferry_record_init(&r, FERRY_REC_TENANT);
+    snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "%s", name);
+    r.u.tenant.splits = 1;
+    r.u.tenant.rf = rf;
+    assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    ferry_record_init(&r, FERRY_REC_SLICE);
+    snprintf(r.u.slice.tenant, sizeof r.u.slice.tenant, "%s", name);
+    r.u.slice.bytes = bytes;
+    shards_printf(&r.u.slice.placement, "%s", list);
+    assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    ferry_record_init(&r, FERRY_REC_ROUTE);
+    snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "%s", name);
+    shards_printf(&r.u.route.shards, "%s", list);
     assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
 }
 

@@ -41,24 +41,10 @@ static ferry_catalog *setup(uint32_t cluster_rf, const shard_def *sh, size_t n, 
     ferry_err err = {0};
     assert_int_equal(ferry_catalog_open(url, &c, &err), FERRY_OK);
     ferry_batch *b = ferry_batch_new();
-    ferry_record r;
     pf_settings(b, cluster_rf);
     for (size_t i = 0; i < n; i++)
         pf_shard(b, sh[i].name, sh[i].zone, 0);
-    ferry_record_init(&r, FERRY_REC_TENANT);
-    snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "acme");
-    r.u.tenant.splits = 1;
-    r.u.tenant.rf = tenant_rf;
-    assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-    ferry_record_init(&r, FERRY_REC_SLICE);
-    snprintf(r.u.slice.tenant, sizeof r.u.slice.tenant, "acme");
-    r.u.slice.bytes = 1000;
-    shards_printf(&r.u.slice.placement, "%s", route);
-    assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-    ferry_record_init(&r, FERRY_REC_ROUTE);
-    snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "acme");
-    shards_printf(&r.u.route.shards, "%s", route);
-    assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    pf_tenant(b, "acme", tenant_rf, 1000, route);
     assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
     ferry_batch_free(b);
     return c;

@@ -93,7 +93,6 @@ static ferry_catalog *setup(unsigned rf)
     ferry_err err = {0};
     assert_int_equal(ferry_catalog_open(url, &c, &err), FERRY_OK);
     ferry_batch *b = ferry_batch_new();
-    ferry_record r;
     pf_settings(b, rf);
     for (size_t s = 0; s < N_SHARDS; s++)
         pf_shard(b, names[s], NULL, 0);
@@ -105,19 +104,7 @@ static ferry_catalog *setup(unsigned rf)
         ranked(t, ones, rank);
         char list[64];
         snprintf(list, sizeof list, rf == 1 ? "%s" : "%s,%s", names[rank[0]], names[rank[1]]);
-        ferry_record_init(&r, FERRY_REC_TENANT);
-        snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "%s", t);
-        r.u.tenant.splits = 1;
-        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-        ferry_record_init(&r, FERRY_REC_SLICE);
-        snprintf(r.u.slice.tenant, sizeof r.u.slice.tenant, "%s", t);
-        r.u.slice.bytes = 1000;
-        shards_printf(&r.u.slice.placement, "%s", list);
-        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-        ferry_record_init(&r, FERRY_REC_ROUTE);
-        snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "%s", t);
-        shards_printf(&r.u.route.shards, "%s", list);
-        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+        pf_tenant(b, t, 0, 1000, list);
     }
     assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
     ferry_batch_free(b);

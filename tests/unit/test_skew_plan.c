@@ -44,24 +44,13 @@ static ferry_catalog *setup(void)
     ferry_err err = {0};
     assert_int_equal(ferry_catalog_open(url, &c, &err), FERRY_OK);
     ferry_batch *b = ferry_batch_new();
-    ferry_record r;
     pf_settings(b, 1);
     for (size_t s = 0; s < N_SHARDS; s++)
         pf_shard(b, names[s], NULL, CAPACITY);
     for (size_t i = 0; i < N_TENANTS; i++) {
-        ferry_record_init(&r, FERRY_REC_TENANT);
-        snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "t%02zu", i);
-        r.u.tenant.splits = 1;
-        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-        ferry_record_init(&r, FERRY_REC_SLICE);
-        snprintf(r.u.slice.tenant, sizeof r.u.slice.tenant, "t%02zu", i);
-        r.u.slice.bytes = SLICE_BYTES;
-        shards_printf(&r.u.slice.placement, "%s", names[home(i)]);
-        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-        ferry_record_init(&r, FERRY_REC_ROUTE);
-        snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "t%02zu", i);
-        shards_printf(&r.u.route.shards, "%s", names[home(i)]);
-        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+        char t[8];
+        snprintf(t, sizeof t, "t%02zu", i);
+        pf_tenant(b, t, 0, SLICE_BYTES, names[home(i)]);
     }
     assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
     ferry_batch_free(b);
@@ -218,20 +207,11 @@ static void test_skew_evens_replicas(void **state)
         pf_shard(b, rf2_names[s], NULL, CAPACITY);
     for (size_t i = 0; i < RF2_TENANTS; i++) {
         size_t x, y;
+        char t[8], list[16];
         rf2_route(i, &x, &y);
-        ferry_record_init(&r, FERRY_REC_TENANT);
-        snprintf(r.u.tenant.name, sizeof r.u.tenant.name, "t%02zu", i);
-        r.u.tenant.splits = 1;
-        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-        ferry_record_init(&r, FERRY_REC_SLICE);
-        snprintf(r.u.slice.tenant, sizeof r.u.slice.tenant, "t%02zu", i);
-        r.u.slice.bytes = SLICE_BYTES;
-        shards_printf(&r.u.slice.placement, "%s,%s", rf2_names[x], rf2_names[y]);
-        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
-        ferry_record_init(&r, FERRY_REC_ROUTE);
-        snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "t%02zu", i);
-        shards_printf(&r.u.route.shards, "%s,%s", rf2_names[x], rf2_names[y]);
-        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+        snprintf(t, sizeof t, "t%02zu", i);
+        snprintf(list, sizeof list, "%s,%s", rf2_names[x], rf2_names[y]);
+        pf_tenant(b, t, 0, SLICE_BYTES, list);
     }
     assert_int_equal(ferry_catalog_commit(c, b, NULL, &err), FERRY_OK);
     ferry_batch_free(b);
