@@ -19,17 +19,10 @@ events_table "${U[@]}"
 
 # run WINDOW TAG: one scenario on a fresh catalog; sets STORED_A / STORED_B (rows of a and b)
 run() {
-    local window=$1 tag=$2 C=$L/$2.conf a b
-    cp "$L/ferry.conf" "$C"
-    sed -i "s#^catalog = .*#catalog = sqlite:$L/$tag.db#" "$C"
-    events_conf "$C" "passthrough = ${U[node1]}" "shard_timeout = 5s" "retry_window = $window"
-    "$FERRY_BIN" init --config "$C" >/dev/null || fail "init ($tag)"
-    # two tenants, one on node1 and one on node2 (names tried until placement says so)
-    tenants_on_two "$C" "$tag"
-    a=$TA b=$TB
-    start_router "$C" "router-$tag"
-    local R=$R_URL RPID=$R_PID
-    sed -i "s#^\[cluster\]\$#[cluster]\nrouters = $R#" "$C"
+    local window=$1 tag=$2
+    # two tenants, one on node1 and one on node2, and a router
+    retry_scenario "$L" "$tag" "$window" "${U[node1]}"
+    local C=$RS_CONF a=$TA b=$TB R=$R_URL RPID=$R_PID
     # the batch: 100 rows of a, 100 of b, ids unique per scenario
     python3 -c "
 import sys

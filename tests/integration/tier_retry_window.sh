@@ -20,18 +20,11 @@ DAY=20261101 # a finished day: older than --older-than 3d
 
 # run WINDOW TAG: one scenario on a fresh catalog and fresh tables; sets STORED_A / STORED_B
 run() {
-    local window=$1 tag=$2 C=$L/$2.conf a b code
+    local window=$1 tag=$2 code
     for n in node1 node2; do chq "${U[$n]}" "DROP TABLE IF EXISTS events SYNC" >/dev/null; done
     events_table --tiered "${U[@]}"
-    cp "$L/ferry.conf" "$C"
-    sed -i "s#^catalog = .*#catalog = sqlite:$L/$tag.db#" "$C"
-    events_conf "$C" "passthrough = ${U[node1]}" "shard_timeout = 5s" "retry_window = $window"
-    "$FERRY_BIN" init --config "$C" >/dev/null || fail "init ($tag)"
-    tenants_on_two "$C" "$tag"
-    a=$TA b=$TB
-    start_router "$C" "router-$tag"
-    local R=$R_URL RPID=$R_PID
-    sed -i "s#^\[cluster\]\$#[cluster]\nrouters = $R#" "$C"
+    retry_scenario "$L" "$tag" "$window" "${U[node1]}"
+    local C=$RS_CONF a=$TA b=$TB R=$R_URL RPID=$R_PID
     python3 -c "
 import sys
 a, b, day = sys.argv[1], sys.argv[2], sys.argv[3]
