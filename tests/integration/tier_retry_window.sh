@@ -56,7 +56,7 @@ for i in range(200):
         # the router keeps the slice on its list for the whole window (a success does not tell
         # it that every failed request came back): runs until then are held back again
         tier2() { "$FERRY_BIN" tier --older-than 3d --tenant "$a" --json --config "$C" >"$T/tier2-$tag.json" 2>"$T/tier2-$tag.log"; }
-        wait_for 60 tier2 || fail "$tag: tier after the window: $(tail -5 "$T/tier2-$tag.log") $(cat "$T/tier2-$tag.json")"
+        wait_for 90 tier2 || fail "$tag: tier after the window: $(tail -5 "$T/tier2-$tag.log") $(cat "$T/tier2-$tag.json")"
         [ "$(cold_a)" -gt 0 ] || fail "$tag: a's day not tiered after the retry: $(cat "$T/tier2-$tag.json")"
     fi
     STORED_A=$(chq "${U[node1]}" "SELECT count() FROM events WHERE tenant = '$a'")
@@ -64,7 +64,7 @@ for i in range(200):
     stop_router "$RPID"
 }
 
-run 10s held
+run 20s held
 assert_eq "100 100" "$STORED_A $STORED_B" "with the hold: every row of the batch once"
 ok "tiering holds a swap back while a client's retry is expected; the retry is deduplicated, the next run tiers; every row once"
 
