@@ -11,6 +11,7 @@ source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/router.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/tier.sh"
 
 L=$T/lab
 lab_up "$L" --nodes 2
@@ -58,6 +59,10 @@ for i in range(200):
         tier2() { "$FERRY_BIN" tier --older-than 3d --tenant "$a" --json --config "$C" >"$T/tier2-$tag.json" 2>"$T/tier2-$tag.log"; }
         wait_for 90 tier2 || fail "$tag: tier after the window: $(tail -5 "$T/tier2-$tag.log") $(cat "$T/tier2-$tag.json")"
         [ "$(cold_a)" -gt 0 ] || fail "$tag: a's day not tiered after the retry: $(cat "$T/tier2-$tag.json")"
+        # the held-back job left nothing behind (freezes, detached or staged parts)
+        tier_leftovers "$L" node1
+        assert_eq 0 "$(chq "${U[node1]}" "SELECT count() FROM system.parts WHERE active AND table = 'events_ferry_staging'")" \
+            "$tag: node1's staging table empty"
     fi
     STORED_A=$(chq "${U[node1]}" "SELECT count() FROM events WHERE tenant = '$a'")
     STORED_B=$(chq "${U[node2]}" "SELECT count() FROM events WHERE tenant = '$b'")
