@@ -21,6 +21,7 @@
 #include "ferry/stop.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
+#include "flow/move_state.h"
 #include "flow/part_records.h"
 #include "flow/repair_mirror.h"
 #include "flow/replica_int.h"
@@ -258,6 +259,34 @@ static void report_busy(ferry_repair_fn fn, void *arg, const ferry_route *rt, co
         fn(&it, arg);
 }
 
+/* Whether unfinished move mv has switched the slice's route to its target without publishing
+ * yet (state SWITCH) and is a plain move, not a clone: its target's table then holds only the
+ * rows written since the switch, and the slice's earlier rows wait in the target's staging table
+ * until the move publishes them (MOVE PARTITION). A repair must leave such a slice alone: copying
+ * the source's rows to the target, and clearing its staging partition on the way, makes the
+ * resumed move copy them again and publish them beside the repair's copy (the SQLite soak at
+ * 552323e: 5,026 rows twice on the target). A clone's SWITCH is the same sync a repair makes
+ * (rs_sync_partition), so a repair may do it; a job record that cannot be read counts as a
+ * plain move. */
+static bool move_owns_target(ferry_catalog *cat, const ferry_move *mv)
+{
+    if (mv->state != FERRY_MOVE_SWITCH)
+        return false;
+    ferry_record job;
+    ferry_err e = {0};
+    mv_state st;
+    bool clone = false;
+    ferry_record_init(&job, FERRY_REC_JOB);
+    snprintf(job.u.job.id, sizeof job.u.job.id, "move.%s", mv->id);
+    if (ferry_catalog_get(cat, &job, &e) == FERRY_OK &&
+        mv_state_decode(ferry_job_data(&job.u.job), &st, &e) == FERRY_OK) {
+        clone = st.clone;
+        mv_state_free(&st);
+    }
+    ferry_record_free(&job);
+    return !clone;
+}
+
 /* Whether a tier job of (server, table, pid) is unfinished (neither DONE nor FAILED): its swap
  * may be about to run, or have run without its VERIFY; the partition is the job's until then.
  * *id receives the job's id. */
@@ -412,10 +441,25 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
              * another process makes the slice busy (skipped), another failure stops */
             ferry_err le = {0};
             int lrc = FERRY_OK;
-            for (size_t m = 0; !lrc && m < moves.n; m++)
-                if (moves.items[m].u.move.split == rt->split &&
-                    !strcmp(moves.items[m].u.move.tenant, rt->tenant))
-                    lrc = ferry_move_lease_take(cat, &held, moves.items[m].u.move.id, owner, &le);
+            const char *switched = NULL; /* an unfinished move that owns the slice's target */
+            for (size_t m = 0; !lrc && !switched && m < moves.n; m++) {
+                const ferry_move *mv = &moves.items[m].u.move;
+                if (mv->split != rt->split || strcmp(mv->tenant, rt->tenant))
+                    continue;
+                if (move_owns_target(cat, mv))
+                    switched = mv->id;
+                else
+                    lrc = ferry_move_lease_take(cat, &held, mv->id, owner, &le);
+            }
+            if (switched) {
+                char why[256];
+                snprintf(why, sizeof why, "move %s switched the slice and has not published it "
+                         "yet (ferry move --resume %s finishes it)", switched, switched);
+                ferry_slice_leases_release(cat, &held);
+                sum->busy++;
+                report_busy(fn, arg, rt, "", "", rtext, why);
+                continue;
+            }
             if (!lrc)
                 lrc = ferry_slice_lease_take(cat, &held, rt->tenant, rt->split, owner, &le);
             if (lrc == FERRY_ECONFLICT) {
