@@ -64,7 +64,6 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
  * table: nothing to do. */
 int rs_staging_clear(mv_conn *dst, const ferry_table_def *t, const char *pid, ferry_err *err);
 
-
 /* Fingerprints partition pid of table t on c (verify.h). When the read fails and CHECK TABLE
  * finds parts of the partition broken (e.g. an empty marks file: ClickHouse wrote a merged part
  * on a full disk, and every read of the partition fails with "Empty marks file"), those parts

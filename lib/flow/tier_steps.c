@@ -876,11 +876,6 @@ static void run_swap_items(tier_ctx *ctx, tier_wave *w, swap_item *it, size_t n,
     }
 }
 
-/* Looks at each job's partition, journals the swaps it chooses (one batch), then runs the swaps
- * in ALTERs of at most TIER_STATEMENT_PARTS parts each, whole partitions each (and the second
- * halves of attach swaps cut short in more, on staging). When a statement fails for several
- * jobs, each job is looked at again and run on its own (the commands of an ALTER commit one by
- * one, so some may have run). */
 /* Whether a router expects a client's retry of a failed write to job's slice (ferry/fence.h):
  * then the swap waits for a later run (*why says so, code FERRY_ETIMEOUT), since DETACH PART
  * drops the block ids of the frozen parts from ClickHouse's deduplication log of a plain
@@ -900,6 +895,11 @@ static void retry_pending(tier_ctx *ctx, const tier_job *job, ferry_err *why)
               job->rec.u.job.id, what);
 }
 
+/* Looks at each job's partition, journals the swaps it chooses (one batch), then runs the swaps
+ * in ALTERs of at most TIER_STATEMENT_PARTS parts each, whole partitions each (and the second
+ * halves of attach swaps cut short in more, on staging). When a statement fails for several
+ * jobs, each job is looked at again and run on its own (the commands of an ALTER commit one by
+ * one, so some may have run). */
 static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
 {
     mv_slice live = {0}, stg = {0};
