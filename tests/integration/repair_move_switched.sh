@@ -15,9 +15,8 @@ source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 L=$T/lab
 lab_up "$L" --nodes 3
 mv_conf "$L"
-lab_rf_conf "$L" 2 "$L/rf2.conf.base"
+mv_rf2_conf "$L"
 C=$L/rf2.conf
-{ cat "$L/rf2.conf.base"; sed -n '/^\[table "events"\]/,$p' "$L/mv.conf"; } >"$C"
 declare -A U
 for n in node1 node2 node3; do
     U[$n]=$(lab_url "$L" $n)

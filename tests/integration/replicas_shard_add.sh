@@ -33,8 +33,7 @@ ok "8 tenants with rf 2 on node1 and node2, a cold day each"
 
 # node3 joins
 "$FERRY_BIN" lab add-node --dir "$L" >/dev/null 2>&1 || fail "lab add-node failed"
-lab_rf_conf "$L" 2 "$L/rf2.conf.base"
-{ cat "$L/rf2.conf.base"; sed -n '/^\[table "events"\]/,$p' "$L/mv.conf"; } >"$C"
+mv_rf2_conf "$L"
 U3=$(lab_url "$L" node3)
 chq "$U3" "$MV_DDL" >/dev/null
 "$FERRY_BIN" shard add node3 --config "$C" --json >"$T/add.json" || fail "shard add failed"

@@ -5,6 +5,8 @@
 #   mv_conf DIR             rewrites DIR/mv.conf from the lab's ferry.conf (after lab add-node);
 #                           with MV_CATALOG set (a catalog URL, e.g. zk://...), that catalog
 #                           instead of the lab's SQLite file
+#   mv_rf2_conf DIR         writes DIR/rf2.conf: the lab's ferry.conf with a cluster-wide rf = 2
+#                           plus DIR/mv.conf's [table "events"] (run mv_conf first)
 #   mv_rf2_setup DIR [--stop-merges] [LAB_UP OPTIONS...]
 #                           lab of two nodes (lab_up options, e.g. --version 26.5) with a
 #                           cluster-wide rf = 2: DIR/rf2.conf (the lab's ferry.conf with rf = 2
@@ -37,14 +39,18 @@ mv_setup() {
     "$FERRY_BIN" init --config "$dir/mv.conf" >/dev/null || fail "ferry init failed"
 }
 
+mv_rf2_conf() {
+    lab_rf_conf "$1" 2 "$1/rf2.conf.base"
+    { cat "$1/rf2.conf.base"; sed -n '/^\[table "events"\]/,$p' "$1/mv.conf"; } >"$1/rf2.conf"
+}
+
 mv_rf2_setup() {
     local dir=$1 stop=0 u
     shift
     if [ "${1:-}" = --stop-merges ]; then stop=1; shift; fi
     lab_up "$dir" --nodes 2 "$@"
     mv_conf "$dir"
-    lab_rf_conf "$dir" 2 "$dir/rf2.conf.base"
-    { cat "$dir/rf2.conf.base"; sed -n '/^\[table "events"\]/,$p' "$dir/mv.conf"; } >"$dir/rf2.conf"
+    mv_rf2_conf "$dir"
     U1=$(lab_url "$dir" node1); U2=$(lab_url "$dir" node2)
     for u in "$U1" "$U2"; do
         chq "$u" "$MV_DDL" >/dev/null
