@@ -273,21 +273,27 @@ static int tenant_cmp(const void *a, const void *b)
 
 /* Puts the slices in the view's order (tenant bytewise, then split as a number). The scan gives
  * each tenant's rows together with the tenants in order, the splits of one tenant perhaps not
- * ("10" before "2" on SQLite): each tenant's run is sorted alone, and only a view that is still
- * out of order after that (it cannot be, but the check is one pass) is sorted whole. */
+ * ("10" before "2" on SQLite): each tenant's run (one tenant name pointer) is sorted alone by
+ * split, by insertion (a run is a few dozen rows, nearly in order), and only a view that is
+ * still out of order after that (it cannot be, but the check is one pass) is sorted whole. */
 static void sort_slices(mv_view *v)
 {
     mv_view_slice *s = v->slices;
     size_t n = v->n_slices;
     for (size_t i = 0, j; i < n; i = j) {
-        bool sorted = true;
-        for (j = i + 1; j < n && s[j].tenant == s[i].tenant; j++)
-            sorted &= s[j - 1].split < s[j].split;
-        if (!sorted)
-            qsort(s + i, j - i, sizeof *s, slice_cmp);
+        for (j = i + 1; j < n && s[j].tenant == s[i].tenant; j++) {
+            if (s[j - 1].split < s[j].split)
+                continue;
+            mv_view_slice x = s[j];
+            size_t k = j;
+            for (; k > i && s[k - 1].split > x.split; k--)
+                s[k] = s[k - 1];
+            s[k] = x;
+        }
     }
     for (size_t i = 1; i < n; i++)
-        if (slice_cmp(&s[i - 1], &s[i]) > 0) {
+        if (s[i - 1].tenant == s[i].tenant ? s[i - 1].split > s[i].split
+                                           : slice_cmp(&s[i - 1], &s[i]) > 0) {
             qsort(s, n, sizeof *s, slice_cmp);
             return;
         }

@@ -15,6 +15,7 @@
 #include "placement/placement_int.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -782,22 +783,123 @@ typedef struct flip_ctx {
     const double *old_weight; /* [n] 0: added */
 } flip_ctx;
 
-/* Whether the change flipped the current slice's preference from its shard x (scores x_new
- * now, x_old before) to shard d: d outranks x now and did not before. *d_new: d's score now. */
-static bool flip(pstate *st, const flip_ctx *f, uint32_t x, double x_new, double x_old,
-                 uint32_t d, double *d_new)
+/* A scorer of one thread: the slice last given to pl_set_slice(&x, ...), and the pairs it
+ * scored (added to ferry_pl_layout.scored). */
+typedef struct flip_scorer {
+    pl_scratch *x;
+    uint64_t scored;
+} flip_scorer;
+
+static double flip_score(const pstate *st, flip_scorer *k, uint32_t s, double weight)
 {
-    *d_new = pair_score(st, d, st->cl->shards[d].weight);
+    k->scored++;
+    return pl_pair_score(&st->sc, k->x, s, weight);
+}
+
+/* Whether the change flipped the current slice's preference from its shard x (scores x_new
+ * now, x_old before) to shard d: d outranks x now and did not before. *d_new: d's score now.
+ * d's two scores come from one hash of the pair (the weights differ, the hash does not). */
+static bool flip(const pstate *st, flip_scorer *k, const flip_ctx *f, uint32_t x, double x_new,
+                 double x_old, uint32_t d, double *d_new)
+{
+    k->scored++;
+    uint64_t h = pl_pair_hash(&st->sc, k->x, d);
+    *d_new = ferry_score_from_hash(h, st->cl->shards[d].weight);
     if (!pl_ranks_before(*d_new, d, x_new, x))
         return false;
     if (f->old_weight[d] > 0) {
         double d_old = *d_new;
         if (f->old_weight[d] != st->cl->shards[d].weight)
-            d_old = pair_score(st, d, f->old_weight[d]);
+            d_old = ferry_score_from_hash(h, f->old_weight[d]);
         if (pl_ranks_before(d_old, d, x_old, x))
             return false; /* D already outranked X: not a flip */
     }
     return true;
+}
+
+/* Whether slice i has a flip at all (scores only): a replica not moved yet whose shard the
+ * change made some other shard outrank. The slice is set in k's scratch on return. */
+static bool slice_has_flip(const pstate *st, flip_scorer *k, const flip_ctx *f,
+                           const bool *moved, size_t i)
+{
+    size_t rf = st->rf;
+    pl_set_slice(k->x, &st->inv->slices[i]);
+    for (unsigned j = 0; j < rf; j++) {
+        uint32_t x = st->rep[i * rf + j];
+        if (moved[i * rf + j] || x == FERRY_PL_NO_SHARD)
+            continue;
+        double x_new = flip_score(st, k, x, st->cl->shards[x].weight);
+        double x_old =
+            f->loser[x] || st->gainer[x] ? flip_score(st, k, x, f->old_weight[x]) : x_new;
+        size_t nd = f->loser[x] ? st->n : f->n_gainers;
+        for (size_t q = 0; q < nd; q++) {
+            uint32_t d = f->loser[x] ? (uint32_t)q : f->gainers[q];
+            double d_new;
+            if (d != x && flip(st, k, f, x, x_new, x_old, d, &d_new))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* The flip scan on several threads: every slice's slice_has_flip into flips[]. It only reads
+ * the state (the replicas, moved[], the weights), each thread with a scratch of its own. */
+typedef struct flip_shared {
+    const pstate *st;
+    const flip_ctx *f;
+    const bool *moved;
+    bool *flips;
+    atomic_size_t next; /* first slice not yet taken */
+} flip_shared;
+
+typedef struct flip_job {
+    flip_shared *sh;
+    uint64_t scored;
+    int rc;
+    ferry_err err;
+} flip_job;
+
+static void *flip_worker(void *arg)
+{
+    flip_job *j = arg;
+    flip_shared *sh = j->sh;
+    size_t n = sh->st->inv->n;
+    pl_scratch x;
+    j->rc = pl_scratch_init(&x, &sh->st->sc, sh->st->m, &j->err);
+    if (j->rc)
+        return NULL;
+    flip_scorer k = {&x, 0};
+    for (;;) {
+        size_t begin = atomic_fetch_add(&sh->next, PL_CHUNK);
+        if (begin >= n)
+            break;
+        size_t end = begin + PL_CHUNK < n ? begin + PL_CHUNK : n;
+        for (size_t i = begin; i < end; i++)
+            sh->flips[i] = slice_has_flip(sh->st, &k, sh->f, sh->moved, i);
+    }
+    j->scored = k.scored;
+    pl_scratch_free(&x);
+    return NULL;
+}
+
+/* flips[i] for every slice, on up to opts.threads threads (the same result on any number). */
+static int find_flips(pstate *st, const flip_ctx *f, const bool *moved, bool *flips,
+                      ferry_err *err)
+{
+    flip_shared sh = {st, f, moved, flips, 0};
+    flip_job jobs[PL_THREADS_MAX];
+    unsigned threads = pl_threads_for(st->o->threads, st->inv->n);
+    for (unsigned t = 0; t < threads; t++)
+        jobs[t] = (flip_job){&sh, 0, 0, {0, ""}};
+    unsigned ran = pl_run_threads(threads, flip_worker, jobs, sizeof *jobs);
+    for (unsigned t = 0; t < ran; t++) {
+        if (jobs[t].rc) {
+            *err = jobs[t].err;
+            return jobs[t].rc;
+        }
+        st->scored += jobs[t].scored;
+    }
+    return FERRY_OK;
 }
 
 int pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_cluster,
@@ -936,27 +1038,14 @@ int pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_clus
     fl.n_gainers = n_gainers;
     fl.loser = loser;
     fl.old_weight = old_weight;
-    /* Which slices have a flip at all: scores only, in memory order (a slice's replicas change
-     *    in this step only when that slice is processed, so this is the set the loop below
-     *    would find moves in; it skips the rest, which in size order would be a few cache
-     *    misses each). */
-    for (size_t i = 0; i < inv->n; i++) {
-        pl_set_slice(&st.x, &inv->slices[i]);
-        flips[i] = false;
-        for (unsigned j = 0; j < rf && !flips[i]; j++) {
-            uint32_t x = st.rep[i * rf + j];
-            if (moved[i * rf + j] || x == FERRY_PL_NO_SHARD)
-                continue;
-            double x_new = pair_score(&st, x, new_cluster->shards[x].weight);
-            double x_old = loser[x] || st.gainer[x] ? pair_score(&st, x, old_weight[x]) : x_new;
-            size_t nd = loser[x] ? n : n_gainers;
-            for (size_t q = 0; q < nd && !flips[i]; q++) {
-                uint32_t d = loser[x] ? (uint32_t)q : gainers[q];
-                double d_new;
-                flips[i] = d != x && flip(&st, &fl, x, x_new, x_old, d, &d_new);
-            }
-        }
-    }
+    /* Which slices have a flip at all: scores only, in memory order and on every thread
+     * (a slice's replicas change in this step only when that slice is processed, so this is
+     * the set the loop below would find moves in; it skips the rest, which in size order would
+     * be a few cache misses each). */
+    rc = find_flips(&st, &fl, moved, flips, err);
+    if (rc)
+        goto out;
+    flip_scorer main_k = {&st.x, 0};
     for (size_t k = 0; k < inv->n; k++) {
         size_t i = st.order[k];
         if (!flips[i])
@@ -993,7 +1082,8 @@ int pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_clus
                 double d_new;
                 if (d == x || holding(&st, i, d) || !fits(&st, d, sl->bytes) ||
                     tenant_count(&st, t, d) >= tenant_cap(&st, t, d) ||
-                    !zone_move_ok(&st, i, x, d) || !flip(&st, &fl, x, x_new, x_old, d, &d_new))
+                    !zone_move_ok(&st, i, x, d) ||
+                    !flip(&st, &main_k, &fl, x, x_new, x_old, d, &d_new))
                     continue;
                 if (best == FERRY_PL_NO_SHARD || pl_ranks_before(d_new, d, best_score, best)) {
                     best = d;
@@ -1007,6 +1097,7 @@ int pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_clus
             }
         }
     }
+    st.scored += main_k.scored;
 done:
     state_to_layout(&st, inv, new_cluster, opts, out);
 out:

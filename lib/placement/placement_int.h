@@ -88,6 +88,24 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out);
 /* All n shards of the current slice in rank order, into out[n]. */
 void pl_rank_all(const pl_scorer *s, pl_scratch *x, pl_cand *out);
 
+/* Work over all slices on several threads. Workers take PL_CHUNK slices at a time from a
+ * shared counter rather than a fixed share each: on a shared machine one thread is often
+ * descheduled for a while, and a fixed split would leave the others idle at the end. Each
+ * slice's result is independent of who computes it, so the output is the same for any thread
+ * count and timing. */
+#define PL_CHUNK 2048
+#define PL_THREADS_MAX 64
+
+/* The threads worth starting for n_slices (opts.threads clamped to 1..PL_THREADS_MAX, 1 for
+ * few slices). */
+unsigned pl_threads_for(unsigned threads, size_t n_slices);
+
+/* Runs fn on jobs[0..threads) (each job_size bytes), jobs[0] on the calling thread and the
+ * others on threads of their own; a thread that cannot be created is left out, so fn must take
+ * its work from a shared counter (its share then goes to the others). Returns how many jobs
+ * ran, the first ones (at least jobs[0]); 1 <= threads <= PL_THREADS_MAX. */
+unsigned pl_run_threads(unsigned threads, void *(*fn)(void *), void *jobs, size_t job_size);
+
 /* The shards of the top-m candidates of every slice of inv, best first, into
  * out[inv->n * m], using up to `threads` threads. m <= PL_TOP_MAX. */
 #define PL_TOP_MAX (64 + 3)

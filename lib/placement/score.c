@@ -16,6 +16,7 @@
 #define OPENSSL_SUPPRESS_DEPRECATED /* SHA256_Transform: deprecated, still the fastest way */
 #include "placement/placement_int.h"
 
+#include <assert.h>
 #include <math.h>
 #include <openssl/sha.h>
 #include <pthread.h>
@@ -564,11 +565,32 @@ void pl_top(const pl_scorer *s, pl_scratch *x, pl_cand *out)
 
 /* ---- all slices, in parallel ---------------------------------------------------------------- */
 
-/* Slices a worker takes at a time. Workers take chunks as they go rather than a fixed share
- * each: on a shared machine one thread is often descheduled for a while, and a fixed split
- * would leave the others idle at the end. Each slice's result is independent of who
- * computes it, so the output is the same for any thread count and timing. */
-#define TOP_CHUNK 2048
+unsigned pl_threads_for(unsigned threads, size_t n_slices)
+{
+    if (threads < 1)
+        threads = 1;
+    if (threads > PL_THREADS_MAX)
+        threads = PL_THREADS_MAX;
+    /* below a thousand slices a thread each, starting threads costs more than it saves */
+    if (n_slices < 1024 * (size_t)threads)
+        threads = 1;
+    return threads;
+}
+
+unsigned pl_run_threads(unsigned threads, void *(*fn)(void *), void *jobs, size_t job_size)
+{
+    assert(threads >= 1 && threads <= PL_THREADS_MAX);
+    pthread_t tids[PL_THREADS_MAX];
+    unsigned started = 1; /* job 0 runs on the calling thread */
+    /* If a thread cannot be created, the others (at least this one) take its chunks. */
+    for (; started < threads; started++)
+        if (pthread_create(&tids[started], NULL, fn, (char *)jobs + started * job_size) != 0)
+            break;
+    fn(jobs);
+    for (unsigned t = 1; t < started; t++)
+        pthread_join(tids[t], NULL);
+    return started;
+}
 
 typedef struct top_shared {
     const pl_scorer *s;
@@ -595,10 +617,10 @@ static void *top_worker(void *arg)
         return NULL;
     pl_cand top[PL_TOP_MAX];
     for (;;) {
-        size_t begin = atomic_fetch_add(&sh->next, TOP_CHUNK);
+        size_t begin = atomic_fetch_add(&sh->next, PL_CHUNK);
         if (begin >= n)
             break;
-        size_t end = begin + TOP_CHUNK < n ? begin + TOP_CHUNK : n;
+        size_t end = begin + PL_CHUNK < n ? begin + PL_CHUNK : n;
         for (size_t i = begin; i < end; i++) {
             pl_set_slice(&x, &sh->inv->slices[i]);
             pl_top(sh->s, &x, top);
@@ -613,38 +635,16 @@ static void *top_worker(void *arg)
 int pl_top_all(const pl_scorer *s, const ferry_pl_inventory *inv, size_t m, unsigned threads,
                uint32_t *out, ferry_err *err)
 {
-    if (threads < 1)
-        threads = 1;
-    if (threads > 256)
-        threads = 256;
-    if (inv->n < 1024 * (size_t)threads)
-        threads = 1;
-    int rc = FERRY_OK;
     top_shared sh = {s, inv, m, out, 0};
-    top_job *jobs = calloc(threads, sizeof *jobs);
-    pthread_t *tids = calloc(threads, sizeof *tids);
-    unsigned started = 1; /* jobs[0] runs on the calling thread */
-    if (!jobs || !tids) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
+    top_job jobs[PL_THREADS_MAX];
+    threads = pl_threads_for(threads, inv->n);
     for (unsigned t = 0; t < threads; t++)
         jobs[t] = (top_job){&sh, 0, {0, ""}};
-    /* If a thread cannot be created, the others (at least this one) take its chunks. */
-    for (; started < threads; started++)
-        if (pthread_create(&tids[started], NULL, top_worker, &jobs[started]) != 0)
-            break;
-    top_worker(&jobs[0]);
-    for (unsigned t = 1; t < started; t++)
-        pthread_join(tids[t], NULL);
-    for (unsigned t = 0; t < started; t++)
+    unsigned ran = pl_run_threads(threads, top_worker, jobs, sizeof *jobs);
+    for (unsigned t = 0; t < ran; t++)
         if (jobs[t].rc) {
             *err = jobs[t].err;
-            rc = jobs[t].rc;
-            goto out;
+            return jobs[t].rc;
         }
-out:
-    free(jobs);
-    free(tids);
-    return rc;
+    return FERRY_OK;
 }

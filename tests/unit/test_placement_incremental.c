@@ -272,15 +272,18 @@ static void expect_same_layout(const ferry_pl_layout *a, const ferry_pl_layout *
     assert_int_equal(a->zone_relaxed, b->zone_relaxed);
 }
 
-/* ferry_pl_rebalance equals the full computation for every kind of change, and scores little. */
-static void test_rebalance_matches_full(void **state)
+/* ferry_pl_rebalance equals the full computation for every kind of change, and scores little;
+ * rounds of tenants from min_tenants to min_tenants + 79. With at least 2,048 slices (what
+ * takes two threads) it also rebalances on two threads, which must give the same; returns how
+ * many changes did. */
+static int rebalance_rounds(int rounds, int min_tenants)
 {
-    (void)state;
     ferry_err err = {0, ""};
-    static row rows[4000];
-    for (int round = 0; round < 60; round++) {
-        rng_state = 0xADD5 + (uint64_t)round * 7919;
-        size_t n = random_rows(rows, sizeof rows / sizeof rows[0], 50 + (int)(rnd() % 80));
+    static row rows[12000];
+    int threaded = 0; /* changes also rebalanced on two threads */
+    for (int round = 0; round < rounds; round++) {
+        rng_state = 0xADD5 + (uint64_t)round * 7919 + (uint64_t)min_tenants;
+        size_t n = random_rows(rows, sizeof rows / sizeof rows[0], min_tenants + (int)(rnd() % 80));
         for (size_t i = 0; i < n; i++)
             rows[i].bytes = rows[i].bytes ? rows[i].bytes : 1000 + rnd() % 1000000;
         ferry_pl_inventory inv;
@@ -332,6 +335,17 @@ static void test_rebalance_matches_full(void **state)
             must(ferry_pl_rebalance(&inv, &oldc, &old, &newc, &o, &inc, &err), &err);
             must(pl_rebalance(&inv, &oldc, &old, &newc, &o, true, &full, &err), &err);
             expect_same_layout(&inc, &full, what, round);
+            if (inv.n >= 2048) {
+                /* the flip scan on two threads (1,024 slices a thread at least): the same */
+                ferry_pl_opts o2 = o;
+                o2.threads = 2;
+                ferry_pl_layout two;
+                must(ferry_pl_rebalance(&inv, &oldc, &old, &newc, &o2, &two, &err), &err);
+                expect_same_layout(&two, &full, what, round);
+                assert_int_equal(two.scored, inc.scored);
+                ferry_pl_layout_free(&two);
+                threaded++;
+            }
             assert_true(full.scored >= inv.n * newc.n);
             if (change == 0 && capmode == 0) {
                 /* per slice, to find those whose preference flipped: its replicas' shards and
@@ -354,6 +368,20 @@ static void test_rebalance_matches_full(void **state)
         ferry_pl_cluster_free(&oldc);
         ferry_pl_inventory_free(&inv);
     }
+    return threaded;
+}
+
+static void test_rebalance_matches_full(void **state)
+{
+    (void)state;
+    rebalance_rounds(60, 50);
+}
+
+/* The same at about 3,000-4,000 slices: the flip scan on two threads gives the same layouts. */
+static void test_rebalance_threads_match(void **state)
+{
+    (void)state;
+    assert_int_equal(rebalance_rounds(6, 700), 6 * 4);
 }
 
 int main(void)
@@ -362,6 +390,7 @@ int main(void)
         cmocka_unit_test(test_place_more_matches_full),
         cmocka_unit_test(test_place_more_rejects_bad_fixed),
         cmocka_unit_test(test_rebalance_matches_full),
+        cmocka_unit_test(test_rebalance_threads_match),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
