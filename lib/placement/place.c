@@ -869,14 +869,9 @@ static void *flip_worker(void *arg)
     if (j->rc)
         return NULL;
     flip_scorer k = {&x, 0};
-    for (;;) {
-        size_t begin = atomic_fetch_add(&sh->next, PL_CHUNK);
-        if (begin >= n)
-            break;
-        size_t end = begin + PL_CHUNK < n ? begin + PL_CHUNK : n;
+    for (size_t begin, end; pl_chunk_take(&sh->next, n, &begin, &end);)
         for (size_t i = begin; i < end; i++)
             sh->flips[i] = slice_has_flip(sh->st, &k, sh->f, sh->moved, i);
-    }
     j->scored = k.scored;
     pl_scratch_free(&x);
     return NULL;

@@ -3,6 +3,9 @@
 #ifndef FERRY_PLACEMENT_INT_H
 #define FERRY_PLACEMENT_INT_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
+
 #include "ferry/placement.h"
 
 /* One scored shard for one slice. Rank order: higher score first, then lower shard index
@@ -99,6 +102,18 @@ void pl_rank_all(const pl_scorer *s, pl_scratch *x, pl_cand *out);
 /* The threads worth starting for n_slices (opts.threads clamped to 1..PL_THREADS_MAX, 1 for
  * few slices). */
 unsigned pl_threads_for(unsigned threads, size_t n_slices);
+
+/* The next chunk of [0, n) from the shared counter *next into [*begin, *end); false when none
+ * is left. */
+static inline bool pl_chunk_take(atomic_size_t *next, size_t n, size_t *begin, size_t *end)
+{
+    size_t b = atomic_fetch_add(next, PL_CHUNK);
+    if (b >= n)
+        return false;
+    *begin = b;
+    *end = b + PL_CHUNK < n ? b + PL_CHUNK : n;
+    return true;
+}
 
 /* Runs fn on jobs[0..threads) (each job_size bytes), jobs[0] on the calling thread and the
  * others on threads of their own; a thread that cannot be created is left out, so fn must take

@@ -616,11 +616,7 @@ static void *top_worker(void *arg)
     if (j->rc)
         return NULL;
     pl_cand top[PL_TOP_MAX];
-    for (;;) {
-        size_t begin = atomic_fetch_add(&sh->next, PL_CHUNK);
-        if (begin >= n)
-            break;
-        size_t end = begin + PL_CHUNK < n ? begin + PL_CHUNK : n;
+    for (size_t begin, end; pl_chunk_take(&sh->next, n, &begin, &end);) {
         for (size_t i = begin; i < end; i++) {
             pl_set_slice(&x, &sh->inv->slices[i]);
             pl_top(sh->s, &x, top);
