@@ -116,10 +116,17 @@ static int shard_cmp(const void *a, const void *b)
     return strcmp(((const ferry_pl_shard *)a)->name, ((const ferry_pl_shard *)b)->name);
 }
 
+/* Tenant names compared; callers that borrow one name per tenant (the rebalancing plan) give
+ * a tenant's slices the same pointer, which needs no comparison. */
+static int tenant_cmp(const char *a, const char *b)
+{
+    return a == b ? 0 : strcmp(a, b);
+}
+
 static int slice_cmp(const void *a, const void *b)
 {
     const ferry_pl_slice *x = a, *y = b;
-    int c = strcmp(x->tenant, y->tenant);
+    int c = tenant_cmp(x->tenant, y->tenant);
     if (c)
         return c;
     return x->split < y->split ? -1 : x->split > y->split;
@@ -182,7 +189,7 @@ int ferry_pl_inventory_finish(ferry_pl_inventory *inv, ferry_err *err)
                                  "%sduplicate slice %s/split%u (first at line %ld)", w,
                                  inv->slices[i].tenant, inv->slices[i].split, a < b ? a : b);
         }
-        if (i == 0 || strcmp(inv->slices[i - 1].tenant, inv->slices[i].tenant))
+        if (i == 0 || tenant_cmp(inv->slices[i - 1].tenant, inv->slices[i].tenant))
             tenants++;
     }
     free(inv->tenant_first);
@@ -193,7 +200,7 @@ int ferry_pl_inventory_finish(ferry_pl_inventory *inv, ferry_err *err)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     inv->n_tenants = 0;
     for (size_t i = 0; i < inv->n; i++) {
-        if (i == 0 || strcmp(inv->slices[i - 1].tenant, inv->slices[i].tenant))
+        if (i == 0 || tenant_cmp(inv->slices[i - 1].tenant, inv->slices[i].tenant))
             inv->tenant_first[inv->n_tenants++] = (uint32_t)i;
         inv->slices[i].tenant_index = (uint32_t)(inv->n_tenants - 1);
         inv->tenant_splits[inv->n_tenants - 1]++;

@@ -23,10 +23,13 @@ static int sched_cmp(const void *a, const void *b)
     return strcmp(x->from ? x->from : "", y->from ? y->from : "");
 }
 
-static bool in_set(const uint32_t *set, unsigned n, const ferry_pl_cluster *c, const char *name)
+/* Whether shard u of the union (below) is in set[0..n), a slice's replicas; map turns the
+ * set's shard indexes into the union's (NULL: they are the union's already, the new cluster's).
+ * Indexes, not names: a million slices would otherwise compare two million names. */
+static bool in_set(const uint32_t *set, unsigned n, const uint32_t *map, uint32_t u)
 {
     for (unsigned j = 0; j < n; j++)
-        if (set[j] != FERRY_PL_NO_SHARD && !strcmp(c->shards[set[j]].name, name))
+        if (set[j] != FERRY_PL_NO_SHARD && (map ? map[set[j]] : set[j]) == u)
             return true;
     return false;
 }
@@ -69,10 +72,10 @@ int ferry_pl_plan_build(const ferry_pl_layout *old, const ferry_pl_layout *nl, f
         uint32_t rem[64], add[64];
         unsigned nr = 0, na = 0;
         for (unsigned j = 0; j < old->rf && nr < 64; j++)
-            if (o[j] != FERRY_PL_NO_SHARD && !in_set(n, nl->rf, nc, oc->shards[o[j]].name))
+            if (o[j] != FERRY_PL_NO_SHARD && !in_set(n, nl->rf, NULL, old_u[o[j]]))
                 rem[nr++] = o[j];
         for (unsigned j = 0; j < nl->rf && na < 64; j++)
-            if (n[j] != FERRY_PL_NO_SHARD && !in_set(o, old->rf, oc, nc->shards[n[j]].name))
+            if (n[j] != FERRY_PL_NO_SHARD && !in_set(o, old->rf, old_u, n[j]))
                 add[na++] = n[j];
         unsigned pairs = nr > na ? nr : na;
         if (pairs)
