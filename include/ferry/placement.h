@@ -133,7 +133,7 @@ typedef struct ferry_pl_opts {
     ferry_hash hash;
     unsigned rf;      /* replicas per slice, 1..shard count */
     double fill;      /* fill target in (0, 1]: a shard holds at most fill * capacity bytes */
-    unsigned threads; /* scoring threads; 0 or 1 = the calling thread only */
+    unsigned threads; /* scoring threads, at most 16; 0 or 1 = the calling thread only */
     /* true: a replica that fits on no shard below its fill target is an error (FERRY_EINVAL).
      * false: it goes to the shard with the most room left and is counted in overfilled. */
     bool strict;

@@ -97,7 +97,7 @@ void pl_rank_all(const pl_scorer *s, pl_scratch *x, pl_cand *out);
  * slice's result is independent of who computes it, so the output is the same for any thread
  * count and timing. */
 #define PL_CHUNK 2048
-#define PL_THREADS_MAX 64
+#define PL_THREADS_MAX 16 /* each job is on the starter's stack, an error message (1 KiB) in it */
 
 /* The threads worth starting for n_slices (opts.threads clamped to 1..PL_THREADS_MAX, 1 for
  * few slices). */
