@@ -1040,7 +1040,7 @@ int pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_clus
     rc = find_flips(&st, &fl, moved, flips, err);
     if (rc)
         goto out;
-    flip_scorer main_k = {&st.x, 0};
+    flip_scorer main_k = {&st.x, 0}; /* this thread's scores of the step, counted once below */
     for (size_t k = 0; k < inv->n; k++) {
         size_t i = st.order[k];
         if (!flips[i])
@@ -1054,7 +1054,7 @@ int pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_clus
             if (moved[i * rf + j] || s == FERRY_PL_NO_SHARD)
                 continue;
             tmp[nk].shard = j;
-            tmp[nk].score = pair_score(&st, s, new_cluster->shards[s].weight);
+            tmp[nk].score = flip_score(&st, &main_k, s, new_cluster->shards[s].weight);
             nk++;
         }
         /* weakest first */
@@ -1068,7 +1068,8 @@ int pl_rebalance(const ferry_pl_inventory *inv, const ferry_pl_cluster *old_clus
             unsigned j = tmp[e].shard;
             uint32_t x = st.rep[i * rf + j];
             double x_new = tmp[e].score;
-            double x_old = loser[x] || st.gainer[x] ? pair_score(&st, x, old_weight[x]) : x_new;
+            double x_old =
+                loser[x] || st.gainer[x] ? flip_score(&st, &main_k, x, old_weight[x]) : x_new;
             size_t nd = loser[x] ? n : n_gainers;
             uint32_t best = FERRY_PL_NO_SHARD;
             double best_score = 0;
