@@ -25,7 +25,7 @@ assert_eq "$L/node1/data/disks/cold/ $L/node1/data/disks/cold/ $L/node1/data/cac
 DDL="CREATE TABLE IF NOT EXISTS events (tenant String, day UInt32, split UInt8, user UInt64,
     v UInt64) ENGINE = MergeTree PARTITION BY (tenant, day, split) ORDER BY (user)
     SETTINGS storage_policy = 'tiered', old_parts_lifetime = 1, cleanup_delay_period = 1,
-    cleanup_delay_period_random_add = 0"
+    cleanup_delay_period_random_add = 0, max_cleanup_delay_period = 1"
 for u in "$U1" "$U2"; do chq "$u" "$DDL" >/dev/null; done
 "$FERRY_BIN" init --config "$C" >/dev/null || fail "ferry init failed"
 mv_ingest "$U1" acme 0 6 40000
@@ -121,34 +121,11 @@ ok "rewrite: the rebuilt part names new objects, read through new cache entries;
 # ---- sweep -----------------------------------------------------------------------------------
 # the parts the rewrite replaced on node2, and the move's source parts on node1 (outdated, not
 # yet removed, they still name the old objects: the sweep rightly keeps those)
-replaced_gone() {
-    local u
-    for u in "$U1" "$U2"; do
-        [ "$(chq "$u" "SELECT count() FROM system.parts WHERE NOT active AND table IN ('events', 'events_ferry_staging', 'events_ferry_rewrite') AND rows > 0")" = 0 ] || return 1
-    done
-}
-if ! wait_for 30 replaced_gone; then
-    # the background cleanup can be starved on a loaded machine; detaching the table removes
-    # the outdated parts in the query's own thread, with no merge of anything but empty parts
-    # meanwhile (the same as tests/integration/rewrite.sh, which says why)
-    for u in "$U1" "$U2"; do
-        for t in events events_ferry_staging; do
-            [ "$(chq "$u" "EXISTS TABLE $t")" = 1 ] || continue
-            chq "$u" "ALTER TABLE $t MODIFY SETTING max_bytes_to_merge_at_max_space_in_pool = 1, max_bytes_to_merge_at_min_space_in_pool = 1" >/dev/null
-            chq "$u" "DETACH TABLE $t" >/dev/null; chq "$u" "ATTACH TABLE $t" >/dev/null
-        done
-    done
-    wait_for 120 replaced_gone || fail "ClickHouse did not remove the replaced parts"
-fi
-# a removal cut short (by that DETACH) leaves the part's pointer files in a delete_tmp_ folder,
-# which ClickHouse clears only after temporary_directories_lifetime (a day): its files still
-# name the old objects (the sweep rightly keeps them) or are zero bytes (the sweep cannot read
-# them). Clear them as that would (tests/integration/rewrite.sh)
+wait_outdated_gone "$U1 $U2" events events_ferry_staging events_ferry_rewrite
+# a part being removed sits in a delete_tmp_ folder until ClickHouse is done with it
 delete_tmp() { find "$L"/node*/data/disks/cold/store -mindepth 3 -maxdepth 3 -type d -name 'delete_tmp_*'; }
-if ! wait_for 20 test -z "$(delete_tmp)"; then
-    echo "# half-removed parts cleared: $(delete_tmp | wc -l)"
-    delete_tmp | xargs -r rm -rf
-fi
+no_delete_tmp() { [ -z "$(delete_tmp)" ]; }
+wait_for 60 no_delete_tmp || fail "half-removed parts left: $(delete_tmp | head -3)"
 npf=0
 for n in node1 node2; do
     npf=$((npf + $(find "$L/$n/data/disks/cold/store" -path '*/detached' -prune -o -path '*/delete_tmp_*' -prune -o -type f -print | wc -l)))

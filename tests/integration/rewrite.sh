@@ -22,7 +22,7 @@ U1=$(lab_url "$L" node1); U2=$(lab_url "$L" node2)
 DDL="CREATE TABLE IF NOT EXISTS events (tenant String, day UInt32, split UInt8, user_id UInt64,
     v UInt64, page String) ENGINE = MergeTree PARTITION BY (tenant, day, split) ORDER BY (user_id)
     SETTINGS storage_policy = 'tiered', old_parts_lifetime = 1, cleanup_delay_period = 1,
-    cleanup_delay_period_random_add = 0"
+    cleanup_delay_period_random_add = 0, max_cleanup_delay_period = 1"
 for u in "$U1" "$U2"; do chq "$u" "$DDL" >/dev/null; done
 "$FERRY_BIN" init --config "$C" >/dev/null || fail "ferry init failed"
 PER=40000
@@ -166,43 +166,15 @@ ok "user 42 erased from 5 cold days on both replicas; counts exact, other rows i
 
 # the replaced parts go (ClickHouse's cleanup), deleting no object; then the sweep deletes the
 # old objects, which no pointer file and no catalog record names any more
-replaced_gone() {
-    for u in "$U1" "$U2"; do
-        [ "$(chq "$u" "SELECT count() FROM system.parts WHERE NOT active AND table IN ('events', 'events_ferry_staging') AND rows > 0")" = 0 ] || return 1
-    done
-}
 for u in "$U1" "$U2"; do assert_eq 0 "$(curl -sS "$u/ferry/status" | jq .refused_deletes)" "no delete attempt so far ($u)"; done
-# ClickHouse's cleanup of outdated parts runs in its background pool, which the loaded lab
-# machine can starve for minutes; detaching the table removes them in the query's own thread
-if ! wait_for 30 replaced_gone; then
-    echo "# replaced parts still there after 30 s; DETACH TABLE + ATTACH TABLE (the table's shutdown removes its outdated parts in the query's own thread)"
-    # REPLACE PARTITION leaves an empty covering part that only that same starved cleanup removes;
-    # a merge may pick it together with the cold part (ClickHouse's own new objects, ferry's
-    # record left naming a part the server no longer holds): no merge of anything but empty
-    # parts here (docs/rewrite.md, "Merges")
-    for u in "$U1" "$U2"; do
-        for t in events events_ferry_staging; do
-            chq "$u" "ALTER TABLE $t MODIFY SETTING max_bytes_to_merge_at_max_space_in_pool = 1, max_bytes_to_merge_at_min_space_in_pool = 1" >/dev/null
-            chq "$u" "DETACH TABLE $t" >/dev/null
-            chq "$u" "ATTACH TABLE $t" >/dev/null
-        done
-    done
-    wait_for 120 replaced_gone || fail "ClickHouse did not remove the replaced parts: $(for u in "$U1" "$U2"; do chq "$u" "SELECT table, name, _state, disk_name, refcount FROM system.parts WHERE NOT active AND table LIKE 'events%' AND rows > 0 LIMIT 5"; done)"
-fi
+wait_outdated_gone "$U1 $U2" events events_ferry_staging
 for u in "$U1" "$U2"; do assert_eq 0 "$(curl -sS "$u/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete an object ($u)"; done
 # a part ClickHouse is removing right now (its delete_tmp_ folder, pointer files being rewritten)
 # makes the sweep incomplete: wait until a sweep sees every server whole
 sweep_complete() { "$FERRY_BIN" sweep --config "$C" --json >"$T/sweep0.json" 2>/dev/null; [ "$(jq .complete "$T/sweep0.json")" = true ]; }
-if ! wait_for 30 sweep_complete; then
-    # ClickHouse 26.7 removes a part by renaming it delete_tmp_<part> and rewriting each pointer
-    # file's ref_count in place (O_TRUNC, ClickHouse issue #113179): a removal cut short (here by
-    # the table's DETACH) leaves zero-byte pointer files there, which ClickHouse itself clears only
-    # after temporary_directories_lifetime (a day). The sweep rightly cannot read them; remove
-    # those half-removed parts' folders as that clearing would (docs/rewrite.md)
-    echo "# sweep incomplete: $(jq -c .problems "$T/sweep0.json" | cut -c1-300)"
-    find "$L"/node*/data/disks/cold/store -mindepth 3 -maxdepth 3 -type d -name 'delete_tmp_*' -exec rm -rf {} +
-    wait_for 60 sweep_complete || fail "the sweep stays incomplete: $(jq -c .problems "$T/sweep0.json")"
-fi
+# (ClickHouse 26.7 renames it delete_tmp_<part> and rewrites each pointer file's ref_count in
+# place, O_TRUNC, ClickHouse issue #113179)
+wait_for 60 sweep_complete || fail "the sweep stays incomplete: $(jq -c .problems "$T/sweep0.json")"
 "$FERRY_BIN" sweep --config "$C" --json --delete-orphans --min-age 1s >"$T/sweep.json" 2>"$T/sweep.err" ||
     fail "sweep: $(jq -c '{complete, problems, dangling: .dangling[:3], drift: .drift[:3], deleted}' "$T/sweep.json") $(cat "$T/sweep.err")"
 OUT=$(cat "$T/sweep.json")

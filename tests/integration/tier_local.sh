@@ -83,7 +83,7 @@ assert_eq 0 "$(chq "$U1" "SELECT count() FROM system.parts WHERE active AND tabl
 assert_eq 0 "$(chq "$U1" "SELECT count() FROM system.parts WHERE table = 'events_ferry_empty'")" "the twin is empty"
 [ "$(chq "$U1" "SELECT count() FROM system.parts WHERE NOT active AND rows > 0 AND table = 'events_ferry_staging'")" -gt 0 ] ||
     fail "no replaced pointer part in staging: was it emptied by DETACH?"
-chq "$U1" "ALTER TABLE events_ferry_staging MODIFY SETTING old_parts_lifetime = 1, cleanup_delay_period = 1, cleanup_delay_period_random_add = 0" >/dev/null
+chq "$U1" "ALTER TABLE events_ferry_staging MODIFY SETTING old_parts_lifetime = 1, cleanup_delay_period = 1, cleanup_delay_period_random_add = 0, max_cleanup_delay_period = 1" >/dev/null
 staging_gone() { [ "$(chq "$U1" "SELECT count() FROM system.parts WHERE rows > 0 AND table = 'events_ferry_staging'")" = 0 ]; }
 wait_for 120 staging_gone || fail "ClickHouse did not remove staging's replaced parts"
 assert_eq 0 "$(curl -sS "$U1/ferry/status" | jq .refused_deletes)" "no delete attempt when they went"

@@ -34,6 +34,34 @@ chq() {
     printf '%s' "${out%$'\n'*}"
 }
 
+# outdated_parts URL TABLE...: the outdated parts of TABLEs that still hold rows, one per line,
+# with why ClickHouse keeps each (system.parts.removal_state); empty when there are none.
+outdated_parts() {
+    local u=$1; shift
+    local list
+    list=$(printf "'%s'," "$@")
+    chq "$u" "SELECT table, name, disk_name, refcount, removal_state FROM system.parts
+        WHERE NOT active AND rows > 0 AND database = currentDatabase() AND table IN (${list%,})"
+}
+
+# outdated_left "URL..." TABLE...: the outdated parts of TABLEs with rows on every URL (listed)
+outdated_left() {
+    local u
+    for u in $1; do outdated_parts "$u" "${@:2}"; done
+}
+
+# wait_outdated_gone "URL..." TABLE...: waits until ClickHouse has removed the outdated parts of
+# TABLEs on every URL (those a swap, a rewrite or a move's source left), failing the test with
+# each left part and why ClickHouse keeps it. ClickHouse 26.7 runs a table's cleanup on an
+# adaptive delay, up to max_cleanup_delay_period (300 s) when the table is idle, and a table's
+# shutdown (DETACH TABLE) does not remove them: tables that must see their old parts go soon set
+# old_parts_lifetime, cleanup_delay_period and max_cleanup_delay_period to 1.
+wait_outdated_gone() {
+    _outdated_none() { [ -z "$(outdated_left "$@")" ]; }
+    wait_for 120 _outdated_none "$@" ||
+        fail "ClickHouse did not remove the outdated parts within 120 s: $(outdated_left "$@" | head -8)"
+}
+
 # lab_pids DIR: the PIDs of the lab's live nodes.
 lab_pids() { "$FERRY_BIN" lab status --dir "$1" --json | jq -r '.nodes[] | select(.alive) | .pid'; }
 
