@@ -12,6 +12,7 @@
 # phase.
 # PHASES=a,b,... runs those phases in the big run (and SMALL_PHASES in the 10,000-tenant runs,
 # "none" to skip them), e.g. PHASES=register,dry_run,plan,status SMALL_PHASES=none.
+# BENCH_WRAP="perf record -g -o FILE" runs each bench_scale under that command.
 #   usage: bench/scale.sh [BUILD_DIR [TENANTS [BACKENDS]]]   default build-release 100000 "sqlite zk"
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,7 +29,7 @@ source "$here/tests/lib/zookeeper.sh"
 run() {
     local name=$1 url=$2 bin=$3 n=$4 phases=$5 mix=$6
     echo "{\"run\":\"$name\",\"load_average\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"ferry\":\"$bin\"}"
-    "$bench" "$T/$name" "$url" "$bin" "$n" "$phases" "$mix" 2>"$T/$name.err" |
+    ${BENCH_WRAP:-} "$bench" "$T/$name" "$url" "$bin" "$n" "$phases" "$mix" 2>"$T/$name.err" |
         sed -u "s/^{/{\"run\":\"$name\",/"
 }
 

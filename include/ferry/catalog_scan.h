@@ -32,7 +32,8 @@ typedef struct ferry_slice_row {
 
 typedef int (*ferry_slice_row_fn)(const ferry_slice_row *row, void *arg, ferry_err *err);
 
-/* Every slice record and route, joined by key, in one consistent read on SQLite (the two
+/* Every slice record and route, joined by key, in one consistent read on SQLite (the tenants'
+ * slice packs when none is marked changed, docs/catalog.md "Slice packs"; else the two
  * folders read by two threads on two connections started on one state of the catalog, or side
  * by side in one read transaction when writers cannot be held back that moment; on ZooKeeper
  * one after the other, as ferry_catalog_list would). fn runs in the calling thread. Tenants come in bytewise order of their names, each tenant's rows

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ferry/catalog.h"
+#include "ferry/catalog_scan.h"
 
 enum cat_op_type { CAT_CREATE = 0, CAT_SET, CAT_DELETE, CAT_CHECK };
 
@@ -147,6 +148,31 @@ struct ferry_catalog {
 /* The SQLite connection of a "sqlite:" catalog, NULL for another backend: for tests that check
  * the connection's settings (journal mode, synchronous). */
 struct sqlite3 *cat_sqlite_handle(const ferry_catalog *c);
+
+/* ---- the SQLite backend's slice packs (lib/catalog/slice_pack.c, docs/catalog.md) ---- */
+
+/* Every slice record and route of one tenant (the folders slices/TENANT and routes/TENANT),
+ * joined by key as ferry_catalog_scan_slices gives them, read on the catalog's own SQLite
+ * connection (inside a commit: with the commit's writes). SQLite catalogs only (scan.c); the
+ * statements are prepared once for many tenants (open, then scan each, then close). */
+typedef struct cat_tenant_scan cat_tenant_scan;
+int cat_tenant_scan_open(ferry_catalog *c, cat_tenant_scan **out, ferry_err *err);
+int cat_scan_tenant_slices(cat_tenant_scan *ts, const char *tenant, ferry_slice_row_fn fn,
+                           void *arg, ferry_err *err);
+void cat_tenant_scan_close(cat_tenant_scan *ts); /* NULL: nothing */
+
+/* In the caller's write transaction on the catalog's connection: the pack of every tenant the
+ * triggers marked changed, built again from its records and the mark removed. A tenant that
+ * cannot be packed (a record the decoder refuses, text with control characters) keeps its mark,
+ * and the scans read records for as long as it does. Fails only when SQLite does. */
+int cat_slice_pack_refresh(ferry_catalog *c, ferry_err *err);
+
+/* On db (a read-only connection of the scan's own, in no transaction): when the packs are
+ * complete (no tenant marked changed), every slice row from them in one read transaction, fn
+ * called for each as ferry_catalog_scan_slices would, and *used set; else nothing called and
+ * *used false (the caller joins the records instead). */
+int cat_slice_pack_scan(struct sqlite3 *db, ferry_slice_row_fn fn, void *arg, bool *used,
+                        ferry_err *err);
 
 /* Backend constructors: rest is the URL after "sqlite:" / "zk://". */
 int cat_sqlite_open(ferry_catalog *c, const char *rest, ferry_err *err);

@@ -5,7 +5,8 @@
  * backend's flat scan (spans into the texts it read, nothing allocated per record), checked for
  * key order unless the backend vouches for it, and sorted here when it is not. Slices and routes are two cursors merged by key, so the join
  * costs one pass; on SQLite each cursor is stepped by a thread of its own when it can be (the
- * calling thread merges). The partition counts come from a table SQLite's triggers keep
+ * calling thread merges), and the join is read from the tenants' slice packs instead whenever
+ * they are complete (slice_pack.c, which builds them with the same join one tenant at a time). The partition counts come from a table SQLite's triggers keep
  * (lib/catalog/sqlite.c), or from the partition scan on another backend. A document in the canonical form ferry writes (the keys of its kind in
  * sorted order, plain strings and integers) is read by flat_parse; anything else goes through
  * the record decoder (cat_record_decode), so a row never says something ferry_catalog_list
@@ -13,6 +14,7 @@
 #include "catalog/catalog_int.h"
 #include "ferry/catalog_scan.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -109,6 +111,7 @@ typedef struct cursor {
     int depth;         /* key segments below dir */
     bool numeric_name; /* the last segment orders as a number (splits) */
     sqlite3_stmt *st;  /* SQLite */
+    bool borrowed;     /* st is the caller's: reset, not finalized, at the end */
     cat_flat flat;     /* another backend: the folder's documents as spans, sorted */
     size_t next;
     bool done;
@@ -289,7 +292,10 @@ static int cursor_next(cursor *k, ferry_err *err)
 
 static void cursor_close(cursor *k)
 {
-    sqlite3_finalize(k->st);
+    if (k->borrowed)
+        sqlite3_reset(k->st);
+    else
+        sqlite3_finalize(k->st);
     cat_flat_free(&k->flat);
     memset(k, 0, sizeof *k);
 }
@@ -607,6 +613,42 @@ static int side_next(side *d, slice_scan *x, bool first, ferry_err *err)
     return rc;
 }
 
+/* The merge of the two sides (each on its first row) by key: fn gets each key once, with its
+ * slice record, its route or both. numeric: split names compare as numbers (not SQLite). */
+static int join_run(side *s, side *r, bool numeric, slice_scan *x, ferry_slice_row_fn fn,
+                    void *arg, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    while (!rc && (!s->done || !r->done)) {
+        int d = s->done   ? 1
+                : r->done ? -1
+                         : key_cmp(numeric, s->at.mid, s->at.mid_len, s->at.name, s->at.name_len,
+                                   r->at.mid, r->at.mid_len, r->at.name, r->at.name_len);
+        ferry_slice_row row = {.version = -1, .route_version = -1};
+        if (d <= 0) {
+            row.tenant = s->at.tenant;
+            row.split = s->at.split;
+            row.placement = s->at.text;
+            row.bytes = s->at.bytes;
+            row.rows = s->at.rows;
+            row.version = s->at.version;
+        } else {
+            row.tenant = r->at.tenant;
+            row.split = r->at.split;
+        }
+        if (d >= 0) {
+            row.shards = r->at.text;
+            row.route_version = r->at.version;
+        }
+        rc = fn(&row, arg, err);
+        if (!rc && d <= 0)
+            rc = side_next(s, x, false, err);
+        if (!rc && d >= 0)
+            rc = side_next(r, x, false, err);
+    }
+    return rc;
+}
+
 /* Holds the catalog's writers back (a write transaction on a connection of its own, taken and
  * given back without writing: release with writers_let_go) while the scan's two connections
  * start their read transactions, so that both read the same state of the catalog. NULL when it
@@ -641,11 +683,20 @@ static void writers_let_go(sqlite3 *db)
 
 int ferry_catalog_scan_slices(ferry_catalog *c, ferry_slice_row_fn fn, void *arg, ferry_err *err)
 {
+    bool sqlite = cat_sqlite_handle(c) != NULL;
+    sqlite3 *db = scan_db(c);
+    /* SQLite: the tenants' slice packs when none is marked changed (slice_pack.c) */
+    if (db) {
+        bool used;
+        int prc = cat_slice_pack_scan(db, fn, arg, &used, err);
+        if (used || prc) {
+            sqlite3_close(db);
+            return prc;
+        }
+    }
     side s = {.parse = slice_parse}, r = {.parse = route_parse};
     slice_scan *x = calloc(1, sizeof *x);
     int rc = x ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    bool sqlite = cat_sqlite_handle(c) != NULL;
-    sqlite3 *db = scan_db(c);
     /* SQLite: the two statements on connections of their own, each read by a thread, when both
      * connections can start reading the same state (writers held back meanwhile); else both on
      * one connection, stepped before either ends, so they share one read transaction. Either
@@ -673,39 +724,94 @@ int ferry_catalog_scan_slices(ferry_catalog *c, ferry_slice_row_fn fn, void *arg
         rc = side_next(&s, x, true, err);
     if (!rc)
         rc = side_next(&r, x, true, err);
-    while (!rc && (!s.done || !r.done)) {
-        int d = s.done   ? 1
-                : r.done ? -1
-                         : key_cmp(!sqlite, s.at.mid, s.at.mid_len, s.at.name, s.at.name_len,
-                                   r.at.mid, r.at.mid_len, r.at.name, r.at.name_len);
-        ferry_slice_row row = {.version = -1, .route_version = -1};
-        if (d <= 0) {
-            row.tenant = s.at.tenant;
-            row.split = s.at.split;
-            row.placement = s.at.text;
-            row.bytes = s.at.bytes;
-            row.rows = s.at.rows;
-            row.version = s.at.version;
-        } else {
-            row.tenant = r.at.tenant;
-            row.split = r.at.split;
-        }
-        if (d >= 0) {
-            row.shards = r.at.text;
-            row.route_version = r.at.version;
-        }
-        rc = fn(&row, arg, err);
-        if (!rc && d <= 0)
-            rc = side_next(&s, x, false, err);
-        if (!rc && d >= 0)
-            rc = side_next(&r, x, false, err);
-    }
+    if (!rc)
+        rc = join_run(&s, &r, !sqlite, x, fn, arg, err);
     feed_end(s.feed);
     feed_end(r.feed);
     cursor_close(&r.k); /* before its connection */
     if (rdb != db)
         sqlite3_close(rdb);
     scan_end(&s.k, db, x ? &x->rec : NULL, x);
+    return rc;
+}
+
+/* What cat_scan_tenant_slices keeps between tenants: its two statements and its buffers. */
+struct cat_tenant_scan {
+    ferry_catalog *c;
+    sqlite3_stmt *st[2]; /* slices, routes: one tenant's folder */
+    slice_scan x;
+};
+
+int cat_tenant_scan_open(ferry_catalog *c, cat_tenant_scan **out, ferry_err *err)
+{
+    sqlite3 *db = cat_sqlite_handle(c);
+    assert(db);
+    cat_tenant_scan *ts = calloc(1, sizeof *ts);
+    if (!ts)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    ts->c = c;
+    ferry_record_init(&ts->x.rec, FERRY_REC_SLICE);
+    for (int i = 0; i < 2; i++)
+        if (sqlite3_prepare_v2(db, "SELECT parent, name, version, doc FROM records WHERE"
+                                   " parent = ?1 ORDER BY parent, name",
+                               -1, &ts->st[i], NULL) != SQLITE_OK) {
+            int rc = ferry_err_set(err, FERRY_EIO, "catalog: listing a tenant's slices: %s",
+                                   sqlite3_errmsg(db));
+            cat_tenant_scan_close(ts);
+            return rc;
+        }
+    *out = ts;
+    return FERRY_OK;
+}
+
+void cat_tenant_scan_close(cat_tenant_scan *ts)
+{
+    if (!ts)
+        return;
+    for (int i = 0; i < 2; i++)
+        sqlite3_finalize(ts->st[i]);
+    ferry_record_free(&ts->x.rec);
+    free(ts);
+}
+
+/* A cursor over one tenant's folder dir (depth 1) on the scan's statement st. */
+static void cursor_borrow(ferry_catalog *c, sqlite3_stmt *st, const char *dir, cursor *k)
+{
+    memset(k, 0, sizeof *k);
+    k->c = c;
+    k->db = cat_sqlite_handle(c);
+    k->dir = dir;
+    k->depth = 1;
+    k->st = st;
+    k->borrowed = true;
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, dir, -1, SQLITE_STATIC);
+}
+
+int cat_scan_tenant_slices(cat_tenant_scan *ts, const char *tenant, ferry_slice_row_fn fn,
+                           void *arg, ferry_err *err)
+{
+    char sdir[FERRY_NAME_MAX + 16], rdir[FERRY_NAME_MAX + 16];
+    if ((size_t)snprintf(sdir, sizeof sdir, "%s/%s", cat_kind_dir(FERRY_REC_SLICE), tenant) >=
+            sizeof sdir ||
+        (size_t)snprintf(rdir, sizeof rdir, "%s/%s", cat_kind_dir(FERRY_REC_ROUTE), tenant) >=
+            sizeof rdir)
+        return ferry_err_set(err, FERRY_EINVAL, "tenant name too long: %.64s...", tenant);
+    side s = {.parse = slice_parse}, r = {.parse = route_parse};
+    /* the catalog's own connection: inside a commit, the scan sees the commit's writes */
+    cursor_borrow(ts->c, ts->st[0], sdir, &s.k);
+    cursor_borrow(ts->c, ts->st[1], rdir, &r.k);
+    int rc = cursor_next(&s.k, err);
+    if (!rc)
+        rc = cursor_next(&r.k, err);
+    if (!rc)
+        rc = side_next(&s, &ts->x, true, err);
+    if (!rc)
+        rc = side_next(&r, &ts->x, true, err);
+    if (!rc)
+        rc = join_run(&s, &r, false, &ts->x, fn, arg, err);
+    cursor_close(&s.k);
+    cursor_close(&r.k);
     return rc;
 }
 

@@ -49,6 +49,17 @@ typedef struct sqlite_lease {
     "DELETE FROM partition_counts WHERE n = 0 AND tier = " PC_TIER(row ".doc") " AND day = "     \
     PC_DAY(row ".doc") ";"
 
+/* SQL pieces of the slice packs' triggers: whether a parent is a tenant's folder of slice
+ * records or routes (exactly slices/TENANT or routes/TENANT, both prefixes 7 bytes long), the
+ * tenant it names, and the statement marking the tenant of row (new / old) when it is one. */
+#define SP_IS(parent)                                                                             \
+    "(((" parent " > 'slices/' AND " parent " < 'slices0') OR (" parent " > 'routes/' AND "      \
+    parent " < 'routes0')) AND NOT " parent " GLOB '*/*/*')"
+#define SP_TENANT(parent) "substr(" parent ", 8)"
+#define SP_MARK(row)                                                                              \
+    "INSERT OR IGNORE INTO slice_pack_dirty(tenant) SELECT " SP_TENANT(row ".parent")            \
+    " WHERE " SP_IS(row ".parent") ";"
+
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS records("
     " parent TEXT NOT NULL, name TEXT NOT NULL,"
@@ -91,9 +102,28 @@ static const char schema[] =
     "CREATE TRIGGER IF NOT EXISTS partition_counts_update AFTER UPDATE OF parent, doc ON records"
     " WHEN " PC_IS("old.parent") " OR " PC_IS("new.parent") " BEGIN " PC_MINUS("old")
     " " PC_PLUS("new") " END;"
-    /* the last object of the schema: its presence says the schema is laid out (cat_sqlite_open) */
     "CREATE TRIGGER IF NOT EXISTS partition_counts_delete AFTER DELETE ON records"
-    " WHEN " PC_IS("old.parent") " BEGIN " PC_MINUS("old") " END;";
+    " WHEN " PC_IS("old.parent") " BEGIN " PC_MINUS("old") " END;"
+    /* The slice packs (lib/catalog/slice_pack.c, docs/catalog.md "Slice packs"): each tenant's
+     * slice records and routes joined in one row, derived from records. The triggers mark a
+     * tenant whose slice records or routes change, whoever writes; ferry's commit builds the
+     * marked packs again (cat_slice_pack_refresh) and the scans use the packs only when none is
+     * marked. A catalog laid out before the packs gets every tenant marked here, once. */
+    "CREATE TABLE IF NOT EXISTS slice_pack(tenant TEXT PRIMARY KEY, pack TEXT NOT NULL)"
+    " STRICT, WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS slice_pack_dirty(tenant TEXT PRIMARY KEY) STRICT, WITHOUT ROWID;"
+    "INSERT OR IGNORE INTO slice_pack_dirty(tenant) SELECT DISTINCT " SP_TENANT("parent")
+    " FROM records WHERE " SP_IS("parent") " AND NOT EXISTS (SELECT 1 FROM meta"
+    " WHERE key = 'slice_pack');"
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('slice_pack', 1);"
+    "CREATE TRIGGER IF NOT EXISTS slice_pack_insert AFTER INSERT ON records"
+    " WHEN " SP_IS("new.parent") " BEGIN " SP_MARK("new") " END;"
+    "CREATE TRIGGER IF NOT EXISTS slice_pack_update AFTER UPDATE ON records"
+    " WHEN " SP_IS("old.parent") " OR " SP_IS("new.parent") " BEGIN " SP_MARK("old") " "
+    SP_MARK("new") " END;"
+    /* the last object of the schema: its presence says the schema is laid out (cat_sqlite_open) */
+    "CREATE TRIGGER IF NOT EXISTS slice_pack_delete AFTER DELETE ON records"
+    " WHEN " SP_IS("old.parent") " BEGIN " SP_MARK("old") " END;";
 
 static int db_fail(ferry_catalog *c, int code, ferry_err *err, const char *what)
 {
@@ -328,6 +358,10 @@ static int sq_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *i
         if (c->progress && ((i + 1) % chunk == 0 || i + 1 == req->n))
             c->progress((i + chunk) / chunk, chunks, c->progress_arg);
     }
+    /* the packs of the tenants this batch changed, in its transaction (slice_pack.c) */
+    rc = cat_slice_pack_refresh(c, err);
+    if (rc)
+        goto out;
     if (req->routing != CAT_ROUTING_KEEP) {
         char q[128];
         if (req->routing == CAT_ROUTING_BUMP)
@@ -538,15 +572,15 @@ int cat_sqlite_open(ferry_catalog *c, const char *path, ferry_err *err)
     /* Lay out the schema only when it is missing: taking the write lock at every open would make
      * readers wait for a writer's long transaction. */
     sqlite3_stmt *st = NULL;
-    bool laid_out = false, older = false; /* older: laid out before the partition counts */
+    bool laid_out = false, older = false; /* older: laid out before the slice packs */
     if (!rc && sqlite3_prepare_v2(c->be->db,
                                   "SELECT name FROM sqlite_master WHERE (type = 'trigger' AND"
-                                  " name = 'partition_counts_delete') OR (type = 'view' AND"
+                                  " name = 'slice_pack_delete') OR (type = 'view' AND"
                                   " name = 'part_object_view')",
                                   -1, &st, NULL) == SQLITE_OK)
         while (sqlite3_step(st) == SQLITE_ROW) {
             const char *name = (const char *)sqlite3_column_text(st, 0);
-            laid_out |= name && !strcmp(name, "partition_counts_delete");
+            laid_out |= name && !strcmp(name, "slice_pack_delete");
             older |= name && !strcmp(name, "part_object_view");
         }
     sqlite3_finalize(st);
@@ -555,14 +589,17 @@ int cat_sqlite_open(ferry_catalog *c, const char *path, ferry_err *err)
         rc = exec(c, "BEGIN IMMEDIATE", err);
     if (!rc && !laid_out) {
         rc = exec(c, schema, err);
+        /* an older catalog's tenants, all marked by the schema: their packs built now, once */
+        if (!rc)
+            rc = cat_slice_pack_refresh(c, err);
         if (!rc)
             rc = exec(c, "COMMIT", err);
         else
             sqlite3_exec(c->be->db, "ROLLBACK", NULL, NULL, NULL);
     }
-    /* A catalog an older ferry laid out still opens when the partition counts cannot be added
-     * now (a file this process may only read, a writer's long transaction): the next open
-     * tries again, and meanwhile the counts are read by scanning (scan.c). */
+    /* A catalog an older ferry laid out still opens when the partition counts and the slice
+     * packs cannot be added now (a file this process may only read, a writer's long
+     * transaction): the next open tries again, and meanwhile the scans read records (scan.c). */
     if (rc && upgrade) {
         ferry_err_clear(err);
         rc = FERRY_OK;

@@ -1783,13 +1783,19 @@ static void test_partition_counts(void **state)
                          SQLITE_OK);
         assert_int_equal(sqlite3_changes(db), 1);
         assert_counts(c, "hot/20260101=1,hot/20260103=1,cold/20260101=2,cold/20260105=1");
-        /* a catalog laid out before the counts (no table, no triggers) gets them at its next
-         * open, counted from its records, including those written meanwhile */
+        /* a catalog laid out before the counts (no table, no triggers, and none of what came
+         * after them: the slice packs) gets them at its next open, counted from its records,
+         * including those written meanwhile */
         assert_int_equal(sqlite3_exec(db, "DROP TRIGGER partition_counts_insert;"
                                           "DROP TRIGGER partition_counts_update;"
                                           "DROP TRIGGER partition_counts_delete;"
                                           "DROP TABLE partition_counts;"
-                                          "DELETE FROM meta WHERE key = 'partition_counts'",
+                                          "DELETE FROM meta WHERE key = 'partition_counts';"
+                                          "DROP TRIGGER slice_pack_insert;"
+                                          "DROP TRIGGER slice_pack_update;"
+                                          "DROP TRIGGER slice_pack_delete;"
+                                          "DROP TABLE slice_pack; DROP TABLE slice_pack_dirty;"
+                                          "DELETE FROM meta WHERE key = 'slice_pack'",
                                       NULL, NULL, NULL),
                          SQLITE_OK);
         partition_rec(&p[7], 7, FERRY_TIER_COLD, 20260107);
@@ -1799,6 +1805,17 @@ static void test_partition_counts(void **state)
                          "cold/20260107=1");
         ferry_catalog_close(c);
         c = open_ok(url);
+        /* laid out again: the counts come from the table now, not from a scan */
+        sqlite3_stmt *laid = NULL;
+        assert_int_equal(sqlite3_prepare_v2(cat_sqlite_handle(c),
+                                            "SELECT count(*) FROM sqlite_master WHERE name IN"
+                                            " ('partition_counts', 'partition_counts_delete',"
+                                            " 'slice_pack', 'slice_pack_delete')",
+                                            -1, &laid, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(laid), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(laid, 0), 4);
+        sqlite3_finalize(laid);
         assert_counts(c, "hot/20260101=1,hot/20260103=1,cold/20260101=2,cold/20260105=1,"
                          "cold/20260107=1");
         /* a tier ferry does not know is an error, as decoding the record would be */

@@ -336,6 +336,190 @@ static void test_slice_rows_beside_a_writer(void **state)
     ferry_catalog_close(c);
 }
 
+/* ---- SQLite: the slice packs (lib/catalog/slice_pack.c) ---- */
+
+static long long sql_count(ferry_catalog *c, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(cat_sqlite_handle(c), sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    long long n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+static void sql_run(ferry_catalog *c, const char *sql)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(cat_sqlite_handle(c), sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", sql, msg);
+}
+
+/* The marked tenants' packs built, as ferry's next commit would. */
+static void refresh_packs(ferry_catalog *c)
+{
+    ferry_err err = {0};
+    sql_run(c, "BEGIN IMMEDIATE");
+    if (cat_slice_pack_refresh(c, &err))
+        fail_msg("refresh: %s", err.msg);
+    sql_run(c, "COMMIT");
+}
+
+static int count_row(const ferry_slice_row *row, void *arg, ferry_err *err)
+{
+    (void)row;
+    (void)err;
+    ++*(size_t *)arg;
+    return FERRY_OK;
+}
+
+/* Whether a scan now reads the packs (and how many rows they give). */
+static bool packs_used(ferry_catalog *c, size_t *rows)
+{
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(sqlite3_db_filename(cat_sqlite_handle(c), "main"), &db,
+                                     SQLITE_OPEN_READONLY, NULL),
+                     SQLITE_OK);
+    ferry_err err = {0};
+    bool used = false;
+    *rows = 0;
+    if (cat_slice_pack_scan(db, count_row, rows, &used, &err))
+        fail_msg("pack scan: %s", err.msg);
+    sqlite3_close(db);
+    return used;
+}
+
+/* Every row in scan order. */
+static void scan_rows(ferry_catalog *c, got *g)
+{
+    ferry_err err = {0};
+    memset(g, 0, sizeof *g);
+    if (ferry_catalog_scan_slices(c, take_slice, g, &err))
+        fail_msg("scan: %s", err.msg);
+}
+
+/* The rows from the records' join (every tenant marked first) and from the packs (built again):
+ * the same rows in the same order, and right against the records. */
+static void packs_match_records(ferry_catalog *c)
+{
+    size_t n;
+    sql_run(c, "INSERT OR IGNORE INTO slice_pack_dirty(tenant) SELECT tenant FROM slice_pack");
+    assert_false(packs_used(c, &n));
+    got joined, packed;
+    scan_rows(c, &joined);
+    refresh_packs(c);
+    assert_int_equal(sql_count(c, "SELECT count(*) FROM slice_pack_dirty"), 0);
+    assert_true(packs_used(c, &n));
+    assert_int_equal(n, joined.n);
+    scan_rows(c, &packed);
+    assert_int_equal(packed.n, joined.n);
+    for (size_t i = 0; i < joined.n; i++)
+        if (memcmp(&joined.v[i], &packed.v[i], sizeof *joined.v))
+            fail_msg("row %zu: %s/%u from the records, %s/%u from the packs", i,
+                     joined.v[i].tenant, joined.v[i].split, packed.v[i].tenant,
+                     packed.v[i].split);
+    check_slice_rows(c);
+    free(joined.v);
+    free(packed.v);
+}
+
+static got_slice *row_of(got *g, const char *tenant, uint32_t split)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if (!strcmp(g->v[i].tenant, tenant) && g->v[i].split == split)
+            return &g->v[i];
+    return NULL;
+}
+
+/* SQLite: the scans read the packs when no tenant is marked, with the same rows in the same
+ * order as the records' join (documents not in the canonical form, routes without a slice
+ * record, a route whose tenant has no record, splits whose text order is not their number's);
+ * a write behind ferry's back (the sqlite3 shell) marks its tenant, and the scans read records
+ * until ferry's next commit builds the pack again; a damaged pack is an error naming it; a
+ * catalog laid out before the packs gets them when it is opened. */
+static void test_slice_rows_from_packs(void **state)
+{
+    (void)state;
+    if (tc.zk_base)
+        skip();
+    ferry_catalog *c = realistic();
+    size_t n;
+    /* the documents rewritten behind ferry's back left their tenants marked */
+    assert_true(sql_count(c, "SELECT count(*) FROM slice_pack_dirty WHERE tenant IN ('t19', "
+                             "'a-b')") == 2);
+    assert_false(packs_used(c, &n));
+    check_slice_rows(c);
+    packs_match_records(c);
+
+    rewrite_doc(c, "routes/t20", "40", "{\"shards\":\"s07\",\"split\":40,\"tenant\":\"t20\"}");
+    assert_false(packs_used(c, &n));
+    got g;
+    scan_rows(c, &g);
+    got_slice *x = row_of(&g, "t20", 40);
+    assert_non_null(x);
+    assert_string_equal(x->shards, "s07");
+    free(g.v);
+    /* ferry's next commit (of anything) builds the marked pack again */
+    ferry_batch *b = ferry_batch_new();
+    ferry_record r;
+    ferry_record_init(&r, FERRY_REC_ROUTE);
+    snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "ghost");
+    r.u.route.split = 1;
+    shards_printf(&r.u.route.shards, "s03,s04");
+    add(b, &r);
+    commit(c, b);
+    assert_true(packs_used(c, &n));
+    scan_rows(c, &g);
+    assert_string_equal(row_of(&g, "t20", 40)->shards, "s07");
+    assert_string_equal(row_of(&g, "ghost", 1)->shards, "s03,s04");
+    free(g.v);
+    packs_match_records(c);
+
+    /* a tenant whose records are all deleted has no pack */
+    b = ferry_batch_new();
+    ferry_err err = {0};
+    for (uint32_t k = 0; k < 2; k++) {
+        ferry_record_init(&r, FERRY_REC_ROUTE);
+        snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "ghost");
+        r.u.route.split = k;
+        r.version = FERRY_VERSION_ANY;
+        assert_int_equal(ferry_batch_delete(b, &r, &err), FERRY_OK);
+    }
+    commit(c, b);
+    assert_int_equal(sql_count(c, "SELECT count(*) FROM slice_pack WHERE tenant = 'ghost'"), 0);
+    packs_match_records(c);
+
+    /* damaged: an error that names the pack, and what rebuilds it */
+    sql_run(c, "UPDATE slice_pack SET pack = '1\tx' WHERE tenant = 't30'");
+    memset(&g, 0, sizeof g);
+    assert_int_equal(ferry_catalog_scan_slices(c, take_slice, &g, &err), FERRY_EIO);
+    assert_non_null(strstr(err.msg, "slice pack of tenant t30 is damaged at line 1"));
+    free(g.v);
+    packs_match_records(c);
+
+    /* laid out before the packs: built when the catalog is opened */
+    char url[1100];
+    snprintf(url, sizeof url, "sqlite:%s", sqlite3_db_filename(cat_sqlite_handle(c), "main"));
+    sql_run(c, "DROP TRIGGER slice_pack_insert; DROP TRIGGER slice_pack_update;"
+               " DROP TRIGGER slice_pack_delete; DROP TABLE slice_pack;"
+               " DROP TABLE slice_pack_dirty; DELETE FROM meta WHERE key = 'slice_pack'");
+    got before;
+    scan_rows(c, &before);
+    ferry_catalog_close(c);
+    if (ferry_catalog_open(url, &c, &err))
+        fail_msg("open %s: %s", url, err.msg);
+    assert_int_equal(sql_count(c, "SELECT count(*) FROM slice_pack_dirty"), 0);
+    assert_true(packs_used(c, &n));
+    assert_int_equal(n, before.n);
+    scan_rows(c, &g);
+    assert_int_equal(g.n, before.n);
+    assert_memory_equal(g.v, before.v, g.n * sizeof *g.v);
+    free(g.v);
+    free(before.v);
+    packs_match_records(c);
+    ferry_catalog_close(c);
+}
+
 typedef struct stopper {
     size_t n, at;
 } stopper;
@@ -848,6 +1032,7 @@ int main(void)
         cmocka_unit_test(test_slice_rows),
         cmocka_unit_test(test_slice_rows_beside_a_writer),
         cmocka_unit_test(test_slice_scan_stopped),
+        cmocka_unit_test(test_slice_rows_from_packs),
         cmocka_unit_test(test_tenant_and_partition_rows),
         cmocka_unit_test(test_plan_same_as_records),
         cmocka_unit_test(test_shard_table),
