@@ -54,6 +54,15 @@ static void add(ferry_batch *b, ferry_record *r)
     assert_int_equal(ferry_batch_create(b, r, &err), FERRY_OK);
 }
 
+/* A route of tenant/split on shards (a comma-separated list) into *r, for the tests' batches. */
+static void route_rec(ferry_record *r, const char *tenant, uint32_t split, const char *shards)
+{
+    ferry_record_init(r, FERRY_REC_ROUTE);
+    snprintf(r->u.route.tenant, sizeof r->u.route.tenant, "%s", tenant);
+    r->u.route.split = split;
+    shards_printf(&r->u.route.shards, "%s", shards);
+}
+
 static void commit(ferry_catalog *c, ferry_batch *b)
 {
     ferry_err err = {0};
@@ -171,15 +180,9 @@ static ferry_catalog *realistic(void)
     }
     /* a route without a slice record, and a route whose tenant has no record */
     b = ferry_batch_new();
-    ferry_record_init(&r, FERRY_REC_ROUTE);
-    snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "t20");
-    r.u.route.split = 40;
-    shards_printf(&r.u.route.shards, "s04");
+    route_rec(&r, "t20", 40, "s04");
     add(b, &r);
-    ferry_record_init(&r, FERRY_REC_ROUTE);
-    snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "ghost");
-    r.u.route.split = 0;
-    shards_printf(&r.u.route.shards, "s02");
+    route_rec(&r, "ghost", 0, "s02");
     add(b, &r);
     commit(c, b);
     if (!tc.zk_base) {
@@ -462,10 +465,7 @@ static void test_slice_rows_from_packs(void **state)
     /* ferry's next commit (of anything) builds the marked pack again */
     ferry_batch *b = ferry_batch_new();
     ferry_record r;
-    ferry_record_init(&r, FERRY_REC_ROUTE);
-    snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "ghost");
-    r.u.route.split = 1;
-    shards_printf(&r.u.route.shards, "s03,s04");
+    route_rec(&r, "ghost", 1, "s03,s04");
     add(b, &r);
     commit(c, b);
     assert_true(packs_used(c, &n));
@@ -479,9 +479,7 @@ static void test_slice_rows_from_packs(void **state)
     b = ferry_batch_new();
     ferry_err err = {0};
     for (uint32_t k = 0; k < 2; k++) {
-        ferry_record_init(&r, FERRY_REC_ROUTE);
-        snprintf(r.u.route.tenant, sizeof r.u.route.tenant, "ghost");
-        r.u.route.split = k;
+        route_rec(&r, "ghost", k, "s02");
         r.version = FERRY_VERSION_ANY;
         assert_int_equal(ferry_batch_delete(b, &r, &err), FERRY_OK);
     }
