@@ -53,7 +53,9 @@ static int pack_row(const ferry_slice_row *row, void *arg, ferry_err *err)
     const char *placement = row->version >= 0 ? row->placement : "";
     const char *shards = row->route_version >= 0 ? row->shards : "";
     const char *tenant = strcmp(row->tenant, b->tenant) ? row->tenant : "";
-    if (!*row->tenant || !packable(placement) || !packable(shards) || !packable(tenant)) {
+    /* what the reader would not take back (unpack_rows): left to the records' join */
+    if (!*row->tenant || !packable(placement) || !packable(shards) || !packable(tenant) ||
+        (row->version >= 0 && (row->bytes > INT64_MAX || row->rows > INT64_MAX))) {
         b->refused = true;
         return FERRY_OK;
     }
