@@ -194,6 +194,10 @@ static sqlite3 *scan_db(ferry_catalog *c)
     return db;
 }
 
+/* One folder's documents (depth 1: parent = ?1) in key order, on the primary key. */
+#define FOLDER_SQL                                                                                \
+    "SELECT parent, name, version, doc FROM records WHERE parent = ?1 ORDER BY parent, name"
+
 /* db: the scan's connection (scan_db), NULL for another backend or the shared one. */
 static int cursor_open(ferry_catalog *c, sqlite3 *db, const char *dir, int depth,
                        bool numeric_name, bool sorted, cursor *k, ferry_err *err)
@@ -207,8 +211,7 @@ static int cursor_open(ferry_catalog *c, sqlite3 *db, const char *dir, int depth
         db = cat_sqlite_handle(c);
     k->db = db;
     if (db) {
-        const char *sql = depth == 1 ? "SELECT parent, name, version, doc FROM records"
-                                       " WHERE parent = ?1 ORDER BY parent, name"
+        const char *sql = depth == 1 ? FOLDER_SQL
                                      : "SELECT parent, name, version, doc FROM records"
                                        " WHERE parent > ?1 || '/' AND parent < ?1 || '0'"
                                        " ORDER BY parent, name";
@@ -752,9 +755,7 @@ int cat_tenant_scan_open(ferry_catalog *c, cat_tenant_scan **out, ferry_err *err
     ts->c = c;
     ferry_record_init(&ts->x.rec, FERRY_REC_SLICE);
     for (int i = 0; i < 2; i++)
-        if (sqlite3_prepare_v2(db, "SELECT parent, name, version, doc FROM records WHERE"
-                                   " parent = ?1 ORDER BY parent, name",
-                               -1, &ts->st[i], NULL) != SQLITE_OK) {
+        if (sqlite3_prepare_v2(db, FOLDER_SQL, -1, &ts->st[i], NULL) != SQLITE_OK) {
             int rc = ferry_err_set(err, FERRY_EIO, "catalog: listing a tenant's slices: %s",
                                    sqlite3_errmsg(db));
             cat_tenant_scan_close(ts);
