@@ -12,6 +12,7 @@
 
 const char cmd_router_usage[] =
     "usage: ferry router --config FILE [--listen ADDR:PORT] [--port-file FILE]\n"
+    "                    [--retry-journal FILE]\n"
     "\n"
     "Runs the router until SIGTERM or SIGINT. It speaks ClickHouse's HTTP interface: an\n"
     "INSERT INTO <managed table> [(columns)] FORMAT F (JSONEachRow, TSV, TSVWithNames, CSV,\n"
@@ -35,22 +36,29 @@ const char cmd_router_usage[] =
     "  --config FILE       the cluster's config with [router] (default: $FERRY_CONFIG)\n"
     "  --listen ADDR:PORT  where to serve (default: [router] listen, else 127.0.0.1:8124;\n"
     "                      port 0 picks a free one)\n"
-    "  --port-file FILE    write the port being served to FILE once listening\n";
+    "  --port-file FILE    write the port being served to FILE once listening\n"
+    "  --retry-journal FILE\n"
+    "                      keep the slices clients may retry writes to in FILE, so a restarted\n"
+    "                      router still holds moves, tiering and repairs off them (overrides\n"
+    "                      [router] retry_journal; one file per router)\n";
 
 int cmd_router(int argc, char **argv)
 {
-    enum { O_LISTEN = CLI_O_LAST, O_PORT_FILE };
+    enum { O_LISTEN = CLI_O_LAST, O_PORT_FILE, O_RETRY_JOURNAL };
     static const struct option opts[] = {CLI_OPT_CONFIG,
                                          {"listen", required_argument, NULL, O_LISTEN},
                                          {"port-file", required_argument, NULL, O_PORT_FILE},
+                                         {"retry-journal", required_argument, NULL, O_RETRY_JOURNAL},
                                          {NULL, 0, NULL, 0}};
-    const char *listen = NULL, *port_file = NULL;
+    const char *listen = NULL, *port_file = NULL, *journal = NULL;
     cli_common c = {0};
     int ch, status;
     optind = 1;
     while ((ch = cli_next_option("router", argc, argv, opts, &c, &status))) {
         if (ch == O_LISTEN)
             listen = optarg;
+        else if (ch == O_RETRY_JOURNAL)
+            journal = optarg;
         else
             port_file = optarg;
     }
@@ -68,7 +76,7 @@ int cmd_router(int argc, char **argv)
     ferry_err err = {0};
     ferry_router *r = NULL;
     status = 0;
-    ferry_router_options o = {.config_path = path, .listen = listen};
+    ferry_router_options o = {.config_path = path, .listen = listen, .retry_journal = journal};
     if (ferry_router_start(&o, &r, &err))
         return cli_fail("router", &err);
     FLOG_INFO("msg=\"router serving\" port=%u", (unsigned)ferry_router_port(r));

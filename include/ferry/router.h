@@ -164,6 +164,7 @@ typedef struct ferry_router ferry_router;
 typedef struct ferry_router_options {
     const char *config_path; /* the cluster's config: [cluster], [shard], [table], [router] */
     const char *listen;      /* "ADDR:PORT" overriding [router] listen; NULL: the config's */
+    const char *retry_journal; /* a file overriding [router] retry_journal; NULL: the config's */
 } ferry_router_options;
 
 /* Reads the config, opens the catalog, loads the routing table and starts serving. *out owned by

@@ -9,8 +9,8 @@
 #include "ferry/config.h"
 #include "ferry/strutil.h"
 
-int rt_read_config(ferry_router *r, const ferry_config *cfg, const char *listen, char *addr,
-                   size_t addrsz, uint16_t *port, ferry_err *err)
+int rt_read_config(ferry_router *r, const ferry_config *cfg, const char *listen,
+                   const char *journal, char *addr, size_t addrsz, uint16_t *port, ferry_err *err)
 {
     static const char *const keys[] = {"listen", "passthrough", "flush_bytes", "stream_buffer_bytes",
                                        "max_request_bytes", "max_row_bytes", "shard_timeout",
@@ -22,7 +22,7 @@ int rt_read_config(ferry_router *r, const ferry_config *cfg, const char *listen,
                                        "login_free_failures", "login_max_delay",
                                        "login_failure_decay", "max_buffered_bytes", "max_query_size",
                                        "memory_budget", "passthrough_timeout", "min_insert_replicas",
-                                       "fallback_to_stale_replicas",
+                                       "fallback_to_stale_replicas", "retry_journal",
                                        FERRY_HTTPD_CONFIG_KEYS, NULL};
     uint64_t v;
     int rc = ferry_config_check_keys(cfg, "router", keys, err);
@@ -97,6 +97,12 @@ int rt_read_config(ferry_router *r, const ferry_config *cfg, const char *listen,
                            cfg->path, rwin);
     if (!rc && rt_pending_new(rwin_secs * 1000, &r->pending))
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    const char *rj = journal ? journal : ferry_config_get(cfg, "router", NULL, "retry_journal");
+    if (!rc && rj && *rj && strlen(rj) >= sizeof r->journal_path)
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [router] retry_journal: the path is longer "
+                           "than %zu bytes", cfg->path, sizeof r->journal_path - 1);
+    if (!rc && rj && *rj && rwin_secs) /* without a window nothing is held: nothing to keep */
+        snprintf(r->journal_path, sizeof r->journal_path, "%s", rj);
     const char *mir = ferry_config_get(cfg, "router", NULL, "min_insert_replicas");
     uint64_t mir_v = 0;
     if (!rc && mir && (!ferry_parse_u64(mir, &mir_v) || mir_v > 16))

@@ -23,6 +23,7 @@ int rt_error_code(const char *name)
                  {"NOT_IMPLEMENTED", 48},
                  {"SYNTAX_ERROR", 62},
                  {"UNKNOWN_FORMAT", 73},
+                 {"CANNOT_WRITE_TO_FILE_DESCRIPTOR", 75},
                  {"INCORRECT_DATA", 117},
                  {"TIMEOUT_EXCEEDED", 159},
                  {"MEMORY_LIMIT_EXCEEDED", 241},

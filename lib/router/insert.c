@@ -225,8 +225,16 @@ static void consume(ferry_http_req *req, req_state *st, bool eof)
             return;
         }
         st->rows++;
+        size_t known = st->touched.n;
         if (rt_touched_add(&st->touched, t->name, split, rr->shards, rr->n_shards)) {
             rt_insert_fail(req, st, "CANNOT_ALLOCATE_MEMORY", "out of memory");
+            return;
+        }
+        /* a slice new to the request is in the retry journal before its first row goes out */
+        if (st->touched.n > known &&
+            rt_journal_touch(st->r->journal, &st->journal, t->name, split, &err)) {
+            rt_insert_fail(req, st, "CANNOT_WRITE_TO_FILE_DESCRIPTOR", "row %llu: %s",
+                           (unsigned long long)row.number, err.msg);
             return;
         }
         for (uint32_t k = 0; k < rr->n_shards; k++) {

@@ -157,6 +157,33 @@ static void purge_locked(rt_pending *p, uint64_t now)
     p->n = k;
 }
 
+/* Holds the slice until `until` (CLOCK_MONOTONIC ms) unless it is held longer already; with
+ * p->mu held. 1 when it was added, 0 when it was there, -1 when it cannot be (out of memory, or
+ * RT_PENDING_MAX slices held). */
+static int hold_locked(rt_pending *p, const char *tenant, uint32_t split, uint64_t until)
+{
+    for (size_t k = 0; k < p->n; k++)
+        if (p->items[k].split == split && !strcmp(p->items[k].tenant, tenant)) {
+            if (p->items[k].until_ms < until)
+                p->items[k].until_ms = until; /* a newer failure: the window starts again */
+            return 0;
+        }
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        rt_pending_slice *items = cap <= RT_PENDING_MAX ? realloc(p->items, cap * sizeof *items)
+                                                         : NULL;
+        if (!items)
+            return -1;
+        p->items = items;
+        p->cap = cap;
+    }
+    char *name = strdup(tenant);
+    if (!name)
+        return -1;
+    p->items[p->n++] = (rt_pending_slice){name, split, until};
+    return 1;
+}
+
 void rt_pending_mark(rt_pending *p, const rt_touched *t)
 {
     if (!p || !p->window_ms || !t->n)
@@ -166,33 +193,11 @@ void rt_pending_mark(rt_pending *p, const rt_touched *t)
     pthread_mutex_lock(&p->mu);
     purge_locked(p, now);
     for (size_t i = 0; i < t->n; i++) {
-        const rt_touched_slice *s = &t->items[i];
-        size_t k;
-        for (k = 0; k < p->n; k++)
-            if (p->items[k].split == s->split && !strcmp(p->items[k].tenant, s->tenant))
-                break;
-        if (k < p->n) {
-            p->items[k].until_ms = until; /* a newer failure: the window starts again */
-            continue;
-        }
-        if (p->n == p->cap) {
-            size_t cap = p->cap ? p->cap * 2 : 64;
-            rt_pending_slice *items = cap <= RT_PENDING_MAX ? realloc(p->items, cap * sizeof *items)
-                                                             : NULL;
-            if (!items) {
-                lost++;
-                continue;
-            }
-            p->items = items;
-            p->cap = cap;
-        }
-        char *name = strdup(s->tenant);
-        if (!name) {
+        int rc = hold_locked(p, t->items[i].tenant, t->items[i].split, until);
+        if (rc < 0)
             lost++;
-            continue;
-        }
-        p->items[p->n++] = (rt_pending_slice){name, s->split, until};
-        added++;
+        else
+            added += (size_t)rc;
     }
     size_t n = p->n;
     pthread_mutex_unlock(&p->mu);
@@ -203,6 +208,37 @@ void rt_pending_mark(rt_pending *p, const rt_touched *t)
     if (added)
         FLOG_INFO("msg=\"router: slices held for a client's retry\" slices=%zu window_ms=%llu",
                   added, (unsigned long long)p->window_ms);
+}
+
+int rt_pending_hold(rt_pending *p, const char *tenant, uint32_t split, uint64_t left_ms)
+{
+    if (!p || !p->window_ms || !left_ms)
+        return FERRY_OK;
+    if (left_ms > p->window_ms)
+        left_ms = p->window_ms; /* a clock set back while the router was down */
+    pthread_mutex_lock(&p->mu);
+    int rc = hold_locked(p, tenant, split, ferry_clock_ms_u64() + left_ms);
+    pthread_mutex_unlock(&p->mu);
+    return rc < 0 ? FERRY_ENOMEM : FERRY_OK;
+}
+
+int rt_pending_each(rt_pending *p, rt_pending_fn fn, void *ctx)
+{
+    if (!p)
+        return 0;
+    uint64_t now = ferry_clock_ms_u64();
+    int rc = 0;
+    pthread_mutex_lock(&p->mu);
+    purge_locked(p, now);
+    for (size_t k = 0; k < p->n && !rc; k++)
+        rc = fn(ctx, p->items[k].tenant, p->items[k].split, p->items[k].until_ms - now);
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+uint64_t rt_pending_window_ms(const rt_pending *p)
+{
+    return p ? p->window_ms : 0;
 }
 
 uint64_t rt_pending_left_ms(rt_pending *p, const char *tenant, uint32_t split)

@@ -48,6 +48,7 @@ typedef struct req_state {
     char *columns_sql;  /* the forwarded INSERT's statement */
     uint64_t rows;
     rt_touched touched; /* the slices rows were routed to (pending.c) */
+    rt_journal_req journal; /* those slices in the retry journal (retry_journal.c) */
     /* a bound user's insert is held whole (no stream opens) until every row passed the tenant
      * check, so a refused row stores nothing; tables it was grouped with that are not the
      * current one stay recorded in flight until the rows are sent (kept) */

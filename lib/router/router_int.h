@@ -49,6 +49,7 @@ typedef struct rt_shard {
 #define RT_SHARDS_MAX 1024 /* slots over the router's life (shards added, and re-added changed) */
 
 typedef struct rt_pending rt_pending; /* slices awaiting a client's retry (pending.c) */
+typedef struct rt_journal rt_journal; /* those slices kept across restarts (retry_journal.c) */
 
 /* What the router did since it started, for GET /metrics (metrics.c). */
 enum rt_kind { RT_KIND_INSERT, RT_KIND_READ, RT_KIND_PASSTHROUGH, RT_KINDS };
@@ -211,6 +212,8 @@ struct ferry_router {
     long publish_wait_ms; /* how long a read of a slice being published waits ([router]) */
     long route_wait_ms;   /* how long a row whose slice no known shard serves waits ([router]) */
     rt_pending *pending;  /* slices awaiting a client's retry ([router] retry_window) */
+    rt_journal *journal;  /* NULL, or [router] retry_journal: pending retries kept across restarts */
+    char journal_path[4096];
     unsigned min_insert_replicas; /* 0: every replica of a slice must take its rows */
     /* a read of a slice whose up-to-date replicas all failed (or that has none) goes to a
      * replica that missed writes (true, ClickHouse's fallback_to_stale_replicas_for_distributed_
@@ -378,9 +381,45 @@ int rt_pending_new(uint64_t window_ms, rt_pending **out); /* window 0: remembers
 void rt_pending_free(rt_pending *p);
 /* Remembers every slice of t for the window (a later failure starts it again). */
 void rt_pending_mark(rt_pending *p, const rt_touched *t);
+/* Holds the slice for left_ms (at most the window) unless it is held longer already: what a
+ * restarted router's journal replays (retry_journal.c). FERRY_ENOMEM when the table is full. */
+int rt_pending_hold(rt_pending *p, const char *tenant, uint32_t split, uint64_t left_ms);
+/* Calls fn for every slice held (and how long it still is), under the table's lock: fn must not
+ * call back into p. Stops at fn's first non-zero return, which it returns. */
+typedef int (*rt_pending_fn)(void *ctx, const char *tenant, uint32_t split, uint64_t left_ms);
+int rt_pending_each(rt_pending *p, rt_pending_fn fn, void *ctx);
+uint64_t rt_pending_window_ms(const rt_pending *p);
 /* How long a retry of the slice is still expected, 0 when none. */
 uint64_t rt_pending_left_ms(rt_pending *p, const char *tenant, uint32_t split);
 size_t rt_pending_count(rt_pending *p);
+
+/* ---- the retry journal: pending retries that outlive the process (retry_journal.c) ---- */
+#define RT_JOURNAL_COMPACT_BYTES (1u << 20) /* the file is rewritten past this size */
+typedef struct rt_journal_slice {
+    char *tenant; /* owned */
+    uint32_t split;
+} rt_journal_slice;
+/* One request's part of the journal, inside its state (zeroed: nothing written yet). Owned by
+ * the request; linked into the journal's open requests while id != 0 (under the journal's lock). */
+typedef struct rt_journal_req {
+    uint64_t id; /* 0 until its first slice is written */
+    struct rt_journal_req *prev, *next;
+    rt_journal_slice *slices;
+    size_t n, cap;
+} rt_journal_req;
+/* Opens the journal at path (taking its lock file path.lock: one router per journal), holds in
+ * pending what the router that wrote it last expected (a request that never ended: its slices
+ * for a whole window from now; a failed one: the rest of its window) and rewrites the file with
+ * only that. *out is the caller's (rt_journal_close). */
+int rt_journal_open(const char *path, rt_pending *pending, rt_journal **out, ferry_err *err);
+void rt_journal_close(rt_journal *j); /* after every request ended; the file stays */
+/* Records that request q sends rows of the slice, before they leave for a shard. An error (the
+ * file cannot be written) must fail the request before it sends them. j NULL: no journal. */
+int rt_journal_touch(rt_journal *j, rt_journal_req *q, const char *tenant, uint32_t split,
+                     ferry_err *err);
+/* The request ended; held: its client may retry, so its slices are held for the window (the
+ * caller holds them in memory too, rt_pending_mark). Frees q's slices. */
+void rt_journal_end(rt_journal *j, rt_journal_req *q, bool held);
 
 /* ---- writes with replicas missing (quorum.c) ---- */
 struct rt_out;
@@ -563,10 +602,11 @@ void rt_reads_metrics(ferry_router *r, ferry_buf *out);
 
 /* ---- configuration ---- */
 /* config.c: reads [router] into r (and the budget through rt_budget_config); the listen address
- * (listen, else the config's, else 127.0.0.1:8124) into addr and port. FERRY_EINVAL names the
- * file, key and what is expected. */
-int rt_read_config(ferry_router *r, const ferry_config *cfg, const char *listen, char *addr,
-                   size_t addrsz, uint16_t *port, ferry_err *err);
+ * (listen, else the config's, else 127.0.0.1:8124) into addr and port; the retry journal's path
+ * (journal, else the config's; none while retry_window is 0) into r->journal_path. FERRY_EINVAL
+ * names the file, key and what is expected. */
+int rt_read_config(ferry_router *r, const ferry_config *cfg, const char *listen,
+                   const char *journal, char *addr, size_t addrsz, uint16_t *port, ferry_err *err);
 /* budget.c: the [router] keys for memory, connections and deadlines; reserving bytes of
  * the process-wide memory budget (false: over it) and giving them back. */
 int rt_budget_config(ferry_router *r, const ferry_config *cfg, ferry_err *err);

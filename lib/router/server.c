@@ -76,8 +76,10 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
         uint64_t sent = 0;
         for (size_t i = 0; i < st->out->n; i++)
             sent += st->out->shards[i].rows_written + st->out->shards[i].rows_failed;
-        if (sent && !(st->ok && ferry_http_delivered(req)))
+        bool held = sent && !(st->ok && ferry_http_delivered(req));
+        if (held)
             rt_pending_mark(st->r->pending, &st->touched);
+        rt_journal_end(st->r->journal, &st->journal, held);
     }
     rt_touched_free(&st->touched);
     rt_out_free(st->out);
@@ -663,10 +665,13 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
         rc = ferry_err_set(err, FERRY_EINVAL, "%s: [cluster] has no catalog (the catalog URL "
                            "the router reads shards, tenants and routes from)", cfg->path);
     if (!rc)
-        rc = rt_read_config(r, cfg, opt->listen, addr, sizeof addr, &port, err);
+        rc = rt_read_config(r, cfg, opt->listen, opt->retry_journal, addr, sizeof addr, &port,
+                            err);
     if (!rc)
         rc = rt_auth_init(r, cfg, addr,
                           opt->listen || ferry_config_get(cfg, "router", NULL, "listen"), err);
+    if (!rc && r->journal_path[0])
+        rc = rt_journal_open(r->journal_path, r->pending, &r->journal, err);
     if (!rc)
         rc = rt_shards_init(r, err);
     if (!rc && rt_metrics_init(r))
@@ -738,6 +743,7 @@ void ferry_router_stop(ferry_router *r)
         ferry_rt_schema_free(&r->tables[i].schema);
     free(r->tables);
     rt_shards_free(r);
+    rt_journal_close(r->journal);
     rt_pending_free(r->pending);
     rt_auth_free(r);
     rt_metrics_free(r);

@@ -7,10 +7,11 @@
 #   stop_pid PID [WHAT]      the same for any process (WHAT names it in the failure)
 #   tenants_on_two CONF TAG  adds tenants TAG1, TAG2, ... until one is placed on node1 and one
 #                            on node2; sets TA (node1's) and TB (node2's)
-#   retry_scenario LAB TAG WINDOW URL
+#   retry_scenario LAB TAG WINDOW URL [LINE...]
 #                            for the client-retry tests (events.sh sourced): LAB/TAG.conf from
 #                            LAB/ferry.conf on a catalog of its own, events_conf with passthrough
-#                            URL, shard_timeout 5s and retry_window WINDOW, ferry init, tenants_on_two,
+#                            URL, shard_timeout 5s, retry_window WINDOW and the [router] LINEs,
+#                            ferry init, tenants_on_two,
 #                            a router started and listed in [cluster] routers; sets RS_CONF, TA,
 #                            TB, R_URL and R_PID
 
@@ -51,10 +52,11 @@ tenants_on_two() {
 
 retry_scenario() {
     local lab=$1 tag=$2 window=$3 url=$4
+    shift 4
     RS_CONF=$lab/$tag.conf
     cp "$lab/ferry.conf" "$RS_CONF"
     sed -i "s#^catalog = .*#catalog = sqlite:$lab/$tag.db#" "$RS_CONF"
-    events_conf "$RS_CONF" "passthrough = $url" "shard_timeout = 5s" "retry_window = $window"
+    events_conf "$RS_CONF" "passthrough = $url" "shard_timeout = 5s" "retry_window = $window" "$@"
     "$FERRY_BIN" init --config "$RS_CONF" >/dev/null || fail "init ($tag)"
     tenants_on_two "$RS_CONF" "$tag"
     start_router "$RS_CONF" "router-$tag"

@@ -115,7 +115,8 @@ F tenant add t2 t3 t6 t7 --splits 2 >/dev/null || fail "tenant add --splits 2"
 
 router_up() { # router_up 1|2
     local port; [ "$1" = 1 ] && port=$R1_PORT || port=$R2_PORT
-    proc_start "router$1" "$FERRY_BIN" router --config "$C" --listen "127.0.0.1:$port"
+    proc_start "router$1" "$FERRY_BIN" router --config "$C" --listen "127.0.0.1:$port" \
+        --retry-journal "$T/router$1.retries"
     wait_for 60 curl -sf "http://127.0.0.1:$port/ping"
 }
 # Starts the coordinator and waits until it serves. After a kill -9 its lease outlives it on
