@@ -137,6 +137,14 @@ void rt_on_metrics(ferry_http_req *req, void *ctx)
                          "slices a move must not switch yet: a client may retry a failed write");
     ferry_metrics_sample(&b, "ferry_router_pending_retry_slices", NULL,
                          (double)rt_pending_count(r->pending));
+    if (r->journal) {
+        ferry_metrics_family(&b, "ferry_router_retry_journal_write_errors_total",
+                             FERRY_METRIC_COUNTER,
+                             "records the retry journal could not write ([router] retry_journal): "
+                             "a restart of this router may forget retries clients will send");
+        ferry_metrics_sample(&b, "ferry_router_retry_journal_write_errors_total", NULL,
+                             (double)rt_journal_write_errors(r->journal));
+    }
     rt_reads_metrics(r, &b);
     ferry_httpd_metrics(r->httpd, &b, "ferry_router_http_refused_total");
     static const char *const refusals[RT_REFUSALS] = {"authentication", "user_limit",

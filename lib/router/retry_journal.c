@@ -403,6 +403,14 @@ out:
     return rc;
 }
 
+uint64_t rt_journal_write_errors(rt_journal *j)
+{
+    pthread_mutex_lock(&j->mu);
+    uint64_t n = j->write_errors;
+    pthread_mutex_unlock(&j->mu);
+    return n;
+}
+
 void rt_journal_end(rt_journal *j, rt_journal_req *q, bool held)
 {
     if (!j || !q->id)

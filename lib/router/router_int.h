@@ -420,6 +420,8 @@ int rt_journal_touch(rt_journal *j, rt_journal_req *q, const char *tenant, uint3
 /* The request ended; held: its client may retry, so its slices are held for the window (the
  * caller holds them in memory too, rt_pending_mark). Frees q's slices. */
 void rt_journal_end(rt_journal *j, rt_journal_req *q, bool held);
+/* Records that could not be written so far (the metric). */
+uint64_t rt_journal_write_errors(rt_journal *j);
 
 /* ---- writes with replicas missing (quorum.c) ---- */
 struct rt_out;

@@ -35,7 +35,8 @@ void rt_on_status(ferry_http_req *req, void *ctx)
     pthread_mutex_unlock(&r->mu);
     /* slices awaiting a client's retry; for ?tenant=T&split=K, how long that one still is (what
      * a move asks before it switches the slice) */
-    ferry_buf_printf(&body, ",\"pending_retry_slices\":%zu", rt_pending_count(r->pending));
+    ferry_buf_printf(&body, ",\"pending_retry_slices\":%zu,\"retry_journal\":%s",
+                     rt_pending_count(r->pending), r->journal ? "true" : "false");
     const char *pt = ferry_http_arg(req, "tenant"), *ps = ferry_http_arg(req, "split");
     uint64_t split = 0;
     if (pt && ps && ferry_parse_u64(ps, &split) && split <= UINT32_MAX)
