@@ -35,9 +35,10 @@ int ferry_router_fence_switch(const struct ferry_config *cfg, const char *shard,
  * then: the copy carries no deduplication token, and a swap drops the block ids of the parts it
  * detaches from ClickHouse's deduplication log, so the retry would store the rows a second time
  * (docs/routing.md "Retries and moves"). *why (whysz bytes) names the router and how long. A
- * router that does not answer, or no routers listed: false (its pending list lived in its
- * memory). tenant NULL: whether a router expects a retry for any slice (one look at each
- * router's pending_retry_slices, for a caller about to ask of many slices). */
+ * router that does not answer: true (restarted on its retry journal it holds again what it
+ * expected; a router gone for good must leave [cluster] routers, as the move's fence needs); no
+ * routers listed: false. tenant NULL: whether a router expects a retry for any slice (one look
+ * at each router's pending_retry_slices, for a caller about to ask of many slices). */
 bool ferry_router_retry_pending(const struct ferry_config *cfg, const char *tenant,
                                 uint32_t split, char *why, size_t whysz);
 

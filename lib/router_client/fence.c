@@ -221,8 +221,15 @@ bool ferry_router_retry_pending(const struct ferry_config *cfg, const char *tena
                         .token = token};
         if (!*u)
             continue;
-        router_past(u, &w, what, sizeof what); /* unreachable: nothing it expects can be acted on */
-        if (tenant && left) {
+        if (router_past(u, &w, what, sizeof what) < 0) {
+            /* down, or restarting: a router with a retry journal holds again, once it is back,
+             * what it expected before (docs/routing.md "The retry journal"); the move's fence
+             * waits for it the same way */
+            pending = true;
+            snprintf(why, whysz, "router %.200s does not answer (%s): it may expect a client's "
+                     "retry once it is back (remove a router that is gone from [cluster] routers)",
+                     u, what);
+        } else if (tenant && left) {
             pending = true;
             snprintf(why, whysz, "router %.200s expects a client to retry a failed write to %s/%u "
                      "for %llu ms more", u, tenant, split, (unsigned long long)left);
