@@ -38,8 +38,11 @@ int ferry_router_fence_switch(const struct ferry_config *cfg, const char *shard,
  * router that does not answer: true (restarted on its retry journal it holds again what it
  * expected; a router gone for good must leave [cluster] routers, as the move's fence needs); no
  * routers listed: false. tenant NULL: whether a router expects a retry for any slice (one look
- * at each router's pending_retry_slices, for a caller about to ask of many slices). */
+ * at each router's pending_retry_slices, for a caller about to ask of many slices). inflight_ms
+ * > 0: also true while a write that has been sending rows of the slice (any slice: tenant NULL)
+ * for at least inflight_ms is still open (the router's inflight_write_ms): a caller that took
+ * parts inflight_ms ago (tiering's freeze) may hold rows of it, and it may still fail. */
 bool ferry_router_retry_pending(const struct ferry_config *cfg, const char *tenant,
-                                uint32_t split, char *why, size_t whysz);
+                                uint32_t split, uint64_t inflight_ms, char *why, size_t whysz);
 
 #endif

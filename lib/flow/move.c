@@ -347,7 +347,7 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
     /* a client's retry of a write that failed on the new replica would be stored there a second
      * time once the sync below copied the first attempt's rows (ferry/fence.h) */
     char why[400];
-    if (ferry_router_retry_pending(x->o->cfg, x->mv.u.move.tenant, x->mv.u.move.split, why,
+    if (ferry_router_retry_pending(x->o->cfg, x->mv.u.move.tenant, x->mv.u.move.split, 0, why,
                                    sizeof why))
         return ferry_err_set(err, FERRY_ETIMEOUT, "clone %s: %s; the clone stays in SWITCH, "
                              "resume it once the retry came", x->mv.u.move.id, why);

@@ -508,7 +508,7 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
          * would store them twice there */
         if (!dry_run) {
             char why[400];
-            if (ferry_router_retry_pending(o->cfg, rt->tenant, rt->split, why, sizeof why)) {
+            if (ferry_router_retry_pending(o->cfg, rt->tenant, rt->split, 0, why, sizeof why)) {
                 sum->busy++;
                 report_busy(fn, arg, rt, "", "", rtext, why);
                 continue;

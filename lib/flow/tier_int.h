@@ -15,6 +15,7 @@
 #include "ferry/buf.h"
 #include "ferry/catalog.h"
 #include "ferry/clickhouse.h"
+#include "ferry/clock.h"
 #include "ferry/config.h"
 #include "ferry/objstore.h"
 #include "ferry/tier.h"
@@ -129,6 +130,9 @@ typedef struct tier_job {
     json_t *sizes;         /* part name -> bytes, from this process's FREEZE (to balance
                               uploads; NULL when the job was frozen by another process) */
     bool freeze_started_here;
+    uint64_t frozen_ms;    /* CLOCK_MONOTONIC just after this process's FREEZE (0: frozen by an
+                              earlier process): a router's write open since then may hold rows
+                              of the frozen parts (tier_job_open_since) */
     bool resumed;
     bool merged_away;      /* a frozen part was merged (or mutated) away before the swap: rolled
                               back, and run again in a wave that holds merges (tier_run.c) */
@@ -143,6 +147,15 @@ typedef struct tier_job {
     uint64_t hot_written, hot_staged;
     size_t hot_records, hot_staged_records;
 } tier_job;
+
+/* How long a router's write to the job's slice must have been open to hold its swap back
+ * (ferry_router_retry_pending): since the freeze, or 1 ms (any open write) when the freeze was an
+ * earlier process's. */
+static inline uint64_t tier_job_open_since(const tier_job *j)
+{
+    uint64_t now = ferry_clock_ms_u64();
+    return j->frozen_ms && now > j->frozen_ms ? now - j->frozen_ms : 1;
+}
 
 /* The jobs of one (server, table) whose steps run together: one statement, one agent request
  * (or a few at once) and one catalog batch per step for all of them. */

@@ -165,10 +165,12 @@ int tier_step_freeze(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     if (rc || (w->hold_merges && (rc = tier_table_merges(w, false, err))) ||
         (rc = tier_agent_freeze(w, js, n, &fz, err)))
         goto out;
+    uint64_t frozen = ferry_clock_ms_u64(); /* after the freeze: see tier_job.frozen_ms */
     for (size_t i = 0; i < n; i++) {
         tier_job *j = js[i];
         if (j->rc)
             continue;
+        j->frozen_ms = frozen;
         tier_state_hot_clear(&j->st);
         json_decref(j->sizes);
         j->sizes = json_object();
@@ -881,12 +883,14 @@ static void run_swap_items(tier_ctx *ctx, tier_wave *w, swap_item *it, size_t n,
  * drops the block ids of the frozen parts from ClickHouse's deduplication log of a plain
  * MergeTree, and the attached cold copies carry none: the retry of a write whose first attempt
  * reached this server would be stored a second time (the SQLite soak at 0c4fb19,
- * docs/reliability.md; tests/integration/tier_retry_window.sh). */
+ * docs/reliability.md; tests/integration/tier_retry_window.sh). The same holds for a write still
+ * open since before the freeze: its rows may be in the frozen parts, and it may still fail. */
 static void retry_pending(tier_ctx *ctx, const tier_job *job, ferry_err *why)
 {
     char what[400];
     if (!job->st.tenant[0] ||
-        !ferry_router_retry_pending(&ctx->cfg, job->st.tenant, job->st.split, what, sizeof what))
+        !ferry_router_retry_pending(&ctx->cfg, job->st.tenant, job->st.split,
+                                    tier_job_open_since(job), what, sizeof what))
         return;
     ferry_err_set(why, FERRY_ETIMEOUT, "%s: swap of %s.%s partition %s held back: %s (its "
                   "deduplication would not survive the swap); the next run swaps it",
@@ -937,8 +941,12 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     /* one look at each router first: the slices' own questions only when one expects a retry
      * at all */
     char any_why[400];
+    uint64_t since = 0; /* the latest freeze among the jobs: the shortest time open that counts */
+    for (size_t i = 0; i < n; i++)
+        if (!js[i]->rc && (!since || tier_job_open_since(js[i]) < since))
+            since = tier_job_open_since(js[i]);
     bool any_retry = !rc && !room_rc &&
-                     ferry_router_retry_pending(&ctx->cfg, NULL, 0, any_why, sizeof any_why);
+                     ferry_router_retry_pending(&ctx->cfg, NULL, 0, since, any_why, sizeof any_why);
     for (size_t i = 0; !rc && i < n; i++) {
         if (js[i]->rc)
             continue;

@@ -137,7 +137,7 @@ void rt_on_metrics(ferry_http_req *req, void *ctx)
                          "slices a move must not switch yet: a client may retry a failed write");
     ferry_metrics_sample(&b, "ferry_router_pending_retry_slices", NULL,
                          (double)rt_pending_count(r->pending));
-    if (r->journal) {
+    if (rt_journal_has_file(r->journal)) {
         ferry_metrics_family(&b, "ferry_router_retry_journal_write_errors_total",
                              FERRY_METRIC_COUNTER,
                              "records the retry journal could not write ([router] retry_journal): "

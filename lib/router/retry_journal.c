@@ -1,4 +1,4 @@
-/* The router's retry journal ([router] retry_journal; docs/routing.md "Retries and moves").
+/* The router's retry journal ([router] retry_journal; docs/routing.md "The retry journal").
  *
  * The slices a client may retry a write to live in the router's memory (pending.c), and a move,
  * a tiering swap and a repair ask every router before they touch such a slice. A router killed
@@ -24,6 +24,11 @@
  * RT_JOURNAL_COMPACT_BYTES it is replaced (a new file renamed over it) by one holding only what
  * is still true: the slices held and the I records of the requests in flight.
  *
+ * With or without a file the journal keeps the open requests in memory, each slice with the time
+ * of its first row (rt_journal_inflight_ms): a write still open since before a tiering freeze may
+ * have its rows in the frozen parts and fail later, so the swap waits for it (GET /ferry/router's
+ * inflight_write_ms).
+ *
  * Invariant: while a request is open, each slice it routed rows to has an I record in the
  * current file (compaction writes them again); a slice whose retry is held in memory has a P
  * record there, written no later than the request's D. One mutex serialises the appends and the
@@ -43,6 +48,7 @@
 #include <unistd.h>
 
 #include "ferry/buf.h"
+#include "ferry/clock.h"
 #include "ferry/log.h"
 #include "ferry/names.h"
 
@@ -282,7 +288,7 @@ out:
 int rt_journal_open(const char *path, rt_pending *pending, rt_journal **out, ferry_err *err)
 {
     *out = NULL;
-    if (strlen(path) >= JOURNAL_PATH_MAX)
+    if (path && strlen(path) >= JOURNAL_PATH_MAX)
         return ferry_err_set(err, FERRY_EINVAL, "[router] retry_journal: the path is longer than "
                              "%d bytes", JOURNAL_PATH_MAX - 1);
     rt_journal *j = calloc(1, sizeof *j);
@@ -294,10 +300,12 @@ int rt_journal_open(const char *path, rt_pending *pending, rt_journal **out, fer
     j->pending = pending;
     j->window_ms = rt_pending_window_ms(pending);
     j->next_id = wall_ns();
+    int rc = FERRY_OK;
+    if (!path)
+        goto out; /* the open writes in memory, no file */
     snprintf(j->path, sizeof j->path, "%s", path);
     snprintf(j->tmp_path, sizeof j->tmp_path, "%s.new", path);
     snprintf(j->lock_path, sizeof j->lock_path, "%s.lock", path);
-    int rc = FERRY_OK;
     j->lock_fd = open(j->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (j->lock_fd < 0) {
         rc = ferry_err_set(err, FERRY_EIO, "[router] retry_journal: cannot open %s: %s (the "
@@ -368,7 +376,7 @@ int rt_journal_touch(rt_journal *j, rt_journal_req *q, const char *tenant, uint3
     if (!name_ok(tenant))
         return ferry_err_set(err, FERRY_EINVAL, "tenant name with a newline");
     char line[64 + FERRY_NAME_MAX];
-    int rc = FERRY_OK;
+    int n = 0, rc = FERRY_OK;
     pthread_mutex_lock(&j->mu);
     if (q->n == q->cap) {
         size_t cap = q->cap ? q->cap * 2 : 4;
@@ -392,8 +400,10 @@ int rt_journal_touch(rt_journal *j, rt_journal_req *q, const char *tenant, uint3
         j->open.prev->next = q;
         j->open.prev = q;
     }
-    int n = snprintf(line, sizeof line, "I %" PRIu64 " %u %s\n", q->id, split, tenant);
-    q->slices[q->n++] = (rt_journal_slice){name, split}; /* compaction writes it again */
+    n = snprintf(line, sizeof line, "I %" PRIu64 " %u %s\n", q->id, split, tenant);
+    q->slices[q->n++] = (rt_journal_slice){name, split, ferry_clock_ms_u64()};
+    if (j->fd < 0)
+        goto out; /* in memory only */
     if (n < 0 || (size_t)n >= sizeof line || append_locked(j, line, (size_t)n))
         rc = ferry_err_set(err, FERRY_EIO, "the router cannot write its retry journal %s: %s",
                            j->path, n < 0 || (size_t)n >= sizeof line ? "tenant name too long"
@@ -401,6 +411,40 @@ int rt_journal_touch(rt_journal *j, rt_journal_req *q, const char *tenant, uint3
 out:
     pthread_mutex_unlock(&j->mu);
     return rc;
+}
+
+bool rt_journal_has_file(const rt_journal *j) { return j && j->fd >= 0; }
+
+/* The oldest first touch among the open requests' slices matching (tenant, split), or any slice
+ * when tenant is NULL; with j->mu held. 0: none. */
+static uint64_t oldest_touch_locked(rt_journal *j, const char *tenant, uint32_t split)
+{
+    uint64_t oldest = 0;
+    for (rt_journal_req *q = j->open.next; q != &j->open; q = q->next) {
+        for (size_t i = 0; i < q->n; i++) {
+            const rt_journal_slice *s = &q->slices[i];
+            if (tenant && (s->split != split || strcmp(s->tenant, tenant)))
+                continue;
+            if (!oldest || s->t_ms < oldest)
+                oldest = s->t_ms;
+            if (!tenant)
+                break; /* a request's first slice is its oldest */
+        }
+        if (!tenant && oldest)
+            break; /* the ring is in the order of first touches */
+    }
+    return oldest;
+}
+
+uint64_t rt_journal_inflight_ms(rt_journal *j, const char *tenant, uint32_t split)
+{
+    if (!j)
+        return 0;
+    pthread_mutex_lock(&j->mu);
+    uint64_t t = oldest_touch_locked(j, tenant, split);
+    pthread_mutex_unlock(&j->mu);
+    uint64_t now = ferry_clock_ms_u64();
+    return t ? (now > t ? now - t : 1) : 0;
 }
 
 uint64_t rt_journal_write_errors(rt_journal *j)
@@ -425,7 +469,9 @@ void rt_journal_end(rt_journal *j, rt_journal_req *q, bool held)
     pthread_mutex_lock(&j->mu);
     q->prev->next = q->next;
     q->next->prev = q->prev;
-    if (oom)
+    if (j->fd < 0)
+        ; /* in memory only */
+    else if (oom)
         FLOG_WARN("msg=\"router: out of memory writing the retry journal; a restart of this "
                   "router would hold request %" PRIu64 "'s slices for a whole window\"", q->id);
     else

@@ -398,6 +398,7 @@ size_t rt_pending_count(rt_pending *p);
 typedef struct rt_journal_slice {
     char *tenant; /* owned */
     uint32_t split;
+    uint64_t t_ms; /* when the request routed its first row of the slice (CLOCK_MONOTONIC) */
 } rt_journal_slice;
 /* One request's part of the journal, inside its state (zeroed: nothing written yet). Owned by
  * the request; linked into the journal's open requests while id != 0 (under the journal's lock). */
@@ -410,7 +411,8 @@ typedef struct rt_journal_req {
 /* Opens the journal at path (taking its lock file path.lock: one router per journal), holds in
  * pending what the router that wrote it last expected (a request that never ended: its slices
  * for a whole window from now; a failed one: the rest of its window) and rewrites the file with
- * only that. *out is the caller's (rt_journal_close). */
+ * only that. path NULL: no file, only the open writes' slices in memory (rt_journal_inflight_ms).
+ * *out is the caller's (rt_journal_close). */
 int rt_journal_open(const char *path, rt_pending *pending, rt_journal **out, ferry_err *err);
 void rt_journal_close(rt_journal *j); /* after every request ended; the file stays */
 /* Records that request q sends rows of the slice, before they leave for a shard. An error (the
@@ -422,6 +424,11 @@ int rt_journal_touch(rt_journal *j, rt_journal_req *q, const char *tenant, uint3
 void rt_journal_end(rt_journal *j, rt_journal_req *q, bool held);
 /* Records that could not be written so far (the metric). */
 uint64_t rt_journal_write_errors(rt_journal *j);
+bool rt_journal_has_file(const rt_journal *j);
+/* For how long (ms) a write still open has been sending rows of slice (tenant, split), counted
+ * from its first row of it; tenant NULL: of any slice. 0: none open. Such a write may still fail
+ * and be retried: a tiering swap of parts frozen after its first row waits for it. */
+uint64_t rt_journal_inflight_ms(rt_journal *j, const char *tenant, uint32_t split);
 
 /* ---- writes with replicas missing (quorum.c) ---- */
 struct rt_out;

@@ -670,8 +670,9 @@ int ferry_router_start(const ferry_router_options *opt, ferry_router **out, ferr
     if (!rc)
         rc = rt_auth_init(r, cfg, addr,
                           opt->listen || ferry_config_get(cfg, "router", NULL, "listen"), err);
-    if (!rc && r->journal_path[0])
-        rc = rt_journal_open(r->journal_path, r->pending, &r->journal, err);
+    if (!rc && rt_pending_window_ms(r->pending))
+        rc = rt_journal_open(r->journal_path[0] ? r->journal_path : NULL, r->pending,
+                             &r->journal, err);
     if (!rc)
         rc = rt_shards_init(r, err);
     if (!rc && rt_metrics_init(r))

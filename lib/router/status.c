@@ -36,12 +36,16 @@ void rt_on_status(ferry_http_req *req, void *ctx)
     /* slices awaiting a client's retry; for ?tenant=T&split=K, how long that one still is (what
      * a move asks before it switches the slice) */
     ferry_buf_printf(&body, ",\"pending_retry_slices\":%zu,\"retry_journal\":%s",
-                     rt_pending_count(r->pending), r->journal ? "true" : "false");
+                     rt_pending_count(r->pending), rt_journal_has_file(r->journal) ? "true" : "false");
+    ferry_buf_printf(&body, ",\"inflight_write_oldest_ms\":%llu",
+                     (unsigned long long)rt_journal_inflight_ms(r->journal, NULL, 0));
     const char *pt = ferry_http_arg(req, "tenant"), *ps = ferry_http_arg(req, "split");
     uint64_t split = 0;
     if (pt && ps && ferry_parse_u64(ps, &split) && split <= UINT32_MAX)
-        ferry_buf_printf(&body, ",\"pending_retry_ms\":%llu",
-                         (unsigned long long)rt_pending_left_ms(r->pending, pt, (uint32_t)split));
+        ferry_buf_printf(&body, ",\"pending_retry_ms\":%llu,\"inflight_write_ms\":%llu",
+                         (unsigned long long)rt_pending_left_ms(r->pending, pt, (uint32_t)split),
+                         (unsigned long long)rt_journal_inflight_ms(r->journal, pt,
+                                                                    (uint32_t)split));
     /* the shards this router can send to (live slots): what the move's shard fence asks */
     ferry_buf_puts(&body, ",\"shards\":{");
     size_t n = r->n_shards, listed = 0;

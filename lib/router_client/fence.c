@@ -32,6 +32,8 @@ typedef struct fence_want {
     uint32_t split;
     uint64_t *wait_ms;  /* out: how long the router still expects a retry (tenant given) */
     uint64_t *n_pending; /* out (may be NULL): how many slices it expects retries for */
+    uint64_t *inflight_ms; /* out (may be NULL): how long its oldest open write has sent rows of
+                            * the slice (tenant given) or of any slice */
     const char *token;  /* [cluster] router_token_file's secret (routers with auth = catalog
                          * answer their status only with it), or NULL; never logged */
 } fence_want;
@@ -87,6 +89,10 @@ static int router_past(const char *base, const fence_want *w, char *what, size_t
         json_t *slices = json_object_get(o, "pending_retry_slices");
         if (w->n_pending)
             *w->n_pending = json_is_integer(slices) ? (uint64_t)json_integer_value(slices) : 0;
+        json_t *infl = json_object_get(o, w->tenant ? "inflight_write_ms"
+                                                    : "inflight_write_oldest_ms");
+        if (w->inflight_ms)
+            *w->inflight_ms = json_is_integer(infl) ? (uint64_t)json_integer_value(infl) : 0;
         json_t *pend = w->tenant ? json_object_get(o, "pending_retry_ms") : NULL;
         if (w->wait_ms)
             *w->wait_ms = json_is_integer(pend) ? (uint64_t)json_integer_value(pend) : 0;
@@ -200,7 +206,7 @@ static int fence(const struct ferry_config *cfg, fence_want *w, unsigned timeout
 }
 
 bool ferry_router_retry_pending(const struct ferry_config *cfg, const char *tenant,
-                                uint32_t split, char *why, size_t whysz)
+                                uint32_t split, uint64_t inflight_ms, char *why, size_t whysz)
 {
     const char *list = cfg ? ferry_config_get(cfg, "cluster", NULL, "routers") : NULL;
     if (!list || !*list)
@@ -215,10 +221,10 @@ bool ferry_router_retry_pending(const struct ferry_config *cfg, const char *tena
     size_t n = copy ? ferry_split(copy, ',', fields, 64) : 0;
     for (size_t i = 0; i < n && i < 64 && !pending; i++) {
         const char *u = ferry_trim(fields[i]);
-        uint64_t left = 0, slices = 0;
+        uint64_t left = 0, slices = 0, open_ms = 0;
         char what[256] = "";
         fence_want w = {.tenant = tenant, .split = split, .wait_ms = &left, .n_pending = &slices,
-                        .token = token};
+                        .inflight_ms = &open_ms, .token = token};
         if (!*u)
             continue;
         if (router_past(u, &w, what, sizeof what) < 0) {
@@ -237,6 +243,16 @@ bool ferry_router_retry_pending(const struct ferry_config *cfg, const char *tena
             pending = true;
             snprintf(why, whysz, "router %.200s expects clients to retry failed writes to %llu "
                      "slices", u, (unsigned long long)slices);
+        } else if (inflight_ms && open_ms >= inflight_ms) {
+            /* open since before the caller's moment (its freeze): its rows may be among what
+             * the caller took, and it may still fail and be retried */
+            char sl[16] = "";
+            if (tenant)
+                snprintf(sl, sizeof sl, "/%u", split);
+            pending = true;
+            snprintf(why, whysz, "router %.200s has a write to %s%s open for %llu ms (it may "
+                     "still fail and be retried)", u, tenant ? tenant : "a slice", sl,
+                     (unsigned long long)open_ms);
         }
     }
     free(copy);

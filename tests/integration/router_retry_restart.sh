@@ -11,8 +11,10 @@
 #    deduplicated: every row once.
 # 2. no journal: the same sequence; the restarted router has forgotten the failure, tiering swaps
 #    the partition and the retry stores a's rows a second time (what the journal prevents).
-# 3. in flight: a request whose rows of a were routed but which never ended (the router is killed
-#    mid-body, the client never got an answer): the restarted router holds a's slice, not b's.
+# 3. in flight: a request whose rows of a were routed but which has not ended: tiering of a's day
+#    waits for it (its rows may be in the frozen parts and it may still fail); the router is then
+#    killed mid-body (the client never got an answer): the restarted router holds a's slice, not
+#    b's.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/events.sh"
@@ -108,6 +110,10 @@ ok "without a journal the restarted router forgets the failure: the swap goes ah
 # 3. a request killed in flight: the router routed a's rows, then died before any answer
 retry_scenario "$L" inflight 60s "${U[node1]}" "retry_journal = $T/inflight.retries"
 C=$RS_CONF
+# a's day holds rows to tier (a write that ended: 200)
+for i in $(seq 1 10); do printf '%s\t%s\t%d\t%d\tv\n' "$TA" "$DAY" "$i" "$((5000 + i))"; done >"$T/done.tsv"
+code=$(curl -s -o "$T/resp" -w '%{http_code}' "$R_URL/?query_id=done-1&query=$(jq -rn --arg q "$Q" '$q|@uri')" --data-binary @"$T/done.tsv")
+assert_eq 200 "$code" "inflight: a's earlier rows ($(cat "$T/resp"))"
 printf '%s\t%s\t1\t1\tv\n' "$TA" "$DAY" >"$T/inflight.tsv"
 python3 - "$R_URL" "$Q" "$T/inflight.tsv" "$T/inflight.sent" <<'PY' &
 import socket, sys, time, urllib.parse
@@ -126,6 +132,17 @@ _H_PIDS+=("$CLIENT")
 wait_for 30 test -s "$T/inflight.sent" || fail "the in-flight client did not send"
 wait_for 30 grep -q "^I [0-9]* 0 $TA\$" "$T/inflight.retries" ||
     fail "the router did not journal the in-flight request's slice: $(cat "$T/inflight.retries")"
+open_ms() { curl -sf "$R_URL/ferry/router?tenant=$1&split=0" | jq -r '.inflight_write_ms // 0'; }
+[ "$(open_ms "$TA")" -gt 0 ] || fail "the router does not report the open write to $TA/0: $(curl -s "$R_URL/ferry/router?tenant=$TA&split=0")"
+assert_eq 0 "$(open_ms "$TB")" "no open write to $TB/0"
+# tiering freezes a's day after the open write's first row: the write may still fail and be
+# retried, and its rows could be among the frozen parts, so the swap waits
+"$FERRY_BIN" tier --older-than 3d --tenant "$TA" --json --config "$C" >"$T/tier-open.json" 2>"$T/tier-open.log" || true
+assert_contains "$(cat "$T/tier-open.log" "$T/tier-open.json")" "open for" \
+    "a write open since before the freeze holds the swap back"
+assert_eq 0 "$(chq "${U[node1]}" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND partition LIKE '%''$TA''%' AND disk_name = 'cold'")" \
+    "$TA's day still hot while the write is open"
+ok "a tiering swap waits for a write that has been open since before its freeze"
 restart_router "$C" inflight
 kill "$CLIENT" 2>/dev/null || true
 left=$(pending_ms "$TA")
