@@ -1,0 +1,75 @@
+# A repair must not change a replica while a router has a write to the slice open since before it
+# looked (lib/flow/replica.c, wait_open_writes). Such a write may already have stored its rows on
+# the replica being repaired and still fail (another of its shards stuck): its client's retry,
+# arriving after the replica's parts were replaced or joined by copies that carry no block ids,
+# would be stored a second time, and the next repair would carry the double to the other replica
+# (the shape of the SQLite soak's duplicate at a2541f0, docs/reliability.md).
+#
+# gamma (rf 2) has 300 rows on node1 and none on node2; a client holds a write to gamma open
+# through the router (its row routed, its body never ends). `ferry repair` waits for it, gives up
+# after its bound and changes nothing; once the client is gone (the write ends, nothing was sent)
+# the repair makes node2 equal to node1.
+source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/router.sh"
+
+L=$T/lab
+lab_up "$L" --nodes 2
+mv_conf "$L"
+U1=$(lab_url "$L" node1); U2=$(lab_url "$L" node2)
+C=$L/rf2.conf
+lab_rf_conf "$L" 2 "$C.base"
+{ cat "$C.base"; sed -n '/^\[table "events"\]/,$p' "$L/mv.conf"; echo 'split_key = user'
+  printf '[router]\nauth = none\npassthrough = %s\nretry_window = 60s\n' "$U1"; } >"$C"
+for u in "$U1" "$U2"; do
+    chq "$u" "$MV_DDL" >/dev/null
+    chq "$u" "ALTER TABLE events MODIFY SETTING non_replicated_deduplication_window = 1000" >/dev/null
+done
+"$FERRY_BIN" init --config "$C" >/dev/null || fail "init"
+"$FERRY_BIN" tenant add gamma --config "$C" >/dev/null || fail "tenant add gamma"
+assert_eq "node1,node2" "$("$FERRY_BIN" route --config "$C" --tenant gamma --json | jq -r '.slices[0].shards | sort | join(",")')" "gamma on both nodes"
+chq "$U1" "INSERT INTO events SELECT 'gamma', 20261101 + number % 3, 0, number, number FROM numbers(300)" >/dev/null
+start_router "$C" router
+sed -i "s#^\[cluster\]\$#[cluster]\nrouters = $R_URL#" "$C"
+
+# a write held open: one row of gamma routed (staged in the router), the body never ends
+Q="INSERT INTO events (tenant, day, user, v) FORMAT TSV"
+python3 - "$R_URL" "$Q" "$T/open.sent" <<'PY' &
+import socket, sys, time, urllib.parse
+url, q, sent = sys.argv[1:4]
+host, port = url.split("//")[1].split(":")
+s = socket.create_connection((host, int(port)))
+s.sendall(("POST /?query_id=open-1&query=%s HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+           % (urllib.parse.quote(q), host)).encode())
+row = b"gamma\t20261101\t9999\t1\n"
+s.sendall(b"%x\r\n%s\r\n" % (len(row), row))
+open(sent, "w").write("sent\n")
+time.sleep(120)
+PY
+CLIENT=$!
+_H_PIDS+=("$CLIENT")
+wait_for 30 test -s "$T/open.sent" || fail "the client did not send"
+open_ms() { curl -sf "$R_URL/ferry/router?tenant=gamma&split=0" | jq -r '.inflight_write_ms // 0'; }
+wait_for 30 bash -c "[ \"\$(curl -sf '$R_URL/ferry/router?tenant=gamma&split=0' | jq -r '.inflight_write_ms // 0')\" -gt 0 ]" ||
+    fail "the router does not report the open write: $(curl -s "$R_URL/ferry/router?tenant=gamma&split=0")"
+
+"$FERRY_BIN" repair --tenant gamma --config "$C" >"$T/repair1.out" 2>"$T/repair1.err" &&
+    fail "the repair went ahead beside an open write: $(cat "$T/repair1.out")"
+assert_contains "$(cat "$T/repair1.out" "$T/repair1.err")" "open for" "the repair names the open write"
+assert_eq 0 "$(chq "$U2" "SELECT count() FROM events WHERE tenant = 'gamma'")" "node2 unchanged while the write is open"
+ok "a repair waits for a router's write to the slice open since before it looked, then leaves the replica as it was"
+
+kill "$CLIENT" 2>/dev/null || true
+wait_for 30 bash -c "[ \"\$(curl -sf '$R_URL/ferry/router?tenant=gamma&split=0' | jq -r '.inflight_write_ms // 0')\" = 0 ]" ||
+    fail "the router still reports the write open after its client went: $(curl -s "$R_URL/ferry/router?tenant=gamma&split=0")"
+assert_eq 0 "$(curl -sf "$R_URL/ferry/router?tenant=gamma&split=0" | jq -r '.pending_retry_ms')" \
+    "a write that sent no rows awaits no retry"
+"$FERRY_BIN" repair --tenant gamma --config "$C" >"$T/repair2.out" 2>"$T/repair2.err" ||
+    fail "the repair after the write ended: $(cat "$T/repair2.out" "$T/repair2.err")"
+for u in "$U1" "$U2"; do
+    assert_eq "300 300" "$(chq "$u" "SELECT count(), uniqExact(user) FROM events WHERE tenant = 'gamma'" | tr '\t' ' ')" "every row of gamma once on $u"
+done
+ok "once the write ended the repair made node2 equal to node1, every row once"
+stop_router "$R_PID"
+done_testing
