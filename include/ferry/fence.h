@@ -45,4 +45,16 @@ int ferry_router_fence_switch(const struct ferry_config *cfg, const char *shard,
 bool ferry_router_retry_pending(const struct ferry_config *cfg, const char *tenant,
                                 uint32_t split, uint64_t inflight_ms, char *why, size_t whysz);
 
+/* How long a flow that gives a replica parts under new names waits for open writes (below). */
+#define FERRY_OPEN_WRITES_WAIT_MS 3000u
+
+/* Waits until no router of [cluster] routers has a write to slice (tenant, split) that was
+ * already open when the call began, nor expects a client's retry of one, nor fails to answer
+ * (ferry_router_retry_pending). Such a write may have stored rows on a replica a repair or a
+ * clone is about to give copied parts (which carry no block ids) or replace, and still fail: its
+ * retry would be stored again. Writes that begin later are not waited for. FERRY_ETIMEOUT
+ * naming the router and the write after max_ms (or when the process is asked to stop). */
+int ferry_router_wait_open_writes(const struct ferry_config *cfg, const char *tenant,
+                                  uint32_t split, unsigned max_ms, ferry_err *err);
+
 #endif

@@ -351,6 +351,11 @@ static int do_switch_clone(mvctx *x, ferry_err *err)
                                    sizeof why))
         return ferry_err_set(err, FERRY_ETIMEOUT, "clone %s: %s; the clone stays in SWITCH, "
                              "resume it once the retry came", x->mv.u.move.id, why);
+    /* nor a write open since before the sync: its rows may be on the new replica's side only
+     * in part, and it may still fail and be retried there after the copies landed */
+    if ((rc = ferry_router_wait_open_writes(x->o->cfg, x->mv.u.move.tenant, x->mv.u.move.split,
+                                            FERRY_OPEN_WRITES_WAIT_MS, err)))
+        return ferry_err_prefix(err, "clone %s stays in SWITCH (resume it): ", x->mv.u.move.id);
     char fz[160], tag[32];
     snprintf(tag, sizeof tag, "k%u", x->mv.u.move.step);
     rc = mv_freeze_new(x, tag, fz, sizeof fz, err);

@@ -309,33 +309,8 @@ static bool tier_job_open(ferry_catalog *cat, const char *server, const char *ta
     return open;
 }
 
-/* How long a repair waits, before it changes a target, for the routers' writes to the slice that
- * were open when it looked (they end in milliseconds unless a shard holds them). */
-#define REPAIR_OPEN_WRITES_WAIT_MS 3000
-
-/* Waits until no router has a write to the slice open since this call began, nor expects a
- * client's retry of one (ferry/fence.h). Such a write may have stored rows on the target and
- * still fail: its client's retry, arriving after the target's parts were replaced or joined by
- * copies (which carry no block ids), would be stored again. A write that begins later is not
- * waited for. FERRY_ETIMEOUT (the next run repairs the slice) when one stays open. */
-static int wait_open_writes(const struct ferry_config *cfg, const char *tenant, uint32_t split,
-                            ferry_err *err)
-{
-    uint64_t t0 = ferry_clock_ms_u64();
-    for (;;) {
-        char why[400];
-        uint64_t elapsed = ferry_clock_ms_u64() - t0;
-        if (!ferry_router_retry_pending(cfg, tenant, split, elapsed ? elapsed : 1, why,
-                                        sizeof why))
-            return FERRY_OK;
-        if (elapsed >= REPAIR_OPEN_WRITES_WAIT_MS || ferry_stop_sleep_ms(20))
-            return ferry_err_set(err, FERRY_ETIMEOUT, "repair of %s/%u waits: %s; the next run "
-                                 "repairs it", tenant, split, why);
-    }
-}
-
 /* rs_sync_partition's before-change hook: no router's write to the slice is open since before
- * it, nor awaits a retry (wait_open_writes); then the intent to mirror is durable before the
+ * it, nor awaits a retry (ferry_router_wait_open_writes); then the intent to mirror is durable before the
  * target's partition changes (repair_mirror.h), unless an earlier cut run's is still open. */
 typedef struct mirror_announce_arg {
     ferry_catalog *cat;
@@ -347,7 +322,8 @@ typedef struct mirror_announce_arg {
 static int mirror_announce(void *arg, ferry_err *err)
 {
     mirror_announce_arg *a = arg;
-    int wrc = wait_open_writes(a->cfg, a->m.tenant, a->m.split, err);
+    int wrc = ferry_router_wait_open_writes(a->cfg, a->m.tenant, a->m.split,
+                                            FERRY_OPEN_WRITES_WAIT_MS, err);
     if (wrc)
         return wrc;
     if (a->open)

@@ -20,6 +20,7 @@
 #include "ferry/log.h"
 #include "ferry/fence.h"
 #include "ferry/http_call.h"
+#include "ferry/stop.h"
 #include "ferry/strutil.h"
 
 /* One look at a router: 1 when it is past version (and, when shard is not NULL, reaches that
@@ -261,6 +262,23 @@ bool ferry_router_retry_pending(const struct ferry_config *cfg, const char *tena
         free(token);
     }
     return pending;
+}
+
+int ferry_router_wait_open_writes(const struct ferry_config *cfg, const char *tenant,
+                                  uint32_t split, unsigned max_ms, ferry_err *err)
+{
+    uint64_t t0 = ferry_clock_ms_u64();
+    for (;;) {
+        char why[400];
+        uint64_t elapsed = ferry_clock_ms_u64() - t0;
+        /* open for at least `elapsed`: open since t0 (a write that began later is younger) */
+        if (!ferry_router_retry_pending(cfg, tenant, split, elapsed ? elapsed : 1, why,
+                                        sizeof why))
+            return FERRY_OK;
+        if (elapsed >= max_ms || ferry_stop_sleep_ms(20))
+            return ferry_err_set(err, FERRY_ETIMEOUT, "%s/%u: %s; the next run takes it up",
+                                 tenant, split, why);
+    }
 }
 
 int ferry_router_fence(const struct ferry_config *cfg, uint64_t version, unsigned timeout_ms,
