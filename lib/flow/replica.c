@@ -309,9 +309,10 @@ static bool tier_job_open(ferry_catalog *cat, const char *server, const char *ta
     return open;
 }
 
-/* rs_sync_partition's before-change hook: no router's write to the slice is open since before
- * it, nor awaits a retry (ferry_router_wait_open_writes); then the intent to mirror is durable before the
- * target's partition changes (repair_mirror.h), unless an earlier cut run's is still open. */
+/* rs_sync_partition's hooks: before the first change the intent to mirror is durable
+ * (repair_mirror.h), unless an earlier cut run's is still open; before each round's change no
+ * router has a write to the slice open since the round began waiting, nor awaits a retry
+ * (open_writes_check). */
 typedef struct mirror_announce_arg {
     ferry_catalog *cat;
     const struct ferry_config *cfg;
@@ -319,13 +320,22 @@ typedef struct mirror_announce_arg {
     bool open;    /* an intent for (table, pid, target) is in the catalog */
 } mirror_announce_arg;
 
+/* A write open before the target's parts are listed may have stored rows there and still fail:
+ * its retry, after those parts were detached (their block ids with them) or copies added beside
+ * them (which carry none), would be stored again (ferry_router_wait_open_writes). Found by the
+ * SQLite soak at a2541f0 and again at 67af25b (docs/reliability.md): a write stored on the
+ * target during a repair's first round, failed on another shard, was detached by the second
+ * round, and its retry stored it twice. */
+static int open_writes_check(void *arg, ferry_err *err)
+{
+    mirror_announce_arg *a = arg;
+    return ferry_router_wait_open_writes(a->cfg, a->m.tenant, a->m.split,
+                                         FERRY_OPEN_WRITES_WAIT_MS, err);
+}
+
 static int mirror_announce(void *arg, ferry_err *err)
 {
     mirror_announce_arg *a = arg;
-    int wrc = ferry_router_wait_open_writes(a->cfg, a->m.tenant, a->m.split,
-                                            FERRY_OPEN_WRITES_WAIT_MS, err);
-    if (wrc)
-        return wrc;
     if (a->open)
         return FERRY_OK;
     int rc = repair_mirror_open(a->cat, &a->m, err);
@@ -629,7 +639,8 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                     snprintf(ma.m.partition_id, sizeof ma.m.partition_id, "%s", pids[p]);
                     snprintf(ma.m.target, sizeof ma.m.target, "%s", names[k]);
                     snprintf(ma.m.source, sizeof ma.m.source, "%s", names[best]);
-                    rs_before_change before = {.fn = mirror_announce, .arg = &ma};
+                    rs_before_change before = {.fn = mirror_announce, .check = open_writes_check,
+                                               .arg = &ma};
                     int src = rs_sync_partition(&cs[best]->c, &cs[k]->c, t, pids[p], freeze,
                                                 ferry_move_grace(o), RS_ROUNDS, dry_run,
                                                 dry_run ? NULL : &before, &rr, &e);

@@ -48,12 +48,16 @@ typedef struct rs_result {
  * out. */
 typedef struct rs_before_change {
     int (*fn)(void *arg, ferry_err *err);
+    int (*check)(void *arg, ferry_err *err);
     void *arg;
 } rs_before_change;
 
-/* before (may be NULL) is called once, before the first change on dst (its staging table
- * filled, then the partition changed), never with dry_run: a repair journals there its intent
- * to mirror the part records (repair_mirror.h). Its error stops the sync with nothing changed. */
+/* before (may be NULL): fn (may be NULL) is called once, before the first change on dst (its
+ * staging table filled, then the partition changed), never with dry_run: a repair journals there
+ * its intent to mirror the part records (repair_mirror.h). check (may be NULL) is called in every
+ * round once staging holds the parts, right before the target's parts are listed and the
+ * partition changed: a repair waits there for the routers' open writes (ferry/fence.h). An error
+ * of either stops the sync with the target's table unchanged by that round. */
 int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
                       const char *freeze, unsigned grace_ms, int rounds, bool dry_run,
                       const rs_before_change *before, rs_result *out, ferry_err *err);

@@ -559,7 +559,8 @@ static int remove_freeze(mv_conn *src, const char *freeze, ferry_err *err)
  * after the settle time. */
 static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *pid,
                       const char *freeze, bool replace, unsigned settle, const mv_parts *listed,
-                      const mv_parts *dst_parts, rs_result *out, ferry_err *err)
+                      const mv_parts *dst_parts, const rs_before_change *before, rs_result *out,
+                      ferry_err *err)
 {
     char st[FERRY_NAME_MAX + 32];
     snprintf(st, sizeof st, "%s%s", t->name, RS_STAGING_SUFFIX);
@@ -603,6 +604,16 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
         rc = staging_fill(src, dst, t, st, pid, freeze, &frozen, missing, out, err);
     if (!rc && !none) /* staging holds the parts; the real table is untouched yet */
         ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SYNC:staged");
+    /* the caller's last word, as late as can be: the listing of the target's parts and the
+     * statement follow at once; when it says no, staging gives its parts back (the target's
+     * table is untouched by this round) */
+    if (!rc && !none && before && before->check && (rc = before->check(before->arg, err))) {
+        ferry_err ce = {0};
+        if (rs_staging_clear(dst, t, pid, &ce))
+            ferry_log(FERRY_LOG_WARN, "msg=\"replica sync: cannot empty the staging partition; "
+                      "the next sync refills it\" table=%s partition=%s target=%s err=\"%s\"",
+                      t->name, pid, dst->name, ce.msg);
+    }
     if (!rc && !none) {
         ferry_buf sql = FERRY_BUF_INIT;
         mv_parts old = {0}; /* the target's parts, detached by name */
@@ -803,7 +814,8 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
             announced = true;
         }
         if (!rc && !dry_run)
-            rc = sync_round(src, dst, t, pid, freeze, replace, settle, &sp, &dp, out, err);
+            rc = sync_round(src, dst, t, pid, freeze, replace, settle, &sp, &dp, before, out,
+                            err);
         free(sp.p);
         free(dp.p);
         free(missing);

@@ -3,7 +3,10 @@
 # the replica being repaired and still fail (another of its shards stuck): its client's retry,
 # arriving after the replica's parts were replaced or joined by copies that carry no block ids,
 # would be stored a second time, and the next repair would carry the double to the other replica
-# (the shape of the SQLite soak's duplicate at a2541f0, docs/reliability.md).
+# (the SQLite soaks' duplicates at a2541f0 and 67af25b, docs/reliability.md: a write stored on
+# the target during a repair's first round, failed on another shard, was detached by its second
+# round, and the client's retry stored it again). The wait is in every round, after the copies
+# are staged and right before the target's parts are listed.
 #
 # gamma (rf 2) has 300 rows on node1 and none on node2; a client holds a write to gamma open
 # through the router (its row routed, its body never ends). `ferry repair` waits for it, gives up
@@ -58,6 +61,8 @@ wait_for 30 bash -c "[ \"\$(curl -sf '$R_URL/ferry/router?tenant=gamma&split=0' 
     fail "the repair went ahead beside an open write: $(cat "$T/repair1.out")"
 assert_contains "$(cat "$T/repair1.out" "$T/repair1.err")" "open for" "the repair names the open write"
 assert_eq 0 "$(chq "$U2" "SELECT count() FROM events WHERE tenant = 'gamma'")" "node2 unchanged while the write is open"
+assert_eq 0 "$(chq "$U2" "SELECT count() FROM system.parts WHERE active AND table = 'events_ferry_staging'")" \
+    "the repair gave its staged copies back"
 ok "a repair waits for a router's write to the slice open since before it looked, then leaves the replica as it was"
 
 kill "$CLIENT" 2>/dev/null || true
