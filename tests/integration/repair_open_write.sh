@@ -38,24 +38,14 @@ sed -i "s#^\[cluster\]\$#[cluster]\nrouters = $R_URL#" "$C"
 
 # a write held open: one row of gamma routed (staged in the router), the body never ends
 Q="INSERT INTO events (tenant, day, user, v) FORMAT TSV"
-python3 - "$R_URL" "$Q" "$T/open.sent" <<'PY' &
-import socket, sys, time, urllib.parse
-url, q, sent = sys.argv[1:4]
-host, port = url.split("//")[1].split(":")
-s = socket.create_connection((host, int(port)))
-s.sendall(("POST /?query_id=open-1&query=%s HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
-           % (urllib.parse.quote(q), host)).encode())
-row = b"gamma\t20261101\t9999\t1\n"
-s.sendall(b"%x\r\n%s\r\n" % (len(row), row))
-open(sent, "w").write("sent\n")
-time.sleep(120)
-PY
-CLIENT=$!
-_H_PIDS+=("$CLIENT")
-wait_for 30 test -s "$T/open.sent" || fail "the client did not send"
-open_ms() { curl -sf "$R_URL/ferry/router?tenant=gamma&split=0" | jq -r '.inflight_write_ms // 0'; }
-wait_for 30 bash -c "[ \"\$(curl -sf '$R_URL/ferry/router?tenant=gamma&split=0' | jq -r '.inflight_write_ms // 0')\" -gt 0 ]" ||
-    fail "the router does not report the open write: $(curl -s "$R_URL/ferry/router?tenant=gamma&split=0")"
+printf 'gamma\t20261101\t9999\t1\n' >"$T/open.tsv"
+hold_write_open "$R_URL" "$Q" "$T/open.tsv"
+CLIENT=$HOLD_PID
+# open_is OP N: the router's open write to gamma/0 compares so with N ms (for wait_for)
+S="$R_URL/ferry/router?tenant=gamma&split=0"
+open_is() { [ "$(curl -sf "$S" | jq -r '.inflight_write_ms // 0')" "$1" "$2" ]; }
+wait_for 30 open_is -gt 0 ||
+    fail "the router does not report the open write: $(curl -s "$S")"
 
 "$FERRY_BIN" repair --tenant gamma --config "$C" >"$T/repair1.out" 2>"$T/repair1.err" &&
     fail "the repair went ahead beside an open write: $(cat "$T/repair1.out")"
@@ -66,9 +56,9 @@ assert_eq 0 "$(chq "$U2" "SELECT count() FROM system.parts WHERE active AND tabl
 ok "a repair waits for a router's write to the slice open since before it looked, then leaves the replica as it was"
 
 kill "$CLIENT" 2>/dev/null || true
-wait_for 30 bash -c "[ \"\$(curl -sf '$R_URL/ferry/router?tenant=gamma&split=0' | jq -r '.inflight_write_ms // 0')\" = 0 ]" ||
-    fail "the router still reports the write open after its client went: $(curl -s "$R_URL/ferry/router?tenant=gamma&split=0")"
-assert_eq 0 "$(curl -sf "$R_URL/ferry/router?tenant=gamma&split=0" | jq -r '.pending_retry_ms')" \
+wait_for 30 open_is -eq 0 ||
+    fail "the router still reports the write open after its client went: $(curl -s "$S")"
+assert_eq 0 "$(curl -sf "$S" | jq -r '.pending_retry_ms')" \
     "a write that sent no rows awaits no retry"
 "$FERRY_BIN" repair --tenant gamma --config "$C" >"$T/repair2.out" 2>"$T/repair2.err" ||
     fail "the repair after the write ended: $(cat "$T/repair2.out" "$T/repair2.err")"

@@ -115,21 +115,8 @@ for i in $(seq 1 10); do printf '%s\t%s\t%d\t%d\tv\n' "$TA" "$DAY" "$i" "$((5000
 code=$(curl -s -o "$T/resp" -w '%{http_code}' "$R_URL/?query_id=done-1&query=$(jq -rn --arg q "$Q" '$q|@uri')" --data-binary @"$T/done.tsv")
 assert_eq 200 "$code" "inflight: a's earlier rows ($(cat "$T/resp"))"
 printf '%s\t%s\t1\t1\tv\n' "$TA" "$DAY" >"$T/inflight.tsv"
-python3 - "$R_URL" "$Q" "$T/inflight.tsv" "$T/inflight.sent" <<'PY' &
-import socket, sys, time, urllib.parse
-url, q, rows, sent = sys.argv[1:5]
-host, port = url.split("//")[1].split(":")
-s = socket.create_connection((host, int(port)))
-body = open(rows, "rb").read()
-s.sendall(("POST /?query_id=inflight-1&query=%s HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
-           % (urllib.parse.quote(q), host)).encode())
-s.sendall(b"%x\r\n%s\r\n" % (len(body), body))  # a's row; the body never ends
-open(sent, "w").write("sent\n")
-time.sleep(120)
-PY
-CLIENT=$!
-_H_PIDS+=("$CLIENT")
-wait_for 30 test -s "$T/inflight.sent" || fail "the in-flight client did not send"
+hold_write_open "$R_URL" "$Q" "$T/inflight.tsv"
+CLIENT=$HOLD_PID
 wait_for 30 grep -q "^I [0-9]* 0 $TA\$" "$T/inflight.retries" ||
     fail "the router did not journal the in-flight request's slice: $(cat "$T/inflight.retries")"
 open_ms() { curl -sf "$R_URL/ferry/router?tenant=$1&split=0" | jq -r '.inflight_write_ms // 0'; }

@@ -14,6 +14,11 @@
 #                            ferry init, tenants_on_two,
 #                            a router started and listed in [cluster] routers; sets RS_CONF, TA,
 #                            TB, R_URL and R_PID
+#   hold_write_open URL QUERY ROWS_FILE
+#                            a client that sends the INSERT QUERY with the rows of ROWS_FILE as
+#                            the first chunk of a body that never ends (the router routes them
+#                            and keeps the write open); waits until they are sent; sets HOLD_PID
+#                            (killed at exit; kill it to end the write, nothing sent to shards)
 
 stop_pid() {
     local pid=$1 what=${2:-process}
@@ -61,4 +66,24 @@ retry_scenario() {
     tenants_on_two "$RS_CONF" "$tag"
     start_router "$RS_CONF" "router-$tag"
     sed -i "s#^\[cluster\]\$#[cluster]\nrouters = $R_URL#" "$RS_CONF"
+}
+
+hold_write_open() {
+    local url=$1 query=$2 rows=$3 sent
+    sent=$(mktemp "$T/hold.XXXXXX")
+    python3 - "$url" "$query" "$rows" "$sent" <<'PY' &
+import socket, sys, time, urllib.parse
+url, q, rows, sent = sys.argv[1:5]
+host, port = url.split("//")[1].split(":")
+s = socket.create_connection((host, int(port)))
+body = open(rows, "rb").read()
+s.sendall(("POST /?query=%s HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+           % (urllib.parse.quote(q), host)).encode())
+s.sendall(b"%x\r\n%s\r\n" % (len(body), body))  # the rows; the body never ends
+open(sent, "w").write("sent\n")
+time.sleep(300)
+PY
+    HOLD_PID=$!
+    _H_PIDS+=("$HOLD_PID")
+    wait_for 30 test -s "$sent" || fail "hold_write_open: the client did not send its rows to $url"
 }
