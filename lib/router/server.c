@@ -68,6 +68,7 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
     ferry_buf_free(&st->row_out);
     ferry_rt_insert_free(&st->ins);
     ferry_rt_codec_free(st->codec);
+    bool held = false;
     if (st->out) {
         /* ends any stream still open (its rows are written) before the routing table is
          * released; then, when rows reached a shard but the client has no success answer (an
@@ -76,11 +77,11 @@ static void state_free(ferry_http_req *req, void *ctx, void *state)
         uint64_t sent = 0;
         for (size_t i = 0; i < st->out->n; i++)
             sent += st->out->shards[i].rows_written + st->out->shards[i].rows_failed;
-        bool held = sent && !(st->ok && ferry_http_delivered(req));
+        held = sent && !(st->ok && ferry_http_delivered(req));
         if (held)
             rt_pending_mark(st->r->pending, &st->touched);
-        rt_journal_end(st->r->journal, &st->journal, held);
     }
+    rt_journal_end(st->r->journal, &st->journal, held); /* the request leaves the open list */
     rt_touched_free(&st->touched);
     rt_out_free(st->out);
     rt_route_end(st->r, st->cur);
