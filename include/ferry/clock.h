@@ -15,6 +15,8 @@ double ferry_clock_s(void);
 double ferry_clock_ms(void);
 /* Now, in whole milliseconds (truncated): for deadlines kept in integers. */
 uint64_t ferry_clock_ms_u64(void);
+/* Milliseconds since the Unix epoch (CLOCK_REALTIME): for times kept across processes. */
+uint64_t ferry_clock_wall_ms(void);
 /* The absolute CLOCK_MONOTONIC time ms milliseconds from now, for pthread_cond_timedwait on a
  * condition variable whose attribute chose CLOCK_MONOTONIC (pthread_condattr_setclock). */
 struct timespec ferry_clock_after_ms(uint64_t ms);

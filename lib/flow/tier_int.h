@@ -130,9 +130,6 @@ typedef struct tier_job {
     json_t *sizes;         /* part name -> bytes, from this process's FREEZE (to balance
                               uploads; NULL when the job was frozen by another process) */
     bool freeze_started_here;
-    uint64_t frozen_ms;    /* CLOCK_MONOTONIC just after this process's FREEZE (0: frozen by an
-                              earlier process): a router's write open since then may hold rows
-                              of the frozen parts (tier_job_open_since) */
     bool resumed;
     bool merged_away;      /* a frozen part was merged (or mutated) away before the swap: rolled
                               back, and run again in a wave that holds merges (tier_run.c) */
@@ -149,12 +146,13 @@ typedef struct tier_job {
 } tier_job;
 
 /* How long a router's write to the job's slice must have been open to hold its swap back
- * (ferry_router_retry_pending): since the freeze, or 1 ms (any open write) when the freeze was an
- * earlier process's. */
+ * (ferry_router_retry_pending): since the freeze (st.frozen_at, kept in the job's data so a
+ * resumed run knows it), or 1 ms (any open write) for a job frozen by a version that did not
+ * record it, or when the clock went back. */
 static inline uint64_t tier_job_open_since(const tier_job *j)
 {
-    uint64_t now = ferry_clock_ms_u64();
-    return j->frozen_ms && now > j->frozen_ms ? now - j->frozen_ms : 1;
+    uint64_t now = ferry_clock_wall_ms();
+    return j->st.has_frozen_at && now > j->st.frozen_at ? now - j->st.frozen_at : 1;
 }
 
 /* The jobs of one (server, table) whose steps run together: one statement, one agent request

@@ -93,6 +93,7 @@ static const flow_key KEYS[] = {
     FLOW_KEY_STR(tier_state, "partition", partition),
     FLOW_KEY_HAS(tier_state, "attempt", FLOW_U32, attempt),
     FLOW_KEY_STR(tier_state, "freeze", freeze),
+    FLOW_KEY_HAS(tier_state, "frozen_at", FLOW_U64, frozen_at),
     FLOW_KEY_FLAG(tier_state, "merges_stopped", merges_stopped),
     FLOW_KEY_LIST(tier_state, "hot", hot, n_hot, has_hot, "part name"),
     FLOW_KEY_HAS(tier_state, "hot_in", FLOW_U32, hot_in),

@@ -60,6 +60,9 @@ typedef struct tier_state {
     uint32_t attempt; /* FREEZE attempts made (0 until the first) */
     bool has_attempt;
     char freeze[FERRY_NAME_MAX]; /* "": none yet */
+    uint64_t frozen_at;          /* Unix ms just after the freeze: a router's write open since
+                                    then may hold rows of the frozen parts (tier_job_open_since) */
+    bool has_frozen_at;
     bool merges_stopped;
     char **hot;       /* owned, n_hot names (tier_state_hot_add) */
     size_t n_hot;

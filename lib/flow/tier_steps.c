@@ -165,12 +165,13 @@ int tier_step_freeze(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     if (rc || (w->hold_merges && (rc = tier_table_merges(w, false, err))) ||
         (rc = tier_agent_freeze(w, js, n, &fz, err)))
         goto out;
-    uint64_t frozen = ferry_clock_ms_u64(); /* after the freeze: see tier_job.frozen_ms */
+    uint64_t frozen = ferry_clock_wall_ms(); /* after the freeze: see tier_state.frozen_at */
     for (size_t i = 0; i < n; i++) {
         tier_job *j = js[i];
         if (j->rc)
             continue;
-        j->frozen_ms = frozen;
+        j->st.frozen_at = frozen;
+        j->st.has_frozen_at = true;
         tier_state_hot_clear(&j->st);
         json_decref(j->sizes);
         j->sizes = json_object();

@@ -70,13 +70,6 @@ struct rt_journal {
     uint64_t write_errors;
 };
 
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static uint64_t wall_ns(void)
 {
     struct timespec ts;
@@ -185,7 +178,7 @@ static int replay_file(rt_journal *j, ferry_err *err)
     char *line = NULL;
     size_t cap = 0;
     int rc = FERRY_OK;
-    uint64_t now = wall_ms();
+    uint64_t now = ferry_clock_wall_ms();
     for (int pass = 1; pass <= 2 && !rc; pass++) {
         rewind(f);
         ssize_t n;
@@ -243,7 +236,10 @@ static int put_held(void *ctx, const char *tenant, uint32_t split, uint64_t left
     ferry_buf *b = ctx;
     if (!name_ok(tenant))
         return 0;
-    return ferry_buf_printf(b, "P %" PRIu64 " %u %s\n", wall_ms() + left_ms, split, tenant) ? -1 : 0;
+    return ferry_buf_printf(b, "P %" PRIu64 " %u %s\n", ferry_clock_wall_ms() + left_ms, split,
+                            tenant)
+               ? -1
+               : 0;
 }
 
 /* Replaces the file by one holding only the slices held and the I records of the open requests;
@@ -460,7 +456,7 @@ void rt_journal_end(rt_journal *j, rt_journal_req *q, bool held)
     if (!j || !q->id)
         return;
     ferry_buf b = FERRY_BUF_INIT;
-    uint64_t until = wall_ms() + j->window_ms;
+    uint64_t until = ferry_clock_wall_ms() + j->window_ms;
     bool oom = false;
     for (size_t i = 0; held && i < q->n && !oom; i++)
         oom = ferry_buf_printf(&b, "P %" PRIu64 " %u %s\n", until, q->slices[i].split,

@@ -29,6 +29,13 @@ uint64_t ferry_clock_ms_u64(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+uint64_t ferry_clock_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 struct timespec ferry_clock_after_ms(uint64_t ms)
 {
     struct timespec ts = mono();

@@ -230,6 +230,16 @@ static void test_round_trips(void **state)
     assert_true(st.has_hot_in && !st.has_hot);
     assert_int_equal(st.hot_in, 3);
     tier_state_free(&st);
+
+    /* the freeze's time, for a resumed run's wait for routers' open writes */
+    assert_round_trip("{\"freeze\":\"f\",\"frozen_at\":1796400000123,\"pid\":\"p\"}");
+    assert_int_equal(tier_state_decode("{\"frozen_at\":1796400000123,\"pid\":\"p\"}", &st, &err),
+                     FERRY_OK);
+    assert_true(st.has_frozen_at && st.frozen_at == 1796400000123ull);
+    tier_state_free(&st);
+    assert_int_equal(tier_state_decode(ATTACHED, &st, &err), FERRY_OK);
+    assert_false(st.has_frozen_at); /* written by a version that did not record it */
+    tier_state_free(&st);
 }
 
 static void test_empty(void **state)
