@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -250,6 +252,39 @@ static void test_ids_grow_across_lives(void **state)
     rt_pending_free(p);
 }
 
+/* A record that cannot be written (the file may not grow: RLIMIT_FSIZE) fails the touch, so the
+ * request fails before its rows go out; the failures are counted for the metric; the journal
+ * works again once it can write. */
+static void test_write_failure(void **state)
+{
+    fixture *f = *state;
+    rt_pending *p = NULL;
+    rt_journal *j = NULL;
+    ferry_err err = {0};
+    assert_int_equal(rt_pending_new(WINDOW_MS, &p), FERRY_OK);
+    assert_int_equal(rt_journal_open(f->path, p, &j, &err), FERRY_OK);
+    struct stat sb;
+    assert_int_equal(stat(f->path, &sb), 0);
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = (rlim_t)sb.st_size; /* not one byte more */
+    signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    rt_journal_req q = {0};
+    int rc = rt_journal_touch(j, &q, "full", 0, &err);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    assert_int_equal(rc, FERRY_EIO);
+    assert_non_null(strstr(err.msg, "cannot write its retry journal"));
+    assert_int_equal(rt_journal_write_errors(j), 1);
+    rt_journal_end(j, &q, false);
+    rt_journal_req q2 = {0};
+    touch(j, &q2, "again", 1);
+    rt_journal_end(j, &q2, false);
+    rt_journal_close(j);
+    rt_pending_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -259,6 +294,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cut_short_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_file_and_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ids_grow_across_lives, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_failure, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
