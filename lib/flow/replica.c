@@ -536,6 +536,10 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
         ferry_repair_need need;
         bool open_need = false;
         size_t failed_before = sum->failed, busy_before = sum->busy;
+        /* a partition's sync gave up waiting for writes to the slice (a router's open write,
+         * open_writes_check, or an INSERT still running on the target): the slice's other
+         * partitions would wait as long, holding its lease, for nothing */
+        bool writes_open = false;
         if ((rc = ferry_repair_need_get(cat, rt->tenant, rt->split, &need, &open_need, err)))
             break;
         bool held_routed = false;
@@ -575,6 +579,13 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                              "it)", jid);
                     sum->busy++;
                     report_busy(fn, arg, rt, t->name, pids[p], rtext, why);
+                    continue;
+                }
+                if (writes_open) {
+                    sum->busy++;
+                    report_busy(fn, arg, rt, t->name, pids[p], rtext,
+                                "an earlier partition of the slice gave up waiting for writes to "
+                                "it (see above); the next run takes it up");
                     continue;
                 }
                 /* the source: the replica holding the most rows of the partition */
@@ -644,6 +655,8 @@ int ferry_repair_run(const ferry_move_opts *o, const char *tenant, bool dry_run,
                     int src = rs_sync_partition(&cs[best]->c, &cs[k]->c, t, pids[p], freeze,
                                                 ferry_move_grace(o), RS_ROUNDS, dry_run,
                                                 dry_run ? NULL : &before, &rr, &e);
+                    if (src == FERRY_ETIMEOUT)
+                        writes_open = true;
                     /* only a round that changed the target makes it a copy of the source
                      * (found by the ZooKeeper soak: a replace round that left off because the
                      * source's parts changed under it, with the target equal at the end by

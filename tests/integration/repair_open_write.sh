@@ -50,6 +50,9 @@ wait_for 30 open_is -gt 0 ||
 "$FERRY_BIN" repair --tenant gamma --config "$C" >"$T/repair1.out" 2>"$T/repair1.err" &&
     fail "the repair went ahead beside an open write: $(cat "$T/repair1.out")"
 assert_contains "$(cat "$T/repair1.out" "$T/repair1.err")" "open for" "the repair names the open write"
+# gamma has three days: after the first partition's wait the others are left for the next run
+assert_contains "$(cat "$T/repair1.out" "$T/repair1.err")" "an earlier partition of the slice gave up" \
+    "the slice's other partitions do not wait again"
 assert_eq 0 "$(chq "$U2" "SELECT count() FROM events WHERE tenant = 'gamma'")" "node2 unchanged while the write is open"
 assert_eq 0 "$(chq "$U2" "SELECT count() FROM system.parts WHERE active AND table = 'events_ferry_staging'")" \
     "the repair gave its staged copies back"
