@@ -24,6 +24,9 @@ int ferry_lines_open(ferry_lines *r, const char *path, bool skip_comments, ferry
 int ferry_lines_next(ferry_lines *r, ferry_err *err);
 void ferry_lines_close(ferry_lines *r);
 
+/* Writes all len bytes to fd (again after EINTR or a short write): 0, or -1 with errno set. */
+int ferry_write_all(int fd, const void *data, size_t len);
+
 /* Reads a whole file into a NUL-terminated buffer (caller frees *out). */
 int ferry_read_file(const char *path, char **out, size_t *len, ferry_err *err);
 

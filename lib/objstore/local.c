@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ferry/lines.h"
 #include "ferry/strutil.h"
 
 #define RESERVED ".ferry-"
@@ -201,25 +202,11 @@ static void make_etag(const struct stat *sb, char etag[80])
              (unsigned long)sb->st_ino);
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Copies body into fd (already positioned at the start). */
 static int write_body(int fd, const objstore_body *b, ferry_err *err)
 {
     if (b->data) {
-        if (write_all(fd, b->data, b->len) != 0)
+        if (ferry_write_all(fd, b->data, b->len) != 0)
             return ferry_err_set(err, FERRY_EIO, "write: %s", strerror(errno));
         return FERRY_OK;
     }
@@ -245,7 +232,7 @@ static int write_body(int fd, const objstore_body *b, ferry_err *err)
     while (rc == FERRY_OK && done < b->len) {
         size_t n = b->len - done < COPY_CHUNK ? (size_t)(b->len - done) : COPY_CHUNK;
         rc = objstore_body_read(b, done, chunk, n, err);
-        if (rc == FERRY_OK && write_all(fd, chunk, n) != 0)
+        if (rc == FERRY_OK && ferry_write_all(fd, chunk, n) != 0)
             rc = ferry_err_set(err, FERRY_EIO, "write: %s", strerror(errno));
         done += n;
     }

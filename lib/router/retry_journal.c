@@ -49,6 +49,7 @@
 
 #include "ferry/buf.h"
 #include "ferry/clock.h"
+#include "ferry/lines.h"
 #include "ferry/log.h"
 #include "ferry/names.h"
 
@@ -60,6 +61,7 @@ struct rt_journal {
     char path[JOURNAL_PATH_MAX];
     char tmp_path[JOURNAL_PATH_MAX + 8];  /* the compaction's new file, renamed over path */
     char lock_path[JOURNAL_PATH_MAX + 8]; /* held (flock) for the router's life: one per journal */
+    bool file;                          /* a path was given (set at open, never changes) */
     int fd;                             /* path, O_APPEND */
     int lock_fd;
     uint64_t bytes; /* in the current file */
@@ -79,20 +81,6 @@ static uint64_t wall_ns(void)
 
 /* A tenant name goes last on its line: it only has to hold no newline (catalog names never do). */
 static bool name_ok(const char *tenant) { return *tenant && !strchr(tenant, '\n'); }
-
-static int write_all(int fd, const char *data, size_t len)
-{
-    while (len) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        data += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
 
 /* ---- replay ---------------------------------------------------------------------------------- */
 
@@ -260,7 +248,7 @@ static int compact_locked(rt_journal *j, ferry_err *err)
                 goto out;
             }
     fd = open(j->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-    if (fd < 0 || write_all(fd, b.data, b.len) || rename(j->tmp_path, j->path)) {
+    if (fd < 0 || ferry_write_all(fd, b.data, b.len) || rename(j->tmp_path, j->path)) {
         rc = ferry_err_set(err, FERRY_EIO, "[router] retry_journal %s: cannot write %s and rename "
                            "it over the journal: %s", j->path, j->tmp_path, strerror(errno));
         if (fd >= 0)
@@ -299,6 +287,7 @@ int rt_journal_open(const char *path, rt_pending *pending, rt_journal **out, fer
     int rc = FERRY_OK;
     if (!path)
         goto out; /* the open writes in memory, no file */
+    j->file = true;
     snprintf(j->path, sizeof j->path, "%s", path);
     snprintf(j->tmp_path, sizeof j->tmp_path, "%s.new", path);
     snprintf(j->lock_path, sizeof j->lock_path, "%s.lock", path);
@@ -346,7 +335,7 @@ void rt_journal_close(rt_journal *j)
 /* Appends one or more whole records; compacts when the file has grown. With j->mu held. */
 static int append_locked(rt_journal *j, const char *data, size_t len)
 {
-    if (write_all(j->fd, data, len)) {
+    if (ferry_write_all(j->fd, data, len)) {
         int e = errno;
         uint64_t n = ++j->write_errors;
         if (!(n & (n - 1))) /* the 1st, 2nd, 4th, ... */
@@ -396,10 +385,10 @@ int rt_journal_touch(rt_journal *j, rt_journal_req *q, const char *tenant, uint3
         j->open.prev->next = q;
         j->open.prev = q;
     }
-    n = snprintf(line, sizeof line, "I %" PRIu64 " %u %s\n", q->id, split, tenant);
     q->slices[q->n++] = (rt_journal_slice){name, split, ferry_clock_ms_u64()};
-    if (j->fd < 0)
+    if (!j->file)
         goto out; /* in memory only */
+    n = snprintf(line, sizeof line, "I %" PRIu64 " %u %s\n", q->id, split, tenant);
     if (n < 0 || (size_t)n >= sizeof line || append_locked(j, line, (size_t)n))
         rc = ferry_err_set(err, FERRY_EIO, "the router cannot write its retry journal %s: %s",
                            j->path, n < 0 || (size_t)n >= sizeof line ? "tenant name too long"
@@ -409,7 +398,7 @@ out:
     return rc;
 }
 
-bool rt_journal_has_file(const rt_journal *j) { return j && j->fd >= 0; }
+bool rt_journal_has_file(const rt_journal *j) { return j && j->file; }
 
 /* The oldest first touch among the open requests' slices matching (tenant, split), or any slice
  * when tenant is NULL; with j->mu held. 0: none. */
@@ -456,16 +445,18 @@ void rt_journal_end(rt_journal *j, rt_journal_req *q, bool held)
     if (!j || !q->id)
         return;
     ferry_buf b = FERRY_BUF_INIT;
-    uint64_t until = ferry_clock_wall_ms() + j->window_ms;
     bool oom = false;
-    for (size_t i = 0; held && i < q->n && !oom; i++)
-        oom = ferry_buf_printf(&b, "P %" PRIu64 " %u %s\n", until, q->slices[i].split,
-                               q->slices[i].tenant) != 0;
-    oom = oom || ferry_buf_printf(&b, "D %" PRIu64 "\n", q->id) != 0;
+    if (j->file) { /* the records are formatted outside the lock, and only for a file */
+        uint64_t until = ferry_clock_wall_ms() + j->window_ms;
+        for (size_t i = 0; held && i < q->n && !oom; i++)
+            oom = ferry_buf_printf(&b, "P %" PRIu64 " %u %s\n", until, q->slices[i].split,
+                                   q->slices[i].tenant) != 0;
+        oom = oom || ferry_buf_printf(&b, "D %" PRIu64 "\n", q->id) != 0;
+    }
     pthread_mutex_lock(&j->mu);
     q->prev->next = q->next;
     q->next->prev = q->prev;
-    if (j->fd < 0)
+    if (!j->file)
         ; /* in memory only */
     else if (oom)
         FLOG_WARN("msg=\"router: out of memory writing the retry journal; a restart of this "

@@ -1,4 +1,4 @@
-/* Line reader with line numbers, and whole-file reads. */
+/* Line reader with line numbers, whole-file reads, and whole writes to a descriptor. */
 #define _POSIX_C_SOURCE 200809L
 #include "ferry/lines.h"
 #include "ferry/strutil.h"
@@ -6,6 +6,26 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+int ferry_write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
 
 int ferry_lines_open(ferry_lines *r, const char *path, bool skip_comments, ferry_err *err)
 {

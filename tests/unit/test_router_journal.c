@@ -73,15 +73,27 @@ static void touch(rt_journal *j, rt_journal_req *q, const char *tenant, uint32_t
     assert_int_equal(rt_journal_touch(j, q, tenant, split, &err), FERRY_OK);
 }
 
+/* A router's journal started on path: its pending table and the journal, both the caller's. */
+static void start(const char *path, rt_pending **p, rt_journal **j)
+{
+    ferry_err err = {0};
+    assert_int_equal(rt_pending_new(WINDOW_MS, p), FERRY_OK);
+    assert_int_equal(rt_journal_open(path, *p, j, &err), FERRY_OK);
+}
+
+static void stop(rt_pending *p, rt_journal *j)
+{
+    rt_journal_close(j);
+    rt_pending_free(p);
+}
+
 /* A router started on what a killed one left: held slices as the killed router expected. */
 static void test_restart_holds_what_was_expected(void **state)
 {
     fixture *f = *state;
     rt_pending *p = NULL, *p2 = NULL;
     rt_journal *j = NULL, *j2 = NULL;
-    ferry_err err = {0};
-    assert_int_equal(rt_pending_new(WINDOW_MS, &p), FERRY_OK);
-    assert_int_equal(rt_journal_open(f->path, p, &j, &err), FERRY_OK);
+    start(f->path, &p, &j);
     rt_journal_req inflight = {0}, done = {0}, failed = {0};
     touch(j, &inflight, "a", 0);
     touch(j, &inflight, "b", 1);
@@ -92,8 +104,7 @@ static void test_restart_holds_what_was_expected(void **state)
     char copy[256];
     kill_copy(f, copy, sizeof copy);
 
-    assert_int_equal(rt_pending_new(WINDOW_MS, &p2), FERRY_OK);
-    assert_int_equal(rt_journal_open(copy, p2, &j2, &err), FERRY_OK);
+    start(copy, &p2, &j2);
     uint64_t a = rt_pending_left_ms(p2, "a", 0), b = rt_pending_left_ms(p2, "b", 1);
     uint64_t d = rt_pending_left_ms(p2, "d", 2);
     assert_true(a > WINDOW_MS - 5000 && a <= WINDOW_MS); /* in flight: a whole window from now */
@@ -102,20 +113,16 @@ static void test_restart_holds_what_was_expected(void **state)
     assert_int_equal(rt_pending_left_ms(p2, "c", 0), 0); /* finished: not held */
     assert_int_equal(rt_pending_left_ms(p2, "a", 1), 0);
     assert_int_equal(rt_pending_count(p2), 3);
-    rt_journal_close(j2);
-    rt_pending_free(p2);
+    stop(p2, j2);
 
     /* the restarted router rewrote the file: a third life holds the same without the records */
-    assert_int_equal(rt_pending_new(WINDOW_MS, &p2), FERRY_OK);
-    assert_int_equal(rt_journal_open(copy, p2, &j2, &err), FERRY_OK);
+    start(copy, &p2, &j2);
     assert_int_equal(rt_pending_count(p2), 3);
     assert_true(rt_pending_left_ms(p2, "a", 0) > 0);
-    rt_journal_close(j2);
-    rt_pending_free(p2);
+    stop(p2, j2);
 
     rt_journal_end(j, &inflight, false);
-    rt_journal_close(j);
-    rt_pending_free(p);
+    stop(p, j);
 }
 
 /* A failed request's slices held in the file expire with their window, across a restart. */
@@ -124,20 +131,17 @@ static void test_expired_not_held(void **state)
     fixture *f = *state;
     rt_pending *p = NULL;
     rt_journal *j = NULL;
-    ferry_err err = {0};
     write_file(f->path, "ferry-router-retries 1\n"
                         "P 1000 0 old\n"             /* 1970: long expired */
                         "P 99999999999999 3 future\n" /* far ahead: clamped to the window */
                         "I 7 1 ended\n"
                         "D 7\n");
-    assert_int_equal(rt_pending_new(WINDOW_MS, &p), FERRY_OK);
-    assert_int_equal(rt_journal_open(f->path, p, &j, &err), FERRY_OK);
+    start(f->path, &p, &j);
     assert_int_equal(rt_pending_left_ms(p, "old", 0), 0);
     assert_int_equal(rt_pending_left_ms(p, "ended", 1), 0);
     uint64_t fut = rt_pending_left_ms(p, "future", 3);
     assert_true(fut > 0 && fut <= WINDOW_MS);
-    rt_journal_close(j);
-    rt_pending_free(p);
+    stop(p, j);
 }
 
 /* Many requests: the file is rewritten before it grows past the limit by much, and what is
@@ -147,9 +151,7 @@ static void test_compaction_keeps_the_truth(void **state)
     fixture *f = *state;
     rt_pending *p = NULL, *p2 = NULL;
     rt_journal *j = NULL, *j2 = NULL;
-    ferry_err err = {0};
-    assert_int_equal(rt_pending_new(WINDOW_MS, &p), FERRY_OK);
-    assert_int_equal(rt_journal_open(f->path, p, &j, &err), FERRY_OK);
+    start(f->path, &p, &j);
     rt_journal_req longrun = {0}, failed = {0};
     touch(j, &longrun, "long", 5);
     touch(j, &failed, "held", 4);
@@ -168,17 +170,14 @@ static void test_compaction_keeps_the_truth(void **state)
     assert_true(sb.st_size < RT_JOURNAL_COMPACT_BYTES + 4096);
     char copy[256];
     kill_copy(f, copy, sizeof copy);
-    assert_int_equal(rt_pending_new(WINDOW_MS, &p2), FERRY_OK);
-    assert_int_equal(rt_journal_open(copy, p2, &j2, &err), FERRY_OK);
+    start(copy, &p2, &j2);
     assert_true(rt_pending_left_ms(p2, "long", 5) > 0);
     assert_true(rt_pending_left_ms(p2, "long", 6) > 0);
     assert_true(rt_pending_left_ms(p2, "held", 4) > 0);
     assert_int_equal(rt_pending_count(p2), 3); /* none of the 60,000 finished ones */
-    rt_journal_close(j2);
-    rt_pending_free(p2);
+    stop(p2, j2);
     rt_journal_end(j, &longrun, false);
-    rt_journal_close(j);
-    rt_pending_free(p);
+    stop(p, j);
 }
 
 /* A record cut short by the kill is skipped; the whole ones before it count. */
@@ -187,15 +186,12 @@ static void test_cut_short_line(void **state)
     fixture *f = *state;
     rt_pending *p = NULL;
     rt_journal *j = NULL;
-    ferry_err err = {0};
     write_file(f->path, "ferry-router-retries 1\nI 5 0 whole\nI 6 0 cu");
-    assert_int_equal(rt_pending_new(WINDOW_MS, &p), FERRY_OK);
-    assert_int_equal(rt_journal_open(f->path, p, &j, &err), FERRY_OK);
+    start(f->path, &p, &j);
     assert_true(rt_pending_left_ms(p, "whole", 0) > 0);
     assert_int_equal(rt_pending_left_ms(p, "cu", 0), 0);
     assert_int_equal(rt_pending_count(p), 1);
-    rt_journal_close(j);
-    rt_pending_free(p);
+    stop(p, j);
 }
 
 /* Another file at the path is not taken for a journal (nor overwritten); one journal, one router. */
@@ -240,16 +236,13 @@ static void test_ids_grow_across_lives(void **state)
     fixture *f = *state;
     rt_pending *p = NULL;
     rt_journal *j = NULL;
-    ferry_err err = {0};
     write_file(f->path, "ferry-router-retries 1\nI 9000000000000000000 0 x\n");
-    assert_int_equal(rt_pending_new(WINDOW_MS, &p), FERRY_OK);
-    assert_int_equal(rt_journal_open(f->path, p, &j, &err), FERRY_OK);
+    start(f->path, &p, &j);
     rt_journal_req q = {0};
     touch(j, &q, "y", 0);
     assert_true(q.id > 9000000000000000000ull);
     rt_journal_end(j, &q, false);
-    rt_journal_close(j);
-    rt_pending_free(p);
+    stop(p, j);
 }
 
 /* A record that cannot be written (the file may not grow: RLIMIT_FSIZE) fails the touch, so the
@@ -261,8 +254,7 @@ static void test_write_failure(void **state)
     rt_pending *p = NULL;
     rt_journal *j = NULL;
     ferry_err err = {0};
-    assert_int_equal(rt_pending_new(WINDOW_MS, &p), FERRY_OK);
-    assert_int_equal(rt_journal_open(f->path, p, &j, &err), FERRY_OK);
+    start(f->path, &p, &j);
     struct stat sb;
     assert_int_equal(stat(f->path, &sb), 0);
     struct rlimit old, lim;
@@ -281,8 +273,7 @@ static void test_write_failure(void **state)
     rt_journal_req q2 = {0};
     touch(j, &q2, "again", 1);
     rt_journal_end(j, &q2, false);
-    rt_journal_close(j);
-    rt_pending_free(p);
+    stop(p, j);
 }
 
 int main(void)
