@@ -880,12 +880,46 @@ static void walk_invalid(json_t *invalid, const char *rel, const char *fmt, ...)
     json_array_append_new(invalid, json_pack("{s:s, s:s}", "path", rel, "error", why));
 }
 
+/* How long one pointer walk may spend re-reading files that did not parse. ClickHouse rewrites a
+ * pointer file in place (truncate, then write) whenever its ref_count changes: a hard link made
+ * by MOVE / REPLACE PARTITION, a removal of one of the links. A walk that reads the file in that
+ * window sees zero or half its bytes, and read once, such a file made the sweep's and retention's
+ * live check incomplete (nothing deleted, the run failed) though nothing was wrong. The rewrite
+ * takes microseconds; a damaged file stays damaged. The budget is per walk so that a server with
+ * hundreds of truly damaged files (a crash's broken parts) answers in bounded time. */
+#define POINTER_REREAD_BUDGET_MS 300
+#define POINTER_REREAD_TRIES 5
+
+/* pointer_objects, re-read while the file does not parse and the walk's budget lasts (1, 4, 16,
+ * 64 ms apart). A file that vanished (FERRY_ENOTFOUND) is not re-read. */
+static json_t *pointer_objects_settled(agent_env *env, const char *path, ferry_pointer *pt,
+                                       unsigned *budget_ms, ferry_err *err)
+{
+    unsigned wait_ms = 1;
+    for (int tries = 0;; tries++) {
+        ferry_err perr = {0};
+        json_t *objs = pointer_objects(env, path, pt, &perr);
+        if (objs)
+            return objs;
+        if (perr.code == FERRY_ENOTFOUND || tries + 1 >= POINTER_REREAD_TRIES ||
+            *budget_ms < wait_ms) {
+            *err = perr;
+            return NULL;
+        }
+        ferry_pointer_free(pt);
+        *pt = (ferry_pointer)FERRY_POINTER_INIT;
+        usleep(wait_ms * 1000u);
+        *budget_ms -= wait_ms;
+        wait_ms *= 4;
+    }
+}
+
 /* Lists every file under base/rel as a pointer file (files) or as something that could not be
  * read (invalid). Only a name that vanished while the walk ran (ENOENT: ClickHouse removed a
  * part's folder) is skipped; any other error, or a path too long for its buffer, is an invalid
  * entry, never a silent gap. Errors only for the walk itself (memory). */
 static int walk_pointers(agent_env *env, const char *base, const char *rel, json_t *files,
-                         json_t *invalid, int depth, ferry_err *err)
+                         json_t *invalid, int depth, unsigned *reread_ms, ferry_err *err)
 {
     char p[4400];
     if ((size_t)snprintf(p, sizeof p, "%s%s", base, rel) >= sizeof p) {
@@ -930,7 +964,7 @@ static int walk_pointers(agent_env *env, const char *base, const char *rel, json
         if (S_ISDIR(sb.st_mode)) {
             if (depth == 0 && agent_trash_skip(r2))
                 continue; /* removed folders on their way out (trash.c) */
-            if ((rc = walk_pointers(env, base, r2, files, invalid, depth + 1, err)))
+            if ((rc = walk_pointers(env, base, r2, files, invalid, depth + 1, reread_ms, err)))
                 break;
             continue;
         }
@@ -944,7 +978,7 @@ static int walk_pointers(agent_env *env, const char *base, const char *rel, json
         }
         ferry_pointer pt = FERRY_POINTER_INIT;
         ferry_err perr = {0};
-        json_t *objs = pointer_objects(env, full, &pt, &perr);
+        json_t *objs = pointer_objects_settled(env, full, &pt, reread_ms, &perr);
         if (objs)
             json_array_append_new(files, json_pack("{s:s, s:i, s:i, s:b, s:I, s:I, s:o}", "path",
                                                    r2, "version", pt.version, "ref_count",
@@ -1026,6 +1060,7 @@ int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     }
     bool any = false;
+    unsigned reread_ms = POINTER_REREAD_BUDGET_MS;
     for (size_t i = 0; i < env->n_disks && rc == FERRY_OK; i++) {
         const agent_disk *d = &env->disks[i];
         if (!d->is_remote || (disk ? strcmp(disk, d->name) != 0 : !agent_disk_walks(env, d)))
@@ -1043,7 +1078,7 @@ int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err
         size_t rl = strlen(rel);
         if (rl && rel[rl - 1] == '/')
             rel[rl - 1] = '\0';
-        rc = walk_pointers(env, base, rel, files, invalid, 0, err);
+        rc = walk_pointers(env, base, rel, files, invalid, 0, &reread_ms, err);
         for (size_t k = before; k < json_array_size(files); k++)
             json_object_set_new(json_array_get(files, k), "disk", json_string(d->name));
         json_array_append_new(disks, json_pack("{s:s, s:s}", "name", d->name, "path", base));

@@ -6,6 +6,8 @@
 #  - an agent that answers "no object-storage disk" (a fake agent here): incomplete
 #  - a pointer file under the cold disk whose path does not fit the agent's buffers (the walk
 #    used to skip it silently): incomplete, its object is kept
+#  - a pointer file ClickHouse is rewriting in place (truncate, then write: a hard link's or an
+#    unlink's ref_count change) while the sweep reads it: read again, not counted as damaged
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/agent.sh"
@@ -138,5 +140,43 @@ rm -rf "$COLD1/store/zzz"
 expect_exit 0 "$FERRY_BIN" sweep --json --config "$T/two.conf"
 assert_eq true "$(jq -r .complete <<<"$OUT")" "complete once the broken folder is gone"
 ok "a broken-on-start part: one problem naming it and what to do, nothing deleted"
+
+# ---- a pointer file rewritten in place while the walk reads it ---------------------------------
+# ClickHouse rewrites a pointer file in place whenever its ref_count changes (MOVE / REPLACE
+# PARTITION links it, removing a link rewrites it again). A walk that read it in that window saw an
+# empty file and made the sweep incomplete (CI at fc3ee45: retention's live check, cold_cache). The
+# writer below keeps a copy of one of node2's pointer files empty 3 ms out of every 9 ms; read once
+# per sweep, 15 sweeps all complete by chance with odds of about 1 in 400.
+rt_agent "$L" node2 status
+COLD2=$(jq -r '.disks[] | select(.name == "cold") | .path' <<<"$AG_BODY")
+SRC=$(find "$COLD2/store" -name 'data.bin' -size +0 | head -1)
+[ -n "$SRC" ] || fail "no pointer file under node2's cold disk $COLD2"
+mkdir -p "$COLD2/store/zzz/rewritten/all_1_1_0"
+REWRITTEN="$COLD2/store/zzz/rewritten/all_1_1_0/data.bin"
+cp "$SRC" "$REWRITTEN"
+cat >"$T/rewriter.py" <<'PY'
+import os, sys, time
+path, stop = sys.argv[1], sys.argv[2]
+data = open(path, "rb").read()
+print("rewriting", flush=True)
+while not os.path.exists(stop):
+    with open(path, "wb") as f:  # truncates, as ClickHouse's in-place rewrite does
+        f.flush()
+        time.sleep(0.003)
+        f.write(data)
+    time.sleep(0.006)
+PY
+bg_start "$T/rewriter.log" python3 "$T/rewriter.py" "$REWRITTEN" "$T/rewriter.stop"
+REWRITER=$BG_PID
+wait_for 20 grep -q rewriting "$T/rewriter.log" || fail "the rewriter did not start: $(cat "$T/rewriter.log")"
+for i in $(seq 1 15); do
+    expect_exit 0 "$FERRY_BIN" sweep --json --config "$T/two.conf"
+    assert_eq true "$(jq -r .complete <<<"$OUT")" "sweep $i beside an in-place rewrite ($(jq -c .problems <<<"$OUT"))"
+done
+touch "$T/rewriter.stop"
+wait "$REWRITER" 2>/dev/null || true
+kill -0 "$REWRITER" 2>/dev/null && fail "the rewriter did not stop"
+rm -rf "$COLD2/store/zzz"
+ok "a pointer file rewritten in place during 15 sweeps: read again, every sweep complete"
 
 done_testing
