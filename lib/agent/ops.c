@@ -192,12 +192,48 @@ static json_t *pointer_objects(agent_env *env, const char *path, ferry_pointer *
     return objs;
 }
 
+/* How long one request (a pointer walk, a listing of frozen parts) may spend re-reading files
+ * that did not parse. ClickHouse rewrites a pointer file in place (truncate, then write) whenever
+ * its ref_count changes: a hard link made by MOVE / REPLACE PARTITION or FREEZE, a removal of one
+ * of the links. A walk that reads the file in that window sees zero or half its bytes, and read
+ * once, such a file made the sweep's and retention's live check incomplete (nothing deleted, the
+ * run failed) though nothing was wrong. The rewrite takes microseconds; a damaged file stays
+ * damaged. The budget is per request so that a server with hundreds of truly damaged files (a
+ * crash's broken parts) answers in bounded time. */
+#define POINTER_REREAD_BUDGET_MS 300
+#define POINTER_REREAD_TRIES 5
+
+/* pointer_objects, re-read while the file does not parse and the request's budget lasts (1, 4, 16,
+ * 64 ms apart). A file that vanished (FERRY_ENOTFOUND) is not re-read. */
+static json_t *pointer_objects_settled(agent_env *env, const char *path, ferry_pointer *pt,
+                                       unsigned *budget_ms, ferry_err *err)
+{
+    unsigned wait_ms = 1;
+    for (int tries = 0;; tries++) {
+        ferry_err perr = {0};
+        json_t *objs = pointer_objects(env, path, pt, &perr);
+        if (objs)
+            return objs;
+        if (perr.code == FERRY_ENOTFOUND || tries + 1 >= POINTER_REREAD_TRIES ||
+            *budget_ms < wait_ms) {
+            *err = perr;
+            return NULL;
+        }
+        ferry_pointer_free(pt);
+        *pt = (ferry_pointer)FERRY_POINTER_INIT;
+        usleep(wait_ms * 1000u);
+        *budget_ms -= wait_ms;
+        wait_ms *= 4;
+    }
+}
+
 /* Appends the parts frozen under shadow/<name> for this table (of partition pid, or all) to
  * arr. */
 static int list_frozen(agent_env *env, const agent_table_dir *dirs, size_t ndirs,
                        const char *name, const char *pid, json_t *arr, ferry_err *err)
 {
     int rc = FERRY_OK;
+    unsigned reread_ms = POINTER_REREAD_BUDGET_MS; /* FREEZE links rewrite the files too */
     for (size_t i = 0; i < ndirs && rc == FERRY_OK; i++) {
         char sh[4400];
         snprintf(sh, sizeof sh, "%sshadow/%s/%s", dirs[i].disk->path, name, dirs[i].rel);
@@ -237,7 +273,7 @@ static int list_frozen(agent_env *env, const agent_table_dir *dirs, size_t ndirs
                     snprintf(fp, sizeof fp, "%s/%s", pdir, files[k].name);
                     ferry_pointer pt = FERRY_POINTER_INIT;
                     ferry_err perr = {0};
-                    json_t *objs = pointer_objects(env, fp, &pt, &perr);
+                    json_t *objs = pointer_objects_settled(env, fp, &pt, &reread_ms, &perr);
                     if (objs) {
                         json_object_set_new(f, "objects", objs);
                         json_object_set_new(f, "data_size",
@@ -878,40 +914,6 @@ static void walk_invalid(json_t *invalid, const char *rel, const char *fmt, ...)
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     json_array_append_new(invalid, json_pack("{s:s, s:s}", "path", rel, "error", why));
-}
-
-/* How long one pointer walk may spend re-reading files that did not parse. ClickHouse rewrites a
- * pointer file in place (truncate, then write) whenever its ref_count changes: a hard link made
- * by MOVE / REPLACE PARTITION, a removal of one of the links. A walk that reads the file in that
- * window sees zero or half its bytes, and read once, such a file made the sweep's and retention's
- * live check incomplete (nothing deleted, the run failed) though nothing was wrong. The rewrite
- * takes microseconds; a damaged file stays damaged. The budget is per walk so that a server with
- * hundreds of truly damaged files (a crash's broken parts) answers in bounded time. */
-#define POINTER_REREAD_BUDGET_MS 300
-#define POINTER_REREAD_TRIES 5
-
-/* pointer_objects, re-read while the file does not parse and the walk's budget lasts (1, 4, 16,
- * 64 ms apart). A file that vanished (FERRY_ENOTFOUND) is not re-read. */
-static json_t *pointer_objects_settled(agent_env *env, const char *path, ferry_pointer *pt,
-                                       unsigned *budget_ms, ferry_err *err)
-{
-    unsigned wait_ms = 1;
-    for (int tries = 0;; tries++) {
-        ferry_err perr = {0};
-        json_t *objs = pointer_objects(env, path, pt, &perr);
-        if (objs)
-            return objs;
-        if (perr.code == FERRY_ENOTFOUND || tries + 1 >= POINTER_REREAD_TRIES ||
-            *budget_ms < wait_ms) {
-            *err = perr;
-            return NULL;
-        }
-        ferry_pointer_free(pt);
-        *pt = (ferry_pointer)FERRY_POINTER_INIT;
-        usleep(wait_ms * 1000u);
-        *budget_ms -= wait_ms;
-        wait_ms *= 4;
-    }
 }
 
 /* Lists every file under base/rel as a pointer file (files) or as something that could not be
