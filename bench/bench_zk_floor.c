@@ -4,7 +4,8 @@
  * multiRead, nothing parsed) against the plan (ferry_rebalance_plan_compute) and the cluster
  * status (ferry_cluster_status_read), each with its wall time, this process's CPU and, given
  * ZooKeeper's PID, the server's CPU (user + system from /proc, which a loaded machine does not
- * inflate the way it does wall time). One JSON line per run.
+ * inflate the way it does wall time), and the bare read of each folder on its own (what a
+ * document and a byte cost ZooKeeper). One JSON line per run.
  * usage: bench_zk_floor ZK_CATALOG_URL [REPEAT [ZK_PID]] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,8 +82,9 @@ int main(int argc, char **argv)
     }
     static const char *const folders[] = {"tenants", "slice_docs", "route_docs"};
     for (int r = 0; r < repeat; r++) {
-        size_t docs = 0, bytes = 0;
-        mark m0 = mark_now(pid);
+        size_t docs = 0, bytes = 0, f_docs[3] = {0}, f_bytes[3] = {0};
+        mark m0 = mark_now(pid), f_mark[4];
+        f_mark[0] = m0;
         for (size_t f = 0; f < 3; f++) {
             cat_flat flat = {0};
             if (zk_phys_scan_flat(cat, folders[f], 1, &flat, &err)) {
@@ -90,10 +92,13 @@ int main(int argc, char **argv)
                 cat_flat_free(&flat);
                 goto out;
             }
-            docs += flat.n;
+            f_docs[f] = flat.n;
             for (size_t i = 0; i < flat.n; i++)
-                bytes += flat.v[i].doc_len;
+                f_bytes[f] += flat.v[i].doc_len;
+            docs += f_docs[f];
+            bytes += f_bytes[f];
             cat_flat_free(&flat);
+            f_mark[f + 1] = mark_now(pid);
         }
         mark m1 = mark_now(pid);
         ferry_rebalance_plan p = {0};
@@ -122,6 +127,12 @@ int main(int argc, char **argv)
         printf("{\"run\":%d,\"documents\":%zu,\"bytes\":%zu,\"moves\":%zu,", r, docs, bytes,
                moves);
         print_phase("bare_read", m0, m1, false);
+        for (size_t f = 0; f < 3; f++) { /* each folder: what its documents and bytes cost */
+            printf("\"%s\":{\"documents\":%zu,\"bytes\":%zu,", folders[f], f_docs[f],
+                   f_bytes[f]);
+            print_phase("read", f_mark[f], f_mark[f + 1], true);
+            printf("},");
+        }
         print_phase("plan", m1, m2, false);
         print_phase("status", m2, m3, false);
         printf("\"load_average\":\"%s\"}\n", load);
