@@ -15,7 +15,7 @@
  * agent), the builds taking turns case by case; the load average is read before and after each.
  * $FERRY_BENCH_BASELINE names the baseline's build directory (its ferry and ferry-node); without
  * it only this build runs. Prints one JSON object. Needs ferry and ferry-node one directory up
- * (build-release/) or $FERRY_NODE_BIN. */
+ * (build-release/) or $FERRY_NODE_BIN. $FERRY_BENCH_TIER_DIR (default /tmp) holds the labs. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <ftw.h>
@@ -77,7 +77,9 @@ static long long q(build *b, const char *sql)
  * parts inside the statement of a DETACH PART (tiering's swap, tier_steps.c): left there, the
  * 40 million rows OPTIMIZE FINAL merged away would be deleted inside the first case's swap and
  * counted as its load back (290 ms against 27 measured apart; docs/benchmarks.md). On a server
- * (old_parts_lifetime 480 s) the background thread removes them long before. */
+ * (old_parts_lifetime 480 s) the background thread removes them long before. The tables run
+ * their cleanup thread every second (their DDL): by default it backs off to once in 300 s while
+ * it finds nothing, which the 100x set-up's long ingest allowed, and the wait ran out. */
 static void wait_no_outdated(build *b)
 {
     for (int i = 0; i < 240; i++) {
@@ -168,7 +170,9 @@ static void plain_copy(build *b, const char *shadow, const char *tag, double *ms
 
 static const char *const DDL = "(tenant UInt32, day UInt32, split UInt32, ts DateTime, user "
                                "UInt32, value UInt64) ENGINE = MergeTree PARTITION BY (tenant, "
-                               "day, split) ORDER BY (ts, user) SETTINGS storage_policy = 'tiered'";
+                               "day, split) ORDER BY (ts, user) SETTINGS storage_policy = 'tiered', "
+                               "cleanup_delay_period = 1, max_cleanup_delay_period = 1, "
+                               "cleanup_delay_period_random_add = 0";
 
 static void lab_setup(build *b, const char *root, uint64_t large_rows, int small)
 {
@@ -301,9 +305,15 @@ int main(void)
         scale = 1;
     if (small < 1)
         small = 1;
-    char root[] = "/tmp/ferry-bench-tier.XXXXXX";
-    if (!mkdtemp(root))
+    /* $FERRY_BENCH_TIER_DIR (default /tmp): where the labs (their disks and the local store)
+     * live; /dev/shm takes the machine's disk out of both the tiering and the plain copy */
+    char root[512];
+    const char *under = getenv("FERRY_BENCH_TIER_DIR") ? getenv("FERRY_BENCH_TIER_DIR") : "/tmp";
+    if ((size_t)snprintf(root, sizeof root, "%s/ferry-bench-tier.XXXXXX", under) >= sizeof root ||
+        !mkdtemp(root)) {
+        fprintf(stderr, "bench_tier: cannot make a directory under %s\n", under);
         return 1;
+    }
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
