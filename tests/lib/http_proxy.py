@@ -6,6 +6,7 @@ without hop-by-hop headers. A proxy subclasses ProxyHandler and writes handle_an
 the upstream.
 """
 import http.client
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -37,6 +38,14 @@ class ProxyHandler(BaseHTTPRequestHandler):
     upstream_url = None  # http://host:port, set before serving
     upstream_timeout = 120
     head_headers = {}  # the headers of head_upstream's requests
+
+    def setup(self):
+        super().setup()
+        # An answer is written as two sends (the headers at end_headers, then the body): with
+        # Nagle's algorithm on, the body waited for the client's delayed ACK of the headers,
+        # about 40 ms per answer on Linux loopback (measured: 44 ms per GET through the proxy,
+        # 0.3 ms with this), which made every S3 request of the tests and the soak that slow.
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, fmt, *a):
         pass
