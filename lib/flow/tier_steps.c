@@ -197,6 +197,39 @@ out:
 
 /* ---- UPLOAD ------------------------------------------------------------------------------------ */
 
+/* Fails (merged_away: the run tiers it again, holding merges) every job of js[0..n) not failed
+ * yet one of whose frozen parts is no longer active in the table: a merge (or a DETACH) took it
+ * since the freeze, so its upload, pointer parts and ATTACH would be thrown away at the swap's
+ * check. Merges held (w->hold_merges) nothing can be taken: nothing to look at. Errors only
+ * for the listing. */
+static int fail_merged_away(tier_wave *w, tier_job **js, size_t n, ferry_err *err)
+{
+    if (w->hold_merges || !n)
+        return FERRY_OK;
+    mv_slice live = {0};
+    int rc = tier_list(w, w->table, js, n, true, &live, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        const tier_state *st = &js[i]->st;
+        if (js[i]->rc)
+            continue;
+        mv_parts lv = mv_slice_parts(&live, js[i]->pid);
+        const char *gone = NULL;
+        for (size_t k = 0; !gone && k < st->n_hot; k++)
+            if (!mv_parts_find(&lv, st->hot[k]))
+                gone = st->hot[k];
+        if (!gone)
+            continue;
+        ferry_err e = {0};
+        ferry_err_set(&e, FERRY_EINVAL, "%s: frozen part %s of %s.%s is no longer active "
+                      "(merged or detached since the freeze); nothing was attached or swapped, "
+                      "the partition is tiered again", w->srv->shard.name, gone, w->db, w->table);
+        js[i]->merged_away = true;
+        tier_job_fail(js[i], FERRY_EINVAL, &e);
+    }
+    mv_slice_free(&live);
+    return rc;
+}
+
 /* Object keys carry the job's freeze name, so no other server's part (even one of the same
  * name) owns them; a record under this origin can only be another server's if two job ids
  * hashed alike: never overwrite its objects. */
@@ -221,6 +254,14 @@ static int check_not_taken(tier_ctx *ctx, tier_job *job, ferry_err *err)
 int tier_step_upload(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry_err *err)
 {
     int rc = FERRY_OK;
+    bool resumed = false;
+    for (size_t i = 0; i < n; i++)
+        resumed = resumed || js[i]->resumed;
+    /* a resumed wave's freeze may be old: the ZooKeeper soak at 51932ec resumed 21 jobs of
+     * some 6,000 small parts frozen during its faults, uploaded and wrote pointers for all of
+     * them (7 minutes), and only the ATTACH found them merged away */
+    if (resumed)
+        rc = fail_merged_away(w, js, n, err);
     for (size_t i = 0; !rc && i < n; i++)
         rc = check_not_taken(ctx, js[i], err);
     if (rc || (rc = tier_agent_upload(ctx, w, js, n, true, err)))
@@ -508,31 +549,15 @@ int tier_step_attach(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     ferry_ch_rows_free(&det);
     mv_slice_free(&stg);
     /* a job whose frozen parts a merge took meanwhile (a long upload, merges running) goes
-     * round again without its ATTACH: attaching pointer parts reads each through the object
-     * store (about 0.5 s a part against the soak's s3rver), and check_staged would refuse the
-     * swap after it anyway */
-    if (!rc && nn && !w->hold_merges)
-        rc = tier_list(w, w->table, need, nn, true, &live, err);
-    for (size_t i = 0; !rc && !w->hold_merges && i < nn;) {
-        const tier_state *st = &need[i]->st;
-        mv_parts lv = mv_slice_parts(&live, need[i]->pid);
-        const char *gone = NULL;
-        for (size_t k = 0; !gone && k < st->n_hot; k++)
-            if (!mv_parts_find(&lv, st->hot[k]))
-                gone = st->hot[k];
-        if (!gone) {
+     * round again without its ATTACH: attaching pointer parts reads each part's small files
+     * through the object store, and check_staged would refuse the swap after it anyway */
+    if (!rc)
+        rc = fail_merged_away(w, need, nn, err);
+    for (size_t i = 0; !rc && i < nn;)
+        if (need[i]->merged_away && need[i]->rc)
+            need[i] = need[--nn];
+        else
             i++;
-            continue;
-        }
-        ferry_err e = {0};
-        ferry_err_set(&e, FERRY_EINVAL, "%s: frozen part %s of %s.%s is no longer active "
-                      "(merged or detached since the freeze); nothing was attached or swapped, "
-                      "the partition is tiered again", w->srv->shard.name, gone, w->db, w->table);
-        need[i]->merged_away = true;
-        tier_job_fail(need[i], FERRY_EINVAL, &e);
-        need[i] = need[--nn];
-    }
-    mv_slice_free(&live);
     if (!rc && nn) {
         if (w->srv->conn.ro_objects)
             attach_staging_readonly(ctx, w, need, nn);

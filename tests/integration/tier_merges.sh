@@ -5,8 +5,9 @@
 #   1. while a wave uploads (a slow store: the agent pauses after each part) an OPTIMIZE of
 #      another partition runs, and one of the partition being tiered merges its frozen parts
 #      away; the job is rolled back and run again in a wave that holds merges, and finishes;
-#   2. a tiering killed after its upload leaves the table merging; the re-run finishes the job
-#      (its frozen parts merged away meanwhile: run again) with the same data.
+#   2. a tiering killed after its freeze (journaled in UPLOAD) leaves the table merging; the
+#      re-run finds the frozen parts merged away before it uploads anything of them, runs the job
+#      again and finishes it with the same data.
 # Background merges are off for the table (max_bytes_to_merge_* = 1 byte: no part is small
 # enough), so only the test's OPTIMIZE FINAL merges, and only when merges are not stopped.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
@@ -70,7 +71,7 @@ keys_check() { # PIDS (a regex: the partitions that had a rolled-back try)
 keys_check "$P1"
 ok "merges ran during the upload; the job whose frozen parts merged ran again with merges held, same data"
 
-# ---- 2. killed after its upload: the table still merges; the re-run finishes -------------------
+# ---- 2. killed after its freeze: the table still merges; the re-run finishes --------------------
 fill 3 5 4
 P3=$(pid_of 3)
 want=$(tier_fp "$U" "tenant = 3")
@@ -82,11 +83,17 @@ assert_eq 1 "$(jq .jobs_resumed <<<"$OUT")" "resumed ($OUT)"
 assert_eq 1 "$(jq .jobs_retried <<<"$OUT")" "its frozen parts were merged away: run again"
 assert_eq 0 "$(jq .jobs_failed <<<"$OUT")" "nothing failed"
 assert_eq "$want" "$(tier_fp "$U" "tenant = 3")" "same data after the crash"
+# nothing of the old freeze went to the store (the ZooKeeper soak at 51932ec resumed a wave of
+# some 6,000 parts frozen during its faults, uploaded them and wrote their pointer parts for 7
+# minutes, and only its ATTACH found them gone)
+first=$(tier_local_keys "$L" | grep -E "^default/events/$P3/ferry_tier_[0-9a-f]*_1/" || true)
+[ -z "$first" ] || fail "the resumed job uploaded the parts its freeze no longer had: $first"
 assert_eq cold "$(chq "$U" "SELECT arrayStringConcat(groupUniqArray(disk_name), ',') FROM system.parts WHERE active AND table = 'events' AND partition_id = '$P3'")" "tiered after the crash"
 tier_leftovers "$L" node1
 fill 2 0 2
 tier_merges_on "$U" "$P2"
 keys_check "$P1|$P3"
 assert_eq 0 "$(curl -sS "$U/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete"
-ok "a tiering killed after its upload left the table merging; the re-run finished it"
+ok "a tiering killed after its freeze left the table merging; the re-run saw the frozen parts merged before uploading them, and finished"
+
 done_testing
