@@ -258,8 +258,9 @@ int tier_step_upload(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
     for (size_t i = 0; i < n; i++)
         resumed = resumed || js[i]->resumed;
     /* a resumed wave's freeze may be old: the ZooKeeper soak at 51932ec resumed 21 jobs of
-     * some 6,000 small parts frozen during its faults, uploaded and wrote pointers for all of
-     * them (7 minutes), and only the ATTACH found them merged away */
+     * about 6,000 small parts frozen during its faults, uploaded and wrote pointers for all of
+     * them (7 minutes), and only the ATTACH found them merged away (already at the resume or
+     * during the upload: its log does not say) */
     if (resumed)
         rc = fail_merged_away(w, js, n, err);
     for (size_t i = 0; !rc && i < n; i++)

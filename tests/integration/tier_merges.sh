@@ -84,7 +84,7 @@ assert_eq 1 "$(jq .jobs_retried <<<"$OUT")" "its frozen parts were merged away: 
 assert_eq 0 "$(jq .jobs_failed <<<"$OUT")" "nothing failed"
 assert_eq "$want" "$(tier_fp "$U" "tenant = 3")" "same data after the crash"
 # nothing of the old freeze went to the store (the ZooKeeper soak at 51932ec resumed a wave of
-# some 6,000 parts frozen during its faults, uploaded them and wrote their pointer parts for 7
+# about 6,000 parts frozen during its faults, uploaded them and wrote their pointer parts for 7
 # minutes, and only its ATTACH found them gone)
 first=$(tier_local_keys "$L" | grep -E "^default/events/$P3/ferry_tier_[0-9a-f]*_1/" || true)
 [ -z "$first" ] || fail "the resumed job uploaded the parts its freeze no longer had: $first"
