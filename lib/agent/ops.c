@@ -200,11 +200,12 @@ static json_t *pointer_objects(agent_env *env, const char *path, ferry_pointer *
  * run failed) though nothing was wrong. The rewrite takes microseconds; a damaged file stays
  * damaged. The budget is per request so that a server with hundreds of truly damaged files (a
  * crash's broken parts) answers in bounded time. */
-#define POINTER_REREAD_BUDGET_MS 300
-#define POINTER_REREAD_TRIES 5
+#define POINTER_REREAD_BUDGET_MS 1000
+#define POINTER_REREAD_TRIES 6
 
 /* pointer_objects, re-read while the file does not parse and the request's budget lasts (1, 4, 16,
- * 64 ms apart). A file that vanished (FERRY_ENOTFOUND) is not re-read. */
+ * 64, 256 ms apart: a loaded machine may not run the rewriting thread for a while). A file that
+ * vanished (FERRY_ENOTFOUND) is not re-read. */
 static json_t *pointer_objects_settled(agent_env *env, const char *path, ferry_pointer *pt,
                                        unsigned *budget_ms, ferry_err *err)
 {

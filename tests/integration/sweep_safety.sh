@@ -144,39 +144,43 @@ ok "a broken-on-start part: one problem naming it and what to do, nothing delete
 # ---- a pointer file rewritten in place while the walk reads it ---------------------------------
 # ClickHouse rewrites a pointer file in place whenever its ref_count changes (MOVE / REPLACE
 # PARTITION links it, removing a link rewrites it again). A walk that read it in that window saw an
-# empty file and made the sweep incomplete (CI at fc3ee45: retention's live check, cold_cache). The
-# writer below keeps a copy of one of node2's pointer files empty 3 ms out of every 9 ms; read once
-# per sweep, 15 sweeps all complete by chance with odds of about 1 in 400.
+# empty file and made the sweep incomplete (CI at fc3ee45: retention's live check, cold_cache).
+# Here the file is empty when each sweep starts, and the helper writes its content back as soon as
+# someone has read it empty (inotify: IN_CLOSE_NOWRITE), as a rewrite that finishes right after a
+# read: the walk's first read always sees it empty, a read again sees it whole.
 rt_agent "$L" node2 status
 COLD2=$(jq -r '.disks[] | select(.name == "cold") | .path' <<<"$AG_BODY")
 SRC=$(find "$COLD2/store" -name 'data.bin' -size +0 | head -1)
 [ -n "$SRC" ] || fail "no pointer file under node2's cold disk $COLD2"
 mkdir -p "$COLD2/store/zzz/rewritten/all_1_1_0"
 REWRITTEN="$COLD2/store/zzz/rewritten/all_1_1_0/data.bin"
-cp "$SRC" "$REWRITTEN"
+cp "$SRC" "$T/pointer.copy"
+: >"$REWRITTEN"
 cat >"$T/rewriter.py" <<'PY'
-import os, sys, time
-path, stop = sys.argv[1], sys.argv[2]
-data = open(path, "rb").read()
-print("rewriting", flush=True)
-while not os.path.exists(stop):
-    with open(path, "wb") as f:  # truncates, as ClickHouse's in-place rewrite does
-        f.flush()
-        time.sleep(0.003)
-        f.write(data)
-    time.sleep(0.006)
+import ctypes, os, sys
+path, data = sys.argv[1], open(sys.argv[2], "rb").read()
+libc = ctypes.CDLL("libc.so.6", use_errno=True)
+fd = libc.inotify_init()
+if fd < 0 or libc.inotify_add_watch(fd, path.encode(), 0x10) < 0:  # IN_CLOSE_NOWRITE
+    sys.exit("inotify: errno %d" % ctypes.get_errno())
+print("watching", flush=True)
+while os.read(fd, 4096):
+    if os.path.getsize(path) == 0:  # read empty: the rewrite finishes now
+        with open(path, "r+b") as f:
+            f.write(data)
 PY
-bg_start "$T/rewriter.log" python3 "$T/rewriter.py" "$REWRITTEN" "$T/rewriter.stop"
+bg_start "$T/rewriter.log" python3 "$T/rewriter.py" "$REWRITTEN" "$T/pointer.copy"
 REWRITER=$BG_PID
-wait_for 20 grep -q rewriting "$T/rewriter.log" || fail "the rewriter did not start: $(cat "$T/rewriter.log")"
-for i in $(seq 1 15); do
+wait_for 20 grep -q watching "$T/rewriter.log" || fail "the rewriter did not start: $(cat "$T/rewriter.log")"
+for i in 1 2 3 4 5; do
+    : >"$REWRITTEN"
     expect_exit 0 "$FERRY_BIN" sweep --json --config "$T/two.conf"
     assert_eq true "$(jq -r .complete <<<"$OUT")" "sweep $i beside an in-place rewrite ($(jq -c .problems <<<"$OUT"))"
+    cmp -s "$REWRITTEN" "$T/pointer.copy" || fail "sweep $i never read the emptied pointer file (the rewriter did not fill it)"
 done
-touch "$T/rewriter.stop"
+kill "$REWRITER"
 wait "$REWRITER" 2>/dev/null || true
-kill -0 "$REWRITER" 2>/dev/null && fail "the rewriter did not stop"
 rm -rf "$COLD2/store/zzz"
-ok "a pointer file rewritten in place during 15 sweeps: read again, every sweep complete"
+ok "a pointer file read empty by each of 5 sweeps and rewritten right after: read again, every sweep complete"
 
 done_testing
