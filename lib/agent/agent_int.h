@@ -104,6 +104,8 @@ typedef struct agent_env {
     size_t n_disks;
     unsigned status; /* HTTP status to answer an error with; 0: from the error code */
     bool cached; /* a part transfer: disks and table paths may come from the agent's cache */
+    bool cache_fill; /* table paths looked up afresh are kept for the transfers that follow
+                      * (a freeze, whose sends come next), though not read from the cache */
 } agent_env;
 
 void agent_env_init(agent_env *env, ferry_agent *a);

@@ -454,7 +454,7 @@ int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_ta
         pthread_mutex_unlock(&cache->mu);
     }
     rc = from_cache ? FERRY_OK : ferry_ch_table_data_paths(env->ch, db, table, &p, &np, err);
-    if (!rc && !from_cache && env->cached && np) {
+    if (!rc && !from_cache && (env->cached || env->cache_fill) && np) {
         /* keep a copy in the oldest slot */
         ferry_ch_data_path *kp = calloc(np, sizeof *kp);
         char *kdb = strdup(db), *kt = strdup(table);

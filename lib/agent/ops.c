@@ -577,6 +577,9 @@ static bool freeze_counter_race(const ferry_err *err)
 
 int agent_op_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 {
+    /* the sends of the frozen parts come next, several at once: the table's paths, looked up
+     * here, are in the cache before them (each would look them up again, side by side) */
+    env->cache_fill = true;
     int rc = frozen_common(env, req, resp, true, err);
     for (int i = 1; rc && i < FREEZE_COUNTER_TRIES && freeze_counter_race(err); i++) {
         FLOG_INFO("msg=\"agent: FREEZE raced ClickHouse's first write of its counter; "

@@ -716,9 +716,7 @@ static int do_cleanup(mvctx *x, ferry_err *err)
         if (!rc && src.n)
             ferry_fault_point("FERRY_TEST_CRASH_AFTER", "CLEANUP:detached");
         if (!rc)
-            rc = mv_remove_detached_of(&x->src, t->database, t->name, &all, false, err);
-        if (!rc)
-            rc = mv_remove_detached_of(&x->dst, t->database, st, &all, true, err);
+            rc = mv_remove_detached_both(&x->src, t->name, &x->dst, st, t->database, &all, err);
         if (!rc)
             rc = mv_records_follow(x, t, &all, err);
         mv_pids_free(&src);

@@ -380,10 +380,8 @@ static int batch_cleanup(batch *b, ferry_err *err)
                 ferry_fault_point("FERRY_TEST_CRASH_AFTER", "CLEANUP:detached");
         }
         if (!rc && b->n)
-            rc = mv_remove_detached_of(&b->members[0]->src, t->database, t->name, &all, false,
-                                       err);
-        if (!rc && b->n)
-            rc = mv_remove_detached_of(&b->members[0]->dst, t->database, st, &all, true, err);
+            rc = mv_remove_detached_both(&b->members[0]->src, t->name, &b->members[0]->dst, st,
+                                         t->database, &all, err);
         /* the part records of every member's partitions in one catalog batch (the members
          * move between the same two shards) */
         if (!rc && b->n)

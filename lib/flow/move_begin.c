@@ -101,6 +101,37 @@ int ferry_move_unfinished(ferry_catalog *cat, char (**ids)[64], size_t *n, ferry
     return FERRY_OK;
 }
 
+static int source_status(void *src, ferry_err *err)
+{
+    ferry_agent_status_info st = {0};
+    int rc = ferry_agent_status(((mv_conn *)src)->ag, &st, err);
+    ferry_agent_status_info_free(&st);
+    return rc;
+}
+
+/* Both sides must answer: the target's agent (its status into dst_status, for the room check)
+ * and its ClickHouse, and the source's agent, asked side by side. The target's failure is
+ * reported first. */
+static int both_reachable(mv_conn *src, const char *from, mv_conn *dst, const char *to,
+                          ferry_agent_status_info *dst_status, ferry_err *err)
+{
+    mv_side side;
+    mv_side_start(&side, source_status, src);
+    int rc = ferry_agent_status(dst->ag, dst_status, err);
+    if (!rc)
+        rc = mv_sql(dst, "SELECT 1", NULL, err);
+    if (rc)
+        ferry_err_prefix(err, "target shard %s is not reachable: ", to);
+    ferry_err serr = {0};
+    int src_rc = mv_side_join(&side, &serr);
+    if (!rc && src_rc) {
+        *err = serr;
+        rc = src_rc;
+        ferry_err_prefix(err, "source shard %s is not reachable: ", from);
+    }
+    return rc;
+}
+
 /* The pre-flight for room on the target: every local disk of the target (its agent's statvfs of
  * the disk's path, from `status`) must hold the slice's hot bytes plus a margin (hot parts may
  * land on any local disk of the hot volume; pointer files of cold parts are small and go to the
@@ -355,18 +386,8 @@ static int move_begin(const ferry_move_opts *o, const char *tenant, uint32_t spl
     if ((rc = mv_conn_open(&tsh.u.shard, o->cfg, &dst, err)) ||
         (rc = mv_conn_open(&fsh.u.shard, o->cfg, &src, err)))
         goto out;
-    ferry_agent_status_info st = {0};
-    if ((rc = ferry_agent_status(dst.ag, &dst_status, err)) ||
-        (rc = mv_sql(&dst, "SELECT 1", NULL, err))) {
-        ferry_err_prefix(err, "target shard %s is not reachable: ", to);
+    if ((rc = both_reachable(&src, from, &dst, to, &dst_status, err)))
         goto out;
-    }
-    rc = ferry_agent_status(src.ag, &st, err);
-    ferry_agent_status_info_free(&st);
-    if (rc) {
-        ferry_err_prefix(err, "source shard %s is not reachable: ", from);
-        goto out;
-    }
     uint64_t hot = 0, min_inodes = 0;
     size_t n_parts = 0;
     rc = ferry_min_free_inodes(o->cfg, &min_inodes, err);
@@ -494,13 +515,8 @@ int ferry_move_begin_batch(const ferry_move_opts *o, const char *const *tenants,
         rc = ferry_min_free_inodes(o->cfg, &sh.min_inodes, &err);
     if (!rc && !(rc = mv_conn_open(&tsh.u.shard, o->cfg, &sh.dst, &err)))
         rc = mv_conn_open(&fsh.u.shard, o->cfg, &sh.src, &err);
-    ferry_agent_status_info st = {0};
-    if (!rc && ((rc = ferry_agent_status(sh.dst.ag, &sh.dst_status, &err)) ||
-                (rc = mv_sql(&sh.dst, "SELECT 1", NULL, &err))))
-        ferry_err_prefix(&err, "target shard %s is not reachable: ", to);
-    if (!rc && (rc = ferry_agent_status(sh.src.ag, &st, &err)))
-        ferry_err_prefix(&err, "source shard %s is not reachable: ", from);
-    ferry_agent_status_info_free(&st);
+    if (!rc)
+        rc = both_reachable(&sh.src, from, &sh.dst, to, &sh.dst_status, &err);
     size_t nl = sh.tables.n * n;
     if (!rc && (!(sh.src_list = calloc(nl + 1, sizeof *sh.src_list)) ||
                 !(sh.dst_list = calloc(nl + 1, sizeof *sh.dst_list))))

@@ -468,29 +468,39 @@ out:
 
 /* Removes every detached part of db.table on c whose partition is in pids. With tmp_too, also
  * the agents' temporary folders (tmp-ferry-<pid>-...) left by a receive whose agent was killed;
- * the agent refuses (409) those whose writer still runs: another move's receive in progress. */
+ * the agent refuses (409) those whose writer still runs: another move's receive in progress.
+ * The folders are listed by one statement on the server (the agent's `parts` listing asks the
+ * server three things more: its disks, the table's paths and its active parts); the agent
+ * checks every name it is given before it removes anything. */
 int mv_remove_detached_of(mv_conn *c, const char *db, const char *table, const mv_pids *pids,
                           bool tmp_too, ferry_err *err)
 {
-    ferry_agent_part_list pl;
-    int rc = ferry_agent_parts(c->ag, db, table, NULL, &pl, err);
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    ferry_buf_puts(&sql, "SELECT name, ifNull(partition_id, '') FROM system.detached_parts "
+                         "WHERE database = ");
+    ferry_sql_quote(db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(table, &sql);
+    ferry_buf_puts(&sql, " ORDER BY name");
+    int rc = mv_sql(c, ferry_buf_cstr(&sql), &rows, err);
+    ferry_buf_free(&sql);
     if (rc)
         return rc;
-    const char **batch = calloc(pl.n_detached + 1, sizeof *batch);
+    const char **batch = calloc(rows.n_rows + 1, sizeof *batch);
     size_t nb = 0;
     if (!batch)
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     /* the parts of the slice's partitions in one request (an older agent takes one each) */
-    for (size_t i = 0; !rc && i < pl.n_detached; i++) {
-        const ferry_agent_detached *d = &pl.detached[i];
-        if (strncmp(d->name, "tmp-ferry-", 10) && d->partition_id &&
-            mv_pids_has(pids, d->partition_id))
-            batch[nb++] = d->name;
+    for (size_t i = 0; !rc && i < rows.n_rows; i++) {
+        const char *name = ferry_ch_rows_get(&rows, i, 0), *pid = ferry_ch_rows_get(&rows, i, 1);
+        if (strncmp(name, "tmp-ferry-", 10) && *pid && mv_pids_has(pids, pid))
+            batch[nb++] = name;
     }
     if (!rc)
         rc = ferry_agent_remove_detached_n(c->ag, db, table, batch, nb, NULL, err);
-    for (size_t i = 0; !rc && tmp_too && i < pl.n_detached; i++) {
-        const char *name = pl.detached[i].name;
+    for (size_t i = 0; !rc && tmp_too && i < rows.n_rows; i++) {
+        const char *name = ferry_ch_rows_get(&rows, i, 0);
         if (strncmp(name, "tmp-ferry-", 10))
             continue;
         rc = ferry_agent_remove_detached(c->ag, db, table, name, NULL, NULL, err);
@@ -505,6 +515,65 @@ int mv_remove_detached_of(mv_conn *c, const char *db, const char *table, const m
                       "agent\" shard=%s table=%s.%s folder=%s", c->name, db, table, name);
     }
     free(batch);
-    ferry_agent_part_list_free(&pl);
+    ferry_ch_rows_free(&rows);
+    return rc;
+}
+
+/* ---- a call beside the caller's work ---------------------------------------------------------- */
+
+static void *side_main(void *p)
+{
+    mv_side *s = p;
+    s->rc = s->fn(s->arg, &s->err);
+    return NULL;
+}
+
+void mv_side_start(mv_side *s, int (*fn)(void *arg, ferry_err *err), void *arg)
+{
+    memset(&s->err, 0, sizeof s->err);
+    s->fn = fn;
+    s->arg = arg;
+    s->rc = FERRY_OK;
+    s->threaded = pthread_create(&s->th, NULL, side_main, s) == 0;
+    if (!s->threaded)
+        side_main(s);
+}
+
+int mv_side_join(mv_side *s, ferry_err *err)
+{
+    if (s->threaded)
+        pthread_join(s->th, NULL);
+    s->threaded = false;
+    if (s->rc && err)
+        *err = s->err;
+    return s->rc;
+}
+
+typedef struct detached_job {
+    mv_conn *c;
+    const char *db, *table;
+    const mv_pids *pids;
+} detached_job;
+
+static int detached_job_run(void *p, ferry_err *err)
+{
+    detached_job *j = p;
+    return mv_remove_detached_of(j->c, j->db, j->table, j->pids, true, err);
+}
+
+int mv_remove_detached_both(mv_conn *src, const char *src_table, mv_conn *dst,
+                            const char *dst_table, const char *db, const mv_pids *pids,
+                            ferry_err *err)
+{
+    detached_job j = {.c = dst, .db = db, .table = dst_table, .pids = pids};
+    mv_side side;
+    mv_side_start(&side, detached_job_run, &j);
+    int rc = mv_remove_detached_of(src, db, src_table, pids, false, err);
+    ferry_err derr = {0};
+    int drc = mv_side_join(&side, &derr);
+    if (!rc && drc) {
+        *err = derr;
+        rc = drc;
+    }
     return rc;
 }

@@ -4,6 +4,7 @@
 #define FERRY_MOVE_ENV_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -127,9 +128,31 @@ int mv_pids_add(mv_pids *p, const char *id); /* once; FERRY_ENOMEM */
 /* The staging table's name for table (table + MV_STAGING_SUFFIX) into out. */
 void mv_staging_name(const char *table, char *out, size_t outsz);
 /* Removes every detached part of db.table on c whose partition is in pids; with tmp_too also
- * the half-received folders a killed agent left (the agent refuses those still being written). */
+ * the half-received folders a killed agent left (the agent refuses those still being written).
+ * The folders are listed from system.detached_parts (one statement), removed by the agent. */
 int mv_remove_detached_of(mv_conn *c, const char *db, const char *table, const mv_pids *pids,
                           bool tmp_too, ferry_err *err);
+/* mv_remove_detached_of on the source (src_table, without tmp_too) and on the target
+ * (dst_table, with tmp_too) side by side: the two servers' agents and ClickHouse clients are
+ * separate, and each waits on its own server. The source's error is reported first. */
+int mv_remove_detached_both(mv_conn *src, const char *src_table, mv_conn *dst,
+                            const char *dst_table, const char *db, const mv_pids *pids,
+                            ferry_err *err);
+
+/* One call run on a thread of its own beside the caller's work, on clients nothing else uses
+ * meanwhile (the other shard's mv_conn). mv_side_start runs it at once, in the caller's thread,
+ * when no thread can be started; mv_side_join waits for it and returns its code, its message
+ * in err. Every started side must be joined. */
+typedef struct mv_side {
+    int (*fn)(void *arg, ferry_err *err);
+    void *arg;
+    int rc;
+    ferry_err err;
+    bool threaded;
+    pthread_t th;
+} mv_side;
+void mv_side_start(mv_side *s, int (*fn)(void *arg, ferry_err *err), void *arg);
+int mv_side_join(mv_side *s, ferry_err *err);
 /* Whether two lists of parts hold the same multiset of hash_of_all_files. */
 bool mv_same_hashes(const mv_parts *a, const mv_parts *b);
 /* The partition ids of the slice in db.table on c (active parts with rows), added to out. */

@@ -42,8 +42,21 @@ typedef struct send_job {
     const mv_slice *src; /* that slice's listing on the source */
     size_t pid;        /* its partition's index in the slice listing */
     size_t slot;       /* the partition's index in the round's list of every slice's */
+    uint64_t cost;     /* bytes that travel: a hot part's size; 0 for pointer files */
+    size_t order;      /* its place in the listing: the tie-break of send_order */
     bool sent;
 } send_job;
+
+/* The costliest sends first (hot parts by size, then pointer parts in listing order): with
+ * MV_SEND_THREADS in flight, a large hot part started last would run alone after the others
+ * finished (a third of the blog move's sends, measured in docs/benchmarks.md). */
+static int send_order(const void *a, const void *b)
+{
+    const send_job *x = a, *y = b;
+    if (x->cost != y->cost)
+        return x->cost > y->cost ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
 
 typedef struct send_pool {
     mvctx *x; /* the connections (a batch's first move) */
@@ -172,6 +185,21 @@ typedef struct sides {
     uint32_t *splits;
 } sides;
 
+typedef struct staging_listing {
+    mv_conn *c;
+    const ferry_table_def *t;
+    const char *table;
+    sides *s;
+    size_t n;
+} staging_listing;
+
+static int list_staging(void *arg, ferry_err *err)
+{
+    staging_listing *l = arg;
+    return mv_slice_list_n(l->c, l->t, l->table, l->s->tenants, l->s->splits, l->n, true,
+                           l->s->stg, err);
+}
+
 static int sides_list(mvctx **xs, size_t n, const ferry_table_def *t, bool exact, sides *s,
                       ferry_err *err)
 {
@@ -187,10 +215,18 @@ static int sides_list(mvctx **xs, size_t n, const ferry_table_def *t, bool exact
         s->tenants[m] = xs[m]->mv.u.move.tenant;
         s->splits[m] = xs[m]->mv.u.move.split;
     }
+    /* the target's staging listed beside the source's: two servers, two clients */
+    staging_listing sl = {.c = &xs[0]->dst, .t = t, .table = st, .s = s, .n = n};
+    mv_side side;
+    mv_side_start(&side, list_staging, &sl);
     int rc = mv_slice_list_n(&xs[0]->src, t, t->name, s->tenants, s->splits, n, exact, s->src,
                              err);
-    if (!rc)
-        rc = mv_slice_list_n(&xs[0]->dst, t, st, s->tenants, s->splits, n, true, s->stg, err);
+    ferry_err serr = {0};
+    int src = mv_side_join(&side, &serr);
+    if (!rc && src) {
+        *err = serr;
+        rc = src;
+    }
     return rc;
 }
 
@@ -313,9 +349,12 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
                     jobs = j;
                     cap_jobs = cap;
                 }
-                jobs[n_jobs++] = (send_job){
+                const mv_part *sp = mv_parts_find(&sp_all, fparts[k]->name);
+                jobs[n_jobs] = (send_job){
                     .name = fparts[k]->name,
-                    .x = x, .src = &src[m], .pid = i, .slot = slot};
+                    .x = x, .src = &src[m], .pid = i, .slot = slot,
+                    .cost = sp && !sp->cold ? fparts[k]->bytes : 0, .order = n_jobs};
+                n_jobs++;
             }
             free(need);
             free(keep);
@@ -323,6 +362,7 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
     }
     /* the parts go agent to agent, several at a time */
     if (!rc && n_jobs) {
+        qsort(jobs, n_jobs, sizeof *jobs, send_order);
         send_pool pool = {.x = x0, .t = t, .staging = st, .freeze = freeze, .first = first,
                           .jobs = jobs, .n = n_jobs};
         rc = send_all(&pool, err);
