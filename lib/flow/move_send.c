@@ -48,8 +48,8 @@ typedef struct send_job {
 } send_job;
 
 /* The costliest sends first (hot parts by size, then pointer parts in listing order): with
- * MV_SEND_THREADS in flight, a large hot part started last would run alone after the others
- * finished (a third of the blog move's sends, measured in docs/benchmarks.md). */
+ * MV_SEND_THREADS in flight, a large hot part listed late ran on after the others had
+ * finished (65-72 ms, the blog move's last send, in three runs; docs/benchmarks.md "Session 24"). */
 static int send_order(const void *a, const void *b)
 {
     const send_job *x = a, *y = b;
@@ -221,11 +221,11 @@ static int sides_list(mvctx **xs, size_t n, const ferry_table_def *t, bool exact
     mv_side_start(&side, list_staging, &sl);
     int rc = mv_slice_list_n(&xs[0]->src, t, t->name, s->tenants, s->splits, n, exact, s->src,
                              err);
-    ferry_err serr = {0};
-    int src = mv_side_join(&side, &serr);
-    if (!rc && src) {
-        *err = serr;
-        rc = src;
+    ferry_err stg_err = {0};
+    int stg_rc = mv_side_join(&side, &stg_err);
+    if (!rc && stg_rc) {
+        *err = stg_err;
+        rc = stg_rc;
     }
     return rc;
 }
