@@ -4,9 +4,12 @@
  * multiRead, nothing parsed) against the plan (ferry_rebalance_plan_compute) and the cluster
  * status (ferry_cluster_status_read), each with its wall time, this process's CPU and, given
  * ZooKeeper's PID, the server's CPU (user + system from /proc, which a loaded machine does not
- * inflate the way it does wall time), and the bare read of each folder on its own (what a
- * document and a byte cost ZooKeeper). One JSON line per run.
+ * inflate the way it does wall time), the bare read of each folder on its own (what a
+ * document and a byte cost ZooKeeper), and the three folders read side by side, each by a thread
+ * with a catalog handle (a ZooKeeper session) of its own: what reading the folders in parallel
+ * instead of one after another could save a plan. One JSON line per run.
  * usage: bench_zk_floor ZK_CATALOG_URL [REPEAT [ZK_PID]] */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +62,28 @@ static void print_phase(const char *name, mark a, mark b, bool last)
 {
     printf("\"%s\":{\"wall_s\":%.3f,\"cpu_s\":%.3f,\"zk_cpu_s\":%.2f}%s", name, b.wall - a.wall,
            b.cpu - a.cpu, b.zk - a.zk, last ? "" : ",");
+}
+
+/* One folder's bare read on a catalog handle of its own (parallel_read). */
+typedef struct folder_read {
+    ferry_catalog *cat;
+    const char *folder;
+    size_t docs;
+    double wall;
+    int rc;
+    ferry_err err;
+} folder_read;
+
+static void *folder_read_main(void *arg)
+{
+    folder_read *fr = arg;
+    cat_flat flat = {0};
+    double t0 = clock_s(CLOCK_MONOTONIC);
+    fr->rc = zk_phys_scan_flat(fr->cat, fr->folder, 1, &flat, &fr->err);
+    fr->wall = clock_s(CLOCK_MONOTONIC) - t0;
+    fr->docs = flat.n;
+    cat_flat_free(&flat);
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -116,6 +141,37 @@ int main(int argc, char **argv)
         }
         ferry_cluster_status_free(&cs);
         mark m3 = mark_now(pid);
+        /* the three folders side by side, a handle (a session) and a thread each */
+        folder_read fr[3] = {{0}};
+        pthread_t th[3];
+        bool started[3] = {false};
+        for (size_t f = 0; f < 3; f++) {
+            fr[f].folder = folders[f];
+            if (ferry_catalog_open(argv[1], &fr[f].cat, &err)) {
+                fprintf(stderr, "bench_zk_floor: open: %s\n", err.msg);
+                for (size_t k = 0; k < f; k++)
+                    ferry_catalog_close(fr[k].cat);
+                goto out;
+            }
+        }
+        mark m4 = mark_now(pid);
+        for (size_t f = 0; f < 3; f++)
+            started[f] = pthread_create(&th[f], NULL, folder_read_main, &fr[f]) == 0;
+        for (size_t f = 0; f < 3; f++)
+            if (started[f])
+                pthread_join(th[f], NULL);
+            else
+                folder_read_main(&fr[f]);
+        mark m5 = mark_now(pid);
+        for (size_t f = 0; f < 3; f++)
+            ferry_catalog_close(fr[f].cat);
+        for (size_t f = 0; f < 3; f++)
+            if (fr[f].rc || fr[f].docs != f_docs[f]) {
+                fprintf(stderr, "bench_zk_floor: side by side, %s: %s (%zu documents, %zu "
+                        "before)\n", folders[f], fr[f].rc ? fr[f].err.msg : "changed",
+                        fr[f].docs, f_docs[f]);
+                goto out;
+            }
         char load[64] = "";
         FILE *lf = fopen("/proc/loadavg", "r");
         if (lf) {
@@ -135,6 +191,8 @@ int main(int argc, char **argv)
         }
         print_phase("plan", m1, m2, false);
         print_phase("status", m2, m3, false);
+        print_phase("side_by_side_read", m4, m5, false);
+        printf("\"side_by_side_walls_s\":[%.3f,%.3f,%.3f],", fr[0].wall, fr[1].wall, fr[2].wall);
         printf("\"load_average\":\"%s\"}\n", load);
         fflush(stdout);
     }
