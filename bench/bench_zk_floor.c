@@ -7,7 +7,12 @@
  * inflate the way it does wall time), the bare read of each folder on its own (what a
  * document and a byte cost ZooKeeper), and the three folders read side by side, each by a thread
  * with a catalog handle (a ZooKeeper session) of its own: what reading the folders in parallel
- * instead of one after another could save a plan. One JSON line per run.
+ * instead of one after another could save a plan. One JSON line per run. With
+ * FERRY_BENCH_PACKS=1, one more line: the floor of a compact layout not built (one document per
+ * tenant holding its slices and routes as lines of tab-separated fields, as the SQLite
+ * catalog's slice packs): such documents are written beside the catalog (bench_packs/TENANT,
+ * each line made of a slice's own split, version, bytes, rows and placement), read bare with
+ * the tenant records, and removed.
  * usage: bench_zk_floor ZK_CATALOG_URL [REPEAT [ZK_PID]] */
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +22,7 @@
 #include <unistd.h>
 
 #include "catalog/zk_int.h"
+#include "ferry/buf.h"
 #include "ferry/cluster_status.h"
 #include "ferry/move.h"
 
@@ -84,6 +90,132 @@ static void *folder_read_main(void *arg)
     fr->docs = flat.n;
     cat_flat_free(&flat);
     return NULL;
+}
+
+/* The value of "key": in a record's JSON document (a number or a string's characters), for the
+ * pack lines; "" when absent. */
+static void json_field(const char *doc, const char *key, char *out, size_t outsz)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(doc, pat);
+    size_t n = 0;
+    if (p) {
+        p += strlen(pat);
+        if (*p == '"')
+            p++;
+        while (p[n] && p[n] != '"' && p[n] != ',' && p[n] != '}')
+            n++;
+    }
+    snprintf(out, outsz, "%.*s", (int)(n < outsz ? n : outsz - 1), p ? p : "");
+}
+
+/* Runs m (its data kept by the caller) and empties it; 0 or ZooKeeper's error. */
+static int run_multi(cat_backend *be, zmulti *m)
+{
+    int zrc = m->n ? zoo_multi(be->zh, m->n, m->ops, m->res) : ZOK;
+    m->n = 0;
+    return zrc;
+}
+
+/* The compact layout's floor (see the top): writes a pack per tenant document of slice_docs,
+ * reads tenants + bench_packs bare, prints one JSON line, removes the packs. */
+static int packs_floor(ferry_catalog *cat, long pid, ferry_err *err)
+{
+    cat_backend *be = cat->be;
+    cat_flat sl = {0}, rd = {0};
+    zmulti m = {0};
+    char **texts = NULL;
+    size_t nt = 0, pack_bytes = 0, slices = 0;
+    int rc = zk_phys_scan_flat(cat, "slice_docs", 1, &sl, err);
+    if (!rc && (zmulti_init(&m, 500) || !(texts = calloc(500, sizeof *texts))))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc) {
+        zm_create(&m, be, "bench_packs", "", 0, 0, -1);
+        int zrc = run_multi(be, &m);
+        if (zrc != ZOK && zrc != ZNODEEXISTS)
+            rc = ferry_err_set(err, FERRY_EIO, "creating bench_packs: %s", zerror(zrc));
+    }
+    double w0 = clock_s(CLOCK_MONOTONIC);
+    for (size_t i = 0; !rc && i < sl.n; i++) {
+        const cat_span *sp = &sl.v[i];
+        zdoc d = {0};
+        if (zdoc_decode(sp->doc, sp->doc_len, &d)) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "slice_docs/%.*s is not a tenant document",
+                               (int)sp->name_len, sp->name);
+            break;
+        }
+        ferry_buf b = FERRY_BUF_INIT;
+        for (size_t k = 0; k < d.n; k++) {
+            char doc[4096], bytes[32], rows[32], placement[512];
+            snprintf(doc, sizeof doc, "%.*s", (int)d.v[k].doc_len, d.v[k].doc);
+            json_field(doc, "bytes", bytes, sizeof bytes);
+            json_field(doc, "rows", rows, sizeof rows);
+            json_field(doc, "placement", placement, sizeof placement);
+            /* SPLIT VERSION BYTES ROWS PLACEMENT ROUTE_VERSION SHARDS TENANT(empty) */
+            ferry_buf_printf(&b, "%u\t%lld\t%s\t%s\t%s\t%lld\t%s\t\n", d.v[k].split,
+                             (long long)d.v[k].version, bytes, rows, placement,
+                             (long long)d.v[k].version, placement);
+        }
+        slices += d.n;
+        zdoc_free(&d);
+        char rel[PATH_MAX_LEN];
+        snprintf(rel, sizeof rel, "bench_packs/%.*s", (int)sp->name_len, sp->name);
+        texts[nt] = b.data ? b.data : strdup("");
+        pack_bytes += b.len;
+        zm_create(&m, be, rel, texts[nt], (int)b.len, 0, -1);
+        nt++;
+        if (nt == 500 || i + 1 == sl.n) {
+            int zrc = run_multi(be, &m);
+            for (size_t k = 0; k < nt; k++)
+                free(texts[k]);
+            nt = 0;
+            if (zrc != ZOK)
+                rc = ferry_err_set(err, FERRY_EIO, "writing packs: %s", zerror(zrc));
+        }
+    }
+    double written_s = clock_s(CLOCK_MONOTONIC) - w0;
+    cat_flat_free(&sl);
+    size_t docs[2] = {0}, bytes[2] = {0};
+    mark a = mark_now(pid), b = a;
+    static const char *const read_folders[] = {"tenants", "bench_packs"};
+    for (int f = 0; !rc && f < 2; f++) {
+        rc = zk_phys_scan_flat(cat, read_folders[f], 1, &rd, err);
+        docs[f] = rd.n;
+        for (size_t i = 0; i < rd.n; i++)
+            bytes[f] += rd.v[i].doc_len;
+        cat_flat_free(&rd);
+    }
+    b = mark_now(pid);
+    if (!rc) {
+        printf("{\"packs\":{\"slices\":%zu,\"documents\":%zu,\"bytes\":%zu,"
+               "\"written_s\":%.1f},\"tenants\":{\"documents\":%zu,\"bytes\":%zu},",
+               slices, docs[1], bytes[1], written_s, docs[0], bytes[0]);
+        print_phase("bare_read_tenants_and_packs", a, b, true);
+        printf("}\n");
+        fflush(stdout);
+    }
+    /* remove them again: the catalog is left as it was */
+    cat_flat names = {0};
+    int drc = zk_phys_scan_flat(cat, "bench_packs", 1, &names, err);
+    for (size_t i = 0; !drc && i < names.n; i++) {
+        char rel[PATH_MAX_LEN];
+        snprintf(rel, sizeof rel, "bench_packs/%.*s", (int)names.v[i].name_len,
+                 names.v[i].name);
+        zm_delete(&m, be, rel, -1, -1);
+        if (m.n == 500 || i + 1 == names.n)
+            drc = run_multi(be, &m) == ZOK ? FERRY_OK : FERRY_EIO;
+    }
+    if (!drc) {
+        zm_delete(&m, be, "bench_packs", -1, -1);
+        drc = run_multi(be, &m) == ZOK ? FERRY_OK : FERRY_EIO;
+    }
+    cat_flat_free(&names);
+    if (!rc && drc)
+        rc = ferry_err_set(err, FERRY_EIO, "removing bench_packs failed");
+    free(texts);
+    zmulti_free(&m);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -195,6 +327,10 @@ int main(int argc, char **argv)
         printf("\"side_by_side_walls_s\":[%.3f,%.3f,%.3f],", fr[0].wall, fr[1].wall, fr[2].wall);
         printf("\"load_average\":\"%s\"}\n", load);
         fflush(stdout);
+    }
+    if (getenv("FERRY_BENCH_PACKS") && packs_floor(cat, pid, &err)) {
+        fprintf(stderr, "bench_zk_floor: packs: %s\n", err.msg);
+        goto out;
     }
     rc = 0;
 out:

@@ -13,7 +13,8 @@
 # the status, each with ZooKeeper's CPU. JSON lines on stdout, each step preceded by the time,
 # the load average and ZooKeeper's CPU so far.
 #   usage: bench/zk_reads.sh [BUILD_DIR [TENANTS [BEFORE_DIR]]]   default build-release 100000
-#   ONLY_AFTER=1 skips BEFORE_DIR's side.
+#   ONLY_AFTER=1 skips BEFORE_DIR's side. FERRY_BENCH_PACKS=1: bench_zk_floor also reads compact
+#   documents of every tenant's slices written beside the catalog (the floor of a layout not built).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$here/build-release}
