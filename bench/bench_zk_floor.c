@@ -70,7 +70,7 @@ static void print_phase(const char *name, mark a, mark b, bool last)
            b.cpu - a.cpu, b.zk - a.zk, last ? "" : ",");
 }
 
-/* One folder's bare read on a catalog handle of its own (parallel_read). */
+/* One folder's bare read on a catalog handle of its own (the side-by-side read). */
 typedef struct folder_read {
     ferry_catalog *cat;
     const char *folder;
