@@ -149,6 +149,30 @@ struct ferry_catalog {
  * the connection's settings (journal mode, synchronous). */
 struct sqlite3 *cat_sqlite_handle(const ferry_catalog *c);
 
+/* ---- a slice pack's text (lib/catalog/slice_pack_format.c, docs/catalog.md) ---- */
+
+/* A pack being built for one tenant: cat_pack_row appends one row's line to s (malloc'ed,
+ * len bytes, not NUL-terminated; the caller frees s), or sets refused for a row the format
+ * cannot carry (the caller keeps the records' join for that tenant). */
+typedef struct cat_pack_buf {
+    const char *tenant; /* the tenant of the records' path (borrowed) */
+    char *s;
+    size_t len, cap;
+    bool refused;
+} cat_pack_buf;
+/* A ferry_slice_row_fn: arg is a cat_pack_buf. FERRY_ENOMEM only. */
+int cat_pack_row(const ferry_slice_row *row, void *arg, ferry_err *err);
+
+/* The strings of the row being handed over (the rows fn sees point into it). */
+typedef struct cat_unpack {
+    char tenant[FERRY_NAME_MAX], placement[FERRY_SHARDS_TEXT_MAX], shards[FERRY_SHARDS_TEXT_MAX];
+} cat_unpack;
+/* The rows of key's pack (text, len bytes) to fn, in the pack's order; fn's error stops it.
+ * FERRY_EIO naming the tenant and the line when text is not a pack ferry wrote, with rebuild
+ * (what builds it again) in the message. */
+int cat_unpack_rows(const char *key, const char *text, size_t len, cat_unpack *u,
+                    ferry_slice_row_fn fn, void *arg, const char *rebuild, ferry_err *err);
+
 /* ---- the SQLite backend's slice packs (lib/catalog/slice_pack.c, docs/catalog.md) ---- */
 
 /* Every slice record and route of one tenant (the folders slices/TENANT and routes/TENANT),

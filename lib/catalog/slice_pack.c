@@ -16,69 +16,20 @@
  * of its records (no row: it has none). A write that bypasses the refresh leaves a mark, which
  * makes the packs unused, never wrong.
  *
- * A pack is one line per slice key, in the join's order (the split names as text):
- *   SPLIT \t VERSION \t BYTES \t ROWS \t PLACEMENT \t ROUTE_VERSION \t SHARDS \t TENANT \n
- * VERSION -1: no slice record (BYTES and ROWS 0, PLACEMENT empty); ROUTE_VERSION -1: no route
- * (SHARDS empty); TENANT empty when the records name the tenant of their path. Text holding a
- * control character is not packed (its tenant stays marked). */
+ * A pack's text is the format of lib/catalog/slice_pack_format.c (a line per slice key); a
+ * tenant whose rows cannot be packed (text holding a control character) stays marked. */
 #include "catalog/catalog_int.h"
 
 #include <assert.h>
-#include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- building a pack ---------------------------------------------------------------------------- */
-
-typedef struct pack_buf {
-    const char *tenant; /* the path's */
-    char *s;
-    size_t len, cap;
-    bool refused; /* a row that cannot be packed */
-} pack_buf;
-
-static bool packable(const char *s)
-{
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20)
-            return false;
-    return true;
-}
-
-static int pack_row(const ferry_slice_row *row, void *arg, ferry_err *err)
-{
-    pack_buf *b = arg;
-    const char *placement = row->version >= 0 ? row->placement : "";
-    const char *shards = row->route_version >= 0 ? row->shards : "";
-    const char *tenant = strcmp(row->tenant, b->tenant) ? row->tenant : "";
-    /* what the reader would not take back (unpack_rows): left to the records' join */
-    if (!*row->tenant || !packable(placement) || !packable(shards) || !packable(tenant) ||
-        (row->version >= 0 && (row->bytes > INT64_MAX || row->rows > INT64_MAX))) {
-        b->refused = true;
-        return FERRY_OK;
-    }
-    size_t need = strlen(placement) + strlen(shards) + strlen(tenant) + 6 * 21 + 1;
-    if (b->cap - b->len < need) {
-        size_t nc = b->cap ? b->cap * 2 : 1024;
-        while (nc - b->len < need)
-            nc *= 2;
-        char *q = realloc(b->s, nc);
-        if (!q)
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        b->s = q;
-        b->cap = nc;
-    }
-    int w = snprintf(b->s + b->len, b->cap - b->len,
-                     "%" PRIu32 "\t%" PRId64 "\t%" PRIu64 "\t%" PRIu64 "\t%s\t%" PRId64 "\t%s\t%s\n",
-                     row->split, row->version, row->version >= 0 ? row->bytes : 0,
-                     row->version >= 0 ? row->rows : 0, placement, row->route_version, shards,
-                     tenant);
-    assert(w > 0 && (size_t)w < b->cap - b->len);
-    b->len += (size_t)w;
-    return FERRY_OK;
-}
+/* What rebuilds a damaged pack, for the error that names it. */
+#define PACK_REBUILD                                                                             \
+    "derived data: `sqlite3 FILE \"INSERT INTO slice_pack_dirty SELECT tenant FROM slice_pack\"`" \
+    ", then any ferry write, builds it again"
 
 static int pack_fail(sqlite3 *db, ferry_err *err, const char *what)
 {
@@ -94,7 +45,7 @@ int cat_slice_pack_refresh(ferry_catalog *c, ferry_err *err)
     cat_tenant_scan *ts = NULL;
     char **names = NULL;
     size_t n = 0, cap = 0;
-    pack_buf b = {0};
+    cat_pack_buf b = {0};
     int rc = FERRY_OK;
     if (sqlite3_prepare_v2(db, "SELECT tenant FROM slice_pack_dirty", -1, &list, NULL)) {
         /* a catalog laid out before the packs, whose upgrade could not be done at open (a
@@ -145,7 +96,7 @@ int cat_slice_pack_refresh(ferry_catalog *c, ferry_err *err)
         b.len = 0;
         b.refused = false;
         ferry_err scan_err = {0};
-        if (!*names[i] || cat_scan_tenant_slices(ts, names[i], pack_row, &b, &scan_err)) {
+        if (!*names[i] || cat_scan_tenant_slices(ts, names[i], cat_pack_row, &b, &scan_err)) {
             /* a record the decoder refuses, or memory: the tenant stays marked, and the scans
              * read (and report) its records themselves */
             continue;
@@ -179,94 +130,12 @@ out:
 
 /* ---- reading the packs -------------------------------------------------------------------------- */
 
-/* A number at *p up to the tab (an optional '-' only for -1), *p moved past the tab. */
-static bool take_num(const char **p, const char *end, bool may_be_minus_one, int64_t max,
-                     int64_t *out)
-{
-    const char *q = *p;
-    if (may_be_minus_one && end - q >= 3 && q[0] == '-' && q[1] == '1' && q[2] == '\t') {
-        *out = -1;
-        *p = q + 3;
-        return true;
-    }
-    if (q == end || *q < '0' || *q > '9')
-        return false;
-    int64_t x = 0;
-    for (; q < end && *q >= '0' && *q <= '9'; q++) {
-        if (x > (max - (*q - '0')) / 10)
-            return false;
-        x = x * 10 + (*q - '0');
-    }
-    if (q == end || *q != '\t')
-        return false;
-    *out = x;
-    *p = q + 1;
-    return true;
-}
-
-/* The text at *p up to the tab or, when last, the newline, into dst (size bytes, NUL-ended). */
-static bool take_text(const char **p, const char *end, bool last, char *dst, size_t size)
-{
-    const char *q = *p;
-    char stop = last ? '\n' : '\t';
-    const char *e = memchr(q, stop, (size_t)(end - q));
-    if (!e || (size_t)(e - q) >= size || memchr(q, last ? '\t' : '\n', (size_t)(e - q)))
-        return false;
-    memcpy(dst, q, (size_t)(e - q));
-    dst[e - q] = '\0';
-    *p = e + 1;
-    return true;
-}
-
-typedef struct unpack {
-    char tenant[FERRY_NAME_MAX], placement[FERRY_SHARDS_TEXT_MAX], shards[FERRY_SHARDS_TEXT_MAX];
-} unpack;
-
-/* The pack's rows to fn; FERRY_EIO naming the tenant and line when it is not one ferry wrote. */
-static int unpack_rows(const char *key, const char *p, size_t len, unpack *u,
-                       ferry_slice_row_fn fn, void *arg, ferry_err *err)
-{
-    const char *end = p + len;
-    for (size_t line = 1; p < end; line++) {
-        int64_t split, version, bytes, rows, route_version;
-        if (!take_num(&p, end, false, UINT32_MAX, &split) ||
-            !take_num(&p, end, true, INT64_MAX, &version) ||
-            !take_num(&p, end, false, INT64_MAX, &bytes) ||
-            !take_num(&p, end, false, INT64_MAX, &rows) ||
-            !take_text(&p, end, false, u->placement, sizeof u->placement) ||
-            !take_num(&p, end, true, INT64_MAX, &route_version) ||
-            !take_text(&p, end, false, u->shards, sizeof u->shards) ||
-            !take_text(&p, end, true, u->tenant, sizeof u->tenant) ||
-            (version < 0 && route_version < 0))
-            return ferry_err_set(err, FERRY_EIO,
-                                 "catalog: the slice pack of tenant %s is damaged at line %zu"
-                                 " (derived data: `sqlite3 FILE \"INSERT INTO slice_pack_dirty"
-                                 " SELECT tenant FROM slice_pack\"`, then any ferry write, builds"
-                                 " it again)",
-                                 key, line);
-        ferry_slice_row row = {
-            .tenant = u->tenant[0] ? u->tenant : key,
-            .split = (uint32_t)split,
-            .placement = version >= 0 ? u->placement : NULL,
-            .bytes = (uint64_t)bytes,
-            .rows = (uint64_t)rows,
-            .version = version,
-            .shards = route_version >= 0 ? u->shards : NULL,
-            .route_version = route_version,
-        };
-        int rc = fn(&row, arg, err);
-        if (rc)
-            return rc;
-    }
-    return FERRY_OK;
-}
-
 int cat_slice_pack_scan(sqlite3 *db, ferry_slice_row_fn fn, void *arg, bool *used,
                         ferry_err *err)
 {
     *used = false;
     sqlite3_stmt *check = NULL, *st = NULL;
-    unpack *u = NULL;
+    cat_unpack *u = NULL;
     int rc = FERRY_OK;
     if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
         return FERRY_OK;
@@ -297,7 +166,7 @@ int cat_slice_pack_scan(sqlite3 *db, ferry_slice_row_fn fn, void *arg, bool *use
         if (!key || !pack)
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory reading the slice packs");
         else
-            rc = unpack_rows(key, pack, len, u, fn, arg, err);
+            rc = cat_unpack_rows(key, pack, len, u, fn, arg, PACK_REBUILD, err);
     }
     if (!rc && s != SQLITE_DONE)
         rc = pack_fail(db, err, "reading");
