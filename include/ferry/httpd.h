@@ -80,6 +80,11 @@ typedef struct ferry_httpd_options {
     unsigned min_receive_rate; /* bytes/s a body must arrive at, averaged over each
                                   FERRY_HTTPD_RATE_WINDOW_S window (time spent in the route's
                                   own on_body does not count); slower: shut down. 0 = none */
+    unsigned max_requests_per_address; /* requests a second from one client address, over
+                                  all its connections (a token bucket holding one second's
+                                  worth); beyond: 429 with Retry-After before the body is read.
+                                  0 = no limit. Behind a proxy every client shares its address:
+                                  leave it 0 there */
 } ferry_httpd_options;
 
 #define FERRY_HTTPD_RATE_WINDOW_S 10
@@ -87,11 +92,12 @@ typedef struct ferry_httpd_options {
 
 /* The config keys of a server's bounds, the same in every section that has a server
  * ([router], [agent], [coordinator]; docs/config.md): max_connections,
- * max_connections_per_address, idle_timeout, header_timeout, receive_timeout, min_receive_rate.
+ * max_connections_per_address, idle_timeout, header_timeout, receive_timeout, min_receive_rate,
+ * max_requests_per_second_per_address.
  * For ferry_config_check_keys lists. */
 #define FERRY_HTTPD_CONFIG_KEYS                                                                  \
     "max_connections", "max_connections_per_address", "idle_timeout", "header_timeout",          \
-        "receive_timeout", "min_receive_rate"
+        "receive_timeout", "min_receive_rate", "max_requests_per_second_per_address"
 
 struct ferry_config;
 /* Reads those keys of [section] into *o, which holds the defaults on entry (a key absent keeps
@@ -105,12 +111,14 @@ typedef struct ferry_httpd_counts {
     uint64_t cut_receive;     /* past receive_timeout */
     uint64_t cut_slow;        /* below min_receive_rate */
     uint64_t over_address;    /* connections over max_per_address (answered 429 or cut) */
+    uint64_t over_rate;       /* requests over max_requests_per_address (answered 429) */
     uint64_t too_large;       /* requests refused with 413 by max_body */
 } ferry_httpd_counts;
 void ferry_httpd_counts_get(ferry_httpd *srv, ferry_httpd_counts *out);
 struct ferry_buf;
 /* Those counts as a Prometheus counter family NAME with a label reason = header_timeout,
- * receive_timeout, min_receive_rate, max_connections_per_address or body_too_large. */
+ * receive_timeout, min_receive_rate, max_connections_per_address,
+ * max_requests_per_second_per_address or body_too_large. */
 void ferry_httpd_metrics(ferry_httpd *srv, struct ferry_buf *out, const char *name);
 
 /* Starts serving routes (the array is copied; strings and ctx are borrowed and must outlive

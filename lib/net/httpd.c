@@ -26,10 +26,14 @@
  * watchdog thread shuts the socket down past a deadline; MHD then closes the connection.
  * Connections are also counted per client address here (max_per_address) rather than with
  * MHD's own per-IP limit, which closes the surplus at accept without a word: a connection over
- * the limit is kept just long enough to answer its first request with 429. */
+ * the limit is kept just long enough to answer its first request with 429. With a request
+ * rate (max_rate), each address also has a token bucket of one second's requests, over all its
+ * connections; a request past it is answered 429 before its body is read. */
 typedef struct addr_count {
     unsigned char key[17]; /* family, then the address bytes */
     unsigned n;            /* admitted connections from this address */
+    double tokens;         /* max_rate: requests it may still make now (at most max_rate) */
+    double t_last;         /* when tokens was last brought up to date (monotonic seconds) */
     struct addr_count *next;
 } addr_count;
 
@@ -40,6 +44,9 @@ typedef struct addr_count {
 #define DRAIN_MAX ((size_t)4 << 20)
 #define OVER_HEADER_TIMEOUT_S 1.0 /* an over-limit connection must ask at once */
 #define OVER_ADDRESS_SLACK 16     /* over-limit connections of one address answered 429 */
+/* With a request rate, an address's entry outlives its connections until its bucket is full
+ * again (so a client cannot reset its budget by reconnecting); the watchdog frees it after. */
+#define ADDR_KEEP_S 2.0
 
 typedef struct conn_track {
     int fd;
@@ -63,6 +70,7 @@ struct ferry_httpd {
     uint16_t port;
     /* deadlines (0: none) and the connections they apply to */
     unsigned header_timeout_s, receive_timeout_s, min_receive_rate, max_per_address;
+    unsigned max_rate; /* requests a second per address (0: none) */
     pthread_mutex_t mu;
     pthread_cond_t cond;
     conn_track *conns;
@@ -162,7 +170,7 @@ static void addr_admit(ferry_httpd *srv, struct MHD_Connection *conn, conn_track
     addr_count *a = srv->addrs[b];
     while (a && memcmp(a->key, key, sizeof key) != 0)
         a = a->next;
-    if (a && a->n >= srv->max_per_address) {
+    if (a && srv->max_per_address && a->n >= srv->max_per_address) {
         t->over = true;
         srv->counts.over_address++;
         return;
@@ -171,6 +179,8 @@ static void addr_admit(ferry_httpd *srv, struct MHD_Connection *conn, conn_track
         if (!(a = calloc(1, sizeof *a)))
             return; /* out of memory: not counted rather than refused */
         memcpy(a->key, key, sizeof key);
+        a->tokens = srv->max_rate;
+        a->t_last = ferry_clock_s();
         a->next = srv->addrs[b];
         srv->addrs[b] = a;
     }
@@ -178,17 +188,53 @@ static void addr_admit(ferry_httpd *srv, struct MHD_Connection *conn, conn_track
     t->addr = a;
 }
 
-static void addr_release(ferry_httpd *srv, conn_track *t)
+static void addr_free(ferry_httpd *srv, addr_count *a)
 {
-    addr_count *a = t->addr;
-    if (!a || --a->n > 0)
-        return;
     addr_count **p = &srv->addrs[addr_bucket(a->key, a->key[0] == AF_INET ? 5 : 17)];
     while (*p && *p != a)
         p = &(*p)->next;
     if (*p)
         *p = a->next;
     free(a);
+}
+
+static void addr_release(ferry_httpd *srv, conn_track *t)
+{
+    addr_count *a = t->addr;
+    if (!a || --a->n > 0)
+        return;
+    if (!srv->max_rate) /* else kept for its budget: addr_sweep frees it */
+        addr_free(srv, a);
+}
+
+/* Under mu, with a request rate: frees the entries of addresses with no connection whose
+ * budget is full again (ADDR_KEEP_S after their last request). */
+static void addr_sweep(ferry_httpd *srv, double now)
+{
+    for (size_t b = 0; b < ADDR_BUCKETS; b++)
+        for (addr_count *a = srv->addrs[b], *next; a; a = next) {
+            next = a->next;
+            if (!a->n && now - a->t_last >= ADDR_KEEP_S)
+                addr_free(srv, a);
+        }
+}
+
+/* Under mu: whether t's address may make one more request now (and it is counted); false:
+ * over max_rate. A connection whose address is not counted (unknown, or out of memory) may. */
+static bool rate_take(ferry_httpd *srv, conn_track *t, double now)
+{
+    addr_count *a = t->addr;
+    if (!a)
+        return true;
+    double add = (now - a->t_last) * srv->max_rate;
+    a->tokens = a->tokens + add > srv->max_rate ? srv->max_rate : a->tokens + add;
+    a->t_last = now;
+    if (a->tokens < 1.0) {
+        srv->counts.over_rate++;
+        return false;
+    }
+    a->tokens -= 1.0;
+    return true;
 }
 
 static void notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -203,7 +249,7 @@ static void notify_connection_cb(void *cls, struct MHD_Connection *conn, void **
         if (t) { /* untracked (out of memory): only MHD's own timeout applies */
             t->fd = ci->connect_fd;
             t->t0 = ferry_clock_s();
-            if (srv->max_per_address)
+            if (srv->max_per_address || srv->max_rate)
                 addr_admit(srv, conn, t);
             t->next = srv->conns;
             if (srv->conns)
@@ -273,6 +319,8 @@ static void *watchdog_main(void *arg)
             shutdown(t->fd, SHUT_RDWR);
             t->cut = true;
         }
+        if (srv->max_rate)
+            addr_sweep(srv, now);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 250 * 1000000L;
@@ -457,7 +505,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         req->path = url;
         *con_cls = req;
         track_phase(srv, conn, 1);
-        conn_track *t = srv->max_per_address ? track_of(conn) : NULL;
+        conn_track *t = srv->max_per_address || srv->max_rate ? track_of(conn) : NULL;
         if (t && t->over) {
             char msg[160], after[16];
             snprintf(msg, sizeof msg, "too many connections from your address (at most %u at "
@@ -465,6 +513,19 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             snprintf(after, sizeof after, "%u", FERRY_HTTPD_RETRY_AFTER_S);
             ferry_http_add_header(req, "Retry-After", after);
             return refuse_early(req, 429, msg);
+        }
+        if (t && srv->max_rate) {
+            pthread_mutex_lock(&srv->mu);
+            bool may = rate_take(srv, t, ferry_clock_s());
+            pthread_mutex_unlock(&srv->mu);
+            if (!may) {
+                char msg[160], after[16];
+                snprintf(msg, sizeof msg, "too many requests from your address (at most %u a "
+                         "second); retry later\n", srv->max_rate);
+                snprintf(after, sizeof after, "%u", FERRY_HTTPD_RETRY_AFTER_S);
+                ferry_http_add_header(req, "Retry-After", after);
+                return refuse_early(req, 429, msg);
+            }
         }
         req->route = match_route(srv, method, url);
         if (!req->route) {
@@ -611,10 +672,11 @@ int ferry_httpd_start(const ferry_httpd_options *opt, const ferry_http_route *ro
     srv->receive_timeout_s = opt->receive_timeout_s;
     srv->min_receive_rate = opt->min_receive_rate;
     srv->max_per_address = opt->max_per_address;
+    srv->max_rate = opt->max_requests_per_address;
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->cond, NULL);
     srv->watching = srv->header_timeout_s || srv->receive_timeout_s || srv->min_receive_rate ||
-                    srv->max_per_address;
+                    srv->max_per_address || srv->max_rate;
     struct MHD_OptionItem ops[] = {
         {MHD_OPTION_LISTEN_SOCKET, fd, NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed_cb, srv},
@@ -708,6 +770,7 @@ void ferry_httpd_metrics(ferry_httpd *srv, ferry_buf *out, const char *name)
                 {"receive_timeout", c.cut_receive},
                 {"min_receive_rate", c.cut_slow},
                 {"max_connections_per_address", c.over_address},
+                {"max_requests_per_second_per_address", c.over_rate},
                 {"body_too_large", c.too_large}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         ferry_metrics_sample(out, name, (const char *[]){"reason", rows[i].reason, NULL},

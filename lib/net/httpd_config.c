@@ -57,5 +57,13 @@ int ferry_httpd_config_read(const ferry_config *cfg, const char *section, ferry_
                            "(bytes per second; 0: none)", cfg->path, section);
     if (!rc)
         o->min_receive_rate = (unsigned)v;
+    if (!rc)
+        rc = ferry_config_u64(cfg, section, NULL, "max_requests_per_second_per_address",
+                              o->max_requests_per_address, &v, err);
+    if (!rc && v > 1000000)
+        rc = ferry_err_set(err, FERRY_EINVAL, "%s: [%s] max_requests_per_second_per_address "
+                           "must be at most 1000000 (0: no limit)", cfg->path, section);
+    if (!rc)
+        o->max_requests_per_address = (unsigned)v;
     return rc;
 }
