@@ -9,7 +9,8 @@ The servers come from a JSON file (SPEC): a list of
    "big": [[METHOD, PATH], ...],                    requests to send oversized bodies to
    "slow_body": [METHOD, PATH] or null}             a route whose body is trickled
 
-  normal SPEC N          each server's normal client alone (one after the other): latencies (ms)
+  normal SPEC N          each server's normal client alone (one after the other): latencies (ms);
+                         ABUSE_NORMAL_RATE=R paces every normal client to R requests a second
   all SPEC SECONDS       everything at once, while a normal client per server runs (source
                          address 127.0.0.2, untouched by the per-address limits of the abusers):
                          120 slow sockets per server trickling header bytes (from ten addresses),
@@ -25,6 +26,7 @@ The servers come from a JSON file (SPEC): a list of
 """
 import http.client
 import json
+import os
 import socket
 import sys
 import threading
@@ -52,11 +54,19 @@ def request(srv, method, path, body=b"", src="127.0.0.2", timeout=30, conn=None)
 
 
 def normal(srv, n, out, stop=None):
+    """ABUSE_NORMAL_RATE=R in the environment: at most R requests a second (a client that
+    keeps under the servers' max_requests_per_second_per_address); else as fast as answered."""
     lat, bad = [], []
     m, path, body = srv["normal"]
+    rate = float(os.environ.get("ABUSE_NORMAL_RATE", "0") or 0)
+    t_next = time.monotonic()
     for _ in range(n):
         if stop is not None and stop.is_set():
             break
+        if rate > 0:
+            t_next += 1.0 / rate
+            if t_next > time.monotonic():
+                time.sleep(t_next - time.monotonic())
         st, text, s, _ = request(srv, m, path, body.encode())
         lat.append(s * 1000)
         if st != 200:
