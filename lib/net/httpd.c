@@ -130,11 +130,8 @@ static void track_body(ferry_httpd *srv, struct MHD_Connection *conn, size_t n, 
 }
 
 /* The key of a client address (family + bytes); false when MHD cannot tell. */
-static bool addr_key(struct MHD_Connection *conn, unsigned char key[17], size_t *len)
+static bool sockaddr_key(const struct sockaddr *sa, unsigned char key[17], size_t *len)
 {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
     if (!sa)
         return false;
     memset(key, 0, 17);
@@ -149,6 +146,13 @@ static bool addr_key(struct MHD_Connection *conn, unsigned char key[17], size_t 
         return false;
     }
     return true;
+}
+
+static bool addr_key(struct MHD_Connection *conn, unsigned char key[17], size_t *len)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return sockaddr_key(ci ? ci->client_addr : NULL, key, len);
 }
 
 static unsigned addr_bucket(const unsigned char *key, size_t len)
@@ -219,6 +223,14 @@ static void addr_sweep(ferry_httpd *srv, double now)
         }
 }
 
+/* Under mu: a's bucket brought up to now (at most one second's worth). */
+static void rate_refill(ferry_httpd *srv, addr_count *a, double now)
+{
+    double add = (now - a->t_last) * srv->max_rate;
+    a->tokens = a->tokens + add > srv->max_rate ? srv->max_rate : a->tokens + add;
+    a->t_last = now;
+}
+
 /* Under mu: whether t's address may make one more request now (and it is counted); false:
  * over max_rate. A connection whose address is not counted (unknown, or out of memory) may. */
 static bool rate_take(ferry_httpd *srv, conn_track *t, double now)
@@ -226,15 +238,43 @@ static bool rate_take(ferry_httpd *srv, conn_track *t, double now)
     addr_count *a = t->addr;
     if (!a)
         return true;
-    double add = (now - a->t_last) * srv->max_rate;
-    a->tokens = a->tokens + add > srv->max_rate ? srv->max_rate : a->tokens + add;
-    a->t_last = now;
+    rate_refill(srv, a, now);
     if (a->tokens < 1.0) {
+        /* a refused request goes into debt (down to a second's worth): while the address
+         * owes, its new connections are closed at accept (accept_cb) instead of answered */
+        if (a->tokens > -(double)srv->max_rate)
+            a->tokens -= 1.0;
         srv->counts.over_rate++;
         return false;
     }
     a->tokens -= 1.0;
     return true;
+}
+
+/* MHD's accept policy, with a request rate: an address in debt (its requests past the rate were
+ * refused and it came straight back) has its connection closed at accept: a client that
+ * ignores Retry-After costs an accept and a close, not a request and an answer each. */
+static enum MHD_Result accept_cb(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    ferry_httpd *srv = cls;
+    unsigned char key[17];
+    size_t len;
+    (void)addrlen;
+    if (!sockaddr_key(addr, key, &len))
+        return MHD_YES;
+    bool refuse = false;
+    pthread_mutex_lock(&srv->mu);
+    addr_count *a = srv->addrs[addr_bucket(key, len)];
+    while (a && memcmp(a->key, key, sizeof a->key) != 0)
+        a = a->next;
+    if (a) {
+        rate_refill(srv, a, ferry_clock_s());
+        refuse = a->tokens <= -1.0;
+        if (refuse)
+            srv->counts.over_rate++;
+    }
+    pthread_mutex_unlock(&srv->mu);
+    return refuse ? MHD_NO : MHD_YES;
 }
 
 static void notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -690,12 +730,14 @@ int ferry_httpd_start(const ferry_httpd_options *opt, const ferry_http_route *ro
         {srv->watching ? MHD_OPTION_NOTIFY_CONNECTION : MHD_OPTION_END,
          (intptr_t)notify_connection_cb, srv},
         {MHD_OPTION_END, 0, NULL}};
+    /* with a request rate, an address in debt is closed at accept (accept_cb) */
+    MHD_AcceptPolicyCallback apc = srv->max_rate ? accept_cb : NULL;
     if (opt->threads > 1)
-        srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, srv,
+        srv->daemon = MHD_start_daemon(flags, 0, apc, srv, access_cb, srv,
                                        MHD_OPTION_THREAD_POOL_SIZE, opt->threads,
                                        MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
     else
-        srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, srv, MHD_OPTION_ARRAY,
+        srv->daemon = MHD_start_daemon(flags, 0, apc, srv, access_cb, srv, MHD_OPTION_ARRAY,
                                        ops, MHD_OPTION_END);
     if (srv->daemon && srv->watching) {
         if (pthread_create(&srv->watchdog, NULL, watchdog_main, srv) != 0) {
