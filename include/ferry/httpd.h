@@ -82,9 +82,10 @@ typedef struct ferry_httpd_options {
                                   own on_body does not count); slower: shut down. 0 = none */
     unsigned max_requests_per_address; /* requests a second from one client address, over
                                   all its connections (a token bucket holding one second's
-                                  worth); beyond: 429 with Retry-After before the body is read.
-                                  0 = no limit. Behind a proxy every client shares its address:
-                                  leave it 0 there */
+                                  worth); beyond: 429 with Retry-After before the body is read,
+                                  and the refusal is owed: while an address owes, its new
+                                  connections are closed at accept. 0 = no limit. Behind a
+                                  proxy every client shares its address: leave it 0 there */
 } ferry_httpd_options;
 
 #define FERRY_HTTPD_RATE_WINDOW_S 10
