@@ -28,7 +28,9 @@
  * MHD's own per-IP limit, which closes the surplus at accept without a word: a connection over
  * the limit is kept just long enough to answer its first request with 429. With a request
  * rate (max_rate), each address also has a token bucket of one second's requests, over all its
- * connections; a request past it is answered 429 before its body is read. */
+ * connections; a request past it is answered 429 before its body is read and puts the address
+ * in debt (at most a second's worth), and while it owes, its new connections are closed at
+ * accept (accept_cb). */
 typedef struct addr_count {
     unsigned char key[17]; /* family, then the address bytes */
     unsigned n;            /* admitted connections from this address */
