@@ -490,6 +490,19 @@ static enum MHD_Result refuse_early(ferry_http_req *req, unsigned status, const 
     return queue_response(req);
 }
 
+/* 429 for a client address over one of its limits ("too many connections ... at most N at
+ * once"), with Retry-After, before the body is read. */
+static enum MHD_Result too_many(ferry_http_req *req, const char *what, unsigned limit,
+                                const char *per)
+{
+    char msg[160], after[16];
+    snprintf(msg, sizeof msg, "too many %s from your address (at most %u %s); retry later\n",
+             what, limit, per);
+    snprintf(after, sizeof after, "%u", FERRY_HTTPD_RETRY_AFTER_S);
+    ferry_http_add_header(req, "Retry-After", after);
+    return refuse_early(req, 429, msg);
+}
+
 bool ferry_http_declared_too_large(const ferry_http_req *req, size_t limit)
 {
     const char *cl = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Content-Length");
@@ -548,26 +561,14 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         *con_cls = req;
         track_phase(srv, conn, 1);
         conn_track *t = srv->max_per_address || srv->max_rate ? track_of(conn) : NULL;
-        if (t && t->over) {
-            char msg[160], after[16];
-            snprintf(msg, sizeof msg, "too many connections from your address (at most %u at "
-                     "once); retry later\n", srv->max_per_address);
-            snprintf(after, sizeof after, "%u", FERRY_HTTPD_RETRY_AFTER_S);
-            ferry_http_add_header(req, "Retry-After", after);
-            return refuse_early(req, 429, msg);
-        }
+        if (t && t->over)
+            return too_many(req, "connections", srv->max_per_address, "at once");
         if (t && srv->max_rate) {
             pthread_mutex_lock(&srv->mu);
             bool may = rate_take(srv, t, ferry_clock_s());
             pthread_mutex_unlock(&srv->mu);
-            if (!may) {
-                char msg[160], after[16];
-                snprintf(msg, sizeof msg, "too many requests from your address (at most %u a "
-                         "second); retry later\n", srv->max_rate);
-                snprintf(after, sizeof after, "%u", FERRY_HTTPD_RETRY_AFTER_S);
-                ferry_http_add_header(req, "Retry-After", after);
-                return refuse_early(req, 429, msg);
-            }
+            if (!may)
+                return too_many(req, "requests", srv->max_rate, "a second");
         }
         req->route = match_route(srv, method, url);
         if (!req->route) {
