@@ -165,6 +165,15 @@ static unsigned addr_bucket(const unsigned char *key, size_t len)
     return h % ADDR_BUCKETS;
 }
 
+/* Under mu: the entry of the address key (addr_key's 17 bytes) in its bucket b, or NULL. */
+static addr_count *addr_find(ferry_httpd *srv, unsigned b, const unsigned char key[17])
+{
+    addr_count *a = srv->addrs[b];
+    while (a && memcmp(a->key, key, sizeof a->key) != 0)
+        a = a->next;
+    return a;
+}
+
 /* Under mu: counts conn against its address, or marks it over the limit. */
 static void addr_admit(ferry_httpd *srv, struct MHD_Connection *conn, conn_track *t)
 {
@@ -173,9 +182,7 @@ static void addr_admit(ferry_httpd *srv, struct MHD_Connection *conn, conn_track
     if (!addr_key(conn, key, &len))
         return; /* unknown address: only max_connections applies */
     unsigned b = addr_bucket(key, len);
-    addr_count *a = srv->addrs[b];
-    while (a && memcmp(a->key, key, sizeof key) != 0)
-        a = a->next;
+    addr_count *a = addr_find(srv, b, key);
     if (a && srv->max_per_address && a->n >= srv->max_per_address) {
         t->over = true;
         srv->counts.over_address++;
@@ -266,9 +273,7 @@ static enum MHD_Result accept_cb(void *cls, const struct sockaddr *addr, socklen
         return MHD_YES;
     bool refuse = false;
     pthread_mutex_lock(&srv->mu);
-    addr_count *a = srv->addrs[addr_bucket(key, len)];
-    while (a && memcmp(a->key, key, sizeof a->key) != 0)
-        a = a->next;
+    addr_count *a = addr_find(srv, addr_bucket(key, len), key);
     if (a) {
         rate_refill(srv, a, ferry_clock_s());
         refuse = a->tokens <= -1.0;
