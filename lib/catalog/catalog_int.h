@@ -123,6 +123,10 @@ typedef struct cat_backend_ops {
      * lib/catalog/scan.c). */
     int (*scan_flat)(ferry_catalog *c, const char *prefix, int depth, cat_flat *out,
                      ferry_err *err);
+    /* Optional: every slice row as ferry_catalog_scan_slices gives them, from the backend's own
+     * compact copy, and *used; or nothing called and *used false (the scan joins the records). */
+    int (*scan_slice_rows)(ferry_catalog *c, ferry_slice_row_fn fn, void *arg, bool *used,
+                           ferry_err *err);
     /* All of req or nothing. FERRY_ECONFLICT / FERRY_ENOTFOUND name the failing path. */
     int (*commit)(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
                   ferry_err *err);
@@ -172,6 +176,14 @@ typedef struct cat_unpack {
  * (what builds it again) in the message. */
 int cat_unpack_rows(const char *key, const char *text, size_t len, cat_unpack *u,
                     ferry_slice_row_fn fn, void *arg, const char *rebuild, ferry_err *err);
+
+/* The join of one tenant's slice entries and route entries (spans in key order, middle segment
+ * the tenant and name the split's digits, as zdoc_spans gives a tenant document's; the flats stay
+ * the caller's) by split, every row to fn as ferry_catalog_scan_slices gives it. Documents the
+ * compact parse does not take go through the record decoder; one it refuses is an error naming
+ * its key. The ZooKeeper backend builds its slice packs with it (lib/catalog/zk_pack.c). */
+int cat_join_flats(ferry_catalog *c, cat_flat *slices, cat_flat *routes, ferry_slice_row_fn fn,
+                   void *arg, ferry_err *err);
 
 /* ---- the SQLite backend's slice packs (lib/catalog/slice_pack.c, docs/catalog.md) ---- */
 

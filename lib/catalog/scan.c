@@ -697,6 +697,13 @@ int ferry_catalog_scan_slices(ferry_catalog *c, ferry_slice_row_fn fn, void *arg
             return prc;
         }
     }
+    /* another backend's compact copy of the rows, when it keeps one (ZooKeeper's packs) */
+    if (!db && c->ops->scan_slice_rows) {
+        bool used;
+        int prc = c->ops->scan_slice_rows(c, fn, arg, &used, err);
+        if (used || prc)
+            return prc;
+    }
     side s = {.parse = slice_parse}, r = {.parse = route_parse};
     slice_scan *x = calloc(1, sizeof *x);
     int rc = x ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
@@ -735,6 +742,42 @@ int ferry_catalog_scan_slices(ferry_catalog *c, ferry_slice_row_fn fn, void *arg
     if (rdb != db)
         sqlite3_close(rdb);
     scan_end(&s.k, db, x ? &x->rec : NULL, x);
+    return rc;
+}
+
+int cat_join_flats(ferry_catalog *c, cat_flat *slices, cat_flat *routes, ferry_slice_row_fn fn,
+                   void *arg, ferry_err *err)
+{
+    side s = {.parse = slice_parse}, r = {.parse = route_parse};
+    slice_scan *x = calloc(1, sizeof *x);
+    int rc = x ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    /* cursors over the caller's spans, as a flat scan's (cursor_open without the read): handed
+     * back before the cursors close, which would free them */
+    cursor *k[2] = {&s.k, &r.k};
+    cat_flat *f[2] = {slices, routes};
+    for (int i = 0; i < 2; i++) {
+        k[i]->c = c;
+        k[i]->dir = cat_kind_dir(i ? FERRY_REC_ROUTE : FERRY_REC_SLICE);
+        k[i]->depth = 2;
+        k[i]->numeric_name = true;
+        k[i]->flat = *f[i];
+    }
+    if (!rc)
+        rc = cursor_next(&s.k, err);
+    if (!rc)
+        rc = cursor_next(&r.k, err);
+    if (!rc)
+        rc = side_next(&s, x, true, err);
+    if (!rc)
+        rc = side_next(&r, x, true, err);
+    if (!rc)
+        rc = join_run(&s, &r, true, x, fn, arg, err);
+    for (int i = 0; i < 2; i++) {
+        *f[i] = k[i]->flat;
+        memset(&k[i]->flat, 0, sizeof k[i]->flat);
+    }
+    cursor_close(&r.k);
+    scan_end(&s.k, NULL, x ? &x->rec : NULL, x);
     return rc;
 }
 

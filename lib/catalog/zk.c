@@ -742,6 +742,7 @@ static const cat_backend_ops zk_ops = {
     .get = zt_get,
     .scan = zt_scan,
     .scan_flat = zt_scan_flat,
+    .scan_slice_rows = zp_scan,
     .commit = zt_commit,
     .routing_version = zk_routing_version,
     .routing_wait = zk_routing_wait,

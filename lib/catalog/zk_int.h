@@ -139,7 +139,9 @@ int zk_phys_scan_flat(ferry_catalog *c, const char *prefix, int depth, cat_flat 
 #define ZT_BUCKETS 4                /* FERRY_SPLITS_MAX / ZT_BUCKET: splits 0..4095 */
 #define ZT_DOC_MAX (384 * 1024)     /* a document, and its undo record in a large batch's
                                      * chunk, stay under ZooKeeper's 1 MB jute.maxbuffer */
-#define ZT_LAYOUT "2"               /* /layout: the catalog's records are in tenant documents */
+#define ZT_LAYOUT "3"               /* /layout: the catalog's records are in tenant documents,
+                                     * with a slice pack beside each pair (zk_pack.c); "2": no
+                                     * packs yet */
 
 typedef struct zdoc_entry {
     uint32_t split;
@@ -186,6 +188,38 @@ extern void *zt_test_between_arg;
 /* At open: makes the documents' folders, marks a new catalog's layout and refuses a catalog
  * whose slices and routes are one znode each (an older ferry's layout). */
 int zt_layout_open(ferry_catalog *c, ferry_err *err);
+
+/* A tenant document (or pack) of a full scan: where its name is ("acme", "acme~1"), the
+ * tenant's length, the bucket, its index in the scan and a prefix of the tenant for sorting. */
+typedef struct zt_doc_ref {
+    cat_item *it;     /* scan_all's document; NULL in the flat scans */
+    const char *name;
+    size_t tlen;
+    unsigned bucket;
+    size_t idx;
+    uint64_t head;    /* the tenant's first 8 bytes, big-endian, zero-padded */
+} zt_doc_ref;
+void zt_doc_ref_init(zt_doc_ref *r, const char *name, size_t name_len, size_t idx);
+/* qsort order: tenants bytewise (a shorter name first), then buckets: the order of keys. */
+int zt_doc_ref_cmp(const void *x, const void *y);
+/* The conversion's multi sent when it holds its share of operations (or any, when force). */
+int zt_conv_flush(cat_backend *be, zmulti *m, bool force, const char *what, ferry_err *err);
+
+/* ---- zk_pack.c: the slice packs beside the tenant documents ---- */
+/* slice_packs/TENANT or slice_packs/TENANT~BUCKET. */
+void zp_rel(const char *tenant, uint32_t bucket, char *out, size_t size);
+/* The pack of one bucket of tenant from its documents' texts (NULL or length 0: none): *out
+ * malloc'ed (the caller frees), *out_len bytes, not NUL-terminated; the unusable marker when a
+ * row cannot be packed. FERRY_ENOMEM only. */
+int zp_build(ferry_catalog *c, const char *tenant, const char *slice_doc, size_t slice_len,
+             const char *route_doc, size_t route_len, char **out, size_t *out_len,
+             ferry_err *err);
+/* The backend's scan_slice_rows: every slice row from the packs (*used), or nothing called and
+ * *used false when a pack is the unusable marker (the caller joins the documents). */
+int zp_scan(ferry_catalog *c, ferry_slice_row_fn fn, void *arg, bool *used, ferry_err *err);
+/* Every bucket's pack built again from its documents (convert_layout=1; every other process
+ * stopped). */
+int zp_build_all(ferry_catalog *c, ferry_err *err);
 
 /* ---- zk_batch.c ---- */
 /* Undoes batch id from its undo records, drops its journal, opens the gate. */

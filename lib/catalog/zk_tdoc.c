@@ -183,16 +183,6 @@ out:
     return rc;
 }
 
-/* A document of a full scan: where its name is, the tenant's length and the bucket. */
-typedef struct doc_ref {
-    cat_item *it;     /* scan_all's document; NULL in scan_all_flat */
-    const char *name; /* "acme" or "acme~1" */
-    size_t tlen;
-    unsigned bucket;
-    size_t idx;       /* scan_all_flat: the document's span */
-    uint64_t head;    /* the tenant's first 8 bytes, big-endian, zero-padded (doc_ref_head) */
-} doc_ref;
-
 /* The first 8 bytes of a tenant name as a number that orders as the bytes do (names have no
  * NUL, so the padding sorts first): most comparisons of a sort end here, without memcmp. */
 static uint64_t doc_ref_head(const char *name, size_t tlen)
@@ -203,12 +193,20 @@ static uint64_t doc_ref_head(const char *name, size_t tlen)
     return h;
 }
 
+void zt_doc_ref_init(zt_doc_ref *r, const char *name, size_t name_len, size_t idx)
+{
+    const char *tilde = memchr(name, '~', name_len);
+    *r = (zt_doc_ref){NULL, name, tilde ? (size_t)(tilde - name) : name_len,
+                      tilde ? (unsigned)strtoul(tilde + 1, NULL, 10) : 0, idx, 0};
+    r->head = doc_ref_head(name, r->tlen);
+}
+
 /* Tenants bytewise (a shorter name first: as the catalog's key order compares the segment),
  * then buckets: the entries then come out in key order (tenant, split as a number), which the
  * compact scans check in one pass instead of sorting a million items (lib/catalog/scan.c). */
-static int doc_ref_cmp(const void *x, const void *y)
+int zt_doc_ref_cmp(const void *x, const void *y)
 {
-    const doc_ref *a = x, *b = y;
+    const zt_doc_ref *a = x, *b = y;
     if (a->head != b->head)
         return a->head < b->head ? -1 : 1;
     int d = memcmp(a->name, b->name, a->tlen < b->tlen ? a->tlen : b->tlen);
@@ -223,20 +221,18 @@ static int doc_ref_cmp(const void *x, const void *y)
 static int scan_all(ferry_catalog *c, int kind, cat_items *out, ferry_err *err)
 {
     cat_items docs = {0};
-    doc_ref *refs = NULL;
+    zt_doc_ref *refs = NULL;
     int rc = zk_phys_scan(c, doc_dir[kind], 1, &docs, err);
     size_t dl = strlen(doc_dir[kind]) + 1;
     if (!rc && !(refs = malloc((docs.n ? docs.n : 1) * sizeof *refs)))
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory reading %s", doc_dir[kind]);
     for (size_t i = 0; i < docs.n && !rc; i++) {
         const char *name = docs.v[i].path + dl;
-        const char *tilde = strchr(name, '~');
-        refs[i] = (doc_ref){&docs.v[i], name, tilde ? (size_t)(tilde - name) : strlen(name),
-                            tilde ? (unsigned)strtoul(tilde + 1, NULL, 10) : 0, i, 0};
-        refs[i].head = doc_ref_head(name, refs[i].tlen);
+        zt_doc_ref_init(&refs[i], name, strlen(name), i);
+        refs[i].it = &docs.v[i];
     }
     if (!rc && docs.n > 1)
-        qsort(refs, docs.n, sizeof *refs, doc_ref_cmp);
+        qsort(refs, docs.n, sizeof *refs, zt_doc_ref_cmp);
     for (size_t i = 0; i < docs.n && !rc; i++) {
         cat_item *it = refs[i].it;
         rc = expand(c, kind, refs[i].name, refs[i].tlen, it->path, it->doc, strlen(it->doc), out,
@@ -274,19 +270,14 @@ static int scan_tenant(ferry_catalog *c, int kind, const char *tenant, cat_items
 static int scan_all_flat(ferry_catalog *c, int kind, cat_flat *out, ferry_err *err)
 {
     cat_flat docs = {0};
-    doc_ref *refs = NULL;
+    zt_doc_ref *refs = NULL;
     int rc = zk_phys_scan_flat(c, doc_dir[kind], 1, &docs, err);
     if (!rc && !(refs = malloc((docs.n ? docs.n : 1) * sizeof *refs)))
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory reading %s", doc_dir[kind]);
-    for (size_t i = 0; i < docs.n && !rc; i++) {
-        const cat_span *sp = &docs.v[i];
-        const char *tilde = memchr(sp->name, '~', sp->name_len);
-        refs[i] = (doc_ref){NULL, sp->name, tilde ? (size_t)(tilde - sp->name) : sp->name_len,
-                            tilde ? (unsigned)strtoul(tilde + 1, NULL, 10) : 0, i, 0};
-        refs[i].head = doc_ref_head(sp->name, refs[i].tlen);
-    }
+    for (size_t i = 0; i < docs.n && !rc; i++)
+        zt_doc_ref_init(&refs[i], docs.v[i].name, docs.v[i].name_len, i);
     if (!rc && docs.n > 1)
-        qsort(refs, docs.n, sizeof *refs, doc_ref_cmp);
+        qsort(refs, docs.n, sizeof *refs, zt_doc_ref_cmp);
     /* the entries come out in key order when each document's first split follows the last
      * one of the tenant's document before it (a document's own splits are checked increasing;
      * a damaged catalog could have a split in another's bucket: then the scan sorts) */
@@ -374,11 +365,24 @@ typedef struct zt_doc {
     size_t text_len;
 } zt_doc;
 
+/* A bucket of a tenant the batch touches: its two documents (both read, whichever the batch
+ * writes) and its slice pack (zk_pack.c), read first and written when a document changes. */
+typedef struct zt_group {
+    char tenant[FERRY_NAME_MAX];
+    int doc[2];          /* its slices' and routes' documents in the plan's docs */
+    char rel[PATH_MAX_LEN];
+    int64_t zv;          /* the pack's znode version read; -1: none yet */
+    char *text;          /* the new pack */
+    size_t text_len;
+} zt_group;
+
 typedef struct zt_plan {
     size_t n;            /* the request's operations */
     int *doc_of;         /* per operation: its document's index, -1 for another record */
     zt_key *keys;
-    zt_doc *docs;
+    zt_group *groups;
+    size_t ng;
+    zt_doc *docs;        /* 2 per group: groups[g].doc[k] */
     size_t nd;
     cat_op *pops;        /* the operations sent: others as they are, one per document */
     bool *is_doc;        /* per sent operation */
@@ -398,6 +402,11 @@ static void plan_reset_docs(zt_plan *p)
         p->docs[i].dirty = p->docs[i].laid = false;
         p->docs[i].zv = -1;
     }
+    for (size_t g = 0; g < p->ng; g++) {
+        free(p->groups[g].text);
+        p->groups[g].text = NULL;
+        p->groups[g].zv = -1;
+    }
 }
 
 static void plan_free(zt_plan *p)
@@ -405,6 +414,7 @@ static void plan_free(zt_plan *p)
     plan_reset_docs(p);
     free(p->doc_of);
     free(p->keys);
+    free(p->groups);
     free(p->docs);
     free(p->pops);
     free(p->is_doc);
@@ -419,16 +429,20 @@ static int plan_init(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, fe
     (void)c;
     size_t n = req->n;
     p->n = n;
-    p->doc_of = malloc((n ? n : 1) * sizeof *p->doc_of);
-    p->keys = calloc(n ? n : 1, sizeof *p->keys);
-    p->docs = calloc(n ? n : 1, sizeof *p->docs);
-    p->pops = calloc(n ? n : 1, sizeof *p->pops);
-    p->is_doc = calloc(n ? n : 1, sizeof *p->is_doc);
-    p->phys_of = calloc(n ? n : 1, sizeof *p->phys_of);
-    p->pvers = calloc(n ? n : 1, sizeof *p->pvers);
-    p->evers = calloc(n ? n : 1, sizeof *p->evers);
-    if (!p->doc_of || !p->keys || !p->docs || !p->pops || !p->is_doc || !p->phys_of ||
-        !p->pvers || !p->evers)
+    /* at most a group per operation, two documents per group, and a sent operation per
+     * operation and per group (its pack) */
+    size_t n1 = n ? n : 1;
+    p->doc_of = malloc(n1 * sizeof *p->doc_of);
+    p->keys = calloc(n1, sizeof *p->keys);
+    p->groups = calloc(n1, sizeof *p->groups);
+    p->docs = calloc(2 * n1, sizeof *p->docs);
+    p->pops = calloc(2 * n1, sizeof *p->pops);
+    p->is_doc = calloc(2 * n1, sizeof *p->is_doc);
+    p->phys_of = calloc(n1, sizeof *p->phys_of);
+    p->pvers = calloc(2 * n1, sizeof *p->pvers);
+    p->evers = calloc(n1, sizeof *p->evers);
+    if (!p->doc_of || !p->keys || !p->groups || !p->docs || !p->pops || !p->is_doc ||
+        !p->phys_of || !p->pvers || !p->evers)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     /* most batches touch few documents, but a registration touches thousands: the last one
      * looked up is tried first (a tenant's operations come together), then a hash of names */
@@ -458,21 +472,27 @@ static int plan_init(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, fe
             break;
         }
         char rel[PATH_MAX_LEN];
-        doc_rel(p->keys[i].kind, p->keys[i].tenant, p->keys[i].split / ZT_BUCKET, rel,
-                sizeof rel);
+        uint32_t bucket = p->keys[i].split / ZT_BUCKET;
+        zp_rel(p->keys[i].tenant, bucket, rel, sizeof rel); /* the group's name */
         uint64_t h = 1469598103934665603ull;
         for (const char *s = rel; *s; s++)
             h = (h ^ (unsigned char)*s) * 1099511628211ull;
         size_t slot = (size_t)h & (hcap - 1);
-        while (hash[slot] >= 0 && strcmp(p->docs[hash[slot]].rel, rel))
+        while (hash[slot] >= 0 && strcmp(p->groups[hash[slot]].rel, rel))
             slot = (slot + 1) & (hcap - 1);
         if (hash[slot] < 0) {
-            hash[slot] = (int)p->nd;
-            snprintf(p->docs[p->nd].rel, sizeof p->docs[p->nd].rel, "%s", rel);
-            p->docs[p->nd].zv = -1;
-            p->nd++;
+            zt_group *g = &p->groups[p->ng];
+            hash[slot] = (int)p->ng++;
+            snprintf(g->rel, sizeof g->rel, "%s", rel);
+            snprintf(g->tenant, sizeof g->tenant, "%s", p->keys[i].tenant);
+            g->zv = -1;
+            for (int k = 0; k < 2; k++) {
+                g->doc[k] = (int)p->nd;
+                doc_rel(k, g->tenant, bucket, p->docs[p->nd].rel, sizeof p->docs[p->nd].rel);
+                p->docs[p->nd++].zv = -1;
+            }
         }
-        p->doc_of[i] = hash[slot];
+        p->doc_of[i] = p->groups[hash[slot]].doc[p->keys[i].kind];
     }
     free(hash);
     return rc;
@@ -484,25 +504,34 @@ static int plan_init(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, fe
 static int plan_build(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, ferry_err *err)
 {
     cat_backend *be = c->be;
-    char **rels = malloc(p->nd * sizeof *rels);
-    scan_slot *slots = calloc(p->nd, sizeof *slots);
+    size_t nr = p->ng + p->nd;
+    char **rels = malloc(nr * sizeof *rels);
+    scan_slot *slots = calloc(nr, sizeof *slots);
     int rc = FERRY_OK;
     if (!rels || !slots) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
+    /* the packs before their documents, in one session's order: a writer that changes a
+     * document after its pack was read has changed the pack too, and the pack's conditioned
+     * write below fails (zk_pack.c) */
+    for (size_t g = 0; g < p->ng; g++)
+        rels[g] = p->groups[g].rel;
     for (size_t d = 0; d < p->nd; d++)
-        rels[d] = p->docs[d].rel;
-    rc = zk_read_docs(c, rels, p->nd, false, slots, err);
+        rels[p->ng + d] = p->docs[d].rel;
+    rc = zk_read_docs(c, rels, nr, false, slots, err);
     if (rc)
         goto out;
+    for (size_t g = 0; g < p->ng; g++)
+        p->groups[g].zv = slots[g].rc == ZOK ? slots[g].version : -1;
     for (size_t d = 0; d < p->nd && !rc; d++) {
         zt_doc *z = &p->docs[d];
-        z->read = slots[d].doc;
-        slots[d].doc = NULL;
-        if (slots[d].rc == ZNONODE || !z->read || !z->read[0])
+        scan_slot *sl = &slots[p->ng + d];
+        z->read = sl->doc;
+        sl->doc = NULL;
+        if (sl->rc == ZNONODE || !z->read || !z->read[0])
             continue; /* no document yet: every entry is missing */
-        z->zv = slots[d].version;
+        z->zv = sl->version;
         if (zdoc_decode(z->read, strlen(z->read), &z->d))
             rc = damaged(c, z->rel, err);
     }
@@ -578,8 +607,30 @@ static int plan_build(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, f
         }
         p->is_doc[p->np++] = true;
     }
+    /* then the pack of every group whose documents change, built from their new texts */
+    for (size_t g = 0; g < p->ng && !rc; g++) {
+        zt_group *gr = &p->groups[g];
+        const zt_doc *sd = &p->docs[gr->doc[0]], *rd = &p->docs[gr->doc[1]];
+        if (!sd->dirty && !rd->dirty)
+            continue;
+        rc = zp_build(c, gr->tenant, sd->dirty ? sd->text : sd->read,
+                      sd->dirty ? sd->text_len : sd->read ? strlen(sd->read) : 0,
+                      rd->dirty ? rd->text : rd->read,
+                      rd->dirty ? rd->text_len : rd->read ? strlen(rd->read) : 0, &gr->text,
+                      &gr->text_len, err);
+        if (rc)
+            break;
+        cat_op *po = &p->pops[p->np];
+        memset(po, 0, sizeof *po);
+        po->path = gr->rel;
+        po->type = gr->zv < 0 ? CAT_CREATE : CAT_SET;
+        po->version = gr->zv;
+        po->doc = gr->text;
+        po->doc_len = gr->text_len;
+        p->is_doc[p->np++] = true; /* a race lost on it is retried as a document's */
+    }
 out:
-    for (size_t d = 0; slots && d < p->nd; d++)
+    for (size_t d = 0; slots && d < nr; d++)
         free(slots[d].doc);
     free(slots);
     free(rels);
@@ -679,7 +730,7 @@ static int old_records(cat_backend *be, int kind, int *count, ferry_err *err)
 #define CONV_OPS 1000
 
 /* Sends the multi when it holds CONV_OPS operations, or when force and it holds any. */
-static int conv_flush(cat_backend *be, zmulti *m, bool force, const char *what, ferry_err *err)
+int zt_conv_flush(cat_backend *be, zmulti *m, bool force, const char *what, ferry_err *err)
 {
     if (!m->n || (!force && m->n < CONV_OPS))
         return FERRY_OK;
@@ -780,7 +831,7 @@ static int convert_group(ferry_catalog *c, int kind, char *const *folders, size_
             }
             scan_slot *s = &slots[d0 + (size_t)b];
             if (m.n >= 90 || (m.n && pending + len > CHUNK_BYTES)) { /* one request < 1 MB */
-                rc = conv_flush(be, &m, true, "writing the document", err);
+                rc = zt_conv_flush(be, &m, true, "writing the document", err);
                 pending = 0;
             }
             pending += len;
@@ -791,7 +842,7 @@ static int convert_group(ferry_catalog *c, int kind, char *const *folders, size_
         }
     }
     if (!rc)
-        rc = conv_flush(be, &m, true, "writing the document", err);
+        rc = zt_conv_flush(be, &m, true, "writing the document", err);
     /* 2. then the old znodes: a tenant's records, then its folder */
     for (size_t t = 0; t < nt && !rc; t++) {
         if (lists[t].rc != ZOK)
@@ -799,15 +850,15 @@ static int convert_group(ferry_catalog *c, int kind, char *const *folders, size_
         size_t nk = first[t + 1] - first[t] - ZT_BUCKETS;
         for (size_t i = 0; i < nk && !rc; i++) {
             zm_delete(&m, be, rels[first[t] + i], -1, -1);
-            rc = conv_flush(be, &m, false, "deleting the older record", err);
+            rc = zt_conv_flush(be, &m, false, "deleting the older record", err);
         }
         if (!rc) {
             zm_delete(&m, be, folders[t], -1, -1);
-            rc = conv_flush(be, &m, false, "deleting the older record", err);
+            rc = zt_conv_flush(be, &m, false, "deleting the older record", err);
         }
     }
     if (!rc)
-        rc = conv_flush(be, &m, true, "deleting the older record", err);
+        rc = zt_conv_flush(be, &m, true, "deleting the older record", err);
 out:
     for (int b = 0; b < ZT_BUCKETS; b++)
         zdoc_free(&docs[b]);
@@ -905,13 +956,15 @@ int zt_layout_open(ferry_catalog *c, ferry_err *err)
     char abs[PATH_MAX_LEN];
     zmulti m = {0};
     int rc = FERRY_OK;
-    /* the documents' folders (empty ones harm nothing in a catalog refused below) */
-    for (int k = 0; k < 2 && !rc; k++) {
-        zk_abspath(be, doc_dir[k], abs, sizeof abs);
+    /* the documents' and packs' folders (empty ones harm nothing in a catalog refused below) */
+    static const char *const folders[3] = {"slice_docs", "route_docs", "slice_packs"};
+    for (int k = 0; k < 3 && !rc; k++) {
+        zk_abspath(be, folders[k], abs, sizeof abs);
         int zrc = zoo_create(be->zh, abs, NULL, -1, be->acl, 0, NULL, 0);
         if (zrc != ZOK && zrc != ZNODEEXISTS)
-            rc = zfail(be, zrc, "creating", doc_dir[k], err);
+            rc = zfail(be, zrc, "creating", folders[k], err);
     }
+    bool packs_built = false;
     for (int attempt = 0; attempt < 3 && !rc; attempt++) {
         char *layout = NULL;
         struct Stat st;
@@ -921,7 +974,8 @@ int zt_layout_open(ferry_catalog *c, ferry_err *err)
             rc = zfail(be, zrc, "reading", "layout", err);
             break;
         }
-        if (zrc == ZOK && strcmp(layout, ZT_LAYOUT)) {
+        bool no_packs = zrc == ZOK && !strcmp(layout, "2"); /* documents, no packs yet */
+        if (zrc == ZOK && strcmp(layout, ZT_LAYOUT) && !no_packs) {
             rc = ferry_err_set(err, FERRY_EUNSUPPORTED,
                                "zk://%s%s has catalog layout '%s', which this ferry does not "
                                "know (it reads layout " ZT_LAYOUT "): it was written by a newer "
@@ -956,6 +1010,35 @@ int zt_layout_open(ferry_catalog *c, ferry_err *err)
                 be->hosts, be->root, old[0], old[1],
                 zrc == ZOK ? "; written by an older ferry after this one marked it" : "",
                 be->hosts, be->root, be->hosts);
+            break;
+        }
+        /* convert_layout=1: every pack built again from the documents (after a conversion of
+         * the older records above, or to mend a catalog written around ferry) */
+        if (be->convert_layout && !packs_built) {
+            packs_built = true;
+            if ((rc = zp_build_all(c, err)))
+                break;
+        }
+        if (no_packs && !packs_built) {
+            rc = ferry_err_set(
+                err, FERRY_EUNSUPPORTED,
+                "zk://%s%s has catalog layout 2 (tenant documents without slice packs), written "
+                "by an older ferry; this ferry keeps a slice pack beside each tenant's documents "
+                "(docs/catalog.md, \"Slice packs on ZooKeeper\") and does not write a catalog "
+                "without them. Build them in place: stop every ferry process (coordinator, "
+                "routers, agents, commands), then run `ferry catalog export --catalog "
+                "'zk://%s%s?convert_layout=1' > dump.json` (it builds the packs when it opens "
+                "the catalog, then exports it; it can be run again after an interruption)",
+                be->hosts, be->root, be->hosts, be->root);
+            break;
+        }
+        if (no_packs) { /* packs built: marked as having them, unless another process did */
+            zk_abspath(be, "layout", abs, sizeof abs);
+            zrc = zoo_set(be->zh, abs, ZT_LAYOUT, (int)strlen(ZT_LAYOUT), st.version);
+            if (zrc == ZBADVERSION)
+                continue;
+            if (zrc != ZOK)
+                rc = zfail(be, zrc, "writing", "layout", err);
             break;
         }
         if (zrc == ZOK)

@@ -580,8 +580,11 @@ static void test_chunked_10000_parts(void **state)
     memset(&info, 0, sizeof info);
     assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_OK);
     ferry_batch_free(b);
-    if (tc.zk_base)
-        assert_true(info.round_trips <= 12);
+    /* ZooKeeper: the 500 slice documents and their 500 packs in chunks of 100 operations,
+     * the journal, and the reads (not one round trip per tenant or parent) */
+    if (tc.zk_base && info.round_trips > 20)
+        fail_msg("500 slices of 500 tenants took %zu round trips (at most 20 expected)",
+                 (size_t)info.round_trips);
     ferry_record_list sl = {0};
     assert_int_equal(ferry_catalog_list(c, FERRY_REC_SLICE, NULL, 0, &sl, &err), FERRY_OK);
     assert_int_equal(sl.n, 500);

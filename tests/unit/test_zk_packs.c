@@ -1,0 +1,470 @@
+/* The ZooKeeper backend's slice packs (lib/catalog/zk_pack.c, docs/catalog.md "Slice packs on
+ * ZooKeeper"), on a real ZooKeeper ($FERRY_TEST_CATALOG="zk://host:port",
+ * tests/integration/catalog_zk_packs.sh; without it every test skips):
+ *   - after every kind of write (creates, updates, deletes down to an empty tenant, a batch of
+ *     checks only, a batch larger than one multi, a writer changing the other document of the
+ *     bucket between a commit's read and its multi) the rows the packs give are the join of the
+ *     records, field for field and in key order, and the scans use them;
+ *   - a pack marked unusable makes the scans read the documents (the same rows); a damaged pack
+ *     is an error naming the tenant and what builds it again; convert_layout=1 builds it again;
+ *   - a catalog of layout 2 (documents without packs) is refused saying what to run, and gets its
+ *     packs and layout 3 with convert_layout=1. */
+#define THREADED 1 /* the ZooKeeper client's synchronous calls, to damage a catalog */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shards_text.h"
+
+#include "catalog/zk_int.h"
+#include "ferry/catalog.h"
+#include "ferry/catalog_scan.h"
+#include "temp_catalog.h"
+
+static temp_catalogs tc;
+
+static void fresh_url(char *out, size_t size)
+{
+    temp_catalogs_url(&tc, "packs", "timeout_ms=4000&wait_ms=5000", out, size);
+}
+
+static ferry_catalog *open_ok(const char *url)
+{
+    ferry_catalog *c = NULL;
+    ferry_err err = {0};
+    if (ferry_catalog_open(url, &c, &err))
+        fail_msg("open %s: %s", url, err.msg);
+    return c;
+}
+
+/* url with "&convert_layout=1" (or another parameter) added */
+static void url_with(const char *url, const char *param, char *out, size_t size)
+{
+    snprintf(out, size, "%s&%s", url, param);
+}
+
+static void slice(ferry_record *r, const char *tenant, uint32_t split, uint64_t bytes,
+                  const char *placement)
+{
+    ferry_record_init(r, FERRY_REC_SLICE);
+    snprintf(r->u.slice.tenant, sizeof r->u.slice.tenant, "%s", tenant);
+    r->u.slice.split = split;
+    r->u.slice.bytes = bytes;
+    r->u.slice.rows = bytes / 10;
+    shards_printf(&r->u.slice.placement, "%s", placement);
+}
+
+static void route(ferry_record *r, const char *tenant, uint32_t split, const char *shards)
+{
+    ferry_record_init(r, FERRY_REC_ROUTE);
+    snprintf(r->u.route.tenant, sizeof r->u.route.tenant, "%s", tenant);
+    r->u.route.split = split;
+    shards_printf(&r->u.route.shards, "%s", shards);
+}
+
+static void commit(ferry_catalog *c, ferry_batch *b)
+{
+    ferry_err err = {0};
+    if (ferry_catalog_commit(c, b, NULL, &err))
+        fail_msg("commit: %s", err.msg);
+    ferry_batch_free(b);
+}
+
+/* Tenants whose names sort differently as text and as keys, splits in two buckets, a slice
+ * without a route and a route without a slice. */
+static void seed(ferry_catalog *c)
+{
+    static const char *const tenants[] = {"t1", "t10", "t2", "a", "a-b", "acme"};
+    ferry_err err = {0};
+    ferry_batch *b = ferry_batch_new();
+    ferry_record r;
+    for (size_t t = 0; t < sizeof tenants / sizeof *tenants; t++) {
+        uint32_t splits[] = {0, 1, 2, 9, 10, 1500};
+        size_t ns = !strcmp(tenants[t], "acme") ? 6 : 2;
+        for (size_t k = 0; k < ns; k++) {
+            slice(&r, tenants[t], splits[k], 1000 * (t + 1) + k, k % 2 ? "s1" : "s2");
+            assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+            if (t == 1 && k == 1)
+                continue; /* a slice nobody routes */
+            route(&r, tenants[t], splits[k], k % 3 ? "s1,s2" : "s2");
+            assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+        }
+    }
+    route(&r, "ghost", 7, "s3"); /* a route without a slice record */
+    assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    commit(c, b);
+}
+
+/* ---- rows ---- */
+
+typedef struct row {
+    char tenant[FERRY_NAME_MAX];
+    uint32_t split;
+    bool slice, route;
+    uint64_t bytes, rows;
+    char placement[FERRY_SHARDS_TEXT_MAX], shards[FERRY_SHARDS_TEXT_MAX];
+    int64_t version, route_version;
+} row;
+
+typedef struct rows {
+    row *v;
+    size_t n, cap;
+} rows;
+
+static row *push(rows *g)
+{
+    if (g->n == g->cap) {
+        g->cap = g->cap ? g->cap * 2 : 64;
+        g->v = realloc(g->v, g->cap * sizeof *g->v);
+        assert_non_null(g->v);
+    }
+    row *x = &g->v[g->n++];
+    memset(x, 0, sizeof *x);
+    x->version = x->route_version = -1;
+    return x;
+}
+
+static int take(const ferry_slice_row *r, void *arg, ferry_err *err)
+{
+    (void)err;
+    row *x = push(arg);
+    snprintf(x->tenant, sizeof x->tenant, "%s", r->tenant);
+    x->split = r->split;
+    x->slice = r->placement != NULL;
+    x->route = r->shards != NULL;
+    x->bytes = r->bytes;
+    x->rows = r->rows;
+    snprintf(x->placement, sizeof x->placement, "%s", r->placement ? r->placement : "");
+    snprintf(x->shards, sizeof x->shards, "%s", r->shards ? r->shards : "");
+    x->version = r->version;
+    x->route_version = r->route_version;
+    return FERRY_OK;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    int d = strcmp(x->tenant, y->tenant);
+    return d ? d : (x->split > y->split) - (x->split < y->split);
+}
+
+/* The join of the records as ferry_catalog_list gives them, in key order. */
+static void joined(ferry_catalog *c, rows *out)
+{
+    ferry_err err = {0};
+    ferry_record_list sl = {0}, rl = {0};
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_SLICE, NULL, 0, &sl, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_ROUTE, NULL, 0, &rl, &err), FERRY_OK);
+    for (size_t i = 0; i < sl.n; i++) {
+        const ferry_slice *s = &sl.items[i].u.slice;
+        row *x = push(out);
+        snprintf(x->tenant, sizeof x->tenant, "%s", s->tenant);
+        x->split = s->split;
+        x->slice = true;
+        x->bytes = s->bytes;
+        x->rows = s->rows;
+        ferry_shard_set_str(&s->placement, x->placement);
+        x->version = sl.items[i].version;
+    }
+    qsort(out->v, out->n, sizeof *out->v, row_cmp);
+    size_t n_slices = out->n;
+    for (size_t i = 0; i < rl.n; i++) {
+        const ferry_route *r = &rl.items[i].u.route;
+        row key = {.split = r->split};
+        snprintf(key.tenant, sizeof key.tenant, "%s", r->tenant);
+        row *x = bsearch(&key, out->v, n_slices, sizeof *out->v, row_cmp);
+        if (!x) {
+            x = push(out);
+            *x = key;
+            x->version = -1;
+        }
+        x->route = true;
+        ferry_shard_set_str(&r->shards, x->shards);
+        x->route_version = rl.items[i].version;
+    }
+    qsort(out->v, out->n, sizeof *out->v, row_cmp);
+    ferry_record_list_free(&sl);
+    ferry_record_list_free(&rl);
+}
+
+static void same_rows(const rows *want, const rows *got, const char *what)
+{
+    if (want->n != got->n)
+        fail_msg("%s: %zu rows, the records join to %zu", what, got->n, want->n);
+    for (size_t i = 0; i < want->n; i++)
+        if (memcmp(&want->v[i], &got->v[i], sizeof want->v[i]))
+            fail_msg("%s: row %zu is %s/%u (v%lld, route v%lld), the records' %s/%u (v%lld, "
+                     "route v%lld)",
+                     what, i, got->v[i].tenant, got->v[i].split, (long long)got->v[i].version,
+                     (long long)got->v[i].route_version, want->v[i].tenant, want->v[i].split,
+                     (long long)want->v[i].version, (long long)want->v[i].route_version);
+}
+
+/* The packs' rows equal the records' join, the scans read them (used), and
+ * ferry_catalog_scan_slices gives the same rows. */
+static void packs_match(ferry_catalog *c, bool want_used)
+{
+    rows want = {0}, packed = {0}, scanned = {0};
+    memset(&want, 0, sizeof want);
+    joined(c, &want);
+    ferry_err err = {0};
+    bool used = !want_used;
+    assert_non_null(c->ops->scan_slice_rows);
+    if (c->ops->scan_slice_rows(c, take, &packed, &used, &err))
+        fail_msg("pack scan: %s", err.msg);
+    assert_int_equal(used, want_used);
+    if (used)
+        same_rows(&want, &packed, "the packs");
+    if (ferry_catalog_scan_slices(c, take, &scanned, &err))
+        fail_msg("scan: %s", err.msg);
+    same_rows(&want, &scanned, "ferry_catalog_scan_slices");
+    free(want.v);
+    free(packed.v);
+    free(scanned.v);
+}
+
+/* ---- raw ZooKeeper ---- */
+
+static void raw_set(ferry_catalog *c, const char *rel, const char *data)
+{
+    char abs[PATH_MAX_LEN];
+    zk_abspath(c->be, rel, abs, sizeof abs);
+    int zrc = zoo_set(c->be->zh, abs, data, (int)strlen(data), -1);
+    if (zrc != ZOK)
+        fail_msg("set %s: %s", abs, zerror(zrc));
+}
+
+static int raw_count(ferry_catalog *c, const char *rel)
+{
+    char abs[PATH_MAX_LEN];
+    zk_abspath(c->be, rel, abs, sizeof abs);
+    struct Stat st;
+    int zrc = zoo_exists(c->be->zh, abs, 0, &st);
+    if (zrc != ZOK)
+        fail_msg("exists %s: %s", abs, zerror(zrc));
+    return st.numChildren;
+}
+
+/* ---- tests ---- */
+
+typedef struct interfere {
+    ferry_catalog *other;
+    int fired, rc;
+} interfere;
+
+/* Between a commit's read of acme's documents and its multi: another handle changes a route of
+ * acme (the other document of the bucket the commit writes). */
+static void between(void *arg)
+{
+    interfere *in = arg;
+    if (in->fired++)
+        return;
+    ferry_err e = {0};
+    ferry_record r;
+    route(&r, "acme", 2, "s3");
+    in->rc = ferry_catalog_get(in->other, &r, &e);
+    if (!in->rc) {
+        shards_printf(&r.u.route.shards, "s3");
+        in->rc = ferry_catalog_update(in->other, &r, &e);
+    }
+}
+
+static void test_packs_follow_writes(void **state)
+{
+    (void)state;
+    if (!tc.zk_base) {
+        skip();
+        return;
+    }
+    char url[512];
+    fresh_url(url, sizeof url);
+    ferry_catalog *c = open_ok(url);
+    ferry_err err = {0};
+    seed(c);
+    assert_int_equal(raw_count(c, "slice_packs"), 8); /* 6 tenants, acme~1, ghost */
+    packs_match(c, true);
+
+    /* an update, a deletion, a tenant emptied */
+    ferry_record r;
+    slice(&r, "acme", 1500, 0, "s1");
+    assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+    r.u.slice.bytes = 424242;
+    shards_printf(&r.u.slice.placement, "s3");
+    assert_int_equal(ferry_catalog_update(c, &r, &err), FERRY_OK);
+    route(&r, "t1", 1, "s1");
+    assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_delete(c, &r, &err), FERRY_OK);
+    ferry_batch *b = ferry_batch_new();
+    for (uint32_t k = 0; k < 2; k++) {
+        slice(&r, "t2", k, 0, "s1");
+        assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+        assert_int_equal(ferry_batch_delete(b, &r, &err), FERRY_OK);
+        route(&r, "t2", k, "s1");
+        assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+        assert_int_equal(ferry_batch_delete(b, &r, &err), FERRY_OK);
+    }
+    commit(c, b);
+    packs_match(c, true);
+
+    /* checks only: nothing written, the packs as they were */
+    b = ferry_batch_new();
+    slice(&r, "a", 0, 0, "s1");
+    assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+    assert_int_equal(ferry_batch_check(b, &r, &err), FERRY_OK);
+    commit(c, b);
+    packs_match(c, true);
+
+    /* another writer changes the route document of acme's bucket between this commit's read
+     * and its multi: the pack's conditioned write fails, the commit reads again, and the pack
+     * holds both changes */
+    interfere in = {.other = open_ok(url)};
+    zt_test_between_arg = &in;
+    zt_test_between = between;
+    slice(&r, "acme", 1, 0, "s1");
+    assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+    r.u.slice.bytes = 31337;
+    int rc = ferry_catalog_update(c, &r, &err);
+    zt_test_between = NULL;
+    assert_int_equal(rc, FERRY_OK);
+    assert_int_equal(in.rc, FERRY_OK);
+    /* once for the first attempt, once inside the other handle's own commit (the hook is the
+     * process's), once for the attempt that read again after the race */
+    assert_int_equal(in.fired, 3);
+    ferry_catalog_close(in.other);
+    packs_match(c, true);
+    rows got = {0};
+    bool used = false;
+    assert_int_equal(c->ops->scan_slice_rows(c, take, &got, &used, &err), FERRY_OK);
+    bool saw_slice = false, saw_route = false;
+    for (size_t i = 0; i < got.n; i++) {
+        if (!strcmp(got.v[i].tenant, "acme") && got.v[i].split == 1)
+            saw_slice = got.v[i].bytes == 31337;
+        if (!strcmp(got.v[i].tenant, "acme") && got.v[i].split == 2)
+            saw_route = !strcmp(got.v[i].shards, "s3");
+    }
+    free(got.v);
+    assert_true(saw_slice && saw_route);
+
+    /* a batch larger than one multi (chunks, a journal): 300 tenants at once */
+    ferry_catalog_set_chunk_ops(c, 50);
+    b = ferry_batch_new();
+    for (int t = 0; t < 300; t++) {
+        char name[32];
+        snprintf(name, sizeof name, "bulk%03d", t);
+        slice(&r, name, 0, (uint64_t)t, "s2");
+        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+        route(&r, name, 0, "s2");
+        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    }
+    ferry_commit_info info = {0};
+    assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_OK);
+    ferry_batch_free(b);
+    assert_true(info.chunks > 1);
+    packs_match(c, true);
+    ferry_catalog_close(c);
+}
+
+/* Unusable, damaged and rebuilt packs. */
+static void test_packs_unusable_damaged_rebuilt(void **state)
+{
+    (void)state;
+    if (!tc.zk_base) {
+        skip();
+        return;
+    }
+    char url[512], conv[600];
+    fresh_url(url, sizeof url);
+    ferry_catalog *c = open_ok(url);
+    seed(c);
+    /* a bucket the packs cannot carry: the scans join the documents, the same rows */
+    raw_set(c, "slice_packs/t10", "!");
+    packs_match(c, false);
+    /* a damaged pack: an error naming the tenant and what builds the packs again */
+    raw_set(c, "slice_packs/acme~1", "1500\tnot a number\n");
+    rows got = {0};
+    ferry_err err = {0};
+    assert_int_equal(ferry_catalog_scan_slices(c, take, &got, &err), FERRY_OK); /* t10: joined */
+    free(got.v);
+    memset(&got, 0, sizeof got);
+    raw_set(c, "slice_packs/t10", ""); /* now the packs are read, acme~1 among them */
+    assert_int_equal(ferry_catalog_scan_slices(c, take, &got, &err), FERRY_EIO);
+    free(got.v);
+    assert_non_null(strstr(err.msg, "slice pack of tenant acme"));
+    assert_non_null(strstr(err.msg, "convert_layout=1"));
+    ferry_catalog_close(c);
+    /* built again from the documents by an open with convert_layout=1 */
+    url_with(url, "convert_layout=1", conv, sizeof conv);
+    c = open_ok(conv);
+    packs_match(c, true);
+    ferry_catalog_close(c);
+}
+
+/* A catalog of layout 2 (tenant documents, no packs) is refused, then converted when asked. */
+static void test_layout_2_gets_packs(void **state)
+{
+    (void)state;
+    if (!tc.zk_base) {
+        skip();
+        return;
+    }
+    char url[512], conv[600];
+    fresh_url(url, sizeof url);
+    ferry_catalog *c = open_ok(url);
+    seed(c);
+    /* as an older ferry left it: marker 2, no packs */
+    char abs[PATH_MAX_LEN];
+    zk_abspath(c->be, "slice_packs", abs, sizeof abs);
+    struct String_vector kids = {0, NULL};
+    assert_int_equal(zoo_get_children(c->be->zh, abs, 0, &kids), ZOK);
+    for (int i = 0; i < kids.count; i++) {
+        char p[2 * PATH_MAX_LEN];
+        snprintf(p, sizeof p, "%s/%s", abs, kids.data[i]);
+        assert_int_equal(zoo_delete(c->be->zh, p, -1), ZOK);
+    }
+    deallocate_String_vector(&kids);
+    raw_set(c, "layout", "2");
+    ferry_catalog_close(c);
+    ferry_err err = {0};
+    c = NULL;
+    assert_int_equal(ferry_catalog_open(url, &c, &err), FERRY_EUNSUPPORTED);
+    assert_null(c);
+    assert_non_null(strstr(err.msg, "layout 2"));
+    assert_non_null(strstr(err.msg, "convert_layout=1"));
+    url_with(url, "convert_layout=1", conv, sizeof conv);
+    c = open_ok(conv);
+    packs_match(c, true);
+    char buf[16];
+    int len = sizeof buf - 1;
+    struct Stat st;
+    zk_abspath(c->be, "layout", abs, sizeof abs);
+    assert_int_equal(zoo_get(c->be->zh, abs, 0, buf, &len, &st), ZOK);
+    buf[len] = '\0';
+    assert_string_equal(buf, ZT_LAYOUT);
+    assert_int_equal(raw_count(c, "slice_packs"), 8);
+    ferry_catalog_close(c);
+    c = open_ok(url); /* marked: opens without the parameter */
+    packs_match(c, true);
+    ferry_catalog_close(c);
+}
+
+int main(void)
+{
+    if (!temp_catalogs_init(&tc, "zk-packs", "ZooKeeper slice packs"))
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_packs_follow_writes),
+        cmocka_unit_test(test_packs_unusable_damaged_rebuilt),
+        cmocka_unit_test(test_layout_2_gets_packs),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (!temp_catalogs_done(&tc))
+        rc = rc ? rc : 1;
+    return rc;
+}
