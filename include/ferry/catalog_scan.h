@@ -54,6 +54,12 @@ typedef int (*ferry_tenant_row_fn)(const ferry_tenant_row *row, void *arg, ferry
 int ferry_catalog_scan_tenants(ferry_catalog *c, ferry_tenant_row_fn fn, void *arg,
                                ferry_err *err);
 
+/* Every tenant row as ferry_catalog_scan_tenants gives them, then every slice row as
+ * ferry_catalog_scan_slices gives them, to the same arg: on ZooKeeper one read of the slice packs
+ * (docs/catalog.md, "Slice packs on ZooKeeper") instead of two folders. */
+int ferry_catalog_scan_tenants_slices(ferry_catalog *c, ferry_tenant_row_fn tenant_fn,
+                                      ferry_slice_row_fn slice_fn, void *arg, ferry_err *err);
+
 typedef struct ferry_partition_row {
     const char *server, *table, *partition_id, *tenant;
     uint32_t day, split;

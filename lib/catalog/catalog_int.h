@@ -123,10 +123,12 @@ typedef struct cat_backend_ops {
      * lib/catalog/scan.c). */
     int (*scan_flat)(ferry_catalog *c, const char *prefix, int depth, cat_flat *out,
                      ferry_err *err);
-    /* Optional: every slice row as ferry_catalog_scan_slices gives them, from the backend's own
-     * compact copy, and *used; or nothing called and *used false (the scan joins the records). */
-    int (*scan_slice_rows)(ferry_catalog *c, ferry_slice_row_fn fn, void *arg, bool *used,
-                           ferry_err *err);
+    /* Optional: from the backend's own compact copy, every tenant row to tenant_fn (unless NULL,
+     * as ferry_catalog_scan_tenants gives them), then every slice row to slice_fn (unless NULL,
+     * as ferry_catalog_scan_slices), and *used; or nothing called and *used false (the scans
+     * read the records). */
+    int (*scan_rows)(ferry_catalog *c, ferry_tenant_row_fn tenant_fn, ferry_slice_row_fn slice_fn,
+                     void *arg, bool *used, ferry_err *err);
     /* All of req or nothing. FERRY_ECONFLICT / FERRY_ENOTFOUND name the failing path. */
     int (*commit)(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info,
                   ferry_err *err);

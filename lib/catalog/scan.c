@@ -698,9 +698,9 @@ int ferry_catalog_scan_slices(ferry_catalog *c, ferry_slice_row_fn fn, void *arg
         }
     }
     /* another backend's compact copy of the rows, when it keeps one (ZooKeeper's packs) */
-    if (!db && c->ops->scan_slice_rows) {
+    if (!db && c->ops->scan_rows) {
         bool used;
-        int prc = c->ops->scan_slice_rows(c, fn, arg, &used, err);
+        int prc = c->ops->scan_rows(c, NULL, fn, arg, &used, err);
         if (used || prc)
             return prc;
     }
@@ -901,6 +901,20 @@ int ferry_catalog_scan_tenants(ferry_catalog *c, ferry_tenant_row_fn fn, void *a
     }
     scan_end(&k, db, rec, rec);
     return rc;
+}
+
+int ferry_catalog_scan_tenants_slices(ferry_catalog *c, ferry_tenant_row_fn tenant_fn,
+                                      ferry_slice_row_fn slice_fn, void *arg, ferry_err *err)
+{
+    /* ZooKeeper's packs carry both: one read of one folder */
+    if (!cat_sqlite_handle(c) && c->ops->scan_rows) {
+        bool used;
+        int rc = c->ops->scan_rows(c, tenant_fn, slice_fn, arg, &used, err);
+        if (used || rc)
+            return rc;
+    }
+    int rc = ferry_catalog_scan_tenants(c, tenant_fn, arg, err);
+    return rc ? rc : ferry_catalog_scan_slices(c, slice_fn, arg, err);
 }
 
 /* ---- partitions --------------------------------------------------------------------------------- */

@@ -208,15 +208,19 @@ int zt_conv_flush(cat_backend *be, zmulti *m, bool force, const char *what, ferr
 /* ---- zk_pack.c: the slice packs beside the tenant documents ---- */
 /* slice_packs/TENANT or slice_packs/TENANT~BUCKET. */
 void zp_rel(const char *tenant, uint32_t bucket, char *out, size_t size);
-/* The pack of one bucket of tenant from its documents' texts (NULL or length 0: none): *out
+/* The pack of one bucket of tenant from its tenant record (bucket 0; NULL: none) and its
+ * documents' texts (NULL or length 0: none): *out
  * malloc'ed (the caller frees), *out_len bytes, not NUL-terminated; the unusable marker when a
  * row cannot be packed. FERRY_ENOMEM only. */
-int zp_build(ferry_catalog *c, const char *tenant, const char *slice_doc, size_t slice_len,
+int zp_build(ferry_catalog *c, const char *tenant, const char *tenant_doc,
+             int64_t tenant_version, const char *slice_doc, size_t slice_len,
              const char *route_doc, size_t route_len, char **out, size_t *out_len,
              ferry_err *err);
-/* The backend's scan_slice_rows: every slice row from the packs (*used), or nothing called and
- * *used false when a pack is the unusable marker (the caller joins the documents). */
-int zp_scan(ferry_catalog *c, ferry_slice_row_fn fn, void *arg, bool *used, ferry_err *err);
+/* The backend's scan_rows: from the packs (*used), every tenant row to tenant_fn (unless NULL),
+ * then every slice row to slice_fn (unless NULL); or nothing called and *used false when a pack
+ * is the unusable marker (the caller reads the folders). */
+int zp_scan(ferry_catalog *c, ferry_tenant_row_fn tenant_fn, ferry_slice_row_fn slice_fn,
+            void *arg, bool *used, ferry_err *err);
 /* Every bucket's pack built again from its documents (convert_layout=1; every other process
  * stopped). */
 int zp_build_all(ferry_catalog *c, ferry_err *err);

@@ -30,6 +30,7 @@
  * than reading a catalog without slices. */
 #include "catalog/zk_int.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,16 +370,25 @@ typedef struct zt_doc {
  * writes) and its slice pack (zk_pack.c), read first and written when a document changes. */
 typedef struct zt_group {
     char tenant[FERRY_NAME_MAX];
+    uint32_t bucket;
     int doc[2];          /* its slices' and routes' documents in the plan's docs */
     char rel[PATH_MAX_LEN];
     int64_t zv;          /* the pack's znode version read; -1: none yet */
     char *text;          /* the new pack */
     size_t text_len;
+    /* bucket 0: the tenant record (tenants/T), read after the pack, whose line the pack keeps */
+    char trel[PATH_MAX_LEN];
+    char *tread;         /* its document as read (NULL: none) */
+    const char *tdoc;    /* its document after the batch's operations (tread's, or an
+                          * operation's; NULL: none) */
+    int64_t tver;        /* its znode version after them (-1: none) */
+    bool tdirty;         /* the batch creates, sets or deletes it */
 } zt_group;
 
 typedef struct zt_plan {
     size_t n;            /* the request's operations */
     int *doc_of;         /* per operation: its document's index, -1 for another record */
+    int *tgroup_of;      /* per operation on a tenant record: its group (-1: another) */
     zt_key *keys;
     zt_group *groups;
     size_t ng;
@@ -403,9 +413,13 @@ static void plan_reset_docs(zt_plan *p)
         p->docs[i].zv = -1;
     }
     for (size_t g = 0; g < p->ng; g++) {
-        free(p->groups[g].text);
-        p->groups[g].text = NULL;
-        p->groups[g].zv = -1;
+        zt_group *gr = &p->groups[g];
+        free(gr->text);
+        free(gr->tread);
+        gr->text = gr->tread = NULL;
+        gr->tdoc = NULL;
+        gr->zv = gr->tver = -1;
+        gr->tdirty = false;
     }
 }
 
@@ -413,6 +427,7 @@ static void plan_free(zt_plan *p)
 {
     plan_reset_docs(p);
     free(p->doc_of);
+    free(p->tgroup_of);
     free(p->keys);
     free(p->groups);
     free(p->docs);
@@ -423,7 +438,51 @@ static void plan_free(zt_plan *p)
     free(p->evers);
 }
 
-/* Groups the request's entry operations by document. FERRY_OK with p->nd == 0: none. */
+/* The tenant of a tenant record's path ("tenants/acme"), NULL for another path. */
+static const char *tenant_record(const char *path)
+{
+    static const char dir[] = "tenants/";
+    if (strncmp(path, dir, sizeof dir - 1))
+        return NULL;
+    const char *name = path + sizeof dir - 1;
+    return cat_name_ok(name) ? name : NULL;
+}
+
+/* The group of (tenant, bucket), made (with its two documents) when new: the hash (hcap slots,
+ * -1 empty) finds it by its pack's name. */
+static int group_of(zt_plan *p, int *hash, size_t hcap, const char *tenant, uint32_t bucket)
+{
+    char rel[PATH_MAX_LEN];
+    zp_rel(tenant, bucket, rel, sizeof rel);
+    uint64_t h = 1469598103934665603ull;
+    for (const char *s = rel; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    size_t slot = (size_t)h & (hcap - 1);
+    while (hash[slot] >= 0 && strcmp(p->groups[hash[slot]].rel, rel))
+        slot = (slot + 1) & (hcap - 1);
+    if (hash[slot] >= 0)
+        return hash[slot];
+    assert(p->ng < (p->n ? p->n : 1));
+    zt_group *g = &p->groups[p->ng];
+    hash[slot] = (int)p->ng++;
+    snprintf(g->rel, sizeof g->rel, "%s", rel);
+    snprintf(g->tenant, sizeof g->tenant, "%s", tenant);
+    if (bucket) /* no record has this name: read as not found, and the rels stay in step */
+        snprintf(g->trel, sizeof g->trel, "tenants/%s~%u", tenant, bucket);
+    else
+        snprintf(g->trel, sizeof g->trel, "tenants/%s", tenant);
+    g->bucket = bucket;
+    g->zv = g->tver = -1;
+    for (int k = 0; k < 2; k++) {
+        g->doc[k] = (int)p->nd;
+        doc_rel(k, g->tenant, bucket, p->docs[p->nd].rel, sizeof p->docs[p->nd].rel);
+        p->docs[p->nd++].zv = -1;
+    }
+    return hash[slot];
+}
+
+/* Groups the request's entry operations by document, and its slice and route documents and
+ * tenant records by pack. FERRY_OK with p->ng == 0: none. */
 static int plan_init(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, ferry_err *err)
 {
     (void)c;
@@ -433,6 +492,7 @@ static int plan_init(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, fe
      * operation and per group (its pack) */
     size_t n1 = n ? n : 1;
     p->doc_of = malloc(n1 * sizeof *p->doc_of);
+    p->tgroup_of = malloc(n1 * sizeof *p->tgroup_of);
     p->keys = calloc(n1, sizeof *p->keys);
     p->groups = calloc(n1, sizeof *p->groups);
     p->docs = calloc(2 * n1, sizeof *p->docs);
@@ -441,8 +501,8 @@ static int plan_init(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, fe
     p->phys_of = calloc(n1, sizeof *p->phys_of);
     p->pvers = calloc(2 * n1, sizeof *p->pvers);
     p->evers = calloc(n1, sizeof *p->evers);
-    if (!p->doc_of || !p->keys || !p->groups || !p->docs || !p->pops || !p->is_doc ||
-        !p->phys_of || !p->pvers || !p->evers)
+    if (!p->doc_of || !p->tgroup_of || !p->keys || !p->groups || !p->docs || !p->pops ||
+        !p->is_doc || !p->phys_of || !p->pvers || !p->evers)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     /* most batches touch few documents, but a registration touches thousands: the last one
      * looked up is tried first (a tenant's operations come together), then a hash of names */
@@ -455,7 +515,12 @@ static int plan_init(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, fe
     memset(hash, -1, hcap * sizeof *hash);
     int rc = FERRY_OK;
     for (size_t i = 0; i < n && !rc; i++) {
-        p->doc_of[i] = -1;
+        p->doc_of[i] = p->tgroup_of[i] = -1;
+        const char *tname = tenant_record(req->ops[i].path);
+        if (tname) { /* a tenant record: its line is in its bucket-0 pack */
+            p->tgroup_of[i] = group_of(p, hash, hcap, tname, 0);
+            continue;
+        }
         int t = entry_key(req->ops[i].path, &p->keys[i]);
         if (t < 0) {
             rc = ferry_err_set(err, FERRY_EINVAL,
@@ -471,28 +536,8 @@ static int plan_init(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, fe
                                req->ops[i].path, p->keys[i].split, ZT_BUCKET * ZT_BUCKETS);
             break;
         }
-        char rel[PATH_MAX_LEN];
-        uint32_t bucket = p->keys[i].split / ZT_BUCKET;
-        zp_rel(p->keys[i].tenant, bucket, rel, sizeof rel); /* the group's name */
-        uint64_t h = 1469598103934665603ull;
-        for (const char *s = rel; *s; s++)
-            h = (h ^ (unsigned char)*s) * 1099511628211ull;
-        size_t slot = (size_t)h & (hcap - 1);
-        while (hash[slot] >= 0 && strcmp(p->groups[hash[slot]].rel, rel))
-            slot = (slot + 1) & (hcap - 1);
-        if (hash[slot] < 0) {
-            zt_group *g = &p->groups[p->ng];
-            hash[slot] = (int)p->ng++;
-            snprintf(g->rel, sizeof g->rel, "%s", rel);
-            snprintf(g->tenant, sizeof g->tenant, "%s", p->keys[i].tenant);
-            g->zv = -1;
-            for (int k = 0; k < 2; k++) {
-                g->doc[k] = (int)p->nd;
-                doc_rel(k, g->tenant, bucket, p->docs[p->nd].rel, sizeof p->docs[p->nd].rel);
-                p->docs[p->nd++].zv = -1;
-            }
-        }
-        p->doc_of[i] = p->groups[hash[slot]].doc[p->keys[i].kind];
+        int g = group_of(p, hash, hcap, p->keys[i].tenant, p->keys[i].split / ZT_BUCKET);
+        p->doc_of[i] = p->groups[g].doc[p->keys[i].kind];
     }
     free(hash);
     return rc;
@@ -504,7 +549,7 @@ static int plan_init(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, fe
 static int plan_build(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, ferry_err *err)
 {
     cat_backend *be = c->be;
-    size_t nr = p->ng + p->nd;
+    size_t nr = 2 * p->ng + p->nd;
     char **rels = malloc(nr * sizeof *rels);
     scan_slot *slots = calloc(nr, sizeof *slots);
     int rc = FERRY_OK;
@@ -515,18 +560,29 @@ static int plan_build(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, f
     /* the packs before their documents, in one session's order: a writer that changes a
      * document after its pack was read has changed the pack too, and the pack's conditioned
      * write below fails (zk_pack.c) */
-    for (size_t g = 0; g < p->ng; g++)
+    /* (then the tenant records of the bucket-0 groups, then the documents) */
+    for (size_t g = 0; g < p->ng; g++) {
         rels[g] = p->groups[g].rel;
+        rels[p->ng + g] = p->groups[g].trel;
+    }
     for (size_t d = 0; d < p->nd; d++)
-        rels[p->ng + d] = p->docs[d].rel;
+        rels[2 * p->ng + d] = p->docs[d].rel;
     rc = zk_read_docs(c, rels, nr, false, slots, err);
     if (rc)
         goto out;
-    for (size_t g = 0; g < p->ng; g++)
-        p->groups[g].zv = slots[g].rc == ZOK ? slots[g].version : -1;
+    for (size_t g = 0; g < p->ng; g++) {
+        zt_group *gr = &p->groups[g];
+        scan_slot *ts = &slots[p->ng + g];
+        gr->zv = slots[g].rc == ZOK ? slots[g].version : -1;
+        if (gr->bucket == 0 && ts->rc == ZOK && ts->doc) {
+            gr->tdoc = gr->tread = ts->doc;
+            ts->doc = NULL;
+            gr->tver = ts->version;
+        }
+    }
     for (size_t d = 0; d < p->nd && !rc; d++) {
         zt_doc *z = &p->docs[d];
-        scan_slot *sl = &slots[p->ng + d];
+        scan_slot *sl = &slots[2 * p->ng + d];
         z->read = sl->doc;
         sl->doc = NULL;
         if (sl->rc == ZNONODE || !z->read || !z->read[0])
@@ -536,6 +592,21 @@ static int plan_build(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, f
             rc = damaged(c, z->rel, err);
     }
     for (size_t i = 0; i < p->n && !rc; i++) {
+        if (p->tgroup_of[i] >= 0) { /* the tenant record as this operation leaves it, if it
+                                      * applies (one that does not fails the multi) */
+            const cat_op *op = &req->ops[i];
+            zt_group *gr = &p->groups[p->tgroup_of[i]];
+            if (op->type == CAT_CREATE || op->type == CAT_SET) {
+                gr->tdoc = op->doc;
+                gr->tver = op->type == CAT_CREATE ? 0 : gr->tver + 1;
+                gr->tdirty = true;
+            } else if (op->type == CAT_DELETE) {
+                gr->tdoc = NULL;
+                gr->tver = -1;
+                gr->tdirty = true;
+            }
+            continue;
+        }
         if (p->doc_of[i] < 0)
             continue;
         const cat_op *op = &req->ops[i];
@@ -611,9 +682,9 @@ static int plan_build(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, f
     for (size_t g = 0; g < p->ng && !rc; g++) {
         zt_group *gr = &p->groups[g];
         const zt_doc *sd = &p->docs[gr->doc[0]], *rd = &p->docs[gr->doc[1]];
-        if (!sd->dirty && !rd->dirty)
+        if (!sd->dirty && !rd->dirty && !gr->tdirty)
             continue;
-        rc = zp_build(c, gr->tenant, sd->dirty ? sd->text : sd->read,
+        rc = zp_build(c, gr->tenant, gr->tdoc, gr->tver, sd->dirty ? sd->text : sd->read,
                       sd->dirty ? sd->text_len : sd->read ? strlen(sd->read) : 0,
                       rd->dirty ? rd->text : rd->read,
                       rd->dirty ? rd->text_len : rd->read ? strlen(rd->read) : 0, &gr->text,
@@ -641,7 +712,7 @@ int zt_commit(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *info, fe
 {
     zt_plan p = {0};
     int rc = plan_init(c, req, &p, err);
-    if (!rc && p.nd == 0) { /* no slice or route: as it is */
+    if (!rc && p.ng == 0) { /* no slice, route or tenant: as it is */
         plan_free(&p);
         return zk_commit(c, req, info, err);
     }

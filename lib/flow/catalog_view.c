@@ -335,10 +335,8 @@ int mv_view_read(ferry_catalog *cat, const char *const *shards, size_t n_shards,
 {
     view_reader r;
     int rc = view_start(v, &r, shards, n_shards, err);
-    if (!rc)
-        rc = ferry_catalog_scan_tenants(cat, scan_tenant, &r, err);
-    if (!rc)
-        rc = ferry_catalog_scan_slices(cat, scan_slice, &r, err);
+    if (!rc) /* one read on ZooKeeper (its slice packs carry the tenants) */
+        rc = ferry_catalog_scan_tenants_slices(cat, scan_tenant, scan_slice, &r, err);
     if (rc) {
         mv_view_free(v);
         return rc;

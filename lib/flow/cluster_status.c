@@ -47,7 +47,25 @@ typedef struct status_pass {
     char last[FERRY_NAME_MAX]; /* the current rows' tenant */
     bool have_last;
     uint32_t oldest_hot; /* partitions */
+    bool sealed;         /* every tenant is in t, in name order (before the first slice) */
 } status_pass;
+
+static int tenant_name_cmp(const void *a, const void *b)
+{
+    return strcmp(((const tenant_sum *)a)->name, ((const tenant_sum *)b)->name);
+}
+
+/* After the last tenant row: t in name order for add_slice's bsearch (the scan gives them so: a
+ * check and no work). */
+static void seal_tenants(status_pass *x)
+{
+    x->sealed = true;
+    for (size_t i = 1; i < x->n_t; i++)
+        if (strcmp(x->t[i - 1].name, x->t[i].name) > 0) {
+            qsort(x->t, x->n_t, sizeof *x->t, tenant_name_cmp);
+            return;
+        }
+}
 
 static int add_tenant(const ferry_tenant_row *row, void *arg, ferry_err *err)
 {
@@ -67,11 +85,6 @@ static int add_tenant(const ferry_tenant_row *row, void *arg, ferry_err *err)
     t->bytes = 0;
     x->n_t++;
     return FERRY_OK;
-}
-
-static int tenant_name_cmp(const void *a, const void *b)
-{
-    return strcmp(((const tenant_sum *)a)->name, ((const tenant_sum *)b)->name);
 }
 
 /* Largest first; equal sizes by name, as a stable sort of the tenants in name order gives. */
@@ -115,6 +128,8 @@ static int add_slice(const ferry_slice_row *row, void *arg, ferry_err *err)
 {
     status_pass *x = arg;
     ferry_cluster_status *out = x->out;
+    if (!x->sealed)
+        seal_tenants(x);
     out->slices += row->placement != NULL;
     if (!row->shards)
         return FERRY_OK;
@@ -222,19 +237,15 @@ int ferry_cluster_status_read(ferry_catalog *cat, size_t top_n, ferry_cluster_st
         out->shards[s].shard = shards.items[s].u.shard;
         names[s] = out->shards[s].shard.name;
     }
-    if ((rc = mv_shards_init(&x.shards, names, shards.n, err)) ||
-        (rc = ferry_catalog_scan_tenants(cat, add_tenant, &x, err)))
-        goto out;
-    out->tenants = x.n_t;
-    if (x.n_t > 1) /* the scan gives them in this order already: a check and no work */
-        for (size_t i = 1; i < x.n_t; i++)
-            if (strcmp(x.t[i - 1].name, x.t[i].name) > 0) {
-                qsort(x.t, x.n_t, sizeof *x.t, tenant_name_cmp);
-                break;
-            }
     x.oldest_hot = day_before(out->settings.hot_days);
-    if ((rc = ferry_catalog_scan_slices(cat, add_slice, &x, err)) ||
-        (rc = add_partitions(cat, &x, err)) ||
+    /* every tenant, then every slice (one read on ZooKeeper) */
+    if ((rc = mv_shards_init(&x.shards, names, shards.n, err)) ||
+        (rc = ferry_catalog_scan_tenants_slices(cat, add_tenant, add_slice, &x, err)))
+        goto out;
+    if (!x.sealed)
+        seal_tenants(&x);
+    out->tenants = x.n_t;
+    if ((rc = add_partitions(cat, &x, err)) ||
         (rc = ferry_catalog_list_unfinished_moves(cat, &out->moves, err)) ||
         (rc = ferry_catalog_routing_version(cat, &out->routing_version, err)) ||
         (rc = ferry_tallies_read(cat, &out->tallies, err)))

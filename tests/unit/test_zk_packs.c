@@ -2,9 +2,10 @@
  * ZooKeeper"), on a real ZooKeeper ($FERRY_TEST_CATALOG="zk://host:port",
  * tests/integration/catalog_zk_packs.sh; without it every test skips):
  *   - after every kind of write (creates, updates, deletes down to an empty tenant, a batch of
- *     checks only, a batch larger than one multi, a writer changing the other document of the
- *     bucket between a commit's read and its multi) the rows the packs give are the join of the
- *     records, field for field and in key order, and the scans use them;
+ *     checks only, a batch larger than one multi, tenant records alone, a writer changing the
+ *     other document of the bucket between a commit's read and its multi) the slice rows the
+ *     packs give are the join of the records and their tenant rows the tenant records, field for
+ *     field and in key order, and the scans use them;
  *   - a pack marked unusable makes the scans read the documents (the same rows); a damaged pack
  *     is an error naming the tenant and what builds it again; convert_layout=1 builds it again;
  *   - a catalog of layout 2 (documents without packs) is refused saying what to run, and gets its
@@ -69,6 +70,14 @@ static void route(ferry_record *r, const char *tenant, uint32_t split, const cha
     shards_printf(&r->u.route.shards, "%s", shards);
 }
 
+static void tenant_rec(ferry_record *r, const char *name, uint32_t splits, uint32_t rf)
+{
+    ferry_record_init(r, FERRY_REC_TENANT);
+    snprintf(r->u.tenant.name, sizeof r->u.tenant.name, "%s", name);
+    r->u.tenant.splits = splits;
+    r->u.tenant.rf = rf;
+}
+
 static void commit(ferry_catalog *c, ferry_batch *b)
 {
     ferry_err err = {0};
@@ -97,7 +106,13 @@ static void seed(ferry_catalog *c)
             assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
         }
     }
-    route(&r, "ghost", 7, "s3"); /* a route without a slice record */
+    route(&r, "ghost", 7, "s3"); /* a route without a slice record, of a tenant without one */
+    assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    for (size_t t = 0; t < sizeof tenants / sizeof *tenants; t++) {
+        tenant_rec(&r, tenants[t], !strcmp(tenants[t], "acme") ? 1501 : 11, t == 2 ? 2 : 0);
+        assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    }
+    tenant_rec(&r, "lonely", 4, 0); /* a tenant without slices */
     assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
     commit(c, b);
 }
@@ -118,6 +133,37 @@ typedef struct rows {
     size_t n, cap;
 } rows;
 
+/* A tenant row (name, splits, rf, version). */
+typedef struct trow {
+    char name[FERRY_NAME_MAX];
+    uint32_t splits, rf;
+    int64_t version;
+} trow;
+
+/* What a scan gave: its tenant rows, then its slice rows. */
+typedef struct scanned {
+    rows s;
+    trow *t;
+    size_t n_t;
+    bool slice_seen; /* a slice row came: no tenant row may come after it */
+} scanned;
+
+static int take_tenant(const ferry_tenant_row *r, void *arg, ferry_err *err)
+{
+    (void)err;
+    scanned *x = arg;
+    assert_false(x->slice_seen);
+    x->t = realloc(x->t, (x->n_t + 1) * sizeof *x->t);
+    assert_non_null(x->t);
+    trow *t = &x->t[x->n_t++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", r->name);
+    t->splits = r->splits;
+    t->rf = r->rf;
+    t->version = r->version;
+    return FERRY_OK;
+}
+
 static row *push(rows *g)
 {
     if (g->n == g->cap) {
@@ -134,7 +180,9 @@ static row *push(rows *g)
 static int take(const ferry_slice_row *r, void *arg, ferry_err *err)
 {
     (void)err;
-    row *x = push(arg);
+    scanned *sc = arg;
+    sc->slice_seen = true;
+    row *x = push(&sc->s);
     snprintf(x->tenant, sizeof x->tenant, "%s", r->tenant);
     x->split = r->split;
     x->slice = r->placement != NULL;
@@ -207,27 +255,63 @@ static void same_rows(const rows *want, const rows *got, const char *what)
                      (long long)want->v[i].version, (long long)want->v[i].route_version);
 }
 
-/* The packs' rows equal the records' join, the scans read them (used), and
- * ferry_catalog_scan_slices gives the same rows. */
+static void scanned_free(scanned *x)
+{
+    free(x->s.v);
+    free(x->t);
+    memset(x, 0, sizeof *x);
+}
+
+/* The tenant records as ferry_catalog_list gives them (name order) against the rows. */
+static void same_tenants(ferry_catalog *c, const scanned *got, const char *what)
+{
+    ferry_err err = {0};
+    ferry_record_list tl = {0};
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_TENANT, NULL, 0, &tl, &err), FERRY_OK);
+    if (tl.n != got->n_t)
+        fail_msg("%s: %zu tenant rows, %zu tenant records", what, got->n_t, tl.n);
+    for (size_t i = 0; i < tl.n; i++) {
+        const ferry_tenant *t = &tl.items[i].u.tenant;
+        const trow *g = &got->t[i];
+        if (strcmp(t->name, g->name) || t->splits != g->splits || t->rf != g->rf ||
+            tl.items[i].version != g->version)
+            fail_msg("%s: tenant row %zu is %s (%u splits, rf %u, v%lld), the record %s (%u "
+                     "splits, rf %u, v%lld)", what, i, g->name, g->splits, g->rf,
+                     (long long)g->version, t->name, t->splits, t->rf,
+                     (long long)tl.items[i].version);
+    }
+    ferry_record_list_free(&tl);
+}
+
+/* The packs' rows equal the records (slices: their join; tenants: the records), the scans read
+ * them (used), and ferry_catalog_scan_slices and ferry_catalog_scan_tenants_slices give the
+ * same rows. */
 static void packs_match(ferry_catalog *c, bool want_used)
 {
-    rows want = {0}, packed = {0}, scanned = {0};
-    memset(&want, 0, sizeof want);
+    rows want = {0};
+    scanned packed = {0}, sl = {0}, both = {0};
     joined(c, &want);
     ferry_err err = {0};
     bool used = !want_used;
-    assert_non_null(c->ops->scan_slice_rows);
-    if (c->ops->scan_slice_rows(c, take, &packed, &used, &err))
+    assert_non_null(c->ops->scan_rows);
+    if (c->ops->scan_rows(c, take_tenant, take, &packed, &used, &err))
         fail_msg("pack scan: %s", err.msg);
     assert_int_equal(used, want_used);
-    if (used)
-        same_rows(&want, &packed, "the packs");
-    if (ferry_catalog_scan_slices(c, take, &scanned, &err))
+    if (used) {
+        same_rows(&want, &packed.s, "the packs");
+        same_tenants(c, &packed, "the packs");
+    }
+    if (ferry_catalog_scan_slices(c, take, &sl, &err))
         fail_msg("scan: %s", err.msg);
-    same_rows(&want, &scanned, "ferry_catalog_scan_slices");
+    same_rows(&want, &sl.s, "ferry_catalog_scan_slices");
+    if (ferry_catalog_scan_tenants_slices(c, take_tenant, take, &both, &err))
+        fail_msg("scan: %s", err.msg);
+    same_rows(&want, &both.s, "ferry_catalog_scan_tenants_slices");
+    same_tenants(c, &both, "ferry_catalog_scan_tenants_slices");
     free(want.v);
-    free(packed.v);
-    free(scanned.v);
+    scanned_free(&packed);
+    scanned_free(&sl);
+    scanned_free(&both);
 }
 
 /* ---- raw ZooKeeper ---- */
@@ -288,7 +372,7 @@ static void test_packs_follow_writes(void **state)
     ferry_catalog *c = open_ok(url);
     ferry_err err = {0};
     seed(c);
-    assert_int_equal(raw_count(c, "slice_packs"), 8); /* 6 tenants, acme~1, ghost */
+    assert_int_equal(raw_count(c, "slice_packs"), 9); /* 6 tenants, acme~1, ghost, lonely */
     packs_match(c, true);
 
     /* an update, a deletion, a tenant emptied */
@@ -339,18 +423,37 @@ static void test_packs_follow_writes(void **state)
     assert_int_equal(in.fired, 3);
     ferry_catalog_close(in.other);
     packs_match(c, true);
-    rows got = {0};
+    scanned got = {0};
     bool used = false;
-    assert_int_equal(c->ops->scan_slice_rows(c, take, &got, &used, &err), FERRY_OK);
+    assert_int_equal(c->ops->scan_rows(c, NULL, take, &got, &used, &err), FERRY_OK);
     bool saw_slice = false, saw_route = false;
-    for (size_t i = 0; i < got.n; i++) {
-        if (!strcmp(got.v[i].tenant, "acme") && got.v[i].split == 1)
-            saw_slice = got.v[i].bytes == 31337;
-        if (!strcmp(got.v[i].tenant, "acme") && got.v[i].split == 2)
-            saw_route = !strcmp(got.v[i].shards, "s3");
+    for (size_t i = 0; i < got.s.n; i++) {
+        if (!strcmp(got.s.v[i].tenant, "acme") && got.s.v[i].split == 1)
+            saw_slice = got.s.v[i].bytes == 31337;
+        if (!strcmp(got.s.v[i].tenant, "acme") && got.s.v[i].split == 2)
+            saw_route = !strcmp(got.s.v[i].shards, "s3");
     }
-    free(got.v);
+    scanned_free(&got);
     assert_true(saw_slice && saw_route);
+
+    /* tenant records alone: a raise, a removal, a new tenant, a check (the pack of bucket 0
+     * keeps the record's line) */
+    tenant_rec(&r, "a-b", 0, 0);
+    assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+    r.u.tenant.splits = 40;
+    r.u.tenant.rf = 3;
+    assert_int_equal(ferry_catalog_update(c, &r, &err), FERRY_OK);
+    tenant_rec(&r, "t2", 0, 0);
+    assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+    assert_int_equal(ferry_catalog_delete(c, &r, &err), FERRY_OK);
+    b = ferry_batch_new();
+    tenant_rec(&r, "newcomer", 2, 0);
+    assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
+    tenant_rec(&r, "lonely", 0, 0);
+    assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+    assert_int_equal(ferry_batch_check(b, &r, &err), FERRY_OK);
+    commit(c, b);
+    packs_match(c, true);
 
     /* a batch larger than one multi (chunks, a journal): 300 tenants at once */
     ferry_catalog_set_chunk_ops(c, 50);
@@ -388,16 +491,22 @@ static void test_packs_unusable_damaged_rebuilt(void **state)
     packs_match(c, false);
     /* a damaged pack: an error naming the tenant and what builds the packs again */
     raw_set(c, "slice_packs/acme~1", "1500\tnot a number\n");
-    rows got = {0};
+    scanned got = {0};
     ferry_err err = {0};
     assert_int_equal(ferry_catalog_scan_slices(c, take, &got, &err), FERRY_OK); /* t10: joined */
-    free(got.v);
-    memset(&got, 0, sizeof got);
+    scanned_free(&got);
     raw_set(c, "slice_packs/t10", ""); /* now the packs are read, acme~1 among them */
     assert_int_equal(ferry_catalog_scan_slices(c, take, &got, &err), FERRY_EIO);
-    free(got.v);
+    scanned_free(&got);
     assert_non_null(strstr(err.msg, "slice pack of tenant acme"));
     assert_non_null(strstr(err.msg, "convert_layout=1"));
+    /* a damaged tenant line likewise (t10's pack lost its slices above; rebuilt below) */
+    raw_set(c, "slice_packs/acme~1", "");
+    raw_set(c, "slice_packs/t1", "=\t2\tx\t0\n");
+    assert_int_equal(ferry_catalog_scan_tenants_slices(c, take_tenant, take, &got, &err),
+                     FERRY_EIO);
+    scanned_free(&got);
+    assert_non_null(strstr(err.msg, "slice pack of tenant t1"));
     ferry_catalog_close(c);
     /* built again from the documents by an open with convert_layout=1 */
     url_with(url, "convert_layout=1", conv, sizeof conv);
@@ -447,7 +556,7 @@ static void test_layout_2_gets_packs(void **state)
     assert_int_equal(zoo_get(c->be->zh, abs, 0, buf, &len, &st), ZOK);
     buf[len] = '\0';
     assert_string_equal(buf, ZT_LAYOUT);
-    assert_int_equal(raw_count(c, "slice_packs"), 8);
+    assert_int_equal(raw_count(c, "slice_packs"), 9);
     ferry_catalog_close(c);
     c = open_ok(url); /* marked: opens without the parameter */
     packs_match(c, true);
