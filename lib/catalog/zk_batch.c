@@ -54,13 +54,147 @@ static void drop_journal(ferry_catalog *c, const char *id, size_t *rt)
     deallocate_String_vector(&kids);
 }
 
+static int cmp_asc(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static int cmp_desc(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)b, *(const char *const *)a);
 }
 
-/* Undoes what batch id applied (its u-* records, newest first), then opens the gate. Safe to run
- * by several processes at once: each undo multi also deletes its undo record, so it applies once. */
+/* ---- the tenants whose slice packs a rollback builds again ----
+ * A rollback restores every record and slice pack the batch changed to its document from
+ * before, but a tenant record restored by setData gets a new znode version (its record version),
+ * while its bucket-0 pack, restored too, names the version from before (zk_pack.c). So before
+ * the first undo is applied the batch's journal gets the names of the tenants its undo records
+ * touch (children r-NNNNNN, written in one multi: the first process to write them saw every
+ * undo record, since none is applied before they exist), and after the last one their packs are
+ * built again from the records, the gate still held. A rollback cut short and run again by
+ * ferry_catalog_recover finds the names there. */
+#define REPACK_BYTES (256 * 1024)
+
+/* The tenant names (malloc'ed, one per line) the batch's undo records (children kids) touch. */
+static int repack_names(ferry_catalog *c, const char *id, const struct String_vector *kids,
+                        ferry_buf *names, ferry_err *err)
+{
+    cat_backend *be = c->be;
+    for (int i = 0; i < kids->count; i++) {
+        if (strncmp(kids->data[i], "u-", 2))
+            continue;
+        char urel[PATH_MAX_LEN], uabs[PATH_MAX_LEN], *data = NULL;
+        batch_rel(urel, sizeof urel, id, kids->data[i]);
+        zk_abspath(be, urel, uabs, sizeof uabs);
+        struct Stat st;
+        int zrc = zget(be, uabs, false, &data, NULL, &st);
+        if (zrc == ZNONODE)
+            continue; /* applied by another process: it wrote the names first */
+        if (zrc != ZOK)
+            return zfail(be, zrc, "reading", urel, err);
+        json_t *undo = json_loads(data, 0, NULL);
+        free(data);
+        for (size_t k = 0; json_is_array(undo) && k < json_array_size(undo); k++) {
+            const char *p = json_string_value(json_array_get(json_array_get(undo, k), 1));
+            if (p && !strncmp(p, "tenants/", 8) && cat_name_ok(p + 8) &&
+                (ferry_buf_append(names, p + 8, strlen(p + 8)) ||
+                 ferry_buf_append(names, "\n", 1))) {
+                json_decref(undo);
+                return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            }
+        }
+        json_decref(undo);
+    }
+    return FERRY_OK;
+}
+
+/* Writes the names as r-* children of the batch's journal, all in one multi (ZNODEEXISTS: another
+ * process did; nothing to do). */
+static int repack_note(ferry_catalog *c, const char *id, const ferry_buf *names, ferry_err *err)
+{
+    cat_backend *be = c->be;
+    size_t parts = names->len / REPACK_BYTES + 1;
+    zmulti m = {0};
+    if (zmulti_init(&m, (int)parts))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    size_t at = 0;
+    for (size_t i = 0; i < parts; i++) {
+        size_t end = at + REPACK_BYTES < names->len ? at + REPACK_BYTES : names->len;
+        while (end < names->len && end > at && names->data[end - 1] != '\n')
+            end--; /* whole names in each part */
+        char crel[64], rel[PATH_MAX_LEN];
+        snprintf(crel, sizeof crel, "r-%06zu", i);
+        batch_rel(rel, sizeof rel, id, crel);
+        zm_create(&m, be, rel, names->data ? names->data + at : "", (int)(end - at), 0, -1);
+        at = end;
+    }
+    int zrc = zoo_multi(be->zh, m.n, m.ops, m.res);
+    int rc = zrc == ZOK || zrc == ZNODEEXISTS ? FERRY_OK
+                                               : zfail(be, zrc, "writing the repack list of", id,
+                                                       err);
+    zmulti_free(&m);
+    return rc;
+}
+
+/* The names the r-* children hold, then their tenants' bucket-0 packs built again. */
+static int repack(ferry_catalog *c, const char *id, ferry_err *err)
+{
+    cat_backend *be = c->be;
+    char rel[PATH_MAX_LEN], abs[PATH_MAX_LEN];
+    batch_rel(rel, sizeof rel, id, NULL);
+    zk_abspath(be, rel, abs, sizeof abs);
+    struct String_vector kids = {0, NULL};
+    int zrc = zoo_get_children(be->zh, abs, 0, &kids);
+    if (zrc != ZOK)
+        return zfail(be, zrc, "listing", rel, err);
+    ferry_buf all = {0};
+    char **names = NULL;
+    size_t n = 0;
+    int rc = FERRY_OK;
+    for (int i = 0; i < kids.count && !rc; i++) {
+        if (strncmp(kids.data[i], "r-", 2))
+            continue;
+        char crel[PATH_MAX_LEN], cabs[PATH_MAX_LEN], *data = NULL;
+        batch_rel(crel, sizeof crel, id, kids.data[i]);
+        zk_abspath(be, crel, cabs, sizeof cabs);
+        struct Stat st;
+        zrc = zget(be, cabs, false, &data, NULL, &st);
+        if (zrc != ZOK)
+            rc = zfail(be, zrc, "reading", crel, err);
+        else if (ferry_buf_append(&all, data, strlen(data)))
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        free(data);
+    }
+    for (size_t i = 0; !rc && i < all.len; i++)
+        n += all.data[i] == '\n';
+    if (!rc && n && !(names = malloc(n * sizeof *names)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc && n) {
+        size_t k = 0;
+        for (char *s = all.data, *e; k < n && (e = memchr(s, '\n', all.len - (size_t)(s - all.data)));
+             s = e + 1) {
+            *e = '\0';
+            names[k++] = s;
+        }
+        n = k;
+        /* each tenant once: a multi may not create one pack twice */
+        qsort(names, n, sizeof *names, cmp_asc);
+        size_t w = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!w || strcmp(names[w - 1], names[i]))
+                names[w++] = names[i];
+        rc = zp_repack(c, names, w, err);
+    }
+    free(names);
+    ferry_buf_free(&all);
+    deallocate_String_vector(&kids);
+    return rc;
+}
+
+/* Undoes what batch id applied (its u-* records, newest first), builds the slice packs of the
+ * tenants they touched again, then opens the gate. Safe to run by several processes at once:
+ * each undo multi also deletes its undo record, so it applies once, and a pack built twice is the
+ * same. */
 int zk_rollback_batch(ferry_catalog *c, const char *id, ferry_err *err)
 {
     cat_backend *be = c->be;
@@ -75,6 +209,18 @@ int zk_rollback_batch(ferry_catalog *c, const char *id, ferry_err *err)
         return zfail(be, zrc, "listing", rel, err);
     if (kids.count > 1)
         qsort(kids.data, (size_t)kids.count, sizeof *kids.data, cmp_desc);
+    bool noted = false;
+    for (int i = 0; i < kids.count; i++)
+        noted |= !strncmp(kids.data[i], "r-", 2);
+    if (zrc == ZOK && !noted) {
+        ferry_buf names = {0};
+        rc = repack_names(c, id, &kids, &names, err);
+        if (!rc)
+            rc = repack_note(c, id, &names, err);
+        ferry_buf_free(&names);
+        if (rc)
+            goto out;
+    }
     if (zmulti_init(&m, (int)c->chunk_ops + 2)) {
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
@@ -121,6 +267,8 @@ int zk_rollback_batch(ferry_catalog *c, const char *id, ferry_err *err)
         if (zrc != ZOK && zrc != ZNONODE && zrc != ZBADVERSION)
             rc = zfail(be, zrc, "rolling back", urel, err);
     }
+    if (!rc && zrc != ZNONODE) /* the journal is there: the tenants' packs, the gate held */
+        rc = repack(c, id, err);
     if (!rc) {
         /* Open the gate if this batch still holds it, and drop the journal. */
         char gabs[PATH_MAX_LEN], *g = NULL;

@@ -122,6 +122,10 @@ int zk_commit_small(ferry_catalog *c, cat_commit_req *req, ferry_commit_info *in
  * slots[i].doc and slots[i].kids (deallocate_String_vector). */
 int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, bool kids, scan_slot *slots,
                  ferry_err *err);
+/* The same (documents only) without looking at the gate: for the holder of the write gate
+ * (a rollback), whose reads no other batch can interleave with. */
+int zk_read_docs_gate_held(ferry_catalog *c, char *const *rels, size_t n, scan_slot *slots,
+                           ferry_err *err);
 /* The backend's get and scan of znodes as they are (zk_tdoc.c maps records onto them). */
 int zk_phys_get(ferry_catalog *c, const char *path, cat_item *out, ferry_err *err);
 int zk_phys_scan(ferry_catalog *c, const char *prefix, int depth, cat_items *out,
@@ -224,6 +228,9 @@ int zp_scan(ferry_catalog *c, ferry_tenant_row_fn tenant_fn, ferry_slice_row_fn 
 /* Every bucket's pack built again from its documents (convert_layout=1; every other process
  * stopped). */
 int zp_build_all(ferry_catalog *c, ferry_err *err);
+/* The bucket-0 packs of tenants names[0..n) built again from their records, by the holder of
+ * the write gate (a rollback, zk_batch.c). */
+int zp_repack(ferry_catalog *c, char *const *names, size_t n, ferry_err *err);
 
 /* ---- zk_batch.c ---- */
 /* Undoes batch id from its undo records, drops its journal, opens the gate. */

@@ -289,9 +289,11 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The packs of buckets names[0..n) ("acme", "acme~1"): their documents read, packs built and
- * written (created, or set whatever they held). */
-static int build_group(ferry_catalog *c, char **names, size_t n, ferry_err *err)
+/* The packs of buckets names[0..n) ("acme", "acme~1"): their documents read (gate_held: without
+ * looking at the gate, which the caller holds), packs built and written (created, or set
+ * whatever they held). */
+static int build_group(ferry_catalog *c, char *const *names, size_t n, bool gate_held,
+                       ferry_err *err)
 {
     cat_backend *be = c->be;
     char **rels = calloc(4 * n, sizeof *rels), **texts = calloc(n, sizeof *texts);
@@ -317,7 +319,8 @@ static int build_group(ferry_catalog *c, char **names, size_t n, ferry_err *err)
                 snprintf(rels[k * n + i], l, "%s/%s", dirs[k], names[i]);
         }
     if (!rc)
-        rc = zk_read_docs(c, rels, 4 * n, false, slots, err);
+        rc = gate_held ? zk_read_docs_gate_held(c, rels, 4 * n, slots, err)
+                       : zk_read_docs(c, rels, 4 * n, false, slots, err);
     size_t pending = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         char tenant[FERRY_NAME_MAX];
@@ -332,6 +335,8 @@ static int build_group(ferry_catalog *c, char **names, size_t n, ferry_err *err)
         tenant[tl] = '\0';
         const scan_slot *s = &slots[n + i], *r = &slots[2 * n + i], *t = &slots[3 * n + i];
         bool has_t = !tilde && t->rc == ZOK && t->doc;
+        if (!has_t && s->rc != ZOK && r->rc != ZOK && slots[i].rc != ZOK)
+            continue; /* nothing there (a tenant a rollback removed again): no pack either */
         rc = zp_build(c, tenant, has_t ? t->doc : NULL, has_t ? t->version : -1,
                       s->rc == ZOK ? s->doc : NULL, s->rc == ZOK ? s->doc_len : 0,
                       r->rc == ZOK ? r->doc : NULL, r->rc == ZOK ? r->doc_len : 0, &texts[i],
@@ -389,7 +394,7 @@ int zp_build_all(ferry_catalog *c, ferry_err *err)
         n = w;
     }
     for (size_t i = 0; i < n && !rc; i += BUILD_GROUP) {
-        rc = build_group(c, names + i, n - i < BUILD_GROUP ? n - i : BUILD_GROUP, err);
+        rc = build_group(c, names + i, n - i < BUILD_GROUP ? n - i : BUILD_GROUP, false, err);
         if (!rc && n > 10000 && (i / BUILD_GROUP) % 20 == 19)
             fprintf(stderr, "ferry: building the catalog's slice packs: %zu of %zu\n",
                     i + BUILD_GROUP, n);
@@ -401,5 +406,15 @@ int zp_build_all(ferry_catalog *c, ferry_err *err)
         ferry_err_prefix(err, "building the slice packs of zk://%s%s (open it with "
                               "convert_layout=1 again: it starts over): ",
                          be->hosts, be->root);
+    return rc;
+}
+
+int zp_repack(ferry_catalog *c, char *const *names, size_t n, ferry_err *err)
+{
+    int rc = FERRY_OK;
+    for (size_t i = 0; i < n && !rc; i += BUILD_GROUP)
+        rc = build_group(c, names + i, n - i < BUILD_GROUP ? n - i : BUILD_GROUP, true, err);
+    if (rc)
+        ferry_err_prefix(err, "building the slice packs of the tenants a rollback restored: ");
     return rc;
 }

@@ -314,6 +314,26 @@ int zk_phys_scan_flat(ferry_catalog *c, const char *prefix, int depth, cat_flat 
     return gated_scan(c, prefix, depth, NULL, out, err);
 }
 
+int zk_read_docs_gate_held(ferry_catalog *c, char *const *rels, size_t n, scan_slot *slots,
+                           ferry_err *err)
+{
+    rel_list paths = {(char **)rels, n, n};
+    zk_bulk *bulk = NULL;
+    memset(slots, 0, n * sizeof *slots);
+    read_level(c->be, &bulk, &paths, false, slots, NULL);
+    zk_bulk_close(bulk);
+    int rc = FERRY_OK;
+    for (size_t i = 0; i < n && !rc; i++)
+        if (slots[i].rc != ZOK && slots[i].rc != ZNONODE)
+            rc = zfail(c->be, slots[i].rc, "reading", rels[i], err);
+    if (rc)
+        for (size_t i = 0; i < n; i++) {
+            free(slots[i].doc);
+            slots[i].doc = NULL;
+        }
+    return rc;
+}
+
 int zk_read_docs(ferry_catalog *c, char *const *rels, size_t n, bool kids, scan_slot *slots,
                  ferry_err *err)
 {

@@ -6,6 +6,8 @@
  *     other document of the bucket between a commit's read and its multi) the slice rows the
  *     packs give are the join of the records and their tenant rows the tenant records, field for
  *     field and in key order, and the scans use them;
+ *   - a chunked batch rolled back (its tenant records written back at new versions) leaves
+ *     packs that say those versions;
  *   - a pack marked unusable makes the scans read the documents (the same rows); a damaged pack
  *     is an error naming the tenant and what builds it again; convert_layout=1 builds it again;
  *   - a catalog of layout 2 (documents without packs) is refused saying what to run, and gets its
@@ -115,6 +117,15 @@ static void seed(ferry_catalog *c)
     tenant_rec(&r, "lonely", 4, 0); /* a tenant without slices */
     assert_int_equal(ferry_batch_create(b, &r, &err), FERRY_OK);
     commit(c, b);
+}
+
+/* A new catalog (its URL into url) holding seed's records. */
+static ferry_catalog *seeded(char *url, size_t size)
+{
+    fresh_url(url, size);
+    ferry_catalog *c = open_ok(url);
+    seed(c);
+    return c;
 }
 
 /* ---- rows ---- */
@@ -368,10 +379,8 @@ static void test_packs_follow_writes(void **state)
         return;
     }
     char url[512];
-    fresh_url(url, sizeof url);
-    ferry_catalog *c = open_ok(url);
+    ferry_catalog *c = seeded(url, sizeof url);
     ferry_err err = {0};
-    seed(c);
     assert_int_equal(raw_count(c, "slice_packs"), 9); /* 6 tenants, acme~1, ghost, lonely */
     packs_match(c, true);
 
@@ -474,6 +483,51 @@ static void test_packs_follow_writes(void **state)
     ferry_catalog_close(c);
 }
 
+/* A batch larger than one multi that fails after some chunks were applied is rolled back: the
+ * tenant records it had changed are written back, at new znode versions (their record versions),
+ * and their packs are built again to say so. */
+static void test_packs_after_rollback(void **state)
+{
+    (void)state;
+    if (!tc.zk_base) {
+        skip();
+        return;
+    }
+    static const char *const tenants[] = {"a", "a-b", "acme", "lonely", "t1", "t10", "t2"};
+    char url[512];
+    ferry_catalog *c = seeded(url, sizeof url);
+    ferry_err err = {0};
+    ferry_catalog_set_chunk_ops(c, 3);
+    ferry_batch *b = ferry_batch_new();
+    for (size_t i = 0; i < sizeof tenants / sizeof *tenants; i++) {
+        ferry_record r;
+        tenant_rec(&r, tenants[i], 0, 0);
+        assert_int_equal(ferry_catalog_get(c, &r, &err), FERRY_OK);
+        r.u.tenant.splits += 100;
+        if (i + 1 == sizeof tenants / sizeof *tenants)
+            r.version += 7; /* stale: the batch fails at its last chunk of records */
+        assert_int_equal(ferry_batch_update(b, &r, &err), FERRY_OK);
+    }
+    ferry_commit_info info = {0};
+    assert_int_equal(ferry_catalog_commit(c, b, &info, &err), FERRY_ECONFLICT);
+    ferry_batch_free(b);
+    ferry_record_list tl = {0};
+    assert_int_equal(ferry_catalog_list(c, FERRY_REC_TENANT, NULL, 0, &tl, &err), FERRY_OK);
+    bool advanced = false; /* the rollback did write records back */
+    for (size_t i = 0; i < tl.n; i++) { /* contents restored: seed's split counts */
+        const ferry_tenant *t = &tl.items[i].u.tenant;
+        assert_int_equal(t->splits, !strcmp(t->name, "acme") ? 1501 : !strcmp(t->name, "lonely") ? 4 : 11);
+        advanced |= tl.items[i].version > 0;
+    }
+    ferry_record_list_free(&tl);
+    assert_true(advanced);
+    packs_match(c, true);
+    size_t n = 99;
+    assert_int_equal(ferry_catalog_recover(c, &n, &err), FERRY_OK);
+    assert_int_equal(n, 0); /* no journal left behind */
+    ferry_catalog_close(c);
+}
+
 /* Unusable, damaged and rebuilt packs. */
 static void test_packs_unusable_damaged_rebuilt(void **state)
 {
@@ -483,9 +537,7 @@ static void test_packs_unusable_damaged_rebuilt(void **state)
         return;
     }
     char url[512], conv[600];
-    fresh_url(url, sizeof url);
-    ferry_catalog *c = open_ok(url);
-    seed(c);
+    ferry_catalog *c = seeded(url, sizeof url);
     /* a bucket the packs cannot carry: the scans join the documents, the same rows */
     raw_set(c, "slice_packs/t10", "!");
     packs_match(c, false);
@@ -524,9 +576,7 @@ static void test_layout_2_gets_packs(void **state)
         return;
     }
     char url[512], conv[600];
-    fresh_url(url, sizeof url);
-    ferry_catalog *c = open_ok(url);
-    seed(c);
+    ferry_catalog *c = seeded(url, sizeof url);
     /* as an older ferry left it: marker 2, no packs */
     char abs[PATH_MAX_LEN];
     zk_abspath(c->be, "slice_packs", abs, sizeof abs);
@@ -569,6 +619,7 @@ int main(void)
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_packs_follow_writes),
+        cmocka_unit_test(test_packs_after_rollback),
         cmocka_unit_test(test_packs_unusable_damaged_rebuilt),
         cmocka_unit_test(test_layout_2_gets_packs),
     };
