@@ -22,6 +22,18 @@ static int batch_rel(char *out, size_t size, const char *id, const char *child)
     return snprintf(out, size, child ? "batches/%s/%s" : "batches/%s", id, child);
 }
 
+/* Reads the journal's child of batch id into *data (malloc'ed, the caller frees; NULL unless
+ * ZOK), its relative path into rel; the ZooKeeper code. */
+static int read_child(cat_backend *be, const char *id, const char *child,
+                      char rel[PATH_MAX_LEN], char **data, struct Stat *st)
+{
+    char abs[PATH_MAX_LEN];
+    batch_rel(rel, PATH_MAX_LEN, id, child);
+    zk_abspath(be, rel, abs, sizeof abs);
+    *data = NULL;
+    return zget(be, abs, false, data, NULL, st);
+}
+
 /* Removes a batch's journal: its children, then itself (several multis if needed). */
 static void drop_journal(ferry_catalog *c, const char *id, size_t *rt)
 {
@@ -83,11 +95,9 @@ static int repack_names(ferry_catalog *c, const char *id, const struct String_ve
     for (int i = 0; i < kids->count; i++) {
         if (strncmp(kids->data[i], "u-", 2))
             continue;
-        char urel[PATH_MAX_LEN], uabs[PATH_MAX_LEN], *data = NULL;
-        batch_rel(urel, sizeof urel, id, kids->data[i]);
-        zk_abspath(be, urel, uabs, sizeof uabs);
+        char urel[PATH_MAX_LEN], *data;
         struct Stat st;
-        int zrc = zget(be, uabs, false, &data, NULL, &st);
+        int zrc = read_child(be, id, kids->data[i], urel, &data, &st);
         if (zrc == ZNONODE)
             continue; /* applied by another process: it wrote the names first */
         if (zrc != ZOK)
@@ -154,11 +164,9 @@ static int repack(ferry_catalog *c, const char *id, ferry_err *err)
     for (int i = 0; i < kids.count && !rc; i++) {
         if (strncmp(kids.data[i], "r-", 2))
             continue;
-        char crel[PATH_MAX_LEN], cabs[PATH_MAX_LEN], *data = NULL;
-        batch_rel(crel, sizeof crel, id, kids.data[i]);
-        zk_abspath(be, crel, cabs, sizeof cabs);
+        char crel[PATH_MAX_LEN], *data;
         struct Stat st;
-        zrc = zget(be, cabs, false, &data, NULL, &st);
+        zrc = read_child(be, id, kids.data[i], crel, &data, &st);
         if (zrc != ZOK)
             rc = zfail(be, zrc, "reading", crel, err);
         else if (ferry_buf_append(&all, data, strlen(data)))
@@ -228,11 +236,9 @@ int zk_rollback_batch(ferry_catalog *c, const char *id, ferry_err *err)
     for (int i = 0; i < kids.count && !rc; i++) {
         if (strncmp(kids.data[i], "u-", 2))
             continue;
-        char urel[PATH_MAX_LEN], uabs[PATH_MAX_LEN], *data = NULL;
-        batch_rel(urel, sizeof urel, id, kids.data[i]);
-        zk_abspath(be, urel, uabs, sizeof uabs);
+        char urel[PATH_MAX_LEN], *data;
         struct Stat st;
-        zrc = zget(be, uabs, false, &data, NULL, &st);
+        zrc = read_child(be, id, kids.data[i], urel, &data, &st);
         if (zrc == ZNONODE)
             continue; /* another process undid this chunk */
         if (zrc != ZOK) {
