@@ -34,15 +34,25 @@ static int read_child(cat_backend *be, const char *id, const char *child,
     return zget(be, abs, false, data, NULL, st);
 }
 
+/* Lists the children of batch id's journal into kids (the caller deallocates), its relative
+ * path into rel; the ZooKeeper code. */
+static int list_journal(cat_backend *be, const char *id, char rel[PATH_MAX_LEN],
+                        struct String_vector *kids)
+{
+    char abs[PATH_MAX_LEN];
+    batch_rel(rel, PATH_MAX_LEN, id, NULL);
+    zk_abspath(be, rel, abs, sizeof abs);
+    *kids = (struct String_vector){0, NULL};
+    return zoo_get_children(be->zh, abs, 0, kids);
+}
+
 /* Removes a batch's journal: its children, then itself (several multis if needed). */
 static void drop_journal(ferry_catalog *c, const char *id, size_t *rt)
 {
     cat_backend *be = c->be;
-    char rel[PATH_MAX_LEN], abs[PATH_MAX_LEN];
-    batch_rel(rel, sizeof rel, id, NULL);
-    zk_abspath(be, rel, abs, sizeof abs);
-    struct String_vector kids = {0, NULL};
-    if (zoo_get_children(be->zh, abs, 0, &kids) != ZOK)
+    char rel[PATH_MAX_LEN];
+    struct String_vector kids;
+    if (list_journal(be, id, rel, &kids) != ZOK)
         return;
     zmulti m;
     if (zmulti_init(&m, (int)c->chunk_ops + 1) == FERRY_OK) {
@@ -150,11 +160,9 @@ static int repack_note(ferry_catalog *c, const char *id, const ferry_buf *names,
 static int repack(ferry_catalog *c, const char *id, ferry_err *err)
 {
     cat_backend *be = c->be;
-    char rel[PATH_MAX_LEN], abs[PATH_MAX_LEN];
-    batch_rel(rel, sizeof rel, id, NULL);
-    zk_abspath(be, rel, abs, sizeof abs);
-    struct String_vector kids = {0, NULL};
-    int zrc = zoo_get_children(be->zh, abs, 0, &kids);
+    char rel[PATH_MAX_LEN];
+    struct String_vector kids;
+    int zrc = list_journal(be, id, rel, &kids);
     if (zrc != ZOK)
         return zfail(be, zrc, "listing", rel, err);
     ferry_buf all = {0};
@@ -206,21 +214,20 @@ static int repack(ferry_catalog *c, const char *id, ferry_err *err)
 int zk_rollback_batch(ferry_catalog *c, const char *id, ferry_err *err)
 {
     cat_backend *be = c->be;
-    char rel[PATH_MAX_LEN], abs[PATH_MAX_LEN];
-    batch_rel(rel, sizeof rel, id, NULL);
-    zk_abspath(be, rel, abs, sizeof abs);
-    struct String_vector kids = {0, NULL};
-    int zrc = zoo_get_children(be->zh, abs, 0, &kids);
+    char rel[PATH_MAX_LEN];
+    struct String_vector kids;
+    int zrc = list_journal(be, id, rel, &kids);
     int rc = FERRY_OK;
     zmulti m = {0};
     if (zrc != ZOK && zrc != ZNONODE)
         return zfail(be, zrc, "listing", rel, err);
+    bool journal = zrc == ZOK; /* (zrc is reused by the undo loop below) */
     if (kids.count > 1)
         qsort(kids.data, (size_t)kids.count, sizeof *kids.data, cmp_desc);
     bool noted = false;
     for (int i = 0; i < kids.count; i++)
         noted |= !strncmp(kids.data[i], "r-", 2);
-    if (zrc == ZOK && !noted) {
+    if (journal && !noted) {
         ferry_buf names = {0};
         rc = repack_names(c, id, &kids, &names, err);
         if (!rc)
@@ -273,7 +280,7 @@ int zk_rollback_batch(ferry_catalog *c, const char *id, ferry_err *err)
         if (zrc != ZOK && zrc != ZNONODE && zrc != ZBADVERSION)
             rc = zfail(be, zrc, "rolling back", urel, err);
     }
-    if (!rc && zrc != ZNONODE) /* the journal is there: the tenants' packs, the gate held */
+    if (!rc && journal) /* the tenants' packs, the gate still held */
         rc = repack(c, id, err);
     if (!rc) {
         /* Open the gate if this batch still holds it, and drop the journal. */
