@@ -34,6 +34,11 @@ typedef struct cat_op {
     char *doc;       /* CREATE and SET */
     size_t doc_len;
     int64_t version; /* expected (SET, DELETE, CHECK); FERRY_VERSION_ANY = any */
+    /* SET with a version: the document at that version, when the caller has just read it
+     * (borrowed; NULL: not known). A ZooKeeper batch of many chunks journals it as the undo
+     * instead of reading it again: the set is conditioned on the version, so if it applies, this
+     * was the text it replaced. */
+    const char *prior;
     bool is_route;   /* changes the routing table */
     enum cat_index_change move_index;
 } cat_op;

@@ -345,7 +345,15 @@ int zk_recover(ferry_catalog *c, size_t *recovered, ferry_err *err)
 
 /* The undo records of ops[first..next), as [kind, path, doc]: a create is undone by a delete; a
  * set or delete by restoring the document read now (the reads are pipelined: one round trip for
- * the whole chunk). Holding the gate, nothing else changes these records until we commit. */
+ * the whole chunk), or, for a set whose caller read the document at the version it conditions
+ * the set on (op->prior), by restoring that text: if the set applies, it is what it replaced.
+ * Holding the gate, nothing else changes these records until we commit. */
+/* Whether op's undo is the text its caller read (cat_op.prior), not one read again. */
+static bool known_prior(const cat_op *op)
+{
+    return op->type == CAT_SET && op->prior && op->version >= 0;
+}
+
 static int chunk_undo(cat_backend *be, const cat_op *ops, size_t first, size_t next, json_t *undo,
                       size_t *rt, ferry_err *err)
 {
@@ -358,7 +366,7 @@ static int chunk_undo(cat_backend *be, const cat_op *ops, size_t first, size_t n
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const cat_op *op = &ops[first + i];
-        if (op->type != CAT_SET && op->type != CAT_DELETE)
+        if ((op->type != CAT_SET && op->type != CAT_DELETE) || known_prior(op))
             continue;
         char abs[PATH_MAX_LEN];
         zk_abspath(be, op->path, abs, sizeof abs);
@@ -387,6 +395,10 @@ static int chunk_undo(cat_backend *be, const cat_op *ops, size_t first, size_t n
             continue;
         if (op->type == CAT_CREATE) {
             json_array_append_new(undo, json_pack("[ss]", "delete", op->path));
+            continue;
+        }
+        if (known_prior(op)) {
+            json_array_append_new(undo, json_pack("[sss]", "set", op->path, op->prior));
             continue;
         }
         if (slots[i].rc == ZNONODE)

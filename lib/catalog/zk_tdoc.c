@@ -374,6 +374,7 @@ typedef struct zt_group {
     int doc[2];          /* its slices' and routes' documents in the plan's docs */
     char rel[PATH_MAX_LEN];
     int64_t zv;          /* the pack's znode version read; -1: none yet */
+    char *pread;         /* the pack as read (NULL: none) */
     char *text;          /* the new pack */
     size_t text_len;
     /* bucket 0: the tenant record (tenants/T), read after the pack, whose line the pack keeps */
@@ -416,7 +417,8 @@ static void plan_reset_docs(zt_plan *p)
         zt_group *gr = &p->groups[g];
         free(gr->text);
         free(gr->tread);
-        gr->text = gr->tread = NULL;
+        free(gr->pread);
+        gr->text = gr->tread = gr->pread = NULL;
         gr->tdoc = NULL;
         gr->zv = gr->tver = -1;
         gr->tdirty = false;
@@ -574,6 +576,10 @@ static int plan_build(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, f
         zt_group *gr = &p->groups[g];
         scan_slot *ts = &slots[p->ng + g];
         gr->zv = slots[g].rc == ZOK ? slots[g].version : -1;
+        if (slots[g].rc == ZOK) {
+            gr->pread = slots[g].doc;
+            slots[g].doc = NULL;
+        }
         if (gr->bucket == 0 && ts->rc == ZOK && ts->doc) {
             gr->tdoc = gr->tread = ts->doc;
             ts->doc = NULL;
@@ -675,6 +681,7 @@ static int plan_build(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, f
             po->type = z->zv < 0 ? CAT_CREATE : CAT_SET;
             po->doc = z->text;
             po->doc_len = z->text_len;
+            po->prior = z->zv < 0 ? NULL : z->read; /* the undo of a batch of many chunks */
         }
         p->is_doc[p->np++] = true;
     }
@@ -696,6 +703,7 @@ static int plan_build(ferry_catalog *c, const cat_commit_req *req, zt_plan *p, f
         po->path = gr->rel;
         po->type = gr->zv < 0 ? CAT_CREATE : CAT_SET;
         po->version = gr->zv;
+        po->prior = gr->zv < 0 ? NULL : gr->pread;
         po->doc = gr->text;
         po->doc_len = gr->text_len;
         p->is_doc[p->np++] = true; /* a race lost on it is retried as a document's */

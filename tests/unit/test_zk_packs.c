@@ -7,7 +7,9 @@
  *     packs give are the join of the records and their tenant rows the tenant records, field for
  *     field and in key order, and the scans use them;
  *   - a chunked batch rolled back (its tenant records written back at new versions) leaves
- *     packs that say those versions;
+ *     packs that say those versions; one whose writer was killed before its commit point is
+ *     rolled back by recovery to the records and packs it found (the undo records are the texts
+ *     its commit read);
  *   - a pack marked unusable makes the scans read the documents (the same rows); a damaged pack
  *     is an error naming the tenant and what builds it again; convert_layout=1 builds it again;
  *   - a catalog of layout 2 (documents without packs) is refused saying what to run, and gets its
@@ -20,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -528,6 +532,91 @@ static void test_packs_after_rollback(void **state)
     ferry_catalog_close(c);
 }
 
+/* A writer killed before the commit point of a chunked batch that sets every slice's size: its
+ * earlier chunks had rewritten documents and packs, each journaled with the text the commit read
+ * before it (cat_op.prior, not read again). Recovery puts those texts back: the records are as
+ * before, field for field and version for version, and so are the packs (no tenant record in
+ * the batch, so no pack is built again after the rollback: they are the journaled texts). */
+static void stop_before_commit_point(size_t done, size_t total, void *arg)
+{
+    int fd = *(int *)arg;
+    if (done + 1 == total) {
+        char p = 'p';
+        if (write(fd, &p, 1) != 1)
+            _exit(6);
+        for (;;)
+            pause();
+    }
+}
+
+static void test_packs_after_crash(void **state)
+{
+    (void)state;
+    if (!tc.zk_base) {
+        skip();
+        return;
+    }
+    char url[512];
+    ferry_catalog *c = seeded(url, sizeof url);
+    ferry_err err = {0};
+    rows before = {0};
+    joined(c, &before);
+    int up[2];
+    assert_int_equal(pipe(up), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(up[0]);
+        ferry_catalog *cc = NULL;
+        ferry_err e = {0};
+        if (ferry_catalog_open(url, &cc, &e))
+            _exit(3);
+        ferry_catalog_set_chunk_ops(cc, 10); /* 4 operations a chunk: documents, then packs */
+        ferry_catalog_set_progress(cc, stop_before_commit_point, &up[1]);
+        ferry_record_list sl = {0};
+        if (ferry_catalog_list(cc, FERRY_REC_SLICE, NULL, 0, &sl, &e))
+            _exit(4);
+        ferry_batch *b = ferry_batch_new();
+        for (size_t i = 0; i < sl.n; i++) {
+            sl.items[i].u.slice.bytes += 77;
+            if (ferry_batch_update(b, &sl.items[i], &e))
+                _exit(4);
+        }
+        ferry_catalog_commit(cc, b, NULL, &e);
+        _exit(5); /* the batch must not get past its last chunk */
+    }
+    close(up[1]);
+    char got = 0;
+    if (read(up[0], &got, 1) != 1 || got != 'p') {
+        int st = 0;
+        waitpid(pid, &st, 0);
+        fail_msg("the writer ended before its batch's last chunk (exit status %d)",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
+    close(up[0]);
+    kill(pid, SIGKILL);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    /* its session expires after timeout_ms; recovery then rolls the batch back */
+    size_t total = 0;
+    for (int i = 0; i < 300 && !total; i++) {
+        size_t n = 0;
+        if (ferry_catalog_recover(c, &n, &err))
+            fail_msg("recover: %s", err.msg);
+        total += n;
+        if (!total)
+            usleep(100 * 1000);
+    }
+    assert_int_equal(total, 1);
+    rows after = {0};
+    joined(c, &after);
+    same_rows(&before, &after, "the records after the rollback");
+    packs_match(c, true);
+    free(before.v);
+    free(after.v);
+    ferry_catalog_close(c);
+}
+
 /* Unusable, damaged and rebuilt packs. */
 static void test_packs_unusable_damaged_rebuilt(void **state)
 {
@@ -620,6 +709,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_packs_follow_writes),
         cmocka_unit_test(test_packs_after_rollback),
+        cmocka_unit_test(test_packs_after_crash),
         cmocka_unit_test(test_packs_unusable_damaged_rebuilt),
         cmocka_unit_test(test_layout_2_gets_packs),
     };
