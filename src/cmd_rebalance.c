@@ -24,7 +24,8 @@ const char cmd_rebalance_usage[] =
     "one loses all of its own), with the same algorithm as `ferry plan`. Each move is a `ferry\n"
     "move` (docs/moves.md).\n"
     "\n"
-    "  --dry-run         print the plan, move nothing\n"
+    "  --dry-run         print the plan, move nothing; the sizes read from system.parts are\n"
+    "                    planned with, not recorded (new tenants, slices and routes are)\n"
     "  --max-parallel N  moves at a time (default 1, at most 64)\n"
     "  --max-per-shard N moves reading from or writing to one shard at a time (default 2)\n"
     "  --max-bytes-per-second B   copy rate limit for the whole run, all moves together\n"
@@ -116,8 +117,11 @@ int cmd_rebalance(int argc, char **argv)
         rc = ferry_catalog_open(e.catalog_url, &cat, &err);
     if (!rc && !force && !dry) /* the pause (ferry pause) holds unless --force */
         rc = ferry_pause_check(cat, "rebalance", &err);
+    /* a dry run writes no sizes: its plan uses the servers' (ferry_inventory_sync_dry) */
+    ferry_slice_sizes sizes = {0};
     if (!rc)
-        rc = ferry_inventory_sync(cat, &e.opts, NULL, &err);
+        rc = dry ? ferry_inventory_sync_dry(cat, &e.opts, NULL, &sizes, &err)
+                 : ferry_inventory_sync(cat, &e.opts, NULL, &err);
     /* finish what an earlier run left */
     if (!rc && !dry)
         rc = ferry_move_unfinished(cat, &ids, &n, &err);
@@ -131,7 +135,8 @@ int cmd_rebalance(int argc, char **argv)
     if (!rc && n)
         rc = ferry_inventory_sync(cat, &e.opts, NULL, &err);
     if (!rc)
-        rc = ferry_rebalance_plan_compute_skew(cat, skew, &plan, &err);
+        rc = ferry_rebalance_plan_compute_sized(cat, skew, &sizes, &plan, &err);
+    ferry_slice_sizes_free(&sizes);
     ferry_catalog_close(cat);
     cat = NULL;
     if (rc)

@@ -171,6 +171,29 @@ typedef struct ferry_sync_summary {
 int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
                          ferry_err *err);
 
+/* A slice's size as the servers report it. */
+typedef struct ferry_slice_size {
+    char tenant[FERRY_NAME_MAX];
+    uint32_t split;
+    uint64_t bytes, rows;
+} ferry_slice_size;
+
+/* Sizes in (tenant, split) key order (mv_slice_key_cmp: tenants bytewise, then split); owned by
+ * whoever holds the struct, freed with ferry_slice_sizes_free. */
+typedef struct ferry_slice_sizes {
+    ferry_slice_size *v;
+    size_t n, cap;
+} ferry_slice_sizes;
+void ferry_slice_sizes_free(ferry_slice_sizes *s);
+
+/* ferry_inventory_sync for a dry run (`ferry rebalance --dry-run`): writes only what a plan
+ * cannot be computed without (the tenants, slices and routes the servers hold and the catalog
+ * lacks, as ferry_inventory_sync does) and keeps the new sizes of the slices the catalog has out
+ * of it: they go into *sizes (emptied first), for ferry_rebalance_plan_compute_sized. The shards'
+ * stored loads are not written either. */
+int ferry_inventory_sync_dry(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
+                             ferry_slice_sizes *sizes, ferry_err *err);
+
 /* What a planned step does to the slice's replicas. */
 enum ferry_plan_kind {
     FERRY_PLAN_MOVE = 0, /* copy from -> to, then remove the source (ferry_move_begin) */
@@ -220,6 +243,11 @@ int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, 
  * every replica whose shard stays), so a second pass moves nothing more unless the sizes change. */
 int ferry_rebalance_plan_compute_skew(ferry_catalog *cat, double skew, ferry_rebalance_plan *out,
                                       ferry_err *err);
+/* The same with the catalog's sizes of the slices in sizes replaced by theirs (NULL: none), as
+ * if ferry_inventory_sync had written them: the plan of a dry run. */
+int ferry_rebalance_plan_compute_sized(ferry_catalog *cat, double skew,
+                                       const ferry_slice_sizes *sizes, ferry_rebalance_plan *out,
+                                       ferry_err *err);
 void ferry_rebalance_plan_free(ferry_rebalance_plan *p);
 
 /* After a rebalance: makes ACTIVE every NEW shard (catalog.h) that no step of `remaining` (the

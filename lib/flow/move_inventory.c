@@ -1,6 +1,7 @@
 /* Keeping the catalog's inventory in step with the servers: tenants, slices with their bytes and
  * rows from system.parts, a first route for slices nobody routed yet (the rebalancing plan
- * computed from it is in plan_compute.c). */
+ * computed from it is in plan_compute.c). A dry run's sync keeps the new sizes out of the
+ * catalog and hands them to its plan instead. */
 #include "ferry/move.h"
 
 #include <assert.h>
@@ -175,9 +176,36 @@ static bool routed_to(const mv_view *view, const mv_view_slice *vs, size_t k)
  * a registration): each re-reads the catalog, not the servers. */
 #define SYNC_ATTEMPTS 5
 
-/* One attempt: the catalog's view now, the batch from it and the servers' rows, committed. */
+void ferry_slice_sizes_free(ferry_slice_sizes *s)
+{
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+/* Appends a slice's size to *z (kept in the rows' key order by the caller). */
+static int sizes_push(ferry_slice_sizes *z, const inv_row *x, ferry_err *err)
+{
+    if (z->n == z->cap) {
+        size_t nc = z->cap ? z->cap * 2 : 256;
+        void *p = realloc(z->v, nc * sizeof *z->v);
+        if (!p)
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        z->v = p;
+        z->cap = nc;
+    }
+    ferry_slice_size *e = &z->v[z->n++];
+    snprintf(e->tenant, sizeof e->tenant, "%s", x->tenant);
+    e->split = x->split;
+    e->bytes = x->bytes;
+    e->rows = x->rows;
+    return FERRY_OK;
+}
+
+/* One attempt: the catalog's view now, the batch from it and the servers' rows, committed. With
+ * keep (a dry run), the new sizes of slices the catalog has go there instead of into the batch,
+ * and the loads are not stored. */
 static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const inv_rows *rows,
-                     ferry_sync_summary *s, ferry_err *err)
+                     ferry_sync_summary *s, ferry_slice_sizes *keep, ferry_err *err)
 {
     mv_view view = {0};
     ferry_batch *b = NULL;
@@ -185,6 +213,8 @@ static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const 
     ferry_shard_load *loads = NULL;
     const char **names = calloc(shards->n + 1, sizeof *names);
     memset(s, 0, sizeof *s);
+    if (keep)
+        keep->n = 0;
     int rc = names ? FERRY_OK : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < shards->n; i++)
         names[i] = shards->items[i].u.shard.name;
@@ -270,7 +300,10 @@ static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const 
         sr.u.slice.bytes = serving->bytes;
         sr.u.slice.rows = serving->rows;
         if (!rc && vs && vs->has_slice) {
-            if (vs->bytes != serving->bytes || vs->rows != serving->rows) {
+            if ((vs->bytes != serving->bytes || vs->rows != serving->rows) && keep) {
+                rc = sizes_push(keep, serving, err);
+                s->slices_updated++;
+            } else if (vs->bytes != serving->bytes || vs->rows != serving->rows) {
                 /* the placement as it was, every name kept (one without a shard record too) */
                 const mv_shard *p = mv_view_placement(&view, vs);
                 for (size_t k = 0; !rc && k < vs->n_placement; k++)
@@ -290,7 +323,7 @@ static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const 
     }
     if (!rc && ferry_batch_size(b))
         rc = ferry_catalog_commit(cat, b, NULL, err);
-    if (!rc)
+    if (!rc && !keep)
         rc = store_loads(cat, shards, &view, newb, loads, err);
 out:
     free(newb);
@@ -301,8 +334,8 @@ out:
     return rc;
 }
 
-int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
-                         ferry_err *err)
+static int sync_run(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
+                    ferry_slice_sizes *keep, ferry_err *err)
 {
     ferry_sync_summary dummy;
     if (!s)
@@ -323,7 +356,7 @@ int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_syn
      * half-written. The sizes read from the servers are still true, so only the catalog is read
      * again (a user's `ferry shard drain` must not fail because the coordinator synced). */
     for (int attempt = 1;; attempt++) {
-        rc = sync_once(cat, &shards, &rows, s, err);
+        rc = sync_once(cat, &shards, &rows, s, keep, err);
         if (rc != FERRY_ECONFLICT || attempt == SYNC_ATTEMPTS)
             break;
         ferry_log(FERRY_LOG_DEBUG, "msg=\"inventory sync meets a concurrent write; again\" "
@@ -342,4 +375,17 @@ out:
     ferry_record_list_free(&shards);
     ferry_record_list_free(&tables);
     return rc;
+}
+
+int ferry_inventory_sync(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
+                         ferry_err *err)
+{
+    return sync_run(cat, o, s, NULL, err);
+}
+
+int ferry_inventory_sync_dry(ferry_catalog *cat, const ferry_move_opts *o, ferry_sync_summary *s,
+                             ferry_slice_sizes *sizes, ferry_err *err)
+{
+    assert(sizes);
+    return sync_run(cat, o, s, sizes, err);
 }

@@ -213,8 +213,22 @@ static int plan_fill(const ferry_record_list *shards, const mv_view *view, doubl
 }
 
 /* The plan from the view mv_view_read gives, or (records) from the reference reader. */
-static int plan_compute(ferry_catalog *cat, bool records, double skew, ferry_rebalance_plan *out,
-                        ferry_err *err)
+/* Puts the sizes a dry run's sync read (ferry_inventory_sync_dry) into the view, where the sync
+ * would have written them; a slice the view lacks has none to replace. */
+static void view_resize(mv_view *view, const ferry_slice_sizes *sizes)
+{
+    for (size_t i = 0; sizes && i < sizes->n; i++) {
+        const ferry_slice_size *z = &sizes->v[i];
+        long vi = mv_view_slice_find(view, z->tenant, z->split);
+        if (vi >= 0 && view->slices[vi].has_slice) {
+            view->slices[vi].bytes = z->bytes;
+            view->slices[vi].rows = z->rows;
+        }
+    }
+}
+
+static int plan_compute(ferry_catalog *cat, bool records, double skew,
+                        const ferry_slice_sizes *sizes, ferry_rebalance_plan *out, ferry_err *err)
 {
     memset(out, 0, sizeof *out);
     ferry_record settings;
@@ -247,6 +261,7 @@ static int plan_compute(ferry_catalog *cat, bool records, double skew, ferry_reb
                      : mv_view_read(cat, names, shards.n, &view, err);
     if (rc)
         goto out;
+    view_resize(&view, sizes);
     size_t nv = view.n_slices;
     ps = calloc(shards.n + 1, sizeof *ps);
     pl = calloc(nv + 1, sizeof *pl);
@@ -384,18 +399,25 @@ out:
 
 int ferry_rebalance_plan_compute(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err)
 {
-    return plan_compute(cat, false, 0, out, err);
+    return plan_compute(cat, false, 0, NULL, out, err);
 }
 
 int ferry_rebalance_plan_compute_skew(ferry_catalog *cat, double skew, ferry_rebalance_plan *out,
                                       ferry_err *err)
 {
-    return plan_compute(cat, false, skew, out, err);
+    return plan_compute(cat, false, skew, NULL, out, err);
+}
+
+int ferry_rebalance_plan_compute_sized(ferry_catalog *cat, double skew,
+                                       const ferry_slice_sizes *sizes, ferry_rebalance_plan *out,
+                                       ferry_err *err)
+{
+    return plan_compute(cat, false, skew, sizes, out, err);
 }
 
 int mv_plan_compute_records(ferry_catalog *cat, ferry_rebalance_plan *out, ferry_err *err)
 {
-    return plan_compute(cat, true, 0, out, err);
+    return plan_compute(cat, true, 0, NULL, out, err);
 }
 
 void ferry_rebalance_plan_free(ferry_rebalance_plan *p)
