@@ -343,17 +343,17 @@ int zk_recover(ferry_catalog *c, size_t *recovered, ferry_err *err)
     return rc;
 }
 
-/* The undo records of ops[first..next), as [kind, path, doc]: a create is undone by a delete; a
- * set or delete by restoring the document read now (the reads are pipelined: one round trip for
- * the whole chunk), or, for a set whose caller read the document at the version it conditions
- * the set on (op->prior), by restoring that text: if the set applies, it is what it replaced.
- * Holding the gate, nothing else changes these records until we commit. */
 /* Whether op's undo is the text its caller read (cat_op.prior), not one read again. */
 static bool known_prior(const cat_op *op)
 {
     return op->type == CAT_SET && op->prior && op->version >= 0;
 }
 
+/* The undo records of ops[first..next), as [kind, path, doc]: a create is undone by a delete; a
+ * set or delete by restoring the document read now (the reads are pipelined: one round trip for
+ * the whole chunk), or, for a set whose caller read the document at the version it conditions
+ * the set on (op->prior), by restoring that text: if the set applies, it is what it replaced.
+ * Holding the gate, nothing else changes these records until we commit. */
 static int chunk_undo(cat_backend *be, const cat_op *ops, size_t first, size_t next, json_t *undo,
                       size_t *rt, ferry_err *err)
 {

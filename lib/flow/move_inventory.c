@@ -300,10 +300,11 @@ static int sync_once(ferry_catalog *cat, const ferry_record_list *shards, const 
         sr.u.slice.bytes = serving->bytes;
         sr.u.slice.rows = serving->rows;
         if (!rc && vs && vs->has_slice) {
-            if ((vs->bytes != serving->bytes || vs->rows != serving->rows) && keep) {
+            bool changed = vs->bytes != serving->bytes || vs->rows != serving->rows;
+            if (changed && keep) { /* a dry run: for its plan, not the catalog */
                 rc = sizes_push(keep, serving, err);
                 s->slices_updated++;
-            } else if (vs->bytes != serving->bytes || vs->rows != serving->rows) {
+            } else if (changed) {
                 /* the placement as it was, every name kept (one without a shard record too) */
                 const mv_shard *p = mv_view_placement(&view, vs);
                 for (size_t k = 0; !rc && k < vs->n_placement; k++)

@@ -212,7 +212,6 @@ static int plan_fill(const ferry_record_list *shards, const mv_view *view, doubl
     return FERRY_OK;
 }
 
-/* The plan from the view mv_view_read gives, or (records) from the reference reader. */
 /* Puts the sizes a dry run's sync read (ferry_inventory_sync_dry) into the view, where the sync
  * would have written them; a slice the view lacks has none to replace. */
 static void view_resize(mv_view *view, const ferry_slice_sizes *sizes)
@@ -227,6 +226,8 @@ static void view_resize(mv_view *view, const ferry_slice_sizes *sizes)
     }
 }
 
+/* The plan from the view mv_view_read gives, or (records) from the reference reader. With sizes
+ * (a dry run's), those sizes in place of the catalog's. */
 static int plan_compute(ferry_catalog *cat, bool records, double skew,
                         const ferry_slice_sizes *sizes, ferry_rebalance_plan *out, ferry_err *err)
 {
