@@ -492,7 +492,8 @@ int tier_table_merges(tier_wave *w, bool start, ferry_err *err)
  * finished a job of it; in the chaos soak, hundreds of parts a partition piled up meanwhile. */
 static void settle_merges(tier_ctx *ctx, tier_wave *w)
 {
-    if (!w->merges_stopped_here || ctx->lost) /* lost (I1): another worker owns the jobs */
+    /* lost (I1): another worker owns the jobs */
+    if (!(w->merges_stopped_here || w->merges_owed) || ctx->lost)
         return;
     if (tier_merges_needed(ctx, w, NULL, 0))
         return;
@@ -595,6 +596,19 @@ static int run_step(tier_ctx *ctx, tier_wave *w, enum ferry_tier_state s, tier_j
     }
 }
 
+/* Takes a moving job (tier_job.moving) out of its wave once its swap is verified: its CLEANUP
+ * waits for the move's end (the move hands over the part records that exist then). CLEANUP
+ * would have started the merges its swap stopped (I6 no longer needs them stopped for it), so
+ * the wave's end does (settle_merges). */
+static void leave_verified(tier_wave *w, tier_job *j)
+{
+    assert(j->moving && j->state == FERRY_TIER_CLEANUP && !tier_job_swap_unverified(j));
+    j->out = true;
+    w->merges_owed = w->merges_owed || j->st.merges_stopped;
+    FLOG_INFO("msg=\"tier job verified while its slice moves; its CLEANUP waits for the move's "
+              "end\" job=%s", j->rec.u.job.id);
+}
+
 int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err)
 {
     tier_job **sel = calloc(w->n + 1, sizeof *sel);
@@ -624,6 +638,8 @@ int tier_wave_run(tier_ctx *ctx, tier_wave *w, ferry_err *err)
         for (size_t i = 0; i < w->n; i++) {
             tier_job *j = w->jobs[i];
             j->out = j->out || j->state == FERRY_TIER_DONE || j->state == FERRY_TIER_FAILED;
+            if (!j->out && j->moving && j->state == FERRY_TIER_CLEANUP)
+                leave_verified(w, j);
             if (!j->out && j->state < s)
                 s = j->state;
         }

@@ -134,6 +134,18 @@ typedef struct tier_job {
     bool merged_away;      /* a frozen part was merged (or mutated) away before the swap: rolled
                               back, and run again in a wave that holds merges (tier_run.c) */
     bool out;              /* left its wave: finished, failed, or waits for the next run */
+    /* Its slice is being moved to or from its server, and its swap may have run and is not
+     * verified: it is resumed anyway (a move that waits for the table's merges, which this
+     * job holds stopped (I6), would otherwise wait for ever: docs/tiering.md, "A swap left
+     * unverified while its slice moves"), as far as its verification only; CLEANUP, whose
+     * part records a move hands over when it ends, waits for the move's end. */
+    bool moving;
+    /* With moving: its server is not the source of a move that has not switched routing yet
+     * (it is the target, which shares the staging table with the move, or the move is past
+     * its switch), so its swap may only be found run and finished; one that did not run is
+     * taken back (no rollback: that empties staging's partition), anything else waits. */
+    bool swap_finish_only;
+    bool left_with_move;   /* rolled back on a server its slice has left: no failure (tier_run.c) */
     int rc;                /* this run's failure (0: none) */
     ferry_err err;
     uint64_t bytes_uploaded, files_uploaded, pointer_bytes, pointer_files;
@@ -173,6 +185,9 @@ typedef struct tier_wave {
                             try of jobs whose frozen parts a merge took (tier_run.c) */
     bool merges_stopped_here; /* this process sent SYSTEM STOP MERGES on the table and has not
                                  started them again since (tier_wave_run's end does) */
+    bool merges_owed;    /* a moving job's swap was verified (or taken back) and its CLEANUP,
+                            which starts the merges the swap stopped, waits for the move: the
+                            end of the wave starts them unless another job needs them */
 } tier_wave;
 
 /* Whether REPLACE PARTITION on the server leaves the parts it replaced on disk, outdated, with

@@ -168,6 +168,9 @@ static json_t *job_summary(const tier_job *job, unsigned long wave, int rc, cons
         json_object_set_new(o, "verified_by", json_string(st->fp_by_parts ? "parts" : "rows"));
     if (o && rc)
         json_object_set_new(o, "error", json_string(err->msg));
+    if (o && job->left_with_move)
+        json_object_set_new(o, "note", json_string("rolled back: its slice moved to another "
+                                                   "shard since the job began"));
     return o;
 }
 
@@ -241,6 +244,24 @@ static void run_wave(tier_ctx *ctx, tier_job **ptrs, size_t k, bool hold_merges)
                   w.table, err.msg);
 }
 
+/* Whether job (rolled back before its swap: its frozen parts were gone) was resumed on a server
+ * that no longer serves its slice: the partition left with a move (a swap taken back while the
+ * slice moved, tier_steps.c), so there is nothing to tier here and the job is not run again. Its
+ * rollback is then no failure of the run; the report says why in "note". */
+static bool left_with_move(tier_ctx *ctx, tier_job *job)
+{
+    bool served = true;
+    ferry_err e = {0};
+    if (!job->resumed || tier_job_served(ctx, job, &served, &e) || served)
+        return false;
+    FLOG_INFO("msg=\"tier job rolled back and not run again: its slice moved to another shard "
+              "since it began\" job=%s", job->rec.u.job.id);
+    job->left_with_move = true;
+    job->rc = 0;
+    memset(&job->err, 0, sizeof job->err);
+    return true;
+}
+
 /* Runs the jobs js[0..n) (all of one server and table, loaded) as waves of at most TIER_WAVE_MAX
  * and reports each job. A wave's jobs whose frozen parts a merge took before the swap run once
  * more at once, in a wave that holds the table's merges stopped from FREEZE (tier.c, I6). */
@@ -264,6 +285,8 @@ static void run_jobs(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
         for (size_t i = first; i < first + k && !ctx->lost; i++) {
             tier_job *job = &js[i];
             if (!job->merged_away || job->state != FERRY_TIER_FAILED)
+                continue;
+            if (left_with_move(ctx, job))
                 continue;
             FLOG_INFO("msg=\"tier job runs again, merges held: a merge took a frozen part "
                       "before the swap\" job=%s", job->rec.u.job.id);
@@ -345,13 +368,17 @@ static void run_grouped(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
     }
 }
 
-static bool slice_moving(const ferry_record_list *moves, const char *server, const char *tenant,
-                         uint32_t split);
+static const ferry_move *slice_moving(const ferry_record_list *moves, const char *server,
+                                     const char *tenant, uint32_t split);
 
 /* Resumes every unfinished tier job of the journal (that the filters select). A job whose slice
  * is being moved to or from its server waits for the move to end, as a new job would: a move
  * hands over the part records that exist when it ends, and a job resumed meanwhile (in the
- * ZooKeeper soak, a CLEANUP cut by a lost connection) would write its records behind it. */
+ * ZooKeeper soak, a CLEANUP cut by a lost connection) would write its records behind it.
+ * Except a job whose swap may have run and is not verified: it holds its table's merges
+ * stopped (I6), and a move of its slice that needs them (its freezes failed for the inodes the
+ * piled-up parts took, in the ZooKeeper soak of session 26) would wait for it for ever while it
+ * waits for the move. It runs as far as its verification (tier_job.moving). */
 static void resume_jobs(tier_ctx *ctx, run_totals *t)
 {
     ferry_record_list l = {0}, moves = {0};
@@ -421,10 +448,21 @@ static void resume_jobs(tier_ctx *ctx, run_totals *t)
             job_free(job);
             continue;
         }
-        if (slice_moving(&moves, job->srv->shard.name, job->st.tenant, job->st.split)) {
+        const ferry_move *m = slice_moving(&moves, job->srv->shard.name, job->st.tenant,
+                                           job->st.split);
+        if (m && !tier_job_swap_unverified(job)) {
             FLOG_INFO("msg=\"tier job not resumed: its slice is moving\" job=%s", j->id);
             job_free(job);
             continue;
+        }
+        if (m) {
+            job->moving = true;
+            job->swap_finish_only = !ferry_shard_set_has(&m->from, job->srv->shard.name) ||
+                                    m->state >= FERRY_MOVE_SWITCH;
+            FLOG_INFO("msg=\"tier job resumed as far as its verification while its slice moves: "
+                      "its unverified swap holds the table's merges\" job=%s state=%s move=%s "
+                      "move_state=%s swap_finish_only=%d", j->id, j->state, m->id,
+                      ferry_move_state_name(m->state), job->swap_finish_only);
         }
         FLOG_INFO("msg=\"resuming tier job\" job=%s state=%s", j->id, j->state);
         t->resumed++;
@@ -577,16 +615,17 @@ static int check_table(tier_server *srv, const char *db, const char *table, bool
  * target's table lacks what its staging still holds (the publish step), and the source's
  * parts are being copied. A swap chosen from such a partition (REPLACE of "exactly the frozen
  * parts") threw away the rows MOVE PARTITION then brought in (rows lost in the chaos soak). */
-static bool slice_moving(const ferry_record_list *moves, const char *server, const char *tenant,
-                         uint32_t split)
+/* The unfinished move of slice (tenant, split) to or from server, or NULL. */
+static const ferry_move *slice_moving(const ferry_record_list *moves, const char *server,
+                                     const char *tenant, uint32_t split)
 {
     for (size_t i = 0; i < moves->n; i++) {
         const ferry_move *m = &moves->items[i].u.move;
         if (m->split == split && !strcmp(m->tenant, tenant) &&
             (ferry_shard_set_has(&m->from, server) || ferry_shard_set_has(&m->to, server)))
-            return true;
+            return m;
     }
-    return false;
+    return NULL;
 }
 
 /* A due partition of many small hot parts is merged into one before its (fresh) job freezes it:
@@ -720,7 +759,7 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
             continue;
         if (!ferry_tier_day_due(key.day, ctx->now, ctx->older_than))
             continue;
-        if (slice_moving(&moves, srv->shard.name, key.tenant, key.split)) {
+        if (slice_moving(&moves, srv->shard.name, key.tenant, key.split) != NULL) {
             FLOG_INFO("msg=\"partition skipped: its slice is moving\" server=%s table=%s "
                       "partition=%s", srv->shard.name, table, literal);
             continue;

@@ -6,6 +6,7 @@
 #include "flow/tier_int.h"
 #include "flow/staging_load.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,12 +36,13 @@ int tier_list(tier_wave *w, const char *table, tier_job **js, size_t n, bool act
     return rc;
 }
 
-/* The jobs of js without a failure, into ok (n slots); returns how many. */
+/* The jobs of js without a failure and still in the wave (a step may leave one for a later
+ * run: swap_jobs), into ok (n slots); returns how many. */
 static size_t healthy(tier_job **js, size_t n, tier_job **ok)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (!js[i]->rc)
+        if (!js[i]->rc && !js[i]->out)
             ok[k++] = js[i];
     return k;
 }
@@ -598,7 +600,16 @@ out:
 /* ---- REPLACE ----------------------------------------------------------------------------------- */
 
 /* What one job's swap needs now, from the partition's active parts. */
-enum swap_need { SWAP_DONE, SWAP_DETACH_REST, SWAP_ATTACH_REST, SWAP_CHOOSE, SWAP_FAILED };
+enum swap_need {
+    SWAP_DONE,
+    SWAP_DETACH_REST,
+    SWAP_ATTACH_REST,
+    SWAP_CHOOSE,
+    SWAP_FAILED,
+    /* a swap_finish_only job's (tier_job.swap_finish_only): */
+    SWAP_TAKE_BACK, /* the journaled swap did not run: taken back, the job waits, unswapped */
+    SWAP_WAIT,      /* anything else: the job waits for the move's end, as it is */
+};
 
 /* The attach-mode swap is one ALTER on the table: DETACH PART of every frozen part FIRST, then
  * ATTACH PARTITION ... FROM staging. Its commands commit one by one, so the order is what makes
@@ -658,6 +669,16 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
             max_block = ps.p[i].max_block;
     }
     const char *swap = st->swap;
+    if (job->swap_finish_only && !(*swap && added > 0)) {
+        /* Its slice moves to this server, or has switched away: choosing the swap again,
+         * finishing its ATTACH half from staging or rolling it back (which empties staging's
+         * partition) could take or drop the parts a move put there. Every frozen part active
+         * and none added: the journaled swap did not run (no ALTER of it runs:
+         * wait_swaps_finished), so the choice is taken back and the job is swapped after the
+         * move, like a job that never chose. */
+        assert(job->moving);
+        return *swap && hot_active == st->n_hot ? SWAP_TAKE_BACK : SWAP_WAIT;
+    }
     if (*swap && added > 0 && hot_active == 0) /* the swap ran before a crash */
         return SWAP_DONE;
     if (*swap && added > 0) {
@@ -996,6 +1017,26 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
             st->swapped = false;
             st->has_swapped = true;
             tier_job_fail(js[i], room_rc ? room_rc : retry.code, room_rc ? &room : &retry);
+            ferry_buf_free(&x->cmds), ferry_buf_free(&x->moves);
+            x->ncmds = x->nmoves = 0;
+            continue;
+        }
+        if (need == SWAP_TAKE_BACK || need == SWAP_WAIT) {
+            /* out of the wave, not failed: no rollback (it would empty staging's partition) */
+            tier_state *st = &js[i]->st;
+            js[i]->out = true;
+            if (need == SWAP_TAKE_BACK) {
+                st->swap[0] = '\0';
+                st->max_block = 0;
+                st->has_max_block = false;
+                st->swapped = false;
+                st->has_swapped = true;
+                chosen[nchosen++] = js[i]; /* journaled with the choices, below */
+                w->merges_owed = w->merges_owed || st->merges_stopped;
+            }
+            FLOG_INFO("msg=\"tier swap %s while its slice moves\" job=%s", need == SWAP_WAIT ?
+                      "left as it is (it cannot be finished from what is active)" :
+                      "taken back (it did not run)", js[i]->rec.u.job.id);
             ferry_buf_free(&x->cmds), ferry_buf_free(&x->moves);
             x->ncmds = x->nmoves = 0;
             continue;
