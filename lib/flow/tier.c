@@ -13,7 +13,9 @@
  *             table that cannot merge piles up parts until inserts fail); a merge that takes a
  *             frozen part before the swap is found by ATTACH's or the swap's check, the job is
  *             rolled back and run again at once in a wave that holds merges stopped from its
- *             FREEZE (tier_run.c). A FREEZE found journaled but not finished by this process may
+ *             FREEZE (tier_run.c); a partition with late rows (cold parts beside its hot ones:
+ *             fresh inserts, merged within seconds) runs in such a wave from the start. A FREEZE
+ *             found journaled but not finished by this process may
  *             have been cut short, so it is redone under a fresh name (attempt + 1) after the old
  *             one is removed.
  *   UPLOAD    every file of every frozen hot part uploaded unchanged (agent, uploader role),

@@ -133,6 +133,9 @@ typedef struct tier_job {
     bool resumed;
     bool merged_away;      /* a frozen part was merged (or mutated) away before the swap: rolled
                               back, and run again in a wave that holds merges (tier_run.c) */
+    bool late_rows;        /* its partition has cold parts beside the hot ones: tiered before, it
+                              got rows since, whose fresh parts ClickHouse merges next; its first
+                              wave holds merges (tier_run.c) */
     bool out;              /* left its wave: finished, failed, or waits for the next run */
     /* Its slice is being moved to or from its server, and its swap may have run and is not
      * verified: it is resumed anyway (a move that waits for the table's merges, which this

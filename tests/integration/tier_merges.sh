@@ -7,7 +7,10 @@
 #      away; the job is rolled back and run again in a wave that holds merges, and finishes;
 #   2. a tiering killed after its freeze (journaled in UPLOAD) leaves the table merging; the
 #      re-run finds the frozen parts merged away before it uploads anything of them, runs the job
-#      again and finishes it with the same data.
+#      again and finishes it with the same data;
+#   3. a tiered partition that got rows since (late rows: cold parts beside new hot ones) tiers
+#      in a wave that holds merges from its freeze: an OPTIMIZE during its upload is refused, and
+#      the job is not run again.
 # Background merges are off for the table (max_bytes_to_merge_* = 1 byte: no part is small
 # enough), so only the test's OPTIMIZE FINAL merges, and only when merges are not stopped.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
@@ -95,5 +98,29 @@ tier_merges_on "$U" "$P2"
 keys_check "$P1|$P3"
 assert_eq 0 "$(curl -sS "$U/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete"
 ok "a tiering killed after its freeze left the table merging; the re-run saw the frozen parts merged before uploading them, and finished"
+
+# ---- 3. late rows: a tiered partition that got rows since holds merges from its freeze -------------
+# (the chaos soak: fresh parts of finished days, merged within seconds of their insert, sent 78 of
+# one run's 87 jobs round again, each after a whole upload)
+fill 1 5 3 # three new hot parts beside tenant 1's cold ones
+fill 2 0 2 # and the other partition can merge again
+want=$(tier_fp "$U" "tenant = 1")
+bg_start "$T/t3.err" bash -c '"$0" tier --config "$1" --older-than 3d --json >"$2"' \
+    "$FERRY_BIN" "$C" "$T/t3.json"
+TIER_PID=$BG_PID
+wait_for 60 frozen || fail "no freeze within 60 s: $(tail -5 "$T/t3.err")"
+code=$(curl -sS -o "$T/opt3.out" -w '%{http_code}' "$U/" --data-binary "OPTIMIZE TABLE events PARTITION ID '$P2' FINAL")
+[ "$code" != 200 ] || fail "merges ran while a partition with late rows was uploading"
+assert_contains "$(cat "$T/opt3.out")" "merg" "OPTIMIZE refused: merges stopped"
+wait "$TIER_PID" || fail "tier failed: $(jq -c '[.jobs[] | {state, error}]' "$T/t3.json" 2>/dev/null) $(tail -5 "$T/t3.err")"
+OUT=$(cat "$T/t3.json")
+assert_eq "1 0 0" "$(jq -r '"\(.jobs_late_rows) \(.jobs_retried) \(.jobs_failed)"' <<<"$OUT")" "one job with late rows, held from its freeze, not run again ($OUT)"
+assert_contains "$(cat "$T/t3.err")" "partitions with late rows tier in a wave that holds merges" "the hold is logged"
+assert_eq "$want" "$(tier_fp "$U" "tenant = 1")" "same data"
+assert_eq cold "$(chq "$U" "SELECT arrayStringConcat(groupUniqArray(disk_name), ',') FROM system.parts WHERE active AND table = 'events' AND partition_id = '$P1'")" "the late rows tiered"
+tier_leftovers "$L" node1
+tier_merges_on "$U" "$P2"
+keys_check "$P1|$P3"
+ok "a tiered partition's late rows tier in one wave that holds merges from its freeze: nothing run again, same data, merges run after"
 
 done_testing
