@@ -9,7 +9,8 @@
  *   FERRY_TEST_CRASH_AFTER / FERRY_TEST_CRASH_BEFORE   move, tiering, retention and
  *                                                      staging-load points
  *   FERRY_TEST_REWRITE_CRASH_AFTER / _BEFORE           rewrite points
- *   FERRY_TEST_NOW                                     tiering's clock (unix seconds)
+ *   FERRY_TEST_NOW                                     tiering's clock and doctor's
+ *                                                      tier_holds clock (unix seconds)
  *   FERRY_AGENT_TEST_CORRUPT_SEND                      a sender flips a byte (name:offset)
  *   FERRY_AGENT_TEST_SLOW_RECEIVE_MS                   a receiver pauses after each file
  *   FERRY_AGENT_TEST_SLOW_UPLOAD_MS                    an uploader pauses after each part

@@ -451,7 +451,7 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
 {
     static const char *const names[] = {"delete_refused", "versioning", "clickhouse_version",
                                         "unmanaged_cold", "shard_grants", "catalog_acl",
-                                        "object_access"};
+                                        "object_access", "tier_holds"};
     for (const char *p = skip; p && *p;) {
         size_t l = strcspn(p, ",");
         bool known = false;
@@ -459,8 +459,8 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
             known = known || (strlen(names[k]) == l && !strncmp(names[k], p, l));
         if (!known)
             return ferry_err_set(err, FERRY_EINVAL, "--skip: '%.*s' is not a check (%s, %s, %s, "
-                                 "%s, %s, %s, %s)", (int)l, p, names[0], names[1], names[2],
-                                 names[3], names[4], names[5], names[6]);
+                                 "%s, %s, %s, %s, %s)", (int)l, p, names[0], names[1], names[2],
+                                 names[3], names[4], names[5], names[6], names[7]);
         p += l + (p[l] == ',');
     }
     json_t *checks = json_array();
@@ -480,6 +480,8 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
         check_catalog_acl(fl, checks);
     if (!ferry_list_has(skip ? skip : "", "object_access"))
         doctor_check_object_access(fl, checks);
+    if (!ferry_list_has(skip ? skip : "", "tier_holds"))
+        doctor_check_tier_holds(fl, checks);
     bool ok = true;
     size_t i;
     json_t *c;

@@ -22,4 +22,9 @@ int doctor_open_probe(ferry_fleet *fl, const char *cred, ferry_objstore **out, f
  * an object-storage volume (a merge writes new objects). doctor_access.c. */
 void doctor_check_object_access(ferry_fleet *fl, json_t *checks);
 
+/* tier_holds: every unfinished tier job whose swap may have run and is not verified holds its
+ * table's merges stopped (I6 in tier.c); reported with its age since its freeze (warn past 10
+ * minutes, fail past an hour) and its last error. doctor_tier_holds.c. */
+void doctor_check_tier_holds(ferry_fleet *fl, json_t *checks);
+
 #endif

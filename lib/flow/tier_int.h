@@ -45,6 +45,10 @@
 /* A fresh job's partition of more hot parts than this, all hot and at most TIER_COMPACT_BYTES,
  * is merged into one part (OPTIMIZE ... FINAL) before it freezes (tier_run.c maybe_compact). */
 #define TIER_COMPACT_PARTS 16
+/* A partition with late rows (cold parts beside hot ones) of at most this many hot parts tiers
+ * in a wave that holds merges from its freeze (tier_run.c): fresh inserts, merged within seconds
+ * otherwise. More hot parts tier in a plain wave, so merges can take them down first. */
+#define TIER_LATE_HOLD_PARTS TIER_COMPACT_PARTS
 #define TIER_COMPACT_BYTES (1ull << 30)
 /* The most parts one statement of the ATTACH step (ATTACH PART in staging) and, as far as whole
  * partitions allow, of the swap names or brings in. ClickHouse answers an ALTER when every
@@ -133,9 +137,9 @@ typedef struct tier_job {
     bool resumed;
     bool merged_away;      /* a frozen part was merged (or mutated) away before the swap: rolled
                               back, and run again in a wave that holds merges (tier_run.c) */
-    bool late_rows;        /* its partition has cold parts beside the hot ones: tiered before, it
-                              got rows since, whose fresh parts ClickHouse merges next; its first
-                              wave holds merges (tier_run.c) */
+    bool late_rows;        /* its partition has cold parts beside at most TIER_LATE_HOLD_PARTS
+                              hot ones: tiered before, it got rows since, whose fresh parts
+                              ClickHouse merges next; its first wave holds merges (tier_run.c) */
     bool out;              /* left its wave: finished, failed, or waits for the next run */
     /* Its slice is being moved to or from its server, and its swap may have run and is not
      * verified: it is resumed anyway (a move that waits for the table's merges, which this

@@ -805,7 +805,14 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
             checked = true;
         }
         if (prepare_job(ctx, srv, def, table, pid, literal, &key, &js[n], t)) {
-            js[n].late_rows = strcmp(ferry_ch_rows_get(&rows, i, 4), "0") != 0;
+            /* a few fresh parts only: a partition whose hot parts piled up (merges stopped
+             * for a while) would hold the table's merges for an upload of hundreds of parts,
+             * and the table piles up more meanwhile (the ZooKeeper soak of session 27: waves
+             * of 18-21 such partitions of 269-373 hot parts each); let merges take those
+             * down first, as a plain wave does */
+            js[n].late_rows = strcmp(ferry_ch_rows_get(&rows, i, 4), "0") != 0 &&
+                              strtoull(ferry_ch_rows_get(&rows, i, 2), NULL, 10) <=
+                                  TIER_LATE_HOLD_PARTS;
             if (!ctx->opt->no_compact)
                 maybe_compact(srv, def->database, table, pid, ferry_ch_rows_get(&rows, i, 2),
                               ferry_ch_rows_get(&rows, i, 3), ferry_ch_rows_get(&rows, i, 4), t);

@@ -10,7 +10,9 @@
 #      again and finishes it with the same data;
 #   3. a tiered partition that got rows since (late rows: cold parts beside new hot ones) tiers
 #      in a wave that holds merges from its freeze: an OPTIMIZE during its upload is refused, and
-#      the job is not run again.
+#      the job is not run again;
+#   4. late rows of more than 16 hot parts (piled up) tier in a plain wave: merges run during
+#      their upload.
 # Background merges are off for the table (max_bytes_to_merge_* = 1 byte: no part is small
 # enough), so only the test's OPTIMIZE FINAL merges, and only when merges are not stopped.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
@@ -122,5 +124,26 @@ tier_leftovers "$L" node1
 tier_merges_on "$U" "$P2"
 keys_check "$P1|$P3"
 ok "a tiered partition's late rows tier in one wave that holds merges from its freeze: nothing run again, same data, merges run after"
+
+# ---- 4. late rows of many parts tier in a plain wave: merges run during their upload ----------------
+# (the ZooKeeper soak of session 27: a held wave of 18-21 piled-up partitions, 269-373 hot parts
+# each, stopped a table's merges again right after a run had started them)
+fill 1 5 17 # seventeen new hot parts beside tenant 1's cold ones: more than TIER_LATE_HOLD_PARTS
+fill 2 0 2
+want=$(tier_fp "$U" "tenant = 1")
+bg_start "$T/t4.err" bash -c '"$0" tier --config "$1" --older-than 3d --json >"$2"' \
+    "$FERRY_BIN" "$C" "$T/t4.json"
+TIER_PID=$BG_PID
+wait_for 60 frozen || fail "no freeze within 60 s: $(tail -5 "$T/t4.err")"
+code=$(curl -sS -o "$T/opt4.out" -w '%{http_code}' "$U/" --data-binary "OPTIMIZE TABLE events PARTITION ID '$P2' FINAL")
+[ "$code" = 200 ] || fail "merges were stopped while 17 late hot parts uploaded: $(cat "$T/opt4.out")"
+assert_eq 1 "$(nparts "$P2")" "the other partition merged during the upload"
+wait "$TIER_PID" || fail "tier failed: $(jq -c '[.jobs[] | {state, error}]' "$T/t4.json" 2>/dev/null) $(tail -5 "$T/t4.err")"
+OUT=$(cat "$T/t4.json")
+assert_eq "0 0" "$(jq -r '"\(.jobs_late_rows) \(.jobs_failed)"' <<<"$OUT")" "not held from its freeze, nothing failed ($OUT)"
+assert_eq "$want" "$(tier_fp "$U" "tenant = 1")" "same data"
+assert_eq cold "$(chq "$U" "SELECT arrayStringConcat(groupUniqArray(disk_name), ',') FROM system.parts WHERE active AND table = 'events' AND partition_id = '$P1'")" "the late rows tiered"
+tier_leftovers "$L" node1
+ok "late rows of more than 16 hot parts tier in a plain wave: merges run during the upload, same data"
 
 done_testing

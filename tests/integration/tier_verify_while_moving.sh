@@ -67,6 +67,32 @@ merges_run() {
 expect_exit 137 env FERRY_TEST_CRASH_AFTER=VERIFY "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant acme
 assert_eq "VERIFY VERIFY VERIFY" "$(tier_state acme)" "acme's tier jobs stopped after their swap"
 merges_stopped "after the swap (I6)"
+# doctor names each job that holds the merges; past 10 minutes it warns, past an hour it fails
+holds() { # [NOW]: doctor's tier_holds findings as "status job" lines in $HOLDS, its exit code in $DOC_RC
+    set +e
+    env ${1:+FERRY_TEST_NOW=$1} "$FERRY_BIN" doctor --json --config "$C" \
+        --skip delete_refused,versioning,clickhouse_version,unmanaged_cold,shard_grants,catalog_acl,object_access \
+        >"$T/doctor.json" 2>"$T/doctor.err"
+    DOC_RC=$?
+    set -e
+    HOLDS=$(jq -r '[.checks[] | select(.check == "tier_holds") | .status + " " + (.message | capture("tier job (?<id>tier[.][^ ]+)").id // "-")] | sort | join(",")' "$T/doctor.json") ||
+        fail "doctor's report: $(cat "$T/doctor.json") $(tail -3 "$T/doctor.err")"
+}
+acme_jobs=$(sqlite3 "$L/catalog.db" "SELECT name FROM records WHERE parent = 'jobs' AND name LIKE 'tier.node1.%' AND json_extract(doc, '\$.data') LIKE '%\"tenant\":\"acme\"%' ORDER BY name")
+expect_holds() { # STATUS: every acme job reported with STATUS
+    local want="" j
+    for j in $acme_jobs; do want="$want${want:+,}$1 $j"; done
+    holds "${2:-}"
+    assert_eq "$want" "$HOLDS" "doctor's tier_holds ($1)"
+}
+expect_holds pass
+assert_eq 0 "$DOC_RC" "doctor passes with young holds"
+expect_holds warn $(($(date +%s) + 700))
+assert_eq 0 "$DOC_RC" "doctor passes with warnings"
+expect_holds fail $(($(date +%s) + 4000))
+assert_eq 1 "$DOC_RC" "doctor fails on a hold past an hour"
+assert_contains "$(cat "$T/doctor.json")" "ferry tier --server node1" "the fix is named"
+ok "doctor reports the jobs that hold node1's merges, by age"
 FERRY_TEST_CRASH_BEFORE=VERIFY expect_exit 137 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node2 --grace 200
 id=$(unfinished_move acme)
 [ -n "$id" ] || fail "no unfinished move of acme"
@@ -75,6 +101,9 @@ assert_contains "$(cat "$T/t1.err")" "tier job verified while its slice moves" "
 assert_eq "CLEANUP CLEANUP CLEANUP" "$(tier_state acme)" "verified; CLEANUP waits for the move ($(jq -c '[.jobs[]? | {state, error}]' "$T/t1.json"))"
 merges_run
 assert_eq "$want_acme" "$(mv_fp "$U1" acme 0)" "acme's data on node1 unchanged"
+holds $(($(date +%s) + 4000))
+assert_eq "pass -" "$HOLDS" "doctor: no job holds merges once verified"
+assert_eq 0 "$DOC_RC" "doctor passes once the swaps are verified"
 ok "a job with an unverified swap is verified while its slice moves, and merges run again"
 "$FERRY_BIN" move --config "$C" --resume "$id" --grace 200 >/dev/null 2>"$T/r1.err" || fail "move resume: $(tail -3 "$T/r1.err")"
 assert_eq "$want_acme" "$(mv_fp "$U2" acme 0)" "acme's data on node2 after the move"
