@@ -19,8 +19,11 @@
  *                        must refuse a PUT signed with the clickhouse credential (a probe key; an
  *                        object it did create is deleted at once by the janitor) and no server
  *                        may merge parts on an object-storage volume (doctor_access.c)
- * Statuses: pass, fail, unsupported (the store cannot tell: not a failure, said plainly),
- * skipped. */
+ *   tier_holds           no unfinished tier job has held its table's merges stopped (its swap
+ *                        may have run and is not verified) for more than 10 minutes (warn) or
+ *                        an hour (fail) since its freeze (doctor_tier_holds.c)
+ * Statuses: pass, fail, warn (not a failure), unsupported (the store cannot tell: not a
+ * failure, said plainly), skipped. */
 #ifndef FERRY_DOCTOR_H
 #define FERRY_DOCTOR_H
 
