@@ -421,7 +421,7 @@ static void tally_metrics(ferry_buf *b, const ferry_tallies *t)
 
     const ferry_tally_doctor *d = &t->doctor;
     if (d->present) {
-        static const char *const statuses[] = {"pass", "fail", "unsupported", "skipped"};
+        static const char *const statuses[] = {"pass", "warn", "fail", "unsupported", "skipped"};
         ferry_metrics_family(b, "ferry_doctor_last_run_timestamp_seconds", FERRY_METRIC_GAUGE,
                              "when ferry doctor last ran (the autopilot or a command)");
         ferry_metrics_sample(b, "ferry_doctor_last_run_timestamp_seconds", NULL, (double)d->at);

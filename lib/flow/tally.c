@@ -176,8 +176,8 @@ int ferry_tally_sweep_put(ferry_catalog *cat, const ferry_sweep_result *r, int64
 /* A check's findings, worst first: one failed finding fails the check. */
 static int status_rank(const char *s)
 {
-    static const char *const order[] = {"fail", "unsupported", "skipped", "pass"};
-    for (int i = 0; i < 4; i++)
+    static const char *const order[] = {"fail", "warn", "unsupported", "skipped", "pass"};
+    for (int i = 0; i < (int)(sizeof order / sizeof order[0]); i++)
         if (!strcmp(s, order[i]))
             return i;
     return 0; /* a status this code does not know is taken for the worst */

@@ -150,7 +150,7 @@ grep -q "^ferry_sweep_dangling_pointers $dang\$" "$T/co2.prom" || fail "dangling
 grep -q "^ferry_sweep_complete $(jq -r 'if .complete then 1 else 0 end' "$T/sweep.json")\$" "$T/co2.prom" || fail "sweep completeness: $(grep sweep_complete "$T/co2.prom")"
 grep -q '^ferry_sweep_last_complete_age_seconds ' "$T/co2.prom" || fail "no age of the last complete sweep"
 # each check's status is the worst of its findings
-jq -r '[.checks[] | {c: .check, s: .status, r: ({"fail":0,"unsupported":1,"skipped":2,"pass":3}[.status] // 0)}]
+jq -r '[.checks[] | {c: .check, s: .status, r: ({"fail":0,"warn":1,"unsupported":2,"skipped":3,"pass":4}[.status] // 0)}]
        | group_by(.c)[] | min_by(.r) | "\(.c) \(.s)"' "$T/doctor.json" | sort >"$T/doctor.want"
 sed -n 's/^ferry_doctor_check{check="\([^"]*\)",status="\([^"]*\)"} 1$/\1 \2/p' "$T/co2.prom" | sort >"$T/doctor.got"
 diff "$T/doctor.want" "$T/doctor.got" >"$T/doctor.diff" || fail "doctor's checks in /metrics differ from doctor --json: $(cat "$T/doctor.diff")"

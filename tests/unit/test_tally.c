@@ -121,21 +121,28 @@ static void test_sweep_and_doctor(void **state)
     assert_int_equal(t.sweep.dangling, 2);
     assert_int_equal(t.sweep.orphan_bytes, 300);
 
-    json_t *report = json_pack("{s:[{s:s,s:s},{s:s,s:s},{s:s,s:s},{s:s,s:s}]}", "checks",
-                               "check", "versioning", "status", "pass", "check", "versioning",
-                               "status", "fail", "check", "versioning", "status", "pass",
-                               "check", "catalog_acl", "status", "skipped");
+    json_t *report = json_pack(
+        "{s:[{s:s,s:s},{s:s,s:s},{s:s,s:s},{s:s,s:s},{s:s,s:s},{s:s,s:s},{s:s,s:s},{s:s,s:s}]}",
+        "checks", "check", "versioning", "status", "pass", "check", "versioning", "status",
+        "fail", "check", "versioning", "status", "pass", "check", "catalog_acl", "status",
+        "skipped", "check", "tier_holds", "status", "pass", "check", "tier_holds", "status",
+        "warn", "check", "object_access", "status", "warn", "check", "object_access", "status",
+        "fail");
     assert_non_null(report);
     must(ferry_tally_doctor_put(c, report, 3000, &err), &err);
     json_decref(report);
     must(ferry_tallies_read(c, &t, &err), &err);
     assert_true(t.doctor.present);
     assert_int_equal(t.doctor.at, 3000);
-    assert_int_equal(t.doctor.n_checks, 2);
-    for (size_t i = 0; i < t.doctor.n_checks; i++)
+    assert_int_equal(t.doctor.n_checks, 4);
+    for (size_t i = 0; i < t.doctor.n_checks; i++) {
+        const char *name = t.doctor.checks[i].check;
+        /* a warning is worse than a pass and better than a failure */
         assert_string_equal(t.doctor.checks[i].status,
-                            !strcmp(t.doctor.checks[i].check, "versioning") ? "fail"
-                                                                            : "skipped");
+                            !strcmp(name, "versioning") || !strcmp(name, "object_access") ? "fail"
+                            : !strcmp(name, "tier_holds")                                 ? "warn"
+                                                                                          : "skipped");
+    }
     ferry_catalog_close(c);
 }
 
