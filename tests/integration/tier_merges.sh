@@ -101,17 +101,24 @@ keys_check "$P1|$P3"
 assert_eq 0 "$(curl -sS "$U/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete"
 ok "a tiering killed after its freeze left the table merging; the re-run saw the frozen parts merged before uploading them, and finished"
 
+# tier_frozen_optimize N: starts `ferry tier` in the background ($T/tN.json, $T/tN.err; its pid in
+# TIER_PID), waits for its freeze, then asks for an OPTIMIZE of the other partition: the HTTP code
+# in $code, the answer in $T/optN.out
+tier_frozen_optimize() {
+    bg_start "$T/t$1.err" bash -c '"$0" tier --config "$1" --older-than 3d --json >"$2"' \
+        "$FERRY_BIN" "$C" "$T/t$1.json"
+    TIER_PID=$BG_PID
+    wait_for 60 frozen || fail "no freeze within 60 s: $(tail -5 "$T/t$1.err")"
+    code=$(curl -sS -o "$T/opt$1.out" -w '%{http_code}' "$U/" --data-binary "OPTIMIZE TABLE events PARTITION ID '$P2' FINAL")
+}
+
 # ---- 3. late rows: a tiered partition that got rows since holds merges from its freeze -------------
 # (the chaos soak: fresh parts of finished days, merged within seconds of their insert, sent 78 of
 # one run's 87 jobs round again, each after a whole upload)
 fill 1 5 3 # three new hot parts beside tenant 1's cold ones
 fill 2 0 2 # and the other partition can merge again
 want=$(tier_fp "$U" "tenant = 1")
-bg_start "$T/t3.err" bash -c '"$0" tier --config "$1" --older-than 3d --json >"$2"' \
-    "$FERRY_BIN" "$C" "$T/t3.json"
-TIER_PID=$BG_PID
-wait_for 60 frozen || fail "no freeze within 60 s: $(tail -5 "$T/t3.err")"
-code=$(curl -sS -o "$T/opt3.out" -w '%{http_code}' "$U/" --data-binary "OPTIMIZE TABLE events PARTITION ID '$P2' FINAL")
+tier_frozen_optimize 3
 [ "$code" != 200 ] || fail "merges ran while a partition with late rows was uploading"
 assert_contains "$(cat "$T/opt3.out")" "merg" "OPTIMIZE refused: merges stopped"
 wait "$TIER_PID" || fail "tier failed: $(jq -c '[.jobs[] | {state, error}]' "$T/t3.json" 2>/dev/null) $(tail -5 "$T/t3.err")"
@@ -131,11 +138,7 @@ ok "a tiered partition's late rows tier in one wave that holds merges from its f
 fill 1 5 17 # seventeen new hot parts beside tenant 1's cold ones: more than TIER_LATE_HOLD_PARTS
 fill 2 0 2
 want=$(tier_fp "$U" "tenant = 1")
-bg_start "$T/t4.err" bash -c '"$0" tier --config "$1" --older-than 3d --json >"$2"' \
-    "$FERRY_BIN" "$C" "$T/t4.json"
-TIER_PID=$BG_PID
-wait_for 60 frozen || fail "no freeze within 60 s: $(tail -5 "$T/t4.err")"
-code=$(curl -sS -o "$T/opt4.out" -w '%{http_code}' "$U/" --data-binary "OPTIMIZE TABLE events PARTITION ID '$P2' FINAL")
+tier_frozen_optimize 4
 [ "$code" = 200 ] || fail "merges were stopped while 17 late hot parts uploaded: $(cat "$T/opt4.out")"
 assert_eq 1 "$(nparts "$P2")" "the other partition merged during the upload"
 wait "$TIER_PID" || fail "tier failed: $(jq -c '[.jobs[] | {state, error}]' "$T/t4.json" 2>/dev/null) $(tail -5 "$T/t4.err")"
