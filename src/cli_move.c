@@ -113,6 +113,8 @@ json_t *cli_move_result_json(const ferry_move_result *r)
     json_object_set_new(o, "statements", json_integer((json_int_t)r->statements));
     json_object_set_new(o, "agent_requests", json_integer((json_int_t)r->agent_requests));
     json_object_set_new(o, "catalog_writes", json_integer((json_int_t)r->catalog_writes));
+    json_object_set_new(o, "freezes", json_integer((json_int_t)r->freezes));
+    json_object_set_new(o, "parts_sent_live", json_integer((json_int_t)r->parts_sent_live));
     return o;
 }
 

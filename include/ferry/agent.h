@@ -27,8 +27,10 @@
 
 /* 2: the many-part forms (freeze "partitions", upload and write-pointers "parts", remove-freeze
  * "names") and uploads checked against checksums.txt. An agent of version 1 answers 400 to them
- * (a required field is missing), and callers then fall back to one request per part. */
-#define FERRY_AGENT_API_VERSION 2
+ * (a required field is missing), and callers then fall back to one request per part.
+ * 3: send "live": an active part on an object-storage disk sent from the table's own folder, no
+ * freeze (an agent of version 2 answers 400: "freeze" is required; movers ask status first). */
+#define FERRY_AGENT_API_VERSION 3
 #define FERRY_AGENT_PREFIX "/agent/v1/"
 
 /* ---------------------------------------------------------------------------------------------

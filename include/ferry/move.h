@@ -89,6 +89,8 @@ typedef struct ferry_move_result {
     unsigned long statements;     /* ClickHouse statements, both servers */
     unsigned long agent_requests; /* node agent requests, both servers */
     unsigned long catalog_writes; /* catalog commits (journal, routes, part records) */
+    unsigned long freezes;        /* FREEZE requests to the source's agent (copy rounds) */
+    size_t parts_sent_live;       /* pointer parts sent from the table's folder, not a freeze */
 } ferry_move_result;
 
 /* Checks a move request against the catalog and the servers and journals it (state PLANNED),

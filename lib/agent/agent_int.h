@@ -154,6 +154,12 @@ int agent_pick_dir(const agent_table_dir *d, size_t n, const char *disk, bool wa
 int agent_find_frozen_part(agent_env *env, const agent_table_dir *dirs, size_t n,
                            const char *freeze, const char *part, char **dir,
                            const agent_disk **disk, ferry_err *err);
+/* Finds an active part in the table's own folder, <path>/<part>/, for a live send: only on an
+ * object-storage disk (FERRY_EINVAL for a local one: its files are the data, and a merge may
+ * remove them under the send; freeze it instead). *dir (caller frees), *disk as above;
+ * FERRY_ENOTFOUND when no folder of the table holds it. */
+int agent_find_live_part(agent_env *env, const agent_table_dir *dirs, size_t n, const char *part,
+                         char **dir, const agent_disk **disk, ferry_err *err);
 
 /* ---- the trash (trash.c) ---- */
 

@@ -573,6 +573,30 @@ int agent_find_frozen_part(agent_env *env, const agent_table_dir *dirs, size_t n
                          part, freeze);
 }
 
+int agent_find_live_part(agent_env *env, const agent_table_dir *dirs, size_t n, const char *part,
+                         char **dir, const agent_disk **disk, ferry_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        char p[4400];
+        snprintf(p, sizeof p, "%s%s", dirs[i].path, part);
+        struct stat sb;
+        if (lstat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            continue;
+        if (!dirs[i].disk->is_remote)
+            return ferry_err_set(err, FERRY_EINVAL, "part %s is on disk '%s', which is not an "
+                                 "object-storage disk: only pointer parts are sent live (freeze "
+                                 "a part of a local disk and send it from the freeze)",
+                                 part, dirs[i].disk->name);
+        int rc = ferry_roots_check(&env->roots, p, dir, err);
+        if (rc)
+            return rc;
+        *disk = dirs[i].disk;
+        return FERRY_OK;
+    }
+    return ferry_err_set(err, FERRY_ENOTFOUND, "part %s is not in this table's folders (merged, "
+                         "moved or detached since it was listed?)", part);
+}
+
 /* ---- request fields ------------------------------------------------------------------------ */
 
 int agent_req_str(json_t *req, const char *field, const char **out, ferry_err *err)

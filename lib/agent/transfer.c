@@ -1,5 +1,9 @@
 /* Moving a frozen part between servers, agent to agent. The source (op "send") streams the
- * files of a part from its shadow folder to the target's receive endpoint. The target writes
+ * files of a part from its shadow folder to the target's receive endpoint, or ("live": API 3) a
+ * pointer part straight from the table's folder: its files name immutable objects that
+ * ClickHouse may not delete (the store refuses it), cold volumes do not merge, and each pointer
+ * file is read whole and parsed before anything is sent, so a freeze would only add its hard
+ * links (each a rewrite of the file's ref_count) and their removal. The target writes
  * them into a temporary folder under the table's detached/, checks them while writing (a hot
  * part against its checksums.txt with ClickHouse's file hash; a pointer part by parsing every
  * pointer file and checking that its objects exist with their sizes), and only then renames the
@@ -104,8 +108,9 @@ static int settled_pointer(agent_env *env, const char *path, ferry_agent_send_fi
 
 int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 {
-    const char *db, *table, *freeze, *part, *turl, *ttoken, *tdb, *ttable;
+    const char *db, *table, *freeze = NULL, *part, *turl, *ttoken, *tdb, *ttable;
     char pid[256];
+    json_t *live = json_object_get(req, "live");
     json_t *target = json_object_get(req, "target");
     agent_table_dir *dirs = NULL;
     size_t ndirs = 0, nf = 0;
@@ -118,7 +123,9 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
     int rc;
     if ((rc = agent_req_str(req, "database", &db, err)) ||
         (rc = agent_req_str(req, "table", &table, err)) ||
-        (rc = agent_req_name(req, "freeze", &freeze, err)) ||
+        (live && !json_is_boolean(live) &&
+         (rc = ferry_err_set(err, FERRY_EINVAL, "\"live\" must be true or false"))) ||
+        (!json_is_true(live) && (rc = agent_req_name(req, "freeze", &freeze, err))) ||
         (rc = agent_req_name(req, "part", &part, err)) ||
         (rc = ferry_agent_part_partition_id(part, pid, sizeof pid, err)))
         goto out;
@@ -136,7 +143,8 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
     }
     env->cached = true; /* a batch sends many parts of one table (agent_int.h, agent_cache) */
     if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
-        (rc = agent_find_frozen_part(env, dirs, ndirs, freeze, part, &dir, &disk, err)) ||
+        (rc = freeze ? agent_find_frozen_part(env, dirs, ndirs, freeze, part, &dir, &disk, err)
+                     : agent_find_live_part(env, dirs, ndirs, part, &dir, &disk, err)) ||
         (rc = agent_list_part_files(dir, &files, &nf, err)))
         goto out;
     const char *kind = disk->is_remote ? "pointer" : "hot";
@@ -158,7 +166,7 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
             sf[k].size = files[i].size;
             if (disk->is_remote) {
                 if ((rc = settled_pointer(env, fp, &sf[k], err)))
-                    goto out;
+                    goto read_failed;
             } else if ((sf[k].fd = open(fp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
                 rc = ferry_err_set(err, FERRY_EIO, "%s: %s", fp, strerror(errno));
                 goto out;
@@ -187,6 +195,13 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
     *resp = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:O}", "part", part, "kind", kind, "from",
                       dir, "disk", disk->name, "files", (json_int_t)k, "bytes_sent",
                       (json_int_t)sent, "target", tresp);
+    goto out;
+read_failed:
+    /* A live part that ClickHouse removed while it was read (its folder is gone): not found, as
+     * if it had been asked for a moment later; the caller's listing is out of date. */
+    if (!freeze && access(dir, F_OK) != 0 && errno == ENOENT)
+        rc = ferry_err_set(err, FERRY_ENOTFOUND, "part %s left the table while it was read "
+                           "(merged, moved or detached)", part);
 out:
     json_decref(tresp);
     ferry_agent_client_free(cl);

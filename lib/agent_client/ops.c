@@ -457,10 +457,12 @@ int ferry_agent_send(ferry_agent_client *c, const ferry_agent_send_req *q, ferry
         json_decref(target);
         target = NULL;
     }
-    json_t *req = target ? json_pack("{s:s, s:s, s:s, s:s, s:o}", "database", q->db, "table",
-                                     q->table, "freeze", q->freeze, "part", q->part, "target",
-                                     target)
-                         : NULL;
+    json_t *req = !target ? NULL
+                  : q->live ? json_pack("{s:s, s:s, s:b, s:s, s:o}", "database", q->db, "table",
+                                        q->table, "live", 1, "part", q->part, "target", target)
+                            : json_pack("{s:s, s:s, s:s, s:s, s:o}", "database", q->db, "table",
+                                        q->table, "freeze", q->freeze, "part", q->part, "target",
+                                        target);
     json_t *r = NULL;
     int rc = call(c, "send", false, req, &r, err);
     if (rc)

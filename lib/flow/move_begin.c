@@ -105,6 +105,8 @@ static int source_status(void *src, ferry_err *err)
 {
     ferry_agent_status_info st = {0};
     int rc = ferry_agent_status(((mv_conn *)src)->ag, &st, err);
+    if (!rc)
+        ((mv_conn *)src)->agent_api = st.api; /* the copy round's mv_sends_live */
     ferry_agent_status_info_free(&st);
     return rc;
 }

@@ -441,6 +441,23 @@ int mv_slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const
 }
 
 /* Whether two lists of parts hold the same multiset of hash_of_all_files. */
+int mv_sends_live(mv_conn *c, bool *out, ferry_err *err)
+{
+    if (!c->agent_api) {
+        ferry_agent_status_info st = {0};
+        int rc = ferry_agent_status(c->ag, &st, err);
+        if (!rc)
+            c->agent_api = st.api;
+        ferry_agent_status_info_free(&st);
+        if (rc) {
+            ferry_err_prefix(err, "agent of %s (status): ", c->name);
+            return rc;
+        }
+    }
+    *out = c->agent_api >= 3;
+    return FERRY_OK;
+}
+
 bool mv_same_hashes(const mv_parts *a, const mv_parts *b)
 {
     if (a->n != b->n)

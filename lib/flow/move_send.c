@@ -37,7 +37,8 @@
 #define MV_SEND_THREADS 4 /* parts in flight agent to agent at once */
 
 typedef struct send_job {
-    const char *name;  /* the frozen part (borrowed from the freeze answer) */
+    const char *name;  /* the part (borrowed from the freeze answer, or the source's listing) */
+    bool live;         /* a pointer part sent from the table's folder, not from the freeze */
     mvctx *x;          /* the move whose slice it is (its result counts it) */
     const mv_slice *src; /* that slice's listing on the source */
     size_t pid;        /* its partition's index in the slice listing */
@@ -80,13 +81,22 @@ static int send_one(send_pool *p, ferry_agent_client *cl, send_job *j, ferry_err
     const ferry_table_def *t = p->t;
     ferry_agent_sent ans;
     ferry_agent_send_req sr = {.db = t->database, .table = t->name, .freeze = p->freeze,
-                               .part = j->name, .target_url = x->dst.agent_url,
-                               .target_token = x->dst.token, .target_db = t->database,
-                               .target_table = p->staging};
+                               .live = j->live, .part = j->name,
+                               .target_url = x->dst.agent_url, .target_token = x->dst.token,
+                               .target_db = t->database, .target_table = p->staging};
     int rc = ferry_agent_send(cl, &sr, &ans, err);
     long status = ferry_agent_client_last_status(cl);
     pthread_mutex_lock(&p->mu);
     x->src.n_agent++; /* on the pool's client, not x->src.ag (mv_agent_requests) */
+    if (rc && j->live && status == 404) {
+        /* gone from the source since it was listed (merged, moved or detached): as a frozen
+         * part merged away, nothing to send now; the exact comparison after the switch copies
+         * until staging equals the source, so it cannot be lost */
+        FLOG_INFO("msg=\"part not sent: no longer in the source's table\" move=%s table=%s.%s "
+                  "part=%s", x->mv.u.move.id, t->database, t->name, j->name);
+        pthread_mutex_unlock(&p->mu);
+        return FERRY_OK;
+    }
     if (rc) {
         if (status == 507 || status == 422 || status == 409)
             x->permanent = true; /* target full, or a part that fails its checks */
@@ -102,6 +112,8 @@ static int send_one(send_pool *p, ferry_agent_client *cl, send_job *j, ferry_err
         return rc;
     }
     uint64_t sent_bytes = ans.bytes_sent;
+    if (j->live)
+        x->res->parts_sent_live++;
     if (ans.pointer)
         x->res->cold_copied += sent_bytes;
     else
@@ -243,11 +255,20 @@ static void sides_free(sides *s, size_t n)
     free(s->splits);
 }
 
+/* A part a copy round may send: its name (borrowed) and size. */
+typedef struct round_part {
+    const char *name;
+    uint64_t bytes;
+} round_part;
+
+static bool all_cold(const mv_parts *ps);
+
 /* One copy round for one table: make the target's staging partitions of the slice equal to a
- * snapshot (FREEZE) of the source's. `first` counts every snapshot part's real size in the
- * result (the CLONE round); later rounds count only what they send. The slice's parts are
- * listed once per side, every partition is frozen by one agent request (one ALTER TABLE), and
- * the partitions that received parts are attached by one ALTER TABLE. */
+ * snapshot of the source's. `first` counts every snapshot part's real size in the result (the
+ * CLONE round); later rounds count only what they send. The slice's parts are listed once per
+ * side; a partition of pointer parts only is sent live from the table's folder (an agent of API
+ * 3), every other partition is frozen, all by one agent request (one ALTER TABLE); and the
+ * partitions that received parts are attached by one ALTER TABLE. */
 int mv_copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bool first,
                   ferry_err *err)
 {
@@ -265,44 +286,68 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
     mv_slice *src = sd.src, *stg = sd.stg;
     ferry_agent_frozen fz = {0};
     const ferry_agent_frozen_part **fparts = NULL;
-    size_t n_attach = 0, n_pids = 0;
+    round_part *cand = NULL; /* one partition's parts that may be sent */
+    size_t n_attach = 0, n_pids = 0, max_cand = 0;
     send_job *jobs = NULL;
     size_t n_jobs = 0, cap_jobs = 0;
-    bool *sent_pid = NULL;
+    bool *sent_pid = NULL, *live = NULL, live_ok = false;
     const char **load = NULL;
     for (size_t m = 0; !rc && m < n; m++)
         n_pids += src[m].n_pids;
+    if (!rc && n_pids && !(live = calloc(n_pids, sizeof *live)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc && n_pids)
+        rc = mv_sends_live(&x0->src, &live_ok, err);
     if (!rc && n_pids) {
-        /* every partition by one request (an agent of API 1: one each, ferry/agent_ops.h) */
-        const char **ids = calloc(n_pids + 1, sizeof *ids);
-        size_t k = 0;
+        /* A partition whose parts are all on the object-storage disk is sent live, from the
+         * table's folder, and not frozen (docs/moves.md, "A copy round"). The others are frozen,
+         * all by one request (an agent of API 1: one each, ferry/agent_ops.h). */
+        const char **ids = calloc(n_pids, sizeof *ids);
+        size_t k = 0, s = 0;
         for (size_t m = 0; ids && m < n; m++)
-            for (size_t i = 0; i < src[m].n_pids; i++)
-                ids[k++] = src[m].pids[i];
-        rc = ids ? ferry_agent_freeze_ids(x0->src.ag, t->database, t->name, freeze, ids, k, &fz,
-                                          err)
-                 : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            for (size_t i = 0; i < src[m].n_pids; i++, s++) {
+                mv_parts sp_all = mv_slice_parts(&src[m], src[m].pids[i]);
+                live[s] = live_ok && all_cold(&sp_all);
+                if (!live[s])
+                    ids[k++] = src[m].pids[i];
+            }
+        rc = !ids ? ferry_err_set(err, FERRY_ENOMEM, "out of memory")
+             : k  ? ferry_agent_freeze_ids(x0->src.ag, t->database, t->name, freeze, ids, k, &fz,
+                                           err)
+                  : FERRY_OK;
+        for (size_t m = 0; k && m < n; m++) /* each member counts the batch's one request */
+            xs[m]->res->freezes++;
         free(ids);
     }
-    size_t max_frozen = fz.n;
-    if (!rc && !(fparts = calloc(max_frozen + 1, sizeof *fparts)))
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (!rc && !(sent_pid = calloc(n_pids + 1, sizeof *sent_pid)))
+    max_cand = fz.n;
+    for (size_t m = 0; m < n && src; m++)
+        max_cand = src[m].n_parts > max_cand ? src[m].n_parts : max_cand;
+    if (!rc && (!(fparts = calloc(max_cand + 1, sizeof *fparts)) ||
+                !(cand = calloc(max_cand + 1, sizeof *cand)) ||
+                !(sent_pid = calloc(n_pids + 1, sizeof *sent_pid))))
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     size_t slot = 0;
     for (size_t m = 0; !rc && m < n; m++) {
         mvctx *x = xs[m];
         for (size_t i = 0; !rc && i < src[m].n_pids; i++, slot++) {
             const char *pid = src[m].pids[i];
-            size_t nf = ferry_agent_frozen_of(&fz, pid, fparts, max_frozen);
             mv_parts sp_all = mv_slice_parts(&src[m], pid), sg = mv_slice_parts(&stg[m], pid);
+            size_t nf = 0;
+            if (live[slot]) { /* the listing's active parts, all of them pointer parts */
+                for (size_t k = 0; k < sp_all.n; k++)
+                    if (sp_all.p[k].active)
+                        cand[nf++] = (round_part){sp_all.p[k].name, sp_all.p[k].bytes};
+            } else {
+                nf = ferry_agent_frozen_of(&fz, pid, fparts, max_cand);
+                for (size_t k = 0; k < nf; k++)
+                    cand[k] = (round_part){fparts[k]->name, fparts[k]->bytes};
+            }
             bool *need = calloc(nf + 1, sizeof *need), *keep = calloc(sg.n + 1, sizeof *keep);
             if (!need || !keep)
                 rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            /* diff by content: a frozen part whose hash staging holds (and not yet matched)
-             * stays */
+            /* diff by content: a part whose hash staging holds (and not yet matched) stays */
             for (size_t k = 0; !rc && k < nf; k++) {
-                const char *name = fparts[k]->name;
+                const char *name = cand[k].name;
                 const mv_part *sp = mv_parts_find(&sp_all, name);
                 if (!sp) {
                     /* an empty part (not listed), or one merged away since the freeze: either
@@ -328,7 +373,7 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
                     }
                 if (need[k]) {
                     x->parts_total++;
-                    x->bytes_total += fparts[k]->bytes;
+                    x->bytes_total += cand[k].bytes;
                 }
             }
             /* staging parts the snapshot no longer has (the source merged them away) */
@@ -349,11 +394,11 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
                     jobs = j;
                     cap_jobs = cap;
                 }
-                const mv_part *sp = mv_parts_find(&sp_all, fparts[k]->name);
+                const mv_part *sp = mv_parts_find(&sp_all, cand[k].name);
                 jobs[n_jobs] = (send_job){
-                    .name = fparts[k]->name,
+                    .name = cand[k].name, .live = live[slot],
                     .x = x, .src = &src[m], .pid = i, .slot = slot,
-                    .cost = sp && !sp->cold ? fparts[k]->bytes : 0, .order = n_jobs};
+                    .cost = sp && !sp->cold ? cand[k].bytes : 0, .order = n_jobs};
                 n_jobs++;
             }
             free(need);
@@ -385,6 +430,8 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
     free(load);
     free(jobs);
     free(sent_pid);
+    free(live);
+    free(cand);
     free(fparts);
     ferry_agent_frozen_free(&fz);
     sides_free(&sd, n);

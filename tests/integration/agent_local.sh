@@ -96,6 +96,33 @@ assert_eq "$(chq "$U1" "SELECT count(), sum(x), uniqExact(s) FROM e WHERE t = 1"
 assert_eq cold "$(chq "$U1" "SELECT DISTINCT disk_name FROM system.parts WHERE table = 'staging' AND active")" "on cold"
 ok "cold part copied as pointer files node2 -> node1, objects checked, attached"
 
+# ---- a pointer part sent live, from the table's own folder (API 3: no freeze) ------------------
+chq "$U1" "CREATE TABLE staging_live $AGENT_DDL" >/dev/null
+LSEND="{\"database\":\"default\",\"table\":\"e\",\"live\":true,\"part\":\"$CP\",\"target\":{\"url\":\"$U1\",\"token\":\"$T1\",\"database\":\"default\",\"table\":\"staging_live\"}}"
+shadows() { find "$CH2" -path '*/shadow/*' -maxdepth 4 2>/dev/null | sort; } # every freeze's folder
+SHADOWS=$(shadows)
+agent_ok "$U2" "$T2" send "$LSEND"
+assert_eq pointer "$(jq -r .kind <<<"$AG_BODY")" "live pointer part sent"
+assert_eq "$(ls "$CDIR" | wc -l)" "$(jq -r .target.objects_checked <<<"$AG_BODY")" "every object of the live part checked"
+LPATH=$(jq -r .target.path <<<"$AG_BODY")
+for f in "$CDIR"/*; do # the same objects as the frozen copy's; ref_count 1, not read-only
+    assert_eq "$(sed -n '1,3p;6,$p' "$f")" "$(sed -n '1,3p;6,$p' "$LPATH/$(basename "$f")")" "live pointer file $(basename "$f") names the same objects"
+done
+assert_eq 1 "$(sed -n 4p "$LPATH/data.bin")" "live-sent pointer carries ref_count 1"
+assert_eq "$SHADOWS" "$(shadows)" "a live send freezes nothing"
+chq "$U1" "ALTER TABLE staging_live ATTACH PARTITION ID '1-20261101'" >/dev/null
+assert_eq "$(chq "$U1" "SELECT count(), sum(x), uniqExact(s) FROM e WHERE t = 1")" \
+    "$(chq "$U1" "SELECT count(), sum(x), uniqExact(s) FROM staging_live")" "live-sent part's data on node1"
+assert_eq "$(chq "$U2" "SELECT hash_of_all_files FROM system.parts WHERE table = 'e' AND name = '$CP'")" \
+    "$(chq "$U1" "SELECT hash_of_all_files FROM system.parts WHERE table = 'staging_live' AND active")" "live-sent part: the same hash_of_all_files"
+# a hot part is never sent live (its files are the data; freeze it), a part not in the table is 404
+HOTP=$(chq "$U1" "SELECT name FROM system.parts WHERE table = 'e' AND active AND disk_name = 'default' LIMIT 1")
+[ -n "$HOTP" ] || fail "test setup: node1 has no hot part of e"
+agent_expect 400 "not an object-storage disk" "$U1" "$T1" send "${LSEND/\"$CP\"/\"$HOTP\"}"
+agent_expect 404 "not in this table" "$U2" "$T2" send "${LSEND/\"$CP\"/\"1-20261101_999_999_0\"}"
+agent_expect 400 "live" "$U2" "$T2" send "${LSEND/\"live\":true/\"live\":\"yes\"}"
+ok "a pointer part sent live from the table's folder: no FREEZE, the same objects, attached; hot parts (400) and absent ones (404) refused"
+
 # ---- pointer parts that must be refused -------------------------------------------------------
 # A copy of the frozen part (cp: new inodes; the shadow files are hard links of the live part).
 CREL=${CDIR#"$CH2/disks/cold/shadow/cold1/"}
@@ -234,7 +261,7 @@ ok "removals go through the disks' trash, which the agent empties (also what a k
 
 # ---- many parts per request (API 2): each part answered on its own -----------------------------
 agent_ok "$U1" "$T1" status
-assert_eq 2 "$(jq .api <<<"$AG_BODY")" "status: API version 2"
+assert_eq 3 "$(jq .api <<<"$AG_BODY")" "status: API version 3"
 FZ='{"database":"default","table":"e","partitions":[{"partition_id":"0-20261101","name":"many0"},
     {"partition_id":"2-20261101","name":"many2"},{"partition_id":"9-20261101","name":"many9"}]}'
 agent_ok "$U1" "$T1" freeze "$FZ"

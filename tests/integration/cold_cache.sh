@@ -79,6 +79,8 @@ ok "repeated scan served from the cache (ProfileEvents CachedReadBufferReadFromC
 R=$(jq -c 'select(.event == "move")' "$T/move.json")
 assert_eq DONE "$(jq -r .state <<<"$R")" "move done"
 [ "$(jq .cold_copied_bytes <<<"$R")" -lt "$(( $(jq .cold_bytes <<<"$R") / 50 ))" ] || fail "the cold side copied more than pointer files: $R"
+# every partition cold: each part sent from the table's folder, nothing frozen on node1
+assert_eq "0 6 6" "$(jq -r '"\(.freezes) \(.parts_sent_live) \(.cold_parts)"' <<<"$R")" "a slice of cold partitions only: freezes, parts sent live, cold parts"
 assert_eq "cold_cache	6" "$(chq "$U2" "SELECT disk_name, count() FROM system.parts WHERE active AND table = 'events' AND partition LIKE '%acme%' GROUP BY disk_name")" "node2 serves acme from its cache disk"
 assert_eq 0 "$(chq "$U1" "SELECT count() FROM events WHERE tenant = 'acme'")" "node1 holds nothing of acme"
 # (the scans first: anything reading acme's columns on node2 warms its cache)

@@ -56,6 +56,10 @@ echo "# cold $cold bytes real, $cold_copied copied ($(jq .cold_copied_ratio <<<"
 [ "$cold" -gt 5000000 ] || fail "cold side too small: $cold"
 [ "$cold_copied" -lt $((cold / 200)) ] || fail "cold side copied $cold_copied of $cold (more than pointer files)"
 [ "$hot_copied" -ge "$hot" ] && [ "$hot_copied" -lt $((hot + hot / 50 + 65536)) ] || fail "hot copied $hot_copied for $hot"
+# the cold parts went from the table's folder (no freeze); the hot ones from a freeze
+[ "$(jq .cold_parts <<<"$R")" -ge 5 ] || fail "fewer cold parts than cold days: $R"
+assert_eq "$(jq .cold_parts <<<"$R")" "$(jq .parts_sent_live <<<"$R")" "every cold part sent live"
+[ "$(jq .freezes <<<"$R")" -ge 1 ] || fail "the hot partitions were not frozen: $R"
 ok "cold side copied pointer files only ($cold_copied of $cold bytes), hot side its bytes ($hot_copied of $hot)"
 
 # identical data: every partition of the 8 days as before, plus exactly the rows the writer sent

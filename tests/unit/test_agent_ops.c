@@ -157,10 +157,12 @@ static void peer_op(ferry_http_req *req, void *ctx)
         if (!strcmp(part, "full_1_1_0"))
             answer(req, 507, json_pack("{s:s}", "error", "no space left on device"));
         else
-            answer(req, 200, json_pack("{s:s, s:s, s:I, s:{s:b, s:s}}", "part", part, "kind",
-                                       part[0] == 'c' ? "pointer" : "hot", "bytes_sent",
+            answer(req, 200, json_pack("{s:s, s:s, s:I, s:{s:b, s:s, s:b, s:b}}", "part", part,
+                                       "kind", part[0] == 'c' ? "pointer" : "hot", "bytes_sent",
                                        (json_int_t)123, "target", "existing", 0, "token_seen",
-                                       tok ? tok : "(none)"));
+                                       tok ? tok : "(none)", "live_seen",
+                                       json_is_true(json_object_get(in, "live")), "freeze_seen",
+                                       json_object_get(in, "freeze") != NULL));
     } else if ((!strcmp(op, "remove-detached") && json_object_get(in, "parts")) ||
                (!strcmp(op, "remove-freeze") && json_object_get(in, "names"))) {
         if (p->api1)
@@ -310,7 +312,15 @@ static void test_decode(void **state)
     assert_true(sent.pointer);
     assert_int_equal(sent.bytes_sent, 123);
     assert_string_equal(json_string_value(json_object_get(sent.target, "token_seen")), "tt");
+    assert_true(json_is_true(json_object_get(sent.target, "freeze_seen")));
+    assert_false(json_is_true(json_object_get(sent.target, "live_seen")));
     ferry_agent_sent_free(&sent);
+    sr.live = true; /* API 3: from the table's folder, no freeze named */
+    assert_int_equal(ferry_agent_send(c, &sr, &sent, &err), FERRY_OK);
+    assert_true(json_is_true(json_object_get(sent.target, "live_seen")));
+    assert_false(json_is_true(json_object_get(sent.target, "freeze_seen")));
+    ferry_agent_sent_free(&sent);
+    sr.live = false;
     sr.part = "full_1_1_0";
     sr.target_token = NULL; /* sent as "" */
     assert_int_equal(ferry_agent_send(c, &sr, &sent, &err), FERRY_EREMOTE);
@@ -360,7 +370,7 @@ static void test_decode(void **state)
     ferry_agent_pointer_list_free(&ptr);
 
     /* every request counted, failed ones included */
-    assert_int_equal(requests(c), 12);
+    assert_int_equal(requests(c), 13);
     ferry_agent_client_free(c);
     ferry_httpd_stop(srv);
 }
