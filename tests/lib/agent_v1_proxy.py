@@ -4,12 +4,13 @@ that it answers what an agent of version 1 answered.
 
 - the many-part forms of version 2 are refused with 400 and the message version 1 gave (a
   required field missing): freeze with "partitions", upload and write-pointers with "parts",
-  remove-freeze with "names", remove-detached with "parts";
+  remove-freeze with "names", remove-detached with "parts"; and send with "live" (version 3);
 - upload answers lose what version 1 did not report: "verified", "rows", "freeze" and each
   object's "file_hash" and "sha256";
 - status says "api": 1.
 
-Counts: GET /__v1/status (no auth) answers {"refused": N, "forwarded": N}.
+Counts: GET /__v1/status (no auth) answers {"refused": N, "forwarded": N, "refused_by_op":
+{op: N}}.
 
     agent_v1_proxy.py --port P --upstream http://127.0.0.1:U
 """
@@ -28,8 +29,9 @@ NEW_FORMS = {
     "write-pointers": ("parts", "part"),
     "remove-freeze": ("names", "name"),
     "remove-detached": ("parts", "part"),
+    "send": ("live", "freeze"),
 }
-COUNTS = {"refused": 0, "forwarded": 0}
+COUNTS = {"refused": 0, "forwarded": 0, "refused_by_op": {}}
 LOCK = threading.Lock()
 
 
@@ -63,6 +65,7 @@ class Handler(ProxyHandler):
         if isinstance(req, dict) and op in NEW_FORMS and NEW_FORMS[op][0] in req:
             with LOCK:
                 COUNTS["refused"] += 1
+                COUNTS["refused_by_op"][op] = COUNTS["refused_by_op"].get(op, 0) + 1
             field = NEW_FORMS[op][1]
             return self.reply(400, {"error": '"%s" (a non-empty string) is required' % field,
                                     "code": "invalid input", "status": 400})
