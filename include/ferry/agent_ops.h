@@ -180,7 +180,7 @@ size_t ferry_agent_frozen_of(const ferry_agent_frozen *f, const char *pid,
 typedef struct ferry_agent_send_req {
     const char *db, *table, *freeze, *part; /* the frozen part on the client's agent */
     bool live; /* API 3, freeze unused: part is an active part of the table on an object-storage
-                * disk, sent from the table's folder (a 404 when it is no longer there) */
+                * disk, sent from the table's folder (410 when it is no longer there) */
     const char *target_url, *target_token;  /* the receiving agent */
     const char *target_db, *target_table;
     const char *target_disk;                /* NULL: the receiver's choice */

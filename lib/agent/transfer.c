@@ -142,11 +142,12 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
         goto out;
     }
     env->cached = true; /* a batch sends many parts of one table (agent_int.h, agent_cache) */
-    if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
-        (rc = freeze ? agent_find_frozen_part(env, dirs, ndirs, freeze, part, &dir, &disk, err)
+    if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)))
+        goto out;
+    if ((rc = freeze ? agent_find_frozen_part(env, dirs, ndirs, freeze, part, &dir, &disk, err)
                      : agent_find_live_part(env, dirs, ndirs, part, &dir, &disk, err)) ||
         (rc = agent_list_part_files(dir, &files, &nf, err)))
-        goto out;
+        goto read_failed;
     const char *kind = disk->is_remote ? "pointer" : "hot";
     sf = calloc(nf ? nf : 1, sizeof *sf);
     if (!sf) {
@@ -197,11 +198,16 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
                       (json_int_t)sent, "target", tresp);
     goto out;
 read_failed:
-    /* A live part that ClickHouse removed while it was read (its folder is gone): not found, as
-     * if it had been asked for a moment later; the caller's listing is out of date. */
-    if (!freeze && access(dir, F_OK) != 0 && errno == ENOENT)
+    /* A live part not in the table, or removed by ClickHouse while it was read (its folder is
+     * gone): 410, which no target answers, so a mover tells "not on the source any more" (its
+     * listing is out of date) from any refusal of the receiving side. */
+    if (!freeze && rc == FERRY_ENOTFOUND)
+        env->status = 410;
+    else if (!freeze && dir && access(dir, F_OK) != 0 && errno == ENOENT) {
         rc = ferry_err_set(err, FERRY_ENOTFOUND, "part %s left the table while it was read "
                            "(merged, moved or detached)", part);
+        env->status = 410;
+    }
 out:
     json_decref(tresp);
     ferry_agent_client_free(cl);

@@ -440,7 +440,6 @@ int mv_slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const
     return rs_slice_pids(c, t, table, tenant, split, &out->ids, &out->n, err);
 }
 
-/* Whether two lists of parts hold the same multiset of hash_of_all_files. */
 int mv_sends_live(mv_conn *c, bool *out, ferry_err *err)
 {
     if (!c->agent_api) {
@@ -458,6 +457,7 @@ int mv_sends_live(mv_conn *c, bool *out, ferry_err *err)
     return FERRY_OK;
 }
 
+/* Whether two lists of parts hold the same multiset of hash_of_all_files. */
 bool mv_same_hashes(const mv_parts *a, const mv_parts *b)
 {
     if (a->n != b->n)

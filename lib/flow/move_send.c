@@ -88,7 +88,7 @@ static int send_one(send_pool *p, ferry_agent_client *cl, send_job *j, ferry_err
     long status = ferry_agent_client_last_status(cl);
     pthread_mutex_lock(&p->mu);
     x->src.n_agent++; /* on the pool's client, not x->src.ag (mv_agent_requests) */
-    if (rc && j->live && status == 404) {
+    if (rc && j->live && status == 410) {
         /* gone from the source since it was listed (merged, moved or detached): as a frozen
          * part merged away, nothing to send now; the exact comparison after the switch copies
          * until staging equals the source, so it cannot be lost */

@@ -119,9 +119,9 @@ assert_eq "$(chq "$U2" "SELECT hash_of_all_files FROM system.parts WHERE table =
 HOTP=$(chq "$U1" "SELECT name FROM system.parts WHERE table = 'e' AND active AND disk_name = 'default' LIMIT 1")
 [ -n "$HOTP" ] || fail "test setup: node1 has no hot part of e"
 agent_expect 400 "not an object-storage disk" "$U1" "$T1" send "${LSEND/\"$CP\"/\"$HOTP\"}"
-agent_expect 404 "not in this table" "$U2" "$T2" send "${LSEND/\"$CP\"/\"1-20261101_999_999_0\"}"
+agent_expect 410 "not in this table" "$U2" "$T2" send "${LSEND/\"$CP\"/\"1-20261101_999_999_0\"}"
 agent_expect 400 "live" "$U2" "$T2" send "${LSEND/\"live\":true/\"live\":\"yes\"}"
-ok "a pointer part sent live from the table's folder: no FREEZE, the same objects, attached; hot parts (400) and absent ones (404) refused"
+ok "a pointer part sent live from the table's folder: no FREEZE, the same objects, attached; hot parts (400) and absent ones (410) refused"
 
 # ---- pointer parts that must be refused -------------------------------------------------------
 # A copy of the frozen part (cp: new inodes; the shadow files are hard links of the live part).
