@@ -14,6 +14,8 @@
  *   FERRY_AGENT_TEST_CORRUPT_SEND                      a sender flips a byte (name:offset)
  *   FERRY_AGENT_TEST_SLOW_RECEIVE_MS                   a receiver pauses after each file
  *   FERRY_AGENT_TEST_SLOW_UPLOAD_MS                    an uploader pauses after each part
+ *   FERRY_AGENT_TEST_LIVE_GONE                         a sender answers its first N live
+ *                                                      sends 410, as for a removed part
  *   FERRY_TEST_AGENT_TIMEOUT_MS                        tiering's agent requests time out
  *   FERRY_TEST_STOP_AFTER                              at a FERRY_TEST_CRASH_AFTER point called
  *                                                      directly, SIGSTOP instead of the kill,

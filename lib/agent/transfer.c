@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,20 @@ static int settled_pointer(agent_env *env, const char *path, ferry_agent_send_fi
 
 /* ---- send (source side) --------------------------------------------------------------------- */
 
+/* Test-only: FERRY_AGENT_TEST_LIVE_GONE=N makes the agent answer its first N live sends as if
+ * ClickHouse had removed the part since the caller listed it (410), so a test can drive a
+ * mover's handling of that race (tests/integration/move_live_gone.sh). */
+static bool test_live_gone(void)
+{
+    static atomic_long answered;
+    const char *e = ferry_test_knob("FERRY_AGENT_TEST_LIVE_GONE");
+    long n = e ? strtol(e, NULL, 10) : 0;
+    if (n <= 0 || atomic_fetch_add(&answered, 1) >= n)
+        return false;
+    FLOG_WARN("agent: test knob FERRY_AGENT_TEST_LIVE_GONE: a live send answered as gone");
+    return true;
+}
+
 int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 {
     const char *db, *table, *freeze = NULL, *part, *turl, *ttoken, *tdb, *ttable;
@@ -144,6 +159,11 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
     env->cached = true; /* a batch sends many parts of one table (agent_int.h, agent_cache) */
     if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)))
         goto out;
+    if (!freeze && test_live_gone()) {
+        rc = ferry_err_set(err, FERRY_ENOTFOUND, "part %s is not in this table's folders (test "
+                           "knob FERRY_AGENT_TEST_LIVE_GONE)", part);
+        goto read_failed;
+    }
     if ((rc = freeze ? agent_find_frozen_part(env, dirs, ndirs, freeze, part, &dir, &disk, err)
                      : agent_find_live_part(env, dirs, ndirs, part, &dir, &disk, err)) ||
         (rc = agent_list_part_files(dir, &files, &nf, err)))

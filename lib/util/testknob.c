@@ -17,6 +17,7 @@ static const char *const knob_names[] = {
     "FERRY_TEST_NOW",                 "FERRY_AGENT_TEST_CORRUPT_SEND",
     "FERRY_AGENT_TEST_SLOW_RECEIVE_MS", "FERRY_AGENT_TEST_SLOW_UPLOAD_MS",
     "FERRY_TEST_AGENT_TIMEOUT_MS",    "FERRY_TEST_STOP_AFTER",
+    "FERRY_AGENT_TEST_LIVE_GONE",
 };
 #define N_KNOBS (sizeof knob_names / sizeof knob_names[0])
 
