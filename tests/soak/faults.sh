@@ -150,7 +150,7 @@ restore_all() {
     local n p k
     echo normal >"$CHAOS_MODE"
     [ "$DISKFULL" != loop ] || rm -f "$MNT/soak-filler"
-    for n in $NODES; do p=$(lab_pid "$L" "$n"); [ -z "$p" ] || kill -CONT "$p" 2>/dev/null; done
+    for n in $NODES; do p=$(lab_pid "$L" "$n"); [ -z "$p" ] || kill -CONT "$p" 2>/dev/null || true; done # gone: lab_up_retry
     zk_up
     lab_up_retry
     for k in 1 2; do proc_alive "router$k" || { ev crash "router$k"; router_up "$k"; }; done
