@@ -637,6 +637,34 @@ static bool is_detached(const ferry_ch_rows *rows, const char *pid, const char *
     return false;
 }
 
+/* How many frozen parts of st are in neither ps's active parts nor detached/ (rows: as in
+ * is_detached) while no active part of ps covers their block range. Such a part left the table
+ * without a copy in detached/ and without a merge holding its rows: a DETACH PART that failed
+ * half-way (the chaos soak: NOT_ENOUGH_SPACE on a full hot disk), or a DROP PART by hand. Its
+ * rows are then in staging's cold copy alone. A merge's part covers the range of the parts it
+ * took (parts without rows, such as the empty part a drop leaves, are not listed); a part whose
+ * range some active part covers is not counted, whatever the reason. */
+static size_t frozen_lost(const tier_state *st, const mv_parts *ps, const ferry_ch_rows *detached,
+                          const char *pid)
+{
+    size_t plen = strlen(pid), lost = 0;
+    for (size_t i = 0; i < st->n_hot; i++) {
+        const char *name = st->hot[i];
+        const mv_part *p = mv_parts_find(ps, name);
+        if ((p && p->active) || is_detached(detached, pid, name))
+            continue;
+        long long lo, hi;
+        if (strncmp(name, pid, plen) || name[plen] != '_' ||
+            sscanf(name + plen + 1, "%lld_%lld_", &lo, &hi) != 2)
+            continue; /* not a part name of pid: nothing to say about it */
+        bool covered = false;
+        for (size_t k = 0; k < ps->n && !covered; k++)
+            covered = ps->p[k].active && ps->p[k].min_block <= lo && ps->p[k].max_block >= hi;
+        lost += !covered;
+    }
+    return lost;
+}
+
 /* DETACH PART of each frozen part of st still active in ps. */
 static void detach_active(const tier_state *st, const mv_parts *ps, ferry_buf *cmds,
                           size_t *ncmds)
@@ -704,7 +732,20 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
             if (!(p && p->active) && is_detached(detached, job->pid, st->hot[i]))
                 in_detached++;
         }
-        if (in_detached == st->n_hot - hot_active) {
+        /* A part gone from the table without a merge (frozen_lost) is not in detached/ either,
+         * and its rows are in staging alone: the ATTACH half finishes the swap without losing
+         * them. When every frozen part not active is detached or so lost, nothing of the
+         * partition's frozen rows is in the table twice after it. A part a merge took (its
+         * range covered) would be: left to a person (below). */
+        size_t lost = frozen_lost(st, &ps, detached, job->pid);
+        if (in_detached + lost == st->n_hot - hot_active) {
+            if (lost)
+                FLOG_WARN("msg=\"frozen parts left the table without a copy in detached/ or a "
+                          "merge holding them (a DETACH PART cut short); the swap's ATTACH half "
+                          "brings their rows back from staging\" server=%s table=%s.%s "
+                          "partition=%s detached=%zu active=%zu frozen=%zu",
+                          w->srv->shard.name, w->db, w->table, job->pid, in_detached, hot_active,
+                          st->n_hot);
             detach_active(st, &ps, cmds, ncmds);
             ferry_buf_puts(moves, (*nmoves)++ ? ", MOVE PARTITION ID " : " MOVE PARTITION ID ");
             ferry_sql_quote(job->pid, moves);

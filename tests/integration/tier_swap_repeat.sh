@@ -80,6 +80,31 @@ assert_eq "$(tier_local_keys "$L")" "$(tier_catalog_keys "$C")" "every object in
 assert_eq 0 "$(curl -sS "$U/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete"
 ok "a swap cut between its halves is finished by MOVE PARTITION from staging; run twice, it adds nothing"
 
+# 2b. the swap cut with a frozen part neither detached nor active: its DETACH PART cut short (the
+# ZooKeeper soak of session 28: NOT_ENOUGH_SPACE on node4's full hot disk left the part out of
+# the table with no copy in detached/, and the job stopped for a person while the rows were
+# missing); emulated with DROP PART. Its rows are in staging's cold copy alone: the resume
+# finishes the swap with MOVE PARTITION from staging and every row is back.
+chq "$U" "INSERT INTO events SELECT 4, toYYYYMMDD($TODAY - 5 - number % 2), 0,
+    toDateTime($TODAY - 5 - number % 2) + number % 86400, number % 977, number
+    FROM numbers(20000)" >/dev/null
+expect_exit 0 "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 4 --json
+late 4
+want=$(tier_fp "$U" "tenant = 4")
+expect_exit 137 env FERRY_TEST_CRASH_AFTER=SWAP "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 4
+mapfile -t frozen < <(chq "$U" "SELECT name FROM system.parts WHERE active AND table = 'events'
+    AND partition_id LIKE '4-%' AND disk_name = 'default' ORDER BY name")
+[ "${#frozen[@]}" -ge 2 ] || fail "test setup: ${#frozen[@]} frozen hot parts of tenant 4"
+chq "$U" "ALTER TABLE events DROP PART '${frozen[0]}'" >/dev/null
+for p in "${frozen[@]:1}"; do chq "$U" "ALTER TABLE events DETACH PART '$p'" >/dev/null; done
+assert_eq 20000 "$(chq "$U" "SELECT count() FROM events WHERE tenant = 4")" "the frozen late rows out of the table"
+assert_eq 0 "$(chq "$U" "SELECT count() FROM system.detached_parts WHERE table = 'events' AND name = '${frozen[0]}'")" "the dropped part is not in detached/"
+expect_exit 0 "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant 4 --json
+assert_contains "$ERR" "frozen parts left the table without a copy in detached/" "the resume says what it found"
+case "$(last_swap)" in *"MOVE PARTITION"*) ;; *) fail "the resume did not finish with MOVE PARTITION: $(last_swap)" ;; esac
+check_same 4 "$want" "a frozen part out of the table and not detached"
+ok "a swap whose DETACH PART left a frozen part nowhere is finished from staging: every row back"
+
 # 3. rows inserted between the swap's choice and its statement (the ZooKeeper soak of session 13:
 # REPLACE PARTITION dropped such a part, 1,383 acknowledged rows lost). Tenant 3's two old days,
 # never tiered (the partitions hold exactly the frozen parts), are tiered by a run stopped
