@@ -665,6 +665,34 @@ static size_t frozen_lost(const tier_state *st, const mv_parts *ps, const ferry_
     return lost;
 }
 
+/* Whether the server still lists a frozen part of st that ps does not hold active (an outdated
+ * part: its folder is still on disk, and a restart without the covering part a cut-short DETACH
+ * PART never wrote would load it again). *err: the listing failed. */
+static bool frozen_outdated_listed(tier_wave *w, const tier_state *st, const mv_parts *ps,
+                                   ferry_err *err)
+{
+    ferry_buf sql = FERRY_BUF_INIT, out = FERRY_BUF_INIT;
+    size_t n = 0;
+    ferry_buf_puts(&sql, "SELECT count() FROM system.parts WHERE database = ");
+    ferry_sql_quote(w->db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(w->table, &sql);
+    ferry_buf_puts(&sql, " AND name IN (");
+    for (size_t i = 0; i < st->n_hot; i++) {
+        const mv_part *p = mv_parts_find(ps, st->hot[i]);
+        if (p && p->active)
+            continue;
+        ferry_buf_puts(&sql, n++ ? ", " : "");
+        ferry_sql_quote(st->hot[i], &sql);
+    }
+    ferry_buf_puts(&sql, ") FORMAT TSV");
+    bool listed = n && (tier_sql(w->srv, ferry_buf_cstr(&sql), &out, err) ||
+                        strtoull(ferry_buf_cstr(&out), NULL, 10) > 0);
+    ferry_buf_free(&sql);
+    ferry_buf_free(&out);
+    return listed;
+}
+
 /* DETACH PART of each frozen part of st still active in ps. */
 static void detach_active(const tier_state *st, const mv_parts *ps, ferry_buf *cmds,
                           size_t *ncmds)
@@ -738,6 +766,22 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
          * partition's frozen rows is in the table twice after it. A part a merge took (its
          * range covered) would be: left to a person (below). */
         size_t lost = frozen_lost(st, &ps, detached, job->pid);
+        ferry_err lerr = {0};
+        if (lost && in_detached + lost == st->n_hot - hot_active &&
+            frozen_outdated_listed(w, st, &ps, &lerr)) {
+            /* not yet: while the server lists such a part (outdated) its folder is on disk, and
+             * a restart would load it again beside staging's copy; ClickHouse removes it after
+             * old_parts_lifetime, and a later run finishes the swap. Not rolled back: that
+             * would drop staging's copy, the only one of its rows. */
+            fail_job(job, lerr.code ? lerr.code : FERRY_ETIMEOUT,
+                     "%s: frozen parts of %s.%s partition %s left the table without a copy in "
+                     "detached/ (a DETACH PART cut short) and the server still lists them as "
+                     "outdated%s%s; the swap is finished from staging once they are removed "
+                     "(old_parts_lifetime): run ferry tier again then",
+                     w->srv->shard.name, w->db, w->table, job->pid, lerr.code ? ": " : "",
+                     lerr.code ? lerr.msg : "");
+            return SWAP_FAILED;
+        }
         if (in_detached + lost == st->n_hot - hot_active) {
             if (lost)
                 FLOG_WARN("msg=\"frozen parts left the table without a copy in detached/ or a "
