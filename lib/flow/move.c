@@ -187,15 +187,14 @@ static int do_clone(mvctx *x, ferry_err *err)
     int rc = mv_begin_attempt(x, err);
     char fz[160], tag[32];
     snprintf(tag, sizeof tag, "c%u", x->mv.u.move.step);
-    if (!rc)
-        rc = mv_freeze_new(x, tag, fz, sizeof fz, err);
+    mv_freeze_name(x, tag, fz, sizeof fz); /* journaled by the round if it freezes */
     for (size_t i = 0; !rc && i < x->tables.n; i++) {
         rc = mv_ensure_staging(x, table_at(x, i), err);
         if (!rc)
             rc = mv_copy_round(x, table_at(x, i), fz, true, err);
     }
     /* the snapshot's parts are staged: removed while VERIFY and SWITCH run (move_unfreeze.c) */
-    if (!rc)
+    if (!rc && mv_freeze_journaled(x, fz))
         rc = mv_unfreeze_start(x, fz, err);
     if (!rc)
         rc = mv_advance(x, FERRY_MOVE_VERIFY, "", err);
@@ -541,10 +540,10 @@ static int do_switch(mvctx *x, ferry_err *err)
                 break;
             char fz[160], tag[32];
             snprintf(tag, sizeof tag, "s%ur%d", x->mv.u.move.step, round);
-            rc = mv_freeze_new(x, tag, fz, sizeof fz, err);
+            mv_freeze_name(x, tag, fz, sizeof fz); /* journaled by the round if it freezes */
             for (size_t i = 0; !rc && i < x->tables.n; i++)
                 rc = mv_copy_round(x, table_at(x, i), fz, false, err);
-            if (!rc)
+            if (!rc && mv_freeze_journaled(x, fz))
                 rc = mv_remove_freeze_named(x, fz, err);
         }
         if (!rc && !stable)

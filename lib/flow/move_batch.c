@@ -134,7 +134,8 @@ static const char **tenants_of(batch *b, uint32_t **splits)
 }
 
 /* CLONE: one copy round for every member's slice. The batch's freeze is one folder on the
- * source, journaled in every member before it exists (one note for all). */
+ * source, journaled in every member by the round before it exists (one note for all), and
+ * only when some partition is frozen (cold ones are sent live). */
 static int batch_clone(batch *b, ferry_err *err)
 {
     int rc = mv_begin_attempt_n(b->members, b->n, err);
@@ -142,14 +143,12 @@ static int batch_clone(batch *b, ferry_err *err)
     char fz[160], tag[32];
     snprintf(tag, sizeof tag, "bc%u", x0->mv.u.move.step);
     mv_freeze_name(x0, tag, fz, sizeof fz);
-    if (!rc)
-        rc = mv_freeze_journal_n(b->members, b->n, fz, err);
     for (size_t i = 0; !rc && i < x0->tables.n; i++) {
         rc = mv_ensure_staging(x0, table_at(x0, i), err);
         if (!rc)
             rc = mv_copy_round_n(b->members, b->n, table_at(x0, i), fz, true, err);
     }
-    if (!rc)
+    if (!rc && mv_freeze_journaled(x0, fz))
         rc = mv_remove_freeze_n(b->members, b->n, fz, err);
     if (!rc)
         rc = mv_advance_n(b->members, b->n, FERRY_MOVE_VERIFY, "", err);

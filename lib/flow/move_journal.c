@@ -247,6 +247,14 @@ int mv_freeze_journal_n(mvctx **xs, size_t n, const char *name, ferry_err *err)
     return rc;
 }
 
+bool mv_freeze_journaled(const mvctx *x, const char *name)
+{
+    for (size_t i = 0; i < x->st.n_freezes; i++)
+        if (!strcmp(x->st.freezes[i], name))
+            return true;
+    return false;
+}
+
 int mv_freeze_new(mvctx *x, const char *tag, char *out, size_t outsz, ferry_err *err)
 {
     mv_freeze_name(x, tag, out, outsz);

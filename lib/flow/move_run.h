@@ -112,6 +112,8 @@ int mv_begin_attempt(mvctx *x, ferry_err *err);
 void mv_freeze_name(mvctx *x, const char *tag, char *out, size_t outsz);
 /* Journals name in the freezes of each of xs[0..n) (one note) before the freeze is made. */
 int mv_freeze_journal_n(mvctx **xs, size_t n, const char *name, ferry_err *err);
+/* Whether name is among x's journaled freezes (a freeze of that name may exist). */
+bool mv_freeze_journaled(const mvctx *x, const char *name);
 /* mv_freeze_name and mv_freeze_journal_n for x alone. */
 int mv_freeze_new(mvctx *x, const char *tag, char *out, size_t outsz, ferry_err *err);
 /* Removes the freeze from the source (through xs[0]) and its name from each one's x->st;
@@ -149,6 +151,9 @@ int mv_records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pids, f
 int mv_target_broken_mend(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
                           ferry_err *err);
 
+/* The round journals `freeze` (mv_freeze_journal_n) right before it freezes anything, and
+ * only then: a round of cold partitions only sends them live and leaves the name unjournaled,
+ * so the caller removes the freeze only when mv_freeze_journaled says it may exist. */
 int mv_copy_round(mvctx *x, const ferry_table_def *t, const char *freeze, bool first,
                       ferry_err *err);
 /* The copy round of n moves between the same two shards at once (a batch, move_batch.c): one

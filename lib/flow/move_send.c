@@ -311,10 +311,13 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
                 if (!live[s])
                     ids[k++] = src[m].pids[i];
             }
-        rc = !ids ? ferry_err_set(err, FERRY_ENOMEM, "out of memory")
-             : k  ? ferry_agent_freeze_ids(x0->src.ag, t->database, t->name, freeze, ids, k, &fz,
-                                           err)
-                  : FERRY_OK;
+        if (!ids)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        else if (k && !mv_freeze_journaled(x0, freeze)) /* named before it exists */
+            rc = mv_freeze_journal_n(xs, n, freeze, err);
+        if (!rc && k)
+            rc = ferry_agent_freeze_ids(x0->src.ag, t->database, t->name, freeze, ids, k, &fz,
+                                        err);
         for (size_t m = 0; k && m < n; m++) /* each member counts the batch's one request */
             xs[m]->res->freezes++;
         free(ids);
