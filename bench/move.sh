@@ -6,7 +6,7 @@
 # time and bytes read (and where ferry's time went: milliseconds per state, statements, agent
 # requests, catalog writes), a third tenant with only the 5 cold days, the load average, then one
 # summary line with the ratios. MOVE_ROUNDS=N moves each tenant back and forth N times in all,
-# each move followed by the by-hand copy, and adds both medians; MOVE_SIZES (e.g. "blog") runs
+# each move followed by the by-hand copy, and adds both medians and each move's state_ms; MOVE_SIZES (e.g. "blog") runs
 # only the sizes named (blog, x<SCALE>, cold_only).
 #   bash bench/move.sh [BUILD_DIR] [SCALE]      (defaults: build-release, 100)
 set -euo pipefail
@@ -88,6 +88,7 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
     # and followed by the same by-hand copy toward the side it left (its medians are printed)
     local rounds=$T/$name.rounds from=node2 to=node1 fu tu
     echo "$((t1 - t0)) $((t3 - t2))" >"$rounds"
+    jq -c '.state_ms' <<<"$R" >"$T/$name.states" # each move's milliseconds per state
     for ((k = 2; k <= ${MOVE_ROUNDS:-1}; k++)); do
         fu=$U2 tu=$U1
         [ "$to" = node1 ] || { fu=$U1; tu=$U2; }
@@ -106,6 +107,7 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
         b1=$(ms)
         [ "$(chq "$fu" "SELECT count() FROM reinsert")" = "$rows" ] || { echo "re-insert $k lost rows" >&2; exit 1; }
         echo "$((a1 - a0)) $((b1 - b0))" >>"$rounds"
+        jq -c 'select(.event == "move") | .state_ms' "$T/$name.move$k" >>"$T/$name.states"
         local t=$from; from=$to; to=$t
     done
     local med
@@ -114,7 +116,7 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
     jq -cn --arg name "$name" --argjson rows "$rows" --argjson r "$R" --argjson ferry_ms $((t1 - t0)) \
         --argjson reinsert_ms $((t3 - t2)) --argjson native "$native_bytes" --argjson written "$written" \
         --argjson rounds "$(jq -Rsc 'split("\n") | map(select(length > 0) | split(" ") | map(tonumber))' "$rounds")" \
-        --argjson med "[${med/ /,}]" \
+        --argjson med "[${med/ /,}]" --argjson states "$(jq -sc . "$T/$name.states")" \
         '{bench: "move", tenant: $name, rows: $rows,
           cold_bytes: $r.cold_bytes, cold_copied_bytes: $r.cold_copied_bytes,
           hot_bytes: $r.hot_bytes, hot_copied_bytes: $r.hot_copied_bytes,
@@ -123,7 +125,7 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
           reinsert_wall_ms: $reinsert_ms, reinsert_bytes_read: $native, reinsert_bytes_written: $written,
           bytes_ratio: (($r.cold_copied_bytes + $r.hot_copied_bytes) / ($native + $written)),
           time_ratio: ($ferry_ms / $reinsert_ms)}
-         + (if ($rounds | length) > 1 then {rounds_ferry_reinsert_ms: $rounds,
+         + (if ($rounds | length) > 1 then {rounds_ferry_reinsert_ms: $rounds, rounds_state_ms: $states,
               ferry_median_ms: $med[0], reinsert_median_ms: $med[1],
               median_time_ratio: ($med[0] / $med[1])} else {} end)'
     "$FERRY_BIN" lab down --dir "$L" >/dev/null
