@@ -49,6 +49,14 @@
  * in a wave that holds merges from its freeze (tier_run.c): fresh inserts, merged within seconds
  * otherwise. More hot parts tier in a plain wave, so merges can take them down first. */
 #define TIER_LATE_HOLD_PARTS TIER_COMPACT_PARTS
+/* A due partition with late rows (cold parts beside hot ones, never compacted: the merge would
+ * read the cold parts back) in more hot parts than this, at most TIER_COMPACT_BYTES of them,
+ * waits for the table's merges: the run skips it and a later one tiers it (tier_run.c
+ * scan_table). Late rows pile up so only where merges stopped for a while; tiered as they are,
+ * each part would be an upload, an ATTACH through the object store and objects of its own for
+ * good (the ZooKeeper soak of session 29: 18 partitions of 740-1,690 such parts, 21 minutes of
+ * uploads through its s3rver). A run asked for --no-compact tiers them as they are. */
+#define TIER_PILED_PARTS 64
 #define TIER_COMPACT_BYTES (1ull << 30)
 /* The most parts one statement of the ATTACH step (ATTACH PART in staging) and, as far as whole
  * partitions allow, of the swap names or brings in. ClickHouse answers an ALTER when every

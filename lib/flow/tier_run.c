@@ -177,7 +177,7 @@ static json_t *job_summary(const tier_job *job, unsigned long wave, int rc, cons
 typedef struct run_totals {
     int first_rc;
     ferry_err first_err;
-    json_int_t tiered, resumed, failed, retried, late, compacted;
+    json_int_t tiered, resumed, failed, retried, late, compacted, piled;
     uint64_t bytes, files, pbytes, pfiles;
     double check_ms;
 } run_totals;
@@ -684,6 +684,17 @@ static void maybe_compact(tier_server *srv, const char *db, const char *table, c
     ferry_buf_free(&sql);
 }
 
+/* A due partition whose late rows piled up in hot parts waits for the table's merges rather
+ * than tiering them one by one: logged and counted, the caller skips it. */
+static void wait_for_merges(tier_server *srv, const char *table, const char *literal,
+                            unsigned long long hot, run_totals *t)
+{
+    t->piled++;
+    FLOG_INFO("msg=\"partition skipped: its late rows piled up in hot parts; the table's merges "
+              "take them down first and a later run tiers them\" server=%s table=%s "
+              "partition=%s hot_parts=%llu", srv->shard.name, table, literal, hot);
+}
+
 /* A table with a partition of more hot parts than compaction takes (rows: scan_table's, column 2
  * the hot part count) may be one whose merges a cut run left stopped: a tiering killed between
  * SYSTEM STOP MERGES and the journal write that records it, which no later run starts again
@@ -779,6 +790,14 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
             continue;
         if (!ferry_tier_day_due(key.day, ctx->now, ctx->older_than))
             continue;
+        unsigned long long hot = strtoull(ferry_ch_rows_get(&rows, i, 2), NULL, 10);
+        bool has_cold = strcmp(ferry_ch_rows_get(&rows, i, 4), "0") != 0;
+        if (has_cold && hot > TIER_PILED_PARTS && !ctx->opt->no_compact &&
+            strtoull(ferry_ch_rows_get(&rows, i, 3), NULL, 10) <= TIER_COMPACT_BYTES) {
+            /* late rows are never compacted (the merge would read the cold parts back) */
+            wait_for_merges(srv, table, literal, hot, t);
+            continue;
+        }
         if (slice_moving(&moves, srv->shard.name, key.tenant, key.split) != NULL) {
             FLOG_INFO("msg=\"partition skipped: its slice is moving\" server=%s table=%s "
                       "partition=%s", srv->shard.name, table, literal);
@@ -810,9 +829,7 @@ static void scan_table(tier_ctx *ctx, tier_server *srv, const ferry_table_def *d
              * and the table piles up more meanwhile (the ZooKeeper soak of session 27: waves
              * of 18-21 such partitions of 269-373 hot parts each); let merges take those
              * down first, as a plain wave does */
-            js[n].late_rows = strcmp(ferry_ch_rows_get(&rows, i, 4), "0") != 0 &&
-                              strtoull(ferry_ch_rows_get(&rows, i, 2), NULL, 10) <=
-                                  TIER_LATE_HOLD_PARTS;
+            js[n].late_rows = has_cold && hot <= TIER_LATE_HOLD_PARTS;
             if (!ctx->opt->no_compact)
                 maybe_compact(srv, def->database, table, pid, ferry_ch_rows_get(&rows, i, 2),
                               ferry_ch_rows_get(&rows, i, 3), ferry_ch_rows_get(&rows, i, 4), t);
@@ -1020,6 +1037,7 @@ int ferry_tier_run(const ferry_tier_options *opt, json_t **report, ferry_err *er
     json_object_set_new(ctx.report, "jobs_retried", json_integer(t.retried));
     json_object_set_new(ctx.report, "jobs_late_rows", json_integer(t.late));
     json_object_set_new(ctx.report, "partitions_compacted", json_integer(t.compacted));
+    json_object_set_new(ctx.report, "partitions_waiting_merges", json_integer(t.piled));
     json_object_set_new(ctx.report, "jobs_failed", json_integer(t.failed));
     json_object_set_new(ctx.report, "bytes_uploaded", json_integer((json_int_t)t.bytes));
     json_object_set_new(ctx.report, "files_uploaded", json_integer((json_int_t)t.files));

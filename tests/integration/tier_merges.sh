@@ -12,7 +12,9 @@
 #      in a wave that holds merges from its freeze: an OPTIMIZE during its upload is refused, and
 #      the job is not run again;
 #   4. late rows of more than 16 hot parts (piled up) tier in a plain wave: merges run during
-#      their upload.
+#      their upload;
+#   5. late rows of more than 64 hot parts (piled up while merges stopped) are left to merges:
+#      the run skips the partition (partitions_waiting_merges) and a later one tiers it.
 # Background merges are off for the table (max_bytes_to_merge_* = 1 byte: no part is small
 # enough), so only the test's OPTIMIZE FINAL merges, and only when merges are not stopped.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
@@ -148,5 +150,33 @@ assert_eq "$want" "$(tier_fp "$U" "tenant = 1")" "same data"
 assert_eq cold "$(chq "$U" "SELECT arrayStringConcat(groupUniqArray(disk_name), ',') FROM system.parts WHERE active AND table = 'events' AND partition_id = '$P1'")" "the late rows tiered"
 tier_leftovers "$L" node1
 ok "late rows of more than 16 hot parts tier in a plain wave: merges run during the upload, same data"
+
+# ---- 5. late rows of more than 64 hot parts wait for merges ---------------------------------------
+# (the ZooKeeper soak of session 29: node2's merges stopped for 9 minutes, then one run uploaded 18
+# partitions of 740-1,690 late hot parts each, one object set and one ATTACH per part, for 21
+# minutes through the soak's s3rver while the table piled up more)
+tier_parts "$U" 1 5 65 10 # 65 new hot parts of 10 rows beside tenant 1's cold ones
+want=$(tier_fp "$U" "tenant = 1")
+hot1() { chq "$U" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND partition_id = '$P1' AND disk_name = 'default'"; }
+assert_eq 65 "$(hot1)" "65 late hot parts"
+"$FERRY_BIN" tier --config "$C" --older-than 3d --json >"$T/t5.json" 2>"$T/t5.err" || fail "tier: $(tail -5 "$T/t5.err")"
+OUT=$(cat "$T/t5.json")
+assert_eq "1 0 0" "$(jq -r '"\(.partitions_waiting_merges) \(.jobs | length) \(.jobs_failed)"' <<<"$OUT")" "the partition waits for merges, no job ($OUT)"
+assert_contains "$(cat "$T/t5.err")" "its late rows piled up in hot parts" "the skip is logged"
+assert_eq 65 "$(hot1)" "its hot parts are as they were"
+assert_eq "$want" "$(tier_fp "$U" "tenant = 1")" "same data"
+# the table merges again: its background merges take the hot parts down (never the cold ones: the
+# cold volume is prefer_not_to_merge), and the next run tiers the late rows
+chq "$U" "ALTER TABLE events MODIFY SETTING max_bytes_to_merge_at_max_space_in_pool = 161061273600,
+    max_bytes_to_merge_at_min_space_in_pool = 1048576" >/dev/null
+few_hot() { [ "$(hot1)" -le 16 ]; }
+wait_for 120 few_hot || fail "the table's merges left $(hot1) hot parts in 120 s"
+"$FERRY_BIN" tier --config "$C" --older-than 3d --json >"$T/t6.json" 2>"$T/t6.err" || fail "tier: $(tail -5 "$T/t6.err")"
+OUT=$(cat "$T/t6.json")
+assert_eq "0 1 0" "$(jq -r '"\(.partitions_waiting_merges) \(.partitions_tiered) \(.jobs_failed)"' <<<"$OUT")" "merged down, then tiered ($OUT)"
+assert_eq "$want" "$(tier_fp "$U" "tenant = 1")" "same data"
+assert_eq cold "$(chq "$U" "SELECT arrayStringConcat(groupUniqArray(disk_name), ',') FROM system.parts WHERE active AND table = 'events' AND partition_id = '$P1'")" "the late rows tiered"
+tier_leftovers "$L" node1
+ok "late rows of more than 64 hot parts are left to merges: skipped, counted, nothing changed; tiered once merged"
 
 done_testing
