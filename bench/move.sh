@@ -20,6 +20,19 @@ source tests/lib/move.sh
 
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
+# merges_done URL...: waits (at most 300 s) until no server runs a merge, so that a timed move
+# does not share the cores with the merges of the previous by-hand copy's 126 M rows
+merges_done() {
+    local u w
+    for u in "$@"; do
+        for w in $(seq 1 1500); do
+            [ "$(chq "$u" "SELECT count() FROM system.merges")" = 0 ] && break
+            sleep 0.2
+        done
+        [ "$w" -lt 1500 ] || echo "bench/move.sh: $u still merging after 300 s; timing anyway" >&2
+    done
+}
+
 run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
     local name=$1 cold_per=$2 hot_per=${3:-250000}
     local L=$T/$name
@@ -61,6 +74,7 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
 
     # ferry: cold partitions as pointer files, hot ones as their part files
     "$FERRY_BIN" rebalance --config "$L/mv.conf" --dry-run >/dev/null
+    merges_done "$U1" "$U2"
     local t0 t1
     t0=$(ms)
     "$FERRY_BIN" move --config "$L/mv.conf" --tenant acme --split 0 --to node2 --grace 0 --json \
@@ -93,6 +107,7 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
         fu=$U2 tu=$U1
         [ "$to" = node1 ] || { fu=$U1; tu=$U2; }
         local a0 a1 b0 b1
+        merges_done "$U1" "$U2"
         a0=$(ms)
         "$FERRY_BIN" move --config "$L/mv.conf" --tenant acme --split 0 --to "$to" --grace 0 --json \
             >"$T/$name.move$k" 2>"$T/$name.err$k" || { cat "$T/$name.err$k" >&2; exit 1; }
