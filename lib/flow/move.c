@@ -39,8 +39,10 @@
  *           TABLE (atomic; empties staging, so a resume
  *           never adds a partition twice)
  *  CLEANUP  the source holds nothing newer than what was   the source holds nothing of the slice
- *           journaled (else stop: a late write); DETACH     (no active, detached or frozen part);
- *           the slice's partitions on the source, remove    no leftover of the move on the target
+ *           journaled (else stop: a late write); release    (no active, detached or frozen part);
+ *           the slice's partitions on the source (REPLACE   no leftover of the move on the target
+ *           from the empty twin where no object can go,
+ *           move_release.c; else DETACH), remove
  *           the detached folders through the agent, remove
  *           leftovers in the target's staging detached/,
  *           remove every freeze the move made
@@ -700,6 +702,14 @@ static int do_cleanup(mvctx *x, ferry_err *err)
             rc = mv_target_broken_mend(x, t, &src, err);
         if (!rc && src.n)
             rc = source_as_verified(x, t, mv_state_fp(&x->st, t->name), err);
+        size_t replaced = 0;
+        if (!rc && src.n)
+            rc = mv_release_by_replace(x, t, &src, &replaced, err);
+        if (!rc && replaced) { /* what is left goes by DETACH */
+            mv_pids_free(&src);
+            rc = mv_slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split,
+                               &src, err);
+        }
         if (!rc && src.n) {
             /* every partition of the slice in one ALTER TABLE */
             ferry_buf sql = FERRY_BUF_INIT;
@@ -712,7 +722,7 @@ static int do_cleanup(mvctx *x, ferry_err *err)
             rc = mv_sql(&x->src, ferry_buf_cstr(&sql), NULL, err);
             ferry_buf_free(&sql);
         }
-        if (!rc && src.n)
+        if (!rc && (src.n || replaced))
             ferry_fault_point("FERRY_TEST_CRASH_AFTER", "CLEANUP:detached");
         if (!rc)
             rc = mv_remove_detached_both(&x->src, t->name, &x->dst, st, t->database, &all, err);

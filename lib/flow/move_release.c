@@ -1,0 +1,234 @@
+/* CLEANUP's release of a move's source: emptying the slice's partitions of the source's table.
+ *
+ * DETACH PARTITION clones every file of every part into detached/ (ClickHouse rewrites each
+ * pointer file's ref_count to hard-link it) before the agent removes the folders: about 1 s for
+ * 40 cold parts (docs/benchmarks.md, "Session 29"). REPLACE PARTITION ... FROM ferry's empty
+ * twin table marks the parts outdated instead, and the server's cleanup thread removes them
+ * later, one hard link at a time: about 50 ms for the same parts. That later removal deletes a
+ * pointer file's objects when the file's ref_count is 0 (the last link of a part ClickHouse wrote
+ * itself), and the target now references those objects. So a partition goes this way only when
+ * every active part of it is either on a local disk or a pointer part whose every file counts
+ * more references than ClickHouse's own links (ref_count >= links: the owner outside the server
+ * that ferry's agent writes, docs/agent.md), as the source's agent reads them now; and only on
+ * a server whose REPLACE does not bring replaced parts back at a restart (26.7 and later), with
+ * objects writable by ClickHouse (not the read-only access mode), and a twin that holds no part.
+ * Everything else, and whatever a failed REPLACE left, is detached as before by the caller. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "ferry/agent_ops.h"
+#include "ferry/buf.h"
+#include "ferry/clickhouse.h"
+#include "ferry/log.h"
+#include "ferry/tier.h"
+#include "flow/move_env.h"
+#include "flow/move_run.h"
+
+/* The table's cold parts above this many are not read file by file (one `pointers` request
+ * lists the whole table's folder): such a table is detached as before. */
+#define MV_RELEASE_COLD_PARTS_MAX 4096
+
+static void sql_table(ferry_buf *b, const char *db, const char *table)
+{
+    ferry_sql_ident(db, b);
+    ferry_buf_putc(b, '.');
+    ferry_sql_ident(table, b);
+}
+
+static bool replace_is_crash_safe(mv_conn *c)
+{
+    ferry_ch_rows rows = {0};
+    ferry_err err = {0}, perr = {0};
+    ferry_ch_version v;
+    bool safe = false;
+    if (!mv_sql(c, "SELECT version()", &rows, &err) && rows.n_rows == 1 && rows.n_cols >= 1 &&
+        !ferry_ch_parse_version(ferry_ch_rows_get(&rows, 0, 0), &v, &perr))
+        safe = !ferry_ch_replace_keeps_replaced(&v);
+    ferry_ch_rows_free(&rows);
+    return safe;
+}
+
+/* The empty twin of db.table on c, created when missing (AS the table: same structure and
+ * storage policy); false when it cannot be made or holds a part (REPLACE would copy it in). */
+static bool twin_ready(mv_conn *c, const char *db, const char *table, const char *twin)
+{
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    ferry_err err = {0};
+    bool ok = false;
+    ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
+    sql_table(&sql, db, twin);
+    ferry_buf_puts(&sql, " AS ");
+    sql_table(&sql, db, table);
+    if (mv_sql(c, ferry_buf_cstr(&sql), NULL, &err))
+        goto out;
+    ferry_buf_reset(&sql);
+    ferry_buf_puts(&sql, "SELECT count() FROM system.parts WHERE database = ");
+    ferry_sql_quote(db, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(twin, &sql);
+    if (mv_sql(c, ferry_buf_cstr(&sql), &rows, &err))
+        goto out;
+    ok = rows.n_rows == 1 && !strcmp(ferry_ch_rows_get(&rows, 0, 0), "0");
+    if (!ok)
+        FLOG_WARN("msg=\"ferry's empty twin table holds parts; the source is detached\" "
+                  "server=%s table=%s.%s", c->name, db, twin);
+out:
+    if (err.code)
+        FLOG_WARN("msg=\"ferry's empty twin table not ready; the source is detached\" "
+                  "server=%s table=%s.%s err=\"%s\"", c->name, db, twin, err.msg);
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return ok;
+}
+
+static ssize_t pid_index(const mv_pids *pids, const char *pid)
+{
+    for (size_t k = 0; k < pids->n; k++)
+        if (!strcmp(pids->ids[k], pid))
+            return (ssize_t)k;
+    return -1;
+}
+
+/* ok[k] (k over pids) true when partition k may be emptied by REPLACE (see the file comment).
+ * Any doubt (a listing that fails, a file the agent cannot read, parts on two cold disks, too
+ * many cold parts) leaves ok false: the caller detaches those. */
+static void replaceable(mvctx *x, const ferry_table_def *t, const mv_pids *pids, bool *ok)
+{
+    mv_conn *c = &x->src;
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows parts = {0}, disks = {0};
+    ferry_agent_pointer_list pl = {0};
+    ferry_err err = {0};
+    char under[4096] = "", disk[FERRY_NAME_MAX] = "";
+    for (size_t k = 0; k < pids->n; k++)
+        ok[k] = true;
+    /* the slice's active parts: partition, part, disk, path, remote */
+    ferry_buf_puts(&sql, "SELECT partition_id, name, disk_name, path, disk_name IN (SELECT name "
+                         "FROM system.disks WHERE is_remote) FROM system.parts WHERE active AND "
+                         "database = ");
+    ferry_sql_quote(t->database, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(t->name, &sql);
+    if (mv_sql(c, ferry_buf_cstr(&sql), &parts, &err) || parts.n_cols != 5)
+        goto none;
+    size_t cold = 0;
+    for (size_t r = 0; r < parts.n_rows; r++)
+        cold += !strcmp(ferry_ch_rows_get(&parts, r, 4), "1");
+    if (cold > MV_RELEASE_COLD_PARTS_MAX)
+        goto none;
+    /* the slice's cold parts: one disk, one table folder under its metadata path */
+    if (mv_sql(c, "SELECT name, path FROM system.disks WHERE is_remote", &disks, &err))
+        goto none;
+    for (size_t r = 0; r < parts.n_rows; r++) {
+        if (strcmp(ferry_ch_rows_get(&parts, r, 4), "1") ||
+            pid_index(pids, ferry_ch_rows_get(&parts, r, 0)) < 0)
+            continue;
+        const char *dn = ferry_ch_rows_get(&parts, r, 2), *path = ferry_ch_rows_get(&parts, r, 3);
+        const char *name = ferry_ch_rows_get(&parts, r, 1), *dpath = NULL;
+        for (size_t d = 0; d < disks.n_rows; d++)
+            if (!strcmp(ferry_ch_rows_get(&disks, d, 0), dn))
+                dpath = ferry_ch_rows_get(&disks, d, 1);
+        size_t dl = dpath ? strlen(dpath) : 0, pl_ = strlen(path), nl = strlen(name);
+        /* path = <disk path><table folder>/<part>/ */
+        if (!dpath || strncmp(path, dpath, dl) || pl_ < dl + nl + 2 || path[pl_ - 1] != '/' ||
+            strncmp(path + pl_ - 1 - nl, name, nl) || path[pl_ - 2 - nl] != '/')
+            goto none;
+        char tdir[4096];
+        size_t tl = pl_ - 1 - nl - dl;
+        if (tl >= sizeof tdir)
+            goto none;
+        memcpy(tdir, path + dl, tl);
+        tdir[tl] = '\0';
+        if ((disk[0] && strcmp(disk, dn)) || (under[0] && strcmp(under, tdir)))
+            goto none; /* two cold disks or folders: not read here */
+        snprintf(disk, sizeof disk, "%s", dn);
+        snprintf(under, sizeof under, "%s", tdir);
+    }
+    if (!under[0])
+        goto out; /* no cold part in the slice: every partition qualifies */
+    if (ferry_agent_pointers(c->ag, disk, under, &pl, &err) || pl.n_invalid)
+        goto none;
+    for (size_t r = 0; r < parts.n_rows; r++) {
+        ssize_t k = pid_index(pids, ferry_ch_rows_get(&parts, r, 0));
+        if (k < 0 || !ok[k] || strcmp(ferry_ch_rows_get(&parts, r, 4), "1"))
+            continue;
+        char prefix[4200];
+        int plen = snprintf(prefix, sizeof prefix, "%s%s/", under, ferry_ch_rows_get(&parts, r, 1));
+        if (plen < 0 || (size_t)plen >= sizeof prefix) {
+            ok[k] = false;
+            continue;
+        }
+        size_t files = 0;
+        for (size_t f = 0; f < pl.n_files && ok[k]; f++) {
+            const ferry_agent_pointer_file *pf = &pl.files[f];
+            if (!pf->path || strncmp(pf->path, prefix, (size_t)plen))
+                continue;
+            files++;
+            /* ferry's owner outside the server: a count above ClickHouse's own links */
+            ok[k] = pf->links >= 1 && pf->ref_count >= pf->links;
+        }
+        if (!files)
+            ok[k] = false;
+    }
+    goto out;
+none:
+    if (err.code)
+        FLOG_INFO("msg=\"move: the source's parts could not be checked for a release by "
+                  "REPLACE; they are detached\" move=%s server=%s err=\"%s\"", x->mv.u.move.id,
+                  c->name, err.msg);
+    for (size_t k = 0; k < pids->n; k++)
+        ok[k] = false;
+out:
+    ferry_agent_pointer_list_free(&pl);
+    ferry_ch_rows_free(&parts);
+    ferry_ch_rows_free(&disks);
+    ferry_buf_free(&sql);
+}
+
+int mv_release_by_replace(mvctx *x, const ferry_table_def *t, const mv_pids *src, size_t *n_done,
+                          ferry_err *err)
+{
+    (void)err; /* a release that cannot be done so is left to DETACH, never an error */
+    *n_done = 0;
+    char twin[FERRY_NAME_MAX + 16];
+    ferry_err nerr = {0};
+    if (!src->n || x->src.ro_objects || !replace_is_crash_safe(&x->src) ||
+        ferry_tier_empty_name(t->name, twin, sizeof twin, &nerr) ||
+        !twin_ready(&x->src, t->database, t->name, twin))
+        return FERRY_OK;
+    bool *ok = calloc(src->n, sizeof *ok);
+    if (!ok)
+        return FERRY_OK;
+    replaceable(x, t, src, ok);
+    ferry_buf sql = FERRY_BUF_INIT;
+    size_t n = 0;
+    ferry_buf_puts(&sql, "ALTER TABLE ");
+    sql_table(&sql, t->database, t->name);
+    for (size_t k = 0; k < src->n; k++) {
+        if (!ok[k])
+            continue;
+        ferry_buf_puts(&sql, n++ ? ", REPLACE PARTITION ID " : " REPLACE PARTITION ID ");
+        ferry_sql_quote(src->ids[k], &sql);
+        ferry_buf_puts(&sql, " FROM ");
+        sql_table(&sql, t->database, twin);
+    }
+    ferry_buf_puts(&sql, " SETTINGS allow_replace_partition_from_empty_source = 1");
+    if (n) {
+        ferry_err serr = {0};
+        if (mv_sql(&x->src, ferry_buf_cstr(&sql), NULL, &serr))
+            FLOG_WARN("msg=\"move: releasing the source by REPLACE from the empty twin failed; "
+                      "what is left is detached\" move=%s server=%s table=%s.%s err=\"%s\"",
+                      x->mv.u.move.id, x->src.name, t->database, t->name, serr.msg);
+        else
+            *n_done = n;
+    }
+    FLOG_INFO("msg=\"move: source partitions released\" move=%s server=%s table=%s.%s "
+              "by_replace=%zu to_detach=%zu", x->mv.u.move.id, x->src.name, t->database, t->name,
+              *n_done, src->n - *n_done);
+    ferry_buf_free(&sql);
+    free(ok);
+    return FERRY_OK;
+}

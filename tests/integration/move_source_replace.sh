@@ -1,0 +1,64 @@
+# A move's CLEANUP empties the source's partitions by REPLACE PARTITION from ferry's empty twin
+# table where that cannot delete an object (lib/flow/move_release.c): hot partitions, and cold
+# ones whose pointer files ferry's agent wrote (ref_count 1: ClickHouse's later removal of the
+# outdated parts lowers the count and deletes nothing). A cold partition ClickHouse moved to the
+# object disk itself (its pointer files say 0: the removal would delete the objects, which the
+# target now references) is detached as before. DETACH clones every pointer file into detached/
+# (about 1 s for 40 cold parts; REPLACE about 50 ms: docs/benchmarks.md, "Session 29").
+# Checked: which way each partition went, the target's rows, the source empty once ClickHouse
+# removed the outdated parts, no object deleted or attempted, and the sweep finds no drift.
+source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
+source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
+
+L=$T/lab
+mv_setup "$L" 2
+C="$L/mv.conf"
+U1=$(lab_url "$L" node1)
+U2=$(lab_url "$L" node2)
+mv_ingest "$U1" acme 0 3 20000 # 2026-11-01..03: tiered by ferry below (ferry-owned cold parts)
+"$FERRY_BIN" tier --config "$C" --older-than 3d --json >"$T/tier.json" 2>"$T/tier.err" ||
+    fail "tier failed: $(tail -3 "$T/tier.err")"
+assert_eq 3 "$(jq .partitions_tiered "$T/tier.json")" "3 partitions tiered by ferry"
+# 2026-11-04 moved to the cold disk by ClickHouse itself (native: ref_count 0), 2026-11-10 hot
+chq "$U1" "INSERT INTO events SELECT 'acme', 20261104, 0, number % 1000, number FROM numbers(5000)" >/dev/null
+chq "$U1" "ALTER TABLE events MOVE PARTITION ('acme', 20261104, 0) TO DISK 'cold'" >/dev/null
+chq "$U1" "INSERT INTO events SELECT 'acme', 20261110, 0, number % 1000, number FROM numbers(5000)" >/dev/null
+assert_eq "cold 4 default 1" "$(chq "$U1" "SELECT arrayStringConcat(groupArray(concat(d, ' ', toString(c))), ' ') FROM (SELECT disk_name AS d, uniqExact(partition_id) AS c FROM system.parts WHERE active AND table = 'events' GROUP BY d ORDER BY d)")" "4 cold partitions, 1 hot"
+want=$(mv_fp "$U1" acme 0)
+keys() { (cd "$L/blobs" && find . -type f | sort); }
+keys >"$T/keys.before"
+
+"$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node2 --grace 0 --json >"$T/mv.json" 2>"$T/mv.err" ||
+    fail "move failed: $(tail -5 "$T/mv.err")"
+assert_eq DONE "$(jq -r 'select(.event == "move") | .state' "$T/mv.json")" "move done"
+assert_contains "$(cat "$T/mv.err")" "by_replace=4 to_detach=1" "3 ferry-owned cold and 1 hot partition released by REPLACE, the native one detached"
+assert_eq "$want" "$(mv_fp "$U2" acme 0)" "the target holds the rows"
+assert_eq 0 "$(chq "$U1" "SELECT count() FROM system.parts WHERE active AND rows > 0 AND table = 'events'")" "nothing of the slice active on the source"
+assert_eq 0 "$(chq "$U1" "SELECT count() FROM system.detached_parts WHERE table = 'events'")" "nothing detached left on the source"
+# the replaced parts are outdated now; the lab's cleanup thread removes them (old_parts_lifetime 0)
+no_outdated() { [ "$(chq "$U1" "SELECT count() FROM system.parts WHERE NOT active AND table = 'events'")" = 0 ]; }
+chq "$U1" "ALTER TABLE events MODIFY SETTING cleanup_delay_period = 1, max_cleanup_delay_period = 1, cleanup_delay_period_random_add = 0" >/dev/null
+wait_for 120 no_outdated || fail "node1 kept outdated parts: $(outdated_parts "$U1" events)"
+assert_eq 0 "$(curl -sS "$U1/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete an object on the source"
+keys >"$T/keys.after"
+assert_eq "" "$(comm -23 "$T/keys.before" "$T/keys.after")" "no object gone from the store"
+expect_exit 0 "$FERRY_BIN" sweep --config "$C" --json
+assert_eq "true 0 0" "$(jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' <<<"$OUT")" "sweep complete, no drift, nothing dangling"
+ok "the source released by REPLACE where no object can go (ferry-owned cold, hot), by DETACH where one could (native cold): same rows, nothing deleted"
+
+# back to node1: every cold part on node2 is ferry's now (pointer files the agent received)
+"$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node1 --grace 0 --json >"$T/mv2.json" 2>"$T/mv2.err" ||
+    fail "move back failed: $(tail -5 "$T/mv2.err")"
+assert_contains "$(cat "$T/mv2.err")" "by_replace=5 to_detach=0" "every partition released by REPLACE"
+assert_eq "$want" "$(mv_fp "$U1" acme 0)" "node1 holds the rows again"
+no_outdated2() { [ "$(chq "$U2" "SELECT count() FROM system.parts WHERE NOT active AND table = 'events'")" = 0 ]; }
+chq "$U2" "ALTER TABLE events MODIFY SETTING cleanup_delay_period = 1, max_cleanup_delay_period = 1, cleanup_delay_period_random_add = 0" >/dev/null
+wait_for 120 no_outdated2 || fail "node2 kept outdated parts: $(outdated_parts "$U2" events)"
+assert_eq 0 "$(curl -sS "$U2/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete an object on node2"
+keys >"$T/keys.after2"
+assert_eq "" "$(comm -23 "$T/keys.before" "$T/keys.after2")" "no object gone from the store"
+expect_exit 0 "$FERRY_BIN" sweep --config "$C" --json
+assert_eq "true 0 0" "$(jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' <<<"$OUT")" "sweep clean after the move back"
+ok "moved back: all five partitions released by REPLACE, nothing deleted, no drift"
+done_testing
