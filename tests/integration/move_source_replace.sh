@@ -36,15 +36,22 @@ assert_contains "$(cat "$T/mv.err")" "by_replace=4 to_detach=1" "3 ferry-owned c
 assert_eq "$want" "$(mv_fp "$U2" acme 0)" "the target holds the rows"
 assert_eq 0 "$(chq "$U1" "SELECT count() FROM system.parts WHERE active AND rows > 0 AND table = 'events'")" "nothing of the slice active on the source"
 assert_eq 0 "$(chq "$U1" "SELECT count() FROM system.detached_parts WHERE table = 'events'")" "nothing detached left on the source"
-# the replaced parts are outdated now; the lab's cleanup thread removes them (old_parts_lifetime 0)
-no_outdated() { [ "$(chq "$U1" "SELECT count() FROM system.parts WHERE NOT active AND table = 'events'")" = 0 ]; }
-chq "$U1" "ALTER TABLE events MODIFY SETTING cleanup_delay_period = 1, max_cleanup_delay_period = 1, cleanup_delay_period_random_add = 0" >/dev/null
-wait_for 120 no_outdated || fail "node1 kept outdated parts: $(outdated_parts "$U1" events)"
-assert_eq 0 "$(curl -sS "$U1/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete an object on the source"
-keys >"$T/keys.after"
-assert_eq "" "$(comm -23 "$T/keys.before" "$T/keys.after")" "no object gone from the store"
-expect_exit 0 "$FERRY_BIN" sweep --config "$C" --json
-assert_eq "true 0 0" "$(jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' <<<"$OUT")" "sweep complete, no drift, nothing dangling"
+# source_released URL NODE: the replaced parts are outdated now, and the lab's cleanup thread
+# removes them (old_parts_lifetime 0); then no delete was attempted, no object is gone, and the
+# sweep is complete with no drift and nothing dangling
+source_released() {
+    local u=$1 n=$2
+    no_outdated() { [ "$(chq "$u" "SELECT count() FROM system.parts WHERE NOT active AND table = 'events'")" = 0 ]; }
+    chq "$u" "ALTER TABLE events MODIFY SETTING cleanup_delay_period = 1, max_cleanup_delay_period = 1,
+        cleanup_delay_period_random_add = 0" >/dev/null
+    wait_for 120 no_outdated || fail "$n kept outdated parts: $(outdated_parts "$u" events)"
+    assert_eq 0 "$(curl -sS "$u/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete an object on $n"
+    keys >"$T/keys.$n"
+    assert_eq "" "$(comm -23 "$T/keys.before" "$T/keys.$n")" "no object gone from the store"
+    expect_exit 0 "$FERRY_BIN" sweep --config "$C" --json
+    assert_eq "true 0 0" "$(jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' <<<"$OUT")" "sweep complete, no drift, nothing dangling"
+}
+source_released "$U1" node1
 ok "the source released by REPLACE where no object can go (ferry-owned cold, hot), by DETACH where one could (native cold): same rows, nothing deleted"
 
 # back to node1: every cold part on node2 is ferry's now (pointer files the agent received)
@@ -52,13 +59,6 @@ ok "the source released by REPLACE where no object can go (ferry-owned cold, hot
     fail "move back failed: $(tail -5 "$T/mv2.err")"
 assert_contains "$(cat "$T/mv2.err")" "by_replace=5 to_detach=0" "every partition released by REPLACE"
 assert_eq "$want" "$(mv_fp "$U1" acme 0)" "node1 holds the rows again"
-no_outdated2() { [ "$(chq "$U2" "SELECT count() FROM system.parts WHERE NOT active AND table = 'events'")" = 0 ]; }
-chq "$U2" "ALTER TABLE events MODIFY SETTING cleanup_delay_period = 1, max_cleanup_delay_period = 1, cleanup_delay_period_random_add = 0" >/dev/null
-wait_for 120 no_outdated2 || fail "node2 kept outdated parts: $(outdated_parts "$U2" events)"
-assert_eq 0 "$(curl -sS "$U2/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete an object on node2"
-keys >"$T/keys.after2"
-assert_eq "" "$(comm -23 "$T/keys.before" "$T/keys.after2")" "no object gone from the store"
-expect_exit 0 "$FERRY_BIN" sweep --config "$C" --json
-assert_eq "true 0 0" "$(jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' <<<"$OUT")" "sweep clean after the move back"
+source_released "$U2" node2
 ok "moved back: all five partitions released by REPLACE, nothing deleted, no drift"
 done_testing
