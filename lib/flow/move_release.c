@@ -133,8 +133,9 @@ static void replaceable(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
                 dpath = ferry_ch_rows_get(&disks, d, 1);
         size_t dl = dpath ? strlen(dpath) : 0, path_len = strlen(path), nl = strlen(name);
         /* path = <disk path><table folder>/<part>/ */
-        if (!dpath || strncmp(path, dpath, dl) || path_len < dl + nl + 2 || path[path_len - 1] != '/' ||
-            strncmp(path + path_len - 1 - nl, name, nl) || path[path_len - 2 - nl] != '/')
+        if (!dpath || strncmp(path, dpath, dl) || path_len < dl + nl + 2 ||
+            path[path_len - 1] != '/' || strncmp(path + path_len - 1 - nl, name, nl) ||
+            path[path_len - 2 - nl] != '/')
             goto none;
         char tdir[4096];
         size_t tl = path_len - 1 - nl - dl;
