@@ -105,26 +105,36 @@ static void replaceable(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
     char under[4096] = "", disk[FERRY_NAME_MAX] = "";
     for (size_t k = 0; k < pids->n; k++)
         ok[k] = true;
-    /* the slice's active parts: partition, part, disk, path, remote */
+    /* the slice partitions' active parts (partition, part, disk, path, remote), each row with
+     * the table's count of cold parts (what one `pointers` request of its folder lists) */
     ferry_buf_puts(&sql, "SELECT partition_id, name, disk_name, path, disk_name IN (SELECT name "
-                         "FROM system.disks WHERE is_remote) FROM system.parts WHERE active AND "
-                         "database = ");
+                         "FROM system.disks WHERE is_remote), (SELECT count() FROM system.parts "
+                         "WHERE active AND database = ");
     ferry_sql_quote(t->database, &sql);
     ferry_buf_puts(&sql, " AND table = ");
     ferry_sql_quote(t->name, &sql);
-    if (mv_sql(c, ferry_buf_cstr(&sql), &parts, &err) || parts.n_cols != 5)
+    ferry_buf_puts(&sql, " AND disk_name IN (SELECT name FROM system.disks WHERE is_remote)) "
+                         "FROM system.parts WHERE active AND database = ");
+    ferry_sql_quote(t->database, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(t->name, &sql);
+    ferry_buf_puts(&sql, " AND partition_id IN (");
+    for (size_t k = 0; k < pids->n; k++) {
+        if (k)
+            ferry_buf_putc(&sql, ',');
+        ferry_sql_quote(pids->ids[k], &sql);
+    }
+    ferry_buf_putc(&sql, ')');
+    if (mv_sql(c, ferry_buf_cstr(&sql), &parts, &err) || parts.n_cols != 6)
         goto none;
-    size_t cold = 0;
-    for (size_t r = 0; r < parts.n_rows; r++)
-        cold += !strcmp(ferry_ch_rows_get(&parts, r, 4), "1");
-    if (cold > MV_RELEASE_COLD_PARTS_MAX)
+    if (parts.n_rows && strtoull(ferry_ch_rows_get(&parts, 0, 5), NULL, 10) >
+                            MV_RELEASE_COLD_PARTS_MAX)
         goto none;
     /* the slice's cold parts: one disk, one table folder under its metadata path */
     if (mv_sql(c, "SELECT name, path FROM system.disks WHERE is_remote", &disks, &err))
         goto none;
     for (size_t r = 0; r < parts.n_rows; r++) {
-        if (strcmp(ferry_ch_rows_get(&parts, r, 4), "1") ||
-            pid_index(pids, ferry_ch_rows_get(&parts, r, 0)) < 0)
+        if (strcmp(ferry_ch_rows_get(&parts, r, 4), "1"))
             continue;
         const char *dn = ferry_ch_rows_get(&parts, r, 2), *path = ferry_ch_rows_get(&parts, r, 3);
         const char *name = ferry_ch_rows_get(&parts, r, 1), *dpath = NULL;
@@ -189,20 +199,18 @@ out:
     ferry_buf_free(&sql);
 }
 
-int mv_release_by_replace(mvctx *x, const ferry_table_def *t, const mv_pids *src, size_t *n_done,
-                          ferry_err *err)
+size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, const mv_pids *src)
 {
-    (void)err; /* a release that cannot be done so is left to DETACH, never an error */
-    *n_done = 0;
+    size_t done = 0;
     char twin[FERRY_NAME_MAX + 16];
     ferry_err nerr = {0};
     if (!src->n || x->src.ro_objects || !replace_is_crash_safe(&x->src) ||
         ferry_tier_empty_name(t->name, twin, sizeof twin, &nerr) ||
         !twin_ready(&x->src, t->database, t->name, twin))
-        return FERRY_OK;
+        return 0;
     bool *ok = calloc(src->n, sizeof *ok);
     if (!ok)
-        return FERRY_OK;
+        return 0; /* out of memory here: DETACH, which needs none of this */
     replaceable(x, t, src, ok);
     ferry_buf sql = FERRY_BUF_INIT;
     size_t n = 0;
@@ -224,12 +232,12 @@ int mv_release_by_replace(mvctx *x, const ferry_table_def *t, const mv_pids *src
                       "what is left is detached\" move=%s server=%s table=%s.%s err=\"%s\"",
                       x->mv.u.move.id, x->src.name, t->database, t->name, serr.msg);
         else
-            *n_done = n;
+            done = n;
     }
     FLOG_INFO("msg=\"move: source partitions released\" move=%s server=%s table=%s.%s "
               "by_replace=%zu to_detach=%zu", x->mv.u.move.id, x->src.name, t->database, t->name,
-              *n_done, src->n - *n_done);
+              done, src->n - done);
     ferry_buf_free(&sql);
     free(ok);
-    return FERRY_OK;
+    return done;
 }

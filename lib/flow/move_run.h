@@ -152,10 +152,9 @@ int mv_target_broken_mend(mvctx *x, const ferry_table_def *t, const mv_pids *pid
                           ferry_err *err);
 /* CLEANUP's cheap release of the source (move_release.c): the partitions of src (the slice's
  * on the source, checked as verified) that may safely go by REPLACE PARTITION from ferry's empty
- * twin table go so, in one ALTER; *n_done says how many. Never an error: whatever is left (a
+ * twin table go so, in one ALTER; returns how many did. Never an error: whatever is left (a
  * partition that may not go so, a failed REPLACE) the caller detaches as before. */
-int mv_release_by_replace(mvctx *x, const ferry_table_def *t, const mv_pids *src, size_t *n_done,
-                          ferry_err *err);
+size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, const mv_pids *src);
 
 /* The round journals `freeze` (mv_freeze_journal_n) right before it freezes anything, and
  * only then: a round of cold partitions only sends them live and leaves the name unjournaled,
