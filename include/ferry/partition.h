@@ -49,5 +49,7 @@ int ferry_partition_sql(enum ferry_layout layout, const ferry_partition_key *key
 int ferry_sql_quote(const char *s, ferry_buf *out);
 /* Appends s as a back-quoted identifier (escaping ` and \). */
 int ferry_sql_ident(const char *s, ferry_buf *out);
+/* Appends `db`.`table`, each part as ferry_sql_ident writes it. */
+int ferry_sql_db_table(const char *db, const char *table, ferry_buf *out);
 
 #endif

@@ -35,9 +35,13 @@
  *           set to PUBLISH (with the route: a new routing
  *           version), the read fence waits for readers of
  *           the union, then each partition goes into
- *           the real table with MOVE PARTITION ... TO
- *           TABLE (atomic; empties staging, so a resume
- *           never adds a partition twice)
+ *           the real table (move_publish.c): a cold
+ *           one by ATTACH PARTITION FROM staging, then
+ *           staging emptied by REPLACE from the empty
+ *           twin; others by MOVE PARTITION ... TO
+ *           TABLE. A resume first drops from staging
+ *           what the table holds, so no partition is
+ *           added twice
  *  CLEANUP  the source holds nothing newer than what was   the source holds nothing of the slice
  *           journaled (else stop: a late write); release    (no active, detached or frozen part);
  *           the slice's partitions on the source (REPLACE   no leftover of the move on the target
@@ -58,12 +62,13 @@
  * fence before the first MOVE PARTITION waits until no router reads under an older version.
  *
  * Invariants: the source's real table is only read until CLEANUP; the target's real table only
- * receives parts by MOVE PARTITION from staging, after verification; object storage is never
+ * receives parts from staging (MOVE PARTITION, or ATTACH PARTITION FROM), after verification; object storage is never
  * written or deleted (cold parts travel as pointer files, removal is a plain unlink by the agent);
  * no statement can DROP, TRUNCATE or DELETE (sqlguard). A step repeated after a crash gives the
  * same result: freezes are found by name, sends of a part already placed answer "existing",
  * ATTACH of a partition without detached parts attaches nothing, the catch-up diff is computed
- * from what is there, and MOVE PARTITION of an empty staging partition is skipped. */
+ * from what is there, and the publish skips an empty staging partition and drops staged parts
+ * the table already holds. */
 #include "ferry/move.h"
 #include "ferry/fence.h"
 #include "ferry/repair_need.h"
@@ -106,13 +111,6 @@
  * move_send.c; SWITCH:switched, SWITCH:caught-up, SWITCH:published-one, CLEANUP:detached
  * here and in move_batch.c). */
 
-static void sql_table(ferry_buf *b, const char *db, const char *table)
-{
-    ferry_sql_ident(db, b);
-    ferry_buf_putc(b, '.');
-    ferry_sql_ident(table, b);
-}
-
 /* ---- what the servers hold -------------------------------------------------------------- */
 
 /* ---- the move context ------------------------------------------------------------------- */
@@ -147,9 +145,9 @@ int mv_ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err)
     ferry_buf sql = FERRY_BUF_INIT;
     /* same columns, engine, keys and storage policy: what ATTACH and MOVE PARTITION require */
     ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
-    sql_table(&sql, t->database, st);
+    ferry_sql_db_table(t->database, st, &sql);
     ferry_buf_puts(&sql, " AS ");
-    sql_table(&sql, t->database, t->name);
+    ferry_sql_db_table(t->database, t->name, &sql);
     rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
     /* The catch-up rounds name staging parts (DETACH PART of a stale copy); a background merge
      * in staging would rename them under our feet (NO_SUCH_DATA_PART). Nothing needs merges in
@@ -158,7 +156,7 @@ int mv_ensure_staging(mvctx *x, const ferry_table_def *t, ferry_err *err)
     if (!rc) {
         ferry_buf_reset(&sql);
         ferry_buf_puts(&sql, "SYSTEM STOP MERGES ");
-        sql_table(&sql, t->database, st);
+        ferry_sql_db_table(t->database, st, &sql);
         rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
     }
     ferry_buf_free(&sql);
@@ -172,7 +170,7 @@ int mv_staging_drop_part(mvctx *x, const ferry_table_def *t, const char *part, f
     mv_staging_name(t->name, st, sizeof st);
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf_puts(&sql, "ALTER TABLE ");
-    sql_table(&sql, t->database, st);
+    ferry_sql_db_table(t->database, st, &sql);
     ferry_buf_puts(&sql, " DETACH PART ");
     ferry_sql_quote(part, &sql);
     int rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
@@ -405,7 +403,7 @@ static int staging_clear(mvctx *x, const ferry_table_def *t, mv_pids *pids, ferr
     for (size_t k = 0; !rc && k < stg.n; k++) {
         ferry_buf sql = FERRY_BUF_INIT;
         ferry_buf_puts(&sql, "ALTER TABLE ");
-        sql_table(&sql, t->database, st);
+        ferry_sql_db_table(t->database, st, &sql);
         ferry_buf_puts(&sql, " DETACH PARTITION ID ");
         ferry_sql_quote(stg.ids[k], &sql);
         rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
@@ -455,50 +453,6 @@ static int do_cleanup_clone(mvctx *x, ferry_err *err)
         rc = mv_remove_freezes(x, err);
     if (!rc)
         rc = mv_advance(x, FERRY_MOVE_DONE, "", err);
-    return rc;
-}
-
-/* A resumed publish step: drops from the target's staging every part of the slice that the real
- * table already holds (same partition, hash_of_all_files and rows). MOVE PARTITION ... TO TABLE
- * is atomic in the server's memory only: it adds the parts to the table, then removes staging's
- * from disk, so a kill -9 of the target between the two leaves both on disk, and the restarted
- * server loads staging's parts again; moving them would add the rows a second time
- * (tests/integration/move_publish_kill.sh, docs/reliability.md). Each part of the table matches
- * one staged part at most; a part written to the target since the switch cannot carry a staged
- * part's hash unless it holds the very same rows in the very same block. */
-static int publish_dedup(mvctx *x, const ferry_table_def *t, ferry_err *err)
-{
-    char st[FERRY_NAME_MAX + 32];
-    mv_staging_name(t->name, st, sizeof st);
-    mv_slice stg = {0}, real = {0};
-    bool *used = NULL;
-    int rc = mv_slice_list(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, true, &stg,
-                           err);
-    if (!rc && stg.n_parts)
-        rc = mv_slice_list(&x->dst, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split, true,
-                           &real, err);
-    if (!rc && stg.n_parts && !(used = calloc(real.n_parts + 1, sizeof *used)))
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    for (size_t k = 0; !rc && k < stg.n_pids; k++) {
-        mv_parts sp = mv_slice_parts(&stg, stg.pids[k]), rp = mv_slice_parts(&real, stg.pids[k]);
-        for (size_t i = 0; !rc && i < sp.n; i++)
-            for (size_t j = 0; j < rp.n; j++) {
-                size_t at = (size_t)(rp.p - real.parts) + j;
-                if (used[at] || rp.p[j].rows != sp.p[i].rows || strcmp(rp.p[j].hash, sp.p[i].hash))
-                    continue;
-                used[at] = true;
-                ferry_log(FERRY_LOG_WARN, "msg=\"staged part already in the table (a kill -9 of "
-                          "the target after MOVE PARTITION brought it back); dropped from staging, "
-                          "not moved again\" move=%s shard=%s table=%s.%s part=%s table_part=%s",
-                          x->mv.u.move.id, x->dst.name, t->database, st, sp.p[i].name,
-                          rp.p[j].name);
-                rc = mv_staging_drop_part(x, t, sp.p[i].name, err);
-                break;
-            }
-    }
-    free(used);
-    mv_slice_free(&stg);
-    mv_slice_free(&real);
     return rc;
 }
 
@@ -571,40 +525,9 @@ static int do_switch(mvctx *x, ferry_err *err)
      * could count that partition twice (source + target real) or miss it (docs/routing.md). */
     if ((rc = mv_fence_routers(x, "before publishing, move", err)))
         return rc;
-    /* publish: staging -> real table, one atomic MOVE PARTITION per partition; the first one
-     * alone, the others in one ALTER TABLE (its commands run one after another, each atomic;
-     * a crash between them leaves partitions in staging that a resume moves) */
-    bool first = true;
-    for (size_t i = 0; !rc && i < x->tables.n; i++) {
-        const ferry_table_def *t = table_at(x, i);
-        char st[FERRY_NAME_MAX + 32];
-        mv_staging_name(t->name, st, sizeof st);
-        mv_pids pids = {0};
-        if (resumed_publish)
-            rc = publish_dedup(x, t, err);
-        if (!rc)
-            rc = mv_slice_pids(&x->dst, t, st, x->mv.u.move.tenant, x->mv.u.move.split, &pids, err);
-        for (size_t k = 0; !rc && k < pids.n;) {
-            ferry_buf sql = FERRY_BUF_INIT;
-            ferry_buf_puts(&sql, "ALTER TABLE ");
-            sql_table(&sql, t->database, st);
-            size_t end = first ? k + 1 : pids.n;
-            for (size_t j = k; j < end; j++) {
-                ferry_buf_puts(&sql, j > k ? ", MOVE PARTITION ID " : " MOVE PARTITION ID ");
-                ferry_sql_quote(pids.ids[j], &sql);
-                ferry_buf_puts(&sql, " TO TABLE ");
-                sql_table(&sql, t->database, t->name);
-            }
-            rc = mv_sql(&x->dst, ferry_buf_cstr(&sql), NULL, err);
-            ferry_buf_free(&sql);
-            k = end;
-            if (!rc && first) {
-                first = false;
-                ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:published-one");
-            }
-        }
-        mv_pids_free(&pids);
-    }
+    /* publish: staging -> real table (move_publish.c); a resumed publish first drops from
+     * staging what the table holds already */
+    rc = mv_publish(x, resumed_publish, err);
     if (!rc)
         rc = mv_advance_cleanup(x, err);
     return rc;
@@ -712,7 +635,7 @@ static int do_cleanup(mvctx *x, ferry_err *err)
             /* every partition of the slice in one ALTER TABLE */
             ferry_buf sql = FERRY_BUF_INIT;
             ferry_buf_puts(&sql, "ALTER TABLE ");
-            sql_table(&sql, t->database, t->name);
+            ferry_sql_db_table(t->database, t->name, &sql);
             for (size_t k = 0; k < src.n; k++) {
                 ferry_buf_puts(&sql, k ? ", DETACH PARTITION ID " : " DETACH PARTITION ID ");
                 ferry_sql_quote(src.ids[k], &sql);

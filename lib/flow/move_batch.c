@@ -1,8 +1,8 @@
 /* A batch of moves between the same two shards (ferry_move_run_batch, docs/moves.md "Batches"):
  * the moves keep their own journals and go through the same states with the same checks as
  * ferry_move_run, but each state's server work is done once for all of them: one listing of the
- * parts per side, one FREEZE, one send pool, one ATTACH, one MOVE PARTITION and one DETACH
- * statement over the partitions of every slice, and one catalog commit per journal write: each
+ * parts per side, one FREEZE, one send pool, one ATTACH, one publish (move_publish.c) and one
+ * DETACH statement over the partitions of every slice, and one catalog commit per journal write: each
  * state (and each note: an attempt, a freeze name) is written for every member in one batch
  * (mv_journal_n, move_journal.c). The journal of each move says, at every point,
  * what was done for its slice (a freeze the batch made is journaled in every move before it
@@ -18,19 +18,13 @@
 #include <time.h>
 
 #include "ferry/buf.h"
+#include "ferry/partition.h"
 #include "ferry/clock.h"
 #include "ferry/log.h"
 #include "ferry/stop.h"
 #include "ferry/testknob.h"
 #include "flow/move_env.h"
 #include "flow/move_run.h"
-
-static void sql_table(ferry_buf *b, const char *db, const char *table)
-{
-    ferry_sql_ident(db, b);
-    ferry_buf_putc(b, '.');
-    ferry_sql_ident(table, b);
-}
 
 /* The batch: members[] are the moves still run together (their index into the caller's arrays
  * in at[]); a move that leaves is run alone afterwards (alone[]), one that failed keeps its
@@ -260,30 +254,8 @@ static int batch_switch(batch *b, ferry_err *err)
             break;
         }
         rc = mv_slice_list_n(&x0->dst, t, st, tenants, splits, b->n, true, stg, err);
-        ferry_buf sql = FERRY_BUF_INIT;
-        size_t in_sql = 0;
-        for (size_t k = 0; !rc && k < b->n; k++)
-            for (size_t j = 0; !rc && j < stg[k].n_pids; j++) {
-                if (!in_sql) {
-                    ferry_buf_reset(&sql);
-                    ferry_buf_puts(&sql, "ALTER TABLE ");
-                    sql_table(&sql, t->database, st);
-                }
-                ferry_buf_puts(&sql, in_sql++ ? ", MOVE PARTITION ID " : " MOVE PARTITION ID ");
-                ferry_sql_quote(stg[k].pids[j], &sql);
-                ferry_buf_puts(&sql, " TO TABLE ");
-                sql_table(&sql, t->database, t->name);
-                if (first) { /* the first partition alone (a crash point of its own) */
-                    rc = mv_sql(&x0->dst, ferry_buf_cstr(&sql), NULL, err);
-                    in_sql = 0;
-                    first = false;
-                    if (!rc)
-                        ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:published-one");
-                }
-            }
-        if (!rc && in_sql)
-            rc = mv_sql(&x0->dst, ferry_buf_cstr(&sql), NULL, err);
-        ferry_buf_free(&sql);
+        if (!rc)
+            rc = mv_publish_slices(b->members, b->n, t, stg, &first, err);
         for (size_t k = 0; k < b->n; k++)
             mv_slice_free(&stg[k]);
         free(stg);
@@ -368,7 +340,7 @@ static int batch_cleanup(batch *b, ferry_err *err)
         if (!rc && all_src.n) {
             ferry_buf sql = FERRY_BUF_INIT;
             ferry_buf_puts(&sql, "ALTER TABLE ");
-            sql_table(&sql, t->database, t->name);
+            ferry_sql_db_table(t->database, t->name, &sql);
             for (size_t k = 0; k < all_src.n; k++) {
                 ferry_buf_puts(&sql, k ? ", DETACH PARTITION ID " : " DETACH PARTITION ID ");
                 ferry_sql_quote(all_src.ids[k], &sql);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "ferry/agent_ops.h"
+#include "ferry/buf.h"
 #include "ferry/catalog.h"
 #include "ferry/clickhouse.h"
 
@@ -30,6 +31,8 @@ typedef struct mv_conn {
                       * re-attaching a load table (flow/staging_load.h), never ATTACH PARTITION */
     ferry_catalog *cat; /* borrowed, may be NULL: the flow's catalog, whose lease serializes
                          * the loads of one staging table across threads and processes */
+    bool replace_checked; /* replace_safe holds the server's answer (mv_replace_crash_safe) */
+    bool replace_safe;
 } mv_conn;
 
 /* Opens clients for the shard: ClickHouse at the first of its replicas, the agent at its agent
@@ -125,6 +128,23 @@ typedef struct mv_pids {
 void mv_pids_free(mv_pids *p);
 bool mv_pids_has(const mv_pids *p, const char *id);
 int mv_pids_add(mv_pids *p, const char *id); /* once; FERRY_ENOMEM */
+
+/* ---- ferry's empty twin table (move_twin.c) ---- */
+
+/* Whether c's server keeps parts replaced by REPLACE PARTITION out of the table after a restart
+ * (ClickHouse 26.7 and later; an older one loads them again). Asked once per connection; a
+ * version that cannot be read counts as no. */
+bool mv_replace_crash_safe(mv_conn *c);
+/* Whether twin, the empty twin of db.table on c, exists (created when missing, AS the table:
+ * same structure and storage policy) and holds no part (REPLACE would copy one in). A no is
+ * logged with `otherwise`, what the caller does instead. */
+bool mv_twin_ready(mv_conn *c, const char *db, const char *table, const char *twin,
+                   const char *otherwise);
+/* Appends to sql one ALTER TABLE db.table emptying partitions ids[i] (those with pick[i]; every
+ * one when pick is NULL) by REPLACE PARTITION ... FROM db.twin. */
+void mv_twin_replace_sql(ferry_buf *sql, const char *db, const char *table, const char *twin,
+                         char (*ids)[FERRY_NAME_MAX], const bool *pick, size_t n);
+
 #define MV_STAGING_SUFFIX "_ferry_staging"
 /* The staging table's name for table (table + MV_STAGING_SUFFIX) into out. */
 void mv_staging_name(const char *table, char *out, size_t outsz);

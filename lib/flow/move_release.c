@@ -20,6 +20,7 @@
 
 #include "ferry/agent_ops.h"
 #include "ferry/buf.h"
+#include "ferry/partition.h"
 #include "ferry/clickhouse.h"
 #include "ferry/log.h"
 #include "ferry/tier.h"
@@ -29,60 +30,6 @@
 /* The table's cold parts above this many are not read file by file (one `pointers` request
  * lists the whole table's folder): such a table is detached as before. */
 #define MV_RELEASE_COLD_PARTS_MAX 4096
-
-static void sql_table(ferry_buf *b, const char *db, const char *table)
-{
-    ferry_sql_ident(db, b);
-    ferry_buf_putc(b, '.');
-    ferry_sql_ident(table, b);
-}
-
-static bool replace_is_crash_safe(mv_conn *c)
-{
-    ferry_ch_rows rows = {0};
-    ferry_err err = {0}, perr = {0};
-    ferry_ch_version v;
-    bool safe = false;
-    if (!mv_sql(c, "SELECT version()", &rows, &err) && rows.n_rows == 1 && rows.n_cols >= 1 &&
-        !ferry_ch_parse_version(ferry_ch_rows_get(&rows, 0, 0), &v, &perr))
-        safe = !ferry_ch_replace_keeps_replaced(&v);
-    ferry_ch_rows_free(&rows);
-    return safe;
-}
-
-/* The empty twin of db.table on c, created when missing (AS the table: same structure and
- * storage policy); false when it cannot be made or holds a part (REPLACE would copy it in). */
-static bool twin_ready(mv_conn *c, const char *db, const char *table, const char *twin)
-{
-    ferry_buf sql = FERRY_BUF_INIT;
-    ferry_ch_rows rows = {0};
-    ferry_err err = {0};
-    bool ok = false;
-    ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
-    sql_table(&sql, db, twin);
-    ferry_buf_puts(&sql, " AS ");
-    sql_table(&sql, db, table);
-    if (mv_sql(c, ferry_buf_cstr(&sql), NULL, &err))
-        goto out;
-    ferry_buf_reset(&sql);
-    ferry_buf_puts(&sql, "SELECT count() FROM system.parts WHERE database = ");
-    ferry_sql_quote(db, &sql);
-    ferry_buf_puts(&sql, " AND table = ");
-    ferry_sql_quote(twin, &sql);
-    if (mv_sql(c, ferry_buf_cstr(&sql), &rows, &err))
-        goto out;
-    ok = rows.n_rows == 1 && !strcmp(ferry_ch_rows_get(&rows, 0, 0), "0");
-    if (!ok)
-        FLOG_WARN("msg=\"ferry's empty twin table holds parts; the source is detached\" "
-                  "server=%s table=%s.%s", c->name, db, twin);
-out:
-    if (err.code)
-        FLOG_WARN("msg=\"ferry's empty twin table not ready; the source is detached\" "
-                  "server=%s table=%s.%s err=\"%s\"", c->name, db, twin, err.msg);
-    ferry_ch_rows_free(&rows);
-    ferry_buf_free(&sql);
-    return ok;
-}
 
 static ssize_t pid_index(const mv_pids *pids, const char *pid)
 {
@@ -204,9 +151,9 @@ size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, const mv_pids *
     size_t done = 0;
     char twin[FERRY_NAME_MAX + 16];
     ferry_err nerr = {0};
-    if (!src->n || x->src.ro_objects || !replace_is_crash_safe(&x->src) ||
+    if (!src->n || x->src.ro_objects || !mv_replace_crash_safe(&x->src) ||
         ferry_tier_empty_name(t->name, twin, sizeof twin, &nerr) ||
-        !twin_ready(&x->src, t->database, t->name, twin))
+        !mv_twin_ready(&x->src, t->database, t->name, twin, "the source is detached"))
         return 0;
     bool *ok = calloc(src->n, sizeof *ok);
     if (!ok)
@@ -214,17 +161,9 @@ size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, const mv_pids *
     replaceable(x, t, src, ok);
     ferry_buf sql = FERRY_BUF_INIT;
     size_t n = 0;
-    ferry_buf_puts(&sql, "ALTER TABLE ");
-    sql_table(&sql, t->database, t->name);
-    for (size_t k = 0; k < src->n; k++) {
-        if (!ok[k])
-            continue;
-        ferry_buf_puts(&sql, n++ ? ", REPLACE PARTITION ID " : " REPLACE PARTITION ID ");
-        ferry_sql_quote(src->ids[k], &sql);
-        ferry_buf_puts(&sql, " FROM ");
-        sql_table(&sql, t->database, twin);
-    }
-    ferry_buf_puts(&sql, " SETTINGS allow_replace_partition_from_empty_source = 1");
+    for (size_t k = 0; k < src->n; k++)
+        n += ok[k];
+    mv_twin_replace_sql(&sql, t->database, t->name, twin, src->ids, ok, src->n);
     if (n) {
         ferry_err serr = {0};
         if (mv_sql(&x->src, ferry_buf_cstr(&sql), NULL, &serr))

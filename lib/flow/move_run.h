@@ -156,6 +156,16 @@ int mv_target_broken_mend(mvctx *x, const ferry_table_def *t, const mv_pids *pid
  * partition that may not go so, a failed REPLACE) the caller detaches as before. */
 size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, const mv_pids *src);
 
+/* The publish step's statements (move_publish.c): staging's partitions of x's slice into the
+ * real table of each managed table; resumed: a publish that ran before, whose staged parts the
+ * table may hold already (they are dropped from staging first). */
+int mv_publish(mvctx *x, bool resumed, ferry_err *err);
+/* Publishes the partitions of stg[0..n) (the staging listings of xs[k]'s slices, active parts)
+ * for table t, through xs[0]'s connection. *first: the first partition still goes alone
+ * (cleared once it went). */
+int mv_publish_slices(mvctx **xs, size_t n, const ferry_table_def *t, const mv_slice *stg,
+                      bool *first, ferry_err *err);
+
 /* The round journals `freeze` (mv_freeze_journal_n) right before it freezes anything, and
  * only then: a round of cold partitions only sends them live and leaves the name unjournaled,
  * so the caller removes the freeze only when mv_freeze_journaled says it may exist. */

@@ -62,13 +62,6 @@ static uint64_t u64_of(const char *s)
     return ferry_parse_u64(s, &v) ? v : 0;
 }
 
-static void sql_table(ferry_buf *b, const char *db, const char *table)
-{
-    ferry_sql_ident(db, b);
-    ferry_buf_putc(b, '.');
-    ferry_sql_ident(table, b);
-}
-
 int rs_slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const char *tenant,
                   uint32_t split, char (**ids)[FERRY_NAME_MAX], size_t *n, ferry_err *err)
 {
@@ -136,7 +129,7 @@ static int row_hashes(mv_conn *c, const ferry_table_def *t, const char *pid, uin
     *h = *cnt = NULL;
     *n = 0;
     ferry_buf_puts(&sql, "SELECT h, count() FROM (SELECT cityHash64(*) AS h FROM ");
-    sql_table(&sql, t->database, t->name);
+    ferry_sql_db_table(t->database, t->name, &sql);
     ferry_buf_puts(&sql, " WHERE _partition_id = ");
     ferry_sql_quote(pid, &sql);
     ferry_buf_puts(&sql, ") GROUP BY h ORDER BY h");
@@ -303,14 +296,14 @@ static int ensure_staging(mv_conn *dst, const ferry_table_def *t, const char *st
         return rc;
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
-    sql_table(&sql, t->database, st);
+    ferry_sql_db_table(t->database, st, &sql);
     ferry_buf_puts(&sql, " AS ");
-    sql_table(&sql, t->database, t->name);
+    ferry_sql_db_table(t->database, t->name, &sql);
     rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
     if (!rc) { /* staging parts are named and diffed; a merge there would rename them */
         ferry_buf_reset(&sql);
         ferry_buf_puts(&sql, "SYSTEM STOP MERGES ");
-        sql_table(&sql, t->database, st);
+        ferry_sql_db_table(t->database, st, &sql);
         rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
     }
     ferry_buf_free(&sql);
@@ -322,7 +315,7 @@ static int detach_part(mv_conn *c, const char *db, const char *table, const char
 {
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf_puts(&sql, "ALTER TABLE ");
-    sql_table(&sql, db, table);
+    ferry_sql_db_table(db, table, &sql);
     ferry_buf_puts(&sql, " DETACH PART ");
     ferry_sql_quote(part, &sql);
     int rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
@@ -339,7 +332,7 @@ static int broken_parts(mv_conn *c, const char *db, const char *table, const cha
 {
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf_puts(&sql, "CHECK TABLE ");
-    sql_table(&sql, db, table);
+    ferry_sql_db_table(db, table, &sql);
     ferry_buf_puts(&sql, " PARTITION ID ");
     ferry_sql_quote(pid, &sql);
     ferry_buf_puts(&sql, " FORMAT TabSeparated SETTINGS check_query_single_value_result = 0");
@@ -384,7 +377,7 @@ int rs_fingerprint(mv_conn *c, const ferry_table_def *t, const char *pid, bool d
         const char *part = ferry_ch_rows_get(&rows, i, 0);
         ferry_buf sql = FERRY_BUF_INIT;
         ferry_buf_puts(&sql, "ALTER TABLE ");
-        sql_table(&sql, t->database, t->name);
+        ferry_sql_db_table(t->database, t->name, &sql);
         ferry_buf_puts(&sql, " DETACH PART ");
         ferry_sql_quote(part, &sql);
         rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
@@ -431,7 +424,7 @@ int rs_remove_slice(mv_conn *c, const ferry_table_def *t, const char *tenant, ui
     for (size_t k = 0; !rc && k < n; k++) {
         ferry_buf sql = FERRY_BUF_INIT;
         ferry_buf_puts(&sql, "ALTER TABLE ");
-        sql_table(&sql, t->database, t->name);
+        ferry_sql_db_table(t->database, t->name, &sql);
         ferry_buf_puts(&sql, " DETACH PARTITION ID ");
         ferry_sql_quote(ids[k], &sql);
         rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
@@ -635,7 +628,7 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
              * through the router added since the listing (docs/tiering.md, "The swap"), and
              * before 26.7 a restart loads what it replaced again. Not atomic: a read in
              * between sees the partition without those parts. */
-            sql_table(&sql, t->database, t->name);
+            ferry_sql_db_table(t->database, t->name, &sql);
             for (size_t k = 0; k < old.n; k++) {
                 ferry_buf_puts(&sql, k ? ", DETACH PART " : " DETACH PART ");
                 ferry_sql_quote(old.p[k].name, &sql);
@@ -643,13 +636,13 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
             ferry_buf_puts(&sql, old.n ? ", ATTACH PARTITION ID " : " ATTACH PARTITION ID ");
             ferry_sql_quote(pid, &sql);
             ferry_buf_puts(&sql, " FROM ");
-            sql_table(&sql, t->database, st);
+            ferry_sql_db_table(t->database, st, &sql);
         } else {
-            sql_table(&sql, t->database, st);
+            ferry_sql_db_table(t->database, st, &sql);
             ferry_buf_puts(&sql, " MOVE PARTITION ID ");
             ferry_sql_quote(pid, &sql);
             ferry_buf_puts(&sql, " TO TABLE ");
-            sql_table(&sql, t->database, t->name);
+            ferry_sql_db_table(t->database, t->name, &sql);
         }
         if (!rc)
             rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
@@ -663,7 +656,7 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
         if (!rc && replace) { /* ATTACH FROM copies: staging's own parts of pid go */
             ferry_buf_reset(&sql);
             ferry_buf_puts(&sql, "ALTER TABLE ");
-            sql_table(&sql, t->database, st);
+            ferry_sql_db_table(t->database, st, &sql);
             ferry_buf_puts(&sql, " DETACH PARTITION ID ");
             ferry_sql_quote(pid, &sql);
             rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
@@ -688,7 +681,7 @@ int rs_staging_clear(mv_conn *dst, const ferry_table_def *t, const char *pid, fe
     snprintf(st, sizeof st, "%s%s", t->name, RS_STAGING_SUFFIX);
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf_puts(&sql, "ALTER TABLE ");
-    sql_table(&sql, t->database, st);
+    ferry_sql_db_table(t->database, st, &sql);
     ferry_buf_puts(&sql, " DETACH PARTITION ID ");
     ferry_sql_quote(pid, &sql);
     int rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);

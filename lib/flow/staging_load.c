@@ -45,13 +45,6 @@
  * FERRY_TEST_CRASH_AFTER=<point> kills this process at that point, as kill -9 would. */
 static void crash_point(const char *point) { ferry_fault_point("FERRY_TEST_CRASH_AFTER", point); }
 
-static void sql_table(ferry_buf *b, const char *db, const char *table)
-{
-    ferry_sql_ident(db, b);
-    ferry_buf_putc(b, '.');
-    ferry_sql_ident(table, b);
-}
-
 /* One statement "<verb> db.table" (DETACH TABLE, ATTACH TABLE, SYSTEM STOP MERGES). */
 static int table_stmt(mv_conn *c, const char *verb, const char *db, const char *table,
                       ferry_err *err)
@@ -59,7 +52,7 @@ static int table_stmt(mv_conn *c, const char *verb, const char *db, const char *
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf_puts(&sql, verb);
     ferry_buf_putc(&sql, ' ');
-    sql_table(&sql, db, table);
+    ferry_sql_db_table(db, table, &sql);
     int rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
     ferry_buf_free(&sql);
     return rc;
@@ -166,9 +159,9 @@ static int ensure_load(mv_conn *c, const char *db, const char *staging, const ch
     if (!attached && create) {
         ferry_buf sql = FERRY_BUF_INIT;
         ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
-        sql_table(&sql, db, load);
+        ferry_sql_db_table(db, load, &sql);
         ferry_buf_puts(&sql, " AS ");
-        sql_table(&sql, db, staging);
+        ferry_sql_db_table(db, staging, &sql);
         rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
         ferry_buf_free(&sql);
         attached = rc == FERRY_OK;
@@ -189,12 +182,12 @@ static int move_into_staging(mv_conn *c, const char *db, const char *staging, co
     if (rc || rows.n_rows == 0)
         goto out;
     ferry_buf_puts(&sql, "ALTER TABLE ");
-    sql_table(&sql, db, load);
+    ferry_sql_db_table(db, load, &sql);
     for (size_t r = 0; r < rows.n_rows; r++) {
         ferry_buf_puts(&sql, r ? ", MOVE PARTITION ID " : " MOVE PARTITION ID ");
         ferry_sql_quote(ferry_ch_rows_get(&rows, r, 0), &sql);
         ferry_buf_puts(&sql, " TO TABLE ");
-        sql_table(&sql, db, staging);
+        ferry_sql_db_table(db, staging, &sql);
     }
     rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
     if (!rc)
@@ -291,7 +284,7 @@ static int attach_partitions(mv_conn *c, const char *db, const char *staging,
 {
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf_puts(&sql, "ALTER TABLE ");
-    sql_table(&sql, db, staging);
+    ferry_sql_db_table(db, staging, &sql);
     for (size_t i = 0; i < n; i++) {
         ferry_buf_puts(&sql, i ? ", ATTACH PARTITION ID " : " ATTACH PARTITION ID ");
         ferry_sql_quote(pids[i], &sql);

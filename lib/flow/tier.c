@@ -114,13 +114,6 @@ int tier_sql(tier_server *srv, const char *sql, ferry_buf *out, ferry_err *err)
     return rc;
 }
 
-void tier_qualified(ferry_buf *b, const char *db, const char *table)
-{
-    ferry_sql_ident(db, b);
-    ferry_buf_putc(b, '.');
-    ferry_sql_ident(table, b);
-}
-
 static tier_policy *find_policy(tier_server *srv, const char *db, const char *table)
 {
     for (size_t i = 0; i < srv->n_policies; i++)
@@ -471,7 +464,7 @@ static int merges_stmt(tier_wave *w, bool start, const char *table, ferry_err *e
 {
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf_puts(&sql, start ? "SYSTEM START MERGES " : "SYSTEM STOP MERGES ");
-    tier_qualified(&sql, w->db, table);
+    ferry_sql_db_table(w->db, table, &sql);
     int rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
     ferry_buf_free(&sql);
     return rc;

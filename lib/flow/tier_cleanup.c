@@ -81,7 +81,7 @@ int tier_clean_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, fer
         json_t *p;
         ferry_buf_reset(&sql);
         ferry_buf_puts(&sql, "ALTER TABLE ");
-        tier_qualified(&sql, w->db, w->staging);
+        ferry_sql_db_table(w->db, w->staging, &sql);
         json_array_foreach(held, i, p) {
             ferry_buf_puts(&sql, i ? ", DETACH PARTITION ID " : " DETACH PARTITION ID ");
             ferry_sql_quote(json_string_value(p), &sql);
@@ -209,14 +209,14 @@ static int release_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n,
                 : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (!rc && nok) {
         ferry_buf_puts(&sql, "ALTER TABLE ");
-        tier_qualified(&sql, w->db, w->staging);
+        ferry_sql_db_table(w->db, w->staging, &sql);
         for (size_t i = 0, k = 0; i < n; i++) {
             if (!ok[i])
                 continue;
             ferry_buf_puts(&sql, k++ ? ", REPLACE PARTITION ID " : " REPLACE PARTITION ID ");
             ferry_sql_quote(js[i]->pid, &sql);
             ferry_buf_puts(&sql, " FROM ");
-            tier_qualified(&sql, w->db, w->empty);
+            ferry_sql_db_table(w->db, w->empty, &sql);
         }
         ferry_buf_puts(&sql, " SETTINGS allow_replace_partition_from_empty_source = 1");
         ferry_err e = {0};

@@ -18,6 +18,7 @@
 #include "ferry/clock.h"
 #include "ferry/config.h"
 #include "ferry/objstore.h"
+#include "ferry/partition.h"
 #include "ferry/tier.h"
 #include "ferry/verify.h"
 #include "flow/move_env.h"
@@ -219,8 +220,6 @@ bool tier_replace_unsafe(tier_ctx *ctx, tier_server *srv);
 
 /* Runs sql on the server through the SQL guard; out may be NULL. */
 int tier_sql(tier_server *srv, const char *sql, ferry_buf *out, ferry_err *err);
-/* db.table, both back-quoted. */
-void tier_qualified(ferry_buf *b, const char *db, const char *table);
 
 /* The storage policy of db.table (*exists false when there is no such table) and whether it
  * has a disk on object storage; asked once per run (tier_forget_policy after a CREATE). */

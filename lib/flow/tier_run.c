@@ -666,7 +666,7 @@ static void maybe_compact(tier_server *srv, const char *db, const char *table, c
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_err err = {0};
     ferry_buf_puts(&sql, "OPTIMIZE TABLE ");
-    tier_qualified(&sql, db, table);
+    ferry_sql_db_table(db, table, &sql);
     ferry_buf_puts(&sql, " PARTITION ID ");
     ferry_sql_quote(pid, &sql);
     ferry_buf_puts(&sql, " FINAL");
@@ -722,7 +722,7 @@ static void restart_piled_merges(tier_ctx *ctx, tier_server *srv, const char *db
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_err err = {0};
     ferry_buf_puts(&sql, "SYSTEM START MERGES ");
-    tier_qualified(&sql, db, table);
+    ferry_sql_db_table(db, table, &sql);
     if (tier_sql(srv, ferry_buf_cstr(&sql), NULL, &err))
         FLOG_WARN("msg=\"tier: merges of the table not started\" server=%s table=%s err=\"%s\"",
                   srv->shard.name, table, err.msg);

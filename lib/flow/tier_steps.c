@@ -107,7 +107,7 @@ static int fingerprint_parts(tier_job *job, const char *const *names, size_t n,
         return FERRY_OK; /* no parts, no rows */
     ferry_buf_puts(&sql, "SELECT count(), sum(h), groupBitXor(h), uniqExact(h) FROM (SELECT "
                          "cityHash64(*) AS h FROM ");
-    tier_qualified(&sql, job->db, job->table);
+    ferry_sql_db_table(job->db, job->table, &sql);
     ferry_buf_puts(&sql, " WHERE _partition_id = ");
     ferry_sql_quote(job->pid, &sql);
     ferry_buf_puts(&sql, " AND _part IN (");
@@ -294,9 +294,9 @@ static int create_as(tier_wave *w, const char *name, ferry_err *err)
         return rc;
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS ");
-    tier_qualified(&sql, w->db, name);
+    ferry_sql_db_table(w->db, name, &sql);
     ferry_buf_puts(&sql, " AS ");
-    tier_qualified(&sql, w->db, w->table);
+    ferry_sql_db_table(w->db, w->table, &sql);
     rc = tier_sql(w->srv, ferry_buf_cstr(&sql), NULL, err);
     tier_forget_policy(w->srv, w->db, name); /* it exists now */
     ferry_buf_free(&sql);
@@ -415,7 +415,7 @@ static void attach_staging(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n,
         size_t b = a + TIER_STATEMENT_PARTS < m ? a + TIER_STATEMENT_PARTS : m;
         ferry_buf sql = FERRY_BUF_INIT;
         ferry_buf_puts(&sql, "ALTER TABLE ");
-        tier_qualified(&sql, w->db, w->staging);
+        ferry_sql_db_table(w->db, w->staging, &sql);
         for (size_t k = a; k < b; k++) {
             ferry_buf_puts(&sql, k > a ? ", ATTACH PART " : " ATTACH PART ");
             ferry_sql_quote(ferry_ch_rows_get(&det, row[k], 1), &sql);
@@ -794,7 +794,7 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
             ferry_buf_puts(moves, (*nmoves)++ ? ", MOVE PARTITION ID " : " MOVE PARTITION ID ");
             ferry_sql_quote(job->pid, moves);
             ferry_buf_puts(moves, " TO TABLE ");
-            tier_qualified(moves, w->db, w->table);
+            ferry_sql_db_table(w->db, w->table, moves);
             return SWAP_ATTACH_REST;
         }
         if (in_detached > 0) {
@@ -873,7 +873,7 @@ static enum swap_need swap_look(tier_wave *w, tier_job *job, const mv_slice *liv
                                                    : "ATTACH PARTITION ID ");
     ferry_sql_quote(job->pid, cmds);
     ferry_buf_puts(cmds, " FROM ");
-    tier_qualified(cmds, w->db, w->staging);
+    ferry_sql_db_table(w->db, w->staging, cmds);
     return SWAP_CHOOSE;
 }
 
@@ -923,7 +923,7 @@ static int run_alter(tier_ctx *ctx, tier_wave *w, const char *table, const ferry
 {
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_buf_puts(&sql, "ALTER TABLE ");
-    tier_qualified(&sql, w->db, table);
+    ferry_sql_db_table(w->db, table, &sql);
     ferry_buf_puts(&sql, ferry_buf_cstr(cmds));
     /* the statement itself: what ran is what a person needs after a failed swap */
     FLOG_INFO("msg=\"tier swap statement\" server=%s sql=\"%s\"", w->srv->shard.name,

@@ -177,6 +177,14 @@ int ferry_sql_ident(const char *s, ferry_buf *out)
     return rc ? rc : ferry_buf_putc(out, '`');
 }
 
+int ferry_sql_db_table(const char *db, const char *table, ferry_buf *out)
+{
+    int rc = ferry_sql_ident(db, out);
+    if (!rc)
+        rc = ferry_buf_putc(out, '.');
+    return rc ? rc : ferry_sql_ident(table, out);
+}
+
 int ferry_partition_sql(enum ferry_layout layout, const ferry_partition_key *key, ferry_buf *out)
 {
     int rc = ferry_buf_putc(out, '(');

@@ -20,7 +20,8 @@ src=node1; dst=node2
 # the state journaled in the record <parent>/<name> (moves/ID, or the data record jobs/move.ID)
 journal_state() { sqlite3 "$L/catalog.db" "SELECT json_extract(doc, '\$.state') FROM records WHERE parent = '$1' AND name = '$2'"; }
 for point in CRASH_AFTER=CLONE:sent CRASH_BEFORE=VERIFY CRASH_BEFORE=SWITCH CRASH_AFTER=SWITCH:switched \
-             CRASH_AFTER=SWITCH:caught-up CRASH_AFTER=SWITCH:published-one CRASH_BEFORE=CLEANUP \
+             CRASH_AFTER=SWITCH:caught-up CRASH_AFTER=SWITCH:published-one CRASH_AFTER=SWITCH:attached \
+             CRASH_BEFORE=CLEANUP \
              CRASH_AFTER=CLEANUP:detached CRASH_BEFORE=DONE; do
     expect_exit 137 env "FERRY_TEST_$point" "$FERRY_BIN" move --config "$C" --tenant acme \
         --split 1 --to $dst --grace 200

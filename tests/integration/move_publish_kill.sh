@@ -1,9 +1,12 @@
 # kill -9 of the TARGET node right after the publish step's MOVE PARTITION ... TO TABLE (the
 # chaos soak suspected the move's rows doubled after such a kill: "MOVE PARTITION is not atomic
 # across kill -9", docs/reliability.md). The mover is stopped at the test-only crash points right
-# after the first MOVE PARTITION statement answered (FERRY_TEST_CRASH_AFTER=SWITCH:published-one)
-# and after all of them (FERRY_TEST_CRASH_BEFORE=CLEANUP), the target is killed at once, started again, and the move resumed: the target holds
-# the slice exactly once. The table has a server's old_parts_lifetime (480 s; the lab's chdb
+# after the first MOVE PARTITION statement answered (FERRY_TEST_CRASH_AFTER=SWITCH:published-one),
+# after the cold partitions' ATTACH PARTITION FROM staging and before staging's REPLACE from the
+# empty twin (SWITCH:attached: both tables hold those parts), and after all of them
+# (FERRY_TEST_CRASH_BEFORE=CLEANUP: staging's replaced parts are outdated, not removed), the
+# target is killed at once, started again, and the move resumed: the target holds the slice
+# exactly once. The table has a server's old_parts_lifetime (480 s; the lab's chdb
 # default is 0), so the parts MOVE PARTITION took out of staging are not removed from disk by
 # the lifetime rule, only by the statement itself.
 # A kill that lands inside the publish statement can do both things the soak saw (a loop of such
@@ -31,7 +34,7 @@ unfinished() { sqlite3 "$L/catalog.db" "SELECT name FROM records WHERE parent = 
 staged() { chq "$1" "SELECT count() FROM system.parts WHERE active AND rows > 0 AND table = 'events_ferry_staging'"; }
 
 src=node1; dst=node2
-for point in CRASH_AFTER=SWITCH:published-one CRASH_BEFORE=CLEANUP; do
+for point in CRASH_AFTER=SWITCH:published-one CRASH_AFTER=SWITCH:attached CRASH_BEFORE=CLEANUP; do
     expect_exit 137 env "FERRY_TEST_$point" "$FERRY_BIN" move --config "$C" --tenant acme \
         --split 1 --to $dst --grace 200
     du=$(url_of $dst)

@@ -5,8 +5,12 @@
 # object disk itself (its pointer files say 0: the removal would delete the objects, which the
 # target now references) is detached as before. DETACH clones every pointer file into detached/
 # (about 1 s for 40 cold parts; REPLACE about 50 ms: docs/benchmarks.md, "Session 29").
-# Checked: which way each partition went, the target's rows, the source empty once ClickHouse
-# removed the outdated parts, no object deleted or attempted, and the sweep finds no drift.
+# The publish step likewise: the cold partitions go into the target's table by ATTACH PARTITION
+# FROM staging (a clone: every pointer file's ref_count raised), and staging is emptied by
+# REPLACE from the twin; the hot one by MOVE PARTITION (lib/flow/move_publish.c).
+# Checked: which way each partition went, the target's rows, the source and the target's
+# staging empty once ClickHouse removed the outdated parts, no object deleted or attempted, and
+# the sweep finds no drift.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
@@ -33,32 +37,43 @@ keys >"$T/keys.before"
     fail "move failed: $(tail -5 "$T/mv.err")"
 assert_eq DONE "$(jq -r 'select(.event == "move") | .state' "$T/mv.json")" "move done"
 assert_contains "$(cat "$T/mv.err")" "by_replace=4 to_detach=1" "3 ferry-owned cold and 1 hot partition released by REPLACE, the native one detached"
+assert_contains "$(cat "$T/mv.err")" "by_attach=4 by_move=1" "4 cold partitions published by ATTACH FROM staging, the hot one by MOVE PARTITION"
 assert_eq "$want" "$(mv_fp "$U2" acme 0)" "the target holds the rows"
 assert_eq 0 "$(chq "$U1" "SELECT count() FROM system.parts WHERE active AND rows > 0 AND table = 'events'")" "nothing of the slice active on the source"
 assert_eq 0 "$(chq "$U1" "SELECT count() FROM system.detached_parts WHERE table = 'events'")" "nothing detached left on the source"
 # source_released URL NODE: the replaced parts are outdated now, and the lab's cleanup thread
 # removes them (old_parts_lifetime 0); then no delete was attempted, no object is gone, and the
 # sweep is complete with no drift and nothing dangling
-source_released() {
-    local u=$1 n=$2
-    no_outdated() { [ "$(chq "$u" "SELECT count() FROM system.parts WHERE NOT active AND table = 'events'")" = 0 ]; }
-    chq "$u" "ALTER TABLE events MODIFY SETTING cleanup_delay_period = 1, max_cleanup_delay_period = 1,
+# outdated_gone URL TABLE: waits until the cleanup thread removed table's outdated parts
+outdated_gone() {
+    local u=$1 tb=$2
+    no_outdated() { [ "$(chq "$u" "SELECT count() FROM system.parts WHERE NOT active AND table = '$tb'")" = 0 ]; }
+    chq "$u" "ALTER TABLE $tb MODIFY SETTING cleanup_delay_period = 1, max_cleanup_delay_period = 1,
         cleanup_delay_period_random_add = 0" >/dev/null
-    wait_for 120 no_outdated || fail "$n kept outdated parts: $(outdated_parts "$u" events)"
+    wait_for 120 no_outdated || fail "$u kept outdated parts of $tb: $(outdated_parts "$u" "$tb")"
+}
+source_released() {
+    local u=$1 n=$2 target=$3
+    outdated_gone "$u" events
+    # the target's staging: its published parts removed too, and nothing of the slice left there
+    outdated_gone "$target" events_ferry_staging
+    assert_eq 0 "$(chq "$target" "SELECT count() FROM system.parts WHERE active AND rows > 0 AND table = 'events_ferry_staging'")" "the target's staging holds nothing"
+    assert_eq 0 "$(curl -sS "$target/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete an object on the target"
     assert_eq 0 "$(curl -sS "$u/ferry/status" | jq .refused_deletes)" "ClickHouse never tried to delete an object on $n"
     keys >"$T/keys.$n"
     assert_eq "" "$(comm -23 "$T/keys.before" "$T/keys.$n")" "no object gone from the store"
     expect_exit 0 "$FERRY_BIN" sweep --config "$C" --json
     assert_eq "true 0 0" "$(jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' <<<"$OUT")" "sweep complete, no drift, nothing dangling"
 }
-source_released "$U1" node1
+source_released "$U1" node1 "$U2"
 ok "the source released by REPLACE where no object can go (ferry-owned cold, hot), by DETACH where one could (native cold): same rows, nothing deleted"
 
 # back to node1: every cold part on node2 is ferry's now (pointer files the agent received)
 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node1 --grace 0 --json >"$T/mv2.json" 2>"$T/mv2.err" ||
     fail "move back failed: $(tail -5 "$T/mv2.err")"
 assert_contains "$(cat "$T/mv2.err")" "by_replace=5 to_detach=0" "every partition released by REPLACE"
+assert_contains "$(cat "$T/mv2.err")" "by_attach=4 by_move=1" "published by ATTACH FROM staging again"
 assert_eq "$want" "$(mv_fp "$U1" acme 0)" "node1 holds the rows again"
-source_released "$U2" node2
+source_released "$U2" node2 "$U1"
 ok "moved back: all five partitions released by REPLACE, nothing deleted, no drift"
 done_testing
