@@ -625,12 +625,8 @@ static int do_cleanup(mvctx *x, ferry_err *err)
             rc = mv_target_broken_mend(x, t, &src, err);
         if (!rc && src.n)
             rc = source_as_verified(x, t, mv_state_fp(&x->st, t->name), err);
+        /* what it leaves in src goes by DETACH */
         size_t replaced = !rc && src.n ? mv_release_by_replace(x, t, &src) : 0;
-        if (replaced) { /* what is left goes by DETACH */
-            mv_pids_free(&src);
-            rc = mv_slice_pids(&x->src, t, t->name, x->mv.u.move.tenant, x->mv.u.move.split,
-                               &src, err);
-        }
         if (!rc && src.n) {
             /* every partition of the slice in one ALTER TABLE */
             ferry_buf sql = FERRY_BUF_INIT;

@@ -268,8 +268,9 @@ static int batch_switch(batch *b, ferry_err *err)
 }
 
 /* CLEANUP: each member's source still holds what was verified (its part digest unchanged: a
- * member whose source parts changed leaves the batch, and its own CLEANUP compares rows); one
- * DETACH of every member's partitions on the source, their detached folders and staging
+ * member whose source parts changed leaves the batch, and its own CLEANUP compares rows); every
+ * member's partitions released on the source in one REPLACE from the empty twin where no object
+ * can go (move_release.c) and one DETACH of the rest, their detached folders and staging
  * leftovers removed, the part records moved, each member DONE. */
 static int batch_cleanup(batch *b, ferry_err *err)
 {
@@ -337,6 +338,9 @@ static int batch_cleanup(batch *b, ferry_err *err)
         }
         if (!rc && all_src.n)
             rc = mv_target_broken_mend(b->members[0], t, &all_src, err);
+        /* what it leaves in all_src goes by DETACH */
+        size_t replaced = !rc && all_src.n ? mv_release_by_replace(b->members[0], t, &all_src)
+                                           : 0;
         if (!rc && all_src.n) {
             ferry_buf sql = FERRY_BUF_INIT;
             ferry_buf_puts(&sql, "ALTER TABLE ");
@@ -347,9 +351,9 @@ static int batch_cleanup(batch *b, ferry_err *err)
             }
             rc = mv_sql(&b->members[0]->src, ferry_buf_cstr(&sql), NULL, err);
             ferry_buf_free(&sql);
-            if (!rc)
-                ferry_fault_point("FERRY_TEST_CRASH_AFTER", "CLEANUP:detached");
         }
+        if (!rc && (all_src.n || replaced))
+            ferry_fault_point("FERRY_TEST_CRASH_AFTER", "CLEANUP:detached");
         if (!rc && b->n)
             rc = mv_remove_detached_both(&b->members[0]->src, t->name, &b->members[0]->dst, st,
                                          t->database, &all, err);

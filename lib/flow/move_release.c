@@ -146,7 +146,7 @@ out:
     ferry_buf_free(&sql);
 }
 
-size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, const mv_pids *src)
+size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, mv_pids *src)
 {
     size_t done = 0;
     char twin[FERRY_NAME_MAX + 16];
@@ -176,6 +176,13 @@ size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, const mv_pids *
     FLOG_INFO("msg=\"move: source partitions released\" move=%s server=%s table=%s.%s "
               "by_replace=%zu to_detach=%zu", x->mv.u.move.id, x->src.name, t->database, t->name,
               done, src->n - done);
+    if (done) { /* src keeps what is left for the caller's DETACH */
+        size_t w = 0;
+        for (size_t k = 0; k < src->n; k++)
+            if (!ok[k])
+                memmove(src->ids[w++], src->ids[k], sizeof src->ids[k]);
+        src->n = w;
+    }
     ferry_buf_free(&sql);
     free(ok);
     return done;

@@ -151,10 +151,11 @@ int mv_records_follow(mvctx *x, const ferry_table_def *t, const mv_pids *pids, f
 int mv_target_broken_mend(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
                           ferry_err *err);
 /* CLEANUP's cheap release of the source (move_release.c): the partitions of src (the slice's
- * on the source, checked as verified) that may safely go by REPLACE PARTITION from ferry's empty
- * twin table go so, in one ALTER; returns how many did. Never an error: whatever is left (a
- * partition that may not go so, a failed REPLACE) the caller detaches as before. */
-size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, const mv_pids *src);
+ * on the source, checked as verified; a batch's, through its first member) that may safely go
+ * by REPLACE PARTITION from ferry's empty twin table go so, in one ALTER, and leave src; returns
+ * how many did. Never an error: whatever is left in src (a partition that may not go so, all of
+ * them after a failed REPLACE) the caller detaches as before. */
+size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, mv_pids *src);
 
 /* The publish step's statements (move_publish.c): staging's partitions of x's slice into the
  * real table of each managed table; resumed: a publish that ran before, whose staged parts the

@@ -53,6 +53,12 @@ assert_eq 16 "$(jq .moves <<<"$S")" "16 moves done"
 assert_eq 0 "$(jq .failed <<<"$S")" "no move failed"
 [ "$(grep -c 'move batch started' "$T/rb.err")" -ge 2 ] || fail "the moves did not run as batches: $(grep -c 'move batch started' "$T/rb.err")"
 assert_eq 0 "$(chq "${URL[node1]}" "SELECT count() FROM events")" "node1 empty"
+# the hot partitions leave node1 by REPLACE from the empty twin (its cold ones, moved to the
+# cold disk by ClickHouse, by DETACH), and the staged cold ones enter the targets by ATTACH FROM
+grep -q 'source partitions released.*by_replace=[1-9]' "$T/rb.err" ||
+    fail "no batch released its source by REPLACE: $(grep 'partitions released' "$T/rb.err" | head -3)"
+grep -q 'move: published.*by_attach=[1-9]' "$T/rb.err" ||
+    fail "no batch published by ATTACH FROM staging: $(grep 'move: published' "$T/rb.err" | head -3)"
 check "batched drain"
 # each journal write of a batch (a state, an attempt, a freeze name, the part records) is one
 # catalog commit for all its members, so a batch commits no more than one move alone (10 or 11
