@@ -368,8 +368,13 @@ static int replay_intent(ferry_catalog *cat, mv_conn *target, const ferry_table_
 
 /* After the sync of (t, pid) from source to target ended with both equal: a sync that changed
  * the target mirrors the source's records (the target's partition is a copy of the source's
- * now) and removes the intent it opened; one that found them equal replays an earlier run's
- * intent. */
+ * now), then makes them agree with the target's own pointer files, and removes the intent it
+ * opened; one that found them equal replays an earlier run's intent. Equal rows are not equal
+ * parts: a part of the source that ferry tiered can be byte-identical to a hot part the target
+ * wrote itself (the same insert on both replicas), so the sync counts it as held and copies
+ * nothing, and the mirror alone would name the target for objects no pointer file of it
+ * references (the sweep's catalog_only drift, seen in the chaos soak); likewise a cold part of
+ * the target's own that the source holds hot would lose the target (server_only). */
 static int mirror_records(ferry_catalog *cat, mv_conn *target, const ferry_table_def *t,
                           const char *pid, const char *source, bool changed, bool intent_open,
                           ferry_err *err)
@@ -378,6 +383,9 @@ static int mirror_records(ferry_catalog *cat, mv_conn *target, const ferry_table
         return intent_open ? replay_intent(cat, target, t, pid, err) : FERRY_OK;
     ferry_fault_point("FERRY_TEST_CRASH_AFTER", "REPAIR:copied");
     int rc = ferry_part_records_mirror(cat, t->name, pid, source, target->name, NULL, err);
+    if (!rc)
+        rc = ferry_part_records_reconcile(cat, target->ag, t->database, t->name, pid,
+                                          target->name, NULL, err);
     if (!rc && intent_open)
         rc = repair_mirror_close(cat, t->name, pid, target->name, err);
     return rc;
