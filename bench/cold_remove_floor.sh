@@ -7,6 +7,10 @@
 # (ATTACH PARTITION ... FROM events: hard links) and times one ALTER over all 5 on each. Twice:
 # on parts ClickHouse moved to the cold disk itself ("native", ref_count 0) and on the same parts
 # after a ferry move to node2 ("ferry_owned": pointer files the agent wrote, ref_count 1).
+# A third way for parts whose objects ClickHouse would delete (ref_count 0): FREEZE PARTITION
+# (every file hard-linked under shadow/, its ref_count raised), then the same REPLACE, then the
+# freeze's folders unlinked as ferry's agent removes a freeze (no ClickHouse involved): timed as
+# freeze_ms + replace_ms and unlink_ms.
 # Prints one JSON line per layout. TRIALS (default 3) trials per layout.
 #   bash bench/cold_remove_floor.sh [BUILD_DIR]      (default: build-release)
 set -euo pipefail
@@ -32,7 +36,7 @@ for d in 1 2 3 4 5; do
 done
 
 trials() { # URL LAYOUT: one JSON line
-    local u=$1 layout=$2 pids p k tb t0 det=() rep=() parts
+    local u=$1 layout=$2 node=$3 pids p k tb t0 det=() rep=() frz=() frep=() unl=() parts
     pids=$(chq "$u" "SELECT DISTINCT partition_id FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold' ORDER BY 1")
     parts=$(chq "$u" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold'")
     local att="" dsql="" rsql=""
@@ -42,29 +46,42 @@ trials() { # URL LAYOUT: one JSON line
         rsql+="${rsql:+, }REPLACE PARTITION ID '$p' FROM cr_empty"
     done
     for k in $(seq 1 "${TRIALS:-3}"); do
-        for tb in cr_detach cr_replace cr_empty; do
+        for tb in cr_detach cr_replace cr_freeze cr_empty; do
             chq "$u" "DROP TABLE IF EXISTS $tb SYNC" >/dev/null
             chq "$u" "CREATE TABLE $tb AS events" >/dev/null
             chq "$u" "SYSTEM STOP MERGES $tb" >/dev/null
         done
         chq "$u" "ALTER TABLE cr_detach $att" >/dev/null
         chq "$u" "ALTER TABLE cr_replace $att" >/dev/null
+        chq "$u" "ALTER TABLE cr_freeze $att" >/dev/null
         t0=$(ms); chq "$u" "ALTER TABLE cr_detach $dsql" >/dev/null; det+=($(( $(ms) - t0 )))
         t0=$(ms)
         chq "$u" "ALTER TABLE cr_replace $rsql SETTINGS allow_replace_partition_from_empty_source = 1" >/dev/null
         rep+=($(( $(ms) - t0 )))
-        [ "$(chq "$u" "SELECT count() FROM system.parts WHERE active AND table IN ('cr_detach', 'cr_replace')")" = 0 ] ||
+        t0=$(ms)
+        chq "$u" "ALTER TABLE cr_freeze FREEZE WITH NAME 'cr$k'" >/dev/null
+        frz+=($(( $(ms) - t0 )))
+        t0=$(ms)
+        chq "$u" "ALTER TABLE cr_freeze ${rsql} SETTINGS allow_replace_partition_from_empty_source = 1" >/dev/null
+        frep+=($(( $(ms) - t0 )))
+        t0=$(ms)
+        rm -rf "$L/$node/data/shadow/cr$k" "$L/$node/data/disks/cold/shadow/cr$k"
+        unl+=($(( $(ms) - t0 )))
+        [ "$(chq "$u" "SELECT count() FROM system.parts WHERE active AND table IN ('cr_detach', 'cr_replace', 'cr_freeze')")" = 0 ] ||
             fail "$layout: a table kept active parts"
     done
-    for tb in cr_detach cr_replace cr_empty; do chq "$u" "DROP TABLE IF EXISTS $tb SYNC" >/dev/null; done
+    for tb in cr_detach cr_replace cr_freeze cr_empty; do chq "$u" "DROP TABLE IF EXISTS $tb SYNC" >/dev/null; done
     jq -cn --arg layout "$layout" --argjson parts "$parts" \
         --argjson det "[$(IFS=,; echo "${det[*]}")]" --argjson rep "[$(IFS=,; echo "${rep[*]}")]" \
+        --argjson frz "[$(IFS=,; echo "${frz[*]}")]" --argjson frep "[$(IFS=,; echo "${frep[*]}")]" \
+        --argjson unl "[$(IFS=,; echo "${unl[*]}")]" \
         --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
         '{bench: "cold_remove_floor", layout: $layout, cold_parts: $parts, detach_ms: $det,
-          replace_from_empty_ms: $rep, loadavg: $load}'
+          replace_from_empty_ms: $rep, freeze_ms: $frz, freeze_then_replace_ms: $frep,
+          unlink_freeze_ms: $unl, loadavg: $load}'
 }
-trials "$U1" native
+trials "$U1" native node1
 "$FERRY_BIN" move --config "$L/mv.conf" --tenant acme --split 0 --to node2 --grace 0 --json \
     >"$T/move.json" 2>"$T/move.err" || { cat "$T/move.err" >&2; exit 1; }
-trials "$U2" ferry_owned
+trials "$U2" ferry_owned node2
 "$FERRY_BIN" lab down --dir "$L" >/dev/null
