@@ -173,8 +173,10 @@ int mv_publish_slices(mvctx **xs, size_t n, const ferry_table_def *t, const mv_s
     }
     ferry_buf_free(&sql);
 out:
-    FLOG_INFO("msg=\"move: published\" move=%s server=%s table=%s.%s by_attach=%zu by_move=%zu",
-              x0->mv.u.move.id, x0->dst.name, t->database, t->name, cold.n, rest.n);
+    if (!rc)
+        FLOG_INFO("msg=\"move: published\" move=%s server=%s table=%s.%s by_attach=%zu "
+                  "by_move=%zu", x0->mv.u.move.id, x0->dst.name, t->database, t->name, cold.n,
+                  rest.n);
     mv_pids_free(&cold);
     mv_pids_free(&rest);
     return rc;

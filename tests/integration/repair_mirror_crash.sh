@@ -21,11 +21,7 @@ C=$L/rf2.conf
 mv_ingest "$U1" acme 0 3 4000 # node1: 2026-11-01..03
 mv_ingest "$U2" acme 0 1 4000 # node2: the same first day, missed the other two
 intents() { sqlite3 "$L/catalog.db" "SELECT count() FROM records WHERE parent = 'jobs' AND json_extract(doc, '\$.kind') = 'repair-mirror'"; }
-sweep() { # prints "complete drift dangling", the drift to $T/drift.json
-    "$FERRY_BIN" sweep --config "$C" --json >"$T/sweep.json" 2>"$T/sweep.err" || true
-    jq -c .drift "$T/sweep.json" >"$T/drift.json" || fail "sweep gave no report: $(tail -3 "$T/sweep.err")"
-    jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' "$T/sweep.json"
-}
+sweep() { mv_sweep_summary "$C"; } # "complete drift dangling", the drift to $T/drift.json
 staging_parts() { chq "$U2" "SELECT count() FROM system.parts WHERE active AND table = 'events_ferry_staging'"; }
 
 "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant acme --json >"$T/tier1.json" 2>"$T/tier1.err" ||

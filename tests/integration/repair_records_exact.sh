@@ -18,11 +18,7 @@ mv_ingest "$U1" acme 0 1 4000 # 2026-11-01 on both replicas, the same insert
 mv_ingest "$U2" acme 0 1 4000
 hashes() { chq "$1" "SELECT groupArray(hash_of_all_files) FROM (SELECT hash_of_all_files FROM system.parts WHERE active AND table = 'events' ORDER BY 1)"; }
 assert_eq "$(hashes "$U1")" "$(hashes "$U2")" "the replicas' parts are byte-identical"
-sweep() { # prints "complete drift dangling", the drift to $T/drift.json
-    "$FERRY_BIN" sweep --config "$C" --json >"$T/sweep.json" 2>"$T/sweep.err" || true
-    jq -c .drift "$T/sweep.json" >"$T/drift.json" || fail "sweep gave no report: $(tail -3 "$T/sweep.err")"
-    jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' "$T/sweep.json"
-}
+sweep() { mv_sweep_summary "$C"; } # "complete drift dangling", the drift to $T/drift.json
 # node1 alone tiers the day: its part goes cold (pointer files ferry wrote), node2's stays hot
 "$FERRY_BIN" tier --config "$C" --older-than 3d --server node1 --json >"$T/tier.json" 2>"$T/tier.err" ||
     fail "tier: $(tail -3 "$T/tier.err")"

@@ -30,11 +30,7 @@ assert_eq "$(mv_fp "$U1" acme 0)" "$(mv_fp "$U2" acme 0)" "the same rows on both
 cold() { chq "$1" "SELECT count() FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold'"; }
 assert_eq "1 2" "$(cold "$U1") $(cold "$U2")" "each replica tiered its own parts"
 intents() { sqlite3 "$L/catalog.db" "SELECT count() FROM records WHERE parent = 'jobs' AND json_extract(doc, '\$.kind') = 'repair-mirror'"; }
-sweep() { # prints "complete drift dangling", the drift to $T/drift.json
-    "$FERRY_BIN" sweep --config "$C" --json >"$T/sweep.json" 2>"$T/sweep.err" || true
-    jq -c .drift "$T/sweep.json" >"$T/drift.json" || fail "sweep gave no report: $(tail -3 "$T/sweep.err")"
-    jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' "$T/sweep.json"
-}
+sweep() { mv_sweep_summary "$C"; } # "complete drift dangling", the drift to $T/drift.json
 assert_eq "true 0 0" "$(sweep)" "the sweep is clean before the repair: $(cat "$T/drift.json")"
 EXTRA="INSERT INTO events SELECT 'acme', 20261101, 0, 500000 + number, number FROM numbers(1000)"
 chq "$U1" "$EXTRA" >/dev/null

@@ -119,3 +119,11 @@ mv_no_residue() {
         [ -z "$left" ] || fail "leftover detached folders: $left"
     done
 }
+
+# mv_sweep_summary CONF: runs ferry sweep on CONF and prints "complete drift dangling" (counts);
+# the drift goes to $T/drift.json
+mv_sweep_summary() {
+    "$FERRY_BIN" sweep --config "$1" --json >"$T/sweep.json" 2>"$T/sweep.err" || true
+    jq -c .drift "$T/sweep.json" >"$T/drift.json" || fail "sweep gave no report: $(tail -3 "$T/sweep.err")"
+    jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' "$T/sweep.json"
+}
