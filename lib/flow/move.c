@@ -59,12 +59,13 @@
  * entry into CLEANUP are each one batch with the slice's route, so each raises the routing
  * version; routers read the union of source and target under the switch's version, hold reads
  * of the slice under the publish step's, and read the target alone from CLEANUP's. The read
- * fence before the first MOVE PARTITION waits until no router reads under an older version.
+ * fence before the first partition is published waits until no router reads under an older
+ * version.
  *
  * Invariants: the source's real table is only read until CLEANUP; the target's real table only
- * receives parts from staging (MOVE PARTITION, or ATTACH PARTITION FROM), after verification; object storage is never
- * written or deleted (cold parts travel as pointer files, removal is a plain unlink by the agent);
- * no statement can DROP, TRUNCATE or DELETE (sqlguard). A step repeated after a crash gives the
+ * receives parts from staging (MOVE PARTITION, or ATTACH PARTITION FROM), after verification;
+ * object storage is never written or deleted (cold parts travel as pointer files, removal is a
+ * plain unlink by the agent); no statement can DROP, TRUNCATE or DELETE (sqlguard). A step repeated after a crash gives the
  * same result: freezes are found by name, sends of a part already placed answer "existing",
  * ATTACH of a partition without detached parts attaches nothing, the catch-up diff is computed
  * from what is there, and the publish skips an empty staging partition and drops staged parts
@@ -108,8 +109,8 @@
  * engine kills the mover at FERRY_TEST_CRASH_BEFORE=<state>, before each transition's commit
  * (the kind ferry_move_flow declares it); the points inside a state are direct
  * ferry_fault_point calls with FERRY_TEST_CRASH_AFTER=<state>:<what> (CLONE:sent in
- * move_send.c; SWITCH:switched, SWITCH:caught-up, SWITCH:published-one, CLEANUP:detached
- * here and in move_batch.c). */
+ * move_send.c; SWITCH:switched, SWITCH:caught-up, CLEANUP:detached here and in move_batch.c;
+ * SWITCH:published-one and SWITCH:attached in move_publish.c). */
 
 /* ---- what the servers hold -------------------------------------------------------------- */
 

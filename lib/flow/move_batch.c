@@ -2,9 +2,9 @@
  * the moves keep their own journals and go through the same states with the same checks as
  * ferry_move_run, but each state's server work is done once for all of them: one listing of the
  * parts per side, one FREEZE, one send pool, one ATTACH, one publish (move_publish.c) and one
- * DETACH statement over the partitions of every slice, and one catalog commit per journal write: each
- * state (and each note: an attempt, a freeze name) is written for every member in one batch
- * (mv_journal_n, move_journal.c). The journal of each move says, at every point,
+ * release (REPLACE, then DETACH of the rest) over the partitions of every slice, and one catalog
+ * commit per journal write: each state (and each note: an attempt, a freeze name) is written for
+ * every member in one batch (mv_journal_n, move_journal.c). The journal of each move says, at every point,
  * what was done for its slice (a freeze the batch made is journaled in every move before it
  * exists), so a batch killed anywhere resumes move by move with ferry_move_run, whose steps give
  * the same result when repeated. A move whose slice needs more than the common path (a source
