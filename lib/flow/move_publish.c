@@ -137,6 +137,7 @@ int mv_publish_slices(mvctx **xs, size_t n, const ferry_table_def *t, const mv_s
     char st[FERRY_NAME_MAX + 32], twin[FERRY_NAME_MAX + 16];
     mv_staging_name(t->name, st, sizeof st);
     mv_pids cold = {0}, rest = {0};
+    bool attach = false; /* the cold partitions go by ATTACH FROM (else by MOVE PARTITION) */
     int rc = FERRY_OK;
     for (size_t k = 0; !rc && k < n; k++)
         for (size_t j = 0; !rc && j < stg[k].n_pids; j++)
@@ -146,17 +147,11 @@ int mv_publish_slices(mvctx **xs, size_t n, const ferry_table_def *t, const mv_s
         rc = ferry_err_set(err, rc, "out of memory");
         goto out;
     }
-    if (cold.n && !attach_allowed(x0, t, twin, sizeof twin)) {
-        for (size_t j = 0; !rc && j < cold.n; j++)
-            rc = mv_pids_add(&rest, cold.ids[j]) ? ferry_err_set(err, FERRY_ENOMEM,
-                                                                  "out of memory") : FERRY_OK;
-        cold.n = 0;
-    }
+    attach = cold.n && attach_allowed(x0, t, twin, sizeof twin);
+    rc = publish_ids(x0, t, st, &rest, false, first, err);
     if (!rc)
-        rc = publish_ids(x0, t, st, &rest, false, first, err);
-    if (!rc)
-        rc = publish_ids(x0, t, st, &cold, true, first, err);
-    if (rc || !cold.n)
+        rc = publish_ids(x0, t, st, &cold, attach, first, err);
+    if (rc || !attach)
         goto out;
     ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SWITCH:attached");
     ferry_buf sql = FERRY_BUF_INIT;
@@ -175,8 +170,8 @@ int mv_publish_slices(mvctx **xs, size_t n, const ferry_table_def *t, const mv_s
 out:
     if (!rc)
         FLOG_INFO("msg=\"move: published\" move=%s server=%s table=%s.%s by_attach=%zu "
-                  "by_move=%zu", x0->mv.u.move.id, x0->dst.name, t->database, t->name, cold.n,
-                  rest.n);
+                  "by_move=%zu", x0->mv.u.move.id, x0->dst.name, t->database, t->name,
+                  attach ? cold.n : 0, attach ? rest.n : rest.n + cold.n);
     mv_pids_free(&cold);
     mv_pids_free(&rest);
     return rc;
