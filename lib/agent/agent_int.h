@@ -43,9 +43,11 @@ typedef struct agent_trash {
 } agent_trash;
 
 /* What the agent's part transfers (send, receive) keep between requests for a moment
- * (AGENT_CACHE_MS): ClickHouse's disks and a few tables' data paths. A batch of moves sends
- * tens of parts of one table one after another, and looking both up again for each part cost
- * five statements on each side (docs/moves.md, "Batches"). */
+ * (AGENT_CACHE_MS): ClickHouse's disks, its version and a few tables' data paths. A batch of
+ * moves sends tens of parts of one table one after another, and looking them up again for each
+ * part cost five statements on each side (docs/moves.md, "Batches"); the version alone, asked
+ * by every pointer part received, 2-4 ms of a 12 ms receive on two cores (docs/benchmarks.md,
+ * "Session 31"). */
 #define AGENT_CACHE_MS 2000
 #define AGENT_CACHE_TABLES 16
 typedef struct agent_cached_table {
@@ -55,10 +57,15 @@ typedef struct agent_cached_table {
     double at_ms; /* CLOCK_MONOTONIC; 0: empty slot */
 } agent_cached_table;
 typedef struct agent_cache {
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;   /* the fields below */
+    pthread_mutex_t fill; /* held by the one request that looks up what is missing, so that
+                           * transfers arriving together at a cold cache ask ClickHouse once;
+                           * taken before mu, never while holding it */
     struct agent_disk *disks; /* system.disks as agent_env_roots reads it */
     size_t n_disks;
     double disks_at_ms; /* 0: none */
+    ferry_ch_version version; /* SELECT version(), as agent_env_server_version read it */
+    double version_at_ms;     /* 0: none */
     agent_cached_table tables[AGENT_CACHE_TABLES];
 } agent_cache;
 
@@ -120,6 +127,9 @@ bool agent_disk_walks(const agent_env *env, const agent_disk *d);
 /* Loads system.disks and the allowed roots (data path + every disk path). */
 int agent_env_roots(agent_env *env, ferry_err *err);
 const agent_disk *agent_env_disk(const agent_env *env, const char *name);
+/* The local server's version; a part transfer (env->cached) takes the one read in the last
+ * AGENT_CACHE_MS. */
+int agent_env_server_version(agent_env *env, ferry_ch_version *out, ferry_err *err);
 /* The pinned pointer format ([cluster] pointer_format, default 5), checked against the server. */
 int agent_env_pointer_version(agent_env *env, int *version, ferry_err *err);
 /* Opens the object store with role (never the janitor's). */
@@ -199,8 +209,9 @@ int agent_fsync_dir(const char *path, ferry_err *err);
  * and syncing them after costs about one journal commit instead of one per file). */
 int agent_write_file_nosync_at(int dirfd, const char *name, const void *data, size_t len,
                                ferry_err *err);
-/* fsync of every file in the folder open on dirfd, several at once (one journal commit for
- * them); on failure errno holds the first failing fsync's error. */
+/* fsync of every file in the folder open on dirfd and of the folder itself (its entries), several
+ * at once (one journal commit for them); on failure errno holds the first failing fsync's
+ * error. */
 int agent_fsync_files(int dirfd, ferry_err *err);
 /* true when every file of dir a has the same name set and bytes as dir b. */
 bool agent_dirs_equal(const char *a, const char *b);
@@ -216,7 +227,8 @@ bool agent_tmp_in_use(const char *name);
  * *detached and *tmp: canonical paths, caller frees. */
 int agent_make_tmp(agent_env *env, const agent_table_dir *td, char **detached, char **tmp,
                    ferry_err *err);
-/* Moves the complete temporary folder to detached/<part>. When detached/<part> exists already
+/* Moves the complete temporary folder, synced with agent_fsync_files, to detached/<part> and
+ * syncs detached/. When detached/<part> exists already
  * with the same files, the temporary folder is dropped and *existing set; with other content
  * the call fails with FERRY_ECONFLICT (nothing is overwritten). *final_out: caller frees. */
 int agent_place_tmp(agent_env *env, const char *detached, const char *tmp, const char *part,

@@ -241,6 +241,44 @@ int agent_env_open_store(agent_env *env, ferry_objstore_role role, ferry_objstor
     return ferry_objstore_open_from_config(&env->cfg, role, out, err);
 }
 
+/* The version read in the last AGENT_CACHE_MS into *out (false: none). */
+static bool cached_version(agent_cache *cache, ferry_ch_version *out)
+{
+    pthread_mutex_lock(&cache->mu);
+    bool fresh = cache->version_at_ms > 0 &&
+                 ferry_clock_ms() - cache->version_at_ms < AGENT_CACHE_MS;
+    if (fresh)
+        *out = cache->version;
+    pthread_mutex_unlock(&cache->mu);
+    return fresh;
+}
+
+int agent_env_server_version(agent_env *env, ferry_ch_version *out, ferry_err *err)
+{
+    agent_cache *cache = &env->a->cache;
+    if (env->cached && cached_version(cache, out))
+        return FERRY_OK;
+    if (env->cached) { /* one lookup at a time (agent_table_dirs) */
+        pthread_mutex_lock(&cache->fill);
+        if (cached_version(cache, out)) {
+            pthread_mutex_unlock(&cache->fill);
+            return FERRY_OK;
+        }
+    }
+    int rc = agent_env_ch(env, err);
+    if (!rc)
+        rc = ferry_ch_server_version(env->ch, out, err);
+    if (!rc) {
+        pthread_mutex_lock(&cache->mu);
+        cache->version = *out;
+        cache->version_at_ms = ferry_clock_ms();
+        pthread_mutex_unlock(&cache->mu);
+    }
+    if (env->cached)
+        pthread_mutex_unlock(&cache->fill);
+    return rc;
+}
+
 int agent_env_pointer_version(agent_env *env, int *version, ferry_err *err)
 {
     int rc = agent_env_config(env, err);
@@ -249,10 +287,8 @@ int agent_env_pointer_version(agent_env *env, int *version, ferry_err *err)
     uint64_t v;
     if ((rc = ferry_config_u64(&env->cfg, "cluster", NULL, "pointer_format", 5, &v, err)))
         return rc;
-    if ((rc = agent_env_ch(env, err)))
-        return rc;
     ferry_ch_version sv;
-    if ((rc = ferry_ch_server_version(env->ch, &sv, err)))
+    if ((rc = agent_env_server_version(env, &sv, err)))
         return rc;
     if ((rc = ferry_agent_pointer_version_ok((int)(v > 100 ? 100 : v), &sv, err))) {
         env->status = 422;
@@ -266,6 +302,7 @@ void agent_cache_init(agent_cache *c)
 {
     memset(c, 0, sizeof *c);
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->fill, NULL);
 }
 
 static void disks_free(agent_disk *d, size_t n);
@@ -279,6 +316,7 @@ void agent_cache_free(agent_cache *c)
         ferry_ch_data_paths_free(c->tables[i].paths, c->tables[i].n);
     }
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->fill);
     memset(c, 0, sizeof *c);
 }
 
@@ -307,6 +345,17 @@ static agent_disk *disks_copy(const agent_disk *from, size_t n)
     return d;
 }
 
+/* env's disks from the cache when listed in the last AGENT_CACHE_MS (left NULL otherwise). */
+static void cached_disks(agent_env *env)
+{
+    agent_cache *cache = &env->a->cache;
+    pthread_mutex_lock(&cache->mu);
+    if (cache->disks_at_ms > 0 && ferry_clock_ms() - cache->disks_at_ms < AGENT_CACHE_MS &&
+        (env->disks = disks_copy(cache->disks, cache->n_disks)))
+        env->n_disks = cache->n_disks;
+    pthread_mutex_unlock(&cache->mu);
+}
+
 int agent_env_roots(agent_env *env, ferry_err *err)
 {
     if (env->roots_loaded)
@@ -318,12 +367,14 @@ int agent_env_roots(agent_env *env, ferry_err *err)
     if ((rc = ferry_roots_add(&env->roots, env->a->data_path, err)))
         return rc;
     agent_cache *cache = &env->a->cache;
+    bool filling = false;
     if (env->cached) { /* a part transfer: the disks listed in the last AGENT_CACHE_MS */
-        pthread_mutex_lock(&cache->mu);
-        if (cache->disks_at_ms > 0 && ferry_clock_ms() - cache->disks_at_ms < AGENT_CACHE_MS &&
-            (env->disks = disks_copy(cache->disks, cache->n_disks)))
-            env->n_disks = cache->n_disks;
-        pthread_mutex_unlock(&cache->mu);
+        cached_disks(env);
+        if (!env->disks) { /* one lookup at a time (agent_table_dirs) */
+            pthread_mutex_lock(&cache->fill);
+            filling = true;
+            cached_disks(env);
+        }
     }
     if (!env->disks) {
         /* cache_path tells a cache disk (26.7 has it; a server without the column has none) */
@@ -364,6 +415,10 @@ int agent_env_roots(agent_env *env, ferry_err *err)
             pthread_mutex_unlock(&cache->mu);
         }
     }
+    if (filling) {
+        pthread_mutex_unlock(&cache->fill);
+        filling = false;
+    }
     for (size_t i = 0; i < env->n_disks; i++) {
         agent_disk *d = &env->disks[i];
         struct stat sb;
@@ -375,6 +430,8 @@ int agent_env_roots(agent_env *env, ferry_err *err)
     }
     env->roots_loaded = true;
 out:
+    if (filling)
+        pthread_mutex_unlock(&cache->fill);
     if (rc && env->disks) {
         /* nothing half-listed stays: the next call lists the disks again */
         disks_free(env->disks, env->n_disks);
@@ -414,6 +471,36 @@ void agent_table_dirs_free(agent_table_dir *d, size_t n)
     free(d);
 }
 
+/* A copy of the data paths of db.table kept in the last AGENT_CACHE_MS (false: none, or out of
+ * memory). Called with cache->mu held. */
+static bool cached_paths(agent_cache *cache, const char *db, const char *table,
+                         ferry_ch_data_path **out, size_t *n)
+{
+    double now = ferry_clock_ms();
+    for (size_t i = 0; i < AGENT_CACHE_TABLES; i++) {
+        agent_cached_table *e = &cache->tables[i];
+        if (e->at_ms <= 0 || now - e->at_ms >= AGENT_CACHE_MS || strcmp(e->db, db) ||
+            strcmp(e->table, table))
+            continue;
+        ferry_ch_data_path *p = calloc(e->n + 1, sizeof *p);
+        size_t np = 0;
+        bool ok = p != NULL;
+        for (; ok && np < e->n; np++) {
+            p[np].disk = strdup(e->paths[np].disk);
+            p[np].path = strdup(e->paths[np].path);
+            ok = p[np].disk && p[np].path;
+        }
+        if (!ok) {
+            ferry_ch_data_paths_free(p, np);
+            return false;
+        }
+        *out = p;
+        *n = np;
+        return true;
+    }
+    return false;
+}
+
 int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_table_dir **out,
                      size_t *n, ferry_err *err)
 {
@@ -425,33 +512,20 @@ int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_ta
     if ((rc = agent_env_roots(env, err)))
         return rc;
     agent_cache *cache = &env->a->cache;
-    bool from_cache = false;
+    bool from_cache = false, filling = false;
     if (env->cached) { /* a part transfer: the paths looked up in the last AGENT_CACHE_MS */
         pthread_mutex_lock(&cache->mu);
-        double now = ferry_clock_ms();
-        for (size_t i = 0; !from_cache && i < AGENT_CACHE_TABLES; i++) {
-            agent_cached_table *e = &cache->tables[i];
-            if (e->at_ms <= 0 || now - e->at_ms >= AGENT_CACHE_MS || strcmp(e->db, db) ||
-                strcmp(e->table, table))
-                continue;
-            if (!(p = calloc(e->n + 1, sizeof *p)))
-                break;
-            for (np = 0; np < e->n; np++) {
-                p[np].disk = strdup(e->paths[np].disk);
-                p[np].path = strdup(e->paths[np].path);
-                if (!p[np].disk || !p[np].path) {
-                    np++;
-                    break;
-                }
-            }
-            from_cache = np == e->n && (!np || (p[np - 1].disk && p[np - 1].path));
-            if (!from_cache) {
-                ferry_ch_data_paths_free(p, np);
-                p = NULL;
-                np = 0;
-            }
-        }
+        from_cache = cached_paths(cache, db, table, &p, &np);
         pthread_mutex_unlock(&cache->mu);
+        if (!from_cache) {
+            /* one lookup at a time: the parts sent at once to a cold cache wait for the first
+             * one's answer instead of each asking ClickHouse (agent_cache) */
+            pthread_mutex_lock(&cache->fill);
+            filling = true;
+            pthread_mutex_lock(&cache->mu);
+            from_cache = cached_paths(cache, db, table, &p, &np);
+            pthread_mutex_unlock(&cache->mu);
+        }
     }
     rc = from_cache ? FERRY_OK : ferry_ch_table_data_paths(env->ch, db, table, &p, &np, err);
     if (!rc && !from_cache && (env->cached || env->cache_fill) && np) {
@@ -482,6 +556,10 @@ int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_ta
             free(kt);
             ferry_ch_data_paths_free(kp, kp ? np : 0);
         }
+    }
+    if (filling) {
+        pthread_mutex_unlock(&cache->fill);
+        filling = false;
     }
     if (rc == FERRY_ENOTFOUND || (rc == FERRY_OK && np == 0)) {
         rc = ferry_err_set(err, FERRY_ENOTFOUND, "table %s.%s does not exist", db, table);
@@ -524,6 +602,8 @@ int agent_table_dirs(agent_env *env, const char *db, const char *table, agent_ta
     d = NULL;
     nd = 0;
 out:
+    if (filling)
+        pthread_mutex_unlock(&cache->fill);
     agent_table_dirs_free(d, nd);
     ferry_ch_data_paths_free(p, np);
     return rc;

@@ -250,6 +250,22 @@ int agent_fsync_files(int dirfd, ferry_err *err)
         }
         j.n++;
     }
+    /* the folder itself too, beside its files: its entries wait for the same commit instead of
+     * one of their own after it (agent_place_tmp) */
+    if (j.n == cap) {
+        char **nn = realloc(j.names, (cap + 1) * sizeof *nn);
+        if (!nn) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+        j.names = nn;
+        cap++;
+    }
+    if (!(j.names[j.n] = strdup("."))) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    j.n++;
     pthread_mutex_init(&j.mu, NULL);
     /* this thread syncs too: one file needs no thread at all */
     for (size_t want = j.n > FSYNC_THREADS ? FSYNC_THREADS - 1 : j.n ? j.n - 1 : 0; nth < want;
