@@ -4,10 +4,12 @@
 # the object disk) and one with SCALE times more cold rows. For each it prints one JSON line:
 # ferry's wall time and bytes copied (cold pointer files, hot part files) and the re-insert's wall
 # time and bytes read (and where ferry's time went: milliseconds per state, statements, agent
-# requests, catalog writes), a third tenant with only the 5 cold days, the load average, then one
-# summary line with the ratios. MOVE_ROUNDS=N moves each tenant back and forth N times in all,
-# each move followed by the by-hand copy, and adds both medians and each move's state_ms; MOVE_SIZES (e.g. "blog") runs
-# only the sizes named (blog, x<SCALE>, cold_only).
+# requests, catalog writes), a third tenant with only the 5 cold days, the load average, what
+# creating files costs in the labs' folder (bench/file_create_floor.sh; TMPDIR chooses where the
+# labs run), then one summary line with the ratios. MOVE_ROUNDS=N moves each tenant back and
+# forth N times in all, each move followed by the by-hand copy, and adds both medians and each
+# move's state_ms; MOVE_SIZES (e.g. "blog") runs only the sizes named (blog, x<SCALE>,
+# cold_only).
 #   bash bench/move.sh [BUILD_DIR] [SCALE]      (defaults: build-release, 100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -152,6 +154,10 @@ small= big=
 [[ "$sizes" != *" x$scale "* ]] || { big=$(run_size "x$scale" $((250000 * scale))); echo "$big"; }
 [[ "$sizes" != *" cold_only "* ]] || run_size cold_only 250000 0
 echo "{\"bench\":\"move_load\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
+# what creating a move's files costs where the labs ran, after them (a file system without a
+# journal that saw many files removed lately charges each new one a scan:
+# bench/file_create_floor.sh)
+bash bench/file_create_floor.sh "$T"
 [ -n "$small" ] && [ -n "$big" ] || exit 0
 jq -cn --argjson s "$small" --argjson b "$big" \
     '{bench: "move_summary", cold_ratio: ($b.cold_bytes / $s.cold_bytes),
