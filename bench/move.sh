@@ -114,6 +114,7 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
         "$FERRY_BIN" move --config "$L/mv.conf" --tenant acme --split 0 --to "$to" --grace 0 --json \
             >"$T/$name.move$k" 2>"$T/$name.err$k" || { cat "$T/$name.err$k" >&2; exit 1; }
         a1=$(ms)
+        [ -z "${MOVE_LOG_DIR:-}" ] || cp "$T/$name.err$k" "$MOVE_LOG_DIR/$name.err$k"
         [ "$(jq -r 'select(.event == "move") | .state' "$T/$name.move$k")" = DONE ] || { echo "move $k not done" >&2; exit 1; }
         chq "$fu" "DROP TABLE IF EXISTS reinsert SYNC" >/dev/null
         chq "$fu" "CREATE TABLE reinsert AS events" >/dev/null
