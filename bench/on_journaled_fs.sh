@@ -13,15 +13,17 @@ if [ "${1:-}" = -s ]; then
     size=${2:?"-s needs a size, e.g. -s 20G"}
     shift 2
 fi
-[ $# -gt 0 ] || { echo "usage: bash bench/on_journaled_fs.sh [-s SIZE] COMMAND [ARGS...]" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "bench/on_journaled_fs.sh: mounting needs root" >&2; exit 2; }
-command -v mkfs.ext4 >/dev/null || { echo "bench/on_journaled_fs.sh: mkfs.ext4 is missing (Debian: e2fsprogs)" >&2; exit 2; }
+die() { echo "bench/on_journaled_fs.sh: $*" >&2; exit 2; }
+[ $# -gt 0 ] || die "usage: bash bench/on_journaled_fs.sh [-s SIZE] COMMAND [ARGS...]"
+[ "$(id -u)" = 0 ] || die "mounting needs root"
+command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 is missing (Debian: e2fsprogs)"
 work=$(mktemp -d "${FS_IMAGE_DIR:-/var/tmp}/ferry-jfs.XXXXXX")
 img=$work/fs.img mnt=$work/mnt
 cleanup() {
     local rc=$?
     if mountpoint -q "$mnt"; then
-        umount "$mnt" || umount -l "$mnt" || echo "bench/on_journaled_fs.sh: could not unmount $mnt" >&2
+        umount "$mnt" || umount -l "$mnt" ||
+            echo "bench/on_journaled_fs.sh: could not unmount $mnt" >&2
     fi
     rm -rf "$work"
     exit "$rc"

@@ -65,11 +65,11 @@
  * Invariants: the source's real table is only read until CLEANUP; the target's real table only
  * receives parts from staging (MOVE PARTITION, or ATTACH PARTITION FROM), after verification;
  * object storage is never written or deleted (cold parts travel as pointer files, removal is a
- * plain unlink by the agent); no statement can DROP, TRUNCATE or DELETE (sqlguard). A step repeated after a crash gives the
- * same result: freezes are found by name, sends of a part already placed answer "existing",
- * ATTACH of a partition without detached parts attaches nothing, the catch-up diff is computed
- * from what is there, and the publish skips an empty staging partition and drops staged parts
- * the table already holds. */
+ * plain unlink by the agent); no statement can DROP, TRUNCATE or DELETE (sqlguard). A step
+ * repeated after a crash gives the same result: freezes are found by name, sends of a part
+ * already placed answer "existing", ATTACH of a partition without detached parts attaches
+ * nothing, the catch-up diff is computed from what is there, and the publish skips an empty
+ * staging partition and drops staged parts the table already holds. */
 #include "ferry/move.h"
 #include "ferry/fence.h"
 #include "ferry/repair_need.h"

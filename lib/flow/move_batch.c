@@ -4,12 +4,12 @@
  * parts per side, one FREEZE, one send pool, one ATTACH, one publish (move_publish.c) and one
  * release (REPLACE, then DETACH of the rest) over the partitions of every slice, and one catalog
  * commit per journal write: each state (and each note: an attempt, a freeze name) is written for
- * every member in one batch (mv_journal_n, move_journal.c). The journal of each move says, at every point,
- * what was done for its slice (a freeze the batch made is journaled in every move before it
- * exists), so a batch killed anywhere resumes move by move with ferry_move_run, whose steps give
- * the same result when repeated. A move whose slice needs more than the common path (a source
- * that changed since the copy, a source whose parts changed since they were verified) leaves
- * the batch and finishes alone with the per-move states. */
+ * every member in one batch (mv_journal_n, move_journal.c). The journal of each move says, at
+ * every point, what was done for its slice (a freeze the batch made is journaled in every move
+ * before it exists), so a batch killed anywhere resumes move by move with ferry_move_run, whose
+ * steps give the same result when repeated. A move whose slice needs more than the common path (a
+ * source that changed since the copy, a source whose parts changed since they were verified)
+ * leaves the batch and finishes alone with the per-move states. */
 #include "ferry/move.h"
 
 #include <stdio.h>
