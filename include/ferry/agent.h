@@ -29,8 +29,10 @@
  * "names") and uploads checked against checksums.txt. An agent of version 1 answers 400 to them
  * (a required field is missing), and callers then fall back to one request per part.
  * 3: send "live": an active part on an object-storage disk sent from the table's own folder, no
- * freeze (an agent of version 2 answers 400: "freeze" is required; movers ask status first). */
-#define FERRY_AGENT_API_VERSION 3
+ * freeze (an agent of version 2 answers 400: "freeze" is required; movers ask status first).
+ * 4: pin, raising the ref_count of an active part's pointer files to their links (an agent of
+ * version 3 has no such operation; movers ask status first and detach such parts instead). */
+#define FERRY_AGENT_API_VERSION 4
 #define FERRY_AGENT_PREFIX "/agent/v1/"
 
 /* ---------------------------------------------------------------------------------------------

@@ -334,4 +334,27 @@ int ferry_agent_pointers(ferry_agent_client *c, const char *disk, const char *un
                          ferry_agent_pointer_list *out, ferry_err *err);
 void ferry_agent_pointer_list_free(ferry_agent_pointer_list *l);
 
+/* ---- pin (API 4) ---------------------------------------------------------------------------- */
+
+typedef struct ferry_agent_pin_part {
+    const char *name;  /* NULL when the answer lacks it */
+    bool held;         /* every file's ref_count is at least its links, read after the sync */
+    const char *error; /* why not held (NULL when held) */
+} ferry_agent_pin_part;
+
+typedef struct ferry_agent_pinned {
+    ferry_agent_pin_part *parts; /* one per requested part, in request order */
+    size_t n_parts;
+    int64_t raised; /* files whose count the agent raised */
+    json_t *raw;
+} ferry_agent_pinned;
+
+/* pin: raises the ref_count of every pointer file of parts[0..n) (active parts in the table
+ * folder `under` of remote disk `disk`) to its count of hard links, synced, so that the server's
+ * removal of those parts deletes no object (docs/agent.md). An answer that does not list one
+ * result per part is FERRY_EUNSUPPORTED. */
+int ferry_agent_pin(ferry_agent_client *c, const char *disk, const char *under,
+                    const char *const *parts, size_t n, ferry_agent_pinned *out, ferry_err *err);
+void ferry_agent_pinned_free(ferry_agent_pinned *p);
+
 #endif

@@ -45,9 +45,13 @@ typedef struct ferry_pointer {
     bool read_only;
     char *inline_data; /* owned, may hold NUL bytes; NULL = empty */
     size_t inline_len;
+    /* where ferry_pointer_parse found the reference count in the text: its bytes (sign and
+     * digits) are text[ref_count_at .. ref_count_at + ref_count_len); 0 and 0 for a pointer
+     * built in memory. A count rewritten in place needs them (the agent's pin, docs/agent.md). */
+    size_t ref_count_at, ref_count_len;
 } ferry_pointer;
 
-#define FERRY_POINTER_INIT {0, NULL, 0, 0, 0, false, NULL, 0}
+#define FERRY_POINTER_INIT {0, NULL, 0, 0, 0, false, NULL, 0, 0, 0}
 
 /* Parses text[0..len) written for a disk whose key prefix is key_prefix (the disk's
  * key_compatibility_prefix or common key prefix; "" when none). Keys are returned in full.

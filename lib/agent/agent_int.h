@@ -188,6 +188,9 @@ bool agent_trash_skip(const char *rel);
 
 /* ---- file helpers (files.c) ---- */
 
+/* The largest pointer file the agent reads (they are a few hundred bytes). */
+#define AGENT_POINTER_FILE_MAX (1u << 20)
+
 typedef struct agent_file {
     char *name;
     uint64_t size;
@@ -213,6 +216,9 @@ int agent_write_file_nosync_at(int dirfd, const char *name, const void *data, si
  * at once (one journal commit for them); on failure errno holds the first failing fsync's
  * error. */
 int agent_fsync_files(int dirfd, ferry_err *err);
+/* fsync of names[0..n) (relative to dirfd, the last component not followed), several at once
+ * as above; on failure errno holds the first failing fsync's error. */
+int agent_fsync_names(int dirfd, char *const *names, size_t n, ferry_err *err);
 /* true when every file of dir a has the same name set and bytes as dir b. */
 bool agent_dirs_equal(const char *a, const char *b);
 /* Reads a small file whole (max bytes); caller frees. */
@@ -249,6 +255,7 @@ int agent_op_remove_detached(agent_env *env, json_t *req, json_t **resp, ferry_e
 int agent_op_remove_freeze(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
 int agent_op_pointers(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
 int agent_op_place_parts(agent_env *env, json_t *req, json_t **resp, ferry_err *err);
+int agent_op_pin(agent_env *env, json_t *req, json_t **resp, ferry_err *err); /* pin.c */
 
 /* The HTTP status an operation's error answers with (server.c): 400 bad input, 404 not found,
  * 409 conflict, 422 unsupported, 502 a server behind the agent, ... */

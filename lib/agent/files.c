@@ -184,7 +184,7 @@ int agent_write_file_nosync_at(int dirfd, const char *name, const void *data, si
 
 typedef struct fsync_job {
     int dirfd;
-    char **names;
+    char *const *names;
     size_t n;
     size_t next; /* the next name to sync, taken under mu */
     int err_no;  /* the first failure's errno, 0 if none */
@@ -216,12 +216,49 @@ static void *fsync_worker(void *arg)
     }
 }
 
+int agent_fsync_names(int dirfd, char *const *names, size_t n, ferry_err *err)
+{
+    fsync_job j = {.dirfd = dirfd, .names = names, .n = n};
+    pthread_t th[FSYNC_THREADS];
+    size_t nth = 0;
+    pthread_mutex_init(&j.mu, NULL);
+    /* this thread syncs too: one file needs no thread at all */
+    for (size_t want = n > FSYNC_THREADS ? FSYNC_THREADS - 1 : n ? n - 1 : 0; nth < want; nth++)
+        if (pthread_create(&th[nth], NULL, fsync_worker, &j) != 0)
+            break; /* fewer threads only make it slower */
+    fsync_worker(&j);
+    for (size_t i = 0; i < nth; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&j.mu);
+    if (!j.err_no)
+        return FERRY_OK;
+    int rc = ferry_err_set(err, FERRY_EIO, "fsync %s: %s", names[j.err_at], strerror(j.err_no));
+    errno = j.err_no; /* for the caller's agent_note_errno (507 on a full disk) */
+    return rc;
+}
+
+/* Appends a copy of name to *names (n used, cap allocated). */
+static int push_name(char ***names, size_t *n, size_t *cap, const char *name, ferry_err *err)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 32;
+        char **nn = realloc(*names, nc * sizeof *nn);
+        if (!nn)
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        *names = nn;
+        *cap = nc;
+    }
+    if (!((*names)[*n] = strdup(name)))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    (*n)++;
+    return FERRY_OK;
+}
+
 int agent_fsync_files(int dirfd, ferry_err *err)
 {
-    int rc = FERRY_OK;
-    fsync_job j = {.dirfd = dirfd};
-    pthread_t th[FSYNC_THREADS];
-    size_t nth = 0, cap = 0;
+    int rc = FERRY_OK, er = 0;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
     int dup_fd = dup(dirfd);
     DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
     if (!d) {
@@ -231,61 +268,21 @@ int agent_fsync_files(int dirfd, ferry_err *err)
     }
     rewinddir(d);
     struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        if (j.n == cap) {
-            size_t nc = cap ? cap * 2 : 32;
-            char **nn = realloc(j.names, nc * sizeof *nn);
-            if (!nn) {
-                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-                goto out;
-            }
-            j.names = nn;
-            cap = nc;
-        }
-        if (!(j.names[j.n] = strdup(e->d_name))) {
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            goto out;
-        }
-        j.n++;
-    }
+    while (!rc && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            rc = push_name(&names, &n, &cap, e->d_name, err);
     /* the folder itself too, beside its files: its entries wait for the same commit instead of
      * one of their own after it (agent_place_tmp) */
-    if (j.n == cap) {
-        char **nn = realloc(j.names, (cap + 1) * sizeof *nn);
-        if (!nn) {
-            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            goto out;
-        }
-        j.names = nn;
-        cap++;
-    }
-    if (!(j.names[j.n] = strdup("."))) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
-    j.n++;
-    pthread_mutex_init(&j.mu, NULL);
-    /* this thread syncs too: one file needs no thread at all */
-    for (size_t want = j.n > FSYNC_THREADS ? FSYNC_THREADS - 1 : j.n ? j.n - 1 : 0; nth < want;
-         nth++)
-        if (pthread_create(&th[nth], NULL, fsync_worker, &j) != 0)
-            break; /* fewer threads only make it slower */
-    fsync_worker(&j);
-    for (size_t i = 0; i < nth; i++)
-        pthread_join(th[i], NULL);
-    pthread_mutex_destroy(&j.mu);
-    if (j.err_no)
-        rc = ferry_err_set(err, FERRY_EIO, "fsync %s: %s", j.names[j.err_at],
-                           strerror(j.err_no));
-out:
-    for (size_t i = 0; i < j.n; i++)
-        free(j.names[i]);
-    free(j.names);
+    if (!rc)
+        rc = push_name(&names, &n, &cap, ".", err);
+    if (!rc && (rc = agent_fsync_names(dirfd, names, n, err)))
+        er = errno;
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
     closedir(d);
-    if (j.err_no)
-        errno = j.err_no; /* for the caller's agent_note_errno (507 on a full disk) */
+    if (er)
+        errno = er;
     return rc;
 }
 

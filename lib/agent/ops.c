@@ -22,8 +22,6 @@
 #include "ferry/pointer.h"
 #include "ferry/strutil.h"
 
-#define POINTER_FILE_MAX (1u << 20)
-
 static json_t *jstr(const char *s) { return json_string(s ? s : ""); }
 
 /* ---- status --------------------------------------------------------------------------------- */
@@ -173,7 +171,7 @@ static json_t *pointer_objects(agent_env *env, const char *path, ferry_pointer *
     size_t len = 0;
     ferry_err serr = {0};
     const char *kp = agent_env_store(env, &serr) == FERRY_OK ? env->store.disk_key_prefix : "";
-    if (agent_read_small(path, POINTER_FILE_MAX, &data, &len, err))
+    if (agent_read_small(path, AGENT_POINTER_FILE_MAX, &data, &len, err))
         return NULL;
     int rc = ferry_pointer_parse(data, len, kp, pt, err);
     free(data);

@@ -182,6 +182,7 @@ static const agent_op OPS[] = {
     {"remove-freeze", "POST", agent_op_remove_freeze},
     {"pointers", "POST", agent_op_pointers},
     {"place-parts", "POST", agent_op_place_parts},
+    {"pin", "POST", agent_op_pin},
 };
 
 #define N_OPS (sizeof OPS / sizeof OPS[0])

@@ -887,3 +887,44 @@ int ferry_agent_pointers(ferry_agent_client *c, const char *disk, const char *un
     }
     return FERRY_OK;
 }
+
+/* ---- pin ------------------------------------------------------------------------------------ */
+
+void ferry_agent_pinned_free(ferry_agent_pinned *p)
+{
+    free(p->parts);
+    json_decref(p->raw);
+    memset(p, 0, sizeof *p);
+}
+
+int ferry_agent_pin(ferry_agent_client *c, const char *disk, const char *under,
+                    const char *const *parts, size_t n, ferry_agent_pinned *out, ferry_err *err)
+{
+    memset(out, 0, sizeof *out);
+    json_t *list = str_array(parts, n), *r = NULL, *p;
+    int rc = call(c, "pin", false, list ? json_pack("{s:s, s:s, s:o}", "disk", disk, "under",
+                                                    under, "parts", list) : NULL, &r, err);
+    if (rc)
+        return rc;
+    out->raw = r;
+    json_t *res = json_object_get(r, "parts");
+    if (!json_is_array(res) || json_array_size(res) != n) {
+        ferry_agent_pinned_free(out);
+        return ferry_err_set(err, FERRY_EUNSUPPORTED, "the agent's answer to 'pin' does not "
+                             "list one result per part (an agent of another version?)");
+    }
+    if (!(out->parts = calloc(n + 1, sizeof *out->parts))) {
+        ferry_agent_pinned_free(out);
+        return nomem(err);
+    }
+    size_t i;
+    json_array_foreach(res, i, p)
+    {
+        out->parts[i].name = str(p, "name");
+        out->parts[i].held = json_is_true(json_object_get(p, "held"));
+        out->parts[i].error = str(p, "error");
+    }
+    out->n_parts = n;
+    out->raised = i64_or(r, "raised");
+    return FERRY_OK;
+}

@@ -440,7 +440,7 @@ int mv_slice_pids(mv_conn *c, const ferry_table_def *t, const char *table, const
     return rs_slice_pids(c, t, table, tenant, split, &out->ids, &out->n, err);
 }
 
-int mv_sends_live(mv_conn *c, bool *out, ferry_err *err)
+int mv_agent_api(mv_conn *c, int *api, ferry_err *err)
 {
     if (!c->agent_api) {
         ferry_agent_status_info st = {0};
@@ -453,8 +453,15 @@ int mv_sends_live(mv_conn *c, bool *out, ferry_err *err)
             return rc;
         }
     }
-    *out = c->agent_api >= 3;
+    *api = c->agent_api;
     return FERRY_OK;
+}
+
+int mv_sends_live(mv_conn *c, bool *out, ferry_err *err)
+{
+    int api = 0, rc = mv_agent_api(c, &api, err);
+    *out = !rc && api >= 3;
+    return rc;
 }
 
 /* Whether two lists of parts hold the same multiset of hash_of_all_files. */

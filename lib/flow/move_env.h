@@ -26,7 +26,7 @@ typedef struct mv_conn {
     unsigned long n_agent; /* agent requests made for this shard through other clients than ag
                             * (a send pool's, tiering's pool); ag counts its own
                             * (mv_agent_requests) */
-    int agent_api;   /* the agent's FERRY_AGENT_API_VERSION; 0 until asked (mv_sends_live) */
+    int agent_api;   /* the agent's FERRY_AGENT_API_VERSION; 0 until asked (mv_agent_api) */
     bool ro_objects; /* [cluster] clickhouse_object_access = read-only: staging is loaded by
                       * re-attaching a load table (flow/staging_load.h), never ATTACH PARTITION */
     ferry_catalog *cat; /* borrowed, may be NULL: the flow's catalog, whose lease serializes
@@ -174,8 +174,10 @@ typedef struct mv_side {
 } mv_side;
 void mv_side_start(mv_side *s, int (*fn)(void *arg, ferry_err *err), void *arg);
 int mv_side_join(mv_side *s, ferry_err *err);
-/* *out: whether c's agent sends pointer parts live, from the table's folder (API 3); its status
- * is asked once per connection, unless a move's begin already did. */
+/* *api: c's agent's FERRY_AGENT_API_VERSION; its status is asked once per connection, unless a
+ * move's begin already did. */
+int mv_agent_api(mv_conn *c, int *api, ferry_err *err);
+/* *out: whether c's agent sends pointer parts live, from the table's folder (API 3). */
 int mv_sends_live(mv_conn *c, bool *out, ferry_err *err);
 /* Whether two lists of parts hold the same multiset of hash_of_all_files. */
 bool mv_same_hashes(const mv_parts *a, const mv_parts *b);

@@ -12,6 +12,10 @@
  * that ferry's agent writes, docs/agent.md), as the source's agent reads them now; and only on
  * a server whose REPLACE does not bring replaced parts back at a restart (26.7 and later), with
  * objects writable by ClickHouse (not the read-only access mode), and a twin that holds no part.
+ * A cold part ClickHouse wrote itself (ref_count below its links) is first pinned by the source's
+ * agent (API 4, lib/agent/pin.c): its counts raised to its links and synced, then read back; a
+ * part the agent does not report held keeps its partition out. Pinned, the part's objects are
+ * ferry's to delete once nothing names them (the sweep), as those of every part ferry wrote.
  * Everything else, and whatever a failed REPLACE left, is detached as before by the caller. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +53,8 @@ static void replaceable(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
     ferry_ch_rows parts = {0}, disks = {0};
     ferry_agent_pointer_list pl = {0};
     ferry_err err = {0};
+    const char **pin = NULL; /* cold parts to pin (names borrowed from parts) */
+    size_t *pin_k = NULL, n_pin = 0; /* and their partitions' indexes in pids */
     char under[4096] = "", disk[FERRY_NAME_MAX] = "";
     for (size_t k = 0; k < pids->n; k++)
         ok[k] = true;
@@ -109,6 +115,12 @@ static void replaceable(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
         goto out; /* no cold part in the slice: every partition qualifies */
     if (ferry_agent_pointers(c->ag, disk, under, &pl, &err) || pl.n_invalid)
         goto none;
+    int api = 0;
+    ferry_err aerr = {0};
+    bool can_pin = !mv_agent_api(c, &api, &aerr) && api >= 4;
+    if (!(pin = calloc(parts.n_rows + 1, sizeof *pin)) ||
+        !(pin_k = calloc(parts.n_rows + 1, sizeof *pin_k)))
+        goto none;
     for (size_t r = 0; r < parts.n_rows; r++) {
         ssize_t k = pid_index(pids, ferry_ch_rows_get(&parts, r, 0));
         if (k < 0 || !ok[k] || strcmp(ferry_ch_rows_get(&parts, r, 4), "1"))
@@ -120,16 +132,52 @@ static void replaceable(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
             continue;
         }
         size_t files = 0;
+        bool below = false; /* a file that counts no owner beyond ClickHouse's links */
         for (size_t f = 0; f < pl.n_files && ok[k]; f++) {
             const ferry_agent_pointer_file *pf = &pl.files[f];
             if (!pf->path || strncmp(pf->path, prefix, (size_t)plen))
                 continue;
             files++;
-            /* ferry's owner outside the server: a count above ClickHouse's own links */
-            ok[k] = pf->links >= 1 && pf->ref_count >= pf->links;
+            if (pf->links < 1 || (pf->ref_count < pf->links && pf->read_only))
+                ok[k] = false;
+            else if (pf->ref_count < pf->links)
+                below = true;
         }
-        if (!files)
+        if (!files || (below && !can_pin)) {
             ok[k] = false;
+        } else if (below) { /* a part ClickHouse wrote itself: pinned below */
+            pin[n_pin] = ferry_ch_rows_get(&parts, r, 1);
+            pin_k[n_pin++] = (size_t)k;
+        }
+    }
+    if (n_pin) {
+        /* ferry becomes an owner of those parts' objects beside the server (file comment) */
+        ferry_agent_pinned pd = {0};
+        ferry_err perr = {0};
+        size_t held = 0;
+        if (ferry_agent_pin(c->ag, disk, under, pin, n_pin, &pd, &perr)) {
+            FLOG_WARN("msg=\"move: the source's own cold parts could not be pinned; they are "
+                      "detached\" move=%s server=%s parts=%zu err=\"%s\"", x->mv.u.move.id,
+                      c->name, n_pin, perr.msg);
+            for (size_t j = 0; j < n_pin; j++)
+                ok[pin_k[j]] = false;
+        } else {
+            for (size_t j = 0; j < n_pin; j++) {
+                if (pd.parts[j].held) {
+                    held++;
+                    continue;
+                }
+                ok[pin_k[j]] = false;
+                FLOG_WARN("msg=\"move: a cold part of the source's own is not held after its "
+                          "pin; its partition is detached\" move=%s server=%s part=%s "
+                          "err=\"%s\"", x->mv.u.move.id, c->name, pin[j],
+                          pd.parts[j].error ? pd.parts[j].error : "-");
+            }
+            FLOG_INFO("msg=\"move: the source's own cold parts pinned\" move=%s server=%s "
+                      "parts=%zu held=%zu files_raised=%lld", x->mv.u.move.id, c->name, n_pin,
+                      held, (long long)pd.raised);
+        }
+        ferry_agent_pinned_free(&pd);
     }
     goto out;
 none:
@@ -140,6 +188,8 @@ none:
     for (size_t k = 0; k < pids->n; k++)
         ok[k] = false;
 out:
+    free(pin);
+    free(pin_k);
     ferry_agent_pointer_list_free(&pl);
     ferry_ch_rows_free(&parts);
     ferry_ch_rows_free(&disks);

@@ -311,6 +311,8 @@ int ferry_pointer_parse(const char *text, size_t len, const char *key_prefix, fe
         (rc = parse_num(&r, s, n, "reference count", true, INT32_MAX, &v)))
         goto out;
     p.ref_count = (int32_t)v;
+    p.ref_count_at = (size_t)(s - text);
+    p.ref_count_len = n;
 
     if (p.version >= FERRY_POINTER_V_READ_ONLY_FLAG) {
         if ((rc = next_line(&r, "the read-only flag", &s, &n)))

@@ -261,7 +261,7 @@ ok "removals go through the disks' trash, which the agent empties (also what a k
 
 # ---- many parts per request (API 2): each part answered on its own -----------------------------
 agent_ok "$U1" "$T1" status
-assert_eq 3 "$(jq .api <<<"$AG_BODY")" "status: API version 3"
+assert_eq 4 "$(jq .api <<<"$AG_BODY")" "status: API version 4"
 FZ='{"database":"default","table":"e","partitions":[{"partition_id":"0-20261101","name":"many0"},
     {"partition_id":"2-20261101","name":"many2"},{"partition_id":"9-20261101","name":"many9"}]}'
 agent_ok "$U1" "$T1" freeze "$FZ"

@@ -3,8 +3,11 @@
 # ones whose pointer files ferry's agent wrote (ref_count 1: ClickHouse's later removal of the
 # outdated parts lowers the count and deletes nothing). A cold partition ClickHouse moved to the
 # object disk itself (its pointer files say 0: the removal would delete the objects, which the
-# target now references) is detached as before. DETACH clones every pointer file into detached/
-# (about 1 s for 40 cold parts; REPLACE about 50 ms: docs/benchmarks.md, "Session 29").
+# target now references) is pinned first by the source's agent (lib/agent/pin.c: its counts
+# raised to 1 and synced), then replaced too; the lab's store refuses and counts every delete
+# ClickHouse tries, so a pin ClickHouse did not honour would show. DETACH, the way before,
+# clones every pointer file into detached/ (about 1 s for 40 cold parts; REPLACE about 50 ms:
+# docs/benchmarks.md, "Session 29").
 # The publish step likewise: the cold partitions go into the target's table by ATTACH PARTITION
 # FROM staging (a clone: every pointer file's ref_count raised), and staging is emptied by
 # REPLACE from the twin; the hot one by MOVE PARTITION (lib/flow/move_publish.c).
@@ -41,7 +44,8 @@ keys >"$T/keys.before"
 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node2 --grace 0 --json >"$T/mv.json" 2>"$T/mv.err" ||
     fail "move failed: $(tail -5 "$T/mv.err")"
 assert_eq DONE "$(jq -r 'select(.event == "move") | .state' "$T/mv.json")" "move done"
-assert_contains "$(cat "$T/mv.err")" "by_replace=4 to_detach=1" "3 ferry-owned cold and 1 hot partition released by REPLACE, the native one detached"
+assert_contains "$(cat "$T/mv.err")" "parts=1 held=1 files_raised=" "the native cold part pinned on the source"
+assert_contains "$(cat "$T/mv.err")" "by_replace=5 to_detach=0" "3 ferry-owned cold, the pinned native one and the hot partition released by REPLACE"
 assert_contains "$(cat "$T/mv.err")" "by_attach=4 by_move=1" "4 cold partitions published by ATTACH FROM staging, the hot one by MOVE PARTITION"
 assert_eq "$want" "$(mv_fp "$U2" acme 0)" "the target holds the rows"
 assert_eq 0 "$(chq "$U1" "SELECT count() FROM system.parts WHERE active AND rows > 0 AND table = 'events'")" "nothing of the slice active on the source"
@@ -69,7 +73,7 @@ source_released() {
     assert_eq "true 0 0" "$(jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' <<<"$OUT")" "sweep complete, no drift, nothing dangling"
 }
 source_released "$U1" node1 "$U2"
-ok "the source released by REPLACE where no object can go (ferry-owned cold, hot), by DETACH where one could (native cold): same rows, nothing deleted"
+ok "the source released by REPLACE (ferry-owned cold, native cold once pinned, hot): same rows, nothing deleted"
 
 # back to node1: every cold part on node2 is ferry's now (pointer files the agent received)
 "$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node1 --grace 0 --json >"$T/mv2.json" 2>"$T/mv2.err" ||

@@ -52,6 +52,8 @@ static void test_sample_v5(void **state)
     assert_int_equal(p.ref_count, 0);
     assert_false(p.read_only);
     assert_int_equal(p.inline_len, 0);
+    assert_memory_equal(SAMPLE_V5 + p.ref_count_at, "0\n", 2);
+    assert_int_equal(p.ref_count_len, 1);
 
     ferry_buf out = FERRY_BUF_INIT;
     ferry_err err = {0};
@@ -148,6 +150,9 @@ static void test_prefix_joining(void **state)
     parse_ok("5\n1\t3\n3\t/srv/blobs/abc/xyz\n2\n0\n\n", "/srv/blobs/", &p);
     assert_string_equal(p.objects[0].key, "/srv/blobs/abc/xyz");
     assert_int_equal(p.ref_count, 2);
+    /* where the count lies in the text, for the agent's rewrite in place */
+    assert_int_equal(p.ref_count_at, strlen("5\n1\t3\n3\t/srv/blobs/abc/xyz\n"));
+    assert_int_equal(p.ref_count_len, 1);
 
     /* The same in v2 with the prefix stripped. */
     ferry_buf out = FERRY_BUF_INIT;
