@@ -1,8 +1,9 @@
 # A move whose source agent is of API version 1 (tests/lib/agent_v1_proxy.py in front of node1's
 # agent: status says api 1, a send "live" is refused with 400 as an agent before version 3 would):
 # the mover freezes the cold partitions too and sends them from the freeze, never asks for a live
-# send, and the slice arrives exact (docs/moves.md, "A copy round"; move_blog.sh and cold_cache.sh
-# check the live sends of a current agent).
+# send, never pins (API 4: the cold days ClickHouse moved itself are detached), and the slice
+# arrives exact (docs/moves.md, "A copy round"; move_blog.sh and cold_cache.sh check the live
+# sends of a current agent).
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
@@ -36,6 +37,9 @@ assert_eq 0 "$(jq .parts_sent_live <<<"$R")" "no part sent live through an agent
 V1=$(curl -sS "http://127.0.0.1:$P/__v1/status")
 [ "$(jq .forwarded <<<"$V1")" -gt 0 ] || fail "the mover did not go through the proxy: $V1"
 assert_eq 0 "$(jq '.refused_by_op.send // 0' <<<"$V1")" "the mover never asked the old agent for a live send"
+# ClickHouse's own cold parts cannot be pinned by an agent below API 4: detached, never pinned
+assert_contains "$(cat "$T/move.err")" "by_replace=2 to_detach=2" "the 2 hot days replaced, the 2 native cold ones detached"
+case "$(cat "$T/move.err")" in *"cold parts pinned"*) fail "a pin through an agent of API 1" ;; esac
 assert_eq "$want" "$(mv_fp "$U2" acme 0)" "acme exact on node2"
 assert_eq 0 "$(chq "$U1" "SELECT count() FROM events WHERE tenant = 'acme'")" "nothing of acme left on node1"
 mv_no_residue "$L"

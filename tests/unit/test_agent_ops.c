@@ -38,7 +38,8 @@ typedef struct peer {
 
 static const char *const OPS[] = {"status",   "parts",  "freeze", "send",
                                   "remove-detached", "remove-freeze", "place-parts",
-                                  "pointers", "frozen", "upload", "write-pointers", NULL};
+                                  "pointers", "frozen", "upload", "write-pointers", "pin",
+                                  NULL};
 
 static void answer(ferry_http_req *req, unsigned status, json_t *o)
 {
@@ -196,6 +197,20 @@ static void peer_op(ferry_http_req *req, void *ctx)
         for (size_t i = 0; i + 1 < n; i++)
             json_array_append(placed, json_array_get(json_object_get(in, "parts"), i));
         answer(req, 200, json_pack("{s:o, s:I}", "placed", placed, "already", (json_int_t)1));
+    } else if (!strcmp(op, "pin")) {
+        /* one result per part ("bad_*" not held), one fewer when the last is "short" */
+        json_t *parts = json_object_get(in, "parts"), *one, *res = json_array();
+        size_t i, n = json_array_size(parts);
+        json_array_foreach(parts, i, one) {
+            const char *nm = json_string_value(one);
+            if (i + 1 == n && !strcmp(nm, "short"))
+                break;
+            json_array_append_new(res, strncmp(nm, "bad_", 4)
+                                           ? json_pack("{s:s, s:b}", "name", nm, "held", 1)
+                                           : json_pack("{s:s, s:b, s:s}", "name", nm, "held", 0,
+                                                       "error", "a read-only pointer file"));
+        }
+        answer(req, 200, json_pack("{s:o, s:I}", "parts", res, "raised", (json_int_t)7));
     } else if (!strcmp(op, "pointers") && p->bad_lists) {
         answer(req, 200, json_pack("{s:[]}", "disks"));
     } else if (!strcmp(op, "pointers")) {
@@ -369,8 +384,24 @@ static void test_decode(void **state)
     assert_non_null(strstr(err.msg, "no file lists"));
     ferry_agent_pointer_list_free(&ptr);
 
+    /* pin: per part in request order; an answer without one result per part is refused */
+    const char *pins[] = {"p1_1_1_0", "bad_p2", "short"};
+    ferry_agent_pinned pd;
+    assert_int_equal(ferry_agent_pin(c, "cold", "store/a/b/", pins, 2, &pd, &err), FERRY_OK);
+    assert_int_equal(pd.n_parts, 2);
+    assert_true(pd.parts[0].held);
+    assert_null(pd.parts[0].error);
+    assert_false(pd.parts[1].held);
+    assert_string_equal(pd.parts[1].error, "a read-only pointer file");
+    assert_int_equal(pd.raised, 7);
+    ferry_agent_pinned_free(&pd);
+    assert_int_equal(ferry_agent_pin(c, "cold", "store/a/b/", pins, 3, &pd, &err),
+                     FERRY_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "one result per part"));
+    assert_null(pd.parts);
+
     /* every request counted, failed ones included */
-    assert_int_equal(requests(c), 13);
+    assert_int_equal(requests(c), 15);
     ferry_agent_client_free(c);
     ferry_httpd_stop(srv);
 }
