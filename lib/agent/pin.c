@@ -9,8 +9,8 @@
  * ferry's agent then unlinks), but it costs a clone of every file: about 0.45 s for 40 cold parts
  * (docs/benchmarks.md, "Session 32"). Pinned, the part can be released by REPLACE PARTITION from
  * an empty table instead, as ferry's own pointer parts are (lib/flow/move_release.c). The objects
- * then belong to ferry's sweep, which deletes only what no pointer file names (docs/sweep.md),
- * the same as every part ferry's agent writes (ref_count 1, docs/agent.md).
+ * then belong to ferry's sweep, which deletes only what no pointer file names (docs/operations.md,
+ * "The sweep"), the same as every part ferry's agent writes (ref_count 1, docs/agent.md).
  *
  * How. ClickHouse reads a pointer file afresh whenever it links or unlinks it (checked on 26.7:
  * a pinned native part replaced and removed by the cleanup thread deleted no object, an unpinned
@@ -21,7 +21,7 @@
  * a part with a read-only file, a file that is not a pointer, a subfolder (projection) or a count
  * whose digits would grow is refused whole, nothing written. Each file is read again right before
  * its digits are written, and left alone when it changed since (ClickHouse rewrote it: the
- * check below decides). Then every written file is synced (fdatasync; several at once), and only
+ * check below decides). Then every written file is synced (fsync, eight at once), and only
  * then is each part checked once more from its files: "held" when every file's ref_count is at
  * least its link count. A count ClickHouse rewrote concurrently (a FREEZE or BACKUP of that very
  * part at that moment) shows up there as not held, and the caller then detaches the part as
