@@ -21,9 +21,9 @@
  * a part with a read-only file, a file that is not a pointer, a subfolder (projection) or a count
  * whose digits would grow is refused whole, nothing written. Each file is read again right before
  * its digits are written, and left alone when it changed since (ClickHouse rewrote it: the
- * check below decides). Then every written file is synced (fsync, eight at once), and only
- * then is each part checked once more from its files: "held" when every file's ref_count is at
- * least its link count. A count ClickHouse rewrote concurrently (a FREEZE or BACKUP of that very
+ * check below decides). Then every file of the parts is synced (fsync, eight at once: also a
+ * count an earlier, killed pin raised and never synced), and only then is each part checked once
+ * more from its files: "held" when every file's ref_count is at least its link count. A count ClickHouse rewrote concurrently (a FREEZE or BACKUP of that very
  * part at that moment) shows up there as not held, and the caller then detaches the part as
  * before. What the pin cannot exclude: ClickHouse truncating a file between the agent's last read
  * and its one-byte write, which the write could then extend; ClickHouse's own write of the whole
@@ -100,12 +100,10 @@ out:
 }
 
 /* Reads and parses every file of the part folder open on partfd (files[0..n), sorted) into
- * out[] and says what each needs: digits for a count below the file's links. Errors name what
- * makes the part unpinnable. */
-static int plan_part(int partfd, const agent_file *files, size_t n, pin_file *out, size_t *raise,
-                     ferry_err *err)
+ * out[] and says what each needs: digits for a count below the file's links ("" for none). Errors
+ * name what makes the part unpinnable. */
+static int plan_part(int partfd, const agent_file *files, size_t n, pin_file *out, ferry_err *err)
 {
-    *raise = 0;
     for (size_t i = 0; i < n; i++) {
         struct stat sb;
         ferry_pointer pt = FERRY_POINTER_INIT;
@@ -133,28 +131,50 @@ static int plan_part(int partfd, const agent_file *files, size_t n, pin_file *ou
                                  "file's length", files[i].name, (int)ref,
                                  (uintmax_t)sb.st_nlink);
         }
-        (*raise)++;
     }
     return FERRY_OK;
 }
 
+/* Adds "part/name" (relative to the table folder) to the names to sync. */
+static int add_synced(char ***synced, size_t *n_synced, size_t *cap, const char *part,
+                      const char *name, ferry_err *err)
+{
+    if (*n_synced == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        char **g = realloc(*synced, nc * sizeof *g);
+        if (!g)
+            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        *synced = g;
+        *cap = nc;
+    }
+    size_t l = strlen(part) + 1 + strlen(name) + 1;
+    if (!((*synced)[*n_synced] = malloc(l)))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    snprintf((*synced)[(*n_synced)++], l, "%s/%s", part, name);
+    return FERRY_OK;
+}
+
 /* Writes the planned digits of each file in place; a file whose bytes changed since it was
- * planned is left alone (the check after the sync decides). Names of written files are added
- * to *synced as "part/file" (relative to the table folder). */
+ * planned is left alone (the check after the sync decides). Every file of the part goes to
+ * *synced, written now or not: a count an earlier pin wrote and a killed agent never synced is
+ * already raised in the page cache, and must reach the disk before it is relied on too. */
 static int write_part(int partfd, const char *part, const agent_file *files, pin_file *pf,
                       size_t n, char ***synced, size_t *n_synced, size_t *cap, size_t *wrote,
                       ferry_err *err)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!pf[i].digits[0])
+        int rc = add_synced(synced, n_synced, cap, part, files[i].name, err);
+        if (rc || !pf[i].digits[0]) {
+            if (rc)
+                return rc;
             continue;
+        }
         int fd = openat(partfd, files[i].name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
             return ferry_err_set(err, FERRY_EIO, "%s/%s: %s", part, files[i].name,
                                  strerror(errno));
         char *now = malloc(pf[i].len + 1);
         ssize_t r = now ? pread(fd, now, pf[i].len + 1, 0) : -1;
-        int rc = FERRY_OK;
         if (!now) {
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         } else if (r == (ssize_t)pf[i].len && !memcmp(now, pf[i].text, pf[i].len)) {
@@ -169,18 +189,6 @@ static int write_part(int partfd, const char *part, const agent_file *files, pin
         close(fd);
         if (rc)
             return rc;
-        if (*n_synced == *cap) {
-            size_t nc = *cap ? *cap * 2 : 64;
-            char **g = realloc(*synced, nc * sizeof *g);
-            if (!g)
-                return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-            *synced = g;
-            *cap = nc;
-        }
-        size_t l = strlen(part) + 1 + strlen(files[i].name) + 1;
-        if (!((*synced)[*n_synced] = malloc(l)))
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        snprintf((*synced)[(*n_synced)++], l, "%s/%s", part, files[i].name);
     }
     return FERRY_OK;
 }
@@ -272,8 +280,8 @@ static int table_folder(agent_env *env, const char *disk, const char *under, cha
 }
 
 /* pin {"disk", "under" (a table folder relative to the disk's path), "parts": [names]}:
- * answers {"parts": [{"name", "held", "raised"} or {"name", "held": false, "error"}],
- * "raised": N} in request order. The request fails as a whole only when it is malformed, the
+ * answers {"parts": [{"name", "held": true} or {"name", "held": false, "error"}], "raised": N}
+ * in request order. The request fails as a whole only when it is malformed, the
  * folder is not a remote disk's, or the sync fails (nothing then counts as held). */
 int agent_op_pin(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 {
@@ -314,7 +322,7 @@ int agent_op_pin(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
         const char *part = json_string_value(json_array_get(parts, i));
         char path[4400];
         agent_file *files = NULL;
-        size_t nf = 0, raise = 0;
+        size_t nf = 0;
         pin_file *pf = NULL;
         ferry_err perr = {0};
         int partfd = -1;
@@ -326,8 +334,8 @@ int agent_op_pin(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
                                                         O_CLOEXEC)) < 0)
             prc = ferry_err_set(&perr, FERRY_EIO, "%s: %s", part, strerror(errno));
         if (!prc)
-            prc = plan_part(partfd, files, nf, pf, &raise, &perr);
-        if (!prc && raise)
+            prc = plan_part(partfd, files, nf, pf, &perr);
+        if (!prc)
             rc = write_part(partfd, part, files, pf, nf, &synced, &n_synced, &cap, &wrote, err);
         if (prc) {
             refused[i] = true;
