@@ -27,6 +27,7 @@
 #include "ferry/partition.h"
 #include "ferry/clickhouse.h"
 #include "ferry/log.h"
+#include "ferry/testknob.h"
 #include "ferry/tier.h"
 #include "flow/move_env.h"
 #include "flow/move_run.h"
@@ -178,6 +179,8 @@ static void replaceable(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
                       held, (long long)pd.raised);
         }
         ferry_agent_pinned_free(&pd);
+        /* pinned and not yet replaced: a resume finds the counts raised and replaces */
+        ferry_fault_point("FERRY_TEST_CRASH_AFTER", "CLEANUP:pinned");
     }
     goto out;
 none:

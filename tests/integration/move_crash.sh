@@ -72,4 +72,21 @@ assert_eq "$want" "$(mv_fp "$du" acme 1)" "data identical on $dst"
 assert_eq 0 "$(chq "$su" "SELECT count() FROM events WHERE tenant = 'acme'")" "$src empty"
 mv_no_residue "$L"
 ok "a part left as attaching_$dname by an ATTACH cut short: removed, the resumed move attached its new copy"
+
+# between the source's pin of ClickHouse's own cold parts and their REPLACE (split 2: two days
+# moved to the cold disk by ClickHouse on node1): the resume finds the counts raised and replaces
+mv_ingest "$U1" acme 2 3 20000
+for d in 1 2; do chq "$U1" "ALTER TABLE events MOVE PARTITION ('acme', 2026110$d, 2) TO DISK 'cold'" >/dev/null; done
+want2=$(mv_fp "$U1" acme 2)
+expect_exit 137 env FERRY_TEST_CRASH_AFTER=CLEANUP:pinned "$FERRY_BIN" move --config "$C" \
+    --tenant acme --split 2 --to node2 --grace 200
+assert_contains "$ERR" "parts=2 held=2" "the two native cold parts pinned before the crash"
+"$FERRY_BIN" move --config "$C" --resume all --grace 200 >"$T/resume.out" 2>"$T/resume.err" ||
+    fail "resume after CLEANUP:pinned failed: $(cat "$T/resume.err")"
+assert_contains "$(cat "$T/resume.err")" "by_replace=3 to_detach=0" "resumed: all three days released by REPLACE"
+assert_eq "$want2" "$(mv_fp "$U2" acme 2)" "split 2 identical on node2"
+assert_eq 0 "$(chq "$U1" "SELECT count() FROM events WHERE tenant = 'acme' AND split = 2")" "node1 holds nothing of split 2"
+mv_no_residue "$L"
+for u in "$U1" "$U2"; do assert_eq 0 "$(curl -s "$u/ferry/status" | jq .refused_deletes)" "no delete attempted"; done
+ok "kill -9 after the source's pin, resumed: released by REPLACE, identical, no residue"
 done_testing
