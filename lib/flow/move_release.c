@@ -169,8 +169,8 @@ static void replaceable(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
                     continue;
                 }
                 ok[pin_k[j]] = false;
-                FLOG_WARN("msg=\"move: a cold part of the source's own is not held after its "
-                          "pin; its partition is detached\" move=%s server=%s part=%s "
+                FLOG_WARN("msg=\"move: one of the source's own cold parts is not held after "
+                          "its pin; its partition is detached\" move=%s server=%s part=%s "
                           "err=\"%s\"", x->mv.u.move.id, c->name, pin[j],
                           pd.parts[j].error ? pd.parts[j].error : "-");
             }
