@@ -3,7 +3,8 @@
 # slow), 12 tenants (t0..t3 with rf 2, t4's rf toggled by the operations, some with 2 splits),
 # the coordinator tiering, repairing and splitting on short intervals, two routers, a writer
 # (unique ids, every acknowledged batch logged) and a reader (rows of a day no one writes, checked
-# against a reference) through both routers. For SOAK_SECONDS (default 600) an operations loop
+# against a reference; for t8..t11 that day's parts are ClickHouse's own on the cold disk, which
+# moves pin) through both routers. For SOAK_SECONDS (default 600) an operations loop
 # runs rebalances, moves, tiering, repairs and rf changes while a fault injector, seeded with
 # SOAK_SEED (printed; the same seed gives the same sequence of faults and operations), kills -9
 # lab nodes (ClickHouse + agent), routers, the coordinator and running ferry operations and
@@ -152,6 +153,20 @@ for i in $(seq 0 11); do
         --query-id "static-$i" --day "$STATIC_DAY")
     assert_eq 200 "$(head -1 <<<"$res")" "static rows of t$i: $res"
 done
+# ClickHouse's own cold parts: the static day of t8-t11 moved to the cold disk by the server
+# itself (as a TTL would). Tiering skips them (no hot part); a move or rebalance of their slices
+# pins them on its source (lib/agent/pin.c) and releases them by REPLACE
+NATIVE=0
+for n in $NODES; do
+    u=$(lab_url "$L" $n)
+    for pid in $(chq "$u" "SELECT DISTINCT _partition_id FROM events WHERE tenant IN ('t8', 't9', 't10', 't11') AND day = $STATIC_DAY"); do
+        chq "$u" "ALTER TABLE events MOVE PARTITION ID '$pid' TO DISK 'cold'" >/dev/null ||
+            fail "native move of $pid on $n"
+        NATIVE=$((NATIVE + 1))
+    done
+done
+[ "$NATIVE" -gt 0 ] || fail "no static partition of t8-t11 found to move to the cold disk"
+echo "# soak: $NATIVE static partitions of t8-t11 moved to the cold disk by ClickHouse itself"
 F tier --older-than 3d --json >"$T/tier0.json" 2>"$T/tier0.err" || fail "first tier: $(tail -3 "$T/tier0.err")"
 REFQ="SELECT tenant, count(), uniqExact(id), sum(id) FROM events WHERE day = $STATIC_DAY GROUP BY tenant ORDER BY tenant FORMAT TSV"
 curl -sS --fail-with-body "$R1/" --data-binary "$REFQ" >"$T/reference.tsv" || fail "reference read"
