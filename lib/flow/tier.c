@@ -69,7 +69,9 @@
  *   I2  Before `swapped` is journaled the real table is untouched (apart from STOP MERGES and
  *       FREEZE's hard links): any failure rolls back (staging cleaned, freezes removed, merges
  *       started unless another job of the wave still needs them stopped) and leaves the
- *       partition hot and intact. From then on a job only goes forward.
+ *       partition hot and intact. From then on a job only goes forward, apart from VERIFY's
+ *       undoing of an attach swap a broken part spoiled (tier_mend.c), which brings the table
+ *       back to what it was before the swap and then rolls the job back.
  *   I3  The staging partition holds nothing but this job's pointer parts: a job starts by
  *       cleaning it, and it is cleaned before DONE or FAILED.
  *   I4  Every object ferry uploaded for a part that was swapped in is recorded in the catalog

@@ -146,6 +146,8 @@ typedef struct tier_job {
     bool resumed;
     bool merged_away;      /* a frozen part was merged (or mutated) away before the swap: rolled
                               back, and run again in a wave that holds merges (tier_run.c) */
+    bool swap_undone;      /* its swap was undone after a part it brought in was detached as
+                              broken (tier_mend.c): rolled back, and run again like merged_away */
     bool late_rows;        /* its partition has cold parts beside at most TIER_LATE_HOLD_PARTS
                               hot ones: tiered before, it got rows since, whose fresh parts
                               ClickHouse merges next; its first wave holds merges (tier_run.c) */
@@ -314,6 +316,16 @@ void tier_parts_digest(const mv_part *const *ps, size_t n, ferry_fingerprint *fp
 /* The parts of the jobs' partitions in table (the wave's table or its staging table). */
 int tier_list(tier_wave *w, const char *table, tier_job **js, size_t n, bool active_only,
               mv_slice *out, ferry_err *err);
+
+/* ---- tier_mend.c ---- */
+/* VERIFY of an attach swap failed (why) or the job's data says a mend began (st.mend; why may
+ * then be NULL): when a part the swap brought in was detached as broken (in staging, or in the
+ * table above max_block) and every frozen part is active or in detached/ by name, the swap is
+ * undone (journaled first) and the job failed with swapped false, for its rollback; otherwise the
+ * job is failed with why, plus the broken folders of the partition that are not the swap's.
+ * Returns an error only when the server or the catalog failed under it. Not for a moving job. */
+int tier_mend_broken(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice *all,
+                     const ferry_err *why, ferry_err *err);
 
 /* ---- tier_cleanup.c ---- */
 /* Empties the jobs' partitions of the staging table: active parts DETACHed (one statement),

@@ -214,7 +214,7 @@ static int requeue_job(tier_ctx *ctx, tier_job *job, ferry_err *err)
     json_decref(job->sizes);
     job->objects = job->sizes = NULL;
     job->state = FERRY_TIER_PLANNED;
-    job->freeze_started_here = job->out = job->merged_away = false;
+    job->freeze_started_here = job->out = job->merged_away = job->swap_undone = false;
     job->rc = 0;
     memset(&job->err, 0, sizeof job->err);
     return FERRY_OK;
@@ -263,8 +263,9 @@ static bool left_with_move(tier_ctx *ctx, tier_job *job)
 }
 
 /* Runs the jobs js[0..n) (all of one server and table, loaded) as waves of at most TIER_WAVE_MAX
- * and reports each job. A wave's jobs whose frozen parts a merge took before the swap run once
- * more at once, in a wave that holds the table's merges stopped from FREEZE (tier.c, I6). The
+ * and reports each job. A wave's jobs whose frozen parts a merge took before the swap, or whose
+ * swap was undone for a broken part (tier_mend.c), run once more at once, in a wave that holds
+ * the table's merges stopped from FREEZE (tier.c, I6). The
  * jobs of partitions with late rows (tier_job.late_rows) run in such a wave from the start,
  * after the others: their fresh parts are what ClickHouse merges next, and a first wave that
  * let merges run lost them nearly every time (the chaos soak: 78 of one run's 87 jobs retried),
@@ -296,12 +297,14 @@ static void run_jobs(tier_ctx *ctx, tier_job *js, size_t n, run_totals *t)
         size_t nagain = 0;
         for (size_t i = 0; i < nplain && !ctx->lost; i++) {
             tier_job *job = plain[i];
-            if (!job->merged_away || job->state != FERRY_TIER_FAILED)
+            if (!(job->merged_away || job->swap_undone) || job->state != FERRY_TIER_FAILED)
                 continue;
             if (left_with_move(ctx, job))
                 continue;
-            FLOG_INFO("msg=\"tier job runs again, merges held: a merge took a frozen part "
-                      "before the swap\" job=%s", job->rec.u.job.id);
+            FLOG_INFO("msg=\"tier job runs again, merges held: %s\" job=%s",
+                      job->merged_away ? "a merge took a frozen part before the swap"
+                                       : "its swap was undone (a part it brought in was broken)",
+                      job->rec.u.job.id);
             ferry_err rerr = {0};
             int rrc = requeue_job(ctx, job, &rerr);
             if (rrc)

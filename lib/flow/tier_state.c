@@ -102,6 +102,7 @@ static const flow_key KEYS[] = {
     FLOW_KEY_HAS(tier_state, "max_block", FLOW_I64, max_block),
     FLOW_KEY_STR(tier_state, "swap", swap),
     FLOW_KEY_HAS(tier_state, "swapped", FLOW_FLAG, swapped),
+    FLOW_KEY_FLAG(tier_state, "mend", mend),
     FLOW_KEY_FLAG(tier_state, "recorded", recorded),
     FLOW_KEY_FLAG(tier_state, "rolled_back", rolled_back),
 };

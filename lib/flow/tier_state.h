@@ -22,6 +22,8 @@
  *   swap                 "replace" | "attach": the swap chosen (journaled before it runs)
  *   swapped              true once the swap may have happened (no rollback after that); false
  *                        written when a chosen swap was taken back
+ *   mend                 VERIFY found a part the swap brought in detached as broken and is
+ *                        undoing the swap (tier_mend.c); written before its statement
  *   recorded             the catalog records of CLEANUP were committed
  *   rolled_back          the job was rolled back before its swap (FAILED)
  *
@@ -78,6 +80,7 @@ typedef struct tier_state {
     bool has_max_block;
     char swap[16]; /* "replace" | "attach"; "": none chosen */
     bool swapped, has_swapped;
+    bool mend; /* undoing a swap a broken part spoiled (tier_mend.c) */
     bool recorded;
     bool rolled_back;
     json_t *unknown; /* owned or NULL: the data's keys this version does not know, kept */

@@ -1256,7 +1256,27 @@ int tier_step_verify(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
                       "since the swap\" job=%s", js[i]->rec.u.job.id);
             continue;
         }
-        int jrc = js[i]->rc ? FERRY_OK : verify_job(ctx, w, js[i], &all, &e);
+        if (!js[i]->rc && js[i]->st.mend && js[i]->moving) {
+            /* undoing the swap (tier_mend.c) would empty staging's partition, which the move
+             * shares: it waits for the move's end, the job as it is */
+            ferry_err_set(&e, FERRY_ETIMEOUT, "%s: undoing the swap of %s.%s partition %s waits "
+                          "for the end of the move of its slice", w->srv->shard.name, w->db,
+                          w->table, js[i]->pid);
+            tier_job_fail(js[i], FERRY_ETIMEOUT, &e);
+        }
+        int jrc = js[i]->rc || js[i]->st.mend ? FERRY_OK : verify_job(ctx, w, js[i], &all, &e);
+        if (!js[i]->rc && !js[i]->moving && (js[i]->st.mend || jrc == FERRY_EINVAL)) {
+            /* a part the swap brought in may have been detached as broken: undone then (the job
+             * failed either way, unless the server or the catalog failed under the mend) */
+            ferry_err me = {0};
+            jrc = tier_mend_broken(ctx, w, js[i], &all, jrc ? &e : NULL, &me);
+            e = me;
+            if (jrc && jrc != FERRY_EREMOTE && jrc != FERRY_ECONNECT && jrc != FERRY_ETIMEOUT) {
+                *err = e;
+                rc = jrc;
+                break;
+            }
+        }
         if (jrc == FERRY_EREMOTE || jrc == FERRY_ECONNECT || jrc == FERRY_ETIMEOUT) {
             *err = e;
             rc = jrc;

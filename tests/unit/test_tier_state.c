@@ -46,6 +46,12 @@ static const char ROLLED_BACK[] =
     "\"freeze\":\"ferry_tier_0123456789abcdef_1\",\"merges_stopped\":true,\"partition\":"
     "\"('t\\\\'1',20261101,3)\",\"pid\":\"42-20261101-3\",\"rolled_back\":true,\"server\":"
     "\"node1\",\"split\":3,\"swapped\":false,\"table\":\"events_local\",\"tenant\":\"t'1\"}";
+/* VERIFY undoing a swap a broken part spoiled (tier_mend.c): "mend" journaled before its
+ * statement */
+static const char MENDING[] =
+    "{\"attempt\":1,\"freeze\":\"ferry_tier_0123456789abcdef_1\",\"hot\":[\"p_1_1_0\"],"
+    "\"max_block\":1,\"mend\":true,\"merges_stopped\":true,\"pid\":\"p\",\"server\":"
+    "\"node1\",\"swap\":\"attach\",\"swapped\":true}";
 /* a record whose hot list is in companion records (tier_hot.c) */
 static const char HOT_IN[] =
     "{\"attempt\":1,\"freeze\":\"ferry_tier_0123456789abcdef_1\",\"hot_in\":3,\"pid\":\"p\","
@@ -207,11 +213,16 @@ static void test_round_trips(void **state)
     assert_round_trip(RECORDED);
     assert_round_trip(ROLLED_BACK);
     assert_round_trip(HOT_IN);
+    assert_round_trip(MENDING);
     assert_round_trip("{\"hot\":[],\"max_block\":-1,\"pid\":\"p\"}");
 
     tier_state st;
     ferry_err err = {0};
+    assert_int_equal(tier_state_decode(MENDING, &st, &err), FERRY_OK);
+    assert_true(st.mend && st.swapped);
+    tier_state_free(&st);
     assert_int_equal(tier_state_decode(ATTACHED, &st, &err), FERRY_OK);
+    assert_false(st.mend);
     assert_string_equal(st.server, "node1");
     assert_string_equal(st.tenant, "t'1");
     assert_int_equal(st.day, 20261101);
