@@ -255,8 +255,9 @@ static bool refused_deletes_metrics(ferry_buf *b, ferry_agent *a)
     return up;
 }
 
-/* The local disks' free bytes and inodes now (statvfs, as `status` reports them), for the
- * disk-full alerts: ClickHouse's system.disks has no inode column. Called only when ClickHouse
+/* The local disks' free bytes, sizes and free inodes now (statvfs, as `status` reports them),
+ * for the disk-full alerts: ClickHouse's system.disks has no inode column, and a ClickHouse disk
+ * that fills up can commit unreadable parts (docs/reliability.md). Called only when ClickHouse
  * answered this scrape (the disks are its system.disks). */
 static void disk_metrics(ferry_buf *b, ferry_agent *a)
 {
@@ -277,6 +278,14 @@ static void disk_metrics(ferry_buf *b, ferry_agent *a)
                                      (const char *[]){"disk", env.disks[i].name, NULL},
                                      (double)v[i].f_bavail * (double)v[i].f_frsize);
         }
+        ferry_metrics_family(b, "ferry_agent_disk_size_bytes", FERRY_METRIC_GAUGE,
+                             "size of the file system of a local ClickHouse disk (statvfs "
+                             "f_blocks): with free_bytes, how full it is");
+        for (size_t i = 0; i < n; i++)
+            if (ok[i])
+                ferry_metrics_sample(b, "ferry_agent_disk_size_bytes",
+                                     (const char *[]){"disk", env.disks[i].name, NULL},
+                                     (double)v[i].f_blocks * (double)v[i].f_frsize);
         ferry_metrics_family(b, "ferry_agent_disk_free_inodes", FERRY_METRIC_GAUGE,
                              "inodes an unprivileged writer can still use on the file system of "
                              "a local ClickHouse disk (statvfs f_favail; none for a file system "

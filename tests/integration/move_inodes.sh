@@ -24,6 +24,7 @@ total=$(jq '[.disks[] | select(.remote | not) | .total_inodes] | max' "$T/st.jso
 curl -sf -H "Authorization: Bearer $tok" "$U2/agent/v1/metrics" >"$T/metrics.txt" || fail "agent metrics"
 grep -q '^ferry_agent_disk_free_inodes{disk="default"} [1-9]' "$T/metrics.txt" || fail "no free inodes in the agent's metrics: $(grep disk_free "$T/metrics.txt")"
 grep -q '^ferry_agent_disk_free_bytes{disk="default"} [1-9]' "$T/metrics.txt" || fail "no free bytes in the agent's metrics"
+grep -q '^ferry_agent_disk_size_bytes{disk="default"} [1-9]' "$T/metrics.txt" || fail "no disk size in the agent's metrics"
 ok "node2's agent reports $inodes free inodes of $total on its local disks (status and metrics)"
 
 # ---- a threshold above the real count: refused before anything is written ----------------------
