@@ -28,6 +28,8 @@ const char cmd_doctor_usage[] =
     "                      refuses a PUT signed with the clickhouse credential\n"
     "  tier_holds          no tier job has kept its table's merges stopped (its swap not yet\n"
     "                      verified) for over 10 minutes (warn) or an hour (fail)\n"
+    "  broken_parts        no part folder of a managed table was set aside by ClickHouse as\n"
+    "                      broken (its rows not served); in a staging table: warn\n"
     "\n"
     "  --skip CHECK,...  leave checks out (a lab's nodes have no access control to check)\n"
     "  --json          {ok, checks: [{check, status, server, message, fix}]}\n"

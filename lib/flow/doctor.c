@@ -276,7 +276,7 @@ out:
  * load table of read-only loads beside it ("<table>_ferry_staging_load") or tiering's empty twin
  * (ferry_tier_empty_name: "<table>_ferry_empty"). Ferry's own, so not an
  * unmanaged table. */
-static bool is_staging_of_managed(const ferry_fleet *fl, const char *db, const char *t)
+bool doctor_is_ferry_table(const ferry_fleet *fl, const char *db, const char *t)
 {
     for (size_t i = 0; i < fl->n_tables; i++) {
         char want[FERRY_NAME_MAX + 32], twin[FERRY_NAME_MAX + 32];
@@ -320,7 +320,7 @@ static void check_unmanaged(ferry_fleet *fl, json_t *checks)
             const ferry_table_def *td = ferry_fleet_table_find(fl, t);
             if (td && !strcmp(td->database, db))
                 continue;
-            if (is_staging_of_managed(fl, db, t)) {
+            if (doctor_is_ferry_table(fl, db, t)) {
                 staging++;
                 continue;
             }
@@ -451,7 +451,7 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
 {
     static const char *const names[] = {"delete_refused", "versioning", "clickhouse_version",
                                         "unmanaged_cold", "shard_grants", "catalog_acl",
-                                        "object_access", "tier_holds"};
+                                        "object_access", "tier_holds", "broken_parts"};
     for (const char *p = skip; p && *p;) {
         size_t l = strcspn(p, ",");
         bool known = false;
@@ -459,8 +459,9 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
             known = known || (strlen(names[k]) == l && !strncmp(names[k], p, l));
         if (!known)
             return ferry_err_set(err, FERRY_EINVAL, "--skip: '%.*s' is not a check (%s, %s, %s, "
-                                 "%s, %s, %s, %s, %s)", (int)l, p, names[0], names[1], names[2],
-                                 names[3], names[4], names[5], names[6], names[7]);
+                                 "%s, %s, %s, %s, %s, %s)", (int)l, p, names[0], names[1],
+                                 names[2], names[3], names[4], names[5], names[6], names[7],
+                                 names[8]);
         p += l + (p[l] == ',');
     }
     json_t *checks = json_array();
@@ -482,6 +483,8 @@ int ferry_doctor_run_skip(ferry_fleet *fl, const char *skip, json_t **report, fe
         doctor_check_object_access(fl, checks);
     if (!ferry_list_has(skip ? skip : "", "tier_holds"))
         doctor_check_tier_holds(fl, checks);
+    if (!ferry_list_has(skip ? skip : "", "broken_parts"))
+        doctor_check_broken_parts(fl, checks);
     bool ok = true;
     size_t i;
     json_t *c;

@@ -3,6 +3,7 @@
 #define FERRY_DOCTOR_INT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "ferry/err.h"
 #include "ferry/fleet.h"
@@ -26,5 +27,14 @@ void doctor_check_object_access(ferry_fleet *fl, json_t *checks);
  * table's merges stopped (I6 in tier.c); reported with its age since its freeze (warn past 10
  * minutes, fail past an hour) and its last error. doctor_tier_holds.c. */
 void doctor_check_tier_holds(ferry_fleet *fl, json_t *checks);
+
+/* Whether db.t is a table ferry keeps beside a managed table (its staging, load or empty twin
+ * table). doctor.c. */
+bool doctor_is_ferry_table(const ferry_fleet *fl, const char *db, const char *t);
+
+/* broken_parts: folders ClickHouse set aside as broken in detached/ of a managed table (fail:
+ * their rows are not served) or of ferry's staging tables (warn: an unfinished job's resume
+ * cleans them). doctor_broken_parts.c. */
+void doctor_check_broken_parts(ferry_fleet *fl, json_t *checks);
 
 #endif
