@@ -77,7 +77,7 @@ assert_contains "$(cat "$T/err")" "absolute path" "relative auth_file"
 ok "auth_file readable by others, malformed or relative: refused"
 
 # ferry doctor: catalog_acl passes with the digest identity, fails on an open chroot
-OTHERS=delete_refused,versioning,clickhouse_version,unmanaged_cold,shard_grants
+OTHERS=delete_refused,versioning,clickhouse_version,unmanaged_cold,shard_grants,broken_parts
 expect_exit 0 "$FERRY_BIN" doctor --json --skip "$OTHERS" --config "$T/a.conf"
 assert_eq "$(jq -r '.checks[] | select(.check == "catalog_acl") | .status' <<<"$OUT")" pass "doctor with auth_file"
 write_config "$T/open.conf" "zk://$ZK_HOSTPORT/open"
