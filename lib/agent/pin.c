@@ -23,9 +23,9 @@
  * its digits are written, and left alone when it changed since (ClickHouse rewrote it: the
  * check below decides). Then every file of the parts is synced (fsync, eight at once: also a
  * count an earlier, killed pin raised and never synced), and only then is each part checked once
- * more from its files: "held" when every file's ref_count is at least its link count. A count ClickHouse rewrote concurrently (a FREEZE or BACKUP of that very
- * part at that moment) shows up there as not held, and the caller then detaches the part as
- * before. What the pin cannot exclude: ClickHouse truncating a file between the agent's last read
+ * more from its files: "held" when every file's ref_count is at least its link count. A count
+ * ClickHouse rewrote concurrently (a FREEZE or BACKUP of that very part at that moment) shows up
+ * there as not held, and the caller then detaches the part as before. What the pin cannot exclude: ClickHouse truncating a file between the agent's last read
  * and its one-byte write, which the write could then extend; ClickHouse's own write of the whole
  * content follows at once and covers it. Only a FREEZE, BACKUP, ATTACH FROM or removal of that
  * part in that microsecond does it, which a move's lease on the slice keeps ferry's own flows
@@ -164,11 +164,10 @@ static int write_part(int partfd, const char *part, const agent_file *files, pin
 {
     for (size_t i = 0; i < n; i++) {
         int rc = add_synced(synced, n_synced, cap, part, files[i].name, err);
-        if (rc || !pf[i].digits[0]) {
-            if (rc)
-                return rc;
+        if (rc)
+            return rc;
+        if (!pf[i].digits[0])
             continue;
-        }
         int fd = openat(partfd, files[i].name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
             return ferry_err_set(err, FERRY_EIO, "%s/%s: %s", part, files[i].name,

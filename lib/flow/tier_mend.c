@@ -155,21 +155,21 @@ static size_t frozen_missing(const tier_job *job, const mv_slice *all, const men
     return missing;
 }
 
-/* Runs the mend of a job journaled as mending: the statement, the folders' removal, the swap's
- * choice taken back and the job failed (its caller's settle_failures rolls it back). */
-static int mend_run(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice *all,
+/* Runs the mend of a job journaled as mending, from the partition's detached folders as l
+ * (look) found them: the statement, the folders' removal, the swap's choice taken back and the
+ * job failed (its caller's settle_failures rolls it back). */
+static int mend_run(tier_wave *w, tier_job *job, const mv_slice *all, const mend_look *l,
                     ferry_err *err)
 {
     tier_state *st = &job->st;
-    mend_look l = {0};
     ferry_buf cmds = FERRY_BUF_INIT, sql = FERRY_BUF_INIT, broken = FERRY_BUF_INIT;
     json_t *in_table = json_array(), *in_staging = json_array();
     size_t ncmds = 0, detached_now = 0, attached = 0;
-    int rc = in_table && in_staging ? look(w, job, &l, err)
+    int rc = in_table && in_staging ? FERRY_OK
                                     : ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (rc)
         goto out;
-    name_folders(w, &l, true, &broken);
+    name_folders(w, l, true, &broken);
     /* the swap's parts still active: cold, above max_block (what VERIFY counts as added) */
     mv_parts ps = mv_slice_parts(all, job->pid);
     for (size_t i = 0; i < ps.n; i++) {
@@ -184,11 +184,11 @@ static int mend_run(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice *
         detached_now++;
     }
     /* then the frozen parts back, after the copies left: never a row twice */
-    for (size_t i = 0; i < l.n; i++) {
-        if (!l.f[i].frozen)
+    for (size_t i = 0; i < l->n; i++) {
+        if (!l->f[i].frozen)
             continue;
         ferry_buf_puts(&cmds, ncmds++ ? ", ATTACH PART " : " ATTACH PART ");
-        ferry_sql_quote(l.f[i].name, &cmds);
+        ferry_sql_quote(l->f[i].name, &cmds);
         attached++;
     }
     if (!rc && ncmds) {
@@ -203,10 +203,10 @@ static int mend_run(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice *
         goto out;
     ferry_fault_point("FERRY_TEST_CRASH_AFTER", "VERIFY:mend-ran");
     /* the swap's folders: its copies just detached, any left by an earlier try, the broken */
-    for (size_t i = 0; !rc && i < l.n; i++)
-        if (l.f[i].swapped &&
-            json_array_append_new(l.f[i].staging ? in_staging : in_table,
-                                  json_string(l.f[i].name)))
+    for (size_t i = 0; !rc && i < l->n; i++)
+        if (l->f[i].swapped &&
+            json_array_append_new(l->f[i].staging ? in_staging : in_table,
+                                  json_string(l->f[i].name)))
             rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
     if (!rc && json_array_size(in_table))
         rc = tier_agent_remove_detached(w, w->table, in_table, err);
@@ -227,15 +227,11 @@ static int mend_run(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice *
                   w->srv->shard.name, w->db, w->table, job->pid,
                   broken.len ? ferry_buf_cstr(&broken) : "removed by an earlier try");
     st->mend = false;
-    st->swap[0] = '\0';
-    st->max_block = 0;
-    st->has_max_block = false;
-    st->swapped = false; /* rolled back by the caller (I2 holds again: the table is as before) */
-    st->has_swapped = true;
+    tier_state_take_back(st); /* rolled back by the caller (I2 holds again: the table is as
+                                 before) */
     tier_job_fail(job, FERRY_EIO, &why);
     job->swap_undone = true;
 out:
-    look_free(&l);
     json_decref(in_table);
     json_decref(in_staging);
     ferry_buf_free(&cmds);
@@ -252,15 +248,18 @@ int tier_mend_broken(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice 
     ferry_buf names = FERRY_BUF_INIT;
     int rc = FERRY_OK;
     assert(!job->rc && !job->moving);
-    if (st->mend) /* resumed: the journal says the mend began */
-        return mend_run(ctx, w, job, all, err);
-    assert(why && why->code);
-    if (strcmp(st->swap, "attach") || !st->has_max_block) {
+    if (!st->mend && (strcmp(st->swap, "attach") || !st->has_max_block)) {
+        assert(why && why->code);
         tier_job_fail(job, why->code, why);
         return FERRY_OK;
     }
     if ((rc = look(w, job, &l, err)))
         goto out;
+    if (st->mend) { /* resumed: the journal says the mend began */
+        rc = mend_run(w, job, all, &l, err);
+        goto out;
+    }
+    assert(why && why->code);
     const char *missing_name = NULL;
     size_t missing = frozen_missing(job, all, &l, &missing_name);
     if (!l.own_broken || missing) {
@@ -286,7 +285,7 @@ int tier_mend_broken(tier_ctx *ctx, tier_wave *w, tier_job *job, const mv_slice 
     if ((rc = tier_journal_detail(ctx, &job, 1, FERRY_TIER_VERIFY, err)))
         goto out;
     ferry_fault_point("FERRY_TEST_CRASH_AFTER", "VERIFY:mend");
-    rc = mend_run(ctx, w, job, all, err);
+    rc = mend_run(w, job, all, &l, err);
 out:
     look_free(&l);
     ferry_buf_free(&names);

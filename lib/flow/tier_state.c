@@ -191,3 +191,12 @@ void tier_state_set_fp(tier_state *st, const ferry_fingerprint *fp, bool by_part
     st->fp_by_parts = by_parts;
     st->has_fp = true;
 }
+
+void tier_state_take_back(tier_state *st)
+{
+    st->swap[0] = '\0';
+    st->max_block = 0;
+    st->has_max_block = false;
+    st->swapped = false;
+    st->has_swapped = true;
+}

@@ -111,6 +111,10 @@ int tier_state_hot_add(tier_state *st, const char *name, ferry_err *err);
 void tier_state_hot_clear(tier_state *st);
 /* Whether name is in the hot list. */
 bool tier_state_hot_has(const tier_state *st, const char *name);
+/* Takes the swap choice back: no swap chosen, no block maximum, `swapped` false (written, so a
+ * job whose swap may have run is told from one whose choice was withdrawn). For a choice whose
+ * statement never ran, or a swap undone (tier_mend.c); a later run chooses again. */
+void tier_state_take_back(tier_state *st);
 /* Sets fp (written whole: keys of an earlier fp this version did not know are dropped). */
 void tier_state_set_fp(tier_state *st, const ferry_fingerprint *fp, bool by_parts);
 

@@ -1032,18 +1032,6 @@ static void retry_pending(tier_ctx *ctx, const tier_job *job, ferry_err *why)
               job->rec.u.job.id, what);
 }
 
-/* Clears a swap choice journaled by an earlier run whose statement never ran (swap_jobs):
- * written back, the job is no longer one whose swap may have run (I6 does not hold merges for
- * it), and a later run chooses again. */
-static void take_back_choice(tier_state *st)
-{
-    st->swap[0] = '\0';
-    st->max_block = 0;
-    st->has_max_block = false;
-    st->swapped = false;
-    st->has_swapped = true;
-}
-
 /* Looks at each job's partition, journals the swaps it chooses (one batch), then runs the swaps
  * in ALTERs of at most TIER_STATEMENT_PARTS parts each, whole partitions each (and the second
  * halves of attach swaps cut short in more, on staging). When a statement fails for several
@@ -1107,7 +1095,7 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
              * ALTER of it runs: wait_swaps_finished) is taken back, so no unverified swap keeps
              * the table's merges stopped while the disk has no room, or while a client's retry
              * is expected */
-            take_back_choice(&js[i]->st);
+            tier_state_take_back(&js[i]->st);
             tier_job_fail(js[i], room_rc ? room_rc : retry.code, room_rc ? &room : &retry);
             ferry_buf_free(&x->cmds), ferry_buf_free(&x->moves);
             x->ncmds = x->nmoves = 0;
@@ -1117,7 +1105,7 @@ static int swap_jobs(tier_ctx *ctx, tier_wave *w, tier_job **js, size_t n, ferry
             /* out of the wave, not failed: no rollback (it would empty staging's partition) */
             js[i]->out = true;
             if (need == SWAP_TAKE_BACK) {
-                take_back_choice(&js[i]->st);
+                tier_state_take_back(&js[i]->st);
                 chosen[nchosen++] = js[i]; /* journaled with the choices, below */
                 w->merges_owed = w->merges_owed || js[i]->st.merges_stopped;
             }
