@@ -25,9 +25,10 @@
  * count an earlier, killed pin raised and never synced), and only then is each part checked once
  * more from its files: "held" when every file's ref_count is at least its link count. A count
  * ClickHouse rewrote concurrently (a FREEZE or BACKUP of that very part at that moment) shows up
- * there as not held, and the caller then detaches the part as before. What the pin cannot exclude: ClickHouse truncating a file between the agent's last read
- * and its one-byte write, which the write could then extend; ClickHouse's own write of the whole
- * content follows at once and covers it. Only a FREEZE, BACKUP, ATTACH FROM or removal of that
+ * there as not held, and the caller then detaches the part as before. What the pin cannot
+ * exclude: ClickHouse truncating a file between the agent's last read and its one-byte write,
+ * which the write could then extend; ClickHouse's own write of the whole content follows at once
+ * and covers it. Only a FREEZE, BACKUP, ATTACH FROM or removal of that
  * part in that microsecond does it, which a move's lease on the slice keeps ferry's own flows
  * from. */
 #include "agent_int.h"
