@@ -31,8 +31,11 @@
  * 3: send "live": an active part on an object-storage disk sent from the table's own folder, no
  * freeze (an agent of version 2 answers 400: "freeze" is required; movers ask status first).
  * 4: pin, raising the ref_count of an active part's pointer files to their links (an agent of
- * version 3 has no such operation; movers ask status first and detach such parts instead). */
-#define FERRY_AGENT_API_VERSION 4
+ * version 3 has no such operation; movers ask status first and detach such parts instead).
+ * 5: a batch of live pointer parts: send "parts" (instead of "part") streams them to one
+ * receive, "batch=1" (an agent of version 4 answers 400: "part" is required; movers ask both
+ * agents' status first and send one part per request otherwise). */
+#define FERRY_AGENT_API_VERSION 5
 #define FERRY_AGENT_PREFIX "/agent/v1/"
 
 /* ---------------------------------------------------------------------------------------------
@@ -150,11 +153,14 @@ int ferry_agent_call(ferry_agent_client *c, const char *op, json_t *req, json_t 
 int ferry_agent_code_for_status(long status);
 
 /* One file to stream: its name inside the part folder and an open descriptor (read with pread
- * from offset 0). */
+ * from offset 0), or its bytes in memory (data, borrowed; fd then unused). */
 typedef struct ferry_agent_send_file {
     const char *name;
     int fd;
     uint64_t size;
+    const char *data;
+    const char *part; /* a batch: set on each part's first file, the part the files from it on
+                       * belong to; NULL otherwise */
 } ferry_agent_send_file;
 
 /* Streams a part's files to the agent's receive endpoint (docs/agent.md, "Part stream"):
@@ -168,5 +174,13 @@ int ferry_agent_send_part(ferry_agent_client *c, const char *db, const char *tab
                           const char *part, const char *kind, const char *disk,
                           const ferry_agent_send_file *files, size_t n, json_t **resp,
                           long *http_status, uint64_t *bytes_sent, ferry_err *err);
+/* The same for several pointer parts of one table in one stream (API 5): POST
+ * /agent/v1/receive?database=..&table=..&batch=1&kind=pointer[&disk=..], each part's files
+ * after a "P <part>" line (files[i].part set on each part's first file, files[0] included). The
+ * receiver places each part as it would alone; *resp lists them under "parts". */
+int ferry_agent_send_parts(ferry_agent_client *c, const char *db, const char *table,
+                           const char *disk, const ferry_agent_send_file *files, size_t n,
+                           json_t **resp, long *http_status, uint64_t *bytes_sent,
+                           ferry_err *err);
 
 #endif

@@ -181,6 +181,8 @@ typedef struct ferry_agent_send_req {
     const char *db, *table, *freeze, *part; /* the frozen part on the client's agent */
     bool live; /* API 3, freeze unused: part is an active part of the table on an object-storage
                 * disk, sent from the table's folder (410 when it is no longer there) */
+    const char *const *parts; /* API 5, with live (part unused): n_parts live pointer parts in */
+    size_t n_parts;           /* receives of several parts each; the gone ones are answered */
     const char *target_url, *target_token;  /* the receiving agent */
     const char *target_db, *target_table;
     const char *target_disk;                /* NULL: the receiver's choice */
@@ -190,13 +192,15 @@ typedef struct ferry_agent_sent {
     const char *kind; /* "hot" or "pointer" */
     bool pointer;
     uint64_t bytes_sent;
-    const json_t *target; /* borrowed: the receiver's answer */
+    const json_t *target; /* borrowed: the receiver's answer (one part) */
+    const json_t *gone;   /* borrowed, a batch: the names of the parts no longer in the table */
     json_t *raw;
 } ferry_agent_sent;
 
-/* send: the client's agent streams a frozen part to the target agent. A refusal by the target
- * comes back with its status (ferry_agent_client_last_status: 507 no room, 422 failed checks,
- * 409 conflict). */
+/* send: the client's agent streams a frozen part (or live ones) to the target agent. A refusal
+ * by the target comes back with its status (ferry_agent_client_last_status: 507 no room, 422
+ * failed checks, 409 conflict). A batch (r->n_parts) answers the parts that were no longer in
+ * the table under out->gone and sends the others. */
 int ferry_agent_send(ferry_agent_client *c, const ferry_agent_send_req *r, ferry_agent_sent *out,
                      ferry_err *err);
 void ferry_agent_sent_free(ferry_agent_sent *s);

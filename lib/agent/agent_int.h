@@ -233,12 +233,13 @@ bool agent_tmp_in_use(const char *name);
  * *detached and *tmp: canonical paths, caller frees. */
 int agent_make_tmp(agent_env *env, const agent_table_dir *td, char **detached, char **tmp,
                    ferry_err *err);
-/* Moves the complete temporary folder, synced with agent_fsync_files, to detached/<part> and
- * syncs detached/. When detached/<part> exists already
+/* Moves the complete temporary folder, synced with agent_fsync_files, to detached/<part> and,
+ * with sync_detached, syncs detached/ (without: the caller does, once for several renames).
+ * When detached/<part> exists already
  * with the same files, the temporary folder is dropped and *existing set; with other content
  * the call fails with FERRY_ECONFLICT (nothing is overwritten). *final_out: caller frees. */
 int agent_place_tmp(agent_env *env, const char *detached, const char *tmp, const char *part,
-                    char **final_out, bool *existing, ferry_err *err);
+                    bool sync_detached, char **final_out, bool *existing, ferry_err *err);
 /* Sets env->status to 507 when the last error was a full disk. */
 void agent_note_errno(agent_env *env, int e);
 
@@ -270,6 +271,7 @@ const char *agent_req_opt(json_t *req, const char *field);
 /* ---- the receiving side of a part stream (transfer.c) ---- */
 typedef struct agent_recv agent_recv;
 /* Starts a receive (from the request's arguments); on failure env->status/err tell why. */
+/* part NULL: a batch of pointer parts (kind "pointer"), each named by the stream's P lines. */
 int agent_recv_begin(agent_env *env, const char *db, const char *table, const char *part,
                      const char *kind, const char *disk, agent_recv **out, ferry_err *err);
 int agent_recv_feed(agent_recv *r, const char *data, size_t len, ferry_err *err);
@@ -280,12 +282,16 @@ void agent_recv_free(agent_recv *r);
 
 /* ---- part stream format (stream.c), pure ----
  *   "ferry-part 1\n"
+ *   in a batch (API 5), before each part's files: "P <part>\n"
  *   per file: "F <size> <name>\n" <size bytes> "H <xxh3-64 hex>\n"
- *   "E <file count>\n" and nothing after. */
+ *   "E <file count>\n" (all the stream's files) and nothing after. */
 #define AGENT_STREAM_MAGIC "ferry-part 1\n"
 #define AGENT_STREAM_LINE_MAX 512
 
 typedef struct agent_stream_cb {
+    /* a batch's "P <part>" line: the files that follow are that part's; NULL for the stream of
+     * one part, where such a line is refused (and a batch refuses a file before its first P) */
+    int (*part_begin)(void *ud, const char *part, ferry_err *err);
     int (*file_begin)(void *ud, const char *name, uint64_t size, ferry_err *err);
     int (*file_data)(void *ud, const char *data, size_t len, ferry_err *err);
     int (*file_end)(void *ud, ferry_err *err);
@@ -299,6 +305,7 @@ typedef struct agent_stream {
     size_t line_len;
     uint64_t remaining;
     uint64_t files;
+    uint64_t parts; /* P lines seen */
     void *xxh; /* XXH3_state_t */
     char name[256];
     bool done;

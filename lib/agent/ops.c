@@ -621,7 +621,7 @@ int agent_make_tmp(agent_env *env, const agent_table_dir *td, char **detached, c
 }
 
 int agent_place_tmp(agent_env *env, const char *detached, const char *tmp, const char *part,
-                    char **final_out, bool *existing, ferry_err *err)
+                    bool sync_detached, char **final_out, bool *existing, ferry_err *err)
 {
     char final[4400];
     snprintf(final, sizeof final, "%s/%s", detached, part);
@@ -638,7 +638,7 @@ int agent_place_tmp(agent_env *env, const char *detached, const char *tmp, const
         *existing = true;
     } else if (rename(tmp, final) != 0) {
         return ferry_err_set(err, FERRY_EIO, "rename %s to %s: %s", tmp, final, strerror(errno));
-    } else if ((rc = agent_fsync_dir(detached, err))) {
+    } else if (sync_detached && (rc = agent_fsync_dir(detached, err))) {
         return rc;
     }
     (void)env;

@@ -205,7 +205,8 @@ static void count_op(ferry_agent *a, size_t op, bool ok, double seconds, json_t 
     }
     if (op == OP_RECEIVE) {
         if (ok) {
-            m->parts_received++;
+            const json_t *parts = json_object_get(resp, "parts"); /* a batch */
+            m->parts_received += parts ? json_array_size(parts) : 1;
             m->bytes_received += (uint64_t)json_integer_value(json_object_get(resp, "bytes"));
         }
     }
@@ -461,10 +462,12 @@ static void recv_headers(ferry_http_req *req, void *ctx)
     ferry_http_req_set_state(req, s);
     const char *db = ferry_http_arg(req, "database"), *table = ferry_http_arg(req, "table"),
                *part = ferry_http_arg(req, "part"), *kind = ferry_http_arg(req, "kind"),
-               *disk = ferry_http_arg(req, "disk");
-    if (!db || !table || !part || !kind || !*db || !*table) {
+               *disk = ferry_http_arg(req, "disk"), *batch = ferry_http_arg(req, "batch");
+    bool is_batch = batch && !strcmp(batch, "1");
+    if (!db || !table || (!part && !is_batch) || (part && is_batch) || !kind || !*db ||
+        !*table) {
         respond_error(req, 400, FERRY_EINVAL, "receive needs the arguments database, table, "
-                      "part and kind");
+                      "kind and either part or batch=1");
         return;
     }
     s->rc = agent_recv_begin(&s->env, db, table, part, kind, disk && *disk ? disk : NULL,
@@ -502,8 +505,9 @@ static void recv_complete(ferry_http_req *req, void *ctx)
         pthread_mutex_unlock(&s->env.a->metrics.mu);
     }
     if (s->rc == FERRY_OK) {
+        const json_t *parts = json_object_get(resp, "parts"); /* a batch */
+        FLOG_INFO("agent: op=receive status=200 parts=%zu", parts ? json_array_size(parts) : 1);
         respond_json(req, 200, resp);
-        FLOG_INFO("agent: op=receive status=200");
     } else {
         /* A part that fails its checks is unprocessable content, not a malformed request. */
         unsigned st = s->env.status ? s->env.status

@@ -1,5 +1,6 @@
 /* The part stream's parser (receiving side): a small framed format carrying a part folder's
- * files with an end-to-end xxh3-64 per file, fed in chunks of any size. Pure: the callbacks do
+ * files (or, in a batch, several parts' folders, each opened by a P line) with an end-to-end
+ * xxh3-64 per file, fed in chunks of any size. Pure: the callbacks do
  * the writing. The format is in agent_int.h and docs/agent.md. */
 #include "agent_int.h"
 
@@ -54,6 +55,20 @@ static int on_line(agent_stream *s, ferry_err *err)
             s->done = true;
             return FERRY_OK;
         }
+        if (l[0] == 'P' && l[1] == ' ') {
+            /* a batch of parts (API 5): the files up to the next P line are this part's */
+            if (!s->cb.part_begin)
+                return ferry_err_set(err, FERRY_EINVAL, "part stream: a part line in the stream "
+                                     "of one part");
+            if (!ferry_safe_component(l + 2, false))
+                return ferry_err_set(err, FERRY_EINVAL, "part stream: part name '%.100s' is not "
+                                     "a plain folder name", l + 2);
+            s->parts++;
+            return s->cb.part_begin(s->ud, l + 2, err);
+        }
+        if (s->cb.part_begin && s->parts == 0)
+            return ferry_err_set(err, FERRY_EINVAL, "part stream: a batch must name its part "
+                                 "before its files");
         if (l[0] != 'F' || l[1] != ' ')
             return ferry_err_set(err, FERRY_EINVAL, "part stream: file header expected after "
                                  "%" PRIu64 " files", s->files);

@@ -1,13 +1,10 @@
-/* Moving a frozen part between servers, agent to agent. The source (op "send") streams the
- * files of a part from its shadow folder to the target's receive endpoint, or ("live": API 3) a
- * pointer part straight from the table's folder: its files name immutable objects that
+/* Sending parts to another agent (op "send", the source side; receive.c is the target's). A
+ * frozen part streams from its shadow folder to the target's receive endpoint, or ("live": API
+ * 3) a pointer part straight from the table's folder: its files name immutable objects that
  * ClickHouse may not delete (the store refuses it), cold volumes do not merge, and each pointer
  * file is read whole and parsed before anything is sent, so a freeze would only add its hard
- * links (each a rewrite of the file's ref_count) and their removal. The target writes
- * them into a temporary folder under the table's detached/, checks them while writing (a hot
- * part against its checksums.txt with ClickHouse's file hash; a pointer part by parsing every
- * pointer file and checking that its objects exist with their sizes), and only then renames the
- * folder to detached/<part>. A part that fails any check is never placed. */
+ * links (each a rewrite of the file's ref_count) and their removal. Live pointer parts may go
+ * several to one receive ("parts": API 5), in one stream. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -50,8 +47,9 @@
 #define POINTER_SETTLE_MS 2000
 #define POINTER_SEND_MAX (1u << 20)
 
-static int settled_pointer(agent_env *env, const char *path, ferry_agent_send_file *f,
-                           ferry_err *err)
+/* Reads the pointer file at path as it stands settled (above) into *data (caller frees). */
+static int settled_pointer_read(agent_env *env, const char *path, char **data_out,
+                                size_t *len_out, ferry_err *err)
 {
     ferry_err serr = {0};
     const char *kp = agent_env_store(env, &serr) == FERRY_OK && env->store.disk_key_prefix
@@ -81,6 +79,20 @@ static int settled_pointer(agent_env *env, const char *path, ferry_agent_send_fi
                       perr.msg);
         usleep(10 * 1000);
     }
+    *data_out = data;
+    *len_out = len;
+    return FERRY_OK;
+}
+
+/* The settled pointer file in a memfd, so that it cannot change under the send. */
+static int settled_pointer(agent_env *env, const char *path, ferry_agent_send_file *f,
+                           ferry_err *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    int rc = settled_pointer_read(env, path, &data, &len, err);
+    if (rc)
+        return rc;
     int fd = memfd_create("ferry-pointer", MFD_CLOEXEC);
     if (fd < 0) {
         free(data);
@@ -121,6 +133,228 @@ static bool test_live_gone(void)
     return true;
 }
 
+/* A batch's receives: at most this many parts, and about this many bytes of pointer files,
+ * each (the receiver keeps a receive's pointer files in memory and refuses more than 64 MiB;
+ * it holds a folder per part until the end). */
+#define SEND_BATCH_PARTS 64
+#define SEND_BATCH_BYTES (16u << 20)
+
+/* One part of a batch: its pointer files read (settled) into memory. */
+typedef struct batch_part {
+    const char *name; /* borrowed from the request */
+    char *dir;
+    size_t first, n; /* its files in the batch's list */
+} batch_part;
+
+typedef struct batch_send {
+    agent_env *env;
+    const char *tdb, *ttable, *tdisk;
+    ferry_agent_client *cl;
+    ferry_agent_send_file *files;
+    size_t n_files, cap_files;
+    batch_part *parts;
+    size_t n_parts;
+    json_t *targets; /* the receivers' answers */
+    uint64_t sent;
+} batch_send;
+
+/* Reads part's pointer files (checksums.txt first) into b->files; FERRY_ENOTFOUND when the
+ * part is not in the table or left it while it was read (the caller counts it gone). */
+static int batch_read_part(batch_send *b, const agent_table_dir *dirs, size_t ndirs,
+                           const char *part, ferry_err *err)
+{
+    char *dir = NULL;
+    const agent_disk *disk = NULL;
+    agent_file *files = NULL;
+    size_t nf = 0, first = b->n_files;
+    int rc = agent_find_live_part(b->env, dirs, ndirs, part, &dir, &disk, err);
+    if (!rc)
+        rc = agent_list_part_files(dir, &files, &nf, err);
+    if (!rc && b->n_files + nf > b->cap_files) {
+        size_t cap = (b->n_files + nf) * 2;
+        ferry_agent_send_file *f = realloc(b->files, cap * sizeof *f);
+        if (!f)
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        else
+            b->files = f, b->cap_files = cap;
+    }
+    for (int pass = 0; !rc && pass < 2; pass++)
+        for (size_t i = 0; !rc && i < nf; i++) {
+            if ((pass == 0) != !strcmp(files[i].name, "checksums.txt"))
+                continue;
+            char fp[4700];
+            snprintf(fp, sizeof fp, "%s/%s", dir, files[i].name);
+            char *data = NULL;
+            size_t len = 0;
+            if ((rc = settled_pointer_read(b->env, fp, &data, &len, err)))
+                break;
+            ferry_agent_send_file *f = &b->files[b->n_files];
+            memset(f, 0, sizeof *f);
+            f->fd = -1;
+            f->size = len;
+            f->data = data;
+            f->part = b->n_files == first ? part : NULL;
+            if (!(f->name = strdup(files[i].name))) {
+                free(data);
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                break;
+            }
+            b->n_files++;
+        }
+    if (rc && dir && access(dir, F_OK) != 0 && errno == ENOENT)
+        rc = ferry_err_set(err, FERRY_ENOTFOUND, "part %s left the table while it was read "
+                           "(merged, moved or detached)", part);
+    if (rc) { /* nothing of it is sent */
+        for (size_t i = first; i < b->n_files; i++) {
+            free((char *)b->files[i].data);
+            free((char *)b->files[i].name);
+        }
+        b->n_files = first;
+        free(dir);
+    } else {
+        b->parts[b->n_parts++] = (batch_part){.name = part, .dir = dir, .first = first, .n = nf};
+    }
+    agent_files_free(files, nf);
+    return rc;
+}
+
+/* Streams parts [from, to) of the batch to the target in one receive. */
+static int batch_flush(batch_send *b, size_t from, size_t to, ferry_err *err)
+{
+    if (from == to)
+        return FERRY_OK;
+    const batch_part *a = &b->parts[from], *z = &b->parts[to - 1];
+    json_t *tresp = NULL;
+    long tstatus = 0;
+    uint64_t sent = 0;
+    int rc = ferry_agent_send_parts(b->cl, b->tdb, b->ttable, b->tdisk, b->files + a->first,
+                                    z->first + z->n - a->first, &tresp, &tstatus, &sent, err);
+    b->sent += sent;
+    if (rc) {
+        /* Say what the target said, with its status when it answered. */
+        b->env->status = (tstatus >= 400 && tstatus < 500) || tstatus == 507 ? (unsigned)tstatus
+                                                                             : 502;
+        if (tstatus == 401)
+            b->env->status = 502; /* our caller's token was fine; the target refused ours */
+        return rc;
+    }
+    if (json_array_append_new(b->targets, tresp))
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    return FERRY_OK;
+}
+
+/* send {database, table, live: true, parts: [...], target} (API 5): the live pointer parts
+ * named, in receives of several parts each. A part no longer in the table is not sent and is
+ * answered under "gone" (the single form's 410). */
+static int send_batch(agent_env *env, const char *db, const char *table, json_t *names,
+                      json_t *target, json_t **resp, ferry_err *err)
+{
+    batch_send b = {.env = env};
+    agent_table_dir *dirs = NULL;
+    size_t ndirs = 0, n = json_array_size(names);
+    const char *turl, *ttoken;
+    json_t *gone = json_array(), *sent_parts = json_array();
+    b.targets = json_array();
+    int rc = FERRY_OK;
+    if (!gone || !sent_parts || !b.targets || !(b.parts = calloc(n + 1, sizeof *b.parts))) {
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (!json_is_array(names) || n == 0) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "\"parts\" must be a non-empty array of part "
+                           "names");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *p = json_string_value(json_array_get(names, i));
+        char pid[256];
+        if (!p || !ferry_safe_component(p, false) ||
+            ferry_agent_part_partition_id(p, pid, sizeof pid, err) != FERRY_OK) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "parts[%zu] is not a part name", i);
+            goto out;
+        }
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(p, json_string_value(json_array_get(names, k)))) {
+                rc = ferry_err_set(err, FERRY_EINVAL, "part %s is named twice", p);
+                goto out;
+            }
+    }
+    if ((rc = agent_req_str(target, "url", &turl, err)) ||
+        (rc = agent_req_str(target, "token", &ttoken, err)) ||
+        (rc = agent_req_str(target, "database", &b.tdb, err)) ||
+        (rc = agent_req_str(target, "table", &b.ttable, err))) {
+        ferry_err_prefix(err, "target: ");
+        goto out;
+    }
+    b.tdisk = agent_req_opt(target, "disk");
+    env->cached = true; /* the table's paths once for every part */
+    if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)))
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = json_string_value(json_array_get(names, i));
+        ferry_err perr = {0};
+        int prc = test_live_gone() ? FERRY_ENOTFOUND : batch_read_part(&b, dirs, ndirs, p, &perr);
+        if (prc == FERRY_ENOTFOUND) {
+            if (json_array_append_new(gone, json_string(p))) {
+                rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+                goto out;
+            }
+            continue;
+        }
+        if (prc) {
+            *err = perr;
+            rc = prc;
+            goto out;
+        }
+    }
+    if (b.n_parts && (rc = ferry_agent_client_new(turl, ttoken, 0, &b.cl, err)))
+        goto out;
+    size_t from = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < b.n_parts; i++) {
+        const batch_part *bp = &b.parts[i];
+        uint64_t pb = 0;
+        for (size_t k = bp->first; k < bp->first + bp->n; k++)
+            pb += b.files[k].size;
+        if (i > from && (i - from == SEND_BATCH_PARTS || bytes + pb > SEND_BATCH_BYTES)) {
+            if ((rc = batch_flush(&b, from, i, err)))
+                goto out;
+            from = i;
+            bytes = 0;
+        }
+        bytes += pb;
+    }
+    if ((rc = batch_flush(&b, from, b.n_parts, err)))
+        goto out;
+    for (size_t i = 0; i < b.n_parts; i++)
+        if (json_array_append_new(sent_parts, json_pack("{s:s, s:s, s:I}", "part",
+                                                        b.parts[i].name, "from", b.parts[i].dir,
+                                                        "files", (json_int_t)b.parts[i].n))) {
+            rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+            goto out;
+        }
+    *resp = json_pack("{s:s, s:O, s:O, s:I, s:I, s:O}", "kind", "pointer", "parts", sent_parts,
+                      "gone", gone, "files", (json_int_t)b.n_files, "bytes_sent",
+                      (json_int_t)b.sent, "targets", b.targets);
+    if (!*resp)
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+out:
+    json_decref(gone);
+    json_decref(sent_parts);
+    json_decref(b.targets);
+    ferry_agent_client_free(b.cl);
+    for (size_t i = 0; i < b.n_files; i++) {
+        free((char *)b.files[i].data);
+        free((char *)b.files[i].name);
+    }
+    free(b.files);
+    for (size_t i = 0; i < b.n_parts; i++)
+        free(b.parts[i].dir);
+    free(b.parts);
+    agent_table_dirs_free(dirs, ndirs);
+    return rc;
+}
+
 int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
 {
     const char *db, *table, *freeze = NULL, *part, *turl, *ttoken, *tdb, *ttable;
@@ -136,6 +370,19 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
     ferry_agent_client *cl = NULL;
     json_t *tresp = NULL;
     int rc;
+    json_t *parts = json_object_get(req, "parts");
+    if (parts) {
+        if ((rc = agent_req_str(req, "database", &db, err)) ||
+            (rc = agent_req_str(req, "table", &table, err)))
+            return rc;
+        if (!json_is_true(live) || json_object_get(req, "part"))
+            return ferry_err_set(err, FERRY_EINVAL, "\"parts\" (a batch) goes with \"live\": "
+                                 "true and without \"part\"");
+        if (!json_is_object(target))
+            return ferry_err_set(err, FERRY_EINVAL, "\"target\" must be an object {url, token, "
+                                 "database, table[, disk]}");
+        return send_batch(env, db, table, parts, target, resp, err);
+    }
     if ((rc = agent_req_str(req, "database", &db, err)) ||
         (rc = agent_req_str(req, "table", &table, err)) ||
         (live && !json_is_boolean(live) &&
@@ -239,413 +486,4 @@ out:
     free(dir);
     agent_table_dirs_free(dirs, ndirs);
     return rc;
-}
-
-/* ---- receive (target side) ------------------------------------------------------------------ */
-
-typedef struct recv_pointer {
-    char *name;
-    ferry_pointer pt;
-} recv_pointer;
-
-struct agent_recv {
-    agent_env *env;
-    bool pointer; /* kind */
-    char *db, *table, *part, *disk_name;
-    char *detached, *tmp;
-    int tmpfd;
-    agent_stream stream;
-    bool stream_ok;
-    int version;                  /* pointer parts: the pinned format */
-    ferry_objstore *chk;          /* pointer parts: the clickhouse role, for HEAD */
-    /* the file being received */
-    int fd;
-    char name[256];
-    uint64_t size, got;
-    ferry_part_hasher hasher;
-    const ferry_checksum_entry *entry;
-    ferry_buf mem; /* checksums.txt, or a pointer file */
-    /* what was received */
-    ferry_checksums cks;
-    bool have_cks;
-    char **names;
-    size_t n_names;
-    recv_pointer *ptrs;
-    size_t n_ptrs;
-    uint64_t bytes;
-    uint64_t limit; /* what bytes may reach: see RECV_* */
-};
-
-static int recv_file_begin(void *ud, const char *name, uint64_t size, ferry_err *err)
-{
-    agent_recv *r = ud;
-    for (size_t i = 0; i < r->n_names; i++)
-        if (!strcmp(r->names[i], name))
-            return ferry_err_set(err, FERRY_EINVAL, "%s sent twice", name);
-    snprintf(r->name, sizeof r->name, "%s", name);
-    r->size = size;
-    r->got = 0;
-    r->entry = NULL;
-    ferry_buf_reset(&r->mem);
-    if (r->pointer) {
-        if (size > POINTER_FILE_MAX)
-            return ferry_err_set(err, FERRY_EINVAL, "%s: %" PRIu64 " bytes is too large for a "
-                                 "pointer file", name, size);
-        if (size > r->limit - r->bytes)
-            return ferry_err_set(err, FERRY_EINVAL, "%s: a pointer part of more than %" PRIu64
-                                 " bytes is refused (its files are kept in memory)", name,
-                                 r->limit);
-        return FERRY_OK;
-    }
-    bool is_cks = !strcmp(name, "checksums.txt");
-    if (!r->have_cks && !is_cks)
-        return ferry_err_set(err, FERRY_EINVAL, "a hot part must start with checksums.txt "
-                             "(got %s)", name);
-    /* checksums.txt is kept in memory to be parsed, and files it does not list are ClickHouse's
-     * small metadata files: both are bounded, so a sender cannot fill memory or the disk with
-     * what checksums.txt does not account for */
-    if (is_cks && size > RECV_CHECKSUMS_MAX)
-        return ferry_err_set(err, FERRY_EINVAL, "checksums.txt: %" PRIu64 " bytes is more than "
-                             "the %u a part's checksums.txt may have", size, RECV_CHECKSUMS_MAX);
-    if (!is_cks) {
-        r->entry = ferry_checksums_find(&r->cks, name);
-        if (!r->entry && !ferry_checksums_unlisted_file_ok(name))
-            return ferry_err_set(err, FERRY_EINVAL, "%s is not listed in checksums.txt", name);
-        if (r->entry && r->entry->file_size != size)
-            return ferry_err_set(err, FERRY_EINVAL, "%s: %" PRIu64 " bytes sent, checksums.txt "
-                                 "says %" PRIu64, name, size, r->entry->file_size);
-        if (!r->entry && size > RECV_UNLISTED_MAX)
-            return ferry_err_set(err, FERRY_EINVAL, "%s: %" PRIu64 " bytes is more than the %u "
-                                 "a metadata file not listed in checksums.txt may have", name,
-                                 size, RECV_UNLISTED_MAX);
-    }
-    if (size > r->limit - r->bytes)
-        return ferry_err_set(err, FERRY_EINVAL, "%s: %" PRIu64 " more bytes would make the part "
-                             "larger than the %" PRIu64 " its checksums.txt allows", name, size,
-                             r->limit);
-    ferry_part_hasher_init(&r->hasher);
-    r->fd = openat(r->tmpfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (r->fd < 0) {
-        agent_note_errno(r->env, errno);
-        return ferry_err_set(err, FERRY_EIO, "cannot create %s/%s: %s", r->tmp, name,
-                             strerror(errno));
-    }
-    return FERRY_OK;
-}
-
-static int recv_file_data(void *ud, const char *data, size_t len, ferry_err *err)
-{
-    agent_recv *r = ud;
-    if (len > r->size - r->got || len > r->limit - r->bytes) /* the stream parser bounds it */
-        return ferry_err_set(err, FERRY_EINVAL, "%s: more bytes than announced", r->name);
-    r->got += len;
-    r->bytes += len;
-    if (r->pointer || !strcmp(r->name, "checksums.txt"))
-        if (ferry_buf_append(&r->mem, data, len))
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    if (r->pointer)
-        return FERRY_OK;
-    ferry_part_hasher_update(&r->hasher, data, len);
-    while (len > 0) {
-        ssize_t w = write(r->fd, data, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            agent_note_errno(r->env, errno);
-            return ferry_err_set(err, FERRY_EIO, "writing %s/%s: %s", r->tmp, r->name,
-                                 strerror(errno));
-        }
-        data += w;
-        len -= (size_t)w;
-    }
-    if (r->got == r->size && r->entry) {
-        /* The last byte is in: compare with checksums.txt before the stream's own hash. */
-        uint64_t h[2];
-        ferry_part_hasher_final(&r->hasher, h);
-        if (h[0] != r->entry->file_hash[0] || h[1] != r->entry->file_hash[1]) {
-            char want[33], got[33];
-            ferry_checksum_hex(r->entry->file_hash, want);
-            ferry_checksum_hex(h, got);
-            return ferry_err_set(err, FERRY_EINVAL, "%s: content does not match checksums.txt "
-                                 "(hash %s, expected %s): damaged in transit; the part was not "
-                                 "placed", r->name, got, want);
-        }
-    }
-    return FERRY_OK;
-}
-
-/* Test-only: FERRY_AGENT_TEST_SLOW_RECEIVE_MS=N makes the receiving agent pause N ms after each
- * file, so a test can kill a process while a part is half received (docs/agent.md). */
-static void test_slow_receive(void)
-{
-    const char *e = ferry_test_knob("FERRY_AGENT_TEST_SLOW_RECEIVE_MS");
-    uint64_t ms = 0;
-    if (e && *e && ferry_parse_u64(e, &ms) && ms > 0 && ms < 60000)
-        usleep((useconds_t)(ms * 1000));
-}
-
-static int recv_file_end(void *ud, ferry_err *err)
-{
-    agent_recv *r = ud;
-    test_slow_receive();
-    char **nn = realloc(r->names, (r->n_names + 1) * sizeof *nn);
-    if (!nn)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    r->names = nn;
-    if (!(r->names[r->n_names] = strdup(r->name)))
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    r->n_names++;
-    if (r->pointer) {
-        recv_pointer *p = realloc(r->ptrs, (r->n_ptrs + 1) * sizeof *p);
-        if (!p)
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        r->ptrs = p;
-        recv_pointer *rp = &r->ptrs[r->n_ptrs];
-        memset(rp, 0, sizeof *rp);
-        int rc = ferry_pointer_parse(r->mem.data ? r->mem.data : "", r->mem.len,
-                                     r->env->store.disk_key_prefix, &rp->pt, err);
-        if (rc)
-            return ferry_err_prefix(err, "pointer file %s: ", r->name);
-        if (!(rp->name = strdup(r->name))) {
-            ferry_pointer_free(&rp->pt);
-            return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        }
-        r->n_ptrs++;
-        return FERRY_OK;
-    }
-    int rc = FERRY_OK;
-    /* only the writeback starts here: agent_recv_finish syncs all the part's files together
-     * (one journal commit for them, not one per file) */
-    int e = 0;
-    sync_file_range(r->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-    if (close(r->fd) != 0)
-        e = errno;
-    r->fd = -1;
-    if (e) {
-        agent_note_errno(r->env, e);
-        rc = ferry_err_set(err, FERRY_EIO, "writing %s/%s: %s", r->tmp, r->name, strerror(e));
-    }
-    if (rc == FERRY_OK && !strcmp(r->name, "checksums.txt")) {
-        if ((rc = ferry_checksums_parse(r->mem.data, r->mem.len, &r->cks, err)))
-            return ferry_err_prefix(err, "checksums.txt: ");
-        r->have_cks = true;
-        /* from now on the part may hold what checksums.txt lists, and the unlisted metadata
-         * files (each bounded) */
-        uint64_t total = r->bytes;
-        for (size_t i = 0; i < r->cks.count; i++) {
-            if (r->cks.entries[i].file_size > UINT64_MAX - total - RECV_UNLISTED_TOTAL)
-                return ferry_err_set(err, FERRY_EINVAL, "checksums.txt: the sizes it lists do "
-                                     "not add up to a possible part");
-            total += r->cks.entries[i].file_size;
-        }
-        r->limit = total + RECV_UNLISTED_TOTAL;
-    }
-    return rc;
-}
-
-int agent_recv_begin(agent_env *env, const char *db, const char *table, const char *part,
-                     const char *kind, const char *disk, agent_recv **out, ferry_err *err)
-{
-    char pid[256];
-    int rc;
-    agent_table_dir *dirs = NULL;
-    size_t ndirs = 0;
-    const agent_table_dir *td = NULL;
-    if ((rc = ferry_agent_part_partition_id(part, pid, sizeof pid, err)))
-        return rc;
-    if (strcmp(kind, "hot") && strcmp(kind, "pointer"))
-        return ferry_err_set(err, FERRY_EINVAL, "kind must be hot or pointer");
-    agent_recv *r = calloc(1, sizeof *r);
-    if (!r)
-        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-    r->env = env;
-    r->fd = -1;
-    r->tmpfd = -1;
-    r->pointer = !strcmp(kind, "pointer");
-    /* until checksums.txt is in, a hot part may hold only it */
-    r->limit = r->pointer ? RECV_POINTER_TOTAL : RECV_CHECKSUMS_MAX;
-    r->db = strdup(db);
-    r->table = strdup(table);
-    r->part = strdup(part);
-    if (!r->db || !r->table || !r->part) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
-    env->cached = true; /* a batch receives many parts of one table (agent_cache) */
-    if ((rc = agent_table_dirs(env, db, table, &dirs, &ndirs, err)) ||
-        (rc = agent_pick_dir(dirs, ndirs, disk, r->pointer, &td, err)))
-        goto out;
-    if (td->disk->is_remote != r->pointer) {
-        rc = ferry_err_set(err, FERRY_EINVAL, "a %s part cannot go to disk '%s' (%s)", kind,
-                           td->disk->name, td->disk->is_remote ? "object storage" : "local");
-        goto out;
-    }
-    if (!(r->disk_name = strdup(td->disk->name))) {
-        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
-        goto out;
-    }
-    if (r->pointer && ((rc = agent_env_pointer_version(env, &r->version, err)) ||
-                       (rc = agent_env_store(env, err)) ||
-                       (rc = agent_env_open_store(env, FERRY_ROLE_CLICKHOUSE, &r->chk, err))))
-        goto out;
-    if ((rc = agent_make_tmp(env, td, &r->detached, &r->tmp, err)))
-        goto out;
-    r->tmpfd = open(r->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (r->tmpfd < 0) {
-        rc = ferry_err_set(err, FERRY_EIO, "%s: %s", r->tmp, strerror(errno));
-        goto out;
-    }
-    agent_stream_cb cb = {recv_file_begin, recv_file_data, recv_file_end};
-    if ((rc = agent_stream_init(&r->stream, &cb, r, err)))
-        goto out;
-    r->stream_ok = true;
-out:
-    agent_table_dirs_free(dirs, ndirs);
-    if (rc) {
-        agent_recv_free(r);
-        r = NULL;
-    }
-    *out = r;
-    return rc;
-}
-
-int agent_recv_feed(agent_recv *r, const char *data, size_t len, ferry_err *err)
-{
-    return agent_stream_feed(&r->stream, data, len, err);
-}
-
-int agent_recv_finish(agent_recv *r, json_t **resp, ferry_err *err)
-{
-    int rc = agent_stream_finish(&r->stream, err);
-    char *final = NULL;
-    bool existing = false;
-    ferry_buf text = FERRY_BUF_INIT;
-    uint64_t checked = 0;
-    if (rc)
-        goto out;
-    if (r->n_names == 0) {
-        rc = ferry_err_set(err, FERRY_EINVAL, "the part stream held no file");
-        goto out;
-    }
-    if (!r->pointer) {
-        for (size_t i = 0; i < r->cks.count; i++) {
-            bool seen = false;
-            for (size_t k = 0; k < r->n_names && !seen; k++)
-                seen = !strcmp(r->names[k], r->cks.entries[i].name);
-            if (!seen) {
-                rc = ferry_err_set(err, FERRY_EINVAL, "%s is listed in checksums.txt but was not "
-                                   "sent", r->cks.entries[i].name);
-                goto out;
-            }
-        }
-    } else {
-        /* Every object must exist with its size; then the files are written again in the
-         * pinned format, as owned by this server with ref_count 1 (docs/agent.md). */
-        for (size_t i = 0; i < r->n_ptrs; i++) {
-            ferry_pointer *pt = &r->ptrs[i].pt;
-            for (size_t k = 0; k < pt->n_objects; k++) {
-                char *sk = agent_store_key_of(&r->env->store, pt->objects[k].key);
-                if (!sk) {
-                    rc = ferry_err_set(err, FERRY_EINVAL, "pointer file %s names %s, outside "
-                                       "the object store", r->ptrs[i].name, pt->objects[k].key);
-                    goto out;
-                }
-                ferry_object_info info = {0};
-                ferry_err herr = {0};
-                int hr = ferry_objstore_head(r->chk, sk, &info, &herr);
-                if (hr == FERRY_ENOTFOUND) {
-                    r->env->status = 409;
-                    rc = ferry_err_set(err, FERRY_ECONFLICT, "pointer file %s names object %s, "
-                                       "which is missing; the part was not placed",
-                                       r->ptrs[i].name, sk);
-                } else if (hr) {
-                    rc = ferry_err_set(err, hr, "checking object %s: %s", sk, herr.msg);
-                } else if (info.size != pt->objects[k].size) {
-                    r->env->status = 409;
-                    rc = ferry_err_set(err, FERRY_ECONFLICT, "pointer file %s: object %s has %"
-                                       PRIu64 " bytes, the pointer says %" PRIu64,
-                                       r->ptrs[i].name, sk, info.size, pt->objects[k].size);
-                }
-                free(sk);
-                if (rc)
-                    goto out;
-                checked++;
-            }
-            pt->ref_count = 1;
-            pt->read_only = false;
-            ferry_buf_reset(&text);
-            if ((rc = ferry_pointer_serialize(pt, r->version, r->env->store.disk_key_prefix,
-                                              &text, err)))
-                goto out;
-            if ((rc = agent_write_file_nosync_at(r->tmpfd, r->ptrs[i].name, text.data,
-                                                 text.len, err))) {
-                agent_note_errno(r->env, errno);
-                goto out;
-            }
-        }
-    }
-    /* every file durable before the folder takes the part's name */
-    if ((rc = agent_fsync_files(r->tmpfd, err))) {
-        agent_note_errno(r->env, errno);
-        goto out;
-    }
-    if ((rc = agent_place_tmp(r->env, r->detached, r->tmp, r->part, &final, &existing, err)))
-        goto out;
-    free(r->tmp);
-    r->tmp = NULL; /* placed (or dropped as a duplicate): nothing to clean up */
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:b}", "database", r->db,
-                          "table", r->table, "part", r->part, "kind",
-                          r->pointer ? "pointer" : "hot", "disk", r->disk_name, "path", final,
-                          "files", (json_int_t)r->n_names, "bytes", (json_int_t)r->bytes,
-                          "existing", existing);
-    if (r->pointer) {
-        json_object_set_new(o, "verified", json_string("pointer files parsed, objects exist "
-                                                       "with their sizes"));
-        json_object_set_new(o, "objects_checked", json_integer((json_int_t)checked));
-        json_object_set_new(o, "pointer_format", json_integer(r->version));
-        json_object_set_new(o, "ref_count", json_integer(1));
-    } else {
-        json_object_set_new(o, "verified", json_string("checksums.txt"));
-        json_object_set_new(o, "files_checked", json_integer((json_int_t)r->cks.count));
-    }
-    *resp = o;
-out:
-    ferry_buf_free(&text);
-    free(final);
-    return rc;
-}
-
-void agent_recv_free(agent_recv *r)
-{
-    if (!r)
-        return;
-    if (r->fd >= 0)
-        close(r->fd);
-    if (r->tmpfd >= 0)
-        close(r->tmpfd);
-    if (r->tmp) {
-        ferry_err ignored = {0};
-        agent_rmtree(r->tmp, &ignored);
-    }
-    if (r->stream_ok)
-        agent_stream_free(&r->stream);
-    ferry_objstore_close(r->chk);
-    if (r->have_cks)
-        ferry_checksums_free(&r->cks);
-    for (size_t i = 0; i < r->n_names; i++)
-        free(r->names[i]);
-    free(r->names);
-    for (size_t i = 0; i < r->n_ptrs; i++) {
-        free(r->ptrs[i].name);
-        ferry_pointer_free(&r->ptrs[i].pt);
-    }
-    free(r->ptrs);
-    ferry_buf_free(&r->mem);
-    free(r->db);
-    free(r->table);
-    free(r->part);
-    free(r->disk_name);
-    free(r->detached);
-    free(r->tmp);
-    free(r);
 }

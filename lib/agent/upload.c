@@ -632,7 +632,7 @@ static int pointer_place(agent_env *env, pointers_env *w, pointer_job *j, json_t
     bool existing = false;
     int rc = agent_fsync_files(j->tmpfd, err);
     if (rc == FERRY_OK)
-        rc = agent_place_tmp(env, j->detached, j->tmp, j->part, &final, &existing, err);
+        rc = agent_place_tmp(env, j->detached, j->tmp, j->part, true, &final, &existing, err);
     if (rc == FERRY_OK) {
         free(j->tmp); /* placed (or dropped as a copy of what is there) */
         j->tmp = NULL;

@@ -245,8 +245,11 @@ static void next_phase(send_state *s)
             s->phase = PH_END;
             return;
         }
-        snprintf(line, sizeof line, "F %" PRIu64 " %s\n", s->files[s->i].size,
-                 s->files[s->i].name);
+        const ferry_agent_send_file *f = &s->files[s->i];
+        if (f->part) /* a batch: the files from here on are this part's */
+            snprintf(line, sizeof line, "P %s\nF %" PRIu64 " %s\n", f->part, f->size, f->name);
+        else
+            snprintf(line, sizeof line, "F %" PRIu64 " %s\n", f->size, f->name);
         set_pending(s, line);
         XXH3_64bits_reset(s->xxh);
         s->off = 0;
@@ -277,7 +280,9 @@ static size_t send_read(char *buf, size_t sz, size_t nm, void *ud)
             if (s->off < f->size) {
                 uint64_t left = f->size - s->off;
                 size_t want = left < cap ? (size_t)left : cap;
-                ssize_t r = pread(f->fd, buf, want, (off_t)s->off);
+                ssize_t r = f->data ? (ssize_t)want : pread(f->fd, buf, want, (off_t)s->off);
+                if (f->data)
+                    memcpy(buf, f->data + s->off, want);
                 if (r <= 0) {
                     s->read_errno = r < 0 ? errno : EIO;
                     return CURL_READFUNC_ABORT;
@@ -298,16 +303,18 @@ static size_t send_read(char *buf, size_t sz, size_t nm, void *ud)
     }
 }
 
-int ferry_agent_send_part(ferry_agent_client *c, const char *db, const char *table,
-                          const char *part, const char *kind, const char *disk,
-                          const ferry_agent_send_file *files, size_t n, json_t **resp,
-                          long *http_status, uint64_t *bytes_sent, ferry_err *err)
+/* part NULL: a batch (API 5), each part named by its first file's `part` */
+static int send_stream(ferry_agent_client *c, const char *db, const char *table,
+                       const char *part, const char *kind, const char *disk,
+                       const ferry_agent_send_file *files, size_t n, json_t **resp,
+                       long *http_status, uint64_t *bytes_sent, ferry_err *err)
 {
     ferry_buf url = FERRY_BUF_INIT;
     send_state s = {.files = files, .n = n, .phase = PH_MAGIC};
     int rc = FERRY_OK;
     char *e1 = curl_easy_escape(c->curl, db, 0), *e2 = curl_easy_escape(c->curl, table, 0),
-         *e3 = curl_easy_escape(c->curl, part, 0), *e4 = curl_easy_escape(c->curl, kind, 0),
+         *e3 = curl_easy_escape(c->curl, part ? part : "", 0),
+         *e4 = curl_easy_escape(c->curl, kind, 0),
          *e5 = disk ? curl_easy_escape(c->curl, disk, 0) : NULL;
     struct curl_slist *hdrs = NULL;
     char corrupt[300] = "";
@@ -326,16 +333,27 @@ int ferry_agent_send_part(ferry_agent_client *c, const char *db, const char *tab
         }
         s.corrupt_file = corrupt;
     }
-    ferry_buf_printf(&url, "%s" FERRY_AGENT_PREFIX "receive?database=%s&table=%s&part=%s&kind=%s",
-                     c->base, e1, e2, e3, e4);
+    if (part)
+        ferry_buf_printf(&url, "%s" FERRY_AGENT_PREFIX "receive?database=%s&table=%s&part=%s"
+                         "&kind=%s", c->base, e1, e2, e3, e4);
+    else
+        ferry_buf_printf(&url, "%s" FERRY_AGENT_PREFIX "receive?database=%s&table=%s&batch=1"
+                         "&kind=%s", c->base, e1, e2, e4);
     if (e5)
         ferry_buf_printf(&url, "&disk=%s", e5);
     /* The exact body length: magic, per file header + bytes + hash line, end line. */
     uint64_t total = strlen("ferry-part 1\n");
     char line[600];
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (!part && i == 0 && !files[i].part) {
+            rc = ferry_err_set(err, FERRY_EINVAL, "a batch must name the part of its first file");
+            goto out;
+        }
+        if (!part && files[i].part)
+            total += strlen("P \n") + strlen(files[i].part);
         total += (uint64_t)snprintf(line, sizeof line, "F %" PRIu64 " %s\n", files[i].size,
                                     files[i].name) + files[i].size + 19;
+    }
     total += (uint64_t)snprintf(line, sizeof line, "E %zu\n", n);
     set_pending(&s, "ferry-part 1\n");
     hdrs = curl_slist_append(NULL, c->auth);
@@ -362,6 +380,28 @@ out:
         XXH3_freeState(s.xxh);
     ferry_buf_free(&url);
     return rc;
+}
+
+int ferry_agent_send_part(ferry_agent_client *c, const char *db, const char *table,
+                          const char *part, const char *kind, const char *disk,
+                          const ferry_agent_send_file *files, size_t n, json_t **resp,
+                          long *http_status, uint64_t *bytes_sent, ferry_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (files[i].part)
+            return ferry_err_set(err, FERRY_EINVAL, "the stream of one part names no part per "
+                                 "file");
+    return send_stream(c, db, table, part, kind, disk, files, n, resp, http_status, bytes_sent,
+                       err);
+}
+
+int ferry_agent_send_parts(ferry_agent_client *c, const char *db, const char *table,
+                           const char *disk, const ferry_agent_send_file *files, size_t n,
+                           json_t **resp, long *http_status, uint64_t *bytes_sent,
+                           ferry_err *err)
+{
+    return send_stream(c, db, table, NULL, "pointer", disk, files, n, resp, http_status,
+                       bytes_sent, err);
 }
 
 /* ---- the client's name and counters (ferry/agent_ops.h) ---------------------------------- */

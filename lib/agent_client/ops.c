@@ -458,6 +458,9 @@ int ferry_agent_send(ferry_agent_client *c, const ferry_agent_send_req *q, ferry
         target = NULL;
     }
     json_t *req = !target ? NULL
+                  : q->n_parts ? json_pack("{s:s, s:s, s:b, s:o, s:o}", "database", q->db,
+                                           "table", q->table, "live", 1, "parts",
+                                           str_array(q->parts, q->n_parts), "target", target)
                   : q->live ? json_pack("{s:s, s:s, s:b, s:s, s:o}", "database", q->db, "table",
                                         q->table, "live", 1, "part", q->part, "target", target)
                             : json_pack("{s:s, s:s, s:s, s:s, s:o}", "database", q->db, "table",
@@ -472,6 +475,7 @@ int ferry_agent_send(ferry_agent_client *c, const ferry_agent_send_req *q, ferry
     out->pointer = out->kind && !strcmp(out->kind, "pointer");
     out->bytes_sent = u64(r, "bytes_sent");
     out->target = json_object_get(r, "target");
+    out->gone = json_object_get(r, "gone");
     return FERRY_OK;
 }
 

@@ -34,7 +34,9 @@
 #include "flow/replica_int.h"
 #include "flow/staging_load.h"
 
-#define MV_SEND_THREADS 4 /* parts in flight agent to agent at once */
+#define MV_SEND_THREADS 4 /* parts (or batches of them) in flight agent to agent at once */
+#define MV_SEND_BATCH_MIN 8
+#define MV_SEND_BATCH_MAX 64
 
 typedef struct send_job {
     const char *name;  /* the part (borrowed from the freeze answer, or the source's listing) */
@@ -66,12 +68,37 @@ typedef struct send_pool {
     bool first;
     send_job *jobs;
     size_t n, next;
+    size_t per_batch; /* live pointer parts sent by one request (API 5 on both sides), else 1 */
     pthread_mutex_t mu; /* next, stop, the error, x's counters and result */
     bool stop;
     int rc;
     long status;
     ferry_err err;
 } send_pool;
+
+/* Accounts a part sent (under p->mu): bytes that travelled, its move's result and progress. */
+static void sent_account(send_pool *p, send_job *j, bool pointer, uint64_t sent_bytes)
+{
+    mvctx *x = j->x;
+    if (j->live)
+        x->res->parts_sent_live++;
+    if (pointer)
+        x->res->cold_copied += sent_bytes;
+    else
+        x->res->hot_copied += sent_bytes;
+    if (!p->first) {
+        mv_parts sp_all = mv_slice_parts(j->src, j->src->pids[j->pid]);
+        const mv_part *sp = mv_parts_find(&sp_all, j->name);
+        if (sp && sp->cold)
+            x->res->cold_bytes += sp->bytes, x->res->cold_parts++;
+        else if (sp)
+            x->res->hot_bytes += sp->bytes, x->res->hot_parts++;
+    }
+    x->bytes_done += sent_bytes;
+    x->parts_done++;
+    j->sent = true;
+    mv_progress(x);
+}
 
 /* Sends one part from the source's agent (client cl) to the target's staging detached/, and
  * accounts it. */
@@ -112,28 +139,80 @@ static int send_one(send_pool *p, ferry_agent_client *cl, send_job *j, ferry_err
         return rc;
     }
     uint64_t sent_bytes = ans.bytes_sent;
-    if (j->live)
-        x->res->parts_sent_live++;
-    if (ans.pointer)
-        x->res->cold_copied += sent_bytes;
-    else
-        x->res->hot_copied += sent_bytes;
-    if (!p->first) {
-        mv_parts sp_all = mv_slice_parts(j->src, j->src->pids[j->pid]);
-        const mv_part *sp = mv_parts_find(&sp_all, j->name);
-        if (sp && sp->cold)
-            x->res->cold_bytes += sp->bytes, x->res->cold_parts++;
-        else if (sp)
-            x->res->hot_bytes += sp->bytes, x->res->hot_parts++;
-    }
-    x->bytes_done += sent_bytes;
-
-    x->parts_done++;
-    j->sent = true;
-    mv_progress(x);
+    sent_account(p, j, ans.pointer, sent_bytes);
     pthread_mutex_unlock(&p->mu);
     ferry_agent_sent_free(&ans);
     ferry_rate_account(x->rate, sent_bytes); /* the run's bandwidth limit (shared or its own) */
+    return FERRY_OK;
+}
+
+/* Whether name is in the JSON array of strings a. */
+static bool json_names_have(const json_t *a, const char *name)
+{
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (json_string_value(json_array_get(a, i)) &&
+            !strcmp(json_string_value(json_array_get(a, i)), name))
+            return true;
+    return false;
+}
+
+/* Sends jobs[0..n) (live pointer parts of one table) by one request: the source's agent streams
+ * them to the target's staging detached/ in receives of several parts (agent API 5). */
+static int send_batch(send_pool *p, ferry_agent_client *cl, send_job *jobs, size_t n,
+                      ferry_err *err)
+{
+    mvctx *x0 = p->x;
+    const ferry_table_def *t = p->t;
+    const char **names = calloc(n, sizeof *names);
+    if (!names)
+        return ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        names[i] = jobs[i].name;
+    ferry_agent_sent ans;
+    ferry_agent_send_req sr = {.db = t->database, .table = t->name, .live = true,
+                               .parts = names, .n_parts = n,
+                               .target_url = x0->dst.agent_url, .target_token = x0->dst.token,
+                               .target_db = t->database, .target_table = p->staging};
+    int rc = ferry_agent_send(cl, &sr, &ans, err);
+    long status = ferry_agent_client_last_status(cl);
+    free(names);
+    pthread_mutex_lock(&p->mu);
+    x0->src.n_agent++; /* on the pool's client, not x->src.ag (mv_agent_requests) */
+    if (rc) {
+        if (status == 507 || status == 422 || status == 409)
+            for (size_t i = 0; i < n; i++)
+                jobs[i].x->permanent = true; /* target full, or a part that fails its checks */
+        if (status == 507)
+            ferry_err_prefix(err, "target shard %s ran out of disk space while receiving %zu "
+                             "parts of %s.%s (free space on that disk, then start the move "
+                             "again): ", x0->dst.name, n, t->database, t->name);
+        else
+            ferry_err_prefix(err, "agent of %s (send): sending %zu parts of %s.%s (%s ...) from "
+                             "%s to %s: ", x0->src.name, n, t->database, t->name, jobs[0].name,
+                             x0->src.name, x0->dst.name);
+        pthread_mutex_unlock(&p->mu);
+        return rc;
+    }
+    size_t n_sent = 0;
+    for (size_t i = 0; i < n; i++)
+        n_sent += !json_names_have(ans.gone, jobs[i].name);
+    uint64_t share = n_sent ? ans.bytes_sent / n_sent : 0, rest = ans.bytes_sent;
+    for (size_t i = 0, k = 0; i < n; i++) {
+        send_job *j = &jobs[i];
+        if (json_names_have(ans.gone, j->name)) {
+            /* as a single live send answered 410 (send_one) */
+            FLOG_INFO("msg=\"part not sent: no longer in the source's table\" move=%s "
+                      "table=%s.%s part=%s", j->x->mv.u.move.id, t->database, t->name, j->name);
+            continue;
+        }
+        /* the stream's bytes shared among its parts, the remainder to the last */
+        uint64_t b = ++k == n_sent ? rest : share;
+        rest -= b;
+        sent_account(p, j, true, b);
+    }
+    pthread_mutex_unlock(&p->mu);
+    ferry_rate_account(x0->rate, ans.bytes_sent);
+    ferry_agent_sent_free(&ans);
     return FERRY_OK;
 }
 
@@ -147,10 +226,13 @@ static void *send_worker(void *arg)
     for (;;) {
         pthread_mutex_lock(&p->mu);
         send_job *j = !rc && !p->stop && p->next < p->n ? &p->jobs[p->next++] : NULL;
+        size_t k = 1; /* with j: live pointer parts that go with it (send_order puts them last) */
+        while (j && j->live && k < p->per_batch && p->next < p->n && p->jobs[p->next].live)
+            p->next++, k++;
         pthread_mutex_unlock(&p->mu);
         if (!j)
             break;
-        rc = send_one(p, cl, j, &err);
+        rc = k > 1 ? send_batch(p, cl, j, k, &err) : send_one(p, cl, j, &err);
     }
     if (rc) {
         pthread_mutex_lock(&p->mu);
@@ -163,6 +245,17 @@ static void *send_worker(void *arg)
     }
     ferry_agent_client_free(cl);
     return NULL;
+}
+
+/* How many live pointer parts go by one request, of n_live: spread over the pool's threads, so
+ * the target's receives run side by side, but at least MV_SEND_BATCH_MIN (a few small batches
+ * would each pay a journal commit of their own) and at most MV_SEND_BATCH_MAX. */
+static size_t mv_send_batch_size(size_t n_live)
+{
+    size_t k = (n_live + MV_SEND_THREADS - 1) / MV_SEND_THREADS;
+    if (k < MV_SEND_BATCH_MIN)
+        k = MV_SEND_BATCH_MIN;
+    return k > MV_SEND_BATCH_MAX ? MV_SEND_BATCH_MAX : k;
 }
 
 /* Sends every job: the calling thread and up to MV_SEND_THREADS - 1 more, each with its own
@@ -408,11 +501,22 @@ int mv_copy_round_n(mvctx **xs, size_t n, const ferry_table_def *t, const char *
             free(keep);
         }
     }
-    /* the parts go agent to agent, several at a time */
+    /* the parts go agent to agent, several at a time; live pointer parts several to a request
+     * when both agents take batches */
+    size_t per_batch = 1;
+    if (!rc && n_jobs) {
+        size_t n_live = 0;
+        for (size_t j = 0; j < n_jobs; j++)
+            n_live += jobs[j].live;
+        int sapi = 0, dapi = 0;
+        if (n_live > 1 && !(rc = mv_agent_api(&x0->src, &sapi, err)) &&
+            !(rc = mv_agent_api(&x0->dst, &dapi, err)) && sapi >= 5 && dapi >= 5)
+            per_batch = mv_send_batch_size(n_live);
+    }
     if (!rc && n_jobs) {
         qsort(jobs, n_jobs, sizeof *jobs, send_order);
         send_pool pool = {.x = x0, .t = t, .staging = st, .freeze = freeze, .first = first,
-                          .jobs = jobs, .n = n_jobs};
+                          .jobs = jobs, .n = n_jobs, .per_batch = per_batch};
         rc = send_all(&pool, err);
         for (size_t j = 0; j < n_jobs; j++)
             if (jobs[j].sent)

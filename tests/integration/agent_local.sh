@@ -123,6 +123,57 @@ agent_expect 410 "not in this table" "$U2" "$T2" send "${LSEND/\"$CP\"/\"1-20261
 agent_expect 400 "live" "$U2" "$T2" send "${LSEND/\"live\":true/\"live\":\"yes\"}"
 ok "a pointer part sent live from the table's folder: no FREEZE, the same objects, attached; hot parts (400) and absent ones (410) refused"
 
+# ---- live pointer parts in a batch (API 5): one send, one receive, several parts --------------
+chq "$U2" "CREATE TABLE bt $AGENT_DDL" >/dev/null
+chq "$U2" "SYSTEM STOP MERGES bt" >/dev/null
+for i in 1 2 3; do
+    chq "$U2" "INSERT INTO bt SELECT 5, 20261101, number + $i * 1000, 'b$i' FROM numbers(1000)" >/dev/null
+done
+chq "$U2" "ALTER TABLE bt MOVE PARTITION ID '5-20261101' TO DISK 'cold'" >/dev/null
+mapfile -t BP < <(chq "$U2" "SELECT name FROM system.parts WHERE table = 'bt' AND active ORDER BY name")
+assert_eq 3 "${#BP[@]}" "three cold parts of bt on node2"
+chq "$U1" "CREATE TABLE staging_bt $AGENT_DDL" >/dev/null
+BTARGET="{\"url\":\"$U1\",\"token\":\"$T1\",\"database\":\"default\",\"table\":\"staging_bt\"}"
+BSEND="{\"database\":\"default\",\"table\":\"bt\",\"live\":true,\"parts\":[\"${BP[0]}\",\"5-20261101_999_999_0\",\"${BP[1]}\",\"${BP[2]}\"],\"target\":$BTARGET}"
+agent_ok "$U2" "$T2" send "$BSEND"
+assert_eq "${BP[0]} ${BP[1]} ${BP[2]}" "$(jq -r '[.parts[].part] | join(" ")' <<<"$AG_BODY")" "batch: the parts sent"
+assert_eq '["5-20261101_999_999_0"]' "$(jq -c .gone <<<"$AG_BODY")" "batch: a part not in the table is answered gone"
+assert_eq 1 "$(jq '.targets | length' <<<"$AG_BODY")" "batch: one receive"
+assert_eq 3 "$(jq '.targets[0].parts | length' <<<"$AG_BODY")" "batch: the receive placed three parts"
+assert_eq "$(jq .files <<<"$AG_BODY")" "$(jq .targets[0].files <<<"$AG_BODY")" "batch: every file received"
+assert_eq "$(jq .files <<<"$AG_BODY")" "$(jq .targets[0].objects_checked <<<"$AG_BODY")" "batch: every object checked"
+for i in 0 1 2; do
+    BPATH=$(jq -r ".targets[0].parts[$i].path" <<<"$AG_BODY")
+    assert_eq "${BP[$i]}" "$(basename "$BPATH")" "batch: part $i placed under its name"
+    assert_eq 1 "$(sed -n 4p "$BPATH/data.bin")" "batch: received pointer carries ref_count 1"
+done
+ls "$L/node1/data/disks/cold/store"/*/*/detached/ | grep -q tmp-ferry && fail "batch: temp folder left"
+agent_ok "$U2" "$T2" send "$BSEND"
+assert_eq "true true true" "$(jq -r '[.targets[0].parts[].existing] | map(tostring) | join(" ")' <<<"$AG_BODY")" "batch twice: the same parts"
+chq "$U1" "ALTER TABLE staging_bt ATTACH PARTITION ID '5-20261101'" >/dev/null
+assert_eq "$(chq "$U2" "SELECT count(), sum(x), groupArray(s) FROM (SELECT * FROM bt ORDER BY x)")" \
+    "$(chq "$U1" "SELECT count(), sum(x), groupArray(s) FROM (SELECT * FROM staging_bt ORDER BY x)")" "batch: the data on node1"
+assert_eq "$(chq "$U2" "SELECT groupArray(hash_of_all_files) FROM (SELECT hash_of_all_files FROM system.parts WHERE table = 'bt' AND active ORDER BY 1)")" \
+    "$(chq "$U1" "SELECT groupArray(hash_of_all_files) FROM (SELECT hash_of_all_files FROM system.parts WHERE table = 'staging_bt' AND active ORDER BY 1)")" "batch: the same hash_of_all_files"
+# every part gone: nothing sent, no receive
+agent_ok "$U2" "$T2" send "{\"database\":\"default\",\"table\":\"bt\",\"live\":true,\"parts\":[\"5-20261101_998_998_0\"],\"target\":$BTARGET}"
+assert_eq '0 1 0' "$(jq -r '"\(.parts | length) \(.gone | length) \(.targets | length)"' <<<"$AG_BODY")" "batch of gone parts: nothing sent"
+# refused: not live, with "part", empty, twice the same part, a hot part, a part line outside a batch
+agent_expect 400 'a batch) goes with' "$U2" "$T2" send "${BSEND/\"live\":true/\"live\":false}"
+agent_expect 400 'a batch) goes with' "$U2" "$T2" send "${BSEND/\"live\":true/\"live\":true,\"part\":\"${BP[0]}\"}"
+agent_expect 400 "non-empty array" "$U2" "$T2" send "{\"database\":\"default\",\"table\":\"bt\",\"live\":true,\"parts\":[],\"target\":$BTARGET}"
+agent_expect 400 "named twice" "$U2" "$T2" send "{\"database\":\"default\",\"table\":\"bt\",\"live\":true,\"parts\":[\"${BP[0]}\",\"${BP[0]}\"],\"target\":$BTARGET}"
+agent_expect 400 "not a part name" "$U2" "$T2" send "{\"database\":\"default\",\"table\":\"bt\",\"live\":true,\"parts\":[\"../x\"],\"target\":$BTARGET}"
+agent_expect 400 "not an object-storage disk" "$U1" "$T1" send "{\"database\":\"default\",\"table\":\"e\",\"live\":true,\"parts\":[\"$HOTP\"],\"target\":$BTARGET}"
+printf 'ferry-part 1\nP %s\nE 0\n' "${BP[0]}" >"$T/pline.bin"
+code=$(curl -sS -o "$T/pline.out" -w '%{http_code}' -H "Authorization: Bearer $T1" --data-binary @"$T/pline.bin" \
+    "$U1/agent/v1/receive?database=default&table=staging_bt&part=${BP[0]}&kind=pointer")
+assert_eq 422 "$code" "a part line in the stream of one part: $(cat "$T/pline.out")"
+code=$(curl -sS -o "$T/pline.out" -w '%{http_code}' -H "Authorization: Bearer $T1" --data-binary @"$T/pline.bin" \
+    "$U1/agent/v1/receive?database=default&table=staging&batch=1&kind=hot")
+assert_eq 400 "$code" "a batch of hot parts: $(cat "$T/pline.out")"
+ok "live pointer parts in a batch: one receive places them all (same hashes, ref_count 1); gone ones answered, twice the same; bad batches refused"
+
 # ---- pointer parts that must be refused -------------------------------------------------------
 # A copy of the frozen part (cp: new inodes; the shadow files are hard links of the live part).
 CREL=${CDIR#"$CH2/disks/cold/shadow/cold1/"}
@@ -261,7 +312,7 @@ ok "removals go through the disks' trash, which the agent empties (also what a k
 
 # ---- many parts per request (API 2): each part answered on its own -----------------------------
 agent_ok "$U1" "$T1" status
-assert_eq 4 "$(jq .api <<<"$AG_BODY")" "status: API version 4"
+assert_eq 5 "$(jq .api <<<"$AG_BODY")" "status: API version 5"
 FZ='{"database":"default","table":"e","partitions":[{"partition_id":"0-20261101","name":"many0"},
     {"partition_id":"2-20261101","name":"many2"},{"partition_id":"9-20261101","name":"many9"}]}'
 agent_ok "$U1" "$T1" freeze "$FZ"

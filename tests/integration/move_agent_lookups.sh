@@ -1,8 +1,9 @@
 # What the target's agent asks its ClickHouse while it receives a move's pointer parts: the
 # server's version (checked against the pinned pointer format) once per AGENT_CACHE_MS, not once
 # a part, and the disks and the staging table's paths by one lookup while the first sends wait for
-# it (lib/agent/env.c, agent_cache; docs/moves.md, "Batches"). The nodes log their statements
-# (FERRY_LOG_LEVEL=debug), which the test counts in node2's log; the move must be exact as well.
+# it (lib/agent/env.c, agent_cache; docs/moves.md, "Batches"), and the parts arrive several to a
+# receive (agent API 5). The nodes log their statements (FERRY_LOG_LEVEL=debug), which the test
+# counts in node2's log; the move must be exact as well.
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
@@ -38,9 +39,12 @@ assert_eq "$want" "$(mv_fp "$U2" acme 0)" "acme exact on node2"
 mv_no_residue "$L"
 
 tail -n +"$((before + 1))" "$LOG" >"$T/node2.move.log"
-received=$(grep -c 'op=receive status=200' "$T/node2.move.log" || true)
+# the parts received, in receives of several parts each (agent API 5: a batch per request)
+received=$(grep -o 'op=receive status=200 parts=[0-9]*' "$T/node2.move.log" | awk -F= '{n += $NF} END {print n + 0}')
+receives=$(grep -c 'op=receive status=200' "$T/node2.move.log" || true)
 [ "$received" -ge 24 ] ||
-    fail "node2's log shows $received receives, 24 expected (is the agent logging? $(head -3 "$T/node2.move.log"))"
+    fail "node2's log shows $received parts received, 24 expected (is the agent logging? $(head -3 "$T/node2.move.log"))"
+[ "$receives" -lt 24 ] || fail "node2 received the 24 parts in $receives receives: no batch (agent API 5)"
 versions=$(grep -c 'msg="clickhouse statement".*sql="SELECT version()"' "$T/node2.move.log" || true)
 statements=$(grep -c 'msg="clickhouse statement"' "$T/node2.move.log" || true)
 [ "$statements" -gt 0 ] || fail "node2 logged no statement at debug level: $(head -3 "$T/node2.move.log")"
@@ -52,4 +56,4 @@ statements=$(grep -c 'msg="clickhouse statement"' "$T/node2.move.log" || true)
 # version once a window: 7 on a quiet machine (39 when every receive looked them up)
 [ "$statements" -le 16 ] ||
     fail "node2's agent made $statements statements for $received receives: $(grep -o 'sql="[^"]\{0,60\}' "$T/node2.move.log" | sort | uniq -c | sort -rn | head -5)"
-ok "node2's agent: $received receives, $statements statements, SELECT version() $versions times"
+ok "node2's agent: $received parts in $receives receives, $statements statements, SELECT version() $versions times"

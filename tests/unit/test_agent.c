@@ -136,18 +136,25 @@ static ferry_buf good_stream(void)
     return b;
 }
 
-static int run(const char *data, size_t len, size_t chunk, sink *s, ferry_err *err)
+/* Feeds data in chunks of chunk bytes to a parser with callbacks cb and user data ud. */
+static int feed(const char *data, size_t len, size_t chunk, const agent_stream_cb *cb, void *ud,
+                ferry_err *err)
 {
     agent_stream st;
-    agent_stream_cb cb = {s_begin, s_data, s_end};
-    memset(s, 0, sizeof *s);
-    int rc = agent_stream_init(&st, &cb, s, err);
+    int rc = agent_stream_init(&st, cb, ud, err);
     for (size_t off = 0; rc == FERRY_OK && off < len; off += chunk)
         rc = agent_stream_feed(&st, data + off, len - off < chunk ? len - off : chunk, err);
     if (rc == FERRY_OK)
         rc = agent_stream_finish(&st, err);
     agent_stream_free(&st);
     return rc;
+}
+
+static int run(const char *data, size_t len, size_t chunk, sink *s, ferry_err *err)
+{
+    agent_stream_cb cb = {NULL, s_begin, s_data, s_end};
+    memset(s, 0, sizeof *s);
+    return feed(data, len, chunk, &cb, s, err);
 }
 
 static void sink_free(sink *s)
@@ -227,12 +234,95 @@ static void test_stream_bad(void **state)
     ferry_buf_free(&b);
 }
 
+/* ---- a batch of parts (API 5) ---- */
+
+typedef struct batch_sink {
+    sink files;
+    char parts[4][64];
+    int n_parts, first_file[4];
+} batch_sink;
+
+static int b_part(void *ud, const char *part, ferry_err *err)
+{
+    (void)err;
+    batch_sink *b = ud;
+    snprintf(b->parts[b->n_parts], 64, "%s", part);
+    b->first_file[b->n_parts++] = b->files.n;
+    return FERRY_OK;
+}
+static int b_begin(void *ud, const char *name, uint64_t size, ferry_err *err)
+{
+    return s_begin(&((batch_sink *)ud)->files, name, size, err);
+}
+static int b_data(void *ud, const char *d, size_t len, ferry_err *err)
+{
+    return s_data(&((batch_sink *)ud)->files, d, len, err);
+}
+static int b_end(void *ud, ferry_err *err)
+{
+    return s_end(&((batch_sink *)ud)->files, err);
+}
+
+static int run_batch(const char *data, size_t len, size_t chunk, batch_sink *b, ferry_err *err)
+{
+    agent_stream_cb cb = {b_part, b_begin, b_data, b_end};
+    memset(b, 0, sizeof *b);
+    return feed(data, len, chunk, &cb, b, err);
+}
+
+static void test_stream_batch(void **state)
+{
+    (void)state;
+    ferry_buf b = FERRY_BUF_INIT;
+    ferry_buf_puts(&b, AGENT_STREAM_MAGIC "P 1-20261101_1_1_0\n");
+    add_file(&b, "checksums.txt", "abc", 3);
+    add_file(&b, "data.bin", "P 2\n", 4); /* data that looks like a part line */
+    ferry_buf_puts(&b, "P 1-20261101_2_2_0\n");
+    add_file(&b, "checksums.txt", "def", 3);
+    ferry_buf_puts(&b, "E 3\n");
+    size_t chunks[] = {1, 3, 4096};
+    for (size_t c = 0; c < 3; c++) {
+        batch_sink s;
+        ferry_err err = {0};
+        assert_int_equal(run_batch(b.data, b.len, chunks[c], &s, &err), FERRY_OK);
+        assert_int_equal(s.n_parts, 2);
+        assert_string_equal(s.parts[0], "1-20261101_1_1_0");
+        assert_string_equal(s.parts[1], "1-20261101_2_2_0");
+        assert_int_equal(s.first_file[1], 2);
+        assert_int_equal(s.files.n, 3);
+        assert_memory_equal(s.files.data[1].data, "P 2\n", 4);
+        assert_memory_equal(s.files.data[2].data, "def", 3);
+        sink_free(&s.files);
+    }
+    /* a part line in the stream of one part */
+    expect_fail(b.data, b.len, "a part line in the stream of one part");
+    /* a batch's file before its first part line; a part name that is not a plain name */
+    ferry_buf t = FERRY_BUF_INIT;
+    ferry_buf_puts(&t, AGENT_STREAM_MAGIC);
+    add_file(&t, "checksums.txt", "abc", 3);
+    ferry_buf_puts(&t, "E 1\n");
+    batch_sink s;
+    ferry_err err = {0};
+    assert_int_not_equal(run_batch(t.data, t.len, 5, &s, &err), FERRY_OK);
+    assert_non_null(strstr(err.msg, "must name its part before its files"));
+    sink_free(&s.files);
+    ferry_buf_reset(&t);
+    ferry_buf_puts(&t, AGENT_STREAM_MAGIC "P ../x\n");
+    memset(&err, 0, sizeof err);
+    assert_int_not_equal(run_batch(t.data, t.len, 5, &s, &err), FERRY_OK);
+    assert_non_null(strstr(err.msg, "is not a plain folder name"));
+    sink_free(&s.files);
+    ferry_buf_free(&t);
+    ferry_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bearer),         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_part_names),     cmocka_unit_test(test_pointer_versions),
         cmocka_unit_test(test_stream_ok),      cmocka_unit_test(test_stream_bad),
+        cmocka_unit_test(test_stream_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
