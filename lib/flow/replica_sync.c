@@ -545,6 +545,48 @@ static int remove_freeze(mv_conn *src, const char *freeze, ferry_err *err)
     return ferry_agent_remove_freeze(src->ag, freeze, err);
 }
 
+/* After a replace statement the server refused: ClickHouse runs an ALTER's commands in order and
+ * stops at the first that fails, so the DETACH PARTs before it took their parts (each now in
+ * detached/ under its own name) and the ATTACH FROM staging did not run. Those parts of `old` are
+ * attached again, by one ALTER; *n how many. Found by the ZooKeeper soak (seed 34202): a merge on
+ * the target took a listed part between the listing and the statement (NO_SUCH_DATA_PART), and
+ * the replica was left without the rows of the parts detached before it. */
+static int undo_detach(mv_conn *dst, const ferry_table_def *t, const mv_parts *old, size_t *n,
+                       ferry_err *err)
+{
+    *n = 0;
+    if (!old->n)
+        return FERRY_OK;
+    ferry_buf sql = FERRY_BUF_INIT;
+    ferry_ch_rows rows = {0};
+    ferry_buf_puts(&sql, "SELECT name FROM system.detached_parts WHERE database = ");
+    ferry_sql_quote(t->database, &sql);
+    ferry_buf_puts(&sql, " AND table = ");
+    ferry_sql_quote(t->name, &sql);
+    ferry_buf_puts(&sql, " AND name IN (");
+    for (size_t k = 0; k < old->n; k++) {
+        if (k)
+            ferry_buf_puts(&sql, ", ");
+        ferry_sql_quote(old->p[k].name, &sql);
+    }
+    ferry_buf_puts(&sql, ") ORDER BY name");
+    int rc = mv_sql(dst, ferry_buf_cstr(&sql), &rows, err);
+    ferry_buf_reset(&sql);
+    ferry_buf_puts(&sql, "ALTER TABLE ");
+    ferry_sql_db_table(t->database, t->name, &sql);
+    for (size_t r = 0; !rc && r < rows.n_rows; r++) {
+        ferry_buf_puts(&sql, r ? ", ATTACH PART " : " ATTACH PART ");
+        ferry_sql_quote(ferry_ch_rows_get(&rows, r, 0), &sql);
+    }
+    if (!rc && rows.n_rows)
+        rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
+    if (!rc)
+        *n = rows.n_rows;
+    ferry_ch_rows_free(&rows);
+    ferry_buf_free(&sql);
+    return rc;
+}
+
 /* One round of the copy (action already decided: copy-parts or replace). listed: the source's
  * parts when the round looked (each one settled, see the top of the file); a frozen part not
  * among them is new since, its own write may still be on its way to dst, and it is neither
@@ -620,6 +662,8 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
                 rc = wait_inserts_landed(dst, t, pid, mtime, settle, &waited, err);
             if (!rc)
                 rc = mv_list_parts(dst, t->database, t->name, pid, true, &old, err);
+            if (!rc) /* a test renames a listed part here: tests/integration/repair_replace_race.sh */
+                ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SYNC:listed");
         }
         ferry_buf_puts(&sql, "ALTER TABLE ");
         if (replace) {
@@ -644,16 +688,46 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
             ferry_buf_puts(&sql, " TO TABLE ");
             ferry_sql_db_table(t->database, t->name, &sql);
         }
-        if (!rc)
-            rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err);
-        if (!rc)
+        bool undone = false;
+        if (!rc && (rc = mv_sql(dst, ferry_buf_cstr(&sql), NULL, err)) == FERRY_EREMOTE &&
+            replace) {
+            /* the server answered and the statement is over: what it detached goes back, and
+             * staging gives its parts up; a part that changed since the listing (a merge) is the
+             * next round's to look at */
+            bool changed = strstr(err->msg, "NO_SUCH_DATA_PART") != NULL;
+            size_t back = 0;
+            ferry_err uerr = {0};
+            int urc = undo_detach(dst, t, &old, &back, &uerr);
+            if (!urc)
+                urc = rs_staging_clear(dst, t, pid, &uerr);
+            if (urc) {
+                ferry_log(FERRY_LOG_WARN, "msg=\"replica sync: the replace failed and could not be "
+                          "undone; the next repair looks again\" table=%s partition=%s target=%s "
+                          "err=\"%s\" undo_err=\"%s\"", t->name, pid, dst->name, err->msg,
+                          uerr.msg);
+            } else {
+                undone = true;
+                ferry_log(changed ? FERRY_LOG_INFO : FERRY_LOG_WARN,
+                          "msg=\"replica sync: the replace was refused; the parts it detached are "
+                          "attached again and staging emptied\" table=%s partition=%s target=%s "
+                          "attached_again=%zu err=\"%s\"", t->name, pid, dst->name, back,
+                          err->msg);
+                if (changed) {
+                    snprintf(out->detail, sizeof out->detail, "the target's parts changed "
+                             "during the round");
+                    ferry_err_clear(err);
+                    rc = FERRY_OK;
+                }
+            }
+        }
+        if (!rc && !undone)
             out->changed = true;
-        for (size_t k = 0; !rc && k < old.n; k++) { /* what DETACH PART left in detached/ */
+        for (size_t k = 0; !rc && !undone && k < old.n; k++) { /* what DETACH PART left */
             rc = ferry_agent_remove_detached(dst->ag, t->database, t->name, old.p[k].name, NULL,
                                              NULL, err);
         }
         free(old.p);
-        if (!rc && replace) { /* ATTACH FROM copies: staging's own parts of pid go */
+        if (!rc && !undone && replace) { /* ATTACH FROM copies: staging's own parts go */
             ferry_buf_reset(&sql);
             ferry_buf_puts(&sql, "ALTER TABLE ");
             ferry_sql_db_table(t->database, st, &sql);
@@ -833,9 +907,10 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
                 out->detail[0] = '\0';
         }
     }
-    ferry_log(FERRY_LOG_INFO,
+    ferry_log(rc ? FERRY_LOG_WARN : FERRY_LOG_INFO,
               "msg=\"replica sync\" table=%s partition=%s source=%s target=%s action=%s "
-              "repaired=%d parts_sent=%zu rc=%d",
-              t->name, pid, src->name, dst->name, out->action, out->repaired, out->parts_sent, rc);
+              "repaired=%d parts_sent=%zu rc=%d%s%s%s",
+              t->name, pid, src->name, dst->name, out->action, out->repaired, out->parts_sent, rc,
+              rc ? " err=\"" : "", rc ? err->msg : "", rc ? "\"" : "");
     return rc;
 }
