@@ -3,7 +3,8 @@
 # the mover freezes the cold partitions too and sends them from the freeze, never asks for a live
 # send, never pins (API 4: the cold days ClickHouse moved itself are detached), and the slice
 # arrives exact (docs/moves.md, "A copy round"; move_blog.sh and cold_cache.sh check the live
-# sends of a current agent).
+# sends of a current agent). Moved back, the old agent is the target: the live parts come one
+# per request, never as a batch (API 5).
 source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
@@ -44,6 +45,24 @@ assert_eq "$want" "$(mv_fp "$U2" acme 0)" "acme exact on node2"
 assert_eq 0 "$(chq "$U1" "SELECT count() FROM events WHERE tenant = 'acme'")" "nothing of acme left on node1"
 mv_no_residue "$L"
 ok "through an agent of API 1 the cold partitions are frozen and sent from the freeze; rows exact, no residue"
+
+# back to node1: node2's agent (current) sends the cold parts live, but node1's (API 1 behind the
+# proxy) takes no batch of parts: the mover asks both and sends one part per request
+V1=$(curl -sS "http://127.0.0.1:$P/__v1/status")
+recv0=$(jq '.forwarded_by_op.receive // 0' <<<"$V1")
+"$FERRY_BIN" move --config "$C" --tenant acme --split 0 --to node1 --grace 0 --json >"$T/back.json" 2>"$T/back.err" ||
+    fail "move back failed: $(tail -5 "$T/back.err")"
+R=$(jq -c 'select(.event == "move")' "$T/back.json")
+assert_eq DONE "$(jq -r .state <<<"$R")" "move back done"
+live=$(jq .parts_sent_live <<<"$R")
+[ "$live" -ge 2 ] || fail "the cold parts did not go live from node2's agent: $R"
+V1=$(curl -sS "http://127.0.0.1:$P/__v1/status")
+assert_eq 0 "$(jq '.refused_by_op.receive // 0' <<<"$V1")" "no batch sent to the agent of API 1"
+[ "$(( $(jq '.forwarded_by_op.receive // 0' <<<"$V1") - recv0 ))" -ge "$live" ] ||
+    fail "fewer receives than live parts through the proxy: $V1 ($live live)"
+assert_eq "$want" "$(mv_fp "$U1" acme 0)" "acme exact on node1 again"
+mv_no_residue "$L"
+ok "to an agent of API 1 the live pointer parts go one per request (no batch); rows exact, no residue"
 
 # the old agent refuses a live send as its version did: 400, "freeze" required
 TOK=$(cat "$L/node1/agent.token")
