@@ -16,13 +16,9 @@ L=$T/lab
 mv_rf2_setup "$L" --stop-merges
 C=$L/rf2.conf
 "$FERRY_BIN" tenant add acme --config "$C" >/dev/null || fail "tenant add"
-rows() { # rows FROM COUNT: the rows mv_ingest writes for acme's day 20261101, numbers FROM..
-    echo "INSERT INTO events SELECT 'acme', 20261101, 0, cityHash64(number, 0) % 100000,
-        cityHash64(number, 0, 1) % 1000000 FROM numbers($1, $2)"
-}
-chq "$U1" "$(rows 0 4000)" >/dev/null
-chq "$U2" "$(rows 0 2000)" >/dev/null
-chq "$U2" "$(rows 2000 2000)" >/dev/null
+chq "$U1" "$(mv_day_rows 0 4000)" >/dev/null
+chq "$U2" "$(mv_day_rows 0 2000)" >/dev/null
+chq "$U2" "$(mv_day_rows 2000 2000)" >/dev/null
 chq "$U1" "INSERT INTO events SELECT 'acme', 20261101, 0, 500000 + number, number FROM numbers(1000)" >/dev/null
 parts() { chq "$1" "SELECT name FROM system.parts WHERE active AND table = '$2' ORDER BY name" | tr '\n' ' '; }
 mapfile -t P2 < <(chq "$U2" "SELECT name FROM system.parts WHERE active AND table = 'events' ORDER BY name")

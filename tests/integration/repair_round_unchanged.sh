@@ -17,13 +17,9 @@ L=$T/lab
 mv_rf2_setup "$L" --stop-merges
 C=$L/rf2.conf
 "$FERRY_BIN" tenant add acme --config "$C" >/dev/null || fail "tenant add"
-rows() { # rows FROM COUNT: the rows mv_ingest writes for acme's day 20261101, numbers FROM..
-    echo "INSERT INTO events SELECT 'acme', 20261101, 0, cityHash64(number, 0) % 100000,
-        cityHash64(number, 0, 1) % 1000000 FROM numbers($1, $2)"
-}
-chq "$U1" "$(rows 0 4000)" >/dev/null
-chq "$U2" "$(rows 0 2000)" >/dev/null
-chq "$U2" "$(rows 2000 2000)" >/dev/null
+chq "$U1" "$(mv_day_rows 0 4000)" >/dev/null
+chq "$U2" "$(mv_day_rows 0 2000)" >/dev/null
+chq "$U2" "$(mv_day_rows 2000 2000)" >/dev/null
 assert_eq "$(mv_fp "$U1" acme 0)" "$(mv_fp "$U2" acme 0)" "the same rows on both"
 "$FERRY_BIN" tier --config "$C" --older-than 3d --tenant acme --json >"$T/tier.json" 2>"$T/tier.err" ||
     fail "tier: $(tail -3 "$T/tier.err")"

@@ -15,6 +15,8 @@
 #                           nodes' URLs)
 #   mv_ingest URL TENANT SPLIT DAYS ROWS_PER_DAY [SEED]   rows into one node
 #   mv_fp URL TENANT SPLIT  per-partition fingerprint lines: partition_id rows sum xor
+#   mv_day_rows FROM COUNT  the INSERT of the rows mv_ingest writes for acme's day 20261101
+#                           (split 0), numbers FROM..FROM+COUNT-1: the same rows on any node
 #   mv_no_residue DIR       fails when a shadow/ or detached/ folder of any node holds anything
 
 MV_DDL="CREATE TABLE IF NOT EXISTS events (tenant String, day UInt32, split UInt8, user UInt64,
@@ -126,4 +128,9 @@ mv_sweep_summary() {
     "$FERRY_BIN" sweep --config "$1" --json >"$T/sweep.json" 2>"$T/sweep.err" || true
     jq -c .drift "$T/sweep.json" >"$T/drift.json" || fail "sweep gave no report: $(tail -3 "$T/sweep.err")"
     jq -r '"\(.complete) \(.drift | length) \(.dangling | length)"' "$T/sweep.json"
+}
+
+mv_day_rows() {
+    echo "INSERT INTO events SELECT 'acme', 20261101, 0, cityHash64(number, 0) % 100000,
+        cityHash64(number, 0, 1) % 1000000 FROM numbers($1, $2)"
 }
