@@ -138,6 +138,8 @@ static bool test_live_gone(void)
  * it holds a folder per part until the end). */
 #define SEND_BATCH_PARTS 64
 #define SEND_BATCH_BYTES (16u << 20)
+/* Parts one send may name: all of them are read into memory before the first receive. */
+#define SEND_PARTS_MAX 1024
 
 /* One part of a batch: its pointer files read (settled) into memory. */
 typedef struct batch_part {
@@ -260,9 +262,9 @@ static int send_batch(agent_env *env, const char *db, const char *table, json_t 
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
-    if (!json_is_array(names) || n == 0) {
-        rc = ferry_err_set(err, FERRY_EINVAL, "\"parts\" must be a non-empty array of part "
-                           "names");
+    if (!json_is_array(names) || n == 0 || n > SEND_PARTS_MAX) {
+        rc = ferry_err_set(err, FERRY_EINVAL, "\"parts\" must be an array of 1 to %d part "
+                           "names", SEND_PARTS_MAX);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {

@@ -161,7 +161,7 @@ assert_eq '0 1 0' "$(jq -r '"\(.parts | length) \(.gone | length) \(.targets | l
 # refused: not live, with "part", empty, twice the same part, a hot part, a part line outside a batch
 agent_expect 400 'a batch) goes with' "$U2" "$T2" send "${BSEND/\"live\":true/\"live\":false}"
 agent_expect 400 'a batch) goes with' "$U2" "$T2" send "${BSEND/\"live\":true/\"live\":true,\"part\":\"${BP[0]}\"}"
-agent_expect 400 "non-empty array" "$U2" "$T2" send "{\"database\":\"default\",\"table\":\"bt\",\"live\":true,\"parts\":[],\"target\":$BTARGET}"
+agent_expect 400 "array of 1 to 1024 part names" "$U2" "$T2" send "{\"database\":\"default\",\"table\":\"bt\",\"live\":true,\"parts\":[],\"target\":$BTARGET}"
 agent_expect 400 "named twice" "$U2" "$T2" send "{\"database\":\"default\",\"table\":\"bt\",\"live\":true,\"parts\":[\"${BP[0]}\",\"${BP[0]}\"],\"target\":$BTARGET}"
 agent_expect 400 "not a part name" "$U2" "$T2" send "{\"database\":\"default\",\"table\":\"bt\",\"live\":true,\"parts\":[\"../x\"],\"target\":$BTARGET}"
 agent_expect 400 "not an object-storage disk" "$U1" "$T1" send "{\"database\":\"default\",\"table\":\"e\",\"live\":true,\"parts\":[\"$HOTP\"],\"target\":$BTARGET}"
