@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,8 +40,8 @@
  * such a file empty (the target refused "checksums.txt: line 1: file ends where the format
  * version was expected"; a move rolled back), so the update is not atomic to a reader. A
  * pointer file is therefore read whole and parsed; one that does not parse is read again, for
- * up to POINTER_SETTLE_MS; what is sent is the copy that parsed, from memory (a memfd), so it
- * cannot change under the send. A file that never parses is sent as read: the target says what
+ * up to POINTER_SETTLE_MS; what is sent is the copy that parsed, from memory, so it cannot
+ * change under the send. A file that never parses is sent as read: the target says what
  * is wrong with it. */
 #define POINTER_SETTLE_MS 2000
 #define POINTER_SEND_MAX (1u << 20)
@@ -81,39 +80,6 @@ static int settled_pointer_read(agent_env *env, const char *path, char **data_ou
     }
     *data_out = data;
     *len_out = len;
-    return FERRY_OK;
-}
-
-/* The settled pointer file in a memfd, so that it cannot change under the send. */
-static int settled_pointer(agent_env *env, const char *path, ferry_agent_send_file *f,
-                           ferry_err *err)
-{
-    char *data = NULL;
-    size_t len = 0;
-    int rc = settled_pointer_read(env, path, &data, &len, err);
-    if (rc)
-        return rc;
-    int fd = memfd_create("ferry-pointer", MFD_CLOEXEC);
-    if (fd < 0) {
-        free(data);
-        return ferry_err_set(err, FERRY_EIO, "memfd_create: %s", strerror(errno));
-    }
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            rc = ferry_err_set(err, FERRY_EIO, "memfd write: %s", strerror(errno));
-            close(fd);
-            free(data);
-            return rc;
-        }
-        off += (size_t)w;
-    }
-    free(data);
-    f->fd = fd;
-    f->size = len;
     return FERRY_OK;
 }
 
@@ -423,6 +389,8 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
         rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
         goto out;
     }
+    for (size_t i = 0; i < nf; i++)
+        sf[i].fd = -1; /* nothing opened yet (the cleanup closes what is >= 0) */
     /* checksums.txt first, so the receiver can verify each file while it writes it */
     size_t k = 0;
     for (int pass = 0; pass < 2; pass++)
@@ -431,12 +399,16 @@ int agent_op_send(agent_env *env, json_t *req, json_t **resp, ferry_err *err)
             if ((pass == 0) != is_cks)
                 continue;
             char fp[4700];
+            size_t len = 0;
             snprintf(fp, sizeof fp, "%s/%s", dir, files[i].name);
             sf[k].name = files[i].name;
             sf[k].size = files[i].size;
             if (disk->is_remote) {
-                if ((rc = settled_pointer(env, fp, &sf[k], err)))
+                char *data = NULL;
+                if ((rc = settled_pointer_read(env, fp, &data, &len, err)))
                     goto read_failed;
+                sf[k].data = data; /* freed at out */
+                sf[k].size = len;
             } else if ((sf[k].fd = open(fp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
                 rc = ferry_err_set(err, FERRY_EIO, "%s: %s", fp, strerror(errno));
                 goto out;
@@ -480,9 +452,11 @@ read_failed:
 out:
     json_decref(tresp);
     ferry_agent_client_free(cl);
-    for (size_t i = 0; sf && i < nf; i++)
-        if (sf[i].fd > 0)
+    for (size_t i = 0; sf && i < nf; i++) {
+        if (sf[i].fd >= 0)
             close(sf[i].fd);
+        free((char *)sf[i].data);
+    }
     free(sf);
     agent_files_free(files, nf);
     free(dir);
