@@ -9,7 +9,10 @@
 # labs run), then one summary line with the ratios. MOVE_ROUNDS=N moves each tenant back and
 # forth N times in all, each move followed by the by-hand copy, and adds both medians and each
 # move's state_ms; MOVE_SIZES (e.g. "blog") runs only the sizes named (blog, x<SCALE>,
-# cold_only).
+# cold_only). MOVE_FLOOR=N adds to each tenant's line the floor of owning its cold parts, N
+# trials (floor_probe below), and to the summary the ratios those floors set: the blog's median
+# move plus what the bigger tenant's cold parts cost more at the least, over the blog's median
+# move (the least ferry's 100x / 1x could be on this machine).
 #   bash bench/move.sh [BUILD_DIR] [SCALE]      (defaults: build-release, 100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +40,57 @@ merges_done() {
     # the agents' received files) would otherwise wait behind the writeback of the by-hand
     # copy's 600 MB (at scale 100), which the blog's 14 MB does not cost
     sync
+}
+
+# floor_probe URL: what owning the tenant's cold parts costs at the least, on the server of URL
+# that holds them (ferry's pointer parts after a move), MOVE_FLOOR trials: their pointer files
+# copied durably into a scratch table's detached/ (bench/pointer_copy_floor.py: each file
+# fsync'd eight at a time, or one syncfs, alternating), ClickHouse's ATTACH PART of all of them
+# (the cheapest statement that makes a server own a part: it loads each one), and their release
+# by REPLACE PARTITION from an empty table (the cheapest that makes it let them go). Any move
+# pays these three for every cold part, whatever it does around them; one that has the target's
+# server load each part before the switch to verify it (ferry's staging table) and then gives
+# the real table the part pays the load twice (or a load and a clone, dearer: docs/moves.md
+# "Publishing"): min_verified_ms counts the ATTACH twice. One JSON object.
+floor_probe() {
+    local u=$1 names paths pids rows n k dest att rsql copy t0 t1 t2 trials=()
+    names=$(chq "$u" "SELECT name FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold' ORDER BY name")
+    paths=$(chq "$u" "SELECT path FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold' ORDER BY name")
+    pids=$(chq "$u" "SELECT DISTINCT partition_id FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold'")
+    rows=$(chq "$u" "SELECT sum(rows) FROM system.parts WHERE active AND table = 'events' AND disk_name = 'cold'")
+    att="" rsql=""
+    for n in $names; do att+="${att:+, }ATTACH PART '$n'"; done
+    for n in $pids; do rsql+="${rsql:+, }REPLACE PARTITION ID '$n' FROM fl_empty"; done
+    chq "$u" "CREATE TABLE IF NOT EXISTS fl_empty AS events" >/dev/null
+    for k in $(seq 1 "$MOVE_FLOOR"); do
+        chq "$u" "DROP TABLE IF EXISTS fl SYNC" >/dev/null
+        chq "$u" "CREATE TABLE fl AS events" >/dev/null
+        dest=$(chq "$u" "SELECT arrayJoin(data_paths) FROM system.tables WHERE database = currentDatabase() AND name = 'fl'" | grep /disks/cold/)
+        [ -n "$dest" ] || { echo "floor_probe: no cold path for table fl" >&2; exit 1; }
+        mkdir -p "${dest}detached"
+        sync
+        # shellcheck disable=SC2086 # one folder per part
+        copy=$(python3 bench/pointer_copy_floor.py "$( ((k % 2)) && echo fsync8 || echo syncfs)" \
+            "${dest}detached" $paths) || { echo "floor_probe: the copy failed" >&2; exit 1; }
+        t0=$(ms)
+        chq "$u" "ALTER TABLE fl $att" >/dev/null
+        t1=$(ms)
+        [ "$(chq "$u" "SELECT count() FROM fl")" = "$rows" ] ||
+            { echo "floor_probe: fl holds $(chq "$u" "SELECT count() FROM fl") rows, not $rows" >&2; exit 1; }
+        chq "$u" "ALTER TABLE fl $rsql SETTINGS allow_replace_partition_from_empty_source = 1" >/dev/null
+        t2=$(ms)
+        trials+=("$(jq -c --argjson a $((t1 - t0)) --argjson r $((t2 - t1)) \
+            '{copy_mode: .mode, files: .files, copy_ms: .ms, attach_ms: $a, release_ms: $r,
+              sum_ms: (.ms + $a + $r)}' <<<"$copy")")
+    done
+    chq "$u" "DROP TABLE IF EXISTS fl SYNC" >/dev/null
+    chq "$u" "DROP TABLE IF EXISTS fl_empty SYNC" >/dev/null
+    printf '%s\n' "${trials[@]}" | jq -sc --argjson parts "$(wc -w <<<"$names")" \
+        '{cold_parts: $parts, trials: .,
+          min_sum_ms: (map(.sum_ms) | min),
+          min_sum_fsync8_ms: (map(select(.copy_mode == "fsync8") | .sum_ms) | min),
+          min_verified_ms: (map(.sum_ms + .attach_ms) | min),
+          min_verified_fsync8_ms: (map(select(.copy_mode == "fsync8") | .sum_ms + .attach_ms) | min)}'
 }
 
 run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
@@ -134,6 +188,8 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
         jq -c 'select(.event == "move") | .state_ms' "$T/$name.move$k" >>"$T/$name.states"
         local t=$from; from=$to; to=$t
     done
+    local floor=null
+    [ "${MOVE_FLOOR:-0}" = 0 ] || { merges_done "$U1" "$U2"; floor=$(floor_probe "$(lab_url "$L" "$from")"); }
     local med
     med=$(sort -n -k1,1 "$rounds" | awk '{f[NR]=$1} END {print f[int((NR + 1) / 2)]}')" "$(sort -n -k2,2 "$rounds" | awk '{h[NR]=$2} END {print h[int((NR + 1) / 2)]}')
 
@@ -141,6 +197,7 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
         --argjson reinsert_ms $((t3 - t2)) --argjson native "$native_bytes" --argjson written "$written" \
         --argjson rounds "$(jq -Rsc 'split("\n") | map(select(length > 0) | split(" ") | map(tonumber))' "$rounds")" \
         --argjson med "[${med/ /,}]" --argjson states "$(jq -sc . "$T/$name.states")" \
+        --argjson floor "$floor" \
         '{bench: "move", tenant: $name, rows: $rows,
           cold_bytes: $r.cold_bytes, cold_copied_bytes: $r.cold_copied_bytes,
           hot_bytes: $r.hot_bytes, hot_copied_bytes: $r.hot_copied_bytes,
@@ -151,7 +208,8 @@ run_size() { # run_size NAME COLD_ROWS_PER_DAY [HOT_ROWS_PER_DAY]
           time_ratio: ($ferry_ms / $reinsert_ms)}
          + (if ($rounds | length) > 1 then {rounds_ferry_reinsert_ms: $rounds, rounds_state_ms: $states,
               ferry_median_ms: $med[0], reinsert_median_ms: $med[1],
-              median_time_ratio: ($med[0] / $med[1])} else {} end)'
+              median_time_ratio: ($med[0] / $med[1])} else {} end)
+         + (if $floor then {floor: $floor} else {} end)'
     "$FERRY_BIN" lab down --dir "$L" >/dev/null
 }
 
@@ -170,4 +228,15 @@ jq -cn --argjson s "$small" --argjson b "$big" \
     '{bench: "move_summary", cold_ratio: ($b.cold_bytes / $s.cold_bytes),
       cold_copied_ratio: ($b.cold_copied_bytes / $s.cold_copied_bytes),
       ferry_time_ratio: ($b.ferry_wall_ms / $s.ferry_wall_ms),
-      reinsert_time_ratio: ($b.reinsert_wall_ms / $s.reinsert_wall_ms)}'
+      reinsert_time_ratio: ($b.reinsert_wall_ms / $s.reinsert_wall_ms)}
+     + (if $s.ferry_median_ms then {median_time_ratio: ($b.ferry_median_ms / $s.ferry_median_ms)}
+        else {} end)
+     + (if $s.floor and $b.floor then
+          ($s.ferry_median_ms // $s.ferry_wall_ms) as $base
+          | {floor_extra_ms: ($b.floor.min_sum_ms - $s.floor.min_sum_ms)}
+          + ([["floor_time_ratio", "min_sum_ms"], ["floor_time_ratio_fsync8", "min_sum_fsync8_ms"],
+              ["floor_verified_time_ratio", "min_verified_ms"],
+              ["floor_verified_time_ratio_fsync8", "min_verified_fsync8_ms"]]
+             | map({key: .[0], value: (.[1] as $k | 1 + ($b.floor[$k] - $s.floor[$k]) / $base)})
+             | from_entries)
+        else {} end)'
