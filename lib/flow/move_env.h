@@ -140,6 +140,13 @@ bool mv_replace_crash_safe(mv_conn *c);
  * logged with `otherwise`, what the caller does instead. */
 bool mv_twin_ready(mv_conn *c, const char *db, const char *table, const char *twin,
                    const char *otherwise);
+/* Empties what it safely can of the partitions src (of db.table on c, a server giving up a
+ * slice: a move's source, a dropped replica) by one REPLACE PARTITION ... FROM ferry's empty
+ * twin, pinning the server's own cold parts first (move_release.c has the rules); those leave
+ * src, and the count is returned. Never an error: the caller detaches what is left in src.
+ * flow and id_kv name the caller in the log lines ("move", "move=ID"). */
+size_t mv_release_replace_on(mv_conn *c, const char *flow, const char *id_kv,
+                             const ferry_table_def *t, mv_pids *src);
 /* Appends to sql one ALTER TABLE db.table emptying partitions ids[i] (those with pick[i]; every
  * one when pick is NULL) by REPLACE PARTITION ... FROM db.twin. */
 void mv_twin_replace_sql(ferry_buf *sql, const char *db, const char *table, const char *twin,

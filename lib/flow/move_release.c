@@ -1,4 +1,5 @@
-/* CLEANUP's release of a move's source: emptying the slice's partitions of the source's table.
+/* CLEANUP's release of a move's source, and of a dropped replica (replica_sync.c,
+ * rs_remove_slice): emptying the slice's partitions of the table on the server that gives it up.
  *
  * DETACH PARTITION clones every file of every part into detached/ (ClickHouse rewrites each
  * pointer file's ref_count to hard-link it) before the agent removes the folders: about 1 s for
@@ -47,9 +48,9 @@ static ssize_t pid_index(const mv_pids *pids, const char *pid)
 /* ok[k] (k over pids) true when partition k may be emptied by REPLACE (see the file comment).
  * Any doubt (a listing that fails, a file the agent cannot read, parts on two cold disks, too
  * many cold parts) leaves ok false: the caller detaches those. */
-static void replaceable(mvctx *x, const ferry_table_def *t, const mv_pids *pids, bool *ok)
+static void replaceable(mv_conn *c, const char *flow, const char *id_kv,
+                        const ferry_table_def *t, const mv_pids *pids, bool *ok)
 {
-    mv_conn *c = &x->src;
     ferry_buf sql = FERRY_BUF_INIT;
     ferry_ch_rows parts = {0}, disks = {0};
     ferry_agent_pointer_list pl = {0};
@@ -157,9 +158,9 @@ static void replaceable(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
         ferry_err perr = {0};
         size_t held = 0;
         if (ferry_agent_pin(c->ag, disk, under, pin, n_pin, &pd, &perr)) {
-            FLOG_WARN("msg=\"move: the source's own cold parts could not be pinned; they are "
-                      "detached\" move=%s server=%s parts=%zu err=\"%s\"", x->mv.u.move.id,
-                      c->name, n_pin, perr.msg);
+            FLOG_WARN("msg=\"%s: the source's own cold parts could not be pinned; they are "
+                      "detached\" %s server=%s parts=%zu err=\"%s\"", flow, id_kv, c->name,
+                      n_pin, perr.msg);
             for (size_t j = 0; j < n_pin; j++)
                 ok[pin_k[j]] = false;
         } else {
@@ -169,13 +170,13 @@ static void replaceable(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
                     continue;
                 }
                 ok[pin_k[j]] = false;
-                FLOG_WARN("msg=\"move: one of the source's own cold parts is not held after "
-                          "its pin; its partition is detached\" move=%s server=%s part=%s "
-                          "err=\"%s\"", x->mv.u.move.id, c->name, pin[j],
+                FLOG_WARN("msg=\"%s: one of the source's own cold parts is not held after "
+                          "its pin; its partition is detached\" %s server=%s part=%s "
+                          "err=\"%s\"", flow, id_kv, c->name, pin[j],
                           pd.parts[j].error ? pd.parts[j].error : "-");
             }
-            FLOG_INFO("msg=\"move: the source's own cold parts pinned\" move=%s server=%s "
-                      "parts=%zu held=%zu files_raised=%lld", x->mv.u.move.id, c->name, n_pin,
+            FLOG_INFO("msg=\"%s: the source's own cold parts pinned\" %s server=%s "
+                      "parts=%zu held=%zu files_raised=%lld", flow, id_kv, c->name, n_pin,
                       held, (long long)pd.raised);
         }
         ferry_agent_pinned_free(&pd);
@@ -185,8 +186,8 @@ static void replaceable(mvctx *x, const ferry_table_def *t, const mv_pids *pids,
     goto out;
 none:
     if (err.code)
-        FLOG_INFO("msg=\"move: the source's parts could not be checked for a release by "
-                  "REPLACE; they are detached\" move=%s server=%s err=\"%s\"", x->mv.u.move.id,
+        FLOG_INFO("msg=\"%s: the source's parts could not be checked for a release by "
+                  "REPLACE; they are detached\" %s server=%s err=\"%s\"", flow, id_kv,
                   c->name, err.msg);
     for (size_t k = 0; k < pids->n; k++)
         ok[k] = false;
@@ -199,19 +200,20 @@ out:
     ferry_buf_free(&sql);
 }
 
-size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, mv_pids *src)
+size_t mv_release_replace_on(mv_conn *c, const char *flow, const char *id_kv,
+                             const ferry_table_def *t, mv_pids *src)
 {
     size_t done = 0;
     char twin[FERRY_NAME_MAX + 16];
     ferry_err nerr = {0};
-    if (!src->n || x->src.ro_objects || !mv_replace_crash_safe(&x->src) ||
+    if (!src->n || c->ro_objects || !mv_replace_crash_safe(c) ||
         ferry_tier_empty_name(t->name, twin, sizeof twin, &nerr) ||
-        !mv_twin_ready(&x->src, t->database, t->name, twin, "the source is detached"))
+        !mv_twin_ready(c, t->database, t->name, twin, "the source is detached"))
         return 0;
     bool *ok = calloc(src->n, sizeof *ok);
     if (!ok)
         return 0; /* out of memory here: DETACH, which needs none of this */
-    replaceable(x, t, src, ok);
+    replaceable(c, flow, id_kv, t, src, ok);
     ferry_buf sql = FERRY_BUF_INIT;
     size_t n = 0;
     for (size_t k = 0; k < src->n; k++)
@@ -219,16 +221,16 @@ size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, mv_pids *src)
     mv_twin_replace_sql(&sql, t->database, t->name, twin, src->ids, ok, src->n);
     if (n) {
         ferry_err serr = {0};
-        if (mv_sql(&x->src, ferry_buf_cstr(&sql), NULL, &serr))
-            FLOG_WARN("msg=\"move: releasing the source by REPLACE from the empty twin failed; "
-                      "what is left is detached\" move=%s server=%s table=%s.%s err=\"%s\"",
-                      x->mv.u.move.id, x->src.name, t->database, t->name, serr.msg);
+        if (mv_sql(c, ferry_buf_cstr(&sql), NULL, &serr))
+            FLOG_WARN("msg=\"%s: releasing the source by REPLACE from the empty twin failed; "
+                      "what is left is detached\" %s server=%s table=%s.%s err=\"%s\"", flow,
+                      id_kv, c->name, t->database, t->name, serr.msg);
         else
             done = n;
     }
-    FLOG_INFO("msg=\"move: source partitions released\" move=%s server=%s table=%s.%s "
-              "by_replace=%zu to_detach=%zu", x->mv.u.move.id, x->src.name, t->database, t->name,
-              done, src->n - done);
+    FLOG_INFO("msg=\"%s: source partitions released\" %s server=%s table=%s.%s "
+              "by_replace=%zu to_detach=%zu", flow, id_kv, c->name, t->database, t->name, done,
+              src->n - done);
     if (done) { /* src keeps what is left for the caller's DETACH */
         size_t w = 0;
         for (size_t k = 0; k < src->n; k++)
@@ -239,4 +241,11 @@ size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, mv_pids *src)
     ferry_buf_free(&sql);
     free(ok);
     return done;
+}
+
+size_t mv_release_by_replace(mvctx *x, const ferry_table_def *t, mv_pids *src)
+{
+    char kv[FERRY_NAME_MAX + 8];
+    snprintf(kv, sizeof kv, "move=%s", x->mv.u.move.id);
+    return mv_release_replace_on(&x->src, "move", kv, t, src);
 }

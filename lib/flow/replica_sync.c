@@ -421,12 +421,26 @@ int rs_remove_slice(mv_conn *c, const ferry_table_def *t, const char *tenant, ui
     char (*ids)[FERRY_NAME_MAX] = NULL;
     size_t n = 0;
     int rc = rs_slice_pids(c, t, t->name, tenant, split, &ids, &n, err);
-    for (size_t k = 0; !rc && k < n; k++) {
+    /* what may go by REPLACE from the empty twin goes so, in one statement (20-65 ms for 40
+     * cold parts, where DETACH PARTITION clones every pointer file first: about 1 s); the rest,
+     * left in left (a copy: ids names every partition for the detached folders below), is
+     * detached */
+    mv_pids left = {0};
+    if (!rc && n && !(left.ids = malloc(n * sizeof *left.ids)))
+        rc = ferry_err_set(err, FERRY_ENOMEM, "out of memory");
+    if (!rc && n) {
+        memcpy(left.ids, ids, n * sizeof *left.ids);
+        left.n = n;
+        char kv[FERRY_NAME_MAX + 32];
+        snprintf(kv, sizeof kv, "tenant=%s split=%u", tenant, split);
+        mv_release_replace_on(c, "replica drop", kv, t, &left);
+    }
+    for (size_t k = 0; !rc && k < left.n; k++) {
         ferry_buf sql = FERRY_BUF_INIT;
         ferry_buf_puts(&sql, "ALTER TABLE ");
         ferry_sql_db_table(t->database, t->name, &sql);
         ferry_buf_puts(&sql, " DETACH PARTITION ID ");
-        ferry_sql_quote(ids[k], &sql);
+        ferry_sql_quote(left.ids[k], &sql);
         rc = mv_sql(c, ferry_buf_cstr(&sql), NULL, err);
         ferry_buf_free(&sql);
     }
@@ -453,6 +467,7 @@ int rs_remove_slice(mv_conn *c, const ferry_table_def *t, const char *tenant, ui
     ferry_agent_part_list_free(&pl);
     if (n_parts)
         *n_parts += n;
+    mv_pids_free(&left);
     free(ids);
     return rc;
 }
