@@ -18,11 +18,7 @@ source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 
-# The server's cleanup thread of a table schedules itself by the table's activity, up to
-# max_cleanup_delay_period (300 s) ahead, and a later MODIFY SETTING does not wake it: the
-# tables are made with a 1 s bound (staging and the twin, made AS events, inherit it).
-MV_DDL="$MV_DDL, cleanup_delay_period = 1, max_cleanup_delay_period = 1,
-    cleanup_delay_period_random_add = 0"
+MV_DDL="$MV_DDL$MV_FAST_CLEANUP" # the replaced parts removed while the test waits
 L=$T/lab
 mv_setup "$L" 2
 C="$L/mv.conf"

@@ -22,6 +22,12 @@
 MV_DDL="CREATE TABLE IF NOT EXISTS events (tenant String, day UInt32, split UInt8, user UInt64,
     v UInt64) ENGINE = MergeTree PARTITION BY (tenant, day, split) ORDER BY (user)
     SETTINGS storage_policy = 'tiered'"
+# Settings to append to MV_DDL (MV_DDL="$MV_DDL$MV_FAST_CLEANUP") for a test that waits for the
+# server to remove outdated parts: a table's cleanup thread schedules itself by the table's
+# activity, up to max_cleanup_delay_period (300 s) ahead, and a later MODIFY SETTING does not
+# wake it; tables made AS events (staging, the empty twin) inherit the 1 s bound.
+MV_FAST_CLEANUP=", cleanup_delay_period = 1, max_cleanup_delay_period = 1,
+    cleanup_delay_period_random_add = 0"
 
 mv_conf() {
     local dir=$1
