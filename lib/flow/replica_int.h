@@ -21,6 +21,7 @@ typedef struct rs_result {
                           * landed), so the action alone does not say dst holds the source's
                           * parts */
     size_t parts_sent;
+    size_t parts_sent_live; /* of them, pointer parts sent from the table's folder (no freeze) */
     uint64_t hot_copied, cold_copied;
     uint64_t src_rows, dst_rows_before, dst_rows_after;
     char detail[256];
@@ -32,7 +33,7 @@ typedef struct rs_result {
  *  - equal fingerprints: nothing to do;
  *  - dst holds more rows than src: "diverged" (the caller picks the source with the most rows);
  *  - dst's active parts are a sub-multiset of src's (hash_of_all_files, rows): the missing parts
- *    are frozen on src, sent agent to agent into dst's staging table and added to the real
+ *    are frozen on src (a partition of cold parts only: sent live, no freeze), sent agent to agent into dst's staging table and added to the real
  *    table with MOVE PARTITION (nothing dst holds is touched): "copy-parts". Before that the
  *    grace period is waited and dst's parts listed again, so a batch in flight to dst is not
  *    copied twice;

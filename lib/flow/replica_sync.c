@@ -27,7 +27,8 @@
  * than the settle time to land). A client's retry of a batch that failed on the target, sent
  * after the copy, is not caught by this (docs/reliability.md).
  * Every statement goes through ferry_guarded_exec; parts travel agent to agent with `send`
- * (hot: real files checked against checksums.txt; cold: pointer files, objects checked). */
+ * (hot: real files checked against checksums.txt; cold: pointer files, objects checked), from a
+ * freeze, or live from the table's folder for a partition of cold parts only (cold_snapshot). */
 #include "flow/replica_int.h"
 #include "flow/staging_load.h"
 
@@ -473,11 +474,15 @@ int rs_remove_slice(mv_conn *c, const ferry_table_def *t, const char *tenant, ui
 }
 
 /* Makes dst's staging partition pid hold exactly the frozen src parts named in want[] (others
- * detached and removed, missing ones sent). Counts what was sent in out. */
+ * detached and removed, missing ones sent). Counts what was sent in out. live: the parts are
+ * pointer parts sent from the table's folder, not from the freeze (cold_snapshot); one that
+ * left the table since it was listed (the agent's 410) stops the fill with *gone set and
+ * nothing loaded into staging. */
 static int staging_fill(mv_conn *src, mv_conn *dst, const ferry_table_def *t, const char *st,
-                        const char *pid, const char *freeze, const mv_parts *frozen,
-                        const bool *want, rs_result *out, ferry_err *err)
+                        const char *pid, const char *freeze, bool live, const mv_parts *frozen,
+                        const bool *want, bool *gone, rs_result *out, ferry_err *err)
 {
+    *gone = false;
     mv_parts stg = {0};
     bool *need = calloc(frozen->n + 1, sizeof *need);
     int rc = need ? mv_list_parts(dst, t->database, st, pid, true, &stg, err)
@@ -500,21 +505,29 @@ static int staging_fill(mv_conn *src, mv_conn *dst, const ferry_table_def *t, co
         if (!need[k])
             continue;
         ferry_agent_sent ans;
-        ferry_agent_send_req sr = {.db = t->database, .table = t->name, .freeze = freeze,
+        ferry_agent_send_req sr = {.db = t->database, .table = t->name,
+                                   .freeze = live ? NULL : freeze, .live = live,
                                    .part = frozen->p[k].name, .target_url = dst->agent_url,
                                    .target_token = dst->token, .target_db = t->database,
                                    .target_table = st};
-        if ((rc = ferry_agent_send(src->ag, &sr, &ans, err)))
+        if ((rc = ferry_agent_send(src->ag, &sr, &ans, err))) {
+            if (live && ferry_agent_client_last_status(src->ag) == 410) {
+                ferry_err_clear(err);
+                rc = FERRY_OK;
+                *gone = true;
+            }
             break;
+        }
         if (ans.pointer)
             out->cold_copied += ans.bytes_sent;
         else
             out->hot_copied += ans.bytes_sent;
         out->parts_sent++;
+        out->parts_sent_live += live;
         sent = true;
         ferry_agent_sent_free(&ans);
     }
-    if (!rc && sent) /* ATTACH PARTITION, or the read-only route (staging_load.h) */
+    if (!rc && sent && !*gone) /* ATTACH PARTITION, or the read-only route (staging_load.h) */
         rc = stg_load(dst, t->database, st, &pid, 1, err);
     free(need);
     free(keep);
@@ -552,6 +565,35 @@ static int freeze_parts(mv_conn *src, const ferry_table_def *t, const char *pid,
     }
     free(all.p);
     ferry_agent_frozen_free(&fz);
+    return rc;
+}
+
+/* A partition whose active parts are all on the object-storage disk is not frozen: its parts
+ * are sent live from the table's folder (an agent of API 3 or later), as a move's copy round
+ * sends them (docs/moves.md, "A copy round"), and its snapshot is the listing of its active
+ * parts. A freeze adds nothing for pointer parts (their objects are immutable and ClickHouse
+ * may not delete them; a cold volume does not merge), costs a clone of every pointer file and
+ * the same again to remove it, and leaves the table's own pointer files read-only, which keeps
+ * the agent from pinning them when the server later lets the partition go (move_release.c).
+ * *live false: the caller freezes (parts is left empty). */
+static int cold_snapshot(mv_conn *src, const ferry_table_def *t, const char *pid, mv_parts *parts,
+                         bool *live, ferry_err *err)
+{
+    bool can = false;
+    *live = false;
+    memset(parts, 0, sizeof *parts);
+    int rc = mv_sends_live(src, &can, err);
+    if (!rc && can)
+        rc = mv_list_parts(src, t->database, t->name, pid, true, parts, err);
+    bool all = !rc && parts->n > 0;
+    for (size_t k = 0; all && k < parts->n; k++)
+        all = parts->p[k].cold;
+    if (all)
+        *live = true;
+    else {
+        free(parts->p);
+        memset(parts, 0, sizeof *parts);
+    }
     return rc;
 }
 
@@ -615,7 +657,7 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
     char st[FERRY_NAME_MAX + 32];
     snprintf(st, sizeof st, "%s%s", t->name, RS_STAGING_SUFFIX);
     mv_parts frozen = {0};
-    bool none = false, *missing = NULL, subset = true;
+    bool none = false, *missing = NULL, subset = true, live = false, gone = false;
     /* the round has decided its action from what it listed; nothing is frozen yet (a test stops
      * here and changes the servers: tests/integration/repair_round_unchanged.sh) */
     ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SYNC:round");
@@ -623,6 +665,8 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
     if (!rc)
         rc = ensure_staging(dst, t, st, err);
     if (!rc)
+        rc = cold_snapshot(src, t, pid, &frozen, &live, err);
+    if (!rc && !live)
         rc = freeze_parts(src, t, pid, freeze, &frozen, &none, err);
     if (!rc && !none) {
         missing = calloc(frozen.n + 1, sizeof *missing);
@@ -651,7 +695,21 @@ static int sync_round(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
         goto done;
     }
     if (!rc && !none)
-        rc = staging_fill(src, dst, t, st, pid, freeze, &frozen, missing, out, err);
+        rc = staging_fill(src, dst, t, st, pid, freeze, live, &frozen, missing, &gone, out, err);
+    if (!rc && gone) {
+        /* a part left the source's table since the listing (merged, moved, detached): staging
+         * gives back what it got, and the next round decides again */
+        snprintf(out->detail, sizeof out->detail, "the source's parts changed during the round");
+        ferry_log(FERRY_LOG_INFO, "msg=\"replica sync: a part left the source's table since the "
+                  "round listed it; the next round looks again\" table=%s partition=%s "
+                  "source=%s target=%s", t->name, pid, src->name, dst->name);
+        ferry_err ce = {0};
+        if (rs_staging_clear(dst, t, pid, &ce))
+            ferry_log(FERRY_LOG_WARN, "msg=\"replica sync: cannot empty the staging partition; "
+                      "the next sync refills it\" table=%s partition=%s target=%s err=\"%s\"",
+                      t->name, pid, dst->name, ce.msg);
+        goto done;
+    }
     if (!rc && !none) /* staging holds the parts; the real table is untouched yet */
         ferry_fault_point("FERRY_TEST_CRASH_AFTER", "SYNC:staged");
     /* the caller's last word, as late as can be: the listing of the target's parts and the
@@ -924,8 +982,9 @@ int rs_sync_partition(mv_conn *src, mv_conn *dst, const ferry_table_def *t, cons
     }
     ferry_log(rc ? FERRY_LOG_WARN : FERRY_LOG_INFO,
               "msg=\"replica sync\" table=%s partition=%s source=%s target=%s action=%s "
-              "repaired=%d parts_sent=%zu rc=%d%s%s%s",
-              t->name, pid, src->name, dst->name, out->action, out->repaired, out->parts_sent, rc,
+              "repaired=%d parts_sent=%zu sent_live=%zu rc=%d%s%s%s",
+              t->name, pid, src->name, dst->name, out->action, out->repaired, out->parts_sent,
+              out->parts_sent_live, rc,
               rc ? " err=\"" : "", rc ? err->msg : "", rc ? "\"" : "");
     return rc;
 }

@@ -17,10 +17,7 @@ source "$FERRY_SOURCE_DIR/tests/lib/harness.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 
-# the cleanup thread every second (the twin, made AS events, inherits it): the replaced parts
-# are removed while the test waits
-MV_DDL="$MV_DDL, cleanup_delay_period = 1, max_cleanup_delay_period = 1,
-    cleanup_delay_period_random_add = 0"
+MV_DDL="$MV_DDL$MV_FAST_CLEANUP" # the replaced parts removed while the test waits
 L=$T/lab
 mv_rf2_setup "$L"
 C=$L/rf2.conf
@@ -29,6 +26,10 @@ mv_ingest "$U1" acme 0 3 4000 # node1: 2026-11-01..03
 for d in 1 2; do chq "$U1" "ALTER TABLE events MOVE PARTITION ('acme', 2026110$d, 0) TO DISK 'cold'" >/dev/null; done
 "$FERRY_BIN" repair --config "$C" --tenant acme --grace 0 >"$T/rep.out" 2>"$T/rep.err" ||
     fail "repair failed: $(tail -5 "$T/rep.err")"
+# the repair sends the two cold days' pointer parts live from node1's table, freezing only the
+# hot day (a freeze would leave node1's own pointer files read-only: lib/flow/replica_sync.c)
+assert_eq 2 "$(grep -c 'msg="replica sync" .* sent_live=[1-9]' "$T/rep.err")" "two partitions sent live by the repair"
+assert_eq 1 "$(grep -c 'op=freeze status=200' "$L/node1/node.log")" "one partition frozen on node1 (the hot one)"
 for u in "$U1" "$U2"; do
     chq "$u" "INSERT INTO events SELECT 'acme', 20261104, 0, number % 1000, number FROM numbers(3000)" >/dev/null
 done
@@ -41,9 +42,8 @@ keys() { (cd "$L/blobs" && find . -type f | sort); }
 keys >"$T/keys.before"
 
 "$FERRY_BIN" tenant set-rf acme 1 --config "$C" >/dev/null || fail "set-rf acme 1"
-# node2 draining: the drop takes its replica ("a replica on a draining shard first"). node1's own
-# cold parts were frozen by the repair, which leaves their pointer files read-only: the agent
-# does not pin such a file, so dropping node1 would detach those two partitions (safe, slower)
+# node2 draining: the drop takes its replica ("a replica on a draining shard first"), which
+# holds every kind of partition
 "$FERRY_BIN" shard drain node2 --config "$C" >/dev/null || fail "shard drain node2"
 "$FERRY_BIN" rebalance --config "$C" --grace 0 --json >"$T/rb.json" 2>"$T/rb.err" ||
     fail "the rebalance (a replica drop) failed: $(tail -5 "$T/rb.err")"
