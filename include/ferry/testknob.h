@@ -37,6 +37,9 @@ void ferry_test_knobs_from_env(void);
 void ferry_test_knob_set(const char *name, const char *value);
 /* The knob's value, or NULL when not installed. */
 const char *ferry_test_knob(const char *name);
+/* Sleeps the milliseconds knob `name` holds (1 to 59,999; anything else: no pause), for the
+ * knobs that slow a step down so a test can act in the middle of it. */
+void ferry_test_pause(const char *name);
 /* Kills the process (as kill -9) when knob `name` is installed with the value `point`; stops it
  * (SIGSTOP) when name is FERRY_TEST_CRASH_AFTER and FERRY_TEST_STOP_AFTER names point. */
 void ferry_fault_point(const char *name, const char *point);

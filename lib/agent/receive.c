@@ -233,21 +233,13 @@ static int recv_file_data(void *ud, const char *data, size_t len, ferry_err *err
     return FERRY_OK;
 }
 
-/* Test-only: FERRY_AGENT_TEST_SLOW_RECEIVE_MS=N makes the receiving agent pause N ms after each
- * file, so a test can kill a process while a part is half received (docs/agent.md). */
-static void test_slow_receive(void)
-{
-    const char *e = ferry_test_knob("FERRY_AGENT_TEST_SLOW_RECEIVE_MS");
-    uint64_t ms = 0;
-    if (e && *e && ferry_parse_u64(e, &ms) && ms > 0 && ms < 60000)
-        usleep((useconds_t)(ms * 1000));
-}
-
 static int recv_file_end(void *ud, ferry_err *err)
 {
     agent_recv *r = ud;
     recv_part *p = cur(r);
-    test_slow_receive();
+    /* test-only: a pause after each file, so a test can kill a process while a part is half
+     * received (docs/agent.md) */
+    ferry_test_pause("FERRY_AGENT_TEST_SLOW_RECEIVE_MS");
     char **nn = realloc(p->names, (p->n_names + 1) * sizeof *nn);
     if (!nn)
         return ferry_err_set(err, FERRY_ENOMEM, "out of memory");

@@ -361,16 +361,6 @@ static int upload_batch(agent_env *env, upload_env *u, const char *dir, const ch
     return rc;
 }
 
-/* Test-only: FERRY_AGENT_TEST_SLOW_UPLOAD_MS=N makes the agent pause N ms after each part it
- * uploads, as a slow object store would (tier_upload_slow.sh). */
-static void test_slow_upload(void)
-{
-    const char *e = ferry_test_knob("FERRY_AGENT_TEST_SLOW_UPLOAD_MS");
-    uint64_t ms = 0;
-    if (e && *e && ferry_parse_u64(e, &ms) && ms > 0 && ms < 60000)
-        usleep((useconds_t)(ms * 1000));
-}
-
 /* Uploads one frozen part (docs/agent.md, "upload"); *resp is its answer. */
 static int upload_part(agent_env *env, upload_env *u, const char *freeze, const char *part,
                        json_t **resp, ferry_err *err)
@@ -418,7 +408,9 @@ static int upload_part(agent_env *env, upload_env *u, const char *freeze, const 
     }
     if (rc)
         goto out;
-    test_slow_upload();
+    /* test-only: a pause after each part uploaded, as a slow object store would
+     * (tier_upload_slow.sh) */
+    ferry_test_pause("FERRY_AGENT_TEST_SLOW_UPLOAD_MS");
     *resp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:I, s:I, s:I, s:b, s:o}", "database",
                       u->db, "table", u->table, "freeze", freeze, "part", part, "partition_id",
                       pid, "store", ferry_objstore_describe(u->up), "objects", objs, "uploaded",

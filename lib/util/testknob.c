@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ferry/log.h"
+#include "ferry/strutil.h"
 
 static const char *const knob_names[] = {
     "FERRY_TEST_CRASH_AFTER",         "FERRY_TEST_CRASH_BEFORE",
@@ -61,6 +63,14 @@ const char *ferry_test_knob(const char *name)
     const char *v = knob_values[i];
     pthread_mutex_unlock(&knob_mu);
     return v;
+}
+
+void ferry_test_pause(const char *name)
+{
+    const char *e = ferry_test_knob(name);
+    uint64_t ms = 0;
+    if (e && *e && ferry_parse_u64(e, &ms) && ms > 0 && ms < 60000)
+        usleep((useconds_t)(ms * 1000));
 }
 
 void ferry_fault_point(const char *name, const char *point)
