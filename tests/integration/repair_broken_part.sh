@@ -12,9 +12,7 @@ source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 
 L=$T/lab
-mv_rf2_setup "$L" --stop-merges
-C=$L/rf2.conf
-"$FERRY_BIN" tenant add acme --config "$C" >/dev/null || fail "tenant add"
+mv_rf2_acme "$L" --stop-merges
 for u in "$U1" "$U2"; do mv_ingest "$u" acme 0 2 3000; mv_ingest "$u" acme 0 1 1000 5; done
 mv_ingest "$U1" acme 0 1 500 9 # rows node2 missed
 P=$(chq "$U2" "SELECT partition_id FROM system.parts WHERE active AND table = 'events' AND partition LIKE '%20261101%' LIMIT 1")

@@ -10,9 +10,7 @@ source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 
 L=$T/lab
-FERRY_AGENT_TEST_LIVE_GONE=1 mv_rf2_setup "$L"
-C=$L/rf2.conf
-"$FERRY_BIN" tenant add acme --config "$C" >/dev/null || fail "tenant add"
+FERRY_AGENT_TEST_LIVE_GONE=1 mv_rf2_acme "$L"
 mv_ingest "$U1" acme 0 2 4000 # node1: 2026-11-01..02, node2 nothing
 for d in 1 2; do chq "$U1" "ALTER TABLE events MOVE PARTITION ('acme', 2026110$d, 0) TO DISK 'cold'" >/dev/null; done
 want=$(mv_fp "$U1" acme 0)

@@ -11,9 +11,7 @@ source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 
 L=$T/lab
-mv_rf2_setup "$L" --stop-merges
-C=$L/rf2.conf
-"$FERRY_BIN" tenant add acme --config "$C" >/dev/null || fail "tenant add"
+mv_rf2_acme "$L" --stop-merges
 mv_ingest "$U1" acme 0 1 4000 # 2026-11-01 on both replicas, the same insert
 mv_ingest "$U2" acme 0 1 4000
 hashes() { chq "$1" "SELECT groupArray(hash_of_all_files) FROM (SELECT hash_of_all_files FROM system.parts WHERE active AND table = 'events' ORDER BY 1)"; }

@@ -13,9 +13,7 @@ source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 
 L=$T/lab
-mv_rf2_setup "$L" --stop-merges
-C=$L/rf2.conf
-"$FERRY_BIN" tenant add acme --config "$C" >/dev/null || fail "tenant add"
+mv_rf2_acme "$L" --stop-merges
 chq "$U1" "$(mv_day_rows 0 4000)" >/dev/null
 chq "$U2" "$(mv_day_rows 0 2000)" >/dev/null
 chq "$U2" "$(mv_day_rows 2000 2000)" >/dev/null

@@ -11,9 +11,7 @@ source "$FERRY_SOURCE_DIR/tests/lib/lab.sh"
 source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 
 L=$T/lab
-mv_rf2_setup "$L"
-C=$L/rf2.conf
-"$FERRY_BIN" tenant add acme --config "$C" >/dev/null || fail "tenant add"
+mv_rf2_acme "$L"
 mv_ingest "$U1" acme 0 3 4000 # node1: 2026-11-01..03
 mv_ingest "$U2" acme 0 1 4000 # node2: the first day only
 route() { "$FERRY_BIN" route --config "$C" --tenant acme --json | jq -r '.slices[0].shards | sort | join(",")'; }

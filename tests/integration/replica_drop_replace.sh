@@ -19,9 +19,7 @@ source "$FERRY_SOURCE_DIR/tests/lib/move.sh"
 
 MV_DDL="$MV_DDL$MV_FAST_CLEANUP" # the replaced parts removed while the test waits
 L=$T/lab
-mv_rf2_setup "$L"
-C=$L/rf2.conf
-"$FERRY_BIN" tenant add acme --config "$C" >/dev/null || fail "tenant add"
+mv_rf2_acme "$L"
 mv_ingest "$U1" acme 0 3 4000 # node1: 2026-11-01..03
 for d in 1 2; do chq "$U1" "ALTER TABLE events MOVE PARTITION ('acme', 2026110$d, 0) TO DISK 'cold'" >/dev/null; done
 "$FERRY_BIN" repair --config "$C" --tenant acme --grace 0 >"$T/rep.out" 2>"$T/rep.err" ||

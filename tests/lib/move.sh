@@ -67,6 +67,14 @@ mv_rf2_setup() {
     "$FERRY_BIN" init --config "$dir/rf2.conf" >/dev/null || fail "init"
 }
 
+# mv_rf2_acme DIR [mv_rf2_setup's options]: mv_rf2_setup, then tenant acme registered with the
+# lab's rf 2 config; sets C to that config (and U1, U2 as mv_rf2_setup does).
+mv_rf2_acme() {
+    mv_rf2_setup "$@"
+    C=$1/rf2.conf
+    "$FERRY_BIN" tenant add acme --config "$C" >/dev/null || fail "tenant add"
+}
+
 # mv_place_tenants DIR SHARDS_TSV N: N tenants t01..tN of 1-3 splits placed by `ferry place` on
 # the shards of SHARDS_TSV (name, weight), each slice's rows (3 days) inserted on its shard (URL:
 # node name -> ClickHouse URL), then the oldest day of every tenant on node1 moved to the cold
